@@ -1,0 +1,45 @@
+// Package blobstore is spool's store for large, cold state: directive
+// bundles, transcript segments, checkpoints, thread.json, knowledge renders
+// and tool artifacts. One small interface, two backends: S3-compatible
+// storage (aws-sdk-go-v2) and a local directory.
+package blobstore
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned by Get, Stat and Delete-tolerant callers when a key
+// does not exist.
+var ErrNotFound = errors.New("blob not found")
+
+// ErrExists is returned by PutIfAbsent when the key already exists.
+var ErrExists = errors.New("blob already exists")
+
+// Info describes a stored object.
+type Info struct {
+	Key      string
+	Size     int64
+	Modified time.Time
+	ETag     string
+}
+
+// Store is the blob store. Keys are slash-separated paths without a leading
+// slash ("threads/<id>/transcript/000001.jsonl"). Implementations are safe for
+// concurrent use.
+type Store interface {
+	// Put writes data at key, replacing any object there.
+	Put(ctx context.Context, key string, data []byte) error
+	// PutIfAbsent writes data at key only if no object exists there;
+	// otherwise it returns ErrExists and changes nothing.
+	PutIfAbsent(ctx context.Context, key string, data []byte) error
+	// Get returns the object's bytes, or ErrNotFound.
+	Get(ctx context.Context, key string) ([]byte, error)
+	// Stat returns the object's info, or ErrNotFound.
+	Stat(ctx context.Context, key string) (Info, error)
+	// List returns every object whose key starts with prefix, sorted by key.
+	List(ctx context.Context, prefix string) ([]Info, error)
+	// Delete removes the object; deleting a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+}

@@ -1,0 +1,285 @@
+// Package testenv gives integration tests real services with isolation.
+//
+// Redis: SPOOL_TEST_REDIS_URL when set; else a redis-server found on PATH,
+// started once per test binary on a free loopback port; else an embedded
+// miniredis whose clock is advanced every 250ms (asynq needs TTLs to count
+// down). S3: SPOOL_TEST_S3_ENDPOINT (+ _BUCKET, AWS keys) when set; else a
+// versitygw on PATH started once per test binary; else the test skips.
+//
+// With SPOOL_TEST_REQUIRE_REAL=1 (set by .ci/run) a test that would fall back
+// to miniredis, or skip for want of S3, fails instead: CI proves every
+// integration test ran against the real services.
+//
+// Every caller gets a random namespace (Redis) or key prefix (S3), never a
+// FLUSHDB. Packages that use this call testenv.Main from TestMain so that the
+// servers it started are stopped.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// RequireReal reports whether tests must use real services (CI).
+func RequireReal() bool { return os.Getenv("SPOOL_TEST_REQUIRE_REAL") == "1" }
+
+// Redis is a Redis server for one test.
+type Redis struct {
+	URL       string        // redis://127.0.0.1:port/0
+	Addr      string        // 127.0.0.1:port
+	Client    *redis.Client // closed at test cleanup
+	Namespace string        // random keyspace namespace for this test
+	Embedded  bool          // true when the server is miniredis
+}
+
+var (
+	redisOnce sync.Once
+	redisURL  string
+	redisEmb  bool
+	redisErr  error
+	stops     []func()
+	stopsMu   sync.Mutex
+)
+
+func addStop(f func()) {
+	stopsMu.Lock()
+	stops = append(stops, f)
+	stopsMu.Unlock()
+}
+
+// Main runs the tests and stops the servers this package started.
+func Main(m *testing.M) {
+	code := m.Run()
+	stopsMu.Lock()
+	for i := len(stops) - 1; i >= 0; i-- {
+		stops[i]()
+	}
+	stopsMu.Unlock()
+	os.Exit(code)
+}
+
+// RandomID returns n random bytes as hex.
+func RandomID(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// FreePort returns a free TCP port on 127.0.0.1.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func startRedis() (string, bool, error) {
+	if u := os.Getenv("SPOOL_TEST_REDIS_URL"); u != "" {
+		return u, false, nil
+	}
+	if bin, err := exec.LookPath("redis-server"); err == nil {
+		port, err := FreePort()
+		if err != nil {
+			return "", false, err
+		}
+		dir, err := os.MkdirTemp("", "spool-test-redis-")
+		if err != nil {
+			return "", false, err
+		}
+		cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", dir)
+		if err := cmd.Start(); err != nil {
+			return "", false, fmt.Errorf("start redis-server: %w", err)
+		}
+		addStop(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = os.RemoveAll(dir) })
+		url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
+		if err := waitRedis(url, 10*time.Second); err != nil {
+			return "", false, err
+		}
+		return url, false, nil
+	}
+	m, err := StartMiniredis()
+	if err != nil {
+		return "", false, err
+	}
+	addStop(m.Close)
+	return "redis://" + m.Addr() + "/0", true, nil
+}
+
+// StartMiniredis starts an embedded miniredis whose TTLs count down: a
+// goroutine fast-forwards its clock every 250ms until Close.
+func StartMiniredis() (*miniredis.Miniredis, error) {
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				m.FastForward(now.Sub(last))
+				last = now
+			}
+		}
+	}()
+	addStop(func() { close(done) })
+	return m, nil
+}
+
+func waitRedis(url string, d time.Duration) error {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return err
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	deadline := time.Now().Add(d)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis at %s not ready: %w", url, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// NewRedis returns the shared test Redis with a fresh random namespace and a
+// client closed at cleanup. It fails the test when RequireReal and only the
+// embedded fallback is available.
+func NewRedis(t testing.TB) *Redis {
+	t.Helper()
+	redisOnce.Do(func() { redisURL, redisEmb, redisErr = startRedis() })
+	if redisErr != nil {
+		t.Fatalf("testenv: redis: %v", redisErr)
+	}
+	if redisEmb && RequireReal() {
+		t.Fatalf("testenv: SPOOL_TEST_REQUIRE_REAL=1 but no real Redis (set SPOOL_TEST_REDIS_URL or put redis-server on PATH)")
+	}
+	opt, err := redis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatalf("testenv: parse %q: %v", redisURL, err)
+	}
+	opt.PoolSize = 64
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	return &Redis{URL: redisURL, Addr: opt.Addr, Client: c, Namespace: "t" + RandomID(6), Embedded: redisEmb}
+}
+
+// S3 is an S3-compatible server for one test.
+type S3 struct {
+	Endpoint  string
+	Bucket    string
+	Region    string
+	AccessKey string
+	SecretKey string
+	Prefix    string // random key prefix for this test, ending in "/"
+}
+
+var (
+	s3Once sync.Once
+	s3Srv  *S3
+	s3Err  error
+)
+
+func startS3() (*S3, error) {
+	if ep := os.Getenv("SPOOL_TEST_S3_ENDPOINT"); ep != "" {
+		return &S3{Endpoint: ep, Bucket: envOr("SPOOL_TEST_S3_BUCKET", "spool-test"), Region: envOr("SPOOL_TEST_S3_REGION", "us-east-1"),
+			AccessKey: envOr("AWS_ACCESS_KEY_ID", "spooltest"), SecretKey: envOr("AWS_SECRET_ACCESS_KEY", "spooltestsecret")}, nil
+	}
+	bin, err := exec.LookPath("versitygw")
+	if err != nil {
+		if gp := filepath.Join(os.Getenv("HOME"), "go", "bin", "versitygw"); fileExists(gp) {
+			bin = gp
+		} else {
+			return nil, nil
+		}
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "spool-test-s3-")
+	if err != nil {
+		return nil, err
+	}
+	const bucket = "spool-test"
+	if err := os.MkdirAll(filepath.Join(dir, bucket), 0o755); err != nil {
+		return nil, err
+	}
+	s := &S3{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), Bucket: bucket, Region: "us-east-1", AccessKey: "spooltest", SecretKey: "spooltestsecret"}
+	cmd := exec.Command(bin, "--access", s.AccessKey, "--secret", s.SecretKey, "--port", fmt.Sprintf("127.0.0.1:%d", port), "posix", dir)
+	cmd.Stdout, cmd.Stderr = nil, nil
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start versitygw: %w", err)
+	}
+	addStop(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = os.RemoveAll(dir) })
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("versitygw on port %d not ready: %w", port, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// NewS3 returns the shared S3-compatible test server with a random key
+// prefix. With no server available it skips the test, or fails it when
+// RequireReal.
+func NewS3(t testing.TB) *S3 {
+	t.Helper()
+	s3Once.Do(func() { s3Srv, s3Err = startS3() })
+	if s3Err != nil {
+		t.Fatalf("testenv: s3: %v", s3Err)
+	}
+	if s3Srv == nil {
+		if RequireReal() {
+			t.Fatalf("testenv: SPOOL_TEST_REQUIRE_REAL=1 but no S3 server (set SPOOL_TEST_S3_ENDPOINT or put versitygw on PATH)")
+		}
+		t.Skip("no S3-compatible server: set SPOOL_TEST_S3_ENDPOINT or install versitygw")
+	}
+	s := *s3Srv
+	s.Prefix = "t" + RandomID(6) + "/"
+	return &s
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

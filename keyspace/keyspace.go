@@ -1,0 +1,75 @@
+// Package keyspace builds every Redis key spool uses, in one place.
+//
+// All of spool's own keys (registry, chains, ledger, spawn counters, cancel
+// flags, wake-up bookkeeping) carry one hash tag, "{" + Namespace + "}", so
+// every multi-key Lua script touches a single Redis Cluster slot. asynq's
+// own keys are asynq's business: it tags them by queue name.
+//
+// One slot for all of spool's state is a deliberate trade: a thread's
+// scripts reach up its ancestor chain and across its children, and the
+// ancestors of a thread are not known before it is spawned, so per-tree
+// tags would need the tree's root in every thread id. The state is small and
+// hot (a few hashes per thread); one Redis node serves it at tens of
+// thousands of scripts per second (see BENCHMARKS.md), far above what a
+// fleet of LLM workers asks for. Tests isolate themselves with a random
+// namespace.
+package keyspace
+
+import "strings"
+
+// DefaultNamespace is the namespace used when none is configured.
+const DefaultNamespace = "spool"
+
+// Space builds keys for one namespace.
+type Space struct {
+	prefix string // "spool:{ns}:"
+}
+
+// New returns the key space for namespace ns ("" means DefaultNamespace).
+func New(ns string) Space {
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	ns = strings.NewReplacer("{", "", "}", "").Replace(ns)
+	return Space{prefix: "spool:{" + ns + "}:"}
+}
+
+// Prefix is the common prefix of every key of this space.
+func (s Space) Prefix() string { return s.prefix }
+
+// Thread is the registry hash of one thread.
+func (s Space) Thread(id string) string { return s.prefix + "thread:" + id }
+
+// Threads is a sorted set of every thread id, scored by creation time (ms).
+func (s Space) Threads() string { return s.prefix + "threads" }
+
+// Active is the set of non-terminal thread ids.
+func (s Space) Active() string { return s.prefix + "active" }
+
+// Children is the set of child ids of a parent.
+func (s Space) Children(parent string) string { return s.prefix + "children:" + parent }
+
+// Spawns is the counter of children spawned by a parent.
+func (s Space) Spawns(parent string) string { return s.prefix + "spawns:" + parent }
+
+// Events is the pub/sub channel on which status changes are published as
+// "thread_id status".
+func (s Space) Events() string { return s.prefix + "events" }
+
+// Ledger is the budget ledger hash of one thread.
+func (s Space) Ledger(id string) string { return s.prefix + "ledger:" + id }
+
+// Charges is the set of idempotency keys already charged to a thread.
+func (s Space) Charges(id string) string { return s.prefix + "charges:" + id }
+
+// Cancel is the cancellation flag of a thread.
+func (s Space) Cancel(id string) string { return s.prefix + "cancel:" + id }
+
+// Waits is the set of child ids a waiting thread still waits for.
+func (s Space) Waits(id string) string { return s.prefix + "waits:" + id }
+
+// Lease is the activation lease of a thread (who runs it now).
+func (s Space) Lease(id string) string { return s.prefix + "lease:" + id }
+
+// Lock is a named short-lived lock (scheduler ticks, housekeeping).
+func (s Space) Lock(name string) string { return s.prefix + "lock:" + name }

@@ -1,0 +1,137 @@
+package thread
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Limit codes, as the spec names them.
+const (
+	CodeSpendExceeded    = "spend_exceeded"
+	CodeTurnsExceeded    = "turns_exceeded"
+	CodeTokensExceeded   = "tokens_exceeded"
+	CodeDurationExceeded = "duration_seconds_exceeded"
+	CodeSpawnsExceeded   = "spawns_exceeded"
+	CodeDepthExceeded    = "depth_exceeded"
+)
+
+// LimitError reports an exceeded limit. errors.Is matches any *LimitError
+// with the same Code, so callers can test errors.Is(err, &LimitError{Code: CodeSpendExceeded}).
+type LimitError struct {
+	Code    string
+	Current float64
+	Max     float64
+	Message string
+}
+
+func (e *LimitError) Error() string {
+	if e.Message != "" {
+		return e.Code + ": " + e.Message
+	}
+	return fmt.Sprintf("%s: %g of %g", e.Code, e.Current, e.Max)
+}
+
+// Is matches another *LimitError with the same code.
+func (e *LimitError) Is(target error) bool {
+	var t *LimitError
+	if errors.As(target, &t) {
+		return t.Code == e.Code
+	}
+	return false
+}
+
+// Limits bound a thread. A nil pointer field is "not set" at its layer;
+// Resolved limits have every field set.
+type Limits struct {
+	Turns    *int     `json:"turns,omitempty" yaml:"turns,omitempty"`
+	Tokens   *int     `json:"tokens,omitempty" yaml:"tokens,omitempty"`
+	Spend    *float64 `json:"spend,omitempty" yaml:"spend,omitempty"`
+	Depth    *int     `json:"depth,omitempty" yaml:"depth,omitempty"`
+	Spawns   *int     `json:"spawns,omitempty" yaml:"spawns,omitempty"`
+	Duration *float64 `json:"duration,omitempty" yaml:"duration,omitempty"` // seconds
+}
+
+// Resolved is a fully resolved set of limits, as stored on a thread.
+type Resolved struct {
+	Turns    int     `json:"turns"`
+	Tokens   int     `json:"tokens"`
+	Spend    float64 `json:"spend"`
+	Depth    int     `json:"depth"`
+	Spawns   int     `json:"spawns"`
+	Duration float64 `json:"duration"` // seconds
+}
+
+// DefaultLimits are the reference defaults of resilience.yaml.
+func DefaultLimits() Resolved {
+	return Resolved{Turns: 25, Tokens: 4096, Spend: 1.0, Depth: 10, Spawns: 10, Duration: 600}
+}
+
+// Layer returns r as a Limits layer with every field set.
+func (r Resolved) Layer() Limits {
+	return Limits{Turns: &r.Turns, Tokens: &r.Tokens, Spend: &r.Spend, Depth: &r.Depth, Spawns: &r.Spawns, Duration: &r.Duration}
+}
+
+// Apply overlays the set fields of l onto r.
+func (r Resolved) Apply(l Limits) Resolved {
+	if l.Turns != nil {
+		r.Turns = *l.Turns
+	}
+	if l.Tokens != nil {
+		r.Tokens = *l.Tokens
+	}
+	if l.Spend != nil {
+		r.Spend = *l.Spend
+	}
+	if l.Depth != nil {
+		r.Depth = *l.Depth
+	}
+	if l.Spawns != nil {
+		r.Spawns = *l.Spawns
+	}
+	if l.Duration != nil {
+		r.Duration = *l.Duration
+	}
+	return r
+}
+
+// MergeLimits resolves limits as the spec's step 4: defaults → directive →
+// overrides, then capped by the parent's limits via min(), with depth one
+// less than the parent's. parent is nil for a root thread. A resolved depth
+// below 0 is a depth_exceeded *LimitError.
+func MergeLimits(defaults Resolved, directive, overrides Limits, parent *Resolved) (Resolved, error) {
+	r := defaults.Apply(directive).Apply(overrides)
+	if parent != nil {
+		r.Turns = min(r.Turns, parent.Turns)
+		r.Tokens = min(r.Tokens, parent.Tokens)
+		r.Spend = min(r.Spend, parent.Spend)
+		r.Spawns = min(r.Spawns, parent.Spawns)
+		r.Duration = min(r.Duration, parent.Duration)
+		r.Depth = min(r.Depth, parent.Depth-1)
+	}
+	if r.Depth < 0 {
+		pd := -1
+		if parent != nil {
+			pd = parent.Depth
+		}
+		return r, &LimitError{Code: CodeDepthExceeded, Current: float64(r.Depth), Max: 0,
+			Message: fmt.Sprintf("resolved depth %d is below 0 (parent depth %d)", r.Depth, pd)}
+	}
+	return r, nil
+}
+
+// Validate rejects negative or non-finite limits, naming the bad field.
+func (r Resolved) Validate() error {
+	switch {
+	case r.Turns < 0:
+		return fmt.Errorf("limits: turns %d is negative", r.Turns)
+	case r.Tokens < 0:
+		return fmt.Errorf("limits: tokens %d is negative", r.Tokens)
+	case r.Spend < 0 || r.Spend != r.Spend:
+		return fmt.Errorf("limits: spend %g is not a non-negative number", r.Spend)
+	case r.Spawns < 0:
+		return fmt.Errorf("limits: spawns %d is negative", r.Spawns)
+	case r.Duration < 0 || r.Duration != r.Duration:
+		return fmt.Errorf("limits: duration %g is not a non-negative number", r.Duration)
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+package thread
+
+import "fmt"
+
+// Status is a thread's lifecycle state.
+type Status string
+
+const (
+	StatusCreated   Status = "created"
+	StatusRunning   Status = "running"
+	StatusWaiting   Status = "waiting"
+	StatusCompleted Status = "completed"
+	StatusError     Status = "error"
+	StatusCancelled Status = "cancelled"
+	StatusContinued Status = "continued"
+)
+
+// Statuses lists every status in lifecycle order.
+var Statuses = []Status{StatusCreated, StatusRunning, StatusWaiting, StatusCompleted, StatusError, StatusCancelled, StatusContinued}
+
+// transitions is the table of allowed status changes: from → set of to.
+var transitions = map[Status]map[Status]bool{
+	StatusCreated: {StatusRunning: true, StatusError: true, StatusCancelled: true},
+	StatusRunning: {StatusWaiting: true, StatusCompleted: true, StatusError: true, StatusCancelled: true, StatusContinued: true},
+	StatusWaiting: {StatusRunning: true, StatusError: true, StatusCancelled: true},
+}
+
+// Transitions returns the allowed transition table as from → []to, for
+// callers (the registry's Lua script) that must apply it elsewhere.
+func Transitions() map[Status][]Status {
+	out := make(map[Status][]Status, len(transitions))
+	for _, from := range Statuses {
+		for _, to := range Statuses {
+			if transitions[from][to] {
+				out[from] = append(out[from], to)
+			}
+		}
+	}
+	return out
+}
+
+// Valid reports whether s is a known status.
+func (s Status) Valid() bool {
+	for _, v := range Statuses {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Terminal reports whether s is a final state.
+func (s Status) Terminal() bool {
+	switch s {
+	case StatusCompleted, StatusError, StatusCancelled, StatusContinued:
+		return true
+	}
+	return false
+}
+
+// Resumable reports whether a user may resume a thread in state s.
+func (s Status) Resumable() bool {
+	return s == StatusCompleted || s == StatusError || s == StatusCancelled
+}
+
+// CanTransition reports whether from → to is allowed.
+func CanTransition(from, to Status) bool { return transitions[from][to] }
+
+// TransitionError is returned for a status change the table forbids.
+type TransitionError struct {
+	From, To Status
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("invalid status transition %s → %s", e.From, e.To)
+}
+
+// CheckTransition returns a *TransitionError when from → to is not allowed.
+func CheckTransition(from, to Status) error {
+	if !to.Valid() {
+		return fmt.Errorf("unknown status %q", to)
+	}
+	if !CanTransition(from, to) {
+		return &TransitionError{From: from, To: to}
+	}
+	return nil
+}
