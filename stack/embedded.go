@@ -1,0 +1,110 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+// Embedded is a Redis server started by this process for zero-setup runs.
+type Embedded struct {
+	URL        string
+	Persistent bool // false for miniredis: nothing survives the process
+	stop       func()
+}
+
+// Stop shuts the server down.
+func (e *Embedded) Stop() {
+	if e != nil && e.stop != nil {
+		e.stop()
+	}
+}
+
+// StartEmbedded starts a Redis for this process: a redis-server found on
+// PATH, with its data (AOF) in dataDir/redis, or else an in-process miniredis
+// that keeps nothing on disk (logged as a notice). miniredis's TTLs only
+// count down when its clock is advanced, which asynq's leases need, so a
+// goroutine fast-forwards it every 250ms.
+func StartEmbedded(dataDir string, log *slog.Logger) (*Embedded, error) {
+	if bin, err := exec.LookPath("redis-server"); err == nil {
+		dir := filepath.Join(dataDir, "redis")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("embedded redis: %w", err)
+		}
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--dir", dir,
+			"--appendonly", "yes", "--save", "", "--protected-mode", "yes")
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("embedded redis: start %s: %w", bin, err)
+		}
+		url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
+		e := &Embedded{URL: url, Persistent: true, stop: func() {
+			_ = cmd.Process.Signal(os.Interrupt)
+			done := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		}}
+		if err := ping(url, 10*time.Second); err != nil {
+			e.Stop()
+			return nil, fmt.Errorf("embedded redis: %w", err)
+		}
+		log.Info("embedded redis-server started", "addr", url, "data_dir", dir)
+		return e, nil
+	}
+	m := miniredis.NewMiniRedis()
+	if err := m.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, fmt.Errorf("embedded miniredis: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				m.FastForward(now.Sub(last))
+				last = now
+			}
+		}
+	}()
+	log.Warn("no redis-server on PATH: using in-process miniredis; nothing is kept after this process exits")
+	return &Embedded{URL: "redis://" + m.Addr() + "/0", stop: func() { close(done); m.Close() }}, nil
+}
+
+func ping(url string, d time.Duration) error {
+	c, err := OpenRedis(url)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	deadline := time.Now().Add(d)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready: %w", url, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
