@@ -73,3 +73,7 @@ func (s Space) Lease(id string) string { return s.prefix + "lease:" + id }
 
 // Lock is a named short-lived lock (scheduler ticks, housekeeping).
 func (s Space) Lock(name string) string { return s.prefix + "lock:" + name }
+
+// Waiters is the set of thread ids waiting on the continuation chain whose
+// root is chainRoot.
+func (s Space) Waiters(chainRoot string) string { return s.prefix + "waiters:" + chainRoot }

@@ -1,0 +1,115 @@
+package config
+
+import (
+	"fmt"
+	"io/fs"
+	"time"
+)
+
+// Coordination file locations, in lookup order: the spec names both.
+var coordinationPaths = []string{".ai/config/agent/coordination.yaml", ".ai/config/coordination.yaml"}
+
+// Transcript integrity modes.
+const (
+	IntegrityStrict  = "strict"
+	IntegrityLenient = "lenient"
+)
+
+// Coordination is coordination.yaml.
+type Coordination struct {
+	// TriggerThreshold is the context usage ratio that triggers a handoff.
+	// Default 0.9.
+	TriggerThreshold float64
+	// ResumeCeilingTokens bounds the trailing messages carried into a
+	// continuation. Default 16000.
+	ResumeCeilingTokens int
+	// WaitDefaultTimeout is wait_threads' timeout when none is given.
+	// Default 600 s.
+	WaitDefaultTimeout time.Duration
+	// WaitMaxThreads is how many thread ids one wait may name. Default 50.
+	WaitMaxThreads int
+	// TranscriptIntegrity is strict or lenient. Default strict.
+	TranscriptIntegrity string
+}
+
+// DefaultCoordination is what a project without coordination.yaml gets.
+func DefaultCoordination() Coordination {
+	return Coordination{
+		TriggerThreshold:    0.9,
+		ResumeCeilingTokens: 16000,
+		WaitDefaultTimeout:  600 * time.Second,
+		WaitMaxThreads:      50,
+		TranscriptIntegrity: IntegrityStrict,
+	}
+}
+
+// LoadCoordination reads coordination.yaml from the project fsys; a missing
+// file gives DefaultCoordination.
+func LoadCoordination(fsys fs.FS) (Coordination, error) {
+	data, path, ok, err := readFirst(fsys, coordinationPaths...)
+	if err != nil || !ok {
+		return DefaultCoordination(), err
+	}
+	return ParseCoordination(path, data)
+}
+
+// ParseCoordination parses coordination.yaml. Keys accepted, at the top
+// level or under "coordination:":
+//
+//	continuation.trigger_threshold | trigger_threshold
+//	continuation.resume_ceiling_tokens | resume_ceiling_tokens
+//	wait_threads.default_timeout (seconds) | wait_threads.max_threads
+//	transcript_integrity | continuation.transcript_integrity (strict | lenient)
+func ParseCoordination(path string, data []byte) (Coordination, error) {
+	c := DefaultCoordination()
+	root, err := parseTree(path, data)
+	if err != nil {
+		return c, err
+	}
+	if sub, ok, err := root.sub("coordination"); err != nil {
+		return c, err
+	} else if ok {
+		root = sub
+	}
+	if f, ok, err := root.number("continuation.trigger_threshold", "trigger_threshold"); err != nil {
+		return c, err
+	} else if ok {
+		if f <= 0 || f > 1 {
+			return c, fmt.Errorf("%s: trigger_threshold: %g is not in (0, 1]", path, f)
+		}
+		c.TriggerThreshold = f
+	}
+	if n, ok, err := root.integer("continuation.resume_ceiling_tokens", "resume_ceiling_tokens"); err != nil {
+		return c, err
+	} else if ok {
+		if n <= 0 {
+			return c, fmt.Errorf("%s: resume_ceiling_tokens: %d is not positive", path, n)
+		}
+		c.ResumeCeilingTokens = n
+	}
+	if f, ok, err := root.number("wait_threads.default_timeout", "default_timeout"); err != nil {
+		return c, err
+	} else if ok {
+		if f <= 0 {
+			return c, fmt.Errorf("%s: wait_threads.default_timeout: %g is not positive", path, f)
+		}
+		c.WaitDefaultTimeout = time.Duration(f * float64(time.Second))
+	}
+	if n, ok, err := root.integer("wait_threads.max_threads", "wait_threads.max_thread_ids"); err != nil {
+		return c, err
+	} else if ok {
+		if n <= 0 {
+			return c, fmt.Errorf("%s: wait_threads.max_threads: %d is not positive", path, n)
+		}
+		c.WaitMaxThreads = n
+	}
+	if s, ok, err := root.str("transcript_integrity", "continuation.transcript_integrity"); err != nil {
+		return c, err
+	} else if ok {
+		if s != IntegrityStrict && s != IntegrityLenient {
+			return c, fmt.Errorf("%s: transcript_integrity: %q is not strict or lenient", path, s)
+		}
+		c.TranscriptIntegrity = s
+	}
+	return c, nil
+}

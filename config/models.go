@@ -1,0 +1,111 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+var modelsPaths = []string{".ai/config/agent/models.yaml", ".ai/config/models.yaml"}
+
+// ScriptPrefix marks a model id that is a scripted-provider script path,
+// relative to the project root ("script:scripts/all.yaml").
+const ScriptPrefix = "script:"
+
+// ErrNoModel is returned by ResolveModel when no model can be chosen.
+var ErrNoModel = errors.New("no model")
+
+// Models is models.yaml: the tier → model id map.
+type Models struct {
+	// Tiers maps a tier name to a model id or "script:PATH". Defaults:
+	// haiku and fast → claude-haiku-4-5, sonnet and general →
+	// claude-sonnet-4-5, opus → claude-opus-4-1; the file's entries
+	// replace or add to these.
+	Tiers map[string]string
+}
+
+// DefaultModels is the tier map a project without models.yaml gets.
+func DefaultModels() Models {
+	return Models{Tiers: map[string]string{
+		"haiku":   "claude-haiku-4-5",
+		"fast":    "claude-haiku-4-5",
+		"sonnet":  "claude-sonnet-4-5",
+		"general": "claude-sonnet-4-5",
+		"opus":    "claude-opus-4-1",
+	}}
+}
+
+// LoadModels reads models.yaml from the project fsys.
+func LoadModels(fsys fs.FS) (Models, error) {
+	data, path, ok, err := readFirst(fsys, modelsPaths...)
+	if err != nil || !ok {
+		return DefaultModels(), err
+	}
+	return ParseModels(path, data)
+}
+
+// ParseModels parses models.yaml: `tiers: {name: model-id | script:PATH}`,
+// at the top level or under "models:".
+func ParseModels(path string, data []byte) (Models, error) {
+	m := DefaultModels()
+	var doc struct {
+		Tiers  map[string]string `yaml:"tiers"`
+		Models *struct {
+			Tiers map[string]string `yaml:"tiers"`
+		} `yaml:"models"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return m, fmt.Errorf("%s: %w", path, err)
+	}
+	tiers := doc.Tiers
+	if tiers == nil && doc.Models != nil {
+		tiers = doc.Models.Tiers
+	}
+	for k, v := range tiers {
+		if strings.TrimSpace(v) == "" {
+			return m, fmt.Errorf("%s: tiers.%s: empty model id", path, k)
+		}
+		m.Tiers[k] = strings.TrimSpace(v)
+	}
+	return m, nil
+}
+
+// ResolveModel picks a thread's model as the CLI contract says: explicit
+// (--model or the spawn call's model), else the directive's model id, else
+// its tier through the map, else its fallback id, else its fallback tier.
+// An unknown tier is an error naming it.
+func (m Models) ResolveModel(explicit, id, tier, fallbackID, fallbackTier string) (string, error) {
+	switch {
+	case explicit != "":
+		return explicit, nil
+	case id != "":
+		return id, nil
+	}
+	if tier != "" {
+		if v, ok := m.Tiers[tier]; ok {
+			return v, nil
+		}
+	}
+	if fallbackID != "" {
+		return fallbackID, nil
+	}
+	if fallbackTier != "" {
+		if v, ok := m.Tiers[fallbackTier]; ok {
+			return v, nil
+		}
+	}
+	if tier != "" {
+		return "", fmt.Errorf("model tier %q is not in models.yaml: %w", tier, ErrNoModel)
+	}
+	return "", ErrNoModel
+}
+
+// ScriptPath returns the project-relative script path of a "script:PATH"
+// model id.
+func ScriptPath(model string) (string, bool) {
+	p, ok := strings.CutPrefix(model, ScriptPrefix)
+	return p, ok && p != ""
+}

@@ -1,0 +1,33 @@
+package config
+
+import "io/fs"
+
+// Project is all of a project's agent configuration.
+type Project struct {
+	Resilience   Resilience
+	Coordination Coordination
+	Models       Models
+}
+
+// Default is the configuration of a project without config files.
+func Default() *Project {
+	return &Project{Resilience: DefaultResilience(), Coordination: DefaultCoordination(), Models: DefaultModels()}
+}
+
+// Load reads resilience.yaml, coordination.yaml and models.yaml from the
+// project fsys (a directory or a directive bundle). fsys may be nil.
+func Load(fsys fs.FS) (*Project, error) {
+	r, err := LoadResilience(fsys)
+	if err != nil {
+		return nil, err
+	}
+	c, err := LoadCoordination(fsys)
+	if err != nil {
+		return nil, err
+	}
+	m, err := LoadModels(fsys)
+	if err != nil {
+		return nil, err
+	}
+	return &Project{Resilience: r, Coordination: c, Models: m}, nil
+}

@@ -1,0 +1,151 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// readFirst returns the contents and path of the first of paths that exists
+// in fsys; ok is false when none does.
+func readFirst(fsys fs.FS, paths ...string) (data []byte, path string, ok bool, err error) {
+	if fsys == nil {
+		return nil, "", false, nil
+	}
+	for _, p := range paths {
+		data, err := fs.ReadFile(fsys, p)
+		if err == nil {
+			return data, p, true, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, p, false, fmt.Errorf("read %s: %w", p, err)
+		}
+	}
+	return nil, "", false, nil
+}
+
+// tree is a decoded YAML mapping with dotted-path helpers that name the
+// file and key in their errors.
+type tree struct {
+	path string
+	m    map[string]any
+}
+
+func parseTree(path string, data []byte) (tree, error) {
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		return tree{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if m == nil {
+		m = map[string]any{}
+	}
+	return tree{path: path, m: m}, nil
+}
+
+// sub returns the mapping at key, or an empty tree; a non-mapping is an error.
+func (t tree) sub(key string) (tree, bool, error) {
+	v, ok := t.get(key)
+	if !ok || v == nil {
+		return tree{path: t.path, m: map[string]any{}}, false, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return tree{}, false, fmt.Errorf("%s: %s: not a mapping", t.path, key)
+	}
+	return tree{path: t.path, m: m}, true, nil
+}
+
+// get follows a dotted key.
+func (t tree) get(key string) (any, bool) {
+	var cur any = t.m
+	for _, seg := range strings.Split(key, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		cur, ok = m[seg]
+		if !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// number returns the first of keys present as a float64.
+func (t tree) number(keys ...string) (float64, bool, error) {
+	for _, k := range keys {
+		v, ok := t.get(k)
+		if !ok || v == nil {
+			continue
+		}
+		f, err := toFloat(v)
+		if err != nil {
+			return 0, false, fmt.Errorf("%s: %s: %v", t.path, k, err)
+		}
+		return f, true, nil
+	}
+	return 0, false, nil
+}
+
+// integer returns the first of keys present as an int.
+func (t tree) integer(keys ...string) (int, bool, error) {
+	for _, k := range keys {
+		f, ok, err := t.number(k)
+		if err != nil || !ok {
+			if err != nil {
+				return 0, false, err
+			}
+			continue
+		}
+		if f != math.Trunc(f) {
+			return 0, false, fmt.Errorf("%s: %s: %g is not an integer", t.path, k, f)
+		}
+		return int(f), true, nil
+	}
+	return 0, false, nil
+}
+
+// str returns the first of keys present as a string.
+func (t tree) str(keys ...string) (string, bool, error) {
+	for _, k := range keys {
+		v, ok := t.get(k)
+		if !ok || v == nil {
+			continue
+		}
+		switch s := v.(type) {
+		case string:
+			return s, true, nil
+		default:
+			return "", false, fmt.Errorf("%s: %s: %v is not a string", t.path, k, v)
+		}
+	}
+	return "", false, nil
+}
+
+func toFloat(v any) (float64, error) {
+	switch n := v.(type) {
+	case int:
+		return float64(n), nil
+	case int64:
+		return float64(n), nil
+	case uint64:
+		return float64(n), nil
+	case float64:
+		if math.IsNaN(n) || math.IsInf(n, 0) {
+			return 0, fmt.Errorf("%v is not a finite number", n)
+		}
+		return n, nil
+	case string:
+		f, err := strconv.ParseFloat(strings.TrimSpace(n), 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return 0, fmt.Errorf("%q is not a number", n)
+		}
+		return f, nil
+	}
+	return 0, fmt.Errorf("%v is not a number", v)
+}

@@ -1,0 +1,199 @@
+package deploy
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Each case breaks the committed base in one way and names the complaint
+// the checkers must raise; a checker that stops looking fails here.
+func TestChecksCatchBrokenManifests(t *testing.T) {
+	t.Parallel()
+	worker := func(b *kbase) obj { d, _ := find(b.Docs, "Deployment", "spool-worker"); return d.Obj }
+	so := func(b *kbase) obj { d, _ := find(b.Docs, "ScaledObject", "spool-worker"); return d.Obj }
+	cm := func(b *kbase) obj { d, _ := find(b.Docs, "ConfigMap", "spool-config"); return d.Obj }
+	wc := []any{"spec", "template", "spec", "containers", 0}
+	at := func(base []any, more ...any) []any { return append(append([]any{}, base...), more...) }
+	setArgs := func(t *testing.T, b *kbase, args ...any) { set(t, worker(b), args, at(wc, "args")...) }
+
+	tests := []struct {
+		name   string
+		mutate func(t *testing.T, b *kbase)
+		check  func(b *kbase) []string
+		want   string
+	}{
+		{"grace period equal to shutdown timeout",
+			func(t *testing.T, b *kbase) {
+				set(t, worker(b), 30, "spec", "template", "spec", "terminationGracePeriodSeconds")
+			}, func(b *kbase) []string { return checkGracePeriod(b.Docs) }, "not longer than --shutdown-timeout 30s"},
+		{"shutdown timeout raised past grace period",
+			func(t *testing.T, b *kbase) {
+				setArgs(t, b, "worker", "--concurrency=8", "--queues=critical=6,default=3,low=1", "--shutdown-timeout=2m")
+			}, func(b *kbase) []string { return checkGracePeriod(b.Docs) }, "not longer than --shutdown-timeout 2m0s"},
+		{"grace period missing uses the 30s default",
+			func(t *testing.T, b *kbase) {
+				set(t, worker(b), nil, "spec", "template", "spec", "terminationGracePeriodSeconds")
+			}, func(b *kbase) []string { return checkGracePeriod(b.Docs) }, "terminationGracePeriodSeconds 30"},
+		{"new queue without triggers",
+			func(t *testing.T, b *kbase) {
+				setArgs(t, b, "worker", "--concurrency=8", "--queues=critical=6,default=3,low=1,bulk=1", "--shutdown-timeout=30s")
+			}, checkKEDA, "no trigger on asynq:{bulk}:active"},
+		{"trigger on a queue the worker does not serve",
+			func(t *testing.T, b *kbase) {
+				setArgs(t, b, "worker", "--concurrency=8", "--queues=critical=6,default=3", "--shutdown-timeout=30s")
+			}, checkKEDA, `list "asynq:{low}:pending" is not the pending or active list`},
+		{"active trigger removed",
+			func(t *testing.T, b *kbase) {
+				trig := list(so(b), "spec", "triggers")
+				set(t, so(b), trig[:len(trig)-1], "spec", "triggers")
+			}, checkKEDA, "no trigger on asynq:{low}:active"},
+		{"list name without hash tag",
+			func(t *testing.T, b *kbase) {
+				set(t, so(b), "asynq:critical:pending", "spec", "triggers", 0, "metadata", "listName")
+			}, checkKEDA, `list "asynq:critical:pending" is not the pending or active list`},
+		{"duplicate trigger",
+			func(t *testing.T, b *kbase) {
+				set(t, so(b), "asynq:{default}:pending", "spec", "triggers", 0, "metadata", "listName")
+			}, checkKEDA, "has two triggers"},
+		{"redis address drifts from the ConfigMap",
+			func(t *testing.T, b *kbase) {
+				set(t, cm(b), "redis.other.svc.cluster.local:6379", "data", "SPOOL_REDIS_ADDR")
+			}, checkKEDA, "does not match the ConfigMap's SPOOL_REDIS_ADDR"},
+		{"database index drifts",
+			func(t *testing.T, b *kbase) {
+				set(t, so(b), "3", "spec", "triggers", 2, "metadata", "databaseIndex")
+			}, checkKEDA, "does not match the ConfigMap's SPOOL_REDIS_DB"},
+		{"active target too high",
+			func(t *testing.T, b *kbase) {
+				set(t, so(b), "8", "spec", "triggers", 3, "metadata", "listLength")
+			}, checkKEDA, "exceeds concurrency/queues"},
+		{"unknown TriggerAuthentication",
+			func(t *testing.T, b *kbase) {
+				set(t, so(b), "nope", "spec", "triggers", 1, "authenticationRef", "name")
+			}, checkKEDA, `authenticationRef "nope"`},
+		{"worker sets replicas",
+			func(t *testing.T, b *kbase) { set(t, worker(b), 3, "spec", "replicas") },
+			checkKEDA, "KEDA owns the worker replica count"},
+		{"min above max",
+			func(t *testing.T, b *kbase) { set(t, so(b), 50, "spec", "minReplicaCount") },
+			checkKEDA, "minReplicaCount <= maxReplicaCount"},
+		{"ScaledObject targets another Deployment",
+			func(t *testing.T, b *kbase) { set(t, so(b), "spool-web", "spec", "scaleTargetRef", "name") },
+			checkKEDA, "want exactly one ScaledObject targeting spool-worker, found 0"},
+		{"secret key missing",
+			func(t *testing.T, b *kbase) { delete(b.Secrets["spool-secrets"], "AWS_SECRET_ACCESS_KEY") },
+			checkWorkloads, `Secret "spool-secrets" has no key "AWS_SECRET_ACCESS_KEY"`},
+		{"configmap missing",
+			func(t *testing.T, b *kbase) { set(t, cm(b), "spool-settings", "metadata", "name") },
+			checkWorkloads, `envFrom ConfigMap "spool-config" does not exist`},
+		{"setting dropped from the ConfigMap",
+			func(t *testing.T, b *kbase) { set(t, cm(b), nil, "data", "SPOOL_S3_BUCKET") },
+			checkWorkloads, "setting SPOOL_S3_BUCKET is not provided"},
+		{"url refers to an undefined variable",
+			func(t *testing.T, b *kbase) { set(t, cm(b), nil, "data", "SPOOL_REDIS_DB") },
+			checkWorkloads, "refers to $(SPOOL_REDIS_DB)"},
+		{"signing key path moved off the mount",
+			func(t *testing.T, b *kbase) { set(t, cm(b), "/keys/signing.key", "data", "SPOOL_SIGNING_KEY") },
+			checkWorkloads, "SPOOL_SIGNING_KEY /keys/signing.key is not a file of a mounted Secret"},
+		{"unpinned image",
+			func(t *testing.T, b *kbase) { set(t, worker(b), "ghcr.io/spool-run/spool:latest", at(wc, "image")...) },
+			checkWorkloads, "not latest"},
+		{"foreign image",
+			func(t *testing.T, b *kbase) { set(t, worker(b), "busybox:1.36", at(wc, "image")...) },
+			checkWorkloads, "neither ghcr.io/spool-run/spool nor a known pinned image"},
+		{"root user",
+			func(t *testing.T, b *kbase) {
+				set(t, worker(b), 0, "spec", "template", "spec", "securityContext", "runAsUser")
+			},
+			checkWorkloads, "runAsUser must be a non-zero uid"},
+		{"privilege escalation allowed",
+			func(t *testing.T, b *kbase) {
+				set(t, worker(b), true, at(wc, "securityContext", "allowPrivilegeEscalation")...)
+			}, checkWorkloads, "allowPrivilegeEscalation is not false"},
+		{"probe on the wrong path",
+			func(t *testing.T, b *kbase) { set(t, worker(b), "/", at(wc, "livenessProbe", "httpGet", "path")...) },
+			checkWorkloads, `livenessProbe.httpGet.path is "/"`},
+		{"probe on an undeclared port",
+			func(t *testing.T, b *kbase) {
+				set(t, worker(b), "http", at(wc, "readinessProbe", "httpGet", "port")...)
+			},
+			checkWorkloads, `readinessProbe port "http" is not a declared container port`},
+		{"no memory limit",
+			func(t *testing.T, b *kbase) { set(t, worker(b), nil, at(wc, "resources", "limits")...) },
+			checkWorkloads, "resources.limits.memory is not set"},
+		{"namespace hard-coded",
+			func(t *testing.T, b *kbase) { set(t, cm(b), "spool", "metadata", "namespace") },
+			checkWorkloads, "must be namespace-agnostic"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := loadTestBase(t)
+			if probs := tt.check(b); len(probs) != 0 {
+				t.Fatalf("committed base already has problems: %v", probs)
+			}
+			tt.mutate(t, b)
+			probs := tt.check(b)
+			for _, p := range probs {
+				if strings.Contains(p, tt.want) {
+					return
+				}
+			}
+			t.Fatalf("after the mutation, no problem mentions %q; got %q", tt.want, probs)
+		})
+	}
+}
+
+func TestKustomizationCheckCatchesBrokenFileLists(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		mutate func(t *testing.T, dir string, k obj)
+		want   string
+	}{
+		{"missing resource", func(t *testing.T, dir string, k obj) {
+			k["resources"] = append(list(k, "resources"), "hpa.yaml")
+		}, `resource "hpa.yaml" does not exist`},
+		{"unlisted manifest", func(t *testing.T, dir string, k obj) {
+			k["resources"] = list(k, "resources")[1:]
+		}, "configmap.yaml is not listed in resources"},
+		{"namespace set", func(t *testing.T, dir string, k obj) { k["namespace"] = "spool" }, "namespace-agnostic"},
+		{"generator source without template", func(t *testing.T, dir string, k obj) {
+			set(t, k, []any{"secrets/other.env"}, "secretGenerator", 0, "envs")
+		}, "secrets/other.env.example exists"},
+		{"secret not git-ignored", func(t *testing.T, dir string, k obj) {
+			if err := os.WriteFile(filepath.Join(dir, "secrets", ".gitignore"), []byte("signing.key\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "secrets/credentials.env is not git-ignored"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := copyTree(t, k8sDir)
+			b, err := loadBase(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.mutate(t, dir, b.Kustomization)
+			for _, p := range checkKustomizationFiles(dir, b.Kustomization) {
+				if strings.Contains(p, tt.want) {
+					return
+				}
+			}
+			t.Fatalf("no problem mentions %q", tt.want)
+		})
+	}
+}
+
+// copyTree copies dir into a fresh temporary directory and returns the copy.
+func copyTree(t *testing.T, dir string) string {
+	t.Helper()
+	dst := t.TempDir()
+	if err := os.CopyFS(dst, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}

@@ -1,0 +1,492 @@
+package deploy
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// requiredEnv are the settings every spool process in a cluster needs
+// (CLI.md "Settings"); without them spool falls back to embedded Redis and
+// a local directory, which is wrong for a fleet.
+var requiredEnv = []string{
+	"SPOOL_REDIS_URL",
+	"SPOOL_S3_ENDPOINT",
+	"SPOOL_S3_BUCKET",
+	"SPOOL_S3_REGION",
+	"SPOOL_S3_PATH_STYLE",
+	"AWS_ACCESS_KEY_ID",
+	"AWS_SECRET_ACCESS_KEY",
+	"SPOOL_SIGNING_KEY",
+}
+
+// defaultShutdownTimeout is the worker's --shutdown-timeout default.
+const defaultShutdownTimeout = 30 * time.Second
+
+// checkKustomizationFiles: the base is namespace-agnostic, lists only files
+// that exist, lists every manifest beside it, and its generator sources exist
+// (or their committed .example templates do) and are git-ignored.
+func checkKustomizationFiles(dir string, k obj) []string {
+	var probs []string
+	if _, ok := k["namespace"]; ok {
+		probs = append(probs, "kustomization sets a namespace; the base must be namespace-agnostic")
+	}
+	listed := map[string]bool{}
+	for _, r := range list(k, "resources") {
+		rel, _ := r.(string)
+		listed[filepath.Clean(rel)] = true
+		fi, err := os.Stat(filepath.Join(dir, rel))
+		switch {
+		case err != nil:
+			probs = append(probs, fmt.Sprintf("resource %q does not exist", rel))
+		case fi.IsDir():
+			probs = append(probs, fmt.Sprintf("resource %q is a directory, want a file", rel))
+		}
+	}
+	manifests, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	for _, m := range manifests {
+		if base := filepath.Base(m); base != "kustomization.yaml" && !listed[base] {
+			probs = append(probs, fmt.Sprintf("%s is not listed in resources", base))
+		}
+	}
+	ignored := gitignored(dir)
+	for _, g := range list(k, "secretGenerator") {
+		var sources []string
+		for _, f := range list(g, "files") {
+			sources = append(sources, generatorFilePath(f.(string)))
+		}
+		for _, e := range list(g, "envs") {
+			sources = append(sources, e.(string))
+		}
+		for _, src := range sources {
+			if _, err := secretSource(dir, src); err != nil {
+				probs = append(probs, err.Error())
+			}
+			if !ignored[filepath.Clean(src)] {
+				probs = append(probs, fmt.Sprintf("secret source %s is not git-ignored", src))
+			}
+		}
+	}
+	return probs
+}
+
+// gitignored returns the paths (relative to dir) named literally in
+// .gitignore files of dir's subdirectories.
+func gitignored(dir string) map[string]bool {
+	out := map[string]bool{}
+	files, _ := filepath.Glob(filepath.Join(dir, "*", ".gitignore"))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		sub, _ := filepath.Rel(dir, filepath.Dir(f))
+		for _, line := range strings.Split(string(data), "\n") {
+			line = strings.TrimSpace(line)
+			if line != "" && !strings.HasPrefix(line, "#") {
+				out[filepath.Join(sub, line)] = true
+			}
+		}
+	}
+	return out
+}
+
+var envRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+
+// checkWorkloads checks every Deployment of the base: security context,
+// resources, probes, images, and that every ConfigMap/Secret name and key it
+// references exists.
+func checkWorkloads(b *kbase) []string {
+	var probs []string
+	configMaps := map[string]obj{}
+	for _, d := range byKind(b.Docs, "ConfigMap") {
+		configMaps[d.name()] = mapping(d.Obj, "data")
+	}
+	for _, d := range b.Docs {
+		if ns := str(d.Obj, "metadata", "namespace"); ns != "" {
+			probs = append(probs, fmt.Sprintf("%s: sets namespace %q; the base must be namespace-agnostic", d, ns))
+		}
+	}
+	deps := byKind(b.Docs, "Deployment")
+	if len(deps) == 0 {
+		probs = append(probs, "no Deployment in the base")
+	}
+	for _, d := range deps {
+		p := func(format string, args ...any) {
+			probs = append(probs, fmt.Sprintf("%s: ", d)+fmt.Sprintf(format, args...))
+		}
+		pod := mapping(d.Obj, "spec", "template", "spec")
+		labels := mapping(d.Obj, "spec", "template", "metadata", "labels")
+		sel := mapping(d.Obj, "spec", "selector", "matchLabels")
+		if len(sel) == 0 {
+			p("no spec.selector.matchLabels")
+		}
+		for k, v := range sel {
+			if labels[k] != v {
+				p("selector %s=%v does not match the pod template labels", k, v)
+			}
+		}
+		if get(pod, "securityContext", "runAsNonRoot") != true {
+			p("pod securityContext.runAsNonRoot is not true")
+		}
+		if uid, ok := intOf(pod, "securityContext", "runAsUser"); !ok || uid == 0 {
+			p("pod securityContext.runAsUser must be a non-zero uid")
+		}
+		volumes := map[string]obj{}
+		for _, v := range list(pod, "volumes") {
+			volumes[str(v, "name")] = v.(obj)
+		}
+		for name, v := range volumes {
+			if sec := mapping(v, "secret"); sec != nil {
+				sn := str(sec, "secretName")
+				keys, ok := b.Secrets[sn]
+				if !ok {
+					p("volume %s: Secret %q does not exist", name, sn)
+				}
+				for _, it := range list(sec, "items") {
+					if k := str(it, "key"); !keys[k] {
+						p("volume %s: Secret %q has no key %q", name, sn, k)
+					}
+				}
+			}
+			if cm := mapping(v, "configMap"); cm != nil {
+				if _, ok := configMaps[str(cm, "name")]; !ok {
+					p("volume %s: ConfigMap %q does not exist", name, str(cm, "name"))
+				}
+			}
+		}
+		containers := list(pod, "containers")
+		if len(containers) == 0 {
+			p("no containers")
+		}
+		for _, c := range containers {
+			cname := str(c, "name")
+			cp := func(format string, args ...any) { p("container %s: "+format, append([]any{cname}, args...)...) }
+			if err := checkImage(str(c, "image")); err != nil {
+				cp("%v", err)
+			}
+			if get(c, "securityContext", "allowPrivilegeEscalation") != false {
+				cp("securityContext.allowPrivilegeEscalation is not false")
+			}
+			if get(c, "securityContext", "readOnlyRootFilesystem") != true {
+				cp("securityContext.readOnlyRootFilesystem is not true")
+			}
+			for _, r := range []string{"requests.cpu", "requests.memory", "limits.memory"} {
+				a, b, _ := strings.Cut(r, ".")
+				if str(c, "resources", a, b) == "" {
+					cp("resources.%s is not set", r)
+				}
+			}
+			ports := map[string]bool{}
+			for _, port := range list(c, "ports") {
+				ports[str(port, "name")] = true
+				ports[str(port, "containerPort")] = true
+			}
+			for _, probe := range []string{"readinessProbe", "livenessProbe"} {
+				if path := str(c, probe, "httpGet", "path"); path != "/healthz" {
+					cp("%s.httpGet.path is %q, want /healthz", probe, path)
+				}
+				if port := str(c, probe, "httpGet", "port"); !ports[port] {
+					cp("%s port %q is not a declared container port", probe, port)
+				}
+			}
+			// Environment: every name and key referenced must exist.
+			env := map[string]string{} // name -> literal value ("" if from a ref)
+			for _, ef := range list(c, "envFrom") {
+				if n := str(ef, "configMapRef", "name"); n != "" {
+					data, ok := configMaps[n]
+					if !ok {
+						cp("envFrom ConfigMap %q does not exist", n)
+					}
+					for k, v := range data {
+						env[k] = fmt.Sprint(v)
+					}
+				}
+				if n := str(ef, "secretRef", "name"); n != "" {
+					keys, ok := b.Secrets[n]
+					if !ok {
+						cp("envFrom Secret %q does not exist", n)
+					}
+					for k := range keys {
+						env[k] = ""
+					}
+				}
+			}
+			for _, e := range list(c, "env") {
+				name := str(e, "name")
+				if ref := mapping(e, "valueFrom", "secretKeyRef"); ref != nil {
+					sn, key := str(ref, "name"), str(ref, "key")
+					if keys, ok := b.Secrets[sn]; !ok {
+						cp("env %s: Secret %q does not exist", name, sn)
+					} else if !keys[key] {
+						cp("env %s: Secret %q has no key %q", name, sn, key)
+					}
+				}
+				if ref := mapping(e, "valueFrom", "configMapKeyRef"); ref != nil {
+					cn, key := str(ref, "name"), str(ref, "key")
+					if data, ok := configMaps[cn]; !ok {
+						cp("env %s: ConfigMap %q does not exist", name, cn)
+					} else if _, ok := data[key]; !ok {
+						cp("env %s: ConfigMap %q has no key %q", name, cn, key)
+					}
+				}
+				value := str(e, "value")
+				for _, m := range envRef.FindAllStringSubmatch(value, -1) {
+					if _, ok := env[m[1]]; !ok {
+						cp("env %s refers to $(%s), which is not defined before it", name, m[1])
+					}
+				}
+				env[name] = value
+			}
+			for _, want := range requiredEnv {
+				if _, ok := env[want]; !ok {
+					cp("setting %s is not provided", want)
+				}
+			}
+			// The signing key path must be a key file of a mounted Secret.
+			if keyPath := env["SPOOL_SIGNING_KEY"]; keyPath != "" {
+				if !signingKeyMounted(c.(obj), volumes, b.Secrets, keyPath) {
+					cp("SPOOL_SIGNING_KEY %s is not a file of a mounted Secret volume", keyPath)
+				}
+			}
+			for _, vm := range list(c, "volumeMounts") {
+				if _, ok := volumes[str(vm, "name")]; !ok {
+					cp("volumeMount %q has no volume", str(vm, "name"))
+				}
+			}
+		}
+	}
+	return probs
+}
+
+// signingKeyMounted reports whether path is the file an item of a Secret
+// volume mounted in container c appears as, and the Secret has that key.
+func signingKeyMounted(c obj, volumes map[string]obj, secrets map[string]map[string]bool, path string) bool {
+	for _, vm := range list(c, "volumeMounts") {
+		sec := mapping(volumes[str(vm, "name")], "secret")
+		if sec == nil {
+			continue
+		}
+		keys := secrets[str(sec, "secretName")]
+		for _, it := range list(sec, "items") {
+			if filepath.Join(str(vm, "mountPath"), str(it, "path")) == path && keys[str(it, "key")] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// workerContainer finds the worker Deployment: the one whose container runs
+// `spool worker`.
+func workerContainer(docs []doc) (doc, obj, error) {
+	var found []doc
+	var container obj
+	for _, d := range byKind(docs, "Deployment") {
+		for _, c := range list(d.Obj, "spec", "template", "spec", "containers") {
+			if args := stringsOf(list(c, "args")); len(args) > 0 && args[0] == "worker" {
+				found = append(found, d)
+				container = c.(obj)
+			}
+		}
+	}
+	if len(found) != 1 {
+		return doc{}, nil, fmt.Errorf("want exactly one worker Deployment (args[0] == worker), found %d", len(found))
+	}
+	return found[0], container, nil
+}
+
+// shutdownTimeout reads --shutdown-timeout from the worker's args.
+func shutdownTimeout(args []string) (time.Duration, error) {
+	v, ok := flagValue(args, "shutdown-timeout")
+	if !ok {
+		return defaultShutdownTimeout, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("--shutdown-timeout %q: %w", v, err)
+	}
+	return d, nil
+}
+
+// checkGracePeriod: the kubelet must not SIGKILL a worker before its
+// --shutdown-timeout has passed.
+func checkGracePeriod(docs []doc) []string {
+	d, c, err := workerContainer(docs)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	timeout, err := shutdownTimeout(stringsOf(list(c, "args")))
+	if err != nil {
+		return []string{err.Error()}
+	}
+	grace, ok := intOf(d.Obj, "spec", "template", "spec", "terminationGracePeriodSeconds")
+	if !ok {
+		grace = 30 // the Kubernetes default
+	}
+	if time.Duration(grace)*time.Second <= timeout {
+		return []string{fmt.Sprintf("%s: terminationGracePeriodSeconds %d is not longer than --shutdown-timeout %s", d, grace, timeout)}
+	}
+	return nil
+}
+
+// asynq's Redis keys for a queue's lists (hibiken/asynq
+// internal/base/base.go: QueueKeyPrefix "asynq:{" + qname + "}:",
+// PendingKey = prefix + "pending", ActiveKey = prefix + "active").
+func pendingKey(q string) string { return "asynq:{" + q + "}:pending" }
+func activeKey(q string) string  { return "asynq:{" + q + "}:active" }
+
+// checkKEDA: one ScaledObject targets the worker Deployment, with exactly one
+// redis trigger per (queue the worker serves) x (pending, active), reading
+// the Redis the ConfigMap names, authenticated through an existing
+// TriggerAuthentication, with sane bounds.
+func checkKEDA(b *kbase) []string {
+	var probs []string
+	p := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
+	wd, wc, err := workerContainer(b.Docs)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	if _, ok := get(wd.Obj, "spec", "replicas").(int); ok {
+		p("%s sets spec.replicas; KEDA owns the worker replica count", wd)
+	}
+	args := stringsOf(list(wc, "args"))
+	queues, err := queuesOf(args)
+	if err != nil {
+		return []string{fmt.Sprintf("worker --queues: %v", err)}
+	}
+	concurrency := 0
+	if cv, ok := flagValue(args, "concurrency"); ok {
+		concurrency, err = strconv.Atoi(cv)
+		if err != nil || concurrency <= 0 {
+			p("worker --concurrency %q is not a positive integer", cv)
+		}
+	} else {
+		p("worker does not set --concurrency; the KEDA targets are derived from it")
+	}
+
+	var cm obj
+	for _, d := range byKind(b.Docs, "ConfigMap") {
+		if data := mapping(d.Obj, "data"); data["SPOOL_REDIS_ADDR"] != nil {
+			cm = data
+		}
+	}
+	if cm == nil {
+		return append(probs, "no ConfigMap defines SPOOL_REDIS_ADDR")
+	}
+	wantAddr, wantDB := str(cm, "SPOOL_REDIS_ADDR"), str(cm, "SPOOL_REDIS_DB")
+
+	var sos []doc
+	for _, d := range byKind(b.Docs, "ScaledObject") {
+		if str(d.Obj, "spec", "scaleTargetRef", "name") == wd.name() {
+			sos = append(sos, d)
+		}
+	}
+	if len(sos) != 1 {
+		return append(probs, fmt.Sprintf("want exactly one ScaledObject targeting %s, found %d", wd.name(), len(sos)))
+	}
+	so := sos[0]
+	if kind := str(so.Obj, "spec", "scaleTargetRef", "kind"); kind != "" && kind != "Deployment" {
+		p("%s: scaleTargetRef.kind %q, want Deployment", so, kind)
+	}
+	minR, okMin := intOf(so.Obj, "spec", "minReplicaCount")
+	maxR, okMax := intOf(so.Obj, "spec", "maxReplicaCount")
+	if !okMin || !okMax || minR < 0 || maxR < 1 || minR > maxR {
+		p("%s: want 0 <= minReplicaCount <= maxReplicaCount and maxReplicaCount >= 1, got %v..%v", so, get(so.Obj, "spec", "minReplicaCount"), get(so.Obj, "spec", "maxReplicaCount"))
+	}
+	for _, f := range []string{"pollingInterval", "cooldownPeriod"} {
+		if n, ok := intOf(so.Obj, "spec", f); !ok || n <= 0 {
+			p("%s: spec.%s must be a positive number of seconds", so, f)
+		}
+	}
+
+	want := map[string]string{} // list name -> "pending"/"active"
+	for _, q := range queues {
+		want[pendingKey(q)] = "pending"
+		want[activeKey(q)] = "active"
+	}
+	seen := map[string]bool{}
+	auths := map[string]doc{}
+	for _, d := range byKind(b.Docs, "TriggerAuthentication") {
+		auths[d.name()] = d
+	}
+	for i, t := range list(so.Obj, "spec", "triggers") {
+		tp := func(format string, args ...any) {
+			p("%s: trigger %d (%s): "+format, append([]any{so, i, str(t, "metadata", "listName")}, args...)...)
+		}
+		if typ := str(t, "type"); typ != "redis" {
+			tp("type %q, want redis", typ)
+			continue
+		}
+		ln := str(t, "metadata", "listName")
+		role, ok := want[ln]
+		switch {
+		case !ok:
+			tp("list %q is not the pending or active list of a queue the worker serves (%s)", ln, strings.Join(queues, ","))
+		case seen[ln]:
+			tp("list %q has two triggers", ln)
+		}
+		seen[ln] = true
+		if a := str(t, "metadata", "address"); a != wantAddr {
+			tp("address %q does not match the ConfigMap's SPOOL_REDIS_ADDR %q", a, wantAddr)
+		}
+		if db := str(t, "metadata", "databaseIndex"); db != wantDB {
+			tp("databaseIndex %q does not match the ConfigMap's SPOOL_REDIS_DB %q", db, wantDB)
+		}
+		n, err := strconv.Atoi(str(t, "metadata", "listLength"))
+		if err != nil || n < 1 {
+			tp("listLength %q is not a positive integer", str(t, "metadata", "listLength"))
+		} else if concurrency > 0 {
+			switch role {
+			case "pending":
+				if n > concurrency {
+					tp("listLength %d for a pending list exceeds --concurrency %d", n, concurrency)
+				}
+			case "active":
+				// The HPA takes the max over triggers, not the sum:
+				// max_q(active_q)/n >= total_active/concurrency needs
+				// n <= concurrency/len(queues).
+				if limit := max(1, concurrency/len(queues)); n > limit {
+					tp("listLength %d for an active list exceeds concurrency/queues = %d; busy pods could be scaled away", n, limit)
+				}
+			}
+		}
+		an := str(t, "authenticationRef", "name")
+		ta, ok := auths[an]
+		if !ok {
+			tp("authenticationRef %q is not a TriggerAuthentication of the base", an)
+			continue
+		}
+		hasPassword := false
+		for _, ref := range list(ta.Obj, "spec", "secretTargetRef") {
+			sn, key := str(ref, "name"), str(ref, "key")
+			if !b.Secrets[sn][key] {
+				tp("%s: Secret %q has no key %q", ta, sn, key)
+			}
+			hasPassword = hasPassword || str(ref, "parameter") == "password"
+		}
+		if !hasPassword {
+			tp("%s: no secretTargetRef for parameter password", ta)
+		}
+	}
+	for _, ln := range sortedKeys(want) {
+		if !seen[ln] {
+			p("%s: no trigger on %s", so, ln)
+		}
+	}
+	return probs
+}
+
+// queuesOf returns the queue names in a worker's args (the default set when
+// --queues is absent).
+func queuesOf(args []string) ([]string, error) {
+	v, ok := flagValue(args, "queues")
+	if !ok {
+		v = "critical=6,default=3,low=1"
+	}
+	return parseQueues(v)
+}

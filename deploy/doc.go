@@ -1,0 +1,24 @@
+// Package deploy holds the artefacts that run spool on an engine, and the
+// tests that check them without one:
+//
+//   - Dockerfile: a multi-stage build of the one spool binary (plus the
+//     tiny healthcheck probe in ./healthcheck) into a distroless, non-root
+//     image.
+//   - compose.yaml: Redis with AOF persistence, versitygw as the
+//     S3-compatible store, N workers, one scheduler and the monitor.
+//   - k8s/: a kustomize base with the worker, scheduler and monitor
+//     Deployments, settings in a ConfigMap, the signing key and credentials
+//     in a Secret, and a KEDA ScaledObject that scales workers on each
+//     asynq queue's pending and active lists.
+//   - fleet.sh: a fleet of real worker processes on this machine, scaled up
+//     and down while a batch of threads runs.
+//
+// No container engine or cluster runs where the tests run, so the tests are
+// static: every YAML parses, the kustomization names files that exist, every
+// image is the spool image or a pinned known one, every ConfigMap/Secret key
+// a Deployment references exists, the worker's grace period outlasts its
+// shutdown timeout, and the KEDA trigger list names are exactly asynq's
+// pending and active lists of the queues the worker serves. Each check is a
+// function returning the problems it found, and negative tests mutate a
+// parsed manifest to show that each check complains.
+package deploy

@@ -1,0 +1,58 @@
+package deploy
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestDockerfile(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireNoProblems(t, checkDockerfile(string(src), ".."))
+}
+
+func TestDockerfileChecksCatchBreakage(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := string(data)
+	tests := []struct {
+		name, old, new, want string
+	}{
+		{"root user", "USER 65532:65532", "USER root", "runs as USER root"},
+		{"uid 0", "USER 65532:65532", "USER 0", "runs as USER 0"},
+		{"scratch without user", "FROM gcr.io/distroless/static-debian12:nonroot\n", "FROM scratch\n", ""},
+		{"full base image", "FROM gcr.io/distroless/static-debian12:nonroot", "FROM debian:12", "want gcr.io/distroless/static-debian12:nonroot or scratch"},
+		{"wrong package", "-o /out/spool ./cmd/spool", "-o /out/spool ./cmd/spoold", "no stage runs go build ./cmd/spool"},
+		{"no trimpath", `go build -trimpath -ldflags "-s -w -X`, `go build -ldflags "-s -w -X`, "lacks -trimpath"},
+		{"cgo on", "ENV CGO_ENABLED=0 GOFLAGS=-mod=readonly", "ENV GOFLAGS=-mod=readonly", "without CGO_ENABLED=0"},
+		{"shell entrypoint", `ENTRYPOINT ["/spool"]`, `ENTRYPOINT /spool`, `want ["/spool"]`},
+		{"single stage", "FROM gcr.io/distroless/static-debian12:nonroot", "# gone", "final stage FROM golang:1.26"},
+		{"copy from unknown stage", "COPY --from=build /out/spool /spool", "COPY --from=builder /out/spool /spool", "COPY --from=builder names no earlier stage"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if !strings.Contains(orig, tt.old) {
+				t.Fatalf("Dockerfile no longer contains %q; update the test", tt.old)
+			}
+			broken := strings.Replace(orig, tt.old, tt.new, 1)
+			if tt.name == "scratch without user" {
+				broken = strings.Replace(broken, "USER 65532:65532\n", "", 1)
+				tt.want = "final stage has no USER"
+			}
+			for _, p := range checkDockerfile(broken, "..") {
+				if strings.Contains(p, tt.want) {
+					return
+				}
+			}
+			t.Fatalf("no problem mentions %q; got %q", tt.want, checkDockerfile(broken, ".."))
+		})
+	}
+}

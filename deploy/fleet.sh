@@ -1,0 +1,401 @@
+#!/usr/bin/env bash
+# deploy/fleet.sh: a spool fleet on this machine.
+#
+# Starts redis-server and versitygw on free loopback ports, builds
+# ./cmd/spool, starts WORKERS worker processes, pushes THREADS threads of
+# DIRECTIVE, scales the fleet up and down while they run (starting workers,
+# SIGTERM-ing the oldest ones) following SCALE_PLAN, waits for every thread,
+# and prints the threads pushed, the workers over time, the completions, the
+# throughput, and "lost: 0" only if every thread completed.
+#
+#   deploy/fleet.sh                                  # CI size: 40 threads, 3 workers
+#   THREADS=200 WORKERS=4 SCALE_PLAN="+4 +4 -6 +2 -3" deploy/fleet.sh
+#
+# Everything binds to 127.0.0.1 and lives in a temporary directory, removed
+# on success (KEEP=1 keeps it; it is kept on failure, with every log).
+# Exit status: 0 when nothing was lost and every worker exited cleanly.
+#
+# Needs: bash >= 5, go, redis-server, redis-cli, versitygw (PATH or
+# ~/go/bin), curl.
+set -euo pipefail
+
+THREADS=${THREADS:-40}                  # threads in the batch
+WORKERS=${WORKERS:-3}                   # workers at the start
+CONCURRENCY=${CONCURRENCY:-4}           # spool worker --concurrency
+SCALE_PLAN=${SCALE_PLAN:-"+2 -2 +1 -1"} # one scale event per STEP: +N starts N workers, -N SIGTERMs the N oldest
+STEP=${STEP:-1}                         # seconds between scale events (decimals allowed)
+SHUTDOWN_TIMEOUT=${SHUTDOWN_TIMEOUT:-10s} # spool worker --shutdown-timeout
+TIMEOUT=${TIMEOUT:-300}                 # seconds to wait for the batch
+PUSH_JOBS=${PUSH_JOBS:-4}               # `spool thread run` processes at once
+DIRECTIVE=${DIRECTIVE:-demo/fleet}
+MODEL=${MODEL:-}                        # e.g. script:scripts/fleet.yaml; empty: the directive's own model
+KEEP=${KEEP:-0}
+SPOOL_BIN=${SPOOL_BIN:-}                # a prebuilt spool binary; empty: go build ./cmd/spool
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PROJECT=${PROJECT:-$ROOT/examples}
+
+die() {
+	echo "fleet: $*" >&2
+	exit 1
+}
+
+is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
+for v in THREADS WORKERS CONCURRENCY TIMEOUT PUSH_JOBS; do
+	is_uint "${!v}" || die "$v=${!v}: want a non-negative integer"
+done
+((THREADS > 0 && WORKERS > 0 && CONCURRENCY > 0 && PUSH_JOBS > 0)) ||
+	die "THREADS, WORKERS, CONCURRENCY and PUSH_JOBS must be positive"
+for s in $SCALE_PLAN; do
+	[[ $s =~ ^[+-][0-9]+$ ]] || die "SCALE_PLAN step \"$s\": want +N or -N"
+done
+[[ $STEP =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "STEP=$STEP: want seconds, e.g. 1.5"
+[[ $SHUTDOWN_TIMEOUT =~ ^[1-9][0-9]*s$ ]] || die "SHUTDOWN_TIMEOUT=$SHUTDOWN_TIMEOUT: want whole seconds, e.g. 10s"
+((BASH_VERSINFO[0] >= 5)) || die "needs bash >= 5 (EPOCHREALTIME)"
+for tool in go redis-server redis-cli curl; do
+	command -v "$tool" >/dev/null || die "$tool not found on PATH"
+done
+VGW=$(command -v versitygw || true)
+if [[ -z $VGW && -x $HOME/go/bin/versitygw ]]; then
+	VGW=$HOME/go/bin/versitygw
+fi
+[[ -n $VGW ]] || die "versitygw not found on PATH or in ~/go/bin (go install github.com/versity/versitygw/cmd/versitygw@latest)"
+[[ -d $PROJECT/.ai ]] || die "project $PROJECT has no .ai/ directory"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/spool-fleet.XXXXXX")
+declare -A OWNED=() # pid -> 1 for every child still to be reaped; killed on exit
+declare -A WPID=() WSTOP=()
+LIVE=()         # worker numbers serving, oldest first
+DRAINING=()     # worker numbers SIGTERMed and not yet reaped
+NEXT_WORKER=1
+UNCLEAN_EXITS=0
+DRAIN_MAX=0
+EVENTS=()       # "workers over time" lines for the summary
+T0=$EPOCHREALTIME
+
+cleanup() {
+	local rc=$? pid deadline
+	trap - EXIT INT TERM
+	for pid in "${!OWNED[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	deadline=$((SECONDS + 15))
+	for pid in "${!OWNED[@]}"; do
+		while alive "$pid" && ((SECONDS < deadline)); do
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+	wait 2>/dev/null || true
+	if ((rc != 0)) || [[ $KEEP == 1 ]]; then
+		echo "fleet: logs kept in $WORK" >&2
+	else
+		rm -rf "$WORK"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# alive PID: the process exists and is not a zombie awaiting `wait`.
+alive() {
+	local st
+	st=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null) || return 1
+	[[ -n $st && $st != Z ]]
+}
+
+# since T: seconds elapsed since the EPOCHREALTIME value T, one decimal.
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+
+log() { printf '[%6ss] %s  %s\n' "$(since "$T0")" "$(date +%H:%M:%S)" "$*"; }
+
+USED_PORTS=" "
+free_port() {
+	local port _
+	for _ in {1..200}; do
+		port=$((30000 + RANDOM % 30000))
+		[[ $USED_PORTS == *" $port "* ]] && continue
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			USED_PORTS+="$port "
+			echo "$port"
+			return 0
+		fi
+	done
+	die "no free loopback port"
+}
+
+# wait_for DESC SECONDS PID LOG CMD...: retry CMD until it succeeds; fail if
+# PID dies or time runs out, showing the tail of LOG.
+wait_for() {
+	local desc=$1 deadline=$((SECONDS + $2)) pid=$3 logf=$4
+	shift 4
+	until "$@" >/dev/null 2>&1; do
+		if ! alive "$pid"; then
+			tail -n 20 "$logf" >&2 || true
+			die "$desc exited during start-up"
+		fi
+		if ((SECONDS >= deadline)); then
+			tail -n 20 "$logf" >&2 || true
+			die "$desc not ready after $2s"
+		fi
+		sleep 0.1
+	done
+}
+
+http_up() { [[ $(curl -s -o /dev/null -w '%{http_code}' "$1") != 000 ]]; }
+
+# --- services -------------------------------------------------------------
+
+mkdir -p "$WORK/redis" "$WORK/s3/fleet" "$WORK/data"
+REDIS_PORT=$(free_port)
+redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$WORK/redis" \
+	--save "" --appendonly no --protected-mode yes >"$WORK/redis.log" 2>&1 &
+OWNED[$!]=1
+wait_for redis-server 20 "$!" "$WORK/redis.log" redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping
+
+S3_PORT=$(free_port)
+"$VGW" --access fleet --secret fleet-secret-key --port "127.0.0.1:$S3_PORT" \
+	posix "$WORK/s3" >"$WORK/versitygw.log" 2>&1 &
+OWNED[$!]=1
+wait_for versitygw 20 "$!" "$WORK/versitygw.log" http_up "http://127.0.0.1:$S3_PORT/"
+
+unset SPOOL_SIGNING_KEY SPOOL_NAMESPACE AWS_SESSION_TOKEN AWS_PROFILE
+export SPOOL_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
+export SPOOL_S3_ENDPOINT="http://127.0.0.1:$S3_PORT" SPOOL_S3_BUCKET=fleet
+export SPOOL_S3_REGION=us-east-1 SPOOL_S3_PATH_STYLE=true
+export AWS_ACCESS_KEY_ID=fleet AWS_SECRET_ACCESS_KEY=fleet-secret-key
+export SPOOL_DATA_DIR="$WORK/data" SPOOL_PROJECT="$PROJECT"
+
+if [[ -n $SPOOL_BIN ]]; then
+	SPOOL=$SPOOL_BIN
+else
+	SPOOL=$WORK/spool
+	log "building ./cmd/spool"
+	(cd "$ROOT" && go build -o "$SPOOL" ./cmd/spool)
+fi
+"$SPOOL" keys init >"$WORK/keys.log" 2>&1 || {
+	cat "$WORK/keys.log" >&2
+	die "spool keys init failed"
+}
+
+# --- the fleet --------------------------------------------------------------
+
+start_worker() {
+	local n=$NEXT_WORKER port pid
+	NEXT_WORKER=$((n + 1))
+	port=$(free_port)
+	"$SPOOL" worker --concurrency "$CONCURRENCY" --shutdown-timeout "$SHUTDOWN_TIMEOUT" \
+		--metrics-addr "127.0.0.1:$port" >"$WORK/worker-$n.log" 2>&1 &
+	pid=$!
+	OWNED[$pid]=1
+	WPID[$n]=$pid
+	LIVE+=("$n")
+	wait_for "worker $n" 30 "$pid" "$WORK/worker-$n.log" curl -fsS "http://127.0.0.1:$port/healthz"
+}
+
+# stop_worker: SIGTERM the oldest live worker; it drains in the background.
+stop_worker() {
+	local n=${LIVE[0]}
+	LIVE=("${LIVE[@]:1}")
+	kill -TERM "${WPID[$n]}"
+	WSTOP[$n]=$EPOCHREALTIME
+	DRAINING+=("$n")
+}
+
+# reap: collect the exit status of drained workers.
+reap() {
+	local keep=() n rc took
+	for n in "${DRAINING[@]}"; do
+		if alive "${WPID[$n]}"; then
+			keep+=("$n")
+			continue
+		fi
+		rc=0
+		wait "${WPID[$n]}" || rc=$?
+		unset 'OWNED[${WPID[$n]}]'
+		took=$(since "${WSTOP[$n]}")
+		DRAIN_MAX=$(awk -v a="$DRAIN_MAX" -v b="$took" 'BEGIN { print (b > a ? b : a) }')
+		if ((rc == 0)); then
+			log "worker $n (pid ${WPID[$n]}) drained and exited 0 after ${took}s"
+		else
+			UNCLEAN_EXITS=$((UNCLEAN_EXITS + 1))
+			log "worker $n (pid ${WPID[$n]}) exited with status $rc after ${took}s (see worker-$n.log)"
+		fi
+	done
+	DRAINING=("${keep[@]}")
+}
+
+completed_count() {
+	"$SPOOL" thread list --status completed --limit $((THREADS * 2 + 100)) --json 2>/dev/null |
+		grep -o '"thread_id"' | wc -l || true
+}
+
+pushed_count() { if [[ -f $WORK/ids ]]; then wc -l <"$WORK/ids"; else echo 0; fi; }
+
+event() {
+	local what=$1 line
+	line=$(printf '%-14s workers: %2d live, %d draining   pushed %d/%d, completed %d' \
+		"$what" "${#LIVE[@]}" "${#DRAINING[@]}" "$(pushed_count)" "$THREADS" "$(completed_count)")
+	log "$line"
+	EVENTS+=("$(printf '+%6ss  %s  %s' "$(since "$T0")" "$(date +%H:%M:%S)" "$line")")
+}
+
+log "redis 127.0.0.1:$REDIS_PORT, versitygw 127.0.0.1:$S3_PORT, work dir $WORK"
+for ((i = 0; i < WORKERS; i++)); do
+	start_worker
+done
+T0=$EPOCHREALTIME
+event "start"
+
+RUN=("$SPOOL" thread run "$DIRECTIVE")
+if [[ -n $MODEL ]]; then
+	RUN+=(--model "$MODEL")
+fi
+
+# push_batch: THREADS `spool thread run`, PUSH_JOBS at a time; ids go to
+# ids, one per line; the time it finished goes to push_done.
+push_batch() {
+	local i
+	trap 'kill $(jobs -p) 2>/dev/null; exit 143' TERM
+	for ((i = 1; i <= THREADS; i++)); do
+		"${RUN[@]}" >>"$WORK/ids" 2>>"$WORK/push.log" &
+		if ((i % PUSH_JOBS == 0)); then
+			wait
+		fi
+	done
+	wait
+	echo "$EPOCHREALTIME" >"$WORK/push_done"
+}
+
+# wait_batch: `spool thread wait` on every pushed id, 50 per call (the
+# reference wait limit); the time the batch was done goes to batch_done.
+wait_batch() {
+	local ids i left deadline=$((SECONDS + TIMEOUT))
+	trap 'kill $(jobs -p) 2>/dev/null; exit 143' TERM
+	mapfile -t ids <"$WORK/ids"
+	for ((i = 0; i < ${#ids[@]}; i += 50)); do
+		left=$((deadline - SECONDS))
+		((left > 0)) || left=1
+		"$SPOOL" thread wait "${ids[@]:i:50}" --timeout "${left}s" >>"$WORK/wait.txt" 2>>"$WORK/wait.log" || true
+	done
+	echo "$EPOCHREALTIME" >"$WORK/batch_done"
+}
+
+: >"$WORK/ids"
+: >"$WORK/wait.txt"
+push_batch &
+PUSHER=$!
+OWNED[$PUSHER]=1
+WAITER=""
+
+# tick: a short pause that also reaps drained workers and starts the waiter
+# once every thread is pushed.
+tick() {
+	sleep 0.2
+	reap
+	if [[ -z $WAITER && -f $WORK/push_done ]]; then
+		wait "$PUSHER" || true
+		unset 'OWNED[$PUSHER]'
+		log "pushed $(pushed_count) of $THREADS threads in $(awk -v a="$T0" -v b="$(<"$WORK/push_done")" 'BEGIN { printf "%.1f", b - a }')s"
+		wait_batch &
+		WAITER=$!
+		OWNED[$WAITER]=1
+	fi
+}
+
+# The scale plan runs while the batch does; one event per STEP seconds.
+for s in $SCALE_PLAN; do
+	step_end=$(awk -v a="$EPOCHREALTIME" -v s="$STEP" 'BEGIN { printf "%.6f", a + s }')
+	while awk -v a="$EPOCHREALTIME" -v b="$step_end" 'BEGIN { exit !(a < b) }'; do
+		tick
+	done
+	k=${s:1}
+	if [[ $s == +* ]]; then
+		for ((i = 0; i < k; i++)); do
+			start_worker
+		done
+	else
+		if ((k > ${#LIVE[@]} - 1)); then
+			log "scale $s: keeping one worker serving, stopping $((${#LIVE[@]} - 1))"
+			k=$((${#LIVE[@]} - 1))
+		fi
+		for ((i = 0; i < k; i++)); do
+			stop_worker
+		done
+	fi
+	event "scale $s"
+done
+
+# Then wait for the batch (spool thread wait has its own --timeout; this
+# deadline only guards against a hung process).
+HARD_DEADLINE=$((SECONDS + TIMEOUT + 60))
+while [[ -z $WAITER ]] || alive "$WAITER"; do
+	alive "$PUSHER" || [[ -f $WORK/push_done ]] || die "the pusher died (see $WORK/push.log)"
+	((SECONDS < HARD_DEADLINE)) || die "the batch did not finish within $((TIMEOUT + 60))s"
+	tick
+done
+wait "$WAITER" || true
+unset 'OWNED[$WAITER]'
+PUSHED=$(pushed_count)
+PUSH_S=$(awk -v a="$T0" -v b="$(<"$WORK/push_done")" 'BEGIN { printf "%.1f", b - a }')
+WALL=$(awk -v a="$T0" -v b="$(<"$WORK/batch_done")" 'BEGIN { printf "%.1f", b - a }')
+if ((PUSHED < THREADS)); then
+	log "$((THREADS - PUSHED)) pushes failed; last errors:"
+	tail -n 5 "$WORK/push.log" || true
+fi
+mapfile -t IDS <"$WORK/ids"
+event "batch done"
+
+# Stop the rest of the fleet gracefully and collect every exit status.
+while ((${#LIVE[@]} > 0)); do
+	stop_worker
+done
+event "fleet stopped"
+DRAIN_DEADLINE=$((SECONDS + ${SHUTDOWN_TIMEOUT%s} + 15))
+while ((${#DRAINING[@]} > 0 && SECONDS < DRAIN_DEADLINE)); do
+	sleep 0.1
+	reap
+done
+if ((${#DRAINING[@]} > 0)); then
+	UNCLEAN_EXITS=$((UNCLEAN_EXITS + ${#DRAINING[@]}))
+	log "${#DRAINING[@]} worker(s) did not exit within the shutdown timeout"
+fi
+
+# `spool thread wait` prints "ID  →  FINAL_ID  STATUS" per thread.
+declare -A STATUS=()
+while read -r id _ _ status; do
+	if [[ -n ${id:-} ]]; then
+		STATUS[$id]=$status
+	fi
+done <"$WORK/wait.txt"
+COMPLETED=0
+declare -A BY_STATUS=()
+for id in "${IDS[@]}"; do
+	st=${STATUS[$id]:-unknown}
+	BY_STATUS[$st]=$((${BY_STATUS[$st]:-0} + 1))
+	if [[ $st == completed ]]; then
+		COMPLETED=$((COMPLETED + 1))
+	fi
+done
+LOST=$((THREADS - COMPLETED))
+
+echo
+echo "== spool fleet =="
+printf 'threads pushed:    %d of %d (directive %s, push took %ss)\n' "$PUSHED" "$THREADS" "$DIRECTIVE" "$PUSH_S"
+printf 'workers over time: (concurrency %d, shutdown timeout %s)\n' "$CONCURRENCY" "$SHUTDOWN_TIMEOUT"
+printf '  %s\n' "${EVENTS[@]}"
+BREAKDOWN=""
+for st in "${!BY_STATUS[@]}"; do
+	BREAKDOWN+="$st=${BY_STATUS[$st]} "
+done
+printf 'completions:       %d completed (%s)\n' "$COMPLETED" "${BREAKDOWN% }"
+printf 'wall time:         %ss (first push to batch done)\n' "$WALL"
+printf 'throughput:        %s threads/s\n' "$(awk -v n="$COMPLETED" -v t="$WALL" 'BEGIN { printf "%.2f", (t > 0 ? n / t : 0) }')"
+printf 'worker exits:      %d started, %d unclean, slowest drain %ss\n' "$((NEXT_WORKER - 1))" "$UNCLEAN_EXITS" "$DRAIN_MAX"
+if ((LOST == 0)); then
+	echo "lost: 0"
+else
+	echo "LOST: $LOST threads did not complete (ids and statuses in $WORK/wait.txt)"
+fi
+((LOST == 0 && UNCLEAN_EXITS == 0))

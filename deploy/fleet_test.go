@@ -1,0 +1,106 @@
+package deploy
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestFleetScriptSyntaxAndShellcheck(t *testing.T) {
+	t.Parallel()
+	if out, err := exec.Command("bash", "-n", "fleet.sh").CombinedOutput(); err != nil {
+		t.Fatalf("bash -n fleet.sh: %v\n%s", err, out)
+	}
+	fi, err := os.Stat("fleet.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode()&0o111 == 0 {
+		t.Error("fleet.sh is not executable")
+	}
+	sc, err := exec.LookPath("shellcheck")
+	if err != nil {
+		t.Skip("shellcheck not on PATH (apt-get install shellcheck)")
+	}
+	if out, err := exec.Command(sc, "fleet.sh").CombinedOutput(); err != nil {
+		t.Fatalf("shellcheck fleet.sh: %v\n%s", err, out)
+	}
+}
+
+// TestFleetScriptWithFakeSpool runs deploy/fleet.sh end to end against
+// real redis-server and versitygw processes, with testdata/fakespool
+// standing in for the spool binary (a file-backed queue that speaks the
+// commands the script uses). It tests the script: free ports, scale events,
+// draining workers, the report, and that a lost thread fails the run.
+func TestFleetScriptWithFakeSpool(t *testing.T) {
+	t.Parallel()
+	// Like internal/testenv: in CI (SPOOL_TEST_REQUIRE_REAL=1) a missing
+	// service fails the test instead of skipping it.
+	skip := t.Skipf
+	if os.Getenv("SPOOL_TEST_REQUIRE_REAL") == "1" {
+		skip = t.Fatalf
+	}
+	for _, tool := range []string{"redis-server", "redis-cli", "curl", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			skip("%s not on PATH", tool)
+		}
+	}
+	if _, err := exec.LookPath("versitygw"); err != nil {
+		if _, err := os.Stat(filepath.Join(os.Getenv("HOME"), "go", "bin", "versitygw")); err != nil {
+			skip("versitygw not on PATH or in ~/go/bin")
+		}
+	}
+	fake := filepath.Join(t.TempDir(), "fakespool")
+	if out, err := exec.Command("go", "build", "-o", fake, "./testdata/fakespool").CombinedOutput(); err != nil {
+		t.Fatalf("build fakespool: %v\n%s", err, out)
+	}
+
+	tests := []struct {
+		name     string
+		env      []string
+		wantFail bool
+		want     []string
+	}{
+		{
+			name: "nothing lost",
+			env:  []string{"THREADS=16", "WORKERS=2", "STEP=0.5", "SCALE_PLAN=+1 -2"},
+			want: []string{
+				"threads pushed:    16 of 16", "scale +1", "scale -2",
+				"drained and exited 0", "completions:       16 completed", "throughput:", "\nlost: 0\n",
+			},
+		},
+		{
+			name:     "a dropped thread is reported lost",
+			env:      []string{"THREADS=8", "WORKERS=1", "STEP=0.2", "SCALE_PLAN=+1", "TIMEOUT=3", "FAKE_LOSE=1"},
+			wantFail: true,
+			want:     []string{"threads pushed:    8 of 8", "LOST: "},
+		},
+		{
+			name:     "bad parameters",
+			env:      []string{"SCALE_PLAN=up"},
+			wantFail: true,
+			want:     []string{`fleet: SCALE_PLAN step "up": want +N or -N`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command("bash", "fleet.sh")
+			cmd.Env = append(os.Environ(), append([]string{"SPOOL_BIN=" + fake, "TMPDIR=" + t.TempDir()}, tt.env...)...)
+			out, err := cmd.CombinedOutput()
+			if (err != nil) != tt.wantFail {
+				t.Fatalf("fleet.sh error = %v, wantFail %v\n%s", err, tt.wantFail, out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("output lacks %q\n%s", w, out)
+				}
+			}
+			if !tt.wantFail && strings.Contains(string(out), "LOST") {
+				t.Errorf("a clean run reports lost threads\n%s", out)
+			}
+		})
+	}
+}

@@ -1,0 +1,275 @@
+package deploy
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const k8sDir = "k8s"
+
+// loadTestBase loads the committed base; each call returns fresh objects
+// that a test may mutate.
+func loadTestBase(t *testing.T) *kbase {
+	t.Helper()
+	b, err := loadBase(k8sDir)
+	if err != nil {
+		t.Fatalf("load %s: %v", k8sDir, err)
+	}
+	return b
+}
+
+func requireNoProblems(t *testing.T, probs []string) {
+	t.Helper()
+	for _, p := range probs {
+		t.Error(p)
+	}
+}
+
+func TestEveryYAMLParses(t *testing.T) {
+	t.Parallel()
+	n := 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if ext := filepath.Ext(path); ext != ".yaml" && ext != ".yml" {
+			return nil
+		}
+		docs, err := readDocs(path)
+		if err != nil {
+			t.Errorf("%v", err)
+			return nil
+		}
+		if len(docs) == 0 {
+			t.Errorf("%s: no documents", path)
+		}
+		n += len(docs)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 10 {
+		t.Fatalf("parsed only %d documents under deploy/; files missing?", n)
+	}
+}
+
+func TestParseDocsRejectsBadYAML(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, src string }{
+		{"syntax", "a: [1, 2\n"},
+		{"tab indent", "a:\n\tb: 1\n"},
+		{"scalar document", "---\njust a string\n"},
+		{"second document broken", "a: 1\n---\nb: : :\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := parseDocs(tt.name, []byte(tt.src)); err == nil {
+				t.Fatalf("parseDocs(%q) succeeded, want an error", tt.src)
+			}
+		})
+	}
+	docs, err := parseDocs("multi", []byte("a: 1\n---\n---\nb: 2\n"))
+	if err != nil || len(docs) != 2 {
+		t.Fatalf("multi-doc: got %d docs, err %v; want 2 docs", len(docs), err)
+	}
+}
+
+func TestKustomization(t *testing.T) {
+	t.Parallel()
+	b := loadTestBase(t)
+	requireNoProblems(t, checkKustomizationFiles(k8sDir, b.Kustomization))
+	kinds := map[string]int{}
+	for _, d := range b.Docs {
+		kinds[d.kind()]++
+	}
+	for kind, want := range map[string]int{
+		"Deployment": 3, "Service": 1, "ConfigMap": 1,
+		"ScaledObject": 1, "TriggerAuthentication": 1, "PodDisruptionBudget": 1,
+	} {
+		if kinds[kind] != want {
+			t.Errorf("%d %s documents, want %d", kinds[kind], kind, want)
+		}
+	}
+	if keys := b.Secrets["spool-secrets"]; !keys["signing.key"] || !keys["REDIS_PASSWORD"] {
+		t.Errorf("Secret spool-secrets keys %v, want signing.key and REDIS_PASSWORD among them", sortedKeys(keys))
+	}
+}
+
+func TestWorkloads(t *testing.T) {
+	t.Parallel()
+	requireNoProblems(t, checkWorkloads(loadTestBase(t)))
+}
+
+func TestWorkerGracePeriodOutlastsShutdownTimeout(t *testing.T) {
+	t.Parallel()
+	requireNoProblems(t, checkGracePeriod(loadTestBase(t).Docs))
+}
+
+func TestKEDATriggersMatchWorkerQueues(t *testing.T) {
+	t.Parallel()
+	b := loadTestBase(t)
+	requireNoProblems(t, checkKEDA(b))
+
+	// Spell the expected list out once more, independently of the checker.
+	so, _ := find(b.Docs, "ScaledObject", "spool-worker")
+	var got []string
+	for _, tr := range list(so.Obj, "spec", "triggers") {
+		got = append(got, str(tr, "metadata", "listName"))
+	}
+	slices.Sort(got)
+	want := []string{
+		"asynq:{critical}:active", "asynq:{critical}:pending",
+		"asynq:{default}:active", "asynq:{default}:pending",
+		"asynq:{low}:active", "asynq:{low}:pending",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("trigger lists = %v, want %v", got, want)
+	}
+}
+
+func TestSchedulerRunsTwoReplicas(t *testing.T) {
+	t.Parallel()
+	b := loadTestBase(t)
+	d, ok := find(b.Docs, "Deployment", "spool-scheduler")
+	if !ok {
+		t.Fatal("no spool-scheduler Deployment")
+	}
+	if n, _ := intOf(d.Obj, "spec", "replicas"); n != 2 {
+		t.Fatalf("scheduler replicas = %d, want 2 (safe: spool's tick lock)", n)
+	}
+	if args := stringsOf(list(d.Obj, "spec", "template", "spec", "containers", 0, "args")); len(args) == 0 || args[0] != "scheduler" {
+		t.Fatalf("scheduler args = %v", args)
+	}
+}
+
+func TestMonitorServiceSelectsMonitor(t *testing.T) {
+	t.Parallel()
+	b := loadTestBase(t)
+	svc, ok := find(b.Docs, "Service", "spool-monitor")
+	if !ok {
+		t.Fatal("no spool-monitor Service")
+	}
+	if typ := str(svc.Obj, "spec", "type"); typ != "ClusterIP" {
+		t.Errorf("monitor Service type %q, want ClusterIP (asynqmon has no auth)", typ)
+	}
+	d, _ := find(b.Docs, "Deployment", "spool-monitor")
+	labels := mapping(d.Obj, "spec", "template", "metadata", "labels")
+	for k, v := range mapping(svc.Obj, "spec", "selector") {
+		if labels[k] != v {
+			t.Errorf("Service selector %s=%v does not match the monitor pods", k, v)
+		}
+	}
+	c := get(d.Obj, "spec", "template", "spec", "containers", 0)
+	target := str(svc.Obj, "spec", "ports", 0, "targetPort")
+	found := false
+	for _, p := range list(c, "ports") {
+		found = found || str(p, "name") == target || str(p, "containerPort") == target
+	}
+	if !found {
+		t.Errorf("Service targetPort %q is not a port of the monitor container", target)
+	}
+	if addr, _ := flagValue(stringsOf(list(c, "args")), "addr"); !strings.HasSuffix(addr, ":8080") {
+		t.Errorf("monitor --addr %q does not listen on the container port 8080", addr)
+	}
+}
+
+func TestCheckImage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		image string
+		ok    bool
+	}{
+		{"ghcr.io/spool-run/spool:0.1.0", true},
+		{"ghcr.io/spool-run/spool@sha256:0123abcd", true},
+		{"ghcr.io/spool-run/spool", false},
+		{"ghcr.io/spool-run/spool:latest", false},
+		{"redis:7.4.2", true},
+		{"redis:latest", false},
+		{"redis", false},
+		{"docker.io/library/busybox:1.36", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		if err := checkImage(tt.image); (err == nil) != tt.ok {
+			t.Errorf("checkImage(%q) = %v, want ok=%v", tt.image, err, tt.ok)
+		}
+	}
+}
+
+func TestParseQueues(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"critical=6,default=3,low=1", []string{"critical", "default", "low"}},
+		{"default=1", []string{"default"}},
+		{"a=1,a=2", nil},
+		{"a", nil},
+		{"a=0", nil},
+		{"=3", nil},
+		{"a=x", nil},
+		{"", nil},
+	}
+	for _, tt := range tests {
+		got, err := parseQueues(tt.in)
+		if tt.want == nil {
+			if err == nil {
+				t.Errorf("parseQueues(%q) = %v, want an error", tt.in, got)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("parseQueues(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+// FuzzParseQueues: whatever it accepts are distinct, non-empty names that
+// appear in the input in order.
+func FuzzParseQueues(f *testing.F) {
+	f.Add("critical=6,default=3,low=1")
+	f.Add("a=1,,b=2")
+	f.Fuzz(func(t *testing.T, in string) {
+		names, err := parseQueues(in)
+		if err != nil {
+			return
+		}
+		seen := map[string]bool{}
+		rest := in
+		for _, n := range names {
+			if n == "" || seen[n] {
+				t.Fatalf("parseQueues(%q) = %q: empty or repeated name", in, names)
+			}
+			seen[n] = true
+			i := strings.Index(rest, n+"=")
+			if i < 0 {
+				t.Fatalf("parseQueues(%q) = %q: %q not in order", in, names, n)
+			}
+			rest = rest[i+len(n):]
+		}
+	})
+}
+
+func TestReadmeDocumentsTheTriggerKeys(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(data)
+	for _, want := range []string{
+		"asynq:{<queue>}:pending", "asynq:{<queue>}:active",
+		"kubectl apply", "-k deploy/k8s", "Running a fleet", "fleet.sh", "Redis Cluster",
+	} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("deploy/README.md does not mention %q", want)
+		}
+	}
+}

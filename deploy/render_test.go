@@ -1,0 +1,62 @@
+package deploy
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// TestKustomizeRender renders the base with kubectl's built-in kustomize
+// (when kubectl is on PATH), the way `kubectl apply -k` would, with the
+// secret templates standing in for the real secrets, and runs every check on
+// the rendered objects.
+func TestKustomizeRender(t *testing.T) {
+	t.Parallel()
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not on PATH")
+	}
+	dir := copyTree(t, k8sDir)
+	for _, f := range []string{"signing.key", "credentials.env"} {
+		p := filepath.Join(dir, "secrets", f)
+		data, err := os.ReadFile(p + ".example")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(kubectl, "kustomize", dir)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize: %v: %s", err, stderr.String())
+	}
+	docs, err := parseDocs("rendered", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered := &kbase{Dir: dir, Docs: docs, Secrets: map[string]map[string]bool{}}
+	for _, d := range byKind(docs, "Secret") {
+		keys := map[string]bool{}
+		for k := range mapping(d.Obj, "data") {
+			keys[k] = true
+		}
+		rendered.Secrets[d.name()] = keys
+	}
+	if len(rendered.Secrets["spool-secrets"]) == 0 {
+		t.Fatal("rendered output has no spool-secrets Secret (generator name changed or hashed?)")
+	}
+	requireNoProblems(t, checkWorkloads(rendered))
+	requireNoProblems(t, checkGracePeriod(docs))
+	requireNoProblems(t, checkKEDA(rendered))
+	for _, d := range docs {
+		if str(d.Obj, "metadata", "labels", "app.kubernetes.io/part-of") != "spool" {
+			t.Errorf("%s lacks the app.kubernetes.io/part-of=spool label", d)
+		}
+	}
+}

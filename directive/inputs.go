@@ -1,0 +1,263 @@
+package directive
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spool-run/spool/hooks"
+)
+
+// ErrInvalidInput is wrapped by every ValidateInputs error.
+var ErrInvalidInput = errors.New("invalid input")
+
+// ValidateInputs checks inputs against d's declarations and returns a new
+// map with defaults applied and values coerced to their declared type:
+//
+//   - a required input that is missing (or nil) is an error;
+//   - a missing optional input with default="..." gets the default,
+//     coerced like a given value;
+//   - string: any string; numbers and booleans are accepted and written
+//     as text;
+//   - integer: Go integers, integral floats (JSON 3.0) and decimal strings
+//     ("3", as --input k=v gives) → int;
+//   - number: any Go number or numeric string → float64;
+//   - boolean: bool or "true"/"false" (any case) → bool;
+//   - object / array: a map / slice, or a string holding JSON of that
+//     shape → map[string]any / []any.
+//
+// Undeclared inputs pass through unchanged. The first problem is returned,
+// as `directive "x": input "level": ...`, wrapping ErrInvalidInput.
+func ValidateInputs(d *Directive, inputs map[string]any) (map[string]any, error) {
+	out := make(map[string]any, len(inputs)+len(d.Inputs))
+	for k, v := range inputs {
+		out[k] = v
+	}
+	for _, in := range d.Inputs {
+		v, ok := out[in.Name]
+		if !ok || v == nil {
+			if in.Default != nil {
+				v, ok = *in.Default, true
+			} else if in.Required {
+				return nil, fmt.Errorf("directive %q: input %q: required input missing: %w", d.Name, in.Name, ErrInvalidInput)
+			} else {
+				delete(out, in.Name)
+				continue
+			}
+		}
+		cv, err := coerce(in.Type, v)
+		if err != nil {
+			return nil, fmt.Errorf("directive %q: input %q: %v: %w", d.Name, in.Name, err, ErrInvalidInput)
+		}
+		out[in.Name] = cv
+	}
+	return out, nil
+}
+
+func coerce(typ string, v any) (any, error) {
+	switch typ {
+	case TypeString, "":
+		switch x := v.(type) {
+		case string:
+			return x, nil
+		case bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64, json.Number:
+			return hooks.Format(x), nil
+		}
+		return nil, fmt.Errorf("want a string, got %s", describe(v))
+	case TypeInteger:
+		switch x := v.(type) {
+		case int:
+			return x, nil
+		case int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+			f, _ := toFloat(x)
+			return int(f), nil
+		case float32, float64, json.Number:
+			f, _ := toFloat(x)
+			if f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+				return nil, fmt.Errorf("want an integer, got %v", x)
+			}
+			return int(f), nil
+		case string:
+			n, err := strconv.Atoi(strings.TrimSpace(x))
+			if err != nil {
+				return nil, fmt.Errorf("want an integer, got %q", x)
+			}
+			return n, nil
+		}
+		return nil, fmt.Errorf("want an integer, got %s", describe(v))
+	case TypeNumber:
+		if f, ok := toFloat(v); ok {
+			return f, nil
+		}
+		if s, ok := v.(string); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			if err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) {
+				return f, nil
+			}
+			return nil, fmt.Errorf("want a number, got %q", s)
+		}
+		return nil, fmt.Errorf("want a number, got %s", describe(v))
+	case TypeBoolean:
+		switch x := v.(type) {
+		case bool:
+			return x, nil
+		case string:
+			switch strings.ToLower(strings.TrimSpace(x)) {
+			case "true":
+				return true, nil
+			case "false":
+				return false, nil
+			}
+			return nil, fmt.Errorf("want a boolean, got %q", x)
+		}
+		return nil, fmt.Errorf("want a boolean, got %s", describe(v))
+	case TypeObject:
+		switch x := v.(type) {
+		case map[string]any:
+			return x, nil
+		case string:
+			var m map[string]any
+			if err := json.Unmarshal([]byte(x), &m); err != nil || m == nil {
+				return nil, fmt.Errorf("want an object, got %q", x)
+			}
+			return m, nil
+		}
+		if m, ok := viaJSON[map[string]any](v); ok {
+			return m, nil
+		}
+		return nil, fmt.Errorf("want an object, got %s", describe(v))
+	case TypeArray:
+		switch x := v.(type) {
+		case []any:
+			return x, nil
+		case string:
+			var a []any
+			if err := json.Unmarshal([]byte(x), &a); err != nil || a == nil {
+				return nil, fmt.Errorf("want an array, got %q", x)
+			}
+			return a, nil
+		}
+		if a, ok := viaJSON[[]any](v); ok && a != nil {
+			return a, nil
+		}
+		return nil, fmt.Errorf("want an array, got %s", describe(v))
+	}
+	return nil, fmt.Errorf("unknown type %q", typ)
+}
+
+// viaJSON converts typed maps and slices ([]string, map[string]int) to
+// their generic form; strings and scalars are not converted.
+func viaJSON[T any](v any) (T, bool) {
+	var out T
+	switch v.(type) {
+	case string, bool, nil:
+		return out, false
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return out, false
+	}
+	if json.Unmarshal(b, &out) != nil {
+		return out, false
+	}
+	return out, true
+}
+
+func toFloat(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int:
+		return float64(n), true
+	case int8:
+		return float64(n), true
+	case int16:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case uint:
+		return float64(n), true
+	case uint8:
+		return float64(n), true
+	case uint16:
+		return float64(n), true
+	case uint32:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	case float32:
+		return float64(n), true
+	case float64:
+		return n, !math.IsNaN(n) && !math.IsInf(n, 0)
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}
+
+func describe(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	}
+	if _, ok := toFloat(v); ok {
+		return "a number"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+var inputRe = regexp.MustCompile(`\{input:([A-Za-z0-9_.\-]+)\}`)
+
+// RenderBody returns d's prompt with each {input:name} replaced by the
+// input's value (strings as they are, other values as JSON). A declared
+// input that was not supplied renders as its default, else as ""; a
+// placeholder naming an undeclared, unsupplied input is left as written.
+// Replacement is a single pass.
+func RenderBody(d *Directive, inputs map[string]any) string {
+	return render(d, d.Prompt, inputs)
+}
+
+func render(d *Directive, text string, inputs map[string]any) string {
+	return inputRe.ReplaceAllStringFunc(text, func(m string) string {
+		name := m[len("{input:") : len(m)-1]
+		if v, ok := inputs[name]; ok {
+			return hooks.Format(v)
+		}
+		if in, ok := d.Input(name); ok {
+			if in.Default != nil {
+				return *in.Default
+			}
+			return ""
+		}
+		return m
+	})
+}
+
+// Interpolate replaces ${path} references with values from ctx
+// (${inputs.x}, ${thread_id}, dotted paths into maps); unresolved
+// references stay as written. It is hooks.Interpolate.
+func Interpolate(s string, ctx map[string]any) string {
+	return hooks.Interpolate(s, ctx)
+}
+
+// InputNames returns the declared input names, sorted.
+func (d *Directive) InputNames() []string {
+	out := make([]string, 0, len(d.Inputs))
+	for _, in := range d.Inputs {
+		out = append(out, in.Name)
+	}
+	sort.Strings(out)
+	return out
+}

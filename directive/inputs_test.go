@@ -1,0 +1,108 @@
+package directive
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestValidateInputs(t *testing.T) {
+	d := parseFile(t, "implement_dashboard.md")
+	tests := []struct {
+		name    string
+		in      map[string]any
+		want    map[string]any
+		wantErr string
+	}{
+		{"defaults applied and coerced", map[string]any{"api_thread_id": "api-1"},
+			map[string]any{"api_thread_id": "api-1", "views": 5, "dark": false}, ""},
+		{"cli strings coerced", map[string]any{"api_thread_id": "api-1", "views": "7", "ratio": "0.5", "dark": "TRUE", "options": `{"a":1}`, "pages": `["x","y"]`},
+			map[string]any{"api_thread_id": "api-1", "views": 7, "ratio": 0.5, "dark": true, "options": map[string]any{"a": 1.0}, "pages": []any{"x", "y"}}, ""},
+		{"json numbers", map[string]any{"api_thread_id": "api-1", "views": 3.0, "ratio": 2},
+			map[string]any{"api_thread_id": "api-1", "views": 3, "ratio": 2.0, "dark": false}, ""},
+		{"typed slices and maps", map[string]any{"api_thread_id": "a", "pages": []string{"p"}, "options": map[string]int{"k": 1}},
+			map[string]any{"api_thread_id": "a", "views": 5, "dark": false, "pages": []any{"p"}, "options": map[string]any{"k": 1.0}}, ""},
+		{"number written to string input", map[string]any{"api_thread_id": 42},
+			map[string]any{"api_thread_id": "42", "views": 5, "dark": false}, ""},
+		{"undeclared passes through", map[string]any{"api_thread_id": "a", "extra": []int{1}},
+			map[string]any{"api_thread_id": "a", "views": 5, "dark": false, "extra": []int{1}}, ""},
+		{"missing required", map[string]any{"views": 1}, nil, `directive "implement_dashboard": input "api_thread_id": required input missing`},
+		{"nil required", map[string]any{"api_thread_id": nil}, nil, `input "api_thread_id": required input missing`},
+		{"integer with fraction", map[string]any{"api_thread_id": "a", "views": 2.5}, nil, `input "views": want an integer, got 2.5`},
+		{"integer from text", map[string]any{"api_thread_id": "a", "views": "seven"}, nil, `input "views": want an integer, got "seven"`},
+		{"number from text", map[string]any{"api_thread_id": "a", "ratio": "wide"}, nil, `input "ratio": want a number, got "wide"`},
+		{"boolean", map[string]any{"api_thread_id": "a", "dark": "maybe"}, nil, `input "dark": want a boolean, got "maybe"`},
+		{"object", map[string]any{"api_thread_id": "a", "options": []any{1}}, nil, `input "options": want an object, got an array`},
+		{"object bad json", map[string]any{"api_thread_id": "a", "options": "{"}, nil, `input "options": want an object`},
+		{"array", map[string]any{"api_thread_id": "a", "pages": "x"}, nil, `input "pages": want an array, got "x"`},
+		{"string from object", map[string]any{"api_thread_id": map[string]any{}}, nil, `input "api_thread_id": want a string, got an object`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ValidateInputs(d, tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				if !errors.Is(err, ErrInvalidInput) {
+					t.Errorf("err does not wrap ErrInvalidInput")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+	// the caller's map is not modified
+	in := map[string]any{"api_thread_id": "a", "views": "2"}
+	if _, err := ValidateInputs(d, in); err != nil || in["views"] != "2" || len(in) != 2 {
+		t.Errorf("input map modified: %v %v", in, err)
+	}
+}
+
+func TestRenderBody(t *testing.T) {
+	d := parseFile(t, "depth_child.md")
+	got := RenderBody(d, map[string]any{"level": "2"})
+	if !strings.Contains(got, `value="depth_child_2.txt"`) || !strings.Contains(got, `value="level 2"`) || strings.Contains(got, "{input:") {
+		t.Errorf("rendered body:\n%s", got)
+	}
+	if strings.Contains(got, "rye:signed") {
+		t.Error("signature line in rendered body")
+	}
+
+	d2, err := Parse("x.md", []byte("Hi {input:who} {input:n} {input:opt} {input:undeclared} {input:d}\n"+wrap(`<inputs><input name="who"/><input name="n" type="integer"/><input name="opt"/><input name="d" default="dflt"/></inputs>`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = RenderBody(d2, map[string]any{"who": "{input:n}", "n": 3})
+	if want := "Hi {input:n} 3  {input:undeclared} dflt\n"; !strings.HasPrefix(got, want) {
+		t.Errorf("got %q, want prefix %q", got, want)
+	}
+}
+
+func TestInterpolate(t *testing.T) {
+	ctx := map[string]any{
+		"thread_id": "t-1",
+		"inputs":    map[string]any{"api_thread_id": "api/1", "n": 3, "obj": map[string]any{"k": "v"}},
+		"cost":      map[string]any{"turns": 2},
+	}
+	tests := map[string]string{
+		"agent/threads/${inputs.api_thread_id}": "agent/threads/api/1",
+		"${thread_id}:${cost.turns}":            "t-1:2",
+		"${inputs.n}${inputs.obj}":              `3{"k":"v"}`,
+		"${inputs.missing} and ${nope}":         "${inputs.missing} and ${nope}",
+		"no refs":                               "no refs",
+		"${inputs.obj.k}":                       "v",
+	}
+	for in, want := range tests {
+		if got := Interpolate(in, ctx); got != want {
+			t.Errorf("Interpolate(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,548 @@
+package directive
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/spool-run/spool/hooks"
+	"github.com/spool-run/spool/thread"
+)
+
+// SignaturePrefix starts a directive's optional signature line.
+const SignaturePrefix = "<!-- rye:signed:"
+
+// Input types.
+const (
+	TypeString  = "string"
+	TypeInteger = "integer"
+	TypeNumber  = "number"
+	TypeBoolean = "boolean"
+	TypeObject  = "object"
+	TypeArray   = "array"
+)
+
+var typeAliases = map[string]string{
+	"": TypeString, "string": TypeString, "str": TypeString, "text": TypeString,
+	"integer": TypeInteger, "int": TypeInteger,
+	"number": TypeNumber, "float": TypeNumber,
+	"boolean": TypeBoolean, "bool": TypeBoolean,
+	"object": TypeObject, "dict": TypeObject, "map": TypeObject,
+	"array": TypeArray, "list": TypeArray,
+}
+
+// Parse parses a directive file. path names the file in errors; errors are
+// *ParseError naming the file, line and element.
+func Parse(path string, data []byte) (*Directive, error) {
+	text := string(data)
+	d := &Directive{Path: path, Prompt: text}
+
+	// Signature line.
+	first, rest, hasNL := strings.Cut(text, "\n")
+	if sig := strings.TrimSpace(strings.TrimSuffix(first, "\r")); strings.HasPrefix(sig, SignaturePrefix) && strings.HasSuffix(sig, "-->") {
+		d.Signature = sig
+		if hasNL {
+			d.Prompt = rest
+		} else {
+			d.Prompt = ""
+		}
+	}
+
+	// The xml fence holding <directive>.
+	lines := strings.Split(text, "\n")
+	start, end := -1, -1 // 0-based line indexes of the fence lines
+	for i := 0; i < len(lines); i++ {
+		l := strings.TrimSpace(strings.TrimSuffix(lines[i], "\r"))
+		if !isXMLFence(l) {
+			continue
+		}
+		j := i + 1
+		for ; j < len(lines); j++ {
+			if strings.TrimSpace(strings.TrimSuffix(lines[j], "\r")) == "```" {
+				break
+			}
+		}
+		if j == len(lines) {
+			return nil, &ParseError{Path: path, Line: i + 1, Msg: "```xml fence is not closed"}
+		}
+		if strings.Contains(strings.Join(lines[i+1:j], "\n"), "<directive") {
+			start, end = i, j
+			break
+		}
+		i = j
+	}
+	if start < 0 {
+		return nil, &ParseError{Path: path, Line: 0, Msg: "no ```xml fence with a <directive> element"}
+	}
+	bodyStart := 0
+	if d.Signature != "" {
+		bodyStart = 1
+	}
+	if start > bodyStart {
+		d.Body = strings.TrimSpace(strings.Join(lines[bodyStart:start], "\n"))
+	}
+
+	root, err := parseXML(path, []byte(strings.Join(lines[start+1:end], "\n")), start+2)
+	if err != nil {
+		return nil, err
+	}
+	p := &parser{path: path, d: d}
+	if err := p.directive(root); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func isXMLFence(l string) bool {
+	rest, ok := strings.CutPrefix(l, "```")
+	if !ok {
+		return false
+	}
+	rest = strings.TrimSpace(rest)
+	return rest == "xml" || strings.HasPrefix(rest, "xml ")
+}
+
+type parser struct {
+	path string
+	d    *Directive
+	seen map[string]bool // permissions already added
+}
+
+func (p *parser) errf(n *node, elem, format string, args ...any) error {
+	line := 0
+	if n != nil {
+		line = n.line
+	}
+	return &ParseError{Path: p.path, Line: line, Elem: elem, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (p *parser) directive(root *node) error {
+	if root.name != "directive" {
+		return p.errf(root, root.tag(), "the xml fence must hold a <directive> element")
+	}
+	d := p.d
+	d.Name = root.str("name")
+	d.Version = root.str("version")
+	if d.Name == "" {
+		return p.errf(root, root.tag(), "missing name attribute")
+	}
+	seenMeta := false
+	for _, c := range root.children {
+		var err error
+		switch c.name {
+		case "metadata":
+			if seenMeta {
+				return p.errf(c, c.tag(), "more than one <metadata>")
+			}
+			seenMeta = true
+			err = p.metadata(c)
+		case "permissions", "cap":
+			err = p.permissionsOrCap(c)
+		case "hooks":
+			err = p.hooks(c)
+		case "model", "limits":
+			err = p.metaChild(c) // tolerated outside <metadata>
+		case "inputs":
+			err = p.inputs(c)
+		case "process":
+			err = p.process(c)
+		case "outputs":
+			err = p.outputs(c)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *parser) metadata(m *node) error {
+	for _, c := range m.children {
+		if err := p.metaChild(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *parser) metaChild(c *node) error {
+	d := p.d
+	switch c.name {
+	case "description":
+		d.Description = c.allText()
+	case "category":
+		d.Category = c.content()
+	case "author":
+		d.Author = c.content()
+	case "model":
+		d.Model = Model{Tier: c.str("tier"), ID: c.str("id"), Fallback: c.str("fallback"), FallbackID: c.str("fallback_id")}
+		if d.Model.ID == "" {
+			d.Model.ID = c.content()
+		}
+	case "limits":
+		return p.limits(c)
+	case "permissions", "cap":
+		return p.permissionsOrCap(c)
+	case "hooks":
+		return p.hooks(c)
+	case "continuation":
+		d.Continuation = c.str("directive")
+		if d.Continuation == "" {
+			d.Continuation = c.content()
+		}
+		if d.Continuation == "" {
+			return p.errf(c, c.tag(), "missing directive name")
+		}
+	}
+	return nil
+}
+
+func (p *parser) limits(c *node) error {
+	l := &p.d.Limits
+	for _, a := range c.attrs {
+		v := strings.TrimSpace(a.Value)
+		elem := fmt.Sprintf("<limits %s=%q>", a.Name.Local, a.Value)
+		switch a.Name.Local {
+		case "turns", "tokens", "depth", "spawns":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				if f, ferr := strconv.ParseFloat(v, 64); ferr == nil && f == math.Trunc(f) && math.Abs(f) < 1e15 {
+					n, err = int(f), nil
+				}
+			}
+			if err != nil {
+				return p.errf(c, elem, "not an integer")
+			}
+			if n < 0 {
+				return p.errf(c, elem, "negative")
+			}
+			switch a.Name.Local {
+			case "turns":
+				l.Turns = &n
+			case "tokens":
+				l.Tokens = &n
+			case "depth":
+				l.Depth = &n
+			default:
+				l.Spawns = &n
+			}
+		case "spend", "duration":
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+				return p.errf(c, elem, "not a number")
+			}
+			if f < 0 {
+				return p.errf(c, elem, "negative")
+			}
+			if a.Name.Local == "spend" {
+				l.Spend = &f
+			} else {
+				l.Duration = &f
+			}
+		}
+	}
+	return nil
+}
+
+var permissionPrimaries = map[string]bool{
+	thread.PrimaryExecute: true, thread.PrimarySearch: true, thread.PrimaryLoad: true, thread.PrimarySign: true,
+}
+
+var permissionItemTypes = map[string]bool{"tool": true, "directive": true, "knowledge": true}
+
+func (p *parser) addPermission(c string) {
+	if p.seen == nil {
+		p.seen = map[string]bool{}
+	}
+	c = thread.NormalizeCapability(c)
+	if !p.seen[c] {
+		p.seen[c] = true
+		p.d.Permissions = append(p.d.Permissions, c)
+	}
+}
+
+func (p *parser) permissionsOrCap(c *node) error {
+	p.d.PermissionsDeclared = true
+	if p.d.Permissions == nil {
+		p.d.Permissions = []string{}
+	}
+	if c.name == "cap" {
+		return p.capElem(c)
+	}
+	if len(c.children) == 0 {
+		switch t := c.content(); t {
+		case "":
+		case "*":
+			p.addPermission("*")
+		default:
+			return p.errf(c, c.tag(), "text %q: expected \"*\" or child elements", t)
+		}
+		return nil
+	}
+	for _, g := range c.children {
+		if g.name == "cap" {
+			if err := p.capElem(g); err != nil {
+				return err
+			}
+			continue
+		}
+		if !permissionPrimaries[g.name] {
+			return p.errf(g, g.tag(), "unknown permission; expected <execute>, <search>, <load>, <sign> or <cap>")
+		}
+		if len(g.children) == 0 {
+			switch t := g.content(); t {
+			case "":
+			case "*":
+				p.addPermission(thread.CapabilityPrefix + g.name + ".*")
+			default:
+				return p.errf(g, g.tag(), "text %q: expected \"*\" or <tool>, <directive>, <knowledge>", t)
+			}
+			continue
+		}
+		for _, it := range g.children {
+			if !permissionItemTypes[it.name] {
+				return p.errf(it, "<"+g.name+"><"+it.name+">", "unknown item type; expected <tool>, <directive> or <knowledge>")
+			}
+			id := it.content()
+			if id == "" {
+				return p.errf(it, "<"+g.name+"><"+it.name+">", "empty item id")
+			}
+			if strings.ContainsAny(id, " \t\n") {
+				return p.errf(it, "<"+g.name+"><"+it.name+">", "item id %q contains spaces", id)
+			}
+			p.addPermission(thread.Capability(g.name, it.name, id))
+		}
+	}
+	return nil
+}
+
+func (p *parser) capElem(c *node) error {
+	t := c.content()
+	switch {
+	case t == "":
+		return p.errf(c, "<cap>", "empty capability")
+	case strings.ContainsAny(t, " \t\n"):
+		return p.errf(c, "<cap>", "capability %q contains spaces", t)
+	case t != "*" && !strings.HasPrefix(thread.NormalizeCapability(t), thread.CapabilityPrefix):
+		return p.errf(c, "<cap>", "capability %q does not start with %q", t, thread.CapabilityPrefix)
+	}
+	p.addPermission(t)
+	return nil
+}
+
+func (p *parser) hooks(c *node) error {
+	for _, h := range c.children {
+		if h.name != "hook" {
+			continue
+		}
+		hk := hooks.Hook{ID: h.str("id"), Event: h.str("event"), Layer: hooks.LayerDirective}
+		if hk.ID == "" {
+			hk.ID = fmt.Sprintf("%s_hook_%d", p.d.Name, len(p.d.Hooks)+1)
+		}
+		seenAction := false
+		for _, x := range h.children {
+			switch x.name {
+			case "condition":
+				cond, err := p.condition(x)
+				if err != nil {
+					return err
+				}
+				hk.Condition = cond
+			case "action":
+				seenAction = true
+				hk.Action = hooks.Action{Primary: x.str("primary"), ItemType: x.str("item_type"), ItemID: x.str("item_id")}
+				params, err := p.params(x)
+				if err != nil {
+					return err
+				}
+				if len(params) > 0 {
+					hk.Action.Params = make(map[string]any, len(params))
+					for k, v := range params {
+						hk.Action.Params[k] = v
+					}
+				}
+			case "description":
+				hk.Description = x.allText()
+			}
+		}
+		if !seenAction {
+			return p.errf(h, h.tag("id"), "missing <action>")
+		}
+		if err := hk.Validate(); err != nil {
+			return p.errf(h, h.tag("id"), "%v", err)
+		}
+		p.d.Hooks = append(p.d.Hooks, hk)
+	}
+	return nil
+}
+
+func (p *parser) condition(c *node) (*hooks.Condition, error) {
+	cond := &hooks.Condition{Path: c.str("path"), Op: c.str("op")}
+	if v, ok := c.attr("value"); ok {
+		cond.Value = v
+	} else if cond.Op != "" && c.content() != "" {
+		cond.Value = c.content()
+	}
+	for _, x := range c.children {
+		var subs []*hooks.Condition
+		for _, y := range x.children {
+			if y.name != "condition" {
+				return nil, p.errf(y, y.tag(), "expected <condition> inside <%s>", x.name)
+			}
+			s, err := p.condition(y)
+			if err != nil {
+				return nil, err
+			}
+			subs = append(subs, s)
+		}
+		switch x.name {
+		case "any":
+			cond.Any = append(cond.Any, subs...)
+		case "all":
+			cond.All = append(cond.All, subs...)
+		case "not":
+			if len(subs) != 1 {
+				return nil, p.errf(x, "<not>", "must hold exactly one <condition>")
+			}
+			cond.Not = subs[0]
+		case "condition": // a bare nested condition is an all-of
+			s, err := p.condition(x)
+			if err != nil {
+				return nil, err
+			}
+			cond.All = append(cond.All, s)
+		default:
+			return nil, p.errf(x, x.tag(), "unknown condition element; expected <any>, <all>, <not> or <condition>")
+		}
+	}
+	if err := cond.Validate(); err != nil {
+		return nil, p.errf(c, c.tag("path"), "%v", err)
+	}
+	return cond, nil
+}
+
+// params reads <param name="x" value="y"/> and <param name="x">y</param>.
+func (p *parser) params(c *node) (map[string]string, error) {
+	var out map[string]string
+	for _, x := range c.children {
+		if x.name != "param" {
+			continue
+		}
+		name := x.str("name")
+		if name == "" {
+			return nil, p.errf(x, "<param>", "missing name attribute")
+		}
+		v, ok := x.attr("value")
+		if !ok {
+			v = x.content()
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[name] = v
+	}
+	return out, nil
+}
+
+func (p *parser) inputs(c *node) error {
+	for _, x := range c.children {
+		if x.name != "input" {
+			continue
+		}
+		in := Input{Name: x.str("name"), Description: x.allText()}
+		if in.Name == "" {
+			return p.errf(x, "<input>", "missing name attribute")
+		}
+		t, ok := typeAliases[strings.ToLower(x.str("type"))]
+		if !ok {
+			return p.errf(x, fmt.Sprintf("<input name=%q type=%q>", in.Name, x.str("type")), "unknown type; expected string, integer, number, boolean, object or array")
+		}
+		in.Type = t
+		if r, ok := x.attr("required"); ok {
+			b, err := parseBoolAttr(r)
+			if err != nil {
+				return p.errf(x, fmt.Sprintf("<input name=%q required=%q>", in.Name, r), "not a boolean")
+			}
+			in.Required = b
+		}
+		if dv, ok := x.attr("default"); ok {
+			in.Default = &dv
+		}
+		if _, dup := p.d.Input(in.Name); dup {
+			return p.errf(x, fmt.Sprintf("<input name=%q>", in.Name), "declared twice")
+		}
+		p.d.Inputs = append(p.d.Inputs, in)
+	}
+	return nil
+}
+
+func parseBoolAttr(s string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "true", "yes", "1":
+		return true, nil
+	case "false", "no", "0", "":
+		return false, nil
+	}
+	return false, fmt.Errorf("not a boolean")
+}
+
+func (p *parser) process(c *node) error {
+	for _, x := range c.children {
+		if x.name != "step" {
+			continue
+		}
+		st := Step{Name: x.str("name")}
+		for _, y := range x.children {
+			switch y.name {
+			case "description":
+				st.Description = y.allText()
+			case "execute", "load", "search":
+				params, err := p.params(y)
+				if err != nil {
+					return err
+				}
+				st.Actions = append(st.Actions, StepAction{Primary: y.name, ItemType: y.str("item_type"), ItemID: y.str("item_id"), Params: params})
+			}
+		}
+		if st.Description == "" {
+			st.Description = x.content()
+		}
+		p.d.Process = append(p.d.Process, st)
+	}
+	return nil
+}
+
+func (p *parser) outputs(c *node) error {
+	o := &p.d.Outputs
+	o.Text = c.content()
+	for _, x := range c.children {
+		switch x.name {
+		case "output":
+			f := OutputField{Name: x.str("name"), Description: x.allText()}
+			if f.Name == "" {
+				return p.errf(x, "<output>", "missing name attribute")
+			}
+			if r, ok := x.attr("required"); ok {
+				b, err := parseBoolAttr(r)
+				if err != nil {
+					return p.errf(x, fmt.Sprintf("<output name=%q required=%q>", f.Name, r), "not a boolean")
+				}
+				f.Required = b
+			}
+			o.Fields = append(o.Fields, f)
+		case "success":
+			o.Success = x.allText()
+		case "failure":
+			o.Failure = x.allText()
+		default:
+			if t := x.allText(); t != "" {
+				if o.Text != "" {
+					o.Text += "\n"
+				}
+				o.Text += t
+			}
+		}
+	}
+	return nil
+}

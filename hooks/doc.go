@@ -1,0 +1,29 @@
+// Package hooks implements the spec's layered hooks: hooks from five layers
+// (0 user, 1 directive, 2 builtin, 3 project, 4 infra) merged and sorted by
+// layer then definition order; conditions over dotted paths into an event's
+// context; actions that load, execute or search items through the worker's
+// ActionRunner, with ${...} interpolation from the event context; and the
+// builtin error/limit policy the worker asks for a Decision.
+//
+// Events and the context keys each carries (all keys are optional for a
+// hook: a condition on a missing path is false, except ne and not):
+//
+//	thread_started    directive, directive_body, model, limits, inputs, thread_id
+//	thread_continued  directive, directive_body, model, limits, inputs, thread_id, previous_thread_id
+//	after_step        thread_id, cost, turn
+//	after_complete    thread_id, cost, project_path, status
+//	error             error (message), classification (rate_limited | transient |
+//	                  permanent | cancelled | limit), retry_after (seconds, optional),
+//	                  attempt (1-based number of the attempt that failed), thread_id
+//	limit             limit_code, current_value, current_max, thread_id
+//	directive_return  thread_id, outputs
+//
+// Control actions. Besides the item actions of the spec (load, execute,
+// search), an action's primary may be a control verb that decides what the
+// thread does after an error or limit event: "retry" (params max_retries,
+// base, max), "fail" (param code) or "continue". Builtin hooks use them;
+// any hook of another layer that matches with a control action overrides
+// the builtin decision (the first such hook in layer order wins), so a
+// user, directive or project hook can "handle" a limit event with
+// primary: continue, or disable retries with primary: fail.
+package hooks

@@ -1,0 +1,107 @@
+package ledger
+
+import (
+	"fmt"
+	"testing"
+)
+
+// op is one step of a generated ledger sequence.
+type op struct {
+	kind   int // 0 reserve, 1 charge, 2 report actual, 3 release, 4 retry an earlier charge key
+	node   int // the thread the op is about
+	parent int // for reserve
+	amt    int64
+	key    string
+}
+
+func nodeID(i int) string { return fmt.Sprintf("n%d", i) }
+
+// decodeOps turns fuzz bytes into a sequence over up to 16 threads; node 0
+// is the root with budget rootMax. Every 4 bytes make one op.
+func decodeOps(data []byte) (rootMax int64, ops []op) {
+	rootMax = 1000
+	if len(data) > 0 {
+		rootMax = int64(data[0])*50 + 1
+		data = data[1:]
+	}
+	for i := 0; i+4 <= len(data) && len(ops) < 400; i += 4 {
+		b := data[i : i+4]
+		o := op{kind: int(b[0]) % 5, node: int(b[1]) % 16, amt: int64(b[2]) * int64(b[3]%8+1)}
+		o.parent = int(b[3]) % 16
+		o.key = fmt.Sprintf("k%d", b[2]%8)
+		ops = append(ops, o)
+	}
+	return rootMax, ops
+}
+
+// modelRun runs a decoded sequence on the model, checking the invariant
+// after every op, then releases every active thread (children first) and
+// checks the end state: the root has every accepted charge and no
+// reservation left.
+func modelRun(t testing.TB, rootMax int64, ops []op) {
+	m := newModel()
+	if err := m.register(nodeID(0), rootMax); err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range ops {
+		id := nodeID(o.node)
+		switch o.kind {
+		case 0:
+			if o.node != 0 {
+				_ = m.reserve(id, nodeID(o.parent), o.amt)
+			}
+		case 1, 4:
+			_ = m.charge(id, o.key, o.amt, false)
+		case 2:
+			if e := m.e[id]; e != nil {
+				_ = m.charge(id, "", e.own+e.overrun+o.amt/2, true)
+			}
+		case 3:
+			if e := m.e[id]; e != nil {
+				if err := m.release(id, m.ancestorsOf(id), "completed"); err != nil {
+					t.Fatalf("op %d release %s: %v", i, id, err)
+				}
+			}
+		}
+		if err := m.check(); err != nil {
+			t.Fatalf("after op %d %+v: %v", i, o, err)
+		}
+	}
+	releaseAllModel(t, m)
+}
+
+func releaseAllModel(t testing.TB, m *model) {
+	var ownSum int64
+	for _, e := range m.e {
+		ownSum += e.own
+	}
+	// Release in id order; order does not matter for the end state.
+	for i := 15; i >= 0; i-- {
+		id := nodeID(i)
+		if _, ok := m.e[id]; ok {
+			if err := m.release(id, m.ancestorsOf(id), "completed"); err != nil {
+				t.Fatalf("final release %s: %v", id, err)
+			}
+			if err := m.check(); err != nil {
+				t.Fatalf("after final release %s: %v", id, err)
+			}
+		}
+	}
+	root := m.e[nodeID(0)]
+	if root.actual != ownSum || root.reserved != 0 {
+		t.Fatalf("end: root actual %d reserved %d, want actual %d (sum of own) reserved 0", root.actual, root.reserved, ownSum)
+	}
+}
+
+// FuzzLedgerSequence fuzzes the ledger's sequence logic (the Go model the
+// Lua scripts are checked against): no op sequence breaks actual + reserved
+// ≤ max anywhere, and releasing everything brings every accepted charge to
+// the root with nothing left reserved.
+func FuzzLedgerSequence(f *testing.F) {
+	f.Add([]byte{20, 0, 1, 50, 0, 1, 1, 10, 1, 3, 1, 0, 0})
+	f.Add([]byte{1, 0, 2, 255, 7, 1, 2, 9, 9, 3, 2, 0, 0, 1, 2, 200, 3})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rootMax, ops := decodeOps(data)
+		modelRun(t, rootMax, ops)
+	})
+}

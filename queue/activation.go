@@ -1,0 +1,190 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/keyspace"
+	"github.com/spool-run/spool/thread"
+)
+
+// ErrNotClaimable is returned by Claim when the activation must not run: the
+// thread is finished, is run by a live activation elsewhere, or the wake-up
+// is stale. The caller drops the task.
+var ErrNotClaimable = errors.New("activation not claimable")
+
+// ErrLeaseLost is returned by Heartbeat when another activation has taken
+// the thread over.
+var ErrLeaseLost = errors.New("activation lease lost")
+
+// Activations claims threads for a worker and keeps the claim alive.
+//
+// A claim is a lease: a key with a TTL holding the claimer's token, renewed
+// by Heartbeat. A worker that dies stops renewing; once the lease has
+// lapsed, the recoverer (Orphans) re-enqueues the thread and the next claim
+// takes it over, bumping the thread's version so the dead worker's writes,
+// should it wake up, fail their version check.
+type Activations struct {
+	rdb redis.UniversalClient
+	ks  keyspace.Space
+	now func() time.Time
+}
+
+// NewActivations returns the activation store.
+func NewActivations(rdb redis.UniversalClient, ks keyspace.Space, now func() time.Time) *Activations {
+	if now == nil {
+		now = time.Now
+	}
+	return &Activations{rdb: rdb, ks: ks, now: now}
+}
+
+// claimScript starts an activation.
+//
+// KEYS[1] thread hash, KEYS[2] lease key, KEYS[3] active set, KEYS[4] events channel
+// ARGV[1] reason (start|wake|timeout|recover|retry), ARGV[2] seq, ARGV[3] token,
+// ARGV[4] lease ttl ms, ARGV[5] now (RFC3339Nano), ARGV[6] task id
+// Returns {new version, activation number} or an error reply:
+// "NOTFOUND", "NOTCLAIMABLE <status> <why>".
+var claimScript = redis.NewScript(`
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then return redis.error_reply('NOTFOUND') end
+local reason, seq = ARGV[1], tonumber(ARGV[2])
+local ok = false
+if reason == 'start' then
+  ok = (st == 'created')
+  if st == 'running' and redis.call('EXISTS', KEYS[2]) == 0 and redis.call('HGET', KEYS[1], 'active_task') == ARGV[6] then ok = true end
+elseif reason == 'wake' or reason == 'timeout' then
+  ok = (st == 'waiting' and tonumber(redis.call('HGET', KEYS[1], 'suspend_seq') or '-1') == seq)
+  if st == 'running' and redis.call('EXISTS', KEYS[2]) == 0 and redis.call('HGET', KEYS[1], 'active_task') == ARGV[6] then ok = true end
+elseif reason == 'recover' then
+  ok = (st == 'running' and redis.call('EXISTS', KEYS[2]) == 0 and tonumber(redis.call('HGET', KEYS[1], 'version') or '0') == seq)
+end
+if not ok then return redis.error_reply('NOTCLAIMABLE ' .. st .. ' ' .. reason) end
+local v = redis.call('HINCRBY', KEYS[1], 'version', 1)
+local n = redis.call('HINCRBY', KEYS[1], 'activation', 1)
+redis.call('HSET', KEYS[1], 'status', 'running', 'active_task', ARGV[6], 'updated_at', ARGV[5])
+if redis.call('HEXISTS', KEYS[1], 'started_at') == 0 or redis.call('HGET', KEYS[1], 'started_at') == '' then
+  redis.call('HSET', KEYS[1], 'started_at', ARGV[5])
+end
+redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
+redis.call('SADD', KEYS[3], redis.call('HGET', KEYS[1], 'thread_id'))
+if st ~= 'running' then redis.call('PUBLISH', KEYS[4], redis.call('HGET', KEYS[1], 'thread_id') .. ' running') end
+return {v, n}
+`)
+
+// Claim is what Claim returns.
+type Claim struct {
+	Version    int64 // the lease's version: every commit of this activation names it
+	Activation int64 // 1 for the first activation of the thread
+	Token      string
+}
+
+// Claim starts an activation of thread id for a task with the given reason
+// and sequence number. It succeeds when:
+//   - reason start: the thread is created;
+//   - reason wake/timeout: the thread is waiting under suspension seq;
+//   - reason recover: the thread is running at version seq and its lease has lapsed;
+//   - any reason: the thread is running under this very task (asynq
+//     redelivered it) and its lease has lapsed.
+//
+// Otherwise it returns ErrNotClaimable (wrapped, naming the status).
+func (a *Activations) Claim(ctx context.Context, id, reason string, seq int64, token, taskID string, ttl time.Duration) (Claim, error) {
+	keys := []string{a.ks.Thread(id), a.ks.Lease(id), a.ks.Active(), a.ks.Events()}
+	res, err := claimScript.Run(ctx, a.rdb, keys, reason, seq, token, ttl.Milliseconds(), a.now().UTC().Format(time.RFC3339Nano), taskID).Int64Slice()
+	if err != nil {
+		return Claim{}, scriptErr(id, err)
+	}
+	return Claim{Version: res[0], Activation: res[1], Token: token}, nil
+}
+
+func scriptErr(id string, err error) error {
+	msg := err.Error()
+	switch {
+	case msg == "NOTFOUND":
+		return fmt.Errorf("thread %q: %w", id, ErrNotFound)
+	case len(msg) > 12 && msg[:12] == "NOTCLAIMABLE":
+		return fmt.Errorf("thread %q (%s): %w", id, msg[13:], ErrNotClaimable)
+	case len(msg) > 8 && msg[:8] == "CONFLICT":
+		return fmt.Errorf("thread %q: %s: %w", id, msg, ErrConflict)
+	}
+	return fmt.Errorf("thread %q: %w", id, err)
+}
+
+// heartbeatScript renews a lease held by token.
+//
+// KEYS[1] lease key; ARGV[1] token, ARGV[2] ttl ms. Returns 1, or 0 when lost.
+var heartbeatScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+`)
+
+// Heartbeat renews the lease; ErrLeaseLost when another activation holds it.
+func (a *Activations) Heartbeat(ctx context.Context, id, token string, ttl time.Duration) error {
+	n, err := heartbeatScript.Run(ctx, a.rdb, []string{a.ks.Lease(id)}, token, ttl.Milliseconds()).Int()
+	if err != nil {
+		return fmt.Errorf("heartbeat %s: %w", id, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("thread %q: %w", id, ErrLeaseLost)
+	}
+	return nil
+}
+
+// releaseScript drops a lease held by token. KEYS[1] lease; ARGV[1] token.
+var releaseScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`)
+
+// Release drops the lease so that a retry of the task can claim at once.
+func (a *Activations) Release(ctx context.Context, id, token string) error {
+	return releaseScript.Run(ctx, a.rdb, []string{a.ks.Lease(id)}, token).Err()
+}
+
+// LeaseHeld reports whether thread id's activation lease is alive.
+func (a *Activations) LeaseHeld(ctx context.Context, id string) (bool, error) {
+	n, err := a.rdb.Exists(ctx, a.ks.Lease(id)).Result()
+	return n == 1, err
+}
+
+// Orphan is a running thread whose activation lease has lapsed.
+type Orphan struct {
+	ThreadID string
+	Version  int64
+	Queue    string
+}
+
+// Orphans lists active threads in status running whose lease has lapsed:
+// their worker died or was cut off. The caller re-enqueues each with reason
+// "recover" and the version seen, which Claim checks.
+func (a *Activations) Orphans(ctx context.Context) ([]Orphan, error) {
+	ids, err := a.rdb.SMembers(ctx, a.ks.Active()).Result()
+	if err != nil {
+		return nil, err
+	}
+	var out []Orphan
+	for _, id := range ids {
+		pipe := a.rdb.Pipeline()
+		h := pipe.HMGet(ctx, a.ks.Thread(id), "status", "version", "queue")
+		ex := pipe.Exists(ctx, a.ks.Lease(id))
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+		vals := h.Val()
+		if len(vals) < 3 || vals[0] != string(thread.StatusRunning) || ex.Val() == 1 {
+			continue
+		}
+		v, _ := strconv.ParseInt(fmt.Sprint(vals[1]), 10, 64)
+		q, _ := vals[2].(string)
+		out = append(out, Orphan{ThreadID: id, Version: v, Queue: q})
+	}
+	return out, nil
+}

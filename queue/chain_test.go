@@ -1,0 +1,213 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/spool-run/spool/thread"
+)
+
+// chainABC builds A (continued) → B (continued) → C (running) by handoffs.
+func chainABC(t *testing.T, f regFixture) {
+	t.Helper()
+	f.register(t, "A", "")
+	if _, err := f.reg.Claim(f.ctx, "A"); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range [][2]string{{"A", "B"}, {"B", "C"}} {
+		f.register(t, step[1], "")
+		if _, err := f.reg.Claim(f.ctx, step[1]); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := f.reg.LinkContinuation(f.ctx, step[0], step[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestChainLinkAndResolve(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	chainABC(t, f)
+	a, b, c := f.get(t, "A"), f.get(t, "B"), f.get(t, "C")
+	if a.Status != thread.StatusContinued || a.ContinuationThreadID != "B" || a.ChainRootID != "A" {
+		t.Fatalf("A %+v", a)
+	}
+	if b.Status != thread.StatusContinued || b.ContinuationOf != "A" || b.ContinuationThreadID != "C" || b.ChainRootID != "A" || b.PreviousThreadID != "A" {
+		t.Fatalf("B %+v", b)
+	}
+	if c.Status != thread.StatusRunning || c.ContinuationOf != "B" || c.ChainRootID != "A" {
+		t.Fatalf("C %+v", c)
+	}
+	for _, id := range []string{"A", "B", "C"} {
+		got, err := f.reg.ResolveChain(f.ctx, id)
+		if err != nil || got != "C" {
+			t.Errorf("ResolveChain(%s) = %s, %v", id, got, err)
+		}
+		chain, err := f.reg.GetChain(f.ctx, id)
+		if err != nil || len(chain) != 3 || chain[0].ThreadID != "A" || chain[2].ThreadID != "C" {
+			t.Errorf("GetChain(%s) = %v, %v", id, chain, err)
+		}
+	}
+	if got, _ := f.reg.ResolveChain(f.ctx, "unknown"); got != "unknown" {
+		t.Errorf("ResolveChain(unknown) = %s", got)
+	}
+	// Relinking the same pair is a no-op; another link is refused.
+	if _, _, err := f.reg.LinkContinuation(f.ctx, "A", "B"); err != nil {
+		t.Fatalf("relink: %v", err)
+	}
+	f.register(t, "D", "")
+	if _, _, err := f.reg.LinkContinuation(f.ctx, "A", "D"); !errors.Is(err, ErrChainLinked) {
+		t.Fatalf("second link from A: %v", err)
+	}
+	if _, _, err := f.reg.LinkContinuation(f.ctx, "D", "A"); !errors.Is(err, ErrChainLinked) {
+		t.Fatalf("link into a thread that has a continuation: %v", err)
+	}
+	if _, _, err := f.reg.LinkContinuation(f.ctx, "D", "D"); !errors.Is(err, ErrChainLinked) {
+		t.Fatalf("self link: %v", err)
+	}
+	// D is created: it cannot be continued.
+	f.register(t, "E", "")
+	var te *thread.TransitionError
+	if _, _, err := f.reg.LinkContinuation(f.ctx, "D", "E"); !errors.As(err, &te) {
+		t.Fatalf("continue a created thread: %v", err)
+	}
+	if _, _, err := f.reg.LinkContinuation(f.ctx, "D", "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("link to missing: %v", err)
+	}
+}
+
+// TestResumeKeepsStatus: linking from a terminal thread (user resume) sets
+// the pointer and keeps the status; ResolveChain stops there (it is not
+// continued), as the spec's algorithm does.
+func TestResumeKeepsStatus(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	f.register(t, "old", "")
+	if _, err := f.reg.Claim(f.ctx, "old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.reg.UpdateStatus(f.ctx, "old", thread.StatusError); err != nil {
+		t.Fatal(err)
+	}
+	f.register(t, "new", "")
+	if _, err := f.reg.SetContinuation(f.ctx, "old", "new"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.reg.SetChainInfo(f.ctx, "new", "old", "old"); err != nil {
+		t.Fatal(err)
+	}
+	old := f.get(t, "old")
+	if old.Status != thread.StatusError || old.ContinuationThreadID != "new" {
+		t.Fatalf("old %+v", old)
+	}
+	chain, err := f.reg.GetChain(f.ctx, "new")
+	if err != nil || len(chain) != 2 || chain[0].ThreadID != "old" {
+		t.Fatalf("chain %v %v", chain, err)
+	}
+	if got, _ := f.reg.ResolveChain(f.ctx, "old"); got != "old" {
+		t.Fatalf("resolve %s", got)
+	}
+	if _, err := f.reg.SetChainInfo(f.ctx, "new", "", "old"); err == nil {
+		t.Fatal("empty root accepted")
+	}
+}
+
+// TestChainCycleGuard corrupts a chain into a loop: resolve and get-chain
+// terminate.
+func TestChainCycleGuard(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	chainABC(t, f)
+	// Corrupt: C continued back to A.
+	if err := f.r.Client.HSet(f.ctx, f.ks.Thread("C"), "status", "continued", "continuation_thread_id", "A").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.r.Client.HSet(f.ctx, f.ks.Thread("A"), "continuation_of", "C").Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.reg.ResolveChain(f.ctx, "A")
+	if err != nil || got != "A" {
+		t.Fatalf("ResolveChain on a cycle = %q, %v; want A (the first id seen twice)", got, err)
+	}
+	chain, err := f.reg.GetChain(f.ctx, "B")
+	if err != nil || len(chain) != 3 {
+		t.Fatalf("GetChain on a cycle: %d records, %v", len(chain), err)
+	}
+	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
+	defer cancel()
+	recs, err := f.reg.WaitTerminal(ctx, []string{"A"})
+	if err != nil || recs["A"] == nil {
+		t.Fatalf("WaitTerminal on a cycle: %v %v", recs, err)
+	}
+}
+
+// TestWaitTerminal: a waiter on A is woken when the chain A → B → C ends,
+// and gets C's record keyed by A. The safety poll is set to an hour so
+// only the published events can wake it.
+func TestWaitTerminal(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	f.reg.poll = time.Hour
+	f.register(t, "A", "")
+	f.register(t, "X", "")
+	if _, err := f.reg.Claim(f.ctx, "A"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.reg.UpdateStatus(f.ctx, "X", thread.StatusCancelled); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		recs map[string]*Record
+		err  error
+	}
+	out := make(chan result, 1)
+	ctx, cancel := context.WithTimeout(f.ctx, 30*time.Second)
+	defer cancel()
+	go func() {
+		recs, err := f.reg.WaitTerminal(ctx, []string{"A", "X"})
+		out <- result{recs, err}
+	}()
+	// Hand off twice and complete, while the waiter waits.
+	for _, step := range [][2]string{{"A", "B"}, {"B", "C"}} {
+		f.register(t, step[1], "")
+		if _, err := f.reg.Claim(f.ctx, step[1]); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := f.reg.LinkContinuation(f.ctx, step[0], step[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case r := <-out:
+		t.Fatalf("returned before C finished: %v %v", r.recs, r.err)
+	default:
+	}
+	res := "hello"
+	if _, err := f.reg.Commit(f.ctx, "C", 0, Changes{Status: thread.StatusCompleted, Result: &res}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-out
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.recs["A"] == nil || r.recs["A"].ThreadID != "C" || r.recs["A"].Result != "hello" {
+		t.Fatalf("A resolved to %+v", r.recs["A"])
+	}
+	if r.recs["X"] == nil || r.recs["X"].Status != thread.StatusCancelled {
+		t.Fatalf("X %+v", r.recs["X"])
+	}
+	if _, err := f.reg.WaitTerminal(ctx, []string{"missing"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing: %v", err)
+	}
+	// A context that ends returns what finished so far and the error.
+	short, cancel2 := context.WithTimeout(f.ctx, 50*time.Millisecond)
+	defer cancel2()
+	f.register(t, "slow", "")
+	recs, err := f.reg.WaitTerminal(short, []string{"X", "slow"})
+	if !errors.Is(err, context.DeadlineExceeded) || recs["X"] == nil || recs["slow"] != nil {
+		t.Fatalf("timeout: %v %v", recs, err)
+	}
+}

@@ -1,0 +1,393 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/keyspace"
+	"github.com/spool-run/spool/thread"
+)
+
+// RegistryConfig configures a Registry.
+type RegistryConfig struct {
+	// Client is the Redis client. Required.
+	Client redis.UniversalClient
+	// Keys builds every key. Default keyspace.New("") (namespace "spool").
+	Keys keyspace.Space
+	// Now is the clock for created_at/updated_at. Default time.Now.
+	Now func() time.Time
+	// SafetyPoll is how often WaitTerminal re-reads the registry in case a
+	// published event was lost (pub/sub is at-most-once). Default 2s.
+	SafetyPoll time.Duration
+}
+
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c RegistryConfig) WithDefaults() RegistryConfig {
+	if c.Keys.Prefix() == "" {
+		c.Keys = keyspace.New("")
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.SafetyPoll <= 0 {
+		c.SafetyPoll = 2 * time.Second
+	}
+	return c
+}
+
+func (c RegistryConfig) validate() error {
+	if c.Client == nil {
+		return errors.New("registry config: Client is required")
+	}
+	return nil
+}
+
+// Registry is the thread registry and its continuation chains, in Redis
+// hashes (one per thread, keyspace.Space.Thread). Every write is one Lua
+// script (one round trip) and atomic. It is safe for concurrent use.
+type Registry struct {
+	rdb  redis.UniversalClient
+	ks   keyspace.Space
+	now  func() time.Time
+	poll time.Duration
+}
+
+// NewRegistry returns a registry.
+func NewRegistry(cfg RegistryConfig) (*Registry, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Registry{rdb: cfg.Client, ks: cfg.Keys, now: cfg.Now, poll: cfg.SafetyPoll}, nil
+}
+
+// NewThread is what Register needs to create a thread record.
+type NewThread struct {
+	ThreadID         string
+	Directive        string
+	ParentID         string // "" for a root; must be registered
+	PreviousThreadID string // handoff / resume: the thread this one continues
+	ChainRootID      string // default: ThreadID
+	ContinuationOf   string
+	Limits           thread.Resolved
+	Model            string
+	Capabilities     []string
+	Bundle           string         // content digest of the directive bundle
+	Inputs           map[string]any // directive inputs
+	Queue            string
+	// ChainIndex, ContinuationKind and ContinuationMessage describe a
+	// continuation (see Record).
+	ChainIndex          int
+	ContinuationKind    string
+	ContinuationMessage string
+}
+
+// Register creates the record of a new thread: status created, version 1,
+// chain_root_id defaulting to its own id, ancestors and depth derived from
+// the parent's record. It adds the id to the threads index, the active set
+// and the parent's children. ErrExists on a duplicate id; ErrParentNotFound
+// when ParentID is not registered.
+func (r *Registry) Register(ctx context.Context, nt NewThread) (*Record, error) {
+	if nt.ThreadID == "" {
+		return nil, errors.New("register thread: empty thread id")
+	}
+	if nt.ParentID == nt.ThreadID {
+		return nil, fmt.Errorf("register thread %q: it cannot be its own parent", nt.ThreadID)
+	}
+	fields := []any{"directive", nt.Directive, "model", nt.Model, "bundle", nt.Bundle, "queue", nt.Queue,
+		"previous_thread_id", nt.PreviousThreadID, "chain_root_id", nt.ChainRootID, "continuation_of", nt.ContinuationOf,
+		"continuation_thread_id", "", "result", "", "chain_index", nt.ChainIndex, "continuation_kind", nt.ContinuationKind,
+		"continuation_message", nt.ContinuationMessage}
+	for _, jf := range []struct {
+		name string
+		v    any
+	}{{"limits", nt.Limits}, {"capabilities", orEmpty(nt.Capabilities)}, {"inputs", orEmptyMap(nt.Inputs)},
+		{"outputs", map[string]any{}}, {"cost", thread.Cost{}}} {
+		b, err := json.Marshal(jf.v)
+		if err != nil {
+			return nil, fmt.Errorf("register thread %q: %s: %w", nt.ThreadID, jf.name, err)
+		}
+		fields = append(fields, jf.name, string(b))
+	}
+	now := r.now()
+	keys := []string{r.ks.Thread(nt.ThreadID), r.ks.Threads(), r.ks.Active()}
+	if nt.ParentID != "" {
+		keys = append(keys, r.ks.Thread(nt.ParentID), r.ks.Children(nt.ParentID))
+	}
+	args := append([]any{nt.ThreadID, now.UTC().Format(time.RFC3339Nano), now.UnixMilli(), nt.ParentID}, fields...)
+	res, err := regRegisterScript.Run(ctx, r.rdb, keys, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("register thread %q: %w", nt.ThreadID, err)
+	}
+	switch code(res) {
+	case "OK":
+		return parseFlat(res[1])
+	case "EXISTS":
+		return nil, fmt.Errorf("register thread %q: %w", nt.ThreadID, ErrExists)
+	case "NOPARENT":
+		return nil, fmt.Errorf("register thread %q: parent %q: %w", nt.ThreadID, nt.ParentID, ErrParentNotFound)
+	}
+	return nil, unexpectedReply(res)
+}
+
+// Get returns a thread's record, or ErrNotFound.
+func (r *Registry) Get(ctx context.Context, id string) (*Record, error) {
+	m, err := r.rdb.HGetAll(ctx, r.ks.Thread(id)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("get thread %q: %w", id, err)
+	}
+	if len(m) == 0 {
+		return nil, fmt.Errorf("thread %q: %w", id, ErrNotFound)
+	}
+	return parseRecord(m)
+}
+
+// GetMany returns the records of ids in one round trip, in the order of
+// ids; ids that are not registered are left out.
+func (r *Registry) GetMany(ctx context.Context, ids []string) ([]*Record, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	pipe := r.rdb.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HGetAll(ctx, r.ks.Thread(id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("get threads: %w", err)
+	}
+	out := make([]*Record, 0, len(ids))
+	for _, c := range cmds {
+		if len(c.Val()) == 0 {
+			continue
+		}
+		rec, err := parseRecord(c.Val())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// Transition changes a thread's status, checked against thread's transition
+// table inside Lua (*thread.TransitionError otherwise). expectedVersion 0
+// means any version; a stale one is a *ConflictError and nothing changes. A
+// terminal status leaves the active set; the change is published on
+// keyspace.Space.Events as "<id> <status>". Returns the new version.
+func (r *Registry) Transition(ctx context.Context, id string, to thread.Status, expectedVersion int64) (int64, error) {
+	if !to.Valid() {
+		return 0, fmt.Errorf("transition thread %q: unknown status %q", id, to)
+	}
+	return r.Commit(ctx, id, expectedVersion, Changes{Status: to})
+}
+
+// UpdateStatus is the spec's update_status: Transition at any version.
+func (r *Registry) UpdateStatus(ctx context.Context, id string, to thread.Status) error {
+	_, err := r.Transition(ctx, id, to, 0)
+	return err
+}
+
+// Claim starts an activation of a thread: status running (from created,
+// waiting, or running, which is a takeover after a crashed worker), version
+// and activation incremented. A terminal thread is refused with ErrTerminal
+// (wrapped, naming the status). The returned record's Version is the
+// claimer's lease: every later Commit of this activation names it, and a
+// later Claim by another worker makes those commits conflict.
+//
+// This is the plain registry claim; Activations.Claim adds the lease key and
+// the task-reason rules the worker uses.
+func (r *Registry) Claim(ctx context.Context, id string) (*Record, error) {
+	res, err := r.commit(ctx, id, 0, "", "claim", nil)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return parseFlat(res[2])
+}
+
+// SetResult stores a thread's final result text and outputs, at any
+// version (the spec's set_result; the worker's finalize uses Commit with
+// its lease instead). Outputs nil leaves the outputs unchanged.
+func (r *Registry) SetResult(ctx context.Context, id, result string, outputs map[string]any) error {
+	_, err := r.Commit(ctx, id, 0, Changes{Result: &result, Outputs: outputs})
+	return err
+}
+
+// UpdateCostSnapshot is the spec's update_cost_snapshot. It is a Commit
+// naming the activation's lease version, so that a worker whose lease was
+// taken over cannot overwrite the new activation's cost: it gets a
+// *ConflictError. Returns the new version (the caller's new lease).
+func (r *Registry) UpdateCostSnapshot(ctx context.Context, id string, expectedVersion int64, cost thread.Cost) (int64, error) {
+	return r.Commit(ctx, id, expectedVersion, Changes{Cost: &cost})
+}
+
+// ListActive returns the records of every non-terminal thread, oldest first.
+func (r *Registry) ListActive(ctx context.Context) ([]*Record, error) {
+	return r.listSet(ctx, r.ks.Active())
+}
+
+// ListChildren returns the records of a parent's children, oldest first.
+func (r *Registry) ListChildren(ctx context.Context, parent string) ([]*Record, error) {
+	return r.listSet(ctx, r.ks.Children(parent))
+}
+
+func (r *Registry) listSet(ctx context.Context, key string) ([]*Record, error) {
+	ids, err := r.rdb.SMembers(ctx, key).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", key, err)
+	}
+	recs, err := r.GetMany(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(recs, func(i, j int) bool {
+		if !recs[i].CreatedAt.Equal(recs[j].CreatedAt) {
+			return recs[i].CreatedAt.Before(recs[j].CreatedAt)
+		}
+		return recs[i].ThreadID < recs[j].ThreadID
+	})
+	return recs, nil
+}
+
+// Filter selects threads for List. Zero fields match everything.
+type Filter struct {
+	Status    thread.Status
+	Directive string
+	Parent    string
+	Limit     int // 0: no limit
+}
+
+func (f Filter) match(rec *Record) bool {
+	return (f.Status == "" || rec.Status == f.Status) &&
+		(f.Directive == "" || rec.Directive == f.Directive) &&
+		(f.Parent == "" || rec.ParentID == f.Parent)
+}
+
+// List returns the threads that match f, newest first.
+func (r *Registry) List(ctx context.Context, f Filter) ([]*Record, error) {
+	if f.Parent != "" {
+		recs, err := r.ListChildren(ctx, f.Parent)
+		if err != nil {
+			return nil, err
+		}
+		var out []*Record
+		for i := len(recs) - 1; i >= 0 && (f.Limit <= 0 || len(out) < f.Limit); i-- {
+			if f.match(recs[i]) {
+				out = append(out, recs[i])
+			}
+		}
+		return out, nil
+	}
+	const page = 256
+	var out []*Record
+	for start := int64(0); ; start += page {
+		ids, err := r.rdb.ZRevRange(ctx, r.ks.Threads(), start, start+page-1).Result()
+		if err != nil {
+			return nil, fmt.Errorf("list threads: %w", err)
+		}
+		recs, err := r.GetMany(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, rec := range recs {
+			if f.match(rec) {
+				out = append(out, rec)
+				if f.Limit > 0 && len(out) == f.Limit {
+					return out, nil
+				}
+			}
+		}
+		if len(ids) < page {
+			return out, nil
+		}
+	}
+}
+
+// IncrSpawns checks and increments parent's spawn counter atomically: it
+// returns the new count, or, when the parent has already spawned limit
+// children, a spawns_exceeded *thread.LimitError with the counter unchanged.
+// A negative limit is unlimited.
+func (r *Registry) IncrSpawns(ctx context.Context, parent string, limit int) (int, error) {
+	res, err := regSpawnScript.Run(ctx, r.rdb, []string{r.ks.Spawns(parent)}, limit).Int64Slice()
+	if err != nil {
+		return 0, fmt.Errorf("count spawns of %q: %w", parent, err)
+	}
+	if res[0] == 0 {
+		return int(res[1]), fmt.Errorf("spawn a child of %q: %w", parent, &thread.LimitError{
+			Code: thread.CodeSpawnsExceeded, Current: float64(res[1]), Max: float64(limit)})
+	}
+	return int(res[1]), nil
+}
+
+// RequestCancel sets a thread's cancel flag and publishes "<id> cancel" on
+// the events channel. It does not change the status or the version: the
+// activation running the thread sees the flag (CancelRequested, or the
+// event) and finishes the thread as cancelled itself.
+func (r *Registry) RequestCancel(ctx context.Context, id string) error {
+	res, err := regCancelScript.Run(ctx, r.rdb, []string{r.ks.Thread(id), r.ks.Events()}, id).Slice()
+	if err != nil {
+		return fmt.Errorf("cancel thread %q: %w", id, err)
+	}
+	if code(res) == "NOTFOUND" {
+		return fmt.Errorf("cancel thread %q: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// CancelRequested reports whether a cancel was requested for a thread.
+func (r *Registry) CancelRequested(ctx context.Context, id string) (bool, error) {
+	vals, err := r.rdb.HMGet(ctx, r.ks.Thread(id), "thread_id", "cancel_requested").Result()
+	if err != nil {
+		return false, fmt.Errorf("cancel flag of %q: %w", id, err)
+	}
+	if vals[0] == nil {
+		return false, fmt.Errorf("thread %q: %w", id, ErrNotFound)
+	}
+	return vals[1] == "1", nil
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func orEmptyMap(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+func code(res []any) string {
+	if len(res) == 0 {
+		return ""
+	}
+	s, _ := res[0].(string)
+	return s
+}
+
+func replyString(res []any, i int) string {
+	if i >= len(res) {
+		return ""
+	}
+	switch v := res[i].(type) {
+	case string:
+		return v
+	case int64:
+		return strconv.FormatInt(v, 10)
+	}
+	return ""
+}
+
+func unexpectedReply(res []any) error {
+	return fmt.Errorf("registry script: unexpected reply %v", res)
+}

@@ -1,0 +1,146 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// StatusEvent is one message of the events channel: a thread's new status,
+// or "cancel" for a cancel request.
+type StatusEvent struct {
+	ThreadID string
+	Status   string
+}
+
+// Subscription delivers status events until Close. Pub/sub is at-most-once:
+// a subscriber that needs certainty re-reads the registry after
+// subscribing and now and then (as WaitTerminal does).
+type Subscription struct {
+	// C receives the events; it is closed by Close.
+	C <-chan StatusEvent
+
+	ps   *redis.PubSub
+	done chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// Subscribe subscribes to the events channel. When it returns, the
+// subscription is confirmed by the server: every status change published
+// afterwards is delivered.
+func (r *Registry) Subscribe(ctx context.Context) (*Subscription, error) {
+	ps := r.rdb.Subscribe(ctx, r.ks.Events())
+	if _, err := ps.Receive(ctx); err != nil {
+		_ = ps.Close()
+		return nil, fmt.Errorf("subscribe to thread events: %w", err)
+	}
+	out := make(chan StatusEvent, 64)
+	s := &Subscription{C: out, ps: ps, done: make(chan struct{})}
+	in := ps.Channel()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(out)
+		for {
+			select {
+			case <-s.done:
+				return
+			case msg, ok := <-in:
+				if !ok {
+					return
+				}
+				i := strings.LastIndexByte(msg.Payload, ' ')
+				if i <= 0 {
+					continue
+				}
+				select {
+				case out <- StatusEvent{ThreadID: msg.Payload[:i], Status: msg.Payload[i+1:]}:
+				case <-s.done:
+					return
+				}
+			}
+		}
+	}()
+	return s, nil
+}
+
+// Close ends the subscription and closes C.
+func (s *Subscription) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.done)
+		err = s.ps.Close()
+		s.wg.Wait()
+	})
+	return err
+}
+
+// WaitTerminal waits until every thread of ids has finished, following
+// continuation chains: waiting on A that was continued to B and then C
+// returns C's record, keyed by A. A thread has finished when the chain
+// ends in a terminal status (a continued thread only when its chain cannot
+// be followed further).
+//
+// It subscribes to status events first and then reads the registry, so no
+// change is missed; each event about a watched thread triggers a re-read,
+// and a slow safety poll (RegistryConfig.SafetyPoll) covers lost messages.
+// ErrNotFound when an id is not registered. When ctx ends first it returns
+// the records finished so far and ctx's error.
+func (r *Registry) WaitTerminal(ctx context.Context, ids []string) (map[string]*Record, error) {
+	sub, err := r.Subscribe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Close()
+	done := make(map[string]*Record, len(ids))
+	pending := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		pending[id] = true
+	}
+	watch := map[string]bool{}
+	check := func() error {
+		for id := range pending {
+			res, err := r.resolve(ctx, id)
+			if err != nil {
+				return err
+			}
+			if res.rec == nil {
+				return fmt.Errorf("wait for thread %q: %w", id, ErrNotFound)
+			}
+			watch[id], watch[res.rec.ThreadID], watch[res.end] = true, true, true
+			if res.rec.Status.Terminal() && !res.missing {
+				done[id] = res.rec
+				delete(pending, id)
+			}
+		}
+		return nil
+	}
+	if err := check(); err != nil {
+		return done, err
+	}
+	tick := time.NewTicker(r.poll)
+	defer tick.Stop()
+	for len(pending) > 0 {
+		select {
+		case <-ctx.Done():
+			return done, fmt.Errorf("wait for threads: %w", ctx.Err())
+		case ev, ok := <-sub.C:
+			if !ok {
+				return done, fmt.Errorf("wait for threads: event subscription closed")
+			}
+			if !watch[ev.ThreadID] {
+				continue
+			}
+		case <-tick.C:
+		}
+		if err := check(); err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}

@@ -1,0 +1,229 @@
+package queue
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spool-run/spool/thread"
+)
+
+// ErrorInfo is a thread's error: a code (the spec's limit codes, or e.g.
+// "provider_error") and a message.
+type ErrorInfo struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Record is a thread's registry record. Its JSON is the shape `spool thread
+// run --wait --json` prints (CLI.md): empty parent_id, continuation_of,
+// continuation_thread_id and a nil error are null.
+type Record struct {
+	ThreadID             string          `json:"thread_id"`
+	Directive            string          `json:"directive"`
+	Status               thread.Status   `json:"status"`
+	ParentID             string          `json:"parent_id"`
+	ChainRootID          string          `json:"chain_root_id"`
+	ContinuationOf       string          `json:"continuation_of"`
+	ContinuationThreadID string          `json:"continuation_thread_id"`
+	Result               string          `json:"result"`
+	Outputs              map[string]any  `json:"outputs"`
+	Error                *ErrorInfo      `json:"error"`
+	Cost                 thread.Cost     `json:"cost"`
+	Limits               thread.Resolved `json:"limits"`
+
+	Model            string         `json:"model,omitempty"`
+	Capabilities     []string       `json:"capabilities,omitempty"`
+	Bundle           string         `json:"bundle,omitempty"`
+	Inputs           map[string]any `json:"inputs,omitempty"`
+	Queue            string         `json:"queue,omitempty"`
+	Ancestors        []string       `json:"ancestors,omitempty"` // root first, without the thread itself
+	Depth            int            `json:"depth"`               // 0 for a root
+	PreviousThreadID string         `json:"previous_thread_id,omitempty"`
+	CreatedAt        time.Time      `json:"created_at"`
+	UpdatedAt        time.Time      `json:"updated_at"`
+	Version          int64          `json:"version"`
+	CancelRequested  bool           `json:"cancel_requested,omitempty"`
+	Activation       int64          `json:"activation"`
+	// ChainIndex is 0 for the first thread of a continuation chain, 1 for
+	// its first continuation, ...
+	ChainIndex int `json:"chain_index"`
+	// ContinuationKind is "handoff" or "resume" for a continuation, and
+	// ContinuationMessage a resume's user message.
+	ContinuationKind    string `json:"continuation_kind,omitempty"`
+	ContinuationMessage string `json:"continuation_message,omitempty"`
+	// StartedAt is when the first activation claimed the thread; the
+	// duration limit counts from here.
+	StartedAt time.Time `json:"started_at,omitempty"`
+	// Extra holds every other hash field (Changes.Fields, and fields other
+	// packages keep on the thread hash), raw.
+	Extra map[string]string `json:"-"`
+}
+
+// TreeID is the root of the thread's spawn tree: the first ancestor, or the
+// thread itself. Tools share a workspace per tree.
+func (r *Record) TreeID() string {
+	if len(r.Ancestors) > 0 {
+		return r.Ancestors[0]
+	}
+	return r.ThreadID
+}
+
+// ParentLedgerPath returns the thread's ancestors parent first, up to the
+// root: the order ledger.Release takes.
+func (r *Record) ParentLedgerPath() []string {
+	out := make([]string, len(r.Ancestors))
+	for i, a := range r.Ancestors {
+		out[len(r.Ancestors)-1-i] = a
+	}
+	return out
+}
+
+type recordJSON Record
+
+// MarshalJSON renders empty pointers as null, as CLI.md shows.
+func (r Record) MarshalJSON() ([]byte, error) {
+	type out struct {
+		recordJSON
+		ParentID             *string `json:"parent_id"`
+		ContinuationOf       *string `json:"continuation_of"`
+		ContinuationThreadID *string `json:"continuation_thread_id"`
+	}
+	if r.Outputs == nil {
+		r.Outputs = map[string]any{}
+	}
+	return json.Marshal(out{recordJSON: recordJSON(r), ParentID: nullable(r.ParentID),
+		ContinuationOf: nullable(r.ContinuationOf), ContinuationThreadID: nullable(r.ContinuationThreadID)})
+}
+
+// UnmarshalJSON accepts what MarshalJSON writes.
+func (r *Record) UnmarshalJSON(b []byte) error {
+	type in struct {
+		*recordJSON
+		ParentID             *string `json:"parent_id"`
+		ContinuationOf       *string `json:"continuation_of"`
+		ContinuationThreadID *string `json:"continuation_thread_id"`
+	}
+	v := in{recordJSON: (*recordJSON)(r)}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	r.ParentID, r.ContinuationOf, r.ContinuationThreadID = deref(v.ParentID), deref(v.ContinuationOf), deref(v.ContinuationThreadID)
+	return nil
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// knownFields are the hash fields Record decodes; the rest go to Extra.
+var knownFields = map[string]bool{
+	"thread_id": true, "directive": true, "parent_id": true, "status": true, "continuation_thread_id": true,
+	"continuation_of": true, "chain_root_id": true, "result": true, "outputs": true, "error": true, "cost": true,
+	"limits": true, "model": true, "capabilities": true, "bundle": true, "inputs": true, "queue": true,
+	"ancestors": true, "depth": true, "previous_thread_id": true, "created_at": true, "updated_at": true,
+	"version": true, "cancel_requested": true, "activation": true, "chain_index": true, "continuation_kind": true,
+	"continuation_message": true, "started_at": true,
+}
+
+// parseRecord decodes a thread hash.
+func parseRecord(m map[string]string) (*Record, error) {
+	r := &Record{
+		ThreadID: m["thread_id"], Directive: m["directive"], ParentID: m["parent_id"], Status: thread.Status(m["status"]),
+		ContinuationThreadID: m["continuation_thread_id"], ContinuationOf: m["continuation_of"], ChainRootID: m["chain_root_id"],
+		Result: m["result"], Model: m["model"], Bundle: m["bundle"], Queue: m["queue"],
+		PreviousThreadID: m["previous_thread_id"], CancelRequested: m["cancel_requested"] == "1",
+		ContinuationKind: m["continuation_kind"], ContinuationMessage: m["continuation_message"],
+	}
+	bad := func(field string, err error) error {
+		return fmt.Errorf("thread %q: registry field %s: %w", r.ThreadID, field, err)
+	}
+	for _, jf := range []struct {
+		name string
+		v    any
+	}{{"outputs", &r.Outputs}, {"cost", &r.Cost}, {"limits", &r.Limits}, {"capabilities", &r.Capabilities},
+		{"inputs", &r.Inputs}, {"ancestors", &r.Ancestors}} {
+		if s := m[jf.name]; s != "" {
+			if err := json.Unmarshal([]byte(s), jf.v); err != nil {
+				return nil, bad(jf.name, err)
+			}
+		}
+	}
+	if s := m["error"]; s != "" {
+		r.Error = &ErrorInfo{}
+		if err := json.Unmarshal([]byte(s), r.Error); err != nil {
+			return nil, bad("error", err)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		p    *int64
+	}{{"version", &r.Version}, {"activation", &r.Activation}} {
+		if s := m[f.name]; s != "" {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return nil, bad(f.name, err)
+			}
+			*f.p = n
+		}
+	}
+	for _, f := range []struct {
+		name string
+		p    *int
+	}{{"depth", &r.Depth}, {"chain_index", &r.ChainIndex}} {
+		if s := m[f.name]; s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				return nil, bad(f.name, err)
+			}
+			*f.p = n
+		}
+	}
+	for _, f := range []struct {
+		name string
+		p    *time.Time
+	}{{"created_at", &r.CreatedAt}, {"updated_at", &r.UpdatedAt}, {"started_at", &r.StartedAt}} {
+		if s := m[f.name]; s != "" {
+			t, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				return nil, bad(f.name, err)
+			}
+			*f.p = t
+		}
+	}
+	for k, v := range m {
+		if !knownFields[k] {
+			if r.Extra == nil {
+				r.Extra = map[string]string{}
+			}
+			r.Extra[k] = v
+		}
+	}
+	return r, nil
+}
+
+// parseFlat decodes a script's HGETALL reply (a flat field/value list).
+func parseFlat(v any) (*Record, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("registry script: HGETALL reply is %T", v)
+	}
+	m := make(map[string]string, len(list)/2)
+	for i := 0; i+1 < len(list); i += 2 {
+		k, _ := list[i].(string)
+		s, _ := list[i+1].(string)
+		m[k] = s
+	}
+	return parseRecord(m)
+}

@@ -1,0 +1,625 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/keyspace"
+	"github.com/spool-run/spool/thread"
+)
+
+type regFixture struct {
+	ctx   context.Context
+	reg   *Registry
+	r     *testenv.Redis
+	ks    keyspace.Space
+	clock *fakeClock
+}
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(time.Millisecond)
+	return c.t
+}
+
+func setupRegistry(t testing.TB) regFixture {
+	t.Helper()
+	r := testenv.NewRedis(t)
+	ks := keyspace.New(r.Namespace)
+	clock := &fakeClock{t: time.Date(2026, 2, 17, 10, 0, 56, 0, time.UTC)}
+	reg, err := NewRegistry(RegistryConfig{Client: r.Client, Keys: ks, Now: clock.Now, SafetyPoll: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return regFixture{ctx: context.Background(), reg: reg, r: r, ks: ks, clock: clock}
+}
+
+func (f regFixture) register(t testing.TB, id, parent string) *Record {
+	t.Helper()
+	rec, err := f.reg.Register(f.ctx, NewThread{ThreadID: id, Directive: "test/d", ParentID: parent, Limits: thread.DefaultLimits()})
+	if err != nil {
+		t.Fatalf("register %s: %v", id, err)
+	}
+	return rec
+}
+
+func (f regFixture) get(t testing.TB, id string) *Record {
+	t.Helper()
+	rec, err := f.reg.Get(f.ctx, id)
+	if err != nil {
+		t.Fatalf("get %s: %v", id, err)
+	}
+	return rec
+}
+
+func TestNewRegistryConfig(t *testing.T) {
+	t.Parallel()
+	if _, err := NewRegistry(RegistryConfig{}); err == nil {
+		t.Fatal("nil client accepted")
+	}
+	c := RegistryConfig{}.WithDefaults()
+	if c.Keys.Prefix() != "spool:{spool}:" || c.SafetyPoll != 2*time.Second || c.Now == nil {
+		t.Fatalf("defaults %+v", c)
+	}
+}
+
+func TestRegisterAndGet(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	rec, err := f.reg.Register(f.ctx, NewThread{
+		ThreadID: "root-1", Directive: "test/root", Model: "m1", Capabilities: []string{"rye.execute.tool.*"},
+		Bundle: "sha256:ab", Inputs: map[string]any{"level": "1"}, Queue: "q", Limits: thread.DefaultLimits(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Record{
+		ThreadID: "root-1", Directive: "test/root", Status: thread.StatusCreated, ChainRootID: "root-1",
+		Outputs: map[string]any{}, Limits: thread.DefaultLimits(), Model: "m1", Capabilities: []string{"rye.execute.tool.*"},
+		Bundle: "sha256:ab", Inputs: map[string]any{"level": "1"}, Queue: "q", Ancestors: []string{},
+		CreatedAt: rec.CreatedAt, UpdatedAt: rec.CreatedAt, Version: 1,
+	}
+	if diff := cmp.Diff(want, rec); diff != "" {
+		t.Fatalf("registered record (-want +got):\n%s", diff)
+	}
+	if rec.CreatedAt.IsZero() || !rec.CreatedAt.Equal(time.Date(2026, 2, 17, 10, 0, 56, 1e6, time.UTC)) {
+		t.Fatalf("created_at %v is not from the injected clock", rec.CreatedAt)
+	}
+	if diff := cmp.Diff(rec, f.get(t, "root-1")); diff != "" {
+		t.Fatalf("Get (-register +get):\n%s", diff)
+	}
+	if _, err := f.reg.Register(f.ctx, NewThread{ThreadID: "root-1"}); !errors.Is(err, ErrExists) {
+		t.Fatalf("duplicate: %v", err)
+	}
+	if _, err := f.reg.Register(f.ctx, NewThread{ThreadID: "orphan", ParentID: "nope"}); !errors.Is(err, ErrParentNotFound) {
+		t.Fatalf("missing parent: %v", err)
+	}
+	if _, err := f.reg.Get(f.ctx, "orphan"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("refused thread was registered: %v", err)
+	}
+	if _, err := f.reg.Register(f.ctx, NewThread{}); err == nil {
+		t.Fatal("empty id accepted")
+	}
+
+	child := f.register(t, "child-1", "root-1")
+	grand := f.register(t, "grand-1", "child-1")
+	if child.ParentID != "root-1" || child.Depth != 1 || !cmp.Equal(child.Ancestors, []string{"root-1"}) {
+		t.Fatalf("child %+v", child)
+	}
+	if grand.Depth != 2 || !cmp.Equal(grand.Ancestors, []string{"root-1", "child-1"}) {
+		t.Fatalf("grandchild ancestors %v depth %d", grand.Ancestors, grand.Depth)
+	}
+	if got := grand.ParentLedgerPath(); !cmp.Equal(got, []string{"child-1", "root-1"}) {
+		t.Fatalf("ParentLedgerPath %v", got)
+	}
+	recs, err := f.reg.GetMany(f.ctx, []string{"grand-1", "missing", "root-1"})
+	if err != nil || len(recs) != 2 || recs[0].ThreadID != "grand-1" || recs[1].ThreadID != "root-1" {
+		t.Fatalf("GetMany: %v %v", recs, err)
+	}
+	kids, err := f.reg.ListChildren(f.ctx, "root-1")
+	if err != nil || len(kids) != 1 || kids[0].ThreadID != "child-1" {
+		t.Fatalf("ListChildren: %v %v", kids, err)
+	}
+}
+
+func TestRecordJSON(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	f.register(t, "j", "")
+	rec := f.get(t, "j")
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"parent_id", "continuation_of", "continuation_thread_id", "error"} {
+		if v, ok := m[k]; !ok || v != nil {
+			t.Errorf("%s = %v (present %v), want null", k, v, ok)
+		}
+	}
+	for _, k := range []string{"thread_id", "directive", "status", "chain_root_id", "result", "outputs", "cost", "limits"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("%s missing from %s", k, b)
+		}
+	}
+	var back Record
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(rec, &back, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("round trip (-want +got):\n%s", diff)
+	}
+}
+
+func TestTransition(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	f.register(t, "a", "")
+	v, err := f.reg.Transition(f.ctx, "a", thread.StatusRunning, 1)
+	if err != nil || v != 2 {
+		t.Fatalf("created→running: %d %v", v, err)
+	}
+	// Stale version: typed conflict, nothing changes.
+	_, err = f.reg.Transition(f.ctx, "a", thread.StatusCompleted, 1)
+	var ce *ConflictError
+	if !errors.As(err, &ce) || !errors.Is(err, ErrConflict) || ce.Expected != 1 || ce.Actual != 2 || ce.ThreadID != "a" {
+		t.Fatalf("stale: %v", err)
+	}
+	if rec := f.get(t, "a"); rec.Status != thread.StatusRunning || rec.Version != 2 {
+		t.Fatalf("after conflict: %s v%d", rec.Status, rec.Version)
+	}
+	// Forbidden transition: typed, nothing changes.
+	_, err = f.reg.Transition(f.ctx, "a", thread.StatusCreated, 0)
+	var te *thread.TransitionError
+	if !errors.As(err, &te) || te.From != thread.StatusRunning || te.To != thread.StatusCreated {
+		t.Fatalf("running→created: %v", err)
+	}
+	if _, err := f.reg.Transition(f.ctx, "a", "bogus", 0); err == nil {
+		t.Fatal("unknown status accepted")
+	}
+	if err := f.reg.UpdateStatus(f.ctx, "a", thread.StatusCompleted); err != nil {
+		t.Fatal(err)
+	}
+	active, err := f.reg.ListActive(f.ctx)
+	if err != nil || len(active) != 0 {
+		t.Fatalf("terminal thread still active: %v %v", active, err)
+	}
+	if err := f.reg.UpdateStatus(f.ctx, "a", thread.StatusRunning); !errors.As(err, &te) {
+		t.Fatalf("completed→running: %v", err)
+	}
+	if err := f.reg.UpdateStatus(f.ctx, "missing", thread.StatusRunning); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing: %v", err)
+	}
+}
+
+// TestTransitionTableInLua drives every (from, to) pair through the Lua
+// script and requires exactly thread's table.
+func TestTransitionTableInLua(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	for _, from := range thread.Statuses {
+		for _, to := range thread.Statuses {
+			if from == to {
+				continue
+			}
+			id := fmt.Sprintf("%s-%s", from, to)
+			f.register(t, id, "")
+			// Force the starting status directly (test-only shortcut).
+			if err := f.r.Client.HSet(f.ctx, f.ks.Thread(id), "status", string(from)).Err(); err != nil {
+				t.Fatal(err)
+			}
+			_, err := f.reg.Transition(f.ctx, id, to, 0)
+			if thread.CanTransition(from, to) != (err == nil) {
+				t.Errorf("%s → %s: err %v, table says %v", from, to, err, thread.CanTransition(from, to))
+			}
+		}
+	}
+}
+
+func TestClaim(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	f.register(t, "c", "")
+	rec, err := f.reg.Claim(f.ctx, "c")
+	if err != nil || rec.Status != thread.StatusRunning || rec.Version != 2 || rec.Activation != 1 {
+		t.Fatalf("claim created: %+v %v", rec, err)
+	}
+	// Takeover of a running thread: new lease, the old one conflicts.
+	rec2, err := f.reg.Claim(f.ctx, "c")
+	if err != nil || rec2.Version != 3 || rec2.Activation != 2 {
+		t.Fatalf("takeover: %+v %v", rec2, err)
+	}
+	if _, err := f.reg.Commit(f.ctx, "c", rec.Version, Changes{Status: thread.StatusCompleted}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("old lease commit: %v", err)
+	}
+	v, err := f.reg.Transition(f.ctx, "c", thread.StatusWaiting, rec2.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec3, err := f.reg.Claim(f.ctx, "c") // wake
+	if err != nil || rec3.Version != v+1 || rec3.Status != thread.StatusRunning {
+		t.Fatalf("claim waiting: %+v %v", rec3, err)
+	}
+	if _, err := f.reg.Transition(f.ctx, "c", thread.StatusError, rec3.Version); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.reg.Claim(f.ctx, "c")
+	if !errors.Is(err, ErrTerminal) || !contains(err.Error(), "error") {
+		t.Fatalf("claim terminal: %v", err)
+	}
+	if _, err := f.reg.Claim(f.ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("claim missing: %v", err)
+	}
+}
+
+func contains(s, sub string) bool {
+	return len(s) >= len(sub) && (s == sub || len(sub) == 0 || indexOf(s, sub) >= 0)
+}
+
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestCommit(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	f.register(t, "w", "")
+	lease, err := f.reg.Claim(f.ctx, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, model := "done", "m2"
+	cost := thread.Cost{Turns: 3, InputTokens: 10, OutputTokens: 5, Spend: 0.02}
+	lim := thread.Resolved{Turns: 5}
+	ch := Changes{Status: thread.StatusCompleted, Cost: &cost, Result: &res, Outputs: map[string]any{"n": "15"},
+		Error: &ErrorInfo{Code: "x", Message: "y"}, Model: &model, Capabilities: []string{"a"}, Limits: &lim,
+		Fields: map[string]string{"transcript_seq": "4"}}
+	v, err := f.reg.Commit(f.ctx, "w", lease.Version, ch)
+	if err != nil || v != lease.Version+1 {
+		t.Fatalf("commit: %d %v", v, err)
+	}
+	got := f.get(t, "w")
+	if got.Status != thread.StatusCompleted || got.Cost != cost || got.Result != "done" || got.Outputs["n"] != "15" ||
+		*got.Error != (ErrorInfo{"x", "y"}) || got.Model != "m2" || !cmp.Equal(got.Capabilities, []string{"a"}) ||
+		got.Limits != lim || got.Extra["transcript_seq"] != "4" || got.Version != v {
+		t.Fatalf("committed record %+v", got)
+	}
+	// A stale commit changes nothing, not even the fields.
+	other := "other"
+	if _, err := f.reg.Commit(f.ctx, "w", lease.Version, Changes{Result: &other}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("stale: %v", err)
+	}
+	if got := f.get(t, "w"); got.Result != "done" || got.Version != v {
+		t.Fatalf("stale commit changed the record: %+v", got)
+	}
+	// A forbidden transition changes no field either.
+	if _, err := f.reg.Commit(f.ctx, "w", v, Changes{Status: thread.StatusRunning, Result: &other}); err == nil {
+		t.Fatal("completed→running committed")
+	}
+	if got := f.get(t, "w"); got.Result != "done" || got.Version != v {
+		t.Fatalf("refused commit changed the record: %+v", got)
+	}
+	if _, err := f.reg.Commit(f.ctx, "w", 0, Changes{Fields: map[string]string{"version": "99"}}); err == nil {
+		t.Fatal("protected field writable")
+	}
+	if err := f.reg.SetResult(f.ctx, "w", "final", map[string]any{"k": "v"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.get(t, "w"); got.Result != "final" || got.Outputs["k"] != "v" {
+		t.Fatalf("SetResult: %+v", got)
+	}
+	nv, err := f.reg.UpdateCostSnapshot(f.ctx, "w", f.get(t, "w").Version, thread.Cost{Turns: 9})
+	if err != nil || f.get(t, "w").Cost.Turns != 9 || f.get(t, "w").Version != nv {
+		t.Fatalf("UpdateCostSnapshot: %v", err)
+	}
+	if _, err := f.reg.UpdateCostSnapshot(f.ctx, "w", nv-1, thread.Cost{Turns: 1}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("stale cost snapshot: %v", err)
+	}
+}
+
+// TestClaimCommitRace: two goroutines that hold the same version race to
+// commit; exactly one wins.
+func TestClaimCommitRace(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	for round := range 20 {
+		id := fmt.Sprintf("race-%d", round)
+		f.register(t, id, "")
+		lease, err := f.reg.Claim(f.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wins, conflicts atomic.Int32
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for g := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				res := fmt.Sprint("writer ", g)
+				_, err := f.reg.Commit(f.ctx, id, lease.Version, Changes{Result: &res, Status: thread.StatusCompleted})
+				switch {
+				case err == nil:
+					wins.Add(1)
+				case errors.Is(err, ErrConflict):
+					conflicts.Add(1)
+				default:
+					t.Error(err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if wins.Load() != 1 || conflicts.Load() != 1 {
+			t.Fatalf("round %d: %d wins, %d conflicts", round, wins.Load(), conflicts.Load())
+		}
+	}
+	// Two workers racing Claim then Commit with their own leases: only the
+	// last claimer's commit can land.
+	f.register(t, "claims", "")
+	var leases [2]int64
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec, err := f.reg.Claim(f.ctx, "claims")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			leases[g] = rec.Version
+		}()
+	}
+	wg.Wait()
+	ok := 0
+	for _, l := range leases {
+		if _, err := f.reg.Commit(f.ctx, "claims", l, Changes{Fields: map[string]string{"x": "1"}}); err == nil {
+			ok++
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d of 2 claimers committed, want 1", ok)
+	}
+}
+
+// TestCompletedNeverRunning: 20 goroutines race to claim, transition and
+// commit a thread that completes in the middle; once it is completed it is
+// never running again.
+func TestCompletedNeverRunning(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	for round := range 5 {
+		id := fmt.Sprintf("done-%d", round)
+		f.register(t, id, "")
+		lease, err := f.reg.Claim(f.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		var completed atomic.Bool
+		for g := range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				switch g % 4 {
+				case 0:
+					if _, err := f.reg.Transition(f.ctx, id, thread.StatusCompleted, lease.Version); err == nil {
+						completed.Store(true)
+					}
+				case 1:
+					_, _ = f.reg.Claim(f.ctx, id)
+				case 2:
+					_ = f.reg.UpdateStatus(f.ctx, id, thread.StatusRunning)
+				case 3:
+					_ = f.reg.UpdateStatus(f.ctx, id, thread.StatusWaiting)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		// Whatever happened, finish it and then hammer it again.
+		if err := f.reg.UpdateStatus(f.ctx, id, thread.StatusCompleted); err != nil && !errors.As(err, new(*thread.TransitionError)) {
+			t.Fatal(err)
+		}
+		if f.get(t, id).Status != thread.StatusCompleted {
+			// waiting → completed is not allowed: claim and complete.
+			if _, err := f.reg.Claim(f.ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.reg.UpdateStatus(f.ctx, id, thread.StatusCompleted); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var wg2 sync.WaitGroup
+		for g := range 20 {
+			wg2.Add(1)
+			go func() {
+				defer wg2.Done()
+				var err error
+				if g%2 == 0 {
+					_, err = f.reg.Claim(f.ctx, id)
+				} else {
+					err = f.reg.UpdateStatus(f.ctx, id, thread.StatusRunning)
+				}
+				if err == nil {
+					t.Errorf("round %d: a completed thread was made running", round)
+				}
+			}()
+		}
+		wg2.Wait()
+		if st := f.get(t, id).Status; st != thread.StatusCompleted {
+			t.Fatalf("round %d: status %s", round, st)
+		}
+	}
+}
+
+func TestSpawns(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	const limit = 10
+	var ok, refused atomic.Int32
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := f.reg.IncrSpawns(f.ctx, "p", limit)
+			switch {
+			case err == nil:
+				if n < 1 || n > limit {
+					t.Errorf("count %d", n)
+				}
+				ok.Add(1)
+			case errors.Is(err, &thread.LimitError{Code: thread.CodeSpawnsExceeded}):
+				refused.Add(1)
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != limit || refused.Load() != 50-limit {
+		t.Fatalf("%d accepted, %d refused", ok.Load(), refused.Load())
+	}
+	if n, _ := f.r.Client.Get(f.ctx, f.ks.Spawns("p")).Int(); n != limit {
+		t.Fatalf("counter %d, want %d", n, limit)
+	}
+	if n, err := f.reg.IncrSpawns(f.ctx, "q", -1); err != nil || n != 1 {
+		t.Fatalf("unlimited: %d %v", n, err)
+	}
+	if _, err := f.reg.IncrSpawns(f.ctx, "z", 0); err == nil {
+		t.Fatal("limit 0 allowed a spawn")
+	}
+}
+
+func TestCancelFlag(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	f.register(t, "x", "")
+	sub, err := f.reg.Subscribe(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if on, err := f.reg.CancelRequested(f.ctx, "x"); err != nil || on {
+		t.Fatalf("before: %v %v", on, err)
+	}
+	if err := f.reg.RequestCancel(f.ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if on, err := f.reg.CancelRequested(f.ctx, "x"); err != nil || !on {
+		t.Fatalf("after: %v %v", on, err)
+	}
+	if ev := <-sub.C; ev != (StatusEvent{ThreadID: "x", Status: "cancel"}) {
+		t.Fatalf("event %+v", ev)
+	}
+	if rec := f.get(t, "x"); !rec.CancelRequested || rec.Version != 1 {
+		t.Fatalf("record %+v", rec)
+	}
+	if err := f.reg.RequestCancel(f.ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing: %v", err)
+	}
+	if _, err := f.reg.CancelRequested(f.ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing: %v", err)
+	}
+}
+
+func TestSubscribeEvents(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	sub, err := f.reg.Subscribe(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.register(t, "e", "")
+	if _, err := f.reg.Claim(f.ctx, "e"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.reg.UpdateStatus(f.ctx, "e", thread.StatusCompleted); err != nil {
+		t.Fatal(err)
+	}
+	want := []StatusEvent{{"e", "running"}, {"e", "completed"}}
+	for _, w := range want {
+		if ev := <-sub.C; ev != w {
+			t.Fatalf("event %+v, want %+v", ev, w)
+		}
+	}
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := <-sub.C; ok {
+		t.Fatal("C not closed")
+	}
+	_ = sub.Close() // twice is fine
+}
+
+func TestList(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	f.register(t, "r1", "")
+	f.register(t, "k1", "r1")
+	f.register(t, "k2", "r1")
+	if _, err := f.reg.Register(f.ctx, NewThread{ThreadID: "o1", Directive: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.reg.UpdateStatus(f.ctx, "k1", thread.StatusCancelled); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(recs []*Record, err error) []string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range recs {
+			out = append(out, r.ThreadID)
+		}
+		return out
+	}
+	tests := []struct {
+		f    Filter
+		want []string
+	}{
+		{Filter{}, []string{"o1", "k2", "k1", "r1"}},
+		{Filter{Limit: 2}, []string{"o1", "k2"}},
+		{Filter{Directive: "other"}, []string{"o1"}},
+		{Filter{Status: thread.StatusCancelled}, []string{"k1"}},
+		{Filter{Parent: "r1"}, []string{"k2", "k1"}},
+		{Filter{Parent: "r1", Status: thread.StatusCreated}, []string{"k2"}},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, ids(f.reg.List(f.ctx, tt.f))); diff != "" {
+			t.Errorf("List(%+v) (-want +got):\n%s", tt.f, diff)
+		}
+	}
+	if diff := cmp.Diff([]string{"r1", "k2", "o1"}, ids(f.reg.ListActive(f.ctx))); diff != "" {
+		t.Errorf("ListActive (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,87 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// TypeActivate is the asynq task type of a thread activation: one task runs
+// a thread's turns until it finishes, hands off, or suspends to wait.
+const TypeActivate = "spool:thread:activate"
+
+// DefaultQueue is the queue threads go to when none is named.
+const DefaultQueue = "default"
+
+// Activation is the payload of a TypeActivate task.
+type Activation struct {
+	ThreadID string `json:"thread_id"`
+	// Reason says why the thread is (re)activated: "start", "wake" (the
+	// children it waited for finished), "timeout" (a wait timed out),
+	// "recover" (housekeeping found it orphaned).
+	Reason string `json:"reason"`
+	// Seq is the registry sequence number the activation is for: the
+	// suspension number of a wake or timeout, the version of a recover.
+	Seq int64 `json:"seq,omitempty"`
+}
+
+// NewActivation returns the task for an activation.
+//
+// The first activation's task id is the thread id itself, so an enqueue is
+// never duplicated. Later activations carry the reason and a sequence
+// number (the registry version that made them) so that one wake-up is one
+// task, however many processes try to enqueue it.
+func NewActivation(a Activation, seq int64, opts ...asynq.Option) (*asynq.Task, error) {
+	a.Seq = seq
+	b, err := json.Marshal(a)
+	if err != nil {
+		return nil, err
+	}
+	id := a.ThreadID
+	if a.Reason != "" && a.Reason != "start" {
+		id = fmt.Sprintf("%s@%s-%d", a.ThreadID, a.Reason, seq)
+	}
+	base := []asynq.Option{asynq.TaskID(id), asynq.MaxRetry(25), asynq.Retention(time.Hour)}
+	return asynq.NewTask(TypeActivate, b, append(base, opts...)...), nil
+}
+
+// ParseActivation decodes a TypeActivate payload.
+func ParseActivation(t *asynq.Task) (Activation, error) {
+	var a Activation
+	if err := json.Unmarshal(t.Payload(), &a); err != nil {
+		return a, fmt.Errorf("activation payload: %w", err)
+	}
+	if a.ThreadID == "" {
+		return a, fmt.Errorf("activation payload: no thread_id")
+	}
+	return a, nil
+}
+
+// Enqueuer puts activations on asynq queues.
+type Enqueuer struct {
+	Client *asynq.Client
+}
+
+// Enqueue enqueues an activation on queue q. A task that is already queued
+// under the same id is not an error: the activation is already on its way.
+func (e *Enqueuer) Enqueue(ctx context.Context, a Activation, seq int64, q string, opts ...asynq.Option) error {
+	if q == "" {
+		q = DefaultQueue
+	}
+	t, err := NewActivation(a, seq, append(opts, asynq.Queue(q))...)
+	if err != nil {
+		return err
+	}
+	_, err = e.Client.EnqueueContext(ctx, t)
+	if errors.Is(err, asynq.ErrTaskIDConflict) || errors.Is(err, asynq.ErrDuplicateTask) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("enqueue %s for %s: %w", a.Reason, a.ThreadID, err)
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spool-run/spool/thread"
+)
+
+// Changes is one optimistic-concurrency write to a thread record
+// (spec/versioned-changesets.md). Zero fields are left unchanged.
+type Changes struct {
+	Status       thread.Status // checked against the transition table
+	Cost         *thread.Cost
+	Result       *string
+	Outputs      map[string]any
+	Error        *ErrorInfo
+	Model        *string
+	Capabilities []string
+	Limits       *thread.Resolved
+	// Fields are extra raw hash fields (other packages' bookkeeping). They
+	// may not name a field the registry owns (status, version, ...).
+	Fields map[string]string
+}
+
+// protectedFields may only change through the registry's own operations.
+var protectedFields = map[string]bool{
+	"thread_id": true, "status": true, "version": true, "activation": true, "created_at": true,
+	"updated_at": true, "parent_id": true, "ancestors": true, "depth": true, "continuation_thread_id": true,
+	"cancel_requested": true,
+}
+
+func (c Changes) pairs() ([]any, error) {
+	var out []any
+	for _, jf := range []struct {
+		name string
+		set  bool
+		v    any
+	}{{"cost", c.Cost != nil, c.Cost}, {"outputs", c.Outputs != nil, c.Outputs}, {"error", c.Error != nil, c.Error},
+		{"capabilities", c.Capabilities != nil, c.Capabilities}, {"limits", c.Limits != nil, c.Limits}} {
+		if !jf.set {
+			continue
+		}
+		b, err := json.Marshal(jf.v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", jf.name, err)
+		}
+		out = append(out, jf.name, string(b))
+	}
+	if c.Result != nil {
+		out = append(out, "result", *c.Result)
+	}
+	if c.Model != nil {
+		out = append(out, "model", *c.Model)
+	}
+	for k, v := range c.Fields {
+		if protectedFields[k] || k == "" {
+			return nil, fmt.Errorf("field %q is not writable through Changes.Fields", k)
+		}
+		out = append(out, k, v)
+	}
+	return out, nil
+}
+
+// Commit applies ch to thread id if its version is still expectedVersion
+// (0: any version), bumping the version, and returns the new version. A
+// stale version is a *ConflictError (errors.Is ErrConflict) and nothing
+// changes; a forbidden status change is a *thread.TransitionError and
+// nothing changes. A terminal status leaves the active set and every status
+// change is published as "<id> <status>".
+func (r *Registry) Commit(ctx context.Context, id string, expectedVersion int64, ch Changes) (int64, error) {
+	if ch.Status != "" && !ch.Status.Valid() {
+		return 0, fmt.Errorf("commit thread %q: unknown status %q", id, ch.Status)
+	}
+	pairs, err := ch.pairs()
+	if err != nil {
+		return 0, fmt.Errorf("commit thread %q: %w", id, err)
+	}
+	res, err := r.commit(ctx, id, expectedVersion, ch.Status, "commit", pairs)
+	if err != nil {
+		return 0, err
+	}
+	v, _ := res[1].(int64)
+	return v, nil
+}
+
+// commit runs regCommitScript and maps its error codes.
+func (r *Registry) commit(ctx context.Context, id string, expected int64, to thread.Status, mode string, pairs []any) ([]any, error) {
+	if expected < 0 {
+		return nil, fmt.Errorf("commit thread %q: negative expected version %d", id, expected)
+	}
+	keys := []string{r.ks.Thread(id), r.ks.Active(), r.ks.Events()}
+	args := append([]any{id, expected, string(to), r.now().UTC().Format(time.RFC3339Nano), mode}, pairs...)
+	res, err := regCommitScript.Run(ctx, r.rdb, keys, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("commit thread %q: %w", id, err)
+	}
+	switch code(res) {
+	case "OK":
+		return res, nil
+	case "NOTFOUND":
+		return nil, fmt.Errorf("thread %q: %w", id, ErrNotFound)
+	case "CONFLICT":
+		actual, _ := strconv.ParseInt(replyString(res, 1), 10, 64)
+		return nil, &ConflictError{ThreadID: id, Expected: expected, Actual: actual}
+	case "TRANSITION":
+		return nil, fmt.Errorf("thread %q: %w", id, &thread.TransitionError{
+			From: thread.Status(replyString(res, 1)), To: thread.Status(replyString(res, 2))})
+	case "TERMINAL":
+		return nil, fmt.Errorf("thread %q is %s: %w", id, replyString(res, 1), ErrTerminal)
+	}
+	return nil, unexpectedReply(res)
+}

@@ -1,0 +1,170 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrChainMoved is returned by Suspend when a thread it was told to wait on
+// has just been continued: the caller resolves the chains again and retries.
+var ErrChainMoved = errors.New("continuation chain moved")
+
+// WaitTarget is one thing a thread waits for: the continuation chain rooted
+// at Root, whose current terminal thread is Terminal.
+type WaitTarget struct {
+	Root     string
+	Terminal string
+}
+
+// suspendScript suspends a running thread until every target chain has
+// finished.
+//
+// KEYS[1] waiter thread hash, KEYS[2] waits set of the waiter, KEYS[3] events channel,
+// then per target i: KEYS[3+2i-1] terminal thread hash, KEYS[3+2i] waiters set of its root
+// ARGV[1] expected version, ARGV[2] now, ARGV[3] waiter id, then per target the root id
+// Returns {suspended 0|1, version}; error replies CONFLICT <actual>, MOVED <root>.
+var suspendScript = redis.NewScript(`
+local v = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+if v ~= tonumber(ARGV[1]) then return redis.error_reply('CONFLICT ' .. v) end
+redis.call('DEL', KEYS[2])
+local pending = 0
+local n = (#KEYS - 3) / 2
+for i = 1, n do
+  local st = redis.call('HGET', KEYS[3 + 2*i - 1], 'status')
+  local root = ARGV[3 + i]
+  if st == 'continued' then
+    redis.call('DEL', KEYS[2])
+    return redis.error_reply('MOVED ' .. root)
+  end
+  if st ~= 'completed' and st ~= 'error' and st ~= 'cancelled' then
+    pending = pending + 1
+    redis.call('SADD', KEYS[2], root)
+    redis.call('SADD', KEYS[3 + 2*i], ARGV[3])
+  end
+end
+if pending == 0 then return {0, v} end
+v = redis.call('HINCRBY', KEYS[1], 'version', 1)
+redis.call('HSET', KEYS[1], 'status', 'waiting', 'suspend_seq', v, 'updated_at', ARGV[2])
+redis.call('PUBLISH', KEYS[3], ARGV[3] .. ' waiting')
+return {1, v}
+`)
+
+// Suspend moves a running thread (holding version) to waiting until every
+// target chain has a finished terminal thread. It returns suspended=false
+// when all targets are already finished (the thread goes on running at the
+// same version), or the suspension sequence number that the wake-up must
+// present to Claim. ErrChainMoved: re-resolve the targets and call again.
+func (a *Activations) Suspend(ctx context.Context, id string, version int64, targets []WaitTarget) (suspended bool, seq int64, err error) {
+	keys := []string{a.ks.Thread(id), a.ks.Waits(id), a.ks.Events()}
+	args := []any{version, a.now().UTC().Format(time.RFC3339Nano), id}
+	for _, t := range targets {
+		keys = append(keys, a.ks.Thread(t.Terminal), a.ks.Waiters(t.Root))
+		args = append(args, t.Root)
+	}
+	res, err := suspendScript.Run(ctx, a.rdb, keys, args...).Int64Slice()
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "MOVED") {
+			return false, 0, fmt.Errorf("suspend %s: %s: %w", id, err, ErrChainMoved)
+		}
+		if strings.HasPrefix(err.Error(), "CONFLICT") {
+			return false, 0, &ConflictError{ThreadID: id, Expected: version, Actual: parseActual(err.Error())}
+		}
+		return false, 0, fmt.Errorf("suspend %s: %w", id, err)
+	}
+	return res[0] == 1, res[1], nil
+}
+
+func parseActual(msg string) int64 {
+	var v int64
+	_, _ = fmt.Sscanf(msg, "CONFLICT %d", &v)
+	return v
+}
+
+// notifyScript tells the waiters of a finished chain.
+//
+// KEYS[1] waiters set of the chain root, then per waiter i: KEYS[2i] its waits
+// set, KEYS[2i+1] its thread hash. ARGV[1] chain root, then the waiter ids.
+// Returns a flat list {waiter id, suspend seq, ...} of waiters to wake: those
+// whose last awaited chain this was and that are still waiting.
+var notifyScript = redis.NewScript(`
+local out = {}
+local n = (#KEYS - 1) / 2
+for i = 1, n do
+  local w = ARGV[1 + i]
+  redis.call('SREM', KEYS[1], w)
+  if redis.call('SREM', KEYS[2*i], ARGV[1]) == 1 and redis.call('SCARD', KEYS[2*i]) == 0 then
+    if redis.call('HGET', KEYS[2*i + 1], 'status') == 'waiting' then
+      table.insert(out, w)
+      table.insert(out, redis.call('HGET', KEYS[2*i + 1], 'suspend_seq'))
+    end
+  end
+end
+return out
+`)
+
+// Wake is a waiting thread to re-enqueue with reason "wake" and Seq.
+type Wake struct {
+	ThreadID string
+	Seq      int64
+}
+
+// NotifyFinished is called once a chain's terminal thread has reached a
+// final status other than continued. It removes the chain from every
+// waiter's waits set and returns the waiters it was the last chain for;
+// each is returned exactly once, however many chains finish at the same
+// moment.
+func (a *Activations) NotifyFinished(ctx context.Context, chainRoot string) ([]Wake, error) {
+	waiters, err := a.rdb.SMembers(ctx, a.ks.Waiters(chainRoot)).Result()
+	if err != nil || len(waiters) == 0 {
+		return nil, err
+	}
+	keys := []string{a.ks.Waiters(chainRoot)}
+	args := []any{chainRoot}
+	for _, w := range waiters {
+		keys = append(keys, a.ks.Waits(w), a.ks.Thread(w))
+		args = append(args, w)
+	}
+	res, err := notifyScript.Run(ctx, a.rdb, keys, args...).StringSlice()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("notify waiters of %s: %w", chainRoot, err)
+	}
+	var out []Wake
+	for i := 0; i+1 < len(res); i += 2 {
+		var seq int64
+		_, _ = fmt.Sscan(res[i+1], &seq)
+		out = append(out, Wake{ThreadID: res[i], Seq: seq})
+	}
+	return out, nil
+}
+
+// StalledWaits lists waiting threads whose waits set is empty: every chain
+// they waited for has finished, but the process that should have woken them
+// died first. Housekeeping re-enqueues them (the task id makes it once).
+func (a *Activations) StalledWaits(ctx context.Context) ([]Wake, error) {
+	ids, err := a.rdb.SMembers(ctx, a.ks.Active()).Result()
+	if err != nil {
+		return nil, err
+	}
+	var out []Wake
+	for _, id := range ids {
+		pipe := a.rdb.Pipeline()
+		h := pipe.HMGet(ctx, a.ks.Thread(id), "status", "suspend_seq")
+		c := pipe.SCard(ctx, a.ks.Waits(id))
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+		vals := h.Val()
+		if len(vals) < 2 || vals[0] != "waiting" || c.Val() != 0 {
+			continue
+		}
+		var seq int64
+		_, _ = fmt.Sscan(fmt.Sprint(vals[1]), &seq)
+		out = append(out, Wake{ThreadID: id, Seq: seq})
+	}
+	return out, nil
+}

@@ -1,0 +1,120 @@
+package thread
+
+import "strings"
+
+// Capability strings name what a thread may do:
+// "rye.<primary>.<item_type>.<item id with / as .>", e.g. executing tool
+// "scraping/gmaps/scrape_gmaps" needs
+// "rye.execute.tool.scraping.gmaps.scrape_gmaps". A granted capability that
+// ends in "*" matches every capability starting with what comes before the
+// "*" ("rye.execute.tool.rye.file-system.*"); "*" alone grants everything.
+// Tool ids may be written with "/" or "." on either side: both are
+// normalised to ".". A thread with no capabilities may do nothing (fail
+// closed).
+
+// Primaries of a capability.
+const (
+	PrimaryExecute = "execute"
+	PrimarySearch  = "search"
+	PrimaryLoad    = "load"
+	PrimarySign    = "sign"
+)
+
+// CapabilityPrefix starts every capability string except the bare "*".
+const CapabilityPrefix = "rye."
+
+// NormalizeCapability trims spaces and writes "/" as ".".
+func NormalizeCapability(c string) string {
+	return strings.ReplaceAll(strings.TrimSpace(c), "/", ".")
+}
+
+// Capability returns the capability needed to apply primary to the item
+// (itemType, itemID), e.g. Capability("load", "knowledge", "a/b") =
+// "rye.load.knowledge.a.b".
+func Capability(primary, itemType, itemID string) string {
+	return CapabilityPrefix + primary + "." + itemType + "." + NormalizeCapability(itemID)
+}
+
+// ToolCapability is the capability needed to execute tool itemID.
+func ToolCapability(itemID string) string {
+	return Capability(PrimaryExecute, "tool", itemID)
+}
+
+// Match reports whether any of granted covers required. required is
+// normally a concrete capability; if it is itself a wildcard, Match reports
+// whether a single grant covers everything the wildcard names.
+func Match(granted []string, required string) bool {
+	required = NormalizeCapability(required)
+	if required == "" {
+		return false
+	}
+	for _, g := range granted {
+		if covers(NormalizeCapability(g), required) {
+			return true
+		}
+	}
+	return false
+}
+
+// covers reports whether every capability matched by pattern b is matched
+// by pattern a. Both are normalised.
+func covers(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	ap, aWild := strings.CutSuffix(a, "*")
+	bp, bWild := strings.CutSuffix(b, "*")
+	switch {
+	case !aWild:
+		return !bWild && a == b
+	default: // a is a wildcard: b's prefix (or b itself) must start with a's prefix
+		return strings.HasPrefix(bp, ap)
+	}
+}
+
+// Intersect returns a child's effective capabilities: each capability the
+// child asks for survives if some capability the parent holds covers it;
+// a child wildcard broader than what the parent holds is narrowed to the
+// parent's grants under it. For every concrete capability r,
+// Match(Intersect(asked, parentHeld), r) == Match(asked, r) && Match(parentHeld, r):
+// a child never gains a capability its parent lacks. The result is
+// normalised, in the order first seen, without duplicates; it is never nil.
+func Intersect(asked, parentHeld []string) []string {
+	out := []string{}
+	seen := map[string]bool{}
+	add := func(c string) {
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	parent := make([]string, 0, len(parentHeld))
+	for _, p := range parentHeld {
+		if p = NormalizeCapability(p); p != "" {
+			parent = append(parent, p)
+		}
+	}
+	for _, a := range asked {
+		a = NormalizeCapability(a)
+		if a == "" {
+			continue
+		}
+		kept := false
+		for _, p := range parent {
+			if covers(p, a) {
+				add(a)
+				kept = true
+				break
+			}
+		}
+		if kept {
+			continue
+		}
+		for _, p := range parent {
+			if covers(a, p) {
+				add(p)
+			}
+		}
+	}
+	return out
+}

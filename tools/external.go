@@ -1,0 +1,588 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/spool-run/spool/thread"
+)
+
+// ExternalConfig tunes external tools. The zero value gives the defaults.
+type ExternalConfig struct {
+	// Dir is the bundle directory holding tools. Default ".ai/tools".
+	Dir string
+	// CacheDir is where executables from the bundle are materialised,
+	// one file per content hash. Default <os.TempDir()>/spool-tools-<uid>.
+	CacheDir string
+	// Timeout is a call's default time limit; a manifest may set its own.
+	// When it passes, the tool's whole process group is killed. Default 60 s.
+	Timeout time.Duration
+	// MaxTimeout caps a manifest's timeout. Default 30 min.
+	MaxTimeout time.Duration
+	// MaxStdoutBytes caps the captured stdout; a tool writing more gets an
+	// error result. Default 4 MiB.
+	MaxStdoutBytes int
+	// StderrTailBytes is how much of the end of stderr an error result
+	// quotes. Default 4 KiB.
+	StderrTailBytes int
+	// PassEnv names the variables copied from the worker's environment.
+	// Default PATH, HOME, USER, LOGNAME, LANG, LC_ALL, TZ, SSL_CERT_FILE,
+	// SSL_CERT_DIR. Provider API keys are deliberately not passed.
+	PassEnv []string
+	// PassEnvPrefixes copies every worker variable with one of these
+	// prefixes. Default "SPOOL_", so a tool can run the spool CLI against
+	// the same Redis and blob store.
+	PassEnvPrefixes []string
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c ExternalConfig) WithDefaults() ExternalConfig {
+	if c.Dir == "" {
+		c.Dir = ".ai/tools"
+	}
+	if c.CacheDir == "" {
+		c.CacheDir = filepath.Join(os.TempDir(), "spool-tools-"+strconv.Itoa(os.Getuid()))
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 60 * time.Second
+	}
+	if c.MaxTimeout <= 0 {
+		c.MaxTimeout = 30 * time.Minute
+	}
+	if c.MaxStdoutBytes <= 0 {
+		c.MaxStdoutBytes = 4 << 20
+	}
+	if c.StderrTailBytes <= 0 {
+		c.StderrTailBytes = 4 << 10
+	}
+	if c.PassEnv == nil {
+		c.PassEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR"}
+	}
+	if c.PassEnvPrefixes == nil {
+		c.PassEnvPrefixes = []string{"SPOOL_"}
+	}
+	return c
+}
+
+// manifest is the YAML file declaring an external tool.
+type manifest struct {
+	// ID defaults to the manifest's path under Dir without extension.
+	ID          string `yaml:"id"`
+	Description string `yaml:"description"`
+	// InputSchema is a JSON Schema object; default {"type":"object"}.
+	InputSchema any `yaml:"input_schema"`
+	// Executable is relative to the manifest's directory; default the one
+	// sibling file with the manifest's base name and another extension.
+	Executable string `yaml:"executable"`
+	// Command is accepted as another name for Executable.
+	Command string            `yaml:"command"`
+	Args    []string          `yaml:"args"`
+	Timeout seconds           `yaml:"timeout"` // 30, 1.5 or "90s"
+	Env     map[string]string `yaml:"env"`
+}
+
+// seconds decodes a YAML number of seconds or a Go duration string.
+type seconds time.Duration
+
+func (s *seconds) UnmarshalYAML(n *yaml.Node) error {
+	if f, err := strconv.ParseFloat(n.Value, 64); err == nil {
+		*s = seconds(f * float64(time.Second))
+		return nil
+	}
+	d, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("timeout %q: want seconds (30) or a duration (90s)", n.Value)
+	}
+	*s = seconds(d)
+	return nil
+}
+
+const defaultSchema = `{"type":"object"}`
+
+// LoadExternal finds the external tools of a bundle under cfg.Dir (zero cfg:
+// defaults): every manifest (*.yaml, *.yml) and every bare executable no
+// manifest names (see the package doc). A bundle without the directory has
+// no external tools. Every problem found is reported, joined, one line each;
+// no tools are returned then. Executables are read from files when called.
+func LoadExternal(files fs.FS, cfg ExternalConfig) ([]Tool, error) {
+	cfg = cfg.WithDefaults()
+	dir := path.Clean(cfg.Dir)
+	if _, err := fs.Stat(files, dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	var manifests, others []string
+	err := fs.WalkDir(files, dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != dir && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		switch path.Ext(p) {
+		case ".yaml", ".yml":
+			manifests = append(manifests, p)
+		default:
+			others = append(others, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load external tools from %s: %w", dir, err)
+	}
+	cache := &exeCache{dir: cfg.CacheDir}
+	var errs []error
+	var tools []*extTool
+	named := map[string]bool{}
+	for _, mp := range manifests {
+		t, err := loadManifest(files, dir, mp, others, cfg)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("external tool %s: %w", mp, err))
+			continue
+		}
+		t.cache = cache
+		named[t.exe] = true
+		tools = append(tools, t)
+	}
+	for _, p := range others {
+		if named[p] {
+			continue
+		}
+		ok, err := isExecutable(files, p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("external tool %s: %w", p, err))
+			continue
+		}
+		if !ok {
+			continue // a helper or data file
+		}
+		rel := strings.TrimPrefix(p, dir+"/")
+		id := strings.TrimSuffix(rel, path.Ext(rel))
+		if err := ValidateID(id); err != nil {
+			errs = append(errs, fmt.Errorf("external tool %s: %w", p, err))
+			continue
+		}
+		tools = append(tools, &extTool{
+			id: id, desc: "Project tool " + id + " (" + rel + ").", schema: json.RawMessage(defaultSchema),
+			exe: p, timeout: cfg.Timeout, files: files, cfg: cfg, cache: cache,
+		})
+	}
+	seen := map[string]string{}
+	for _, t := range tools {
+		if other, ok := seen[t.id]; ok {
+			errs = append(errs, fmt.Errorf("external tool %s: id %q is also declared by %s", t.exe, t.id, other))
+		}
+		seen[t.id] = t.exe
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	sort.Slice(tools, func(i, j int) bool { return tools[i].id < tools[j].id })
+	out := make([]Tool, len(tools))
+	for i, t := range tools {
+		out[i] = t
+	}
+	return out, nil
+}
+
+func loadManifest(files fs.FS, dir, mp string, others []string, cfg ExternalConfig) (*extTool, error) {
+	data, err := fs.ReadFile(files, mp)
+	if err != nil {
+		return nil, err
+	}
+	var m manifest
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	rel := strings.TrimPrefix(mp, dir+"/")
+	if m.ID == "" {
+		m.ID = strings.TrimSuffix(rel, path.Ext(rel))
+	}
+	if err := ValidateID(m.ID); err != nil {
+		return nil, err
+	}
+	if m.Executable != "" && m.Command != "" && m.Executable != m.Command {
+		return nil, errors.New("executable and command disagree; give one")
+	}
+	exe := m.Executable
+	if exe == "" {
+		exe = m.Command
+	}
+	var exePath string
+	if exe == "" {
+		stem := strings.TrimSuffix(mp, path.Ext(mp))
+		var cands []string
+		for _, o := range others {
+			if o == stem || strings.TrimSuffix(o, path.Ext(o)) == stem {
+				cands = append(cands, o)
+			}
+		}
+		if len(cands) != 1 {
+			return nil, fmt.Errorf("no executable given and %d files named %s.* beside it; set executable", len(cands), path.Base(stem))
+		}
+		exePath = cands[0]
+	} else {
+		if strings.HasPrefix(exe, "/") || strings.Contains(exe, `\`) {
+			return nil, fmt.Errorf("executable %q: must be a path relative to the manifest", exe)
+		}
+		exePath = path.Join(path.Dir(mp), exe)
+		if !strings.HasPrefix(exePath, dir+"/") {
+			return nil, fmt.Errorf("executable %q: outside %s", exe, dir)
+		}
+		if st, err := fs.Stat(files, exePath); err != nil || st.IsDir() {
+			return nil, fmt.Errorf("executable %q: not a file in the bundle", exe)
+		}
+	}
+	schema := json.RawMessage(defaultSchema)
+	if m.InputSchema != nil {
+		obj, ok := m.InputSchema.(map[string]any)
+		if !ok {
+			return nil, errors.New("input_schema: want a JSON Schema object")
+		}
+		if schema, err = json.Marshal(obj); err != nil {
+			return nil, fmt.Errorf("input_schema: %w", err)
+		}
+	}
+	timeout := cfg.Timeout
+	if m.Timeout < 0 {
+		return nil, errors.New("timeout: must be positive")
+	}
+	if m.Timeout > 0 {
+		timeout = min(time.Duration(m.Timeout), cfg.MaxTimeout)
+	}
+	desc := strings.TrimSpace(m.Description)
+	if desc == "" {
+		desc = "Project tool " + m.ID + "."
+	}
+	return &extTool{
+		id: m.ID, desc: desc, schema: schema, exe: exePath, args: m.Args,
+		timeout: timeout, env: m.Env, files: files, cfg: cfg,
+	}, nil
+}
+
+// isExecutable: an x bit in the bundle's mode, or a "#!" first line.
+func isExecutable(files fs.FS, p string) (bool, error) {
+	st, err := fs.Stat(files, p)
+	if err != nil {
+		return false, err
+	}
+	if st.Mode()&0o111 != 0 {
+		return true, nil
+	}
+	f, err := files.Open(p)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var head [2]byte
+	n, _ := f.Read(head[:])
+	return n == 2 && string(head[:]) == "#!", nil
+}
+
+// extTool is one external tool of a bundle.
+type extTool struct {
+	id, desc string
+	schema   json.RawMessage
+	exe      string // path in files
+	args     []string
+	timeout  time.Duration
+	env      map[string]string
+	files    fs.FS
+	cfg      ExternalConfig
+	cache    *exeCache
+}
+
+func (t *extTool) Def() thread.ToolDef {
+	return thread.ToolDef{Name: t.id, Description: t.desc, InputSchema: t.schema}
+}
+
+// call is what an external tool reads on stdin.
+type call struct {
+	Tool           string          `json:"tool"`
+	Input          json.RawMessage `json:"input"`
+	ThreadID       string          `json:"thread_id"`
+	ParentThreadID string          `json:"parent_thread_id,omitempty"`
+	TreeID         string          `json:"tree_id,omitempty"`
+}
+
+func (t *extTool) Run(ctx context.Context, env *Env, input json.RawMessage) (Result, error) {
+	if env == nil {
+		env = &Env{}
+	}
+	if len(bytes.TrimSpace(input)) == 0 {
+		input = json.RawMessage("{}")
+	}
+	if !json.Valid(input) {
+		return errorResult(fmt.Sprintf("bad input for %s: not valid JSON", t.id)), nil
+	}
+	stdin, err := json.Marshal(call{Tool: t.id, Input: input, ThreadID: env.ThreadID, ParentThreadID: env.ParentID, TreeID: env.TreeID})
+	if err != nil {
+		return Result{}, fmt.Errorf("encode call: %w", err)
+	}
+	exe, err := t.cache.materialise(t.files, t.exe)
+	if err != nil {
+		return Result{}, err
+	}
+	work, err := os.MkdirTemp("", "spool-tool-")
+	if err != nil {
+		return Result{}, fmt.Errorf("tool work dir: %w", err)
+	}
+	defer os.RemoveAll(work)
+
+	tctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	stdout := &capWriter{max: t.cfg.MaxStdoutBytes}
+	stderr := &tailWriter{max: t.cfg.StderrTailBytes}
+	start := time.Now()
+	var cmd *exec.Cmd
+	for attempt := 0; ; attempt++ {
+		cmd = exec.CommandContext(tctx, exe, t.args...)
+		cmd.Dir = work
+		cmd.Env = t.environ(env, work)
+		cmd.Stdin = bytes.NewReader(stdin)
+		cmd.Stdout, cmd.Stderr = stdout, stderr
+		setProcGroup(cmd)
+		cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
+		cmd.WaitDelay = 2 * time.Second
+		err = cmd.Start()
+		if err == nil || !isTextBusy(err) || attempt == 20 {
+			break
+		}
+		time.Sleep(time.Duration(attempt+1) * 5 * time.Millisecond)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return Result{}, fmt.Errorf("tool %s: %w", t.id, ctx.Err())
+		}
+		return errorResult(fmt.Sprintf("tool %s could not start: %v", t.id, err)), nil
+	}
+	err = cmd.Wait()
+	_ = killGroup(cmd.Process.Pid) // stragglers it left in its group
+	log := env.logger().With("thread_id", env.ThreadID, "tool", t.id)
+	log.Debug("external tool ran", "duration_ms", time.Since(start).Milliseconds(), "err", err)
+
+	if ctx.Err() != nil {
+		return Result{}, fmt.Errorf("tool %s: %w", t.id, ctx.Err())
+	}
+	if errors.Is(tctx.Err(), context.DeadlineExceeded) {
+		return errorResult(fmt.Sprintf("tool %s timed out after %s and was killed%s", t.id, t.timeout, stderr.quote())), nil
+	}
+	if stdout.over {
+		return errorResult(fmt.Sprintf("tool %s wrote more than %d bytes to stdout", t.id, t.cfg.MaxStdoutBytes)), nil
+	}
+	var exitErr *exec.ExitError
+	switch {
+	case errors.As(err, &exitErr):
+		msg := fmt.Sprintf("tool %s failed: %v", t.id, exitErr)
+		if out, _, ok := parseOutput(stdout.buf.Bytes()); ok && out != "" {
+			msg += "\noutput: " + out
+		}
+		return errorResult(msg + stderr.quote()), nil
+	case err != nil && !errors.Is(err, exec.ErrWaitDelay):
+		return errorResult(fmt.Sprintf("tool %s: %v%s", t.id, err, stderr.quote())), nil
+	}
+	out, isErr, ok := parseOutput(stdout.buf.Bytes())
+	if !ok {
+		return errorResult(fmt.Sprintf("tool %s wrote no valid JSON result to stdout (want {\"output\": \"...\"}); stdout began: %q%s",
+			t.id, clip(stdout.buf.String(), 200), stderr.quote())), nil
+	}
+	return Result{Output: out, IsError: isErr}, nil
+}
+
+// parseOutput reads a tool's stdout: {"output": ..., "is_error": bool} gives
+// output (a non-string output as compact JSON); a JSON string is its text;
+// any other JSON value is the output as written. ok is false for empty or
+// invalid JSON.
+func parseOutput(b []byte) (out string, isErr, ok bool) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || !json.Valid(b) {
+		return "", false, false
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(b, &obj) == nil {
+		if raw, has := obj["output"]; has {
+			var s string
+			if json.Unmarshal(raw, &s) != nil {
+				var buf bytes.Buffer
+				_ = json.Compact(&buf, raw)
+				s = buf.String()
+			}
+			var e bool
+			_ = json.Unmarshal(obj["is_error"], &e)
+			return s, e, true
+		}
+	}
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		return s, false, true
+	}
+	return string(b), false, true
+}
+
+// environ builds the tool's environment: the passed worker variables, the
+// manifest's env, Env.Env, then the thread ids (which nothing overrides).
+func (t *extTool) environ(env *Env, work string) []string {
+	vars := map[string]string{}
+	for _, k := range t.cfg.PassEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			vars[k] = v
+		}
+	}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		for _, p := range t.cfg.PassEnvPrefixes {
+			if strings.HasPrefix(k, p) {
+				vars[k] = v
+			}
+		}
+	}
+	vars["TMPDIR"] = work
+	for k, v := range t.env {
+		vars[k] = v
+	}
+	for k, v := range env.Env {
+		vars[k] = v
+	}
+	vars["RYE_PARENT_THREAD_ID"] = env.ThreadID
+	vars["SPOOL_THREAD_ID"] = env.ThreadID
+	vars["SPOOL_TREE_ID"] = env.TreeID
+	out := make([]string, 0, len(vars))
+	for k, v := range vars {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// exeCache materialises bundle executables as local files named by content
+// hash, so a worker runs what the enqueuer bundled, written once per content.
+type exeCache struct {
+	dir  string
+	mu   sync.Mutex
+	done map[string]string // hash -> verified local path
+}
+
+func (c *exeCache) materialise(files fs.FS, p string) (string, error) {
+	data, err := fs.ReadFile(files, p)
+	if err != nil {
+		return "", fmt.Errorf("read tool executable %s from the bundle: %w", p, err)
+	}
+	st, err := fs.Stat(files, p)
+	if err != nil {
+		return "", fmt.Errorf("stat tool executable %s: %w", p, err)
+	}
+	mode := st.Mode().Perm() | 0o500 // whatever the bundle kept, the owner can run it
+	sum := sha256.Sum256(append(data, byte(mode>>8), byte(mode)))
+	hash := hex.EncodeToString(sum[:])
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = map[string]string{}
+	}
+	if local, ok := c.done[hash]; ok {
+		return local, nil
+	}
+	dir := filepath.Join(c.dir, hash[:32])
+	local := filepath.Join(dir, path.Base(p))
+	if got, err := os.ReadFile(local); err == nil && bytes.Equal(got, data) {
+		if fi, err := os.Stat(local); err == nil && fi.Mode().Perm() == mode {
+			c.done[hash] = local
+			return local, nil
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("tool cache: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".tmp-")
+	if err != nil {
+		return "", fmt.Errorf("tool cache: %w", err)
+	}
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr, os.Chmod(f.Name(), mode)); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("tool cache: write %s: %w", p, err)
+	}
+	if err := os.Rename(f.Name(), local); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("tool cache: %w", err)
+	}
+	c.done[hash] = local
+	return local, nil
+}
+
+// capWriter keeps the first max bytes and notes whether more came.
+type capWriter struct {
+	max  int
+	buf  bytes.Buffer
+	over bool
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	if room := w.max - w.buf.Len(); room < len(p) {
+		w.over = true
+		w.buf.Write(p[:max(room, 0)])
+	} else {
+		w.buf.Write(p)
+	}
+	return len(p), nil
+}
+
+// tailWriter keeps the last max bytes.
+type tailWriter struct {
+	max int
+	buf []byte
+	cut bool
+}
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	if len(w.buf) > w.max {
+		w.buf = append(w.buf[:0], w.buf[len(w.buf)-w.max:]...)
+		w.cut = true
+	}
+	return len(p), nil
+}
+
+// quote renders the stderr tail for an error result ("" when empty).
+func (w *tailWriter) quote() string {
+	s := strings.TrimSpace(string(w.buf))
+	if s == "" {
+		return ""
+	}
+	if w.cut {
+		return fmt.Sprintf("\nstderr (last %d bytes):\n%s", w.max, s)
+	}
+	return "\nstderr:\n" + s
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:runeCutBefore(s, n)] + "…"
+}

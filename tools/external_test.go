@@ -1,0 +1,306 @@
+//go:build unix
+
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func sh(body string) *fstest.MapFile {
+	return &fstest.MapFile{Data: []byte("#!/bin/sh\n" + body + "\n"), Mode: 0o755}
+}
+
+func file(data string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(data), Mode: 0o644} }
+
+type extSetup struct {
+	reg *Registry
+	env *Env
+}
+
+func setupExternal(t *testing.T, files fstest.MapFS, cfg ExternalConfig) extSetup {
+	t.Helper()
+	cfg.CacheDir = t.TempDir()
+	tools, err := LoadExternal(files, cfg)
+	require.NoError(t, err)
+	reg, err := NewRegistry(tools...)
+	require.NoError(t, err)
+	return extSetup{reg: reg, env: &Env{ThreadID: "th-child", ParentID: "th-root", TreeID: "th-root"}}
+}
+
+func (s extSetup) call(t *testing.T, id, input string) Result {
+	t.Helper()
+	tool, ok := s.reg.Lookup(id)
+	require.True(t, ok, "tool %s not loaded; have %v", id, s.reg.IDs())
+	r, err := tool.Run(context.Background(), s.env, json.RawMessage(input))
+	require.NoError(t, err)
+	return r
+}
+
+func TestExternalHappyPath(t *testing.T) {
+	t.Parallel()
+	s := setupExternal(t, fstest.MapFS{
+		".ai/tools/acme/greet.yaml": file(`
+description: Greets someone.
+input_schema:
+  type: object
+  properties:
+    name: {type: string}
+  required: [name]
+executable: greet.sh
+args: ["--loud"]
+timeout: 10
+env: {GREETING: hello}
+`),
+		// No x bit in the bundle: the manifest says it is the executable.
+		".ai/tools/acme/greet.sh": {Data: []byte(`#!/bin/sh
+call=$(cat)
+printf '{"output": {"call": %s, "arg": "%s", "greeting": "%s", "pwd_files": "%s", "tmpdir_is_pwd": "%s"}}' \
+  "$call" "$1" "$GREETING" "$(ls -A)" "$([ "$TMPDIR" = "$PWD" ] && echo yes)"
+`), Mode: 0o644},
+		".ai/tools/acme/README.md": file("not a tool"),
+	}, ExternalConfig{})
+	require.Equal(t, []string{"acme/greet"}, s.reg.IDs())
+	def := s.reg.Defs(nil)[0]
+	require.Equal(t, "Greets someone.", def.Description)
+	require.JSONEq(t, `{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`, string(def.InputSchema))
+
+	r := s.call(t, "acme/greet", `{"name": "Ada"}`)
+	require.False(t, r.IsError, r.Output)
+	var got struct {
+		Call struct {
+			Tool           string          `json:"tool"`
+			Input          json.RawMessage `json:"input"`
+			ThreadID       string          `json:"thread_id"`
+			ParentThreadID string          `json:"parent_thread_id"`
+			TreeID         string          `json:"tree_id"`
+		} `json:"call"`
+		Arg         string `json:"arg"`
+		Greeting    string `json:"greeting"`
+		PwdFiles    string `json:"pwd_files"`
+		TmpdirIsPwd string `json:"tmpdir_is_pwd"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.Output), &got), r.Output)
+	require.Equal(t, "acme/greet", got.Call.Tool)
+	require.JSONEq(t, `{"name":"Ada"}`, string(got.Call.Input))
+	require.Equal(t, "th-child", got.Call.ThreadID)
+	require.Equal(t, "th-root", got.Call.ParentThreadID)
+	require.Equal(t, "th-root", got.Call.TreeID)
+	require.Equal(t, "--loud", got.Arg)
+	require.Equal(t, "hello", got.Greeting)
+	require.Equal(t, "", got.PwdFiles, "a fresh, empty working directory")
+	require.Equal(t, "yes", got.TmpdirIsPwd)
+
+	// Called again: same materialised file (cache by content hash).
+	r2 := s.call(t, "acme/greet", `{"name": "Ada"}`)
+	require.Equal(t, r.Output, r2.Output)
+}
+
+func TestExternalResults(t *testing.T) {
+	t.Parallel()
+	s := setupExternal(t, fstest.MapFS{
+		".ai/tools/hello.sh":        sh(`cat >/dev/null; echo '"hi there"'`),
+		".ai/tools/num":             sh(`echo ' [1, 2] '`),
+		".ai/tools/soft_fail.sh":    sh(`echo '{"output": "no such user", "is_error": true}'`),
+		".ai/tools/bad_json.sh":     sh(`echo 'this is not json'; echo 'warning: x' >&2`),
+		".ai/tools/empty.sh":        sh(`true`),
+		".ai/tools/crash.sh":        sh(`echo '{"output": "partial"}'; echo 'line 1' >&2; echo 'boom: disk full' >&2; exit 3`),
+		".ai/tools/chatty.sh":       sh(`head -c 5000 /dev/zero | tr '\0' a`),
+		".ai/tools/noexec.sh":       sh(`echo '"x"'`),
+		".ai/tools/sub/no_read.sh":  sh(`echo '"ignored stdin"'`),
+		".ai/tools/.hidden.sh":      sh(`echo '"hidden"'`),
+		".ai/tools/data.json":       file(`{"not": "a tool"}`),
+		".ai/tools/lib/helper.py":   file("def f(): pass\n"),
+		".ai/tools/shebang_only.py": file("#!/bin/sh\necho '\"via shebang\"'\n"),
+	}, ExternalConfig{MaxStdoutBytes: 1000})
+	require.Equal(t, []string{"bad_json", "chatty", "crash", "empty", "hello", "noexec", "num", "shebang_only", "soft_fail", "sub/no_read"}, s.reg.IDs())
+
+	tests := []struct {
+		id     string
+		want   string // exact output, or substrings separated by |
+		exact  bool
+		isErr  bool
+		denied string
+	}{
+		{id: "hello", want: "hi there", exact: true},
+		{id: "num", want: "[1, 2]", exact: true},
+		{id: "soft_fail", want: "no such user", exact: true, isErr: true},
+		{id: "shebang_only", want: "via shebang", exact: true},
+		{id: "sub/no_read", want: "ignored stdin", exact: true},
+		{id: "bad_json", want: `wrote no valid JSON result|"this is not json\n"|stderr:|warning: x`, isErr: true},
+		{id: "empty", want: "wrote no valid JSON result", isErr: true},
+		{id: "crash", want: "exit status 3|output: partial|boom: disk full", isErr: true},
+		{id: "chatty", want: "more than 1000 bytes", isErr: true},
+	}
+	for _, tt := range tests {
+		r := s.call(t, tt.id, `{}`)
+		require.Equal(t, tt.isErr, r.IsError, "%s: %s", tt.id, r.Output)
+		if tt.exact {
+			require.Equal(t, tt.want, r.Output, tt.id)
+			continue
+		}
+		for _, sub := range strings.Split(tt.want, "|") {
+			require.Contains(t, r.Output, sub, tt.id)
+		}
+	}
+	r := s.call(t, "hello", `{not json`)
+	require.True(t, r.IsError)
+	require.Contains(t, r.Output, "not valid JSON")
+}
+
+func TestExternalStderrTail(t *testing.T) {
+	t.Parallel()
+	s := setupExternal(t, fstest.MapFS{
+		".ai/tools/loud.sh": sh(`i=0; while [ $i -lt 200 ]; do echo "noise $i" >&2; i=$((i+1)); done; echo 'the real cause' >&2; exit 1`),
+	}, ExternalConfig{StderrTailBytes: 64})
+	r := s.call(t, "loud", `{}`)
+	require.True(t, r.IsError)
+	require.Contains(t, r.Output, "stderr (last 64 bytes)")
+	require.Contains(t, r.Output, "the real cause")
+	require.NotContains(t, r.Output, "noise 1\n")
+	require.Less(t, len(r.Output), 300)
+}
+
+// TestExternalTimeoutKillsGroup: past its timeout the tool's whole process
+// group dies, including a background child that would outlive a plain kill.
+func TestExternalTimeoutKillsGroup(t *testing.T) {
+	t.Parallel()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	s := setupExternal(t, fstest.MapFS{
+		".ai/tools/slow.yaml": file("timeout: 300ms\n"),
+		".ai/tools/slow.sh":   sh(`sleep 300 & echo $! > "$PIDFILE"; echo started >&2; wait`),
+	}, ExternalConfig{})
+	s.env.Env = map[string]string{"PIDFILE": pidFile}
+	r := s.call(t, "slow", `{}`)
+	require.True(t, r.IsError)
+	require.Contains(t, r.Output, "timed out after 300ms and was killed")
+	require.Contains(t, r.Output, "started")
+
+	raw, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	require.NoError(t, err)
+	// The grandchild was SIGKILLed with the group: gone, or a zombie
+	// waiting for a reaper (some containers' PID 1 reaps slowly).
+	require.Eventually(t, func() bool { return !alive(pid) }, 10*time.Second, 10*time.Millisecond)
+}
+
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// Field 3 is the state; Z is a zombie (dead, not yet reaped).
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	return !strings.HasPrefix(rest, "Z")
+}
+
+func TestExternalCancelIsInfrastructureError(t *testing.T) {
+	t.Parallel()
+	s := setupExternal(t, fstest.MapFS{".ai/tools/slow.sh": sh(`sleep 300`)}, ExternalConfig{})
+	tool, _ := s.reg.Lookup("slow")
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+	_, err := tool.Run(ctx, s.env, json.RawMessage(`{}`))
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+// TestExternalEnv is not parallel: it sets worker environment variables.
+func TestExternalEnv(t *testing.T) {
+	t.Setenv("SPOOL_REDIS_URL", "redis://example:6379")
+	t.Setenv("ANTHROPIC_API_KEY", "sk-secret")
+	s := setupExternal(t, fstest.MapFS{
+		".ai/tools/env.yaml": file("env: {RYE_PARENT_THREAD_ID: from-manifest, FROM_MANIFEST: m}\n"),
+		".ai/tools/env.sh":   sh(`printf '{"output": "parent=%s redis=%s key=%s manifest=%s extra=%s thread=%s"}' "$RYE_PARENT_THREAD_ID" "$SPOOL_REDIS_URL" "$ANTHROPIC_API_KEY" "$FROM_MANIFEST" "$EXTRA" "$SPOOL_THREAD_ID"`),
+	}, ExternalConfig{})
+	s.env.Env = map[string]string{"RYE_PARENT_THREAD_ID": "from-env", "EXTRA": "e"}
+	r := s.call(t, "env", `{}`)
+	require.False(t, r.IsError, r.Output)
+	require.Equal(t, "parent=th-child redis=redis://example:6379 key= manifest=m extra=e thread=th-child", r.Output)
+}
+
+func TestLoadExternalErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		files fstest.MapFS
+		want  string
+	}{
+		{"bad yaml", fstest.MapFS{".ai/tools/a.yaml": file("id: [\n"), ".ai/tools/a.sh": sh("")}, "a.yaml: parse"},
+		{"unknown field", fstest.MapFS{".ai/tools/a.yaml": file("exe: a.sh\n"), ".ai/tools/a.sh": sh("")}, "field exe not found"},
+		{"bad id", fstest.MapFS{".ai/tools/a.yaml": file("id: a.b\n"), ".ai/tools/a.sh": sh("")}, `bad tool id "a.b"`},
+		{"bare bad id", fstest.MapFS{".ai/tools/my tool.sh": sh("")}, `bad tool id "my tool"`},
+		{"outside", fstest.MapFS{".ai/tools/a.yaml": file("executable: ../../x.sh\n"), ".ai/x.sh": sh("")}, "outside .ai/tools"},
+		{"absolute", fstest.MapFS{".ai/tools/a.yaml": file("executable: /bin/sh\n")}, "relative to the manifest"},
+		{"missing", fstest.MapFS{".ai/tools/a.yaml": file("executable: nope.sh\n")}, "not a file in the bundle"},
+		{"no sibling", fstest.MapFS{".ai/tools/a.yaml": file("description: x\n")}, "no executable given and 0 files"},
+		{"two siblings", fstest.MapFS{".ai/tools/a.yaml": file("description: x\n"), ".ai/tools/a.sh": sh(""), ".ai/tools/a.py": sh("")}, "no executable given and 2 files"},
+		{"schema", fstest.MapFS{".ai/tools/a.yaml": file("input_schema: [1]\n"), ".ai/tools/a.sh": sh("")}, "input_schema: want a JSON Schema object"},
+		{"timeout", fstest.MapFS{".ai/tools/a.yaml": file("timeout: soon\n"), ".ai/tools/a.sh": sh("")}, `timeout "soon"`},
+		{"duplicate", fstest.MapFS{".ai/tools/a.yaml": file("id: b\nexecutable: a.sh\n"), ".ai/tools/a.sh": sh(""), ".ai/tools/b.sh": sh("")}, `id "b" is also declared`},
+	}
+	for _, tt := range tests {
+		_, err := LoadExternal(tt.files, ExternalConfig{})
+		require.ErrorContains(t, err, tt.want, tt.name)
+	}
+
+	// Several problems are all reported.
+	_, err := LoadExternal(fstest.MapFS{".ai/tools/a.yaml": file("id: a.b\n"), ".ai/tools/b.yaml": file("exe: 1\n")}, ExternalConfig{})
+	require.ErrorContains(t, err, "a.yaml")
+	require.ErrorContains(t, err, "b.yaml")
+
+	// No tools directory: no tools, no error.
+	tools, err := LoadExternal(fstest.MapFS{".ai/directives/x.md": file("x")}, ExternalConfig{})
+	require.NoError(t, err)
+	require.Empty(t, tools)
+}
+
+func TestExternalManifestDefaults(t *testing.T) {
+	t.Parallel()
+	s := setupExternal(t, fstest.MapFS{
+		".ai/tools/scraping/gmaps/scrape.yml": file("description: Scrape.\ntimeout: 2.5\n"),
+		".ai/tools/scraping/gmaps/scrape.sh":  sh(`echo '{"output": 42}'`),
+	}, ExternalConfig{})
+	require.Equal(t, []string{"scraping/gmaps/scrape"}, s.reg.IDs())
+	tool, _ := s.reg.Lookup("rye.scraping.gmaps.scrape") // not an alias: ids do not gain a rye. prefix
+	require.Nil(t, tool)
+	tool, ok := s.reg.Lookup("scraping.gmaps.scrape")
+	require.True(t, ok)
+	require.Equal(t, 2500*time.Millisecond, tool.(*extTool).timeout)
+	require.JSONEq(t, defaultSchema, string(tool.Def().InputSchema))
+	r := s.call(t, "scraping/gmaps/scrape", `{}`)
+	require.Equal(t, Result{Output: "42"}, r)
+}
+
+func TestExternalCacheRewritesTamperedFile(t *testing.T) {
+	t.Parallel()
+	files := fstest.MapFS{".ai/tools/t.sh": sh(`echo '"original"'`)}
+	cache := t.TempDir()
+	c := &exeCache{dir: cache}
+	local, err := c.materialise(files, ".ai/tools/t.sh")
+	require.NoError(t, err)
+	fi, err := os.Stat(local)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o755), fi.Mode().Perm())
+	require.NoError(t, os.WriteFile(local, []byte("#!/bin/sh\necho '\"evil\"'\n"), 0o755))
+
+	// A new cache (another worker process) checks the content it finds.
+	tools, err := LoadExternal(files, ExternalConfig{CacheDir: cache})
+	require.NoError(t, err)
+	r, err := tools[0].Run(context.Background(), &Env{ThreadID: "th"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, "original", r.Output)
+}
