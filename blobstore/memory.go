@@ -51,6 +51,9 @@ func (m *Memory) PutIfAbsent(ctx context.Context, key string, data []byte) error
 }
 
 func (m *Memory) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
 	m.mu.RLock()
 	o, ok := m.objs[key]
 	m.mu.RUnlock()
@@ -61,6 +64,9 @@ func (m *Memory) Get(ctx context.Context, key string) ([]byte, error) {
 }
 
 func (m *Memory) Stat(ctx context.Context, key string) (Info, error) {
+	if err := ValidateKey(key); err != nil {
+		return Info{}, err
+	}
 	m.mu.RLock()
 	o, ok := m.objs[key]
 	m.mu.RUnlock()
@@ -89,6 +95,9 @@ func (m *Memory) List(ctx context.Context, prefix string) ([]Info, error) {
 }
 
 func (m *Memory) Delete(ctx context.Context, key string) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	delete(m.objs, key)
 	m.mu.Unlock()

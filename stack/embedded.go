@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -43,6 +44,9 @@ func StartEmbedded(dataDir string, log *slog.Logger) (*Embedded, error) {
 		}
 		cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--dir", dir,
 			"--appendonly", "yes", "--save", "", "--protected-mode", "yes")
+		// Its own process group: a Ctrl-C in the terminal reaches spool,
+		// which stops Redis last, after the worker has checkpointed.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
 			return nil, fmt.Errorf("embedded redis: start %s: %w", bin, err)
 		}

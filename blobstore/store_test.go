@@ -1,0 +1,47 @@
+package blobstore_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/blobstore/blobstoretest"
+	"github.com/spool-run/spool/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func TestMemoryConformance(t *testing.T) {
+	t.Parallel()
+	blobstoretest.Run(t, func(t *testing.T) blobstore.Store { return blobstore.NewMemory() })
+}
+
+func TestLocalConformance(t *testing.T) {
+	t.Parallel()
+	blobstoretest.Run(t, func(t *testing.T) blobstore.Store {
+		s, err := blobstore.NewLocal(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+// newS3 returns an S3 store on the test server (versitygw) under a fresh
+// random prefix, or skips when there is none.
+func newS3(t testing.TB) *blobstore.S3 {
+	env := testenv.NewS3(t)
+	s, err := blobstore.NewS3(context.Background(), blobstore.S3Config{
+		Endpoint: env.Endpoint, Bucket: env.Bucket, Region: env.Region, PathStyle: true,
+		Prefix: env.Prefix, AccessKey: env.AccessKey, SecretKey: env.SecretKey,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestS3Conformance(t *testing.T) {
+	t.Parallel()
+	blobstoretest.Run(t, func(t *testing.T) blobstore.Store { return newS3(t) })
+}

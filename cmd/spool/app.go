@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	"github.com/urfave/cli/v2"
+
+	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/stack"
+	"github.com/spool-run/spool/transcript"
+)
+
+// usageError is bad usage: exit 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
+
+// exitError carries an explicit exit code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+
+func isFlagError(err error) bool {
+	s := err.Error()
+	return strings.HasPrefix(s, "flag provided but not defined") || strings.HasPrefix(s, "invalid value") ||
+		strings.HasPrefix(s, "Required flag") || strings.HasPrefix(s, "No help topic") ||
+		strings.Contains(s, "flag needs an argument") || strings.HasPrefix(s, "invalid boolean")
+}
+
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	app := &cli.App{
+		Name:      "spool",
+		Usage:     "run LLM agent threads as a distributed job queue",
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "project", EnvVars: []string{"SPOOL_PROJECT"}, Usage: "project root holding .ai/ (default: current directory)"},
+			&cli.StringFlag{Name: "data-dir", EnvVars: []string{"SPOOL_DATA_DIR"}, Usage: "local blob store and embedded state (default: <project>/.spool)"},
+			&cli.StringFlag{Name: "redis-url", EnvVars: []string{"SPOOL_REDIS_URL"}, Usage: "redis://, rediss://, redis-sentinel:// or redis-cluster:// (unset: embedded)"},
+			&cli.StringFlag{Name: "namespace", EnvVars: []string{"SPOOL_NAMESPACE"}, Value: "spool", Usage: "namespace of spool's Redis keys"},
+			&cli.StringFlag{Name: "signing-key", EnvVars: []string{"SPOOL_SIGNING_KEY"}, Usage: "Ed25519 private key (default: <data-dir>/keys/)"},
+			&cli.StringFlag{Name: "log-level", EnvVars: []string{"SPOOL_LOG_LEVEL"}, Value: "warn", Usage: "debug, info, warn or error"},
+			&cli.BoolFlag{Name: "log-json", EnvVars: []string{"SPOOL_LOG_JSON"}, Usage: "structured JSON logs"},
+		},
+		Commands: []*cli.Command{
+			devCommand(), workerCommand(), schedulerCommand(), monitorCommand(), keysCommand(),
+			threadCommand(), budgetCommand(), directiveCommand(),
+		},
+		OnUsageError: func(c *cli.Context, err error, sub bool) error { return &usageError{msg: err.Error()} },
+		CommandNotFound: func(c *cli.Context, name string) {
+			fmt.Fprintf(c.App.ErrWriter, "spool: unknown command %q\n", name)
+			os.Exit(2)
+		},
+	}
+	app.HideHelpCommand = true
+	return app
+}
+
+// logger builds the process logger from the global flags.
+func logger(c *cli.Context) *slog.Logger {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		lvl = slog.LevelWarn
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	if c.Bool("log-json") {
+		return slog.New(slog.NewJSONHandler(c.App.ErrWriter, opts))
+	}
+	return slog.New(slog.NewTextHandler(c.App.ErrWriter, opts))
+}
+
+func projectDir(c *cli.Context) (string, error) {
+	p := c.String("project")
+	if p == "" {
+		p = "."
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	return abs, nil
+}
+
+func dataDir(c *cli.Context) (string, error) {
+	if d := c.String("data-dir"); d != "" {
+		return filepath.Abs(d)
+	}
+	p, err := projectDir(c)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(p, ".spool"), nil
+}
+
+// services are the connections a command uses.
+type services struct {
+	log      *slog.Logger
+	rdb      redis.UniversalClient
+	embedded *stack.Embedded
+	store    blobstore.Store
+	client   *asynq.Client
+	orch     *orchestrator.Orchestrator
+	project  string
+	dataDir  string
+}
+
+func (s *services) Close() {
+	if s.client != nil {
+		_ = s.client.Close()
+	}
+	if s.rdb != nil {
+		_ = s.rdb.Close()
+	}
+	s.embedded.Stop()
+}
+
+// openOpts say how a command may get its Redis.
+type openOpts struct {
+	// startEmbedded: with no Redis configured, start one (dev, --embedded).
+	startEmbedded bool
+}
+
+// redisURLFile is where `spool dev` leaves the URL of its embedded Redis so
+// that other commands in the same project find it.
+func redisURLFile(dataDir string) string { return filepath.Join(dataDir, "redis.url") }
+
+// openServices connects to Redis and the blob store and loads the keys.
+func openServices(c *cli.Context, o openOpts) (*services, error) {
+	log := logger(c)
+	proj, err := projectDir(c)
+	if err != nil {
+		return nil, err
+	}
+	dd, err := dataDir(c)
+	if err != nil {
+		return nil, err
+	}
+	s := &services{log: log, project: proj, dataDir: dd}
+	url := c.String("redis-url")
+	if url == "" {
+		if b, err := os.ReadFile(redisURLFile(dd)); err == nil && !o.startEmbedded {
+			url = strings.TrimSpace(string(b))
+		}
+	}
+	if url == "" || (o.startEmbedded && c.String("redis-url") == "") {
+		if !o.startEmbedded {
+			return nil, errors.New("no Redis: set SPOOL_REDIS_URL (or --redis-url), run `spool dev`, or use `spool thread run --embedded`")
+		}
+		if err := os.MkdirAll(dd, 0o755); err != nil {
+			return nil, err
+		}
+		emb, err := stack.StartEmbedded(dd, log)
+		if err != nil {
+			return nil, err
+		}
+		s.embedded = emb
+		url = emb.URL
+	}
+	if s.rdb, err = stack.OpenRedis(url); err != nil {
+		s.Close()
+		return nil, err
+	}
+	pingCtx, cancel := context.WithTimeout(c.Context, 5*time.Second)
+	defer cancel()
+	if err := s.rdb.Ping(pingCtx).Err(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("redis %s: %w", url, err)
+	}
+	if s.store, err = stack.OpenBlobStore(c.Context, dd); err != nil {
+		s.Close()
+		return nil, err
+	}
+	signer, keyring, err := loadKeys(c, dd, s.embedded != nil || c.String("redis-url") == "")
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.client = asynq.NewClientFromRedisClient(s.rdb)
+	s.orch = orchestrator.New(orchestrator.Config{Namespace: c.String("namespace"), Logger: log}, s.rdb, s.store,
+		&queue.Enqueuer{Client: s.client}, signer, keyring)
+	return s, nil
+}
+
+// loadKeys loads the signing key and the trusted public keys. With
+// autoCreate (local, zero-setup runs) a missing key pair is made in the
+// data dir.
+func loadKeys(c *cli.Context, dd string, autoCreate bool) (*transcript.Signer, *transcript.Keyring, error) {
+	keyDir := filepath.Join(dd, "keys")
+	path := c.String("signing-key")
+	if path == "" {
+		path = filepath.Join(keyDir, transcript.SigningKeyFile)
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			if !autoCreate {
+				return nil, nil, fmt.Errorf("no signing key at %s: run `spool keys init` or set SPOOL_SIGNING_KEY", path)
+			}
+			if _, _, err := transcript.InitKeys(keyDir, false); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	signer, err := transcript.LoadKey(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("signing key %s: %w", path, err)
+	}
+	keyDirOf := path
+	if st, err := os.Stat(path); err == nil && !st.IsDir() {
+		keyDirOf = filepath.Dir(path)
+	}
+	keyring, err := transcript.LoadKeyring(keyDirOf, signer)
+	if err != nil {
+		return nil, nil, err
+	}
+	if extra := os.Getenv("SPOOL_TRUSTED_KEYS"); extra != "" {
+		more, err := transcript.LoadKeyring(extra)
+		if err != nil {
+			return nil, nil, err
+		}
+		keyring.Merge(more)
+	}
+	return signer, keyring, nil
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,40 @@
+// Command spool runs LLM agent threads as a distributed job queue. See
+// CLI.md for the contract: every command takes --json where it prints data,
+// reads SPOOL_* environment variables (a flag wins), exits 0 on success, 1
+// on a failed operation and 2 on bad usage, and prints errors as one line.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args, os.Stdout, os.Stderr))
+}
+
+// run executes the CLI and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr *os.File) int {
+	app := newApp(stdout, stderr)
+	err := app.RunContext(ctx, reorderArgs(app, args))
+	if err == nil {
+		return 0
+	}
+	code := 1
+	var ue *usageError
+	if errors.As(err, &ue) || isFlagError(err) {
+		code = 2
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+	}
+	fmt.Fprintln(stderr, "spool: "+oneLine(err.Error()))
+	return code
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/ledger"
+	"github.com/spool-run/spool/transcript"
+)
+
+func keysCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "keys",
+		Usage: "signing keys",
+		Subcommands: []*cli.Command{{
+			Name:  "init",
+			Usage: "make an Ed25519 key pair in <data-dir>/keys (or --dir)",
+			Flags: []cli.Flag{jsonFlag, &cli.StringFlag{Name: "dir"}, &cli.BoolFlag{Name: "force", Usage: "replace an existing key"}},
+			Action: func(c *cli.Context) error {
+				dir := c.String("dir")
+				if dir == "" {
+					dd, err := dataDir(c)
+					if err != nil {
+						return err
+					}
+					dir = filepath.Join(dd, "keys")
+				}
+				signer, created, err := transcript.InitKeys(dir, c.Bool("force"))
+				if err != nil {
+					return err
+				}
+				out := map[string]any{"key_id": signer.KeyID(), "created": created, "private_key": filepath.Join(dir, transcript.SigningKeyFile),
+					"public_key": filepath.Join(dir, signer.KeyID()+".pub")}
+				if c.Bool("json") {
+					return printJSON(c.App.Writer, out)
+				}
+				verb := "made"
+				if !created {
+					verb = "exists (use --force to replace it)"
+				}
+				fmt.Fprintf(c.App.Writer, "key %s %s\nprivate %s\npublic  %s\n", out["key_id"], verb, out["private_key"], out["public_key"])
+				return nil
+			},
+		}},
+	}
+}
+
+func budgetCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "budget",
+		Usage: "the budget ledger",
+		Subcommands: []*cli.Command{{
+			Name:      "show",
+			Usage:     "ledger entry: max, reserved, actual, children",
+			ArgsUsage: "ID",
+			Flags:     []cli.Flag{jsonFlag},
+			Action: func(c *cli.Context) error {
+				id, err := oneID(c)
+				if err != nil {
+					return err
+				}
+				s, err := openServices(c, openOpts{})
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				e, err := s.orch.Ledger.Get(c.Context, id)
+				if errors.Is(err, ledger.ErrNotFound) {
+					return fmt.Errorf("no ledger entry for thread %q", id)
+				}
+				if err != nil {
+					return err
+				}
+				kids, err := s.orch.Registry.ListChildren(c.Context, id)
+				if err != nil {
+					return err
+				}
+				type child struct {
+					ThreadID string  `json:"thread_id"`
+					Max      float64 `json:"max"`
+					Reserved float64 `json:"reserved"`
+					Actual   float64 `json:"actual"`
+					Status   string  `json:"status"`
+				}
+				var children []child
+				for _, k := range kids {
+					ke, err := s.orch.Ledger.Get(c.Context, k.ThreadID)
+					if err != nil {
+						continue
+					}
+					children = append(children, child{k.ThreadID, ke.Max, ke.Reserved, ke.Actual, ke.Status})
+				}
+				if children == nil {
+					children = []child{}
+				}
+				out := map[string]any{"thread_id": id, "parent_id": e.ParentID, "max": e.Max, "reserved": e.Reserved, "actual": e.Actual,
+					"remaining": e.Remaining, "overrun": e.Overrun, "status": e.Status, "children": children}
+				if c.Bool("json") {
+					return printJSON(c.App.Writer, out)
+				}
+				fmt.Fprintf(c.App.Writer, "%s  %s\nmax $%.6f  reserved $%.6f  actual $%.6f  remaining $%.6f\n", id, e.Status, e.Max, e.Reserved, e.Actual, e.Remaining)
+				for _, k := range children {
+					fmt.Fprintf(c.App.Writer, "  ├─ %s  %s  max $%.6f  actual $%.6f\n", k.ThreadID, k.Status, k.Max, k.Actual)
+				}
+				return nil
+			},
+		}},
+	}
+}
+
+func directiveCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "directive",
+		Usage: "directives",
+		Subcommands: []*cli.Command{{
+			Name:      "validate",
+			Usage:     "parse and validate directive files, enqueue nothing",
+			ArgsUsage: "PATH...",
+			Flags:     []cli.Flag{jsonFlag},
+			Action: func(c *cli.Context) error {
+				if c.NArg() == 0 {
+					return usagef("directive validate takes one or more paths")
+				}
+				errs := directive.ValidateFiles(c.Args().Slice())
+				type res struct {
+					Path  string `json:"path"`
+					Valid bool   `json:"valid"`
+					Error string `json:"error,omitempty"`
+				}
+				var out []res
+				bad := 0
+				for i, p := range c.Args().Slice() {
+					r := res{Path: p, Valid: errs[i] == nil}
+					if errs[i] != nil {
+						r.Error = errs[i].Error()
+						bad++
+					}
+					out = append(out, r)
+				}
+				if c.Bool("json") {
+					if err := printJSON(c.App.Writer, out); err != nil {
+						return err
+					}
+				} else {
+					for _, r := range out {
+						if r.Valid {
+							fmt.Fprintf(c.App.Writer, "ok   %s\n", r.Path)
+						} else {
+							fmt.Fprintf(c.App.Writer, "FAIL %s\n", r.Error)
+						}
+					}
+				}
+				if bad > 0 {
+					return fmt.Errorf("%d of %d directives invalid", bad, len(out))
+				}
+				return nil
+			},
+		}},
+	}
+}

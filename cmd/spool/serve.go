@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/urfave/cli/v2"
+
+	"github.com/spool-run/spool/worker"
+)
+
+func workerFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: "concurrency", Value: 10, EnvVars: []string{"SPOOL_WORKER_CONCURRENCY"}, Usage: "activations run at once"},
+		&cli.StringFlag{Name: "queues", Value: "critical=6,default=3,low=1", EnvVars: []string{"SPOOL_WORKER_QUEUES"}, Usage: "queues and weights"},
+		&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "on SIGTERM, how long in-flight turns may finish"},
+		&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"SPOOL_METRICS_ADDR"}, Usage: "serve /metrics and /healthz here (e.g. :9090)"},
+	}
+}
+
+func workerCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "worker",
+		Usage: "serve thread activations from the queues",
+		Flags: workerFlags(),
+		Action: func(c *cli.Context) error {
+			s, err := openServices(c, openOpts{})
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			reg := prometheus.NewRegistry()
+			w, err := newWorker(c, s, reg)
+			if err != nil {
+				return err
+			}
+			stopHTTP, err := serveMetrics(c.String("metrics-addr"), reg, nil)
+			if err != nil {
+				return err
+			}
+			defer stopHTTP()
+			if err := w.Start(); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.ErrWriter, "spool worker: serving %s with concurrency %d (pid %d)\n", c.String("queues"), c.Int("concurrency"), os.Getpid())
+			<-c.Context.Done()
+			w.Stop()
+			return nil
+		},
+	}
+}
+
+func newWorker(c *cli.Context, s *services, reg *prometheus.Registry) (*worker.Worker, error) {
+	queues, err := worker.ParseQueues(c.String("queues"))
+	if err != nil {
+		return nil, usagef("--%v", err)
+	}
+	if c.Int("concurrency") <= 0 {
+		return nil, usagef("--concurrency must be positive")
+	}
+	var m *worker.Metrics
+	if reg != nil {
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m = worker.NewMetrics(reg)
+	}
+	return worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: queues, ShutdownTimeout: c.Duration("shutdown-timeout"),
+		Logger: s.log, Metrics: m}, s.orch), nil
+}
+
+// serveMetrics serves /metrics and /healthz (plus extra handlers) on addr;
+// "" serves nothing.
+func serveMetrics(addr string, reg *prometheus.Registry, extra map[string]http.Handler) (func(), error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	for p, h := range extra {
+		mux.Handle(p, h)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintln(os.Stderr, "spool: metrics server:", err)
+		}
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}

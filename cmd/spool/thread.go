@@ -1,0 +1,533 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/spool-run/spool/config"
+	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/worker"
+)
+
+var jsonFlag = &cli.BoolFlag{Name: "json", Usage: "print JSON"}
+
+func threadCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "thread",
+		Usage: "run and inspect threads",
+		Subcommands: []*cli.Command{
+			threadRunCommand(),
+			{Name: "list", Usage: "list threads", Flags: []cli.Flag{jsonFlag,
+				&cli.StringFlag{Name: "status"}, &cli.StringFlag{Name: "directive"}, &cli.StringFlag{Name: "parent"},
+				&cli.IntFlag{Name: "limit", Value: 100}}, Action: threadList},
+			{Name: "show", Usage: "registry record, cost, limits and outputs", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag}, Action: threadShow},
+			{Name: "tree", Usage: "children and continuations with status and spend", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag}, Action: threadTree},
+			{Name: "chain", Usage: "continuation chain, root first", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag}, Action: threadChain},
+			{Name: "wait", Usage: "wait for threads (following continuation chains)", ArgsUsage: "ID...", Flags: []cli.Flag{jsonFlag,
+				&cli.DurationFlag{Name: "timeout", Value: 600 * time.Second}}, Action: threadWait},
+			{Name: "cancel", Usage: "cancel a thread", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag,
+				&cli.BoolFlag{Name: "cascade", Value: true, Usage: "cancel its children too"}}, Action: threadCancel},
+			{Name: "resume", Usage: "resume a finished thread with a message", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag,
+				&cli.StringFlag{Name: "message", Required: true}}, Action: threadResume},
+			{Name: "transcript", Usage: "print a thread's transcript", ArgsUsage: "ID", Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "follow", Usage: "keep printing as the thread runs"},
+				&cli.StringFlag{Name: "format", Value: "text", Usage: "jsonl, text or markdown"}}, Action: threadTranscript},
+			{Name: "search", Usage: "regex over the transcripts of a whole chain", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag,
+				&cli.StringFlag{Name: "query", Required: true}, &cli.IntFlag{Name: "max", Value: 50}}, Action: threadSearch},
+			{Name: "verify", Usage: "verify every signature and hash of a transcript", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag}, Action: threadVerify},
+		},
+	}
+}
+
+func threadRunCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "start a thread running a directive",
+		ArgsUsage: "DIRECTIVE",
+		Flags: []cli.Flag{
+			jsonFlag,
+			&cli.StringSliceFlag{Name: "input", Usage: "input k=v (repeatable)"},
+			&cli.StringFlag{Name: "inputs-json", Usage: "inputs as a JSON object"},
+			&cli.StringFlag{Name: "model", Usage: "model id, or script:PATH for the scripted provider"},
+			&cli.StringSliceFlag{Name: "limit", Usage: "limit override k=v: turns, tokens, spend, depth, spawns, duration"},
+			&cli.StringFlag{Name: "parent", EnvVars: []string{"RYE_PARENT_THREAD_ID"}, Usage: "parent thread id"},
+			&cli.StringFlag{Name: "queue", Usage: "asynq queue (default: the parent's, else default)"},
+			&cli.BoolFlag{Name: "wait", Usage: "wait for the thread (and its continuations) to finish"},
+			&cli.BoolFlag{Name: "follow", Usage: "show a live view while it runs"},
+			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long --wait waits"},
+			&cli.BoolFlag{Name: "embedded", Usage: "run everything in this process: embedded Redis, local store, a worker"},
+			&cli.IntFlag{Name: "concurrency", Value: 4, Usage: "with --embedded: the in-process worker's concurrency"},
+		},
+		Action: threadRun,
+	}
+}
+
+// parseInputs reads --inputs-json then --input k=v (which win).
+func parseInputs(c *cli.Context) (map[string]any, error) {
+	in := map[string]any{}
+	if raw := c.String("inputs-json"); raw != "" {
+		if err := json.Unmarshal([]byte(raw), &in); err != nil {
+			return nil, usagef("--inputs-json: not a JSON object: %v", err)
+		}
+	}
+	for _, kv := range c.StringSlice("input") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usagef("--input %q: want key=value", kv)
+		}
+		in[k] = v
+	}
+	return in, nil
+}
+
+// parseLimits reads --limit k=v overrides.
+func parseLimits(c *cli.Context) (thread.Limits, error) {
+	var l thread.Limits
+	for _, kv := range c.StringSlice("limit") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return l, usagef("--limit %q: want name=value", kv)
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			return l, usagef("--limit %s=%q: not a non-negative number", k, v)
+		}
+		n := int(f)
+		switch k {
+		case "turns":
+			l.Turns = &n
+		case "tokens":
+			l.Tokens = &n
+		case "spend":
+			l.Spend = &f
+		case "depth":
+			l.Depth = &n
+		case "spawns":
+			l.Spawns = &n
+		case "duration":
+			l.Duration = &f
+		default:
+			return l, usagef("--limit %q: unknown limit %q (turns, tokens, spend, depth, spawns, duration)", kv, k)
+		}
+	}
+	return l, nil
+}
+
+func threadRun(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usagef("thread run takes one DIRECTIVE argument")
+	}
+	name := strings.TrimSuffix(c.Args().First(), ".md")
+	inputs, err := parseInputs(c)
+	if err != nil {
+		return err
+	}
+	limits, err := parseLimits(c)
+	if err != nil {
+		return err
+	}
+	s, err := openServices(c, openOpts{startEmbedded: c.Bool("embedded")})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if c.Bool("embedded") {
+		w := worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: map[string]int{"critical": 6, queue.DefaultQueue: 3, "low": 1}, Logger: s.log, RecoverInterval: time.Second}, s.orch)
+		if err := w.Start(); err != nil {
+			return err
+		}
+		defer w.Stop()
+	}
+	req := orchestrator.StartRequest{Directive: name, Inputs: inputs, Model: c.String("model"), LimitOverrides: limits,
+		ParentID: c.String("parent"), Queue: c.String("queue")}
+	if req.ParentID == "" {
+		digest, err := buildBundle(c, s, c.String("model"))
+		if err != nil {
+			return err
+		}
+		req.Bundle = digest
+	}
+	rec, err := s.orch.Start(c.Context, req)
+	if err != nil {
+		return err
+	}
+	if !c.Bool("wait") && !c.Bool("follow") && !c.Bool("embedded") {
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, rec)
+		}
+		fmt.Fprintln(c.App.Writer, rec.ThreadID)
+		return nil
+	}
+	if c.Bool("follow") {
+		go follow(c, s, rec.ThreadID)
+	}
+	res, err := s.orch.Wait(c.Context, []string{rec.ThreadID}, c.Duration("timeout"))
+	if err != nil {
+		return fmt.Errorf("wait for %s: %w", rec.ThreadID, err)
+	}
+	final := res[rec.ThreadID]
+	if c.Bool("json") {
+		if err := printJSON(c.App.Writer, final); err != nil {
+			return err
+		}
+	} else {
+		printRecord(c.App.Writer, final)
+	}
+	if final.Status != thread.StatusCompleted {
+		return &exitError{code: 1, err: fmt.Errorf("thread %s ended %s%s", final.ThreadID, final.Status, errSuffix(final))}
+	}
+	return nil
+}
+
+func errSuffix(r *queue.Record) string {
+	if r.Error == nil {
+		return ""
+	}
+	return ": " + r.Error.Code + ": " + r.Error.Message
+}
+
+// buildBundle snapshots the project's .ai/ items, plus the provider scripts
+// the run can reach (--model script:PATH and script tiers in models.yaml).
+func buildBundle(c *cli.Context, s *services, model string) (string, error) {
+	extra := map[string][]byte{}
+	addScript := func(m string) error {
+		p, ok := strings.CutPrefix(m, "script:")
+		if !ok {
+			return nil
+		}
+		full := p
+		if !filepath.IsAbs(p) {
+			full = filepath.Join(s.project, p)
+		}
+		b, err := os.ReadFile(full)
+		if err != nil {
+			return fmt.Errorf("model %s: %w", m, err)
+		}
+		extra[p] = b
+		return nil
+	}
+	if err := addScript(model); err != nil {
+		return "", err
+	}
+	if models, err := config.LoadModels(os.DirFS(s.project)); err == nil {
+		for _, m := range models.Tiers {
+			if err := addScript(m); err != nil {
+				s.log.Warn("models.yaml tier script not bundled", "error", err)
+			}
+		}
+	}
+	home, _ := os.UserHomeDir()
+	return directive.BuildBundle(c.Context, s.store, s.project, home, extra)
+}
+
+func printRecord(w io.Writer, r *queue.Record) {
+	fmt.Fprintf(w, "thread     %s\n", r.ThreadID)
+	fmt.Fprintf(w, "directive  %s\n", r.Directive)
+	fmt.Fprintf(w, "status     %s\n", r.Status)
+	if r.ParentID != "" {
+		fmt.Fprintf(w, "parent     %s\n", r.ParentID)
+	}
+	if r.ContinuationOf != "" || r.ContinuationThreadID != "" {
+		fmt.Fprintf(w, "chain      root %s, continues %s, continued by %s\n", r.ChainRootID, dash(r.ContinuationOf), dash(r.ContinuationThreadID))
+	}
+	fmt.Fprintf(w, "model      %s\n", r.Model)
+	fmt.Fprintf(w, "cost       %d turns · %d in / %d out tokens · $%.6f\n", r.Cost.Turns, r.Cost.InputTokens, r.Cost.OutputTokens, r.Cost.Spend)
+	fmt.Fprintf(w, "limits     turns %d · tokens %d · spend $%.4f · depth %d · spawns %d · duration %gs\n",
+		r.Limits.Turns, r.Limits.Tokens, r.Limits.Spend, r.Limits.Depth, r.Limits.Spawns, r.Limits.Duration)
+	if r.Error != nil {
+		fmt.Fprintf(w, "error      %s: %s\n", r.Error.Code, r.Error.Message)
+	}
+	if len(r.Outputs) > 0 {
+		b, _ := json.Marshal(r.Outputs)
+		fmt.Fprintf(w, "outputs    %s\n", b)
+	}
+	if r.Result != "" {
+		fmt.Fprintf(w, "result     %s\n", r.Result)
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func oneID(c *cli.Context) (string, error) {
+	if c.NArg() != 1 {
+		return "", usagef("%s takes one thread ID", c.Command.FullName())
+	}
+	return c.Args().First(), nil
+}
+
+func threadList(c *cli.Context) error {
+	s, err := openServices(c, openOpts{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	st := c.String("status")
+	if st != "" && !thread.Status(st).Valid() {
+		return usagef("--status %q: want one of created, running, waiting, completed, error, cancelled, continued", st)
+	}
+	recs, err := s.orch.Registry.List(c.Context, queue.Filter{Status: thread.Status(st), Directive: c.String("directive"), Parent: c.String("parent"), Limit: c.Int("limit")})
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		if recs == nil {
+			recs = []*queue.Record{}
+		}
+		return printJSON(c.App.Writer, recs)
+	}
+	for _, r := range recs {
+		fmt.Fprintf(c.App.Writer, "%-60s %-10s %4d turns  $%.6f\n", r.ThreadID, r.Status, r.Cost.Turns, r.Cost.Spend)
+	}
+	return nil
+}
+
+func threadShow(c *cli.Context) error {
+	id, err := oneID(c)
+	if err != nil {
+		return err
+	}
+	s, err := openServices(c, openOpts{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	r, err := s.orch.Registry.Get(c.Context, id)
+	if err != nil {
+		return notFound(id, err)
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, r)
+	}
+	printRecord(c.App.Writer, r)
+	return nil
+}
+
+func notFound(id string, err error) error {
+	if errors.Is(err, queue.ErrNotFound) {
+		return fmt.Errorf("thread %q not found", id)
+	}
+	return err
+}
+
+// treeNode is a thread with its children and continuations.
+type treeNode struct {
+	ThreadID     string        `json:"thread_id"`
+	Directive    string        `json:"directive"`
+	Status       thread.Status `json:"status"`
+	Spend        float64       `json:"spend"`
+	Turns        int           `json:"turns"`
+	Children     []*treeNode   `json:"children"`
+	Continuation *treeNode     `json:"continuation,omitempty"`
+}
+
+func buildTree(c *cli.Context, s *services, id string, seen map[string]bool) (*treeNode, error) {
+	if seen[id] {
+		return nil, nil
+	}
+	seen[id] = true
+	r, err := s.orch.Registry.Get(c.Context, id)
+	if err != nil {
+		return nil, notFound(id, err)
+	}
+	n := &treeNode{ThreadID: r.ThreadID, Directive: r.Directive, Status: r.Status, Spend: r.Cost.Spend, Turns: r.Cost.Turns, Children: []*treeNode{}}
+	kids, err := s.orch.Registry.ListChildren(c.Context, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range kids {
+		if k.ContinuationOf != "" {
+			continue // shown as the continuation of its predecessor
+		}
+		kn, err := buildTree(c, s, k.ThreadID, seen)
+		if err != nil {
+			return nil, err
+		}
+		if kn != nil {
+			n.Children = append(n.Children, kn)
+		}
+	}
+	if r.ContinuationThreadID != "" {
+		if n.Continuation, err = buildTree(c, s, r.ContinuationThreadID, seen); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+func printTree(w io.Writer, n *treeNode, indent string) {
+	fmt.Fprintf(w, "%s%s  %s  %d turns  $%.6f\n", indent, n.ThreadID, n.Status, n.Turns, n.Spend)
+	for _, k := range n.Children {
+		printTree(w, k, indent+"  ├─ ")
+	}
+	if n.Continuation != nil {
+		printTree(w, n.Continuation, indent+"  ↳ ")
+	}
+}
+
+func threadTree(c *cli.Context) error {
+	id, err := oneID(c)
+	if err != nil {
+		return err
+	}
+	s, err := openServices(c, openOpts{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	n, err := buildTree(c, s, id, map[string]bool{})
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, n)
+	}
+	printTree(c.App.Writer, n, "")
+	return nil
+}
+
+func threadChain(c *cli.Context) error {
+	id, err := oneID(c)
+	if err != nil {
+		return err
+	}
+	s, err := openServices(c, openOpts{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	chain, err := s.orch.Registry.GetChain(c.Context, id)
+	if err != nil {
+		return notFound(id, err)
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, map[string]any{"success": true, "chain_length": len(chain), "chain": chain})
+	}
+	for i, r := range chain {
+		fmt.Fprintf(c.App.Writer, "%d  %s  %s\n", i, r.ThreadID, r.Status)
+	}
+	return nil
+}
+
+func threadWait(c *cli.Context) error {
+	if c.NArg() == 0 {
+		return usagef("thread wait takes one or more thread IDs")
+	}
+	s, err := openServices(c, openOpts{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ids := c.Args().Slice()
+	for _, id := range ids {
+		if _, err := s.orch.Registry.Get(c.Context, id); err != nil {
+			return notFound(id, err)
+		}
+	}
+	res, err := s.orch.Wait(c.Context, ids, c.Duration("timeout"))
+	if err != nil {
+		return fmt.Errorf("wait: %w", err)
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, res)
+	}
+	failed := 0
+	for _, id := range ids {
+		r := res[id]
+		fmt.Fprintf(c.App.Writer, "%s  →  %s  %s\n", id, r.ThreadID, r.Status)
+		if r.Status != thread.StatusCompleted {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return &exitError{code: 1, err: fmt.Errorf("%d of %d threads did not complete", failed, len(ids))}
+	}
+	return nil
+}
+
+func threadCancel(c *cli.Context) error {
+	id, err := oneID(c)
+	if err != nil {
+		return err
+	}
+	s, err := openServices(c, openOpts{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	r, err := s.orch.Cancel(c.Context, id, c.Bool("cascade"))
+	if err != nil {
+		return notFound(id, err)
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, map[string]any{"success": true, "thread_id": r.ThreadID, "status": r.Status, "cancel_requested": true})
+	}
+	fmt.Fprintf(c.App.Writer, "%s  cancel requested (status %s)\n", r.ThreadID, r.Status)
+	return nil
+}
+
+func threadResume(c *cli.Context) error {
+	id, err := oneID(c)
+	if err != nil {
+		return err
+	}
+	s, err := openServices(c, openOpts{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if _, err := s.orch.Registry.Get(c.Context, id); err != nil {
+		return notFound(id, err)
+	}
+	res, err := s.orch.Resume(c.Context, id, c.String("message"))
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, res)
+	}
+	fmt.Fprintf(c.App.Writer, "resumed %s as %s (%d turns reconstructed)\n", res.ResolvedThreadID, res.NewThreadID, res.ReconstructedTurns)
+	return nil
+}
+
+func threadSearch(c *cli.Context) error {
+	id, err := oneID(c)
+	if err != nil {
+		return err
+	}
+	s, err := openServices(c, openOpts{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if _, err := s.orch.Registry.Get(c.Context, id); err != nil {
+		return notFound(id, err)
+	}
+	matches, err := s.orch.Search(c.Context, id, c.String("query"), c.Int("max"))
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, map[string]any{"success": true, "matches": matches})
+	}
+	for _, m := range matches {
+		fmt.Fprintf(c.App.Writer, "%s  seg %d  line %d  %s\n", m.ThreadID, m.Seq, m.Line, m.Text)
+	}
+	return nil
+}

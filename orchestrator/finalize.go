@@ -1,0 +1,162 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// Outcome is how a thread ends.
+type Outcome struct {
+	Status  thread.Status
+	Result  string
+	Outputs map[string]any
+	Error   *queue.ErrorInfo
+	Cost    thread.Cost
+	// ContinuationID links a continued thread to its continuation.
+	ContinuationID string
+}
+
+// Finalize ends a thread held at version, as the spec's step 14: release
+// its budget (cascading spend to every ancestor and returning the unused
+// reservation), commit status and result, write the signed thread.json,
+// wake the threads waiting on its chain, and cascade a cancel or error to
+// its children (the reference child policy). Every step is idempotent, so a
+// worker that recovers a half-finalized thread runs Finalize again.
+func (o *Orchestrator) Finalize(ctx context.Context, rec *queue.Record, version int64, out Outcome) error {
+	log := o.threadLog(rec.ThreadID)
+	if err := o.Ledger.Release(ctx, rec.ThreadID, rec.ParentLedgerPath(), string(out.Status)); err != nil {
+		return fmt.Errorf("release budget of %s: %w", rec.ThreadID, err)
+	}
+	ch := queue.Changes{Status: out.Status, Cost: &out.Cost, Error: out.Error}
+	if out.ContinuationID != "" {
+		// Linking moves the thread to continued, under the same fence.
+		v, _, err := o.Registry.LinkContinuation(ctx, rec.ThreadID, out.ContinuationID)
+		if err != nil {
+			return err
+		}
+		version, ch.Status = v, ""
+	}
+	if out.Result != "" {
+		ch.Result = &out.Result
+	}
+	if out.Outputs != nil {
+		ch.Outputs = out.Outputs
+	}
+	if _, err := o.Registry.Commit(ctx, rec.ThreadID, version, ch); err != nil {
+		return err
+	}
+	final, err := o.Registry.Get(ctx, rec.ThreadID)
+	if err != nil {
+		return err
+	}
+	if err := o.WriteThreadJSON(ctx, final); err != nil {
+		log.Warn("thread.json not written", "error", err)
+	}
+	if out.Status != thread.StatusContinued {
+		if err := o.wakeWaiters(ctx, final.ChainRootID); err != nil {
+			return err
+		}
+	}
+	if out.Status == thread.StatusCancelled || out.Status == thread.StatusError {
+		o.cascadeCancel(ctx, rec.ThreadID)
+	}
+	log.Info("thread finished", "status", out.Status, "turns", out.Cost.Turns, "spend", out.Cost.Spend)
+	return nil
+}
+
+// wakeWaiters re-enqueues the threads for which the chain rooted at root was
+// the last one they waited on.
+func (o *Orchestrator) wakeWaiters(ctx context.Context, root string) error {
+	wakes, err := o.Activations.NotifyFinished(ctx, root)
+	if err != nil {
+		return err
+	}
+	for _, w := range wakes {
+		if err := o.EnqueueWake(ctx, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EnqueueWake enqueues the wake-up activation of a waiting thread.
+func (o *Orchestrator) EnqueueWake(ctx context.Context, w queue.Wake) error {
+	rec, err := o.Registry.Get(ctx, w.ThreadID)
+	if err != nil {
+		return err
+	}
+	return o.Enqueuer.Enqueue(ctx, queue.Activation{ThreadID: w.ThreadID, Reason: "wake"}, w.Seq, rec.Queue)
+}
+
+// WriteThreadJSON writes threads/<id>/thread.json, signed.
+func (o *Orchestrator) WriteThreadJSON(ctx context.Context, rec *queue.Record) error {
+	data, err := transcript.SignJSON(rec, o.Signer)
+	if err != nil {
+		return err
+	}
+	return o.Store.Put(ctx, transcript.ThreadJSONKey(rec.ThreadID), data)
+}
+
+// fail ends a thread that no activation holds (created or waiting) with an
+// error, at the version the caller read.
+func (o *Orchestrator) fail(ctx context.Context, rec *queue.Record, code, msg string) error {
+	return o.Finalize(ctx, rec, rec.Version, Outcome{Status: thread.StatusError, Error: &queue.ErrorInfo{Code: code, Message: msg}, Cost: rec.Cost})
+}
+
+// Cancel asks a thread to stop. A running thread sees the request between
+// turns or during its model call (its worker cancels the call); a created or
+// waiting thread, which no worker holds, is finalized here. With cascade,
+// its children are cancelled too, on whatever worker runs them.
+func (o *Orchestrator) Cancel(ctx context.Context, id string, cascade bool) (*queue.Record, error) {
+	for attempt := 0; attempt < 5; attempt++ {
+		rec, err := o.Registry.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if rec.Status.Terminal() {
+			return rec, nil
+		}
+		if err := o.Registry.RequestCancel(ctx, id); err != nil {
+			return nil, err
+		}
+		if cascade {
+			o.cascadeCancel(ctx, id)
+		}
+		if rec.Status == thread.StatusRunning {
+			return rec, nil
+		}
+		err = o.Finalize(ctx, rec, rec.Version, Outcome{Status: thread.StatusCancelled, Cost: rec.Cost,
+			Error: &queue.ErrorInfo{Code: "cancelled", Message: "cancelled by request"}})
+		if errors.Is(err, queue.ErrConflict) {
+			continue // a worker claimed it meanwhile: it will see the flag
+		}
+		if err != nil {
+			return nil, err
+		}
+		return o.Registry.Get(ctx, id)
+	}
+	return o.Registry.Get(ctx, id)
+}
+
+// cascadeCancel cancels every unfinished child of id (best effort: a
+// child's own finalize cascades further down).
+func (o *Orchestrator) cascadeCancel(ctx context.Context, id string) {
+	kids, err := o.Registry.ListChildren(ctx, id)
+	if err != nil {
+		o.threadLog(id).Warn("cascade cancel: list children", "error", err)
+		return
+	}
+	for _, k := range kids {
+		if k.Status.Terminal() {
+			continue
+		}
+		if _, err := o.Cancel(ctx, k.ThreadID, true); err != nil {
+			o.threadLog(k.ThreadID).Warn("cascade cancel", "error", err, "parent_id", id)
+		}
+	}
+}

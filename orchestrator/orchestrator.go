@@ -1,0 +1,93 @@
+package orchestrator
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/keyspace"
+	"github.com/spool-run/spool/ledger"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/transcript"
+)
+
+// Config configures an Orchestrator.
+type Config struct {
+	// Namespace of spool's Redis keys. Default keyspace.DefaultNamespace.
+	Namespace string
+	// LeaseTTL is how long an activation's lease lives without a
+	// heartbeat; a killed worker's thread is recovered after about this
+	// long. Default 10s.
+	LeaseTTL time.Duration
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// WithDefaults fills unset fields.
+func (c Config) WithDefaults() Config {
+	if c.Namespace == "" {
+		c.Namespace = keyspace.DefaultNamespace
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Orchestrator holds the services every thread operation uses.
+type Orchestrator struct {
+	Cfg         Config
+	Redis       redis.UniversalClient
+	Keys        keyspace.Space
+	Registry    *queue.Registry
+	Activations *queue.Activations
+	Ledger      *ledger.Ledger
+	Store       blobstore.Store
+	Enqueuer    *queue.Enqueuer
+	Signer      *transcript.Signer
+	Keyring     *transcript.Keyring
+	Log         *slog.Logger
+
+	projects *projectCache
+}
+
+// New wires an Orchestrator over a Redis client, a blob store, an asynq
+// enqueuer and the signing keys.
+func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queue.Enqueuer, signer *transcript.Signer, keyring *transcript.Keyring) *Orchestrator {
+	cfg = cfg.WithDefaults()
+	ks := keyspace.New(cfg.Namespace)
+	reg, err := queue.NewRegistry(queue.RegistryConfig{Client: rdb, Keys: ks, Now: cfg.Now})
+	if err != nil {
+		panic(err) // only for a nil client: a programming error
+	}
+	return &Orchestrator{
+		Cfg:         cfg,
+		Redis:       rdb,
+		Keys:        ks,
+		Registry:    reg,
+		Activations: queue.NewActivations(rdb, ks, cfg.Now),
+		Ledger:      ledger.New(rdb, ks),
+		Store:       store,
+		Enqueuer:    enq,
+		Signer:      signer,
+		Keyring:     keyring,
+		Log:         cfg.Logger,
+		projects:    newProjectCache(64),
+	}
+}
+
+// Now returns the orchestrator's clock reading.
+func (o *Orchestrator) Now() time.Time { return o.Cfg.Now() }
+
+// threadLog returns the logger with the thread id attribute.
+func (o *Orchestrator) threadLog(id string) *slog.Logger { return o.Log.With("thread_id", id) }

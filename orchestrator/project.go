@@ -1,0 +1,120 @@
+package orchestrator
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"io/fs"
+	"sync"
+
+	"github.com/spool-run/spool/config"
+	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/hooks"
+)
+
+// Project is a loaded bundle: the snapshot of a project's .ai/ items that a
+// thread tree runs against, with its configuration parsed once.
+type Project struct {
+	Digest       string
+	Bundle       *directive.Bundle
+	Resilience   config.Resilience
+	Coordination config.Coordination
+	Models       config.Models
+	Pricing      []byte // .ai/config/agent/pricing.yaml, if any
+	UserHooks    []hooks.Hook
+	ProjectHooks []hooks.Hook
+}
+
+// Directive resolves a directive by name in the bundle (project, user, then
+// system space).
+func (p *Project) Directive(name string) (*directive.Directive, error) {
+	d, _, err := p.Bundle.Resolver().Resolve(name)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// ReadFile reads a file of the bundle, including extra files such as
+// provider scripts.
+func (p *Project) ReadFile(name string) ([]byte, error) {
+	if b, ok := p.Bundle.Extra(name); ok {
+		return b, nil
+	}
+	return fs.ReadFile(p.Bundle, name)
+}
+
+// Project loads (and caches) the bundle with the given digest.
+func (o *Orchestrator) Project(ctx context.Context, digest string) (*Project, error) {
+	if p, ok := o.projects.get(digest); ok {
+		return p, nil
+	}
+	b, err := directive.LoadBundle(ctx, o.Store, digest)
+	if err != nil {
+		return nil, fmt.Errorf("load bundle %s: %w", digest, err)
+	}
+	p := &Project{Digest: digest, Bundle: b}
+	if p.Resilience, err = config.LoadResilience(b); err != nil {
+		return nil, err
+	}
+	if p.Coordination, err = config.LoadCoordination(b); err != nil {
+		return nil, err
+	}
+	if p.Models, err = config.LoadModels(b); err != nil {
+		return nil, err
+	}
+	if data, err := fs.ReadFile(b, ".ai/config/agent/pricing.yaml"); err == nil {
+		p.Pricing = data
+	}
+	if p.ProjectHooks, err = hooks.Load(b, hooks.LayerProject); err != nil {
+		return nil, err
+	}
+	if p.UserHooks, err = hooks.Load(b.UserFS(), hooks.LayerUser); err != nil {
+		return nil, err
+	}
+	o.projects.put(digest, p)
+	return p, nil
+}
+
+// projectCache is a small LRU of loaded projects by digest.
+type projectCache struct {
+	mu    sync.Mutex
+	max   int
+	order *list.List
+	items map[string]*list.Element
+}
+
+type projectEntry struct {
+	digest string
+	p      *Project
+}
+
+func newProjectCache(max int) *projectCache {
+	return &projectCache{max: max, order: list.New(), items: map[string]*list.Element{}}
+}
+
+func (c *projectCache) get(d string) (*Project, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[d]; ok {
+		c.order.MoveToFront(e)
+		return e.Value.(*projectEntry).p, true
+	}
+	return nil, false
+}
+
+func (c *projectCache) put(d string, p *Project) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[d]; ok {
+		e.Value.(*projectEntry).p = p
+		c.order.MoveToFront(e)
+		return
+	}
+	c.items[d] = c.order.PushFront(&projectEntry{digest: d, p: p})
+	for c.order.Len() > c.max {
+		last := c.order.Back()
+		c.order.Remove(last)
+		delete(c.items, last.Value.(*projectEntry).digest)
+	}
+}

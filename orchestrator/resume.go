@@ -1,0 +1,168 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// ResumeResult is the spec's resume response.
+type ResumeResult struct {
+	Success            bool          `json:"success"`
+	Resumed            bool          `json:"resumed"`
+	OldThreadID        string        `json:"old_thread_id"`
+	NewThreadID        string        `json:"new_thread_id"`
+	OriginalThreadID   *string       `json:"original_thread_id"`
+	ResolvedThreadID   string        `json:"resolved_thread_id"`
+	Directive          string        `json:"directive"`
+	ReconstructedTurns int           `json:"reconstructed_turns"`
+	NewThreadResult    *queue.Record `json:"new_thread_result"`
+}
+
+// integrityMode is the transcript verification mode of a project.
+func (p *Project) IntegrityMode() transcript.Mode {
+	if p.Coordination.TranscriptIntegrity == "lenient" {
+		return transcript.Lenient
+	}
+	return transcript.Strict
+}
+
+// Resume continues a finished thread with a user message, as the spec's
+// resume flow: resolve the chain to its terminal thread, refuse one that is
+// still running or created, verify and rebuild its transcript, spawn a
+// sibling with the message, link the chain and log thread_resumed.
+func (o *Orchestrator) Resume(ctx context.Context, id, message string) (*ResumeResult, error) {
+	if strings.TrimSpace(message) == "" {
+		return nil, fmt.Errorf("resume %s: the message is empty", id)
+	}
+	resolved, err := o.Registry.ResolveChain(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := o.Registry.Get(ctx, resolved)
+	if err != nil {
+		return nil, err
+	}
+	if !rec.Status.Resumable() {
+		return nil, fmt.Errorf("thread %q is %s: only completed, error or cancelled threads can be resumed", resolved, rec.Status)
+	}
+	proj, err := o.Project(ctx, rec.Bundle)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := transcript.Read(ctx, o.Store, resolved, o.Keyring, proj.IntegrityMode())
+	if err != nil {
+		return nil, fmt.Errorf("resume %s: %w", resolved, err)
+	}
+	msgs, err := transcript.Reconstruct(tr.Events)
+	if err != nil {
+		return nil, fmt.Errorf("resume %s: %w", resolved, err)
+	}
+	turns := 0
+	for _, m := range msgs {
+		if m.Role == thread.RoleAssistant {
+			turns++
+		}
+	}
+	newRec, err := o.Start(ctx, StartRequest{
+		Directive: rec.Directive, Inputs: rec.Inputs, Model: rec.Model, ParentID: rec.ParentID, Bundle: rec.Bundle,
+		Queue: rec.Queue, PreviousThreadID: resolved, Kind: KindResume, Message: message,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := o.Registry.LinkContinuation(ctx, resolved, newRec.ThreadID); err != nil {
+		// Another resume linked first: withdraw this one.
+		_, _ = o.Cancel(ctx, newRec.ThreadID, true)
+		return nil, fmt.Errorf("resume %s: %w", resolved, err)
+	}
+	if err := o.logEvent(ctx, resolved, transcript.TypeThreadResumed, map[string]any{
+		"new_thread_id": newRec.ThreadID, "directive": rec.Directive, "message_preview": preview(message, 200), "reconstructed_turns": turns,
+	}); err != nil {
+		o.threadLog(resolved).Warn("thread_resumed not logged", "error", err)
+	}
+	res := &ResumeResult{Success: true, Resumed: true, OldThreadID: resolved, NewThreadID: newRec.ThreadID,
+		ResolvedThreadID: resolved, Directive: rec.Directive, ReconstructedTurns: turns, NewThreadResult: newRec}
+	if id != resolved {
+		orig := id
+		res.OriginalThreadID = &orig
+	}
+	return res, nil
+}
+
+// logEvent appends one event to a finished thread's transcript as a new
+// signed segment.
+func (o *Orchestrator) logEvent(ctx context.Context, id, typ string, payload any) error {
+	w, err := transcript.OpenWriter(ctx, o.Store, id, o.Signer, o.Keyring)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Append(typ, payload); err != nil {
+		return err
+	}
+	st := transcript.State{}
+	if last := w.LastState(); last != nil {
+		st = *last
+	}
+	_, err = w.Checkpoint(ctx, st)
+	return err
+}
+
+func preview(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// Search runs a regular expression over the transcripts of every thread in
+// id's continuation chain.
+func (o *Orchestrator) Search(ctx context.Context, id, query string, max int) ([]transcript.Match, error) {
+	re, err := regexp.Compile(query)
+	if err != nil {
+		return nil, fmt.Errorf("query %q: %w", query, err)
+	}
+	chain, err := o.Registry.GetChain(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(chain))
+	for i, r := range chain {
+		ids[i] = r.ThreadID
+	}
+	if max <= 0 {
+		max = 50
+	}
+	return transcript.ChainSearch(ctx, o.Store, o.Keyring, ids, re, max)
+}
+
+// TranscriptText renders a thread's transcript as text, at most limit
+// bytes (the most recent part when longer).
+func (o *Orchestrator) TranscriptText(ctx context.Context, id string, limit int) (string, error) {
+	tr, err := transcript.Read(ctx, o.Store, id, o.Keyring, transcript.Lenient)
+	if err != nil {
+		return "", err
+	}
+	text := transcript.RenderText(tr.Events)
+	if limit > 0 && len(text) > limit {
+		text = "…" + text[len(text)-limit:]
+	}
+	return text, nil
+}
+
+// Wait blocks until every thread (following continuation chains) has
+// finished, or the timeout passes; the map is keyed by the ids given.
+func (o *Orchestrator) Wait(ctx context.Context, ids []string, timeout time.Duration) (map[string]*queue.Record, error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return o.Registry.WaitTerminal(ctx, ids)
+}

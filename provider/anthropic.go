@@ -1,0 +1,246 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
+
+	"github.com/spool-run/spool/thread"
+)
+
+// Anthropic is the Anthropic Messages API adapter.
+type Anthropic struct {
+	client  anthropic.Client
+	model   string
+	pricing *Pricing
+}
+
+// NewAnthropic builds an Anthropic adapter for model (the wire name, no
+// "anthropic/" prefix). SDK retries are off and the SDK's own environment
+// defaults are ignored: key and base URL come from cfg only.
+func NewAnthropic(model string, cfg Config, pricing *Pricing) *Anthropic {
+	opts := []option.RequestOption{
+		option.WithoutEnvironmentDefaults(),
+		option.WithMaxRetries(0),
+		option.WithHTTPClient(cfg.httpClient()),
+	}
+	if cfg.AnthropicAPIKey != "" {
+		opts = append(opts, option.WithAPIKey(cfg.AnthropicAPIKey))
+	}
+	if cfg.AnthropicBaseURL != "" {
+		opts = append(opts, option.WithBaseURL(cfg.AnthropicBaseURL))
+	}
+	return &Anthropic{client: anthropic.NewClient(opts...), model: model, pricing: pricing}
+}
+
+// ContextWindow implements Provider.
+func (a *Anthropic) ContextWindow(model string) int { return a.pricing.ContextWindow(orDefault(model, a.model)) }
+
+// Cost implements Provider.
+func (a *Anthropic) Cost(model string, u Usage) (float64, error) {
+	return a.pricing.Cost(orDefault(model, a.model), u)
+}
+
+// Complete implements Provider: streaming (SSE) when onDelta is non-nil, and
+// also when the SDK would refuse a long non-streaming call (large MaxTokens).
+func (a *Anthropic) Complete(ctx context.Context, req *Request, onDelta func(string)) (*Response, error) {
+	names, err := toolNamesFor(req)
+	if err != nil {
+		return nil, &Error{Class: ClassPermanent, Message: err.Error(), Err: err}
+	}
+	params, err := a.params(req, names)
+	if err != nil {
+		return nil, &Error{Class: ClassPermanent, Message: err.Error(), Err: err}
+	}
+	var msg *anthropic.Message
+	// The SDK refuses non-streaming calls it expects to exceed 10 minutes
+	// (large max_tokens); those stream without delta callbacks instead.
+	_, long := anthropic.CalculateNonStreamingTimeout(int(params.MaxTokens), params.Model, a.client.Options)
+	if onDelta == nil && long == nil {
+		msg, err = a.client.Messages.New(ctx, params)
+		if err != nil {
+			return nil, ctxError(ctx, err)
+		}
+	} else {
+		stream := a.client.Messages.NewStreaming(ctx, params)
+		defer stream.Close()
+		acc := &anthropic.Message{}
+		for stream.Next() {
+			ev := stream.Current()
+			if err := acc.Accumulate(ev); err != nil {
+				return nil, &Error{Class: ClassTransient, Message: "malformed stream: " + err.Error(), Err: err}
+			}
+			if onDelta != nil && ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" && ev.Delta.Text != "" {
+				onDelta(ev.Delta.Text)
+			}
+		}
+		if err := stream.Err(); err != nil {
+			return nil, ctxError(ctx, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, ctxError(ctx, err)
+		}
+		if acc.StopReason == "" {
+			err := fmt.Errorf("stream ended before message_stop")
+			return nil, &Error{Class: ClassTransient, Message: err.Error(), Err: err}
+		}
+		msg = acc
+	}
+	return anthropicResponse(msg, names), nil
+}
+
+func (a *Anthropic) params(req *Request, names *ToolNames) (anthropic.MessageNewParams, error) {
+	p := anthropic.MessageNewParams{
+		Model:     anthropic.Model(orDefault(req.Model, a.model)),
+		MaxTokens: int64(maxTokens(req)),
+	}
+	for _, t := range req.Tools {
+		schema, err := anthropicSchema(t.InputSchema)
+		if err != nil {
+			return p, fmt.Errorf("tool %q: %w", t.Name, err)
+		}
+		tp := &anthropic.ToolParam{Name: names.Wire(t.Name), InputSchema: schema}
+		if t.Description != "" {
+			tp.Description = anthropic.String(t.Description)
+		}
+		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: tp})
+	}
+	var msgs []anthropic.MessageParam
+	// appendUser adds blocks to a trailing user message (so consecutive tool
+	// results, and text after them, form one user turn) or starts one.
+	appendUser := func(blocks ...anthropic.ContentBlockParamUnion) {
+		if n := len(msgs); n > 0 && msgs[n-1].Role == anthropic.MessageParamRoleUser {
+			msgs[n-1].Content = append(msgs[n-1].Content, blocks...)
+			return
+		}
+		msgs = append(msgs, anthropic.NewUserMessage(blocks...))
+	}
+	for i, m := range req.Messages {
+		switch m.Role {
+		case thread.RoleUser:
+			if m.Content != "" {
+				appendUser(anthropic.NewTextBlock(m.Content))
+			}
+		case thread.RoleTool:
+			appendUser(anthropic.NewToolResultBlock(m.ToolCallID, m.Content, m.IsError))
+		case thread.RoleAssistant:
+			var blocks []anthropic.ContentBlockParamUnion
+			if m.Content != "" {
+				blocks = append(blocks, anthropic.NewTextBlock(m.Content))
+			}
+			for _, c := range m.ToolCalls {
+				blocks = append(blocks, anthropic.NewToolUseBlock(c.ID, rawInput(c.Input), names.Wire(c.Name)))
+			}
+			if len(blocks) > 0 {
+				msgs = append(msgs, anthropic.NewAssistantMessage(blocks...))
+			}
+		default:
+			return p, fmt.Errorf("message %d: unknown role %q", i, m.Role)
+		}
+	}
+	p.Messages = msgs
+	return p, nil
+}
+
+func anthropicSchema(raw json.RawMessage) (anthropic.ToolInputSchemaParam, error) {
+	var s anthropic.ToolInputSchemaParam
+	if len(raw) == 0 {
+		return s, nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return s, fmt.Errorf("input schema is not a JSON object: %w", err)
+	}
+	if p, ok := m["properties"]; ok {
+		s.Properties = p
+	}
+	if r, ok := m["required"].([]any); ok {
+		for _, v := range r {
+			if str, ok := v.(string); ok {
+				s.Required = append(s.Required, str)
+			}
+		}
+	}
+	extra := map[string]any{}
+	for k, v := range m {
+		if k != "properties" && k != "required" && k != "type" {
+			extra[k] = v
+		}
+	}
+	if len(extra) > 0 {
+		s.ExtraFields = extra
+	}
+	return s, nil
+}
+
+func anthropicResponse(msg *anthropic.Message, names *ToolNames) *Response {
+	r := &Response{
+		StopReason: string(msg.StopReason),
+		Model:      string(msg.Model),
+		Usage: Usage{
+			InputTokens:      int(msg.Usage.InputTokens),
+			OutputTokens:     int(msg.Usage.OutputTokens),
+			CacheReadTokens:  int(msg.Usage.CacheReadInputTokens),
+			CacheWriteTokens: int(msg.Usage.CacheCreationInputTokens),
+		},
+	}
+	for _, b := range msg.Content {
+		switch b.Type {
+		case "text":
+			r.Text += b.Text
+		case "tool_use":
+			r.ToolCalls = append(r.ToolCalls, thread.ToolCall{ID: b.ID, Name: names.ID(b.Name), Input: normaliseInput(string(b.Input))})
+		}
+	}
+	return r
+}
+
+// toolNamesFor builds the wire-name table of a request: offered tools and
+// tools called earlier in the conversation.
+func toolNamesFor(req *Request) (*ToolNames, error) {
+	var ids []string
+	for _, t := range req.Tools {
+		ids = append(ids, t.Name)
+	}
+	for _, m := range req.Messages {
+		for _, c := range m.ToolCalls {
+			ids = append(ids, c.Name)
+		}
+	}
+	return NewToolNames(ids...)
+}
+
+// rawInput is a tool call's input for the wire: {} when empty.
+func rawInput(in json.RawMessage) json.RawMessage {
+	if len(in) == 0 {
+		return json.RawMessage(`{}`)
+	}
+	return in
+}
+
+// normaliseInput makes a model's tool arguments valid JSON: empty becomes
+// {}, invalid JSON (a truncated or malformed generation) becomes a JSON
+// string holding the text, which a tool's input validation then rejects so
+// the model sees the error.
+func normaliseInput(s string) json.RawMessage {
+	if s == "" {
+		return json.RawMessage(`{}`)
+	}
+	if json.Valid([]byte(s)) {
+		return json.RawMessage(s)
+	}
+	b, _ := json.Marshal(s)
+	return b
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+var _ Provider = (*Anthropic)(nil)

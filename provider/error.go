@@ -1,0 +1,258 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+)
+
+// Error classes (directive-format.md): rate_limited and transient are
+// retried by the worker, permanent fails the thread, cancelled stops it.
+const (
+	ClassRateLimited = "rate_limited"
+	ClassTransient   = "transient"
+	ClassPermanent   = "permanent"
+	ClassCancelled   = "cancelled"
+)
+
+// Error is a classified provider error. Every error an adapter returns is
+// one; errors.As(err, &*Error) works, and Unwrap reaches the SDK error.
+type Error struct {
+	Class      string        // one of the Class* constants
+	StatusCode int           // HTTP status, 0 when there was none (network, mid-stream)
+	RetryAfter time.Duration // from retry-after-ms / retry-after; 0 when not given
+	Quota      bool          // spend limit / billing / credit exhausted: permanent, never retry
+	Message    string        // the API's message, one line
+	Err        error         // the underlying error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("provider ")
+	b.WriteString(e.Class)
+	if e.Quota {
+		b.WriteString(" (quota)")
+	}
+	if e.StatusCode != 0 {
+		fmt.Fprintf(&b, " (HTTP %d)", e.StatusCode)
+	}
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	} else if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	if e.RetryAfter > 0 {
+		fmt.Fprintf(&b, " (retry after %s)", e.RetryAfter)
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Retryable reports whether the worker may retry the call (rate_limited or
+// transient).
+func (e *Error) Retryable() bool {
+	return e.Class == ClassRateLimited || e.Class == ClassTransient
+}
+
+// Classify turns any error from a provider call into an *Error; nil stays
+// nil and an *Error in the chain is returned as is.
+//
+//   - cancelled: context.Canceled;
+//   - rate_limited: HTTP 429 and rate-limit messages, with RetryAfter from the
+//     retry-after-ms or retry-after (seconds or HTTP date) headers;
+//   - transient: timeouts (context.DeadlineExceeded too), connection reset or
+//     refused, unexpected EOF, HTTP 408/409/500/502/503/504/529, Anthropic
+//     overloaded_error/api_error/timeout_error (also mid-stream);
+//   - permanent: other 4xx (400/401/403/404/413/422), validation and anything
+//     unrecognised;
+//   - permanent with Quota: OpenAI insufficient_quota, Anthropic billing_error
+//     or "credit balance" errors, whatever their status (often 429).
+func Classify(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	if errors.Is(err, context.Canceled) {
+		return &Error{Class: ClassCancelled, Message: "request cancelled", Err: err}
+	}
+
+	var aerr *anthropic.Error
+	if errors.As(err, &aerr) {
+		var env struct {
+			Error struct {
+				Type    string `json:"type"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal([]byte(aerr.RawJSON()), &env)
+		typ := string(aerr.Type())
+		if typ == "" {
+			typ = env.Error.Type
+		}
+		var h http.Header
+		if aerr.Response != nil {
+			h = aerr.Response.Header
+		}
+		status := aerr.StatusCode
+		if status < 400 {
+			status = 0 // an error event inside a 200 stream
+		}
+		return classifyAPI(err, status, typ, "", env.Error.Message, h)
+	}
+	var oerr *openai.Error
+	if errors.As(err, &oerr) {
+		var h http.Header
+		if oerr.Response != nil {
+			h = oerr.Response.Header
+		}
+		return classifyAPI(err, oerr.StatusCode, oerr.Type, oerr.Code, oerr.Message, h)
+	}
+	var serr *ssestream.StreamError
+	if errors.As(err, &serr) {
+		var env struct {
+			Error struct {
+				Type    string `json:"type"`
+				Code    any    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(serr.Event.Data, &env)
+		code := ""
+		if env.Error.Code != nil {
+			code = fmt.Sprint(env.Error.Code)
+		}
+		status, _ := strconv.Atoi(code)
+		return classifyAPI(err, status, env.Error.Type, code, env.Error.Message, nil)
+	}
+
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &Error{Class: ClassTransient, Message: "request timed out", Err: err}
+	}
+	var nerr net.Error
+	if errors.As(err, &nerr) && nerr.Timeout() {
+		return &Error{Class: ClassTransient, Message: oneLine(err.Error()), Err: err}
+	}
+	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return &Error{Class: ClassTransient, Message: oneLine(err.Error()), Err: err}
+	}
+	var operr *net.OpError
+	if errors.As(err, &operr) {
+		return &Error{Class: ClassTransient, Message: oneLine(err.Error()), Err: err}
+	}
+	return classifyMessage(err, 0, oneLine(err.Error()), nil)
+}
+
+// classifyAPI classifies an API error from its status, error type/code and
+// message.
+func classifyAPI(err error, status int, typ, code, msg string, h http.Header) *Error {
+	if msg == "" {
+		msg = oneLine(err.Error())
+	}
+	e := &Error{StatusCode: status, Message: oneLine(msg), Err: err}
+	lt, lc := strings.ToLower(typ), strings.ToLower(code)
+	switch {
+	case lt == "insufficient_quota" || lc == "insufficient_quota" || lt == "billing_error" ||
+		status == http.StatusPaymentRequired || isQuotaMessage(msg):
+		e.Class, e.Quota = ClassPermanent, true
+	case status == http.StatusTooManyRequests || lt == "rate_limit_error" || lt == "rate_limit_exceeded" ||
+		lc == "rate_limit_exceeded":
+		e.Class = ClassRateLimited
+		e.RetryAfter = retryAfter(h, time.Now())
+	case status == 529 || lt == "overloaded_error" || lt == "api_error" || lt == "timeout_error" ||
+		lt == "server_error" || status == http.StatusRequestTimeout || status == http.StatusConflict || status >= 500:
+		e.Class = ClassTransient
+		e.RetryAfter = retryAfter(h, time.Now())
+	case status >= 400:
+		e.Class = ClassPermanent
+	default:
+		return classifyMessage(err, status, e.Message, h)
+	}
+	return e
+}
+
+// classifyMessage classifies an error by its text alone.
+func classifyMessage(err error, status int, msg string, h http.Header) *Error {
+	e := &Error{StatusCode: status, Message: msg, Err: err}
+	l := strings.ToLower(msg)
+	switch {
+	case isQuotaMessage(msg):
+		e.Class, e.Quota = ClassPermanent, true
+	case strings.Contains(l, "rate limit") || strings.Contains(l, "rate_limit") || strings.Contains(l, "too many requests"):
+		e.Class = ClassRateLimited
+		e.RetryAfter = retryAfter(h, time.Now())
+	case strings.Contains(l, "overloaded") || strings.Contains(l, "timeout") || strings.Contains(l, "timed out") ||
+		strings.Contains(l, "connection reset") || strings.Contains(l, "connection refused") ||
+		strings.Contains(l, "unexpected eof") || strings.Contains(l, "server error"):
+		e.Class = ClassTransient
+	default:
+		e.Class = ClassPermanent
+	}
+	return e
+}
+
+func isQuotaMessage(msg string) bool {
+	l := strings.ToLower(msg)
+	return strings.Contains(l, "insufficient_quota") || strings.Contains(l, "exceeded your current quota") ||
+		strings.Contains(l, "credit balance") || strings.Contains(l, "billing")
+}
+
+// retryAfter reads retry-after-ms (milliseconds, may be fractional), then
+// retry-after (seconds or an HTTP date). 0 when absent or unparsable.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if h == nil {
+		return 0
+	}
+	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	if v := strings.TrimSpace(h.Get("retry-after")); v != "" {
+		if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 {
+			return time.Duration(s * float64(time.Second))
+		}
+		if t, err := http.ParseTime(v); err == nil && t.After(now) {
+			return t.Sub(now)
+		}
+	}
+	return 0
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 500 {
+		s = s[:500] + "..."
+	}
+	return s
+}
+
+// ctxError classifies err, preferring the context's own state: a call whose
+// ctx was cancelled reports "cancelled" whatever the transport said.
+func ctxError(ctx context.Context, err error) *Error {
+	if cerr := ctx.Err(); cerr != nil {
+		if errors.Is(cerr, context.Canceled) {
+			return &Error{Class: ClassCancelled, Message: "request cancelled", Err: errors.Join(cerr, err)}
+		}
+		return &Error{Class: ClassTransient, Message: "request timed out", Err: errors.Join(cerr, err)}
+	}
+	return Classify(err)
+}

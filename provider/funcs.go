@@ -1,0 +1,94 @@
+package provider
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"text/template"
+)
+
+// scriptFuncs are the template functions of the scripted provider, on top
+// of text/template's builtins.
+var scriptFuncs = template.FuncMap{
+	"add":  func(a, b any) (any, error) { return arith(a, b, "add", func(x, y float64) float64 { return x + y }) },
+	"sub":  func(a, b any) (any, error) { return arith(a, b, "sub", func(x, y float64) float64 { return x - y }) },
+	"mul":  func(a, b any) (any, error) { return arith(a, b, "mul", func(x, y float64) float64 { return x * y }) },
+	"atoi": atoi,
+	"toJSON": func(v any) (string, error) {
+		b, err := json.Marshal(v)
+		return string(b), err
+	},
+	"default": func(def, v any) any {
+		if v == nil {
+			return def
+		}
+		if s, ok := v.(string); ok && s == "" {
+			return def
+		}
+		return v
+	},
+	"contains": func(sub, s string) bool { return strings.Contains(s, sub) },
+}
+
+// number converts a template value (a number of any Go kind, a json.Number
+// or a numeric string) to float64.
+func number(v any) (float64, error) {
+	switch x := v.(type) {
+	case int:
+		return float64(x), nil
+	case int64:
+		return float64(x), nil
+	case int32:
+		return float64(x), nil
+	case uint:
+		return float64(x), nil
+	case uint64:
+		return float64(x), nil
+	case float64:
+		return x, nil
+	case float32:
+		return float64(x), nil
+	case json.Number:
+		return x.Float64()
+	case string:
+		f, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a number", x)
+		}
+		return f, nil
+	case nil:
+		return 0, fmt.Errorf("missing value is not a number")
+	}
+	return 0, fmt.Errorf("%v (%T) is not a number", v, v)
+}
+
+func arith(a, b any, name string, op func(x, y float64) float64) (any, error) {
+	x, err := number(a)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	y, err := number(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	r := op(x, y)
+	if r == math.Trunc(r) && math.Abs(r) < 1<<53 {
+		return int(r), nil
+	}
+	return r, nil
+}
+
+// atoi converts a number or numeric string to an int; a fractional value is
+// an error.
+func atoi(v any) (int, error) {
+	f, err := number(v)
+	if err != nil {
+		return 0, fmt.Errorf("atoi: %w", err)
+	}
+	if f != math.Trunc(f) || math.Abs(f) >= 1<<53 {
+		return 0, fmt.Errorf("atoi: %v is not an integer", v)
+	}
+	return int(f), nil
+}

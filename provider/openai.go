@@ -1,0 +1,223 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/spool-run/spool/thread"
+)
+
+// OpenAI is the OpenAI-compatible Chat Completions adapter (OpenAI, vLLM,
+// Ollama, llama.cpp server, OpenRouter ...).
+//
+// Wire choices: the output cap is sent as max_completion_tokens to OpenAI
+// itself (no base URL configured; o-series models reject max_tokens) and as
+// max_tokens to other servers (what vLLM, Ollama and llama.cpp accept).
+// Chat Completions has no is_error flag on tool messages, so a failed tool
+// result is sent with an "error: " prefix.
+type OpenAI struct {
+	client  openai.Client
+	model   string
+	custom  bool // a base URL is configured: an OpenAI-compatible server
+	pricing *Pricing
+}
+
+// NewOpenAI builds an OpenAI-compatible adapter for model (the wire name,
+// no "openai/" prefix), with SDK retries off. Key and base URL come from
+// cfg (an empty cfg value leaves the SDK's environment default).
+func NewOpenAI(model string, cfg Config, pricing *Pricing) *OpenAI {
+	opts := []option.RequestOption{
+		option.WithMaxRetries(0),
+		option.WithHTTPClient(cfg.httpClient()),
+	}
+	if cfg.OpenAIAPIKey != "" {
+		opts = append(opts, option.WithAPIKey(cfg.OpenAIAPIKey))
+	}
+	if cfg.OpenAIBaseURL != "" {
+		opts = append(opts, option.WithBaseURL(cfg.OpenAIBaseURL))
+	}
+	return &OpenAI{client: openai.NewClient(opts...), model: model, custom: cfg.OpenAIBaseURL != "", pricing: pricing}
+}
+
+// ContextWindow implements Provider.
+func (o *OpenAI) ContextWindow(model string) int { return o.pricing.ContextWindow(orDefault(model, o.model)) }
+
+// Cost implements Provider.
+func (o *OpenAI) Cost(model string, u Usage) (float64, error) {
+	return o.pricing.Cost(orDefault(model, o.model), u)
+}
+
+// Complete implements Provider: streaming (with stream_options.include_usage)
+// when onDelta is non-nil.
+func (o *OpenAI) Complete(ctx context.Context, req *Request, onDelta func(string)) (*Response, error) {
+	names, err := toolNamesFor(req)
+	if err != nil {
+		return nil, &Error{Class: ClassPermanent, Message: err.Error(), Err: err}
+	}
+	params, err := o.params(req, names)
+	if err != nil {
+		return nil, &Error{Class: ClassPermanent, Message: err.Error(), Err: err}
+	}
+	if onDelta == nil {
+		cc, err := o.client.Chat.Completions.New(ctx, params)
+		if err != nil {
+			return nil, ctxError(ctx, err)
+		}
+		r := &Response{Model: cc.Model, Usage: openaiUsage(cc.Usage)}
+		if len(cc.Choices) > 0 {
+			ch := cc.Choices[0]
+			r.Text, r.StopReason = ch.Message.Content, ch.FinishReason
+			for _, tc := range ch.Message.ToolCalls {
+				r.ToolCalls = append(r.ToolCalls, thread.ToolCall{ID: tc.ID, Name: names.ID(tc.Function.Name), Input: normaliseInput(tc.Function.Arguments)})
+			}
+		}
+		return r, nil
+	}
+
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	stream := o.client.Chat.Completions.NewStreaming(ctx, params)
+	defer stream.Close()
+	type partial struct {
+		id, name string
+		args     strings.Builder
+	}
+	calls := map[int64]*partial{}
+	var text strings.Builder
+	r := &Response{}
+	for stream.Next() {
+		chunk := stream.Current()
+		if chunk.Model != "" {
+			r.Model = chunk.Model
+		}
+		if chunk.JSON.Usage.Valid() && chunk.Usage.JSON.PromptTokens.Valid() {
+			r.Usage = openaiUsage(chunk.Usage)
+		}
+		for _, ch := range chunk.Choices {
+			if ch.Index != 0 {
+				continue
+			}
+			if ch.Delta.Content != "" {
+				text.WriteString(ch.Delta.Content)
+				onDelta(ch.Delta.Content)
+			}
+			for _, tc := range ch.Delta.ToolCalls {
+				p := calls[tc.Index]
+				if p == nil {
+					p = &partial{}
+					calls[tc.Index] = p
+				}
+				if tc.ID != "" {
+					p.id = tc.ID
+				}
+				if tc.Function.Name != "" {
+					p.name += tc.Function.Name
+				}
+				p.args.WriteString(tc.Function.Arguments)
+			}
+			if ch.FinishReason != "" {
+				r.StopReason = ch.FinishReason
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, ctxError(ctx, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, ctxError(ctx, err)
+	}
+	if r.StopReason == "" {
+		err := fmt.Errorf("stream ended without a finish_reason")
+		return nil, &Error{Class: ClassTransient, Message: err.Error(), Err: err}
+	}
+	r.Text = text.String()
+	idx := make([]int64, 0, len(calls))
+	for i := range calls {
+		idx = append(idx, i)
+	}
+	sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
+	for _, i := range idx {
+		p := calls[i]
+		id := p.id
+		if id == "" {
+			id = fmt.Sprintf("call_%d", i)
+		}
+		r.ToolCalls = append(r.ToolCalls, thread.ToolCall{ID: id, Name: names.ID(p.name), Input: normaliseInput(p.args.String())})
+	}
+	return r, nil
+}
+
+// openaiUsage normalises Chat Completions usage: prompt_tokens include
+// cached tokens (and, on servers that report it, cache writes), which are
+// moved out of InputTokens.
+func openaiUsage(u openai.CompletionUsage) Usage {
+	cached := int(u.PromptTokensDetails.CachedTokens)
+	written := int(u.PromptTokensDetails.CacheWriteTokens)
+	in := int(u.PromptTokens) - cached - written
+	if in < 0 {
+		in = 0
+	}
+	return Usage{InputTokens: in, OutputTokens: int(u.CompletionTokens), CacheReadTokens: cached, CacheWriteTokens: written}
+}
+
+func (o *OpenAI) params(req *Request, names *ToolNames) (openai.ChatCompletionNewParams, error) {
+	p := openai.ChatCompletionNewParams{Model: shared.ChatModel(orDefault(req.Model, o.model))}
+	if o.custom {
+		p.MaxTokens = openai.Int(int64(maxTokens(req)))
+	} else {
+		p.MaxCompletionTokens = openai.Int(int64(maxTokens(req)))
+	}
+	for _, t := range req.Tools {
+		fd := shared.FunctionDefinitionParam{Name: names.Wire(t.Name)}
+		if t.Description != "" {
+			fd.Description = openai.String(t.Description)
+		}
+		if len(t.InputSchema) > 0 {
+			var params map[string]any
+			if err := json.Unmarshal(t.InputSchema, &params); err != nil {
+				return p, fmt.Errorf("tool %q: input schema is not a JSON object: %w", t.Name, err)
+			}
+			fd.Parameters = params
+		}
+		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(fd))
+	}
+	for i, m := range req.Messages {
+		switch m.Role {
+		case thread.RoleUser:
+			p.Messages = append(p.Messages, openai.UserMessage(m.Content))
+		case thread.RoleTool:
+			content := m.Content
+			if m.IsError {
+				content = "error: " + content
+			}
+			p.Messages = append(p.Messages, openai.ToolMessage(content, m.ToolCallID))
+		case thread.RoleAssistant:
+			am := &openai.ChatCompletionAssistantMessageParam{}
+			if m.Content != "" || len(m.ToolCalls) == 0 {
+				am.Content.OfString = openai.String(m.Content)
+			}
+			for _, c := range m.ToolCalls {
+				am.ToolCalls = append(am.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+						ID: c.ID,
+						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
+							Name: names.Wire(c.Name), Arguments: string(rawInput(c.Input)),
+						},
+					},
+				})
+			}
+			p.Messages = append(p.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: am})
+		default:
+			return p, fmt.Errorf("message %d: unknown role %q", i, m.Role)
+		}
+	}
+	return p, nil
+}
+
+var _ Provider = (*OpenAI)(nil)

@@ -1,0 +1,247 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/thread"
+)
+
+func openaiFor(t *testing.T, f *fakeAPI, model string) Provider {
+	t.Helper()
+	p, err := New(model, Config{OpenAIAPIKey: "sk-test", OpenAIBaseURL: f.srv.URL + "/v1"})
+	require.NoError(t, err)
+	require.IsType(t, &OpenAI{}, p)
+	return p
+}
+
+const openaiToolCallJSON = `{
+  "id": "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
+  "object": "chat.completion",
+  "created": 1741570283,
+  "model": "gpt-4o-2024-08-06",
+  "choices": [
+    {
+      "index": 0,
+      "message": {
+        "role": "assistant",
+        "content": null,
+        "tool_calls": [
+          {"id": "call_abc123", "type": "function", "function": {"name": "rye__file-system__fs_write", "arguments": "{\"path\":\"a.txt\",\"content\":\"hi\"}"}},
+          {"id": "call_def456", "type": "function", "function": {"name": "rye__agent__threads__directive_return", "arguments": ""}}
+        ],
+        "refusal": null,
+        "annotations": []
+      },
+      "logprobs": null,
+      "finish_reason": "tool_calls"
+    }
+  ],
+  "usage": {
+    "prompt_tokens": 2006,
+    "completion_tokens": 300,
+    "total_tokens": 2306,
+    "prompt_tokens_details": {"cached_tokens": 1920, "audio_tokens": 0},
+    "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+  },
+  "service_tier": "default",
+  "system_fingerprint": "fp_fc9f1d7035"
+}`
+
+func TestOpenAINonStreamingToolCalls(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t, reply(200, openaiToolCallJSON))
+	p := openaiFor(t, f, "gpt-4o")
+	resp, err := p.Complete(context.Background(), toolRequest(), nil)
+	require.NoError(t, err)
+	require.Equal(t, "", resp.Text)
+	require.Equal(t, "tool_calls", resp.StopReason)
+	require.Equal(t, "gpt-4o-2024-08-06", resp.Model)
+	require.Equal(t, Usage{InputTokens: 86, OutputTokens: 300, CacheReadTokens: 1920}, resp.Usage)
+	require.Len(t, resp.ToolCalls, 2)
+	require.Equal(t, thread.ToolCall{ID: "call_abc123", Name: "rye/file-system/fs_write", Input: []byte(`{"path":"a.txt","content":"hi"}`)}, resp.ToolCalls[0])
+	require.Equal(t, "rye/agent/threads/directive_return", resp.ToolCalls[1].Name)
+	require.JSONEq(t, `{}`, string(resp.ToolCalls[1].Input))
+
+	require.EqualValues(t, 1, f.calls.Load())
+	require.Equal(t, "/v1/chat/completions", f.paths[0])
+	require.Equal(t, "Bearer sk-test", f.heads[0].Get("Authorization"))
+	b := f.body(0)
+	require.Equal(t, "gpt-4o", b["model"])
+	require.EqualValues(t, 1000, b["max_tokens"], "a configured base URL is an OpenAI-compatible server")
+	tools := b["tools"].([]any)
+	fn := tools[0].(map[string]any)["function"].(map[string]any)
+	require.Equal(t, "function", tools[0].(map[string]any)["type"])
+	require.Equal(t, "rye__file-system__fs_write", fn["name"])
+	require.Equal(t, []any{"path"}, fn["parameters"].(map[string]any)["required"])
+
+	msgs := b["messages"].([]any)
+	require.Len(t, msgs, 4)
+	asst := msgs[1].(map[string]any)
+	require.Equal(t, "assistant", asst["role"])
+	require.Equal(t, "Writing.", asst["content"])
+	calls := asst["tool_calls"].([]any)
+	require.Len(t, calls, 2)
+	c0 := calls[0].(map[string]any)
+	require.Equal(t, "toolu_a", c0["id"])
+	require.Equal(t, "function", c0["type"])
+	require.Equal(t, "rye__file-system__fs_write", c0["function"].(map[string]any)["name"])
+	require.JSONEq(t, `{"path":"a.txt","content":"a"}`, c0["function"].(map[string]any)["arguments"].(string))
+	t0, t1 := msgs[2].(map[string]any), msgs[3].(map[string]any)
+	require.Equal(t, "tool", t0["role"])
+	require.Equal(t, "toolu_a", t0["tool_call_id"])
+	require.Equal(t, "wrote a.txt", t0["content"])
+	require.Equal(t, "error: permission denied", t1["content"])
+}
+
+func data(s string) string { return "data: " + s + "\n\n" }
+
+var openaiToolStream = []string{
+	data(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_06737a9306","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}`),
+	data(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_06737a9306","choices":[{"index":0,"delta":{"content":"Sure,"},"logprobs":null,"finish_reason":null}],"usage":null}`),
+	data(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_06737a9306","choices":[{"index":0,"delta":{"content":" writing."},"logprobs":null,"finish_reason":null}],"usage":null}`),
+	data(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_06737a9306","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_DdmO9pD3xa9XTPNJ32zg2hcA","type":"function","function":{"name":"rye__file-system__fs_write","arguments":""}}]},"logprobs":null,"finish_reason":null}],"usage":null}`),
+	data(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_06737a9306","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"pa"}}]},"logprobs":null,"finish_reason":null}],"usage":null}`),
+	data(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_06737a9306","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"th\": \"a.txt\", \"con"}}]},"logprobs":null,"finish_reason":null}],"usage":null}`),
+	data(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_06737a9306","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_second","type":"function","function":{"name":"rye__agent__threads__directive_return","arguments":"{\"ok\":"}}]},"logprobs":null,"finish_reason":null}],"usage":null}`),
+	data(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_06737a9306","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"tent\": \"hi\"}"}}]},"logprobs":null,"finish_reason":null}],"usage":null}`),
+	data(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_06737a9306","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"true}"}}]},"logprobs":null,"finish_reason":null}],"usage":null}`),
+	data(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_06737a9306","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}],"usage":null}`),
+	data(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_06737a9306","choices":[],"usage":{"prompt_tokens":1500,"completion_tokens":42,"total_tokens":1542,"prompt_tokens_details":{"cached_tokens":1024,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}`),
+	data(`[DONE]`),
+}
+
+func TestOpenAIStreamingToolCalls(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t, sse(openaiToolStream...))
+	p := openaiFor(t, f, "openai/gpt-4o-mini")
+	var deltas []string
+	resp, err := p.Complete(context.Background(), toolRequest(), func(s string) { deltas = append(deltas, s) })
+	require.NoError(t, err)
+	require.Equal(t, []string{"Sure,", " writing."}, deltas)
+	require.Equal(t, "Sure, writing.", resp.Text)
+	require.Equal(t, "tool_calls", resp.StopReason)
+	require.Equal(t, "gpt-4o-mini-2024-07-18", resp.Model)
+	require.Equal(t, Usage{InputTokens: 476, OutputTokens: 42, CacheReadTokens: 1024}, resp.Usage)
+	require.Len(t, resp.ToolCalls, 2)
+	require.Equal(t, "call_DdmO9pD3xa9XTPNJ32zg2hcA", resp.ToolCalls[0].ID)
+	require.Equal(t, "rye/file-system/fs_write", resp.ToolCalls[0].Name)
+	require.JSONEq(t, `{"path":"a.txt","content":"hi"}`, string(resp.ToolCalls[0].Input))
+	require.Equal(t, "call_second", resp.ToolCalls[1].ID)
+	require.Equal(t, "rye/agent/threads/directive_return", resp.ToolCalls[1].Name)
+	require.JSONEq(t, `{"ok":true}`, string(resp.ToolCalls[1].Input))
+
+	b := f.body(0)
+	require.Equal(t, "gpt-4o-mini", b["model"])
+	require.Equal(t, true, b["stream"])
+	require.Equal(t, map[string]any{"include_usage": true}, b["stream_options"])
+	require.EqualValues(t, 1, f.calls.Load())
+}
+
+func TestOpenAIStreamingTextOfficialEndpoint(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t, sse(
+		data(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"o4-mini-2025-04-16","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}],"usage":null}`),
+		data(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"o4-mini-2025-04-16","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}],"usage":null}`),
+		data(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"o4-mini-2025-04-16","choices":[{"index":0,"delta":{"content":" there"},"finish_reason":null}],"usage":null}`),
+		data(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"o4-mini-2025-04-16","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}`),
+		data(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"o4-mini-2025-04-16","choices":[],"usage":{"prompt_tokens":20,"completion_tokens":5,"total_tokens":25}}`),
+		data(`[DONE]`),
+	))
+	// Pointed at "OpenAI itself" through an HTTP client that rewrites the
+	// host, so no base URL is configured and max_completion_tokens is used.
+	p := NewOpenAI("o4-mini", Config{OpenAIAPIKey: "k", HTTPClient: redirectClient(f.srv.URL)}, mustPricing(t, nil))
+	resp, err := p.Complete(context.Background(), &Request{Messages: []thread.Message{{Role: thread.RoleUser, Content: "hi"}}}, func(string) {})
+	require.NoError(t, err)
+	require.Equal(t, "Hi there", resp.Text)
+	require.Equal(t, "stop", resp.StopReason)
+	require.Equal(t, Usage{InputTokens: 20, OutputTokens: 5}, resp.Usage)
+	b := f.body(0)
+	require.EqualValues(t, DefaultMaxTokens, b["max_completion_tokens"])
+	require.NotContains(t, b, "max_tokens")
+}
+
+func TestOpenAIErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		status  int
+		body    string
+		headers []string
+		stream  bool
+		class   string
+		retry   time.Duration
+		quota   bool
+	}{
+		{name: "429 rate limit retry-after", status: 429, headers: []string{"retry-after: 3"}, class: ClassRateLimited, retry: 3 * time.Second,
+			body: `{"error":{"message":"Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Used 30000, Requested 500. Please try again in 1s.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`},
+		{name: "429 retry-after-ms", status: 429, headers: []string{"retry-after-ms: 250"}, class: ClassRateLimited, retry: 250 * time.Millisecond, stream: true,
+			body: `{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}`},
+		{name: "429 insufficient_quota", status: 429, class: ClassPermanent, quota: true,
+			body: `{"error":{"message":"You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`},
+		{name: "500", status: 500, class: ClassTransient,
+			body: `{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}`},
+		{name: "503 streaming", status: 503, class: ClassTransient, stream: true,
+			body: `{"error":{"message":"The engine is currently overloaded, please try again later.","type":"server_error","param":null,"code":null}}`},
+		{name: "401", status: 401, class: ClassPermanent,
+			body: `{"error":{"message":"Incorrect API key provided: sk-test. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`},
+		{name: "400 validation", status: 400, class: ClassPermanent,
+			body: `{"error":{"message":"Invalid 'tools[0].function.name': string does not match pattern.","type":"invalid_request_error","param":"tools[0].function.name","code":"invalid_value"}}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeAPI(t, reply(tc.status, tc.body, tc.headers...))
+			p := openaiFor(t, f, "gpt-4o")
+			var onDelta func(string)
+			if tc.stream {
+				onDelta = func(string) {}
+			}
+			_, err := p.Complete(context.Background(), &Request{Messages: []thread.Message{{Role: thread.RoleUser, Content: "hi"}}}, onDelta)
+			var pe *Error
+			require.ErrorAs(t, err, &pe)
+			require.Equal(t, tc.class, pe.Class, "error: %v", err)
+			require.Equal(t, tc.status, pe.StatusCode)
+			require.Equal(t, tc.retry, pe.RetryAfter)
+			require.Equal(t, tc.quota, pe.Quota)
+			require.NotEmpty(t, pe.Message)
+			require.EqualValues(t, 1, f.calls.Load(), "the SDK must not retry")
+		})
+	}
+}
+
+func TestOpenAIMidStreamError(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t, sse(openaiToolStream[0], openaiToolStream[1],
+		data(`{"error":{"message":"The server had an error processing your request.","type":"server_error","param":null,"code":null}}`)))
+	p := openaiFor(t, f, "gpt-4o")
+	_, err := p.Complete(context.Background(), &Request{Messages: []thread.Message{{Role: thread.RoleUser, Content: "hi"}}}, func(string) {})
+	var pe *Error
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, ClassTransient, pe.Class, "error: %v", err)
+
+	// A stream that ends without finish_reason (connection dropped) is transient.
+	f2 := newFakeAPI(t, sse(openaiToolStream[:3]...))
+	p2 := openaiFor(t, f2, "gpt-4o")
+	_, err = p2.Complete(context.Background(), &Request{Messages: []thread.Message{{Role: thread.RoleUser, Content: "hi"}}}, func(string) {})
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, ClassTransient, pe.Class, "error: %v", err)
+}
+
+func TestOpenAICancelMidStream(t *testing.T) {
+	t.Parallel()
+	f := newFakeAPI(t, sseThenHang(openaiToolStream[:2]...))
+	p := openaiFor(t, f, "gpt-4o")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := p.Complete(ctx, &Request{Messages: []thread.Message{{Role: thread.RoleUser, Content: "hi"}}}, func(s string) { cancel() })
+	var pe *Error
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, ClassCancelled, pe.Class, "error: %v", err)
+	require.True(t, errors.Is(err, context.Canceled))
+	require.EqualValues(t, 1, f.calls.Load())
+}

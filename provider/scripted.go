@@ -1,0 +1,543 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+	"text/template"
+	"time"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/spool-run/spool/thread"
+)
+
+// DefaultScriptContextWindow is a script's context window when it sets none.
+const DefaultScriptContextWindow = 200000
+
+// Scripted is the deterministic provider of CLI.md: it plays a YAML script
+// instead of calling a model ("--model script:PATH").
+//
+// Selection is stateless, so a resumed or retried activation picks the same
+// entry: for turn T (Request.Thread.Turn, or the number of assistant
+// messages + 1 when 0) the provider finds the directive's entry list (exact
+// key, else the first matching path.Match glob in file order, "*" last),
+// walks it in order skipping entries whose `when` renders false (evaluated
+// with .turn = T), and plays the T-th remaining entry. No such entry is a
+// permanent error (`script "x.yaml": directive "test/a" has no turn 4`).
+//
+// Every string is a Go text/template over .inputs, .turn, .thread_id,
+// .parent_id, .previous_thread_id, .chain_index and .last_tool_result (the
+// content of the last tool message), with the builtins (eq, lt, and, not,
+// printf ...) and add, sub, mul, atoi, toJSON, default, contains. add, sub,
+// mul and atoi take numbers or numeric strings ("2" as --input gives it).
+// A missing key renders "<no value>".
+//
+// Tool call inputs are rendered recursively through maps and lists. A string
+// holding text around or between actions ("chain_L{{.inputs.level}}.txt")
+// always stays a string. A string that is exactly one action
+// ("{{add .inputs.level 1}}") is typed from its output: a JSON number,
+// true/false, object or array becomes that value (so "{{toJSON .inputs}}"
+// passes an object), anything else stays a string.
+//
+// `when` renders to true/1/yes or false/0/no/"" (or "<no value>"); anything
+// else is an error. `usage` defaults, per field, to estimates: input from
+// the request's messages, output from the text and tool calls. Tool call ids
+// are call_<turn>_<n> (n from 1). The text is streamed to onDelta in up to
+// four chunks. `latency` sleeps before answering, aborted by ctx. `price`
+// prices input and cache tokens at input_per_mtok; a script without a price
+// costs nothing (it calls no model).
+type Scripted struct {
+	name          string
+	contextWindow int
+	price         Price
+	latency       time.Duration
+	exact         map[string][]*scriptTurn
+	globs         []scriptGlob // file order, "*" moved last
+}
+
+type scriptGlob struct {
+	pattern string
+	turns   []*scriptTurn
+}
+
+type scriptTurn struct {
+	text      *template.Template
+	calls     []scriptCall
+	usageIn   *int
+	usageOut  *int
+	when      *template.Template
+	whenSet   bool
+	directive string
+	index     int
+}
+
+type scriptCall struct {
+	tool  *template.Template
+	input any // tree of map[string]any, []any, scalars and *inputTemplate
+}
+
+type inputTemplate struct {
+	t     *template.Template
+	whole bool
+}
+
+type scriptFile struct {
+	ContextWindow int `yaml:"context_window"`
+	Price         *struct {
+		Input  float64 `yaml:"input_per_mtok"`
+		Output float64 `yaml:"output_per_mtok"`
+	} `yaml:"price"`
+	Latency    string                     `yaml:"latency"`
+	Directives map[string][]rawScriptTurn `yaml:"directives"`
+}
+
+type rawScriptTurn struct {
+	Text      string `yaml:"text"`
+	ToolCalls []struct {
+		Tool  string `yaml:"tool"`
+		Input any    `yaml:"input"`
+	} `yaml:"tool_calls"`
+	Usage *struct {
+		Input  *int `yaml:"input"`
+		Output *int `yaml:"output"`
+	} `yaml:"usage"`
+	When *string `yaml:"when"`
+}
+
+// NewScripted reads and parses the script at path with readFile (nil means
+// os.ReadFile).
+func NewScripted(path string, readFile func(string) ([]byte, error)) (*Scripted, error) {
+	if strings.TrimSpace(path) == "" {
+		return nil, fmt.Errorf("script: empty path in model %q", "script:")
+	}
+	if readFile == nil {
+		readFile = os.ReadFile
+	}
+	data, err := readFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("script %q: %w", path, err)
+	}
+	return ParseScript(path, data)
+}
+
+// ParseScript parses a script; name appears in every error.
+func ParseScript(name string, data []byte) (*Scripted, error) {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("script %q: %s", name, fmt.Sprintf(format, args...))
+	}
+	var f scriptFile
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return nil, fail("%v", err)
+	}
+	// A second pass keeps the file order of the directive keys.
+	var order struct {
+		Directives yaml.Node `yaml:"directives"`
+	}
+	if err := yaml.Unmarshal(data, &order); err != nil {
+		return nil, fail("%v", err)
+	}
+	if len(f.Directives) == 0 {
+		return nil, fail("no directives")
+	}
+	s := &Scripted{name: name, contextWindow: f.ContextWindow, exact: map[string][]*scriptTurn{}}
+	if s.contextWindow == 0 {
+		s.contextWindow = DefaultScriptContextWindow
+	}
+	if f.ContextWindow < 0 {
+		return nil, fail("context_window must not be negative")
+	}
+	if f.Price != nil {
+		if f.Price.Input < 0 || f.Price.Output < 0 {
+			return nil, fail("price must not be negative")
+		}
+		s.price = Price{InputPerMTok: f.Price.Input, OutputPerMTok: f.Price.Output,
+			CacheReadPerMTok: f.Price.Input, CacheWritePerMTok: f.Price.Input}
+	}
+	if f.Latency != "" {
+		d, err := time.ParseDuration(f.Latency)
+		if err != nil || d < 0 {
+			return nil, fail("latency %q is not a duration like 0ms or 50ms", f.Latency)
+		}
+		s.latency = d
+	}
+	var star []*scriptTurn
+	hasStar := false
+	for i := 0; i+1 < len(order.Directives.Content); i += 2 {
+		key := order.Directives.Content[i].Value
+		raws := f.Directives[key]
+		if len(raws) == 0 {
+			return nil, fail("directive %q has no turns", key)
+		}
+		turns := make([]*scriptTurn, len(raws))
+		for j, raw := range raws {
+			t, err := parseScriptTurn(key, j+1, raw)
+			if err != nil {
+				return nil, fail("%v", err)
+			}
+			turns[j] = t
+		}
+		switch {
+		case key == "*":
+			star, hasStar = turns, true
+		case strings.ContainsAny(key, "*?["):
+			if _, err := path.Match(key, ""); err != nil {
+				return nil, fail("directive pattern %q: %v", key, err)
+			}
+			s.globs = append(s.globs, scriptGlob{pattern: key, turns: turns})
+		default:
+			s.exact[key] = turns
+		}
+	}
+	if hasStar {
+		s.globs = append(s.globs, scriptGlob{pattern: "*", turns: star})
+	}
+	return s, nil
+}
+
+func parseScriptTurn(directive string, n int, raw rawScriptTurn) (*scriptTurn, error) {
+	where := fmt.Sprintf("directive %q turn %d", directive, n)
+	t := &scriptTurn{directive: directive, index: n}
+	var err error
+	if t.text, err = parseTemplate(where+" text", raw.Text); err != nil {
+		return nil, err
+	}
+	if raw.When != nil {
+		t.whenSet = true
+		if t.when, err = parseTemplate(where+" when", *raw.When); err != nil {
+			return nil, err
+		}
+	}
+	if raw.Usage != nil {
+		if (raw.Usage.Input != nil && *raw.Usage.Input < 0) || (raw.Usage.Output != nil && *raw.Usage.Output < 0) {
+			return nil, fmt.Errorf("%s: usage must not be negative", where)
+		}
+		t.usageIn, t.usageOut = raw.Usage.Input, raw.Usage.Output
+	}
+	for i, c := range raw.ToolCalls {
+		cw := fmt.Sprintf("%s tool_calls[%d]", where, i)
+		if strings.TrimSpace(c.Tool) == "" {
+			return nil, fmt.Errorf("%s: tool is required", cw)
+		}
+		sc := scriptCall{}
+		if sc.tool, err = parseTemplate(cw+" tool", c.Tool); err != nil {
+			return nil, err
+		}
+		if sc.input, err = parseInputTree(cw+" input", c.Input); err != nil {
+			return nil, err
+		}
+		if sc.input == nil {
+			sc.input = map[string]any{}
+		}
+		if _, ok := sc.input.(map[string]any); !ok {
+			return nil, fmt.Errorf("%s: input must be a mapping", cw)
+		}
+		t.calls = append(t.calls, sc)
+	}
+	return t, nil
+}
+
+func parseTemplate(name, text string) (*template.Template, error) {
+	t, err := template.New(name).Funcs(scriptFuncs).Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func parseInputTree(where string, v any) (any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			r, err := parseInputTree(where+"."+k, e)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = r
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			r, err := parseInputTree(fmt.Sprintf("%s[%d]", where, i), e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+		return out, nil
+	case string:
+		if !strings.Contains(x, "{{") {
+			return x, nil
+		}
+		t, err := parseTemplate(where, x)
+		if err != nil {
+			return nil, err
+		}
+		trimmed := strings.TrimSpace(x)
+		whole := strings.HasPrefix(trimmed, "{{") && strings.HasSuffix(trimmed, "}}") && strings.Count(trimmed, "{{") == 1
+		return &inputTemplate{t: t, whole: whole}, nil
+	default:
+		return v, nil
+	}
+}
+
+// ContextWindow implements Provider: the script's context_window.
+func (s *Scripted) ContextWindow(string) int { return s.contextWindow }
+
+// Cost implements Provider with the script's price.
+func (s *Scripted) Cost(_ string, u Usage) (float64, error) { return s.price.Cost(u), nil }
+
+// Complete implements Provider by playing the script.
+func (s *Scripted) Complete(ctx context.Context, req *Request, onDelta func(string)) (*Response, error) {
+	if s.latency > 0 {
+		timer := time.NewTimer(s.latency)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctxError(ctx, ctx.Err())
+		case <-timer.C:
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, ctxError(ctx, err)
+	}
+	turn := req.Thread.Turn
+	if turn <= 0 {
+		turn = 1
+		for _, m := range req.Messages {
+			if m.Role == thread.RoleAssistant {
+				turn++
+			}
+		}
+	}
+	data := s.templateData(req, turn)
+	entry, err := s.pick(req.Thread.Directive, turn, data)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.render(entry, turn, data)
+	if err != nil {
+		return nil, err
+	}
+	u := Usage{}
+	if entry.usageIn != nil {
+		u.InputTokens = *entry.usageIn
+	} else {
+		for _, m := range req.Messages {
+			u.InputTokens += thread.EstimateMessageTokens(m)
+		}
+	}
+	if entry.usageOut != nil {
+		u.OutputTokens = *entry.usageOut
+	} else {
+		u.OutputTokens = thread.EstimateMessageTokens(thread.Message{Role: thread.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls})
+	}
+	resp.Usage = u
+	if onDelta != nil && resp.Text != "" {
+		for _, c := range chunks(resp.Text, 4) {
+			if err := ctx.Err(); err != nil {
+				return nil, ctxError(ctx, err)
+			}
+			onDelta(c)
+		}
+	}
+	return resp, nil
+}
+
+func (s *Scripted) permanent(format string, args ...any) *Error {
+	err := fmt.Errorf("script %q: %s", s.name, fmt.Sprintf(format, args...))
+	return &Error{Class: ClassPermanent, Message: err.Error(), Err: err}
+}
+
+func (s *Scripted) templateData(req *Request, turn int) map[string]any {
+	inputs := req.Thread.Inputs
+	if inputs == nil {
+		inputs = map[string]any{}
+	}
+	last := ""
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Role == thread.RoleTool {
+			last = req.Messages[i].Content
+			break
+		}
+	}
+	return map[string]any{
+		"inputs":             inputs,
+		"turn":               turn,
+		"thread_id":          req.Thread.ID,
+		"parent_id":          req.Thread.ParentID,
+		"previous_thread_id": req.Thread.PreviousThreadID,
+		"chain_index":        req.Thread.ChainIndex,
+		"last_tool_result":   last,
+	}
+}
+
+func (s *Scripted) entries(directive string) ([]*scriptTurn, bool) {
+	if t, ok := s.exact[directive]; ok {
+		return t, true
+	}
+	for _, g := range s.globs {
+		if ok, _ := path.Match(g.pattern, directive); ok || g.pattern == "*" {
+			return g.turns, true
+		}
+	}
+	return nil, false
+}
+
+func (s *Scripted) pick(directive string, turn int, data map[string]any) (*scriptTurn, error) {
+	turns, ok := s.entries(directive)
+	if !ok {
+		return nil, s.permanent("no entry for directive %q", directive)
+	}
+	n := 0
+	for _, t := range turns {
+		if t.whenSet {
+			out, err := execute(t.when, data)
+			if err != nil {
+				return nil, s.permanent("%v", err)
+			}
+			keep, err := truthy(out)
+			if err != nil {
+				return nil, s.permanent("directive %q turn %d when: %v", t.directive, t.index, err)
+			}
+			if !keep {
+				continue
+			}
+		}
+		n++
+		if n == turn {
+			return t, nil
+		}
+	}
+	return nil, s.permanent("directive %q has no turn %d", directive, turn)
+}
+
+func (s *Scripted) render(t *scriptTurn, turn int, data map[string]any) (*Response, error) {
+	text, err := execute(t.text, data)
+	if err != nil {
+		return nil, s.permanent("%v", err)
+	}
+	r := &Response{Text: text, Model: "script:" + s.name, StopReason: "end_turn"}
+	for i, c := range t.calls {
+		name, err := execute(c.tool, data)
+		if err != nil {
+			return nil, s.permanent("%v", err)
+		}
+		in, err := renderInput(c.input, data)
+		if err != nil {
+			return nil, s.permanent("%v", err)
+		}
+		raw, err := json.Marshal(in)
+		if err != nil {
+			return nil, s.permanent("directive %q turn %d tool_calls[%d] input: %v", t.directive, t.index, i, err)
+		}
+		r.ToolCalls = append(r.ToolCalls, thread.ToolCall{ID: fmt.Sprintf("call_%d_%d", turn, i+1), Name: strings.TrimSpace(name), Input: raw})
+	}
+	if len(r.ToolCalls) > 0 {
+		r.StopReason = "tool_use"
+	}
+	return r, nil
+}
+
+func execute(t *template.Template, data any) (string, error) {
+	var b strings.Builder
+	if err := t.Execute(&b, data); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+func renderInput(v any, data map[string]any) (any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			r, err := renderInput(e, data)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = r
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			r, err := renderInput(e, data)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+		return out, nil
+	case *inputTemplate:
+		s, err := execute(x.t, data)
+		if err != nil {
+			return nil, err
+		}
+		if x.whole {
+			return typedOutput(s), nil
+		}
+		return s, nil
+	default:
+		return v, nil
+	}
+}
+
+// typedOutput types the output of a whole-value template: a JSON number,
+// boolean, object or array becomes that value; anything else stays a string.
+func typedOutput(s string) any {
+	t := strings.TrimSpace(s)
+	if t == "" || t == "null" {
+		return s
+	}
+	dec := json.NewDecoder(strings.NewReader(t))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		return s
+	}
+	switch v.(type) {
+	case json.Number, bool, map[string]any, []any:
+		return v
+	}
+	return s
+}
+
+func truthy(s string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "true", "1", "yes":
+		return true, nil
+	case "false", "0", "no", "", "<no value>":
+		return false, nil
+	}
+	return false, fmt.Errorf("renders %q, want true or false", strings.TrimSpace(s))
+}
+
+// chunks splits s into at most n pieces on rune boundaries.
+func chunks(s string, n int) []string {
+	size := (len(s) + n - 1) / n
+	var out []string
+	for len(s) > 0 {
+		end := size
+		if end >= len(s) {
+			end = len(s)
+		}
+		for end < len(s) && !utf8.RuneStart(s[end]) {
+			end++
+		}
+		out = append(out, s[:end])
+		s = s[end:]
+	}
+	return out
+}
+
+var _ Provider = (*Scripted)(nil)

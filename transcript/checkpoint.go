@@ -1,0 +1,222 @@
+package transcript
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/thread"
+)
+
+// Checkpoint reasons (spec/versioned-changesets.md).
+const (
+	ReasonUserMessage     = "user_message"
+	ReasonAssistantTurn   = "assistant_turn_committed"
+	ReasonToolResults     = "tool_results_committed"
+	ReasonRunFinished     = "run_finished"
+	ReasonWaitingChildren = "waiting_children"
+	ReasonHandoff         = "handoff"
+)
+
+// State is the operational state snapshot a checkpoint stores
+// (spec/transcript-and-checkpoint-formats.md): what a new worker needs,
+// besides the messages Reconstruct rebuilds, to continue the thread.
+type State struct {
+	Reason string `json:"reason,omitempty"` // one of the Reason constants
+	Status string `json:"status,omitempty"` // thread status at the checkpoint
+	// Iteration is the number of turns completed.
+	Iteration int `json:"iteration"`
+	// Version is the registry version this checkpoint committed
+	// (optimistic concurrency), if the caller tracks one.
+	Version                  int64          `json:"version,omitempty"`
+	Cost                     thread.Cost    `json:"cost"`
+	ToolCallsTotal           int            `json:"tool_calls_total"`
+	ToolCallsIteration       int            `json:"tool_calls_iteration"`
+	ToolCallsByTool          map[string]int `json:"tool_calls_by_tool,omitempty"`
+	ToolCallsIterationByTool map[string]int `json:"tool_calls_iteration_by_tool,omitempty"`
+	RunningSummary           string         `json:"running_summary,omitempty"`
+	StopFlag                 bool           `json:"stop_flag,omitempty"`
+	// Extra is opaque worker state; values must be valid JSON.
+	Extra map[string]json.RawMessage `json:"extra,omitempty"`
+}
+
+// Checkpoint is the payload of the checkpoint event that ends every segment.
+// Field order is the wire order; Sig must stay last (see doc.go).
+type Checkpoint struct {
+	Segment int64 `json:"segment"` // this segment's number
+	Events  int   `json:"events"`  // events in this segment before the checkpoint
+	// DroppedDeltaBytes counts token_delta text dropped in this segment.
+	DroppedDeltaBytes int64  `json:"dropped_delta_bytes,omitempty"`
+	SHA256            string `json:"sha256"` // hex SHA-256 of every transcript byte before this line
+	State             State  `json:"state"`
+	KeyID             string `json:"key_id"`
+	Algo              string `json:"algo"` // "ed25519"
+	Sig               string `json:"sig"`  // base64url (no padding) Ed25519 signature
+}
+
+const (
+	algoEd25519 = "ed25519"
+	// checkpointDomain separates checkpoint signatures from every other use
+	// of the same key.
+	checkpointDomain = "spool-transcript-checkpoint-v1\n"
+	segmentDigits    = 8
+)
+
+var (
+	sigField = []byte(`"sig":"`)
+	lineEnd  = []byte(`"}}`)
+	b64      = base64.RawURLEncoding.Strict()
+)
+
+// ThreadPrefix is the blob-key prefix of everything spool stores for a
+// thread ("threads/<id>/").
+func ThreadPrefix(threadID string) string { return "threads/" + threadID + "/" }
+
+// SegmentPrefix is the blob-key prefix of a thread's transcript segments.
+func SegmentPrefix(threadID string) string { return ThreadPrefix(threadID) + "transcript/" }
+
+// SegmentKey is the blob key of segment n (from 1), zero-padded so that
+// lexical order is numeric order.
+func SegmentKey(threadID string, n int64) string {
+	return fmt.Sprintf("%s%0*d.jsonl", SegmentPrefix(threadID), segmentDigits, n)
+}
+
+// ThreadJSONKey is the blob key of thread.json.
+func ThreadJSONKey(threadID string) string { return ThreadPrefix(threadID) + "thread.json" }
+
+// CapabilitiesKey is the blob key of capabilities.md.
+func CapabilitiesKey(threadID string) string { return ThreadPrefix(threadID) + "capabilities.md" }
+
+// KnowledgeKey is the blob key of the thread's knowledge render
+// (.ai/knowledge/agent/threads/<directive>/<thread_id>.md in the reference).
+func KnowledgeKey(directive, threadID string) string {
+	return "knowledge/agent/threads/" + directive + "/" + threadID + ".md"
+}
+
+// validateThreadID rejects ids that would not make valid blob keys.
+func validateThreadID(id string) error {
+	if id == "" {
+		return fmt.Errorf("thread id is empty")
+	}
+	if err := blobstore.ValidateKey("threads/" + id); err != nil {
+		return fmt.Errorf("thread id %q: %w", id, err)
+	}
+	return nil
+}
+
+// parseSegmentKey returns n for prefix+"%08d.jsonl".
+func parseSegmentKey(prefix, key string) (int64, bool) {
+	rest, ok := strings.CutPrefix(key, prefix)
+	if !ok {
+		return 0, false
+	}
+	num, ok := strings.CutSuffix(rest, ".jsonl")
+	if !ok || len(num) < segmentDigits {
+		return 0, false
+	}
+	for _, c := range num {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 1 || fmt.Sprintf("%0*d", segmentDigits, n) != num {
+		return 0, false
+	}
+	return n, true
+}
+
+// ErrTampered is matched (errors.Is) by every *VerifyError.
+var ErrTampered = errors.New("transcript does not verify")
+
+// VerifyError names where verification failed. Line is 1-based; 0 means the
+// segment as a whole (missing, misnamed, no checkpoint).
+type VerifyError struct {
+	Key    string
+	Line   int
+	Reason string
+	Err    error // underlying cause, e.g. ErrBadSignature, ErrUnknownKey
+}
+
+func (e *VerifyError) Error() string {
+	loc := e.Key
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s line %d", e.Key, e.Line)
+	}
+	if e.Err != nil {
+		return fmt.Sprintf("transcript %s: %s: %v", loc, e.Reason, e.Err)
+	}
+	return fmt.Sprintf("transcript %s: %s", loc, e.Reason)
+}
+
+func (e *VerifyError) Is(target error) bool { return target == ErrTampered }
+func (e *VerifyError) Unwrap() error        { return e.Err }
+
+// signCheckpoint returns the signed checkpoint line (without the newline).
+func signCheckpoint(ts time.Time, threadID string, seq int64, cp Checkpoint, s *Signer) ([]byte, error) {
+	cp.KeyID, cp.Algo, cp.Sig = s.KeyID(), algoEd25519, ""
+	payload, err := marshal(cp)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	unsigned, err := marshal(Event{Timestamp: ts, ThreadID: threadID, Seq: seq, Type: TypeCheckpoint, Payload: payload})
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	tail := []byte(`"sig":""}}`)
+	if !bytes.HasSuffix(unsigned, tail) {
+		return nil, fmt.Errorf("checkpoint: unexpected encoding %q", unsigned[max(0, len(unsigned)-20):])
+	}
+	sig := b64.EncodeToString(s.Sign(checkpointMessage(unsigned)))
+	line := make([]byte, 0, len(unsigned)+len(sig))
+	line = append(line, unsigned[:len(unsigned)-len(`"}}`)]...)
+	line = append(line, sig...)
+	line = append(line, lineEnd...)
+	return line, nil
+}
+
+func checkpointMessage(unsigned []byte) []byte {
+	msg := make([]byte, 0, len(checkpointDomain)+len(unsigned))
+	msg = append(msg, checkpointDomain...)
+	return append(msg, unsigned...)
+}
+
+// verifyCheckpoint checks a checkpoint line's signature and returns the
+// parsed payload; the caller checks the hash, segment and counts.
+func verifyCheckpoint(line []byte, ev *Event, keyring *Keyring) (*Checkpoint, string, error) {
+	if !bytes.HasSuffix(line, lineEnd) {
+		return nil, "checkpoint line does not end with its signature", nil
+	}
+	i := bytes.LastIndex(line, sigField)
+	if i < 0 {
+		return nil, "checkpoint line has no signature", nil
+	}
+	sigText := line[i+len(sigField) : len(line)-len(lineEnd)]
+	var cp Checkpoint
+	if err := json.Unmarshal(ev.Payload, &cp); err != nil {
+		return nil, "checkpoint payload", err
+	}
+	if cp.Sig != string(sigText) {
+		return nil, "checkpoint signature field is not the last field", nil
+	}
+	if cp.Algo != algoEd25519 {
+		return nil, fmt.Sprintf("checkpoint algo %q", cp.Algo), nil
+	}
+	sig, err := b64.DecodeString(cp.Sig)
+	if err != nil {
+		return nil, "checkpoint signature encoding", err
+	}
+	unsigned := make([]byte, 0, len(line)-len(sigText))
+	unsigned = append(unsigned, line[:i+len(sigField)]...)
+	unsigned = append(unsigned, lineEnd...)
+	if err := keyring.Verify(cp.KeyID, checkpointMessage(unsigned), sig); err != nil {
+		return nil, "checkpoint signature", err
+	}
+	return &cp, "", nil
+}

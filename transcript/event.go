@@ -1,0 +1,250 @@
+package transcript
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+
+	"github.com/spool-run/spool/thread"
+)
+
+// Event is one transcript line: a JSON object with the keys timestamp,
+// thread_id, seq, event_type and payload, in that order. Seq numbers the
+// events of one thread from 1, across segments, without gaps.
+type Event struct {
+	Timestamp time.Time       `json:"timestamp"`
+	ThreadID  string          `json:"thread_id"`
+	Seq       int64           `json:"seq"`
+	Type      string          `json:"event_type"`
+	Payload   json.RawMessage `json:"payload"`
+}
+
+// Decode unmarshals the payload into v (one of the payload structs below).
+func (e Event) Decode(v any) error { return json.Unmarshal(e.Payload, v) }
+
+// Event types. Thread lifecycle, model, tool, hook and limit events are never
+// dropped; token_delta is droppable.
+const (
+	TypeThreadStarted   = "thread_started"
+	TypeThreadContinued = "thread_continued" // this thread continues PreviousThreadID
+	TypeThreadResumed   = "thread_resumed"   // written in the original thread when a user resumes it
+	TypeThreadHandoff   = "thread_handoff"   // written in the old thread at automatic handoff
+	TypeThreadWaiting   = "thread_waiting"   // suspended on children
+	TypeThreadCompleted = "thread_completed"
+	TypeThreadCancelled = "thread_cancelled"
+	TypeThreadError     = "error"
+	TypeCognitionIn     = "cognition_in"  // a user message given to the model
+	TypeCognitionOut    = "cognition_out" // the model's answer, with tool calls
+	TypeTokenDelta      = "token_delta"   // streamed text (droppable, coalesced)
+	TypeToolCallStart   = "tool_call_start"
+	TypeToolCallResult  = "tool_call_result"
+	TypeChildSpawned    = "child_spawned"
+	TypeLimitExceeded   = "limit_exceeded"
+	TypeHookFired       = "hook_fired"
+	TypeDirectiveReturn = "directive_return"
+	TypeCheckpoint      = "checkpoint" // written only by Writer.Checkpoint
+)
+
+// ThreadStarted is the payload of thread_started.
+type ThreadStarted struct {
+	Directive        string           `json:"directive"`
+	Model            string           `json:"model,omitempty"`
+	ParentID         string           `json:"parent_id,omitempty"`
+	PreviousThreadID string           `json:"previous_thread_id,omitempty"`
+	Inputs           json.RawMessage  `json:"inputs,omitempty"`
+	Limits           *thread.Resolved `json:"limits,omitempty"`
+	BundleDigest     string           `json:"bundle_digest,omitempty"`
+}
+
+// ThreadContinued is the payload of thread_continued.
+type ThreadContinued struct {
+	PreviousThreadID   string `json:"previous_thread_id"`
+	ReconstructedTurns int    `json:"reconstructed_turns"`
+}
+
+// ThreadHandoff is the payload of thread_handoff.
+type ThreadHandoff struct {
+	NewThreadID    string `json:"new_thread_id"`
+	TrailingTurns  int    `json:"trailing_turns"`
+	TrailingTokens int    `json:"trailing_tokens,omitempty"`
+}
+
+// ThreadResumed is the payload of thread_resumed.
+type ThreadResumed struct {
+	NewThreadID        string `json:"new_thread_id"`
+	Directive          string `json:"directive"`
+	MessagePreview     string `json:"message_preview"`
+	ReconstructedTurns int    `json:"reconstructed_turns"`
+}
+
+// ThreadWaiting is the payload of thread_waiting.
+type ThreadWaiting struct {
+	ChildIDs []string `json:"child_ids"`
+}
+
+// ThreadCompleted is the payload of thread_completed.
+type ThreadCompleted struct {
+	Result  string            `json:"result,omitempty"`
+	Outputs map[string]string `json:"outputs,omitempty"`
+	Cost    thread.Cost       `json:"cost"`
+}
+
+// ThreadCancelled is the payload of thread_cancelled.
+type ThreadCancelled struct {
+	Reason string `json:"reason,omitempty"`
+	By     string `json:"by,omitempty"` // thread id or "user"
+}
+
+// Error is the payload of error.
+type Error struct {
+	Class     string `json:"class,omitempty"` // rate_limited, transient, permanent, cancelled
+	Code      string `json:"code,omitempty"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable,omitempty"`
+}
+
+// CognitionIn is the payload of cognition_in: a user message.
+type CognitionIn struct {
+	Content string `json:"content"`
+}
+
+// Usage is a model call's token usage.
+type Usage struct {
+	InputTokens      int `json:"input_tokens"`
+	OutputTokens     int `json:"output_tokens"`
+	CacheReadTokens  int `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
+}
+
+// CognitionOut is the payload of cognition_out: an assistant message.
+type CognitionOut struct {
+	Content    string            `json:"content"`
+	ToolCalls  []thread.ToolCall `json:"tool_calls,omitempty"`
+	Model      string            `json:"model,omitempty"`
+	Usage      Usage             `json:"usage"`
+	Spend      float64           `json:"spend"`
+	Turn       int               `json:"turn"`
+	StopReason string            `json:"stop_reason,omitempty"`
+}
+
+// TokenDelta is the payload of token_delta.
+type TokenDelta struct {
+	Text string `json:"text"`
+}
+
+// ToolCallStart is the payload of tool_call_start.
+type ToolCallStart struct {
+	CallID string          `json:"call_id"`
+	Tool   string          `json:"tool"`
+	Input  json.RawMessage `json:"input,omitempty"`
+}
+
+// ToolCallResult is the payload of tool_call_result.
+type ToolCallResult struct {
+	CallID   string `json:"call_id"`
+	Tool     string `json:"tool"`
+	Output   string `json:"output"`
+	IsError  bool   `json:"is_error,omitempty"`
+	Artifact string `json:"artifact,omitempty"` // blob key of a large output stored aside
+}
+
+// ChildSpawned is the payload of child_spawned.
+type ChildSpawned struct {
+	ChildID   string `json:"child_id"`
+	Directive string `json:"directive"`
+	Async     bool   `json:"async,omitempty"`
+}
+
+// LimitExceeded is the payload of limit_exceeded.
+type LimitExceeded struct {
+	Code    string  `json:"code"`
+	Current float64 `json:"current"`
+	Max     float64 `json:"max"`
+}
+
+// HookFired is the payload of hook_fired.
+type HookFired struct {
+	HookID string          `json:"hook_id"`
+	Event  string          `json:"event"`
+	Layer  int             `json:"layer"`
+	Action string          `json:"action,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// DirectiveReturn is the payload of directive_return.
+type DirectiveReturn struct {
+	Outputs map[string]string `json:"outputs"`
+}
+
+// marshal encodes v as compact JSON without HTML escaping, so that
+// json.RawMessage fields (tool inputs) come back byte for byte.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}
+
+// decodeLine decodes one transcript line. Lines the Writer wrote have a
+// fixed layout, decoded here without reflection; anything else goes
+// through encoding/json. The payload is not validated on the fast path:
+// verification only returns events of segments whose bytes are covered by
+// a trusted signature, and those were encoded by json.
+func decodeLine(line []byte, ev *Event) error {
+	if fastDecode(line, ev) {
+		return nil
+	}
+	*ev = Event{}
+	return json.Unmarshal(line, ev)
+}
+
+func fastDecode(line []byte, ev *Event) bool {
+	str := func(rest []byte, prefix string) (val, after []byte, ok bool) {
+		rest, ok = bytes.CutPrefix(rest, []byte(prefix))
+		if !ok {
+			return nil, nil, false
+		}
+		i := bytes.IndexByte(rest, '"')
+		if i < 0 || bytes.IndexByte(rest[:i], '\\') >= 0 {
+			return nil, nil, false
+		}
+		return rest[:i], rest[i+1:], true
+	}
+	ts, rest, ok := str(line, `{"timestamp":"`)
+	if !ok {
+		return false
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(ts))
+	if err != nil {
+		return false
+	}
+	tid, rest, ok := str(rest, `,"thread_id":"`)
+	if !ok {
+		return false
+	}
+	rest, ok = bytes.CutPrefix(rest, []byte(`,"seq":`))
+	if !ok {
+		return false
+	}
+	var seq int64
+	i := 0
+	for ; i < len(rest) && rest[i] >= '0' && rest[i] <= '9' && i < 18; i++ {
+		seq = seq*10 + int64(rest[i]-'0')
+	}
+	if i == 0 || (rest[0] == '0' && i > 1) {
+		return false
+	}
+	typ, rest, ok := str(rest[i:], `,"event_type":"`)
+	if !ok {
+		return false
+	}
+	rest, ok = bytes.CutPrefix(rest, []byte(`,"payload":`))
+	if !ok || len(rest) < 3 || rest[len(rest)-1] != '}' {
+		return false
+	}
+	*ev = Event{Timestamp: t, ThreadID: string(tid), Seq: seq, Type: string(typ), Payload: json.RawMessage(rest[:len(rest)-1])}
+	return true
+}

@@ -1,0 +1,155 @@
+package transcript
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/thread"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// fakeClock advances one millisecond per reading.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *fakeClock { return &fakeClock{t: time.Date(2026, 2, 17, 10, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(time.Millisecond)
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+type setup struct {
+	store    blobstore.Store
+	signer   *Signer
+	keyring  *Keyring
+	threadID string
+	clock    *fakeClock
+}
+
+func newSetup(t testing.TB) *setup {
+	t.Helper()
+	s, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &setup{store: blobstore.NewMemory(), signer: s, keyring: NewKeyring(s.PublicKey()),
+		threadID: thread.NewID("test/transcript", time.Unix(1739820456, 0)), clock: newClock()}
+}
+
+func (s *setup) writer(t testing.TB) *Writer {
+	t.Helper()
+	w, err := WriterConfig{Now: s.clock.Now}.Open(context.Background(), s.store, s.threadID, s.signer, s.keyring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func mustAppend(t testing.TB, w *Writer, typ string, payload any) {
+	t.Helper()
+	if _, err := w.Append(typ, payload); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeTurn appends one model turn: user input, streamed answer with a tool
+// call, the tool's result; then checkpoints. It returns the messages the
+// turn should reconstruct to.
+func writeTurn(t testing.TB, w *Writer, turn int) []thread.Message {
+	t.Helper()
+	callID := fmt.Sprintf("call_%d", turn)
+	input := json.RawMessage(fmt.Sprintf(`{"path":"out_%d.txt","content":"line\nwith \"quotes\" <&>"}`, turn))
+	user := fmt.Sprintf("Turn %d: please write the file.\nSecond line ünïcode ✓", turn)
+	answer := fmt.Sprintf("Writing out_%d.txt now.", turn)
+	mustAppend(t, w, TypeCognitionIn, CognitionIn{Content: user})
+	for _, tok := range []string{"Writing ", "out_", "now."} {
+		w.AppendDelta(tok)
+	}
+	call := thread.ToolCall{ID: callID, Name: "rye/file-system/fs_write", Input: input}
+	mustAppend(t, w, TypeCognitionOut, CognitionOut{Content: answer, ToolCalls: []thread.ToolCall{call},
+		Model: "scripted", Usage: Usage{InputTokens: 100 * turn, OutputTokens: 20}, Spend: 0.001, Turn: turn})
+	mustAppend(t, w, TypeToolCallStart, ToolCallStart{CallID: callID, Tool: call.Name, Input: input})
+	out := fmt.Sprintf("wrote %d bytes", 10+turn)
+	isErr := turn%3 == 0
+	mustAppend(t, w, TypeToolCallResult, ToolCallResult{CallID: callID, Tool: call.Name, Output: out, IsError: isErr})
+	if _, err := w.Checkpoint(context.Background(), stateFor(turn)); err != nil {
+		t.Fatal(err)
+	}
+	return []thread.Message{
+		{Role: thread.RoleUser, Content: user},
+		{Role: thread.RoleAssistant, Content: answer, ToolCalls: []thread.ToolCall{call}},
+		{Role: thread.RoleTool, Content: out, ToolCallID: callID, ToolName: call.Name, IsError: isErr},
+	}
+}
+
+func stateFor(turn int) State {
+	return State{
+		Reason: ReasonToolResults, Status: "running", Iteration: turn, Version: int64(turn),
+		Cost:           thread.Cost{Turns: turn, InputTokens: 100 * turn, OutputTokens: 20 * turn, Spend: 0.001 * float64(turn)},
+		ToolCallsTotal: turn, ToolCallsIteration: 1,
+		ToolCallsByTool:          map[string]int{"rye/file-system/fs_write": turn},
+		ToolCallsIterationByTool: map[string]int{"rye/file-system/fs_write": 1},
+		RunningSummary:           fmt.Sprintf("wrote %d files", turn),
+		Extra:                    map[string]json.RawMessage{"lease": json.RawMessage(fmt.Sprintf(`{"n":%d}`, turn))},
+	}
+}
+
+// writeTranscript writes a thread_started event and n turns.
+func writeTranscript(t testing.TB, s *setup, n int) []thread.Message {
+	t.Helper()
+	w := s.writer(t)
+	mustAppend(t, w, TypeThreadStarted, ThreadStarted{Directive: "test/transcript", Model: "scripted"})
+	var msgs []thread.Message
+	for turn := 1; turn <= n; turn++ {
+		msgs = append(msgs, writeTurn(t, w, turn)...)
+	}
+	return msgs
+}
+
+// snapshot copies every object of a store.
+func snapshot(t testing.TB, st blobstore.Store, prefix string) map[string][]byte {
+	t.Helper()
+	ctx := context.Background()
+	infos, err := st.List(ctx, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, in := range infos {
+		b, err := st.Get(ctx, in.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[in.Key] = b
+	}
+	return out
+}
+
+func storeOf(t testing.TB, objs map[string][]byte) blobstore.Store {
+	t.Helper()
+	m := blobstore.NewMemory()
+	for k, v := range objs {
+		if err := m.Put(context.Background(), k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
+}

@@ -1,0 +1,380 @@
+package transcript
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"runtime"
+	"sort"
+	"time"
+
+	"github.com/spool-run/spool/blobstore"
+)
+
+// Mode is the verification mode (coordination.yaml transcript_integrity).
+type Mode int
+
+const (
+	// Strict fails on the first mismatch with a *VerifyError.
+	Strict Mode = iota
+	// Lenient returns the intact prefix up to the last good checkpoint and
+	// reports the rest in Transcript.Warnings.
+	Lenient
+)
+
+// ParseMode parses "strict" or "lenient".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "strict", "":
+		return Strict, nil
+	case "lenient":
+		return Lenient, nil
+	}
+	return Strict, fmt.Errorf("transcript integrity mode %q: want strict or lenient", s)
+}
+
+func (m Mode) String() string {
+	if m == Lenient {
+		return "lenient"
+	}
+	return "strict"
+}
+
+// SegmentInfo describes one verified segment.
+type SegmentInfo struct {
+	Key      string
+	Number   int64
+	FirstSeq int64 // seq of its first event
+	LastSeq  int64 // seq of its checkpoint event
+	Size     int
+	// ChainHash is the hex SHA-256 of the whole transcript up to and
+	// including this segment.
+	ChainHash string
+	KeyID     string
+	Time      time.Time // the checkpoint's timestamp
+}
+
+// Transcript is a verified transcript.
+type Transcript struct {
+	ThreadID string
+	Events   []Event // every verified event, checkpoints included, in seq order
+	Segments []SegmentInfo
+	// LastState is the state of the last verified checkpoint (nil if none).
+	LastState *State
+	// LastCheckpointSeq is the event seq of the last verified checkpoint.
+	LastCheckpointSeq int64
+	// Warnings lists what lenient mode skipped.
+	Warnings []string
+}
+
+// LastSegment is the number of the last verified segment (0 if none).
+func (t *Transcript) LastSegment() int64 {
+	if len(t.Segments) == 0 {
+		return 0
+	}
+	return t.Segments[len(t.Segments)-1].Number
+}
+
+// ReadOptions tune Read.
+type ReadOptions struct {
+	Mode Mode
+	// MinSegments, when > 0, is the number of segments the caller knows were
+	// committed (the registry's checkpoint count). Fewer verified segments
+	// is a mismatch: this detects deletion of the last segments, which no
+	// hash chain can. Default 0.
+	MinSegments int64
+	// Concurrency is how many segments are fetched at once. Default 8.
+	Concurrency int
+}
+
+// Read lists, fetches, verifies and concatenates a thread's transcript. A
+// thread with no segments yields an empty transcript. Store errors other
+// than a segment vanishing are returned as they are in both modes.
+func Read(ctx context.Context, store blobstore.Store, threadID string, keyring *Keyring, mode Mode) (*Transcript, error) {
+	return ReadWith(ctx, store, threadID, keyring, ReadOptions{Mode: mode})
+}
+
+// ReadWith is Read with options.
+func ReadWith(ctx context.Context, store blobstore.Store, threadID string, keyring *Keyring, opts ReadOptions) (*Transcript, error) {
+	tr, _, err := read(ctx, store, threadID, keyring, opts)
+	return tr, err
+}
+
+func read(ctx context.Context, store blobstore.Store, threadID string, keyring *Keyring, opts ReadOptions) (*Transcript, *verifier, error) {
+	if err := validateThreadID(threadID); err != nil {
+		return nil, nil, err
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = max(8, runtime.GOMAXPROCS(0))
+	}
+	v := newVerifier(threadID, keyring)
+	tr := &Transcript{ThreadID: threadID}
+	infos, err := store.List(ctx, v.prefix)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read transcript %s: %w", threadID, err)
+	}
+	var keys []string
+	for _, in := range infos {
+		if _, ok := parseSegmentKey(v.prefix, in.Key); ok {
+			keys = append(keys, in.Key)
+			continue
+		}
+		verr := &VerifyError{Key: in.Key, Reason: "unexpected object among segments"}
+		if opts.Mode == Strict {
+			return nil, nil, verr
+		}
+		tr.Warnings = append(tr.Warnings, verr.Error())
+	}
+	sort.Strings(keys) // zero-padded: lexical = numeric
+	fetch := prefetch(ctx, store, keys, opts.Concurrency, v)
+	defer fetch.stop()
+	for i, key := range keys {
+		parsed, err := fetch.get(i)
+		if errors.Is(err, blobstore.ErrNotFound) {
+			err = &VerifyError{Key: key, Reason: "segment vanished between list and get"}
+		} else if err != nil {
+			return nil, nil, fmt.Errorf("read transcript %s: %w", threadID, err)
+		}
+		var evs []Event
+		var seg SegmentInfo
+		if err == nil {
+			evs, seg, err = v.chain(parsed)
+		}
+		if err != nil {
+			if opts.Mode == Strict {
+				return nil, nil, err
+			}
+			tr.Warnings = append(tr.Warnings, err.Error())
+			if rest := len(keys) - i - 1; rest > 0 {
+				tr.Warnings = append(tr.Warnings, fmt.Sprintf("transcript %s: %d later segment(s) ignored after the first bad one", threadID, rest))
+			}
+			break
+		}
+		tr.Events = append(tr.Events, evs...)
+		tr.Segments = append(tr.Segments, seg)
+	}
+	if n := int64(len(tr.Segments)); opts.MinSegments > 0 && n < opts.MinSegments && (opts.Mode == Strict || len(tr.Warnings) == 0) {
+		verr := &VerifyError{Key: SegmentKey(threadID, n+1), Reason: fmt.Sprintf("missing segment: %d verified, %d committed", n, opts.MinSegments)}
+		if opts.Mode == Strict {
+			return nil, nil, verr
+		}
+		tr.Warnings = append(tr.Warnings, verr.Error())
+	}
+	tr.LastState, tr.LastCheckpointSeq = v.lastState, v.lastCkSeq
+	return tr, v, nil
+}
+
+// prefetcher fetches keys with bounded concurrency, in any order; get(i)
+// waits for key i.
+type prefetcher struct {
+	res    []chan fetched
+	cancel context.CancelFunc
+	ctx    context.Context
+}
+
+type fetched struct {
+	seg *parsedSegment
+	err error
+}
+
+// prefetch fetches and parses (parseSegment) keys with bounded concurrency.
+func prefetch(ctx context.Context, store blobstore.Store, keys []string, conc int, v *verifier) *prefetcher {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &prefetcher{res: make([]chan fetched, len(keys)), cancel: cancel, ctx: ctx}
+	for i := range p.res {
+		p.res[i] = make(chan fetched, 1)
+	}
+	go func() {
+		sem := make(chan struct{}, conc)
+		for i, k := range keys {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			go func() {
+				defer func() { <-sem }()
+				d, err := store.Get(ctx, k)
+				if err != nil {
+					p.res[i] <- fetched{err: err}
+					return
+				}
+				p.res[i] <- fetched{seg: parseSegment(v.prefix, v.threadID, k, d, v.keyring)}
+			}()
+		}
+	}()
+	return p
+}
+
+func (p *prefetcher) get(i int) (*parsedSegment, error) {
+	select {
+	case r := <-p.res[i]:
+		return r.seg, r.err
+	case <-p.ctx.Done():
+		return nil, p.ctx.Err()
+	}
+}
+
+func (p *prefetcher) stop() { p.cancel() }
+
+// verifier checks segments in order and carries the chain between them.
+type verifier struct {
+	threadID    string
+	prefix      string
+	keyring     *Keyring
+	h           hash.Hash // over every verified byte
+	nextSegment int64
+	nextSeq     int64
+	lastState   *State
+	lastCkSeq   int64
+}
+
+func newVerifier(threadID string, keyring *Keyring) *verifier {
+	return &verifier{threadID: threadID, prefix: SegmentPrefix(threadID), keyring: keyring, h: sha256.New(), nextSegment: 1, nextSeq: 1}
+}
+
+func cloneHash(h hash.Hash) hash.Hash {
+	if c, ok := h.(hash.Cloner); ok {
+		if hc, err := c.Clone(); err == nil {
+			return hc.(hash.Hash)
+		}
+	}
+	// Fallback through the marshalled state every std hash supports.
+	st, err := h.(interface{ MarshalBinary() ([]byte, error) }).MarshalBinary()
+	if err != nil {
+		panic(err)
+	}
+	nh := sha256.New()
+	if err := nh.(interface{ UnmarshalBinary([]byte) error }).UnmarshalBinary(st); err != nil {
+		panic(err)
+	}
+	return nh
+}
+
+// chainHash is the hex hash of everything verified so far.
+func (v *verifier) chainHash() string { return hex.EncodeToString(v.h.Sum(nil)) }
+
+// parsedSegment is the chain-independent half of verifying a segment:
+// its events decoded and its checkpoint's signature checked. It is computed
+// in the fetch goroutines, in parallel; segment() then checks the chain.
+type parsedSegment struct {
+	key     string
+	n       int64
+	data    []byte
+	events  []Event // decoded events, checkpoint last (up to errLine)
+	cp      *Checkpoint
+	cpStart int          // offset of the checkpoint line
+	err     *VerifyError // first parse failure, if any
+}
+
+// parseSegment decodes a segment without the chain: JSON shape, thread id,
+// one checkpoint at the end and its signature.
+func parseSegment(prefix, threadID, key string, data []byte, keyring *Keyring) *parsedSegment {
+	p := &parsedSegment{key: key, data: data}
+	n, ok := parseSegmentKey(prefix, key)
+	if !ok {
+		p.err = &VerifyError{Key: key, Reason: "not a segment key"}
+		return p
+	}
+	p.n = n
+	if len(data) == 0 || data[len(data)-1] != '\n' {
+		p.err = &VerifyError{Key: key, Reason: "segment is empty or does not end with a newline"}
+		return p
+	}
+	p.events = make([]Event, 0, bytes.Count(data, []byte{'\n'}))
+	for start, lineNo := 0, 1; start < len(data); lineNo++ {
+		end := start + bytes.IndexByte(data[start:], '\n')
+		line := data[start:end]
+		fail := func(reason string, err error) *parsedSegment {
+			p.err = &VerifyError{Key: key, Line: lineNo, Reason: reason, Err: err}
+			return p
+		}
+		if len(line) == 0 {
+			return fail("empty line", nil)
+		}
+		var ev Event
+		if err := decodeLine(line, &ev); err != nil {
+			return fail("not a JSON event", err)
+		}
+		switch {
+		case ev.ThreadID != threadID:
+			return fail(fmt.Sprintf("thread_id %q, want %q", ev.ThreadID, threadID), nil)
+		case ev.Type == "":
+			return fail("event_type is empty", nil)
+		}
+		last := end+1 == len(data)
+		if ev.Type != TypeCheckpoint {
+			if last {
+				return fail("segment does not end with a checkpoint", nil)
+			}
+			p.events = append(p.events, ev)
+			start = end + 1
+			continue
+		}
+		if !last {
+			return fail("checkpoint before the end of the segment", nil)
+		}
+		cp, reason, err := verifyCheckpoint(line, &ev, keyring)
+		if reason != "" {
+			return fail(reason, err)
+		}
+		p.events = append(p.events, ev)
+		p.cp, p.cpStart = cp, start
+		start = end + 1
+	}
+	return p
+}
+
+// segment verifies one segment; on success it advances the chain, on
+// failure it leaves the verifier unchanged.
+func (v *verifier) segment(key string, data []byte) ([]Event, SegmentInfo, error) {
+	return v.chain(parseSegment(v.prefix, v.threadID, key, data, v.keyring))
+}
+
+// chain checks a parsed segment against the chain so far: segment number,
+// seq continuity, the checkpoint's hash, segment and event count.
+func (v *verifier) chain(p *parsedSegment) ([]Event, SegmentInfo, error) {
+	if p.n != 0 && p.n != v.nextSegment {
+		return nil, SegmentInfo{}, &VerifyError{Key: SegmentKey(v.threadID, v.nextSegment),
+			Reason: fmt.Sprintf("missing segment (next present is %d)", p.n)}
+	}
+	// Seq mismatches on lines before a parse failure come first.
+	for i, ev := range p.events {
+		if want := v.nextSeq + int64(i); ev.Seq != want {
+			return nil, SegmentInfo{}, &VerifyError{Key: p.key, Line: i + 1, Reason: fmt.Sprintf("seq %d, want %d", ev.Seq, want)}
+		}
+	}
+	if p.err != nil {
+		return nil, SegmentInfo{}, p.err
+	}
+	cp, line := p.cp, len(p.events)
+	fail := func(reason string) ([]Event, SegmentInfo, error) {
+		return nil, SegmentInfo{}, &VerifyError{Key: p.key, Line: line, Reason: reason}
+	}
+	hc := cloneHash(v.h)
+	hc.Write(p.data[:p.cpStart])
+	if want := hex.EncodeToString(hc.Sum(nil)); cp.SHA256 != want {
+		return fail("checkpoint hash does not match the preceding bytes")
+	}
+	if cp.Segment != p.n {
+		return fail(fmt.Sprintf("checkpoint names segment %d", cp.Segment))
+	}
+	if cp.Events != len(p.events)-1 {
+		return fail(fmt.Sprintf("checkpoint counts %d events, segment has %d", cp.Events, len(p.events)-1))
+	}
+	hc.Write(p.data[p.cpStart:])
+	ck := p.events[len(p.events)-1]
+	info := SegmentInfo{Key: p.key, Number: p.n, FirstSeq: v.nextSeq, LastSeq: ck.Seq, Size: len(p.data),
+		ChainHash: hex.EncodeToString(hc.Sum(nil)), KeyID: cp.KeyID, Time: ck.Timestamp}
+	st := cp.State
+	v.h = hc
+	v.nextSegment = p.n + 1
+	v.nextSeq = ck.Seq + 1
+	v.lastState = &st
+	v.lastCkSeq = ck.Seq
+	return p.events, info, nil
+}

@@ -1,0 +1,235 @@
+package transcript
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spool-run/spool/thread"
+)
+
+// KnowledgeMeta is the frontmatter of a thread's knowledge render.
+type KnowledgeMeta struct {
+	ThreadID  string
+	Directive string
+	Status    string
+	Model     string
+	Turns     int
+	Spend     float64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// yamlString quotes s as a YAML double-quoted scalar (a JSON string is one).
+func yamlString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// fence returns a backtick fence longer than any backtick run in s.
+func fence(s string) string {
+	longest, run := 0, 0
+	for _, c := range s {
+		if c == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	return strings.Repeat("`", max(3, longest+1))
+}
+
+func fenced(lang, s string) string {
+	f := fence(s)
+	if !strings.HasSuffix(s, "\n") {
+		s += "\n"
+	}
+	return f + lang + "\n" + s + f + "\n"
+}
+
+// RenderKnowledge renders the transcript as the spec's knowledge entry:
+// a fenced YAML frontmatter block (entry_type thread_transcript, thread_id,
+// directive, status, model, turns, spend, capabilities_ref) and
+// cognition-framed sections per turn. It is unsigned; SignMarkdown it (or
+// use SignedKnowledge). Deterministic for the same input.
+func RenderKnowledge(meta KnowledgeMeta, events []Event) []byte {
+	var b bytes.Buffer
+	b.WriteString("```yaml\n")
+	fmt.Fprintf(&b, "name: %s\n", yamlString(meta.ThreadID))
+	fmt.Fprintf(&b, "title: %s\n", yamlString("Thread transcript: "+meta.Directive))
+	b.WriteString("entry_type: thread_transcript\n")
+	fmt.Fprintf(&b, "category: %s\n", yamlString("agent/threads/"+meta.Directive))
+	fmt.Fprintf(&b, "thread_id: %s\n", yamlString(meta.ThreadID))
+	fmt.Fprintf(&b, "directive: %s\n", yamlString(meta.Directive))
+	fmt.Fprintf(&b, "status: %s\n", yamlString(meta.Status))
+	fmt.Fprintf(&b, "model: %s\n", yamlString(meta.Model))
+	fmt.Fprintf(&b, "turns: %d\n", meta.Turns)
+	fmt.Fprintf(&b, "spend: %s\n", formatFloat(meta.Spend))
+	fmt.Fprintf(&b, "capabilities_ref: %s\n", yamlString(".ai/agent/threads/"+meta.ThreadID+"/capabilities.md"))
+	if !meta.CreatedAt.IsZero() {
+		fmt.Fprintf(&b, "created_at: %s\n", meta.CreatedAt.UTC().Format(time.RFC3339))
+	}
+	if !meta.UpdatedAt.IsZero() {
+		fmt.Fprintf(&b, "updated_at: %s\n", meta.UpdatedAt.UTC().Format(time.RFC3339))
+	}
+	b.WriteString("```\n\n")
+	fmt.Fprintf(&b, "# %s\n\n", meta.ThreadID)
+	turn := 0
+	for _, ev := range events {
+		switch ev.Type {
+		case TypeThreadStarted:
+			var p ThreadStarted
+			_ = ev.Decode(&p)
+			fmt.Fprintf(&b, "> thread started: directive `%s`", p.Directive)
+			if p.Model != "" {
+				fmt.Fprintf(&b, ", model `%s`", p.Model)
+			}
+			b.WriteString("\n\n")
+		case TypeCognitionIn:
+			var p CognitionIn
+			_ = ev.Decode(&p)
+			fmt.Fprintf(&b, "## Input — Turn %d\n\n%s\n\n", turn+1, strings.TrimRight(p.Content, "\n"))
+		case TypeCognitionOut:
+			var p CognitionOut
+			_ = ev.Decode(&p)
+			turn = max(turn+1, p.Turn)
+			fmt.Fprintf(&b, "### Response — Turn %d\n\n", turn)
+			if p.Content != "" {
+				fmt.Fprintf(&b, "%s\n\n", strings.TrimRight(p.Content, "\n"))
+			}
+			for _, c := range p.ToolCalls {
+				fmt.Fprintf(&b, "### Tool: %s\n\n%s\n", c.Name, fenced("json", string(c.Input)))
+			}
+		case TypeToolCallResult:
+			var p ToolCallResult
+			_ = ev.Decode(&p)
+			title := "### Result"
+			if p.IsError {
+				title = "### Error"
+			}
+			fmt.Fprintf(&b, "%s: %s\n\n%s\n", title, p.Tool, fenced("", p.Output))
+		case TypeThreadHandoff:
+			var p ThreadHandoff
+			_ = ev.Decode(&p)
+			fmt.Fprintf(&b, "> handoff to `%s` (%d trailing turns)\n\n", p.NewThreadID, p.TrailingTurns)
+		case TypeThreadContinued:
+			var p ThreadContinued
+			_ = ev.Decode(&p)
+			fmt.Fprintf(&b, "> continues `%s`\n\n", p.PreviousThreadID)
+		case TypeThreadResumed:
+			var p ThreadResumed
+			_ = ev.Decode(&p)
+			fmt.Fprintf(&b, "> resumed as `%s`\n\n", p.NewThreadID)
+		case TypeChildSpawned:
+			var p ChildSpawned
+			_ = ev.Decode(&p)
+			fmt.Fprintf(&b, "> spawned child `%s` (%s)\n\n", p.ChildID, p.Directive)
+		case TypeLimitExceeded:
+			var p LimitExceeded
+			_ = ev.Decode(&p)
+			fmt.Fprintf(&b, "> **limit** %s: %s of %s\n\n", p.Code, formatFloat(p.Current), formatFloat(p.Max))
+		case TypeThreadError:
+			var p Error
+			_ = ev.Decode(&p)
+			fmt.Fprintf(&b, "> **error** %s\n\n", strings.TrimSpace(p.Class+" "+p.Message))
+		case TypeThreadCancelled:
+			b.WriteString("> **cancelled**\n\n")
+		case TypeThreadCompleted:
+			var p ThreadCompleted
+			_ = ev.Decode(&p)
+			b.WriteString("## Completed\n\n")
+			if p.Result != "" {
+				fmt.Fprintf(&b, "%s\n\n", strings.TrimRight(p.Result, "\n"))
+			}
+			if len(p.Outputs) > 0 {
+				ks := make([]string, 0, len(p.Outputs))
+				for k := range p.Outputs {
+					ks = append(ks, k)
+				}
+				sort.Strings(ks)
+				for _, k := range ks {
+					fmt.Fprintf(&b, "- `%s`: %s\n", k, p.Outputs[k])
+				}
+				b.WriteString("\n")
+			}
+		}
+	}
+	return b.Bytes()
+}
+
+func formatFloat(f float64) string {
+	b, _ := json.Marshal(f)
+	return string(b)
+}
+
+// SignedKnowledge is RenderKnowledge signed with SignMarkdown.
+func SignedKnowledge(meta KnowledgeMeta, events []Event, signer *Signer, now time.Time) []byte {
+	return SignMarkdown(RenderKnowledge(meta, events), signer, now)
+}
+
+// RenderCapabilities renders capabilities.md: the thread's tool
+// definitions in a JSON fenced block and its capabilities tree in a code
+// fence. Sign it with SignMarkdown; ParseCapabilities reads it back.
+func RenderCapabilities(threadID string, tools []thread.ToolDef, capabilities []string) ([]byte, error) {
+	toolsJSON, err := json.MarshalIndent(tools, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("render capabilities: %w", err)
+	}
+	caps := append([]string(nil), capabilities...)
+	sort.Strings(caps)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# Capabilities: %s\n\n## Tools\n\n%s\n## Capabilities\n\n", threadID, fenced("json", string(toolsJSON)))
+	b.WriteString(fenced("", capabilityTree(caps)))
+	return b.Bytes(), nil
+}
+
+// capabilityTree draws "rye.execute.tool.x" strings as an indented tree.
+func capabilityTree(caps []string) string {
+	var b strings.Builder
+	var prev []string
+	for _, c := range caps {
+		parts := strings.Split(c, ".")
+		common := 0
+		for common < len(prev) && common < len(parts) && prev[common] == parts[common] {
+			common++
+		}
+		for i := common; i < len(parts); i++ {
+			b.WriteString(strings.Repeat("  ", i))
+			b.WriteString(parts[i])
+			b.WriteString("\n")
+		}
+		prev = parts
+	}
+	return b.String()
+}
+
+var capJSONBlock = regexp.MustCompile("(?s)## Tools\n\n(`{3,})json\n(.*?)\n(`{3,})\n")
+
+// VerifyCapabilities verifies a signed capabilities.md and returns its tool
+// definitions.
+func VerifyCapabilities(data []byte, keyring *Keyring) ([]thread.ToolDef, error) {
+	body, _, err := VerifyMarkdown(data, keyring)
+	if err != nil {
+		return nil, fmt.Errorf("capabilities.md: %w", err)
+	}
+	m := capJSONBlock.FindSubmatch(body)
+	if m == nil || string(m[1]) != string(m[3]) {
+		return nil, fmt.Errorf("capabilities.md: no tools JSON block")
+	}
+	var tools []thread.ToolDef
+	if err := json.Unmarshal(m[2], &tools); err != nil {
+		return nil, fmt.Errorf("capabilities.md: tools: %w", err)
+	}
+	for i := range tools { // undo the block's indentation
+		var c bytes.Buffer
+		if len(tools[i].InputSchema) > 0 && json.Compact(&c, tools[i].InputSchema) == nil {
+			tools[i].InputSchema = c.Bytes()
+		}
+	}
+	return tools, nil
+}

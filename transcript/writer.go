@@ -1,0 +1,295 @@
+package transcript
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spool-run/spool/blobstore"
+)
+
+// ErrSegmentExists is returned by Checkpoint when the segment it would write
+// already exists with other content: another worker owns the thread now.
+// The caller must treat it as a lost lease and stop; the Writer refuses all
+// further writes.
+var ErrSegmentExists = errors.New("transcript segment already written by another writer")
+
+// ErrWriterClosed is returned after Close or after ErrSegmentExists.
+var ErrWriterClosed = errors.New("transcript writer closed")
+
+// WriterConfig tunes a Writer. The zero value gives the defaults.
+type WriterConfig struct {
+	// DeltaInterval: token deltas are coalesced into at most one token_delta
+	// event per interval... Default 100ms.
+	DeltaInterval time.Duration
+	// DeltaChunk: ...or per this many bytes, whichever comes first.
+	// Default 2048.
+	DeltaChunk int
+	// DeltaBudget is the most token_delta text one segment keeps; text
+	// beyond it is dropped (and counted in the checkpoint). Default 256 KiB.
+	DeltaBudget int
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// WithDefaults fills the defaults documented on the fields.
+func (c WriterConfig) WithDefaults() WriterConfig {
+	if c.DeltaInterval <= 0 {
+		c.DeltaInterval = 100 * time.Millisecond
+	}
+	if c.DeltaChunk <= 0 {
+		c.DeltaChunk = 2048
+	}
+	if c.DeltaBudget <= 0 {
+		c.DeltaBudget = 256 << 10
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Writer appends events to a thread's transcript. Events are buffered in
+// memory and committed, with a signed checkpoint, as one immutable segment
+// by Checkpoint. Safe for concurrent use.
+type Writer struct {
+	cfg      WriterConfig
+	store    blobstore.Store
+	threadID string
+	signer   *Signer
+	resumed  *Transcript
+
+	mu        sync.Mutex
+	closed    error
+	h         hash.Hash // over every committed byte
+	segment   int64     // number of the next segment
+	seq       int64     // seq of the next event
+	buf       bytes.Buffer
+	events    int // events in buf
+	lastState *State
+
+	delta        strings.Builder // pending coalesced delta text
+	deltaLast    time.Time       // when the last token_delta event was emitted
+	deltaKept    int             // delta bytes emitted in this segment
+	deltaDropped int64           // delta bytes dropped in this segment
+}
+
+// OpenWriter opens the transcript of threadID for appending with the default
+// config. Existing segments are read and verified strictly with keyring (a
+// transcript that does not verify cannot be continued); the writer continues
+// their segment numbering, seq and hash chain. Resumed returns what was read.
+func OpenWriter(ctx context.Context, store blobstore.Store, threadID string, signer *Signer, keyring *Keyring) (*Writer, error) {
+	return WriterConfig{}.Open(ctx, store, threadID, signer, keyring)
+}
+
+// Open is OpenWriter with this config.
+func (c WriterConfig) Open(ctx context.Context, store blobstore.Store, threadID string, signer *Signer, keyring *Keyring) (*Writer, error) {
+	if signer == nil {
+		return nil, fmt.Errorf("open transcript writer %s: no signer", threadID)
+	}
+	tr, v, err := read(ctx, store, threadID, keyring, ReadOptions{Mode: Strict})
+	if err != nil {
+		return nil, fmt.Errorf("open transcript writer %s: %w", threadID, err)
+	}
+	return &Writer{
+		cfg: c.WithDefaults(), store: store, threadID: threadID, signer: signer, resumed: tr,
+		h: v.h, segment: v.nextSegment, seq: v.nextSeq, lastState: v.lastState,
+	}, nil
+}
+
+// Resumed is the verified transcript that existed when the writer opened
+// (empty for a new thread): feed its Events to Reconstruct, and its
+// LastState to the turn loop.
+func (w *Writer) Resumed() *Transcript { return w.resumed }
+
+// ThreadID is the thread this writer appends to.
+func (w *Writer) ThreadID() string { return w.threadID }
+
+// NextSegment is the number the next Checkpoint will write.
+func (w *Writer) NextSegment() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.segment
+}
+
+// Pending is the number of buffered events not yet committed.
+func (w *Writer) Pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.events
+}
+
+// Append buffers an event; payload is marshalled to JSON (a
+// json.RawMessage or []byte is taken as is). It returns the event's seq.
+// Events are never dropped; they are committed by the next Checkpoint.
+func (w *Writer) Append(eventType string, payload any) (int64, error) {
+	if eventType == "" || eventType == TypeCheckpoint {
+		return 0, fmt.Errorf("append to transcript %s: event type %q not allowed", w.threadID, eventType)
+	}
+	raw, err := marshalPayload(payload)
+	if err != nil {
+		return 0, fmt.Errorf("append %s to transcript %s: %w", eventType, w.threadID, err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed != nil {
+		return 0, w.closed
+	}
+	now := w.cfg.Now()
+	if err := w.flushDelta(now); err != nil {
+		return 0, err
+	}
+	return w.appendLocked(now, eventType, raw)
+}
+
+func marshalPayload(payload any) (json.RawMessage, error) {
+	switch p := payload.(type) {
+	case nil:
+		return json.RawMessage("{}"), nil
+	case json.RawMessage:
+		if !json.Valid(p) {
+			return nil, fmt.Errorf("payload is not valid JSON")
+		}
+		return p, nil
+	case []byte:
+		if !json.Valid(p) {
+			return nil, fmt.Errorf("payload is not valid JSON")
+		}
+		return p, nil
+	}
+	return marshal(payload)
+}
+
+func (w *Writer) appendLocked(now time.Time, eventType string, payload json.RawMessage) (int64, error) {
+	line, err := marshal(Event{Timestamp: now.UTC(), ThreadID: w.threadID, Seq: w.seq, Type: eventType, Payload: payload})
+	if err != nil {
+		return 0, fmt.Errorf("append %s to transcript %s: %w", eventType, w.threadID, err)
+	}
+	w.buf.Write(line)
+	w.buf.WriteByte('\n')
+	w.events++
+	w.seq++
+	return w.seq - 1, nil
+}
+
+// AppendDelta records streamed model text. It is droppable: text is
+// coalesced and emitted as one token_delta event per DeltaInterval or
+// DeltaChunk bytes, and text beyond the segment's DeltaBudget is dropped.
+// It reports whether the text was kept. The full text is expected in the
+// turn's cognition_out event anyway.
+func (w *Writer) AppendDelta(text string) bool {
+	if text == "" {
+		return true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed != nil {
+		return false
+	}
+	if w.deltaKept+w.delta.Len()+len(text) > w.cfg.DeltaBudget {
+		w.deltaDropped += int64(len(text))
+		return false
+	}
+	w.delta.WriteString(text)
+	now := w.cfg.Now()
+	if w.delta.Len() >= w.cfg.DeltaChunk || now.Sub(w.deltaLast) >= w.cfg.DeltaInterval {
+		if err := w.flushDelta(now); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *Writer) flushDelta(now time.Time) error {
+	if w.delta.Len() == 0 {
+		return nil
+	}
+	raw, err := marshal(TokenDelta{Text: w.delta.String()})
+	if err != nil {
+		return err
+	}
+	w.deltaKept += w.delta.Len()
+	w.delta.Reset()
+	w.deltaLast = now
+	_, err = w.appendLocked(now, TypeTokenDelta, raw)
+	return err
+}
+
+// Checkpoint commits the buffered events and a signed checkpoint carrying
+// state as the next segment, create-only. On ErrSegmentExists (another
+// writer got there first) the writer is closed; on any other error nothing
+// changed and Checkpoint may be retried. A checkpoint with no new events is
+// allowed (it records a state change).
+func (w *Writer) Checkpoint(ctx context.Context, state State) (SegmentInfo, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed != nil {
+		return SegmentInfo{}, w.closed
+	}
+	now := w.cfg.Now()
+	if err := w.flushDelta(now); err != nil {
+		return SegmentInfo{}, err
+	}
+	key := SegmentKey(w.threadID, w.segment)
+	hc := cloneHash(w.h)
+	hc.Write(w.buf.Bytes())
+	cp := Checkpoint{Segment: w.segment, Events: w.events, DroppedDeltaBytes: w.deltaDropped,
+		SHA256: hex.EncodeToString(hc.Sum(nil)), State: state}
+	line, err := signCheckpoint(now.UTC(), w.threadID, w.seq, cp, w.signer)
+	if err != nil {
+		return SegmentInfo{}, fmt.Errorf("checkpoint %s: %w", key, err)
+	}
+	data := make([]byte, 0, w.buf.Len()+len(line)+1)
+	data = append(data, w.buf.Bytes()...)
+	data = append(data, line...)
+	data = append(data, '\n')
+	if err := w.store.PutIfAbsent(ctx, key, data); err != nil {
+		if !errors.Is(err, blobstore.ErrExists) {
+			return SegmentInfo{}, fmt.Errorf("checkpoint %s: %w", key, err)
+		}
+		// Our own earlier attempt (an SDK retry whose first response was
+		// lost) left exactly these bytes: that is success.
+		if got, gerr := w.store.Get(ctx, key); gerr != nil || !bytes.Equal(got, data) {
+			w.closed = fmt.Errorf("checkpoint %s: %w", key, ErrSegmentExists)
+			return SegmentInfo{}, w.closed
+		}
+	}
+	hc.Write(line)
+	hc.Write([]byte{'\n'})
+	info := SegmentInfo{Key: key, Number: w.segment, FirstSeq: w.seq - int64(w.events), LastSeq: w.seq,
+		Size: len(data), ChainHash: hex.EncodeToString(hc.Sum(nil)), KeyID: w.signer.KeyID(), Time: now.UTC()}
+	w.h = hc
+	w.segment++
+	w.seq++
+	w.buf.Reset()
+	w.events = 0
+	w.deltaKept, w.deltaDropped = 0, 0
+	st := state
+	w.lastState = &st
+	return info, nil
+}
+
+// LastState is the state of the last committed checkpoint (nil if none).
+func (w *Writer) LastState() *State {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastState
+}
+
+// Close discards uncommitted events and refuses further writes. Call
+// Checkpoint first to keep them.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed == nil {
+		w.closed = ErrWriterClosed
+	}
+	return nil
+}

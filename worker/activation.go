@@ -1,0 +1,91 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/transcript"
+)
+
+func newToken() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// errLeaseLost ends an activation whose thread another activation took over.
+var errLeaseLost = errors.New("lease lost")
+
+// handle is the asynq handler of TypeActivate.
+func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
+	act, err := queue.ParseActivation(t)
+	if err != nil {
+		return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
+	}
+	taskID, _ := asynq.GetTaskID(ctx)
+	log := w.log.With("thread_id", act.ThreadID, "reason", act.Reason)
+	ttl := w.o.Cfg.LeaseTTL
+	token := w.token + "-" + newToken()
+	claim, err := w.o.Activations.Claim(ctx, act.ThreadID, act.Reason, act.Seq, token, taskID, ttl)
+	if errors.Is(err, queue.ErrNotClaimable) || errors.Is(err, queue.ErrNotFound) {
+		log.Debug("activation dropped", "error", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer w.track(act.ThreadID, cancel)()
+
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		tick := time.NewTicker(ttl / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-actx.Done():
+				return
+			case <-tick.C:
+				err := w.o.Activations.Heartbeat(actx, act.ThreadID, token, ttl)
+				if errors.Is(err, queue.ErrLeaseLost) {
+					cancel(errLeaseLost)
+					return
+				}
+			}
+		}
+	}()
+
+	s := &session{w: w, o: w.o, claim: claim, act: act, log: log}
+	err = s.run(actx)
+	cancel(nil)
+	<-hbDone
+	// A clean end releases the lease so the next activation can claim at
+	// once. A failed activation keeps it until it lapses: that is the
+	// backoff before asynq's retry or the recoverer takes the thread again.
+	if err == nil || errors.Is(err, errDraining) {
+		_ = w.o.Activations.Release(context.WithoutCancel(ctx), act.ThreadID, token)
+	}
+
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errLeaseLost), errors.Is(err, queue.ErrConflict), errors.Is(err, transcript.ErrSegmentExists):
+		log.Warn("activation stopped: another activation owns the thread", "error", err)
+		return nil
+	case errors.Is(err, errDraining):
+		log.Info("activation handed back for shutdown")
+		return err
+	}
+	log.Error("activation failed; asynq will retry it", "error", err)
+	return err
+}

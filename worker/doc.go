@@ -1,0 +1,36 @@
+// Package worker runs threads: the asynq handler of a thread activation,
+// the turn loop of the spec's runner, tool dispatch under the thread's
+// capabilities, child spawns and waits that hold no worker slot, automatic
+// handoff, and finalization.
+//
+// One activation, as a picture:
+//
+//	claim (lease, version V) ──▶ restore from the last checkpoint
+//	     │                            (or begin: thread_started hooks + prompt)
+//	     ▼
+//	┌─▶ cancelled? limits? ──yes──▶ finalize (cancelled / error <limit code>)
+//	│    │ no
+//	│    ▼
+//	│   model call (streaming; token deltas into the transcript; error hooks
+//	│    │          decide retry with backoff or fail)
+//	│    ▼
+//	│   tools (permission check; directive_return; spawn; bound large results)
+//	│    ▼
+//	│   checkpoint: commit V→V+1 in the registry, then the segment (create-only),
+//	│    │          then charge the ledger with key (thread, turn)
+//	│    ▼
+//	│   after_step hooks; waiting on children? ──▶ suspend (status waiting) and return
+//	│    ▼
+//	└── context window full? ──yes──▶ handoff to a continuation thread
+//
+// Crash safety. The registry version is the fence: every checkpoint commits
+// "expected version = V" before it writes its segment, so a worker whose
+// lease was taken over stops at its next checkpoint and writes nothing. A
+// segment is create-only, so history is never overwritten. A turn's spend is
+// charged after its segment is durable, under the idempotency key
+// (thread, turn), and a recovering worker re-applies the charge of the last
+// checkpoint, so a crash at any point neither loses nor repeats a charge.
+// Tool side effects of a turn that had not checkpointed when its worker
+// died run again when the turn is re-run (at-least-once for the tools of
+// the interrupted turn; no turn is completed twice).
+package worker

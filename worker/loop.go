@@ -1,0 +1,234 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/spool-run/spool/hooks"
+	"github.com/spool-run/spool/provider"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// loop runs turns until the thread finishes, suspends, hands off, or the
+// activation must stop.
+func (s *session) loop(ctx context.Context) error {
+	for {
+		if s.w.isDraining() {
+			return errDraining
+		}
+		if stop, err := s.checkBeforeTurn(ctx); stop || err != nil {
+			return err
+		}
+		resp, err := s.callModel(ctx)
+		if err != nil {
+			return err
+		}
+		if resp == nil { // the call ended the thread (cancel or failure)
+			return s.finalize(ctx)
+		}
+		if err := s.afterResponse(ctx, resp); err != nil {
+			return err
+		}
+		if s.st.Final != nil {
+			return s.finalize(ctx)
+		}
+		if err := s.checkpoint(ctx); err != nil {
+			return err
+		}
+		s.runHooks(ctx, hooks.EventAfterStep, map[string]any{"thread_id": s.id(), "cost": toMap(s.st.Cost), "turn": s.st.Turn})
+		if len(s.st.Pending) > 0 {
+			done, err := s.resolvePending(ctx)
+			if err != nil || !done {
+				return err
+			}
+		}
+		if s.contextFull() {
+			return s.handoff(ctx)
+		}
+	}
+}
+
+// checkBeforeTurn checks cancellation and limits (spec runner steps 1-2).
+func (s *session) checkBeforeTurn(ctx context.Context) (bool, error) {
+	cancelled, err := s.o.Registry.CancelRequested(ctx, s.id())
+	if err != nil {
+		return false, err
+	}
+	if cancelled {
+		s.decide(thread.StatusCancelled, "", nil, &queue.ErrorInfo{Code: "cancelled", Message: "cancelled by request"})
+		return true, s.finalize(ctx)
+	}
+	s.st.Cost.ElapsedSeconds = s.elapsed()
+	if err := s.st.Cost.CheckLimits(s.rec.Limits); err != nil {
+		var le *thread.LimitError
+		if !errors.As(err, &le) {
+			return false, err
+		}
+		s.emit(transcript.TypeLimitExceeded, map[string]any{"limit_code": le.Code, "current_value": le.Current, "current_max": le.Max})
+		evctx := hooks.LimitContext(s.id(), le)
+		s.runHooks(ctx, hooks.EventLimit, evctx)
+		dec := s.dispatcher.Decide(hooks.EventLimit, evctx)
+		if dec.Action == hooks.Continue {
+			// A hook handled the limit; limits do not grow, so the
+			// thread still cannot take another turn: it completes with
+			// what it has.
+			s.decide(thread.StatusCompleted, s.lastAssistantText(), nil, nil)
+			return true, s.finalize(ctx)
+		}
+		s.decide(thread.StatusError, "", nil, &queue.ErrorInfo{Code: le.Code, Message: le.Error()})
+		return true, s.finalize(ctx)
+	}
+	return false, nil
+}
+
+func (s *session) elapsed() float64 {
+	if s.rec.StartedAt.IsZero() {
+		return 0
+	}
+	return s.o.Now().Sub(s.rec.StartedAt).Seconds()
+}
+
+// callModel calls the provider, streaming token deltas into the
+// transcript, with error hooks deciding retries. A nil response with nil
+// error means the thread's outcome was decided (cancelled or failed).
+func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
+	req := &provider.Request{
+		Model:     s.rec.Model,
+		Messages:  s.msgs,
+		Tools:     s.toolDefs(),
+		MaxTokens: s.w.cfg.MaxOutputTokens,
+		Thread: provider.ThreadInfo{
+			ID: s.id(), Directive: s.rec.Directive, ParentID: s.rec.ParentID, PreviousThreadID: s.rec.PreviousThreadID,
+			ChainIndex: s.rec.ChainIndex, Inputs: s.rec.Inputs, Turn: s.st.Turn + 1,
+		},
+	}
+	for attempt := 0; ; attempt++ {
+		start := time.Now()
+		resp, err := s.prov.Complete(ctx, req, func(text string) { s.tw.AppendDelta(text) })
+		if err == nil {
+			s.w.metrics.observeTurn(s.rec.Directive, s.rec.Model, time.Since(start))
+			return resp, nil
+		}
+		if cause := context.Cause(ctx); cause != nil {
+			if errors.Is(cause, errCancelRequested) {
+				s.decide(thread.StatusCancelled, "", nil, &queue.ErrorInfo{Code: "cancelled", Message: "cancelled during the model call"})
+				return nil, nil
+			}
+			return nil, cause
+		}
+		pe := provider.Classify(err)
+		s.w.metrics.providerError(pe.Class)
+		s.emit(transcript.TypeThreadError, map[string]any{"error": pe.Error(), "classification": pe.Class, "status_code": pe.StatusCode, "attempt": attempt})
+		evctx := hooks.ErrorContext(s.id(), pe.Error(), pe.Class, attempt+1, pe.RetryAfter)
+		s.runHooks(ctx, hooks.EventError, evctx)
+		dec := s.dispatcher.Decide(hooks.EventError, evctx)
+		if dec.Action != hooks.Retry {
+			s.decide(thread.StatusError, "", nil, &queue.ErrorInfo{Code: "provider_" + pe.Class, Message: pe.Error()})
+			return nil, nil
+		}
+		s.log.Info("model call failed; retrying", "class", pe.Class, "attempt", attempt+1, "delay", dec.Delay)
+		select {
+		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), errCancelRequested) {
+				s.decide(thread.StatusCancelled, "", nil, &queue.ErrorInfo{Code: "cancelled", Message: "cancelled while waiting to retry"})
+				return nil, nil
+			}
+			return nil, context.Cause(ctx)
+		case <-time.After(dec.Delay):
+		}
+	}
+}
+
+// afterResponse records the response, tracks cost and dispatches tool
+// calls (spec runner steps 4-7).
+func (s *session) afterResponse(ctx context.Context, resp *provider.Response) error {
+	spend, err := s.prov.Cost(s.rec.Model, resp.Usage)
+	if err != nil {
+		s.decide(thread.StatusError, "", nil, &queue.ErrorInfo{Code: "pricing_error", Message: err.Error()})
+		return nil
+	}
+	s.st.Turn++
+	s.st.Cost.Turns++
+	s.st.Cost.InputTokens += resp.Usage.InputTokens
+	s.st.Cost.OutputTokens += resp.Usage.OutputTokens
+	s.st.Cost.CacheReadTokens += resp.Usage.CacheReadTokens
+	s.st.Cost.CacheWriteTokens += resp.Usage.CacheWriteTokens
+	s.st.Cost.Spend += spend
+	s.st.TurnSpend = spend
+	s.st.LastPromptTokens = resp.Usage.InputTokens + resp.Usage.CacheReadTokens + resp.Usage.CacheWriteTokens
+	s.st.SinceResponse = 0
+	s.w.metrics.tokens(s.rec.Directive, s.rec.Model, resp.Usage, spend)
+
+	s.msgs = append(s.msgs, thread.Message{Role: thread.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls})
+	s.st.SinceResponse++
+	s.emit(transcript.TypeCognitionOut, transcript.CognitionOut{
+		Content: resp.Text, ToolCalls: resp.ToolCalls, Model: s.rec.Model, Turn: s.st.Turn, Spend: spend,
+		Usage: transcript.Usage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens,
+			CacheReadTokens: resp.Usage.CacheReadTokens, CacheWriteTokens: resp.Usage.CacheWriteTokens},
+		StopReason: resp.StopReason,
+	})
+
+	if len(resp.ToolCalls) == 0 {
+		if len(s.dir.Outputs.Fields) > 0 && !s.st.Nudged {
+			s.st.Nudged = true
+			s.appendMessage(thread.Message{Role: thread.RoleUser, Content: "This directive declares outputs. Finish by calling " +
+				directiveReturnID + " with them."})
+			return nil
+		}
+		s.decide(thread.StatusCompleted, resp.Text, nil, nil)
+		return nil
+	}
+	for _, call := range resp.ToolCalls {
+		if err := s.dispatch(ctx, call); err != nil {
+			return err
+		}
+		if s.st.Final != nil {
+			break
+		}
+	}
+	return nil
+}
+
+// decide records the thread's outcome; finalize applies it.
+func (s *session) decide(status thread.Status, result string, outputs map[string]any, e *queue.ErrorInfo) {
+	s.st.Final = &final{Status: status, Result: result, Outputs: outputs, Error: e}
+}
+
+func (s *session) lastAssistantText() string {
+	for i := len(s.msgs) - 1; i >= 0; i-- {
+		if s.msgs[i].Role == thread.RoleAssistant && s.msgs[i].Content != "" {
+			return s.msgs[i].Content
+		}
+	}
+	return ""
+}
+
+// finalize ends the thread with the decided outcome (spec step 14): a
+// final transcript segment, then the orchestrator's Finalize (ledger,
+// registry, thread.json, waiters, child policy), then after_complete hooks.
+func (s *session) finalize(ctx context.Context) error {
+	f := s.st.Final
+	s.st.Cost.ElapsedSeconds = s.elapsed()
+	if !s.finalDurable {
+		// The outcome, the turn that led to it and its charge become
+		// durable in one checkpoint; a recovering worker that finds Final
+		// in its state only re-runs what follows.
+		s.emit(transcript.TypeThreadCompleted, map[string]any{"status": f.Status, "result": f.Result, "outputs": f.Outputs, "error": f.Error, "cost": s.st.Cost})
+		if err := s.checkpoint(ctx); err != nil {
+			return err
+		}
+		s.finalDurable = true
+	}
+	err := s.o.Finalize(ctx, s.rec, s.version, orchestratorOutcome(f, s.st.Cost))
+	if err != nil {
+		return err
+	}
+	s.w.metrics.finished(s.rec.Directive, string(f.Status))
+	s.runHooks(context.WithoutCancel(ctx), hooks.EventAfterComplete, map[string]any{
+		"thread_id": s.id(), "cost": toMap(s.st.Cost), "status": string(f.Status), "project_path": ".",
+	})
+	return nil
+}

@@ -1,0 +1,75 @@
+package worker
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/spool-run/spool/provider"
+)
+
+// Metrics are the worker's Prometheus collectors. A nil *Metrics records
+// nothing.
+type Metrics struct {
+	Turns          *prometheus.CounterVec
+	Tokens         *prometheus.CounterVec
+	Spend          *prometheus.CounterVec
+	TurnLatency    *prometheus.HistogramVec
+	Finished       *prometheus.CounterVec
+	ProviderErrors *prometheus.CounterVec
+	Suspensions    prometheus.Counter
+}
+
+// NewMetrics registers the worker's collectors with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Turns:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_turns_total", Help: "Model turns run."}, []string{"directive", "model"}),
+		Tokens:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_tokens_total", Help: "Tokens by kind."}, []string{"directive", "model", "kind"}),
+		Spend:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_spend_usd_total", Help: "Spend in USD."}, []string{"directive", "model"}),
+		TurnLatency:    prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "spool_model_call_seconds", Help: "Model call latency.", Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12)}, []string{"model"}),
+		Finished:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_threads_finished_total", Help: "Threads finished by status."}, []string{"directive", "status"}),
+		ProviderErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_provider_errors_total", Help: "Provider errors by class."}, []string{"class"}),
+		Suspensions:    prometheus.NewCounter(prometheus.CounterOpts{Name: "spool_thread_suspensions_total", Help: "Threads suspended to wait on children."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Turns, m.Tokens, m.Spend, m.TurnLatency, m.Finished, m.ProviderErrors, m.Suspensions)
+	}
+	return m
+}
+
+func (m *Metrics) observeTurn(directive, model string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.Turns.WithLabelValues(directive, model).Inc()
+	m.TurnLatency.WithLabelValues(model).Observe(d.Seconds())
+}
+
+func (m *Metrics) tokens(directive, model string, u provider.Usage, spend float64) {
+	if m == nil {
+		return
+	}
+	m.Tokens.WithLabelValues(directive, model, "input").Add(float64(u.InputTokens))
+	m.Tokens.WithLabelValues(directive, model, "output").Add(float64(u.OutputTokens))
+	m.Tokens.WithLabelValues(directive, model, "cache_read").Add(float64(u.CacheReadTokens))
+	m.Tokens.WithLabelValues(directive, model, "cache_write").Add(float64(u.CacheWriteTokens))
+	m.Spend.WithLabelValues(directive, model).Add(spend)
+}
+
+func (m *Metrics) finished(directive, status string) {
+	if m != nil {
+		m.Finished.WithLabelValues(directive, status).Inc()
+	}
+}
+
+func (m *Metrics) providerError(class string) {
+	if m != nil {
+		m.ProviderErrors.WithLabelValues(class).Inc()
+	}
+}
+
+func (m *Metrics) suspended() {
+	if m != nil {
+		m.Suspensions.Inc()
+	}
+}

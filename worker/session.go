@@ -1,0 +1,427 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/hooks"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/provider"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/tools"
+	"github.com/spool-run/spool/transcript"
+)
+
+// state is the worker's operational state, stored in every checkpoint so
+// that any worker can continue the thread.
+type state struct {
+	Turn          int            `json:"turn"`
+	Cost          thread.Cost    `json:"cost"`
+	ToolCalls     int            `json:"tool_calls"`
+	ToolCallsByID map[string]int `json:"tool_calls_by_id"`
+	// TurnSpend is the spend of the last completed turn, charged to the
+	// ledger under key (thread, Turn) after the checkpoint is durable.
+	TurnSpend float64 `json:"turn_spend"`
+	// LastPromptTokens is the provider-reported prompt size of the last
+	// response; the context check adds an estimate of what came after.
+	LastPromptTokens int `json:"last_prompt_tokens"`
+	// SinceResponse counts messages appended after the last response.
+	SinceResponse int `json:"since_response"`
+	// Nudged is set once the model was asked to call directive_return.
+	Nudged bool `json:"nudged,omitempty"`
+	// Pending are tool calls whose results are child threads' results.
+	Pending []pending `json:"pending,omitempty"`
+	// Final is set once the thread's outcome is decided; a worker that
+	// finds it on restore only re-runs finalization.
+	Final *final `json:"final,omitempty"`
+	// Handoff is set once a handoff is decided: the continuation's id.
+	Handoff string `json:"handoff,omitempty"`
+}
+
+// pending is a tool call waiting on threads: a synchronous spawn, or a
+// wait_threads call.
+type pending struct {
+	CallID   string    `json:"call_id"`
+	Tool     string    `json:"tool"`
+	Kind     string    `json:"kind"` // "spawn" or "wait"
+	Threads  []string  `json:"threads"`
+	Deadline time.Time `json:"deadline,omitempty"`
+}
+
+// final is a decided outcome.
+type final struct {
+	Status  thread.Status    `json:"status"`
+	Result  string           `json:"result,omitempty"`
+	Outputs map[string]any   `json:"outputs,omitempty"`
+	Error   *queue.ErrorInfo `json:"error,omitempty"`
+	// ContinuationID is the continuation of a handed-off thread.
+	ContinuationID string `json:"continuation_id,omitempty"`
+}
+
+func orchestratorOutcome(f *final, cost thread.Cost) orchestrator.Outcome {
+	return orchestrator.Outcome{Status: f.Status, Result: f.Result, Outputs: f.Outputs, Error: f.Error, Cost: cost, ContinuationID: f.ContinuationID}
+}
+
+// session is one activation of one thread.
+type session struct {
+	w     *Worker
+	o     *orchestrator.Orchestrator
+	claim queue.Claim
+	act   queue.Activation
+	log   *slog.Logger
+
+	rec        *queue.Record
+	version    int64
+	proj       *orchestrator.Project
+	dir        *directive.Directive
+	prov       provider.Provider
+	tw         *transcript.Writer
+	hooks      []hooks.Hook
+	dispatcher *hooks.Dispatcher
+	tools      *tools.Registry
+	toolEnv    *tools.Env
+	msgs       []thread.Message
+	st         state
+	// events are the transcript's events so far (restored and new), for
+	// the knowledge render at each checkpoint.
+	events []transcript.Event
+	// finalDurable: the thread_completed event is in a durable segment.
+	finalDurable bool
+}
+
+func (s *session) id() string { return s.rec.ThreadID }
+
+// run executes the activation to its end: finished, suspended, handed off,
+// or stopped.
+func (s *session) run(ctx context.Context) error {
+	if err := s.load(ctx); err != nil {
+		return err
+	}
+	fresh, err := s.restore(ctx)
+	if err != nil {
+		return err
+	}
+	if fresh {
+		if err := s.begin(ctx); err != nil {
+			return s.failOnPermanent(ctx, err)
+		}
+	}
+	if s.st.Final != nil {
+		return s.finalize(ctx)
+	}
+	if s.st.Handoff != "" {
+		return s.completeHandoff(ctx)
+	}
+	if len(s.st.Pending) > 0 {
+		done, err := s.resolvePending(ctx)
+		if err != nil || !done {
+			return err
+		}
+	}
+	return s.loop(ctx)
+}
+
+// load reads the record, project bundle, directive, provider, hooks and
+// tools.
+func (s *session) load(ctx context.Context) error {
+	rec, err := s.o.Registry.Get(ctx, s.act.ThreadID)
+	if err != nil {
+		return err
+	}
+	s.rec, s.version = rec, s.claim.Version
+	s.log = s.log.With("directive", rec.Directive)
+	if s.proj, err = s.o.Project(ctx, rec.Bundle); err != nil {
+		if errors.Is(err, directive.ErrBadBundle) || errors.Is(err, blobstore.ErrNotFound) {
+			return s.failNow(ctx, "bundle_error", err.Error())
+		}
+		return err
+	}
+	if s.dir, err = s.proj.Directive(rec.Directive); err != nil {
+		return s.failNow(ctx, "directive_error", err.Error())
+	}
+	if rec.Activation > maxActivations {
+		return s.failNow(ctx, "activation_failed", fmt.Sprintf("the thread was activated %d times without finishing; giving up", rec.Activation))
+	}
+	pc := *s.w.cfg.Provider
+	pc.ReadFile = s.proj.ReadFile
+	if s.proj.Pricing != nil {
+		pc.PricingOverrides = s.proj.Pricing
+	}
+	if s.prov, err = provider.New(rec.Model, pc); err != nil {
+		return s.failNow(ctx, "model_error", err.Error())
+	}
+	s.hooks = hooks.Merge(s.proj.UserHooks, s.dir.Hooks, hooks.Builtin(s.proj.Resilience.Retry), s.proj.ProjectHooks, nil)
+	s.dispatcher = hooks.NewDispatcher(s.hooks)
+	s.tools, err = s.buildTools()
+	if err != nil {
+		return s.failOnPermanent(ctx, err)
+	}
+	s.toolEnv = &tools.Env{
+		ThreadID: rec.ThreadID,
+		ParentID: rec.ParentID,
+		TreeID:   rec.TreeID(),
+		Store:    s.o.Store,
+		Env:      map[string]string{"RYE_PARENT_THREAD_ID": rec.ThreadID},
+		Logger:   s.log,
+	}
+	return nil
+}
+
+// maxActivations bounds how often a thread is activated (claims by start,
+// wake, retry and recovery together) before it is failed: an activation that
+// keeps dying on the same turn must not loop forever.
+const maxActivations = 200
+
+// failNow finalizes a thread that cannot run at all (bad model, broken
+// bundle) with an error, at the claimed version.
+func (s *session) failNow(ctx context.Context, code, msg string) error {
+	s.st.Final = &final{Status: thread.StatusError, Error: &queue.ErrorInfo{Code: code, Message: msg}}
+	s.st.Cost = s.rec.Cost
+	if s.tw == nil {
+		tw, err := transcript.OpenWriter(ctx, s.o.Store, s.rec.ThreadID, s.o.Signer, s.o.Keyring)
+		if err != nil {
+			return err
+		}
+		s.tw = tw
+	}
+	return s.finalize(ctx)
+}
+
+// failOnPermanent turns an error in setup that no retry can fix into a
+// failed thread; infrastructure errors go back to asynq.
+func (s *session) failOnPermanent(ctx context.Context, err error) error {
+	var pe *permanentError
+	if errors.As(err, &pe) {
+		return s.failNow(ctx, pe.code, pe.msg)
+	}
+	return err
+}
+
+type permanentError struct{ code, msg string }
+
+func (e *permanentError) Error() string { return e.code + ": " + e.msg }
+
+// restore loads the transcript: it returns fresh=true when the thread has
+// no checkpoint yet.
+func (s *session) restore(ctx context.Context) (bool, error) {
+	tw, err := transcript.OpenWriter(ctx, s.o.Store, s.id(), s.o.Signer, s.o.Keyring)
+	if err != nil {
+		return false, fmt.Errorf("open transcript of %s: %w", s.id(), err)
+	}
+	s.tw = tw
+	last := tw.LastState()
+	if r := tw.Resumed(); r != nil {
+		s.events = append([]transcript.Event(nil), r.Events...)
+	}
+	if last == nil {
+		s.st = state{ToolCallsByID: map[string]int{}}
+		return true, nil
+	}
+	if raw, ok := last.Extra["worker"]; ok {
+		if err := json.Unmarshal(raw, &s.st); err != nil {
+			return false, fmt.Errorf("checkpoint state of %s: %w", s.id(), err)
+		}
+	}
+	if s.st.ToolCallsByID == nil {
+		s.st.ToolCallsByID = map[string]int{}
+	}
+	s.finalDurable = s.st.Final != nil
+	if s.msgs, err = transcript.Reconstruct(s.events); err != nil {
+		return false, fmt.Errorf("rebuild messages of %s: %w", s.id(), err)
+	}
+	// The last checkpoint's charge may not have reached the ledger.
+	if err := s.charge(ctx); err != nil {
+		return false, err
+	}
+	return false, nil
+}
+
+// begin starts a fresh thread: the first user message (thread_started hook
+// context + the directive prompt), or a continuation's seed messages.
+func (s *session) begin(ctx context.Context) error {
+	s.emit(transcript.TypeThreadStarted, map[string]any{
+		"directive": s.rec.Directive, "model": s.rec.Model, "inputs": s.rec.Inputs, "limits": s.rec.Limits,
+		"parent_id": s.rec.ParentID, "previous_thread_id": s.rec.PreviousThreadID, "capabilities": s.rec.Capabilities,
+	})
+	evctx := map[string]any{
+		"thread_id": s.id(), "directive": s.rec.Directive, "directive_body": s.dir.Body,
+		"model": s.rec.Model, "limits": toMap(s.rec.Limits), "inputs": s.rec.Inputs, "project_path": ".",
+	}
+	if s.rec.PreviousThreadID != "" {
+		evctx["previous_thread_id"] = s.rec.PreviousThreadID
+		seed, err := s.continuationSeed(ctx)
+		if err != nil {
+			return err
+		}
+		hookText := s.runHooks(ctx, hooks.EventThreadContinued, evctx)
+		if hookText != "" {
+			seed = injectNearLastUser(seed, hookText)
+		}
+		for _, m := range seed {
+			s.appendMessage(m)
+		}
+	} else {
+		hookText := s.runHooks(ctx, hooks.EventThreadStarted, evctx)
+		prompt := directive.RenderBody(s.dir, s.rec.Inputs)
+		if hookText != "" {
+			prompt = hookText + "\n\n" + prompt
+		}
+		s.appendMessage(thread.Message{Role: thread.RoleUser, Content: prompt})
+	}
+	if err := s.writeCapabilities(ctx); err != nil {
+		s.log.Warn("capabilities.md not written", "error", err)
+	}
+	if err := s.o.WriteThreadJSON(ctx, s.rec); err != nil {
+		s.log.Warn("thread.json not written", "error", err)
+	}
+	return s.checkpoint(ctx)
+}
+
+// appendMessage adds a message to the conversation and records it.
+func (s *session) appendMessage(m thread.Message) {
+	s.msgs = append(s.msgs, m)
+	s.st.SinceResponse++
+	switch m.Role {
+	case thread.RoleUser:
+		s.emit(transcript.TypeCognitionIn, transcript.CognitionIn{Content: m.Content})
+	case thread.RoleAssistant:
+		s.emit(transcript.TypeCognitionOut, transcript.CognitionOut{Content: m.Content, ToolCalls: m.ToolCalls})
+	case thread.RoleTool:
+		s.emit(transcript.TypeToolCallResult, transcript.ToolCallResult{CallID: m.ToolCallID, Tool: m.ToolName, Output: m.Content, IsError: m.IsError})
+	}
+}
+
+// emit appends an event to the transcript. Events are buffered in the
+// writer and made durable at the next checkpoint.
+func (s *session) emit(typ string, payload any) {
+	seq, err := s.tw.Append(typ, payload)
+	if err != nil {
+		s.log.Warn("transcript append", "event_type", typ, "error", err)
+		return
+	}
+	raw, _ := json.Marshal(payload)
+	s.events = append(s.events, transcript.Event{Timestamp: s.o.Now(), ThreadID: s.id(), Seq: seq, Type: typ, Payload: raw})
+}
+
+// checkpoint makes the turn durable: the registry version first (the
+// fence: a stale activation stops here and writes nothing), then the
+// signed segment (create-only), then the turn's charge.
+func (s *session) checkpoint(ctx context.Context) error {
+	cost := s.st.Cost
+	v, err := s.o.Registry.Commit(ctx, s.id(), s.version, queue.Changes{Cost: &cost})
+	if err != nil {
+		return err
+	}
+	s.version = v
+	raw, err := json.Marshal(s.st)
+	if err != nil {
+		return err
+	}
+	byID := make(map[string]int, len(s.st.ToolCallsByID))
+	for k, n := range s.st.ToolCallsByID {
+		byID[k] = n
+	}
+	if _, err := s.tw.Checkpoint(ctx, transcript.State{
+		Reason:          transcript.ReasonAssistantTurn,
+		Status:          string(thread.StatusRunning),
+		Iteration:       s.st.Turn,
+		Version:         s.version,
+		Cost:            s.st.Cost,
+		ToolCallsTotal:  s.st.ToolCalls,
+		ToolCallsByTool: byID,
+		Extra:           map[string]json.RawMessage{"worker": raw},
+	}); err != nil {
+		return err
+	}
+	if err := s.charge(ctx); err != nil {
+		return err
+	}
+	s.renderKnowledge(ctx)
+	return nil
+}
+
+// charge applies the last turn's spend to the ledger, once per (thread,
+// turn) however often it is called.
+func (s *session) charge(ctx context.Context) error {
+	if s.st.Turn == 0 || s.st.TurnSpend <= 0 {
+		return nil
+	}
+	key := fmt.Sprintf("%s:turn:%d", s.id(), s.st.Turn)
+	_, err := s.o.Ledger.Charge(ctx, s.id(), key, s.st.TurnSpend)
+	var le *thread.LimitError
+	if errors.As(err, &le) {
+		// Recorded (clamped) in the ledger; the limit check before the
+		// next turn stops the thread.
+		s.log.Warn("charge exceeded the thread's budget", "error", err)
+		return nil
+	}
+	return err
+}
+
+func (s *session) renderKnowledge(ctx context.Context) {
+	// Best effort: the knowledge render is a view, not the record.
+	status := string(thread.StatusRunning)
+	if s.st.Final != nil {
+		status = string(s.st.Final.Status)
+	}
+	meta := transcript.KnowledgeMeta{ThreadID: s.id(), Directive: s.rec.Directive, Status: status,
+		Model: s.rec.Model, Turns: s.st.Cost.Turns, Spend: s.st.Cost.Spend, CreatedAt: s.rec.CreatedAt, UpdatedAt: s.o.Now()}
+	data := transcript.SignedKnowledge(meta, s.events, s.o.Signer, s.o.Now())
+	if err := s.o.Store.Put(ctx, transcript.KnowledgeKey(s.rec.Directive, s.id()), data); err != nil {
+		s.log.Warn("knowledge render not written", "error", err)
+	}
+}
+
+func (s *session) writeCapabilities(ctx context.Context) error {
+	body, err := transcript.RenderCapabilities(s.id(), s.toolDefs(), s.rec.Capabilities)
+	if err != nil {
+		return err
+	}
+	return s.o.Store.Put(ctx, transcript.CapabilitiesKey(s.id()), transcript.SignMarkdown(body, s.o.Signer, s.o.Now()))
+}
+
+// runHooks runs the hooks of an event and returns the context text their
+// load actions produced.
+func (s *session) runHooks(ctx context.Context, event string, evctx map[string]any) string {
+	outs, err := s.dispatcher.Run(ctx, event, evctx, s)
+	if err != nil {
+		s.log.Warn("hooks failed", "event", event, "error", err)
+	}
+	for _, o := range outs {
+		s.emit(transcript.TypeHookFired, map[string]any{"hook_id": o.HookID, "event": event, "item_id": o.ItemID, "error": errString(o.Err)})
+	}
+	return hooks.InjectedContext(outs)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func toMap(v any) map[string]any {
+	b, _ := json.Marshal(v)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+// injectNearLastUser puts hook context into the last user message of a
+// seed, as the spec's thread_continued says (not prepended to the thread).
+func injectNearLastUser(msgs []thread.Message, text string) []thread.Message {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == thread.RoleUser {
+			msgs[i].Content = text + "\n\n" + msgs[i].Content
+			return msgs
+		}
+	}
+	return append(msgs, thread.Message{Role: thread.RoleUser, Content: text})
+}

@@ -1,0 +1,294 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/provider"
+	"github.com/spool-run/spool/queue"
+)
+
+// Config configures a Worker.
+type Config struct {
+	// Concurrency is the number of activations run at once. Default 10.
+	Concurrency int
+	// Queues maps queue names to priority weights. Default
+	// critical=6, default=3, low=1.
+	Queues map[string]int
+	// ShutdownTimeout is how long Stop lets in-flight activations finish
+	// their current turn. Default 30s.
+	ShutdownTimeout time.Duration
+	// RecoverInterval is how often the worker looks for orphaned threads
+	// (lease lapsed) and stalled wake-ups. Default 2s; negative disables.
+	RecoverInterval time.Duration
+	// MaxToolResultBytes bounds a tool result given to the model; the full
+	// result is stored as an artifact. Default 32 KiB.
+	MaxToolResultBytes int
+	// MaxOutputTokens is the max_tokens of each model call. Default 4096.
+	MaxOutputTokens int
+	// Provider configures the LLM providers. Default provider.ConfigFromEnv().
+	Provider *provider.Config
+	// Logger. Default the orchestrator's.
+	Logger *slog.Logger
+	// Metrics, or nil for none.
+	Metrics *Metrics
+}
+
+// WithDefaults fills unset fields.
+func (c Config) WithDefaults() Config {
+	if c.Concurrency <= 0 {
+		c.Concurrency = 10
+	}
+	if len(c.Queues) == 0 {
+		c.Queues = map[string]int{"critical": 6, queue.DefaultQueue: 3, "low": 1}
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.RecoverInterval == 0 {
+		c.RecoverInterval = 2 * time.Second
+	}
+	if c.MaxToolResultBytes <= 0 {
+		c.MaxToolResultBytes = 32 << 10
+	}
+	if c.MaxOutputTokens <= 0 {
+		c.MaxOutputTokens = 4096
+	}
+	if c.Provider == nil {
+		pc := provider.ConfigFromEnv()
+		c.Provider = &pc
+	}
+	return c
+}
+
+// ParseQueues parses "q1=6,q2=3" (a bare name gets weight 1).
+func ParseQueues(s string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, w, ok := strings.Cut(part, "=")
+		weight := 1
+		if ok {
+			if _, err := fmt.Sscanf(w, "%d", &weight); err != nil || weight <= 0 {
+				return nil, fmt.Errorf("queues: %q: weight must be a positive integer", part)
+			}
+		}
+		if name == "" {
+			return nil, fmt.Errorf("queues: %q: empty queue name", part)
+		}
+		out[name] = weight
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("queues: no queue named in %q", s)
+	}
+	return out, nil
+}
+
+// errDraining is returned by an activation that stopped after a checkpoint
+// because the worker is shutting down: asynq retries the task soon, on
+// whichever worker is still up.
+var errDraining = errors.New("worker draining: activation handed back")
+
+// Worker serves thread activations from asynq queues.
+type Worker struct {
+	cfg     Config
+	o       *orchestrator.Orchestrator
+	log     *slog.Logger
+	srv     *asynq.Server
+	metrics *Metrics
+
+	draining chan struct{}
+	stopOnce sync.Once
+	bg       sync.WaitGroup
+	bgCancel context.CancelFunc
+
+	mu      sync.Mutex
+	running map[string]context.CancelCauseFunc // thread id → cancel of its activation
+	token   string
+}
+
+// New returns a Worker; Start runs it.
+func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
+	cfg = cfg.WithDefaults()
+	if cfg.Logger == nil {
+		cfg.Logger = o.Log
+	}
+	w := &Worker{cfg: cfg, o: o, log: cfg.Logger, draining: make(chan struct{}), running: map[string]context.CancelCauseFunc{}}
+	w.token = newToken()
+	w.metrics = cfg.Metrics
+	w.srv = asynq.NewServerFromRedisClient(o.Redis, asynq.Config{
+		Concurrency:     cfg.Concurrency,
+		Queues:          cfg.Queues,
+		ShutdownTimeout: cfg.ShutdownTimeout,
+		Logger:          asynqLogger{w.log},
+		LogLevel:        asynq.WarnLevel,
+		RetryDelayFunc: func(n int, err error, t *asynq.Task) time.Duration {
+			if errors.Is(err, errDraining) {
+				return time.Second
+			}
+			return asynq.DefaultRetryDelayFunc(n, err, t)
+		},
+		IsFailure: func(err error) bool { return !errors.Is(err, errDraining) },
+	})
+	return w
+}
+
+// Start starts serving. The order: the cancel listener, the recoverer,
+// then the asynq server.
+func (w *Worker) Start() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	w.bgCancel = cancel
+	sub, err := w.o.Registry.Subscribe(ctx)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("start worker: subscribe: %w", err)
+	}
+	w.bg.Add(1)
+	go func() {
+		defer w.bg.Done()
+		defer sub.Close()
+		w.listenCancels(ctx, sub)
+	}()
+	if w.cfg.RecoverInterval > 0 {
+		w.bg.Add(1)
+		go func() {
+			defer w.bg.Done()
+			w.recoverLoop(ctx)
+		}()
+	}
+	mux := asynq.NewServeMux()
+	mux.HandleFunc(queue.TypeActivate, w.handle)
+	if err := w.srv.Start(mux); err != nil {
+		cancel()
+		w.bg.Wait()
+		return fmt.Errorf("start worker: %w", err)
+	}
+	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "queues", w.cfg.Queues)
+	return nil
+}
+
+// Stop shuts down in order: new activations stop being taken, in-flight
+// activations finish their current turn, checkpoint and hand the thread
+// back (within ShutdownTimeout), then the recoverer and cancel listener
+// stop.
+func (w *Worker) Stop() {
+	w.stopOnce.Do(func() {
+		close(w.draining)
+		w.srv.Stop()
+		w.srv.Shutdown()
+		if w.bgCancel != nil {
+			w.bgCancel()
+		}
+		w.bg.Wait()
+		w.log.Info("worker stopped")
+	})
+}
+
+func (w *Worker) isDraining() bool {
+	select {
+	case <-w.draining:
+		return true
+	default:
+		return false
+	}
+}
+
+// listenCancels cancels the model call of a running activation when its
+// thread's cancel is requested.
+func (w *Worker) listenCancels(ctx context.Context, sub *queue.Subscription) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-sub.C:
+			if !ok {
+				return
+			}
+			if ev.Status != "cancel" {
+				continue
+			}
+			w.mu.Lock()
+			c := w.running[ev.ThreadID]
+			w.mu.Unlock()
+			if c != nil {
+				c(errCancelRequested)
+			}
+		}
+	}
+}
+
+var errCancelRequested = errors.New("cancel requested")
+
+func (w *Worker) track(id string, c context.CancelCauseFunc) func() {
+	w.mu.Lock()
+	w.running[id] = c
+	w.mu.Unlock()
+	return func() {
+		w.mu.Lock()
+		delete(w.running, id)
+		w.mu.Unlock()
+	}
+}
+
+// recoverLoop re-enqueues orphaned threads (running, lease lapsed) and
+// waiting threads whose wake-up was lost. Every worker runs it; the task
+// ids make each recovery one task.
+func (w *Worker) recoverLoop(ctx context.Context) {
+	t := time.NewTicker(w.cfg.RecoverInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := Recover(ctx, w.o); err != nil && ctx.Err() == nil {
+				w.log.Warn("recover orphans", "error", err)
+			}
+		}
+	}
+}
+
+// Recover runs one housekeeping pass: orphans and stalled wake-ups are
+// re-enqueued. The scheduler calls it too.
+func Recover(ctx context.Context, o *orchestrator.Orchestrator) error {
+	orphans, err := o.Activations.Orphans(ctx)
+	if err != nil {
+		return err
+	}
+	for _, or := range orphans {
+		o.Log.Info("recovering orphaned thread", "thread_id", or.ThreadID, "version", or.Version)
+		if err := o.Enqueuer.Enqueue(ctx, queue.Activation{ThreadID: or.ThreadID, Reason: "recover"}, or.Version, or.Queue); err != nil {
+			return err
+		}
+	}
+	stalled, err := o.Activations.StalledWaits(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range stalled {
+		if err := o.EnqueueWake(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// asynqLogger adapts slog to asynq's logger.
+type asynqLogger struct{ l *slog.Logger }
+
+func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...)) }
+func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...)) }
+func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...)) }
+func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...)) }
+func (a asynqLogger) Fatal(args ...any) { a.l.Error(fmt.Sprint(args...)) }
