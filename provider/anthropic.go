@@ -37,7 +37,9 @@ func NewAnthropic(model string, cfg Config, pricing *Pricing) *Anthropic {
 }
 
 // ContextWindow implements Provider.
-func (a *Anthropic) ContextWindow(model string) int { return a.pricing.ContextWindow(orDefault(model, a.model)) }
+func (a *Anthropic) ContextWindow(model string) int {
+	return a.pricing.ContextWindow(orDefault(model, a.model))
+}
 
 // Cost implements Provider.
 func (a *Anthropic) Cost(model string, u Usage) (float64, error) {

@@ -47,7 +47,9 @@ func NewOpenAI(model string, cfg Config, pricing *Pricing) *OpenAI {
 }
 
 // ContextWindow implements Provider.
-func (o *OpenAI) ContextWindow(model string) int { return o.pricing.ContextWindow(orDefault(model, o.model)) }
+func (o *OpenAI) ContextWindow(model string) int {
+	return o.pricing.ContextWindow(orDefault(model, o.model))
+}
 
 // Cost implements Provider.
 func (o *OpenAI) Cost(model string, u Usage) (float64, error) {

@@ -67,6 +67,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.StringFlag{Name: "signing-key", EnvVars: []string{"SPOOL_SIGNING_KEY"}, Usage: "Ed25519 private key (default: <data-dir>/keys/)"},
 			&cli.StringFlag{Name: "log-level", EnvVars: []string{"SPOOL_LOG_LEVEL"}, Value: "warn", Usage: "debug, info, warn or error"},
 			&cli.BoolFlag{Name: "log-json", EnvVars: []string{"SPOOL_LOG_JSON"}, Usage: "structured JSON logs"},
+			&cli.DurationFlag{Name: "lease-ttl", EnvVars: []string{"SPOOL_LEASE_TTL"}, Value: 10 * time.Second, Usage: "activation lease: a killed worker's thread is recovered after about this long"},
 		},
 		Commands: []*cli.Command{
 			devCommand(), workerCommand(), schedulerCommand(), monitorCommand(), keysCommand(),
@@ -202,7 +203,11 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 		return nil, err
 	}
 	s.client = asynq.NewClientFromRedisClient(s.rdb)
-	s.orch = orchestrator.New(orchestrator.Config{Namespace: c.String("namespace"), Logger: log}, s.rdb, s.store,
+	if c.Duration("lease-ttl") < time.Second {
+		s.Close()
+		return nil, usagef("--lease-ttl %s: must be at least 1s", c.Duration("lease-ttl"))
+	}
+	s.orch = orchestrator.New(orchestrator.Config{Namespace: c.String("namespace"), Logger: log, LeaseTTL: c.Duration("lease-ttl")}, s.rdb, s.store,
 		&queue.Enqueuer{Client: s.client}, signer, keyring)
 	return s, nil
 }

@@ -23,6 +23,7 @@ func workerFlags() []cli.Flag {
 		&cli.StringFlag{Name: "queues", Value: "critical=6,default=3,low=1", EnvVars: []string{"SPOOL_WORKER_QUEUES"}, Usage: "queues and weights"},
 		&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "on SIGTERM, how long in-flight turns may finish"},
 		&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"SPOOL_METRICS_ADDR"}, Usage: "serve /metrics and /healthz here (e.g. :9090)"},
+		&cli.DurationFlag{Name: "recover-interval", EnvVars: []string{"SPOOL_RECOVER_INTERVAL"}, Value: 2 * time.Second, Usage: "how often to look for orphaned threads (0 disables)"},
 	}
 }
 
@@ -71,8 +72,12 @@ func newWorker(c *cli.Context, s *services, reg *prometheus.Registry) (*worker.W
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		m = worker.NewMetrics(reg)
 	}
+	ri := c.Duration("recover-interval")
+	if ri == 0 {
+		ri = -1
+	}
 	return worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: queues, ShutdownTimeout: c.Duration("shutdown-timeout"),
-		Logger: s.log, Metrics: m}, s.orch), nil
+		Logger: s.log, Metrics: m, RecoverInterval: ri}, s.orch), nil
 }
 
 // serveMetrics serves /metrics and /healthz (plus extra handlers) on addr;

@@ -283,3 +283,23 @@ func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
 }
+
+// MaybeS3 returns the S3 test server, or nil when none is available (and
+// tests need not use real services). Under RequireReal a missing server
+// fails the test.
+func MaybeS3(t testing.TB) *S3 {
+	t.Helper()
+	s3Once.Do(func() { s3Srv, s3Err = startS3() })
+	if s3Err != nil {
+		t.Fatalf("testenv: s3: %v", s3Err)
+	}
+	if s3Srv == nil {
+		if RequireReal() {
+			t.Fatalf("testenv: SPOOL_TEST_REQUIRE_REAL=1 but no S3 server (set SPOOL_TEST_S3_ENDPOINT or put versitygw on PATH)")
+		}
+		return nil
+	}
+	s := *s3Srv
+	s.Prefix = "t" + RandomID(6) + "/"
+	return &s
+}

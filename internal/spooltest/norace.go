@@ -1,0 +1,5 @@
+//go:build !race
+
+package spooltest
+
+const raceEnabled = false
