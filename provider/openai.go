@@ -30,8 +30,9 @@ type OpenAI struct {
 }
 
 // NewOpenAI builds an OpenAI-compatible adapter for model (the wire name,
-// no "openai/" prefix), with SDK retries off. Key and base URL come from
-// cfg (an empty cfg value leaves the SDK's environment default).
+// no "openai/" prefix), with SDK retries off. The base URL comes from cfg
+// (default https://api.openai.com/v1); an empty cfg key leaves the SDK's
+// OPENAI_API_KEY fallback, and no key at all is fine for local servers.
 func NewOpenAI(model string, cfg Config, pricing *Pricing) *OpenAI {
 	opts := []option.RequestOption{
 		option.WithMaxRetries(0),
@@ -40,9 +41,11 @@ func NewOpenAI(model string, cfg Config, pricing *Pricing) *OpenAI {
 	if cfg.OpenAIAPIKey != "" {
 		opts = append(opts, option.WithAPIKey(cfg.OpenAIAPIKey))
 	}
-	if cfg.OpenAIBaseURL != "" {
-		opts = append(opts, option.WithBaseURL(cfg.OpenAIBaseURL))
+	base := cfg.OpenAIBaseURL
+	if base == "" {
+		base = "https://api.openai.com/v1/" // not the SDK's OPENAI_BASE_URL fallback: cfg decides
 	}
+	opts = append(opts, option.WithBaseURL(base))
 	return &OpenAI{client: openai.NewClient(opts...), model: model, custom: cfg.OpenAIBaseURL != "", pricing: pricing}
 }
 

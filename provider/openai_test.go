@@ -245,3 +245,16 @@ func TestOpenAICancelMidStream(t *testing.T) {
 	require.True(t, errors.Is(err, context.Canceled))
 	require.EqualValues(t, 1, f.calls.Load())
 }
+
+func TestOpenAICompatibleWithoutKey(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/must-not-be-used")
+	f := newFakeAPI(t, reply(200, `{"id":"x","object":"chat.completion","created":1,"model":"qwen2.5:7b","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}`))
+	p, err := New("qwen2.5:7b", Config{OpenAIBaseURL: f.srv.URL + "/v1"})
+	require.NoError(t, err)
+	resp, err := p.Complete(context.Background(), &Request{Messages: []thread.Message{{Role: thread.RoleUser, Content: "hi"}}}, nil)
+	require.NoError(t, err)
+	require.Equal(t, "hello", resp.Text)
+	require.Equal(t, Usage{InputTokens: 9, OutputTokens: 2}, resp.Usage)
+	require.EqualValues(t, 1, f.calls.Load())
+}

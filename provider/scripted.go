@@ -274,6 +274,8 @@ func parseInputTree(where string, v any) (any, error) {
 			out[i] = r
 		}
 		return out, nil
+	case map[any]any:
+		return nil, fmt.Errorf("%s: mapping keys must be strings", where)
 	case string:
 		if !strings.Contains(x, "{{") {
 			return x, nil

@@ -292,6 +292,7 @@ func TestScriptedParseErrors(t *testing.T) {
 		"bad latency":     {"latency: soon\ndirectives:\n  d:\n    - text: a\n", `latency "soon"`},
 		"bad glob":        {"directives:\n  'a/[':\n    - text: a\n", `directive pattern "a/["`},
 		"missing tool":    {"directives:\n  d:\n    - tool_calls: [{input: {}}]\n", "tool is required"},
+		"int keys":        {"directives:\n  d:\n    - tool_calls: [{tool: t, input: {a: {1: x}}}]\n", "mapping keys must be strings"},
 		"input not a map": {"directives:\n  d:\n    - tool_calls: [{tool: t, input: [1]}]\n", "input must be a mapping"},
 	}
 	for name, tc := range cases {

@@ -1,0 +1,208 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+)
+
+// directive renders a directive file.
+func directive(name, limits, permissions, outputs string) string {
+	return fmt.Sprintf("# %s\n\nA test directive.\n\n```xml\n<directive name=%q version=\"1.0.0\">\n  <metadata>\n    <description>test</description>\n    <limits %s />\n    <permissions>%s</permissions>\n  </metadata>\n  <outputs>%s</outputs>\n</directive>\n```\n",
+		name, name, limits, permissions, outputs)
+}
+
+const fsPerms = `<execute><tool>rye/file-system/*</tool></execute>`
+
+const workerScript = `context_window: 200000
+price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
+directives:
+  "t/files":
+    - tool_calls:
+        - tool: rye/file-system/fs_write
+          input: {path: "notes/{{.inputs.name}}.txt", content: "hello {{.inputs.name}}"}
+      usage: {input: 100, output: 20}
+    - tool_calls:
+        - tool: rye/file-system/fs_read
+          input: {path: "notes/{{.inputs.name}}.txt"}
+      usage: {input: 150, output: 20}
+    - tool_calls:
+        - tool: rye/agent/threads/directive_return
+          input: {content: "{{.last_tool_result}}", path: "notes/{{.inputs.name}}.txt"}
+      usage: {input: 200, output: 20}
+  "t/denied":
+    - tool_calls:
+        - tool: rye/file-system/fs_write
+          input: {path: "x.txt", content: "should not be written"}
+      usage: {input: 100, output: 20}
+    - text: "saw: {{.last_tool_result}}"
+      usage: {input: 120, output: 20}
+  "t/loop":
+    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "missing.txt"}}]
+      usage: {input: 1000, output: 500}
+    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "missing.txt"}}]
+      usage: {input: 1000, output: 500}
+    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "missing.txt"}}]
+      usage: {input: 1000, output: 500}
+    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "missing.txt"}}]
+      usage: {input: 1000, output: 500}
+    - text: "never reached with the limits of these tests"
+`
+
+func workerProject() map[string]string {
+	return map[string]string{
+		".ai/directives/t/files.md":  directive("files", `turns="6" spend="0.5"`, fsPerms, `<output name="content" required="true">file content</output><output name="path" required="true">file path</output>`),
+		".ai/directives/t/denied.md": directive("denied", `turns="4"`, `<execute><tool>rye/file-system/fs_read</tool></execute>`, `<success>done</success>`),
+		".ai/directives/t/loop.md":   directive("loop", `turns="10" spend="1.0" tokens="100000"`, fsPerms, `<success>done</success>`),
+		"scripts/w.yaml":             workerScript,
+	}
+}
+
+// runJSON runs `spool thread run ... --wait --json` and decodes the record.
+func runJSON(t *testing.T, e *spooltest.Env, args ...string) (*queue.Record, spooltest.Result) {
+	t.Helper()
+	res := e.Spool(append([]string{"thread", "run"}, append(args, "--wait", "--json", "--timeout", "3m")...)...)
+	var rec queue.Record
+	res.JSON(t, &rec)
+	return &rec, res
+}
+
+func TestWorkerEndToEnd(t *testing.T) {
+	t.Parallel()
+	e := spooltest.New(t, spooltest.Options{Files: workerProject()})
+	e.StartWorker("--concurrency", "2")
+	e.StartWorker("--concurrency", "2")
+
+	t.Run("fs tools and directive_return", func(t *testing.T) {
+		rec, res := runJSON(t, e, "t/files", "--input", "name=ada", "--model", "script:scripts/w.yaml")
+		require.Equal(t, 0, res.Code, res.Stderr)
+		require.Equal(t, thread.StatusCompleted, rec.Status)
+		require.Equal(t, map[string]any{"content": "hello ada", "path": "notes/ada.txt"}, rec.Outputs)
+		require.Equal(t, 3, rec.Cost.Turns)
+		require.Equal(t, 450, rec.Cost.InputTokens)
+		require.InDelta(t, (450*1.0+60*5.0)/1e6, rec.Cost.Spend, 1e-12)
+
+		// The ledger charged each turn once.
+		entry, err := e.Orch.Ledger.Get(t.Context(), rec.ThreadID)
+		require.NoError(t, err)
+		require.InDelta(t, rec.Cost.Spend, entry.Actual, 1e-9)
+		require.Equal(t, "completed", entry.Status)
+
+		// The transcript verifies with the CLI.
+		v := e.Spool("thread", "verify", rec.ThreadID, "--json")
+		require.Equal(t, 0, v.Code, v.Stderr)
+		var out struct {
+			Verified bool `json:"verified"`
+			Segments int  `json:"segments"`
+		}
+		v.JSON(t, &out)
+		require.True(t, out.Verified)
+		require.GreaterOrEqual(t, out.Segments, 4) // start + 3 turns (the last also finalizes)
+	})
+
+	t.Run("permission denied is reported to the model", func(t *testing.T) {
+		rec, res := runJSON(t, e, "t/denied", "--model", "script:scripts/w.yaml")
+		require.Equal(t, 0, res.Code, res.Stderr)
+		require.Equal(t, thread.StatusCompleted, rec.Status)
+		require.Contains(t, rec.Result, "permission denied")
+		require.Contains(t, rec.Result, "rye.execute.tool.rye.file-system.fs_write")
+		// Nothing was written.
+		_, err := e.Store.Get(t.Context(), "workspaces/"+rec.ThreadID+"/files/x.txt")
+		require.Error(t, err)
+	})
+
+	limits := []struct {
+		name, limit, code string
+	}{
+		{"turns", "turns=2", thread.CodeTurnsExceeded},
+		{"tokens", "tokens=2500", thread.CodeTokensExceeded},
+		{"spend", "spend=0.004", thread.CodeSpendExceeded},
+	}
+	for _, tc := range limits {
+		t.Run("limit "+tc.name, func(t *testing.T) {
+			rec, res := runJSON(t, e, "t/loop", "--model", "script:scripts/w.yaml", "--limit", tc.limit)
+			require.Equal(t, 1, res.Code, "a thread that ended in error exits 1")
+			require.Equal(t, thread.StatusError, rec.Status)
+			require.NotNil(t, rec.Error)
+			require.Equal(t, tc.code, rec.Error.Code)
+			entry, err := e.Orch.Ledger.Get(t.Context(), rec.ThreadID)
+			require.NoError(t, err)
+			require.LessOrEqual(t, entry.Actual, entry.Max+1e-12, "the ledger never overspends")
+		})
+	}
+}
+
+// anthropicServer answers the Messages API: the first request with 429 and
+// retry-after, the rest with a text answer.
+func anthropicServer(t *testing.T) (*httptest.Server, *atomic.Int32) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/messages" {
+			http.NotFound(w, r)
+			return
+		}
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		if n.Add(1) == 1 {
+			w.Header().Set("retry-after", "1")
+			w.Header().Set("content-type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}`))
+			return
+		}
+		if stream, _ := body["stream"].(bool); stream {
+			w.Header().Set("content-type", "text/event-stream")
+			events := []string{
+				`event: message_start` + "\n" + `data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{"input_tokens":42,"output_tokens":1}}}`,
+				`event: content_block_start` + "\n" + `data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
+				`event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"recovered after "}}`,
+				`event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"the rate limit"}}`,
+				`event: content_block_stop` + "\n" + `data: {"type":"content_block_stop","index":0}`,
+				`event: message_delta` + "\n" + `data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":7}}`,
+				`event: message_stop` + "\n" + `data: {"type":"message_stop"}`,
+			}
+			_, _ = w.Write([]byte(strings.Join(events, "\n\n") + "\n\n"))
+			return
+		}
+		w.Header().Set("content-type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"recovered after the rate limit"}],"stop_reason":"end_turn","usage":{"input_tokens":42,"output_tokens":7}}`))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+func TestProviderRateLimitIsRetried(t *testing.T) {
+	t.Parallel()
+	srv, calls := anthropicServer(t)
+	e := spooltest.New(t, spooltest.Options{Files: map[string]string{
+		".ai/directives/t/chat.md": directive("chat", `turns="3"`, fsPerms, `<success>done</success>`),
+	}})
+	env := []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=test-key"}
+	e.Start(env, "worker", "--concurrency", "2")
+	e.Start(env, "worker", "--concurrency", "2")
+	rec, res := runJSON(t, e, "t/chat", "--model", "claude-sonnet-4-5")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Equal(t, thread.StatusCompleted, rec.Status)
+	require.Equal(t, "recovered after the rate limit", rec.Result)
+	require.Equal(t, int32(2), calls.Load(), "one 429, one success: the SDK does not retry on its own")
+	require.Equal(t, 42, rec.Cost.InputTokens)
+	require.Equal(t, 7, rec.Cost.OutputTokens)
+	require.Greater(t, rec.Cost.Spend, 0.0)
+
+	// The error and its retry are in the transcript.
+	tr := e.Spool("thread", "transcript", rec.ThreadID, "--format", "jsonl")
+	require.Equal(t, 0, tr.Code, tr.Stderr)
+	require.Contains(t, tr.Stdout, `"rate_limited"`)
+	_ = time.Second
+}
