@@ -22,6 +22,7 @@ const DefaultNamespace = "spool"
 
 // Space builds keys for one namespace.
 type Space struct {
+	ns     string
 	prefix string // "spool:{ns}:"
 }
 
@@ -31,8 +32,11 @@ func New(ns string) Space {
 		ns = DefaultNamespace
 	}
 	ns = strings.NewReplacer("{", "", "}", "").Replace(ns)
-	return Space{prefix: "spool:{" + ns + "}:"}
+	return Space{ns: ns, prefix: "spool:{" + ns + "}:"}
 }
+
+// Namespace is the space's namespace.
+func (s Space) Namespace() string { return s.ns }
 
 // Prefix is the common prefix of every key of this space.
 func (s Space) Prefix() string { return s.prefix }
@@ -77,3 +81,14 @@ func (s Space) Lock(name string) string { return s.prefix + "lock:" + name }
 // Waiters is the set of thread ids waiting on the continuation chain whose
 // root is chainRoot.
 func (s Space) Waiters(chainRoot string) string { return s.prefix + "waiters:" + chainRoot }
+
+// Queue is the asynq queue name of a spool queue. In the default namespace
+// it is the name itself (asynq keeps it under "asynq:{name}:"); in any other
+// namespace it is "<namespace>.<name>", so two spool deployments (or two
+// tests) sharing one Redis never take each other's tasks.
+func (s Space) Queue(name string) string {
+	if s.ns == DefaultNamespace {
+		return name
+	}
+	return s.ns + "." + name
+}

@@ -15,6 +15,15 @@
 //     start afresh with the new context.
 //   - A continuation or resume whose parent has already released its budget
 //     gets a root ledger entry of its own, capped at that remaining spend.
+//   - A child reserves its whole resolved spend limit from its parent, as
+//     the spec's step 8 says, and a spawn that does not fit fails with
+//     spend_exceeded (returned to the parent's model as the spawn's result).
+//     Children therefore want smaller spend limits than their parent
+//     (directive <limits spend> or the spawn's limit_overrides): a child
+//     with the parent's own limit can never fit once the parent has spent
+//     anything.
+//   - A child whose directive names no model (no id, no tier) and whose
+//     spawn call names none runs on its parent's model.
 //   - Children inherit their parent's bundle, so a whole tree sees the same
 //     bytes of the project as the thread that started it.
 package orchestrator

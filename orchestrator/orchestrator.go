@@ -78,7 +78,7 @@ func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queu
 		Activations: queue.NewActivations(rdb, ks, cfg.Now),
 		Ledger:      ledger.New(rdb, ks),
 		Store:       store,
-		Enqueuer:    enq,
+		Enqueuer:    withKeys(enq, ks),
 		Signer:      signer,
 		Keyring:     keyring,
 		Log:         cfg.Logger,
@@ -88,6 +88,16 @@ func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queu
 
 // Now returns the orchestrator's clock reading.
 func (o *Orchestrator) Now() time.Time { return o.Cfg.Now() }
+
+// withKeys gives the enqueuer the orchestrator's namespace.
+func withKeys(e *queue.Enqueuer, ks keyspace.Space) *queue.Enqueuer {
+	if e == nil {
+		return nil
+	}
+	c := *e
+	c.Keys = ks
+	return &c
+}
 
 // threadLog returns the logger with the thread id attribute.
 func (o *Orchestrator) threadLog(id string) *slog.Logger { return o.Log.With("thread_id", id) }

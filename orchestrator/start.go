@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
@@ -110,6 +111,10 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 	}
 
 	model, err := proj.Models.ResolveModel(req.Model, d.Model.ID, d.Model.Tier, d.Model.FallbackID, d.Model.Fallback)
+	if errors.Is(err, config.ErrNoModel) && parent != nil && d.Model.ID == "" && d.Model.Tier == "" {
+		// A child whose directive names no model runs on its parent's.
+		model, err = parent.Model, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("directive %s: %w", name, err)
 	}

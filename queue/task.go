@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/spool-run/spool/keyspace"
 )
 
 // TypeActivate is the asynq task type of a thread activation: one task runs
@@ -64,6 +66,9 @@ func ParseActivation(t *asynq.Task) (Activation, error) {
 // Enqueuer puts activations on asynq queues.
 type Enqueuer struct {
 	Client *asynq.Client
+	// Keys maps spool queue names to asynq queue names (see
+	// keyspace.Space.Queue). The zero value is the default namespace.
+	Keys keyspace.Space
 }
 
 // Enqueue enqueues an activation on queue q. A task that is already queued
@@ -72,7 +77,11 @@ func (e *Enqueuer) Enqueue(ctx context.Context, a Activation, seq int64, q strin
 	if q == "" {
 		q = DefaultQueue
 	}
-	t, err := NewActivation(a, seq, append(opts, asynq.Queue(q))...)
+	ks := e.Keys
+	if ks.Namespace() == "" {
+		ks = keyspace.New("")
+	}
+	t, err := NewActivation(a, seq, append(opts, asynq.Queue(ks.Queue(q)))...)
 	if err != nil {
 		return err
 	}

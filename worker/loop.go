@@ -62,7 +62,12 @@ func (s *session) checkBeforeTurn(ctx context.Context) (bool, error) {
 		return true, s.finalize(ctx)
 	}
 	s.st.Cost.ElapsedSeconds = s.elapsed()
-	if err := s.st.Cost.CheckLimits(s.rec.Limits); err != nil {
+	err = s.st.Cost.CheckLimits(s.rec.Limits)
+	if err == nil && s.budgetExhausted {
+		err = &thread.LimitError{Code: thread.CodeSpendExceeded, Current: s.st.Cost.Spend, Max: s.rec.Limits.Spend,
+			Message: "the ledger refused the last charge: this thread's budget, after its children's reservations, is spent"}
+	}
+	if err != nil {
 		var le *thread.LimitError
 		if !errors.As(err, &le) {
 			return false, err

@@ -94,6 +94,9 @@ type session struct {
 	events []transcript.Event
 	// finalDurable: the thread_completed event is in a durable segment.
 	finalDurable bool
+	// budgetExhausted: the ledger refused (clamped) a charge: the budget
+	// left to this thread, after its children's reservations, is spent.
+	budgetExhausted bool
 }
 
 func (s *session) id() string { return s.rec.ThreadID }
@@ -357,9 +360,10 @@ func (s *session) charge(ctx context.Context) error {
 	_, err := s.o.Ledger.Charge(ctx, s.id(), key, s.st.TurnSpend)
 	var le *thread.LimitError
 	if errors.As(err, &le) {
-		// Recorded (clamped) in the ledger; the limit check before the
-		// next turn stops the thread.
+		// Recorded (clamped, the excess as overrun) in the ledger; the
+		// limit check before the next turn stops the thread.
 		s.log.Warn("charge exceeded the thread's budget", "error", err)
+		s.budgetExhausted = true
 		return nil
 	}
 	return err

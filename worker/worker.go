@@ -127,9 +127,13 @@ func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
 	w := &Worker{cfg: cfg, o: o, log: cfg.Logger, draining: make(chan struct{}), running: map[string]context.CancelCauseFunc{}}
 	w.token = newToken()
 	w.metrics = cfg.Metrics
+	queues := make(map[string]int, len(cfg.Queues))
+	for q, weight := range cfg.Queues {
+		queues[o.Keys.Queue(q)] = weight
+	}
 	w.srv = asynq.NewServerFromRedisClient(o.Redis, asynq.Config{
 		Concurrency:     cfg.Concurrency,
-		Queues:          cfg.Queues,
+		Queues:          queues,
 		ShutdownTimeout: cfg.ShutdownTimeout,
 		Logger:          asynqLogger{w.log},
 		LogLevel:        asynq.WarnLevel,

@@ -1,0 +1,405 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+)
+
+const spawnPerms = fsPerms + `<execute><tool>rye/agent/threads/thread_directive</tool></execute><execute><tool>rye/agent/threads/orchestrator</tool></execute>`
+
+func directiveWithInputs(name, limits, perms, inputs string) string {
+	return fmt.Sprintf("# %s\n\n```xml\n<directive name=%q version=\"1.0.0\">\n  <metadata>\n    <description>test</description>\n    <limits %s />\n    <permissions>%s</permissions>\n  </metadata>\n  <inputs>%s</inputs>\n</directive>\n```\n",
+		name, name, limits, perms, inputs)
+}
+
+const levelInput = `<input name="level" type="integer" required="true">level</input>`
+
+const coordScript = `context_window: 200000
+price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
+directives:
+  "t/chain":
+    - tool_calls:
+        - tool: rye/file-system/fs_write
+          input: {path: "chain_L{{.inputs.level}}.txt", content: "level {{.inputs.level}}"}
+      usage: {input: 120, output: 30}
+    - tool_calls:
+        - tool: rye/agent/threads/thread_directive
+          input: {directive_name: t/chain, inputs: {level: "{{add .inputs.level 1}}"}, limit_overrides: {spend: "{{if eq (atoi .inputs.level) 1}}0.5{{else if eq (atoi .inputs.level) 2}}0.2{{else}}0.1{{end}}"}}
+      when: '{{lt (atoi .inputs.level) 4}}'
+      usage: {input: 200, output: 40}
+    - text: "done at level {{.inputs.level}}: {{.last_tool_result}}"
+      usage: {input: 260, output: 20}
+  "t/fan":
+    - tool_calls:
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 1}, limit_overrides: {spend: 0.5}}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 1}, limit_overrides: {spend: 0.5}}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 1}, limit_overrides: {spend: 0.5}}}
+      when: '{{eq (atoi .inputs.level) 0}}'
+      usage: {input: 100, output: 30}
+    - tool_calls:
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 2}, limit_overrides: {spend: 0.1}}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 2}, limit_overrides: {spend: 0.1}}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 2}, limit_overrides: {spend: 0.1}}}
+      when: '{{eq (atoi .inputs.level) 1}}'
+      usage: {input: 100, output: 30}
+    - tool_calls:
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 3}, limit_overrides: {spend: 0.02}}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 3}, limit_overrides: {spend: 0.02}}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 3}, limit_overrides: {spend: 0.02}}}
+      when: '{{eq (atoi .inputs.level) 2}}'
+      usage: {input: 100, output: 30}
+    - text: "fan level {{.inputs.level}} done"
+      usage: {input: 50, output: 10}
+  "t/spawner":
+    - tool_calls:
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/leaf, async: true}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/leaf, async: true}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/leaf, async: true}}
+      usage: {input: 100, output: 30}
+    - text: "spawned: {{.last_tool_result}}"
+      usage: {input: 100, output: 10}
+  "t/leaf":
+    - text: "leaf"
+      usage: {input: 10, output: 5}
+  "t/slowleaf":
+    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}], usage: {input: 10, output: 5}}
+    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}], usage: {input: 10, output: 5}}
+    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}], usage: {input: 10, output: 5}}
+    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}], usage: {input: 10, output: 5}}
+    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}], usage: {input: 10, output: 5}}
+    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}], usage: {input: 10, output: 5}}
+    - text: "slow leaf finished (it should have been cancelled)"
+  "t/boss":
+    - tool_calls:
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/slowleaf}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/slowleaf}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/slowleaf}}
+      usage: {input: 100, output: 30}
+    - text: "boss finished (it should have been cancelled)"
+`
+
+// slowScript is the same as coordScript but every call of t/slowleaf waits.
+const slowLatency = "latency: 700ms\n"
+
+func coordProject() map[string]string {
+	return map[string]string{
+		".ai/directives/t/chain.md":    directiveWithInputs("chain", `turns="6" spend="1.0" depth="10"`, spawnPerms, levelInput),
+		".ai/directives/t/fan.md":      directiveWithInputs("fan", `turns="4" spend="2.0" depth="10" spawns="5"`, spawnPerms, levelInput),
+		".ai/directives/t/spawner.md":  directive("spawner", `turns="4" spawns="2"`, spawnPerms, `<success>done</success>`),
+		".ai/directives/t/leaf.md":     directive("leaf", `turns="2" spend="0.05"`, fsPerms, `<success>done</success>`),
+		".ai/directives/t/slowleaf.md": directive("slowleaf", `turns="10" spend="0.05"`, fsPerms, `<success>done</success>`),
+		".ai/directives/t/boss.md":     directive("boss", `turns="6"`, spawnPerms, `<success>done</success>`),
+		"scripts/c.yaml":               coordScript,
+		"scripts/slow.yaml":            slowLatency + coordScript,
+	}
+}
+
+// tree collects a thread and every descendant (children and continuations).
+func tree(t *testing.T, e *spooltest.Env, root string) []*queue.Record {
+	t.Helper()
+	var out []*queue.Record
+	queue := []string{root}
+	seen := map[string]bool{}
+	for len(queue) > 0 {
+		id := queue[0]
+		queue = queue[1:]
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		rec, err := e.Orch.Registry.Get(t.Context(), id)
+		require.NoError(t, err)
+		out = append(out, rec)
+		kids, err := e.Orch.Registry.ListChildren(t.Context(), id)
+		require.NoError(t, err)
+		for _, k := range kids {
+			queue = append(queue, k.ThreadID)
+		}
+		if rec.ContinuationThreadID != "" {
+			queue = append(queue, rec.ContinuationThreadID)
+		}
+	}
+	return out
+}
+
+func TestSpawnChainCascadesSpend(t *testing.T) {
+	t.Parallel()
+	e := spooltest.New(t, spooltest.Options{Files: coordProject()})
+	e.StartWorker("--concurrency", "2")
+	e.StartWorker("--concurrency", "2")
+	rec, res := runJSON(t, e, "t/chain", "--input", "level=1", "--model", "script:scripts/c.yaml")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Equal(t, thread.StatusCompleted, rec.Status)
+	require.Contains(t, rec.Result, "done at level 1")
+	require.Contains(t, rec.Result, "done at level 2", "the child's result is the spawn call's result")
+
+	all := tree(t, e, rec.ThreadID)
+	require.Len(t, all, 4, "levels 1 to 4")
+	var sum float64
+	for _, r := range all {
+		require.Equal(t, thread.StatusCompleted, r.Status, r.ThreadID)
+		sum += r.Cost.Spend
+	}
+	entry, err := e.Orch.Ledger.Get(t.Context(), rec.ThreadID)
+	require.NoError(t, err)
+	require.InDelta(t, sum, entry.Actual, 1e-9, "root actual spend equals the sum of the tree")
+	require.InDelta(t, 0, entry.Reserved, 1e-12, "every reservation came back")
+
+	// The tree view shows the four levels.
+	tr := e.Spool("thread", "tree", rec.ThreadID, "--json")
+	require.Equal(t, 0, tr.Code, tr.Stderr)
+	require.Equal(t, 4, strings.Count(tr.Stdout, `"directive": "t/chain"`), tr.Stdout)
+}
+
+func TestDepthAndSpawnLimits(t *testing.T) {
+	t.Parallel()
+	e := spooltest.New(t, spooltest.Options{Files: coordProject()})
+	e.StartWorker("--concurrency", "4")
+
+	t.Run("grandchild rejected for depth", func(t *testing.T) {
+		rec, res := runJSON(t, e, "t/chain", "--input", "level=1", "--model", "script:scripts/c.yaml", "--limit", "depth=1")
+		require.Equal(t, 0, res.Code, res.Stderr)
+		all := tree(t, e, rec.ThreadID)
+		require.Len(t, all, 2, "root and child; the grandchild never registers")
+		var child *queue.Record
+		for _, r := range all {
+			if r.ParentID == rec.ThreadID {
+				child = r
+			}
+		}
+		require.NotNil(t, child)
+		require.Equal(t, 0, child.Limits.Depth)
+		require.Contains(t, child.Result, thread.CodeDepthExceeded)
+	})
+
+	t.Run("spawn past the limit rejected", func(t *testing.T) {
+		rec, res := runJSON(t, e, "t/spawner", "--model", "script:scripts/c.yaml")
+		require.Equal(t, 0, res.Code, res.Stderr)
+		require.Contains(t, rec.Result, thread.CodeSpawnsExceeded)
+		kids, err := e.Orch.Registry.ListChildren(t.Context(), rec.ThreadID)
+		require.NoError(t, err)
+		require.Len(t, kids, 2)
+	})
+
+	t.Run("unknown parent fails at once", func(t *testing.T) {
+		res := e.Spool("thread", "run", "t/leaf", "--parent", "no-such-thread-1", "--model", "script:scripts/c.yaml")
+		require.Equal(t, 1, res.Code)
+		require.Contains(t, res.Stderr, `parent thread "no-such-thread-1" does not exist`)
+	})
+}
+
+func TestDeepTreeOnConcurrencyTwo(t *testing.T) {
+	t.Parallel()
+	e := spooltest.New(t, spooltest.Options{Files: coordProject()})
+	e.StartWorker("--concurrency", "2")
+	rec, res := runJSON(t, e, "t/fan", "--input", "level=0", "--model", "script:scripts/c.yaml")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Equal(t, thread.StatusCompleted, rec.Status)
+	all := tree(t, e, rec.ThreadID)
+	require.Len(t, all, 1+3+9+27, "four levels, fan-out three")
+	for _, r := range all {
+		require.Equal(t, thread.StatusCompleted, r.Status, r.ThreadID)
+	}
+	entry, err := e.Orch.Ledger.Get(t.Context(), rec.ThreadID)
+	require.NoError(t, err)
+	var sum float64
+	for _, r := range all {
+		sum += r.Cost.Spend
+	}
+	require.InDelta(t, sum, entry.Actual, 1e-9)
+}
+
+func TestCancelCascadesAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	e := spooltest.New(t, spooltest.Options{Files: coordProject()})
+	e.StartWorker("--concurrency", "2")
+	e.StartWorker("--concurrency", "2")
+	start := e.Spool("thread", "run", "t/boss", "--model", "script:scripts/slow.yaml", "--json")
+	require.Equal(t, 0, start.Code, start.Stderr)
+	var boss queue.Record
+	start.JSON(t, &boss)
+
+	// Wait until the three children run.
+	deadline := time.Now().Add(60 * time.Second)
+	var kids []*queue.Record
+	for time.Now().Before(deadline) {
+		var err error
+		kids, err = e.Orch.Registry.ListChildren(t.Context(), boss.ThreadID)
+		require.NoError(t, err)
+		running := 0
+		for _, k := range kids {
+			if k.Status == thread.StatusRunning && k.Cost.Turns >= 1 {
+				running++
+			}
+		}
+		if running == 3 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Len(t, kids, 3)
+
+	res := e.Spool("thread", "cancel", boss.ThreadID, "--json")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	ids := []string{boss.ThreadID}
+	for _, k := range kids {
+		ids = append(ids, k.ThreadID)
+	}
+	final := e.Wait(ids, 60*time.Second)
+	for _, id := range ids {
+		require.Equal(t, thread.StatusCancelled, final[id].Status, id)
+		require.Less(t, final[id].Cost.Turns, 7, "stopped before its script ran out")
+	}
+	entry, err := e.Orch.Ledger.Get(t.Context(), boss.ThreadID)
+	require.NoError(t, err)
+	require.InDelta(t, 0, entry.Reserved, 1e-12, "cancelled children returned their reservations")
+}
+
+const handoffScript = `context_window: 2000
+price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
+directives:
+  "t/long":
+    - tool_calls:
+        - tool: rye/file-system/fs_write
+          input: {path: "part{{.chain_index}}.txt", content: "written by continuation {{.chain_index}}"}
+      when: '{{lt .chain_index 2}}'
+      usage: {input: 1900, output: 40}
+    - text: "finished in continuation {{.chain_index}} after {{.previous_thread_id}}"
+      usage: {input: 300, output: 20}
+`
+
+func TestHandoffChainAndResume(t *testing.T) {
+	t.Parallel()
+	files := coordProject()
+	files[".ai/directives/t/long.md"] = directive("long", `turns="5" spend="1.0"`, fsPerms, `<success>done</success>`)
+	files["scripts/h.yaml"] = handoffScript
+	e := spooltest.New(t, spooltest.Options{Files: files})
+	e.StartWorker("--concurrency", "2")
+	e.StartWorker("--concurrency", "2")
+
+	rec, res := runJSON(t, e, "t/long", "--model", "script:scripts/h.yaml")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Equal(t, thread.StatusCompleted, rec.Status, "--wait returns the chain's terminal thread")
+	require.Equal(t, 2, rec.ChainIndex)
+	root := rec.ChainRootID
+	require.NotEqual(t, root, rec.ThreadID)
+
+	ch := e.Spool("thread", "chain", root, "--json")
+	require.Equal(t, 0, ch.Code, ch.Stderr)
+	var chain struct {
+		ChainLength int             `json:"chain_length"`
+		Chain       []*queue.Record `json:"chain"`
+	}
+	ch.JSON(t, &chain)
+	require.Equal(t, 3, chain.ChainLength)
+	require.Equal(t, thread.StatusContinued, chain.Chain[0].Status)
+	require.Equal(t, thread.StatusContinued, chain.Chain[1].Status)
+	require.Equal(t, thread.StatusCompleted, chain.Chain[2].Status)
+	require.Equal(t, chain.Chain[1].ThreadID, chain.Chain[0].ContinuationThreadID)
+	require.Equal(t, chain.Chain[0].ThreadID, chain.Chain[1].ContinuationOf)
+
+	w := e.Spool("thread", "wait", root, "--json")
+	require.Equal(t, 0, w.Code, w.Stderr)
+	var waited map[string]*queue.Record
+	w.JSON(t, &waited)
+	require.Equal(t, rec.ThreadID, waited[root].ThreadID, "waiting on A returns C")
+
+	// The handoff is logged in the old thread's transcript.
+	tr := e.Spool("thread", "transcript", root, "--format", "jsonl")
+	require.Equal(t, 0, tr.Code, tr.Stderr)
+	require.Contains(t, tr.Stdout, `"event_type":"thread_handoff"`)
+
+	// Search runs over the whole chain.
+	s := e.Spool("thread", "search", root, "--query", "written by continuation [01]", "--json")
+	require.Equal(t, 0, s.Code, s.Stderr)
+	require.Contains(t, s.Stdout, chain.Chain[0].ThreadID)
+	require.Contains(t, s.Stdout, chain.Chain[1].ThreadID)
+
+	// Resume the completed chain (through its root id).
+	r := e.Spool("thread", "resume", root, "--message", "one more thing", "--json")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	var resumed struct {
+		Success            bool    `json:"success"`
+		OldThreadID        string  `json:"old_thread_id"`
+		NewThreadID        string  `json:"new_thread_id"`
+		OriginalThreadID   *string `json:"original_thread_id"`
+		ResolvedThreadID   string  `json:"resolved_thread_id"`
+		ReconstructedTurns int     `json:"reconstructed_turns"`
+	}
+	r.JSON(t, &resumed)
+	require.True(t, resumed.Success)
+	require.Equal(t, rec.ThreadID, resumed.ResolvedThreadID)
+	require.Equal(t, rec.ThreadID, resumed.OldThreadID)
+	require.NotNil(t, resumed.OriginalThreadID)
+	require.Equal(t, root, *resumed.OriginalThreadID)
+	require.Greater(t, resumed.ReconstructedTurns, 0)
+	final := e.Wait([]string{resumed.NewThreadID}, 2*time.Minute)[resumed.NewThreadID]
+	require.Equal(t, thread.StatusCompleted, final.Status)
+	require.Equal(t, 3, final.ChainIndex)
+	old, err := e.Orch.Registry.Get(t.Context(), rec.ThreadID)
+	require.NoError(t, err)
+	require.Equal(t, thread.StatusCompleted, old.Status, "a resumed thread keeps its status")
+	require.Equal(t, resumed.NewThreadID, old.ContinuationThreadID)
+
+	// The resumed thread saw the user's message.
+	nt := e.Spool("thread", "transcript", resumed.NewThreadID, "--format", "jsonl")
+	require.Contains(t, nt.Stdout, "one more thing")
+	// The original transcript logs the resume.
+	ot := e.Spool("thread", "transcript", rec.ThreadID, "--format", "jsonl")
+	require.Contains(t, ot.Stdout, `"event_type":"thread_resumed"`)
+}
+
+func TestResumeRefusals(t *testing.T) {
+	t.Parallel()
+	e := spooltest.New(t, spooltest.Options{Files: coordProject(), NoS3: true})
+	// No worker: the thread stays created.
+	start := e.Spool("thread", "run", "t/leaf", "--model", "script:scripts/c.yaml")
+	require.Equal(t, 0, start.Code, start.Stderr)
+	id := strings.TrimSpace(start.Stdout)
+	r := e.Spool("thread", "resume", id, "--message", "hi")
+	require.Equal(t, 1, r.Code)
+	require.Contains(t, r.Stderr, "is created: only completed, error or cancelled threads can be resumed")
+
+	// A tampered transcript refuses the resume under strict integrity.
+	e.StartWorker("--concurrency", "1")
+	done := e.Wait([]string{id}, time.Minute)[id]
+	require.Equal(t, thread.StatusCompleted, done.Status)
+	segs, err := e.Store.List(context.Background(), "threads/"+id+"/transcript/")
+	require.NoError(t, err)
+	require.NotEmpty(t, segs)
+	data, err := e.Store.Get(context.Background(), segs[0].Key)
+	require.NoError(t, err)
+	tampered := strings.Replace(string(data), "t/leaf", "t/lEaf", 1)
+	require.NotEqual(t, string(data), tampered)
+	require.NoError(t, e.Store.Put(context.Background(), segs[0].Key, []byte(tampered)))
+	r = e.Spool("thread", "resume", id, "--message", "hi")
+	require.Equal(t, 1, r.Code)
+	require.Contains(t, r.Stderr, segs[0].Key, "the error names the segment")
+	v := e.Spool("thread", "verify", id)
+	require.Equal(t, 1, v.Code)
+	require.Contains(t, v.Stderr, segs[0].Key)
+}
+
+// decodeEvents parses a jsonl transcript.
+func decodeEvents(t *testing.T, jsonl string) []map[string]any {
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(jsonl), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m))
+		out = append(out, m)
+	}
+	return out
+}
