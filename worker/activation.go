@@ -76,6 +76,13 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 		_ = w.o.Activations.Release(context.WithoutCancel(ctx), act.ThreadID, token)
 	}
 
+	if err != nil && !errors.Is(err, errDraining) {
+		// Whatever stopped this activation, if another one holds the
+		// thread now, it is a takeover, not a failure to retry.
+		if hb := w.o.Activations.Heartbeat(context.WithoutCancel(ctx), act.ThreadID, token, ttl); errors.Is(hb, queue.ErrLeaseLost) {
+			err = fmt.Errorf("%w (%v)", errLeaseLost, err)
+		}
+	}
 	switch {
 	case err == nil:
 		return nil
