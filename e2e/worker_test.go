@@ -108,7 +108,7 @@ func TestWorkerEndToEnd(t *testing.T) {
 		}
 		v.JSON(t, &out)
 		require.True(t, out.Verified)
-		require.GreaterOrEqual(t, out.Segments, 4) // start + 3 turns (the last also finalizes)
+		require.Equal(t, 3, out.Segments, "one segment per turn; the start rides with the first, the end with the last")
 	})
 
 	t.Run("permission denied is reported to the model", func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
@@ -47,13 +48,11 @@ func (o *Orchestrator) Finalize(ctx context.Context, rec *queue.Record, version 
 	if out.Outputs != nil {
 		ch.Outputs = out.Outputs
 	}
-	if _, err := o.Registry.Commit(ctx, rec.ThreadID, version, ch); err != nil {
-		return err
-	}
-	final, err := o.Registry.Get(ctx, rec.ThreadID)
+	v, err := o.Registry.Commit(ctx, rec.ThreadID, version, ch)
 	if err != nil {
 		return err
 	}
+	final := finalRecord(rec, v, out, o.Now())
 	if err := o.WriteThreadJSON(ctx, final); err != nil {
 		log.Warn("thread.json not written", "error", err)
 	}
@@ -67,6 +66,22 @@ func (o *Orchestrator) Finalize(ctx context.Context, rec *queue.Record, version 
 	}
 	log.Info("thread finished", "status", out.Status, "turns", out.Cost.Turns, "spend", out.Cost.Spend)
 	return nil
+}
+
+// finalRecord is rec as Finalize left it, without reading it back.
+func finalRecord(rec *queue.Record, version int64, out Outcome, now time.Time) *queue.Record {
+	f := *rec
+	f.Status, f.Cost, f.Error, f.Version, f.UpdatedAt = out.Status, out.Cost, out.Error, version, now.UTC()
+	if out.Result != "" {
+		f.Result = out.Result
+	}
+	if out.Outputs != nil {
+		f.Outputs = out.Outputs
+	}
+	if out.ContinuationID != "" {
+		f.ContinuationThreadID = out.ContinuationID
+	}
+	return &f
 }
 
 // wakeWaiters re-enqueues the threads for which the chain rooted at root was

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -48,7 +49,7 @@ func NewActivations(rdb redis.UniversalClient, ks keyspace.Space, now func() tim
 // KEYS[1] thread hash, KEYS[2] lease key, KEYS[3] active set, KEYS[4] events channel
 // ARGV[1] reason (start|wake|timeout|recover|retry), ARGV[2] seq, ARGV[3] token,
 // ARGV[4] lease ttl ms, ARGV[5] now (RFC3339Nano), ARGV[6] task id
-// Returns {new version, activation number} or an error reply:
+// Returns {new version, activation number, HGETALL of the thread} or an error reply:
 // "NOTFOUND", "NOTCLAIMABLE <status> <why>".
 var claimScript = redis.NewScript(`
 local st = redis.call('HGET', KEYS[1], 'status')
@@ -74,7 +75,7 @@ end
 redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
 redis.call('SADD', KEYS[3], redis.call('HGET', KEYS[1], 'thread_id'))
 if st ~= 'running' then redis.call('PUBLISH', KEYS[4], redis.call('HGET', KEYS[1], 'thread_id') .. ' running') end
-return {v, n}
+return {v, n, redis.call('HGETALL', KEYS[1])}
 `)
 
 // Claim is what Claim returns.
@@ -82,6 +83,7 @@ type Claim struct {
 	Version    int64 // the lease's version: every commit of this activation names it
 	Activation int64 // 1 for the first activation of the thread
 	Token      string
+	Record     *Record // the thread as claimed
 }
 
 // Claim starts an activation of thread id for a task with the given reason
@@ -95,15 +97,28 @@ type Claim struct {
 // Otherwise it returns ErrNotClaimable (wrapped, naming the status).
 func (a *Activations) Claim(ctx context.Context, id, reason string, seq int64, token, taskID string, ttl time.Duration) (Claim, error) {
 	keys := []string{a.ks.Thread(id), a.ks.Lease(id), a.ks.Active(), a.ks.Events()}
-	res, err := claimScript.Run(ctx, a.rdb, keys, reason, seq, token, ttl.Milliseconds(), a.now().UTC().Format(time.RFC3339Nano), taskID).Int64Slice()
+	res, err := claimScript.Run(ctx, a.rdb, keys, reason, seq, token, ttl.Milliseconds(), a.now().UTC().Format(time.RFC3339Nano), taskID).Slice()
 	if err != nil {
 		return Claim{}, scriptErr(id, err)
 	}
-	return Claim{Version: res[0], Activation: res[1], Token: token}, nil
+	if len(res) != 3 {
+		return Claim{}, fmt.Errorf("claim %s: unexpected reply %v", id, res)
+	}
+	rec, err := parseFlat(res[2])
+	if err != nil {
+		return Claim{}, err
+	}
+	v, _ := res[0].(int64)
+	n, _ := res[1].(int64)
+	return Claim{Version: v, Activation: n, Token: token, Record: rec}, nil
 }
 
+// replyText is a script's error reply without the "ERR " that Redis puts
+// before some of them.
+func replyText(err error) string { return strings.TrimPrefix(err.Error(), "ERR ") }
+
 func scriptErr(id string, err error) error {
-	msg := err.Error()
+	msg := replyText(err)
 	switch {
 	case msg == "NOTFOUND":
 		return fmt.Errorf("thread %q: %w", id, ErrNotFound)

@@ -27,7 +27,7 @@ type WaitTarget struct {
 // KEYS[1] waiter thread hash, KEYS[2] waits set of the waiter, KEYS[3] events channel,
 // then per target i: KEYS[3+2i-1] terminal thread hash, KEYS[3+2i] waiters set of its root
 // ARGV[1] expected version, ARGV[2] now, ARGV[3] waiter id, then per target the root id
-// Returns {suspended 0|1, version}; error replies CONFLICT <actual>, MOVED <root>.
+// Returns {suspended 0|1, version}; error replies CONFLICT <actual>, CHAINMOVED <root> (not MOVED: Redis Cluster clients read that as a slot redirect).
 var suspendScript = redis.NewScript(`
 local v = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if v ~= tonumber(ARGV[1]) then return redis.error_reply('CONFLICT ' .. v) end
@@ -39,7 +39,7 @@ for i = 1, n do
   local root = ARGV[3 + i]
   if st == 'continued' then
     redis.call('DEL', KEYS[2])
-    return redis.error_reply('MOVED ' .. root)
+    return redis.error_reply('CHAINMOVED ' .. root)
   end
   if st ~= 'completed' and st ~= 'error' and st ~= 'cancelled' then
     pending = pending + 1
@@ -68,11 +68,10 @@ func (a *Activations) Suspend(ctx context.Context, id string, version int64, tar
 	}
 	res, err := suspendScript.Run(ctx, a.rdb, keys, args...).Int64Slice()
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "MOVED") {
-			return false, 0, fmt.Errorf("suspend %s: %s: %w", id, err, ErrChainMoved)
-		}
-		if strings.HasPrefix(err.Error(), "CONFLICT") {
-			return false, 0, &ConflictError{ThreadID: id, Expected: version, Actual: parseActual(err.Error())}
+		if msg := replyText(err); strings.HasPrefix(msg, "CHAINMOVED") {
+			return false, 0, fmt.Errorf("suspend %s: %s: %w", id, msg, ErrChainMoved)
+		} else if strings.HasPrefix(msg, "CONFLICT") {
+			return false, 0, &ConflictError{ThreadID: id, Expected: version, Actual: parseActual(msg)}
 		}
 		return false, 0, fmt.Errorf("suspend %s: %w", id, err)
 	}

@@ -134,11 +134,9 @@ func (s *session) run(ctx context.Context) error {
 // load reads the record, project bundle, directive, provider, hooks and
 // tools.
 func (s *session) load(ctx context.Context) error {
-	rec, err := s.o.Registry.Get(ctx, s.act.ThreadID)
-	if err != nil {
-		return err
-	}
+	rec := s.claim.Record
 	s.rec, s.version = rec, s.claim.Version
+	var err error
 	s.log = s.log.With("directive", rec.Directive)
 	if s.proj, err = s.o.Project(ctx, rec.Bundle); err != nil {
 		if errors.Is(err, directive.ErrBadBundle) || errors.Is(err, blobstore.ErrNotFound) {
@@ -284,7 +282,9 @@ func (s *session) begin(ctx context.Context) error {
 	if err := s.o.WriteThreadJSON(ctx, s.rec); err != nil {
 		s.log.Warn("thread.json not written", "error", err)
 	}
-	return s.checkpoint(ctx)
+	// The start is made durable by the first turn's checkpoint: a worker
+	// that dies before it begins the thread again from the top.
+	return nil
 }
 
 // appendMessage adds a message to the conversation and records it.

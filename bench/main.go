@@ -1,0 +1,233 @@
+// Command bench measures spool end to end next to raw asynq, on the same
+// Redis, in one run:
+//
+//   - raw: N no-op asynq tasks enqueued, then served by an asynq server of
+//     the given concurrency; tasks per second from the first dequeue to the
+//     last completion.
+//   - spool: N single-turn threads (the scripted provider with zero
+//     latency) started through the orchestrator and run by a spool worker
+//     of the same concurrency: enqueue → claim → model call → checkpoint →
+//     finalize (ledger release, registry, thread.json); threads per second
+//     from the first start to the last finished thread.
+//
+// Rounds alternate raw and spool; the medians and their ratio are printed.
+//
+//	go run ./bench -n 1000 -concurrency 8 -rounds 3
+//
+// With no -redis it starts a redis-server from PATH on a free port. The
+// blob store is a local directory (-store DIR, default a temp dir); set
+// SPOOL_S3_BUCKET etc. to measure against S3-compatible storage instead.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/stack"
+	"github.com/spool-run/spool/transcript"
+	"github.com/spool-run/spool/worker"
+)
+
+func main() {
+	n := flag.Int("n", 1000, "tasks / threads per round")
+	conc := flag.Int("concurrency", 8, "worker concurrency (both sides)")
+	rounds := flag.Int("rounds", 3, "rounds of each")
+	redisURL := flag.String("redis", os.Getenv("SPOOL_BENCH_REDIS_URL"), "Redis URL (default: start redis-server)")
+	storeDir := flag.String("store", "", "local blob store directory (default: a temp dir; \"mem\": in memory, to separate storage cost)")
+	flag.Parse()
+	if err := run(*n, *conc, *rounds, *redisURL, *storeDir); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(n, conc, rounds int, redisURL, storeDir string) error {
+	ctx := context.Background()
+	tmp, err := os.MkdirTemp("", "spool-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if redisURL == "" {
+		bin, err := exec.LookPath("redis-server")
+		if err != nil {
+			return fmt.Errorf("no -redis and no redis-server on PATH")
+		}
+		port := 46379 + os.Getpid()%1000
+		cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", tmp)
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		redisURL = fmt.Sprintf("redis://127.0.0.1:%d/0", port)
+		time.Sleep(300 * time.Millisecond)
+	}
+	rdb, err := stack.OpenRedis(redisURL)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return err
+	}
+	if storeDir == "" {
+		storeDir = filepath.Join(tmp, "blobs")
+	}
+	if prof := os.Getenv("SPOOL_BENCH_CPUPROFILE"); prof != "" {
+		f, err := os.Create(prof)
+		if err != nil {
+			return err
+		}
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+	var store blobstore.Store
+	if os.Getenv("SPOOL_S3_BUCKET") != "" {
+		cfg, err := blobstore.S3ConfigFromEnv()
+		if err != nil {
+			return err
+		}
+		if store, err = blobstore.NewS3(ctx, cfg); err != nil {
+			return err
+		}
+	} else if storeDir == "mem" {
+		store = blobstore.NewMemory()
+	} else if store, err = blobstore.NewLocal(storeDir); err != nil {
+		return err
+	}
+	project := filepath.Join(tmp, "project")
+	if err := writeProject(project); err != nil {
+		return err
+	}
+	fmt.Printf("bench: n=%d concurrency=%d rounds=%d redis=%s store=%T\n", n, conc, rounds, redisURL, store)
+	var raws, spools []float64
+	for r := 0; r < rounds; r++ {
+		raw, err := rawRound(ctx, rdb, n, conc, r)
+		if err != nil {
+			return err
+		}
+		sp, err := spoolRound(ctx, rdb, store, project, n, conc, r)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("round %d: raw asynq %.0f tasks/s, spool %.0f threads/s, ratio %.2f\n", r+1, raw, sp, sp/raw)
+		raws, spools = append(raws, raw), append(spools, sp)
+	}
+	mr, ms := median(raws), median(spools)
+	fmt.Printf("median: raw asynq %.0f tasks/s, spool %.0f threads/s, ratio %.2f\n", mr, ms, ms/mr)
+	return nil
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+// rawRound enqueues n no-op tasks, then times an asynq server serving them.
+func rawRound(ctx context.Context, rdb redis.UniversalClient, n, conc, round int) (float64, error) {
+	q := fmt.Sprintf("benchraw%d", round)
+	client := asynq.NewClientFromRedisClient(rdb)
+	for i := 0; i < n; i++ {
+		if _, err := client.EnqueueContext(ctx, asynq.NewTask("noop", nil), asynq.Queue(q)); err != nil {
+			return 0, err
+		}
+	}
+	var done atomic.Int64
+	var first, last atomic.Int64
+	all := make(chan struct{})
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Concurrency: conc, Queues: map[string]int{q: 1}, LogLevel: asynq.ErrorLevel})
+	mux := asynq.NewServeMux()
+	mux.HandleFunc("noop", func(context.Context, *asynq.Task) error {
+		now := time.Now().UnixNano()
+		first.CompareAndSwap(0, now)
+		last.Store(now)
+		if done.Add(1) == int64(n) {
+			close(all)
+		}
+		return nil
+	})
+	if err := srv.Start(mux); err != nil {
+		return 0, err
+	}
+	<-all
+	srv.Shutdown()
+	// asynq marks a task done after the handler returns; the window from
+	// the first handler call to the last is the served rate.
+	return float64(n-1) / time.Duration(last.Load()-first.Load()).Seconds(), nil
+}
+
+// spoolRound starts n single-turn threads and times a worker running them.
+func spoolRound(ctx context.Context, rdb redis.UniversalClient, store blobstore.Store, project string, n, conc, round int) (float64, error) {
+	ns := fmt.Sprintf("bench%d-%d", round, time.Now().UnixNano())
+	signer, err := transcript.GenerateKey()
+	if err != nil {
+		return 0, err
+	}
+	keyring := transcript.NewKeyring(signer.PublicKey())
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	client := asynq.NewClientFromRedisClient(rdb)
+	o := orchestrator.New(orchestrator.Config{Namespace: ns, Logger: log}, rdb, store, &queue.Enqueuer{Client: client}, signer, keyring)
+	digest, err := directive.BuildBundle(ctx, store, project, "", map[string][]byte{"scripts/bench.yaml": []byte(benchScript)})
+	if err != nil {
+		return 0, err
+	}
+	w := worker.New(worker.Config{Concurrency: conc, Queues: map[string]int{"default": 1}, Logger: log, RecoverInterval: -1}, o)
+	ids := make([]string, 0, n)
+	start := time.Now()
+	if err := w.Start(); err != nil {
+		return 0, err
+	}
+	defer w.Stop()
+	for i := 0; i < n; i++ {
+		rec, err := o.Start(ctx, orchestrator.StartRequest{Directive: "bench/one", Bundle: digest, Model: "script:scripts/bench.yaml"})
+		if err != nil {
+			return 0, err
+		}
+		ids = append(ids, rec.ThreadID)
+	}
+	res, err := o.Wait(ctx, ids, 10*time.Minute)
+	if err != nil {
+		return 0, err
+	}
+	elapsed := time.Since(start)
+	for _, id := range ids {
+		if res[id].Status != "completed" {
+			return 0, fmt.Errorf("thread %s ended %s: %+v", id, res[id].Status, res[id].Error)
+		}
+	}
+	return float64(n) / elapsed.Seconds(), nil
+}
+
+const benchScript = `context_window: 200000
+price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
+latency: 0ms
+directives:
+  "bench/one":
+    - text: "done"
+      usage: {input: 100, output: 10}
+`
+
+func writeProject(dir string) error {
+	p := filepath.Join(dir, ".ai", "directives", "bench", "one.md")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, []byte("# One turn\n\n```xml\n<directive name=\"one\" version=\"1.0.0\">\n  <metadata>\n    <description>one turn</description>\n    <limits turns=\"2\" />\n    <permissions><execute><tool>rye/file-system/*</tool></execute></permissions>\n  </metadata>\n</directive>\n```\n"), 0o644)
+}

@@ -1,0 +1,184 @@
+package queue
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/thread"
+)
+
+func register(t *testing.T, f regFixture, id, parent string) *Record {
+	t.Helper()
+	rec, err := f.reg.Register(f.ctx, NewThread{ThreadID: id, Directive: "t/x", ParentID: parent, Limits: thread.DefaultLimits()})
+	require.NoError(t, err)
+	return rec
+}
+
+func TestClaimRules(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	acts := NewActivations(f.r.Client, f.ks, f.clock.Now)
+	ttl := 5 * time.Second
+	register(t, f, "a", "")
+
+	// A wake or recover cannot start a created thread.
+	_, err := acts.Claim(f.ctx, "a", "wake", 1, "tok", "a@wake-1", ttl)
+	require.ErrorIs(t, err, ErrNotClaimable)
+	_, err = acts.Claim(f.ctx, "a", "recover", 1, "tok", "a@recover-1", ttl)
+	require.ErrorIs(t, err, ErrNotClaimable)
+
+	c, err := acts.Claim(f.ctx, "a", "start", 0, "tok1", "a", ttl)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), c.Version)
+	require.Equal(t, int64(1), c.Activation)
+	require.Equal(t, thread.StatusRunning, c.Record.Status)
+	require.False(t, c.Record.StartedAt.IsZero())
+
+	// While the lease lives, nobody else claims, not even the same task.
+	_, err = acts.Claim(f.ctx, "a", "start", 0, "tok2", "a", ttl)
+	require.ErrorIs(t, err, ErrNotClaimable)
+	_, err = acts.Claim(f.ctx, "a", "recover", c.Version, "tok2", "a@recover-2", ttl)
+	require.ErrorIs(t, err, ErrNotClaimable)
+	require.NoError(t, acts.Heartbeat(f.ctx, "a", "tok1", ttl))
+
+	// Once it lapses, a recover at the version seen takes over; a stale
+	// version does not.
+	require.NoError(t, f.r.Client.Del(f.ctx, f.ks.Lease("a")).Err())
+	orphans, err := acts.Orphans(f.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []Orphan{{ThreadID: "a", Version: c.Version}}, orphans)
+	_, err = acts.Claim(f.ctx, "a", "recover", c.Version-1, "tok2", "a@recover-1", ttl)
+	require.ErrorIs(t, err, ErrNotClaimable)
+	c2, err := acts.Claim(f.ctx, "a", "recover", c.Version, "tok2", "a@recover-2", ttl)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), c2.Activation)
+
+	// The old holder's heartbeat now fails, and its commits conflict.
+	require.ErrorIs(t, acts.Heartbeat(f.ctx, "a", "tok1", ttl), ErrLeaseLost)
+	_, err = f.reg.Commit(f.ctx, "a", c.Version, Changes{Cost: &thread.Cost{Turns: 9}})
+	require.ErrorIs(t, err, ErrConflict)
+
+	// A finished thread is never claimed again.
+	_, err = f.reg.Commit(f.ctx, "a", c2.Version, Changes{Status: thread.StatusCompleted})
+	require.NoError(t, err)
+	require.NoError(t, acts.Release(f.ctx, "a", "tok2"))
+	for _, reason := range []string{"start", "wake", "timeout", "recover"} {
+		_, err := acts.Claim(f.ctx, "a", reason, 0, "tok3", "a", ttl)
+		require.ErrorIs(t, err, ErrNotClaimable, reason)
+	}
+	_, err = acts.Claim(f.ctx, "missing", "start", 0, "tok", "missing", ttl)
+	require.ErrorIs(t, err, ErrNotFound)
+}
+
+// finish moves a running thread to a final status.
+func finish(t *testing.T, f regFixture, acts *Activations, id string, status thread.Status) {
+	t.Helper()
+	c, err := acts.Claim(f.ctx, id, "start", 0, "tok-"+id, id, time.Minute)
+	require.NoError(t, err)
+	_, err = f.reg.Commit(f.ctx, id, c.Version, Changes{Status: status})
+	require.NoError(t, err)
+}
+
+func TestSuspendAndWakeExactlyOnce(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	acts := NewActivations(f.r.Client, f.ks, f.clock.Now)
+	for round := 0; round < 30; round++ {
+		p := "p" + string(rune('a'+round%26)) + time.Now().Format("150405.000000")
+		register(t, f, p, "")
+		c, err := acts.Claim(f.ctx, p, "start", 0, "tok", p, time.Minute)
+		require.NoError(t, err)
+		kids := []string{p + "-1", p + "-2", p + "-3"}
+		var targets []WaitTarget
+		for _, k := range kids {
+			register(t, f, k, p)
+			targets = append(targets, WaitTarget{Root: k, Terminal: k})
+		}
+		suspended, seq, err := acts.Suspend(f.ctx, p, c.Version, targets)
+		require.NoError(t, err)
+		require.True(t, suspended)
+		rec, err := f.reg.Get(f.ctx, p)
+		require.NoError(t, err)
+		require.Equal(t, thread.StatusWaiting, rec.Status)
+
+		// The first child finishes alone: nobody wakes.
+		finish(t, f, acts, kids[0], thread.StatusCompleted)
+		w, err := acts.NotifyFinished(f.ctx, kids[0])
+		require.NoError(t, err)
+		require.Empty(t, w)
+
+		// The other two finish at the same moment: exactly one wake.
+		finish(t, f, acts, kids[1], thread.StatusCompleted)
+		finish(t, f, acts, kids[2], thread.StatusError)
+		var mu sync.Mutex
+		var wakes []Wake
+		var wg sync.WaitGroup
+		for _, k := range kids[1:] {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w, err := acts.NotifyFinished(f.ctx, k)
+				require.NoError(t, err)
+				mu.Lock()
+				wakes = append(wakes, w...)
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		require.Equal(t, []Wake{{ThreadID: p, Seq: seq}}, wakes, "round %d", round)
+
+		// The wake claims with the suspension number, once.
+		_, err = acts.Claim(f.ctx, p, "wake", seq-1, "tok2", p+"@wake-x", time.Minute)
+		require.ErrorIs(t, err, ErrNotClaimable)
+		_, err = acts.Claim(f.ctx, p, "wake", seq, "tok2", p+"@wake", time.Minute)
+		require.NoError(t, err)
+		_, err = acts.Claim(f.ctx, p, "timeout", seq, "tok3", p+"@timeout", time.Minute)
+		require.ErrorIs(t, err, ErrNotClaimable, "a timeout after the wake is dropped")
+	}
+}
+
+func TestSuspendEdgeCases(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	acts := NewActivations(f.r.Client, f.ks, f.clock.Now)
+	register(t, f, "p", "")
+	register(t, f, "done", "p")
+	finish(t, f, acts, "done", thread.StatusCompleted)
+	c, err := acts.Claim(f.ctx, "p", "start", 0, "tok", "p", time.Minute)
+	require.NoError(t, err)
+
+	// Everything waited on has finished: no suspension, same version.
+	suspended, v, err := acts.Suspend(f.ctx, "p", c.Version, []WaitTarget{{Root: "done", Terminal: "done"}})
+	require.NoError(t, err)
+	require.False(t, suspended)
+	require.Equal(t, c.Version, v)
+
+	// A stale version conflicts.
+	register(t, f, "kid", "p")
+	_, _, err = acts.Suspend(f.ctx, "p", c.Version-1, []WaitTarget{{Root: "kid", Terminal: "kid"}})
+	require.ErrorIs(t, err, ErrConflict)
+
+	// A chain that moved on is reported, to be resolved again.
+	register(t, f, "old", "p")
+	register(t, f, "new", "p")
+	oc, err := acts.Claim(f.ctx, "old", "start", 0, "tok-old", "old", time.Minute)
+	require.NoError(t, err)
+	_ = oc
+	_, _, err = f.reg.LinkContinuation(f.ctx, "old", "new")
+	require.NoError(t, err)
+	_, _, err = acts.Suspend(f.ctx, "p", c.Version, []WaitTarget{{Root: "old", Terminal: "old"}})
+	require.True(t, errors.Is(err, ErrChainMoved), "%v", err)
+
+	// A waiting thread whose waits emptied with no wake-up is found.
+	suspended, seq, err := acts.Suspend(f.ctx, "p", c.Version, []WaitTarget{{Root: "kid", Terminal: "kid"}})
+	require.NoError(t, err)
+	require.True(t, suspended)
+	require.NoError(t, f.r.Client.Del(f.ctx, f.ks.Waits("p")).Err()) // the waker died after emptying it
+	stalled, err := acts.StalledWaits(f.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []Wake{{ThreadID: "p", Seq: seq}}, stalled)
+}
