@@ -25,6 +25,23 @@ type Info struct {
 	ETag     string
 }
 
+// ViewWriter is implemented by stores that can write a view more cheaply
+// than a record. A view is an object that can be rebuilt from records held
+// elsewhere (a render of a transcript, a copy of registry state); a store may
+// lose a view in a machine crash but never tears it. The local directory
+// skips fsync for views; S3 writes them like any object.
+type ViewWriter interface {
+	PutView(ctx context.Context, key string, data []byte) error
+}
+
+// PutView writes a view through ViewWriter when the store has it, else Put.
+func PutView(ctx context.Context, s Store, key string, data []byte) error {
+	if v, ok := s.(ViewWriter); ok {
+		return v.PutView(ctx, key, data)
+	}
+	return s.Put(ctx, key, data)
+}
+
 // Store is the blob store. Keys are slash-separated paths without a leading
 // slash ("threads/<id>/transcript/000001.jsonl"). Implementations are safe for
 // concurrent use.

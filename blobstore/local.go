@@ -71,7 +71,9 @@ func (l *Local) path(key string) (string, error) {
 }
 
 // stage writes data to a fresh fsynced temp file and returns its path.
-func (l *Local) stage(data []byte) (string, error) {
+func (l *Local) stage(data []byte) (string, error) { return l.stageSync(data, true) }
+
+func (l *Local) stageSync(data []byte, sync bool) (string, error) {
 	var rnd [12]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := filepath.Join(l.root, localTmpDir, hex.EncodeToString(rnd[:]))
@@ -80,7 +82,10 @@ func (l *Local) stage(data []byte) (string, error) {
 		return "", err
 	}
 	_, werr := f.Write(data)
-	serr := f.Sync()
+	var serr error
+	if sync {
+		serr = f.Sync()
+	}
 	cerr := f.Close()
 	if err := errors.Join(werr, serr, cerr); err != nil {
 		_ = os.Remove(tmp)
@@ -93,13 +98,19 @@ func (l *Local) stage(data []byte) (string, error) {
 // parent directories; it retries when a concurrent Delete pruned a parent
 // directory between MkdirAll and op.
 func (l *Local) place(tmp, dst string, op func(string, string) error) error {
+	return l.placeSync(tmp, dst, op, true)
+}
+
+func (l *Local) placeSync(tmp, dst string, op func(string, string) error, sync bool) error {
 	var err error
 	for range 5 {
 		if err = os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			return err
 		}
 		if err = op(tmp, dst); err == nil {
-			syncDir(filepath.Dir(dst))
+			if sync {
+				syncDir(filepath.Dir(dst))
+			}
 			return nil
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
@@ -133,6 +144,27 @@ func (l *Local) Put(ctx context.Context, key string, data []byte) error {
 		if isDirConflict(err) {
 			return fmt.Errorf("put %s: key is a prefix of other objects: %w", key, err)
 		}
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	return nil
+}
+
+// PutView writes a view (see ViewWriter): atomically, like Put, but
+// without fsync, so a machine crash may lose it (never tear it).
+func (l *Local) PutView(ctx context.Context, key string, data []byte) error {
+	dst, err := l.path(key)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	tmp, err := l.stageSync(data, false)
+	if err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	if err := l.placeSync(tmp, dst, os.Rename, false); err != nil {
+		_ = os.Remove(tmp)
 		return fmt.Errorf("put %s: %w", key, err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
@@ -114,7 +115,8 @@ func (o *Orchestrator) WriteThreadJSON(ctx context.Context, rec *queue.Record) e
 	if err != nil {
 		return err
 	}
-	return o.Store.Put(ctx, transcript.ThreadJSONKey(rec.ThreadID), data)
+	// A view: the registry holds the record; thread.json is its signed copy.
+	return blobstore.PutView(ctx, o.Store, transcript.ThreadJSONKey(rec.ThreadID), data)
 }
 
 // fail ends a thread that no activation holds (created or waiting) with an

@@ -227,6 +227,10 @@ func (s *session) finalize(ctx context.Context) error {
 		}
 		s.finalDurable = true
 	}
+	// The start's thread.json must not land after the final one.
+	s.side.Wait()
+	events, meta := s.events[:len(s.events):len(s.events)], s.knowledgeMeta()
+	s.side.Go(ctx, s.log, "knowledge render", func(ctx context.Context) error { return s.writeKnowledge(ctx, meta, events) })
 	err := s.o.Finalize(ctx, s.rec, s.version, orchestratorOutcome(f, s.st.Cost))
 	if err != nil {
 		return err

@@ -97,6 +97,9 @@ type session struct {
 	// budgetExhausted: the ledger refused (clamped) a charge: the budget
 	// left to this thread, after its children's reservations, is spent.
 	budgetExhausted bool
+	// side are the writes of views (thread.json at start, capabilities.md,
+	// knowledge renders) that run beside the turn loop.
+	side sideWrites
 }
 
 func (s *session) id() string { return s.rec.ThreadID }
@@ -104,6 +107,7 @@ func (s *session) id() string { return s.rec.ThreadID }
 // run executes the activation to its end: finished, suspended, handed off,
 // or stopped.
 func (s *session) run(ctx context.Context) error {
+	defer s.side.Wait()
 	if err := s.load(ctx); err != nil {
 		return err
 	}
@@ -276,12 +280,10 @@ func (s *session) begin(ctx context.Context) error {
 		}
 		s.appendMessage(thread.Message{Role: thread.RoleUser, Content: prompt})
 	}
-	if err := s.writeCapabilities(ctx); err != nil {
-		s.log.Warn("capabilities.md not written", "error", err)
-	}
-	if err := s.o.WriteThreadJSON(ctx, s.rec); err != nil {
-		s.log.Warn("thread.json not written", "error", err)
-	}
+	// Views, not the record: written beside the first turn.
+	s.side.Go(ctx, s.log, "capabilities.md", s.writeCapabilities)
+	rec := *s.rec
+	s.side.Go(ctx, s.log, "thread.json", func(ctx context.Context) error { return s.o.WriteThreadJSON(ctx, &rec) })
 	// The start is made durable by the first turn's checkpoint: a worker
 	// that dies before it begins the thread again from the top.
 	return nil
@@ -346,7 +348,15 @@ func (s *session) checkpoint(ctx context.Context) error {
 	if err := s.charge(ctx); err != nil {
 		return err
 	}
-	s.renderKnowledge(ctx)
+	if s.st.Final == nil && s.side.knowledge.CompareAndSwap(false, true) {
+		// Coalesced: while one render is written, later checkpoints skip
+		// theirs; finalize always writes the last one.
+		events, meta := s.events[:len(s.events):len(s.events)], s.knowledgeMeta()
+		s.side.Go(ctx, s.log, "knowledge render", func(ctx context.Context) error {
+			defer s.side.knowledge.Store(false)
+			return s.writeKnowledge(ctx, meta, events)
+		})
+	}
 	return nil
 }
 
@@ -369,18 +379,19 @@ func (s *session) charge(ctx context.Context) error {
 	return err
 }
 
-func (s *session) renderKnowledge(ctx context.Context) {
-	// Best effort: the knowledge render is a view, not the record.
+func (s *session) knowledgeMeta() transcript.KnowledgeMeta {
 	status := string(thread.StatusRunning)
 	if s.st.Final != nil {
 		status = string(s.st.Final.Status)
 	}
-	meta := transcript.KnowledgeMeta{ThreadID: s.id(), Directive: s.rec.Directive, Status: status,
+	return transcript.KnowledgeMeta{ThreadID: s.id(), Directive: s.rec.Directive, Status: status,
 		Model: s.rec.Model, Turns: s.st.Cost.Turns, Spend: s.st.Cost.Spend, CreatedAt: s.rec.CreatedAt, UpdatedAt: s.o.Now()}
-	data := transcript.SignedKnowledge(meta, s.events, s.o.Signer, s.o.Now())
-	if err := s.o.Store.Put(ctx, transcript.KnowledgeKey(s.rec.Directive, s.id()), data); err != nil {
-		s.log.Warn("knowledge render not written", "error", err)
-	}
+}
+
+// writeKnowledge writes the signed knowledge render of the transcript.
+func (s *session) writeKnowledge(ctx context.Context, meta transcript.KnowledgeMeta, events []transcript.Event) error {
+	data := transcript.SignedKnowledge(meta, events, s.o.Signer, s.o.Now())
+	return blobstore.PutView(ctx, s.o.Store, transcript.KnowledgeKey(s.rec.Directive, s.id()), data)
 }
 
 func (s *session) writeCapabilities(ctx context.Context) error {
@@ -388,7 +399,7 @@ func (s *session) writeCapabilities(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.o.Store.Put(ctx, transcript.CapabilitiesKey(s.id()), transcript.SignMarkdown(body, s.o.Signer, s.o.Now()))
+	return blobstore.PutView(ctx, s.o.Store, transcript.CapabilitiesKey(s.id()), transcript.SignMarkdown(body, s.o.Signer, s.o.Now()))
 }
 
 // runHooks runs the hooks of an event and returns the context text their
