@@ -144,3 +144,43 @@ func TestPausedWorkerCannotCommit(t *testing.T) {
 	require.Equal(t, done.Version, after.Version, "the paused worker committed nothing")
 	checkExactlyOnce(t, e, after)
 }
+
+func TestSIGTERMHandsThreadsBack(t *testing.T) {
+	t.Parallel()
+	e := spooltest.New(t, spooltest.Options{Files: crashProject("300ms"), LeaseTTL: 2 * time.Second})
+	a := e.StartWorker("--concurrency", "2", "--shutdown-timeout", "20s")
+	var ids []string
+	for i := 0; i < 2; i++ {
+		res := e.Spool("thread", "run", "t/crash", "--model", "script:scripts/crash.yaml")
+		require.Equal(t, 0, res.Code, res.Stderr)
+		ids = append(ids, strings.TrimSpace(res.Stdout))
+	}
+	require.Eventually(t, func() bool {
+		for _, id := range ids {
+			rec, err := e.Orch.Registry.Get(t.Context(), id)
+			if err != nil || rec.Cost.Turns < 1 {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, 50*time.Millisecond)
+
+	// SIGTERM mid-thread: A finishes the turn in flight, checkpoints,
+	// hands the threads back and exits cleanly, well inside its timeout.
+	stopped := time.Now()
+	require.NoError(t, a.Stop(30*time.Second), "worker exits 0 on SIGTERM:\n%s", a.Log())
+	require.Less(t, time.Since(stopped), 20*time.Second)
+	for _, id := range ids {
+		rec, err := e.Orch.Registry.Get(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, thread.StatusRunning, rec.Status, "handed back, not finished")
+		require.Less(t, rec.Cost.Turns, crashTurns)
+	}
+	require.Contains(t, a.Log(), "handed back for shutdown")
+
+	e.StartWorker("--concurrency", "2")
+	final := e.Wait(ids, 2*time.Minute)
+	for _, id := range ids {
+		checkExactlyOnce(t, e, final[id])
+	}
+}
