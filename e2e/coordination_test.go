@@ -403,3 +403,55 @@ func decodeEvents(t *testing.T, jsonl string) []map[string]any {
 	}
 	return out
 }
+
+const waitScript = `context_window: 200000
+price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
+directives:
+  "t/waiter":
+    - tool_calls:
+        - tool: rye/agent/threads/orchestrator
+          input: {operation: wait_threads, thread_ids: ["{{.inputs.target}}"], timeout: 0.5}
+      usage: {input: 10, output: 5}
+    - tool_calls:
+        - tool: rye/agent/threads/orchestrator
+          input: {operation: wait_threads, thread_ids: ["{{.inputs.target}}"]}
+      usage: {input: 10, output: 5}
+    - text: "{{.last_tool_result}}"
+      usage: {input: 10, output: 5}
+`
+
+func TestWaitThreadsTimesOutThenWakes(t *testing.T) {
+	t.Parallel()
+	files := coordProject()
+	files[".ai/directives/t/waiter.md"] = directiveWithInputs("waiter", `turns="5"`, spawnPerms, `<input name="target" type="string" required="true">thread to wait on</input>`)
+	files["scripts/wait.yaml"] = waitScript
+	e := spooltest.New(t, spooltest.Options{Files: files})
+	e.StartWorker("--concurrency", "2")
+	slow := e.Spool("thread", "run", "t/slowleaf", "--model", "script:scripts/slow.yaml")
+	require.Equal(t, 0, slow.Code, slow.Stderr)
+	target := strings.TrimSpace(slow.Stdout)
+	require.Eventually(t, func() bool {
+		r, err := e.Orch.Registry.Get(t.Context(), target)
+		return err == nil && r.Status == thread.StatusRunning
+	}, time.Minute, 20*time.Millisecond)
+
+	rec, res := runJSON(t, e, "t/waiter", "--input", "target="+target, "--model", "script:scripts/wait.yaml")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Equal(t, thread.StatusCompleted, rec.Status)
+	var got struct {
+		Success  bool `json:"success"`
+		TimedOut bool `json:"timed_out"`
+		Results  map[string]struct {
+			Status string `json:"status"`
+			Result string `json:"result"`
+		} `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(rec.Result), &got), rec.Result)
+	require.True(t, got.Success)
+	require.False(t, got.TimedOut)
+	require.Equal(t, "completed", got.Results[target].Status)
+
+	// The first wait timed out: its result is in the transcript.
+	tr := e.Spool("thread", "transcript", rec.ThreadID, "--format", "jsonl")
+	require.Contains(t, tr.Stdout, `\"timed_out\":true`)
+}
