@@ -147,14 +147,18 @@ func TestPausedWorkerCannotCommit(t *testing.T) {
 
 func TestSIGTERMHandsThreadsBack(t *testing.T) {
 	t.Parallel()
-	e := spooltest.New(t, spooltest.Options{Files: crashProject("300ms"), LeaseTTL: 2 * time.Second})
-	a := e.StartWorker("--concurrency", "2", "--shutdown-timeout", "20s")
+	// Both threads are enqueued before the worker starts, so they run side
+	// by side (each `spool thread run` is a process start, seconds apart
+	// under -race on a loaded machine), and a model call takes a second, so
+	// SIGTERM after the first turn lands with most of each thread to go.
+	e := spooltest.New(t, spooltest.Options{Files: crashProject("1s"), LeaseTTL: 2 * time.Second})
 	var ids []string
 	for i := 0; i < 2; i++ {
 		res := e.Spool("thread", "run", "t/crash", "--model", "script:scripts/crash.yaml")
 		require.Equal(t, 0, res.Code, res.Stderr)
 		ids = append(ids, strings.TrimSpace(res.Stdout))
 	}
+	a := e.StartWorker("--concurrency", "2", "--shutdown-timeout", "20s")
 	require.Eventually(t, func() bool {
 		for _, id := range ids {
 			rec, err := e.Orch.Registry.Get(t.Context(), id)

@@ -69,9 +69,21 @@ func StartEmbedded(dataDir string, log *slog.Logger) (*Embedded, error) {
 		log.Info("embedded redis-server started", "addr", url, "data_dir", dir)
 		return e, nil
 	}
-	m := miniredis.NewMiniRedis()
+	m, stop, err := StartMiniredis()
+	if err != nil {
+		return nil, err
+	}
+	log.Warn("no redis-server on PATH: using in-process miniredis; nothing is kept after this process exits")
+	return &Embedded{URL: "redis://" + m.Addr() + "/0", stop: stop}, nil
+}
+
+// StartMiniredis starts an in-process miniredis on a loopback port whose
+// TTLs count down: its clock only moves when told, and asynq's leases need
+// it to, so a goroutine fast-forwards it every 250ms until stop.
+func StartMiniredis() (m *miniredis.Miniredis, stop func(), err error) {
+	m = miniredis.NewMiniRedis()
 	if err := m.StartAddr("127.0.0.1:0"); err != nil {
-		return nil, fmt.Errorf("embedded miniredis: %w", err)
+		return nil, nil, fmt.Errorf("embedded miniredis: %w", err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -88,8 +100,7 @@ func StartEmbedded(dataDir string, log *slog.Logger) (*Embedded, error) {
 			}
 		}
 	}()
-	log.Warn("no redis-server on PATH: using in-process miniredis; nothing is kept after this process exits")
-	return &Embedded{URL: "redis://" + m.Addr() + "/0", stop: func() { close(done); m.Close() }}, nil
+	return m, func() { close(done); m.Close() }, nil
 }
 
 func ping(url string, d time.Duration) error {

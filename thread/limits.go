@@ -3,6 +3,9 @@ package thread
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 )
 
 // Limit codes, as the spec names them.
@@ -134,4 +137,64 @@ func (r Resolved) Validate() error {
 		return fmt.Errorf("limits: duration %g is not a non-negative number", r.Duration)
 	}
 	return nil
+}
+
+// LimitNames are the names of the limits, as flags, YAML keys and spawn
+// parameters spell them.
+var LimitNames = []string{"turns", "tokens", "spend", "depth", "spawns", "duration"}
+
+// SetLimit sets one named limit from a number or a numeric string (models
+// and command lines write both). Negative values and unknown names are
+// errors naming the limit.
+func (l *Limits) SetLimit(name string, value any) error {
+	var f float64
+	switch x := value.(type) {
+	case float64:
+		f = x
+	case int:
+		f = float64(x)
+	case int64:
+		f = float64(x)
+	case string:
+		v, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
+		if err != nil {
+			return fmt.Errorf("limit %s: %q is not a number", name, x)
+		}
+		f = v
+	default:
+		return fmt.Errorf("limit %s: want a number, got %T", name, value)
+	}
+	if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Errorf("limit %s: %v is not a non-negative number", name, value)
+	}
+	n := int(f)
+	switch name {
+	case "turns":
+		l.Turns = &n
+	case "tokens":
+		l.Tokens = &n
+	case "spend":
+		l.Spend = &f
+	case "depth":
+		l.Depth = &n
+	case "spawns":
+		l.Spawns = &n
+	case "duration":
+		l.Duration = &f
+	default:
+		return fmt.Errorf("unknown limit %q (want %s)", name, strings.Join(LimitNames, ", "))
+	}
+	return nil
+}
+
+// LimitsFromMap reads limit overrides from a map of name → number or
+// numeric string.
+func LimitsFromMap(m map[string]any) (Limits, error) {
+	var l Limits
+	for k, v := range m {
+		if err := l.SetLimit(k, v); err != nil {
+			return Limits{}, err
+		}
+	}
+	return l, nil
 }

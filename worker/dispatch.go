@@ -160,9 +160,9 @@ func (s *session) spawn(ctx context.Context, call thread.ToolCall) error {
 		s.toolResult(call.ID, threadDirectiveID, err.Error(), true, "")
 		return nil
 	}
-	overrides, err := limitsFromMap(p.LimitOverrides)
+	overrides, err := thread.LimitsFromMap(p.LimitOverrides)
 	if err != nil {
-		s.toolResult(call.ID, threadDirectiveID, err.Error(), true, "")
+		s.toolResult(call.ID, threadDirectiveID, "limit_overrides: "+err.Error(), true, "")
 		return nil
 	}
 	rec, err := s.o.Start(ctx, orchestrator.StartRequest{
@@ -203,46 +203,6 @@ func isInfra(err error) bool {
 	}
 	return errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "connection refused") ||
 		strings.Contains(err.Error(), "i/o timeout")
-}
-
-// limitsFromMap reads limit overrides given as numbers or numeric strings
-// (models write both).
-func limitsFromMap(m map[string]any) (thread.Limits, error) {
-	var l thread.Limits
-	for k, v := range m {
-		var f float64
-		switch x := v.(type) {
-		case float64:
-			f = x
-		case string:
-			if _, err := fmt.Sscanf(strings.TrimSpace(x), "%g", &f); err != nil {
-				return l, fmt.Errorf("limit_overrides.%s: %q is not a number", k, x)
-			}
-		default:
-			return l, fmt.Errorf("limit_overrides.%s: want a number", k)
-		}
-		if f < 0 {
-			return l, fmt.Errorf("limit_overrides.%s: %g is negative", k, f)
-		}
-		n := int(f)
-		switch k {
-		case "turns":
-			l.Turns = &n
-		case "tokens":
-			l.Tokens = &n
-		case "spend":
-			l.Spend = &f
-		case "depth":
-			l.Depth = &n
-		case "spawns":
-			l.Spawns = &n
-		case "duration":
-			l.Duration = &f
-		default:
-			return l, fmt.Errorf("limit_overrides: unknown limit %q (turns, tokens, spend, depth, spawns, duration)", k)
-		}
-	}
-	return l, nil
 }
 
 func decodeInputs(raw json.RawMessage) (map[string]any, error) {

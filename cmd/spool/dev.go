@@ -1,12 +1,221 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
+
+	"github.com/spool-run/spool/stack"
 )
 
 func devCommand() *cli.Command {
-	return &cli.Command{Name: "dev", Usage: "embedded Redis + local store + worker + scheduler + monitor, one process",
-		Action: func(c *cli.Context) error { return errors.New("spool dev: not available in this build yet") }}
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", EnvVars: []string{"SPOOL_DEV_ADDR"}, Usage: "serve the monitor UI, /metrics and /healthz here"},
+	}
+	// The worker's and the scheduler's flags, less their --metrics-addr:
+	// dev serves metrics beside the monitor on --addr.
+	seen := map[string]bool{"metrics-addr": true}
+	for _, f := range append(workerFlags(), schedulerFlags()...) {
+		if n := f.Names()[0]; !seen[n] {
+			seen[n] = true
+			flags = append(flags, f)
+		}
+	}
+	return &cli.Command{
+		Name:  "dev",
+		Usage: "embedded Redis + local store + worker + scheduler + monitor, one process",
+		Description: "Runs everything spool needs in one process, with nothing installed: a Redis (redis-server from PATH\n" +
+			"with its data in the data dir, else an in-memory one), the local blob store, a worker, the scheduler\n" +
+			"and the monitor. Other spool commands in the same project find its Redis by themselves.\n" +
+			"Ctrl-C stops the worker (in-flight turns checkpoint), the scheduler, the monitor, then Redis.",
+		Flags:  flags,
+		Action: dev,
+	}
+}
+
+func dev(c *cli.Context) error {
+	dd, err := dataDir(c)
+	if err != nil {
+		return err
+	}
+	urlFile := redisURLFile(dd)
+	if c.String("redis-url") == "" {
+		if err := checkNoDev(c.Context, urlFile); err != nil {
+			return err
+		}
+	}
+	s, err := openServices(c, openOpts{startEmbedded: true})
+	if err != nil {
+		return err
+	}
+	// Deferred calls run last first: Redis (s.Close) goes down last.
+	defer s.Close()
+
+	// Other commands of this project find the embedded Redis through this
+	// file while dev runs.
+	removeURL := func() {}
+	if s.embedded != nil {
+		if err := os.WriteFile(urlFile, []byte(s.embedded.URL+"\n"), 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", urlFile, err)
+		}
+		var once sync.Once
+		removeURL = func() {
+			once.Do(func() {
+				// Only our own: a later dev may have replaced it.
+				if b, err := os.ReadFile(urlFile); err == nil && strings.TrimSpace(string(b)) == s.embedded.URL {
+					_ = os.Remove(urlFile)
+				}
+			})
+		}
+		defer removeURL()
+	}
+
+	reg := prometheus.NewRegistry()
+	w, err := newWorker(c, s, reg)
+	if err != nil {
+		return err
+	}
+	sch, schedDesc, err := newScheduler(c, s, reg)
+	if err != nil {
+		return err
+	}
+	monitor := "not in this build yet (asynqmon and thread views come with `spool monitor`)"
+	extra := map[string]http.Handler{}
+	// TODO(monitor): serve the monitor at "/" once cmd/spool/monitor.go provides
+	// newMonitorHandler(s *services) (http.Handler, error):
+	//	h, err := newMonitorHandler(s); if err != nil { return err }; extra["/"] = h
+	stopHTTP, err := serveMetrics(c.String("addr"), reg, extra)
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
+	if err := sch.Start(); err != nil {
+		return err
+	}
+	defer sch.Stop()
+	if err := w.Start(); err != nil {
+		return err
+	}
+	defer w.Stop()
+
+	printBanner(c, c.App.Writer, s, schedDesc, monitor)
+	<-c.Context.Done()
+	fmt.Fprintln(c.App.ErrWriter, "spool dev: stopping: worker, scheduler, monitor, then redis")
+	removeURL()
+	return nil
+}
+
+// checkNoDev refuses to start a second dev on the same data dir (two
+// redis-servers on one AOF directory would corrupt it) and clears the URL
+// file a killed dev left behind.
+func checkNoDev(ctx context.Context, urlFile string) error {
+	b, err := os.ReadFile(urlFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	u := strings.TrimSpace(string(b))
+	if rdb, err := stack.OpenRedis(u); err == nil {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		alive := rdb.Ping(pctx).Err() == nil
+		cancel()
+		_ = rdb.Close()
+		if alive {
+			return fmt.Errorf("spool dev is already running for this data dir (redis %s); stop it first, or remove %s", u, urlFile)
+		}
+	}
+	return os.Remove(urlFile)
+}
+
+func printBanner(c *cli.Context, out io.Writer, s *services, schedDesc, monitor string) {
+	addr := c.String("addr")
+	redisLine := redactURL(c.String("redis-url"))
+	switch {
+	case s.embedded != nil && s.embedded.Persistent:
+		redisLine = s.embedded.URL + " (redis-server, data in " + filepath.Join(s.dataDir, "redis") + ")"
+	case s.embedded != nil:
+		redisLine = s.embedded.URL + " (in-memory: no redis-server on PATH, nothing is kept after exit)"
+	}
+	fmt.Fprintf(out, "spool dev is running (pid %d)\n", os.Getpid())
+	fmt.Fprintf(out, "  redis      %s\n", redisLine)
+	fmt.Fprintf(out, "  data       %s\n", s.dataDir)
+	fmt.Fprintf(out, "  project    %s\n", s.project)
+	fmt.Fprintf(out, "  worker     concurrency %d, queues %s\n", c.Int("concurrency"), c.String("queues"))
+	fmt.Fprintf(out, "  scheduler  %s\n", schedDesc)
+	fmt.Fprintf(out, "  monitor    %s\n", monitor)
+	fmt.Fprintf(out, "  metrics    http://%s/metrics\n", addr)
+	fmt.Fprintf(out, "Try, in another terminal:\n  %s\n", exampleRun(c, s))
+	fmt.Fprintln(out, "Ctrl-C stops it.")
+}
+
+// exampleRun is a `spool thread run` command line that works from any
+// directory against this dev: a directive of the project (demo/hello when
+// there is one), with the flags that locate this dev's data dir.
+func exampleRun(c *cli.Context, s *services) string {
+	name := "DIRECTIVE"
+	root := filepath.Join(s.project, ".ai", "directives")
+	if _, err := os.Stat(filepath.Join(root, "demo", "hello.md")); err == nil {
+		name = "demo/hello"
+	} else {
+		var found []string
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.HasSuffix(p, ".md") {
+				if rel, err := filepath.Rel(root, p); err == nil {
+					found = append(found, strings.TrimSuffix(filepath.ToSlash(rel), ".md"))
+				}
+			}
+			return nil
+		})
+		sort.Strings(found)
+		if len(found) > 0 {
+			name = found[0]
+		}
+	}
+	args := []string{"spool"}
+	if wd, err := os.Getwd(); err != nil || wd != s.project {
+		args = append(args, "--project", shellQuote(s.project))
+	}
+	if s.dataDir != filepath.Join(s.project, ".spool") {
+		args = append(args, "--data-dir", shellQuote(s.dataDir))
+	}
+	if ns := c.String("namespace"); ns != "spool" {
+		args = append(args, "--namespace", shellQuote(ns))
+	}
+	if s.embedded == nil {
+		args = append(args, "--redis-url", shellQuote(redactURL(c.String("redis-url"))))
+	}
+	return strings.Join(append(args, "thread", "run", name, "--wait"), " ")
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-:=,@+", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// redactURL hides a password in a Redis URL.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	return u.Redacted()
 }

@@ -2,11 +2,120 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
+
+	"github.com/spool-run/spool/scheduler"
 )
 
+func schedulerFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "schedules", EnvVars: []string{"SPOOL_SCHEDULES"}, Usage: "schedules file (default: <project>/" + scheduler.SchedulesPath + ")"},
+		&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"SPOOL_METRICS_ADDR"}, Usage: "serve /metrics and /healthz here (e.g. :9091)"},
+		&cli.DurationFlag{Name: "housekeeping-interval", EnvVars: []string{"SPOOL_HOUSEKEEPING_INTERVAL"}, Value: 30 * time.Second,
+			Usage: "how often to recover orphaned threads and apply retention (0 disables)"},
+		&cli.DurationFlag{Name: "retention", EnvVars: []string{"SPOOL_RETENTION"},
+			Usage: "delete the stored artifacts of threads finished longer ago than this, e.g. 720h (0 keeps them forever)"},
+	}
+}
+
 func schedulerCommand() *cli.Command {
-	return &cli.Command{Name: "scheduler", Usage: "cron entries from .ai/config/schedules.yaml; housekeeping",
-		Action: func(c *cli.Context) error { return errors.New("spool scheduler: not available in this build yet") }}
+	return &cli.Command{
+		Name:  "scheduler",
+		Usage: "cron entries from .ai/config/schedules.yaml; housekeeping",
+		Description: "Starts the directives of " + scheduler.SchedulesPath + " on their cron schedules and keeps house:\n" +
+			"re-enqueues orphaned threads and, with --retention, deletes the artifacts of old finished threads.\n" +
+			"Any number of schedulers may run against one Redis: each tick starts exactly one thread.",
+		Flags: schedulerFlags(),
+		Action: func(c *cli.Context) error {
+			s, err := openServices(c, openOpts{})
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			sch, desc, err := newScheduler(c, s, reg)
+			if err != nil {
+				return err
+			}
+			stopHTTP, err := serveMetrics(c.String("metrics-addr"), reg, nil)
+			if err != nil {
+				return err
+			}
+			defer stopHTTP()
+			if err := sch.Start(); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.ErrWriter, "spool scheduler: %s (pid %d)\n", desc, os.Getpid())
+			<-c.Context.Done()
+			sch.Stop()
+			return nil
+		},
+	}
+}
+
+// newScheduler loads the schedules and checks them against the project,
+// and returns the scheduler with a one-line description of what it runs.
+func newScheduler(c *cli.Context, s *services, reg prometheus.Registerer) (*scheduler.Scheduler, string, error) {
+	hk := c.Duration("housekeeping-interval")
+	if hk < 0 {
+		return nil, "", usagef("--housekeeping-interval %s: must not be negative", hk)
+	}
+	if hk == 0 {
+		hk = -1
+	}
+	ret := c.Duration("retention")
+	if ret < 0 {
+		return nil, "", usagef("--retention %s: must not be negative", ret)
+	}
+	path := c.String("schedules")
+	explicit := path != ""
+	if !explicit {
+		path = filepath.Join(s.project, scheduler.SchedulesPath)
+	}
+	entries, err := scheduler.LoadFile(path)
+	if err != nil {
+		if !explicit && errors.Is(err, fs.ErrNotExist) {
+			entries = nil
+		} else if errors.Is(err, fs.ErrNotExist) {
+			return nil, "", fmt.Errorf("schedules file %s does not exist", path)
+		} else {
+			return nil, "", err
+		}
+	}
+	var m *scheduler.Metrics
+	if reg != nil {
+		m = scheduler.NewMetrics(reg)
+	}
+	sch, err := scheduler.New(scheduler.Config{Entries: entries, Project: s.project, HousekeepingInterval: hk, Retention: ret,
+		Logger: s.log, Metrics: m}, s.orch)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := sch.Check(c.Context); err != nil {
+		return nil, "", fmt.Errorf("%s: %w", path, err)
+	}
+	desc := fmt.Sprintf("%d schedule entries from %s", len(entries), path)
+	if len(entries) == 0 {
+		desc = "no schedule entries (" + path + " not found or empty)"
+	}
+	if hk > 0 {
+		desc += fmt.Sprintf("; housekeeping every %s", hk)
+	} else {
+		desc += "; housekeeping off"
+	}
+	if ret > 0 {
+		desc += fmt.Sprintf(", retention %s", ret)
+	} else {
+		desc += ", retention off"
+	}
+	return sch, desc, nil
 }

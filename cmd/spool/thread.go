@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -100,26 +99,8 @@ func parseLimits(c *cli.Context) (thread.Limits, error) {
 		if !ok {
 			return l, usagef("--limit %q: want name=value", kv)
 		}
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f < 0 {
-			return l, usagef("--limit %s=%q: not a non-negative number", k, v)
-		}
-		n := int(f)
-		switch k {
-		case "turns":
-			l.Turns = &n
-		case "tokens":
-			l.Tokens = &n
-		case "spend":
-			l.Spend = &f
-		case "depth":
-			l.Depth = &n
-		case "spawns":
-			l.Spawns = &n
-		case "duration":
-			l.Duration = &f
-		default:
-			return l, usagef("--limit %q: unknown limit %q (turns, tokens, spend, depth, spawns, duration)", kv, k)
+		if err := l.SetLimit(k, v); err != nil {
+			return l, usagef("--limit %s: %v", kv, err)
 		}
 	}
 	return l, nil

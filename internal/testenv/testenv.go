@@ -28,8 +28,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/stack"
 )
 
 // RequireReal reports whether tests must use real services (CI).
@@ -112,38 +113,12 @@ func startRedis() (string, bool, error) {
 		}
 		return url, false, nil
 	}
-	m, err := StartMiniredis()
+	m, stop, err := stack.StartMiniredis()
 	if err != nil {
 		return "", false, err
 	}
-	addStop(m.Close)
+	addStop(stop)
 	return "redis://" + m.Addr() + "/0", true, nil
-}
-
-// StartMiniredis starts an embedded miniredis whose TTLs count down: a
-// goroutine fast-forwards its clock every 250ms until Close.
-func StartMiniredis() (*miniredis.Miniredis, error) {
-	m := miniredis.NewMiniRedis()
-	if err := m.Start(); err != nil {
-		return nil, err
-	}
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(250 * time.Millisecond)
-		defer t.Stop()
-		last := time.Now()
-		for {
-			select {
-			case <-done:
-				return
-			case now := <-t.C:
-				m.FastForward(now.Sub(last))
-				last = now
-			}
-		}
-	}()
-	addStop(func() { close(done) })
-	return m, nil
 }
 
 func waitRedis(url string, d time.Duration) error {

@@ -1,0 +1,242 @@
+package monitor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+)
+
+// listData is the list page.
+type listData struct {
+	Counts    []statusCount
+	Total     int64
+	Status    string
+	Directive string
+	Limit     int
+	Threads   []*queue.Record
+	Truncated bool
+	Live      bool // some thread shown has not finished
+}
+
+type statusCount struct {
+	Status thread.Status
+	N      int64
+}
+
+func (m *Monitor) serveList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	status, directive := q.Get("status"), strings.TrimSpace(q.Get("directive"))
+	if status != "" && !thread.Status(status).Valid() {
+		m.errorPage(w, http.StatusBadRequest, fmt.Sprintf("status %q: want one of created, running, waiting, completed, error, cancelled, continued", status))
+		return
+	}
+	limit := m.cfg.ListLimit
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxListLimit {
+			m.errorPage(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want a number from 1 to %d", s, maxListLimit))
+			return
+		}
+		limit = n
+	}
+	ctx := r.Context()
+	counts, err := m.countThreads(ctx)
+	if err != nil {
+		m.fail(w, r, err)
+		return
+	}
+	recs, err := m.cfg.Orch.Registry.List(ctx, queue.Filter{Status: thread.Status(status), Directive: directive, Limit: limit + 1})
+	if err != nil {
+		m.fail(w, r, err)
+		return
+	}
+	d := listData{Status: status, Directive: directive, Limit: limit, Total: counts.Total}
+	if len(recs) > limit {
+		recs, d.Truncated = recs[:limit], true
+	}
+	d.Threads = recs
+	for _, s := range Statuses {
+		d.Counts = append(d.Counts, statusCount{s, counts.By[s]})
+	}
+	for _, rec := range recs {
+		if !rec.Status.Terminal() {
+			d.Live = true
+		}
+	}
+	title := "Threads"
+	if status != "" {
+		title = status + " threads"
+	}
+	m.render(w, http.StatusOK, m.pages.list, page{Title: title, Nav: "threads", Data: d})
+}
+
+// fail reports an internal error.
+func (m *Monitor) fail(w http.ResponseWriter, r *http.Request, err error) {
+	m.cfg.Logger.Error("monitor: request failed", "path", r.URL.Path, "error", err)
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		jsonError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	m.errorPage(w, http.StatusInternalServerError, err.Error())
+}
+
+func (m *Monitor) serveThreadPages(w http.ResponseWriter, r *http.Request) {
+	rest := r.PathValue("rest")
+	if id, ok := strings.CutSuffix(rest, "/transcript"); ok {
+		m.serveTranscript(w, r, id)
+		return
+	}
+	m.serveThread(w, r, strings.TrimSuffix(rest, "/"))
+}
+
+func (m *Monitor) serveThread(w http.ResponseWriter, r *http.Request, id string) {
+	v, err := m.threadView(r.Context(), id)
+	if errors.Is(err, queue.ErrNotFound) {
+		m.errorPage(w, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
+		return
+	}
+	if err != nil {
+		m.fail(w, r, err)
+		return
+	}
+	m.render(w, http.StatusOK, m.pages.thread, page{Title: v.Thread.Directive + " · " + string(v.Thread.Status), Data: v})
+}
+
+// transcriptData is the transcript page.
+type transcriptData struct {
+	Thread  *queue.Record
+	Events  []template.HTML
+	Shown   int   // events with HTML
+	Next    int64 // seq of the last event read
+	Done    bool
+	Warning string
+}
+
+func (m *Monitor) serveTranscript(w http.ResponseWriter, r *http.Request, id string) {
+	ctx := r.Context()
+	rec, err := m.cfg.Orch.Registry.Get(ctx, id)
+	if errors.Is(err, queue.ErrNotFound) {
+		m.errorPage(w, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
+		return
+	}
+	if err != nil {
+		m.fail(w, r, err)
+		return
+	}
+	evs, bad, err := m.transcripts.read(ctx, id)
+	if err != nil {
+		m.fail(w, r, err)
+		return
+	}
+	d := transcriptData{Thread: rec, Done: rec.Status.Terminal() || bad != nil}
+	if bad != nil {
+		d.Warning = bad.Error()
+	}
+	for _, ev := range evs {
+		h, err := m.pages.renderEvent(ev)
+		if err != nil {
+			m.fail(w, r, err)
+			return
+		}
+		if h != "" {
+			d.Events = append(d.Events, h)
+		}
+		d.Next = ev.Seq
+	}
+	d.Shown = len(d.Events)
+	m.render(w, http.StatusOK, m.pages.transcript, page{Title: "Transcript · " + rec.Directive, Data: d})
+}
+
+func (m *Monitor) serveThreadAPI(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimSuffix(r.PathValue("rest"), "/")
+	if id, ok := strings.CutSuffix(rest, "/events"); ok {
+		m.serveEvents(w, r, id)
+		return
+	}
+	v, err := m.threadView(r.Context(), rest)
+	if errors.Is(err, queue.ErrNotFound) {
+		jsonError(w, http.StatusNotFound, fmt.Sprintf("thread %q not found", rest))
+		return
+	}
+	if err != nil {
+		m.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// Events is the response of /api/threads/ID/events.
+type Events struct {
+	ThreadID string        `json:"thread_id"`
+	Status   thread.Status `json:"status"`
+	After    int64         `json:"after"`
+	// Next is the seq to ask after next time: the last event's, or After.
+	Next int64 `json:"next"`
+	// Done: the thread has finished and every event is in, or its
+	// transcript failed verification; polling can stop.
+	Done   bool        `json:"done"`
+	Events []EventJSON `json:"events"`
+	// Warning says why the transcript stops short: it failed verification.
+	Warning string `json:"warning,omitempty"`
+}
+
+// EventJSON is a transcript event with its rendering ("" for events the
+// page does not show: token deltas, tool starts, checkpoints).
+type EventJSON struct {
+	Seq       int64           `json:"seq"`
+	Type      string          `json:"event_type"`
+	Timestamp time.Time       `json:"timestamp"`
+	Payload   json.RawMessage `json:"payload"`
+	HTML      template.HTML   `json:"html"`
+}
+
+func (m *Monitor) serveEvents(w http.ResponseWriter, r *http.Request, id string) {
+	var aft int64
+	if s := r.URL.Query().Get("after"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			jsonError(w, http.StatusBadRequest, fmt.Sprintf("after %q: want a sequence number ≥ 0", s))
+			return
+		}
+		aft = n
+	}
+	ctx := r.Context()
+	// The status is read before the transcript: a thread that had finished
+	// then has every segment committed by the time the read lists them.
+	rec, err := m.cfg.Orch.Registry.Get(ctx, id)
+	if errors.Is(err, queue.ErrNotFound) {
+		jsonError(w, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
+		return
+	}
+	if err != nil {
+		m.fail(w, r, err)
+		return
+	}
+	evs, bad, err := m.transcripts.read(ctx, id)
+	if err != nil {
+		m.fail(w, r, err)
+		return
+	}
+	out := Events{ThreadID: id, Status: rec.Status, After: aft, Next: aft, Done: rec.Status.Terminal() || bad != nil, Events: []EventJSON{}}
+	if bad != nil {
+		out.Warning = bad.Error()
+	}
+	for _, ev := range after(evs, aft) {
+		h, err := m.pages.renderEvent(ev)
+		if err != nil {
+			m.fail(w, r, err)
+			return
+		}
+		out.Events = append(out.Events, EventJSON{Seq: ev.Seq, Type: ev.Type, Timestamp: ev.Timestamp, Payload: ev.Payload, HTML: h})
+		out.Next = ev.Seq
+	}
+	writeJSON(w, http.StatusOK, out)
+}

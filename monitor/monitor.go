@@ -1,0 +1,203 @@
+package monitor
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/orchestrator"
+)
+
+// AsynqPath is the root path asynqmon is served under.
+const AsynqPath = "/asynq"
+
+// Config configures the monitor.
+type Config struct {
+	// Orch gives the registry, ledger, Redis client and transcript keys.
+	// Required.
+	Orch *orchestrator.Orchestrator
+	// Store is the blob store transcripts are read from. Default Orch.Store.
+	Store blobstore.Store
+	// AsynqHandler serves asynqmon under AsynqPath. Default
+	// NewAsynqmon(Orch.Redis, AsynqPath, false).
+	AsynqHandler http.Handler
+	// Auth guards every path but /healthz when it is enabled. Default none.
+	Auth Auth
+	// Hosts, when not empty, are the only host names (without port) the
+	// Host header may name: an open monitor on loopback is then out of
+	// reach of DNS rebinding. Default: any host.
+	Hosts []string
+	// Registry is what /metrics serves; New registers the monitor's
+	// collector with it. Default: a new registry.
+	Registry *prometheus.Registry
+	// CountsTTL is how long the counts of threads by status (list page and
+	// metrics) are reused. Default 2s; negative: counted on every request.
+	CountsTTL time.Duration
+	// PollInterval is how often live pages poll. Default 1s.
+	PollInterval time.Duration
+	// ListLimit is how many threads the list page shows when ?limit= is not
+	// given. Default 100; at most 1000 either way.
+	ListLimit int
+	// MaxTreeNodes bounds the threads a thread page walks for its tree.
+	// Default 500.
+	MaxTreeNodes int
+	// Logger. Default Orch.Log.
+	Logger *slog.Logger
+}
+
+// WithDefaults fills unset fields.
+func (c Config) WithDefaults() Config {
+	if c.Store == nil && c.Orch != nil {
+		c.Store = c.Orch.Store
+	}
+	if c.AsynqHandler == nil && c.Orch != nil && c.Orch.Redis != nil {
+		c.AsynqHandler = NewAsynqmon(c.Orch.Redis, AsynqPath, false)
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+	if c.CountsTTL == 0 {
+		c.CountsTTL = 2 * time.Second
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = time.Second
+	}
+	if c.ListLimit == 0 {
+		c.ListLimit = 100
+	}
+	if c.MaxTreeNodes == 0 {
+		c.MaxTreeNodes = 500
+	}
+	if c.Logger == nil && c.Orch != nil {
+		c.Logger = c.Orch.Log
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Orch == nil:
+		return errors.New("monitor: Config.Orch is required")
+	case c.Orch.Redis == nil || c.Orch.Registry == nil || c.Orch.Ledger == nil:
+		return errors.New("monitor: Config.Orch is not wired (use orchestrator.New)")
+	case c.Store == nil:
+		return errors.New("monitor: Config.Store is required (Orch.Store is nil)")
+	case c.PollInterval < 100*time.Millisecond:
+		return fmt.Errorf("monitor: Config.PollInterval %s is below 100ms", c.PollInterval)
+	case c.ListLimit < 0 || c.ListLimit > maxListLimit:
+		return fmt.Errorf("monitor: Config.ListLimit %d: want 1 to %d", c.ListLimit, maxListLimit)
+	case c.MaxTreeNodes < 1:
+		return fmt.Errorf("monitor: Config.MaxTreeNodes %d: want at least 1", c.MaxTreeNodes)
+	}
+	return c.Auth.validate()
+}
+
+const maxListLimit = 1000
+
+// Monitor serves the pages. Build it with New.
+type Monitor struct {
+	cfg         Config
+	inspector   *asynq.Inspector
+	transcripts *transcriptCache
+	pages       *pages
+
+	countsMu   sync.Mutex
+	counts     *statusCounts
+	countsTime time.Time
+}
+
+// New returns the monitor's handler: asynqmon under AsynqPath and spool's
+// thread views (see the package doc for the routes).
+func New(cfg Config) (http.Handler, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	pg, err := loadPages()
+	if err != nil {
+		return nil, err
+	}
+	m := &Monitor{
+		cfg:         cfg,
+		inspector:   asynq.NewInspectorFromRedisClient(cfg.Orch.Redis),
+		transcripts: newTranscriptCache(cfg.Store, cfg.Orch.Keyring, 128),
+		pages:       pg,
+	}
+	if err := cfg.Registry.Register(newCollector(m)); err != nil {
+		return nil, fmt.Errorf("monitor: register metrics: %w", err)
+	}
+	return m.handler(), nil
+}
+
+func (m *Monitor) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", m.serveList)
+	mux.HandleFunc("GET /threads/{rest...}", m.serveThreadPages)
+	mux.HandleFunc("GET /api/threads/{rest...}", m.serveThreadAPI)
+	mux.Handle("GET /static/", http.StripPrefix("/static/", staticHandler()))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.cfg.Registry, promhttp.HandlerOpts{}))
+	if m.cfg.AsynqHandler != nil {
+		mux.Handle(AsynqPath+"/", m.cfg.AsynqHandler)
+		mux.Handle("GET "+AsynqPath, http.RedirectHandler(AsynqPath+"/", http.StatusMovedPermanently))
+	}
+	guarded := http.NewCrossOriginProtection().Handler(mux)
+	guarded = m.cfg.Auth.middleware(guarded)
+
+	root := http.NewServeMux()
+	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	root.Handle("/", guarded)
+	return hostGuard(m.cfg.Hosts, securityHeaders(root))
+}
+
+// securityHeaders sets the headers every response carries; spool's own
+// pages add their Content-Security-Policy when they render.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("X-Frame-Options", "DENY")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// hostGuard refuses requests whose Host is not one of hosts (when any).
+func hostGuard(hosts []string, next http.Handler) http.Handler {
+	if len(hosts) == 0 {
+		return next
+	}
+	allowed := map[string]bool{}
+	for _, h := range hosts {
+		allowed[strings.ToLower(strings.Trim(h, "[]"))] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if !allowed[strings.ToLower(strings.Trim(host, "[]"))] {
+			http.Error(w, "spool monitor: host not allowed", http.StatusMisdirectedRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// LoopbackHosts are the host names of a monitor bound to a loopback address.
+var LoopbackHosts = []string{"localhost", "127.0.0.1", "::1"}

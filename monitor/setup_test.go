@@ -1,0 +1,211 @@
+package monitor_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/monitor"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+	"github.com/spool-run/spool/worker"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// env is one test's spool: the test Redis under a random namespace, a
+// local blob store, an in-process orchestrator and worker, and the monitor
+// on an httptest server.
+type env struct {
+	t      *testing.T
+	orch   *orchestrator.Orchestrator
+	store  blobstore.Store
+	bundle string
+	srv    *httptest.Server
+	gate   string // the file the tree's leaves wait for
+}
+
+type envOptions struct {
+	auth monitor.Auth
+	// latency of each scripted model call (the browser test slows the tree
+	// down so that it looks alive).
+	latency time.Duration
+}
+
+const treeScript = "scripts/tree.yaml"
+
+func setup(t *testing.T, o envOptions) *env {
+	t.Helper()
+	r := testenv.NewRedis(t)
+	ctx := t.Context()
+	store, err := blobstore.NewLocal(t.TempDir())
+	require.NoError(t, err)
+	keyDir := t.TempDir()
+	signer, _, err := transcript.InitKeys(keyDir, false)
+	require.NoError(t, err)
+	keyring, err := transcript.LoadKeyring(keyDir, signer)
+	require.NoError(t, err)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() && os.Getenv("SPOOL_TEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	client := asynq.NewClientFromRedisClient(r.Client)
+	orch := orchestrator.New(orchestrator.Config{Namespace: r.Namespace, LeaseTTL: 2 * time.Second, Logger: log},
+		r.Client, store, &queue.Enqueuer{Client: client}, signer, keyring)
+
+	project, err := filepath.Abs("testdata/project")
+	require.NoError(t, err)
+	script, err := os.ReadFile(filepath.Join(project, treeScript))
+	require.NoError(t, err)
+	if o.latency > 0 {
+		script = []byte(strings.Replace(string(script), "latency: 0ms", "latency: "+o.latency.String(), 1))
+	}
+	bundle, err := directive.BuildBundle(ctx, store, project, "", map[string][]byte{treeScript: script})
+	require.NoError(t, err)
+
+	w := worker.New(worker.Config{Concurrency: 6, Queues: map[string]int{queue.DefaultQueue: 1}, Logger: log,
+		ShutdownTimeout: 5 * time.Second, RecoverInterval: time.Second}, orch)
+	require.NoError(t, w.Start())
+
+	h, err := monitor.New(monitor.Config{Orch: orch, Auth: o.auth, CountsTTL: -1, PollInterval: 200 * time.Millisecond, Logger: log})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+
+	e := &env{t: t, orch: orch, store: store, bundle: bundle, srv: srv, gate: filepath.Join(t.TempDir(), "gate")}
+	t.Cleanup(func() {
+		e.release() // leaves stop waiting, so the worker stops at once
+		srv.Close()
+		w.Stop()
+		_ = client.Close()
+	})
+	return e
+}
+
+// start starts a root thread of directive with inputs on the tree script.
+func (e *env) start(directive string, inputs map[string]any) *queue.Record {
+	e.t.Helper()
+	rec, err := e.orch.Start(e.t.Context(), orchestrator.StartRequest{Directive: directive, Inputs: inputs,
+		Model: "script:" + treeScript, Bundle: e.bundle})
+	require.NoError(e.t, err)
+	return rec
+}
+
+// startTree starts t/root; its leaves wait for e.gate.
+func (e *env) startTree() *queue.Record {
+	return e.start("t/root", map[string]any{"gate": e.gate})
+}
+
+// release lets the tree's leaves past their gate.
+func (e *env) release() {
+	if _, err := os.Stat(e.gate); err == nil {
+		return
+	}
+	require.NoError(e.t, os.WriteFile(e.gate, []byte("go"), 0o644))
+}
+
+// wait waits for threads to finish (following chains).
+func (e *env) wait(ids ...string) map[string]*queue.Record {
+	e.t.Helper()
+	recs, err := e.orch.Wait(e.t.Context(), ids, 2*time.Minute)
+	require.NoError(e.t, err)
+	return recs
+}
+
+// tree is a started tree: its root, branches and leaves.
+type tree struct {
+	root     *queue.Record
+	branches []*queue.Record
+	leaves   []*queue.Record
+}
+
+// waitTreeHeld waits until both leaves of root's tree are running, on
+// their way to the gate (their first turn is in their transcripts; the
+// gate's turn commits only once released), with the root and branches
+// waiting on them. Nothing changes then until e.release.
+func (e *env) waitTreeHeld(root string) tree {
+	e.t.Helper()
+	ctx := e.t.Context()
+	var tr tree
+	ok := waitFor(ctx, time.Minute, func() bool {
+		var err error
+		if tr.root, err = e.orch.Registry.Get(ctx, root); err != nil || tr.root.Status != thread.StatusWaiting {
+			return false
+		}
+		if tr.branches, err = e.orch.Registry.ListChildren(ctx, root); err != nil || len(tr.branches) != 2 {
+			return false
+		}
+		tr.leaves = nil
+		for _, b := range tr.branches {
+			if b.Status != thread.StatusWaiting {
+				return false
+			}
+			kids, err := e.orch.Registry.ListChildren(ctx, b.ThreadID)
+			if err != nil || len(kids) != 1 || kids[0].Status != thread.StatusRunning {
+				return false
+			}
+			tr.leaves = append(tr.leaves, kids[0])
+		}
+		for _, l := range tr.leaves {
+			t, err := transcript.Read(ctx, e.store, l.ThreadID, e.orch.Keyring, transcript.Strict)
+			if err != nil || !strings.Contains(transcript.RenderText(t.Events), "tool rye/file-system/fs_write result") {
+				return false
+			}
+		}
+		return true
+	})
+	require.True(e.t, ok, "the tree of %s did not reach its gate", root)
+	return tr
+}
+
+// waitFor polls cond every 50ms until it holds or d passes.
+func waitFor(ctx context.Context, d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// get fetches path from the monitor with optional request tweaks.
+func (e *env) get(path string, tweak ...func(*http.Request)) (int, string, http.Header) {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(e.t.Context(), http.MethodGet, e.srv.URL+path, nil)
+	require.NoError(e.t, err)
+	for _, f := range tweak {
+		f(req)
+	}
+	resp, err := e.srv.Client().Do(req)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(e.t, err)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+// page fetches path and requires 200.
+func (e *env) page(path string) string {
+	e.t.Helper()
+	code, body, _ := e.get(path)
+	require.Equal(e.t, http.StatusOK, code, "GET %s: %s", path, body)
+	return body
+}

@@ -1,0 +1,65 @@
+// spool monitor: the live parts of the pages. No dependencies; every piece
+// of HTML inserted here was rendered (and escaped) by the server.
+(function () {
+  "use strict";
+  var poll = parseInt(document.body.dataset.poll, 10) || 1000;
+
+  // Thread and list pages: while anything shown still runs, fetch the page
+  // again and swap its live section.
+  var live = document.getElementById("live");
+  if (live && live.dataset.running === "true") {
+    var refresh = function () {
+      fetch(location.href, {credentials: "same-origin", headers: {"Accept": "text/html"}, cache: "no-store"})
+        .then(function (r) {
+          if (!r.ok) { throw new Error("HTTP " + r.status); }
+          return r.text();
+        })
+        .then(function (html) {
+          var next = new DOMParser().parseFromString(html, "text/html").getElementById("live");
+          if (!next) { return; }
+          live.innerHTML = next.innerHTML;
+          live.dataset.running = next.dataset.running;
+          if (next.dataset.running === "true") { setTimeout(refresh, poll); }
+        })
+        .catch(function () { setTimeout(refresh, poll * 3); });
+    };
+    setTimeout(refresh, poll);
+  }
+
+  // Transcript page: ask for the events after the last one shown.
+  var events = document.getElementById("events");
+  if (events && events.dataset.done !== "true") {
+    var status = document.getElementById("status");
+    var follow = document.getElementById("follow");
+    var next = function () {
+      fetch(events.dataset.api + "?after=" + encodeURIComponent(events.dataset.after),
+            {credentials: "same-origin", cache: "no-store"})
+        .then(function (r) {
+          if (!r.ok) { throw new Error("HTTP " + r.status); }
+          return r.json();
+        })
+        .then(function (d) {
+          var atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+          d.events.forEach(function (ev) {
+            if (ev.html) { events.insertAdjacentHTML("beforeend", ev.html); }
+          });
+          events.dataset.after = String(d.next);
+          if (status) {
+            var b = document.createElement("span");
+            b.className = "badge st-" + d.status;
+            b.textContent = d.status;
+            status.replaceChildren(b);
+          }
+          if (d.events.length && atBottom) { window.scrollTo(0, document.body.scrollHeight); }
+          if (d.done) {
+            events.dataset.done = "true";
+            if (follow) { follow.textContent = d.warning ? "The transcript stops here: " + d.warning : "End of transcript."; }
+            return;
+          }
+          setTimeout(next, poll);
+        })
+        .catch(function () { setTimeout(next, poll * 3); });
+    };
+    setTimeout(next, poll);
+  }
+})();

@@ -1,0 +1,311 @@
+package monitor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// transcriptCache keeps a transcript.Follower per thread recently viewed,
+// with the events it has verified so far, so that a poll fetches only the
+// segments committed since the last one. At most max threads are kept; the
+// least recently read is dropped first.
+type transcriptCache struct {
+	store   blobstore.Store
+	keyring *transcript.Keyring
+	max     int
+
+	mu      sync.Mutex
+	entries map[string]*followed
+}
+
+type followed struct {
+	mu     sync.Mutex
+	f      *transcript.Follower
+	events []transcript.Event
+	failed error // a verification failure: the follower stays failed
+	used   time.Time
+}
+
+func newTranscriptCache(store blobstore.Store, keyring *transcript.Keyring, max int) *transcriptCache {
+	return &transcriptCache{store: store, keyring: keyring, max: max, entries: map[string]*followed{}}
+}
+
+func (c *transcriptCache) entry(id string) (*followed, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[id]; ok {
+		e.used = time.Now()
+		return e, nil
+	}
+	f, err := transcript.NewFollower(c.store, id, c.keyring)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.entries) >= c.max {
+		var oldest string
+		var at time.Time
+		for k, e := range c.entries {
+			if oldest == "" || e.used.Before(at) {
+				oldest, at = k, e.used
+			}
+		}
+		delete(c.entries, oldest)
+	}
+	e := &followed{f: f, used: time.Now()}
+	c.entries[id] = e
+	return e, nil
+}
+
+// read returns every verified event of thread id so far (the slice must
+// not be modified) and, when the transcript failed verification, why: the
+// events are then its intact prefix.
+func (c *transcriptCache) read(ctx context.Context, id string) ([]transcript.Event, error, error) {
+	e, err := c.entry(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.failed == nil {
+		evs, err := e.f.Next(ctx)
+		e.events = append(e.events, evs...)
+		if errors.Is(err, transcript.ErrTampered) {
+			e.failed = err
+		} else if err != nil {
+			return nil, nil, err
+		}
+	}
+	return e.events, e.failed, nil
+}
+
+// after returns the events with seq > after.
+func after(evs []transcript.Event, after int64) []transcript.Event {
+	i := sort.Search(len(evs), func(i int) bool { return evs[i].Seq > after })
+	return evs[i:]
+}
+
+// maxText is how much of one text (a tool output, a message) an event
+// shows.
+const maxText = 8 << 10
+
+// eventView is one transcript event as the page shows it.
+type eventView struct {
+	Seq       int64
+	Type      string
+	Time      time.Time
+	Class     string // css class: user, assistant, tool, tool-error, child, life, error, limit, hook, other
+	Title     string
+	Meta      string
+	Text      string
+	Truncated int // bytes of Text not shown
+	Calls     []callView
+	Link      string // a thread id the event names (a child, a continuation)
+	LinkLabel string
+}
+
+type callView struct{ Name, Input string }
+
+// hidden reports whether an event is left out of the page: token deltas
+// are repeated by cognition_out, tool starts by the assistant's calls and
+// the results, checkpoints are bookkeeping.
+func hidden(typ string) bool {
+	switch typ {
+	case transcript.TypeTokenDelta, transcript.TypeToolCallStart, transcript.TypeCheckpoint:
+		return true
+	}
+	return false
+}
+
+func (v *eventView) setText(s string) {
+	if len(s) <= maxText {
+		v.Text = s
+		return
+	}
+	cut := maxText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	v.Text, v.Truncated = s[:cut], len(s)-cut
+}
+
+// viewEvent turns an event into what the page shows.
+func viewEvent(ev transcript.Event) eventView {
+	v := eventView{Seq: ev.Seq, Type: ev.Type, Time: ev.Timestamp, Class: "other", Title: ev.Type}
+	switch ev.Type {
+	case transcript.TypeCognitionIn:
+		var p transcript.CognitionIn
+		_ = ev.Decode(&p)
+		v.Class, v.Title = "user", "user"
+		v.setText(p.Content)
+	case transcript.TypeCognitionOut:
+		var p transcript.CognitionOut
+		_ = ev.Decode(&p)
+		v.Class, v.Title = "assistant", fmt.Sprintf("assistant · turn %d", p.Turn)
+		v.Meta = fmt.Sprintf("%d in / %d out tokens · $%.6f", p.Usage.InputTokens, p.Usage.OutputTokens, p.Spend)
+		if p.Model != "" {
+			v.Meta = p.Model + " · " + v.Meta
+		}
+		v.setText(p.Content)
+		for _, c := range p.ToolCalls {
+			v.Calls = append(v.Calls, callView{Name: c.Name, Input: compactJSON(c.Input, 600)})
+		}
+	case transcript.TypeToolCallResult:
+		var p transcript.ToolCallResult
+		_ = ev.Decode(&p)
+		v.Class, v.Title = "tool", "tool "+p.Tool
+		if p.IsError {
+			v.Class, v.Title = "tool-error", "tool "+p.Tool+" · error"
+		}
+		if p.Artifact != "" {
+			v.Meta = "full output: " + p.Artifact
+		}
+		v.setText(p.Output)
+	case transcript.TypeChildSpawned:
+		var p struct {
+			ChildID      string `json:"child_id"`
+			ChildThread  string `json:"child_thread_id"`
+			Directive    string `json:"directive"`
+			Asynchronous bool   `json:"async"`
+		}
+		_ = ev.Decode(&p)
+		v.Class, v.Title = "child", "spawned "+p.Directive
+		v.Link = p.ChildID
+		if v.Link == "" {
+			v.Link = p.ChildThread
+		}
+		v.LinkLabel = v.Link
+		if p.Asynchronous {
+			v.Meta = "async"
+		}
+	case transcript.TypeThreadStarted:
+		var p transcript.ThreadStarted
+		_ = ev.Decode(&p)
+		v.Class, v.Title = "life", "started "+p.Directive
+		v.Meta = p.Model
+		if len(p.Inputs) > 0 && string(p.Inputs) != "null" {
+			v.setText("inputs " + compactJSON(p.Inputs, 2000))
+		}
+	case transcript.TypeThreadWaiting:
+		var p transcript.ThreadWaiting
+		_ = ev.Decode(&p)
+		v.Class, v.Title = "life", fmt.Sprintf("waiting on %d thread(s)", len(p.ChildIDs))
+		v.setText(strings.Join(p.ChildIDs, "\n"))
+	case transcript.TypeThreadCompleted:
+		var p transcript.ThreadCompleted
+		_ = ev.Decode(&p)
+		v.Class, v.Title = "life done", "completed"
+		v.Meta = costLine(p.Cost)
+		v.setText(p.Result)
+	case transcript.TypeThreadCancelled:
+		var p transcript.ThreadCancelled
+		_ = ev.Decode(&p)
+		v.Class, v.Title = "error", "cancelled"
+		v.setText(strings.TrimSpace(p.Reason + " " + byLine(p.By)))
+	case transcript.TypeThreadHandoff:
+		var p transcript.ThreadHandoff
+		_ = ev.Decode(&p)
+		v.Class, v.Title = "life", "handed off"
+		v.Link, v.LinkLabel = p.NewThreadID, "continued by "+p.NewThreadID
+	case transcript.TypeThreadContinued:
+		var p transcript.ThreadContinued
+		_ = ev.Decode(&p)
+		v.Class, v.Title = "life", fmt.Sprintf("continues (%d turns reconstructed)", p.ReconstructedTurns)
+		v.Link, v.LinkLabel = p.PreviousThreadID, "previous "+p.PreviousThreadID
+	case transcript.TypeThreadResumed:
+		var p transcript.ThreadResumed
+		_ = ev.Decode(&p)
+		v.Class, v.Title = "life", "resumed"
+		v.Link, v.LinkLabel = p.NewThreadID, "as "+p.NewThreadID
+		v.setText(p.MessagePreview)
+	case transcript.TypeThreadError:
+		var p transcript.Error
+		_ = ev.Decode(&p)
+		v.Class, v.Title = "error", "error"
+		v.Meta = strings.Trim(p.Class+" · "+p.Code, " ·")
+		v.setText(p.Message)
+	case transcript.TypeLimitExceeded:
+		var p transcript.LimitExceeded
+		_ = ev.Decode(&p)
+		v.Class, v.Title = "limit", "limit exceeded: "+p.Code
+		v.Meta = fmt.Sprintf("%g of %g", p.Current, p.Max)
+	case transcript.TypeHookFired:
+		var p transcript.HookFired
+		_ = ev.Decode(&p)
+		v.Class, v.Title = "hook", "hook "+p.HookID
+		v.Meta = strings.Trim(p.Event+" · "+p.Action, " ·")
+		if len(p.Result) > 0 {
+			v.setText(compactJSON(p.Result, 2000))
+		}
+	case transcript.TypeDirectiveReturn:
+		var p struct {
+			Outputs json.RawMessage `json:"outputs"`
+		}
+		_ = ev.Decode(&p)
+		v.Class, v.Title = "life done", "directive return"
+		v.setText(prettyJSON(p.Outputs))
+	default:
+		v.setText(compactJSON(ev.Payload, 2000))
+	}
+	return v
+}
+
+func byLine(by string) string {
+	if by == "" {
+		return ""
+	}
+	return "(by " + by + ")"
+}
+
+func costLine(c thread.Cost) string {
+	return fmt.Sprintf("%d turns · %d tokens · $%.6f", c.Turns, c.Tokens(), c.Spend)
+}
+
+// compactJSON renders raw JSON on one line, at most n bytes.
+func compactJSON(raw json.RawMessage, n int) string {
+	var buf bytes.Buffer
+	s := string(raw)
+	if json.Compact(&buf, raw) == nil {
+		s = buf.String()
+	}
+	if len(s) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+func prettyJSON(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if json.Indent(&buf, raw, "", "  ") != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+// renderEvent renders one event's HTML fragment ("" for a hidden event).
+func (p *pages) renderEvent(ev transcript.Event) (template.HTML, error) {
+	if hidden(ev.Type) {
+		return "", nil
+	}
+	var buf bytes.Buffer
+	if err := p.event.ExecuteTemplate(&buf, "event", viewEvent(ev)); err != nil {
+		return "", err
+	}
+	return template.HTML(buf.String()), nil //nolint:gosec // produced by html/template, escaped
+}

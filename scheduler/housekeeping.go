@@ -1,0 +1,226 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/tools"
+	"github.com/spool-run/spool/transcript"
+	"github.com/spool-run/spool/worker"
+)
+
+// ArtifactsDeletedField is the registry hash field retention sets on a
+// thread whose persisted artifacts it deleted (RFC 3339 time). The record
+// itself is kept: see the package doc.
+const ArtifactsDeletedField = "artifacts_deleted_at"
+
+// HousekeepingResult is what one housekeeping pass did.
+type HousekeepingResult struct {
+	// Skipped: another scheduler process was running a pass.
+	Skipped bool
+	// Orphans is the number of running threads found with a lapsed lease
+	// and Wakes of waiting threads whose wake-up was lost; both were
+	// re-enqueued by worker.Recover.
+	Orphans, Wakes int
+	// Retained is the number of finished threads whose artifacts were
+	// deleted, Objects the number of blob objects deleted.
+	Retained, Objects int
+}
+
+// runHousekeeping runs a pass at once and then every interval.
+func (s *Scheduler) runHousekeeping(ctx context.Context) {
+	t := time.NewTicker(s.cfg.HousekeepingInterval)
+	defer t.Stop()
+	for {
+		if _, err := s.Housekeep(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("housekeeping", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Housekeep runs one housekeeping pass, unless another scheduler process is
+// running one (Skipped): worker.Recover re-enqueues orphaned threads
+// (running, lease lapsed) and lost wake-ups, then, with Retention set,
+// Retain deletes the artifacts of threads finished longer ago than that.
+// Every step is idempotent, so a pass cut short is finished by the next.
+func (s *Scheduler) Housekeep(ctx context.Context) (res HousekeepingResult, err error) {
+	began := time.Now()
+	defer func() { s.cfg.Metrics.housekeeping(res, err, time.Since(began).Seconds()) }()
+	key := HousekeepingLockKey(s.o.Keys)
+	ttl := max(2*s.cfg.HousekeepingInterval, time.Minute)
+	ok, err := acquire(ctx, s.o.Redis, key, s.token, ttl)
+	if err != nil {
+		return res, fmt.Errorf("housekeeping lock: %w", err)
+	}
+	if !ok {
+		res.Skipped = true
+		return res, nil
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = release(rctx, s.o.Redis, key, s.token)
+	}()
+
+	// The counts are of what was there to recover just before Recover ran
+	// (Recover reports no count); a worker's recoverer may race for the same
+	// threads, which is harmless: the task ids make each re-enqueue once.
+	orphans, err := s.o.Activations.Orphans(ctx)
+	if err != nil {
+		return res, fmt.Errorf("list orphans: %w", err)
+	}
+	stalled, err := s.o.Activations.StalledWaits(ctx)
+	if err != nil {
+		return res, fmt.Errorf("list stalled waits: %w", err)
+	}
+	for _, o := range orphans {
+		s.log.Info("recovering orphaned thread", "thread_id", o.ThreadID, "version", o.Version)
+	}
+	if err := worker.Recover(ctx, s.o); err != nil {
+		return res, fmt.Errorf("recover: %w", err)
+	}
+	res.Orphans, res.Wakes = len(orphans), len(stalled)
+
+	if s.cfg.Retention > 0 {
+		res.Retained, res.Objects, err = s.Retain(ctx, s.o.Now().Add(-s.cfg.Retention))
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// Retain deletes the persisted artifacts of threads that finished before
+// cutoff: transcript segments (with their checkpoints), the knowledge
+// render, thread.json, capabilities.md, tool artifacts (everything under
+// threads/<id>/) and, for a root thread, its tree's workspace. A thread is
+// left alone while any thread of its tree (same root) or of its
+// continuation chain is still active, since those may still read it. The
+// registry record is kept, marked with ArtifactsDeletedField. It returns
+// the number of threads cleaned and of objects deleted.
+//
+// Threads are visited oldest first from a watermark this process keeps:
+// threads created before it are all settled (cleaned, or records gone), so
+// a pass examines only the threads it has not settled yet, at most
+// RetentionScan records.
+func (s *Scheduler) Retain(ctx context.Context, cutoff time.Time) (threads, objects int, err error) {
+	active, err := s.o.Registry.ListActive(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("retention: %w", err)
+	}
+	busyTree, busyChain := map[string]bool{}, map[string]bool{}
+	for _, r := range active {
+		busyTree[r.TreeID()] = true
+		busyChain[r.ChainRootID] = true
+	}
+	s.mu.Lock()
+	mark := s.retainAt
+	s.mu.Unlock()
+	lo := "-inf"
+	if mark > 0 {
+		lo = strconv.FormatFloat(mark, 'f', -1, 64)
+	}
+	hi := strconv.FormatInt(cutoff.UnixMilli(), 10)
+	const batch = 200
+	settled := true
+	for offset := 0; offset < s.cfg.RetentionScan; {
+		zs, err := s.o.Redis.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: s.o.Keys.Threads(), Start: lo, Stop: hi,
+			ByScore: true, Offset: int64(offset), Count: batch}).Result()
+		if err != nil {
+			return threads, objects, fmt.Errorf("retention: %w", err)
+		}
+		if len(zs) == 0 {
+			break
+		}
+		ids := make([]string, len(zs))
+		for i, z := range zs {
+			ids[i], _ = z.Member.(string)
+		}
+		recs, err := s.o.Registry.GetMany(ctx, ids)
+		if err != nil {
+			return threads, objects, fmt.Errorf("retention: %w", err)
+		}
+		byID := make(map[string]*queue.Record, len(recs))
+		for _, r := range recs {
+			byID[r.ThreadID] = r
+		}
+		for i, z := range zs {
+			r := byID[ids[i]]
+			done := true
+			switch {
+			case r == nil, r.Extra[ArtifactsDeletedField] != "":
+			case !r.Status.Terminal() || r.UpdatedAt.After(cutoff) || busyTree[r.TreeID()] || busyChain[r.ChainRootID]:
+				done = false
+			default:
+				n, err := s.clean(ctx, r)
+				objects += n
+				if err != nil {
+					return threads, objects, err
+				}
+				threads++
+			}
+			if settled && done {
+				mark = z.Score
+			} else {
+				settled = false
+			}
+		}
+		offset += len(zs)
+		if len(zs) < batch {
+			break
+		}
+	}
+	s.mu.Lock()
+	if mark > s.retainAt {
+		s.retainAt = mark
+	}
+	s.mu.Unlock()
+	return threads, objects, nil
+}
+
+// clean deletes one finished thread's artifacts and marks its record.
+func (s *Scheduler) clean(ctx context.Context, r *queue.Record) (int, error) {
+	id := r.ThreadID
+	deleted, err := transcript.Clean(ctx, s.o.Store, id, transcript.CleanOptions{Transcript: true, Checkpoints: true,
+		Metadata: true, Directive: r.Directive})
+	n := len(deleted)
+	if err != nil {
+		return n, fmt.Errorf("retention of %s: %w", id, err)
+	}
+	prefixes := []string{transcript.ThreadPrefix(id)}
+	if r.ParentID == "" && r.TreeID() == id {
+		// workspaces/<tree>/files/ and workspaces/<tree>/locks/
+		prefixes = append(prefixes, strings.TrimSuffix(tools.WorkspacePrefix(id), "files/"))
+	}
+	for _, p := range prefixes {
+		infos, err := s.o.Store.List(ctx, p)
+		if err != nil {
+			return n, fmt.Errorf("retention of %s: %w", id, err)
+		}
+		for _, in := range infos {
+			if err := s.o.Store.Delete(ctx, in.Key); err != nil {
+				return n, fmt.Errorf("retention of %s: %w", id, err)
+			}
+			n++
+		}
+	}
+	_, err = s.o.Registry.Commit(ctx, id, 0, queue.Changes{Fields: map[string]string{
+		ArtifactsDeletedField: s.o.Now().UTC().Format(time.RFC3339)}})
+	if err != nil && !errors.Is(err, queue.ErrNotFound) {
+		return n, fmt.Errorf("retention of %s: %w", id, err)
+	}
+	s.log.Info("retention deleted thread artifacts", "thread_id", id, "objects", n)
+	return n, nil
+}

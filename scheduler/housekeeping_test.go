@@ -1,0 +1,200 @@
+package scheduler_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/scheduler"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/tools"
+	"github.com/spool-run/spool/transcript"
+)
+
+// A running thread with no lease and no task (its worker died, its task
+// is gone) is re-enqueued by housekeeping, once the pass is not held by
+// another scheduler.
+func TestHousekeepRecoversOrphan(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	o := e.orch(nil)
+	ctx := context.Background()
+	rec, err := o.Start(ctx, orchestrator.StartRequest{Directive: "sched/tick", Inputs: map[string]any{"who": "x"},
+		Queue: e.queue, Bundle: e.bundle()})
+	require.NoError(t, err)
+	id := rec.ThreadID
+	insp := asynq.NewInspectorFromRedisClient(e.redis.Client)
+	require.NoError(t, insp.DeleteTask(e.asynqQueue(), id), "the start task's id is the thread id")
+	claimed, err := o.Registry.Claim(ctx, id) // running, and no lease: a dead worker
+	require.NoError(t, err)
+	require.Equal(t, thread.StatusRunning, claimed.Status)
+
+	s := e.scheduler(scheduler.Config{HousekeepingInterval: time.Minute}, o)
+	// Another scheduler holds the pass: nothing is done.
+	require.NoError(t, e.redis.Client.Set(ctx, scheduler.HousekeepingLockKey(o.Keys), "other", time.Minute).Err())
+	res, err := s.Housekeep(ctx)
+	require.NoError(t, err)
+	require.True(t, res.Skipped)
+	require.Empty(t, pendingActivations(t, insp, e.asynqQueue()))
+
+	require.NoError(t, e.redis.Client.Del(ctx, scheduler.HousekeepingLockKey(o.Keys)).Err())
+	res, err = s.Housekeep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, scheduler.HousekeepingResult{Orphans: 1}, res)
+	require.Equal(t, []queue.Activation{{ThreadID: id, Reason: "recover", Seq: claimed.Version}}, pendingActivations(t, insp, e.asynqQueue()))
+	// The lock was released: a second pass runs (and enqueues nothing new).
+	res, err = s.Housekeep(ctx)
+	require.NoError(t, err)
+	require.False(t, res.Skipped)
+	require.Len(t, pendingActivations(t, insp, e.asynqQueue()), 1)
+}
+
+func pendingActivations(t *testing.T, insp *asynq.Inspector, q string) []queue.Activation {
+	t.Helper()
+	tasks, err := insp.ListPendingTasks(q)
+	if err != nil {
+		return nil // no queue yet
+	}
+	var out []queue.Activation
+	for _, ti := range tasks {
+		require.Equal(t, queue.TypeActivate, ti.Type)
+		a, err := queue.ParseActivation(asynq.NewTask(ti.Type, ti.Payload))
+		require.NoError(t, err)
+		out = append(out, a)
+	}
+	return out
+}
+
+// Retention deletes the artifacts of threads that finished before the
+// cutoff, and only of those whose tree and chain are no longer active.
+func TestRetention(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	now := time.Now()
+	clk := &clock{t: now.Add(-48 * time.Hour)}
+	o := e.orch(clk.Now)
+	ctx := context.Background()
+	bundle := e.bundle()
+	start := func(parent string) string {
+		t.Helper()
+		rec, err := o.Start(ctx, orchestrator.StartRequest{Directive: "sched/tick", Inputs: map[string]any{"who": "x"},
+			Queue: e.queue, Bundle: bundle, ParentID: parent})
+		require.NoError(t, err)
+		return rec.ThreadID
+	}
+	run := func(id string) {
+		t.Helper()
+		_, err := o.Registry.Claim(ctx, id)
+		require.NoError(t, err)
+	}
+	finish := func(id string) {
+		t.Helper()
+		_, err := o.Registry.Transition(ctx, id, thread.StatusCompleted, 0)
+		require.NoError(t, err)
+	}
+
+	// 48h ago: old finishes A (root), running C (root), running E (root)
+	// with a finished child D.
+	a, c, ee := start(""), start(""), start("")
+	d := start(ee)
+	for _, id := range []string{a, c, ee, d} {
+		run(id)
+	}
+	finish(a)
+	finish(d)
+	// An hour ago: young finished B.
+	clk.Set(now.Add(-time.Hour))
+	b := start("")
+	run(b)
+	finish(b)
+	clk.Set(now)
+
+	files := map[string][]string{}
+	for _, id := range []string{a, b, c, d, ee} {
+		files[id] = putArtifacts(t, e.store, id, id != d)
+	}
+	s := e.scheduler(scheduler.Config{Retention: 24 * time.Hour}, o)
+	res, err := s.Housekeep(ctx)
+	require.NoError(t, err)
+	// (C and E are running without a lease: orphans to recover too.)
+	require.Equal(t, [2]int{1, len(files[a])}, [2]int{res.Retained, res.Objects})
+	requireGone(t, e.store, files[a])
+	for _, id := range []string{b, c, d, ee} {
+		requirePresent(t, e.store, files[id])
+	}
+	rec, err := o.Registry.Get(ctx, a)
+	require.NoError(t, err)
+	require.NotEmpty(t, rec.Extra[scheduler.ArtifactsDeletedField], "the record is kept and marked")
+	require.Equal(t, thread.StatusCompleted, rec.Status)
+
+	// Nothing more to do while E runs.
+	res, err = s.Housekeep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int{0, 0}, [2]int{res.Retained, res.Objects})
+
+	// E finished 30h ago: its tree (E and D) goes; C (running) and B
+	// (young) stay.
+	clk.Set(now.Add(-30 * time.Hour))
+	finish(ee)
+	clk.Set(now)
+	res, err = s.Housekeep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int{2, len(files[d]) + len(files[ee])}, [2]int{res.Retained, res.Objects})
+	requireGone(t, e.store, files[d])
+	requireGone(t, e.store, files[ee])
+	requirePresent(t, e.store, files[b])
+	requirePresent(t, e.store, files[c])
+
+	// Retention off keeps everything.
+	keep := e.scheduler(scheduler.Config{}, o)
+	clk.Set(now.Add(1000 * time.Hour))
+	finish(c)
+	res, err = keep.Housekeep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, [2]int{0, 0}, [2]int{res.Retained, res.Objects})
+	requirePresent(t, e.store, files[c])
+	requirePresent(t, e.store, files[b])
+}
+
+// putArtifacts stores what a finished thread leaves in the blob store (and,
+// for a root, its tree's workspace) and returns the keys.
+func putArtifacts(t *testing.T, store blobstore.Store, id string, root bool) []string {
+	t.Helper()
+	keys := []string{
+		transcript.SegmentPrefix(id) + "00000001.jsonl",
+		transcript.SegmentPrefix(id) + "00000002.jsonl",
+		transcript.ThreadJSONKey(id),
+		transcript.CapabilitiesKey(id),
+		transcript.KnowledgeKey("sched/tick", id),
+		transcript.ThreadPrefix(id) + "artifacts/call_1.txt",
+	}
+	if root {
+		keys = append(keys, tools.WorkspaceKey(id, "notes.txt"), tools.WorkspaceKey(id, "dir/more.txt"))
+	}
+	for _, k := range keys {
+		require.NoError(t, store.Put(context.Background(), k, []byte("x")))
+	}
+	return keys
+}
+
+func requireGone(t *testing.T, store blobstore.Store, keys []string) {
+	t.Helper()
+	for _, k := range keys {
+		_, err := store.Stat(context.Background(), k)
+		require.ErrorIs(t, err, blobstore.ErrNotFound, k)
+	}
+}
+
+func requirePresent(t *testing.T, store blobstore.Store, keys []string) {
+	t.Helper()
+	for _, k := range keys {
+		_, err := store.Stat(context.Background(), k)
+		require.NoError(t, err, k)
+	}
+}

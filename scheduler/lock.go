@@ -1,0 +1,64 @@
+package scheduler
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/keyspace"
+)
+
+// TickLockKey is the lock of one tick of one entry: the scheduler process
+// that creates it (SET NX) starts the tick's thread; every other process
+// sees it taken.
+func TickLockKey(ks keyspace.Space, entryID string, tick time.Time) string {
+	return ks.Lock("schedule:" + entryID + ":" + strconv.FormatInt(tick.UnixMilli(), 10))
+}
+
+// HousekeepingLockKey is held by the scheduler process running a
+// housekeeping pass, so that a fleet of schedulers does one pass at a time.
+func HousekeepingLockKey(ks keyspace.Space) string { return ks.Lock("housekeeping") }
+
+// TickThreadID is the id of the thread an entry starts for a tick: the
+// spec's "{directive}-{epoch}" shape with the tick's second, and a suffix
+// derived from the entry id and the tick, so that the registry itself
+// refuses a second thread for the same tick.
+func TickThreadID(directiveName, entryID string, tick time.Time) string {
+	sum := sha256.Sum256([]byte(entryID + "\x00" + strconv.FormatInt(tick.UnixMilli(), 10)))
+	suffix := strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:]))
+	return fmt.Sprintf("%s-%d-%s", directiveName, tick.Unix(), suffix[:10])
+}
+
+// acquire takes the lock key for ttl under token; false when another
+// holder has it.
+func acquire(ctx context.Context, rdb redis.UniversalClient, key, token string, ttl time.Duration) (bool, error) {
+	err := rdb.SetArgs(ctx, key, token, redis.SetArgs{Mode: "NX", TTL: ttl}).Err()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// releaseScript deletes a lock only if it is still held by the caller.
+//
+// KEYS[1] lock key
+// ARGV[1] holder token
+// Returns 1 when deleted, 0 when the lock is gone or held by another.
+var releaseScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`)
+
+func release(ctx context.Context, rdb redis.UniversalClient, key, token string) error {
+	return releaseScript.Run(ctx, rdb, []string{key}, token).Err()
+}

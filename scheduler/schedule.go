@@ -1,0 +1,320 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"gopkg.in/yaml.v3"
+
+	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/thread"
+)
+
+// SchedulesPath is where a project keeps its schedules, relative to the
+// project root.
+const SchedulesPath = ".ai/config/schedules.yaml"
+
+// Entry is one cron-scheduled directive of schedules.yaml.
+type Entry struct {
+	// ID names the entry; it is part of the tick lock and of the thread ids
+	// the entry starts, so renaming an entry makes its ticks new ones.
+	// Letters, digits, '.', '_' and '-'.
+	ID string
+	// Directive is the directive to run ("demo/hello").
+	Directive string
+	// Inputs are the directive's inputs.
+	Inputs map[string]any
+	// Cron is the schedule: a 5-field spec ("*/5 * * * *", UTC unless
+	// prefixed with CRON_TZ=Area/City), a descriptor (@hourly, @daily,
+	// @weekly, @monthly, @yearly, @midnight) or "@every <duration>" (at
+	// least 1s; ticks are aligned to multiples of the duration since the
+	// Unix epoch, so every process computes the same ticks).
+	Cron string
+	// Queue is the asynq queue of the thread. Default "default".
+	Queue string
+	// Model overrides the directive's model (a model id or script:PATH).
+	Model string
+	// Limits override the directive's limits.
+	Limits thread.Limits
+
+	schedule cron.Schedule
+}
+
+// Next returns the entry's first tick strictly after t.
+func (e *Entry) Next(t time.Time) time.Time { return e.schedule.Next(t) }
+
+// Interval is the time between the tick after t and the one after that:
+// the period of an @every entry, the gap at t of a cron spec.
+func (e *Entry) Interval(t time.Time) time.Duration {
+	n := e.schedule.Next(t)
+	return e.schedule.Next(n).Sub(n)
+}
+
+var (
+	entryIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	queuePattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9:._-]{0,127}$`)
+	cronParser     = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+	entryKeys      = map[string]bool{"id": true, "directive": true, "inputs": true, "cron": true, "queue": true, "model": true, "limits": true}
+	limitKeys      = map[string]bool{"turns": true, "tokens": true, "spend": true, "depth": true, "spawns": true, "duration": true}
+)
+
+// LoadFile reads a schedules file. A missing file is (nil, err) with
+// errors.Is(err, fs.ErrNotExist).
+func LoadFile(path string) ([]Entry, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// Load reads the project's .ai/config/schedules.yaml; a project without
+// one has no entries.
+func Load(projectDir string) ([]Entry, error) {
+	entries, err := LoadFile(filepath.Join(projectDir, SchedulesPath))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return entries, err
+}
+
+// Parse parses a schedules file. The entries sit under a top-level
+// "schedules:" key (or the document is the list itself):
+//
+//	schedules:
+//	  - id: nightly-report
+//	    directive: reports/nightly
+//	    cron: "0 3 * * *"
+//	    inputs: {scope: all}
+//	    queue: low
+//	    model: claude-haiku-4-5
+//	    limits: {turns: 10, spend: 0.5}
+//
+// Every problem is one line naming the file, the entry and its line:
+// `schedules.yaml:4: entry "nightly-report": cron "0 3 * *": expected
+// exactly 5 fields, found 4: [0 3 * *]`. Unknown keys are errors, so that
+// a typo does not silently drop a setting.
+func Parse(path string, data []byte) ([]Entry, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %s", path, oneLine(err.Error()))
+	}
+	if len(doc.Content) == 0 {
+		return nil, nil // empty file
+	}
+	root := doc.Content[0]
+	list := root
+	if root.Kind == yaml.MappingNode {
+		list = nil
+		for i := 0; i+1 < len(root.Content); i += 2 {
+			k, v := root.Content[i], root.Content[i+1]
+			if k.Value != "schedules" {
+				return nil, fmt.Errorf("%s:%d: unknown key %q (want schedules: [...])", path, k.Line, k.Value)
+			}
+			list = v
+		}
+		if list == nil || list.Tag == "!!null" {
+			return nil, nil
+		}
+	}
+	if list.Kind != yaml.SequenceNode {
+		return nil, fmt.Errorf("%s:%d: schedules must be a list of entries", path, list.Line)
+	}
+	var out []Entry
+	seen := map[string]int{}
+	for i, n := range list.Content {
+		e, err := parseEntry(n)
+		if err != nil {
+			where := fmt.Sprintf("schedules[%d]", i)
+			if e.ID != "" {
+				where = fmt.Sprintf("entry %q", e.ID)
+			}
+			return nil, fmt.Errorf("%s:%d: %s: %s", path, n.Line, where, err)
+		}
+		if line, dup := seen[e.ID]; dup {
+			return nil, fmt.Errorf("%s:%d: entry %q: duplicate id (first at line %d)", path, n.Line, e.ID, line)
+		}
+		seen[e.ID] = n.Line
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// parseEntry decodes and validates one entry; the returned Entry carries
+// the id (when readable) even on error, for the message.
+func parseEntry(n *yaml.Node) (Entry, error) {
+	var e Entry
+	if n.Kind != yaml.MappingNode {
+		return e, errors.New("an entry must be a mapping (id, directive, cron, ...)")
+	}
+	var limitsNode *yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if !entryKeys[k.Value] {
+			return e, fmt.Errorf("unknown key %q (id, directive, cron, inputs, queue, model, limits)", k.Value)
+		}
+		var err error
+		switch k.Value {
+		case "id":
+			err = scalar(v, &e.ID)
+		case "directive":
+			err = scalar(v, &e.Directive)
+		case "cron":
+			err = scalar(v, &e.Cron)
+		case "queue":
+			err = scalar(v, &e.Queue)
+		case "model":
+			err = scalar(v, &e.Model)
+		case "inputs":
+			if v.Kind != yaml.MappingNode && v.Tag != "!!null" {
+				return e, errors.New("inputs: must be a mapping of input names to values")
+			}
+			if err = v.Decode(&e.Inputs); err != nil {
+				err = fmt.Errorf("inputs: %s", oneLine(err.Error()))
+			}
+		case "limits":
+			limitsNode = v
+		}
+		if err != nil {
+			return e, fmt.Errorf("%s: %w", k.Value, err)
+		}
+	}
+	if e.ID == "" {
+		return e, errors.New("id: required")
+	}
+	if !entryIDPattern.MatchString(e.ID) {
+		id := e.ID
+		e.ID = ""
+		return e, fmt.Errorf("id %q: use letters, digits, '.', '_' and '-' (at most 128)", id)
+	}
+	if e.Directive == "" {
+		return e, errors.New("directive: required")
+	}
+	name, err := directive.CleanName(e.Directive)
+	if err != nil {
+		return e, fmt.Errorf("directive %q: %s", e.Directive, oneLine(err.Error()))
+	}
+	e.Directive = name
+	if e.Cron == "" {
+		return e, errors.New("cron: required (a 5-field spec, @hourly, @every 30s, ...)")
+	}
+	if e.schedule, err = ParseSpec(e.Cron); err != nil {
+		return e, fmt.Errorf("cron %q: %s", e.Cron, oneLine(err.Error()))
+	}
+	if e.schedule.Next(time.Now()).IsZero() {
+		return e, fmt.Errorf("cron %q: never fires", e.Cron)
+	}
+	if e.Queue != "" && !queuePattern.MatchString(e.Queue) {
+		return e, fmt.Errorf("queue %q: not a queue name", e.Queue)
+	}
+	if limitsNode != nil {
+		if e.Limits, err = parseLimits(limitsNode); err != nil {
+			return e, fmt.Errorf("limits: %w", err)
+		}
+	}
+	return e, nil
+}
+
+func scalar(v *yaml.Node, dst *string) error {
+	if v.Kind != yaml.ScalarNode {
+		return errors.New("must be a string")
+	}
+	*dst = strings.TrimSpace(v.Value)
+	return nil
+}
+
+func parseLimits(n *yaml.Node) (thread.Limits, error) {
+	var l thread.Limits
+	if n.Kind != yaml.MappingNode {
+		return l, errors.New("must be a mapping (turns, tokens, spend, depth, spawns, duration)")
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if !limitKeys[k.Value] {
+			return l, fmt.Errorf("unknown limit %q (turns, tokens, spend, depth, spawns, duration)", k.Value)
+		}
+		var f float64
+		if v.Kind != yaml.ScalarNode || v.Decode(&f) != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+			return l, fmt.Errorf("%s: %q is not a non-negative number", k.Value, v.Value)
+		}
+		switch k.Value {
+		case "spend":
+			l.Spend = &f
+		case "duration":
+			l.Duration = &f
+		default:
+			if f != math.Trunc(f) || f > math.MaxInt32 {
+				return l, fmt.Errorf("%s: %q is not a whole number", k.Value, v.Value)
+			}
+			n := int(f)
+			switch k.Value {
+			case "turns":
+				l.Turns = &n
+			case "tokens":
+				l.Tokens = &n
+			case "depth":
+				l.Depth = &n
+			case "spawns":
+				l.Spawns = &n
+			}
+		}
+	}
+	return l, nil
+}
+
+// ParseSpec parses a schedule (see Entry.Cron). Cron specs without a
+// CRON_TZ= or TZ= prefix are in UTC, whatever the machine's zone, so that
+// every scheduler process computes the same ticks.
+func ParseSpec(spec string) (cron.Schedule, error) {
+	spec = strings.TrimSpace(spec)
+	if rest, ok := strings.CutPrefix(spec, "@every"); ok {
+		d, err := time.ParseDuration(strings.TrimSpace(rest))
+		if err != nil {
+			return nil, fmt.Errorf("@every: %v", err)
+		}
+		if d < time.Second {
+			return nil, fmt.Errorf("@every %s: the interval must be at least 1s", d)
+		}
+		return Every(d), nil
+	}
+	s, err := cronParser.Parse(spec)
+	if err != nil {
+		return nil, err
+	}
+	if ss, ok := s.(*cron.SpecSchedule); ok && !strings.HasPrefix(spec, "CRON_TZ=") && !strings.HasPrefix(spec, "TZ=") {
+		ss.Location = time.UTC
+	}
+	return s, nil
+}
+
+// Every is an interval schedule aligned to the Unix epoch: its ticks are
+// the multiples of the interval, so two processes started at different
+// moments tick at the same instants (robfig/cron's @every counts from
+// each process's start, which two processes cannot agree on).
+type Every time.Duration
+
+// Next returns the first multiple of the interval strictly after t.
+func (e Every) Next(t time.Time) time.Time {
+	d := int64(e)
+	n := t.UnixNano()
+	next := (n/d + 1) * d
+	if n < 0 && n%d != 0 {
+		next -= d
+	}
+	return time.Unix(0, next).In(t.Location())
+}
+
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	s = strings.TrimPrefix(s, "yaml: ")
+	s = strings.ReplaceAll(s, "unmarshal errors:\n", "")
+	return strings.Join(strings.Fields(s), " ")
+}
