@@ -110,11 +110,18 @@ since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; 
 
 log() { printf '[%6ss] %s  %s\n' "$(since "$T0")" "$(date +%H:%M:%S)" "$*"; }
 
+# Ports come from below the kernel's ephemeral range: a port in that range
+# with no listener may still be the local end of a connection (TIME_WAIT
+# after a busy test run), and binding it fails.
 USED_PORTS=" "
+PORT_LO=10000 PORT_HI=32768
+if read -r eph_lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null && ((eph_lo > PORT_LO + 2000)); then
+	PORT_HI=$eph_lo
+fi
 free_port() {
 	local port _
 	for _ in {1..200}; do
-		port=$((30000 + RANDOM % 30000))
+		port=$((PORT_LO + RANDOM % (PORT_HI - PORT_LO)))
 		[[ $USED_PORTS == *" $port "* ]] && continue
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 			USED_PORTS+="$port "
