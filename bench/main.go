@@ -47,17 +47,18 @@ import (
 func main() {
 	n := flag.Int("n", 1000, "tasks / threads per round")
 	conc := flag.Int("concurrency", 8, "worker concurrency (both sides)")
+	producers := flag.Int("producers", 4, "goroutines enqueueing (both sides)")
 	rounds := flag.Int("rounds", 3, "rounds of each")
 	redisURL := flag.String("redis", os.Getenv("SPOOL_BENCH_REDIS_URL"), "Redis URL (default: start redis-server)")
 	storeDir := flag.String("store", "", "local blob store directory (default: a temp dir; \"mem\": in memory, to separate storage cost)")
 	flag.Parse()
-	if err := run(*n, *conc, *rounds, *redisURL, *storeDir); err != nil {
+	if err := run(*n, *conc, *producers, *rounds, *redisURL, *storeDir); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, conc, rounds int, redisURL, storeDir string) error {
+func run(n, conc, producers, rounds int, redisURL, storeDir string) error {
 	ctx := context.Background()
 	tmp, err := os.MkdirTemp("", "spool-bench-")
 	if err != nil {
@@ -115,14 +116,14 @@ func run(n, conc, rounds int, redisURL, storeDir string) error {
 	if err := writeProject(project); err != nil {
 		return err
 	}
-	fmt.Printf("bench: n=%d concurrency=%d rounds=%d redis=%s store=%T\n", n, conc, rounds, redisURL, store)
+	fmt.Printf("bench: n=%d concurrency=%d producers=%d rounds=%d redis=%s store=%T\n", n, conc, producers, rounds, redisURL, store)
 	var raws, spools []float64
 	for r := 0; r < rounds; r++ {
-		raw, err := rawRound(ctx, rdb, n, conc, r)
+		raw, err := rawRound(ctx, rdb, n, conc, producers, r)
 		if err != nil {
 			return err
 		}
-		sp, err := spoolRound(ctx, rdb, store, project, n, conc, r)
+		sp, err := spoolRound(ctx, rdb, store, project, n, conc, producers, r)
 		if err != nil {
 			return err
 		}
@@ -140,24 +141,47 @@ func median(xs []float64) float64 {
 	return s[len(s)/2]
 }
 
-// rawRound enqueues n no-op tasks, then times an asynq server serving them.
-func rawRound(ctx context.Context, rdb redis.UniversalClient, n, conc, round int) (float64, error) {
-	q := fmt.Sprintf("benchraw%d", round)
-	client := asynq.NewClientFromRedisClient(rdb)
-	for i := 0; i < n; i++ {
-		if _, err := client.EnqueueContext(ctx, asynq.NewTask("noop", nil), asynq.Queue(q)); err != nil {
-			return 0, err
+// produce runs fn(i) for i in [0, n) on p goroutines and returns the first
+// error.
+func produce(n, p int, fn func(i int) error) error {
+	var next atomic.Int64
+	errc := make(chan error, p)
+	for range p {
+		go func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					errc <- nil
+					return
+				}
+				if err := fn(i); err != nil {
+					next.Store(int64(n))
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	var first error
+	for range p {
+		if err := <-errc; err != nil && first == nil {
+			first = err
 		}
 	}
+	return first
+}
+
+// rawRound times n no-op asynq tasks through the whole path: p producers
+// enqueue them while an asynq server of the given concurrency serves them,
+// from the first enqueue to the last completion.
+func rawRound(ctx context.Context, rdb redis.UniversalClient, n, conc, p, round int) (float64, error) {
+	q := fmt.Sprintf("benchraw%d-%d", round, time.Now().UnixNano())
+	client := asynq.NewClientFromRedisClient(rdb)
 	var done atomic.Int64
-	var first, last atomic.Int64
 	all := make(chan struct{})
-	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Concurrency: conc, Queues: map[string]int{q: 1}, LogLevel: asynq.ErrorLevel})
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Concurrency: conc, Queues: map[string]int{q: 1}, LogLevel: asynq.ErrorLevel, TaskCheckInterval: 100 * time.Millisecond})
 	mux := asynq.NewServeMux()
 	mux.HandleFunc("noop", func(context.Context, *asynq.Task) error {
-		now := time.Now().UnixNano()
-		first.CompareAndSwap(0, now)
-		last.Store(now)
 		if done.Add(1) == int64(n) {
 			close(all)
 		}
@@ -166,15 +190,21 @@ func rawRound(ctx context.Context, rdb redis.UniversalClient, n, conc, round int
 	if err := srv.Start(mux); err != nil {
 		return 0, err
 	}
+	defer srv.Shutdown()
+	start := time.Now()
+	err := produce(n, p, func(int) error {
+		_, err := client.EnqueueContext(ctx, asynq.NewTask("noop", nil), asynq.Queue(q))
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
 	<-all
-	srv.Shutdown()
-	// asynq marks a task done after the handler returns; the window from
-	// the first handler call to the last is the served rate.
-	return float64(n-1) / time.Duration(last.Load()-first.Load()).Seconds(), nil
+	return float64(n) / time.Since(start).Seconds(), nil
 }
 
 // spoolRound starts n single-turn threads and times a worker running them.
-func spoolRound(ctx context.Context, rdb redis.UniversalClient, store blobstore.Store, project string, n, conc, round int) (float64, error) {
+func spoolRound(ctx context.Context, rdb redis.UniversalClient, store blobstore.Store, project string, n, conc, p, round int) (float64, error) {
 	ns := fmt.Sprintf("bench%d-%d", round, time.Now().UnixNano())
 	signer, err := transcript.GenerateKey()
 	if err != nil {
@@ -189,18 +219,22 @@ func spoolRound(ctx context.Context, rdb redis.UniversalClient, store blobstore.
 		return 0, err
 	}
 	w := worker.New(worker.Config{Concurrency: conc, Queues: map[string]int{"default": 1}, Logger: log, RecoverInterval: -1}, o)
-	ids := make([]string, 0, n)
-	start := time.Now()
+	ids := make([]string, n)
 	if err := w.Start(); err != nil {
 		return 0, err
 	}
 	defer w.Stop()
-	for i := 0; i < n; i++ {
+	start := time.Now()
+	err = produce(n, p, func(i int) error {
 		rec, err := o.Start(ctx, orchestrator.StartRequest{Directive: "bench/one", Bundle: digest, Model: "script:scripts/bench.yaml"})
 		if err != nil {
-			return 0, err
+			return err
 		}
-		ids = append(ids, rec.ThreadID)
+		ids[i] = rec.ThreadID
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	res, err := o.Wait(ctx, ids, 10*time.Minute)
 	if err != nil {

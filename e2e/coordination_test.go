@@ -348,7 +348,7 @@ func TestHandoffChainAndResume(t *testing.T) {
 	require.Equal(t, 3, final.ChainIndex)
 	old, err := e.Orch.Registry.Get(t.Context(), rec.ThreadID)
 	require.NoError(t, err)
-	require.Equal(t, thread.StatusCompleted, old.Status, "a resumed thread keeps its status")
+	require.Equal(t, thread.StatusContinued, old.Status, "a resumed thread is continued")
 	require.Equal(t, resumed.NewThreadID, old.ContinuationThreadID)
 
 	// The resumed thread saw the user's message.

@@ -5,33 +5,58 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/keyspace"
 )
 
 // BenchmarkCycle measures one child's full ledger life: Reserve + Charge +
-// Release (three EVALSHA round trips), from ~50 goroutines on one client
-// (pool 64). Compare cycles/s with redis-benchmark's raw EVAL ops/s on the
-// same server (BENCHMARKS.md).
+// Release (three EVALSHA commands, one each), from ~50 goroutines. Compare
+// cycles/s with redis-benchmark's raw EVAL ops/s on the same server
+// (BENCHMARKS.md).
+//
+//   - autopipeline: the client spool's orchestrator gives the ledger
+//     (go-redis's blocking auto-pipeliner: concurrent callers' commands
+//     share writes and reads on one connection; each operation is still
+//     its own EVALSHA with its own reply).
+//   - plain: a pooled client, one connection per command in flight.
 func BenchmarkCycle(b *testing.B) {
-	f := setup(b)
-	if err := f.l.Register(f.ctx, "root", MaxAmount); err != nil {
+	b.Run("autopipeline", func(b *testing.B) {
+		f := setup(b)
+		ap, err := f.r.Client.AutoPipeline()
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchCycle(b, New(ap, keyspace.New(f.r.Namespace)))
+	})
+	b.Run("plain", func(b *testing.B) {
+		f := setup(b)
+		benchCycle(b, f.l)
+	})
+}
+
+func benchCycle(b *testing.B, l *Ledger) {
+	ctx := b.Context()
+	if err := l.Register(ctx, "root", MaxAmount); err != nil {
 		b.Fatal(err)
 	}
 	anc := []string{"root"}
 	var seq atomic.Int64
-	b.SetParallelism(max(1, 50/maxprocs()))
+	b.SetParallelism(max(1, 50/runtime.GOMAXPROCS(0)))
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			child := fmt.Sprintf("c%d", seq.Add(1))
-			if err := f.l.Reserve(f.ctx, child, "root", 0.01); err != nil {
+			if err := l.Reserve(ctx, child, "root", 0.01); err != nil {
 				b.Error(err)
 				return
 			}
-			if _, err := f.l.Charge(f.ctx, child, child+":1", 0.004); err != nil {
+			if _, err := l.Charge(ctx, child, child+":1", 0.004); err != nil {
 				b.Error(err)
 				return
 			}
-			if err := f.l.Release(f.ctx, child, anc, "completed"); err != nil {
+			if err := l.Release(ctx, child, anc, "completed"); err != nil {
 				b.Error(err)
 				return
 			}
@@ -40,4 +65,4 @@ func BenchmarkCycle(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cycles/s")
 }
 
-func maxprocs() int { return runtime.GOMAXPROCS(0) }
+var _ redis.UniversalClient = (*redis.AutoPipeliner)(nil)

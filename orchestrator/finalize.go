@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
@@ -26,9 +27,9 @@ type Outcome struct {
 // Finalize ends a thread held at version, as the spec's step 14: release
 // its budget (cascading spend to every ancestor and returning the unused
 // reservation), commit status and result, write the signed thread.json,
-// wake the threads waiting on its chain, and cascade a cancel or error to
-// its children (the reference child policy). Every step is idempotent, so a
-// worker that recovers a half-finalized thread runs Finalize again.
+// wake the threads waiting on its chain, and cancel its unfinished children
+// as the project's child policy says (cascades). Every step is idempotent,
+// so a worker that recovers a half-finalized thread runs Finalize again.
 func (o *Orchestrator) Finalize(ctx context.Context, rec *queue.Record, version int64, out Outcome) error {
 	log := o.threadLog(rec.ThreadID)
 	if err := o.Ledger.Release(ctx, rec.ThreadID, rec.ParentLedgerPath(), string(out.Status)); err != nil {
@@ -62,7 +63,7 @@ func (o *Orchestrator) Finalize(ctx context.Context, rec *queue.Record, version 
 			return err
 		}
 	}
-	if out.Status == thread.StatusCancelled || out.Status == thread.StatusError {
+	if o.cascades(ctx, rec, out.Status) {
 		o.cascadeCancel(ctx, rec.ThreadID)
 	}
 	log.Info("thread finished", "status", out.Status, "turns", out.Cost.Turns, "spend", out.Cost.Spend)
@@ -125,10 +126,43 @@ func (o *Orchestrator) fail(ctx context.Context, rec *queue.Record, code, msg st
 	return o.Finalize(ctx, rec, rec.Version, Outcome{Status: thread.StatusError, Error: &queue.ErrorInfo{Code: code, Message: msg}, Cost: rec.Cost})
 }
 
+// cascades reports whether a thread that ended with status cancels its
+// unfinished children, as the child policy of its project
+// (resilience.yaml child_policy; default: cascade on cancel and on error,
+// allow on completion) says. A cancel requested without cascade
+// (`spool thread cancel --cascade=false`) leaves the children running
+// whatever the policy; a continued thread's children stay (its
+// continuation may still wait on them).
+func (o *Orchestrator) cascades(ctx context.Context, rec *queue.Record, status thread.Status) bool {
+	policy := config.DefaultChildPolicy()
+	if p, err := o.Project(ctx, rec.Bundle); err == nil {
+		policy = p.Resilience.Children
+	}
+	switch status {
+	case thread.StatusCancelled:
+		if policy.OnParentCancel != config.ChildCascadeCancel {
+			return false
+		}
+		// The record the caller holds may predate the request: read the
+		// flag as it is now.
+		if cur, err := o.Registry.Get(ctx, rec.ThreadID); err == nil && cur.CancelRequested && !cur.CancelCascade {
+			return false
+		}
+		return true
+	case thread.StatusError:
+		return policy.OnParentError == config.ChildCascadeCancel
+	case thread.StatusCompleted:
+		return policy.OnParentComplete == config.ChildCascadeCancel
+	}
+	return false
+}
+
 // Cancel asks a thread to stop. A running thread sees the request between
 // turns or during its model call (its worker cancels the call); a created or
 // waiting thread, which no worker holds, is finalized here. With cascade,
-// its children are cancelled too, on whatever worker runs them.
+// its children are cancelled too (on whatever worker runs them) where the
+// child policy cascades on cancel (the default); without, they keep
+// running.
 func (o *Orchestrator) Cancel(ctx context.Context, id string, cascade bool) (*queue.Record, error) {
 	for attempt := 0; attempt < 5; attempt++ {
 		rec, err := o.Registry.Get(ctx, id)
@@ -138,10 +172,10 @@ func (o *Orchestrator) Cancel(ctx context.Context, id string, cascade bool) (*qu
 		if rec.Status.Terminal() {
 			return rec, nil
 		}
-		if err := o.Registry.RequestCancel(ctx, id); err != nil {
+		if err := o.Registry.RequestCancel(ctx, id, cascade); err != nil {
 			return nil, err
 		}
-		if cascade {
+		if cascade && o.cascades(ctx, rec, thread.StatusCancelled) {
 			o.cascadeCancel(ctx, id)
 		}
 		if rec.Status == thread.StatusRunning {

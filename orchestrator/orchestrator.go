@@ -66,7 +66,8 @@ type Orchestrator struct {
 func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queue.Enqueuer, signer *transcript.Signer, keyring *transcript.Keyring) *Orchestrator {
 	cfg = cfg.WithDefaults()
 	ks := keyspace.New(cfg.Namespace)
-	reg, err := queue.NewRegistry(queue.RegistryConfig{Client: rdb, Keys: ks, Now: cfg.Now})
+	fast := autoPipelined(rdb)
+	reg, err := queue.NewRegistry(queue.RegistryConfig{Client: fast, Keys: ks, Now: cfg.Now})
 	if err != nil {
 		panic(err) // only for a nil client: a programming error
 	}
@@ -75,8 +76,8 @@ func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queu
 		Redis:       rdb,
 		Keys:        ks,
 		Registry:    reg,
-		Activations: queue.NewActivations(rdb, ks, cfg.Now),
-		Ledger:      ledger.New(rdb, ks),
+		Activations: queue.NewActivations(fast, ks, cfg.Now),
+		Ledger:      ledger.New(fast, ks),
 		Store:       store,
 		Enqueuer:    withKeys(enq, ks),
 		Signer:      signer,
@@ -84,6 +85,27 @@ func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queu
 		Log:         cfg.Logger,
 		projects:    newProjectCache(64),
 	}
+}
+
+// autoPipelined returns rdb's blocking auto-pipeliner where the client has
+// one (standalone, Sentinel, Cluster), else rdb. The registry, activations
+// and ledger run many small scripts from many goroutines at once (a worker
+// runs Concurrency activations); the auto-pipeliner sends the commands of
+// concurrent callers in one write and reads their replies in one read, so
+// each caller still makes one EVALSHA and gets its own reply, but the
+// process makes a fraction of the syscalls. Per-goroutine order is kept.
+// asynq keeps the plain client (Orchestrator.Redis). The pipeliner is owned
+// by rdb: closing rdb closes it.
+func autoPipelined(rdb redis.UniversalClient) redis.UniversalClient {
+	type autoPipeliner interface {
+		AutoPipeline() (*redis.AutoPipeliner, error)
+	}
+	if c, ok := rdb.(autoPipeliner); ok {
+		if ap, err := c.AutoPipeline(); err == nil {
+			return ap
+		}
+	}
+	return rdb
 }
 
 // Now returns the orchestrator's clock reading.

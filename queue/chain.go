@@ -18,9 +18,10 @@ import (
 //	A ◀──continuation_of── B ◀──continuation_of── C;  chain_root_id = A
 
 // LinkContinuation links old → new in one atomic script: old gets the
-// forward pointer and, if running, status continued (a handoff; published
-// and leaving the active set); an already terminal old (a user resume)
-// keeps its status. new gets continuation_of = old, chain_root_id = old's
+// forward pointer and status continued, published, leaving the active set:
+// from running (a handoff) or from completed, error or cancelled (a user
+// resume: the spec's set_continuation, so resolve_thread_chain, waits and a
+// second resume through old reach new). Old's result and error stay. new gets continuation_of = old, chain_root_id = old's
 // chain root, previous_thread_id = old if unset. Both versions are bumped
 // and returned. Linking the same pair again is a no-op; a link that would
 // overwrite another link is ErrChainLinked; old in created or waiting is a

@@ -79,17 +79,18 @@ func TestChainLinkAndResolve(t *testing.T) {
 	}
 }
 
-// TestResumeKeepsStatus: linking from a terminal thread (user resume) sets
-// the pointer and keeps the status; ResolveChain stops there (it is not
-// continued), as the spec's algorithm does.
-func TestResumeKeepsStatus(t *testing.T) {
+// TestResumeMarksContinued: linking from a finished thread (user resume)
+// sets the pointer and moves it to continued, as the spec's
+// set_continuation does, so ResolveChain reaches the resumed thread; the
+// result and error stay.
+func TestResumeMarksContinued(t *testing.T) {
 	t.Parallel()
 	f := setupRegistry(t)
 	f.register(t, "old", "")
 	if _, err := f.reg.Claim(f.ctx, "old"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.reg.UpdateStatus(f.ctx, "old", thread.StatusError); err != nil {
+	if _, err := f.reg.Commit(f.ctx, "old", 0, Changes{Status: thread.StatusError, Error: &ErrorInfo{Code: "provider_error", Message: "boom"}}); err != nil {
 		t.Fatal(err)
 	}
 	f.register(t, "new", "")
@@ -100,15 +101,23 @@ func TestResumeKeepsStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := f.get(t, "old")
-	if old.Status != thread.StatusError || old.ContinuationThreadID != "new" {
+	if old.Status != thread.StatusContinued || old.ContinuationThreadID != "new" {
 		t.Fatalf("old %+v", old)
+	}
+	if old.Error == nil || old.Error.Code != "provider_error" {
+		t.Fatalf("old lost its error: %+v", old.Error)
 	}
 	chain, err := f.reg.GetChain(f.ctx, "new")
 	if err != nil || len(chain) != 2 || chain[0].ThreadID != "old" {
 		t.Fatalf("chain %v %v", chain, err)
 	}
-	if got, _ := f.reg.ResolveChain(f.ctx, "old"); got != "old" {
-		t.Fatalf("resolve %s", got)
+	if got, _ := f.reg.ResolveChain(f.ctx, "old"); got != "new" {
+		t.Fatalf("resolve %s, want new", got)
+	}
+	// A continued thread cannot be linked to a second continuation.
+	f.register(t, "other", "")
+	if _, err := f.reg.SetContinuation(f.ctx, "old", "other"); !errors.Is(err, ErrChainLinked) {
+		t.Fatalf("second link: %v", err)
 	}
 	if _, err := f.reg.SetChainInfo(f.ctx, "new", "", "old"); err == nil {
 		t.Fatal("empty root accepted")

@@ -329,9 +329,15 @@ func (r *Registry) IncrSpawns(ctx context.Context, parent string, limit int) (in
 // RequestCancel sets a thread's cancel flag and publishes "<id> cancel" on
 // the events channel. It does not change the status or the version: the
 // activation running the thread sees the flag (CancelRequested, or the
-// event) and finishes the thread as cancelled itself.
-func (r *Registry) RequestCancel(ctx context.Context, id string) error {
-	res, err := regCancelScript.Run(ctx, r.rdb, []string{r.ks.Thread(id), r.ks.Events()}, id).Slice()
+// event) and finishes the thread as cancelled itself. cascade records
+// whether the cancel may reach the thread's children (CancelCascadeField);
+// once any request asked for a cascade, it stays asked.
+func (r *Registry) RequestCancel(ctx context.Context, id string, cascade bool) error {
+	c := "0"
+	if cascade {
+		c = "1"
+	}
+	res, err := regCancelScript.Run(ctx, r.rdb, []string{r.ks.Thread(id), r.ks.Events()}, id, c).Slice()
 	if err != nil {
 		return fmt.Errorf("cancel thread %q: %w", id, err)
 	}

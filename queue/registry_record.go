@@ -45,7 +45,10 @@ type Record struct {
 	UpdatedAt        time.Time      `json:"updated_at"`
 	Version          int64          `json:"version"`
 	CancelRequested  bool           `json:"cancel_requested,omitempty"`
-	Activation       int64          `json:"activation"`
+	// CancelCascade: the cancel request may reach the thread's children
+	// (RequestCancel's cascade).
+	CancelCascade bool  `json:"cancel_cascade,omitempty"`
+	Activation    int64 `json:"activation"`
 	// ChainIndex is 0 for the first thread of a continuation chain, 1 for
 	// its first continuation, ...
 	ChainIndex int `json:"chain_index"`
@@ -61,11 +64,16 @@ type Record struct {
 	Extra map[string]string `json:"-"`
 }
 
-// TreeID is the root of the thread's spawn tree: the first ancestor, or the
+// TreeID is the root of the thread's spawn tree: the first ancestor; for a
+// thread without a parent, the first thread of its continuation chain (a
+// handoff or resume of a root thread carries on in the same tree); else the
 // thread itself. Tools share a workspace per tree.
 func (r *Record) TreeID() string {
 	if len(r.Ancestors) > 0 {
 		return r.Ancestors[0]
+	}
+	if r.ChainRootID != "" {
+		return r.ChainRootID
 	}
 	return r.ThreadID
 }
@@ -133,7 +141,7 @@ var knownFields = map[string]bool{
 	"continuation_of": true, "chain_root_id": true, "result": true, "outputs": true, "error": true, "cost": true,
 	"limits": true, "model": true, "capabilities": true, "bundle": true, "inputs": true, "queue": true,
 	"ancestors": true, "depth": true, "previous_thread_id": true, "created_at": true, "updated_at": true,
-	"version": true, "cancel_requested": true, "activation": true, "chain_index": true, "continuation_kind": true,
+	"version": true, "cancel_requested": true, "cancel_cascade": true, "activation": true, "chain_index": true, "continuation_kind": true,
 	"continuation_message": true, "started_at": true,
 }
 
@@ -144,6 +152,7 @@ func parseRecord(m map[string]string) (*Record, error) {
 		ContinuationThreadID: m["continuation_thread_id"], ContinuationOf: m["continuation_of"], ChainRootID: m["chain_root_id"],
 		Result: m["result"], Model: m["model"], Bundle: m["bundle"], Queue: m["queue"],
 		PreviousThreadID: m["previous_thread_id"], CancelRequested: m["cancel_requested"] == "1",
+		CancelCascade:    m["cancel_cascade"] == "1",
 		ContinuationKind: m["continuation_kind"], ContinuationMessage: m["continuation_message"],
 	}
 	bad := func(field string, err error) error {

@@ -123,9 +123,10 @@ return {'OK', nv}
 // KEYS[1] old thread hash, KEYS[2] active set, KEYS[3] events channel,
 // [KEYS[4] new thread hash]
 // ARGV[1] old id, ARGV[2] new id, ARGV[3] now (RFC3339Nano)
-// Old: continuation_thread_id = new; running → continued (published, leaves
-// the active set); an already terminal status (the resume case) is kept;
-// created or waiting is a TRANSITION error. New (when KEYS[4] is given):
+// Old: continuation_thread_id = new; running (a handoff) or a finished
+// status (completed, error, cancelled: a user resume) → continued,
+// published, leaving the active set; created or waiting is a TRANSITION
+// error. New (when KEYS[4] is given):
 // continuation_of = old, chain_root_id = old's chain root, and
 // previous_thread_id = old if unset. Both versions are bumped. Linking the
 // same pair again changes nothing.
@@ -148,9 +149,8 @@ if n then
   if n[2] and n[2] ~= '' and n[2] ~= ARGV[1] then return {'LINKED', ARGV[2] .. ' already continues ' .. n[2]} end
   if n[3] and n[3] ~= '' then return {'LINKED', ARGV[2] .. ' already has a continuation ' .. n[3]} end
 end
-local from, to = o[1], o[1]
-if from == 'running' then to = 'continued'
-elseif not TERMINAL[from] then return {'TRANSITION', from, 'continued'} end
+local from, to = o[1], 'continued'
+if from ~= 'running' and not TERMINAL[from] then return {'TRANSITION', from, 'continued'} end
 redis.call('HSET', KEYS[1], 'continuation_thread_id', ARGV[2], 'status', to, 'updated_at', ARGV[3])
 local ov = redis.call('HINCRBY', KEYS[1], 'version', 1)
 if to ~= from then
@@ -187,12 +187,16 @@ return {1, redis.call('INCR', KEYS[1])}
 // activation's lease; the activation sees the flag and stops itself.
 //
 // KEYS[1] thread hash, KEYS[2] events channel
-// ARGV[1] thread id
+// ARGV[1] thread id, ARGV[2] cascade to children ("1" or "0"; a "1" once
+// set stays)
 // Returns {"OK", status}; {"NOTFOUND"}.
 var regCancelScript = redis.NewScript(`
 local st = redis.call('HGET', KEYS[1], 'status')
 if not st then return {'NOTFOUND'} end
 redis.call('HSET', KEYS[1], 'cancel_requested', '1')
+if ARGV[2] == '1' or redis.call('HGET', KEYS[1], 'cancel_cascade') ~= '1' then
+  redis.call('HSET', KEYS[1], 'cancel_cascade', ARGV[2])
+end
 redis.call('PUBLISH', KEYS[2], ARGV[1] .. ' cancel')
 return {'OK', st}
 `)

@@ -531,7 +531,7 @@ func TestCancelFlag(t *testing.T) {
 	if on, err := f.reg.CancelRequested(f.ctx, "x"); err != nil || on {
 		t.Fatalf("before: %v %v", on, err)
 	}
-	if err := f.reg.RequestCancel(f.ctx, "x"); err != nil {
+	if err := f.reg.RequestCancel(f.ctx, "x", true); err != nil {
 		t.Fatal(err)
 	}
 	if on, err := f.reg.CancelRequested(f.ctx, "x"); err != nil || !on {
@@ -543,7 +543,7 @@ func TestCancelFlag(t *testing.T) {
 	if rec := f.get(t, "x"); !rec.CancelRequested || rec.Version != 1 {
 		t.Fatalf("record %+v", rec)
 	}
-	if err := f.reg.RequestCancel(f.ctx, "nope"); !errors.Is(err, ErrNotFound) {
+	if err := f.reg.RequestCancel(f.ctx, "nope", true); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing: %v", err)
 	}
 	if _, err := f.reg.CancelRequested(f.ctx, "nope"); !errors.Is(err, ErrNotFound) {

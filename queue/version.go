@@ -30,7 +30,7 @@ type Changes struct {
 var protectedFields = map[string]bool{
 	"thread_id": true, "status": true, "version": true, "activation": true, "created_at": true,
 	"updated_at": true, "parent_id": true, "ancestors": true, "depth": true, "continuation_thread_id": true,
-	"cancel_requested": true,
+	"cancel_requested": true, "cancel_cascade": true,
 }
 
 func (c Changes) pairs() ([]any, error) {

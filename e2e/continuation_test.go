@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+)
+
+// wsScript: the first thread of a chain writes a file and fills its context
+// window (a handoff follows); every later thread of the chain (the
+// continuation, and each resume) reads the file back and answers with it.
+const wsScript = `context_window: 2000
+price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
+directives:
+  "t/ws":
+    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "notes/a.txt", content: "written by the first thread"}}]
+      when: '{{eq .chain_index 0}}'
+      usage: {input: 1900, output: 40}
+    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "notes/a.txt"}}]
+      usage: {input: 300, output: 20}
+    - text: "thread {{.chain_index}} read: {{.last_tool_result}}"
+      usage: {input: 300, output: 20}
+`
+
+// TestRootChainSharesWorkspaceAndResumesTwice: a root thread's
+// continuation and its resumes work in the root's workspace, and a chain
+// resumed through its first id twice resumes its newest thread each time
+// (a resumed thread is continued, so the chain resolves past it).
+func TestRootChainSharesWorkspaceAndResumesTwice(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{
+		".ai/directives/t/ws.md": directive("ws", `turns="5" spend="1.0"`, fsPerms, `<success>done</success>`),
+		"scripts/ws.yaml":        wsScript,
+	}
+	e := spooltest.New(t, spooltest.Options{Files: files})
+	e.StartWorker("--concurrency", "2")
+	e.StartWorker("--concurrency", "2")
+
+	rec, res := runJSON(t, e, "t/ws", "--model", "script:scripts/ws.yaml")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Equal(t, thread.StatusCompleted, rec.Status)
+	require.Equal(t, 1, rec.ChainIndex, "one handoff")
+	require.Equal(t, "thread 1 read: written by the first thread", rec.Result, "the continuation sees the first thread's file")
+	root := rec.ChainRootID
+
+	last := rec.ThreadID
+	for i := 2; i <= 3; i++ {
+		r := e.Spool("thread", "resume", root, "--message", "read it again", "--json")
+		require.Equal(t, 0, r.Code, r.Stderr)
+		var resumed struct {
+			OldThreadID string `json:"old_thread_id"`
+			NewThreadID string `json:"new_thread_id"`
+		}
+		r.JSON(t, &resumed)
+		require.Equal(t, last, resumed.OldThreadID, "resume %d resolves the chain to its newest thread", i)
+		final := e.Wait([]string{resumed.NewThreadID}, 2*time.Minute)[resumed.NewThreadID]
+		require.Equal(t, thread.StatusCompleted, final.Status, final.Error)
+		require.Equal(t, i, final.ChainIndex)
+		require.Equal(t, "thread "+strconv.Itoa(i)+" read: written by the first thread", final.Result)
+		old, err := e.Orch.Registry.Get(t.Context(), last)
+		require.NoError(t, err)
+		require.Equal(t, thread.StatusContinued, old.Status)
+		require.Equal(t, resumed.NewThreadID, old.ContinuationThreadID)
+		last = resumed.NewThreadID
+	}
+
+	// Waiting on the first id returns the chain's newest thread.
+	w := e.Spool("thread", "wait", root, "--json")
+	require.Equal(t, 0, w.Code, w.Stderr)
+	var waited map[string]*queue.Record
+	w.JSON(t, &waited)
+	require.Equal(t, last, waited[root].ThreadID)
+}
+
+// TestCancelWithoutCascadeLeavesChildren: `spool thread cancel
+// --cascade=false` stops the parent and leaves its running children to
+// run to their end; with the project's child policy on_parent_cancel:
+// allow, a plain cancel does the same. (TestCancelCascadesAcrossWorkers
+// covers the default, cascading, policy.)
+func TestCancelWithoutCascadeLeavesChildren(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		args  []string
+	}{
+		{name: "cascade=false", args: []string{"--cascade=false"}},
+		{name: "policy allow", files: map[string]string{
+			".ai/config/agent/resilience.yaml": "child_policy:\n  on_parent_cancel: allow\n",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			files := coordProject()
+			for k, v := range tc.files {
+				files[k] = v
+			}
+			e := spooltest.New(t, spooltest.Options{Files: files})
+			e.StartWorker("--concurrency", "4")
+			start := e.Spool("thread", "run", "t/boss", "--model", "script:scripts/slow.yaml", "--json")
+			require.Equal(t, 0, start.Code, start.Stderr)
+			var boss queue.Record
+			start.JSON(t, &boss)
+
+			var kids []*queue.Record
+			require.Eventually(t, func() bool {
+				var err error
+				kids, err = e.Orch.Registry.ListChildren(t.Context(), boss.ThreadID)
+				require.NoError(t, err)
+				running := 0
+				for _, k := range kids {
+					if k.Status == thread.StatusRunning && k.Cost.Turns >= 1 {
+						running++
+					}
+				}
+				return running == 3
+			}, time.Minute, 100*time.Millisecond)
+
+			res := e.Spool(append([]string{"thread", "cancel", boss.ThreadID, "--json"}, tc.args...)...)
+			require.Equal(t, 0, res.Code, res.Stderr)
+			ids := []string{boss.ThreadID}
+			for _, k := range kids {
+				ids = append(ids, k.ThreadID)
+			}
+			final := e.Wait(ids, 2*time.Minute)
+			require.Equal(t, thread.StatusCancelled, final[boss.ThreadID].Status)
+			for _, k := range kids {
+				// The children run to their own end: all six turns their
+				// limit (capped by the boss's turns) allows.
+				kid := final[k.ThreadID]
+				require.NotEqual(t, thread.StatusCancelled, kid.Status, "child %s keeps running", k.ThreadID)
+				require.Equal(t, 6, kid.Cost.Turns, "child %s ran every turn: %+v", k.ThreadID, kid.Error)
+			}
+		})
+	}
+}
