@@ -5,6 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -279,71 +284,150 @@ func TestReleaseCascade(t *testing.T) {
 	}
 }
 
-// TestLuaAgreesWithModel runs random sequences on Redis and on the Go model
-// and requires the same outcome class for every op and the same entries.
+// TestLuaAgreesWithModel runs sequences on Redis and on the Go model and
+// requires the same outcome class for every op and the same entries, before
+// and after everything is released: six random sequences and every input of
+// FuzzLedgerSequence's checked-in corpus.
 func TestLuaAgreesWithModel(t *testing.T) {
 	t.Parallel()
+	inputs := map[string][]byte{}
 	for seed := range uint64(6) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		data := make([]byte, 1+4*150)
+		for i := range data {
+			data[i] = byte(rng.IntN(256))
+		}
+		inputs[fmt.Sprint("random-", seed)] = data
+	}
+	corpus, err := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzLedgerSequence", "*"))
+	if err != nil || len(corpus) == 0 {
+		t.Fatalf("no FuzzLedgerSequence corpus: %v", err)
+	}
+	for _, p := range corpus {
+		inputs["corpus-"+filepath.Base(p)] = readCorpusBytes(t, p)
+	}
+	for name, data := range inputs {
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			f := setup(t)
-			rng := rand.New(rand.NewPCG(seed, 99))
-			data := make([]byte, 1+4*150)
-			for i := range data {
-				data[i] = byte(rng.IntN(256))
-			}
-			rootMax, ops := decodeOps(data)
-			m := newModel()
-			if err := m.register(nodeID(0), rootMax); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.l.Register(f.ctx, nodeID(0), FromNano(rootMax)); err != nil {
-				t.Fatal(err)
-			}
-			for i, o := range ops {
-				id := nodeID(o.node)
-				var merr, lerr error
-				switch o.kind {
-				case 0:
-					if o.node == 0 || o.node == o.parent {
-						continue
-					}
-					merr = m.reserve(id, nodeID(o.parent), o.amt)
-					lerr = f.l.Reserve(f.ctx, id, nodeID(o.parent), FromNano(o.amt))
-				case 1, 4:
-					merr = m.charge(id, o.key, o.amt, false)
-					_, lerr = f.l.Charge(f.ctx, id, o.key, FromNano(o.amt))
-				case 2:
-					e := m.e[id]
-					if e == nil {
-						continue
-					}
-					abs := e.own + e.overrun + o.amt/2
-					merr = m.charge(id, "", abs, true)
-					_, lerr = f.l.ReportActual(f.ctx, id, FromNano(abs))
-				case 3:
-					if m.e[id] == nil {
-						continue
-					}
-					anc := m.ancestorsOf(id)
-					merr = m.release(id, anc, "completed")
-					lerr = f.l.Release(f.ctx, id, anc, "completed")
-				}
-				if classify(merr) != classify(lerr) {
-					t.Fatalf("op %d %+v: model %v, lua %v", i, o, merr, lerr)
-				}
-			}
-			for id, me := range m.e {
-				e, err := f.l.Get(f.ctx, id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want := amounts{me.max, me.reserved, me.actual, me.own, me.overrun}
-				if diff := cmp.Diff(want, nanoOf(e)); diff != "" || e.Status != me.status || e.ParentID != me.parent {
-					t.Errorf("entry %s (-model +lua):\n%s status %s/%s", id, diff, me.status, e.Status)
-				}
-			}
+			luaAgrees(t, f.ctx, f.l, data)
 		})
+	}
+}
+
+// FuzzLuaAgreesWithModel fuzzes the Lua scripts themselves against the Go
+// model, on real Redis (each input in a namespace of its own, deleted
+// afterwards):
+//
+//	go test -run '^$' -fuzz FuzzLuaAgreesWithModel -fuzztime 60s ./ledger
+func FuzzLuaAgreesWithModel(f *testing.F) {
+	f.Add([]byte{20, 0, 1, 50, 0, 1, 1, 10, 1, 3, 1, 0, 0})
+	f.Add([]byte{1, 0, 2, 255, 7, 1, 2, 9, 9, 3, 2, 0, 0, 1, 2, 200, 3})
+	r := testenv.NewRedis(f)
+	var n atomic.Int64
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ks := keyspace.New(fmt.Sprintf("%s-%d", r.Namespace, n.Add(1)))
+		ctx := context.Background()
+		defer func() {
+			keys, _ := r.Client.Keys(ctx, ks.Prefix()+"*").Result()
+			if len(keys) > 0 {
+				r.Client.Del(ctx, keys...)
+			}
+		}()
+		luaAgrees(t, ctx, New(r.Client, ks), data)
+	})
+}
+
+// readCorpusBytes reads a `go test fuzz v1` file holding one []byte.
+func readCorpusBytes(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 || lines[0] != "go test fuzz v1" || !strings.HasPrefix(lines[1], "[]byte(") || !strings.HasSuffix(lines[1], ")") {
+		t.Fatalf("%s: not a go fuzz corpus file with one []byte", path)
+	}
+	s, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")"))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return []byte(s)
+}
+
+// luaAgrees replays decoded ops on l (the Lua scripts) and on the model:
+// every op must end in the same outcome class, and afterwards, and again
+// once everything is released (children first), every entry must match.
+func luaAgrees(t testing.TB, ctx context.Context, l *Ledger, data []byte) {
+	t.Helper()
+	rootMax, ops := decodeOps(data)
+	m := newModel()
+	if err := m.register(nodeID(0), rootMax); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Register(ctx, nodeID(0), FromNano(rootMax)); err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range ops {
+		id := nodeID(o.node)
+		var merr, lerr error
+		switch o.kind {
+		case 0:
+			if o.node == 0 || o.node == o.parent {
+				continue
+			}
+			merr = m.reserve(id, nodeID(o.parent), o.amt)
+			lerr = l.Reserve(ctx, id, nodeID(o.parent), FromNano(o.amt))
+		case 1, 4:
+			merr = m.charge(id, o.key, o.amt, false)
+			_, lerr = l.Charge(ctx, id, o.key, FromNano(o.amt))
+		case 2:
+			e := m.e[id]
+			if e == nil {
+				continue
+			}
+			abs := e.own + e.overrun + o.amt/2
+			merr = m.charge(id, "", abs, true)
+			_, lerr = l.ReportActual(ctx, id, FromNano(abs))
+		case 3:
+			if m.e[id] == nil {
+				continue
+			}
+			anc := m.ancestorsOf(id)
+			merr = m.release(id, anc, "completed")
+			lerr = l.Release(ctx, id, anc, "completed")
+		}
+		if classify(merr) != classify(lerr) {
+			t.Fatalf("op %d %+v: model %v, lua %v", i, o, merr, lerr)
+		}
+	}
+	sameEntries(t, ctx, l, m, "after the ops")
+	for i := 15; i >= 0; i-- {
+		id := nodeID(i)
+		if e := m.e[id]; e != nil && e.status == StatusActive {
+			anc := m.ancestorsOf(id)
+			merr, lerr := m.release(id, anc, "completed"), l.Release(ctx, id, anc, "completed")
+			if classify(merr) != classify(lerr) {
+				t.Fatalf("final release %s: model %v, lua %v", id, merr, lerr)
+			}
+		}
+	}
+	sameEntries(t, ctx, l, m, "after releasing everything")
+}
+
+// sameEntries requires every model entry to equal the ledger's.
+func sameEntries(t testing.TB, ctx context.Context, l *Ledger, m *model, when string) {
+	t.Helper()
+	for id, me := range m.e {
+		e, err := l.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := amounts{me.max, me.reserved, me.actual, me.own, me.overrun}
+		if diff := cmp.Diff(want, nanoOf(e)); diff != "" || e.Status != me.status || e.ParentID != me.parent {
+			t.Errorf("%s: entry %s (-model +lua):\n%s status %s/%s", when, id, diff, me.status, e.Status)
+		}
 	}
 }
 
