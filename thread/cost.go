@@ -18,16 +18,18 @@ func (c Cost) Tokens() int {
 
 // CheckLimits returns a *LimitError for the first limit c has reached
 // (turns, tokens, spend, duration), or nil. It runs before each turn: a
-// thread that has used all its turns may not start another.
+// thread that has used all its turns may not start another. A limit of 0
+// allows nothing (see Limits): a thread with turns 0 stops before its first
+// turn.
 func (c Cost) CheckLimits(l Resolved) error {
 	switch {
-	case l.Turns > 0 && c.Turns >= l.Turns:
+	case c.Turns >= l.Turns:
 		return &LimitError{Code: CodeTurnsExceeded, Current: float64(c.Turns), Max: float64(l.Turns)}
-	case l.Tokens > 0 && c.Tokens() >= l.Tokens:
+	case c.Tokens() >= l.Tokens:
 		return &LimitError{Code: CodeTokensExceeded, Current: float64(c.Tokens()), Max: float64(l.Tokens)}
-	case l.Spend > 0 && c.Spend >= l.Spend:
+	case c.Spend >= l.Spend:
 		return &LimitError{Code: CodeSpendExceeded, Current: c.Spend, Max: l.Spend}
-	case l.Duration > 0 && c.ElapsedSeconds >= l.Duration:
+	case c.ElapsedSeconds >= l.Duration:
 		return &LimitError{Code: CodeDurationExceeded, Current: c.ElapsedSeconds, Max: l.Duration}
 	}
 	return nil

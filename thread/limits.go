@@ -45,6 +45,13 @@ func (e *LimitError) Is(target error) bool {
 
 // Limits bound a thread. A nil pointer field is "not set" at its layer;
 // Resolved limits have every field set.
+//
+// A limit's value is what it allows, and 0 allows nothing, for every limit
+// alike: turns 0 runs no turn, spend 0 reserves and may spend nothing
+// (the ledger's meaning), spawns 0 starts no child, depth 0 allows no
+// children below. There is no "unlimited" value: the merge takes min()
+// with the parent's limits, so a 0 anywhere up the tree caps everything
+// below it, as it says. Ask for a large number instead.
 type Limits struct {
 	Turns    *int     `json:"turns,omitempty" yaml:"turns,omitempty"`
 	Tokens   *int     `json:"tokens,omitempty" yaml:"tokens,omitempty"`

@@ -149,9 +149,23 @@ func TestCostCheckLimits(t *testing.T) {
 			t.Errorf("%s: got %v, want %s", tt.name, err, tt.code)
 		}
 	}
-	// Zero limits are "unlimited".
-	if err := (Cost{Turns: 1000, InputTokens: 1 << 30, Spend: 1e9}).CheckLimits(Resolved{}); err != nil {
-		t.Errorf("zero limits: %v", err)
+	// A zero limit allows nothing: a fresh thread stops before its first
+	// turn, each limit with its own code.
+	zero := Resolved{Turns: 0, Tokens: 100, Spend: 1, Duration: 60}
+	for _, tt := range []struct {
+		l    func(*Resolved)
+		code string
+	}{
+		{func(r *Resolved) {}, CodeTurnsExceeded},
+		{func(r *Resolved) { r.Turns, r.Tokens = 5, 0 }, CodeTokensExceeded},
+		{func(r *Resolved) { r.Turns, r.Spend = 5, 0 }, CodeSpendExceeded},
+		{func(r *Resolved) { r.Turns, r.Duration = 5, 0 }, CodeDurationExceeded},
+	} {
+		l := zero
+		tt.l(&l)
+		if err := (Cost{}).CheckLimits(l); !errors.Is(err, &LimitError{Code: tt.code}) {
+			t.Errorf("zero limit %+v: got %v, want %s", l, err, tt.code)
+		}
 	}
 }
 
