@@ -148,10 +148,21 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 	}
 
 	// Spawns (step 6) are counted only for new children, not for a
-	// continuation of an existing child.
+	// continuation of an existing child; a child that is then not started
+	// (its budget does not fit, its registration fails) gives its spawn
+	// back.
+	counted := false
 	if parent != nil && req.PreviousThreadID == "" {
 		if _, err := o.Registry.IncrSpawns(ctx, parent.ThreadID, parent.Limits.Spawns); err != nil {
 			return nil, err
+		}
+		counted = true
+	}
+	undoSpawn := func() {
+		if counted {
+			if err := o.Registry.UndoSpawn(context.WithoutCancel(ctx), parent.ThreadID); err != nil {
+				o.threadLog(parent.ThreadID).Warn("spawn not given back", "error", err)
+			}
 		}
 	}
 
@@ -166,6 +177,7 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 		err = o.Ledger.Register(ctx, id, limits.Spend)
 	}
 	if err != nil {
+		undoSpawn()
 		return nil, fmt.Errorf("reserve budget for %s: %w", id, err)
 	}
 
@@ -176,6 +188,7 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 			path = append([]string{parent.ThreadID}, parent.ParentLedgerPath()...)
 		}
 		_ = o.Ledger.Release(ctx, id, path, string(thread.StatusError))
+		undoSpawn()
 		return nil, err
 	}
 	if err := o.Enqueuer.Enqueue(ctx, queue.Activation{ThreadID: id, Reason: "start"}, 0, req.Queue); err != nil {

@@ -326,6 +326,16 @@ func (r *Registry) IncrSpawns(ctx context.Context, parent string, limit int) (in
 	return int(res[1]), nil
 }
 
+// UndoSpawn gives back a spawn counted by IncrSpawns for a child that was
+// then not started (its budget did not fit, its registration failed). The
+// counter never goes below zero.
+func (r *Registry) UndoSpawn(ctx context.Context, parent string) error {
+	if err := regUnspawnScript.Run(ctx, r.rdb, []string{r.ks.Spawns(parent)}).Err(); err != nil {
+		return fmt.Errorf("undo a spawn of %q: %w", parent, err)
+	}
+	return nil
+}
+
 // RequestCancel sets a thread's cancel flag and publishes "<id> cancel" on
 // the events channel. It does not change the status or the version: the
 // activation running the thread sees the flag (CancelRequested, or the

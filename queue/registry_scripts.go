@@ -182,6 +182,16 @@ if lim >= 0 and c >= lim then return {0, c} end
 return {1, redis.call('INCR', KEYS[1])}
 `)
 
+// regUnspawnScript decrements a parent's spawn counter, not below zero.
+//
+// KEYS[1] spawns counter of the parent
+// Returns the new count.
+var regUnspawnScript = redis.NewScript(`
+local c = tonumber(redis.call('GET', KEYS[1]) or '0')
+if c <= 0 then return 0 end
+return redis.call('DECR', KEYS[1])
+`)
+
 // regCancelScript sets a thread's cancel flag and publishes "<id> cancel".
 // The version is not bumped: a cancel request must not break the running
 // activation's lease; the activation sees the flag and stops itself.

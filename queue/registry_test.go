@@ -517,6 +517,22 @@ func TestSpawns(t *testing.T) {
 	if _, err := f.reg.IncrSpawns(f.ctx, "z", 0); err == nil {
 		t.Fatal("limit 0 allowed a spawn")
 	}
+	// A spawn given back (the child was not started) can be used again.
+	if err := f.reg.UndoSpawn(f.ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.reg.IncrSpawns(f.ctx, "p", limit); err != nil || n != limit {
+		t.Fatalf("after undo: %d %v", n, err)
+	}
+	if _, err := f.reg.IncrSpawns(f.ctx, "p", limit); err == nil {
+		t.Fatal("limit passed after undo")
+	}
+	if err := f.reg.UndoSpawn(f.ctx, "none"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := f.r.Client.Get(f.ctx, f.ks.Spawns("none")).Int(); n != 0 {
+		t.Fatalf("undo below zero: %d", n)
+	}
 }
 
 func TestCancelFlag(t *testing.T) {
