@@ -222,8 +222,7 @@ func TestDeepTreeOnConcurrencyTwo(t *testing.T) {
 func TestCancelCascadesAcrossWorkers(t *testing.T) {
 	t.Parallel()
 	e := spooltest.New(t, spooltest.Options{Files: coordProject()})
-	e.StartWorker("--concurrency", "2")
-	e.StartWorker("--concurrency", "2")
+	workers := []*spooltest.Proc{e.StartWorker("--concurrency", "2"), e.StartWorker("--concurrency", "2")}
 	start := e.Spool("thread", "run", "t/boss", "--model", "script:scripts/slow.yaml", "--json")
 	require.Equal(t, 0, start.Code, start.Stderr)
 	var boss queue.Record
@@ -263,6 +262,9 @@ func TestCancelCascadesAcrossWorkers(t *testing.T) {
 	entry, err := e.Orch.Ledger.Get(t.Context(), boss.ThreadID)
 	require.NoError(t, err)
 	require.InDelta(t, 0, entry.Reserved, 1e-12, "cancelled children returned their reservations")
+	for _, w := range workers {
+		require.NotContains(t, w.Log(), "activation failed", "each activation recorded its cancel itself")
+	}
 }
 
 const handoffScript = `context_window: 2000
@@ -318,6 +320,7 @@ func TestHandoffChainAndResume(t *testing.T) {
 	tr := e.Spool("thread", "transcript", root, "--format", "jsonl")
 	require.Equal(t, 0, tr.Code, tr.Stderr)
 	require.Contains(t, tr.Stdout, `"event_type":"thread_handoff"`)
+	require.Contains(t, tr.Stdout, `"trailing_turns":3`, "the prompt, the tool call and its result fit the default ceiling")
 
 	// Search runs over the whole chain.
 	s := e.Spool("thread", "search", root, "--query", "written by continuation [01]", "--json")

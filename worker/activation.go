@@ -46,6 +46,11 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	defer cancel(nil)
 	defer w.track(act.ThreadID, cancel)()
 
+	// The heartbeat runs until the session returns, not until actx ends:
+	// a cancel request cancels actx, and the lease must hold while the
+	// session finalizes the cancelled thread on a detached context.
+	hbctx, stopHB := context.WithCancel(ctx)
+	defer stopHB()
 	hbDone := make(chan struct{})
 	go func() {
 		defer close(hbDone)
@@ -53,10 +58,10 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 		defer tick.Stop()
 		for {
 			select {
-			case <-actx.Done():
+			case <-hbctx.Done():
 				return
 			case <-tick.C:
-				err := w.o.Activations.Heartbeat(actx, act.ThreadID, token, ttl)
+				err := w.o.Activations.Heartbeat(hbctx, act.ThreadID, token, ttl)
 				if errors.Is(err, queue.ErrLeaseLost) {
 					cancel(errLeaseLost)
 					return
@@ -67,6 +72,7 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 
 	s := &session{w: w, o: w.o, claim: claim, act: act, log: log}
 	err = s.run(actx)
+	stopHB()
 	cancel(nil)
 	<-hbDone
 	// A clean end releases the lease so the next activation can claim at
@@ -89,6 +95,9 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	case errors.Is(err, errLeaseLost), errors.Is(err, queue.ErrConflict), errors.Is(err, transcript.ErrSegmentExists):
 		log.Warn("activation stopped: another activation owns the thread", "error", err)
 		return nil
+	case errors.Is(err, errCancelledLoading):
+		log.Info("activation handed back: cancel requested while the thread loaded", "error", err)
+		return err
 	case errors.Is(err, errDraining):
 		log.Info("activation handed back for shutdown")
 		return err

@@ -62,6 +62,14 @@ func (s *session) dispatch(ctx context.Context, call thread.ToolCall) error {
 	}
 	res, err := tool.Run(ctx, s.toolEnv, call.Input)
 	if err != nil {
+		if cancelRequested(ctx) {
+			// The request stopped the tool (its process group is
+			// killed): the call is answered, so the transcript stays a
+			// valid conversation for a resume, and the thread ends.
+			s.toolResult(call.ID, id, "cancelled: the thread was cancelled while this tool ran", true, "")
+			s.decideCancelled("cancelled during tool " + id)
+			return nil
+		}
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}

@@ -21,7 +21,17 @@
 //	│    ▼
 //	│   after_step hooks; waiting on children? ──▶ suspend (status waiting) and return
 //	│    ▼
-//	└── context window full? ──yes──▶ handoff to a continuation thread
+//	└── context window full? ──yes──▶ after_complete hooks, then handoff
+//	                                  to a continuation thread
+//
+// Cancellation. A cancel request cancels the activation's context (cause
+// errCancelRequested), which stops a model call or a tool at once. Wherever
+// the request lands (the model call, a tool, a hook, a checkpoint between
+// turns) the activation itself decides the thread cancelled and finalizes
+// it on a context detached from the cancel, bounded by
+// cancelFinalizeTimeout, while its heartbeat keeps the lease: the thread
+// does not wait for the lease to lapse and a recovering worker to find the
+// cancel flag. An outcome or a handoff already durable stands.
 //
 // Crash safety. The registry version is the fence: every checkpoint commits
 // "expected version = V" before it writes its segment, so a worker whose

@@ -9,6 +9,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/hooks"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
@@ -43,16 +44,53 @@ func (s *session) contextFull() bool {
 	return ratio >= s.proj.Coordination.TriggerThreshold
 }
 
-// handoff decides the continuation (durably, in a checkpoint), then
-// completes it.
+// handoff runs the thread's after_complete hooks, decides the
+// continuation, makes both durable in one checkpoint, then completes the
+// handoff. The hooks run before the continuation exists (spec:
+// "after_complete fires" in the old thread, then "handoff_thread() runs"),
+// so that what they write, such as a summary, is there when the
+// continuation's thread_continued hooks load it.
 func (s *session) handoff(ctx context.Context) error {
-	s.st.Handoff = thread.NewID(s.rec.Directive, s.o.Now())
-	s.emit(transcript.TypeThreadHandoff, map[string]any{"new_thread_id": s.st.Handoff, "turns": s.st.Turn,
+	newID := thread.NewID(s.rec.Directive, s.o.Now())
+	s.afterCompleteHandoff(ctx, newID)
+	if cancelRequested(ctx) {
+		// The request came while the hooks ran: no continuation starts.
+		s.decideCancelled("cancelled during the handoff")
+		return s.finalize(ctx)
+	}
+	s.st.Handoff = newID
+	// The continuation builds its trailing messages from this thread's
+	// transcript, which holds these same messages.
+	trailing, kept := trailingMessages(closeToolCalls(s.msgs), s.proj.Coordination.ResumeCeilingTokens)
+	trailingTokens := 0
+	for _, m := range trailing[len(trailing)-kept:] {
+		trailingTokens += thread.EstimateMessageTokens(m)
+	}
+	s.emit(transcript.TypeThreadHandoff, map[string]any{"new_thread_id": newID, "turns": s.st.Turn,
+		"trailing_turns": kept, "trailing_tokens": trailingTokens,
 		"prompt_tokens": s.st.LastPromptTokens, "context_window": s.prov.ContextWindow(s.rec.Model)})
 	if err := s.checkpoint(ctx); err != nil {
+		if cancelRequested(ctx) {
+			// The checkpoint that would have decided the handoff did not
+			// land (a recovering worker would not see it either): the
+			// cancel wins, and stopCancelled ends the thread cancelled.
+			s.st.Handoff = ""
+		}
 		return err
 	}
 	return s.completeHandoff(ctx)
+}
+
+// afterCompleteHandoff runs the after_complete hooks of a thread that is
+// handing off to newID and marks them run; the caller's checkpoint makes
+// that durable. A worker that dies between the hooks and that checkpoint
+// runs them again (at least once, like the tools of an interrupted turn).
+func (s *session) afterCompleteHandoff(ctx context.Context, newID string) {
+	s.runHooks(ctx, hooks.EventAfterComplete, map[string]any{
+		"thread_id": s.id(), "cost": toMap(s.st.Cost), "status": string(thread.StatusContinued), "project_path": ".",
+		"continuation_thread_id": newID,
+	})
+	s.st.AfterComplete = true
 }
 
 // completeHandoff runs the spec's phases 2-5 for a decided handoff; every
@@ -61,6 +99,14 @@ func (s *session) handoff(ctx context.Context) error {
 // continuation with what the chain has left.
 func (s *session) completeHandoff(ctx context.Context) error {
 	newID := s.st.Handoff
+	if !s.st.AfterComplete {
+		// Decided by a worker that checkpointed the handoff without the
+		// hooks: they still run before the continuation starts.
+		s.afterCompleteHandoff(ctx, newID)
+		if err := s.checkpoint(ctx); err != nil {
+			return err
+		}
+	}
 	if err := s.o.Ledger.Release(ctx, s.id(), s.rec.ParentLedgerPath(), string(thread.StatusContinued)); err != nil {
 		return err
 	}
@@ -107,7 +153,7 @@ func (s *session) continuationSeed(ctx context.Context) ([]thread.Message, error
 	if s.rec.ContinuationKind == orchestrator.KindResume {
 		return append(msgs, thread.Message{Role: thread.RoleUser, Content: s.rec.ContinuationMessage}), nil
 	}
-	trailing := trailingMessages(msgs, s.proj.Coordination.ResumeCeilingTokens)
+	trailing, _ := trailingMessages(msgs, s.proj.Coordination.ResumeCeilingTokens)
 	return append(trailing, thread.Message{Role: thread.RoleUser, Content: s.seedText()}), nil
 }
 
@@ -129,12 +175,35 @@ func (s *session) seedText() string {
 	return continueMessage
 }
 
-// trailingMessages fills the resume ceiling with the most recent messages
-// (spec phase 1), trimmed to start with a user message; at least the last
-// message is kept.
-func trailingMessages(msgs []thread.Message, ceiling int) []thread.Message {
+// omittedTurnsNote opens a continuation's trailing messages when they
+// would start with an assistant turn: providers want a user message first,
+// and the model learns why the conversation starts mid-way.
+const omittedTurnsNote = "[Earlier turns of the previous thread were omitted to fit the context window; its most recent turns follow.]"
+
+// trailingMessages fills the resume ceiling with the most recent messages,
+// newest first (spec phase 1), at least the last message, and returns them
+// with how many came from msgs (the handoff's trailing_turns). msgs must
+// have every tool call answered (closeToolCalls).
+//
+// The spec trims the window to start with a user message. In an agent loop
+// the only user message is often the directive's prompt, far back (tool
+// results are tool messages), so trimming to it would keep almost nothing.
+// The window is kept and made a valid start instead:
+//   - leading tool results are dropped: a result follows its call, so a
+//     result at the start of the window answers a call outside it, which
+//     every provider rejects;
+//   - when only such results are left (the last message is a tool result
+//     and the ceiling is smaller than its group), the window reaches back
+//     to the assistant message that made the calls, so the last message is
+//     kept, with its call;
+//   - a window that then starts with an assistant message gets
+//     omittedTurnsNote before it, as a user message.
+//
+// Every tool call/result pair in the window stays whole: a window is a
+// suffix, so an assistant message in it is followed by all its results.
+func trailingMessages(msgs []thread.Message, ceiling int) ([]thread.Message, int) {
 	if len(msgs) == 0 {
-		return nil
+		return nil, 0
 	}
 	start, used := len(msgs), 0
 	for i := len(msgs) - 1; i >= 0; i-- {
@@ -148,18 +217,28 @@ func trailingMessages(msgs []thread.Message, ceiling int) []thread.Message {
 	if start == len(msgs) {
 		start = len(msgs) - 1
 	}
-	for i := start; i < len(msgs); i++ {
-		if msgs[i].Role == thread.RoleUser {
-			return append([]thread.Message(nil), msgs[i:]...)
+	first := start
+	for first < len(msgs) && msgs[first].Role == thread.RoleTool {
+		first++
+	}
+	if first == len(msgs) {
+		first = start
+		for first > 0 && msgs[first].Role == thread.RoleTool {
+			first--
 		}
 	}
-	// No user message in the window: keep the last message, as a user
-	// message if it was a tool result (providers need a user turn first).
-	last := msgs[len(msgs)-1]
-	if last.Role != thread.RoleUser {
-		last = thread.Message{Role: thread.RoleUser, Content: fmt.Sprintf("[%s] %s", last.Role, last.Content)}
+	window := msgs[first:]
+	if window[0].Role == thread.RoleTool {
+		// Results without any call before them: not a conversation a
+		// provider takes; keep the last one's text as a user message.
+		last := msgs[len(msgs)-1]
+		return []thread.Message{{Role: thread.RoleUser, Content: fmt.Sprintf("[%s] %s", last.Role, last.Content)}}, 1
 	}
-	return []thread.Message{last}
+	out := make([]thread.Message, 0, len(window)+1)
+	if window[0].Role != thread.RoleUser {
+		out = append(out, thread.Message{Role: thread.RoleUser, Content: omittedTurnsNote})
+	}
+	return append(out, window...), len(window)
 }
 
 // closeToolCalls answers assistant tool calls that have no tool result (the

@@ -32,6 +32,11 @@ func (s *session) loop(ctx context.Context) error {
 		if err := s.afterResponse(ctx, resp); err != nil {
 			return err
 		}
+		if s.st.Final == nil && cancelRequested(ctx) {
+			// The request came while the tools ran, after the last one
+			// that looked at ctx: the turn is recorded, no other starts.
+			s.decideCancelled("cancelled during the tool calls")
+		}
 		if s.st.Final != nil {
 			return s.finalize(ctx)
 		}
@@ -39,6 +44,11 @@ func (s *session) loop(ctx context.Context) error {
 			return err
 		}
 		s.runHooks(ctx, hooks.EventAfterStep, map[string]any{"thread_id": s.id(), "cost": toMap(s.st.Cost), "turn": s.st.Turn})
+		if cancelRequested(ctx) {
+			// Between turns: the thread neither waits nor hands off.
+			s.decideCancelled("cancelled by request")
+			return s.finalize(ctx)
+		}
 		if len(s.st.Pending) > 0 {
 			done, err := s.resolvePending(ctx)
 			if err != nil || !done {
@@ -53,12 +63,18 @@ func (s *session) loop(ctx context.Context) error {
 
 // checkBeforeTurn checks cancellation and limits (spec runner steps 1-2).
 func (s *session) checkBeforeTurn(ctx context.Context) (bool, error) {
+	if cancelRequested(ctx) {
+		// The request reached this activation while no model call ran;
+		// the flag is set, and ctx could not read it anyway.
+		s.decideCancelled("cancelled by request")
+		return true, s.finalize(ctx)
+	}
 	cancelled, err := s.o.Registry.CancelRequested(ctx, s.id())
 	if err != nil {
 		return false, err
 	}
 	if cancelled {
-		s.decide(thread.StatusCancelled, "", nil, &queue.ErrorInfo{Code: "cancelled", Message: "cancelled by request"})
+		s.decideCancelled("cancelled by request")
 		return true, s.finalize(ctx)
 	}
 	s.st.Cost.ElapsedSeconds = s.elapsed()
@@ -118,8 +134,8 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 			return resp, nil
 		}
 		if cause := context.Cause(ctx); cause != nil {
-			if errors.Is(cause, errCancelRequested) {
-				s.decide(thread.StatusCancelled, "", nil, &queue.ErrorInfo{Code: "cancelled", Message: "cancelled during the model call"})
+			if cancelRequested(ctx) {
+				s.decideCancelled("cancelled during the model call")
 				return nil, nil
 			}
 			return nil, cause
@@ -137,8 +153,8 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 		s.log.Info("model call failed; retrying", "class", pe.Class, "attempt", attempt+1, "delay", dec.Delay)
 		select {
 		case <-ctx.Done():
-			if errors.Is(context.Cause(ctx), errCancelRequested) {
-				s.decide(thread.StatusCancelled, "", nil, &queue.ErrorInfo{Code: "cancelled", Message: "cancelled while waiting to retry"})
+			if cancelRequested(ctx) {
+				s.decideCancelled("cancelled while waiting to retry")
 				return nil, nil
 			}
 			return nil, context.Cause(ctx)
@@ -150,11 +166,9 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 // afterResponse records the response, tracks cost and dispatches tool
 // calls (spec runner steps 4-7).
 func (s *session) afterResponse(ctx context.Context, resp *provider.Response) error {
-	spend, err := s.prov.Cost(s.rec.Model, resp.Usage)
-	if err != nil {
-		s.decide(thread.StatusError, "", nil, &queue.ErrorInfo{Code: "pricing_error", Message: err.Error()})
-		return nil
-	}
+	// load refused a model without a price; should pricing still fail,
+	// the call's tokens and answer are recorded before the thread fails.
+	spend, priceErr := s.prov.Cost(s.rec.Model, resp.Usage)
 	s.st.Turn++
 	s.st.Cost.Turns++
 	s.st.Cost.InputTokens += resp.Usage.InputTokens
@@ -175,6 +189,10 @@ func (s *session) afterResponse(ctx context.Context, resp *provider.Response) er
 			CacheReadTokens: resp.Usage.CacheReadTokens, CacheWriteTokens: resp.Usage.CacheWriteTokens},
 		StopReason: resp.StopReason,
 	})
+	if priceErr != nil {
+		s.decide(thread.StatusError, "", nil, &queue.ErrorInfo{Code: "pricing_error", Message: priceErr.Error()})
+		return nil
+	}
 
 	if len(resp.ToolCalls) == 0 {
 		if len(s.dir.Outputs.Fields) > 0 && !s.st.Nudged {
@@ -188,10 +206,17 @@ func (s *session) afterResponse(ctx context.Context, resp *provider.Response) er
 	}
 	for _, call := range resp.ToolCalls {
 		if err := s.dispatch(ctx, call); err != nil {
-			return err
+			if !cancelRequested(ctx) {
+				return err
+			}
+			// A tool's store write or spawn saw the cancelled context.
+			s.decideCancelled("cancelled during the tool calls")
 		}
 		if s.st.Final != nil {
 			break
+		}
+		if cancelRequested(ctx) {
+			break // the loop decides; the remaining calls do not run
 		}
 	}
 	return nil
@@ -215,6 +240,10 @@ func (s *session) lastAssistantText() string {
 // final transcript segment, then the orchestrator's Finalize (ledger,
 // registry, thread.json, waiters, child policy), then after_complete hooks.
 func (s *session) finalize(ctx context.Context) error {
+	// A cancel request that ended the thread also cancelled ctx; what
+	// follows records the end and must not fail for it.
+	ctx, cancel := detachCancel(ctx)
+	defer cancel()
 	f := s.st.Final
 	s.st.Cost.ElapsedSeconds = s.elapsed()
 	if !s.finalDurable {
@@ -236,8 +265,10 @@ func (s *session) finalize(ctx context.Context) error {
 		return err
 	}
 	s.w.metrics.finished(s.rec.Directive, string(f.Status))
-	s.runHooks(context.WithoutCancel(ctx), hooks.EventAfterComplete, map[string]any{
-		"thread_id": s.id(), "cost": toMap(s.st.Cost), "status": string(f.Status), "project_path": ".",
-	})
+	if !s.st.AfterComplete { // a handoff ran them already
+		s.runHooks(context.WithoutCancel(ctx), hooks.EventAfterComplete, map[string]any{
+			"thread_id": s.id(), "cost": toMap(s.st.Cost), "status": string(f.Status), "project_path": ".",
+		})
+	}
 	return nil
 }

@@ -43,6 +43,12 @@ type state struct {
 	Final *final `json:"final,omitempty"`
 	// Handoff is set once a handoff is decided: the continuation's id.
 	Handoff string `json:"handoff,omitempty"`
+	// AfterComplete is set once the thread's after_complete hooks ran. A
+	// handoff runs them before it starts the continuation (so that what
+	// they produce, a summary, is there for the continuation's
+	// thread_continued hooks) and checkpoints this with the handoff, so a
+	// retried handoff does not run them again; finalize then skips them.
+	AfterComplete bool `json:"after_complete,omitempty"`
 }
 
 // pending is a tool call waiting on threads: a synchronous spawn, or a
@@ -108,13 +114,27 @@ func (s *session) id() string { return s.rec.ThreadID }
 // or stopped.
 func (s *session) run(ctx context.Context) error {
 	defer s.side.Wait()
-	if err := s.load(ctx); err != nil {
-		return err
+	if err := s.load(ctx); err != nil || s.st.Final != nil {
+		// nil: load failed the thread (failNow) and finalized it.
+		return handBackOnCancel(ctx, err)
 	}
 	fresh, err := s.restore(ctx)
 	if err != nil {
-		return err
+		return handBackOnCancel(ctx, err)
 	}
+	err = s.proceed(ctx, fresh)
+	if err != nil && cancelRequested(ctx) {
+		// The request reached the activation where nothing decides on it
+		// (a checkpoint, a hook, a wait): the call that saw the cancelled
+		// context failed, but the thread is cancelled, not failed.
+		return s.stopCancelled(ctx, err)
+	}
+	return err
+}
+
+// proceed runs a loaded and restored thread: begins it when fresh, then
+// finishes what its last checkpoint decided, or runs the turn loop.
+func (s *session) proceed(ctx context.Context, fresh bool) error {
 	if fresh {
 		if err := s.begin(ctx); err != nil {
 			return s.failOnPermanent(ctx, err)
@@ -161,6 +181,12 @@ func (s *session) load(ctx context.Context) error {
 	}
 	if s.prov, err = provider.New(rec.Model, pc); err != nil {
 		return s.failNow(ctx, "model_error", err.Error())
+	}
+	// A model without a price would fail the thread only after its first
+	// call, whose spend could then not be charged: refuse it before any
+	// call. Pricing zero usage costs nothing and looks the model up.
+	if _, err := s.prov.Cost(rec.Model, provider.Usage{}); err != nil {
+		return s.failNow(ctx, "pricing_error", err.Error())
 	}
 	s.hooks = hooks.Merge(s.proj.UserHooks, s.dir.Hooks, hooks.Builtin(s.proj.Resilience.Retry), s.proj.ProjectHooks, nil)
 	s.dispatcher = hooks.NewDispatcher(s.hooks)
@@ -405,6 +431,11 @@ func (s *session) writeCapabilities(ctx context.Context) error {
 // runHooks runs the hooks of an event and returns the context text their
 // load actions produced.
 func (s *session) runHooks(ctx context.Context, event string, evctx map[string]any) string {
+	if s.dispatcher == nil {
+		// The thread failed in load (failNow) before its hooks and tools
+		// were loaded: it runs none.
+		return ""
+	}
 	outs, err := s.dispatcher.Run(ctx, event, evctx, s)
 	if err != nil {
 		s.log.Warn("hooks failed", "event", event, "error", err)

@@ -242,8 +242,6 @@ func (w *Worker) listenCancels(ctx context.Context, sub *queue.Subscription) {
 	}
 }
 
-var errCancelRequested = errors.New("cancel requested")
-
 func (w *Worker) track(id string, c context.CancelCauseFunc) func() {
 	w.mu.Lock()
 	w.running[id] = c
