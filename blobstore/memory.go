@@ -4,17 +4,19 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 )
 
 // Memory is an in-process Store for tests and the embedded mode's
-// throw-away runs. It keeps everything in a map.
+// throw-away runs. It keeps everything in a map, with the keys also in a
+// sorted slice so that List costs the size of its answer, not of the store.
 type Memory struct {
 	mu   sync.RWMutex
 	objs map[string]memObj
+	keys []string // sorted
 }
 
 type memObj struct {
@@ -32,9 +34,18 @@ func (m *Memory) Put(ctx context.Context, key string, data []byte) error {
 		return err
 	}
 	m.mu.Lock()
-	m.objs[key] = memObj{data: append([]byte(nil), data...), mod: time.Now()}
+	m.set(key, data)
 	m.mu.Unlock()
 	return nil
+}
+
+// set stores data at key; m.mu is held.
+func (m *Memory) set(key string, data []byte) {
+	if _, ok := m.objs[key]; !ok {
+		i, _ := slices.BinarySearch(m.keys, key)
+		m.keys = slices.Insert(m.keys, i, key)
+	}
+	m.objs[key] = memObj{data: append([]byte(nil), data...), mod: time.Now()}
 }
 
 func (m *Memory) PutIfAbsent(ctx context.Context, key string, data []byte) error {
@@ -46,7 +57,7 @@ func (m *Memory) PutIfAbsent(ctx context.Context, key string, data []byte) error
 	if _, ok := m.objs[key]; ok {
 		return ErrExists
 	}
-	m.objs[key] = memObj{data: append([]byte(nil), data...), mod: time.Now()}
+	m.set(key, data)
 	return nil
 }
 
@@ -83,14 +94,12 @@ func info(key string, o memObj) Info {
 
 func (m *Memory) List(ctx context.Context, prefix string) ([]Info, error) {
 	m.mu.RLock()
+	defer m.mu.RUnlock()
 	var out []Info
-	for k, o := range m.objs {
-		if strings.HasPrefix(k, prefix) {
-			out = append(out, info(k, o))
-		}
+	i, _ := slices.BinarySearch(m.keys, prefix)
+	for ; i < len(m.keys) && strings.HasPrefix(m.keys[i], prefix); i++ {
+		out = append(out, info(m.keys[i], m.objs[m.keys[i]]))
 	}
-	m.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out, nil
 }
 
@@ -99,7 +108,11 @@ func (m *Memory) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	m.mu.Lock()
-	delete(m.objs, key)
+	if _, ok := m.objs[key]; ok {
+		delete(m.objs, key)
+		i, _ := slices.BinarySearch(m.keys, key)
+		m.keys = slices.Delete(m.keys, i, i+1)
+	}
 	m.mu.Unlock()
 	return nil
 }

@@ -3,11 +3,13 @@ package provider
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
 	"unicode/utf8"
@@ -123,7 +125,57 @@ func NewScripted(path string, readFile func(string) ([]byte, error)) (*Scripted,
 	if err != nil {
 		return nil, fmt.Errorf("script %q: %w", path, err)
 	}
-	return ParseScript(path, data)
+	key := scriptKey{path, sha256.Sum256(data)}
+	if s := parsedScripts.get(key); s != nil {
+		return s, nil
+	}
+	s, err := ParseScript(path, data)
+	if err != nil {
+		return nil, err
+	}
+	parsedScripts.put(key, s)
+	return s, nil
+}
+
+// parsedScripts caches parsed scripts by path and content: a worker builds
+// a provider for every activation, and a Scripted is immutable once parsed
+// (text/template executes concurrently), so activations of one script share
+// one parse.
+var parsedScripts = &scriptCache{m: map[scriptKey]*Scripted{}}
+
+type scriptKey struct {
+	path string
+	sum  [sha256.Size]byte
+}
+
+// scriptCache is a small map that forgets its oldest entry past
+// maxParsedScripts.
+type scriptCache struct {
+	mu    sync.Mutex
+	m     map[scriptKey]*Scripted
+	order []scriptKey
+}
+
+const maxParsedScripts = 64
+
+func (c *scriptCache) get(k scriptKey) *Scripted {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[k]
+}
+
+func (c *scriptCache) put(k scriptKey, s *Scripted) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[k]; ok {
+		return
+	}
+	if len(c.order) >= maxParsedScripts {
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.m[k] = s
+	c.order = append(c.order, k)
 }
 
 // ParseScript parses a script; name appears in every error.

@@ -368,3 +368,34 @@ func FuzzParseScript(f *testing.F) {
 		}
 	})
 }
+
+// TestScriptParsedOnce: activations of one script share one parse; a
+// changed file is parsed anew.
+func TestScriptParsedOnce(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{"s.yaml": "directives:\n  \"*\":\n    - text: one\n"}
+	read := func(p string) ([]byte, error) { return []byte(files[p]), nil }
+	a, err := NewScripted("s.yaml", read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewScripted("s.yaml", read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Fatal("the same script was parsed twice")
+	}
+	files["s.yaml"] = "directives:\n  \"*\":\n    - text: two\n"
+	c, err := NewScripted("s.yaml", read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c == a {
+		t.Fatal("a changed script came from the cache")
+	}
+	resp, err := c.Complete(t.Context(), &Request{Thread: ThreadInfo{Directive: "x", Turn: 1}}, nil)
+	if err != nil || resp.Text != "two" {
+		t.Fatalf("changed script played %+v, %v", resp, err)
+	}
+}
