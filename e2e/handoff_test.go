@@ -86,7 +86,8 @@ func hooksFired(events []map[string]any, event string) []string {
 	var out []string
 	for _, ev := range eventsOf(events, "hook_fired") {
 		if p := payload(ev); p["event"] == event {
-			out = append(out, fmt.Sprintf("%s: %v", p["hook_id"], p["error"]))
+			errText, _ := p["error"].(string) // left out when the hook succeeded
+			out = append(out, fmt.Sprintf("%s: %s", p["hook_id"], errText))
 		}
 	}
 	return out
@@ -101,7 +102,7 @@ func TestHandoffCarriesTrailingTurnsAndSummary(t *testing.T) {
 	t.Parallel()
 	files := map[string]string{
 		".ai/directives/t/summed.md": directiveWithHooks("summed", `turns="5" spend="1.0"`,
-			fsPerms+`<execute><tool>t/slow_summary</tool></execute>`, summedHooks,
+			fsPerms+`<execute><tool>t/slow_summary</tool></execute><load><knowledge>notes/*</knowledge></load>`, summedHooks,
 			`<input name="tag" type="string" required="true">notes to load</input>`),
 		".ai/tools/t/slow_summary.sh":        "#!/bin/sh\nsleep 2\necho '{\"output\": \"summarized\"}'\n",
 		".ai/knowledge/notes/blue.md":        "NOTES-FOR-BLUE: the palette is blue.\n",
@@ -125,6 +126,11 @@ func TestHandoffCarriesTrailingTurnsAndSummary(t *testing.T) {
 	require.Len(t, handoffs, 1)
 	require.Equal(t, b, payload(handoffs[0])["new_thread_id"])
 	require.EqualValues(t, 2, payload(handoffs[0])["trailing_turns"], "the second turn's call and its result")
+	// B records what it continues and how many of A's messages it carries.
+	continued := eventsOf(bEvents, "thread_continued")
+	require.Len(t, continued, 1)
+	require.Equal(t, a, payload(continued[0])["previous_thread_id"])
+	require.EqualValues(t, 2, payload(continued[0])["reconstructed_turns"])
 
 	// B opens with A's last turn, after a note that earlier turns were
 	// omitted, then the continuation seed with the notes hook's context.

@@ -12,9 +12,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/tools"
 )
 
 // directive renders a directive file.
@@ -118,8 +120,8 @@ func TestWorkerEndToEnd(t *testing.T) {
 		require.Contains(t, rec.Result, "permission denied")
 		require.Contains(t, rec.Result, "rye.execute.tool.rye.file-system.fs_write")
 		// Nothing was written.
-		_, err := e.Store.Get(t.Context(), "workspaces/"+rec.ThreadID+"/files/x.txt")
-		require.Error(t, err)
+		_, err := e.Store.Get(t.Context(), tools.WorkspaceKey(rec.ThreadID, "x.txt"))
+		require.ErrorIs(t, err, blobstore.ErrNotFound)
 	})
 
 	limits := []struct {

@@ -14,7 +14,9 @@
 //	after_complete    thread_id, cost, project_path, status
 //	error             error (message), classification (rate_limited | transient |
 //	                  permanent | cancelled | limit), retry_after (seconds, optional),
-//	                  attempt (1-based number of the attempt that failed), thread_id
+//	                  attempt (1-based number of the attempt that failed), thread_id,
+//	                  source (model: a model call failed; tool: a tool call ran and
+//	                  failed, with tool and call_id)
 //	limit             limit_code, current_value, current_max, thread_id
 //	directive_return  thread_id, outputs
 //
@@ -26,4 +28,17 @@
 // the builtin decision (the first such hook in layer order wins), so a
 // user, directive or project hook can "handle" a limit event with
 // primary: continue, or disable retries with primary: fail.
+//
+// Control actions decide failed model calls and exceeded limits only. A tool
+// call that fails fires the error event with source "tool" so that item
+// actions can react (record it, notify), but its result goes back to the
+// model as an error tool message (spec runner step 7), and no control hook,
+// builtin or not, turns it into a failed thread.
+//
+// Item actions run as the thread: the worker applies the thread's
+// capabilities to them as it does to the model's tool calls, so a hook
+// needs rye.execute.tool.<id> to execute a tool, rye.load.<type>.<id> to load
+// (or execute) a knowledge or directive item, and rye.search.<type>.<id> for
+// each item a search returns. A refused action is an error in its outcome
+// (and a hook_fired event's error); the thread runs on.
 package hooks

@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"time"
+	"unicode/utf8"
 
 	"github.com/spool-run/spool/thread"
 )
@@ -42,13 +43,40 @@ const (
 	ClassLimit       = "limit"
 )
 
-// ErrorContext builds an error event's context. retryAfter <= 0 is left out.
+// Sources of an error event, in its context's "source": a condition
+// {path: source, op: eq, value: tool} picks tool failures.
+const (
+	SourceModel = "model"
+	SourceTool  = "tool"
+)
+
+// ErrorContext builds the context of an error event for a failed model
+// call. retryAfter <= 0 is left out.
 func ErrorContext(threadID, message, classification string, attempt int, retryAfter time.Duration) map[string]any {
-	m := map[string]any{"thread_id": threadID, "error": message, "classification": classification, "attempt": attempt}
+	m := map[string]any{"thread_id": threadID, "error": message, "classification": classification, "attempt": attempt, "source": SourceModel}
 	if retryAfter > 0 {
 		m["retry_after"] = retryAfter.Seconds()
 	}
 	return m
+}
+
+// maxToolErrorBytes bounds a tool failure's message in the error context:
+// a tool's output can be large, and hooks interpolate it into params.
+const maxToolErrorBytes = 4 << 10
+
+// ToolErrorContext builds the context of an error event for a tool call
+// that ran and failed: the spec's error and classification, the tool and
+// the call id. The message is cut to maxToolErrorBytes.
+func ToolErrorContext(threadID, tool, callID, message, classification string) map[string]any {
+	if len(message) > maxToolErrorBytes {
+		cut := maxToolErrorBytes
+		for cut > 0 && !utf8.RuneStart(message[cut]) {
+			cut--
+		}
+		message = message[:cut] + "…"
+	}
+	return map[string]any{"thread_id": threadID, "error": message, "classification": classification, "attempt": 1,
+		"source": SourceTool, "tool": tool, "call_id": callID}
 }
 
 // LimitContext builds a limit event's context from a *thread.LimitError.

@@ -59,7 +59,7 @@ func storm(t *testing.T, f fixture, seed uint64, budget float64) {
 	rng := rand.New(rand.NewPCG(seed, 2))
 	parent := make([]int, n)
 	path := make([][]string, n) // ancestors, parent first
-	const rootKids = 20 // first-level threads, competing for the root
+	const rootKids = 20         // first-level threads, competing for the root
 	for i := 1; i < n; i++ {
 		parent[i] = rng.IntN(i)
 		if rng.IntN(3) == 0 { // keep some depth

@@ -245,9 +245,13 @@ func viewEvent(ev transcript.Event) eventView {
 		var p transcript.HookFired
 		_ = ev.Decode(&p)
 		v.Class, v.Title = "hook", "hook "+p.HookID
-		v.Meta = strings.Trim(p.Event+" · "+p.Action, " ·")
+		v.Meta = strings.Trim(p.Event+" · "+strings.TrimSpace(p.Action+" "+p.ItemType+" "+p.ItemID), " ·")
 		if len(p.Result) > 0 {
 			v.setText(compactJSON(p.Result, 2000))
+		}
+		if p.Error != "" {
+			v.Class, v.Title = "error", "hook "+p.HookID+" · error"
+			v.setText(p.Error)
 		}
 	case transcript.TypeDirectiveReturn:
 		var p struct {

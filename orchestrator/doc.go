@@ -26,4 +26,16 @@
 //     spawn call names none runs on its parent's model.
 //   - Children inherit their parent's bundle, so a whole tree sees the same
 //     bytes of the project as the thread that started it.
+//
+// Verification (VerifyThread). Before a thread's state is used (resume, a
+// handoff's continuation, `spool thread verify`), its signed thread.json
+// and capabilities.md are verified with the keyring and checked against
+// the registry (VerifyMetadata), and its transcript is read held to the
+// transcript marks the registry and thread.json recorded. thread.json and
+// capabilities.md are views written beside the turn loop, so a running
+// thread may lack them; a finished thread must have thread.json, which
+// Finalize writes with the final mark. What a view says may be older than
+// the registry (a view is written after its commit), never newer or
+// contrary. Strict mode fails on the first problem; lenient mode (the
+// project's transcript_integrity) reports problems as warnings.
 package orchestrator

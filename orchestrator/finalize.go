@@ -22,20 +22,37 @@ type Outcome struct {
 	Cost    thread.Cost
 	// ContinuationID links a continued thread to its continuation.
 	ContinuationID string
+	// Transcript is the mark of the thread's transcript with its final
+	// segment written (transcript.Writer.Mark): Finalize records it in
+	// the registry and thread.json. Nil when the caller wrote no final
+	// segment (a created or waiting thread that no worker holds):
+	// Finalize reads the transcript to find it.
+	Transcript *transcript.Mark
 }
 
 // Finalize ends a thread held at version, as the spec's step 14: release
 // its budget (cascading spend to every ancestor and returning the unused
-// reservation), commit status and result, write the signed thread.json,
-// wake the threads waiting on its chain, and cancel its unfinished children
-// as the project's child policy says (cascades). Every step is idempotent,
-// so a worker that recovers a half-finalized thread runs Finalize again.
+// reservation), commit status, result and the transcript's final mark,
+// write the signed thread.json, wake the threads waiting on its chain, and
+// cancel its unfinished children as the project's child policy says
+// (cascades). Every step is idempotent, so a worker that recovers a
+// half-finalized thread runs Finalize again.
+//
+// The commit comes after the thread's final segment, so the mark it
+// records is exact: from here on, deleting any segment of the thread fails
+// verification (VerifyThread).
 func (o *Orchestrator) Finalize(ctx context.Context, rec *queue.Record, version int64, out Outcome) error {
 	log := o.threadLog(rec.ThreadID)
+	if out.Transcript == nil {
+		out.Transcript = o.currentMark(ctx, rec)
+	}
 	if err := o.Ledger.Release(ctx, rec.ThreadID, rec.ParentLedgerPath(), string(out.Status)); err != nil {
 		return fmt.Errorf("release budget of %s: %w", rec.ThreadID, err)
 	}
 	ch := queue.Changes{Status: out.Status, Cost: &out.Cost, Error: out.Error}
+	if out.Transcript != nil {
+		ch.Transcript = RecordMark(*out.Transcript)
+	}
 	if out.ContinuationID != "" {
 		// Linking moves the thread to continued, under the same fence.
 		v, _, err := o.Registry.LinkContinuation(ctx, rec.ThreadID, out.ContinuationID)
@@ -83,7 +100,25 @@ func finalRecord(rec *queue.Record, version int64, out Outcome, now time.Time) *
 	if out.ContinuationID != "" {
 		f.ContinuationThreadID = out.ContinuationID
 	}
+	if m := out.Transcript; m != nil && m.Segments >= f.Transcript.Segments {
+		f.Transcript = *RecordMark(*m)
+	}
 	return &f
+}
+
+// currentMark reads the transcript of a thread that Finalize ends without
+// a worker (created or waiting: its last segment was written before the
+// registry heard of it), held to the registry's mark, and returns its
+// mark; nil, logged, when it does not read.
+func (o *Orchestrator) currentMark(ctx context.Context, rec *queue.Record) *transcript.Mark {
+	tr, err := transcript.ReadWith(ctx, o.Store, rec.ThreadID, o.Keyring,
+		transcript.ReadOptions{Mode: transcript.Strict, Marks: []transcript.Mark{RegistryMark(rec)}})
+	if err != nil {
+		o.threadLog(rec.ThreadID).Warn("transcript mark not updated: the transcript does not read", "error", err)
+		return nil
+	}
+	m := tr.Mark()
+	return &m
 }
 
 // wakeWaiters re-enqueues the threads for which the chain rooted at root was

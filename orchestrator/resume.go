@@ -56,11 +56,14 @@ func (o *Orchestrator) Resume(ctx context.Context, id, message string) (*ResumeR
 	if err != nil {
 		return nil, err
 	}
-	tr, err := transcript.Read(ctx, o.Store, resolved, o.Keyring, proj.IntegrityMode())
+	v, err := o.VerifyThread(ctx, resolved, proj.IntegrityMode())
 	if err != nil {
 		return nil, fmt.Errorf("resume %s: %w", resolved, err)
 	}
-	msgs, err := transcript.Reconstruct(tr.Events)
+	for _, w := range v.Warnings {
+		o.threadLog(resolved).Warn("resuming despite an integrity problem (transcript_integrity: lenient)", "warning", w)
+	}
+	msgs, err := transcript.Reconstruct(v.Transcript.Events)
 	if err != nil {
 		return nil, fmt.Errorf("resume %s: %w", resolved, err)
 	}
@@ -97,9 +100,16 @@ func (o *Orchestrator) Resume(ctx context.Context, id, message string) (*ResumeR
 }
 
 // logEvent appends one event to a finished thread's transcript as a new
-// signed segment.
+// signed segment, then raises the registry's transcript mark to it and
+// rewrites thread.json. A crash between the segment and the mark leaves
+// the mark one segment behind, which verifies (a mark is a lower bound);
+// the registry's mark only rises, so concurrent calls cannot lower it.
 func (o *Orchestrator) logEvent(ctx context.Context, id, typ string, payload any) error {
-	w, err := transcript.OpenWriter(ctx, o.Store, id, o.Signer, o.Keyring)
+	rec, err := o.Registry.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	w, err := transcript.OpenWriter(ctx, o.Store, id, o.Signer, o.Keyring, RegistryMark(rec))
 	if err != nil {
 		return err
 	}
@@ -110,8 +120,16 @@ func (o *Orchestrator) logEvent(ctx context.Context, id, typ string, payload any
 	if last := w.LastState(); last != nil {
 		st = *last
 	}
-	_, err = w.Checkpoint(ctx, st)
-	return err
+	if _, err = w.Checkpoint(ctx, st); err != nil {
+		return err
+	}
+	if _, err := o.Registry.Commit(ctx, id, 0, queue.Changes{Transcript: RecordMark(w.Mark())}); err != nil {
+		return err
+	}
+	if rec, err = o.Registry.Get(ctx, id); err != nil {
+		return err
+	}
+	return o.WriteThreadJSON(ctx, rec)
 }
 
 func preview(s string, n int) string {

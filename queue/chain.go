@@ -71,7 +71,7 @@ func (r *Registry) SetChainInfo(ctx context.Context, id, rootID, continuationOf 
 	if continuationOf == id {
 		return 0, fmt.Errorf("set chain info of %q: a thread cannot continue itself", id)
 	}
-	res, err := r.commit(ctx, id, 0, "", "commit", []any{"chain_root_id", rootID, "continuation_of", continuationOf})
+	res, err := r.commit(ctx, id, 0, "", "commit", nil, []any{"chain_root_id", rootID, "continuation_of", continuationOf})
 	if err != nil {
 		return 0, fmt.Errorf("set chain info: %w", err)
 	}

@@ -205,7 +205,7 @@ func (r *Registry) UpdateStatus(ctx context.Context, id string, to thread.Status
 // This is the plain registry claim; Activations.Claim adds the lease key and
 // the task-reason rules the worker uses.
 func (r *Registry) Claim(ctx context.Context, id string) (*Record, error) {
-	res, err := r.commit(ctx, id, 0, "", "claim", nil)
+	res, err := r.commit(ctx, id, 0, "", "claim", nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}

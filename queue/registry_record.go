@@ -59,9 +59,30 @@ type Record struct {
 	// StartedAt is when the first activation claimed the thread; the
 	// duration limit counts from here.
 	StartedAt time.Time `json:"started_at,omitempty"`
+	// Transcript is how much of the thread's transcript is known to be
+	// durable (Changes.Transcript): a verifier requires at least that
+	// much. While the thread runs it lags the transcript by up to one
+	// segment (a checkpoint commits before its segment is written); once
+	// the thread has finished it is exact (see the worker package doc).
+	Transcript TranscriptMark `json:"transcript,omitzero"`
 	// Extra holds every other hash field (Changes.Fields, and fields other
 	// packages keep on the thread hash), raw.
 	Extra map[string]string `json:"-"`
+}
+
+// ArtifactsDeletedField is the hash field (in Record.Extra) that retention
+// sets, to the RFC 3339 time, on a finished thread whose persisted
+// artifacts (transcript, thread.json, capabilities.md, ...) it deleted.
+const ArtifactsDeletedField = "artifacts_deleted_at"
+
+// TranscriptMark is a point of a thread's transcript that the registry
+// recorded as durable: the first Segments segments exist, and the chain
+// hash of segment Segments (the SHA-256 of every transcript byte up to its
+// end, transcript.SegmentInfo.ChainHash) is ChainHash. Kept in the thread
+// hash as transcript_segments and transcript_chain_hash.
+type TranscriptMark struct {
+	Segments  int64  `json:"segments"`
+	ChainHash string `json:"chain_hash,omitempty"`
 }
 
 // TreeID is the root of the thread's spawn tree: the first ancestor; for a
@@ -142,7 +163,7 @@ var knownFields = map[string]bool{
 	"limits": true, "model": true, "capabilities": true, "bundle": true, "inputs": true, "queue": true,
 	"ancestors": true, "depth": true, "previous_thread_id": true, "created_at": true, "updated_at": true,
 	"version": true, "cancel_requested": true, "cancel_cascade": true, "activation": true, "chain_index": true, "continuation_kind": true,
-	"continuation_message": true, "started_at": true,
+	"continuation_message": true, "started_at": true, "transcript_segments": true, "transcript_chain_hash": true,
 }
 
 // parseRecord decodes a thread hash.
@@ -154,6 +175,7 @@ func parseRecord(m map[string]string) (*Record, error) {
 		PreviousThreadID: m["previous_thread_id"], CancelRequested: m["cancel_requested"] == "1",
 		CancelCascade:    m["cancel_cascade"] == "1",
 		ContinuationKind: m["continuation_kind"], ContinuationMessage: m["continuation_message"],
+		Transcript: TranscriptMark{ChainHash: m["transcript_chain_hash"]},
 	}
 	bad := func(field string, err error) error {
 		return fmt.Errorf("thread %q: registry field %s: %w", r.ThreadID, field, err)
@@ -178,7 +200,7 @@ func parseRecord(m map[string]string) (*Record, error) {
 	for _, f := range []struct {
 		name string
 		p    *int64
-	}{{"version", &r.Version}, {"activation", &r.Activation}} {
+	}{{"version", &r.Version}, {"activation", &r.Activation}, {"transcript_segments", &r.Transcript.Segments}} {
 		if s := m[f.name]; s != "" {
 			n, err := strconv.ParseInt(s, 10, 64)
 			if err != nil {

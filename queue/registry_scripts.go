@@ -82,9 +82,12 @@ return {'OK', redis.call('HGETALL', KEYS[1])}
 // KEYS[1] thread hash, KEYS[2] active set, KEYS[3] events channel
 // ARGV[1] thread id, ARGV[2] expected version ("0" = any), ARGV[3] target
 // status ("" = unchanged), ARGV[4] now (RFC3339Nano), ARGV[5] mode
-// ("commit" | "claim"), ARGV[6..] field/value pairs
+// ("commit" | "claim"), ARGV[6] transcript mark: segments ("" = unchanged),
+// ARGV[7] the mark's chain hash, ARGV[8..] field/value pairs
 // A target equal to the current status is no transition. A terminal target
 // leaves the active set. A status change is published as "<id> <status>".
+// The transcript mark only rises: one with no more segments than
+// transcript_segments is ignored.
 // mode claim: the target is running, allowed from created, waiting and
 // running (takeover); the activation counter is incremented.
 // Returns {"OK", new version} or, for claim, {"OK", new version, HGETALL};
@@ -105,7 +108,10 @@ if to ~= '' and to ~= from then
   if not (TRANS[from] and TRANS[from][to]) then return {'TRANSITION', from, to} end
   changed = true
 end
-if #ARGV > 5 then redis.call('HSET', KEYS[1], unpack(ARGV, 6)) end
+if #ARGV > 7 then redis.call('HSET', KEYS[1], unpack(ARGV, 8)) end
+if ARGV[6] ~= '' and tonumber(ARGV[6]) > tonumber(redis.call('HGET', KEYS[1], 'transcript_segments') or '0') then
+  redis.call('HSET', KEYS[1], 'transcript_segments', ARGV[6], 'transcript_chain_hash', ARGV[7])
+end
 if changed then redis.call('HSET', KEYS[1], 'status', to) end
 if ARGV[5] == 'claim' then redis.call('HINCRBY', KEYS[1], 'activation', 1) end
 local nv = redis.call('HINCRBY', KEYS[1], 'version', 1)

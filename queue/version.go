@@ -21,6 +21,10 @@ type Changes struct {
 	Model        *string
 	Capabilities []string
 	Limits       *thread.Resolved
+	// Transcript raises the thread's transcript mark (Record.Transcript).
+	// The mark only moves forward: a mark with no more segments than the
+	// recorded one leaves it as it is, so a late writer cannot lower it.
+	Transcript *TranscriptMark
 	// Fields are extra raw hash fields (other packages' bookkeeping). They
 	// may not name a field the registry owns (status, version, ...).
 	Fields map[string]string
@@ -30,7 +34,7 @@ type Changes struct {
 var protectedFields = map[string]bool{
 	"thread_id": true, "status": true, "version": true, "activation": true, "created_at": true,
 	"updated_at": true, "parent_id": true, "ancestors": true, "depth": true, "continuation_thread_id": true,
-	"cancel_requested": true, "cancel_cascade": true,
+	"cancel_requested": true, "cancel_cascade": true, "transcript_segments": true, "transcript_chain_hash": true,
 }
 
 func (c Changes) pairs() ([]any, error) {
@@ -79,7 +83,7 @@ func (r *Registry) Commit(ctx context.Context, id string, expectedVersion int64,
 	if err != nil {
 		return 0, fmt.Errorf("commit thread %q: %w", id, err)
 	}
-	res, err := r.commit(ctx, id, expectedVersion, ch.Status, "commit", pairs)
+	res, err := r.commit(ctx, id, expectedVersion, ch.Status, "commit", ch.Transcript, pairs)
 	if err != nil {
 		return 0, err
 	}
@@ -88,12 +92,19 @@ func (r *Registry) Commit(ctx context.Context, id string, expectedVersion int64,
 }
 
 // commit runs regCommitScript and maps its error codes.
-func (r *Registry) commit(ctx context.Context, id string, expected int64, to thread.Status, mode string, pairs []any) ([]any, error) {
+func (r *Registry) commit(ctx context.Context, id string, expected int64, to thread.Status, mode string, mark *TranscriptMark, pairs []any) ([]any, error) {
 	if expected < 0 {
 		return nil, fmt.Errorf("commit thread %q: negative expected version %d", id, expected)
 	}
+	markSegments, markHash := "", ""
+	if mark != nil {
+		if mark.Segments < 0 {
+			return nil, fmt.Errorf("commit thread %q: negative transcript mark %d", id, mark.Segments)
+		}
+		markSegments, markHash = strconv.FormatInt(mark.Segments, 10), mark.ChainHash
+	}
 	keys := []string{r.ks.Thread(id), r.ks.Active(), r.ks.Events()}
-	args := append([]any{id, expected, string(to), r.now().UTC().Format(time.RFC3339Nano), mode}, pairs...)
+	args := append([]any{id, expected, string(to), r.now().UTC().Format(time.RFC3339Nano), mode, markSegments, markHash}, pairs...)
 	res, err := regCommitScript.Run(ctx, r.rdb, keys, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("commit thread %q: %w", id, err)

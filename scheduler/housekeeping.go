@@ -19,7 +19,7 @@ import (
 // ArtifactsDeletedField is the registry hash field retention sets on a
 // thread whose persisted artifacts it deleted (RFC 3339 time). The record
 // itself is kept: see the package doc.
-const ArtifactsDeletedField = "artifacts_deleted_at"
+const ArtifactsDeletedField = queue.ArtifactsDeletedField
 
 // HousekeepingResult is what one housekeeping pass did.
 type HousekeepingResult struct {

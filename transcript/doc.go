@@ -41,9 +41,18 @@
 // match. Strict mode fails on the first mismatch with a *VerifyError naming
 // the segment key and line; lenient mode keeps the segments before the first
 // bad one (the intact prefix up to the last good checkpoint) and reports the
-// rest in Transcript.Warnings. Nothing a transcript holds can reveal that its
-// last segments were deleted; ReadOptions.MinSegments (the checkpoint count
-// the registry recorded) closes that gap.
+// rest in Transcript.Warnings.
+//
+// Nothing a transcript holds can reveal that its last segments were
+// deleted: what is left is a valid shorter transcript. Marks close that
+// gap. A Mark (segment count and the chain hash of that segment) is kept
+// outside the transcript, in the thread's registry record and in its
+// signed thread.json; ReadOptions.Marks and OpenWriter hold a transcript
+// to them: fewer segments than a mark is a *VerifyError naming the first
+// missing segment, and a segment whose chain hash differs from a mark's is
+// one naming that segment. A mark is a lower bound: segments after it are
+// fine, which is what lets the registry record, at a checkpoint's commit,
+// only what was durable before it (see package worker, Crash safety).
 //
 // Keys are Ed25519. A Keyring holds every trusted public key by key id (the
 // first 16 hex digits of the SHA-256 of the key's PKIX PEM, as the reference

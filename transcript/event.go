@@ -53,20 +53,27 @@ type ThreadStarted struct {
 	PreviousThreadID string           `json:"previous_thread_id,omitempty"`
 	Inputs           json.RawMessage  `json:"inputs,omitempty"`
 	Limits           *thread.Resolved `json:"limits,omitempty"`
+	Capabilities     []string         `json:"capabilities,omitempty"`
 	BundleDigest     string           `json:"bundle_digest,omitempty"`
 }
 
-// ThreadContinued is the payload of thread_continued.
+// ThreadContinued is the payload of thread_continued. ReconstructedTurns
+// counts the previous thread's messages this thread carries (for a handoff,
+// the old thread's ThreadHandoff.TrailingTurns).
 type ThreadContinued struct {
 	PreviousThreadID   string `json:"previous_thread_id"`
 	ReconstructedTurns int    `json:"reconstructed_turns"`
 }
 
-// ThreadHandoff is the payload of thread_handoff.
+// ThreadHandoff is the payload of thread_handoff. TrailingTurns counts the
+// messages the continuation carries; PromptTokens and ContextWindow are
+// the usage that triggered the handoff.
 type ThreadHandoff struct {
 	NewThreadID    string `json:"new_thread_id"`
 	TrailingTurns  int    `json:"trailing_turns"`
 	TrailingTokens int    `json:"trailing_tokens,omitempty"`
+	PromptTokens   int    `json:"prompt_tokens,omitempty"`
+	ContextWindow  int    `json:"context_window,omitempty"`
 }
 
 // ThreadResumed is the payload of thread_resumed.
@@ -82,10 +89,15 @@ type ThreadWaiting struct {
 	ChildIDs []string `json:"child_ids"`
 }
 
-// ThreadCompleted is the payload of thread_completed.
+// ThreadCompleted is the payload of thread_completed, the last event of a
+// thread that ended other than cancelled (that is thread_cancelled). Status
+// is completed (empty in old transcripts), error (Error says why) or
+// continued (after a thread_handoff).
 type ThreadCompleted struct {
+	Status  string            `json:"status,omitempty"`
 	Result  string            `json:"result,omitempty"`
 	Outputs map[string]string `json:"outputs,omitempty"`
+	Error   *Error            `json:"error,omitempty"`
 	Cost    thread.Cost       `json:"cost"`
 }
 
@@ -95,12 +107,36 @@ type ThreadCancelled struct {
 	By     string `json:"by,omitempty"` // thread id or "user"
 }
 
-// Error is the payload of error.
+// Error is the payload of error (a failed model call; Retryable marks one
+// the thread retries) and a failed thread's error in thread_completed.
 type Error struct {
 	Class     string `json:"class,omitempty"` // rate_limited, transient, permanent, cancelled
 	Code      string `json:"code,omitempty"`
 	Message   string `json:"message"`
 	Retryable bool   `json:"retryable,omitempty"`
+}
+
+// UnmarshalJSON also reads the keys of error events that workers wrote
+// before they used this type ("error", "classification"): signed
+// transcripts are never rewritten, so renders and search read both.
+func (e *Error) UnmarshalJSON(b []byte) error {
+	type plain Error
+	var v struct {
+		plain
+		LegacyMessage string `json:"error"`
+		LegacyClass   string `json:"classification"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*e = Error(v.plain)
+	if e.Message == "" {
+		e.Message = v.LegacyMessage
+	}
+	if e.Class == "" {
+		e.Class = v.LegacyClass
+	}
+	return nil
 }
 
 // CognitionIn is the payload of cognition_in: a user message.
@@ -155,6 +191,24 @@ type ChildSpawned struct {
 	Async     bool   `json:"async,omitempty"`
 }
 
+// UnmarshalJSON also reads "child_thread_id", which workers wrote before
+// they used this type.
+func (c *ChildSpawned) UnmarshalJSON(b []byte) error {
+	type plain ChildSpawned
+	var v struct {
+		plain
+		LegacyChildID string `json:"child_thread_id"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*c = ChildSpawned(v.plain)
+	if c.ChildID == "" {
+		c.ChildID = v.LegacyChildID
+	}
+	return nil
+}
+
 // LimitExceeded is the payload of limit_exceeded.
 type LimitExceeded struct {
 	Code    string  `json:"code"`
@@ -162,13 +216,45 @@ type LimitExceeded struct {
 	Max     float64 `json:"max"`
 }
 
-// HookFired is the payload of hook_fired.
+// UnmarshalJSON also reads the keys workers wrote before they used this
+// type ("limit_code", "current_value", "current_max", the limit hook
+// event's context keys).
+func (l *LimitExceeded) UnmarshalJSON(b []byte) error {
+	type plain LimitExceeded
+	var v struct {
+		plain
+		LegacyCode    string   `json:"limit_code"`
+		LegacyCurrent *float64 `json:"current_value"`
+		LegacyMax     *float64 `json:"current_max"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*l = LimitExceeded(v.plain)
+	if l.Code == "" && v.LegacyCode != "" {
+		l.Code = v.LegacyCode
+		if v.LegacyCurrent != nil {
+			l.Current = *v.LegacyCurrent
+		}
+		if v.LegacyMax != nil {
+			l.Max = *v.LegacyMax
+		}
+	}
+	return nil
+}
+
+// HookFired is the payload of hook_fired: one hook's item action (load,
+// execute, search) ran; Error says why it failed (a refused capability,
+// a missing item, a failed tool). Action is the primary.
 type HookFired struct {
-	HookID string          `json:"hook_id"`
-	Event  string          `json:"event"`
-	Layer  int             `json:"layer"`
-	Action string          `json:"action,omitempty"`
-	Result json.RawMessage `json:"result,omitempty"`
+	HookID   string          `json:"hook_id"`
+	Event    string          `json:"event"`
+	Layer    int             `json:"layer"`
+	Action   string          `json:"action,omitempty"`
+	ItemType string          `json:"item_type,omitempty"`
+	ItemID   string          `json:"item_id,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	Result   json.RawMessage `json:"result,omitempty"`
 }
 
 // DirectiveReturn is the payload of directive_return.

@@ -83,10 +83,19 @@ func (t *Transcript) LastSegment() int64 {
 type ReadOptions struct {
 	Mode Mode
 	// MinSegments, when > 0, is the number of segments the caller knows were
-	// committed (the registry's checkpoint count). Fewer verified segments
-	// is a mismatch: this detects deletion of the last segments, which no
-	// hash chain can. Default 0.
+	// committed. Fewer verified segments is a mismatch: this detects
+	// deletion of the last segments, which no hash chain can. Default 0.
+	// It is Marks with a mark without a hash.
 	MinSegments int64
+	// Marks are points the caller knows were durable (the registry's and
+	// thread.json's transcript marks): the transcript must have at least
+	// the highest mark's segments, and each mark's segment must end with
+	// its chain hash. A mismatch is a *VerifyError naming the first
+	// missing segment, or the segment whose chain hash differs. Lenient
+	// mode reports it in Warnings and keeps what verified; a missing
+	// segment is not reported again when an earlier damaged segment
+	// already was.
+	Marks []Mark
 	// Concurrency is how many segments are fetched at once. Default 8.
 	Concurrency int
 }
@@ -132,6 +141,7 @@ func read(ctx context.Context, store blobstore.Store, threadID string, keyring *
 	sort.Strings(keys) // zero-padded: lexical = numeric
 	fetch := prefetch(ctx, store, keys, opts.Concurrency, v)
 	defer fetch.stop()
+	stopped := false // lenient mode stopped at a damaged segment
 	for i, key := range keys {
 		parsed, err := fetch.get(i)
 		if errors.Is(err, blobstore.ErrNotFound) {
@@ -152,15 +162,22 @@ func read(ctx context.Context, store blobstore.Store, threadID string, keyring *
 			if rest := len(keys) - i - 1; rest > 0 {
 				tr.Warnings = append(tr.Warnings, fmt.Sprintf("transcript %s: %d later segment(s) ignored after the first bad one", threadID, rest))
 			}
+			stopped = true
 			break
 		}
 		tr.Events = append(tr.Events, evs...)
 		tr.Segments = append(tr.Segments, seg)
 	}
-	if n := int64(len(tr.Segments)); opts.MinSegments > 0 && n < opts.MinSegments && (opts.Mode == Strict || len(tr.Warnings) == 0) {
-		verr := &VerifyError{Key: SegmentKey(threadID, n+1), Reason: fmt.Sprintf("missing segment: %d verified, %d committed", n, opts.MinSegments)}
+	marks := opts.Marks
+	if opts.MinSegments > 0 {
+		marks = append(marks[:len(marks):len(marks)], Mark{Segments: opts.MinSegments})
+	}
+	for _, verr := range tr.checkMarks(marks) {
 		if opts.Mode == Strict {
 			return nil, nil, verr
+		}
+		if stopped && verr.Key == SegmentKey(threadID, int64(len(tr.Segments))+1) {
+			continue // the damaged segment lenient mode stopped at is reported
 		}
 		tr.Warnings = append(tr.Warnings, verr.Error())
 	}

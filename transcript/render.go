@@ -137,12 +137,33 @@ func RenderKnowledge(meta KnowledgeMeta, events []Event) []byte {
 			var p Error
 			_ = ev.Decode(&p)
 			fmt.Fprintf(&b, "> **error** %s\n\n", strings.TrimSpace(p.Class+" "+p.Message))
+		case TypeThreadWaiting:
+			var p ThreadWaiting
+			_ = ev.Decode(&p)
+			fmt.Fprintf(&b, "> waiting on %s\n\n", codeList(p.ChildIDs))
+		case TypeHookFired:
+			// Hooks that worked show in what they injected or wrote; a
+			// failed one (a refused capability, a missing item) only here.
+			var p HookFired
+			_ = ev.Decode(&p)
+			if p.Error != "" {
+				fmt.Fprintf(&b, "> **hook error** `%s` (%s): %s\n\n", p.HookID, p.Event, p.Error)
+			}
 		case TypeThreadCancelled:
-			b.WriteString("> **cancelled**\n\n")
+			var p ThreadCancelled
+			_ = ev.Decode(&p)
+			b.WriteString(strings.TrimSpace("> **cancelled** "+p.Reason) + "\n\n")
 		case TypeThreadCompleted:
 			var p ThreadCompleted
 			_ = ev.Decode(&p)
-			b.WriteString("## Completed\n\n")
+			if p.Status == "" || p.Status == "completed" {
+				b.WriteString("## Completed\n\n")
+			} else {
+				fmt.Fprintf(&b, "## Ended: %s\n\n", p.Status)
+			}
+			if p.Error != nil {
+				fmt.Fprintf(&b, "> **error** %s\n\n", strings.TrimSpace(p.Error.Code+" "+p.Error.Message))
+			}
 			if p.Result != "" {
 				fmt.Fprintf(&b, "%s\n\n", strings.TrimRight(p.Result, "\n"))
 			}
@@ -162,6 +183,14 @@ func RenderKnowledge(meta KnowledgeMeta, events []Event) []byte {
 	return b.Bytes()
 }
 
+func codeList(ids []string) string {
+	quoted := make([]string, len(ids))
+	for i, id := range ids {
+		quoted[i] = "`" + id + "`"
+	}
+	return strings.Join(quoted, ", ")
+}
+
 func formatFloat(f float64) string {
 	b, _ := json.Marshal(f)
 	return string(b)
@@ -174,18 +203,26 @@ func SignedKnowledge(meta KnowledgeMeta, events []Event, signer *Signer, now tim
 
 // RenderCapabilities renders capabilities.md: the thread's tool
 // definitions in a JSON fenced block and its capabilities tree in a code
-// fence. Sign it with SignMarkdown; ParseCapabilities reads it back.
+// fence. Sign it with SignMarkdown; ReadCapabilities reads it back.
 func RenderCapabilities(threadID string, tools []thread.ToolDef, capabilities []string) ([]byte, error) {
 	toolsJSON, err := json.MarshalIndent(tools, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("render capabilities: %w", err)
 	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s## Tools\n\n%s\n", capabilitiesTitle(threadID), fenced("json", string(toolsJSON)))
+	b.WriteString(capabilitiesSection(capabilities))
+	return b.Bytes(), nil
+}
+
+func capabilitiesTitle(threadID string) string { return "# Capabilities: " + threadID + "\n\n" }
+
+// capabilitiesSection is the end of capabilities.md: the heading and the
+// fenced tree of the capabilities, in any order.
+func capabilitiesSection(capabilities []string) string {
 	caps := append([]string(nil), capabilities...)
 	sort.Strings(caps)
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "# Capabilities: %s\n\n## Tools\n\n%s\n## Capabilities\n\n", threadID, fenced("json", string(toolsJSON)))
-	b.WriteString(fenced("", capabilityTree(caps)))
-	return b.Bytes(), nil
+	return "## Capabilities\n\n" + fenced("", capabilityTree(caps))
 }
 
 // capabilityTree draws "rye.execute.tool.x" strings as an indented tree.
@@ -210,10 +247,39 @@ func capabilityTree(caps []string) string {
 
 var capJSONBlock = regexp.MustCompile("(?s)## Tools\n\n(`{3,})json\n(.*?)\n(`{3,})\n")
 
+// CapabilitiesFile is a verified capabilities.md.
+type CapabilitiesFile struct {
+	Tools     []thread.ToolDef
+	Signature MarkdownSignature
+	body      []byte
+}
+
+// For reports whether the file was rendered for threadID.
+func (f *CapabilitiesFile) For(threadID string) bool {
+	return bytes.HasPrefix(f.body, []byte(capabilitiesTitle(threadID)))
+}
+
+// Lists reports whether the file's capabilities tree is the one
+// RenderCapabilities draws for capabilities. The tree is as precise as a
+// drawing: a capability that is a prefix of another one it lists (a.b
+// beside a.b.c) adds no line, so the exact list is thread.json's to tell.
+func (f *CapabilitiesFile) Lists(capabilities []string) bool {
+	return bytes.HasSuffix(f.body, []byte(capabilitiesSection(capabilities)))
+}
+
 // VerifyCapabilities verifies a signed capabilities.md and returns its tool
 // definitions.
 func VerifyCapabilities(data []byte, keyring *Keyring) ([]thread.ToolDef, error) {
-	body, _, err := VerifyMarkdown(data, keyring)
+	f, err := ReadCapabilities(data, keyring)
+	if err != nil {
+		return nil, err
+	}
+	return f.Tools, nil
+}
+
+// ReadCapabilities verifies a signed capabilities.md and parses it.
+func ReadCapabilities(data []byte, keyring *Keyring) (*CapabilitiesFile, error) {
+	body, sig, err := VerifyMarkdown(data, keyring)
 	if err != nil {
 		return nil, fmt.Errorf("capabilities.md: %w", err)
 	}
@@ -231,5 +297,5 @@ func VerifyCapabilities(data []byte, keyring *Keyring) ([]thread.ToolDef, error)
 			tools[i].InputSchema = c.Bytes()
 		}
 	}
-	return tools, nil
+	return &CapabilitiesFile{Tools: tools, Signature: sig, body: body}, nil
 }

@@ -47,7 +47,13 @@ func SearchText(ev Event) string {
 	case TypeThreadError:
 		var p Error
 		if ev.Decode(&p) == nil {
-			return strings.TrimSpace(p.Class + " " + p.Code + " " + p.Message)
+			var parts []string
+			for _, f := range []string{p.Class, p.Code, p.Message} {
+				if f != "" {
+					parts = append(parts, f)
+				}
+			}
+			return strings.Join(parts, " ")
 		}
 	}
 	return string(ev.Payload)

@@ -83,18 +83,21 @@ type Writer struct {
 
 // OpenWriter opens the transcript of threadID for appending with the default
 // config. Existing segments are read and verified strictly with keyring (a
-// transcript that does not verify cannot be continued); the writer continues
-// their segment numbering, seq and hash chain. Resumed returns what was read.
-func OpenWriter(ctx context.Context, store blobstore.Store, threadID string, signer *Signer, keyring *Keyring) (*Writer, error) {
-	return WriterConfig{}.Open(ctx, store, threadID, signer, keyring)
+// transcript that does not verify cannot be continued), held to marks
+// (ReadOptions.Marks: pass what the registry recorded, so that a transcript
+// whose last segments were deleted is not continued as if they had never
+// been written); the writer continues their segment numbering, seq and
+// hash chain. Resumed returns what was read.
+func OpenWriter(ctx context.Context, store blobstore.Store, threadID string, signer *Signer, keyring *Keyring, marks ...Mark) (*Writer, error) {
+	return WriterConfig{}.Open(ctx, store, threadID, signer, keyring, marks...)
 }
 
 // Open is OpenWriter with this config.
-func (c WriterConfig) Open(ctx context.Context, store blobstore.Store, threadID string, signer *Signer, keyring *Keyring) (*Writer, error) {
+func (c WriterConfig) Open(ctx context.Context, store blobstore.Store, threadID string, signer *Signer, keyring *Keyring, marks ...Mark) (*Writer, error) {
 	if signer == nil {
 		return nil, fmt.Errorf("open transcript writer %s: no signer", threadID)
 	}
-	tr, v, err := read(ctx, store, threadID, keyring, ReadOptions{Mode: Strict})
+	tr, v, err := read(ctx, store, threadID, keyring, ReadOptions{Mode: Strict, Marks: marks})
 	if err != nil {
 		return nil, fmt.Errorf("open transcript writer %s: %w", threadID, err)
 	}

@@ -10,8 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/hooks"
 	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
@@ -23,7 +25,6 @@ const (
 	directiveReturnID = "rye/agent/threads/directive_return"
 	threadDirectiveID = "rye/agent/threads/thread_directive"
 	orchestratorID    = "rye/agent/threads/orchestrator"
-	maxWaitThreads    = 50
 )
 
 // normalizeTool accepts tool ids written with "." as well as "/".
@@ -41,8 +42,8 @@ func (s *session) dispatch(ctx context.Context, call thread.ToolCall) error {
 	s.st.ToolCallsByID[id]++
 	s.emit(transcript.TypeToolCallStart, transcript.ToolCallStart{CallID: call.ID, Tool: id, Input: call.Input})
 	if id != directiveReturnID {
-		if need := thread.ToolCapability(id); !thread.Match(s.rec.Capabilities, need) {
-			s.toolResult(call.ID, id, fmt.Sprintf("permission denied: calling %s needs capability %s, which this thread does not hold", id, need), true, "")
+		if err := s.checkTool(id); err != nil {
+			s.toolResult(call.ID, id, err.Error(), true, "")
 			return nil
 		}
 	}
@@ -75,7 +76,34 @@ func (s *session) dispatch(ctx context.Context, call thread.ToolCall) error {
 		}
 		res = tools.Result{Output: "tool failed: " + err.Error(), IsError: true}
 	}
+	if res.IsError {
+		s.toolFailed(ctx, call.ID, id, res.Output)
+	}
 	return s.boundedResult(ctx, call.ID, id, res)
+}
+
+// checkTool is the permission check of a tool call (spec runner step 7),
+// for the model's calls and hooks' execute actions alike: the thread must
+// hold the tool's execute capability. The error is what the caller sees.
+func (s *session) checkTool(id string) error {
+	if need := thread.ToolCapability(id); !thread.Match(s.rec.Capabilities, need) {
+		return fmt.Errorf("permission denied: calling %s needs capability %s, which this thread does not hold", id, need)
+	}
+	return nil
+}
+
+// toolFailed fires the error event's hooks for a tool that ran and failed
+// (the spec: error hooks fire "when an LLM call or tool execution fails").
+// Only their item actions run: the failed call's result goes back to the
+// model (spec runner step 7), which decides what to do, so the control
+// hooks (builtin: retry transient errors, fail on the rest) that decide a
+// failed model call are not consulted and a failed tool never fails the
+// thread. The classification is the one a provider error with the same
+// text would get (timeouts are transient, most failures permanent).
+func (s *session) toolFailed(ctx context.Context, callID, tool, output string) {
+	class := provider.Classify(errors.New(output)).Class
+	evctx := hooks.ToolErrorContext(s.id(), tool, callID, output, class)
+	s.runHooks(ctx, hooks.EventError, evctx)
 }
 
 func (s *session) boundedResult(ctx context.Context, callID, tool string, res tools.Result) error {
@@ -125,6 +153,7 @@ func (s *session) directiveReturn(ctx context.Context, call thread.ToolCall) {
 		s.toolResult(call.ID, directiveReturnID, "missing required outputs: "+strings.Join(missing, ", ")+"; call directive_return again with every required field", true, "")
 		return
 	}
+	s.emit(transcript.TypeDirectiveReturn, transcript.DirectiveReturn{Outputs: stringOutputs(outputs)})
 	s.runHooks(ctx, hooks.EventDirectiveReturn, map[string]any{"thread_id": s.id(), "outputs": outputs, "cost": toMap(s.st.Cost)})
 	result := ""
 	if r, ok := outputs["result"].(string); ok {
@@ -183,7 +212,7 @@ func (s *session) spawn(ctx context.Context, call thread.ToolCall) error {
 		s.toolJSON(call.ID, threadDirectiveID, map[string]any{"success": false, "error": errorObject(err)}, true)
 		return nil
 	}
-	s.emit(transcript.TypeChildSpawned, map[string]any{"child_thread_id": rec.ThreadID, "directive": name, "async": p.Async})
+	s.emit(transcript.TypeChildSpawned, transcript.ChildSpawned{ChildID: rec.ThreadID, Directive: name, Async: p.Async})
 	if p.Async {
 		s.toolJSON(call.ID, threadDirectiveID, map[string]any{"success": true, "thread_id": rec.ThreadID, "status": "running"}, false)
 		return nil
@@ -266,8 +295,8 @@ func (s *session) orchestrate(ctx context.Context, call thread.ToolCall) error {
 		if len(ids) == 0 && p.ThreadID != "" {
 			ids = []string{p.ThreadID}
 		}
-		if len(ids) == 0 || len(ids) > maxWaitThreads {
-			return fail(fmt.Errorf("wait_threads takes 1 to %d thread_ids", maxWaitThreads))
+		if maxIDs := s.waitMaxThreads(); len(ids) == 0 || len(ids) > maxIDs {
+			return fail(fmt.Errorf("wait_threads takes 1 to %d thread_ids", maxIDs))
 		}
 		timeout := p.Timeout
 		if timeout <= 0 {
@@ -328,6 +357,15 @@ func (s *session) orchestrate(ctx context.Context, call thread.ToolCall) error {
 		return fail(fmt.Errorf("unknown orchestrator operation %q (want wait_threads, cancel_thread, get_status, list_children, get_chain, chain_search, resume_thread, read_transcript)", p.Operation))
 	}
 	return nil
+}
+
+// waitMaxThreads is how many thread ids one wait_threads call may name:
+// coordination.yaml's wait_threads.max_threads.
+func (s *session) waitMaxThreads() int {
+	if n := s.proj.Coordination.WaitMaxThreads; n > 0 {
+		return n
+	}
+	return config.DefaultCoordination().WaitMaxThreads
 }
 
 // resolvePending suspends the thread until every pending call's threads

@@ -43,4 +43,23 @@
 // Tool side effects of a turn that had not checkpointed when its worker
 // died run again when the turn is re-run (at-least-once for the tools of
 // the interrupted turn; no turn is completed twice).
+//
+// Transcript marks. The registry records how much of the transcript is
+// durable (queue.Record.Transcript: segment count and the chain hash of
+// the last one), so that deleting the last segments is detected
+// (transcript.Mark). Each checkpoint's commit raises the mark to what was
+// durable before it: the segments this activation read when it opened the
+// transcript or wrote itself, never the segment it is about to write. So
+// a worker that dies between the commit and the segment leaves a mark
+// that the transcript still meets, and the next activation, which opens
+// the transcript held to the mark, takes over as before. The cost is a lag
+// on running threads: the segment of the last checkpoint is covered only
+// by the next commit, and deleting it is indistinguishable from a crash
+// before it was written (the thread re-runs that turn). A finished thread
+// has no lag: Finalize commits after the final segment, with the exact
+// mark (Outcome.Transcript), and writes it into thread.json too; a segment
+// appended later (thread_resumed) raises the mark after it is written.
+// The registry only ever raises a mark, and every mark is one its writer
+// saw durable, so a mark never exceeds the transcript unless segments
+// were deleted.
 package worker

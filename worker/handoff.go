@@ -66,9 +66,8 @@ func (s *session) handoff(ctx context.Context) error {
 	for _, m := range trailing[len(trailing)-kept:] {
 		trailingTokens += thread.EstimateMessageTokens(m)
 	}
-	s.emit(transcript.TypeThreadHandoff, map[string]any{"new_thread_id": newID, "turns": s.st.Turn,
-		"trailing_turns": kept, "trailing_tokens": trailingTokens,
-		"prompt_tokens": s.st.LastPromptTokens, "context_window": s.prov.ContextWindow(s.rec.Model)})
+	s.emit(transcript.TypeThreadHandoff, transcript.ThreadHandoff{NewThreadID: newID, TrailingTurns: kept, TrailingTokens: trailingTokens,
+		PromptTokens: s.st.LastPromptTokens, ContextWindow: s.prov.ContextWindow(s.rec.Model)})
 	if err := s.checkpoint(ctx); err != nil {
 		if cancelRequested(ctx) {
 			// The checkpoint that would have decided the handoff did not
@@ -138,7 +137,7 @@ func (s *session) completeHandoff(ctx context.Context) error {
 // directive's rendered seed; for a resume, the whole conversation and the
 // user's message.
 func (s *session) continuationSeed(ctx context.Context) ([]thread.Message, error) {
-	tr, err := transcript.Read(ctx, s.o.Store, s.rec.PreviousThreadID, s.o.Keyring, s.proj.IntegrityMode())
+	tr, err := s.o.VerifiedTranscript(ctx, s.rec.PreviousThreadID, s.proj.IntegrityMode())
 	if err != nil {
 		if errors.Is(err, transcript.ErrTampered) {
 			return nil, &permanentError{code: "transcript_integrity", msg: err.Error()}

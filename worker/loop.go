@@ -2,7 +2,9 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/spool-run/spool/hooks"
@@ -40,6 +42,11 @@ func (s *session) loop(ctx context.Context) error {
 		if s.st.Final != nil {
 			return s.finalize(ctx)
 		}
+		if len(s.st.Pending) > 0 {
+			// Recorded with the turn: the suspension itself writes no
+			// segment, and the children may be done before it happens.
+			s.emit(transcript.TypeThreadWaiting, transcript.ThreadWaiting{ChildIDs: pendingThreads(s.st.Pending)})
+		}
 		if err := s.checkpoint(ctx); err != nil {
 			return err
 		}
@@ -59,6 +66,22 @@ func (s *session) loop(ctx context.Context) error {
 			return s.handoff(ctx)
 		}
 	}
+}
+
+// pendingThreads are the threads the pending calls wait on, each once, in
+// call order.
+func pendingThreads(ps []pending) []string {
+	var ids []string
+	seen := map[string]bool{}
+	for _, p := range ps {
+		for _, id := range p.Threads {
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
 }
 
 // checkBeforeTurn checks cancellation and limits (spec runner steps 1-2).
@@ -88,7 +111,7 @@ func (s *session) checkBeforeTurn(ctx context.Context) (bool, error) {
 		if !errors.As(err, &le) {
 			return false, err
 		}
-		s.emit(transcript.TypeLimitExceeded, map[string]any{"limit_code": le.Code, "current_value": le.Current, "current_max": le.Max})
+		s.emit(transcript.TypeLimitExceeded, transcript.LimitExceeded{Code: le.Code, Current: le.Current, Max: le.Max})
 		evctx := hooks.LimitContext(s.id(), le)
 		s.runHooks(ctx, hooks.EventLimit, evctx)
 		dec := s.dispatcher.Decide(hooks.EventLimit, evctx)
@@ -142,12 +165,15 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 		}
 		pe := provider.Classify(err)
 		s.w.metrics.providerError(pe.Class)
-		s.emit(transcript.TypeThreadError, map[string]any{"error": pe.Error(), "classification": pe.Class, "status_code": pe.StatusCode, "attempt": attempt})
+		code := "provider_" + pe.Class
 		evctx := hooks.ErrorContext(s.id(), pe.Error(), pe.Class, attempt+1, pe.RetryAfter)
-		s.runHooks(ctx, hooks.EventError, evctx)
+		// Decided before the hooks run (control hooks decide, item actions
+		// do not), so that the event says whether the call is retried.
 		dec := s.dispatcher.Decide(hooks.EventError, evctx)
+		s.emit(transcript.TypeThreadError, transcript.Error{Class: pe.Class, Code: code, Message: pe.Error(), Retryable: dec.Action == hooks.Retry})
+		s.runHooks(ctx, hooks.EventError, evctx)
 		if dec.Action != hooks.Retry {
-			s.decide(thread.StatusError, "", nil, &queue.ErrorInfo{Code: "provider_" + pe.Class, Message: pe.Error()})
+			s.decide(thread.StatusError, "", nil, &queue.ErrorInfo{Code: code, Message: pe.Error()})
 			return nil, nil
 		}
 		s.log.Info("model call failed; retrying", "class", pe.Class, "attempt", attempt+1, "delay", dec.Delay)
@@ -222,6 +248,46 @@ func (s *session) afterResponse(ctx context.Context, resp *provider.Response) er
 	return nil
 }
 
+// emitFinal records the decided outcome: thread_cancelled for a cancelled
+// thread, else thread_completed with the status (completed, error,
+// continued) and, for an error, its code and message.
+func (s *session) emitFinal(f *final) {
+	if f.Status == thread.StatusCancelled {
+		reason := "cancelled"
+		if f.Error != nil && f.Error.Message != "" {
+			reason = f.Error.Message
+		}
+		s.emit(transcript.TypeThreadCancelled, transcript.ThreadCancelled{Reason: reason})
+		return
+	}
+	p := transcript.ThreadCompleted{Status: string(f.Status), Result: f.Result, Outputs: stringOutputs(f.Outputs), Cost: s.st.Cost}
+	if f.Error != nil {
+		p.Error = &transcript.Error{Code: f.Error.Code, Message: f.Error.Message}
+	}
+	s.emit(transcript.TypeThreadCompleted, p)
+}
+
+// stringOutputs renders directive outputs for the transcript, whose
+// outputs are text: strings as they are, anything else as JSON.
+func stringOutputs(outputs map[string]any) map[string]string {
+	if len(outputs) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(outputs))
+	for k, v := range outputs {
+		if str, ok := v.(string); ok {
+			out[k] = str
+			continue
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			b = []byte(fmt.Sprint(v))
+		}
+		out[k] = string(b)
+	}
+	return out
+}
+
 // decide records the thread's outcome; finalize applies it.
 func (s *session) decide(status thread.Status, result string, outputs map[string]any, e *queue.ErrorInfo) {
 	s.st.Final = &final{Status: status, Result: result, Outputs: outputs, Error: e}
@@ -250,7 +316,7 @@ func (s *session) finalize(ctx context.Context) error {
 		// The outcome, the turn that led to it and its charge become
 		// durable in one checkpoint; a recovering worker that finds Final
 		// in its state only re-runs what follows.
-		s.emit(transcript.TypeThreadCompleted, map[string]any{"status": f.Status, "result": f.Result, "outputs": f.Outputs, "error": f.Error, "cost": s.st.Cost})
+		s.emitFinal(f)
 		if err := s.checkpoint(ctx); err != nil {
 			return err
 		}
@@ -260,7 +326,7 @@ func (s *session) finalize(ctx context.Context) error {
 	s.side.Wait()
 	events, meta := s.events[:len(s.events):len(s.events)], s.knowledgeMeta()
 	s.side.Go(ctx, s.log, "knowledge render", func(ctx context.Context) error { return s.writeKnowledge(ctx, meta, events) })
-	err := s.o.Finalize(ctx, s.rec, s.version, orchestratorOutcome(f, s.st.Cost))
+	err := s.o.Finalize(ctx, s.rec, s.version, orchestratorOutcome(f, s.st.Cost, s.tw.Mark()))
 	if err != nil {
 		return err
 	}

@@ -71,8 +71,11 @@ type final struct {
 	ContinuationID string `json:"continuation_id,omitempty"`
 }
 
-func orchestratorOutcome(f *final, cost thread.Cost) orchestrator.Outcome {
-	return orchestrator.Outcome{Status: f.Status, Result: f.Result, Outputs: f.Outputs, Error: f.Error, Cost: cost, ContinuationID: f.ContinuationID}
+// orchestratorOutcome is the outcome Finalize records; mark is the
+// transcript's with the final segment written.
+func orchestratorOutcome(f *final, cost thread.Cost, mark transcript.Mark) orchestrator.Outcome {
+	return orchestrator.Outcome{Status: f.Status, Result: f.Result, Outputs: f.Outputs, Error: f.Error, Cost: cost, ContinuationID: f.ContinuationID,
+		Transcript: &mark}
 }
 
 // session is one activation of one thread.
@@ -216,7 +219,7 @@ func (s *session) failNow(ctx context.Context, code, msg string) error {
 	s.st.Final = &final{Status: thread.StatusError, Error: &queue.ErrorInfo{Code: code, Message: msg}}
 	s.st.Cost = s.rec.Cost
 	if s.tw == nil {
-		tw, err := transcript.OpenWriter(ctx, s.o.Store, s.rec.ThreadID, s.o.Signer, s.o.Keyring)
+		tw, err := transcript.OpenWriter(ctx, s.o.Store, s.rec.ThreadID, s.o.Signer, s.o.Keyring, orchestrator.RegistryMark(s.rec))
 		if err != nil {
 			return err
 		}
@@ -242,7 +245,7 @@ func (e *permanentError) Error() string { return e.code + ": " + e.msg }
 // restore loads the transcript: it returns fresh=true when the thread has
 // no checkpoint yet.
 func (s *session) restore(ctx context.Context) (bool, error) {
-	tw, err := transcript.OpenWriter(ctx, s.o.Store, s.id(), s.o.Signer, s.o.Keyring)
+	tw, err := transcript.OpenWriter(ctx, s.o.Store, s.id(), s.o.Signer, s.o.Keyring, orchestrator.RegistryMark(s.rec))
 	if err != nil {
 		return false, fmt.Errorf("open transcript of %s: %w", s.id(), err)
 	}
@@ -277,9 +280,14 @@ func (s *session) restore(ctx context.Context) (bool, error) {
 // begin starts a fresh thread: the first user message (thread_started hook
 // context + the directive prompt), or a continuation's seed messages.
 func (s *session) begin(ctx context.Context) error {
-	s.emit(transcript.TypeThreadStarted, map[string]any{
-		"directive": s.rec.Directive, "model": s.rec.Model, "inputs": s.rec.Inputs, "limits": s.rec.Limits,
-		"parent_id": s.rec.ParentID, "previous_thread_id": s.rec.PreviousThreadID, "capabilities": s.rec.Capabilities,
+	inputs, err := json.Marshal(s.rec.Inputs)
+	if err != nil {
+		return fmt.Errorf("inputs of %s: %w", s.id(), err)
+	}
+	limits := s.rec.Limits
+	s.emit(transcript.TypeThreadStarted, transcript.ThreadStarted{
+		Directive: s.rec.Directive, Model: s.rec.Model, ParentID: s.rec.ParentID, PreviousThreadID: s.rec.PreviousThreadID,
+		Inputs: inputs, Limits: &limits, Capabilities: s.rec.Capabilities, BundleDigest: s.proj.Digest,
 	})
 	evctx := map[string]any{
 		"thread_id": s.id(), "directive": s.rec.Directive, "directive_body": s.dir.Body,
@@ -291,6 +299,9 @@ func (s *session) begin(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		s.emit(transcript.TypeThreadContinued, transcript.ThreadContinued{
+			PreviousThreadID: s.rec.PreviousThreadID, ReconstructedTurns: carriedMessages(seed),
+		})
 		hookText := s.runHooks(ctx, hooks.EventThreadContinued, evctx)
 		if hookText != "" {
 			seed = injectNearLastUser(seed, hookText)
@@ -343,10 +354,13 @@ func (s *session) emit(typ string, payload any) {
 
 // checkpoint makes the turn durable: the registry version first (the
 // fence: a stale activation stops here and writes nothing), then the
-// signed segment (create-only), then the turn's charge.
+// signed segment (create-only), then the turn's charge. The commit raises
+// the registry's transcript mark to what is durable before it: the segments
+// this activation read or wrote, not the one it is about to write (see the
+// package doc, Crash safety).
 func (s *session) checkpoint(ctx context.Context) error {
 	cost := s.st.Cost
-	v, err := s.o.Registry.Commit(ctx, s.id(), s.version, queue.Changes{Cost: &cost})
+	v, err := s.o.Registry.Commit(ctx, s.id(), s.version, queue.Changes{Cost: &cost, Transcript: orchestrator.RecordMark(s.tw.Mark())})
 	if err != nil {
 		return err
 	}
@@ -441,7 +455,9 @@ func (s *session) runHooks(ctx context.Context, event string, evctx map[string]a
 		s.log.Warn("hooks failed", "event", event, "error", err)
 	}
 	for _, o := range outs {
-		s.emit(transcript.TypeHookFired, map[string]any{"hook_id": o.HookID, "event": event, "item_id": o.ItemID, "error": errString(o.Err)})
+		s.emit(transcript.TypeHookFired, transcript.HookFired{
+			HookID: o.HookID, Event: event, Layer: o.Layer, Action: o.Primary, ItemType: o.ItemType, ItemID: o.ItemID, Error: errString(o.Err),
+		})
 	}
 	return hooks.InjectedContext(outs)
 }
@@ -470,4 +486,16 @@ func injectNearLastUser(msgs []thread.Message, text string) []thread.Message {
 		}
 	}
 	return append(msgs, thread.Message{Role: thread.RoleUser, Content: text})
+}
+
+// carriedMessages counts the messages of a continuation's seed that came
+// from the previous thread: all but the last (the continuation
+// instruction, or a resume's message) and omittedTurnsNote. For a handoff
+// it equals the old thread's trailing_turns.
+func carriedMessages(seed []thread.Message) int {
+	n := len(seed) - 1
+	if n > 0 && seed[0].Role == thread.RoleUser && seed[0].Content == omittedTurnsNote {
+		n--
+	}
+	return max(n, 0)
 }

@@ -3,13 +3,17 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
 
+	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
+	"github.com/spool-run/spool/transcript"
 )
 
 // buildTools is the thread's tool registry: the built-in file tools and
@@ -65,17 +69,30 @@ func (s *session) toolDefs() []thread.ToolDef {
 	return append(defs, directiveReturnDef(s.dir))
 }
 
-// The session is the hooks' action runner.
+// The session is the hooks' action runner. Hooks act as the thread: every
+// item action is checked against the thread's capabilities, as the model's
+// tool calls are, and a refusal is the action's error (recorded in the
+// hook_fired event; the thread runs on). Fail closed, like the rest of the
+// capability model: a directive whose hooks load knowledge declares
+// <load><knowledge>...</knowledge></load>, one whose hooks search declares
+// <search>, and user and project hooks get no more than the thread they run
+// in (the same holds for their execute actions).
 
 // Load returns a knowledge or directive item's content for context
-// injection. Knowledge ids resolve under .ai/knowledge/ in the bundle, or
-// to a thread's knowledge render for "agent/threads/<thread id>".
+// injection; the thread must hold rye.load.<item type>.<item id>. Knowledge
+// ids resolve to a thread's knowledge render for "agent/threads/<thread
+// id>" or "agent/threads/<directive>/<thread id>" (where the reference
+// keeps it), else under .ai/knowledge/ in the bundle.
 func (s *session) Load(ctx context.Context, itemType, itemID string) (string, error) {
+	if need := thread.Capability(thread.PrimaryLoad, itemType, itemID); !thread.Match(s.rec.Capabilities, need) {
+		return "", fmt.Errorf("load %s %s: capability %s not held", itemType, itemID, need)
+	}
 	switch itemType {
 	case "knowledge":
-		if id, ok := strings.CutPrefix(itemID, "agent/threads/"); ok {
-			if b, err := s.o.Store.Get(ctx, "threads/"+lastSegment(id)+"/knowledge.md"); err == nil {
-				return string(b), nil
+		if rest, ok := strings.CutPrefix(itemID, "agent/threads/"); ok {
+			text, found, err := s.threadKnowledge(ctx, rest)
+			if err != nil || found {
+				return text, err
 			}
 		}
 		for _, p := range []string{".ai/knowledge/" + itemID + ".md", ".ai/knowledge/" + itemID} {
@@ -94,25 +111,71 @@ func (s *session) Load(ctx context.Context, itemType, itemID string) (string, er
 	return "", fmt.Errorf("load: unsupported item_type %q", itemType)
 }
 
-// lastSegment returns what follows the last "/" ("dir/x-1" → "x-1"): a
-// knowledge id may name a thread under its directive's folder.
-func lastSegment(id string) string {
-	if i := strings.LastIndex(id, "/"); i >= 0 {
-		return id[i+1:]
+// threadKnowledge returns the verified knowledge render of the thread that
+// ref names (see knowledgeThreadIDs), read at transcript.KnowledgeKey of
+// the thread's directive, which the registry knows. found is false when
+// no thread has that id.
+func (s *session) threadKnowledge(ctx context.Context, ref string) (text string, found bool, err error) {
+	ids := knowledgeThreadIDs(ref)
+	recs, err := s.o.Registry.GetMany(ctx, ids)
+	if err != nil {
+		return "", false, err
 	}
-	return id
+	byID := make(map[string]*queue.Record, len(recs))
+	for _, r := range recs {
+		byID[r.ThreadID] = r
+	}
+	for _, id := range ids {
+		rec := byID[id]
+		if rec == nil || (id != ref && rec.Directive+"/"+rec.ThreadID != ref) {
+			continue
+		}
+		data, err := s.o.Store.Get(ctx, transcript.KnowledgeKey(rec.Directive, rec.ThreadID))
+		if errors.Is(err, blobstore.ErrNotFound) {
+			// Rendered at the thread's checkpoints and when it finishes,
+			// beside the registry update: a thread that has not taken a
+			// turn yet has none.
+			return "", true, fmt.Errorf("thread %s has no knowledge render yet", rec.ThreadID)
+		}
+		if err != nil {
+			return "", true, err
+		}
+		// What goes into the model's context is held to the transcript's
+		// standard: a render the thread's signer did not sign is refused.
+		body, _, err := transcript.VerifyMarkdown(data, s.o.Keyring)
+		if err != nil {
+			return "", true, fmt.Errorf("knowledge of thread %s: %w", rec.ThreadID, err)
+		}
+		return string(body), true, nil
+	}
+	return "", false, nil
 }
 
-// Execute runs a tool (as the thread, under its capabilities) or loads a
-// knowledge item, for hooks whose action is execute.
+// knowledgeThreadIDs are the thread ids a knowledge reference under
+// agent/threads/ may name, in the order they are tried: the whole
+// reference (thread ids hold the directive's slashes: "t/x-1739820456-ab"),
+// then what follows each "/", for "<directive>/<thread id>".
+func knowledgeThreadIDs(ref string) []string {
+	ids := []string{ref}
+	for i := 0; i < len(ref); i++ {
+		if ref[i] == '/' && i+1 < len(ref) {
+			ids = append(ids, ref[i+1:])
+		}
+	}
+	return ids
+}
+
+// Execute runs a tool (as the thread, under its capabilities: the check of
+// the model's tool calls) or loads a knowledge or directive item, for hooks
+// whose action is execute.
 func (s *session) Execute(ctx context.Context, itemType, itemID string, params map[string]any) (string, error) {
 	switch itemType {
 	case "knowledge", "directive":
 		return s.Load(ctx, itemType, itemID)
 	case "tool":
 		id := normalizeTool(itemID)
-		if !thread.Match(s.rec.Capabilities, thread.ToolCapability(id)) && !strings.HasPrefix(id, "rye/agent/threads/") {
-			return "", fmt.Errorf("hook tool %s: capability %s not held", id, thread.ToolCapability(id))
+		if err := s.checkTool(id); err != nil {
+			return "", fmt.Errorf("hook tool %s: %w", id, err)
 		}
 		t, ok := s.tools.Lookup(id)
 		if !ok {
@@ -131,14 +194,30 @@ func (s *session) Execute(ctx context.Context, itemType, itemID string, params m
 	return "", fmt.Errorf("execute: unsupported item_type %q", itemType)
 }
 
-// Search lists knowledge items whose path contains the query.
+// Search lists the items of itemType in the bundle whose path contains the
+// query and that the thread may search (rye.search.<item type>.<item id>).
+// When there are hits and the thread may search none of them, the search
+// is refused with an error naming the capability of the first.
 func (s *session) Search(ctx context.Context, itemType, query string) (string, error) {
+	root := ".ai/" + itemType
 	var hits []string
-	_ = fs.WalkDir(s.proj.Bundle, ".ai/"+itemType, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.Contains(p, query) {
-			hits = append(hits, p)
+	denied := ""
+	_ = fs.WalkDir(s.proj.Bundle, root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.Contains(p, query) {
+			return nil
 		}
+		id := strings.TrimSuffix(strings.TrimPrefix(p, root+"/"), ".md")
+		if need := thread.Capability(thread.PrimarySearch, itemType, id); !thread.Match(s.rec.Capabilities, need) {
+			if denied == "" {
+				denied = need
+			}
+			return nil
+		}
+		hits = append(hits, p)
 		return nil
 	})
+	if len(hits) == 0 && denied != "" {
+		return "", fmt.Errorf("search %s %q: capability %s not held", itemType, query, denied)
+	}
 	return strings.Join(hits, "\n"), nil
 }

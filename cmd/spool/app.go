@@ -74,13 +74,58 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			threadCommand(), budgetCommand(), directiveCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, sub bool) error { return &usageError{msg: err.Error()} },
+		Before: func(c *cli.Context) error {
+			// go-redis logs dial failures on stderr by itself; the error
+			// that reaches the user says it once.
+			redis.SetLogger(redisLogger{logger(c)})
+			return nil
+		},
 		CommandNotFound: func(c *cli.Context, name string) {
 			fmt.Fprintf(c.App.ErrWriter, "spool: unknown command %q\n", name)
 			os.Exit(2)
 		},
 	}
 	app.HideHelpCommand = true
+	setUsageErrors(app.Commands)
 	return app
+}
+
+// setUsageErrors makes a bad flag of any command a usageError (exit 2, one
+// line on stderr), instead of urfave/cli's "Incorrect Usage" and help text
+// on stdout, which would break --json output.
+func setUsageErrors(cmds []*cli.Command) {
+	for _, c := range cmds {
+		if c.OnUsageError == nil {
+			c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return &usageError{msg: err.Error()} }
+		}
+		setUsageErrors(c.Subcommands)
+	}
+}
+
+// commandPath is the command's name as typed, e.g. "thread show".
+func commandPath(c *cli.Context) string {
+	var names []string
+	for _, x := range c.Lineage() {
+		if x.Command != nil && x.Command.Name != "" && x.Command.Name != c.App.Name {
+			names = append([]string{x.Command.Name}, names...)
+		}
+	}
+	return strings.Join(names, " ")
+}
+
+// noArgs refuses positional arguments for a command that takes none.
+func noArgs(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usagef("%s takes no arguments (got %q)", commandPath(c), c.Args().First())
+	}
+	return nil
+}
+
+// redisLogger sends go-redis's own messages to the logger at debug level.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, fmt.Sprintf(format, v...))
 }
 
 // logger builds the process logger from the global flags.
@@ -145,6 +190,9 @@ func (s *services) Close() {
 type openOpts struct {
 	// startEmbedded: with no Redis configured, start one (dev, --embedded).
 	startEmbedded bool
+	// readOnly: the command signs nothing, so trusted public keys (the key
+	// dir's *.pub, SPOOL_TRUSTED_KEYS) suffice without the signing key.
+	readOnly bool
 }
 
 // redisURLFile is where `spool dev` leaves the URL of its embedded Redis so
@@ -153,6 +201,9 @@ func redisURLFile(dataDir string) string { return filepath.Join(dataDir, "redis.
 
 // openServices connects to Redis and the blob store and loads the keys.
 func openServices(c *cli.Context, o openOpts) (*services, error) {
+	if c.Duration("lease-ttl") < time.Second {
+		return nil, usagef("--lease-ttl %s: must be at least 1s", c.Duration("lease-ttl"))
+	}
 	log := logger(c)
 	proj, err := projectDir(c)
 	if err != nil {
@@ -191,22 +242,18 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 	defer cancel()
 	if err := s.rdb.Ping(pingCtx).Err(); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("redis %s: %w", url, err)
+		return nil, fmt.Errorf("redis %s: %w", redactURL(url), err)
 	}
 	if s.store, err = stack.OpenBlobStore(c.Context, dd); err != nil {
 		s.Close()
 		return nil, err
 	}
-	signer, keyring, err := loadKeys(c, dd, s.embedded != nil || c.String("redis-url") == "")
+	signer, keyring, err := loadKeys(c, dd, s.embedded != nil || c.String("redis-url") == "", o.readOnly)
 	if err != nil {
 		s.Close()
 		return nil, err
 	}
 	s.client = asynq.NewClientFromRedisClient(s.rdb)
-	if c.Duration("lease-ttl") < time.Second {
-		s.Close()
-		return nil, usagef("--lease-ttl %s: must be at least 1s", c.Duration("lease-ttl"))
-	}
 	s.orch = orchestrator.New(orchestrator.Config{Namespace: c.String("namespace"), Logger: log, LeaseTTL: c.Duration("lease-ttl")}, s.rdb, s.store,
 		&queue.Enqueuer{Client: s.client}, signer, keyring)
 	return s, nil
@@ -214,13 +261,14 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 
 // loadKeys loads the signing key and the trusted public keys. With
 // autoCreate (local, zero-setup runs) a missing key pair is made in the
-// data dir.
-func loadKeys(c *cli.Context, dd string, autoCreate bool) (*transcript.Signer, *transcript.Keyring, error) {
+// data dir. With readOnly a missing signing key is no error: the signer is
+// nil and the keyring is the key dir's *.pub and SPOOL_TRUSTED_KEYS.
+func loadKeys(c *cli.Context, dd string, autoCreate, readOnly bool) (*transcript.Signer, *transcript.Keyring, error) {
 	keyDir := filepath.Join(dd, "keys")
 	path := c.String("signing-key")
 	if path == "" {
 		path = filepath.Join(keyDir, transcript.SigningKeyFile)
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && !readOnly {
 			if !autoCreate {
 				return nil, nil, fmt.Errorf("no signing key at %s: run `spool keys init` or set SPOOL_SIGNING_KEY", path)
 			}
@@ -229,17 +277,28 @@ func loadKeys(c *cli.Context, dd string, autoCreate bool) (*transcript.Signer, *
 			}
 		}
 	}
+	var signers []*transcript.Signer
 	signer, err := transcript.LoadKey(path)
-	if err != nil {
+	switch {
+	case err == nil:
+		signers = append(signers, signer)
+	case readOnly && errors.Is(err, os.ErrNotExist):
+	default:
 		return nil, nil, fmt.Errorf("signing key %s: %w", path, err)
 	}
 	keyDirOf := path
-	if st, err := os.Stat(path); err == nil && !st.IsDir() {
+	if st, err := os.Stat(path); err != nil || !st.IsDir() {
 		keyDirOf = filepath.Dir(path)
 	}
-	keyring, err := transcript.LoadKeyring(keyDirOf, signer)
-	if err != nil {
+	keyring, err := transcript.LoadKeyring(keyDirOf, signers...)
+	switch {
+	case err == nil:
+	case signer != nil:
 		return nil, nil, err
+	case os.Getenv("SPOOL_TRUSTED_KEYS") == "":
+		return nil, nil, fmt.Errorf("no signing key at %s, no trusted public keys: %w", path, err)
+	default:
+		keyring = transcript.NewKeyring() // SPOOL_TRUSTED_KEYS below
 	}
 	if extra := os.Getenv("SPOOL_TRUSTED_KEYS"); extra != "" {
 		more, err := transcript.LoadKeyring(extra)

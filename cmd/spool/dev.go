@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
+	"github.com/spool-run/spool/monitor"
 	"github.com/spool-run/spool/stack"
 )
 
@@ -47,6 +48,18 @@ func devCommand() *cli.Command {
 }
 
 func dev(c *cli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	if _, err := workerQueues(c); err != nil {
+		return err
+	}
+	if _, _, err := schedulerIntervals(c); err != nil {
+		return err
+	}
+	if _, err := isLoopback(c.String("addr")); c.String("addr") != "" && err != nil {
+		return usagef("--addr %q: want HOST:PORT", c.String("addr"))
+	}
 	dd, err := dataDir(c)
 	if err != nil {
 		return err
@@ -92,16 +105,22 @@ func dev(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	monitor := "not in this build yet (asynqmon and thread views come with `spool monitor`)"
-	extra := map[string]http.Handler{}
-	// TODO(monitor): serve the monitor at "/" once cmd/spool/monitor.go provides
-	// newMonitorHandler(s *services) (http.Handler, error):
-	//	h, err := newMonitorHandler(s); if err != nil { return err }; extra["/"] = h
-	stopHTTP, err := serveMetrics(c.String("addr"), reg, extra)
+	// The monitor is served at "/" beside /metrics and /healthz, open (dev
+	// is a local tool) but, on loopback, only to loopback Host names.
+	addr := c.String("addr")
+	mon, err := newMonitorHandlerWith(s, monitorOptions{hosts: loopbackHosts(addr), registry: reg})
+	if err != nil {
+		return err
+	}
+	stopHTTP, err := serveMetrics(addr, reg, map[string]http.Handler{"/": mon})
 	if err != nil {
 		return err
 	}
 	defer stopHTTP()
+	monitorDesc := fmt.Sprintf("http://%s/ (asynqmon at http://%s%s/)", addr, addr, monitor.AsynqPath)
+	if addr == "" {
+		monitorDesc = "off (--addr is empty)"
+	}
 	if err := sch.Start(); err != nil {
 		return err
 	}
@@ -111,7 +130,7 @@ func dev(c *cli.Context) error {
 	}
 	defer w.Stop()
 
-	printBanner(c, c.App.Writer, s, schedDesc, monitor)
+	printBanner(c, c.App.Writer, s, schedDesc, monitorDesc)
 	<-c.Context.Done()
 	fmt.Fprintln(c.App.ErrWriter, "spool dev: stopping: worker, scheduler, monitor, then redis")
 	removeURL()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -21,6 +22,9 @@ func keysCommand() *cli.Command {
 			Usage: "make an Ed25519 key pair in <data-dir>/keys (or --dir)",
 			Flags: []cli.Flag{jsonFlag, &cli.StringFlag{Name: "dir"}, &cli.BoolFlag{Name: "force", Usage: "replace an existing key"}},
 			Action: func(c *cli.Context) error {
+				if err := noArgs(c); err != nil {
+					return err
+				}
 				dir := c.String("dir")
 				if dir == "" {
 					dd, err := dataDir(c)
@@ -68,6 +72,9 @@ func budgetCommand() *cli.Command {
 					return err
 				}
 				defer s.Close()
+				if _, err := s.orch.Registry.Get(c.Context, id); err != nil {
+					return notFound(id, err)
+				}
 				e, err := s.orch.Ledger.Get(c.Context, id)
 				if errors.Is(err, ledger.ErrNotFound) {
 					return fmt.Errorf("no ledger entry for thread %q", id)
@@ -97,7 +104,11 @@ func budgetCommand() *cli.Command {
 				if children == nil {
 					children = []child{}
 				}
-				out := map[string]any{"thread_id": id, "parent_id": e.ParentID, "max": e.Max, "reserved": e.Reserved, "actual": e.Actual,
+				var parent any // null for a root, as in the thread record
+				if e.ParentID != "" {
+					parent = e.ParentID
+				}
+				out := map[string]any{"thread_id": id, "parent_id": parent, "max": e.Max, "reserved": e.Reserved, "actual": e.Actual,
 					"remaining": e.Remaining, "overrun": e.Overrun, "status": e.Status, "children": children}
 				if c.Bool("json") {
 					return printJSON(c.App.Writer, out)
@@ -125,32 +136,38 @@ func directiveCommand() *cli.Command {
 				if c.NArg() == 0 {
 					return usagef("directive validate takes one or more paths")
 				}
-				errs := directive.ValidateFiles(c.Args().Slice())
 				type res struct {
 					Path  string `json:"path"`
 					Valid bool   `json:"valid"`
 					Error string `json:"error,omitempty"`
 				}
 				var out []res
+				var msgs [][]string
 				bad := 0
-				for i, p := range c.Args().Slice() {
-					r := res{Path: p, Valid: errs[i] == nil}
-					if errs[i] != nil {
-						r.Error = errs[i].Error()
+				for _, p := range c.Args().Slice() {
+					// One path at a time: ValidateFiles returns an error per
+					// bad file, not per path (a directory may hold several).
+					var m []string
+					for _, err := range directive.ValidateFiles([]string{p}) {
+						m = append(m, err.Error())
+					}
+					if len(m) > 0 {
 						bad++
 					}
-					out = append(out, r)
+					out = append(out, res{Path: p, Valid: len(m) == 0, Error: strings.Join(m, "; ")})
+					msgs = append(msgs, m)
 				}
 				if c.Bool("json") {
 					if err := printJSON(c.App.Writer, out); err != nil {
 						return err
 					}
 				} else {
-					for _, r := range out {
+					for i, r := range out {
 						if r.Valid {
 							fmt.Fprintf(c.App.Writer, "ok   %s\n", r.Path)
-						} else {
-							fmt.Fprintf(c.App.Writer, "FAIL %s\n", r.Error)
+						}
+						for _, m := range msgs[i] {
+							fmt.Fprintf(c.App.Writer, "FAIL %s\n", m)
 						}
 					}
 				}

@@ -42,12 +42,7 @@ type monitorOptions struct {
 	registry *prometheus.Registry // nil: a new one
 }
 
-// newMonitorHandler is the monitor's handler over s, open (no auth, any
-// Host): for `spool dev`, which serves it on loopback.
-func newMonitorHandler(s *services) (http.Handler, error) {
-	return newMonitorHandlerWith(s, monitorOptions{})
-}
-
+// newMonitorHandlerWith is the monitor's handler over s.
 func newMonitorHandlerWith(s *services, o monitorOptions) (http.Handler, error) {
 	return monitor.New(monitor.Config{
 		Orch:         s.orch,
@@ -94,6 +89,16 @@ func isLoopback(addr string) (bool, error) {
 	return ip != nil && ip.IsLoopback(), nil
 }
 
+// loopbackHosts are the Host names a monitor on a loopback addr answers
+// (against DNS rebinding); nil, any, for another addr.
+func loopbackHosts(addr string) []string {
+	if loop, err := isLoopback(addr); err != nil || !loop {
+		return nil
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	return append(append([]string{}, monitor.LoopbackHosts...), host)
+}
+
 func runMonitor(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usagef("monitor takes no arguments")
@@ -117,11 +122,7 @@ func runMonitor(c *cli.Context) error {
 	defer s.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	o := monitorOptions{auth: auth, readOnly: c.Bool("read-only"), registry: reg}
-	if loop {
-		host, _, _ := net.SplitHostPort(addr)
-		o.hosts = append(append([]string{}, monitor.LoopbackHosts...), host)
-	}
+	o := monitorOptions{auth: auth, readOnly: c.Bool("read-only"), registry: reg, hosts: loopbackHosts(addr)}
 	h, err := newMonitorHandlerWith(s, o)
 	if err != nil {
 		return err

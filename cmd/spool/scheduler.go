@@ -35,6 +35,12 @@ func schedulerCommand() *cli.Command {
 			"Any number of schedulers may run against one Redis: each tick starts exactly one thread.",
 		Flags: schedulerFlags(),
 		Action: func(c *cli.Context) error {
+			if err := noArgs(c); err != nil {
+				return err
+			}
+			if _, _, err := schedulerIntervals(c); err != nil {
+				return err
+			}
 			s, err := openServices(c, openOpts{})
 			if err != nil {
 				return err
@@ -62,19 +68,30 @@ func schedulerCommand() *cli.Command {
 	}
 }
 
-// newScheduler loads the schedules and checks them against the project,
-// and returns the scheduler with a one-line description of what it runs.
-func newScheduler(c *cli.Context, s *services, reg prometheus.Registerer) (*scheduler.Scheduler, string, error) {
-	hk := c.Duration("housekeeping-interval")
+// schedulerIntervals checks --housekeeping-interval (0 becomes -1: off) and
+// --retention; it needs no connection, so that bad usage is reported before
+// connecting.
+func schedulerIntervals(c *cli.Context) (hk, ret time.Duration, err error) {
+	hk = c.Duration("housekeeping-interval")
 	if hk < 0 {
-		return nil, "", usagef("--housekeeping-interval %s: must not be negative", hk)
+		return 0, 0, usagef("--housekeeping-interval %s: must not be negative", hk)
 	}
 	if hk == 0 {
 		hk = -1
 	}
-	ret := c.Duration("retention")
+	ret = c.Duration("retention")
 	if ret < 0 {
-		return nil, "", usagef("--retention %s: must not be negative", ret)
+		return 0, 0, usagef("--retention %s: must not be negative", ret)
+	}
+	return hk, ret, nil
+}
+
+// newScheduler loads the schedules and checks them against the project,
+// and returns the scheduler with a one-line description of what it runs.
+func newScheduler(c *cli.Context, s *services, reg prometheus.Registerer) (*scheduler.Scheduler, string, error) {
+	hk, ret, err := schedulerIntervals(c)
+	if err != nil {
+		return nil, "", err
 	}
 	path := c.String("schedules")
 	explicit := path != ""

@@ -33,6 +33,12 @@ func workerCommand() *cli.Command {
 		Usage: "serve thread activations from the queues",
 		Flags: workerFlags(),
 		Action: func(c *cli.Context) error {
+			if err := noArgs(c); err != nil {
+				return err
+			}
+			if _, err := workerQueues(c); err != nil {
+				return err
+			}
 			s, err := openServices(c, openOpts{})
 			if err != nil {
 				return err
@@ -59,13 +65,23 @@ func workerCommand() *cli.Command {
 	}
 }
 
-func newWorker(c *cli.Context, s *services, reg *prometheus.Registry) (*worker.Worker, error) {
+// workerQueues checks the worker's flags and returns its queues; it needs
+// no connection, so that bad usage is reported before connecting.
+func workerQueues(c *cli.Context) (map[string]int, error) {
 	queues, err := worker.ParseQueues(c.String("queues"))
 	if err != nil {
 		return nil, usagef("--%v", err)
 	}
 	if c.Int("concurrency") <= 0 {
 		return nil, usagef("--concurrency must be positive")
+	}
+	return queues, nil
+}
+
+func newWorker(c *cli.Context, s *services, reg *prometheus.Registry) (*worker.Worker, error) {
+	queues, err := workerQueues(c)
+	if err != nil {
+		return nil, err
 	}
 	var m *worker.Metrics
 	if reg != nil {

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -38,13 +40,14 @@ func threadCommand() *cli.Command {
 				&cli.DurationFlag{Name: "timeout", Value: 600 * time.Second}}, Action: threadWait},
 			{Name: "cancel", Usage: "cancel a thread", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag,
 				&cli.BoolFlag{Name: "cascade", Value: true, Usage: "cancel its children too"}}, Action: threadCancel},
-			{Name: "resume", Usage: "resume a finished thread with a message", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag,
-				&cli.StringFlag{Name: "message", Required: true}}, Action: threadResume},
+			{Name: "resume", Usage: "resume a finished thread with a message", ArgsUsage: "ID --message TEXT", Flags: []cli.Flag{jsonFlag,
+				&cli.StringFlag{Name: "message", Usage: "the user message the thread resumes with (required)"}}, Action: threadResume},
 			{Name: "transcript", Usage: "print a thread's transcript", ArgsUsage: "ID", Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "json", Usage: "print JSON lines, one event a line (--format jsonl)"},
 				&cli.BoolFlag{Name: "follow", Usage: "keep printing as the thread runs"},
 				&cli.StringFlag{Name: "format", Value: "text", Usage: "jsonl, text or markdown"}}, Action: threadTranscript},
-			{Name: "search", Usage: "regex over the transcripts of a whole chain", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag,
-				&cli.StringFlag{Name: "query", Required: true}, &cli.IntFlag{Name: "max", Value: 50}}, Action: threadSearch},
+			{Name: "search", Usage: "regex over the transcripts of a whole chain", ArgsUsage: "ID --query REGEX", Flags: []cli.Flag{jsonFlag,
+				&cli.StringFlag{Name: "query", Usage: "Go regular expression (required)"}, &cli.IntFlag{Name: "max", Value: 50}}, Action: threadSearch},
 			{Name: "verify", Usage: "verify every signature and hash of a transcript", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag}, Action: threadVerify},
 		},
 	}
@@ -79,6 +82,9 @@ func parseInputs(c *cli.Context) (map[string]any, error) {
 	if raw := c.String("inputs-json"); raw != "" {
 		if err := json.Unmarshal([]byte(raw), &in); err != nil {
 			return nil, usagef("--inputs-json: not a JSON object: %v", err)
+		}
+		if in == nil { // "null"
+			return nil, usagef("--inputs-json: not a JSON object: null")
 		}
 	}
 	for _, kv := range c.StringSlice("input") {
@@ -151,12 +157,14 @@ func threadRun(c *cli.Context) error {
 		fmt.Fprintln(c.App.Writer, rec.ThreadID)
 		return nil
 	}
+	stopFollow := func() {}
 	if c.Bool("follow") {
-		go follow(c, s, rec.ThreadID)
+		stopFollow = startFollow(c, s, rec.ThreadID)
 	}
 	res, err := s.orch.Wait(c.Context, []string{rec.ThreadID}, c.Duration("timeout"))
+	stopFollow()
 	if err != nil {
-		return fmt.Errorf("wait for %s: %w", rec.ThreadID, err)
+		return waitError(c, []string{rec.ThreadID}, err)
 	}
 	final := res[rec.ThreadID]
 	if c.Bool("json") {
@@ -248,21 +256,37 @@ func dash(s string) string {
 
 func oneID(c *cli.Context) (string, error) {
 	if c.NArg() != 1 {
-		return "", usagef("%s takes one thread ID", c.Command.FullName())
+		return "", usagef("%s takes one thread ID, got %d arguments", commandPath(c), c.NArg())
 	}
 	return c.Args().First(), nil
 }
 
+// waitError says why waiting for ids failed: the --timeout ran out, or
+// something else.
+func waitError(c *cli.Context, ids []string, err error) error {
+	what := "thread " + ids[0]
+	if len(ids) > 1 {
+		what = fmt.Sprintf("%d threads", len(ids))
+	}
+	if errors.Is(err, context.DeadlineExceeded) && c.Context.Err() == nil {
+		return fmt.Errorf("%s not finished after --timeout %s", what, c.Duration("timeout"))
+	}
+	return fmt.Errorf("wait for %s: %w", what, err)
+}
+
 func threadList(c *cli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	st := c.String("status")
+	if st != "" && !thread.Status(st).Valid() {
+		return usagef("--status %q: want one of created, running, waiting, completed, error, cancelled, continued", st)
+	}
 	s, err := openServices(c, openOpts{})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	st := c.String("status")
-	if st != "" && !thread.Status(st).Valid() {
-		return usagef("--status %q: want one of created, running, waiting, completed, error, cancelled, continued", st)
-	}
 	recs, err := s.orch.Registry.List(c.Context, queue.Filter{Status: thread.Status(st), Directive: c.String("directive"), Parent: c.String("parent"), Limit: c.Int("limit")})
 	if err != nil {
 		return err
@@ -284,7 +308,7 @@ func threadShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	s, err := openServices(c, openOpts{})
+	s, err := openServices(c, openOpts{readOnly: true})
 	if err != nil {
 		return err
 	}
@@ -423,15 +447,19 @@ func threadWait(c *cli.Context) error {
 	}
 	res, err := s.orch.Wait(c.Context, ids, c.Duration("timeout"))
 	if err != nil {
-		return fmt.Errorf("wait: %w", err)
+		return waitError(c, ids, err)
 	}
 	if c.Bool("json") {
-		return printJSON(c.App.Writer, res)
+		if err := printJSON(c.App.Writer, res); err != nil {
+			return err
+		}
 	}
 	failed := 0
 	for _, id := range ids {
 		r := res[id]
-		fmt.Fprintf(c.App.Writer, "%s  →  %s  %s\n", id, r.ThreadID, r.Status)
+		if !c.Bool("json") {
+			fmt.Fprintf(c.App.Writer, "%s  →  %s  %s\n", id, r.ThreadID, r.Status)
+		}
 		if r.Status != thread.StatusCompleted {
 			failed++
 		}
@@ -452,12 +480,23 @@ func threadCancel(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	r, err := s.orch.Cancel(c.Context, id, c.Bool("cascade"))
+	before, err := s.orch.Registry.Get(c.Context, id)
 	if err != nil {
 		return notFound(id, err)
 	}
+	r, requested := before, false
+	if !before.Status.Terminal() {
+		if r, err = s.orch.Cancel(c.Context, id, c.Bool("cascade")); err != nil {
+			return notFound(id, err)
+		}
+		requested = true
+	}
 	if c.Bool("json") {
-		return printJSON(c.App.Writer, map[string]any{"success": true, "thread_id": r.ThreadID, "status": r.Status, "cancel_requested": true})
+		return printJSON(c.App.Writer, map[string]any{"success": true, "thread_id": r.ThreadID, "status": r.Status, "cancel_requested": requested})
+	}
+	if !requested {
+		fmt.Fprintf(c.App.Writer, "%s  already %s, nothing to cancel\n", r.ThreadID, r.Status)
+		return nil
 	}
 	fmt.Fprintf(c.App.Writer, "%s  cancel requested (status %s)\n", r.ThreadID, r.Status)
 	return nil
@@ -467,6 +506,9 @@ func threadResume(c *cli.Context) error {
 	id, err := oneID(c)
 	if err != nil {
 		return err
+	}
+	if strings.TrimSpace(c.String("message")) == "" {
+		return usagef("thread resume needs --message TEXT")
 	}
 	s, err := openServices(c, openOpts{})
 	if err != nil {
@@ -487,10 +529,25 @@ func threadResume(c *cli.Context) error {
 	return nil
 }
 
+// searchMatch is one line of `thread search --json`.
+type searchMatch struct {
+	ThreadID  string `json:"thread_id"`
+	Seq       int64  `json:"seq"`
+	EventType string `json:"event_type"`
+	Line      int    `json:"line"`
+	Text      string `json:"text"`
+}
+
 func threadSearch(c *cli.Context) error {
 	id, err := oneID(c)
 	if err != nil {
 		return err
+	}
+	if c.String("query") == "" {
+		return usagef("thread search needs --query REGEX")
+	}
+	if _, err := regexp.Compile(c.String("query")); err != nil {
+		return usagef("--query: %v", err)
 	}
 	s, err := openServices(c, openOpts{})
 	if err != nil {
@@ -505,7 +562,11 @@ func threadSearch(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("json") {
-		return printJSON(c.App.Writer, map[string]any{"success": true, "matches": matches})
+		out := make([]searchMatch, len(matches))
+		for i, m := range matches {
+			out[i] = searchMatch{ThreadID: m.ThreadID, Seq: m.Seq, EventType: m.Type, Line: m.Line, Text: m.Text}
+		}
+		return printJSON(c.App.Writer, map[string]any{"success": true, "matches": out})
 	}
 	for _, m := range matches {
 		fmt.Fprintf(c.App.Writer, "%s  seg %d  line %d  %s\n", m.ThreadID, m.Seq, m.Line, m.Text)

@@ -18,10 +18,16 @@ func threadTranscript(c *cli.Context) error {
 		return err
 	}
 	format := c.String("format")
+	if c.Bool("json") {
+		if c.IsSet("format") && format != "jsonl" {
+			return usagef("--json prints jsonl: not with --format %s", format)
+		}
+		format = "jsonl"
+	}
 	if format != "jsonl" && format != "text" && format != "markdown" {
 		return usagef("--format %q: want jsonl, text or markdown", format)
 	}
-	s, err := openServices(c, openOpts{})
+	s, err := openServices(c, openOpts{readOnly: true})
 	if err != nil {
 		return err
 	}
@@ -73,7 +79,7 @@ func threadVerify(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	s, err := openServices(c, openOpts{})
+	s, err := openServices(c, openOpts{readOnly: true})
 	if err != nil {
 		return err
 	}
@@ -81,37 +87,65 @@ func threadVerify(c *cli.Context) error {
 	if _, err := s.orch.Registry.Get(c.Context, id); err != nil {
 		return notFound(id, err)
 	}
-	tr, err := transcript.Read(c.Context, s.store, id, s.orch.Keyring, transcript.Strict)
+	// Signed metadata against the registry, then the transcript held to
+	// the transcript marks of the registry and thread.json.
+	v, err := s.orch.VerifyThread(c.Context, id, transcript.Strict)
 	if err != nil {
 		if c.Bool("json") {
 			_ = printJSON(c.App.Writer, map[string]any{"thread_id": id, "verified": false, "error": err.Error()})
 		}
-		return fmt.Errorf("verify %s: %w", id, err)
+		return err
 	}
-	out := map[string]any{"thread_id": id, "verified": true, "segments": len(tr.Segments), "events": len(tr.Events)}
+	tr := v.Transcript
+	present := func(ok bool) string {
+		if ok {
+			return "verified"
+		}
+		return "absent"
+	}
+	tj, caps := present(v.Metadata.ThreadJSON != nil), present(v.Metadata.Capabilities != nil)
+	out := map[string]any{"thread_id": id, "verified": true, "segments": len(tr.Segments), "events": len(tr.Events),
+		"thread_json": tj, "capabilities": caps}
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, out)
 	}
-	fmt.Fprintf(c.App.Writer, "%s: verified %d segments, %d events\n", id, len(tr.Segments), len(tr.Events))
+	fmt.Fprintf(c.App.Writer, "%s: verified %d segments, %d events; thread.json %s; capabilities.md %s\n", id, len(tr.Segments), len(tr.Events), tj, caps)
 	return nil
 }
 
-// follow prints a live view of a running thread until ctx ends: a line
-// whenever its turn, tokens, spend, status or last tool change.
-func follow(c *cli.Context, s *services, id string) {
-	ctx := c.Context
-	last := ""
-	for {
-		line := followLine(ctx, s, id)
-		if line != "" && line != last {
+// startFollow prints a live view of a running thread on stderr, one line
+// whenever its turn, tokens, spend, status or last tool change:
+//
+//	[t/leaf-…] running    turn 2/4 · 240 tokens · $0.000400 of $0.5 · last tool rye/file-system/fs_read
+//
+// It follows the continuation chain to its live thread. The returned stop
+// ends the view and prints the final state (the line is only printed if it
+// differs from the last one shown).
+func startFollow(c *cli.Context, s *services, id string) (stop func()) {
+	ctx, cancel := context.WithCancel(c.Context)
+	done := make(chan struct{})
+	var last string
+	show := func(ctx context.Context) {
+		if line := followLine(ctx, s, id); line != "" && line != last {
 			fmt.Fprintln(c.App.ErrWriter, line)
 			last = line
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(300 * time.Millisecond):
+	}
+	go func() {
+		defer close(done)
+		for {
+			show(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
 		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		show(c.Context)
 	}
 }
 
@@ -125,7 +159,12 @@ func followLine(ctx context.Context, s *services, id string) string {
 		return ""
 	}
 	tool := lastTool(ctx, s, term)
-	return fmt.Sprintf("[%s] %-9s turn %d · %d tokens · $%.6f%s", short(r), r.Status, r.Cost.Turns, r.Cost.InputTokens+r.Cost.OutputTokens, r.Cost.Spend, tool)
+	line := fmt.Sprintf("[%s] %-9s turn %d/%d · %d tokens · $%.6f of $%g%s", short(r), r.Status, r.Cost.Turns, r.Limits.Turns,
+		r.Cost.InputTokens+r.Cost.OutputTokens, r.Cost.Spend, r.Limits.Spend, tool)
+	if r.Error != nil {
+		line += " · " + r.Error.Code
+	}
+	return line
 }
 
 func short(r *queue.Record) string {

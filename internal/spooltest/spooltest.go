@@ -201,13 +201,21 @@ func (e *Env) SpoolContext(ctx context.Context, env []string, args ...string) Re
 }
 
 // baseEnv is the part of the test's environment a spool process keeps.
+// A binary built with -race sleeps a second at exit to let its race
+// reporter finish (atexit_sleep_ms); every `spool` command of every test
+// would pay it, so it is 0 unless the environment sets GORACE.
 func baseEnv() []string {
 	var out []string
+	gorace := false
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "SPOOL_") || strings.HasPrefix(kv, "AWS_") || strings.HasPrefix(kv, "ANTHROPIC_") || strings.HasPrefix(kv, "OPENAI_") {
 			continue
 		}
+		gorace = gorace || strings.HasPrefix(kv, "GORACE=")
 		out = append(out, kv)
+	}
+	if !gorace {
+		out = append(out, "GORACE=atexit_sleep_ms=0")
 	}
 	return out
 }

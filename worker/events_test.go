@@ -1,0 +1,73 @@
+package worker
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/spool-run/spool/thread"
+)
+
+func TestKnowledgeThreadIDs(t *testing.T) {
+	t.Parallel()
+	for ref, want := range map[string][]string{
+		// A thread id alone: it holds its directive's slashes.
+		"t/source-1739820456-abc": {"t/source-1739820456-abc", "source-1739820456-abc"},
+		// "<directive>/<thread id>", as the reference lays knowledge out.
+		"t/source/t/source-1739820456-abc": {"t/source/t/source-1739820456-abc", "source/t/source-1739820456-abc",
+			"t/source-1739820456-abc", "source-1739820456-abc"},
+		"plain-1": {"plain-1"},
+		"x/":      {"x/"},
+	} {
+		if diff := cmp.Diff(want, knowledgeThreadIDs(ref)); diff != "" {
+			t.Errorf("knowledgeThreadIDs(%q) (-want +got):\n%s", ref, diff)
+		}
+	}
+}
+
+func TestCarriedMessages(t *testing.T) {
+	t.Parallel()
+	conv := agentConversation(3)
+	seed := func(msgs ...thread.Message) []thread.Message {
+		return append(msgs, thread.Message{Role: thread.RoleUser, Content: continueMessage})
+	}
+	trailing, kept := trailingMessages(conv, tokens(conv[3:]))
+	for name, tc := range map[string]struct {
+		seed []thread.Message
+		want int
+	}{
+		"handoff window with the note": {seed(trailing...), kept},
+		"whole conversation (resume)":  {seed(conv...), len(conv)},
+		"nothing carried":              {seed(), 0},
+	} {
+		if got := carriedMessages(tc.seed); got != tc.want {
+			t.Errorf("%s: carriedMessages = %d, want %d", name, got, tc.want)
+		}
+	}
+	if trailing[0].Content != omittedTurnsNote || kept != len(trailing)-1 {
+		t.Fatalf("the window should start with the note: %d of %d kept", kept, len(trailing))
+	}
+}
+
+func TestStringOutputs(t *testing.T) {
+	t.Parallel()
+	got := stringOutputs(map[string]any{"path": "notes/a.txt", "count": float64(3), "tags": []any{"a", "b"}, "none": nil})
+	want := map[string]string{"path": "notes/a.txt", "count": "3", "tags": `["a","b"]`, "none": "null"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stringOutputs (-want +got):\n%s", diff)
+	}
+	if stringOutputs(nil) != nil {
+		t.Error("no outputs: nil, left out of the payload")
+	}
+}
+
+func TestPendingThreads(t *testing.T) {
+	t.Parallel()
+	got := pendingThreads([]pending{
+		{CallID: "c1", Kind: "spawn", Threads: []string{"k1"}},
+		{CallID: "c2", Kind: "wait", Threads: []string{"k2", "k1", "k3"}},
+	})
+	if diff := cmp.Diff([]string{"k1", "k2", "k3"}, got); diff != "" {
+		t.Errorf("pendingThreads (-want +got):\n%s", diff)
+	}
+}

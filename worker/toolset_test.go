@@ -1,0 +1,80 @@
+package worker
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
+)
+
+// hookSession is a session as far as its hook actions on bundle items
+// need: a project bundle and the thread's capabilities.
+func hookSession(t *testing.T, capabilities ...string) *session {
+	t.Helper()
+	dir := t.TempDir()
+	for p, content := range map[string]string{
+		".ai/knowledge/notes/blue.md": "BLUE NOTES",
+		".ai/knowledge/notes/red.md":  "RED NOTES",
+	} {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, p), []byte(content), 0o644))
+	}
+	store := blobstore.NewMemory()
+	digest, err := directive.BuildBundle(t.Context(), store, dir, "", nil)
+	require.NoError(t, err)
+	b, err := directive.LoadBundle(t.Context(), store, digest)
+	require.NoError(t, err)
+	return &session{rec: &queue.Record{ThreadID: "t/x-1", Capabilities: capabilities}, proj: &orchestrator.Project{Digest: digest, Bundle: b}}
+}
+
+// TestHookActionsHeldToCapabilities: a hook's load, search and execute
+// need the thread's capabilities, as its model's tool calls do (fail
+// closed: none held, nothing allowed).
+func TestHookActionsHeldToCapabilities(t *testing.T) {
+	t.Parallel()
+
+	t.Run("load", func(t *testing.T) {
+		t.Parallel()
+		_, err := hookSession(t).Load(t.Context(), "knowledge", "notes/blue")
+		require.EqualError(t, err, "load knowledge notes/blue: capability rye.load.knowledge.notes.blue not held")
+		_, err = hookSession(t, "rye.execute.tool.*").Load(t.Context(), "knowledge", "notes/blue")
+		require.Error(t, err, "execute capabilities do not allow a load")
+		text, err := hookSession(t, "rye.load.knowledge.notes.*").Load(t.Context(), "knowledge", "notes/blue")
+		require.NoError(t, err)
+		require.Equal(t, "BLUE NOTES", text)
+		// execute on a knowledge item is a load, and needs the same.
+		_, err = hookSession(t).Execute(t.Context(), "knowledge", "notes/blue", nil)
+		require.ErrorContains(t, err, "capability rye.load.knowledge.notes.blue not held")
+	})
+
+	t.Run("search", func(t *testing.T) {
+		t.Parallel()
+		_, err := hookSession(t).Search(t.Context(), "knowledge", "notes")
+		require.EqualError(t, err, `search knowledge "notes": capability rye.search.knowledge.notes.blue not held`)
+		hits, err := hookSession(t, "rye.search.knowledge.notes.red").Search(t.Context(), "knowledge", "notes")
+		require.NoError(t, err)
+		require.Equal(t, ".ai/knowledge/notes/red.md", hits, "only what the thread may search")
+		hits, err = hookSession(t, "rye.search.*").Search(t.Context(), "knowledge", "notes")
+		require.NoError(t, err)
+		require.Equal(t, ".ai/knowledge/notes/blue.md\n.ai/knowledge/notes/red.md", hits)
+		hits, err = hookSession(t).Search(t.Context(), "knowledge", "nothing-matches")
+		require.NoError(t, err)
+		require.Empty(t, hits)
+	})
+
+	t.Run("execute", func(t *testing.T) {
+		t.Parallel()
+		// Thread tools get no exemption: a project tool under
+		// rye/agent/threads/ is refused before it is looked up.
+		for _, caps := range [][]string{nil, {"rye.execute.tool.rye.file-system.*"}} {
+			_, err := hookSession(t, caps...).Execute(t.Context(), "tool", "rye/agent/threads/thread_summary", map[string]any{"thread_id": "t/x-1"})
+			require.EqualError(t, err, "hook tool rye/agent/threads/thread_summary: permission denied: calling rye/agent/threads/thread_summary needs capability rye.execute.tool.rye.agent.threads.thread_summary, which this thread does not hold")
+		}
+	})
+}
