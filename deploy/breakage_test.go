@@ -3,6 +3,7 @@ package deploy
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -79,6 +80,35 @@ func TestChecksCatchBrokenManifests(t *testing.T) {
 		{"min above max",
 			func(t *testing.T, b *kbase) { set(t, so(b), 50, "spec", "minReplicaCount") },
 			checkKEDA, "minReplicaCount <= maxReplicaCount"},
+		{"scale to zero",
+			func(t *testing.T, b *kbase) { set(t, so(b), 0, "spec", "minReplicaCount") },
+			checkKEDA, "minReplicaCount 0: at least one worker must run"},
+		{"namespace in the ConfigMap, triggers on the bare queues",
+			func(t *testing.T, b *kbase) { set(t, cm(b), "tenant-a", "data", "SPOOL_NAMESPACE") },
+			checkKEDA, "no trigger on asynq:{tenant-a.critical}:pending"},
+		{"namespace in the ConfigMap: a bare list is not served",
+			func(t *testing.T, b *kbase) { set(t, cm(b), "tenant-a", "data", "SPOOL_NAMESPACE") },
+			checkKEDA, `list "asynq:{critical}:pending" is not the pending or active list of a queue the worker serves (critical,default,low in namespace "tenant-a")`},
+		{"namespace in the worker's env",
+			func(t *testing.T, b *kbase) {
+				env := append(list(worker(b), at(wc, "env")...), obj{"name": "SPOOL_NAMESPACE", "value": "tenant-b"})
+				set(t, worker(b), env, at(wc, "env")...)
+			}, checkKEDA, "no trigger on asynq:{tenant-b.low}:active"},
+		{"namespace from a Secret",
+			func(t *testing.T, b *kbase) {
+				env := append(list(worker(b), at(wc, "env")...), obj{"name": "SPOOL_NAMESPACE",
+					"valueFrom": obj{"secretKeyRef": obj{"name": "spool-secrets", "key": "REDIS_PASSWORD"}}})
+				set(t, worker(b), env, at(wc, "env")...)
+			}, checkKEDA, "SPOOL_NAMESPACE comes from a Secret"},
+		{"queues from SPOOL_WORKER_QUEUES",
+			func(t *testing.T, b *kbase) {
+				setArgs(t, b, "worker", "--concurrency=8", "--shutdown-timeout=30s")
+				set(t, cm(b), "critical=6,default=3", "data", "SPOOL_WORKER_QUEUES")
+			}, checkKEDA, `list "asynq:{low}:pending" is not the pending or active list`},
+		{"queues the worker would reject",
+			func(t *testing.T, b *kbase) {
+				setArgs(t, b, "worker", "--concurrency=8", "--queues=critical=6,default=0", "--shutdown-timeout=30s")
+			}, checkKEDA, "weight must be a positive integer"},
 		{"ScaledObject targets another Deployment",
 			func(t *testing.T, b *kbase) { set(t, so(b), "spool-web", "spec", "scaleTargetRef", "name") },
 			checkKEDA, "want exactly one ScaledObject targeting spool-worker, found 0"},
@@ -196,4 +226,57 @@ func copyTree(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return dst
+}
+
+// TestKEDATriggersFollowTheNamespace: outside the default namespace the
+// worker serves asynq queues "<namespace>.<queue>" (keyspace.Space.Queue),
+// so the triggers must read those lists; with them renamed the base passes
+// again. The namespace comes from the ConfigMap or the worker's own env,
+// which wins.
+func TestKEDATriggersFollowTheNamespace(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, cmNS, envNS, prefix string
+	}{
+		{"default namespace spelled out", "spool", "", ""},
+		{"ConfigMap", "tenant-a", "", "tenant-a."},
+		{"worker env wins over the ConfigMap", "tenant-a", "tenant-b", "tenant-b."},
+		{"braces are dropped like keyspace.New does", "{tenant-c}", "", "tenant-c."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := loadTestBase(t)
+			cm, _ := find(b.Docs, "ConfigMap", "spool-config")
+			set(t, cm.Obj, tt.cmNS, "data", "SPOOL_NAMESPACE")
+			if tt.envNS != "" {
+				w, _ := find(b.Docs, "Deployment", "spool-worker")
+				path := []any{"spec", "template", "spec", "containers", 0, "env"}
+				set(t, w.Obj, append(list(w.Obj, path...), obj{"name": "SPOOL_NAMESPACE", "value": tt.envNS}), path...)
+			}
+			so, _ := find(b.Docs, "ScaledObject", "spool-worker")
+			var want []string
+			for _, q := range []string{"critical", "default", "low"} {
+				for _, role := range []string{"pending", "active"} {
+					want = append(want, "asynq:{"+tt.prefix+q+"}:"+role)
+				}
+			}
+			if tt.prefix != "" {
+				if probs := checkKEDA(b); len(probs) == 0 {
+					t.Fatalf("triggers on the bare queue lists pass in namespace %q", tt.prefix)
+				}
+			}
+			var got []string
+			for _, trig := range list(so.Obj, "spec", "triggers") {
+				ln := str(trig, "metadata", "listName")
+				renamed := strings.Replace(ln, "asynq:{", "asynq:{"+tt.prefix, 1)
+				set(t, trig, renamed, "metadata", "listName")
+				got = append(got, renamed)
+			}
+			if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+				t.Fatalf("renamed triggers %q, want %q", got, want)
+			}
+			requireNoProblems(t, checkKEDA(b))
+		})
+	}
 }

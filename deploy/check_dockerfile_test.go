@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -75,10 +76,16 @@ func parseDockerfile(src string) ([]stage, error) {
 
 var goBuildPkg = regexp.MustCompile(`go build [^&;]*?(\./[A-Za-z0-9_./-]+)`)
 
+// defaultPath is the PATH a container gets when its image sets none (Docker
+// and containerd), which is also what the distroless base images set.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 // checkDockerfile: multi-stage, the builder makes a static, trimmed
 // ./cmd/spool, and the final stage is a non-root distroless or scratch
-// image whose entrypoint is /spool. repo is the repository root, to check
-// that the built packages exist.
+// image that installs it as "spool" in a directory on PATH (an external tool
+// the worker runs calls `spool thread run` to start a child) and uses that
+// path as the entrypoint. repo is the repository root, to check that the
+// built packages exist.
 func checkDockerfile(src, repo string) []string {
 	stages, err := parseDockerfile(src)
 	if err != nil {
@@ -134,14 +141,20 @@ func checkDockerfile(src, repo string) []string {
 	if !nonrootBase && final.Image != "scratch" {
 		p("final stage FROM %s, want gcr.io/distroless/static-debian12:nonroot or scratch", final.Image)
 	}
-	user, entrypoint := "", ""
-	copiedSpool := false
+	user, entrypoint, pathEnv := "", "", defaultPath
+	var spoolDests []string
 	for _, in := range final.Ins {
 		switch in.Cmd {
 		case "USER":
 			user = in.Args
 		case "ENTRYPOINT":
 			entrypoint = in.Args
+		case "ENV":
+			for _, kv := range strings.Fields(in.Args) {
+				if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+					pathEnv = strings.Trim(v, `"`)
+				}
+			}
 		case "COPY":
 			f := strings.Fields(in.Args)
 			from := ""
@@ -153,9 +166,19 @@ func checkDockerfile(src, repo string) []string {
 			if from != "" && !builders[from] {
 				p("COPY --from=%s names no earlier stage", from)
 			}
-			if from != "" && f[len(f)-1] == "/spool" {
-				copiedSpool = true
+			if dest := f[len(f)-1]; from != "" && path.Base(dest) == "spool" && path.IsAbs(dest) {
+				spoolDests = append(spoolDests, path.Clean(dest))
 			}
+		}
+	}
+	onPath := map[string]bool{}
+	for _, d := range filepath.SplitList(pathEnv) {
+		onPath[path.Clean(d)] = true
+	}
+	bin := ""
+	for _, d := range spoolDests {
+		if onPath[path.Dir(d)] {
+			bin = d
 		}
 	}
 	uid, _, _ := strings.Cut(user, ":")
@@ -165,12 +188,13 @@ func checkDockerfile(src, repo string) []string {
 	case user != "" && (uid == "0" || uid == "root"):
 		p("final stage runs as USER %s", user)
 	}
-	var ep []string
-	if err := json.Unmarshal([]byte(entrypoint), &ep); err != nil || len(ep) != 1 || ep[0] != "/spool" {
-		p(`final ENTRYPOINT is %q, want ["/spool"]`, entrypoint)
+	if bin == "" {
+		p("final stage does not COPY the built binary to a spool file in a PATH directory (%s); got %q", pathEnv, spoolDests)
+		return probs
 	}
-	if !copiedSpool {
-		p("final stage does not COPY the built binary to /spool")
+	var ep []string
+	if err := json.Unmarshal([]byte(entrypoint), &ep); err != nil || len(ep) != 1 || ep[0] != bin {
+		p(`final ENTRYPOINT is %q, want ["%s"]`, entrypoint, bin)
 	}
 	return probs
 }

@@ -5,9 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spool-run/spool/keyspace"
+	"github.com/spool-run/spool/worker"
 )
 
 // requiredEnv are the settings every spool process in a cluster needs
@@ -336,14 +340,74 @@ func checkGracePeriod(docs []doc) []string {
 
 // asynq's Redis keys for a queue's lists (hibiken/asynq
 // internal/base/base.go: QueueKeyPrefix "asynq:{" + qname + "}:",
-// PendingKey = prefix + "pending", ActiveKey = prefix + "active").
+// PendingKey = prefix + "pending", ActiveKey = prefix + "active"). q is the
+// asynq queue name, which is the spool queue name mapped through the
+// worker's namespace (asynqQueue).
 func pendingKey(q string) string { return "asynq:{" + q + "}:pending" }
 func activeKey(q string) string  { return "asynq:{" + q + "}:active" }
 
+// asynqQueue is the asynq queue a worker in namespace ns serves for its
+// --queues entry q: the worker maps every queue through keyspace.Space.Queue
+// (worker.New), so outside the default namespace "spool" the lists are
+// asynq:{<namespace>.<queue>}:pending and :active.
+func asynqQueue(ns, q string) string { return keyspace.New(ns).Queue(q) }
+
+// envSetting is one variable of a container's environment as the kubelet
+// sets it; fromSecret means its value is not in the base.
+type envSetting struct {
+	value      string
+	fromSecret bool
+}
+
+// containerEnv resolves container c's environment from the base: envFrom
+// sources in order, then env entries, later ones winning, as the kubelet
+// does. Values from Secrets are marked, not read; $(VAR) references are
+// left as written.
+func containerEnv(c any, configMaps map[string]obj, secrets map[string]map[string]bool) map[string]envSetting {
+	env := map[string]envSetting{}
+	for _, ef := range list(c, "envFrom") {
+		for k, v := range configMaps[str(ef, "configMapRef", "name")] {
+			env[str(ef, "prefix")+k] = envSetting{value: fmt.Sprint(v)}
+		}
+		for k := range secrets[str(ef, "secretRef", "name")] {
+			env[str(ef, "prefix")+k] = envSetting{fromSecret: true}
+		}
+	}
+	for _, e := range list(c, "env") {
+		name := str(e, "name")
+		switch {
+		case mapping(e, "valueFrom", "configMapKeyRef") != nil:
+			ref := mapping(e, "valueFrom", "configMapKeyRef")
+			env[name] = envSetting{value: str(configMaps[str(ref, "name")], str(ref, "key"))}
+		case mapping(e, "valueFrom") != nil:
+			env[name] = envSetting{fromSecret: true}
+		default:
+			env[name] = envSetting{value: str(e, "value")}
+		}
+	}
+	return env
+}
+
+// workerNamespace is the spool namespace (SPOOL_NAMESPACE) the worker
+// container runs in, keyspace.DefaultNamespace when unset.
+func workerNamespace(env map[string]envSetting) (string, error) {
+	e, ok := env["SPOOL_NAMESPACE"]
+	switch {
+	case !ok:
+		return keyspace.DefaultNamespace, nil
+	case e.fromSecret:
+		return "", fmt.Errorf("SPOOL_NAMESPACE comes from a Secret; set it in the ConfigMap so the KEDA list names can be checked")
+	case strings.Contains(e.value, "$("):
+		return "", fmt.Errorf("SPOOL_NAMESPACE %q refers to other variables; set it literally so the KEDA list names can be checked", e.value)
+	}
+	return keyspace.New(e.value).Namespace(), nil
+}
+
 // checkKEDA: one ScaledObject targets the worker Deployment, with exactly one
-// redis trigger per (queue the worker serves) x (pending, active), reading
-// the Redis the ConfigMap names, authenticated through an existing
-// TriggerAuthentication, with sane bounds.
+// redis trigger per (queue the worker serves) x (pending, active), named as
+// the worker names its asynq queues (namespace included), reading the Redis
+// the ConfigMap names, authenticated through an existing
+// TriggerAuthentication, with sane bounds (at least one worker, always).
 func checkKEDA(b *kbase) []string {
 	var probs []string
 	p := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
@@ -354,10 +418,24 @@ func checkKEDA(b *kbase) []string {
 	if _, ok := get(wd.Obj, "spec", "replicas").(int); ok {
 		p("%s sets spec.replicas; KEDA owns the worker replica count", wd)
 	}
+	configMaps := map[string]obj{}
+	for _, d := range byKind(b.Docs, "ConfigMap") {
+		configMaps[d.name()] = mapping(d.Obj, "data")
+	}
+	env := containerEnv(wc, configMaps, b.Secrets)
+	ns, err := workerNamespace(env)
+	if err != nil {
+		return append(probs, fmt.Sprintf("%s: %v", wd, err))
+	}
 	args := stringsOf(list(wc, "args"))
+	if _, ok := flagValue(args, "queues"); !ok {
+		if q, ok := env["SPOOL_WORKER_QUEUES"]; ok && !q.fromSecret {
+			args = append(args, "--queues="+q.value)
+		}
+	}
 	queues, err := queuesOf(args)
 	if err != nil {
-		return []string{fmt.Sprintf("worker --queues: %v", err)}
+		return append(probs, fmt.Sprintf("worker --queues: %v", err))
 	}
 	concurrency := 0
 	if cv, ok := flagValue(args, "concurrency"); ok {
@@ -395,8 +473,15 @@ func checkKEDA(b *kbase) []string {
 	}
 	minR, okMin := intOf(so.Obj, "spec", "minReplicaCount")
 	maxR, okMax := intOf(so.Obj, "spec", "maxReplicaCount")
-	if !okMin || !okMax || minR < 0 || maxR < 1 || minR > maxR {
-		p("%s: want 0 <= minReplicaCount <= maxReplicaCount and maxReplicaCount >= 1, got %v..%v", so, get(so.Obj, "spec", "minReplicaCount"), get(so.Obj, "spec", "maxReplicaCount"))
+	if !okMin || !okMax || minR < 1 || minR > maxR {
+		p("%s: want 1 <= minReplicaCount <= maxReplicaCount, got %v..%v", so, get(so.Obj, "spec", "minReplicaCount"), get(so.Obj, "spec", "maxReplicaCount"))
+	}
+	if okMin && minR < 1 {
+		// asynq's forwarder (scheduled and retry sorted sets -> pending) and
+		// recoverer run only inside an asynq.Server, i.e. a worker: with no
+		// worker, wait timeouts and handed-back or retrying activations
+		// never reach a pending list, so no trigger ever scales up.
+		p("%s: minReplicaCount %d: at least one worker must run, because only workers move scheduled and retry tasks to the pending lists the triggers read", so, minR)
 	}
 	for _, f := range []string{"pollingInterval", "cooldownPeriod"} {
 		if n, ok := intOf(so.Obj, "spec", f); !ok || n <= 0 {
@@ -406,8 +491,8 @@ func checkKEDA(b *kbase) []string {
 
 	want := map[string]string{} // list name -> "pending"/"active"
 	for _, q := range queues {
-		want[pendingKey(q)] = "pending"
-		want[activeKey(q)] = "active"
+		want[pendingKey(asynqQueue(ns, q))] = "pending"
+		want[activeKey(asynqQueue(ns, q))] = "active"
 	}
 	seen := map[string]bool{}
 	auths := map[string]doc{}
@@ -426,7 +511,7 @@ func checkKEDA(b *kbase) []string {
 		role, ok := want[ln]
 		switch {
 		case !ok:
-			tp("list %q is not the pending or active list of a queue the worker serves (%s)", ln, strings.Join(queues, ","))
+			tp("list %q is not the pending or active list of a queue the worker serves (%s in namespace %q)", ln, strings.Join(queues, ","), ns)
 		case seen[ln]:
 			tp("list %q has two triggers", ln)
 		}
@@ -482,11 +567,24 @@ func checkKEDA(b *kbase) []string {
 }
 
 // queuesOf returns the queue names in a worker's args (the default set when
-// --queues is absent).
+// --queues is absent), in order. The value must be one worker.ParseQueues
+// (what `spool worker` runs) accepts, naming the same queues, and also pass
+// parseQueues' stricter rules (explicit weights, no repeats).
 func queuesOf(args []string) ([]string, error) {
 	v, ok := flagValue(args, "queues")
 	if !ok {
 		v = "critical=6,default=3,low=1"
 	}
-	return parseQueues(v)
+	served, err := worker.ParseQueues(v)
+	if err != nil {
+		return nil, err
+	}
+	names, err := parseQueues(v)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Equal(sortedKeys(served), slices.Sorted(slices.Values(names))) {
+		return nil, fmt.Errorf("%q: the worker serves %q, the check read %q", v, sortedKeys(served), names)
+	}
+	return names, nil
 }

@@ -32,9 +32,12 @@ func TestDockerfileChecksCatchBreakage(t *testing.T) {
 		{"wrong package", "-o /out/spool ./cmd/spool", "-o /out/spool ./cmd/spoold", "no stage runs go build ./cmd/spool"},
 		{"no trimpath", `go build -trimpath -ldflags "-s -w -X`, `go build -ldflags "-s -w -X`, "lacks -trimpath"},
 		{"cgo on", "ENV CGO_ENABLED=0 GOFLAGS=-mod=readonly", "ENV GOFLAGS=-mod=readonly", "without CGO_ENABLED=0"},
-		{"shell entrypoint", `ENTRYPOINT ["/spool"]`, `ENTRYPOINT /spool`, `want ["/spool"]`},
+		{"shell entrypoint", `ENTRYPOINT ["/usr/local/bin/spool"]`, `ENTRYPOINT /usr/local/bin/spool`, `want ["/usr/local/bin/spool"]`},
+		{"binary off PATH", "COPY --from=build /out/spool /usr/local/bin/spool", "COPY --from=build /out/spool /spool", "a spool file in a PATH directory"},
+		{"PATH without the binary", "ENV SPOOL_DATA_DIR=/var/lib/spool", "ENV SPOOL_DATA_DIR=/var/lib/spool PATH=/usr/bin:/bin", "a spool file in a PATH directory (/usr/bin:/bin)"},
+		{"entrypoint elsewhere", `ENTRYPOINT ["/usr/local/bin/spool"]`, `ENTRYPOINT ["/spool"]`, `want ["/usr/local/bin/spool"]`},
 		{"single stage", "FROM gcr.io/distroless/static-debian12:nonroot", "# gone", "final stage FROM golang:1.26"},
-		{"copy from unknown stage", "COPY --from=build /out/spool /spool", "COPY --from=builder /out/spool /spool", "COPY --from=builder names no earlier stage"},
+		{"copy from unknown stage", "COPY --from=build /out/spool /usr/local/bin/spool", "COPY --from=builder /out/spool /usr/local/bin/spool", "COPY --from=builder names no earlier stage"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

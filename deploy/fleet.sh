@@ -4,16 +4,31 @@
 # Starts redis-server and versitygw on free loopback ports, builds
 # ./cmd/spool, starts WORKERS worker processes, pushes THREADS threads of
 # DIRECTIVE, scales the fleet up and down while they run (starting workers,
-# SIGTERM-ing the oldest ones) following SCALE_PLAN, waits for every thread,
+# SIGTERM-ing busy ones) following SCALE_PLAN, waits for every thread,
 # and prints the threads pushed, the workers over time, the completions, the
-# throughput, and "lost: 0" only if every thread completed.
+# throughput, how many activations draining workers handed back, and
+# "lost: 0" only if every thread completed.
 #
-#   deploy/fleet.sh                                  # CI size: 40 threads, 3 workers
+# Scale events fire only while threads are in flight (pushed, not yet
+# completed): event i of N fires STEP seconds after the previous one, or as
+# soon as i/(N+1) of the first half of the batch has completed, whichever
+# comes first (at most one event per look at the progress, a few tenths of
+# a second apart), so even a small batch that completes in waves of
+# WORKERS x CONCURRENCY threads sees every event while threads run. A
+# scale-down SIGTERMs the busiest workers first (see look_busy), oldest
+# first among equals, so it lands on running threads, which the workers
+# finish or checkpoint and hand back. A planned scale-down
+# that could not land while threads were in flight (the batch finished
+# first, or only one worker was left to stop) fails the run.
+#
+#   deploy/fleet.sh                                  # default: 40 threads, 3 workers
+#   THREADS=16 WORKERS=2 SCALE_PLAN="+1 -1" deploy/fleet.sh   # what .ci/run runs
 #   THREADS=200 WORKERS=4 SCALE_PLAN="+4 +4 -6 +2 -3" deploy/fleet.sh
 #
 # Everything binds to 127.0.0.1 and lives in a temporary directory, removed
 # on success (KEEP=1 keeps it; it is kept on failure, with every log).
-# Exit status: 0 when nothing was lost and every worker exited cleanly.
+# Exit status: 0 when nothing was lost, every planned scale-down landed
+# while threads were in flight, and every worker exited cleanly.
 #
 # Needs: bash >= 5, go, redis-server, redis-cli, versitygw (PATH or
 # ~/go/bin), curl.
@@ -22,8 +37,8 @@ set -euo pipefail
 THREADS=${THREADS:-40}                  # threads in the batch
 WORKERS=${WORKERS:-3}                   # workers at the start
 CONCURRENCY=${CONCURRENCY:-4}           # spool worker --concurrency
-SCALE_PLAN=${SCALE_PLAN:-"+2 -2 +1 -1"} # one scale event per STEP: +N starts N workers, -N SIGTERMs the N oldest
-STEP=${STEP:-1}                         # seconds between scale events (decimals allowed)
+SCALE_PLAN=${SCALE_PLAN:-"+2 -2 +1 -1"} # scale events in order: +N starts N workers, -N SIGTERMs N (busy first, then oldest)
+STEP=${STEP:-1}                         # at most this many seconds between scale events (decimals allowed)
 SHUTDOWN_TIMEOUT=${SHUTDOWN_TIMEOUT:-10s} # spool worker --shutdown-timeout
 TIMEOUT=${TIMEOUT:-300}                 # seconds to wait for the batch
 PUSH_JOBS=${PUSH_JOBS:-4}               # `spool thread run` processes at once
@@ -64,12 +79,19 @@ fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/spool-fleet.XXXXXX")
 declare -A OWNED=() # pid -> 1 for every child still to be reaped; killed on exit
-declare -A WPID=() WSTOP=()
+declare -A WPID=() WSTOP=() WPLAN=() WLINES=() # worker -> pid, SIGTERM time, 1 if a planned scale-down stopped it, log lines then
+declare -A WPORT=() WTURNS=() WBUSY=() # worker -> metrics port, "turns finished" counters, busy score at the last look
+declare -A WREADY=() WDEADLINE=()      # worker -> 1 once /healthz answered, the SECONDS by which it must
 LIVE=()         # worker numbers serving, oldest first
 DRAINING=()     # worker numbers SIGTERMed and not yet reaped
 NEXT_WORKER=1
 UNCLEAN_EXITS=0
 DRAIN_MAX=0
+HANDED_BACK=0      # activations handed back by workers a planned scale-down stopped
+HANDED_BACK_END=0  # ... by workers stopped after the batch (should be 0)
+RAN_AT_STOP=0      # activations running on workers a planned scale-down stopped (handed back or finished while draining)
+DOWN_PLANNED=0     # planned scale-down events
+DOWN_LANDED=0      # ... that SIGTERMed a worker while threads were in flight
 EVENTS=()       # "workers over time" lines for the summary
 T0=$EPOCHREALTIME
 
@@ -192,27 +214,101 @@ start_worker() {
 	local n=$NEXT_WORKER port pid
 	NEXT_WORKER=$((n + 1))
 	port=$(free_port)
-	"$SPOOL" worker --concurrency "$CONCURRENCY" --shutdown-timeout "$SHUTDOWN_TIMEOUT" \
+	# Info level: a draining worker logs each activation it hands back.
+	SPOOL_LOG_LEVEL=info "$SPOOL" worker --concurrency "$CONCURRENCY" --shutdown-timeout "$SHUTDOWN_TIMEOUT" \
 		--metrics-addr "127.0.0.1:$port" >"$WORK/worker-$n.log" 2>&1 &
 	pid=$!
 	OWNED[$pid]=1
 	WPID[$n]=$pid
+	WPORT[$n]=$port
+	WREADY[$n]=0
+	WDEADLINE[$n]=$((SECONDS + 30))
 	LIVE+=("$n")
-	wait_for "worker $n" 30 "$pid" "$WORK/worker-$n.log" curl -fsS "http://127.0.0.1:$port/healthz"
 }
 
-# stop_worker: SIGTERM the oldest live worker; it drains in the background.
+# check_ready [wait]: every live worker must answer /healthz within 30s of
+# its start; "wait" waits for them, else each is looked at once (a scale-up
+# does not hold the scale loop while the new workers start).
+check_ready() {
+	local n
+	for n in "${LIVE[@]}"; do
+		if [[ ${WREADY[$n]} == 1 ]]; then
+			continue
+		fi
+		if [[ -n ${1:-} ]]; then
+			wait_for "worker $n" $((WDEADLINE[$n] - SECONDS)) "${WPID[$n]}" "$WORK/worker-$n.log" \
+				curl -fsS "http://127.0.0.1:${WPORT[$n]}/healthz"
+		elif ! curl -fsS --max-time 1 "http://127.0.0.1:${WPORT[$n]}/healthz" >/dev/null 2>&1; then
+			if ! alive "${WPID[$n]}"; then
+				tail -n 20 "$WORK/worker-$n.log" >&2 || true
+				die "worker $n exited during start-up"
+			fi
+			((SECONDS < WDEADLINE[$n])) || die "worker $n not ready after 30s"
+			continue
+		fi
+		WREADY[$n]=1
+	done
+}
+
+# look_busy: read every live worker's spool_turns_total and
+# spool_threads_finished_total. A worker whose turns moved since the last
+# look is busy (score 1); if no thread of it finished meanwhile, it is
+# likely mid-thread (score 2) rather than just done with its last ones.
+look_busy() {
+	local n t turns fin turns0 fin0
+	for n in "${LIVE[@]}"; do
+		t=$(curl -fsS --max-time 2 "http://127.0.0.1:${WPORT[$n]}/metrics" 2>/dev/null |
+			awk '$1 ~ /^spool_turns_total([{]|$)/ { t += $NF }
+				$1 ~ /^spool_threads_finished_total([{]|$)/ { f += $NF }
+				END { printf "%d %d", t, f }') || t="0 0"
+		read -r turns fin <<<"$t"
+		read -r turns0 fin0 <<<"${WTURNS[$n]:-0 0}"
+		WBUSY[$n]=0
+		if [[ $turns != "$turns0" ]]; then
+			WBUSY[$n]=1
+			if [[ $fin == "$fin0" ]]; then
+				WBUSY[$n]=2
+			fi
+		fi
+		WTURNS[$n]="$turns $fin"
+	done
+}
+
+# stop_worker [planned]: SIGTERM a live worker, which drains in the
+# background: for a planned scale-down the oldest of the busiest (see
+# look_busy), else the oldest. "planned" marks a scale-down of the plan,
+# not the final stop.
 stop_worker() {
-	local n=${LIVE[0]}
-	LIVE=("${LIVE[@]:1}")
+	local n=${LIVE[0]} m keep=() why
+	if [[ -n ${1:-} ]]; then
+		for m in "${LIVE[@]}"; do
+			if ((${WBUSY[$m]:-0} > ${WBUSY[$n]:-0})); then
+				n=$m
+			fi
+		done
+		case ${WBUSY[$n]:-0} in
+		2) why="mid-thread" ;;
+		1) why="busy" ;;
+		*) why="no worker looked busy" ;;
+		esac
+		log "scale-down: stopping worker $n ($why)"
+	fi
+	for m in "${LIVE[@]}"; do
+		if [[ $m != "$n" ]]; then
+			keep+=("$m")
+		fi
+	done
+	LIVE=("${keep[@]}")
+	WLINES[$n]=$(wc -l <"$WORK/worker-$n.log")
 	kill -TERM "${WPID[$n]}"
 	WSTOP[$n]=$EPOCHREALTIME
+	WPLAN[$n]=${1:+1}
 	DRAINING+=("$n")
 }
 
 # reap: collect the exit status of drained workers.
 reap() {
-	local keep=() n rc took
+	local keep=() n rc took hb fin
 	for n in "${DRAINING[@]}"; do
 		if alive "${WPID[$n]}"; then
 			keep+=("$n")
@@ -223,11 +319,24 @@ reap() {
 		unset 'OWNED[${WPID[$n]}]'
 		took=$(since "${WSTOP[$n]}")
 		DRAIN_MAX=$(awk -v a="$DRAIN_MAX" -v b="$took" 'BEGIN { print (b > a ? b : a) }')
+		# What the worker logs for each activation it checkpoints and
+		# returns to the queue on SIGTERM (worker.handle).
+		hb=$(grep -c 'activation handed back for shutdown' "$WORK/worker-$n.log" || true)
+		# Activations that ended otherwise after the SIGTERM were running
+		# when it came (a draining worker takes no new ones).
+		fin=$(tail -n "+$((WLINES[$n] + 1))" "$WORK/worker-$n.log" |
+			grep -cE 'thread finished|thread handed off|thread waiting on children' || true)
+		if [[ -n ${WPLAN[$n]} ]]; then
+			HANDED_BACK=$((HANDED_BACK + hb))
+			RAN_AT_STOP=$((RAN_AT_STOP + hb + fin))
+		else
+			HANDED_BACK_END=$((HANDED_BACK_END + hb))
+		fi
 		if ((rc == 0)); then
-			log "worker $n (pid ${WPID[$n]}) drained and exited 0 after ${took}s"
+			log "worker $n (pid ${WPID[$n]}) drained and exited 0 after ${took}s, handed back $hb, finished $fin"
 		else
 			UNCLEAN_EXITS=$((UNCLEAN_EXITS + 1))
-			log "worker $n (pid ${WPID[$n]}) exited with status $rc after ${took}s (see worker-$n.log)"
+			log "worker $n (pid ${WPID[$n]}) exited with status $rc after ${took}s, handed back $hb, finished $fin (see worker-$n.log)"
 		fi
 	done
 	DRAINING=("${keep[@]}")
@@ -240,10 +349,12 @@ completed_count() {
 
 pushed_count() { if [[ -f $WORK/ids ]]; then wc -l <"$WORK/ids"; else echo 0; fi; }
 
+# event WHAT [PUSHED COMPLETED]: log a line of the workers over time; the
+# counts default to now (a scale event passes the ones it acted on).
 event() {
 	local what=$1 line
 	line=$(printf '%-14s workers: %2d live, %d draining   pushed %d/%d, completed %d' \
-		"$what" "${#LIVE[@]}" "${#DRAINING[@]}" "$(pushed_count)" "$THREADS" "$(completed_count)")
+		"$what" "${#LIVE[@]}" "${#DRAINING[@]}" "${2:-$(pushed_count)}" "$THREADS" "${3:-$(completed_count)}")
 	log "$line"
 	EVENTS+=("$(printf '+%6ss  %s  %s' "$(since "$T0")" "$(date +%H:%M:%S)" "$line")")
 }
@@ -252,6 +363,7 @@ log "redis 127.0.0.1:$REDIS_PORT, versitygw 127.0.0.1:$S3_PORT, work dir $WORK"
 for ((i = 0; i < WORKERS; i++)); do
 	start_worker
 done
+check_ready wait
 T0=$EPOCHREALTIME
 event "start"
 
@@ -296,11 +408,13 @@ PUSHER=$!
 OWNED[$PUSHER]=1
 WAITER=""
 
-# tick: a short pause that also reaps drained workers and starts the waiter
-# once every thread is pushed.
+# tick [SECONDS]: a short pause (default 0.2s) that also reaps drained
+# workers, checks that started workers came up, and starts the waiter once
+# every thread is pushed.
 tick() {
-	sleep 0.2
+	sleep "${1:-0.2}"
 	reap
+	check_ready
 	if [[ -z $WAITER && -f $WORK/push_done ]]; then
 		wait "$PUSHER" || true
 		unset 'OWNED[$PUSHER]'
@@ -311,15 +425,37 @@ tick() {
 	fi
 }
 
-# The scale plan runs while the batch does; one event per STEP seconds.
-for s in $SCALE_PLAN; do
-	step_end=$(awk -v a="$EPOCHREALTIME" -v s="$STEP" 'BEGIN { printf "%.6f", a + s }')
-	while awk -v a="$EPOCHREALTIME" -v b="$step_end" 'BEGIN { exit !(a < b) }'; do
-		tick
-	done
+# The scale plan runs while the batch does, on progress: event i of N is
+# due STEP seconds after the previous event or once i/(N+1) of the first
+# half of the batch has completed, whichever is first, and fires only while
+# threads are in flight (pushed and not completed). Events still pending
+# when the batch is done are skipped; a skipped scale-down fails the run.
+read -ra PLAN <<<"$SCALE_PLAN"
+for s in "${PLAN[@]}"; do
+	if [[ $s == -* ]]; then
+		DOWN_PLANNED=$((DOWN_PLANNED + 1))
+	fi
+done
+last_event=$T0
+i=0
+while ((i < ${#PLAN[@]})); do
+	tick 0.1
+	alive "$PUSHER" || [[ -f $WORK/push_done ]] || die "the pusher died (see $WORK/push.log)"
+	look_busy
+	done_n=$(completed_count)
+	pushed_n=$(pushed_count)
+	if ((done_n >= THREADS)) || { [[ -n $WAITER ]] && ! alive "$WAITER"; }; then
+		break # the batch is over
+	fi
+	((pushed_n > done_n)) || continue # nothing in flight yet
+	if awk -v a="$EPOCHREALTIME" -v b="$last_event" -v s="$STEP" 'BEGIN { exit !(a < b + s) }' &&
+		((2 * done_n * (${#PLAN[@]} + 1) < (i + 1) * THREADS)); then
+		continue # not due
+	fi
+	s=${PLAN[i]}
 	k=${s:1}
 	if [[ $s == +* ]]; then
-		for ((i = 0; i < k; i++)); do
+		for ((j = 0; j < k; j++)); do
 			start_worker
 		done
 	else
@@ -327,11 +463,20 @@ for s in $SCALE_PLAN; do
 			log "scale $s: keeping one worker serving, stopping $((${#LIVE[@]} - 1))"
 			k=$((${#LIVE[@]} - 1))
 		fi
-		for ((i = 0; i < k; i++)); do
-			stop_worker
+		for ((j = 0; j < k; j++)); do
+			stop_worker planned
 		done
+		if ((k > 0)); then
+			DOWN_LANDED=$((DOWN_LANDED + 1))
+		fi
 	fi
-	event "scale $s"
+	event "scale $s" "$pushed_n" "$done_n"
+	last_event=$EPOCHREALTIME
+	i=$((i + 1))
+done
+for s in "${PLAN[@]:i}"; do
+	log "scale $s skipped: the batch finished first"
+	EVENTS+=("$(printf '+%6ss  %s  scale %s skipped: the batch finished first' "$(since "$T0")" "$(date +%H:%M:%S)" "$s")")
 done
 
 # Then wait for the batch (spool thread wait has its own --timeout; this
@@ -400,9 +545,15 @@ printf 'completions:       %d completed (%s)\n' "$COMPLETED" "${BREAKDOWN% }"
 printf 'wall time:         %ss (first push to batch done)\n' "$WALL"
 printf 'throughput:        %s threads/s\n' "$(awk -v n="$COMPLETED" -v t="$WALL" 'BEGIN { printf "%.2f", (t > 0 ? n / t : 0) }')"
 printf 'worker exits:      %d started, %d unclean, slowest drain %ss\n' "$((NEXT_WORKER - 1))" "$UNCLEAN_EXITS" "$DRAIN_MAX"
+printf 'scale-downs:       %d of %d planned landed with threads in flight; the workers they stopped were running %d activations\n' \
+	"$DOWN_LANDED" "$DOWN_PLANNED" "$RAN_AT_STOP"
+printf 'handed back:       %d activations by workers scaled down mid-batch, %d at the final stop\n' "$HANDED_BACK" "$HANDED_BACK_END"
+if ((DOWN_LANDED < DOWN_PLANNED)); then
+	echo "SCALE-DOWN MISSED: $((DOWN_PLANNED - DOWN_LANDED)) of $DOWN_PLANNED planned scale-downs never landed while threads were in flight"
+fi
 if ((LOST == 0)); then
 	echo "lost: 0"
 else
 	echo "LOST: $LOST threads did not complete (ids and statuses in $WORK/wait.txt)"
 fi
-((LOST == 0 && UNCLEAN_EXITS == 0))
+((LOST == 0 && UNCLEAN_EXITS == 0 && DOWN_LANDED == DOWN_PLANNED))

@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -61,18 +63,40 @@ func TestFleetScriptWithFakeSpool(t *testing.T) {
 	}
 
 	tests := []struct {
-		name     string
-		env      []string
-		wantFail bool
-		want     []string
+		name       string
+		env        []string
+		wantFail   bool
+		handedBack bool // workers scaled down mid-batch must hand threads back
+		want       []string
 	}{
 		{
-			name: "nothing lost",
-			env:  []string{"THREADS=16", "WORKERS=2", "STEP=0.5", "SCALE_PLAN=+1 -2"},
+			// Turns long enough that the 8 slots of the first two workers
+			// are busy when they are scaled down at STEP: they hand back.
+			name:       "nothing lost",
+			env:        []string{"THREADS=16", "WORKERS=2", "STEP=0.5", "SCALE_PLAN=+1 -2", "FAKE_TURN_MS=300"},
+			handedBack: true,
 			want: []string{
 				"threads pushed:    16 of 16", "scale +1", "scale -2",
-				"drained and exited 0", "completions:       16 completed", "throughput:", "\nlost: 0\n",
+				"drained and exited 0", "completions:       16 completed", "throughput:",
+				"scale-downs:       1 of 1 planned landed with threads in flight;", "\nlost: 0\n",
 			},
+		},
+		{
+			// A batch too fast for the plan: by progress the scale-down
+			// is due only when everything has completed.
+			name:     "a scale-down after the batch fails the run",
+			env:      []string{"THREADS=2", "WORKERS=1", "STEP=30", "SCALE_PLAN=+1 -1"},
+			wantFail: true,
+			want: []string{
+				"scale -1 skipped: the batch finished first", "scale-downs:       0 of 1 planned",
+				"SCALE-DOWN MISSED: 1 of 1 planned scale-downs never landed while threads were in flight", "\nlost: 0\n",
+			},
+		},
+		{
+			name:     "a scale-down with one worker left fails the run",
+			env:      []string{"THREADS=8", "WORKERS=1", "STEP=0.2", "SCALE_PLAN=-1", "FAKE_TURN_MS=200"},
+			wantFail: true,
+			want:     []string{"scale -1: keeping one worker serving, stopping 0", "SCALE-DOWN MISSED: 1 of 1", "\nlost: 0\n"},
 		},
 		{
 			name:     "a dropped thread is reported lost",
@@ -104,6 +128,38 @@ func TestFleetScriptWithFakeSpool(t *testing.T) {
 			if !tt.wantFail && strings.Contains(string(out), "LOST") {
 				t.Errorf("a clean run reports lost threads\n%s", out)
 			}
+			// The summary's hand-back counts are the sums of the drained
+			// workers' lines, split by why each worker was stopped.
+			if m := handedBackSummary.FindStringSubmatch(string(out)); m == nil {
+				if strings.Contains(string(out), "== spool fleet ==") {
+					t.Errorf("the report has no hand-back summary\n%s", out)
+				}
+			} else {
+				mid, _ := strconv.Atoi(m[1])
+				end, _ := strconv.Atoi(m[2])
+				sum := 0
+				for _, w := range drainedWorker.FindAllStringSubmatch(string(out), -1) {
+					n, _ := strconv.Atoi(w[1])
+					sum += n
+				}
+				if mid+end != sum {
+					t.Errorf("summary says %d+%d handed back, the drained workers say %d\n%s", mid, end, sum, out)
+				}
+				if tt.handedBack && mid == 0 {
+					t.Errorf("workers scaled down mid-batch handed nothing back\n%s", out)
+				}
+				if m := ranAtStop.FindStringSubmatch(string(out)); m == nil {
+					t.Errorf("the report does not say what the stopped workers were running\n%s", out)
+				} else if ran, _ := strconv.Atoi(m[1]); ran < mid {
+					t.Errorf("stopped workers were running %d activations but handed back %d\n%s", ran, mid, out)
+				}
+			}
 		})
 	}
 }
+
+var (
+	handedBackSummary = regexp.MustCompile(`\nhanded back: +(\d+) activations by workers scaled down mid-batch, (\d+) at the final stop\n`)
+	drainedWorker     = regexp.MustCompile(`\] .*worker \d+ \(pid \d+\) (?:drained and exited 0|exited with status \d+) after [0-9.]+s, handed back (\d+), finished \d+`)
+	ranAtStop         = regexp.MustCompile(`\nscale-downs: .* the workers they stopped were running (\d+) activations\n`)
+)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/internal/spooltest"
@@ -75,40 +77,170 @@ func checkExactlyOnce(t *testing.T, e *spooltest.Env, rec *queue.Record) {
 	require.InDelta(t, 0, entry.Overrun, 1e-12)
 }
 
+// TestCrashRecoveryUnderSIGKILL: 20 times, SIGKILL by PID the worker
+// holding an in-flight thread's lease, at a random point of that thread
+// (each model call takes 120ms, and between calls the worker runs a tool,
+// records the response and charges the ledger, so a kill lands mid call,
+// mid tool or mid checkpoint), then start a replacement. Every thread must
+// complete with each turn recorded and charged exactly once, and every
+// thread a kill landed on must have been taken over by a later activation.
+//
+// Which process holds a lease is not observable (the lease holds a random
+// per-process token, not a PID), so exactly one worker is alive at a time:
+// a thread still running whose activation counter rose after the previous
+// worker died was claimed by the live worker, which holds its lease until
+// the activation ends.
 func TestCrashRecoveryUnderSIGKILL(t *testing.T) {
 	t.Parallel()
+	const kills = 20
 	e := spooltest.New(t, spooltest.Options{Files: crashProject("120ms"), LeaseTTL: 2 * time.Second})
 	fast := []string{"SPOOL_RECOVER_INTERVAL=500ms"}
 	startWorker := func() *spooltest.Proc { return e.Start(fast, "worker", "--concurrency", "2") }
-	workers := []*spooltest.Proc{startWorker(), startWorker(), startWorker()}
-
-	const threads = 8
-	var ids []string
-	for i := 0; i < threads; i++ {
+	enqueue := func() {
 		res := e.Spool("thread", "run", "t/crash", "--model", "script:scripts/crash.yaml")
 		require.Equal(t, 0, res.Code, res.Stderr)
-		ids = append(ids, strings.TrimSpace(res.Stdout))
+	}
+	get := func(id string) *queue.Record {
+		rec, err := e.Orch.Registry.Get(t.Context(), id)
+		require.NoError(t, err)
+		return rec
+	}
+	lease := func(id string) string {
+		v, err := e.Redis.Client.Get(t.Context(), e.Orch.Keys.Lease(id)).Result()
+		if errors.Is(err, redis.Nil) {
+			return ""
+		}
+		require.NoError(t, err)
+		return v
 	}
 
-	// 20 runs of: wait a random moment, SIGKILL a random worker by PID,
-	// start a replacement.
+	// Enqueued before any worker runs, so the kills start with work to
+	// crash rather than after the first worker finished it.
+	for i := 0; i < 8; i++ {
+		enqueue()
+	}
+	active := func() []*queue.Record {
+		recs, err := e.Orch.Registry.ListActive(t.Context())
+		require.NoError(t, err)
+		return recs
+	}
+	// before[id] is the thread's activation counter when the live worker
+	// started (0 for threads made since): a claim since then is the live
+	// worker's.
+	var before map[string]int64
+	snapshot := func() {
+		before = map[string]int64{}
+		for _, rec := range active() {
+			before[rec.ThreadID] = rec.Activation
+		}
+	}
+	// More threads are pushed in the background whenever at most two are
+	// left to finish, so there is always something to crash; the scan
+	// finds them in the registry. Not inline: `spool thread run` returns
+	// well after it has enqueued (about a thread's run time under -race),
+	// long enough for an idle live worker to finish the thread unseen.
+	pushes := make(chan spooltest.Result, 1)
+	pushing := false
+	collect := func(block bool) {
+		if !pushing {
+			return
+		}
+		var res spooltest.Result
+		if block {
+			res = <-pushes
+		} else {
+			select {
+			case res = <-pushes:
+			default:
+				return
+			}
+		}
+		pushing = false
+		require.Equal(t, 0, res.Code, res.Stderr)
+	}
+	// heldByLiveWorker waits for the live worker to hold threads mid-run
+	// and picks one at random.
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
-	kills := 0
-	for kills < 20 {
-		time.Sleep(time.Duration(150+rng.IntN(650)) * time.Millisecond)
-		i := rng.IntN(len(workers))
-		pid := workers[i].Cmd.Process.Pid
-		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-		workers[i].Kill()
-		workers[i] = startWorker()
-		kills++
+	heldByLiveWorker := func(w *spooltest.Proc) (*queue.Record, string) {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			require.False(t, w.Exited(), "the live worker died by itself:\n%s", w.Log())
+			require.True(t, time.Now().Before(deadline), "the live worker took no thread for a minute:\n%s", w.Log())
+			collect(false)
+			recs := active()
+			if len(recs) <= 2 && !pushing {
+				pushing = true
+				go func() { pushes <- e.Spool("thread", "run", "t/crash", "--model", "script:scripts/crash.yaml") }()
+			}
+			type held struct {
+				rec   *queue.Record
+				lease string
+			}
+			var cands []held
+			for _, rec := range recs {
+				if rec.Status == thread.StatusRunning && rec.Activation > before[rec.ThreadID] {
+					if l := lease(rec.ThreadID); l != "" {
+						cands = append(cands, held{rec, l})
+					}
+				}
+			}
+			if len(cands) > 0 {
+				c := cands[rng.IntN(len(cands))]
+				return c.rec, c.lease
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
-	t.Logf("killed %d workers", kills)
 
-	final := e.Wait(ids, 4*time.Minute)
+	type kill struct {
+		id         string
+		activation int64 // the activation that was killed
+		turns      int   // turns charged when it was killed
+	}
+	var landed []kill
+	snapshot()
+	w := startWorker()
+	for len(landed) < kills {
+		rec, held := heldByLiveWorker(w)
+		// A random point of what is left of the thread: up to the length
+		// of all its model calls.
+		time.Sleep(time.Duration(rng.IntN(crashTurns*120)) * time.Millisecond)
+		now := get(rec.ThreadID)
+		if now.Status != thread.StatusRunning || now.Activation != rec.Activation || lease(rec.ThreadID) != held {
+			continue // it finished first: pick again
+		}
+		require.NoError(t, syscall.Kill(w.Cmd.Process.Pid, syscall.SIGKILL))
+		w.Kill() // reap it
+		if after := get(rec.ThreadID); after.Status == thread.StatusRunning && after.Activation == rec.Activation {
+			landed = append(landed, kill{id: rec.ThreadID, activation: rec.Activation, turns: after.Cost.Turns})
+		}
+		snapshot()
+		w = startWorker()
+	}
+	collect(true) // a push still running: its thread counts too
+	// Two more workers to finish the batch sooner.
+	startWorker()
+	startWorker()
+
+	all, err := e.Orch.Registry.List(t.Context(), queue.Filter{})
+	require.NoError(t, err)
+	var ids []string
+	for _, rec := range all {
+		ids = append(ids, rec.ThreadID)
+	}
+	require.GreaterOrEqual(t, len(ids), 8)
+	final := e.Wait(ids, 3*time.Minute)
 	for _, id := range ids {
 		checkExactlyOnce(t, e, final[id])
 	}
+	killedAt := map[string][]string{}
+	for _, k := range landed {
+		rec := final[k.id]
+		require.GreaterOrEqual(t, rec.Activation, int64(2), "thread %s was killed mid-run: another activation finished it", k.id)
+		require.Greater(t, rec.Activation, k.activation, "thread %s: activation %d was killed, a later one took over", k.id, k.activation)
+		killedAt[k.id] = append(killedAt[k.id], fmt.Sprintf("a%d/t%d", k.activation, k.turns))
+	}
+	t.Logf("%d kills landed on %d of %d threads (activation/turns charged at the kill): %v", len(landed), len(killedAt), len(ids), killedAt)
 }
 
 func TestPausedWorkerCannotCommit(t *testing.T) {

@@ -44,11 +44,19 @@ type ExternalConfig struct {
 	StderrTailBytes int
 	// PassEnv names the variables copied from the worker's environment.
 	// Default PATH, HOME, USER, LOGNAME, LANG, LC_ALL, TZ, SSL_CERT_FILE,
-	// SSL_CERT_DIR. Provider API keys are deliberately not passed.
+	// SSL_CERT_DIR.
 	PassEnv []string
 	// PassEnvPrefixes copies every worker variable with one of these
-	// prefixes. Default "SPOOL_", so a tool can run the spool CLI against
-	// the same Redis and blob store.
+	// prefixes. Default "SPOOL_" and "AWS_": a tool may run `spool thread
+	// run` (RYE_PARENT_THREAD_ID makes the new thread a child), which
+	// stores a bundle and enqueues against the worker's Redis and blob
+	// store, so it needs the SPOOL_* settings and, for an S3 store, the AWS
+	// SDK's credential chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+	// AWS_SESSION_TOKEN, AWS_REGION, AWS_PROFILE, AWS_CONFIG_FILE,
+	// AWS_SHARED_CREDENTIALS_FILE, AWS_ENDPOINT_URL, AWS_WEB_IDENTITY_TOKEN_FILE,
+	// AWS_ROLE_ARN, ...). Provider settings (ANTHROPIC_*, OPENAI_*) are
+	// deliberately not passed: the child thread's model calls happen on a
+	// worker, never in the tool's process.
 	PassEnvPrefixes []string
 }
 
@@ -76,7 +84,7 @@ func (c ExternalConfig) WithDefaults() ExternalConfig {
 		c.PassEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR"}
 	}
 	if c.PassEnvPrefixes == nil {
-		c.PassEnvPrefixes = []string{"SPOOL_"}
+		c.PassEnvPrefixes = []string{"SPOOL_", "AWS_"}
 	}
 	return c
 }

@@ -232,6 +232,80 @@ func TestExternalEnv(t *testing.T) {
 	require.Equal(t, "parent=th-child redis=redis://example:6379 key= manifest=m extra=e thread=th-child", r.Output)
 }
 
+// TestExternalEnvCanStartThreads: a tool that runs `spool thread run` needs
+// what the CLI needs to store a bundle and enqueue (the SPOOL_* settings and,
+// for an S3 blob store, the AWS SDK's credential chain) and nothing else of
+// the worker's: no provider keys (the child's model calls run on a worker)
+// and no unrelated variables. Not parallel: it sets worker variables.
+func TestExternalEnvCanStartThreads(t *testing.T) {
+	passed := map[string]string{
+		"SPOOL_REDIS_URL":             "redis://:pw@redis:6379/0",
+		"SPOOL_NAMESPACE":             "tenant-a",
+		"SPOOL_S3_ENDPOINT":           "http://s3:7070",
+		"SPOOL_S3_BUCKET":             "spool",
+		"SPOOL_S3_REGION":             "eu-west-1",
+		"SPOOL_S3_PATH_STYLE":         "true",
+		"SPOOL_SIGNING_KEY":           "/etc/spool/keys/signing.key",
+		"AWS_ACCESS_KEY_ID":           "AKIAEXAMPLE",
+		"AWS_SECRET_ACCESS_KEY":       "secret/with+chars=",
+		"AWS_SESSION_TOKEN":           "session-token",
+		"AWS_REGION":                  "eu-west-1",
+		"AWS_DEFAULT_REGION":          "eu-west-1",
+		"AWS_PROFILE":                 "spool",
+		"AWS_CONFIG_FILE":             "/etc/aws/config",
+		"AWS_SHARED_CREDENTIALS_FILE": "/etc/aws/credentials",
+		"AWS_ENDPOINT_URL":            "http://s3:7070",
+		"AWS_ENDPOINT_URL_S3":         "http://s3:7070",
+		"AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/secrets/token",
+		"AWS_ROLE_ARN":                "arn:aws:iam::1:role/spool",
+	}
+	withheld := []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "DATABASE_PASSWORD", "XAWS_ACCESS_KEY_ID"}
+	for k, v := range passed {
+		t.Setenv(k, v)
+	}
+	for _, k := range withheld {
+		t.Setenv(k, "must-not-leak")
+	}
+	envFile := filepath.Join(t.TempDir(), "env")
+	s := setupExternal(t, fstest.MapFS{
+		".ai/tools/spawn.sh": sh(`env -0 > "$ENVFILE"; echo '"ok"'`),
+	}, ExternalConfig{})
+	s.env.Env = map[string]string{"ENVFILE": envFile}
+	r := s.call(t, "spawn", `{}`)
+	require.False(t, r.IsError, r.Output)
+
+	raw, err := os.ReadFile(envFile)
+	require.NoError(t, err)
+	seen := map[string]string{}
+	for _, kv := range strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00") {
+		k, v, _ := strings.Cut(kv, "=")
+		seen[k] = v
+	}
+	for k, v := range passed {
+		require.Equal(t, v, seen[k], "%s reaches the tool", k)
+	}
+	require.Equal(t, "th-child", seen["RYE_PARENT_THREAD_ID"], "a thread the tool starts is a child of the caller")
+	require.Equal(t, "th-child", seen["SPOOL_THREAD_ID"])
+	require.Equal(t, "th-root", seen["SPOOL_TREE_ID"])
+
+	// Everything the tool sees is accounted for: the passed worker variables,
+	// the call's own, and what /bin/sh adds itself.
+	allowed := map[string]bool{"TMPDIR": true, "ENVFILE": true, "RYE_PARENT_THREAD_ID": true, "PWD": true, "OLDPWD": true, "SHLVL": true, "_": true}
+	for _, k := range (ExternalConfig{}).WithDefaults().PassEnv {
+		allowed[k] = true
+	}
+	for k := range seen {
+		if allowed[k] || strings.HasPrefix(k, "SPOOL_") || strings.HasPrefix(k, "AWS_") {
+			continue
+		}
+		t.Errorf("the tool sees %s, which is neither passed on purpose nor the call's own", k)
+	}
+	for _, k := range withheld {
+		_, ok := seen[k]
+		require.False(t, ok, "%s must not reach the tool", k)
+	}
+}
+
 func TestLoadExternalErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -4,6 +4,13 @@
 // instead of Redis, so the script's process handling, scaling and report
 // can be tested before (and independently of) the real worker.
 //
+// A thread is three "turns" of FAKE_TURN_MS milliseconds each (default 50),
+// counted in spool_turns_total on /metrics, and finished threads in
+// spool_threads_finished_total, as spool's worker does.
+// Like spool's worker, a worker that gets SIGTERM finishes the turn in
+// flight, hands the thread back to the queue (pending/) and logs
+// "activation handed back for shutdown" for it.
+//
 // FAKE_LOSE=1 makes the first worker drop one thread, which must show up as
 // lost.
 package main
@@ -21,7 +28,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -120,13 +129,22 @@ func worker(args []string) error {
 	if err != nil {
 		return err
 	}
+	var turns, finished atomic.Int64
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "# TYPE spool_turns_total counter\nspool_turns_total{directive=\"demo/fleet\",model=\"fake\"} %d\n", turns.Load())
+		fmt.Fprintf(w, "# TYPE spool_threads_finished_total counter\nspool_threads_finished_total{directive=\"demo/fleet\",status=\"completed\"} %d\n", finished.Load())
+	})
 	go func() { _ = http.Serve(ln, mux) }()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	lose := os.Getenv("FAKE_LOSE") == "1"
+	turn := 50 * time.Millisecond
+	if ms, err := strconv.Atoi(os.Getenv("FAKE_TURN_MS")); err == nil && ms > 0 {
+		turn = time.Duration(ms) * time.Millisecond
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for range *conc {
@@ -146,7 +164,20 @@ func worker(args []string) error {
 					time.Sleep(20 * time.Millisecond)
 					continue
 				}
-				time.Sleep(150 * time.Millisecond) // "three turns"
+				handedBack := false
+				for t := 1; t <= 3; t++ {
+					time.Sleep(turn)
+					turns.Add(1)
+					if t < 3 && ctx.Err() != nil {
+						_ = os.Rename(filepath.Join(dir("running"), claimed), filepath.Join(dir("pending"), claimed))
+						fmt.Fprintf(os.Stderr, "level=INFO msg=\"activation handed back for shutdown\" thread_id=%s\n", claimed)
+						handedBack = true
+						break
+					}
+				}
+				if handedBack {
+					continue
+				}
 				mu.Lock()
 				drop := lose
 				lose = false
@@ -155,6 +186,8 @@ func worker(args []string) error {
 					continue // left in running/: a lost thread
 				}
 				_ = os.Rename(filepath.Join(dir("running"), claimed), filepath.Join(dir("done"), claimed))
+				finished.Add(1)
+				fmt.Fprintf(os.Stderr, "level=INFO msg=\"thread finished\" thread_id=%s status=completed\n", claimed)
 			}
 		}()
 	}
