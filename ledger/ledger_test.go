@@ -328,11 +328,12 @@ func FuzzLuaAgreesWithModel(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ks := keyspace.New(fmt.Sprintf("%s-%d", r.Namespace, n.Add(1)))
 		ctx := context.Background()
-		defer func() {
-			keys, _ := r.Client.Keys(ctx, ks.Prefix()+"*").Result()
-			if len(keys) > 0 {
-				r.Client.Del(ctx, keys...)
+		defer func() { // every key a sequence can touch: 16 threads' entries and charges
+			var keys []string
+			for i := range 16 {
+				keys = append(keys, ks.Ledger(nodeID(i)), ks.Charges(nodeID(i)))
 			}
+			r.Client.Del(ctx, keys...)
 		}()
 		luaAgrees(t, ctx, New(r.Client, ks), data)
 	})
