@@ -107,6 +107,30 @@ func (c WriterConfig) Open(ctx context.Context, store blobstore.Store, threadID 
 	}, nil
 }
 
+// CreateWriter starts the transcript of a thread known to have none yet
+// (its first activation), without listing or reading the store. Should a
+// segment exist after all, the first Checkpoint fails with
+// ErrSegmentExists, exactly as a zombie writer's would, and changes
+// nothing.
+func CreateWriter(threadID string, store blobstore.Store, signer *Signer) (*Writer, error) {
+	return WriterConfig{}.Create(threadID, store, signer)
+}
+
+// Create is CreateWriter with this config.
+func (c WriterConfig) Create(threadID string, store blobstore.Store, signer *Signer) (*Writer, error) {
+	if signer == nil {
+		return nil, fmt.Errorf("create transcript writer %s: no signer", threadID)
+	}
+	if err := validateThreadID(threadID); err != nil {
+		return nil, err
+	}
+	v := newVerifier(threadID, nil)
+	return &Writer{
+		cfg: c.WithDefaults(), store: store, threadID: threadID, signer: signer, resumed: &Transcript{ThreadID: threadID},
+		h: v.h, segment: v.nextSegment, seq: v.nextSeq,
+	}, nil
+}
+
 // Resumed is the verified transcript that existed when the writer opened
 // (empty for a new thread): feed its Events to Reconstruct, and its
 // LastState to the turn loop.

@@ -33,6 +33,12 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	log := w.log.With("thread_id", act.ThreadID, "reason", act.Reason)
 	ttl := w.o.Cfg.LeaseTTL
 	token := w.token + "-" + newToken()
+	// Listen for the thread's cancel before claiming it: a cancel requested
+	// before the claim is in the claimed record (the session's first check
+	// reads it there), one requested after reaches actx.
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer w.track(act.ThreadID, token, cancel)()
 	claim, err := w.o.Activations.Claim(ctx, act.ThreadID, act.Reason, act.Seq, token, taskID, ttl)
 	if errors.Is(err, queue.ErrNotClaimable) || errors.Is(err, queue.ErrNotFound) {
 		log.Debug("activation dropped", "error", err)
@@ -41,10 +47,6 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
-
-	actx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	defer w.track(act.ThreadID, cancel)()
 
 	// The heartbeat runs until the session returns, not until actx ends:
 	// a cancel request cancels actx, and the lease must hold while the

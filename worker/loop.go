@@ -92,16 +92,24 @@ func (s *session) checkBeforeTurn(ctx context.Context) (bool, error) {
 		s.decideCancelled("cancelled by request")
 		return true, s.finalize(ctx)
 	}
-	cancelled, err := s.o.Registry.CancelRequested(ctx, s.id())
-	if err != nil {
-		return false, err
+	// The first check of an activation reads the flag in the claimed
+	// record: the worker listened for the thread's cancel events before it
+	// claimed, so a later request has reached ctx. Later turns read the
+	// flag again, in case an event was lost.
+	cancelled := s.rec.CancelRequested
+	if s.flagRead {
+		var err error
+		if cancelled, err = s.o.Registry.CancelRequested(ctx, s.id()); err != nil {
+			return false, err
+		}
 	}
+	s.flagRead = true
 	if cancelled {
 		s.decideCancelled("cancelled by request")
 		return true, s.finalize(ctx)
 	}
 	s.st.Cost.ElapsedSeconds = s.elapsed()
-	err = s.st.Cost.CheckLimits(s.rec.Limits)
+	err := s.st.Cost.CheckLimits(s.rec.Limits)
 	if err == nil && s.budgetExhausted {
 		err = &thread.LimitError{Code: thread.CodeSpendExceeded, Current: s.st.Cost.Spend, Max: s.rec.Limits.Spend,
 			Message: "the ledger refused the last charge: this thread's budget, after its children's reservations, is spent"}

@@ -109,6 +109,12 @@ type session struct {
 	// side are the writes of views (thread.json at start, capabilities.md,
 	// knowledge renders) that run beside the turn loop.
 	side sideWrites
+	// startViews: the thread began in this activation and its start's
+	// views are still to be written (writeStartViews).
+	startViews bool
+	// flagRead: checkBeforeTurn has used the claimed record's cancel flag
+	// and reads the registry from now on.
+	flagRead bool
 }
 
 func (s *session) id() string { return s.rec.ThreadID }
@@ -245,7 +251,16 @@ func (e *permanentError) Error() string { return e.code + ": " + e.msg }
 // restore loads the transcript: it returns fresh=true when the thread has
 // no checkpoint yet.
 func (s *session) restore(ctx context.Context) (bool, error) {
-	tw, err := transcript.OpenWriter(ctx, s.o.Store, s.id(), s.o.Signer, s.o.Keyring, orchestrator.RegistryMark(s.rec))
+	var tw *transcript.Writer
+	var err error
+	if mark := orchestrator.RegistryMark(s.rec); s.rec.Activation == 1 && mark.Segments == 0 {
+		// The thread's first activation: no activation ran before this
+		// one, so there is no transcript to read (one that exists anyway
+		// makes the first checkpoint fail as a zombie's would).
+		tw, err = transcript.CreateWriter(s.id(), s.o.Store, s.o.Signer)
+	} else {
+		tw, err = transcript.OpenWriter(ctx, s.o.Store, s.id(), s.o.Signer, s.o.Keyring, mark)
+	}
 	if err != nil {
 		return false, fmt.Errorf("open transcript of %s: %w", s.id(), err)
 	}
@@ -317,13 +332,26 @@ func (s *session) begin(ctx context.Context) error {
 		}
 		s.appendMessage(thread.Message{Role: thread.RoleUser, Content: prompt})
 	}
-	// Views, not the record: written beside the first turn.
-	s.side.Go(ctx, s.log, "capabilities.md", s.writeCapabilities)
-	rec := *s.rec
-	s.side.Go(ctx, s.log, "thread.json", func(ctx context.Context) error { return s.o.WriteThreadJSON(ctx, &rec) })
 	// The start is made durable by the first turn's checkpoint: a worker
-	// that dies before it begins the thread again from the top.
+	// that dies before it begins the thread again from the top. The start's
+	// views (capabilities.md, thread.json) are written beside the turn
+	// after that checkpoint (startViews).
+	s.startViews = true
 	return nil
+}
+
+// writeStartViews writes the views of a thread's start beside its turn
+// loop, once its first checkpoint is durable: capabilities.md, and
+// thread.json with status running, unless the thread already ended in that
+// turn (Finalize writes the final thread.json right after, and a one-turn
+// thread need not sign and write it twice).
+func (s *session) writeStartViews(ctx context.Context) {
+	s.startViews = false
+	s.side.Go(ctx, s.log, "capabilities.md", s.writeCapabilities)
+	if s.st.Final == nil {
+		rec := *s.rec
+		s.side.Go(ctx, s.log, "thread.json", func(ctx context.Context) error { return s.o.WriteThreadJSON(ctx, &rec) })
+	}
 }
 
 // appendMessage adds a message to the conversation and records it.
@@ -387,6 +415,9 @@ func (s *session) checkpoint(ctx context.Context) error {
 	}
 	if err := s.charge(ctx); err != nil {
 		return err
+	}
+	if s.startViews {
+		s.writeStartViews(ctx)
 	}
 	if s.st.Final == nil && s.side.knowledge.CompareAndSwap(false, true) {
 		// Coalesced: while one render is written, later checkpoints skip

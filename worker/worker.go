@@ -123,7 +123,7 @@ type Worker struct {
 	bgCancel context.CancelFunc
 
 	mu      sync.Mutex
-	running map[string]context.CancelCauseFunc // thread id → cancel of its activation
+	running map[string]map[string]context.CancelCauseFunc // thread id → activation token → cancel of its context
 	token   string
 }
 
@@ -133,7 +133,7 @@ func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
 	if cfg.Logger == nil {
 		cfg.Logger = o.Log
 	}
-	w := &Worker{cfg: cfg, o: o, log: cfg.Logger, draining: make(chan struct{}), running: map[string]context.CancelCauseFunc{}}
+	w := &Worker{cfg: cfg, o: o, log: cfg.Logger, draining: make(chan struct{}), running: map[string]map[string]context.CancelCauseFunc{}}
 	w.token = newToken()
 	w.metrics = cfg.Metrics
 	queues := make(map[string]int, len(cfg.Queues))
@@ -233,22 +233,27 @@ func (w *Worker) listenCancels(ctx context.Context, sub *queue.Subscription) {
 				continue
 			}
 			w.mu.Lock()
-			c := w.running[ev.ThreadID]
-			w.mu.Unlock()
-			if c != nil {
+			for _, c := range w.running[ev.ThreadID] {
 				c(errCancelRequested)
 			}
+			w.mu.Unlock()
 		}
 	}
 }
 
-func (w *Worker) track(id string, c context.CancelCauseFunc) func() {
+func (w *Worker) track(id, token string, c context.CancelCauseFunc) func() {
 	w.mu.Lock()
-	w.running[id] = c
+	if w.running[id] == nil {
+		w.running[id] = map[string]context.CancelCauseFunc{}
+	}
+	w.running[id][token] = c
 	w.mu.Unlock()
 	return func() {
 		w.mu.Lock()
-		delete(w.running, id)
+		delete(w.running[id], token)
+		if len(w.running[id]) == 0 {
+			delete(w.running, id)
+		}
 		w.mu.Unlock()
 	}
 }
