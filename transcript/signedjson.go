@@ -30,7 +30,20 @@ func SignJSON(v any, signer *Signer) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sign json: %w", err)
 	}
-	obj, err := decodeObject(raw)
+	var obj map[string]any
+	switch v.(type) {
+	case json.RawMessage, []byte:
+		// Bytes from outside: a duplicate key would sign one reading of
+		// an ambiguous object.
+		obj, err = decodeObject(raw)
+	default:
+		// json.Marshal of a Go value never repeats a key.
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err = dec.Decode(&obj); err == nil && obj == nil {
+			err = fmt.Errorf("not a JSON object")
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sign json: %w", err)
 	}
@@ -39,9 +52,32 @@ func SignJSON(v any, signer *Signer) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sign json: %w", err)
 	}
-	obj[SignatureField] = map[string]any{"key_id": signer.KeyID(), "algo": algoEd25519,
+	sig := map[string]any{"key_id": signer.KeyID(), "algo": algoEd25519,
 		"sig": b64.EncodeToString(signer.Sign(append([]byte(jsonDomain), canon...)))}
-	return canonicalJSON(obj)
+	first := true // _signature sorts before every other key
+	for k := range obj {
+		if k < SignatureField {
+			first = false
+			break
+		}
+	}
+	if !first {
+		obj[SignatureField] = sig
+		return canonicalJSON(obj)
+	}
+	// The canonical object with _signature is the one without it, with
+	// the signature spliced in as the first member.
+	sigJSON, err := canonicalJSON(sig)
+	if err != nil {
+		return nil, fmt.Errorf("sign json: %w", err)
+	}
+	out := make([]byte, 0, len(canon)+len(sigJSON)+len(SignatureField)+4)
+	out = append(out, `{"`+SignatureField+`":`...)
+	out = append(out, sigJSON...)
+	if len(obj) > 0 {
+		out = append(out, ',')
+	}
+	return append(out, canon[1:]...), nil
 }
 
 // VerifyJSON checks data made by SignJSON against keyring and, when v is
