@@ -6,9 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/spool-run/spool/keyspace"
+	"github.com/spool-run/spool/stack"
 )
 
 // BenchmarkCycle measures one child's full ledger life: Reserve + Charge +
@@ -17,18 +16,15 @@ import (
 // (BENCHMARKS.md).
 //
 //   - autopipeline: the client spool's orchestrator gives the ledger
-//     (go-redis's blocking auto-pipeliner: concurrent callers' commands
-//     share writes and reads on one connection; each operation is still
-//     its own EVALSHA with its own reply).
+//     (stack.AutoPipelined: go-redis's blocking auto-pipeliner, full
+//     duplex: concurrent callers' commands share writes and reads on one
+//     connection; each operation is still its own EVALSHA with its own
+//     reply).
 //   - plain: a pooled client, one connection per command in flight.
 func BenchmarkCycle(b *testing.B) {
 	b.Run("autopipeline", func(b *testing.B) {
 		f := setup(b)
-		ap, err := f.r.Client.AutoPipeline()
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchCycle(b, New(ap, keyspace.New(f.r.Namespace)))
+		benchCycle(b, New(stack.AutoPipelined(f.r.Client), keyspace.New(f.r.Namespace)))
 	})
 	b.Run("plain", func(b *testing.B) {
 		f := setup(b)
@@ -64,5 +60,3 @@ func benchCycle(b *testing.B, l *Ledger) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cycles/s")
 }
-
-var _ redis.UniversalClient = (*redis.AutoPipeliner)(nil)

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/spool-run/spool/keyspace"
+	"github.com/spool-run/spool/stack"
 )
 
 // TestStorm runs storms of 240 goroutines, one per thread of a random tree,
@@ -43,11 +44,7 @@ func TestStorm(t *testing.T) {
 			t.Parallel()
 			f := setup(t)
 			if tc.ap {
-				ap, err := f.r.Client.AutoPipeline()
-				if err != nil {
-					t.Fatal(err)
-				}
-				f.l = New(ap, keyspace.New(f.r.Namespace))
+				f.l = New(stack.AutoPipelined(f.r.Client), keyspace.New(f.r.Namespace))
 			}
 			storm(t, f, tc.seed, tc.budget)
 		})

@@ -10,6 +10,7 @@ import (
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/stack"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -66,7 +67,7 @@ type Orchestrator struct {
 func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queue.Enqueuer, signer *transcript.Signer, keyring *transcript.Keyring) *Orchestrator {
 	cfg = cfg.WithDefaults()
 	ks := keyspace.New(cfg.Namespace)
-	fast := autoPipelined(rdb)
+	fast := stack.AutoPipelined(rdb) // asynq keeps the plain client (Redis)
 	reg, err := queue.NewRegistry(queue.RegistryConfig{Client: fast, Keys: ks, Now: cfg.Now})
 	if err != nil {
 		panic(err) // only for a nil client: a programming error
@@ -85,27 +86,6 @@ func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queu
 		Log:         cfg.Logger,
 		projects:    newProjectCache(64),
 	}
-}
-
-// autoPipelined returns rdb's blocking auto-pipeliner where the client has
-// one (standalone, Sentinel, Cluster), else rdb. The registry, activations
-// and ledger run many small scripts from many goroutines at once (a worker
-// runs Concurrency activations); the auto-pipeliner sends the commands of
-// concurrent callers in one write and reads their replies in one read, so
-// each caller still makes one EVALSHA and gets its own reply, but the
-// process makes a fraction of the syscalls. Per-goroutine order is kept.
-// asynq keeps the plain client (Orchestrator.Redis). The pipeliner is owned
-// by rdb: closing rdb closes it.
-func autoPipelined(rdb redis.UniversalClient) redis.UniversalClient {
-	type autoPipeliner interface {
-		AutoPipeline() (*redis.AutoPipeliner, error)
-	}
-	if c, ok := rdb.(autoPipeliner); ok {
-		if ap, err := c.AutoPipeline(); err == nil {
-			return ap
-		}
-	}
-	return rdb
 }
 
 // Now returns the orchestrator's clock reading.
