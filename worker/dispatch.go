@@ -40,6 +40,10 @@ func (s *session) dispatch(ctx context.Context, call thread.ToolCall) error {
 	id := normalizeTool(call.Name)
 	s.st.ToolCalls++
 	s.st.ToolCallsByID[id]++
+	if s.st.TurnCallsByID == nil {
+		s.st.TurnCallsByID = map[string]int{}
+	}
+	s.st.TurnCallsByID[id]++
 	s.emit(transcript.TypeToolCallStart, transcript.ToolCallStart{CallID: call.ID, Tool: id, Input: call.Input})
 	if id != directiveReturnID {
 		if err := s.checkTool(id); err != nil {

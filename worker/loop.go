@@ -204,6 +204,7 @@ func (s *session) afterResponse(ctx context.Context, resp *provider.Response) er
 	// the call's tokens and answer are recorded before the thread fails.
 	spend, priceErr := s.prov.Cost(s.rec.Model, resp.Usage)
 	s.st.Turn++
+	s.st.TurnCallsByID = nil // a new turn's tool calls
 	s.st.Cost.Turns++
 	s.st.Cost.InputTokens += resp.Usage.InputTokens
 	s.st.Cost.OutputTokens += resp.Usage.OutputTokens

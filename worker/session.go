@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/spool-run/spool/blobstore"
@@ -26,6 +27,8 @@ type state struct {
 	Cost          thread.Cost    `json:"cost"`
 	ToolCalls     int            `json:"tool_calls"`
 	ToolCallsByID map[string]int `json:"tool_calls_by_id"`
+	// TurnCallsByID counts the tool calls of the current turn by tool.
+	TurnCallsByID map[string]int `json:"turn_calls_by_id,omitempty"`
 	// TurnSpend is the spend of the last completed turn, charged to the
 	// ledger under key (thread, Turn) after the checkpoint is durable.
 	TurnSpend float64 `json:"turn_spend"`
@@ -397,20 +400,7 @@ func (s *session) checkpoint(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	byID := make(map[string]int, len(s.st.ToolCallsByID))
-	for k, n := range s.st.ToolCallsByID {
-		byID[k] = n
-	}
-	if _, err := s.tw.Checkpoint(ctx, transcript.State{
-		Reason:          transcript.ReasonAssistantTurn,
-		Status:          string(thread.StatusRunning),
-		Iteration:       s.st.Turn,
-		Version:         s.version,
-		Cost:            s.st.Cost,
-		ToolCallsTotal:  s.st.ToolCalls,
-		ToolCallsByTool: byID,
-		Extra:           map[string]json.RawMessage{"worker": raw},
-	}); err != nil {
+	if _, err := s.tw.Checkpoint(ctx, s.checkpointState(raw)); err != nil {
 		return err
 	}
 	if err := s.charge(ctx); err != nil {
@@ -429,6 +419,35 @@ func (s *session) checkpoint(ctx context.Context) error {
 		})
 	}
 	return nil
+}
+
+// checkpointState is the operational snapshot of the spec's checkpoint
+// (iteration, counters, per-tool counts of the run and of the turn, the
+// stop flag) around the worker's own state, raw.
+func (s *session) checkpointState(raw json.RawMessage) transcript.State {
+	st := transcript.State{
+		Reason:                   transcript.ReasonAssistantTurn,
+		Status:                   string(thread.StatusRunning),
+		Iteration:                s.st.Turn,
+		Version:                  s.version,
+		Cost:                     s.st.Cost,
+		ToolCallsTotal:           s.st.ToolCalls,
+		ToolCallsByTool:          maps.Clone(s.st.ToolCallsByID),
+		ToolCallsIterationByTool: maps.Clone(s.st.TurnCallsByID),
+		Extra:                    map[string]json.RawMessage{"worker": raw},
+	}
+	for _, n := range s.st.TurnCallsByID {
+		st.ToolCallsIteration += n
+	}
+	switch {
+	case s.st.Final != nil:
+		st.Reason, st.Status, st.StopFlag = transcript.ReasonRunFinished, string(s.st.Final.Status), true
+	case s.st.Handoff != "":
+		st.Reason, st.StopFlag = transcript.ReasonHandoff, true
+	case len(s.st.Pending) > 0:
+		st.Reason = transcript.ReasonWaitingChildren
+	}
+	return st
 }
 
 // charge applies the last turn's spend to the ledger, once per (thread,
