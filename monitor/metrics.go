@@ -2,39 +2,39 @@ package monitor
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spool-run/spool/keyspace"
+	"github.com/spool-run/spool/orchestrator"
 )
 
-// collector computes its metrics on scrape: asynq's queue sizes through
-// the Inspector, and spool's threads by status (reused for CountsTTL).
+// collector computes its metrics on scrape: spool's threads by status
+// (reused for CountsTTL) and asynq's queue sizes (QueueCollector).
 type collector struct {
-	m *Monitor
+	m      *Monitor
+	queues *QueueCollector
 
-	threads, queueTasks, queueLatency, queuePaused, up *prometheus.Desc
+	threads, up *prometheus.Desc
 }
 
 func newCollector(m *Monitor) *collector {
 	return &collector{
-		m:            m,
-		threads:      prometheus.NewDesc("spool_threads", "Registered threads by status.", []string{"status"}, nil),
-		queueTasks:   prometheus.NewDesc("asynq_queue_tasks", "Tasks in an asynq queue by state.", []string{"queue", "state"}, nil),
-		queueLatency: prometheus.NewDesc("asynq_queue_latency_seconds", "Age of the oldest pending task of a queue.", []string{"queue"}, nil),
-		queuePaused:  prometheus.NewDesc("asynq_queue_paused", "1 when the queue is paused.", []string{"queue"}, nil),
-		up:           prometheus.NewDesc("spool_monitor_scrape_ok", "1 when the last scrape read Redis without error.", []string{"part"}, nil),
+		m:       m,
+		queues:  newQueueCollector(m.inspector, m.cfg.Orch.Keys, m.cfg.Logger),
+		threads: prometheus.NewDesc("spool_threads", "Registered threads by status.", []string{"status"}, nil),
+		up:      prometheus.NewDesc("spool_monitor_scrape_ok", "1 when the last scrape read Redis without error.", []string{"part"}, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.threads
-	ch <- c.queueTasks
-	ch <- c.queueLatency
-	ch <- c.queuePaused
 	ch <- c.up
+	c.queues.Describe(ch)
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -50,22 +50,68 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, ok, "threads")
-
 	ok = 1
-	queues, err := c.m.inspector.Queues()
-	if err != nil {
-		c.m.cfg.Logger.Warn("monitor: metrics: list queues", "error", err)
+	if !c.queues.collect(ch) {
 		ok = 0
 	}
+	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, ok, "queues")
+}
+
+// QueueCollector exports asynq's queue metrics for the spool queues of one
+// namespace, read through asynq's Inspector on each scrape:
+// asynq_queue_tasks{queue,state}, asynq_queue_latency_seconds{queue} and
+// asynq_queue_paused{queue}, the queue label being the spool queue name.
+// The monitor, the worker and the scheduler all serve it on /metrics.
+type QueueCollector struct {
+	inspector *asynq.Inspector
+	keys      keyspace.Space
+	log       *slog.Logger
+
+	queueTasks, queueLatency, queuePaused *prometheus.Desc
+}
+
+// NewQueueCollector returns a QueueCollector over orch's Redis and
+// namespace.
+func NewQueueCollector(orch *orchestrator.Orchestrator) *QueueCollector {
+	return newQueueCollector(asynq.NewInspectorFromRedisClient(orch.Redis), orch.Keys, orch.Log)
+}
+
+func newQueueCollector(in *asynq.Inspector, ks keyspace.Space, log *slog.Logger) *QueueCollector {
+	return &QueueCollector{
+		inspector:    in,
+		keys:         ks,
+		log:          log,
+		queueTasks:   prometheus.NewDesc("asynq_queue_tasks", "Tasks in an asynq queue by state.", []string{"queue", "state"}, nil),
+		queueLatency: prometheus.NewDesc("asynq_queue_latency_seconds", "Age of the oldest pending task of a queue.", []string{"queue"}, nil),
+		queuePaused:  prometheus.NewDesc("asynq_queue_paused", "1 when the queue is paused.", []string{"queue"}, nil),
+	}
+}
+
+func (c *QueueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.queueTasks
+	ch <- c.queueLatency
+	ch <- c.queuePaused
+}
+
+func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
+
+// collect sends the metrics and reports whether every read succeeded.
+func (c *QueueCollector) collect(ch chan<- prometheus.Metric) bool {
+	ok := true
+	queues, err := c.inspector.Queues()
+	if err != nil {
+		c.log.Warn("metrics: list queues", "error", err)
+		ok = false
+	}
 	for _, q := range queues {
-		name, mine := spoolQueue(c.m.cfg.Orch.Keys, q)
+		name, mine := spoolQueue(c.keys, q)
 		if !mine {
 			continue
 		}
-		info, err := c.m.inspector.GetQueueInfo(q)
+		info, err := c.inspector.GetQueueInfo(q)
 		if err != nil {
-			c.m.cfg.Logger.Warn("monitor: metrics: queue info", "queue", q, "error", err)
-			ok = 0
+			c.log.Warn("metrics: queue info", "queue", q, "error", err)
+			ok = false
 			continue
 		}
 		for state, n := range map[string]int{"pending": info.Pending, "active": info.Active, "scheduled": info.Scheduled,
@@ -79,7 +125,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.queuePaused, prometheus.GaugeValue, paused, name)
 	}
-	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, ok, "queues")
+	return ok
 }
 
 // spoolQueue maps an asynq queue name back to the spool queue of ks (see

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/hooks"
+	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
@@ -212,6 +213,9 @@ func (s *session) spawn(ctx context.Context, call thread.ToolCall) error {
 	if err != nil {
 		if isInfra(err) {
 			return err
+		}
+		if errors.Is(err, ledger.ErrInsufficientBudget) {
+			s.w.metrics.ledgerRejected("reserve")
 		}
 		s.toolJSON(call.ID, threadDirectiveID, map[string]any{"success": false, "error": errorObject(err)}, true)
 		return nil

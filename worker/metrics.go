@@ -18,6 +18,13 @@ type Metrics struct {
 	Finished       *prometheus.CounterVec
 	ProviderErrors *prometheus.CounterVec
 	Suspensions    prometheus.Counter
+	// CheckpointLatency is the time of a checkpoint's durable part: the
+	// registry fence, the signed segment (create-only) and the charge.
+	CheckpointLatency prometheus.Histogram
+	// LedgerRejections counts what the ledger refused: a child's
+	// reservation that did not fit its parent (kind reserve) and a charge
+	// clamped to what was left (kind charge).
+	LedgerRejections *prometheus.CounterVec
 }
 
 // NewMetrics registers the worker's collectors with reg.
@@ -30,9 +37,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Finished:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_threads_finished_total", Help: "Threads finished by status."}, []string{"directive", "status"}),
 		ProviderErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_provider_errors_total", Help: "Provider errors by class."}, []string{"class"}),
 		Suspensions:    prometheus.NewCounter(prometheus.CounterOpts{Name: "spool_thread_suspensions_total", Help: "Threads suspended to wait on children."}),
+		CheckpointLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "spool_checkpoint_seconds",
+			Help: "Checkpoint latency: registry fence, signed segment, charge.", Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12)}),
+		LedgerRejections: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_ledger_rejections_total",
+			Help: "Ledger refusals: child reservations that did not fit (reserve), charges clamped (charge)."}, []string{"kind"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Turns, m.Tokens, m.Spend, m.TurnLatency, m.Finished, m.ProviderErrors, m.Suspensions)
+		reg.MustRegister(m.Turns, m.Tokens, m.Spend, m.TurnLatency, m.Finished, m.ProviderErrors, m.Suspensions,
+			m.CheckpointLatency, m.LedgerRejections)
 	}
 	return m
 }
@@ -71,5 +83,17 @@ func (m *Metrics) providerError(class string) {
 func (m *Metrics) suspended() {
 	if m != nil {
 		m.Suspensions.Inc()
+	}
+}
+
+func (m *Metrics) checkpointed(d time.Duration) {
+	if m != nil {
+		m.CheckpointLatency.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) ledgerRejected(kind string) {
+	if m != nil {
+		m.LedgerRejections.WithLabelValues(kind).Inc()
 	}
 }

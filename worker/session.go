@@ -390,6 +390,7 @@ func (s *session) emit(typ string, payload any) {
 // this activation read or wrote, not the one it is about to write (see the
 // package doc, Crash safety).
 func (s *session) checkpoint(ctx context.Context) error {
+	began := time.Now()
 	cost := s.st.Cost
 	v, err := s.o.Registry.Commit(ctx, s.id(), s.version, queue.Changes{Cost: &cost, Transcript: orchestrator.RecordMark(s.tw.Mark())})
 	if err != nil {
@@ -406,6 +407,7 @@ func (s *session) checkpoint(ctx context.Context) error {
 	if err := s.charge(ctx); err != nil {
 		return err
 	}
+	s.w.metrics.checkpointed(time.Since(began))
 	if s.startViews {
 		s.writeStartViews(ctx)
 	}
@@ -464,6 +466,7 @@ func (s *session) charge(ctx context.Context) error {
 		// limit check before the next turn stops the thread.
 		s.log.Warn("charge exceeded the thread's budget", "error", err)
 		s.budgetExhausted = true
+		s.w.metrics.ledgerRejected("charge")
 		return nil
 	}
 	return err

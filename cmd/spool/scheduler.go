@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
 
+	"github.com/spool-run/spool/monitor"
 	"github.com/spool-run/spool/scheduler"
 )
 
@@ -47,7 +48,8 @@ func schedulerCommand() *cli.Command {
 			}
 			defer s.Close()
 			reg := prometheus.NewRegistry()
-			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+				monitor.NewQueueCollector(s.orch))
 			sch, desc, err := newScheduler(c, s, reg)
 			if err != nil {
 				return err

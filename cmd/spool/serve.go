@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/urfave/cli/v2"
 
+	"github.com/spool-run/spool/monitor"
 	"github.com/spool-run/spool/worker"
 )
 
@@ -45,6 +46,7 @@ func workerCommand() *cli.Command {
 			}
 			defer s.Close()
 			reg := prometheus.NewRegistry()
+			reg.MustRegister(monitor.NewQueueCollector(s.orch))
 			w, err := newWorker(c, s, reg)
 			if err != nil {
 				return err
