@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,4 +140,65 @@ func TestCancelWithoutCascadeLeavesChildren(t *testing.T) {
 			}
 		})
 	}
+}
+
+// slowChainScript: the first thread fills its context window at once (a
+// handoff follows); its continuation then takes six slow turns.
+const slowChainScript = `context_window: 2000
+price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
+latency: 400ms
+directives:
+  "t/slowchain":
+    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "a.txt", content: "x"}}]
+      when: '{{eq .chain_index 0}}'
+      usage: {input: 1900, output: 40}
+    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "a.txt"}}], usage: {input: 100, output: 10}}
+    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "a.txt"}}], usage: {input: 100, output: 10}}
+    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "a.txt"}}], usage: {input: 100, output: 10}}
+    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "a.txt"}}], usage: {input: 100, output: 10}}
+    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "a.txt"}}], usage: {input: 100, output: 10}}
+    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "a.txt"}}], usage: {input: 100, output: 10}}
+    - text: "finished (it should have been cancelled)"
+`
+
+// TestCancelReachesTheContinuation: cancelling a thread that was continued
+// cancels the thread its chain has reached.
+func TestCancelReachesTheContinuation(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{
+		".ai/directives/t/slowchain.md": directive("slowchain", `turns="10" spend="1.0"`, fsPerms, `<success>done</success>`),
+		"scripts/sc.yaml":               slowChainScript,
+	}
+	e := spooltest.New(t, spooltest.Options{Files: files})
+	e.StartWorker("--concurrency", "2")
+	res := e.Spool("thread", "run", "t/slowchain", "--model", "script:scripts/sc.yaml")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	first := strings.TrimSpace(res.Stdout)
+
+	var cont string
+	require.Eventually(t, func() bool {
+		rec, err := e.Orch.Registry.Get(t.Context(), first)
+		if err != nil || rec.ContinuationThreadID == "" {
+			return false
+		}
+		next, err := e.Orch.Registry.Get(t.Context(), rec.ContinuationThreadID)
+		cont = rec.ContinuationThreadID
+		return err == nil && next.Status == thread.StatusRunning && next.Cost.Turns >= 1
+	}, time.Minute, 50*time.Millisecond)
+
+	c := e.Spool("thread", "cancel", first, "--json")
+	require.Equal(t, 0, c.Code, c.Stderr)
+	var out struct {
+		ThreadID        string `json:"thread_id"`
+		CancelRequested bool   `json:"cancel_requested"`
+	}
+	c.JSON(t, &out)
+	require.Equal(t, cont, out.ThreadID, "the chain's current thread")
+	require.True(t, out.CancelRequested)
+	final := e.Wait([]string{cont}, time.Minute)[cont]
+	require.Equal(t, thread.StatusCancelled, final.Status)
+	require.Less(t, final.Cost.Turns, 6)
+	old, err := e.Orch.Registry.Get(t.Context(), first)
+	require.NoError(t, err)
+	require.Equal(t, thread.StatusContinued, old.Status)
 }

@@ -192,13 +192,20 @@ func (o *Orchestrator) cascades(ctx context.Context, rec *queue.Record, status t
 	return false
 }
 
-// Cancel asks a thread to stop. A running thread sees the request between
-// turns or during its model call (its worker cancels the call); a created or
-// waiting thread, which no worker holds, is finalized here. With cascade,
-// its children are cancelled too (on whatever worker runs them) where the
-// child policy cascades on cancel (the default); without, they keep
-// running.
+// Cancel asks a thread to stop; a continued thread's chain is followed to
+// the thread it has reached, and that one is cancelled. A running thread
+// sees the request between turns or during its model call (its worker
+// cancels the call); a created or waiting thread, which no worker holds, is
+// finalized here. With cascade, its children are cancelled too (on
+// whatever worker runs them) where the child policy cascades on cancel (the
+// default); without, they keep running.
 func (o *Orchestrator) Cancel(ctx context.Context, id string, cascade bool) (*queue.Record, error) {
+	// A continued thread lives on in its continuation: cancel the thread
+	// its chain has reached (the spec's resolve_thread_chain).
+	id, err := o.Registry.ResolveChain(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	for attempt := 0; attempt < 5; attempt++ {
 		rec, err := o.Registry.Get(ctx, id)
 		if err != nil {

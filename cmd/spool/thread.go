@@ -480,9 +480,18 @@ func threadCancel(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	before, err := s.orch.Registry.Get(c.Context, id)
-	if err != nil {
+	if _, err := s.orch.Registry.Get(c.Context, id); err != nil {
 		return notFound(id, err)
+	}
+	// A continued thread lives on in its continuation: the chain's
+	// current thread is the one to cancel.
+	cur, err := s.orch.Registry.ResolveChain(c.Context, id)
+	if err != nil {
+		return err
+	}
+	before, err := s.orch.Registry.Get(c.Context, cur)
+	if err != nil {
+		return notFound(cur, err)
 	}
 	r, requested := before, false
 	if !before.Status.Terminal() {
