@@ -63,9 +63,6 @@ func (s Space) Events() string { return s.prefix + "events" }
 // Ledger is the budget ledger hash of one thread.
 func (s Space) Ledger(id string) string { return s.prefix + "ledger:" + id }
 
-// Charges is the set of idempotency keys already charged to a thread.
-func (s Space) Charges(id string) string { return s.prefix + "charges:" + id }
-
 // Cancel is the cancellation flag of a thread.
 func (s Space) Cancel(id string) string { return s.prefix + "cancel:" + id }
 

@@ -47,7 +47,9 @@
 //     A.actual   += 0.12
 //
 // Charges are idempotent by key (the worker uses "<thread>:<turn>"): a key
-// is applied once and a retry returns the first outcome. ReportActual is an
+// is applied once and a retry returns the first outcome, which the entry's
+// hash keeps in a field "charge:<key>" (read and written by the same HMGET
+// and HSET as the amounts). ReportActual is an
 // absolute, monotonic report of a thread's total own spend; it applies only
 // the part not yet charged.
 package ledger

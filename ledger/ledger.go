@@ -129,7 +129,7 @@ func (l *Ledger) ReportActual(ctx context.Context, id string, actual float64) (E
 }
 
 func (l *Ledger) charge(ctx context.Context, id, key string, n int64, mode string) (Entry, error) {
-	res, err := chargeScript.Run(ctx, l.rdb, []string{l.ks.Ledger(id), l.ks.Charges(id)}, key, n, mode).Slice()
+	res, err := chargeScript.Run(ctx, l.rdb, []string{l.ks.Ledger(id)}, key, n, mode).Slice()
 	if err != nil {
 		return Entry{}, fmt.Errorf("charge %s: %w", id, err)
 	}

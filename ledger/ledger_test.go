@@ -328,10 +328,10 @@ func FuzzLuaAgreesWithModel(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ks := keyspace.New(fmt.Sprintf("%s-%d", r.Namespace, n.Add(1)))
 		ctx := context.Background()
-		defer func() { // every key a sequence can touch: 16 threads' entries and charges
+		defer func() { // every key a sequence can touch: 16 threads' entries
 			var keys []string
 			for i := range 16 {
-				keys = append(keys, ks.Ledger(nodeID(i)), ks.Charges(nodeID(i)))
+				keys = append(keys, ks.Ledger(nodeID(i)))
 			}
 			r.Client.Del(ctx, keys...)
 		}()

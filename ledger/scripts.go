@@ -65,9 +65,11 @@ return {'OK', ARGV[2], amt, 0, 0, 0, 0, 'active'}
 
 // chargeScript adds spend to an entry, once per idempotency key, clamped to
 // the entry's room (max − reserved − actual); the excess goes to overrun.
+// The outcome of each key is kept in the entry's own hash, in the field
+// "charge:<key>", so the check and the write are the same HMGET and HSET
+// as the amounts' (two redis.call()s in all).
 //
 // KEYS[1] ledger entry
-// KEYS[2] charges hash of the entry (idempotency key → "ok" | "over")
 // ARGV[1] idempotency key ("" = none: ReportActual's absolute mode)
 // ARGV[2] amount (nano-USD); with ARGV[3] == "abs", the absolute total of
 //
@@ -77,12 +79,11 @@ return {'OK', ARGV[2], amt, 0, 0, 0, 0, 'active'}
 // ARGV[3] "add" | "abs"
 // Returns {"ok"|"over", fields...}; {"NOTFOUND"}; {"RELEASED", status}.
 var chargeScript = redis.NewScript(luaCommon + `
-local prev = false
-if ARGV[1] ~= '' then prev = redis.call('HGET', KEYS[2], ARGV[1]) end
-local e = redis.call('HMGET', KEYS[1], 'parent_id', 'max', 'reserved', 'actual', 'own', 'overrun', 'status')
+local ck = 'charge:' .. ARGV[1]
+local e = redis.call('HMGET', KEYS[1], 'parent_id', 'max', 'reserved', 'actual', 'own', 'overrun', 'status', ck)
 if not e[7] then return {'NOTFOUND'} end
 local max, res, act, own, over = num(e[2]), num(e[3]), num(e[4]), num(e[5]), num(e[6])
-if prev then return {prev, e[1], max, res, act, own, over, e[7]} end
+if ARGV[1] ~= '' and e[8] then return {e[8], e[1], max, res, act, own, over, e[7]} end
 if e[7] ~= 'active' then return {'RELEASED', e[7]} end
 local amt = num(ARGV[2])
 if ARGV[3] == 'abs' then
@@ -94,10 +95,13 @@ if room < 0 then room = 0 end
 local applied, extra = amt, 0
 if amt > room then applied = room; extra = amt - room end
 act, own, over = act + applied, own + applied, over + extra
-redis.call('HSET', KEYS[1], 'actual', act, 'own', own, 'overrun', over)
 local outcome = 'ok'
 if extra > 0 then outcome = 'over' end
-if ARGV[1] ~= '' then redis.call('HSET', KEYS[2], ARGV[1], outcome) end
+if ARGV[1] ~= '' then
+  redis.call('HSET', KEYS[1], 'actual', act, 'own', own, 'overrun', over, ck, outcome)
+else
+  redis.call('HSET', KEYS[1], 'actual', act, 'own', own, 'overrun', over)
+end
 return {outcome, e[1], max, res, act, own, over, e[7]}
 `)
 
