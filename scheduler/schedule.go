@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -63,7 +62,6 @@ var (
 	queuePattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9:._-]{0,127}$`)
 	cronParser     = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 	entryKeys      = map[string]bool{"id": true, "directive": true, "inputs": true, "cron": true, "queue": true, "model": true, "limits": true}
-	limitKeys      = map[string]bool{"turns": true, "tokens": true, "spend": true, "depth": true, "spawns": true, "duration": true}
 )
 
 // LoadFile reads a schedules file. A missing file is (nil, err) with
@@ -234,37 +232,15 @@ func scalar(v *yaml.Node, dst *string) error {
 func parseLimits(n *yaml.Node) (thread.Limits, error) {
 	var l thread.Limits
 	if n.Kind != yaml.MappingNode {
-		return l, errors.New("must be a mapping (turns, tokens, spend, depth, spawns, duration)")
+		return l, fmt.Errorf("must be a mapping (%s)", strings.Join(thread.LimitNames, ", "))
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		if !limitKeys[k.Value] {
-			return l, fmt.Errorf("unknown limit %q (turns, tokens, spend, depth, spawns, duration)", k.Value)
+		if v.Kind != yaml.ScalarNode {
+			return l, fmt.Errorf("%s: not a number", k.Value)
 		}
-		var f float64
-		if v.Kind != yaml.ScalarNode || v.Decode(&f) != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
-			return l, fmt.Errorf("%s: %q is not a non-negative number", k.Value, v.Value)
-		}
-		switch k.Value {
-		case "spend":
-			l.Spend = &f
-		case "duration":
-			l.Duration = &f
-		default:
-			if f != math.Trunc(f) || f > math.MaxInt32 {
-				return l, fmt.Errorf("%s: %q is not a whole number", k.Value, v.Value)
-			}
-			n := int(f)
-			switch k.Value {
-			case "turns":
-				l.Turns = &n
-			case "tokens":
-				l.Tokens = &n
-			case "depth":
-				l.Depth = &n
-			case "spawns":
-				l.Spawns = &n
-			}
+		if err := l.SetLimit(k.Value, v.Value); err != nil {
+			return l, err
 		}
 	}
 	return l, nil

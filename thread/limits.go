@@ -150,9 +150,10 @@ func (r Resolved) Validate() error {
 // parameters spell them.
 var LimitNames = []string{"turns", "tokens", "spend", "depth", "spawns", "duration"}
 
-// SetLimit sets one named limit from a number or a numeric string (models
-// and command lines write both). Negative values and unknown names are
-// errors naming the limit.
+// SetLimit sets one named limit from a number or a numeric string (models,
+// command lines and YAML write both). Negative values, fractions of a
+// count (turns, tokens, depth, spawns) and unknown names are errors naming
+// the limit.
 func (l *Limits) SetLimit(name string, value any) error {
 	var f float64
 	switch x := value.(type) {
@@ -173,6 +174,9 @@ func (l *Limits) SetLimit(name string, value any) error {
 	}
 	if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
 		return fmt.Errorf("limit %s: %v is not a non-negative number", name, value)
+	}
+	if name != "spend" && name != "duration" && (f != math.Trunc(f) || f > math.MaxInt32) {
+		return fmt.Errorf("limit %s: %v is not a whole number", name, value)
 	}
 	n := int(f)
 	switch name {

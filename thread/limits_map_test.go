@@ -16,7 +16,7 @@ func TestLimitsFromMap(t *testing.T) {
 	require.Nil(t, l.Tokens)
 
 	for _, bad := range []map[string]any{
-		{"spend": "abc"}, {"turns": -1.0}, {"bogus": 1.0}, {"tokens": true}, {"spend": "NaN"},
+		{"spend": "abc"}, {"turns": -1.0}, {"bogus": 1.0}, {"tokens": true}, {"spend": "NaN"}, {"turns": 2.5}, {"spawns": "1e12"},
 	} {
 		_, err := LimitsFromMap(bad)
 		require.Error(t, err, "%v", bad)
