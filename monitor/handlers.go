@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
 )
 
 // listData is the list page.
@@ -120,18 +122,24 @@ type transcriptData struct {
 	Warning string
 }
 
+// threadTranscript reads a thread's record, then its transcript's
+// events; bad is why the transcript stops short (it failed verification).
+// The status is read before the transcript: a thread that had finished
+// then has every segment committed by the time the read lists them.
+func (m *Monitor) threadTranscript(ctx context.Context, id string) (rec *queue.Record, evs []transcript.Event, bad, err error) {
+	if rec, err = m.cfg.Orch.Registry.Get(ctx, id); err != nil {
+		return nil, nil, nil, err
+	}
+	evs, bad, err = m.transcripts.read(ctx, id)
+	return rec, evs, bad, err
+}
+
 func (m *Monitor) serveTranscript(w http.ResponseWriter, r *http.Request, id string) {
-	ctx := r.Context()
-	rec, err := m.cfg.Orch.Registry.Get(ctx, id)
+	rec, evs, bad, err := m.threadTranscript(r.Context(), id)
 	if errors.Is(err, queue.ErrNotFound) {
 		m.errorPage(w, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
 		return
 	}
-	if err != nil {
-		m.fail(w, r, err)
-		return
-	}
-	evs, bad, err := m.transcripts.read(ctx, id)
 	if err != nil {
 		m.fail(w, r, err)
 		return
@@ -208,19 +216,11 @@ func (m *Monitor) serveEvents(w http.ResponseWriter, r *http.Request, id string)
 		}
 		aft = n
 	}
-	ctx := r.Context()
-	// The status is read before the transcript: a thread that had finished
-	// then has every segment committed by the time the read lists them.
-	rec, err := m.cfg.Orch.Registry.Get(ctx, id)
+	rec, evs, bad, err := m.threadTranscript(r.Context(), id)
 	if errors.Is(err, queue.ErrNotFound) {
 		jsonError(w, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
 		return
 	}
-	if err != nil {
-		m.fail(w, r, err)
-		return
-	}
-	evs, bad, err := m.transcripts.read(ctx, id)
 	if err != nil {
 		m.fail(w, r, err)
 		return

@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/monitor"
@@ -96,7 +95,7 @@ func dev(c *cli.Context) error {
 		defer removeURL()
 	}
 
-	reg := prometheus.NewRegistry()
+	reg := processRegistry()
 	w, err := newWorker(c, s, reg)
 	if err != nil {
 		return err

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/monitor"
@@ -120,8 +119,7 @@ func runMonitor(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := processRegistry()
 	o := monitorOptions{auth: auth, readOnly: c.Bool("read-only"), registry: reg, hosts: loopbackHosts(addr)}
 	h, err := newMonitorHandlerWith(s, o)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/monitor"
@@ -47,9 +46,8 @@ func schedulerCommand() *cli.Command {
 				return err
 			}
 			defer s.Close()
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-				monitor.NewQueueCollector(s.orch))
+			reg := processRegistry()
+			reg.MustRegister(monitor.NewQueueCollector(s.orch))
 			sch, desc, err := newScheduler(c, s, reg)
 			if err != nil {
 				return err

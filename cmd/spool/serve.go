@@ -45,7 +45,7 @@ func workerCommand() *cli.Command {
 				return err
 			}
 			defer s.Close()
-			reg := prometheus.NewRegistry()
+			reg := processRegistry()
 			reg.MustRegister(monitor.NewQueueCollector(s.orch))
 			w, err := newWorker(c, s, reg)
 			if err != nil {
@@ -87,7 +87,6 @@ func newWorker(c *cli.Context, s *services, reg *prometheus.Registry) (*worker.W
 	}
 	var m *worker.Metrics
 	if reg != nil {
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		m = worker.NewMetrics(reg)
 	}
 	ri := c.Duration("recover-interval")
@@ -96,6 +95,14 @@ func newWorker(c *cli.Context, s *services, reg *prometheus.Registry) (*worker.W
 	}
 	return worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: queues, ShutdownTimeout: c.Duration("shutdown-timeout"),
 		Logger: s.log, Metrics: m, RecoverInterval: ri}, s.orch), nil
+}
+
+// processRegistry is a Prometheus registry with the Go runtime's and the
+// process's collectors, the base of every server command's /metrics.
+func processRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }
 
 // serveMetrics serves /metrics and /healthz (plus extra handlers) on addr;
