@@ -1,16 +1,11 @@
 package provider
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"strings"
 )
-
-// ErrNoModel is returned by ResolveModel when neither a flag, the directive's
-// model id nor its tier names a model.
-var ErrNoModel = errors.New("no model: pass --model, or set the directive's model id or tier")
 
 // Config holds what providers need from the environment. The zero value
 // works for the scripted provider.
@@ -49,27 +44,6 @@ func (c Config) httpClient() *http.Client {
 		return c.HTTPClient
 	}
 	return &http.Client{}
-}
-
-// ResolveModel picks a thread's model: the --model flag (or the spawn call's
-// model), else the directive's model id, else the directive's tier through
-// tiers (.ai/config/agent/models.yaml). A tier missing from tiers is an
-// error naming it; nothing at all is ErrNoModel.
-func ResolveModel(flag, directiveID, directiveTier string, tiers map[string]string) (string, error) {
-	switch {
-	case strings.TrimSpace(flag) != "":
-		return strings.TrimSpace(flag), nil
-	case strings.TrimSpace(directiveID) != "":
-		return strings.TrimSpace(directiveID), nil
-	case strings.TrimSpace(directiveTier) != "":
-		tier := strings.TrimSpace(directiveTier)
-		m, ok := tiers[tier]
-		if !ok || strings.TrimSpace(m) == "" {
-			return "", fmt.Errorf("model tier %q is not mapped in .ai/config/agent/models.yaml", tier)
-		}
-		return strings.TrimSpace(m), nil
-	}
-	return "", ErrNoModel
 }
 
 // New returns the provider for a resolved model string:

@@ -6,34 +6,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestResolveModel(t *testing.T) {
-	t.Parallel()
-	tiers := map[string]string{"fast": "script:scripts/all.yaml", "general": "claude-sonnet-4-5"}
-	cases := []struct {
-		flag, id, tier string
-		want, err      string
-	}{
-		{"gpt-4o", "claude-sonnet-4-5", "fast", "gpt-4o", ""},
-		{"", "claude-haiku-4-5", "fast", "claude-haiku-4-5", ""},
-		{"", "", "fast", "script:scripts/all.yaml", ""},
-		{"", "", "general", "claude-sonnet-4-5", ""},
-		{" ", " ", "general", "claude-sonnet-4-5", ""},
-		{"", "", "huge", "", `model tier "huge" is not mapped`},
-		{"", "", "", "", "no model"},
-	}
-	for _, tc := range cases {
-		got, err := ResolveModel(tc.flag, tc.id, tc.tier, tiers)
-		if tc.err != "" {
-			require.ErrorContains(t, err, tc.err)
-			continue
-		}
-		require.NoError(t, err)
-		require.Equal(t, tc.want, got)
-	}
-	_, err := ResolveModel("", "", "", nil)
-	require.ErrorIs(t, err, ErrNoModel)
-}
-
 func TestNewRouting(t *testing.T) {
 	t.Parallel()
 	script := func(string) ([]byte, error) { return []byte("directives:\n  '*':\n    - text: ok\n"), nil }
