@@ -29,7 +29,10 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"sort"
+	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -50,15 +53,16 @@ func main() {
 	producers := flag.Int("producers", 4, "goroutines enqueueing (both sides)")
 	rounds := flag.Int("rounds", 3, "rounds of each")
 	redisURL := flag.String("redis", os.Getenv("SPOOL_BENCH_REDIS_URL"), "Redis URL (default: start redis-server)")
+	withRaw := flag.Bool("raw", true, "run the raw asynq rounds (false: spool only, for profiling)")
 	storeDir := flag.String("store", "", "local blob store directory (default: a temp dir; \"mem\": in memory, to separate storage cost)")
 	flag.Parse()
-	if err := run(*n, *conc, *producers, *rounds, *redisURL, *storeDir); err != nil {
+	if err := run(*n, *conc, *producers, *rounds, *redisURL, *storeDir, *withRaw); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, conc, producers, rounds int, redisURL, storeDir string) error {
+func run(n, conc, producers, rounds int, redisURL, storeDir string, withRaw bool) error {
 	ctx := context.Background()
 	tmp, err := os.MkdirTemp("", "spool-bench-")
 	if err != nil {
@@ -119,20 +123,52 @@ func run(n, conc, producers, rounds int, redisURL, storeDir string) error {
 	fmt.Printf("bench: n=%d concurrency=%d producers=%d rounds=%d redis=%s store=%T\n", n, conc, producers, rounds, redisURL, store)
 	var raws, spools []float64
 	for r := 0; r < rounds; r++ {
-		raw, err := rawRound(ctx, rdb, n, conc, producers, r)
-		if err != nil {
-			return err
+		c0 := sampleCPU(ctx, rdb)
+		raw := 1.0
+		if withRaw {
+			if raw, err = rawRound(ctx, rdb, n, conc, producers, r); err != nil {
+				return err
+			}
 		}
+		c1 := sampleCPU(ctx, rdb)
 		sp, err := spoolRound(ctx, rdb, store, project, n, conc, producers, r)
 		if err != nil {
 			return err
 		}
-		fmt.Printf("round %d: raw asynq %.0f tasks/s, spool %.0f threads/s, ratio %.2f\n", r+1, raw, sp, sp/raw)
+		c2 := sampleCPU(ctx, rdb)
+		fmt.Printf("round %d: raw asynq %.0f tasks/s, spool %.0f threads/s, ratio %.2f; CPU per task/thread (bench process, redis): raw %s, spool %s\n",
+			r+1, raw, sp, sp/raw, c1.sub(c0).per(n), c2.sub(c1).per(n))
 		raws, spools = append(raws, raw), append(spools, sp)
 	}
 	mr, ms := median(raws), median(spools)
 	fmt.Printf("median: raw asynq %.0f tasks/s, spool %.0f threads/s, ratio %.2f\n", mr, ms, ms/mr)
 	return nil
+}
+
+// cpuSample is the CPU time used so far by this process and by the Redis
+// server.
+type cpuSample struct{ self, redis time.Duration }
+
+func sampleCPU(ctx context.Context, rdb redis.UniversalClient) cpuSample {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	self := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	var red time.Duration
+	info, _ := rdb.Info(ctx, "cpu").Result()
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, _ := strconv.ParseFloat(v, 64)
+			red += time.Duration(f * float64(time.Second))
+		}
+	}
+	return cpuSample{self, red}
+}
+
+func (c cpuSample) sub(o cpuSample) cpuSample { return cpuSample{c.self - o.self, c.redis - o.redis} }
+
+func (c cpuSample) per(n int) string {
+	return fmt.Sprintf("%d µs + %d µs", c.self.Microseconds()/int64(n), c.redis.Microseconds()/int64(n))
 }
 
 func median(xs []float64) float64 {

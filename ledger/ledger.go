@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/internal/luabatch"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/thread"
 )
@@ -59,6 +61,26 @@ func (l *Ledger) Register(ctx context.Context, root string, max float64) error {
 	if err != nil {
 		return fmt.Errorf("register budget for %s: %w", root, err)
 	}
+	return registerReply(root, max, res)
+}
+
+// RegisterOp is Register as a step of a batch (luabatch): the batch goes
+// on once the root is registered.
+func (l *Ledger) RegisterOp(root string, max float64) (luabatch.Op, error) {
+	n, err := ToNano(max)
+	if err != nil {
+		return luabatch.Op{}, fmt.Errorf("register budget for %s: %w", root, err)
+	}
+	if root == "" {
+		return luabatch.Op{}, errors.New("register budget: empty thread id")
+	}
+	return luabatch.Op{
+		Step: luabatch.Step{Script: registerScript, Keys: []string{l.ks.Ledger(root)}, Args: []any{n}, Proceed: []string{"OK"}},
+		Read: func(reply any) error { return registerReply(root, max, slice(reply)) },
+	}, nil
+}
+
+func registerReply(root string, max float64, res []any) error {
 	if code(res) == "EXISTS" {
 		return fmt.Errorf("register budget for %s with max %g: %w", root, max, ErrExists)
 	}
@@ -82,6 +104,26 @@ func (l *Ledger) Reserve(ctx context.Context, child, parent string, amount float
 	if err != nil {
 		return fmt.Errorf("reserve budget for %s: %w", child, err)
 	}
+	return reserveReply(child, parent, amount, res)
+}
+
+// ReserveOp is Reserve as a step of a batch (luabatch): the batch goes on
+// once the child's budget is reserved.
+func (l *Ledger) ReserveOp(child, parent string, amount float64) (luabatch.Op, error) {
+	n, err := ToNano(amount)
+	if err != nil {
+		return luabatch.Op{}, fmt.Errorf("reserve budget for %s: %w", child, err)
+	}
+	if child == "" || parent == "" || child == parent {
+		return luabatch.Op{}, fmt.Errorf("reserve budget: bad ids child %q parent %q", child, parent)
+	}
+	return luabatch.Op{
+		Step: luabatch.Step{Script: reserveScript, Keys: []string{l.ks.Ledger(parent), l.ks.Ledger(child)}, Args: []any{n, parent}, Proceed: []string{"OK"}},
+		Read: func(reply any) error { return reserveReply(child, parent, amount, slice(reply)) },
+	}, nil
+}
+
+func reserveReply(child, parent string, amount float64, res []any) error {
 	switch code(res) {
 	case "OK":
 		return nil
@@ -133,6 +175,34 @@ func (l *Ledger) charge(ctx context.Context, id, key string, n int64, mode strin
 	if err != nil {
 		return Entry{}, fmt.Errorf("charge %s: %w", id, err)
 	}
+	return chargeReply(id, res)
+}
+
+// ChargeOp is Charge as a step of a batch (luabatch). The batch goes on
+// after a charge that was applied, clamped or not: read, the reply gives
+// Charge's entry and error (a spend_exceeded *thread.LimitError when
+// clamped) to done, when not nil.
+func (l *Ledger) ChargeOp(id, key string, amount float64, done func(Entry, error)) (luabatch.Op, error) {
+	n, err := ToNano(amount)
+	if err != nil {
+		return luabatch.Op{}, fmt.Errorf("charge %s: %w", id, err)
+	}
+	if key == "" {
+		return luabatch.Op{}, fmt.Errorf("charge %s: empty idempotency key", id)
+	}
+	return luabatch.Op{
+		Step: luabatch.Step{Script: chargeScript, Keys: []string{l.ks.Ledger(id)}, Args: []any{key, n, "add"}, Proceed: []string{"ok", "over"}},
+		Read: func(reply any) error {
+			e, err := chargeReply(id, slice(reply))
+			if done != nil {
+				done(e, err)
+			}
+			return err
+		},
+	}, nil
+}
+
+func chargeReply(id string, res []any) (Entry, error) {
 	switch code(res) {
 	case "ok":
 		return parseEntry(id, res[1:])
@@ -160,8 +230,22 @@ func (l *Ledger) charge(ctx context.Context, id, key string, n int64, mode strin
 // parent first, up to the root (registry Record.Ancestors reversed); it must
 // reach at least the first active ancestor. Releasing twice is a no-op.
 func (l *Ledger) Release(ctx context.Context, id string, ancestors []string, status string) error {
+	op, err := l.ReleaseOp(id, ancestors, status)
+	if err != nil {
+		return err
+	}
+	res, err := releaseScript.Run(ctx, l.rdb, op.Keys, op.Args...).Slice()
+	if err != nil {
+		return fmt.Errorf("release %s: %w", id, err)
+	}
+	return releaseReply(id, res)
+}
+
+// ReleaseOp is Release as a step of a batch (luabatch): the batch goes on
+// once the entry is released (now or before).
+func (l *Ledger) ReleaseOp(id string, ancestors []string, status string) (luabatch.Op, error) {
 	if status == "" || status == StatusActive {
-		return fmt.Errorf("release %s: final status %q is not a final status", id, status)
+		return luabatch.Op{}, fmt.Errorf("release %s: final status %q is not a final status", id, status)
 	}
 	keys := make([]string, 0, len(ancestors)+1)
 	args := make([]any, 0, len(ancestors)+1)
@@ -171,10 +255,13 @@ func (l *Ledger) Release(ctx context.Context, id string, ancestors []string, sta
 		keys = append(keys, l.ks.Ledger(a))
 		args = append(args, a)
 	}
-	res, err := releaseScript.Run(ctx, l.rdb, keys, args...).Slice()
-	if err != nil {
-		return fmt.Errorf("release %s: %w", id, err)
-	}
+	return luabatch.Op{
+		Step: luabatch.Step{Script: releaseScript, Keys: keys, Args: args, Proceed: []string{"OK", "ALREADY"}},
+		Read: func(reply any) error { return releaseReply(id, slice(reply)) },
+	}, nil
+}
+
+func releaseReply(id string, res []any) error {
 	switch code(res) {
 	case "OK", "ALREADY":
 		return nil
@@ -243,6 +330,12 @@ func str(res []any, i int) string {
 		return strconv.FormatInt(v, 10)
 	}
 	return ""
+}
+
+// slice is a batch step's reply as the []any a script's own Run gives.
+func slice(reply any) []any {
+	res, _ := reply.([]any)
+	return res
 }
 
 func unexpected(res []any) error {

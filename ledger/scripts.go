@@ -1,6 +1,6 @@
 package ledger
 
-import "github.com/redis/go-redis/v9"
+import "github.com/spool-run/spool/internal/luabatch"
 
 // Every script returns an array whose first element is a status string:
 // "OK" (with the entry's fields after it, in entryFields order, amounts as
@@ -22,7 +22,7 @@ local function num(v) return tonumber(v) or 0 end
 // ARGV[1] max (nano-USD)
 // Returns {"OK", fields...} (also when it exists with the same max and no
 // parent), {"EXISTS", fields...} otherwise.
-var registerScript = redis.NewScript(luaCommon + `
+var registerScript = luabatch.NewScript("ledger_register", luaCommon+`
 local e = redis.call('HMGET', KEYS[1], 'parent_id', 'max', 'reserved', 'actual', 'own', 'overrun', 'status')
 if e[7] then
   local code = 'EXISTS'
@@ -44,7 +44,7 @@ return {'OK', '', num(ARGV[1]), 0, 0, 0, 0, 'active'}
 // exists under another parent (an existing child of the same parent is OK
 // and unchanged); {"NOPARENT"}; {"RELEASED", parent status};
 // {"INSUFFICIENT", remaining}.
-var reserveScript = redis.NewScript(luaCommon + `
+var reserveScript = luabatch.NewScript("ledger_reserve", luaCommon+`
 local c = redis.call('HMGET', KEYS[2], 'parent_id', 'max', 'reserved', 'actual', 'own', 'overrun', 'status')
 if c[7] then
   local code = 'EXISTS'
@@ -78,7 +78,7 @@ return {'OK', ARGV[2], amt, 0, 0, 0, 0, 'active'}
 //
 // ARGV[3] "add" | "abs"
 // Returns {"ok"|"over", fields...}; {"NOTFOUND"}; {"RELEASED", status}.
-var chargeScript = redis.NewScript(luaCommon + `
+var chargeScript = luabatch.NewScript("ledger_charge", luaCommon+`
 local ck = 'charge:' .. ARGV[1]
 local e = redis.call('HMGET', KEYS[1], 'parent_id', 'max', 'reserved', 'actual', 'own', 'overrun', 'status', ck)
 if not e[7] then return {'NOTFOUND'} end
@@ -120,7 +120,7 @@ return {outcome, e[1], max, res, act, own, over, e[7]}
 // Returns {"OK", fields...}; {"ALREADY", fields...} if it was released
 // before (nothing changes); {"NOTFOUND"}; {"ANCESTORS", message} when the
 // ancestor list does not match the stored parents or stops too early.
-var releaseScript = redis.NewScript(luaCommon + `
+var releaseScript = luabatch.NewScript("ledger_release", luaCommon+`
 local e = redis.call('HMGET', KEYS[1], 'parent_id', 'max', 'reserved', 'actual', 'own', 'overrun', 'status')
 if not e[7] then return {'NOTFOUND'} end
 local max, res, act = num(e[2]), num(e[3]), num(e[4])

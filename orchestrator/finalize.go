@@ -8,6 +8,8 @@ import (
 
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/config"
+	"github.com/spool-run/spool/internal/luabatch"
+	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
@@ -28,15 +30,34 @@ type Outcome struct {
 	// segment (a created or waiting thread that no worker holds):
 	// Finalize reads the transcript to find it.
 	Transcript *transcript.Mark
+	// Charge is the last turn's spend, not yet charged to the ledger
+	// (a worker's final checkpoint leaves it to Finalize); nil: none.
+	Charge *Charge
+	// Lease is the token of the activation lease the caller holds:
+	// Finalize releases it with the end; "": none.
+	Lease string
 }
 
-// Finalize ends a thread held at version, as the spec's step 14: release
-// its budget (cascading spend to every ancestor and returning the unused
-// reservation), commit status, result and the transcript's final mark,
-// write the signed thread.json, wake the threads waiting on its chain, and
-// cancel its unfinished children as the project's child policy says
-// (cascades). Every step is idempotent, so a worker that recovers a
-// half-finalized thread runs Finalize again.
+// Charge is a ledger charge under an idempotency key (ledger.Charge).
+type Charge struct {
+	Key    string
+	Amount float64
+	// Done, when set, gets the charge's outcome: the entry, and a
+	// spend_exceeded *thread.LimitError when it was clamped (which does
+	// not stop the finalization: the thread has ended anyway).
+	Done func(ledger.Entry, error)
+}
+
+// Finalize ends a thread held at version, as the spec's step 14: commit
+// status, result and the transcript's final mark (fenced by version), link
+// the continuation of a handed-off thread, charge the last turn when it is
+// not yet (Outcome.Charge), release its budget (cascading spend to every
+// ancestor and returning the unused reservation), and release the caller's
+// lease — all in one Redis script (luabatch: one round trip, atomic, and a
+// stale version changes nothing) — then write the signed thread.json, wake
+// the threads waiting on its chain, and cancel its unfinished children as
+// the project's child policy says (cascades). Every step is idempotent, so
+// a worker that recovers a half-finalized thread runs Finalize again.
 //
 // The commit comes after the thread's final segment, so the mark it
 // records is exact: from here on, deleting any segment of the thread fails
@@ -46,20 +67,12 @@ func (o *Orchestrator) Finalize(ctx context.Context, rec *queue.Record, version 
 	if out.Transcript == nil {
 		out.Transcript = o.currentMark(ctx, rec)
 	}
-	if err := o.Ledger.Release(ctx, rec.ThreadID, rec.ParentLedgerPath(), string(out.Status)); err != nil {
-		return fmt.Errorf("release budget of %s: %w", rec.ThreadID, err)
-	}
 	ch := queue.Changes{Status: out.Status, Cost: &out.Cost, Error: out.Error}
 	if out.Transcript != nil {
 		ch.Transcript = RecordMark(*out.Transcript)
 	}
 	if out.ContinuationID != "" {
-		// Linking moves the thread to continued, under the same fence.
-		v, _, err := o.Registry.LinkContinuation(ctx, rec.ThreadID, out.ContinuationID)
-		if err != nil {
-			return err
-		}
-		version, ch.Status = v, ""
+		ch.Status = "" // the link moves it to continued, after the fenced commit
 	}
 	if out.Result != "" {
 		ch.Result = &out.Result
@@ -67,16 +80,64 @@ func (o *Orchestrator) Finalize(ctx context.Context, rec *queue.Record, version 
 	if out.Outputs != nil {
 		ch.Outputs = out.Outputs
 	}
-	v, err := o.Registry.Commit(ctx, rec.ThreadID, version, ch)
+	var v, contVersion int64
+	commit, err := o.Registry.CommitOp(rec.ThreadID, version, ch, &v)
 	if err != nil {
 		return err
 	}
+	ops := []luabatch.Op{commit}
+	if out.ContinuationID != "" {
+		link, err := o.Registry.LinkOp(rec.ThreadID, out.ContinuationID, &v, &contVersion)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, link)
+	}
+	chargeAt := -1
+	if c := out.Charge; c != nil {
+		op, err := o.Ledger.ChargeOp(rec.ThreadID, c.Key, c.Amount, c.Done)
+		if err != nil {
+			return err
+		}
+		chargeAt = len(ops)
+		ops = append(ops, op)
+	}
+	release, err := o.Ledger.ReleaseOp(rec.ThreadID, rec.ParentLedgerPath(), string(out.Status))
+	if err != nil {
+		return err
+	}
+	releaseAt := len(ops)
+	ops = append(ops, release)
+	var waiters []string
+	if out.ContinuationID == "" {
+		ops = append(ops, o.Activations.WaitersOp(rec.ChainRootID, &waiters))
+	}
+	if out.Lease != "" {
+		ops = append(ops, o.Activations.ReleaseOp(rec.ThreadID, out.Lease))
+	}
+	errs, err := luabatch.Exec(ctx, o.fast, ops...)
+	if err != nil {
+		return fmt.Errorf("finalize %s: %w", rec.ThreadID, err)
+	}
+	for i, err := range errs {
+		var le *thread.LimitError
+		switch {
+		case err == nil:
+		case i == chargeAt && errors.As(err, &le):
+			// Clamped: recorded, and reported to Charge.Done.
+		case i == releaseAt:
+			return fmt.Errorf("release budget of %s: %w", rec.ThreadID, err)
+		default:
+			return err
+		}
+	}
+
 	final := finalRecord(rec, v, out, o.Now())
 	if err := o.WriteThreadJSON(ctx, final); err != nil {
 		log.Warn("thread.json not written", "error", err)
 	}
-	if out.Status != thread.StatusContinued {
-		if err := o.wakeWaiters(ctx, final.ChainRootID); err != nil {
+	if len(waiters) > 0 {
+		if err := o.wakeWaiters(ctx, final.ChainRootID, waiters); err != nil {
 			return err
 		}
 	}
@@ -121,10 +182,11 @@ func (o *Orchestrator) currentMark(ctx context.Context, rec *queue.Record) *tran
 	return &m
 }
 
-// wakeWaiters re-enqueues the threads for which the chain rooted at root was
+// wakeWaiters re-enqueues the threads among waiters (the chain's, as
+// Activations.WaitersOp read them) for which the chain rooted at root was
 // the last one they waited on.
-func (o *Orchestrator) wakeWaiters(ctx context.Context, root string) error {
-	wakes, err := o.Activations.NotifyFinished(ctx, root)
+func (o *Orchestrator) wakeWaiters(ctx context.Context, root string, waiters []string) error {
+	wakes, err := o.Activations.NotifyWaiters(ctx, root, waiters)
 	if err != nil {
 		return err
 	}

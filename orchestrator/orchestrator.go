@@ -60,6 +60,9 @@ type Orchestrator struct {
 	Log         *slog.Logger
 
 	projects *projectCache
+	// fast is Redis for spool's own scripts: the auto-pipeliner the
+	// registry, activations and ledger run on (luabatch batches of theirs).
+	fast redis.UniversalClient
 }
 
 // New wires an Orchestrator over a Redis client, a blob store, an asynq
@@ -85,6 +88,7 @@ func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queu
 		Keyring:     keyring,
 		Log:         cfg.Logger,
 		projects:    newProjectCache(64),
+		fast:        fast,
 	}
 }
 

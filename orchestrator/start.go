@@ -8,6 +8,7 @@ import (
 
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/internal/luabatch"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
@@ -166,28 +167,28 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 		}
 	}
 
-	// Budget (step 8). A continuation whose parent has released reserves
-	// nothing from it: it gets a root entry capped at its own limit.
+	// Budget (step 8) and registration, in one script (luabatch): the
+	// budget first, and the record only once the budget is there. A
+	// continuation whose parent has released reserves nothing from it: it
+	// gets a root entry capped at its own limit.
+	budget := func() (luabatch.Op, error) { return o.Ledger.RegisterOp(id, limits.Spend) }
 	if parent != nil {
-		err = o.Ledger.Reserve(ctx, id, parent.ThreadID, limits.Spend)
-		if err != nil && req.PreviousThreadID != "" && errors.Is(err, ledger.ErrReleased) {
-			err = o.Ledger.Register(ctx, id, limits.Spend)
-		}
-	} else {
-		err = o.Ledger.Register(ctx, id, limits.Spend)
+		budget = func() (luabatch.Op, error) { return o.Ledger.ReserveOp(id, parent.ThreadID, limits.Spend) }
 	}
-	if err != nil {
+	rec, budgetErr, err := o.register(ctx, budget, nt)
+	if budgetErr != nil && parent != nil && req.PreviousThreadID != "" && errors.Is(budgetErr, ledger.ErrReleased) {
+		rec, budgetErr, err = o.register(ctx, func() (luabatch.Op, error) { return o.Ledger.RegisterOp(id, limits.Spend) }, nt)
+	}
+	if budgetErr != nil {
 		undoSpawn()
-		return nil, fmt.Errorf("reserve budget for %s: %w", id, err)
+		return nil, fmt.Errorf("reserve budget for %s: %w", id, budgetErr)
 	}
-
-	rec, err := o.Registry.Register(ctx, nt)
 	if err != nil {
 		var path []string
 		if parent != nil {
 			path = append([]string{parent.ThreadID}, parent.ParentLedgerPath()...)
 		}
-		_ = o.Ledger.Release(ctx, id, path, string(thread.StatusError))
+		_ = o.Ledger.Release(context.WithoutCancel(ctx), id, path, string(thread.StatusError))
 		undoSpawn()
 		return nil, err
 	}
@@ -199,4 +200,26 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 	}
 	o.threadLog(id).Info("thread started", "directive", name, "parent_id", req.ParentID, "model", model, "queue", req.Queue)
 	return rec, nil
+}
+
+// register makes the ledger entry budget builds and then registers nt, in
+// one script. budgetErr is the ledger's refusal (nothing was registered);
+// err a failure to register (or to run the script) after it.
+func (o *Orchestrator) register(ctx context.Context, budget func() (luabatch.Op, error), nt queue.NewThread) (rec *queue.Record, budgetErr, err error) {
+	b, err := budget()
+	if err != nil {
+		return nil, err, nil
+	}
+	r, err := o.Registry.RegisterOp(nt, &rec)
+	if err != nil {
+		return nil, nil, err
+	}
+	errs, err := luabatch.Exec(ctx, o.fast, b, r)
+	if err != nil {
+		return nil, nil, fmt.Errorf("register thread %q: %w", nt.ThreadID, err)
+	}
+	if errs[0] != nil {
+		return nil, errs[0], nil
+	}
+	return rec, nil, errs[1]
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spool-run/spool/internal/luabatch"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/thread"
 )
@@ -154,7 +155,7 @@ func (a *Activations) Heartbeat(ctx context.Context, id, token string, ttl time.
 }
 
 // releaseScript drops a lease held by token. KEYS[1] lease; ARGV[1] token.
-var releaseScript = redis.NewScript(`
+var releaseScript = luabatch.NewScript("lease_release", `
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 `)
@@ -162,6 +163,11 @@ return 0
 // Release drops the lease so that a retry of the task can claim at once.
 func (a *Activations) Release(ctx context.Context, id, token string) error {
 	return releaseScript.Run(ctx, a.rdb, []string{a.ks.Lease(id)}, token).Err()
+}
+
+// ReleaseOp is Release as a step of a batch (luabatch).
+func (a *Activations) ReleaseOp(id, token string) luabatch.Op {
+	return luabatch.Op{Step: luabatch.Step{Script: releaseScript, Keys: []string{a.ks.Lease(id)}, Args: []any{token}}}
 }
 
 // LeaseHeld reports whether thread id's activation lease is alive.

@@ -3,8 +3,12 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/spool-run/spool/thread"
 )
@@ -218,5 +222,78 @@ func TestWaitTerminal(t *testing.T) {
 	recs, err := f.reg.WaitTerminal(short, []string{"X", "slow"})
 	if !errors.Is(err, context.DeadlineExceeded) || recs["X"] == nil || recs["slow"] != nil {
 		t.Fatalf("timeout: %v %v", recs, err)
+	}
+}
+
+// readCounter counts the thread records a client reads (HGETALL).
+type readCounter struct{ n atomic.Int64 }
+
+func (c *readCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *readCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "hgetall" {
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (c *readCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestWaitTerminalManyReadsPerEvent: waiting on many threads re-reads, for
+// each event, the ids the event is about, not every pending id (which made
+// a wait on n threads cost n² reads).
+func TestWaitTerminalManyReadsPerEvent(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	opt, err := redis.ParseURL(f.r.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := redis.NewClient(opt)
+	defer counted.Close()
+	reads := &readCounter{}
+	counted.AddHook(reads)
+	waiter, err := NewRegistry(RegistryConfig{Client: counted, Keys: f.ks, Now: f.clock.Now, SafetyPoll: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("w%03d", i)
+		f.register(t, ids[i], "")
+	}
+	out := make(chan error, 1)
+	var recs map[string]*Record
+	ctx, cancel := context.WithTimeout(f.ctx, 60*time.Second)
+	defer cancel()
+	go func() {
+		var err error
+		recs, err = waiter.WaitTerminal(ctx, ids)
+		out <- err
+	}()
+	for reads.n.Load() < n { // the first reading of every id
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, id := range ids {
+		if _, err := f.reg.Claim(f.ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.reg.Commit(f.ctx, id, 0, Changes{Status: thread.StatusCompleted}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond) // threads finish over time, not all at once
+	}
+	if err := <-out; err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != n {
+		t.Fatalf("%d of %d finished", len(recs), n)
+	}
+	// n first readings and at most one per event (2 per thread).
+	if got := reads.n.Load(); got > 3*n {
+		t.Fatalf("%d record reads for %d threads with 2 events each: want at most %d", got, n, 3*n)
 	}
 }

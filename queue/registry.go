@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spool-run/spool/internal/luabatch"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/thread"
 )
@@ -95,11 +96,27 @@ type NewThread struct {
 // and the parent's children. ErrExists on a duplicate id; ErrParentNotFound
 // when ParentID is not registered.
 func (r *Registry) Register(ctx context.Context, nt NewThread) (*Record, error) {
+	var rec *Record
+	op, err := r.RegisterOp(nt, &rec)
+	if err != nil {
+		return nil, err
+	}
+	res, err := regRegisterScript.Run(ctx, r.rdb, op.Keys, op.Args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("register thread %q: %w", nt.ThreadID, err)
+	}
+	return rec, op.Read(res)
+}
+
+// RegisterOp is Register as a step of a batch (luabatch): read, the reply
+// sets *rec to the registered record. The batch goes on once the thread
+// is registered.
+func (r *Registry) RegisterOp(nt NewThread, rec **Record) (luabatch.Op, error) {
 	if nt.ThreadID == "" {
-		return nil, errors.New("register thread: empty thread id")
+		return luabatch.Op{}, errors.New("register thread: empty thread id")
 	}
 	if nt.ParentID == nt.ThreadID {
-		return nil, fmt.Errorf("register thread %q: it cannot be its own parent", nt.ThreadID)
+		return luabatch.Op{}, fmt.Errorf("register thread %q: it cannot be its own parent", nt.ThreadID)
 	}
 	fields := []any{"directive", nt.Directive, "model", nt.Model, "bundle", nt.Bundle, "queue", nt.Queue,
 		"previous_thread_id", nt.PreviousThreadID, "chain_root_id", nt.ChainRootID, "continuation_of", nt.ContinuationOf,
@@ -112,7 +129,7 @@ func (r *Registry) Register(ctx context.Context, nt NewThread) (*Record, error) 
 		{"outputs", map[string]any{}}, {"cost", thread.Cost{}}} {
 		b, err := json.Marshal(jf.v)
 		if err != nil {
-			return nil, fmt.Errorf("register thread %q: %s: %w", nt.ThreadID, jf.name, err)
+			return luabatch.Op{}, fmt.Errorf("register thread %q: %s: %w", nt.ThreadID, jf.name, err)
 		}
 		fields = append(fields, jf.name, string(b))
 	}
@@ -122,19 +139,24 @@ func (r *Registry) Register(ctx context.Context, nt NewThread) (*Record, error) 
 		keys = append(keys, r.ks.Thread(nt.ParentID), r.ks.Children(nt.ParentID))
 	}
 	args := append([]any{nt.ThreadID, now.UTC().Format(time.RFC3339Nano), now.UnixMilli(), nt.ParentID}, fields...)
-	res, err := regRegisterScript.Run(ctx, r.rdb, keys, args...).Slice()
-	if err != nil {
-		return nil, fmt.Errorf("register thread %q: %w", nt.ThreadID, err)
+	read := func(reply any) error {
+		res, _ := reply.([]any)
+		switch code(res) {
+		case "OK":
+			got, err := parseFlat(res[1])
+			if err != nil {
+				return err
+			}
+			*rec = got
+			return nil
+		case "EXISTS":
+			return fmt.Errorf("register thread %q: %w", nt.ThreadID, ErrExists)
+		case "NOPARENT":
+			return fmt.Errorf("register thread %q: parent %q: %w", nt.ThreadID, nt.ParentID, ErrParentNotFound)
+		}
+		return unexpectedReply(res)
 	}
-	switch code(res) {
-	case "OK":
-		return parseFlat(res[1])
-	case "EXISTS":
-		return nil, fmt.Errorf("register thread %q: %w", nt.ThreadID, ErrExists)
-	case "NOPARENT":
-		return nil, fmt.Errorf("register thread %q: parent %q: %w", nt.ThreadID, nt.ParentID, ErrParentNotFound)
-	}
-	return nil, unexpectedReply(res)
+	return luabatch.Op{Step: luabatch.Step{Script: regRegisterScript, Keys: keys, Args: args, Proceed: []string{"OK"}}, Read: read}, nil
 }
 
 // Get returns a thread's record, or ErrNotFound.

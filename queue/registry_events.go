@@ -87,10 +87,12 @@ func (s *Subscription) Close() error {
 // be followed further).
 //
 // It subscribes to status events first and then reads the registry, so no
-// change is missed; each event about a watched thread triggers a re-read,
-// and a slow safety poll (RegistryConfig.SafetyPoll) covers lost messages.
-// ErrNotFound when an id is not registered. When ctx ends first it returns
-// the records finished so far and ctx's error.
+// change is missed; an event about a watched thread re-reads the ids whose
+// chains it is on (only those: waiting on thousands of threads costs one
+// read per event, not one per id), and a slow safety poll
+// (RegistryConfig.SafetyPoll) re-reads every id still pending, for lost
+// messages. ErrNotFound when an id is not registered. When ctx ends first
+// it returns the records finished so far and ctx's error.
 func (r *Registry) WaitTerminal(ctx context.Context, ids []string) (map[string]*Record, error) {
 	sub, err := r.Subscribe(ctx)
 	if err != nil {
@@ -102,25 +104,37 @@ func (r *Registry) WaitTerminal(ctx context.Context, ids []string) (map[string]*
 	for _, id := range ids {
 		pending[id] = true
 	}
-	watch := map[string]bool{}
-	check := func() error {
+	// affects maps a watched thread to the pending ids whose chain it is on.
+	affects := map[string]map[string]bool{}
+	check := func(id string) error {
+		res, err := r.resolve(ctx, id)
+		if err != nil {
+			return err
+		}
+		if res.rec == nil {
+			return fmt.Errorf("wait for thread %q: %w", id, ErrNotFound)
+		}
+		for _, w := range []string{id, res.rec.ThreadID, res.end} {
+			if affects[w] == nil {
+				affects[w] = map[string]bool{}
+			}
+			affects[w][id] = true
+		}
+		if res.rec.Status.Terminal() && !res.missing {
+			done[id] = res.rec
+			delete(pending, id)
+		}
+		return nil
+	}
+	checkAll := func() error {
 		for id := range pending {
-			res, err := r.resolve(ctx, id)
-			if err != nil {
+			if err := check(id); err != nil {
 				return err
-			}
-			if res.rec == nil {
-				return fmt.Errorf("wait for thread %q: %w", id, ErrNotFound)
-			}
-			watch[id], watch[res.rec.ThreadID], watch[res.end] = true, true, true
-			if res.rec.Status.Terminal() && !res.missing {
-				done[id] = res.rec
-				delete(pending, id)
 			}
 		}
 		return nil
 	}
-	if err := check(); err != nil {
+	if err := checkAll(); err != nil {
 		return done, err
 	}
 	tick := time.NewTicker(r.poll)
@@ -133,13 +147,18 @@ func (r *Registry) WaitTerminal(ctx context.Context, ids []string) (map[string]*
 			if !ok {
 				return done, fmt.Errorf("wait for threads: event subscription closed")
 			}
-			if !watch[ev.ThreadID] {
-				continue
+			for id := range affects[ev.ThreadID] {
+				if !pending[id] {
+					continue
+				}
+				if err := check(id); err != nil {
+					return done, err
+				}
 			}
 		case <-tick.C:
-		}
-		if err := check(); err != nil {
-			return done, err
+			if err := checkAll(); err != nil {
+				return done, err
+			}
 		}
 	}
 	return done, nil

@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spool-run/spool/internal/luabatch"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -52,7 +53,7 @@ func luaStatusTables() string {
 // The record gets status created, version 1, activation 0, chain_root_id
 // (if not given) = its id, and ancestors/depth from the parent's.
 // Returns {"OK", HGETALL...}; {"EXISTS"}; {"NOPARENT"}.
-var regRegisterScript = redis.NewScript(`
+var regRegisterScript = luabatch.NewScript("registry_register", `
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'EXISTS'} end
 local anc, depth = '[]', 0
 if ARGV[4] ~= '' then
@@ -93,7 +94,7 @@ return {'OK', redis.call('HGETALL', KEYS[1])}
 // Returns {"OK", new version} or, for claim, {"OK", new version, HGETALL};
 // {"NOTFOUND"}; {"CONFLICT", actual}; {"TRANSITION", from, to};
 // {"TERMINAL", status}.
-var regCommitScript = redis.NewScript(luaStatusTables() + `
+var regCommitScript = luabatch.NewScript("registry_commit", luaStatusTables()+`
 local cur = redis.call('HMGET', KEYS[1], 'status', 'version')
 if not cur[1] then return {'NOTFOUND'} end
 if ARGV[2] ~= '0' and ARGV[2] ~= cur[2] then return {'CONFLICT', cur[2]} end
@@ -138,7 +139,7 @@ return {'OK', nv}
 // same pair again changes nothing.
 // Returns {"OK", old version, new version (0 without KEYS[4])};
 // {"NOTFOUND", id}; {"LINKED", message}; {"TRANSITION", from, to}.
-var regLinkScript = redis.NewScript(luaStatusTables() + `
+var regLinkScript = luabatch.NewScript("registry_link", luaStatusTables()+`
 if ARGV[1] == ARGV[2] then return {'LINKED', 'a thread cannot continue itself'} end
 local o = redis.call('HMGET', KEYS[1], 'status', 'continuation_thread_id', 'chain_root_id', 'version')
 if not o[1] then return {'NOTFOUND', ARGV[1]} end

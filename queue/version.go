@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/spool-run/spool/internal/luabatch"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -76,39 +77,77 @@ func (c Changes) pairs() ([]any, error) {
 // nothing changes. A terminal status leaves the active set and every status
 // change is published as "<id> <status>".
 func (r *Registry) Commit(ctx context.Context, id string, expectedVersion int64, ch Changes) (int64, error) {
-	if ch.Status != "" && !ch.Status.Valid() {
-		return 0, fmt.Errorf("commit thread %q: unknown status %q", id, ch.Status)
-	}
-	pairs, err := ch.pairs()
-	if err != nil {
-		return 0, fmt.Errorf("commit thread %q: %w", id, err)
-	}
-	res, err := r.commit(ctx, id, expectedVersion, ch.Status, "commit", ch.Transcript, pairs)
+	var v int64
+	op, err := r.CommitOp(id, expectedVersion, ch, &v)
 	if err != nil {
 		return 0, err
 	}
-	v, _ := res[1].(int64)
-	return v, nil
+	res, err := regCommitScript.Run(ctx, r.rdb, op.Keys, op.Args...).Slice()
+	if err != nil {
+		return 0, fmt.Errorf("commit thread %q: %w", id, err)
+	}
+	return v, op.Read(res)
+}
+
+// CommitOp is Commit as a step of a batch (luabatch): read, the reply sets
+// *version to the new version. The batch goes on once the commit is in.
+func (r *Registry) CommitOp(id string, expectedVersion int64, ch Changes, version *int64) (luabatch.Op, error) {
+	if ch.Status != "" && !ch.Status.Valid() {
+		return luabatch.Op{}, fmt.Errorf("commit thread %q: unknown status %q", id, ch.Status)
+	}
+	pairs, err := ch.pairs()
+	if err != nil {
+		return luabatch.Op{}, fmt.Errorf("commit thread %q: %w", id, err)
+	}
+	keys, args, err := r.commitArgs(id, expectedVersion, ch.Status, "commit", ch.Transcript, pairs)
+	if err != nil {
+		return luabatch.Op{}, err
+	}
+	return luabatch.Op{
+		Step: luabatch.Step{Script: regCommitScript, Keys: keys, Args: args, Proceed: []string{"OK"}},
+		Read: func(reply any) error {
+			res, _ := reply.([]any)
+			res, err := commitReply(id, expectedVersion, res)
+			if err == nil {
+				*version, _ = res[1].(int64)
+			}
+			return err
+		},
+	}, nil
 }
 
 // commit runs regCommitScript and maps its error codes.
 func (r *Registry) commit(ctx context.Context, id string, expected int64, to thread.Status, mode string, mark *TranscriptMark, pairs []any) ([]any, error) {
+	keys, args, err := r.commitArgs(id, expected, to, mode, mark, pairs)
+	if err != nil {
+		return nil, err
+	}
+	res, err := regCommitScript.Run(ctx, r.rdb, keys, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("commit thread %q: %w", id, err)
+	}
+	return commitReply(id, expected, res)
+}
+
+// commitArgs are regCommitScript's keys and arguments.
+func (r *Registry) commitArgs(id string, expected int64, to thread.Status, mode string, mark *TranscriptMark, pairs []any) ([]string, []any, error) {
 	if expected < 0 {
-		return nil, fmt.Errorf("commit thread %q: negative expected version %d", id, expected)
+		return nil, nil, fmt.Errorf("commit thread %q: negative expected version %d", id, expected)
 	}
 	markSegments, markHash := "", ""
 	if mark != nil {
 		if mark.Segments < 0 {
-			return nil, fmt.Errorf("commit thread %q: negative transcript mark %d", id, mark.Segments)
+			return nil, nil, fmt.Errorf("commit thread %q: negative transcript mark %d", id, mark.Segments)
 		}
 		markSegments, markHash = strconv.FormatInt(mark.Segments, 10), mark.ChainHash
 	}
 	keys := []string{r.ks.Thread(id), r.ks.Active(), r.ks.Events()}
 	args := append([]any{id, expected, string(to), r.now().UTC().Format(time.RFC3339Nano), mode, markSegments, markHash}, pairs...)
-	res, err := regCommitScript.Run(ctx, r.rdb, keys, args...).Slice()
-	if err != nil {
-		return nil, fmt.Errorf("commit thread %q: %w", id, err)
-	}
+	return keys, args, nil
+}
+
+// commitReply maps regCommitScript's reply codes to errors.
+func commitReply(id string, expected int64, res []any) ([]any, error) {
 	switch code(res) {
 	case "OK":
 		return res, nil

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/internal/luabatch"
 )
 
 // ErrChainMoved is returned by Suspend when a thread it was told to wait on
@@ -119,8 +121,39 @@ type Wake struct {
 // moment.
 func (a *Activations) NotifyFinished(ctx context.Context, chainRoot string) ([]Wake, error) {
 	waiters, err := a.rdb.SMembers(ctx, a.ks.Waiters(chainRoot)).Result()
-	if err != nil || len(waiters) == 0 {
+	if err != nil {
 		return nil, err
+	}
+	return a.NotifyWaiters(ctx, chainRoot, waiters)
+}
+
+// waitersScript lists the waiters of a chain. KEYS[1] its waiters set.
+var waitersScript = luabatch.NewScript("waiters", `return redis.call('SMEMBERS', KEYS[1])`)
+
+// WaitersOp reads the waiters of a finished chain as a step of a batch
+// (luabatch), into *waiters, for NotifyWaiters: NotifyFinished in two
+// parts, the first of which rides along with the batch that finishes the
+// chain (most chains have no waiter, and then the second is nothing).
+func (a *Activations) WaitersOp(chainRoot string, waiters *[]string) luabatch.Op {
+	return luabatch.Op{
+		Step: luabatch.Step{Script: waitersScript, Keys: []string{a.ks.Waiters(chainRoot)}},
+		Read: func(reply any) error {
+			list, _ := reply.([]any)
+			*waiters = (*waiters)[:0]
+			for _, w := range list {
+				if s, ok := w.(string); ok {
+					*waiters = append(*waiters, s)
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// NotifyWaiters is NotifyFinished for the waiters a WaitersOp read.
+func (a *Activations) NotifyWaiters(ctx context.Context, chainRoot string, waiters []string) ([]Wake, error) {
+	if len(waiters) == 0 {
+		return nil, nil
 	}
 	keys := []string{a.ks.Waiters(chainRoot)}
 	args := []any{chainRoot}

@@ -72,15 +72,16 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 		}
 	}()
 
-	s := &session{w: w, o: w.o, claim: claim, act: act, log: log}
+	s := &session{w: w, o: w.o, claim: claim, act: act, log: log, stopLease: stopHB}
 	err = s.run(actx)
 	stopHB()
 	cancel(nil)
 	<-hbDone
 	// A clean end releases the lease so the next activation can claim at
-	// once. A failed activation keeps it until it lapses: that is the
-	// backoff before asynq's retry or the recoverer takes the thread again.
-	if err == nil || errors.Is(err, errDraining) {
+	// once (a finished thread's Finalize released it already). A failed
+	// activation keeps it until it lapses: that is the backoff before
+	// asynq's retry or the recoverer takes the thread again.
+	if (err == nil && !s.leaseReleased) || errors.Is(err, errDraining) {
 		_ = w.o.Activations.Release(context.WithoutCancel(ctx), act.ThreadID, token)
 	}
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/hooks"
+	"github.com/spool-run/spool/ledger"
+	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
@@ -321,23 +323,34 @@ func (s *session) finalize(ctx context.Context) error {
 	defer cancel()
 	f := s.st.Final
 	s.st.Cost.ElapsedSeconds = s.elapsed()
+	out := orchestratorOutcome(f, s.st.Cost)
 	if !s.finalDurable {
-		// The outcome, the turn that led to it and its charge become
-		// durable in one checkpoint; a recovering worker that finds Final
-		// in its state only re-runs what follows.
+		// The outcome and the turn that led to it become durable in one
+		// checkpoint; a recovering worker that finds Final in its state
+		// only re-runs what follows (restore charges the turn). Here the
+		// turn's charge goes with the end, in Finalize's one script.
 		s.emitFinal(f)
-		if err := s.checkpoint(ctx); err != nil {
+		if err := s.checkpointTurn(ctx, false); err != nil {
 			return err
 		}
 		s.finalDurable = true
+		if key, amount, ok := s.turnCharge(); ok {
+			out.Charge = &orchestrator.Charge{Key: key, Amount: amount, Done: func(_ ledger.Entry, err error) { s.charged(err) }}
+		}
 	}
+	out.Transcript = new(s.tw.Mark()) // with the final segment written
+	out.Lease = s.claim.Token
 	// The start's thread.json must not land after the final one.
 	s.side.Wait()
 	events, meta := s.events[:len(s.events):len(s.events)], s.knowledgeMeta()
 	s.side.Go(ctx, s.log, "knowledge render", func(ctx context.Context) error { return s.writeKnowledge(ctx, meta, events) })
-	err := s.o.Finalize(ctx, s.rec, s.version, orchestratorOutcome(f, s.st.Cost, s.tw.Mark()))
-	if err != nil {
+	if err := s.o.Finalize(ctx, s.rec, s.version, out); err != nil {
 		return err
+	}
+	// Finalize released the lease: nothing renews it from here on.
+	s.leaseReleased = true
+	if s.stopLease != nil {
+		s.stopLease()
 	}
 	s.w.metrics.finished(s.rec.Directive, string(f.Status))
 	if !s.st.AfterComplete { // a handoff ran them already

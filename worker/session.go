@@ -74,11 +74,9 @@ type final struct {
 	ContinuationID string `json:"continuation_id,omitempty"`
 }
 
-// orchestratorOutcome is the outcome Finalize records; mark is the
-// transcript's with the final segment written.
-func orchestratorOutcome(f *final, cost thread.Cost, mark transcript.Mark) orchestrator.Outcome {
-	return orchestrator.Outcome{Status: f.Status, Result: f.Result, Outputs: f.Outputs, Error: f.Error, Cost: cost, ContinuationID: f.ContinuationID,
-		Transcript: &mark}
+// orchestratorOutcome is the outcome Finalize records.
+func orchestratorOutcome(f *final, cost thread.Cost) orchestrator.Outcome {
+	return orchestrator.Outcome{Status: f.Status, Result: f.Result, Outputs: f.Outputs, Error: f.Error, Cost: cost, ContinuationID: f.ContinuationID}
 }
 
 // session is one activation of one thread.
@@ -118,6 +116,10 @@ type session struct {
 	// flagRead: checkBeforeTurn has used the claimed record's cancel flag
 	// and reads the registry from now on.
 	flagRead bool
+	// leaseReleased: Finalize released the activation's lease with the
+	// thread's end; stopLease stops its heartbeat.
+	leaseReleased bool
+	stopLease     func()
 }
 
 func (s *session) id() string { return s.rec.ThreadID }
@@ -389,7 +391,11 @@ func (s *session) emit(typ string, payload any) {
 // the registry's transcript mark to what is durable before it: the segments
 // this activation read or wrote, not the one it is about to write (see the
 // package doc, Crash safety).
-func (s *session) checkpoint(ctx context.Context) error {
+func (s *session) checkpoint(ctx context.Context) error { return s.checkpointTurn(ctx, true) }
+
+// checkpointTurn is checkpoint; without charge, it leaves the turn's
+// charge to its caller (finalize hands it to Finalize).
+func (s *session) checkpointTurn(ctx context.Context, charge bool) error {
 	began := time.Now()
 	cost := s.st.Cost
 	v, err := s.o.Registry.Commit(ctx, s.id(), s.version, queue.Changes{Cost: &cost, Transcript: orchestrator.RecordMark(s.tw.Mark())})
@@ -404,8 +410,10 @@ func (s *session) checkpoint(ctx context.Context) error {
 	if _, err := s.tw.Checkpoint(ctx, s.checkpointState(raw)); err != nil {
 		return err
 	}
-	if err := s.charge(ctx); err != nil {
-		return err
+	if charge {
+		if err := s.charge(ctx); err != nil {
+			return err
+		}
 	}
 	s.w.metrics.checkpointed(time.Since(began))
 	if s.startViews {
@@ -455,15 +463,29 @@ func (s *session) checkpointState(raw json.RawMessage) transcript.State {
 // charge applies the last turn's spend to the ledger, once per (thread,
 // turn) however often it is called.
 func (s *session) charge(ctx context.Context) error {
-	if s.st.Turn == 0 || s.st.TurnSpend <= 0 {
+	key, amount, ok := s.turnCharge()
+	if !ok {
 		return nil
 	}
-	key := fmt.Sprintf("%s:turn:%d", s.id(), s.st.Turn)
-	_, err := s.o.Ledger.Charge(ctx, s.id(), key, s.st.TurnSpend)
+	_, err := s.o.Ledger.Charge(ctx, s.id(), key, amount)
+	return s.charged(err)
+}
+
+// turnCharge is the last turn's charge: its idempotency key (thread, turn)
+// and amount; !ok when there is nothing to charge.
+func (s *session) turnCharge() (key string, amount float64, ok bool) {
+	if s.st.Turn == 0 || s.st.TurnSpend <= 0 {
+		return "", 0, false
+	}
+	return fmt.Sprintf("%s:turn:%d", s.id(), s.st.Turn), s.st.TurnSpend, true
+}
+
+// charged takes a charge's outcome: a clamped charge is recorded (the
+// excess as overrun) in the ledger, and the limit check before the next
+// turn stops the thread; any other error is returned.
+func (s *session) charged(err error) error {
 	var le *thread.LimitError
 	if errors.As(err, &le) {
-		// Recorded (clamped, the excess as overrun) in the ledger; the
-		// limit check before the next turn stops the thread.
 		s.log.Warn("charge exceeded the thread's budget", "error", err)
 		s.budgetExhausted = true
 		s.w.metrics.ledgerRejected("charge")

@@ -35,6 +35,12 @@ type Config struct {
 	// worker; default 100ms (one cheap Redis script per idle worker per
 	// interval).
 	TaskCheckInterval time.Duration
+	// DelayedTaskCheckInterval is how often the worker moves due
+	// scheduled tasks (wait_threads timeouts, asynq retries of failed
+	// activations) to their queue. asynq's default of 5s would let a
+	// 0.5 s wait time out after up to 5.5 s; default 1s (one cheap Redis
+	// script per worker per second).
+	DelayedTaskCheckInterval time.Duration
 	// MaxToolResultBytes bounds a tool result given to the model; the full
 	// result is stored as an artifact. Default 32 KiB.
 	MaxToolResultBytes int
@@ -64,6 +70,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.TaskCheckInterval <= 0 {
 		c.TaskCheckInterval = 100 * time.Millisecond
+	}
+	if c.DelayedTaskCheckInterval <= 0 {
+		c.DelayedTaskCheckInterval = time.Second
 	}
 	if c.MaxToolResultBytes <= 0 {
 		c.MaxToolResultBytes = 32 << 10
@@ -141,12 +150,13 @@ func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
 		queues[o.Keys.Queue(q)] = weight
 	}
 	w.srv = asynq.NewServerFromRedisClient(o.Redis, asynq.Config{
-		Concurrency:       cfg.Concurrency,
-		Queues:            queues,
-		ShutdownTimeout:   cfg.ShutdownTimeout,
-		TaskCheckInterval: cfg.TaskCheckInterval,
-		Logger:            asynqLogger{w.log},
-		LogLevel:          asynq.WarnLevel,
+		Concurrency:              cfg.Concurrency,
+		Queues:                   queues,
+		ShutdownTimeout:          cfg.ShutdownTimeout,
+		TaskCheckInterval:        cfg.TaskCheckInterval,
+		DelayedTaskCheckInterval: cfg.DelayedTaskCheckInterval,
+		Logger:                   asynqLogger{w.log},
+		LogLevel:                 asynq.WarnLevel,
 		RetryDelayFunc: func(n int, err error, t *asynq.Task) time.Duration {
 			if errors.Is(err, errDraining) {
 				return time.Second

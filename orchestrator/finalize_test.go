@@ -1,0 +1,74 @@
+package orchestrator
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/ledger"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+)
+
+// TestFinalizeInOneScript: the end of a thread (commit, last charge, budget
+// release, lease release) is one script: at a stale version nothing of it
+// happens; at the held version all of it, once, however often it is run.
+func TestFinalizeInOneScript(t *testing.T) {
+	t.Parallel()
+	s := newVerifySetup(t)
+	const id = "t/finalize-1"
+	rec, v, w := s.runThread(t, id, 1)
+	lease := s.o.Keys.Lease(id)
+	require.NoError(t, s.r.Client.Set(s.ctx, lease, "tok", time.Minute).Err())
+	var charged []error
+	out := func() Outcome {
+		return Outcome{Status: thread.StatusCompleted, Result: "done", Cost: thread.Cost{Turns: 1, Spend: 0.25},
+			Transcript: new(w.Mark()), Lease: "tok",
+			Charge: &Charge{Key: id + ":turn:1", Amount: 0.25, Done: func(_ ledger.Entry, err error) { charged = append(charged, err) }}}
+	}
+
+	// A stale version: a conflict, and nothing changed.
+	err := s.o.Finalize(s.ctx, rec, v-1, out())
+	require.ErrorIs(t, err, queue.ErrConflict)
+	e, err := s.o.Ledger.Get(s.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, ledger.StatusActive, e.Status)
+	require.Zero(t, e.Own, "no charge at a stale version")
+	require.Empty(t, charged)
+	require.Equal(t, int64(1), s.r.Client.Exists(s.ctx, lease).Val(), "the lease stays")
+	cur, err := s.o.Registry.Get(s.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, thread.StatusRunning, cur.Status)
+
+	// The held version: all of it.
+	require.NoError(t, s.o.Finalize(s.ctx, rec, v, out()))
+	require.Equal(t, []error{nil}, charged)
+	e, err = s.o.Ledger.Get(s.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, "completed", e.Status)
+	require.InDelta(t, 0.25, e.Own, 1e-9)
+	require.Equal(t, int64(0), s.r.Client.Exists(s.ctx, lease).Val(), "the lease is released")
+	cur, err = s.o.Registry.Get(s.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, thread.StatusCompleted, cur.Status)
+	require.Equal(t, "done", cur.Result)
+	require.Equal(t, *RecordMark(w.Mark()), cur.Transcript)
+	require.Equal(t, v+1, cur.Version)
+
+	// A charge that does not fit is clamped and reported, and the thread
+	// still ends.
+	const id2 = "t/finalize-2"
+	rec2, v2, w2 := s.runThread(t, id2, 1)
+	o2 := Outcome{Status: thread.StatusError, Error: &queue.ErrorInfo{Code: "spend_exceeded"}, Transcript: new(w2.Mark()),
+		Charge: &Charge{Key: id2 + ":turn:1", Amount: 5, Done: func(_ ledger.Entry, err error) { charged = append(charged, err) }}}
+	require.NoError(t, s.o.Finalize(s.ctx, rec2, v2, o2))
+	require.Len(t, charged, 2)
+	var le *thread.LimitError
+	require.ErrorAs(t, charged[1], &le)
+	e, err = s.o.Ledger.Get(s.ctx, id2)
+	require.NoError(t, err)
+	require.Equal(t, "error", e.Status)
+	require.InDelta(t, 1, e.Own, 1e-9)
+	require.InDelta(t, 4, e.Overrun, 1e-9)
+}
