@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/thread"
 )
 
 // StatusEvent is one message of the events channel: a thread's new status,
@@ -87,8 +89,8 @@ func (s *Subscription) Close() error {
 // be followed further).
 //
 // It subscribes to status events first and then reads the registry, so no
-// change is missed; an event about a watched thread re-reads the ids whose
-// chains it is on (only those: waiting on thousands of threads costs one
+// change is missed; an event that a watched thread ended (a terminal
+// status, continued included) re-reads the ids whose chains it is on (only those: waiting on thousands of threads costs one
 // read per event, not one per id), and a slow safety poll
 // (RegistryConfig.SafetyPoll) re-reads every id still pending, for lost
 // messages. ErrNotFound when an id is not registered. When ctx ends first
@@ -146,6 +148,9 @@ func (r *Registry) WaitTerminal(ctx context.Context, ids []string) (map[string]*
 		case ev, ok := <-sub.C:
 			if !ok {
 				return done, fmt.Errorf("wait for threads: event subscription closed")
+			}
+			if !thread.Status(ev.Status).Terminal() {
+				continue // running, waiting, a cancel request: nothing ended
 			}
 			for id := range affects[ev.ThreadID] {
 				if !pending[id] {
