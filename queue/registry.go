@@ -122,6 +122,7 @@ func (r *Registry) RegisterOp(nt NewThread, rec **Record) (luabatch.Op, error) {
 		"previous_thread_id", nt.PreviousThreadID, "chain_root_id", nt.ChainRootID, "continuation_of", nt.ContinuationOf,
 		"continuation_thread_id", "", "result", "", "chain_index", nt.ChainIndex, "continuation_kind", nt.ContinuationKind,
 		"continuation_message", nt.ContinuationMessage}
+	var inputs []byte // as stored, for the record
 	for _, jf := range []struct {
 		name string
 		v    any
@@ -132,18 +133,21 @@ func (r *Registry) RegisterOp(nt NewThread, rec **Record) (luabatch.Op, error) {
 			return luabatch.Op{}, fmt.Errorf("register thread %q: %s: %w", nt.ThreadID, jf.name, err)
 		}
 		fields = append(fields, jf.name, string(b))
+		if jf.name == "inputs" {
+			inputs = b
+		}
 	}
-	now := r.now()
+	now := r.now().UTC().Round(0)
 	keys := []string{r.ks.Thread(nt.ThreadID), r.ks.Threads(), r.ks.Active()}
 	if nt.ParentID != "" {
 		keys = append(keys, r.ks.Thread(nt.ParentID), r.ks.Children(nt.ParentID))
 	}
-	args := append([]any{nt.ThreadID, now.UTC().Format(time.RFC3339Nano), now.UnixMilli(), nt.ParentID}, fields...)
+	args := append([]any{nt.ThreadID, now.Format(time.RFC3339Nano), now.UnixMilli(), nt.ParentID}, fields...)
 	read := func(reply any) error {
 		res, _ := reply.([]any)
 		switch code(res) {
 		case "OK":
-			got, err := parseFlat(res[1])
+			got, err := registered(nt, now, inputs, res)
 			if err != nil {
 				return err
 			}
@@ -389,6 +393,35 @@ func (r *Registry) CancelRequested(ctx context.Context, id string) (bool, error)
 		return false, fmt.Errorf("thread %q: %w", id, ErrNotFound)
 	}
 	return vals[1] == "1", nil
+}
+
+// registered is the record Register wrote for nt at now with inputs (as
+// stored), from the fields its script derived (reply {"OK", ancestors,
+// depth, chain root}): what Get would read back, without reading it.
+func registered(nt NewThread, now time.Time, inputs []byte, res []any) (*Record, error) {
+	if len(res) < 4 {
+		return nil, unexpectedReply(res)
+	}
+	depth, ok := res[2].(int64)
+	if !ok {
+		return nil, unexpectedReply(res)
+	}
+	rec := &Record{
+		ThreadID: nt.ThreadID, Directive: nt.Directive, Status: thread.StatusCreated, ParentID: nt.ParentID,
+		ChainRootID: replyString(res, 3), ContinuationOf: nt.ContinuationOf, Outputs: map[string]any{},
+		Limits: nt.Limits, Model: nt.Model, Capabilities: append([]string{}, nt.Capabilities...), Bundle: nt.Bundle,
+		Queue: nt.Queue, Depth: int(depth), PreviousThreadID: nt.PreviousThreadID,
+		CreatedAt: now, UpdatedAt: now, Version: 1, ChainIndex: nt.ChainIndex,
+		ContinuationKind: nt.ContinuationKind, ContinuationMessage: nt.ContinuationMessage,
+	}
+	if err := json.Unmarshal([]byte(replyString(res, 1)), &rec.Ancestors); err != nil {
+		return nil, fmt.Errorf("register thread %q: ancestors: %w", nt.ThreadID, err)
+	}
+	// Inputs as stored: JSON's numbers, maps and lists, not the caller's.
+	if err := json.Unmarshal(inputs, &rec.Inputs); err != nil {
+		return nil, fmt.Errorf("register thread %q: inputs: %w", nt.ThreadID, err)
+	}
+	return rec, nil
 }
 
 func orEmpty(s []string) []string {

@@ -52,7 +52,9 @@ func luaStatusTables() string {
 // ARGV[4] parent id ("" for a root), ARGV[5..] field/value pairs
 // The record gets status created, version 1, activation 0, chain_root_id
 // (if not given) = its id, and ancestors/depth from the parent's.
-// Returns {"OK", HGETALL...}; {"EXISTS"}; {"NOPARENT"}.
+// Returns {"OK", ancestors (JSON), depth, chain_root_id}; {"EXISTS"};
+// {"NOPARENT"}. The caller has every other field already: it builds the
+// record without reading it back.
 var regRegisterScript = luabatch.NewScript("registry_register", `
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'EXISTS'} end
 local anc, depth = '[]', 0
@@ -71,10 +73,13 @@ redis.call('HSET', KEYS[1], 'thread_id', ARGV[1], 'parent_id', ARGV[4], 'status'
   'version', 1, 'activation', 0, 'ancestors', anc, 'depth', depth,
   'created_at', ARGV[2], 'updated_at', ARGV[2])
 local root = redis.call('HGET', KEYS[1], 'chain_root_id')
-if not root or root == '' then redis.call('HSET', KEYS[1], 'chain_root_id', ARGV[1]) end
+if not root or root == '' then
+  root = ARGV[1]
+  redis.call('HSET', KEYS[1], 'chain_root_id', root)
+end
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
 redis.call('SADD', KEYS[3], ARGV[1])
-return {'OK', redis.call('HGETALL', KEYS[1])}
+return {'OK', anc, depth, root}
 `)
 
 // regCommitScript is the one versioned write: an optional checked status

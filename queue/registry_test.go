@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stretchr/testify/require"
+
 	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/thread"
@@ -638,4 +640,29 @@ func TestList(t *testing.T) {
 	if diff := cmp.Diff([]string{"r1", "k2", "o1"}, ids(f.reg.ListActive(f.ctx))); diff != "" {
 		t.Errorf("ListActive (-want +got):\n%s", diff)
 	}
+}
+
+// TestRegisterReturnsTheStoredRecord: the record Register builds without
+// reading it back is the one Get reads, for roots, children, grandchildren
+// and continuations, with inputs of every JSON kind.
+func TestRegisterReturnsTheStoredRecord(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	lim := thread.DefaultLimits()
+	lim.Spend = 0.125
+	for _, nt := range []NewThread{
+		{ThreadID: "root", Directive: "t/a", Limits: lim},
+		{ThreadID: "kid", Directive: "t/b", ParentID: "root", Limits: lim, Model: "m", Capabilities: []string{"rye.execute.tool.*"},
+			Bundle: "digest", Queue: "low", Inputs: map[string]any{"n": 2, "f": 1.5, "s": "x<y>&", "l": []any{1, "a"}, "m": map[string]any{"k": nil}, "b": true}},
+		{ThreadID: "grandkid", Directive: "t/c", ParentID: "kid", Limits: lim},
+		{ThreadID: "cont", Directive: "t/a", PreviousThreadID: "root", ChainRootID: "root", ContinuationOf: "root", ChainIndex: 1,
+			ContinuationKind: "resume", ContinuationMessage: "go on", Limits: lim, Inputs: map[string]any{}},
+	} {
+		rec, err := f.reg.Register(f.ctx, nt)
+		require.NoError(t, err, nt.ThreadID)
+		got := f.get(t, nt.ThreadID)
+		require.Equal(t, got, rec, nt.ThreadID)
+	}
+	require.Equal(t, []string{"root", "kid"}, f.get(t, "grandkid").Ancestors)
+	require.Equal(t, 2, f.get(t, "grandkid").Depth)
 }

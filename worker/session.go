@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/spool-run/spool/blobstore"
@@ -120,6 +121,11 @@ type session struct {
 	// thread's end; stopLease stops its heartbeat.
 	leaseReleased bool
 	stopLease     func()
+	// defs are the tool definitions the thread may call (toolDefs): the
+	// same for every model call of the activation and capabilities.md,
+	// which is written beside the loop.
+	defsOnce sync.Once
+	defs     []thread.ToolDef
 }
 
 func (s *session) id() string { return s.rec.ThreadID }

@@ -59,14 +59,17 @@ func directiveReturnDef(d *directive.Directive) thread.ToolDef {
 // capabilities allow, plus directive_return. A call to a tool not offered
 // is still checked and refused with an error the model can read.
 func (s *session) toolDefs() []thread.ToolDef {
-	allowed := func(id string) bool { return thread.Match(s.rec.Capabilities, thread.ToolCapability(id)) }
-	defs := s.tools.Defs(allowed)
-	for _, d := range orchestrationDefs {
-		if allowed(d.Name) {
-			defs = append(defs, d)
+	s.defsOnce.Do(func() {
+		allowed := func(id string) bool { return thread.Match(s.rec.Capabilities, thread.ToolCapability(id)) }
+		defs := s.tools.Defs(allowed)
+		for _, d := range orchestrationDefs {
+			if allowed(d.Name) {
+				defs = append(defs, d)
+			}
 		}
-	}
-	return append(defs, directiveReturnDef(s.dir))
+		s.defs = append(defs, directiveReturnDef(s.dir))
+	})
+	return s.defs
 }
 
 // The session is the hooks' action runner. Hooks act as the thread: every
