@@ -57,8 +57,13 @@ func (s Space) Children(parent string) string { return s.prefix + "children:" + 
 func (s Space) Spawns(parent string) string { return s.prefix + "spawns:" + parent }
 
 // Events is the pub/sub channel on which status changes are published as
-// "thread_id status".
+// "thread_id status" (for the threads' waiters).
 func (s Space) Events() string { return s.prefix + "events" }
+
+// Cancels is the pub/sub channel on which cancel requests are published as
+// "thread_id cancel" (for the workers: apart from the events, so a fleet's
+// workers do not each receive every thread's status changes).
+func (s Space) Cancels() string { return s.prefix + "cancels" }
 
 // Ledger is the budget ledger hash of one thread.
 func (s Space) Ledger(id string) string { return s.prefix + "ledger:" + id }

@@ -12,8 +12,8 @@ import (
 	"github.com/spool-run/spool/thread"
 )
 
-// StatusEvent is one message of the events channel: a thread's new status,
-// or "cancel" for a cancel request.
+// StatusEvent is one message of the events channel (a thread's new
+// status) or of the cancels channel (status "cancel": a cancel request).
 type StatusEvent struct {
 	ThreadID string
 	Status   string
@@ -32,14 +32,24 @@ type Subscription struct {
 	once sync.Once
 }
 
-// Subscribe subscribes to the events channel. When it returns, the
-// subscription is confirmed by the server: every status change published
-// afterwards is delivered.
+// Subscribe subscribes to the events channel (status changes). When it
+// returns, the subscription is confirmed by the server: every status
+// change published afterwards is delivered.
 func (r *Registry) Subscribe(ctx context.Context) (*Subscription, error) {
-	ps := r.rdb.Subscribe(ctx, r.ks.Events())
+	return r.subscribe(ctx, r.ks.Events())
+}
+
+// SubscribeCancels subscribes to the cancels channel: events with status
+// "cancel", one per cancel request (RequestCancel).
+func (r *Registry) SubscribeCancels(ctx context.Context) (*Subscription, error) {
+	return r.subscribe(ctx, r.ks.Cancels())
+}
+
+func (r *Registry) subscribe(ctx context.Context, channel string) (*Subscription, error) {
+	ps := r.rdb.Subscribe(ctx, channel)
 	if _, err := ps.Receive(ctx); err != nil {
 		_ = ps.Close()
-		return nil, fmt.Errorf("subscribe to thread events: %w", err)
+		return nil, fmt.Errorf("subscribe to %s: %w", channel, err)
 	}
 	out := make(chan StatusEvent, 64)
 	s := &Subscription{C: out, ps: ps, done: make(chan struct{})}

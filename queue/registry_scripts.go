@@ -204,11 +204,12 @@ if c <= 0 then return 0 end
 return redis.call('DECR', KEYS[1])
 `)
 
-// regCancelScript sets a thread's cancel flag and publishes "<id> cancel".
+// regCancelScript sets a thread's cancel flag and publishes "<id> cancel"
+// on the cancels channel.
 // The version is not bumped: a cancel request must not break the running
 // activation's lease; the activation sees the flag and stops itself.
 //
-// KEYS[1] thread hash, KEYS[2] events channel
+// KEYS[1] thread hash, KEYS[2] cancels channel
 // ARGV[1] thread id, ARGV[2] cascade to children ("1" or "0"; a "1" once
 // set stays)
 // Returns {"OK", status}; {"NOTFOUND"}.

@@ -541,11 +541,16 @@ func TestCancelFlag(t *testing.T) {
 	t.Parallel()
 	f := setupRegistry(t)
 	f.register(t, "x", "")
-	sub, err := f.reg.Subscribe(f.ctx)
+	sub, err := f.reg.SubscribeCancels(f.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
+	status, err := f.reg.Subscribe(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer status.Close()
 	if on, err := f.reg.CancelRequested(f.ctx, "x"); err != nil || on {
 		t.Fatalf("before: %v %v", on, err)
 	}
@@ -560,6 +565,18 @@ func TestCancelFlag(t *testing.T) {
 	}
 	if rec := f.get(t, "x"); !rec.CancelRequested || rec.Version != 1 {
 		t.Fatalf("record %+v", rec)
+	}
+	// A status change reaches the events channel, not the cancels one.
+	if err := f.reg.UpdateStatus(f.ctx, "x", thread.StatusCancelled); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-status.C; ev != (StatusEvent{ThreadID: "x", Status: "cancelled"}) {
+		t.Fatalf("status event %+v (the cancel request is not one)", ev)
+	}
+	select {
+	case ev := <-sub.C:
+		t.Fatalf("a status change on the cancels channel: %+v", ev)
+	case <-time.After(50 * time.Millisecond):
 	}
 	if err := f.reg.RequestCancel(f.ctx, "nope", true); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing: %v", err)

@@ -173,7 +173,7 @@ func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
 func (w *Worker) Start() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.bgCancel = cancel
-	sub, err := w.o.Registry.Subscribe(ctx)
+	sub, err := w.o.Registry.SubscribeCancels(ctx)
 	if err != nil {
 		cancel()
 		return fmt.Errorf("start worker: subscribe: %w", err)
