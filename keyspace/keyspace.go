@@ -60,10 +60,15 @@ func (s Space) Spawns(parent string) string { return s.prefix + "spawns:" + pare
 // "thread_id status" (for the threads' waiters).
 func (s Space) Events() string { return s.prefix + "events" }
 
-// Cancels is the pub/sub channel on which cancel requests are published as
-// "thread_id cancel" (for the workers: apart from the events, so a fleet's
-// workers do not each receive every thread's status changes).
-func (s Space) Cancels() string { return s.prefix + "cancels" }
+// Control is the pub/sub channel of requests to the workers running a
+// thread: "thread_id cancel" (a cancel request) and "thread_id follow"
+// (someone follows its transcript live). Apart from the events, so a
+// fleet's workers do not each receive every thread's status changes.
+func (s Space) Control() string { return s.prefix + "control" }
+
+// Live is the pub/sub channel on which a followed thread's worker
+// publishes each transcript event line as it is appended (Registry.Live).
+func (s Space) Live(id string) string { return s.prefix + "live:" + id }
 
 // Ledger is the budget ledger hash of one thread.
 func (s Space) Ledger(id string) string { return s.prefix + "ledger:" + id }

@@ -39,10 +39,44 @@ func (r *Registry) Subscribe(ctx context.Context) (*Subscription, error) {
 	return r.subscribe(ctx, r.ks.Events())
 }
 
-// SubscribeCancels subscribes to the cancels channel: events with status
-// "cancel", one per cancel request (RequestCancel).
-func (r *Registry) SubscribeCancels(ctx context.Context) (*Subscription, error) {
-	return r.subscribe(ctx, r.ks.Cancels())
+// SubscribeControl subscribes to the control channel, the workers': events
+// with status "cancel", one per cancel request (RequestCancel), and
+// "follow", one per follow request (RequestFollow).
+func (r *Registry) SubscribeControl(ctx context.Context) (*Subscription, error) {
+	return r.subscribe(ctx, r.ks.Control())
+}
+
+// RequestFollow asks the worker running thread id, if any, to publish its
+// transcript events live (Live) for the next minute or so: a follower
+// repeats it while it follows (FollowRefresh), so that the next activation,
+// on whatever worker, publishes too.
+func (r *Registry) RequestFollow(ctx context.Context, id string) error {
+	if err := r.rdb.Publish(ctx, r.ks.Control(), id+" follow").Err(); err != nil {
+		return fmt.Errorf("follow thread %q: %w", id, err)
+	}
+	return nil
+}
+
+// FollowRefresh is how often a follower repeats RequestFollow.
+const FollowRefresh = 2 * time.Second
+
+// PublishLive publishes an event line of thread id's transcript on its
+// live channel.
+func (r *Registry) PublishLive(ctx context.Context, id string, line []byte) error {
+	return r.rdb.Publish(ctx, r.ks.Live(id), line).Err()
+}
+
+// Live subscribes to thread id's live channel: the transcript event lines
+// its worker publishes while someone follows it (RequestFollow), as they
+// are appended, before they are durable. At most once: a line may be
+// lost, and the segments have every event.
+func (r *Registry) Live(ctx context.Context, id string) (*redis.PubSub, error) {
+	ps := r.rdb.Subscribe(ctx, r.ks.Live(id))
+	if _, err := ps.Receive(ctx); err != nil {
+		_ = ps.Close()
+		return nil, fmt.Errorf("subscribe to the live transcript of %q: %w", id, err)
+	}
+	return ps, nil
 }
 
 func (r *Registry) subscribe(ctx context.Context, channel string) (*Subscription, error) {

@@ -205,11 +205,11 @@ return redis.call('DECR', KEYS[1])
 `)
 
 // regCancelScript sets a thread's cancel flag and publishes "<id> cancel"
-// on the cancels channel.
+// on the control channel.
 // The version is not bumped: a cancel request must not break the running
 // activation's lease; the activation sees the flag and stops itself.
 //
-// KEYS[1] thread hash, KEYS[2] cancels channel
+// KEYS[1] thread hash, KEYS[2] control channel
 // ARGV[1] thread id, ARGV[2] cascade to children ("1" or "0"; a "1" once
 // set stays)
 // Returns {"OK", status}; {"NOTFOUND"}.

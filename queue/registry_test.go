@@ -541,7 +541,7 @@ func TestCancelFlag(t *testing.T) {
 	t.Parallel()
 	f := setupRegistry(t)
 	f.register(t, "x", "")
-	sub, err := f.reg.SubscribeCancels(f.ctx)
+	sub, err := f.reg.SubscribeControl(f.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -566,7 +566,7 @@ func TestCancelFlag(t *testing.T) {
 	if rec := f.get(t, "x"); !rec.CancelRequested || rec.Version != 1 {
 		t.Fatalf("record %+v", rec)
 	}
-	// A status change reaches the events channel, not the cancels one.
+	// A status change reaches the events channel, not the control one.
 	if err := f.reg.UpdateStatus(f.ctx, "x", thread.StatusCancelled); err != nil {
 		t.Fatal(err)
 	}
@@ -575,7 +575,7 @@ func TestCancelFlag(t *testing.T) {
 	}
 	select {
 	case ev := <-sub.C:
-		t.Fatalf("a status change on the cancels channel: %+v", ev)
+		t.Fatalf("a status change on the control channel: %+v", ev)
 	case <-time.After(50 * time.Millisecond):
 	}
 	if err := f.reg.RequestCancel(f.ctx, "nope", true); !errors.Is(err, ErrNotFound) {

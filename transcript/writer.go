@@ -79,6 +79,8 @@ type Writer struct {
 	deltaLast    time.Time       // when the last token_delta event was emitted
 	deltaKept    int             // delta bytes emitted in this segment
 	deltaDropped int64           // delta bytes dropped in this segment
+
+	observe func(line []byte) // Observe's
 }
 
 // OpenWriter opens the transcript of threadID for appending with the default
@@ -146,6 +148,24 @@ func (w *Writer) NextSegment() int64 {
 	return w.segment
 }
 
+// Observe has fn receive every event line appended from now on (the JSONL
+// line, without its newline, that the next segment will hold) and returns
+// the lines appended before and not yet committed. fn is called with the
+// writer's lock held: it must neither block nor call the writer, and must
+// copy the line to keep it. Observe(nil) stops.
+func (w *Writer) Observe(fn func(line []byte)) (buffered [][]byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.observe = fn
+	if fn == nil {
+		return nil
+	}
+	for line := range bytes.Lines(w.buf.Bytes()) {
+		buffered = append(buffered, bytes.Clone(bytes.TrimSuffix(line, []byte{'\n'})))
+	}
+	return buffered
+}
+
 // Pending is the number of buffered events not yet committed.
 func (w *Writer) Pending() int {
 	w.mu.Lock()
@@ -201,6 +221,9 @@ func (w *Writer) appendLocked(now time.Time, eventType string, payload json.RawM
 	}
 	w.buf.Write(line)
 	w.buf.WriteByte('\n')
+	if w.observe != nil {
+		w.observe(line)
+	}
 	w.events++
 	w.seq++
 	return w.seq - 1, nil

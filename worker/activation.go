@@ -38,7 +38,8 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	// reads it there), one requested after reaches actx.
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	defer w.track(act.ThreadID, token, cancel)()
+	ctl := &control{cancel: cancel}
+	defer w.track(act.ThreadID, token, ctl)()
 	claim, err := w.o.Activations.Claim(ctx, act.ThreadID, act.Reason, act.Seq, token, taskID, ttl)
 	if errors.Is(err, queue.ErrNotClaimable) || errors.Is(err, queue.ErrNotFound) {
 		log.Debug("activation dropped", "error", err)
@@ -72,7 +73,7 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 		}
 	}()
 
-	s := &session{w: w, o: w.o, claim: claim, act: act, log: log, stopLease: stopHB}
+	s := &session{w: w, o: w.o, claim: claim, act: act, log: log, stopLease: stopHB, ctl: ctl}
 	err = s.run(actx)
 	stopHB()
 	cancel(nil)

@@ -126,6 +126,11 @@ type session struct {
 	// which is written beside the loop.
 	defsOnce sync.Once
 	defs     []thread.ToolDef
+	// ctl is the activation's control (cancel, follow); liveDone and
+	// liveWG end the live feed (startLive).
+	ctl      *control
+	liveDone chan struct{}
+	liveWG   sync.WaitGroup
 }
 
 func (s *session) id() string { return s.rec.ThreadID }
@@ -134,6 +139,7 @@ func (s *session) id() string { return s.rec.ThreadID }
 // or stopped.
 func (s *session) run(ctx context.Context) error {
 	defer s.side.Wait()
+	defer s.stopLive()
 	if err := s.load(ctx); err != nil || s.st.Final != nil {
 		// nil: load failed the thread (failNow) and finalized it.
 		return handBackOnCancel(ctx, err)
@@ -276,6 +282,9 @@ func (s *session) restore(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("open transcript of %s: %w", s.id(), err)
 	}
 	s.tw = tw
+	if s.ctl != nil {
+		s.ctl.ready(s.startLive)
+	}
 	last := tw.LastState()
 	if r := tw.Resumed(); r != nil {
 		s.events = append([]transcript.Event(nil), r.Events...)

@@ -132,7 +132,7 @@ type Worker struct {
 	bgCancel context.CancelFunc
 
 	mu      sync.Mutex
-	running map[string]map[string]context.CancelCauseFunc // thread id → activation token → cancel of its context
+	running map[string]map[string]*control // thread id → activation token → its control
 	token   string
 }
 
@@ -142,7 +142,7 @@ func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
 	if cfg.Logger == nil {
 		cfg.Logger = o.Log
 	}
-	w := &Worker{cfg: cfg, o: o, log: cfg.Logger, draining: make(chan struct{}), running: map[string]map[string]context.CancelCauseFunc{}}
+	w := &Worker{cfg: cfg, o: o, log: cfg.Logger, draining: make(chan struct{}), running: map[string]map[string]*control{}}
 	w.token = newToken()
 	w.metrics = cfg.Metrics
 	queues := make(map[string]int, len(cfg.Queues))
@@ -173,7 +173,7 @@ func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
 func (w *Worker) Start() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.bgCancel = cancel
-	sub, err := w.o.Registry.SubscribeCancels(ctx)
+	sub, err := w.o.Registry.SubscribeControl(ctx)
 	if err != nil {
 		cancel()
 		return fmt.Errorf("start worker: subscribe: %w", err)
@@ -182,7 +182,7 @@ func (w *Worker) Start() error {
 	go func() {
 		defer w.bg.Done()
 		defer sub.Close()
-		w.listenCancels(ctx, sub)
+		w.listenControl(ctx, sub)
 	}()
 	if w.cfg.RecoverInterval > 0 {
 		w.bg.Add(1)
@@ -228,9 +228,10 @@ func (w *Worker) isDraining() bool {
 	}
 }
 
-// listenCancels cancels the model call of a running activation when its
-// thread's cancel is requested.
-func (w *Worker) listenCancels(ctx context.Context, sub *queue.Subscription) {
+// listenControl cancels the model call of a running activation when its
+// thread's cancel is requested, and starts its live transcript when
+// someone follows it.
+func (w *Worker) listenControl(ctx context.Context, sub *queue.Subscription) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -239,22 +240,26 @@ func (w *Worker) listenCancels(ctx context.Context, sub *queue.Subscription) {
 			if !ok {
 				return
 			}
-			if ev.Status != "cancel" {
-				continue
-			}
 			w.mu.Lock()
 			for _, c := range w.running[ev.ThreadID] {
-				c(errCancelRequested)
+				switch ev.Status {
+				case "cancel":
+					c.cancel(errCancelRequested)
+				case "follow":
+					c.follow()
+				}
 			}
 			w.mu.Unlock()
 		}
 	}
 }
 
-func (w *Worker) track(id, token string, c context.CancelCauseFunc) func() {
+// track makes an activation reachable by the control channel until the
+// returned func is called.
+func (w *Worker) track(id, token string, c *control) func() {
 	w.mu.Lock()
 	if w.running[id] == nil {
-		w.running[id] = map[string]context.CancelCauseFunc{}
+		w.running[id] = map[string]*control{}
 	}
 	w.running[id][token] = c
 	w.mu.Unlock()

@@ -36,40 +36,117 @@ func threadTranscript(c *cli.Context) error {
 	if err != nil {
 		return notFound(id, err)
 	}
-	printed := 0
+	if c.Bool("follow") {
+		return followTranscript(c, s, rec, format)
+	}
+	tr, err := transcript.Read(c.Context, s.store, id, s.orch.Keyring, transcript.Lenient)
+	if err != nil {
+		return err
+	}
+	if format == "markdown" {
+		meta := transcript.KnowledgeMeta{ThreadID: rec.ThreadID, Directive: rec.Directive, Status: string(rec.Status), Model: rec.Model, Turns: rec.Cost.Turns, Spend: rec.Cost.Spend}
+		_, err = c.App.Writer.Write(transcript.RenderKnowledge(meta, tr.Events))
+		return err
+	}
+	for _, ev := range tr.Events {
+		printEvent(c, format, ev)
+	}
+	return nil
+}
+
+func printEvent(c *cli.Context, format string, ev transcript.Event) {
+	if format == "jsonl" {
+		b, _ := json.Marshal(ev)
+		fmt.Fprintln(c.App.Writer, string(b))
+		return
+	}
+	fmt.Fprint(c.App.Writer, transcript.RenderText([]transcript.Event{ev}))
+}
+
+// followTranscript prints a thread's events as they happen, in seq order,
+// each once: the durable ones from its segments (read every half second),
+// and, between checkpoints, the lines its worker publishes live
+// (queue.Registry.Live, asked for with RequestFollow and asked again every
+// FollowRefresh). A live line that arrives ahead of one not seen yet waits
+// for it; a lost one comes from the next segment. It returns when the
+// thread has finished (or waits on children: continued, completed, error,
+// cancelled) and its last segment is printed.
+func followTranscript(c *cli.Context, s *services, rec *queue.Record, format string) error {
+	ctx, id := c.Context, rec.ThreadID
+	live, err := s.orch.Registry.Live(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer live.Close()
+	lines := live.Channel()
+	next := int64(1) // the seq to print next (a transcript's seqs are 1, 2, ...)
+	held := map[int64]transcript.Event{}
+	emit := func(ev transcript.Event) {
+		if ev.Seq < next {
+			return // printed already
+		}
+		printEvent(c, format, ev)
+		next = ev.Seq + 1
+		for { // live lines that were waiting for this one
+			h, ok := held[next]
+			if !ok {
+				break
+			}
+			delete(held, next)
+			printEvent(c, format, h)
+			next++
+		}
+	}
+	requested := time.Time{}
+	read := time.NewTicker(500 * time.Millisecond)
+	defer read.Stop()
 	for {
-		tr, err := transcript.Read(c.Context, s.store, id, s.orch.Keyring, transcript.Lenient)
+		if time.Since(requested) >= queue.FollowRefresh {
+			if err := s.orch.Registry.RequestFollow(ctx, id); err != nil {
+				return err
+			}
+			requested = time.Now()
+		}
+		tr, err := transcript.Read(ctx, s.store, id, s.orch.Keyring, transcript.Lenient)
 		if err != nil {
 			return err
 		}
-		if format == "markdown" && !c.Bool("follow") {
-			meta := transcript.KnowledgeMeta{ThreadID: rec.ThreadID, Directive: rec.Directive, Status: string(rec.Status), Model: rec.Model, Turns: rec.Cost.Turns, Spend: rec.Cost.Spend}
-			_, err = c.App.Writer.Write(transcript.RenderKnowledge(meta, tr.Events))
-			return err
+		for _, ev := range tr.Events {
+			emit(ev)
 		}
-		for _, ev := range tr.Events[min(printed, len(tr.Events)):] {
-			if format == "jsonl" {
-				b, _ := json.Marshal(ev)
-				fmt.Fprintln(c.App.Writer, string(b))
-			} else {
-				fmt.Fprint(c.App.Writer, transcript.RenderText([]transcript.Event{ev}))
+		for seq := range held {
+			if seq < next {
+				delete(held, seq)
 			}
 		}
-		printed = len(tr.Events)
-		if !c.Bool("follow") {
-			return nil
+		if rec.Status.Terminal() {
+			return nil // read once more after it ended: that was the last
 		}
-		rec, err = s.orch.Registry.Get(c.Context, id)
-		if err != nil {
+		if rec, err = s.orch.Registry.Get(ctx, id); err != nil {
 			return err
 		}
-		if rec.Status.Terminal() && rec.Status != "waiting" {
-			return nil
-		}
-		select {
-		case <-c.Context.Done():
-			return nil
-		case <-time.After(500 * time.Millisecond):
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-read.C:
+				break wait
+			case m, ok := <-lines:
+				if !ok {
+					return fmt.Errorf("live transcript of %s: subscription closed", id)
+				}
+				var ev transcript.Event
+				if json.Unmarshal([]byte(m.Payload), &ev) != nil {
+					continue
+				}
+				switch {
+				case ev.Seq == next:
+					emit(ev)
+				case ev.Seq > next:
+					held[ev.Seq] = ev
+				}
+			}
 		}
 	}
 }

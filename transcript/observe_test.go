@@ -1,0 +1,72 @@
+package transcript
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// TestObserve: an observer gets every line appended from then on, exactly
+// as the segment holds it, and the lines buffered before; nil stops it.
+func TestObserve(t *testing.T) {
+	s := newSetup(t)
+	w := s.writer(t)
+	ctx := context.Background()
+	if _, err := w.Append(TypeCognitionIn, CognitionIn{Content: "committed"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Checkpoint(ctx, State{Iteration: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Append(TypeCognitionIn, CognitionIn{Content: "buffered <&>"}); err != nil {
+		t.Fatal(err)
+	}
+	var seen [][]byte
+	buffered := w.Observe(func(line []byte) { seen = append(seen, bytes.Clone(line)) })
+	if len(buffered) != 1 {
+		t.Fatalf("buffered %q", buffered)
+	}
+	w.AppendDelta("to")
+	s.clock.Advance(time.Second) // past the delta interval: the next delta flushes
+	w.AppendDelta("ken")
+	if _, err := w.Append(TypeToolCallStart, ToolCallStart{CallID: "c1", Tool: "rye/file-system/fs_read"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Checkpoint(ctx, State{Iteration: 2}); err != nil {
+		t.Fatal(err)
+	}
+	w.Observe(nil)
+	if _, err := w.Append(TypeCognitionIn, CognitionIn{Content: "unseen"}); err != nil {
+		t.Fatal(err)
+	}
+
+	got := append(buffered, seen...)
+	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second segment: the buffered line, the deltas and the tool call,
+	// then its checkpoint (not observed: it is not an event appended).
+	seg := tr.Events[2:]
+	if len(got) != len(seg)-1 {
+		t.Fatalf("observed %d lines, the segment has %d events before its checkpoint:\n%s", len(got), len(seg)-1, bytes.Join(got, []byte("\n")))
+	}
+	for i, line := range got {
+		var ev Event
+		if err := json.Unmarshal(line, &ev); err != nil {
+			t.Fatalf("line %d %q: %v", i, line, err)
+		}
+		want, _ := json.Marshal(seg[i])
+		have, _ := json.Marshal(ev)
+		if !bytes.Equal(want, have) {
+			t.Fatalf("line %d:\n got %s\nwant %s", i, have, want)
+		}
+	}
+	for _, line := range got {
+		if bytes.Contains(line, []byte("unseen")) {
+			t.Fatal("observed after Observe(nil)")
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"time"
+)
+
+// Live transcripts. `spool thread transcript --follow` subscribes to the
+// thread's live channel and asks, on the control channel, that the worker
+// running it publish there (queue.Registry.RequestFollow, repeated while it
+// follows). The worker then publishes every event line its transcript
+// writer appends, from the lines buffered since the last checkpoint on, as
+// they are appended: a model's token deltas (coalesced by the writer),
+// tool calls and results, before their checkpoint makes them durable.
+// Nobody following costs nothing: without a request, nothing is
+// published. It is best effort: a line the publisher cannot keep up with
+// is dropped, and the follower reads it from the segment.
+
+// liveBuffer is how many lines wait to be published before new ones are
+// dropped.
+const liveBuffer = 512
+
+// control is what the control channel reaches of a running activation.
+type control struct {
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	followed bool
+	start    func() // starts the live feed; nil until the transcript is open
+}
+
+// follow records a follow request and starts the feed once it can.
+func (c *control) follow() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.followed {
+		return
+	}
+	c.followed = true
+	if c.start != nil {
+		c.start()
+	}
+}
+
+// ready gives the feed's start, called at once when a request came first.
+func (c *control) ready(start func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.start = start
+	if c.followed {
+		start()
+	}
+}
+
+// startLive publishes the transcript's event lines on the thread's live
+// channel until the activation ends (stopLive).
+func (s *session) startLive() {
+	ch := make(chan []byte, liveBuffer)
+	buffered := s.tw.Observe(func(line []byte) {
+		select {
+		case ch <- bytes.Clone(line):
+		default: // the follower reads it from the segment
+		}
+	})
+	s.liveDone = make(chan struct{})
+	s.liveWG.Add(1)
+	go func() {
+		defer s.liveWG.Done()
+		publish := func(line []byte) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if err := s.o.Registry.PublishLive(ctx, s.id(), line); err != nil {
+				s.log.Debug("live transcript line not published", "error", err)
+			}
+		}
+		for _, line := range buffered {
+			publish(line)
+		}
+		for {
+			select {
+			case line := <-ch:
+				publish(line)
+			case <-s.liveDone:
+				for { // what was appended before the end
+					select {
+					case line := <-ch:
+						publish(line)
+					default:
+						return
+					}
+				}
+			}
+		}
+	}()
+}
+
+// stopLive ends the live feed, if any, once what was appended is published.
+func (s *session) stopLive() {
+	if s.ctl == nil {
+		return
+	}
+	s.ctl.ready(func() {}) // a request from now on starts nothing
+	if s.liveDone == nil {
+		return
+	}
+	s.tw.Observe(nil)
+	close(s.liveDone)
+	s.liveWG.Wait()
+}
