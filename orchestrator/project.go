@@ -13,7 +13,9 @@ import (
 )
 
 // Project is a loaded bundle: the snapshot of a project's .ai/ items that a
-// thread tree runs against, with its configuration parsed once.
+// thread tree runs against, with its configuration parsed once. It is
+// shared by every goroutine that runs a thread of the bundle; do not copy
+// it.
 type Project struct {
 	Digest       string
 	Bundle       *directive.Bundle
@@ -23,16 +25,39 @@ type Project struct {
 	Pricing      []byte // .ai/config/agent/pricing.yaml, if any
 	UserHooks    []hooks.Hook
 	ProjectHooks []hooks.Hook
+
+	// directives caches Directive's parsed directives by clean name
+	// (*directive.Directive values).
+	directives sync.Map
 }
 
 // Directive resolves a directive by name in the bundle (project, user, then
-// system space).
+// system space). The bundle is content-addressed, so a directive is parsed
+// once per Project and every later call returns the same
+// *directive.Directive, shared with every caller: treat it as read-only.
+// (No caller writes to it: they read its fields, copy Permissions before
+// narrowing them, and hooks.Merge copies the Hook values it adjusts.)
+// Errors are not cached: a name that fails (invalid, not found, or a
+// directive that does not parse) is resolved again on the next call, so
+// that names from model tool calls cannot grow the cache; only names that
+// resolve, at most one per directive file, are kept.
 func (p *Project) Directive(name string) (*directive.Directive, error) {
+	// Resolve depends on the name only through its clean form (which is
+	// not itself always clean: "x.md.md" is "x.md"), so that is the key.
+	key, err := directive.CleanName(name)
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := p.directives.Load(key); ok {
+		return d.(*directive.Directive), nil
+	}
 	d, _, err := p.Bundle.Resolver().Resolve(name)
 	if err != nil {
 		return nil, err
 	}
-	return d, nil
+	// Callers that raced on the first resolution all get the one stored.
+	actual, _ := p.directives.LoadOrStore(key, d)
+	return actual.(*directive.Directive), nil
 }
 
 // ReadFile reads a file of the bundle, including extra files such as

@@ -165,26 +165,21 @@ func signCheckpoint(ts time.Time, threadID string, seq int64, cp Checkpoint, s *
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	unsigned, err := marshal(Event{Timestamp: ts, ThreadID: threadID, Seq: seq, Type: TypeCheckpoint, Payload: payload})
-	if err != nil {
+	// One buffer: the signed message (the domain, then the line with an
+	// empty sig), which then becomes the line, the signature in place.
+	const sigLen = 86 // base64url of 64 bytes
+	msg := make([]byte, 0, len(checkpointDomain)+len(payload)+len(threadID)+128+sigLen)
+	msg = append(msg, checkpointDomain...)
+	if msg, err = appendEvent(msg, ts, threadID, seq, TypeCheckpoint, payload); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	tail := []byte(`"sig":""}}`)
-	if !bytes.HasSuffix(unsigned, tail) {
-		return nil, fmt.Errorf("checkpoint: unexpected encoding %q", unsigned[max(0, len(unsigned)-20):])
+	if !bytes.HasSuffix(msg, []byte(`"sig":""}}`)) {
+		return nil, fmt.Errorf("checkpoint: unexpected encoding %q", msg[max(0, len(msg)-20):])
 	}
-	sig := b64.EncodeToString(s.Sign(checkpointMessage(unsigned)))
-	line := make([]byte, 0, len(unsigned)+len(sig))
-	line = append(line, unsigned[:len(unsigned)-len(`"}}`)]...)
-	line = append(line, sig...)
+	sig := s.Sign(msg)
+	line := b64.AppendEncode(msg[:len(msg)-len(lineEnd)], sig)
 	line = append(line, lineEnd...)
-	return line, nil
-}
-
-func checkpointMessage(unsigned []byte) []byte {
-	msg := make([]byte, 0, len(checkpointDomain)+len(unsigned))
-	msg = append(msg, checkpointDomain...)
-	return append(msg, unsigned...)
+	return line[len(checkpointDomain):], nil
 }
 
 // verifyCheckpoint checks a checkpoint line's signature and returns the
@@ -212,10 +207,11 @@ func verifyCheckpoint(line []byte, ev *Event, keyring *Keyring) (*Checkpoint, st
 	if err != nil {
 		return nil, "checkpoint signature encoding", err
 	}
-	unsigned := make([]byte, 0, len(line)-len(sigText))
-	unsigned = append(unsigned, line[:i+len(sigField)]...)
-	unsigned = append(unsigned, lineEnd...)
-	if err := keyring.Verify(cp.KeyID, checkpointMessage(unsigned), sig); err != nil {
+	msg := make([]byte, 0, len(checkpointDomain)+len(line)-len(sigText))
+	msg = append(msg, checkpointDomain...)
+	msg = append(msg, line[:i+len(sigField)]...) // the line with an empty sig
+	msg = append(msg, lineEnd...)
+	if err := keyring.Verify(cp.KeyID, msg, sig); err != nil {
 		return nil, "checkpoint signature", err
 	}
 	return &cp, "", nil

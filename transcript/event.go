@@ -3,6 +3,7 @@ package transcript
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/spool-run/spool/thread"
@@ -260,6 +261,30 @@ type HookFired struct {
 // DirectiveReturn is the payload of directive_return.
 type DirectiveReturn struct {
 	Outputs map[string]string `json:"outputs"`
+}
+
+// appendEvent appends the transcript line of an event, without the
+// newline: what marshal writes for the Event, built directly. payload
+// must be compact JSON (as marshal writes it, or json.Compact's), which
+// marshal would copy as it is.
+func appendEvent(dst []byte, ts time.Time, threadID string, seq int64, eventType string, payload []byte) ([]byte, error) {
+	dst = append(dst, `{"timestamp":"`...)
+	dst, err := ts.AppendText(dst) // time.Time's MarshalJSON, unquoted
+	if err != nil {
+		return nil, err
+	}
+	dst = append(dst, `","thread_id":`...)
+	dst = appendJSONString(dst, threadID, false)
+	dst = append(dst, `,"seq":`...)
+	dst = strconv.AppendInt(dst, seq, 10)
+	dst = append(dst, `,"event_type":`...)
+	dst = appendJSONString(dst, eventType, false)
+	dst = append(dst, `,"payload":`...)
+	if payload == nil {
+		payload = []byte("null")
+	}
+	dst = append(dst, payload...)
+	return append(dst, '}'), nil
 }
 
 // marshal encodes v as compact JSON without HTML escaping, so that

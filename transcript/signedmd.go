@@ -34,11 +34,28 @@ func SignMarkdown(body []byte, signer *Signer, now time.Time) []byte {
 	if _, rest, ok := splitSigLine(body); ok {
 		body = rest
 	}
+	out := appendSignatureLine(make([]byte, 0, signatureLineSize+len(body)), body, signer, now)
+	return append(out, body...)
+}
+
+// signatureLineSize is about the length of a signature line.
+const signatureLineSize = 200
+
+// appendSignatureLine appends the signature line (with its newline) that
+// SignMarkdown puts before body.
+func appendSignatureLine(dst, body []byte, signer *Signer, now time.Time) []byte {
 	sum := sha256.Sum256(body)
-	h := hex.EncodeToString(sum[:])
-	sig := b64.EncodeToString(signer.Sign([]byte(h)))
-	line := fmt.Sprintf("<!-- rye:signed:%s:%s:%s:%s -->\n", now.UTC().Format(time.RFC3339), h, sig, signer.KeyID())
-	return append([]byte(line), body...)
+	var h [2 * sha256.Size]byte
+	hex.Encode(h[:], sum[:])
+	dst = append(dst, "<!-- rye:signed:"...)
+	dst = now.UTC().AppendFormat(dst, time.RFC3339)
+	dst = append(dst, ':')
+	dst = append(dst, h[:]...)
+	dst = append(dst, ':')
+	dst = b64.AppendEncode(dst, signer.Sign(h[:]))
+	dst = append(dst, ':')
+	dst = append(dst, signer.KeyID()...)
+	return append(dst, " -->\n"...)
 }
 
 func splitSigLine(data []byte) (line, rest []byte, ok bool) {

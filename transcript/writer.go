@@ -196,31 +196,35 @@ func (w *Writer) Append(eventType string, payload any) (int64, error) {
 	return w.appendLocked(now, eventType, raw)
 }
 
+// marshalPayload returns the payload as compact JSON, as the line's
+// encoding takes it: marshalled, or JSON text compacted.
 func marshalPayload(payload any) (json.RawMessage, error) {
+	var raw []byte
 	switch p := payload.(type) {
 	case nil:
 		return json.RawMessage("{}"), nil
 	case json.RawMessage:
-		if !json.Valid(p) {
-			return nil, fmt.Errorf("payload is not valid JSON")
-		}
-		return p, nil
+		raw = p
 	case []byte:
-		if !json.Valid(p) {
-			return nil, fmt.Errorf("payload is not valid JSON")
-		}
-		return p, nil
+		raw = p
+	default:
+		return marshal(payload)
 	}
-	return marshal(payload)
+	var c bytes.Buffer
+	if json.Compact(&c, raw) != nil {
+		return nil, fmt.Errorf("payload is not valid JSON")
+	}
+	return c.Bytes(), nil
 }
 
+// appendLocked buffers an event line; payload is compact JSON.
 func (w *Writer) appendLocked(now time.Time, eventType string, payload json.RawMessage) (int64, error) {
-	line, err := marshal(Event{Timestamp: now.UTC(), ThreadID: w.threadID, Seq: w.seq, Type: eventType, Payload: payload})
+	b := w.buf.AvailableBuffer()
+	line, err := appendEvent(b, now.UTC(), w.threadID, w.seq, eventType, payload)
 	if err != nil {
 		return 0, fmt.Errorf("append %s to transcript %s: %w", eventType, w.threadID, err)
 	}
-	w.buf.Write(line)
-	w.buf.WriteByte('\n')
+	w.buf.Write(append(line, '\n')) // built in the buffer's free room when it fits
 	if w.observe != nil {
 		w.observe(line)
 	}

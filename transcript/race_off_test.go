@@ -1,0 +1,5 @@
+//go:build !race
+
+package transcript
+
+const raceEnabled = false

@@ -1,0 +1,187 @@
+package transcript
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+)
+
+// The CPU a worker spends per finished thread in this package: thread.json
+// (SignJSON), the knowledge render, capabilities.md and the checkpoint.
+// The "old" sub-benchmarks run the reference implementations kept in the
+// _ref_test.go files, side by side with the code in use:
+//
+//	go test -run '^$' -bench 'SignJSON|VerifyJSON|Knowledge|Capabilities|WriterCheckpoint' -benchmem -count 5 ./transcript/
+
+// benchRecord is thread.json of a finished one-turn thread, as the
+// orchestrator signs it (queue.Record has its own MarshalJSON).
+func benchRecord() *queue.Record {
+	created := time.Date(2026, 2, 17, 10, 0, 0, 123456789, time.UTC)
+	return &queue.Record{
+		ThreadID: "agency-kiwi/discover_leads-1739820456", Directive: "agency-kiwi/discover_leads", Status: thread.StatusCompleted,
+		ChainRootID: "agency-kiwi/discover_leads-1739820456",
+		Result:      "Found 12 leads in Austin, TX.\nWrote them to .ai/data/leads.json (\"dentists\" <> \"orthodontists\" & co).",
+		Outputs:     map[string]any{"leads_file": ".ai/data/leads.json", "count": 12, "cities": []any{"Austin", "Round Rock"}, "html": "<b>&</b>"},
+		Cost:        thread.Cost{Turns: 1, InputTokens: 3200, OutputTokens: 800, CacheReadTokens: 1024, Spend: 0.0213, ElapsedSeconds: 4.25},
+		Limits:      thread.Resolved{Turns: 25, Tokens: 200000, Spend: 1.0, Depth: 10, Spawns: 10, Duration: 600},
+		Model:       "claude-3-5-haiku-20241022",
+		Capabilities: []string{"rye.execute.tool.scraping.gmaps.scrape_gmaps", "rye.execute.tool.rye.file-system.*",
+			"rye.load.knowledge.agency-kiwi.*", "rye.execute.tool.rye.agent.threads.thread_directive"},
+		Bundle:    "sha256:9f2c4e0b7d1a3c5e8f6b2d4a0c9e7f1b3d5a7c9e1f3b5d7a9c1e3f5b7d9a1c3e",
+		Inputs:    map[string]any{"city": "Austin, TX", "niche": "dentists", "max_results": 25, "notes": "skip chains; ünïcode ✓"},
+		Queue:     "default",
+		Ancestors: []string{"agency-kiwi/campaign-1739820000"},
+		Depth:     1,
+		CreatedAt: created, UpdatedAt: created.Add(4250 * time.Millisecond), StartedAt: created.Add(15 * time.Millisecond),
+		Version: 7, Activation: 1,
+		Transcript: queue.TranscriptMark{Segments: 1, ChainHash: "3b4c2a1f0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b"},
+	}
+}
+
+func BenchmarkSignJSON(b *testing.B) {
+	s := fixedSigner()
+	rec := benchRecord()
+	for _, impl := range []struct {
+		name string
+		sign func(any, *Signer) ([]byte, error)
+	}{{"impl=old", signJSONRef}, {"impl=new", SignJSON}} {
+		b.Run(impl.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := impl.sign(rec, s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkVerifyJSON(b *testing.B) {
+	s := fixedSigner()
+	ring := NewKeyring(s.PublicKey())
+	data, err := SignJSON(benchRecord(), s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, impl := range []struct {
+		name   string
+		verify func([]byte, *Keyring, any) (JSONSignature, error)
+	}{{"impl=old", verifyJSONRef}, {"impl=new", VerifyJSON}} {
+		b.Run(impl.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var rec queue.Record
+				if _, err := impl.verify(data, ring, &rec); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// benchEvents is the transcript of a one-turn thread that called one tool:
+// what the worker renders at the end.
+func benchEvents(tb testing.TB) []Event {
+	tb.Helper()
+	ts := time.Date(2026, 2, 17, 10, 0, 0, 0, time.UTC)
+	var evs []Event
+	add := func(typ string, p any) {
+		raw, err := marshal(p)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		evs = append(evs, Event{Timestamp: ts.Add(time.Duration(len(evs)) * time.Millisecond), ThreadID: "agency-kiwi/discover_leads-1739820456",
+			Seq: int64(len(evs) + 1), Type: typ, Payload: raw})
+	}
+	limits := thread.DefaultLimits()
+	add(TypeThreadStarted, ThreadStarted{Directive: "agency-kiwi/discover_leads", Model: "claude-3-5-haiku-20241022",
+		Inputs: json.RawMessage(`{"city":"Austin, TX","niche":"dentists"}`), Limits: &limits,
+		Capabilities: []string{"rye.execute.tool.scraping.gmaps.scrape_gmaps", "rye.execute.tool.rye.file-system.*"}, BundleDigest: "sha256:9f2c4e"})
+	add(TypeHookFired, HookFired{HookID: "ctx", Event: "thread_started", Layer: 1, Action: "load", ItemType: "knowledge", ItemID: "agency-kiwi/style"})
+	add(TypeCognitionIn, CognitionIn{Content: "Find dentists in Austin, TX and write them to .ai/data/leads.json.\n\nUse the gmaps scraper; at most 25 results.\nKeep ünïcode ✓ and `code` as is.\n"})
+	for _, tok := range []string{"I'll ", "scrape ", "Google Maps."} {
+		add(TypeTokenDelta, TokenDelta{Text: tok})
+	}
+	call := thread.ToolCall{ID: "toolu_01", Name: "scraping/gmaps/scrape_gmaps", Input: json.RawMessage(`{"query":"dentists in Austin, TX","max_results":25}`)}
+	add(TypeCognitionOut, CognitionOut{Content: "I'll scrape Google Maps.", ToolCalls: []thread.ToolCall{call}, Model: "claude-3-5-haiku-20241022",
+		Usage: Usage{InputTokens: 1800, OutputTokens: 120}, Spend: 0.0021, Turn: 1, StopReason: "tool_use"})
+	add(TypeToolCallStart, ToolCallStart{CallID: call.ID, Tool: call.Name, Input: call.Input})
+	out := `[{"name":"Bright Smiles Dental","phone":"+1 512-555-0101","rating":4.8},{"name":"Austin Family Dentistry","phone":"+1 512-555-0102","rating":4.6}]` + "\n"
+	for len(out) < 2000 {
+		out += `{"name":"Lakeway Dental ` + "```" + `","phone":"+1 512-555-0199","rating":4.5}` + "\n"
+	}
+	add(TypeToolCallResult, ToolCallResult{CallID: call.ID, Tool: call.Name, Output: out})
+	add(TypeCognitionOut, CognitionOut{Content: "Found 12 leads; wrote them to .ai/data/leads.json.", Model: "claude-3-5-haiku-20241022",
+		Usage: Usage{InputTokens: 2600, OutputTokens: 80}, Spend: 0.0028, Turn: 1, StopReason: "end_turn"})
+	add(TypeThreadCompleted, ThreadCompleted{Status: "completed", Result: "Found 12 leads in Austin, TX.",
+		Outputs: map[string]string{"leads_file": ".ai/data/leads.json", "count": "12"}, Cost: thread.Cost{Turns: 1, Spend: 0.0049}})
+	return evs
+}
+
+func benchKnowledgeMeta() KnowledgeMeta {
+	created := time.Date(2026, 2, 17, 10, 0, 0, 0, time.UTC)
+	return KnowledgeMeta{ThreadID: "agency-kiwi/discover_leads-1739820456", Directive: "agency-kiwi/discover_leads", Status: "completed",
+		Model: "claude-3-5-haiku-20241022", Turns: 1, Spend: 0.0049, CreatedAt: created, UpdatedAt: created.Add(4 * time.Second)}
+}
+
+func BenchmarkSignedKnowledge(b *testing.B) {
+	s := fixedSigner()
+	meta, events := benchKnowledgeMeta(), benchEvents(b)
+	now := time.Date(2026, 2, 17, 10, 0, 5, 0, time.UTC)
+	for _, impl := range []struct {
+		name string
+		sign func(KnowledgeMeta, []Event, *Signer, time.Time) []byte
+	}{{"impl=old", signedKnowledgeRef}, {"impl=new", SignedKnowledge}} {
+		b.Run(impl.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				impl.sign(meta, events, s, now)
+			}
+		})
+	}
+}
+
+// benchToolDefs are the tools of a thread with the file-system and a
+// scraper, plus the orchestration tools a worker adds.
+func benchToolDefs() []thread.ToolDef {
+	return []thread.ToolDef{
+		{Name: "scraping/gmaps/scrape_gmaps", Description: "Scrape Google Maps for businesses matching a query; returns JSON lines.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"what to search"},"max_results":{"type":"integer","minimum":1,"maximum":100}},"required":["query"]}`)},
+		{Name: "rye/file-system/fs_write", Description: "Write a file in the thread's workspace (creates directories).",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"]}`)},
+		{Name: "rye/file-system/fs_read", Description: "Read a file <= 1 MiB & return its text.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)},
+		{Name: "rye/agent/threads/thread_directive", Description: "Run a directive as a child thread; async returns its id at once.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"directive":{"type":"string"},"inputs":{"type":"object"},"async":{"type":"boolean"}},"required":["directive"]}`)},
+		{Name: "directive_return", Description: "Finish the thread with its outputs.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"leads_file":{"type":"string"},"count":{"type":"string"}}}`)},
+	}
+}
+
+var benchCapabilities = []string{"rye.execute.tool.scraping.gmaps.scrape_gmaps", "rye.execute.tool.rye.file-system.*",
+	"rye.load.knowledge.agency-kiwi.*", "rye.execute.tool.rye.agent.threads.thread_directive"}
+
+func BenchmarkSignedCapabilities(b *testing.B) {
+	s := fixedSigner()
+	tools := benchToolDefs()
+	now := time.Date(2026, 2, 17, 10, 0, 5, 0, time.UTC)
+	for _, impl := range []struct {
+		name   string
+		render func(string, []thread.ToolDef, []string) ([]byte, error)
+		sign   func([]byte, *Signer, time.Time) []byte
+	}{{"impl=old", renderCapabilitiesRef, signMarkdownRef}, {"impl=new", RenderCapabilities, SignMarkdown}} {
+		b.Run(impl.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				body, err := impl.render("agency-kiwi/discover_leads-1739820456", tools, benchCapabilities)
+				if err != nil {
+					b.Fatal(err)
+				}
+				impl.sign(body, s, now)
+			}
+		})
+	}
+}
