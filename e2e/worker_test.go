@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -148,16 +149,29 @@ func TestWorkerEndToEnd(t *testing.T) {
 // anthropicServer answers the Messages API: the first request with 429 and
 // retry-after, the rest with a text answer.
 func anthropicServer(t *testing.T) (*httptest.Server, *atomic.Int32) {
+	return rateLimitedServer(t, func(n int32, _ []byte) string {
+		if n == 1 {
+			return "1"
+		}
+		return ""
+	})
+}
+
+// rateLimitedServer answers the Messages API with a text answer, or with
+// 429 and retry-after limit(n, body) when that is not "" (n counts the
+// requests from 1).
+func rateLimitedServer(t *testing.T, limit func(n int32, body []byte) string) (*httptest.Server, *atomic.Int32) {
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/messages" {
 			http.NotFound(w, r)
 			return
 		}
+		raw, _ := io.ReadAll(r.Body)
 		var body map[string]any
-		_ = json.NewDecoder(r.Body).Decode(&body)
-		if n.Add(1) == 1 {
-			w.Header().Set("retry-after", "1")
+		_ = json.Unmarshal(raw, &body)
+		if after := limit(n.Add(1), raw); after != "" {
+			w.Header().Set("retry-after", after)
 			w.Header().Set("content-type", "application/json")
 			w.WriteHeader(http.StatusTooManyRequests)
 			_, _ = w.Write([]byte(`{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}`))

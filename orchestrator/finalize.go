@@ -257,7 +257,8 @@ func (o *Orchestrator) cascades(ctx context.Context, rec *queue.Record, status t
 // Cancel asks a thread to stop; a continued thread's chain is followed to
 // the thread it has reached, and that one is cancelled. A running thread
 // sees the request between turns or during its model call (its worker
-// cancels the call); a created or waiting thread, which no worker holds, is
+// cancels the call); a thread that no activation holds (created, waiting,
+// or running without a lease: handed back until a retry time) is
 // finalized here. With cascade, its children are cancelled too (on
 // whatever worker runs them) where the child policy cascades on cancel (the
 // default); without, they keep running.
@@ -283,7 +284,17 @@ func (o *Orchestrator) Cancel(ctx context.Context, id string, cascade bool) (*qu
 			o.cascadeCancel(ctx, id)
 		}
 		if rec.Status == thread.StatusRunning {
-			return rec, nil
+			held, err := o.Activations.LeaseHeld(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			if held {
+				return rec, nil // its activation sees the flag
+			}
+			// No activation holds it (handed back to wait out a retry
+			// time, or for a shutdown, or its worker died): end it here.
+			// The fence makes a claim that comes first win; then this
+			// sees it held.
 		}
 		err = o.Finalize(ctx, rec, rec.Version, Outcome{Status: thread.StatusCancelled, Cost: rec.Cost,
 			Error: &queue.ErrorInfo{Code: "cancelled", Message: "cancelled by request"}})

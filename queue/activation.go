@@ -176,6 +176,19 @@ func (a *Activations) LeaseHeld(ctx context.Context, id string) (bool, error) {
 	return n == 1, err
 }
 
+// RetryAtField is the thread hash field (Record.Extra) holding, in RFC
+// 3339, the time until which a running thread without a lease waits on
+// purpose: its worker handed it back to wait out a model call's retry
+// time, with an activation scheduled for then. A time past by more than a
+// few seconds' grace means nothing.
+const RetryAtField = "retry_at"
+
+// retryGrace is how long after its retry time a handed-back thread is
+// still no orphan: its activation is due in the next whole second (asynq
+// schedules by seconds) and reaches its queue within the worker's
+// DelayedTaskCheckInterval.
+const retryGrace = 5 * time.Second
+
 // Orphan is a running thread whose activation lease has lapsed.
 type Orphan struct {
 	ThreadID string
@@ -185,7 +198,8 @@ type Orphan struct {
 
 // Orphans lists active threads in status running whose lease has lapsed:
 // their worker died or was cut off. The caller re-enqueues each with reason
-// "recover" and the version seen, which Claim checks.
+// "recover" and the version seen, which Claim checks. A thread handed back
+// until a retry time (RetryAtField) is no orphan until then.
 func (a *Activations) Orphans(ctx context.Context) ([]Orphan, error) {
 	ids, err := a.rdb.SMembers(ctx, a.ks.Active()).Result()
 	if err != nil {
@@ -194,14 +208,19 @@ func (a *Activations) Orphans(ctx context.Context) ([]Orphan, error) {
 	var out []Orphan
 	for _, id := range ids {
 		pipe := a.rdb.Pipeline()
-		h := pipe.HMGet(ctx, a.ks.Thread(id), "status", "version", "queue")
+		h := pipe.HMGet(ctx, a.ks.Thread(id), "status", "version", "queue", RetryAtField)
 		ex := pipe.Exists(ctx, a.ks.Lease(id))
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return nil, err
 		}
 		vals := h.Val()
-		if len(vals) < 3 || vals[0] != string(thread.StatusRunning) || ex.Val() == 1 {
+		if len(vals) < 4 || vals[0] != string(thread.StatusRunning) || ex.Val() == 1 {
 			continue
+		}
+		if s, _ := vals[3].(string); s != "" {
+			if at, err := time.Parse(time.RFC3339Nano, s); err == nil && at.Add(retryGrace).After(a.now()) {
+				continue // handed back until then, with an activation scheduled
+			}
 		}
 		v, _ := strconv.ParseInt(fmt.Sprint(vals[1]), 10, 64)
 		q, _ := vals[2].(string)

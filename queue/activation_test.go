@@ -51,6 +51,22 @@ func TestClaimRules(t *testing.T) {
 	orphans, err := acts.Orphans(f.ctx)
 	require.NoError(t, err)
 	require.Equal(t, []Orphan{{ThreadID: "a", Version: c.Version}}, orphans)
+	// Handed back until a retry time, it is no orphan until then.
+	retryAt := func(at time.Time) {
+		require.NoError(t, f.r.Client.HSet(f.ctx, f.ks.Thread("a"), RetryAtField, at.Format(time.RFC3339Nano)).Err())
+	}
+	retryAt(f.clock.Now().Add(time.Minute))
+	orphans, err = acts.Orphans(f.ctx)
+	require.NoError(t, err)
+	require.Empty(t, orphans)
+	retryAt(f.clock.Now().Add(-time.Second)) // within the grace
+	orphans, err = acts.Orphans(f.ctx)
+	require.NoError(t, err)
+	require.Empty(t, orphans)
+	retryAt(f.clock.Now().Add(-time.Minute))
+	orphans, err = acts.Orphans(f.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []Orphan{{ThreadID: "a", Version: c.Version}}, orphans)
 	_, err = acts.Claim(f.ctx, "a", "recover", c.Version-1, "tok2", "a@recover-1", ttl)
 	require.ErrorIs(t, err, ErrNotClaimable)
 	c2, err := acts.Claim(f.ctx, "a", "recover", c.Version, "tok2", "a@recover-2", ttl)

@@ -14,7 +14,8 @@ import (
 	"github.com/spool-run/spool/thread"
 )
 
-// Checkpoint reasons (spec/versioned-changesets.md).
+// Checkpoint reasons (spec/versioned-changesets.md); ReasonRetryWait is
+// spool's: a thread handed back to wait out a provider's retry time.
 const (
 	ReasonUserMessage     = "user_message"
 	ReasonAssistantTurn   = "assistant_turn_committed"
@@ -22,6 +23,7 @@ const (
 	ReasonRunFinished     = "run_finished"
 	ReasonWaitingChildren = "waiting_children"
 	ReasonHandoff         = "handoff"
+	ReasonRetryWait       = "retry_wait"
 )
 
 // State is the operational state snapshot a checkpoint stores

@@ -82,11 +82,11 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	// once (a finished thread's Finalize released it already). A failed
 	// activation keeps it until it lapses: that is the backoff before
 	// asynq's retry or the recoverer takes the thread again.
-	if (err == nil && !s.leaseReleased) || errors.Is(err, errDraining) {
+	if (err == nil && !s.leaseReleased) || errors.Is(err, errDraining) || errors.Is(err, errRetryLater) {
 		_ = w.o.Activations.Release(context.WithoutCancel(ctx), act.ThreadID, token)
 	}
 
-	if err != nil && !errors.Is(err, errDraining) {
+	if err != nil && !errors.Is(err, errDraining) && !errors.Is(err, errRetryLater) {
 		// Whatever stopped this activation, if another one holds the
 		// thread now, it is a takeover, not a failure to retry.
 		if hb := w.o.Activations.Heartbeat(context.WithoutCancel(ctx), act.ThreadID, token, ttl); errors.Is(hb, queue.ErrLeaseLost) {
@@ -96,6 +96,8 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, errRetryLater):
+		return nil // the activation due at the retry time continues the thread
 	case errors.Is(err, errLeaseLost), errors.Is(err, queue.ErrConflict), errors.Is(err, transcript.ErrSegmentExists):
 		log.Warn("activation stopped: another activation owns the thread", "error", err)
 		return nil

@@ -33,6 +33,15 @@
 // does not wait for the lease to lapse and a recovering worker to find the
 // cancel flag. An outcome or a handoff already durable stands.
 //
+// Retry waits. A model call that fails and is to be retried after less than
+// Config.RetryHandBack (transient errors' backoff) waits in its slot. A
+// longer wait (a provider's retry-after on a rate limit) does not hold the
+// slot: the thread is checkpointed (reason retry_wait, with the attempts
+// so far, which the error hooks' attempt limit counts across activations)
+// and handed back, with a recover activation scheduled for the retry time;
+// the housekeeping leaves it alone until then (queue.RetryAtField), and a
+// cancel ends it at once (no activation holds it).
+//
 // Crash safety. The registry version is the fence: every checkpoint commits
 // "expected version = V" before it writes its segment, so a worker whose
 // lease was taken over stops at its next checkpoint and writes nothing. A

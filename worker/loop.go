@@ -159,10 +159,16 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 			ChainIndex: s.rec.ChainIndex, Inputs: s.rec.Inputs, Turn: s.st.Turn + 1,
 		},
 	}
-	for attempt := 0; ; attempt++ {
+	// Handed back until RetryAt, and activated a little early: the rest.
+	if done, err := s.waitToRetry(ctx, s.st.RetryAt.Sub(s.o.Now())); done || err != nil {
+		return nil, err
+	}
+	s.st.RetryAt = time.Time{}
+	for attempt := s.st.ModelAttempts; ; attempt++ {
 		start := time.Now()
 		resp, err := s.prov.Complete(ctx, req, func(text string) { s.tw.AppendDelta(text) })
 		if err == nil {
+			s.st.ModelAttempts = 0
 			s.w.metrics.observeTurn(s.rec.Directive, s.rec.Model, time.Since(start))
 			return resp, nil
 		}
@@ -186,15 +192,12 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 			s.decide(thread.StatusError, "", nil, &queue.ErrorInfo{Code: code, Message: pe.Error()})
 			return nil, nil
 		}
+		if dec.Delay >= s.w.cfg.RetryHandBack {
+			return nil, s.handBackForRetry(ctx, attempt+1, dec.Delay)
+		}
 		s.log.Info("model call failed; retrying", "class", pe.Class, "attempt", attempt+1, "delay", dec.Delay)
-		select {
-		case <-ctx.Done():
-			if cancelRequested(ctx) {
-				s.decideCancelled("cancelled while waiting to retry")
-				return nil, nil
-			}
-			return nil, context.Cause(ctx)
-		case <-time.After(dec.Delay):
+		if done, err := s.waitToRetry(ctx, dec.Delay); done || err != nil {
+			return nil, err
 		}
 	}
 }
@@ -359,4 +362,57 @@ func (s *session) finalize(ctx context.Context) error {
 		})
 	}
 	return nil
+}
+
+// waitToRetry waits d (nothing when d <= 0) before a model call's retry.
+// done: a cancel request came meanwhile and decided the thread cancelled;
+// err: the activation's context ended otherwise.
+func (s *session) waitToRetry(ctx context.Context, d time.Duration) (done bool, err error) {
+	if d <= 0 {
+		return false, nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		if cancelRequested(ctx) {
+			s.decideCancelled("cancelled while waiting to retry")
+			return true, nil
+		}
+		return false, context.Cause(ctx)
+	case <-t.C:
+		return false, nil
+	}
+}
+
+// errRetryLater ends an activation that handed its thread back to wait out
+// a long retry delay (handBackForRetry): its worker slot is free meanwhile.
+var errRetryLater = errors.New("thread handed back until its model call's retry time")
+
+// handBackForRetry checkpoints a thread whose model call is to be retried
+// only after delay (attempts failed so far) and schedules the activation
+// that retries it: a recover activation at the checkpoint's version, due
+// at the retry time, which the lease this activation then releases lets
+// claim. The housekeeping that re-enqueues running threads without a lease
+// makes the same task (same id), so it cannot run the retry early; a
+// cancel meanwhile ends the thread at once (Orchestrator.Cancel finalizes a
+// running thread that no activation holds).
+func (s *session) handBackForRetry(ctx context.Context, attempts int, delay time.Duration) error {
+	s.st.ModelAttempts = attempts
+	s.st.RetryAt = s.o.Now().Add(delay).UTC()
+	if err := s.checkpoint(ctx); err != nil {
+		return err
+	}
+	// asynq schedules by whole seconds (a task is due in the second its
+	// time falls in): round up, so that it is not due before RetryAt.
+	due := s.st.RetryAt.Truncate(time.Second)
+	if due.Before(s.st.RetryAt) {
+		due = due.Add(time.Second)
+	}
+	act := queue.Activation{ThreadID: s.id(), Reason: "recover"}
+	if err := s.o.Enqueuer.Enqueue(ctx, act, s.version, s.rec.Queue, asynqProcessAt(due)); err != nil {
+		return err
+	}
+	s.log.Info("model call to retry later; thread handed back", "attempt", attempts, "delay", delay, "retry_at", s.st.RetryAt)
+	return errRetryLater
 }

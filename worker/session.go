@@ -40,6 +40,13 @@ type state struct {
 	SinceResponse int `json:"since_response"`
 	// Nudged is set once the model was asked to call directive_return.
 	Nudged bool `json:"nudged,omitempty"`
+	// ModelAttempts counts the failed attempts of the current turn's model
+	// call, across activations (a long retry wait hands the thread back:
+	// handBackForRetry), for the error hooks' attempt limit.
+	ModelAttempts int `json:"model_attempts,omitempty"`
+	// RetryAt is when a thread handed back for a retry (handBackForRetry)
+	// calls its model again.
+	RetryAt time.Time `json:"retry_at,omitzero"`
 	// Pending are tool calls whose results are child threads' results.
 	Pending []pending `json:"pending,omitempty"`
 	// Final is set once the thread's outcome is decided; a worker that
@@ -413,7 +420,11 @@ func (s *session) checkpoint(ctx context.Context) error { return s.checkpointTur
 func (s *session) checkpointTurn(ctx context.Context, charge bool) error {
 	began := time.Now()
 	cost := s.st.Cost
-	v, err := s.o.Registry.Commit(ctx, s.id(), s.version, queue.Changes{Cost: &cost, Transcript: orchestrator.RecordMark(s.tw.Mark())})
+	ch := queue.Changes{Cost: &cost, Transcript: orchestrator.RecordMark(s.tw.Mark())}
+	if !s.st.RetryAt.IsZero() {
+		ch.Fields = map[string]string{queue.RetryAtField: s.st.RetryAt.Format(time.RFC3339Nano)}
+	}
+	v, err := s.o.Registry.Commit(ctx, s.id(), s.version, ch)
 	if err != nil {
 		return err
 	}
@@ -471,6 +482,8 @@ func (s *session) checkpointState(raw json.RawMessage) transcript.State {
 		st.Reason, st.StopFlag = transcript.ReasonHandoff, true
 	case len(s.st.Pending) > 0:
 		st.Reason = transcript.ReasonWaitingChildren
+	case !s.st.RetryAt.IsZero():
+		st.Reason = transcript.ReasonRetryWait
 	}
 	return st
 }

@@ -41,6 +41,12 @@ type Config struct {
 	// 0.5 s wait time out after up to 5.5 s; default 1s (one cheap Redis
 	// script per worker per second).
 	DelayedTaskCheckInterval time.Duration
+	// RetryHandBack: a model call to retry after at least this long (a
+	// provider's retry-after, a hook's backoff) does not wait in its
+	// worker slot: the thread is checkpointed and handed back, and a task
+	// scheduled for the retry time continues it on whatever worker.
+	// Default 10s.
+	RetryHandBack time.Duration
 	// MaxToolResultBytes bounds a tool result given to the model; the full
 	// result is stored as an artifact. Default 32 KiB.
 	MaxToolResultBytes int
@@ -73,6 +79,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.DelayedTaskCheckInterval <= 0 {
 		c.DelayedTaskCheckInterval = time.Second
+	}
+	if c.RetryHandBack <= 0 {
+		c.RetryHandBack = 10 * time.Second
 	}
 	if c.MaxToolResultBytes <= 0 {
 		c.MaxToolResultBytes = 32 << 10

@@ -25,6 +25,8 @@ func workerFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "on SIGTERM, how long in-flight turns may finish"},
 		&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"SPOOL_METRICS_ADDR"}, Usage: "serve /metrics and /healthz here (e.g. :9090)"},
 		&cli.DurationFlag{Name: "recover-interval", EnvVars: []string{"SPOOL_RECOVER_INTERVAL"}, Value: 2 * time.Second, Usage: "how often to look for orphaned threads (0 disables)"},
+		&cli.DurationFlag{Name: "retry-hand-back", EnvVars: []string{"SPOOL_RETRY_HAND_BACK"}, Value: 10 * time.Second,
+			Usage: "a model call retried after at least this long (a provider's retry-after) frees its slot: the thread is handed back until then"},
 	}
 }
 
@@ -77,6 +79,9 @@ func workerQueues(c *cli.Context) (map[string]int, error) {
 	if c.Int("concurrency") <= 0 {
 		return nil, usagef("--concurrency must be positive")
 	}
+	if c.Duration("retry-hand-back") <= 0 {
+		return nil, usagef("--retry-hand-back must be positive")
+	}
 	return queues, nil
 }
 
@@ -94,7 +99,7 @@ func newWorker(c *cli.Context, s *services, reg *prometheus.Registry) (*worker.W
 		ri = -1
 	}
 	return worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: queues, ShutdownTimeout: c.Duration("shutdown-timeout"),
-		Logger: s.log, Metrics: m, RecoverInterval: ri}, s.orch), nil
+		Logger: s.log, Metrics: m, RecoverInterval: ri, RetryHandBack: c.Duration("retry-hand-back")}, s.orch), nil
 }
 
 // processRegistry is a Prometheus registry with the Go runtime's and the
