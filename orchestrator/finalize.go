@@ -274,6 +274,18 @@ func (o *Orchestrator) Cancel(ctx context.Context, id string, cascade bool) (*qu
 		if err != nil {
 			return nil, err
 		}
+		if rec.Status == thread.StatusContinued {
+			// Handed off since the chain was resolved: the chain lives on
+			// in the continuation.
+			next, err := o.Registry.ResolveChain(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			if next != id {
+				id = next
+				continue
+			}
+		}
 		if rec.Status.Terminal() {
 			return rec, nil
 		}

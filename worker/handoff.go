@@ -128,7 +128,24 @@ func (s *session) completeHandoff(ctx context.Context) error {
 	s.decide(thread.StatusContinued, "", nil, nil)
 	s.st.Final.ContinuationID = newID
 	s.log.Info("thread handed off", "new_thread_id", newID)
-	return s.finalize(ctx)
+	if err := s.finalize(ctx); err != nil {
+		return err
+	}
+	return s.forwardCancel(ctx)
+}
+
+// forwardCancel passes a cancel requested of this thread while it handed
+// off (a decided handoff stands) on to its chain, which lives on in the
+// continuation: Cancel follows the link, now in place.
+func (s *session) forwardCancel(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx)
+	rec, err := s.o.Registry.Get(ctx, s.id())
+	if err != nil || !rec.CancelRequested {
+		return err
+	}
+	s.log.Info("cancel requested during the handoff; cancelling the continuation", "new_thread_id", rec.ContinuationThreadID)
+	_, err = s.o.Cancel(ctx, s.id(), rec.CancelCascade)
+	return err
 }
 
 // continuationSeed builds a continuation thread's first messages from the
