@@ -373,7 +373,7 @@ func (r *Registry) RequestCancel(ctx context.Context, id string, cascade bool) e
 	if cascade {
 		c = "1"
 	}
-	res, err := regCancelScript.Run(ctx, r.rdb, []string{r.ks.Thread(id), r.ks.Control()}, id, c).Slice()
+	res, err := regCancelScript.Run(ctx, r.rdb, []string{r.ks.Thread(id), r.ks.Control(), r.ks.Events()}, id, c).Slice()
 	if err != nil {
 		return fmt.Errorf("cancel thread %q: %w", id, err)
 	}

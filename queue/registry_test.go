@@ -566,12 +566,16 @@ func TestCancelFlag(t *testing.T) {
 	if rec := f.get(t, "x"); !rec.CancelRequested || rec.Version != 1 {
 		t.Fatalf("record %+v", rec)
 	}
-	// A status change reaches the events channel, not the control one.
+	// The request is on the events channel too (for workers of earlier
+	// versions); a status change is there only, not on the control one.
+	if ev := <-status.C; ev != (StatusEvent{ThreadID: "x", Status: "cancel"}) {
+		t.Fatalf("events channel: %+v", ev)
+	}
 	if err := f.reg.UpdateStatus(f.ctx, "x", thread.StatusCancelled); err != nil {
 		t.Fatal(err)
 	}
 	if ev := <-status.C; ev != (StatusEvent{ThreadID: "x", Status: "cancelled"}) {
-		t.Fatalf("status event %+v (the cancel request is not one)", ev)
+		t.Fatalf("status event %+v", ev)
 	}
 	select {
 	case ev := <-sub.C:
