@@ -50,18 +50,11 @@ func New(rdb redis.UniversalClient, ks keyspace.Space) *Ledger {
 // idempotent: registering the same root with the same max again is a no-op;
 // another max, or an id that is a child, is ErrExists.
 func (l *Ledger) Register(ctx context.Context, root string, max float64) error {
-	n, err := ToNano(max)
+	op, err := l.RegisterOp(root, max)
 	if err != nil {
-		return fmt.Errorf("register budget for %s: %w", root, err)
+		return err
 	}
-	if root == "" {
-		return errors.New("register budget: empty thread id")
-	}
-	res, err := registerScript.Run(ctx, l.rdb, []string{l.ks.Ledger(root)}, n).Slice()
-	if err != nil {
-		return fmt.Errorf("register budget for %s: %w", root, err)
-	}
-	return registerReply(root, max, res)
+	return op.Run(ctx, l.rdb, "register budget for "+root)
 }
 
 // RegisterOp is Register as a step of a batch (luabatch): the batch goes
@@ -93,18 +86,11 @@ func registerReply(root string, max float64, res []any) error {
 // both ErrInsufficientBudget and a spend_exceeded *thread.LimitError.
 // Reserving again for an existing child of the same parent is a no-op.
 func (l *Ledger) Reserve(ctx context.Context, child, parent string, amount float64) error {
-	n, err := ToNano(amount)
+	op, err := l.ReserveOp(child, parent, amount)
 	if err != nil {
-		return fmt.Errorf("reserve budget for %s: %w", child, err)
+		return err
 	}
-	if child == "" || parent == "" || child == parent {
-		return fmt.Errorf("reserve budget: bad ids child %q parent %q", child, parent)
-	}
-	res, err := reserveScript.Run(ctx, l.rdb, []string{l.ks.Ledger(parent), l.ks.Ledger(child)}, n, parent).Slice()
-	if err != nil {
-		return fmt.Errorf("reserve budget for %s: %w", child, err)
-	}
-	return reserveReply(child, parent, amount, res)
+	return op.Run(ctx, l.rdb, "reserve budget for "+child)
 }
 
 // ReserveOp is Reserve as a step of a batch (luabatch): the batch goes on
@@ -148,14 +134,13 @@ func reserveReply(child, parent string, amount float64, res []any) error {
 // spent, the rest goes to Overrun) and returns a spend_exceeded
 // *thread.LimitError with the entry: the thread must stop.
 func (l *Ledger) Charge(ctx context.Context, id, key string, amount float64) (Entry, error) {
-	n, err := ToNano(amount)
+	var e Entry
+	op, err := l.ChargeOp(id, key, amount, func(got Entry, _ error) { e = got })
 	if err != nil {
-		return Entry{}, fmt.Errorf("charge %s: %w", id, err)
+		return Entry{}, err
 	}
-	if key == "" {
-		return Entry{}, fmt.Errorf("charge %s: empty idempotency key", id)
-	}
-	return l.charge(ctx, id, key, n, "add")
+	err = op.Run(ctx, l.rdb, "charge "+id)
+	return e, err
 }
 
 // ReportActual reports id's total own spend so far (USD), as the spec's
@@ -171,11 +156,9 @@ func (l *Ledger) ReportActual(ctx context.Context, id string, actual float64) (E
 }
 
 func (l *Ledger) charge(ctx context.Context, id, key string, n int64, mode string) (Entry, error) {
-	res, err := chargeScript.Run(ctx, l.rdb, []string{l.ks.Ledger(id)}, key, n, mode).Slice()
-	if err != nil {
-		return Entry{}, fmt.Errorf("charge %s: %w", id, err)
-	}
-	return chargeReply(id, res)
+	var e Entry
+	err := l.chargeOp(id, key, n, mode, func(got Entry, _ error) { e = got }).Run(ctx, l.rdb, "charge "+id)
+	return e, err
 }
 
 // ChargeOp is Charge as a step of a batch (luabatch). The batch goes on
@@ -190,8 +173,14 @@ func (l *Ledger) ChargeOp(id, key string, amount float64, done func(Entry, error
 	if key == "" {
 		return luabatch.Op{}, fmt.Errorf("charge %s: empty idempotency key", id)
 	}
+	return l.chargeOp(id, key, n, "add", done), nil
+}
+
+// chargeOp is chargeScript's step for id: key, n (nano-USD), mode "add" or
+// "abs"; done as ChargeOp's.
+func (l *Ledger) chargeOp(id, key string, n int64, mode string, done func(Entry, error)) luabatch.Op {
 	return luabatch.Op{
-		Step: luabatch.Step{Script: chargeScript, Keys: []string{l.ks.Ledger(id)}, Args: []any{key, n, "add"}, Proceed: []string{"ok", "over"}},
+		Step: luabatch.Step{Script: chargeScript, Keys: []string{l.ks.Ledger(id)}, Args: []any{key, n, mode}, Proceed: []string{"ok", "over"}},
 		Read: func(reply any) error {
 			e, err := chargeReply(id, slice(reply))
 			if done != nil {
@@ -199,7 +188,7 @@ func (l *Ledger) ChargeOp(id, key string, amount float64, done func(Entry, error
 			}
 			return err
 		},
-	}, nil
+	}
 }
 
 func chargeReply(id string, res []any) (Entry, error) {
@@ -234,11 +223,7 @@ func (l *Ledger) Release(ctx context.Context, id string, ancestors []string, sta
 	if err != nil {
 		return err
 	}
-	res, err := releaseScript.Run(ctx, l.rdb, op.Keys, op.Args...).Slice()
-	if err != nil {
-		return fmt.Errorf("release %s: %w", id, err)
-	}
-	return releaseReply(id, res)
+	return op.Run(ctx, l.rdb, "release "+id)
 }
 
 // ReleaseOp is Release as a step of a batch (luabatch): the batch goes on

@@ -45,11 +45,8 @@ func (r *Registry) link(ctx context.Context, keys []string, oldID, newID string)
 	if err != nil {
 		return 0, 0, err
 	}
-	res, err := regLinkScript.Run(ctx, r.rdb, op.Keys, op.Args...).Slice()
-	if err != nil {
-		return 0, 0, fmt.Errorf("link continuation %q → %q: %w", oldID, newID, err)
-	}
-	return ov, nv, op.Read(res)
+	err = op.Run(ctx, r.rdb, fmt.Sprintf("link continuation %q → %q", oldID, newID))
+	return ov, nv, err
 }
 
 // LinkOp is LinkContinuation as a step of a batch (luabatch): read, the

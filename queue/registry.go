@@ -101,11 +101,8 @@ func (r *Registry) Register(ctx context.Context, nt NewThread) (*Record, error) 
 	if err != nil {
 		return nil, err
 	}
-	res, err := regRegisterScript.Run(ctx, r.rdb, op.Keys, op.Args...).Slice()
-	if err != nil {
-		return nil, fmt.Errorf("register thread %q: %w", nt.ThreadID, err)
-	}
-	return rec, op.Read(res)
+	err = op.Run(ctx, r.rdb, fmt.Sprintf("register thread %q", nt.ThreadID))
+	return rec, err
 }
 
 // RegisterOp is Register as a step of a batch (luabatch): read, the reply

@@ -82,11 +82,8 @@ func (r *Registry) Commit(ctx context.Context, id string, expectedVersion int64,
 	if err != nil {
 		return 0, err
 	}
-	res, err := regCommitScript.Run(ctx, r.rdb, op.Keys, op.Args...).Slice()
-	if err != nil {
-		return 0, fmt.Errorf("commit thread %q: %w", id, err)
-	}
-	return v, op.Read(res)
+	err = op.Run(ctx, r.rdb, fmt.Sprintf("commit thread %q", id))
+	return v, err
 }
 
 // CommitOp is Commit as a step of a batch (luabatch): read, the reply sets

@@ -195,6 +195,19 @@ type Op struct {
 	Read func(reply any) error
 }
 
+// Run runs op's script alone, not in a batch, and returns what op.Read
+// made of the reply, or the failure of the script itself wrapped as what.
+func (op Op) Run(ctx context.Context, rdb redis.Scripter, what string) error {
+	res, err := op.Script.Run(ctx, rdb, op.Keys, op.Args...).Result()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if op.Read == nil {
+		return nil
+	}
+	return op.Read(res)
+}
+
 // ErrNotRun is the error of an op after the step that stopped its batch.
 var ErrNotRun = errors.New("not run: an earlier step of the batch stopped it")
 

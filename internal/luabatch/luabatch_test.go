@@ -100,6 +100,14 @@ func TestRedisErrorAbortsTheBatch(t *testing.T) {
 	v, err := r.Client.Get(ctx, k+"a").Int()
 	require.NoError(t, err)
 	require.Equal(t, 1, v, "the steps before the error stay, the ones after it did not run")
+
+	// An op alone: its reader's verdict, or the script's failure wrapped.
+	var got any
+	read := func(reply any) error { got = reply; return nil }
+	require.NoError(t, Op{Step: Step{Script: incr, Keys: []string{k + "a"}, Args: []any{2}}, Read: read}.Run(ctx, r.Client, "incr a"))
+	require.Equal(t, []any{"OK", int64(3)}, got)
+	err = Op{Step: Step{Script: incr, Keys: []string{k + "s"}, Args: []any{1}}, Read: read}.Run(ctx, r.Client, "incr s")
+	require.ErrorContains(t, err, "incr s: ")
 }
 
 func TestComposeIsCachedPerSequence(t *testing.T) {
