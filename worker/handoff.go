@@ -17,7 +17,18 @@ import (
 	"github.com/spool-run/spool/transcript"
 )
 
-func asynqProcessAt(t time.Time) asynq.Option { return asynq.ProcessAt(t) }
+// asynqProcessAt schedules a task for t. asynq schedules by whole seconds
+// (a task is due in the second its time falls in, up to a second early):
+// t is rounded up, so that the task is never due before t (an early
+// wait_threads timeout would only suspend the thread again; an early retry
+// would call the provider before its retry-after).
+func asynqProcessAt(t time.Time) asynq.Option {
+	due := t.Truncate(time.Second)
+	if due.Before(t) {
+		due = due.Add(time.Second)
+	}
+	return asynq.ProcessAt(due)
+}
 
 // defaultContinuation is the system directive that renders a handoff's
 // seed message.

@@ -403,14 +403,8 @@ func (s *session) handBackForRetry(ctx context.Context, attempts int, delay time
 	if err := s.checkpoint(ctx); err != nil {
 		return err
 	}
-	// asynq schedules by whole seconds (a task is due in the second its
-	// time falls in): round up, so that it is not due before RetryAt.
-	due := s.st.RetryAt.Truncate(time.Second)
-	if due.Before(s.st.RetryAt) {
-		due = due.Add(time.Second)
-	}
 	act := queue.Activation{ThreadID: s.id(), Reason: "recover"}
-	if err := s.o.Enqueuer.Enqueue(ctx, act, s.version, s.rec.Queue, asynqProcessAt(due)); err != nil {
+	if err := s.o.Enqueuer.Enqueue(ctx, act, s.version, s.rec.Queue, asynqProcessAt(s.st.RetryAt)); err != nil {
 		return err
 	}
 	s.log.Info("model call to retry later; thread handed back", "attempt", attempts, "delay", delay, "retry_at", s.st.RetryAt)
