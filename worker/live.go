@@ -83,14 +83,11 @@ func (s *session) startLive() {
 			case line := <-ch:
 				publish(line)
 			case <-s.liveDone:
-				for { // what was appended before the end
-					select {
-					case line := <-ch:
-						publish(line)
-					default:
-						return
-					}
+				// What was appended before the end: the writer sends no more.
+				for len(ch) > 0 {
+					publish(<-ch)
 				}
+				return
 			}
 		}
 	}()
