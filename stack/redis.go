@@ -20,8 +20,17 @@ import (
 //	redis-sentinel://[:pass@]host1:port,host2:port/[db]?master=mymaster
 //	redis-cluster://[:pass@]host1:port,host2:port
 //
-// asynq, the registry and the ledger share this one client.
+// asynq, the registry and the ledger share this one client. Errors never
+// hold the URL's password, whatever the URL's form (see RedactURL).
 func OpenRedis(rawURL string) (redis.UniversalClient, error) {
+	rdb, err := openRedis(rawURL)
+	if err != nil {
+		return nil, MaskURLError(rawURL, err)
+	}
+	return rdb, nil
+}
+
+func openRedis(rawURL string) (redis.UniversalClient, error) {
 	switch {
 	case strings.HasPrefix(rawURL, "redis://"), strings.HasPrefix(rawURL, "rediss://"):
 		opt, err := redis.ParseURL(rawURL)
@@ -37,7 +46,7 @@ func OpenRedis(rawURL string) (redis.UniversalClient, error) {
 		}
 		master := u.Query().Get("master")
 		if master == "" {
-			return nil, fmt.Errorf("redis url %q: redis-sentinel needs ?master=NAME", redact(rawURL))
+			return nil, fmt.Errorf("redis url %q: redis-sentinel needs ?master=NAME", RedactURL(rawURL))
 		}
 		return redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: master, SentinelAddrs: hosts, Password: pass, DB: db, PoolSize: 32,
@@ -52,13 +61,13 @@ func OpenRedis(rawURL string) (redis.UniversalClient, error) {
 	case rawURL == "":
 		return nil, fmt.Errorf("redis url is empty")
 	}
-	return nil, fmt.Errorf("redis url %q: scheme must be redis, rediss, redis-sentinel or redis-cluster", redact(rawURL))
+	return nil, fmt.Errorf("redis url %q: scheme must be redis, rediss, redis-sentinel or redis-cluster", RedactURL(rawURL))
 }
 
 func parseMulti(raw string) (*url.URL, []string, string, int, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, nil, "", 0, fmt.Errorf("redis url %q: %w", redact(raw), err)
+		return nil, nil, "", 0, fmt.Errorf("redis url %q: %w", RedactURL(raw), err)
 	}
 	var hosts []string
 	for _, h := range strings.Split(u.Host, ",") {
@@ -70,28 +79,16 @@ func parseMulti(raw string) (*url.URL, []string, string, int, error) {
 		}
 	}
 	if len(hosts) == 0 {
-		return nil, nil, "", 0, fmt.Errorf("redis url %q: no hosts", redact(raw))
+		return nil, nil, "", 0, fmt.Errorf("redis url %q: no hosts", RedactURL(raw))
 	}
 	pass, _ := u.User.Password()
 	db := 0
 	if p := strings.Trim(u.Path, "/"); p != "" {
 		if db, err = strconv.Atoi(p); err != nil {
-			return nil, nil, "", 0, fmt.Errorf("redis url %q: db %q is not a number", redact(raw), p)
+			return nil, nil, "", 0, fmt.Errorf("redis url %q: db %q is not a number", RedactURL(raw), p)
 		}
 	}
 	return u, hosts, pass, db, nil
-}
-
-// redact hides a password in a URL for error messages.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
 }
 
 // AutoPipelined returns rdb's blocking auto-pipeliner where the client has

@@ -242,7 +242,7 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 	defer cancel()
 	if err := s.rdb.Ping(pingCtx).Err(); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("redis %s: %w", redactURL(url), err)
+		return nil, stack.MaskURLError(url, fmt.Errorf("redis %s: %w", stack.RedactURL(url), err))
 	}
 	if s.store, err = stack.OpenBlobStore(c.Context, dd); err != nil {
 		s.Close()

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -154,7 +153,7 @@ func checkNoDev(ctx context.Context, urlFile string) error {
 		cancel()
 		_ = rdb.Close()
 		if alive {
-			return fmt.Errorf("spool dev is already running for this data dir (redis %s); stop it first, or remove %s", u, urlFile)
+			return fmt.Errorf("spool dev is already running for this data dir (redis %s); stop it first, or remove %s", stack.RedactURL(u), urlFile)
 		}
 	}
 	return os.Remove(urlFile)
@@ -162,7 +161,7 @@ func checkNoDev(ctx context.Context, urlFile string) error {
 
 func printBanner(c *cli.Context, out io.Writer, s *services, schedDesc, monitor string) {
 	addr := c.String("addr")
-	redisLine := redactURL(c.String("redis-url"))
+	redisLine := stack.RedactURL(c.String("redis-url"))
 	switch {
 	case s.embedded != nil && s.embedded.Persistent:
 		redisLine = s.embedded.URL + " (redis-server, data in " + filepath.Join(s.dataDir, "redis") + ")"
@@ -215,7 +214,7 @@ func exampleRun(c *cli.Context, s *services) string {
 		args = append(args, "--namespace", shellQuote(ns))
 	}
 	if s.embedded == nil {
-		args = append(args, "--redis-url", shellQuote(redactURL(c.String("redis-url"))))
+		args = append(args, "--redis-url", shellQuote(stack.RedactURL(c.String("redis-url"))))
 	}
 	return strings.Join(append(args, "thread", "run", name, "--wait"), " ")
 }
@@ -227,13 +226,4 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// redactURL hides a password in a Redis URL.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return raw
-	}
-	return u.Redacted()
 }
