@@ -242,7 +242,7 @@ func (t *fsRead) Run(ctx context.Context, env *Env, input json.RawMessage) (Resu
 	case in.Path != "" && in.Artifact != "":
 		return errorResult("fs_read: give path or artifact, not both"), nil
 	case in.Artifact != "":
-		prefix := "threads/" + keySegment(env.ThreadID) + "/artifacts/"
+		prefix := artifactPrefix(env.ThreadID)
 		rest, ok := strings.CutPrefix(in.Artifact, prefix)
 		if !ok || blobstore.ValidateKey(in.Artifact) != nil || strings.Contains(rest, "/") {
 			return errorResult(fmt.Sprintf("fs_read: artifact %q is not an artifact of this thread (want %s<name>)", in.Artifact, prefix)), nil

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/thread"
 )
 
 type fsSetup struct {
@@ -191,6 +192,37 @@ func TestFSReadArtifact(t *testing.T) {
 	}
 	r = s.run(t, s.env, FSReadID, map[string]any{"artifact": key, "path": "x"})
 	require.True(t, r.IsError)
+}
+
+// TestFSReadArtifactOfSlashedDirective: a thread of a directive whose name
+// has a slash ("demo/hello-<epoch>-<random>") reads back its cut results,
+// both from the key the worker writes (threads/<id>/artifacts/, the
+// thread's prefix like its transcript) and from Registry.Call's.
+func TestFSReadArtifactOfSlashedDirective(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := setupFS(t, FSConfig{})
+	env := &Env{ThreadID: "demo/hello-1739820456-k3j9qa", TreeID: "demo/hello-1739820456-k3j9qa", Store: s.store}
+	worker := fmt.Sprintf("threads/%s/artifacts/%s.txt", env.ThreadID, "toolu_1")
+	require.NoError(t, s.store.Put(ctx, worker, []byte("a\nb\n")))
+	r := s.run(t, env, FSReadID, map[string]any{"artifact": worker, "offset": 2})
+	require.False(t, r.IsError, r.Output)
+	require.Equal(t, "b\n[lines 2-2 of 2]", r.Output)
+
+	reg, err := NewRegistry(echoTool{"acme/echo"})
+	require.NoError(t, err)
+	in, _ := json.Marshal(map[string]string{"text": strings.Repeat("z\n", 1000)})
+	cut, err := reg.Call(ctx, env, thread.ToolCall{ID: "c1", Name: "acme/echo", Input: in}, 1000)
+	require.NoError(t, err)
+	require.NotEmpty(t, cut.Artifact)
+	r = s.run(t, env, FSReadID, map[string]any{"artifact": cut.Artifact, "offset": 1000})
+	require.False(t, r.IsError, r.Output)
+	require.Equal(t, "z\n[lines 1000-1000 of 1000]", r.Output)
+
+	other := &Env{ThreadID: "demo/hello-1739820456-zzzzzz", TreeID: env.TreeID, Store: s.store}
+	r = s.run(t, other, FSReadID, map[string]any{"artifact": worker})
+	require.True(t, r.IsError)
+	require.Contains(t, r.Output, "not an artifact of this thread")
 }
 
 func TestFSList(t *testing.T) {
