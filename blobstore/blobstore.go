@@ -17,6 +17,11 @@ var ErrNotFound = errors.New("blob not found")
 // ErrExists is returned by PutIfAbsent when the key already exists.
 var ErrExists = errors.New("blob already exists")
 
+// ErrSymlink is the error of a Local operation whose path holds a symbolic
+// link (planted in the store's directory by something other than the
+// store, which never makes one): the local store never follows one.
+var ErrSymlink = errors.New("a component of the path is a symlink, which the local store never follows")
+
 // Info describes a stored object.
 type Info struct {
 	Key      string

@@ -84,6 +84,18 @@ func needWorkspace(env *Env) error {
 	return nil
 }
 
+// refusedPath sorts a store error of a file tool: a path through a
+// symlink, which the local store refuses (blobstore.ErrSymlink; something
+// other than spool planted it in the workspace), is the workspace's fault,
+// so the model gets an error result; anything else is an infrastructure
+// error for the worker.
+func refusedPath(tool, p string, err error) (Result, error) {
+	if errors.Is(err, blobstore.ErrSymlink) {
+		return errorResult(fmt.Sprintf("%s %s: refused: %v", tool, p, blobstore.ErrSymlink)), nil
+	}
+	return Result{}, err
+}
+
 // --- fs_write ---
 
 type fsWrite struct{ cfg FSConfig }
@@ -139,7 +151,7 @@ func (t *fsWrite) Run(ctx context.Context, env *Env, input json.RawMessage) (Res
 			return errorResult(fmt.Sprintf("fs_write %s: %v; try again", p, err)), nil
 		}
 		if err != nil {
-			return Result{}, err
+			return refusedPath("fs_write", p, err)
 		}
 		res, late, err := t.write(ctx, env.Store, lk, key, p, mode, *in.Content)
 		if uerr := lk.unlock(ctx); uerr != nil && err == nil {
@@ -149,7 +161,10 @@ func (t *fsWrite) Run(ctx context.Context, env *Env, input json.RawMessage) (Res
 			if late {
 				return Result{}, fmt.Errorf("fs_write %s: the write lease ran out three times (store too slow for FSConfig.LockLease %s)", p, t.cfg.LockLease)
 			}
-			return res, err
+			if err != nil {
+				return refusedPath("fs_write", p, err)
+			}
+			return res, nil
 		}
 		env.logger().Warn("write lease ran out before the write; retrying", "thread_id", env.ThreadID, "path", p)
 	}
@@ -260,7 +275,7 @@ func (t *fsRead) Run(ctx context.Context, env *Env, input json.RawMessage) (Resu
 		return errorResult(fmt.Sprintf("fs_read: %s does not exist", name)), nil
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("read %s: %w", key, err)
+		return refusedPath("fs_read", name, fmt.Errorf("read %s: %w", key, err))
 	}
 	if !utf8.Valid(data) {
 		return errorResult(fmt.Sprintf("fs_read: %s is not UTF-8 text (%d bytes)", name, len(data))), nil
@@ -337,7 +352,7 @@ func (t *fsList) Run(ctx context.Context, env *Env, input json.RawMessage) (Resu
 	}
 	infos, err := env.Store.List(ctx, prefix+dir)
 	if err != nil {
-		return Result{}, fmt.Errorf("list %s: %w", prefix+dir, err)
+		return refusedPath("fs_list", in.Path, fmt.Errorf("list %s: %w", prefix+dir, err))
 	}
 	var b strings.Builder
 	seen := map[string]bool{}
