@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -108,4 +109,42 @@ func (m Models) ResolveModel(explicit, id, tier, fallbackID, fallbackTier string
 func ScriptPath(model string) (string, bool) {
 	p, ok := strings.CutPrefix(model, ScriptPrefix)
 	return p, ok && p != ""
+}
+
+// ErrScriptOutside is the error of ScriptFile for a script path that
+// resolves outside the project root.
+var ErrScriptOutside = errors.New("scripts must be inside the project")
+
+// ScriptFile returns the file of a "script:PATH" model id (ok is false for
+// any other model). PATH is relative to the project root, or absolute; in
+// both cases it must resolve inside the project root once every symlink is
+// followed, so that no model id (from --model, models.yaml, a schedule)
+// can read a host file into the shared store: a path outside is an error
+// wrapping ErrScriptOutside, which names the path but never reads it. A
+// path inside that does not exist is returned as it is, for the caller's
+// read to report.
+func ScriptFile(project, model string) (file string, ok bool, err error) {
+	p, ok := ScriptPath(model)
+	if !ok {
+		return "", false, nil
+	}
+	root, err := filepath.Abs(project)
+	if err != nil {
+		return "", true, fmt.Errorf("project %s: %w", project, err)
+	}
+	if real, err := filepath.EvalSymlinks(root); err == nil {
+		root = real
+	}
+	file = p
+	if !filepath.IsAbs(file) {
+		file = filepath.Join(root, file)
+	}
+	resolved, err := filepath.EvalSymlinks(file)
+	if err != nil {
+		resolved = filepath.Clean(file) // missing: judge the path as written
+	}
+	if rel, err := filepath.Rel(root, resolved); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return "", true, fmt.Errorf("model %s: the script resolves outside the project %s (%w)", model, project, ErrScriptOutside)
+	}
+	return resolved, true, nil
 }

@@ -2,10 +2,10 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/config"
@@ -17,7 +17,9 @@ import (
 // it is script:PATH, and every script tier of models.yaml), and returns the
 // bundle digest for orchestrator.StartRequest.Bundle. userDir is the user
 // space (the home directory; "" skips it). A missing script named by model
-// is an error; a missing tier script is logged and left out.
+// is an error; a missing tier script is logged and left out. A script that
+// resolves outside the project, named by model or by a tier, is an error
+// wrapping config.ErrScriptOutside, and nothing is read or stored.
 //
 // It is what `spool thread run` does before starting a root thread, so a
 // scheduled thread sees the project exactly as a thread run by hand would.
@@ -27,18 +29,15 @@ func ProjectBundle(ctx context.Context, store blobstore.Store, project, userDir,
 	}
 	extra := map[string][]byte{}
 	addScript := func(m string) error {
-		p, ok := config.ScriptPath(m)
-		if !ok {
-			return nil
+		file, ok, err := config.ScriptFile(project, m)
+		if !ok || err != nil {
+			return err
 		}
-		full := p
-		if !filepath.IsAbs(p) {
-			full = filepath.Join(project, p)
-		}
-		b, err := os.ReadFile(full)
+		b, err := os.ReadFile(file)
 		if err != nil {
 			return fmt.Errorf("model %s: %w", m, err)
 		}
+		p, _ := config.ScriptPath(m)
 		extra[p] = b
 		return nil
 	}
@@ -46,8 +45,12 @@ func ProjectBundle(ctx context.Context, store blobstore.Store, project, userDir,
 		return "", err
 	}
 	if models, err := config.LoadModels(os.DirFS(project)); err == nil {
-		for _, m := range models.Tiers {
-			if err := addScript(m); err != nil {
+		for tier, m := range models.Tiers {
+			err := addScript(m)
+			switch {
+			case errors.Is(err, config.ErrScriptOutside):
+				return "", fmt.Errorf("models.yaml tier %s: %w", tier, err)
+			case err != nil:
 				log.Warn("models.yaml tier script not bundled", "error", err)
 			}
 		}

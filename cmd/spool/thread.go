@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -15,9 +14,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/config"
-	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/scheduler"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/worker"
 )
@@ -125,6 +124,9 @@ func threadRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := checkScriptModel(c); err != nil {
+		return err
+	}
 	s, err := openServices(c, openOpts{startEmbedded: c.Bool("embedded")})
 	if err != nil {
 		return err
@@ -180,6 +182,20 @@ func threadRun(c *cli.Context) error {
 	return nil
 }
 
+// checkScriptModel refuses a --model script:PATH outside the project
+// before anything is opened, also for a child (--parent), whose bundle is
+// its parent's.
+func checkScriptModel(c *cli.Context) error {
+	proj, err := projectDir(c)
+	if err != nil {
+		return err
+	}
+	if _, _, err := config.ScriptFile(proj, c.String("model")); errors.Is(err, config.ErrScriptOutside) {
+		return usagef("%v", err)
+	}
+	return nil
+}
+
 func errSuffix(r *queue.Record) string {
 	if r.Error == nil {
 		return ""
@@ -188,37 +204,15 @@ func errSuffix(r *queue.Record) string {
 }
 
 // buildBundle snapshots the project's .ai/ items, plus the provider scripts
-// the run can reach (--model script:PATH and script tiers in models.yaml).
+// the run can reach (--model script:PATH and script tiers in models.yaml),
+// as the scheduler does. A script outside the project is bad usage.
 func buildBundle(c *cli.Context, s *services, model string) (string, error) {
-	extra := map[string][]byte{}
-	addScript := func(m string) error {
-		p, ok := strings.CutPrefix(m, "script:")
-		if !ok {
-			return nil
-		}
-		full := p
-		if !filepath.IsAbs(p) {
-			full = filepath.Join(s.project, p)
-		}
-		b, err := os.ReadFile(full)
-		if err != nil {
-			return fmt.Errorf("model %s: %w", m, err)
-		}
-		extra[p] = b
-		return nil
-	}
-	if err := addScript(model); err != nil {
-		return "", err
-	}
-	if models, err := config.LoadModels(os.DirFS(s.project)); err == nil {
-		for _, m := range models.Tiers {
-			if err := addScript(m); err != nil {
-				s.log.Warn("models.yaml tier script not bundled", "error", err)
-			}
-		}
-	}
 	home, _ := os.UserHomeDir()
-	return directive.BuildBundle(c.Context, s.store, s.project, home, extra)
+	digest, err := scheduler.ProjectBundle(c.Context, s.store, s.project, home, model, s.log)
+	if errors.Is(err, config.ErrScriptOutside) {
+		return "", usagef("%v", err)
+	}
+	return digest, err
 }
 
 func printRecord(w io.Writer, r *queue.Record) {

@@ -1,0 +1,77 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/internal/spooltest"
+)
+
+// requireOneLineError checks a refused command: exit code, one "spool: "
+// line on stderr matching like, nothing on stdout.
+func requireOneLineError(t *testing.T, res spooltest.Result, code int, like string) {
+	t.Helper()
+	require.Equal(t, code, res.Code, "stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+	require.Empty(t, res.Stdout)
+	requireNoTrace(t, res.Stderr)
+	lines := strings.Split(strings.TrimSpace(res.Stderr), "\n")
+	require.Len(t, lines, 1, res.Stderr)
+	require.Regexp(t, "^spool: .*"+like, lines[0])
+}
+
+// TestScriptModelsStayInProject (issue 13, item 3): a script: model or a
+// models.yaml tier that resolves outside the project (absolute, "..", a
+// symlink) is refused by `thread run` with exit 2 and one line that quotes
+// nothing of the file, and nothing of it reaches the store.
+func TestScriptModelsStayInProject(t *testing.T) {
+	t.Parallel()
+	e := spooltest.New(t, spooltest.Options{Files: map[string]string{
+		".ai/directives/t/s.md": directive("s", `turns="2"`, "", `<success>done</success>`),
+		"scripts/ok.yaml":       "directives:\n  \"*\":\n    - text: ok\n",
+	}})
+	const secret = "TOPSECRET-first-line"
+	secretFile := filepath.Join(filepath.Dir(e.Project), "secret.txt")
+	require.NoError(t, os.WriteFile(secretFile, []byte(secret+"\n"), 0o644))
+	require.NoError(t, os.Symlink(secretFile, filepath.Join(e.Project, "scripts", "link.yaml")))
+	require.NoError(t, os.Symlink(filepath.Dir(e.Project), filepath.Join(e.Project, "up")))
+
+	for _, model := range []string{"script:/etc/passwd", "script:" + secretFile, "script:../secret.txt",
+		"script:scripts/../../secret.txt", "script:scripts/link.yaml", "script:up/secret.txt"} {
+		res := e.SpoolContext(context.Background(), quietEnv(), "thread", "run", "t/s", "--model", model)
+		requireOneLineError(t, res, 2, "outside the project")
+		require.NotContains(t, res.Stderr, secret)
+		require.NotContains(t, res.Stderr, "root:")
+	}
+	// A child's bundle is its parent's, but its model is checked all the same.
+	res := e.SpoolContext(context.Background(), quietEnv(), "thread", "run", "t/s", "--parent", "t/s-1-x", "--model", "script:/etc/passwd")
+	requireOneLineError(t, res, 2, "outside the project")
+
+	models := filepath.Join(e.Project, ".ai", "config", "agent", "models.yaml")
+	require.NoError(t, os.MkdirAll(filepath.Dir(models), 0o755))
+	for _, tier := range []string{"script:../secret.txt", "script:" + secretFile, "script:scripts/link.yaml"} {
+		require.NoError(t, os.WriteFile(models, []byte("tiers:\n  fast: "+tier+"\n"), 0o644))
+		res := e.SpoolContext(context.Background(), quietEnv(), "thread", "run", "t/s", "--model", "script:scripts/ok.yaml")
+		requireOneLineError(t, res, 2, "tier fast: .*outside the project")
+		require.NotContains(t, res.Stderr, secret)
+	}
+
+	// An inside script still runs (the store is checked below for the rest).
+	require.NoError(t, os.WriteFile(models, []byte("tiers:\n  fast: script:scripts/ok.yaml\n"), 0o644))
+	res = e.SpoolContext(context.Background(), quietEnv(), "thread", "run", "t/s", "--model", "script:scripts/ok.yaml")
+	require.Equal(t, 0, res.Code, res.Stderr)
+
+	ctx := context.Background()
+	infos, err := e.Store.List(ctx, "")
+	require.NoError(t, err)
+	require.NotEmpty(t, infos)
+	for _, inf := range infos {
+		b, err := e.Store.Get(ctx, inf.Key)
+		require.NoError(t, err)
+		require.NotContains(t, string(b), secret, inf.Key)
+	}
+}
