@@ -34,28 +34,28 @@ directives:
       usage: {input: 120, output: 30}
     - tool_calls:
         - tool: rye/agent/threads/thread_directive
-          input: {directive_name: t/chain, inputs: {level: "{{add .inputs.level 1}}"}, limit_overrides: {spend: "{{if eq (atoi .inputs.level) 1}}0.5{{else if eq (atoi .inputs.level) 2}}0.2{{else}}0.1{{end}}"}}
+          input: {directive_name: t/chain, inputs: {level: "{{add .inputs.level 1}}"}}
       when: '{{lt (atoi .inputs.level) 4}}'
       usage: {input: 200, output: 40}
     - text: "done at level {{.inputs.level}}: {{.last_tool_result}}"
       usage: {input: 260, output: 20}
   "t/fan":
     - tool_calls:
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 1}, limit_overrides: {spend: 0.5}}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 1}, limit_overrides: {spend: 0.5}}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 1}, limit_overrides: {spend: 0.5}}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 1}}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 1}}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 1}}}
       when: '{{eq (atoi .inputs.level) 0}}'
       usage: {input: 100, output: 30}
     - tool_calls:
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 2}, limit_overrides: {spend: 0.1}}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 2}, limit_overrides: {spend: 0.1}}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 2}, limit_overrides: {spend: 0.1}}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 2}}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 2}}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 2}}}
       when: '{{eq (atoi .inputs.level) 1}}'
       usage: {input: 100, output: 30}
     - tool_calls:
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 3}, limit_overrides: {spend: 0.02}}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 3}, limit_overrides: {spend: 0.02}}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 3}, limit_overrides: {spend: 0.02}}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 3}}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 3}}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 3}}}
       when: '{{eq (atoi .inputs.level) 2}}'
       usage: {input: 100, output: 30}
     - text: "fan level {{.inputs.level}} done"

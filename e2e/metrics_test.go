@@ -24,8 +24,9 @@ import (
 func TestWorkerAndSchedulerMetrics(t *testing.T) {
 	t.Parallel()
 	files := coordProject()
-	// t/poor spends, then spawns a child whose spend limit (capped at the
-	// parent's 0.01) no longer fits what the parent has left.
+	// t/poor spends, then spawns a child with a guaranteed budget
+	// (reserve: true) whose spend limit (capped at the parent's 0.01) no
+	// longer fits what the parent has left.
 	files[".ai/directives/t/poor.md"] = directive("poor", `turns="4" spend="0.01"`, spawnPerms, `<success>done</success>`)
 	files["scripts/poor.yaml"] = `context_window: 200000
 price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
@@ -33,7 +34,7 @@ directives:
   "t/poor":
     - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing.txt"}}]
       usage: {input: 100, output: 10}
-    - tool_calls: [{tool: rye/agent/threads/thread_directive, input: {directive_name: t/leaf, limit_overrides: {spend: 0.5}}}]
+    - tool_calls: [{tool: rye/agent/threads/thread_directive, input: {directive_name: t/leaf, reserve: true}}]
       usage: {input: 100, output: 10}
     - text: "the child did not fit: {{.last_tool_result}}"
       usage: {input: 100, output: 10}
@@ -53,7 +54,7 @@ directives:
 	require.Equal(t, thread.StatusCompleted, rec.Status)
 	poor, res := runJSON(t, e, "t/poor", "--model", "script:scripts/poor.yaml")
 	require.Equal(t, 0, res.Code, res.Stderr)
-	require.Contains(t, poor.Result, "did not fit")
+	require.Contains(t, poor.Result, "cannot set 0.01 USD aside")
 
 	fetch := func(addr string) string {
 		resp, err := http.Get("http://" + addr + "/metrics")

@@ -24,7 +24,7 @@ directives:
     # No second turn: the scripted provider fails that call (permanent).
     - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "s.txt", content: "s"}}]
   "t/parent":
-    - tool_calls: [{tool: rye/agent/threads/thread_directive, input: {directive_name: t/kid, limit_overrides: {spend: 0.1}}}]
+    - tool_calls: [{tool: rye/agent/threads/thread_directive, input: {directive_name: t/kid}}]
     - tool_calls: [{tool: rye/agent/threads/orchestrator, input: {operation: wait_threads, thread_ids: [t/x-1, t/x-2, t/x-3]}}]
     - text: "parent saw: {{.last_tool_result}}"
   "t/kid":

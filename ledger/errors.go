@@ -8,11 +8,14 @@ var (
 	// ErrExists: a different entry already exists under the id (another
 	// root max, or a child of another parent).
 	ErrExists = errors.New("ledger entry exists with other terms")
-	// ErrInsufficientBudget: a reservation does not fit in the parent's
-	// remaining budget. Returned together with a spend_exceeded
+	// ErrInsufficientBudget: an admission or reservation does not fit in
+	// the room left above it. Returned together with a spend_exceeded
 	// *thread.LimitError.
 	ErrInsufficientBudget = errors.New("insufficient budget")
-	// ErrReleased: the entry (or the parent a child reserves from) has
-	// already been released and takes no more charges or reservations.
+	// ErrReleased: the entry (or the parent a child is admitted under) has
+	// already been released and takes no more charges or children.
 	ErrReleased = errors.New("ledger entry already released")
+	// ErrPath: the ids given as an entry's path are not its ancestors as
+	// the ledger records them.
+	ErrPath = errors.New("ledger path does not match")
 )

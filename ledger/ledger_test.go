@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -56,6 +58,13 @@ func (f fixture) want(t *testing.T, id string, want amounts, status string) {
 	}
 }
 
+func (f fixture) must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func sign(x float64) float64 {
 	if x < 0 {
 		return -1
@@ -101,7 +110,7 @@ func TestRegister(t *testing.T) {
 		t.Fatal("negative max accepted")
 	}
 	// A child id cannot be registered as a root.
-	if err := f.l.Reserve(f.ctx, "kid", "root", 0.5); err != nil {
+	if _, err := f.l.Admit(f.ctx, "kid", []string{"root"}, 0.5, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.l.Register(f.ctx, "kid", 0.5); !errors.Is(err, ErrExists) {
@@ -109,178 +118,309 @@ func TestRegister(t *testing.T) {
 	}
 }
 
-func TestReserve(t *testing.T) {
+// TestAdmittedChildrenShareTheBudget: children admitted with their
+// parent's own limit share it; every charge is live at every level, and
+// the one that does not fit is clamped at the level with the least room.
+func TestAdmittedChildrenShareTheBudget(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	if err := f.l.Register(f.ctx, "root", 1); err != nil {
-		t.Fatal(err)
+	f.must(t, f.l.Register(f.ctx, "root", 1))
+	for _, k := range []string{"a", "b", "c"} {
+		a, err := f.l.Admit(f.ctx, k, []string{"root"}, 1, false)
+		if err != nil {
+			t.Fatalf("admit %s: %v", k, err)
+		}
+		if a.Left != 1 || a.Max != 1 || a.Guaranteed {
+			t.Fatalf("admit %s: %+v", k, a)
+		}
 	}
-	if err := f.l.Reserve(f.ctx, "a", "root", 0.6); err != nil {
-		t.Fatal(err)
+	f.want(t, "root", amounts{Max: 1e9}, StatusActive)
+	for i, k := range []string{"a", "b", "c"} {
+		c, err := f.l.Charge(f.ctx, k, []string{"root"}, k+":1", 0.3)
+		if err != nil {
+			t.Fatalf("charge %s: %v", k, err)
+		}
+		// The root has the least room from the second charge on (a tie
+		// names the lowest level).
+		if want := 1 - 0.3*float64(i+1); math.Abs(c.Left-want) > 1e-9 || (i > 0) != (c.Limiter.ID == "root") {
+			t.Fatalf("charge %s: left %g by %s, want %g by root", k, c.Left, c.Limiter.ID, want)
+		}
 	}
-	if err := f.l.Reserve(f.ctx, "a", "root", 0.6); err != nil {
-		t.Fatalf("idempotent reserve: %v", err)
+	f.want(t, "root", amounts{Max: 1e9, Actual: 0.9e9}, StatusActive)
+	// The root has 0.1 left; a's own ceiling has 0.7: the root limits.
+	c, err := f.l.Charge(f.ctx, "a", []string{"root"}, "a:2", 0.3)
+	if !errors.Is(err, spendExceeded) || !strings.Contains(err.Error(), "ancestor root") {
+		t.Fatalf("overcharge: %v, want spend_exceeded naming root", err)
 	}
-	f.want(t, "root", amounts{Max: 1e9, Reserved: 0.6e9}, StatusActive)
-	f.want(t, "a", amounts{Max: 0.6e9}, StatusActive)
-
-	err := f.l.Reserve(f.ctx, "b", "root", 0.5)
-	if !errors.Is(err, ErrInsufficientBudget) || !errors.Is(err, spendExceeded) {
-		t.Fatalf("over-reserve: %v, want ErrInsufficientBudget + spend_exceeded", err)
+	if c.OwnNano != 0.4e9 || c.OverrunNano != 0.2e9 || c.Left != 0 {
+		t.Fatalf("clamped charge: %+v", c)
 	}
-	f.want(t, "root", amounts{Max: 1e9, Reserved: 0.6e9}, StatusActive) // nothing changed
-	if _, err := f.l.Get(f.ctx, "b"); !errors.Is(err, ErrNotFound) {
+	f.want(t, "root", amounts{Max: 1e9, Actual: 1e9}, StatusActive)
+	f.want(t, "a", amounts{Max: 1e9, Actual: 0.4e9, Own: 0.4e9, Overrun: 0.2e9}, StatusActive)
+	// Nothing is left: a new child is not admitted, and says why.
+	_, err = f.l.Admit(f.ctx, "d", []string{"root"}, 1, false)
+	if !errors.Is(err, ErrInsufficientBudget) || !errors.Is(err, spendExceeded) || !strings.Contains(err.Error(), "root") {
+		t.Fatalf("admit with nothing left: %v", err)
+	}
+	if _, err := f.l.Get(f.ctx, "d"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("refused child exists: %v", err)
 	}
-	// Exactly the remainder fits.
-	if err := f.l.Reserve(f.ctx, "b", "root", 0.4); err != nil {
-		t.Fatal(err)
+}
+
+// TestAdmitBoundedByPath: a deeper child is admitted with the room of the
+// tightest level above it, and its own smaller ceiling binds its charges.
+func TestAdmitBoundedByPath(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.must(t, f.l.Register(f.ctx, "r", 1))
+	_, err := f.l.Admit(f.ctx, "m", []string{"r"}, 0.5, false)
+	f.must(t, err)
+	a, err := f.l.Admit(f.ctx, "k", []string{"m", "r"}, 0.8, false)
+	f.must(t, err)
+	if a.Max != 0.8 || a.Left != 0.5 {
+		t.Fatalf("admit under m: %+v, want max 0.8 left 0.5", a)
 	}
-	if err := f.l.Reserve(f.ctx, "c", "nope", 0.1); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("missing parent: %v", err)
+	_, err = f.l.Charge(f.ctx, "k", []string{"m", "r"}, "k:1", 0.6)
+	if !errors.Is(err, spendExceeded) || !strings.Contains(err.Error(), "ancestor m") {
+		t.Fatalf("charge past m's ceiling: %v", err)
 	}
-	if err := f.l.Reserve(f.ctx, "a", "b", 0); !errors.Is(err, ErrExists) {
-		t.Fatalf("child of another parent: %v", err)
+	f.want(t, "m", amounts{Max: 0.5e9, Actual: 0.5e9}, StatusActive)
+	f.want(t, "r", amounts{Max: 1e9, Actual: 0.5e9}, StatusActive)
+	// The root still has room for others; m's subtree has none.
+	_, err = f.l.Charge(f.ctx, "r", nil, "r:1", 0.2)
+	f.must(t, err)
+	_, err = f.l.Charge(f.ctx, "m", []string{"r"}, "m:1", 0.01)
+	if !errors.Is(err, spendExceeded) || !strings.Contains(err.Error(), "its own budget") {
+		t.Fatalf("charge of a spent entry: %v", err)
 	}
-	if err := f.l.Release(f.ctx, "b", []string{"root"}, "completed"); err != nil {
-		t.Fatal(err)
+	// Admission under a released parent is refused.
+	f.must(t, f.l.Release(f.ctx, "m", []string{"r"}, "completed"))
+	if _, err := f.l.Admit(f.ctx, "k2", []string{"m", "r"}, 0.1, false); !errors.Is(err, ErrReleased) {
+		t.Fatalf("admit under released parent: %v", err)
 	}
-	if err := f.l.Reserve(f.ctx, "c", "b", 0); !errors.Is(err, ErrReleased) {
-		t.Fatalf("reserve from released parent: %v", err)
+}
+
+// TestReserveGuarantees: a guaranteed child's amount is set aside up
+// front in the levels above it, its spend moves from reserved to actual
+// above it, and its release gives the rest back.
+func TestReserveGuarantees(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.must(t, f.l.Register(f.ctx, "root", 1))
+	_, err := f.l.Admit(f.ctx, "p", []string{"root"}, 1, false)
+	f.must(t, err)
+	f.must(t, f.l.Reserve(f.ctx, "g", []string{"p", "root"}, 0.6))
+	f.must(t, f.l.Reserve(f.ctx, "g", []string{"p", "root"}, 0.6)) // idempotent
+	// Set aside in p and (p being admitted) in the root too.
+	f.want(t, "p", amounts{Max: 1e9, Reserved: 0.6e9}, StatusActive)
+	f.want(t, "root", amounts{Max: 1e9, Reserved: 0.6e9}, StatusActive)
+	f.want(t, "g", amounts{Max: 0.6e9}, StatusActive)
+	err = f.l.Reserve(f.ctx, "g2", []string{"p", "root"}, 0.5)
+	if !errors.Is(err, ErrInsufficientBudget) || !errors.Is(err, spendExceeded) {
+		t.Fatalf("over-reserve: %v", err)
 	}
+	// An admitted sibling gets what is not set aside.
+	_, err = f.l.Admit(f.ctx, "s", []string{"p", "root"}, 1, false)
+	f.must(t, err)
+	_, err = f.l.Charge(f.ctx, "s", []string{"p", "root"}, "s:1", 0.5)
+	if !errors.Is(err, spendExceeded) {
+		t.Fatalf("sibling spending the guarantee: %v", err)
+	}
+	f.want(t, "s", amounts{Max: 1e9, Actual: 0.4e9, Own: 0.4e9, Overrun: 0.1e9}, StatusActive)
+	// The guarantee holds: g spends its whole amount.
+	c, err := f.l.Charge(f.ctx, "g", []string{"p", "root"}, "g:1", 0.6)
+	f.must(t, err)
+	if c.Left != 0 || c.Limiter.ID != "g" {
+		t.Fatalf("guaranteed charge: %+v", c)
+	}
+	f.want(t, "p", amounts{Max: 1e9, Actual: 1e9}, StatusActive)
+	f.want(t, "root", amounts{Max: 1e9, Actual: 1e9}, StatusActive)
+
+	// A guaranteed grandchild of a guaranteed child: set aside in g only
+	// (g's own reservation covers the levels above it).
+	f.must(t, f.l.Register(f.ctx, "r2", 1))
+	f.must(t, f.l.Reserve(f.ctx, "g2", []string{"r2"}, 0.5))
+	f.must(t, f.l.Reserve(f.ctx, "gg", []string{"g2", "r2"}, 0.2))
+	f.want(t, "g2", amounts{Max: 0.5e9, Reserved: 0.2e9}, StatusActive)
+	f.want(t, "r2", amounts{Max: 1e9, Reserved: 0.5e9}, StatusActive)
+	_, err = f.l.Charge(f.ctx, "gg", []string{"g2", "r2"}, "gg:1", 0.05)
+	f.must(t, err)
+	f.want(t, "g2", amounts{Max: 0.5e9, Reserved: 0.15e9, Actual: 0.05e9}, StatusActive)
+	f.want(t, "r2", amounts{Max: 1e9, Reserved: 0.45e9, Actual: 0.05e9}, StatusActive)
+	// g2 ends: it gives back what it neither spent nor set aside for gg.
+	f.must(t, f.l.Release(f.ctx, "g2", []string{"r2"}, "completed"))
+	f.want(t, "r2", amounts{Max: 1e9, Reserved: 0.15e9, Actual: 0.05e9}, StatusActive)
+	// gg outlives it and still spends its guarantee.
+	_, err = f.l.Charge(f.ctx, "gg", []string{"g2", "r2"}, "gg:2", 0.15)
+	f.must(t, err)
+	f.want(t, "r2", amounts{Max: 1e9, Reserved: 0, Actual: 0.2e9}, StatusActive)
+	f.must(t, f.l.Release(f.ctx, "gg", []string{"g2", "r2"}, "completed"))
+	f.want(t, "g2", amounts{Max: 0.5e9, Actual: 0.2e9}, "completed")
+	f.want(t, "r2", amounts{Max: 1e9, Actual: 0.2e9}, StatusActive)
 }
 
 func TestCharge(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	if err := f.l.Register(f.ctx, "root", 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.l.Reserve(f.ctx, "a", "root", 0.5); err != nil {
-		t.Fatal(err)
-	}
-	e, err := f.l.Charge(f.ctx, "a", "a:1", 0.2)
-	if err != nil || e.OwnNano != 0.2e9 {
-		t.Fatalf("charge: %+v %v", e, err)
+	f.must(t, f.l.Register(f.ctx, "root", 1))
+	f.must(t, f.l.Reserve(f.ctx, "a", []string{"root"}, 0.5))
+	path := []string{"root"}
+	c, err := f.l.Charge(f.ctx, "a", path, "a:1", 0.2)
+	if err != nil || c.OwnNano != 0.2e9 {
+		t.Fatalf("charge: %+v %v", c, err)
 	}
 	// The retry of the same key is applied once.
-	if _, err := f.l.Charge(f.ctx, "a", "a:1", 0.2); err != nil {
+	if _, err := f.l.Charge(f.ctx, "a", path, "a:1", 0.2); err != nil {
 		t.Fatal(err)
 	}
 	f.want(t, "a", amounts{Max: 0.5e9, Actual: 0.2e9, Own: 0.2e9}, StatusActive)
+	f.want(t, "root", amounts{Max: 1e9, Reserved: 0.3e9, Actual: 0.2e9}, StatusActive)
 	// A charge that does not fit is clamped; the rest is overrun.
-	e, err = f.l.Charge(f.ctx, "a", "a:2", 0.45)
+	c, err = f.l.Charge(f.ctx, "a", path, "a:2", 0.45)
 	if !errors.Is(err, spendExceeded) {
 		t.Fatalf("overcharge: %v, want spend_exceeded", err)
 	}
-	if e.Overrun != 0.15 || e.Actual != 0.5 {
-		t.Fatalf("overcharge entry %+v", e)
+	if c.Overrun != 0.15 || c.Actual != 0.5 {
+		t.Fatalf("overcharge entry %+v", c)
 	}
 	// Its retry reports the same outcome and changes nothing.
-	if _, err := f.l.Charge(f.ctx, "a", "a:2", 0.45); !errors.Is(err, spendExceeded) {
+	if _, err := f.l.Charge(f.ctx, "a", path, "a:2", 0.45); !errors.Is(err, spendExceeded) {
 		t.Fatalf("retried overcharge: %v", err)
 	}
 	f.want(t, "a", amounts{Max: 0.5e9, Actual: 0.5e9, Own: 0.5e9, Overrun: 0.15e9}, StatusActive)
-	f.want(t, "root", amounts{Max: 1e9, Reserved: 0.5e9}, StatusActive)
+	f.want(t, "root", amounts{Max: 1e9, Actual: 0.5e9}, StatusActive)
 
-	if _, err := f.l.Charge(f.ctx, "nope", "k", 1); !errors.Is(err, ErrNotFound) {
+	if _, err := f.l.Charge(f.ctx, "nope", nil, "k", 1); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("charge missing: %v", err)
 	}
-	if _, err := f.l.Charge(f.ctx, "a", "", 1); err == nil {
+	if _, err := f.l.Charge(f.ctx, "a", path, "", 1); err == nil {
 		t.Fatal("empty key accepted")
 	}
-	if err := f.l.Release(f.ctx, "a", []string{"root"}, "completed"); err != nil {
-		t.Fatal(err)
+	// Paths that are not the entry's are refused before anything changes.
+	for _, bad := range [][]string{nil, {"a"}, {"root", "x"}, {"x"}} {
+		if _, err := f.l.Charge(f.ctx, "a", bad, "a:9", 0.01); err == nil {
+			t.Fatalf("path %q accepted", bad)
+		}
 	}
-	if _, err := f.l.Charge(f.ctx, "a", "a:3", 0.01); !errors.Is(err, ErrReleased) {
+	if _, err := f.l.Charge(f.ctx, "a", []string{"zz"}, "a:9", 0.01); !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrPath) {
+		t.Fatalf("unknown ancestor: %v", err)
+	}
+	f.must(t, f.l.Release(f.ctx, "a", path, "completed"))
+	if _, err := f.l.Charge(f.ctx, "a", path, "a:3", 0.01); !errors.Is(err, ErrReleased) {
 		t.Fatalf("charge released: %v", err)
 	}
 	// A retried key is still answered after release.
-	if _, err := f.l.Charge(f.ctx, "a", "a:1", 0.2); err != nil {
+	if _, err := f.l.Charge(f.ctx, "a", path, "a:1", 0.2); err != nil {
 		t.Fatalf("retry after release: %v", err)
 	}
+	f.want(t, "root", amounts{Max: 1e9, Actual: 0.5e9}, StatusActive)
 }
 
 func TestReportActual(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	if err := f.l.Register(f.ctx, "root", 1); err != nil {
+	f.must(t, f.l.Register(f.ctx, "root", 1))
+	if _, err := f.l.Charge(f.ctx, "root", nil, "t1", 0.1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.l.Charge(f.ctx, "root", "t1", 0.1); err != nil {
+	if _, err := f.l.ReportActual(f.ctx, "root", nil, 0.3); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.l.ReportActual(f.ctx, "root", 0.3); err != nil {
+	if _, err := f.l.ReportActual(f.ctx, "root", nil, 0.3); err != nil { // idempotent
 		t.Fatal(err)
 	}
-	if _, err := f.l.ReportActual(f.ctx, "root", 0.3); err != nil { // idempotent
-		t.Fatal(err)
-	}
-	if _, err := f.l.ReportActual(f.ctx, "root", 0.2); err != nil { // lower: ignored
+	if _, err := f.l.ReportActual(f.ctx, "root", nil, 0.2); err != nil { // lower: ignored
 		t.Fatal(err)
 	}
 	f.want(t, "root", amounts{Max: 1e9, Actual: 0.3e9, Own: 0.3e9}, StatusActive)
-	if _, err := f.l.ReportActual(f.ctx, "root", 1.2); !errors.Is(err, spendExceeded) {
+	if _, err := f.l.ReportActual(f.ctx, "root", nil, 1.2); !errors.Is(err, spendExceeded) {
 		t.Fatalf("report over: %v", err)
 	}
-	if _, err := f.l.ReportActual(f.ctx, "root", 1.2); err != nil { // already recorded
+	if _, err := f.l.ReportActual(f.ctx, "root", nil, 1.2); err != nil { // already recorded
 		t.Fatalf("repeated report over: %v", err)
 	}
 	f.want(t, "root", amounts{Max: 1e9, Actual: 1e9, Own: 1e9, Overrun: 0.2e9}, StatusActive)
 }
 
-// TestReleaseCascade walks the package doc's rule through a three-level
-// tree, releasing a parent before its child.
-func TestReleaseCascade(t *testing.T) {
+// TestReopen: a resume reopens its chain's released entry with what the
+// chain has left, and is refused when nothing is left.
+func TestReopen(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
+	f.must(t, f.l.Register(f.ctx, "r", 5))
+	_, err := f.l.Charge(f.ctx, "r", nil, "r:1", 1.5)
+	f.must(t, err)
+	f.must(t, f.l.Release(f.ctx, "r", nil, "completed"))
+	if _, err := f.l.Admit(f.ctx, "r", nil, 1, false); !errors.Is(err, ErrReleased) {
+		t.Fatalf("admit a released entry without reopen: %v", err)
 	}
-	must(f.l.Register(f.ctx, "r", 1))
-	must(f.l.Reserve(f.ctx, "a", "r", 0.5))
-	must(f.l.Reserve(f.ctx, "b", "a", 0.2))
-	_, err := f.l.Charge(f.ctx, "a", "a:1", 0.1)
-	must(err)
-	_, err = f.l.Charge(f.ctx, "b", "b:1", 0.05)
-	must(err)
+	a, err := f.l.Admit(f.ctx, "r", nil, 1, true)
+	f.must(t, err)
+	if a.Left != 3.5 || a.Max != 5 || a.Status != StatusActive {
+		t.Fatalf("reopen: %+v, want left 3.5 of 5", a)
+	}
+	_, err = f.l.Charge(f.ctx, "r", nil, "r2:1", 4)
+	if !errors.Is(err, spendExceeded) {
+		t.Fatalf("a resume spending past the first limit: %v", err)
+	}
+	f.must(t, f.l.Release(f.ctx, "r", nil, "completed"))
+	if _, err := f.l.Admit(f.ctx, "r", nil, 1, true); !errors.Is(err, ErrInsufficientBudget) {
+		t.Fatalf("reopen with nothing left: %v", err)
+	}
+	f.want(t, "r", amounts{Max: 5e9, Actual: 5e9, Own: 5e9, Overrun: 0.5e9}, "completed")
 
-	// Wrong ancestor lists are refused before anything changes.
-	if err := f.l.Release(f.ctx, "b", []string{"r"}, "completed"); err == nil {
-		t.Fatal("wrong ancestors accepted")
+	// A guaranteed entry reopens as an admitted one.
+	f.must(t, f.l.Register(f.ctx, "q", 1))
+	f.must(t, f.l.Reserve(f.ctx, "qa", []string{"q"}, 0.4))
+	_, err = f.l.Charge(f.ctx, "qa", []string{"q"}, "qa:1", 0.1)
+	f.must(t, err)
+	f.must(t, f.l.Release(f.ctx, "qa", []string{"q"}, "completed"))
+	f.want(t, "q", amounts{Max: 1e9, Actual: 0.1e9}, StatusActive)
+	a, err = f.l.Admit(f.ctx, "qa", []string{"q"}, 0, true)
+	f.must(t, err)
+	if a.Guaranteed || a.Left != 0.3 {
+		t.Fatalf("reopened guaranteed entry: %+v", a)
 	}
-	if err := f.l.Release(f.ctx, "b", nil, "completed"); err == nil {
-		t.Fatal("missing ancestors accepted")
-	}
-	if err := f.l.Release(f.ctx, "b", []string{"a"}, "active"); err == nil {
+	f.want(t, "q", amounts{Max: 1e9, Actual: 0.1e9}, StatusActive)
+}
+
+func TestRelease(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.must(t, f.l.Register(f.ctx, "r", 1))
+	f.must(t, f.l.Reserve(f.ctx, "a", []string{"r"}, 0.5))
+	if err := f.l.Release(f.ctx, "a", []string{"r"}, "active"); err == nil {
 		t.Fatal("status active accepted")
 	}
-	f.want(t, "b", amounts{Max: 0.2e9, Actual: 0.05e9, Own: 0.05e9}, StatusActive)
-
-	// a releases first: r gets a's spend, and keeps holding b's 0.2.
-	must(f.l.Release(f.ctx, "a", []string{"r"}, "completed"))
-	f.want(t, "r", amounts{Max: 1e9, Reserved: 0.2e9, Actual: 0.1e9}, StatusActive)
-	f.want(t, "a", amounts{Max: 0.5e9, Reserved: 0.2e9, Actual: 0.1e9, Own: 0.1e9}, "completed")
-	must(f.l.Release(f.ctx, "a", []string{"r"}, "error")) // idempotent, status kept
-	f.want(t, "a", amounts{Max: 0.5e9, Reserved: 0.2e9, Actual: 0.1e9, Own: 0.1e9}, "completed")
-
-	// b still charges within its own reservation.
-	_, err = f.l.Charge(f.ctx, "b", "b:2", 0.05)
-	must(err)
-	// b's release needs the list up to the first active ancestor (r).
-	if err := f.l.Release(f.ctx, "b", []string{"a"}, "completed"); err == nil {
-		t.Fatal("ancestor list stopping at a released ancestor accepted")
+	if err := f.l.Release(f.ctx, "a", []string{"x"}, "completed"); err == nil {
+		t.Fatal("wrong path accepted")
 	}
-	must(f.l.Release(f.ctx, "b", []string{"a", "r"}, "completed"))
-	f.want(t, "a", amounts{Max: 0.5e9, Reserved: 0, Actual: 0.2e9, Own: 0.1e9}, "completed")
-	f.want(t, "r", amounts{Max: 1e9, Reserved: 0, Actual: 0.2e9}, StatusActive)
-	must(f.l.Release(f.ctx, "r", nil, "completed"))
-	f.want(t, "r", amounts{Max: 1e9, Reserved: 0, Actual: 0.2e9}, "completed")
+	f.want(t, "r", amounts{Max: 1e9, Reserved: 0.5e9}, StatusActive)
+	f.must(t, f.l.Release(f.ctx, "a", []string{"r"}, "completed"))
+	f.must(t, f.l.Release(f.ctx, "a", []string{"r"}, "error")) // idempotent, status kept
+	f.want(t, "a", amounts{Max: 0.5e9}, "completed")
+	f.want(t, "r", amounts{Max: 1e9}, StatusActive)
 	if err := f.l.Release(f.ctx, "zz", nil, "completed"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("release missing: %v", err)
+	}
+}
+
+// TestRoom reads what a subtree may still spend, and who limits it.
+func TestRoom(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.must(t, f.l.Register(f.ctx, "r", 1))
+	_, err := f.l.Admit(f.ctx, "a", []string{"r"}, 0.7, false)
+	f.must(t, err)
+	_, err = f.l.Charge(f.ctx, "r", nil, "r:1", 0.5)
+	f.must(t, err)
+	room, err := f.l.Room(f.ctx, "a", []string{"r"})
+	f.must(t, err)
+	if room.Left != 0.5 || room.Limiter.ID != "r" || room.Status != StatusActive {
+		t.Fatalf("room: %+v", room)
+	}
+	if _, err := f.l.Room(f.ctx, "zz", nil); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("room of a missing entry: %v", err)
 	}
 }
 
@@ -359,7 +499,7 @@ func readCorpusBytes(t *testing.T, path string) []byte {
 
 // luaAgrees replays decoded ops on l (the Lua scripts) and on the model:
 // every op must end in the same outcome class, and afterwards, and again
-// once everything is released (children first), every entry must match.
+// once everything is released, every entry must match.
 func luaAgrees(t testing.TB, ctx context.Context, l *Ledger, data []byte) {
 	t.Helper()
 	rootMax, ops := decodeOps(data)
@@ -374,30 +514,52 @@ func luaAgrees(t testing.TB, ctx context.Context, l *Ledger, data []byte) {
 		id := nodeID(o.node)
 		var merr, lerr error
 		switch o.kind {
-		case 0:
-			if o.node == 0 || o.node == o.parent {
+		case opAdmit:
+			if o.node == 0 || m.e[nodeID(o.parent)] == nil || slices.Contains(m.ancestorsOf(nodeID(o.parent)), id) || o.node == o.parent {
+				continue // a caller never passes a path through the entry itself
+			}
+			p := nodeID(o.parent)
+			var mleft int64
+			var a Admission
+			mleft, merr = m.admit(id, p, o.amt, false)
+			a, lerr = l.Admit(ctx, id, append([]string{p}, m.ancestorsOf(p)...), FromNano(o.amt), false)
+			if merr == nil && lerr == nil && FromNano(mleft) != a.Left {
+				t.Fatalf("op %d %+v: left model %d, lua %g", i, o, mleft, a.Left)
+			}
+		case opReserve:
+			if o.node == 0 || m.e[nodeID(o.parent)] == nil || slices.Contains(m.ancestorsOf(nodeID(o.parent)), id) || o.node == o.parent {
 				continue
 			}
-			merr = m.reserve(id, nodeID(o.parent), o.amt)
-			lerr = l.Reserve(ctx, id, nodeID(o.parent), FromNano(o.amt))
-		case 1, 4:
+			p := nodeID(o.parent)
+			merr = m.reserve(id, p, o.amt)
+			lerr = l.Reserve(ctx, id, append([]string{p}, m.ancestorsOf(p)...), FromNano(o.amt))
+		case opCharge, opRetry:
+			if m.e[id] == nil {
+				continue
+			}
 			merr = m.charge(id, o.key, o.amt, false)
-			_, lerr = l.Charge(ctx, id, o.key, FromNano(o.amt))
-		case 2:
+			_, lerr = l.Charge(ctx, id, m.ancestorsOf(id), o.key, FromNano(o.amt))
+		case opReport:
 			e := m.e[id]
 			if e == nil {
 				continue
 			}
 			abs := e.own + e.overrun + o.amt/2
 			merr = m.charge(id, "", abs, true)
-			_, lerr = l.ReportActual(ctx, id, FromNano(abs))
-		case 3:
+			_, lerr = l.ReportActual(ctx, id, m.ancestorsOf(id), FromNano(abs))
+		case opRelease:
 			if m.e[id] == nil {
 				continue
 			}
-			anc := m.ancestorsOf(id)
-			merr = m.release(id, anc, "completed")
-			lerr = l.Release(ctx, id, anc, "completed")
+			merr = m.release(id, "completed")
+			lerr = l.Release(ctx, id, m.ancestorsOf(id), "completed")
+		case opReopen:
+			e := m.e[id]
+			if e == nil {
+				continue
+			}
+			_, merr = m.admit(id, e.parent, 0, true)
+			_, lerr = l.Admit(ctx, id, m.ancestorsOf(id), 0, true)
 		}
 		if classify(merr) != classify(lerr) {
 			t.Fatalf("op %d %+v: model %v, lua %v", i, o, merr, lerr)
@@ -407,8 +569,7 @@ func luaAgrees(t testing.TB, ctx context.Context, l *Ledger, data []byte) {
 	for i := 15; i >= 0; i-- {
 		id := nodeID(i)
 		if e := m.e[id]; e != nil && e.status == StatusActive {
-			anc := m.ancestorsOf(id)
-			merr, lerr := m.release(id, anc, "completed"), l.Release(ctx, id, anc, "completed")
+			merr, lerr := m.release(id, "completed"), l.Release(ctx, id, m.ancestorsOf(id), "completed")
 			if classify(merr) != classify(lerr) {
 				t.Fatalf("final release %s: model %v, lua %v", id, merr, lerr)
 			}
@@ -426,7 +587,7 @@ func sameEntries(t testing.TB, ctx context.Context, l *Ledger, m *model, when st
 			t.Fatal(err)
 		}
 		want := amounts{me.max, me.reserved, me.actual, me.own, me.overrun}
-		if diff := cmp.Diff(want, nanoOf(e)); diff != "" || e.Status != me.status || e.ParentID != me.parent {
+		if diff := cmp.Diff(want, nanoOf(e)); diff != "" || e.Status != me.status || e.ParentID != me.parent || e.Guaranteed != me.g {
 			t.Errorf("%s: entry %s (-model +lua):\n%s status %s/%s", when, id, diff, me.status, e.Status)
 		}
 	}
@@ -444,6 +605,8 @@ func classify(err error) string {
 		return "exists"
 	case errors.Is(err, ErrReleased):
 		return "released"
+	case errors.Is(err, ErrPath):
+		return "path"
 	case errors.Is(err, errModelOver), errors.Is(err, spendExceeded):
 		return "over"
 	}
@@ -454,22 +617,16 @@ func classify(err error) string {
 func TestLargeAmounts(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	if err := f.l.Register(f.ctx, "big", MaxAmount); err != nil {
+	f.must(t, f.l.Register(f.ctx, "big", MaxAmount))
+	f.must(t, f.l.Reserve(f.ctx, "k", []string{"big"}, 999_999.999999999))
+	if _, err := f.l.Charge(f.ctx, "big", nil, "x", 0.000000001); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.l.Reserve(f.ctx, "k", "big", 999_999.999999999); err != nil {
+	if _, err := f.l.Charge(f.ctx, "k", []string{"big"}, "y", 999_999.999999998); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.l.Charge(f.ctx, "big", "x", 0.000000001); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.l.Charge(f.ctx, "k", "y", 999_999.999999998); err != nil {
-		t.Fatal(err)
-	}
-	f.want(t, "big", amounts{Max: 1e15, Reserved: 999_999_999_999_999, Actual: 1, Own: 1}, StatusActive)
-	if err := f.l.Release(f.ctx, "k", []string{"big"}, "completed"); err != nil {
-		t.Fatal(err)
-	}
+	f.want(t, "big", amounts{Max: 1e15, Reserved: 1, Actual: 999_999_999_999_999, Own: 1}, StatusActive)
+	f.must(t, f.l.Release(f.ctx, "k", []string{"big"}, "completed"))
 	f.want(t, "big", amounts{Max: 1e15, Actual: 999_999_999_999_999, Own: 1}, StatusActive)
 	e, err := f.l.Get(f.ctx, "big")
 	if err != nil || e.Remaining != 1e-9 {

@@ -4,29 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"golang.org/x/sync/errgroup"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/stack"
 )
 
-// TestStorm runs storms of 240 goroutines, one per thread of a random tree,
-// each reserving from its parent, charging (with retried keys and overruns)
-// and releasing at a random moment (often before its own children), against
-// real Redis. A checker reads every entry throughout. Afterwards: no entry
-// ever had actual + reserved > max, and once everything has released the
-// root holds exactly the sum of the accepted charges with nothing reserved.
+// TestStorm runs 200 goroutines charging across a three-level tree of 30
+// entries (a root, 4 children, 25 grandchildren; admitted ones with their
+// parent's whole limit, and guaranteed ones) with tight ceilings, while
+// other goroutines admit, reserve and release short-lived leaves under
+// them, against real Redis. A watcher reads every entry continuously, in
+// one MULTI/EXEC so it sees one consistent moment, and checks at every
+// read that no level is over its ceiling (actual + reserved ≤ max), that
+// every level's actual is its own spend plus its children's, and that no
+// amount is negative. Afterwards everything is released and the root
+// holds exactly the sum of every entry's own spend, with nothing reserved.
 // Storms run on a plain pooled client and on the auto-pipeliner spool's
-// orchestrator uses, with a roomy root budget and with a tight one (most
-// reservations refused, most charges clamped).
+// orchestrator uses, roomy and tight.
 func TestStorm(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -35,10 +36,10 @@ func TestStorm(t *testing.T) {
 		budget float64
 		ap     bool
 	}{
-		{"plain/roomy", 1, 4, false},
-		{"plain/tight", 2, 0.6, false},
-		{"autopipeline/roomy", 3, 4, true},
-		{"autopipeline/tight", 4, 0.6, true},
+		{"plain/tight", 1, 0.5, false},
+		{"plain/roomy", 2, 50, false},
+		{"autopipeline/tight", 3, 0.5, true},
+		{"autopipeline/roomy", 4, 50, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -51,219 +52,267 @@ func TestStorm(t *testing.T) {
 	}
 }
 
+// stormTree is the storm's tree: entry ids, parents (-1 for the root) and
+// paths (ancestors, parent first).
+type stormTree struct {
+	ids    []string
+	parent []int
+	path   [][]string
+}
+
+func (st *stormTree) add(id string, parent int) int {
+	st.ids = append(st.ids, id)
+	st.parent = append(st.parent, parent)
+	var p []string
+	if parent >= 0 {
+		p = append([]string{st.ids[parent]}, st.path[parent]...)
+	}
+	st.path = append(st.path, p)
+	return len(st.ids) - 1
+}
+
 func storm(t *testing.T, f fixture, seed uint64, budget float64) {
-	const n = 240
-	rng := rand.New(rand.NewPCG(seed, 2))
-	parent := make([]int, n)
-	path := make([][]string, n) // ancestors, parent first
-	const rootKids = 20         // first-level threads, competing for the root
-	for i := 1; i < n; i++ {
-		parent[i] = rng.IntN(i)
-		if rng.IntN(3) == 0 { // keep some depth
-			parent[i] = i - 1
+	st := &stormTree{}
+	root := st.add("root", -1)
+	f.must(t, f.l.Register(f.ctx, "root", budget))
+	// Level 1: 4 children; the first is guaranteed a quarter of the root.
+	var mids []int
+	for i := range 4 {
+		m := st.add(fmt.Sprintf("m%d", i), root)
+		if i == 0 {
+			f.must(t, f.l.Reserve(f.ctx, st.ids[m], st.path[m], budget/4))
+		} else {
+			_, err := f.l.Admit(f.ctx, st.ids[m], st.path[m], budget, false)
+			f.must(t, err)
 		}
-		if i <= rootKids {
-			parent[i] = 0
-		}
-		path[i] = append([]string{id(parent[i])}, path[parent[i]]...)
+		mids = append(mids, m)
 	}
-	// Each thread asks its parent for a share of what the parent itself
-	// got, 2-12%: siblings compete, most fit. With a tight budget the
-	// root's 20 children ask for 5-15% each, twice what the root has in
-	// all: about half of them do not fit. Amounts are in whole nano-USD.
-	want := make([]float64, n)
-	want[0] = budget
-	for i := 1; i < n; i++ {
-		share := 0.02 + 0.1*rng.Float64()
-		if budget < 1 && parent[i] == 0 {
-			share = 0.05 + 0.1*rng.Float64()
+	// Level 2: 25 grandchildren; one in five guaranteed a tenth of its
+	// parent's ceiling (when it fits), the rest admitted with the whole.
+	for i := range 25 {
+		p := mids[i%len(mids)]
+		l := st.add(fmt.Sprintf("l%d", i), p)
+		if i%5 == 0 {
+			if err := f.l.Reserve(f.ctx, st.ids[l], st.path[l], budget/40); err == nil {
+				continue
+			}
 		}
-		want[i] = math.Round(want[parent[i]]*share*1e9) / 1e9
+		_, err := f.l.Admit(f.ctx, st.ids[l], st.path[l], budget, false)
+		f.must(t, err)
 	}
-	if err := f.l.Register(f.ctx, id(0), budget); err != nil {
-		t.Fatal(err)
+	tree := len(st.ids) // the 30 fixed entries; leaves come and go below
+	if tree != 30 {
+		t.Fatalf("tree of %d entries", tree)
 	}
 
-	// tried[i] counts down as i's children attempt their reservation;
-	// finished[i] as they release. A thread releases after its children
-	// tried (else a refused Reserve would only say "released"), and then
-	// either at once (a third of them: children still running under a
-	// released parent) or after its children finished.
-	ready := make([]chan struct{}, n)
-	ok := make([]atomic.Bool, n)
-	tried := make([]sync.WaitGroup, n)
-	finished := make([]sync.WaitGroup, n)
-	for i := range ready {
-		ready[i] = make(chan struct{})
+	fixedIDs, fixedPaths := append([]string(nil), st.ids...), append([][]string(nil), st.path...)
+
+	ctx, stop := context.WithCancel(f.ctx)
+	defer stop()
+	var mu sync.Mutex // guards st while leaves are added
+	snapshot := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), st.ids...)
 	}
-	for i := 1; i < n; i++ {
-		tried[parent[i]].Add(1)
-		finished[parent[i]].Add(1)
+
+	// The watcher.
+	var reads atomic.Int64
+	watchErr := make(chan error, 1)
+	go func() {
+		defer close(watchErr)
+		for ctx.Err() == nil {
+			// Under mu: a leaf is added to the tree and created in
+			// Redis under mu too, so every entry the read finds is in ids.
+			mu.Lock()
+			err := checkTree(f.ctx, f, st.ids)
+			mu.Unlock()
+			if err != nil {
+				watchErr <- err
+				stop()
+				return
+			}
+			reads.Add(1)
+		}
+	}()
+
+	// 200 chargers, 25 charges each, one in ten a retry of an earlier key:
+	// amounts up to 0.1% of the budget in a tight storm (2.5 times the
+	// budget in all: the ceilings are reached early), up to 0.02% in a
+	// roomy one (half the budget: only the small guaranteed leaves fill).
+	frac := 0.0002
+	if budget < 1 {
+		frac = 0.001
 	}
-	var accepted [n]int64 // nano, per thread, written by its own goroutine
-	var refused, skipped, overruns atomic.Int64
-	watched := make(chan struct{})
-	watchedOnce := sync.OnceFunc(func() { close(watched) })
+	var charged, clamped atomic.Int64
 	var wg sync.WaitGroup
-	errc := make(chan error, 20*n)
-	for i := range n {
+	errc := make(chan error, 1000)
+	for g := range 200 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(i), seed))
-			me := id(i)
-			if i > 0 {
-				p := parent[i]
-				defer finished[p].Done()
-				<-ready[p]
-				defer func() { // check the parent once more as this thread ends
-					if e, err := f.l.Get(f.ctx, id(p)); err == nil && e.ActualNano+e.ReservedNano > e.MaxNano {
-						errc <- fmt.Errorf("invariant broken at %s: %+v", e.ThreadID, e)
-					}
-				}()
-				if !ok[p].Load() {
-					skipped.Add(1) // its parent never got a budget
-					tried[p].Done()
-					close(ready[i])
+			r := rand.New(rand.NewPCG(seed, uint64(g)+100))
+			for k := range 25 {
+				if ctx.Err() != nil {
 					return
 				}
-				err := f.l.Reserve(f.ctx, me, id(p), want[i])
-				tried[p].Done()
-				if err != nil {
-					if !errors.Is(err, ErrInsufficientBudget) {
-						errc <- err
-					}
-					refused.Add(1)
-					close(ready[i])
+				i := r.IntN(tree)
+				key := fmt.Sprintf("g%d:%d", g, k)
+				if k > 0 && r.IntN(10) == 0 {
+					key = fmt.Sprintf("g%d:%d", g, r.IntN(k))
+				}
+				amt := float64(r.IntN(int(budget*frac*1e9))+1) / 1e9
+				_, err := f.l.Charge(f.ctx, fixedIDs[i], fixedPaths[i], key, amt)
+				switch {
+				case err == nil:
+					charged.Add(1)
+				case errors.Is(err, spendExceeded):
+					clamped.Add(1)
+				default:
+					errc <- fmt.Errorf("charge %s: %w", fixedIDs[i], err)
 					return
 				}
-			}
-			ok[i].Store(true)
-			close(ready[i])
-			var own int64
-			for turn := range r.IntN(10) + 1 {
-				key := fmt.Sprintf("%s:%d", me, turn)
-				amt := math.Round(want[i]*(0.02+0.25*r.Float64())*1e9) / 1e9 // sometimes more than is left
-				for range 1 + r.IntN(2) {                                    // sometimes retried
-					e, err := f.l.Charge(f.ctx, me, key, amt)
-					if err != nil && !errors.Is(err, spendExceeded) {
-						errc <- err
-						return
-					}
-					if err != nil {
-						overruns.Add(1)
-					}
-					if e.ActualNano+e.ReservedNano > e.MaxNano {
-						errc <- fmt.Errorf("invariant broken at %s after charge: %+v", me, e)
-					}
-					accepted[i] += e.OwnNano - own
-					own = e.OwnNano
-				}
-				if r.IntN(2) == 0 {
-					time.Sleep(time.Duration(r.IntN(2000)) * time.Microsecond)
-				} else {
-					runtime.Gosched()
-				}
-			}
-			tried[i].Wait()
-			if r.IntN(3) != 0 {
-				finished[i].Wait()
-			}
-			if i == 0 {
-				<-watched // the root stays open until the checker has made two passes
-			}
-			if err := f.l.Release(f.ctx, me, path[i], "completed"); err != nil {
-				errc <- err
 			}
 		}()
 	}
-
-	done := make(chan struct{})
-	checked := make(chan int)
-	go func() {
-		rounds := 0
-		defer func() { checked <- rounds }()
-		for {
-			if err := checkAll(f, n); err != nil {
-				errc <- err
-				watchedOnce()
-				return
+	// 10 goroutines that admit or reserve leaves under random entries,
+	// charge them and release them.
+	var leaves, refused atomic.Int64
+	for g := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(seed, uint64(g)+1000))
+			for k := range 15 {
+				if ctx.Err() != nil {
+					return
+				}
+				p := r.IntN(tree)
+				mu.Lock()
+				x := st.add(fmt.Sprintf("x%d.%d", g, k), p)
+				id, path := st.ids[x], st.path[x]
+				var err error
+				if r.IntN(2) == 0 {
+					err = f.l.Reserve(f.ctx, id, path, budget/100)
+				} else {
+					_, err = f.l.Admit(f.ctx, id, path, budget, false)
+				}
+				if errors.Is(err, ErrInsufficientBudget) {
+					st.ids[x] = "" // never created
+				}
+				mu.Unlock()
+				if errors.Is(err, ErrInsufficientBudget) {
+					refused.Add(1)
+					continue
+				}
+				if err != nil {
+					errc <- fmt.Errorf("leaf %s: %w", id, err)
+					return
+				}
+				leaves.Add(1)
+				for c := range 3 {
+					if _, err := f.l.Charge(f.ctx, id, path, fmt.Sprint(c), budget/3000); err != nil && !errors.Is(err, spendExceeded) {
+						errc <- fmt.Errorf("leaf charge %s: %w", id, err)
+						return
+					}
+				}
+				if err := f.l.Release(f.ctx, id, path, "completed"); err != nil {
+					errc <- fmt.Errorf("leaf release %s: %w", id, err)
+					return
+				}
 			}
-			rounds++
-			if rounds == 2 {
-				watchedOnce()
-			}
-			select {
-			case <-done:
-				return
-			default:
-			}
-		}
-	}()
+		}()
+	}
 	wg.Wait()
-	close(done)
-	rounds := <-checked
+	// Let the watcher read the final state at least twice.
+	for n := reads.Load(); reads.Load() < n+2 && ctx.Err() == nil; {
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	if err := <-watchErr; err != nil {
+		t.Fatal(err)
+	}
 	close(errc)
 	for err := range errc {
-		t.Error(err)
-	}
-	if err := checkAll(f, n); err != nil {
 		t.Fatal(err)
 	}
-	var sum int64
-	for i := range n {
-		sum += accepted[i]
-		if !ok[i].Load() {
+
+	// Release everything, leaves first, and check the end state.
+	ids := snapshot()
+	for i := len(ids) - 1; i >= 0; i-- {
+		if ids[i] == "" {
 			continue
 		}
-		e, err := f.l.Get(f.ctx, id(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.OwnNano != accepted[i] {
-			t.Errorf("%s: own %d, accepted charges %d", id(i), e.OwnNano, accepted[i])
-		}
-		if e.Status != "completed" {
-			t.Errorf("%s: status %s", id(i), e.Status)
+		f.must(t, f.l.Release(f.ctx, ids[i], st.path[i], "completed"))
+		if err := checkTree(f.ctx, f, ids); err != nil {
+			t.Fatalf("after releasing %s: %v", ids[i], err)
 		}
 	}
-	root, err := f.l.Get(f.ctx, id(0))
-	if err != nil {
-		t.Fatal(err)
+	all, err := f.l.GetMany(f.ctx, ids)
+	f.must(t, err)
+	var own int64
+	for _, e := range all {
+		own += e.OwnNano
 	}
-	if root.ActualNano != sum || root.ReservedNano != 0 {
-		t.Fatalf("root actual %d reserved %d, want actual %d reserved 0", root.ActualNano, root.ReservedNano, sum)
+	rootE := all["root"]
+	if rootE.ActualNano != own || rootE.ReservedNano != 0 {
+		t.Fatalf("end: root actual %d reserved %d, want actual %d (sum of own) and nothing reserved", rootE.ActualNano, rootE.ReservedNano, own)
 	}
-	t.Logf("storm: %d threads, %d refused reservations, %d never started (parent refused), %d overrun charges, root spent %g of %g, %d checker rounds",
-		n, refused.Load(), skipped.Load(), overruns.Load(), root.Actual, root.Max, rounds)
-	if budget < 1 && (refused.Load() == 0 || overruns.Load() == 0) {
-		t.Errorf("a tight budget refused %d reservations and clamped %d charges: the storm did not press on the budget",
-			refused.Load(), overruns.Load())
+	t.Logf("%d charges accepted, %d clamped; %d leaves, %d refused; %d consistent reads; root spent %g of %g",
+		charged.Load(), clamped.Load(), leaves.Load(), refused.Load(), reads.Load(), rootE.Actual, rootE.Max)
+	if budget < 1 && (clamped.Load() == 0 || rootE.ActualNano != rootE.MaxNano) {
+		t.Fatalf("a tight storm clamped %d charges and spent %d of %d: it did not reach the ceiling", clamped.Load(), rootE.ActualNano, rootE.MaxNano)
+	}
+	if reads.Load() < 3 {
+		t.Fatalf("the watcher read the tree only %d times", reads.Load())
 	}
 }
 
-func id(i int) string { return fmt.Sprintf("s%d", i) }
-
-// checkAll reads every entry (each HMGET is atomic), 16 at a time, and
-// checks the invariant.
-func checkAll(f fixture, n int) error {
-	ctx := context.Background()
-	var g errgroup.Group
-	g.SetLimit(16)
-	for i := range n {
-		g.Go(func() error {
-			e, err := f.l.Get(ctx, id(i))
-			if errors.Is(err, ErrNotFound) {
-				return nil
+// checkTree reads every entry of ids in one MULTI/EXEC and checks the
+// ledger's invariants over that one moment.
+func checkTree(ctx context.Context, f fixture, ids []string) error {
+	ks := keyspace.New(f.r.Namespace)
+	var cmds []*redis.SliceCmd
+	_, err := f.r.Client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		for _, id := range ids {
+			if id != "" {
+				cmds = append(cmds, p.HMGet(ctx, ks.Ledger(id), entryFields...))
 			}
-			if err != nil {
-				return err
-			}
-			if e.ActualNano > e.MaxNano || e.ActualNano+e.ReservedNano > e.MaxNano || e.ReservedNano < 0 || e.ActualNano < 0 {
-				return fmt.Errorf("invariant broken at %s: %+v", id(i), e)
-			}
-			return nil
-		})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	return g.Wait()
+	entries := map[string]Entry{}
+	sub := map[string]int64{}
+	j := 0
+	for _, id := range ids {
+		if id == "" {
+			continue
+		}
+		vals := cmds[j].Val()
+		j++
+		if vals[1] == nil {
+			continue // a leaf not created yet
+		}
+		e, err := parseEntry(id, vals)
+		if err != nil {
+			return err
+		}
+		entries[id] = e
+		sub[e.ParentID] += e.ActualNano
+	}
+	for id, e := range entries {
+		if e.ActualNano < 0 || e.ReservedNano < 0 || e.OwnNano < 0 || e.OverrunNano < 0 {
+			return fmt.Errorf("%s: negative amount %+v", id, e)
+		}
+		if e.ActualNano+e.ReservedNano > e.MaxNano {
+			return fmt.Errorf("%s over its ceiling: actual %d + reserved %d > max %d", id, e.ActualNano, e.ReservedNano, e.MaxNano)
+		}
+		if e.ActualNano != e.OwnNano+sub[id] {
+			return fmt.Errorf("%s: actual %d, but own %d + children's %d", id, e.ActualNano, e.OwnNano, sub[id])
+		}
+	}
+	return nil
 }

@@ -75,7 +75,8 @@ func TestThreadPageTreeAndBudget(t *testing.T) {
 	}
 	require.Equal(t, 2, strings.Count(body, `<span class="badge st-running">running</span>`), "both leaves run")
 	require.Contains(t, body, `data-running="true"`)
-	require.Contains(t, body, "reserved for children")
+	require.Contains(t, body, "set aside for guaranteed children")
+	require.Contains(t, body, `subtree $`, "each node shows its live subtree spend")
 	require.Contains(t, body, `href="/threads/`+root.ThreadID+`/transcript"`)
 
 	// The JSON view: the tree's shape and the ledger's reservations.
@@ -93,9 +94,18 @@ func TestThreadPageTreeAndBudget(t *testing.T) {
 	}
 	require.NotNil(t, v.Budget)
 	require.InDelta(t, 0.5, v.Budget.Max, 1e-9)
-	require.InDelta(t, 0.2, v.Budget.Reserved, 1e-9, "two branches reserved 0.1 each")
 	require.Len(t, v.Budget.Children, 2)
-	require.Equal(t, "active", v.Budget.Children[0].Status)
+	var kids float64
+	for _, k := range v.Budget.Children {
+		require.Equal(t, "active", k.Status)
+		kids += k.Actual
+		if k.Guaranteed {
+			require.InDelta(t, 0.1, k.Max, 1e-9)
+			require.InDelta(t, k.Max-k.Actual, v.Budget.Reserved, 1e-9, "what the guaranteed branch has not spent is set aside")
+		}
+	}
+	require.Greater(t, kids, 0.0)
+	require.InDelta(t, v.Budget.Own+kids, v.Budget.Actual, 1e-9, "the root's spend is live: its own and its children's")
 
 	// A branch's page names its parent.
 	body = e.page(threadURL(tr.branches[0].ThreadID))

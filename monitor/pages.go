@@ -81,6 +81,7 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%.1f", min(100, max(0, part/whole*100)))
 	},
+	"sub": func(a, b float64) float64 { return a - b },
 	"dur": func(sec float64) string { return (time.Duration(sec * float64(time.Second))).String() },
 }
 

@@ -190,6 +190,12 @@ func viewEvent(ev transcript.Event) eventView {
 		if p.Asynchronous {
 			v.Meta = "async"
 		}
+	case transcript.TypeChildRefused:
+		var p transcript.ChildRefused
+		_ = ev.Decode(&p)
+		v.Class, v.Title = "tool-error", "spawn refused: "+p.Directive
+		v.Meta = p.Code
+		v.setText(p.Message)
 	case transcript.TypeThreadStarted:
 		var p transcript.ThreadStarted
 		_ = ev.Decode(&p)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/spool-run/spool/ledger"
+	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
 )
@@ -70,16 +70,20 @@ func (m *Monitor) countThreads(ctx context.Context) (*statusCounts, error) {
 // Node is a thread in a tree: its children, and the thread that continues
 // it. The JSON matches `spool thread tree --json`.
 type Node struct {
-	ThreadID     string        `json:"thread_id"`
-	Directive    string        `json:"directive"`
-	Status       thread.Status `json:"status"`
-	Model        string        `json:"model,omitempty"`
-	Turns        int           `json:"turns"`
-	Tokens       int           `json:"tokens"`
-	Spend        float64       `json:"spend"`
-	SpendLimit   float64       `json:"spend_limit"`
-	Children     []*Node       `json:"children"`
-	Continuation *Node         `json:"continuation,omitempty"`
+	ThreadID   string        `json:"thread_id"`
+	Directive  string        `json:"directive"`
+	Status     thread.Status `json:"status"`
+	Model      string        `json:"model,omitempty"`
+	Turns      int           `json:"turns"`
+	Tokens     int           `json:"tokens"`
+	Spend      float64       `json:"spend"`
+	SpendLimit float64       `json:"spend_limit"`
+	// Subtree is the live spend of the thread's subtree against its
+	// ceiling, on the first thread of each continuation chain (the chain
+	// shares one ledger entry).
+	Subtree      *orchestrator.Subtree `json:"subtree,omitempty"`
+	Children     []*Node               `json:"children"`
+	Continuation *Node                 `json:"continuation,omitempty"`
 	// Truncated: the walk stopped at Config.MaxTreeNodes below here.
 	Truncated bool `json:"truncated,omitempty"`
 }
@@ -117,12 +121,15 @@ func (n *Node) count() int {
 func (m *Monitor) buildTree(ctx context.Context, rec *queue.Record) (*Node, error) {
 	left := m.cfg.MaxTreeNodes
 	seen := map[string]bool{}
+	var recs []*queue.Record
+	nodes := map[string]*Node{}
 	var walk func(r *queue.Record) (*Node, error)
 	walk = func(r *queue.Record) (*Node, error) {
 		seen[r.ThreadID] = true
 		left--
 		n := &Node{ThreadID: r.ThreadID, Directive: r.Directive, Status: r.Status, Model: r.Model, Turns: r.Cost.Turns,
 			Tokens: r.Cost.Tokens(), Spend: r.Cost.Spend, SpendLimit: r.Limits.Spend, Children: []*Node{}}
+		recs, nodes[r.ThreadID] = append(recs, r), n
 		kids, err := m.cfg.Orch.Registry.ListChildren(ctx, r.ThreadID)
 		if err != nil {
 			return nil, err
@@ -159,65 +166,37 @@ func (m *Monitor) buildTree(ctx context.Context, rec *queue.Record) (*Node, erro
 		}
 		return n, nil
 	}
-	return walk(rec)
-}
-
-// Budget is a thread's ledger entry with its children's entries.
-type Budget struct {
-	ledger.Entry
-	Children []BudgetChild `json:"children"`
-}
-
-// BudgetChild is a child's ledger entry as its parent sees it.
-type BudgetChild struct {
-	ThreadID  string  `json:"thread_id"`
-	Directive string  `json:"directive"`
-	Max       float64 `json:"max"`
-	Reserved  float64 `json:"reserved"`
-	Actual    float64 `json:"actual"`
-	Status    string  `json:"status"`
-}
-
-// Percent returns v as a share of the entry's max, 0 to 100.
-func (b *Budget) Percent(v float64) float64 {
-	if b.Max <= 0 {
-		return 0
+	root, err := walk(rec)
+	if err != nil {
+		return nil, err
 	}
-	return min(100, max(0, v/b.Max*100))
+	subs, err := m.cfg.Orch.Subtrees(ctx, recs)
+	if err != nil {
+		return nil, err
+	}
+	for id, s := range subs {
+		nodes[id].Subtree = &s
+	}
+	return root, nil
 }
 
-// budget returns the ledger entry of rec and of its children, or nil when
-// the thread has no entry.
-func (m *Monitor) budget(ctx context.Context, rec *queue.Record) (*Budget, error) {
-	e, err := m.cfg.Orch.Ledger.Get(ctx, rec.ThreadID)
-	if errors.Is(err, ledger.ErrNotFound) {
+// budget returns the live budget of rec's subtree, or nil when the thread
+// has no ledger entry.
+func (m *Monitor) budget(ctx context.Context, rec *queue.Record) (*orchestrator.Budget, error) {
+	b, err := m.cfg.Orch.ThreadBudget(ctx, rec)
+	if errors.Is(err, orchestrator.ErrNoBudget) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	b := &Budget{Entry: e, Children: []BudgetChild{}}
-	kids, err := m.cfg.Orch.Registry.ListChildren(ctx, rec.ThreadID)
-	if err != nil {
-		return nil, err
-	}
-	for _, k := range kids {
-		ke, err := m.cfg.Orch.Ledger.Get(ctx, k.ThreadID)
-		if err != nil {
-			continue
-		}
-		b.Children = append(b.Children, BudgetChild{ThreadID: k.ThreadID, Directive: k.Directive, Max: ke.Max, Reserved: ke.Reserved, Actual: ke.Actual, Status: ke.Status})
-	}
-	return b, nil
+	return b, err
 }
 
 // ThreadView is everything the thread page shows; /api/threads/ID returns
 // it as JSON.
 type ThreadView struct {
-	Thread *queue.Record   `json:"thread"`
-	Chain  []*queue.Record `json:"chain"`
-	Tree   *Node           `json:"tree"`
-	Budget *Budget         `json:"budget"`
+	Thread *queue.Record        `json:"thread"`
+	Chain  []*queue.Record      `json:"chain"`
+	Tree   *Node                `json:"tree"`
+	Budget *orchestrator.Budget `json:"budget"`
 	// Live: some thread of the tree has not finished.
 	Live bool `json:"live"`
 }

@@ -6,22 +6,36 @@
 // Starting a thread (spec steps 1-8, then enqueue):
 //
 //	parent? ──▶ bundle ──▶ directive ──▶ inputs ──▶ limits (depth) ──▶ spawns
-//	   ──▶ capabilities ──▶ model ──▶ reserve budget ──▶ register ──▶ enqueue
+//	   ──▶ capabilities ──▶ model ──▶ admit budget ──▶ register ──▶ enqueue
+//
+// Budgets (CLI.md "Budgets", the ledger package doc). A spend limit is a
+// ceiling on a thread's whole subtree, and every charge counts at once
+// against the thread and each ancestor:
+//
+//	root   spend 1.00 ─ ledger entry: max 1.00, actual = the whole tree's spend
+//	├─ kid spend min(1.00, what the root has left) ─ admitted, shares the root's
+//	├─ kid (reserve: true, spend 0.30) ─ 0.30 set aside in the root up front
+//	└─ kid ─▶ continuation ─▶ continuation: one entry for the chain
 //
 // Choices the spec leaves open, made here:
-//   - A continuation (handoff or resume) carries the chain's remaining spend:
-//     its spend limit is the previous thread's limit minus what it spent, so
-//     a chain is one logical execution under one budget. Turns and tokens
-//     start afresh with the new context.
-//   - A continuation or resume whose parent has already released its budget
-//     gets a root ledger entry of its own, capped at that remaining spend.
-//   - A child reserves its whole resolved spend limit from its parent, as
-//     the spec's step 8 says, and a spawn that does not fit fails with
-//     spend_exceeded (returned to the parent's model as the spawn's result).
-//     Children therefore want smaller spend limits than their parent
-//     (directive <limits spend> or the spawn's limit_overrides): a child
-//     with the parent's own limit can never fit once the parent has spent
-//     anything.
+//   - A child is admitted, not funded: it starts while every level above it
+//     has room, with spend limit min(its resolved limit, what its parent
+//     has left), and nothing is set aside. Children with their parent's own
+//     limit share the parent's budget, so a fan-out runs under default
+//     limits. A spawn that finds no room fails with spend_exceeded, given
+//     to the parent's model as the spawn's result and written to the
+//     parent's transcript (child_refused).
+//   - The spec's step 8 reservation is opt-in: a spawn with reserve: true
+//     sets its whole spend limit aside from its parent up front (and the
+//     levels above it, up to the first one that holds a guarantee of its
+//     own), and fails when it does not fit.
+//   - A continuation chain has one ledger entry, keyed by its first
+//     thread: a handoff's continuation and a user resume go on spending
+//     it, with what the chain has left as their spend limit (never a fresh
+//     default), so a chain of resumes can never spend more than its first
+//     thread's limit. A resume reopens the chain's finished entry, and is
+//     refused when nothing is left. Turns and tokens count afresh with the
+//     new context, under the limits of the thread continued.
 //   - A child whose directive names no model (no id, no tier) and whose
 //     spawn call names none runs on its parent's model.
 //   - Children inherit their parent's bundle, so a whole tree sees the same

@@ -45,14 +45,15 @@ type Charge struct {
 	// Done, when set, gets the charge's outcome: the entry, and a
 	// spend_exceeded *thread.LimitError when it was clamped (which does
 	// not stop the finalization: the thread has ended anyway).
-	Done func(ledger.Entry, error)
+	Done func(ledger.Charged, error)
 }
 
 // Finalize ends a thread held at version, as the spec's step 14: commit
 // status, result and the transcript's final mark (fenced by version), link
 // the continuation of a handed-off thread, charge the last turn when it is
-// not yet (Outcome.Charge), release its budget (cascading spend to every
-// ancestor and returning the unused reservation), and release the caller's
+// not yet (Outcome.Charge), release its chain's ledger entry unless it
+// handed off (a guaranteed entry gives back what it did not spend; spend
+// is already in every ancestor), and release the caller's
 // lease — all in one Redis script (luabatch: one round trip, atomic, and a
 // stale version changes nothing) — then write the signed thread.json, wake
 // the threads waiting on its chain, and cancel its unfinished children as
@@ -95,19 +96,24 @@ func (o *Orchestrator) Finalize(ctx context.Context, rec *queue.Record, version 
 	}
 	chargeAt := -1
 	if c := out.Charge; c != nil {
-		op, err := o.Ledger.ChargeOp(rec.ThreadID, c.Key, c.Amount, c.Done)
+		op, err := o.Ledger.ChargeOp(rec.LedgerID(), rec.BudgetPath(), c.Key, c.Amount, c.Done)
 		if err != nil {
 			return err
 		}
 		chargeAt = len(ops)
 		ops = append(ops, op)
 	}
-	release, err := o.Ledger.ReleaseOp(rec.ThreadID, rec.ParentLedgerPath(), string(out.Status))
-	if err != nil {
-		return err
+	// The chain's ledger entry ends with the chain: a handed-off thread's
+	// continuation goes on in it.
+	releaseAt := -1
+	if out.ContinuationID == "" {
+		release, err := o.Ledger.ReleaseOp(rec.LedgerID(), rec.BudgetPath(), string(out.Status))
+		if err != nil {
+			return err
+		}
+		releaseAt = len(ops)
+		ops = append(ops, release)
 	}
-	releaseAt := len(ops)
-	ops = append(ops, release)
 	var waiters []string
 	if out.ContinuationID == "" {
 		ops = append(ops, o.Activations.WaitersOp(rec.ChainRootID, &waiters))

@@ -25,7 +25,7 @@ func TestFinalizeInOneScript(t *testing.T) {
 	out := func() Outcome {
 		return Outcome{Status: thread.StatusCompleted, Result: "done", Cost: thread.Cost{Turns: 1, Spend: 0.25},
 			Transcript: new(w.Mark()), Lease: "tok",
-			Charge: &Charge{Key: id + ":turn:1", Amount: 0.25, Done: func(_ ledger.Entry, err error) { charged = append(charged, err) }}}
+			Charge: &Charge{Key: id + ":turn:1", Amount: 0.25, Done: func(_ ledger.Charged, err error) { charged = append(charged, err) }}}
 	}
 
 	// A stale version: a conflict, and nothing changed.
@@ -61,7 +61,7 @@ func TestFinalizeInOneScript(t *testing.T) {
 	const id2 = "t/finalize-2"
 	rec2, v2, w2 := s.runThread(t, id2, 1)
 	o2 := Outcome{Status: thread.StatusError, Error: &queue.ErrorInfo{Code: "spend_exceeded"}, Transcript: new(w2.Mark()),
-		Charge: &Charge{Key: id2 + ":turn:1", Amount: 5, Done: func(_ ledger.Entry, err error) { charged = append(charged, err) }}}
+		Charge: &Charge{Key: id2 + ":turn:1", Amount: 5, Done: func(_ ledger.Charged, err error) { charged = append(charged, err) }}}
 	require.NoError(t, s.o.Finalize(s.ctx, rec2, v2, o2))
 	require.Len(t, charged, 2)
 	var le *thread.LimitError

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/directive"
@@ -44,8 +43,11 @@ type StartRequest struct {
 	PreviousThreadID string
 	Kind             string
 	Message          string
-	// SpendCap caps the spend limit (a continuation's remaining budget).
-	SpendCap *float64
+	// Reserve asks for a guaranteed budget: the child's whole spend limit
+	// is set aside from its parent up front, and the start fails when it
+	// does not fit (a spawn's reserve: true). Without it the child is
+	// admitted while the levels above it have room (ledger package doc).
+	Reserve bool
 }
 
 // Start registers a thread, reserves its budget and enqueues its first
@@ -94,16 +96,26 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 		return nil, fmt.Errorf("directive %s: %w", name, err)
 	}
 
-	var parentLimits *thread.Resolved
-	if parent != nil {
-		parentLimits = &parent.Limits
+	var prev *queue.Record
+	if req.PreviousThreadID != "" {
+		if prev, err = o.Registry.Get(ctx, req.PreviousThreadID); err != nil {
+			return nil, fmt.Errorf("previous thread %q: %w", req.PreviousThreadID, err)
+		}
 	}
-	limits, err := thread.MergeLimits(proj.Resilience.Limits, d.Limits, req.LimitOverrides, parentLimits)
-	if err != nil {
-		return nil, err
-	}
-	if req.SpendCap != nil {
-		limits.Spend = math.Max(0, math.Min(limits.Spend, *req.SpendCap))
+	var limits thread.Resolved
+	if prev != nil {
+		// A continuation runs under the limits of the thread it
+		// continues (turns and tokens count afresh; spend is what the
+		// chain has left, below).
+		limits = prev.Limits
+	} else {
+		var parentLimits *thread.Resolved
+		if parent != nil {
+			parentLimits = &parent.Limits
+		}
+		if limits, err = thread.MergeLimits(proj.Resilience.Limits, d.Limits, req.LimitOverrides, parentLimits); err != nil {
+			return nil, err
+		}
 	}
 
 	caps := append([]string(nil), d.Permissions...)
@@ -138,11 +150,7 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 		ContinuationKind:    req.Kind,
 		ContinuationMessage: req.Message,
 	}
-	if req.PreviousThreadID != "" {
-		prev, err := o.Registry.Get(ctx, req.PreviousThreadID)
-		if err != nil {
-			return nil, fmt.Errorf("previous thread %q: %w", req.PreviousThreadID, err)
-		}
+	if prev != nil {
 		nt.ChainRootID = prev.ChainRootID
 		nt.ContinuationOf = prev.ThreadID
 		nt.ChainIndex = prev.ChainIndex + 1
@@ -168,27 +176,22 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 	}
 
 	// Budget (step 8) and registration, in one script (luabatch): the
-	// budget first, and the record only once the budget is there. A
-	// continuation whose parent has released reserves nothing from it: it
-	// gets a root entry capped at its own limit.
-	budget := func() (luabatch.Op, error) { return o.Ledger.RegisterOp(id, limits.Spend) }
-	if parent != nil {
-		budget = func() (luabatch.Op, error) { return o.Ledger.ReserveOp(id, parent.ThreadID, limits.Spend) }
+	// budget first, and the record only once the budget is there.
+	plan, err := o.planBudget(ctx, id, parent, prev, req, &limits)
+	if err != nil {
+		undoSpawn()
+		return nil, fmt.Errorf("budget of %s: %w", id, err)
 	}
-	rec, budgetErr, err := o.register(ctx, budget, nt)
-	if budgetErr != nil && parent != nil && req.PreviousThreadID != "" && errors.Is(budgetErr, ledger.ErrReleased) {
-		rec, budgetErr, err = o.register(ctx, func() (luabatch.Op, error) { return o.Ledger.RegisterOp(id, limits.Spend) }, nt)
-	}
+	nt.Limits, nt.LedgerPath = limits, plan.path
+	rec, budgetErr, err := o.register(ctx, plan.op, nt)
 	if budgetErr != nil {
 		undoSpawn()
-		return nil, fmt.Errorf("reserve budget for %s: %w", id, budgetErr)
+		return nil, budgetErr
 	}
 	if err != nil {
-		var path []string
-		if parent != nil {
-			path = append([]string{parent.ThreadID}, parent.ParentLedgerPath()...)
+		if prev == nil {
+			_ = o.Ledger.Release(context.WithoutCancel(ctx), id, plan.path, string(thread.StatusError))
 		}
-		_ = o.Ledger.Release(context.WithoutCancel(ctx), id, path, string(thread.StatusError))
 		undoSpawn()
 		return nil, err
 	}
@@ -200,6 +203,60 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 	}
 	o.threadLog(id).Info("thread started", "directive", name, "parent_id", req.ParentID, "model", model, "queue", req.Queue)
 	return rec, nil
+}
+
+// budgetPlan is the ledger step of a start: op makes (or reopens) the
+// thread's ledger entry, path is the entries above it.
+type budgetPlan struct {
+	op   func() (luabatch.Op, error)
+	path []string
+}
+
+// planBudget decides a new thread's ledger step and its spend limit
+// (*limits.Spend), as the ledger package doc says:
+//   - a root registers an entry with its spend limit as the ceiling;
+//   - a child is admitted under its parent with min(its limit, what the
+//     parent has left), or, with req.Reserve, gets its whole limit set
+//     aside (and fails when it does not fit);
+//   - a continuation (handoff, resume) goes on in its chain's entry, with
+//     what the chain has left as its spend limit; a resume reopens the
+//     finished chain's entry, and is refused when nothing is left.
+//
+// What is left is read before the script that admits (one round trip
+// more per child, none per turn); the ledger checks the room again, and
+// every charge is held to the live room of every level anyway.
+func (o *Orchestrator) planBudget(ctx context.Context, id string, parent, prev *queue.Record, req StartRequest, limits *thread.Resolved) (budgetPlan, error) {
+	switch {
+	case prev != nil:
+		entry, path := prev.LedgerID(), prev.BudgetPath()
+		room, err := o.Ledger.Room(ctx, entry, path)
+		if err != nil {
+			return budgetPlan{}, err
+		}
+		resume := req.Kind == KindResume
+		if resume && room.LeftNano <= 0 {
+			return budgetPlan{}, ledger.Exhausted(entry, room.Limiter)
+		}
+		limits.Spend = room.Left
+		return budgetPlan{path: path, op: func() (luabatch.Op, error) {
+			return o.Ledger.AdmitOp(entry, path, room.Left, resume, nil)
+		}}, nil
+	case parent == nil:
+		return budgetPlan{op: func() (luabatch.Op, error) { return o.Ledger.RegisterOp(id, limits.Spend) }}, nil
+	}
+	path := append([]string{parent.LedgerID()}, parent.BudgetPath()...)
+	if req.Reserve {
+		return budgetPlan{path: path, op: func() (luabatch.Op, error) { return o.Ledger.ReserveOp(id, path, limits.Spend) }}, nil
+	}
+	room, err := o.Ledger.Room(ctx, parent.LedgerID(), parent.BudgetPath())
+	if err != nil {
+		return budgetPlan{}, err
+	}
+	if room.LeftNano <= 0 {
+		return budgetPlan{}, ledger.Exhausted(parent.LedgerID(), room.Limiter)
+	}
+	limits.Spend = min(limits.Spend, room.Left)
+	return budgetPlan{path: path, op: func() (luabatch.Op, error) { return o.Ledger.AdmitOp(id, path, limits.Spend, false, nil) }}, nil
 }
 
 // register makes the ledger entry budget builds and then registers nt, in

@@ -30,6 +30,32 @@ var scriptFuncs = template.FuncMap{
 		return v
 	},
 	"contains": func(sub, s string) bool { return strings.Contains(s, sub) },
+	"field":    field,
+	"fields": func(name string, results []any) ([]any, error) {
+		out := make([]any, 0, len(results))
+		for _, r := range results {
+			s, _ := r.(string)
+			v, err := field(name, s)
+			if err != nil {
+				return nil, err
+			}
+			if v != nil {
+				out = append(out, v)
+			}
+		}
+		return out, nil
+	},
+}
+
+// field reads the top-level field name of text, a JSON object (a tool
+// result); nil when text has no such field, an error when it is not a
+// JSON object.
+func field(name, text string) (any, error) {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(text), &m); err != nil {
+		return nil, fmt.Errorf("field %q: the tool result is not a JSON object: %.80s", name, text)
+	}
+	return m[name], nil
 }
 
 // number converts a template value (a number of any Go kind, a json.Number

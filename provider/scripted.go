@@ -34,11 +34,17 @@ const DefaultScriptContextWindow = 200000
 // permanent error (`script "x.yaml": directive "test/a" has no turn 4`).
 //
 // Every string is a Go text/template over .inputs, .turn, .thread_id,
-// .parent_id, .previous_thread_id, .chain_index and .last_tool_result (the
-// content of the last tool message), with the builtins (eq, lt, and, not,
-// printf ...) and add, sub, mul, atoi, toJSON, default, contains. add, sub,
-// mul and atoi take numbers or numeric strings ("2" as --input gives it).
-// A missing key renders "<no value>".
+// .parent_id, .previous_thread_id, .chain_index, .last_tool_result (the
+// content of the last tool message) and .tool_results (the contents of
+// the previous turn's tool results, in call order), with the builtins (eq,
+// lt, and, not, printf ...) and add, sub, mul, atoi, toJSON, default,
+// contains, field and fields. add, sub, mul and atoi take numbers or
+// numeric strings ("2" as --input gives it). field NAME TEXT reads one
+// field of a JSON tool result ({{field "thread_id" .last_tool_result}}: a
+// spawned child's id); fields NAME LIST reads it from each of a list of
+// results ({{toJSON (fields "thread_id" .tool_results)}}: the ids of the
+// children an async fan-out started, for wait_threads). A missing key
+// renders "<no value>".
 //
 // Tool call inputs are rendered recursively through maps and lists. A string
 // holding text around or between actions ("chain_L{{.inputs.level}}.txt")
@@ -424,6 +430,14 @@ func (s *Scripted) templateData(req *Request, turn int) map[string]any {
 			break
 		}
 	}
+	// The results of the previous turn's calls, in call order: the tool
+	// messages after the last assistant message.
+	results := []any{}
+	for i := len(req.Messages) - 1; i >= 0 && req.Messages[i].Role != thread.RoleAssistant; i-- {
+		if req.Messages[i].Role == thread.RoleTool {
+			results = append([]any{req.Messages[i].Content}, results...)
+		}
+	}
 	return map[string]any{
 		"inputs":             inputs,
 		"turn":               turn,
@@ -432,6 +446,7 @@ func (s *Scripted) templateData(req *Request, turn int) map[string]any {
 		"previous_thread_id": req.Thread.PreviousThreadID,
 		"chain_index":        req.Thread.ChainIndex,
 		"last_tool_result":   last,
+		"tool_results":       results,
 	}
 }
 

@@ -399,3 +399,39 @@ func TestScriptParsedOnce(t *testing.T) {
 		t.Fatalf("changed script played %+v, %v", resp, err)
 	}
 }
+
+// TestScriptedToolResultFields: a script reads the fields of the previous
+// turn's JSON tool results, as an async fan-out waits on the children it
+// started.
+func TestScriptedToolResultFields(t *testing.T) {
+	t.Parallel()
+	s := parse(t, `
+directives:
+  "*":
+    - text: "one={{field \"thread_id\" .last_tool_result}} n={{len .tool_results}}"
+      tool_calls:
+        - tool: rye/agent/threads/orchestrator
+          input: {operation: wait_threads, thread_ids: "{{toJSON (fields \"thread_id\" .tool_results)}}"}
+`)
+	resp, err := s.Complete(context.Background(), &Request{
+		Messages: []thread.Message{
+			{Role: thread.RoleUser, Content: "go"},
+			{Role: thread.RoleTool, ToolCallID: "old", Content: `{"thread_id":"old-1"}`},
+			{Role: thread.RoleAssistant, ToolCalls: []thread.ToolCall{{ID: "a"}, {ID: "b"}, {ID: "c"}}},
+			{Role: thread.RoleTool, ToolCallID: "a", Content: `{"success":true,"thread_id":"k-1"}`},
+			{Role: thread.RoleTool, ToolCallID: "b", Content: `{"success":false,"error":{"code":"spend_exceeded"}}`},
+			{Role: thread.RoleTool, ToolCallID: "c", Content: `{"success":true,"thread_id":"k-3"}`},
+		},
+		Thread: ThreadInfo{ID: "T", Directive: "demo/x", Turn: 1},
+	}, nil)
+	require.NoError(t, err)
+	require.Equal(t, "one=k-3 n=3", resp.Text)
+	require.JSONEq(t, `{"operation":"wait_threads","thread_ids":["k-1","k-3"]}`, string(resp.ToolCalls[0].Input))
+
+	bad := parse(t, "directives:\n  \"*\":\n    - text: '{{field \"x\" .last_tool_result}}'\n")
+	_, err = bad.Complete(context.Background(), &Request{
+		Messages: []thread.Message{{Role: thread.RoleTool, ToolCallID: "a", Content: "plain text"}},
+		Thread:   ThreadInfo{ID: "T", Directive: "demo/x", Turn: 1},
+	}, nil)
+	require.ErrorContains(t, err, "not a JSON object")
+}

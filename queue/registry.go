@@ -88,6 +88,8 @@ type NewThread struct {
 	ChainIndex          int
 	ContinuationKind    string
 	ContinuationMessage string
+	// LedgerPath is the ledger entries above the thread's (Record).
+	LedgerPath []string
 }
 
 // Register creates the record of a new thread: status created, version 1,
@@ -119,6 +121,13 @@ func (r *Registry) RegisterOp(nt NewThread, rec **Record) (luabatch.Op, error) {
 		"previous_thread_id", nt.PreviousThreadID, "chain_root_id", nt.ChainRootID, "continuation_of", nt.ContinuationOf,
 		"continuation_thread_id", "", "result", "", "chain_index", nt.ChainIndex, "continuation_kind", nt.ContinuationKind,
 		"continuation_message", nt.ContinuationMessage}
+	if len(nt.LedgerPath) > 0 {
+		b, err := json.Marshal(nt.LedgerPath)
+		if err != nil {
+			return luabatch.Op{}, fmt.Errorf("register thread %q: ledger path: %w", nt.ThreadID, err)
+		}
+		fields = append(fields, "ledger_path", string(b))
+	}
 	var inputs []byte // as stored, for the record
 	for _, jf := range []struct {
 		name string
@@ -410,6 +419,7 @@ func registered(nt NewThread, now time.Time, inputs []byte, res []any) (*Record,
 		Queue: nt.Queue, Depth: int(depth), PreviousThreadID: nt.PreviousThreadID,
 		CreatedAt: now, UpdatedAt: now, Version: 1, ChainIndex: nt.ChainIndex,
 		ContinuationKind: nt.ContinuationKind, ContinuationMessage: nt.ContinuationMessage,
+		LedgerPath: append([]string(nil), nt.LedgerPath...),
 	}
 	if err := json.Unmarshal([]byte(replyString(res, 1)), &rec.Ancestors); err != nil {
 		return nil, fmt.Errorf("register thread %q: ancestors: %w", nt.ThreadID, err)

@@ -39,6 +39,11 @@ type Record struct {
 	Inputs           map[string]any `json:"inputs,omitempty"`
 	Queue            string         `json:"queue,omitempty"`
 	Ancestors        []string       `json:"ancestors,omitempty"` // root first, without the thread itself
+	// LedgerPath is the ledger entries above the thread's own, parent's
+	// first, up to the root's: each ancestor's entry is its chain's
+	// (LedgerID), so a child of a continuation charges the chain it
+	// belongs to.
+	LedgerPath []string `json:"ledger_path,omitempty"`
 	Depth            int            `json:"depth"`               // 0 for a root
 	PreviousThreadID string         `json:"previous_thread_id,omitempty"`
 	CreatedAt        time.Time      `json:"created_at"`
@@ -99,9 +104,23 @@ func (r *Record) TreeID() string {
 	return r.ThreadID
 }
 
-// ParentLedgerPath returns the thread's ancestors parent first, up to the
-// root: the order ledger.Release takes.
-func (r *Record) ParentLedgerPath() []string {
+// LedgerID is the id of the thread's budget ledger entry: one per
+// continuation chain, keyed by the chain's first thread, so a handoff or
+// resume goes on under the same ceiling.
+func (r *Record) LedgerID() string {
+	if r.ChainRootID != "" {
+		return r.ChainRootID
+	}
+	return r.ThreadID
+}
+
+// BudgetPath returns the ledger entries above the thread's own, parent's
+// first, up to the root's: the path the ledger takes (LedgerPath; for a
+// record written before it existed, the ancestors, parent first).
+func (r *Record) BudgetPath() []string {
+	if len(r.LedgerPath) > 0 || len(r.Ancestors) == 0 {
+		return r.LedgerPath
+	}
 	out := make([]string, len(r.Ancestors))
 	for i, a := range r.Ancestors {
 		out[len(r.Ancestors)-1-i] = a
@@ -163,7 +182,7 @@ var knownFields = map[string]bool{
 	"limits": true, "model": true, "capabilities": true, "bundle": true, "inputs": true, "queue": true,
 	"ancestors": true, "depth": true, "previous_thread_id": true, "created_at": true, "updated_at": true,
 	"version": true, "cancel_requested": true, "cancel_cascade": true, "activation": true, "chain_index": true, "continuation_kind": true,
-	"continuation_message": true, "started_at": true, "transcript_segments": true, "transcript_chain_hash": true,
+	"continuation_message": true, "started_at": true, "ledger_path": true, "transcript_segments": true, "transcript_chain_hash": true,
 }
 
 // parseRecord decodes a thread hash.
@@ -184,7 +203,7 @@ func parseRecord(m map[string]string) (*Record, error) {
 		name string
 		v    any
 	}{{"outputs", &r.Outputs}, {"cost", &r.Cost}, {"limits", &r.Limits}, {"capabilities", &r.Capabilities},
-		{"inputs", &r.Inputs}, {"ancestors", &r.Ancestors}} {
+		{"inputs", &r.Inputs}, {"ancestors", &r.Ancestors}, {"ledger_path", &r.LedgerPath}} {
 		if s := m[jf.name]; s != "" {
 			if err := json.Unmarshal([]byte(s), jf.v); err != nil {
 				return nil, bad(jf.name, err)

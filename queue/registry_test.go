@@ -126,8 +126,8 @@ func TestRegisterAndGet(t *testing.T) {
 	if grand.Depth != 2 || !cmp.Equal(grand.Ancestors, []string{"root-1", "child-1"}) {
 		t.Fatalf("grandchild ancestors %v depth %d", grand.Ancestors, grand.Depth)
 	}
-	if got := grand.ParentLedgerPath(); !cmp.Equal(got, []string{"child-1", "root-1"}) {
-		t.Fatalf("ParentLedgerPath %v", got)
+	if got := grand.BudgetPath(); !cmp.Equal(got, []string{"child-1", "root-1"}) {
+		t.Fatalf("BudgetPath %v", got)
 	}
 	recs, err := f.reg.GetMany(f.ctx, []string{"grand-1", "missing", "root-1"})
 	if err != nil || len(recs) != 2 || recs[0].ThreadID != "grand-1" || recs[1].ThreadID != "root-1" {

@@ -40,6 +40,7 @@ const (
 	TypeToolCallStart   = "tool_call_start"
 	TypeToolCallResult  = "tool_call_result"
 	TypeChildSpawned    = "child_spawned"
+	TypeChildRefused    = "child_refused" // a spawn the runtime refused (budget, spawns, depth, ...)
 	TypeLimitExceeded   = "limit_exceeded"
 	TypeHookFired       = "hook_fired"
 	TypeDirectiveReturn = "directive_return"
@@ -190,6 +191,14 @@ type ChildSpawned struct {
 	ChildID   string `json:"child_id"`
 	Directive string `json:"directive"`
 	Async     bool   `json:"async,omitempty"`
+}
+
+// ChildRefused is the payload of child_refused: a spawn of Directive that
+// did not start, with the error's code (e.g. spend_exceeded) and message.
+type ChildRefused struct {
+	Directive string `json:"directive"`
+	Code      string `json:"code"`
+	Message   string `json:"message"`
 }
 
 // UnmarshalJSON also reads "child_thread_id", which workers wrote before

@@ -192,6 +192,10 @@ func appendKnowledge(b []byte, meta KnowledgeMeta, events []Event) []byte {
 			var p ChildSpawned
 			_ = ev.Decode(&p)
 			b = fmt.Appendf(b, "> spawned child `%s` (%s)\n\n", p.ChildID, p.Directive)
+		case TypeChildRefused:
+			var p ChildRefused
+			_ = ev.Decode(&p)
+			b = fmt.Appendf(b, "> **spawn refused** (%s) %s\n\n", p.Directive, p.Message)
 		case TypeLimitExceeded:
 			var p LimitExceeded
 			_ = ev.Decode(&p)

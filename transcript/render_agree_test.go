@@ -44,7 +44,7 @@ func describeEvents(events []Event) string {
 
 // renderedTypes are the event types the knowledge render shows.
 var renderedTypes = []string{TypeThreadStarted, TypeCognitionIn, TypeCognitionOut, TypeToolCallResult, TypeThreadHandoff,
-	TypeThreadContinued, TypeThreadResumed, TypeChildSpawned, TypeLimitExceeded, TypeThreadError, TypeThreadWaiting,
+	TypeThreadContinued, TypeThreadResumed, TypeChildSpawned, TypeChildRefused, TypeLimitExceeded, TypeThreadError, TypeThreadWaiting,
 	TypeHookFired, TypeThreadCancelled, TypeThreadCompleted, TypeTokenDelta, TypeCheckpoint}
 
 func TestRenderAgreesWithReference(t *testing.T) {
@@ -81,6 +81,7 @@ func TestRenderAgreesWithReference(t *testing.T) {
 		{TypeThreadContinued, ThreadContinued{PreviousThreadID: "t/0"}},
 		{TypeThreadResumed, ThreadResumed{NewThreadID: "t/3"}},
 		{TypeChildSpawned, ChildSpawned{ChildID: "c", Directive: "d"}},
+		{TypeChildRefused, ChildRefused{Directive: "d", Code: "spend_exceeded", Message: "spend_exceeded: no room"}},
 		{TypeLimitExceeded, LimitExceeded{Code: "spend_exceeded", Current: 0.10000000000000002, Max: 1e-7}},
 		{TypeThreadError, Error{Class: "transient", Message: "boom"}},
 		{TypeThreadWaiting, ThreadWaiting{ChildIDs: []string{"a", "b"}}},

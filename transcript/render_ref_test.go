@@ -123,6 +123,10 @@ func renderKnowledgeRef(meta KnowledgeMeta, events []Event) []byte {
 			var p ChildSpawned
 			_ = ev.Decode(&p)
 			fmt.Fprintf(&b, "> spawned child `%s` (%s)\n\n", p.ChildID, p.Directive)
+		case TypeChildRefused:
+			var p ChildRefused
+			_ = ev.Decode(&p)
+			fmt.Fprintf(&b, "> **spawn refused** (%s) %s\n\n", p.Directive, p.Message)
 		case TypeLimitExceeded:
 			var p LimitExceeded
 			_ = ev.Decode(&p)

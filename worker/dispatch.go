@@ -12,7 +12,6 @@ import (
 
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/hooks"
-	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
@@ -177,6 +176,8 @@ type spawnParams struct {
 	Inputs         json.RawMessage `json:"inputs"`
 	Async          bool            `json:"async"`
 	LimitOverrides map[string]any  `json:"limit_overrides"`
+	// Reserve asks for a guaranteed budget (orchestrator.StartRequest).
+	Reserve bool `json:"reserve"`
 	Model          string          `json:"model"`
 }
 
@@ -208,16 +209,20 @@ func (s *session) spawn(ctx context.Context, call thread.ToolCall) error {
 		return nil
 	}
 	rec, err := s.o.Start(ctx, orchestrator.StartRequest{
-		Directive: name, Inputs: inputs, Model: p.Model, LimitOverrides: overrides, ParentID: s.id(),
+		Directive: name, Inputs: inputs, Model: p.Model, LimitOverrides: overrides, ParentID: s.id(), Reserve: p.Reserve,
 	})
 	if err != nil {
 		if isInfra(err) {
 			return err
 		}
-		if errors.Is(err, ledger.ErrInsufficientBudget) {
+		var le *thread.LimitError
+		if errors.As(err, &le) && le.Code == thread.CodeSpendExceeded {
 			s.w.metrics.ledgerRejected("reserve")
 		}
-		s.toolJSON(call.ID, threadDirectiveID, map[string]any{"success": false, "error": errorObject(err)}, true)
+		obj := errorObject(err)
+		s.emit(transcript.TypeChildRefused, transcript.ChildRefused{Directive: name, Code: obj["code"].(string), Message: err.Error()})
+		s.log.Info("spawn refused", "directive", name, "error", err)
+		s.toolJSON(call.ID, threadDirectiveID, map[string]any{"success": false, "error": obj}, true)
 		return nil
 	}
 	s.emit(transcript.TypeChildSpawned, transcript.ChildSpawned{ChildID: rec.ThreadID, Directive: name, Async: p.Async})

@@ -105,8 +105,8 @@ func (s *session) afterCompleteHandoff(ctx context.Context, newID string) {
 
 // completeHandoff runs the spec's phases 2-5 for a decided handoff; every
 // step is idempotent, so a recovering worker re-runs it from the top. The
-// old thread releases its budget first, so its parent can fund the
-// continuation with what the chain has left.
+// continuation goes on in the chain's ledger entry, with what the chain
+// has left (orchestrator.Start).
 func (s *session) completeHandoff(ctx context.Context) error {
 	newID := s.st.Handoff
 	if !s.st.AfterComplete {
@@ -117,14 +117,10 @@ func (s *session) completeHandoff(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := s.o.Ledger.Release(ctx, s.id(), s.rec.ParentLedgerPath(), string(thread.StatusContinued)); err != nil {
-		return err
-	}
 	if _, err := s.o.Registry.Get(ctx, newID); errors.Is(err, queue.ErrNotFound) {
-		left := max(0, s.rec.Limits.Spend-s.st.Cost.Spend)
 		_, err := s.o.Start(ctx, orchestrator.StartRequest{
 			ID: newID, Directive: s.rec.Directive, Inputs: s.rec.Inputs, Model: s.rec.Model, ParentID: s.rec.ParentID,
-			Bundle: s.rec.Bundle, Queue: s.rec.Queue, PreviousThreadID: s.id(), Kind: orchestrator.KindHandoff, SpendCap: &left,
+			Bundle: s.rec.Bundle, Queue: s.rec.Queue, PreviousThreadID: s.id(), Kind: orchestrator.KindHandoff,
 		})
 		if err != nil {
 			if isInfra(err) {

@@ -112,9 +112,8 @@ func (s *session) checkBeforeTurn(ctx context.Context) (bool, error) {
 	}
 	s.st.Cost.ElapsedSeconds = s.elapsed()
 	err := s.st.Cost.CheckLimits(s.rec.Limits)
-	if err == nil && s.budgetExhausted {
-		err = &thread.LimitError{Code: thread.CodeSpendExceeded, Current: s.st.Cost.Spend, Max: s.rec.Limits.Spend,
-			Message: "the ledger refused the last charge: this thread's budget, after its children's reservations, is spent"}
+	if err == nil && s.budgetStop != nil {
+		err = s.budgetStop
 	}
 	if err != nil {
 		var le *thread.LimitError
@@ -338,7 +337,7 @@ func (s *session) finalize(ctx context.Context) error {
 		}
 		s.finalDurable = true
 		if key, amount, ok := s.turnCharge(); ok {
-			out.Charge = &orchestrator.Charge{Key: key, Amount: amount, Done: func(_ ledger.Entry, err error) { s.charged(err) }}
+			out.Charge = &orchestrator.Charge{Key: key, Amount: amount, Done: func(c ledger.Charged, err error) { _ = s.charged(c, err) }}
 		}
 	}
 	out.Transcript = new(s.tw.Mark()) // with the final segment written

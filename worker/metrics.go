@@ -21,9 +21,10 @@ type Metrics struct {
 	// CheckpointLatency is the time of a checkpoint's durable part: the
 	// registry fence, the signed segment (create-only) and the charge.
 	CheckpointLatency prometheus.Histogram
-	// LedgerRejections counts what the ledger refused: a child's
-	// reservation that did not fit its parent (kind reserve) and a charge
-	// clamped to what was left (kind charge).
+	// LedgerRejections counts what the ledger refused: a child not
+	// started for lack of budget (kind reserve: no room to admit it, or
+	// its guaranteed amount did not fit) and a charge clamped to what was
+	// left (kind charge).
 	LedgerRejections *prometheus.CounterVec
 }
 
@@ -40,7 +41,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		CheckpointLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "spool_checkpoint_seconds",
 			Help: "Checkpoint latency: registry fence, signed segment, charge.", Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12)}),
 		LedgerRejections: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_ledger_rejections_total",
-			Help: "Ledger refusals: child reservations that did not fit (reserve), charges clamped (charge)."}, []string{"kind"}),
+			Help: "Ledger refusals: children not started for lack of budget (reserve), charges clamped (charge)."}, []string{"kind"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Turns, m.Tokens, m.Spend, m.TurnLatency, m.Finished, m.ProviderErrors, m.Suspensions,

@@ -13,6 +13,7 @@ import (
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/hooks"
+	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
@@ -112,9 +113,10 @@ type session struct {
 	events []transcript.Event
 	// finalDurable: the thread_completed event is in a durable segment.
 	finalDurable bool
-	// budgetExhausted: the ledger refused (clamped) a charge: the budget
-	// left to this thread, after its children's reservations, is spent.
-	budgetExhausted bool
+	// budgetStop: the ledger clamped a charge, or left the thread no
+	// room, naming the level (the thread's chain or an ancestor) whose
+	// budget is spent: the thread stops before its next turn.
+	budgetStop *thread.LimitError
 	// side are the writes of views (thread.json at start, capabilities.md,
 	// knowledge renders) that run beside the turn loop.
 	side sideWrites
@@ -316,6 +318,9 @@ func (s *session) restore(ctx context.Context) (bool, error) {
 	if err := s.charge(ctx); err != nil {
 		return false, err
 	}
+	if err := s.checkRoom(ctx); err != nil {
+		return false, err
+	}
 	return false, nil
 }
 
@@ -495,8 +500,8 @@ func (s *session) charge(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	_, err := s.o.Ledger.Charge(ctx, s.id(), key, amount)
-	return s.charged(err)
+	c, err := s.o.Ledger.Charge(ctx, s.rec.LedgerID(), s.rec.BudgetPath(), key, amount)
+	return s.charged(c, err)
 }
 
 // turnCharge is the last turn's charge: its idempotency key (thread, turn)
@@ -510,16 +515,40 @@ func (s *session) turnCharge() (key string, amount float64, ok bool) {
 
 // charged takes a charge's outcome: a clamped charge is recorded (the
 // excess as overrun) in the ledger, and the limit check before the next
-// turn stops the thread; any other error is returned.
-func (s *session) charged(err error) error {
+// turn stops the thread, as it does when the charge left no room on the
+// thread's path; any other error is returned.
+func (s *session) charged(c ledger.Charged, err error) error {
 	var le *thread.LimitError
-	if errors.As(err, &le) {
-		s.log.Warn("charge exceeded the thread's budget", "error", err)
-		s.budgetExhausted = true
+	switch {
+	case errors.As(err, &le):
+		s.log.Warn("charge exceeded the budget", "error", err)
+		s.budgetStop = le
 		s.w.metrics.ledgerRejected("charge")
 		return nil
+	case err == nil && c.Limiter.ID != "" && c.Left <= 0:
+		s.budgetStop = ledger.Exhausted(s.rec.LedgerID(), c.Limiter)
 	}
 	return err
+}
+
+// checkRoom reads the room left on the thread's path: a thread that comes
+// back from a wait may find that its children or siblings spent its
+// budget meanwhile, and stops before a model call it could not pay for.
+func (s *session) checkRoom(ctx context.Context) error {
+	if s.budgetStop != nil {
+		return nil
+	}
+	room, err := s.o.Ledger.Room(ctx, s.rec.LedgerID(), s.rec.BudgetPath())
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil // no entry (a record older than its ledger): the charge will say
+	}
+	if err != nil {
+		return err
+	}
+	if room.LeftNano <= 0 {
+		s.budgetStop = ledger.Exhausted(s.rec.LedgerID(), room.Limiter)
+	}
+	return nil
 }
 
 func (s *session) knowledgeMeta() transcript.KnowledgeMeta {

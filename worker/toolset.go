@@ -33,7 +33,7 @@ func (s *session) buildTools() (*tools.Registry, error) {
 // orchestrationDefs describe the tools the worker implements itself.
 var orchestrationDefs = []thread.ToolDef{
 	{Name: threadDirectiveID, Description: "Start a child thread running a directive. Synchronous by default: the call returns the child's result. With async=true it returns the child's thread_id at once.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"directive_name":{"type":"string"},"inputs":{"type":"object"},"async":{"type":"boolean"},"limit_overrides":{"type":"object"},"model":{"type":"string"}},"required":["directive_name"]}`)},
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"directive_name":{"type":"string"},"inputs":{"type":"object"},"async":{"type":"boolean"},"limit_overrides":{"type":"object"},"reserve":{"type":"boolean"},"model":{"type":"string"}},"required":["directive_name"]}`)},
 	{Name: orchestratorID, Description: "Coordinate threads: operation is one of wait_threads (thread_ids, timeout seconds), cancel_thread, get_status, list_children, get_chain, chain_search (query regex), resume_thread (message), read_transcript.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"operation":{"type":"string","enum":["wait_threads","cancel_thread","get_status","list_children","get_chain","chain_search","resume_thread","read_transcript"]},"thread_id":{"type":"string"},"thread_ids":{"type":"array","items":{"type":"string"}},"timeout":{"type":"number"},"message":{"type":"string"},"query":{"type":"string"},"max_results":{"type":"integer"}},"required":["operation"]}`)},
 }

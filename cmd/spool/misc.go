@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -9,7 +8,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/directive"
-	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -59,7 +57,7 @@ func budgetCommand() *cli.Command {
 		Usage: "the budget ledger",
 		Subcommands: []*cli.Command{{
 			Name:      "show",
-			Usage:     "ledger entry: max, reserved, actual, children",
+			Usage:     "the live budget of a thread's subtree: max, spent, reserved, remaining, children",
 			ArgsUsage: "ID",
 			Flags:     []cli.Flag{jsonFlag},
 			Action: func(c *cli.Context) error {
@@ -72,50 +70,35 @@ func budgetCommand() *cli.Command {
 					return err
 				}
 				defer s.Close()
-				if _, err := s.orch.Registry.Get(c.Context, id); err != nil {
+				rec, err := s.orch.Registry.Get(c.Context, id)
+				if err != nil {
 					return notFound(id, err)
 				}
-				e, err := s.orch.Ledger.Get(c.Context, id)
-				if errors.Is(err, ledger.ErrNotFound) {
-					return fmt.Errorf("no ledger entry for thread %q", id)
-				}
+				b, err := s.orch.ThreadBudget(c.Context, rec)
 				if err != nil {
 					return err
 				}
-				kids, err := s.orch.Registry.ListChildren(c.Context, id)
-				if err != nil {
-					return err
-				}
-				type child struct {
-					ThreadID string  `json:"thread_id"`
-					Max      float64 `json:"max"`
-					Reserved float64 `json:"reserved"`
-					Actual   float64 `json:"actual"`
-					Status   string  `json:"status"`
-				}
-				var children []child
-				for _, k := range kids {
-					ke, err := s.orch.Ledger.Get(c.Context, k.ThreadID)
-					if err != nil {
-						continue
-					}
-					children = append(children, child{k.ThreadID, ke.Max, ke.Reserved, ke.Actual, ke.Status})
-				}
-				if children == nil {
-					children = []child{}
-				}
-				var parent any // null for a root, as in the thread record
-				if e.ParentID != "" {
-					parent = e.ParentID
-				}
-				out := map[string]any{"thread_id": id, "parent_id": parent, "max": e.Max, "reserved": e.Reserved, "actual": e.Actual,
-					"remaining": e.Remaining, "overrun": e.Overrun, "status": e.Status, "children": children}
 				if c.Bool("json") {
-					return printJSON(c.App.Writer, out)
+					return printJSON(c.App.Writer, b)
 				}
-				fmt.Fprintf(c.App.Writer, "%s  %s\nmax $%.6f  reserved $%.6f  actual $%.6f  remaining $%.6f\n", id, e.Status, e.Max, e.Reserved, e.Actual, e.Remaining)
-				for _, k := range children {
-					fmt.Fprintf(c.App.Writer, "  ├─ %s  %s  max $%.6f  actual $%.6f\n", k.ThreadID, k.Status, k.Max, k.Actual)
+				w := c.App.Writer
+				fmt.Fprintf(w, "%s  %s", id, b.Status)
+				if b.LedgerID != id {
+					fmt.Fprintf(w, "  (chain %s)", b.LedgerID)
+				}
+				fmt.Fprintf(w, "\nmax $%.6f  spent $%.6f (own $%.6f)  reserved $%.6f  remaining $%.6f\n", b.Max, b.Actual, b.Own, b.Reserved, b.Remaining)
+				if b.Available < b.Remaining {
+					fmt.Fprintf(w, "available now $%.6f (limited by %s)\n", b.Available, b.LimitedBy)
+				}
+				if b.Overrun > 0 {
+					fmt.Fprintf(w, "overrun $%.6f (spend that did not fit)\n", b.Overrun)
+				}
+				for _, k := range b.Children {
+					kind := ""
+					if k.Guaranteed {
+						kind = "  guaranteed"
+					}
+					fmt.Fprintf(w, "  ├─ %s  %s  max $%.6f  spent $%.6f%s\n", k.ThreadID, k.Status, k.Max, k.Actual, kind)
 				}
 				return nil
 			},

@@ -327,25 +327,34 @@ func notFound(id string, err error) error {
 
 // treeNode is a thread with its children and continuations.
 type treeNode struct {
-	ThreadID     string        `json:"thread_id"`
-	Directive    string        `json:"directive"`
-	Status       thread.Status `json:"status"`
-	Spend        float64       `json:"spend"`
-	Turns        int           `json:"turns"`
-	Children     []*treeNode   `json:"children"`
-	Continuation *treeNode     `json:"continuation,omitempty"`
+	ThreadID  string        `json:"thread_id"`
+	Directive string        `json:"directive"`
+	Status    thread.Status `json:"status"`
+	Spend     float64       `json:"spend"`
+	Turns     int           `json:"turns"`
+	// Subtree is the live spend of the subtree against its ceiling, on
+	// the first thread of each continuation chain (orchestrator.Subtrees).
+	Subtree      *orchestrator.Subtree `json:"subtree,omitempty"`
+	Children     []*treeNode           `json:"children"`
+	Continuation *treeNode             `json:"continuation,omitempty"`
 }
 
-func buildTree(c *cli.Context, s *services, id string, seen map[string]bool) (*treeNode, error) {
-	if seen[id] {
+// treeWalk is what buildTree has seen: the records and their nodes.
+type treeWalk struct {
+	recs  []*queue.Record
+	nodes map[string]*treeNode
+}
+
+func buildTree(c *cli.Context, s *services, id string, seen *treeWalk) (*treeNode, error) {
+	if seen.nodes[id] != nil {
 		return nil, nil
 	}
-	seen[id] = true
 	r, err := s.orch.Registry.Get(c.Context, id)
 	if err != nil {
 		return nil, notFound(id, err)
 	}
 	n := &treeNode{ThreadID: r.ThreadID, Directive: r.Directive, Status: r.Status, Spend: r.Cost.Spend, Turns: r.Cost.Turns, Children: []*treeNode{}}
+	seen.recs, seen.nodes[id] = append(seen.recs, r), n
 	kids, err := s.orch.Registry.ListChildren(c.Context, id)
 	if err != nil {
 		return nil, err
@@ -371,7 +380,11 @@ func buildTree(c *cli.Context, s *services, id string, seen map[string]bool) (*t
 }
 
 func printTree(w io.Writer, n *treeNode, indent string) {
-	fmt.Fprintf(w, "%s%s  %s  %d turns  $%.6f\n", indent, n.ThreadID, n.Status, n.Turns, n.Spend)
+	fmt.Fprintf(w, "%s%s  %s  %d turns  $%.6f", indent, n.ThreadID, n.Status, n.Turns, n.Spend)
+	if n.Subtree != nil {
+		fmt.Fprintf(w, "  subtree $%.6f of $%.6f", n.Subtree.Spent, n.Subtree.Max)
+	}
+	fmt.Fprintln(w)
 	for _, k := range n.Children {
 		printTree(w, k, indent+"  ├─ ")
 	}
@@ -390,9 +403,17 @@ func threadTree(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	n, err := buildTree(c, s, id, map[string]bool{})
+	seen := &treeWalk{nodes: map[string]*treeNode{}}
+	n, err := buildTree(c, s, id, seen)
 	if err != nil {
 		return err
+	}
+	subs, err := s.orch.Subtrees(c.Context, seen.recs)
+	if err != nil {
+		return err
+	}
+	for id, sub := range subs {
+		seen.nodes[id].Subtree = &sub
 	}
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, n)

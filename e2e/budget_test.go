@@ -1,0 +1,387 @@
+package e2e
+
+import (
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/ledger"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// noLimitsDirective renders a directive with no <limits> at all: every
+// limit is the project's default (resilience.yaml, else spool's).
+func noLimitsDirective(name, perms, inputs string) string {
+	return fmt.Sprintf("# %s\n\n```xml\n<directive name=%q version=\"1.0.0\">\n  <metadata>\n    <description>test</description>\n    <permissions>%s</permissions>\n  </metadata>\n  <inputs>%s</inputs>\n</directive>\n```\n",
+		name, name, perms, inputs)
+}
+
+// budgetScript: b/root spawns three children in one turn (sync), three
+// async children it then waits on, and a three-level sync chain; nothing
+// sets a limit anywhere.
+const budgetScript = `context_window: 200000
+price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
+directives:
+  "b/root":
+    - tool_calls:
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/kid, inputs: {n: 1}}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/kid, inputs: {n: 2}}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/kid, inputs: {n: 3}}}
+      usage: {input: 500, output: 50}
+    - tool_calls:
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/kid, inputs: {n: 4}, async: true}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/kid, inputs: {n: 5}, async: true}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/kid, inputs: {n: 6}, async: true}}
+      usage: {input: 500, output: 50}
+    - tool_calls:
+        - {tool: rye/agent/threads/orchestrator, input: {operation: wait_threads, thread_ids: "{{toJSON (fields \"thread_id\" .tool_results)}}"}}
+      usage: {input: 500, output: 50}
+    - tool_calls:
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/chain, inputs: {n: 1}}}
+      usage: {input: 500, output: 50}
+    - text: "root done"
+      usage: {input: 500, output: 50}
+  "b/kid":
+    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "kid{{.inputs.n}}.txt", content: "kid {{.inputs.n}}"}}]
+      usage: {input: 300, output: 30}
+    - text: "kid {{.inputs.n}} done"
+      usage: {input: 350, output: 10}
+  "b/chain":
+    - tool_calls: [{tool: rye/agent/threads/thread_directive, input: {directive_name: b/chain, inputs: {n: "{{add .inputs.n 1}}"}}}]
+      when: '{{lt (atoi .inputs.n) 3}}'
+      usage: {input: 400, output: 40}
+    - text: "chain {{.inputs.n}} done"
+      usage: {input: 450, output: 10}
+  "b/pair":
+    - tool_calls:
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/costly, async: true}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/costly, async: true}}
+      usage: {input: 100, output: 0}
+    - tool_calls:
+        - {tool: rye/agent/threads/orchestrator, input: {operation: wait_threads, thread_ids: "{{toJSON (fields \"thread_id\" .tool_results)}}"}}
+      usage: {input: 100, output: 0}
+    - text: "pair done"
+  "b/costly":
+    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}]
+      usage: {input: 1, output: 400}
+    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}]
+      usage: {input: 1, output: 400}
+    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}]
+      usage: {input: 1, output: 400}
+    - text: "costly done"
+  "b/spender":
+    - text: "spent a dollar"
+      usage: {input: 1000000, output: 0}
+  "b/guard":
+    - tool_calls:
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/kid, inputs: {n: 1}, reserve: true, limit_overrides: {spend: 0.6}}}
+        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/kid, inputs: {n: 2}, reserve: true, limit_overrides: {spend: 0.6}}}
+      usage: {input: 100, output: 10}
+    - text: "guard done: {{.tool_results}}"
+      usage: {input: 100, output: 10}
+`
+
+const nInput = `<input name="n" type="integer">n</input>`
+
+func budgetProject() map[string]string {
+	return map[string]string{
+		".ai/directives/b/root.md":    noLimitsDirective("root", spawnPerms, ""),
+		".ai/directives/b/kid.md":     noLimitsDirective("kid", fsPerms, nInput),
+		".ai/directives/b/chain.md":   noLimitsDirective("chain", spawnPerms, nInput),
+		".ai/directives/b/spender.md": noLimitsDirective("spender", fsPerms, ""),
+		".ai/directives/b/guard.md":   noLimitsDirective("guard", spawnPerms, ""),
+		".ai/directives/b/pair.md":    noLimitsDirective("pair", spawnPerms, ""),
+		".ai/directives/b/costly.md":  noLimitsDirective("costly", fsPerms, ""),
+		"scripts/b.yaml":              budgetScript,
+	}
+}
+
+// requireTreeAddsUp checks, for every chain of the tree, that its ledger
+// entry spent exactly what its threads and its descendants spent, to the
+// nano-dollar, and that nothing is left reserved.
+func requireTreeAddsUp(t *testing.T, e *spooltest.Env, all []*queue.Record) {
+	t.Helper()
+	own := map[string]int64{} // ledger id → the chain's own spend
+	for _, r := range all {
+		n, err := ledger.ToNano(r.Cost.Spend)
+		require.NoError(t, err)
+		own[r.LedgerID()] += n
+	}
+	ids := make([]string, 0, len(own))
+	for id := range own {
+		ids = append(ids, id)
+	}
+	entries, err := e.Orch.Ledger.GetMany(t.Context(), ids)
+	require.NoError(t, err)
+	below := map[string]int64{}
+	for id, en := range entries {
+		require.Equal(t, own[id], en.OwnNano, "%s: the ledger's own spend is the chain's recorded spend", id)
+		below[en.ParentID] += en.ActualNano
+		require.Zero(t, en.ReservedNano, "%s: nothing left reserved", id)
+		require.LessOrEqual(t, en.ActualNano, en.MaxNano, "%s: within its ceiling", id)
+	}
+	for id, en := range entries {
+		require.Equal(t, en.OwnNano+below[id], en.ActualNano, "%s: spent = own + children's", id)
+	}
+}
+
+// TestTreeUnderDefaultLimits runs a tree with no limit set anywhere: a
+// root spawning three children in one turn, three async children it waits
+// on, and a three-level chain. Every thread completes and the root's
+// ledger spent exactly the sum of every thread's spend.
+func TestTreeUnderDefaultLimits(t *testing.T) {
+	t.Parallel()
+	e := spooltest.New(t, spooltest.Options{Files: budgetProject()})
+	e.StartWorker("--concurrency", "3")
+	rec, res := runJSON(t, e, "b/root", "--model", "script:scripts/b.yaml")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Equal(t, thread.StatusCompleted, rec.Status, rec.Error)
+	require.Equal(t, "root done", rec.Result)
+
+	all := tree(t, e, rec.ThreadID)
+	require.Len(t, all, 1+6+3, "root, six kids, three chain levels")
+	var sum float64
+	byDir := map[string]int{}
+	for _, r := range all {
+		require.Equal(t, thread.StatusCompleted, r.Status, "%s: %v", r.ThreadID, r.Error)
+		byDir[r.Directive]++
+		sum += r.Cost.Spend
+		if r.ParentID != "" {
+			parent := e.Orch.Registry
+			p, err := parent.Get(t.Context(), r.ParentID)
+			require.NoError(t, err)
+			require.LessOrEqual(t, r.Limits.Spend, p.Limits.Spend, "a child's ceiling is within its parent's")
+		}
+	}
+	require.Equal(t, map[string]int{"b/root": 1, "b/kid": 6, "b/chain": 3}, byDir)
+	root, err := e.Orch.Ledger.Get(t.Context(), rec.ThreadID)
+	require.NoError(t, err)
+	want, err := ledger.ToNano(sum)
+	require.NoError(t, err)
+	require.Equal(t, want, root.ActualNano, "the root's ledger spent the sum of every thread's spend")
+	requireTreeAddsUp(t, e, all)
+
+	// budget show: the live subtree, its children, and it adds up.
+	var b orchestrator.Budget
+	bs := e.Spool("budget", "show", rec.ThreadID, "--json")
+	require.Equal(t, 0, bs.Code, bs.Stderr)
+	bs.JSON(t, &b)
+	require.InDelta(t, sum, b.Actual, 1e-9)
+	require.InDelta(t, rec.Cost.Spend, b.Own, 1e-9)
+	require.Len(t, b.Children, 7)
+	var kids float64
+	for _, k := range b.Children {
+		kids += k.Actual
+	}
+	require.InDelta(t, b.Actual-b.Own, kids, 1e-9, "the children's spend is the subtree's minus the root's own")
+	require.InDelta(t, b.Max-b.Actual-b.Reserved, b.Remaining, 1e-9)
+}
+
+// TestReadmeTour runs exactly the README tour's tree command (with `spool
+// dev` replaced by a worker and the README's project, examples/) and reads
+// its output as a user would: the tree has four levels, the budget adds up.
+func TestReadmeTour(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	require.NoError(t, err)
+	const cmd = "spool thread run demo/tree --input level=0 --input depth=3 --json"
+	require.Contains(t, string(readme), cmd, "the README's tour command")
+
+	files := map[string]string{}
+	root := filepath.Join("..", "examples")
+	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(root, p)
+		files[filepath.ToSlash(rel)] = string(b)
+		return err
+	}))
+	e := spooltest.New(t, spooltest.Options{Files: files})
+	e.StartWorker("--concurrency", "2")
+
+	res := e.Spool(strings.Fields(cmd)[1:]...)
+	require.Equal(t, 0, res.Code, res.Stderr)
+	var started queue.Record
+	res.JSON(t, &started)
+	w := e.Spool("thread", "wait", started.ThreadID, "--timeout", "2m", "--json")
+	require.Equal(t, 0, w.Code, w.Stderr)
+
+	all := tree(t, e, started.ThreadID)
+	levels := map[string]bool{}
+	for _, r := range all {
+		require.Equal(t, thread.StatusCompleted, r.Status, "%s: %v", r.ThreadID, r.Error)
+		levels[fmt.Sprint(r.Inputs["level"])] = true
+	}
+	require.Len(t, all, 4, "demo/tree with depth 3 builds levels 0 to 3")
+	require.Len(t, levels, 4)
+	requireTreeAddsUp(t, e, all)
+
+	tr := e.Spool("thread", "tree", started.ThreadID)
+	require.Equal(t, 0, tr.Code, tr.Stderr)
+	require.Equal(t, 4, strings.Count(tr.Stdout, "completed"), tr.Stdout)
+	require.Contains(t, tr.Stdout, "subtree $", "each node shows its live subtree spend")
+	bs := e.Spool("budget", "show", started.ThreadID)
+	require.Equal(t, 0, bs.Code, bs.Stderr)
+	require.Contains(t, bs.Stdout, "├─ ", "the root's budget lists its child")
+}
+
+// TestResumeCarriesBudget: a resume goes on with what its chain has left,
+// never a fresh default, and a chain of resumes cannot spend more than the
+// first thread's limit.
+func TestResumeCarriesBudget(t *testing.T) {
+	t.Parallel()
+	e := spooltest.New(t, spooltest.Options{Files: budgetProject()})
+	e.StartWorker("--concurrency", "2")
+	rec, res := runJSON(t, e, "b/spender", "--model", "script:scripts/b.yaml", "--limit", "spend=2.5")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Equal(t, thread.StatusCompleted, rec.Status)
+	require.InDelta(t, 1.0, rec.Cost.Spend, 1e-9)
+
+	first := rec.ThreadID
+	for i, wantLimit := range []float64{1.5, 0.5} {
+		r := e.Spool("thread", "resume", first, "--message", fmt.Sprint("again ", i), "--json")
+		require.Equal(t, 0, r.Code, r.Stderr)
+		var rr orchestrator.ResumeResult
+		r.JSON(t, &rr)
+		require.InDelta(t, wantLimit, rr.NewThreadResult.Limits.Spend, 1e-9, "resume %d carries what the chain has left", i)
+		final := e.Wait([]string{rr.NewThreadID}, time.Minute)
+		require.Equal(t, thread.StatusCompleted, final[rr.NewThreadID].Status)
+	}
+	en, err := e.Orch.Ledger.Get(t.Context(), first)
+	require.NoError(t, err)
+	require.InDelta(t, 2.5, en.Actual, 1e-9, "the chain spent its first thread's limit and no more")
+	require.InDelta(t, 0.5, en.Overrun, 1e-9, "the last call's dollar did not fit: half of it is overrun")
+
+	r := e.Spool("thread", "resume", first, "--message", "one more")
+	require.Equal(t, 1, r.Code, r.Stdout)
+	require.Contains(t, r.Stderr, "spend_exceeded")
+	require.Equal(t, 1, strings.Count(r.Stderr, "\n"), "one line: %s", r.Stderr)
+}
+
+// TestHandoffCarriesBudget: each continuation of a handoff chain goes on
+// with what the chain has left, in the chain's one ledger entry.
+func TestHandoffCarriesBudget(t *testing.T) {
+	t.Parallel()
+	files := coordProject()
+	files[".ai/directives/t/long.md"] = directive("long", `turns="5" spend="1.0"`, fsPerms, `<success>done</success>`)
+	files["scripts/h.yaml"] = handoffScript
+	e := spooltest.New(t, spooltest.Options{Files: files})
+	e.StartWorker("--concurrency", "2")
+	rec, res := runJSON(t, e, "t/long", "--model", "script:scripts/h.yaml")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Equal(t, thread.StatusCompleted, rec.Status)
+	chain, err := e.Orch.Registry.GetChain(t.Context(), rec.ChainRootID)
+	require.NoError(t, err)
+	require.Len(t, chain, 3)
+	spent := 0.0
+	for _, r := range chain {
+		require.InDelta(t, 1.0-spent, r.Limits.Spend, 1e-9, "%s starts with what the chain has left", r.ThreadID)
+		require.Equal(t, rec.ChainRootID, r.LedgerID())
+		spent += r.Cost.Spend
+	}
+	en, err := e.Orch.Ledger.Get(t.Context(), rec.ChainRootID)
+	require.NoError(t, err)
+	require.InDelta(t, spent, en.Own, 1e-9)
+	require.Equal(t, "completed", en.Status)
+	for _, r := range chain[1:] {
+		_, err := e.Orch.Ledger.Get(t.Context(), r.ThreadID)
+		require.ErrorIs(t, err, ledger.ErrNotFound, "a continuation has no entry of its own")
+	}
+}
+
+// TestReserveKeepsTheGuarantee: a spawn with reserve: true sets its whole
+// amount aside up front; a second one that does not fit is refused, and
+// the refusal is in the parent's transcript.
+func TestReserveKeepsTheGuarantee(t *testing.T) {
+	t.Parallel()
+	e := spooltest.New(t, spooltest.Options{Files: budgetProject()})
+	e.StartWorker("--concurrency", "2")
+	rec, res := runJSON(t, e, "b/guard", "--model", "script:scripts/b.yaml", "--limit", "spend=1")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Equal(t, thread.StatusCompleted, rec.Status)
+	require.Contains(t, rec.Result, "spend_exceeded", "the second reservation's refusal is the call's result")
+
+	kids, err := e.Orch.Registry.ListChildren(t.Context(), rec.ThreadID)
+	require.NoError(t, err)
+	require.Len(t, kids, 1)
+	ke, err := e.Orch.Ledger.Get(t.Context(), kids[0].ThreadID)
+	require.NoError(t, err)
+	require.True(t, ke.Guaranteed)
+	require.Equal(t, 0.6, ke.Max)
+
+	tr, err := transcript.Read(t.Context(), e.Store, rec.ThreadID, e.Orch.Keyring, transcript.Strict)
+	require.NoError(t, err)
+	var refused []transcript.ChildRefused
+	for _, ev := range tr.Events {
+		if ev.Type == transcript.TypeChildRefused {
+			var p transcript.ChildRefused
+			require.NoError(t, ev.Decode(&p))
+			refused = append(refused, p)
+		}
+	}
+	require.Len(t, refused, 1)
+	require.Equal(t, "b/kid", refused[0].Directive)
+	require.Equal(t, thread.CodeSpendExceeded, refused[0].Code)
+	require.Contains(t, refused[0].Message, "cannot set 0.6 USD aside")
+	requireTreeAddsUp(t, e, tree(t, e, rec.ThreadID))
+	require.False(t, math.IsNaN(ke.Actual))
+}
+
+// TestChargeStopsAtAncestorCeiling: two children admitted with all their
+// parent has left spend it together; the charge that does not fit is
+// clamped at the parent's ceiling (never past it), and that child stops
+// with spend_exceeded naming the ancestor whose budget is spent.
+func TestChargeStopsAtAncestorCeiling(t *testing.T) {
+	t.Parallel()
+	e := spooltest.New(t, spooltest.Options{Files: budgetProject()})
+	e.StartWorker("--concurrency", "3")
+	// 0.0002 for the pair's turn; each child's three turns cost 0.002 each:
+	// 0.012 asked of a root that can spend 0.01.
+	rec, res := runJSON(t, e, "b/pair", "--model", "script:scripts/b.yaml", "--limit", "spend=0.01")
+	require.Equal(t, 1, res.Code, res.Stderr)
+	require.Equal(t, thread.StatusError, rec.Status)
+	require.Equal(t, thread.CodeSpendExceeded, rec.Error.Code, "the root wakes to a spent budget and stops before a call it cannot pay")
+
+	all := tree(t, e, rec.ThreadID)
+	require.Len(t, all, 3)
+	stopped := 0
+	for _, r := range all {
+		if r.ParentID == "" || r.Status == thread.StatusCompleted {
+			continue
+		}
+		stopped++
+		require.Equal(t, thread.StatusError, r.Status)
+		require.Equal(t, thread.CodeSpendExceeded, r.Error.Code)
+		require.Contains(t, r.Error.Message, "ancestor "+rec.ThreadID, "names the ceiling it hit")
+	}
+	require.GreaterOrEqual(t, stopped, 1)
+	root, err := e.Orch.Ledger.Get(t.Context(), rec.ThreadID)
+	require.NoError(t, err)
+	require.Equal(t, root.MaxNano, root.ActualNano, "the root spent its ceiling exactly")
+	var overrun int64
+	for _, r := range all {
+		if en, err := e.Orch.Ledger.Get(t.Context(), r.LedgerID()); err == nil {
+			overrun += en.OverrunNano
+		}
+	}
+	require.Positive(t, overrun, "what did not fit is recorded as overrun")
+	bs := e.Spool("budget", "show", rec.ThreadID, "--json")
+	require.Equal(t, 0, bs.Code, bs.Stderr)
+	var b orchestrator.Budget
+	bs.JSON(t, &b)
+	require.InDelta(t, 0.01, b.Actual, 1e-12)
+	require.InDelta(t, 0, b.Remaining, 1e-12)
+}
