@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/transcript"
 )
 
 // requireOneLineError checks a refused command: exit code, one "spool: "
@@ -74,4 +76,43 @@ func TestScriptModelsStayInProject(t *testing.T) {
 		require.NoError(t, err)
 		require.NotContains(t, string(b), secret, inf.Key)
 	}
+}
+
+// TestTranscriptOfTamperedThread (issue 13, item 12): `thread transcript`
+// of a tampered transcript prints the intact prefix, then fails (exit 1)
+// with one line naming the damage; --lenient warns on stderr and exits 0.
+// A deleted last segment counts as damage too (the registry's mark).
+func TestTranscriptOfTamperedThread(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := spooltest.New(t, spooltest.Options{Files: workerProject()})
+	e.StartWorker("--concurrency", "2")
+	edited := finishedThread(t, e, "edited").ThreadID
+	cut := finishedThread(t, e, "cut").ThreadID
+
+	seg := transcript.SegmentKey(edited, 2)
+	data, err := e.Store.Get(ctx, seg)
+	require.NoError(t, err)
+	require.NoError(t, e.Store.Put(ctx, seg, bytes.Replace(data, []byte(`"seq":`), []byte(`"seq": `), 1)))
+	require.NoError(t, e.Store.Delete(ctx, transcript.SegmentKey(cut, 3)))
+
+	for id, bad := range map[string]string{edited: seg, cut: transcript.SegmentKey(cut, 3)} {
+		for _, format := range []string{"text", "jsonl", "markdown"} {
+			res := e.SpoolContext(ctx, quietEnv(), "thread", "transcript", id, "--format", format)
+			require.Equal(t, 1, res.Code, "%s %s: stdout:\n%s\nstderr:\n%s", id, format, res.Stdout, res.Stderr)
+			lines := strings.Split(strings.TrimSpace(res.Stderr), "\n")
+			require.Len(t, lines, 1, res.Stderr)
+			require.Contains(t, lines[0], "failed verification")
+			require.Contains(t, lines[0], bad)
+			require.NotEmpty(t, res.Stdout, "%s: the intact prefix is printed", format)
+		}
+		res := e.SpoolContext(ctx, quietEnv(), "thread", "transcript", id, "--lenient")
+		require.Equal(t, 0, res.Code, res.Stderr)
+		require.Contains(t, res.Stderr, "spool: warning: ")
+		require.Contains(t, res.Stderr, bad)
+		require.Contains(t, res.Stdout, "thread_started")
+	}
+	res := e.SpoolContext(ctx, quietEnv(), "thread", "transcript", finishedThread(t, e, "intact").ThreadID)
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Empty(t, res.Stderr)
 }

@@ -44,7 +44,8 @@ func threadCommand() *cli.Command {
 			{Name: "transcript", Usage: "print a thread's transcript", ArgsUsage: "ID", Flags: []cli.Flag{
 				&cli.BoolFlag{Name: "json", Usage: "print JSON lines, one event a line (--format jsonl)"},
 				&cli.BoolFlag{Name: "follow", Usage: "keep printing as the thread runs"},
-				&cli.StringFlag{Name: "format", Value: "text", Usage: "jsonl, text or markdown"}}, Action: threadTranscript},
+				&cli.StringFlag{Name: "format", Value: "text", Usage: "jsonl, text or markdown"},
+				&cli.BoolFlag{Name: "lenient", Usage: "a transcript that fails verification: print its intact prefix, warn, exit 0"}}, Action: threadTranscript},
 			{Name: "search", Usage: "regex over the transcripts of a whole chain", ArgsUsage: "ID --query REGEX", Flags: []cli.Flag{jsonFlag,
 				&cli.StringFlag{Name: "query", Usage: "Go regular expression (required)"}, &cli.IntFlag{Name: "max", Value: 50}}, Action: threadSearch},
 			{Name: "verify", Usage: "verify every signature and hash of a transcript", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag}, Action: threadVerify},

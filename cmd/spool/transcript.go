@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/transcript"
 )
@@ -39,19 +40,49 @@ func threadTranscript(c *cli.Context) error {
 	if c.Bool("follow") {
 		return followTranscript(c, s, rec, format)
 	}
-	tr, err := transcript.Read(c.Context, s.store, id, s.orch.Keyring, transcript.Lenient)
+	tr, err := readPrefix(c, s, rec)
 	if err != nil {
 		return err
 	}
 	if format == "markdown" {
 		meta := transcript.KnowledgeMeta{ThreadID: rec.ThreadID, Directive: rec.Directive, Status: string(rec.Status), Model: rec.Model, Turns: rec.Cost.Turns, Spend: rec.Cost.Spend}
-		_, err = c.App.Writer.Write(transcript.RenderKnowledge(meta, tr.Events))
-		return err
+		if _, err = c.App.Writer.Write(transcript.RenderKnowledge(meta, tr.Events)); err != nil {
+			return err
+		}
+	} else {
+		for _, ev := range tr.Events {
+			printEvent(c, format, ev)
+		}
 	}
-	for _, ev := range tr.Events {
-		printEvent(c, format, ev)
+	return damaged(c, tr)
+}
+
+// readPrefix reads what verifies of rec's transcript (lenient), held to
+// the registry's mark so that missing last segments count as damage too.
+func readPrefix(c *cli.Context, s *services, rec *queue.Record) (*transcript.Transcript, error) {
+	return transcript.ReadWith(c.Context, s.store, rec.ThreadID, s.orch.Keyring,
+		transcript.ReadOptions{Mode: transcript.Lenient, Marks: []transcript.Mark{orchestrator.RegistryMark(rec)}})
+}
+
+// damaged reports a transcript that failed verification, once its intact
+// prefix is printed: an error (exit 1) naming the first problem, or with
+// --lenient a warning line per problem on stderr.
+func damaged(c *cli.Context, tr *transcript.Transcript) error {
+	if len(tr.Warnings) == 0 {
+		return nil
 	}
-	return nil
+	if c.Bool("lenient") {
+		for _, w := range tr.Warnings {
+			fmt.Fprintf(c.App.ErrWriter, "spool: warning: %s\n", oneLine(w))
+		}
+		return nil
+	}
+	more := ""
+	if n := len(tr.Warnings) - 1; n > 0 {
+		more = fmt.Sprintf(" (and %d more)", n)
+	}
+	return &exitError{code: 1, err: fmt.Errorf("transcript of %s failed verification: %s%s; printed its intact prefix (%d events); --lenient accepts it",
+		tr.ThreadID, oneLine(tr.Warnings[0]), more, len(tr.Events))}
 }
 
 func printEvent(c *cli.Context, format string, ev transcript.Event) {
@@ -107,12 +138,15 @@ func followTranscript(c *cli.Context, s *services, rec *queue.Record, format str
 			}
 			requested = time.Now()
 		}
-		tr, err := transcript.Read(ctx, s.store, id, s.orch.Keyring, transcript.Lenient)
+		tr, err := readPrefix(c, s, rec)
 		if err != nil {
 			return err
 		}
 		for _, ev := range tr.Events {
 			emit(ev)
+		}
+		if len(tr.Warnings) > 0 {
+			return damaged(c, tr) // no event verifies past the damage
 		}
 		for seq := range held {
 			if seq < next {
