@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,9 +17,46 @@ import (
 // ErrInvalidInput is wrapped by every ValidateInputs error.
 var ErrInvalidInput = errors.New("invalid input")
 
+// InputError is a ValidateInputs error: the input it is about, what is
+// wrong with it, and the inputs the directive declares. It wraps
+// ErrInvalidInput. Its message does not name the directive: the caller
+// that chose the directive says which (`directive demo/hello: input
+// "nmae" is not declared (declared: name)`).
+type InputError struct {
+	Inputs   []string // the inputs it is about, sorted
+	Problem  string   // "required input missing", "want an integer, got \"x\"", ...
+	Declared []string // the directive's inputs, in declaration order
+	// Undeclared: Inputs are not among Declared.
+	Undeclared bool
+}
+
+func (e *InputError) Error() string {
+	if e.Undeclared {
+		what := "input " + quoteList(e.Inputs) + " is"
+		if len(e.Inputs) > 1 {
+			what = "inputs " + quoteList(e.Inputs) + " are"
+		}
+		return fmt.Sprintf("%s not declared (declared: %s)", what, strings.Join(e.Declared, ", "))
+	}
+	return fmt.Sprintf("input %s: %s", quoteList(e.Inputs), e.Problem)
+}
+
+func (e *InputError) Unwrap() error { return ErrInvalidInput }
+
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
+}
+
 // ValidateInputs checks inputs against d's declarations and returns a new
 // map with defaults applied and values coerced to their declared type:
 //
+//   - an input the directive does not declare is an error, when it
+//     declares any (a directive without an <inputs> block takes any
+//     inputs, for its templates and scripts to read);
 //   - a required input that is missing (or nil) is an error;
 //   - a missing optional input with default="..." gets the default,
 //     coerced like a given value;
@@ -31,9 +69,24 @@ var ErrInvalidInput = errors.New("invalid input")
 //   - object / array: a map / slice, or a string holding JSON of that
 //     shape → map[string]any / []any.
 //
-// Undeclared inputs pass through unchanged. The first problem is returned,
-// as `directive "x": input "level": ...`, wrapping ErrInvalidInput.
+// The first problem is returned as an *InputError.
 func ValidateInputs(d *Directive, inputs map[string]any) (map[string]any, error) {
+	declared := make([]string, len(d.Inputs))
+	for i, in := range d.Inputs {
+		declared[i] = in.Name
+	}
+	if len(d.Inputs) > 0 {
+		var unknown []string
+		for k := range inputs {
+			if !slices.Contains(declared, k) {
+				unknown = append(unknown, k)
+			}
+		}
+		if len(unknown) > 0 {
+			sort.Strings(unknown)
+			return nil, &InputError{Inputs: unknown, Declared: declared, Undeclared: true}
+		}
+	}
 	out := make(map[string]any, len(inputs)+len(d.Inputs))
 	for k, v := range inputs {
 		out[k] = v
@@ -44,7 +97,7 @@ func ValidateInputs(d *Directive, inputs map[string]any) (map[string]any, error)
 			if in.Default != nil {
 				v, ok = *in.Default, true
 			} else if in.Required {
-				return nil, fmt.Errorf("directive %q: input %q: required input missing: %w", d.Name, in.Name, ErrInvalidInput)
+				return nil, &InputError{Inputs: []string{in.Name}, Problem: "required input missing", Declared: declared}
 			} else {
 				delete(out, in.Name)
 				continue
@@ -52,7 +105,7 @@ func ValidateInputs(d *Directive, inputs map[string]any) (map[string]any, error)
 		}
 		cv, err := coerce(in.Type, v)
 		if err != nil {
-			return nil, fmt.Errorf("directive %q: input %q: %v: %w", d.Name, in.Name, err, ErrInvalidInput)
+			return nil, &InputError{Inputs: []string{in.Name}, Problem: err.Error(), Declared: declared}
 		}
 		out[in.Name] = cv
 	}

@@ -26,9 +26,10 @@ func TestValidateInputs(t *testing.T) {
 			map[string]any{"api_thread_id": "a", "views": 5, "dark": false, "pages": []any{"p"}, "options": map[string]any{"k": 1.0}}, ""},
 		{"number written to string input", map[string]any{"api_thread_id": 42},
 			map[string]any{"api_thread_id": "42", "views": 5, "dark": false}, ""},
-		{"undeclared passes through", map[string]any{"api_thread_id": "a", "extra": []int{1}},
-			map[string]any{"api_thread_id": "a", "views": 5, "dark": false, "extra": []int{1}}, ""},
-		{"missing required", map[string]any{"views": 1}, nil, `directive "implement_dashboard": input "api_thread_id": required input missing`},
+		{"undeclared refused", map[string]any{"api_thread_id": "a", "extra": []int{1}}, nil,
+			`input "extra" is not declared (declared: api_thread_id, previous_summary_id, views, ratio, dark, options, pages)`},
+		{"misspelt required", map[string]any{"api_thead_id": "a", "veiws": 2}, nil, `inputs "api_thead_id", "veiws" are not declared (declared: api_thread_id,`},
+		{"missing required", map[string]any{"views": 1}, nil, `input "api_thread_id": required input missing`},
 		{"nil required", map[string]any{"api_thread_id": nil}, nil, `input "api_thread_id": required input missing`},
 		{"integer with fraction", map[string]any{"api_thread_id": "a", "views": 2.5}, nil, `input "views": want an integer, got 2.5`},
 		{"integer from text", map[string]any{"api_thread_id": "a", "views": "seven"}, nil, `input "views": want an integer, got "seven"`},
@@ -58,6 +59,21 @@ func TestValidateInputs(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+	// A directive that declares no inputs takes any.
+	free, err := Parse("free.md", []byte(wrap("")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ValidateInputs(free, map[string]any{"name": "ada"}); err != nil || got["name"] != "ada" {
+		t.Errorf("no declared inputs: got %v, %v", got, err)
+	}
+	// The error says what is wrong and what is declared, not which
+	// directive: its caller says that.
+	_, err = ValidateInputs(d, map[string]any{"nmae": "x"})
+	var ie *InputError
+	if !errors.As(err, &ie) || !ie.Undeclared || ie.Inputs[0] != "nmae" || len(ie.Declared) != 7 || strings.Contains(err.Error(), "implement_dashboard") {
+		t.Errorf("undeclared input error: %#v", err)
 	}
 	// the caller's map is not modified
 	in := map[string]any{"api_thread_id": "a", "views": "2"}

@@ -11,8 +11,9 @@ import (
 	"strings"
 )
 
-// ErrNotFound is returned when no space holds the directive.
-var ErrNotFound = errors.New("directive not found")
+// ErrNotFound is returned (wrapped: `directive "x" not found`) when no
+// space holds the directive.
+var ErrNotFound = errors.New("not found")
 
 // Space names.
 const (
@@ -109,7 +110,7 @@ func (r *Resolver) Find(name string) (data []byte, space string, err error) {
 			return nil, s.Name, fmt.Errorf("read directive %q from %s space: %w", n, s.Name, err)
 		}
 	}
-	return nil, "", fmt.Errorf("directive %q: %w", n, ErrNotFound)
+	return nil, "", fmt.Errorf("directive %q %w", n, ErrNotFound)
 }
 
 // Resolve finds and parses directive name. The directive's Path is

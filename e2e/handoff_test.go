@@ -126,11 +126,12 @@ func TestHandoffCarriesTrailingTurnsAndSummary(t *testing.T) {
 	require.Len(t, handoffs, 1)
 	require.Equal(t, b, payload(handoffs[0])["new_thread_id"])
 	require.EqualValues(t, 2, payload(handoffs[0])["trailing_turns"], "the second turn's call and its result")
-	// B records what it continues and how many of A's messages it carries.
+	// B records what it continues and how many of A's model turns it
+	// carries (what a resume counts too): the second, with its result.
 	continued := eventsOf(bEvents, "thread_continued")
 	require.Len(t, continued, 1)
 	require.Equal(t, a, payload(continued[0])["previous_thread_id"])
-	require.EqualValues(t, 2, payload(continued[0])["reconstructed_turns"])
+	require.EqualValues(t, 1, payload(continued[0])["reconstructed_turns"])
 
 	// B opens with A's last turn, after a note that earlier turns were
 	// omitted, then the continuation seed with the notes hook's context.

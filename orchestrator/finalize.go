@@ -68,6 +68,7 @@ func (o *Orchestrator) Finalize(ctx context.Context, rec *queue.Record, version 
 	if out.Transcript == nil {
 		out.Transcript = o.currentMark(ctx, rec)
 	}
+	out.Error = out.Error.Tidy() // "code: message" reads once, in the registry and thread.json
 	ch := queue.Changes{Status: out.Status, Cost: &out.Cost, Error: out.Error}
 	if out.Transcript != nil {
 		ch.Transcript = RecordMark(*out.Transcript)

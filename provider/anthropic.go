@@ -48,7 +48,8 @@ func (a *Anthropic) Cost(model string, u Usage) (float64, error) {
 
 // Complete implements Provider: streaming (SSE) when onDelta is non-nil, and
 // also when the SDK would refuse a long non-streaming call (large MaxTokens).
-func (a *Anthropic) Complete(ctx context.Context, req *Request, onDelta func(string)) (*Response, error) {
+func (a *Anthropic) Complete(ctx context.Context, req *Request, onDelta func(string)) (resp *Response, err error) {
+	defer func() { err = withKeyHint(err, "ANTHROPIC_API_KEY") }()
 	names, err := toolNamesFor(req)
 	if err != nil {
 		return nil, &Error{Class: ClassPermanent, Message: err.Error(), Err: err}

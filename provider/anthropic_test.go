@@ -202,9 +202,13 @@ func TestAnthropicErrors(t *testing.T) {
 			handler: func() *fakeAPI {
 				return newFakeAPI(t, reply(500, `{"type":"error","error":{"type":"api_error","message":"Internal server error"}}`))
 			}},
-		{name: "401 invalid key", class: ClassPermanent, status: 401, msgSubstr: "invalid x-api-key",
+		{name: "401 invalid key", class: ClassPermanent, status: 401, msgSubstr: "invalid x-api-key (check ANTHROPIC_API_KEY on the worker)",
 			handler: func() *fakeAPI {
 				return newFakeAPI(t, reply(401, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`))
+			}},
+		{name: "403 from a compatible server that calls it an api_error", class: ClassPermanent, status: 403, stream: true, msgSubstr: "check ANTHROPIC_API_KEY",
+			handler: func() *fakeAPI {
+				return newFakeAPI(t, reply(403, `{"type":"error","error":{"type":"api_error","message":"key not allowed"}}`))
 			}},
 		{name: "400 credit balance", class: ClassPermanent, status: 400, quota: true,
 			handler: func() *fakeAPI {

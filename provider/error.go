@@ -38,22 +38,30 @@ type Error struct {
 	Err        error         // the underlying error
 }
 
+// Error reads "provider CLASS: DETAIL": the class, then what Detail says.
+// A thread's error record, whose code already names the class
+// (provider_transient), keeps only the detail (thread.TrimCode).
 func (e *Error) Error() string {
+	return "provider " + e.Class + ": " + e.Detail()
+}
+
+// Detail is the error without its class: "quota: HTTP 429: you exceeded
+// your current quota", "HTTP 503: overloaded (retry after 2s)".
+func (e *Error) Detail() string {
 	var b strings.Builder
-	b.WriteString("provider ")
-	b.WriteString(e.Class)
 	if e.Quota {
-		b.WriteString(" (quota)")
+		b.WriteString("quota: ")
 	}
 	if e.StatusCode != 0 {
-		fmt.Fprintf(&b, " (HTTP %d)", e.StatusCode)
+		fmt.Fprintf(&b, "HTTP %d: ", e.StatusCode)
 	}
-	if e.Message != "" {
-		b.WriteString(": ")
+	switch {
+	case e.Message != "":
 		b.WriteString(e.Message)
-	} else if e.Err != nil {
-		b.WriteString(": ")
+	case e.Err != nil:
 		b.WriteString(e.Err.Error())
+	default:
+		b.WriteString("no detail")
 	}
 	if e.RetryAfter > 0 {
 		fmt.Fprintf(&b, " (retry after %s)", e.RetryAfter)
@@ -78,8 +86,9 @@ func (e *Error) Retryable() bool {
 //   - transient: timeouts (context.DeadlineExceeded too), connection reset or
 //     refused, unexpected EOF, HTTP 408/409/500/502/503/504/529, Anthropic
 //     overloaded_error/api_error/timeout_error (also mid-stream);
-//   - permanent: other 4xx (400/401/403/404/413/422), validation and anything
-//     unrecognised;
+//   - permanent: 401 and 403 (a missing, wrong or unauthorised key: no
+//     retry can fix it, whatever error type the server gives), other 4xx
+//     (400/404/413/422), validation and anything unrecognised;
 //   - permanent with Quota: OpenAI insufficient_quota, Anthropic billing_error
 //     or "credit balance" errors, whatever their status (often 429).
 func Classify(err error) *Error {
@@ -173,6 +182,8 @@ func classifyAPI(err error, status int, typ, code, msg string, h http.Header) *E
 	case lt == "insufficient_quota" || lc == "insufficient_quota" || lt == "billing_error" ||
 		status == http.StatusPaymentRequired || isQuotaMessage(msg):
 		e.Class, e.Quota = ClassPermanent, true
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		e.Class = ClassPermanent
 	case status == http.StatusTooManyRequests || lt == "rate_limit_error" || lt == "rate_limit_exceeded" ||
 		lc == "rate_limit_exceeded":
 		e.Class = ClassRateLimited
@@ -255,4 +266,19 @@ func ctxError(ctx context.Context, err error) *Error {
 		return &Error{Class: ClassTransient, Message: "request timed out", Err: errors.Join(cerr, err)}
 	}
 	return Classify(err)
+}
+
+// withKeyHint points a 401 or 403 at the API key, keyVar, that the worker
+// sent: the error stays permanent, and says where to look.
+func withKeyHint(err error, keyVar string) error {
+	var pe *Error
+	if !errors.As(err, &pe) || (pe.StatusCode != http.StatusUnauthorized && pe.StatusCode != http.StatusForbidden) {
+		return err
+	}
+	c := *pe
+	if c.Message == "" && c.Err != nil {
+		c.Message = oneLine(c.Err.Error())
+	}
+	c.Message = strings.TrimSpace(c.Message + " (check " + keyVar + " on the worker)")
+	return &c
 }

@@ -60,6 +60,9 @@ func TestClassifyAPIStatus(t *testing.T) {
 	}{
 		{400, "invalid_request_error", ClassPermanent, false},
 		{401, "authentication_error", ClassPermanent, false},
+		{401, "api_error", ClassPermanent, false},
+		{403, "overloaded_error", ClassPermanent, false},
+		{403, "rate_limit_error", ClassPermanent, false},
 		{402, "", ClassPermanent, true},
 		{403, "permission_error", ClassPermanent, false},
 		{404, "not_found_error", ClassPermanent, false},
@@ -115,7 +118,10 @@ func TestRetryAfter(t *testing.T) {
 func TestErrorMessage(t *testing.T) {
 	t.Parallel()
 	e := &Error{Class: ClassRateLimited, StatusCode: 429, RetryAfter: 2 * time.Second, Message: "slow down"}
-	require.Equal(t, "provider rate_limited (HTTP 429): slow down (retry after 2s)", e.Error())
+	require.Equal(t, "provider rate_limited: HTTP 429: slow down (retry after 2s)", e.Error())
+	require.Equal(t, "HTTP 429: slow down (retry after 2s)", e.Detail())
 	q := &Error{Class: ClassPermanent, Quota: true, StatusCode: 429, Message: "quota"}
-	require.Equal(t, "provider permanent (quota) (HTTP 429): quota", q.Error())
+	require.Equal(t, "provider permanent: quota: HTTP 429: quota", q.Error())
+	n := &Error{Class: ClassTransient, Err: errors.New("connection reset")}
+	require.Equal(t, "provider transient: connection reset", n.Error())
 }

@@ -46,6 +46,33 @@ func (c Config) httpClient() *http.Client {
 	return &http.Client{}
 }
 
+// The APIs a model string can route to.
+const (
+	apiScript    = "script"
+	apiAnthropic = "anthropic"
+	apiOpenAI    = "openai"
+)
+
+// route says which API serves a resolved model string, and the model's
+// name there (see New).
+func route(model string, cfg Config) (api, name string, err error) {
+	model = strings.TrimSpace(model)
+	if path, ok := strings.CutPrefix(model, "script:"); ok {
+		return apiScript, path, nil
+	}
+	switch {
+	case strings.HasPrefix(model, "anthropic/"):
+		return apiAnthropic, strings.TrimPrefix(model, "anthropic/"), nil
+	case strings.HasPrefix(model, "claude-"):
+		return apiAnthropic, model, nil
+	case strings.HasPrefix(model, "openai/"):
+		return apiOpenAI, strings.TrimPrefix(model, "openai/"), nil
+	case isOpenAIModel(model) || (cfg.OpenAIBaseURL != "" && model != ""):
+		return apiOpenAI, model, nil
+	}
+	return "", "", fmt.Errorf("unknown model %q: use claude-*, gpt-*, anthropic/<model>, openai/<model> or script:PATH, or set OPENAI_BASE_URL for an OpenAI-compatible server", model)
+}
+
 // New returns the provider for a resolved model string:
 //
 //   - "script:PATH": the scripted provider, reading PATH with cfg.ReadFile;
@@ -57,25 +84,62 @@ func (c Config) httpClient() *http.Client {
 //
 // Anything else is an error. Pricing overrides are parsed here.
 func New(model string, cfg Config) (Provider, error) {
-	model = strings.TrimSpace(model)
-	if path, ok := strings.CutPrefix(model, "script:"); ok {
-		return NewScripted(path, cfg.ReadFile)
+	api, name, err := route(model, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if api == apiScript {
+		return NewScripted(name, cfg.ReadFile)
 	}
 	pricing, err := LoadPricing(cfg.PricingOverrides)
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case strings.HasPrefix(model, "anthropic/"):
-		return NewAnthropic(strings.TrimPrefix(model, "anthropic/"), cfg, pricing), nil
-	case strings.HasPrefix(model, "claude-"):
-		return NewAnthropic(model, cfg, pricing), nil
-	case strings.HasPrefix(model, "openai/"):
-		return NewOpenAI(strings.TrimPrefix(model, "openai/"), cfg, pricing), nil
-	case isOpenAIModel(model) || (cfg.OpenAIBaseURL != "" && model != ""):
-		return NewOpenAI(model, cfg, pricing), nil
+	if api == apiAnthropic {
+		return NewAnthropic(name, cfg, pricing), nil
 	}
-	return nil, fmt.Errorf("unknown model %q: use claude-*, gpt-*, anthropic/<model>, openai/<model> or script:PATH, or set OPENAI_BASE_URL for an OpenAI-compatible server", model)
+	return NewOpenAI(name, cfg, pricing), nil
+}
+
+// MissingKey names the environment variable with the API key that model's
+// provider needs and cfg lacks: ANTHROPIC_API_KEY or OPENAI_API_KEY for
+// the real Anthropic or OpenAI API, "" when the key is there or none is
+// needed (a script; a server named by ANTHROPIC_BASE_URL or
+// OPENAI_BASE_URL, such as a local vLLM or Ollama, may take none).
+func MissingKey(model string, cfg Config) string {
+	api, _, err := route(model, cfg)
+	switch {
+	case err != nil:
+	case api == apiAnthropic && cfg.AnthropicAPIKey == "" && cfg.AnthropicBaseURL == "":
+		return "ANTHROPIC_API_KEY"
+	case api == apiOpenAI && cfg.OpenAIAPIKey == "" && cfg.OpenAIBaseURL == "":
+		return "OPENAI_API_KEY"
+	}
+	return ""
+}
+
+// Check reports whether a thread can run on model, before any thread is
+// made: a script must load and parse (through cfg.ReadFile); any other
+// model must have a price, as a worker refuses to call a model whose
+// spend it could not charge. A priced model that cfg cannot route is
+// accepted: the worker that runs it may set OPENAI_BASE_URL.
+func Check(model string, cfg Config) error {
+	api, _, routeErr := route(model, cfg)
+	if api == apiScript {
+		_, err := New(model, cfg)
+		return err
+	}
+	pricing, err := LoadPricing(cfg.PricingOverrides)
+	if err != nil {
+		return err
+	}
+	if _, err := pricing.Lookup(model); err != nil {
+		if routeErr != nil {
+			return routeErr
+		}
+		return err
+	}
+	return nil
 }
 
 func isOpenAIModel(m string) bool {

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -52,4 +53,62 @@ func TestConfigFromEnv(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "o-key")
 	t.Setenv("OPENAI_BASE_URL", "http://o")
 	require.Equal(t, Config{AnthropicAPIKey: "a-key", AnthropicBaseURL: "http://a", OpenAIAPIKey: "o-key", OpenAIBaseURL: "http://o"}, ConfigFromEnv())
+}
+
+func TestMissingKey(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		model string
+		cfg   Config
+		want  string
+	}{
+		{"claude-sonnet-4-5", Config{}, "ANTHROPIC_API_KEY"},
+		{"anthropic/claude-opus-4-1", Config{OpenAIAPIKey: "o"}, "ANTHROPIC_API_KEY"},
+		{"claude-sonnet-4-5", Config{AnthropicAPIKey: "a"}, ""},
+		{"claude-sonnet-4-5", Config{AnthropicBaseURL: "http://127.0.0.1:1"}, ""}, // a compatible server may take no key
+		{"gpt-4o", Config{}, "OPENAI_API_KEY"},
+		{"openai/gpt-4.1", Config{AnthropicAPIKey: "a"}, "OPENAI_API_KEY"},
+		{"gpt-4o", Config{OpenAIAPIKey: "o"}, ""},
+		{"qwen2.5-coder:7b", Config{OpenAIBaseURL: "http://localhost:11434/v1"}, ""},
+		{"script:x.yaml", Config{}, ""},
+		{"nonsense", Config{}, ""},
+	}
+	for _, tc := range cases {
+		require.Equal(t, tc.want, MissingKey(tc.model, tc.cfg), "%s %+v", tc.model, tc.cfg)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{"ok.yaml": "directives:\n  '*':\n    - text: ok\n", "bad.yaml": "directives: [\n"}
+	read := func(p string) ([]byte, error) {
+		if s, ok := files[p]; ok {
+			return []byte(s), nil
+		}
+		return nil, fmt.Errorf("open %s: no such file", p)
+	}
+	overrides := []byte("models:\n  llama-local: {input_per_mtok: 0, output_per_mtok: 0}\n")
+	cases := []struct {
+		model   string
+		wantErr string
+	}{
+		{"claude-sonnet-4-5", ""},
+		{"anthropic/claude-sonnet-4-5-20250929", ""},
+		{"gpt-4o-mini", ""},
+		{"llama-local", ""}, // priced; the worker's OPENAI_BASE_URL routes it
+		{"script:ok.yaml", ""},
+		{"gpt-9-ultra", `unknown model "gpt-9-ultra": add it to .ai/config/agent/pricing.yaml`},
+		{"claude-unpriced-9", `unknown model "claude-unpriced-9"`},
+		{"cluade-sonnet", `unknown model "cluade-sonnet": use claude-*`},
+		{"script:nosuch.yaml", "no such file"},
+		{"script:bad.yaml", "bad.yaml"},
+	}
+	for _, tc := range cases {
+		err := Check(tc.model, Config{ReadFile: read, PricingOverrides: overrides})
+		if tc.wantErr == "" {
+			require.NoError(t, err, tc.model)
+			continue
+		}
+		require.ErrorContains(t, err, tc.wantErr, tc.model)
+	}
 }

@@ -61,7 +61,8 @@ func (o *OpenAI) Cost(model string, u Usage) (float64, error) {
 
 // Complete implements Provider: streaming (with stream_options.include_usage)
 // when onDelta is non-nil.
-func (o *OpenAI) Complete(ctx context.Context, req *Request, onDelta func(string)) (*Response, error) {
+func (o *OpenAI) Complete(ctx context.Context, req *Request, onDelta func(string)) (resp *Response, err error) {
+	defer func() { err = withKeyHint(err, "OPENAI_API_KEY") }()
 	names, err := toolNamesFor(req)
 	if err != nil {
 		return nil, &Error{Class: ClassPermanent, Message: err.Error(), Err: err}

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -189,6 +190,8 @@ func TestOpenAIErrors(t *testing.T) {
 			body: `{"error":{"message":"The engine is currently overloaded, please try again later.","type":"server_error","param":null,"code":null}}`},
 		{name: "401", status: 401, class: ClassPermanent,
 			body: `{"error":{"message":"Incorrect API key provided: sk-test. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`},
+		{name: "403 server_error type", status: 403, class: ClassPermanent, stream: true,
+			body: `{"error":{"message":"Project does not have access to model","type":"server_error","param":null,"code":null}}`},
 		{name: "400 validation", status: 400, class: ClassPermanent,
 			body: `{"error":{"message":"Invalid 'tools[0].function.name': string does not match pattern.","type":"invalid_request_error","param":"tools[0].function.name","code":"invalid_value"}}`},
 	}
@@ -209,6 +212,7 @@ func TestOpenAIErrors(t *testing.T) {
 			require.Equal(t, tc.retry, pe.RetryAfter)
 			require.Equal(t, tc.quota, pe.Quota)
 			require.NotEmpty(t, pe.Message)
+			require.Equal(t, tc.status == 401 || tc.status == 403, strings.Contains(pe.Message, "(check OPENAI_API_KEY on the worker)"), pe.Message)
 			require.EqualValues(t, 1, f.calls.Load(), "the SDK must not retry")
 		})
 	}

@@ -191,7 +191,7 @@ func (s *Scheduler) Check(ctx context.Context) error {
 			return fmt.Errorf("schedule %q: directive %s: %w", e.ID, e.Directive, err)
 		}
 		if _, err := directive.ValidateInputs(d, e.Inputs); err != nil {
-			return fmt.Errorf("schedule %q: %w", e.ID, err)
+			return fmt.Errorf("schedule %q: directive %s: %w", e.ID, e.Directive, err)
 		}
 		if _, err := proj.Models.ResolveModel(e.Model, d.Model.ID, d.Model.Tier, d.Model.FallbackID, d.Model.Fallback); err != nil {
 			return fmt.Errorf("schedule %q: directive %s: %w", e.ID, e.Directive, err)

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -38,8 +39,13 @@ func StartEmbedded(dataDir string, log *slog.Logger) (*Embedded, error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("embedded redis: %w", err)
 		}
+		unlock, err := lockDir(dir)
+		if err != nil {
+			return nil, err
+		}
 		port, err := freePort()
 		if err != nil {
+			unlock()
 			return nil, err
 		}
 		cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--dir", dir,
@@ -48,6 +54,7 @@ func StartEmbedded(dataDir string, log *slog.Logger) (*Embedded, error) {
 		// which stops Redis last, after the worker has checkpointed.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
+			unlock()
 			return nil, fmt.Errorf("embedded redis: start %s: %w", bin, err)
 		}
 		url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
@@ -61,6 +68,7 @@ func StartEmbedded(dataDir string, log *slog.Logger) (*Embedded, error) {
 				_ = cmd.Process.Kill()
 				<-done
 			}
+			unlock()
 		}}
 		if err := ping(url, 10*time.Second); err != nil {
 			e.Stop()
@@ -75,6 +83,25 @@ func StartEmbedded(dataDir string, log *slog.Logger) (*Embedded, error) {
 	}
 	log.Warn("no redis-server on PATH: using in-process miniredis; nothing is kept after this process exits")
 	return &Embedded{URL: "redis://" + m.Addr() + "/0", stop: stop}, nil
+}
+
+// lockDir takes an exclusive lock on the embedded Redis's data directory
+// for as long as its server runs: a second redis-server on the same AOF
+// files would split (or corrupt) the data. The kernel drops the lock of a
+// process that dies.
+func lockDir(dir string) (unlock func(), err error) {
+	f, err := os.OpenFile(filepath.Join(dir, "spool.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("embedded redis: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("embedded redis: %s is in use by another spool process (spool dev, or a thread run --embedded); let it finish or stop it first", dir)
+		}
+		return nil, fmt.Errorf("embedded redis: lock %s: %w", dir, err)
+	}
+	return func() { _ = f.Close() }, nil
 }
 
 // StartMiniredis starts an in-process miniredis on a loopback port whose

@@ -60,8 +60,8 @@ type ThreadStarted struct {
 }
 
 // ThreadContinued is the payload of thread_continued. ReconstructedTurns
-// counts the previous thread's messages this thread carries (for a handoff,
-// the old thread's ThreadHandoff.TrailingTurns).
+// counts the previous thread's model turns (assistant messages) this
+// thread carries, as a resume's reconstructed_turns does.
 type ThreadContinued struct {
 	PreviousThreadID   string `json:"previous_thread_id"`
 	ReconstructedTurns int    `json:"reconstructed_turns"`

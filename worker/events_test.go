@@ -25,7 +25,7 @@ func TestKnowledgeThreadIDs(t *testing.T) {
 	}
 }
 
-func TestCarriedMessages(t *testing.T) {
+func TestCarriedTurns(t *testing.T) {
 	t.Parallel()
 	conv := agentConversation(3)
 	seed := func(msgs ...thread.Message) []thread.Message {
@@ -36,16 +36,16 @@ func TestCarriedMessages(t *testing.T) {
 		seed []thread.Message
 		want int
 	}{
-		"handoff window with the note": {seed(trailing...), kept},
-		"whole conversation (resume)":  {seed(conv...), len(conv)},
+		"handoff window with the note": {seed(trailing...), 2}, // turns 2 and 3 with their results
+		"whole conversation (resume)":  {seed(conv...), 3},
 		"nothing carried":              {seed(), 0},
 	} {
-		if got := carriedMessages(tc.seed); got != tc.want {
-			t.Errorf("%s: carriedMessages = %d, want %d", name, got, tc.want)
+		if got := carriedTurns(tc.seed); got != tc.want {
+			t.Errorf("%s: carriedTurns = %d, want %d", name, got, tc.want)
 		}
 	}
-	if trailing[0].Content != omittedTurnsNote || kept != len(trailing)-1 {
-		t.Fatalf("the window should start with the note: %d of %d kept", kept, len(trailing))
+	if trailing[0].Content != omittedTurnsNote || kept != 4 || len(trailing) != 5 {
+		t.Fatalf("the window should be the note, then turns 2 and 3 with their results: %d of %d kept", kept, len(trailing))
 	}
 }
 

@@ -217,6 +217,12 @@ func (s *session) load(ctx context.Context) error {
 	if s.prov, err = provider.New(rec.Model, pc); err != nil {
 		return s.failNow(ctx, "model_error", err.Error())
 	}
+	// Without its key the call could only fail (or, retried as transient,
+	// fail slowly): a thread this worker cannot run fails at once, saying
+	// where the key is missing.
+	if key := provider.MissingKey(rec.Model, pc); key != "" {
+		return s.failNow(ctx, "provider_auth", fmt.Sprintf("%s is not set on worker %s (workers hold the provider keys, not the CLI: set it in the worker's environment)", key, s.w.cfg.Host))
+	}
 	// A model without a price would fail the thread only after its first
 	// call, whose spend could then not be charged: refuse it before any
 	// call. Pricing zero usage costs nothing and looks the model up.
@@ -347,7 +353,7 @@ func (s *session) begin(ctx context.Context) error {
 			return err
 		}
 		s.emit(transcript.TypeThreadContinued, transcript.ThreadContinued{
-			PreviousThreadID: s.rec.PreviousThreadID, ReconstructedTurns: carriedMessages(seed),
+			PreviousThreadID: s.rec.PreviousThreadID, ReconstructedTurns: carriedTurns(seed),
 		})
 		hookText := s.runHooks(ctx, hooks.EventThreadContinued, evctx)
 		if hookText != "" {
@@ -620,14 +626,18 @@ func injectNearLastUser(msgs []thread.Message, text string) []thread.Message {
 	return append(msgs, thread.Message{Role: thread.RoleUser, Content: text})
 }
 
-// carriedMessages counts the messages of a continuation's seed that came
-// from the previous thread: all but the last (the continuation
-// instruction, or a resume's message) and omittedTurnsNote. For a handoff
-// it equals the old thread's trailing_turns.
-func carriedMessages(seed []thread.Message) int {
-	n := len(seed) - 1
-	if n > 0 && seed[0].Role == thread.RoleUser && seed[0].Content == omittedTurnsNote {
-		n--
+// carriedTurns counts the model turns (assistant messages) of a
+// continuation's seed, which came from the previous thread: its
+// thread_continued event's reconstructed_turns, which the monitor shows.
+// A resume counts the same thing (orchestrator.ResumeResult's
+// reconstructed_turns, which the CLI prints), so both say the same number;
+// a turn is a model call here as in a thread's cost and limits.
+func carriedTurns(seed []thread.Message) int {
+	n := 0
+	for _, m := range seed {
+		if m.Role == thread.RoleAssistant {
+			n++
+		}
 	}
-	return max(n, 0)
+	return n
 }

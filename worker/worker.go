@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -54,6 +55,9 @@ type Config struct {
 	MaxOutputTokens int
 	// Provider configures the LLM providers. Default provider.ConfigFromEnv().
 	Provider *provider.Config
+	// Host names this worker in the errors a user reads (a provider key
+	// missing here). Default os.Hostname().
+	Host string
 	// Logger. Default the orchestrator's.
 	Logger *slog.Logger
 	// Metrics, or nil for none.
@@ -92,6 +96,9 @@ func (c Config) WithDefaults() Config {
 	if c.Provider == nil {
 		pc := provider.ConfigFromEnv()
 		c.Provider = &pc
+	}
+	if c.Host == "" {
+		c.Host, _ = os.Hostname()
 	}
 	return c
 }
