@@ -15,6 +15,7 @@ func TestChecksCatchBrokenManifests(t *testing.T) {
 	worker := func(b *kbase) obj { d, _ := find(b.Docs, "Deployment", "spool-worker"); return d.Obj }
 	so := func(b *kbase) obj { d, _ := find(b.Docs, "ScaledObject", "spool-worker"); return d.Obj }
 	cm := func(b *kbase) obj { d, _ := find(b.Docs, "ConfigMap", "spool-config"); return d.Obj }
+	monitor := func(b *kbase) obj { d, _ := find(b.Docs, "Deployment", "spool-monitor"); return d.Obj }
 	wc := []any{"spec", "template", "spec", "containers", 0}
 	at := func(base []any, more ...any) []any { return append(append([]any{}, base...), more...) }
 	setArgs := func(t *testing.T, b *kbase, args ...any) { set(t, worker(b), args, at(wc, "args")...) }
@@ -125,8 +126,30 @@ func TestChecksCatchBrokenManifests(t *testing.T) {
 			func(t *testing.T, b *kbase) { set(t, cm(b), nil, "data", "SPOOL_REDIS_DB") },
 			checkWorkloads, "refers to $(SPOOL_REDIS_DB)"},
 		{"signing key path moved off the mount",
-			func(t *testing.T, b *kbase) { set(t, cm(b), "/keys/signing.key", "data", "SPOOL_SIGNING_KEY") },
+			func(t *testing.T, b *kbase) { setEnv(t, worker(b), wc, "SPOOL_SIGNING_KEY", "/keys/signing.key") },
 			checkWorkloads, "SPOOL_SIGNING_KEY /keys/signing.key is not a file of a mounted Secret"},
+		{"signer without a signing key",
+			func(t *testing.T, b *kbase) { setEnv(t, worker(b), wc, "SPOOL_SIGNING_KEY", "") },
+			checkWorkloads, "setting SPOOL_SIGNING_KEY is not provided"},
+		{"signing key back in the shared ConfigMap",
+			func(t *testing.T, b *kbase) {
+				set(t, cm(b), "/etc/spool/keys/signing.key", "data", "SPOOL_SIGNING_KEY")
+			},
+			checkWorkloads, "a reader (monitor) is given SPOOL_SIGNING_KEY"},
+		{"monitor mounts the private key",
+			func(t *testing.T, b *kbase) {
+				set(t, monitor(b), "signing.key", "spec", "template", "spec", "volumes", 0, "secret", "items", 0, "key")
+			}, checkWorkloads, "a reader (monitor) mounts the private signing key"},
+		{"monitor mounts the whole Secret",
+			func(t *testing.T, b *kbase) {
+				set(t, monitor(b), nil, "spec", "template", "spec", "volumes", 0, "secret", "items")
+			}, checkWorkloads, "a reader (monitor) mounts the private signing key"},
+		{"monitor without trusted keys",
+			func(t *testing.T, b *kbase) { setEnv(t, monitor(b), wc, "SPOOL_TRUSTED_KEYS", "") },
+			checkWorkloads, "a reader (monitor) has no SPOOL_TRUSTED_KEYS"},
+		{"trusted keys off the mount",
+			func(t *testing.T, b *kbase) { setEnv(t, monitor(b), wc, "SPOOL_TRUSTED_KEYS", "/etc/spool/keys") },
+			checkWorkloads, "SPOOL_TRUSTED_KEYS /etc/spool/keys is not a mounted Secret or ConfigMap volume"},
 		{"unpinned image",
 			func(t *testing.T, b *kbase) { set(t, worker(b), "ghcr.io/spool-run/spool:latest", at(wc, "image")...) },
 			checkWorkloads, "not latest"},
@@ -216,6 +239,29 @@ func TestKustomizationCheckCatchesBrokenFileLists(t *testing.T) {
 			t.Fatalf("no problem mentions %q", tt.want)
 		})
 	}
+}
+
+// setEnv sets (value != "") or removes the env variable name of the
+// container at path in d.
+func setEnv(t *testing.T, d obj, path []any, name, value string) {
+	t.Helper()
+	envPath := append(append([]any{}, path...), "env")
+	var env []any
+	found := false
+	for _, e := range list(d, envPath...) {
+		if str(e, "name") != name {
+			env = append(env, e)
+			continue
+		}
+		found = true
+		if value != "" {
+			env = append(env, obj{"name": name, "value": value})
+		}
+	}
+	if !found && value != "" {
+		env = append(env, obj{"name": name, "value": value})
+	}
+	set(t, d, env, envPath...)
 }
 
 // copyTree copies dir into a fresh temporary directory and returns the copy.

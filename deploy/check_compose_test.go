@@ -84,7 +84,10 @@ func checkCompose(c obj) []string {
 	volumes := mapping(c, "volumes")
 	var workerQueues []string
 	keysInit := map[string]bool{}   // volumes a `keys init` service writes
+	publicInit := map[string]bool{} // volumes it writes the public key to (--public-dir)
 	keyUsers := map[string]string{} // service -> volume holding its key
+	readerVols := map[string][]string{}
+	readerTrusted := map[string]string{} // reader -> volume holding SPOOL_TRUSTED_KEYS
 	for _, name := range sortedKeys(services) {
 		svc := mapping(services, name)
 		p := func(format string, args ...any) {
@@ -147,12 +150,22 @@ func checkCompose(c obj) []string {
 			}
 		}
 		args := composeArgs(svc)
-		vol := keyVolume(svc, volumes)
+		vol := volumeHolding(svc, volumes, keyPath(env))
 		switch {
+		case len(args) > 0 && readers[args[0]]:
+			readerVols[name], readerTrusted[name] = namedVolumes(svc, volumes), ""
+			if tk := env["SPOOL_TRUSTED_KEYS"]; tk != "" {
+				readerTrusted[name] = volumeHolding(svc, volumes, strings.TrimSuffix(tk, "/")+"/")
+			}
 		case vol == "":
 			p("the signing key (%s) is not on a named volume", keyPath(env))
 		case len(args) >= 2 && args[0] == "keys" && args[1] == "init":
 			keysInit[vol] = true
+			if i := slices.Index(args, "--public-dir"); i >= 0 && i+1 < len(args) {
+				if pv := volumeHolding(svc, volumes, strings.TrimSuffix(args[i+1], "/")+"/"); pv != "" {
+					publicInit[pv] = true
+				}
+			}
 		default:
 			keyUsers[name] = vol
 		}
@@ -184,6 +197,23 @@ func checkCompose(c obj) []string {
 			probs = append(probs, fmt.Sprintf("compose service %s: no one-shot `keys init` service writes the signing key to volume %s", name, keyUsers[name]))
 		}
 	}
+	// Least privilege: a reader mounts the public key, not the private one.
+	for _, name := range sortedKeys(readerVols) {
+		p := func(format string, args ...any) {
+			probs = append(probs, fmt.Sprintf("compose service %s: ", name)+fmt.Sprintf(format, args...))
+		}
+		for _, v := range readerVols[name] {
+			if keysInit[v] {
+				p("a reader mounts volume %s, which holds the private signing key; mount the public key only", v)
+			}
+		}
+		switch tv := readerTrusted[name]; {
+		case tv == "":
+			p("a reader has no SPOOL_TRUSTED_KEYS on a named volume: it could not verify transcripts")
+		case !publicInit[tv]:
+			p("no one-shot `keys init --public-dir` service writes the public key to volume %s", tv)
+		}
+	}
 	if workerQueues == nil {
 		probs = append(probs, "compose: no worker service")
 	}
@@ -211,10 +241,10 @@ func keyPath(env map[string]string) string {
 	return ""
 }
 
-// keyVolume names the named volume of svc that holds its signing key, or "".
-func keyVolume(svc, volumes obj) string {
-	path := keyPath(composeEnv(svc))
-	if path == "" {
+// volumeHolding names the named volume of svc mounted over path (a file,
+// or a directory ending in "/"), or "".
+func volumeHolding(svc, volumes obj, path string) string {
+	if path == "" || path == "/" {
 		return ""
 	}
 	for _, v := range stringsOf(list(svc, "volumes")) {
@@ -227,4 +257,17 @@ func keyVolume(svc, volumes obj) string {
 		}
 	}
 	return ""
+}
+
+// namedVolumes lists the named volumes svc mounts.
+func namedVolumes(svc, volumes obj) []string {
+	var out []string
+	for _, v := range stringsOf(list(svc, "volumes")) {
+		if src, _, _ := strings.Cut(v, ":"); src != "" {
+			if _, named := volumes[src]; named {
+				out = append(out, src)
+			}
+		}
+	}
+	return out
 }

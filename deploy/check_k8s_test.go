@@ -25,8 +25,15 @@ var requiredEnv = []string{
 	"SPOOL_S3_PATH_STYLE",
 	"AWS_ACCESS_KEY_ID",
 	"AWS_SECRET_ACCESS_KEY",
-	"SPOOL_SIGNING_KEY",
 }
+
+// readers are the spool commands that sign nothing. Least privilege: they
+// get the public key (SPOOL_TRUSTED_KEYS), never the private one; every
+// other spool process signs and needs SPOOL_SIGNING_KEY.
+var readers = map[string]bool{"monitor": true}
+
+// privateKeyItem is the Secret key holding the Ed25519 private key.
+const privateKeyItem = "signing.key"
 
 // defaultShutdownTimeout is the worker's --shutdown-timeout default.
 const defaultShutdownTimeout = 30 * time.Second
@@ -251,11 +258,25 @@ func checkWorkloads(b *kbase) []string {
 					cp("setting %s is not provided", want)
 				}
 			}
-			// The signing key path must be a key file of a mounted Secret.
-			if keyPath := env["SPOOL_SIGNING_KEY"]; keyPath != "" {
-				if !signingKeyMounted(c.(obj), volumes, b.Secrets, keyPath) {
-					cp("SPOOL_SIGNING_KEY %s is not a file of a mounted Secret volume", keyPath)
+			args := stringsOf(list(c, "args"))
+			if len(args) > 0 && readers[args[0]] {
+				// A reader: the public key, mounted; no private key.
+				if k := env["SPOOL_SIGNING_KEY"]; k != "" {
+					cp("a reader (%s) is given SPOOL_SIGNING_KEY %s; it signs nothing and gets the public key only (SPOOL_TRUSTED_KEYS)", args[0], k)
 				}
+				if mountsSecretKey(c.(obj), volumes, b.Secrets, privateKeyItem) {
+					cp("a reader (%s) mounts the private signing key (%s); mount the public key only", args[0], privateKeyItem)
+				}
+				if dir := env["SPOOL_TRUSTED_KEYS"]; dir == "" {
+					cp("a reader (%s) has no SPOOL_TRUSTED_KEYS: it could not verify transcripts", args[0])
+				} else if !mountedAt(c.(obj), volumes, dir) {
+					cp("SPOOL_TRUSTED_KEYS %s is not a mounted Secret or ConfigMap volume", dir)
+				}
+			} else if keyPath := env["SPOOL_SIGNING_KEY"]; keyPath == "" {
+				cp("setting SPOOL_SIGNING_KEY is not provided (%v signs transcripts)", args)
+			} else if !signingKeyMounted(c.(obj), volumes, b.Secrets, keyPath) {
+				// The signing key path must be a key file of a mounted Secret.
+				cp("SPOOL_SIGNING_KEY %s is not a file of a mounted Secret volume", keyPath)
 			}
 			for _, vm := range list(c, "volumeMounts") {
 				if _, ok := volumes[str(vm, "name")]; !ok {
@@ -265,6 +286,39 @@ func checkWorkloads(b *kbase) []string {
 		}
 	}
 	return probs
+}
+
+// mountsSecretKey reports whether container c mounts a Secret volume that
+// shows key (as an item, or the whole Secret when it lists none).
+func mountsSecretKey(c obj, volumes map[string]obj, secrets map[string]map[string]bool, key string) bool {
+	for _, vm := range list(c, "volumeMounts") {
+		sec := mapping(volumes[str(vm, "name")], "secret")
+		if sec == nil {
+			continue
+		}
+		items := list(sec, "items")
+		if len(items) == 0 && secrets[str(sec, "secretName")][key] {
+			return true
+		}
+		for _, it := range items {
+			if str(it, "key") == key {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// mountedAt reports whether container c mounts a Secret or ConfigMap
+// volume at dir.
+func mountedAt(c obj, volumes map[string]obj, dir string) bool {
+	for _, vm := range list(c, "volumeMounts") {
+		v := volumes[str(vm, "name")]
+		if filepath.Clean(str(vm, "mountPath")) == filepath.Clean(dir) && (mapping(v, "secret") != nil || mapping(v, "configMap") != nil) {
+			return true
+		}
+	}
+	return false
 }
 
 // signingKeyMounted reports whether path is the file an item of a Secret

@@ -113,6 +113,15 @@ func TestComposeChecksCatchBreakage(t *testing.T) {
 			delete(svc(c, "worker"), "depends_on")
 			delete(svc(c, "scheduler"), "depends_on")
 		}, "no one-shot `keys init` service writes the signing key to volume spool-keys"},
+		{"monitor mounts the private key", func(t *testing.T, c obj) {
+			set(t, svc(c, "monitor"), []any{"spool-keys:/var/lib/spool", "spool-public-keys:/var/lib/spool-public:ro"}, "volumes")
+		}, "compose service monitor: a reader mounts volume spool-keys, which holds the private signing key"},
+		{"monitor without trusted keys", func(t *testing.T, c obj) {
+			delete(svc(c, "monitor")["environment"].(obj), "SPOOL_TRUSTED_KEYS")
+		}, "compose service monitor: a reader has no SPOOL_TRUSTED_KEYS on a named volume"},
+		{"public key never exported", func(t *testing.T, c obj) {
+			set(t, svc(c, "keys-init"), []any{"keys", "init"}, "command")
+		}, "no one-shot `keys init --public-dir` service writes the public key to volume spool-public-keys"},
 		{"data dir off the key volume", func(t *testing.T, c obj) {
 			svc(c, "worker")["environment"].(obj)["SPOOL_DATA_DIR"] = "/data"
 		}, "compose service worker: the signing key (/data/keys/) is not on a named volume"},

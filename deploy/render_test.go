@@ -28,7 +28,7 @@ func TestKustomizeRender(t *testing.T) {
 		t.Skip("neither kubectl nor kustomize on PATH")
 	}
 	dir := copyTree(t, k8sDir)
-	for _, f := range []string{"signing.key", "credentials.env"} {
+	for _, f := range []string{"signing.key", "signing.pub", "credentials.env"} {
 		p := filepath.Join(dir, "secrets", f)
 		data, err := os.ReadFile(p + ".example")
 		if err != nil {

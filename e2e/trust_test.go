@@ -3,14 +3,21 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -115,4 +122,94 @@ func TestTranscriptOfTamperedThread(t *testing.T) {
 	res := e.SpoolContext(ctx, quietEnv(), "thread", "transcript", finishedThread(t, e, "intact").ThreadID)
 	require.Equal(t, 0, res.Code, res.Stderr)
 	require.Empty(t, res.Stderr)
+}
+
+// TestReadersNeedNoPrivateKey (issue 13, item 4): every read-only command
+// and the monitor run with the public key only, or with no key at all, and
+// then say "unverified" where they would have verified.
+func TestReadersNeedNoPrivateKey(t *testing.T) {
+	t.Parallel()
+	e := spooltest.New(t, spooltest.Options{Files: workerProject()})
+	e.StartWorker("--concurrency", "2")
+	id := finishedThread(t, e, "reader").ThreadID
+
+	pubs, err := filepath.Glob(filepath.Join(e.KeyDir, "*.pub"))
+	require.NoError(t, err)
+	require.Len(t, pubs, 1)
+	pubDir, emptyDir := t.TempDir(), t.TempDir()
+	pub, err := os.ReadFile(pubs[0])
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(pubDir, filepath.Base(pubs[0])), pub, 0o644))
+	// keys init exports the public half of the existing key for readers.
+	exported := filepath.Join(t.TempDir(), "public")
+	res := e.SpoolContext(context.Background(), quietEnv(), "keys", "init", "--dir", e.KeyDir, "--public-dir", exported, "--json")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Contains(t, res.Stdout, `"created": false`)
+	require.FileExists(t, filepath.Join(exported, filepath.Base(pubs[0])))
+	require.NoFileExists(t, filepath.Join(exported, "signing.key"))
+	setups := map[string][]string{
+		// SPOOL_SIGNING_KEY names a file that is not there; the .pub beside it is.
+		"public key beside": {"SPOOL_SIGNING_KEY=" + filepath.Join(pubDir, "signing.key")},
+		"trusted keys":      {"SPOOL_SIGNING_KEY=" + filepath.Join(emptyDir, "signing.key"), "SPOOL_TRUSTED_KEYS=" + exported},
+		"no key":            {"SPOOL_SIGNING_KEY=" + filepath.Join(emptyDir, "signing.key")},
+	}
+	for name, env := range setups {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			none := name == "no key"
+			env := append(quietEnv(), env...)
+			for _, args := range [][]string{
+				{"thread", "list", "--json"}, {"thread", "show", id}, {"thread", "tree", id}, {"thread", "chain", id},
+				{"thread", "wait", id}, {"budget", "show", id}, {"thread", "transcript", id},
+				{"thread", "search", id, "--query", "hello"},
+			} {
+				res := e.SpoolContext(context.Background(), env, args...)
+				require.Equal(t, 0, res.Code, "%v: stdout:\n%s\nstderr:\n%s", args, res.Stdout, res.Stderr)
+				require.NotEmpty(t, res.Stdout, args)
+				if args[1] == "transcript" || args[1] == "search" {
+					require.Equal(t, none, strings.Contains(res.Stderr, "unverified"), "%v: %s", args, res.Stderr)
+				}
+			}
+			res := e.SpoolContext(context.Background(), env, "thread", "verify", id)
+			if none {
+				requireOneLineError(t, res, 1, "hash chain intact.*signatures unverified")
+			} else {
+				require.Equal(t, 0, res.Code, res.Stderr)
+				require.Contains(t, res.Stdout, "verified 3 segments")
+			}
+			require.NoFileExists(t, filepath.Join(emptyDir, "signing.key"), "a reader makes no key")
+			require.NoFileExists(t, filepath.Join(pubDir, "signing.key"), "a reader makes no key")
+
+			p, err := testenv.FreePort()
+			require.NoError(t, err)
+			addr := fmt.Sprintf("127.0.0.1:%d", p)
+			mon := e.Start(env, "monitor", "--addr", addr)
+			require.Eventually(t, func() bool { return strings.Contains(mon.Log(), "spool monitor: http://") || mon.Exited() }, time.Minute, 50*time.Millisecond)
+			require.False(t, mon.Exited(), "the monitor exited:\n%s", mon.Log())
+			var events struct {
+				Events     []json.RawMessage `json:"events"`
+				Warning    string            `json:"warning"`
+				Unverified bool              `json:"unverified"`
+			}
+			body := httpGet(t, "http://"+addr+"/api/threads/"+url.PathEscape(id)+"/events")
+			require.NoError(t, json.Unmarshal([]byte(body), &events), body)
+			require.NotEmpty(t, events.Events)
+			require.Empty(t, events.Warning)
+			require.Equal(t, none, events.Unverified)
+			page := httpGet(t, "http://"+addr+"/threads/"+url.PathEscape(id)+"/transcript")
+			require.Equal(t, none, strings.Contains(page, "Unverified"), page)
+			require.NoError(t, mon.Stop(30*time.Second))
+		})
+	}
+}
+
+func httpGet(t *testing.T, u string) string {
+	t.Helper()
+	resp, err := http.Get(u)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", u, b)
+	return string(b)
 }

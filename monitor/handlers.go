@@ -120,6 +120,9 @@ type transcriptData struct {
 	Next    int64 // seq of the last event read
 	Done    bool
 	Warning string
+	// Unverified: the monitor has no public key, so no signature was
+	// checked (hash chains and sequence were).
+	Unverified bool
 }
 
 // threadTranscript reads a thread's record, then its transcript's
@@ -144,7 +147,7 @@ func (m *Monitor) serveTranscript(w http.ResponseWriter, r *http.Request, id str
 		m.fail(w, r, err)
 		return
 	}
-	d := transcriptData{Thread: rec, Done: rec.Status.Terminal() || bad != nil}
+	d := transcriptData{Thread: rec, Done: rec.Status.Terminal() || bad != nil, Unverified: m.cfg.Orch.Keyring.Unverified()}
 	if bad != nil {
 		d.Warning = bad.Error()
 	}
@@ -194,6 +197,9 @@ type Events struct {
 	Events []EventJSON `json:"events"`
 	// Warning says why the transcript stops short: it failed verification.
 	Warning string `json:"warning,omitempty"`
+	// Unverified: the monitor was given no public key, so the events'
+	// signatures were not checked (their hash chain and sequence were).
+	Unverified bool `json:"unverified,omitempty"`
 }
 
 // EventJSON is a transcript event with its rendering ("" for events the
@@ -225,7 +231,8 @@ func (m *Monitor) serveEvents(w http.ResponseWriter, r *http.Request, id string)
 		m.fail(w, r, err)
 		return
 	}
-	out := Events{ThreadID: id, Status: rec.Status, After: aft, Next: aft, Done: rec.Status.Terminal() || bad != nil, Events: []EventJSON{}}
+	out := Events{ThreadID: id, Status: rec.Status, After: aft, Next: aft, Done: rec.Status.Terminal() || bad != nil, Events: []EventJSON{},
+		Unverified: m.cfg.Orch.Keyring.Unverified()}
 	if bad != nil {
 		out.Warning = bad.Error()
 	}

@@ -84,14 +84,27 @@ func (s *Signer) SaveKey(dir string) (privPath, pubPath string, err error) {
 		return "", "", fmt.Errorf("save key: %w", err)
 	}
 	privPath = filepath.Join(dir, SigningKeyFile)
-	pubPath = filepath.Join(dir, s.id+".pub")
-	if err := writeFileAtomic(pubPath, publicPEM(s.PublicKey()), 0o644); err != nil {
-		return "", "", fmt.Errorf("save key: %w", err)
+	if pubPath, err = s.SavePublicKey(dir); err != nil {
+		return "", "", err
 	}
 	if err := writeFileAtomic(privPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
 		return "", "", fmt.Errorf("save key: %w", err)
 	}
 	return privPath, pubPath, nil
+}
+
+// SavePublicKey writes the public key to dir/<keyid>.pub (PEM), creating
+// dir, and returns the file's path: what a reader's keyring trusts
+// (LoadKeyring, SPOOL_TRUSTED_KEYS).
+func (s *Signer) SavePublicKey(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("save public key: %w", err)
+	}
+	path := filepath.Join(dir, s.id+".pub")
+	if err := writeFileAtomic(path, publicPEM(s.PublicKey()), 0o644); err != nil {
+		return "", fmt.Errorf("save public key: %w", err)
+	}
+	return path, nil
 }
 
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
@@ -182,7 +195,24 @@ func ParsePublicKey(data []byte) (ed25519.PublicKey, error) {
 type Keyring struct {
 	mu   sync.RWMutex
 	keys map[string]ed25519.PublicKey
+	// unverified: no key to check against; Verify accepts every
+	// signature (see UnverifiedKeyring).
+	unverified bool
 }
+
+// UnverifiedKeyring returns a keyring that trusts no key and checks no
+// signature: Verify accepts every one. It is for readers that were given
+// no public key (a monitor, `thread list`), so that they still show
+// transcripts and records, whose hash chains, sequence and marks are still
+// checked, marked "unverified" wherever a verification would have been
+// shown (see Unverified). Nothing that writes or resumes from a transcript
+// may use it.
+func UnverifiedKeyring() *Keyring {
+	return &Keyring{keys: map[string]ed25519.PublicKey{}, unverified: true}
+}
+
+// Unverified reports whether k checks no signature (UnverifiedKeyring).
+func (k *Keyring) Unverified() bool { return k != nil && k.unverified }
 
 // NewKeyring returns a keyring trusting pubs.
 func NewKeyring(pubs ...ed25519.PublicKey) *Keyring {
@@ -226,6 +256,9 @@ func (k *Keyring) Verify(keyID string, msg, sig []byte) error {
 	if k == nil {
 		return fmt.Errorf("key %s: %w (no keyring)", keyID, ErrUnknownKey)
 	}
+	if k.unverified {
+		return nil
+	}
 	k.mu.RLock()
 	pub, ok := k.keys[keyID]
 	k.mu.RUnlock()
@@ -267,10 +300,13 @@ func LoadKeyring(dir string, signers ...*Signer) (*Keyring, error) {
 		}
 	}
 	if len(k.IDs()) == 0 {
-		return nil, fmt.Errorf("load keyring %s: no trusted public keys (*.pub)", dir)
+		return nil, fmt.Errorf("load keyring %s: %w", dir, ErrNoTrustedKeys)
 	}
 	return k, nil
 }
+
+// ErrNoTrustedKeys is LoadKeyring's error when it found no key to trust.
+var ErrNoTrustedKeys = errors.New("no trusted public keys (*.pub)")
 
 // Merge adds every key other trusts to k.
 func (k *Keyring) Merge(other *Keyring) {

@@ -378,3 +378,33 @@ func TestReconstructDangling(t *testing.T) {
 		t.Fatalf("bad payload: %v", err)
 	}
 }
+
+// TestUnverifiedKeyring: with no key to check against, a reader still gets
+// the transcript (its hash chain, sequence and marks checked), knowing its
+// signatures are unverified; a signature-only forgery passes, a changed
+// byte does not.
+func TestUnverifiedKeyring(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newSetup(t)
+	writeTranscript(t, s, 3)
+	k := UnverifiedKeyring()
+	if !k.Unverified() || s.keyring.Unverified() || (*Keyring)(nil).Unverified() {
+		t.Fatal("Unverified() is wrong")
+	}
+	tr, err := Read(ctx, s.store, s.threadID, k, Strict)
+	if err != nil || len(tr.Segments) != 3 {
+		t.Fatalf("Read with no keys = %v, %v", tr, err)
+	}
+	if _, err := ReadWith(ctx, s.store, s.threadID, k, ReadOptions{Marks: []Mark{{Segments: 4}}}); !errors.Is(err, ErrTampered) {
+		t.Fatalf("a missing segment under the mark = %v, want ErrTampered", err)
+	}
+	key := SegmentKey(s.threadID, 2)
+	data, _ := s.store.Get(ctx, key)
+	if err := s.store.Put(ctx, key, bytes.Replace(data, []byte(`"seq":`), []byte(`"seq": `), 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(ctx, s.store, s.threadID, k, Strict); !errors.Is(err, ErrTampered) {
+		t.Fatalf("an edited segment with no keys = %v, want ErrTampered", err)
+	}
+}

@@ -261,8 +261,11 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 
 // loadKeys loads the signing key and the trusted public keys. With
 // autoCreate (local, zero-setup runs) a missing key pair is made in the
-// data dir. With readOnly a missing signing key is no error: the signer is
-// nil and the keyring is the key dir's *.pub and SPOOL_TRUSTED_KEYS.
+// data dir. With readOnly (a command or server that signs nothing) the
+// private key is neither needed nor made: the signer is nil, the keyring
+// is the key dir's *.pub and SPOOL_TRUSTED_KEYS (plus the public half of
+// the signing key when one is there and readable), and with no key at all
+// it is transcript.UnverifiedKeyring, whose readers say "unverified".
 func loadKeys(c *cli.Context, dd string, autoCreate, readOnly bool) (*transcript.Signer, *transcript.Keyring, error) {
 	keyDir := filepath.Join(dd, "keys")
 	path := c.String("signing-key")
@@ -282,7 +285,7 @@ func loadKeys(c *cli.Context, dd string, autoCreate, readOnly bool) (*transcript
 	switch {
 	case err == nil:
 		signers = append(signers, signer)
-	case readOnly && errors.Is(err, os.ErrNotExist):
+	case readOnly: // its public half is a .pub file, or a trusted key
 	default:
 		return nil, nil, fmt.Errorf("signing key %s: %w", path, err)
 	}
@@ -293,12 +296,12 @@ func loadKeys(c *cli.Context, dd string, autoCreate, readOnly bool) (*transcript
 	keyring, err := transcript.LoadKeyring(keyDirOf, signers...)
 	switch {
 	case err == nil:
+	case readOnly && (errors.Is(err, os.ErrNotExist) || errors.Is(err, transcript.ErrNoTrustedKeys)):
+		keyring = transcript.NewKeyring() // SPOOL_TRUSTED_KEYS below, or none
 	case signer != nil:
 		return nil, nil, err
-	case os.Getenv("SPOOL_TRUSTED_KEYS") == "":
-		return nil, nil, fmt.Errorf("no signing key at %s, no trusted public keys: %w", path, err)
 	default:
-		keyring = transcript.NewKeyring() // SPOOL_TRUSTED_KEYS below
+		return nil, nil, fmt.Errorf("no signing key at %s, no trusted public keys: %w", path, err)
 	}
 	if extra := os.Getenv("SPOOL_TRUSTED_KEYS"); extra != "" {
 		more, err := transcript.LoadKeyring(extra)
@@ -307,7 +310,13 @@ func loadKeys(c *cli.Context, dd string, autoCreate, readOnly bool) (*transcript
 		}
 		keyring.Merge(more)
 	}
-	return signer, keyring, nil
+	if !readOnly {
+		return signer, keyring, nil
+	}
+	if len(keyring.IDs()) == 0 {
+		keyring = transcript.UnverifiedKeyring()
+	}
+	return nil, keyring, nil
 }
 
 // printJSON writes v as indented JSON.

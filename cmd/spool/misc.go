@@ -18,7 +18,8 @@ func keysCommand() *cli.Command {
 		Subcommands: []*cli.Command{{
 			Name:  "init",
 			Usage: "make an Ed25519 key pair in <data-dir>/keys (or --dir)",
-			Flags: []cli.Flag{jsonFlag, &cli.StringFlag{Name: "dir"}, &cli.BoolFlag{Name: "force", Usage: "replace an existing key"}},
+			Flags: []cli.Flag{jsonFlag, &cli.StringFlag{Name: "dir"}, &cli.BoolFlag{Name: "force", Usage: "replace an existing key"},
+				&cli.StringFlag{Name: "public-dir", Usage: "also write the public key (<keyid>.pub) to this directory, for readers' SPOOL_TRUSTED_KEYS"}},
 			Action: func(c *cli.Context) error {
 				if err := noArgs(c); err != nil {
 					return err
@@ -37,6 +38,11 @@ func keysCommand() *cli.Command {
 				}
 				out := map[string]any{"key_id": signer.KeyID(), "created": created, "private_key": filepath.Join(dir, transcript.SigningKeyFile),
 					"public_key": filepath.Join(dir, signer.KeyID()+".pub")}
+				if pd := c.String("public-dir"); pd != "" {
+					if out["exported_public_key"], err = signer.SavePublicKey(pd); err != nil {
+						return err
+					}
+				}
 				if c.Bool("json") {
 					return printJSON(c.App.Writer, out)
 				}
@@ -65,7 +71,7 @@ func budgetCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				s, err := openServices(c, openOpts{})
+				s, err := openServices(c, openOpts{readOnly: true})
 				if err != nil {
 					return err
 				}

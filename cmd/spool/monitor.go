@@ -114,7 +114,7 @@ func runMonitor(c *cli.Context) error {
 	if !loop && !auth.Enabled() && !c.Bool("insecure") {
 		return usagef("--addr %s is not a loopback address: set --basic-auth or --token, or --insecure to serve it open", addr)
 	}
-	s, err := openServices(c, openOpts{})
+	s, err := openServices(c, openOpts{readOnly: true}) // it signs nothing: public keys suffice
 	if err != nil {
 		return err
 	}

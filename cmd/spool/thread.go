@@ -277,7 +277,7 @@ func threadList(c *cli.Context) error {
 	if st != "" && !thread.Status(st).Valid() {
 		return usagef("--status %q: want one of created, running, waiting, completed, error, cancelled, continued", st)
 	}
-	s, err := openServices(c, openOpts{})
+	s, err := openServices(c, openOpts{readOnly: true})
 	if err != nil {
 		return err
 	}
@@ -399,7 +399,7 @@ func threadTree(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	s, err := openServices(c, openOpts{})
+	s, err := openServices(c, openOpts{readOnly: true})
 	if err != nil {
 		return err
 	}
@@ -428,7 +428,7 @@ func threadChain(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	s, err := openServices(c, openOpts{})
+	s, err := openServices(c, openOpts{readOnly: true})
 	if err != nil {
 		return err
 	}
@@ -450,7 +450,7 @@ func threadWait(c *cli.Context) error {
 	if c.NArg() == 0 {
 		return usagef("thread wait takes one or more thread IDs")
 	}
-	s, err := openServices(c, openOpts{})
+	s, err := openServices(c, openOpts{readOnly: true})
 	if err != nil {
 		return err
 	}
@@ -574,7 +574,7 @@ func threadSearch(c *cli.Context) error {
 	if _, err := regexp.Compile(c.String("query")); err != nil {
 		return usagef("--query: %v", err)
 	}
-	s, err := openServices(c, openOpts{})
+	s, err := openServices(c, openOpts{readOnly: true})
 	if err != nil {
 		return err
 	}
@@ -596,5 +596,6 @@ func threadSearch(c *cli.Context) error {
 	for _, m := range matches {
 		fmt.Fprintf(c.App.Writer, "%s  seg %d  line %d  %s\n", m.ThreadID, m.Seq, m.Line, m.Text)
 	}
+	warnUnverified(c, s, "search of "+id)
 	return nil
 }

@@ -54,7 +54,20 @@ func threadTranscript(c *cli.Context) error {
 			printEvent(c, format, ev)
 		}
 	}
+	warnUnverified(c, s, "transcript of "+id)
 	return damaged(c, tr)
+}
+
+// noKeysNote says why signatures went unchecked.
+const noKeysNote = "signatures unverified: no trusted public key (put the signing key's .pub in the key dir, or set SPOOL_TRUSTED_KEYS)"
+
+// warnUnverified says on stderr that what was shown of what is
+// unverified, when the command was given no key to verify with (see
+// loadKeys).
+func warnUnverified(c *cli.Context, s *services, what string) {
+	if s.orch.Keyring.Unverified() {
+		fmt.Fprintf(c.App.ErrWriter, "spool: warning: %s: %s\n", what, noKeysNote)
+	}
 }
 
 // readPrefix reads what verifies of rec's transcript (lenient), held to
@@ -154,6 +167,7 @@ func followTranscript(c *cli.Context, s *services, rec *queue.Record, format str
 			}
 		}
 		if rec.Status.Terminal() {
+			warnUnverified(c, s, "transcript of "+id)
 			return nil // read once more after it ended: that was the last
 		}
 		if rec, err = s.orch.Registry.Get(ctx, id); err != nil {
@@ -208,6 +222,14 @@ func threadVerify(c *cli.Context) error {
 		return err
 	}
 	tr := v.Transcript
+	if s.orch.Keyring.Unverified() {
+		// The hash chain and the marks held; nothing says who wrote them.
+		if c.Bool("json") {
+			_ = printJSON(c.App.Writer, map[string]any{"thread_id": id, "verified": false, "signatures": "unverified",
+				"segments": len(tr.Segments), "events": len(tr.Events), "error": noKeysNote})
+		}
+		return fmt.Errorf("%s: hash chain intact over %d segments, but %s", id, len(tr.Segments), noKeysNote)
+	}
 	present := func(ok bool) string {
 		if ok {
 			return "verified"
