@@ -213,3 +213,40 @@ func httpGet(t *testing.T, u string) string {
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", u, b)
 	return string(b)
 }
+
+// TestUnservedQueue (issue 13, item 12): a thread enqueued to a queue no
+// running worker serves would sit in created with no hint; `thread run
+// --queue` warns, and `thread show` says why it waits. A served queue gets
+// neither.
+func TestUnservedQueue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := spooltest.New(t, spooltest.Options{Files: workerProject()})
+	w := e.StartWorker("--concurrency", "1", "--queues", "default=1")
+	require.Eventually(t, func() bool { return strings.Contains(w.Log(), "spool worker: serving") }, time.Minute, 50*time.Millisecond)
+
+	var rec struct {
+		ThreadID string `json:"thread_id"`
+		Status   string `json:"status"`
+	}
+	res := e.SpoolContext(ctx, quietEnv(), "thread", "run", "t/files", "--input", "name=q", "--model", "script:scripts/w.yaml", "--queue", "nowhere", "--json")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	res.JSON(t, &rec)
+	require.Contains(t, res.Stderr, `spool: warning: thread `+rec.ThreadID+` is queued, but no running worker serves queue "nowhere" (1 running serve [default])`)
+
+	show := e.SpoolContext(ctx, quietEnv(), "thread", "show", rec.ThreadID)
+	require.Equal(t, 0, show.Code, show.Stderr)
+	require.Contains(t, show.Stdout, "status     created")
+	require.Contains(t, show.Stdout, `queue      no running worker serves queue "nowhere"`)
+	show = e.SpoolContext(ctx, quietEnv(), "thread", "show", rec.ThreadID, "--json")
+	require.Equal(t, 0, show.Code, show.Stderr)
+	require.Contains(t, show.Stderr, `spool: warning: thread `+rec.ThreadID+` waits: no running worker serves queue "nowhere"`)
+
+	// The same thread's queue gets a worker: it runs, and nothing is said.
+	w2 := e.StartWorker("--concurrency", "1", "--queues", "nowhere=1")
+	done := e.Wait([]string{rec.ThreadID}, 2*time.Minute)
+	require.Equal(t, "completed", string(done[rec.ThreadID].Status), w2.Log())
+	res = e.SpoolContext(ctx, quietEnv(), "thread", "run", "t/files", "--input", "name=q2", "--model", "script:scripts/w.yaml", "--queue", "default", "--json")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.NotContains(t, res.Stderr, "warning")
+}

@@ -133,8 +133,9 @@ func threadRun(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
+	embeddedQueues := map[string]int{"critical": 6, queue.DefaultQueue: 3, "low": 1}
 	if c.Bool("embedded") {
-		w := worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: map[string]int{"critical": 6, queue.DefaultQueue: 3, "low": 1}, Logger: s.log, RecoverInterval: time.Second}, s.orch)
+		w := worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: embeddedQueues, Logger: s.log, RecoverInterval: time.Second}, s.orch)
 		if err := w.Start(); err != nil {
 			return err
 		}
@@ -152,6 +153,12 @@ func threadRun(c *cli.Context) error {
 	rec, err := s.orch.Start(c.Context, req)
 	if err != nil {
 		return err
+	}
+	if _, inProcess := embeddedQueues[rec.Queue]; c.IsSet("queue") && !(c.Bool("embedded") && inProcess) {
+		if qs, err := s.orch.QueueServed(c.Context, rec.Queue); err == nil && !qs.Served {
+			fmt.Fprintf(c.App.ErrWriter, "spool: warning: thread %s is queued, but %s: it stays created until a worker serves the queue (spool worker --queues %s=1)\n",
+				rec.ThreadID, qs, rec.Queue)
+		}
 	}
 	if !c.Bool("wait") && !c.Bool("follow") && !c.Bool("embedded") {
 		if c.Bool("json") {
@@ -312,11 +319,36 @@ func threadShow(c *cli.Context) error {
 	if err != nil {
 		return notFound(id, err)
 	}
+	unserved := unservedQueue(c, s, r)
 	if c.Bool("json") {
+		if unserved != "" {
+			fmt.Fprintf(c.App.ErrWriter, "spool: warning: thread %s waits: %s\n", r.ThreadID, unserved)
+		}
 		return printJSON(c.App.Writer, r)
 	}
 	printRecord(c.App.Writer, r)
+	if unserved != "" {
+		fmt.Fprintf(c.App.Writer, "queue      %s\n", unserved)
+	}
 	return nil
+}
+
+// unservedQueue says, for a thread that waits to be taken by a worker
+// (created, or waiting to be woken), that no running worker serves its
+// queue; "" when one does, or when that cannot be told.
+func unservedQueue(c *cli.Context, s *services, r *queue.Record) string {
+	if r.Status != thread.StatusCreated && r.Status != thread.StatusWaiting {
+		return ""
+	}
+	qs, err := s.orch.QueueServed(c.Context, r.Queue)
+	if err != nil {
+		s.log.Debug("queue service", "queue", r.Queue, "error", err)
+		return ""
+	}
+	if qs.Served {
+		return ""
+	}
+	return qs.String()
 }
 
 func notFound(id string, err error) error {

@@ -1,0 +1,91 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/spool-run/spool/queue"
+)
+
+// QueueServing says which running workers serve a spool queue.
+type QueueServing struct {
+	// Queue is the spool queue asked about ("" means queue.DefaultQueue).
+	Queue string
+	// Served: at least one running worker takes tasks from it.
+	Served bool
+	// Queues are the spool queues of this namespace that running workers
+	// serve, sorted.
+	Queues []string
+	// Workers is the number of running workers (asynq servers) serving
+	// a queue of this namespace.
+	Workers int
+}
+
+// String describes the queue's service in one phrase for messages.
+func (q QueueServing) String() string {
+	switch {
+	case q.Served:
+		return fmt.Sprintf("queue %q is served", q.Queue)
+	case q.Workers == 0:
+		return fmt.Sprintf("no worker is running to serve queue %q", q.Queue)
+	}
+	return fmt.Sprintf("no running worker serves queue %q (%d running serve %v)", q.Queue, q.Workers, q.Queues)
+}
+
+// QueueServed asks asynq which servers are running (each heartbeats its
+// configuration into Redis; a dead one expires within seconds) and whether
+// one serves spool queue q of this namespace. A thread enqueued to a queue
+// no worker serves waits in created until one does: `thread run --queue`
+// warns and `thread show` says so.
+func (o *Orchestrator) QueueServed(ctx context.Context, q string) (QueueServing, error) {
+	if q == "" {
+		q = queue.DefaultQueue
+	}
+	out := QueueServing{Queue: q}
+	if err := ctx.Err(); err != nil {
+		return out, err
+	}
+	servers, err := asynq.NewInspectorFromRedisClient(o.Redis).Servers()
+	if err != nil {
+		return out, fmt.Errorf("list workers: %w", err)
+	}
+	for _, s := range servers {
+		if s.Status != "active" { // "stopped": taking no new tasks
+			continue
+		}
+		ours := false
+		for name := range s.Queues {
+			sq, ok := o.spoolQueue(name)
+			if !ok {
+				continue // another namespace's
+			}
+			ours = true
+			if !slices.Contains(out.Queues, sq) {
+				out.Queues = append(out.Queues, sq)
+			}
+			out.Served = out.Served || sq == q
+		}
+		if ours {
+			out.Workers++
+		}
+	}
+	slices.Sort(out.Queues)
+	return out, nil
+}
+
+// spoolQueue maps an asynq queue name back to the spool queue of this
+// namespace it is (keyspace.Space.Queue), ok false for another namespace's.
+// The default namespace's queues carry no prefix, so a name with a dot
+// there belongs to another namespace.
+func (o *Orchestrator) spoolQueue(asynqName string) (string, bool) {
+	prefix := o.Keys.Queue("")
+	if prefix == "" {
+		return asynqName, !strings.Contains(asynqName, ".")
+	}
+	sq, ok := strings.CutPrefix(asynqName, prefix)
+	return sq, ok && o.Keys.Queue(sq) == asynqName
+}
