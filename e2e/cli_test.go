@@ -37,8 +37,10 @@ directives:
 func cliProject() map[string]string {
 	return map[string]string{
 		".ai/directives/t/cli.md": directive("cli", `turns="4" spend="0.5"`, fsPerms, `<success>done</success>`),
-		"broken.md":               "# not a directive\n",
-		"scripts/cli.yaml":        cliScript,
+		".ai/directives/t/greet.md": directiveWithInputs("greet", `turns="4" spend="0.5"`, fsPerms,
+			`<input name="name" type="string" required="true">who</input><input name="tone" type="string" default="warm">how</input>`),
+		"broken.md":        "# not a directive\n",
+		"scripts/cli.yaml": cliScript,
 	}
 }
 
@@ -51,7 +53,8 @@ type cliCase struct {
 	env  []string
 	code int
 	// errLike is a regexp the one error line on stderr must match (after
-	// "spool: "); only for code != 0.
+	// "spool: "); only for code != 0. That line must not say anything
+	// twice in a row ("spend_exceeded: spend_exceeded:").
 	errLike string
 	// stderrLike is a regexp stderr must match (e.g. the --follow view).
 	stderrLike string
@@ -126,6 +129,13 @@ func TestCLI(t *testing.T) {
 	t.Parallel()
 	e := spooltest.New(t, spooltest.Options{Files: cliProject()})
 	run := []string{"thread", "run", "t/cli", "--model", "script:scripts/cli.yaml"}
+	tmp := t.TempDir()
+	// Inputs past what one command-line argument holds (128 KiB).
+	big := strings.Repeat("ada ", 50<<10)
+	b, err := json.Marshal(map[string]any{"name": big})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(tmp, "big.json"), b, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(tmp, "bad.json"), []byte("hello\n"), 0o644))
 	with := func(base []string, more ...string) []string { return append(append([]string{}, base...), more...) }
 	const missing = "no-such-thread-1"
 	notFound := `^thread "` + missing + `" not found$`
@@ -154,6 +164,14 @@ func TestCLI(t *testing.T) {
 				require.Equal(t, "turns_exceeded", errObj["code"])
 				require.NotEmpty(t, errObj["message"])
 			}},
+		{name: "run inputs json from a file", args: with(run, "--inputs-json", "@{tmp}/big.json", "--embedded", "--wait", "--json"),
+			check: func(t *testing.T, out string) {
+				m := requireRecord(t, jsonValue(t, out), "completed")
+				require.True(t, m["result"] == "done for "+big, "the whole input reached the thread")
+			}},
+		{name: "run with a global flag after the command", args: with(run, "--input", "name=g", "--namespace", "{ns}", "--embedded", "--wait", "--json"),
+			env: []string{"SPOOL_NAMESPACE=other-ns"}, save: "global",
+			check: isRecord("completed")},
 		{name: "run no wait json", args: with(run, "--inputs-json", `{"name":"pending"}`, "--json"), save: "pending",
 			check: func(t *testing.T, out string) {
 				m := requireRecord(t, jsonValue(t, out), "created")
@@ -171,18 +189,40 @@ func TestCLI(t *testing.T) {
 		{name: "run bad flag", args: with(run, "--bogus"), code: 2, errLike: `^flag provided but not defined: -bogus$`},
 		{name: "run missing directive", args: []string{"thread", "run", "--json"}, code: 2, errLike: `^thread run takes one DIRECTIVE argument$`},
 		{name: "run two directives", args: []string{"thread", "run", "t/cli", "t/cli"}, code: 2, errLike: `^thread run takes one DIRECTIVE argument$`},
+		{name: "run undeclared input", args: []string{"thread", "run", "t/greet", "--input", "nmae=Ada", "--model", "script:scripts/cli.yaml"}, code: 2,
+			errLike: `^directive t/greet: input "nmae" is not declared \(declared: name, tone\)$`},
+		{name: "run undeclared inputs json", args: []string{"thread", "run", "t/greet", "--inputs-json", `{"name":"a","tnoe":"b","x":1}`}, code: 2,
+			errLike: `^directive t/greet: inputs "tnoe", "x" are not declared \(declared: name, tone\)$`},
+		{name: "run missing required input", args: []string{"thread", "run", "t/greet", "--input", "tone=dry", "--model", "script:scripts/cli.yaml"}, code: 2,
+			errLike: `^directive t/greet: input "name": required input missing$`},
+		{name: "run mistyped input", args: []string{"thread", "run", "t/greet", "--inputs-json", `{"name":{"a":1}}`}, code: 2,
+			errLike: `^directive t/greet: input "name": want a string, got an object$`},
+		{name: "run unknown model", args: []string{"thread", "run", "t/cli", "--model", "gpt-9-ultra"}, code: 2,
+			errLike: `^unknown model "gpt-9-ultra": add it to \.ai/config/agent/pricing\.yaml$`},
+		{name: "run model of no provider", args: []string{"thread", "run", "t/cli", "--model", "cluade-sonnet-4-5"}, code: 2,
+			errLike: `^unknown model "cluade-sonnet-4-5": use claude-\*, gpt-\*`},
+		{name: "run missing script", args: []string{"thread", "run", "t/cli", "--model", "script:nosuch.yaml"}, code: 2,
+			errLike: `^model script:nosuch\.yaml: stat .*nosuch\.yaml: no such file or directory$`},
+		{name: "run spend past the ledger", args: with(run, "--limit", "spend=1e308"), code: 2,
+			errLike: `^--limit spend=1e308: at most 1e\+06 USD \(the most one budget holds\)$`},
+		{name: "run negative timeout", args: with(run, "--wait", "--timeout", "-1s"), code: 2,
+			errLike: `^--timeout -1s: must not be negative \(0 waits without a limit\)$`},
+		{name: "run inputs from a missing file", args: with(run, "--inputs-json", "@{tmp}/nope.json"), code: 2,
+			errLike: `^--inputs-json @.*/nope\.json: no such file or directory$`},
+		{name: "run inputs file not json", args: with(run, "--inputs-json", "@{tmp}/bad.json"), code: 2,
+			errLike: `^--inputs-json: not a JSON object: invalid character 'h' looking for beginning of value$`},
 
 		// thread list
 		{name: "list json", args: []string{"thread", "list", "--json"}, check: func(t *testing.T, out string) {
 			a := jsonArray(t, out)
-			require.Len(t, a, 5)
+			require.Len(t, a, 7)
 			for _, r := range a {
 				requireRecord(t, r, r.(map[string]any)["status"].(string))
 			}
 		}},
 		{name: "list by status", args: []string{"thread", "list", "--status", "completed", "--directive", "t/cli", "--json"}, check: func(t *testing.T, out string) {
 			a := jsonArray(t, out)
-			require.Len(t, a, 2)
+			require.Len(t, a, 4)
 			for _, r := range a {
 				requireRecord(t, r, "completed")
 			}
@@ -243,6 +283,16 @@ func TestCLI(t *testing.T) {
 			}},
 		{name: "wait times out", args: []string{"thread", "wait", "{pending}", "--timeout", "1s"}, code: 1,
 			errLike: `^thread t/cli-\S+ not finished after --timeout 1s$`},
+		{name: "wait times out naming the unfinished", args: []string{"thread", "wait", "{done}", "{pending}", "{failed}", "--timeout", "1s"}, code: 1,
+			errLike: `^1 of 3 threads not finished after --timeout 1s: t/cli-\S+$`},
+		{name: "wait negative timeout", args: []string{"thread", "wait", "{pending}", "--timeout", "-1s"}, code: 2,
+			errLike: `^--timeout -1s: must not be negative \(0 waits without a limit\)$`},
+		{name: "wait with a global flag after the ids", args: []string{"thread", "wait", "{global}", "--namespace", "{ns}", "--json"},
+			env: []string{"SPOOL_NAMESPACE=other-ns"}, check: func(t *testing.T, out string) {
+				for _, r := range jsonObject(t, out) {
+					requireRecord(t, r, "completed")
+				}
+			}},
 		{name: "wait unknown", args: []string{"thread", "wait", "{done}", missing}, code: 1, errLike: notFound},
 		{name: "wait missing id", args: []string{"thread", "wait", "--json"}, code: 2, errLike: `^thread wait takes one or more thread IDs$`},
 		{name: "wait bad timeout", args: []string{"thread", "wait", "{done}", "--timeout", "x"}, code: 2, errLike: `^invalid value "x" for flag -timeout`},
@@ -359,6 +409,33 @@ func TestCLI(t *testing.T) {
 
 		// commands, global flags and the environment
 		{name: "unknown command", args: []string{"bogus"}, code: 2, errLike: `^unknown command "bogus"$`},
+		{name: "global flags after the command", args: []string{"thread", "list", "--status", "completed", "--namespace", "{ns}", "--log-level", "error", "--json"},
+			env: []string{"SPOOL_NAMESPACE=other-ns"}, check: func(t *testing.T, out string) {
+				require.Equal(t, 3, len(jsonArray(t, out)), "done, big and global (done2 was resumed: continued)")
+			}},
+		{name: "global flag between commands", args: []string{"thread", "--namespace", "{ns}", "show", "{done}", "--json"},
+			env: []string{"SPOOL_NAMESPACE=other-ns"}, check: isRecord("completed")},
+		{name: "version", args: []string{"version"}, check: func(t *testing.T, out string) {
+			require.Regexp(t, `^spool \S+ commit \S+.* go1\.\d+`, out)
+		}},
+		{name: "version flag", args: []string{"--version"}, check: func(t *testing.T, out string) {
+			require.Regexp(t, `^spool \S+ commit \S+.* go1\.\d+`, out)
+		}},
+		{name: "version json", args: []string{"version", "--json"}, check: func(t *testing.T, out string) {
+			m := jsonObject(t, out)
+			requireKeys(t, m, "version", "commit", "modified", "go")
+			require.NotEmpty(t, m["version"])
+			require.NotEmpty(t, m["commit"])
+		}},
+		{name: "version argument", args: []string{"version", "x"}, code: 2, errLike: `^version takes no arguments`},
+		{name: "thread run help", args: []string{"thread", "run", "--help"}, check: func(t *testing.T, out string) {
+			require.Contains(t, out, "Examples:")
+			require.Contains(t, out, "spool thread run demo/hello --embedded --wait")
+			require.Regexp(t, `--inputs-json value +inputs as a JSON object, or @FILE`, out)
+		}},
+		{name: "thread list help", args: []string{"thread", "list", "--help"}, check: func(t *testing.T, out string) {
+			require.Regexp(t, `--status value +only threads in this status`, out)
+		}},
 		{name: "unknown subcommand", args: []string{"thread", "bogus"}, code: 2, errLike: `^unknown command "bogus"$`},
 		{name: "bad global flag", args: []string{"--bogus", "thread", "list"}, code: 2, errLike: `^flag provided but not defined: -bogus$`},
 		{name: "bad env value", args: []string{"thread", "list"}, env: []string{"SPOOL_LEASE_TTL=soon"}, code: 2, errLike: `SPOOL_LEASE_TTL`},
@@ -370,7 +447,7 @@ func TestCLI(t *testing.T) {
 			errLike: `^redis redis://u:xxxxx@127\.0\.0\.1:1/0: .*connection refused`},
 	}
 
-	vals := map[string]string{"ns": e.Namespace, "tmp": t.TempDir()}
+	vals := map[string]string{"ns": e.Namespace, "tmp": tmp}
 	placeholder := regexp.MustCompile(`\{(\w+)\}`)
 	for _, tc := range cases {
 		ok := t.Run(tc.name, func(t *testing.T) {
@@ -390,7 +467,9 @@ func TestCLI(t *testing.T) {
 			if tc.code != 0 {
 				require.Equal(t, 1, strings.Count(res.Stderr, "\n"), "one line on stderr:\n%s", res.Stderr)
 				require.True(t, strings.HasPrefix(res.Stderr, "spool: "), "stderr: %s", res.Stderr)
-				require.Regexp(t, tc.errLike, strings.TrimSuffix(strings.TrimPrefix(res.Stderr, "spool: "), "\n"))
+				line := strings.TrimSuffix(strings.TrimPrefix(res.Stderr, "spool: "), "\n")
+				require.Regexp(t, tc.errLike, line)
+				requireReadsOnce(t, line)
 			}
 			if tc.stderrLike != "" {
 				require.Regexp(t, tc.stderrLike, res.Stderr)
@@ -424,6 +503,18 @@ func quietEnv() []string {
 		env = append(env, "GORACE=atexit_sleep_ms=0")
 	}
 	return env
+}
+
+// requireReadsOnce fails when an error line says something twice in a
+// row: "spend_exceeded: spend_exceeded: ...", "provider_transient:
+// provider transient: ...".
+func requireReadsOnce(t *testing.T, line string) {
+	t.Helper()
+	parts := strings.Split(line, ": ")
+	norm := func(s string) string { return strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), "_", " ")) }
+	for i := 1; i < len(parts); i++ {
+		require.NotEqual(t, norm(parts[i-1]), norm(parts[i]), "%q repeats itself", line)
+	}
 }
 
 // requireNoTrace fails on a Go panic or urfave/cli's help text in stderr.

@@ -2,18 +2,24 @@ package e2e
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	spooldirective "github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
 )
 
 // TestUnpricedModelFailsBeforeAnyCall runs a thread on a model that the
-// provider serves but no price table knows: it must fail with
-// pricing_error before it calls the model, since the spend of a call it
-// cannot price could not be charged. The same model priced by the
-// project's pricing.yaml runs.
+// provider serves but no price table knows. `spool thread run` refuses it
+// (exit 2) before any thread exists; a thread that reaches a worker by
+// another way (a spawn's model, the scheduler) fails with pricing_error
+// before it calls the model, since the spend of a call it cannot price
+// could not be charged. The same model priced by the project's
+// pricing.yaml runs.
 func TestUnpricedModelFailsBeforeAnyCall(t *testing.T) {
 	t.Parallel()
 	srv, calls := anthropicServer(t)
@@ -24,8 +30,18 @@ func TestUnpricedModelFailsBeforeAnyCall(t *testing.T) {
 	env := []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=test-key"}
 	w := e.Start(env, "worker", "--concurrency", "2")
 
-	rec, res := runJSON(t, e, "t/chat", "--model", "claude-unpriced-9")
-	require.Equal(t, 1, res.Code, "a thread that ended in error exits 1")
+	res := e.SpoolContext(t.Context(), quietEnv(), "thread", "run", "t/chat", "--model", "claude-unpriced-9", "--wait")
+	require.Equal(t, 2, res.Code, res.Stderr)
+	require.Equal(t, "spool: unknown model \"claude-unpriced-9\": add it to .ai/config/agent/pricing.yaml\n", res.Stderr)
+	recs, err := e.Orch.Registry.List(t.Context(), queue.Filter{})
+	require.NoError(t, err)
+	require.Empty(t, recs, "refused before any thread exists")
+
+	digest, err := spooldirective.BuildBundle(t.Context(), e.Store, e.Project, t.TempDir(), nil)
+	require.NoError(t, err)
+	started, err := e.Orch.Start(t.Context(), orchestrator.StartRequest{Directive: "t/chat", Model: "claude-unpriced-9", Bundle: digest})
+	require.NoError(t, err)
+	rec := e.Wait([]string{started.ThreadID}, 2*time.Minute)[started.ThreadID]
 	require.Equal(t, thread.StatusError, rec.Status)
 	require.NotNil(t, rec.Error)
 	require.Equal(t, "pricing_error", rec.Error.Code)

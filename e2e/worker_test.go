@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -75,7 +76,13 @@ func workerProject() map[string]string {
 // runJSON runs `spool thread run ... --wait --json` and decodes the record.
 func runJSON(t *testing.T, e *spooltest.Env, args ...string) (*queue.Record, spooltest.Result) {
 	t.Helper()
-	res := e.Spool(append([]string{"thread", "run"}, append(args, "--wait", "--json", "--timeout", "3m")...)...)
+	return runJSONEnv(t, e, nil, args...)
+}
+
+// runJSONEnv is runJSON with extra environment.
+func runJSONEnv(t *testing.T, e *spooltest.Env, env []string, args ...string) (*queue.Record, spooltest.Result) {
+	t.Helper()
+	res := e.SpoolContext(context.Background(), env, append([]string{"thread", "run"}, append(args, "--wait", "--json", "--timeout", "3m")...)...)
 	var rec queue.Record
 	res.JSON(t, &rec)
 	return &rec, res

@@ -54,9 +54,12 @@ func oneLine(s string) string {
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
+	// --version prints what `spool version` prints.
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, readBuildVersion()) }
 	app := &cli.App{
 		Name:      "spool",
 		Usage:     "run LLM agent threads as a distributed job queue",
+		Version:   readBuildVersion().Version,
 		Writer:    stdout,
 		ErrWriter: stderr,
 		Flags: []cli.Flag{
@@ -71,7 +74,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		},
 		Commands: []*cli.Command{
 			devCommand(), workerCommand(), schedulerCommand(), monitorCommand(), keysCommand(),
-			threadCommand(), budgetCommand(), directiveCommand(),
+			threadCommand(), budgetCommand(), directiveCommand(), versionCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, sub bool) error { return &usageError{msg: err.Error()} },
 		Before: func(c *cli.Context) error {
@@ -174,6 +177,9 @@ type services struct {
 	orch     *orchestrator.Orchestrator
 	project  string
 	dataDir  string
+	// joinedDev: an --embedded run found a `spool dev` running on the
+	// data dir and uses its Redis.
+	joinedDev bool
 }
 
 func (s *services) Close() {
@@ -190,6 +196,10 @@ func (s *services) Close() {
 type openOpts struct {
 	// startEmbedded: with no Redis configured, start one (dev, --embedded).
 	startEmbedded bool
+	// joinDev: with startEmbedded, use the Redis of a `spool dev` running
+	// on the data dir instead (a second redis-server on its data dir
+	// would split the data); services.joinedDev says it did.
+	joinDev bool
 	// readOnly: the command signs nothing, so trusted public keys (the key
 	// dir's *.pub, SPOOL_TRUSTED_KEYS) suffice without the signing key.
 	readOnly bool
@@ -220,7 +230,17 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 			url = strings.TrimSpace(string(b))
 		}
 	}
-	if url == "" || (o.startEmbedded && c.String("redis-url") == "") {
+	if url == "" && o.joinDev {
+		u, alive, err := runningDev(c.Context, redisURLFile(dd))
+		if err != nil {
+			return nil, err
+		}
+		if alive {
+			fmt.Fprintf(c.App.ErrWriter, "spool: spool dev is running on %s: --embedded uses its Redis (%s)\n", dd, stack.RedactURL(u))
+			url, s.joinedDev = u, true
+		}
+	}
+	if url == "" || (o.startEmbedded && c.String("redis-url") == "" && !s.joinedDev) {
 		if !o.startEmbedded {
 			return nil, errors.New("no Redis: set SPOOL_REDIS_URL (or --redis-url), run `spool dev`, or use `spool thread run --embedded`")
 		}

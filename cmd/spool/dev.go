@@ -139,24 +139,35 @@ func dev(c *cli.Context) error {
 // redis-servers on one AOF directory would corrupt it) and clears the URL
 // file a killed dev left behind.
 func checkNoDev(ctx context.Context, urlFile string) error {
-	b, err := os.ReadFile(urlFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	u, alive, err := runningDev(ctx, urlFile)
+	if err != nil || u == "" {
 		return err
 	}
-	u := strings.TrimSpace(string(b))
-	if rdb, err := stack.OpenRedis(u); err == nil {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		alive := rdb.Ping(pctx).Err() == nil
-		cancel()
-		_ = rdb.Close()
-		if alive {
-			return fmt.Errorf("spool dev is already running for this data dir (redis %s); stop it first, or remove %s", stack.RedactURL(u), urlFile)
-		}
+	if alive {
+		return fmt.Errorf("spool dev is already running for this data dir (redis %s); stop it first, or remove %s", stack.RedactURL(u), urlFile)
 	}
 	return os.Remove(urlFile)
+}
+
+// runningDev reads the URL file a `spool dev` leaves in its data dir and
+// pings that Redis: u is "" when there is no file, and alive says whether
+// the dev that wrote it still runs (a killed dev leaves its file behind).
+func runningDev(ctx context.Context, urlFile string) (u string, alive bool, err error) {
+	b, err := os.ReadFile(urlFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	u = strings.TrimSpace(string(b))
+	if rdb, err := stack.OpenRedis(u); err == nil {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		alive = rdb.Ping(pctx).Err() == nil
+		cancel()
+		_ = rdb.Close()
+	}
+	return u, alive, nil
 }
 
 func printBanner(c *cli.Context, out io.Writer, s *services, schedDesc, monitor string) {

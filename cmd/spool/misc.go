@@ -18,7 +18,7 @@ func keysCommand() *cli.Command {
 		Subcommands: []*cli.Command{{
 			Name:  "init",
 			Usage: "make an Ed25519 key pair in <data-dir>/keys (or --dir)",
-			Flags: []cli.Flag{jsonFlag, &cli.StringFlag{Name: "dir"}, &cli.BoolFlag{Name: "force", Usage: "replace an existing key"},
+			Flags: []cli.Flag{jsonFlag, &cli.StringFlag{Name: "dir", Usage: "directory for the key pair (default: <data-dir>/keys)"}, &cli.BoolFlag{Name: "force", Usage: "replace an existing key"},
 				&cli.StringFlag{Name: "public-dir", Usage: "also write the public key (<keyid>.pub) to this directory, for readers' SPOOL_TRUSTED_KEYS"}},
 			Action: func(c *cli.Context) error {
 				if err := noArgs(c); err != nil {

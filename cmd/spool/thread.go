@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"regexp"
 	"strings"
@@ -14,9 +15,13 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/config"
+	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/scheduler"
+	"github.com/spool-run/spool/stack"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/worker"
 )
@@ -30,13 +35,15 @@ func threadCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			threadRunCommand(),
 			{Name: "list", Usage: "list threads", Flags: []cli.Flag{jsonFlag,
-				&cli.StringFlag{Name: "status"}, &cli.StringFlag{Name: "directive"}, &cli.StringFlag{Name: "parent"},
-				&cli.IntFlag{Name: "limit", Value: 100}}, Action: threadList},
+				&cli.StringFlag{Name: "status", Usage: "only threads in this status: created, running, waiting, completed, error, cancelled or continued"},
+				&cli.StringFlag{Name: "directive", Usage: "only threads of this directive (e.g. demo/hello)"},
+				&cli.StringFlag{Name: "parent", Usage: "only the children of this thread ID"},
+				&cli.IntFlag{Name: "limit", Value: 100, Usage: "list at most this many threads"}}, Action: threadList},
 			{Name: "show", Usage: "registry record, cost, limits and outputs", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag}, Action: threadShow},
 			{Name: "tree", Usage: "children and continuations with status and spend", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag}, Action: threadTree},
 			{Name: "chain", Usage: "continuation chain, root first", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag}, Action: threadChain},
 			{Name: "wait", Usage: "wait for threads (following continuation chains)", ArgsUsage: "ID...", Flags: []cli.Flag{jsonFlag,
-				&cli.DurationFlag{Name: "timeout", Value: 600 * time.Second}}, Action: threadWait},
+				&cli.DurationFlag{Name: "timeout", Value: 600 * time.Second, Usage: "give up after this long (exit 1; the threads keep running); 0 waits without a limit"}}, Action: threadWait},
 			{Name: "cancel", Usage: "cancel a thread", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag,
 				&cli.BoolFlag{Name: "cascade", Value: true, Usage: "cancel its children too"}}, Action: threadCancel},
 			{Name: "resume", Usage: "resume a finished thread with a message", ArgsUsage: "ID --message TEXT", Flags: []cli.Flag{jsonFlag,
@@ -47,7 +54,8 @@ func threadCommand() *cli.Command {
 				&cli.StringFlag{Name: "format", Value: "text", Usage: "jsonl, text or markdown"},
 				&cli.BoolFlag{Name: "lenient", Usage: "a transcript that fails verification: print its intact prefix, warn, exit 0"}}, Action: threadTranscript},
 			{Name: "search", Usage: "regex over the transcripts of a whole chain", ArgsUsage: "ID --query REGEX", Flags: []cli.Flag{jsonFlag,
-				&cli.StringFlag{Name: "query", Usage: "Go regular expression (required)"}, &cli.IntFlag{Name: "max", Value: 50}}, Action: threadSearch},
+				&cli.StringFlag{Name: "query", Usage: "Go regular expression (required)"},
+				&cli.IntFlag{Name: "max", Value: 50, Usage: "print at most this many matches"}}, Action: threadSearch},
 			{Name: "verify", Usage: "verify every signature and hash of a transcript", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag}, Action: threadVerify},
 		},
 	}
@@ -58,17 +66,30 @@ func threadRunCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "start a thread running a directive",
 		ArgsUsage: "DIRECTIVE",
+		Description: "Starts a thread and prints its ID, or with --wait its final record (exit 1 when it did not complete).\n" +
+			"The model is --model, else the directive's, else its tier's in .ai/config/agent/models.yaml; an unknown or\n" +
+			"unpriced model, an undeclared or missing input and a bad limit are refused (exit 2) before anything starts.\n" +
+			"Workers hold the provider keys (ANTHROPIC_API_KEY, OPENAI_API_KEY), not this command: it warns when the\n" +
+			"model's key is not set here, and a worker without it fails the thread at once (provider_auth).\n" +
+			"Ctrl-C while it waits leaves the thread running (exit 1): follow it with `spool thread wait ID`.\n\n" +
+			"Examples:\n" +
+			"   spool thread run demo/hello --embedded --wait                 # everything in this process, nothing installed\n" +
+			"   spool thread run demo/hello --input name=Ada --wait --follow  # on `spool dev` or workers, with a live view\n" +
+			"   spool thread run demo/tree --inputs-json '{\"level\": 0, \"depth\": 3}' --json\n" +
+			"   spool thread run demo/hello --inputs-json @inputs.json --limit spend=0.5 --limit turns=10\n" +
+			"   spool thread run demo/hello --model script:scripts/demo.yaml --wait --timeout 2m\n" +
+			"   spool thread run --project examples demo/hello --embedded --wait   # global flags go anywhere",
 		Flags: []cli.Flag{
 			jsonFlag,
-			&cli.StringSliceFlag{Name: "input", Usage: "input k=v (repeatable)"},
-			&cli.StringFlag{Name: "inputs-json", Usage: "inputs as a JSON object"},
+			&cli.StringSliceFlag{Name: "input", Usage: "input k=v (repeatable); a directive that declares inputs takes only those"},
+			&cli.StringFlag{Name: "inputs-json", Usage: "inputs as a JSON object, or @FILE to read it from FILE (@- for stdin)"},
 			&cli.StringFlag{Name: "model", Usage: "model id, or script:PATH for the scripted provider"},
 			&cli.StringSliceFlag{Name: "limit", Usage: "limit override k=v: turns, tokens, spend, depth, spawns, duration"},
 			&cli.StringFlag{Name: "parent", EnvVars: []string{"RYE_PARENT_THREAD_ID"}, Usage: "parent thread id"},
 			&cli.StringFlag{Name: "queue", Usage: "asynq queue (default: the parent's, else default)"},
 			&cli.BoolFlag{Name: "wait", Usage: "wait for the thread (and its continuations) to finish"},
 			&cli.BoolFlag{Name: "follow", Usage: "show a live view while it runs"},
-			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long --wait waits"},
+			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long --wait waits (exit 1 after it; the thread keeps running); 0 waits without a limit"},
 			&cli.BoolFlag{Name: "embedded", Usage: "run everything in this process: embedded Redis, local store, a worker"},
 			&cli.IntFlag{Name: "concurrency", Value: 4, Usage: "with --embedded: the in-process worker's concurrency"},
 		},
@@ -76,10 +97,32 @@ func threadRunCommand() *cli.Command {
 	}
 }
 
-// parseInputs reads --inputs-json then --input k=v (which win).
+// parseInputs reads --inputs-json (or the file it names as @FILE, @- for
+// stdin: a command-line argument holds at most 128 KiB) then --input k=v
+// (which win).
 func parseInputs(c *cli.Context) (map[string]any, error) {
 	in := map[string]any{}
-	if raw := c.String("inputs-json"); raw != "" {
+	raw := c.String("inputs-json")
+	if name, ok := strings.CutPrefix(raw, "@"); ok {
+		var b []byte
+		var err error
+		if name == "-" {
+			b, err = io.ReadAll(c.App.Reader)
+		} else {
+			b, err = os.ReadFile(name)
+		}
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is in the message already
+		}
+		if err != nil {
+			return nil, usagef("--inputs-json @%s: %v", name, err)
+		}
+		if raw = string(b); strings.TrimSpace(raw) == "" {
+			return nil, usagef("--inputs-json @%s: empty, want a JSON object", name)
+		}
+	}
+	if raw != "" {
 		if err := json.Unmarshal([]byte(raw), &in); err != nil {
 			return nil, usagef("--inputs-json: not a JSON object: %v", err)
 		}
@@ -108,8 +151,19 @@ func parseLimits(c *cli.Context) (thread.Limits, error) {
 		if err := l.SetLimit(k, v); err != nil {
 			return l, usagef("--limit %s: %v", kv, err)
 		}
+		if l.Spend != nil && *l.Spend > ledger.MaxAmount {
+			return l, usagef("--limit %s: at most %g USD (the most one budget holds)", kv, float64(ledger.MaxAmount))
+		}
 	}
 	return l, nil
+}
+
+// checkTimeout refuses a negative --timeout (0 waits without a limit).
+func checkTimeout(c *cli.Context) error {
+	if d := c.Duration("timeout"); d < 0 {
+		return usagef("--timeout %s: must not be negative (0 waits without a limit)", d)
+	}
+	return nil
 }
 
 func threadRun(c *cli.Context) error {
@@ -117,6 +171,9 @@ func threadRun(c *cli.Context) error {
 		return usagef("thread run takes one DIRECTIVE argument")
 	}
 	name := strings.TrimSuffix(c.Args().First(), ".md")
+	if err := checkTimeout(c); err != nil {
+		return err
+	}
 	inputs, err := parseInputs(c)
 	if err != nil {
 		return err
@@ -128,7 +185,7 @@ func threadRun(c *cli.Context) error {
 	if err := checkScriptModel(c); err != nil {
 		return err
 	}
-	s, err := openServices(c, openOpts{startEmbedded: c.Bool("embedded")})
+	s, err := openServices(c, openOpts{startEmbedded: c.Bool("embedded"), joinDev: c.Bool("embedded")})
 	if err != nil {
 		return err
 	}
@@ -150,7 +207,13 @@ func threadRun(c *cli.Context) error {
 		}
 		req.Bundle = digest
 	}
+	if err := checkModel(c, s, req); err != nil {
+		return err
+	}
 	rec, err := s.orch.Start(c.Context, req)
+	if errors.Is(err, directive.ErrInvalidInput) {
+		return &usageError{msg: err.Error()}
+	}
 	if err != nil {
 		return err
 	}
@@ -174,7 +237,7 @@ func threadRun(c *cli.Context) error {
 	res, err := s.orch.Wait(c.Context, []string{rec.ThreadID}, c.Duration("timeout"))
 	stopFollow()
 	if err != nil {
-		return waitError(c, []string{rec.ThreadID}, err)
+		return waitError(c, s, []string{rec.ThreadID}, err)
 	}
 	final := res[rec.ThreadID]
 	if c.Bool("json") {
@@ -198,8 +261,14 @@ func checkScriptModel(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := config.ScriptFile(proj, c.String("model")); errors.Is(err, config.ErrScriptOutside) {
+	file, ok, err := config.ScriptFile(proj, c.String("model"))
+	if errors.Is(err, config.ErrScriptOutside) {
 		return usagef("%v", err)
+	}
+	if ok && err == nil {
+		if _, err := os.Stat(file); err != nil {
+			return usagef("model %s: %v", c.String("model"), err)
+		}
 	}
 	return nil
 }
@@ -208,7 +277,51 @@ func errSuffix(r *queue.Record) string {
 	if r.Error == nil {
 		return ""
 	}
-	return ": " + r.Error.Code + ": " + r.Error.Message
+	return ": " + r.Error.Line()
+}
+
+// checkModel resolves the model the thread will run, as Start does, and
+// refuses (exit 2) one that no worker could run: an unknown or unpriced
+// model, a script that does not load. The provider key is the workers'
+// business, not this process's: a model whose key is not set here gets a
+// warning, for a worker without it fails the thread at once.
+func checkModel(c *cli.Context, s *services, req orchestrator.StartRequest) error {
+	bundle, parentModel := req.Bundle, ""
+	if req.ParentID != "" {
+		p, err := s.orch.Registry.Get(c.Context, req.ParentID)
+		if err != nil {
+			return nil // Start says what is wrong with the parent
+		}
+		bundle, parentModel = p.Bundle, p.Model
+	}
+	proj, err := s.orch.Project(c.Context, bundle)
+	if err != nil {
+		return err
+	}
+	d, err := proj.Directive(req.Directive)
+	if err != nil {
+		return nil // Start says what is wrong with the directive
+	}
+	model, err := proj.ResolveModel(d, req.Model, parentModel)
+	if err != nil {
+		return nil // and with its model configuration
+	}
+	cfg := provider.ConfigFromEnv()
+	cfg.PricingOverrides, cfg.ReadFile = proj.Pricing, proj.ReadFile
+	if err := provider.Check(model, cfg); err != nil {
+		if req.Model == "" {
+			return usagef("directive %s: %v", req.Directive, err)
+		}
+		return &usageError{msg: err.Error()}
+	}
+	if key := provider.MissingKey(model, cfg); key != "" {
+		where := "the workers that run it need it"
+		if c.Bool("embedded") && !s.joinedDev {
+			where = "this process's worker runs it"
+		}
+		fmt.Fprintf(c.App.ErrWriter, "spool: warning: model %s needs %s, which is not set here; workers hold the provider keys, not the CLI, and %s\n", model, key, where)
+	}
+	return nil
 }
 
 // buildBundle snapshots the project's .ai/ items, plus the provider scripts
@@ -238,7 +351,7 @@ func printRecord(w io.Writer, r *queue.Record) {
 	fmt.Fprintf(w, "limits     turns %d · tokens %d · spend $%.4f · depth %d · spawns %d · duration %gs\n",
 		r.Limits.Turns, r.Limits.Tokens, r.Limits.Spend, r.Limits.Depth, r.Limits.Spawns, r.Limits.Duration)
 	if r.Error != nil {
-		fmt.Fprintf(w, "error      %s: %s\n", r.Error.Code, r.Error.Message)
+		fmt.Fprintf(w, "error      %s\n", r.Error.Line())
 	}
 	if len(r.Outputs) > 0 {
 		b, _ := json.Marshal(r.Outputs)
@@ -263,17 +376,73 @@ func oneID(c *cli.Context) (string, error) {
 	return c.Args().First(), nil
 }
 
-// waitError says why waiting for ids failed: the --timeout ran out, or
-// something else.
-func waitError(c *cli.Context, ids []string, err error) error {
+// waitError says why waiting for ids failed: an interrupt (Ctrl-C), the
+// --timeout (naming the threads not finished), or something else.
+func waitError(c *cli.Context, s *services, ids []string, err error) error {
+	if c.Context.Err() != nil {
+		return interrupted(c, s, ids)
+	}
 	what := "thread " + ids[0]
 	if len(ids) > 1 {
 		what = fmt.Sprintf("%d threads", len(ids))
 	}
-	if errors.Is(err, context.DeadlineExceeded) && c.Context.Err() == nil {
-		return fmt.Errorf("%s not finished after --timeout %s", what, c.Duration("timeout"))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("wait for %s: %w", what, err)
 	}
-	return fmt.Errorf("wait for %s: %w", what, err)
+	if len(ids) > 1 {
+		if open, err := unfinished(c, s, ids); err == nil && len(open) > 0 {
+			what = fmt.Sprintf("%d of %d threads", len(open), len(ids))
+			if len(open) > 5 {
+				open = append(open[:5], "…")
+			}
+			return fmt.Errorf("%s not finished after --timeout %s: %s", what, c.Duration("timeout"), strings.Join(open, ", "))
+		}
+	}
+	return fmt.Errorf("%s not finished after --timeout %s", what, c.Duration("timeout"))
+}
+
+// unfinished returns the ids whose chain has not ended.
+func unfinished(c *cli.Context, s *services, ids []string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(c.Context, 5*time.Second)
+	defer cancel()
+	var open []string
+	for _, id := range ids {
+		cur, err := s.orch.Registry.ResolveChain(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		r, err := s.orch.Registry.Get(ctx, cur)
+		if err != nil {
+			return nil, err
+		}
+		if !r.Status.Terminal() {
+			open = append(open, id)
+		}
+	}
+	return open, nil
+}
+
+// interrupted says what becomes of threads whose wait was interrupted:
+// they keep running on the workers; an --embedded run's thread stopped
+// with this process's worker and resumes when a worker runs on its Redis.
+// The exit code stays 1, a failed operation (the wait).
+func interrupted(c *cli.Context, s *services, ids []string) error {
+	what, follow := "thread "+ids[0], "`spool thread wait "+strings.Join(ids, " ")+"`"
+	if len(ids) > 1 {
+		what = fmt.Sprintf("%d threads", len(ids))
+	}
+	switch {
+	case !c.Bool("embedded") || s.joinedDev:
+		return fmt.Errorf("interrupted: %s keeps running; follow it with %s", what, follow)
+	case s.embedded == nil: // --embedded on a configured Redis
+		return fmt.Errorf("interrupted: %s stopped with this process's worker and resumes when a worker (spool worker or spool dev) runs on %s; then follow it with %s",
+			what, stack.RedactURL(c.String("redis-url")), follow)
+	case s.embedded.Persistent:
+		return fmt.Errorf("interrupted: %s is saved in %s and resumes when `spool dev` starts on that data directory; then follow it with %s",
+			what, s.dataDir, follow)
+	default:
+		return fmt.Errorf("interrupted: %s is lost: with no redis-server on PATH, the embedded Redis kept nothing", what)
+	}
 }
 
 func threadList(c *cli.Context) error {
@@ -482,6 +651,9 @@ func threadWait(c *cli.Context) error {
 	if c.NArg() == 0 {
 		return usagef("thread wait takes one or more thread IDs")
 	}
+	if err := checkTimeout(c); err != nil {
+		return err
+	}
 	s, err := openServices(c, openOpts{readOnly: true})
 	if err != nil {
 		return err
@@ -495,7 +667,7 @@ func threadWait(c *cli.Context) error {
 	}
 	res, err := s.orch.Wait(c.Context, ids, c.Duration("timeout"))
 	if err != nil {
-		return waitError(c, ids, err)
+		return waitError(c, s, ids, err)
 	}
 	if c.Bool("json") {
 		if err := printJSON(c.App.Writer, res); err != nil {

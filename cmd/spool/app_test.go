@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/urfave/cli/v2"
+)
+
+// TestEveryFlagHasUsage: --help describes every flag of every command.
+func TestEveryFlagHasUsage(t *testing.T) {
+	t.Parallel()
+	app := newApp(&bytes.Buffer{}, &bytes.Buffer{})
+	var walk func(path string, flags []cli.Flag, cmds []*cli.Command)
+	n := 0
+	walk = func(path string, flags []cli.Flag, cmds []*cli.Command) {
+		for _, f := range flags {
+			n++
+			if u, ok := f.(cli.DocGenerationFlag); !ok || strings.TrimSpace(u.GetUsage()) == "" {
+				t.Errorf("%s --%s has no description", path, f.Names()[0])
+			}
+		}
+		for _, c := range cmds {
+			if strings.TrimSpace(c.Usage) == "" {
+				t.Errorf("command %s %s has no description", path, c.Name)
+			}
+			walk(path+" "+c.Name, c.Flags, c.Subcommands)
+		}
+	}
+	walk("spool", app.Flags, app.Commands)
+	if n < 50 {
+		t.Fatalf("walked only %d flags", n)
+	}
+}
+
+// TestThreadRunHelpHasExamples: `spool thread run --help` shows example
+// command lines.
+func TestThreadRunHelpHasExamples(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	app := newApp(&out, &errb)
+	args := []string{"spool", "thread", "run", "--help"}
+	if err := app.RunContext(context.Background(), reorderArgs(app, args)); err != nil {
+		t.Fatal(err)
+	}
+	help := out.String()
+	for _, want := range []string{"Examples:", "spool thread run demo/hello --embedded --wait", "--inputs-json @inputs.json",
+		"--limit spend=0.5", "--model script:", "--input value", "workers hold the provider keys"} {
+		if !strings.Contains(strings.ToLower(help), strings.ToLower(want)) {
+			t.Errorf("help lacks %q:\n%s", want, help)
+		}
+	}
+}
+
+func TestReorderArgs(t *testing.T) {
+	t.Parallel()
+	app := newApp(&bytes.Buffer{}, &bytes.Buffer{})
+	cases := []struct{ in, want string }{
+		// a command's flags before its arguments
+		{"thread run demo/hello --wait --input name=Ada", "thread run --wait --input name=Ada -- demo/hello"},
+		// global flags after the command, with and without =, valued and boolean
+		{"thread run --project examples demo/hello --embedded", "--project examples thread run --embedded -- demo/hello"},
+		{"thread run demo/hello --data-dir=/d --log-json --wait", "--data-dir=/d --log-json thread run --wait -- demo/hello"},
+		{"thread --namespace x list --status running", "--namespace x thread list --status running"},
+		{"--project p thread show ID --redis-url redis://h:1/0 --json", "--project p --redis-url redis://h:1/0 thread show --json -- ID"},
+		// unknown flags stay where they were typed, for urfave/cli to refuse
+		{"--bogus thread list", "--bogus thread list"},
+		{"thread list --bogus", "thread list --bogus"},
+		// help stays with its command
+		{"thread run --help", "thread run --help"},
+		{"thread --help", "thread --help"},
+		// "--" ends the flags
+		{"thread run -- --project", "thread run -- --project"},
+		{"version --json", "version --json"},
+	}
+	for _, tc := range cases {
+		got := strings.Join(reorderArgs(app, append([]string{"spool"}, strings.Fields(tc.in)...))[1:], " ")
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.in, diff)
+		}
+	}
+}
+
+func TestVersionLine(t *testing.T) {
+	t.Parallel()
+	v := buildVersion{Version: "v1.2.3", Commit: "0123456789abcdef0123456789abcdef01234567", CommitTime: "2026-01-02T03:04:05Z", Modified: true, Go: "go1.26.0"}
+	want := "spool v1.2.3 commit 0123456789abcdef0123456789abcdef01234567 (2026-01-02T03:04:05Z) modified go1.26.0"
+	if got := v.String(); got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := readBuildVersion(); got.Go == "" || got.Version == "" || got.Commit == "" {
+		t.Errorf("readBuildVersion() = %+v", got)
+	}
+}
