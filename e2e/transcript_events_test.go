@@ -91,7 +91,10 @@ func TestTranscriptEventsRenderAndSearch(t *testing.T) {
 		p := payload(errs[0])
 		require.Equal(t, "permanent", p["class"])
 		require.Equal(t, "provider_permanent", p["code"])
-		require.Equal(t, rec.Error.Message, p["message"])
+		// The record leaves out what its code says (provider_permanent);
+		// the event, whose class says it too, has the provider's whole error.
+		require.Equal(t, `script "scripts/ev.yaml": directive "t/short" has no turn 2`, rec.Error.Message)
+		require.Equal(t, "provider permanent: "+rec.Error.Message, p["message"])
 		require.Nil(t, p["retryable"], "a permanent error is not retried")
 
 		s := e.Spool("thread", "search", rec.ThreadID, "--query", `has no turn \d`, "--json")
