@@ -250,3 +250,83 @@ func TestUnservedQueue(t *testing.T) {
 	require.Equal(t, 0, res.Code, res.Stderr)
 	require.NotContains(t, res.Stderr, "warning")
 }
+
+const spawnScript = `context_window: 200000
+price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
+directives:
+  "t/spawner":
+    - tool_calls: [{tool: acme/spawn, input: {}}]
+      usage: {input: 10, output: 5}
+    - text: "spawned: {{.last_tool_result}}"
+  "t/kid":
+    - text: "kid {{.inputs.n}} done"
+`
+
+// spawnTool records its environment, then starts a child with the CLI and
+// waits for it, as a project tool would.
+const spawnTool = `#!/bin/sh
+env > "$HOME/tool-env"
+cat "/proc/$PPID/environ" > "$HOME/worker-env" 2>&1
+spool thread run t/kid --input n=7 --model script:scripts/spawn.yaml --wait --json > "$HOME/kid.json" 2> "$HOME/kid.err"
+echo "{\"output\": \"spool exited $?\"}"
+`
+
+// TestToolStartsChildWithoutSecrets (issue 13, item 6): an external tool
+// gets none of the worker's credentials (Redis URL, S3 secret, signing
+// key, tokens) yet still starts a child of its thread with `spool thread
+// run` and waits for it, through its call's socket (package spawn).
+func TestToolStartsChildWithoutSecrets(t *testing.T) {
+	t.Parallel()
+	e := spooltest.New(t, spooltest.Options{Files: map[string]string{
+		".ai/directives/t/spawner.md": directive("spawner", `turns="3"`, `<execute><tool>acme/spawn</tool></execute>`, `<success>done</success>`),
+		".ai/directives/t/kid.md":     directiveWithInputs("kid", `turns="2"`, "", `<input name="n" type="string" required="true">n</input>`),
+		".ai/tools/acme/spawn.sh":     spawnTool,
+		"scripts/spawn.yaml":          spawnScript,
+	}})
+	home := filepath.Dir(e.Project)
+	const token = "monitor-token-must-not-leak"
+	e.Start([]string{"PATH=" + filepath.Dir(e.Bin) + ":" + os.Getenv("PATH"), "SPOOL_MONITOR_TOKEN=" + token,
+		"SPOOL_MONITOR_BASIC_AUTH=admin:basic-must-not-leak"}, "worker", "--concurrency", "2")
+
+	rec, res := runJSON(t, e, "t/spawner", "--model", "script:scripts/spawn.yaml")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Equal(t, "completed", string(rec.Status))
+	kidErr, _ := os.ReadFile(filepath.Join(home, "kid.err"))
+	require.Contains(t, rec.Result, "spool exited 0", "stderr of spool in the tool: %s", kidErr)
+
+	kidOut, err := os.ReadFile(filepath.Join(home, "kid.json"))
+	require.NoError(t, err)
+	var kid struct {
+		ThreadID string `json:"thread_id"`
+		ParentID string `json:"parent_id"`
+		Status   string `json:"status"`
+		Result   string `json:"result"`
+	}
+	require.NoError(t, json.Unmarshal(kidOut, &kid), "stdout %s, stderr %s", kidOut, kidErr)
+	require.Equal(t, rec.ThreadID, kid.ParentID, "the tool's thread is the child's parent")
+	require.Equal(t, "completed", kid.Status)
+	require.Equal(t, "kid 7 done", kid.Result)
+
+	env, err := os.ReadFile(filepath.Join(home, "tool-env"))
+	require.NoError(t, err)
+	for _, name := range []string{"SPOOL_REDIS_URL", "SPOOL_SIGNING_KEY", "SPOOL_S3_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "SPOOL_MONITOR_TOKEN"} {
+		require.NotContains(t, string(env), "\n"+name+"=", "%s reaches the tool", name)
+	}
+	secrets := []string{e.Redis.URL, token, "basic-must-not-leak", filepath.Join(e.KeyDir, transcript.SigningKeyFile)}
+	if e.S3 != nil {
+		secrets = append(secrets, e.S3.SecretKey)
+	}
+	for _, s := range secrets {
+		require.NotContains(t, string(env), s, "a worker credential reaches the tool")
+	}
+	require.Contains(t, string(env), "SPOOL_SPAWN_SOCKET=")
+	// Nor through its parent's /proc entry: the worker is not dumpable
+	// (root reads it all the same: tools.TestWorkerIsNotDumpable checks
+	// the flag itself).
+	if _, err := os.Stat("/proc/self/environ"); err == nil && os.Geteuid() != 0 {
+		parent, err := os.ReadFile(filepath.Join(home, "worker-env"))
+		require.NoError(t, err)
+		require.NotContains(t, string(parent), token, "the tool read the worker's environment from /proc")
+		require.NotContains(t, string(parent), "SPOOL_REDIS_URL=", "the tool read the worker's environment from /proc")
+	}
+}

@@ -62,6 +62,31 @@
 // other JSON, whose text becomes the output. See ExternalConfig for the
 // environment, working directory, timeout and capture limits.
 //
+// # What a tool's process holds
+//
+// A project tool is the project's code; the worker's credentials are not
+// its to have. Its environment is PATH, HOME, the locale and the like
+// (ExternalConfig.PassEnv), its manifest's env, and the call's own:
+// RYE_PARENT_THREAD_ID, SPOOL_THREAD_ID, SPOOL_TREE_ID, TMPDIR (its private
+// working directory). No variable that holds or locates a credential is
+// ever copied from the worker: the Redis URL (it may hold the password),
+// the S3/AWS credentials, the signing key's path, provider keys, and any
+// name with PASSWORD, SECRET, TOKEN, API_KEY, PRIVATE, CREDENTIAL or AUTH
+// in it, whatever PassEnv and PassEnvPrefixes say.
+//
+// Yet a tool may start child threads: `spool thread run DIRECTIVE` in its
+// process starts a child of the calling thread, with --wait and --json as
+// usual. For that the worker serves each call a unix socket in the call's
+// working directory and gives the process SPOOL_SPAWN_SOCKET and
+// SPOOL_SPAWN_TOKEN (a random token for this call alone); the CLI finds
+// them and asks the worker, which starts the child with its own
+// connections, as a child of the calling thread only (Env.Children,
+// package spawn). The grant dies with the call. A tool that needs a
+// credential of its own (an API of its own) gets it from its manifest's
+// env, a deliberate choice per tool. A tool still runs as the worker's
+// user: run workers under a user of their own, and keep their secrets in
+// files that user alone reads only if tools are trusted with that user.
+//
 // # Guard
 //
 // Bound keeps a model's context small: a result above the limit (32 KiB by

@@ -21,6 +21,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/spool-run/spool/spawn"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -44,19 +45,16 @@ type ExternalConfig struct {
 	StderrTailBytes int
 	// PassEnv names the variables copied from the worker's environment.
 	// Default PATH, HOME, USER, LOGNAME, LANG, LC_ALL, TZ, SSL_CERT_FILE,
-	// SSL_CERT_DIR.
+	// SSL_CERT_DIR, SPOOL_LOG_LEVEL, SPOOL_LOG_JSON. A credential is never
+	// copied, whatever this says (see isCredential).
 	PassEnv []string
 	// PassEnvPrefixes copies every worker variable with one of these
-	// prefixes. Default "SPOOL_" and "AWS_": a tool may run `spool thread
-	// run` (RYE_PARENT_THREAD_ID makes the new thread a child), which
-	// stores a bundle and enqueues against the worker's Redis and blob
-	// store, so it needs the SPOOL_* settings and, for an S3 store, the AWS
-	// SDK's credential chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
-	// AWS_SESSION_TOKEN, AWS_REGION, AWS_PROFILE, AWS_CONFIG_FILE,
-	// AWS_SHARED_CREDENTIALS_FILE, AWS_ENDPOINT_URL, AWS_WEB_IDENTITY_TOKEN_FILE,
-	// AWS_ROLE_ARN, ...). Provider settings (ANTHROPIC_*, OPENAI_*) are
-	// deliberately not passed: the child thread's model calls happen on a
-	// worker, never in the tool's process.
+	// prefixes, credentials excepted. Default none. A tool that starts
+	// child threads (`spool thread run`) needs none of the worker's
+	// settings: the worker serves the call a socket and a token for that
+	// (Env.Children, package spawn). Provider keys, the Redis URL, the S3
+	// and AWS credentials and the signing key stay with the worker; a tool
+	// that needs a credential of its own gets it from its manifest's env.
 	PassEnvPrefixes []string
 }
 
@@ -81,10 +79,8 @@ func (c ExternalConfig) WithDefaults() ExternalConfig {
 		c.StderrTailBytes = 4 << 10
 	}
 	if c.PassEnv == nil {
-		c.PassEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR"}
-	}
-	if c.PassEnvPrefixes == nil {
-		c.PassEnvPrefixes = []string{"SPOOL_", "AWS_"}
+		c.PassEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR",
+			"SPOOL_LOG_LEVEL", "SPOOL_LOG_JSON"}
 	}
 	return c
 }
@@ -355,11 +351,22 @@ func (t *extTool) Run(ctx context.Context, env *Env, input json.RawMessage) (Res
 	if err != nil {
 		return Result{}, err
 	}
+	sealEnviron()
 	work, err := os.MkdirTemp("", "spool-tool-")
 	if err != nil {
 		return Result{}, fmt.Errorf("tool work dir: %w", err)
 	}
 	defer os.RemoveAll(work)
+
+	var spawnEnv map[string]string
+	if env.Children != nil {
+		vars, stop, err := spawn.Serve(work, env.Children, env.logger())
+		if err != nil {
+			return Result{}, fmt.Errorf("tool %s: %w", t.id, err)
+		}
+		defer stop()
+		spawnEnv = vars
+	}
 
 	tctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
@@ -370,7 +377,7 @@ func (t *extTool) Run(ctx context.Context, env *Env, input json.RawMessage) (Res
 	for attempt := 0; ; attempt++ {
 		cmd = exec.CommandContext(tctx, exe, t.args...)
 		cmd.Dir = work
-		cmd.Env = t.environ(env, work)
+		cmd.Env = t.environ(env, work, spawnEnv)
 		cmd.Stdin = bytes.NewReader(stdin)
 		cmd.Stdout, cmd.Stderr = stdout, stderr
 		setProcGroup(cmd)
@@ -451,19 +458,20 @@ func parseOutput(b []byte) (out string, isErr, ok bool) {
 	return string(b), false, true
 }
 
-// environ builds the tool's environment: the passed worker variables, the
-// manifest's env, Env.Env, then the thread ids (which nothing overrides).
-func (t *extTool) environ(env *Env, work string) []string {
+// environ builds the tool's environment: the passed worker variables (no
+// credential among them), the manifest's env, Env.Env, then the spawn
+// socket and the thread ids (which nothing overrides).
+func (t *extTool) environ(env *Env, work string, spawnEnv map[string]string) []string {
 	vars := map[string]string{}
 	for _, k := range t.cfg.PassEnv {
-		if v, ok := os.LookupEnv(k); ok {
+		if v, ok := os.LookupEnv(k); ok && !isCredential(k) {
 			vars[k] = v
 		}
 	}
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
 		for _, p := range t.cfg.PassEnvPrefixes {
-			if strings.HasPrefix(k, p) {
+			if strings.HasPrefix(k, p) && !isCredential(k) {
 				vars[k] = v
 			}
 		}
@@ -475,6 +483,9 @@ func (t *extTool) environ(env *Env, work string) []string {
 	for k, v := range env.Env {
 		vars[k] = v
 	}
+	for k, v := range spawnEnv {
+		vars[k] = v
+	}
 	vars["RYE_PARENT_THREAD_ID"] = env.ThreadID
 	vars["SPOOL_THREAD_ID"] = env.ThreadID
 	vars["SPOOL_TREE_ID"] = env.TreeID
@@ -484,6 +495,36 @@ func (t *extTool) environ(env *Env, work string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// credentialNames are worker variables that hold a credential, or say
+// where one is, and never reach a tool from the worker's environment.
+var credentialNames = map[string]bool{
+	"SPOOL_REDIS_URL":   true, // may hold the Redis password
+	"SPOOL_SIGNING_KEY": true, // the private key's path
+	"AWS_ACCESS_KEY_ID": true, "AWS_SECRET_ACCESS_KEY": true, "AWS_SESSION_TOKEN": true,
+	"AWS_WEB_IDENTITY_TOKEN_FILE": true, "AWS_SHARED_CREDENTIALS_FILE": true, "AWS_CONTAINER_CREDENTIALS_FULL_URI": true,
+	"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": true, "AWS_CONTAINER_AUTHORIZATION_TOKEN": true,
+}
+
+// credentialWords mark a variable name as a credential wherever they
+// appear in it (ANTHROPIC_API_KEY, SPOOL_MONITOR_TOKEN, DB_PASSWORD, ...).
+var credentialWords = []string{"PASSWORD", "PASSWD", "SECRET", "TOKEN", "API_KEY", "APIKEY", "PRIVATE", "CREDENTIAL", "AUTH"}
+
+// isCredential reports whether the worker variable k holds or locates a
+// credential: such a variable is never copied to a tool (PassEnv and
+// PassEnvPrefixes notwithstanding).
+func isCredential(k string) bool {
+	if credentialNames[k] {
+		return true
+	}
+	up := strings.ToUpper(k)
+	for _, w := range credentialWords {
+		if strings.Contains(up, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // exeCache materialises bundle executables as local files named by content

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/spawn"
 )
 
 func sh(body string) *fstest.MapFile {
@@ -229,80 +232,105 @@ func TestExternalEnv(t *testing.T) {
 	s.env.Env = map[string]string{"RYE_PARENT_THREAD_ID": "from-env", "EXTRA": "e"}
 	r := s.call(t, "env", `{}`)
 	require.False(t, r.IsError, r.Output)
-	require.Equal(t, "parent=th-child redis=redis://example:6379 key= manifest=m extra=e thread=th-child", r.Output)
+	require.Equal(t, "parent=th-child redis= key= manifest=m extra=e thread=th-child", r.Output)
 }
 
-// TestExternalEnvCanStartThreads: a tool that runs `spool thread run` needs
-// what the CLI needs to store a bundle and enqueue (the SPOOL_* settings and,
-// for an S3 blob store, the AWS SDK's credential chain) and nothing else of
-// the worker's: no provider keys (the child's model calls run on a worker)
-// and no unrelated variables. Not parallel: it sets worker variables.
-func TestExternalEnvCanStartThreads(t *testing.T) {
-	passed := map[string]string{
-		"SPOOL_REDIS_URL":             "redis://:pw@redis:6379/0",
-		"SPOOL_NAMESPACE":             "tenant-a",
-		"SPOOL_S3_ENDPOINT":           "http://s3:7070",
-		"SPOOL_S3_BUCKET":             "spool",
-		"SPOOL_S3_REGION":             "eu-west-1",
-		"SPOOL_S3_PATH_STYLE":         "true",
-		"SPOOL_SIGNING_KEY":           "/etc/spool/keys/signing.key",
-		"AWS_ACCESS_KEY_ID":           "AKIAEXAMPLE",
-		"AWS_SECRET_ACCESS_KEY":       "secret/with+chars=",
-		"AWS_SESSION_TOKEN":           "session-token",
-		"AWS_REGION":                  "eu-west-1",
-		"AWS_DEFAULT_REGION":          "eu-west-1",
-		"AWS_PROFILE":                 "spool",
-		"AWS_CONFIG_FILE":             "/etc/aws/config",
-		"AWS_SHARED_CREDENTIALS_FILE": "/etc/aws/credentials",
-		"AWS_ENDPOINT_URL":            "http://s3:7070",
-		"AWS_ENDPOINT_URL_S3":         "http://s3:7070",
-		"AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/secrets/token",
-		"AWS_ROLE_ARN":                "arn:aws:iam::1:role/spool",
+// childStarter is a spawn.Handler that records what it is asked.
+type childStarter struct {
+	parent string
+	asked  []spawn.Request
+}
+
+func (c *childStarter) Start(_ context.Context, req spawn.Request) (any, error) {
+	c.asked = append(c.asked, req)
+	return map[string]any{"thread_id": req.Directive + "-1-x", "parent_id": c.parent}, nil
+}
+
+func (c *childStarter) Wait(context.Context, []string, time.Duration) (any, error) {
+	return map[string]any{}, nil
+}
+
+// TestExternalToolStartsChildWithoutSecrets (issue 13, item 6): no
+// credential of the worker reaches a tool's environment, not even with
+// prefixes that match them, yet the tool can still start a child of the
+// calling thread, through the socket and token of its call (Env.Children,
+// package spawn), which die with the call. Not parallel: it sets worker
+// variables.
+func TestExternalToolStartsChildWithoutSecrets(t *testing.T) {
+	secrets := map[string]string{
+		"SPOOL_REDIS_URL":             "redis://:redis-pw-1@redis:6379/0",
+		"SPOOL_SIGNING_KEY":           "/etc/spool/keys/signing-key-path",
+		"SPOOL_MONITOR_TOKEN":         "monitor-token-2",
+		"SPOOL_MONITOR_BASIC_AUTH":    "admin:basic-pw-3",
+		"AWS_ACCESS_KEY_ID":           "AKIAEXAMPLE4",
+		"AWS_SECRET_ACCESS_KEY":       "aws-secret/with+chars=5",
+		"AWS_SESSION_TOKEN":           "aws-session-6",
+		"AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/secrets/web-identity-7",
+		"ANTHROPIC_API_KEY":           "sk-ant-8",
+		"OPENAI_API_KEY":              "sk-oai-9",
+		"DATABASE_PASSWORD":           "db-pw-10",
+		"GITHUB_TOKEN":                "ghp-11",
 	}
-	withheld := []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "DATABASE_PASSWORD", "XAWS_ACCESS_KEY_ID"}
-	for k, v := range passed {
+	harmless := map[string]string{"SPOOL_LOG_LEVEL": "debug", "SPOOL_NAMESPACE": "tenant-a", "AWS_REGION": "eu-west-1"}
+	for k, v := range secrets {
 		t.Setenv(k, v)
 	}
-	for _, k := range withheld {
-		t.Setenv(k, "must-not-leak")
+	for k, v := range harmless {
+		t.Setenv(k, v)
 	}
-	envFile := filepath.Join(t.TempDir(), "env")
-	s := setupExternal(t, fstest.MapFS{
-		".ai/tools/spawn.sh": sh(`env -0 > "$ENVFILE"; echo '"ok"'`),
-	}, ExternalConfig{})
-	s.env.Env = map[string]string{"ENVFILE": envFile}
-	r := s.call(t, "spawn", `{}`)
-	require.False(t, r.IsError, r.Output)
-
-	raw, err := os.ReadFile(envFile)
+	self, err := os.Executable()
 	require.NoError(t, err)
-	seen := map[string]string{}
-	for _, kv := range strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00") {
-		k, v, _ := strings.Cut(kv, "=")
-		seen[k] = v
+	envFile := filepath.Join(t.TempDir(), "env")
+	tools := fstest.MapFS{
+		".ai/tools/spawn.sh": sh(`env -0 > "$ENVFILE"; exec "$HELPER"`),
 	}
-	for k, v := range passed {
-		require.Equal(t, v, seen[k], "%s reaches the tool", k)
-	}
-	require.Equal(t, "th-child", seen["RYE_PARENT_THREAD_ID"], "a thread the tool starts is a child of the caller")
-	require.Equal(t, "th-child", seen["SPOOL_THREAD_ID"])
-	require.Equal(t, "th-root", seen["SPOOL_TREE_ID"])
+	for name, cfg := range map[string]ExternalConfig{
+		"defaults": {},
+		// Even an operator who passes everything by prefix passes no secret.
+		"every prefix": {PassEnvPrefixes: []string{"SPOOL_", "AWS_", "ANTHROPIC_", "OPENAI_", "DATABASE_", "GITHUB_"}},
+	} {
+		s := setupExternal(t, tools, cfg)
+		children := &childStarter{parent: s.env.ThreadID}
+		s.env.Children = children
+		s.env.Env = map[string]string{"ENVFILE": envFile, "HELPER": self, spawnHelperEnv: "1"}
+		r := s.call(t, "spawn", `{}`)
+		require.False(t, r.IsError, "%s: %s", name, r.Output)
+		require.JSONEq(t, `{"thread_id": "t/child-1-x", "parent_id": "th-child"}`, r.Output, name)
+		require.Len(t, children.asked, 1, name)
+		require.Equal(t, spawn.Request{Directive: "t/child", Inputs: map[string]any{"n": float64(1)}}, children.asked[0])
 
-	// Everything the tool sees is accounted for: the passed worker variables,
-	// the call's own, and what /bin/sh adds itself.
-	allowed := map[string]bool{"TMPDIR": true, "ENVFILE": true, "RYE_PARENT_THREAD_ID": true, "PWD": true, "OLDPWD": true, "SHLVL": true, "_": true}
-	for _, k := range (ExternalConfig{}).WithDefaults().PassEnv {
-		allowed[k] = true
-	}
-	for k := range seen {
-		if allowed[k] || strings.HasPrefix(k, "SPOOL_") || strings.HasPrefix(k, "AWS_") {
-			continue
+		raw, err := os.ReadFile(envFile)
+		require.NoError(t, err)
+		seen := map[string]string{}
+		for _, kv := range strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00") {
+			k, v, _ := strings.Cut(kv, "=")
+			seen[k] = v
 		}
-		t.Errorf("the tool sees %s, which is neither passed on purpose nor the call's own", k)
-	}
-	for _, k := range withheld {
-		_, ok := seen[k]
-		require.False(t, ok, "%s must not reach the tool", k)
+		for k, v := range secrets {
+			_, ok := seen[k]
+			require.False(t, ok, "%s: %s reaches the tool", name, k)
+			require.NotContains(t, string(raw), v, "%s: the value of %s reaches the tool", name, k)
+		}
+		require.Equal(t, "debug", seen["SPOOL_LOG_LEVEL"], name)
+		require.Equal(t, "th-child", seen["RYE_PARENT_THREAD_ID"], "%s: a thread the tool starts is a child of the caller", name)
+		require.Equal(t, "th-child", seen["SPOOL_THREAD_ID"])
+		require.Equal(t, "th-root", seen["SPOOL_TREE_ID"])
+		require.Len(t, seen[spawn.TokenEnv], 64, name)
+		require.NoFileExists(t, seen[spawn.SocketEnv], "%s: the socket closes with the call", name)
+
+		// Everything the tool sees is accounted for: the passed worker
+		// variables, the call's own, and what /bin/sh adds itself.
+		allowed := map[string]bool{"TMPDIR": true, "ENVFILE": true, "HELPER": true, spawnHelperEnv: true, "RYE_PARENT_THREAD_ID": true,
+			"SPOOL_THREAD_ID": true, "SPOOL_TREE_ID": true, spawn.SocketEnv: true, spawn.TokenEnv: true, "PWD": true, "OLDPWD": true, "SHLVL": true, "_": true}
+		for _, k := range cfg.WithDefaults().PassEnv {
+			allowed[k] = true
+		}
+		for k := range seen {
+			if allowed[k] || name == "every prefix" && slices.ContainsFunc(cfg.PassEnvPrefixes, func(p string) bool { return strings.HasPrefix(k, p) }) {
+				continue
+			}
+			t.Errorf("%s: the tool sees %s, which is neither passed on purpose nor the call's own", name, k)
+		}
 	}
 }
 

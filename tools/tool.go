@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/spawn"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -22,10 +23,14 @@ type Env struct {
 	// Store holds the workspace and the artifacts. Required by the file
 	// tools and by Registry.Call when a result must be bounded.
 	Store blobstore.Store
-	// Env is extra environment for external tools (typically the SPOOL_*
-	// settings a tool needs to start child threads through the CLI).
-	// RYE_PARENT_THREAD_ID is always set to ThreadID, whatever this says.
+	// Env is extra environment for external tools. RYE_PARENT_THREAD_ID
+	// is always set to ThreadID, whatever this says.
 	Env map[string]string
+	// Children, when set, starts and waits on child threads of ThreadID
+	// for an external tool's process: the call serves it on a socket that
+	// `spool thread run` inside the tool finds (package spawn), so the
+	// process needs none of the worker's credentials.
+	Children spawn.Handler
 	// Logger receives debug lines about tool runs; nil discards them.
 	Logger *slog.Logger
 }

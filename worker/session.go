@@ -253,6 +253,7 @@ const maxActivations = 200
 
 // failNow finalizes a thread that cannot run at all (bad model, broken
 // bundle) with an error, at the claimed version.
+		Children: toolChildren{s},
 func (s *session) failNow(ctx context.Context, code, msg string) error {
 	s.st.Final = &final{Status: thread.StatusError, Error: &queue.ErrorInfo{Code: code, Message: msg}}
 	s.st.Cost = s.rec.Cost

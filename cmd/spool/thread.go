@@ -21,6 +21,7 @@ import (
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/scheduler"
+	"github.com/spool-run/spool/spawn"
 	"github.com/spool-run/spool/stack"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/worker"
@@ -182,6 +183,11 @@ func threadRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if cl := spawn.FromEnv(); cl != nil {
+		// The child's bundle (scripts included) is its parent's, on the
+		// worker: nothing of this process's disk is read.
+		return runChildOfTool(c, cl, name, inputs)
+	}
 	if err := checkScriptModel(c); err != nil {
 		return err
 	}
@@ -239,7 +245,12 @@ func threadRun(c *cli.Context) error {
 	if err != nil {
 		return waitError(c, s, []string{rec.ThreadID}, err)
 	}
-	final := res[rec.ThreadID]
+	return printFinal(c, res[rec.ThreadID])
+}
+
+// printFinal prints the final record of a waited-for thread (--json or
+// the text view) and fails (exit 1) unless it completed.
+func printFinal(c *cli.Context, final *queue.Record) error {
 	if c.Bool("json") {
 		if err := printJSON(c.App.Writer, final); err != nil {
 			return err
