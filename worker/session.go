@@ -241,6 +241,7 @@ func (s *session) load(ctx context.Context) error {
 		TreeID:   rec.TreeID(),
 		Store:    s.o.Store,
 		Env:      map[string]string{"RYE_PARENT_THREAD_ID": rec.ThreadID},
+		Children: toolChildren{s},
 		Logger:   s.log,
 	}
 	return nil
@@ -253,7 +254,6 @@ const maxActivations = 200
 
 // failNow finalizes a thread that cannot run at all (bad model, broken
 // bundle) with an error, at the claimed version.
-		Children: toolChildren{s},
 func (s *session) failNow(ctx context.Context, code, msg string) error {
 	s.st.Final = &final{Status: thread.StatusError, Error: &queue.ErrorInfo{Code: code, Message: msg}}
 	s.st.Cost = s.rec.Cost
