@@ -98,7 +98,7 @@ func check(key string) error {
 		return err
 	}
 	if key == localTmpDir || strings.HasPrefix(key, localTmpDir+"/") {
-		return fmt.Errorf("blob key %q: %s is reserved by the local store", key, localTmpDir)
+		return fmt.Errorf("%w %q: %s is reserved by the local store", ErrBadKey, key, localTmpDir)
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ func TestDefaults(t *testing.T) {
 	if diff := cmp.Diff(want, p.Resilience); diff != "" {
 		t.Errorf("resilience (-want +got):\n%s", diff)
 	}
-	wantC := Coordination{TriggerThreshold: 0.9, ResumeCeilingTokens: 16000, WaitDefaultTimeout: 600 * time.Second, WaitMaxThreads: 50, TranscriptIntegrity: "strict"}
+	wantC := Coordination{TriggerThreshold: 0.9, ResumeCeilingTokens: 16000, WaitDefaultTimeout: 600 * time.Second, WaitMaxThreads: 50, TranscriptIntegrity: "strict", MaxContinuations: 20}
 	if diff := cmp.Diff(wantC, p.Coordination); diff != "" {
 		t.Errorf("coordination (-want +got):\n%s", diff)
 	}
@@ -133,6 +133,7 @@ coordination:
   continuation:
     trigger_threshold: 0.8
     resume_ceiling_tokens: 8000
+    max_continuations: 5
   wait_threads:
     default_timeout: 300.0
     max_threads: 10
@@ -141,10 +142,11 @@ coordination:
 	flat := `
 trigger_threshold: 0.8
 resume_ceiling_tokens: 8000
+max_continuations: 5
 wait_threads: {default_timeout: 300, max_threads: 10}
 transcript_integrity: lenient
 `
-	want := Coordination{TriggerThreshold: 0.8, ResumeCeilingTokens: 8000, WaitDefaultTimeout: 300 * time.Second, WaitMaxThreads: 10, TranscriptIntegrity: "lenient"}
+	want := Coordination{TriggerThreshold: 0.8, ResumeCeilingTokens: 8000, WaitDefaultTimeout: 300 * time.Second, WaitMaxThreads: 10, TranscriptIntegrity: "lenient", MaxContinuations: 5}
 	for name, src := range map[string]string{"nested": nested, "flat": flat} {
 		got, err := ParseCoordination("c.yaml", []byte(src))
 		if err != nil {
@@ -157,6 +159,7 @@ transcript_integrity: lenient
 	bad := map[string]string{
 		"trigger_threshold: 1.5":             "trigger_threshold: 1.5 is not in (0, 1]",
 		"resume_ceiling_tokens: 0":           "resume_ceiling_tokens: 0 is not positive",
+		"max_continuations: -1":              "max_continuations: -1 is negative",
 		"wait_threads: {default_timeout: 0}": "default_timeout: 0 is not positive",
 		"transcript_integrity: loose":        `transcript_integrity: "loose" is not strict or lenient`,
 		"coordination: [1]":                  "coordination: not a mapping",

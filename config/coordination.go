@@ -30,6 +30,12 @@ type Coordination struct {
 	WaitMaxThreads int
 	// TranscriptIntegrity is strict or lenient. Default strict.
 	TranscriptIntegrity string
+	// MaxContinuations caps a continuation chain's handoffs: a thread
+	// that is already the chain's MaxContinuations-th continuation
+	// (handoffs and resumes both count) and whose context fills ends in
+	// error continuations_exceeded instead of handing off, so a runaway
+	// chain of ever-full contexts stops. Default 20.
+	MaxContinuations int
 }
 
 // DefaultCoordination is what a project without coordination.yaml gets.
@@ -40,6 +46,7 @@ func DefaultCoordination() Coordination {
 		WaitDefaultTimeout:  600 * time.Second,
 		WaitMaxThreads:      50,
 		TranscriptIntegrity: IntegrityStrict,
+		MaxContinuations:    20,
 	}
 }
 
@@ -60,6 +67,7 @@ func LoadCoordination(fsys fs.FS) (Coordination, error) {
 //	continuation.resume_ceiling_tokens | resume_ceiling_tokens
 //	wait_threads.default_timeout (seconds) | wait_threads.max_threads
 //	transcript_integrity | continuation.transcript_integrity (strict | lenient)
+//	continuation.max_continuations | max_continuations
 func ParseCoordination(path string, data []byte) (Coordination, error) {
 	c := DefaultCoordination()
 	root, err := parseTree(path, data)
@@ -102,6 +110,14 @@ func ParseCoordination(path string, data []byte) (Coordination, error) {
 			return c, fmt.Errorf("%s: wait_threads.max_threads: %d is not positive", path, n)
 		}
 		c.WaitMaxThreads = n
+	}
+	if n, ok, err := root.integer("continuation.max_continuations", "max_continuations"); err != nil {
+		return c, err
+	} else if ok {
+		if n < 0 {
+			return c, fmt.Errorf("%s: continuation.max_continuations: %d is negative", path, n)
+		}
+		c.MaxContinuations = n
 	}
 	if s, ok, err := root.str("transcript_integrity", "continuation.transcript_integrity"); err != nil {
 		return c, err

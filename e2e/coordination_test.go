@@ -426,7 +426,9 @@ directives:
 func TestWaitThreadsTimesOutThenWakes(t *testing.T) {
 	t.Parallel()
 	files := coordProject()
-	files[".ai/directives/t/waiter.md"] = directiveWithInputs("waiter", `turns="5"`, spawnPerms, `<input name="target" type="string" required="true">thread to wait on</input>`)
+	// The waiter waits on a thread of another tree: that needs rye/threads/any.
+	files[".ai/directives/t/waiter.md"] = directiveWithInputs("waiter", `turns="5"`, spawnPerms+`<execute><tool>rye/threads/any</tool></execute>`,
+		`<input name="target" type="string" required="true">thread to wait on</input>`)
 	files["scripts/wait.yaml"] = waitScript
 	e := spooltest.New(t, spooltest.Options{Files: files})
 	e.StartWorker("--concurrency", "2")

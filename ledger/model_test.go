@@ -29,7 +29,7 @@ func newModel() *model {
 	return &model{e: map[string]*mentry{}, charges: map[string]map[string]string{}}
 }
 
-func (e *mentry) room() int64           { return max(e.max-e.reserved-e.actual, 0) }
+func (e *mentry) room() int64            { return max(e.max-e.reserved-e.actual, 0) }
 func (e *mentry) activeGuaranteed() bool { return e.g && e.status == StatusActive }
 
 // ancestorsOf lists id's ancestors parent first.

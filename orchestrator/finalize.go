@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -69,6 +71,9 @@ func (o *Orchestrator) Finalize(ctx context.Context, rec *queue.Record, version 
 		out.Transcript = o.currentMark(ctx, rec)
 	}
 	out.Error = out.Error.Tidy() // "code: message" reads once, in the registry and thread.json
+	if err := o.boundOutcome(ctx, rec.ThreadID, &out); err != nil {
+		return err
+	}
 	ch := queue.Changes{Status: out.Status, Cost: &out.Cost, Error: out.Error}
 	if out.Transcript != nil {
 		ch.Transcript = RecordMark(*out.Transcript)
@@ -344,4 +349,35 @@ func (o *Orchestrator) cascadeCancel(ctx context.Context, id string) {
 			o.threadLog(k.ThreadID).Warn("cascade cancel", "error", err, "parent_id", id)
 		}
 	}
+}
+
+// MaxRecordResultBytes bounds a thread's result, and its outputs as JSON,
+// in the registry (Redis holds small state; the record is read by every
+// show, list and wait): a larger one is stored whole in the blob store
+// (threads/<id>/result.txt, outputs.json) and the record keeps a cut
+// result with a note naming it, or outputs {"spool_outputs_cut": bytes,
+// "artifact": key}.
+const MaxRecordResultBytes = 256 << 10
+
+// boundOutcome keeps out's result and outputs within MaxRecordResultBytes.
+func (o *Orchestrator) boundOutcome(ctx context.Context, id string, out *Outcome) error {
+	if len(out.Result) > MaxRecordResultBytes {
+		key := "threads/" + id + "/result.txt"
+		b, err := tools.Bound(ctx, o.Store, key, tools.Result{Output: out.Result}, MaxRecordResultBytes)
+		if err != nil {
+			return err
+		}
+		out.Result = b.Output
+	}
+	if out.Outputs != nil {
+		raw, err := json.Marshal(out.Outputs)
+		if err == nil && len(raw) > MaxRecordResultBytes {
+			key := "threads/" + id + "/outputs.json"
+			if err := o.Store.Put(ctx, key, raw); err != nil {
+				return fmt.Errorf("store the outputs of %s: %w", id, err)
+			}
+			out.Outputs = map[string]any{"spool_outputs_cut": len(raw), "artifact": key}
+		}
+	}
+	return nil
 }

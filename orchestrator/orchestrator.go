@@ -92,6 +92,15 @@ func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queu
 	}
 }
 
+// WithStore returns a copy of o that uses store (the worker's, which
+// retries through outages: blobstore.Retrying); everything else is
+// shared.
+func (o *Orchestrator) WithStore(store blobstore.Store) *Orchestrator {
+	c := *o
+	c.Store = store
+	return &c
+}
+
 // Now returns the orchestrator's clock reading.
 func (o *Orchestrator) Now() time.Time { return o.Cfg.Now() }
 

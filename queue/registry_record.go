@@ -33,23 +33,23 @@ type Record struct {
 	Cost                 thread.Cost     `json:"cost"`
 	Limits               thread.Resolved `json:"limits"`
 
-	Model            string         `json:"model,omitempty"`
-	Capabilities     []string       `json:"capabilities,omitempty"`
-	Bundle           string         `json:"bundle,omitempty"`
-	Inputs           map[string]any `json:"inputs,omitempty"`
-	Queue            string         `json:"queue,omitempty"`
-	Ancestors        []string       `json:"ancestors,omitempty"` // root first, without the thread itself
+	Model        string         `json:"model,omitempty"`
+	Capabilities []string       `json:"capabilities,omitempty"`
+	Bundle       string         `json:"bundle,omitempty"`
+	Inputs       map[string]any `json:"inputs,omitempty"`
+	Queue        string         `json:"queue,omitempty"`
+	Ancestors    []string       `json:"ancestors,omitempty"` // root first, without the thread itself
 	// LedgerPath is the ledger entries above the thread's own, parent's
 	// first, up to the root's: each ancestor's entry is its chain's
 	// (LedgerID), so a child of a continuation charges the chain it
 	// belongs to.
-	LedgerPath []string `json:"ledger_path,omitempty"`
-	Depth            int            `json:"depth"`               // 0 for a root
-	PreviousThreadID string         `json:"previous_thread_id,omitempty"`
-	CreatedAt        time.Time      `json:"created_at"`
-	UpdatedAt        time.Time      `json:"updated_at"`
-	Version          int64          `json:"version"`
-	CancelRequested  bool           `json:"cancel_requested,omitempty"`
+	LedgerPath       []string  `json:"ledger_path,omitempty"`
+	Depth            int       `json:"depth"` // 0 for a root
+	PreviousThreadID string    `json:"previous_thread_id,omitempty"`
+	CreatedAt        time.Time `json:"created_at"`
+	UpdatedAt        time.Time `json:"updated_at"`
+	Version          int64     `json:"version"`
+	CancelRequested  bool      `json:"cancel_requested,omitempty"`
 	// CancelCascade: the cancel request may reach the thread's children
 	// (RequestCancel's cascade).
 	CancelCascade bool  `json:"cancel_cascade,omitempty"`
@@ -90,11 +90,17 @@ type TranscriptMark struct {
 	ChainHash string `json:"chain_hash,omitempty"`
 }
 
-// TreeID is the root of the thread's spawn tree: the first ancestor; for a
-// thread without a parent, the first thread of its continuation chain (a
-// handoff or resume of a root thread carries on in the same tree); else the
-// thread itself. Tools share a workspace per tree.
+// TreeID is the root of the thread's spawn tree: the first thread of the
+// root's continuation chain (a handoff or resume of a root thread carries
+// on in the same tree, and so do the children of its continuations), read
+// from the end of the ledger path; for a record without one, the first
+// ancestor; for a thread without a parent, the first thread of its chain.
+// Tools share a workspace per tree, and coordination reaches only the
+// threads of the caller's tree.
 func (r *Record) TreeID() string {
+	if n := len(r.LedgerPath); n > 0 {
+		return r.LedgerPath[n-1]
+	}
 	if len(r.Ancestors) > 0 {
 		return r.Ancestors[0]
 	}

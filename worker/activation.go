@@ -48,6 +48,9 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
+	// The duration limit stops the model call or tool in flight, not only
+	// the next turn.
+	defer deadline(claim.Record, w.o.Now(), cancel)()
 
 	// The heartbeat runs until the session returns, not until actx ends:
 	// a cancel request cancels actx, and the lease must hold while the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
 )
 
 // errCancelRequested is the cause with which listenCancels cancels the
@@ -27,29 +28,40 @@ var errCancelledLoading = fmt.Errorf("cancel requested while the thread loaded: 
 // in this time fails the activation, and the recovering worker finishes it.
 const cancelFinalizeTimeout = 30 * time.Second
 
-// cancelRequested reports whether ctx was cancelled because the thread's
-// cancel was requested, rather than because the lease was lost or the
-// worker is shutting down.
-func cancelRequested(ctx context.Context) bool {
-	return errors.Is(context.Cause(ctx), errCancelRequested)
+// errDurationExceeded is the cause with which the activation's deadline
+// timer cancels its context when the thread's duration limit is reached
+// (Limits.Duration after StartedAt): it stops the model call or tool in
+// flight as a cancel request does, and the thread ends with
+// duration_exceeded.
+var errDurationExceeded = errors.New("duration limit reached")
+
+// stopRequested reports whether ctx was cancelled because the thread
+// must end: its cancel was requested or its duration limit was reached,
+// rather than because the lease was lost or the worker is shutting down.
+// Every place that finds ctx cancelled decides the outcome from the cause
+// with decideStop.
+func stopRequested(ctx context.Context) bool {
+	c := context.Cause(ctx)
+	return errors.Is(c, errCancelRequested) || errors.Is(c, errDurationExceeded)
 }
 
-// detachCancel returns ctx unchanged, or, when a cancel request cancelled
-// it, a context that is not cancelled, bounded by cancelFinalizeTimeout: a
-// cancel request stops the thread's work (the model call, its tools), not
-// the registry, ledger and blob store writes that record that it stopped.
-// A lease lost meanwhile still stops those writes, at the registry fence.
+// detachCancel returns ctx unchanged, or, when a cancel request or the
+// duration limit cancelled it, a context that is not cancelled, bounded by
+// cancelFinalizeTimeout: stopping a thread stops its work (the model call,
+// its tools), not the registry, ledger and blob store writes that record
+// that it stopped. A lease lost meanwhile still stops those writes, at the
+// registry fence.
 func detachCancel(ctx context.Context) (context.Context, context.CancelFunc) {
-	if !cancelRequested(ctx) {
+	if !stopRequested(ctx) {
 		return ctx, func() {}
 	}
 	return context.WithTimeout(context.WithoutCancel(ctx), cancelFinalizeTimeout)
 }
 
 // handBackOnCancel turns an error of loading the thread that a cancel
-// request caused into errCancelledLoading.
+// request (or the duration limit) caused into errCancelledLoading.
 func handBackOnCancel(ctx context.Context, err error) error {
-	if err != nil && cancelRequested(ctx) {
+	if err != nil && stopRequested(ctx) {
 		return fmt.Errorf("%w (%v)", errCancelledLoading, err)
 	}
 	return err
@@ -61,6 +73,48 @@ func (s *session) decideCancelled(how string) {
 	s.decide(thread.StatusCancelled, "", nil, &queue.ErrorInfo{Code: "cancelled", Message: how})
 }
 
+// decideStop records the outcome of a thread whose activation context was
+// stopped (stopRequested), from the cause: cancelled for a cancel request,
+// an error duration_exceeded for the duration limit; where names what the
+// stop interrupted ("during the model call"; "" for nothing in flight).
+func (s *session) decideStop(ctx context.Context, where string) {
+	if errors.Is(context.Cause(ctx), errDurationExceeded) {
+		s.st.Cost.ElapsedSeconds = s.elapsed()
+		msg := fmt.Sprintf("the thread reached its duration limit of %gs", s.rec.Limits.Duration)
+		if where != "" {
+			msg += " " + where
+		}
+		s.emit(transcript.TypeLimitExceeded, transcript.LimitExceeded{Code: thread.CodeDurationExceeded, Current: s.st.Cost.ElapsedSeconds, Max: s.rec.Limits.Duration})
+		s.decide(thread.StatusError, "", nil, &queue.ErrorInfo{Code: thread.CodeDurationExceeded, Message: msg})
+		return
+	}
+	if where == "" {
+		s.decideCancelled("cancelled by request")
+		return
+	}
+	s.decideCancelled("cancelled " + where)
+}
+
+// stoppedWhile is the answer to a tool call that a stop interrupted.
+func stoppedWhile(ctx context.Context) string {
+	if errors.Is(context.Cause(ctx), errDurationExceeded) {
+		return "stopped: the thread reached its duration limit while this tool ran"
+	}
+	return "cancelled: the thread was cancelled while this tool ran"
+}
+
+// deadline arms the activation's duration timer: at StartedAt +
+// Limits.Duration, stop cancels the activation with errDurationExceeded.
+// The returned func disarms it.
+func deadline(rec *queue.Record, now time.Time, stop context.CancelCauseFunc) func() {
+	if rec.StartedAt.IsZero() || rec.Limits.Duration <= 0 {
+		return func() {}
+	}
+	end := rec.StartedAt.Add(time.Duration(rec.Limits.Duration * float64(time.Second)))
+	t := time.AfterFunc(max(end.Sub(now), 0), func() { stop(errDurationExceeded) })
+	return func() { t.Stop() }
+}
+
 // stopCancelled ends an activation that a cancel request interrupted
 // outside the places that decide the outcome themselves (the model call,
 // a tool, the check before a turn): a checkpoint, a hook, a wait. The
@@ -69,14 +123,15 @@ func (s *session) decideCancelled(how string) {
 // and recovery, the thread is cancelled now, on a detached context. An
 // outcome or a handoff decided before the request stands.
 func (s *session) stopCancelled(ctx context.Context, cause error) error {
+	stopped := ctx
 	ctx, cancel := detachCancel(ctx)
 	defer cancel()
-	s.log.Info("cancel requested; ending the thread", "error", cause)
+	s.log.Info("thread stopped; ending it", "cause", context.Cause(stopped), "error", cause)
 	if s.st.Final == nil && s.st.Handoff != "" {
 		return s.completeHandoff(ctx)
 	}
 	if s.st.Final == nil {
-		s.decideCancelled("cancelled by request")
+		s.decideStop(stopped, "")
 	}
 	return s.finalize(ctx)
 }

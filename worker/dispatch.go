@@ -45,6 +45,10 @@ func (s *session) dispatch(ctx context.Context, call thread.ToolCall) error {
 	}
 	s.st.TurnCallsByID[id]++
 	s.emit(transcript.TypeToolCallStart, transcript.ToolCallStart{CallID: call.ID, Tool: id, Input: call.Input})
+	if msg, cut := s.cutInputs[call.ID]; cut {
+		s.toolResult(call.ID, id, msg, true, "")
+		return nil
+	}
 	if id != directiveReturnID {
 		if err := s.checkTool(id); err != nil {
 			s.toolResult(call.ID, id, err.Error(), true, "")
@@ -67,18 +71,24 @@ func (s *session) dispatch(ctx context.Context, call thread.ToolCall) error {
 	}
 	res, err := tool.Run(ctx, s.toolEnv, call.Input)
 	if err != nil {
-		if cancelRequested(ctx) {
-			// The request stopped the tool (its process group is
-			// killed): the call is answered, so the transcript stays a
-			// valid conversation for a resume, and the thread ends.
-			s.toolResult(call.ID, id, "cancelled: the thread was cancelled while this tool ran", true, "")
-			s.decideCancelled("cancelled during tool " + id)
+		if stopRequested(ctx) {
+			// A cancel request or the duration limit stopped the tool
+			// (its process group is killed): the call is answered, so
+			// the transcript stays a valid conversation for a resume,
+			// and the thread ends.
+			s.toolResult(call.ID, id, stoppedWhile(ctx), true, "")
+			s.decideStop(ctx, "during tool "+id)
 			return nil
 		}
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		res = tools.Result{Output: "tool failed: " + err.Error(), IsError: true}
+		// A tool's error is an infrastructure failure (tools.Tool): the
+		// store, after the worker's store retried it for
+		// Config.StoragePatience, or the machine. It is not the model's
+		// to handle: the activation fails and runs again from the last
+		// checkpoint.
+		return fmt.Errorf("tool %s: %w", id, err)
 	}
 	if res.IsError {
 		s.toolFailed(ctx, call.ID, id, res.Output)
@@ -177,8 +187,8 @@ type spawnParams struct {
 	Async          bool            `json:"async"`
 	LimitOverrides map[string]any  `json:"limit_overrides"`
 	// Reserve asks for a guaranteed budget (orchestrator.StartRequest).
-	Reserve bool `json:"reserve"`
-	Model          string          `json:"model"`
+	Reserve bool   `json:"reserve"`
+	Model   string `json:"model"`
 }
 
 // spawn starts a child thread. Synchronous spawns become a pending call:
@@ -302,6 +312,20 @@ func (s *session) orchestrate(ctx context.Context, call thread.ToolCall) error {
 	if target == "" {
 		target = s.id()
 	}
+	// Every operation reaches only threads of the caller's own tree,
+	// unless the thread holds AnyThreadCapability.
+	scoped := []string{target}
+	if p.Operation == "wait_threads" {
+		if maxIDs := s.waitMaxThreads(); len(p.ThreadIDs) > maxIDs {
+			return fail(fmt.Errorf("wait_threads takes 1 to %d thread_ids", maxIDs))
+		}
+		scoped = append(p.ThreadIDs, p.ThreadID)
+	}
+	for _, id := range scoped {
+		if err := s.inScope(ctx, id); err != nil {
+			return fail(err)
+		}
+	}
 	switch p.Operation {
 	case "wait_threads":
 		ids := p.ThreadIDs
@@ -368,6 +392,35 @@ func (s *session) orchestrate(ctx context.Context, call thread.ToolCall) error {
 		s.toolResult(call.ID, orchestratorID, text, false, "")
 	default:
 		return fail(fmt.Errorf("unknown orchestrator operation %q (want wait_threads, cancel_thread, get_status, list_children, get_chain, chain_search, resume_thread, read_transcript)", p.Operation))
+	}
+	return nil
+}
+
+// AnyThreadsItem is the item whose execute capability lets a thread's
+// coordination calls (wait, cancel, status, children, chain, search,
+// resume, read transcript) reach threads outside its own tree; without it
+// they reach only the threads of the caller's tree (Record.TreeID: its
+// root's descendants and continuations). A directive grants it with
+// <execute><tool>rye/threads/any</tool></execute> (or rye.threads.any);
+// rye/agent/threads/* does not cover it, "*" does.
+const AnyThreadsItem = "rye/threads/any"
+
+// AnyThreadCapability is AnyThreadsItem's capability.
+var AnyThreadCapability = thread.ToolCapability(AnyThreadsItem)
+
+// inScope refuses a coordination call on a thread outside the caller's
+// tree, unless the caller holds AnyThreadCapability. The refusal goes back
+// to the model as the call's error.
+func (s *session) inScope(ctx context.Context, id string) error {
+	if id == "" || id == s.id() || thread.Match(s.rec.Capabilities, AnyThreadCapability) {
+		return nil
+	}
+	rec, err := s.o.Registry.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if rec.TreeID() != s.rec.TreeID() {
+		return fmt.Errorf("permission denied: thread %s is not in this thread's tree (reaching other trees needs capability %s)", id, AnyThreadsItem)
 	}
 	return nil
 }

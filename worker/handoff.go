@@ -62,11 +62,16 @@ func (s *session) contextFull() bool {
 // so that what they write, such as a summary, is there when the
 // continuation's thread_continued hooks load it.
 func (s *session) handoff(ctx context.Context) error {
+	if n := s.proj.Coordination.MaxContinuations; s.rec.ChainIndex >= n {
+		s.decide(thread.StatusError, "", nil, &queue.ErrorInfo{Code: "continuations_exceeded", Message: fmt.Sprintf(
+			"the context is full again after %d continuations, the chain's cap (coordination.yaml continuation.max_continuations)", n)})
+		return s.finalize(ctx)
+	}
 	newID := thread.NewID(s.rec.Directive, s.o.Now())
 	s.afterCompleteHandoff(ctx, newID)
-	if cancelRequested(ctx) {
+	if stopRequested(ctx) {
 		// The request came while the hooks ran: no continuation starts.
-		s.decideCancelled("cancelled during the handoff")
+		s.decideStop(ctx, "during the handoff")
 		return s.finalize(ctx)
 	}
 	s.st.Handoff = newID
@@ -80,7 +85,7 @@ func (s *session) handoff(ctx context.Context) error {
 	s.emit(transcript.TypeThreadHandoff, transcript.ThreadHandoff{NewThreadID: newID, TrailingTurns: kept, TrailingTokens: trailingTokens,
 		PromptTokens: s.st.LastPromptTokens, ContextWindow: s.prov.ContextWindow(s.rec.Model)})
 	if err := s.checkpoint(ctx); err != nil {
-		if cancelRequested(ctx) {
+		if stopRequested(ctx) {
 			// The checkpoint that would have decided the handoff did not
 			// land (a recovering worker would not see it either): the
 			// cancel wins, and stopCancelled ends the thread cancelled.

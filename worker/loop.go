@@ -13,6 +13,7 @@ import (
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -36,10 +37,10 @@ func (s *session) loop(ctx context.Context) error {
 		if err := s.afterResponse(ctx, resp); err != nil {
 			return err
 		}
-		if s.st.Final == nil && cancelRequested(ctx) {
+		if s.st.Final == nil && stopRequested(ctx) {
 			// The request came while the tools ran, after the last one
 			// that looked at ctx: the turn is recorded, no other starts.
-			s.decideCancelled("cancelled during the tool calls")
+			s.decideStop(ctx, "during the tool calls")
 		}
 		if s.st.Final != nil {
 			return s.finalize(ctx)
@@ -53,9 +54,9 @@ func (s *session) loop(ctx context.Context) error {
 			return err
 		}
 		s.runHooks(ctx, hooks.EventAfterStep, map[string]any{"thread_id": s.id(), "cost": toMap(s.st.Cost), "turn": s.st.Turn})
-		if cancelRequested(ctx) {
+		if stopRequested(ctx) {
 			// Between turns: the thread neither waits nor hands off.
-			s.decideCancelled("cancelled by request")
+			s.decideStop(ctx, "")
 			return s.finalize(ctx)
 		}
 		if len(s.st.Pending) > 0 {
@@ -88,10 +89,10 @@ func pendingThreads(ps []pending) []string {
 
 // checkBeforeTurn checks cancellation and limits (spec runner steps 1-2).
 func (s *session) checkBeforeTurn(ctx context.Context) (bool, error) {
-	if cancelRequested(ctx) {
-		// The request reached this activation while no model call ran;
-		// the flag is set, and ctx could not read it anyway.
-		s.decideCancelled("cancelled by request")
+	if stopRequested(ctx) {
+		// The request (or the deadline) reached this activation while no
+		// model call ran.
+		s.decideStop(ctx, "")
 		return true, s.finalize(ctx)
 	}
 	// The first check of an activation reads the flag in the claimed
@@ -172,8 +173,8 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 			return resp, nil
 		}
 		if cause := context.Cause(ctx); cause != nil {
-			if cancelRequested(ctx) {
-				s.decideCancelled("cancelled during the model call")
+			if stopRequested(ctx) {
+				s.decideStop(ctx, "during the model call")
 				return nil, nil
 			}
 			return nil, cause
@@ -219,6 +220,9 @@ func (s *session) afterResponse(ctx context.Context, resp *provider.Response) er
 	s.st.LastPromptTokens = resp.Usage.InputTokens + resp.Usage.CacheReadTokens + resp.Usage.CacheWriteTokens
 	s.st.SinceResponse = 0
 	s.w.metrics.tokens(s.rec.Directive, s.rec.Model, resp.Usage, spend)
+	if err := s.boundResponse(ctx, resp); err != nil {
+		return err
+	}
 
 	s.msgs = append(s.msgs, thread.Message{Role: thread.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls})
 	s.st.SinceResponse++
@@ -245,16 +249,16 @@ func (s *session) afterResponse(ctx context.Context, resp *provider.Response) er
 	}
 	for _, call := range resp.ToolCalls {
 		if err := s.dispatch(ctx, call); err != nil {
-			if !cancelRequested(ctx) {
+			if !stopRequested(ctx) {
 				return err
 			}
 			// A tool's store write or spawn saw the cancelled context.
-			s.decideCancelled("cancelled during the tool calls")
+			s.decideStop(ctx, "during the tool calls")
 		}
 		if s.st.Final != nil {
 			break
 		}
-		if cancelRequested(ctx) {
+		if stopRequested(ctx) {
 			break // the loop decides; the remaining calls do not run
 		}
 	}
@@ -374,8 +378,8 @@ func (s *session) waitToRetry(ctx context.Context, d time.Duration) (done bool, 
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		if cancelRequested(ctx) {
-			s.decideCancelled("cancelled while waiting to retry")
+		if stopRequested(ctx) {
+			s.decideStop(ctx, "while waiting to retry")
 			return true, nil
 		}
 		return false, context.Cause(ctx)
@@ -408,4 +412,41 @@ func (s *session) handBackForRetry(ctx context.Context, attempts int, delay time
 	}
 	s.log.Info("model call to retry later; thread handed back", "attempt", attempts, "delay", delay, "retry_at", s.st.RetryAt)
 	return errRetryLater
+}
+
+// boundResponse keeps a model answer within the worker's bounds before it
+// is recorded: a text over MaxResponseBytes is stored whole as an artifact
+// and cut (tools.Bound), and a tool call whose input is over
+// MaxToolInputBytes has its input stored as an artifact and replaced by a
+// note; that call is answered with an error instead of run (dispatch).
+// Nothing a model writes can make a segment, the registry's result or the
+// worker's memory grow past these bounds.
+func (s *session) boundResponse(ctx context.Context, resp *provider.Response) error {
+	s.cutInputs = nil
+	if len(resp.Text) > s.w.cfg.MaxResponseBytes {
+		key := fmt.Sprintf("threads/%s/artifacts/turn-%d-response.txt", s.id(), s.st.Turn)
+		b, err := tools.Bound(ctx, s.o.Store, key, tools.Result{Output: resp.Text}, s.w.cfg.MaxResponseBytes)
+		if err != nil {
+			return err
+		}
+		s.log.Warn("model answer cut", "bytes", len(resp.Text), "artifact", key)
+		resp.Text = b.Output
+	}
+	for i, c := range resp.ToolCalls {
+		if len(c.Input) <= s.w.cfg.MaxToolInputBytes {
+			continue
+		}
+		key := fmt.Sprintf("threads/%s/artifacts/%s-input.json", s.id(), safeName(c.ID))
+		if err := s.o.Store.Put(ctx, key, c.Input); err != nil {
+			return fmt.Errorf("store the input of call %s: %w", c.ID, err)
+		}
+		note, _ := json.Marshal(map[string]any{"spool_input_cut": len(c.Input), "artifact": key})
+		resp.ToolCalls[i].Input = note
+		if s.cutInputs == nil {
+			s.cutInputs = map[string]string{}
+		}
+		s.cutInputs[c.ID] = fmt.Sprintf("the input of this call was %d bytes, over the limit of %d; it was not run (kept at %s)",
+			len(c.Input), s.w.cfg.MaxToolInputBytes, key)
+	}
+	return nil
 }

@@ -26,6 +26,9 @@ type Metrics struct {
 	// its guaranteed amount did not fit) and a charge clamped to what was
 	// left (kind charge).
 	LedgerRejections *prometheus.CounterVec
+	// StorageRetries counts blob store operations tried again after a
+	// failure (an outage the worker rides out), by operation.
+	StorageRetries *prometheus.CounterVec
 }
 
 // NewMetrics registers the worker's collectors with reg.
@@ -42,10 +45,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Checkpoint latency: registry fence, signed segment, charge.", Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12)}),
 		LedgerRejections: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_ledger_rejections_total",
 			Help: "Ledger refusals: children not started for lack of budget (reserve), charges clamped (charge)."}, []string{"kind"}),
+		StorageRetries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_storage_retries_total",
+			Help: "Blob store operations tried again after a failure."}, []string{"op"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Turns, m.Tokens, m.Spend, m.TurnLatency, m.Finished, m.ProviderErrors, m.Suspensions,
-			m.CheckpointLatency, m.LedgerRejections)
+			m.CheckpointLatency, m.LedgerRejections, m.StorageRetries)
 	}
 	return m
 }
@@ -96,5 +101,11 @@ func (m *Metrics) checkpointed(d time.Duration) {
 func (m *Metrics) ledgerRejected(kind string) {
 	if m != nil {
 		m.LedgerRejections.WithLabelValues(kind).Inc()
+	}
+}
+
+func (m *Metrics) storageRetried(op string) {
+	if m != nil {
+		m.StorageRetries.WithLabelValues(op).Inc()
 	}
 }

@@ -117,6 +117,10 @@ type session struct {
 	// room, naming the level (the thread's chain or an ancestor) whose
 	// budget is spent: the thread stops before its next turn.
 	budgetStop *thread.LimitError
+	// cutInputs are the calls of the current answer whose input was over
+	// Config.MaxToolInputBytes (boundResponse), by call id, with the
+	// error dispatch answers them with.
+	cutInputs map[string]string
 	// side are the writes of views (thread.json at start, capabilities.md,
 	// knowledge renders) that run beside the turn loop.
 	side sideWrites
@@ -154,11 +158,19 @@ func (s *session) run(ctx context.Context) error {
 		return handBackOnCancel(ctx, err)
 	}
 	fresh, err := s.restore(ctx)
+	if isIntegrity(err) {
+		return s.failIntegrity(ctx, err)
+	}
 	if err != nil {
 		return handBackOnCancel(ctx, err)
 	}
 	err = s.proceed(ctx, fresh)
-	if err != nil && cancelRequested(ctx) {
+	if isIntegrity(err) {
+		// A transcript this thread builds on (a continuation's previous
+		// thread) does not verify.
+		return s.failIntegrity(ctx, err)
+	}
+	if err != nil && stopRequested(ctx) {
 		// The request reached the activation where nothing decides on it
 		// (a checkpoint, a hook, a wait): the call that saw the cancelled
 		// context failed, but the thread is cancelled, not failed.
@@ -241,7 +253,6 @@ func (s *session) load(ctx context.Context) error {
 		TreeID:   rec.TreeID(),
 		Store:    s.o.Store,
 		Env:      map[string]string{"RYE_PARENT_THREAD_ID": rec.ThreadID},
-		Children: toolChildren{s},
 		Logger:   s.log,
 	}
 	return nil
@@ -641,4 +652,45 @@ func carriedTurns(seed []thread.Message) int {
 		}
 	}
 	return n
+}
+
+// isIntegrity reports whether err says a transcript does not verify: a
+// tampered or missing segment, a bad or unknown signature. No retry can
+// mend that.
+func isIntegrity(err error) bool {
+	return err != nil && (errors.Is(err, transcript.ErrTampered) || errors.Is(err, transcript.ErrBadSignature) ||
+		errors.Is(err, transcript.ErrUnknownKey))
+}
+
+// failIntegrity ends a thread whose transcript (or one it builds on) does
+// not verify, instead of failing the activation, which asynq would retry
+// forever: error integrity_failed, naming what did not verify, or
+// cancelled when a cancel was requested (a cancel always ends a thread,
+// whatever its transcript). When the thread's own transcript did not
+// open, no final segment can be appended to it: Finalize records the end
+// in the registry and thread.json only.
+func (s *session) failIntegrity(ctx context.Context, cause error) error {
+	ctx, cancel := detachCancel(ctx)
+	defer cancel()
+	s.log.Error("transcript does not verify; the thread ends", "error", cause)
+	code, status := "integrity_failed", thread.StatusError
+	msg := "the transcript does not verify: " + cause.Error()
+	if s.rec.CancelRequested || stopRequested(ctx) {
+		code, status = "cancelled", thread.StatusCancelled
+		msg = "cancelled; " + msg
+	}
+	if s.tw != nil {
+		s.decide(status, "", nil, &queue.ErrorInfo{Code: code, Message: msg})
+		return s.finalize(ctx)
+	}
+	out := orchestrator.Outcome{Status: status, Error: &queue.ErrorInfo{Code: code, Message: msg}, Cost: s.rec.Cost, Lease: s.claim.Token}
+	if err := s.o.Finalize(ctx, s.rec, s.version, out); err != nil {
+		return err
+	}
+	s.leaseReleased = true
+	if s.stopLease != nil {
+		s.stopLease()
+	}
+	s.w.metrics.finished(s.rec.Directive, string(status))
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
@@ -53,6 +54,21 @@ type Config struct {
 	MaxToolResultBytes int
 	// MaxOutputTokens is the max_tokens of each model call. Default 4096.
 	MaxOutputTokens int
+	// MaxResponseBytes bounds the text of a model answer kept in the
+	// conversation, the transcript and the registry's result; a longer
+	// answer is stored whole as an artifact and cut, with a note naming
+	// it. Default 256 KiB.
+	MaxResponseBytes int
+	// MaxToolInputBytes bounds the input of one tool call: a larger one
+	// is stored as an artifact and not run (the model gets an error
+	// naming the limit). Default 1 MiB.
+	MaxToolInputBytes int
+	// StoragePatience is how long a blob store operation that fails is
+	// tried again (with backoff) before the activation fails with it: an
+	// S3 outage shorter than this delays threads instead of failing their
+	// writes (blobstore.Retrying). A storage failure is never given to the
+	// model as a tool error. Default 60s; negative: no retries.
+	StoragePatience time.Duration
 	// Provider configures the LLM providers. Default provider.ConfigFromEnv().
 	Provider *provider.Config
 	// Host names this worker in the errors a user reads (a provider key
@@ -93,6 +109,15 @@ func (c Config) WithDefaults() Config {
 	if c.MaxOutputTokens <= 0 {
 		c.MaxOutputTokens = 4096
 	}
+	if c.MaxResponseBytes <= 0 {
+		c.MaxResponseBytes = 256 << 10
+	}
+	if c.MaxToolInputBytes <= 0 {
+		c.MaxToolInputBytes = 1 << 20
+	}
+	if c.StoragePatience == 0 {
+		c.StoragePatience = time.Minute
+	}
 	if c.Provider == nil {
 		pc := provider.ConfigFromEnv()
 		c.Provider = &pc
@@ -102,6 +127,9 @@ func (c Config) WithDefaults() Config {
 	}
 	return c
 }
+
+// maxRetryDelay caps the wait before asynq runs a failed activation again.
+const maxRetryDelay = 30 * time.Second
 
 // ParseQueues parses "q1=6,q2=3" (a bare name gets weight 1).
 func ParseQueues(s string) (map[string]int, error) {
@@ -158,6 +186,10 @@ func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
 	if cfg.Logger == nil {
 		cfg.Logger = o.Log
 	}
+	if cfg.StoragePatience > 0 {
+		o = o.WithStore(blobstore.Retrying(o.Store, blobstore.RetryConfig{Patience: cfg.StoragePatience, Logger: cfg.Logger,
+			OnRetry: func(op string, _ error) { cfg.Metrics.storageRetried(op) }}))
+	}
 	w := &Worker{cfg: cfg, o: o, log: cfg.Logger, draining: make(chan struct{}), running: map[string]map[string]*control{}}
 	w.token = newToken()
 	w.metrics = cfg.Metrics
@@ -177,7 +209,9 @@ func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
 			if errors.Is(err, errDraining) {
 				return time.Second
 			}
-			return asynq.DefaultRetryDelayFunc(n, err, t)
+			// Each attempt starts from the thread's last checkpoint, so
+			// trying again is cheap; asynq's default grows past minutes.
+			return min(asynq.DefaultRetryDelayFunc(n, err, t), maxRetryDelay)
 		},
 		IsFailure: func(err error) bool { return !errors.Is(err, errDraining) },
 	})

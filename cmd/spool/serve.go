@@ -27,6 +27,8 @@ func workerFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "recover-interval", EnvVars: []string{"SPOOL_RECOVER_INTERVAL"}, Value: 2 * time.Second, Usage: "how often to look for orphaned threads (0 disables)"},
 		&cli.DurationFlag{Name: "retry-hand-back", EnvVars: []string{"SPOOL_RETRY_HAND_BACK"}, Value: 10 * time.Second,
 			Usage: "a model call retried after at least this long (a provider's retry-after) frees its slot: the thread is handed back until then"},
+		&cli.DurationFlag{Name: "storage-patience", EnvVars: []string{"SPOOL_STORAGE_PATIENCE"}, Value: time.Minute,
+			Usage: "how long a failing blob store operation is tried again before the activation fails (an S3 outage shorter than this only delays threads; 0 disables)"},
 	}
 }
 
@@ -82,6 +84,9 @@ func workerQueues(c *cli.Context) (map[string]int, error) {
 	if c.Duration("retry-hand-back") <= 0 {
 		return nil, usagef("--retry-hand-back must be positive")
 	}
+	if c.Duration("storage-patience") < 0 {
+		return nil, usagef("--storage-patience must not be negative")
+	}
 	return queues, nil
 }
 
@@ -98,8 +103,12 @@ func newWorker(c *cli.Context, s *services, reg *prometheus.Registry) (*worker.W
 	if ri == 0 {
 		ri = -1
 	}
+	patience := c.Duration("storage-patience")
+	if patience == 0 {
+		patience = -1
+	}
 	return worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: queues, ShutdownTimeout: c.Duration("shutdown-timeout"),
-		Logger: s.log, Metrics: m, RecoverInterval: ri, RetryHandBack: c.Duration("retry-hand-back")}, s.orch), nil
+		Logger: s.log, Metrics: m, RecoverInterval: ri, RetryHandBack: c.Duration("retry-hand-back"), StoragePatience: patience}, s.orch), nil
 }
 
 // processRegistry is a Prometheus registry with the Go runtime's and the

@@ -59,7 +59,7 @@ func threadTranscript(c *cli.Context) error {
 }
 
 // noKeysNote says why signatures went unchecked.
-const noKeysNote = "signatures unverified: no trusted public key (put the signing key's .pub in the key dir, or set SPOOL_TRUSTED_KEYS)"
+const noKeysNote = "signatures unverified: no trusted public keys (put the signing key's .pub in the key dir, or set SPOOL_TRUSTED_KEYS)"
 
 // warnUnverified says on stderr that what was shown of what is
 // unverified, when the command was given no key to verify with (see

@@ -72,6 +72,9 @@ type Options struct {
 	LeaseTTL time.Duration
 	// NoS3 forces the local blob store even when an S3 server is there.
 	NoS3 bool
+	// S3, when set, is the S3 server to use (a test's own, e.g.
+	// testenv.NewPrivateS3, which it may stop and start).
+	S3 *testenv.S3
 }
 
 // Env is one test's spool installation.
@@ -100,7 +103,10 @@ func New(t testing.TB, o Options) *Env {
 		o.LeaseTTL = 2 * time.Second
 	}
 	e := &Env{T: t, Bin: Binary(t), Redis: testenv.NewRedis(t)}
-	if !o.NoS3 {
+	switch {
+	case o.S3 != nil:
+		e.S3 = o.S3
+	case !o.NoS3:
 		e.S3 = testenv.MaybeS3(t)
 	}
 	root := t.TempDir()

@@ -186,14 +186,43 @@ func startS3() (*S3, error) {
 		return &S3{Endpoint: ep, Bucket: envOr("SPOOL_TEST_S3_BUCKET", "spool-test"), Region: envOr("SPOOL_TEST_S3_REGION", "us-east-1"),
 			AccessKey: envOr("AWS_ACCESS_KEY_ID", "spooltest"), SecretKey: envOr("AWS_SECRET_ACCESS_KEY", "spooltestsecret")}, nil
 	}
-	bin, err := exec.LookPath("versitygw")
-	if err != nil {
-		if gp := filepath.Join(os.Getenv("HOME"), "go", "bin", "versitygw"); fileExists(gp) {
-			bin = gp
-		} else {
-			return nil, nil
-		}
+	bin := versitygwBinary()
+	if bin == "" {
+		return nil, nil
 	}
+	v, err := newVersity(bin)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.start(); err != nil {
+		return nil, err
+	}
+	addStop(func() { v.stop(); _ = os.RemoveAll(v.dir) })
+	return &v.S3, nil
+}
+
+// versitygwBinary is the versitygw on PATH (or in ~/go/bin); "" for none.
+func versitygwBinary() string {
+	if bin, err := exec.LookPath("versitygw"); err == nil {
+		return bin
+	}
+	if gp := filepath.Join(os.Getenv("HOME"), "go", "bin", "versitygw"); fileExists(gp) {
+		return gp
+	}
+	return ""
+}
+
+// versity is a versitygw process serving one directory on one port, which
+// may be stopped and started again on the same port and data.
+type versity struct {
+	S3
+	bin, dir string
+	port     int
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+}
+
+func newVersity(bin string) (*versity, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
@@ -206,26 +235,84 @@ func startS3() (*S3, error) {
 	if err := os.MkdirAll(filepath.Join(dir, bucket), 0o755); err != nil {
 		return nil, err
 	}
-	s := &S3{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), Bucket: bucket, Region: "us-east-1", AccessKey: "spooltest", SecretKey: "spooltestsecret"}
-	cmd := exec.Command(bin, "--access", s.AccessKey, "--secret", s.SecretKey, "--port", fmt.Sprintf("127.0.0.1:%d", port), "posix", dir)
+	return &versity{bin: bin, dir: dir, port: port, S3: S3{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), Bucket: bucket,
+		Region: "us-east-1", AccessKey: "spooltest", SecretKey: "spooltestsecret"}}, nil
+}
+
+// start runs the server and waits until it accepts connections.
+func (v *versity) start() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.cmd != nil {
+		return nil
+	}
+	cmd := exec.Command(v.bin, "--access", v.AccessKey, "--secret", v.SecretKey, "--port", fmt.Sprintf("127.0.0.1:%d", v.port), "posix", v.dir)
 	cmd.Stdout, cmd.Stderr = nil, nil
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start versitygw: %w", err)
+		return fmt.Errorf("start versitygw: %w", err)
 	}
-	addStop(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = os.RemoveAll(dir) })
+	v.cmd = cmd
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond)
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", v.port), 200*time.Millisecond)
 		if err == nil {
 			c.Close()
-			return s, nil
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("versitygw on port %d not ready: %w", port, err)
+			return fmt.Errorf("versitygw on port %d not ready: %w", v.port, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// stop kills the server (its data stays).
+func (v *versity) stop() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.cmd != nil {
+		_ = v.cmd.Process.Kill()
+		_ = v.cmd.Wait()
+		v.cmd = nil
+	}
+}
+
+// PrivateS3 is an S3-compatible server (versitygw) of one test's own,
+// which the test may stop and start again to make an outage.
+type PrivateS3 struct {
+	*S3
+	v *versity
+}
+
+// NewPrivateS3 starts a versitygw for t alone. Without versitygw it skips
+// the test, or fails it when RequireReal.
+func NewPrivateS3(t testing.TB) *PrivateS3 {
+	t.Helper()
+	bin := versitygwBinary()
+	if bin == "" {
+		if RequireReal() {
+			t.Fatalf("testenv: SPOOL_TEST_REQUIRE_REAL=1 but no versitygw on PATH for a private S3 server")
+		}
+		t.Skip("no versitygw on PATH: the outage test needs a server of its own")
+	}
+	v, err := newVersity(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.stop(); _ = os.RemoveAll(v.dir) })
+	s := v.S3
+	s.Prefix = "t" + RandomID(6) + "/"
+	return &PrivateS3{S3: &s, v: v}
+}
+
+// Stop kills the server: every request fails until Start.
+func (p *PrivateS3) Stop() { p.v.stop() }
+
+// Start runs the server again, on the same port and data.
+func (p *PrivateS3) Start() error { return p.v.start() }
 
 // NewS3 returns the shared S3-compatible test server with a random key
 // prefix. With no server available it skips the test, or fails it when

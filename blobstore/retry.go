@@ -1,0 +1,162 @@
+package blobstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// RetryConfig configures Retrying.
+type RetryConfig struct {
+	// Patience is how long an operation is tried again after its first
+	// failure before the failure is returned. Required (> 0).
+	Patience time.Duration
+	// First is the first wait between attempts; it doubles up to Max.
+	// Defaults 100ms and 5s.
+	First, Max time.Duration
+	// Logger gets one line per failure that is tried again. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// OnRetry, when set, is called before each wait (for metrics).
+	OnRetry func(op string, err error)
+}
+
+// Retrying wraps s so that an operation that fails with anything but a
+// definite answer — ErrNotFound, ErrExists, ErrSymlink, ErrBadKey, or the caller's
+// context ending — is tried again with exponential backoff until it
+// succeeds or cfg.Patience has passed: a store that is down for a while
+// (an S3 outage, a restart) delays the work that needs it instead of
+// failing it. The worker runs on such a store, so a storage failure is
+// neither a model-visible tool error nor a lost write; once patience runs
+// out the failure is returned and the activation fails (and is retried
+// from its last checkpoint).
+//
+// A PutIfAbsent whose earlier attempt may have landed (a timeout after
+// the request was sent) and that then finds the key taken compares the
+// stored bytes with its own: the same bytes are its own write, success.
+func Retrying(s Store, cfg RetryConfig) Store {
+	if cfg.First <= 0 {
+		cfg.First = 100 * time.Millisecond
+	}
+	if cfg.Max <= 0 {
+		cfg.Max = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	r := &retrying{Store: s, cfg: cfg}
+	if v, ok := s.(ViewWriter); ok {
+		return &retryingViews{retrying: r, views: v}
+	}
+	return r
+}
+
+type retrying struct {
+	Store
+	cfg RetryConfig
+}
+
+// definite reports whether err is an answer rather than a failure to get
+// one.
+func definite(ctx context.Context, err error) bool {
+	return err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) || errors.Is(err, ErrSymlink) ||
+		errors.Is(err, ErrBadKey) || ctx.Err() != nil
+}
+
+// do runs f until it gives a definite answer or patience runs out.
+func (r *retrying) do(ctx context.Context, op, key string, f func() error) error {
+	err := f()
+	if definite(ctx, err) {
+		return err
+	}
+	deadline := time.Now().Add(r.cfg.Patience)
+	wait := r.cfg.First
+	for attempt := 2; ; attempt++ {
+		if time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		r.cfg.Logger.Warn("blob store failed; trying again", "op", op, "key", key, "attempt", attempt, "wait", wait, "error", err)
+		if r.cfg.OnRetry != nil {
+			r.cfg.OnRetry(op, err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, r.cfg.Max)
+		if err = f(); definite(ctx, err) {
+			return err
+		}
+	}
+}
+
+func (r *retrying) Put(ctx context.Context, key string, data []byte) error {
+	return r.do(ctx, "put", key, func() error { return r.Store.Put(ctx, key, data) })
+}
+
+func (r *retrying) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	tried := false
+	return r.do(ctx, "put_if_absent", key, func() error {
+		err := r.Store.PutIfAbsent(ctx, key, data)
+		if errors.Is(err, ErrExists) && tried {
+			// An earlier attempt may have written it: the same bytes are
+			// this write.
+			if got, gerr := r.Store.Get(ctx, key); gerr == nil && bytes.Equal(got, data) {
+				return nil
+			} else if gerr != nil && !errors.Is(gerr, ErrNotFound) {
+				return gerr
+			}
+		}
+		tried = true
+		return err
+	})
+}
+
+func (r *retrying) Get(ctx context.Context, key string) ([]byte, error) {
+	var out []byte
+	err := r.do(ctx, "get", key, func() error {
+		var err error
+		out, err = r.Store.Get(ctx, key)
+		return err
+	})
+	return out, err
+}
+
+func (r *retrying) Stat(ctx context.Context, key string) (Info, error) {
+	var out Info
+	err := r.do(ctx, "stat", key, func() error {
+		var err error
+		out, err = r.Store.Stat(ctx, key)
+		return err
+	})
+	return out, err
+}
+
+func (r *retrying) List(ctx context.Context, prefix string) ([]Info, error) {
+	var out []Info
+	err := r.do(ctx, "list", prefix, func() error {
+		var err error
+		out, err = r.Store.List(ctx, prefix)
+		return err
+	})
+	return out, err
+}
+
+func (r *retrying) Delete(ctx context.Context, key string) error {
+	return r.do(ctx, "delete", key, func() error { return r.Store.Delete(ctx, key) })
+}
+
+// retryingViews keeps the wrapped store's cheaper view writes.
+type retryingViews struct {
+	*retrying
+	views ViewWriter
+}
+
+func (r *retryingViews) PutView(ctx context.Context, key string, data []byte) error {
+	return r.do(ctx, "put_view", key, func() error { return r.views.PutView(ctx, key, data) })
+}
