@@ -253,6 +253,7 @@ func (s *session) load(ctx context.Context) error {
 		TreeID:   rec.TreeID(),
 		Store:    s.o.Store,
 		Env:      map[string]string{"RYE_PARENT_THREAD_ID": rec.ThreadID},
+		Children: toolChildren{s},
 		Logger:   s.log,
 	}
 	return nil
