@@ -360,12 +360,14 @@ func (t *extTool) Run(ctx context.Context, env *Env, input json.RawMessage) (Res
 
 	var spawnEnv map[string]string
 	if env.Children != nil {
-		vars, stop, err := spawn.Serve(work, env.Children, env.logger())
-		if err != nil {
-			return Result{}, fmt.Errorf("tool %s: %w", t.id, err)
+		// Without its socket the tool still runs; only starting a child
+		// from it fails (the CLI then finds neither socket nor Redis).
+		if vars, stop, err := spawn.Serve(work, env.Children, env.logger()); err != nil {
+			env.logger().Warn("no spawn socket for the tool", "thread_id", env.ThreadID, "tool", t.id, "error", err)
+		} else {
+			defer stop()
+			spawnEnv = vars
 		}
-		defer stop()
-		spawnEnv = vars
 	}
 
 	tctx, cancel := context.WithTimeout(ctx, t.timeout)
