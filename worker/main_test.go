@@ -3,7 +3,7 @@ package worker
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/spool-run/spool/internal/testenv"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testenv.MainLeakFree(m) }

@@ -71,6 +71,9 @@ type Config struct {
 	StoragePatience time.Duration
 	// Provider configures the LLM providers. Default provider.ConfigFromEnv().
 	Provider *provider.Config
+	// NewProvider makes the provider of a thread's model. Default
+	// provider.New; tests put a fake here.
+	NewProvider func(model string, cfg provider.Config) (provider.Provider, error)
 	// Host names this worker in the errors a user reads (a provider key
 	// missing here). Default os.Hostname().
 	Host string
@@ -121,6 +124,9 @@ func (c Config) WithDefaults() Config {
 	if c.Provider == nil {
 		pc := provider.ConfigFromEnv()
 		c.Provider = &pc
+	}
+	if c.NewProvider == nil {
+		c.NewProvider = provider.New
 	}
 	if c.Host == "" {
 		c.Host, _ = os.Hostname()
@@ -290,16 +296,22 @@ func (w *Worker) listenControl(ctx context.Context, sub *queue.Subscription) {
 			if !ok {
 				return
 			}
-			w.mu.Lock()
-			for _, c := range w.running[ev.ThreadID] {
-				switch ev.Status {
-				case "cancel":
-					c.cancel(errCancelRequested)
-				case "follow":
-					c.follow()
-				}
-			}
-			w.mu.Unlock()
+			w.deliver(ev.ThreadID, ev.Status)
+		}
+	}
+}
+
+// deliver hands a control request ("cancel", "follow") to the activations
+// of thread id this worker runs.
+func (w *Worker) deliver(id, request string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, c := range w.running[id] {
+		switch request {
+		case "cancel":
+			c.cancel(errCancelRequested)
+		case "follow":
+			c.follow()
 		}
 	}
 }

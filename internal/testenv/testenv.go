@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/spool-run/spool/stack"
 )
@@ -364,4 +365,23 @@ func MaybeS3(t testing.TB) *S3 {
 	s := *s3Srv
 	s.Prefix = "t" + RandomID(6) + "/"
 	return &s
+}
+
+// MainLeakFree is Main for packages that also check for leaked goroutines
+// (goleak): the tests run, the servers this package started stop, then
+// any goroutine still running fails the binary.
+func MainLeakFree(m *testing.M, opts ...goleak.Option) {
+	code := m.Run()
+	stopsMu.Lock()
+	for i := len(stops) - 1; i >= 0; i-- {
+		stops[i]()
+	}
+	stopsMu.Unlock()
+	if code == 0 {
+		if err := goleak.Find(opts...); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }

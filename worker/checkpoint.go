@@ -1,0 +1,106 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"time"
+
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// emit appends an event to the transcript. Events are buffered in the
+// writer and made durable at the next checkpoint.
+func (s *session) emit(typ string, payload any) {
+	seq, err := s.tw.Append(typ, payload)
+	if err != nil {
+		s.log.Warn("transcript append", "event_type", typ, "error", err)
+		return
+	}
+	raw, _ := json.Marshal(payload)
+	s.events = append(s.events, transcript.Event{Timestamp: s.o.Now(), ThreadID: s.id(), Seq: seq, Type: typ, Payload: raw})
+}
+
+// checkpoint makes the turn durable: the registry version first (the
+// fence: a stale activation stops here and writes nothing), then the
+// signed segment (create-only), then the turn's charge. The commit raises
+// the registry's transcript mark to what is durable before it: the segments
+// this activation read or wrote, not the one it is about to write (see the
+// package doc, Crash safety).
+func (s *session) checkpoint(ctx context.Context) error { return s.checkpointTurn(ctx, true) }
+
+// checkpointTurn is checkpoint; without charge, it leaves the turn's
+// charge to its caller (finalize hands it to Finalize).
+func (s *session) checkpointTurn(ctx context.Context, charge bool) error {
+	began := time.Now()
+	cost := s.st.Cost
+	ch := queue.Changes{Cost: &cost, Transcript: orchestrator.RecordMark(s.tw.Mark())}
+	if !s.st.RetryAt.IsZero() {
+		ch.Fields = map[string]string{queue.RetryAtField: s.st.RetryAt.Format(time.RFC3339Nano)}
+	}
+	v, err := s.o.Registry.Commit(ctx, s.id(), s.version, ch)
+	if err != nil {
+		return err
+	}
+	s.version = v
+	raw, err := json.Marshal(s.st)
+	if err != nil {
+		return err
+	}
+	if _, err := s.tw.Checkpoint(ctx, s.checkpointState(raw)); err != nil {
+		return err
+	}
+	if charge {
+		if err := s.charge(ctx); err != nil {
+			return err
+		}
+	}
+	s.w.metrics.checkpointed(time.Since(began))
+	if s.startViews {
+		s.writeStartViews(ctx)
+	}
+	if s.st.Final == nil && s.side.knowledge.CompareAndSwap(false, true) {
+		// Coalesced: while one render is written, later checkpoints skip
+		// theirs; finalize always writes the last one.
+		events, meta := s.events[:len(s.events):len(s.events)], s.knowledgeMeta()
+		s.side.Go(ctx, s.log, "knowledge render", func(ctx context.Context) error {
+			defer s.side.knowledge.Store(false)
+			return s.writeKnowledge(ctx, meta, events)
+		})
+	}
+	return nil
+}
+
+// checkpointState is the operational snapshot of the spec's checkpoint
+// (iteration, counters, per-tool counts of the run and of the turn, the
+// stop flag) around the worker's own state, raw.
+func (s *session) checkpointState(raw json.RawMessage) transcript.State {
+	st := transcript.State{
+		Reason:                   transcript.ReasonAssistantTurn,
+		Status:                   string(thread.StatusRunning),
+		Iteration:                s.st.Turn,
+		Version:                  s.version,
+		Cost:                     s.st.Cost,
+		ToolCallsTotal:           s.st.ToolCalls,
+		ToolCallsByTool:          maps.Clone(s.st.ToolCallsByID),
+		ToolCallsIterationByTool: maps.Clone(s.st.TurnCallsByID),
+		Extra:                    map[string]json.RawMessage{"worker": raw},
+	}
+	for _, n := range s.st.TurnCallsByID {
+		st.ToolCallsIteration += n
+	}
+	switch {
+	case s.st.Final != nil:
+		st.Reason, st.Status, st.StopFlag = transcript.ReasonRunFinished, string(s.st.Final.Status), true
+	case s.st.Handoff != "":
+		st.Reason, st.StopFlag = transcript.ReasonHandoff, true
+	case len(s.st.Pending) > 0:
+		st.Reason = transcript.ReasonWaitingChildren
+	case !s.st.RetryAt.IsZero():
+		st.Reason = transcript.ReasonRetryWait
+	}
+	return st
+}

@@ -1,0 +1,523 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/provider"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// The in-process harness runs the worker's activation handler directly, one
+// task at a time, against real Redis (testenv) and the memory blob store,
+// with a fake provider the test programs turn by turn: every step of the
+// turn loop and every outcome (finish, suspend, hand back, handoff) is
+// reachable without processes or timing.
+
+// fakeModel is the fake provider's model id.
+const fakeModel = "script:fake.yaml"
+
+// reply is one scripted model turn: a response, an error, or a function
+// of the request (which may block until ctx ends).
+type reply struct {
+	resp *provider.Response
+	err  error
+	fn   func(ctx context.Context, req *provider.Request) (*provider.Response, error)
+}
+
+func say(text string) reply {
+	return reply{resp: &provider.Response{Text: text, Usage: provider.Usage{InputTokens: 100, OutputTokens: 10}}}
+}
+
+func call(tool string, input string) reply {
+	return reply{resp: &provider.Response{ToolCalls: []thread.ToolCall{{ID: fmt.Sprintf("c-%s", tool), Name: tool, Input: json.RawMessage(input)}},
+		Usage: provider.Usage{InputTokens: 100, OutputTokens: 10}}}
+}
+
+// blockUntilStopped answers only when the call's context ends.
+func blockUntilStopped(started chan<- struct{}) reply {
+	return reply{fn: func(ctx context.Context, _ *provider.Request) (*provider.Response, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+}
+
+// fakeProvider plays, for each thread, its directive's replies in order.
+type fakeProvider struct {
+	mu      sync.Mutex
+	replies map[string][]reply // by directive
+	next    map[string]int     // by thread id
+	calls   int
+	window  int
+}
+
+func (f *fakeProvider) Complete(ctx context.Context, req *provider.Request, _ func(string)) (*provider.Response, error) {
+	f.mu.Lock()
+	f.calls++
+	rs := f.replies[req.Thread.Directive]
+	i := f.next[req.Thread.ID]
+	f.next[req.Thread.ID]++
+	f.mu.Unlock()
+	if i >= len(rs) {
+		return nil, &provider.Error{Class: provider.ClassPermanent, Message: fmt.Sprintf("no reply %d for %s", i+1, req.Thread.Directive)}
+	}
+	r := rs[i]
+	switch {
+	case r.fn != nil:
+		return r.fn(ctx, req)
+	case r.err != nil:
+		return nil, r.err
+	}
+	out := *r.resp
+	return &out, nil
+}
+
+func (f *fakeProvider) ContextWindow(string) int {
+	if f.window > 0 {
+		return f.window
+	}
+	return 200000
+}
+
+// Cost prices 1 USD per million input tokens, 5 per million output.
+func (f *fakeProvider) Cost(_ string, u provider.Usage) (float64, error) {
+	return float64(u.InputTokens)/1e6 + float64(u.OutputTokens)*5/1e6, nil
+}
+
+func (f *fakeProvider) script(dir string, rs ...reply) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.replies[dir] = rs
+}
+
+// harness is one test's worker, orchestrator, project and provider.
+type harness struct {
+	t      *testing.T
+	ctx    context.Context
+	o      *orchestrator.Orchestrator
+	w      *Worker
+	prov   *fakeProvider
+	bundle string
+	insp   *asynq.Inspector
+}
+
+// harnessDirective renders a directive with limits and permissions.
+func harnessDirective(name, limits, perms string) string {
+	return fmt.Sprintf("# %s\n\n```xml\n<directive name=%q version=\"1.0.0\">\n  <metadata>\n    <description>test</description>\n    <limits %s />\n    <permissions>%s</permissions>\n  </metadata>\n</directive>\n```\n",
+		name, name, limits, perms)
+}
+
+const harnessPerms = `<execute><tool>rye/file-system/*</tool></execute><execute><tool>rye/agent/threads/thread_directive</tool></execute><execute><tool>t/sleep</tool></execute>`
+
+// setup builds a harness whose project holds files (path → content) plus
+// the directives h/a (no limits of its own), h/kid and h/tight (turns 2).
+func setup(t *testing.T, files map[string]string, cfg Config) *harness {
+	t.Helper()
+	r := testenv.NewRedis(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	all := map[string]string{
+		".ai/directives/h/a.md":     harnessDirective("a", `turns="6"`, harnessPerms),
+		".ai/directives/h/kid.md":   harnessDirective("kid", `turns="4"`, harnessPerms),
+		".ai/directives/h/tight.md": harnessDirective("tight", `turns="2"`, harnessPerms),
+		".ai/tools/t/sleep.sh":      "#!/bin/sh\nsleep 30\necho '{\"output\": \"slept\"}'\n",
+		"fake.yaml":                 "directives: {}\n",
+	}
+	for k, v := range files {
+		all[k] = v
+	}
+	for p, content := range all {
+		full := filepath.Join(dir, "project", p)
+		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(t, os.WriteFile(full, []byte(content), 0o755))
+	}
+	store := blobstore.NewMemory()
+	signer, _, err := transcript.InitKeys(filepath.Join(dir, "keys"), false)
+	require.NoError(t, err)
+	keyring, err := transcript.LoadKeyring(filepath.Join(dir, "keys"), signer)
+	require.NoError(t, err)
+	client := asynq.NewClientFromRedisClient(r.Client)
+	t.Cleanup(func() { _ = client.Close() })
+	o := orchestrator.New(orchestrator.Config{Namespace: r.Namespace, LeaseTTL: 2 * time.Second}, r.Client, store,
+		&queue.Enqueuer{Client: client}, signer, keyring)
+	bundle, err := directive.BuildBundle(ctx, store, filepath.Join(dir, "project"), "", map[string][]byte{"fake.yaml": []byte(all["fake.yaml"])})
+	require.NoError(t, err)
+	prov := &fakeProvider{replies: map[string][]reply{}, next: map[string]int{}}
+	cfg.NewProvider = func(string, provider.Config) (provider.Provider, error) { return prov, nil }
+	if cfg.StoragePatience == 0 {
+		cfg.StoragePatience = -1
+	}
+	w := New(cfg, o)
+	insp := asynq.NewInspectorFromRedisClient(r.Client)
+	t.Cleanup(func() { _ = insp.Close() })
+	return &harness{t: t, ctx: ctx, o: o, w: w, prov: prov, bundle: bundle, insp: insp}
+}
+
+// start registers a thread and returns its id. The start task that
+// Start queued is taken off the queue: the test runs activations itself
+// (activate, drain).
+func (h *harness) start(dir string, limits thread.Limits) string {
+	h.t.Helper()
+	rec, err := h.o.Start(h.ctx, orchestrator.StartRequest{Directive: dir, Bundle: h.bundle, Model: fakeModel, LimitOverrides: limits})
+	require.NoError(h.t, err)
+	require.NoError(h.t, h.insp.DeleteTask(h.o.Keys.Queue(rec.Queue), rec.ThreadID))
+	return rec.ThreadID
+}
+
+// activate runs one activation of id directly.
+func (h *harness) activate(id, reason string, seq int64) error {
+	h.t.Helper()
+	task, err := queue.NewActivation(queue.Activation{ThreadID: id, Reason: reason}, seq)
+	require.NoError(h.t, err)
+	return h.w.handle(h.ctx, task)
+}
+
+// drain runs the queued activations (pending, and scheduled ones whose
+// time has come when due is set) one at a time, as a serial asynq server
+// would, until none is left; it returns how many ran.
+func (h *harness) drain(due bool) int {
+	h.t.Helper()
+	ran := 0
+	for round := 0; round < 100; round++ {
+		qs, err := h.insp.Queues()
+		require.NoError(h.t, err)
+		var todo []*asynq.TaskInfo
+		for _, q := range qs {
+			if !strings.HasPrefix(q, h.o.Keys.Namespace()+".") {
+				continue // another test's
+			}
+			pend, err := h.insp.ListPendingTasks(q)
+			require.NoError(h.t, err)
+			todo = append(todo, pend...)
+			if due {
+				sched, err := h.insp.ListScheduledTasks(q)
+				require.NoError(h.t, err)
+				todo = append(todo, sched...)
+			}
+		}
+		if len(todo) == 0 {
+			return ran
+		}
+		for _, ti := range todo {
+			if err := h.insp.DeleteTask(ti.Queue, ti.ID); err != nil {
+				continue
+			}
+			_ = h.w.handle(h.ctx, asynq.NewTask(ti.Type, ti.Payload))
+			ran++
+		}
+	}
+	h.t.Fatal("drain: activations keep coming")
+	return ran
+}
+
+func (h *harness) record(id string) *queue.Record {
+	h.t.Helper()
+	rec, err := h.o.Registry.Get(h.ctx, id)
+	require.NoError(h.t, err)
+	return rec
+}
+
+// events are the thread's transcript event types, in order.
+func (h *harness) events(id string) []string {
+	h.t.Helper()
+	tr, err := transcript.Read(h.ctx, h.o.Store, id, h.o.Keyring, transcript.Strict)
+	require.NoError(h.t, err)
+	var out []string
+	for _, ev := range tr.Events {
+		out = append(out, ev.Type)
+	}
+	return out
+}
+
+func limits(set func(*thread.Limits)) thread.Limits {
+	var l thread.Limits
+	set(&l)
+	return l
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestLoopLimits: each limit ends the thread with its code, at the step
+// where it binds.
+func TestLoopLimits(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		dir     string
+		limits  thread.Limits
+		replies []reply
+		code    string
+		turns   int
+	}{
+		{"turns", "h/tight", thread.Limits{}, []reply{call("rye/file-system/fs_read", `{"path":"x"}`), call("rye/file-system/fs_read", `{"path":"x"}`), say("never")},
+			thread.CodeTurnsExceeded, 2},
+		{"tokens", "h/a", limits(func(l *thread.Limits) { l.Tokens = ptr(150) }),
+			[]reply{call("rye/file-system/fs_read", `{"path":"x"}`), call("rye/file-system/fs_read", `{"path":"x"}`), say("never")},
+			thread.CodeTokensExceeded, 2},
+		{"spend", "h/a", limits(func(l *thread.Limits) { l.Spend = ptr(0.00015) }),
+			[]reply{call("rye/file-system/fs_read", `{"path":"x"}`), call("rye/file-system/fs_read", `{"path":"x"}`), say("never")},
+			thread.CodeSpendExceeded, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, nil, Config{})
+			h.prov.script(tc.dir, tc.replies...)
+			id := h.start(tc.dir, tc.limits)
+			require.NoError(t, h.activate(id, "start", 0))
+			rec := h.record(id)
+			require.Equal(t, thread.StatusError, rec.Status)
+			require.Equal(t, tc.code, rec.Error.Code, rec.Error.Message)
+			require.Equal(t, tc.turns, rec.Cost.Turns)
+			require.Contains(t, h.events(id), transcript.TypeLimitExceeded)
+		})
+	}
+}
+
+// TestLoopStopsWherever: a cancel request or the duration limit that
+// lands during any step ends the thread there, decided in one place
+// (stopAfter), with the step named.
+func TestLoopStopsWherever(t *testing.T) {
+	t.Parallel()
+	type stopper func(h *harness, id string)
+	cancelIt := func(h *harness, id string) {
+		require.NoError(h.t, h.o.Registry.RequestCancel(h.ctx, id, true))
+		h.w.deliver(id, "cancel")
+	}
+	for _, tc := range []struct {
+		name    string
+		limits  thread.Limits
+		replies func(started chan<- struct{}) []reply
+		stop    stopper // nil: the duration limit stops it
+		status  thread.Status
+		code    string
+		message string
+	}{
+		{"cancel during the model call", thread.Limits{}, func(s chan<- struct{}) []reply { return []reply{blockUntilStopped(s)} },
+			cancelIt, thread.StatusCancelled, "cancelled", "cancelled during the model call"},
+		{"duration during the model call", limits(func(l *thread.Limits) { l.Duration = ptr(1.0) }),
+			func(s chan<- struct{}) []reply { return []reply{blockUntilStopped(s)} },
+			nil, thread.StatusError, thread.CodeDurationExceeded, "the thread reached its duration limit of 1s during the model call"},
+		{"cancel during a tool", thread.Limits{}, func(s chan<- struct{}) []reply {
+			close(s)
+			return []reply{call("t/sleep", `{}`), say("never")}
+		}, cancelIt, thread.StatusCancelled, "cancelled", "cancelled during tool t/sleep"},
+		{"duration during a tool", limits(func(l *thread.Limits) { l.Duration = ptr(1.0) }), func(s chan<- struct{}) []reply {
+			close(s)
+			return []reply{call("t/sleep", `{}`), say("never")}
+		}, nil, thread.StatusError, thread.CodeDurationExceeded, "the thread reached its duration limit of 1s during tool t/sleep"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, nil, Config{})
+			started := make(chan struct{})
+			h.prov.script("h/a", tc.replies(started)...)
+			id := h.start("h/a", tc.limits)
+			done := make(chan error, 1)
+			began := time.Now()
+			go func() { done <- h.activate(id, "start", 0) }()
+			<-started
+			if tc.stop != nil {
+				time.Sleep(200 * time.Millisecond) // into the call or the tool
+				tc.stop(h, id)
+			}
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(20 * time.Second):
+				t.Fatal("the stop did not end the activation")
+			}
+			require.Less(t, time.Since(began), 10*time.Second)
+			rec := h.record(id)
+			require.Equal(t, tc.status, rec.Status)
+			require.Equal(t, tc.code, rec.Error.Code)
+			require.Equal(t, tc.message, rec.Error.Message)
+			_, err := h.o.Activations.LeaseHeld(h.ctx, id)
+			require.NoError(t, err)
+		})
+	}
+}
+
+// TestLoopCancelBeforeTurn: a cancel requested before the activation
+// claims the thread is read from the claimed record: no model call.
+func TestLoopCancelBeforeTurn(t *testing.T) {
+	t.Parallel()
+	h := setup(t, nil, Config{})
+	h.prov.script("h/a", say("never"))
+	id := h.start("h/a", thread.Limits{})
+	require.NoError(t, h.o.Registry.RequestCancel(h.ctx, id, true))
+	require.NoError(t, h.activate(id, "start", 0))
+	rec := h.record(id)
+	require.Equal(t, thread.StatusCancelled, rec.Status)
+	require.Equal(t, "cancelled by request", rec.Error.Message)
+	require.Zero(t, h.prov.calls)
+}
+
+// TestLoopRetryHandBack: a rate-limited call whose retry-after is past
+// the hand-back threshold checkpoints the thread and hands it back with a
+// recover activation scheduled for the retry time; that activation
+// retries the call and the thread completes.
+func TestLoopRetryHandBack(t *testing.T) {
+	t.Parallel()
+	h := setup(t, nil, Config{RetryHandBack: 100 * time.Millisecond})
+	limited := &provider.Error{Class: provider.ClassRateLimited, StatusCode: 429, RetryAfter: 500 * time.Millisecond, Message: "slow down"}
+	h.prov.script("h/a", reply{err: limited}, say("done after the wait"))
+	id := h.start("h/a", thread.Limits{})
+	require.NoError(t, h.activate(id, "start", 0))
+	rec := h.record(id)
+	require.Equal(t, thread.StatusRunning, rec.Status, "handed back, not failed")
+	require.NotEmpty(t, rec.Extra[queue.RetryAtField])
+	held, err := h.o.Activations.LeaseHeld(h.ctx, id)
+	require.NoError(t, err)
+	require.False(t, held, "no slot held while it waits")
+	require.Zero(t, h.drain(false), "nothing runs before the retry time")
+	require.Equal(t, 1, h.drain(true), "the recover activation at the retry time")
+	rec = h.record(id)
+	require.Equal(t, thread.StatusCompleted, rec.Status, "%+v", rec.Error)
+	require.Equal(t, "done after the wait", rec.Result)
+	require.Equal(t, 2, h.prov.calls)
+}
+
+// TestLoopSuspendAndWake: a synchronous spawn suspends the parent (no
+// slot, status waiting); the child's end enqueues the parent's wake, which
+// answers the spawn call with the child's result.
+func TestLoopSuspendAndWake(t *testing.T) {
+	t.Parallel()
+	h := setup(t, nil, Config{})
+	h.prov.script("h/a", call("rye/agent/threads/thread_directive", `{"directive_name":"h/kid"}`), say("parent done"))
+	h.prov.script("h/kid", say("kid done"))
+	id := h.start("h/a", thread.Limits{})
+	require.NoError(t, h.activate(id, "start", 0))
+	rec := h.record(id)
+	require.Equal(t, thread.StatusWaiting, rec.Status)
+	held, err := h.o.Activations.LeaseHeld(h.ctx, id)
+	require.NoError(t, err)
+	require.False(t, held)
+	require.Equal(t, 2, h.drain(false), "the child's start, then the parent's wake")
+	rec = h.record(id)
+	require.Equal(t, thread.StatusCompleted, rec.Status, "%+v", rec.Error)
+	require.Equal(t, "parent done", rec.Result)
+	require.Contains(t, h.events(id), transcript.TypeThreadWaiting)
+	kids, err := h.o.Registry.ListChildren(h.ctx, id)
+	require.NoError(t, err)
+	require.Len(t, kids, 1)
+	require.Equal(t, "kid done", kids[0].Result)
+	e, err := h.o.Ledger.Get(h.ctx, id)
+	require.NoError(t, err)
+	require.InDelta(t, rec.Cost.Spend+kids[0].Cost.Spend, e.Actual, 1e-12, "the parent's ledger holds the tree's spend")
+}
+
+// TestLoopHandoff: a full context hands off to a continuation, which goes
+// on in the chain's ledger entry with what the chain has left.
+func TestLoopHandoff(t *testing.T) {
+	t.Parallel()
+	h := setup(t, nil, Config{})
+	h.prov.window = 1000
+	big := &provider.Response{ToolCalls: []thread.ToolCall{{ID: "c1", Name: "rye/file-system/fs_read", Input: json.RawMessage(`{"path":"x"}`)}},
+		Usage: provider.Usage{InputTokens: 950, OutputTokens: 10}}
+	h.prov.script("h/a", reply{fn: func(_ context.Context, req *provider.Request) (*provider.Response, error) {
+		if req.Thread.ChainIndex == 0 {
+			return big, nil // fills the context: a handoff
+		}
+		return say("continued and done").resp, nil
+	}})
+	id := h.start("h/a", thread.Limits{})
+	require.NoError(t, h.activate(id, "start", 0))
+	rec := h.record(id)
+	require.Equal(t, thread.StatusContinued, rec.Status)
+	require.NotEmpty(t, rec.ContinuationThreadID)
+	require.Equal(t, 1, h.drain(false))
+	next := h.record(rec.ContinuationThreadID)
+	require.Equal(t, thread.StatusCompleted, next.Status, "%+v", next.Error)
+	require.InDelta(t, rec.Limits.Spend-rec.Cost.Spend, next.Limits.Spend, 1e-12)
+	require.Equal(t, id, next.LedgerID())
+}
+
+// TestLoopProviderErrors: a permanent provider error fails the thread at
+// once; a transient one is retried in the slot.
+func TestLoopProviderErrors(t *testing.T) {
+	t.Parallel()
+	h := setup(t, nil, Config{})
+	h.prov.script("h/a", reply{err: &provider.Error{Class: provider.ClassPermanent, StatusCode: 400, Message: "bad request"}})
+	h.prov.script("h/kid", reply{err: &provider.Error{Class: provider.ClassTransient, StatusCode: 529, Message: "overloaded"}}, say("fine"))
+	a := h.start("h/a", thread.Limits{})
+	require.NoError(t, h.activate(a, "start", 0))
+	rec := h.record(a)
+	require.Equal(t, thread.StatusError, rec.Status)
+	require.Equal(t, "provider_permanent", rec.Error.Code)
+	k := h.start("h/kid", thread.Limits{})
+	require.NoError(t, h.activate(k, "start", 0))
+	require.Equal(t, thread.StatusCompleted, h.record(k).Status)
+}
+
+// TestLoopStorageFailureIsNotTheModels: a store that fails under a tool
+// fails the activation (retried from the last checkpoint), never hands
+// the model a tool error.
+func TestLoopStorageFailureIsNotTheModels(t *testing.T) {
+	t.Parallel()
+	h := setup(t, nil, Config{})
+	h.prov.script("h/a", call("rye/file-system/fs_write", `{"path":"a.txt","content":"x"}`), say("written"))
+	id := h.start("h/a", thread.Limits{})
+	broken := &failingStore{Store: h.o.Store}
+	h.w.o = h.w.o.WithStore(broken)
+	broken.failWorkspace.Store(true)
+	err := h.activate(id, "start", 0)
+	require.Error(t, err)
+	require.ErrorIs(t, err, errStoreDown)
+	broken.failWorkspace.Store(false)
+	// The recovering activation re-runs the turn from the last checkpoint.
+	require.Eventually(t, func() bool {
+		held, err := h.o.Activations.LeaseHeld(h.ctx, id)
+		return err == nil && !held
+	}, 10*time.Second, 50*time.Millisecond, "the failed activation's lease lapses")
+	rec := h.record(id)
+	h.prov.mu.Lock()
+	h.prov.next[id] = 0
+	h.prov.mu.Unlock()
+	require.NoError(t, h.activate(id, "recover", rec.Version))
+	rec = h.record(id)
+	require.Equal(t, thread.StatusCompleted, rec.Status, "%+v", rec.Error)
+	for _, ev := range h.events(id) {
+		require.NotEqual(t, "error", ev)
+	}
+}
+
+var errStoreDown = errors.New("store down")
+
+// failingStore fails every workspace write while failWorkspace is set.
+type failingStore struct {
+	blobstore.Store
+	failWorkspace atomic.Bool
+}
+
+func (f *failingStore) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	if f.failWorkspace.Load() && strings.HasPrefix(key, "workspaces/") {
+		return errStoreDown
+	}
+	return f.Store.PutIfAbsent(ctx, key, data)
+}
+
+func (f *failingStore) Put(ctx context.Context, key string, data []byte) error {
+	if f.failWorkspace.Load() && strings.HasPrefix(key, "workspaces/") {
+		return errStoreDown
+	}
+	return f.Store.Put(ctx, key, data)
+}

@@ -1,0 +1,109 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/spool-run/spool/hooks"
+	"github.com/spool-run/spool/provider"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// errRetryLater ends an activation that handed its thread back to wait out
+// a long retry delay (handBackForRetry): its worker slot is free meanwhile.
+var errRetryLater = errors.New("thread handed back until its model call's retry time")
+
+// callModel calls the provider, streaming token deltas into the
+// transcript, with error hooks deciding retries. A nil response with nil
+// error means the thread's outcome was decided (cancelled or failed).
+func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
+	req := &provider.Request{
+		Model:     s.rec.Model,
+		Messages:  s.msgs,
+		Tools:     s.toolDefs(),
+		MaxTokens: s.w.cfg.MaxOutputTokens,
+		Thread: provider.ThreadInfo{
+			ID: s.id(), Directive: s.rec.Directive, ParentID: s.rec.ParentID, PreviousThreadID: s.rec.PreviousThreadID,
+			ChainIndex: s.rec.ChainIndex, Inputs: s.rec.Inputs, Turn: s.st.Turn + 1,
+		},
+	}
+	// Handed back until RetryAt, and activated a little early: the rest.
+	if err := s.waitToRetry(ctx, s.st.RetryAt.Sub(s.o.Now())); err != nil {
+		return nil, err
+	}
+	s.st.RetryAt = time.Time{}
+	for attempt := s.st.ModelAttempts; ; attempt++ {
+		start := time.Now()
+		resp, err := s.prov.Complete(ctx, req, func(text string) { s.tw.AppendDelta(text) })
+		if err == nil {
+			s.st.ModelAttempts = 0
+			s.w.metrics.observeTurn(s.rec.Directive, s.rec.Model, time.Since(start))
+			return resp, nil
+		}
+		if cause := context.Cause(ctx); cause != nil {
+			return nil, cause // a stop is decided by the turn (stopAfter)
+		}
+		pe := provider.Classify(err)
+		s.w.metrics.providerError(pe.Class)
+		code := "provider_" + pe.Class
+		evctx := hooks.ErrorContext(s.id(), pe.Error(), pe.Class, attempt+1, pe.RetryAfter)
+		// Decided before the hooks run (control hooks decide, item actions
+		// do not), so that the event says whether the call is retried.
+		dec := s.dispatcher.Decide(hooks.EventError, evctx)
+		s.emit(transcript.TypeThreadError, transcript.Error{Class: pe.Class, Code: code, Message: pe.Error(), Retryable: dec.Action == hooks.Retry})
+		s.runHooks(ctx, hooks.EventError, evctx)
+		if dec.Action != hooks.Retry {
+			s.decide(thread.StatusError, "", nil, &queue.ErrorInfo{Code: code, Message: pe.Error()})
+			return nil, nil
+		}
+		if dec.Delay >= s.w.cfg.RetryHandBack {
+			return nil, s.handBackForRetry(ctx, attempt+1, dec.Delay)
+		}
+		s.log.Info("model call failed; retrying", "class", pe.Class, "attempt", attempt+1, "delay", dec.Delay)
+		if err := s.waitToRetry(ctx, dec.Delay); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// waitToRetry waits d (nothing when d <= 0) before a model call's retry;
+// the error is the activation context's cause when it ends first (a stop
+// is decided by the turn: stopAfter).
+func (s *session) waitToRetry(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
+// handBackForRetry checkpoints a thread whose model call is to be retried
+// only after delay (attempts failed so far) and schedules the activation
+// that retries it: a recover activation at the checkpoint's version, due
+// at the retry time, which the lease this activation then releases lets
+// claim. The housekeeping that re-enqueues running threads without a lease
+// makes the same task (same id), so it cannot run the retry early; a
+// cancel meanwhile ends the thread at once (Orchestrator.Cancel finalizes a
+// running thread that no activation holds).
+func (s *session) handBackForRetry(ctx context.Context, attempts int, delay time.Duration) error {
+	s.st.ModelAttempts = attempts
+	s.st.RetryAt = s.o.Now().Add(delay).UTC()
+	if err := s.checkpoint(ctx); err != nil {
+		return err
+	}
+	act := queue.Activation{ThreadID: s.id(), Reason: "recover"}
+	if err := s.o.Enqueuer.Enqueue(ctx, act, s.version, s.rec.Queue, asynqProcessAt(s.st.RetryAt)); err != nil {
+		return err
+	}
+	s.log.Info("model call to retry later; thread handed back", "attempt", attempts, "delay", delay, "retry_at", s.st.RetryAt)
+	return errRetryLater
+}

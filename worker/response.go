@@ -1,0 +1,117 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/spool-run/spool/provider"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/tools"
+	"github.com/spool-run/spool/transcript"
+)
+
+// recordResponse records a model response and tracks its cost (spec
+// runner steps 4-6): a response that arrived is recorded and charged
+// whatever comes next, a stop included.
+func (s *session) recordResponse(ctx context.Context, resp *provider.Response) (outcome, error) {
+	// load refused a model without a price; should pricing still fail,
+	// the call's tokens and answer are recorded before the thread fails.
+	spend, priceErr := s.prov.Cost(s.rec.Model, resp.Usage)
+	s.st.Turn++
+	s.st.TurnCallsByID = nil // a new turn's tool calls
+	s.st.Cost.Turns++
+	s.st.Cost.InputTokens += resp.Usage.InputTokens
+	s.st.Cost.OutputTokens += resp.Usage.OutputTokens
+	s.st.Cost.CacheReadTokens += resp.Usage.CacheReadTokens
+	s.st.Cost.CacheWriteTokens += resp.Usage.CacheWriteTokens
+	s.st.Cost.Spend += spend
+	s.st.TurnSpend = spend
+	s.st.LastPromptTokens = resp.Usage.InputTokens + resp.Usage.CacheReadTokens + resp.Usage.CacheWriteTokens
+	s.st.SinceResponse = 0
+	s.w.metrics.tokens(s.rec.Directive, s.rec.Model, resp.Usage, spend)
+	if err := s.boundResponse(ctx, resp); err != nil {
+		return outcome{}, err
+	}
+
+	s.msgs = append(s.msgs, thread.Message{Role: thread.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls})
+	s.st.SinceResponse++
+	s.emit(transcript.TypeCognitionOut, transcript.CognitionOut{
+		Content: resp.Text, ToolCalls: resp.ToolCalls, Model: s.rec.Model, Turn: s.st.Turn, Spend: spend,
+		Usage: transcript.Usage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens,
+			CacheReadTokens: resp.Usage.CacheReadTokens, CacheWriteTokens: resp.Usage.CacheWriteTokens},
+		StopReason: resp.StopReason,
+	})
+	if priceErr != nil {
+		s.decide(thread.StatusError, "", nil, &queue.ErrorInfo{Code: "pricing_error", Message: priceErr.Error()})
+		return finished, nil
+	}
+	if len(resp.ToolCalls) > 0 {
+		return goOn, nil
+	}
+	if len(s.dir.Outputs.Fields) > 0 && !s.st.Nudged {
+		s.st.Nudged = true
+		s.appendMessage(thread.Message{Role: thread.RoleUser, Content: "This directive declares outputs. Finish by calling " +
+			directiveReturnID + " with them."})
+		return goOn, nil
+	}
+	s.decide(thread.StatusCompleted, resp.Text, nil, nil)
+	return finished, nil
+}
+
+// dispatchCalls runs the response's tool calls in order (spec runner step
+// 7). A call that decides the thread's outcome (directive_return, a
+// refusal that fails it) ends the turn; a stop request ends it before the
+// next call (the turn decides: stopAfter).
+func (s *session) dispatchCalls(ctx context.Context, calls []thread.ToolCall) (outcome, error) {
+	for _, call := range calls {
+		if err := s.dispatch(ctx, call); err != nil {
+			return outcome{}, err
+		}
+		if s.st.Final != nil {
+			return finished, nil
+		}
+		if ctx.Err() != nil {
+			return goOn, nil // the remaining calls do not run
+		}
+	}
+	return goOn, nil
+}
+
+// boundResponse keeps a model answer within the worker's bounds before it
+// is recorded: a text over MaxResponseBytes is stored whole as an artifact
+// and cut (tools.Bound), and a tool call whose input is over
+// MaxToolInputBytes has its input stored as an artifact and replaced by a
+// note; that call is answered with an error instead of run (dispatch).
+// Nothing a model writes can make a segment, the registry's result or the
+// worker's memory grow past these bounds.
+func (s *session) boundResponse(ctx context.Context, resp *provider.Response) error {
+	s.cutInputs = nil
+	if len(resp.Text) > s.w.cfg.MaxResponseBytes {
+		key := fmt.Sprintf("threads/%s/artifacts/turn-%d-response.txt", s.id(), s.st.Turn)
+		b, err := tools.Bound(ctx, s.o.Store, key, tools.Result{Output: resp.Text}, s.w.cfg.MaxResponseBytes)
+		if err != nil {
+			return err
+		}
+		s.log.Warn("model answer cut", "bytes", len(resp.Text), "artifact", key)
+		resp.Text = b.Output
+	}
+	for i, c := range resp.ToolCalls {
+		if len(c.Input) <= s.w.cfg.MaxToolInputBytes {
+			continue
+		}
+		key := fmt.Sprintf("threads/%s/artifacts/%s-input.json", s.id(), safeName(c.ID))
+		if err := s.o.Store.Put(ctx, key, c.Input); err != nil {
+			return fmt.Errorf("store the input of call %s: %w", c.ID, err)
+		}
+		note, _ := json.Marshal(map[string]any{"spool_input_cut": len(c.Input), "artifact": key})
+		resp.ToolCalls[i].Input = note
+		if s.cutInputs == nil {
+			s.cutInputs = map[string]string{}
+		}
+		s.cutInputs[c.ID] = fmt.Sprintf("the input of this call was %d bytes, over the limit of %d; it was not run (kept at %s)",
+			len(c.Input), s.w.cfg.MaxToolInputBytes, key)
+	}
+	return nil
+}

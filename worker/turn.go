@@ -1,0 +1,263 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/spool-run/spool/hooks"
+	"github.com/spool-run/spool/provider"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// outcomeKind is where a step of the turn loop leads.
+type outcomeKind int
+
+const (
+	// proceed: the next step (after the last one, the next turn).
+	proceed outcomeKind = iota
+	// finish: the thread's outcome is decided (session.st.Final):
+	// finalize it.
+	finish
+	// suspend: the thread waits (outcome.reason: on children, ...); its
+	// state is checkpointed and the activation ends holding no slot. An
+	// event (a child's end, a timeout) enqueues the next activation.
+	suspend
+	// handBack: the thread is checkpointed and the activation ends
+	// holding no slot; the thread continues at outcome.at (a retry wait)
+	// or at once on another worker (a drain).
+	handBack
+	// handOff: the context is full: the thread hands off to a
+	// continuation.
+	handOff
+)
+
+// outcome is what a step of the turn loop leads to.
+type outcome struct {
+	kind outcomeKind
+	// reason of a suspension or hand-back: "children", "retry_wait",
+	// "drain".
+	reason string
+	// at is when a handed-back thread continues; zero: at once.
+	at time.Time
+}
+
+var (
+	goOn     = outcome{kind: proceed}
+	finished = outcome{kind: finish}
+)
+
+// step is one step of a turn. where names, for a stop that lands during
+// it, what the stop interrupted ("during the model call"); "" when nothing
+// was in flight.
+type step struct {
+	where string
+	run   func(context.Context) (outcome, error)
+}
+
+// loop runs turns until the thread finishes, suspends, is handed back,
+// hands off, or the activation fails:
+//
+//	┌─▶ drain? ──▶ check (cancel flag, limits, budget) ──▶ model call
+//	│     ──▶ record the response ──▶ tool calls ──▶ checkpoint
+//	│     ──▶ after_step hooks ──▶ wait on children? ──▶ context full?
+//	└───────────────────────────────────────────────────────────┘
+//
+// Each step returns an outcome; the first that is not proceed ends the
+// turn, and loop acts on it in one place. Whether the activation's context
+// was stopped (a cancel request, the duration limit) is decided after each
+// step, also in one place (stopAfter), from the context's cause.
+func (s *session) loop(ctx context.Context) error {
+	for {
+		o, err := s.turn(ctx)
+		if err != nil {
+			return err
+		}
+		switch o.kind {
+		case proceed:
+			continue
+		case finish:
+			return s.finalize(ctx)
+		case handOff:
+			return s.handoff(ctx)
+		case suspend:
+			return nil
+		case handBack:
+			if o.reason == "drain" {
+				return errDraining
+			}
+			return errRetryLater
+		}
+	}
+}
+
+// turn runs the steps of one turn.
+func (s *session) turn(ctx context.Context) (outcome, error) {
+	var resp *provider.Response
+	steps := []step{
+		{"", s.stepDrain},
+		{"", s.checkBeforeTurn},
+		{"during the model call", func(ctx context.Context) (outcome, error) {
+			var o outcome
+			var err error
+			resp, o, err = s.stepModel(ctx)
+			return o, err
+		}},
+		{"during the tool calls", func(ctx context.Context) (outcome, error) { return s.dispatchCalls(ctx, resp.ToolCalls) }},
+		{"", s.stepCheckpoint},
+		{"", s.stepAfterStep},
+		{"", s.stepWait},
+		{"", s.stepContext},
+	}
+	s.interrupted = ""
+	for _, st := range steps {
+		o, err := st.run(ctx)
+		if stopped, so := s.stopAfter(ctx, st.where); stopped {
+			return so, nil
+		}
+		if err != nil {
+			return outcome{}, err
+		}
+		if o.kind != proceed {
+			return o, nil
+		}
+	}
+	return goOn, nil
+}
+
+// stopAfter is the one place that decides a stop: when a cancel request or
+// the duration limit stopped the activation's context during a step (the
+// step's call that saw it failed, or finished anyway), the thread ends
+// here, cancelled or duration_exceeded (decideStop), unless an outcome or
+// a handoff was decided before. where names what the stop interrupted; a
+// tool the stop cut short names itself (session.interrupted).
+func (s *session) stopAfter(ctx context.Context, where string) (bool, outcome) {
+	if !stopRequested(ctx) || s.st.Handoff != "" {
+		return false, outcome{}
+	}
+	if s.st.Final == nil {
+		if s.interrupted != "" {
+			where = "during tool " + s.interrupted
+		}
+		s.decideStop(ctx, where)
+	}
+	return true, finished
+}
+
+// stepDrain hands the thread back, between turns, when the worker shuts
+// down: its last checkpoint is durable, another worker continues it.
+func (s *session) stepDrain(context.Context) (outcome, error) {
+	if s.w.isDraining() {
+		return outcome{kind: handBack, reason: "drain"}, nil
+	}
+	return goOn, nil
+}
+
+// stepModel calls the model and records its response.
+func (s *session) stepModel(ctx context.Context) (*provider.Response, outcome, error) {
+	resp, err := s.callModel(ctx)
+	if errors.Is(err, errRetryLater) {
+		return nil, outcome{kind: handBack, reason: "retry_wait", at: s.st.RetryAt}, nil
+	}
+	if err != nil {
+		return nil, outcome{}, err
+	}
+	if resp == nil { // the call's error hooks decided the thread's end
+		return nil, finished, nil
+	}
+	o, err := s.recordResponse(ctx, resp)
+	return resp, o, err
+}
+
+// stepCheckpoint makes the turn durable: its segment, the registry's
+// version and the turn's charge.
+func (s *session) stepCheckpoint(ctx context.Context) (outcome, error) {
+	if len(s.st.Pending) > 0 {
+		// Recorded with the turn: the suspension itself writes no
+		// segment, and the children may be done before it happens.
+		s.emit(transcript.TypeThreadWaiting, transcript.ThreadWaiting{ChildIDs: pendingThreads(s.st.Pending)})
+	}
+	return goOn, s.checkpoint(ctx)
+}
+
+// stepAfterStep runs the after_step hooks.
+func (s *session) stepAfterStep(ctx context.Context) (outcome, error) {
+	s.runHooks(ctx, hooks.EventAfterStep, map[string]any{"thread_id": s.id(), "cost": toMap(s.st.Cost), "turn": s.st.Turn})
+	return goOn, nil
+}
+
+// stepWait suspends the thread while the turn's pending calls (spawns,
+// wait_threads) wait on threads, or answers them when they are done.
+func (s *session) stepWait(ctx context.Context) (outcome, error) {
+	if len(s.st.Pending) == 0 {
+		return goOn, nil
+	}
+	done, err := s.resolvePending(ctx)
+	if err != nil || done {
+		return goOn, err
+	}
+	return outcome{kind: suspend, reason: "children"}, nil
+}
+
+// stepContext hands off when the context window is full.
+func (s *session) stepContext(context.Context) (outcome, error) {
+	if s.contextFull() {
+		return outcome{kind: handOff}, nil
+	}
+	return goOn, nil
+}
+
+// checkBeforeTurn checks cancellation and limits (spec runner steps 1-2).
+// A stop request that reached the activation's context is decided by the
+// turn (stopAfter), not here.
+func (s *session) checkBeforeTurn(ctx context.Context) (outcome, error) {
+	// The first check of an activation reads the flag in the claimed
+	// record: the worker listened for the thread's cancel events before it
+	// claimed, so a later request has reached ctx. Later turns read the
+	// flag again, in case an event was lost.
+	cancelled := s.rec.CancelRequested
+	if s.flagRead {
+		var err error
+		if cancelled, err = s.o.Registry.CancelRequested(ctx, s.id()); err != nil {
+			return outcome{}, err
+		}
+	}
+	s.flagRead = true
+	if cancelled {
+		s.decideCancelled("cancelled by request")
+		return finished, nil
+	}
+	s.st.Cost.ElapsedSeconds = s.elapsed()
+	err := s.st.Cost.CheckLimits(s.rec.Limits)
+	if err == nil && s.budgetStop != nil {
+		err = s.budgetStop
+	}
+	if err == nil {
+		return goOn, nil
+	}
+	var le *thread.LimitError
+	if !errors.As(err, &le) {
+		return outcome{}, err
+	}
+	s.emit(transcript.TypeLimitExceeded, transcript.LimitExceeded{Code: le.Code, Current: le.Current, Max: le.Max})
+	evctx := hooks.LimitContext(s.id(), le)
+	s.runHooks(ctx, hooks.EventLimit, evctx)
+	dec := s.dispatcher.Decide(hooks.EventLimit, evctx)
+	if dec.Action == hooks.Continue {
+		// A hook handled the limit; limits do not grow, so the thread
+		// still cannot take another turn: it completes with what it has.
+		s.decide(thread.StatusCompleted, s.lastAssistantText(), nil, nil)
+		return finished, nil
+	}
+	s.decide(thread.StatusError, "", nil, &queue.ErrorInfo{Code: le.Code, Message: le.Error()})
+	return finished, nil
+}
+
+func (s *session) elapsed() float64 {
+	if s.rec.StartedAt.IsZero() {
+		return 0
+	}
+	return s.o.Now().Sub(s.rec.StartedAt).Seconds()
+}

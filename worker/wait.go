@@ -1,0 +1,123 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+)
+
+// resolvePending suspends the thread until every pending call's threads
+// have finished, or answers the calls when they have. It returns done=false
+// when the thread suspended (the activation ends, holding no slot).
+func (s *session) resolvePending(ctx context.Context) (bool, error) {
+	now := s.o.Now()
+	var deadline time.Time
+	for attempt := 0; attempt < 10; attempt++ {
+		var targets []queue.WaitTarget
+		seen := map[string]bool{}
+		for _, p := range s.st.Pending {
+			if !p.Deadline.IsZero() && !now.Before(p.Deadline) {
+				continue // timed out: answered with what there is
+			}
+			if !p.Deadline.IsZero() && (deadline.IsZero() || p.Deadline.Before(deadline)) {
+				deadline = p.Deadline
+			}
+			for _, id := range p.Threads {
+				rec, err := s.o.Registry.Get(ctx, id)
+				if err != nil {
+					return false, err
+				}
+				term, err := s.o.Registry.ResolveChain(ctx, id)
+				if err != nil {
+					return false, err
+				}
+				if !seen[rec.ChainRootID] {
+					seen[rec.ChainRootID] = true
+					targets = append(targets, queue.WaitTarget{Root: rec.ChainRootID, Terminal: term})
+				}
+			}
+		}
+		if len(targets) == 0 {
+			break
+		}
+		suspended, seq, err := s.o.Activations.Suspend(ctx, s.id(), s.version, targets)
+		if errors.Is(err, queue.ErrChainMoved) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		if !suspended {
+			break
+		}
+		s.version = seq
+		if !deadline.IsZero() {
+			if err := s.o.Enqueuer.Enqueue(ctx, queue.Activation{ThreadID: s.id(), Reason: "timeout"}, seq, s.rec.Queue,
+				asynqProcessAt(deadline)); err != nil {
+				return false, err
+			}
+		}
+		s.w.metrics.suspended()
+		s.log.Info("thread waiting on children", "targets", len(targets))
+		return false, nil
+	}
+	// Every pending call can be answered now.
+	for _, p := range s.st.Pending {
+		results := map[string]any{}
+		allDone, anyFailed := true, false
+		for _, id := range p.Threads {
+			term, err := s.o.Registry.ResolveChain(ctx, id)
+			if err != nil {
+				return false, err
+			}
+			rec, err := s.o.Registry.Get(ctx, term)
+			if err != nil {
+				return false, err
+			}
+			if !rec.Status.Terminal() || rec.Status == thread.StatusContinued {
+				allDone = false
+			}
+			if rec.Status != thread.StatusCompleted {
+				anyFailed = true
+			}
+			results[id] = childSummary(rec)
+		}
+		if p.Kind == "spawn" {
+			s.toolJSON(p.CallID, p.Tool, results[p.Threads[0]], anyFailed)
+			continue
+		}
+		ids := append([]string(nil), p.Threads...)
+		sort.Strings(ids)
+		s.toolJSON(p.CallID, p.Tool, map[string]any{"success": allDone, "timed_out": !allDone, "results": results}, false)
+	}
+	s.st.Pending = nil
+	return true, nil
+}
+
+// childSummary is what a parent sees of a finished (or still running) child.
+func childSummary(rec *queue.Record) map[string]any {
+	return map[string]any{
+		"thread_id": rec.ThreadID, "directive": rec.Directive, "status": rec.Status, "result": rec.Result,
+		"outputs": rec.Outputs, "error": rec.Error, "cost": rec.Cost,
+	}
+}
+
+// pendingThreads are the threads the pending calls wait on, each once, in
+// call order.
+func pendingThreads(ps []pending) []string {
+	var ids []string
+	seen := map[string]bool{}
+	for _, p := range ps {
+		for _, id := range p.Threads {
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
+}
