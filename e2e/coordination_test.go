@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
 )
@@ -134,7 +135,11 @@ func tree(t *testing.T, e *spooltest.Env, root string) []*queue.Record {
 
 func TestSpawnChainCascadesSpend(t *testing.T) {
 	t.Parallel()
-	e := spooltest.New(t, spooltest.Options{Files: coordProject()})
+	onEachTopology(t, testSpawnChainCascadesSpend)
+}
+
+func testSpawnChainCascadesSpend(t *testing.T, top testenv.Topology) {
+	e := spooltest.New(t, spooltest.Options{Files: coordProject(), Topology: top})
 	e.StartWorker("--concurrency", "2")
 	e.StartWorker("--concurrency", "2")
 	rec, res := runJSON(t, e, "t/chain", "--input", "level=1", "--model", "script:scripts/c.yaml")
@@ -221,7 +226,11 @@ func TestDeepTreeOnConcurrencyTwo(t *testing.T) {
 
 func TestCancelCascadesAcrossWorkers(t *testing.T) {
 	t.Parallel()
-	e := spooltest.New(t, spooltest.Options{Files: coordProject()})
+	onEachTopology(t, testCancelCascadesAcrossWorkers)
+}
+
+func testCancelCascadesAcrossWorkers(t *testing.T, top testenv.Topology) {
+	e := spooltest.New(t, spooltest.Options{Files: coordProject(), Topology: top})
 	workers := []*spooltest.Proc{e.StartWorker("--concurrency", "2"), e.StartWorker("--concurrency", "2")}
 	start := e.Spool("thread", "run", "t/boss", "--model", "script:scripts/slow.yaml", "--json")
 	require.Equal(t, 0, start.Code, start.Stderr)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
@@ -92,8 +93,12 @@ func checkExactlyOnce(t *testing.T, e *spooltest.Env, rec *queue.Record) {
 // the activation ends.
 func TestCrashRecoveryUnderSIGKILL(t *testing.T) {
 	t.Parallel()
+	onEachTopology(t, testCrashRecoveryUnderSIGKILL)
+}
+
+func testCrashRecoveryUnderSIGKILL(t *testing.T, top testenv.Topology) {
 	const kills = 20
-	e := spooltest.New(t, spooltest.Options{Files: crashProject("120ms"), LeaseTTL: 2 * time.Second})
+	e := spooltest.New(t, spooltest.Options{Files: crashProject("120ms"), LeaseTTL: 2 * time.Second, Topology: top})
 	fast := []string{"SPOOL_RECOVER_INTERVAL=500ms"}
 	startWorker := func() *spooltest.Proc { return e.Start(fast, "worker", "--concurrency", "2") }
 	enqueue := func() {
@@ -106,7 +111,7 @@ func TestCrashRecoveryUnderSIGKILL(t *testing.T) {
 		return rec
 	}
 	lease := func(id string) string {
-		v, err := e.Redis.Client.Get(t.Context(), e.Orch.Keys.Lease(id)).Result()
+		v, err := e.Redis.Universal.Get(t.Context(), e.Orch.Keys.Lease(id)).Result()
 		if errors.Is(err, redis.Nil) {
 			return ""
 		}

@@ -72,6 +72,10 @@ type Options struct {
 	LeaseTTL time.Duration
 	// NoS3 forces the local blob store even when an S3 server is there.
 	NoS3 bool
+	// Topology of the Redis every process uses (testenv.NewRedisOn).
+	// Default testenv.DefaultTopology(): Standalone unless
+	// SPOOL_TEST_TOPOLOGY says otherwise.
+	Topology testenv.Topology
 	// S3, when set, is the S3 server to use (a test's own, e.g.
 	// testenv.NewPrivateS3, which it may stop and start).
 	S3 *testenv.S3
@@ -102,7 +106,10 @@ func New(t testing.TB, o Options) *Env {
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = 2 * time.Second
 	}
-	e := &Env{T: t, Bin: Binary(t), Redis: testenv.NewRedis(t)}
+	if o.Topology == "" {
+		o.Topology = testenv.DefaultTopology()
+	}
+	e := &Env{T: t, Bin: Binary(t), Redis: testenv.NewRedisOn(t, o.Topology)}
 	switch {
 	case o.S3 != nil:
 		e.S3 = o.S3
@@ -159,8 +166,8 @@ func New(t testing.TB, o Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := asynq.NewClientFromRedisClient(e.Redis.Client)
-	e.Orch = orchestrator.New(orchestrator.Config{Namespace: e.Namespace, LeaseTTL: o.LeaseTTL}, e.Redis.Client, e.Store,
+	client := asynq.NewClientFromRedisClient(e.Redis.Universal)
+	e.Orch = orchestrator.New(orchestrator.Config{Namespace: e.Namespace, LeaseTTL: o.LeaseTTL}, e.Redis.Universal, e.Store,
 		&queue.Enqueuer{Client: client}, signer, keyring)
 	t.Cleanup(e.stopAll)
 	return e

@@ -3,8 +3,12 @@
 // Redis: SPOOL_TEST_REDIS_URL when set; else a redis-server found on PATH,
 // started once per test binary on a free loopback port; else an embedded
 // miniredis whose clock is advanced every 250ms (asynq needs TTLs to count
-// down). S3: SPOOL_TEST_S3_ENDPOINT (+ _BUCKET, AWS keys) when set; else a
-// versitygw on PATH started once per test binary; else the test skips.
+// down). NewRedisOn gives the other topologies: a three-node Redis Cluster
+// (SPOOL_TEST_REDIS_CLUSTER_URL, else started from redis-server) and a
+// master, replica and sentinel (SPOOL_TEST_REDIS_SENTINEL_URL, else started
+// from redis-server and redis-sentinel). S3: SPOOL_TEST_S3_ENDPOINT (+
+// _BUCKET, AWS keys) when set; else a versitygw on PATH started once per
+// test binary; else the test skips.
 //
 // With SPOOL_TEST_REQUIRE_REAL=1 (set by .ci/run) a test that would fall back
 // to miniredis, or skip for want of S3, fails instead: CI proves every
@@ -39,11 +43,15 @@ func RequireReal() bool { return os.Getenv("SPOOL_TEST_REQUIRE_REAL") == "1" }
 
 // Redis is a Redis server for one test.
 type Redis struct {
-	URL       string        // redis://127.0.0.1:port/0
-	Addr      string        // 127.0.0.1:port
-	Client    *redis.Client // closed at test cleanup
+	URL       string        // redis://127.0.0.1:port/0, or a redis-cluster:// or redis-sentinel:// URL
+	Addr      string        // 127.0.0.1:port (Cluster, Sentinel: the URL's first host)
+	Client    *redis.Client // closed at test cleanup; nil on Cluster
 	Namespace string        // random keyspace namespace for this test
 	Embedded  bool          // true when the server is miniredis
+	Topology  Topology      // Standalone, Cluster or Sentinel
+	// Universal is a client of any topology (Client itself where there is
+	// one), closed at test cleanup.
+	Universal redis.UniversalClient
 }
 
 var (
@@ -163,7 +171,8 @@ func NewRedis(t testing.TB) *Redis {
 	opt.PoolSize = 64
 	c := redis.NewClient(opt)
 	t.Cleanup(func() { _ = c.Close() })
-	return &Redis{URL: redisURL, Addr: opt.Addr, Client: c, Namespace: "t" + RandomID(6), Embedded: redisEmb}
+	return &Redis{URL: redisURL, Addr: opt.Addr, Client: c, Namespace: "t" + RandomID(6), Embedded: redisEmb,
+		Topology: Standalone, Universal: c}
 }
 
 // S3 is an S3-compatible server for one test.
