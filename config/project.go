@@ -7,6 +7,8 @@ type Project struct {
 	Resilience   Resilience
 	Coordination Coordination
 	Models       Models
+	// Approvals gates tool calls on a person's decision; nil: none.
+	Approvals *Approvals
 }
 
 // Default is the configuration of a project without config files.
@@ -29,5 +31,9 @@ func Load(fsys fs.FS) (*Project, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Project{Resilience: r, Coordination: c, Models: m}, nil
+	a, err := LoadApprovals(fsys)
+	if err != nil {
+		return nil, err
+	}
+	return &Project{Resilience: r, Coordination: c, Models: m, Approvals: a}, nil
 }

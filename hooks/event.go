@@ -16,12 +16,17 @@ const (
 	EventError           = "error"
 	EventLimit           = "limit"
 	EventDirectiveReturn = "directive_return"
+	// EventApprovalRequested: a tool call waits for a person's decision
+	// (context: thread_id, call_id, tool, input); EventApprovalDecided: it
+	// was decided (context adds decision, by, reason).
+	EventApprovalRequested = "approval_requested"
+	EventApprovalDecided   = "approval_decided"
 )
 
 // Events lists every event, in lifecycle order.
 var Events = []string{
 	EventThreadStarted, EventThreadContinued, EventAfterStep, EventAfterComplete,
-	EventError, EventLimit, EventDirectiveReturn,
+	EventError, EventLimit, EventDirectiveReturn, EventApprovalRequested, EventApprovalDecided,
 }
 
 // KnownEvent reports whether e is one of Events.

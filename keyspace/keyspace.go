@@ -79,11 +79,28 @@ func (s Space) Cancel(id string) string { return s.prefix + "cancel:" + id }
 // Waits is the set of child ids a waiting thread still waits for.
 func (s Space) Waits(id string) string { return s.prefix + "waits:" + id }
 
+// Decisions is the hash of the people's decisions on a thread's tool calls
+// that wait for approval: call id → decision JSON.
+func (s Space) Decisions(id string) string { return s.prefix + "decisions:" + id }
+
+// AwaitingApproval is the set of thread ids that wait for a decision on
+// some tool call (`spool thread approvals` lists them).
+func (s Space) AwaitingApproval() string { return s.prefix + "awaiting_approval" }
+
+// Inbox is the list of user messages queued for a thread (`spool thread
+// send`, `interrupt`), delivered before its next model call.
+func (s Space) Inbox(id string) string { return s.prefix + "inbox:" + id }
+
 // Lease is the activation lease of a thread (who runs it now).
 func (s Space) Lease(id string) string { return s.prefix + "lease:" + id }
 
 // Lock is a named short-lived lock (scheduler ticks, housekeeping).
 func (s Space) Lock(name string) string { return s.prefix + "lock:" + name }
+
+// Housekeeping is the hash in which housekeeping keeps what it last saw of
+// Redis itself (its run id, a canary counter), to tell when Redis lost
+// writes (scheduler's reconciliation).
+func (s Space) Housekeeping() string { return s.prefix + "housekeeping" }
 
 // Waiters is the set of thread ids waiting on the continuation chain whose
 // root is chainRoot.

@@ -22,6 +22,8 @@ type Project struct {
 	Resilience   config.Resilience
 	Coordination config.Coordination
 	Models       config.Models
+	// Approvals gates tool calls on a person's decision; nil: none.
+	Approvals    *config.Approvals
 	Pricing      []byte // .ai/config/agent/pricing.yaml, if any
 	UserHooks    []hooks.Hook
 	ProjectHooks []hooks.Hook
@@ -83,6 +85,9 @@ func (o *Orchestrator) Project(ctx context.Context, digest string) (*Project, er
 		return nil, err
 	}
 	if p.Coordination, err = config.LoadCoordination(b); err != nil {
+		return nil, err
+	}
+	if p.Approvals, err = config.LoadApprovals(b); err != nil {
 		return nil, err
 	}
 	if p.Models, err = config.LoadModels(b); err != nil {

@@ -69,7 +69,7 @@ end
 if not ok then return redis.error_reply('NOTCLAIMABLE ' .. st .. ' ' .. reason) end
 local v = redis.call('HINCRBY', KEYS[1], 'version', 1)
 local n = redis.call('HINCRBY', KEYS[1], 'activation', 1)
-redis.call('HSET', KEYS[1], 'status', 'running', 'active_task', ARGV[6], 'updated_at', ARGV[5])
+redis.call('HSET', KEYS[1], 'status', 'running', 'active_task', ARGV[6], 'updated_at', ARGV[5], 'waiting_for', '')
 if redis.call('HEXISTS', KEYS[1], 'started_at') == 0 or redis.call('HGET', KEYS[1], 'started_at') == '' then
   redis.call('HSET', KEYS[1], 'started_at', ARGV[5])
 end

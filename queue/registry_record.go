@@ -61,6 +61,12 @@ type Record struct {
 	// ContinuationMessage a resume's user message.
 	ContinuationKind    string `json:"continuation_kind,omitempty"`
 	ContinuationMessage string `json:"continuation_message,omitempty"`
+	// WaitingFor says what a waiting thread waits for: "children" or
+	// "approval" (CLI.md "People in the loop"); empty otherwise.
+	WaitingFor string `json:"waiting_for,omitempty"`
+	// PendingApprovals are the tool calls a thread waiting for approval
+	// waits on.
+	PendingApprovals []PendingApproval `json:"pending_approvals,omitempty"`
 	// StartedAt is when the first activation claimed the thread; the
 	// duration limit counts from here.
 	StartedAt time.Time `json:"started_at,omitempty"`
@@ -188,7 +194,7 @@ var knownFields = map[string]bool{
 	"limits": true, "model": true, "capabilities": true, "bundle": true, "inputs": true, "queue": true,
 	"ancestors": true, "depth": true, "previous_thread_id": true, "created_at": true, "updated_at": true,
 	"version": true, "cancel_requested": true, "cancel_cascade": true, "activation": true, "chain_index": true, "continuation_kind": true,
-	"continuation_message": true, "started_at": true, "ledger_path": true, "transcript_segments": true, "transcript_chain_hash": true,
+	"continuation_message": true, "started_at": true, "ledger_path": true, "waiting_for": true, "pending_approvals": true, "transcript_segments": true, "transcript_chain_hash": true,
 }
 
 // parseRecord decodes a thread hash.
@@ -199,7 +205,7 @@ func parseRecord(m map[string]string) (*Record, error) {
 		Result: m["result"], Model: m["model"], Bundle: m["bundle"], Queue: m["queue"],
 		PreviousThreadID: m["previous_thread_id"], CancelRequested: m["cancel_requested"] == "1",
 		CancelCascade:    m["cancel_cascade"] == "1",
-		ContinuationKind: m["continuation_kind"], ContinuationMessage: m["continuation_message"],
+		ContinuationKind: m["continuation_kind"], ContinuationMessage: m["continuation_message"], WaitingFor: m["waiting_for"],
 		Transcript: TranscriptMark{ChainHash: m["transcript_chain_hash"]},
 	}
 	bad := func(field string, err error) error {
@@ -209,7 +215,7 @@ func parseRecord(m map[string]string) (*Record, error) {
 		name string
 		v    any
 	}{{"outputs", &r.Outputs}, {"cost", &r.Cost}, {"limits", &r.Limits}, {"capabilities", &r.Capabilities},
-		{"inputs", &r.Inputs}, {"ancestors", &r.Ancestors}, {"ledger_path", &r.LedgerPath}} {
+		{"inputs", &r.Inputs}, {"ancestors", &r.Ancestors}, {"ledger_path", &r.LedgerPath}, {"pending_approvals", &r.PendingApprovals}} {
 		if s := m[jf.name]; s != "" {
 			if err := json.Unmarshal([]byte(s), jf.v); err != nil {
 				return nil, bad(jf.name, err)

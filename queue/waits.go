@@ -51,7 +51,7 @@ for i = 1, n do
 end
 if pending == 0 then return {0, v} end
 v = redis.call('HINCRBY', KEYS[1], 'version', 1)
-redis.call('HSET', KEYS[1], 'status', 'waiting', 'suspend_seq', v, 'updated_at', ARGV[2])
+redis.call('HSET', KEYS[1], 'status', 'waiting', 'suspend_seq', v, 'waiting_for', 'children', 'updated_at', ARGV[2])
 redis.call('PUBLISH', KEYS[3], ARGV[3] .. ' waiting')
 return {1, v}
 `)
@@ -176,7 +176,9 @@ func (a *Activations) NotifyWaiters(ctx context.Context, chainRoot string, waite
 
 // StalledWaits lists waiting threads whose waits set is empty: every chain
 // they waited for has finished, but the process that should have woken them
-// died first. Housekeeping re-enqueues them (the task id makes it once).
+// died first; and threads waiting for approval whose every call has been
+// decided (the decision's wake-up was lost). Housekeeping re-enqueues them
+// (the task id makes it once).
 func (a *Activations) StalledWaits(ctx context.Context) ([]Wake, error) {
 	ids, err := a.rdb.SMembers(ctx, a.ks.Active()).Result()
 	if err != nil {
@@ -185,14 +187,17 @@ func (a *Activations) StalledWaits(ctx context.Context) ([]Wake, error) {
 	var out []Wake
 	for _, id := range ids {
 		pipe := a.rdb.Pipeline()
-		h := pipe.HMGet(ctx, a.ks.Thread(id), "status", "suspend_seq")
+		h := pipe.HMGet(ctx, a.ks.Thread(id), "status", "suspend_seq", "waiting_for", "approvals_open")
 		c := pipe.SCard(ctx, a.ks.Waits(id))
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return nil, err
 		}
 		vals := h.Val()
-		if len(vals) < 2 || vals[0] != "waiting" || c.Val() != 0 {
+		if len(vals) < 4 || vals[0] != "waiting" || c.Val() != 0 {
 			continue
+		}
+		if vals[2] == WaitingForApproval && fmt.Sprint(vals[3]) != "0" {
+			continue // people have calls left to decide
 		}
 		var seq int64
 		_, _ = fmt.Sscan(fmt.Sprint(vals[1]), &seq)

@@ -24,6 +24,9 @@ const (
 	ReasonWaitingChildren = "waiting_children"
 	ReasonHandoff         = "handoff"
 	ReasonRetryWait       = "retry_wait"
+	// ReasonWaitingApproval: a tool call of the turn waits for a
+	// person's decision (spool's own, as retry_wait).
+	ReasonWaitingApproval = "waiting_approval"
 )
 
 // State is the operational state snapshot a checkpoint stores

@@ -26,25 +26,28 @@ func (e Event) Decode(v any) error { return json.Unmarshal(e.Payload, v) }
 // Event types. Thread lifecycle, model, tool, hook and limit events are never
 // dropped; token_delta is droppable.
 const (
-	TypeThreadStarted   = "thread_started"
-	TypeThreadContinued = "thread_continued" // this thread continues PreviousThreadID
-	TypeThreadResumed   = "thread_resumed"   // written in the original thread when a user resumes it
-	TypeThreadHandoff   = "thread_handoff"   // written in the old thread at automatic handoff
-	TypeThreadWaiting   = "thread_waiting"   // suspended on children
-	TypeThreadCompleted = "thread_completed"
-	TypeThreadCancelled = "thread_cancelled"
-	TypeThreadError     = "error"
-	TypeCognitionIn     = "cognition_in"  // a user message given to the model
-	TypeCognitionOut    = "cognition_out" // the model's answer, with tool calls
-	TypeTokenDelta      = "token_delta"   // streamed text (droppable, coalesced)
-	TypeToolCallStart   = "tool_call_start"
-	TypeToolCallResult  = "tool_call_result"
-	TypeChildSpawned    = "child_spawned"
-	TypeChildRefused    = "child_refused" // a spawn the runtime refused (budget, spawns, depth, ...)
-	TypeLimitExceeded   = "limit_exceeded"
-	TypeHookFired       = "hook_fired"
-	TypeDirectiveReturn = "directive_return"
-	TypeCheckpoint      = "checkpoint" // written only by Writer.Checkpoint
+	TypeThreadStarted     = "thread_started"
+	TypeThreadContinued   = "thread_continued" // this thread continues PreviousThreadID
+	TypeThreadResumed     = "thread_resumed"   // written in the original thread when a user resumes it
+	TypeThreadHandoff     = "thread_handoff"   // written in the old thread at automatic handoff
+	TypeThreadWaiting     = "thread_waiting"   // suspended on children
+	TypeThreadCompleted   = "thread_completed"
+	TypeThreadCancelled   = "thread_cancelled"
+	TypeThreadError       = "error"
+	TypeCognitionIn       = "cognition_in"  // a user message given to the model
+	TypeCognitionOut      = "cognition_out" // the model's answer, with tool calls
+	TypeTokenDelta        = "token_delta"   // streamed text (droppable, coalesced)
+	TypeToolCallStart     = "tool_call_start"
+	TypeToolCallResult    = "tool_call_result"
+	TypeChildSpawned      = "child_spawned"
+	TypeChildRefused      = "child_refused"      // a spawn the runtime refused (budget, spawns, depth, ...)
+	TypeApprovalRequested = "approval_requested" // a tool call waits for a person's decision
+	TypeApprovalDecided   = "approval_decided"   // a person (or the timeout) decided it
+	TypeUserMessage       = "user_message"       // a message a person sent (spool thread send / interrupt)
+	TypeLimitExceeded     = "limit_exceeded"
+	TypeHookFired         = "hook_fired"
+	TypeDirectiveReturn   = "directive_return"
+	TypeCheckpoint        = "checkpoint" // written only by Writer.Checkpoint
 )
 
 // ThreadStarted is the payload of thread_started.
@@ -199,6 +202,36 @@ type ChildRefused struct {
 	Directive string `json:"directive"`
 	Code      string `json:"code"`
 	Message   string `json:"message"`
+}
+
+// ApprovalRequested is the payload of approval_requested: the gated call,
+// its input (durable here), and when the approval times out, if it does.
+type ApprovalRequested struct {
+	CallID    string          `json:"call_id"`
+	Tool      string          `json:"tool"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	Deadline  string          `json:"deadline,omitempty"`
+	OnTimeout string          `json:"on_timeout,omitempty"`
+}
+
+// ApprovalDecided is the payload of approval_decided: the decision
+// (approve or deny), who made it ("timeout" when the rule's timeout did)
+// and why.
+type ApprovalDecided struct {
+	CallID   string `json:"call_id"`
+	Tool     string `json:"tool"`
+	Decision string `json:"decision"`
+	By       string `json:"by"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// UserMessage is the payload of user_message: a message a person sent to
+// a running or waiting thread, and whether it interrupted the work in
+// flight.
+type UserMessage struct {
+	Content     string `json:"content"`
+	By          string `json:"by,omitempty"`
+	Interrupted bool   `json:"interrupted,omitempty"`
 }
 
 // UnmarshalJSON also reads "child_thread_id", which workers wrote before

@@ -28,6 +28,11 @@ var errCancelledLoading = fmt.Errorf("cancel requested while the thread loaded: 
 // in this time fails the activation, and the recovering worker finishes it.
 const cancelFinalizeTimeout = 30 * time.Second
 
+// errInterrupted is the cause with which an interrupt (`spool thread
+// interrupt`) cancels the turn in flight: its model call or tool stops,
+// and the thread goes on with the person's message.
+var errInterrupted = errors.New("interrupted by a person's message")
+
 // errDurationExceeded is the cause with which the activation's deadline
 // timer cancels its context when the thread's duration limit is reached
 // (Limits.Duration after StartedAt): it stops the model call or tool in

@@ -53,6 +53,14 @@ func (s *session) checkpointTurn(ctx context.Context, charge bool) error {
 	if _, err := s.tw.Checkpoint(ctx, s.checkpointState(raw)); err != nil {
 		return err
 	}
+	if s.st.InboxSeq > s.trimmedInbox {
+		// Delivered and durable: the inbox need not keep them.
+		if err := s.o.Registry.TrimInbox(ctx, s.id(), s.st.InboxSeq); err != nil {
+			s.log.Warn("inbox not trimmed", "error", err)
+		} else {
+			s.trimmedInbox = s.st.InboxSeq
+		}
+	}
 	if charge {
 		if err := s.charge(ctx); err != nil {
 			return err
@@ -97,6 +105,8 @@ func (s *session) checkpointState(raw json.RawMessage) transcript.State {
 		st.Reason, st.Status, st.StopFlag = transcript.ReasonRunFinished, string(s.st.Final.Status), true
 	case s.st.Handoff != "":
 		st.Reason, st.StopFlag = transcript.ReasonHandoff, true
+	case len(s.st.Approvals) > 0:
+		st.Reason = transcript.ReasonWaitingApproval
 	case len(s.st.Pending) > 0:
 		st.Reason = transcript.ReasonWaitingChildren
 	case !s.st.RetryAt.IsZero():

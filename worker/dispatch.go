@@ -51,6 +51,18 @@ func (s *session) dispatch(ctx context.Context, call thread.ToolCall) error {
 			return nil
 		}
 	}
+	if rule := s.proj.Approvals.Match(id); rule != nil {
+		// A person decides before it runs (approvals.go); the turn's
+		// other calls go on.
+		s.requestApproval(ctx, call, id, rule)
+		return nil
+	}
+	return s.execute(ctx, call, id)
+}
+
+// execute runs a tool call that may run: permitted, and approved when
+// approvals.yaml gates it.
+func (s *session) execute(ctx context.Context, call thread.ToolCall, id string) error {
 	switch id {
 	case directiveReturnID:
 		s.directiveReturn(ctx, call)

@@ -23,6 +23,7 @@ import (
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -520,4 +521,199 @@ func (f *failingStore) Put(ctx context.Context, key string, data []byte) error {
 		return errStoreDown
 	}
 	return f.Store.Put(ctx, key, data)
+}
+
+const approvalsYAML = `approvals:
+  - tool: rye/file-system/fs_write
+  - tool: rye/file-system/fs_list
+    timeout: 1s
+    on_timeout: approve
+`
+
+// fsWrites lists the workspace files of a thread's tree.
+func (h *harness) file(id, path string) (string, bool) {
+	h.t.Helper()
+	rec := h.record(id)
+	b, err := h.o.Store.Get(h.ctx, tools.WorkspaceKey(rec.TreeID(), path))
+	if errors.Is(err, blobstore.ErrNotFound) {
+		return "", false
+	}
+	require.NoError(h.t, err)
+	return string(b), true
+}
+
+// TestApprovals: a gated call suspends the thread (waiting for approval,
+// no lease) while the turn's other calls run; approve runs it once, deny
+// answers the model with the reason and never runs it, two gated calls
+// are decided separately, and a rule's timeout applies its on_timeout.
+func TestApprovals(t *testing.T) {
+	t.Parallel()
+	two := reply{resp: &provider.Response{ToolCalls: []thread.ToolCall{
+		{ID: "w1", Name: "rye/file-system/fs_write", Input: json.RawMessage(`{"path":"a.txt","content":"A"}`)},
+		{ID: "r1", Name: "rye/file-system/fs_read", Input: json.RawMessage(`{"path":"nothing"}`)},
+		{ID: "w2", Name: "rye/file-system/fs_write", Input: json.RawMessage(`{"path":"b.txt","content":"B"}`)},
+	}, Usage: provider.Usage{InputTokens: 100, OutputTokens: 10}}}
+	var seen []thread.Message
+	last := reply{fn: func(_ context.Context, req *provider.Request) (*provider.Response, error) {
+		seen = append([]thread.Message(nil), req.Messages...)
+		return say("done").resp, nil
+	}}
+	h := setup(t, map[string]string{".ai/config/agent/approvals.yaml": approvalsYAML}, Config{})
+	h.prov.script("h/a", two, last)
+	id := h.start("h/a", thread.Limits{})
+	require.NoError(t, h.activate(id, "start", 0))
+
+	rec := h.record(id)
+	require.Equal(t, thread.StatusWaiting, rec.Status)
+	require.Equal(t, queue.WaitingForApproval, rec.WaitingFor)
+	require.Len(t, rec.PendingApprovals, 2)
+	held, err := h.o.Activations.LeaseHeld(h.ctx, id)
+	require.NoError(t, err)
+	require.False(t, held, "no lease, no slot")
+	_, ok := h.file(id, "a.txt")
+	require.False(t, ok, "the gated call did not run")
+	pending, err := h.o.Approvals(h.ctx, "")
+	require.NoError(t, err)
+	require.Len(t, pending, 2)
+
+	res, err := h.o.Decide(h.ctx, id, []string{"w1"}, queue.DecisionApprove, "ada", "fine")
+	require.NoError(t, err)
+	require.False(t, res.Woken, "w2 still waits")
+	require.Zero(t, h.drain(false))
+	_, err = h.o.Decide(h.ctx, id, []string{"w1"}, queue.DecisionDeny, "bob", "too late")
+	require.ErrorIs(t, err, queue.ErrNotPending, "a call is decided once")
+	res, err = h.o.Decide(h.ctx, id, []string{"w2"}, queue.DecisionDeny, "bob", "not b")
+	require.NoError(t, err)
+	require.True(t, res.Woken)
+	require.Equal(t, 1, h.drain(false))
+
+	rec = h.record(id)
+	require.Equal(t, thread.StatusCompleted, rec.Status, "%+v", rec.Error)
+	a, ok := h.file(id, "a.txt")
+	require.True(t, ok)
+	require.Equal(t, "A", a)
+	_, ok = h.file(id, "b.txt")
+	require.False(t, ok, "the denied call never ran")
+	var denied string
+	for _, m := range seen {
+		if m.ToolCallID == "w2" {
+			denied = m.Content
+		}
+	}
+	require.Equal(t, "denied by bob: not b", denied, "the model got the reason")
+	evs := h.events(id)
+	require.Contains(t, evs, transcript.TypeApprovalRequested)
+	require.Contains(t, evs, transcript.TypeApprovalDecided)
+	pending, err = h.o.Approvals(h.ctx, "")
+	require.NoError(t, err)
+	require.Empty(t, pending)
+	_, err = h.o.Decide(h.ctx, id, nil, queue.DecisionApprove, "ada", "")
+	require.ErrorIs(t, err, queue.ErrNotPending)
+}
+
+// TestApprovalTimeout: a gated call nobody decides gets its rule's
+// on_timeout when the scheduled timeout activation comes.
+func TestApprovalTimeout(t *testing.T) {
+	t.Parallel()
+	h := setup(t, map[string]string{".ai/config/agent/approvals.yaml": approvalsYAML}, Config{})
+	h.prov.script("h/a", call("rye/file-system/fs_list", `{"path":"."}`), say("listed"))
+	id := h.start("h/a", thread.Limits{})
+	require.NoError(t, h.activate(id, "start", 0))
+	require.Equal(t, thread.StatusWaiting, h.record(id).Status)
+	require.Zero(t, h.drain(false), "nothing before the timeout")
+	time.Sleep(1100 * time.Millisecond)
+	require.Equal(t, 1, h.drain(true), "the timeout activation")
+	rec := h.record(id)
+	require.Equal(t, thread.StatusCompleted, rec.Status, "%+v", rec.Error)
+	tr, err := transcript.Read(h.ctx, h.o.Store, id, h.o.Keyring, transcript.Strict)
+	require.NoError(t, err)
+	var d transcript.ApprovalDecided
+	for _, ev := range tr.Events {
+		if ev.Type == transcript.TypeApprovalDecided {
+			require.NoError(t, ev.Decode(&d))
+		}
+	}
+	require.Equal(t, transcript.ApprovalDecided{CallID: "c-rye/file-system/fs_list", Tool: "rye/file-system/fs_list",
+		Decision: "approve", By: "timeout", Reason: "no decision within the approval's timeout"}, d)
+}
+
+// TestApprovalCancel: a thread waiting for approval is cancelled at once
+// (no activation holds it).
+func TestApprovalCancel(t *testing.T) {
+	t.Parallel()
+	h := setup(t, map[string]string{".ai/config/agent/approvals.yaml": approvalsYAML}, Config{})
+	h.prov.script("h/a", call("rye/file-system/fs_write", `{"path":"x","content":"x"}`), say("never"))
+	id := h.start("h/a", thread.Limits{})
+	require.NoError(t, h.activate(id, "start", 0))
+	rec, err := h.o.Cancel(h.ctx, id, true)
+	require.NoError(t, err)
+	require.Equal(t, thread.StatusCancelled, rec.Status)
+	pending, err := h.o.Approvals(h.ctx, "")
+	require.NoError(t, err)
+	require.Empty(t, pending)
+}
+
+// TestSendAndInterrupt: a message sent to a running thread reaches the
+// model before its next call; an interrupt stops the model call in
+// flight at once (nothing of it recorded or charged) and delivers its
+// message; a finished thread takes no message.
+func TestSendAndInterrupt(t *testing.T) {
+	t.Parallel()
+	h := setup(t, nil, Config{})
+	started := make(chan struct{})
+	var saw [][]thread.Message
+	record := func(resp *provider.Response) reply {
+		return reply{fn: func(_ context.Context, req *provider.Request) (*provider.Response, error) {
+			saw = append(saw, append([]thread.Message(nil), req.Messages...))
+			out := *resp
+			return &out, nil
+		}}
+	}
+	h.prov.script("h/a",
+		blockUntilStopped(started),
+		record(call("rye/file-system/fs_read", `{"path":"x"}`).resp),
+		record(say("done").resp))
+	id := h.start("h/a", thread.Limits{})
+	done := make(chan error, 1)
+	go func() { done <- h.activate(id, "start", 0) }()
+	<-started
+	began := time.Now()
+	res, err := h.o.Send(h.ctx, id, "stop and read x", "ada", true)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), res.Seq)
+	h.w.deliver(id, "interrupt") // what the control channel carries to the worker
+	_, err = h.o.Send(h.ctx, id, "and then finish", "ada", false)
+	require.NoError(t, err)
+	require.NoError(t, <-done)
+	require.Less(t, time.Since(began), 5*time.Second)
+
+	rec := h.record(id)
+	require.Equal(t, thread.StatusCompleted, rec.Status, "%+v", rec.Error)
+	require.Equal(t, 2, rec.Cost.Turns, "the interrupted call is not a turn and is not charged")
+	require.Len(t, saw, 2)
+	var users []string
+	for _, m := range saw[0] {
+		if m.Role == thread.RoleUser {
+			users = append(users, m.Content)
+		}
+	}
+	require.Contains(t, users, "stop and read x")
+	require.Contains(t, users, "and then finish")
+	e, err := h.o.Ledger.Get(h.ctx, id)
+	require.NoError(t, err)
+	require.InDelta(t, rec.Cost.Spend, e.Own, 1e-12)
+	var msgs []transcript.UserMessage
+	tr, err := transcript.Read(h.ctx, h.o.Store, id, h.o.Keyring, transcript.Strict)
+	require.NoError(t, err)
+	for _, ev := range tr.Events {
+		if ev.Type == transcript.TypeUserMessage {
+			var m transcript.UserMessage
+			require.NoError(t, ev.Decode(&m))
+			msgs = append(msgs, m)
+		}
+	}
+	require.Equal(t, []transcript.UserMessage{{Content: "stop and read x", By: "ada", Interrupted: true}, {Content: "and then finish", By: "ada"}}, msgs,
+		"each message once, in order")
+	_, err = h.o.Send(h.ctx, id, "late", "ada", false)
+	require.ErrorIs(t, err, queue.ErrFinished)
 }

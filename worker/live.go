@@ -29,6 +29,26 @@ type control struct {
 	mu       sync.Mutex
 	followed bool
 	start    func() // starts the live feed; nil until the transcript is open
+	// turn cancels the turn in flight (an interrupt); nil between turns.
+	turn context.CancelCauseFunc
+}
+
+// interrupt stops the model call or tool of the turn in flight, if any:
+// the thread goes on with the next turn, which delivers the message that
+// came with the interrupt.
+func (c *control) interrupt() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.turn != nil {
+		c.turn(errInterrupted)
+	}
+}
+
+// setTurn records the cancel of the turn in flight (nil: none).
+func (c *control) setTurn(cancel context.CancelCauseFunc) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.turn = cancel
 }
 
 // follow records a follow request and starts the feed once it can.

@@ -48,6 +48,12 @@ type state struct {
 	RetryAt time.Time `json:"retry_at,omitzero"`
 	// Pending are tool calls whose results are child threads' results.
 	Pending []pending `json:"pending,omitempty"`
+	// InboxSeq is the sequence number of the last message people sent
+	// (queue.InboxMessage) that the conversation holds.
+	InboxSeq int64 `json:"inbox_seq,omitempty"`
+	// Approvals are tool calls that wait for a person's decision
+	// (approvals.yaml); they run, or are answered denied, once decided.
+	Approvals []queue.PendingApproval `json:"approvals,omitempty"`
 	// Final is set once the thread's outcome is decided; a worker that
 	// finds it on restore only re-runs finalization.
 	Final *final `json:"final,omitempty"`
@@ -115,6 +121,9 @@ type session struct {
 	// room, naming the level (the thread's chain or an ancestor) whose
 	// budget is spent: the thread stops before its next turn.
 	budgetStop *thread.LimitError
+	// trimmedInbox is the seq up to which this activation trimmed the
+	// thread's inbox.
+	trimmedInbox int64
 	// interrupted names the tool a stop cut short in the current turn
 	// (stopAfter says where the stop found the thread).
 	interrupted string
@@ -193,6 +202,27 @@ func (s *session) proceed(ctx context.Context, fresh bool) error {
 	}
 	if s.st.Handoff != "" {
 		return s.completeHandoff(ctx)
+	}
+	if !fresh && s.inboxNewer() && (len(s.st.Approvals) > 0 || len(s.st.Pending) > 0) {
+		// A message came while the thread waited (it was woken for it):
+		// recorded now, seen by the model on its next call.
+		if err := s.deliverInbox(ctx); err != nil {
+			return err
+		}
+		if err := s.checkpoint(ctx); err != nil {
+			return err
+		}
+	}
+	if len(s.st.Approvals) > 0 {
+		done, err := s.resolveApprovals(ctx)
+		if err != nil || !done {
+			return err
+		}
+		// The decided calls ran (or were answered denied): durable
+		// before anything else happens.
+		if err := s.checkpoint(ctx); err != nil {
+			return err
+		}
 	}
 	if len(s.st.Pending) > 0 {
 		done, err := s.resolvePending(ctx)

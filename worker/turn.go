@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/spool-run/spool/hooks"
@@ -112,10 +113,21 @@ func (s *session) turn(ctx context.Context) (outcome, error) {
 		{"", s.stepContext},
 	}
 	s.interrupted = ""
+	// The turn's own context: an interrupt cancels it (errInterrupted),
+	// stopping the call or tool in flight, and the thread goes on.
+	tctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if s.ctl != nil {
+		s.ctl.setTurn(cancel)
+		defer s.ctl.setTurn(nil)
+	}
 	for _, st := range steps {
-		o, err := st.run(ctx)
-		if stopped, so := s.stopAfter(ctx, st.where); stopped {
+		o, err := st.run(tctx)
+		if stopped, so := s.stopAfter(tctx, st.where); stopped {
 			return so, nil
+		}
+		if errors.Is(context.Cause(tctx), errInterrupted) && ctx.Err() == nil {
+			return s.afterInterrupt(ctx, st.where)
 		}
 		if err != nil {
 			return outcome{}, err
@@ -191,6 +203,18 @@ func (s *session) stepAfterStep(ctx context.Context) (outcome, error) {
 // stepWait suspends the thread while the turn's pending calls (spawns,
 // wait_threads) wait on threads, or answers them when they are done.
 func (s *session) stepWait(ctx context.Context) (outcome, error) {
+	if len(s.st.Approvals) > 0 {
+		done, err := s.resolveApprovals(ctx)
+		if err != nil {
+			return goOn, err
+		}
+		if !done {
+			return outcome{kind: suspend, reason: queue.WaitingForApproval}, nil
+		}
+		if err := s.checkpoint(ctx); err != nil {
+			return goOn, err
+		}
+	}
 	if len(s.st.Pending) == 0 {
 		return goOn, nil
 	}
@@ -217,17 +241,24 @@ func (s *session) checkBeforeTurn(ctx context.Context) (outcome, error) {
 	// record: the worker listened for the thread's cancel events before it
 	// claimed, so a later request has reached ctx. Later turns read the
 	// flag again, in case an event was lost.
-	cancelled := s.rec.CancelRequested
+	cancelled, queued := s.rec.CancelRequested, s.inboxNewer()
 	if s.flagRead {
 		var err error
-		if cancelled, err = s.o.Registry.CancelRequested(ctx, s.id()); err != nil {
+		var n int64
+		if cancelled, n, err = s.o.Registry.TurnSignals(ctx, s.id()); err != nil {
 			return outcome{}, err
 		}
+		queued = n > 0
 	}
 	s.flagRead = true
 	if cancelled {
 		s.decideCancelled("cancelled by request")
 		return finished, nil
+	}
+	if queued {
+		if err := s.deliverInbox(ctx); err != nil {
+			return outcome{}, err
+		}
 	}
 	s.st.Cost.ElapsedSeconds = s.elapsed()
 	err := s.st.Cost.CheckLimits(s.rec.Limits)
@@ -260,4 +291,70 @@ func (s *session) elapsed() float64 {
 		return 0
 	}
 	return s.o.Now().Sub(s.rec.StartedAt).Seconds()
+}
+
+// afterInterrupt ends a turn that an interrupt cut short, where names
+// what it stopped. A model call cut short left no response: nothing of it
+// is recorded or charged (its usage is unknown; the provider may bill
+// it). Tool calls of the turn left unanswered are answered as not run, so
+// the conversation stays valid; the turn's state is checkpointed, and the
+// next turn delivers the message.
+func (s *session) afterInterrupt(ctx context.Context, where string) (outcome, error) {
+	s.log.Info("turn interrupted", "where", where)
+	if n := len(s.msgs); n > 0 {
+		last := -1
+		for i := n - 1; i >= 0; i-- {
+			if s.msgs[i].Role == thread.RoleAssistant {
+				last = i
+				break
+			}
+		}
+		if last >= 0 {
+			answered := map[string]bool{}
+			for _, m := range s.msgs[last+1:] {
+				answered[m.ToolCallID] = true
+			}
+			for _, c := range s.msgs[last].ToolCalls {
+				if !answered[c.ID] && !s.awaitsApproval(c.ID) {
+					s.toolResult(c.ID, normalizeTool(c.Name), "not run: a person interrupted the turn", true, "")
+				}
+			}
+		}
+	}
+	return goOn, s.checkpoint(ctx)
+}
+
+// awaitsApproval reports whether call id waits for a person's decision.
+func (s *session) awaitsApproval(id string) bool {
+	for _, a := range s.st.Approvals {
+		if a.CallID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// inboxNewer reports whether the claimed record says messages were queued
+// that the conversation does not hold (its inbox_seq is past InboxSeq).
+func (s *session) inboxNewer() bool {
+	n, _ := strconv.ParseInt(s.rec.Extra["inbox_seq"], 10, 64)
+	return n > s.st.InboxSeq
+}
+
+// deliverInbox appends the messages people sent (`spool thread send`,
+// `interrupt`) that the conversation does not hold yet, as user messages
+// the model sees on its next call; the checkpoint that follows makes them
+// durable (with InboxSeq, so each is delivered once).
+func (s *session) deliverInbox(ctx context.Context) error {
+	msgs, err := s.o.Registry.Inbox(ctx, s.id(), s.st.InboxSeq)
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		s.msgs = append(s.msgs, thread.Message{Role: thread.RoleUser, Content: m.Content})
+		s.st.SinceResponse++
+		s.emit(transcript.TypeUserMessage, transcript.UserMessage{Content: m.Content, By: m.By, Interrupted: m.Interrupt})
+		s.st.InboxSeq = m.Seq
+	}
+	return nil
 }

@@ -180,6 +180,11 @@ type Worker struct {
 	stopOnce sync.Once
 	bg       sync.WaitGroup
 	bgCancel context.CancelFunc
+	// async runs deliveries that outlive an activation (approval
+	// webhooks) until Stop, which cancels asyncCtx and waits for them.
+	async       sync.WaitGroup
+	asyncCtx    context.Context
+	asyncCancel context.CancelFunc
 
 	mu      sync.Mutex
 	running map[string]map[string]*control // thread id → activation token → its control
@@ -197,6 +202,7 @@ func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
 			OnRetry: func(op string, _ error) { cfg.Metrics.storageRetried(op) }}))
 	}
 	w := &Worker{cfg: cfg, o: o, log: cfg.Logger, draining: make(chan struct{}), running: map[string]map[string]*control{}}
+	w.asyncCtx, w.asyncCancel = context.WithCancel(context.Background())
 	w.token = newToken()
 	w.metrics = cfg.Metrics
 	queues := make(map[string]int, len(cfg.Queues))
@@ -271,6 +277,8 @@ func (w *Worker) Stop() {
 			w.bgCancel()
 		}
 		w.bg.Wait()
+		w.asyncCancel()
+		w.async.Wait()
 		w.log.Info("worker stopped")
 	})
 }
@@ -312,6 +320,8 @@ func (w *Worker) deliver(id, request string) {
 			c.cancel(errCancelRequested)
 		case "follow":
 			c.follow()
+		case "interrupt":
+			c.interrupt()
 		}
 	}
 }
@@ -376,6 +386,18 @@ func Recover(ctx context.Context, o *orchestrator.Orchestrator) error {
 		}
 	}
 	return nil
+}
+
+// goAsync runs f beside the activations, until Stop: work that must not
+// hold an activation's slot (an approval webhook and its retries).
+func (w *Worker) goAsync(log *slog.Logger, what string, f func(context.Context) error) {
+	w.async.Add(1)
+	go func() {
+		defer w.async.Done()
+		if err := f(w.asyncCtx); err != nil && w.asyncCtx.Err() == nil {
+			log.Warn(what+" failed", "error", err)
+		}
+	}()
 }
 
 // asynqLogger adapts slog to asynq's logger.

@@ -33,7 +33,7 @@ func threadCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "thread",
 		Usage: "run and inspect threads",
-		Subcommands: []*cli.Command{
+		Subcommands: append([]*cli.Command{
 			threadRunCommand(),
 			{Name: "list", Usage: "list threads", Flags: []cli.Flag{jsonFlag,
 				&cli.StringFlag{Name: "status", Usage: "only threads in this status: created, running, waiting, completed, error, cancelled or continued"},
@@ -58,7 +58,7 @@ func threadCommand() *cli.Command {
 				&cli.StringFlag{Name: "query", Usage: "Go regular expression (required)"},
 				&cli.IntFlag{Name: "max", Value: 50, Usage: "print at most this many matches"}}, Action: threadSearch},
 			{Name: "verify", Usage: "verify every signature and hash of a transcript", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag}, Action: threadVerify},
-		},
+		}, peopleCommands()...),
 	}
 }
 

@@ -1,0 +1,140 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// approvalsPath is where a project declares the tool calls that wait for
+// a person's decision.
+const approvalsPath = ".ai/config/agent/approvals.yaml"
+
+// On-timeout decisions of an approval rule.
+const (
+	OnTimeoutDeny    = "deny"
+	OnTimeoutApprove = "approve"
+)
+
+// Approvals is approvals.yaml (CLI.md "People in the loop"):
+//
+//	approvals:
+//	  - tool: rye/file-system/fs_write   # glob over tool ids (path.Match)
+//	    timeout: 1h                      # optional; then on_timeout applies
+//	    on_timeout: deny                 # deny (default) | approve
+//	notify:                              # optional: a webhook per pending call
+//	  url: https://hooks.example/spool
+//	  secret: ${SPOOL_WEBHOOK_SECRET}    # HMAC-SHA256 key (Standard Webhooks)
+//	  links: https://spool.example       # optional: one-time approve/deny links
+//
+// A directive cannot lower it: the rules are the project's, and apply to
+// every thread of every directive (a spawn's bundle is its root's).
+type Approvals struct {
+	Rules  []ApprovalRule `yaml:"approvals"`
+	Notify *Notify        `yaml:"notify"`
+}
+
+// ApprovalRule gates the tool calls whose id matches Tool.
+type ApprovalRule struct {
+	Tool string `yaml:"tool"`
+	// Timeout, when set, decides a call no one decided in time, as
+	// OnTimeout says.
+	Timeout   time.Duration `yaml:"-"`
+	RawTime   string        `yaml:"timeout"`
+	OnTimeout string        `yaml:"on_timeout"`
+}
+
+// Notify is the webhook that is told of each pending call. URL and Secret
+// may name environment variables (${SPOOL_WEBHOOK_SECRET}), expanded where
+// they are used, so the secret need not be in the project's files.
+type Notify struct {
+	URL    string `yaml:"url"`
+	Secret string `yaml:"secret"`
+	// Links, when set, is the address of `spool api` (or the monitor) as
+	// the people deciding reach it: each notification then carries
+	// one-time approve and deny links under it.
+	Links string `yaml:"links"`
+}
+
+// Match returns the first rule that gates tool id, or nil. Ids are
+// matched with "/" separators whichever spelling the call used.
+func (a *Approvals) Match(tool string) *ApprovalRule {
+	if a == nil {
+		return nil
+	}
+	id := strings.ReplaceAll(tool, ".", "/")
+	if strings.Contains(tool, "/") {
+		id = tool
+	}
+	for i := range a.Rules {
+		if ok, _ := path.Match(a.Rules[i].Tool, id); ok || a.Rules[i].Tool == "*" {
+			return &a.Rules[i]
+		}
+	}
+	return nil
+}
+
+// LoadApprovals reads approvals.yaml from the project fsys; a missing file
+// gates nothing (nil).
+func LoadApprovals(fsys fs.FS) (*Approvals, error) {
+	data, p, ok, err := readFirst(fsys, approvalsPath)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return ParseApprovals(p, data)
+}
+
+// ParseApprovals parses approvals.yaml; an unknown key, a bad glob, a bad
+// timeout or on_timeout, or a notify URL that is not http(s) is an error
+// naming the file and rule.
+func ParseApprovals(p string, data []byte) (*Approvals, error) {
+	var a Approvals
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&a); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	for i := range a.Rules {
+		r := &a.Rules[i]
+		where := fmt.Sprintf("%s: approvals[%d]", p, i)
+		if r.Tool == "" {
+			return nil, fmt.Errorf("%s: tool is required", where)
+		}
+		if _, err := path.Match(r.Tool, ""); err != nil {
+			return nil, fmt.Errorf("%s: tool %q: %w", where, r.Tool, err)
+		}
+		if r.RawTime != "" {
+			d, err := time.ParseDuration(r.RawTime)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("%s: timeout %q is not a positive duration (e.g. 30m, 1h)", where, r.RawTime)
+			}
+			r.Timeout = d
+		}
+		switch r.OnTimeout {
+		case "":
+			r.OnTimeout = OnTimeoutDeny
+		case OnTimeoutDeny, OnTimeoutApprove:
+		default:
+			return nil, fmt.Errorf("%s: on_timeout %q is not deny or approve", where, r.OnTimeout)
+		}
+	}
+	if n := a.Notify; n != nil {
+		// A ${VAR} reference is expanded where the webhook is sent from.
+		if u, err := url.Parse(n.URL); !strings.Contains(n.URL, "${") &&
+			(err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+			return nil, fmt.Errorf("%s: notify.url %q is not an http(s) URL", p, n.URL)
+		}
+		if n.Secret == "" {
+			return nil, fmt.Errorf("%s: notify.secret is required (the webhook's signing key)", p)
+		}
+	}
+	return &a, nil
+}

@@ -1,0 +1,49 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestApprovals(t *testing.T) {
+	t.Parallel()
+	a, err := ParseApprovals("a.yaml", []byte(`approvals:
+  - tool: rye/file-system/fs_write
+    timeout: 30m
+  - tool: "rye/agent/threads/*"
+    on_timeout: approve
+notify: {url: "https://hooks.test/x", secret: "s", links: "https://spool.test"}
+`))
+	require.NoError(t, err)
+	require.Len(t, a.Rules, 2)
+	require.Equal(t, 30*time.Minute, a.Rules[0].Timeout)
+	require.Equal(t, OnTimeoutDeny, a.Rules[0].OnTimeout, "deny by default")
+	require.Equal(t, &a.Rules[0], a.Match("rye/file-system/fs_write"))
+	require.Equal(t, &a.Rules[0], a.Match("rye.file-system.fs_write"), "either spelling")
+	require.Equal(t, &a.Rules[1], a.Match("rye/agent/threads/thread_directive"))
+	require.Nil(t, a.Match("rye/file-system/fs_read"))
+	var none *Approvals
+	require.Nil(t, none.Match("x"), "no approvals.yaml gates nothing")
+
+	for src, want := range map[string]string{
+		"approvals: [{timeout: 1h}]":                "tool is required",
+		"approvals: [{tool: \"[\"}]":                "syntax error in pattern",
+		"approvals: [{tool: x, timeout: soon}]":     "not a positive duration",
+		"approvals: [{tool: x, on_timeout: maybe}]": "not deny or approve",
+		"approvals: [{tool: x, wat: 1}]":            "field wat not found",
+		"notify: {url: ftp://x, secret: s}":         "not an http(s) URL",
+		"notify: {url: https://x}":                  "notify.secret is required",
+	} {
+		_, err := ParseApprovals("a.yaml", []byte(src))
+		require.Error(t, err, src)
+		require.True(t, strings.Contains(err.Error(), want), "%s: %v", src, err)
+		require.True(t, strings.HasPrefix(err.Error(), "a.yaml"), "names the file: %v", err)
+	}
+	p, err := Load(fstest.MapFS{approvalsPath: {Data: []byte("approvals: [{tool: t/x}]\n")}})
+	require.NoError(t, err)
+	require.NotNil(t, p.Approvals.Match("t/x"))
+}

@@ -1,0 +1,195 @@
+package orchestrator
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spool-run/spool/config"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+)
+
+// PendingCall is a tool call waiting for a person's decision, as `spool
+// thread approvals --json` prints it.
+type PendingCall struct {
+	ThreadID    string          `json:"thread_id"`
+	Directive   string          `json:"directive"`
+	CallID      string          `json:"call_id"`
+	Tool        string          `json:"tool"`
+	Input       json.RawMessage `json:"input"`
+	RequestedAt time.Time       `json:"requested_at"`
+	Deadline    time.Time       `json:"deadline,omitzero"`
+}
+
+// Approvals lists the undecided tool calls of the threads waiting for
+// approval (only) id's when id is not empty, oldest request first.
+func (o *Orchestrator) Approvals(ctx context.Context, id string) ([]PendingCall, error) {
+	ids := []string{id}
+	if id == "" {
+		var err error
+		if ids, err = o.Activations.AwaitingApproval(ctx); err != nil {
+			return nil, err
+		}
+	}
+	out := []PendingCall{}
+	for _, tid := range ids {
+		rec, err := o.Registry.Get(ctx, tid)
+		if errors.Is(err, queue.ErrNotFound) && id == "" {
+			_ = o.Activations.ForgetAwaiting(ctx, tid)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if rec.Status != thread.StatusWaiting || rec.WaitingFor != queue.WaitingForApproval {
+			if id == "" && rec.Status.Terminal() {
+				_ = o.Activations.ForgetAwaiting(ctx, tid)
+			}
+			continue
+		}
+		decided, err := o.Activations.Decisions(ctx, tid)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range rec.PendingApprovals {
+			if _, ok := decided[p.CallID]; ok {
+				continue
+			}
+			out = append(out, PendingCall{ThreadID: tid, Directive: rec.Directive, CallID: p.CallID, Tool: p.Tool, Input: p.Input,
+				RequestedAt: p.RequestedAt, Deadline: p.Deadline})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].RequestedAt.Before(out[j].RequestedAt) })
+	return out, nil
+}
+
+// DecideResult is what a decision did.
+type DecideResult struct {
+	ThreadID string   `json:"thread_id"`
+	Decision string   `json:"decision"`
+	Calls    []string `json:"calls"`
+	By       string   `json:"by"`
+	Reason   string   `json:"reason,omitempty"`
+	// Woken: no call is left undecided and the thread was re-enqueued.
+	Woken bool `json:"woken"`
+}
+
+// Decide approves or denies (decision queue.DecisionApprove or
+// DecisionDeny) the pending calls of thread id that calls names (none:
+// every pending call; id is resolved along its continuation chain), and
+// wakes the thread when none is left undecided. queue.ErrNotPending when
+// nothing matching waits for a decision.
+func (o *Orchestrator) Decide(ctx context.Context, id string, calls []string, decision, by, reason string) (*DecideResult, error) {
+	if strings.TrimSpace(by) == "" {
+		return nil, errors.New("decide: who decides (by) is required")
+	}
+	resolved, err := o.Registry.ResolveChain(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	d := queue.Decision{Decision: decision, By: by, Reason: reason, At: o.Now().UTC()}
+	decided, wake, err := o.Activations.Decide(ctx, resolved, calls, d)
+	if err != nil {
+		return nil, err
+	}
+	res := &DecideResult{ThreadID: resolved, Decision: decision, Calls: decided, By: by, Reason: reason}
+	if wake != nil {
+		if err := o.EnqueueWake(ctx, *wake); err != nil {
+			return nil, err
+		}
+		res.Woken = true
+	}
+	o.threadLog(resolved).Info("tool calls decided", "decision", decision, "calls", decided, "by", by)
+	return res, nil
+}
+
+// DecisionToken is what a one-time approve or deny link carries (the
+// approval webhook sends one of each per pending call).
+type DecisionToken struct {
+	ThreadID string `json:"t"`
+	CallID   string `json:"c"`
+	Decision string `json:"d"`
+	Expires  int64  `json:"e"` // unix seconds
+}
+
+// SignDecisionToken returns tok signed with secret (the project's
+// approvals.yaml notify.secret): base64url(JSON) "." base64url(HMAC-SHA256).
+func SignDecisionToken(tok DecisionToken, secret string) string {
+	body, _ := json.Marshal(tok)
+	p := base64.RawURLEncoding.EncodeToString(body)
+	return p + "." + base64.RawURLEncoding.EncodeToString(tokenMAC(p, secret))
+}
+
+func tokenMAC(payload, secret string) []byte {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte("spool-decision." + payload))
+	return m.Sum(nil)
+}
+
+// ErrBadToken: a decision link's token does not verify or has expired.
+var ErrBadToken = errors.New("the decision link is not valid (expired, altered, or not this project's)")
+
+// DecideByToken applies the decision a signed one-time link carries. The
+// token is checked with the notify secret of the thread's own project
+// (its bundle), so a link only ever decides the call it was made for; a
+// second use finds the call decided (queue.ErrNotPending).
+func (o *Orchestrator) DecideByToken(ctx context.Context, token, reason string) (*DecideResult, error) {
+	payload, sig, ok := strings.Cut(token, ".")
+	if !ok {
+		return nil, ErrBadToken
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil {
+		return nil, ErrBadToken
+	}
+	var tok DecisionToken
+	if err := json.Unmarshal(raw, &tok); err != nil || tok.ThreadID == "" || tok.CallID == "" {
+		return nil, ErrBadToken
+	}
+	rec, err := o.Registry.Get(ctx, tok.ThreadID)
+	if err != nil {
+		return nil, ErrBadToken
+	}
+	proj, err := o.Project(ctx, rec.Bundle)
+	if err != nil {
+		return nil, err
+	}
+	n := NotifyConfig(proj.Approvals)
+	want := tokenMAC(payload, n.Secret)
+	got, err := base64.RawURLEncoding.DecodeString(sig)
+	if n.Secret == "" || err != nil || !hmac.Equal(got, want) || o.Now().Unix() > tok.Expires {
+		return nil, ErrBadToken
+	}
+	return o.Decide(ctx, tok.ThreadID, []string{tok.CallID}, tok.Decision, "link", reason)
+}
+
+// NotifyConfig is a project's approval webhook with ${VAR} references in
+// its url and secret expanded from the environment of the process that
+// reads it (so the secret need not be in the project's files); a zero
+// value when there is none.
+func NotifyConfig(a *config.Approvals) config.Notify {
+	if a == nil || a.Notify == nil {
+		return config.Notify{}
+	}
+	return config.Notify{URL: os.ExpandEnv(a.Notify.URL), Secret: os.ExpandEnv(a.Notify.Secret), Links: os.ExpandEnv(a.Notify.Links)}
+}
+
+// DecisionLinks returns the one-time approve and deny links of a pending
+// call under base (the address of `spool api` or the monitor), valid until
+// expires.
+func DecisionLinks(base, threadID, callID, secret string, expires time.Time) (approve, deny string) {
+	link := func(d string) string {
+		tok := DecisionToken{ThreadID: threadID, CallID: callID, Decision: d, Expires: expires.Unix()}
+		return fmt.Sprintf("%s/v1/approvals/decide?token=%s", strings.TrimRight(base, "/"), SignDecisionToken(tok, secret))
+	}
+	return link(queue.DecisionApprove), link(queue.DecisionDeny)
+}

@@ -1,0 +1,149 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrFinished: the thread has finished; it takes no message.
+var ErrFinished = errors.New("thread has finished")
+
+// InboxMessage is a user message queued for a thread (`spool thread
+// send`, `interrupt`). Seq orders a thread's messages; a worker records
+// the last it delivered in its checkpoint, so each is delivered once.
+type InboxMessage struct {
+	Seq       int64     `json:"seq"`
+	Content   string    `json:"content"`
+	By        string    `json:"by,omitempty"`
+	At        time.Time `json:"at"`
+	Interrupt bool      `json:"interrupt,omitempty"`
+}
+
+// sendScript queues a message for a thread that has not finished.
+//
+// KEYS[1] thread hash, KEYS[2] inbox list, KEYS[3] control channel
+// ARGV[1] thread id, ARGV[2] message JSON without seq (its "seq" is set
+// here: "{"seq":N,...}" is built by splicing), ARGV[3] "1": interrupt
+// Returns {seq, status, suspend_seq}; error replies NOTFOUND, FINISHED
+// <status>. An interrupt is published on the control channel as "<id>
+// interrupt", so the worker running the thread stops the work in flight.
+var sendScript = redis.NewScript(`
+local st = redis.call('HMGET', KEYS[1], 'status', 'suspend_seq')
+if not st[1] then return redis.error_reply('NOTFOUND') end
+if st[1] == 'completed' or st[1] == 'error' or st[1] == 'cancelled' or st[1] == 'continued' then
+  return redis.error_reply('FINISHED ' .. st[1])
+end
+local seq = redis.call('HINCRBY', KEYS[1], 'inbox_seq', 1)
+redis.call('RPUSH', KEYS[2], '{"seq":' .. seq .. ',' .. string.sub(ARGV[2], 2))
+if ARGV[3] == '1' then redis.call('PUBLISH', KEYS[3], ARGV[1] .. ' interrupt') end
+return {seq, st[1], tonumber(st[2] or '0')}
+`)
+
+// Sent is what Send did: the message's sequence number, and the thread's
+// status (with its suspension number when it waits).
+type Sent struct {
+	Seq        int64
+	Status     string
+	SuspendSeq int64
+}
+
+// Send queues msg for thread id (unfinished: else ErrFinished); with
+// msg.Interrupt the worker running it is told to stop the work in flight.
+func (r *Registry) Send(ctx context.Context, id string, msg InboxMessage) (Sent, error) {
+	// The script puts the seq first: marshal everything else.
+	raw, err := json.Marshal(struct {
+		Content   string    `json:"content"`
+		By        string    `json:"by,omitempty"`
+		At        time.Time `json:"at"`
+		Interrupt bool      `json:"interrupt,omitempty"`
+	}{msg.Content, msg.By, msg.At, msg.Interrupt})
+	if err != nil {
+		return Sent{}, err
+	}
+	intr := "0"
+	if msg.Interrupt {
+		intr = "1"
+	}
+	res, err := sendScript.Run(ctx, r.rdb, []string{r.ks.Thread(id), r.ks.Inbox(id), r.ks.Control()}, id, string(raw), intr).Slice()
+	if err != nil {
+		switch msg := replyText(err); {
+		case msg == "NOTFOUND":
+			return Sent{}, fmt.Errorf("thread %q: %w", id, ErrNotFound)
+		case len(msg) > 9 && msg[:9] == "FINISHED ":
+			return Sent{}, fmt.Errorf("thread %q is %s: %w", id, msg[9:], ErrFinished)
+		}
+		return Sent{}, fmt.Errorf("send to %s: %w", id, err)
+	}
+	s := Sent{}
+	s.Seq, _ = res[0].(int64)
+	s.Status, _ = res[1].(string)
+	s.SuspendSeq, _ = res[2].(int64)
+	return s, nil
+}
+
+// TurnSignals is what a worker reads before each turn of a thread it
+// runs, in one round trip: whether a cancel was requested, and how many
+// messages are queued for it.
+func (r *Registry) TurnSignals(ctx context.Context, id string) (cancelled bool, queued int64, err error) {
+	pipe := r.rdb.Pipeline()
+	h := pipe.HMGet(ctx, r.ks.Thread(id), "thread_id", "cancel_requested")
+	n := pipe.LLen(ctx, r.ks.Inbox(id))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return false, 0, fmt.Errorf("turn signals of %q: %w", id, err)
+	}
+	vals := h.Val()
+	if len(vals) < 2 || vals[0] == nil {
+		return false, 0, fmt.Errorf("thread %q: %w", id, ErrNotFound)
+	}
+	return vals[1] == "1", n.Val(), nil
+}
+
+// Inbox returns the messages queued for thread id after sequence number
+// after, in order.
+func (r *Registry) Inbox(ctx context.Context, id string, after int64) ([]InboxMessage, error) {
+	raw, err := r.rdb.LRange(ctx, r.ks.Inbox(id), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("inbox of %q: %w", id, err)
+	}
+	var out []InboxMessage
+	for _, s := range raw {
+		var m InboxMessage
+		if err := json.Unmarshal([]byte(s), &m); err != nil {
+			return nil, fmt.Errorf("inbox of %q: %w", id, err)
+		}
+		if m.Seq > after {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// trimScript drops the inbox messages whose seq is at most ARGV[1].
+//
+// KEYS[1] inbox list; ARGV[1] seq. Returns how many were dropped.
+var trimScript = redis.NewScript(`
+local n = 0
+while true do
+  local head = redis.call('LINDEX', KEYS[1], 0)
+  if not head then break end
+  local seq = tonumber(string.match(head, '^{"seq":(%d+),'))
+  if not seq or seq > tonumber(ARGV[1]) then break end
+  redis.call('LPOP', KEYS[1])
+  n = n + 1
+end
+return n
+`)
+
+// TrimInbox drops the messages of thread id up to seq (delivered and
+// durable in its transcript).
+func (r *Registry) TrimInbox(ctx context.Context, id string, seq int64) error {
+	if err := trimScript.Run(ctx, r.rdb, []string{r.ks.Inbox(id)}, seq).Err(); err != nil {
+		return fmt.Errorf("trim inbox of %q: %w", id, err)
+	}
+	return nil
+}

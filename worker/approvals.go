@@ -1,0 +1,135 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spool-run/spool/config"
+	"github.com/spool-run/spool/hooks"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// Approvals (CLI.md "People in the loop"). A tool call that approvals.yaml
+// gates does not run when the model makes it:
+//
+//	dispatch ──gated──▶ requestApproval: pending in the state, event
+//	   │                 approval_requested (the input is durable with the
+//	   │                 turn's checkpoint), hooks, webhook
+//	   ▼
+//	the turn's other calls run ──▶ checkpoint ──▶ stepWait:
+//	   resolveApprovals: every call decided? ──no──▶ SuspendForApproval:
+//	       status waiting, waiting_for approval, no slot, no lease; a
+//	       timeout activation at the earliest deadline
+//	   │ yes (a decision's wake-up, or the timeout)
+//	   ▼
+//	approved: the call runs now; denied: the model gets the reason as the
+//	call's error; event approval_decided (who, why) ──▶ checkpoint ──▶ on
+//
+// A decision (Orchestrator.Decide) is a Redis script: it records who
+// decided what and why, and when no call is left undecided returns the
+// wake-up, which the decider enqueues (housekeeping re-enqueues one that
+// got lost: queue.StalledWaits).
+
+// requestApproval records a gated call as pending.
+func (s *session) requestApproval(ctx context.Context, call thread.ToolCall, id string, rule *config.ApprovalRule) {
+	now := s.o.Now().UTC()
+	pa := queue.PendingApproval{CallID: call.ID, Tool: id, Input: call.Input, RequestedAt: now, OnTimeout: rule.OnTimeout}
+	ev := transcript.ApprovalRequested{CallID: call.ID, Tool: id, Input: call.Input}
+	if rule.Timeout > 0 {
+		pa.Deadline = now.Add(rule.Timeout)
+		ev.Deadline, ev.OnTimeout = pa.Deadline.Format(time.RFC3339), rule.OnTimeout
+	}
+	s.st.Approvals = append(s.st.Approvals, pa)
+	s.emit(transcript.TypeApprovalRequested, ev)
+	s.runHooks(ctx, hooks.EventApprovalRequested, map[string]any{
+		"thread_id": s.id(), "call_id": call.ID, "tool": id, "input": jsonValue(call.Input),
+	})
+	s.notifyApproval(ctx, pa)
+	s.log.Info("tool call waits for approval", "call_id", call.ID, "tool", id)
+}
+
+// resolveApprovals answers the pending calls when every one is decided
+// (or timed out), else suspends the thread until they are: done=false
+// means the thread now waits (the activation ends, holding no slot).
+func (s *session) resolveApprovals(ctx context.Context) (bool, error) {
+	decisions, err := s.o.Activations.Decisions(ctx, s.id())
+	if err != nil {
+		return false, err
+	}
+	now := s.o.Now()
+	var earliest time.Time
+	open := 0
+	for _, pa := range s.st.Approvals {
+		if _, ok := decisions[pa.CallID]; ok {
+			continue
+		}
+		if !pa.Deadline.IsZero() && !now.Before(pa.Deadline) {
+			decisions[pa.CallID] = queue.Decision{Decision: pa.OnTimeout, By: "timeout",
+				Reason: "no decision within the approval's timeout", At: now.UTC()}
+			continue
+		}
+		open++
+		if !pa.Deadline.IsZero() && (earliest.IsZero() || pa.Deadline.Before(earliest)) {
+			earliest = pa.Deadline
+		}
+	}
+	if open > 0 {
+		return false, s.suspendForApproval(ctx, earliest)
+	}
+	for _, pa := range s.st.Approvals {
+		d := decisions[pa.CallID]
+		s.emit(transcript.TypeApprovalDecided, transcript.ApprovalDecided{CallID: pa.CallID, Tool: pa.Tool,
+			Decision: d.Decision, By: d.By, Reason: d.Reason})
+		s.runHooks(ctx, hooks.EventApprovalDecided, map[string]any{
+			"thread_id": s.id(), "call_id": pa.CallID, "tool": pa.Tool, "input": jsonValue(pa.Input),
+			"decision": d.Decision, "by": d.By, "reason": d.Reason,
+		})
+		if d.Decision == queue.DecisionApprove {
+			if err := s.execute(ctx, thread.ToolCall{ID: pa.CallID, Name: pa.Tool, Input: pa.Input}, pa.Tool); err != nil {
+				return false, err
+			}
+			continue
+		}
+		msg := fmt.Sprintf("denied by %s", d.By)
+		if d.Reason != "" {
+			msg += ": " + d.Reason
+		}
+		s.toolResult(pa.CallID, pa.Tool, msg, true, "")
+	}
+	s.st.Approvals = nil
+	return true, s.o.Activations.ClearApprovals(ctx, s.id())
+}
+
+// suspendForApproval makes the thread wait for the open decisions, with a
+// timeout activation at earliest (zero: none).
+func (s *session) suspendForApproval(ctx context.Context, earliest time.Time) error {
+	seq, open, err := s.o.Activations.SuspendForApproval(ctx, s.id(), s.version, s.st.Approvals)
+	if err != nil {
+		return err
+	}
+	s.version = seq
+	if open == 0 {
+		// Decided between our read and the suspension: wake at once.
+		return s.o.EnqueueWake(ctx, queue.Wake{ThreadID: s.id(), Seq: seq})
+	}
+	if !earliest.IsZero() {
+		if err := s.o.Enqueuer.Enqueue(ctx, queue.Activation{ThreadID: s.id(), Reason: "timeout"}, seq, s.rec.Queue,
+			asynqProcessAt(earliest)); err != nil {
+			return err
+		}
+	}
+	s.w.metrics.suspended()
+	s.log.Info("thread waiting for approval", "calls", open)
+	return nil
+}
+
+// jsonValue decodes raw JSON for a hook context (nil when it is not).
+func jsonValue(raw json.RawMessage) any {
+	var v any
+	_ = json.Unmarshal(raw, &v)
+	return v
+}

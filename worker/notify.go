@@ -1,0 +1,135 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
+)
+
+// ApprovalWebhook is the JSON body of the approval webhook: one POST per
+// tool call that waits for a decision.
+type ApprovalWebhook struct {
+	Type        string          `json:"type"` // "approval.requested"
+	ThreadID    string          `json:"thread_id"`
+	Directive   string          `json:"directive"`
+	CallID      string          `json:"call_id"`
+	Tool        string          `json:"tool"`
+	Input       json.RawMessage `json:"input"`
+	RequestedAt time.Time       `json:"requested_at"`
+	Deadline    time.Time       `json:"deadline,omitzero"`
+	// ApproveURL and DenyURL are one-time links (notify.links set).
+	ApproveURL string `json:"approve_url,omitempty"`
+	DenyURL    string `json:"deny_url,omitempty"`
+}
+
+// webhookAttempts and webhookBackoff bound the deliveries of one
+// notification: 1s, 2s, 4s, ... between attempts.
+const (
+	webhookAttempts = 6
+	webhookBackoff  = time.Second
+	// linkLifetime is how long a decision link without a rule timeout
+	// stays valid.
+	linkLifetime = 7 * 24 * time.Hour
+)
+
+// notifyApproval POSTs the pending call to the project's approval webhook,
+// beside the turn loop, signed as Standard Webhooks sign (webhook-id,
+// webhook-timestamp, webhook-signature: v1,base64(HMAC-SHA256(secret,
+// id.timestamp.body)); a "whsec_" secret is base64 after the prefix), and
+// retried with backoff. Best effort: a webhook that stays down delays no
+// thread (the call waits for its decision either way).
+func (s *session) notifyApproval(ctx context.Context, pa queue.PendingApproval) {
+	n := orchestrator.NotifyConfig(s.proj.Approvals)
+	if n.URL == "" {
+		return
+	}
+	msg := ApprovalWebhook{Type: "approval.requested", ThreadID: s.id(), Directive: s.rec.Directive, CallID: pa.CallID,
+		Tool: pa.Tool, Input: pa.Input, RequestedAt: pa.RequestedAt, Deadline: pa.Deadline}
+	if n.Links != "" {
+		exp := pa.Deadline
+		if exp.IsZero() {
+			exp = pa.RequestedAt.Add(linkLifetime)
+		}
+		msg.ApproveURL, msg.DenyURL = orchestrator.DecisionLinks(n.Links, s.id(), pa.CallID, n.Secret, exp)
+	}
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return
+	}
+	s.w.goAsync(s.log, "approval webhook", func(ctx context.Context) error {
+		return deliverWebhook(ctx, http.DefaultClient, n.URL, n.Secret, body, time.Now)
+	})
+}
+
+// deliverWebhook POSTs body to url, signed with secret, trying again with
+// backoff on a failure or a non-2xx answer.
+func deliverWebhook(ctx context.Context, c *http.Client, url, secret string, body []byte, now func() time.Time) error {
+	id := make([]byte, 12)
+	_, _ = rand.Read(id)
+	msgID := "msg_" + hex.EncodeToString(id)
+	wait := webhookBackoff
+	var last error
+	for attempt := 1; attempt <= webhookAttempts; attempt++ {
+		ts := strconv.FormatInt(now().Unix(), 10)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("webhook-id", msgID)
+		req.Header.Set("webhook-timestamp", ts)
+		req.Header.Set("webhook-signature", "v1,"+WebhookSignature(secret, msgID, ts, body))
+		resp, err := c.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+			resp.Body.Close()
+			if resp.StatusCode/100 == 2 {
+				return nil
+			}
+			err = fmt.Errorf("webhook answered %s", resp.Status)
+		}
+		last = err
+		if attempt == webhookAttempts {
+			break
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		wait *= 2
+	}
+	return fmt.Errorf("approval webhook %s: %d attempts: %w", url, webhookAttempts, last)
+}
+
+// WebhookSignature is the Standard Webhooks signature of a message:
+// base64(HMAC-SHA256(key, id "." timestamp "." body)), the key being the
+// base64 after "whsec_" when the secret has that prefix, else the secret.
+func WebhookSignature(secret, msgID, timestamp string, body []byte) string {
+	key := []byte(secret)
+	if rest, ok := strings.CutPrefix(secret, "whsec_"); ok {
+		if k, err := base64.StdEncoding.DecodeString(rest); err == nil {
+			key = k
+		}
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(msgID + "." + timestamp + "."))
+	m.Write(body)
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
