@@ -216,7 +216,11 @@ func (o *Orchestrator) EnqueueWake(ctx context.Context, w queue.Wake) error {
 	if err != nil {
 		return err
 	}
-	return o.Enqueuer.Enqueue(ctx, queue.Activation{ThreadID: w.ThreadID, Reason: "wake"}, w.Seq, rec.Queue)
+	// A wake-up is one task per suspension (its id names the sequence
+	// number); Reenqueue enqueues it again should Redis have kept that task
+	// as finished but lost the claim it made.
+	_, err = o.Reenqueue(ctx, queue.Activation{ThreadID: w.ThreadID, Reason: "wake"}, w.Seq, rec.Queue)
+	return err
 }
 
 // WriteThreadJSON writes threads/<id>/thread.json, signed.

@@ -48,7 +48,7 @@ func NewActivations(rdb redis.UniversalClient, ks keyspace.Space, now func() tim
 // claimScript starts an activation.
 //
 // KEYS[1] thread hash, KEYS[2] lease key, KEYS[3] active set, KEYS[4] events channel
-// ARGV[1] reason (start|wake|timeout|recover|retry), ARGV[2] seq, ARGV[3] token,
+// ARGV[1] reason (start|requeue|wake|timeout|recover|retry), ARGV[2] seq, ARGV[3] token,
 // ARGV[4] lease ttl ms, ARGV[5] now (RFC3339Nano), ARGV[6] task id
 // Returns {new version, activation number, HGETALL of the thread} or an error reply:
 // "NOTFOUND", "NOTCLAIMABLE <status> <why>".
@@ -57,7 +57,7 @@ local st = redis.call('HGET', KEYS[1], 'status')
 if not st then return redis.error_reply('NOTFOUND') end
 local reason, seq = ARGV[1], tonumber(ARGV[2])
 local ok = false
-if reason == 'start' then
+if reason == 'start' or reason == 'requeue' then
   ok = (st == 'created')
   if st == 'running' and redis.call('EXISTS', KEYS[2]) == 0 and redis.call('HGET', KEYS[1], 'active_task') == ARGV[6] then ok = true end
 elseif reason == 'wake' or reason == 'timeout' then
@@ -89,7 +89,8 @@ type Claim struct {
 
 // Claim starts an activation of thread id for a task with the given reason
 // and sequence number. It succeeds when:
-//   - reason start: the thread is created;
+//   - reason start or requeue (housekeeping's new task for a created
+//     thread whose start task was lost): the thread is created;
 //   - reason wake/timeout: the thread is waiting under suspension seq;
 //   - reason recover: the thread is running at version seq and its lease has lapsed;
 //   - any reason: the thread is running under this very task (asynq

@@ -24,10 +24,13 @@ type Activation struct {
 	ThreadID string `json:"thread_id"`
 	// Reason says why the thread is (re)activated: "start", "wake" (the
 	// children it waited for finished), "timeout" (a wait timed out),
-	// "recover" (housekeeping found it orphaned).
+	// "recover" (housekeeping found it orphaned), "requeue" (housekeeping
+	// found it created with its start task lost).
 	Reason string `json:"reason"`
 	// Seq is the registry sequence number the activation is for: the
-	// suspension number of a wake or timeout, the version of a recover.
+	// suspension number of a wake or timeout, the version of a recover;
+	// a requeue's is the time of the housekeeping pass (Unix ms), so that
+	// each pass's task is a new one.
 	Seq int64 `json:"seq,omitempty"`
 }
 
@@ -43,12 +46,17 @@ func NewActivation(a Activation, seq int64, opts ...asynq.Option) (*asynq.Task, 
 	if err != nil {
 		return nil, err
 	}
-	id := a.ThreadID
-	if a.Reason != "" && a.Reason != "start" {
-		id = fmt.Sprintf("%s@%s-%d", a.ThreadID, a.Reason, seq)
-	}
-	base := []asynq.Option{asynq.TaskID(id), asynq.MaxRetry(25), asynq.Retention(time.Hour)}
+	base := []asynq.Option{asynq.TaskID(TaskID(a, seq)), asynq.MaxRetry(25), asynq.Retention(time.Hour)}
 	return asynq.NewTask(TypeActivate, b, append(base, opts...)...), nil
+}
+
+// TaskID is the asynq task id of an activation (NewActivation): the
+// thread id for its start, "<thread id>@<reason>-<seq>" for any other.
+func TaskID(a Activation, seq int64) string {
+	if a.Reason != "" && a.Reason != "start" {
+		return fmt.Sprintf("%s@%s-%d", a.ThreadID, a.Reason, seq)
+	}
+	return a.ThreadID
 }
 
 // ParseActivation decodes a TypeActivate payload.
@@ -71,17 +79,21 @@ type Enqueuer struct {
 	Keys keyspace.Space
 }
 
+// keys is the key space of the enqueuer's queue names.
+func (e *Enqueuer) keys() keyspace.Space {
+	if e.Keys.Namespace() == "" {
+		return keyspace.New("")
+	}
+	return e.Keys
+}
+
 // Enqueue enqueues an activation on queue q. A task that is already queued
 // under the same id is not an error: the activation is already on its way.
 func (e *Enqueuer) Enqueue(ctx context.Context, a Activation, seq int64, q string, opts ...asynq.Option) error {
 	if q == "" {
 		q = DefaultQueue
 	}
-	ks := e.Keys
-	if ks.Namespace() == "" {
-		ks = keyspace.New("")
-	}
-	t, err := NewActivation(a, seq, append(opts, asynq.Queue(ks.Queue(q)))...)
+	t, err := NewActivation(a, seq, append(opts, asynq.Queue(e.keys().Queue(q)))...)
 	if err != nil {
 		return err
 	}

@@ -1,5 +1,7 @@
 // Package scheduler starts cron-scheduled directives and keeps house:
-// it re-enqueues orphaned threads and deletes the artifacts of old ones.
+// it re-enqueues orphaned threads, holds the registry and the ledger to
+// the signed transcripts when Redis lost writes, and deletes the
+// artifacts of old threads.
 //
 // Schedules live in the project's .ai/config/schedules.yaml (see Parse);
 // each entry names a directive, its inputs, a cron spec, a queue, a model
@@ -41,12 +43,67 @@
 // # Housekeeping
 //
 // Every HousekeepingInterval one scheduler process (HousekeepingLockKey)
-// runs a pass: worker.Recover re-enqueues running threads whose lease has
-// lapsed (their worker died) and waiting threads whose wake-up was lost;
+// runs a pass: Reconcile holds the registry and the ledger to the
+// transcripts when Redis may have lost writes (below), worker.Recover
+// re-enqueues running threads whose lease has lapsed (their worker died)
+// and waiting threads whose wake-up was lost;
 // with Retention set, Retain deletes the blob-store artifacts of threads
 // that finished longer ago than Retention and whose tree and chain are no
 // longer active. Retention keeps the registry records (a few hundred
 // bytes each: status, cost, result; what `spool thread show` and the
 // ledger read) and marks them with ArtifactsDeletedField; removing records
 // would belong to queue.Registry, which owns their layout.
+//
+// # Reconciliation: the transcript is the source of truth
+//
+// Redis can lose its last writes: with appendfsync everysec a crash
+// loses up to a second or so, a failover what had not reached the
+// replica. Redis loses a suffix of its history, so what is left is
+// consistent (a commit is never there without the writes before it); it
+// is only behind the signed transcripts in the blob store, which lose
+// nothing. What a loss leaves, and what repairs it:
+//
+//	lost in Redis                          left behind                        repaired by
+//	a claim (its task taken, acknowledged)  a created thread with no task      a new task, reason requeue (Reconcile)
+//	checkpoint commits                      mark and version behind segments   both raised (Reconcile)
+//	turn charges                            the ledger under-charged           each recorded turn not charged is
+//	                                                                           charged (Reconcile; the worker too)
+//	a recover or wake claim                 its task finished, the thread not  the task enqueued again
+//	                                                                           (worker.Recover, queue Reenqueue)
+//	a suspend, a finalize                   a thread running with no lease     orphan recovery: the next activation
+//	                                                                           redoes it from the durable checkpoint
+//
+// A turn's spend is in its cognition_out event, and the worker charges it
+// under the key "<thread>:turn:<n>" on the chain's ledger entry, once: so
+// charging every recorded turn the ledger lacks is exact. The version is
+// raised past the last durable checkpoint's (by 1000), so that no commit
+// of an activation the loss cut off can match again; only on a thread no
+// activation holds. The mark is raised to the durable segments.
+//
+// When it runs, so that it costs nothing in the steady state: every pass
+// reads the Redis INFO run_id and a marker hash
+// (keyspace.Space.Housekeeping: the run_id seen, a canary counter each
+// pass increments, the time of the last periodic pass), two round trips.
+// A missing marker (the first pass, or a loss that took it), a new run_id
+// (Redis restarted or failed over) or a canary lower than this process
+// last made it (writes lost without a restart) starts a full
+// reconciliation: every non-terminal thread and every thread created
+// within ReconcileWindow (recently finished ones), each against its whole
+// transcript, and every created thread's start task. The marker is written
+// only after it succeeded, so one cut short (the blob store down) runs
+// again at the next pass. Every ReconcileInterval (10m) a periodic pass
+// lists each non-terminal thread's segments (one LIST each) and reads in
+// full only the transcripts ahead of the registry's mark by more than the
+// normal lag of one segment, and checks the start tasks of created
+// threads. Workers need no scheduler for the charges: an activation that
+// restores a thread re-applies the turns past the registry's mark that the
+// ledger lacks (package worker).
+//
+// Every repair is logged (one line per thread with what changed, one per
+// pass) and counted in spool_reconciled_total{kind} (requeue,
+// transcript_mark, version, charge); spool_reconcile_passes_total{trigger}
+// counts the passes. Not recoverable: a thread whose registration itself
+// was lost (started within the lost second) is gone from Redis, and no
+// record names it; a child whose registration was lost is missing for its
+// parent, whose durable checkpoint waits on it.
 package scheduler

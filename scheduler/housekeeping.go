@@ -32,6 +32,9 @@ type HousekeepingResult struct {
 	// Retained is the number of finished threads whose artifacts were
 	// deleted, Objects the number of blob objects deleted.
 	Retained, Objects int
+	// Reconcile is what reconciling the registry and the ledger with the
+	// transcripts did; its Trigger is "" when none was due.
+	Reconcile ReconcileResult
 }
 
 // runHousekeeping runs a pass at once and then every interval.
@@ -51,10 +54,14 @@ func (s *Scheduler) runHousekeeping(ctx context.Context) {
 }
 
 // Housekeep runs one housekeeping pass, unless another scheduler process is
-// running one (Skipped): worker.Recover re-enqueues orphaned threads
+// running one (Skipped): when Redis may have lost writes (or the periodic
+// pass is due) the registry and the ledger are reconciled with the
+// transcripts (Reconcile), worker.Recover re-enqueues orphaned threads
 // (running, lease lapsed) and lost wake-ups, then, with Retention set,
 // Retain deletes the artifacts of threads finished longer ago than that.
-// Every step is idempotent, so a pass cut short is finished by the next.
+// Every step is idempotent, so a pass cut short is finished by the next;
+// a reconciliation that fails (the blob store is down) does not keep the
+// rest of the pass from running, and is run again by the next.
 func (s *Scheduler) Housekeep(ctx context.Context) (res HousekeepingResult, err error) {
 	began := time.Now()
 	defer func() { s.cfg.Metrics.housekeeping(res, err, time.Since(began).Seconds()) }()
@@ -73,6 +80,11 @@ func (s *Scheduler) Housekeep(ctx context.Context) (res HousekeepingResult, err 
 		defer cancel()
 		_ = release(rctx, s.o.Redis, key, s.token)
 	}()
+
+	var reconcileErr error
+	if res.Reconcile, reconcileErr = s.reconcile(ctx); reconcileErr != nil {
+		reconcileErr = fmt.Errorf("reconcile: %w", reconcileErr)
+	}
 
 	// The counts are of what was there to recover just before Recover ran
 	// (Recover reports no count); a worker's recoverer may race for the same
@@ -99,7 +111,7 @@ func (s *Scheduler) Housekeep(ctx context.Context) (res HousekeepingResult, err 
 			return res, err
 		}
 	}
-	return res, nil
+	return res, reconcileErr
 }
 
 // Retain deletes the persisted artifacts of threads that finished before

@@ -27,6 +27,11 @@ type Metrics struct {
 	RetentionObjects prometheus.Counter
 	HousekeepingSecs prometheus.Histogram
 	ScheduledEntries prometheus.Gauge
+	// Reconciled counts what reconciliation repaired, by kind (requeue,
+	// transcript_mark, version, charge); ReconcilePasses the
+	// reconciliations run, by trigger.
+	Reconciled      *prometheus.CounterVec
+	ReconcilePasses *prometheus.CounterVec
 }
 
 // NewMetrics registers the scheduler's collectors with reg (nil: none).
@@ -48,10 +53,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Duration of a housekeeping pass.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
 		ScheduledEntries: prometheus.NewGauge(prometheus.GaugeOpts{Name: "spool_scheduler_entries",
 			Help: "Schedule entries this process runs."}),
+		Reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_reconciled_total",
+			Help: "What reconciling the registry and ledger with the transcripts repaired: requeue (a created thread whose start task was lost), " +
+				"transcript_mark, version, charge (a turn charge the ledger lost)."}, []string{"kind"}),
+		ReconcilePasses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_reconcile_passes_total",
+			Help: "Reconciliations run, by trigger: no_marker, redis_restarted, canary_lost (Redis may have lost writes), periodic."}, []string{"trigger"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Ticks, m.ThreadsStarted, m.HousekeepingRuns, m.Recoveries, m.RetentionThreads, m.RetentionObjects,
-			m.HousekeepingSecs, m.ScheduledEntries)
+			m.HousekeepingSecs, m.ScheduledEntries, m.Reconciled, m.ReconcilePasses)
+		for _, k := range []string{KindRequeue, KindMark, KindVersion, KindCharge} {
+			m.Reconciled.WithLabelValues(k) // every kind shows, at 0 until it counts
+		}
 	}
 	return m
 }
@@ -86,4 +99,15 @@ func (m *Metrics) housekeeping(r HousekeepingResult, err error, secs float64) {
 	m.RetentionThreads.Add(float64(r.Retained))
 	m.RetentionObjects.Add(float64(r.Objects))
 	m.HousekeepingSecs.Observe(secs)
+}
+
+func (m *Metrics) reconciled(r ReconcileResult) {
+	if m == nil || r.Trigger == "" {
+		return
+	}
+	m.ReconcilePasses.WithLabelValues(r.Trigger).Inc()
+	m.Reconciled.WithLabelValues(KindRequeue).Add(float64(r.Requeued))
+	m.Reconciled.WithLabelValues(KindMark).Add(float64(r.Marks))
+	m.Reconciled.WithLabelValues(KindVersion).Add(float64(r.Versions))
+	m.Reconciled.WithLabelValues(KindCharge).Add(float64(r.Charges))
 }

@@ -47,6 +47,15 @@ type Config struct {
 	// RetentionScan bounds the registry records one pass examines.
 	// Default 2000.
 	RetentionScan int
+	// ReconcileInterval is how often a housekeeping pass also holds every
+	// non-terminal thread to its transcript when no loss of Redis writes
+	// was detected (see the package doc). Default 10m; negative disables
+	// the periodic pass (a detected loss is still reconciled).
+	ReconcileInterval time.Duration
+	// ReconcileWindow: after a detected loss of Redis writes, the threads
+	// created within this window are reconciled too, finished or not.
+	// Default 15m.
+	ReconcileWindow time.Duration
 	// OnTick, if set, is called with every tick outcome of this process
 	// (from the entry's goroutine; it should return quickly).
 	OnTick func(TickResult)
@@ -69,6 +78,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.RetentionScan <= 0 {
 		c.RetentionScan = 2000
+	}
+	if c.ReconcileInterval == 0 {
+		c.ReconcileInterval = 10 * time.Minute
+	}
+	if c.ReconcileWindow <= 0 {
+		c.ReconcileWindow = 15 * time.Minute
 	}
 	if c.UserDir == "" {
 		c.UserDir, _ = os.UserHomeDir()
@@ -115,6 +130,7 @@ type Scheduler struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	retainAt float64 // retention watermark: threads created before it are settled
+	canary   int64   // the housekeeping marker's canary as this process last wrote it
 }
 
 // EntryStatus is what a scheduler process knows of one entry.

@@ -49,6 +49,11 @@
 // charged after its segment is durable, under the idempotency key
 // (thread, turn), and a recovering worker re-applies the charge of the last
 // checkpoint, so a crash at any point neither loses nor repeats a charge.
+// Should Redis itself lose writes (a restart short of its last second), the
+// turns whose segments lie past the registry's transcript mark by more
+// than the last one may have lost their charges too: the restoring
+// activation applies those the ledger lacks (rechargeLost), which costs
+// nothing when nothing was lost.
 // Tool side effects of a turn that had not checkpointed when its worker
 // died run again when the turn is re-run (at-least-once for the tools of
 // the interrupted turn; no turn is completed twice).

@@ -29,6 +29,10 @@ type Metrics struct {
 	// StorageRetries counts blob store operations tried again after a
 	// failure (an outage the worker rides out), by operation.
 	StorageRetries *prometheus.CounterVec
+	// Recharged counts turn charges an activation found missing from the
+	// ledger when it restored its thread (Redis lost them) and applied
+	// again from the transcript.
+	Recharged prometheus.Counter
 }
 
 // NewMetrics registers the worker's collectors with reg.
@@ -47,10 +51,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Ledger refusals: children not started for lack of budget (reserve), charges clamped (charge)."}, []string{"kind"}),
 		StorageRetries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_storage_retries_total",
 			Help: "Blob store operations tried again after a failure."}, []string{"op"}),
+		Recharged: prometheus.NewCounter(prometheus.CounterOpts{Name: "spool_worker_recharged_turns_total",
+			Help: "Turn charges missing from the ledger (lost Redis writes) that a restoring activation applied again from the transcript."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Turns, m.Tokens, m.Spend, m.TurnLatency, m.Finished, m.ProviderErrors, m.Suspensions,
-			m.CheckpointLatency, m.LedgerRejections, m.StorageRetries)
+			m.CheckpointLatency, m.LedgerRejections, m.StorageRetries, m.Recharged)
 	}
 	return m
 }
@@ -107,5 +113,11 @@ func (m *Metrics) ledgerRejected(kind string) {
 func (m *Metrics) storageRetried(op string) {
 	if m != nil {
 		m.StorageRetries.WithLabelValues(op).Inc()
+	}
+}
+
+func (m *Metrics) recharged(n int) {
+	if m != nil {
+		m.Recharged.Add(float64(n))
 	}
 }

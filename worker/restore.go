@@ -52,6 +52,10 @@ func (s *session) restore(ctx context.Context) (bool, error) {
 	if s.msgs, err = transcript.Reconstruct(s.events); err != nil {
 		return false, fmt.Errorf("rebuild messages of %s: %w", s.id(), err)
 	}
+	// Redis may have lost the charges of earlier turns too.
+	if err := s.rechargeLost(ctx, tw.Resumed(), orchestrator.RegistryMark(s.rec)); err != nil {
+		return false, err
+	}
 	// The last checkpoint's charge may not have reached the ledger.
 	if err := s.charge(ctx); err != nil {
 		return false, err

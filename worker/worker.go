@@ -364,7 +364,11 @@ func (w *Worker) recoverLoop(ctx context.Context) {
 }
 
 // Recover runs one housekeeping pass: orphans and stalled wake-ups are
-// re-enqueued. The scheduler calls it too.
+// re-enqueued. The scheduler calls it too. A recovery's task id names the
+// version (a wake-up's, the suspension) it is for, so every process's
+// recoverer enqueues it once; should Redis have lost writes, that task may
+// have finished while the claim it made was lost, and Reenqueue enqueues
+// it again.
 func Recover(ctx context.Context, o *orchestrator.Orchestrator) error {
 	orphans, err := o.Activations.Orphans(ctx)
 	if err != nil {
@@ -372,7 +376,7 @@ func Recover(ctx context.Context, o *orchestrator.Orchestrator) error {
 	}
 	for _, or := range orphans {
 		o.Log.Info("recovering orphaned thread", "thread_id", or.ThreadID, "version", or.Version)
-		if err := o.Enqueuer.Enqueue(ctx, queue.Activation{ThreadID: or.ThreadID, Reason: "recover"}, or.Version, or.Queue); err != nil {
+		if _, err := o.Reenqueue(ctx, queue.Activation{ThreadID: or.ThreadID, Reason: "recover"}, or.Version, or.Queue); err != nil {
 			return err
 		}
 	}

@@ -23,6 +23,8 @@ func schedulerFlags() []cli.Flag {
 			Usage: "how often to recover orphaned threads and apply retention (0 disables)"},
 		&cli.DurationFlag{Name: "retention", EnvVars: []string{"SPOOL_RETENTION"},
 			Usage: "delete the stored artifacts of threads finished longer ago than this, e.g. 720h (0 keeps them forever)"},
+		&cli.DurationFlag{Name: "reconcile-interval", EnvVars: []string{"SPOOL_RECONCILE_INTERVAL"}, Value: 10 * time.Minute,
+			Usage: "how often to hold every unfinished thread's registry record and ledger charges to its transcript when no lost Redis writes were detected (0: only after a detected loss)"},
 	}
 }
 
@@ -31,7 +33,9 @@ func schedulerCommand() *cli.Command {
 		Name:  "scheduler",
 		Usage: "cron entries from .ai/config/schedules.yaml; housekeeping",
 		Description: "Starts the directives of " + scheduler.SchedulesPath + " on their cron schedules and keeps house:\n" +
-			"re-enqueues orphaned threads and, with --retention, deletes the artifacts of old finished threads.\n" +
+			"re-enqueues orphaned threads, reconciles the registry and the ledger with the signed transcripts when Redis\n" +
+			"lost writes (a restart, a failover; and every --reconcile-interval) and, with --retention, deletes the\n" +
+			"artifacts of old finished threads.\n" +
 			"Any number of schedulers may run against one Redis: each tick starts exactly one thread.",
 		Flags: schedulerFlags(),
 		Action: func(c *cli.Context) error {
@@ -83,6 +87,9 @@ func schedulerIntervals(c *cli.Context) (hk, ret time.Duration, err error) {
 	if ret < 0 {
 		return 0, 0, usagef("--retention %s: must not be negative", ret)
 	}
+	if ri := c.Duration("reconcile-interval"); ri < 0 {
+		return 0, 0, usagef("--reconcile-interval %s: must not be negative", ri)
+	}
 	return hk, ret, nil
 }
 
@@ -112,8 +119,12 @@ func newScheduler(c *cli.Context, s *services, reg prometheus.Registerer) (*sche
 	if reg != nil {
 		m = scheduler.NewMetrics(reg)
 	}
+	ri := c.Duration("reconcile-interval")
+	if ri == 0 {
+		ri = -1 // off: only a detected loss of Redis writes is reconciled
+	}
 	sch, err := scheduler.New(scheduler.Config{Entries: entries, Project: s.project, HousekeepingInterval: hk, Retention: ret,
-		Logger: s.log, Metrics: m}, s.orch)
+		ReconcileInterval: ri, Logger: s.log, Metrics: m}, s.orch)
 	if err != nil {
 		return nil, "", err
 	}

@@ -79,6 +79,9 @@ type Options struct {
 	// S3, when set, is the S3 server to use (a test's own, e.g.
 	// testenv.NewPrivateS3, which it may stop and start).
 	S3 *testenv.S3
+	// Redis, when set, is the Redis every process uses (a test's own,
+	// e.g. testenv.NewPrivateRedis, which it may kill and restart).
+	Redis *testenv.Redis
 }
 
 // Env is one test's spool installation.
@@ -109,7 +112,10 @@ func New(t testing.TB, o Options) *Env {
 	if o.Topology == "" {
 		o.Topology = testenv.DefaultTopology()
 	}
-	e := &Env{T: t, Bin: Binary(t), Redis: testenv.NewRedisOn(t, o.Topology)}
+	e := &Env{T: t, Bin: Binary(t), Redis: o.Redis}
+	if e.Redis == nil {
+		e.Redis = testenv.NewRedisOn(t, o.Topology)
+	}
 	switch {
 	case o.S3 != nil:
 		e.S3 = o.S3

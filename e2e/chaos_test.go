@@ -1,0 +1,266 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/ledger"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/scheduler"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/tools"
+	"github.com/spool-run/spool/transcript"
+)
+
+const chaosTurns = 6
+
+// chaosScript: five turns that each write a file, then a text answer,
+// each model call taking 200ms, so that threads are mid-turn, mid-tool
+// and mid-checkpoint when Redis dies.
+func chaosScript() string {
+	var b strings.Builder
+	b.WriteString("context_window: 200000\nprice: {input_per_mtok: 3.00, output_per_mtok: 15.00}\nlatency: 200ms\ndirectives:\n  \"c/writer\":\n")
+	for i := 1; i < chaosTurns; i++ {
+		fmt.Fprintf(&b, "    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: \"part%d.txt\", content: \"part %d of {{.thread_id}}\"}}]\n      usage: {input: %d, output: %d}\n", i, i, 100*i+7, 10*i+3)
+	}
+	fmt.Fprintf(&b, "    - text: \"wrote %d parts\"\n      usage: {input: 700, output: 70}\n", chaosTurns-1)
+	return b.String()
+}
+
+// TestChaosRedisLossAndStorageOutage: 50 threads on two worker processes
+// and a scheduler. Redis (a private redis-server with appendonly yes) is
+// killed with SIGKILL and restarted from a copy of its AOF taken half a
+// second earlier, which loses the writes of that half second (what
+// appendfsync everysec can lose); then the S3 server is stopped for ten
+// seconds. Every thread must end, completed, with nothing left in flight;
+// every write is there; and for every chain the ledger's own spend is the
+// sum of the turns its transcripts record, to the nano-dollar.
+func TestChaosRedisLossAndStorageOutage(t *testing.T) {
+	t.Parallel()
+	const threads = 50
+	rds := testenv.NewPrivateRedis(t)
+	s3 := testenv.NewPrivateS3(t)
+	began := time.Now()
+	e := spooltest.New(t, spooltest.Options{Redis: rds.Redis, S3: s3.S3, Files: map[string]string{
+		".ai/directives/c/writer.md": directive("writer", `turns="10" spend="1.0"`, fsPerms, `<success>done</success>`),
+		"scripts/chaos.yaml":         chaosScript(),
+	}})
+	e.Orch.Log = quiet()
+	port, err := testenv.FreePort()
+	require.NoError(t, err)
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", port)
+	workers := []*spooltest.Proc{e.StartWorker("--concurrency", "4"), e.StartWorker("--concurrency", "4")}
+	sched := e.Start(nil, "scheduler", "--housekeeping-interval", "1s", "--metrics-addr", metricsAddr)
+
+	// The threads start as `spool thread run` starts them (the same
+	// bundle, orchestrator.Start), from this process: 50 CLI processes
+	// would take longer than the threads.
+	ctx := context.Background()
+	const model = "script:scripts/chaos.yaml"
+	bundle, err := scheduler.ProjectBundle(ctx, e.Store, e.Project, "", model, nil)
+	require.NoError(t, err)
+	ids := make([]string, threads)
+	for i := range ids {
+		rec, err := e.Orch.Start(ctx, orchestrator.StartRequest{Directive: "c/writer", Model: model, Bundle: bundle})
+		require.NoError(t, err)
+		ids[i] = rec.ThreadID
+	}
+
+	// Redis crashes: the AOF as it was half a second before the kill is
+	// all that is left.
+	time.Sleep(1500 * time.Millisecond)
+	finishedBefore := countFinished(t, e, ids)
+	aof := rds.CopyAOF(t)
+	time.Sleep(500 * time.Millisecond)
+	rds.Kill()
+	crashedAt := time.Since(began)
+	require.NoError(t, rds.RestoreAOF(aof))
+	require.NoError(t, rds.Start(), rds.LogTail())
+	finishedAfterRestore := countFinished(t, e, ids)
+
+	// Then the blob store goes away for ten seconds.
+	time.Sleep(2 * time.Second)
+	s3.Stop()
+	time.Sleep(10 * time.Second)
+	require.NoError(t, s3.Start())
+
+	final := e.Wait(ids, 90*time.Second)
+	settled := time.Since(began)
+
+	var turns, activations int
+	var spend int64
+	for _, id := range ids {
+		rec := final[id]
+		activations += int(rec.Activation)
+		require.Equal(t, thread.StatusCompleted, rec.Status, "%s: %+v", id, rec.Error)
+		require.Equal(t, chaosTurns, rec.Cost.Turns, id)
+		// Every write is there.
+		for i := 1; i < chaosTurns; i++ {
+			data, err := e.Store.Get(ctx, tools.WorkspaceKey(rec.TreeID(), fmt.Sprintf("part%d.txt", i)))
+			require.NoError(t, err, "%s part %d", id, i)
+			require.Equal(t, fmt.Sprintf("part %d of %s", i, id), string(data))
+		}
+		// The ledger equals the transcript: each thread is its own chain.
+		recorded := recordedSpend(t, e, id)
+		entry, err := e.Orch.Ledger.Get(ctx, rec.LedgerID())
+		require.NoError(t, err)
+		require.Equal(t, recorded, entry.OwnNano, "%s: ledger own %d nano-USD, transcript %d", id, entry.OwnNano, recorded)
+		require.Zero(t, entry.OverrunNano, id)
+		require.Equal(t, string(thread.StatusCompleted), entry.Status, id)
+		turns += rec.Cost.Turns
+		spend += recorded
+	}
+	// Nothing is left in flight: no active thread, no lease.
+	active, err := e.Orch.Registry.ListActive(ctx)
+	require.NoError(t, err)
+	require.Empty(t, active)
+	for _, id := range ids {
+		held, err := e.Orch.Activations.LeaseHeld(ctx, id)
+		require.NoError(t, err)
+		require.False(t, held, id)
+	}
+	for _, w := range workers {
+		require.False(t, w.Exited(), "the workers survive the Redis restart")
+	}
+	require.False(t, sched.Exited(), "the scheduler survives the Redis restart")
+
+	m := scrapeMetrics(t, metricsAddr)
+	t.Logf("chaos: %d threads (%d finished before the crash at %s, %d finished per the restored Redis), %d turns, %d activations, "+
+		"%s USD charged = recorded; reconciled: %v; all ended %s after the start (%s after the crash)", threads, finishedBefore,
+		crashedAt.Round(time.Millisecond), finishedAfterRestore, turns, activations, strconv.FormatFloat(ledger.FromNano(spend), 'f', 9, 64),
+		m, settled.Round(time.Millisecond), (settled - crashedAt).Round(time.Millisecond))
+	require.Less(t, settled, 2*time.Minute)
+}
+
+func countFinished(t *testing.T, e *spooltest.Env, ids []string) int {
+	t.Helper()
+	recs, err := e.Orch.Registry.GetMany(context.Background(), ids)
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, r := range recs {
+		if r.Status.Terminal() {
+			n++
+		}
+	}
+	return n
+}
+
+// recordedSpend is the sum of the turn spends a thread's transcript
+// records, in nano-USD.
+func recordedSpend(t *testing.T, e *spooltest.Env, id string) int64 {
+	t.Helper()
+	tr, err := transcript.Read(context.Background(), e.Store, id, e.Orch.Keyring, transcript.Strict)
+	require.NoError(t, err, id)
+	var sum int64
+	for _, ev := range tr.Events {
+		if ev.Type != transcript.TypeCognitionOut {
+			continue
+		}
+		var p transcript.CognitionOut
+		require.NoError(t, json.Unmarshal(ev.Payload, &p))
+		n, err := ledger.ToNano(p.Spend)
+		require.NoError(t, err)
+		sum += n
+	}
+	return sum
+}
+
+// scrapeMetrics reads the spool_reconciled_total series of a /metrics.
+func scrapeMetrics(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, m := range regexp.MustCompile(`(?m)^spool_reconciled_total\{kind="([^"]+)"\} (\S+)$`).FindAllStringSubmatch(string(b), -1) {
+		v, _ := strconv.ParseFloat(m[2], 64)
+		out[m[1]] = v
+	}
+	return out
+}
+
+const lossyScript = `context_window: 200000
+price: {input_per_mtok: 3.00, output_per_mtok: 15.00}
+latency: 300ms
+directives:
+  "c/lossy":
+    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: one.txt, content: "1"}}]
+      usage: {input: 100, output: 10}
+    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: two.txt, content: "2"}}]
+      usage: {input: 200, output: 20}
+    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: three.txt, content: "3"}}]
+      usage: {input: 300, output: 30}
+    - tool_calls: [{tool: c/nap, input: {}}]
+      usage: {input: 400, output: 40}
+    - text: "done"
+      usage: {input: 500, output: 50}
+`
+
+// TestWorkerRechargesTurnsRedisLost: Redis restarts from an AOF copied
+// after a thread's first turn, while the thread runs its fourth (a
+// four-second tool), so the registry and the ledger forget turns two and
+// three, whose segments are durable. With no scheduler running, the
+// worker that recovers the thread applies the lost charges again from
+// the transcript: the ledger's own spend equals the transcript's.
+func TestWorkerRechargesTurnsRedisLost(t *testing.T) {
+	t.Parallel()
+	rds := testenv.NewPrivateRedis(t)
+	e := spooltest.New(t, spooltest.Options{Redis: rds.Redis, Files: map[string]string{
+		".ai/directives/c/lossy.md": directive("lossy", `turns="8" spend="1.0"`, fsPerms+`<execute><tool>c/nap</tool></execute>`, `<success>done</success>`),
+		".ai/tools/c/nap.sh":        "#!/bin/sh\nsleep 4\necho '{\"output\": \"napped\"}'\n",
+		"scripts/lossy.yaml":        lossyScript,
+	}})
+	e.Orch.Log = quiet()
+	w := e.StartWorker("--concurrency", "1")
+	ctx := context.Background()
+	res := e.Spool("thread", "run", "c/lossy", "--model", "script:scripts/lossy.yaml", "--json")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	var rec queue.Record
+	res.JSON(t, &rec)
+	id := rec.ThreadID
+
+	turns := func() int {
+		r, err := e.Orch.Registry.Get(ctx, id)
+		if err != nil {
+			return -1
+		}
+		return r.Cost.Turns
+	}
+	require.Eventually(t, func() bool { return turns() >= 1 }, time.Minute, 5*time.Millisecond)
+	aof := rds.CopyAOF(t)
+	require.Less(t, turns(), 2, "copied before the second turn")
+	require.Eventually(t, func() bool { return turns() >= 3 }, time.Minute, 20*time.Millisecond)
+	time.Sleep(time.Second) // the fourth turn's tool runs
+	rds.Kill()
+	require.NoError(t, rds.RestoreAOF(aof))
+	require.NoError(t, rds.Start(), rds.LogTail())
+	require.Less(t, turns(), 2, "the restored Redis forgot turns two and three")
+
+	final := e.Wait([]string{id}, 90*time.Second)[id]
+	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
+	entry, err := e.Orch.Ledger.Get(ctx, final.LedgerID())
+	require.NoError(t, err)
+	require.Equal(t, recordedSpend(t, e, id), entry.OwnNano, "the ledger equals the transcript")
+	require.Contains(t, w.Log(), "recharged turns the ledger lost")
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -1,0 +1,129 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/spool-run/spool/internal/luabatch"
+)
+
+// Reconciliation is what the durable transcript says a thread's record
+// should at least hold, after Redis lost writes (scheduler's
+// reconciliation): zero fields ask for nothing.
+type Reconciliation struct {
+	// Mark raises the transcript mark (Record.Transcript) to what is
+	// durable; like Changes.Transcript, it only ever rises.
+	Mark *TranscriptMark
+	// MinVersion raises the version to at least this, past every version
+	// an activation cut off by the loss may still hold.
+	MinVersion int64
+}
+
+// Reconciled says what Reconcile changed, and from what.
+type Reconciled struct {
+	MarkFrom, MarkTo       int64 // segments; equal when the mark was not raised
+	VersionFrom, VersionTo int64 // equal when the version was not raised
+}
+
+// MarkRaised reports whether the transcript mark was raised.
+func (r Reconciled) MarkRaised() bool { return r.MarkTo > r.MarkFrom }
+
+// VersionRaised reports whether the version was raised.
+func (r Reconciled) VersionRaised() bool { return r.VersionTo > r.VersionFrom }
+
+// regReconcileScript raises a thread's transcript mark and version to
+// what its durable transcript says they were before Redis lost writes.
+// It changes neither the status nor updated_at, publishes nothing, and
+// does not bump the version otherwise: an activation holding the thread
+// goes on unless its version is passed.
+//
+// KEYS[1] thread hash
+// ARGV[1] mark segments ("" = leave), ARGV[2] the mark's chain hash,
+// ARGV[3] minimum version ("0" = leave)
+// Returns {"OK", mark before, mark after, version before, version after};
+// {"NOTFOUND"}.
+var regReconcileScript = luabatch.NewScript("registry_reconcile", `
+local cur = redis.call('HMGET', KEYS[1], 'status', 'version', 'transcript_segments')
+if not cur[1] then return {'NOTFOUND'} end
+local m0, v0 = tonumber(cur[3] or '0') or 0, tonumber(cur[2] or '0') or 0
+local m1, v1 = m0, v0
+if ARGV[1] ~= '' and tonumber(ARGV[1]) > m0 then
+  m1 = tonumber(ARGV[1])
+  redis.call('HSET', KEYS[1], 'transcript_segments', ARGV[1], 'transcript_chain_hash', ARGV[2])
+end
+if tonumber(ARGV[3]) > v0 then
+  v1 = tonumber(ARGV[3])
+  redis.call('HSET', KEYS[1], 'version', ARGV[3])
+end
+return {'OK', m0, m1, v0, v1}
+`)
+
+// Reconcile raises thread id's transcript mark and version as rc asks
+// (see Reconciliation), atomically, and says what it changed.
+func (r *Registry) Reconcile(ctx context.Context, id string, rc Reconciliation) (Reconciled, error) {
+	markSegments, markHash := "", ""
+	if rc.Mark != nil {
+		if rc.Mark.Segments < 0 {
+			return Reconciled{}, fmt.Errorf("reconcile thread %q: negative transcript mark %d", id, rc.Mark.Segments)
+		}
+		markSegments, markHash = strconv.FormatInt(rc.Mark.Segments, 10), rc.Mark.ChainHash
+	}
+	res, err := regReconcileScript.Run(ctx, r.rdb, []string{r.ks.Thread(id)}, markSegments, markHash, max(rc.MinVersion, 0)).Slice()
+	if err != nil {
+		return Reconciled{}, fmt.Errorf("reconcile thread %q: %w", id, err)
+	}
+	switch code(res) {
+	case "OK":
+	case "NOTFOUND":
+		return Reconciled{}, fmt.Errorf("thread %q: %w", id, ErrNotFound)
+	default:
+		return Reconciled{}, unexpectedReply(res)
+	}
+	if len(res) < 5 {
+		return Reconciled{}, unexpectedReply(res)
+	}
+	n := func(i int) int64 { v, _ := res[i].(int64); return v }
+	return Reconciled{MarkFrom: n(1), MarkTo: n(2), VersionFrom: n(3), VersionTo: n(4)}, nil
+}
+
+// Reenqueue is Enqueue for housekeeping, which re-enqueues an activation
+// the registry says is due (a recover, a wake) under the task id of an
+// earlier enqueue of it. Enqueue takes a task id that exists for an
+// activation already on its way; after Redis lost writes, that task may
+// be one that finished (completed and kept for its retention, or
+// archived) while the registry lost what its run did: the thread would
+// wait for it forever. Reenqueue deletes such a finished task with insp
+// and enqueues the activation again. It reports whether it enqueued.
+func (e *Enqueuer) Reenqueue(ctx context.Context, insp *asynq.Inspector, a Activation, seq int64, q string) (bool, error) {
+	if q == "" {
+		q = DefaultQueue
+	}
+	t, err := NewActivation(a, seq)
+	if err != nil {
+		return false, err
+	}
+	aq := e.keys().Queue(q)
+	for attempt := 0; ; attempt++ {
+		_, err = e.Client.EnqueueContext(ctx, t, asynq.Queue(aq))
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, asynq.ErrTaskIDConflict) && !errors.Is(err, asynq.ErrDuplicateTask) {
+			return false, fmt.Errorf("enqueue %s for %s: %w", a.Reason, a.ThreadID, err)
+		}
+		if attempt > 0 {
+			return false, nil
+		}
+		info, err := insp.GetTaskInfo(aq, TaskID(a, seq))
+		if err != nil || (info.State != asynq.TaskStateCompleted && info.State != asynq.TaskStateArchived) {
+			return false, nil // on its way (or just gone: the next pass sees)
+		}
+		if err := insp.DeleteTask(aq, info.ID); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
+			return false, fmt.Errorf("re-enqueue %s for %s: delete finished task %s: %w", a.Reason, a.ThreadID, info.ID, err)
+		}
+	}
+}

@@ -1,0 +1,454 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/keyspace"
+	"github.com/spool-run/spool/ledger"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// Why a reconciliation ran: the "trigger" label of
+// spool_reconcile_passes_total and ReconcileResult.Trigger.
+const (
+	// TriggerNoMarker: the housekeeping marker (keyspace.Space.Housekeeping)
+	// is missing: the first pass on this Redis, or Redis lost it with the
+	// rest of its data.
+	TriggerNoMarker = "no_marker"
+	// TriggerRestart: Redis runs under a new INFO run_id: it restarted or
+	// failed over, and may have lost its last writes.
+	TriggerRestart = "redis_restarted"
+	// TriggerCanary: the marker's canary counter is lower than this
+	// process last made it: Redis lost writes without a restart (a replica
+	// resynced, a dataset reloaded).
+	TriggerCanary = "canary_lost"
+	// TriggerPeriodic: the slow periodic pass (Config.ReconcileInterval).
+	TriggerPeriodic = "periodic"
+)
+
+// What a reconciliation repaired: the "kind" label of
+// spool_reconciled_total.
+const (
+	// KindRequeue: a created thread whose start task was gone got a new
+	// activation task (reason requeue).
+	KindRequeue = "requeue"
+	// KindMark: a thread's transcript mark was raised to its durable
+	// segments.
+	KindMark = "transcript_mark"
+	// KindVersion: a thread's version was raised past the last durable
+	// checkpoint's.
+	KindVersion = "version"
+	// KindCharge: a turn charge the ledger lacked was applied.
+	KindCharge = "charge"
+)
+
+// ReconcileResult is what one reconciliation did.
+type ReconcileResult struct {
+	// Trigger says why it ran (a Trigger constant); "" when none ran.
+	Trigger string
+	// Threads is the number of threads examined.
+	Threads int
+	// Requeued, Marks, Versions and Charges count the repairs, by kind.
+	Requeued, Marks, Versions, Charges int
+	// Skipped is the number of threads left as they were because their
+	// transcript does not verify or their ledger entry cannot take the
+	// charge (each logged).
+	Skipped int
+}
+
+// Repairs is the number of repairs of every kind.
+func (r ReconcileResult) Repairs() int { return r.Requeued + r.Marks + r.Versions + r.Charges }
+
+// versionFence is how far past the last durable checkpoint's version
+// reconciliation raises a thread's version: past every version an
+// activation cut off by the loss may still hold (a few commits past its
+// last segment), so that none of its commits can ever match again.
+const versionFence = 1000
+
+// reconcileWorkers bounds the threads reconciled at once.
+const reconcileWorkers = 8
+
+// Fields of the housekeeping marker hash.
+const (
+	markerRunID    = "run_id"
+	markerCanary   = "canary"
+	markerPeriodic = "periodic_at"
+)
+
+// reconcile runs a reconciliation when one is due (see the package doc)
+// and then records what it saw of Redis in the marker. A failed
+// reconciliation leaves the marker as it was, so the next pass runs it
+// again.
+func (s *Scheduler) reconcile(ctx context.Context) (ReconcileResult, error) {
+	key := s.o.Keys.Housekeeping()
+	runID, known := redisRunID(ctx, s.o.Redis, key)
+	vals, err := s.o.Redis.HMGet(ctx, key, markerRunID, markerCanary, markerPeriodic).Result()
+	if err != nil {
+		return ReconcileResult{}, fmt.Errorf("read the housekeeping marker: %w", err)
+	}
+	str := func(i int) string { v, _ := vals[i].(string); return v }
+	canary, _ := strconv.ParseInt(str(1), 10, 64)
+	s.mu.Lock()
+	lastCanary := s.canary
+	s.mu.Unlock()
+	now := s.o.Now()
+	trigger := ""
+	switch {
+	case vals[0] == nil:
+		trigger = TriggerNoMarker
+	case known && str(0) != runID:
+		trigger = TriggerRestart
+	case canary < lastCanary:
+		trigger = TriggerCanary
+	case s.cfg.ReconcileInterval > 0:
+		at, err := time.Parse(time.RFC3339Nano, str(2))
+		if err != nil || now.Sub(at) >= s.cfg.ReconcileInterval {
+			trigger = TriggerPeriodic
+		}
+	}
+	var res ReconcileResult
+	if trigger != "" {
+		if trigger != TriggerPeriodic {
+			s.log.Warn("redis may have lost writes: reconciling threads with their transcripts", "trigger", trigger,
+				"run_id", runID, "marker_run_id", str(0), "canary", canary, "canary_seen", lastCanary)
+		}
+		if res, err = s.Reconcile(ctx, trigger); err != nil {
+			return res, err
+		}
+		s.cfg.Metrics.reconciled(res)
+		s.logReconciled(res)
+	}
+	pipe := s.o.Redis.TxPipeline()
+	if known || vals[0] == nil {
+		pipe.HSet(ctx, key, markerRunID, runID)
+	}
+	if trigger != "" {
+		pipe.HSet(ctx, key, markerPeriodic, now.UTC().Format(time.RFC3339Nano))
+	}
+	incr := pipe.HIncrBy(ctx, key, markerCanary, 1)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return res, fmt.Errorf("write the housekeeping marker: %w", err)
+	}
+	s.mu.Lock()
+	s.canary = incr.Val()
+	s.mu.Unlock()
+	return res, nil
+}
+
+func (s *Scheduler) logReconciled(res ReconcileResult) {
+	attrs := []any{"trigger", res.Trigger, "threads", res.Threads, "requeued", res.Requeued, "transcript_marks", res.Marks,
+		"versions", res.Versions, "charges", res.Charges, "skipped", res.Skipped}
+	switch {
+	case res.Repairs() > 0 || res.Skipped > 0:
+		s.log.Warn("reconciled threads with their transcripts", attrs...)
+	case res.Trigger != TriggerPeriodic:
+		s.log.Info("reconciled threads with their transcripts: nothing was lost", attrs...)
+	default:
+		s.log.Debug("reconciled threads with their transcripts", attrs...)
+	}
+}
+
+// redisRunID is the INFO run_id of the Redis server holding key; !known
+// when it cannot be read (an error now, or a server that does not say,
+// as miniredis): then only the canary tells.
+func redisRunID(ctx context.Context, rdb redis.UniversalClient, key string) (runID string, known bool) {
+	var c redis.Cmdable = rdb
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return "", false
+		}
+		c = m
+	}
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return "", false
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok && v != "" {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// Reconcile holds the registry and the ledger to the signed transcripts,
+// which are the source of truth (see the package doc), and adds what it
+// did. The trigger says which threads it examines: after lost writes
+// (any trigger but TriggerPeriodic), every non-terminal thread and
+// every thread created within Config.ReconcileWindow, each against its
+// whole transcript; periodically, every non-terminal thread, against the
+// number of its segments, and in full only those whose transcript is
+// ahead of the registry's mark by more than the normal lag.
+//
+// For each thread: the transcript mark is raised to the durable segments;
+// the version is raised past the last durable checkpoint's (when no
+// activation holds the thread); every turn charge the transcript records
+// and the ledger lacks is applied, under its idempotency key; and a
+// created thread whose start task is no longer queued gets a new
+// activation task (reason requeue). A thread whose transcript does not
+// verify is left alone (integrity is the worker's to report).
+func (s *Scheduler) Reconcile(ctx context.Context, trigger string) (ReconcileResult, error) {
+	res := ReconcileResult{Trigger: trigger}
+	err := s.reconcileAll(ctx, &res)
+	return res, err
+}
+
+func (s *Scheduler) reconcileAll(ctx context.Context, res *ReconcileResult) error {
+	recs, err := s.reconcileSet(ctx, res.Trigger != TriggerPeriodic)
+	if err != nil {
+		return err
+	}
+	res.Threads = len(recs)
+	insp := s.o.Inspector()
+	var created []*queue.Record
+	for _, r := range recs {
+		if r.Status == thread.StatusCreated && !startQueued(insp, s.o.Keys, r) {
+			created = append(created, r)
+		}
+	}
+	checked := time.Now()
+
+	var mu sync.Mutex
+	var firstErr error
+	work := make(chan *queue.Record)
+	var wg sync.WaitGroup
+	for range min(reconcileWorkers, max(len(recs), 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range work {
+				var one ReconcileResult
+				err := s.reconcileThread(ctx, r, res.Trigger, &one)
+				mu.Lock()
+				res.Marks += one.Marks
+				res.Versions += one.Versions
+				res.Charges += one.Charges
+				res.Skipped += one.Skipped
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, r := range recs {
+		if r.Extra[ArtifactsDeletedField] == "" {
+			work <- r
+		}
+	}
+	close(work)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+
+	// A start task is claimed within moments of being taken from its
+	// queue: a created thread whose task was active (or finished, or gone)
+	// a second ago and still is has lost it.
+	if len(created) > 0 {
+		if d := time.Second - time.Since(checked); d > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(d):
+			}
+		}
+	}
+	now := s.o.Now()
+	for _, r := range created {
+		cur, err := s.o.Registry.Get(ctx, r.ThreadID)
+		if err != nil || cur.Status != thread.StatusCreated {
+			continue
+		}
+		if startQueued(insp, s.o.Keys, cur) {
+			continue
+		}
+		seq := now.UnixMilli()
+		if err := s.o.Enqueuer.Enqueue(ctx, queue.Activation{ThreadID: cur.ThreadID, Reason: "requeue"}, seq, cur.Queue); err != nil {
+			return err
+		}
+		// Noted on the record, so that a later pass finds this task
+		// queued and does not enqueue another (the claim would drop it).
+		_, err = s.o.Registry.Commit(ctx, cur.ThreadID, cur.Version, queue.Changes{Fields: map[string]string{
+			RequeuedField: strconv.FormatInt(seq, 10)}})
+		if err != nil && !errors.Is(err, queue.ErrConflict) {
+			return err
+		}
+		res.Requeued++
+		s.log.Warn("re-enqueued a created thread whose start task was lost", "thread_id", cur.ThreadID, "trigger", res.Trigger,
+			"queue", queueOf(cur))
+	}
+	return nil
+}
+
+func queueOf(r *queue.Record) string {
+	if r.Queue == "" {
+		return queue.DefaultQueue
+	}
+	return r.Queue
+}
+
+// RequeuedField is the registry hash field (Record.Extra) in which
+// reconciliation notes the sequence number of the requeue task it
+// enqueued for a created thread.
+const RequeuedField = "requeued_seq"
+
+// startQueued reports whether created thread rec's start task, or the
+// requeue task reconciliation gave it, waits in its asynq queue (pending,
+// scheduled or to be retried). Anything else (active, finished, gone) is
+// a start that may have been lost; an error reading it counts as queued,
+// to be looked at again by a later pass.
+func startQueued(insp *asynq.Inspector, ks keyspace.Space, rec *queue.Record) bool {
+	aq := ks.Queue(queueOf(rec))
+	ids := []string{rec.ThreadID}
+	if seq, err := strconv.ParseInt(rec.Extra[RequeuedField], 10, 64); err == nil {
+		ids = append(ids, queue.TaskID(queue.Activation{ThreadID: rec.ThreadID, Reason: "requeue"}, seq))
+	}
+	for _, id := range ids {
+		info, err := insp.GetTaskInfo(aq, id)
+		if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+			continue
+		}
+		if err != nil {
+			return true
+		}
+		switch info.State {
+		case asynq.TaskStatePending, asynq.TaskStateScheduled, asynq.TaskStateRetry, asynq.TaskStateAggregating:
+			return true
+		}
+	}
+	return false
+}
+
+// reconcileSet is the records a reconciliation examines: the non-terminal
+// threads and, after lost writes, the threads created within the window.
+func (s *Scheduler) reconcileSet(ctx context.Context, afterLoss bool) ([]*queue.Record, error) {
+	recs, err := s.o.Registry.ListActive(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	if !afterLoss {
+		return recs, nil
+	}
+	seen := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		seen[r.ThreadID] = true
+	}
+	since := s.o.Now().Add(-s.cfg.ReconcileWindow).UnixMilli()
+	ids, err := s.o.Redis.ZRangeArgs(ctx, redis.ZRangeArgs{Key: s.o.Keys.Threads(), Start: strconv.FormatInt(since, 10),
+		Stop: "+inf", ByScore: true}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	var more []string
+	for _, id := range ids {
+		if !seen[id] {
+			more = append(more, id)
+		}
+	}
+	for len(more) > 0 {
+		n := min(len(more), 500)
+		got, err := s.o.Registry.GetMany(ctx, more[:n])
+		if err != nil {
+			return nil, fmt.Errorf("reconcile: %w", err)
+		}
+		recs = append(recs, got...)
+		more = more[n:]
+	}
+	return recs, nil
+}
+
+// reconcileThread holds one thread's record and ledger entry to its
+// transcript (see Reconcile) and counts what it repaired in res.
+func (s *Scheduler) reconcileThread(ctx context.Context, rec *queue.Record, trigger string, res *ReconcileResult) error {
+	id := rec.ThreadID
+	// The normal lag: a checkpoint commits before its segment is written,
+	// so the last segment of a thread that has not finished may be past
+	// the mark (the worker package doc). A created thread has no segment
+	// and a finished one's mark is exact.
+	lag := int64(1)
+	if rec.Status == thread.StatusCreated || rec.Status.Terminal() {
+		lag = 0
+	}
+	if trigger == TriggerPeriodic {
+		infos, err := s.o.Store.List(ctx, transcript.SegmentPrefix(id))
+		if err != nil {
+			return fmt.Errorf("reconcile %s: %w", id, err)
+		}
+		if int64(len(infos)) <= rec.Transcript.Segments+lag {
+			return nil
+		}
+	}
+	tr, err := transcript.ReadWith(ctx, s.o.Store, id, s.o.Keyring, transcript.ReadOptions{Mode: transcript.Strict})
+	if errors.Is(err, transcript.ErrTampered) || errors.Is(err, transcript.ErrBadSignature) || errors.Is(err, transcript.ErrUnknownKey) {
+		s.log.Warn("reconcile: transcript does not verify; thread left as it is", "thread_id", id, "error", err)
+		res.Skipped++
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reconcile %s: %w", id, err)
+	}
+
+	var rc queue.Reconciliation
+	if m := tr.Mark(); m.Segments > rec.Transcript.Segments+lag {
+		rc.Mark = orchestrator.RecordMark(m)
+	}
+	if st := tr.LastState; st != nil && !rec.Status.Terminal() && rec.Version < st.Version {
+		// The registry lost commits that the transcript holds. Raise the
+		// version only where no activation holds the thread: one that
+		// does either committed since the loss (and keeps going) or was
+		// cut off by it (and its next commit fails anyway).
+		held, err := s.o.Activations.LeaseHeld(ctx, id)
+		if err != nil {
+			return fmt.Errorf("reconcile %s: %w", id, err)
+		}
+		if !held {
+			rc.MinVersion = st.Version + versionFence
+		}
+	}
+	var got queue.Reconciled
+	if rc.Mark != nil || rc.MinVersion > 0 {
+		if got, err = s.o.Registry.Reconcile(ctx, id, rc); err != nil {
+			return err
+		}
+	}
+	if got.MarkRaised() {
+		res.Marks++
+	}
+	if got.VersionRaised() {
+		res.Versions++
+	}
+
+	charges, err := orchestrator.RecordedCharges(tr)
+	if err != nil {
+		return err
+	}
+	applied, err := s.o.Recharge(ctx, rec, charges)
+	res.Charges += len(applied)
+	if errors.Is(err, ledger.ErrReleased) || errors.Is(err, ledger.ErrNotFound) {
+		s.log.Warn("reconcile: the ledger entry cannot take the thread's recorded turns", "thread_id", id,
+			"ledger_id", rec.LedgerID(), "error", err)
+		res.Skipped++
+		err = nil
+	}
+	if got.MarkRaised() || got.VersionRaised() || len(applied) > 0 {
+		s.log.Warn("reconciled thread with its transcript", "thread_id", id, "status", rec.Status, "trigger", trigger,
+			"transcript_mark_from", got.MarkFrom, "transcript_mark_to", got.MarkTo,
+			"version_from", got.VersionFrom, "version_to", got.VersionTo,
+			"charges", len(applied), "charged_usd", orchestrator.ChargedUSD(applied), "ledger_id", rec.LedgerID())
+	}
+	return err
+}
