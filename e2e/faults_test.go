@@ -148,7 +148,7 @@ func TestDurationStopsWorkInFlight(t *testing.T) {
 	require.NotContains(t, w.Log(), "activation failed")
 }
 
-const outageScript = `latency: 150ms
+const outageScript = `latency: 300ms
 price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
 directives:
   "f/writer":
@@ -175,8 +175,10 @@ func TestStorageOutageLosesNothing(t *testing.T) {
 	files[".ai/directives/f/writer.md"] = directive("writer", `turns="8"`, fsPerms, `<success>done</success>`)
 	files["scripts/outage.yaml"] = outageScript
 	e := spooltest.New(t, spooltest.Options{Files: files, S3: s3.S3})
-	w := e.StartWorker("--concurrency", "4")
 
+	// Every thread is queued before the worker starts, so the outage finds
+	// work in flight (about 8s of it: 20 threads of five 300ms turns, four
+	// at a time).
 	var ids []string
 	for range 20 {
 		res := e.Spool("thread", "run", "f/writer", "--model", "script:scripts/outage.yaml", "--json")
@@ -185,6 +187,7 @@ func TestStorageOutageLosesNothing(t *testing.T) {
 		res.JSON(t, &rec)
 		ids = append(ids, rec.ThreadID)
 	}
+	w := e.StartWorker("--concurrency", "4")
 	time.Sleep(time.Second)
 	s3.Stop()
 	time.Sleep(10 * time.Second)
