@@ -9,6 +9,8 @@ type Project struct {
 	Models       Models
 	// Approvals gates tool calls on a person's decision; nil: none.
 	Approvals *Approvals
+	// RateLimits holds model calls to fleet-wide limits; nil: none.
+	RateLimits *RateLimits
 }
 
 // Default is the configuration of a project without config files.
@@ -35,5 +37,9 @@ func Load(fsys fs.FS) (*Project, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Project{Resilience: r, Coordination: c, Models: m, Approvals: a}, nil
+	rl, err := LoadRateLimits(fsys)
+	if err != nil {
+		return nil, err
+	}
+	return &Project{Resilience: r, Coordination: c, Models: m, Approvals: a, RateLimits: rl}, nil
 }

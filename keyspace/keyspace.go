@@ -91,6 +91,15 @@ func (s Space) AwaitingApproval() string { return s.prefix + "awaiting_approval"
 // send`, `interrupt`), delivered before its next model call.
 func (s Space) Inbox(id string) string { return s.prefix + "inbox:" + id }
 
+// RateLimit is the Redis state of one fleet-wide rate-limit budget (rule
+// id, config.RateRule.ID) of one kind: "req", "in", "out" (GCRA's
+// theoretical arrival time), "conc" (the concurrency leases, a sorted
+// set), "block" (blocked until, after a provider's 429), "wait" (the
+// callers waiting, by priority).
+func (s Space) RateLimit(rule, kind string) string {
+	return s.prefix + "ratelimit:" + rule + ":" + kind
+}
+
 // Lease is the activation lease of a thread (who runs it now).
 func (s Space) Lease(id string) string { return s.prefix + "lease:" + id }
 

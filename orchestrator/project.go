@@ -23,7 +23,9 @@ type Project struct {
 	Coordination config.Coordination
 	Models       config.Models
 	// Approvals gates tool calls on a person's decision; nil: none.
-	Approvals    *config.Approvals
+	Approvals *config.Approvals
+	// RateLimits holds model calls to fleet-wide limits; nil: none.
+	RateLimits   *config.RateLimits
 	Pricing      []byte // .ai/config/agent/pricing.yaml, if any
 	UserHooks    []hooks.Hook
 	ProjectHooks []hooks.Hook
@@ -88,6 +90,9 @@ func (o *Orchestrator) Project(ctx context.Context, digest string) (*Project, er
 		return nil, err
 	}
 	if p.Approvals, err = config.LoadApprovals(b); err != nil {
+		return nil, err
+	}
+	if p.RateLimits, err = config.LoadRateLimits(b); err != nil {
 		return nil, err
 	}
 	if p.Models, err = config.LoadModels(b); err != nil {

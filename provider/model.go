@@ -101,6 +101,22 @@ func New(model string, cfg Config) (Provider, error) {
 	return NewOpenAI(name, cfg, pricing), nil
 }
 
+// Route names the API a model's calls go to ("anthropic", "openai",
+// "script"; "" for an unknown model) and the API key they carry ("" for
+// none), for rate limits that are per provider or per key.
+func Route(model string, cfg Config) (api, key string) {
+	api, _, err := route(model, cfg)
+	switch {
+	case err != nil:
+		return "", ""
+	case api == apiAnthropic:
+		return "anthropic", cfg.AnthropicAPIKey
+	case api == apiOpenAI:
+		return "openai", cfg.OpenAIAPIKey
+	}
+	return "script", ""
+}
+
 // MissingKey names the environment variable with the API key that model's
 // provider needs and cfg lacks: ANTHROPIC_API_KEY or OPENAI_API_KEY for
 // the real Anthropic or OpenAI API, "" when the key is there or none is

@@ -220,3 +220,37 @@ func (a *Activations) AwaitingApproval(ctx context.Context) ([]string, error) {
 func (a *Activations) ForgetAwaiting(ctx context.Context, id string) error {
 	return a.rdb.SRem(ctx, a.ks.AwaitingApproval(), id).Err()
 }
+
+// WaitingForRateLimit: the thread waits for its model's fleet-wide rate
+// limit (ratelimit), with an activation scheduled at wake_at.
+const WaitingForRateLimit = "rate_limit"
+
+// suspendUntilScript suspends a running thread until a time, for a reason.
+//
+// KEYS[1] thread hash, KEYS[2] events channel
+// ARGV[1] expected version, ARGV[2] now, ARGV[3] thread id, ARGV[4]
+// reason (waiting_for), ARGV[5] wake_at (RFC 3339)
+// Returns the new version (the suspension's seq); error reply CONFLICT.
+var suspendUntilScript = redis.NewScript(`
+local v = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+if v ~= tonumber(ARGV[1]) then return redis.error_reply('CONFLICT ' .. v) end
+v = redis.call('HINCRBY', KEYS[1], 'version', 1)
+redis.call('HSET', KEYS[1], 'status', 'waiting', 'suspend_seq', v, 'waiting_for', ARGV[4], 'wake_at', ARGV[5], 'updated_at', ARGV[2])
+redis.call('PUBLISH', KEYS[2], ARGV[3] .. ' waiting')
+return v
+`)
+
+// SuspendUntil moves a running thread (holding version) to waiting, for
+// reason (e.g. WaitingForRateLimit), until wakeAt, when the activation
+// the caller schedules with the returned seq continues it.
+func (a *Activations) SuspendUntil(ctx context.Context, id string, version int64, reason string, wakeAt time.Time) (int64, error) {
+	seq, err := suspendUntilScript.Run(ctx, a.rdb, []string{a.ks.Thread(id), a.ks.Events()}, version,
+		a.now().UTC().Format(time.RFC3339Nano), id, reason, wakeAt.UTC().Format(time.RFC3339Nano)).Int64()
+	if err != nil {
+		if msg := replyText(err); strings.HasPrefix(msg, "CONFLICT") {
+			return 0, &ConflictError{ThreadID: id, Expected: version, Actual: parseActual(msg)}
+		}
+		return 0, fmt.Errorf("suspend %s until %s: %w", id, wakeAt.Format(time.RFC3339), err)
+	}
+	return seq, nil
+}

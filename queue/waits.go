@@ -187,17 +187,22 @@ func (a *Activations) StalledWaits(ctx context.Context) ([]Wake, error) {
 	var out []Wake
 	for _, id := range ids {
 		pipe := a.rdb.Pipeline()
-		h := pipe.HMGet(ctx, a.ks.Thread(id), "status", "suspend_seq", "waiting_for", "approvals_open")
+		h := pipe.HMGet(ctx, a.ks.Thread(id), "status", "suspend_seq", "waiting_for", "approvals_open", "wake_at")
 		c := pipe.SCard(ctx, a.ks.Waits(id))
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return nil, err
 		}
 		vals := h.Val()
-		if len(vals) < 4 || vals[0] != "waiting" || c.Val() != 0 {
+		if len(vals) < 5 || vals[0] != "waiting" || c.Val() != 0 {
 			continue
 		}
 		if vals[2] == WaitingForApproval && fmt.Sprint(vals[3]) != "0" {
 			continue // people have calls left to decide
+		}
+		if vals[2] == WaitingForRateLimit {
+			if at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(vals[4])); err == nil && a.now().Before(at.Add(retryGrace)) {
+				continue // its activation is due at wake_at
+			}
 		}
 		var seq int64
 		_, _ = fmt.Sscan(fmt.Sprint(vals[1]), &seq)

@@ -131,7 +131,19 @@ const harnessPerms = `<execute><tool>rye/file-system/*</tool></execute><execute>
 
 // setup builds a harness whose project holds files (path → content) plus
 // the directives h/a (no limits of its own), h/kid and h/tight (turns 2).
-func setup(t *testing.T, files map[string]string, cfg Config) *harness {
+func setup(t *testing.T, files map[string]string, wcfg Config) *harness {
+	cfg := harnessConfig{Config: wcfg}
+	return setupWith(t, files, cfg)
+}
+
+// harnessConfig is a worker Config and the harness's clock (nil: the real
+// one).
+type harnessConfig struct {
+	Config
+	now func() time.Time
+}
+
+func setupWith(t *testing.T, files map[string]string, cfg harnessConfig) *harness {
 	t.Helper()
 	r := testenv.NewRedis(t)
 	ctx := context.Background()
@@ -158,7 +170,7 @@ func setup(t *testing.T, files map[string]string, cfg Config) *harness {
 	require.NoError(t, err)
 	client := asynq.NewClientFromRedisClient(r.Client)
 	t.Cleanup(func() { _ = client.Close() })
-	o := orchestrator.New(orchestrator.Config{Namespace: r.Namespace, LeaseTTL: 2 * time.Second}, r.Client, store,
+	o := orchestrator.New(orchestrator.Config{Namespace: r.Namespace, LeaseTTL: 2 * time.Second, Now: cfg.now}, r.Client, store,
 		&queue.Enqueuer{Client: client}, signer, keyring)
 	bundle, err := directive.BuildBundle(ctx, store, filepath.Join(dir, "project"), "", map[string][]byte{"fake.yaml": []byte(all["fake.yaml"])})
 	require.NoError(t, err)
@@ -167,7 +179,8 @@ func setup(t *testing.T, files map[string]string, cfg Config) *harness {
 	if cfg.StoragePatience == 0 {
 		cfg.StoragePatience = -1
 	}
-	w := New(cfg, o)
+	w := New(cfg.Config, o)
+	t.Cleanup(func() { w.asyncCancel(); w.async.Wait() })
 	insp := asynq.NewInspectorFromRedisClient(r.Client)
 	t.Cleanup(func() { _ = insp.Close() })
 	return &harness{t: t, ctx: ctx, o: o, w: w, prov: prov, bundle: bundle, insp: insp}
@@ -716,4 +729,65 @@ func TestSendAndInterrupt(t *testing.T) {
 		"each message once, in order")
 	_, err = h.o.Send(h.ctx, id, "late", "ada", false)
 	require.ErrorIs(t, err, queue.ErrFinished)
+}
+
+// testClock is a settable clock for the orchestrator and the limiter.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *testClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// TestRateLimitHandsBack: a model call its rate limit refuses for longer
+// than the hand-back threshold checkpoints the thread and suspends it
+// (waiting for rate_limit, no slot), with an activation scheduled when
+// the limiter says; that activation is admitted and the thread completes.
+func TestRateLimitHandsBack(t *testing.T) {
+	t.Parallel()
+	clk := &testClock{t: time.Now()}
+	h := setupWith(t, map[string]string{
+		".ai/config/agent/rate_limits.yaml": "rate_limits: [{match: 'script:*', requests_per_minute: 1, burst: 1}]\n",
+	}, harnessConfig{now: clk.now})
+	h.prov.script("h/a", call("rye/file-system/fs_read", `{"path":"x"}`), say("done"))
+	id := h.start("h/a", thread.Limits{})
+	require.NoError(t, h.activate(id, "start", 0))
+	rec := h.record(id)
+	require.Equal(t, thread.StatusWaiting, rec.Status, "%+v", rec.Error)
+	require.Equal(t, queue.WaitingForRateLimit, rec.WaitingFor)
+	require.Equal(t, 1, h.prov.calls, "the second call waits for the minute")
+	held, err := h.o.Activations.LeaseHeld(h.ctx, id)
+	require.NoError(t, err)
+	require.False(t, held)
+	clk.add(time.Minute)
+	require.Equal(t, 1, h.drain(true))
+	rec = h.record(id)
+	require.Equal(t, thread.StatusCompleted, rec.Status, "%+v", rec.Error)
+	require.Equal(t, 2, h.prov.calls)
+}
+
+// TestRateLimitConcurrency: with concurrent 1, a second thread's call is
+// not admitted while the first's runs; it is handed back (no slot held)
+// and runs once the first is done.
+func TestRateLimitConcurrency(t *testing.T) {
+	t.Parallel()
+	h := setup(t, map[string]string{".ai/config/agent/rate_limits.yaml": "rate_limits: [{match: 'script:*', concurrent: 1}]\n"}, Config{})
+	started := make(chan struct{})
+	release := make(chan struct{})
+	h.prov.script("h/a", reply{fn: func(ctx context.Context, _ *provider.Request) (*provider.Response, error) {
+		close(started)
+		<-release
+		return say("a done").resp, nil
+	}})
+	h.prov.script("h/kid", say("kid done"))
+	a, b := h.start("h/a", thread.Limits{}), h.start("h/kid", thread.Limits{})
+	done := make(chan error, 1)
+	go func() { done <- h.activate(a, "start", 0) }()
+	<-started
+	require.NoError(t, h.activate(b, "start", 0))
+	require.Equal(t, queue.WaitingForRateLimit, h.record(b).WaitingFor, "refused while a's call runs: handed back")
+	close(release)
+	require.NoError(t, <-done)
+	require.Eventually(t, func() bool { h.drain(true); return h.record(b).Status == thread.StatusCompleted }, 10*time.Second, 200*time.Millisecond)
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spool-run/spool/provider"
+	"github.com/spool-run/spool/ratelimit"
 )
 
 // Metrics are the worker's Prometheus collectors. A nil *Metrics records
@@ -33,6 +34,14 @@ type Metrics struct {
 	// ledger when it restored its thread (Redis lost them) and applied
 	// again from the transcript.
 	Recharged prometheus.Counter
+	// RateAdmitted, RateThrottled (by kind: req, in, out, conc, block,
+	// priority) and RateHandedBack count model calls per rate-limit rule;
+	// RateTokens counts tokens per rule, kind (input, output) and stage
+	// (reserved, used).
+	RateAdmitted   *prometheus.CounterVec
+	RateThrottled  *prometheus.CounterVec
+	RateHandedBack *prometheus.CounterVec
+	RateTokens     *prometheus.CounterVec
 }
 
 // NewMetrics registers the worker's collectors with reg.
@@ -53,10 +62,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Blob store operations tried again after a failure."}, []string{"op"}),
 		Recharged: prometheus.NewCounter(prometheus.CounterOpts{Name: "spool_worker_recharged_turns_total",
 			Help: "Turn charges missing from the ledger (lost Redis writes) that a restoring activation applied again from the transcript."}),
+		RateAdmitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_ratelimit_admitted_total",
+			Help: "Model calls a rate-limit rule admitted."}, []string{"rule"}),
+		RateThrottled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_ratelimit_throttled_total",
+			Help: "Model call admissions a rate-limit rule refused, by what refused them."}, []string{"rule", "kind"}),
+		RateHandedBack: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_ratelimit_waiting_total",
+			Help: "Threads handed back to wait for a rate limit (no slot held)."}, []string{"rule"}),
+		RateTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_ratelimit_tokens_total",
+			Help: "Tokens per rate-limit rule: reserved before calls, used as the provider reported."}, []string{"rule", "kind", "stage"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Turns, m.Tokens, m.Spend, m.TurnLatency, m.Finished, m.ProviderErrors, m.Suspensions,
-			m.CheckpointLatency, m.LedgerRejections, m.StorageRetries, m.Recharged)
+			m.CheckpointLatency, m.LedgerRejections, m.StorageRetries, m.Recharged, m.RateAdmitted, m.RateThrottled, m.RateHandedBack, m.RateTokens)
 	}
 	return m
 }
@@ -119,5 +136,38 @@ func (m *Metrics) storageRetried(op string) {
 func (m *Metrics) recharged(n int) {
 	if m != nil {
 		m.Recharged.Add(float64(n))
+	}
+}
+
+func (m *Metrics) rateAdmitted(adm ratelimit.Admission) {
+	if m == nil {
+		return
+	}
+	for _, r := range adm.Reserved {
+		m.RateAdmitted.WithLabelValues(r.Rule.ID).Inc()
+		m.RateTokens.WithLabelValues(r.Rule.ID, "input", "reserved").Add(float64(r.In))
+		m.RateTokens.WithLabelValues(r.Rule.ID, "output", "reserved").Add(float64(r.Out))
+	}
+}
+
+func (m *Metrics) rateSettled(adm ratelimit.Admission, in, out int) {
+	if m == nil {
+		return
+	}
+	for _, r := range adm.Reserved {
+		m.RateTokens.WithLabelValues(r.Rule.ID, "input", "used").Add(float64(in))
+		m.RateTokens.WithLabelValues(r.Rule.ID, "output", "used").Add(float64(out))
+	}
+}
+
+func (m *Metrics) rateThrottled(rule, kind string) {
+	if m != nil {
+		m.RateThrottled.WithLabelValues(rule, kind).Inc()
+	}
+}
+
+func (m *Metrics) rateHandedBack(rule string) {
+	if m != nil {
+		m.RateHandedBack.WithLabelValues(rule).Inc()
 	}
 }

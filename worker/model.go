@@ -36,8 +36,15 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 	}
 	s.st.RetryAt = time.Time{}
 	for attempt := s.st.ModelAttempts; ; attempt++ {
+		adm, err := s.admit(ctx, req)
+		if err != nil {
+			return nil, err
+		}
 		start := time.Now()
+		release := s.holdLease(adm)
 		resp, err := s.prov.Complete(ctx, req, func(text string) { s.tw.AppendDelta(text) })
+		release()
+		s.settle(ctx, adm, resp, err)
 		if err == nil {
 			s.st.ModelAttempts = 0
 			s.w.metrics.observeTurn(s.rec.Directive, s.rec.Model, time.Since(start))

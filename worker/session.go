@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/hooks"
 	"github.com/spool-run/spool/orchestrator"
@@ -121,6 +122,9 @@ type session struct {
 	// room, naming the level (the thread's chain or an ancestor) whose
 	// budget is spent: the thread stops before its next turn.
 	budgetStop *thread.LimitError
+	// rates are the rate-limit rules of the thread's model calls
+	// (rateRules); nil until looked up.
+	rates []config.RateRule
 	// trimmedInbox is the seq up to which this activation trimmed the
 	// thread's inbox.
 	trimmedInbox int64

@@ -173,6 +173,9 @@ func (s *session) stepModel(ctx context.Context) (*provider.Response, outcome, e
 	if errors.Is(err, errRetryLater) {
 		return nil, outcome{kind: handBack, reason: "retry_wait", at: s.st.RetryAt}, nil
 	}
+	if errors.Is(err, errRateLimited) {
+		return nil, outcome{kind: handBack, reason: queue.WaitingForRateLimit, at: s.st.RetryAt}, nil
+	}
 	if err != nil {
 		return nil, outcome{}, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/ratelimit"
 )
 
 // Config configures a Worker.
@@ -175,6 +176,7 @@ type Worker struct {
 	log     *slog.Logger
 	srv     *asynq.Server
 	metrics *Metrics
+	limiter *ratelimit.Limiter
 
 	draining chan struct{}
 	stopOnce sync.Once
@@ -203,6 +205,7 @@ func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
 	}
 	w := &Worker{cfg: cfg, o: o, log: cfg.Logger, draining: make(chan struct{}), running: map[string]map[string]*control{}}
 	w.asyncCtx, w.asyncCancel = context.WithCancel(context.Background())
+	w.limiter = ratelimit.New(o.Redis, o.Keys, o.Now)
 	w.token = newToken()
 	w.metrics = cfg.Metrics
 	queues := make(map[string]int, len(cfg.Queues))
@@ -392,6 +395,15 @@ func Recover(ctx context.Context, o *orchestrator.Orchestrator) error {
 	return nil
 }
 
+// asynqLogger adapts slog to asynq's logger.
+type asynqLogger struct{ l *slog.Logger }
+
+func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...)) }
+func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...)) }
+func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...)) }
+func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...)) }
+func (a asynqLogger) Fatal(args ...any) { a.l.Error(fmt.Sprint(args...)) }
+
 // goAsync runs f beside the activations, until Stop: work that must not
 // hold an activation's slot (an approval webhook and its retries).
 func (w *Worker) goAsync(log *slog.Logger, what string, f func(context.Context) error) {
@@ -403,12 +415,3 @@ func (w *Worker) goAsync(log *slog.Logger, what string, f func(context.Context) 
 		}
 	}()
 }
-
-// asynqLogger adapts slog to asynq's logger.
-type asynqLogger struct{ l *slog.Logger }
-
-func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...)) }
-func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...)) }
-func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...)) }
-func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...)) }
-func (a asynqLogger) Fatal(args ...any) { a.l.Error(fmt.Sprint(args...)) }

@@ -1,0 +1,130 @@
+package config
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+
+	"gopkg.in/yaml.v3"
+)
+
+// rateLimitsPath is where a project declares its fleet-wide model limits.
+const rateLimitsPath = ".ai/config/agent/rate_limits.yaml"
+
+// RateLimits is rate_limits.yaml (CLI.md "Rate limits"):
+//
+//	rate_limits:
+//	  - match: "claude-*"              # glob over the resolved model id ("script:*" matches scripts)
+//	    provider: anthropic            # optional: anthropic | openai | script
+//	    key: 1a2b3c4d                  # optional: only calls with the API key of this fingerprint
+//	    per_key: true                  # optional: a budget per API key (two keys, two budgets)
+//	    requests_per_minute: 50
+//	    input_tokens_per_minute: 40000
+//	    output_tokens_per_minute: 8000
+//	    concurrent: 20
+//	    burst: 5                       # optional: requests admitted at once (default: a second's worth)
+//	    output_estimate: 1000          # optional: output tokens reserved per call (default: max_tokens)
+//
+// Every rule that matches a call applies, and all must admit it.
+type RateLimits struct {
+	Rules []RateRule `yaml:"rate_limits"`
+}
+
+// RateRule is one limit over the calls it matches. A zero limit field is
+// no limit of that kind.
+type RateRule struct {
+	Match                 string `yaml:"match"`
+	Provider              string `yaml:"provider"`
+	Key                   string `yaml:"key"`
+	PerKey                bool   `yaml:"per_key"`
+	RequestsPerMinute     int    `yaml:"requests_per_minute"`
+	InputTokensPerMinute  int    `yaml:"input_tokens_per_minute"`
+	OutputTokensPerMinute int    `yaml:"output_tokens_per_minute"`
+	Concurrent            int    `yaml:"concurrent"`
+	Burst                 int    `yaml:"burst"`
+	OutputEstimate        int    `yaml:"output_estimate"`
+	// ID names the rule's state in Redis: a digest of what it matches, so
+	// every worker and project that declares the same rule shares one
+	// budget (and a key's budget, with per_key, is its own).
+	ID string `yaml:"-"`
+}
+
+// Match returns the rules that apply to a call of model through provider
+// with the API key of fingerprint keyID ("" for none), each with the ID
+// of the budget the call counts against.
+func (r *RateLimits) Match(model, provider, keyID string) []RateRule {
+	if r == nil {
+		return nil
+	}
+	var out []RateRule
+	for _, rule := range r.Rules {
+		if ok, _ := path.Match(rule.Match, model); !ok && rule.Match != "*" {
+			continue
+		}
+		if rule.Provider != "" && rule.Provider != provider {
+			continue
+		}
+		if rule.Key != "" && rule.Key != keyID {
+			continue
+		}
+		scope := rule.Match + "|" + rule.Provider + "|" + rule.Key
+		if rule.PerKey {
+			scope += "|" + keyID
+		}
+		sum := sha256.Sum256([]byte(scope))
+		rule.ID = hex.EncodeToString(sum[:6])
+		out = append(out, rule)
+	}
+	return out
+}
+
+// LoadRateLimits reads rate_limits.yaml from the project fsys; a missing
+// file limits nothing (nil).
+func LoadRateLimits(fsys fs.FS) (*RateLimits, error) {
+	data, p, ok, err := readFirst(fsys, rateLimitsPath)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return ParseRateLimits(p, data)
+}
+
+// ParseRateLimits parses rate_limits.yaml; an unknown key, a bad glob, a
+// negative limit or a rule that limits nothing is an error naming the
+// file and rule.
+func ParseRateLimits(p string, data []byte) (*RateLimits, error) {
+	var r RateLimits
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&r); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	for i, rule := range r.Rules {
+		where := fmt.Sprintf("%s: rate_limits[%d]", p, i)
+		if rule.Match == "" {
+			return nil, fmt.Errorf("%s: match is required (a glob over model ids)", where)
+		}
+		if _, err := path.Match(rule.Match, ""); err != nil {
+			return nil, fmt.Errorf("%s: match %q: %w", where, rule.Match, err)
+		}
+		switch rule.Provider {
+		case "", "anthropic", "openai", "script":
+		default:
+			return nil, fmt.Errorf("%s: provider %q is not anthropic, openai or script", where, rule.Provider)
+		}
+		for name, v := range map[string]int{"requests_per_minute": rule.RequestsPerMinute, "input_tokens_per_minute": rule.InputTokensPerMinute,
+			"output_tokens_per_minute": rule.OutputTokensPerMinute, "concurrent": rule.Concurrent, "burst": rule.Burst, "output_estimate": rule.OutputEstimate} {
+			if v < 0 {
+				return nil, fmt.Errorf("%s: %s %d is negative", where, name, v)
+			}
+		}
+		if rule.RequestsPerMinute == 0 && rule.InputTokensPerMinute == 0 && rule.OutputTokensPerMinute == 0 && rule.Concurrent == 0 {
+			return nil, fmt.Errorf("%s: the rule limits nothing (set requests_per_minute, input_tokens_per_minute, output_tokens_per_minute or concurrent)", where)
+		}
+	}
+	return &r, nil
+}

@@ -1,0 +1,330 @@
+// Package ratelimit holds model calls to fleet-wide limits (CLI.md "Rate
+// limits"): requests, input tokens and output tokens per minute, and calls
+// in flight, per rule of rate_limits.yaml, across every worker, in Redis.
+//
+// One admission is one Lua script over every rule that matches the call,
+// checked together and applied together (all admit it or none is charged):
+//
+//	requests   GCRA (generic cell rate algorithm): a rule's theoretical
+//	           arrival time advances 60s/rpm per request; a request is
+//	           admitted while it is at most `burst` intervals ahead of now
+//	tokens     GCRA too, with a call's cost its token count: input tokens
+//	           are reserved from the context-usage estimate, output tokens
+//	           from max_tokens (or the rule's output_estimate); the bucket
+//	           holds a minute's budget, so any single call fits
+//	concurrent a sorted set of leases, each expiring a lease TTL after its
+//	           holder last renewed it (the worker renews while the call
+//	           runs): a killed worker's calls free their slots within it
+//	blocked    after a provider's 429 with retry-after, every admission to
+//	           the rule waits until then: the whole fleet slows, not only
+//	           the thread that was refused
+//
+// After the call, Settle corrects the token reservations to the usage the
+// provider reported (GCRA moves the arrival time back for tokens reserved
+// and not used, forward for tokens used and not reserved) and releases
+// the concurrency lease, so the budgets follow real usage.
+//
+// A refused admission says how long to wait. Callers that wait on one
+// rule are admitted in priority order: a waiting caller registers (the
+// rule's "wait" set, scored by its priority, then by when it began to
+// wait), and a caller is admitted only while no waiter of a higher
+// priority is registered; a waiter that stops asking is dropped after
+// waiterTTL. Priority is the caller's queue weight (a thread of the
+// critical queue before one of default).
+//
+// Why not github.com/go-redis/redis_rate: its GCRA is one script per limit
+// and key, so the several rules and kinds of one call would be several
+// round trips and could admit a call on one rule and refuse it on the
+// next; token settlement and concurrency leases are not in it either.
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/config"
+	"github.com/spool-run/spool/keyspace"
+)
+
+// waiterTTL is how long a waiting caller stays registered without asking
+// again.
+const waiterTTL = 2 * time.Minute
+
+// concurrencyPoll is how long a caller refused for concurrency waits
+// before it asks again (nothing tells it when a slot frees).
+const concurrencyPoll = time.Second
+
+// Limiter admits model calls against the rules' budgets in Redis.
+type Limiter struct {
+	rdb redis.Scripter
+	ks  keyspace.Space
+	now func() time.Time
+}
+
+// New returns a Limiter over rdb, its keys built by ks.
+func New(rdb redis.Scripter, ks keyspace.Space, now func() time.Time) *Limiter {
+	if now == nil {
+		now = time.Now
+	}
+	return &Limiter{rdb: rdb, ks: ks, now: now}
+}
+
+// Call is what an admission asks for.
+type Call struct {
+	// Holder names the call (a thread and its activation) for its
+	// concurrency lease and its place among the waiters.
+	Holder string
+	// InputTokens and OutputTokens are the reservation: the context-usage
+	// estimate, and max_tokens (or a rule's output_estimate).
+	InputTokens, OutputTokens int
+	// Priority orders the waiters: higher first.
+	Priority int
+	// LeaseTTL is how long a concurrency lease lasts without Renew.
+	LeaseTTL time.Duration
+}
+
+// Admission is the answer to Admit.
+type Admission struct {
+	OK bool
+	// Wait is how long to wait before asking again (refused).
+	Wait time.Duration
+	// Rule and Kind name what refused it ("req", "in", "out", "conc",
+	// "block", "priority").
+	Rule, Kind string
+	// Reserved are the tokens reserved per rule (for Settle).
+	Reserved []Reserved
+}
+
+// Reserved is the reservation of one rule.
+type Reserved struct {
+	Rule    config.RateRule
+	In, Out int
+}
+
+// ruleArgs are the ARGV of one rule, and the keys are KEYS[6i+1..6i+6].
+func (l *Limiter) keys(rules []config.RateRule) []string {
+	keys := make([]string, 0, 6*len(rules))
+	for _, r := range rules {
+		for _, k := range []string{"req", "in", "out", "conc", "block", "wait"} {
+			keys = append(keys, l.ks.RateLimit(r.ID, k))
+		}
+	}
+	return keys
+}
+
+// burst is a rule's request burst: a second's worth by default.
+func burst(r config.RateRule) int {
+	if r.Burst > 0 {
+		return r.Burst
+	}
+	return max(1, int(math.Ceil(float64(r.RequestsPerMinute)/60)))
+}
+
+// admitScript admits a call against every rule, or none.
+//
+// KEYS per rule i (0-based): 6i+1 req TAT, 6i+2 in TAT, 6i+3 out TAT,
+// 6i+4 concurrency zset, 6i+5 blocked-until, 6i+6 waiters zset
+// ARGV[1] now (ms), ARGV[2] holder, ARGV[3] lease TTL (ms), ARGV[4] the
+// waiter's score (lower first), ARGV[5] waiter TTL (ms), then per rule 7
+// values: rpm, burst, itpm, otpm, concurrent, input cost, output cost
+// Returns {1} when admitted (every rule charged, the lease taken, the
+// waiter dropped); {0, wait ms, rule index (1-based), kind} when not
+// (nothing charged; the caller registered as a waiter).
+var admitScript = redis.NewScript(`
+local now, holder, ttl, score, wttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local n = #KEYS / 6
+local plan = {}
+local function gcra(key, per_min, burst, cost)
+  if per_min <= 0 or cost <= 0 then return true, 0, nil end
+  local t = 60000 / per_min
+  local tat = tonumber(redis.call('GET', key) or '0')
+  if tat < now then tat = now end
+  local new = tat + cost * t
+  local allow_at = new - burst * t
+  if allow_at > now then return false, allow_at - now, nil end
+  return true, 0, new
+end
+for i = 1, n do
+  local k = 6 * (i - 1)
+  local a = 5 + 7 * (i - 1)
+  local rpm, burst, itpm, otpm, conc = tonumber(ARGV[a+1]), tonumber(ARGV[a+2]), tonumber(ARGV[a+3]), tonumber(ARGV[a+4]), tonumber(ARGV[a+5])
+  local cin, cout = tonumber(ARGV[a+6]), tonumber(ARGV[a+7])
+  local blocked = tonumber(redis.call('GET', KEYS[k+5]) or '0')
+  if blocked > now then
+    redis.call('ZADD', KEYS[k+6], 'NX', score, holder)
+    return {0, blocked - now, i, 'block'}
+  end
+  -- callers of a higher priority that wait go first
+  redis.call('ZREMRANGEBYSCORE', KEYS[k+6], '-inf', '(' .. (now - wttl))
+  local best = redis.call('ZRANGE', KEYS[k+6], 0, 0, 'WITHSCORES')
+  if best[1] and best[1] ~= holder and math.floor(tonumber(best[2]) / 1e13) < math.floor(score / 1e13) then
+    redis.call('ZADD', KEYS[k+6], 'NX', score, holder)
+    return {0, 250, i, 'priority'}
+  end
+  local ok, wait, r1 = gcra(KEYS[k+1], rpm, burst, 1)
+  if not ok then redis.call('ZADD', KEYS[k+6], 'NX', score, holder); return {0, wait, i, 'req'} end
+  local ok2, wait2, r2 = gcra(KEYS[k+2], itpm, itpm, math.min(cin, itpm))
+  if not ok2 then redis.call('ZADD', KEYS[k+6], 'NX', score, holder); return {0, wait2, i, 'in'} end
+  local ok3, wait3, r3 = gcra(KEYS[k+3], otpm, otpm, math.min(cout, otpm))
+  if not ok3 then redis.call('ZADD', KEYS[k+6], 'NX', score, holder); return {0, wait3, i, 'out'} end
+  if conc > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[k+4], '-inf', now)
+    if not redis.call('ZSCORE', KEYS[k+4], holder) and redis.call('ZCARD', KEYS[k+4]) >= conc then
+      redis.call('ZADD', KEYS[k+6], 'NX', score, holder)
+      return {0, -1, i, 'conc'}
+    end
+  end
+  plan[i] = {r1, r2, r3, conc}
+end
+for i = 1, n do
+  local k = 6 * (i - 1)
+  local p = plan[i]
+  if p[1] then redis.call('SET', KEYS[k+1], p[1], 'PX', math.ceil(p[1] - now) + 1000) end
+  if p[2] then redis.call('SET', KEYS[k+2], p[2], 'PX', math.ceil(p[2] - now) + 1000) end
+  if p[3] then redis.call('SET', KEYS[k+3], p[3], 'PX', math.ceil(p[3] - now) + 1000) end
+  if p[4] > 0 then
+    redis.call('ZADD', KEYS[k+4], now + ttl, holder)
+    redis.call('PEXPIRE', KEYS[k+4], ttl + 60000)
+  end
+  redis.call('ZREM', KEYS[k+6], holder)
+end
+return {1}
+`)
+
+// Admit asks every rule to admit c. Refused, the Admission says how long
+// to wait before asking again (and c is registered as a waiter).
+func (l *Limiter) Admit(ctx context.Context, rules []config.RateRule, c Call) (Admission, error) {
+	if len(rules) == 0 {
+		return Admission{OK: true}, nil
+	}
+	now := l.now().UnixMilli()
+	// Lower scores go first: the priority, then the time of asking.
+	score := float64(int64(1e6-min(c.Priority, 999999)))*1e13 + float64(now%1e13)
+	args := []any{now, c.Holder, max(c.LeaseTTL, time.Second).Milliseconds(), strconv.FormatFloat(score, 'f', 0, 64), waiterTTL.Milliseconds()}
+	adm := Admission{}
+	for _, r := range rules {
+		in, out := c.InputTokens, c.OutputTokens
+		if r.OutputEstimate > 0 {
+			out = r.OutputEstimate
+		}
+		args = append(args, r.RequestsPerMinute, burst(r), r.InputTokensPerMinute, r.OutputTokensPerMinute, r.Concurrent, in, out)
+		adm.Reserved = append(adm.Reserved, Reserved{Rule: r, In: in, Out: out})
+	}
+	res, err := admitScript.Run(ctx, l.rdb, l.keys(rules), args...).Slice()
+	if err != nil {
+		return Admission{}, fmt.Errorf("rate limit admission: %w", err)
+	}
+	if ok, _ := res[0].(int64); ok == 1 {
+		adm.OK = true
+		return adm, nil
+	}
+	wait, _ := res[1].(int64)
+	i, _ := res[2].(int64)
+	adm.Kind, _ = res[3].(string)
+	adm.Rule = rules[i-1].ID
+	adm.Wait = time.Duration(wait) * time.Millisecond
+	if wait < 0 {
+		adm.Wait = concurrencyPoll
+	}
+	adm.Reserved = nil
+	return adm, nil
+}
+
+// settleScript corrects token reservations to actual usage and releases
+// the concurrency lease.
+//
+// KEYS as admitScript's; ARGV[1] now (ms), ARGV[2] holder, then per rule:
+// itpm, otpm, input reserved, input used, output reserved, output used.
+var settleScript = redis.NewScript(`
+local now, holder = tonumber(ARGV[1]), ARGV[2]
+local n = #KEYS / 6
+local function adjust(key, per_min, delta)
+  if per_min <= 0 or delta == 0 then return end
+  local tat = tonumber(redis.call('GET', key) or '0')
+  if tat == 0 then return end
+  tat = tat + delta * 60000 / per_min
+  if tat <= now then redis.call('DEL', key); return end
+  redis.call('SET', key, tat, 'PX', math.ceil(tat - now) + 1000)
+end
+for i = 1, n do
+  local k = 6 * (i - 1)
+  local a = 2 + 6 * (i - 1)
+  local itpm, otpm = tonumber(ARGV[a+1]), tonumber(ARGV[a+2])
+  adjust(KEYS[k+2], itpm, tonumber(ARGV[a+4]) - tonumber(ARGV[a+3]))
+  adjust(KEYS[k+3], otpm, tonumber(ARGV[a+6]) - tonumber(ARGV[a+5]))
+  redis.call('ZREM', KEYS[k+4], holder)
+end
+return 1
+`)
+
+// Settle corrects an admission's token reservations to the tokens the
+// call used (inUsed, outUsed as the provider reported; 0, 0 for a call
+// that failed before using any) and releases its concurrency lease.
+func (l *Limiter) Settle(ctx context.Context, adm Admission, holder string, inUsed, outUsed int) error {
+	if len(adm.Reserved) == 0 {
+		return nil
+	}
+	rules := make([]config.RateRule, len(adm.Reserved))
+	args := []any{l.now().UnixMilli(), holder}
+	for i, r := range adm.Reserved {
+		rules[i] = r.Rule
+		args = append(args, r.Rule.InputTokensPerMinute, r.Rule.OutputTokensPerMinute, r.In, inUsed, r.Out, outUsed)
+	}
+	if err := settleScript.Run(ctx, l.rdb, l.keys(rules), args...).Err(); err != nil {
+		return fmt.Errorf("rate limit settlement: %w", err)
+	}
+	return nil
+}
+
+// renewScript extends the holder's concurrency leases.
+//
+// KEYS: the rules' concurrency zsets; ARGV[1] expiry (ms), ARGV[2] holder.
+var renewScript = redis.NewScript(`
+for i = 1, #KEYS do redis.call('ZADD', KEYS[i], 'XX', ARGV[1], ARGV[2]) end
+return 1
+`)
+
+// Renew extends the concurrency leases of a call in flight by ttl.
+func (l *Limiter) Renew(ctx context.Context, adm Admission, holder string, ttl time.Duration) error {
+	var keys []string
+	for _, r := range adm.Reserved {
+		if r.Rule.Concurrent > 0 {
+			keys = append(keys, l.ks.RateLimit(r.Rule.ID, "conc"))
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	return renewScript.Run(ctx, l.rdb, keys, l.now().Add(ttl).UnixMilli(), holder).Err()
+}
+
+// blockScript makes every rule refuse admissions until ARGV[1] (ms),
+// unless it already waits longer.
+var blockScript = redis.NewScript(`
+local until_ms = tonumber(ARGV[1])
+for i = 1, #KEYS do
+  local cur = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if until_ms > cur then redis.call('SET', KEYS[i], until_ms, 'PX', math.max(1, until_ms - tonumber(ARGV[2]))) end
+end
+return 1
+`)
+
+// Block makes the rules refuse every admission for d: a provider answered
+// 429 with retry-after d, so the whole fleet waits, not only the thread
+// that was refused.
+func (l *Limiter) Block(ctx context.Context, rules []config.RateRule, d time.Duration) error {
+	if len(rules) == 0 || d <= 0 {
+		return nil
+	}
+	keys := make([]string, len(rules))
+	for i, r := range rules {
+		keys[i] = l.ks.RateLimit(r.ID, "block")
+	}
+	now := l.now()
+	return blockScript.Run(ctx, l.rdb, keys, now.Add(d).UnixMilli(), now.UnixMilli()).Err()
+}
