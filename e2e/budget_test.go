@@ -236,6 +236,25 @@ func TestReadmeTour(t *testing.T) {
 	bs := e.Spool("budget", "show", started.ThreadID)
 	require.Equal(t, 0, bs.Code, bs.Stderr)
 	require.Contains(t, bs.Stdout, "├─ ", "the root's budget lists its child")
+
+	// The tour's resume carries what the tree has left.
+	var before orchestrator.Budget
+	bj := e.Spool("budget", "show", started.ThreadID, "--json")
+	require.Equal(t, 0, bj.Code, bj.Stderr)
+	bj.JSON(t, &before)
+	r := e.Spool("thread", "resume", started.ThreadID, "--message", "one more thing", "--json")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	var rr orchestrator.ResumeResult
+	r.JSON(t, &rr)
+	require.InDelta(t, before.Remaining, rr.NewThreadResult.Limits.Spend, 1e-9, "the resume goes on with what the tree has left")
+	final := e.Wait([]string{rr.NewThreadID}, 2*time.Minute)[rr.NewThreadID]
+	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
+	var after orchestrator.Budget
+	bj = e.Spool("budget", "show", started.ThreadID, "--json")
+	require.Equal(t, 0, bj.Code, bj.Stderr)
+	bj.JSON(t, &after)
+	require.LessOrEqual(t, after.Actual, after.Max, "the chain never spends past its first limit")
+	require.Greater(t, after.Actual, before.Actual)
 }
 
 // TestResumeCarriesBudget: a resume goes on with what its chain has left,

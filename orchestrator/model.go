@@ -18,3 +18,16 @@ func (p *Project) ResolveModel(d *directive.Directive, model, parentModel string
 	}
 	return m, err
 }
+
+// ResolveTreeModel is ResolveModel with the tree's explicit model: a
+// thread runs explicit (--model, or its spawn's model) when set, else its
+// directive's model id, else inherited — the explicit model its tree was
+// started with (`thread run --model script:X` runs the children on X too,
+// unless their directive or spawn names a model) — else its directive's
+// tier, else, when its directive names none, its parent's model.
+func (p *Project) ResolveTreeModel(d *directive.Directive, explicit, inherited, parentModel string) (string, error) {
+	if explicit == "" && d.Model.ID == "" && inherited != "" {
+		return inherited, nil
+	}
+	return p.ResolveModel(d, explicit, parentModel)
+}

@@ -123,13 +123,27 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 		caps = thread.Intersect(caps, parent.Capabilities)
 	}
 
-	model, err := proj.Models.ResolveModel(req.Model, d.Model.ID, d.Model.Tier, d.Model.FallbackID, d.Model.Fallback)
-	if errors.Is(err, config.ErrNoModel) && parent != nil && d.Model.ID == "" && d.Model.Tier == "" {
-		// A child whose directive names no model runs on its parent's.
-		model, err = parent.Model, nil
+	// The tree's explicit model (a root's --model) reaches its children
+	// (ResolveTreeModel); a spawn that names one starts its own.
+	override, inherited, parentModel := req.Model, "", ""
+	switch {
+	case prev != nil:
+		override, inherited = prev.ModelOverride, prev.ModelOverride
+	case parent != nil:
+		inherited, parentModel = parent.ModelOverride, parent.Model
+		if override == "" {
+			override = inherited
+		}
 	}
+	model, err := proj.ResolveTreeModel(d, req.Model, inherited, parentModel)
 	if err != nil {
 		return nil, fmt.Errorf("directive %s: %w", name, err)
+	}
+	if p, ok := config.ScriptPath(model); ok {
+		if _, err := proj.ReadFile(p); err != nil {
+			return nil, fmt.Errorf("model %s: the script is not in the project's bundle (a thread runs the scripts its root bundled: "+
+				"the root's --model and the script tiers of models.yaml; name it in a tier to use it in a spawn)", model)
+		}
 	}
 
 	id := req.ID
@@ -149,6 +163,7 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 		PreviousThreadID:    req.PreviousThreadID,
 		ContinuationKind:    req.Kind,
 		ContinuationMessage: req.Message,
+		ModelOverride:       override,
 	}
 	if prev != nil {
 		nt.ChainRootID = prev.ChainRootID

@@ -90,6 +90,8 @@ type NewThread struct {
 	ContinuationMessage string
 	// LedgerPath is the ledger entries above the thread's (Record).
 	LedgerPath []string
+	// ModelOverride is the tree's explicit model (Record).
+	ModelOverride string
 }
 
 // Register creates the record of a new thread: status created, version 1,
@@ -121,6 +123,9 @@ func (r *Registry) RegisterOp(nt NewThread, rec **Record) (luabatch.Op, error) {
 		"previous_thread_id", nt.PreviousThreadID, "chain_root_id", nt.ChainRootID, "continuation_of", nt.ContinuationOf,
 		"continuation_thread_id", "", "result", "", "chain_index", nt.ChainIndex, "continuation_kind", nt.ContinuationKind,
 		"continuation_message", nt.ContinuationMessage}
+	if nt.ModelOverride != "" {
+		fields = append(fields, "model_override", nt.ModelOverride)
+	}
 	if len(nt.LedgerPath) > 0 {
 		b, err := json.Marshal(nt.LedgerPath)
 		if err != nil {
@@ -419,7 +424,7 @@ func registered(nt NewThread, now time.Time, inputs []byte, res []any) (*Record,
 		Queue: nt.Queue, Depth: int(depth), PreviousThreadID: nt.PreviousThreadID,
 		CreatedAt: now, UpdatedAt: now, Version: 1, ChainIndex: nt.ChainIndex,
 		ContinuationKind: nt.ContinuationKind, ContinuationMessage: nt.ContinuationMessage,
-		LedgerPath: append([]string(nil), nt.LedgerPath...),
+		LedgerPath: append([]string(nil), nt.LedgerPath...), ModelOverride: nt.ModelOverride,
 	}
 	if err := json.Unmarshal([]byte(replyString(res, 1)), &rec.Ancestors); err != nil {
 		return nil, fmt.Errorf("register thread %q: ancestors: %w", nt.ThreadID, err)

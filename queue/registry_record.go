@@ -61,6 +61,10 @@ type Record struct {
 	// ContinuationMessage a resume's user message.
 	ContinuationKind    string `json:"continuation_kind,omitempty"`
 	ContinuationMessage string `json:"continuation_message,omitempty"`
+	// ModelOverride is the explicit model its tree was started with (a
+	// root's --model), which its children run unless their directive or
+	// spawn names a model; "" for none.
+	ModelOverride string `json:"model_override,omitempty"`
 	// WaitingFor says what a waiting thread waits for: "children" or
 	// "approval" (CLI.md "People in the loop"); empty otherwise.
 	WaitingFor string `json:"waiting_for,omitempty"`
@@ -194,7 +198,7 @@ var knownFields = map[string]bool{
 	"limits": true, "model": true, "capabilities": true, "bundle": true, "inputs": true, "queue": true,
 	"ancestors": true, "depth": true, "previous_thread_id": true, "created_at": true, "updated_at": true,
 	"version": true, "cancel_requested": true, "cancel_cascade": true, "activation": true, "chain_index": true, "continuation_kind": true,
-	"continuation_message": true, "started_at": true, "ledger_path": true, "waiting_for": true, "pending_approvals": true, "transcript_segments": true, "transcript_chain_hash": true,
+	"continuation_message": true, "started_at": true, "ledger_path": true, "waiting_for": true, "pending_approvals": true, "model_override": true, "transcript_segments": true, "transcript_chain_hash": true,
 }
 
 // parseRecord decodes a thread hash.
@@ -205,7 +209,7 @@ func parseRecord(m map[string]string) (*Record, error) {
 		Result: m["result"], Model: m["model"], Bundle: m["bundle"], Queue: m["queue"],
 		PreviousThreadID: m["previous_thread_id"], CancelRequested: m["cancel_requested"] == "1",
 		CancelCascade:    m["cancel_cascade"] == "1",
-		ContinuationKind: m["continuation_kind"], ContinuationMessage: m["continuation_message"], WaitingFor: m["waiting_for"],
+		ContinuationKind: m["continuation_kind"], ContinuationMessage: m["continuation_message"], WaitingFor: m["waiting_for"], ModelOverride: m["model_override"],
 		Transcript: TranscriptMark{ChainHash: m["transcript_chain_hash"]},
 	}
 	bad := func(field string, err error) error {
