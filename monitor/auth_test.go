@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/httpauth"
 	"github.com/spool-run/spool/monitor"
 )
 
@@ -78,7 +79,7 @@ func TestTokenAuth(t *testing.T) {
 func TestHostGuard(t *testing.T) {
 	t.Parallel()
 	e := setup(t, envOptions{})
-	h, err := monitor.New(monitor.Config{Orch: e.orch, Hosts: monitor.LoopbackHosts})
+	h, err := monitor.New(monitor.Config{Orch: e.orch, Hosts: httpauth.LoopbackHosts("127.0.0.1:8080")})
 	require.NoError(t, err)
 	for host, want := range map[string]int{"127.0.0.1:8080": 200, "localhost": 200, "[::1]:80": 200, "evil.example:8080": 421} {
 		req, err := http.NewRequest(http.MethodGet, "/healthz", nil)

@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -102,7 +100,7 @@ func (c Config) validate() error {
 	case c.MaxTreeNodes < 1:
 		return fmt.Errorf("monitor: Config.MaxTreeNodes %d: want at least 1", c.MaxTreeNodes)
 	}
-	return c.Auth.validate()
+	return validateAuth(c.Auth)
 }
 
 const maxListLimit = 1000
@@ -154,7 +152,7 @@ func (m *Monitor) handler() http.Handler {
 		mux.Handle("GET "+AsynqPath, http.RedirectHandler(AsynqPath+"/", http.StatusMovedPermanently))
 	}
 	guarded := http.NewCrossOriginProtection().Handler(mux)
-	guarded = m.cfg.Auth.middleware(guarded)
+	guarded = authMiddleware(m.cfg.Auth, guarded)
 
 	root := http.NewServeMux()
 	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -176,28 +174,3 @@ func securityHeaders(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
-
-// hostGuard refuses requests whose Host is not one of hosts (when any).
-func hostGuard(hosts []string, next http.Handler) http.Handler {
-	if len(hosts) == 0 {
-		return next
-	}
-	allowed := map[string]bool{}
-	for _, h := range hosts {
-		allowed[strings.ToLower(strings.Trim(h, "[]"))] = true
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host := r.Host
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
-		if !allowed[strings.ToLower(strings.Trim(host, "[]"))] {
-			http.Error(w, "spool monitor: host not allowed", http.StatusMisdirectedRequest)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// LoopbackHosts are the host names of a monitor bound to a loopback address.
-var LoopbackHosts = []string{"localhost", "127.0.0.1", "::1"}

@@ -67,118 +67,9 @@ func (m *Monitor) countThreads(ctx context.Context) (*statusCounts, error) {
 	return out, nil
 }
 
-// Node is a thread in a tree: its children, and the thread that continues
-// it. The JSON matches `spool thread tree --json`.
-type Node struct {
-	ThreadID   string        `json:"thread_id"`
-	Directive  string        `json:"directive"`
-	Status     thread.Status `json:"status"`
-	Model      string        `json:"model,omitempty"`
-	Turns      int           `json:"turns"`
-	Tokens     int           `json:"tokens"`
-	Spend      float64       `json:"spend"`
-	SpendLimit float64       `json:"spend_limit"`
-	// Subtree is the live spend of the thread's subtree against its
-	// ceiling, on the first thread of each continuation chain (the chain
-	// shares one ledger entry).
-	Subtree      *orchestrator.Subtree `json:"subtree,omitempty"`
-	Children     []*Node               `json:"children"`
-	Continuation *Node                 `json:"continuation,omitempty"`
-	// Truncated: the walk stopped at Config.MaxTreeNodes below here.
-	Truncated bool `json:"truncated,omitempty"`
-}
-
-// live reports whether any thread of the tree has not finished.
-func (n *Node) live() bool {
-	if n == nil {
-		return false
-	}
-	if !n.Status.Terminal() {
-		return true
-	}
-	for _, k := range n.Children {
-		if k.live() {
-			return true
-		}
-	}
-	return n.Continuation.live()
-}
-
-// count is the number of threads in the tree.
-func (n *Node) count() int {
-	if n == nil {
-		return 0
-	}
-	c := 1 + n.Continuation.count()
-	for _, k := range n.Children {
-		c += k.count()
-	}
-	return c
-}
-
-// buildTree walks id's children (continuations are shown under the thread
-// they continue, not as children) and its continuation, at most max nodes.
-func (m *Monitor) buildTree(ctx context.Context, rec *queue.Record) (*Node, error) {
-	left := m.cfg.MaxTreeNodes
-	seen := map[string]bool{}
-	var recs []*queue.Record
-	nodes := map[string]*Node{}
-	var walk func(r *queue.Record) (*Node, error)
-	walk = func(r *queue.Record) (*Node, error) {
-		seen[r.ThreadID] = true
-		left--
-		n := &Node{ThreadID: r.ThreadID, Directive: r.Directive, Status: r.Status, Model: r.Model, Turns: r.Cost.Turns,
-			Tokens: r.Cost.Tokens(), Spend: r.Cost.Spend, SpendLimit: r.Limits.Spend, Children: []*Node{}}
-		recs, nodes[r.ThreadID] = append(recs, r), n
-		kids, err := m.cfg.Orch.Registry.ListChildren(ctx, r.ThreadID)
-		if err != nil {
-			return nil, err
-		}
-		for _, k := range kids {
-			if k.ContinuationOf != "" || seen[k.ThreadID] {
-				continue
-			}
-			if left <= 0 {
-				n.Truncated = true
-				break
-			}
-			kn, err := walk(k)
-			if err != nil {
-				return nil, err
-			}
-			n.Children = append(n.Children, kn)
-		}
-		if id := r.ContinuationThreadID; id != "" && !seen[id] {
-			if left <= 0 {
-				n.Truncated = true
-				return n, nil
-			}
-			next, err := m.cfg.Orch.Registry.Get(ctx, id)
-			if errors.Is(err, queue.ErrNotFound) {
-				return n, nil
-			}
-			if err != nil {
-				return nil, err
-			}
-			if n.Continuation, err = walk(next); err != nil {
-				return nil, err
-			}
-		}
-		return n, nil
-	}
-	root, err := walk(rec)
-	if err != nil {
-		return nil, err
-	}
-	subs, err := m.cfg.Orch.Subtrees(ctx, recs)
-	if err != nil {
-		return nil, err
-	}
-	for id, s := range subs {
-		nodes[id].Subtree = &s
-	}
-	return root, nil
-}
+// Node is a thread in a tree (orchestrator.TreeNode): its children, and
+// the thread that continues it. The JSON matches `spool thread tree --json`.
+type Node = orchestrator.TreeNode
 
 // budget returns the live budget of rec's subtree, or nil when the thread
 // has no ledger entry.
@@ -210,13 +101,13 @@ func (m *Monitor) threadView(ctx context.Context, id string) (*ThreadView, error
 	if v.Chain, err = m.cfg.Orch.Registry.GetChain(ctx, id); err != nil {
 		return nil, err
 	}
-	if v.Tree, err = m.buildTree(ctx, rec); err != nil {
+	if v.Tree, err = m.cfg.Orch.Tree(ctx, rec, m.cfg.MaxTreeNodes); err != nil {
 		return nil, err
 	}
 	if v.Budget, err = m.budget(ctx, rec); err != nil {
 		return nil, err
 	}
-	v.Live = v.Tree.live()
+	v.Live = v.Tree.Live()
 	return v, nil
 }
 

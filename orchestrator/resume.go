@@ -25,6 +25,17 @@ type ResumeResult struct {
 	NewThreadResult    *queue.Record `json:"new_thread_result"`
 }
 
+// NotResumableError is a resume of a thread that has not finished: the
+// thread its chain has reached is created, running or waiting.
+type NotResumableError struct {
+	ThreadID string
+	Status   thread.Status
+}
+
+func (e *NotResumableError) Error() string {
+	return fmt.Sprintf("thread %q is %s: only completed, error or cancelled threads can be resumed", e.ThreadID, e.Status)
+}
+
 // integrityMode is the transcript verification mode of a project.
 func (p *Project) IntegrityMode() transcript.Mode {
 	if p.Coordination.TranscriptIntegrity == "lenient" {
@@ -50,7 +61,7 @@ func (o *Orchestrator) Resume(ctx context.Context, id, message string) (*ResumeR
 		return nil, err
 	}
 	if !rec.Status.Resumable() {
-		return nil, fmt.Errorf("thread %q is %s: only completed, error or cancelled threads can be resumed", resolved, rec.Status)
+		return nil, &NotResumableError{ThreadID: resolved, Status: rec.Status}
 	}
 	proj, err := o.Project(ctx, rec.Bundle)
 	if err != nil {

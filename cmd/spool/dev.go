@@ -16,6 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/spool-run/spool/httpauth"
 	"github.com/spool-run/spool/monitor"
 	"github.com/spool-run/spool/stack"
 )
@@ -55,7 +56,7 @@ func dev(c *cli.Context) error {
 	if _, _, err := schedulerIntervals(c); err != nil {
 		return err
 	}
-	if _, err := isLoopback(c.String("addr")); c.String("addr") != "" && err != nil {
+	if _, err := httpauth.IsLoopback(c.String("addr")); c.String("addr") != "" && err != nil {
 		return usagef("--addr %q: want HOST:PORT", c.String("addr"))
 	}
 	dd, err := dataDir(c)
@@ -106,7 +107,7 @@ func dev(c *cli.Context) error {
 	// The monitor is served at "/" beside /metrics and /healthz, open (dev
 	// is a local tool) but, on loopback, only to loopback Host names.
 	addr := c.String("addr")
-	mon, err := newMonitorHandlerWith(s, monitorOptions{hosts: loopbackHosts(addr), registry: reg})
+	mon, err := newMonitorHandlerWith(s, monitorOptions{hosts: httpauth.LoopbackHosts(addr), registry: reg})
 	if err != nil {
 		return err
 	}

@@ -14,13 +14,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/spool-run/spool/config"
-	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
-	"github.com/spool-run/spool/scheduler"
 	"github.com/spool-run/spool/spawn"
 	"github.com/spool-run/spool/stack"
 	"github.com/spool-run/spool/thread"
@@ -188,8 +185,14 @@ func threadRun(c *cli.Context) error {
 		// worker: nothing of this process's disk is read.
 		return runChildOfTool(c, cl, name, inputs)
 	}
-	if err := checkScriptModel(c); err != nil {
+	proj, err := projectDir(c)
+	if err != nil {
 		return err
+	}
+	// A script outside the project is refused before anything is opened,
+	// also for a child (--parent), whose bundle is its parent's.
+	if err := launch.CheckScript(proj, c.String("model")); err != nil {
+		return &usageError{msg: err.Error()}
 	}
 	s, err := openServices(c, openOpts{startEmbedded: c.Bool("embedded"), joinDev: c.Bool("embedded")})
 	if err != nil {
@@ -204,24 +207,24 @@ func threadRun(c *cli.Context) error {
 		}
 		defer w.Stop()
 	}
-	req := orchestrator.StartRequest{Directive: name, Inputs: inputs, Model: c.String("model"), LimitOverrides: limits,
-		ParentID: c.String("parent"), Queue: c.String("queue")}
-	if req.ParentID == "" {
-		digest, err := buildBundle(c, s, c.String("model"))
-		if err != nil {
-			return err
-		}
-		req.Bundle = digest
-	}
-	if err := checkModel(c, s, req); err != nil {
-		return err
-	}
-	rec, err := s.orch.Start(c.Context, req)
-	if errors.Is(err, directive.ErrInvalidInput) {
+	home, _ := os.UserHomeDir()
+	started, err := launch.Start(c.Context, s.orch, launch.Request{Project: s.project, UserDir: home, Logger: s.log,
+		StartRequest: orchestrator.StartRequest{Directive: name, Inputs: inputs, Model: c.String("model"), LimitOverrides: limits,
+			ParentID: c.String("parent"), Queue: c.String("queue")}})
+	if errors.Is(err, launch.ErrRefused) {
 		return &usageError{msg: err.Error()}
 	}
 	if err != nil {
 		return err
+	}
+	rec := started.Record
+	if started.MissingKey != "" {
+		where := "the workers that run it need it"
+		if c.Bool("embedded") && !s.joinedDev {
+			where = "this process's worker runs it"
+		}
+		fmt.Fprintf(c.App.ErrWriter, "spool: warning: model %s needs %s, which is not set here; workers hold the provider keys, not the CLI, and %s\n",
+			started.Model, started.MissingKey, where)
 	}
 	if _, inProcess := embeddedQueues[rec.Queue]; c.IsSet("queue") && !(c.Bool("embedded") && inProcess) {
 		if qs, err := s.orch.QueueServed(c.Context, rec.Queue); err == nil && !qs.Served {
@@ -264,87 +267,11 @@ func printFinal(c *cli.Context, final *queue.Record) error {
 	return nil
 }
 
-// checkScriptModel refuses a --model script:PATH outside the project
-// before anything is opened, also for a child (--parent), whose bundle is
-// its parent's.
-func checkScriptModel(c *cli.Context) error {
-	proj, err := projectDir(c)
-	if err != nil {
-		return err
-	}
-	file, ok, err := config.ScriptFile(proj, c.String("model"))
-	if errors.Is(err, config.ErrScriptOutside) {
-		return usagef("%v", err)
-	}
-	if ok && err == nil {
-		if _, err := os.Stat(file); err != nil {
-			return usagef("model %s: %v", c.String("model"), err)
-		}
-	}
-	return nil
-}
-
 func errSuffix(r *queue.Record) string {
 	if r.Error == nil {
 		return ""
 	}
 	return ": " + r.Error.Line()
-}
-
-// checkModel resolves the model the thread will run, as Start does, and
-// refuses (exit 2) one that no worker could run: an unknown or unpriced
-// model, a script that does not load. The provider key is the workers'
-// business, not this process's: a model whose key is not set here gets a
-// warning, for a worker without it fails the thread at once.
-func checkModel(c *cli.Context, s *services, req orchestrator.StartRequest) error {
-	bundle, parentModel := req.Bundle, ""
-	if req.ParentID != "" {
-		p, err := s.orch.Registry.Get(c.Context, req.ParentID)
-		if err != nil {
-			return nil // Start says what is wrong with the parent
-		}
-		bundle, parentModel = p.Bundle, p.Model
-	}
-	proj, err := s.orch.Project(c.Context, bundle)
-	if err != nil {
-		return err
-	}
-	d, err := proj.Directive(req.Directive)
-	if err != nil {
-		return nil // Start says what is wrong with the directive
-	}
-	model, err := proj.ResolveModel(d, req.Model, parentModel)
-	if err != nil {
-		return nil // and with its model configuration
-	}
-	cfg := provider.ConfigFromEnv()
-	cfg.PricingOverrides, cfg.ReadFile = proj.Pricing, proj.ReadFile
-	if err := provider.Check(model, cfg); err != nil {
-		if req.Model == "" {
-			return usagef("directive %s: %v", req.Directive, err)
-		}
-		return &usageError{msg: err.Error()}
-	}
-	if key := provider.MissingKey(model, cfg); key != "" {
-		where := "the workers that run it need it"
-		if c.Bool("embedded") && !s.joinedDev {
-			where = "this process's worker runs it"
-		}
-		fmt.Fprintf(c.App.ErrWriter, "spool: warning: model %s needs %s, which is not set here; workers hold the provider keys, not the CLI, and %s\n", model, key, where)
-	}
-	return nil
-}
-
-// buildBundle snapshots the project's .ai/ items, plus the provider scripts
-// the run can reach (--model script:PATH and script tiers in models.yaml),
-// as the scheduler does. A script outside the project is bad usage.
-func buildBundle(c *cli.Context, s *services, model string) (string, error) {
-	home, _ := os.UserHomeDir()
-	digest, err := scheduler.ProjectBundle(c.Context, s.store, s.project, home, model, s.log)
-	if errors.Is(err, config.ErrScriptOutside) {
-		return "", usagef("%v", err)
-	}
-	return digest, err
 }
 
 func printRecord(w io.Writer, r *queue.Record) {
@@ -538,61 +465,7 @@ func notFound(id string, err error) error {
 	return err
 }
 
-// treeNode is a thread with its children and continuations.
-type treeNode struct {
-	ThreadID  string        `json:"thread_id"`
-	Directive string        `json:"directive"`
-	Status    thread.Status `json:"status"`
-	Spend     float64       `json:"spend"`
-	Turns     int           `json:"turns"`
-	// Subtree is the live spend of the subtree against its ceiling, on
-	// the first thread of each continuation chain (orchestrator.Subtrees).
-	Subtree      *orchestrator.Subtree `json:"subtree,omitempty"`
-	Children     []*treeNode           `json:"children"`
-	Continuation *treeNode             `json:"continuation,omitempty"`
-}
-
-// treeWalk is what buildTree has seen: the records and their nodes.
-type treeWalk struct {
-	recs  []*queue.Record
-	nodes map[string]*treeNode
-}
-
-func buildTree(c *cli.Context, s *services, id string, seen *treeWalk) (*treeNode, error) {
-	if seen.nodes[id] != nil {
-		return nil, nil
-	}
-	r, err := s.orch.Registry.Get(c.Context, id)
-	if err != nil {
-		return nil, notFound(id, err)
-	}
-	n := &treeNode{ThreadID: r.ThreadID, Directive: r.Directive, Status: r.Status, Spend: r.Cost.Spend, Turns: r.Cost.Turns, Children: []*treeNode{}}
-	seen.recs, seen.nodes[id] = append(seen.recs, r), n
-	kids, err := s.orch.Registry.ListChildren(c.Context, id)
-	if err != nil {
-		return nil, err
-	}
-	for _, k := range kids {
-		if k.ContinuationOf != "" {
-			continue // shown as the continuation of its predecessor
-		}
-		kn, err := buildTree(c, s, k.ThreadID, seen)
-		if err != nil {
-			return nil, err
-		}
-		if kn != nil {
-			n.Children = append(n.Children, kn)
-		}
-	}
-	if r.ContinuationThreadID != "" {
-		if n.Continuation, err = buildTree(c, s, r.ContinuationThreadID, seen); err != nil {
-			return nil, err
-		}
-	}
-	return n, nil
-}
-
-func printTree(w io.Writer, n *treeNode, indent string) {
+func printTree(w io.Writer, n *orchestrator.TreeNode, indent string) {
 	fmt.Fprintf(w, "%s%s  %s  %d turns  $%.6f", indent, n.ThreadID, n.Status, n.Turns, n.Spend)
 	if n.Subtree != nil {
 		fmt.Fprintf(w, "  subtree $%.6f of $%.6f", n.Subtree.Spent, n.Subtree.Max)
@@ -616,17 +489,13 @@ func threadTree(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	seen := &treeWalk{nodes: map[string]*treeNode{}}
-	n, err := buildTree(c, s, id, seen)
+	rec, err := s.orch.Registry.Get(c.Context, id)
+	if err != nil {
+		return notFound(id, err)
+	}
+	n, err := s.orch.Tree(c.Context, rec, 0)
 	if err != nil {
 		return err
-	}
-	subs, err := s.orch.Subtrees(c.Context, seen.recs)
-	if err != nil {
-		return err
-	}
-	for id, sub := range subs {
-		seen.nodes[id].Subtree = &sub
 	}
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, n)
@@ -645,14 +514,14 @@ func threadChain(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	chain, err := s.orch.Registry.GetChain(c.Context, id)
+	ch, err := s.orch.GetChain(c.Context, id)
 	if err != nil {
 		return notFound(id, err)
 	}
 	if c.Bool("json") {
-		return printJSON(c.App.Writer, map[string]any{"success": true, "chain_length": len(chain), "chain": chain})
+		return printJSON(c.App.Writer, ch)
 	}
-	for i, r := range chain {
+	for i, r := range ch.Chain {
 		fmt.Fprintf(c.App.Writer, "%d  %s  %s\n", i, r.ThreadID, r.Status)
 	}
 	return nil
@@ -711,30 +580,16 @@ func threadCancel(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	if _, err := s.orch.Registry.Get(c.Context, id); err != nil {
-		return notFound(id, err)
-	}
 	// A continued thread lives on in its continuation: the chain's
 	// current thread is the one to cancel.
-	cur, err := s.orch.Registry.ResolveChain(c.Context, id)
+	r, err := s.orch.CancelChain(c.Context, id, c.Bool("cascade"))
 	if err != nil {
-		return err
-	}
-	before, err := s.orch.Registry.Get(c.Context, cur)
-	if err != nil {
-		return notFound(cur, err)
-	}
-	r, requested := before, false
-	if !before.Status.Terminal() {
-		if r, err = s.orch.Cancel(c.Context, id, c.Bool("cascade")); err != nil {
-			return notFound(id, err)
-		}
-		requested = true
+		return notFound(id, err)
 	}
 	if c.Bool("json") {
-		return printJSON(c.App.Writer, map[string]any{"success": true, "thread_id": r.ThreadID, "status": r.Status, "cancel_requested": requested})
+		return printJSON(c.App.Writer, r)
 	}
-	if !requested {
+	if !r.CancelRequested {
 		fmt.Fprintf(c.App.Writer, "%s  already %s, nothing to cancel\n", r.ThreadID, r.Status)
 		return nil
 	}

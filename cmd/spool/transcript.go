@@ -73,8 +73,7 @@ func warnUnverified(c *cli.Context, s *services, what string) {
 // readPrefix reads what verifies of rec's transcript (lenient), held to
 // the registry's mark so that missing last segments count as damage too.
 func readPrefix(c *cli.Context, s *services, rec *queue.Record) (*transcript.Transcript, error) {
-	return transcript.ReadWith(c.Context, s.store, rec.ThreadID, s.orch.Keyring,
-		transcript.ReadOptions{Mode: transcript.Lenient, Marks: []transcript.Mark{orchestrator.RegistryMark(rec)}})
+	return s.orch.ReadTranscript(c.Context, rec)
 }
 
 // damaged reports a transcript that failed verification, once its intact
@@ -108,95 +107,26 @@ func printEvent(c *cli.Context, format string, ev transcript.Event) {
 }
 
 // followTranscript prints a thread's events as they happen, in seq order,
-// each once: the durable ones from its segments (read every half second),
-// and, between checkpoints, the lines its worker publishes live
-// (queue.Registry.Live, asked for with RequestFollow and asked again every
-// FollowRefresh). A live line that arrives ahead of one not seen yet waits
-// for it; a lost one comes from the next segment. It returns when the
+// each once (orchestrator.Follow: the durable ones from its segments, the
+// live ones its worker publishes between checkpoints). It returns when the
 // thread has finished (or waits on children: continued, completed, error,
-// cancelled) and its last segment is printed.
+// cancelled) and its last segment is printed, or when interrupted.
 func followTranscript(c *cli.Context, s *services, rec *queue.Record, format string) error {
-	ctx, id := c.Context, rec.ThreadID
-	live, err := s.orch.Registry.Live(ctx, id)
+	tr, err := s.orch.Follow(c.Context, rec.ThreadID, orchestrator.FollowOptions{}, func(ev transcript.Event) error {
+		printEvent(c, format, ev)
+		return nil
+	})
+	if c.Context.Err() != nil {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	defer live.Close()
-	lines := live.Channel()
-	next := int64(1) // the seq to print next (a transcript's seqs are 1, 2, ...)
-	held := map[int64]transcript.Event{}
-	emit := func(ev transcript.Event) {
-		if ev.Seq < next {
-			return // printed already
-		}
-		printEvent(c, format, ev)
-		next = ev.Seq + 1
-		for { // live lines that were waiting for this one
-			h, ok := held[next]
-			if !ok {
-				break
-			}
-			delete(held, next)
-			printEvent(c, format, h)
-			next++
-		}
+	if len(tr.Warnings) > 0 {
+		return damaged(c, tr) // no event verifies past the damage
 	}
-	requested := time.Time{}
-	read := time.NewTicker(500 * time.Millisecond)
-	defer read.Stop()
-	for {
-		if time.Since(requested) >= queue.FollowRefresh {
-			if err := s.orch.Registry.RequestFollow(ctx, id); err != nil {
-				return err
-			}
-			requested = time.Now()
-		}
-		tr, err := readPrefix(c, s, rec)
-		if err != nil {
-			return err
-		}
-		for _, ev := range tr.Events {
-			emit(ev)
-		}
-		if len(tr.Warnings) > 0 {
-			return damaged(c, tr) // no event verifies past the damage
-		}
-		for seq := range held {
-			if seq < next {
-				delete(held, seq)
-			}
-		}
-		if rec.Status.Terminal() {
-			warnUnverified(c, s, "transcript of "+id)
-			return nil // read once more after it ended: that was the last
-		}
-		if rec, err = s.orch.Registry.Get(ctx, id); err != nil {
-			return err
-		}
-	wait:
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-read.C:
-				break wait
-			case m, ok := <-lines:
-				if !ok {
-					return fmt.Errorf("live transcript of %s: subscription closed", id)
-				}
-				var ev transcript.Event
-				if json.Unmarshal([]byte(m.Payload), &ev) != nil {
-					continue
-				}
-				switch {
-				case ev.Seq == next:
-					emit(ev)
-				case ev.Seq > next:
-					held[ev.Seq] = ev
-				}
-			}
-		}
-	}
+	warnUnverified(c, s, "transcript of "+rec.ThreadID)
+	return nil
 }
 
 func threadVerify(c *cli.Context) error {

@@ -1,0 +1,66 @@
+// Package api serves spool's operations as JSON over HTTP (`spool api`),
+// described by the OpenAPI 3.1 document it serves at /v1/openapi.json
+// (openapi.json in this directory), the operations of the CLI:
+//
+//	POST /v1/threads                  run: {directive, inputs, model, limits, parent, queue} → 201, the record
+//	GET  /v1/threads                  list: ?status= ?directive= ?parent= ?limit= → records, newest first
+//	GET  /v1/threads/ID               show: the record
+//	GET  /v1/threads/ID/tree          children and continuations, with status and spend
+//	GET  /v1/threads/ID/chain         the continuation chain, first thread first
+//	GET  /v1/threads/ID/budget        the live budget of the thread's subtree
+//	GET  /v1/threads/ID/events        server-sent events: the transcript as it is appended
+//	POST /v1/threads/ID/cancel        {cascade} → what the request did
+//	POST /v1/threads/ID/resume        {message} → 201, the resume (its new thread)
+//	POST /v1/threads/ID/approve       {call_id, reason, by} → the decision (every pending call without call_id)
+//	POST /v1/threads/ID/deny          {call_id, reason, by} → the decision; the model gets the reason
+//	POST /v1/threads/ID/send          {message, by} → the message queued for the model's next call
+//	POST /v1/threads/ID/interrupt     {message, by} → the same, stopping the work in flight first
+//	POST /v1/threads/ID/fork          501 until fork lands (history)
+//	GET  /v1/approvals                ?thread= → the tool calls waiting for a decision
+//	GET  /v1/openapi.json             the OpenAPI document
+//	GET  /healthz                     liveness
+//
+// The bodies are the JSON the CLI prints with --json (queue.Record,
+// orchestrator.TreeNode, Chain, Budget, CancelResult, ResumeResult,
+// PendingCall, DecideResult, SendResult), and the operations are the
+// orchestrator's (a run is launch.Start, as `spool thread run`), so the
+// API and the CLI agree; package client is a Go client over it.
+//
+// Thread ids contain slashes (a directive name is their prefix): send them
+// URL-escaped (demo%2Fhello-1700000000-ab12); unescaped works too, for an
+// id never ends in a route's last segment (ids end in -<time>-<random>).
+//
+// Errors are RFC 9457 problem details (application/problem+json) with a
+// machine-readable "code" member beside type, title, status and detail:
+// not_found, bad_request, refused (a run the CLI refuses as bad usage: an
+// unknown model, an undeclared input, ...), directive_not_found,
+// parent_not_found, a limit code (spawns_exceeded, depth_exceeded,
+// spend_exceeded), not_resumable, not_pending (no such call waits for a
+// decision), finished (a message to a finished thread),
+// transcript_damaged, no_budget, method_not_allowed,
+// unsupported_media_type, body_too_large, unauthorized, forbidden,
+// host_not_allowed, not_implemented, internal.
+//
+// The event stream has the guarantees of `spool thread transcript
+// --follow` (orchestrator.Follow): every event once, in seq order, without
+// gaps, the durable ones from the transcript's segments and, between
+// checkpoints, the live ones its worker publishes. Each transcript event is
+// one SSE message whose id is its seq and whose data is the event's JSON
+// (the line `transcript --format jsonl` prints); a request with
+// Last-Event-ID (or ?after=SEQ) resumes after that seq. The stream ends
+// after the thread's last event with an "end" message ({thread_id, status,
+// last_event_id}); a transcript that fails verification ends it with an
+// "error" message holding a problem. A comment line keeps an idle stream
+// open through proxies. As with --follow, the live part starts when the
+// stream subscribes: an event its worker published before that and has not
+// checkpointed yet comes with its turn's checkpoint, in its place.
+//
+// Security: New has no opinion on where it listens; `spool api` binds to
+// loopback by default and refuses a non-loopback address without basic
+// auth or a token (package httpauth, which the monitor shares). The
+// credential is taken from the Authorization header only (a browser's
+// EventSource sends basic auth, not a bearer token); /healthz and
+// /v1/openapi.json need none. Unsafe cross-origin browser requests are
+// refused (http.CrossOriginProtection), and on loopback Config.Hosts
+// restricts the Host header against DNS rebinding.
+package api

@@ -1,0 +1,174 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/transcript"
+)
+
+// SSE message names beside the transcript events (which have none, so
+// that an EventSource's onmessage gets them).
+const (
+	// EventEnd closes a stream: the thread has finished and every event
+	// was sent. Its data is an End.
+	EventEnd = "end"
+	// EventError closes a stream early: its data is a Problem (the
+	// transcript failed verification, or reading it failed).
+	EventError = "error"
+)
+
+// after reads where a stream resumes: Last-Event-ID, else ?after=.
+func after(r *http.Request) (int64, *Problem) {
+	v, what := r.Header.Get("Last-Event-ID"), "Last-Event-ID"
+	if v == "" {
+		v, what = r.URL.Query().Get("after"), "after"
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 {
+		return 0, problem(http.StatusBadRequest, "bad_request", "%s %q: want an event id (a seq, 0 or more)", what, v)
+	}
+	return n, nil
+}
+
+// sse writes the messages of one stream; its writes are serialized, for
+// the heartbeat writes from another goroutine.
+type sse struct {
+	mu  sync.Mutex
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	err error // the first write error: the client is gone
+}
+
+// send writes one message (fields in order: event, id, data) and flushes.
+func (s *sse) send(event, id string, data []byte) error {
+	var b bytes.Buffer
+	if event != "" {
+		fmt.Fprintf(&b, "event: %s\n", event)
+	}
+	if id != "" {
+		fmt.Fprintf(&b, "id: %s\n", id)
+	}
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		fmt.Fprintf(&b, "data: %s\n", line)
+	}
+	b.WriteByte('\n')
+	return s.write(b.Bytes())
+}
+
+func (s *sse) write(p []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	if _, err := s.w.Write(p); err != nil {
+		s.err = err
+		return err
+	}
+	if err := s.rc.Flush(); err != nil {
+		s.err = err
+	}
+	return s.err
+}
+
+// events streams thread id's transcript events (orchestrator.Follow) as
+// server-sent events, each with its seq as id, after Last-Event-ID.
+func (s *server) events(w http.ResponseWriter, r *http.Request, id string) {
+	aft, p := after(r)
+	if p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	if s.record(w, r, id) == nil {
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	out := &sse{w: w, rc: http.NewResponseController(w)}
+	// A client that reconnects waits a second (the EventSource default is
+	// about three).
+	if out.write([]byte("retry: 1000\n\n")) != nil {
+		return
+	}
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		t := time.NewTicker(s.cfg.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if out.write([]byte(": keepalive\n\n")) != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+
+	last := aft
+	tr, err := s.cfg.Orch.Follow(ctx, id, orchestrator.FollowOptions{After: aft, Interval: s.cfg.FollowInterval}, func(ev transcript.Event) error {
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		if err := out.send("", strconv.FormatInt(ev.Seq, 10), data); err != nil {
+			return err
+		}
+		last = ev.Seq
+		return nil
+	})
+	switch {
+	case ctx.Err() != nil || out.err != nil:
+		return // the client left
+	case err != nil:
+		s.log.ErrorContext(ctx, "event stream failed", "thread_id", id, "error", err)
+		s.sendProblem(out, r, problemOf(err))
+		return
+	case len(tr.Warnings) > 0:
+		more := ""
+		if n := len(tr.Warnings) - 1; n > 0 {
+			more = fmt.Sprintf(" (and %d more)", n)
+		}
+		s.sendProblem(out, r, problem(http.StatusConflict, "transcript_damaged", "transcript of %s failed verification: %s%s; the stream ends with its intact prefix (%d events)",
+			id, tr.Warnings[0], more, len(tr.Events)))
+		return
+	}
+	rec, err := s.cfg.Orch.Registry.Get(ctx, id)
+	if err != nil {
+		s.sendProblem(out, r, problemOf(err))
+		return
+	}
+	if n := len(tr.Events); n > 0 {
+		last = max(last, tr.Events[n-1].Seq)
+	}
+	data, _ := json.Marshal(End{ThreadID: id, Status: rec.Status, LastEventID: last})
+	_ = out.send(EventEnd, "", data)
+}
+
+func (s *server) sendProblem(out *sse, r *http.Request, p *Problem) {
+	p.Instance = r.URL.EscapedPath()
+	data, _ := json.Marshal(p)
+	if err := out.send(EventError, "", data); err != nil && !errors.Is(err, context.Canceled) {
+		s.log.Debug("event stream: problem not sent", "error", err)
+	}
+}

@@ -1,0 +1,126 @@
+package api_test
+
+import (
+	"encoding/json"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/pb33f/libopenapi"
+	validator "github.com/pb33f/libopenapi-validator"
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/api"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// TestOpenAPIDocumentIsValid validates the checked-in document against the
+// OpenAPI 3.1 specification's schema (libopenapi-validator).
+func TestOpenAPIDocumentIsValid(t *testing.T) {
+	t.Parallel()
+	doc, err := libopenapi.NewDocument(api.OpenAPI)
+	require.NoError(t, err)
+	require.Equal(t, "3.1.0", doc.GetVersion())
+	v, errs := validator.NewValidator(doc)
+	require.Empty(t, errs)
+	ok, verrs := v.ValidateDocument()
+	for _, e := range verrs {
+		t.Errorf("%s: %s (%s)", e.Message, e.Reason, e.HowToFix)
+	}
+	require.True(t, ok)
+	_, err = doc.BuildV3Model()
+	require.NoError(t, err, "every $ref resolves")
+}
+
+// TestOpenAPIDocumentMatchesRoutes: the document describes exactly the
+// routes the server answers, method by method.
+func TestOpenAPIDocumentMatchesRoutes(t *testing.T) {
+	t.Parallel()
+	doc, err := libopenapi.NewDocument(api.OpenAPI)
+	require.NoError(t, err)
+	m, err := doc.BuildV3Model()
+	require.NoError(t, err)
+	var documented []string
+	for path, item := range m.Model.Paths.PathItems.FromOldest() {
+		for method := range item.GetOperations().FromOldest() {
+			documented = append(documented, strings.ToUpper(method)+" "+path)
+		}
+	}
+	sort.Strings(documented)
+	if diff := cmp.Diff(api.Routes(), documented); diff != "" {
+		t.Fatalf("routes (-served +documented):\n%s", diff)
+	}
+}
+
+// TestOpenAPISchemasDeclareEveryField: every member the Go types put in
+// a body is a property of its schema, so the document does not fall
+// behind the types (the e2e test validates real responses against it).
+func TestOpenAPISchemasDeclareEveryField(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(api.OpenAPI, &doc))
+	now := time.Now()
+	one, f := 1, 0.5
+	s := "x"
+	rec := &queue.Record{ThreadID: "d/x-1-a", Directive: "d/x", Status: thread.StatusCompleted, ParentID: "p", ChainRootID: "d/x-1-a",
+		ContinuationOf: "c", ContinuationThreadID: "n", Result: "r", Outputs: map[string]any{"k": 1}, Error: &queue.ErrorInfo{Code: "c", Message: "m"},
+		Cost:   thread.Cost{Turns: 1, InputTokens: 1, OutputTokens: 1, CacheReadTokens: 1, CacheWriteTokens: 1, Spend: 1, ElapsedSeconds: 1},
+		Limits: thread.DefaultLimits(), Model: "m", Capabilities: []string{"c"}, Bundle: "b", Inputs: map[string]any{"a": 1}, Queue: "q",
+		Ancestors: []string{"p"}, LedgerPath: []string{"p"}, Depth: 1, PreviousThreadID: "c", CreatedAt: now, UpdatedAt: now, Version: 3,
+		CancelRequested: true, CancelCascade: true, Activation: 2, ChainIndex: 1, ContinuationKind: "resume", ContinuationMessage: "m",
+		StartedAt: now, Transcript: queue.TranscriptMark{Segments: 1, ChainHash: "h"}, WaitingFor: queue.WaitingForApproval,
+		PendingApprovals: []queue.PendingApproval{{CallID: "c", Tool: "t", Input: json.RawMessage(`{}`), RequestedAt: now, Deadline: now, OnTimeout: "deny"}}}
+	node := &orchestrator.TreeNode{ThreadID: "a", Directive: "d", Status: thread.StatusRunning, Model: "m", Subtree: &orchestrator.Subtree{Spent: 1, Max: 2},
+		Children: []*orchestrator.TreeNode{}, Continuation: &orchestrator.TreeNode{Children: []*orchestrator.TreeNode{}}, Truncated: true}
+	for schema, v := range map[string]any{
+		"Record":          rec,
+		"Cost":            rec.Cost,
+		"Limits":          rec.Limits,
+		"ErrorInfo":       rec.Error,
+		"TranscriptMark":  rec.Transcript,
+		"TreeNode":        node,
+		"Subtree":         node.Subtree,
+		"Chain":           &orchestrator.Chain{Success: true, ChainLength: 1, Chain: []*queue.Record{rec}},
+		"Budget":          &orchestrator.Budget{ThreadID: "a", ParentID: &s, Children: []orchestrator.BudgetChild{}},
+		"BudgetChild":     orchestrator.BudgetChild{Guaranteed: true},
+		"CancelResult":    &orchestrator.CancelResult{Success: true, ThreadID: "a", Status: thread.StatusCancelled, CancelRequested: true},
+		"ResumeResult":    &orchestrator.ResumeResult{OriginalThreadID: &s, NewThreadResult: rec},
+		"PendingApproval": rec.PendingApprovals[0],
+		"PendingCall":     orchestrator.PendingCall{ThreadID: "a", Directive: "d", CallID: "c", Tool: "t", Input: json.RawMessage(`{}`), RequestedAt: now, Deadline: now},
+		"DecideResult":    &orchestrator.DecideResult{ThreadID: "a", Decision: "deny", Calls: []string{"c"}, By: "b", Reason: "r", Woken: true},
+		"SendResult":      &orchestrator.SendResult{ThreadID: "a", Seq: 1, Status: "running", Interrupt: true, Woken: true},
+		"Event":           transcript.Event{Timestamp: now, ThreadID: "a", Seq: 1, Type: "t", Payload: json.RawMessage(`{}`)},
+		"End":             api.End{ThreadID: "a", Status: thread.StatusCompleted, LastEventID: 3},
+		"Problem":         &api.Problem{Type: "about:blank", Title: "t", Status: 400, Detail: "d", Instance: "/", Code: "c"},
+		"RunRequest": api.RunRequest{Directive: "d", Inputs: map[string]any{"a": 1}, Model: "m", Parent: "p", Queue: "q",
+			Limits: &thread.Limits{Turns: &one, Tokens: &one, Spend: &f, Depth: &one, Spawns: &one, Duration: &f}},
+		"LimitOverrides": thread.Limits{Turns: &one, Tokens: &one, Spend: &f, Depth: &one, Spawns: &one, Duration: &f},
+		"CancelRequest":  api.CancelRequest{Cascade: new(bool)},
+		"ResumeRequest":  api.ResumeRequest{Message: "m"},
+		"ApproveRequest": api.ApproveRequest{CallID: "c", Reason: "r", By: "b"},
+		"DenyRequest":    api.DenyRequest{CallID: "c", Reason: "r", By: "b"},
+		"SendRequest":    api.SendRequest{Message: "m", By: "b"},
+		"ForkRequest":    api.ForkRequest{AtTurn: 1, Message: "m", Model: "m"},
+	} {
+		props, ok := doc.Components.Schemas[schema]
+		require.True(t, ok, "schema %s", schema)
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		var fields map[string]any
+		require.NoError(t, json.Unmarshal(b, &fields))
+		for k := range fields {
+			require.Contains(t, props.Properties, k, "schema %s lacks %q", schema, k)
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/spool-run/spool/queue"
+)
+
+// People in the loop: the pending tool calls, decisions on them, and
+// messages to a thread's model (orchestrator.Approvals, Decide, Send).
+
+// who is the person a decision or message is recorded as: by, else the
+// basic auth user, else "api".
+func who(r *http.Request, by string) string {
+	if b := strings.TrimSpace(by); b != "" {
+		return b
+	}
+	if u, _, ok := r.BasicAuth(); ok && u != "" {
+		return u
+	}
+	return "api"
+}
+
+func (s *server) approvals(w http.ResponseWriter, r *http.Request, _ string) {
+	id := r.URL.Query().Get("thread")
+	if id != "" && s.record(w, r, id) == nil {
+		return
+	}
+	calls, err := s.cfg.Orch.Approvals(r.Context(), id)
+	s.reply(w, r, id, calls, err)
+}
+
+func (s *server) approve(w http.ResponseWriter, r *http.Request, id string) {
+	var b ApproveRequest
+	if p := decode(w, r, &b, true); p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	s.decide(w, r, id, queue.DecisionApprove, b.CallID, b.Reason, b.By)
+}
+
+func (s *server) deny(w http.ResponseWriter, r *http.Request, id string) {
+	var b DenyRequest
+	if p := decode(w, r, &b, false); p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	if strings.TrimSpace(b.Reason) == "" {
+		writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", "reason is required: the model gets it as the call's error"))
+		return
+	}
+	s.decide(w, r, id, queue.DecisionDeny, b.CallID, b.Reason, b.By)
+}
+
+func (s *server) decide(w http.ResponseWriter, r *http.Request, id, decision, call, reason, by string) {
+	if s.record(w, r, id) == nil {
+		return
+	}
+	var calls []string
+	if call != "" {
+		calls = []string{call}
+	}
+	res, err := s.cfg.Orch.Decide(r.Context(), id, calls, decision, who(r, by), reason)
+	s.reply(w, r, id, res, err)
+}
+
+func (s *server) send(w http.ResponseWriter, r *http.Request, id string) { s.message(w, r, id, false) }
+
+func (s *server) interrupt(w http.ResponseWriter, r *http.Request, id string) {
+	s.message(w, r, id, true)
+}
+
+func (s *server) message(w http.ResponseWriter, r *http.Request, id string, interrupt bool) {
+	var b SendRequest
+	if p := decode(w, r, &b, false); p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	if strings.TrimSpace(b.Message) == "" {
+		writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", "message is required"))
+		return
+	}
+	if s.record(w, r, id) == nil {
+		return
+	}
+	res, err := s.cfg.Orch.Send(r.Context(), id, b.Message, who(r, b.By), interrupt)
+	s.reply(w, r, id, res, err)
+}

@@ -1,0 +1,88 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/launch"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// ProblemType is the media type of an error response (RFC 9457).
+const ProblemType = "application/problem+json"
+
+// Problem is an RFC 9457 problem detail, with spool's "code" member: the
+// body of every error response, and the error the client returns for one.
+type Problem struct {
+	// Type is "about:blank": the status and Code say what happened.
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	// Instance is the request's path.
+	Instance string `json:"instance,omitempty"`
+	// Code is the machine-readable reason (the package doc lists them).
+	Code string `json:"code"`
+}
+
+func (p *Problem) Error() string {
+	if p.Detail != "" {
+		return p.Detail
+	}
+	return fmt.Sprintf("%d %s", p.Status, p.Title)
+}
+
+// problem makes a Problem of status with code and a detail.
+func problem(status int, code, format string, args ...any) *Problem {
+	return &Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Code: code, Detail: fmt.Sprintf(format, args...)}
+}
+
+// writeProblem writes p as the response.
+func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
+	if r != nil && p.Instance == "" {
+		p.Instance = r.URL.EscapedPath()
+	}
+	w.Header().Set("Content-Type", ProblemType)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// problemOf maps an operation's error to a problem: what the caller got
+// wrong is 4xx with its code, anything else is 500.
+func problemOf(err error) *Problem {
+	var p *Problem
+	var le *thread.LimitError
+	var nr *orchestrator.NotResumableError
+	switch {
+	case errors.As(err, &p):
+		return p
+	case errors.Is(err, queue.ErrNotFound):
+		return problem(http.StatusNotFound, "not_found", "%v", err)
+	case errors.Is(err, launch.ErrRefused):
+		return problem(http.StatusUnprocessableEntity, "refused", "%v", err)
+	case errors.Is(err, directive.ErrNotFound):
+		return problem(http.StatusUnprocessableEntity, "directive_not_found", "%v", err)
+	case errors.Is(err, queue.ErrParentNotFound):
+		return problem(http.StatusUnprocessableEntity, "parent_not_found", "%v", err)
+	case errors.As(err, &le):
+		return problem(http.StatusUnprocessableEntity, le.Code, "%v", err)
+	case errors.As(err, &nr):
+		return problem(http.StatusConflict, "not_resumable", "%v", err)
+	case errors.Is(err, queue.ErrNotPending):
+		return problem(http.StatusConflict, "not_pending", "%v", err)
+	case errors.Is(err, queue.ErrFinished):
+		return problem(http.StatusConflict, "finished", "%v (send and interrupt need a running or waiting thread; resume continues a finished one)", err)
+	case errors.Is(err, transcript.ErrTampered):
+		return problem(http.StatusConflict, "transcript_damaged", "%v", err)
+	case errors.Is(err, orchestrator.ErrNoBudget):
+		return problem(http.StatusNotFound, "no_budget", "%v", err)
+	}
+	return problem(http.StatusInternalServerError, "internal", "%v", err)
+}

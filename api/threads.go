@@ -1,0 +1,244 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/launch"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+)
+
+// maxBody is the largest request body read (inputs may be large: a
+// command line holds 128 KiB, the API more).
+const maxBody = 8 << 20
+
+// writeJSON writes v as the response.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// fail answers err as a problem, logging what is not the caller's fault.
+func (s *server) fail(w http.ResponseWriter, r *http.Request, id string, err error) {
+	p := problemOf(err)
+	if p.Status >= 500 {
+		s.log.ErrorContext(r.Context(), "api request failed", "method", r.Method, "path", r.URL.Path, "thread_id", id, "error", err)
+	}
+	writeProblem(w, r, p)
+}
+
+// decode reads a JSON body into v, refusing unknown fields, trailing data
+// and a body that is not JSON. An empty body leaves v as it is when
+// optional.
+func decode(w http.ResponseWriter, r *http.Request, v any, optional bool) *Problem {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return problem(http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type %q: want application/json", ct)
+		}
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return problem(http.StatusRequestEntityTooLarge, "body_too_large", "the body is larger than %d bytes", tooBig.Limit)
+	}
+	if err != nil {
+		return problem(http.StatusBadRequest, "bad_request", "read the body: %v", err)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		if optional {
+			return nil
+		}
+		return problem(http.StatusBadRequest, "bad_request", "the body is empty: want a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return problem(http.StatusBadRequest, "bad_request", "the body is not the JSON object wanted: %v", err)
+	}
+	if dec.More() {
+		return problem(http.StatusBadRequest, "bad_request", "the body has data after its JSON object")
+	}
+	return nil
+}
+
+// reply answers an operation: v as JSON, or err as a problem.
+func (s *server) reply(w http.ResponseWriter, r *http.Request, id string, v any, err error) {
+	if err != nil {
+		s.fail(w, r, id, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// record returns thread id's record, or answers 404 (or 500).
+func (s *server) record(w http.ResponseWriter, r *http.Request, id string) *queue.Record {
+	rec, err := s.cfg.Orch.Registry.Get(r.Context(), id)
+	if errors.Is(err, queue.ErrNotFound) {
+		writeProblem(w, r, problem(http.StatusNotFound, "not_found", "thread %q not found", id))
+		return nil
+	}
+	if err != nil {
+		s.fail(w, r, id, err)
+		return nil
+	}
+	return rec
+}
+
+// threadURL is the path of thread id, escaped.
+func threadURL(id string) string { return "/v1/threads/" + url.PathEscape(id) }
+
+// runBody is RunRequest as the server reads it: limits as a map, so that
+// each is checked as `--limit k=v` is (thread.LimitsFromMap).
+type runBody struct {
+	Directive string         `json:"directive"`
+	Inputs    map[string]any `json:"inputs"`
+	Model     string         `json:"model"`
+	Limits    map[string]any `json:"limits"`
+	Parent    string         `json:"parent"`
+	Queue     string         `json:"queue"`
+}
+
+func (s *server) run(w http.ResponseWriter, r *http.Request, _ string) {
+	var b runBody
+	if p := decode(w, r, &b, false); p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	if strings.TrimSpace(b.Directive) == "" {
+		writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", "directive is required"))
+		return
+	}
+	name := strings.TrimSuffix(b.Directive, ".md")
+	if _, err := directive.CleanName(name); err != nil {
+		writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", "%v", err))
+		return
+	}
+	limits, err := thread.LimitsFromMap(b.Limits)
+	if err != nil {
+		writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", "limits: %v", err))
+		return
+	}
+	if b.Inputs == nil {
+		b.Inputs = map[string]any{}
+	}
+	started, err := launch.Start(r.Context(), s.cfg.Orch, launch.Request{Project: s.cfg.Project, UserDir: s.cfg.UserDir, Logger: s.log,
+		StartRequest: orchestrator.StartRequest{Directive: name, Inputs: b.Inputs, Model: b.Model, LimitOverrides: limits,
+			ParentID: b.Parent, Queue: b.Queue}})
+	if err != nil {
+		s.fail(w, r, b.Parent, err)
+		return
+	}
+	rec := started.Record
+	if started.MissingKey != "" {
+		s.log.Info("the thread's model needs a provider key this process does not have; workers hold the keys",
+			"thread_id", rec.ThreadID, "model", started.Model, "key", started.MissingKey)
+	}
+	w.Header().Set("Location", threadURL(rec.ThreadID))
+	writeJSON(w, http.StatusCreated, rec)
+}
+
+func (s *server) list(w http.ResponseWriter, r *http.Request, _ string) {
+	q := r.URL.Query()
+	f := queue.Filter{Status: thread.Status(q.Get("status")), Directive: q.Get("directive"), Parent: q.Get("parent"), Limit: s.cfg.ListLimit}
+	if f.Status != "" && !f.Status.Valid() {
+		writeProblem(w, r, problem(http.StatusBadRequest, "bad_request",
+			"status %q: want one of created, running, waiting, completed, error, cancelled, continued", f.Status))
+		return
+	}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > MaxListLimit {
+			writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", "limit %q: want 1 to %d", l, MaxListLimit))
+			return
+		}
+		f.Limit = n
+	}
+	recs, err := s.cfg.Orch.Registry.List(r.Context(), f)
+	if recs == nil {
+		recs = []*queue.Record{}
+	}
+	s.reply(w, r, "", recs, err)
+}
+
+func (s *server) show(w http.ResponseWriter, r *http.Request, id string) {
+	if rec := s.record(w, r, id); rec != nil {
+		writeJSON(w, http.StatusOK, rec)
+	}
+}
+
+func (s *server) tree(w http.ResponseWriter, r *http.Request, id string) {
+	rec := s.record(w, r, id)
+	if rec == nil {
+		return
+	}
+	n, err := s.cfg.Orch.Tree(r.Context(), rec, s.cfg.MaxTreeNodes)
+	s.reply(w, r, id, n, err)
+}
+
+func (s *server) chain(w http.ResponseWriter, r *http.Request, id string) {
+	if s.record(w, r, id) == nil {
+		return
+	}
+	ch, err := s.cfg.Orch.GetChain(r.Context(), id)
+	s.reply(w, r, id, ch, err)
+}
+
+func (s *server) budget(w http.ResponseWriter, r *http.Request, id string) {
+	rec := s.record(w, r, id)
+	if rec == nil {
+		return
+	}
+	b, err := s.cfg.Orch.ThreadBudget(r.Context(), rec)
+	s.reply(w, r, id, b, err)
+}
+
+func (s *server) cancel(w http.ResponseWriter, r *http.Request, id string) {
+	var b CancelRequest
+	if p := decode(w, r, &b, true); p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	if s.record(w, r, id) == nil {
+		return
+	}
+	cascade := b.Cascade == nil || *b.Cascade
+	res, err := s.cfg.Orch.CancelChain(r.Context(), id, cascade)
+	s.reply(w, r, id, res, err)
+}
+
+func (s *server) resume(w http.ResponseWriter, r *http.Request, id string) {
+	var b ResumeRequest
+	if p := decode(w, r, &b, false); p != nil {
+		writeProblem(w, r, p)
+		return
+	}
+	if strings.TrimSpace(b.Message) == "" {
+		writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", "message is required"))
+		return
+	}
+	if s.record(w, r, id) == nil {
+		return
+	}
+	res, err := s.cfg.Orch.Resume(r.Context(), id, b.Message)
+	if err != nil {
+		s.fail(w, r, id, err)
+		return
+	}
+	w.Header().Set("Location", threadURL(res.NewThreadID))
+	writeJSON(w, http.StatusCreated, res)
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/spool-run/spool/api"
+	"github.com/spool-run/spool/httpauth"
+)
+
+func apiCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "api",
+		Usage: "HTTP/JSON API + server-sent events",
+		Description: "Serves the thread operations as JSON over HTTP (run, list, show, tree, chain, budget, cancel,\n" +
+			"resume, approvals, approve, deny, send, interrupt; fork answers 501 until it lands) and a thread's\n" +
+			"transcript as server-sent events at /v1/threads/ID/events. The OpenAPI document is at /v1/openapi.json.\n" +
+			"Binds to loopback unless told otherwise; a non-loopback --addr needs --basic-auth or --token.\n" +
+			"Root threads are started from the project directory (--project), as `spool thread run` does.",
+		Flags:  serverFlags("API", "127.0.0.1:8081", "as Authorization: Bearer TOKEN"),
+		Action: runAPI,
+	}
+}
+
+func runAPI(c *cli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	auth, err := serverAuth(c, false, "")
+	if err != nil {
+		return err
+	}
+	// Cancel and resume sign transcript events: the signing key is needed.
+	s, err := openServices(c, openOpts{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	home, _ := os.UserHomeDir()
+	addr := c.String("addr")
+	h, err := api.New(api.Config{Orch: s.orch, Project: s.project, UserDir: home, Auth: auth, Hosts: httpauth.LoopbackHosts(addr), Logger: s.log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	fmt.Fprintf(c.App.ErrWriter, "spool api: http://%s/v1/ (OpenAPI at /v1/openapi.json)\n", ln.Addr())
+	return serveHTTP(c, "api", ln, h)
+}

@@ -1,0 +1,165 @@
+// Package launch starts threads from a project directory the way `spool
+// thread run` does, for the CLI and the API alike: it refuses, before
+// anything is read into the store or registered, a script model outside
+// the project or missing, an unknown or unpriced model, a script that does
+// not load, an undeclared or missing input and a spend limit past what one
+// budget holds; it snapshots the project into a bundle for a root thread
+// (scheduler.ProjectBundle, as the scheduler does); then it starts the
+// thread (orchestrator.Start) and says which provider key the thread's
+// model needs that this process lacks (workers hold the keys, so that is
+// only a warning).
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spool-run/spool/config"
+	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/ledger"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/provider"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/scheduler"
+)
+
+// ErrRefused marks a start refused as bad usage before anything was
+// stored; the error's message is the reason, as the user should read it.
+var ErrRefused = errors.New("start refused")
+
+// tagged gives err a sentinel that errors.Is finds, keeping its message.
+type tagged struct{ err, tag error }
+
+func (t *tagged) Error() string   { return t.err.Error() }
+func (t *tagged) Unwrap() []error { return []error{t.err, t.tag} }
+
+func refused(err error) error { return &tagged{err: err, tag: ErrRefused} }
+
+// Request is a thread to start.
+type Request struct {
+	orchestrator.StartRequest
+	// Project is the project root: a root thread's bundle is built from
+	// it, and a script model must resolve inside it. Required.
+	Project string
+	// UserDir is the user space bundled beside the project (the home
+	// directory); "" leaves it out.
+	UserDir string
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Started is a thread Start started.
+type Started struct {
+	Record *queue.Record
+	// Model is the model the thread runs.
+	Model string
+	// MissingKey names the provider key (e.g. ANTHROPIC_API_KEY) that
+	// Model needs and this process's environment does not set; "" when
+	// none is missing. The workers hold the keys, so it is a warning: a
+	// worker without it fails the thread at once.
+	MissingKey string
+}
+
+// CheckScript refuses (ErrRefused) a script:PATH model outside the
+// project, or one whose file is not there; it reads nothing of the file.
+// Other models pass. Start checks it too; the CLI calls it first, before
+// connecting to anything.
+func CheckScript(project, model string) error {
+	file, ok, err := config.ScriptFile(project, model)
+	if errors.Is(err, config.ErrScriptOutside) {
+		return refused(err)
+	}
+	if ok && err == nil {
+		if _, err := os.Stat(file); err != nil {
+			return refused(fmt.Errorf("model %s: %w", model, err))
+		}
+	}
+	return nil
+}
+
+// Start checks req, builds a root thread's bundle from the project and
+// starts the thread. A refusal wraps ErrRefused; a parent that does not
+// exist is queue.ErrParentNotFound; an unknown directive
+// directive.ErrNotFound; a spawn or budget past a limit a
+// *thread.LimitError.
+func Start(ctx context.Context, o *orchestrator.Orchestrator, req Request) (*Started, error) {
+	if req.Logger == nil {
+		req.Logger = slog.Default()
+	}
+	if req.Project == "" {
+		return nil, errors.New("launch: Request.Project is required")
+	}
+	if l := req.LimitOverrides.Spend; l != nil && *l > ledger.MaxAmount {
+		return nil, refused(fmt.Errorf("limit spend=%g: at most %g USD (the most one budget holds)", *l, float64(ledger.MaxAmount)))
+	}
+	if err := CheckScript(req.Project, req.Model); err != nil {
+		return nil, err
+	}
+	var parent *queue.Record
+	if req.ParentID != "" {
+		p, err := o.Registry.Get(ctx, req.ParentID)
+		if errors.Is(err, queue.ErrNotFound) {
+			return nil, &tagged{err: fmt.Errorf("parent thread %q does not exist", req.ParentID), tag: queue.ErrParentNotFound}
+		}
+		if err != nil {
+			return nil, err
+		}
+		parent = p
+	} else {
+		digest, err := scheduler.ProjectBundle(ctx, o.Store, req.Project, req.UserDir, req.Model, req.Logger)
+		if errors.Is(err, config.ErrScriptOutside) {
+			return nil, refused(err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		req.Bundle = digest
+	}
+	model, missing, err := checkModel(ctx, o, req.StartRequest, parent)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := o.Start(ctx, req.StartRequest)
+	if errors.Is(err, directive.ErrInvalidInput) {
+		return nil, refused(err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Started{Record: rec, Model: model, MissingKey: missing}, nil
+}
+
+// checkModel resolves the model the thread will run, as Start does, and
+// refuses one that no worker could run: an unknown or unpriced model, a
+// script that does not load. What it cannot resolve (an unknown
+// directive, a bad models.yaml) it leaves to Start to report.
+func checkModel(ctx context.Context, o *orchestrator.Orchestrator, req orchestrator.StartRequest, parent *queue.Record) (model, missingKey string, err error) {
+	bundle, parentModel := req.Bundle, ""
+	if parent != nil {
+		bundle, parentModel = parent.Bundle, parent.Model
+	}
+	proj, err := o.Project(ctx, bundle)
+	if err != nil {
+		return "", "", err
+	}
+	d, err := proj.Directive(req.Directive)
+	if err != nil {
+		return "", "", nil
+	}
+	model, err = proj.ResolveModel(d, req.Model, parentModel)
+	if err != nil {
+		return "", "", nil
+	}
+	cfg := provider.ConfigFromEnv()
+	cfg.PricingOverrides, cfg.ReadFile = proj.Pricing, proj.ReadFile
+	if err := provider.Check(model, cfg); err != nil {
+		if req.Model == "" {
+			return "", "", refused(fmt.Errorf("directive %s: %w", req.Directive, err))
+		}
+		return "", "", refused(err)
+	}
+	return model, provider.MissingKey(model, cfg), nil
+}
