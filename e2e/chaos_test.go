@@ -35,29 +35,41 @@ func chaosScript() string {
 	var b strings.Builder
 	b.WriteString("context_window: 200000\nprice: {input_per_mtok: 3.00, output_per_mtok: 15.00}\nlatency: 200ms\ndirectives:\n  \"c/writer\":\n")
 	for i := 1; i < chaosTurns; i++ {
-		fmt.Fprintf(&b, "    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: \"part%d.txt\", content: \"part %d of {{.thread_id}}\"}}]\n      usage: {input: %d, output: %d}\n", i, i, 100*i+7, 10*i+3)
+		fmt.Fprintf(&b, "    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: \"{{.thread_id}}/part%d.txt\", content: \"part %d of {{.thread_id}}\"}}]\n      usage: {input: %d, output: %d}\n", i, i, 100*i+7, 10*i+3)
 	}
 	fmt.Fprintf(&b, "    - text: \"wrote %d parts\"\n      usage: {input: 700, output: 70}\n", chaosTurns-1)
 	return b.String()
 }
 
-// TestChaosRedisLossAndStorageOutage: 50 threads on two worker processes
-// and a scheduler. Redis (a private redis-server with appendonly yes) is
-// killed with SIGKILL and restarted from a copy of its AOF taken half a
-// second earlier, which loses the writes of that half second (what
-// appendfsync everysec can lose); then the S3 server is stopped for ten
-// seconds. Every thread must end, completed, with nothing left in flight;
-// every write is there; and for every chain the ledger's own spend is the
-// sum of the turns its transcripts record, to the nano-dollar.
+// chaosParentScript: a parent starts a c/writer child and waits for it.
+const chaosParentScript = `  "c/parent":
+    - tool_calls: [{tool: rye/agent/threads/thread_directive, input: {directive_name: c/writer}}]
+      usage: {input: 50, output: 5}
+    - text: "parent done: {{.last_tool_result}}"
+      usage: {input: 60, output: 6}
+`
+
+// TestChaosRedisLossAndStorageOutage: 50 threads (30 writers, 10 parents
+// each with a writer child) on two worker processes and a scheduler.
+// Redis (a private redis-server with appendonly yes) is killed with
+// SIGKILL and restarted from a copy of its AOF taken half a second
+// earlier, which loses the writes of that half second (what appendfsync
+// everysec can lose); then the S3 server is stopped for ten seconds.
+// Every thread must end, completed, with nothing left in flight; every
+// write is there; and for every chain the ledger's own spend is the sum of
+// the turns its transcripts record, to the nano-dollar. A child whose
+// registration the loss took never runs: its parent is told (thread_lost)
+// and completes.
 func TestChaosRedisLossAndStorageOutage(t *testing.T) {
 	t.Parallel()
-	const threads = 50
+	const roots, parents = 40, 10 // and a child per parent: 50 threads
 	rds := testenv.NewPrivateRedis(t)
 	s3 := testenv.NewPrivateS3(t)
 	began := time.Now()
 	e := spooltest.New(t, spooltest.Options{Redis: rds.Redis, S3: s3.S3, Files: map[string]string{
 		".ai/directives/c/writer.md": directive("writer", `turns="10" spend="1.0"`, fsPerms, `<success>done</success>`),
-		"scripts/chaos.yaml":         chaosScript(),
+		".ai/directives/c/parent.md": directive("parent", `turns="10" spend="1.0"`, spawnPerms, `<success>done</success>`),
+		"scripts/chaos.yaml":         chaosScript() + chaosParentScript,
 	}})
 	e.Orch.Log = quiet()
 	port, err := testenv.FreePort()
@@ -67,15 +79,19 @@ func TestChaosRedisLossAndStorageOutage(t *testing.T) {
 	sched := e.Start(nil, "scheduler", "--housekeeping-interval", "1s", "--metrics-addr", metricsAddr)
 
 	// The threads start as `spool thread run` starts them (the same
-	// bundle, orchestrator.Start), from this process: 50 CLI processes
+	// bundle, orchestrator.Start), from this process: 40 CLI processes
 	// would take longer than the threads.
 	ctx := context.Background()
 	const model = "script:scripts/chaos.yaml"
 	bundle, err := scheduler.ProjectBundle(ctx, e.Store, e.Project, "", model, nil)
 	require.NoError(t, err)
-	ids := make([]string, threads)
+	ids := make([]string, roots)
 	for i := range ids {
-		rec, err := e.Orch.Start(ctx, orchestrator.StartRequest{Directive: "c/writer", Model: model, Bundle: bundle})
+		dir := "c/writer"
+		if i%(roots/parents) == 0 {
+			dir = "c/parent"
+		}
+		rec, err := e.Orch.Start(ctx, orchestrator.StartRequest{Directive: dir, Model: model, Bundle: bundle})
 		require.NoError(t, err)
 		ids[i] = rec.ThreadID
 	}
@@ -99,20 +115,41 @@ func TestChaosRedisLossAndStorageOutage(t *testing.T) {
 	require.NoError(t, s3.Start())
 
 	final := e.Wait(ids, 90*time.Second)
+	var kids []string
+	lost, lostRan := 0, 0
+	for _, id := range ids {
+		if final[id].Directive != "c/parent" {
+			continue
+		}
+		cs, err := e.Orch.Registry.ListChildren(ctx, id)
+		require.NoError(t, err)
+		for _, c := range cs {
+			kids = append(kids, c.ThreadID)
+		}
+		if len(cs) == 0 {
+			require.Contains(t, final[id].Result, "thread_lost", "%s: a parent without its child was told", id)
+			lost++
+			lostRan += lostChildSegments(t, e, id)
+		}
+	}
+	for id, rec := range e.Wait(kids, 90*time.Second) {
+		final[id] = rec
+	}
 	settled := time.Since(began)
 
 	var turns, activations int
 	var spend int64
-	for _, id := range ids {
-		rec := final[id]
+	for id, rec := range final {
 		activations += int(rec.Activation)
 		require.Equal(t, thread.StatusCompleted, rec.Status, "%s: %+v", id, rec.Error)
-		require.Equal(t, chaosTurns, rec.Cost.Turns, id)
-		// Every write is there.
-		for i := 1; i < chaosTurns; i++ {
-			data, err := e.Store.Get(ctx, tools.WorkspaceKey(rec.TreeID(), fmt.Sprintf("part%d.txt", i)))
-			require.NoError(t, err, "%s part %d", id, i)
-			require.Equal(t, fmt.Sprintf("part %d of %s", i, id), string(data))
+		if rec.Directive == "c/writer" {
+			require.Equal(t, chaosTurns, rec.Cost.Turns, id)
+			// Every write is there.
+			for i := 1; i < chaosTurns; i++ {
+				data, err := e.Store.Get(ctx, tools.WorkspaceKey(rec.TreeID(), fmt.Sprintf("%s/part%d.txt", id, i)))
+				require.NoError(t, err, "%s part %d", id, i)
+				require.Equal(t, fmt.Sprintf("part %d of %s", i, id), string(data))
+			}
 		}
 		// The ledger equals the transcript: each thread is its own chain.
 		recorded := recordedSpend(t, e, id)
@@ -128,7 +165,7 @@ func TestChaosRedisLossAndStorageOutage(t *testing.T) {
 	active, err := e.Orch.Registry.ListActive(ctx)
 	require.NoError(t, err)
 	require.Empty(t, active)
-	for _, id := range ids {
+	for id := range final {
 		held, err := e.Orch.Activations.LeaseHeld(ctx, id)
 		require.NoError(t, err)
 		require.False(t, held, id)
@@ -139,11 +176,32 @@ func TestChaosRedisLossAndStorageOutage(t *testing.T) {
 	require.False(t, sched.Exited(), "the scheduler survives the Redis restart")
 
 	m := scrapeMetrics(t, metricsAddr)
-	t.Logf("chaos: %d threads (%d finished before the crash at %s, %d finished per the restored Redis), %d turns, %d activations, "+
-		"%s USD charged = recorded; reconciled: %v; all ended %s after the start (%s after the crash)", threads, finishedBefore,
-		crashedAt.Round(time.Millisecond), finishedAfterRestore, turns, activations, strconv.FormatFloat(ledger.FromNano(spend), 'f', 9, 64),
-		m, settled.Round(time.Millisecond), (settled - crashedAt).Round(time.Millisecond))
+	t.Logf("chaos: %d threads (%d roots: %d finished before the crash at %s, %d per the restored Redis; %d children, %d lost with Redis, "+
+		"leaving %d segments no registry names), "+
+		"%d turns, %d activations, %s USD charged = recorded; reconciled: %v; all ended %s after the start (%s after the crash)",
+		len(final)+lost, roots, finishedBefore, crashedAt.Round(time.Millisecond), finishedAfterRestore, len(kids)+lost, lost, lostRan, turns, activations,
+		strconv.FormatFloat(ledger.FromNano(spend), 'f', 9, 64), m, settled.Round(time.Millisecond), (settled - crashedAt).Round(time.Millisecond))
 	require.Less(t, settled, 2*time.Minute)
+}
+
+// lostChildSegments counts the transcript segments of the children a
+// parent's transcript says it started (child_spawned) and the registry
+// lost: what they ran before Redis forgot them.
+func lostChildSegments(t *testing.T, e *spooltest.Env, parent string) int {
+	t.Helper()
+	tr, err := transcript.Read(context.Background(), e.Store, parent, e.Orch.Keyring, transcript.Strict)
+	require.NoError(t, err)
+	n := 0
+	for _, ev := range tr.Events {
+		var p transcript.ChildSpawned
+		if ev.Type != transcript.TypeChildSpawned || ev.Decode(&p) != nil {
+			continue
+		}
+		segs, err := e.Store.List(context.Background(), transcript.SegmentPrefix(p.ChildID))
+		require.NoError(t, err)
+		n += len(segs)
+	}
+	return n
 }
 
 func countFinished(t *testing.T, e *spooltest.Env, ids []string) int {

@@ -103,7 +103,8 @@
 // pass) and counted in spool_reconciled_total{kind} (requeue,
 // transcript_mark, version, charge); spool_reconcile_passes_total{trigger}
 // counts the passes. Not recoverable: a thread whose registration itself
-// was lost (started within the lost second) is gone from Redis, and no
-// record names it; a child whose registration was lost is missing for its
-// parent, whose durable checkpoint waits on it.
+// was lost (started within the lost second) is gone from Redis, with its
+// task and its ledger entry, and what it ran before is in no ledger. A
+// parent whose durable checkpoint waits on such a child is told so (the
+// worker answers the call with thread_lost) and goes on.
 package scheduler

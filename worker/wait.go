@@ -28,6 +28,9 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 			}
 			for _, id := range p.Threads {
 				rec, err := s.o.Registry.Get(ctx, id)
+				if errors.Is(err, queue.ErrNotFound) {
+					continue // lost with Redis writes: nothing to wait for (lostThread)
+				}
 				if err != nil {
 					return false, err
 				}
@@ -75,6 +78,12 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 				return false, err
 			}
 			rec, err := s.o.Registry.Get(ctx, term)
+			if errors.Is(err, queue.ErrNotFound) {
+				s.log.Warn("a thread this one waits on is not in the registry: Redis lost its registration", "waited_id", term)
+				results[id] = lostThread(term)
+				anyFailed = true
+				continue
+			}
 			if err != nil {
 				return false, err
 			}
@@ -96,6 +105,16 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 	}
 	s.st.Pending = nil
 	return true, nil
+}
+
+// lostThread is what a parent sees of a child (or a continuation of one)
+// whose registration Redis lost (a restart short of its last writes): its
+// start was recorded in the parent's durable checkpoint, but no record,
+// task or budget of it is left, so it will never run or finish. The
+// parent's model is told, and may start it again.
+func lostThread(id string) map[string]any {
+	return map[string]any{"thread_id": id, "status": thread.StatusError, "error": queue.ErrorInfo{Code: "thread_lost",
+		Message: "thread " + id + " is not in the registry: Redis lost its registration (it restarted without its last writes), so it never ran or its end is unknown; start it again if it is still needed"}}
 }
 
 // childSummary is what a parent sees of a finished (or still running) child.
