@@ -5,10 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
@@ -70,12 +70,10 @@ func TestHookActions(t *testing.T) {
 
 	src, res := runJSON(t, e, "t/source", "--model", "script:scripts/h.yaml")
 	require.Equal(t, 0, res.Code, res.Stderr)
-	// The final render is written beside the registry update that ends the
-	// thread; the readers start once it is there.
-	require.Eventually(t, func() bool {
-		data, err := e.Store.Get(t.Context(), transcript.KnowledgeKey("t/source", src.ThreadID))
-		return err == nil && strings.Contains(string(data), "## Completed")
-	}, time.Minute, 50*time.Millisecond)
+	// No render exists until one is read: a hook's load renders the
+	// finished source from its transcript (then stores it, signed).
+	_, err := e.Store.Get(t.Context(), transcript.KnowledgeKey("t/source", src.ThreadID))
+	require.ErrorIs(t, err, blobstore.ErrNotFound, "renders are made when read, not on the turn's path")
 
 	firstMessage := func(t *testing.T, events []map[string]any) string {
 		t.Helper()

@@ -15,13 +15,9 @@ import (
 // emit appends an event to the transcript. Events are buffered in the
 // writer and made durable at the next checkpoint.
 func (s *session) emit(typ string, payload any) {
-	seq, err := s.tw.Append(typ, payload)
-	if err != nil {
+	if _, err := s.tw.Append(typ, payload); err != nil {
 		s.log.Warn("transcript append", "event_type", typ, "error", err)
-		return
 	}
-	raw, _ := json.Marshal(payload)
-	s.events = append(s.events, transcript.Event{Timestamp: s.o.Now(), ThreadID: s.id(), Seq: seq, Type: typ, Payload: raw})
 }
 
 // checkpoint makes the turn durable: the registry version first (the
@@ -69,15 +65,6 @@ func (s *session) checkpointTurn(ctx context.Context, charge bool) error {
 	s.w.metrics.checkpointed(time.Since(began))
 	if s.startViews {
 		s.writeStartViews(ctx)
-	}
-	if s.st.Final == nil && s.side.knowledge.CompareAndSwap(false, true) {
-		// Coalesced: while one render is written, later checkpoints skip
-		// theirs; finalize always writes the last one.
-		events, meta := s.events[:len(s.events):len(s.events)], s.knowledgeMeta()
-		s.side.Go(ctx, s.log, "knowledge render", func(ctx context.Context) error {
-			defer s.side.knowledge.Store(false)
-			return s.writeKnowledge(ctx, meta, events)
-		})
 	}
 	return nil
 }

@@ -96,8 +96,6 @@ func (s *session) finalize(ctx context.Context) error {
 	out.Lease = s.claim.Token
 	// The start's thread.json must not land after the final one.
 	s.side.Wait()
-	events, meta := s.events[:len(s.events):len(s.events)], s.knowledgeMeta()
-	s.side.Go(ctx, s.log, "knowledge render", func(ctx context.Context) error { return s.writeKnowledge(ctx, meta, events) })
 	if err := s.o.Finalize(ctx, s.rec, s.version, out); err != nil {
 		return err
 	}

@@ -33,8 +33,9 @@ func (s *session) restore(ctx context.Context) (bool, error) {
 		s.ctl.ready(s.startLive)
 	}
 	last := tw.LastState()
+	var events []transcript.Event
 	if r := tw.Resumed(); r != nil {
-		s.events = append([]transcript.Event(nil), r.Events...)
+		events = r.Events
 	}
 	if last == nil {
 		s.st = state{ToolCallsByID: map[string]int{}}
@@ -49,7 +50,7 @@ func (s *session) restore(ctx context.Context) (bool, error) {
 		s.st.ToolCallsByID = map[string]int{}
 	}
 	s.finalDurable = s.st.Final != nil
-	if s.msgs, err = transcript.Reconstruct(s.events); err != nil {
+	if s.msgs, err = transcript.Reconstruct(events); err != nil {
 		return false, fmt.Errorf("rebuild messages of %s: %w", s.id(), err)
 	}
 	// Redis may have lost the charges of earlier turns too.

@@ -115,7 +115,6 @@ type session struct {
 	st         state
 	// events are the transcript's events so far (restored and new), for
 	// the knowledge render at each checkpoint.
-	events []transcript.Event
 	// finalDurable: the thread_completed event is in a durable segment.
 	finalDurable bool
 	// budgetStop: the ledger clamped a charge, or left the thread no

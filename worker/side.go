@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 )
 
 // sideWrites runs best-effort writes of views (renders, metadata copies)
@@ -12,8 +11,7 @@ import (
 // registry fence, segment, charge. Wait returns when all have finished; an
 // activation waits before it returns, so no write outlives it.
 type sideWrites struct {
-	wg        sync.WaitGroup
-	knowledge atomic.Bool // a knowledge render is in flight
+	wg sync.WaitGroup
 }
 
 // Go runs f in the background, logging its failure.

@@ -3,17 +3,14 @@ package worker
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
 
-	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
-	"github.com/spool-run/spool/transcript"
 )
 
 // buildTools is the thread's tool registry: the built-in file tools and
@@ -133,21 +130,12 @@ func (s *session) threadKnowledge(ctx context.Context, ref string) (text string,
 		if rec == nil || (id != ref && rec.Directive+"/"+rec.ThreadID != ref) {
 			continue
 		}
-		data, err := s.o.Store.Get(ctx, transcript.KnowledgeKey(rec.Directive, rec.ThreadID))
-		if errors.Is(err, blobstore.ErrNotFound) {
-			// Rendered at the thread's checkpoints and when it finishes,
-			// beside the registry update: a thread that has not taken a
-			// turn yet has none.
-			return "", true, fmt.Errorf("thread %s has no knowledge render yet", rec.ThreadID)
-		}
+		// Rendered now from the thread's transcript, read strictly: what
+		// goes into the model's context is held to the transcript's
+		// standard.
+		body, err := s.o.Knowledge(ctx, rec)
 		if err != nil {
 			return "", true, err
-		}
-		// What goes into the model's context is held to the transcript's
-		// standard: a render the thread's signer did not sign is refused.
-		body, _, err := transcript.VerifyMarkdown(data, s.o.Keyring)
-		if err != nil {
-			return "", true, fmt.Errorf("knowledge of thread %s: %w", rec.ThreadID, err)
 		}
 		return string(body), true, nil
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/spool-run/spool/blobstore"
-	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -20,21 +19,6 @@ func (s *session) writeStartViews(ctx context.Context) {
 		rec := *s.rec
 		s.side.Go(ctx, s.log, "thread.json", func(ctx context.Context) error { return s.o.WriteThreadJSON(ctx, &rec) })
 	}
-}
-
-func (s *session) knowledgeMeta() transcript.KnowledgeMeta {
-	status := string(thread.StatusRunning)
-	if s.st.Final != nil {
-		status = string(s.st.Final.Status)
-	}
-	return transcript.KnowledgeMeta{ThreadID: s.id(), Directive: s.rec.Directive, Status: status,
-		Model: s.rec.Model, Turns: s.st.Cost.Turns, Spend: s.st.Cost.Spend, CreatedAt: s.rec.CreatedAt, UpdatedAt: s.o.Now()}
-}
-
-// writeKnowledge writes the signed knowledge render of the transcript.
-func (s *session) writeKnowledge(ctx context.Context, meta transcript.KnowledgeMeta, events []transcript.Event) error {
-	data := transcript.SignedKnowledge(meta, events, s.o.Signer, s.o.Now())
-	return blobstore.PutView(ctx, s.o.Store, transcript.KnowledgeKey(s.rec.Directive, s.id()), data)
 }
 
 func (s *session) writeCapabilities(ctx context.Context) error {

@@ -1,0 +1,38 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/transcript"
+)
+
+// Knowledge returns the knowledge render of thread rec (the markdown a
+// hook's load action puts in a model's context), made from its transcript
+// read strictly, held to the registry's mark: a render of a verified
+// transcript, verified itself.
+//
+// Renders are made when they are read, not at a running thread's
+// checkpoints: they are for people and hooks, and signing and writing one
+// per checkpoint was a third of a turn's work. The one made here is also
+// written, signed, at transcript.KnowledgeKey (best effort; when this
+// process holds the signing key), for whoever reads the store.
+func (o *Orchestrator) Knowledge(ctx context.Context, rec *queue.Record) ([]byte, error) {
+	tr, err := transcript.ReadWith(ctx, o.Store, rec.ThreadID, o.Keyring,
+		transcript.ReadOptions{Mode: transcript.Strict, Marks: []transcript.Mark{RegistryMark(rec)}})
+	if err != nil {
+		return nil, fmt.Errorf("knowledge of thread %s: %w", rec.ThreadID, err)
+	}
+	meta := transcript.KnowledgeMeta{ThreadID: rec.ThreadID, Directive: rec.Directive, Status: string(rec.Status),
+		Model: rec.Model, Turns: rec.Cost.Turns, Spend: rec.Cost.Spend, CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt}
+	body := transcript.RenderKnowledge(meta, tr.Events)
+	if o.Signer != nil {
+		signed := transcript.SignedKnowledge(meta, tr.Events, o.Signer, o.Now())
+		if err := blobstore.PutView(ctx, o.Store, transcript.KnowledgeKey(rec.Directive, rec.ThreadID), signed); err != nil {
+			o.threadLog(rec.ThreadID).Warn("knowledge render not stored", "error", err)
+		}
+	}
+	return body, nil
+}
