@@ -132,14 +132,15 @@ func Start(ctx context.Context, o *orchestrator.Orchestrator, req Request) (*Sta
 	return &Started{Record: rec, Model: model, MissingKey: missing}, nil
 }
 
-// checkModel resolves the model the thread will run, as Start does, and
+// checkModel resolves the model the thread will run, as Start does (a
+// child inherits its tree's explicit model: ResolveTreeModel), and
 // refuses one that no worker could run: an unknown or unpriced model, a
 // script that does not load. What it cannot resolve (an unknown
 // directive, a bad models.yaml) it leaves to Start to report.
 func checkModel(ctx context.Context, o *orchestrator.Orchestrator, req orchestrator.StartRequest, parent *queue.Record) (model, missingKey string, err error) {
-	bundle, parentModel := req.Bundle, ""
+	bundle, inherited, parentModel := req.Bundle, "", ""
 	if parent != nil {
-		bundle, parentModel = parent.Bundle, parent.Model
+		bundle, inherited, parentModel = parent.Bundle, parent.ModelOverride, parent.Model
 	}
 	proj, err := o.Project(ctx, bundle)
 	if err != nil {
@@ -149,7 +150,7 @@ func checkModel(ctx context.Context, o *orchestrator.Orchestrator, req orchestra
 	if err != nil {
 		return "", "", nil
 	}
-	model, err = proj.ResolveModel(d, req.Model, parentModel)
+	model, err = proj.ResolveTreeModel(d, req.Model, inherited, parentModel)
 	if err != nil {
 		return "", "", nil
 	}
