@@ -3,9 +3,14 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/spool-run/spool/thread"
 	"github.com/stretchr/testify/require"
 )
 
@@ -66,4 +71,24 @@ func TestHandBackOnCancel(t *testing.T) {
 	cancelLost(errLeaseLost)
 	require.Equal(t, loadErr, handBackOnCancel(lost, loadErr), "other causes fail the activation as before")
 	require.Equal(t, loadErr, handBackOnCancel(t.Context(), loadErr))
+}
+
+// TestIsInfra classifies by type, not by text: a refusal whose message
+// happens to mention a timeout is the model's to read.
+func TestIsInfra(t *testing.T) {
+	t.Parallel()
+	opErr := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("start child: %w", opErr), true},
+		{fmt.Errorf("get: %w", context.DeadlineExceeded), true},
+		{fmt.Errorf("x: %w", redis.ErrClosed), true},
+		{errors.New("directive t/x: the service answered: i/o timeout"), false},
+		{errors.New("connection refused is what the tool said"), false},
+		{&thread.LimitError{Code: thread.CodeSpendExceeded}, false},
+	} {
+		require.Equal(t, tc.want, isInfra(tc.err), "%v", tc.err)
+	}
 }

@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"regexp"
 	"strings"
+	"syscall"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spool-run/spool/hooks"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
@@ -262,15 +266,19 @@ func errorObject(err error) map[string]any {
 }
 
 // isInfra reports whether err is an infrastructure failure (Redis or the
-// blob store), which retries the activation, rather than a refusal to give
-// to the model.
+// blob store out of reach), which retries the activation, rather than a
+// refusal to give to the model. It goes by the error's type, never its
+// text: a network error (go-redis and the AWS SDK wrap a *net.OpError, a
+// timeout is a net.Error too), a refused connection, a closed client, a
+// deadline; a limit is never one.
 func isInfra(err error) bool {
 	var le *thread.LimitError
 	if errors.As(err, &le) {
 		return false
 	}
-	return errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "connection refused") ||
-		strings.Contains(err.Error(), "i/o timeout")
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, redis.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 func decodeInputs(raw json.RawMessage) (map[string]any, error) {
