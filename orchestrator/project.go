@@ -1,11 +1,12 @@
 package orchestrator
 
 import (
-	"container/list"
 	"context"
 	"fmt"
 	"io/fs"
 	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/directive"
@@ -111,45 +112,18 @@ func (o *Orchestrator) Project(ctx context.Context, digest string) (*Project, er
 	return p, nil
 }
 
-// projectCache is a small LRU of loaded projects by digest.
-type projectCache struct {
-	mu    sync.Mutex
-	max   int
-	order *list.List
-	items map[string]*list.Element
-}
-
-type projectEntry struct {
-	digest string
-	p      *Project
-}
+// projectCache keeps the most recently used loaded projects by digest (an
+// LRU of hashicorp/golang-lru, safe for concurrent use).
+type projectCache struct{ *lru.Cache[string, *Project] }
 
 func newProjectCache(max int) *projectCache {
-	return &projectCache{max: max, order: list.New(), items: map[string]*list.Element{}}
+	c, err := lru.New[string, *Project](max)
+	if err != nil {
+		panic(err) // only for a size <= 0: a programming error
+	}
+	return &projectCache{c}
 }
 
-func (c *projectCache) get(d string) (*Project, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.items[d]; ok {
-		c.order.MoveToFront(e)
-		return e.Value.(*projectEntry).p, true
-	}
-	return nil, false
-}
+func (c *projectCache) get(d string) (*Project, bool) { return c.Get(d) }
 
-func (c *projectCache) put(d string, p *Project) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.items[d]; ok {
-		e.Value.(*projectEntry).p = p
-		c.order.MoveToFront(e)
-		return
-	}
-	c.items[d] = c.order.PushFront(&projectEntry{digest: d, p: p})
-	for c.order.Len() > c.max {
-		last := c.order.Back()
-		c.order.Remove(last)
-		delete(c.items, last.Value.(*projectEntry).digest)
-	}
-}
+func (c *projectCache) put(d string, p *Project) { c.Add(d, p) }
