@@ -87,6 +87,13 @@ func TestBrowserThreadView(t *testing.T) {
 	require.Equal(t, thread.StatusCompleted, e.wait(root.ThreadID)[root.ThreadID].Status)
 	saveArtifact(t, "monitor-thread-completed.png", page.screenshot(ctx))
 
+	// The root's timeline: its waterfall and the spend of the whole tree.
+	page.click(ctx, `.head .links a[href$="/timeline"]`)
+	page.waitTrue(ctx, 30*time.Second, "the timeline", `document.querySelectorAll("table.waterfall tbody tr").length === 10 &&
+		document.querySelectorAll("svg.chart circle.dot").length === 15 &&
+		document.querySelector("svg.chart path.line").getBBox().width > 500`)
+	saveArtifact(t, "monitor-timeline.png", page.screenshotFull(ctx))
+
 	// The list page, and asynqmon's UI rendering from embedded assets.
 	page.navigate(ctx, e.srv.URL+"/")
 	page.waitTrue(ctx, 30*time.Second, "the thread list", `document.querySelectorAll("table.threads tbody tr").length === 5`)

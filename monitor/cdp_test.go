@@ -357,3 +357,52 @@ func (tb *tab) problems() []string {
 	}
 	return out
 }
+
+// screenshotFull captures the whole page, below the viewport too, as PNG.
+func (tb *tab) screenshotFull(ctx context.Context) []byte {
+	tb.t.Helper()
+	var m struct {
+		CSSContentSize struct {
+			Width, Height float64
+		} `json:"cssContentSize"`
+	}
+	tb.call(ctx, "Page.getLayoutMetrics", nil, &m)
+	var res struct {
+		Data string `json:"data"`
+	}
+	tb.call(ctx, "Page.bringToFront", nil, nil)
+	tb.call(ctx, "Page.captureScreenshot", map[string]any{"format": "png", "captureBeyondViewport": true,
+		"clip": map[string]any{"x": 0, "y": 0, "width": m.CSSContentSize.Width, "height": min(m.CSSContentSize.Height, 4000), "scale": 1}}, &res)
+	png, err := base64.StdEncoding.DecodeString(res.Data)
+	if err != nil {
+		tb.t.Fatalf("screenshot: %v", err)
+	}
+	return png
+}
+
+// click clicks the element a CSS selector finds (it must be there).
+func (tb *tab) click(ctx context.Context, selector string) {
+	tb.t.Helper()
+	var ok bool
+	tb.eval(ctx, `(() => { const el = document.querySelector(`+jsString(selector)+`); if (!el) return false; el.click(); return true })()`, &ok)
+	if !ok {
+		tb.t.Fatalf("click %s: no such element", selector)
+	}
+}
+
+// typeInto focuses the field a selector finds and types text into it
+// (Input.insertText: as a keyboard would, events and all).
+func (tb *tab) typeInto(ctx context.Context, selector, text string) {
+	tb.t.Helper()
+	var ok bool
+	tb.eval(ctx, `(() => { const el = document.querySelector(`+jsString(selector)+`); if (!el) return false; el.focus(); return true })()`, &ok)
+	if !ok {
+		tb.t.Fatalf("type into %s: no such element", selector)
+	}
+	tb.call(ctx, "Input.insertText", map[string]any{"text": text}, nil)
+}
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

@@ -2,18 +2,54 @@
 // console, mounted as a library under its own root path) beside spool's own
 // views of threads, served by one http.Handler.
 //
-//	/                               threads by status, newest first (?status=, ?directive=, ?limit=)
-//	/threads/ID                     record, chain, tree of children and continuations, budget
+//	/                               threads by status, newest first (?status=, ?directive=, ?limit=),
+//	                                each with its error's code and message; spool's asynq queues
+//	                                beside the threads in error (asynq's Failed counts failed
+//	                                activation tasks, not threads in error: the page says why)
+//	/threads/ID                     record, chain, tree of children and continuations, budget,
+//	                                its calls waiting for approval, actions, a link to its task
+//	                                in asynqmon
 //	/threads/ID/transcript          the transcript as HTML, growing as it is written
+//	/threads/ID/timeline            a waterfall of its turns, model calls, tool calls and waits,
+//	                                with durations and costs, and the spend of its tree over time
+//	/approvals                      the tool calls waiting for a person, with approve and deny
+//	POST /approvals/decide          approve or deny (thread, call, decision, reason, by)
+//	POST /threads/ID/send           a message the model sees before its next call
+//	POST /threads/ID/interrupt      the same, stopping the model call or tool in flight
+//	POST /threads/ID/cancel         cancel (after a confirmation page; cascade=1: children too)
+//	POST /threads/ID/resume         resume a finished thread with a message (after a confirmation)
+//	/v1/approvals/decide?token=T    the approval webhook's one-time links: GET shows the call,
+//	                                POST decides (orchestrator.DecideByToken)
 //	/api/threads/ID                 the thread view as JSON
 //	/api/threads/ID/events?after=N  transcript events with seq > N (the live page polls it)
-//	/asynq/                         asynqmon
+//	/api/threads/ID/timeline        the timeline as JSON
+//	/asynq/                         asynqmon, with a bar back to the thread views
 //	/metrics                        Prometheus: asynq queue sizes and spool's threads by status
 //	/healthz                        liveness, never behind authentication
 //
 // Thread ids contain slashes (a directive name is their prefix), so the id
-// is everything after /threads/ up to an optional /transcript suffix, which
-// no id can end with (ids end in -<time>-<random>).
+// is everything after /threads/ up to an optional /transcript, /timeline
+// or action suffix, which no id can end with (ids end in -<time>-<random>).
+//
+// Actions: every POST is a form with a CSRF token, a signed double submit:
+// an HttpOnly SameSite=Strict cookie holds a random session id and the
+// forms carry an HMAC of it under Config.SessionKey; cross-site POSTs are
+// also refused by http.CrossOriginProtection. Each action answers with a
+// 303 to the page that shows its outcome once (a signed flash cookie).
+// Cancel and resume show a confirmation page first, and need the signing
+// key (they sign thread.json and the transcript's thread_resumed): a
+// monitor without one (`spool monitor`, which holds only public keys)
+// does not offer them. A decision or message is recorded as by the basic
+// auth user, else the form's name, else "monitor". The one-time decision
+// links are outside the authentication (their signed token is the
+// credential), and a GET of one decides nothing, so that a link preview
+// does not decide.
+//
+// asynqmon: its index page loads /static/asynqmon.js, a bar back to the
+// thread views that, on a task's page, links to the thread the task
+// activates (a task id is its thread's id, or "<id>@<reason>-<seq>"); the
+// script also escapes task ids with slashes in asynqmon's routes, and the
+// monitor answers asynqmon's lookup of such a task (its router cannot).
 //
 // Pages are server-rendered html/template with one embedded stylesheet and
 // one embedded script; nothing is fetched from the internet (the links to

@@ -26,6 +26,11 @@ type listData struct {
 	Threads   []*queue.Record
 	Truncated bool
 	Live      bool // some thread shown has not finished
+	// Queues are spool's asynq queues; QueuesErr says why they are not
+	// shown.
+	Queues    []queueRow
+	QueuesErr string
+	Errored   int64 // threads in error, beside asynq's failed tasks
 }
 
 type statusCount struct {
@@ -37,14 +42,14 @@ func (m *Monitor) serveList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	status, directive := q.Get("status"), strings.TrimSpace(q.Get("directive"))
 	if status != "" && !thread.Status(status).Valid() {
-		m.errorPage(w, http.StatusBadRequest, fmt.Sprintf("status %q: want one of created, running, waiting, completed, error, cancelled, continued", status))
+		m.errorPage(w, r, http.StatusBadRequest, fmt.Sprintf("status %q: want one of created, running, waiting, completed, error, cancelled, continued", status))
 		return
 	}
 	limit := m.cfg.ListLimit
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > maxListLimit {
-			m.errorPage(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want a number from 1 to %d", s, maxListLimit))
+			m.errorPage(w, r, http.StatusBadRequest, fmt.Sprintf("limit %q: want a number from 1 to %d", s, maxListLimit))
 			return
 		}
 		limit = n
@@ -73,11 +78,15 @@ func (m *Monitor) serveList(w http.ResponseWriter, r *http.Request) {
 			d.Live = true
 		}
 	}
+	d.Errored = counts.By[thread.StatusError]
+	if d.Queues, err = m.queueRows(); err != nil {
+		d.QueuesErr = err.Error()
+	}
 	title := "Threads"
 	if status != "" {
 		title = status + " threads"
 	}
-	m.render(w, http.StatusOK, m.pages.list, page{Title: title, Nav: "threads", Data: d})
+	m.render(w, r, http.StatusOK, m.pages.list, page{Title: title, Nav: "threads", Data: d})
 }
 
 // fail reports an internal error.
@@ -87,7 +96,23 @@ func (m *Monitor) fail(w http.ResponseWriter, r *http.Request, err error) {
 		jsonError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	m.errorPage(w, http.StatusInternalServerError, err.Error())
+	m.errorPage(w, r, http.StatusInternalServerError, err.Error())
+}
+
+// lookupFailed answers a request whose thread could not be read (404 for
+// an unknown id, as JSON under /api/) and reports whether it did.
+func (m *Monitor) lookupFailed(w http.ResponseWriter, r *http.Request, id string, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, queue.ErrNotFound) && strings.HasPrefix(r.URL.Path, "/api/"):
+		jsonError(w, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
+	case errors.Is(err, queue.ErrNotFound):
+		m.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
+	default:
+		m.fail(w, r, err)
+	}
+	return true
 }
 
 func (m *Monitor) serveThreadPages(w http.ResponseWriter, r *http.Request) {
@@ -96,20 +121,45 @@ func (m *Monitor) serveThreadPages(w http.ResponseWriter, r *http.Request) {
 		m.serveTranscript(w, r, id)
 		return
 	}
+	if id, ok := strings.CutSuffix(rest, "/timeline"); ok {
+		m.serveTimeline(w, r, id)
+		return
+	}
 	m.serveThread(w, r, strings.TrimSuffix(rest, "/"))
+}
+
+// threadPage is the thread page: the view, and what its actions need.
+type threadPage struct {
+	*ThreadView
+	CSRF string
+	// Approvals are the thread's calls waiting for a decision.
+	Approvals []approvalForm
+	// CanSign: cancel and resume are possible here (they sign).
+	CanSign bool
+	// Named: the basic auth user acts; otherwise the forms ask who.
+	Named bool
+	// ReadOnly: no action is offered (Config.ReadOnly).
+	ReadOnly bool
+	Task     threadTask
 }
 
 func (m *Monitor) serveThread(w http.ResponseWriter, r *http.Request, id string) {
 	v, err := m.threadView(r.Context(), id)
-	if errors.Is(err, queue.ErrNotFound) {
-		m.errorPage(w, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
+	if m.lookupFailed(w, r, id, err) {
 		return
 	}
-	if err != nil {
-		m.fail(w, r, err)
-		return
+	p := threadPage{ThreadView: v, CSRF: m.csrfToken(w, r), CanSign: m.cfg.Orch.Signer != nil, ReadOnly: m.cfg.ReadOnly,
+		Task: m.threadTask(v.Thread)}
+	_, _, p.Named = r.BasicAuth()
+	if v.Thread.WaitingFor == queue.WaitingForApproval {
+		calls, err := m.cfg.Orch.Approvals(r.Context(), id)
+		if err != nil {
+			m.fail(w, r, err)
+			return
+		}
+		p.Approvals = m.approvalForms(w, r, calls, "/threads/"+pathOf(id))
 	}
-	m.render(w, http.StatusOK, m.pages.thread, page{Title: v.Thread.Directive + " · " + string(v.Thread.Status), Data: v})
+	m.render(w, r, http.StatusOK, m.pages.thread, page{Title: v.Thread.Directive + " · " + string(v.Thread.Status), Data: p})
 }
 
 // transcriptData is the transcript page.
@@ -139,12 +189,7 @@ func (m *Monitor) threadTranscript(ctx context.Context, id string) (rec *queue.R
 
 func (m *Monitor) serveTranscript(w http.ResponseWriter, r *http.Request, id string) {
 	rec, evs, bad, err := m.threadTranscript(r.Context(), id)
-	if errors.Is(err, queue.ErrNotFound) {
-		m.errorPage(w, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
-		return
-	}
-	if err != nil {
-		m.fail(w, r, err)
+	if m.lookupFailed(w, r, id, err) {
 		return
 	}
 	d := transcriptData{Thread: rec, Done: rec.Status.Terminal() || bad != nil, Unverified: m.cfg.Orch.Keyring.Unverified()}
@@ -163,7 +208,7 @@ func (m *Monitor) serveTranscript(w http.ResponseWriter, r *http.Request, id str
 		d.Next = ev.Seq
 	}
 	d.Shown = len(d.Events)
-	m.render(w, http.StatusOK, m.pages.transcript, page{Title: "Transcript · " + rec.Directive, Data: d})
+	m.render(w, r, http.StatusOK, m.pages.transcript, page{Title: "Transcript · " + rec.Directive, Data: d})
 }
 
 func (m *Monitor) serveThreadAPI(w http.ResponseWriter, r *http.Request) {
@@ -172,13 +217,12 @@ func (m *Monitor) serveThreadAPI(w http.ResponseWriter, r *http.Request) {
 		m.serveEvents(w, r, id)
 		return
 	}
-	v, err := m.threadView(r.Context(), rest)
-	if errors.Is(err, queue.ErrNotFound) {
-		jsonError(w, http.StatusNotFound, fmt.Sprintf("thread %q not found", rest))
+	if id, ok := strings.CutSuffix(rest, "/timeline"); ok {
+		m.serveTimelineJSON(w, r, id)
 		return
 	}
-	if err != nil {
-		m.fail(w, r, err)
+	v, err := m.threadView(r.Context(), rest)
+	if m.lookupFailed(w, r, rest, err) {
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
@@ -223,12 +267,7 @@ func (m *Monitor) serveEvents(w http.ResponseWriter, r *http.Request, id string)
 		aft = n
 	}
 	rec, evs, bad, err := m.threadTranscript(r.Context(), id)
-	if errors.Is(err, queue.ErrNotFound) {
-		jsonError(w, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
-		return
-	}
-	if err != nil {
-		m.fail(w, r, err)
+	if m.lookupFailed(w, r, id, err) {
 		return
 	}
 	out := Events{ThreadID: id, Status: rec.Status, After: aft, Next: aft, Done: rec.Status.Terminal() || bad != nil, Events: []EventJSON{},

@@ -49,6 +49,14 @@ type Config struct {
 	// MaxTreeNodes bounds the threads a thread page walks for its tree.
 	// Default 500.
 	MaxTreeNodes int
+	// ReadOnly: the monitor offers and accepts no action (approve, deny,
+	// send, interrupt, cancel, resume, decision links). Default false.
+	ReadOnly bool
+	// SessionKey signs the CSRF tokens of the action forms (approve,
+	// deny, send, interrupt, cancel, resume). Default: random per process,
+	// so a form rendered before a restart must be reloaded; monitors
+	// behind one load balancer need the same key.
+	SessionKey []byte
 	// Logger. Default Orch.Log.
 	Logger *slog.Logger
 }
@@ -112,6 +120,8 @@ type Monitor struct {
 	transcripts *transcriptCache
 	pages       *pages
 
+	key []byte // signs CSRF tokens and flash messages
+
 	countsMu   sync.Mutex
 	counts     *statusCounts
 	countsTime time.Time
@@ -133,6 +143,7 @@ func New(cfg Config) (http.Handler, error) {
 		inspector:   asynq.NewInspectorFromRedisClient(cfg.Orch.Redis),
 		transcripts: newTranscriptCache(cfg.Store, cfg.Orch.Keyring, 128),
 		pages:       pg,
+		key:         sessionKey(cfg.SessionKey),
 	}
 	if err := cfg.Registry.Register(newCollector(m)); err != nil {
 		return nil, fmt.Errorf("monitor: register metrics: %w", err)
@@ -144,6 +155,9 @@ func (m *Monitor) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", m.serveList)
 	mux.HandleFunc("GET /threads/{rest...}", m.serveThreadPages)
+	mux.HandleFunc("POST /threads/{rest...}", m.serveThreadAction)
+	mux.HandleFunc("GET /approvals", m.serveApprovals)
+	mux.HandleFunc("POST /approvals/decide", m.serveDecide)
 	mux.HandleFunc("GET /api/threads/{rest...}", m.serveThreadAPI)
 	mux.Handle("GET /static/", http.StripPrefix("/static/", staticHandler()))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.cfg.Registry, promhttp.HandlerOpts{}))
@@ -159,6 +173,11 @@ func (m *Monitor) handler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	// A decision link's signed token is its credential: outside the
+	// authentication, not outside the cross-origin check.
+	link := http.NewCrossOriginProtection().Handler(http.HandlerFunc(m.serveDecisionLink))
+	root.Handle("GET /v1/approvals/decide", link)
+	root.Handle("POST /v1/approvals/decide", link)
 	root.Handle("/", guarded)
 	return hostGuard(m.cfg.Hosts, securityHeaders(root))
 }

@@ -40,8 +40,9 @@ func staticHandler() http.Handler {
 
 // pages are the parsed templates.
 type pages struct {
-	list, thread, transcript, errPage *template.Template
-	event                             *template.Template
+	list, thread, transcript, errPage    *template.Template
+	approvals, confirm, decide, timeline *template.Template
+	event                                *template.Template
 }
 
 // pathOf escapes each segment of a thread id for a URL path: ids contain
@@ -57,6 +58,7 @@ func pathOf(id string) string {
 var funcs = template.FuncMap{
 	"threadURL":     func(id string) string { return "/threads/" + pathOf(id) },
 	"transcriptURL": func(id string) string { return "/threads/" + pathOf(id) + "/transcript" },
+	"timelineURL":   func(id string) string { return "/threads/" + pathOf(id) + "/timeline" },
 	"apiURL":        func(id string) string { return "/api/threads/" + pathOf(id) },
 	"eventsURL":     func(id string) string { return "/api/threads/" + pathOf(id) + "/events" },
 	"usd": func(f float64) string {
@@ -81,8 +83,14 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%.1f", min(100, max(0, part/whole*100)))
 	},
-	"sub": func(a, b float64) float64 { return a - b },
-	"dur": func(sec float64) string { return (time.Duration(sec * float64(time.Second))).String() },
+	"sub":            func(a, b float64) float64 { return a - b },
+	"dur":            func(sec float64) string { return (time.Duration(sec * float64(time.Second))).String() },
+	"short":          func(s string, n int) string { return firstLine(s, n) },
+	"seconds":        seconds,
+	"offset":         offset,
+	"secondsBetween": func(a, b time.Time) float64 { return b.Sub(a).Seconds() },
+	"plus":           func(a, b int) int { return a + b },
+	"minus":          func(a, b int) int { return a - b },
 }
 
 // pretty renders v as indented JSON, leaving <, > and & as they are: the
@@ -135,6 +143,7 @@ func loadPages() (*pages, error) {
 	p := &pages{}
 	for name, dst := range map[string]**template.Template{
 		"list.html": &p.list, "thread.html": &p.thread, "transcript.html": &p.transcript, "error.html": &p.errPage,
+		"approvals.html": &p.approvals, "confirm.html": &p.confirm, "decide.html": &p.decide, "timeline.html": &p.timeline,
 	} {
 		if *dst, err = one(name); err != nil {
 			return nil, err
@@ -149,15 +158,22 @@ func loadPages() (*pages, error) {
 // page is what the layout renders.
 type page struct {
 	Title string
-	Nav   string // "threads" marks the nav entry
+	Nav   string // "threads" or "approvals" marks the nav entry
 	Poll  int64  // live pages' poll interval, ms
-	Data  any
+	Flash *flash // the outcome of the action that led here
+	// Bare: a page for people outside the monitor (a decision link): no
+	// navigation.
+	Bare bool
+	Data any
 }
 
 // render executes t into a buffer first, so that a template error is a
 // clean 500 rather than half a page.
-func (m *Monitor) render(w http.ResponseWriter, code int, t *template.Template, p page) {
+func (m *Monitor) render(w http.ResponseWriter, r *http.Request, code int, t *template.Template, p page) {
 	p.Poll = m.cfg.PollInterval.Milliseconds()
+	if p.Flash == nil {
+		p.Flash = m.pageFlash(w, r)
+	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {
 		m.cfg.Logger.Error("monitor: render page", "page", p.Title, "error", err)
@@ -172,8 +188,8 @@ func (m *Monitor) render(w http.ResponseWriter, code int, t *template.Template, 
 	_, _ = w.Write(buf.Bytes())
 }
 
-func (m *Monitor) errorPage(w http.ResponseWriter, code int, msg string) {
-	m.render(w, code, m.pages.errPage, page{Title: http.StatusText(code), Data: struct {
+func (m *Monitor) errorPage(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	m.render(w, r, code, m.pages.errPage, page{Title: http.StatusText(code), Data: struct {
 		Code    int
 		Message string
 	}{code, msg}})

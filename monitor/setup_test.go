@@ -3,6 +3,7 @@ package monitor_test
 import (
 	"context"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -45,6 +46,8 @@ type envOptions struct {
 	// latency of each scripted model call (the browser test slows the tree
 	// down so that it looks alive).
 	latency time.Duration
+	// files are added to (a copy of) the test project: approvals.yaml.
+	files map[string]string
 }
 
 const treeScript = "scripts/tree.yaml"
@@ -75,6 +78,9 @@ func setup(t *testing.T, o envOptions) *env {
 	if o.latency > 0 {
 		script = []byte(strings.Replace(string(script), "latency: 0ms", "latency: "+o.latency.String(), 1))
 	}
+	if len(o.files) > 0 {
+		project = copyProject(t, project, o.files)
+	}
 	bundle, err := directive.BuildBundle(ctx, store, project, "", map[string][]byte{treeScript: script})
 	require.NoError(t, err)
 
@@ -94,6 +100,41 @@ func setup(t *testing.T, o envOptions) *env {
 		_ = client.Close()
 	})
 	return e
+}
+
+// copyProject copies the project at dir to a temporary directory, modes
+// kept, with files added (relative path → content), and returns the copy.
+func copyProject(t *testing.T, dir string, files map[string]string) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), data, info.Mode().Perm())
+	})
+	require.NoError(t, err)
+	for name, data := range files {
+		p := filepath.Join(dst, filepath.FromSlash(name))
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(data), 0o644))
+	}
+	return dst
 }
 
 // start starts a root thread of directive with inputs on the tree script.

@@ -143,6 +143,18 @@ var ErrBadToken = errors.New("the decision link is not valid (expired, altered, 
 // (its bundle), so a link only ever decides the call it was made for; a
 // second use finds the call decided (queue.ErrNotPending).
 func (o *Orchestrator) DecideByToken(ctx context.Context, token, reason string) (*DecideResult, error) {
+	tok, err := o.VerifyDecisionToken(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	return o.Decide(ctx, tok.ThreadID, []string{tok.CallID}, tok.Decision, "link", reason)
+}
+
+// VerifyDecisionToken checks a one-time link's token as DecideByToken does
+// and returns what it carries, deciding nothing (a confirmation page shows
+// the call before a person confirms). ErrBadToken when it does not verify
+// or has expired.
+func (o *Orchestrator) VerifyDecisionToken(ctx context.Context, token string) (*DecisionToken, error) {
 	payload, sig, ok := strings.Cut(token, ".")
 	if !ok {
 		return nil, ErrBadToken
@@ -169,7 +181,7 @@ func (o *Orchestrator) DecideByToken(ctx context.Context, token, reason string) 
 	if n.Secret == "" || err != nil || !hmac.Equal(got, want) || o.Now().Unix() > tok.Expires {
 		return nil, ErrBadToken
 	}
-	return o.Decide(ctx, tok.ThreadID, []string{tok.CallID}, tok.Decision, "link", reason)
+	return &tok, nil
 }
 
 // NotifyConfig is a project's approval webhook with ${VAR} references in

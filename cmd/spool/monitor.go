@@ -17,11 +17,13 @@ func monitorCommand() *cli.Command {
 		Name:  "monitor",
 		Usage: "asynqmon UI + thread views",
 		Description: "Serves asynqmon under /asynq/ and spool's thread views (threads by status, a thread's tree,\n" +
-			"budget and live transcript), /metrics and /healthz. Binds to loopback unless told otherwise;\n" +
-			"a non-loopback --addr needs --basic-auth or --token (or --insecure).",
+			"budget, live transcript and timeline), the approvals inbox and the thread actions (approve, deny,\n" +
+			"send, interrupt; cancel and resume with --sign), /metrics and /healthz. Binds to loopback unless\n" +
+			"told otherwise; a non-loopback --addr needs --basic-auth or --token (or --insecure).",
 		Flags: append(serverFlags("MONITOR", "127.0.0.1:8080", "(Authorization: Bearer, or ?token= once in a browser)"),
 			&cli.BoolFlag{Name: "insecure", Usage: "allow a non-loopback --addr without authentication"},
-			&cli.BoolFlag{Name: "read-only", EnvVars: []string{"SPOOL_MONITOR_READ_ONLY"}, Usage: "asynqmon in view-only mode (no delete, pause, run)"},
+			&cli.BoolFlag{Name: "read-only", EnvVars: []string{"SPOOL_MONITOR_READ_ONLY"}, Usage: "take no action: asynqmon in view-only mode (no delete, pause, run), no approve, deny, send, interrupt, cancel or resume"},
+			&cli.BoolFlag{Name: "sign", EnvVars: []string{"SPOOL_MONITOR_SIGN"}, Usage: "hold the signing key (the data dir's, or --signing-key), so that thread pages offer cancel and resume, which sign what they write; without it the monitor holds public keys only"},
 		),
 		Action: runMonitor,
 	}
@@ -41,6 +43,7 @@ func newMonitorHandlerWith(s *services, o monitorOptions) (http.Handler, error) 
 		Orch:         s.orch,
 		Store:        s.store,
 		AsynqHandler: monitor.NewAsynqmon(s.rdb, monitor.AsynqPath, o.readOnly),
+		ReadOnly:     o.readOnly,
 		Auth:         o.auth,
 		Hosts:        o.hosts,
 		Registry:     o.registry,
@@ -57,7 +60,8 @@ func runMonitor(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	s, err := openServices(c, openOpts{readOnly: true}) // it signs nothing: public keys suffice
+	// It signs nothing unless --sign: public keys suffice.
+	s, err := openServices(c, openOpts{readOnly: !c.Bool("sign")})
 	if err != nil {
 		return err
 	}

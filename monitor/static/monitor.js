@@ -4,11 +4,23 @@
   "use strict";
   var poll = parseInt(document.body.dataset.poll, 10) || 1000;
 
-  // Thread and list pages: while anything shown still runs, fetch the page
-  // again and swap its live section.
+  // busy reports whether someone is filling in a form of el (a field has
+  // the focus, or text other than the page gave it): its section is not
+  // swapped meanwhile.
+  var busy = function (el) {
+    var a = document.activeElement;
+    if (a && a !== document.body && el.contains(a) && /^(INPUT|TEXTAREA|SELECT)$/.test(a.tagName)) { return true; }
+    return Array.prototype.some.call(el.querySelectorAll("textarea, input:not([type=hidden]):not([type=checkbox])"),
+      function (f) { return f.value !== f.defaultValue; });
+  };
+
+  // Thread, list and approvals pages: while anything shown still runs,
+  // fetch the page again and swap its live section (not while a form in
+  // it is being filled in).
   var live = document.getElementById("live");
   if (live && live.dataset.running === "true") {
     var refresh = function () {
+      if (busy(live)) { setTimeout(refresh, poll); return; }
       fetch(location.href, {credentials: "same-origin", headers: {"Accept": "text/html"}, cache: "no-store"})
         .then(function (r) {
           if (!r.ok) { throw new Error("HTTP " + r.status); }
@@ -17,6 +29,7 @@
         .then(function (html) {
           var next = new DOMParser().parseFromString(html, "text/html").getElementById("live");
           if (!next) { return; }
+          if (busy(live)) { setTimeout(refresh, poll); return; }
           live.innerHTML = next.innerHTML;
           live.dataset.running = next.dataset.running;
           if (next.dataset.running === "true") { setTimeout(refresh, poll); }

@@ -1,0 +1,101 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/thread"
+)
+
+// TestMonitorActions runs `spool monitor` three ways over a thread that
+// waits for approval: by default it offers the decision and messages but
+// not cancel or resume (it holds no signing key); with --sign it offers
+// them too, and a cancel through its confirmation ends the thread; with
+// --read-only it offers nothing and refuses an action.
+func TestMonitorActions(t *testing.T) {
+	t.Parallel()
+	e := spooltest.New(t, spooltest.Options{Files: peopleProject()})
+	e.StartWorker("--concurrency", "1")
+	id := startThread(t, e, "p/write", "--model", "script:scripts/p.yaml")
+	waitForApproval(t, e, id)
+
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	client := &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	do := func(method, u string, form url.Values) (int, string) {
+		t.Helper()
+		var body io.Reader
+		if form != nil {
+			body = strings.NewReader(form.Encode())
+		}
+		req, err := http.NewRequestWithContext(context.Background(), method, u, body)
+		require.NoError(t, err)
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	page := "/threads/" + id
+	for _, tc := range []struct {
+		flags           []string
+		decide, cancel  bool
+		cancelThroughIt bool
+	}{
+		{flags: nil, decide: true},
+		{flags: []string{"--read-only"}},
+		{flags: []string{"--sign"}, decide: true, cancel: true, cancelThroughIt: true},
+	} {
+		port, err := testenv.FreePort()
+		require.NoError(t, err)
+		base := fmt.Sprintf("http://127.0.0.1:%d", port)
+		p := e.Start(nil, append([]string{"monitor", "--addr", strings.TrimPrefix(base, "http://")}, tc.flags...)...)
+		require.Eventually(t, func() bool { return strings.Contains(p.Log(), "spool monitor: http://") || p.Exited() }, time.Minute, 50*time.Millisecond)
+		require.False(t, p.Exited(), p.Log())
+
+		code, body := do(http.MethodGet, base+page, nil)
+		require.Equal(t, http.StatusOK, code, body)
+		require.Contains(t, body, "Waiting for approval", tc.flags)
+		require.Equal(t, tc.decide, strings.Contains(body, `name="decision" value="approve"`), "decide %v", tc.flags)
+		require.Equal(t, tc.decide, strings.Contains(body, `action="`+page+`/send"`), "send %v", tc.flags)
+		require.Equal(t, tc.cancel, strings.Contains(body, `action="`+page+`/cancel"`), "cancel %v", tc.flags)
+		m := csrf.FindStringSubmatch(body)
+		if !tc.decide {
+			require.Nil(t, m, "no form at all")
+			code, body = do(http.MethodPost, base+page+"/send", url.Values{"message": {"x"}})
+			require.Equal(t, http.StatusForbidden, code)
+			require.Contains(t, body, "read-only")
+		}
+		if tc.cancelThroughIt {
+			require.NotNil(t, m)
+			code, body = do(http.MethodPost, base+page+"/cancel", url.Values{"csrf": {m[1]}, "cascade": {"1"}})
+			require.Equal(t, http.StatusOK, code, body)
+			require.Contains(t, body, "Cancel this thread?")
+			code, body = do(http.MethodPost, base+page+"/cancel", url.Values{"csrf": {m[1]}, "cascade": {"1"}, "confirmed": {"1"}})
+			require.Equal(t, http.StatusSeeOther, code, body)
+			rec := e.Wait([]string{id}, time.Minute)[id]
+			require.Equal(t, thread.StatusCancelled, rec.Status)
+			res := e.Spool("thread", "verify", id)
+			require.Equal(t, 0, res.Code, "the monitor signed what it wrote: %s%s", res.Stdout, res.Stderr)
+		}
+		require.NoError(t, p.Stop(30*time.Second), p.Log())
+	}
+}

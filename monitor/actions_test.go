@@ -1,0 +1,464 @@
+package monitor_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/monitor"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// gatedApprovals gates t/deploy, which only t/gated calls.
+const gatedApprovals = "approvals:\n  - tool: t/deploy\n"
+
+// session is a browser-like client of the monitor: it keeps cookies and
+// does not follow redirects, so a test sees each action's 303 and the
+// page it leads to.
+type session struct {
+	e      *env
+	c      *http.Client
+	header http.Header // added to every request
+}
+
+func (e *env) session() *session {
+	jar, err := cookiejar.New(nil)
+	require.NoError(e.t, err)
+	c := *e.srv.Client()
+	c.Jar = jar
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &session{e: e, c: &c, header: http.Header{}}
+}
+
+type response struct {
+	code     int
+	body     string
+	location string
+}
+
+func (s *session) do(method, path string, form url.Values, tweak ...func(*http.Request)) response {
+	s.e.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequestWithContext(s.e.t.Context(), method, s.e.srv.URL+path, body)
+	require.NoError(s.e.t, err)
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, v := range s.header {
+		req.Header[k] = v
+	}
+	for _, f := range tweak {
+		f(req)
+	}
+	resp, err := s.c.Do(req)
+	require.NoError(s.e.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(s.e.t, err)
+	return response{code: resp.StatusCode, body: string(b), location: resp.Header.Get("Location")}
+}
+
+func (s *session) get(path string) response { return s.do(http.MethodGet, path, nil) }
+
+var csrfInput = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// csrf loads path and returns the token its forms carry.
+func (s *session) csrf(path string) string {
+	s.e.t.Helper()
+	r := s.get(path)
+	require.Equal(s.e.t, http.StatusOK, r.code, r.body)
+	m := csrfInput.FindStringSubmatch(r.body)
+	require.NotNil(s.e.t, m, "no form with a CSRF token on %s", path)
+	return m[1]
+}
+
+// act POSTs a form and requires a redirect; it returns the page it leads
+// to (where the outcome is shown once).
+func (s *session) act(path string, form url.Values) (to, page string) {
+	s.e.t.Helper()
+	r := s.do(http.MethodPost, path, form)
+	require.Equal(s.e.t, http.StatusSeeOther, r.code, "POST %s: %s", path, r.body)
+	next := s.get(r.location)
+	require.Equal(s.e.t, http.StatusOK, next.code, next.body)
+	return r.location, next.body
+}
+
+// waitFor waits until thread id's record satisfies cond.
+func (e *env) waitRecord(id string, what string, cond func(*queue.Record) bool) *queue.Record {
+	e.t.Helper()
+	var rec *queue.Record
+	ok := waitFor(e.t.Context(), time.Minute, func() bool {
+		r, err := e.orch.Registry.Get(context.Background(), id)
+		rec = r
+		return err == nil && cond(r)
+	})
+	require.True(e.t, ok, "%s: %s never %s (%+v)", e.t.Name(), id, what, rec)
+	return rec
+}
+
+func waitingForApproval(r *queue.Record) bool {
+	return r.Status == thread.StatusWaiting && r.WaitingFor == queue.WaitingForApproval
+}
+
+// transcriptEvents reads a thread's events of one type.
+func (e *env) transcriptEvents(id, typ string) []transcript.Event {
+	e.t.Helper()
+	evs, err := e.readEvents(id, typ)
+	require.NoError(e.t, err)
+	return evs
+}
+
+func (e *env) readEvents(id, typ string) ([]transcript.Event, error) {
+	tr, err := transcript.Read(e.t.Context(), e.store, id, e.orch.Keyring, transcript.Strict)
+	if err != nil {
+		return nil, err
+	}
+	var out []transcript.Event
+	for _, ev := range tr.Events {
+		if ev.Type == typ {
+			out = append(out, ev)
+		}
+	}
+	return out, nil
+}
+
+// TestApprovalsInbox: a gated call is listed at /approvals and on its
+// thread's page; a decision needs the form's CSRF token and a same-origin
+// request, a denial a reason; an approval runs the call once and the
+// thread completes; a second decision finds nothing pending.
+func TestApprovalsInbox(t *testing.T) {
+	t.Parallel()
+	e := setup(t, envOptions{files: map[string]string{".ai/config/agent/approvals.yaml": gatedApprovals}})
+	rec := e.start("t/gated", map[string]any{"target": "prod"})
+	e.waitRecord(rec.ThreadID, "waited for approval", waitingForApproval)
+	s := e.session()
+
+	inbox := s.get("/approvals")
+	require.Equal(t, http.StatusOK, inbox.code)
+	require.Contains(t, inbox.body, `<code class="tool">t/deploy</code>`)
+	require.Contains(t, inbox.body, `&#34;target&#34;: &#34;prod&#34;`, "the call's input, indented")
+	require.Contains(t, inbox.body, `href="/threads/`+rec.ThreadID+`"`)
+	require.Contains(t, inbox.body, `name="decision" value="approve"`)
+	require.Contains(t, inbox.body, `<title>Approvals (1) · spool monitor</title>`)
+	require.Contains(t, s.get("/approvals?thread="+url.QueryEscape(rec.ThreadID)).body, "call_1_1")
+	require.Equal(t, http.StatusNotFound, s.get("/approvals?thread=t/nope-1-abc").code)
+	page := s.get(threadURL(rec.ThreadID)).body
+	require.Contains(t, page, "Waiting for approval")
+	require.Contains(t, page, `<input type="hidden" name="call" value="call_1_1">`)
+
+	token := s.csrf("/approvals")
+	form := func(decision, reason string) url.Values {
+		return url.Values{"csrf": {token}, "thread": {rec.ThreadID}, "call": {"call_1_1"}, "decision": {decision},
+			"reason": {reason}, "by": {"ada"}, "return": {"/approvals"}}
+	}
+	// Refused: no token, a wrong token, another browser's cookie, a
+	// cross-site request, a denial without a reason.
+	noToken := form("approve", "")
+	noToken.Del("csrf")
+	r := s.do(http.MethodPost, "/approvals/decide", noToken)
+	require.Equal(t, http.StatusForbidden, r.code)
+	require.Contains(t, r.body, "security token")
+	wrong := form("approve", "")
+	wrong.Set("csrf", token+"x")
+	require.Equal(t, http.StatusForbidden, s.do(http.MethodPost, "/approvals/decide", wrong).code)
+	other := e.session()
+	other.csrf("/approvals")
+	require.Equal(t, http.StatusForbidden, other.do(http.MethodPost, "/approvals/decide", form("approve", "")).code,
+		"a token is good only with the cookie it was made for")
+	cross := s.do(http.MethodPost, "/approvals/decide", form("approve", ""), func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") })
+	require.Equal(t, http.StatusForbidden, cross.code, cross.body)
+	_, body := s.act("/approvals/decide", form("deny", "  "))
+	require.Contains(t, body, `<p class="flash bad" role="status">Say why to deny`)
+	require.True(t, waitingForApproval(e.waitRecord(rec.ThreadID, "still waits", waitingForApproval)), "nothing was decided")
+
+	// Approved: the call runs and the thread completes.
+	to, body := s.act("/approvals/decide", form("approve", "looks right"))
+	require.Equal(t, "/approvals", to)
+	require.Contains(t, body, "Approved call_1_1 of "+rec.ThreadID+" (by ada). The thread continues.")
+	final := e.wait(rec.ThreadID)[rec.ThreadID]
+	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
+	require.Equal(t, "after deploy: deployed to prod", final.Result)
+	decided := e.transcriptEvents(rec.ThreadID, transcript.TypeApprovalDecided)
+	require.Len(t, decided, 1)
+	var d transcript.ApprovalDecided
+	require.NoError(t, decided[0].Decode(&d))
+	require.Equal(t, transcript.ApprovalDecided{CallID: "call_1_1", Tool: "t/deploy", Decision: "approve", By: "ada", Reason: "looks right"}, d)
+	require.Len(t, e.transcriptEvents(rec.ThreadID, transcript.TypeToolCallStart), 1, "the call ran once")
+
+	// Decided already.
+	_, body = s.act("/approvals/decide", form("approve", ""))
+	require.Contains(t, body, "Nothing of "+rec.ThreadID+" waits for a decision any more")
+	require.Contains(t, body, "No tool call waits for a decision")
+}
+
+// TestDecisionLink: the approval webhook's one-time links work on the
+// monitor without its credentials: GET shows the call and decides
+// nothing, POST decides (a denial needs a reason, which the model gets),
+// a second use finds nothing to decide, an altered token is refused, and
+// a client that asks for JSON gets the decision as JSON.
+func TestDecisionLink(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	hooks := map[string]map[string]string{} // thread id → approve_url, deny_url
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var msg struct {
+			ThreadID   string `json:"thread_id"`
+			ApproveURL string `json:"approve_url"`
+			DenyURL    string `json:"deny_url"`
+		}
+		if json.NewDecoder(r.Body).Decode(&msg) == nil {
+			mu.Lock()
+			hooks[msg.ThreadID] = map[string]string{"approve": msg.ApproveURL, "deny": msg.DenyURL}
+			mu.Unlock()
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(receiver.Close)
+	approvals := gatedApprovals + "notify:\n  url: " + receiver.URL + "\n  secret: test-secret-0123456789\n  links: https://spool.example/\n"
+	const token = "monitor-token-0123"
+	e := setup(t, envOptions{auth: monitor.Auth{Token: token}, files: map[string]string{".ai/config/agent/approvals.yaml": approvals}})
+	denied := e.start("t/gated", map[string]any{"target": "prod"})
+	approved := e.start("t/gated", map[string]any{"target": "staging"})
+	link := func(id, decision string) string {
+		var u string
+		require.True(t, waitFor(t.Context(), time.Minute, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			u = hooks[id][decision]
+			return u != ""
+		}), "no webhook for %s", id)
+		p, err := url.Parse(u)
+		require.NoError(t, err)
+		require.Equal(t, "/v1/approvals/decide", p.Path)
+		return p.Path + "?" + p.RawQuery // on this monitor
+	}
+	s := e.session() // holds no credential of the monitor
+	require.Equal(t, http.StatusUnauthorized, s.get("/approvals").code)
+
+	deny := link(denied.ThreadID, "deny")
+	// The webhook may come before the thread has suspended for the call.
+	e.waitRecord(denied.ThreadID, "waits for approval", waitingForApproval)
+	r := s.get(deny)
+	require.Equal(t, http.StatusOK, r.code, r.body)
+	require.Contains(t, r.body, "Deny this tool call?")
+	require.Contains(t, r.body, `<code class="tool">t/deploy</code>`)
+	require.Contains(t, r.body, `&#34;target&#34;: &#34;prod&#34;`)
+	require.NotContains(t, r.body, `<nav>`, "no navigation for people outside the monitor")
+	require.True(t, waitingForApproval(e.waitRecord(denied.ThreadID, "", func(*queue.Record) bool { return true })), "a GET decides nothing")
+
+	bad := s.get(strings.Replace(deny, "token=", "token=x", 1))
+	require.Equal(t, http.StatusForbidden, bad.code)
+	require.Contains(t, bad.body, "This link does not work")
+	require.Contains(t, bad.body, "not valid")
+
+	p, err := url.Parse(deny)
+	require.NoError(t, err)
+	tok := p.Query().Get("token")
+	r = s.do(http.MethodPost, "/v1/approvals/decide", url.Values{"token": {tok}})
+	require.Equal(t, http.StatusBadRequest, r.code)
+	require.Contains(t, r.body, "Say why to deny")
+	r = s.do(http.MethodPost, "/v1/approvals/decide", url.Values{"token": {tok}, "reason": {"not on a Friday"}},
+		func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") })
+	require.Equal(t, http.StatusForbidden, r.code, "cross-site POSTs are refused here too")
+	r = s.do(http.MethodPost, "/v1/approvals/decide", url.Values{"token": {tok}, "reason": {"not on a Friday"}})
+	require.Equal(t, http.StatusOK, r.code, r.body)
+	require.Contains(t, r.body, "Denied call_1_1 of "+denied.ThreadID+" (by link). The thread continues.")
+	final := e.wait(denied.ThreadID)[denied.ThreadID]
+	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
+	require.Contains(t, final.Result, "not on a Friday", "the model got the reason")
+	results := e.transcriptEvents(denied.ThreadID, transcript.TypeToolCallResult)
+	require.Len(t, results, 1)
+	var res0 transcript.ToolCallResult
+	require.NoError(t, results[0].Decode(&res0))
+	require.True(t, res0.IsError)
+	require.Contains(t, res0.Output, "not on a Friday")
+	require.NotContains(t, res0.Output, "deployed", "a denied call never runs")
+	again := s.do(http.MethodPost, "/v1/approvals/decide", url.Values{"token": {tok}, "reason": {"again"}})
+	require.Equal(t, http.StatusConflict, again.code)
+	require.Contains(t, again.body, "Nothing to decide")
+
+	// JSON, for a client that is not a browser.
+	approve := link(approved.ThreadID, "approve")
+	e.waitRecord(approved.ThreadID, "waits for approval", waitingForApproval)
+	r = s.do(http.MethodPost, approve, url.Values{}, func(r *http.Request) { r.Header.Set("Accept", "application/json") })
+	require.Equal(t, http.StatusOK, r.code, r.body)
+	var res orchestrator.DecideResult
+	require.NoError(t, json.Unmarshal([]byte(r.body), &res))
+	require.Equal(t, orchestrator.DecideResult{ThreadID: approved.ThreadID, Decision: "approve", Calls: []string{"call_1_1"}, By: "link", Woken: true}, res)
+	require.Equal(t, "after deploy: deployed to staging", e.wait(approved.ThreadID)[approved.ThreadID].Result)
+	r = s.do(http.MethodPost, approve, url.Values{}, func(r *http.Request) { r.Header.Set("Accept", "application/json") })
+	require.Equal(t, http.StatusConflict, r.code, r.body)
+}
+
+// TestThreadActions: send and interrupt reach a running tree; cancel and
+// resume ask for a confirmation first; what cannot be done is refused
+// with a message on the thread page.
+func TestThreadActions(t *testing.T) {
+	t.Parallel()
+	e := setup(t, envOptions{})
+	root := e.startTree()
+	tr := e.waitTreeHeld(root.ThreadID)
+	s := e.session()
+	page := threadURL(root.ThreadID)
+	body := s.get(page).body
+	require.Contains(t, body, `action="/threads/`+root.ThreadID+`/send"`)
+	require.Contains(t, body, `formaction="/threads/`+root.ThreadID+`/interrupt"`)
+	require.Contains(t, body, `action="/threads/`+root.ThreadID+`/cancel"`)
+	require.NotContains(t, body, "/resume", "a running thread is not resumed")
+	token := s.csrf(page)
+
+	// Send to the waiting root: woken to record it, it waits on.
+	_, body = s.act(page+"/send", url.Values{"csrf": {token}, "message": {"hello root"}, "by": {"ada"}})
+	require.Contains(t, body, "Message 1 queued for "+root.ThreadID)
+	require.Contains(t, body, "The waiting thread was woken to record it.")
+	require.True(t, waitFor(t.Context(), time.Minute, func() bool {
+		tr, err := transcript.Read(t.Context(), e.store, root.ThreadID, e.orch.Keyring, transcript.Strict)
+		return err == nil && strings.Contains(transcript.RenderText(tr.Events), "hello root")
+	}), "the message is in the root's transcript")
+	_, body = s.act(page+"/send", url.Values{"csrf": {token}, "message": {"  "}})
+	require.Contains(t, body, "Write a message first.")
+
+	// Interrupt a leaf at its gate: the tool stops, the model gets the
+	// message.
+	leaf := tr.leaves[0].ThreadID
+	_, body = s.act(threadURL(leaf)+"/interrupt", url.Values{"csrf": {token}, "message": {"stop waiting"}})
+	require.Contains(t, body, "Interrupt sent to "+leaf)
+	require.True(t, waitFor(t.Context(), time.Minute, func() bool {
+		evs, _ := e.readEvents(leaf, transcript.TypeUserMessage) // none while it does not read
+		for _, ev := range evs {
+			var m transcript.UserMessage
+			if ev.Decode(&m) == nil && m.Interrupted && m.Content == "stop waiting" {
+				return true
+			}
+		}
+		return false
+	}), "the interrupt is in the leaf's transcript")
+
+	// Cancel: a confirmation first, then the tree is cancelled.
+	r := s.do(http.MethodPost, page+"/cancel", url.Values{"csrf": {token}, "cascade": {"1"}})
+	require.Equal(t, http.StatusOK, r.code, r.body)
+	require.Contains(t, r.body, "Cancel this thread?")
+	require.Contains(t, r.body, `<input type="hidden" name="confirmed" value="1">`)
+	require.Contains(t, r.body, `<input type="hidden" name="cascade" value="1">`)
+	require.Equal(t, thread.StatusWaiting, e.waitRecord(root.ThreadID, "", func(*queue.Record) bool { return true }).Status, "not before the confirmation")
+	_, body = s.act(page+"/cancel", url.Values{"csrf": {token}, "cascade": {"1"}, "confirmed": {"1"}})
+	require.Regexp(t, `Cancel(led| requested for) `+regexp.QuoteMeta(root.ThreadID), body)
+	require.Equal(t, thread.StatusCancelled, e.wait(root.ThreadID)[root.ThreadID].Status)
+	// The branch of the leaf not interrupted was still waiting: the cancel
+	// reaches it and its leaf (the other may have finished meanwhile).
+	for _, id := range []string{tr.branches[1].ThreadID, tr.leaves[1].ThreadID} {
+		require.Equal(t, thread.StatusCancelled, e.wait(id)[id].Status, "the cancel cascades to %s", id)
+	}
+	_, body = s.act(page+"/send", url.Values{"csrf": {token}, "message": {"too late"}})
+	require.Contains(t, body, root.ThreadID+" has finished: it takes no message")
+	_, body = s.act(page+"/cancel", url.Values{"csrf": {token}, "confirmed": {"1"}})
+	require.Contains(t, body, "is cancelled already: nothing to cancel.")
+
+	// Resume the cancelled root: a message, a confirmation, a new thread.
+	body = s.get(page).body
+	require.Contains(t, body, `action="/threads/`+root.ThreadID+`/resume"`)
+	_, body = s.act(page+"/resume", url.Values{"csrf": {token}, "message": {""}})
+	require.Contains(t, body, "Write the message the thread resumes with.")
+	r = s.do(http.MethodPost, page+"/resume", url.Values{"csrf": {token}, "message": {"once more"}})
+	require.Equal(t, http.StatusOK, r.code, r.body)
+	require.Contains(t, r.body, "Resume this thread with a message?")
+	require.Contains(t, r.body, `<input type="hidden" name="message" value="once more">`)
+	to, body := s.act(page+"/resume", url.Values{"csrf": {token}, "message": {"once more"}, "confirmed": {"1"}})
+	newID := strings.TrimPrefix(to, "/threads/")
+	require.NotEqual(t, root.ThreadID, newID)
+	require.Contains(t, body, "Resumed "+root.ThreadID+" as "+newID)
+	next, err := e.orch.Registry.Get(t.Context(), newID)
+	require.NoError(t, err)
+	require.Equal(t, "resume", next.ContinuationKind)
+	require.Equal(t, root.ThreadID, next.PreviousThreadID)
+
+	require.Equal(t, http.StatusNotFound, s.do(http.MethodPost, page+"/explode", url.Values{"csrf": {token}}).code)
+	require.Equal(t, http.StatusNotFound, s.do(http.MethodPost, "/threads/t/nope-1-abc/send", url.Values{"csrf": {token}, "message": {"x"}}).code)
+	require.Equal(t, http.StatusForbidden, s.do(http.MethodPost, page+"/send", url.Values{"message": {"x"}}).code)
+}
+
+// TestActionsWithoutSigningKey: a monitor that holds no signing key (as
+// `spool monitor` runs) offers no cancel or resume, and refuses them,
+// while send works.
+func TestActionsWithoutSigningKey(t *testing.T) {
+	t.Parallel()
+	e := setup(t, envOptions{})
+	reader := orchestrator.New(orchestrator.Config{Namespace: e.orch.Cfg.Namespace, Logger: slog.New(slog.DiscardHandler)},
+		e.orch.Redis, e.store, e.orch.Enqueuer, nil, e.orch.Keyring)
+	h, err := monitor.New(monitor.Config{Orch: reader, CountsTTL: -1})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	e2 := *e
+	e2.srv = srv
+	root := e.startTree()
+	e.waitTreeHeld(root.ThreadID)
+	s := e2.session()
+	page := threadURL(root.ThreadID)
+	body := s.get(page).body
+	require.NotContains(t, body, "/cancel\"")
+	require.Contains(t, body, "this monitor holds no signing key")
+	token := s.csrf(page)
+	_, body = s.act(page+"/cancel", url.Values{"csrf": {token}, "confirmed": {"1"}})
+	require.Contains(t, body, "this monitor holds no signing key")
+	require.Equal(t, thread.StatusWaiting, e.waitRecord(root.ThreadID, "", func(*queue.Record) bool { return true }).Status)
+	_, body = s.act(page+"/send", url.Values{"csrf": {token}, "message": {"hi"}})
+	require.Contains(t, body, "Message 1 queued")
+}
+
+// TestReadOnlyMonitor: a read-only monitor shows the pending calls and
+// the threads but offers no action, and refuses every one.
+func TestReadOnlyMonitor(t *testing.T) {
+	t.Parallel()
+	e := setup(t, envOptions{files: map[string]string{".ai/config/agent/approvals.yaml": gatedApprovals}})
+	h, err := monitor.New(monitor.Config{Orch: e.orch, ReadOnly: true, CountsTTL: -1})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	ro := *e
+	ro.srv = srv
+	rec := e.start("t/gated", map[string]any{"target": "prod"})
+	e.waitRecord(rec.ThreadID, "waited for approval", waitingForApproval)
+	s := ro.session()
+
+	inbox := s.get("/approvals")
+	require.Contains(t, inbox.body, `<code class="tool">t/deploy</code>`)
+	require.Contains(t, inbox.body, "This monitor is read-only")
+	require.NotContains(t, inbox.body, "<form")
+	page := s.get(threadURL(rec.ThreadID))
+	require.Contains(t, page.body, "Waiting for approval")
+	require.NotContains(t, page.body, `id="actions"`)
+	require.NotContains(t, page.body, "<form method=\"post\"")
+
+	// Even with a good token (from a monitor that takes actions).
+	token := e.session().csrf(threadURL(rec.ThreadID))
+	for path, form := range map[string]url.Values{
+		"/approvals/decide":                   {"csrf": {token}, "thread": {rec.ThreadID}, "decision": {"approve"}},
+		threadURL(rec.ThreadID) + "/send":     {"csrf": {token}, "message": {"x"}},
+		threadURL(rec.ThreadID) + "/cancel":   {"csrf": {token}, "confirmed": {"1"}},
+		"/v1/approvals/decide?token=anything": {},
+	} {
+		r := s.do(http.MethodPost, path, form)
+		require.Equal(t, http.StatusForbidden, r.code, path)
+		require.Contains(t, r.body, "read-only", path)
+	}
+	require.True(t, waitingForApproval(e.waitRecord(rec.ThreadID, "", func(*queue.Record) bool { return true })))
+}

@@ -1,0 +1,242 @@
+package monitor
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
+)
+
+// approvalRow is a pending call as the inbox shows it.
+type approvalRow struct {
+	orchestrator.PendingCall
+	Shown string // its input, indented and cut at maxText
+	Cut   int    // bytes of the input not shown
+}
+
+func approvalRows(calls []orchestrator.PendingCall) []approvalRow {
+	out := make([]approvalRow, 0, len(calls))
+	for _, c := range calls {
+		var v eventView
+		v.setText(prettyJSON(c.Input))
+		out = append(out, approvalRow{PendingCall: c, Shown: v.Text, Cut: v.Truncated})
+	}
+	return out
+}
+
+// approvalForm is a pending call with its decision form.
+type approvalForm struct {
+	approvalRow
+	CSRF   string
+	Return string // where the decision comes back to
+	// Named: the basic auth user decides; otherwise the form asks who.
+	Named bool
+	// ReadOnly: no form (Config.ReadOnly).
+	ReadOnly bool
+}
+
+// approvalForms are the forms of calls, which return to ret.
+func (m *Monitor) approvalForms(w http.ResponseWriter, r *http.Request, calls []orchestrator.PendingCall, ret string) []approvalForm {
+	csrf := m.csrfToken(w, r)
+	_, _, named := r.BasicAuth()
+	var out []approvalForm
+	for _, row := range approvalRows(calls) {
+		out = append(out, approvalForm{approvalRow: row, CSRF: csrf, Return: ret, Named: named, ReadOnly: m.cfg.ReadOnly})
+	}
+	return out
+}
+
+// approvalsData is the inbox.
+type approvalsData struct {
+	Calls    []approvalForm
+	Thread   string // ?thread= filter
+	ReadOnly bool
+}
+
+func (m *Monitor) serveApprovals(w http.ResponseWriter, r *http.Request) {
+	id := strings.TrimSpace(r.URL.Query().Get("thread"))
+	if id != "" {
+		if _, err := m.cfg.Orch.Registry.Get(r.Context(), id); errors.Is(err, queue.ErrNotFound) {
+			m.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
+			return
+		}
+	}
+	calls, err := m.cfg.Orch.Approvals(r.Context(), id)
+	if err != nil {
+		m.fail(w, r, err)
+		return
+	}
+	ret := "/approvals"
+	if id != "" {
+		ret += "?thread=" + url.QueryEscape(id)
+	}
+	d := approvalsData{Calls: m.approvalForms(w, r, calls, ret), Thread: id, ReadOnly: m.cfg.ReadOnly}
+	title := "Approvals"
+	if len(calls) > 0 {
+		title = fmt.Sprintf("Approvals (%d)", len(calls))
+	}
+	m.render(w, r, http.StatusOK, m.pages.approvals, page{Title: title, Nav: "approvals", Data: d})
+}
+
+// serveDecide applies the inbox's (and the thread page's) approve and
+// deny buttons: form fields thread, call (empty: every pending call of
+// the thread), decision, reason (required to deny: the model gets it as
+// the call's error), by, return.
+func (m *Monitor) serveDecide(w http.ResponseWriter, r *http.Request) {
+	if !m.postForm(w, r) {
+		return
+	}
+	id, call := r.PostFormValue("thread"), r.PostFormValue("call")
+	decision, reason := r.PostFormValue("decision"), strings.TrimSpace(r.PostFormValue("reason"))
+	ret := back(r, "/approvals")
+	if decision != queue.DecisionApprove && decision != queue.DecisionDeny {
+		m.errorPage(w, r, http.StatusBadRequest, fmt.Sprintf("decision %q: want approve or deny", decision))
+		return
+	}
+	if decision == queue.DecisionDeny && reason == "" {
+		m.redirect(w, r, ret, flash{Text: "Say why to deny: the model gets the reason as the call's error.", Bad: true})
+		return
+	}
+	var calls []string
+	if call != "" {
+		calls = []string{call}
+	}
+	res, err := m.cfg.Orch.Decide(r.Context(), id, calls, decision, who(r), reason)
+	switch {
+	case errors.Is(err, queue.ErrNotFound):
+		m.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
+		return
+	case errors.Is(err, queue.ErrNotPending):
+		m.redirect(w, r, ret, flash{Text: fmt.Sprintf("Nothing of %s waits for a decision any more (decided already, or the thread moved on).", id), Bad: true})
+		return
+	case err != nil:
+		m.fail(w, r, err)
+		return
+	}
+	m.redirect(w, r, ret, flash{Text: decidedText(res)})
+}
+
+// decidedText says what a decision did.
+func decidedText(res *orchestrator.DecideResult) string {
+	verb := "Approved"
+	if res.Decision == queue.DecisionDeny {
+		verb = "Denied"
+	}
+	text := fmt.Sprintf("%s %s of %s (by %s).", verb, strings.Join(res.Calls, ", "), res.ThreadID, res.By)
+	if res.Woken {
+		text += " The thread continues."
+	} else {
+		text += " The thread waits for its other calls' decisions."
+	}
+	return text
+}
+
+// decideData is the page of a one-time decision link.
+type decideData struct {
+	Token    string
+	Decision string
+	Thread   *queue.Record
+	Call     *approvalRow // nil: nothing waits for this link's decision
+	Done     string       // what the decision did
+	Problem  string
+	// Taken: the POST found the call decided already.
+	Taken bool
+}
+
+// serveDecisionLink serves the one-time approve and deny links of the
+// approval webhook (orchestrator.DecisionLinks): GET shows the call and a
+// confirmation form (a link preview or a mail scanner that fetches the
+// link decides nothing); POST decides with orchestrator.DecideByToken,
+// recorded as by "link", and answers JSON to a client that asks for it.
+// The signed token is the credential, so this path is outside the
+// monitor's authentication; cross-site POSTs are refused all the same.
+func (m *Monitor) serveDecisionLink(w http.ResponseWriter, r *http.Request) {
+	wantJSON := strings.Contains(r.Header.Get("Accept"), "application/json")
+	if m.cfg.ReadOnly {
+		m.linkProblem(w, r, wantJSON, http.StatusForbidden, errReadOnly)
+		return
+	}
+	if r.Method == http.MethodPost {
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+		if err := r.ParseForm(); err != nil {
+			m.linkProblem(w, r, wantJSON, http.StatusBadRequest, "the form does not read: "+err.Error())
+			return
+		}
+	}
+	token := r.FormValue("token")
+	ctx := r.Context()
+	tok, err := m.cfg.Orch.VerifyDecisionToken(ctx, token)
+	if errors.Is(err, orchestrator.ErrBadToken) {
+		m.linkProblem(w, r, wantJSON, http.StatusForbidden, err.Error())
+		return
+	}
+	if err != nil {
+		m.fail(w, r, err)
+		return
+	}
+	rec, err := m.cfg.Orch.Registry.Get(ctx, tok.ThreadID)
+	if err != nil {
+		m.fail(w, r, err)
+		return
+	}
+	d := decideData{Token: token, Decision: tok.Decision, Thread: rec}
+	calls, err := m.cfg.Orch.Approvals(ctx, tok.ThreadID)
+	if err != nil {
+		m.fail(w, r, err)
+		return
+	}
+	for _, row := range approvalRows(calls) {
+		if row.CallID == tok.CallID {
+			d.Call = &row
+		}
+	}
+	code := http.StatusOK
+	if r.Method == http.MethodPost {
+		reason := strings.TrimSpace(r.PostFormValue("reason"))
+		if tok.Decision == queue.DecisionDeny && reason == "" {
+			code, d.Problem = http.StatusBadRequest, "Say why to deny: the model gets the reason as the call's error."
+		} else {
+			res, err := m.cfg.Orch.DecideByToken(ctx, token, reason)
+			switch {
+			case errors.Is(err, queue.ErrNotPending):
+				code, d.Call, d.Taken = http.StatusConflict, nil, true
+			case err != nil:
+				m.fail(w, r, err)
+				return
+			default:
+				if wantJSON {
+					writeJSON(w, http.StatusOK, res)
+					return
+				}
+				d.Done, d.Call = decidedText(res), nil
+			}
+		}
+	}
+	if wantJSON {
+		if d.Problem != "" {
+			jsonError(w, code, d.Problem)
+		} else if d.Call == nil {
+			jsonError(w, http.StatusConflict, fmt.Sprintf("call %s of %s waits for no decision (decided already, or the thread moved on)", tok.CallID, tok.ThreadID))
+		} else {
+			writeJSON(w, http.StatusOK, d.Call.PendingCall)
+		}
+		return
+	}
+	title := "Approve a tool call"
+	if tok.Decision == queue.DecisionDeny {
+		title = "Deny a tool call"
+	}
+	m.render(w, r, code, m.pages.decide, page{Title: title, Bare: true, Data: d})
+}
+
+func (m *Monitor) linkProblem(w http.ResponseWriter, r *http.Request, wantJSON bool, code int, msg string) {
+	if wantJSON {
+		jsonError(w, code, msg)
+		return
+	}
+	m.render(w, r, code, m.pages.decide, page{Title: http.StatusText(code), Bare: true, Data: decideData{Problem: msg}})
+}
