@@ -53,9 +53,14 @@ func oneLine(s string) string {
 	return s
 }
 
-func newApp(stdout, stderr io.Writer) *cli.App {
-	// --version prints what `spool version` prints.
+// --version prints what `spool version` prints. cli.VersionPrinter is a
+// package global: it is set once here, never per app, so apps built in
+// parallel (the tests) do not race on it.
+func init() {
 	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, readBuildVersion()) }
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
 	app := &cli.App{
 		Name:      "spool",
 		Usage:     "run LLM agent threads as a distributed job queue",
