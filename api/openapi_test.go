@@ -79,7 +79,7 @@ func TestOpenAPISchemasDeclareEveryField(t *testing.T) {
 		Limits: thread.DefaultLimits(), Model: "m", Capabilities: []string{"c"}, Bundle: "b", Inputs: map[string]any{"a": 1}, Queue: "q",
 		Ancestors: []string{"p"}, LedgerPath: []string{"p"}, Depth: 1, PreviousThreadID: "c", CreatedAt: now, UpdatedAt: now, Version: 3,
 		CancelRequested: true, CancelCascade: true, Activation: 2, ChainIndex: 1, ContinuationKind: "resume", ContinuationMessage: "m",
-		StartedAt: now, Transcript: queue.TranscriptMark{Segments: 1, ChainHash: "h"}, WaitingFor: queue.WaitingForApproval,
+		StartedAt: now, Transcript: queue.TranscriptMark{Segments: 1, ChainHash: "h"}, WaitingFor: queue.WaitingForApproval, TraceID: "t",
 		PendingApprovals: []queue.PendingApproval{{CallID: "c", Tool: "t", Input: json.RawMessage(`{}`), RequestedAt: now, Deadline: now, OnTimeout: "deny"}}}
 	node := &orchestrator.TreeNode{ThreadID: "a", Directive: "d", Status: thread.StatusRunning, Model: "m", Subtree: &orchestrator.Subtree{Spent: 1, Max: 2},
 		Children: []*orchestrator.TreeNode{}, Continuation: &orchestrator.TreeNode{Children: []*orchestrator.TreeNode{}}, Truncated: true}

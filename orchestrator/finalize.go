@@ -156,6 +156,7 @@ func (o *Orchestrator) Finalize(ctx context.Context, rec *queue.Record, version 
 	if o.cascades(ctx, rec, out.Status) {
 		o.cascadeCancel(ctx, rec.ThreadID)
 	}
+	o.traceEnd(final)
 	log.Info("thread finished", "status", out.Status, "turns", out.Cost.Turns, "spend", out.Cost.Spend)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/keyspace"
@@ -22,6 +23,9 @@ type Config struct {
 	// heartbeat; a killed worker's thread is recovered after about this
 	// long. Default 10s.
 	LeaseTTL time.Duration
+	// Tracing is where spool's spans go (package telemetry). Default
+	// none: the API's no-op provider.
+	Tracing trace.TracerProvider
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.

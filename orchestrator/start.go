@@ -36,6 +36,10 @@ type StartRequest struct {
 	// ID pre-assigns the thread id (handoff needs it before the thread
 	// exists); "" makes a new one.
 	ID string
+	// TraceParent is the W3C traceparent of the span starting the thread
+	// (a caller's, over the API); "" takes the span in the context, else
+	// the parent's or previous thread's (package telemetry).
+	TraceParent string
 
 	// Continuation fields: PreviousThreadID is the thread this one
 	// continues, Kind is KindHandoff or KindResume, Message the user's
@@ -122,6 +126,7 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 	if parent != nil {
 		caps = thread.Intersect(caps, parent.Capabilities)
 	}
+	own, caller := threadTrace(ctx, req.TraceParent, parent, prev)
 
 	// The tree's explicit model (a root's --model) reaches its children
 	// (ResolveTreeModel); a spawn that names one starts its own.
@@ -152,6 +157,8 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 	}
 	nt := queue.NewThread{
 		ThreadID:            id,
+		TraceParent:         own,
+		TraceCaller:         caller,
 		Directive:           name,
 		ParentID:            req.ParentID,
 		Model:               model,

@@ -102,7 +102,7 @@ func (e *Enqueuer) Reenqueue(ctx context.Context, insp *asynq.Inspector, a Activ
 	if q == "" {
 		q = DefaultQueue
 	}
-	t, err := NewActivation(a, seq)
+	t, err := NewActivation(withTrace(ctx, a), seq)
 	if err != nil {
 		return false, err
 	}

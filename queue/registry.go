@@ -13,6 +13,7 @@ import (
 
 	"github.com/spool-run/spool/internal/luabatch"
 	"github.com/spool-run/spool/keyspace"
+	"github.com/spool-run/spool/telemetry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -83,6 +84,8 @@ type NewThread struct {
 	Bundle           string         // content digest of the directive bundle
 	Inputs           map[string]any // directive inputs
 	Queue            string
+	// TraceParent and TraceCaller are the thread's trace context (Record).
+	TraceParent, TraceCaller string
 	// ChainIndex, ContinuationKind and ContinuationMessage describe a
 	// continuation (see Record).
 	ChainIndex          int
@@ -125,6 +128,9 @@ func (r *Registry) RegisterOp(nt NewThread, rec **Record) (luabatch.Op, error) {
 		"continuation_message", nt.ContinuationMessage}
 	if nt.ModelOverride != "" {
 		fields = append(fields, "model_override", nt.ModelOverride)
+	}
+	if nt.TraceParent != "" {
+		fields = append(fields, "trace_parent", nt.TraceParent, "trace_caller", nt.TraceCaller)
 	}
 	if len(nt.LedgerPath) > 0 {
 		b, err := json.Marshal(nt.LedgerPath)
@@ -429,6 +435,7 @@ func registered(nt NewThread, now time.Time, inputs []byte, res []any) (*Record,
 	if err := json.Unmarshal([]byte(replyString(res, 1)), &rec.Ancestors); err != nil {
 		return nil, fmt.Errorf("register thread %q: ancestors: %w", nt.ThreadID, err)
 	}
+	rec.TraceParent, rec.TraceCaller, rec.TraceID = nt.TraceParent, nt.TraceCaller, telemetry.TraceID(nt.TraceParent)
 	// Inputs as stored: JSON's numbers, maps and lists, not the caller's.
 	if err := json.Unmarshal(inputs, &rec.Inputs); err != nil {
 		return nil, fmt.Errorf("register thread %q: inputs: %w", nt.ThreadID, err)

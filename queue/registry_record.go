@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/spool-run/spool/telemetry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -65,6 +66,16 @@ type Record struct {
 	// root's --model), which its children run unless their directive or
 	// spawn names a model; "" for none.
 	ModelOverride string `json:"model_override,omitempty"`
+	// TraceID is the id of the thread's trace: its whole tree's
+	// (package telemetry), from TraceParent.
+	TraceID string `json:"trace_id,omitempty"`
+	// TraceParent is the W3C traceparent of the thread's span, which
+	// every activation of the thread is a child of, and TraceCaller that
+	// of the span that started the thread (the thread span's parent; ""
+	// for a root an untraced process started). Set when the thread is
+	// registered and never changed; see package telemetry.
+	TraceParent string `json:"-"`
+	TraceCaller string `json:"-"`
 	// WaitingFor says what a waiting thread waits for: "children" or
 	// "approval" (CLI.md "People in the loop"); empty otherwise.
 	WaitingFor string `json:"waiting_for,omitempty"`
@@ -193,6 +204,7 @@ func deref(p *string) string {
 
 // knownFields are the hash fields Record decodes; the rest go to Extra.
 var knownFields = map[string]bool{
+	"trace_parent": true, "trace_caller": true,
 	"thread_id": true, "directive": true, "parent_id": true, "status": true, "continuation_thread_id": true,
 	"continuation_of": true, "chain_root_id": true, "result": true, "outputs": true, "error": true, "cost": true,
 	"limits": true, "model": true, "capabilities": true, "bundle": true, "inputs": true, "queue": true,
@@ -226,6 +238,8 @@ func parseRecord(m map[string]string) (*Record, error) {
 			}
 		}
 	}
+	r.TraceParent, r.TraceCaller = m["trace_parent"], m["trace_caller"]
+	r.TraceID = telemetry.TraceID(r.TraceParent)
 	if s := m["error"]; s != "" {
 		r.Error = &ErrorInfo{}
 		if err := json.Unmarshal([]byte(s), r.Error); err != nil {

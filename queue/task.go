@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/spool-run/spool/keyspace"
+	"github.com/spool-run/spool/telemetry"
 )
 
 // TypeActivate is the asynq task type of a thread activation: one task runs
@@ -32,6 +33,11 @@ type Activation struct {
 	// a requeue's is the time of the housekeeping pass (Unix ms), so that
 	// each pass's task is a new one.
 	Seq int64 `json:"seq,omitempty"`
+	// TraceParent is the W3C traceparent of the span that enqueued the
+	// activation (Enqueue takes it from its context); the activation's
+	// span links to it. The span the activation belongs to is its
+	// thread's, in the registry (package telemetry).
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // NewActivation returns the task for an activation.
@@ -93,6 +99,7 @@ func (e *Enqueuer) Enqueue(ctx context.Context, a Activation, seq int64, q strin
 	if q == "" {
 		q = DefaultQueue
 	}
+	a = withTrace(ctx, a)
 	t, err := NewActivation(a, seq, append(opts, asynq.Queue(e.keys().Queue(q)))...)
 	if err != nil {
 		return err
@@ -105,4 +112,12 @@ func (e *Enqueuer) Enqueue(ctx context.Context, a Activation, seq int64, q strin
 		return fmt.Errorf("enqueue %s for %s: %w", a.Reason, a.ThreadID, err)
 	}
 	return nil
+}
+
+// withTrace gives a the span in ctx as its TraceParent, unless it has one.
+func withTrace(ctx context.Context, a Activation) Activation {
+	if a.TraceParent == "" {
+		a.TraceParent = telemetry.FromContext(ctx)
+	}
+	return a
 }

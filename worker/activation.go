@@ -51,6 +51,7 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	// The duration limit stops the model call or tool in flight, not only
 	// the next turn.
 	defer deadline(claim.Record, w.o.Now(), cancel)()
+	actx, span := w.startActivation(actx, act, claim.Record)
 
 	// The heartbeat runs until the session returns, not until actx ends:
 	// a cancel request cancels actx, and the lease must hold while the
@@ -96,6 +97,7 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 			err = fmt.Errorf("%w (%v)", errLeaseLost, err)
 		}
 	}
+	s.endActivation(span, err)
 	switch {
 	case err == nil:
 		return nil

@@ -36,8 +36,10 @@ func normalizeTool(name string) string {
 }
 
 // dispatch runs one tool call of the model (spec runner step 7).
-func (s *session) dispatch(ctx context.Context, call thread.ToolCall) error {
+func (s *session) dispatch(ctx context.Context, call thread.ToolCall) (err error) {
 	id := normalizeTool(call.Name)
+	ctx, span := s.startTool(ctx, call, id)
+	defer func() { s.endTool(span, call.ID, err) }()
 	s.st.ToolCalls++
 	s.st.ToolCallsByID[id]++
 	if s.st.TurnCallsByID == nil {
@@ -230,9 +232,11 @@ func (s *session) spawn(ctx context.Context, call thread.ToolCall) error {
 		s.toolResult(call.ID, threadDirectiveID, "limit_overrides: "+err.Error(), true, "")
 		return nil
 	}
-	rec, err := s.o.Start(ctx, orchestrator.StartRequest{
+	sctx, span := s.startSpawn(ctx, name, p.Async)
+	rec, err := s.o.Start(sctx, orchestrator.StartRequest{
 		Directive: name, Inputs: inputs, Model: p.Model, LimitOverrides: overrides, ParentID: s.id(), Reserve: p.Reserve,
 	})
+	endSpawn(span, rec, err)
 	if err != nil {
 		if isInfra(err) {
 			return err

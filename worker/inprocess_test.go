@@ -15,6 +15,7 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/directive"
@@ -141,6 +142,8 @@ func setup(t *testing.T, files map[string]string, wcfg Config) *harness {
 type harnessConfig struct {
 	Config
 	now func() time.Time
+	// tracing is the orchestrator's tracer provider (nil: none).
+	tracing trace.TracerProvider
 }
 
 func setupWith(t *testing.T, files map[string]string, cfg harnessConfig) *harness {
@@ -170,7 +173,7 @@ func setupWith(t *testing.T, files map[string]string, cfg harnessConfig) *harnes
 	require.NoError(t, err)
 	client := asynq.NewClientFromRedisClient(r.Client)
 	t.Cleanup(func() { _ = client.Close() })
-	o := orchestrator.New(orchestrator.Config{Namespace: r.Namespace, LeaseTTL: 2 * time.Second, Now: cfg.now}, r.Client, store,
+	o := orchestrator.New(orchestrator.Config{Namespace: r.Namespace, LeaseTTL: 2 * time.Second, Now: cfg.now, Tracing: cfg.tracing}, r.Client, store,
 		&queue.Enqueuer{Client: client}, signer, keyring)
 	bundle, err := directive.BuildBundle(ctx, store, filepath.Join(dir, "project"), "", map[string][]byte{"fake.yaml": []byte(all["fake.yaml"])})
 	require.NoError(t, err)

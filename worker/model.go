@@ -42,7 +42,9 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 		}
 		start := time.Now()
 		release := s.holdLease(adm)
-		resp, err := s.prov.Complete(ctx, req, func(text string) { s.tw.AppendDelta(text) })
+		mctx, span := s.startModelCall(ctx, req, attempt)
+		resp, err := s.prov.Complete(mctx, req, func(text string) { s.tw.AppendDelta(text) })
+		s.endModelCall(span, resp, err)
 		release()
 		s.settle(ctx, adm, resp, err)
 		if err == nil {

@@ -95,7 +95,9 @@ func (s *session) loop(ctx context.Context) error {
 }
 
 // turn runs the steps of one turn.
-func (s *session) turn(ctx context.Context) (outcome, error) {
+func (s *session) turn(ctx context.Context) (o outcome, err error) {
+	ctx, span := s.startTurn(ctx)
+	defer func() { endTurn(span, o, err) }()
 	var resp *provider.Response
 	steps := []step{
 		{"", s.stepDrain},

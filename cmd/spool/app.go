@@ -20,6 +20,7 @@ import (
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/stack"
+	"github.com/spool-run/spool/telemetry/otlp"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -185,6 +186,9 @@ type services struct {
 	// joinedDev: an --embedded run found a `spool dev` running on the
 	// data dir and uses its Redis.
 	joinedDev bool
+	// tel exports the command's spans (and a server's metrics) when the
+	// OTEL_* variables ask for it; Close flushes it.
+	tel *otlp.Telemetry
 }
 
 func (s *services) Close() {
@@ -195,6 +199,13 @@ func (s *services) Close() {
 		_ = s.rdb.Close()
 	}
 	s.embedded.Stop()
+	if s.tel != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.tel.Shutdown(ctx); err != nil {
+			s.log.Warn("opentelemetry: not all spans or metrics were exported", "error", err)
+		}
+	}
 }
 
 // openOpts say how a command may get its Redis.
@@ -278,9 +289,14 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 		s.Close()
 		return nil, err
 	}
+	// Tracing only when the OTEL_* variables ask for it (telemetry/otlp).
+	if s.tel, err = otlp.Setup(c.Context, otlp.Config{ServiceVersion: readBuildVersion().Version}); err != nil {
+		s.Close()
+		return nil, usagef("%v", err)
+	}
 	s.client = asynq.NewClientFromRedisClient(s.rdb)
-	s.orch = orchestrator.New(orchestrator.Config{Namespace: c.String("namespace"), Logger: log, LeaseTTL: c.Duration("lease-ttl")}, s.rdb, s.store,
-		&queue.Enqueuer{Client: s.client}, signer, keyring)
+	s.orch = orchestrator.New(orchestrator.Config{Namespace: c.String("namespace"), Logger: log, LeaseTTL: c.Duration("lease-ttl"),
+		Tracing: s.tel.TracerProvider()}, s.rdb, s.store, &queue.Enqueuer{Client: s.client}, signer, keyring)
 	return s, nil
 }
 

@@ -98,6 +98,10 @@ func newWorker(c *cli.Context, s *services, reg *prometheus.Registry) (*worker.W
 	var m *worker.Metrics
 	if reg != nil {
 		m = worker.NewMetrics(reg)
+		// The same metrics over OTLP, when OTEL_* asks for them.
+		if err := s.tel.ExportMetrics(c.Context, reg); err != nil {
+			return nil, usagef("%v", err)
+		}
 	}
 	ri := c.Duration("recover-interval")
 	if ri == 0 {

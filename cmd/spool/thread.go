@@ -285,6 +285,9 @@ func printRecord(w io.Writer, r *queue.Record) {
 		fmt.Fprintf(w, "chain      root %s, continues %s, continued by %s\n", r.ChainRootID, dash(r.ContinuationOf), dash(r.ContinuationThreadID))
 	}
 	fmt.Fprintf(w, "model      %s\n", r.Model)
+	if r.TraceID != "" {
+		fmt.Fprintf(w, "trace      %s\n", r.TraceID)
+	}
 	fmt.Fprintf(w, "cost       %d turns · %d in / %d out tokens · $%.6f\n", r.Cost.Turns, r.Cost.InputTokens, r.Cost.OutputTokens, r.Cost.Spend)
 	fmt.Fprintf(w, "limits     turns %d · tokens %d · spend $%.4f · depth %d · spawns %d · duration %gs\n",
 		r.Limits.Turns, r.Limits.Tokens, r.Limits.Spend, r.Limits.Depth, r.Limits.Spawns, r.Limits.Duration)
