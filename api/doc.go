@@ -15,14 +15,15 @@
 //	POST /v1/threads/ID/deny          {call_id, reason, by} → the decision; the model gets the reason
 //	POST /v1/threads/ID/send          {message, by} → the message queued for the model's next call
 //	POST /v1/threads/ID/interrupt     {message, by} → the same, stopping the work in flight first
-//	POST /v1/threads/ID/fork          501 until fork lands (history)
+//	POST /v1/threads/ID/fork          {at_turn, message, model} → 201, the fork's record
 //	GET  /v1/approvals                ?thread= → the tool calls waiting for a decision
 //	GET  /v1/openapi.json             the OpenAPI document
 //	GET  /healthz                     liveness
 //
 // The bodies are the JSON the CLI prints with --json (queue.Record,
 // orchestrator.TreeNode, Chain, Budget, CancelResult, ResumeResult,
-// PendingCall, DecideResult, SendResult), and the operations are the
+// PendingCall, DecideResult, SendResult; a fork answers the fork's
+// record, as the client's Fork returns it), and the operations are the
 // orchestrator's (a run is launch.Start, as `spool thread run`), so the
 // API and the CLI agree; package client is a Go client over it.
 //
@@ -37,9 +38,11 @@
 // parent_not_found, a limit code (spawns_exceeded, depth_exceeded,
 // spend_exceeded), not_resumable, not_pending (no such call waits for a
 // decision), finished (a message to a finished thread),
-// transcript_damaged, no_budget, method_not_allowed,
+// transcript_damaged, no_budget, turn_not_recorded (a fork at a turn the
+// thread does not have), parent_finished (a fork of a child whose parent
+// has finished), method_not_allowed,
 // unsupported_media_type, body_too_large, unauthorized, forbidden,
-// host_not_allowed, not_implemented, internal.
+// host_not_allowed, internal.
 //
 // The event stream has the guarantees of `spool thread transcript
 // --follow` (orchestrator.Follow): every event once, in seq order, without

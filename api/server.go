@@ -130,7 +130,7 @@ var routes = []route{
 	{http.MethodPost, "/v1/threads/{id}/deny", (*server).deny},
 	{http.MethodPost, "/v1/threads/{id}/send", (*server).send},
 	{http.MethodPost, "/v1/threads/{id}/interrupt", (*server).interrupt},
-	{http.MethodPost, "/v1/threads/{id}/fork", notImplemented("fork", "history: fork, export-script and replay")},
+	{http.MethodPost, "/v1/threads/{id}/fork", (*server).fork},
 }
 
 // Routes lists the API's operations as "METHOD /path" in OpenAPI's
@@ -248,11 +248,4 @@ func (s *server) dispatch(w http.ResponseWriter, r *http.Request, id, path strin
 		methods = append(methods, rt.Method)
 	}
 	allow(w, r, methods...)
-}
-
-// notImplemented answers an operation that is not there yet.
-func notImplemented(op, feature string) handlerFunc {
-	return func(_ *server, w http.ResponseWriter, r *http.Request, _ string) {
-		writeProblem(w, r, problem(http.StatusNotImplemented, "not_implemented", "%s: not implemented yet (%s)", op, feature))
-	}
 }

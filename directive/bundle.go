@@ -102,6 +102,32 @@ func BuildBundle(ctx context.Context, store blobstore.Store, projectDir, userDir
 			files = append(files, got...)
 		}
 	}
+	return storeBundle(ctx, store, files, extra)
+}
+
+// CopyTo stores b in store with the extra files added (replacing extras of
+// the same name) and returns the digest of the copy: what BuildBundle of
+// the same project and extras would return. A replay (package history)
+// runs a recorded thread's bundle in its scratch store with the script it
+// plays.
+func (b *Bundle) CopyTo(ctx context.Context, store blobstore.Store, extra map[string][]byte) (string, error) {
+	files := make([]pending, 0, len(b.files))
+	for p, f := range b.files {
+		files = append(files, pending{path: p, mode: f.mode, data: f.data})
+	}
+	all := make(map[string][]byte, len(b.extra)+len(extra))
+	for name, data := range b.extra {
+		all[name] = data
+	}
+	for name, data := range extra {
+		all[name] = data
+	}
+	return storeBundle(ctx, store, files, all)
+}
+
+// storeBundle writes files and extras to store as a bundle and returns its
+// digest.
+func storeBundle(ctx context.Context, store blobstore.Store, files []pending, extra map[string][]byte) (string, error) {
 	m := manifest{Version: 1, Files: map[string]manifestEntry{}}
 	blobs := map[string][]byte{}
 	for _, f := range files {

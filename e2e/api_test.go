@@ -491,10 +491,16 @@ func TestAPIRoutes(t *testing.T) {
 	require.NoError(t, err)
 	raw.problem(409, "not_resumable", "POST", "/v1/threads/"+esc(slow.ThreadID)+"/resume", `{"message": "x"}`)
 
-	// fork is not there yet
-	_, err = c.Fork(ctx, done, api.ForkRequest{AtTurn: 1})
-	require.True(t, client.IsStatus(err, http.StatusNotImplemented), "%v", err)
-	raw.problem(501, "not_implemented", "POST", "/v1/threads/"+esc(done)+"/fork", `{"at_turn": 1}`)
+	// fork: a new thread from the verified prefix of a thread
+	fk, err := c.Fork(ctx, done, api.ForkRequest{AtTurn: 1, Message: "write another file"})
+	require.NoError(t, err)
+	require.Equal(t, done, fk.ForkedFrom)
+	require.Equal(t, 1, fk.ForkTurn)
+	require.NotEqual(t, done, fk.ThreadID)
+	raw.problem(422, "turn_not_recorded", "POST", "/v1/threads/"+esc(done)+"/fork", `{"at_turn": 9}`)
+	raw.problem(400, "bad_request", "POST", "/v1/threads/"+esc(done)+"/fork", `{"message": "no turn"}`)
+	raw.problem(404, "not_found", "POST", "/v1/threads/"+esc(missing)+"/fork", `{"at_turn": 1}`)
+	e.Wait([]string{fk.ThreadID}, 2*time.Minute)
 
 	// the routes themselves
 	p = raw.problem(405, "method_not_allowed", "DELETE", "/v1/threads/"+esc(done), "")

@@ -366,6 +366,30 @@ func TestCLI(t *testing.T) {
 		{name: "cancel missing id", args: []string{"thread", "cancel"}, code: 2, errLike: `^thread cancel takes one thread ID`},
 		{name: "cancel bad flag value", args: []string{"thread", "cancel", "{done}", "--cascade=maybe"}, code: 2, errLike: `^invalid boolean value "maybe"`},
 
+		// history: fork (refusals only: a fork would change the counts
+		// below), export-script, replay
+		{name: "fork missing turn", args: []string{"thread", "fork", "{done}"}, code: 2, errLike: `^thread fork needs --at-turn N$`},
+		{name: "fork turn 0", args: []string{"thread", "fork", "{done}", "--at-turn", "0"}, code: 2, errLike: `^--at-turn 0: turns count from 1$`},
+		{name: "fork past the turns", args: []string{"thread", "fork", "{done}", "--at-turn", "9", "--json"}, code: 2,
+			errLike: `recorded 3 model turns: there is no turn 9 to fork at$`},
+		{name: "fork unknown", args: []string{"thread", "fork", missing, "--at-turn", "1"}, code: 1, errLike: notFound},
+		{name: "fork missing id", args: []string{"thread", "fork", "--at-turn", "1"}, code: 2, errLike: `^thread fork takes one thread ID`},
+		{name: "fork script outside", args: []string{"thread", "fork", "{done}", "--at-turn", "1", "--model", "script:../x.yaml"}, code: 2,
+			errLike: `outside`},
+		{name: "export-script", args: []string{"thread", "export-script", "{done}"}, check: func(t *testing.T, out string) {
+			require.Contains(t, out, "t/cli:")
+			require.Equal(t, 3, strings.Count(out, "usage:"), out)
+		}},
+		{name: "export-script unknown", args: []string{"thread", "export-script", missing}, code: 1, errLike: notFound},
+		{name: "replay json", args: []string{"thread", "replay", "{done}", "--json"}, check: func(t *testing.T, out string) {
+			m := jsonObject(t, out)
+			requireKeys(t, m, "match", "thread_id", "model", "threads", "turns", "recorded_threads", "recorded_turns", "status")
+			require.Equal(t, true, m["match"])
+			require.Equal(t, 3.0, m["turns"])
+		}},
+		{name: "replay unknown", args: []string{"thread", "replay", missing}, code: 1, errLike: notFound},
+		{name: "replay bad timeout", args: []string{"thread", "replay", "{done}", "--timeout", "-1s"}, code: 2, errLike: `^--timeout -1s: must be positive$`},
+
 		// thread resume (last: it continues done2's chain)
 		{name: "resume json", args: []string{"thread", "resume", "{done2}", "--message", "one more", "--json"}, check: func(t *testing.T, out string) {
 			m := jsonObject(t, out)

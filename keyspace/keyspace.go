@@ -53,6 +53,10 @@ func (s Space) Active() string { return s.prefix + "active" }
 // Children is the set of child ids of a parent.
 func (s Space) Children(parent string) string { return s.prefix + "children:" + parent }
 
+// Forks is the set of the ids of the threads forked from a thread
+// (`spool thread fork`).
+func (s Space) Forks(id string) string { return s.prefix + "forks:" + id }
+
 // Spawns is the counter of children spawned by a parent.
 func (s Space) Spawns(parent string) string { return s.prefix + "spawns:" + parent }
 

@@ -156,6 +156,8 @@ func (m *Monitor) handler() http.Handler {
 	mux.HandleFunc("GET /{$}", m.serveList)
 	mux.HandleFunc("GET /threads/{rest...}", m.serveThreadPages)
 	mux.HandleFunc("POST /threads/{rest...}", m.serveThreadAction)
+	mux.HandleFunc("GET /fork/{rest...}", m.serveFork)
+	mux.HandleFunc("POST /fork/{rest...}", m.serveFork)
 	mux.HandleFunc("GET /approvals", m.serveApprovals)
 	mux.HandleFunc("POST /approvals/decide", m.serveDecide)
 	mux.HandleFunc("GET /api/threads/{rest...}", m.serveThreadAPI)

@@ -114,6 +114,9 @@ type eventView struct {
 	Calls     []callView
 	Link      string // a thread id the event names (a child, a continuation)
 	LinkLabel string
+	// Fork is the "fork from here" page of a model turn (forkURL); "" on
+	// other events.
+	Fork string
 }
 
 type callView struct{ Name, Input string }
@@ -161,6 +164,9 @@ func viewEvent(ev transcript.Event) eventView {
 		v.setText(p.Content)
 		for _, c := range p.ToolCalls {
 			v.Calls = append(v.Calls, callView{Name: c.Name, Input: compactJSON(c.Input, 600)})
+		}
+		if p.Turn > 0 {
+			v.Fork = forkURL(ev.ThreadID, p.Turn)
 		}
 	case transcript.TypeToolCallResult:
 		var p transcript.ToolCallResult
@@ -230,6 +236,13 @@ func viewEvent(ev transcript.Event) eventView {
 		_ = ev.Decode(&p)
 		v.Class, v.Title = "life", fmt.Sprintf("continues (%d turns reconstructed)", p.ReconstructedTurns)
 		v.Link, v.LinkLabel = p.PreviousThreadID, "previous "+p.PreviousThreadID
+	case transcript.TypeThreadForked:
+		var p transcript.ThreadForked
+		_ = ev.Decode(&p)
+		v.Class, v.Title = "life", fmt.Sprintf("forked at turn %d (%d turns carried)", p.ForkTurn, p.ReconstructedTurns)
+		v.Meta = fmt.Sprintf("segment %d · chain hash %.16s…", p.SourceSegment, p.SourceChainHash)
+		v.Link, v.LinkLabel = p.ForkedFrom, "forked from "+p.ForkedFrom
+		v.setText(p.Message)
 	case transcript.TypeThreadResumed:
 		var p transcript.ThreadResumed
 		_ = ev.Decode(&p)

@@ -51,6 +51,10 @@ type Chain struct {
 	Success     bool            `json:"success"`
 	ChainLength int             `json:"chain_length"`
 	Chain       []*queue.Record `json:"chain"`
+	// Forks are the threads forked from the chain's threads, oldest
+	// first; each is the first thread of a chain of its own (its record
+	// names the thread and turn it was forked from).
+	Forks []*queue.Record `json:"forks,omitempty"`
 }
 
 // GetChain returns the continuation chain id belongs to. An unknown id is
@@ -60,5 +64,13 @@ func (o *Orchestrator) GetChain(ctx context.Context, id string) (*Chain, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Chain{Success: true, ChainLength: len(chain), Chain: chain}, nil
+	ch := &Chain{Success: true, ChainLength: len(chain), Chain: chain}
+	for _, r := range chain {
+		forks, err := o.Registry.ListForks(ctx, r.ThreadID)
+		if err != nil {
+			return nil, err
+		}
+		ch.Forks = append(ch.Forks, forks...)
+	}
+	return ch, nil
 }

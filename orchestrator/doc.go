@@ -1,4 +1,5 @@
-// Package orchestrator starts, spawns, waits on, cancels and resumes threads.
+// Package orchestrator starts, spawns, waits on, cancels, resumes and forks
+// threads.
 // It is the one place that knows the order of the registry, ledger, bundle
 // and queue steps of the spec's thread_directive.execute, so the CLI, the
 // worker's spawn tool and the scheduler all start threads the same way.
@@ -36,13 +37,36 @@
 //     thread's limit. A resume reopens the chain's finished entry, and is
 //     refused when nothing is left. Turns and tokens count afresh with the
 //     new context, under the limits of the thread continued.
+//   - A fork (Fork) is not a continuation: it is the first thread of a
+//     chain of its own, beside the thread it was forked from (the same
+//     parent), so it gets a ledger entry of its own. Its ceiling is what
+//     the source's chain had left at the fork's turn, never a fresh
+//     default: the chain's ceiling less what the chain had spent by the
+//     end of that turn (its earlier threads' own spend, the turns' recorded
+//     spend, and the subtree spend of every child started by then). A
+//     root's fork registers that as its ceiling; a child's fork is
+//     admitted under the child's parent with at most what the parent has
+//     left, and is refused once the parent has finished. So a fork never
+//     spends what its source's chain could not have spent from that turn,
+//     and a tree's ceiling holds over its children's forks too.
+//
+// Workspaces. The file tools share one workspace per tree
+// (queue.Record.WorkspaceID). A fork gets a workspace of its own, which
+// its children and continuations share: the store keeps no snapshots, so
+// Fork rebuilds the source's workspace as it was at the end of the fork's
+// turn by replaying, in the order of their results' timestamps, the
+// built-in fs_write calls that succeeded in the signed transcripts of
+// every thread sharing it, up to that turn (for a workspace that was a
+// fork's, on top of what that fork started with). That is exact for the
+// built-in file tools; what external tools changed elsewhere is not
+// replayed, and the timestamps are the workers' clocks.
 //   - A child whose directive names no model (no id, no tier) and whose
 //     spawn call names none runs on its parent's model.
 //   - Children inherit their parent's bundle, so a whole tree sees the same
 //     bytes of the project as the thread that started it.
 //
 // Verification (VerifyThread). Before a thread's state is used (resume, a
-// handoff's continuation, `spool thread verify`), its signed thread.json
+// handoff's continuation, a fork, `spool thread verify`), its signed thread.json
 // and capabilities.md are verified with the keyring and checked against
 // the registry (VerifyMetadata), and its transcript is read held to the
 // transcript marks the registry and thread.json recorded. thread.json and

@@ -12,6 +12,7 @@ import (
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/stack"
+	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -30,6 +31,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// NewID names a new thread (NewID). Default thread.NewID: a replay
+	// (package history) names its threads as the recording did.
+	NewID func(IDRequest) string
+	// Model, when set, is the model of every thread started, whatever its
+	// directive, spawn or parent name: a replay runs a whole tree on the
+	// recorded turns or on the model it is given. Default none.
+	Model string
 }
 
 // WithDefaults fills unset fields.
@@ -103,6 +111,24 @@ func (o *Orchestrator) WithStore(store blobstore.Store) *Orchestrator {
 	c := *o
 	c.Store = store
 	return &c
+}
+
+// IDRequest describes a thread about to be named: its directive, and its
+// parent or the thread it continues, if any.
+type IDRequest struct {
+	Directive        string
+	ParentID         string
+	PreviousThreadID string
+}
+
+// NewID names a new thread: Config.NewID, else thread.NewID.
+func (o *Orchestrator) NewID(r IDRequest) string {
+	if o.Cfg.NewID != nil {
+		if id := o.Cfg.NewID(r); id != "" {
+			return id
+		}
+	}
+	return thread.NewID(r.Directive, o.Now())
 }
 
 // Now returns the orchestrator's clock reading.

@@ -52,6 +52,10 @@ type StartRequest struct {
 	// does not fit (a spawn's reserve: true). Without it the child is
 	// admitted while the levels above it have room (ledger package doc).
 	Reserve bool
+	// Fork makes the thread a fork (Fork): a new chain beside the thread
+	// it was forked from, under that thread's parent and limits, with
+	// what that thread's chain had left as its spend ceiling.
+	Fork *ForkStart
 }
 
 // Start registers a thread, reserves its budget and enqueues its first
@@ -107,12 +111,17 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 		}
 	}
 	var limits thread.Resolved
-	if prev != nil {
+	switch {
+	case req.Fork != nil:
+		// A fork runs under the limits of the thread it was forked
+		// from; spend is what its chain had left (planBudget).
+		limits = req.Fork.From.Limits
+	case prev != nil:
 		// A continuation runs under the limits of the thread it
 		// continues (turns and tokens count afresh; spend is what the
 		// chain has left, below).
 		limits = prev.Limits
-	} else {
+	default:
 		var parentLimits *thread.Resolved
 		if parent != nil {
 			parentLimits = &parent.Limits
@@ -132,6 +141,9 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 	// (ResolveTreeModel); a spawn that names one starts its own.
 	override, inherited, parentModel := req.Model, "", ""
 	switch {
+	case req.Fork != nil:
+		// Fork names the fork's model (its own --model or its source's).
+		override = req.Fork.ModelOverride
 	case prev != nil:
 		override, inherited = prev.ModelOverride, prev.ModelOverride
 	case parent != nil:
@@ -141,6 +153,9 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 		}
 	}
 	model, err := proj.ResolveTreeModel(d, req.Model, inherited, parentModel)
+	if o.Cfg.Model != "" {
+		model, override, err = o.Cfg.Model, o.Cfg.Model, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("directive %s: %w", name, err)
 	}
@@ -153,7 +168,7 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 
 	id := req.ID
 	if id == "" {
-		id = thread.NewID(name, o.Now())
+		id = o.NewID(IDRequest{Directive: name, ParentID: req.ParentID, PreviousThreadID: req.PreviousThreadID})
 	}
 	nt := queue.NewThread{
 		ThreadID:            id,
@@ -172,10 +187,19 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 		ContinuationMessage: req.Message,
 		ModelOverride:       override,
 	}
-	if prev != nil {
+	switch {
+	case req.Fork != nil:
+		f := req.Fork
+		nt.ForkedFrom, nt.ForkTurn, nt.ForkSegment, nt.ForkChainHash = f.From.ThreadID, f.Point.Turn, f.Point.Segment, f.Point.ChainHash
+		nt.ForkMessage, nt.Workspace, nt.Capabilities = f.Message, id, f.From.Capabilities
+	case prev != nil:
 		nt.ChainRootID = prev.ChainRootID
 		nt.ContinuationOf = prev.ThreadID
 		nt.ChainIndex = prev.ChainIndex + 1
+		nt.Workspace = prev.Workspace
+	case parent != nil:
+		// A fork's children share its workspace (Record.Workspace).
+		nt.Workspace = parent.Workspace
 	}
 
 	// Spawns (step 6) are counted only for new children, not for a
@@ -183,7 +207,7 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 	// (its budget does not fit, its registration fails) gives its spawn
 	// back.
 	counted := false
-	if parent != nil && req.PreviousThreadID == "" {
+	if parent != nil && req.PreviousThreadID == "" && req.Fork == nil {
 		if _, err := o.Registry.IncrSpawns(ctx, parent.ThreadID, parent.Limits.Spawns); err != nil {
 			return nil, err
 		}
@@ -242,13 +266,16 @@ type budgetPlan struct {
 //     aside (and fails when it does not fit);
 //   - a continuation (handoff, resume) goes on in its chain's entry, with
 //     what the chain has left as its spend limit; a resume reopens the
-//     finished chain's entry, and is refused when nothing is left.
+//     finished chain's entry, and is refused when nothing is left;
+//   - a fork gets an entry of its own (planForkBudget).
 //
 // What is left is read before the script that admits (one round trip
 // more per child, none per turn); the ledger checks the room again, and
 // every charge is held to the live room of every level anyway.
 func (o *Orchestrator) planBudget(ctx context.Context, id string, parent, prev *queue.Record, req StartRequest, limits *thread.Resolved) (budgetPlan, error) {
 	switch {
+	case req.Fork != nil:
+		return o.planForkBudget(ctx, id, parent, req.Fork, limits)
 	case prev != nil:
 		entry, path := prev.LedgerID(), prev.BudgetPath()
 		room, err := o.Ledger.Room(ctx, entry, path)

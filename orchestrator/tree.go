@@ -26,6 +26,13 @@ type TreeNode struct {
 	Subtree      *Subtree    `json:"subtree,omitempty"`
 	Children     []*TreeNode `json:"children"`
 	Continuation *TreeNode   `json:"continuation,omitempty"`
+	// ForkedFrom and ForkTurn: the thread is a fork of ForkedFrom at that
+	// turn (`spool thread fork`). Forks are the threads forked from this
+	// one, each the first of a chain of its own (a fork of a child is also
+	// its parent's child, shown here and not among the parent's children).
+	ForkedFrom string      `json:"forked_from,omitempty"`
+	ForkTurn   int         `json:"fork_turn,omitempty"`
+	Forks      []*TreeNode `json:"forks,omitempty"`
 	// Truncated: the walk stopped at its node limit below here.
 	Truncated bool `json:"truncated,omitempty"`
 }
@@ -47,7 +54,8 @@ func (n *TreeNode) Live() bool {
 }
 
 // Tree walks rec's children (continuations are shown under the thread
-// they continue, not as children) and its continuation, at most maxNodes
+// they continue, not as children; forks under the thread they were forked
+// from), its forks and its continuation, at most maxNodes
 // threads (0: no bound; a node whose walk stopped is Truncated), and
 // gives each chain's first thread its live Subtree spend.
 func (o *Orchestrator) Tree(ctx context.Context, rec *queue.Record, maxNodes int) (*TreeNode, error) {
@@ -63,25 +71,40 @@ func (o *Orchestrator) Tree(ctx context.Context, rec *queue.Record, maxNodes int
 		seen[r.ThreadID] = true
 		left--
 		n := &TreeNode{ThreadID: r.ThreadID, Directive: r.Directive, Status: r.Status, Model: r.Model, Turns: r.Cost.Turns,
-			Tokens: r.Cost.Tokens(), Spend: r.Cost.Spend, SpendLimit: r.Limits.Spend, Children: []*TreeNode{}}
+			Tokens: r.Cost.Tokens(), Spend: r.Cost.Spend, SpendLimit: r.Limits.Spend, Children: []*TreeNode{},
+			ForkedFrom: r.ForkedFrom, ForkTurn: r.ForkTurn}
 		recs, nodes[r.ThreadID] = append(recs, r), n
-		kids, err := o.Registry.ListChildren(ctx, r.ThreadID)
-		if err != nil {
-			return nil, err
-		}
-		for _, k := range kids {
-			if k.ContinuationOf != "" || seen[k.ThreadID] {
-				continue
-			}
-			if left == 0 {
-				n.Truncated = true
-				break
-			}
-			kn, err := walk(k)
+		// walkAll walks the records a list names, as nodes; a child that
+		// continues or forks another thread is shown there instead.
+		walkAll := func(list func(context.Context, string) ([]*queue.Record, error), children bool) ([]*TreeNode, error) {
+			got, err := list(ctx, r.ThreadID)
 			if err != nil {
 				return nil, err
 			}
-			n.Children = append(n.Children, kn)
+			var out []*TreeNode
+			for _, k := range got {
+				if seen[k.ThreadID] || children && (k.ContinuationOf != "" || k.ForkedFrom != "") {
+					continue
+				}
+				if left == 0 {
+					n.Truncated = true
+					break
+				}
+				kn, err := walk(k)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, kn)
+			}
+			return out, nil
+		}
+		kids, err := walkAll(o.Registry.ListChildren, true)
+		if err != nil {
+			return nil, err
+		}
+		n.Children = append(n.Children, kids...)
+		if n.Forks, err = walkAll(o.Registry.ListForks, false); err != nil {
+			return nil, err
 		}
 		if id := r.ContinuationThreadID; id != "" && !seen[id] {
 			if left == 0 {

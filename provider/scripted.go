@@ -35,8 +35,11 @@ const DefaultScriptContextWindow = 200000
 //
 // Every string is a Go text/template over .inputs, .turn, .thread_id,
 // .parent_id, .previous_thread_id, .chain_index, .last_tool_result (the
-// content of the last tool message) and .tool_results (the contents of
-// the previous turn's tool results, in call order), with the builtins (eq,
+// content of the last tool message), .tool_results (the contents of the
+// previous turn's tool results, in call order) and .children (the ids of
+// the children the thread has started so far, as its conversation holds
+// them: SpawnedChildren; `spool thread export-script` writes a recorded
+// child's id as {{index .children N}}), with the builtins (eq,
 // lt, and, not, printf ...) and add, sub, mul, atoi, toJSON, default,
 // contains, field and fields. add, sub, mul and atoi take numbers or
 // numeric strings ("2" as --input gives it). field NAME TEXT reads one
@@ -447,7 +450,33 @@ func (s *Scripted) templateData(req *Request, turn int) map[string]any {
 		"chain_index":        req.Thread.ChainIndex,
 		"last_tool_result":   last,
 		"tool_results":       results,
+		"children":           SpawnedChildren(req.Messages),
 	}
+}
+
+// SpawnTool is the tool that starts a child thread.
+const SpawnTool = "rye/agent/threads/thread_directive"
+
+// SpawnedChildren lists the children a conversation shows started: the
+// thread_id of each SpawnTool result that names one (an asynchronous
+// spawn's answer, a synchronous spawn's child result), in the order of
+// the conversation, each once.
+func SpawnedChildren(msgs []thread.Message) []string {
+	ids := []string{}
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		if m.Role != thread.RoleTool || m.ToolName != SpawnTool || !strings.Contains(m.Content, `"thread_id"`) {
+			continue
+		}
+		var r struct {
+			ThreadID string `json:"thread_id"`
+		}
+		if json.Unmarshal([]byte(m.Content), &r) == nil && r.ThreadID != "" && !seen[r.ThreadID] {
+			seen[r.ThreadID] = true
+			ids = append(ids, r.ThreadID)
+		}
+	}
+	return ids
 }
 
 func (s *Scripted) entries(directive string) ([]*scriptTurn, bool) {

@@ -95,6 +95,13 @@ type NewThread struct {
 	LedgerPath []string
 	// ModelOverride is the tree's explicit model (Record).
 	ModelOverride string
+	// The fork fields and Workspace (see Record).
+	ForkedFrom    string
+	ForkTurn      int
+	ForkSegment   int64
+	ForkChainHash string
+	ForkMessage   string
+	Workspace     string
 }
 
 // Register creates the record of a new thread: status created, version 1,
@@ -138,6 +145,13 @@ func (r *Registry) RegisterOp(nt NewThread, rec **Record) (luabatch.Op, error) {
 			return luabatch.Op{}, fmt.Errorf("register thread %q: ledger path: %w", nt.ThreadID, err)
 		}
 		fields = append(fields, "ledger_path", string(b))
+	}
+	if nt.ForkedFrom != "" {
+		fields = append(fields, "forked_from", nt.ForkedFrom, "fork_turn", nt.ForkTurn, "fork_segment", nt.ForkSegment,
+			"fork_chain_hash", nt.ForkChainHash, "fork_message", nt.ForkMessage)
+	}
+	if nt.Workspace != "" {
+		fields = append(fields, "workspace", nt.Workspace)
 	}
 	var inputs []byte // as stored, for the record
 	for _, jf := range []struct {
@@ -279,6 +293,21 @@ func (r *Registry) ListActive(ctx context.Context) ([]*Record, error) {
 // ListChildren returns the records of a parent's children, oldest first.
 func (r *Registry) ListChildren(ctx context.Context, parent string) ([]*Record, error) {
 	return r.listSet(ctx, r.ks.Children(parent))
+}
+
+// AddFork lists fork as a fork of id (ListForks). Fork does it before
+// the fork is registered, so a registered fork is always listed; an id
+// listed without a record is left out of ListForks.
+func (r *Registry) AddFork(ctx context.Context, id, fork string) error {
+	if err := r.rdb.SAdd(ctx, r.ks.Forks(id), fork).Err(); err != nil {
+		return fmt.Errorf("list fork %q of %q: %w", fork, id, err)
+	}
+	return nil
+}
+
+// ListForks returns the threads forked from id, oldest first.
+func (r *Registry) ListForks(ctx context.Context, id string) ([]*Record, error) {
+	return r.listSet(ctx, r.ks.Forks(id))
 }
 
 func (r *Registry) listSet(ctx context.Context, key string) ([]*Record, error) {
@@ -431,6 +460,8 @@ func registered(nt NewThread, now time.Time, inputs []byte, res []any) (*Record,
 		CreatedAt: now, UpdatedAt: now, Version: 1, ChainIndex: nt.ChainIndex,
 		ContinuationKind: nt.ContinuationKind, ContinuationMessage: nt.ContinuationMessage,
 		LedgerPath: append([]string(nil), nt.LedgerPath...), ModelOverride: nt.ModelOverride,
+		ForkedFrom: nt.ForkedFrom, ForkTurn: nt.ForkTurn, ForkSegment: nt.ForkSegment, ForkChainHash: nt.ForkChainHash,
+		ForkMessage: nt.ForkMessage, Workspace: nt.Workspace,
 	}
 	if err := json.Unmarshal([]byte(replyString(res, 1)), &rec.Ancestors); err != nil {
 		return nil, fmt.Errorf("register thread %q: ancestors: %w", nt.ThreadID, err)

@@ -91,6 +91,21 @@ type Record struct {
 	// segment (a checkpoint commits before its segment is written); once
 	// the thread has finished it is exact (see the worker package doc).
 	Transcript TranscriptMark `json:"transcript,omitzero"`
+	// ForkedFrom is the thread a fork was forked from (`spool thread
+	// fork`), and ForkTurn the turn of it the fork carries the
+	// conversation up to; ForkSegment and ForkChainHash name the source's
+	// transcript segment that holds the end of that turn and its chain
+	// hash (the fork's thread_forked event repeats them), ForkMessage is
+	// the message the fork adds. Empty for a thread that is not a fork.
+	ForkedFrom    string `json:"forked_from,omitempty"`
+	ForkTurn      int    `json:"fork_turn,omitempty"`
+	ForkSegment   int64  `json:"fork_segment,omitempty"`
+	ForkChainHash string `json:"fork_chain_hash,omitempty"`
+	ForkMessage   string `json:"fork_message,omitempty"`
+	// Workspace names the thread's file workspace when it is not its
+	// tree's (WorkspaceID): a fork has its own, and its children and
+	// continuations share it.
+	Workspace string `json:"workspace,omitempty"`
 	// Extra holds every other hash field (Changes.Fields, and fields other
 	// packages keep on the thread hash), raw.
 	Extra map[string]string `json:"-"`
@@ -129,6 +144,16 @@ func (r *Record) TreeID() string {
 		return r.ChainRootID
 	}
 	return r.ThreadID
+}
+
+// WorkspaceID names the workspace of the thread's file tools
+// (tools.WorkspaceKey): its tree's (TreeID), unless it has its own
+// (Workspace: a fork, and the threads of the fork's tree).
+func (r *Record) WorkspaceID() string {
+	if r.Workspace != "" {
+		return r.Workspace
+	}
+	return r.TreeID()
 }
 
 // LedgerID is the id of the thread's budget ledger entry: one per
@@ -211,6 +236,7 @@ var knownFields = map[string]bool{
 	"ancestors": true, "depth": true, "previous_thread_id": true, "created_at": true, "updated_at": true,
 	"version": true, "cancel_requested": true, "cancel_cascade": true, "activation": true, "chain_index": true, "continuation_kind": true,
 	"continuation_message": true, "started_at": true, "ledger_path": true, "waiting_for": true, "pending_approvals": true, "model_override": true, "transcript_segments": true, "transcript_chain_hash": true,
+	"forked_from": true, "fork_turn": true, "fork_segment": true, "fork_chain_hash": true, "fork_message": true, "workspace": true,
 }
 
 // parseRecord decodes a thread hash.
@@ -223,6 +249,7 @@ func parseRecord(m map[string]string) (*Record, error) {
 		CancelCascade:    m["cancel_cascade"] == "1",
 		ContinuationKind: m["continuation_kind"], ContinuationMessage: m["continuation_message"], WaitingFor: m["waiting_for"], ModelOverride: m["model_override"],
 		Transcript: TranscriptMark{ChainHash: m["transcript_chain_hash"]},
+		ForkedFrom: m["forked_from"], ForkChainHash: m["fork_chain_hash"], ForkMessage: m["fork_message"], Workspace: m["workspace"],
 	}
 	bad := func(field string, err error) error {
 		return fmt.Errorf("thread %q: registry field %s: %w", r.ThreadID, field, err)
@@ -249,7 +276,7 @@ func parseRecord(m map[string]string) (*Record, error) {
 	for _, f := range []struct {
 		name string
 		p    *int64
-	}{{"version", &r.Version}, {"activation", &r.Activation}, {"transcript_segments", &r.Transcript.Segments}} {
+	}{{"version", &r.Version}, {"activation", &r.Activation}, {"transcript_segments", &r.Transcript.Segments}, {"fork_segment", &r.ForkSegment}} {
 		if s := m[f.name]; s != "" {
 			n, err := strconv.ParseInt(s, 10, 64)
 			if err != nil {
@@ -261,7 +288,7 @@ func parseRecord(m map[string]string) (*Record, error) {
 	for _, f := range []struct {
 		name string
 		p    *int
-	}{{"depth", &r.Depth}, {"chain_index", &r.ChainIndex}} {
+	}{{"depth", &r.Depth}, {"chain_index", &r.ChainIndex}, {"fork_turn", &r.ForkTurn}} {
 		if s := m[f.name]; s != "" {
 			n, err := strconv.Atoi(s)
 			if err != nil {

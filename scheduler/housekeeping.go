@@ -118,7 +118,7 @@ func (s *Scheduler) Housekeep(ctx context.Context) (res HousekeepingResult, err 
 // cutoff: transcript segments (with their checkpoints), the knowledge
 // render, thread.json, capabilities.md, tool artifacts (everything under
 // threads/<id>/) and, with the last thread of a root thread's continuation
-// chain, the tree's workspace. A thread is
+// chain, the tree's workspace (of a fork's chain, the fork's). A thread is
 // left alone while any thread of its tree (same root) or of its
 // continuation chain is still active, since those may still read it. The
 // registry record is kept, marked with ArtifactsDeletedField. It returns
@@ -213,11 +213,12 @@ func (s *Scheduler) clean(ctx context.Context, r *queue.Record) (int, error) {
 		return n, fmt.Errorf("retention of %s: %w", id, err)
 	}
 	prefixes := []string{transcript.ThreadPrefix(id)}
-	if r.ParentID == "" && r.ContinuationThreadID == "" {
-		// The last thread of a root chain (threads are cleaned oldest
-		// first, so its tree and chain are done): workspaces/<tree>/files/
-		// and workspaces/<tree>/locks/.
-		prefixes = append(prefixes, strings.TrimSuffix(tools.WorkspacePrefix(r.TreeID()), "files/"))
+	if r.ContinuationThreadID == "" && (r.ParentID == "" || r.Workspace != "" && r.Workspace == r.ChainRootID) {
+		// The last thread of a root chain, or of a fork's chain (a fork
+		// has a workspace of its own): threads are cleaned oldest first,
+		// so its tree and chain are done: workspaces/<id>/files/ and
+		// workspaces/<id>/locks/.
+		prefixes = append(prefixes, strings.TrimSuffix(tools.WorkspacePrefix(r.WorkspaceID()), "files/"))
 	}
 	for _, p := range prefixes {
 		infos, err := s.o.Store.List(ctx, p)

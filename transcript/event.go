@@ -30,6 +30,7 @@ const (
 	TypeThreadContinued   = "thread_continued" // this thread continues PreviousThreadID
 	TypeThreadResumed     = "thread_resumed"   // written in the original thread when a user resumes it
 	TypeThreadHandoff     = "thread_handoff"   // written in the old thread at automatic handoff
+	TypeThreadForked      = "thread_forked"    // the first event of a fork: the prefix it carries
 	TypeThreadWaiting     = "thread_waiting"   // suspended on children
 	TypeThreadCompleted   = "thread_completed"
 	TypeThreadCancelled   = "thread_cancelled"
@@ -87,6 +88,21 @@ type ThreadResumed struct {
 	Directive          string `json:"directive"`
 	MessagePreview     string `json:"message_preview"`
 	ReconstructedTurns int    `json:"reconstructed_turns"`
+}
+
+// ThreadForked is the payload of thread_forked, the first event of a
+// thread forked from another (`spool thread fork`): the source thread, the
+// turn whose end the carried conversation reaches, the source's segment
+// that holds that end and its chain hash (the SHA-256 of the source's
+// transcript up to the segment's end, which names the prefix), how many
+// model turns the carried messages hold, and the message the fork adds.
+type ThreadForked struct {
+	ForkedFrom         string `json:"forked_from"`
+	ForkTurn           int    `json:"fork_turn"`
+	SourceSegment      int64  `json:"source_segment"`
+	SourceChainHash    string `json:"source_chain_hash"`
+	ReconstructedTurns int    `json:"reconstructed_turns"`
+	Message            string `json:"message,omitempty"`
 }
 
 // ThreadWaiting is the payload of thread_waiting.

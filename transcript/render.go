@@ -184,6 +184,10 @@ func appendKnowledge(b []byte, meta KnowledgeMeta, events []Event) []byte {
 			var p ThreadContinued
 			_ = ev.Decode(&p)
 			b = fmt.Appendf(b, "> continues `%s`\n\n", p.PreviousThreadID)
+		case TypeThreadForked:
+			var p ThreadForked
+			_ = ev.Decode(&p)
+			b = fmt.Appendf(b, "> forked from `%s` at turn %d (segment %d, chain hash %s)\n\n", p.ForkedFrom, p.ForkTurn, p.SourceSegment, p.SourceChainHash)
 		case TypeThreadResumed:
 			var p ThreadResumed
 			_ = ev.Decode(&p)

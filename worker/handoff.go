@@ -67,7 +67,7 @@ func (s *session) handoff(ctx context.Context) error {
 			"the context is full again after %d continuations, the chain's cap (coordination.yaml continuation.max_continuations)", n)})
 		return s.finalize(ctx)
 	}
-	newID := thread.NewID(s.rec.Directive, s.o.Now())
+	newID := s.o.NewID(orchestrator.IDRequest{Directive: s.rec.Directive, ParentID: s.rec.ParentID, PreviousThreadID: s.id()})
 	s.afterCompleteHandoff(ctx, newID)
 	if stopRequested(ctx) {
 		// The request came while the hooks ran: no continuation starts.

@@ -75,6 +75,13 @@ func (s *session) begin(ctx context.Context) error {
 		return fmt.Errorf("inputs of %s: %w", s.id(), err)
 	}
 	limits := s.rec.Limits
+	var forkSeed []thread.Message
+	if s.rec.ForkedFrom != "" {
+		// A fork's transcript opens with what it carries (forkSeed).
+		if forkSeed, err = s.forkSeed(ctx); err != nil {
+			return err
+		}
+	}
 	s.emit(transcript.TypeThreadStarted, transcript.ThreadStarted{
 		Directive: s.rec.Directive, Model: s.rec.Model, ParentID: s.rec.ParentID, PreviousThreadID: s.rec.PreviousThreadID,
 		Inputs: inputs, Limits: &limits, Capabilities: s.rec.Capabilities, BundleDigest: s.proj.Digest,
@@ -83,7 +90,13 @@ func (s *session) begin(ctx context.Context) error {
 		"thread_id": s.id(), "directive": s.rec.Directive, "directive_body": s.dir.Body,
 		"model": s.rec.Model, "limits": toMap(s.rec.Limits), "inputs": s.rec.Inputs, "project_path": ".",
 	}
-	if s.rec.PreviousThreadID != "" {
+	if forkSeed != nil {
+		// The carried conversation already holds what the source's hooks
+		// gave it: a fork runs no thread_started hooks.
+		for _, m := range forkSeed {
+			s.appendMessage(m)
+		}
+	} else if s.rec.PreviousThreadID != "" {
 		evctx["previous_thread_id"] = s.rec.PreviousThreadID
 		seed, err := s.continuationSeed(ctx)
 		if err != nil {

@@ -284,7 +284,7 @@ func (s *session) load(ctx context.Context) error {
 	s.toolEnv = &tools.Env{
 		ThreadID: rec.ThreadID,
 		ParentID: rec.ParentID,
-		TreeID:   rec.TreeID(),
+		TreeID:   rec.WorkspaceID(),
 		Store:    s.o.Store,
 		Env:      map[string]string{"RYE_PARENT_THREAD_ID": rec.ThreadID},
 		Children: toolChildren{s},

@@ -16,7 +16,7 @@ func apiCommand() *cli.Command {
 		Name:  "api",
 		Usage: "HTTP/JSON API + server-sent events",
 		Description: "Serves the thread operations as JSON over HTTP (run, list, show, tree, chain, budget, cancel,\n" +
-			"resume, approvals, approve, deny, send, interrupt; fork answers 501 until it lands) and a thread's\n" +
+			"resume, fork, approvals, approve, deny, send, interrupt) and a thread's\n" +
 			"transcript as server-sent events at /v1/threads/ID/events. The OpenAPI document is at /v1/openapi.json.\n" +
 			"Binds to loopback unless told otherwise; a non-loopback --addr needs --basic-auth or --token.\n" +
 			"Root threads are started from the project directory (--project), as `spool thread run` does.",

@@ -55,7 +55,7 @@ func threadCommand() *cli.Command {
 				&cli.StringFlag{Name: "query", Usage: "Go regular expression (required)"},
 				&cli.IntFlag{Name: "max", Value: 50, Usage: "print at most this many matches"}}, Action: threadSearch},
 			{Name: "verify", Usage: "verify every signature and hash of a transcript", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag}, Action: threadVerify},
-		}, peopleCommands()...),
+		}, append(peopleCommands(), historyCommands()...)...),
 	}
 }
 
@@ -284,6 +284,9 @@ func printRecord(w io.Writer, r *queue.Record) {
 	if r.ContinuationOf != "" || r.ContinuationThreadID != "" {
 		fmt.Fprintf(w, "chain      root %s, continues %s, continued by %s\n", r.ChainRootID, dash(r.ContinuationOf), dash(r.ContinuationThreadID))
 	}
+	if r.ForkedFrom != "" {
+		fmt.Fprintf(w, "fork of    %s at turn %d\n", r.ForkedFrom, r.ForkTurn)
+	}
 	fmt.Fprintf(w, "model      %s\n", r.Model)
 	if r.TraceID != "" {
 		fmt.Fprintf(w, "trace      %s\n", r.TraceID)
@@ -473,9 +476,15 @@ func printTree(w io.Writer, n *orchestrator.TreeNode, indent string) {
 	if n.Subtree != nil {
 		fmt.Fprintf(w, "  subtree $%.6f of $%.6f", n.Subtree.Spent, n.Subtree.Max)
 	}
+	if n.ForkedFrom != "" {
+		fmt.Fprintf(w, "  fork of %s at turn %d", n.ForkedFrom, n.ForkTurn)
+	}
 	fmt.Fprintln(w)
 	for _, k := range n.Children {
 		printTree(w, k, indent+"  ├─ ")
+	}
+	for _, f := range n.Forks {
+		printTree(w, f, indent+"  ⑂ ")
 	}
 	if n.Continuation != nil {
 		printTree(w, n.Continuation, indent+"  ↳ ")
@@ -525,7 +534,14 @@ func threadChain(c *cli.Context) error {
 		return printJSON(c.App.Writer, ch)
 	}
 	for i, r := range ch.Chain {
-		fmt.Fprintf(c.App.Writer, "%d  %s  %s\n", i, r.ThreadID, r.Status)
+		fmt.Fprintf(c.App.Writer, "%d  %s  %s", i, r.ThreadID, r.Status)
+		if r.ForkedFrom != "" {
+			fmt.Fprintf(c.App.Writer, "  fork of %s at turn %d", r.ForkedFrom, r.ForkTurn)
+		}
+		fmt.Fprintln(c.App.Writer)
+	}
+	for _, f := range ch.Forks {
+		fmt.Fprintf(c.App.Writer, "⑂  %s  %s  fork of %s at turn %d\n", f.ThreadID, f.Status, f.ForkedFrom, f.ForkTurn)
 	}
 	return nil
 }

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/spool-run/spool/config"
+	"github.com/spool-run/spool/history"
+	"github.com/spool-run/spool/launch"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/provider"
+	"github.com/spool-run/spool/transcript"
+)
+
+// historyCommands are CLI.md's "history" commands: fork, export-script and
+// replay.
+func historyCommands() []*cli.Command {
+	return []*cli.Command{
+		{Name: "fork", Usage: "start a new thread from a verified prefix of a thread's transcript", ArgsUsage: "ID --at-turn N",
+			Description: "Verifies ID's transcript (strictly), then starts a sibling of ID whose conversation is ID's up to the end of\n" +
+				"turn N, tool calls and results as recorded (nothing runs again), with --message appended. The fork carries\n" +
+				"what ID's chain had left at turn N (never a fresh budget) and starts with a workspace of its own, as ID's was\n" +
+				"at the end of turn N (the built-in file writes recorded up to then, replayed). ID is left as it is.",
+			Flags: []cli.Flag{jsonFlag,
+				&cli.IntFlag{Name: "at-turn", Usage: "the turn (from 1) whose end the fork's conversation reaches (required)"},
+				&cli.StringFlag{Name: "message", Usage: "a user message the fork adds after the prefix"},
+				&cli.StringFlag{Name: "model", Usage: "the fork's model (default: ID's)"}}, Action: threadFork},
+		{Name: "export-script", Usage: "print a thread's recorded model turns as a scripted-provider YAML", ArgsUsage: "ID",
+			Description: "One entry per recorded model turn (text, tool calls with their inputs, usage) of ID's chain and of every\n" +
+				"child it started, under each thread's directive: run it with --model script:FILE as an offline fixture.",
+			Action: threadExportScript},
+		{Name: "replay", Usage: "run a thread's directive and inputs again, isolated, and compare with the recording", ArgsUsage: "ID",
+			Description: "Replays ID's chain from its first thread, children and continuations too, in a scratch embedded Redis and\n" +
+				"store, by default on the recorded turns (export-script's script), or with --model on another model or script.\n" +
+				"Each turn's tool calls and results are compared with the recording: exit 0 when all match, 1 naming the\n" +
+				"first turn that differs and how.",
+			Flags: []cli.Flag{jsonFlag,
+				&cli.StringFlag{Name: "model", Usage: "run on this model or script:PATH instead of the recorded turns"},
+				&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "give up the replay after this long (exit 1)"}}, Action: threadReplay},
+	}
+}
+
+func threadFork(c *cli.Context) error {
+	id, err := oneID(c)
+	if err != nil {
+		return err
+	}
+	if !c.IsSet("at-turn") {
+		return usagef("thread fork needs --at-turn N")
+	}
+	if n := c.Int("at-turn"); n < 1 {
+		return usagef("--at-turn %d: turns count from 1", n)
+	}
+	script, err := readScript(c, c.String("model"))
+	if err != nil {
+		return err
+	}
+	s, err := openServices(c, openOpts{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if _, err := s.orch.Registry.Get(c.Context, id); err != nil {
+		return notFound(id, err)
+	}
+	res, err := s.orch.Fork(c.Context, orchestrator.ForkRequest{ThreadID: id, AtTurn: c.Int("at-turn"), Message: c.String("message"), Model: c.String("model"), Script: script})
+	var te *transcript.TurnError
+	if errors.As(err, &te) {
+		return &usageError{msg: te.Error()}
+	}
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, res)
+	}
+	fmt.Fprintf(c.App.Writer, "forked %s at turn %d of %d as %s (budget $%.6f, %d workspace files)\n",
+		res.ForkedFrom, res.ForkTurn, res.Turns, res.Thread.ThreadID, res.Budget, res.WorkspaceFiles)
+	return nil
+}
+
+// readScript reads the script of a "script:PATH" model from the project
+// (refused, exit 2, outside it, missing, or not a script that loads); nil
+// for any other model.
+func readScript(c *cli.Context, model string) ([]byte, error) {
+	if _, ok := config.ScriptPath(model); !ok {
+		return nil, nil
+	}
+	proj, err := projectDir(c)
+	if err != nil {
+		return nil, err
+	}
+	script, err := launch.ReadScript(proj, model)
+	if err != nil {
+		return nil, &usageError{msg: err.Error()}
+	}
+	return script, nil
+}
+
+// openRecording opens the services read-only (a recording is read, and a
+// replay signs with a key of its own) for a thread that must exist and be
+// verifiable: with no public key, nothing would say the recording is the
+// one that ran.
+func openRecording(c *cli.Context, id string) (*services, error) {
+	s, err := openServices(c, openOpts{readOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.orch.Registry.Get(c.Context, id); err != nil {
+		s.Close()
+		return nil, notFound(id, err)
+	}
+	if s.orch.Keyring.Unverified() {
+		s.Close()
+		return nil, fmt.Errorf("%s %s: %s", c.Command.Name, id, noKeysNote)
+	}
+	return s, nil
+}
+
+func threadExportScript(c *cli.Context) error {
+	id, err := oneID(c)
+	if err != nil {
+		return err
+	}
+	s, err := openRecording(c, id)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	rec, err := history.Load(c.Context, s.orch, id)
+	if err != nil {
+		return err
+	}
+	sc, err := history.Export(c.Context, s.orch, rec)
+	if err != nil {
+		return err
+	}
+	for _, w := range sc.Warnings {
+		fmt.Fprintln(c.App.ErrWriter, "spool: warning: "+w)
+	}
+	_, err = c.App.Writer.Write(sc.YAML)
+	return err
+}
+
+func threadReplay(c *cli.Context) error {
+	id, err := oneID(c)
+	if err != nil {
+		return err
+	}
+	if c.Duration("timeout") <= 0 {
+		return usagef("--timeout %s: must be positive", c.Duration("timeout"))
+	}
+	model := strings.TrimSpace(c.String("model"))
+	script, err := readScript(c, model)
+	if err != nil {
+		return err
+	}
+	if _, isScript := config.ScriptPath(model); !isScript && model != "" {
+		if err := provider.Check(model, provider.ConfigFromEnv()); err != nil {
+			return &usageError{msg: err.Error()}
+		}
+		if key := provider.MissingKey(model, provider.ConfigFromEnv()); key != "" {
+			fmt.Fprintf(c.App.ErrWriter, "spool: warning: model %s needs %s, which is not set here: the replay's worker runs in this process\n", model, key)
+		}
+	}
+	s, err := openRecording(c, id)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	rep, err := history.Replay(c.Context, history.ReplayConfig{Source: s.orch, Model: model, Script: script, Timeout: c.Duration("timeout"), Logger: s.log}, id)
+	if errors.Is(err, history.ErrNotReplayable) {
+		return &usageError{msg: err.Error()}
+	}
+	if err != nil {
+		return err
+	}
+	for _, w := range rep.Warnings {
+		fmt.Fprintln(c.App.ErrWriter, "spool: warning: "+w)
+	}
+	if c.Bool("json") {
+		if err := printJSON(c.App.Writer, rep); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(c.App.Writer, "replayed %s on %s: %d of %d threads, %d of %d turns matched; the replay ended %s\n",
+			rep.ThreadID, rep.Model, rep.Threads, rep.RecordedThreads, rep.Turns, rep.RecordedTurns, rep.Status)
+	}
+	if rep.Divergence != nil {
+		return &exitError{code: 1, err: errors.New(rep.Divergence.String())}
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package history
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/provider"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// MaxThreads bounds the threads of one recording.
+const MaxThreads = 1000
+
+// Thread is one recorded thread of a tree: its record, its verified model
+// turns, the children it started and the thread that continued it.
+type Thread struct {
+	Record *queue.Record
+	// Turns are its model turns, in order (transcript.Turns).
+	Turns []transcript.Turn
+	// Children are the threads it started, in the order of its
+	// child_spawned events, each the first thread of its chain.
+	Children []*Thread
+	// Continuation is the thread that continued it (a handoff or a
+	// resume), if any.
+	Continuation *Thread
+	// children[i] are the ids the conversation had shown started before
+	// turn i+1 (provider.SpawnedChildren), for export.
+	children [][]string
+	// ended is the timestamp of the transcript's last event.
+	ended transcript.Event
+}
+
+// ID is the thread's id.
+func (t *Thread) ID() string { return t.Record.ThreadID }
+
+// Walk calls f for t, its continuations and every descendant, depth first
+// in the order they were started.
+func (t *Thread) Walk(f func(*Thread)) {
+	if t == nil {
+		return
+	}
+	f(t)
+	for _, k := range t.Children {
+		k.Walk(f)
+	}
+	t.Continuation.Walk(f)
+}
+
+// Load reads the recorded tree of thread id: the continuation chain id
+// belongs to from its first thread (handoffs and resumes), and the
+// children every thread of it started, recursively. Every transcript is
+// verified strictly (orchestrator.VerifyThread): a recording that does
+// not verify is refused (transcript.ErrTampered).
+func Load(ctx context.Context, o *orchestrator.Orchestrator, id string) (*Thread, error) {
+	chain, err := o.Registry.GetChain(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	return load(ctx, o, chain[0].ThreadID, &n)
+}
+
+func load(ctx context.Context, o *orchestrator.Orchestrator, id string, n *int) (*Thread, error) {
+	if *n++; *n > MaxThreads {
+		return nil, fmt.Errorf("the recording has more than %d threads", MaxThreads)
+	}
+	v, err := o.VerifyThread(ctx, id, transcript.Strict)
+	if err != nil {
+		return nil, err
+	}
+	t := &Thread{Record: v.Record()}
+	evs := v.Transcript.Events
+	if t.Turns, err = transcript.Turns(evs); err != nil {
+		return nil, err
+	}
+	if len(evs) > 0 {
+		t.ended = evs[len(evs)-1]
+	}
+	// The children the conversation shows before each turn, as the
+	// scripted provider computes them from the messages it is given.
+	var kids []string
+	next := 0
+	for i, ev := range evs {
+		switch ev.Type {
+		case transcript.TypeCognitionOut:
+			if next < len(t.Turns) && t.Turns[next].Seq == ev.Seq {
+				msgs, err := transcript.Reconstruct(evs[:i])
+				if err != nil {
+					return nil, err
+				}
+				t.children = append(t.children, provider.SpawnedChildren(msgs))
+				next++
+			}
+		case transcript.TypeChildSpawned:
+			var p transcript.ChildSpawned
+			if err := ev.Decode(&p); err != nil {
+				return nil, fmt.Errorf("%s: event seq %d: %w", id, ev.Seq, err)
+			}
+			kids = append(kids, p.ChildID)
+		}
+	}
+	for _, k := range kids {
+		kt, err := load(ctx, o, k, n)
+		if errors.Is(err, queue.ErrNotFound) {
+			continue // a child whose registration Redis lost: never ran
+		}
+		if err != nil {
+			return nil, err
+		}
+		t.Children = append(t.Children, kt)
+	}
+	if c := t.Record.ContinuationThreadID; c != "" && t.Record.Status == thread.StatusContinued {
+		if t.Continuation, err = load(ctx, o, c, n); err != nil && !errors.Is(err, queue.ErrNotFound) {
+			return nil, err
+		}
+	}
+	return t, nil
+}
