@@ -50,6 +50,11 @@ type Charge struct {
 	Done func(ledger.Charged, error)
 }
 
+// afterCommitTimeout bounds what Finalize does after its script committed
+// the end (thread.json, waking waiters, cascading a cancel), on a context
+// its caller can no longer cancel.
+const afterCommitTimeout = 2 * time.Minute
+
 // Finalize ends a thread held at version, as the spec's step 14: commit
 // status, result and the transcript's final mark (fenced by version), link
 // the continuation of a handed-off thread, charge the last turn when it is
@@ -144,6 +149,12 @@ func (o *Orchestrator) Finalize(ctx context.Context, rec *queue.Record, version 
 		}
 	}
 
+	// The end is committed, and the lease was released with it: the
+	// worker's heartbeat may now find the lease gone and cancel ctx. What
+	// follows (thread.json, waking waiters, the child policy) must not be
+	// cut short by that, nor by a cancel request that arrives now.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCommitTimeout)
+	defer cancel()
 	final := finalRecord(rec, v, out, o.Now())
 	if err := o.WriteThreadJSON(ctx, final); err != nil {
 		log.Warn("thread.json not written", "error", err)

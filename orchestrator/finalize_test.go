@@ -1,14 +1,17 @@
 package orchestrator
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
 )
 
 // TestFinalizeInOneScript: the end of a thread (commit, last charge, budget
@@ -71,4 +74,38 @@ func TestFinalizeInOneScript(t *testing.T) {
 	require.Equal(t, "error", e.Status)
 	require.InDelta(t, 1, e.Own, 1e-9)
 	require.InDelta(t, 4, e.Overrun, 1e-9)
+}
+
+// TestFinalizeOutlivesItsCaller: once the end is committed (and the lease
+// released with it), a context the caller cancels — as the worker's
+// heartbeat does when it finds the released lease gone — no longer cuts
+// short thread.json.
+func TestFinalizeOutlivesItsCaller(t *testing.T) {
+	t.Parallel()
+	s := newVerifySetup(t)
+	const id = "t/finalize-late-cancel"
+	rec, v, w := s.runThread(t, id, 1)
+	s.o.Store = ctxStore{s.o.Store} // as S3 does, a write refuses a done context
+	require.NoError(t, s.r.Client.Set(s.ctx, s.o.Keys.Lease(id), "tok", time.Minute).Err())
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	out := Outcome{Status: thread.StatusCompleted, Result: "done", Cost: thread.Cost{Turns: 1, Spend: 0.25},
+		Transcript: new(w.Mark()), Lease: "tok",
+		// Done runs as the committed script's reply is read.
+		Charge: &Charge{Key: id + ":turn:1", Amount: 0.25, Done: func(ledger.Charged, error) { cancel() }}}
+	require.NoError(t, s.o.Finalize(ctx, rec, v, out))
+	require.Error(t, ctx.Err(), "the caller's context was cancelled mid-Finalize")
+	data, err := s.store.Get(s.ctx, transcript.ThreadJSONKey(id))
+	require.NoError(t, err)
+	require.Contains(t, string(data), `"status":"completed"`, "the final thread.json is written")
+}
+
+// ctxStore refuses writes on a done context, as the S3 client does.
+type ctxStore struct{ blobstore.Store }
+
+func (c ctxStore) Put(ctx context.Context, key string, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return c.Store.Put(ctx, key, data)
 }

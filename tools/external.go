@@ -507,6 +507,9 @@ var credentialNames = map[string]bool{
 	"AWS_ACCESS_KEY_ID": true, "AWS_SECRET_ACCESS_KEY": true, "AWS_SESSION_TOKEN": true,
 	"AWS_WEB_IDENTITY_TOKEN_FILE": true, "AWS_SHARED_CREDENTIALS_FILE": true, "AWS_CONTAINER_CREDENTIALS_FULL_URI": true,
 	"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": true, "AWS_CONTAINER_AUTHORIZATION_TOKEN": true,
+	// An OTLP exporter's headers usually carry the collector's key.
+	"OTEL_EXPORTER_OTLP_HEADERS": true, "OTEL_EXPORTER_OTLP_TRACES_HEADERS": true, "OTEL_EXPORTER_OTLP_METRICS_HEADERS": true,
+	"OTEL_EXPORTER_OTLP_LOGS_HEADERS": true,
 }
 
 // credentialWords mark a variable name as a credential wherever they

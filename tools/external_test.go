@@ -270,6 +270,7 @@ func TestExternalToolStartsChildWithoutSecrets(t *testing.T) {
 		"OPENAI_API_KEY":              "sk-oai-9",
 		"DATABASE_PASSWORD":           "db-pw-10",
 		"GITHUB_TOKEN":                "ghp-11",
+		"OTEL_EXPORTER_OTLP_HEADERS":  "x-collector-key=otel-12",
 	}
 	harmless := map[string]string{"SPOOL_LOG_LEVEL": "debug", "SPOOL_NAMESPACE": "tenant-a", "AWS_REGION": "eu-west-1"}
 	for k, v := range secrets {
@@ -287,7 +288,7 @@ func TestExternalToolStartsChildWithoutSecrets(t *testing.T) {
 	for name, cfg := range map[string]ExternalConfig{
 		"defaults": {},
 		// Even an operator who passes everything by prefix passes no secret.
-		"every prefix": {PassEnvPrefixes: []string{"SPOOL_", "AWS_", "ANTHROPIC_", "OPENAI_", "DATABASE_", "GITHUB_"}},
+		"every prefix": {PassEnvPrefixes: []string{"SPOOL_", "AWS_", "ANTHROPIC_", "OPENAI_", "DATABASE_", "GITHUB_", "OTEL_"}},
 	} {
 		s := setupExternal(t, tools, cfg)
 		children := &childStarter{parent: s.env.ThreadID}

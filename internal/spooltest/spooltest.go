@@ -219,7 +219,9 @@ func (e *Env) SpoolContext(ctx context.Context, env []string, args ...string) Re
 	return Result{Stdout: out.String(), Stderr: errb.String(), Code: code}
 }
 
-// baseEnv is the part of the test's environment a spool process keeps.
+// baseEnv is the part of the test's environment a spool process keeps
+// (none of its SPOOL_*, provider, AWS or OTEL_* settings: a test passes
+// its own).
 // A binary built with -race sleeps a second at exit to let its race
 // reporter finish (atexit_sleep_ms); every `spool` command of every test
 // would pay it, so it is 0 unless the environment sets GORACE.
@@ -227,7 +229,8 @@ func baseEnv() []string {
 	var out []string
 	gorace := false
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "SPOOL_") || strings.HasPrefix(kv, "AWS_") || strings.HasPrefix(kv, "ANTHROPIC_") || strings.HasPrefix(kv, "OPENAI_") {
+		if strings.HasPrefix(kv, "SPOOL_") || strings.HasPrefix(kv, "AWS_") || strings.HasPrefix(kv, "ANTHROPIC_") || strings.HasPrefix(kv, "OPENAI_") ||
+			strings.HasPrefix(kv, "OTEL_") {
 			continue
 		}
 		gorace = gorace || strings.HasPrefix(kv, "GORACE=")
