@@ -11,6 +11,9 @@ type Project struct {
 	Approvals *Approvals
 	// RateLimits holds model calls to fleet-wide limits; nil: none.
 	RateLimits *RateLimits
+	// MCP declares the MCP servers whose tools threads may call; nil:
+	// none.
+	MCP *MCP
 }
 
 // Default is the configuration of a project without config files.
@@ -18,7 +21,8 @@ func Default() *Project {
 	return &Project{Resilience: DefaultResilience(), Coordination: DefaultCoordination(), Models: DefaultModels()}
 }
 
-// Load reads resilience.yaml, coordination.yaml and models.yaml from the
+// Load reads resilience.yaml, coordination.yaml, models.yaml,
+// approvals.yaml, rate_limits.yaml and mcp.yaml from the
 // project fsys (a directory or a directive bundle). fsys may be nil.
 func Load(fsys fs.FS) (*Project, error) {
 	r, err := LoadResilience(fsys)
@@ -41,5 +45,9 @@ func Load(fsys fs.FS) (*Project, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Project{Resilience: r, Coordination: c, Models: m, Approvals: a, RateLimits: rl}, nil
+	mcp, err := LoadMCP(fsys)
+	if err != nil {
+		return nil, err
+	}
+	return &Project{Resilience: r, Coordination: c, Models: m, Approvals: a, RateLimits: rl, MCP: mcp}, nil
 }

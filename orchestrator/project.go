@@ -26,7 +26,10 @@ type Project struct {
 	// Approvals gates tool calls on a person's decision; nil: none.
 	Approvals *config.Approvals
 	// RateLimits holds model calls to fleet-wide limits; nil: none.
-	RateLimits   *config.RateLimits
+	RateLimits *config.RateLimits
+	// MCP declares the MCP servers whose tools threads may call; nil:
+	// none.
+	MCP          *config.MCP
 	Pricing      []byte // .ai/config/agent/pricing.yaml, if any
 	UserHooks    []hooks.Hook
 	ProjectHooks []hooks.Hook
@@ -94,6 +97,9 @@ func (o *Orchestrator) Project(ctx context.Context, digest string) (*Project, er
 		return nil, err
 	}
 	if p.RateLimits, err = config.LoadRateLimits(b); err != nil {
+		return nil, err
+	}
+	if p.MCP, err = config.LoadMCP(b); err != nil {
 		return nil, err
 	}
 	if p.Models, err = config.LoadModels(b); err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"sort"
 	"strings"
 	"sync"
 	"text/template"
@@ -36,10 +37,11 @@ const DefaultScriptContextWindow = 200000
 // Every string is a Go text/template over .inputs, .turn, .thread_id,
 // .parent_id, .previous_thread_id, .chain_index, .last_tool_result (the
 // content of the last tool message), .tool_results (the contents of the
-// previous turn's tool results, in call order) and .children (the ids of
+// previous turn's tool results, in call order), .children (the ids of
 // the children the thread has started so far, as its conversation holds
 // them: SpawnedChildren; `spool thread export-script` writes a recorded
-// child's id as {{index .children N}}), with the builtins (eq,
+// child's id as {{index .children N}}) and .tools (the ids of the tools
+// offered to the model this turn, sorted), with the builtins (eq,
 // lt, and, not, printf ...) and add, sub, mul, atoi, toJSON, default,
 // contains, field and fields. add, sub, mul and atoi take numbers or
 // numeric strings ("2" as --input gives it). field NAME TEXT reads one
@@ -451,7 +453,18 @@ func (s *Scripted) templateData(req *Request, turn int) map[string]any {
 		"last_tool_result":   last,
 		"tool_results":       results,
 		"children":           SpawnedChildren(req.Messages),
+		"tools":              toolIDs(req.Tools),
 	}
+}
+
+// toolIDs are the names of the offered tools, sorted.
+func toolIDs(defs []thread.ToolDef) []string {
+	ids := make([]string, 0, len(defs))
+	for _, d := range defs {
+		ids = append(ids, d.Name)
+	}
+	sort.Strings(ids)
+	return ids
 }
 
 // SpawnTool is the tool that starts a child thread.

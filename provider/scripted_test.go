@@ -435,3 +435,14 @@ directives:
 	}, nil)
 	require.ErrorContains(t, err, "not a JSON object")
 }
+
+func TestScriptedOfferedTools(t *testing.T) {
+	t.Parallel()
+	s := parse(t, "directives:\n  \"*\":\n    - text: '{{toJSON .tools}} {{len .tools}}'\n")
+	resp, err := s.Complete(context.Background(), &Request{
+		Tools:  []thread.ToolDef{{Name: "mcp/e/echo"}, {Name: "rye/file-system/fs_read"}, {Name: "mcp/e/add"}},
+		Thread: ThreadInfo{ID: "T", Directive: "demo/x", Turn: 1},
+	}, nil)
+	require.NoError(t, err)
+	require.Equal(t, `["mcp/e/add","mcp/e/echo","rye/file-system/fs_read"] 3`, resp.Text)
+}

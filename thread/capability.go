@@ -56,6 +56,27 @@ func Match(granted []string, required string) bool {
 	return false
 }
 
+// MatchUnder reports whether granted covers at least one capability that
+// starts with prefix: whether a thread may do anything under it (a worker
+// asks before connecting to an MCP server whose tools a thread could
+// not call anyway). "rye.execute.tool.mcp.files." is under "*",
+// "rye.execute.*", "rye.execute.tool.mcp.f*" and
+// "rye.execute.tool.mcp.files.read", not under "rye.execute.tool.mcp.other.*".
+func MatchUnder(granted []string, prefix string) bool {
+	prefix = NormalizeCapability(prefix)
+	for _, g := range granted {
+		g = NormalizeCapability(g)
+		if g == "" {
+			continue
+		}
+		gp, wild := strings.CutSuffix(g, "*")
+		if strings.HasPrefix(g, prefix) || wild && (strings.HasPrefix(prefix, gp) || strings.HasPrefix(gp, prefix)) {
+			return true
+		}
+	}
+	return false
+}
+
 // covers reports whether every capability matched by pattern b is matched
 // by pattern a. Both are normalised.
 func covers(a, b string) bool {

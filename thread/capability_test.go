@@ -58,6 +58,32 @@ func TestMatch(t *testing.T) {
 	}
 }
 
+func TestMatchUnder(t *testing.T) {
+	const under = "rye.execute.tool.mcp.files."
+	tests := []struct {
+		granted []string
+		want    bool
+	}{
+		{nil, false},
+		{[]string{"*"}, true},
+		{[]string{"rye.execute.*"}, true},
+		{[]string{"rye.execute.tool.mcp.f*"}, true},
+		{[]string{"rye.execute.tool.mcp.files.*"}, true},
+		{[]string{"rye.execute.tool.mcp/files/read"}, true},
+		{[]string{"rye.execute.tool.mcp.files.read.*"}, true},
+		{[]string{"rye.execute.tool.mcp.other.*"}, false},
+		{[]string{"rye.execute.tool.mcp.filesx.read"}, false},
+		{[]string{"rye.execute.tool.mcp.files"}, false},
+		{[]string{"rye.load.*"}, false},
+		{[]string{""}, false},
+	}
+	for _, tt := range tests {
+		if got := MatchUnder(tt.granted, under); got != tt.want {
+			t.Errorf("MatchUnder(%q, %q) = %v, want %v", tt.granted, under, got, tt.want)
+		}
+	}
+}
+
 func TestIntersect(t *testing.T) {
 	tests := []struct {
 		name          string

@@ -516,6 +516,13 @@ var credentialNames = map[string]bool{
 // appear in it (ANTHROPIC_API_KEY, SPOOL_MONITOR_TOKEN, DB_PASSWORD, ...).
 var credentialWords = []string{"PASSWORD", "PASSWD", "SECRET", "TOKEN", "API_KEY", "APIKEY", "PRIVATE", "CREDENTIAL", "AUTH"}
 
+// IsCredential reports whether the worker variable name holds or locates
+// a credential (the Redis URL, S3 and AWS credentials, the signing key,
+// any name with PASSWORD, SECRET, TOKEN, API_KEY, PRIVATE, CREDENTIAL or
+// AUTH in it): the processes a worker starts for a project (external
+// tools, MCP servers) never get such a variable from its environment.
+func IsCredential(name string) bool { return isCredential(name) }
+
 // isCredential reports whether the worker variable k holds or locates a
 // credential: such a variable is never copied to a tool (PassEnv and
 // PassEnvPrefixes notwithstanding).

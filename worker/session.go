@@ -277,7 +277,7 @@ func (s *session) load(ctx context.Context) error {
 	}
 	s.hooks = hooks.Merge(s.proj.UserHooks, s.dir.Hooks, hooks.Builtin(s.proj.Resilience.Retry), s.proj.ProjectHooks, nil)
 	s.dispatcher = hooks.NewDispatcher(s.hooks)
-	s.tools, err = s.buildTools()
+	s.tools, err = s.buildTools(ctx)
 	if err != nil {
 		return s.failOnPermanent(ctx, err)
 	}

@@ -3,24 +3,45 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
 
 	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/mcpclient"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
 )
 
-// buildTools is the thread's tool registry: the built-in file tools and
-// the project's external tools from the bundle.
-func (s *session) buildTools() (*tools.Registry, error) {
+// buildTools is the thread's tool registry: the built-in file tools, the
+// project's external tools from the bundle, and the tools of the MCP
+// servers of its mcp.yaml that the thread may call (mcp/<server>/<tool>).
+// An MCP server that cannot be started or reached fails the activation,
+// which is retried; one whose configuration cannot work on this worker
+// (mcpclient.ErrConfig) ends the thread.
+func (s *session) buildTools(ctx context.Context) (*tools.Registry, error) {
 	ext, err := tools.LoadExternal(s.proj.Bundle, tools.ExternalConfig{})
 	if err != nil {
 		return nil, &permanentError{code: "tool_error", msg: err.Error()}
 	}
-	r, err := tools.NewRegistry(append(tools.Builtins(tools.FSConfig{}), ext...)...)
+	all := append(tools.Builtins(tools.FSConfig{}), ext...)
+	if s.proj.MCP != nil {
+		may := func(server string) bool {
+			return thread.MatchUnder(s.rec.Capabilities, thread.ToolCapability("mcp/"+server)+".")
+		}
+		mcpTools, err := s.w.mcp.Tools(ctx, s.proj.MCP, may)
+		if errors.Is(err, mcpclient.ErrConfig) {
+			return nil, &permanentError{code: "tool_error", msg: fmt.Sprintf("%v (on worker %s)", err, s.w.cfg.Host)}
+		}
+		if err != nil {
+			s.log.Warn("mcp server unavailable: the activation is retried", "error", err)
+			return nil, err
+		}
+		all = append(all, mcpTools...)
+	}
+	r, err := tools.NewRegistry(all...)
 	if err != nil {
 		return nil, &permanentError{code: "tool_error", msg: err.Error()}
 	}

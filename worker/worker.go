@@ -13,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/mcpclient"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
@@ -82,6 +83,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, or nil for none.
 	Metrics *Metrics
+	// MCP configures the worker's MCP servers (package mcpclient): each
+	// is connected once per worker and shared by the threads that call
+	// its tools. Default mcpclient.Config{} with the worker's logger.
+	MCP mcpclient.Config
 }
 
 // WithDefaults fills unset fields.
@@ -177,6 +182,9 @@ type Worker struct {
 	srv     *asynq.Server
 	metrics *Metrics
 	limiter *ratelimit.Limiter
+	// mcp holds the MCP servers of every project the worker runs
+	// threads of, started on first use; closed by Stop.
+	mcp *mcpclient.Pool
 
 	draining chan struct{}
 	stopOnce sync.Once
@@ -208,6 +216,10 @@ func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
 	w.limiter = ratelimit.New(o.Redis, o.Keys, o.Now)
 	w.token = newToken()
 	w.metrics = cfg.Metrics
+	if cfg.MCP.Logger == nil {
+		cfg.MCP.Logger = cfg.Logger
+	}
+	w.mcp = mcpclient.New(cfg.MCP)
 	queues := make(map[string]int, len(cfg.Queues))
 	for q, weight := range cfg.Queues {
 		queues[o.Keys.Queue(q)] = weight
@@ -269,13 +281,14 @@ func (w *Worker) Start() error {
 
 // Stop shuts down in order: new activations stop being taken, in-flight
 // activations finish their current turn, checkpoint and hand the thread
-// back (within ShutdownTimeout), then the recoverer and cancel listener
-// stop.
+// back (within ShutdownTimeout), the MCP servers stop, then the recoverer
+// and cancel listener stop.
 func (w *Worker) Stop() {
 	w.stopOnce.Do(func() {
 		close(w.draining)
 		w.srv.Stop()
 		w.srv.Shutdown()
+		_ = w.mcp.Close()
 		if w.bgCancel != nil {
 			w.bgCancel()
 		}

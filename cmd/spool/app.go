@@ -79,7 +79,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.DurationFlag{Name: "lease-ttl", EnvVars: []string{"SPOOL_LEASE_TTL"}, Value: 10 * time.Second, Usage: "activation lease: a killed worker's thread is recovered after about this long"},
 		},
 		Commands: []*cli.Command{
-			devCommand(), workerCommand(), schedulerCommand(), monitorCommand(), apiCommand(), keysCommand(),
+			devCommand(), workerCommand(), schedulerCommand(), monitorCommand(), apiCommand(), mcpCommand(), keysCommand(),
 			threadCommand(), budgetCommand(), directiveCommand(), versionCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, sub bool) error { return &usageError{msg: err.Error()} },
