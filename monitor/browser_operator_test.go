@@ -52,29 +52,29 @@ func TestBrowserOperator(t *testing.T) {
 	e.waitRecord(linked.ThreadID, "waited for approval", waitingForApproval)
 	require.Equal(t, thread.StatusError, e.wait(failed.ThreadID)[failed.ThreadID].Status)
 	br := startBrowser(t, bin)
-	page := br.newTab(ctx)
+	page := br.newTab()
 
 	// The inbox: both calls; approve the first with a reason.
-	page.navigate(ctx, e.srv.URL+"/approvals")
-	page.waitTrue(ctx, 30*time.Second, "the inbox", `document.querySelectorAll("article.approval").length === 2 &&
+	page.navigate(e.srv.URL + "/approvals")
+	page.waitTrue(30*time.Second, "the inbox", `document.querySelectorAll("article.approval").length === 2 &&
 		document.body.innerText.includes("t/deploy")`)
-	saveArtifact(t, "monitor-approvals.png", page.screenshot(ctx))
+	saveArtifact(t, "monitor-approvals.png", page.screenshot())
 	sel := `article.approval[data-thread="` + gated.ThreadID + `"] `
-	page.typeInto(ctx, sel+`input.reason`, "checked the diff")
-	page.typeInto(ctx, sel+`input.by`, "ada")
-	page.click(ctx, sel+`button.approve`)
-	page.waitTrue(ctx, 30*time.Second, "the approval's outcome", `document.querySelector(".flash") !== null &&
+	page.typeInto(sel+`input.reason`, "checked the diff")
+	page.typeInto(sel+`input.by`, "ada")
+	page.click(sel + `button.approve`)
+	page.waitTrue(30*time.Second, "the approval's outcome", `document.querySelector(".flash") !== null &&
 		document.querySelector(".flash").innerText.includes("Approved call_1_1 of `+gated.ThreadID+` (by ada)")`)
 	final := e.wait(gated.ThreadID)[gated.ThreadID]
 	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
 	require.Equal(t, "after deploy: deployed to prod", final.Result)
-	page.waitTrue(ctx, 30*time.Second, "the inbox to drop the decided call", `document.querySelectorAll("article.approval").length === 1`)
+	page.waitTrue(30*time.Second, "the inbox to drop the decided call", `document.querySelectorAll("article.approval").length === 1`)
 
 	// Its timeline shows the wait for the decision, and who decided.
-	page.navigate(ctx, e.srv.URL+threadURL(gated.ThreadID)+"/timeline")
-	page.waitTrue(ctx, 30*time.Second, "the approval in the timeline", `document.querySelector("tr.k-approval rect.b-approval") !== null &&
+	page.navigate(e.srv.URL + threadURL(gated.ThreadID) + "/timeline")
+	page.waitTrue(30*time.Second, "the approval in the timeline", `document.querySelector("tr.k-approval rect.b-approval") !== null &&
 		document.querySelector("tr.k-approval td.what").innerText.includes("approval of t/deploy: approved by ada")`)
-	saveArtifact(t, "monitor-timeline-approval.png", page.screenshot(ctx))
+	saveArtifact(t, "monitor-timeline-approval.png", page.screenshot())
 
 	// The one-time link, opened as its recipient would (no session).
 	var link string
@@ -86,13 +86,13 @@ func TestBrowserOperator(t *testing.T) {
 	}))
 	u, err := url.Parse(link)
 	require.NoError(t, err)
-	linkTab := br.newTab(ctx)
-	linkTab.navigate(ctx, e.srv.URL+u.Path+"?"+u.RawQuery)
-	linkTab.waitTrue(ctx, 30*time.Second, "the decision page", `document.querySelector("h1").innerText === "Approve this tool call?" &&
+	linkTab := br.newTab()
+	linkTab.navigate(e.srv.URL + u.Path + "?" + u.RawQuery)
+	linkTab.waitTrue(30*time.Second, "the decision page", `document.querySelector("h1").innerText === "Approve this tool call?" &&
 		document.body.innerText.includes("staging")`)
-	saveArtifact(t, "monitor-decide-link.png", linkTab.screenshot(ctx))
-	linkTab.click(ctx, `#decide`)
-	linkTab.waitTrue(ctx, 30*time.Second, "the link's outcome", `document.querySelector("h1").innerText === "Done"`)
+	saveArtifact(t, "monitor-decide-link.png", linkTab.screenshot())
+	linkTab.click(`#decide`)
+	linkTab.waitTrue(30*time.Second, "the link's outcome", `document.querySelector("h1").innerText === "Done"`)
 	require.Equal(t, "after deploy: deployed to staging", e.wait(linked.ThreadID)[linked.ThreadID].Result)
 
 	// A running tree: send its root a message, then cancel it.
@@ -100,55 +100,63 @@ func TestBrowserOperator(t *testing.T) {
 	e.waitTreeHeld(root.ThreadID)
 	// While it runs the list follows new threads by itself (its filter
 	// form, untouched, does not hold it).
-	page.navigate(ctx, e.srv.URL+"/")
-	page.waitTrue(ctx, 30*time.Second, "the live list", `document.getElementById("live").dataset.running === "true" &&
+	page.navigate(e.srv.URL + "/")
+	page.waitTrue(30*time.Second, "the live list", `document.getElementById("live").dataset.running === "true" &&
 		document.querySelector("a.tid[href='/threads/`+root.ThreadID+`']") !== null`)
 	late := e.start("t/echo", map[string]any{"text": "late"})
-	page.waitTrue(ctx, 30*time.Second, "the new thread in the list", `document.querySelector("a.tid[href='/threads/`+late.ThreadID+`']") !== null`)
-	page.navigate(ctx, e.srv.URL+threadURL(root.ThreadID))
-	page.waitTrue(ctx, 30*time.Second, "the actions", `document.querySelector("#actions textarea[name=message]") !== null &&
+	page.waitTrue(30*time.Second, "the new thread in the list", `document.querySelector("a.tid[href='/threads/`+late.ThreadID+`']") !== null`)
+	page.navigate(e.srv.URL + threadURL(root.ThreadID))
+	page.waitTrue(30*time.Second, "the actions", `document.querySelector("#actions textarea[name=message]") !== null &&
 		document.querySelectorAll("ul.tree a.tid").length === 5`)
-	page.typeInto(ctx, `#actions textarea[name=message]`, "please summarize when done")
-	// The page polls every 200ms while the tree runs: what is typed stays.
-	time.Sleep(time.Second)
+	page.typeInto(`#actions textarea[name=message]`, "please summarize when done")
+	// The page polls every 200ms while the tree runs: what is typed stays
+	// through five of its ticks (counted by wrapping setTimeout, which each
+	// tick of the page's refresh calls to schedule the next).
+	var wrapped bool
+	page.eval(`(() => {
+		window.spoolTicks = 0;
+		const schedule = window.setTimeout;
+		window.setTimeout = (f, ...rest) => schedule((...a) => { if (f.name === "refresh") { window.spoolTicks++ } f(...a) }, ...rest);
+		return true })()`, &wrapped)
+	page.waitTrue(30*time.Second, "five ticks of the page's refresh", `window.spoolTicks >= 5`)
 	var typed string
-	page.eval(ctx, `document.querySelector("#actions textarea[name=message]").value`, &typed)
+	page.eval(`document.querySelector("#actions textarea[name=message]").value`, &typed)
 	require.Equal(t, "please summarize when done", typed)
-	shot := page.screenshot(ctx)
+	shot := page.screenshot()
 	checkPNG(t, shot, 1280, 900)
 	saveArtifact(t, "monitor-thread-actions.png", shot)
-	page.click(ctx, `#send`)
-	page.waitTrue(ctx, 30*time.Second, "the message's outcome", `document.querySelector(".flash") !== null &&
+	page.click(`#send`)
+	page.waitTrue(30*time.Second, "the message's outcome", `document.querySelector(".flash") !== null &&
 		document.querySelector(".flash").innerText.includes("Message 1 queued for `+root.ThreadID+`")`)
-	page.click(ctx, `#cancel`)
-	page.waitTrue(ctx, 30*time.Second, "the confirmation", `document.querySelector("h1").innerText === "Cancel this thread?"`)
-	saveArtifact(t, "monitor-confirm-cancel.png", page.screenshot(ctx))
+	page.click(`#cancel`)
+	page.waitTrue(30*time.Second, "the confirmation", `document.querySelector("h1").innerText === "Cancel this thread?"`)
+	saveArtifact(t, "monitor-confirm-cancel.png", page.screenshot())
 	require.Equal(t, thread.StatusWaiting, e.waitRecord(root.ThreadID, "", func(*queue.Record) bool { return true }).Status, "nothing before the confirmation")
-	page.click(ctx, `#confirm`)
-	page.waitTrue(ctx, 30*time.Second, "the cancelled tree", `document.querySelector(".flash") !== null &&
+	page.click(`#confirm`)
+	page.waitTrue(30*time.Second, "the cancelled tree", `document.querySelector(".flash") !== null &&
 		document.querySelector(".head h1 .badge").textContent === "cancelled"`)
 	require.Equal(t, thread.StatusCancelled, e.wait(root.ThreadID)[root.ThreadID].Status)
-	saveArtifact(t, "monitor-thread-cancelled.png", page.screenshot(ctx))
+	saveArtifact(t, "monitor-thread-cancelled.png", page.screenshot())
 
 	// The list: the error column and asynq's counts beside the threads.
-	page.navigate(ctx, e.srv.URL+"/")
-	page.waitTrue(ctx, 30*time.Second, "the list", `document.querySelector("td.err code") !== null &&
+	page.navigate(e.srv.URL + "/")
+	page.waitTrue(30*time.Second, "the list", `document.querySelector("td.err code") !== null &&
 		document.getElementById("failed-why").innerText.includes("Threads in error: 1")`)
 	var errCode string
-	page.eval(ctx, `document.querySelector("a.tid[href='/threads/`+failed.ThreadID+`']").closest("tr").querySelector("td.err code").innerText`, &errCode)
+	page.eval(`document.querySelector("a.tid[href='/threads/`+failed.ThreadID+`']").closest("tr").querySelector("td.err code").innerText`, &errCode)
 	require.Equal(t, e.wait(failed.ThreadID)[failed.ThreadID].Error.Code, errCode)
-	saveArtifact(t, "monitor-list-errors.png", page.screenshotFull(ctx))
+	saveArtifact(t, "monitor-list-errors.png", page.screenshotFull())
 
 	// From a thread to its task in asynqmon, and back by the bar.
-	page.navigate(ctx, e.srv.URL+threadURL(gated.ThreadID))
-	page.waitTrue(ctx, 30*time.Second, "the thread page", `document.querySelector("a.asynq") !== null`)
-	page.click(ctx, `a.asynq`)
-	page.waitTrue(ctx, 60*time.Second, "asynqmon's task page", `location.pathname.startsWith("/asynq/queues/") &&
+	page.navigate(e.srv.URL + threadURL(gated.ThreadID))
+	page.waitTrue(30*time.Second, "the thread page", `document.querySelector("a.asynq") !== null`)
+	page.click(`a.asynq`)
+	page.waitTrue(60*time.Second, "asynqmon's task page", `location.pathname.startsWith("/asynq/queues/") &&
 		document.body.innerText.includes("`+gated.ThreadID+`") && document.body.innerText.includes("completed") &&
 		document.querySelector("#spool-bar a.thread") !== null && !document.querySelector("#spool-bar a.thread").hidden`)
-	saveArtifact(t, "monitor-asynqmon-task.png", page.screenshot(ctx))
-	page.click(ctx, `#spool-bar a.thread`)
-	page.waitTrue(ctx, 30*time.Second, "back on the thread page", `location.pathname === "/threads/`+gated.ThreadID+`" &&
+	saveArtifact(t, "monitor-asynqmon-task.png", page.screenshot())
+	page.click(`#spool-bar a.thread`)
+	page.waitTrue(30*time.Second, "back on the thread page", `location.pathname === "/threads/`+gated.ThreadID+`" &&
 		document.querySelector(".head h1 .badge").textContent === "completed"`)
 
 	require.Empty(t, linkTab.problems(), "errors in the decision page")

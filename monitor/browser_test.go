@@ -27,31 +27,30 @@ import (
 func TestBrowserThreadView(t *testing.T) {
 	bin := findChromium(t)
 	t.Parallel()
-	ctx := t.Context()
 	e := setup(t, envOptions{latency: 300 * time.Millisecond})
 	root := e.startTree()
 	br := startBrowser(t, bin)
 	tr := e.waitTreeHeld(root.ThreadID)
 
 	// The thread view of the running tree.
-	page := br.newTab(ctx)
-	page.navigate(ctx, e.srv.URL+threadURL(root.ThreadID))
-	page.waitTrue(ctx, 30*time.Second, "the running tree", `document.querySelectorAll("ul.tree a.tid").length === 5 &&
+	page := br.newTab()
+	page.navigate(e.srv.URL + threadURL(root.ThreadID))
+	page.waitTrue(30*time.Second, "the running tree", `document.querySelectorAll("ul.tree a.tid").length === 5 &&
 		document.querySelectorAll("ul.tree .badge.st-running").length === 2 &&
 		document.querySelectorAll("ul.tree .badge.st-waiting").length === 3`)
 	var heading string
-	page.eval(ctx, `document.querySelector(".head h1").innerText`, &heading)
+	page.eval(`document.querySelector(".head h1").innerText`, &heading)
 	require.Contains(t, heading, "t/root")
 	require.Contains(t, heading, "waiting")
 	var links []string
-	page.eval(ctx, `Array.from(document.querySelectorAll("ul.tree a.tid")).map(a => a.textContent)`, &links)
+	page.eval(`Array.from(document.querySelectorAll("ul.tree a.tid")).map(a => a.textContent)`, &links)
 	want := []string{root.ThreadID, tr.branches[0].ThreadID, tr.branches[1].ThreadID, tr.leaves[0].ThreadID, tr.leaves[1].ThreadID}
 	require.ElementsMatch(t, want, links)
 	var styled bool // the embedded stylesheet applied under the page's CSP
-	page.eval(ctx, `getComputedStyle(document.querySelector("header.top")).display === "flex"`, &styled)
+	page.eval(`getComputedStyle(document.querySelector("header.top")).display === "flex"`, &styled)
 	require.True(t, styled, "monitor.css did not apply")
 
-	shot := page.screenshot(ctx)
+	shot := page.screenshot()
 	checkPNG(t, shot, 1280, 900)
 	saveArtifact(t, "monitor-thread-running.png", shot)
 	if os.Getenv("SPOOL_UPDATE_SCREENSHOT") == "1" {
@@ -62,45 +61,45 @@ func TestBrowserThreadView(t *testing.T) {
 
 	// A leaf's transcript, open while the leaf waits at its gate.
 	leaf := tr.leaves[0]
-	transcriptTab := br.newTab(ctx)
-	transcriptTab.navigate(ctx, e.srv.URL+threadURL(leaf.ThreadID)+"/transcript")
-	transcriptTab.waitTrue(ctx, 30*time.Second, "the leaf's first turn", `document.querySelectorAll("#events article.ev").length >= 3 &&
+	transcriptTab := br.newTab()
+	transcriptTab.navigate(e.srv.URL + threadURL(leaf.ThreadID) + "/transcript")
+	transcriptTab.waitTrue(30*time.Second, "the leaf's first turn", `document.querySelectorAll("#events article.ev").length >= 3 &&
 		document.getElementById("follow").innerText.includes("following")`)
 	var before int
-	transcriptTab.eval(ctx, `document.querySelectorAll("#events article.ev").length`, &before)
+	transcriptTab.eval(`document.querySelectorAll("#events article.ev").length`, &before)
 
 	// Release the gate: both pages follow the tree to its end by
 	// themselves.
 	e.release()
-	transcriptTab.waitTrue(ctx, time.Minute, "the leaf's transcript to its end", `document.getElementById("follow").innerText === "End of transcript." &&
+	transcriptTab.waitTrue(time.Minute, "the leaf's transcript to its end", `document.getElementById("follow").innerText === "End of transcript." &&
 		document.querySelector("#events article.ev-life.done") !== null &&
 		document.getElementById("events").innerText.includes("leaf 1 done: released") &&
 		document.querySelector("#status .badge").textContent === "completed"`)
 	var after int
-	transcriptTab.eval(ctx, `document.querySelectorAll("#events article.ev").length`, &after)
+	transcriptTab.eval(`document.querySelectorAll("#events article.ev").length`, &after)
 	require.Greater(t, after, before, "events were appended live")
-	saveArtifact(t, "monitor-transcript.png", transcriptTab.screenshot(ctx))
+	saveArtifact(t, "monitor-transcript.png", transcriptTab.screenshot())
 
-	page.waitTrue(ctx, time.Minute, "the root's page to show the tree completed", `document.getElementById("live").dataset.running === "false" &&
+	page.waitTrue(time.Minute, "the root's page to show the tree completed", `document.getElementById("live").dataset.running === "false" &&
 		document.querySelectorAll("ul.tree .badge.st-completed").length === 5 &&
 		document.querySelector(".head h1 .badge").textContent === "completed"`)
 	require.Equal(t, thread.StatusCompleted, e.wait(root.ThreadID)[root.ThreadID].Status)
-	saveArtifact(t, "monitor-thread-completed.png", page.screenshot(ctx))
+	saveArtifact(t, "monitor-thread-completed.png", page.screenshot())
 
 	// The root's timeline: its waterfall and the spend of the whole tree.
-	page.click(ctx, `.head .links a[href$="/timeline"]`)
-	page.waitTrue(ctx, 30*time.Second, "the timeline", `document.querySelectorAll("table.waterfall tbody tr").length === 10 &&
+	page.click(`.head .links a[href$="/timeline"]`)
+	page.waitTrue(30*time.Second, "the timeline", `document.querySelectorAll("table.waterfall tbody tr").length === 10 &&
 		document.querySelectorAll("svg.chart circle.dot").length === 15 &&
 		document.querySelector("svg.chart path.line").getBBox().width > 500`)
-	saveArtifact(t, "monitor-timeline.png", page.screenshotFull(ctx))
+	saveArtifact(t, "monitor-timeline.png", page.screenshotFull())
 
 	// The list page, and asynqmon's UI rendering from embedded assets.
-	page.navigate(ctx, e.srv.URL+"/")
-	page.waitTrue(ctx, 30*time.Second, "the thread list", `document.querySelectorAll("table.threads tbody tr").length === 5`)
-	saveArtifact(t, "monitor-list.png", page.screenshot(ctx))
-	page.navigate(ctx, e.srv.URL+"/asynq/")
-	page.waitTrue(ctx, 30*time.Second, "asynqmon's queue table", `document.body.innerText.includes("`+e.orch.Keys.Queue("default")+`")`)
-	saveArtifact(t, "monitor-asynqmon.png", page.screenshot(ctx))
+	page.navigate(e.srv.URL + "/")
+	page.waitTrue(30*time.Second, "the thread list", `document.querySelectorAll("table.threads tbody tr").length === 5`)
+	saveArtifact(t, "monitor-list.png", page.screenshot())
+	page.navigate(e.srv.URL + "/asynq/")
+	page.waitTrue(30*time.Second, "asynqmon's queue table", `document.body.innerText.includes("`+e.orch.Keys.Queue("default")+`")`)
+	saveArtifact(t, "monitor-asynqmon.png", page.screenshot())
 
 	require.Empty(t, page.problems(), "errors in the thread and list pages")
 	require.Empty(t, transcriptTab.problems(), "errors in the transcript page")
