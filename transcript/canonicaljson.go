@@ -41,8 +41,6 @@ const maxJSONDepth = 10000
 // signatureName is SignatureField as bytes, for comparing decoded names.
 var signatureName = []byte(SignatureField)
 
-var errNotObject = errors.New("not a JSON object")
-
 // canonMember is a member of an object being canonicalized: its decoded
 // name and where it was written in the output.
 type canonMember struct {

@@ -55,9 +55,9 @@ func checkAgrees(t *testing.T, data []byte) {
 		{"[]byte", data, data},
 	} {
 		want, werr := signJSONRef(in.old, s)
-		got, gerr := SignJSON(in.new, s)
+		got, gerr := signJSONLegacyFast(in.new, s)
 		if (werr == nil) != (gerr == nil) || !bytes.Equal(want, got) {
-			t.Fatalf("SignJSON(%s(%q)):\n got %q, %v\nwant %q, %v", in.name, data, got, gerr, want, werr)
+			t.Fatalf("signJSONLegacyFast(%s(%q)):\n got %q, %v\nwant %q, %v", in.name, data, got, gerr, want, werr)
 		}
 		if gerr == nil {
 			checkVerifyAgrees(t, ring, got)
@@ -181,9 +181,9 @@ func TestCanonicalAgreesRandom(t *testing.T) {
 		}
 		v := genValue(rng, 0)
 		want, werr := signJSONRef(v, s)
-		got, gerr := SignJSON(v, s)
+		got, gerr := signJSONLegacyFast(v, s)
 		if (werr == nil) != (gerr == nil) || !bytes.Equal(want, got) {
-			t.Fatalf("SignJSON(%#v):\n got %q, %v\nwant %q, %v", v, got, gerr, want, werr)
+			t.Fatalf("signJSONLegacyFast(%#v):\n got %q, %v\nwant %q, %v", v, got, gerr, want, werr)
 		}
 	}
 }
@@ -199,9 +199,9 @@ func TestSignJSONGoValuesAgree(t *testing.T) {
 	for _, v := range []any{rec, *rec, nilRec, sampleThreadJSON(), &dup, jsonText(nil), jsonText(" {\"b\" : 1 , \"a\":[ ]} "),
 		map[string]any{"a\xff": 1, "a\xfe": 2, "b": map[string]any{"<": ">"}}, map[string]any{}, nil, 5, []any{}, &struct{ X int }{1}} {
 		want, werr := signJSONRef(v, s)
-		got, gerr := SignJSON(v, s)
+		got, gerr := signJSONLegacyFast(v, s)
 		if (werr == nil) != (gerr == nil) || !bytes.Equal(want, got) {
-			t.Fatalf("SignJSON(%#v):\n got %q, %v\nwant %q, %v", v, got, gerr, want, werr)
+			t.Fatalf("signJSONLegacyFast(%#v):\n got %q, %v\nwant %q, %v", v, got, gerr, want, werr)
 		}
 	}
 }

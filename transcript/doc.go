@@ -5,7 +5,7 @@
 //
 //	threads/<id>/transcript/00000001.jsonl   segment 1: events ... checkpoint
 //	threads/<id>/transcript/00000002.jsonl   segment 2: events ... checkpoint
-//	threads/<id>/thread.json                 canonical JSON + _signature (SignJSON)
+//	threads/<id>/thread.json                 RFC 8785 JSON + _signature (SignJSON)
 //	threads/<id>/capabilities.md             <!-- rye:signed:... --> Markdown
 //	knowledge/agent/threads/<directive>/<id>.md   knowledge render (signed)
 //

@@ -2,6 +2,8 @@ package transcript
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +16,7 @@ import (
 // The "old" sub-benchmarks run the reference implementations kept in the
 // _ref_test.go files, side by side with the code in use:
 //
-//	go test -run '^$' -bench 'SignJSON|VerifyJSON|Knowledge|Capabilities|WriterCheckpoint' -benchmem -count 5 ./transcript/
+//	go test -run '^$' -bench 'JSON|Knowledge|Capabilities|Checkpoint' -benchmem -count 5 ./transcript/
 
 // benchRecord is thread.json of a finished one-turn thread, as the
 // orchestrator signs it (queue.Record has its own MarshalJSON).
@@ -41,13 +43,68 @@ func benchRecord() *queue.Record {
 	}
 }
 
+// benchLargeRecord is benchRecord with a 16 KiB result and 64 outputs:
+// the larger end of what thread.json holds.
+func benchLargeRecord() *queue.Record {
+	r := benchRecord()
+	r.Result = strings.Repeat("Lakeway Dental, +1 512-555-0199, rating 4.5 <b>&</b> ünïcode ✓\n", 16<<10/64)
+	r.Outputs = map[string]any{}
+	for i := range 64 {
+		r.Outputs[fmt.Sprintf("lead_%02d", i)] = map[string]any{"name": fmt.Sprintf("Dental %d", i), "rating": 4.5, "reviews": 100 + i}
+	}
+	return r
+}
+
+// jsonImpls are the ways thread.json has been signed and verified, side
+// by side: RFC 8785 (what SignJSON signs), and the canonicalization it
+// replaced (CanonLegacy), by the byte-level canonicalizer and by the
+// reference decode-and-encode.
+var jsonImpls = []struct {
+	name   string
+	sign   func(any, *Signer) ([]byte, error)
+	verify func([]byte, *Keyring, any) (JSONSignature, error)
+}{
+	{"canon=legacy-fast", signJSONLegacyFast, VerifyJSON},
+	{"canon=legacy-ref", signJSONRef, verifyJSONRef},
+	{"canon=jcs", SignJSON, VerifyJSON},
+}
+
+// BenchmarkSignVerifyJSON is one signed thread.json: signed, then
+// verified and decoded, as a writer and a reader of it do.
+func BenchmarkSignVerifyJSON(b *testing.B) {
+	s := fixedSigner()
+	ring := NewKeyring(s.PublicKey())
+	for _, size := range []struct {
+		name string
+		rec  *queue.Record
+	}{{"size=typical", benchRecord()}, {"size=large", benchLargeRecord()}} {
+		for _, impl := range jsonImpls {
+			b.Run(size.name+"/"+impl.name, func(b *testing.B) {
+				b.ReportAllocs()
+				data, err := impl.sign(size.rec, s)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(len(data)))
+				for b.Loop() {
+					data, err := impl.sign(size.rec, s)
+					if err != nil {
+						b.Fatal(err)
+					}
+					var rec queue.Record
+					if _, err := impl.verify(data, ring, &rec); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
 func BenchmarkSignJSON(b *testing.B) {
 	s := fixedSigner()
 	rec := benchRecord()
-	for _, impl := range []struct {
-		name string
-		sign func(any, *Signer) ([]byte, error)
-	}{{"impl=old", signJSONRef}, {"impl=new", SignJSON}} {
+	for _, impl := range jsonImpls {
 		b.Run(impl.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -62,14 +119,11 @@ func BenchmarkSignJSON(b *testing.B) {
 func BenchmarkVerifyJSON(b *testing.B) {
 	s := fixedSigner()
 	ring := NewKeyring(s.PublicKey())
-	data, err := SignJSON(benchRecord(), s)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, impl := range []struct {
-		name   string
-		verify func([]byte, *Keyring, any) (JSONSignature, error)
-	}{{"impl=old", verifyJSONRef}, {"impl=new", VerifyJSON}} {
+	for _, impl := range jsonImpls {
+		data, err := impl.sign(benchRecord(), s)
+		if err != nil {
+			b.Fatal(err)
+		}
 		b.Run(impl.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

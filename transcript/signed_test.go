@@ -46,7 +46,7 @@ func TestSignJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.HasPrefix(data, []byte(`{"_signature":{"algo":"ed25519","key_id":"`+s.signer.KeyID())) || bytes.Contains(data, []byte("\n")) ||
+	if !bytes.HasPrefix(data, []byte(`{"_signature":{"algo":"ed25519","canon":"`+CanonJCS+`","key_id":"`+s.signer.KeyID())) || bytes.Contains(data, []byte("\n")) ||
 		!bytes.Contains(data, []byte(`"outputs":{"html":"<b>&</b>","leads_file"`)) {
 		t.Fatalf("not canonical: %s", data)
 	}
@@ -85,26 +85,20 @@ func TestSignJSON(t *testing.T) {
 		t.Fatalf("unknown key: %v", err)
 	}
 	// Property: a random byte flip either fails or leaves the same object.
-	canon, _ := canonicalJSON(mustObject(t, data))
+	canon, _, err := canonicalObject(data)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := 0; i < 1000; i++ {
 		b := append([]byte(nil), data...)
 		b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
 		if _, err := VerifyJSON(b, s.keyring, nil); err == nil {
-			c2, _ := canonicalJSON(mustObject(t, b))
-			if !bytes.Equal(c2, canon) {
+			if c2, _, err := canonicalObject(b); err != nil || !bytes.Equal(c2, canon) {
 				t.Fatalf("flip %d verified a different object: %s", i, b)
 			}
 		}
 	}
-}
-
-func mustObject(t *testing.T, data []byte) map[string]any {
-	obj, err := decodeObject(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return obj
 }
 
 func TestSignedMarkdownAndCapabilities(t *testing.T) {

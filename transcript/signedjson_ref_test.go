@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"slices"
 )
 
 // signJSONRef is the reference SignJSON: it encodes v (which must encode as
@@ -47,7 +49,7 @@ func signJSONRef(v any, signer *Signer) ([]byte, error) {
 		return nil, fmt.Errorf("sign json: %w", err)
 	}
 	sig := map[string]any{"key_id": signer.KeyID(), "algo": algoEd25519,
-		"sig": b64.EncodeToString(signer.Sign(append([]byte(jsonDomain), canon...)))}
+		"sig": b64.EncodeToString(signer.Sign(append([]byte(jsonDomainLegacy), canon...)))}
 	first := true // _signature sorts before every other key
 	for k := range obj {
 		if k < SignatureField {
@@ -103,7 +105,7 @@ func verifyJSONRef(data []byte, keyring *Keyring, v any) (JSONSignature, error) 
 	if err != nil {
 		return sig, fmt.Errorf("verify json: %w", err)
 	}
-	if err := keyring.Verify(sig.KeyID, append([]byte(jsonDomain), canon...), sigBytes); err != nil {
+	if err := keyring.Verify(sig.KeyID, append([]byte(jsonDomainLegacy), canon...), sigBytes); err != nil {
 		return sig, fmt.Errorf("verify json: %w", err)
 	}
 	if v != nil {
@@ -203,3 +205,63 @@ func canonicalJSON(v any) ([]byte, error) {
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }
+
+// signJSONLegacyFast is SignJSON as it was before RFC 8785: CanonLegacy
+// from the byte-level canonicalizer (canonicaljson.go), for the
+// agreement tests and the "before" side of the benchmarks.
+func signJSONLegacyFast(v any, signer *Signer) ([]byte, error) {
+	var raw []byte
+	reject := false
+	switch m := v.(type) {
+	case json.RawMessage:
+		// Bytes from outside: a duplicate key would sign one reading of
+		// an ambiguous object. The canonicalizer checks the syntax.
+		raw, reject = m, true
+	case json.Marshaler:
+		// json.Marshal would call MarshalJSON, then check and compact
+		// its output: the canonicalizer does both, so it takes the
+		// output as it is.
+		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+			return nil, fmt.Errorf("sign json: %w", errNotObject) // json.Marshal writes null
+		}
+		var err error
+		if raw, err = m.MarshalJSON(); err != nil {
+			return nil, fmt.Errorf("sign json: %T.MarshalJSON: %w", v, err)
+		}
+	default:
+		var err error
+		if raw, err = marshal(v); err != nil {
+			return nil, fmt.Errorf("sign json: %w", err)
+		}
+	}
+	c := getCanonicalizer()
+	defer c.release()
+	// One buffer: the signed message (domain, canonical object), then the
+	// output, the same object with the _signature member inserted in place.
+	buf := make([]byte, 0, len(jsonDomainLegacy)+2*len(raw)+jsonSignatureMemberSize)
+	buf = append(buf, jsonDomainLegacy...)
+	buf, err := c.canonical(buf, raw, reject)
+	if err != nil {
+		return nil, fmt.Errorf("sign json: %w", err)
+	}
+	sig := signer.Sign(buf)
+	member := c.tmp[:0]
+	if c.sigAfter {
+		member = append(member, ',')
+	}
+	member = append(member, `"`+SignatureField+`":{"algo":`...)
+	member = appendJSONString(member, algoEd25519, false)
+	member = append(member, `,"key_id":`...)
+	member = appendJSONString(member, signer.KeyID(), false)
+	member = append(member, `,"sig":"`...)
+	member = b64.AppendEncode(member, sig) // base64url: nothing to escape
+	member = append(member, `"}`...)
+	if !c.sigAfter && c.written > 0 {
+		member = append(member, ',')
+	}
+	c.tmp = member
+	return slices.Insert(buf, c.sigAt, member...)[len(jsonDomainLegacy):], nil
+}
+
+// jsonSignatureMemberSize is about the size of the _signature member.
+const jsonSignatureMemberSize = 160
