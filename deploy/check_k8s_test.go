@@ -108,9 +108,10 @@ func gitignored(dir string) map[string]bool {
 
 var envRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 
-// checkWorkloads checks every Deployment of the base: security context,
-// resources, probes, images, and that every ConfigMap/Secret name and key it
-// references exists.
+// checkWorkloads checks spool's rules for every Deployment of the base,
+// beyond what its schema says (checkSchemas): security context, resources,
+// probes, images, the settings and keys each process needs and no more,
+// and that every ConfigMap/Secret name and key it references exists.
 func checkWorkloads(b *kbase) []string {
 	var probs []string
 	configMaps := map[string]obj{}
@@ -170,11 +171,7 @@ func checkWorkloads(b *kbase) []string {
 				}
 			}
 		}
-		containers := list(pod, "containers")
-		if len(containers) == 0 {
-			p("no containers")
-		}
-		for _, c := range containers {
+		for _, c := range list(pod, "containers") { // at least one: checkSchemas
 			cname := str(c, "name")
 			cp := func(format string, args ...any) { p("container %s: "+format, append([]any{cname}, args...)...) }
 			if err := checkImage(str(c, "image")); err != nil {

@@ -12,7 +12,7 @@ import (
 // TestKustomizeRender renders the base with kubectl's built-in kustomize
 // (or a standalone kustomize), the way `kubectl apply -k` would, with the
 // secret templates standing in for the real secrets, and runs every check on
-// the rendered objects. With neither on PATH it skips, or fails under
+// the rendered objects, the schemas included. With neither on PATH it skips, or fails under
 // SPOOL_TEST_REQUIRE_REAL=1 (.ci/run installs kustomize where kubectl is
 // missing).
 func TestKustomizeRender(t *testing.T) {
@@ -60,6 +60,7 @@ func TestKustomizeRender(t *testing.T) {
 	if len(rendered.Secrets["spool-secrets"]) == 0 {
 		t.Fatal("rendered output has no spool-secrets Secret (generator name changed or hashed?)")
 	}
+	requireNoProblems(t, checkSchemas(docs))
 	requireNoProblems(t, checkWorkloads(rendered))
 	requireNoProblems(t, checkGracePeriod(docs))
 	requireNoProblems(t, checkKEDA(rendered))
