@@ -112,6 +112,9 @@ func TestOpenAPISchemasDeclareEveryField(t *testing.T) {
 		"DenyRequest":    api.DenyRequest{CallID: "c", Reason: "r", By: "b"},
 		"SendRequest":    api.SendRequest{Message: "m", By: "b"},
 		"ForkRequest":    api.ForkRequest{AtTurn: 1, Message: "m", Model: "m"},
+		"DecisionLink": api.DecisionLink{Decision: "approve", Call: orchestrator.PendingCall{ThreadID: "a", Directive: "d", CallID: "c", Tool: "t",
+			Input: json.RawMessage(`{}`), RequestedAt: now}},
+		"DecisionLinkRequest": api.DecisionLinkRequest{Reason: "r"},
 	} {
 		props, ok := doc.Components.Schemas[schema]
 		require.True(t, ok, "schema %s", schema)

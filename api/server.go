@@ -134,10 +134,11 @@ var routes = []route{
 }
 
 // Routes lists the API's operations as "METHOD /path" in OpenAPI's
-// spelling (/v1/threads/{id}/tree), the two that need no credential
-// included.
+// spelling (/v1/threads/{id}/tree), those that need no credential
+// included (health, the document, and the approval webhook's one-time
+// links, whose signed token is their credential).
 func Routes() []string {
-	out := []string{"GET /healthz", "GET /v1/openapi.json"}
+	out := []string{"GET /healthz", "GET /v1/openapi.json", "GET /v1/approvals/decide", "POST /v1/approvals/decide"}
 	for _, rt := range routes {
 		out = append(out, rt.Method+" "+rt.Path)
 	}
@@ -181,6 +182,7 @@ func (s *server) handler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	root.HandleFunc("/v1/openapi.json", serveOpenAPI)
+	root.Handle("/v1/approvals/decide", cop.Handler(http.HandlerFunc(s.decisionLink)))
 	root.Handle("/", guarded)
 	return httpauth.HostGuard(s.cfg.Hosts, func(w http.ResponseWriter, r *http.Request, msg string) {
 		writeProblem(w, r, problem(http.StatusMisdirectedRequest, "host_not_allowed", "%s", msg))

@@ -577,6 +577,12 @@ func TestAPIAuth(t *testing.T) {
 			require.Equal(t, 200, status, "%s needs no credential", r)
 			continue
 		}
+		if path == "/v1/approvals/decide" {
+			// The link's signed token is its credential: without one,
+			// refused as a bad link, not for want of authentication.
+			raw.problem(403, "forbidden", method, path+"?token=x.y", "")
+			continue
+		}
 		p := raw.problem(401, "unauthorized", method, path, "")
 		require.Equal(t, "spool api: authentication required", p.Detail)
 		raw.problem(401, "unauthorized", method, path, "", func(r *http.Request) { r.Header.Set("Authorization", "Bearer wrong-token-xyz") })

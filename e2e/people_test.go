@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/api"
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
@@ -344,16 +345,36 @@ func TestApprovalWebhook(t *testing.T) {
 	require.Equal(t, "rye/file-system/fs_write", msg.Tool)
 	require.True(t, strings.HasPrefix(msg.ApproveURL, "http://spool.example/v1/approvals/decide?token="))
 
-	// The link's token decides the call (what `spool api` does with it).
-	tok := strings.TrimPrefix(msg.ApproveURL, "http://spool.example/v1/approvals/decide?token=")
+	// The link, sent to `spool api` (which needs a token for everything
+	// else): GET shows the call and decides nothing, POST decides it once.
+	link := strings.TrimPrefix(msg.ApproveURL, "http://spool.example")
+	deny := strings.TrimPrefix(msg.DenyURL, "http://spool.example")
 	waitForApproval(t, e, id)
-	d, err := e.Orch.DecideByToken(context.Background(), tok, "")
-	require.NoError(t, err)
+	srv := startAPI(t, e, "--addr", "0.0.0.0:0", "--token", "an-api-token-of-32-characters-xx")
+	_, port, _ := strings.Cut(srv.addr, "]:")
+	if port == "" {
+		_, port, _ = strings.Cut(srv.addr, ":")
+	}
+	raw := apiCall{t: t, hc: &http.Client{Transport: newOpenAPITransport(t)}, base: "http://127.0.0.1:" + port}
+	for range 2 {
+		status, _, b := raw.do(http.MethodGet, link, "")
+		require.Equal(t, http.StatusOK, status, string(b))
+		var shown api.DecisionLink
+		require.NoError(t, json.Unmarshal(b, &shown))
+		require.Equal(t, queue.DecisionApprove, shown.Decision)
+		require.Equal(t, msg.CallID, shown.Call.CallID)
+	}
+	raw.problem(http.StatusBadRequest, "bad_request", http.MethodPost, deny, "")
+	raw.problem(http.StatusForbidden, "forbidden", http.MethodPost, link[:len(link)-2]+"xx", "")
+	raw.problem(http.StatusForbidden, "forbidden", http.MethodPost, link, "", func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") })
+	status, _, b := raw.do(http.MethodPost, link, "")
+	require.Equal(t, http.StatusOK, status, string(b))
+	var d orchestrator.DecideResult
+	require.NoError(t, json.Unmarshal(b, &d))
 	require.True(t, d.Woken)
-	_, err = e.Orch.DecideByToken(context.Background(), tok, "")
-	require.ErrorIs(t, err, queue.ErrNotPending, "a link decides once")
-	_, err = e.Orch.DecideByToken(context.Background(), tok[:len(tok)-2]+"xx", "")
-	require.ErrorIs(t, err, orchestrator.ErrBadToken)
+	require.Equal(t, "link", d.By)
+	raw.problem(http.StatusConflict, "not_pending", http.MethodPost, link, "")
+	raw.problem(http.StatusConflict, "not_pending", http.MethodGet, link, "")
 	rec := e.Wait([]string{id}, time.Minute)[id]
 	require.Equal(t, thread.StatusCompleted, rec.Status)
 }
