@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +28,7 @@ func TestAppendEventAgrees(t *testing.T) {
 	types := []string{TypeCheckpoint, TypeCognitionIn, "", "<&>\"\n"}
 	payloads := [][]byte{nil, []byte("null"), []byte("{}"), []byte(`{"a":"<&>\u2028","b":[1,2.5e-7]}`)}
 	for range 2000 {
-		v := genValue(rng, 1)
+		v := genPayload(rng, 1)
 		if raw, err := marshal(v); err == nil {
 			payloads = append(payloads, raw)
 		}
@@ -192,5 +193,46 @@ func BenchmarkSignCheckpoint(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// genPayload makes a payload value: maps whose keys marshal may encode
+// alike (invalid UTF-8 becomes U+FFFD), strings with what marshal
+// escapes, numbers, booleans, nulls and lists.
+func genPayload(rng *rand.Rand, depth int) any {
+	k := rng.IntN(8)
+	if depth > 3 && k >= 5 {
+		k = rng.IntN(5)
+	}
+	str := func() string {
+		var sb strings.Builder
+		for j := rng.IntN(3); j >= 0; j-- {
+			sb.WriteString([]string{"a", "<&>", "\u2028", "\xff", "\xfe", "\ufffd", "é", "\n\t\x01", `"\`, "_signature", "Z"}[rng.IntN(11)])
+		}
+		return sb.String()
+	}
+	switch k {
+	case 0:
+		return str()
+	case 1:
+		return json.Number([]string{"0", "-0", "1.50", "1e3", "2.5e-7", "12345678901234567890"}[rng.IntN(6)])
+	case 2:
+		return rng.Float64() * 1e9
+	case 3:
+		return rng.IntN(2) == 0
+	case 4:
+		return nil
+	case 5:
+		a := make([]any, rng.IntN(4))
+		for j := range a {
+			a[j] = genPayload(rng, depth+1)
+		}
+		return a
+	default:
+		m := map[string]any{}
+		for j := rng.IntN(6); j > 0; j-- {
+			m[str()] = genPayload(rng, depth+1)
+		}
+		return m
 	}
 }

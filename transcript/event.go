@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spool-run/spool/thread"
 )
@@ -332,17 +333,70 @@ func appendEvent(dst []byte, ts time.Time, threadID string, seq int64, eventType
 		return nil, err
 	}
 	dst = append(dst, `","thread_id":`...)
-	dst = appendJSONString(dst, threadID, false)
+	dst = appendJSONString(dst, threadID)
 	dst = append(dst, `,"seq":`...)
 	dst = strconv.AppendInt(dst, seq, 10)
 	dst = append(dst, `,"event_type":`...)
-	dst = appendJSONString(dst, eventType, false)
+	dst = appendJSONString(dst, eventType)
 	dst = append(dst, `,"payload":`...)
 	if payload == nil {
 		payload = []byte("null")
 	}
 	dst = append(dst, payload...)
 	return append(dst, '}'), nil
+}
+
+// appendJSONString appends s as a JSON string the way marshal writes it
+// (an Encoder with SetEscapeHTML(false)): invalid UTF-8 becomes \ufffd;
+// U+2028 and U+2029 are escaped.
+func appendJSONString(dst []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= ' ' && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default: // other control characters
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }
 
 // marshal encodes v as compact JSON without HTML escaping, so that

@@ -3,11 +3,13 @@ package transcript
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -24,6 +26,25 @@ import (
 // the old canonicalization keeps as written (tricky.json), capabilities.md,
 // and a two-segment transcript of benchEvents (thread t/legacy-1). They
 // must keep verifying, and nothing about them may verify after a change.
+
+var (
+	fixedSignerOnce sync.Once
+	fixedKey        *Signer
+)
+
+// fixedSigner is the key of testdata/legacy and of every check that wants
+// the same bytes from the same input (Ed25519 signatures are
+// deterministic).
+func fixedSigner() *Signer {
+	fixedSignerOnce.Do(func() {
+		seed := make([]byte, ed25519.SeedSize)
+		for i := range seed {
+			seed[i] = byte(i)
+		}
+		fixedKey = NewSigner(ed25519.NewKeyFromSeed(seed))
+	})
+	return fixedKey
+}
 
 func legacyFixture(t *testing.T, name string) []byte {
 	t.Helper()

@@ -11,10 +11,10 @@ import (
 	"github.com/spool-run/spool/thread"
 )
 
-// The CPU a worker spends per finished thread in this package: thread.json
-// (SignJSON), the knowledge render, capabilities.md and the checkpoint.
-// The "old" sub-benchmarks run the reference implementations kept in the
-// _ref_test.go files, side by side with the code in use:
+// The CPU this package spends for a thread: thread.json (SignJSON and
+// VerifyJSON, under each canonicalization VerifyJSON reads), the knowledge
+// render, capabilities.md and the checkpoint (checkpoint_agree_test.go,
+// whose "old" side is the reference in checkpoint_ref_test.go):
 //
 //	go test -run '^$' -bench 'JSON|Knowledge|Capabilities|Checkpoint' -benchmem -count 5 ./transcript/
 
@@ -55,17 +55,15 @@ func benchLargeRecord() *queue.Record {
 	return r
 }
 
-// jsonImpls are the ways thread.json has been signed and verified, side
-// by side: RFC 8785 (what SignJSON signs), and the canonicalization it
-// replaced (CanonLegacy), by the byte-level canonicalizer and by the
-// reference decode-and-encode.
+// jsonImpls are the canonicalizations VerifyJSON reads, side by side:
+// RFC 8785 (what SignJSON signs) and the one before it (CanonLegacy,
+// signed here as spool signed it).
 var jsonImpls = []struct {
 	name   string
 	sign   func(any, *Signer) ([]byte, error)
 	verify func([]byte, *Keyring, any) (JSONSignature, error)
 }{
-	{"canon=legacy-fast", signJSONLegacyFast, VerifyJSON},
-	{"canon=legacy-ref", signJSONRef, verifyJSONRef},
+	{"canon=legacy", signJSONRef, VerifyJSON},
 	{"canon=jcs", SignJSON, VerifyJSON},
 }
 
@@ -185,16 +183,9 @@ func BenchmarkSignedKnowledge(b *testing.B) {
 	s := fixedSigner()
 	meta, events := benchKnowledgeMeta(), benchEvents(b)
 	now := time.Date(2026, 2, 17, 10, 0, 5, 0, time.UTC)
-	for _, impl := range []struct {
-		name string
-		sign func(KnowledgeMeta, []Event, *Signer, time.Time) []byte
-	}{{"impl=old", signedKnowledgeRef}, {"impl=new", SignedKnowledge}} {
-		b.Run(impl.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				impl.sign(meta, events, s, now)
-			}
-		})
+	b.ReportAllocs()
+	for b.Loop() {
+		SignedKnowledge(meta, events, s, now)
 	}
 }
 
@@ -222,20 +213,12 @@ func BenchmarkSignedCapabilities(b *testing.B) {
 	s := fixedSigner()
 	tools := benchToolDefs()
 	now := time.Date(2026, 2, 17, 10, 0, 5, 0, time.UTC)
-	for _, impl := range []struct {
-		name   string
-		render func(string, []thread.ToolDef, []string) ([]byte, error)
-		sign   func([]byte, *Signer, time.Time) []byte
-	}{{"impl=old", renderCapabilitiesRef, signMarkdownRef}, {"impl=new", RenderCapabilities, SignMarkdown}} {
-		b.Run(impl.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				body, err := impl.render("agency-kiwi/discover_leads-1739820456", tools, benchCapabilities)
-				if err != nil {
-					b.Fatal(err)
-				}
-				impl.sign(body, s, now)
-			}
-		})
+	b.ReportAllocs()
+	for b.Loop() {
+		body, err := RenderCapabilities("agency-kiwi/discover_leads-1739820456", tools, benchCapabilities)
+		if err != nil {
+			b.Fatal(err)
+		}
+		SignMarkdown(body, s, now)
 	}
 }

@@ -1,6 +1,7 @@
 package transcript
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -121,6 +122,9 @@ func canonicalObject(raw []byte) (body, sig []byte, err error) {
 	}
 	if len(canon) == 0 || canon[0] != '{' {
 		return nil, nil, errNotObject
+	}
+	if !bytes.Contains(canon, []byte(`"`+SignatureField+`"`)) {
+		return canon, nil, nil // no such member (what SignJSON is mostly given)
 	}
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(canon, &members); err != nil {

@@ -1,5 +1,0 @@
-//go:build !race
-
-package transcript
-
-const raceEnabled = false
