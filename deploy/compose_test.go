@@ -1,39 +1,50 @@
 package deploy
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/types"
 )
 
-func loadTestCompose(t *testing.T) obj {
+func loadTestCompose(t *testing.T) *types.Project {
 	t.Helper()
-	c, err := loadCompose("compose.yaml")
+	p, err := loadCompose("compose.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return p
 }
 
 func TestCompose(t *testing.T) {
 	t.Parallel()
-	c := loadTestCompose(t)
-	requireNoProblems(t, checkCompose(c))
-	services := mapping(c, "services")
+	p := loadTestCompose(t)
+	requireNoProblems(t, checkCompose(p))
 	for _, want := range []string{"redis", "s3", "worker", "scheduler", "monitor"} {
-		if services[want] == nil {
+		if _, ok := p.Services[want]; !ok {
 			t.Errorf("compose has no %s service", want)
 		}
 	}
-	if r, _ := intOf(services, "scheduler", "deploy", "replicas"); r > 1 {
-		t.Errorf("compose runs %d schedulers, want one", r)
+	if d := p.Services["scheduler"].Deploy; d != nil && d.Replicas != nil && *d.Replicas > 1 {
+		t.Errorf("compose runs %d schedulers, want one", *d.Replicas)
+	}
+	// With no environment, the defaults in ${VAR:-default} apply.
+	worker := p.Services["worker"]
+	if !slices.Contains(worker.Command, "--concurrency=8") || worker.Deploy == nil || worker.Deploy.Replicas == nil || *worker.Deploy.Replicas != 3 {
+		t.Errorf("worker command %q, deploy %+v: want the defaults --concurrency=8 and 3 replicas", worker.Command, worker.Deploy)
+	}
+	if got := worker.Environment["SPOOL_S3_BUCKET"]; got == nil || *got != "spool" {
+		t.Errorf("worker SPOOL_S3_BUCKET = %v, want the default spool", got)
 	}
 }
 
 func TestComposeAndKubernetesWorkersServeTheSameQueues(t *testing.T) {
 	t.Parallel()
-	c := loadTestCompose(t)
-	cq, err := queuesOf(composeArgs(mapping(c, "services", "worker")))
+	cq, err := queuesOf(loadTestCompose(t).Services["worker"].Command)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,104 +61,109 @@ func TestComposeAndKubernetesWorkersServeTheSameQueues(t *testing.T) {
 	}
 }
 
-func TestInterpolate(t *testing.T) {
-	t.Parallel()
-	tests := []struct{ in, want string }{
-		{"${A:-3}", "3"},
-		{"${A-x y}", "x y"},
-		{"${A}", ""},
-		{"$${B}", "${B}"},
-		{"--c=${N:-8} $$HOME", "--c=8 $HOME"},
-		{"plain", "plain"},
-	}
-	for _, tt := range tests {
-		if got := interpolate(tt.in); got != tt.want {
-			t.Errorf("interpolate(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
-
 func TestComposeChecksCatchBreakage(t *testing.T) {
 	t.Parallel()
-	svc := func(c obj, name string) obj { return mapping(c, "services", name) }
+	volume := func(source, target string) types.ServiceVolumeConfig {
+		return types.ServiceVolumeConfig{Type: types.VolumeTypeVolume, Source: source, Target: target}
+	}
 	tests := []struct {
-		name   string
-		mutate func(t *testing.T, c obj)
-		want   string
+		name, service string // service is "" when mutate edits the project
+		mutate        func(p *types.Project, s *types.ServiceConfig)
+		want          string
 	}{
-		{"undeclared volume", func(t *testing.T, c obj) {
-			set(t, svc(c, "redis"), []any{"redis-aof:/data"}, "volumes")
+		{"undeclared volume", "redis", func(_ *types.Project, s *types.ServiceConfig) {
+			s.Volumes = []types.ServiceVolumeConfig{volume("redis-aof", "/data")}
 		}, `volume "redis-aof" is not declared`},
-		{"grace shorter than shutdown", func(t *testing.T, c obj) {
-			set(t, svc(c, "worker"), "20s", "stop_grace_period")
+		{"grace shorter than shutdown", "worker", func(_ *types.Project, s *types.ServiceConfig) {
+			s.StopGracePeriod = new(types.Duration(20 * time.Second))
 		}, "stop_grace_period 20s is not longer than --shutdown-timeout 30s"},
-		{"default grace", func(t *testing.T, c obj) {
-			set(t, svc(c, "worker"), nil, "stop_grace_period")
-		}, "stop_grace_period 10s"},
-		{"missing setting", func(t *testing.T, c obj) {
-			delete(svc(c, "worker")["environment"].(obj), "SPOOL_S3_BUCKET")
+		{"default grace", "worker", func(_ *types.Project, s *types.ServiceConfig) { s.StopGracePeriod = nil },
+			"stop_grace_period 10s"},
+		{"missing setting", "worker", func(_ *types.Project, s *types.ServiceConfig) {
+			delete(s.Environment, "SPOOL_S3_BUCKET")
 		}, "setting SPOOL_S3_BUCKET is not provided"},
-		{"depends on unknown service", func(t *testing.T, c obj) {
-			set(t, svc(c, "monitor"), obj{"minio": obj{"condition": "service_healthy"}}, "depends_on")
+		{"depends on unknown service", "monitor", func(_ *types.Project, s *types.ServiceConfig) {
+			s.DependsOn = types.DependsOnConfig{"minio": {Condition: types.ServiceConditionHealthy}}
 		}, `depends_on "minio"`},
-		{"waits for health of a service without healthcheck", func(t *testing.T, c obj) {
-			set(t, svc(c, "redis"), nil, "healthcheck")
+		{"waits for health of a service without healthcheck", "redis", func(_ *types.Project, s *types.ServiceConfig) {
+			s.HealthCheck = nil
 		}, "waits for redis to be healthy, but it has no healthcheck"},
-		{"monitor on every interface", func(t *testing.T, c obj) {
-			set(t, svc(c, "monitor"), []any{"8080:8080"}, "ports")
+		{"monitor on every interface", "monitor", func(_ *types.Project, s *types.ServiceConfig) {
+			s.Ports = []types.ServicePortConfig{{Target: 8080, Published: "8080"}}
 		}, "published on every interface"},
-		{"no AOF", func(t *testing.T, c obj) {
-			set(t, svc(c, "redis"), []any{"redis-server"}, "command")
-		}, "AOF persistence"},
-		{"unpinned redis", func(t *testing.T, c obj) {
-			set(t, svc(c, "redis"), "redis:latest", "image")
-		}, `image "redis:latest"`},
-		{"worker without health check", func(t *testing.T, c obj) {
-			set(t, svc(c, "worker"), nil, "healthcheck")
-		}, "long-running service has no healthcheck"},
-		{"signing key off the volume", func(t *testing.T, c obj) {
-			svc(c, "scheduler")["environment"].(obj)["SPOOL_SIGNING_KEY"] = "/tmp/signing.key"
+		{"no AOF", "redis", func(_ *types.Project, s *types.ServiceConfig) { s.Command = []string{"redis-server"} },
+			"AOF persistence"},
+		{"unpinned redis", "redis", func(_ *types.Project, s *types.ServiceConfig) { s.Image = "redis:latest" },
+			`image "redis:latest"`},
+		{"worker without health check", "worker", func(_ *types.Project, s *types.ServiceConfig) { s.HealthCheck = nil },
+			"long-running service has no healthcheck"},
+		{"signing key off the volume", "scheduler", func(_ *types.Project, s *types.ServiceConfig) {
+			s.Environment["SPOOL_SIGNING_KEY"] = new("/tmp/signing.key")
 		}, "the signing key (/tmp/signing.key) is not on a named volume"},
-		{"no keys init", func(t *testing.T, c obj) {
-			delete(mapping(c, "services"), "keys-init")
-			delete(svc(c, "worker"), "depends_on")
-			delete(svc(c, "scheduler"), "depends_on")
+		{"no keys init", "", func(p *types.Project, _ *types.ServiceConfig) {
+			delete(p.Services, "keys-init")
 		}, "no one-shot `keys init` service writes the signing key to volume spool-keys"},
-		{"monitor mounts the private key", func(t *testing.T, c obj) {
-			set(t, svc(c, "monitor"), []any{"spool-keys:/var/lib/spool", "spool-public-keys:/var/lib/spool-public:ro"}, "volumes")
+		{"monitor mounts the private key", "monitor", func(_ *types.Project, s *types.ServiceConfig) {
+			s.Volumes = []types.ServiceVolumeConfig{volume("spool-keys", "/var/lib/spool"), volume("spool-public-keys", "/var/lib/spool-public")}
 		}, "compose service monitor: a reader mounts volume spool-keys, which holds the private signing key"},
-		{"monitor without trusted keys", func(t *testing.T, c obj) {
-			delete(svc(c, "monitor")["environment"].(obj), "SPOOL_TRUSTED_KEYS")
+		{"monitor without trusted keys", "monitor", func(_ *types.Project, s *types.ServiceConfig) {
+			delete(s.Environment, "SPOOL_TRUSTED_KEYS")
 		}, "compose service monitor: a reader has no SPOOL_TRUSTED_KEYS on a named volume"},
-		{"public key never exported", func(t *testing.T, c obj) {
-			set(t, svc(c, "keys-init"), []any{"keys", "init"}, "command")
+		{"public key never exported", "keys-init", func(_ *types.Project, s *types.ServiceConfig) {
+			s.Command = []string{"keys", "init"}
 		}, "no one-shot `keys init --public-dir` service writes the public key to volume spool-public-keys"},
-		{"data dir off the key volume", func(t *testing.T, c obj) {
-			svc(c, "worker")["environment"].(obj)["SPOOL_DATA_DIR"] = "/data"
+		{"data dir off the key volume", "worker", func(_ *types.Project, s *types.ServiceConfig) {
+			s.Environment["SPOOL_DATA_DIR"] = new("/data")
 		}, "compose service worker: the signing key (/data/keys/) is not on a named volume"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := loadTestCompose(t)
-			// The anchors share one environment map across services; give
-			// each service its own so a mutation stays local.
-			for _, name := range sortedKeys(mapping(c, "services")) {
-				if env, ok := svc(c, name)["environment"].(obj); ok {
-					cp := obj{}
-					for k, v := range env {
-						cp[k] = v
-					}
-					svc(c, name)["environment"] = cp
-				}
+			p := loadTestCompose(t)
+			if tt.service == "" {
+				tt.mutate(p, nil)
+			} else {
+				s := p.Services[tt.service]
+				tt.mutate(p, &s)
+				p.Services[tt.service] = s
 			}
-			tt.mutate(t, c)
-			for _, p := range checkCompose(c) {
-				if strings.Contains(p, tt.want) {
+			probs := checkCompose(p)
+			for _, pr := range probs {
+				if strings.Contains(pr, tt.want) {
 					return
 				}
 			}
-			t.Fatalf("no problem mentions %q; got %q", tt.want, checkCompose(c))
+			t.Fatalf("no problem mentions %q; got %q", tt.want, probs)
+		})
+	}
+}
+
+// TestComposeSchemaRejectsBrokenFiles: the compose specification's schema
+// and references, which compose-go checks on load.
+func TestComposeSchemaRejectsBrokenFiles(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, old, new, want string }{
+		{"misspelt field", "stop_grace_period: 45s", "stop_grace_periode: 45s", "stop_grace_periode"},
+		{"undeclared volume", "  spool-public-keys:\n", "", "spool-public-keys"},
+		{"bad duration", "stop_grace_period: 45s", "stop_grace_period: soon", "soon"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if !strings.Contains(string(data), tt.old) {
+				t.Fatalf("compose.yaml no longer contains %q; update the test", tt.old)
+			}
+			path := filepath.Join(t.TempDir(), "compose.yaml")
+			if err := os.WriteFile(path, []byte(strings.Replace(string(data), tt.old, tt.new, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := loadCompose(path); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("load: %v, want an error naming %q", err, tt.want)
+			}
 		})
 	}
 }
