@@ -36,7 +36,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -46,12 +45,12 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spool-run/spool/bench/internal/benchenv"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
-	"github.com/spool-run/spool/stack"
 	"github.com/spool-run/spool/transcript"
 	"github.com/spool-run/spool/worker"
 )
@@ -100,30 +99,12 @@ func (b *bench) setup(redisURL string) error {
 		return err
 	}
 	b.stop = append(b.stop, func() { _ = os.RemoveAll(b.tmp) })
-	if redisURL == "" {
-		bin, err := exec.LookPath("redis-server")
-		if err != nil {
-			return fmt.Errorf("no -redis and no redis-server on PATH")
-		}
-		port := 47379 + os.Getpid()%1000
-		cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", b.tmp)
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		b.stop = append(b.stop, func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		redisURL = fmt.Sprintf("redis://127.0.0.1:%d/0", port)
-	}
-	if b.rdb, err = stack.OpenRedis(redisURL); err != nil {
+	rdb, stop, err := benchenv.Redis(redisURL, b.tmp)
+	if err != nil {
 		return err
 	}
-	b.stop = append(b.stop, func() { _ = b.rdb.Close() })
-	deadline := time.Now().Add(5 * time.Second)
-	for b.rdb.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("redis at %s does not answer", redisURL)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	b.rdb = rdb
+	b.stop = append(b.stop, stop)
 	b.store = blobstore.NewMemory()
 	b.signer, err = transcript.GenerateKey()
 	return err
@@ -149,21 +130,12 @@ type fleet struct {
 func (b *bench) start(name, serverURL, rules string) (*fleet, error) {
 	ctx := context.Background()
 	project := filepath.Join(b.tmp, name)
-	files := map[string]string{
-		".ai/directives/rl/call.md": "# One call\n\n```xml\n<directive name=\"call\" version=\"1.0.0\">\n  <metadata>\n" +
-			"    <description>one model call</description>\n    <limits turns=\"2\" />\n  </metadata>\n</directive>\n```\n",
-	}
+	files := map[string]string{".ai/directives/rl/call.md": benchenv.Directive("call", `turns="2"`)}
 	if rules != "" {
 		files[".ai/config/agent/rate_limits.yaml"] = rules
 	}
-	for p, c := range files {
-		p = filepath.Join(project, p)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
-			return nil, err
-		}
+	if err := benchenv.WriteProject(project, files); err != nil {
+		return nil, err
 	}
 	f := &fleet{}
 	var err error

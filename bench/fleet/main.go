@@ -1,0 +1,172 @@
+// Command fleet measures what a fleet-sized load costs Redis and a
+// worker: -threads threads of -turns turns each (a file write, a file
+// read, then the answer) on a scripted model that takes -latency per call,
+// all run at once by one worker of -concurrency slots, as a fleet of
+// agents waiting on a real model would be. Printed: Redis CPU per turn
+// (INFO cpu), the worker process's CPU per turn and its peak RSS, Redis's
+// peak memory, the busiest Redis commands per turn (INFO commandstats),
+// and the time until every thread ended.
+//
+//	go run ./bench/fleet -threads 10000 -turns 3 -latency 1s -concurrency 10000
+//
+// With no -redis it starts a redis-server from PATH on a free port. The
+// blob store is in memory.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/spool-run/spool/bench/internal/benchenv"
+	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+	"github.com/spool-run/spool/worker"
+)
+
+func main() {
+	threads := flag.Int("threads", 10000, "threads")
+	turns := flag.Int("turns", 3, "turns per thread (at least 1; all but the last call a file tool)")
+	latency := flag.Duration("latency", time.Second, "the model's time per call")
+	conc := flag.Int("concurrency", 10000, "the worker's concurrency")
+	producers := flag.Int("producers", 16, "goroutines starting threads")
+	redisURL := flag.String("redis", os.Getenv("SPOOL_BENCH_REDIS_URL"), "Redis URL (default: start redis-server)")
+	flag.Parse()
+	if err := run(*threads, *turns, *conc, *producers, *latency, *redisURL); err != nil {
+		fmt.Fprintln(os.Stderr, "fleet:", err)
+		os.Exit(1)
+	}
+}
+
+// script is the model: turns-1 tool calls, alternately a write and a read
+// of the thread's own file, then the answer.
+func script(turns int, latency time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "price: {input_per_mtok: 1.00, output_per_mtok: 5.00}\nlatency: %s\ndirectives:\n  \"fleet/work\":\n", latency)
+	for i := 1; i < turns; i++ {
+		if i%2 == 1 {
+			fmt.Fprintf(&b, "    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: notes.txt, content: \"turn %d\"}}]\n", i)
+		} else {
+			b.WriteString("    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: notes.txt}}]\n")
+		}
+		b.WriteString("      usage: {input: 100, output: 10}\n")
+	}
+	b.WriteString("    - text: done\n      usage: {input: 100, output: 10}\n")
+	return b.String()
+}
+
+func run(n, turns, conc, producers int, latency time.Duration, redisURL string) error {
+	if turns < 1 || n < 1 {
+		return fmt.Errorf("-threads and -turns must be at least 1")
+	}
+	ctx := context.Background()
+	tmp, err := os.MkdirTemp("", "spool-bench-fleet-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	rdb, stop, err := benchenv.Redis(redisURL, tmp)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	store := blobstore.NewMemory()
+	project := filepath.Join(tmp, "project")
+	if err := benchenv.WriteProject(project, map[string]string{
+		".ai/directives/fleet/work.md": benchenv.Directive("work", fmt.Sprintf(`turns="%d"`, turns+2)),
+	}); err != nil {
+		return err
+	}
+	const model = "script:scripts/fleet.yaml"
+	bundle, err := directive.BuildBundle(ctx, store, project, "", map[string][]byte{"scripts/fleet.yaml": []byte(script(turns, latency))})
+	if err != nil {
+		return err
+	}
+	signer, err := transcript.GenerateKey()
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	o := orchestrator.New(orchestrator.Config{Namespace: fmt.Sprintf("fleet-%d", time.Now().UnixNano()), Logger: log}, rdb, store,
+		&queue.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb)}, signer, transcript.NewKeyring(signer.PublicKey()))
+	w := worker.New(worker.Config{Concurrency: conc, Queues: map[string]int{queue.DefaultQueue: 1}, Logger: log, RecoverInterval: -1}, o)
+	if err := w.Start(); err != nil {
+		return err
+	}
+	defer w.Stop()
+
+	fmt.Printf("fleet: %d threads x %d turns, model latency %s, one worker of concurrency %d, redis %s\n",
+		n, turns, latency, conc, benchenv.Info(ctx, rdb, "server")["redis_version"])
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		return err
+	}
+	c0 := benchenv.SampleCPU(ctx, rdb)
+	start := time.Now()
+	ids := make([]string, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, producers)
+	for range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				rec, err := o.Start(ctx, orchestrator.StartRequest{Directive: "fleet/work", Bundle: bundle, Model: model})
+				if err != nil {
+					errs <- err
+					return
+				}
+				ids[i] = rec.ThreadID
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	started := time.Since(start)
+	res, err := o.Wait(ctx, ids, 30*time.Minute)
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	cpu := benchenv.SampleCPU(ctx, rdb).Sub(c0)
+	stats := benchenv.CommandStats(ctx, rdb)
+	ended := map[thread.Status]int{}
+	for _, id := range ids {
+		ended[res[id].Status]++
+	}
+	total := n * turns
+	fmt.Printf("fleet: all started in %.1fs, all ended in %.1fs (ideal %.1fs: %d calls of %s); threads: %v\n",
+		started.Seconds(), elapsed.Seconds(), (time.Duration(turns) * latency).Seconds(), turns, latency, ended)
+	fmt.Printf("fleet: per turn (%d turns): Redis CPU %.1f µs, worker process CPU %.1f µs\n",
+		total, float64(cpu.Redis.Microseconds())/float64(total), float64(cpu.Self.Microseconds())/float64(total))
+	fmt.Printf("fleet: peak RSS of the worker process %d MiB; Redis used_memory_peak %s\n",
+		benchenv.PeakRSS()>>20, benchenv.Info(ctx, rdb, "memory")["used_memory_peak_human"])
+	var usec int64
+	for _, s := range stats {
+		usec += s.Usec
+	}
+	fmt.Printf("fleet: Redis command time %.1f µs per turn; the busiest commands (calls and µs per turn):\n", float64(usec)/float64(total))
+	for i, s := range stats {
+		if i == 10 {
+			break
+		}
+		fmt.Printf("  %-22s %6.2f calls  %6.1f µs\n", s.Name, float64(s.Calls)/float64(total), float64(s.Usec)/float64(total))
+	}
+	return nil
+}
