@@ -471,8 +471,11 @@ func notFound(id string, err error) error {
 	return err
 }
 
-func printTree(w io.Writer, n *orchestrator.TreeNode, indent string) {
-	fmt.Fprintf(w, "%s%s  %s  %d turns  $%.6f", indent, n.ThreadID, n.Status, n.Turns, n.Spend)
+// printTree prints n on a line starting with first, and what hangs under
+// it (children, then forks marked ⑂, then the continuation marked ↳) on
+// lines starting with rest and the tree's branches.
+func printTree(w io.Writer, n *orchestrator.TreeNode, first, rest string) {
+	fmt.Fprintf(w, "%s%s  %s  %d turns  $%.6f", first, n.ThreadID, n.Status, n.Turns, n.Spend)
 	if n.Subtree != nil {
 		fmt.Fprintf(w, "  subtree $%.6f of $%.6f", n.Subtree.Spent, n.Subtree.Max)
 	}
@@ -480,14 +483,26 @@ func printTree(w io.Writer, n *orchestrator.TreeNode, indent string) {
 		fmt.Fprintf(w, "  fork of %s at turn %d", n.ForkedFrom, n.ForkTurn)
 	}
 	fmt.Fprintln(w)
+	type edge struct {
+		n    *orchestrator.TreeNode
+		mark string
+	}
+	var under []edge
 	for _, k := range n.Children {
-		printTree(w, k, indent+"  ├─ ")
+		under = append(under, edge{k, ""})
 	}
 	for _, f := range n.Forks {
-		printTree(w, f, indent+"  ⑂ ")
+		under = append(under, edge{f, "⑂ "})
 	}
 	if n.Continuation != nil {
-		printTree(w, n.Continuation, indent+"  ↳ ")
+		under = append(under, edge{n.Continuation, "↳ "})
+	}
+	for i, e := range under {
+		branch, below := "├─ ", "│  "
+		if i == len(under)-1 {
+			branch, below = "└─ ", "   "
+		}
+		printTree(w, e.n, rest+branch+e.mark, rest+below)
 	}
 }
 
@@ -512,7 +527,7 @@ func threadTree(c *cli.Context) error {
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, n)
 	}
-	printTree(c.App.Writer, n, "")
+	printTree(c.App.Writer, n, "", "")
 	return nil
 }
 
