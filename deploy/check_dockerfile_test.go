@@ -1,75 +1,46 @@
 package deploy
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+
+	"github.com/moby/buildkit/frontend/dockerfile/instructions"
+	"github.com/moby/buildkit/frontend/dockerfile/parser"
+	"github.com/moby/buildkit/frontend/dockerfile/shell"
 )
 
-// instruction is one Dockerfile instruction, continuation lines joined.
-type instruction struct {
-	Cmd  string // upper case: FROM, RUN, ...
-	Args string
-}
-
-// stage is one FROM ... section.
-type stage struct {
-	Image, Name string
-	Ins         []instruction
-}
-
-// parseDockerfile splits a Dockerfile into stages, substituting global ARG
-// defaults into FROM lines.
-func parseDockerfile(src string) ([]stage, error) {
-	var ins []instruction
-	var cur strings.Builder
-	for _, line := range strings.Split(src, "\n") {
-		t := strings.TrimSpace(line)
-		if cur.Len() == 0 && (t == "" || strings.HasPrefix(t, "#")) {
-			continue
-		}
-		if strings.HasSuffix(t, "\\") {
-			cur.WriteString(strings.TrimSuffix(t, "\\") + " ")
-			continue
-		}
-		cur.WriteString(t)
-		cmd, args, _ := strings.Cut(cur.String(), " ")
-		ins = append(ins, instruction{Cmd: strings.ToUpper(cmd), Args: strings.TrimSpace(args)})
-		cur.Reset()
+// parseDockerfile parses a Dockerfile as BuildKit does into its stages,
+// the global ARG defaults substituted into each stage's FROM.
+func parseDockerfile(src string) ([]instructions.Stage, error) {
+	ast, err := parser.Parse(strings.NewReader(src))
+	if err != nil {
+		return nil, err
 	}
-	globals := map[string]string{}
-	var stages []stage
-	for _, in := range ins {
-		switch {
-		case in.Cmd == "FROM":
-			f := strings.Fields(in.Args)
-			var st stage
-			for _, w := range f {
-				if !strings.HasPrefix(w, "--") {
-					st.Image = w
-					break
-				}
-			}
-			if n := len(f); n >= 3 && strings.EqualFold(f[n-2], "AS") {
-				st.Name = f[n-1]
-			}
-			st.Image = os.Expand(st.Image, func(k string) string { return globals[k] })
-			stages = append(stages, st)
-		case len(stages) == 0 && in.Cmd == "ARG":
-			k, v, _ := strings.Cut(in.Args, "=")
-			globals[k] = v
-		case len(stages) == 0:
-			return nil, fmt.Errorf("%s before the first FROM", in.Cmd)
-		default:
-			stages[len(stages)-1].Ins = append(stages[len(stages)-1].Ins, in)
-		}
+	stages, metaArgs, err := instructions.Parse(ast.AST, nil)
+	if err != nil {
+		return nil, err
 	}
 	if len(stages) == 0 {
 		return nil, fmt.Errorf("no FROM")
+	}
+	var globals []string
+	for _, a := range metaArgs {
+		for _, kv := range a.Args {
+			if kv.Value != nil {
+				globals = append(globals, kv.Key+"="+*kv.Value)
+			}
+		}
+	}
+	lex := shell.NewLex(ast.EscapeToken)
+	for i := range stages {
+		if stages[i].BaseName, _, err = lex.ProcessWord(stages[i].BaseName, shell.EnvsFromSlice(globals)); err != nil {
+			return nil, fmt.Errorf("FROM %s: %w", stages[i].BaseName, err)
+		}
 	}
 	return stages, nil
 }
@@ -99,20 +70,24 @@ func checkDockerfile(src, repo string) []string {
 	builders := map[string]bool{}
 	builtSpool := false
 	for i, st := range stages[:len(stages)-1] {
-		if err := checkImage(st.Image); err != nil {
+		if err := checkImage(st.BaseName); err != nil {
 			p("stage %d: %v", i, err)
 		}
 		builders[st.Name] = true
-		builders[fmt.Sprint(i)] = true
+		builders[strconv.Itoa(i)] = true
 		cgoOff := false
-		for _, in := range st.Ins {
-			if in.Cmd == "ENV" && regexp.MustCompile(`\bCGO_ENABLED=0\b`).MatchString(in.Args) {
-				cgoOff = true
+		for _, c := range st.Commands {
+			if env, ok := c.(*instructions.EnvCommand); ok {
+				for _, kv := range env.Env {
+					cgoOff = cgoOff || kv.Key == "CGO_ENABLED" && kv.Value == "0"
+				}
 			}
-			if in.Cmd != "RUN" {
+			run, ok := c.(*instructions.RunCommand)
+			if !ok {
 				continue
 			}
-			for _, m := range goBuildPkg.FindAllStringSubmatch(in.Args, -1) {
+			script := strings.Join(run.CmdLine, " ")
+			for _, m := range goBuildPkg.FindAllStringSubmatch(script, -1) {
 				cmd := m[0]
 				if fi, err := os.Stat(filepath.Join(repo, m[1])); err != nil || !fi.IsDir() {
 					p("builds %s, which is not a directory of the repository", m[1])
@@ -127,7 +102,7 @@ func checkDockerfile(src, repo string) []string {
 				if !regexp.MustCompile(`-ldflags "[^"]*-s -w`).MatchString(cmd) {
 					p(`go build of ./cmd/spool lacks -ldflags "-s -w"`)
 				}
-				if !cgoOff && !strings.Contains(in.Args, "CGO_ENABLED=0") {
+				if !cgoOff && !strings.Contains(script, "CGO_ENABLED=0") {
 					p("go build of ./cmd/spool without CGO_ENABLED=0 (the final image has no libc)")
 				}
 			}
@@ -137,36 +112,30 @@ func checkDockerfile(src, repo string) []string {
 		p("no stage runs go build ./cmd/spool")
 	}
 	final := stages[len(stages)-1]
-	nonrootBase := final.Image == "gcr.io/distroless/static-debian12:nonroot"
-	if !nonrootBase && final.Image != "scratch" {
-		p("final stage FROM %s, want gcr.io/distroless/static-debian12:nonroot or scratch", final.Image)
+	nonrootBase := final.BaseName == "gcr.io/distroless/static-debian12:nonroot"
+	if !nonrootBase && final.BaseName != "scratch" {
+		p("final stage FROM %s, want gcr.io/distroless/static-debian12:nonroot or scratch", final.BaseName)
 	}
-	user, entrypoint, pathEnv := "", "", defaultPath
+	user, pathEnv := "", defaultPath
+	var entrypoint *instructions.EntrypointCommand
 	var spoolDests []string
-	for _, in := range final.Ins {
-		switch in.Cmd {
-		case "USER":
-			user = in.Args
-		case "ENTRYPOINT":
-			entrypoint = in.Args
-		case "ENV":
-			for _, kv := range strings.Fields(in.Args) {
-				if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-					pathEnv = strings.Trim(v, `"`)
+	for _, c := range final.Commands {
+		switch c := c.(type) {
+		case *instructions.UserCommand:
+			user = c.User
+		case *instructions.EntrypointCommand:
+			entrypoint = c
+		case *instructions.EnvCommand:
+			for _, kv := range c.Env {
+				if kv.Key == "PATH" {
+					pathEnv = kv.Value
 				}
 			}
-		case "COPY":
-			f := strings.Fields(in.Args)
-			from := ""
-			for _, w := range f {
-				if v, ok := strings.CutPrefix(w, "--from="); ok {
-					from = v
-				}
+		case *instructions.CopyCommand:
+			if c.From != "" && !builders[c.From] {
+				p("COPY --from=%s names no earlier stage", c.From)
 			}
-			if from != "" && !builders[from] {
-				p("COPY --from=%s names no earlier stage", from)
-			}
-			if dest := f[len(f)-1]; from != "" && path.Base(dest) == "spool" && path.IsAbs(dest) {
+			if dest := c.DestPath; c.From != "" && path.Base(dest) == "spool" && path.IsAbs(dest) {
 				spoolDests = append(spoolDests, path.Clean(dest))
 			}
 		}
@@ -192,9 +161,12 @@ func checkDockerfile(src, repo string) []string {
 		p("final stage does not COPY the built binary to a spool file in a PATH directory (%s); got %q", pathEnv, spoolDests)
 		return probs
 	}
-	var ep []string
-	if err := json.Unmarshal([]byte(entrypoint), &ep); err != nil || len(ep) != 1 || ep[0] != bin {
-		p(`final ENTRYPOINT is %q, want ["%s"]`, entrypoint, bin)
+	if entrypoint == nil || entrypoint.PrependShell || len(entrypoint.CmdLine) != 1 || entrypoint.CmdLine[0] != bin {
+		got := "none"
+		if entrypoint != nil {
+			got = entrypoint.String()
+		}
+		p(`final ENTRYPOINT is %s, want ["%s"] (exec form)`, got, bin)
 	}
 	return probs
 }

@@ -18,7 +18,8 @@
 // strict schemas of its kind, kept in testdata/k8s-schemas (written by
 // internal/schemagen from the Kubernetes and KEDA modules, so no test needs
 // the network). compose.yaml is loaded by compose-go, which checks it
-// against the compose specification. Beyond the schemas, spool's own
+// against the compose specification, and the Dockerfile is parsed by
+// BuildKit's own parser. Beyond the schemas, spool's own
 // rules: every YAML parses,
 // the kustomization names files that exist, every
 // image is the spool image or a pinned known one, every ConfigMap/Secret key

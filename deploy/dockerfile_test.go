@@ -37,6 +37,8 @@ func TestDockerfileChecksCatchBreakage(t *testing.T) {
 		{"PATH without the binary", "ENV SPOOL_DATA_DIR=/var/lib/spool", "ENV SPOOL_DATA_DIR=/var/lib/spool PATH=/usr/bin:/bin", "a spool file in a PATH directory (/usr/bin:/bin)"},
 		{"entrypoint elsewhere", `ENTRYPOINT ["/usr/local/bin/spool"]`, `ENTRYPOINT ["/spool"]`, `want ["/usr/local/bin/spool"]`},
 		{"single stage", "FROM gcr.io/distroless/static-debian12:nonroot", "# gone", "final stage FROM golang:1.26"},
+		{"unknown instruction", "FROM golang:${GO_VERSION} AS build", "FORM golang:${GO_VERSION} AS build", "unknown instruction: FORM"},
+		{"broken exec form", `ENTRYPOINT ["/usr/local/bin/spool"]`, `ENTRYPOINT ["/usr/local/bin/spool"`, `want ["/usr/local/bin/spool"] (exec form)`},
 		{"copy from unknown stage", "COPY --from=build /out/spool /usr/local/bin/spool", "COPY --from=builder /out/spool /usr/local/bin/spool", "COPY --from=builder names no earlier stage"},
 	}
 	for _, tt := range tests {
