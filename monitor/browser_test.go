@@ -2,7 +2,6 @@ package monitor_test
 
 import (
 	"bytes"
-	"fmt"
 	"image"
 	"image/png"
 	"os"
@@ -132,5 +131,5 @@ func saveArtifact(t *testing.T, name string, data []byte) {
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	p := filepath.Join(dir, name)
 	require.NoError(t, os.WriteFile(p, data, 0o644))
-	t.Log(fmt.Sprintf("artifact %s (%d bytes)", p, len(data)))
+	t.Logf("artifact %s (%d bytes)", p, len(data))
 }
