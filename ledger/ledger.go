@@ -2,13 +2,14 @@ package ledger
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/spool-run/spool/internal/luabatch"
+	"github.com/spool-run/spool/internal/reply"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/thread"
 )
@@ -16,7 +17,8 @@ import (
 // StatusActive is the status of an entry that has not released.
 const StatusActive = "active"
 
-// entryFields is the HMGET order every script returns.
+// entryFields is the HMGET order, and the order of an entry's fields in
+// ledger.lua's replies.
 var entryFields = []string{"parent_id", "max", "reserved", "actual", "own", "overrun", "status", "g"}
 
 // Entry is one ledger entry, in USD.
@@ -80,6 +82,31 @@ func New(rdb redis.UniversalClient, ks keyspace.Space) *Ledger {
 	return &Ledger{rdb: rdb, ks: ks}
 }
 
+// Lua is ledger.lua: the ledger's operations as the functions of the Lua
+// table ledger, each documented there with its keys, arguments, reply
+// and refusals. The ledger's scripts are Lua and a call of one function;
+// a script of another package that must run one in the same atomic step
+// as its own (package orchestrator's start.lua and finalize.lua) starts
+// with Lua too, and reads the function's refusals with RefusalError.
+//
+//go:embed ledger.lua
+var Lua string
+
+// The ledger's scripts: Lua, and a call of one of its functions with the
+// script's KEYS and ARGV.
+var (
+	registerScript = script("register")
+	roomScript     = script("room")
+	admitScript    = script("admit")
+	reserveScript  = script("reserve")
+	chargeScript   = script("charge")
+	releaseScript  = script("release")
+)
+
+func script(fn string) *redis.Script {
+	return redis.NewScript(Lua + "\nreturn ledger." + fn + "(KEYS, ARGV)\n")
+}
+
 // pathStep returns the KEYS and leading ARGV of a script over id and its
 // path (ancestors, parent first, up to the root), followed by args.
 func (l *Ledger) pathStep(id string, path []string, args ...any) ([]string, []any, error) {
@@ -100,36 +127,104 @@ func (l *Ledger) pathStep(id string, path []string, args ...any) ([]string, []an
 	return keys, append(argv, args...), nil
 }
 
+// run runs s, ledger.lua's function fn, over id and path (amount: what it
+// asks for, USD) and returns its reply, or its refusal as the ledger's
+// error (RefusalError), or its failure wrapped.
+func (l *Ledger) run(ctx context.Context, s *redis.Script, fn, id string, path []string, amount float64, args ...any) ([]any, error) {
+	keys, argv, err := l.pathStep(id, path, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", failure[fn]+id, err)
+	}
+	res, err := s.Run(ctx, l.rdb, keys, argv...).Slice()
+	if err != nil {
+		if rerr := RefusalError(fn, id, path, amount, err); rerr != nil {
+			return nil, rerr
+		}
+		return nil, fmt.Errorf("%s: %w", failure[fn]+id, err)
+	}
+	return res, nil
+}
+
+// failure and refusal begin the errors of each function's failures and
+// refusals, before the entry's id.
+var (
+	failure = map[string]string{"register": "register budget for ", "room": "read budget room of ", "admit": "admit ",
+		"reserve": "reserve budget for ", "charge": "charge ", "release": "release "}
+	refusal = map[string]string{"register": "register budget for ", "room": "read budget room of ", "admit": "budget of ",
+		"reserve": "budget of ", "charge": "charge ", "release": "release "}
+)
+
+// RefusalError is the error the Ledger method of ledger.lua's function fn
+// ("register", "room", "admit", "reserve", "charge", "release") returns
+// when the function refused with err, run on entry id with path, asking
+// for amount (USD: a new entry's max, a reservation): ErrNotFound,
+// ErrExists, ErrReleased, ErrPath, or an ErrInsufficientBudget that is a
+// spend_exceeded *thread.LimitError too. Nil when err is no refusal of
+// ledger.lua's.
+func RefusalError(fn, id string, path []string, amount float64, err error) error {
+	r, ok := reply.Refused(err)
+	if !ok {
+		return nil
+	}
+	what := refusal[fn] + id
+	admission := fn == "admit" || fn == "reserve"
+	switch r.Code {
+	case "NOENTRY":
+		switch {
+		case admission:
+			parent := ""
+			if len(path) > 0 {
+				parent = path[0]
+			}
+			return fmt.Errorf("%s: parent %s: %w", what, parent, ErrNotFound)
+		case r.Field(0) == id:
+			return fmt.Errorf("%s: %w", what, ErrNotFound)
+		}
+		return fmt.Errorf("%s: %w: ancestor %s has no ledger entry", what, ErrPath, r.Field(0))
+	case "ENTRYEXISTS":
+		if fn == "register" {
+			return fmt.Errorf("%s with max %g: %w", what, amount, ErrExists)
+		}
+		return fmt.Errorf("%s: %w (parent %q)", what, ErrExists, r.Field(0))
+	case "RELEASED":
+		if admission {
+			return fmt.Errorf("%s: %w (%s)", what, ErrReleased, r.Field(0))
+		}
+		return fmt.Errorf("%s: entry is %s: %w", what, r.Field(0), ErrReleased)
+	case "INSUFFICIENT":
+		lv := Level{ID: r.Text(4), MaxNano: r.Int(1), ActualNano: r.Int(2), ResvNano: r.Int(3)}
+		if fn == "reserve" {
+			left := FromNano(r.Int(0))
+			return insufficient(&thread.LimitError{Code: thread.CodeSpendExceeded, Current: amount, Max: left,
+				Message: fmt.Sprintf("cannot set %g USD aside for %s: %s has %g USD left", amount, id, lv.describe(), left)})
+		}
+		return insufficient(&thread.LimitError{Code: thread.CodeSpendExceeded, Current: FromNano(lv.ActualNano), Max: FromNano(lv.MaxNano),
+			Message: "no budget left for " + id + ": " + lv.describe() + " has no room"})
+	case "PATH":
+		return fmt.Errorf("%s: %w: %s", what, ErrPath, r.Text(0))
+	}
+	return nil
+}
+
 // Register creates the root entry of a tree with ceiling max (USD). It is
 // idempotent: registering the same root with the same max again is a
 // no-op; another max, or an id that is a child, is ErrExists.
 func (l *Ledger) Register(ctx context.Context, root string, max float64) error {
-	op, err := l.RegisterOp(root, max)
-	if err != nil {
-		return err
-	}
-	return op.Run(ctx, l.rdb, "register budget for "+root)
-}
-
-// RegisterOp is Register as a step of a batch (luabatch): the batch goes
-// on once the root is registered.
-func (l *Ledger) RegisterOp(root string, max float64) (luabatch.Op, error) {
 	n, err := ToNano(max)
 	if err != nil {
-		return luabatch.Op{}, fmt.Errorf("register budget for %s: %w", root, err)
+		return fmt.Errorf("register budget for %s: %w", root, err)
 	}
 	if root == "" {
-		return luabatch.Op{}, errors.New("register budget: empty thread id")
+		return errors.New("register budget: empty thread id")
 	}
-	return luabatch.Op{
-		Step: luabatch.Step{Script: registerScript, Keys: []string{l.ks.Ledger(root)}, Args: []any{n}, Proceed: []string{"OK"}},
-		Read: func(reply any) error {
-			if code(slice(reply)) == "EXISTS" {
-				return fmt.Errorf("register budget for %s with max %g: %w", root, max, ErrExists)
-			}
-			return nil
-		},
-	}, nil
+	err = registerScript.Run(ctx, l.rdb, []string{l.ks.Ledger(root)}, n).Err()
+	if rerr := RefusalError("register", root, nil, max, err); rerr != nil {
+		return rerr
+	}
+	if err != nil {
+		return fmt.Errorf("register budget for %s: %w", root, err)
+	}
+	return nil
 }
 
 // Room is what an entry's subtree may still spend: the smallest room
@@ -147,26 +242,15 @@ type Room struct {
 // Room reads id's room along path (its ancestors, parent first, up to the
 // root). ErrNotFound when id has no entry.
 func (l *Ledger) Room(ctx context.Context, id string, path []string) (Room, error) {
-	keys, args, err := l.pathStep(id, path)
+	res, err := l.run(ctx, roomScript, "room", id, path, 0)
 	if err != nil {
-		return Room{}, fmt.Errorf("read budget room of %s: %w", id, err)
+		return Room{}, err
 	}
-	res, err := roomScript.Run(ctx, l.rdb, keys, args...).Slice()
-	if err != nil {
-		return Room{}, fmt.Errorf("read budget room of %s: %w", id, err)
+	if len(res) < 6 {
+		return Room{}, reply.Unexpected("ledger room", res)
 	}
-	switch code(res) {
-	case "OK":
-		if len(res) < 7 {
-			return Room{}, unexpected(res)
-		}
-		lv := level(res, 3)
-		left := integer(res, 2)
-		return Room{Left: FromNano(left), LeftNano: left, Limiter: lv, Status: str(res, 1)}, nil
-	case "NOPARENT":
-		return Room{}, fmt.Errorf("read budget room of %s: %w", id, ErrNotFound)
-	}
-	return Room{}, fmt.Errorf("read budget room of %s: %w", id, pathError(res))
+	left := reply.Int(res[1])
+	return Room{Left: FromNano(left), LeftNano: left, Limiter: level(res, 2), Status: reply.String(res[0])}, nil
 }
 
 // Admission is the outcome of Admit: the entry as it is now, and Left,
@@ -177,101 +261,49 @@ type Admission struct {
 	Left float64
 }
 
-// AdmitOp admits id under path (its ancestors, parent first, up to the
+// Admit admits id under path (its ancestors, parent first, up to the
 // root) without setting money aside: a new entry gets ceiling max (USD)
 // and is admitted while its parent is active and every level of the
 // region above it has room (else spend_exceeded, nothing changes). An
 // existing entry of the same parent is left as it is (a handoff's
 // continuation shares its chain's entry) or, with reopen, reopened when
-// released (a resume), as an admitted entry, while it has room left. The
-// batch goes on once admitted; read, the reply sets *got.
-func (l *Ledger) AdmitOp(id string, path []string, max float64, reopen bool, got *Admission) (luabatch.Op, error) {
+// released (a resume), as an admitted entry, while it has room left.
+func (l *Ledger) Admit(ctx context.Context, id string, path []string, max float64, reopen bool) (Admission, error) {
 	n, err := ToNano(max)
 	if err != nil {
-		return luabatch.Op{}, fmt.Errorf("admit %s: %w", id, err)
+		return Admission{}, fmt.Errorf("admit %s: %w", id, err)
 	}
 	flag := "0"
 	if reopen {
 		flag = "1"
 	}
-	keys, args, err := l.pathStep(id, path, n, flag)
-	if err != nil {
-		return luabatch.Op{}, fmt.Errorf("admit %s: %w", id, err)
-	}
-	return luabatch.Op{
-		Step: luabatch.Step{Script: admitScript, Keys: keys, Args: args, Proceed: []string{"OK"}},
-		Read: func(reply any) error {
-			res := slice(reply)
-			switch code(res) {
-			case "OK":
-				e, err := parseEntry(id, res[1:1+len(entryFields)])
-				if err != nil {
-					return err
-				}
-				if got != nil {
-					*got = Admission{Entry: e, Left: FromNano(integer(res, 1+len(entryFields)))}
-				}
-				return nil
-			case "INSUFFICIENT":
-				lv := level(res, 2)
-				return insufficient(&thread.LimitError{Code: thread.CodeSpendExceeded, Current: FromNano(lv.ActualNano), Max: FromNano(lv.MaxNano),
-					Message: "no budget left for " + id + ": " + lv.describe() + " has no room"})
-			}
-			return admissionError(id, path, res)
-		},
-	}, nil
-}
-
-// Admit is AdmitOp run alone.
-func (l *Ledger) Admit(ctx context.Context, id string, path []string, max float64, reopen bool) (Admission, error) {
-	var a Admission
-	op, err := l.AdmitOp(id, path, max, reopen, &a)
+	res, err := l.run(ctx, admitScript, "admit", id, path, max, n, flag)
 	if err != nil {
 		return Admission{}, err
 	}
-	return a, op.Run(ctx, l.rdb, "admit "+id)
+	nf := len(entryFields)
+	if len(res) < nf+1 {
+		return Admission{}, reply.Unexpected("ledger admit", res)
+	}
+	e, err := parseEntry(id, res[:nf])
+	if err != nil {
+		return Admission{}, err
+	}
+	return Admission{Entry: e, Left: FromNano(reply.Int(res[nf]))}, nil
 }
 
-// ReserveOp creates id under path as a guaranteed entry: amount (USD) is
+// Reserve creates id under path as a guaranteed entry: amount (USD) is
 // set aside for it at once in every level of the region above it, or,
 // when it does not fit, nothing changes and the error matches both
 // ErrInsufficientBudget and a spend_exceeded *thread.LimitError.
 // Reserving again for an existing child of the same parent is a no-op.
-// The batch goes on once reserved.
-func (l *Ledger) ReserveOp(id string, path []string, amount float64) (luabatch.Op, error) {
+func (l *Ledger) Reserve(ctx context.Context, id string, path []string, amount float64) error {
 	n, err := ToNano(amount)
 	if err != nil {
-		return luabatch.Op{}, fmt.Errorf("reserve budget for %s: %w", id, err)
+		return fmt.Errorf("reserve budget for %s: %w", id, err)
 	}
-	keys, args, err := l.pathStep(id, path, n)
-	if err != nil {
-		return luabatch.Op{}, fmt.Errorf("reserve budget for %s: %w", id, err)
-	}
-	return luabatch.Op{
-		Step: luabatch.Step{Script: reserveScript, Keys: keys, Args: args, Proceed: []string{"OK"}},
-		Read: func(reply any) error {
-			res := slice(reply)
-			switch code(res) {
-			case "OK":
-				return nil
-			case "INSUFFICIENT":
-				lv := level(res, 2)
-				left := FromNano(integer(res, 1))
-				return insufficient(&thread.LimitError{Code: thread.CodeSpendExceeded, Current: amount, Max: left,
-					Message: fmt.Sprintf("cannot set %g USD aside for %s: %s has %g USD left", amount, id, lv.describe(), left)})
-			}
-			return admissionError(id, path, res)
-		},
-	}, nil
-}
-
-// Reserve is ReserveOp run alone.
-func (l *Ledger) Reserve(ctx context.Context, id string, path []string, amount float64) error {
-	op, err := l.ReserveOp(id, path, amount)
-	if err != nil {
-		return err
-	}
-	return op.Run(ctx, l.rdb, "reserve budget for "+id)
+	_, err = l.run(ctx, reserveScript, "reserve", id, path, amount, n)
+	return err
 }
 
 // insufficientError is a refused admission or reservation: it reads as
@@ -283,22 +315,6 @@ func insufficient(le *thread.LimitError) error { return insufficientError{le} }
 
 func (e insufficientError) Error() string   { return e.le.Error() }
 func (e insufficientError) Unwrap() []error { return []error{ErrInsufficientBudget, e.le} }
-
-func admissionError(id string, path []string, res []any) error {
-	switch code(res) {
-	case "EXISTS":
-		return fmt.Errorf("budget of %s: %w (parent %q)", id, ErrExists, str(res, 1))
-	case "NOPARENT":
-		p := ""
-		if len(path) > 0 {
-			p = path[0]
-		}
-		return fmt.Errorf("budget of %s: parent %s: %w", id, p, ErrNotFound)
-	case "RELEASED":
-		return fmt.Errorf("budget of %s: %w (%s)", id, ErrReleased, str(res, 1))
-	}
-	return fmt.Errorf("budget of %s: %w", id, pathError(res))
-}
 
 // Charged is the outcome of a charge: the entry after it, Left (the
 // smallest room over its region after the charge: 0 means the thread can
@@ -317,13 +333,14 @@ type Charged struct {
 // *thread.LimitError naming the level that had no room: the thread must
 // stop.
 func (l *Ledger) Charge(ctx context.Context, id string, path []string, key string, amount float64) (Charged, error) {
-	var c Charged
-	op, err := l.ChargeOp(id, path, key, amount, func(got Charged, _ error) { c = got })
+	n, err := ToNano(amount)
 	if err != nil {
-		return Charged{}, err
+		return Charged{}, fmt.Errorf("charge %s: %w", id, err)
 	}
-	err = op.Run(ctx, l.rdb, "charge "+id)
-	return c, err
+	if key == "" {
+		return Charged{}, fmt.Errorf("charge %s: empty idempotency key", id)
+	}
+	return l.charge(ctx, id, path, key, n, "add")
 }
 
 // ReportActual reports id's total own spend so far (USD), as the spec's
@@ -335,77 +352,43 @@ func (l *Ledger) ReportActual(ctx context.Context, id string, path []string, act
 	if err != nil {
 		return Charged{}, fmt.Errorf("report actual for %s: %w", id, err)
 	}
-	var c Charged
-	op, err := l.chargeOp(id, path, "", n, "abs", func(got Charged, _ error) { c = got })
+	return l.charge(ctx, id, path, "", n, "abs")
+}
+
+// charge runs ledger.charge for id: key, n (nano-USD), mode "add" or "abs".
+func (l *Ledger) charge(ctx context.Context, id string, path []string, key string, n int64, mode string) (Charged, error) {
+	res, err := l.run(ctx, chargeScript, "charge", id, path, FromNano(n), key, n, mode)
 	if err != nil {
 		return Charged{}, err
 	}
-	err = op.Run(ctx, l.rdb, "charge "+id)
-	return c, err
+	return ReadCharged(id, res)
 }
 
-// ChargeOp is Charge as a step of a batch (luabatch). The batch goes on
-// after a charge that was applied, clamped or not: read, the reply gives
-// Charge's outcome and error (a spend_exceeded *thread.LimitError when
-// clamped) to done, when not nil.
-func (l *Ledger) ChargeOp(id string, path []string, key string, amount float64, done func(Charged, error)) (luabatch.Op, error) {
-	n, err := ToNano(amount)
+// ReadCharged reads the reply of ledger.lua's charge on entry id (in the
+// reply of the script that called it): the charge's outcome, and for a
+// clamped charge a spend_exceeded *thread.LimitError naming the level
+// that had no room.
+func ReadCharged(id string, v any) (Charged, error) {
+	res := reply.Array(v)
+	nf := len(entryFields)
+	if len(res) < 1+nf+5 {
+		return Charged{}, reply.Unexpected("ledger charge", v)
+	}
+	e, err := parseEntry(id, res[1:1+nf])
 	if err != nil {
-		return luabatch.Op{}, fmt.Errorf("charge %s: %w", id, err)
+		return Charged{}, err
 	}
-	if key == "" {
-		return luabatch.Op{}, fmt.Errorf("charge %s: empty idempotency key", id)
+	c := Charged{Entry: e, Left: FromNano(reply.Int(res[1+nf])), Limiter: level(res, 2+nf)}
+	if reply.Int(res[0]) == 0 {
+		return c, nil
 	}
-	return l.chargeOp(id, path, key, n, "add", done)
-}
-
-// chargeOp is chargeScript's step for id: key, n (nano-USD), mode "add" or
-// "abs"; done as ChargeOp's.
-func (l *Ledger) chargeOp(id string, path []string, key string, n int64, mode string, done func(Charged, error)) (luabatch.Op, error) {
-	keys, args, err := l.pathStep(id, path, key, n, mode)
-	if err != nil {
-		return luabatch.Op{}, fmt.Errorf("charge %s: %w", id, err)
+	who := "its own budget"
+	if c.Limiter.ID != id {
+		who = "the budget of ancestor " + c.Limiter.ID
 	}
-	return luabatch.Op{
-		Step: luabatch.Step{Script: chargeScript, Keys: keys, Args: args, Proceed: []string{"ok", "over"}},
-		Read: func(reply any) error {
-			c, err := chargeReply(id, slice(reply))
-			if done != nil {
-				done(c, err)
-			}
-			return err
-		},
-	}, nil
-}
-
-func chargeReply(id string, res []any) (Charged, error) {
-	switch code(res) {
-	case "ok", "over":
-		nf := len(entryFields)
-		if len(res) < 1+nf+5 {
-			return Charged{}, unexpected(res)
-		}
-		e, err := parseEntry(id, res[1:1+nf])
-		if err != nil {
-			return Charged{}, err
-		}
-		c := Charged{Entry: e, Left: FromNano(integer(res, 1+nf)), Limiter: level(res, 2+nf)}
-		if code(res) == "ok" {
-			return c, nil
-		}
-		who := "its own budget"
-		if c.Limiter.ID != id {
-			who = "the budget of ancestor " + c.Limiter.ID
-		}
-		return c, fmt.Errorf("charge %s: %w", id, &thread.LimitError{Code: thread.CodeSpendExceeded,
-			Current: FromNano(c.Limiter.ActualNano), Max: FromNano(c.Limiter.MaxNano),
-			Message: fmt.Sprintf("thread %s went %g USD over %s: %s is spent", id, e.Overrun, who, c.Limiter.describe())})
-	case "NOTFOUND":
-		return Charged{}, fmt.Errorf("charge %s: %w", id, ErrNotFound)
-	case "RELEASED":
-		return Charged{}, fmt.Errorf("charge %s: entry is %s: %w", id, str(res, 1), ErrReleased)
-	}
-	return Charged{}, fmt.Errorf("charge %s: %w", id, pathError(res))
+	return c, fmt.Errorf("charge %s: %w", id, &thread.LimitError{Code: thread.CodeSpendExceeded,
+		Current: FromNano(c.Limiter.ActualNano), Max: FromNano(c.Limiter.MaxNano),
+		Message: fmt.Sprintf("thread %s went %g USD over %s: %s is spent", id, e.Overrun, who, c.Limiter.describe())})
 }
 
 // Release marks id's entry final with status (completed, error,
@@ -415,36 +398,11 @@ func chargeReply(id string, res []any) (Charged, error) {
 // changes. Descendants still running keep charging through it, under its
 // ceiling. Releasing twice is a no-op.
 func (l *Ledger) Release(ctx context.Context, id string, path []string, status string) error {
-	op, err := l.ReleaseOp(id, path, status)
-	if err != nil {
-		return err
-	}
-	return op.Run(ctx, l.rdb, "release "+id)
-}
-
-// ReleaseOp is Release as a step of a batch (luabatch): the batch goes on
-// once the entry is released (now or before).
-func (l *Ledger) ReleaseOp(id string, path []string, status string) (luabatch.Op, error) {
 	if status == "" || status == StatusActive {
-		return luabatch.Op{}, fmt.Errorf("release %s: final status %q is not a final status", id, status)
+		return fmt.Errorf("release %s: final status %q is not a final status", id, status)
 	}
-	keys, args, err := l.pathStep(id, path, status)
-	if err != nil {
-		return luabatch.Op{}, fmt.Errorf("release %s: %w", id, err)
-	}
-	return luabatch.Op{
-		Step: luabatch.Step{Script: releaseScript, Keys: keys, Args: args, Proceed: []string{"OK", "ALREADY"}},
-		Read: func(reply any) error {
-			res := slice(reply)
-			switch code(res) {
-			case "OK", "ALREADY":
-				return nil
-			case "NOTFOUND":
-				return fmt.Errorf("release %s: %w", id, ErrNotFound)
-			}
-			return fmt.Errorf("release %s: %w", id, pathError(res))
-		},
-	}, nil
+	_, err := l.run(ctx, releaseScript, "release", id, path, 0, status)
+	return err
 }
 
 // Get returns id's entry, or ErrNotFound.
@@ -516,62 +474,6 @@ func parseEntry(id string, vals []any) (Entry, error) {
 
 // level reads a reply's limiter tail (id, max, actual, reserved) at i.
 func level(res []any, i int) Level {
-	return Level{ID: str(res, i), MaxNano: integer(res, i+1), ActualNano: integer(res, i+2), ResvNano: integer(res, i+3)}
-}
-
-// pathError is the error of a reply {"PATH", message} or {"NOPARENT",
-// id} (or any other).
-func pathError(res []any) error {
-	switch code(res) {
-	case "PATH":
-		return fmt.Errorf("%w: %s", ErrPath, str(res, 1))
-	case "NOPARENT":
-		return fmt.Errorf("%w: ancestor %s has no ledger entry", ErrPath, str(res, 1))
-	}
-	return unexpected(res)
-}
-
-func code(res []any) string {
-	if len(res) == 0 {
-		return ""
-	}
-	s, _ := res[0].(string)
-	return s
-}
-
-func str(res []any, i int) string {
-	if i >= len(res) {
-		return ""
-	}
-	switch v := res[i].(type) {
-	case string:
-		return v
-	case int64:
-		return strconv.FormatInt(v, 10)
-	}
-	return ""
-}
-
-func integer(res []any, i int) int64 {
-	if i >= len(res) {
-		return 0
-	}
-	switch v := res[i].(type) {
-	case int64:
-		return v
-	case string:
-		n, _ := strconv.ParseInt(v, 10, 64)
-		return n
-	}
-	return 0
-}
-
-// slice is a batch step's reply as the []any a script's own Run gives.
-func slice(reply any) []any {
-	res, _ := reply.([]any)
-	return res
-}
-
-func unexpected(res []any) error {
-	return fmt.Errorf("ledger script: unexpected reply %v", res)
+	return Level{ID: reply.String(reply.At(res, i)), MaxNano: reply.Int(reply.At(res, i+1)),
+		ActualNano: reply.Int(reply.At(res, i+2)), ResvNano: reply.Int(reply.At(res, i+3))}
 }

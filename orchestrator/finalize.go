@@ -2,14 +2,17 @@ package orchestrator
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/config"
-	"github.com/spool-run/spool/internal/luabatch"
+	"github.com/spool-run/spool/internal/reply"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
@@ -60,11 +63,11 @@ const afterCommitTimeout = 2 * time.Minute
 // the continuation of a handed-off thread, charge the last turn when it is
 // not yet (Outcome.Charge), release its chain's ledger entry unless it
 // handed off (a guaranteed entry gives back what it did not spend; spend
-// is already in every ancestor), and release the caller's
-// lease — all in one Redis script (luabatch: one round trip, atomic, and a
-// stale version changes nothing) — then write the signed thread.json, wake
-// the threads waiting on its chain, and cancel its unfinished children as
-// the project's child policy says (cascades). Every step is idempotent, so
+// is already in every ancestor), and release the caller's lease — all in
+// one Redis script (finalize.lua: one round trip, atomic, and a stale
+// version changes nothing) — then write the signed thread.json, wake the
+// threads waiting on its chain, and cancel its unfinished children as the
+// project's child policy says (cascades). Every step is idempotent, so
 // a worker that recovers a half-finalized thread runs Finalize again.
 //
 // The commit comes after the thread's final segment, so the mark it
@@ -92,61 +95,9 @@ func (o *Orchestrator) Finalize(ctx context.Context, rec *queue.Record, version 
 	if out.Outputs != nil {
 		ch.Outputs = out.Outputs
 	}
-	var v, contVersion int64
-	commit, err := o.Registry.CommitOp(rec.ThreadID, version, ch, &v)
+	v, waiters, err := o.finish(ctx, rec, version, ch, out)
 	if err != nil {
 		return err
-	}
-	ops := []luabatch.Op{commit}
-	if out.ContinuationID != "" {
-		link, err := o.Registry.LinkOp(rec.ThreadID, out.ContinuationID, &v, &contVersion)
-		if err != nil {
-			return err
-		}
-		ops = append(ops, link)
-	}
-	chargeAt := -1
-	if c := out.Charge; c != nil {
-		op, err := o.Ledger.ChargeOp(rec.LedgerID(), rec.BudgetPath(), c.Key, c.Amount, c.Done)
-		if err != nil {
-			return err
-		}
-		chargeAt = len(ops)
-		ops = append(ops, op)
-	}
-	// The chain's ledger entry ends with the chain: a handed-off thread's
-	// continuation goes on in it.
-	releaseAt := -1
-	if out.ContinuationID == "" {
-		release, err := o.Ledger.ReleaseOp(rec.LedgerID(), rec.BudgetPath(), string(out.Status))
-		if err != nil {
-			return err
-		}
-		releaseAt = len(ops)
-		ops = append(ops, release)
-	}
-	var waiters []string
-	if out.ContinuationID == "" {
-		ops = append(ops, o.Activations.WaitersOp(rec.ChainRootID, &waiters))
-	}
-	if out.Lease != "" {
-		ops = append(ops, o.Activations.ReleaseOp(rec.ThreadID, out.Lease))
-	}
-	errs, err := luabatch.Exec(ctx, o.fast, ops...)
-	if err != nil {
-		return fmt.Errorf("finalize %s: %w", rec.ThreadID, err)
-	}
-	for i, err := range errs {
-		var le *thread.LimitError
-		switch {
-		case err == nil:
-		case i == chargeAt && errors.As(err, &le):
-			// Clamped: recorded, and reported to Charge.Done.
-		case i == releaseAt:
-			return fmt.Errorf("release budget of %s: %w", rec.ThreadID, err)
-		default:
-			return err
-		}
 	}
 
 	// The end is committed, and the lease was released with it: the
@@ -170,6 +121,92 @@ func (o *Orchestrator) Finalize(ctx context.Context, rec *queue.Record, version 
 	o.traceEnd(final)
 	log.Info("thread finished", "status", out.Status, "turns", out.Cost.Turns, "spend", out.Cost.Spend)
 	return nil
+}
+
+// finalizeScript is finalize.lua after the Lua functions it calls.
+var finalizeScript = redis.NewScript(queue.Lua + ledger.Lua + finalizeLua)
+
+//go:embed finalize.lua
+var finalizeLua string
+
+// finish runs finalizeScript: it commits ch at version, and the rest of
+// Finalize's one step as out asks. It returns the thread's new version
+// and the waiters of its chain (a handoff: none), or the error of the
+// first step that refused: the registry's, the charge's (given to
+// Charge.Done too), or the release's.
+func (o *Orchestrator) finish(ctx context.Context, rec *queue.Record, version int64, ch queue.Changes, out Outcome) (int64, []string, error) {
+	commitKeys, commitArgs, err := o.Registry.CommitArgs(rec.ThreadID, version, ch)
+	if err != nil {
+		return 0, nil, err
+	}
+	entry, path := rec.LedgerID(), rec.BudgetPath()
+	chargeKey, chargeNano := "", int64(0)
+	if c := out.Charge; c != nil {
+		if chargeNano, err = ledger.ToNano(c.Amount); err != nil {
+			return 0, nil, fmt.Errorf("charge %s: %w", entry, err)
+		}
+		if chargeKey = c.Key; chargeKey == "" {
+			return 0, nil, fmt.Errorf("charge %s: empty idempotency key", entry)
+		}
+	}
+	status := string(ch.Status)
+	if out.ContinuationID == "" && (status == "" || status == ledger.StatusActive) {
+		return 0, nil, fmt.Errorf("release %s: final status %q is not a final status", entry, status)
+	}
+	ids := append([]string{entry}, path...)
+	keys := append(commitKeys, o.Keys.Lease(rec.ThreadID), o.Keys.Waiters(rec.ChainRootID))
+	args := []any{rec.ThreadID, o.Now().UTC().Format(time.RFC3339Nano), status, out.ContinuationID, out.Lease,
+		chargeKey, len(ids), chargeNano}
+	for _, id := range ids {
+		keys = append(keys, o.Keys.Ledger(id))
+		args = append(args, id)
+	}
+	if out.ContinuationID != "" {
+		keys = append(keys, o.Keys.Thread(out.ContinuationID))
+	}
+	res, err := finalizeScript.Run(ctx, o.fast, keys, append(args, commitArgs...)...).Slice()
+	if err != nil {
+		return 0, nil, finishError(rec, version, out, err)
+	}
+	if len(res) != 4 {
+		return 0, nil, reply.Unexpected("finalize", res)
+	}
+	if c := out.Charge; c != nil {
+		charged, err := ledger.ReadCharged(entry, res[2])
+		if c.Done != nil {
+			c.Done(charged, err)
+		}
+		var le *thread.LimitError
+		if err != nil && !errors.As(err, &le) {
+			return 0, nil, err
+		} // clamped: recorded, and the thread has ended anyway
+
+	}
+	return reply.Int(res[0]), reply.Strings(res[3]), nil
+}
+
+// finishError is the error of finalizeScript's failure err: the refusal
+// of the registry's, the charge's (given to Charge.Done too) or the
+// release's, else err wrapped.
+func finishError(rec *queue.Record, version int64, out Outcome, err error) error {
+	if rerr := queue.RefusalError(rec.ThreadID, version, err); rerr != nil {
+		return rerr
+	}
+	entry, path := rec.LedgerID(), rec.BudgetPath()
+	if c := out.Charge; c != nil {
+		// The charge runs before the release, on the same path: a
+		// refusal of the ledger's is the charge's.
+		if rerr := ledger.RefusalError("charge", entry, path, c.Amount, err); rerr != nil {
+			if c.Done != nil {
+				c.Done(ledger.Charged{}, rerr)
+			}
+			return rerr
+		}
+	}
+	if rerr := ledger.RefusalError("release", entry, path, 0, err); rerr != nil {
+		return fmt.Errorf("release budget of %s: %w", rec.ThreadID, rerr)
+	}
+	return fmt.Errorf("finalize %s: %w", rec.ThreadID, err)
 }
 
 // finalRecord is rec as Finalize left it, without reading it back.
@@ -207,8 +244,8 @@ func (o *Orchestrator) currentMark(ctx context.Context, rec *queue.Record) *tran
 }
 
 // wakeWaiters re-enqueues the threads among waiters (the chain's, as
-// Activations.WaitersOp read them) for which the chain rooted at root was
-// the last one they waited on.
+// finalize.lua read them) for which the chain rooted at root was the last
+// one they waited on.
 func (o *Orchestrator) wakeWaiters(ctx context.Context, root string, waiters []string) error {
 	wakes, err := o.Activations.NotifyWaiters(ctx, root, waiters)
 	if err != nil {

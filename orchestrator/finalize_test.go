@@ -109,3 +109,42 @@ func (c ctxStore) Put(ctx context.Context, key string, data []byte) error {
 	}
 	return c.Store.Put(ctx, key, data)
 }
+
+// TestFinalizeHandoff: a handoff's end links the continuation in the same
+// script, charges the last turn and releases the lease, and leaves the
+// chain's ledger entry to the continuation.
+func TestFinalizeHandoff(t *testing.T) {
+	t.Parallel()
+	s := newVerifySetup(t)
+	const id, next = "t/handoff-1", "t/handoff-2"
+	rec, v, w := s.runThread(t, id, 1)
+	_, err := s.o.Registry.Register(s.ctx, queue.NewThread{ThreadID: next, Directive: "t/verify", Limits: thread.DefaultLimits(),
+		PreviousThreadID: id, ChainRootID: rec.ChainRootID, ContinuationOf: id})
+	require.NoError(t, err)
+	var charged []error
+	out := Outcome{Status: thread.StatusContinued, ContinuationID: next, Cost: thread.Cost{Turns: 1, Spend: 0.25},
+		Transcript: new(w.Mark()), Lease: "tok",
+		Charge: &Charge{Key: id + ":turn:1", Amount: 0.25, Done: func(_ ledger.Charged, err error) { charged = append(charged, err) }}}
+	require.NoError(t, s.o.Finalize(s.ctx, rec, v, out))
+	require.Equal(t, []error{nil}, charged)
+
+	old, err := s.o.Registry.Get(s.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, thread.StatusContinued, old.Status)
+	require.Equal(t, next, old.ContinuationThreadID)
+	require.Equal(t, v+2, old.Version, "the commit and the link")
+	cont, err := s.o.Registry.Get(s.ctx, next)
+	require.NoError(t, err)
+	require.Equal(t, id, cont.ContinuationOf)
+	require.Equal(t, rec.ChainRootID, cont.ChainRootID)
+	e, err := s.o.Ledger.Get(s.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, ledger.StatusActive, e.Status, "the chain's entry goes on with the continuation")
+	require.InDelta(t, 0.25, e.Own, 1e-9)
+	require.Zero(t, s.r.Client.Exists(s.ctx, s.o.Keys.Lease(id)).Val(), "the lease is released")
+
+	// Finalizing again at the version held is stale, and changes nothing.
+	err = s.o.Finalize(s.ctx, rec, v, out)
+	require.ErrorIs(t, err, queue.ErrConflict)
+	require.Len(t, charged, 1)
+}

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/spool-run/spool/config"
-	"github.com/spool-run/spool/internal/luabatch"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
@@ -217,7 +216,7 @@ func (o *Orchestrator) forkBudget(ctx context.Context, src *queue.Record, pt tra
 func (o *Orchestrator) planForkBudget(ctx context.Context, id string, parent *queue.Record, f *ForkStart, limits *thread.Resolved) (budgetPlan, error) {
 	limits.Spend = f.Left
 	if parent == nil {
-		return budgetPlan{op: func() (luabatch.Op, error) { return o.Ledger.RegisterOp(id, f.Left) }}, nil
+		return registerBudget(id, f.Left), nil
 	}
 	room, err := o.Ledger.Room(ctx, parent.LedgerID(), parent.BudgetPath())
 	if err != nil {
@@ -232,7 +231,7 @@ func (o *Orchestrator) planForkBudget(ctx context.Context, id string, parent *qu
 	}
 	limits.Spend = min(f.Left, room.Left)
 	path := append([]string{parent.LedgerID()}, parent.BudgetPath()...)
-	return budgetPlan{path: path, op: func() (luabatch.Op, error) { return o.Ledger.AdmitOp(id, path, limits.Spend, false, nil) }}, nil
+	return admitBudget(id, path, limits.Spend, false), nil
 }
 
 // maxWorkspaceThreads bounds the threads whose transcripts workspaceAt

@@ -73,7 +73,8 @@ type Orchestrator struct {
 
 	projects *projectCache
 	// fast is Redis for spool's own scripts: the auto-pipeliner the
-	// registry, activations and ledger run on (luabatch batches of theirs).
+	// registry, activations and ledger run on, and the compound scripts
+	// (start.lua, finalize.lua).
 	fast redis.UniversalClient
 }
 

@@ -2,12 +2,14 @@ package orchestrator
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/directive"
-	"github.com/spool-run/spool/internal/luabatch"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
@@ -221,7 +223,7 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 		}
 	}
 
-	// Budget (step 8) and registration, in one script (luabatch): the
+	// Budget (step 8) and registration, in one script (start.lua): the
 	// budget first, and the record only once the budget is there.
 	plan, err := o.planBudget(ctx, id, parent, prev, req, &limits)
 	if err != nil {
@@ -229,7 +231,7 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 		return nil, fmt.Errorf("budget of %s: %w", id, err)
 	}
 	nt.Limits, nt.LedgerPath = limits, plan.path
-	rec, budgetErr, err := o.register(ctx, plan.op, nt)
+	rec, budgetErr, err := o.register(ctx, plan, nt)
 	if budgetErr != nil {
 		undoSpawn()
 		return nil, budgetErr
@@ -251,11 +253,34 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 	return rec, nil
 }
 
-// budgetPlan is the ledger step of a start: op makes (or reopens) the
-// thread's ledger entry, path is the entries above it.
+// budgetPlan is the ledger step of a start: start.lua's budget function
+// fn ("register", "admit" or "reserve") on entry, under path (the entries
+// above it, parent first), for amount (USD: the entry's ceiling, or what
+// it sets aside); reopen reopens a released entry (a resume).
 type budgetPlan struct {
-	op   func() (luabatch.Op, error)
-	path []string
+	fn     string
+	entry  string
+	path   []string
+	amount float64
+	reopen bool
+}
+
+// registerBudget is the ledger step of a root: an entry with ceiling max.
+func registerBudget(id string, max float64) budgetPlan {
+	return budgetPlan{fn: "register", entry: id, amount: max}
+}
+
+// admitBudget is the ledger step of a child (a new entry with ceiling max
+// under path) or of a continuation (its chain's entry, reopened when
+// reopen).
+func admitBudget(entry string, path []string, max float64, reopen bool) budgetPlan {
+	return budgetPlan{fn: "admit", entry: entry, path: path, amount: max, reopen: reopen}
+}
+
+// reserveBudget is the ledger step of a guaranteed child: amount set
+// aside for it above it.
+func reserveBudget(id string, path []string, amount float64) budgetPlan {
+	return budgetPlan{fn: "reserve", entry: id, path: path, amount: amount}
 }
 
 // planBudget decides a new thread's ledger step and its spend limit
@@ -287,15 +312,13 @@ func (o *Orchestrator) planBudget(ctx context.Context, id string, parent, prev *
 			return budgetPlan{}, ledger.Exhausted(entry, room.Limiter)
 		}
 		limits.Spend = room.Left
-		return budgetPlan{path: path, op: func() (luabatch.Op, error) {
-			return o.Ledger.AdmitOp(entry, path, room.Left, resume, nil)
-		}}, nil
+		return admitBudget(entry, path, room.Left, resume), nil
 	case parent == nil:
-		return budgetPlan{op: func() (luabatch.Op, error) { return o.Ledger.RegisterOp(id, limits.Spend) }}, nil
+		return registerBudget(id, limits.Spend), nil
 	}
 	path := append([]string{parent.LedgerID()}, parent.BudgetPath()...)
 	if req.Reserve {
-		return budgetPlan{path: path, op: func() (luabatch.Op, error) { return o.Ledger.ReserveOp(id, path, limits.Spend) }}, nil
+		return reserveBudget(id, path, limits.Spend), nil
 	}
 	room, err := o.Ledger.Room(ctx, parent.LedgerID(), parent.BudgetPath())
 	if err != nil {
@@ -305,27 +328,44 @@ func (o *Orchestrator) planBudget(ctx context.Context, id string, parent, prev *
 		return budgetPlan{}, ledger.Exhausted(parent.LedgerID(), room.Limiter)
 	}
 	limits.Spend = min(limits.Spend, room.Left)
-	return budgetPlan{path: path, op: func() (luabatch.Op, error) { return o.Ledger.AdmitOp(id, path, limits.Spend, false, nil) }}, nil
+	return admitBudget(id, path, limits.Spend, false), nil
 }
 
-// register makes the ledger entry budget builds and then registers nt, in
-// one script. budgetErr is the ledger's refusal (nothing was registered);
-// err a failure to register (or to run the script) after it.
-func (o *Orchestrator) register(ctx context.Context, budget func() (luabatch.Op, error), nt queue.NewThread) (rec *queue.Record, budgetErr, err error) {
-	b, err := budget()
+// startScript is start.lua after the Lua functions it calls.
+var startScript = redis.NewScript(ledger.Lua + queue.Lua + startLua)
+
+//go:embed start.lua
+var startLua string
+
+// register makes the ledger entry of plan and then registers nt, in one
+// script (start.lua). budgetErr is the ledger's refusal (nothing was
+// registered); err a failure to register (or to run the script) after it.
+func (o *Orchestrator) register(ctx context.Context, plan budgetPlan, nt queue.NewThread) (rec *queue.Record, budgetErr, err error) {
+	n, err := ledger.ToNano(plan.amount)
 	if err != nil {
-		return nil, err, nil
+		return nil, fmt.Errorf("budget of %s: %w", plan.entry, err), nil
 	}
-	r, err := o.Registry.RegisterOp(nt, &rec)
+	g, err := o.Registry.Registration(nt)
 	if err != nil {
 		return nil, nil, err
 	}
-	errs, err := luabatch.Exec(ctx, o.fast, b, r)
-	if err != nil {
-		return nil, nil, fmt.Errorf("register thread %q: %w", nt.ThreadID, err)
+	ids := append([]string{plan.entry}, plan.path...)
+	keys := make([]string, 0, len(ids)+len(g.Keys))
+	args := make([]any, 0, len(ids)+4+len(g.Args))
+	args = append(args, plan.fn, len(ids))
+	for _, id := range ids {
+		keys = append(keys, o.Keys.Ledger(id))
+		args = append(args, id)
 	}
-	if errs[0] != nil {
-		return nil, errs[0], nil
+	reopen := "0"
+	if plan.reopen {
+		reopen = "1"
 	}
-	return rec, nil, errs[1]
+	args = append(append(args, n, reopen), g.Args...)
+	res, err := startScript.Run(ctx, o.fast, append(keys, g.Keys...), args...).Result()
+	if rerr := ledger.RefusalError(plan.fn, plan.entry, plan.path, plan.amount, err); rerr != nil {
+		return nil, rerr, nil
+	}
+	rec, err = g.Record(res, err)
+	return rec, nil, err
 }

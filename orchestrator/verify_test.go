@@ -50,8 +50,9 @@ func (s *verifySetup) runThread(t *testing.T, id string, turns int) (*queue.Reco
 		Capabilities: []string{"rye.execute.tool.rye.file-system.*", "rye.execute.tool.rye.agent.threads.thread_directive"}})
 	require.NoError(t, err)
 	require.NoError(t, s.o.Ledger.Register(s.ctx, id, 1))
-	rec, err := s.o.Registry.Claim(s.ctx, id)
+	c, err := s.o.Activations.Claim(s.ctx, id, "start", 0, "tok", id, time.Minute)
 	require.NoError(t, err)
+	rec := c.Record
 	require.NoError(t, s.o.WriteThreadJSON(s.ctx, rec))
 	body, err := transcript.RenderCapabilities(id, []thread.ToolDef{{Name: "rye/file-system/fs_read"}}, rec.Capabilities)
 	require.NoError(t, err)

@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/spool-run/spool/internal/luabatch"
+	"github.com/spool-run/spool/internal/reply"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/thread"
 )
@@ -50,8 +49,8 @@ func NewActivations(rdb redis.UniversalClient, ks keyspace.Space, now func() tim
 // KEYS[1] thread hash, KEYS[2] lease key, KEYS[3] active set, KEYS[4] events channel
 // ARGV[1] reason (start|requeue|wake|timeout|recover|retry), ARGV[2] seq, ARGV[3] token,
 // ARGV[4] lease ttl ms, ARGV[5] now (RFC3339Nano), ARGV[6] task id
-// Returns {new version, activation number, HGETALL of the thread} or an error reply:
-// "NOTFOUND", "NOTCLAIMABLE <status> <why>".
+// Returns {new version, activation number, HGETALL of the thread};
+// refuses NOTFOUND, NOTCLAIMABLE <status> <reason>.
 var claimScript = redis.NewScript(`
 local st = redis.call('HGET', KEYS[1], 'status')
 if not st then return redis.error_reply('NOTFOUND') end
@@ -101,35 +100,16 @@ func (a *Activations) Claim(ctx context.Context, id, reason string, seq int64, t
 	keys := []string{a.ks.Thread(id), a.ks.Lease(id), a.ks.Active(), a.ks.Events()}
 	res, err := claimScript.Run(ctx, a.rdb, keys, reason, seq, token, ttl.Milliseconds(), a.now().UTC().Format(time.RFC3339Nano), taskID).Slice()
 	if err != nil {
-		return Claim{}, scriptErr(id, err)
+		return Claim{}, scriptError(fmt.Sprintf("claim thread %q", id), id, 0, err)
 	}
 	if len(res) != 3 {
-		return Claim{}, fmt.Errorf("claim %s: unexpected reply %v", id, res)
+		return Claim{}, reply.Unexpected("claim", res)
 	}
 	rec, err := parseFlat(res[2])
 	if err != nil {
 		return Claim{}, err
 	}
-	v, _ := res[0].(int64)
-	n, _ := res[1].(int64)
-	return Claim{Version: v, Activation: n, Token: token, Record: rec}, nil
-}
-
-// replyText is a script's error reply without the "ERR " that Redis puts
-// before some of them.
-func replyText(err error) string { return strings.TrimPrefix(err.Error(), "ERR ") }
-
-func scriptErr(id string, err error) error {
-	msg := replyText(err)
-	switch {
-	case msg == "NOTFOUND":
-		return fmt.Errorf("thread %q: %w", id, ErrNotFound)
-	case len(msg) > 12 && msg[:12] == "NOTCLAIMABLE":
-		return fmt.Errorf("thread %q (%s): %w", id, msg[13:], ErrNotClaimable)
-	case len(msg) > 8 && msg[:8] == "CONFLICT":
-		return fmt.Errorf("thread %q: %s: %w", id, msg, ErrConflict)
-	}
-	return fmt.Errorf("thread %q: %w", id, err)
+	return Claim{Version: reply.Int(res[0]), Activation: reply.Int(res[1]), Token: token, Record: rec}, nil
 }
 
 // heartbeatScript renews a lease held by token.
@@ -155,8 +135,10 @@ func (a *Activations) Heartbeat(ctx context.Context, id, token string, ttl time.
 	return nil
 }
 
-// releaseScript drops a lease held by token. KEYS[1] lease; ARGV[1] token.
-var releaseScript = luabatch.NewScript("lease_release", `
+// releaseScript drops a lease held by token (as finalize.lua does with the
+// end of a thread). KEYS[1] lease; ARGV[1] token. Returns 1, or 0 when
+// another token holds it.
+var releaseScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 `)
@@ -164,11 +146,6 @@ return 0
 // Release drops the lease so that a retry of the task can claim at once.
 func (a *Activations) Release(ctx context.Context, id, token string) error {
 	return releaseScript.Run(ctx, a.rdb, []string{a.ks.Lease(id)}, token).Err()
-}
-
-// ReleaseOp is Release as a step of a batch (luabatch).
-func (a *Activations) ReleaseOp(id, token string) luabatch.Op {
-	return luabatch.Op{Step: luabatch.Step{Script: releaseScript, Keys: []string{a.ks.Lease(id)}, Args: []any{token}}}
 }
 
 // LeaseHeld reports whether thread id's activation lease is alive.

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/internal/reply"
 )
 
 // Waiting reasons (the thread hash's waiting_for, Record.WaitingFor).
@@ -55,7 +56,7 @@ type Decision struct {
 // pending calls (JSON), ARGV[5..] their call ids
 // The thread becomes waiting (waiting_for approval, suspend_seq = the new
 // version) with approvals_open = the calls not yet decided. Returns
-// {version, open}; error reply CONFLICT <actual>.
+// {version, open}; refuses CONFLICT <actual>.
 var suspendApprovalScript = redis.NewScript(`
 local v = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if v ~= tonumber(ARGV[1]) then return redis.error_reply('CONFLICT ' .. v) end
@@ -88,10 +89,10 @@ func (a *Activations) SuspendForApproval(ctx context.Context, id string, version
 	}
 	res, err := suspendApprovalScript.Run(ctx, a.rdb, keys, args...).Int64Slice()
 	if err != nil {
-		if msg := replyText(err); strings.HasPrefix(msg, "CONFLICT") {
-			return 0, 0, &ConflictError{ThreadID: id, Expected: version, Actual: parseActual(msg)}
-		}
-		return 0, 0, fmt.Errorf("suspend %s for approval: %w", id, err)
+		return 0, 0, scriptError(fmt.Sprintf("suspend %s for approval", id), id, version, err)
+	}
+	if len(res) != 2 {
+		return 0, 0, reply.Unexpected("suspend for approval", res)
 	}
 	return res[0], res[1], nil
 }
@@ -102,7 +103,7 @@ func (a *Activations) SuspendForApproval(ctx context.Context, id string, version
 // KEYS[1] thread hash, KEYS[2] decisions hash
 // ARGV[1] the decision (JSON), ARGV[2..] call ids ("*": every pending call)
 // Returns {the decided call ids..., wake seq or 0 as the last element}:
-// the seq when no call is left undecided; error reply NOTPENDING <why>.
+// the seq when no call is left undecided; refuses NOTPENDING <why>.
 var decideScript = redis.NewScript(`
 local st = redis.call('HMGET', KEYS[1], 'status', 'waiting_for', 'pending_approvals', 'suspend_seq')
 if st[1] ~= 'waiting' or st[2] ~= 'approval' or not st[3] then
@@ -156,18 +157,14 @@ func (a *Activations) Decide(ctx context.Context, id string, callIDs []string, d
 	}
 	res, err := decideScript.Run(ctx, a.rdb, []string{a.ks.Thread(id), a.ks.Decisions(id)}, args...).Slice()
 	if err != nil {
-		if msg := replyText(err); strings.HasPrefix(msg, "NOTPENDING") {
-			return nil, nil, fmt.Errorf("thread %q: %s: %w", id, strings.TrimPrefix(msg, "NOTPENDING "), ErrNotPending)
-		}
-		return nil, nil, fmt.Errorf("decide %s: %w", id, err)
+		return nil, nil, scriptError("decide "+id, id, 0, err)
 	}
-	decided := make([]string, 0, len(res)-1)
-	for _, v := range res[:len(res)-1] {
-		s, _ := v.(string)
-		decided = append(decided, s)
+	if len(res) == 0 {
+		return nil, nil, reply.Unexpected("decide", res)
 	}
+	decided := reply.Strings(res[:len(res)-1])
 	var wake *Wake
-	if seq, _ := res[len(res)-1].(int64); seq > 0 {
+	if seq := reply.Int(res[len(res)-1]); seq > 0 {
 		wake = &Wake{ThreadID: id, Seq: seq}
 	}
 	return decided, wake, nil
@@ -230,7 +227,8 @@ const WaitingForRateLimit = "rate_limit"
 // KEYS[1] thread hash, KEYS[2] events channel
 // ARGV[1] expected version, ARGV[2] now, ARGV[3] thread id, ARGV[4]
 // reason (waiting_for), ARGV[5] wake_at (RFC 3339)
-// Returns the new version (the suspension's seq); error reply CONFLICT.
+// Returns the new version (the suspension's seq); refuses CONFLICT
+// <actual>.
 var suspendUntilScript = redis.NewScript(`
 local v = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if v ~= tonumber(ARGV[1]) then return redis.error_reply('CONFLICT ' .. v) end
@@ -247,10 +245,7 @@ func (a *Activations) SuspendUntil(ctx context.Context, id string, version int64
 	seq, err := suspendUntilScript.Run(ctx, a.rdb, []string{a.ks.Thread(id), a.ks.Events()}, version,
 		a.now().UTC().Format(time.RFC3339Nano), id, reason, wakeAt.UTC().Format(time.RFC3339Nano)).Int64()
 	if err != nil {
-		if msg := replyText(err); strings.HasPrefix(msg, "CONFLICT") {
-			return 0, &ConflictError{ThreadID: id, Expected: version, Actual: parseActual(msg)}
-		}
-		return 0, fmt.Errorf("suspend %s until %s: %w", id, wakeAt.Format(time.RFC3339), err)
+		return 0, scriptError(fmt.Sprintf("suspend %s until %s", id, wakeAt.Format(time.RFC3339)), id, version, err)
 	}
 	return seq, nil
 }

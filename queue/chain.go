@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/spool-run/spool/internal/luabatch"
+	"github.com/spool-run/spool/internal/reply"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -40,47 +40,17 @@ func (r *Registry) SetContinuation(ctx context.Context, id, contID string) (int6
 }
 
 func (r *Registry) link(ctx context.Context, keys []string, oldID, newID string) (int64, int64, error) {
-	var ov, nv int64
-	op, err := r.linkOp(keys, oldID, newID, &ov, &nv)
-	if err != nil {
-		return 0, 0, err
-	}
-	err = op.Run(ctx, r.rdb, fmt.Sprintf("link continuation %q → %q", oldID, newID))
-	return ov, nv, err
-}
-
-// LinkOp is LinkContinuation as a step of a batch (luabatch): read, the
-// reply sets *oldVersion and *newVersion.
-func (r *Registry) LinkOp(oldID, newID string, oldVersion, newVersion *int64) (luabatch.Op, error) {
-	keys := []string{r.ks.Thread(oldID), r.ks.Active(), r.ks.Events(), r.ks.Thread(newID)}
-	return r.linkOp(keys, oldID, newID, oldVersion, newVersion)
-}
-
-func (r *Registry) linkOp(keys []string, oldID, newID string, oldVersion, newVersion *int64) (luabatch.Op, error) {
 	if oldID == "" || newID == "" {
-		return luabatch.Op{}, fmt.Errorf("link continuation: empty thread id (old %q, new %q)", oldID, newID)
+		return 0, 0, fmt.Errorf("link continuation: empty thread id (old %q, new %q)", oldID, newID)
 	}
-	read := func(reply any) error {
-		res, _ := reply.([]any)
-		switch code(res) {
-		case "OK":
-			*oldVersion, _ = res[1].(int64)
-			*newVersion, _ = res[2].(int64)
-			return nil
-		case "NOTFOUND":
-			return fmt.Errorf("link continuation %q → %q: thread %q: %w", oldID, newID, replyString(res, 1), ErrNotFound)
-		case "LINKED":
-			return fmt.Errorf("link continuation: %s: %w", replyString(res, 1), ErrChainLinked)
-		case "TRANSITION":
-			return fmt.Errorf("link continuation %q → %q: %w", oldID, newID, &thread.TransitionError{
-				From: thread.Status(replyString(res, 1)), To: thread.Status(replyString(res, 2))})
-		}
-		return unexpectedReply(res)
+	res, err := regLinkScript.Run(ctx, r.rdb, keys, oldID, newID, r.now().UTC().Format(time.RFC3339Nano)).Int64Slice()
+	if err != nil {
+		return 0, 0, scriptError(fmt.Sprintf("link continuation %q → %q", oldID, newID), oldID, 0, err)
 	}
-	return luabatch.Op{
-		Step: luabatch.Step{Script: regLinkScript, Keys: keys, Args: []any{oldID, newID, r.now().UTC().Format(time.RFC3339Nano)}, Proceed: []string{"OK"}},
-		Read: read,
-	}, nil
+	if len(res) != 2 {
+		return 0, 0, reply.Unexpected("registry link", res)
+	}
+	return res[0], res[1], nil
 }
 
 // SetChainInfo is the spec's set_chain_info: id's chain root and backward
@@ -92,11 +62,10 @@ func (r *Registry) SetChainInfo(ctx context.Context, id, rootID, continuationOf 
 	if continuationOf == id {
 		return 0, fmt.Errorf("set chain info of %q: a thread cannot continue itself", id)
 	}
-	res, err := r.commit(ctx, id, 0, "", "commit", nil, []any{"chain_root_id", rootID, "continuation_of", continuationOf})
+	v, err := r.commit(ctx, id, 0, "", nil, []any{"chain_root_id", rootID, "continuation_of", continuationOf})
 	if err != nil {
 		return 0, fmt.Errorf("set chain info: %w", err)
 	}
-	v, _ := res[1].(int64)
 	return v, nil
 }
 

@@ -17,14 +17,10 @@ import (
 func chainABC(t *testing.T, f regFixture) {
 	t.Helper()
 	f.register(t, "A", "")
-	if _, err := f.reg.Claim(f.ctx, "A"); err != nil {
-		t.Fatal(err)
-	}
+	f.claim(t, "A")
 	for _, step := range [][2]string{{"A", "B"}, {"B", "C"}} {
 		f.register(t, step[1], "")
-		if _, err := f.reg.Claim(f.ctx, step[1]); err != nil {
-			t.Fatal(err)
-		}
+		f.claim(t, step[1])
 		if _, _, err := f.reg.LinkContinuation(f.ctx, step[0], step[1]); err != nil {
 			t.Fatal(err)
 		}
@@ -91,9 +87,7 @@ func TestResumeMarksContinued(t *testing.T) {
 	t.Parallel()
 	f := setupRegistry(t)
 	f.register(t, "old", "")
-	if _, err := f.reg.Claim(f.ctx, "old"); err != nil {
-		t.Fatal(err)
-	}
+	f.claim(t, "old")
 	if _, err := f.reg.Commit(f.ctx, "old", 0, Changes{Status: thread.StatusError, Error: &ErrorInfo{Code: "provider_error", Message: "boom"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -166,9 +160,7 @@ func TestWaitTerminal(t *testing.T) {
 	f.reg.poll = time.Hour
 	f.register(t, "A", "")
 	f.register(t, "X", "")
-	if _, err := f.reg.Claim(f.ctx, "A"); err != nil {
-		t.Fatal(err)
-	}
+	f.claim(t, "A")
 	if err := f.reg.UpdateStatus(f.ctx, "X", thread.StatusCancelled); err != nil {
 		t.Fatal(err)
 	}
@@ -186,9 +178,7 @@ func TestWaitTerminal(t *testing.T) {
 	// Hand off twice and complete, while the waiter waits.
 	for _, step := range [][2]string{{"A", "B"}, {"B", "C"}} {
 		f.register(t, step[1], "")
-		if _, err := f.reg.Claim(f.ctx, step[1]); err != nil {
-			t.Fatal(err)
-		}
+		f.claim(t, step[1])
 		if _, _, err := f.reg.LinkContinuation(f.ctx, step[0], step[1]); err != nil {
 			t.Fatal(err)
 		}
@@ -278,9 +268,7 @@ func TestWaitTerminalManyReadsPerEvent(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	for _, id := range ids {
-		if _, err := f.reg.Claim(f.ctx, id); err != nil {
-			t.Fatal(err)
-		}
+		f.claim(t, id)
 		if _, err := f.reg.Commit(f.ctx, id, 0, Changes{Status: thread.StatusCompleted}); err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,9 @@ package queue
 import (
 	"errors"
 	"fmt"
+
+	"github.com/spool-run/spool/internal/reply"
+	"github.com/spool-run/spool/thread"
 )
 
 var (
@@ -12,8 +15,6 @@ var (
 	ErrExists = errors.New("thread already registered")
 	// ErrParentNotFound: Register names a parent that is not registered.
 	ErrParentNotFound = errors.New("parent thread not found")
-	// ErrTerminal: the thread is in a final status and cannot be claimed.
-	ErrTerminal = errors.New("thread is in a terminal status")
 	// ErrConflict: a write named a version that is no longer current.
 	// Returned as a *ConflictError.
 	ErrConflict = errors.New("version conflict")
@@ -37,3 +38,53 @@ func (e *ConflictError) Error() string {
 
 // Is matches ErrConflict.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// RefusalError is the error for a refusal of the registry's scripts (the
+// functions of registry.lua and this package's other scripts) about
+// thread id, expected being the version the caller held (for a
+// CONFLICT): ErrNotFound, ErrExists, ErrParentNotFound, a *ConflictError,
+// a *thread.TransitionError, ErrChainLinked, ErrNotClaimable,
+// ErrChainMoved, ErrNotPending or ErrFinished, wrapped with what the
+// script said. Nil when err is no refusal of theirs.
+func RefusalError(id string, expected int64, err error) error {
+	r, ok := reply.Refused(err)
+	if !ok {
+		return nil
+	}
+	switch r.Code {
+	case "NOTFOUND":
+		if who := r.Field(0); who != "" {
+			id = who
+		}
+		return fmt.Errorf("thread %q: %w", id, ErrNotFound)
+	case "EXISTS":
+		return fmt.Errorf("register thread %q: %w", id, ErrExists)
+	case "NOPARENT":
+		return fmt.Errorf("register thread %q: parent %q: %w", id, r.Field(0), ErrParentNotFound)
+	case "CONFLICT":
+		return &ConflictError{ThreadID: id, Expected: expected, Actual: r.Int(0)}
+	case "TRANSITION":
+		return fmt.Errorf("thread %q: %w", id, &thread.TransitionError{From: thread.Status(r.Field(0)), To: thread.Status(r.Field(1))})
+	case "LINKED":
+		return fmt.Errorf("link continuation: %s: %w", r.Text(0), ErrChainLinked)
+	case "NOTCLAIMABLE":
+		return fmt.Errorf("thread %q (%s): %w", id, r.Text(0), ErrNotClaimable)
+	case "CHAINMOVED":
+		return fmt.Errorf("thread %q: the chain of %s moved: %w", id, r.Field(0), ErrChainMoved)
+	case "NOTPENDING":
+		return fmt.Errorf("thread %q: %s: %w", id, r.Text(0), ErrNotPending)
+	case "FINISHED":
+		return fmt.Errorf("thread %q is %s: %w", id, r.Field(0), ErrFinished)
+	}
+	return nil
+}
+
+// scriptError is err, the failure of a script of the registry's about
+// thread id (expected: the version held), as RefusalError says, else
+// wrapped as what failed.
+func scriptError(what, id string, expected int64, err error) error {
+	if rerr := RefusalError(id, expected, err); rerr != nil {
+		return rerr
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/internal/reply"
 )
 
 // ErrFinished: the thread has finished; it takes no message.
@@ -29,7 +31,7 @@ type InboxMessage struct {
 // KEYS[1] thread hash, KEYS[2] inbox list, KEYS[3] control channel
 // ARGV[1] thread id, ARGV[2] message JSON without seq (its "seq" is set
 // here: "{"seq":N,...}" is built by splicing), ARGV[3] "1": interrupt
-// Returns {seq, status, suspend_seq}; error replies NOTFOUND, FINISHED
+// Returns {seq, status, suspend_seq}; refuses NOTFOUND, FINISHED
 // <status>. An interrupt is published on the control channel as "<id>
 // interrupt", so the worker running the thread stops the work in flight.
 var sendScript = redis.NewScript(`
@@ -71,19 +73,12 @@ func (r *Registry) Send(ctx context.Context, id string, msg InboxMessage) (Sent,
 	}
 	res, err := sendScript.Run(ctx, r.rdb, []string{r.ks.Thread(id), r.ks.Inbox(id), r.ks.Control()}, id, string(raw), intr).Slice()
 	if err != nil {
-		switch msg := replyText(err); {
-		case msg == "NOTFOUND":
-			return Sent{}, fmt.Errorf("thread %q: %w", id, ErrNotFound)
-		case len(msg) > 9 && msg[:9] == "FINISHED ":
-			return Sent{}, fmt.Errorf("thread %q is %s: %w", id, msg[9:], ErrFinished)
-		}
-		return Sent{}, fmt.Errorf("send to %s: %w", id, err)
+		return Sent{}, scriptError("send to "+id, id, 0, err)
 	}
-	s := Sent{}
-	s.Seq, _ = res[0].(int64)
-	s.Status, _ = res[1].(string)
-	s.SuspendSeq, _ = res[2].(int64)
-	return s, nil
+	if len(res) != 3 {
+		return Sent{}, reply.Unexpected("send", res)
+	}
+	return Sent{Seq: reply.Int(res[0]), Status: reply.String(res[1]), SuspendSeq: reply.Int(res[2])}, nil
 }
 
 // TurnSignals is what a worker reads before each turn of a thread it

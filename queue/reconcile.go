@@ -7,8 +7,9 @@ import (
 	"strconv"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
-	"github.com/spool-run/spool/internal/luabatch"
+	"github.com/spool-run/spool/internal/reply"
 )
 
 // Reconciliation is what the durable transcript says a thread's record
@@ -43,12 +44,12 @@ func (r Reconciled) VersionRaised() bool { return r.VersionTo > r.VersionFrom }
 //
 // KEYS[1] thread hash
 // ARGV[1] mark segments ("" = leave), ARGV[2] the mark's chain hash,
-// ARGV[3] minimum version ("0" = leave)
-// Returns {"OK", mark before, mark after, version before, version after};
-// {"NOTFOUND"}.
-var regReconcileScript = luabatch.NewScript("registry_reconcile", `
+// ARGV[3] minimum version ("0" = leave), ARGV[4] thread id
+// Returns {mark before, mark after, version before, version after};
+// refuses NOTFOUND <id>.
+var regReconcileScript = redis.NewScript(`
 local cur = redis.call('HMGET', KEYS[1], 'status', 'version', 'transcript_segments')
-if not cur[1] then return {'NOTFOUND'} end
+if not cur[1] then return redis.error_reply('NOTFOUND ' .. ARGV[4]) end
 local m0, v0 = tonumber(cur[3] or '0') or 0, tonumber(cur[2] or '0') or 0
 local m1, v1 = m0, v0
 if ARGV[1] ~= '' and tonumber(ARGV[1]) > m0 then
@@ -59,7 +60,7 @@ if tonumber(ARGV[3]) > v0 then
   v1 = tonumber(ARGV[3])
   redis.call('HSET', KEYS[1], 'version', ARGV[3])
 end
-return {'OK', m0, m1, v0, v1}
+return {m0, m1, v0, v1}
 `)
 
 // Reconcile raises thread id's transcript mark and version as rc asks
@@ -72,22 +73,14 @@ func (r *Registry) Reconcile(ctx context.Context, id string, rc Reconciliation) 
 		}
 		markSegments, markHash = strconv.FormatInt(rc.Mark.Segments, 10), rc.Mark.ChainHash
 	}
-	res, err := regReconcileScript.Run(ctx, r.rdb, []string{r.ks.Thread(id)}, markSegments, markHash, max(rc.MinVersion, 0)).Slice()
+	res, err := regReconcileScript.Run(ctx, r.rdb, []string{r.ks.Thread(id)}, markSegments, markHash, max(rc.MinVersion, 0), id).Int64Slice()
 	if err != nil {
-		return Reconciled{}, fmt.Errorf("reconcile thread %q: %w", id, err)
+		return Reconciled{}, scriptError(fmt.Sprintf("reconcile thread %q", id), id, 0, err)
 	}
-	switch code(res) {
-	case "OK":
-	case "NOTFOUND":
-		return Reconciled{}, fmt.Errorf("thread %q: %w", id, ErrNotFound)
-	default:
-		return Reconciled{}, unexpectedReply(res)
+	if len(res) != 4 {
+		return Reconciled{}, reply.Unexpected("registry reconcile", res)
 	}
-	if len(res) < 5 {
-		return Reconciled{}, unexpectedReply(res)
-	}
-	n := func(i int) int64 { v, _ := res[i].(int64); return v }
-	return Reconciled{MarkFrom: n(1), MarkTo: n(2), VersionFrom: n(3), VersionTo: n(4)}, nil
+	return Reconciled{MarkFrom: res[0], MarkTo: res[1], VersionFrom: res[2], VersionTo: res[3]}, nil
 }
 
 // Reenqueue is Enqueue for housekeeping, which re-enqueues an activation

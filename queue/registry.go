@@ -6,12 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/spool-run/spool/internal/luabatch"
+	"github.com/spool-run/spool/internal/reply"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/telemetry"
 	"github.com/spool-run/spool/thread"
@@ -110,24 +109,34 @@ type NewThread struct {
 // and the parent's children. ErrExists on a duplicate id; ErrParentNotFound
 // when ParentID is not registered.
 func (r *Registry) Register(ctx context.Context, nt NewThread) (*Record, error) {
-	var rec *Record
-	op, err := r.RegisterOp(nt, &rec)
+	g, err := r.Registration(nt)
 	if err != nil {
 		return nil, err
 	}
-	err = op.Run(ctx, r.rdb, fmt.Sprintf("register thread %q", nt.ThreadID))
-	return rec, err
+	res, err := regRegisterScript.Run(ctx, r.rdb, g.Keys, g.Args...).Result()
+	return g.Record(res, err)
 }
 
-// RegisterOp is Register as a step of a batch (luabatch): read, the reply
-// sets *rec to the registered record. The batch goes on once the thread
-// is registered.
-func (r *Registry) RegisterOp(nt NewThread, rec **Record) (luabatch.Op, error) {
+// Registration is the registration of a new thread as registry.lua's
+// register takes it: its Keys and Args, and Record, which reads the
+// reply. Register runs it alone; package orchestrator's start.lua runs it
+// after the thread's budget.
+type Registration struct {
+	Keys []string
+	Args []any
+
+	nt     NewThread
+	now    time.Time
+	inputs []byte // as stored, for the record
+}
+
+// Registration encodes nt for registry.lua's register.
+func (r *Registry) Registration(nt NewThread) (*Registration, error) {
 	if nt.ThreadID == "" {
-		return luabatch.Op{}, errors.New("register thread: empty thread id")
+		return nil, errors.New("register thread: empty thread id")
 	}
 	if nt.ParentID == nt.ThreadID {
-		return luabatch.Op{}, fmt.Errorf("register thread %q: it cannot be its own parent", nt.ThreadID)
+		return nil, fmt.Errorf("register thread %q: it cannot be its own parent", nt.ThreadID)
 	}
 	fields := []any{"directive", nt.Directive, "model", nt.Model, "bundle", nt.Bundle, "queue", nt.Queue,
 		"previous_thread_id", nt.PreviousThreadID, "chain_root_id", nt.ChainRootID, "continuation_of", nt.ContinuationOf,
@@ -142,7 +151,7 @@ func (r *Registry) RegisterOp(nt NewThread, rec **Record) (luabatch.Op, error) {
 	if len(nt.LedgerPath) > 0 {
 		b, err := json.Marshal(nt.LedgerPath)
 		if err != nil {
-			return luabatch.Op{}, fmt.Errorf("register thread %q: ledger path: %w", nt.ThreadID, err)
+			return nil, fmt.Errorf("register thread %q: ledger path: %w", nt.ThreadID, err)
 		}
 		fields = append(fields, "ledger_path", string(b))
 	}
@@ -161,7 +170,7 @@ func (r *Registry) RegisterOp(nt NewThread, rec **Record) (luabatch.Op, error) {
 		{"outputs", map[string]any{}}, {"cost", thread.Cost{}}} {
 		b, err := json.Marshal(jf.v)
 		if err != nil {
-			return luabatch.Op{}, fmt.Errorf("register thread %q: %s: %w", nt.ThreadID, jf.name, err)
+			return nil, fmt.Errorf("register thread %q: %s: %w", nt.ThreadID, jf.name, err)
 		}
 		fields = append(fields, jf.name, string(b))
 		if jf.name == "inputs" {
@@ -174,24 +183,17 @@ func (r *Registry) RegisterOp(nt NewThread, rec **Record) (luabatch.Op, error) {
 		keys = append(keys, r.ks.Thread(nt.ParentID), r.ks.Children(nt.ParentID))
 	}
 	args := append([]any{nt.ThreadID, now.Format(time.RFC3339Nano), now.UnixMilli(), nt.ParentID}, fields...)
-	read := func(reply any) error {
-		res, _ := reply.([]any)
-		switch code(res) {
-		case "OK":
-			got, err := registered(nt, now, inputs, res)
-			if err != nil {
-				return err
-			}
-			*rec = got
-			return nil
-		case "EXISTS":
-			return fmt.Errorf("register thread %q: %w", nt.ThreadID, ErrExists)
-		case "NOPARENT":
-			return fmt.Errorf("register thread %q: parent %q: %w", nt.ThreadID, nt.ParentID, ErrParentNotFound)
-		}
-		return unexpectedReply(res)
+	return &Registration{Keys: keys, Args: args, nt: nt, now: now, inputs: inputs}, nil
+}
+
+// Record is the record registered, read from the reply v of registry.lua's
+// register, or from err, the script's failure: ErrExists,
+// ErrParentNotFound, or the failure wrapped.
+func (g *Registration) Record(v any, err error) (*Record, error) {
+	if err != nil {
+		return nil, scriptError(fmt.Sprintf("register thread %q", g.nt.ThreadID), g.nt.ThreadID, 0, err)
 	}
-	return luabatch.Op{Step: luabatch.Step{Script: regRegisterScript, Keys: keys, Args: args, Proceed: []string{"OK"}}, Read: read}, nil
+	return registered(g.nt, g.now, g.inputs, reply.Array(v))
 }
 
 // Get returns a thread's record, or ErrNotFound.
@@ -250,23 +252,6 @@ func (r *Registry) Transition(ctx context.Context, id string, to thread.Status, 
 func (r *Registry) UpdateStatus(ctx context.Context, id string, to thread.Status) error {
 	_, err := r.Transition(ctx, id, to, 0)
 	return err
-}
-
-// Claim starts an activation of a thread: status running (from created,
-// waiting, or running, which is a takeover after a crashed worker), version
-// and activation incremented. A terminal thread is refused with ErrTerminal
-// (wrapped, naming the status). The returned record's Version is the
-// claimer's lease: every later Commit of this activation names it, and a
-// later Claim by another worker makes those commits conflict.
-//
-// This is the plain registry claim; Activations.Claim adds the lease key and
-// the task-reason rules the worker uses.
-func (r *Registry) Claim(ctx context.Context, id string) (*Record, error) {
-	res, err := r.commit(ctx, id, 0, "", "claim", nil, nil)
-	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
-	}
-	return parseFlat(res[2])
 }
 
 // SetResult stores a thread's final result text and outputs, at any
@@ -387,15 +372,15 @@ func (r *Registry) List(ctx context.Context, f Filter) ([]*Record, error) {
 // children, a spawns_exceeded *thread.LimitError with the counter unchanged.
 // A negative limit is unlimited.
 func (r *Registry) IncrSpawns(ctx context.Context, parent string, limit int) (int, error) {
-	res, err := regSpawnScript.Run(ctx, r.rdb, []string{r.ks.Spawns(parent)}, limit).Int64Slice()
+	n, err := regSpawnScript.Run(ctx, r.rdb, []string{r.ks.Spawns(parent)}, limit).Int64()
+	if rf, ok := reply.Refused(err); ok && rf.Code == "SPAWNLIMIT" {
+		return int(rf.Int(0)), fmt.Errorf("spawn a child of %q: %w", parent, &thread.LimitError{
+			Code: thread.CodeSpawnsExceeded, Current: float64(rf.Int(0)), Max: float64(limit)})
+	}
 	if err != nil {
 		return 0, fmt.Errorf("count spawns of %q: %w", parent, err)
 	}
-	if res[0] == 0 {
-		return int(res[1]), fmt.Errorf("spawn a child of %q: %w", parent, &thread.LimitError{
-			Code: thread.CodeSpawnsExceeded, Current: float64(res[1]), Max: float64(limit)})
-	}
-	return int(res[1]), nil
+	return int(n), nil
 }
 
 // UndoSpawn gives back a spawn counted by IncrSpawns for a child that was
@@ -419,12 +404,9 @@ func (r *Registry) RequestCancel(ctx context.Context, id string, cascade bool) e
 	if cascade {
 		c = "1"
 	}
-	res, err := regCancelScript.Run(ctx, r.rdb, []string{r.ks.Thread(id), r.ks.Control(), r.ks.Events()}, id, c).Slice()
+	err := regCancelScript.Run(ctx, r.rdb, []string{r.ks.Thread(id), r.ks.Control(), r.ks.Events()}, id, c).Err()
 	if err != nil {
-		return fmt.Errorf("cancel thread %q: %w", id, err)
-	}
-	if code(res) == "NOTFOUND" {
-		return fmt.Errorf("cancel thread %q: %w", id, ErrNotFound)
+		return scriptError(fmt.Sprintf("cancel thread %q", id), id, 0, err)
 	}
 	return nil
 }
@@ -442,19 +424,19 @@ func (r *Registry) CancelRequested(ctx context.Context, id string) (bool, error)
 }
 
 // registered is the record Register wrote for nt at now with inputs (as
-// stored), from the fields its script derived (reply {"OK", ancestors,
-// depth, chain root}): what Get would read back, without reading it.
+// stored), from the fields its script derived (reply {ancestors, depth,
+// chain root}): what Get would read back, without reading it.
 func registered(nt NewThread, now time.Time, inputs []byte, res []any) (*Record, error) {
-	if len(res) < 4 {
-		return nil, unexpectedReply(res)
+	if len(res) < 3 {
+		return nil, reply.Unexpected("registry register", res)
 	}
-	depth, ok := res[2].(int64)
+	depth, ok := res[1].(int64)
 	if !ok {
-		return nil, unexpectedReply(res)
+		return nil, reply.Unexpected("registry register", res)
 	}
 	rec := &Record{
 		ThreadID: nt.ThreadID, Directive: nt.Directive, Status: thread.StatusCreated, ParentID: nt.ParentID,
-		ChainRootID: replyString(res, 3), ContinuationOf: nt.ContinuationOf, Outputs: map[string]any{},
+		ChainRootID: reply.String(res[2]), ContinuationOf: nt.ContinuationOf, Outputs: map[string]any{},
 		Limits: nt.Limits, Model: nt.Model, Capabilities: append([]string{}, nt.Capabilities...), Bundle: nt.Bundle,
 		Queue: nt.Queue, Depth: int(depth), PreviousThreadID: nt.PreviousThreadID,
 		CreatedAt: now, UpdatedAt: now, Version: 1, ChainIndex: nt.ChainIndex,
@@ -463,7 +445,7 @@ func registered(nt NewThread, now time.Time, inputs []byte, res []any) (*Record,
 		ForkedFrom: nt.ForkedFrom, ForkTurn: nt.ForkTurn, ForkSegment: nt.ForkSegment, ForkChainHash: nt.ForkChainHash,
 		ForkMessage: nt.ForkMessage, Workspace: nt.Workspace,
 	}
-	if err := json.Unmarshal([]byte(replyString(res, 1)), &rec.Ancestors); err != nil {
+	if err := json.Unmarshal([]byte(reply.String(res[0])), &rec.Ancestors); err != nil {
 		return nil, fmt.Errorf("register thread %q: ancestors: %w", nt.ThreadID, err)
 	}
 	rec.TraceParent, rec.TraceCaller, rec.TraceID = nt.TraceParent, nt.TraceCaller, telemetry.TraceID(nt.TraceParent)
@@ -486,29 +468,4 @@ func orEmptyMap(m map[string]any) map[string]any {
 		return map[string]any{}
 	}
 	return m
-}
-
-func code(res []any) string {
-	if len(res) == 0 {
-		return ""
-	}
-	s, _ := res[0].(string)
-	return s
-}
-
-func replyString(res []any, i int) string {
-	if i >= len(res) {
-		return ""
-	}
-	switch v := res[i].(type) {
-	case string:
-		return v
-	case int64:
-		return strconv.FormatInt(v, 10)
-	}
-	return ""
-}
-
-func unexpectedReply(res []any) error {
-	return fmt.Errorf("registry script: unexpected reply %v", res)
 }

@@ -22,6 +22,7 @@ import (
 type regFixture struct {
 	ctx   context.Context
 	reg   *Registry
+	acts  *Activations
 	r     *testenv.Redis
 	ks    keyspace.Space
 	clock *fakeClock
@@ -48,7 +49,19 @@ func setupRegistry(t testing.TB) regFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return regFixture{ctx: context.Background(), reg: reg, r: r, ks: ks, clock: clock}
+	return regFixture{ctx: context.Background(), reg: reg, acts: NewActivations(r.Client, ks, clock.Now), r: r, ks: ks, clock: clock}
+}
+
+// claim claims created thread id the way a worker does (Activations.Claim
+// of its start task) and returns the record as claimed: its Version is
+// the claimer's lease.
+func (f regFixture) claim(t testing.TB, id string) *Record {
+	t.Helper()
+	c, err := f.acts.Claim(f.ctx, id, "start", 0, "tok-"+id, id, time.Minute)
+	if err != nil {
+		t.Fatalf("claim %s: %v", id, err)
+	}
+	return c.Record
 }
 
 func (f regFixture) register(t testing.TB, id, parent string) *Record {
@@ -213,7 +226,8 @@ func TestTransition(t *testing.T) {
 }
 
 // TestTransitionTableInLua drives every (from, to) pair through the Lua
-// script and requires exactly thread's table.
+// script and requires exactly thread's table (registry.lua's TRANS and
+// TERMINAL).
 func TestTransitionTableInLua(t *testing.T) {
 	t.Parallel()
 	f := setupRegistry(t)
@@ -232,67 +246,19 @@ func TestTransitionTableInLua(t *testing.T) {
 			if thread.CanTransition(from, to) != (err == nil) {
 				t.Errorf("%s → %s: err %v, table says %v", from, to, err, thread.CanTransition(from, to))
 			}
+			// And its terminal set: a terminal status leaves the active set.
+			if active := f.r.Client.SIsMember(f.ctx, f.ks.Active(), id).Val(); err == nil && active == to.Terminal() {
+				t.Errorf("%s → %s: in the active set %v, terminal %v", from, to, active, to.Terminal())
+			}
 		}
 	}
-}
-
-func TestClaim(t *testing.T) {
-	t.Parallel()
-	f := setupRegistry(t)
-	f.register(t, "c", "")
-	rec, err := f.reg.Claim(f.ctx, "c")
-	if err != nil || rec.Status != thread.StatusRunning || rec.Version != 2 || rec.Activation != 1 {
-		t.Fatalf("claim created: %+v %v", rec, err)
-	}
-	// Takeover of a running thread: new lease, the old one conflicts.
-	rec2, err := f.reg.Claim(f.ctx, "c")
-	if err != nil || rec2.Version != 3 || rec2.Activation != 2 {
-		t.Fatalf("takeover: %+v %v", rec2, err)
-	}
-	if _, err := f.reg.Commit(f.ctx, "c", rec.Version, Changes{Status: thread.StatusCompleted}); !errors.Is(err, ErrConflict) {
-		t.Fatalf("old lease commit: %v", err)
-	}
-	v, err := f.reg.Transition(f.ctx, "c", thread.StatusWaiting, rec2.Version)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec3, err := f.reg.Claim(f.ctx, "c") // wake
-	if err != nil || rec3.Version != v+1 || rec3.Status != thread.StatusRunning {
-		t.Fatalf("claim waiting: %+v %v", rec3, err)
-	}
-	if _, err := f.reg.Transition(f.ctx, "c", thread.StatusError, rec3.Version); err != nil {
-		t.Fatal(err)
-	}
-	_, err = f.reg.Claim(f.ctx, "c")
-	if !errors.Is(err, ErrTerminal) || !contains(err.Error(), "error") {
-		t.Fatalf("claim terminal: %v", err)
-	}
-	if _, err := f.reg.Claim(f.ctx, "nope"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("claim missing: %v", err)
-	}
-}
-
-func contains(s, sub string) bool {
-	return len(s) >= len(sub) && (s == sub || len(sub) == 0 || indexOf(s, sub) >= 0)
-}
-
-func indexOf(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
 }
 
 func TestCommit(t *testing.T) {
 	t.Parallel()
 	f := setupRegistry(t)
 	f.register(t, "w", "")
-	lease, err := f.reg.Claim(f.ctx, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := f.claim(t, "w")
 	res, model := "done", "m2"
 	cost := thread.Cost{Turns: 3, InputTokens: 10, OutputTokens: 5, Spend: 0.02}
 	lim := thread.Resolved{Turns: 5}
@@ -343,17 +309,16 @@ func TestCommit(t *testing.T) {
 }
 
 // TestClaimCommitRace: two goroutines that hold the same version race to
-// commit; exactly one wins.
+// commit; exactly one wins. Workers racing to claim the same activation
+// (a task asynq delivered twice, a lapsed lease two recoverers saw):
+// exactly one claims, and only its commits land.
 func TestClaimCommitRace(t *testing.T) {
 	t.Parallel()
 	f := setupRegistry(t)
 	for round := range 20 {
 		id := fmt.Sprintf("race-%d", round)
 		f.register(t, id, "")
-		lease, err := f.reg.Claim(f.ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
+		lease := f.claim(t, id)
 		var wins, conflicts atomic.Int32
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -380,48 +345,64 @@ func TestClaimCommitRace(t *testing.T) {
 			t.Fatalf("round %d: %d wins, %d conflicts", round, wins.Load(), conflicts.Load())
 		}
 	}
-	// Two workers racing Claim then Commit with their own leases: only the
-	// last claimer's commit can land.
-	f.register(t, "claims", "")
-	var leases [2]int64
-	var wg sync.WaitGroup
-	for g := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rec, err := f.reg.Claim(f.ctx, "claims")
-			if err != nil {
-				t.Error(err)
-				return
+	// Claims race: a start task delivered to two workers, then, once the
+	// winner's lease has lapsed, two recoverers of the version they saw.
+	for round := range 10 {
+		id := fmt.Sprintf("claims-%d", round)
+		f.register(t, id, "")
+		race := func(reason string, seq int64) (won Claim, lost int) {
+			t.Helper()
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for g := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					c, err := f.acts.Claim(f.ctx, id, reason, seq, fmt.Sprint("tok", g), TaskID(Activation{ThreadID: id, Reason: reason}, seq), time.Minute)
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err == nil:
+						won = c
+					case errors.Is(err, ErrNotClaimable):
+						lost++
+					default:
+						t.Error(err)
+					}
+				}()
 			}
-			leases[g] = rec.Version
-		}()
-	}
-	wg.Wait()
-	ok := 0
-	for _, l := range leases {
-		if _, err := f.reg.Commit(f.ctx, "claims", l, Changes{Fields: map[string]string{"x": "1"}}); err == nil {
-			ok++
+			close(start)
+			wg.Wait()
+			if lost != 3 {
+				t.Fatalf("round %d, %s: %d of 4 claimers refused, want 3", round, reason, lost)
+			}
+			return won, lost
 		}
-	}
-	if ok != 1 {
-		t.Fatalf("%d of 2 claimers committed, want 1", ok)
+		first, _ := race("start", 0)
+		require.NoError(t, f.r.Client.Del(f.ctx, f.ks.Lease(id)).Err()) // its worker died
+		second, _ := race("recover", first.Version)
+		if _, err := f.reg.Commit(f.ctx, id, first.Version, Changes{Fields: map[string]string{"x": "1"}}); !errors.Is(err, ErrConflict) {
+			t.Fatalf("round %d: the first claimer committed after a takeover: %v", round, err)
+		}
+		if _, err := f.reg.Commit(f.ctx, id, second.Version, Changes{Fields: map[string]string{"x": "2"}}); err != nil {
+			t.Fatalf("round %d: the claimer holding the thread: %v", round, err)
+		}
 	}
 }
 
-// TestCompletedNeverRunning: 20 goroutines race to claim, transition and
-// commit a thread that completes in the middle; once it is completed it is
-// never running again.
+// TestCompletedNeverRunning: 20 goroutines race to take over (its lease
+// lapsed), transition and commit a thread that completes in the middle;
+// once it is completed it is never running again.
 func TestCompletedNeverRunning(t *testing.T) {
 	t.Parallel()
 	f := setupRegistry(t)
 	for round := range 5 {
 		id := fmt.Sprintf("done-%d", round)
 		f.register(t, id, "")
-		lease, err := f.reg.Claim(f.ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
+		lease := f.claim(t, id)
+		require.NoError(t, f.r.Client.Del(f.ctx, f.ks.Lease(id)).Err())
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		var completed atomic.Bool
@@ -436,7 +417,7 @@ func TestCompletedNeverRunning(t *testing.T) {
 						completed.Store(true)
 					}
 				case 1:
-					_, _ = f.reg.Claim(f.ctx, id)
+					_, _ = f.acts.Claim(f.ctx, id, "recover", lease.Version, fmt.Sprint("tok", g), fmt.Sprint(id, "@recover-", g), time.Minute)
 				case 2:
 					_ = f.reg.UpdateStatus(f.ctx, id, thread.StatusRunning)
 				case 3:
@@ -451,22 +432,25 @@ func TestCompletedNeverRunning(t *testing.T) {
 			t.Fatal(err)
 		}
 		if f.get(t, id).Status != thread.StatusCompleted {
-			// waiting → completed is not allowed: claim and complete.
-			if _, err := f.reg.Claim(f.ctx, id); err != nil {
+			// waiting → completed is not allowed: run it and complete.
+			if err := f.reg.UpdateStatus(f.ctx, id, thread.StatusRunning); err != nil {
 				t.Fatal(err)
 			}
 			if err := f.reg.UpdateStatus(f.ctx, id, thread.StatusCompleted); err != nil {
 				t.Fatal(err)
 			}
 		}
+		require.NoError(t, f.r.Client.Del(f.ctx, f.ks.Lease(id)).Err())
+		v := f.get(t, id).Version
 		var wg2 sync.WaitGroup
 		for g := range 20 {
 			wg2.Add(1)
 			go func() {
 				defer wg2.Done()
 				var err error
+				reason := []string{"start", "requeue", "wake", "timeout", "recover"}[g%5]
 				if g%2 == 0 {
-					_, err = f.reg.Claim(f.ctx, id)
+					_, err = f.acts.Claim(f.ctx, id, reason, v, fmt.Sprint("tok", g), id, time.Minute)
 				} else {
 					err = f.reg.UpdateStatus(f.ctx, id, thread.StatusRunning)
 				}
@@ -598,9 +582,7 @@ func TestSubscribeEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.register(t, "e", "")
-	if _, err := f.reg.Claim(f.ctx, "e"); err != nil {
-		t.Fatal(err)
-	}
+	f.claim(t, "e")
 	if err := f.reg.UpdateStatus(f.ctx, "e", thread.StatusCompleted); err != nil {
 		t.Fatal(err)
 	}

@@ -19,11 +19,9 @@ func TestTranscriptMark(t *testing.T) {
 	if got := f.get(t, "m").Transcript; got != (TranscriptMark{}) {
 		t.Fatalf("new thread: mark %+v", got)
 	}
-	lease, err := f.reg.Claim(f.ctx, "m")
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := f.claim(t, "m")
 	v := lease.Version
+	var err error
 	commit := func(expected int64, m TranscriptMark, ch Changes) (int64, error) {
 		ch.Transcript = &m
 		return f.reg.Commit(f.ctx, "m", expected, ch)

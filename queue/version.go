@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/spool-run/spool/internal/luabatch"
+	"github.com/spool-run/spool/internal/reply"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -77,57 +77,51 @@ func (c Changes) pairs() ([]any, error) {
 // nothing changes. A terminal status leaves the active set and every status
 // change is published as "<id> <status>".
 func (r *Registry) Commit(ctx context.Context, id string, expectedVersion int64, ch Changes) (int64, error) {
-	var v int64
-	op, err := r.CommitOp(id, expectedVersion, ch, &v)
+	keys, args, err := r.CommitArgs(id, expectedVersion, ch)
 	if err != nil {
 		return 0, err
 	}
-	err = op.Run(ctx, r.rdb, fmt.Sprintf("commit thread %q", id))
-	return v, err
+	return r.runCommit(ctx, id, expectedVersion, keys, args)
 }
 
-// CommitOp is Commit as a step of a batch (luabatch): read, the reply sets
-// *version to the new version. The batch goes on once the commit is in.
-func (r *Registry) CommitOp(id string, expectedVersion int64, ch Changes, version *int64) (luabatch.Op, error) {
+// CommitArgs encodes Commit's change as registry.lua's commit takes it:
+// its keys and arguments, for a script that runs it with other steps
+// (package orchestrator's finalize.lua).
+func (r *Registry) CommitArgs(id string, expectedVersion int64, ch Changes) (keys []string, args []any, err error) {
 	if ch.Status != "" && !ch.Status.Valid() {
-		return luabatch.Op{}, fmt.Errorf("commit thread %q: unknown status %q", id, ch.Status)
+		return nil, nil, fmt.Errorf("commit thread %q: unknown status %q", id, ch.Status)
 	}
 	pairs, err := ch.pairs()
 	if err != nil {
-		return luabatch.Op{}, fmt.Errorf("commit thread %q: %w", id, err)
+		return nil, nil, fmt.Errorf("commit thread %q: %w", id, err)
 	}
-	keys, args, err := r.commitArgs(id, expectedVersion, ch.Status, "commit", ch.Transcript, pairs)
-	if err != nil {
-		return luabatch.Op{}, err
-	}
-	return luabatch.Op{
-		Step: luabatch.Step{Script: regCommitScript, Keys: keys, Args: args, Proceed: []string{"OK"}},
-		Read: func(reply any) error {
-			res, _ := reply.([]any)
-			res, err := commitReply(id, expectedVersion, res)
-			if err == nil {
-				*version, _ = res[1].(int64)
-			}
-			return err
-		},
-	}, nil
+	return r.commitArgs(id, expectedVersion, ch.Status, ch.Transcript, pairs)
 }
 
-// commit runs regCommitScript and maps its error codes.
-func (r *Registry) commit(ctx context.Context, id string, expected int64, to thread.Status, mode string, mark *TranscriptMark, pairs []any) ([]any, error) {
-	keys, args, err := r.commitArgs(id, expected, to, mode, mark, pairs)
+// commit commits raw field pairs (pairs may name fields Changes.Fields
+// refuses).
+func (r *Registry) commit(ctx context.Context, id string, expected int64, to thread.Status, mark *TranscriptMark, pairs []any) (int64, error) {
+	keys, args, err := r.commitArgs(id, expected, to, mark, pairs)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	res, err := regCommitScript.Run(ctx, r.rdb, keys, args...).Slice()
+	return r.runCommit(ctx, id, expected, keys, args)
+}
+
+// runCommit runs regCommitScript and returns the new version.
+func (r *Registry) runCommit(ctx context.Context, id string, expected int64, keys []string, args []any) (int64, error) {
+	res, err := regCommitScript.Run(ctx, r.rdb, keys, args...).Int64Slice()
 	if err != nil {
-		return nil, fmt.Errorf("commit thread %q: %w", id, err)
+		return 0, scriptError(fmt.Sprintf("commit thread %q", id), id, expected, err)
 	}
-	return commitReply(id, expected, res)
+	if len(res) != 1 {
+		return 0, reply.Unexpected("registry commit", res)
+	}
+	return res[0], nil
 }
 
 // commitArgs are regCommitScript's keys and arguments.
-func (r *Registry) commitArgs(id string, expected int64, to thread.Status, mode string, mark *TranscriptMark, pairs []any) ([]string, []any, error) {
+func (r *Registry) commitArgs(id string, expected int64, to thread.Status, mark *TranscriptMark, pairs []any) ([]string, []any, error) {
 	if expected < 0 {
 		return nil, nil, fmt.Errorf("commit thread %q: negative expected version %d", id, expected)
 	}
@@ -139,25 +133,6 @@ func (r *Registry) commitArgs(id string, expected int64, to thread.Status, mode 
 		markSegments, markHash = strconv.FormatInt(mark.Segments, 10), mark.ChainHash
 	}
 	keys := []string{r.ks.Thread(id), r.ks.Active(), r.ks.Events()}
-	args := append([]any{id, expected, string(to), r.now().UTC().Format(time.RFC3339Nano), mode, markSegments, markHash}, pairs...)
+	args := append([]any{id, expected, string(to), r.now().UTC().Format(time.RFC3339Nano), markSegments, markHash}, pairs...)
 	return keys, args, nil
-}
-
-// commitReply maps regCommitScript's reply codes to errors.
-func commitReply(id string, expected int64, res []any) ([]any, error) {
-	switch code(res) {
-	case "OK":
-		return res, nil
-	case "NOTFOUND":
-		return nil, fmt.Errorf("thread %q: %w", id, ErrNotFound)
-	case "CONFLICT":
-		actual, _ := strconv.ParseInt(replyString(res, 1), 10, 64)
-		return nil, &ConflictError{ThreadID: id, Expected: expected, Actual: actual}
-	case "TRANSITION":
-		return nil, fmt.Errorf("thread %q: %w", id, &thread.TransitionError{
-			From: thread.Status(replyString(res, 1)), To: thread.Status(replyString(res, 2))})
-	case "TERMINAL":
-		return nil, fmt.Errorf("thread %q is %s: %w", id, replyString(res, 1), ErrTerminal)
-	}
-	return nil, unexpectedReply(res)
 }

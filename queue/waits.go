@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/spool-run/spool/internal/luabatch"
+	"github.com/spool-run/spool/internal/reply"
 )
 
 // ErrChainMoved is returned by Suspend when a thread it was told to wait on
@@ -29,7 +28,11 @@ type WaitTarget struct {
 // KEYS[1] waiter thread hash, KEYS[2] waits set of the waiter, KEYS[3] events channel,
 // then per target i: KEYS[3+2i-1] terminal thread hash, KEYS[3+2i] waiters set of its root
 // ARGV[1] expected version, ARGV[2] now, ARGV[3] waiter id, then per target the root id
-// Returns {suspended 0|1, version}; error replies CONFLICT <actual>, CHAINMOVED <root> (not MOVED: Redis Cluster clients read that as a slot redirect).
+// Returns {suspended 0|1, version}; refuses CONFLICT <actual>, CHAINMOVED
+// <root> (not MOVED: Redis Cluster clients read that as a slot redirect).
+// CHAINMOVED comes after writes: the waits set is emptied, and the waiter
+// may stay in the waiters sets of the targets before it (a waiter a
+// chain does not wait for is skipped when the chain finishes).
 var suspendScript = redis.NewScript(`
 local v = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if v ~= tonumber(ARGV[1]) then return redis.error_reply('CONFLICT ' .. v) end
@@ -70,20 +73,12 @@ func (a *Activations) Suspend(ctx context.Context, id string, version int64, tar
 	}
 	res, err := suspendScript.Run(ctx, a.rdb, keys, args...).Int64Slice()
 	if err != nil {
-		if msg := replyText(err); strings.HasPrefix(msg, "CHAINMOVED") {
-			return false, 0, fmt.Errorf("suspend %s: %s: %w", id, msg, ErrChainMoved)
-		} else if strings.HasPrefix(msg, "CONFLICT") {
-			return false, 0, &ConflictError{ThreadID: id, Expected: version, Actual: parseActual(msg)}
-		}
-		return false, 0, fmt.Errorf("suspend %s: %w", id, err)
+		return false, 0, scriptError("suspend "+id, id, version, err)
+	}
+	if len(res) != 2 {
+		return false, 0, reply.Unexpected("suspend", res)
 	}
 	return res[0] == 1, res[1], nil
-}
-
-func parseActual(msg string) int64 {
-	var v int64
-	_, _ = fmt.Sscanf(msg, "CONFLICT %d", &v)
-	return v
 }
 
 // notifyScript tells the waiters of a finished chain.
@@ -127,30 +122,10 @@ func (a *Activations) NotifyFinished(ctx context.Context, chainRoot string) ([]W
 	return a.NotifyWaiters(ctx, chainRoot, waiters)
 }
 
-// waitersScript lists the waiters of a chain. KEYS[1] its waiters set.
-var waitersScript = luabatch.NewScript("waiters", `return redis.call('SMEMBERS', KEYS[1])`)
-
-// WaitersOp reads the waiters of a finished chain as a step of a batch
-// (luabatch), into *waiters, for NotifyWaiters: NotifyFinished in two
-// parts, the first of which rides along with the batch that finishes the
-// chain (most chains have no waiter, and then the second is nothing).
-func (a *Activations) WaitersOp(chainRoot string, waiters *[]string) luabatch.Op {
-	return luabatch.Op{
-		Step: luabatch.Step{Script: waitersScript, Keys: []string{a.ks.Waiters(chainRoot)}},
-		Read: func(reply any) error {
-			list, _ := reply.([]any)
-			*waiters = (*waiters)[:0]
-			for _, w := range list {
-				if s, ok := w.(string); ok {
-					*waiters = append(*waiters, s)
-				}
-			}
-			return nil
-		},
-	}
-}
-
-// NotifyWaiters is NotifyFinished for the waiters a WaitersOp read.
+// NotifyWaiters is NotifyFinished in two parts: its second, for the
+// waiters of the chain that the first read. Package orchestrator's
+// finalize.lua reads them in the script that finishes the chain (most
+// chains have no waiter, and then the second part is nothing).
 func (a *Activations) NotifyWaiters(ctx context.Context, chainRoot string, waiters []string) ([]Wake, error) {
 	if len(waiters) == 0 {
 		return nil, nil

@@ -48,6 +48,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/spool-run/spool/config"
+	"github.com/spool-run/spool/internal/reply"
 	"github.com/spool-run/spool/keyspace"
 )
 
@@ -134,7 +135,8 @@ func burst(r config.RateRule) int {
 // values: rpm, burst, itpm, otpm, concurrent, input cost, output cost
 // Returns {1} when admitted (every rule charged, the lease taken, the
 // waiter dropped); {0, wait ms, rule index (1-based), kind} when not
-// (nothing charged; the caller registered as a waiter).
+// (nothing charged; the caller registered as a waiter). Not admitted is
+// an answer, not a refusal (package reply): the script wrote the waiter.
 var admitScript = redis.NewScript(`
 local now, holder, ttl, score, wttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local n = #KEYS / 6
@@ -219,13 +221,15 @@ func (l *Limiter) Admit(ctx context.Context, rules []config.RateRule, c Call) (A
 	if err != nil {
 		return Admission{}, fmt.Errorf("rate limit admission: %w", err)
 	}
-	if ok, _ := res[0].(int64); ok == 1 {
+	if reply.Int(reply.At(res, 0)) == 1 {
 		adm.OK = true
 		return adm, nil
 	}
-	wait, _ := res[1].(int64)
-	i, _ := res[2].(int64)
-	adm.Kind, _ = res[3].(string)
+	wait, i := reply.Int(reply.At(res, 1)), reply.Int(reply.At(res, 2))
+	if i < 1 || int(i) > len(rules) {
+		return Admission{}, reply.Unexpected("rate limit admission", res)
+	}
+	adm.Kind = reply.String(reply.At(res, 3))
 	adm.Rule = rules[i-1].ID
 	adm.Wait = time.Duration(wait) * time.Millisecond
 	if wait < 0 {

@@ -31,8 +31,7 @@ func TestHousekeepRecoversOrphan(t *testing.T) {
 	id := rec.ThreadID
 	insp := asynq.NewInspectorFromRedisClient(e.redis.Client)
 	require.NoError(t, insp.DeleteTask(e.asynqQueue(), id), "the start task's id is the thread id")
-	claimed, err := o.Registry.Claim(ctx, id) // running, and no lease: a dead worker
-	require.NoError(t, err)
+	claimed := claimDead(t, o, id) // running, and no lease: a dead worker
 	require.Equal(t, thread.StatusRunning, claimed.Status)
 
 	s := e.scheduler(scheduler.Config{HousekeepingInterval: time.Minute}, o)
@@ -93,8 +92,7 @@ func TestRetention(t *testing.T) {
 	}
 	run := func(id string) {
 		t.Helper()
-		_, err := o.Registry.Claim(ctx, id)
-		require.NoError(t, err)
+		claimDead(t, o, id)
 	}
 	finish := func(id string) {
 		t.Helper()

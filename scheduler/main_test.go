@@ -109,6 +109,18 @@ func (e *env) scheduler(cfg scheduler.Config, o *orchestrator.Orchestrator) *sch
 	return s
 }
 
+// claimDead claims created thread id as a worker does, and then lets its
+// lease go as a worker that died does: the thread is running, and nobody
+// holds it.
+func claimDead(t *testing.T, o *orchestrator.Orchestrator, id string) *queue.Record {
+	t.Helper()
+	ctx := context.Background()
+	c, err := o.Activations.Claim(ctx, id, "start", 0, "dead", id, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, o.Redis.Del(ctx, o.Keys.Lease(id)).Err())
+	return c.Record
+}
+
 func (e *env) bundle() string {
 	e.t.Helper()
 	d, err := scheduler.ProjectBundle(context.Background(), e.store, e.project, "", "", nil)

@@ -37,8 +37,7 @@ func lostTurns(t *testing.T, e *env, o *orchestrator.Orchestrator) (*queue.Recor
 		Queue: e.queue, Bundle: e.bundle()})
 	require.NoError(t, err)
 	id := rec.ThreadID
-	claimed, err := o.Registry.Claim(ctx, id) // running, no lease: its worker is gone
-	require.NoError(t, err)
+	claimed := claimDead(t, o, id) // running, no lease: its worker is gone
 	v := claimed.Version
 	tw, err := transcript.CreateWriter(id, e.store, e.signer)
 	require.NoError(t, err)

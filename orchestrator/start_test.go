@@ -1,0 +1,108 @@
+package orchestrator
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hibiken/asynq"
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/ledger"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// startSetup is an orchestrator on a fresh Redis and a memory store that
+// holds a bundle with one directive, test/leads (projectTestDirective),
+// whose digest it returns.
+func startSetup(tb testing.TB) (*Orchestrator, *testenv.Redis, string) {
+	tb.Helper()
+	r := testenv.NewRedis(tb)
+	dir := tb.TempDir()
+	p := filepath.Join(dir, ".ai", "directives", "test", "leads.md")
+	require.NoError(tb, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(tb, os.WriteFile(p, []byte(projectTestDirective), 0o644))
+	store := blobstore.NewMemory()
+	digest, err := directive.BuildBundle(tb.Context(), store, dir, "", nil)
+	require.NoError(tb, err)
+	signer, err := transcript.GenerateKey()
+	require.NoError(tb, err)
+	client := asynq.NewClientFromRedisClient(r.Client)
+	tb.Cleanup(func() { _ = client.Close() })
+	o := New(Config{Namespace: r.Namespace, Logger: slog.New(slog.DiscardHandler)}, r.Client, store,
+		&queue.Enqueuer{Client: client}, signer, transcript.NewKeyring(signer.PublicKey()))
+	return o, r, digest
+}
+
+// TestStartInOneScript: a start's budget and record are one script
+// (start.lua): the record only once the budget is there, and each
+// refusal is its own package's error.
+func TestStartInOneScript(t *testing.T) {
+	t.Parallel()
+	o, _, digest := startSetup(t)
+	ctx := t.Context()
+	inputs := map[string]any{"city": "Lyon"}
+	req := func(parent string) StartRequest {
+		return StartRequest{Directive: "test/leads", Inputs: inputs, Bundle: digest, ParentID: parent}
+	}
+
+	// A root registers its entry with its spend limit as the ceiling.
+	root, err := o.Start(ctx, req(""))
+	require.NoError(t, err)
+	e, err := o.Ledger.Get(ctx, root.ThreadID)
+	require.NoError(t, err)
+	require.InDelta(t, 0.1, e.Max, 1e-12)
+	require.Empty(t, e.ParentID)
+	require.Empty(t, root.LedgerPath)
+
+	// A child is admitted under it: an entry whose parent is the root's.
+	kid, err := o.Start(ctx, req(root.ThreadID))
+	require.NoError(t, err)
+	require.Equal(t, []string{root.ThreadID}, kid.LedgerPath)
+	require.Equal(t, []string{root.ThreadID}, kid.Ancestors)
+	e, err = o.Ledger.Get(ctx, kid.ThreadID)
+	require.NoError(t, err)
+	require.Equal(t, root.ThreadID, e.ParentID)
+	got, err := o.Registry.Get(ctx, kid.ThreadID)
+	require.NoError(t, err)
+	require.Equal(t, kid.Version, got.Version)
+	require.Equal(t, kid.ChainRootID, got.ChainRootID)
+
+	// An id that is registered already is the registry's refusal, after
+	// the budget, and the spawn is given back.
+	spawns := func() int {
+		n, _ := o.Redis.Get(ctx, o.Keys.Spawns(root.ThreadID)).Int()
+		return n
+	}
+	before := spawns()
+	dup := req(root.ThreadID)
+	dup.ID = kid.ThreadID
+	_, err = o.Start(ctx, dup)
+	require.ErrorIs(t, err, queue.ErrExists)
+	require.Equal(t, before, spawns())
+
+	// A guarantee that does not fit is the ledger's refusal: nothing is
+	// registered, and the spawn is given back.
+	guaranteed := req(root.ThreadID)
+	guaranteed.Reserve = true // the root's whole 0.1
+	_, err = o.Start(ctx, guaranteed)
+	require.NoError(t, err)
+	before = spawns()
+	big := req(root.ThreadID)
+	big.ID, big.Reserve = "test/too-big", true
+	_, err = o.Start(ctx, big)
+	require.ErrorIs(t, err, ledger.ErrInsufficientBudget)
+	require.ErrorIs(t, err, &thread.LimitError{Code: thread.CodeSpendExceeded})
+	_, err = o.Registry.Get(ctx, big.ID)
+	require.ErrorIs(t, err, queue.ErrNotFound)
+	_, err = o.Ledger.Get(ctx, big.ID)
+	require.ErrorIs(t, err, ledger.ErrNotFound)
+	require.Equal(t, before, spawns())
+
+}

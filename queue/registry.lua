@@ -1,0 +1,157 @@
+-- registry.lua: the thread registry's writes that compound scripts share
+-- (package queue), as Lua functions of one table, registry. The
+-- registry's own scripts for them are this file and one line that calls
+-- one function with KEYS and ARGV (registry_scripts.go); the compound
+-- scripts of package orchestrator (start.lua, finalize.lua) call them
+-- with slices of theirs.
+--
+-- Replies (package reply): a table, or a refusal, each before anything is
+-- written:
+--
+--   NOTFOUND <id>            no record for the thread
+--   EXISTS <id>              the thread is registered already
+--   NOPARENT <id>            the parent is not registered
+--   CONFLICT <actual>        a stale version: the thread is at actual
+--   TRANSITION <from> <to>   a status change the table below forbids
+--   LINKED <message>         a continuation link would overwrite another
+--
+-- The status table is thread.Transitions() (TestTransitionTableInLua runs
+-- every pair through commit).
+
+local registry = {}
+do
+  local TRANS = {
+    created = {running = true, error = true, cancelled = true},
+    running = {waiting = true, completed = true, error = true, cancelled = true, continued = true},
+    waiting = {running = true, error = true, cancelled = true},
+  }
+  local TERMINAL = {completed = true, error = true, cancelled = true, continued = true}
+
+  -- register registers a new thread.
+  --
+  -- keys[1] thread hash, keys[2] threads zset, keys[3] active set,
+  -- [keys[4] parent thread hash, keys[5] parent's children set]
+  -- argv[1] thread id, argv[2] now (RFC3339Nano), argv[3] now (unix ms),
+  -- argv[4] parent id ("" for a root), argv[5..] field/value pairs
+  -- The record gets status created, version 1, activation 0,
+  -- chain_root_id (if not given) = its id, and ancestors/depth from the
+  -- parent's. Returns {ancestors (JSON), depth, chain_root_id}: the
+  -- caller has every other field already and builds the record without
+  -- reading it back. Refuses EXISTS, NOPARENT.
+  function registry.register(keys, argv)
+    if redis.call('EXISTS', keys[1]) == 1 then return redis.error_reply('EXISTS ' .. argv[1]) end
+    local anc, depth = '[]', 0
+    if argv[4] ~= '' then
+      local p = redis.call('HMGET', keys[4], 'thread_id', 'ancestors', 'depth')
+      if not p[1] then return redis.error_reply('NOPARENT ' .. argv[4]) end
+      local list = {}
+      if p[2] and p[2] ~= '' then list = cjson.decode(p[2]) end
+      table.insert(list, argv[4])
+      anc = cjson.encode(list)
+      depth = (tonumber(p[3]) or 0) + 1
+      redis.call('SADD', keys[5], argv[1])
+    end
+    if #argv > 4 then redis.call('HSET', keys[1], unpack(argv, 5)) end
+    redis.call('HSET', keys[1], 'thread_id', argv[1], 'parent_id', argv[4], 'status', 'created',
+      'version', 1, 'activation', 0, 'ancestors', anc, 'depth', depth,
+      'created_at', argv[2], 'updated_at', argv[2])
+    local root = redis.call('HGET', keys[1], 'chain_root_id')
+    if not root or root == '' then
+      root = argv[1]
+      redis.call('HSET', keys[1], 'chain_root_id', root)
+    end
+    redis.call('ZADD', keys[2], argv[3], argv[1])
+    redis.call('SADD', keys[3], argv[1])
+    return {anc, depth, root}
+  end
+
+  -- commit is the one versioned write: an optional checked status
+  -- transition plus any fields, bumping the version.
+  --
+  -- keys[1] thread hash, keys[2] active set, keys[3] events channel
+  -- argv[1] thread id, argv[2] expected version ("0" = any), argv[3]
+  -- target status ("" = unchanged), argv[4] now (RFC3339Nano), argv[5]
+  -- transcript mark: segments ("" = unchanged), argv[6] the mark's chain
+  -- hash, argv[7..] field/value pairs
+  -- A target equal to the current status is no transition. A terminal
+  -- target leaves the active set. A status change is published as "<id>
+  -- <status>". The transcript mark only rises: one with no more segments
+  -- than transcript_segments is ignored.
+  -- Returns {new version}; refuses NOTFOUND, CONFLICT, TRANSITION.
+  function registry.commit(keys, argv)
+    local cur = redis.call('HMGET', keys[1], 'status', 'version')
+    if not cur[1] then return redis.error_reply('NOTFOUND ' .. argv[1]) end
+    if argv[2] ~= '0' and argv[2] ~= cur[2] then return redis.error_reply('CONFLICT ' .. cur[2]) end
+    local from, to = cur[1], argv[3]
+    local changed = false
+    if to ~= '' and to ~= from then
+      if not (TRANS[from] and TRANS[from][to]) then return redis.error_reply('TRANSITION ' .. from .. ' ' .. to) end
+      changed = true
+    end
+    if #argv > 6 then redis.call('HSET', keys[1], unpack(argv, 7)) end
+    if argv[5] ~= '' and tonumber(argv[5]) > tonumber(redis.call('HGET', keys[1], 'transcript_segments') or '0') then
+      redis.call('HSET', keys[1], 'transcript_segments', argv[5], 'transcript_chain_hash', argv[6])
+    end
+    if changed then redis.call('HSET', keys[1], 'status', to) end
+    local nv = redis.call('HINCRBY', keys[1], 'version', 1)
+    redis.call('HSET', keys[1], 'updated_at', argv[4])
+    if changed then
+      if TERMINAL[to] then redis.call('SREM', keys[2], argv[1]) end
+      redis.call('PUBLISH', keys[3], argv[1] .. ' ' .. to)
+    end
+    return {nv}
+  end
+
+  -- link links a continuation: old → new.
+  --
+  -- keys[1] old thread hash, keys[2] active set, keys[3] events channel,
+  -- [keys[4] new thread hash]
+  -- argv[1] old id, argv[2] new id, argv[3] now (RFC3339Nano)
+  -- Old: continuation_thread_id = new; running (a handoff) or a finished
+  -- status (completed, error, cancelled: a user resume) → continued,
+  -- published, leaving the active set; created or waiting is a
+  -- TRANSITION refusal. New (when keys[4] is given): continuation_of =
+  -- old, chain_root_id = old's chain root, and previous_thread_id = old
+  -- if unset. Both versions are bumped. Linking the same pair again
+  -- changes nothing.
+  -- Returns {old version, new version (0 without keys[4])}; refuses
+  -- NOTFOUND, LINKED, TRANSITION.
+  function registry.link(keys, argv)
+    if argv[1] == argv[2] then return redis.error_reply('LINKED a thread cannot continue itself') end
+    local o = redis.call('HMGET', keys[1], 'status', 'continuation_thread_id', 'chain_root_id', 'version')
+    if not o[1] then return redis.error_reply('NOTFOUND ' .. argv[1]) end
+    local n
+    if keys[4] then
+      n = redis.call('HMGET', keys[4], 'status', 'continuation_of', 'continuation_thread_id', 'version')
+      if not n[1] then return redis.error_reply('NOTFOUND ' .. argv[2]) end
+    end
+    if o[2] and o[2] ~= '' then
+      if o[2] ~= argv[2] then return redis.error_reply('LINKED ' .. argv[1] .. ' already continues as ' .. o[2]) end
+      if not n or n[2] == argv[1] then return {tonumber(o[4]), n and tonumber(n[4]) or 0} end
+    end
+    if n then
+      if n[2] and n[2] ~= '' and n[2] ~= argv[1] then
+        return redis.error_reply('LINKED ' .. argv[2] .. ' already continues ' .. n[2])
+      end
+      if n[3] and n[3] ~= '' then return redis.error_reply('LINKED ' .. argv[2] .. ' already has a continuation ' .. n[3]) end
+    end
+    local from, to = o[1], 'continued'
+    if from ~= 'running' and not TERMINAL[from] then return redis.error_reply('TRANSITION ' .. from .. ' continued') end
+    redis.call('HSET', keys[1], 'continuation_thread_id', argv[2], 'status', to, 'updated_at', argv[3])
+    local ov = redis.call('HINCRBY', keys[1], 'version', 1)
+    if to ~= from then
+      redis.call('SREM', keys[2], argv[1])
+      redis.call('PUBLISH', keys[3], argv[1] .. ' ' .. to)
+    end
+    local nv = 0
+    if n then
+      local root = o[3]
+      if not root or root == '' then root = argv[1] end
+      redis.call('HSET', keys[4], 'continuation_of', argv[1], 'chain_root_id', root, 'updated_at', argv[3])
+      local prev = redis.call('HGET', keys[4], 'previous_thread_id')
+      if not prev or prev == '' then redis.call('HSET', keys[4], 'previous_thread_id', argv[1]) end
+      nv = redis.call('HINCRBY', keys[4], 'version', 1)
+    end
+    return {ov, nv}
+  end
+end
