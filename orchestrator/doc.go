@@ -66,14 +66,18 @@
 //     bytes of the project as the thread that started it.
 //
 // Verification (VerifyThread). Before a thread's state is used (resume, a
-// handoff's continuation, a fork, `spool thread verify`), its signed thread.json
-// and capabilities.md are verified with the keyring and checked against
-// the registry (VerifyMetadata), and its transcript is read held to the
-// transcript marks the registry and thread.json recorded. thread.json and
+// handoff's continuation, a fork, `spool thread verify`), its transcript
+// is read held to the transcript marks the registry and a signed
+// thread.json recorded, and its thread.json and capabilities.md are
+// verified and checked against the registry. Each of them is either
+// attested by the checkpoint written with it (its SHA-256 in the
+// checkpoint's artifacts: one signature per checkpoint covers the turn's
+// files, attest.go) or signed on its own (what no checkpoint could
+// attest, and what was written before attestation). thread.json and
 // capabilities.md are views written beside the turn loop, so a running
 // thread may lack them; a finished thread must have thread.json, which
-// Finalize writes with the final mark. What a view says may be older than
-// the registry (a view is written after its commit), never newer or
-// contrary. Strict mode fails on the first problem; lenient mode (the
-// project's transcript_integrity) reports problems as warnings.
+// Finalize writes at the end. What a view says may be older than the
+// registry (a view is written after its commit), never newer or contrary.
+// Strict mode fails on the first problem; lenient mode (the project's
+// transcript_integrity) reports problems as warnings.
 package orchestrator

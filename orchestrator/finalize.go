@@ -41,6 +41,10 @@ type Outcome struct {
 	// Lease is the token of the activation lease the caller holds:
 	// Finalize releases it with the end; "": none.
 	Lease string
+	// ThreadJSON is the thread.json the caller's final checkpoint
+	// attests (AttestFinal): written instead of a signed one when the
+	// commit lands at its version; nil: Finalize signs one.
+	ThreadJSON *AttestedThreadJSON
 }
 
 // Charge is a ledger charge under an idempotency key (ledger.Charge).
@@ -107,7 +111,7 @@ func (o *Orchestrator) Finalize(ctx context.Context, rec *queue.Record, version 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCommitTimeout)
 	defer cancel()
 	final := finalRecord(rec, v, out, o.Now())
-	if err := o.WriteThreadJSON(ctx, final); err != nil {
+	if err := o.writeFinalThreadJSON(ctx, final, out.ThreadJSON); err != nil {
 		log.Warn("thread.json not written", "error", err)
 	}
 	if len(waiters) > 0 {

@@ -1,7 +1,9 @@
 package orchestrator
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,8 +19,8 @@ import (
 // transcript and metadata retention deleted: there is nothing to verify.
 var ErrArtifactsDeleted = errors.New("thread artifacts deleted by retention")
 
-// IntegrityError is signed thread metadata (thread.json, capabilities.md)
-// that does not verify or contradicts the registry. errors.Is(err,
+// IntegrityError is thread metadata (thread.json, capabilities.md), signed
+// or attested, that does not verify or contradicts the registry. errors.Is(err,
 // transcript.ErrTampered) is true, as for a transcript that does not verify.
 type IntegrityError struct {
 	Key    string // blob key of the file
@@ -48,7 +50,7 @@ func RecordMark(m transcript.Mark) *queue.TranscriptMark {
 	return &queue.TranscriptMark{Segments: m.Segments, ChainHash: m.ChainHash}
 }
 
-// Metadata is a thread's verified signed metadata.
+// Metadata is a thread's verified metadata, signed or attested.
 type Metadata struct {
 	// Record is the registry record the files were checked against, read
 	// after them.
@@ -59,6 +61,9 @@ type Metadata struct {
 	ThreadJSON *queue.Record
 	// Capabilities is capabilities.md, likewise.
 	Capabilities *transcript.CapabilitiesFile
+	// ThreadJSONAttested and CapabilitiesAttested are the segments whose
+	// checkpoints attest the files; 0: signed (or absent).
+	ThreadJSONAttested, CapabilitiesAttested int64
 	// Warnings lists what lenient mode let pass.
 	Warnings []string
 }
@@ -79,77 +84,128 @@ func (m *Metadata) Marks() []transcript.Mark {
 // commit.
 const finalizeGrace = 30 * time.Second
 
-// VerifyMetadata loads thread id's thread.json and capabilities.md,
-// verifies their signatures with the keyring, then reads the registry
-// record and checks the files against it:
-//
-//   - thread.json must name the thread, its directive and parent, hold the
-//     registry's limits and capabilities, and be a state the registry's
-//     could have come from: not a later version, at the same version the
-//     same status, at an earlier one a status that can become the
-//     registry's; its transcript mark may not be ahead of the registry's;
-//   - capabilities.md must be drawn for the thread and its capabilities.
-//
-// The record is read after the files because a view is written after the
-// commit it shows: so read, the registry is never behind a genuine view.
-// Both files are views written beside the turn loop, not records: a
-// missing capabilities.md is never an error (a thread that failed before
-// its first turn has none), nor is a missing thread.json on a thread that
-// has not finished. A finished thread has one (Finalize writes it), so its
-// absence is, once finalizeGrace has passed. In strict mode the first
-// problem is returned as an *IntegrityError; in lenient mode problems are
-// listed in Warnings.
-func (o *Orchestrator) VerifyMetadata(ctx context.Context, id string, mode transcript.Mode) (*Metadata, error) {
-	tjKey, capKey := transcript.ThreadJSONKey(id), transcript.CapabilitiesKey(id)
-	tjData, err := o.Store.Get(ctx, tjKey)
-	if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
-		return nil, fmt.Errorf("verify %s: %w", tjKey, err)
-	}
-	capData, err := o.Store.Get(ctx, capKey)
-	if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
-		return nil, fmt.Errorf("verify %s: %w", capKey, err)
-	}
-	rec, err := o.Registry.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	md := &Metadata{Record: rec}
-	var problems []error
-	switch {
-	case tjData == nil:
-		if rec.Status.Terminal() && o.Now().Sub(rec.UpdatedAt) > finalizeGrace {
-			problems = append(problems, &IntegrityError{Key: tjKey, Reason: fmt.Sprintf("missing, and the thread is %s", rec.Status)})
+// metadataFiles are a thread's thread.json and capabilities.md as read
+// (nil: absent).
+type metadataFiles struct {
+	threadJSON, capabilities []byte
+}
+
+func (o *Orchestrator) readMetadata(ctx context.Context, id string) (metadataFiles, error) {
+	var f metadataFiles
+	for _, file := range []struct {
+		key  string
+		data *[]byte
+	}{{transcript.ThreadJSONKey(id), &f.threadJSON}, {transcript.CapabilitiesKey(id), &f.capabilities}} {
+		data, err := o.Store.Get(ctx, file.key)
+		if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
+			return f, fmt.Errorf("verify %s: %w", file.key, err)
 		}
-	default:
+		*file.data = data
+	}
+	return f, nil
+}
+
+// signedJSON reports whether data, a thread.json, has a _signature member
+// (SignJSON's); one without is attested.
+func signedJSON(data []byte) bool {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(data, &top) != nil {
+		return true // not JSON: VerifyJSON says why
+	}
+	_, ok := top[transcript.SignatureField]
+	return ok
+}
+
+// signedMarkdown reports whether data, a capabilities.md, opens with a
+// signature line (SignMarkdown's); one without is attested.
+func signedMarkdown(data []byte) bool { return bytes.HasPrefix(data, []byte("<!-- rye:signed:")) }
+
+// errNotAttested is the cause of an attested file that no verified
+// checkpoint attests: a file edited since, or whose checkpoint is gone.
+var errNotAttested = fmt.Errorf("no verified checkpoint attests its SHA-256: %w", transcript.ErrBadSignature)
+
+// verifySigned checks the signed files of f (the attested ones wait for
+// the transcript: verifyAttested) against rec into md, and returns the
+// problems found.
+func verifySigned(f metadataFiles, keyring *transcript.Keyring, rec *queue.Record, md *Metadata) []error {
+	id := rec.ThreadID
+	var problems []error
+	if f.threadJSON != nil && signedJSON(f.threadJSON) {
 		var tj queue.Record
-		if _, err := transcript.VerifyJSON(tjData, o.Keyring, &tj); err != nil {
-			problems = append(problems, &IntegrityError{Key: tjKey, Reason: "signature", Err: err})
-		} else if reason := contradiction(&tj, rec); reason != "" {
-			problems = append(problems, &IntegrityError{Key: tjKey, Reason: reason})
+		if _, err := transcript.VerifyJSON(f.threadJSON, keyring, &tj); err != nil {
+			problems = append(problems, &IntegrityError{Key: transcript.ThreadJSONKey(id), Reason: "signature", Err: err})
+		} else if p := checkThreadJSON(&tj, rec); p != nil {
+			problems = append(problems, p)
 		} else {
 			md.ThreadJSON = &tj
 		}
 	}
-	if capData != nil {
-		cf, err := transcript.ReadCapabilities(capData, o.Keyring)
-		switch {
-		case err != nil:
-			problems = append(problems, &IntegrityError{Key: capKey, Reason: "signature", Err: err})
-		case !cf.For(id):
-			problems = append(problems, &IntegrityError{Key: capKey, Reason: "drawn for another thread"})
-		case !cf.Lists(rec.Capabilities):
-			problems = append(problems, &IntegrityError{Key: capKey, Reason: fmt.Sprintf("capabilities differ from the registry's %q", rec.Capabilities)})
-		default:
+	if f.capabilities != nil && signedMarkdown(f.capabilities) {
+		cf, err := transcript.ReadCapabilities(f.capabilities, keyring)
+		if err != nil {
+			problems = append(problems, &IntegrityError{Key: transcript.CapabilitiesKey(id), Reason: "signature", Err: err})
+		} else if p := checkCapabilities(cf, rec); p != nil {
+			problems = append(problems, p)
+		} else {
 			md.Capabilities = cf
 		}
 	}
-	for _, p := range problems {
-		if mode == transcript.Strict {
-			return nil, p
+	return problems
+}
+
+// verifyAttested checks the attested files of f against the verified
+// transcript tr and against rec into md, and returns the problems found.
+func verifyAttested(f metadataFiles, tr *transcript.Transcript, rec *queue.Record, md *Metadata) []error {
+	id := rec.ThreadID
+	var problems []error
+	if f.threadJSON != nil && !signedJSON(f.threadJSON) {
+		key := transcript.ThreadJSONKey(id)
+		var tj queue.Record
+		if md.ThreadJSONAttested = tr.Attested(transcript.ArtifactThreadJSON, f.threadJSON); md.ThreadJSONAttested == 0 {
+			problems = append(problems, &IntegrityError{Key: key, Reason: "attestation", Err: errNotAttested})
+		} else if err := json.Unmarshal(f.threadJSON, &tj); err != nil {
+			problems = append(problems, &IntegrityError{Key: key, Reason: "attested, but not a record", Err: err})
+		} else if p := checkThreadJSON(&tj, rec); p != nil {
+			problems = append(problems, p)
+		} else {
+			md.ThreadJSON = &tj
 		}
-		md.Warnings = append(md.Warnings, p.Error())
 	}
-	return md, nil
+	if f.capabilities != nil && !signedMarkdown(f.capabilities) {
+		key := transcript.CapabilitiesKey(id)
+		if md.CapabilitiesAttested = tr.Attested(transcript.ArtifactCapabilities, f.capabilities); md.CapabilitiesAttested == 0 {
+			problems = append(problems, &IntegrityError{Key: key, Reason: "attestation", Err: errNotAttested})
+		} else if cf, err := transcript.ParseCapabilities(f.capabilities); err != nil {
+			problems = append(problems, &IntegrityError{Key: key, Reason: "attested, but not capabilities", Err: err})
+		} else if p := checkCapabilities(cf, rec); p != nil {
+			problems = append(problems, p)
+		} else {
+			md.Capabilities = cf
+		}
+	}
+	return problems
+}
+
+// checkThreadJSON is a verified thread.json that contradicts the
+// registry record rec, as an *IntegrityError, or nil.
+func checkThreadJSON(tj, rec *queue.Record) error {
+	if reason := contradiction(tj, rec); reason != "" {
+		return &IntegrityError{Key: transcript.ThreadJSONKey(rec.ThreadID), Reason: reason}
+	}
+	return nil
+}
+
+// checkCapabilities is a verified capabilities.md that was not drawn for
+// rec's thread and capabilities, as an *IntegrityError, or nil.
+func checkCapabilities(cf *transcript.CapabilitiesFile, rec *queue.Record) error {
+	key := transcript.CapabilitiesKey(rec.ThreadID)
+	switch {
+	case !cf.For(rec.ThreadID):
+		return &IntegrityError{Key: key, Reason: "drawn for another thread"}
+	case !cf.Lists(rec.Capabilities):
+		return &IntegrityError{Key: key, Reason: fmt.Sprintf("capabilities differ from the registry's %q", rec.Capabilities)}
+	}
+	return nil
 }
 
 // contradiction says how thread.json (tj) contradicts the registry record
@@ -219,23 +275,74 @@ type Verified struct {
 func (v *Verified) Record() *queue.Record { return v.Metadata.Record }
 
 // VerifyThread verifies everything signed about thread id before its state
-// is used (resume, a handoff's continuation, `spool thread verify`): its
-// metadata (VerifyMetadata), then its transcript, held to the transcript
-// marks of the registry and thread.json, so that deleting the last
-// segments of a finished thread, or any segment the registry knows
-// durable, fails strict verification naming the missing segment. A thread
-// whose artifacts retention deleted is ErrArtifactsDeleted.
+// is used (resume, a handoff's continuation, a fork, `spool thread
+// verify`): its transcript and its metadata, against the registry record
+// (read after the files, because a view is written after the commit it
+// shows: so read, the registry is never behind a genuine view).
+//
+// The metadata are thread.json and capabilities.md, each either signed
+// (SignJSON, SignMarkdown) or attested by a checkpoint (attest.go):
+//
+//   - thread.json must name the thread, its directive and parent, hold the
+//     registry's limits and capabilities, and be a state the registry's
+//     could have come from: not a later version, at the same version the
+//     same status, at an earlier one a status that can become the
+//     registry's; its transcript mark may not be ahead of the registry's;
+//   - capabilities.md must be drawn for the thread and its capabilities.
+//
+// Signed files are checked first; the transcript is then read held to the
+// transcript marks of the registry and of a signed thread.json, so that
+// deleting the last segments of a finished thread, or any segment the
+// registry knows durable, fails strict verification naming the missing
+// segment; attested files are then looked for in the checkpoints that
+// verified (so deleting the segment that attests one fails it too).
+//
+// Both files are views written beside the turn loop, not records: a
+// missing capabilities.md is never an error (a thread that failed before
+// its first turn has none), nor is a missing thread.json on a thread that
+// has not finished. A finished thread has one (Finalize writes it), so its
+// absence is, once finalizeGrace has passed. In strict mode the first
+// problem is returned (an *IntegrityError, or the transcript's
+// *transcript.VerifyError); in lenient mode problems are listed in
+// Warnings. A thread whose artifacts retention deleted is
+// ErrArtifactsDeleted.
 func (o *Orchestrator) VerifyThread(ctx context.Context, id string, mode transcript.Mode) (*Verified, error) {
-	md, err := o.VerifyMetadata(ctx, id, mode)
+	files, err := o.readMetadata(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("verify thread %s: %w", id, err)
 	}
-	if at := md.Record.Extra[queue.ArtifactsDeletedField]; at != "" {
+	rec, err := o.Registry.Get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("verify thread %s: %w", id, err)
+	}
+	if at := rec.Extra[queue.ArtifactsDeletedField]; at != "" {
 		return nil, fmt.Errorf("thread %s: %w at %s", id, ErrArtifactsDeleted, at)
+	}
+	md := &Metadata{Record: rec}
+	// keep returns the first problem in strict mode, and lists them all
+	// in lenient mode.
+	keep := func(problems []error) error {
+		for _, p := range problems {
+			if mode == transcript.Strict {
+				return fmt.Errorf("verify thread %s: %w", id, p)
+			}
+			md.Warnings = append(md.Warnings, p.Error())
+		}
+		return nil
+	}
+	var missing []error
+	if files.threadJSON == nil && rec.Status.Terminal() && o.Now().Sub(rec.UpdatedAt) > finalizeGrace {
+		missing = append(missing, &IntegrityError{Key: transcript.ThreadJSONKey(id), Reason: fmt.Sprintf("missing, and the thread is %s", rec.Status)})
+	}
+	if err := keep(append(missing, verifySigned(files, o.Keyring, rec, md)...)); err != nil {
+		return nil, err
 	}
 	tr, err := transcript.ReadWith(ctx, o.Store, id, o.Keyring, transcript.ReadOptions{Mode: mode, Marks: md.Marks()})
 	if err != nil {
 		return nil, fmt.Errorf("verify thread %s: %w", id, err)
+	}
+	if err := keep(verifyAttested(files, tr, rec, md)); err != nil {
+		return nil, err
 	}
 	v := &Verified{Metadata: md, Transcript: tr}
 	v.Warnings = append(append(v.Warnings, md.Warnings...), tr.Warnings...)

@@ -60,10 +60,24 @@ type Checkpoint struct {
 	DroppedDeltaBytes int64  `json:"dropped_delta_bytes,omitempty"`
 	SHA256            string `json:"sha256"` // hex SHA-256 of every transcript byte before this line
 	State             State  `json:"state"`
-	KeyID             string `json:"key_id"`
-	Algo              string `json:"algo"` // "ed25519"
-	Sig               string `json:"sig"`  // base64url (no padding) Ed25519 signature
+	// Artifacts are the hex SHA-256s of files written beside the
+	// transcript with this turn, by name (ArtifactThreadJSON,
+	// ArtifactCapabilities): the checkpoint's signature covers them, so
+	// such a file needs no signature of its own (Writer.Attest,
+	// Transcript.Attested). Checkpoints written before attestation have
+	// none.
+	Artifacts map[string]string `json:"artifacts,omitempty"`
+	KeyID     string            `json:"key_id"`
+	Algo      string            `json:"algo"` // "ed25519"
+	Sig       string            `json:"sig"`  // base64url (no padding) Ed25519 signature
 }
+
+// Artifacts a checkpoint attests, by name: the file's name under
+// ThreadPrefix.
+const (
+	ArtifactThreadJSON   = "thread.json"
+	ArtifactCapabilities = "capabilities.md"
+)
 
 const (
 	algoEd25519 = "ed25519"
@@ -93,10 +107,10 @@ func SegmentKey(threadID string, n int64) string {
 }
 
 // ThreadJSONKey is the blob key of thread.json.
-func ThreadJSONKey(threadID string) string { return ThreadPrefix(threadID) + "thread.json" }
+func ThreadJSONKey(threadID string) string { return ThreadPrefix(threadID) + ArtifactThreadJSON }
 
 // CapabilitiesKey is the blob key of capabilities.md.
-func CapabilitiesKey(threadID string) string { return ThreadPrefix(threadID) + "capabilities.md" }
+func CapabilitiesKey(threadID string) string { return ThreadPrefix(threadID) + ArtifactCapabilities }
 
 // KnowledgeKey is the blob key of the thread's knowledge render
 // (.ai/knowledge/agent/threads/<directive>/<thread_id>.md in the reference).

@@ -5,9 +5,9 @@
 //
 //	threads/<id>/transcript/00000001.jsonl   segment 1: events ... checkpoint
 //	threads/<id>/transcript/00000002.jsonl   segment 2: events ... checkpoint
-//	threads/<id>/thread.json                 RFC 8785 JSON + _signature (SignJSON)
-//	threads/<id>/capabilities.md             <!-- rye:signed:... --> Markdown
-//	knowledge/agent/threads/<directive>/<id>.md   knowledge render (signed)
+//	threads/<id>/thread.json                 JSON, attested by a checkpoint, or RFC 8785 JSON + _signature (SignJSON)
+//	threads/<id>/capabilities.md             Markdown, attested by a checkpoint, or signed (<!-- rye:signed:... -->)
+//	knowledge/agent/threads/<directive>/<id>.md   knowledge render (signed, made on read)
 //
 // S3 objects cannot be appended to, so a transcript is a sequence of
 // immutable segments, one per checkpoint (turn boundary), each written
@@ -24,11 +24,17 @@
 //   - state: the operational state snapshot a new worker resumes from
 //     (iteration, cost counters, per-tool call counts, running summary,
 //     an opaque extra map for the worker);
+//   - artifacts: the SHA-256 of each file written beside the transcript
+//     with this turn (thread.json, capabilities.md), by name: such a file
+//     needs no signature of its own, a reader finds it attested by a
+//     verified checkpoint (Writer.Attest, Transcript.Attested). Checkpoints
+//     from before attestation have none, and read as before;
 //   - key_id, algo and sig: an Ed25519 signature, by the key key_id names,
 //     over the whole checkpoint line as written with an empty sig value
-//     (prefixed by a domain string). The line contains the hash, the state
-//     and the envelope (thread id, seq, timestamp), so the signature covers
-//     all of them; nothing is re-serialised to verify, the check is on bytes.
+//     (prefixed by a domain string). The line contains the hash, the
+//     state, the artifacts and the envelope (thread id, seq, timestamp), so
+//     the signature covers all of them; nothing is re-serialised to
+//     verify, the check is on bytes.
 //
 // Checkpoints therefore live inside the segments, not in a separate object:
 // one PutIfAbsent commits the turn's events and the state atomically, which

@@ -90,6 +90,7 @@ func writeTurn(t testing.TB, w *Writer, turn int) []thread.Message {
 	out := fmt.Sprintf("wrote %d bytes", 10+turn)
 	isErr := turn%3 == 0
 	mustAppend(t, w, TypeToolCallResult, ToolCallResult{CallID: callID, Tool: call.Name, Output: out, IsError: isErr})
+	w.Attest(ArtifactThreadJSON, attestedView(turn)) // checkpoints attest what was written with them
 	if _, err := w.Checkpoint(context.Background(), stateFor(turn)); err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +100,9 @@ func writeTurn(t testing.TB, w *Writer, turn int) []thread.Message {
 		{Role: thread.RoleTool, Content: out, ToolCallID: callID, ToolName: call.Name, IsError: isErr},
 	}
 }
+
+// attestedView is the thread.json writeTurn has turn's checkpoint attest.
+func attestedView(turn int) []byte { return fmt.Appendf(nil, `{"thread_id":"t","turn":%d}`, turn) }
 
 func stateFor(turn int) State {
 	return State{

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrUnknownKey is returned when a signature names a key id the keyring does
@@ -43,8 +44,9 @@ func publicPEM(pub ed25519.PublicKey) []byte {
 
 // Signer holds an Ed25519 private key. It is safe for concurrent use.
 type Signer struct {
-	priv ed25519.PrivateKey
-	id   string
+	priv   ed25519.PrivateKey
+	id     string
+	signed atomic.Int64
 }
 
 // GenerateKey makes a new Ed25519 key pair.
@@ -68,7 +70,13 @@ func (s *Signer) KeyID() string { return s.id }
 func (s *Signer) PublicKey() ed25519.PublicKey { return s.priv.Public().(ed25519.PublicKey) }
 
 // Sign signs msg.
-func (s *Signer) Sign(msg []byte) []byte { return ed25519.Sign(s.priv, msg) }
+func (s *Signer) Sign(msg []byte) []byte {
+	s.signed.Add(1)
+	return ed25519.Sign(s.priv, msg)
+}
+
+// Signatures is how many signatures the signer has made.
+func (s *Signer) Signatures() int64 { return s.signed.Load() }
 
 // SaveKey writes the private key to dir/signing.key (PKCS#8 PEM, mode 0600,
 // replacing an older key: that is rotation) and the public key to

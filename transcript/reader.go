@@ -56,6 +56,8 @@ type SegmentInfo struct {
 	ChainHash string
 	KeyID     string
 	Time      time.Time // the checkpoint's timestamp
+	// Artifacts are what the checkpoint attests (Checkpoint.Artifacts).
+	Artifacts map[string]string
 }
 
 // Transcript is a verified transcript.
@@ -77,6 +79,22 @@ func (t *Transcript) LastSegment() int64 {
 		return 0
 	}
 	return t.Segments[len(t.Segments)-1].Number
+}
+
+// Attested returns the number of the last verified segment whose
+// checkpoint attests data as artifact name (Writer.Attest), or 0 when none
+// does. A file so attested is as verified as that checkpoint: its
+// signature covers the file's SHA-256, and the hash chain covers the
+// checkpoint.
+func (t *Transcript) Attested(name string, data []byte) int64 {
+	sum := sha256.Sum256(data)
+	want := hex.EncodeToString(sum[:])
+	for i := len(t.Segments) - 1; i >= 0; i-- {
+		if t.Segments[i].Artifacts[name] == want {
+			return t.Segments[i].Number
+		}
+	}
+	return 0
 }
 
 // ReadOptions tune Read.
@@ -386,7 +404,7 @@ func (v *verifier) chain(p *parsedSegment) ([]Event, SegmentInfo, error) {
 	hc.Write(p.data[p.cpStart:])
 	ck := p.events[len(p.events)-1]
 	info := SegmentInfo{Key: p.key, Number: p.n, FirstSeq: v.nextSeq, LastSeq: ck.Seq, Size: len(p.data),
-		ChainHash: hex.EncodeToString(hc.Sum(nil)), KeyID: cp.KeyID, Time: ck.Timestamp}
+		ChainHash: hex.EncodeToString(hc.Sum(nil)), KeyID: cp.KeyID, Time: ck.Timestamp, Artifacts: cp.Artifacts}
 	st := cp.State
 	v.h = hc
 	v.nextSegment = p.n + 1

@@ -212,7 +212,9 @@ func SignedKnowledge(meta KnowledgeMeta, events []Event, signer *Signer, now tim
 
 // RenderCapabilities renders capabilities.md: the thread's tool
 // definitions in a JSON fenced block and its capabilities tree in a code
-// fence. Sign it with SignMarkdown; ReadCapabilities reads it back.
+// fence. Have the checkpoint written with it attest it (Writer.Attest;
+// ParseCapabilities reads it back), or sign it with SignMarkdown
+// (ReadCapabilities).
 func RenderCapabilities(threadID string, tools []thread.ToolDef, capabilities []string) ([]byte, error) {
 	toolsJSON, err := json.MarshalIndent(tools, "", "  ")
 	if err != nil {
@@ -259,7 +261,7 @@ var capJSONBlock = regexp.MustCompile("(?s)## Tools\n\n(`{3,})json\n(.*?)\n(`{3,
 // CapabilitiesFile is a verified capabilities.md.
 type CapabilitiesFile struct {
 	Tools     []thread.ToolDef
-	Signature MarkdownSignature
+	Signature MarkdownSignature // zero for an attested file
 	body      []byte
 }
 
@@ -292,6 +294,18 @@ func ReadCapabilities(data []byte, keyring *Keyring) (*CapabilitiesFile, error) 
 	if err != nil {
 		return nil, fmt.Errorf("capabilities.md: %w", err)
 	}
+	f, err := ParseCapabilities(body)
+	if err != nil {
+		return nil, err
+	}
+	f.Signature = sig
+	return f, nil
+}
+
+// ParseCapabilities parses capabilities.md as RenderCapabilities drew it,
+// with no signature line: a file a checkpoint attests, which the caller
+// has found attested (Transcript.Attested).
+func ParseCapabilities(body []byte) (*CapabilitiesFile, error) {
 	m := capJSONBlock.FindSubmatch(body)
 	if m == nil || string(m[1]) != string(m[3]) {
 		return nil, fmt.Errorf("capabilities.md: no tools JSON block")
@@ -306,5 +320,5 @@ func ReadCapabilities(data []byte, keyring *Keyring) (*CapabilitiesFile, error) 
 			tools[i].InputSchema = c.Bytes()
 		}
 	}
-	return &CapabilitiesFile{Tools: tools, Signature: sig, body: body}, nil
+	return &CapabilitiesFile{Tools: tools, body: body}, nil
 }

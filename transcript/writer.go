@@ -3,6 +3,7 @@ package transcript
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -74,6 +75,7 @@ type Writer struct {
 	buf       bytes.Buffer
 	events    int // events in buf
 	lastState *State
+	attest    map[string]string // artifacts the next checkpoint attests
 
 	delta        strings.Builder // pending coalesced delta text
 	deltaLast    time.Time       // when the last token_delta event was emitted
@@ -276,8 +278,24 @@ func (w *Writer) flushDelta(now time.Time) error {
 	return err
 }
 
+// Attest has the next Checkpoint carry the SHA-256 of data as artifact
+// name (ArtifactThreadJSON, ArtifactCapabilities): a file the caller writes
+// beside the transcript, unsigned, once that checkpoint is durable, and
+// that a reader verifies by finding its hash in a verified checkpoint
+// (Transcript.Attested). Attesting a name again before the checkpoint
+// replaces it; a failed Checkpoint keeps what was attested for its retry.
+func (w *Writer) Attest(name string, data []byte) {
+	sum := sha256.Sum256(data)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.attest == nil {
+		w.attest = map[string]string{}
+	}
+	w.attest[name] = hex.EncodeToString(sum[:])
+}
+
 // Checkpoint commits the buffered events and a signed checkpoint carrying
-// state as the next segment, create-only. On ErrSegmentExists (another
+// state (and what Attest attested) as the next segment, create-only. On ErrSegmentExists (another
 // writer got there first) the writer is closed; on any other error nothing
 // changed and Checkpoint may be retried. A checkpoint with no new events is
 // allowed (it records a state change).
@@ -295,7 +313,7 @@ func (w *Writer) Checkpoint(ctx context.Context, state State) (SegmentInfo, erro
 	hc := cloneHash(w.h)
 	hc.Write(w.buf.Bytes())
 	cp := Checkpoint{Segment: w.segment, Events: w.events, DroppedDeltaBytes: w.deltaDropped,
-		SHA256: hex.EncodeToString(hc.Sum(nil)), State: state}
+		SHA256: hex.EncodeToString(hc.Sum(nil)), State: state, Artifacts: w.attest}
 	line, err := signCheckpoint(now.UTC(), w.threadID, w.seq, cp, w.signer)
 	if err != nil {
 		return SegmentInfo{}, fmt.Errorf("checkpoint %s: %w", key, err)
@@ -318,7 +336,8 @@ func (w *Writer) Checkpoint(ctx context.Context, state State) (SegmentInfo, erro
 	hc.Write(line)
 	hc.Write([]byte{'\n'})
 	info := SegmentInfo{Key: key, Number: w.segment, FirstSeq: w.seq - int64(w.events), LastSeq: w.seq,
-		Size: len(data), ChainHash: hex.EncodeToString(hc.Sum(nil)), KeyID: w.signer.KeyID(), Time: now.UTC()}
+		Size: len(data), ChainHash: hex.EncodeToString(hc.Sum(nil)), KeyID: w.signer.KeyID(), Time: now.UTC(), Artifacts: w.attest}
+	w.attest = nil
 	w.h = hc
 	w.segment++
 	w.seq++

@@ -26,11 +26,13 @@ func (s *session) emit(typ string, payload any) {
 // the registry's transcript mark to what is durable before it: the segments
 // this activation read or wrote, not the one it is about to write (see the
 // package doc, Crash safety).
-func (s *session) checkpoint(ctx context.Context) error { return s.checkpointTurn(ctx, true) }
+func (s *session) checkpoint(ctx context.Context) error { return s.checkpointTurn(ctx, true, nil) }
 
 // checkpointTurn is checkpoint; without charge, it leaves the turn's
-// charge to its caller (finalize hands it to Finalize).
-func (s *session) checkpointTurn(ctx context.Context, charge bool) error {
+// charge to its caller (finalize hands it to Finalize). With final, the
+// checkpoint is the thread's last, and attests the thread.json that
+// Finalize(final) writes (attestViews).
+func (s *session) checkpointTurn(ctx context.Context, charge bool, final *orchestrator.Outcome) error {
 	began := time.Now()
 	cost := s.st.Cost
 	ch := queue.Changes{Cost: &cost, Transcript: orchestrator.RecordMark(s.tw.Mark())}
@@ -43,6 +45,10 @@ func (s *session) checkpointTurn(ctx context.Context, charge bool) error {
 	}
 	s.version = v
 	raw, err := json.Marshal(s.st)
+	if err != nil {
+		return err
+	}
+	views, err := s.attestViews(ctx, final)
 	if err != nil {
 		return err
 	}
@@ -63,8 +69,8 @@ func (s *session) checkpointTurn(ctx context.Context, charge bool) error {
 		}
 	}
 	s.w.metrics.checkpointed(time.Since(began))
-	if s.startViews {
-		s.writeStartViews(ctx)
+	if views != nil {
+		s.writeStartViews(ctx, views)
 	}
 	return nil
 }

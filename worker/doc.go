@@ -71,8 +71,16 @@
 // by the next commit, and deleting it is indistinguishable from a crash
 // before it was written (the thread re-runs that turn). A finished thread
 // has no lag: Finalize commits after the final segment, with the exact
-// mark (Outcome.Transcript), and writes it into thread.json too; a segment
-// appended later (thread_resumed) raises the mark after it is written.
+// mark (Outcome.Transcript); the final thread.json, which that segment's
+// checkpoint attests (orchestrator.AttestFinal), names the segment; a
+// segment appended later (thread_resumed) raises the mark after it is
+// written.
+//
+// Signatures. A checkpoint's is the only one a turn costs: the files
+// written with it (capabilities.md and thread.json at the start, thread.json
+// at the end) are attested by it (attestViews: their SHA-256 in its
+// artifacts) and written unsigned once it is durable. capabilities.md is
+// written once, at the start.
 // The registry only ever raises a mark, and every mark is one its writer
 // saw durable, so a mark never exceeds the transcript unless segments
 // were deleted.

@@ -84,7 +84,7 @@ func (s *session) finalize(ctx context.Context) error {
 		// only re-runs what follows (restore charges the turn). Here the
 		// turn's charge goes with the end, in Finalize's one script.
 		s.emitFinal(f)
-		if err := s.checkpointTurn(ctx, false); err != nil {
+		if err := s.checkpointTurn(ctx, false, &out); err != nil {
 			return err
 		}
 		s.finalDurable = true
