@@ -198,3 +198,48 @@ func TestSuspendEdgeCases(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []Wake{{ThreadID: "p", Seq: seq}}, stalled)
 }
+
+// TestDecideWhileAwake: a thread waiting for approval that a message
+// wakes is running, its calls still pending, until it suspends again. A
+// decision made in that window is recorded (not refused as "nothing
+// pending") without a second wake-up, and the suspension that follows
+// counts it: no call open, so the worker wakes the thread itself.
+func TestDecideWhileAwake(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	acts := NewActivations(f.r.Client, f.ks, f.clock.Now)
+	register(t, f, "a", "")
+	c, err := acts.Claim(f.ctx, "a", "start", 0, "tok", "a", time.Minute)
+	require.NoError(t, err)
+	pending := []PendingApproval{{CallID: "c1", Tool: "t/x"}, {CallID: "c2", Tool: "t/x"}}
+	seq, open, err := acts.SuspendForApproval(f.ctx, "a", c.Version, pending)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, open)
+	require.NoError(t, acts.Release(f.ctx, "a", "tok"))
+
+	d := Decision{Decision: DecisionApprove, By: "ada", At: f.clock.Now()}
+	decided, wake, err := acts.Decide(f.ctx, "a", []string{"c1"}, d)
+	require.NoError(t, err)
+	require.Equal(t, []string{"c1"}, decided)
+	require.Nil(t, wake, "c2 still waits")
+
+	// A message wakes it: running, both calls still in the record.
+	c2, err := acts.Claim(f.ctx, "a", "wake", seq, "tok2", "a@wake", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, thread.StatusRunning, c2.Record.Status)
+	decided, wake, err = acts.Decide(f.ctx, "a", nil, d)
+	require.NoError(t, err, "decided while awake")
+	require.Equal(t, []string{"c2"}, decided)
+	require.Nil(t, wake, "a running thread is not woken")
+	_, _, err = acts.Decide(f.ctx, "a", []string{"c2"}, d)
+	require.ErrorIs(t, err, ErrNotPending, "a call is decided once")
+
+	_, open, err = acts.SuspendForApproval(f.ctx, "a", c2.Version, pending)
+	require.NoError(t, err)
+	require.Zero(t, open, "the suspension counts the decisions made while awake")
+
+	// Once the calls are answered and cleared, nothing is pending.
+	require.NoError(t, acts.ClearApprovals(f.ctx, "a"))
+	_, _, err = acts.Decide(f.ctx, "a", nil, d)
+	require.ErrorIs(t, err, ErrNotPending)
+}

@@ -98,7 +98,10 @@ func (a *Activations) SuspendForApproval(ctx context.Context, id string, version
 }
 
 // decideScript records a decision on pending calls of a thread waiting
-// for approval.
+// for approval. The thread may be briefly running while its calls are
+// pending (a message woke it; it suspends again at the end of the
+// activation, counting the decisions recorded meanwhile): the decision is
+// recorded all the same, and only a thread that waits is woken.
 //
 // KEYS[1] thread hash, KEYS[2] decisions hash
 // ARGV[1] the decision (JSON), ARGV[2..] call ids ("*": every pending call)
@@ -106,7 +109,7 @@ func (a *Activations) SuspendForApproval(ctx context.Context, id string, version
 // the seq when no call is left undecided; refuses NOTPENDING <why>.
 var decideScript = redis.NewScript(`
 local st = redis.call('HMGET', KEYS[1], 'status', 'waiting_for', 'pending_approvals', 'suspend_seq')
-if st[1] ~= 'waiting' or st[2] ~= 'approval' or not st[3] then
+if (st[1] ~= 'waiting' and st[1] ~= 'running') or not st[3] or st[3] == '' then
   return redis.error_reply('NOTPENDING the thread is not waiting for approval')
 end
 local pending = cjson.decode(st[3])
@@ -130,7 +133,7 @@ if #out == 0 then return redis.error_reply('NOTPENDING no call is waiting for a 
 for _, id in ipairs(out) do redis.call('HSET', KEYS[2], id, ARGV[1]) end
 local open = redis.call('HINCRBY', KEYS[1], 'approvals_open', -#out)
 local wake = 0
-if open <= 0 then wake = tonumber(st[4]) end
+if open <= 0 and st[1] == 'waiting' and st[2] == 'approval' then wake = tonumber(st[4]) end
 table.insert(out, wake)
 return out
 `)
