@@ -221,20 +221,22 @@ func (l *Local) place(key string, data []byte, sync, replace bool) error {
 			}
 			return parent.Close()
 		}
-		if !replace && err == unix.EEXIST {
+		if !replace && errors.Is(err, unix.EEXIST) {
 			var st unix.Stat_t
 			if unix.Fstatat(int(parent.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
 				err = unix.EISDIR
 			}
 		}
 		_ = parent.Close()
-		if err != unix.ENOENT {
+		if !errors.Is(err, unix.ENOENT) {
 			return &fs.PathError{Op: "place", Path: key, Err: err}
 		}
 	}
 	return &fs.PathError{Op: "place", Path: key, Err: unix.ENOENT}
 }
 
+// Put writes data at key atomically (a staged file renamed into place)
+// and durably (fsynced), replacing any object there.
 func (l *Local) Put(ctx context.Context, key string, data []byte) error {
 	return l.put(ctx, key, data, true)
 }
@@ -258,6 +260,8 @@ func (l *Local) put(ctx context.Context, key string, data []byte, sync bool) err
 	return nil
 }
 
+// PutIfAbsent writes data at key like Put, or returns ErrExists if an
+// object is already there.
 func (l *Local) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	if err := check(key); err != nil {
 		return err
@@ -317,6 +321,7 @@ func (l *Local) openObject(key string) (*os.File, fs.FileInfo, error) {
 	return f, fi, nil
 }
 
+// Get returns the object's bytes, or ErrNotFound.
 func (l *Local) Get(ctx context.Context, key string) ([]byte, error) {
 	if err := check(key); err != nil {
 		return nil, err
@@ -348,6 +353,7 @@ func (l *Local) Get(ctx context.Context, key string) ([]byte, error) {
 	}
 }
 
+// Stat returns the object's info, or ErrNotFound.
 func (l *Local) Stat(ctx context.Context, key string) (Info, error) {
 	if err := check(key); err != nil {
 		return Info{}, err
@@ -492,7 +498,7 @@ func (l *Local) Delete(ctx context.Context, key string) error {
 	err = unix.Unlinkat(int(parent.Fd()), base, 0)
 	_ = parent.Close()
 	switch {
-	case err == unix.EISDIR || err == unix.EPERM && l.isDir(dir, base):
+	case errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EPERM) && l.isDir(dir, base):
 		return nil // a prefix, not an object
 	case err != nil && !notFound(err):
 		return fmt.Errorf("delete %s: %w", key, &fs.PathError{Op: "unlink", Path: key, Err: err})

@@ -29,6 +29,7 @@ func NewMemory() *Memory { return &Memory{objs: map[string]memObj{}} }
 
 var _ Store = (*Memory)(nil)
 
+// Put stores a copy of data at key, replacing any object there.
 func (m *Memory) Put(ctx context.Context, key string, data []byte) error {
 	if err := ValidateKey(key); err != nil {
 		return err
@@ -48,6 +49,8 @@ func (m *Memory) set(key string, data []byte) {
 	m.objs[key] = memObj{data: append([]byte(nil), data...), mod: time.Now()}
 }
 
+// PutIfAbsent stores a copy of data at key, or returns ErrExists if an
+// object is already there.
 func (m *Memory) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	if err := ValidateKey(key); err != nil {
 		return err
@@ -61,6 +64,7 @@ func (m *Memory) PutIfAbsent(ctx context.Context, key string, data []byte) error
 	return nil
 }
 
+// Get returns a copy of the object at key, or ErrNotFound.
 func (m *Memory) Get(ctx context.Context, key string) ([]byte, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, err
@@ -74,6 +78,8 @@ func (m *Memory) Get(ctx context.Context, key string) ([]byte, error) {
 	return append([]byte(nil), o.data...), nil
 }
 
+// Stat returns the object's info (its ETag is the MD5 of its bytes), or
+// ErrNotFound.
 func (m *Memory) Stat(ctx context.Context, key string) (Info, error) {
 	if err := ValidateKey(key); err != nil {
 		return Info{}, err
@@ -92,6 +98,7 @@ func info(key string, o memObj) Info {
 	return Info{Key: key, Size: int64(len(o.data)), Modified: o.mod, ETag: hex.EncodeToString(sum[:])}
 }
 
+// List returns every object whose key starts with prefix, sorted by key.
 func (m *Memory) List(ctx context.Context, prefix string) ([]Info, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -103,6 +110,7 @@ func (m *Memory) List(ctx context.Context, prefix string) ([]Info, error) {
 	return out, nil
 }
 
+// Delete removes the object at key; a missing key is not an error.
 func (m *Memory) Delete(ctx context.Context, key string) error {
 	if err := ValidateKey(key); err != nil {
 		return err

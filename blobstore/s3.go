@@ -80,7 +80,7 @@ func (c S3Config) validate() error {
 	case (c.AccessKey == "") != (c.SecretKey == ""):
 		return fmt.Errorf("s3 config: AccessKey and SecretKey must be set together")
 	case c.Prefix != "" && ValidateKey(strings.TrimSuffix(c.Prefix, "/")) != nil:
-		return fmt.Errorf("s3 config: Prefix %q: %v", c.Prefix, ValidateKey(strings.TrimSuffix(c.Prefix, "/")))
+		return fmt.Errorf("s3 config: Prefix %q: %w", c.Prefix, ValidateKey(strings.TrimSuffix(c.Prefix, "/")))
 	}
 	return nil
 }
@@ -136,6 +136,7 @@ func (s *S3) obj(key string) (string, error) {
 	return s.cfg.Prefix + key, nil
 }
 
+// Put writes data at key with PutObject, replacing any object there.
 func (s *S3) Put(ctx context.Context, key string, data []byte) error {
 	k, err := s.obj(key)
 	if err != nil {
@@ -151,6 +152,9 @@ func (s *S3) Put(ctx context.Context, key string, data []byte) error {
 	return nil
 }
 
+// PutIfAbsent writes data at key with a conditional PutObject
+// (If-None-Match: *); it returns ErrExists when the object exists or a
+// concurrent conditional write won.
 func (s *S3) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	k, err := s.obj(key)
 	if err != nil {
@@ -170,6 +174,7 @@ func (s *S3) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	return nil
 }
 
+// Get returns the object's bytes, or ErrNotFound.
 func (s *S3) Get(ctx context.Context, key string) ([]byte, error) {
 	k, err := s.obj(key)
 	if err != nil {
@@ -193,6 +198,7 @@ func (s *S3) Get(ctx context.Context, key string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// Stat returns the object's info from HeadObject, or ErrNotFound.
 func (s *S3) Stat(ctx context.Context, key string) (Info, error) {
 	k, err := s.obj(key)
 	if err != nil {
@@ -208,6 +214,9 @@ func (s *S3) Stat(ctx context.Context, key string) (Info, error) {
 	return Info{Key: key, Size: aws.ToInt64(out.ContentLength), Modified: aws.ToTime(out.LastModified), ETag: trimETag(out.ETag)}, nil
 }
 
+// List returns every object under the configured prefix whose key
+// starts with prefix, sorted by key. Objects whose names are not valid
+// keys (written by something else) are skipped.
 func (s *S3) List(ctx context.Context, prefix string) ([]Info, error) {
 	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
 		Bucket: aws.String(s.cfg.Bucket), Prefix: aws.String(s.cfg.Prefix + prefix),
@@ -230,6 +239,7 @@ func (s *S3) List(ctx context.Context, prefix string) ([]Info, error) {
 	return out, nil
 }
 
+// Delete removes the object at key; a missing key is not an error.
 func (s *S3) Delete(ctx context.Context, key string) error {
 	k, err := s.obj(key)
 	if err != nil {

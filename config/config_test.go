@@ -109,9 +109,9 @@ retry: {backoff: {base: 4, max: 1}}
 		})
 	}
 	bad := map[string]string{
-		"limits: {turns: abc}":                 `r.yaml: turns: "abc" is not a number`,
-		"limits: {turns: 2.5}":                 "r.yaml: turns: 2.5 is not an integer",
-		"limits: {spend: -1}":                  "r.yaml: limits spend: -1 is negative",
+		"limits: {turns: abc}":                 `r.yaml: limit turns: "abc" is not a number`,
+		"limits: {turns: 2.5}":                 "r.yaml: limit turns: 2.5 is not a whole number",
+		"limits: {spend: -1}":                  "r.yaml: limit spend: -1 is negative",
 		"limits: 3":                            "r.yaml: limits: not a mapping",
 		"retry: {max_retries: -1}":             "retry.max_retries: -1 is negative",
 		"retry: {base: 0.5}":                   "retry base 0.5 is below 1",

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/spool-run/spool/thread"
 )
 
 // mcpPaths are where a project declares its MCP servers (CLI.md "MCP"),
@@ -159,7 +161,7 @@ func parseTimeout(v any) (time.Duration, error) {
 			d = time.Duration(f * float64(time.Second))
 		}
 	default:
-		f, err := toFloat(v)
+		f, err := thread.Number(v)
 		if err != nil {
 			return 0, fmt.Errorf("timeout: %v", err)
 		}

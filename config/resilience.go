@@ -217,47 +217,24 @@ func ParseResilience(path string, data []byte) (Resilience, error) {
 	return r, nil
 }
 
+// readLimits applies the limits t names to dst, each value held to the
+// one rule for limits (thread.Limits.SetLimit).
 func readLimits(t tree, dst *thread.Resolved) error {
-	ints := []struct {
-		keys []string
-		dst  *int
-	}{
-		{[]string{"turns"}, &dst.Turns},
-		{[]string{"tokens"}, &dst.Tokens},
-		{[]string{"spawns"}, &dst.Spawns},
-		{[]string{"depth"}, &dst.Depth},
-	}
-	for _, f := range ints {
-		n, ok, err := t.integer(f.keys...)
-		if err != nil {
-			return err
-		}
-		if ok {
-			if n < 0 {
-				return fmt.Errorf("%s: limits %s: %d is negative", t.path, f.keys[0], n)
+	var l thread.Limits
+	// Each limit's name, then the other keys that spell it.
+	for _, keys := range [][]string{{"turns"}, {"tokens"}, {"spawns"}, {"depth"}, {"spend"}, {"duration", "duration_seconds"}} {
+		for _, k := range keys {
+			v, ok := t.get(k)
+			if !ok || v == nil {
+				continue
 			}
-			*f.dst = n
-		}
-	}
-	floats := []struct {
-		keys []string
-		dst  *float64
-	}{
-		{[]string{"spend"}, &dst.Spend},
-		{[]string{"duration", "duration_seconds"}, &dst.Duration},
-	}
-	for _, f := range floats {
-		n, ok, err := t.number(f.keys...)
-		if err != nil {
-			return err
-		}
-		if ok {
-			if n < 0 {
-				return fmt.Errorf("%s: limits %s: %g is negative", t.path, f.keys[0], n)
+			if err := l.SetLimit(keys[0], v); err != nil {
+				return fmt.Errorf("%s: %w", t.path, err)
 			}
-			*f.dst = n
+			break
 		}
 	}
+	*dst = dst.Apply(l)
 	return nil
 }
 

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/spool-run/spool/thread"
 )
 
 // readFirst returns the contents and path of the first of paths that exists
@@ -83,7 +84,7 @@ func (t tree) number(keys ...string) (float64, bool, error) {
 		if !ok || v == nil {
 			continue
 		}
-		f, err := toFloat(v)
+		f, err := thread.Number(v)
 		if err != nil {
 			return 0, false, fmt.Errorf("%s: %s: %v", t.path, k, err)
 		}
@@ -125,27 +126,4 @@ func (t tree) str(keys ...string) (string, bool, error) {
 		}
 	}
 	return "", false, nil
-}
-
-func toFloat(v any) (float64, error) {
-	switch n := v.(type) {
-	case int:
-		return float64(n), nil
-	case int64:
-		return float64(n), nil
-	case uint64:
-		return float64(n), nil
-	case float64:
-		if math.IsNaN(n) || math.IsInf(n, 0) {
-			return 0, fmt.Errorf("%v is not a finite number", n)
-		}
-		return n, nil
-	case string:
-		f, err := strconv.ParseFloat(strings.TrimSpace(n), 64)
-		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-			return 0, fmt.Errorf("%q is not a number", n)
-		}
-		return f, nil
-	}
-	return 0, fmt.Errorf("%v is not a number", v)
 }

@@ -2,7 +2,6 @@ package directive
 
 import (
 	"bytes"
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -19,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	simplelru "github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/spool-run/spool/blobstore"
@@ -531,21 +531,24 @@ func (d *openDir) ReadDir(n int) ([]fs.DirEntry, error) {
 }
 
 // BundleCache keeps recently loaded bundles by digest, least recently used
-// evicted first. Bundles are content-addressed and verified, so one cache
-// may serve several stores. Safe for concurrent use.
+// evicted first (hashicorp/golang-lru), within a count and a total size.
+// Bundles are content-addressed and verified, so one cache may serve
+// several stores. Safe for concurrent use.
 type BundleCache struct {
-	mu         sync.Mutex
-	maxBundles int
-	maxBytes   int64
-	bytes      int64
-	ll         *list.List // of *Bundle, front = most recent
-	byDigest   map[string]*list.Element
+	mu       sync.Mutex
+	maxBytes int64
+	bytes    int64
+	lru      *simplelru.LRU[string, *Bundle] // nil: keeps nothing
 }
 
 // NewBundleCache bounds the cache by bundle count and total bytes (a
 // bundle larger than maxBytes is returned but not kept).
 func NewBundleCache(maxBundles int, maxBytes int64) *BundleCache {
-	return &BundleCache{maxBundles: maxBundles, maxBytes: maxBytes, ll: list.New(), byDigest: map[string]*list.Element{}}
+	c := &BundleCache{maxBytes: maxBytes}
+	if maxBundles > 0 {
+		c.lru, _ = simplelru.NewLRU(maxBundles, func(_ string, b *Bundle) { c.bytes -= b.size })
+	}
+	return c
 }
 
 // DefaultBundleCache holds up to 64 bundles and 256 MiB.
@@ -568,32 +571,31 @@ func (c *BundleCache) Load(ctx context.Context, store blobstore.Store, digest st
 func (c *BundleCache) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.ll.Len()
+	if c.lru == nil {
+		return 0
+	}
+	return c.lru.Len()
 }
 
 func (c *BundleCache) get(digest string) *Bundle {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.byDigest[digest]; ok {
-		c.ll.MoveToFront(e)
-		return e.Value.(*Bundle)
+	if c.lru == nil {
+		return nil
 	}
-	return nil
+	b, _ := c.lru.Get(digest)
+	return b
 }
 
 func (c *BundleCache) put(b *Bundle) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.byDigest[b.Digest]; ok || b.size > c.maxBytes || c.maxBundles <= 0 {
+	if c.lru == nil || c.lru.Contains(b.Digest) || b.size > c.maxBytes {
 		return
 	}
-	c.byDigest[b.Digest] = c.ll.PushFront(b)
+	c.lru.Add(b.Digest, b) // past the count, evicts the oldest (and its bytes)
 	c.bytes += b.size
-	for c.ll.Len() > c.maxBundles || c.bytes > c.maxBytes {
-		e := c.ll.Back()
-		old := e.Value.(*Bundle)
-		c.ll.Remove(e)
-		delete(c.byDigest, old.Digest)
-		c.bytes -= old.size
+	for c.bytes > c.maxBytes {
+		c.lru.RemoveOldest()
 	}
 }

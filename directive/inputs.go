@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/spool-run/spool/hooks"
+	"github.com/spool-run/spool/thread"
 )
 
 // ErrInvalidInput is wrapped by every ValidateInputs error.
@@ -123,38 +124,26 @@ func coerce(typ string, v any) (any, error) {
 		}
 		return nil, fmt.Errorf("want a string, got %s", describe(v))
 	case TypeInteger:
-		switch x := v.(type) {
-		case int:
+		if x, ok := v.(int); ok {
 			return x, nil
-		case int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
-			f, _ := toFloat(x)
-			return int(f), nil
-		case float32, float64, json.Number:
-			f, _ := toFloat(x)
-			if f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-				return nil, fmt.Errorf("want an integer, got %v", x)
-			}
-			return int(f), nil
-		case string:
-			n, err := strconv.Atoi(strings.TrimSpace(x))
-			if err != nil {
-				return nil, fmt.Errorf("want an integer, got %q", x)
-			}
-			return n, nil
 		}
-		return nil, fmt.Errorf("want an integer, got %s", describe(v))
+		f, err := thread.Number(v)
+		switch {
+		case err != nil && !isString(v):
+			return nil, fmt.Errorf("want an integer, got %s", describe(v))
+		case err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53:
+			return nil, fmt.Errorf("want an integer, got %s", literal(v))
+		}
+		return int(f), nil
 	case TypeNumber:
-		if f, ok := toFloat(v); ok {
-			return f, nil
+		f, err := thread.Number(v)
+		switch {
+		case err != nil && !isString(v):
+			return nil, fmt.Errorf("want a number, got %s", describe(v))
+		case err != nil:
+			return nil, fmt.Errorf("want a number, got %s", literal(v))
 		}
-		if s, ok := v.(string); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-			if err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) {
-				return f, nil
-			}
-			return nil, fmt.Errorf("want a number, got %q", s)
-		}
-		return nil, fmt.Errorf("want a number, got %s", describe(v))
+		return f, nil
 	case TypeBoolean:
 		switch x := v.(type) {
 		case bool:
@@ -221,37 +210,18 @@ func viaJSON[T any](v any) (T, bool) {
 	return out, true
 }
 
-func toFloat(v any) (float64, bool) {
-	switch n := v.(type) {
-	case int:
-		return float64(n), true
-	case int8:
-		return float64(n), true
-	case int16:
-		return float64(n), true
-	case int32:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case uint:
-		return float64(n), true
-	case uint8:
-		return float64(n), true
-	case uint16:
-		return float64(n), true
-	case uint32:
-		return float64(n), true
-	case uint64:
-		return float64(n), true
-	case float32:
-		return float64(n), true
-	case float64:
-		return n, !math.IsNaN(n) && !math.IsInf(n, 0)
-	case json.Number:
-		f, err := n.Float64()
-		return f, err == nil
+func isString(v any) bool {
+	_, ok := v.(string)
+	return ok
+}
+
+// literal is v as an error message quotes it: a string quoted, anything
+// else as fmt prints it.
+func literal(v any) string {
+	if s, ok := v.(string); ok {
+		return strconv.Quote(s)
 	}
-	return 0, false
+	return fmt.Sprint(v)
 }
 
 func describe(v any) string {
@@ -265,7 +235,7 @@ func describe(v any) string {
 	case bool:
 		return "a boolean"
 	}
-	if _, ok := toFloat(v); ok {
+	if _, err := thread.Number(v); err == nil {
 		return "a number"
 	}
 	return fmt.Sprintf("%T", v)

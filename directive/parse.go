@@ -1,9 +1,8 @@
 package directive
 
 import (
+	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 
 	"github.com/spool-run/spool/hooks"
@@ -199,47 +198,17 @@ func (p *parser) metaChild(c *node) error {
 }
 
 func (p *parser) limits(c *node) error {
-	l := &p.d.Limits
 	for _, a := range c.attrs {
-		v := strings.TrimSpace(a.Value)
-		elem := fmt.Sprintf("<limits %s=%q>", a.Name.Local, a.Value)
-		switch a.Name.Local {
-		case "turns", "tokens", "depth", "spawns":
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				if f, ferr := strconv.ParseFloat(v, 64); ferr == nil && f == math.Trunc(f) && math.Abs(f) < 1e15 {
-					n, err = int(f), nil
-				}
-			}
-			if err != nil {
-				return p.errf(c, elem, "not an integer")
-			}
-			if n < 0 {
-				return p.errf(c, elem, "negative")
-			}
-			switch a.Name.Local {
-			case "turns":
-				l.Turns = &n
-			case "tokens":
-				l.Tokens = &n
-			case "depth":
-				l.Depth = &n
-			default:
-				l.Spawns = &n
-			}
-		case "spend", "duration":
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-				return p.errf(c, elem, "not a number")
-			}
-			if f < 0 {
-				return p.errf(c, elem, "negative")
-			}
-			if a.Name.Local == "spend" {
-				l.Spend = &f
-			} else {
-				l.Duration = &f
-			}
+		// One rule for limits, whoever writes them (thread.Limits.SetLimit).
+		err := p.d.Limits.SetLimit(a.Name.Local, a.Value)
+		var bad *thread.LimitValueError
+		switch {
+		case errors.As(err, &bad) && bad.Reason == "unknown limit":
+			// Other attributes are not limits: ignored, as before.
+		case errors.As(err, &bad):
+			return p.errf(c, fmt.Sprintf("<limits %s=%q>", a.Name.Local, a.Value), "%s", bad.Reason)
+		case err != nil:
+			return err
 		}
 	}
 	return nil

@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
@@ -20,15 +22,14 @@ import (
 
 // transcriptCache keeps a transcript.Follower per thread recently viewed,
 // with the events it has verified so far, so that a poll fetches only the
-// segments committed since the last one. At most max threads are kept; the
-// least recently read is dropped first.
+// segments committed since the last one. At most max threads are kept;
+// the least recently read is dropped first (hashicorp/golang-lru).
 type transcriptCache struct {
 	store   blobstore.Store
 	keyring *transcript.Keyring
-	max     int
 
-	mu      sync.Mutex
-	entries map[string]*followed
+	mu      sync.Mutex // makes each thread's follower once
+	entries *lru.Cache[string, *followed]
 }
 
 type followed struct {
@@ -36,36 +37,28 @@ type followed struct {
 	f      *transcript.Follower
 	events []transcript.Event
 	failed error // a verification failure: the follower stays failed
-	used   time.Time
 }
 
 func newTranscriptCache(store blobstore.Store, keyring *transcript.Keyring, max int) *transcriptCache {
-	return &transcriptCache{store: store, keyring: keyring, max: max, entries: map[string]*followed{}}
+	entries, err := lru.New[string, *followed](max)
+	if err != nil {
+		panic(err) // only for a size <= 0: a programming error
+	}
+	return &transcriptCache{store: store, keyring: keyring, entries: entries}
 }
 
 func (c *transcriptCache) entry(id string) (*followed, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.entries[id]; ok {
-		e.used = time.Now()
+	if e, ok := c.entries.Get(id); ok {
 		return e, nil
 	}
 	f, err := transcript.NewFollower(c.store, id, c.keyring)
 	if err != nil {
 		return nil, err
 	}
-	if len(c.entries) >= c.max {
-		var oldest string
-		var at time.Time
-		for k, e := range c.entries {
-			if oldest == "" || e.used.Before(at) {
-				oldest, at = k, e.used
-			}
-		}
-		delete(c.entries, oldest)
-	}
-	e := &followed{f: f, used: time.Now()}
-	c.entries[id] = e
+	e := &followed{f: f}
+	c.entries.Add(id, e)
 	return e, nil
 }
 

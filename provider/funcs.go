@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"text/template"
+
+	"github.com/spool-run/spool/thread"
 )
 
 // scriptFuncs are the template functions of the scripted provider, on top
@@ -58,44 +59,12 @@ func field(name, text string) (any, error) {
 	return m[name], nil
 }
 
-// number converts a template value (a number of any Go kind, a json.Number
-// or a numeric string) to float64.
-func number(v any) (float64, error) {
-	switch x := v.(type) {
-	case int:
-		return float64(x), nil
-	case int64:
-		return float64(x), nil
-	case int32:
-		return float64(x), nil
-	case uint:
-		return float64(x), nil
-	case uint64:
-		return float64(x), nil
-	case float64:
-		return x, nil
-	case float32:
-		return float64(x), nil
-	case json.Number:
-		return x.Float64()
-	case string:
-		f, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
-		if err != nil {
-			return 0, fmt.Errorf("%q is not a number", x)
-		}
-		return f, nil
-	case nil:
-		return 0, fmt.Errorf("missing value is not a number")
-	}
-	return 0, fmt.Errorf("%v (%T) is not a number", v, v)
-}
-
 func arith(a, b any, name string, op func(x, y float64) float64) (any, error) {
-	x, err := number(a)
+	x, err := thread.Number(a)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	y, err := number(b)
+	y, err := thread.Number(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -109,7 +78,7 @@ func arith(a, b any, name string, op func(x, y float64) float64) (any, error) {
 // atoi converts a number or numeric string to an int; a fractional value is
 // an error.
 func atoi(v any) (int, error) {
-	f, err := number(v)
+	f, err := thread.Number(v)
 	if err != nil {
 		return 0, fmt.Errorf("atoi: %w", err)
 	}

@@ -10,11 +10,11 @@ import (
 	"path"
 	"sort"
 	"strings"
-	"sync"
 	"text/template"
 	"time"
 	"unicode/utf8"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"gopkg.in/yaml.v3"
 
 	"github.com/spool-run/spool/thread"
@@ -137,56 +137,26 @@ func NewScripted(path string, readFile func(string) ([]byte, error)) (*Scripted,
 		return nil, fmt.Errorf("script %q: %w", path, err)
 	}
 	key := scriptKey{path, sha256.Sum256(data)}
-	if s := parsedScripts.get(key); s != nil {
+	if s, ok := parsedScripts.Get(key); ok {
 		return s, nil
 	}
 	s, err := ParseScript(path, data)
 	if err != nil {
 		return nil, err
 	}
-	parsedScripts.put(key, s)
+	parsedScripts.Add(key, s)
 	return s, nil
 }
 
-// parsedScripts caches parsed scripts by path and content: a worker builds
-// a provider for every activation, and a Scripted is immutable once parsed
-// (text/template executes concurrently), so activations of one script share
-// one parse.
-var parsedScripts = &scriptCache{m: map[scriptKey]*Scripted{}}
+// parsedScripts caches parsed scripts by path and content, the 64 used
+// last: a worker builds a provider for every activation, and a Scripted
+// is immutable once parsed (text/template executes concurrently), so
+// activations of one script share one parse.
+var parsedScripts, _ = lru.New[scriptKey, *Scripted](64) // an error only for a size <= 0
 
 type scriptKey struct {
 	path string
 	sum  [sha256.Size]byte
-}
-
-// scriptCache is a small map that forgets its oldest entry past
-// maxParsedScripts.
-type scriptCache struct {
-	mu    sync.Mutex
-	m     map[scriptKey]*Scripted
-	order []scriptKey
-}
-
-const maxParsedScripts = 64
-
-func (c *scriptCache) get(k scriptKey) *Scripted {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[k]
-}
-
-func (c *scriptCache) put(k scriptKey, s *Scripted) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.m[k]; ok {
-		return
-	}
-	if len(c.order) >= maxParsedScripts {
-		delete(c.m, c.order[0])
-		c.order = c.order[1:]
-	}
-	c.m[k] = s
-	c.order = append(c.order, k)
 }
 
 // ParseScript parses a script; name appears in every error.

@@ -81,7 +81,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown key", entry("{id: a, directive: a/b, cron: '@daily', crons: x}"), []string{`entry "a"`, `unknown key "crons"`}},
 		{"inputs not a map", entry("{id: a, directive: a/b, cron: '@daily', inputs: [1]}"), []string{`entry "a"`, "inputs"}},
 		{"unknown limit", entry("{id: a, directive: a/b, cron: '@daily', limits: {turn: 3}}"), []string{`entry "a"`, `unknown limit "turn"`}},
-		{"negative limit", entry("{id: a, directive: a/b, cron: '@daily', limits: {spend: -1}}"), []string{"spend", "non-negative"}},
+		{"negative limit", entry("{id: a, directive: a/b, cron: '@daily', limits: {spend: -1}}"), []string{"limit spend: -1 is negative"}},
 		{"fractional turns", entry("{id: a, directive: a/b, cron: '@daily', limits: {turns: 2.5}}"), []string{"turns", "whole number"}},
 		{"bad queue", entry("{id: a, directive: a/b, cron: '@daily', queue: 'x y'}"), []string{`queue "x y"`}},
 		{"id not a string", entry("{id: [a], directive: a/b, cron: '@daily'}"), []string{"id: must be a string"}},

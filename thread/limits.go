@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -150,33 +151,51 @@ func (r Resolved) Validate() error {
 // parameters spell them.
 var LimitNames = []string{"turns", "tokens", "spend", "depth", "spawns", "duration"}
 
-// SetLimit sets one named limit from a number or a numeric string (models,
-// command lines and YAML write both). Negative values, fractions of a
-// count (turns, tokens, depth, spawns) and unknown names are errors naming
-// the limit.
+// LimitValueError is a value SetLimit refuses for the limit Name, or a
+// Name that is no limit. Reason says what is wrong with the value: "not a
+// number", "negative", "not a whole number", "too large", or "unknown
+// limit".
+type LimitValueError struct {
+	Name   string
+	Value  any
+	Reason string
+}
+
+func (e *LimitValueError) Error() string {
+	if e.Reason == "unknown limit" {
+		return fmt.Sprintf("unknown limit %q (want %s)", e.Name, strings.Join(LimitNames, ", "))
+	}
+	v := fmt.Sprint(e.Value)
+	if s, ok := e.Value.(string); ok && e.Reason == "not a number" {
+		v = strconv.Quote(s)
+	}
+	return fmt.Sprintf("limit %s: %s is %s", e.Name, v, e.Reason)
+}
+
+// SetLimit sets one named limit from a number (Number: any Go number, a
+// json.Number or a numeric string; models, command lines, YAML and
+// directives write all of them). Negative values, fractions of a count
+// (turns, tokens, depth, spawns), counts above 2^31-1 and unknown names
+// are a *LimitValueError.
 func (l *Limits) SetLimit(name string, value any) error {
-	var f float64
-	switch x := value.(type) {
-	case float64:
-		f = x
-	case int:
-		f = float64(x)
-	case int64:
-		f = float64(x)
-	case string:
-		v, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
-		if err != nil {
-			return fmt.Errorf("limit %s: %q is not a number", name, x)
+	bad := func(reason string) error { return &LimitValueError{Name: name, Value: value, Reason: reason} }
+	if !slices.Contains(LimitNames, name) {
+		return bad("unknown limit")
+	}
+	f, err := Number(value)
+	switch {
+	case err != nil:
+		return bad("not a number")
+	case f < 0:
+		return bad("negative")
+	}
+	if name != "spend" && name != "duration" {
+		if f != math.Trunc(f) {
+			return bad("not a whole number")
 		}
-		f = v
-	default:
-		return fmt.Errorf("limit %s: want a number, got %T", name, value)
-	}
-	if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
-		return fmt.Errorf("limit %s: %v is not a non-negative number", name, value)
-	}
-	if name != "spend" && name != "duration" && (f != math.Trunc(f) || f > math.MaxInt32) {
-		return fmt.Errorf("limit %s: %v is not a whole number", name, value)
+		if f > math.MaxInt32 {
+			return bad("too large")
+		}
 	}
 	n := int(f)
 	switch name {
@@ -192,8 +211,6 @@ func (l *Limits) SetLimit(name string, value any) error {
 		l.Spawns = &n
 	case "duration":
 		l.Duration = &f
-	default:
-		return fmt.Errorf("unknown limit %q (want %s)", name, strings.Join(LimitNames, ", "))
 	}
 	return nil
 }

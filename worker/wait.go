@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"sort"
 	"time"
 
 	"github.com/spool-run/spool/queue"
@@ -99,8 +98,6 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 			s.toolJSON(p.CallID, p.Tool, results[p.Threads[0]], anyFailed)
 			continue
 		}
-		ids := append([]string(nil), p.Threads...)
-		sort.Strings(ids)
 		s.toolJSON(p.CallID, p.Tool, map[string]any{"success": allDone, "timed_out": !allDone, "results": results}, false)
 	}
 	s.st.Pending = nil

@@ -130,7 +130,7 @@ func dev(c *cli.Context) error {
 	defer w.Stop()
 
 	printBanner(c, c.App.Writer, s, schedDesc, monitorDesc)
-	<-c.Context.Done()
+	<-c.Done()
 	fmt.Fprintln(c.App.ErrWriter, "spool dev: stopping: worker, scheduler, monitor, then redis")
 	removeURL()
 	return nil
@@ -233,7 +233,7 @@ func exampleRun(c *cli.Context, s *services) string {
 
 func shellQuote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-:=,@+", r))
+		return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && !strings.ContainsRune("/._-:=,@+", r)
 	}) < 0 {
 		return s
 	}

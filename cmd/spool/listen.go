@@ -69,7 +69,7 @@ func serveHTTP(c *cli.Context, name string, ln net.Listener, h http.Handler) err
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		return nil
-	case <-c.Context.Done():
+	case <-c.Done():
 	}
 	stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -110,7 +110,7 @@ func threadDecide(c *cli.Context, decision string) error {
 	}
 	res, err := s.orch.Decide(c.Context, id, calls, decision, who(c), c.String("reason"))
 	if errors.Is(err, queue.ErrNotPending) {
-		return fmt.Errorf("%s: %v", decision, err)
+		return fmt.Errorf("%s: %w", decision, err)
 	}
 	if err != nil {
 		return notFound(id, err)
@@ -145,7 +145,7 @@ func threadSend(c *cli.Context, interrupt bool) error {
 	defer s.Close()
 	res, err := s.orch.Send(c.Context, id, msg, who(c), interrupt)
 	if errors.Is(err, queue.ErrFinished) {
-		return fmt.Errorf("%s: %v (send and interrupt need a running or waiting thread; `spool thread resume` continues a finished one)", c.Command.Name, err)
+		return fmt.Errorf("%s: %w (send and interrupt need a running or waiting thread; `spool thread resume` continues a finished one)", c.Command.Name, err)
 	}
 	if err != nil {
 		return notFound(id, err)

@@ -65,7 +65,7 @@ func schedulerCommand() *cli.Command {
 				return err
 			}
 			fmt.Fprintf(c.App.ErrWriter, "spool scheduler: %s (pid %d)\n", desc, os.Getpid())
-			<-c.Context.Done()
+			<-c.Done()
 			sch.Stop()
 			return nil
 		},
@@ -107,12 +107,13 @@ func newScheduler(c *cli.Context, s *services, reg prometheus.Registerer) (*sche
 	}
 	entries, err := scheduler.LoadFile(path)
 	if err != nil {
-		if !explicit && errors.Is(err, fs.ErrNotExist) {
-			entries = nil
-		} else if errors.Is(err, fs.ErrNotExist) {
-			return nil, "", fmt.Errorf("schedules file %s does not exist", path)
-		} else {
+		switch {
+		case !errors.Is(err, fs.ErrNotExist):
 			return nil, "", err
+		case explicit:
+			return nil, "", fmt.Errorf("schedules file %s does not exist", path)
+		default:
+			entries = nil
 		}
 	}
 	var m *scheduler.Metrics

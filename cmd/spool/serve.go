@@ -64,7 +64,7 @@ func workerCommand() *cli.Command {
 				return err
 			}
 			fmt.Fprintf(c.App.ErrWriter, "spool worker: serving %s with concurrency %d (pid %d)\n", c.String("queues"), c.Int("concurrency"), os.Getpid())
-			<-c.Context.Done()
+			<-c.Done()
 			w.Stop()
 			return nil
 		},

@@ -226,7 +226,7 @@ func threadRun(c *cli.Context) error {
 		fmt.Fprintf(c.App.ErrWriter, "spool: warning: model %s needs %s, which is not set here; workers hold the provider keys, not the CLI, and %s\n",
 			started.Model, started.MissingKey, where)
 	}
-	if _, inProcess := embeddedQueues[rec.Queue]; c.IsSet("queue") && !(c.Bool("embedded") && inProcess) {
+	if _, inProcess := embeddedQueues[rec.Queue]; c.IsSet("queue") && (!c.Bool("embedded") || !inProcess) {
 		if qs, err := s.orch.QueueServed(c.Context, rec.Queue); err == nil && !qs.Served {
 			fmt.Fprintf(c.App.ErrWriter, "spool: warning: thread %s is queued, but %s: it stays created until a worker serves the queue (spool worker --queues %s=1)\n",
 				rec.ThreadID, qs, rec.Queue)
@@ -323,7 +323,7 @@ func oneID(c *cli.Context) (string, error) {
 // waitError says why waiting for ids failed: an interrupt (Ctrl-C), the
 // --timeout (naming the threads not finished), or something else.
 func waitError(c *cli.Context, s *services, ids []string, err error) error {
-	if c.Context.Err() != nil {
+	if c.Err() != nil {
 		return interrupted(c, s, ids)
 	}
 	what := "thread " + ids[0]

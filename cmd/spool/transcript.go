@@ -116,7 +116,7 @@ func followTranscript(c *cli.Context, s *services, rec *queue.Record, format str
 		printEvent(c, format, ev)
 		return nil
 	})
-	if c.Context.Err() != nil {
+	if c.Err() != nil {
 		return nil
 	}
 	if err != nil {

@@ -1,0 +1,65 @@
+package thread
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Number is v as a finite float64, by the one rule for every number spool
+// reads from YAML, JSON, templates and command lines (limits, directive
+// inputs, configuration, template arithmetic): any Go integer or float
+// kind, a json.Number, or a string that holds a number (spaces around it
+// ignored). NaN, ±Inf, nil, booleans and everything else are errors that
+// say what v is.
+func Number(v any) (float64, error) {
+	var f float64
+	switch x := v.(type) {
+	case int:
+		f = float64(x)
+	case int8:
+		f = float64(x)
+	case int16:
+		f = float64(x)
+	case int32:
+		f = float64(x)
+	case int64:
+		f = float64(x)
+	case uint:
+		f = float64(x)
+	case uint8:
+		f = float64(x)
+	case uint16:
+		f = float64(x)
+	case uint32:
+		f = float64(x)
+	case uint64:
+		f = float64(x)
+	case float32:
+		f = float64(x)
+	case float64:
+		f = x
+	case json.Number:
+		n, err := strconv.ParseFloat(string(x), 64)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a number", string(x))
+		}
+		f = n
+	case string:
+		n, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
+		if err != nil || math.IsNaN(n) || math.IsInf(n, 0) {
+			return 0, fmt.Errorf("%q is not a number", x)
+		}
+		return n, nil
+	case nil:
+		return 0, fmt.Errorf("a missing value is not a number")
+	default:
+		return 0, fmt.Errorf("%v (%T) is not a number", v, v)
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%v is not a finite number", v)
+	}
+	return f, nil
+}
