@@ -40,13 +40,13 @@ func (w *Writer) Mark() Mark {
 	return Mark{Segments: n, ChainHash: hex.EncodeToString(w.h.Sum(nil))}
 }
 
-// checkMarks holds a verified transcript to marks: it must have at least
+// checkMarks holds a verified transcript of n segments to marks (chainHash
+// gives the chain hash of each segment a mark names): it must have at least
 // as many segments as the highest mark (else the first missing segment is
 // reported), and each mark's segment must end with the mark's chain hash.
 // It returns the mismatches, missing first.
-func (t *Transcript) checkMarks(marks []Mark) []*VerifyError {
+func checkMarks(threadID string, n int64, chainHash func(segment int64) string, marks []Mark) []*VerifyError {
 	var errs []*VerifyError
-	n := int64(len(t.Segments))
 	var need Mark
 	for _, m := range marks {
 		if m.Segments > need.Segments {
@@ -54,15 +54,15 @@ func (t *Transcript) checkMarks(marks []Mark) []*VerifyError {
 		}
 	}
 	if need.Segments > n {
-		errs = append(errs, &VerifyError{Key: SegmentKey(t.ThreadID, n+1),
+		errs = append(errs, &VerifyError{Key: SegmentKey(threadID, n+1),
 			Reason: fmt.Sprintf("missing segment: %d verified, %d committed%s", n, need.Segments, markSource(need))})
 	}
 	for _, m := range marks {
 		if m.Segments <= 0 || m.Segments > n || m.ChainHash == "" {
 			continue
 		}
-		if got := t.Segments[m.Segments-1].ChainHash; got != m.ChainHash {
-			errs = append(errs, &VerifyError{Key: SegmentKey(t.ThreadID, m.Segments),
+		if got := chainHash(m.Segments); got != m.ChainHash {
+			errs = append(errs, &VerifyError{Key: SegmentKey(threadID, m.Segments),
 				Reason: fmt.Sprintf("chain hash %s differs from the committed %s%s", shortHash(got), shortHash(m.ChainHash), markSource(m))})
 		}
 	}

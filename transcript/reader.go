@@ -132,6 +132,26 @@ func ReadWith(ctx context.Context, store blobstore.Store, threadID string, keyri
 }
 
 func read(ctx context.Context, store blobstore.Store, threadID string, keyring *Keyring, opts ReadOptions) (*Transcript, *verifier, error) {
+	tr := &Transcript{ThreadID: threadID}
+	sum, v, err := walk(ctx, store, threadID, keyring, opts, func(seg SegmentInfo, evs []Event) error {
+		tr.Events = append(tr.Events, evs...)
+		tr.Segments = append(tr.Segments, seg)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	tr.Warnings, tr.LastState, tr.LastCheckpointSeq = sum.Warnings, sum.LastState, sum.LastCheckpointSeq
+	return tr, v, nil
+}
+
+// walk lists, fetches and verifies a thread's segments in order and hands
+// each verified one to visit; it keeps none of them itself, and fetches at
+// most opts.Concurrency segments ahead of visit. The marks are checked as
+// the segments pass (the chain hash of each segment a mark names) and
+// against the count at the end.
+func walk(ctx context.Context, store blobstore.Store, threadID string, keyring *Keyring, opts ReadOptions,
+	visit func(SegmentInfo, []Event) error) (*WalkSummary, *verifier, error) {
 	if err := validateThreadID(threadID); err != nil {
 		return nil, nil, err
 	}
@@ -139,7 +159,7 @@ func read(ctx context.Context, store blobstore.Store, threadID string, keyring *
 		opts.Concurrency = max(8, runtime.GOMAXPROCS(0))
 	}
 	v := newVerifier(threadID, keyring)
-	tr := &Transcript{ThreadID: threadID}
+	sum := &WalkSummary{ThreadID: threadID}
 	infos, err := store.List(ctx, v.prefix)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read transcript %s: %w", threadID, err)
@@ -154,9 +174,20 @@ func read(ctx context.Context, store blobstore.Store, threadID string, keyring *
 		if opts.Mode == Strict {
 			return nil, nil, verr
 		}
-		tr.Warnings = append(tr.Warnings, verr.Error())
+		sum.Warnings = append(sum.Warnings, verr.Error())
 	}
+	infos = nil
 	sort.Strings(keys) // zero-padded: lexical = numeric
+	marks := opts.Marks
+	if opts.MinSegments > 0 {
+		marks = append(marks[:len(marks):len(marks)], Mark{Segments: opts.MinSegments})
+	}
+	marked := map[int64]string{} // chain hashes of the segments marks name
+	for _, m := range marks {
+		if m.Segments > 0 && m.ChainHash != "" {
+			marked[m.Segments] = ""
+		}
+	}
 	fetch := prefetch(ctx, store, keys, opts.Concurrency, v)
 	defer fetch.stop()
 	stopped := false // lenient mode stopped at a damaged segment
@@ -176,37 +207,42 @@ func read(ctx context.Context, store blobstore.Store, threadID string, keyring *
 			if opts.Mode == Strict {
 				return nil, nil, err
 			}
-			tr.Warnings = append(tr.Warnings, err.Error())
+			sum.Warnings = append(sum.Warnings, err.Error())
 			if rest := len(keys) - i - 1; rest > 0 {
-				tr.Warnings = append(tr.Warnings, fmt.Sprintf("transcript %s: %d later segment(s) ignored after the first bad one", threadID, rest))
+				sum.Warnings = append(sum.Warnings, fmt.Sprintf("transcript %s: %d later segment(s) ignored after the first bad one", threadID, rest))
 			}
 			stopped = true
 			break
 		}
-		tr.Events = append(tr.Events, evs...)
-		tr.Segments = append(tr.Segments, seg)
+		if _, ok := marked[seg.Number]; ok {
+			marked[seg.Number] = seg.ChainHash
+		}
+		sum.Segments, sum.Events, sum.ChainHash = seg.Number, sum.Events+int64(len(evs)), seg.ChainHash
+		if err := visit(seg, evs); err != nil {
+			return nil, nil, err
+		}
 	}
-	marks := opts.Marks
-	if opts.MinSegments > 0 {
-		marks = append(marks[:len(marks):len(marks)], Mark{Segments: opts.MinSegments})
-	}
-	for _, verr := range tr.checkMarks(marks) {
+	for _, verr := range checkMarks(threadID, sum.Segments, func(n int64) string { return marked[n] }, marks) {
 		if opts.Mode == Strict {
 			return nil, nil, verr
 		}
-		if stopped && verr.Key == SegmentKey(threadID, int64(len(tr.Segments))+1) {
+		if stopped && verr.Key == SegmentKey(threadID, sum.Segments+1) {
 			continue // the damaged segment lenient mode stopped at is reported
 		}
-		tr.Warnings = append(tr.Warnings, verr.Error())
+		sum.Warnings = append(sum.Warnings, verr.Error())
 	}
-	tr.LastState, tr.LastCheckpointSeq = v.lastState, v.lastCkSeq
-	return tr, v, nil
+	sum.LastState, sum.LastCheckpointSeq = v.lastState, v.lastCkSeq
+	return sum, v, nil
 }
 
 // prefetcher fetches keys with bounded concurrency, in any order; get(i)
-// waits for key i.
+// waits for key i. At most conc segments are fetched or waiting to be
+// read at any time: a slot frees when get hands its segment over, so a
+// slow reader holds the fetching back and memory stays bounded whatever
+// the transcript's length.
 type prefetcher struct {
 	res    []chan fetched
+	slots  chan struct{}
 	cancel context.CancelFunc
 	ctx    context.Context
 }
@@ -219,20 +255,18 @@ type fetched struct {
 // prefetch fetches and parses (parseSegment) keys with bounded concurrency.
 func prefetch(ctx context.Context, store blobstore.Store, keys []string, conc int, v *verifier) *prefetcher {
 	ctx, cancel := context.WithCancel(ctx)
-	p := &prefetcher{res: make([]chan fetched, len(keys)), cancel: cancel, ctx: ctx}
+	p := &prefetcher{res: make([]chan fetched, len(keys)), slots: make(chan struct{}, conc), cancel: cancel, ctx: ctx}
 	for i := range p.res {
 		p.res[i] = make(chan fetched, 1)
 	}
 	go func() {
-		sem := make(chan struct{}, conc)
 		for i, k := range keys {
 			select {
-			case sem <- struct{}{}:
+			case p.slots <- struct{}{}:
 			case <-ctx.Done():
 				return
 			}
 			go func() {
-				defer func() { <-sem }()
 				d, err := store.Get(ctx, k)
 				if err != nil {
 					p.res[i] <- fetched{err: err}
@@ -248,6 +282,7 @@ func prefetch(ctx context.Context, store blobstore.Store, keys []string, conc in
 func (p *prefetcher) get(i int) (*parsedSegment, error) {
 	select {
 	case r := <-p.res[i]:
+		<-p.slots
 		return r.seg, r.err
 	case <-p.ctx.Done():
 		return nil, p.ctx.Err()

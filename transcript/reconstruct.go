@@ -1,10 +1,6 @@
 package transcript
 
-import (
-	"fmt"
-
-	"github.com/spool-run/spool/thread"
-)
+import "github.com/spool-run/spool/thread"
 
 // Reconstruct rebuilds the conversation from events: cognition_in becomes a
 // user message, cognition_out an assistant message with its tool calls, and
@@ -14,25 +10,12 @@ import (
 func Reconstruct(events []Event) ([]thread.Message, error) {
 	var msgs []thread.Message
 	for _, ev := range events {
-		switch ev.Type {
-		case TypeCognitionIn:
-			var p CognitionIn
-			if err := ev.Decode(&p); err != nil {
-				return nil, fmt.Errorf("reconstruct: event seq %d (%s): %w", ev.Seq, ev.Type, err)
-			}
-			msgs = append(msgs, thread.Message{Role: thread.RoleUser, Content: p.Content})
-		case TypeCognitionOut:
-			var p CognitionOut
-			if err := ev.Decode(&p); err != nil {
-				return nil, fmt.Errorf("reconstruct: event seq %d (%s): %w", ev.Seq, ev.Type, err)
-			}
-			msgs = append(msgs, thread.Message{Role: thread.RoleAssistant, Content: p.Content, ToolCalls: p.ToolCalls})
-		case TypeToolCallResult:
-			var p ToolCallResult
-			if err := ev.Decode(&p); err != nil {
-				return nil, fmt.Errorf("reconstruct: event seq %d (%s): %w", ev.Seq, ev.Type, err)
-			}
-			msgs = append(msgs, thread.Message{Role: thread.RoleTool, Content: p.Output, ToolCallID: p.CallID, ToolName: p.Tool, IsError: p.IsError})
+		m, ok, err := message(ev)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			msgs = append(msgs, m)
 		}
 	}
 	return msgs, nil
