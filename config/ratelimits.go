@@ -13,8 +13,8 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// rateLimitsPath is where a project declares its fleet-wide model limits.
-const rateLimitsPath = ".ai/config/agent/rate_limits.yaml"
+// RateLimitsPath is where a project declares its fleet-wide model limits.
+const RateLimitsPath = ".ai/config/agent/rate_limits.yaml"
 
 // RateLimits is rate_limits.yaml (CLI.md "Rate limits"):
 //
@@ -52,6 +52,20 @@ type RateRule struct {
 	// every worker and project that declares the same rule shares one
 	// budget (and a key's budget, with per_key, is its own).
 	ID string `yaml:"-"`
+	// KeyID is the API key fingerprint of a per_key budget (Match sets it
+	// with ID); "" for a rule without per_key.
+	KeyID string `yaml:"-"`
+}
+
+// BudgetID is the ID of the rule's budget for calls with the API key of
+// fingerprint keyID (which only a per_key rule tells apart).
+func (r RateRule) BudgetID(keyID string) string {
+	scope := r.Match + "|" + r.Provider + "|" + r.Key
+	if r.PerKey {
+		scope += "|" + keyID
+	}
+	sum := sha256.Sum256([]byte(scope))
+	return hex.EncodeToString(sum[:6])
 }
 
 // Match returns the rules that apply to a call of model through provider
@@ -72,12 +86,10 @@ func (r *RateLimits) Match(model, provider, keyID string) []RateRule {
 		if rule.Key != "" && rule.Key != keyID {
 			continue
 		}
-		scope := rule.Match + "|" + rule.Provider + "|" + rule.Key
+		rule.ID = rule.BudgetID(keyID)
 		if rule.PerKey {
-			scope += "|" + keyID
+			rule.KeyID = keyID
 		}
-		sum := sha256.Sum256([]byte(scope))
-		rule.ID = hex.EncodeToString(sum[:6])
 		out = append(out, rule)
 	}
 	return out
@@ -86,7 +98,7 @@ func (r *RateLimits) Match(model, provider, keyID string) []RateRule {
 // LoadRateLimits reads rate_limits.yaml from the project fsys; a missing
 // file limits nothing (nil).
 func LoadRateLimits(fsys fs.FS) (*RateLimits, error) {
-	data, p, ok, err := readFirst(fsys, rateLimitsPath)
+	data, p, ok, err := readFirst(fsys, RateLimitsPath)
 	if err != nil || !ok {
 		return nil, err
 	}

@@ -99,10 +99,16 @@ func (s Space) Inbox(id string) string { return s.prefix + "inbox:" + id }
 // id, config.RateRule.ID) of one kind: "req", "in", "out" (GCRA's
 // theoretical arrival time), "conc" (the concurrency leases, a sorted
 // set), "block" (blocked until, after a provider's 429), "wait" (the
-// callers waiting, by priority).
+// callers waiting, by priority), "stats" (the budget's counters, a hash
+// of fixed fields: admitted, throttled, tokens reserved and used).
 func (s Space) RateLimit(rule, kind string) string {
 	return s.prefix + "ratelimit:" + rule + ":" + kind
 }
+
+// RateLimitBudgets is the hash of every rate-limit budget the fleet has
+// admitted calls against: budget id → its API key fingerprint ("" unless
+// the rule has per_key), so a per-key budget can be found again.
+func (s Space) RateLimitBudgets() string { return s.prefix + "ratelimit-budgets" }
 
 // Lease is the activation lease of a thread (who runs it now).
 func (s Space) Lease(id string) string { return s.prefix + "lease:" + id }

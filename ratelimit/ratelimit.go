@@ -32,6 +32,16 @@
 // waiterTTL. Priority is the caller's queue weight (a thread of the
 // critical queue before one of default).
 //
+// Every budget keeps its counters in one Redis hash of fixed fields,
+// written by the admission and settlement scripts themselves (no extra
+// round trip): calls admitted, admissions refused (by what refused them),
+// threads handed back to wait (HandedBack, from the worker), tokens
+// reserved and tokens used. Status reads them with each budget's state
+// now (requests and tokens in the current minute as GCRA sees them,
+// concurrency leases held, waiters, a 429's block): `spool monitor` shows
+// them on its rate limits page. The counters of a budget unused for
+// statsTTL expire with it.
+//
 // Why not github.com/go-redis/redis_rate: its GCRA is one script per limit
 // and key, so the several rules and kinds of one call would be several
 // round trips and could admit a call on one rule and refuse it on the
@@ -55,6 +65,9 @@ import (
 // waiterTTL is how long a waiting caller stays registered without asking
 // again.
 const waiterTTL = 2 * time.Minute
+
+// statsTTL is how long a budget's counters outlive its last use.
+const statsTTL = 30 * 24 * time.Hour
 
 // concurrencyPoll is how long a caller refused for concurrency waits
 // before it asks again (nothing tells it when a slot frees).
@@ -107,15 +120,20 @@ type Reserved struct {
 	In, Out int
 }
 
-// ruleArgs are the ARGV of one rule, and the keys are KEYS[6i+1..6i+6].
+// budgetKinds are the keys of one budget, in the order of the scripts'
+// KEYS.
+var budgetKinds = []string{"req", "in", "out", "conc", "block", "wait", "stats"}
+
+// keys are the scripts' KEYS: each rule's budget (KEYS[7i+1..7i+7]), then
+// the index of budgets.
 func (l *Limiter) keys(rules []config.RateRule) []string {
-	keys := make([]string, 0, 6*len(rules))
+	keys := make([]string, 0, len(budgetKinds)*len(rules)+1)
 	for _, r := range rules {
-		for _, k := range []string{"req", "in", "out", "conc", "block", "wait"} {
+		for _, k := range budgetKinds {
 			keys = append(keys, l.ks.RateLimit(r.ID, k))
 		}
 	}
-	return keys
+	return append(keys, l.ks.RateLimitBudgets())
 }
 
 // burst is a rule's request burst: a second's worth by default.
@@ -128,19 +146,30 @@ func burst(r config.RateRule) int {
 
 // admitScript admits a call against every rule, or none.
 //
-// KEYS per rule i (0-based): 6i+1 req TAT, 6i+2 in TAT, 6i+3 out TAT,
-// 6i+4 concurrency zset, 6i+5 blocked-until, 6i+6 waiters zset
+// KEYS per rule i (0-based): 7i+1 req TAT, 7i+2 in TAT, 7i+3 out TAT,
+// 7i+4 concurrency zset, 7i+5 blocked-until, 7i+6 waiters zset, 7i+7
+// stats hash; the last KEYS the index of budgets (id → key fingerprint)
 // ARGV[1] now (ms), ARGV[2] holder, ARGV[3] lease TTL (ms), ARGV[4] the
-// waiter's score (lower first), ARGV[5] waiter TTL (ms), then per rule 7
-// values: rpm, burst, itpm, otpm, concurrent, input cost, output cost
+// waiter's score (lower first), ARGV[5] waiter TTL (ms), ARGV[6] stats
+// TTL (ms), then per rule 9 values: rpm, burst, itpm, otpm, concurrent,
+// input cost, output cost, budget id, key fingerprint
 // Returns {1} when admitted (every rule charged, the lease taken, the
-// waiter dropped); {0, wait ms, rule index (1-based), kind} when not
-// (nothing charged; the caller registered as a waiter). Not admitted is
-// an answer, not a refusal (package reply): the script wrote the waiter.
+// waiter dropped, admitted and tokens reserved counted); {0, wait ms,
+// rule index (1-based), kind} when not (nothing charged; the caller
+// registered as a waiter, the refusal counted on the rule that refused).
+// Not admitted is an answer, not a refusal (package reply): the script
+// wrote the waiter.
 var admitScript = redis.NewScript(`
-local now, holder, ttl, score, wttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local n = #KEYS / 6
+local now, holder, ttl, score, wttl, sttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local n = (#KEYS - 1) / 7
 local plan = {}
+local function refuse(k, i, wait, kind)
+  redis.call('ZADD', KEYS[k+6], 'NX', score, holder)
+  redis.call('HINCRBY', KEYS[k+7], 'throttled', 1)
+  redis.call('HINCRBY', KEYS[k+7], 'throttled_' .. kind, 1)
+  redis.call('PEXPIRE', KEYS[k+7], sttl)
+  return {0, wait, i, kind}
+end
 local function gcra(key, per_min, burst, cost)
   if per_min <= 0 or cost <= 0 then return true, 0, nil end
   local t = 60000 / per_min
@@ -152,39 +181,34 @@ local function gcra(key, per_min, burst, cost)
   return true, 0, new
 end
 for i = 1, n do
-  local k = 6 * (i - 1)
-  local a = 5 + 7 * (i - 1)
+  local k = 7 * (i - 1)
+  local a = 6 + 9 * (i - 1)
   local rpm, burst, itpm, otpm, conc = tonumber(ARGV[a+1]), tonumber(ARGV[a+2]), tonumber(ARGV[a+3]), tonumber(ARGV[a+4]), tonumber(ARGV[a+5])
   local cin, cout = tonumber(ARGV[a+6]), tonumber(ARGV[a+7])
   local blocked = tonumber(redis.call('GET', KEYS[k+5]) or '0')
-  if blocked > now then
-    redis.call('ZADD', KEYS[k+6], 'NX', score, holder)
-    return {0, blocked - now, i, 'block'}
-  end
+  if blocked > now then return refuse(k, i, blocked - now, 'block') end
   -- callers of a higher priority that wait go first
   redis.call('ZREMRANGEBYSCORE', KEYS[k+6], '-inf', '(' .. (now - wttl))
   local best = redis.call('ZRANGE', KEYS[k+6], 0, 0, 'WITHSCORES')
   if best[1] and best[1] ~= holder and math.floor(tonumber(best[2]) / 1e13) < math.floor(score / 1e13) then
-    redis.call('ZADD', KEYS[k+6], 'NX', score, holder)
-    return {0, 250, i, 'priority'}
+    return refuse(k, i, 250, 'priority')
   end
   local ok, wait, r1 = gcra(KEYS[k+1], rpm, burst, 1)
-  if not ok then redis.call('ZADD', KEYS[k+6], 'NX', score, holder); return {0, wait, i, 'req'} end
+  if not ok then return refuse(k, i, wait, 'req') end
   local ok2, wait2, r2 = gcra(KEYS[k+2], itpm, itpm, math.min(cin, itpm))
-  if not ok2 then redis.call('ZADD', KEYS[k+6], 'NX', score, holder); return {0, wait2, i, 'in'} end
+  if not ok2 then return refuse(k, i, wait2, 'in') end
   local ok3, wait3, r3 = gcra(KEYS[k+3], otpm, otpm, math.min(cout, otpm))
-  if not ok3 then redis.call('ZADD', KEYS[k+6], 'NX', score, holder); return {0, wait3, i, 'out'} end
+  if not ok3 then return refuse(k, i, wait3, 'out') end
   if conc > 0 then
     redis.call('ZREMRANGEBYSCORE', KEYS[k+4], '-inf', now)
     if not redis.call('ZSCORE', KEYS[k+4], holder) and redis.call('ZCARD', KEYS[k+4]) >= conc then
-      redis.call('ZADD', KEYS[k+6], 'NX', score, holder)
-      return {0, -1, i, 'conc'}
+      return refuse(k, i, -1, 'conc')
     end
   end
-  plan[i] = {r1, r2, r3, conc}
+  plan[i] = {r1, r2, r3, conc, cin, cout, ARGV[a+8], ARGV[a+9]}
 end
 for i = 1, n do
-  local k = 6 * (i - 1)
+  local k = 7 * (i - 1)
   local p = plan[i]
   if p[1] then redis.call('SET', KEYS[k+1], p[1], 'PX', math.ceil(p[1] - now) + 1000) end
   if p[2] then redis.call('SET', KEYS[k+2], p[2], 'PX', math.ceil(p[2] - now) + 1000) end
@@ -194,7 +218,13 @@ for i = 1, n do
     redis.call('PEXPIRE', KEYS[k+4], ttl + 60000)
   end
   redis.call('ZREM', KEYS[k+6], holder)
+  redis.call('HINCRBY', KEYS[k+7], 'admitted', 1)
+  redis.call('HINCRBY', KEYS[k+7], 'input_reserved', p[5])
+  redis.call('HINCRBY', KEYS[k+7], 'output_reserved', p[6])
+  redis.call('PEXPIRE', KEYS[k+7], sttl)
+  redis.call('HSET', KEYS[#KEYS], p[7], p[8])
 end
+redis.call('PEXPIRE', KEYS[#KEYS], sttl)
 return {1}
 `)
 
@@ -207,14 +237,14 @@ func (l *Limiter) Admit(ctx context.Context, rules []config.RateRule, c Call) (A
 	now := l.now().UnixMilli()
 	// Lower scores go first: the priority, then the time of asking.
 	score := float64(int64(1e6-min(c.Priority, 999999)))*1e13 + float64(now%1e13)
-	args := []any{now, c.Holder, max(c.LeaseTTL, time.Second).Milliseconds(), strconv.FormatFloat(score, 'f', 0, 64), waiterTTL.Milliseconds()}
+	args := []any{now, c.Holder, max(c.LeaseTTL, time.Second).Milliseconds(), strconv.FormatFloat(score, 'f', 0, 64), waiterTTL.Milliseconds(), statsTTL.Milliseconds()}
 	adm := Admission{}
 	for _, r := range rules {
 		in, out := c.InputTokens, c.OutputTokens
 		if r.OutputEstimate > 0 {
 			out = r.OutputEstimate
 		}
-		args = append(args, r.RequestsPerMinute, burst(r), r.InputTokensPerMinute, r.OutputTokensPerMinute, r.Concurrent, in, out)
+		args = append(args, r.RequestsPerMinute, burst(r), r.InputTokensPerMinute, r.OutputTokensPerMinute, r.Concurrent, in, out, r.ID, r.KeyID)
 		adm.Reserved = append(adm.Reserved, Reserved{Rule: r, In: in, Out: out})
 	}
 	res, err := admitScript.Run(ctx, l.rdb, l.keys(rules), args...).Slice()
@@ -239,14 +269,15 @@ func (l *Limiter) Admit(ctx context.Context, rules []config.RateRule, c Call) (A
 	return adm, nil
 }
 
-// settleScript corrects token reservations to actual usage and releases
-// the concurrency lease.
+// settleScript corrects token reservations to actual usage, releases
+// the concurrency lease and counts the call settled and its tokens used.
 //
-// KEYS as admitScript's; ARGV[1] now (ms), ARGV[2] holder, then per rule:
-// itpm, otpm, input reserved, input used, output reserved, output used.
+// KEYS as admitScript's; ARGV[1] now (ms), ARGV[2] holder, ARGV[3] stats
+// TTL (ms), then per rule: itpm, otpm, input reserved, input used, output
+// reserved, output used. Returns 1.
 var settleScript = redis.NewScript(`
-local now, holder = tonumber(ARGV[1]), ARGV[2]
-local n = #KEYS / 6
+local now, holder, sttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local n = (#KEYS - 1) / 7
 local function adjust(key, per_min, delta)
   if per_min <= 0 or delta == 0 then return end
   local tat = tonumber(redis.call('GET', key) or '0')
@@ -256,12 +287,16 @@ local function adjust(key, per_min, delta)
   redis.call('SET', key, tat, 'PX', math.ceil(tat - now) + 1000)
 end
 for i = 1, n do
-  local k = 6 * (i - 1)
-  local a = 2 + 6 * (i - 1)
+  local k = 7 * (i - 1)
+  local a = 3 + 6 * (i - 1)
   local itpm, otpm = tonumber(ARGV[a+1]), tonumber(ARGV[a+2])
   adjust(KEYS[k+2], itpm, tonumber(ARGV[a+4]) - tonumber(ARGV[a+3]))
   adjust(KEYS[k+3], otpm, tonumber(ARGV[a+6]) - tonumber(ARGV[a+5]))
   redis.call('ZREM', KEYS[k+4], holder)
+  redis.call('HINCRBY', KEYS[k+7], 'settled', 1)
+  redis.call('HINCRBY', KEYS[k+7], 'input_used', ARGV[a+4])
+  redis.call('HINCRBY', KEYS[k+7], 'output_used', ARGV[a+6])
+  redis.call('PEXPIRE', KEYS[k+7], sttl)
 end
 return 1
 `)
@@ -274,7 +309,7 @@ func (l *Limiter) Settle(ctx context.Context, adm Admission, holder string, inUs
 		return nil
 	}
 	rules := make([]config.RateRule, len(adm.Reserved))
-	args := []any{l.now().UnixMilli(), holder}
+	args := []any{l.now().UnixMilli(), holder, statsTTL.Milliseconds()}
 	for i, r := range adm.Reserved {
 		rules[i] = r.Rule
 		args = append(args, r.Rule.InputTokensPerMinute, r.Rule.OutputTokensPerMinute, r.In, inUsed, r.Out, outUsed)

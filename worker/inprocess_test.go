@@ -18,11 +18,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/ratelimit"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
@@ -763,6 +765,14 @@ func TestRateLimitHandsBack(t *testing.T) {
 	held, err := h.o.Activations.LeaseHeld(h.ctx, id)
 	require.NoError(t, err)
 	require.False(t, held)
+	// The fleet-wide counters (the monitor's rate limits page) say so.
+	rl, err := config.ParseRateLimits("r.yaml", []byte("rate_limits: [{match: 'script:*', requests_per_minute: 1, burst: 1}]"))
+	require.NoError(t, err)
+	st, err := ratelimit.New(h.o.Redis, h.o.Keys, clk.now).Status(h.ctx, rl)
+	require.NoError(t, err)
+	require.Equal(t, ratelimit.Counters{Admitted: 1, Settled: 1, Throttled: 1, ThrottledBy: map[string]int64{"req": 1}, Waiting: 1,
+		InputReserved: st[0].Counters.InputReserved, InputUsed: st[0].Counters.InputUsed, OutputReserved: st[0].Counters.OutputReserved,
+		OutputUsed: st[0].Counters.OutputUsed}, st[0].Counters)
 	clk.add(time.Minute)
 	require.Equal(t, 1, h.drain(true))
 	rec = h.record(id)

@@ -23,7 +23,10 @@ import (
 // with an activation scheduled when the limiter says (for concurrency, in
 // a second). After the
 // call the reservation is settled to the usage the provider reported, and
-// a 429 with retry-after blocks the rules for the whole fleet.
+// a 429 with retry-after blocks the rules for the whole fleet. The
+// limiter counts admissions, refusals and tokens per budget in Redis
+// itself; the worker adds the threads it hands back (Limiter.HandedBack),
+// and keeps its own Prometheus counters of the same (metrics.go).
 
 // errRateLimited ends an activation that handed its thread back to wait
 // for its rate limit.
@@ -102,6 +105,9 @@ func (s *session) handBackForRateLimit(ctx context.Context, adm ratelimit.Admiss
 		return err
 	}
 	s.w.metrics.rateHandedBack(adm.Rule)
+	if err := s.w.limiter.HandedBack(ctx, adm.Rule); err != nil {
+		s.log.Warn("rate limit hand-back not counted", "rule", adm.Rule, "error", err)
+	}
 	s.log.Info("model call waits for its rate limit; thread handed back", "rule", adm.Rule, "kind", adm.Kind, "wait", adm.Wait)
 	return errRateLimited
 }
