@@ -44,7 +44,7 @@
 //
 // Every HousekeepingInterval one scheduler process (HousekeepingLockKey)
 // runs a pass: Reconcile holds the registry and the ledger to the
-// transcripts when Redis may have lost writes (below), worker.Recover
+// transcripts when Redis may have lost writes (below), orchestrator.Recover
 // re-enqueues running threads whose lease has lapsed (their worker died)
 // and waiting threads whose wake-up was lost;
 // with Retention set, Retain deletes the blob-store artifacts of threads
@@ -69,7 +69,7 @@
 //	turn charges                            the ledger under-charged           each recorded turn not charged is
 //	                                                                           charged (Reconcile; the worker too)
 //	a recover or wake claim                 its task finished, the thread not  the task enqueued again
-//	                                                                           (worker.Recover, queue Reenqueue)
+//	                                                                           (orchestrator.Recover, Reenqueue)
 //	a suspend, a finalize                   a thread running with no lease     orphan recovery: the next activation
 //	                                                                           redoes it from the durable checkpoint
 //

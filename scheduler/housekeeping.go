@@ -13,7 +13,6 @@ import (
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
-	"github.com/spool-run/spool/worker"
 )
 
 // ArtifactsDeletedField is the registry hash field retention sets on a
@@ -27,7 +26,7 @@ type HousekeepingResult struct {
 	Skipped bool
 	// Orphans is the number of running threads found with a lapsed lease
 	// and Wakes of waiting threads whose wake-up was lost; both were
-	// re-enqueued by worker.Recover.
+	// re-enqueued by orchestrator.Recover.
 	Orphans, Wakes int
 	// Retained is the number of finished threads whose artifacts were
 	// deleted, Objects the number of blob objects deleted.
@@ -56,7 +55,7 @@ func (s *Scheduler) runHousekeeping(ctx context.Context) {
 // Housekeep runs one housekeeping pass, unless another scheduler process is
 // running one (Skipped): when Redis may have lost writes (or the periodic
 // pass is due) the registry and the ledger are reconciled with the
-// transcripts (Reconcile), worker.Recover re-enqueues orphaned threads
+// transcripts (Reconcile), orchestrator.Recover re-enqueues orphaned threads
 // (running, lease lapsed) and lost wake-ups, then, with Retention set,
 // Retain deletes the artifacts of threads finished longer ago than that.
 // Every step is idempotent, so a pass cut short is finished by the next;
@@ -86,24 +85,9 @@ func (s *Scheduler) Housekeep(ctx context.Context) (res HousekeepingResult, err 
 		reconcileErr = fmt.Errorf("reconcile: %w", reconcileErr)
 	}
 
-	// The counts are of what was there to recover just before Recover ran
-	// (Recover reports no count); a worker's recoverer may race for the same
-	// threads, which is harmless: the task ids make each re-enqueue once.
-	orphans, err := s.o.Activations.Orphans(ctx)
-	if err != nil {
-		return res, fmt.Errorf("list orphans: %w", err)
-	}
-	stalled, err := s.o.Activations.StalledWaits(ctx)
-	if err != nil {
-		return res, fmt.Errorf("list stalled waits: %w", err)
-	}
-	for _, o := range orphans {
-		s.log.Info("recovering orphaned thread", "thread_id", o.ThreadID, "version", o.Version)
-	}
-	if err := worker.Recover(ctx, s.o); err != nil {
+	if res.Orphans, res.Wakes, err = s.o.Recover(ctx); err != nil {
 		return res, fmt.Errorf("recover: %w", err)
 	}
-	res.Orphans, res.Wakes = len(orphans), len(stalled)
 
 	if s.cfg.Retention > 0 {
 		res.Retained, res.Objects, err = s.Retain(ctx, s.o.Now().Add(-s.cfg.Retention))

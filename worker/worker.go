@@ -372,40 +372,11 @@ func (w *Worker) recoverLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := Recover(ctx, w.o); err != nil && ctx.Err() == nil {
+			if _, _, err := w.o.Recover(ctx); err != nil && ctx.Err() == nil {
 				w.log.Warn("recover orphans", "error", err)
 			}
 		}
 	}
-}
-
-// Recover runs one housekeeping pass: orphans and stalled wake-ups are
-// re-enqueued. The scheduler calls it too. A recovery's task id names the
-// version (a wake-up's, the suspension) it is for, so every process's
-// recoverer enqueues it once; should Redis have lost writes, that task may
-// have finished while the claim it made was lost, and Reenqueue enqueues
-// it again.
-func Recover(ctx context.Context, o *orchestrator.Orchestrator) error {
-	orphans, err := o.Activations.Orphans(ctx)
-	if err != nil {
-		return err
-	}
-	for _, or := range orphans {
-		o.Log.Info("recovering orphaned thread", "thread_id", or.ThreadID, "version", or.Version)
-		if _, err := o.Reenqueue(ctx, queue.Activation{ThreadID: or.ThreadID, Reason: "recover"}, or.Version, or.Queue); err != nil {
-			return err
-		}
-	}
-	stalled, err := o.Activations.StalledWaits(ctx)
-	if err != nil {
-		return err
-	}
-	for _, s := range stalled {
-		if err := o.EnqueueWake(ctx, s); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // asynqLogger adapts slog to asynq's logger.

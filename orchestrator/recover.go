@@ -1,0 +1,38 @@
+package orchestrator
+
+import (
+	"context"
+
+	"github.com/spool-run/spool/queue"
+)
+
+// Recover runs one housekeeping pass: orphans (running threads whose lease
+// lapsed) and stalled wake-ups (waiting threads whose wake-up was lost)
+// are re-enqueued. Every worker's recoverer and the scheduler's
+// housekeeping call it; it reports how many of each it found. A
+// recovery's task id names the version (a wake-up's, the suspension) it
+// is for, so every process's recoverer enqueues it once; should Redis
+// have lost writes, that task may have finished while the claim it made
+// was lost, and Reenqueue enqueues it again.
+func (o *Orchestrator) Recover(ctx context.Context) (orphans, wakes int, err error) {
+	found, err := o.Activations.Orphans(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, or := range found {
+		o.Log.Info("recovering orphaned thread", "thread_id", or.ThreadID, "version", or.Version)
+		if _, err := o.Reenqueue(ctx, queue.Activation{ThreadID: or.ThreadID, Reason: "recover"}, or.Version, or.Queue); err != nil {
+			return len(found), 0, err
+		}
+	}
+	stalled, err := o.Activations.StalledWaits(ctx)
+	if err != nil {
+		return len(found), 0, err
+	}
+	for _, s := range stalled {
+		if err := o.EnqueueWake(ctx, s); err != nil {
+			return len(found), len(stalled), err
+		}
+	}
+	return len(found), len(stalled), nil
+}
