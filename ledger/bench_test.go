@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/spool-run/spool/internal/autopipe"
 	"github.com/spool-run/spool/keyspace"
-	"github.com/spool-run/spool/stack"
 )
 
 // BenchmarkCycle measures one child's full ledger life: Admit + Charge +
@@ -16,7 +16,7 @@ import (
 // on the same server (BENCHMARKS.md).
 //
 //   - autopipeline: the client spool's orchestrator gives the ledger
-//     (stack.AutoPipelined: go-redis's blocking auto-pipeliner, full
+//     (autopipe.Wrap: go-redis's blocking auto-pipeliner, full
 //     duplex: concurrent callers' commands share writes and reads on one
 //     connection; each operation is still its own EVALSHA with its own
 //     reply).
@@ -24,7 +24,7 @@ import (
 func BenchmarkCycle(b *testing.B) {
 	b.Run("autopipeline", func(b *testing.B) {
 		f := setup(b)
-		benchCycle(b, New(stack.AutoPipelined(f.r.Client), keyspace.New(f.r.Namespace)))
+		benchCycle(b, New(autopipe.Wrap(f.r.Client), keyspace.New(f.r.Namespace)))
 	})
 	b.Run("plain", func(b *testing.B) {
 		f := setup(b)
@@ -68,7 +68,7 @@ func benchCycle(b *testing.B, l *Ledger) {
 // Compare charges/s with redis-benchmark's raw EVAL (BENCHMARKS.md).
 func BenchmarkChargeDepth3(b *testing.B) {
 	f := setup(b)
-	l := New(stack.AutoPipelined(f.r.Client), keyspace.New(f.r.Namespace))
+	l := New(autopipe.Wrap(f.r.Client), keyspace.New(f.r.Namespace))
 	ctx := b.Context()
 	if err := l.Register(ctx, "root", MaxAmount); err != nil {
 		b.Fatal(err)

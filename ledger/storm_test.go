@@ -12,8 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spool-run/spool/internal/autopipe"
 	"github.com/spool-run/spool/keyspace"
-	"github.com/spool-run/spool/stack"
 )
 
 // TestStorm runs 200 goroutines charging across a three-level tree of 30
@@ -45,7 +45,7 @@ func TestStorm(t *testing.T) {
 			t.Parallel()
 			f := setup(t)
 			if tc.ap {
-				f.l = New(stack.AutoPipelined(f.r.Client), keyspace.New(f.r.Namespace))
+				f.l = New(autopipe.Wrap(f.r.Client), keyspace.New(f.r.Namespace))
 			}
 			storm(t, f, tc.seed, tc.budget)
 		})

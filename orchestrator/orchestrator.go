@@ -8,10 +8,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/internal/autopipe"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
-	"github.com/spool-run/spool/stack"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -83,7 +83,7 @@ type Orchestrator struct {
 func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queue.Enqueuer, signer *transcript.Signer, keyring *transcript.Keyring) *Orchestrator {
 	cfg = cfg.WithDefaults()
 	ks := keyspace.New(cfg.Namespace)
-	fast := stack.AutoPipelined(rdb) // asynq keeps the plain client (Redis)
+	fast := autopipe.Wrap(rdb) // asynq keeps the plain client (Redis)
 	reg, err := queue.NewRegistry(queue.RegistryConfig{Client: fast, Keys: ks, Now: cfg.Now})
 	if err != nil {
 		panic(err) // only for a nil client: a programming error

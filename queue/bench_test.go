@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spool-run/spool/stack"
+	"github.com/spool-run/spool/internal/autopipe"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -27,7 +27,7 @@ func BenchmarkRegistryOps(b *testing.B) {
 	for _, op := range []string{"register", "claim", "commit"} {
 		b.Run(op, func(b *testing.B) {
 			f := setupRegistry(b)
-			rdb := stack.AutoPipelined(f.r.Client)
+			rdb := autopipe.Wrap(f.r.Client)
 			reg, err := NewRegistry(RegistryConfig{Client: rdb, Keys: f.ks})
 			if err != nil {
 				b.Fatal(err)
