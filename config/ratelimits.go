@@ -38,23 +38,30 @@ type RateLimits struct {
 // RateRule is one limit over the calls it matches. A zero limit field is
 // no limit of that kind.
 type RateRule struct {
-	Match                 string `yaml:"match"`
-	Provider              string `yaml:"provider"`
-	Key                   string `yaml:"key"`
-	PerKey                bool   `yaml:"per_key"`
-	RequestsPerMinute     int    `yaml:"requests_per_minute"`
-	InputTokensPerMinute  int    `yaml:"input_tokens_per_minute"`
-	OutputTokensPerMinute int    `yaml:"output_tokens_per_minute"`
-	Concurrent            int    `yaml:"concurrent"`
-	Burst                 int    `yaml:"burst"`
-	OutputEstimate        int    `yaml:"output_estimate"`
+	Match                 string `yaml:"match" json:"match"`
+	Provider              string `yaml:"provider" json:"provider,omitempty"`
+	Key                   string `yaml:"key" json:"key,omitempty"`
+	PerKey                bool   `yaml:"per_key" json:"per_key,omitempty"`
+	RequestsPerMinute     int    `yaml:"requests_per_minute" json:"requests_per_minute,omitempty"`
+	InputTokensPerMinute  int    `yaml:"input_tokens_per_minute" json:"input_tokens_per_minute,omitempty"`
+	OutputTokensPerMinute int    `yaml:"output_tokens_per_minute" json:"output_tokens_per_minute,omitempty"`
+	Concurrent            int    `yaml:"concurrent" json:"concurrent,omitempty"`
+	Burst                 int    `yaml:"burst" json:"burst,omitempty"`
+	OutputEstimate        int    `yaml:"output_estimate" json:"output_estimate,omitempty"`
 	// ID names the rule's state in Redis: a digest of what it matches, so
 	// every worker and project that declares the same rule shares one
 	// budget (and a key's budget, with per_key, is its own).
-	ID string `yaml:"-"`
+	ID string `yaml:"-" json:"id,omitempty"`
 	// KeyID is the API key fingerprint of a per_key budget (Match sets it
 	// with ID); "" for a rule without per_key.
-	KeyID string `yaml:"-"`
+	KeyID string `yaml:"-" json:"key_id,omitempty"`
+}
+
+// MatchesModel reports whether the rule's glob matches the model id (its
+// provider and key aside).
+func (r RateRule) MatchesModel(model string) bool {
+	ok, _ := path.Match(r.Match, model)
+	return ok || r.Match == "*"
 }
 
 // BudgetID is the ID of the rule's budget for calls with the API key of
@@ -77,7 +84,7 @@ func (r *RateLimits) Match(model, provider, keyID string) []RateRule {
 	}
 	var out []RateRule
 	for _, rule := range r.Rules {
-		if ok, _ := path.Match(rule.Match, model); !ok && rule.Match != "*" {
+		if !rule.MatchesModel(model) {
 			continue
 		}
 		if rule.Provider != "" && rule.Provider != provider {

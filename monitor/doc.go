@@ -13,6 +13,7 @@
 //	/threads/ID/timeline            a waterfall of its turns, model calls, tool calls and waits,
 //	                                with durations and costs, and the spend of its tree over time
 //	/approvals                      the tool calls waiting for a person, with approve and deny
+//	/ratelimits                     the fleet's rate limits (see below)
 //	POST /approvals/decide          approve or deny (thread, call, decision, reason, by)
 //	POST /threads/ID/send           a message the model sees before its next call
 //	POST /threads/ID/interrupt      the same, stopping the model call or tool in flight
@@ -23,9 +24,25 @@
 //	/api/threads/ID                 the thread view as JSON
 //	/api/threads/ID/events?after=N  transcript events with seq > N (the live page polls it)
 //	/api/threads/ID/timeline        the timeline as JSON
+//	/api/ratelimits                 the rate limits page as JSON
 //	/asynq/                         asynqmon, with a bar back to the thread views
 //	/metrics                        Prometheus: asynq queue sizes and spool's threads by status
 //	/healthz                        liveness, never behind authentication
+//
+// Rate limits: the page reads the rules of Config.Project's
+// rate_limits.yaml on every request (as the workers read them from a
+// thread's bundle) and, for each budget of each rule (one per API key for
+// a per_key rule), shows its limits, what the current minute holds as
+// the limiter sees it (requests, input and output tokens, concurrency
+// leases, waiters, a provider 429's block), the fleet's counters that
+// the limiter's scripts keep in Redis (ratelimit.Status: calls admitted,
+// admissions refused by what refused them, threads handed back to wait,
+// tokens reserved against tokens used, and their ratio: below 100%,
+// over-estimates that settlement gave back), and the threads waiting for
+// a rate limit now (status waiting, waiting_for rate_limit, from the
+// registry's active threads) with the rules whose glob matches their
+// model and when they come back. A project without the file says so,
+// with its path.
 //
 // Thread ids contain slashes (a directive name is their prefix), so the id
 // is everything after /threads/ up to an optional /transcript, /timeline

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/ratelimit"
 )
 
 // AsynqPath is the root path asynqmon is served under.
@@ -57,6 +58,11 @@ type Config struct {
 	// so a form rendered before a restart must be reloaded; monitors
 	// behind one load balancer need the same key.
 	SessionKey []byte
+	// Project is the project directory whose rate_limits.yaml
+	// (config.RateLimitsPath) the rate limits page shows, read on every
+	// request as the workers read it from a thread's bundle. Default: the
+	// working directory.
+	Project string
 	// Logger. Default Orch.Log.
 	Logger *slog.Logger
 }
@@ -80,6 +86,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ListLimit == 0 {
 		c.ListLimit = 100
+	}
+	if c.Project == "" {
+		c.Project = "."
 	}
 	if c.MaxTreeNodes == 0 {
 		c.MaxTreeNodes = 500
@@ -119,6 +128,7 @@ type Monitor struct {
 	inspector   *asynq.Inspector
 	transcripts *transcriptCache
 	pages       *pages
+	limiter     *ratelimit.Limiter
 
 	key []byte // signs CSRF tokens and flash messages
 
@@ -143,6 +153,7 @@ func New(cfg Config) (http.Handler, error) {
 		inspector:   asynq.NewInspectorFromRedisClient(cfg.Orch.Redis),
 		transcripts: newTranscriptCache(cfg.Store, cfg.Orch.Keyring, 128),
 		pages:       pg,
+		limiter:     ratelimit.New(cfg.Orch.Redis, cfg.Orch.Keys, cfg.Orch.Now),
 		key:         sessionKey(cfg.SessionKey),
 	}
 	if err := cfg.Registry.Register(newCollector(m)); err != nil {
@@ -161,6 +172,8 @@ func (m *Monitor) handler() http.Handler {
 	mux.HandleFunc("GET /approvals", m.serveApprovals)
 	mux.HandleFunc("POST /approvals/decide", m.serveDecide)
 	mux.HandleFunc("GET /api/threads/{rest...}", m.serveThreadAPI)
+	mux.HandleFunc("GET /ratelimits", m.serveRateLimits)
+	mux.HandleFunc("GET /api/ratelimits", m.serveRateLimits)
 	mux.Handle("GET /static/", http.StripPrefix("/static/", staticHandler()))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.cfg.Registry, promhttp.HandlerOpts{}))
 	if m.cfg.AsynqHandler != nil {

@@ -42,7 +42,7 @@ func staticHandler() http.Handler {
 type pages struct {
 	list, thread, transcript, errPage    *template.Template
 	approvals, confirm, decide, timeline *template.Template
-	event                                *template.Template
+	event, ratelimits                    *template.Template
 }
 
 // pathOf escapes each segment of a thread id for a URL path: ids contain
@@ -91,6 +91,8 @@ var funcs = template.FuncMap{
 	"secondsBetween": func(a, b time.Time) float64 { return b.Sub(a).Seconds() },
 	"plus":           func(a, b int) int { return a + b },
 	"minus":          func(a, b int) int { return a - b },
+	"kindName":       kindName,
+	"pctOf":          func(ratio float64) float64 { return ratio * 100 },
 }
 
 // pretty renders v as indented JSON, leaving <, > and & as they are: the
@@ -144,6 +146,7 @@ func loadPages() (*pages, error) {
 	for name, dst := range map[string]**template.Template{
 		"list.html": &p.list, "thread.html": &p.thread, "transcript.html": &p.transcript, "error.html": &p.errPage,
 		"approvals.html": &p.approvals, "confirm.html": &p.confirm, "decide.html": &p.decide, "timeline.html": &p.timeline,
+		"ratelimits.html": &p.ratelimits,
 	} {
 		if *dst, err = one(name); err != nil {
 			return nil, err

@@ -88,7 +88,7 @@ func setup(t *testing.T, o envOptions) *env {
 		ShutdownTimeout: 5 * time.Second, RecoverInterval: time.Second}, orch)
 	require.NoError(t, w.Start())
 
-	h, err := monitor.New(monitor.Config{Orch: orch, Auth: o.auth, CountsTTL: -1, PollInterval: 200 * time.Millisecond, Logger: log})
+	h, err := monitor.New(monitor.Config{Orch: orch, Auth: o.auth, CountsTTL: -1, PollInterval: 200 * time.Millisecond, Logger: log, Project: project})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 

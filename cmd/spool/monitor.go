@@ -47,6 +47,7 @@ func newMonitorHandlerWith(s *services, o monitorOptions) (http.Handler, error) 
 		Auth:         o.auth,
 		Hosts:        o.hosts,
 		Registry:     o.registry,
+		Project:      s.project,
 		Logger:       s.log,
 	})
 }
