@@ -286,11 +286,35 @@ func parseTemplate(name, text string) (*template.Template, error) {
 }
 
 func parseInputTree(where string, v any) (any, error) {
+	return mapTree(where, v, func(where string, v any) (any, error) {
+		switch x := v.(type) {
+		case map[any]any:
+			return nil, fmt.Errorf("%s: mapping keys must be strings", where)
+		case string:
+			if !strings.Contains(x, "{{") {
+				return x, nil
+			}
+			t, err := parseTemplate(where, x)
+			if err != nil {
+				return nil, err
+			}
+			trimmed := strings.TrimSpace(x)
+			whole := strings.HasPrefix(trimmed, "{{") && strings.HasSuffix(trimmed, "}}") && strings.Count(trimmed, "{{") == 1
+			return &inputTemplate{t: t, whole: whole}, nil
+		default:
+			return v, nil
+		}
+	})
+}
+
+// mapTree rebuilds the maps and slices of v with leaf applied to every
+// other value in them; where names the value (input.a[2]) for leaf.
+func mapTree(where string, v any, leaf func(where string, v any) (any, error)) (any, error) {
 	switch x := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			r, err := parseInputTree(where+"."+k, e)
+			r, err := mapTree(where+"."+k, e, leaf)
 			if err != nil {
 				return nil, err
 			}
@@ -300,28 +324,15 @@ func parseInputTree(where string, v any) (any, error) {
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			r, err := parseInputTree(fmt.Sprintf("%s[%d]", where, i), e)
+			r, err := mapTree(fmt.Sprintf("%s[%d]", where, i), e, leaf)
 			if err != nil {
 				return nil, err
 			}
 			out[i] = r
 		}
 		return out, nil
-	case map[any]any:
-		return nil, fmt.Errorf("%s: mapping keys must be strings", where)
-	case string:
-		if !strings.Contains(x, "{{") {
-			return x, nil
-		}
-		t, err := parseTemplate(where, x)
-		if err != nil {
-			return nil, err
-		}
-		trimmed := strings.TrimSpace(x)
-		whole := strings.HasPrefix(trimmed, "{{") && strings.HasSuffix(trimmed, "}}") && strings.Count(trimmed, "{{") == 1
-		return &inputTemplate{t: t, whole: whole}, nil
 	default:
-		return v, nil
+		return leaf(where, v)
 	}
 }
 
@@ -538,28 +549,11 @@ func execute(t *template.Template, data any) (string, error) {
 }
 
 func renderInput(v any, data map[string]any) (any, error) {
-	switch x := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			r, err := renderInput(e, data)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = r
+	return mapTree("input", v, func(_ string, v any) (any, error) {
+		x, ok := v.(*inputTemplate)
+		if !ok {
+			return v, nil
 		}
-		return out, nil
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			r, err := renderInput(e, data)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = r
-		}
-		return out, nil
-	case *inputTemplate:
 		s, err := execute(x.t, data)
 		if err != nil {
 			return nil, err
@@ -568,9 +562,7 @@ func renderInput(v any, data map[string]any) (any, error) {
 			return typedOutput(s), nil
 		}
 		return s, nil
-	default:
-		return v, nil
-	}
+	})
 }
 
 // typedOutput types the output of a whole-value template: a JSON number,
