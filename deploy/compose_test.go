@@ -127,13 +127,7 @@ func TestComposeChecksCatchBreakage(t *testing.T) {
 				tt.mutate(p, &s)
 				p.Services[tt.service] = s
 			}
-			probs := checkCompose(p)
-			for _, pr := range probs {
-				if strings.Contains(pr, tt.want) {
-					return
-				}
-			}
-			t.Fatalf("no problem mentions %q; got %q", tt.want, probs)
+			requireProblem(t, checkCompose(p), tt.want)
 		})
 	}
 }

@@ -29,6 +29,27 @@ func requireNoProblems(t *testing.T, probs []string) {
 	}
 }
 
+// requireProblem fails unless one of probs mentions want.
+func requireProblem(t *testing.T, probs []string, want string) {
+	t.Helper()
+	for _, p := range probs {
+		if strings.Contains(p, want) {
+			return
+		}
+	}
+	t.Fatalf("no problem mentions %q; got %q", want, probs)
+}
+
+// mustFind is find, failing the test when docs hold no such object.
+func mustFind(t *testing.T, docs []doc, kind, name string) doc {
+	t.Helper()
+	d, ok := find(docs, kind, name)
+	if !ok {
+		t.Fatalf("no %s %s", kind, name)
+	}
+	return d
+}
+
 func TestEveryYAMLParses(t *testing.T) {
 	t.Parallel()
 	n := 0
@@ -136,10 +157,7 @@ func TestKEDATriggersMatchWorkerQueues(t *testing.T) {
 func TestSchedulerRunsTwoReplicas(t *testing.T) {
 	t.Parallel()
 	b := loadTestBase(t)
-	d, ok := find(b.Docs, "Deployment", "spool-scheduler")
-	if !ok {
-		t.Fatal("no spool-scheduler Deployment")
-	}
+	d := mustFind(t, b.Docs, "Deployment", "spool-scheduler")
 	if n, _ := intOf(d.Obj, "spec", "replicas"); n != 2 {
 		t.Fatalf("scheduler replicas = %d, want 2 (safe: spool's tick lock)", n)
 	}
@@ -151,10 +169,7 @@ func TestSchedulerRunsTwoReplicas(t *testing.T) {
 func TestMonitorServiceSelectsMonitor(t *testing.T) {
 	t.Parallel()
 	b := loadTestBase(t)
-	svc, ok := find(b.Docs, "Service", "spool-monitor")
-	if !ok {
-		t.Fatal("no spool-monitor Service")
-	}
+	svc := mustFind(t, b.Docs, "Service", "spool-monitor")
 	if typ := str(svc.Obj, "spec", "type"); typ != "ClusterIP" {
 		t.Errorf("monitor Service type %q, want ClusterIP (asynqmon has no auth)", typ)
 	}

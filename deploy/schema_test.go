@@ -110,18 +110,9 @@ func TestSchemaChecksCatchBreakage(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := loadTestBase(t)
-			d, ok := find(b.Docs, tt.kind, tt.obj)
-			if !ok {
-				t.Fatalf("no %s %s", tt.kind, tt.obj)
-			}
+			d := mustFind(t, b.Docs, tt.kind, tt.obj)
 			set(t, d.Obj, tt.value, tt.path...)
-			probs := checkSchemas(b.Docs)
-			for _, p := range probs {
-				if strings.Contains(p, tt.want) {
-					return
-				}
-			}
-			t.Fatalf("no problem mentions %q; got %q", tt.want, probs)
+			requireProblem(t, checkSchemas(b.Docs), tt.want)
 		})
 	}
 }
