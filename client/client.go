@@ -118,6 +118,15 @@ func (c *Client) request(ctx context.Context, method, path string, query url.Val
 }
 
 // do sends a request and decodes a response of status want into out.
+// call is do for a call that answers with a T.
+func call[T any](ctx context.Context, c *Client, method, path string, body any, want int) (*T, error) {
+	var v T
+	if err := c.do(ctx, method, path, nil, body, &v, want); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, body, out any, want int) error {
 	req, err := c.request(ctx, method, path, query, body)
 	if err != nil {
@@ -152,11 +161,7 @@ func readProblem(resp *http.Response) error {
 
 // Run starts a thread (POST /v1/threads) and returns its record.
 func (c *Client) Run(ctx context.Context, req api.RunRequest) (*queue.Record, error) {
-	var rec queue.Record
-	if err := c.do(ctx, http.MethodPost, "/v1/threads", nil, req, &rec, http.StatusCreated); err != nil {
-		return nil, err
-	}
-	return &rec, nil
+	return call[queue.Record](ctx, c, http.MethodPost, "/v1/threads", req, http.StatusCreated)
 }
 
 // ListOptions filter List. Zero fields match everything.
@@ -188,57 +193,33 @@ func (c *Client) List(ctx context.Context, o ListOptions) ([]*queue.Record, erro
 
 // Show returns thread id's record.
 func (c *Client) Show(ctx context.Context, id string) (*queue.Record, error) {
-	var rec queue.Record
-	if err := c.do(ctx, http.MethodGet, threadPath(id, ""), nil, nil, &rec, http.StatusOK); err != nil {
-		return nil, err
-	}
-	return &rec, nil
+	return call[queue.Record](ctx, c, http.MethodGet, threadPath(id, ""), nil, http.StatusOK)
 }
 
 // Tree returns thread id's children and continuations.
 func (c *Client) Tree(ctx context.Context, id string) (*orchestrator.TreeNode, error) {
-	var n orchestrator.TreeNode
-	if err := c.do(ctx, http.MethodGet, threadPath(id, "tree"), nil, nil, &n, http.StatusOK); err != nil {
-		return nil, err
-	}
-	return &n, nil
+	return call[orchestrator.TreeNode](ctx, c, http.MethodGet, threadPath(id, "tree"), nil, http.StatusOK)
 }
 
 // Chain returns thread id's continuation chain.
 func (c *Client) Chain(ctx context.Context, id string) (*orchestrator.Chain, error) {
-	var ch orchestrator.Chain
-	if err := c.do(ctx, http.MethodGet, threadPath(id, "chain"), nil, nil, &ch, http.StatusOK); err != nil {
-		return nil, err
-	}
-	return &ch, nil
+	return call[orchestrator.Chain](ctx, c, http.MethodGet, threadPath(id, "chain"), nil, http.StatusOK)
 }
 
 // Budget returns the live budget of thread id's subtree.
 func (c *Client) Budget(ctx context.Context, id string) (*orchestrator.Budget, error) {
-	var b orchestrator.Budget
-	if err := c.do(ctx, http.MethodGet, threadPath(id, "budget"), nil, nil, &b, http.StatusOK); err != nil {
-		return nil, err
-	}
-	return &b, nil
+	return call[orchestrator.Budget](ctx, c, http.MethodGet, threadPath(id, "budget"), nil, http.StatusOK)
 }
 
 // Cancel cancels the thread id's chain has reached; cascade cancels its
 // children too (as the project's child policy says).
 func (c *Client) Cancel(ctx context.Context, id string, cascade bool) (*orchestrator.CancelResult, error) {
-	var res orchestrator.CancelResult
-	if err := c.do(ctx, http.MethodPost, threadPath(id, "cancel"), nil, api.CancelRequest{Cascade: &cascade}, &res, http.StatusOK); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return call[orchestrator.CancelResult](ctx, c, http.MethodPost, threadPath(id, "cancel"), api.CancelRequest{Cascade: &cascade}, http.StatusOK)
 }
 
 // Resume resumes a finished thread with a user message.
 func (c *Client) Resume(ctx context.Context, id, message string) (*orchestrator.ResumeResult, error) {
-	var res orchestrator.ResumeResult
-	if err := c.do(ctx, http.MethodPost, threadPath(id, "resume"), nil, api.ResumeRequest{Message: message}, &res, http.StatusCreated); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return call[orchestrator.ResumeResult](ctx, c, http.MethodPost, threadPath(id, "resume"), api.ResumeRequest{Message: message}, http.StatusCreated)
 }
 
 // Approve approves thread id's pending tool calls. Not implemented by the
@@ -262,11 +243,7 @@ func (c *Client) Send(ctx context.Context, id string, req api.SendRequest) error
 // Fork starts a thread from a verified prefix of thread id. Not
 // implemented by the server yet: an *api.Problem with status 501.
 func (c *Client) Fork(ctx context.Context, id string, req api.ForkRequest) (*queue.Record, error) {
-	var rec queue.Record
-	if err := c.do(ctx, http.MethodPost, threadPath(id, "fork"), nil, req, &rec, http.StatusCreated); err != nil {
-		return nil, err
-	}
-	return &rec, nil
+	return call[queue.Record](ctx, c, http.MethodPost, threadPath(id, "fork"), req, http.StatusCreated)
 }
 
 // IsStatus reports whether err is an API problem of HTTP status code.
