@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 )
 
 // DecisionLink is what GET /v1/approvals/decide answers: the decision a
@@ -52,7 +52,7 @@ func (s *server) decisionLink(w http.ResponseWriter, r *http.Request) {
 			writeProblem(w, r, p)
 			return
 		}
-		if tok.Decision == queue.DecisionDeny && strings.TrimSpace(b.Reason) == "" {
+		if tok.Decision == registry.DecisionDeny && strings.TrimSpace(b.Reason) == "" {
 			writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", "reason is required: the model gets it as the call's error"))
 			return
 		}

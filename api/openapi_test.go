@@ -14,7 +14,7 @@ import (
 
 	"github.com/spool-run/spool/api"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -73,14 +73,14 @@ func TestOpenAPISchemasDeclareEveryField(t *testing.T) {
 	now := time.Now()
 	one, f := 1, 0.5
 	s := "x"
-	rec := &queue.Record{ThreadID: "d/x-1-a", Directive: "d/x", Status: thread.StatusCompleted, ParentID: "p", ChainRootID: "d/x-1-a",
-		ContinuationOf: "c", ContinuationThreadID: "n", Result: "r", Outputs: map[string]any{"k": 1}, Error: &queue.ErrorInfo{Code: "c", Message: "m"},
+	rec := &registry.Record{ThreadID: "d/x-1-a", Directive: "d/x", Status: thread.StatusCompleted, ParentID: "p", ChainRootID: "d/x-1-a",
+		ContinuationOf: "c", ContinuationThreadID: "n", Result: "r", Outputs: map[string]any{"k": 1}, Error: &registry.ErrorInfo{Code: "c", Message: "m"},
 		Cost:   thread.Cost{Turns: 1, InputTokens: 1, OutputTokens: 1, CacheReadTokens: 1, CacheWriteTokens: 1, Spend: 1, ElapsedSeconds: 1},
 		Limits: thread.DefaultLimits(), Model: "m", Capabilities: []string{"c"}, Bundle: "b", Inputs: map[string]any{"a": 1}, Queue: "q",
 		Ancestors: []string{"p"}, LedgerPath: []string{"p"}, Depth: 1, PreviousThreadID: "c", CreatedAt: now, UpdatedAt: now, Version: 3,
 		CancelRequested: true, CancelCascade: true, Activation: 2, ChainIndex: 1, ContinuationKind: "resume", ContinuationMessage: "m",
-		StartedAt: now, Transcript: queue.TranscriptMark{Segments: 1, ChainHash: "h"}, WaitingFor: queue.WaitingForApproval, TraceID: "t",
-		PendingApprovals: []queue.PendingApproval{{CallID: "c", Tool: "t", Input: json.RawMessage(`{}`), RequestedAt: now, Deadline: now, OnTimeout: "deny"}}}
+		StartedAt: now, Transcript: registry.TranscriptMark{Segments: 1, ChainHash: "h"}, WaitingFor: registry.WaitingForApproval, TraceID: "t",
+		PendingApprovals: []registry.PendingApproval{{CallID: "c", Tool: "t", Input: json.RawMessage(`{}`), RequestedAt: now, Deadline: now, OnTimeout: "deny"}}}
 	node := &orchestrator.TreeNode{ThreadID: "a", Directive: "d", Status: thread.StatusRunning, Model: "m", Subtree: &orchestrator.Subtree{Spent: 1, Max: 2},
 		Children: []*orchestrator.TreeNode{}, Continuation: &orchestrator.TreeNode{Children: []*orchestrator.TreeNode{}}, Truncated: true}
 	for schema, v := range map[string]any{
@@ -91,7 +91,7 @@ func TestOpenAPISchemasDeclareEveryField(t *testing.T) {
 		"TranscriptMark":  rec.Transcript,
 		"TreeNode":        node,
 		"Subtree":         node.Subtree,
-		"Chain":           &orchestrator.Chain{Success: true, ChainLength: 1, Chain: []*queue.Record{rec}},
+		"Chain":           &orchestrator.Chain{Success: true, ChainLength: 1, Chain: []*registry.Record{rec}},
 		"Budget":          &orchestrator.Budget{ThreadID: "a", ParentID: &s, Children: []orchestrator.BudgetChild{}},
 		"BudgetChild":     orchestrator.BudgetChild{Guaranteed: true},
 		"CancelResult":    &orchestrator.CancelResult{Success: true, ThreadID: "a", Status: thread.StatusCancelled, CancelRequested: true},

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 )
 
 // People in the loop: the pending tool calls, decisions on them, and
@@ -37,7 +37,7 @@ func (s *server) approve(w http.ResponseWriter, r *http.Request, id string) {
 		writeProblem(w, r, p)
 		return
 	}
-	s.decide(w, r, id, queue.DecisionApprove, b.CallID, b.Reason, b.By)
+	s.decide(w, r, id, registry.DecisionApprove, b.CallID, b.Reason, b.By)
 }
 
 func (s *server) deny(w http.ResponseWriter, r *http.Request, id string) {
@@ -50,7 +50,7 @@ func (s *server) deny(w http.ResponseWriter, r *http.Request, id string) {
 		writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", "reason is required: the model gets it as the call's error"))
 		return
 	}
-	s.decide(w, r, id, queue.DecisionDeny, b.CallID, b.Reason, b.By)
+	s.decide(w, r, id, registry.DecisionDeny, b.CallID, b.Reason, b.By)
 }
 
 func (s *server) decide(w http.ResponseWriter, r *http.Request, id, decision, call, reason, by string) {

@@ -9,7 +9,7 @@ import (
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -63,21 +63,21 @@ func problemOf(err error) *Problem {
 	switch {
 	case errors.As(err, &p):
 		return p
-	case errors.Is(err, queue.ErrNotFound):
+	case errors.Is(err, registry.ErrNotFound):
 		return problem(http.StatusNotFound, "not_found", "%v", err)
 	case errors.Is(err, launch.ErrRefused):
 		return problem(http.StatusUnprocessableEntity, "refused", "%v", err)
 	case errors.Is(err, directive.ErrNotFound):
 		return problem(http.StatusUnprocessableEntity, "directive_not_found", "%v", err)
-	case errors.Is(err, queue.ErrParentNotFound):
+	case errors.Is(err, registry.ErrParentNotFound):
 		return problem(http.StatusUnprocessableEntity, "parent_not_found", "%v", err)
 	case errors.As(err, &le):
 		return problem(http.StatusUnprocessableEntity, le.Code, "%v", err)
 	case errors.As(err, &nr):
 		return problem(http.StatusConflict, "not_resumable", "%v", err)
-	case errors.Is(err, queue.ErrNotPending):
+	case errors.Is(err, registry.ErrNotPending):
 		return problem(http.StatusConflict, "not_pending", "%v", err)
-	case errors.Is(err, queue.ErrFinished):
+	case errors.Is(err, registry.ErrFinished):
 		return problem(http.StatusConflict, "finished", "%v (send and interrupt need a running or waiting thread; resume continues a finished one)", err)
 	case errors.Is(err, transcript.ErrTampered):
 		return problem(http.StatusConflict, "transcript_damaged", "%v", err)

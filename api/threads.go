@@ -14,7 +14,7 @@ import (
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -86,9 +86,9 @@ func (s *server) reply(w http.ResponseWriter, r *http.Request, id string, v any,
 }
 
 // record returns thread id's record, or answers 404 (or 500).
-func (s *server) record(w http.ResponseWriter, r *http.Request, id string) *queue.Record {
+func (s *server) record(w http.ResponseWriter, r *http.Request, id string) *registry.Record {
 	rec, err := s.cfg.Orch.Registry.Get(r.Context(), id)
-	if errors.Is(err, queue.ErrNotFound) {
+	if errors.Is(err, registry.ErrNotFound) {
 		writeProblem(w, r, problem(http.StatusNotFound, "not_found", "thread %q not found", id))
 		return nil
 	}
@@ -154,7 +154,7 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, _ string) {
 
 func (s *server) list(w http.ResponseWriter, r *http.Request, _ string) {
 	q := r.URL.Query()
-	f := queue.Filter{Status: thread.Status(q.Get("status")), Directive: q.Get("directive"), Parent: q.Get("parent"), Limit: s.cfg.ListLimit}
+	f := registry.Filter{Status: thread.Status(q.Get("status")), Directive: q.Get("directive"), Parent: q.Get("parent"), Limit: s.cfg.ListLimit}
 	if f.Status != "" && !f.Status.Valid() {
 		writeProblem(w, r, problem(http.StatusBadRequest, "bad_request",
 			"status %q: want one of created, running, waiting, completed, error, cancelled, continued", f.Status))
@@ -170,7 +170,7 @@ func (s *server) list(w http.ResponseWriter, r *http.Request, _ string) {
 	}
 	recs, err := s.cfg.Orch.Registry.List(r.Context(), f)
 	if recs == nil {
-		recs = []*queue.Record{}
+		recs = []*registry.Record{}
 	}
 	s.reply(w, r, "", recs, err)
 }

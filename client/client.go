@@ -1,6 +1,6 @@
 // Package client is a Go client of spool's HTTP API (package api, `spool
 // api`). Its results are the types the CLI prints with --json
-// (queue.Record, orchestrator.TreeNode, Chain, Budget, CancelResult,
+// (registry.Record, orchestrator.TreeNode, Chain, Budget, CancelResult,
 // ResumeResult, transcript.Event); an error response is an *api.Problem
 // (errors.As), with the HTTP status and spool's code. Events reads a
 // thread's transcript as server-sent events and resumes after the last
@@ -34,7 +34,7 @@ import (
 
 	"github.com/spool-run/spool/api"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 )
 
 // Client calls one spool API server. It is safe for concurrent use.
@@ -160,8 +160,8 @@ func readProblem(resp *http.Response) error {
 }
 
 // Run starts a thread (POST /v1/threads) and returns its record.
-func (c *Client) Run(ctx context.Context, req api.RunRequest) (*queue.Record, error) {
-	return call[queue.Record](ctx, c, http.MethodPost, "/v1/threads", req, http.StatusCreated)
+func (c *Client) Run(ctx context.Context, req api.RunRequest) (*registry.Record, error) {
+	return call[registry.Record](ctx, c, http.MethodPost, "/v1/threads", req, http.StatusCreated)
 }
 
 // ListOptions filter List. Zero fields match everything.
@@ -174,7 +174,7 @@ type ListOptions struct {
 }
 
 // List returns the threads that match o, newest first.
-func (c *Client) List(ctx context.Context, o ListOptions) ([]*queue.Record, error) {
+func (c *Client) List(ctx context.Context, o ListOptions) ([]*registry.Record, error) {
 	q := url.Values{}
 	for k, v := range map[string]string{"status": o.Status, "directive": o.Directive, "parent": o.Parent} {
 		if v != "" {
@@ -184,7 +184,7 @@ func (c *Client) List(ctx context.Context, o ListOptions) ([]*queue.Record, erro
 	if o.Limit != 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
 	}
-	var recs []*queue.Record
+	var recs []*registry.Record
 	if err := c.do(ctx, http.MethodGet, "/v1/threads", q, nil, &recs, http.StatusOK); err != nil {
 		return nil, err
 	}
@@ -192,8 +192,8 @@ func (c *Client) List(ctx context.Context, o ListOptions) ([]*queue.Record, erro
 }
 
 // Show returns thread id's record.
-func (c *Client) Show(ctx context.Context, id string) (*queue.Record, error) {
-	return call[queue.Record](ctx, c, http.MethodGet, threadPath(id, ""), nil, http.StatusOK)
+func (c *Client) Show(ctx context.Context, id string) (*registry.Record, error) {
+	return call[registry.Record](ctx, c, http.MethodGet, threadPath(id, ""), nil, http.StatusOK)
 }
 
 // Tree returns thread id's children and continuations.
@@ -242,8 +242,8 @@ func (c *Client) Send(ctx context.Context, id string, req api.SendRequest) error
 
 // Fork starts a thread from a verified prefix of thread id. Not
 // implemented by the server yet: an *api.Problem with status 501.
-func (c *Client) Fork(ctx context.Context, id string, req api.ForkRequest) (*queue.Record, error) {
-	return call[queue.Record](ctx, c, http.MethodPost, threadPath(id, "fork"), req, http.StatusCreated)
+func (c *Client) Fork(ctx context.Context, id string, req api.ForkRequest) (*registry.Record, error) {
+	return call[registry.Record](ctx, c, http.MethodPost, threadPath(id, "fork"), req, http.StatusCreated)
 }
 
 // IsStatus reports whether err is an API problem of HTTP status code.

@@ -23,7 +23,7 @@ import (
 	"github.com/spool-run/spool/client"
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -243,9 +243,9 @@ func (a apiCall) problem(status int, code, method, path, body string, edit ...fu
 func esc(id string) string { return url.PathEscape(id) }
 
 // waitStatus waits until thread id's status is one of want.
-func waitStatus(t *testing.T, e *spooltest.Env, id string, want ...thread.Status) *queue.Record {
+func waitStatus(t *testing.T, e *spooltest.Env, id string, want ...thread.Status) *registry.Record {
 	t.Helper()
-	var rec *queue.Record
+	var rec *registry.Record
 	require.Eventually(t, func() bool {
 		r, err := e.Orch.Registry.Get(context.Background(), id)
 		if err != nil {
@@ -326,7 +326,7 @@ func TestAPIRoutes(t *testing.T) {
 	require.Contains(t, p.Detail, `"no/such" not found`)
 	p = raw.problem(422, "parent_not_found", "POST", "/v1/threads", `{"directive": "t/greet", "parent": "`+missing+`", "model": "`+model+`"}`)
 	require.Equal(t, `parent thread "`+missing+`" does not exist`, p.Detail)
-	n, err := e.Orch.Registry.List(ctx, queue.Filter{})
+	n, err := e.Orch.Registry.List(ctx, registry.Filter{})
 	require.NoError(t, err)
 	require.Len(t, n, 2, "no refused run registered a thread")
 

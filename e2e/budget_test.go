@@ -15,7 +15,7 @@ import (
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -110,7 +110,7 @@ func budgetProject() map[string]string {
 // requireTreeAddsUp checks, for every chain of the tree, that its ledger
 // entry spent exactly what its threads and its descendants spent, to the
 // nano-dollar, and that nothing is left reserved.
-func requireTreeAddsUp(t *testing.T, e *spooltest.Env, all []*queue.Record) {
+func requireTreeAddsUp(t *testing.T, e *spooltest.Env, all []*registry.Record) {
 	t.Helper()
 	own := map[string]int64{} // ledger id → the chain's own spend
 	for _, r := range all {
@@ -214,7 +214,7 @@ func TestReadmeTour(t *testing.T) {
 
 	res := e.Spool(strings.Fields(cmd)[1:]...)
 	require.Equal(t, 0, res.Code, res.Stderr)
-	var started queue.Record
+	var started registry.Record
 	res.JSON(t, &started)
 	w := e.Spool("thread", "wait", started.ThreadID, "--timeout", "2m", "--json")
 	require.Equal(t, 0, w.Code, w.Stderr)

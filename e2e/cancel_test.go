@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/internal/spooltest"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -83,7 +83,7 @@ func TestCancelEndsTheActivation(t *testing.T) {
 		t.Helper()
 		res := e.Spool("thread", "run", name, "--model", "script:"+script, "--json")
 		require.Equal(t, 0, res.Code, res.Stderr)
-		var rec queue.Record
+		var rec registry.Record
 		res.JSON(t, &rec)
 		return rec.ThreadID
 	}
@@ -91,7 +91,7 @@ func TestCancelEndsTheActivation(t *testing.T) {
 		marker := filepath.Join(home, "started-"+strings.ReplaceAll(id, "/", "_"))
 		return func() bool { _, err := os.Stat(marker); return err == nil }
 	}
-	cancel := func(t *testing.T, id string) *queue.Record {
+	cancel := func(t *testing.T, id string) *registry.Record {
 		t.Helper()
 		began := time.Now()
 		res := e.Spool("thread", "cancel", id, "--json")

@@ -19,7 +19,7 @@ import (
 	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/scheduler"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
@@ -292,7 +292,7 @@ func TestWorkerRechargesTurnsRedisLost(t *testing.T) {
 	ctx := context.Background()
 	res := e.Spool("thread", "run", "c/lossy", "--model", "script:scripts/lossy.yaml", "--json")
 	require.Equal(t, 0, res.Code, res.Stderr)
-	var rec queue.Record
+	var rec registry.Record
 	res.JSON(t, &rec)
 	id := rec.ThreadID
 

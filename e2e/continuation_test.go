@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/internal/spooltest"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -74,7 +74,7 @@ func TestRootChainSharesWorkspaceAndResumesTwice(t *testing.T) {
 	// Waiting on the first id returns the chain's newest thread.
 	w := e.Spool("thread", "wait", root, "--json")
 	require.Equal(t, 0, w.Code, w.Stderr)
-	var waited map[string]*queue.Record
+	var waited map[string]*registry.Record
 	w.JSON(t, &waited)
 	require.Equal(t, last, waited[root].ThreadID)
 }
@@ -106,10 +106,10 @@ func TestCancelWithoutCascadeLeavesChildren(t *testing.T) {
 			e.StartWorker("--concurrency", "4")
 			start := e.Spool("thread", "run", "t/boss", "--model", "script:scripts/slow.yaml", "--json")
 			require.Equal(t, 0, start.Code, start.Stderr)
-			var boss queue.Record
+			var boss registry.Record
 			start.JSON(t, &boss)
 
-			var kids []*queue.Record
+			var kids []*registry.Record
 			require.Eventually(t, func() bool {
 				var err error
 				kids, err = e.Orch.Registry.ListChildren(t.Context(), boss.ThreadID)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/internal/testenv"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -106,9 +106,9 @@ func coordProject() map[string]string {
 }
 
 // tree collects a thread and every descendant (children and continuations).
-func tree(t *testing.T, e *spooltest.Env, root string) []*queue.Record {
+func tree(t *testing.T, e *spooltest.Env, root string) []*registry.Record {
 	t.Helper()
-	var out []*queue.Record
+	var out []*registry.Record
 	queue := []string{root}
 	seen := map[string]bool{}
 	for len(queue) > 0 {
@@ -176,7 +176,7 @@ func TestDepthAndSpawnLimits(t *testing.T) {
 		require.Equal(t, 0, res.Code, res.Stderr)
 		all := tree(t, e, rec.ThreadID)
 		require.Len(t, all, 2, "root and child; the grandchild never registers")
-		var child *queue.Record
+		var child *registry.Record
 		for _, r := range all {
 			if r.ParentID == rec.ThreadID {
 				child = r
@@ -234,12 +234,12 @@ func testCancelCascadesAcrossWorkers(t *testing.T, top testenv.Topology) {
 	workers := []*spooltest.Proc{e.StartWorker("--concurrency", "2"), e.StartWorker("--concurrency", "2")}
 	start := e.Spool("thread", "run", "t/boss", "--model", "script:scripts/slow.yaml", "--json")
 	require.Equal(t, 0, start.Code, start.Stderr)
-	var boss queue.Record
+	var boss registry.Record
 	start.JSON(t, &boss)
 
 	// Wait until the three children run.
 	deadline := time.Now().Add(60 * time.Second)
-	var kids []*queue.Record
+	var kids []*registry.Record
 	for time.Now().Before(deadline) {
 		var err error
 		kids, err = e.Orch.Registry.ListChildren(t.Context(), boss.ThreadID)
@@ -308,8 +308,8 @@ func TestHandoffChainAndResume(t *testing.T) {
 	ch := e.Spool("thread", "chain", root, "--json")
 	require.Equal(t, 0, ch.Code, ch.Stderr)
 	var chain struct {
-		ChainLength int             `json:"chain_length"`
-		Chain       []*queue.Record `json:"chain"`
+		ChainLength int                `json:"chain_length"`
+		Chain       []*registry.Record `json:"chain"`
 	}
 	ch.JSON(t, &chain)
 	require.Equal(t, 3, chain.ChainLength)
@@ -321,7 +321,7 @@ func TestHandoffChainAndResume(t *testing.T) {
 
 	w := e.Spool("thread", "wait", root, "--json")
 	require.Equal(t, 0, w.Code, w.Stderr)
-	var waited map[string]*queue.Record
+	var waited map[string]*registry.Record
 	w.JSON(t, &waited)
 	require.Equal(t, rec.ThreadID, waited[root].ThreadID, "waiting on A returns C")
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/internal/testenv"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -52,7 +52,7 @@ func crashProject(latency string) map[string]string {
 
 // checkExactlyOnce asserts a finished crash thread completed every turn
 // exactly once, in its transcript and in the ledger.
-func checkExactlyOnce(t *testing.T, e *spooltest.Env, rec *queue.Record) {
+func checkExactlyOnce(t *testing.T, e *spooltest.Env, rec *registry.Record) {
 	t.Helper()
 	require.Equal(t, thread.StatusCompleted, rec.Status, rec.ThreadID)
 	require.Equal(t, crashTurns, rec.Cost.Turns, rec.ThreadID)
@@ -105,7 +105,7 @@ func testCrashRecoveryUnderSIGKILL(t *testing.T, top testenv.Topology) {
 		res := e.Spool("thread", "run", "t/crash", "--model", "script:scripts/crash.yaml")
 		require.Equal(t, 0, res.Code, res.Stderr)
 	}
-	get := func(id string) *queue.Record {
+	get := func(id string) *registry.Record {
 		rec, err := e.Orch.Registry.Get(t.Context(), id)
 		require.NoError(t, err)
 		return rec
@@ -124,7 +124,7 @@ func testCrashRecoveryUnderSIGKILL(t *testing.T, top testenv.Topology) {
 	for i := 0; i < 8; i++ {
 		enqueue()
 	}
-	active := func() []*queue.Record {
+	active := func() []*registry.Record {
 		recs, err := e.Orch.Registry.ListActive(t.Context())
 		require.NoError(t, err)
 		return recs
@@ -166,7 +166,7 @@ func testCrashRecoveryUnderSIGKILL(t *testing.T, top testenv.Topology) {
 	// heldByLiveWorker waits for the live worker to hold threads mid-run
 	// and picks one at random.
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
-	heldByLiveWorker := func(w *spooltest.Proc) (*queue.Record, string) {
+	heldByLiveWorker := func(w *spooltest.Proc) (*registry.Record, string) {
 		deadline := time.Now().Add(time.Minute)
 		for {
 			require.False(t, w.Exited(), "the live worker died by itself:\n%s", w.Log())
@@ -178,7 +178,7 @@ func testCrashRecoveryUnderSIGKILL(t *testing.T, top testenv.Topology) {
 				go func() { pushes <- e.Spool("thread", "run", "t/crash", "--model", "script:scripts/crash.yaml") }()
 			}
 			type held struct {
-				rec   *queue.Record
+				rec   *registry.Record
 				lease string
 			}
 			var cands []held
@@ -227,7 +227,7 @@ func testCrashRecoveryUnderSIGKILL(t *testing.T, top testenv.Topology) {
 	startWorker()
 	startWorker()
 
-	all, err := e.Orch.Registry.List(t.Context(), queue.Filter{})
+	all, err := e.Orch.Registry.List(t.Context(), registry.Filter{})
 	require.NoError(t, err)
 	var ids []string
 	for _, rec := range all {

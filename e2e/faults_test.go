@@ -11,7 +11,7 @@ import (
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/internal/testenv"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
@@ -80,7 +80,7 @@ func waitingParent(t *testing.T, e *spooltest.Env) string {
 	t.Helper()
 	res := e.Spool("thread", "run", "f/parent", "--model", "script:scripts/f.yaml", "--json")
 	require.Equal(t, 0, res.Code, res.Stderr)
-	var rec queue.Record
+	var rec registry.Record
 	res.JSON(t, &rec)
 	require.Eventually(t, func() bool {
 		r, err := e.Orch.Registry.Get(context.Background(), rec.ThreadID)
@@ -183,7 +183,7 @@ func TestStorageOutageLosesNothing(t *testing.T) {
 	for range 20 {
 		res := e.Spool("thread", "run", "f/writer", "--model", "script:scripts/outage.yaml", "--json")
 		require.Equal(t, 0, res.Code, res.Stderr)
-		var rec queue.Record
+		var rec registry.Record
 		res.JSON(t, &rec)
 		ids = append(ids, rec.ThreadID)
 	}

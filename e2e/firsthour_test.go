@@ -19,7 +19,7 @@ import (
 
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/internal/testenv"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -176,7 +176,7 @@ func TestInterruptedWait(t *testing.T) {
 		p := e.Start(quietEnv(), slow...) // no worker yet: it waits
 		var id string
 		require.Eventually(t, func() bool {
-			recs, err := e.Orch.Registry.List(t.Context(), queue.Filter{Directive: "t/slow"})
+			recs, err := e.Orch.Registry.List(t.Context(), registry.Filter{Directive: "t/slow"})
 			if err == nil && len(recs) == 1 {
 				id = recs[0].ThreadID
 			}
@@ -225,7 +225,7 @@ func TestInterruptedWait(t *testing.T) {
 		// The interrupted thread resumes on the dev and finishes, each turn once.
 		res = e.SpoolContext(t.Context(), env, "thread", "wait", id, "--timeout", "2m", "--json")
 		require.Equal(t, 0, res.Code, res.Stderr)
-		var waited map[string]*queue.Record
+		var waited map[string]*registry.Record
 		res.JSON(t, &waited)
 		require.Equal(t, thread.StatusCompleted, waited[id].Status)
 		require.Equal(t, 5, waited[id].Cost.Turns)
@@ -234,7 +234,7 @@ func TestInterruptedWait(t *testing.T) {
 		res = e.SpoolContext(t.Context(), env, "thread", "run", "t/quick", "--model", "script:scripts/slow.yaml", "--embedded", "--wait", "--json")
 		require.Equal(t, 0, res.Code, res.Stderr)
 		require.Contains(t, res.Stderr, "spool: spool dev is running on "+dataDir+": --embedded uses its Redis (redis://127.0.0.1:")
-		var quick queue.Record
+		var quick registry.Record
 		res.JSON(t, &quick)
 		show := e.SpoolContext(t.Context(), env, "thread", "show", quick.ThreadID, "--json")
 		require.Equal(t, 0, show.Code, "the dev's Redis holds the --embedded run's thread: %s", show.Stderr)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
@@ -95,7 +95,7 @@ func finished(t *testing.T, e *spooltest.Env, id string) {
 }
 
 // runSteps runs h/steps to completion: four turns, three appends.
-func runSteps(t *testing.T, e *spooltest.Env) *queue.Record {
+func runSteps(t *testing.T, e *spooltest.Env) *registry.Record {
 	t.Helper()
 	rec, res := runJSON(t, e, "h/steps", "--model", "script:scripts/steps.yaml")
 	require.Equal(t, 0, res.Code, res.Stderr)
@@ -350,7 +350,7 @@ func TestExportAndReplay(t *testing.T) {
 		require.Equal(t, 0, res.Code, res.Stderr)
 		require.Equal(t, thread.StatusCompleted, again.Status)
 		require.Equal(t, rec.Cost.Turns, again.Cost.Turns)
-		var kidsAgain []*queue.Record
+		var kidsAgain []*registry.Record
 		require.Eventually(t, func() bool {
 			kidsAgain, err = e.Orch.Registry.ListChildren(t.Context(), again.ThreadID)
 			return err == nil && len(kidsAgain) == 3

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/internal/spooltest"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -18,7 +18,7 @@ import (
 // finishedThread runs t/files to completion and waits until its final
 // thread.json (written by Finalize just after the status commit that
 // --wait sees) is in the store.
-func finishedThread(t *testing.T, e *spooltest.Env, name string) *queue.Record {
+func finishedThread(t *testing.T, e *spooltest.Env, name string) *registry.Record {
 	t.Helper()
 	rec, res := runJSON(t, e, "t/files", "--input", "name="+name, "--model", "script:scripts/w.yaml")
 	require.Equal(t, 0, res.Code, res.Stderr)
@@ -124,13 +124,13 @@ func TestVerifyTamperedThreadJSON(t *testing.T) {
 	require.Equal(t, 0, e.Spool("thread", "verify", id).Code)
 	raised := rec.Limits
 	raised.Turns = 60
-	_, err = e.Orch.Registry.Commit(ctx, id, 0, queue.Changes{Limits: &raised})
+	_, err = e.Orch.Registry.Commit(ctx, id, 0, registry.Changes{Limits: &raised})
 	require.NoError(t, err)
 	v = e.Spool("thread", "verify", id)
 	require.Equal(t, 1, v.Code)
 	require.Contains(t, v.Stderr, tjKey)
 	require.Contains(t, v.Stderr, "limits")
-	_, err = e.Orch.Registry.Commit(ctx, id, 0, queue.Changes{Limits: &rec.Limits})
+	_, err = e.Orch.Registry.Commit(ctx, id, 0, registry.Changes{Limits: &rec.Limits})
 	require.NoError(t, err)
 	require.Equal(t, 0, e.Spool("thread", "verify", id).Code, "a view older than the registry is consistent")
 

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/internal/spooltest"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -44,7 +44,7 @@ func TestTranscriptFollowIsLive(t *testing.T) {
 	e.StartWorker("--concurrency", "2")
 	res := e.Spool("thread", "run", "t/tooling", "--model", "script:scripts/cancel.yaml", "--json")
 	require.Equal(t, 0, res.Code, res.Stderr)
-	var rec queue.Record
+	var rec registry.Record
 	res.JSON(t, &rec)
 	id := rec.ThreadID
 	follower := e.Start(nil, "thread", "transcript", id, "--follow", "--format", "jsonl")

@@ -24,7 +24,7 @@ import (
 
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/internal/testenv"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -291,12 +291,12 @@ func TestSpoolMCPServer(t *testing.T) {
 		require.NoError(t, err)
 		return res
 	}
-	record := func(res *mcp.CallToolResult) *queue.Record {
+	record := func(res *mcp.CallToolResult) *registry.Record {
 		t.Helper()
 		require.False(t, res.IsError, "%s", resultText(res))
 		b, err := json.Marshal(res.StructuredContent)
 		require.NoError(t, err)
-		var rec queue.Record
+		var rec registry.Record
 		require.NoError(t, json.Unmarshal(b, &rec))
 		require.NotEmpty(t, rec.ThreadID)
 		return &rec
@@ -319,7 +319,7 @@ func TestSpoolMCPServer(t *testing.T) {
 		rec := record(call("run_thread", map[string]any{"directive": "m/gated", "inputs": map[string]any{"word": word}, "model": "script:scripts/m.yaml"}))
 		require.Eventually(t, func() bool {
 			r := record(call("show_thread", map[string]any{"thread_id": rec.ThreadID}))
-			return r.Status == thread.StatusWaiting && r.WaitingFor == queue.WaitingForApproval
+			return r.Status == thread.StatusWaiting && r.WaitingFor == registry.WaitingForApproval
 		}, time.Minute, 100*time.Millisecond)
 		return rec.ThreadID
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/spool-run/spool/api"
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/worker"
@@ -71,19 +71,19 @@ func startThread(t *testing.T, e *spooltest.Env, args ...string) string {
 	t.Helper()
 	res := e.Spool(append([]string{"thread", "run"}, append(args, "--json")...)...)
 	require.Equal(t, 0, res.Code, res.Stderr)
-	var rec queue.Record
+	var rec registry.Record
 	res.JSON(t, &rec)
 	return rec.ThreadID
 }
 
 // waitForApproval waits until thread id waits for a decision.
-func waitForApproval(t *testing.T, e *spooltest.Env, id string) *queue.Record {
+func waitForApproval(t *testing.T, e *spooltest.Env, id string) *registry.Record {
 	t.Helper()
-	var rec *queue.Record
+	var rec *registry.Record
 	require.Eventually(t, func() bool {
 		r, err := e.Orch.Registry.Get(context.Background(), id)
 		rec = r
-		return err == nil && r.Status == thread.StatusWaiting && r.WaitingFor == queue.WaitingForApproval
+		return err == nil && r.Status == thread.StatusWaiting && r.WaitingFor == registry.WaitingForApproval
 	}, time.Minute, 20*time.Millisecond)
 	return rec
 }
@@ -361,7 +361,7 @@ func TestApprovalWebhook(t *testing.T) {
 		require.Equal(t, http.StatusOK, status, string(b))
 		var shown api.DecisionLink
 		require.NoError(t, json.Unmarshal(b, &shown))
-		require.Equal(t, queue.DecisionApprove, shown.Decision)
+		require.Equal(t, registry.DecisionApprove, shown.Decision)
 		require.Equal(t, msg.CallID, shown.Call.CallID)
 	}
 	raw.problem(http.StatusBadRequest, "bad_request", http.MethodPost, deny, "")

@@ -9,7 +9,7 @@ import (
 	spooldirective "github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -33,7 +33,7 @@ func TestUnpricedModelFailsBeforeAnyCall(t *testing.T) {
 	res := e.SpoolContext(t.Context(), quietEnv(), "thread", "run", "t/chat", "--model", "claude-unpriced-9", "--wait")
 	require.Equal(t, 2, res.Code, res.Stderr)
 	require.Equal(t, "spool: unknown model \"claude-unpriced-9\": add it to .ai/config/agent/pricing.yaml\n", res.Stderr)
-	recs, err := e.Orch.Registry.List(t.Context(), queue.Filter{})
+	recs, err := e.Orch.Registry.List(t.Context(), registry.Filter{})
 	require.NoError(t, err)
 	require.Empty(t, recs, "refused before any thread exists")
 

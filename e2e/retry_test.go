@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/internal/spooltest"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -47,7 +47,7 @@ func TestLongRetryWaitFreesTheSlot(t *testing.T) {
 	start := func(name string) string {
 		res := e.Spool("thread", "run", name, "--model", "claude-sonnet-4-5", "--json")
 		require.Equal(t, 0, res.Code, res.Stderr)
-		var rec queue.Record
+		var rec registry.Record
 		res.JSON(t, &rec)
 		return rec.ThreadID
 	}

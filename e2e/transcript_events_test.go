@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/internal/spooltest"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -147,7 +147,7 @@ func TestTranscriptEventsRenderAndSearch(t *testing.T) {
 		t.Parallel()
 		start := e.Spool("thread", "run", "t/sleepy", "--model", "script:scripts/sleepy.yaml", "--json")
 		require.Equal(t, 0, start.Code, start.Stderr)
-		var rec queue.Record
+		var rec registry.Record
 		start.JSON(t, &rec)
 		require.Eventually(t, func() bool {
 			r, err := e.Orch.Registry.Get(t.Context(), rec.ThreadID)

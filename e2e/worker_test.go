@@ -16,7 +16,7 @@ import (
 
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/internal/spooltest"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
 )
@@ -74,16 +74,16 @@ func workerProject() map[string]string {
 }
 
 // runJSON runs `spool thread run ... --wait --json` and decodes the record.
-func runJSON(t *testing.T, e *spooltest.Env, args ...string) (*queue.Record, spooltest.Result) {
+func runJSON(t *testing.T, e *spooltest.Env, args ...string) (*registry.Record, spooltest.Result) {
 	t.Helper()
 	return runJSONEnv(t, e, nil, args...)
 }
 
 // runJSONEnv is runJSON with extra environment.
-func runJSONEnv(t *testing.T, e *spooltest.Env, env []string, args ...string) (*queue.Record, spooltest.Result) {
+func runJSONEnv(t *testing.T, e *spooltest.Env, env []string, args ...string) (*registry.Record, spooltest.Result) {
 	t.Helper()
 	res := e.SpoolContext(context.Background(), env, append([]string{"thread", "run"}, append(args, "--wait", "--json", "--timeout", "3m")...)...)
-	var rec queue.Record
+	var rec registry.Record
 	res.JSON(t, &rec)
 	return &rec, res
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/stack"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
@@ -252,7 +253,7 @@ func (sc *scratch) settle(ctx context.Context) error {
 			return nil
 		}
 		for _, r := range active {
-			if r.Status == thread.StatusWaiting && r.WaitingFor == queue.WaitingForApproval {
+			if r.Status == thread.StatusWaiting && r.WaitingFor == registry.WaitingForApproval {
 				return fmt.Errorf("thread %s waits for a person's approval of a tool call: a replay decides none", r.ThreadID)
 			}
 		}
@@ -283,13 +284,13 @@ func (sc *scratch) close() {
 // continued the same thread. Anything else gets a new id.
 type names struct {
 	mu       sync.Mutex
-	children map[string][]*queue.Record
+	children map[string][]*registry.Record
 	next     map[string]int
 	cont     map[string]string
 }
 
 func namesOf(rec *Thread) *names {
-	n := &names{children: map[string][]*queue.Record{}, next: map[string]int{}, cont: map[string]string{}}
+	n := &names{children: map[string][]*registry.Record{}, next: map[string]int{}, cont: map[string]string{}}
 	rec.Walk(func(t *Thread) {
 		for _, k := range t.Children {
 			n.children[t.ID()] = append(n.children[t.ID()], k.Record)

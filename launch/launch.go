@@ -22,7 +22,7 @@ import (
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/scheduler"
 )
 
@@ -53,7 +53,7 @@ type Request struct {
 
 // Started is a thread Start started.
 type Started struct {
-	Record *queue.Record
+	Record *registry.Record
 	// Model is the model the thread runs.
 	Model string
 	// MissingKey names the provider key (e.g. ANTHROPIC_API_KEY) that
@@ -82,7 +82,7 @@ func CheckScript(project, model string) error {
 
 // Start checks req, builds a root thread's bundle from the project and
 // starts the thread. A refusal wraps ErrRefused; a parent that does not
-// exist is queue.ErrParentNotFound; an unknown directive
+// exist is registry.ErrParentNotFound; an unknown directive
 // directive.ErrNotFound; a spawn or budget past a limit a
 // *thread.LimitError.
 func Start(ctx context.Context, o *orchestrator.Orchestrator, req Request) (*Started, error) {
@@ -98,11 +98,11 @@ func Start(ctx context.Context, o *orchestrator.Orchestrator, req Request) (*Sta
 	if err := CheckScript(req.Project, req.Model); err != nil {
 		return nil, err
 	}
-	var parent *queue.Record
+	var parent *registry.Record
 	if req.ParentID != "" {
 		p, err := o.Registry.Get(ctx, req.ParentID)
-		if errors.Is(err, queue.ErrNotFound) {
-			return nil, &tagged{err: fmt.Errorf("parent thread %q does not exist", req.ParentID), tag: queue.ErrParentNotFound}
+		if errors.Is(err, registry.ErrNotFound) {
+			return nil, &tagged{err: fmt.Errorf("parent thread %q does not exist", req.ParentID), tag: registry.ErrParentNotFound}
 		}
 		if err != nil {
 			return nil, err
@@ -137,7 +137,7 @@ func Start(ctx context.Context, o *orchestrator.Orchestrator, req Request) (*Sta
 // refuses one that no worker could run: an unknown or unpriced model, a
 // script that does not load. What it cannot resolve (an unknown
 // directive, a bad models.yaml) it leaves to Start to report.
-func checkModel(ctx context.Context, o *orchestrator.Orchestrator, req orchestrator.StartRequest, parent *queue.Record) (model, missingKey string, err error) {
+func checkModel(ctx context.Context, o *orchestrator.Orchestrator, req orchestrator.StartRequest, parent *registry.Record) (model, missingKey string, err error) {
 	bundle, inherited, parentModel := req.Bundle, "", ""
 	if parent != nil {
 		bundle, inherited, parentModel = parent.Bundle, parent.ModelOverride, parent.Model

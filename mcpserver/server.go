@@ -25,7 +25,7 @@ import (
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -160,12 +160,12 @@ type TranscriptInput struct {
 }
 
 // record returns thread id's record; an unknown id is an error naming it.
-func (h *handlers) record(ctx context.Context, id string) (*queue.Record, error) {
+func (h *handlers) record(ctx context.Context, id string) (*registry.Record, error) {
 	if strings.TrimSpace(id) == "" {
 		return nil, errors.New("thread_id is required")
 	}
 	rec, err := h.cfg.Orch.Registry.Get(ctx, id)
-	if errors.Is(err, queue.ErrNotFound) {
+	if errors.Is(err, registry.ErrNotFound) {
 		return nil, fmt.Errorf("thread %q not found", id)
 	}
 	return rec, err
@@ -249,14 +249,14 @@ func (h *handlers) cancel(ctx context.Context, _ *mcp.CallToolRequest, in Cancel
 }
 
 func (h *handlers) approve(ctx context.Context, req *mcp.CallToolRequest, in DecideInput) (*mcp.CallToolResult, any, error) {
-	return h.decide(ctx, req, in, queue.DecisionApprove)
+	return h.decide(ctx, req, in, registry.DecisionApprove)
 }
 
 func (h *handlers) deny(ctx context.Context, req *mcp.CallToolRequest, in DecideInput) (*mcp.CallToolResult, any, error) {
 	if strings.TrimSpace(in.Reason) == "" {
 		return nil, nil, errors.New("reason is required: the model gets it as the call's error")
 	}
-	return h.decide(ctx, req, in, queue.DecisionDeny)
+	return h.decide(ctx, req, in, registry.DecisionDeny)
 }
 
 func (h *handlers) decide(ctx context.Context, req *mcp.CallToolRequest, in DecideInput, decision string) (*mcp.CallToolResult, any, error) {

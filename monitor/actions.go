@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -138,7 +138,7 @@ func (m *Monitor) serveThreadAction(w http.ResponseWriter, r *http.Request) {
 
 // send queues the form's message for rec (interrupt: stopping the work in
 // flight).
-func (m *Monitor) send(w http.ResponseWriter, r *http.Request, rec *queue.Record, interrupt bool) {
+func (m *Monitor) send(w http.ResponseWriter, r *http.Request, rec *registry.Record, interrupt bool) {
 	page := "/threads/" + pathOf(rec.ThreadID)
 	msg := strings.TrimSpace(r.PostFormValue("message"))
 	if msg == "" {
@@ -146,7 +146,7 @@ func (m *Monitor) send(w http.ResponseWriter, r *http.Request, rec *queue.Record
 		return
 	}
 	res, err := m.cfg.Orch.Send(r.Context(), rec.ThreadID, msg, who(r), interrupt)
-	if errors.Is(err, queue.ErrFinished) {
+	if errors.Is(err, registry.ErrFinished) {
 		m.redirect(w, r, page, flash{Text: fmt.Sprintf("%s has finished: it takes no message (resume continues a finished thread).", rec.ThreadID), Bad: true})
 		return
 	}
@@ -166,7 +166,7 @@ func (m *Monitor) send(w http.ResponseWriter, r *http.Request, rec *queue.Record
 
 // cancel cancels the thread rec's chain has reached, once confirmed
 // (cascade=1: its children too, as the project's child policy says).
-func (m *Monitor) cancel(w http.ResponseWriter, r *http.Request, rec *queue.Record) {
+func (m *Monitor) cancel(w http.ResponseWriter, r *http.Request, rec *registry.Record) {
 	page := "/threads/" + pathOf(rec.ThreadID)
 	if m.cfg.Orch.Signer == nil {
 		m.redirect(w, r, page, flash{Text: noSigner, Bad: true})
@@ -207,7 +207,7 @@ func (m *Monitor) cancel(w http.ResponseWriter, r *http.Request, rec *queue.Reco
 
 // resume resumes the thread rec's chain has reached with the form's
 // message, once confirmed.
-func (m *Monitor) resume(w http.ResponseWriter, r *http.Request, rec *queue.Record) {
+func (m *Monitor) resume(w http.ResponseWriter, r *http.Request, rec *registry.Record) {
 	page := "/threads/" + pathOf(rec.ThreadID)
 	msg := strings.TrimSpace(r.PostFormValue("message"))
 	if m.cfg.Orch.Signer == nil {
@@ -250,7 +250,7 @@ func (m *Monitor) resume(w http.ResponseWriter, r *http.Request, rec *queue.Reco
 
 // current is the thread rec's continuation chain has reached (rec itself
 // unless it continued).
-func (m *Monitor) current(r *http.Request, rec *queue.Record) (*queue.Record, error) {
+func (m *Monitor) current(r *http.Request, rec *registry.Record) (*registry.Record, error) {
 	if rec.Status != thread.StatusContinued {
 		return rec, nil
 	}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/spool-run/spool/monitor"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -102,9 +102,9 @@ func (s *session) act(path string, form url.Values) (to, page string) {
 }
 
 // waitFor waits until thread id's record satisfies cond.
-func (e *env) waitRecord(id string, what string, cond func(*queue.Record) bool) *queue.Record {
+func (e *env) waitRecord(id string, what string, cond func(*registry.Record) bool) *registry.Record {
 	e.t.Helper()
-	var rec *queue.Record
+	var rec *registry.Record
 	ok := waitFor(e.t.Context(), time.Minute, func() bool {
 		r, err := e.orch.Registry.Get(context.Background(), id)
 		rec = r
@@ -114,8 +114,8 @@ func (e *env) waitRecord(id string, what string, cond func(*queue.Record) bool) 
 	return rec
 }
 
-func waitingForApproval(r *queue.Record) bool {
-	return r.Status == thread.StatusWaiting && r.WaitingFor == queue.WaitingForApproval
+func waitingForApproval(r *registry.Record) bool {
+	return r.Status == thread.StatusWaiting && r.WaitingFor == registry.WaitingForApproval
 }
 
 // transcriptEvents reads a thread's events of one type.
@@ -262,7 +262,7 @@ func TestDecisionLink(t *testing.T) {
 	require.Contains(t, r.body, `<code class="tool">t/deploy</code>`)
 	require.Contains(t, r.body, `&#34;target&#34;: &#34;prod&#34;`)
 	require.NotContains(t, r.body, `<nav>`, "no navigation for people outside the monitor")
-	require.True(t, waitingForApproval(e.waitRecord(denied.ThreadID, "", func(*queue.Record) bool { return true })), "a GET decides nothing")
+	require.True(t, waitingForApproval(e.waitRecord(denied.ThreadID, "", func(*registry.Record) bool { return true })), "a GET decides nothing")
 
 	bad := s.get(strings.Replace(deny, "token=", "token=x", 1))
 	require.Equal(t, http.StatusForbidden, bad.code)
@@ -358,7 +358,7 @@ func TestThreadActions(t *testing.T) {
 	require.Contains(t, r.body, "Cancel this thread?")
 	require.Contains(t, r.body, `<input type="hidden" name="confirmed" value="1">`)
 	require.Contains(t, r.body, `<input type="hidden" name="cascade" value="1">`)
-	require.Equal(t, thread.StatusWaiting, e.waitRecord(root.ThreadID, "", func(*queue.Record) bool { return true }).Status, "not before the confirmation")
+	require.Equal(t, thread.StatusWaiting, e.waitRecord(root.ThreadID, "", func(*registry.Record) bool { return true }).Status, "not before the confirmation")
 	_, body = s.act(page+"/cancel", url.Values{"csrf": {token}, "cascade": {"1"}, "confirmed": {"1"}})
 	require.Regexp(t, `Cancel(led| requested for) `+regexp.QuoteMeta(root.ThreadID), body)
 	require.Equal(t, thread.StatusCancelled, e.wait(root.ThreadID)[root.ThreadID].Status)
@@ -419,7 +419,7 @@ func TestActionsWithoutSigningKey(t *testing.T) {
 	token := s.csrf(page)
 	_, body = s.act(page+"/cancel", url.Values{"csrf": {token}, "confirmed": {"1"}})
 	require.Contains(t, body, "this monitor holds no signing key")
-	require.Equal(t, thread.StatusWaiting, e.waitRecord(root.ThreadID, "", func(*queue.Record) bool { return true }).Status)
+	require.Equal(t, thread.StatusWaiting, e.waitRecord(root.ThreadID, "", func(*registry.Record) bool { return true }).Status)
 	_, body = s.act(page+"/send", url.Values{"csrf": {token}, "message": {"hi"}})
 	require.Contains(t, body, "Message 1 queued")
 }
@@ -460,5 +460,5 @@ func TestReadOnlyMonitor(t *testing.T) {
 		require.Equal(t, http.StatusForbidden, r.code, path)
 		require.Contains(t, r.body, "read-only", path)
 	}
-	require.True(t, waitingForApproval(e.waitRecord(rec.ThreadID, "", func(*queue.Record) bool { return true })))
+	require.True(t, waitingForApproval(e.waitRecord(rec.ThreadID, "", func(*registry.Record) bool { return true })))
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 )
 
 // approvalRow is a pending call as the inbox shows it.
@@ -60,7 +60,7 @@ type approvalsData struct {
 func (m *Monitor) serveApprovals(w http.ResponseWriter, r *http.Request) {
 	id := strings.TrimSpace(r.URL.Query().Get("thread"))
 	if id != "" {
-		if _, err := m.cfg.Orch.Registry.Get(r.Context(), id); errors.Is(err, queue.ErrNotFound) {
+		if _, err := m.cfg.Orch.Registry.Get(r.Context(), id); errors.Is(err, registry.ErrNotFound) {
 			m.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
 			return
 		}
@@ -93,11 +93,11 @@ func (m *Monitor) serveDecide(w http.ResponseWriter, r *http.Request) {
 	id, call := r.PostFormValue("thread"), r.PostFormValue("call")
 	decision, reason := r.PostFormValue("decision"), strings.TrimSpace(r.PostFormValue("reason"))
 	ret := back(r, "/approvals")
-	if decision != queue.DecisionApprove && decision != queue.DecisionDeny {
+	if decision != registry.DecisionApprove && decision != registry.DecisionDeny {
 		m.errorPage(w, r, http.StatusBadRequest, fmt.Sprintf("decision %q: want approve or deny", decision))
 		return
 	}
-	if decision == queue.DecisionDeny && reason == "" {
+	if decision == registry.DecisionDeny && reason == "" {
 		m.redirect(w, r, ret, flash{Text: "Say why to deny: the model gets the reason as the call's error.", Bad: true})
 		return
 	}
@@ -107,10 +107,10 @@ func (m *Monitor) serveDecide(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := m.cfg.Orch.Decide(r.Context(), id, calls, decision, who(r), reason)
 	switch {
-	case errors.Is(err, queue.ErrNotFound):
+	case errors.Is(err, registry.ErrNotFound):
 		m.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
 		return
-	case errors.Is(err, queue.ErrNotPending):
+	case errors.Is(err, registry.ErrNotPending):
 		m.redirect(w, r, ret, flash{Text: fmt.Sprintf("Nothing of %s waits for a decision any more (decided already, or the thread moved on).", id), Bad: true})
 		return
 	case err != nil:
@@ -123,7 +123,7 @@ func (m *Monitor) serveDecide(w http.ResponseWriter, r *http.Request) {
 // decidedText says what a decision did.
 func decidedText(res *orchestrator.DecideResult) string {
 	verb := "Approved"
-	if res.Decision == queue.DecisionDeny {
+	if res.Decision == registry.DecisionDeny {
 		verb = "Denied"
 	}
 	text := fmt.Sprintf("%s %s of %s (by %s).", verb, strings.Join(res.Calls, ", "), res.ThreadID, res.By)
@@ -139,7 +139,7 @@ func decidedText(res *orchestrator.DecideResult) string {
 type decideData struct {
 	Token    string
 	Decision string
-	Thread   *queue.Record
+	Thread   *registry.Record
 	Call     *approvalRow // nil: nothing waits for this link's decision
 	Done     string       // what the decision did
 	Problem  string
@@ -197,12 +197,12 @@ func (m *Monitor) serveDecisionLink(w http.ResponseWriter, r *http.Request) {
 	code := http.StatusOK
 	if r.Method == http.MethodPost {
 		reason := strings.TrimSpace(r.PostFormValue("reason"))
-		if tok.Decision == queue.DecisionDeny && reason == "" {
+		if tok.Decision == registry.DecisionDeny && reason == "" {
 			code, d.Problem = http.StatusBadRequest, "Say why to deny: the model gets the reason as the call's error."
 		} else {
 			res, err := m.cfg.Orch.DecideByToken(ctx, token, reason)
 			switch {
-			case errors.Is(err, queue.ErrNotPending):
+			case errors.Is(err, registry.ErrNotPending):
 				code, d.Call, d.Taken = http.StatusConflict, nil, true
 			case err != nil:
 				m.fail(w, r, err)
@@ -227,7 +227,7 @@ func (m *Monitor) serveDecisionLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	title := "Approve a tool call"
-	if tok.Decision == queue.DecisionDeny {
+	if tok.Decision == registry.DecisionDeny {
 		title = "Deny a tool call"
 	}
 	m.render(w, r, code, m.pages.decide, page{Title: title, Bare: true, Data: d})

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -131,7 +131,7 @@ func TestBrowserOperator(t *testing.T) {
 	page.click(`#cancel`)
 	page.waitTrue(30*time.Second, "the confirmation", `document.querySelector("h1").innerText === "Cancel this thread?"`)
 	saveArtifact(t, "monitor-confirm-cancel.png", page.screenshot())
-	require.Equal(t, thread.StatusWaiting, e.waitRecord(root.ThreadID, "", func(*queue.Record) bool { return true }).Status, "nothing before the confirmation")
+	require.Equal(t, thread.StatusWaiting, e.waitRecord(root.ThreadID, "", func(*registry.Record) bool { return true }).Status, "nothing before the confirmation")
 	page.click(`#confirm`)
 	page.waitTrue(30*time.Second, "the cancelled tree", `document.querySelector(".flash") !== null &&
 		document.querySelector(".head h1 .badge").textContent === "cancelled"`)

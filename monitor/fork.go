@@ -11,7 +11,7 @@ import (
 
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -38,7 +38,7 @@ var forkPage = sync.OnceValues(func() (*template.Template, error) {
 
 // forkData is the fork form.
 type forkData struct {
-	Thread *queue.Record
+	Thread *registry.Record
 	Turn   int
 	Action string
 	CSRF   string
@@ -59,7 +59,7 @@ func (m *Monitor) serveFork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec, err := m.cfg.Orch.Registry.Get(r.Context(), id)
-	if errors.Is(err, queue.ErrNotFound) {
+	if errors.Is(err, registry.ErrNotFound) {
 		m.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
 		return
 	}

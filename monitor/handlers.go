@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -23,7 +23,7 @@ type listData struct {
 	Status    string
 	Directive string
 	Limit     int
-	Threads   []*queue.Record
+	Threads   []*registry.Record
 	Truncated bool
 	Live      bool // some thread shown has not finished
 	// Queues are spool's asynq queues; QueuesErr says why they are not
@@ -60,7 +60,7 @@ func (m *Monitor) serveList(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, r, err)
 		return
 	}
-	recs, err := m.cfg.Orch.Registry.List(ctx, queue.Filter{Status: thread.Status(status), Directive: directive, Limit: limit + 1})
+	recs, err := m.cfg.Orch.Registry.List(ctx, registry.Filter{Status: thread.Status(status), Directive: directive, Limit: limit + 1})
 	if err != nil {
 		m.fail(w, r, err)
 		return
@@ -105,9 +105,9 @@ func (m *Monitor) lookupFailed(w http.ResponseWriter, r *http.Request, id string
 	switch {
 	case err == nil:
 		return false
-	case errors.Is(err, queue.ErrNotFound) && strings.HasPrefix(r.URL.Path, "/api/"):
+	case errors.Is(err, registry.ErrNotFound) && strings.HasPrefix(r.URL.Path, "/api/"):
 		jsonError(w, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
-	case errors.Is(err, queue.ErrNotFound):
+	case errors.Is(err, registry.ErrNotFound):
 		m.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
 	default:
 		m.fail(w, r, err)
@@ -151,7 +151,7 @@ func (m *Monitor) serveThread(w http.ResponseWriter, r *http.Request, id string)
 	p := threadPage{ThreadView: v, CSRF: m.csrfToken(w, r), CanSign: m.cfg.Orch.Signer != nil, ReadOnly: m.cfg.ReadOnly,
 		Task: m.threadTask(v.Thread)}
 	_, _, p.Named = r.BasicAuth()
-	if v.Thread.WaitingFor == queue.WaitingForApproval {
+	if v.Thread.WaitingFor == registry.WaitingForApproval {
 		calls, err := m.cfg.Orch.Approvals(r.Context(), id)
 		if err != nil {
 			m.fail(w, r, err)
@@ -164,7 +164,7 @@ func (m *Monitor) serveThread(w http.ResponseWriter, r *http.Request, id string)
 
 // transcriptData is the transcript page.
 type transcriptData struct {
-	Thread  *queue.Record
+	Thread  *registry.Record
 	Events  []template.HTML
 	Shown   int   // events with HTML
 	Next    int64 // seq of the last event read
@@ -179,7 +179,7 @@ type transcriptData struct {
 // events; bad is why the transcript stops short (it failed verification).
 // The status is read before the transcript: a thread that had finished
 // then has every segment committed by the time the read lists them.
-func (m *Monitor) threadTranscript(ctx context.Context, id string) (rec *queue.Record, evs []transcript.Event, bad, err error) {
+func (m *Monitor) threadTranscript(ctx context.Context, id string) (rec *registry.Record, evs []transcript.Event, bad, err error) {
 	if rec, err = m.cfg.Orch.Registry.Get(ctx, id); err != nil {
 		return nil, nil, nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spool-run/spool/monitor"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -70,7 +71,7 @@ func TestThreadPageTreeAndBudget(t *testing.T) {
 
 	body := e.page(threadURL(root.ThreadID))
 	require.Contains(t, body, `<span class="badge st-waiting">waiting</span>`)
-	for _, r := range append(append([]*queue.Record{}, tr.branches...), tr.leaves...) {
+	for _, r := range append(append([]*registry.Record{}, tr.branches...), tr.leaves...) {
 		require.Contains(t, body, `href="/threads/`+r.ThreadID+`"`, "the tree shows %s", r.ThreadID)
 	}
 	require.Equal(t, 2, strings.Count(body, `<span class="badge st-running">running</span>`), "both leaves run")

@@ -7,6 +7,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 )
 
 // queueRow is one of spool's asynq queues as the list page shows it,
@@ -69,7 +70,7 @@ type threadTask struct {
 	LastErr string
 }
 
-func (m *Monitor) threadTask(rec *queue.Record) threadTask {
+func (m *Monitor) threadTask(rec *registry.Record) threadTask {
 	q := rec.Queue
 	if q == "" {
 		q = queue.DefaultQueue

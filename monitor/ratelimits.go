@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/config"
-	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/ratelimit"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -81,7 +81,7 @@ func (m *Monitor) serveRateLimits(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, rec := range active {
-		if rec.Status != thread.StatusWaiting || rec.WaitingFor != queue.WaitingForRateLimit {
+		if rec.Status != thread.StatusWaiting || rec.WaitingFor != registry.WaitingForRateLimit {
 			continue
 		}
 		wt := rateWaiter{ThreadID: rec.ThreadID, Directive: rec.Directive, Model: rec.Model, Queue: rec.Queue, Since: rec.UpdatedAt, Rules: []string{}}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -31,7 +31,7 @@ func TestRateLimitsPage(t *testing.T) {
 	second := e.start("t/echo", map[string]any{"text": "second"})
 	require.True(t, waitFor(t.Context(), 30*time.Second, func() bool {
 		rec, err := e.orch.Registry.Get(t.Context(), second.ThreadID)
-		return err == nil && rec.Status == thread.StatusWaiting && rec.WaitingFor == queue.WaitingForRateLimit
+		return err == nil && rec.Status == thread.StatusWaiting && rec.WaitingFor == registry.WaitingForRateLimit
 	}), "the second thread waits for its rate limit: %+v", func() any { r, _ := e.orch.Registry.Get(t.Context(), second.ThreadID); return r }())
 
 	body := e.page("/ratelimits")

@@ -22,6 +22,7 @@ import (
 	"github.com/spool-run/spool/monitor"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 	"github.com/spool-run/spool/worker"
@@ -138,7 +139,7 @@ func copyProject(t *testing.T, dir string, files map[string]string) string {
 }
 
 // start starts a root thread of directive with inputs on the tree script.
-func (e *env) start(directive string, inputs map[string]any) *queue.Record {
+func (e *env) start(directive string, inputs map[string]any) *registry.Record {
 	e.t.Helper()
 	rec, err := e.orch.Start(e.t.Context(), orchestrator.StartRequest{Directive: directive, Inputs: inputs,
 		Model: "script:" + treeScript, Bundle: e.bundle})
@@ -147,7 +148,7 @@ func (e *env) start(directive string, inputs map[string]any) *queue.Record {
 }
 
 // startTree starts t/root; its leaves wait for e.gate.
-func (e *env) startTree() *queue.Record {
+func (e *env) startTree() *registry.Record {
 	return e.start("t/root", map[string]any{"gate": e.gate})
 }
 
@@ -160,7 +161,7 @@ func (e *env) release() {
 }
 
 // wait waits for threads to finish (following chains).
-func (e *env) wait(ids ...string) map[string]*queue.Record {
+func (e *env) wait(ids ...string) map[string]*registry.Record {
 	e.t.Helper()
 	recs, err := e.orch.Wait(e.t.Context(), ids, 2*time.Minute)
 	require.NoError(e.t, err)
@@ -169,9 +170,9 @@ func (e *env) wait(ids ...string) map[string]*queue.Record {
 
 // tree is a started tree: its root, branches and leaves.
 type tree struct {
-	root     *queue.Record
-	branches []*queue.Record
-	leaves   []*queue.Record
+	root     *registry.Record
+	branches []*registry.Record
+	leaves   []*registry.Record
 }
 
 // waitTreeHeld waits until both leaves of root's tree are running, on

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -502,7 +502,7 @@ func usdShort(f float64) string {
 
 // timelineData is the timeline page.
 type timelineData struct {
-	Thread *queue.Record
+	Thread *registry.Record
 	TL     *Timeline
 	Rows   []spanRow
 	Ticks  []tick

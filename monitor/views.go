@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -73,7 +73,7 @@ type Node = orchestrator.TreeNode
 
 // budget returns the live budget of rec's subtree, or nil when the thread
 // has no ledger entry.
-func (m *Monitor) budget(ctx context.Context, rec *queue.Record) (*orchestrator.Budget, error) {
+func (m *Monitor) budget(ctx context.Context, rec *registry.Record) (*orchestrator.Budget, error) {
 	b, err := m.cfg.Orch.ThreadBudget(ctx, rec)
 	if errors.Is(err, orchestrator.ErrNoBudget) {
 		return nil, nil
@@ -84,8 +84,8 @@ func (m *Monitor) budget(ctx context.Context, rec *queue.Record) (*orchestrator.
 // ThreadView is everything the thread page shows; /api/threads/ID returns
 // it as JSON.
 type ThreadView struct {
-	Thread *queue.Record        `json:"thread"`
-	Chain  []*queue.Record      `json:"chain"`
+	Thread *registry.Record     `json:"thread"`
+	Chain  []*registry.Record   `json:"chain"`
 	Tree   *Node                `json:"tree"`
 	Budget *orchestrator.Budget `json:"budget"`
 	// Live: some thread of the tree has not finished.

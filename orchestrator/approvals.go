@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/config"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -43,14 +43,14 @@ func (o *Orchestrator) Approvals(ctx context.Context, id string) ([]PendingCall,
 	out := []PendingCall{}
 	for _, tid := range ids {
 		rec, err := o.Registry.Get(ctx, tid)
-		if errors.Is(err, queue.ErrNotFound) && id == "" {
+		if errors.Is(err, registry.ErrNotFound) && id == "" {
 			_ = o.Activations.ForgetAwaiting(ctx, tid)
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		if rec.Status != thread.StatusWaiting || rec.WaitingFor != queue.WaitingForApproval {
+		if rec.Status != thread.StatusWaiting || rec.WaitingFor != registry.WaitingForApproval {
 			if id == "" && rec.Status.Terminal() {
 				_ = o.Activations.ForgetAwaiting(ctx, tid)
 			}
@@ -83,10 +83,10 @@ type DecideResult struct {
 	Woken bool `json:"woken"`
 }
 
-// Decide approves or denies (decision queue.DecisionApprove or
+// Decide approves or denies (decision registry.DecisionApprove or
 // DecisionDeny) the pending calls of thread id that calls names (none:
 // every pending call; id is resolved along its continuation chain), and
-// wakes the thread when none is left undecided. queue.ErrNotPending when
+// wakes the thread when none is left undecided. registry.ErrNotPending when
 // nothing matching waits for a decision.
 func (o *Orchestrator) Decide(ctx context.Context, id string, calls []string, decision, by, reason string) (*DecideResult, error) {
 	if strings.TrimSpace(by) == "" {
@@ -96,7 +96,7 @@ func (o *Orchestrator) Decide(ctx context.Context, id string, calls []string, de
 	if err != nil {
 		return nil, err
 	}
-	d := queue.Decision{Decision: decision, By: by, Reason: reason, At: o.Now().UTC()}
+	d := registry.Decision{Decision: decision, By: by, Reason: reason, At: o.Now().UTC()}
 	decided, wake, err := o.Activations.Decide(ctx, resolved, calls, d)
 	if err != nil {
 		return nil, err
@@ -141,7 +141,7 @@ var ErrBadToken = errors.New("the decision link is not valid (expired, altered, 
 // DecideByToken applies the decision a signed one-time link carries. The
 // token is checked with the notify secret of the thread's own project
 // (its bundle), so a link only ever decides the call it was made for; a
-// second use finds the call decided (queue.ErrNotPending).
+// second use finds the call decided (registry.ErrNotPending).
 func (o *Orchestrator) DecideByToken(ctx context.Context, token, reason string) (*DecideResult, error) {
 	tok, err := o.VerifyDecisionToken(ctx, token)
 	if err != nil {
@@ -203,5 +203,5 @@ func DecisionLinks(base, threadID, callID, secret string, expires time.Time) (ap
 		tok := DecisionToken{ThreadID: threadID, CallID: callID, Decision: d, Expires: expires.Unix()}
 		return fmt.Sprintf("%s/v1/approvals/decide?token=%s", strings.TrimRight(base, "/"), SignDecisionToken(tok, secret))
 	}
-	return link(queue.DecisionApprove), link(queue.DecisionDeny)
+	return link(registry.DecisionApprove), link(registry.DecisionDeny)
 }

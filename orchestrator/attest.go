@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/spool-run/spool/blobstore"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -28,7 +28,7 @@ type AttestedThreadJSON struct {
 
 // ThreadJSON is rec as an attested thread.json holds it: its JSON,
 // unsigned.
-func ThreadJSON(rec *queue.Record) ([]byte, error) { return json.Marshal(rec) }
+func ThreadJSON(rec *registry.Record) ([]byte, error) { return json.Marshal(rec) }
 
 // AttestFinal prepares the thread.json of a thread that ends with out
 // for the caller's final checkpoint to attest (Writer.Attest
@@ -40,7 +40,7 @@ func ThreadJSON(rec *queue.Record) ([]byte, error) { return json.Marshal(rec) }
 // sets out.ThreadJSON; Finalize writes it when its commit lands at the
 // version it shows (a handoff's link counted), and signs a thread.json
 // of its own otherwise.
-func (o *Orchestrator) AttestFinal(ctx context.Context, rec *queue.Record, version int64, out *Outcome, segment int64) error {
+func (o *Orchestrator) AttestFinal(ctx context.Context, rec *registry.Record, version int64, out *Outcome, segment int64) error {
 	out.Error = out.Error.Tidy()
 	if err := o.boundOutcome(ctx, rec.ThreadID, out); err != nil {
 		return err
@@ -62,7 +62,7 @@ func (o *Orchestrator) AttestFinal(ctx context.Context, rec *queue.Record, versi
 // writeFinalThreadJSON writes thread.json once Finalize committed final:
 // the one the final checkpoint attests, when it shows final's version,
 // else final signed.
-func (o *Orchestrator) writeFinalThreadJSON(ctx context.Context, final *queue.Record, attested *AttestedThreadJSON) error {
+func (o *Orchestrator) writeFinalThreadJSON(ctx context.Context, final *registry.Record, attested *AttestedThreadJSON) error {
 	if attested != nil && attested.Version == final.Version {
 		// A view: the registry holds the record.
 		return blobstore.PutView(ctx, o.Store, transcript.ThreadJSONKey(final.ThreadID), attested.Data)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -19,7 +19,7 @@ import (
 // capabilities.md and thread.json (running), written after it; the last
 // attests the final thread.json (AttestFinal), which Finalize writes. It
 // returns the final record.
-func (s *verifySetup) runAttested(t *testing.T, id string, turns int) *queue.Record {
+func (s *verifySetup) runAttested(t *testing.T, id string, turns int) *registry.Record {
 	t.Helper()
 	rec, v, w := s.runThread(t, id, 0) // registered and claimed; its signed views are replaced below
 	caps, err := transcript.RenderCapabilities(id, []thread.ToolDef{{Name: "rye/file-system/fs_read"}}, rec.Capabilities)
@@ -28,7 +28,7 @@ func (s *verifySetup) runAttested(t *testing.T, id string, turns int) *queue.Rec
 	require.NoError(t, err)
 	out := Outcome{Status: thread.StatusCompleted, Result: "done", Cost: thread.Cost{Turns: turns}}
 	for turn := 1; turn <= turns; turn++ {
-		v, err = s.o.Registry.Commit(s.ctx, id, v, queue.Changes{Transcript: RecordMark(w.Mark())})
+		v, err = s.o.Registry.Commit(s.ctx, id, v, registry.Changes{Transcript: RecordMark(w.Mark())})
 		require.NoError(t, err)
 		_, err = w.Append(transcript.TypeCognitionIn, transcript.CognitionIn{Content: "turn"})
 		require.NoError(t, err)

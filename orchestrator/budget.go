@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/spool-run/spool/ledger"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 )
 
 // Budget is the live budget of a thread's subtree: its chain's ledger
@@ -67,7 +67,7 @@ func (b *Budget) Percent(v float64) float64 {
 var ErrNoBudget = errors.New("no ledger entry")
 
 // ThreadBudget returns the live budget of rec's subtree.
-func (o *Orchestrator) ThreadBudget(ctx context.Context, rec *queue.Record) (*Budget, error) {
+func (o *Orchestrator) ThreadBudget(ctx context.Context, rec *registry.Record) (*Budget, error) {
 	id := rec.LedgerID()
 	e, err := o.Ledger.Get(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) {
@@ -89,9 +89,9 @@ func (o *Orchestrator) ThreadBudget(ctx context.Context, rec *queue.Record) (*Bu
 	}
 	chain, err := o.Registry.GetChain(ctx, id)
 	if err != nil {
-		chain = []*queue.Record{rec}
+		chain = []*registry.Record{rec}
 	}
-	var kids []*queue.Record
+	var kids []*registry.Record
 	for _, r := range chain {
 		ks, err := o.Registry.ListChildren(ctx, r.ThreadID)
 		if err != nil {
@@ -132,7 +132,7 @@ type Subtree struct {
 // Subtrees returns the Subtree of each record that is the first thread
 // of its chain (the one whose id keys the chain's ledger entry), by
 // thread id; the others and records without an entry are left out.
-func (o *Orchestrator) Subtrees(ctx context.Context, recs []*queue.Record) (map[string]Subtree, error) {
+func (o *Orchestrator) Subtrees(ctx context.Context, recs []*registry.Record) (map[string]Subtree, error) {
 	var ids []string
 	for _, r := range recs {
 		if r.LedgerID() == r.ThreadID {

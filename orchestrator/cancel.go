@@ -3,7 +3,7 @@ package orchestrator
 import (
 	"context"
 
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -22,7 +22,7 @@ type CancelResult struct {
 
 // CancelChain cancels the thread that id's continuation chain has reached
 // (Cancel), unless it has finished already. An unknown id is
-// queue.ErrNotFound.
+// registry.ErrNotFound.
 func (o *Orchestrator) CancelChain(ctx context.Context, id string, cascade bool) (*CancelResult, error) {
 	if _, err := o.Registry.Get(ctx, id); err != nil {
 		return nil, err
@@ -48,17 +48,17 @@ func (o *Orchestrator) CancelChain(ctx context.Context, id string, cascade bool)
 // Chain is a continuation chain, first thread first: what `spool thread
 // chain --json` prints and the API returns.
 type Chain struct {
-	Success     bool            `json:"success"`
-	ChainLength int             `json:"chain_length"`
-	Chain       []*queue.Record `json:"chain"`
+	Success     bool               `json:"success"`
+	ChainLength int                `json:"chain_length"`
+	Chain       []*registry.Record `json:"chain"`
 	// Forks are the threads forked from the chain's threads, oldest
 	// first; each is the first thread of a chain of its own (its record
 	// names the thread and turn it was forked from).
-	Forks []*queue.Record `json:"forks,omitempty"`
+	Forks []*registry.Record `json:"forks,omitempty"`
 }
 
 // GetChain returns the continuation chain id belongs to. An unknown id is
-// queue.ErrNotFound.
+// registry.ErrNotFound.
 func (o *Orchestrator) GetChain(ctx context.Context, id string) (*Chain, error) {
 	chain, err := o.Registry.GetChain(ctx, id)
 	if err != nil {

@@ -51,7 +51,7 @@
 //     and a tree's ceiling holds over its children's forks too.
 //
 // Workspaces. The file tools share one workspace per tree
-// (queue.Record.WorkspaceID). A fork gets a workspace of its own, which
+// (registry.Record.WorkspaceID). A fork gets a workspace of its own, which
 // its children and continuations share: the store keeps no snapshots, so
 // Fork rebuilds the source's workspace as it was at the end of the fork's
 // turn by replaying, in the order of their results' timestamps, the

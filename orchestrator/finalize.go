@@ -15,6 +15,7 @@ import (
 	"github.com/spool-run/spool/internal/reply"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
@@ -25,7 +26,7 @@ type Outcome struct {
 	Status  thread.Status
 	Result  string
 	Outputs map[string]any
-	Error   *queue.ErrorInfo
+	Error   *registry.ErrorInfo
 	Cost    thread.Cost
 	// ContinuationID links a continued thread to its continuation.
 	ContinuationID string
@@ -77,7 +78,7 @@ const afterCommitTimeout = 2 * time.Minute
 // The commit comes after the thread's final segment, so the mark it
 // records is exact: from here on, deleting any segment of the thread fails
 // verification (VerifyThread).
-func (o *Orchestrator) Finalize(ctx context.Context, rec *queue.Record, version int64, out Outcome) error {
+func (o *Orchestrator) Finalize(ctx context.Context, rec *registry.Record, version int64, out Outcome) error {
 	log := o.threadLog(rec.ThreadID)
 	if out.Transcript == nil {
 		out.Transcript = o.currentMark(ctx, rec)
@@ -86,7 +87,7 @@ func (o *Orchestrator) Finalize(ctx context.Context, rec *queue.Record, version 
 	if err := o.boundOutcome(ctx, rec.ThreadID, &out); err != nil {
 		return err
 	}
-	ch := queue.Changes{Status: out.Status, Cost: &out.Cost, Error: out.Error}
+	ch := registry.Changes{Status: out.Status, Cost: &out.Cost, Error: out.Error}
 	if out.Transcript != nil {
 		ch.Transcript = RecordMark(*out.Transcript)
 	}
@@ -128,7 +129,7 @@ func (o *Orchestrator) Finalize(ctx context.Context, rec *queue.Record, version 
 }
 
 // finalizeScript is finalize.lua after the Lua functions it calls.
-var finalizeScript = redis.NewScript(queue.Lua + ledger.Lua + finalizeLua)
+var finalizeScript = redis.NewScript(registry.Lua + ledger.Lua + finalizeLua)
 
 //go:embed finalize.lua
 var finalizeLua string
@@ -138,7 +139,7 @@ var finalizeLua string
 // and the waiters of its chain (a handoff: none), or the error of the
 // first step that refused: the registry's, the charge's (given to
 // Charge.Done too), or the release's.
-func (o *Orchestrator) finish(ctx context.Context, rec *queue.Record, version int64, ch queue.Changes, out Outcome) (int64, []string, error) {
+func (o *Orchestrator) finish(ctx context.Context, rec *registry.Record, version int64, ch registry.Changes, out Outcome) (int64, []string, error) {
 	commitKeys, commitArgs, err := o.Registry.CommitArgs(rec.ThreadID, version, ch)
 	if err != nil {
 		return 0, nil, err
@@ -192,8 +193,8 @@ func (o *Orchestrator) finish(ctx context.Context, rec *queue.Record, version in
 // finishError is the error of finalizeScript's failure err: the refusal
 // of the registry's, the charge's (given to Charge.Done too) or the
 // release's, else err wrapped.
-func finishError(rec *queue.Record, version int64, out Outcome, err error) error {
-	if rerr := queue.RefusalError(rec.ThreadID, version, err); rerr != nil {
+func finishError(rec *registry.Record, version int64, out Outcome, err error) error {
+	if rerr := registry.RefusalError(rec.ThreadID, version, err); rerr != nil {
 		return rerr
 	}
 	entry, path := rec.LedgerID(), rec.BudgetPath()
@@ -214,7 +215,7 @@ func finishError(rec *queue.Record, version int64, out Outcome, err error) error
 }
 
 // finalRecord is rec as Finalize left it, without reading it back.
-func finalRecord(rec *queue.Record, version int64, out Outcome, now time.Time) *queue.Record {
+func finalRecord(rec *registry.Record, version int64, out Outcome, now time.Time) *registry.Record {
 	f := *rec
 	f.Status, f.Cost, f.Error, f.Version, f.UpdatedAt = out.Status, out.Cost, out.Error, version, now.UTC()
 	if out.Result != "" {
@@ -236,7 +237,7 @@ func finalRecord(rec *queue.Record, version int64, out Outcome, now time.Time) *
 // a worker (created or waiting: its last segment was written before the
 // registry heard of it), held to the registry's mark, and returns its
 // mark; nil, logged, when it does not read.
-func (o *Orchestrator) currentMark(ctx context.Context, rec *queue.Record) *transcript.Mark {
+func (o *Orchestrator) currentMark(ctx context.Context, rec *registry.Record) *transcript.Mark {
 	tr, err := transcript.ReadWith(ctx, o.Store, rec.ThreadID, o.Keyring,
 		transcript.ReadOptions{Mode: transcript.Strict, Marks: []transcript.Mark{RegistryMark(rec)}})
 	if err != nil {
@@ -264,7 +265,7 @@ func (o *Orchestrator) wakeWaiters(ctx context.Context, root string, waiters []s
 }
 
 // EnqueueWake enqueues the wake-up activation of a waiting thread.
-func (o *Orchestrator) EnqueueWake(ctx context.Context, w queue.Wake) error {
+func (o *Orchestrator) EnqueueWake(ctx context.Context, w registry.Wake) error {
 	rec, err := o.Registry.Get(ctx, w.ThreadID)
 	if err != nil {
 		return err
@@ -277,7 +278,7 @@ func (o *Orchestrator) EnqueueWake(ctx context.Context, w queue.Wake) error {
 }
 
 // WriteThreadJSON writes threads/<id>/thread.json, signed.
-func (o *Orchestrator) WriteThreadJSON(ctx context.Context, rec *queue.Record) error {
+func (o *Orchestrator) WriteThreadJSON(ctx context.Context, rec *registry.Record) error {
 	data, err := transcript.SignJSON(rec, o.Signer)
 	if err != nil {
 		return err
@@ -288,8 +289,8 @@ func (o *Orchestrator) WriteThreadJSON(ctx context.Context, rec *queue.Record) e
 
 // fail ends a thread that no activation holds (created or waiting) with an
 // error, at the version the caller read.
-func (o *Orchestrator) fail(ctx context.Context, rec *queue.Record, code, msg string) error {
-	return o.Finalize(ctx, rec, rec.Version, Outcome{Status: thread.StatusError, Error: &queue.ErrorInfo{Code: code, Message: msg}, Cost: rec.Cost})
+func (o *Orchestrator) fail(ctx context.Context, rec *registry.Record, code, msg string) error {
+	return o.Finalize(ctx, rec, rec.Version, Outcome{Status: thread.StatusError, Error: &registry.ErrorInfo{Code: code, Message: msg}, Cost: rec.Cost})
 }
 
 // cascades reports whether a thread that ended with status cancels its
@@ -299,7 +300,7 @@ func (o *Orchestrator) fail(ctx context.Context, rec *queue.Record, code, msg st
 // (`spool thread cancel --cascade=false`) leaves the children running
 // whatever the policy; a continued thread's children stay (its
 // continuation may still wait on them).
-func (o *Orchestrator) cascades(ctx context.Context, rec *queue.Record, status thread.Status) bool {
+func (o *Orchestrator) cascades(ctx context.Context, rec *registry.Record, status thread.Status) bool {
 	policy := config.DefaultChildPolicy()
 	if p, err := o.Project(ctx, rec.Bundle); err == nil {
 		policy = p.Resilience.Children
@@ -331,7 +332,7 @@ func (o *Orchestrator) cascades(ctx context.Context, rec *queue.Record, status t
 // finalized here. With cascade, its children are cancelled too (on
 // whatever worker runs them) where the child policy cascades on cancel (the
 // default); without, they keep running.
-func (o *Orchestrator) Cancel(ctx context.Context, id string, cascade bool) (*queue.Record, error) {
+func (o *Orchestrator) Cancel(ctx context.Context, id string, cascade bool) (*registry.Record, error) {
 	// A continued thread lives on in its continuation: cancel the thread
 	// its chain has reached (the spec's resolve_thread_chain).
 	id, err := o.Registry.ResolveChain(ctx, id)
@@ -378,8 +379,8 @@ func (o *Orchestrator) Cancel(ctx context.Context, id string, cascade bool) (*qu
 			// sees it held.
 		}
 		err = o.Finalize(ctx, rec, rec.Version, Outcome{Status: thread.StatusCancelled, Cost: rec.Cost,
-			Error: &queue.ErrorInfo{Code: "cancelled", Message: "cancelled by request"}})
-		if errors.Is(err, queue.ErrConflict) {
+			Error: &registry.ErrorInfo{Code: "cancelled", Message: "cancelled by request"}})
+		if errors.Is(err, registry.ErrConflict) {
 			continue // a worker claimed it meanwhile: it will see the flag
 		}
 		if err != nil {

@@ -1,5 +1,5 @@
 -- finalize.lua: the end of a thread, in one atomic step
--- (Orchestrator.Finalize). It runs after registry.lua (package queue) and
+-- (Orchestrator.Finalize). It runs after registry.lua (package registry) and
 -- ledger.lua (package ledger), whose functions it calls, in this order:
 --
 --   1. registry.commit: the end (status, result, outputs, error, cost,

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/ledger"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -33,7 +33,7 @@ func TestFinalizeInOneScript(t *testing.T) {
 
 	// A stale version: a conflict, and nothing changed.
 	err := s.o.Finalize(s.ctx, rec, v-1, out())
-	require.ErrorIs(t, err, queue.ErrConflict)
+	require.ErrorIs(t, err, registry.ErrConflict)
 	e, err := s.o.Ledger.Get(s.ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, ledger.StatusActive, e.Status)
@@ -63,7 +63,7 @@ func TestFinalizeInOneScript(t *testing.T) {
 	// still ends.
 	const id2 = "t/finalize-2"
 	rec2, v2, w2 := s.runThread(t, id2, 1)
-	o2 := Outcome{Status: thread.StatusError, Error: &queue.ErrorInfo{Code: "spend_exceeded"}, Transcript: new(w2.Mark()),
+	o2 := Outcome{Status: thread.StatusError, Error: &registry.ErrorInfo{Code: "spend_exceeded"}, Transcript: new(w2.Mark()),
 		Charge: &Charge{Key: id2 + ":turn:1", Amount: 5, Done: func(_ ledger.Charged, err error) { charged = append(charged, err) }}}
 	require.NoError(t, s.o.Finalize(s.ctx, rec2, v2, o2))
 	require.Len(t, charged, 2)
@@ -118,7 +118,7 @@ func TestFinalizeHandoff(t *testing.T) {
 	s := newVerifySetup(t)
 	const id, next = "t/handoff-1", "t/handoff-2"
 	rec, v, w := s.runThread(t, id, 1)
-	_, err := s.o.Registry.Register(s.ctx, queue.NewThread{ThreadID: next, Directive: "t/verify", Limits: thread.DefaultLimits(),
+	_, err := s.o.Registry.Register(s.ctx, registry.NewThread{ThreadID: next, Directive: "t/verify", Limits: thread.DefaultLimits(),
 		PreviousThreadID: id, ChainRootID: rec.ChainRootID, ContinuationOf: id})
 	require.NoError(t, err)
 	var charged []error
@@ -145,6 +145,6 @@ func TestFinalizeHandoff(t *testing.T) {
 
 	// Finalizing again at the version held is stale, and changes nothing.
 	err = s.o.Finalize(s.ctx, rec, v, out)
-	require.ErrorIs(t, err, queue.ErrConflict)
+	require.ErrorIs(t, err, registry.ErrConflict)
 	require.Len(t, charged, 1)
 }

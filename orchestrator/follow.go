@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -14,7 +14,7 @@ import (
 // to the registry's mark so that missing last segments count as damage
 // too: the transcript's Warnings say what is wrong, and its Events are the
 // intact prefix.
-func (o *Orchestrator) ReadTranscript(ctx context.Context, rec *queue.Record) (*transcript.Transcript, error) {
+func (o *Orchestrator) ReadTranscript(ctx context.Context, rec *registry.Record) (*transcript.Transcript, error) {
 	return transcript.ReadWith(ctx, o.Store, rec.ThreadID, o.Keyring,
 		transcript.ReadOptions{Mode: transcript.Lenient, Marks: []transcript.Mark{RegistryMark(rec)}})
 }
@@ -31,8 +31,8 @@ type FollowOptions struct {
 // Follow passes thread id's transcript events to emit as they happen, in
 // seq order, each once, without gaps: the durable ones from its segments
 // (read every Interval), and, between checkpoints, the lines its worker
-// publishes live (queue.Registry.Live, asked for with RequestFollow and
-// asked again every queue.FollowRefresh). A live line that arrives ahead
+// publishes live (registry.Registry.Live, asked for with RequestFollow and
+// asked again every registry.FollowRefresh). A live line that arrives ahead
 // of one not passed yet waits for it; a lost one comes from the next
 // segment. It is the engine of `spool thread transcript --follow` and of
 // the API's event stream.
@@ -83,7 +83,7 @@ func (o *Orchestrator) Follow(ctx context.Context, id string, opt FollowOptions,
 	read := time.NewTicker(opt.Interval)
 	defer read.Stop()
 	for {
-		if time.Since(requested) >= queue.FollowRefresh {
+		if time.Since(requested) >= registry.FollowRefresh {
 			if err := o.Registry.RequestFollow(ctx, id); err != nil {
 				return nil, err
 			}

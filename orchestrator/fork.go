@@ -11,7 +11,7 @@ import (
 
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/ledger"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
@@ -49,21 +49,21 @@ type ForkResult struct {
 	// left at the end of the turn, at most what the parent has left.
 	Budget float64 `json:"budget"`
 	// WorkspaceFiles is how many files the fork's workspace starts with.
-	WorkspaceFiles int           `json:"workspace_files"`
-	Thread         *queue.Record `json:"thread"`
+	WorkspaceFiles int              `json:"workspace_files"`
+	Thread         *registry.Record `json:"thread"`
 }
 
 // ForkStart is what Start needs to start a fork (StartRequest.Fork).
 type ForkStart struct {
 	// From is the source thread's record, Point where its transcript is
 	// cut.
-	From  *queue.Record
+	From  *registry.Record
 	Point transcript.ForkPoint
 	// Left is what From's chain had left at Point (forkBudget).
 	Left float64
 	// Message is the message the fork adds.
 	Message string
-	// ModelOverride is the fork's tree model (queue.Record.ModelOverride).
+	// ModelOverride is the fork's tree model (registry.Record.ModelOverride).
 	ModelOverride string
 }
 
@@ -160,7 +160,7 @@ func (o *Orchestrator) Fork(ctx context.Context, req ForkRequest) (*ForkResult, 
 // of every child those threads started by then (its ledger entry's
 // actual, which counts what an asynchronous child spent after the cut
 // too: it was started before it). Nothing left is spend_exceeded.
-func (o *Orchestrator) forkBudget(ctx context.Context, src *queue.Record, pt transcript.ForkPoint) (float64, error) {
+func (o *Orchestrator) forkBudget(ctx context.Context, src *registry.Record, pt transcript.ForkPoint) (float64, error) {
 	entry, err := o.Ledger.Get(ctx, src.LedgerID())
 	if err != nil {
 		return 0, err
@@ -213,7 +213,7 @@ func (o *Orchestrator) forkBudget(ctx context.Context, src *queue.Record, pt tra
 // its own with f.Left as its ceiling, registered for a root's fork,
 // admitted under the parent (at most what the parent has left) for a
 // child's.
-func (o *Orchestrator) planForkBudget(ctx context.Context, id string, parent *queue.Record, f *ForkStart, limits *thread.Resolved) (budgetPlan, error) {
+func (o *Orchestrator) planForkBudget(ctx context.Context, id string, parent *registry.Record, f *ForkStart, limits *thread.Resolved) (budgetPlan, error) {
 	limits.Spend = f.Left
 	if parent == nil {
 		return registerBudget(id, f.Left), nil
@@ -257,7 +257,7 @@ type fileWrite struct {
 // started with (the same, from the thread it was forked from, recursively).
 // It is exact for the built-in file tools; anything else that changed the
 // world (external tools) is not replayed. Times are the workers' clocks.
-func (o *Orchestrator) workspaceAt(ctx context.Context, src *queue.Record, pt transcript.ForkPoint, depth int) (map[string][]byte, error) {
+func (o *Orchestrator) workspaceAt(ctx context.Context, src *registry.Record, pt transcript.ForkPoint, depth int) (map[string][]byte, error) {
 	if depth > 32 {
 		return nil, errors.New("forks nested more than 32 deep")
 	}
@@ -287,9 +287,9 @@ func (o *Orchestrator) workspaceAt(ctx context.Context, src *queue.Record, pt tr
 	// The threads of the workspace: its owner's chain, their children and
 	// continuations, recursively (a child fork has a workspace of its
 	// own, and so do its descendants).
-	var recs []*queue.Record
+	var recs []*registry.Record
 	seen := map[string]bool{}
-	todo := []*queue.Record{owner}
+	todo := []*registry.Record{owner}
 	for len(todo) > 0 {
 		r := todo[0]
 		todo = todo[1:]
@@ -308,7 +308,7 @@ func (o *Orchestrator) workspaceAt(ctx context.Context, src *queue.Record, pt tr
 		todo = append(todo, kids...)
 		if r.ContinuationThreadID != "" {
 			next, err := o.Registry.Get(ctx, r.ContinuationThreadID)
-			if err != nil && !errors.Is(err, queue.ErrNotFound) {
+			if err != nil && !errors.Is(err, registry.ErrNotFound) {
 				return nil, err
 			}
 			if next != nil {

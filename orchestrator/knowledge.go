@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/spool-run/spool/blobstore"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -19,7 +19,7 @@ import (
 // per checkpoint was a third of a turn's work. The one made here is also
 // written, signed, at transcript.KnowledgeKey (best effort; when this
 // process holds the signing key), for whoever reads the store.
-func (o *Orchestrator) Knowledge(ctx context.Context, rec *queue.Record) ([]byte, error) {
+func (o *Orchestrator) Knowledge(ctx context.Context, rec *registry.Record) ([]byte, error) {
 	tr, err := transcript.ReadWith(ctx, o.Store, rec.ThreadID, o.Keyring,
 		transcript.ReadOptions{Mode: transcript.Strict, Marks: []transcript.Mark{RegistryMark(rec)}})
 	if err != nil {

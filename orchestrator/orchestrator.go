@@ -12,6 +12,7 @@ import (
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -62,8 +63,8 @@ type Orchestrator struct {
 	Cfg         Config
 	Redis       redis.UniversalClient
 	Keys        keyspace.Space
-	Registry    *queue.Registry
-	Activations *queue.Activations
+	Registry    *registry.Registry
+	Activations *registry.Activations
 	Ledger      *ledger.Ledger
 	Store       blobstore.Store
 	Enqueuer    *queue.Enqueuer
@@ -84,7 +85,7 @@ func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queu
 	cfg = cfg.WithDefaults()
 	ks := keyspace.New(cfg.Namespace)
 	fast := autopipe.Wrap(rdb) // asynq keeps the plain client (Redis)
-	reg, err := queue.NewRegistry(queue.RegistryConfig{Client: fast, Keys: ks, Now: cfg.Now})
+	reg, err := registry.New(registry.Config{Client: fast, Keys: ks, Now: cfg.Now})
 	if err != nil {
 		panic(err) // only for a nil client: a programming error
 	}
@@ -93,7 +94,7 @@ func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queu
 		Redis:       rdb,
 		Keys:        ks,
 		Registry:    reg,
-		Activations: queue.NewActivations(fast, ks, cfg.Now),
+		Activations: registry.NewActivations(fast, ks, cfg.Now),
 		Ledger:      ledger.New(fast, ks),
 		Store:       store,
 		Enqueuer:    withKeys(enq, ks),

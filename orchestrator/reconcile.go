@@ -10,6 +10,7 @@ import (
 
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -61,7 +62,7 @@ func RecordedCharges(tr *transcript.Transcript) ([]TurnCharge, error) {
 // (Record.LedgerID, along Record.BudgetPath) lacks, and returns those it
 // applied. A charge clamped by a ceiling is applied (as far as it fits)
 // and returned too; a released entry takes none (ledger.ErrReleased).
-func (o *Orchestrator) Recharge(ctx context.Context, rec *queue.Record, cs []TurnCharge) ([]TurnCharge, error) {
+func (o *Orchestrator) Recharge(ctx context.Context, rec *registry.Record, cs []TurnCharge) ([]TurnCharge, error) {
 	if len(cs) == 0 {
 		return nil, nil
 	}

@@ -7,22 +7,22 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
 
 // ResumeResult is the spec's resume response.
 type ResumeResult struct {
-	Success            bool          `json:"success"`
-	Resumed            bool          `json:"resumed"`
-	OldThreadID        string        `json:"old_thread_id"`
-	NewThreadID        string        `json:"new_thread_id"`
-	OriginalThreadID   *string       `json:"original_thread_id"`
-	ResolvedThreadID   string        `json:"resolved_thread_id"`
-	Directive          string        `json:"directive"`
-	ReconstructedTurns int           `json:"reconstructed_turns"`
-	NewThreadResult    *queue.Record `json:"new_thread_result"`
+	Success            bool             `json:"success"`
+	Resumed            bool             `json:"resumed"`
+	OldThreadID        string           `json:"old_thread_id"`
+	NewThreadID        string           `json:"new_thread_id"`
+	OriginalThreadID   *string          `json:"original_thread_id"`
+	ResolvedThreadID   string           `json:"resolved_thread_id"`
+	Directive          string           `json:"directive"`
+	ReconstructedTurns int              `json:"reconstructed_turns"`
+	NewThreadResult    *registry.Record `json:"new_thread_result"`
 }
 
 // NotResumableError is a resume of a thread that has not finished: the
@@ -134,7 +134,7 @@ func (o *Orchestrator) logEvent(ctx context.Context, id, typ string, payload any
 	if _, err = w.Checkpoint(ctx, st); err != nil {
 		return err
 	}
-	if _, err := o.Registry.Commit(ctx, id, 0, queue.Changes{Transcript: RecordMark(w.Mark())}); err != nil {
+	if _, err := o.Registry.Commit(ctx, id, 0, registry.Changes{Transcript: RecordMark(w.Mark())}); err != nil {
 		return err
 	}
 	if rec, err = o.Registry.Get(ctx, id); err != nil {
@@ -187,7 +187,7 @@ func (o *Orchestrator) TranscriptText(ctx context.Context, id string, limit int)
 
 // Wait blocks until every thread (following continuation chains) has
 // finished, or the timeout passes; the map is keyed by the ids given.
-func (o *Orchestrator) Wait(ctx context.Context, ids []string, timeout time.Duration) (map[string]*queue.Record, error) {
+func (o *Orchestrator) Wait(ctx context.Context, ids []string, timeout time.Duration) (map[string]*registry.Record, error) {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)

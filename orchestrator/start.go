@@ -12,6 +12,7 @@ import (
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -65,11 +66,11 @@ type StartRequest struct {
 // exist, the directive is unknown, a required input is missing, or depth is
 // exhausted; a spawn past the parent's limit fails with spawns_exceeded and
 // a budget that does not fit with spend_exceeded.
-func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Record, error) {
-	var parent *queue.Record
+func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*registry.Record, error) {
+	var parent *registry.Record
 	if req.ParentID != "" {
 		p, err := o.Registry.Get(ctx, req.ParentID)
-		if errors.Is(err, queue.ErrNotFound) {
+		if errors.Is(err, registry.ErrNotFound) {
 			return nil, fmt.Errorf("parent thread %q does not exist", req.ParentID)
 		}
 		if err != nil {
@@ -106,7 +107,7 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 		return nil, fmt.Errorf("directive %s: %w", name, err)
 	}
 
-	var prev *queue.Record
+	var prev *registry.Record
 	if req.PreviousThreadID != "" {
 		if prev, err = o.Registry.Get(ctx, req.PreviousThreadID); err != nil {
 			return nil, fmt.Errorf("previous thread %q: %w", req.PreviousThreadID, err)
@@ -172,7 +173,7 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*queue.Reco
 	if id == "" {
 		id = o.NewID(IDRequest{Directive: name, ParentID: req.ParentID, PreviousThreadID: req.PreviousThreadID})
 	}
-	nt := queue.NewThread{
+	nt := registry.NewThread{
 		ThreadID:            id,
 		TraceParent:         own,
 		TraceCaller:         caller,
@@ -297,7 +298,7 @@ func reserveBudget(id string, path []string, amount float64) budgetPlan {
 // What is left is read before the script that admits (one round trip
 // more per child, none per turn); the ledger checks the room again, and
 // every charge is held to the live room of every level anyway.
-func (o *Orchestrator) planBudget(ctx context.Context, id string, parent, prev *queue.Record, req StartRequest, limits *thread.Resolved) (budgetPlan, error) {
+func (o *Orchestrator) planBudget(ctx context.Context, id string, parent, prev *registry.Record, req StartRequest, limits *thread.Resolved) (budgetPlan, error) {
 	switch {
 	case req.Fork != nil:
 		return o.planForkBudget(ctx, id, parent, req.Fork, limits)
@@ -332,7 +333,7 @@ func (o *Orchestrator) planBudget(ctx context.Context, id string, parent, prev *
 }
 
 // startScript is start.lua after the Lua functions it calls.
-var startScript = redis.NewScript(ledger.Lua + queue.Lua + startLua)
+var startScript = redis.NewScript(ledger.Lua + registry.Lua + startLua)
 
 //go:embed start.lua
 var startLua string
@@ -340,7 +341,7 @@ var startLua string
 // register makes the ledger entry of plan and then registers nt, in one
 // script (start.lua). budgetErr is the ledger's refusal (nothing was
 // registered); err a failure to register (or to run the script) after it.
-func (o *Orchestrator) register(ctx context.Context, plan budgetPlan, nt queue.NewThread) (rec *queue.Record, budgetErr, err error) {
+func (o *Orchestrator) register(ctx context.Context, plan budgetPlan, nt registry.NewThread) (rec *registry.Record, budgetErr, err error) {
 	n, err := ledger.ToNano(plan.amount)
 	if err != nil {
 		return nil, fmt.Errorf("budget of %s: %w", plan.entry, err), nil

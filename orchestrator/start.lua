@@ -1,6 +1,6 @@
 -- start.lua: a new thread's budget and registration, in one atomic step
 -- (Orchestrator.Start). It runs after ledger.lua (package ledger) and
--- registry.lua (package queue), whose functions it calls: first the
+-- registry.lua (package registry), whose functions it calls: first the
 -- budget, by ARGV[1]:
 --
 --   register  a root's entry, its spend limit the ceiling (ledger.register)

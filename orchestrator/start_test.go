@@ -14,6 +14,7 @@ import (
 	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -84,7 +85,7 @@ func TestStartInOneScript(t *testing.T) {
 	dup := req(root.ThreadID)
 	dup.ID = kid.ThreadID
 	_, err = o.Start(ctx, dup)
-	require.ErrorIs(t, err, queue.ErrExists)
+	require.ErrorIs(t, err, registry.ErrExists)
 	require.Equal(t, before, spawns())
 
 	// A guarantee that does not fit is the ledger's refusal: nothing is
@@ -100,7 +101,7 @@ func TestStartInOneScript(t *testing.T) {
 	require.ErrorIs(t, err, ledger.ErrInsufficientBudget)
 	require.ErrorIs(t, err, &thread.LimitError{Code: thread.CodeSpendExceeded})
 	_, err = o.Registry.Get(ctx, big.ID)
-	require.ErrorIs(t, err, queue.ErrNotFound)
+	require.ErrorIs(t, err, registry.ErrNotFound)
 	_, err = o.Ledger.Get(ctx, big.ID)
 	require.ErrorIs(t, err, ledger.ErrNotFound)
 	require.Equal(t, before, spawns())

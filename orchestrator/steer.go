@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -26,7 +26,7 @@ type SendResult struct {
 // is woken to record it (and waits on). With interrupt, the worker running
 // the thread also stops the model call or tool in flight (the turn is
 // recorded as interrupted) and the message is delivered at once. A
-// finished thread takes no message: queue.ErrFinished.
+// finished thread takes no message: registry.ErrFinished.
 func (o *Orchestrator) Send(ctx context.Context, id, message, by string, interrupt bool) (*SendResult, error) {
 	if strings.TrimSpace(message) == "" {
 		return nil, errors.New("the message is empty")
@@ -35,13 +35,13 @@ func (o *Orchestrator) Send(ctx context.Context, id, message, by string, interru
 	if err != nil {
 		return nil, err
 	}
-	sent, err := o.Registry.Send(ctx, resolved, queue.InboxMessage{Content: message, By: by, At: o.Now().UTC(), Interrupt: interrupt})
+	sent, err := o.Registry.Send(ctx, resolved, registry.InboxMessage{Content: message, By: by, At: o.Now().UTC(), Interrupt: interrupt})
 	if err != nil {
 		return nil, err
 	}
 	res := &SendResult{ThreadID: resolved, Seq: sent.Seq, Status: sent.Status, Interrupt: interrupt}
 	if sent.Status == string(thread.StatusWaiting) && sent.SuspendSeq > 0 {
-		if err := o.EnqueueWake(ctx, queue.Wake{ThreadID: resolved, Seq: sent.SuspendSeq}); err != nil {
+		if err := o.EnqueueWake(ctx, registry.Wake{ThreadID: resolved, Seq: sent.SuspendSeq}); err != nil {
 			return nil, fmt.Errorf("wake %s for the message: %w", resolved, err)
 		}
 		res.Woken = true

@@ -6,7 +6,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/telemetry"
 	"github.com/spool-run/spool/thread"
 )
@@ -20,12 +20,12 @@ func (o *Orchestrator) Tracer() trace.Tracer { return telemetry.Tracer(o.Cfg.Tra
 // handing-off turn), else the span of its parent or of the thread it
 // continues; none for a root an untraced process starts, whose trace id
 // is new.
-func threadTrace(ctx context.Context, explicit string, parent, prev *queue.Record) (own, caller string) {
+func threadTrace(ctx context.Context, explicit string, parent, prev *registry.Record) (own, caller string) {
 	sc, ok := telemetry.Parse(explicit)
 	if !ok {
 		sc = trace.SpanContextFromContext(ctx)
 	}
-	for _, r := range []*queue.Record{parent, prev} {
+	for _, r := range []*registry.Record{parent, prev} {
 		if sc.IsValid() {
 			break
 		}
@@ -40,7 +40,7 @@ func threadTrace(ctx context.Context, explicit string, parent, prev *queue.Recor
 // it), with the ids its registry record named from its start, from its
 // creation to now. A record without a trace context (registered before
 // spool traced) records nothing.
-func (o *Orchestrator) traceEnd(rec *queue.Record) {
+func (o *Orchestrator) traceEnd(rec *registry.Record) {
 	own, ok := telemetry.Parse(rec.TraceParent)
 	if !ok {
 		return

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -58,16 +58,16 @@ func (n *TreeNode) Live() bool {
 // from), its forks and its continuation, at most maxNodes
 // threads (0: no bound; a node whose walk stopped is Truncated), and
 // gives each chain's first thread its live Subtree spend.
-func (o *Orchestrator) Tree(ctx context.Context, rec *queue.Record, maxNodes int) (*TreeNode, error) {
+func (o *Orchestrator) Tree(ctx context.Context, rec *registry.Record, maxNodes int) (*TreeNode, error) {
 	left := maxNodes
 	if left <= 0 {
 		left = -1
 	}
 	seen := map[string]bool{}
-	var recs []*queue.Record
+	var recs []*registry.Record
 	nodes := map[string]*TreeNode{}
-	var walk func(r *queue.Record) (*TreeNode, error)
-	walk = func(r *queue.Record) (*TreeNode, error) {
+	var walk func(r *registry.Record) (*TreeNode, error)
+	walk = func(r *registry.Record) (*TreeNode, error) {
 		seen[r.ThreadID] = true
 		left--
 		n := &TreeNode{ThreadID: r.ThreadID, Directive: r.Directive, Status: r.Status, Model: r.Model, Turns: r.Cost.Turns,
@@ -76,7 +76,7 @@ func (o *Orchestrator) Tree(ctx context.Context, rec *queue.Record, maxNodes int
 		recs, nodes[r.ThreadID] = append(recs, r), n
 		// walkAll walks the records a list names, as nodes; a child that
 		// continues or forks another thread is shown there instead.
-		walkAll := func(list func(context.Context, string) ([]*queue.Record, error), children bool) ([]*TreeNode, error) {
+		walkAll := func(list func(context.Context, string) ([]*registry.Record, error), children bool) ([]*TreeNode, error) {
 			got, err := list(ctx, r.ThreadID)
 			if err != nil {
 				return nil, err
@@ -112,7 +112,7 @@ func (o *Orchestrator) Tree(ctx context.Context, rec *queue.Record, maxNodes int
 				return n, nil
 			}
 			next, err := o.Registry.Get(ctx, id)
-			if errors.Is(err, queue.ErrNotFound) {
+			if errors.Is(err, registry.ErrNotFound) {
 				return n, nil
 			}
 			if err != nil {

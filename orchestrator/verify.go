@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/blobstore"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -41,24 +41,24 @@ func (e *IntegrityError) Unwrap() error        { return e.Err }
 
 // RegistryMark is the transcript mark rec holds, as transcript reads take
 // it (ReadOptions.Marks, OpenWriter).
-func RegistryMark(rec *queue.Record) transcript.Mark {
+func RegistryMark(rec *registry.Record) transcript.Mark {
 	return transcript.Mark{Segments: rec.Transcript.Segments, ChainHash: rec.Transcript.ChainHash, From: "registry"}
 }
 
-// RecordMark is m as the registry records it (queue.Changes.Transcript).
-func RecordMark(m transcript.Mark) *queue.TranscriptMark {
-	return &queue.TranscriptMark{Segments: m.Segments, ChainHash: m.ChainHash}
+// RecordMark is m as the registry records it (registry.Changes.Transcript).
+func RecordMark(m transcript.Mark) *registry.TranscriptMark {
+	return &registry.TranscriptMark{Segments: m.Segments, ChainHash: m.ChainHash}
 }
 
 // Metadata is a thread's verified metadata, signed or attested.
 type Metadata struct {
 	// Record is the registry record the files were checked against, read
 	// after them.
-	Record *queue.Record
+	Record *registry.Record
 	// ThreadJSON is thread.json, verified and consistent with the
 	// registry; nil when there is none (or lenient mode let a bad one
 	// pass with a warning).
-	ThreadJSON *queue.Record
+	ThreadJSON *registry.Record
 	// Capabilities is capabilities.md, likewise.
 	Capabilities *transcript.CapabilitiesFile
 	// ThreadJSONAttested and CapabilitiesAttested are the segments whose
@@ -127,11 +127,11 @@ var errNotAttested = fmt.Errorf("no verified checkpoint attests its SHA-256: %w"
 // verifySigned checks the signed files of f (the attested ones wait for
 // the transcript: verifyAttested) against rec into md, and returns the
 // problems found.
-func verifySigned(f metadataFiles, keyring *transcript.Keyring, rec *queue.Record, md *Metadata) []error {
+func verifySigned(f metadataFiles, keyring *transcript.Keyring, rec *registry.Record, md *Metadata) []error {
 	id := rec.ThreadID
 	var problems []error
 	if f.threadJSON != nil && signedJSON(f.threadJSON) {
-		var tj queue.Record
+		var tj registry.Record
 		if _, err := transcript.VerifyJSON(f.threadJSON, keyring, &tj); err != nil {
 			problems = append(problems, &IntegrityError{Key: transcript.ThreadJSONKey(id), Reason: "signature", Err: err})
 		} else if p := checkThreadJSON(&tj, rec); p != nil {
@@ -155,12 +155,12 @@ func verifySigned(f metadataFiles, keyring *transcript.Keyring, rec *queue.Recor
 
 // verifyAttested checks the attested files of f against the verified
 // transcript tr and against rec into md, and returns the problems found.
-func verifyAttested(f metadataFiles, tr *transcript.Transcript, rec *queue.Record, md *Metadata) []error {
+func verifyAttested(f metadataFiles, tr *transcript.Transcript, rec *registry.Record, md *Metadata) []error {
 	id := rec.ThreadID
 	var problems []error
 	if f.threadJSON != nil && !signedJSON(f.threadJSON) {
 		key := transcript.ThreadJSONKey(id)
-		var tj queue.Record
+		var tj registry.Record
 		if md.ThreadJSONAttested = tr.Attested(transcript.ArtifactThreadJSON, f.threadJSON); md.ThreadJSONAttested == 0 {
 			problems = append(problems, &IntegrityError{Key: key, Reason: "attestation", Err: errNotAttested})
 		} else if err := json.Unmarshal(f.threadJSON, &tj); err != nil {
@@ -188,7 +188,7 @@ func verifyAttested(f metadataFiles, tr *transcript.Transcript, rec *queue.Recor
 
 // checkThreadJSON is a verified thread.json that contradicts the
 // registry record rec, as an *IntegrityError, or nil.
-func checkThreadJSON(tj, rec *queue.Record) error {
+func checkThreadJSON(tj, rec *registry.Record) error {
 	if reason := contradiction(tj, rec); reason != "" {
 		return &IntegrityError{Key: transcript.ThreadJSONKey(rec.ThreadID), Reason: reason}
 	}
@@ -197,7 +197,7 @@ func checkThreadJSON(tj, rec *queue.Record) error {
 
 // checkCapabilities is a verified capabilities.md that was not drawn for
 // rec's thread and capabilities, as an *IntegrityError, or nil.
-func checkCapabilities(cf *transcript.CapabilitiesFile, rec *queue.Record) error {
+func checkCapabilities(cf *transcript.CapabilitiesFile, rec *registry.Record) error {
 	key := transcript.CapabilitiesKey(rec.ThreadID)
 	switch {
 	case !cf.For(rec.ThreadID):
@@ -210,7 +210,7 @@ func checkCapabilities(cf *transcript.CapabilitiesFile, rec *queue.Record) error
 
 // contradiction says how thread.json (tj) contradicts the registry record
 // (rec), or "".
-func contradiction(tj, rec *queue.Record) string {
+func contradiction(tj, rec *registry.Record) string {
 	switch {
 	case tj.ThreadID != rec.ThreadID:
 		return fmt.Sprintf("names thread %q", tj.ThreadID)
@@ -272,7 +272,7 @@ type Verified struct {
 }
 
 // Record is the registry record the thread was verified against.
-func (v *Verified) Record() *queue.Record { return v.Metadata.Record }
+func (v *Verified) Record() *registry.Record { return v.Metadata.Record }
 
 // VerifyThread verifies everything signed about thread id before its state
 // is used (resume, a handoff's continuation, a fork, `spool thread
@@ -315,7 +315,7 @@ func (o *Orchestrator) VerifyThread(ctx context.Context, id string, mode transcr
 	if err != nil {
 		return nil, fmt.Errorf("verify thread %s: %w", id, err)
 	}
-	if at := rec.Extra[queue.ArtifactsDeletedField]; at != "" {
+	if at := rec.Extra[registry.ArtifactsDeletedField]; at != "" {
 		return nil, fmt.Errorf("thread %s: %w at %s", id, ErrArtifactsDeleted, at)
 	}
 	md := &Metadata{Record: rec}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/internal/testenv"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -44,9 +44,9 @@ func newVerifySetup(t *testing.T) *verifySetup {
 // commit (raising the mark to what is durable before it), then the
 // segment. It returns the record as claimed, the version held, and the
 // writer.
-func (s *verifySetup) runThread(t *testing.T, id string, turns int) (*queue.Record, int64, *transcript.Writer) {
+func (s *verifySetup) runThread(t *testing.T, id string, turns int) (*registry.Record, int64, *transcript.Writer) {
 	t.Helper()
-	_, err := s.o.Registry.Register(s.ctx, queue.NewThread{ThreadID: id, Directive: "t/verify", Limits: thread.DefaultLimits(),
+	_, err := s.o.Registry.Register(s.ctx, registry.NewThread{ThreadID: id, Directive: "t/verify", Limits: thread.DefaultLimits(),
 		Capabilities: []string{"rye.execute.tool.rye.file-system.*", "rye.execute.tool.rye.agent.threads.thread_directive"}})
 	require.NoError(t, err)
 	require.NoError(t, s.o.Ledger.Register(s.ctx, id, 1))
@@ -61,7 +61,7 @@ func (s *verifySetup) runThread(t *testing.T, id string, turns int) (*queue.Reco
 	require.NoError(t, err)
 	v := rec.Version
 	for turn := 1; turn <= turns; turn++ {
-		v, err = s.o.Registry.Commit(s.ctx, id, v, queue.Changes{Transcript: RecordMark(w.Mark())})
+		v, err = s.o.Registry.Commit(s.ctx, id, v, registry.Changes{Transcript: RecordMark(w.Mark())})
 		require.NoError(t, err)
 		_, err = w.Append(transcript.TypeCognitionIn, transcript.CognitionIn{Content: "turn"})
 		require.NoError(t, err)
@@ -120,7 +120,7 @@ func TestVerifyThread(t *testing.T) {
 	// last commit, so that segment is not covered yet; every earlier one is.
 	cur, err := s.o.Registry.Get(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, queue.TranscriptMark{Segments: 2, ChainHash: mustRead(t, s, id).Segments[1].ChainHash}, cur.Transcript)
+	require.Equal(t, registry.TranscriptMark{Segments: 2, ChainHash: mustRead(t, s, id).Segments[1].ChainHash}, cur.Transcript)
 	ver, err := s.o.VerifyThread(ctx, id, transcript.Strict)
 	require.NoError(t, err)
 	require.Len(t, ver.Transcript.Segments, 3)
@@ -216,13 +216,13 @@ func TestVerifyThread(t *testing.T) {
 	})
 	t.Run("signed thread.json of another state", func(t *testing.T) {
 		for _, tc := range []struct {
-			edit   func(r *queue.Record)
+			edit   func(r *registry.Record)
 			reason string
 		}{
-			{func(r *queue.Record) { r.ThreadID = "t/other" }, `names thread "t/other"`},
-			{func(r *queue.Record) { r.Version++ }, "ahead of the registry"},
-			{func(r *queue.Record) { r.Status = thread.StatusError }, "status error at version"},
-			{func(r *queue.Record) { r.Version--; r.Status = thread.StatusCancelled }, "cannot have become"},
+			{func(r *registry.Record) { r.ThreadID = "t/other" }, `names thread "t/other"`},
+			{func(r *registry.Record) { r.Version++ }, "ahead of the registry"},
+			{func(r *registry.Record) { r.Status = thread.StatusError }, "status error at version"},
+			{func(r *registry.Record) { r.Version--; r.Status = thread.StatusCancelled }, "cannot have become"},
 		} {
 			_, err := s.tamper(t, id, transcript.Strict, func() {
 				r := *cur
@@ -259,7 +259,7 @@ func TestVerifyThread(t *testing.T) {
 	})
 	t.Run("retention", func(t *testing.T) {
 		_, err := s.tamper(t, id, transcript.Strict, func() {
-			require.NoError(t, s.r.Client.HSet(ctx, s.o.Keys.Thread(id), queue.ArtifactsDeletedField, "2026-01-01T00:00:00Z").Err())
+			require.NoError(t, s.r.Client.HSet(ctx, s.o.Keys.Thread(id), registry.ArtifactsDeletedField, "2026-01-01T00:00:00Z").Err())
 		})
 		require.ErrorIs(t, err, ErrArtifactsDeleted)
 	})
@@ -284,7 +284,7 @@ func TestFinalizeReadsTheMark(t *testing.T) {
 	s := newVerifySetup(t)
 	const id = "t/verify-2"
 	rec, v, w := s.runThread(t, id, 2)
-	require.NoError(t, s.o.Finalize(s.ctx, rec, v, Outcome{Status: thread.StatusCancelled, Error: &queue.ErrorInfo{Code: "cancelled"}}))
+	require.NoError(t, s.o.Finalize(s.ctx, rec, v, Outcome{Status: thread.StatusCancelled, Error: &registry.ErrorInfo{Code: "cancelled"}}))
 	cur, err := s.o.Registry.Get(s.ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, *RecordMark(w.Mark()), cur.Transcript)

@@ -52,7 +52,7 @@
 // longer active. Retention keeps the registry records (a few hundred
 // bytes each: status, cost, result; what `spool thread show` and the
 // ledger read) and marks them with ArtifactsDeletedField; removing records
-// would belong to queue.Registry, which owns their layout.
+// would belong to registry.Registry, which owns their layout.
 //
 // # Reconciliation: the transcript is the source of truth
 //

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
 )
@@ -18,7 +18,7 @@ import (
 // ArtifactsDeletedField is the registry hash field retention sets on a
 // thread whose persisted artifacts it deleted (RFC 3339 time). The record
 // itself is kept: see the package doc.
-const ArtifactsDeletedField = queue.ArtifactsDeletedField
+const ArtifactsDeletedField = registry.ArtifactsDeletedField
 
 // HousekeepingResult is what one housekeeping pass did.
 type HousekeepingResult struct {
@@ -149,7 +149,7 @@ func (s *Scheduler) Retain(ctx context.Context, cutoff time.Time) (threads, obje
 		if err != nil {
 			return threads, objects, fmt.Errorf("retention: %w", err)
 		}
-		byID := make(map[string]*queue.Record, len(recs))
+		byID := make(map[string]*registry.Record, len(recs))
 		for _, r := range recs {
 			byID[r.ThreadID] = r
 		}
@@ -188,7 +188,7 @@ func (s *Scheduler) Retain(ctx context.Context, cutoff time.Time) (threads, obje
 }
 
 // clean deletes one finished thread's artifacts and marks its record.
-func (s *Scheduler) clean(ctx context.Context, r *queue.Record) (int, error) {
+func (s *Scheduler) clean(ctx context.Context, r *registry.Record) (int, error) {
 	id := r.ThreadID
 	deleted, err := transcript.Clean(ctx, s.o.Store, id, transcript.CleanOptions{Transcript: true, Checkpoints: true,
 		Metadata: true, Directive: r.Directive})
@@ -216,9 +216,9 @@ func (s *Scheduler) clean(ctx context.Context, r *queue.Record) (int, error) {
 			n++
 		}
 	}
-	_, err = s.o.Registry.Commit(ctx, id, 0, queue.Changes{Fields: map[string]string{
+	_, err = s.o.Registry.Commit(ctx, id, 0, registry.Changes{Fields: map[string]string{
 		ArtifactsDeletedField: s.o.Now().UTC().Format(time.RFC3339)}})
-	if err != nil && !errors.Is(err, queue.ErrNotFound) {
+	if err != nil && !errors.Is(err, registry.ErrNotFound) {
 		return n, fmt.Errorf("retention of %s: %w", id, err)
 	}
 	s.log.Info("retention deleted thread artifacts", "thread_id", id, "objects", n)

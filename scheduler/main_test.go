@@ -18,6 +18,7 @@ import (
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/scheduler"
 	"github.com/spool-run/spool/stack"
 	"github.com/spool-run/spool/transcript"
@@ -112,7 +113,7 @@ func (e *env) scheduler(cfg scheduler.Config, o *orchestrator.Orchestrator) *sch
 // claimDead claims created thread id as a worker does, and then lets its
 // lease go as a worker that died does: the thread is running, and nobody
 // holds it.
-func claimDead(t *testing.T, o *orchestrator.Orchestrator, id string) *queue.Record {
+func claimDead(t *testing.T, o *orchestrator.Orchestrator, id string) *registry.Record {
 	t.Helper()
 	ctx := context.Background()
 	c, err := o.Activations.Claim(ctx, id, "start", 0, "dead", id, time.Minute)
@@ -128,9 +129,9 @@ func (e *env) bundle() string {
 	return d
 }
 
-func (e *env) threads(o *orchestrator.Orchestrator, directive string) []*queue.Record {
+func (e *env) threads(o *orchestrator.Orchestrator, directive string) []*registry.Record {
 	e.t.Helper()
-	recs, err := o.Registry.List(context.Background(), queue.Filter{Directive: directive})
+	recs, err := o.Registry.List(context.Background(), registry.Filter{Directive: directive})
 	require.NoError(e.t, err)
 	return recs
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -213,7 +214,7 @@ func (s *Scheduler) reconcileAll(ctx context.Context, res *ReconcileResult) erro
 	}
 	res.Threads = len(recs)
 	insp := s.o.Inspector()
-	var created []*queue.Record
+	var created []*registry.Record
 	for _, r := range recs {
 		if r.Status == thread.StatusCreated && !startQueued(insp, s.o.Keys, r) {
 			created = append(created, r)
@@ -223,7 +224,7 @@ func (s *Scheduler) reconcileAll(ctx context.Context, res *ReconcileResult) erro
 
 	var mu sync.Mutex
 	var firstErr error
-	work := make(chan *queue.Record)
+	work := make(chan *registry.Record)
 	var wg sync.WaitGroup
 	for range min(reconcileWorkers, max(len(recs), 1)) {
 		wg.Add(1)
@@ -282,9 +283,9 @@ func (s *Scheduler) reconcileAll(ctx context.Context, res *ReconcileResult) erro
 		}
 		// Noted on the record, so that a later pass finds this task
 		// queued and does not enqueue another (the claim would drop it).
-		_, err = s.o.Registry.Commit(ctx, cur.ThreadID, cur.Version, queue.Changes{Fields: map[string]string{
+		_, err = s.o.Registry.Commit(ctx, cur.ThreadID, cur.Version, registry.Changes{Fields: map[string]string{
 			RequeuedField: strconv.FormatInt(seq, 10)}})
-		if err != nil && !errors.Is(err, queue.ErrConflict) {
+		if err != nil && !errors.Is(err, registry.ErrConflict) {
 			return err
 		}
 		res.Requeued++
@@ -294,7 +295,7 @@ func (s *Scheduler) reconcileAll(ctx context.Context, res *ReconcileResult) erro
 	return nil
 }
 
-func queueOf(r *queue.Record) string {
+func queueOf(r *registry.Record) string {
 	if r.Queue == "" {
 		return queue.DefaultQueue
 	}
@@ -311,7 +312,7 @@ const RequeuedField = "requeued_seq"
 // scheduled or to be retried). Anything else (active, finished, gone) is
 // a start that may have been lost; an error reading it counts as queued,
 // to be looked at again by a later pass.
-func startQueued(insp *asynq.Inspector, ks keyspace.Space, rec *queue.Record) bool {
+func startQueued(insp *asynq.Inspector, ks keyspace.Space, rec *registry.Record) bool {
 	aq := ks.Queue(queueOf(rec))
 	ids := []string{rec.ThreadID}
 	if seq, err := strconv.ParseInt(rec.Extra[RequeuedField], 10, 64); err == nil {
@@ -335,7 +336,7 @@ func startQueued(insp *asynq.Inspector, ks keyspace.Space, rec *queue.Record) bo
 
 // reconcileSet is the records a reconciliation examines: the non-terminal
 // threads and, after lost writes, the threads created within the window.
-func (s *Scheduler) reconcileSet(ctx context.Context, afterLoss bool) ([]*queue.Record, error) {
+func (s *Scheduler) reconcileSet(ctx context.Context, afterLoss bool) ([]*registry.Record, error) {
 	recs, err := s.o.Registry.ListActive(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
@@ -373,7 +374,7 @@ func (s *Scheduler) reconcileSet(ctx context.Context, afterLoss bool) ([]*queue.
 
 // reconcileThread holds one thread's record and ledger entry to its
 // transcript (see Reconcile) and counts what it repaired in res.
-func (s *Scheduler) reconcileThread(ctx context.Context, rec *queue.Record, trigger string, res *ReconcileResult) error {
+func (s *Scheduler) reconcileThread(ctx context.Context, rec *registry.Record, trigger string, res *ReconcileResult) error {
 	id := rec.ThreadID
 	// The normal lag: a checkpoint commits before its segment is written,
 	// so the last segment of a thread that has not finished may be past
@@ -402,7 +403,7 @@ func (s *Scheduler) reconcileThread(ctx context.Context, rec *queue.Record, trig
 		return fmt.Errorf("reconcile %s: %w", id, err)
 	}
 
-	var rc queue.Reconciliation
+	var rc registry.Reconciliation
 	if m := tr.Mark(); m.Segments > rec.Transcript.Segments+lag {
 		rc.Mark = orchestrator.RecordMark(m)
 	}
@@ -419,7 +420,7 @@ func (s *Scheduler) reconcileThread(ctx context.Context, rec *queue.Record, trig
 			rc.MinVersion = st.Version + versionFence
 		}
 	}
-	var got queue.Reconciled
+	var got registry.Reconciled
 	if rc.Mark != nil || rc.MinVersion > 0 {
 		if got, err = s.o.Registry.Reconcile(ctx, id, rc); err != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/scheduler"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
@@ -30,7 +31,7 @@ var turnSpends = []float64{0.001, 0.002, 0.0035, 0.000125}
 // after the first turn's: the segments are durable, the commits and
 // charges of turns 2 on are gone. It returns the thread's record and the
 // transcript's mark and last checkpoint version.
-func lostTurns(t *testing.T, e *env, o *orchestrator.Orchestrator) (*queue.Record, transcript.Mark, int64) {
+func lostTurns(t *testing.T, e *env, o *orchestrator.Orchestrator) (*registry.Record, transcript.Mark, int64) {
 	t.Helper()
 	ctx := context.Background()
 	rec, err := o.Start(ctx, orchestrator.StartRequest{Directive: "sched/tick", Inputs: map[string]any{"who": "x"},
@@ -45,7 +46,7 @@ func lostTurns(t *testing.T, e *env, o *orchestrator.Orchestrator) (*queue.Recor
 		turn := i + 1
 		durable := turn == 1
 		if durable {
-			v, err = o.Registry.Commit(ctx, id, v, queue.Changes{Transcript: orchestrator.RecordMark(tw.Mark())})
+			v, err = o.Registry.Commit(ctx, id, v, registry.Changes{Transcript: orchestrator.RecordMark(tw.Mark())})
 			require.NoError(t, err)
 		} else {
 			v++ // the commit Redis lost
@@ -168,7 +169,7 @@ func TestReconcileFromTranscript(t *testing.T) {
 
 	got, err := o.Registry.Get(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, queue.TranscriptMark{Segments: mark.Segments, ChainHash: mark.ChainHash}, got.Transcript)
+	require.Equal(t, registry.TranscriptMark{Segments: mark.Segments, ChainHash: mark.ChainHash}, got.Transcript)
 	require.Greater(t, got.Version, lastVersion, "past every version a cut-off activation may hold")
 	require.Equal(t, thread.StatusRunning, got.Status, "the status is the recoverer's to move")
 	require.Equal(t, sumNano(t, turnSpends), ownNano(t, o, rec.LedgerID()), "the ledger equals the transcript")

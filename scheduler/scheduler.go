@@ -15,6 +15,7 @@ import (
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 )
 
 // Config configures a Scheduler.
@@ -382,7 +383,7 @@ func (s *Scheduler) start(ctx context.Context, e *Entry, tick time.Time, id stri
 	if _, err := s.o.Registry.Get(ctx, id); err == nil {
 		res.Outcome = OutcomeTaken
 		return nil
-	} else if !errors.Is(err, queue.ErrNotFound) {
+	} else if !errors.Is(err, registry.ErrNotFound) {
 		return err
 	}
 	digest, err := s.cfg.Bundle(ctx, e.Model)

@@ -18,7 +18,7 @@
 // again, with one exception the spec needs: a completed, errored or cancelled
 // thread that a user resumes becomes continued, in the same atomic step that
 // gives it its continuation pointer (the spec's set_continuation; see
-// queue.Registry.LinkContinuation), so that chain resolution, waits and a
+// registry.Registry.LinkContinuation), so that chain resolution, waits and a
 // later resume through its id reach the resumed thread. Its result and
 // error stay on the record. It never runs again. The transition table below
 // does not list this step, so no status update can take it.

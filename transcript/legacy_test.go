@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/blobstore"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 )
 
 // testdata/legacy holds objects signed by spool before RFC 8785 and
@@ -58,14 +58,14 @@ func TestLegacyJSONVerifies(t *testing.T) {
 	ring := NewKeyring(fixedSigner().PublicKey())
 
 	data := legacyFixture(t, "thread.json")
-	var got queue.Record
+	var got registry.Record
 	sig, err := VerifyJSON(data, ring, &got)
 	require.NoError(t, err)
 	require.Equal(t, CanonLegacy, sig.Canon)
 	require.Equal(t, fixedSigner().KeyID(), sig.KeyID)
 	want, err := json.Marshal(benchRecord())
 	require.NoError(t, err)
-	var wantRec queue.Record
+	var wantRec registry.Record
 	require.NoError(t, json.Unmarshal(want, &wantRec))
 	if diff := cmp.Diff(wantRec, got); diff != "" {
 		t.Fatalf("thread.json (-want +got):\n%s", diff)
@@ -208,7 +208,7 @@ func TestSignJSONCanonical(t *testing.T) {
 		"lone surrogate": json.RawMessage(`{"a":"\ud800"}`),
 		"out of range":   json.RawMessage(`{"a":1e400}`),
 		"not an object":  []any{1},
-		"null":           (*queue.Record)(nil),
+		"null":           (*registry.Record)(nil),
 		"trailing data":  json.RawMessage(`{"a":1} {}`),
 	} {
 		_, err := SignJSON(v, s)

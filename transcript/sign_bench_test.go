@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -19,10 +19,10 @@ import (
 //	go test -run '^$' -bench 'JSON|Knowledge|Capabilities|Checkpoint' -benchmem -count 5 ./transcript/
 
 // benchRecord is thread.json of a finished one-turn thread, as the
-// orchestrator signs it (queue.Record has its own MarshalJSON).
-func benchRecord() *queue.Record {
+// orchestrator signs it (registry.Record has its own MarshalJSON).
+func benchRecord() *registry.Record {
 	created := time.Date(2026, 2, 17, 10, 0, 0, 123456789, time.UTC)
-	return &queue.Record{
+	return &registry.Record{
 		ThreadID: "agency-kiwi/discover_leads-1739820456", Directive: "agency-kiwi/discover_leads", Status: thread.StatusCompleted,
 		ChainRootID: "agency-kiwi/discover_leads-1739820456",
 		Result:      "Found 12 leads in Austin, TX.\nWrote them to .ai/data/leads.json (\"dentists\" <> \"orthodontists\" & co).",
@@ -39,13 +39,13 @@ func benchRecord() *queue.Record {
 		Depth:     1,
 		CreatedAt: created, UpdatedAt: created.Add(4250 * time.Millisecond), StartedAt: created.Add(15 * time.Millisecond),
 		Version: 7, Activation: 1,
-		Transcript: queue.TranscriptMark{Segments: 1, ChainHash: "3b4c2a1f0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b"},
+		Transcript: registry.TranscriptMark{Segments: 1, ChainHash: "3b4c2a1f0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b"},
 	}
 }
 
 // benchLargeRecord is benchRecord with a 16 KiB result and 64 outputs:
 // the larger end of what thread.json holds.
-func benchLargeRecord() *queue.Record {
+func benchLargeRecord() *registry.Record {
 	r := benchRecord()
 	r.Result = strings.Repeat("Lakeway Dental, +1 512-555-0199, rating 4.5 <b>&</b> ünïcode ✓\n", 16<<10/64)
 	r.Outputs = map[string]any{}
@@ -74,7 +74,7 @@ func BenchmarkSignVerifyJSON(b *testing.B) {
 	ring := NewKeyring(s.PublicKey())
 	for _, size := range []struct {
 		name string
-		rec  *queue.Record
+		rec  *registry.Record
 	}{{"size=typical", benchRecord()}, {"size=large", benchLargeRecord()}} {
 		for _, impl := range jsonImpls {
 			b.Run(size.name+"/"+impl.name, func(b *testing.B) {
@@ -89,7 +89,7 @@ func BenchmarkSignVerifyJSON(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					var rec queue.Record
+					var rec registry.Record
 					if _, err := impl.verify(data, ring, &rec); err != nil {
 						b.Fatal(err)
 					}
@@ -125,7 +125,7 @@ func BenchmarkVerifyJSON(b *testing.B) {
 		b.Run(impl.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				var rec queue.Record
+				var rec registry.Record
 				if _, err := impl.verify(data, ring, &rec); err != nil {
 					b.Fatal(err)
 				}

@@ -11,6 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -41,7 +42,7 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	ctl := &control{cancel: cancel}
 	defer w.track(act.ThreadID, token, ctl)()
 	claim, err := w.o.Activations.Claim(ctx, act.ThreadID, act.Reason, act.Seq, token, taskID, ttl)
-	if errors.Is(err, queue.ErrNotClaimable) || errors.Is(err, queue.ErrNotFound) {
+	if errors.Is(err, registry.ErrNotClaimable) || errors.Is(err, registry.ErrNotFound) {
 		log.Debug("activation dropped", "error", err)
 		return nil
 	}
@@ -69,7 +70,7 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 				return
 			case <-tick.C:
 				err := w.o.Activations.Heartbeat(hbctx, act.ThreadID, token, ttl)
-				if errors.Is(err, queue.ErrLeaseLost) {
+				if errors.Is(err, registry.ErrLeaseLost) {
 					cancel(errLeaseLost)
 					return
 				}
@@ -93,7 +94,7 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	if err != nil && !errors.Is(err, errDraining) && !errors.Is(err, errRetryLater) {
 		// Whatever stopped this activation, if another one holds the
 		// thread now, it is a takeover, not a failure to retry.
-		if hb := w.o.Activations.Heartbeat(context.WithoutCancel(ctx), act.ThreadID, token, ttl); errors.Is(hb, queue.ErrLeaseLost) {
+		if hb := w.o.Activations.Heartbeat(context.WithoutCancel(ctx), act.ThreadID, token, ttl); errors.Is(hb, registry.ErrLeaseLost) {
 			err = fmt.Errorf("%w (%v)", errLeaseLost, err)
 		}
 	}
@@ -103,7 +104,7 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 		return nil
 	case errors.Is(err, errRetryLater):
 		return nil // the activation due at the retry time continues the thread
-	case errors.Is(err, errLeaseLost), errors.Is(err, queue.ErrConflict), errors.Is(err, transcript.ErrSegmentExists):
+	case errors.Is(err, errLeaseLost), errors.Is(err, registry.ErrConflict), errors.Is(err, transcript.ErrSegmentExists):
 		log.Warn("activation stopped: another activation owns the thread", "error", err)
 		return nil
 	case errors.Is(err, errCancelledLoading):

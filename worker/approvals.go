@@ -9,6 +9,7 @@ import (
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/hooks"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -32,12 +33,12 @@ import (
 // A decision (Orchestrator.Decide) is a Redis script: it records who
 // decided what and why, and when no call is left undecided returns the
 // wake-up, which the decider enqueues (housekeeping re-enqueues one that
-// got lost: queue.StalledWaits).
+// got lost: registry.StalledWaits).
 
 // requestApproval records a gated call as pending.
 func (s *session) requestApproval(ctx context.Context, call thread.ToolCall, id string, rule *config.ApprovalRule) {
 	now := s.o.Now().UTC()
-	pa := queue.PendingApproval{CallID: call.ID, Tool: id, Input: call.Input, RequestedAt: now, OnTimeout: rule.OnTimeout}
+	pa := registry.PendingApproval{CallID: call.ID, Tool: id, Input: call.Input, RequestedAt: now, OnTimeout: rule.OnTimeout}
 	ev := transcript.ApprovalRequested{CallID: call.ID, Tool: id, Input: call.Input}
 	if rule.Timeout > 0 {
 		pa.Deadline = now.Add(rule.Timeout)
@@ -68,7 +69,7 @@ func (s *session) resolveApprovals(ctx context.Context) (bool, error) {
 			continue
 		}
 		if !pa.Deadline.IsZero() && !now.Before(pa.Deadline) {
-			decisions[pa.CallID] = queue.Decision{Decision: pa.OnTimeout, By: "timeout",
+			decisions[pa.CallID] = registry.Decision{Decision: pa.OnTimeout, By: "timeout",
 				Reason: "no decision within the approval's timeout", At: now.UTC()}
 			continue
 		}
@@ -88,7 +89,7 @@ func (s *session) resolveApprovals(ctx context.Context) (bool, error) {
 			"thread_id": s.id(), "call_id": pa.CallID, "tool": pa.Tool, "input": jsonValue(pa.Input),
 			"decision": d.Decision, "by": d.By, "reason": d.Reason,
 		})
-		if d.Decision == queue.DecisionApprove {
+		if d.Decision == registry.DecisionApprove {
 			if err := s.execute(ctx, thread.ToolCall{ID: pa.CallID, Name: pa.Tool, Input: pa.Input}, pa.Tool); err != nil {
 				return false, err
 			}
@@ -114,7 +115,7 @@ func (s *session) suspendForApproval(ctx context.Context, earliest time.Time) er
 	s.version = seq
 	if open == 0 {
 		// Decided between our read and the suspension: wake at once.
-		return s.o.EnqueueWake(ctx, queue.Wake{ThreadID: s.id(), Seq: seq})
+		return s.o.EnqueueWake(ctx, registry.Wake{ThreadID: s.id(), Seq: seq})
 	}
 	if !earliest.IsZero() {
 		if err := s.o.Enqueuer.Enqueue(ctx, queue.Activation{ThreadID: s.id(), Reason: "timeout"}, seq, s.rec.Queue,

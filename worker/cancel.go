@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -75,7 +75,7 @@ func handBackOnCancel(ctx context.Context, err error) error {
 // decideCancelled records that the thread ends cancelled; how names where
 // the request found it.
 func (s *session) decideCancelled(how string) {
-	s.decide(thread.StatusCancelled, "", nil, &queue.ErrorInfo{Code: "cancelled", Message: how})
+	s.decide(thread.StatusCancelled, "", nil, &registry.ErrorInfo{Code: "cancelled", Message: how})
 }
 
 // decideStop records the outcome of a thread whose activation context was
@@ -90,7 +90,7 @@ func (s *session) decideStop(ctx context.Context, where string) {
 			msg += " " + where
 		}
 		s.emit(transcript.TypeLimitExceeded, transcript.LimitExceeded{Code: thread.CodeDurationExceeded, Current: s.st.Cost.ElapsedSeconds, Max: s.rec.Limits.Duration})
-		s.decide(thread.StatusError, "", nil, &queue.ErrorInfo{Code: thread.CodeDurationExceeded, Message: msg})
+		s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: thread.CodeDurationExceeded, Message: msg})
 		return
 	}
 	if where == "" {
@@ -111,7 +111,7 @@ func stoppedWhile(ctx context.Context) string {
 // deadline arms the activation's duration timer: at StartedAt +
 // Limits.Duration, stop cancels the activation with errDurationExceeded.
 // The returned func disarms it.
-func deadline(rec *queue.Record, now time.Time, stop context.CancelCauseFunc) func() {
+func deadline(rec *registry.Record, now time.Time, stop context.CancelCauseFunc) func() {
 	if rec.StartedAt.IsZero() || rec.Limits.Duration <= 0 {
 		return func() {}
 	}

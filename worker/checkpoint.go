@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -35,9 +35,9 @@ func (s *session) checkpoint(ctx context.Context) error { return s.checkpointTur
 func (s *session) checkpointTurn(ctx context.Context, charge bool, final *orchestrator.Outcome) error {
 	began := time.Now()
 	cost := s.st.Cost
-	ch := queue.Changes{Cost: &cost, Transcript: orchestrator.RecordMark(s.tw.Mark())}
+	ch := registry.Changes{Cost: &cost, Transcript: orchestrator.RecordMark(s.tw.Mark())}
 	if !s.st.RetryAt.IsZero() {
-		ch.Fields = map[string]string{queue.RetryAtField: s.st.RetryAt.Format(time.RFC3339Nano)}
+		ch.Fields = map[string]string{registry.RetryAtField: s.st.RetryAt.Format(time.RFC3339Nano)}
 	}
 	v, err := s.o.Registry.Commit(ctx, s.id(), s.version, ch)
 	if err != nil {

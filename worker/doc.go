@@ -39,7 +39,7 @@
 // slot: the thread is checkpointed (reason retry_wait, with the attempts
 // so far, which the error hooks' attempt limit counts across activations)
 // and handed back, with a recover activation scheduled for the retry time;
-// the housekeeping leaves it alone until then (queue.RetryAtField), and a
+// the housekeeping leaves it alone until then (registry.RetryAtField), and a
 // cancel ends it at once (no activation holds it).
 //
 // Crash safety. The registry version is the fence: every checkpoint commits
@@ -59,7 +59,7 @@
 // the interrupted turn; no turn is completed twice).
 //
 // Transcript marks. The registry records how much of the transcript is
-// durable (queue.Record.Transcript: segment count and the chain hash of
+// durable (registry.Record.Transcript: segment count and the chain hash of
 // the last one), so that deleting the last segments is detected
 // (transcript.Mark). Each checkpoint's commit raises the mark to what was
 // durable before it: the segments this activation read when it opened the

@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -13,7 +13,7 @@ import (
 // failNow finalizes a thread that cannot run at all (bad model, broken
 // bundle) with an error, at the claimed version.
 func (s *session) failNow(ctx context.Context, code, msg string) error {
-	s.st.Final = &final{Status: thread.StatusError, Error: &queue.ErrorInfo{Code: code, Message: msg}}
+	s.st.Final = &final{Status: thread.StatusError, Error: &registry.ErrorInfo{Code: code, Message: msg}}
 	s.st.Cost = s.rec.Cost
 	if s.tw == nil {
 		tw, err := transcript.OpenWriter(ctx, s.o.Store, s.rec.ThreadID, s.o.Signer, s.o.Keyring, orchestrator.RegistryMark(s.rec))
@@ -61,10 +61,10 @@ func (s *session) failIntegrity(ctx context.Context, cause error) error {
 		msg = "cancelled; " + msg
 	}
 	if s.tw != nil {
-		s.decide(status, "", nil, &queue.ErrorInfo{Code: code, Message: msg})
+		s.decide(status, "", nil, &registry.ErrorInfo{Code: code, Message: msg})
 		return s.finalize(ctx)
 	}
-	out := orchestrator.Outcome{Status: status, Error: &queue.ErrorInfo{Code: code, Message: msg}, Cost: s.rec.Cost, Lease: s.claim.Token}
+	out := orchestrator.Outcome{Status: status, Error: &registry.ErrorInfo{Code: code, Message: msg}, Cost: s.rec.Cost, Lease: s.claim.Token}
 	if err := s.o.Finalize(ctx, s.rec, s.version, out); err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/spool-run/spool/hooks"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -54,7 +54,7 @@ func stringOutputs(outputs map[string]any) map[string]string {
 }
 
 // decide records the thread's outcome; finalize applies it.
-func (s *session) decide(status thread.Status, result string, outputs map[string]any, e *queue.ErrorInfo) {
+func (s *session) decide(status thread.Status, result string, outputs map[string]any, e *registry.ErrorInfo) {
 	s.st.Final = &final{Status: status, Result: result, Outputs: outputs, Error: e}
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/spool-run/spool/hooks"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -63,7 +63,7 @@ func (s *session) contextFull() bool {
 // continuation's thread_continued hooks load it.
 func (s *session) handoff(ctx context.Context) error {
 	if n := s.proj.Coordination.MaxContinuations; s.rec.ChainIndex >= n {
-		s.decide(thread.StatusError, "", nil, &queue.ErrorInfo{Code: "continuations_exceeded", Message: fmt.Sprintf(
+		s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: "continuations_exceeded", Message: fmt.Sprintf(
 			"the context is full again after %d continuations, the chain's cap (coordination.yaml continuation.max_continuations)", n)})
 		return s.finalize(ctx)
 	}
@@ -122,7 +122,7 @@ func (s *session) completeHandoff(ctx context.Context) error {
 			return err
 		}
 	}
-	if _, err := s.o.Registry.Get(ctx, newID); errors.Is(err, queue.ErrNotFound) {
+	if _, err := s.o.Registry.Get(ctx, newID); errors.Is(err, registry.ErrNotFound) {
 		_, err := s.o.Start(ctx, orchestrator.StartRequest{
 			ID: newID, Directive: s.rec.Directive, Inputs: s.rec.Inputs, Model: s.rec.Model, ParentID: s.rec.ParentID,
 			Bundle: s.rec.Bundle, Queue: s.rec.Queue, PreviousThreadID: s.id(), Kind: orchestrator.KindHandoff,
@@ -131,7 +131,7 @@ func (s *session) completeHandoff(ctx context.Context) error {
 			if isInfra(err) {
 				return err
 			}
-			s.decide(thread.StatusError, "", nil, &queue.ErrorInfo{Code: "handoff_failed", Message: err.Error()})
+			s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: "handoff_failed", Message: err.Error()})
 			return s.finalize(ctx)
 		}
 	} else if err != nil {

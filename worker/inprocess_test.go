@@ -25,6 +25,7 @@ import (
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/ratelimit"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
@@ -248,7 +249,7 @@ func (h *harness) drain(due bool) int {
 	return ran
 }
 
-func (h *harness) record(id string) *queue.Record {
+func (h *harness) record(id string) *registry.Record {
 	h.t.Helper()
 	rec, err := h.o.Registry.Get(h.ctx, id)
 	require.NoError(h.t, err)
@@ -403,7 +404,7 @@ func TestLoopRetryHandBack(t *testing.T) {
 	require.NoError(t, h.activate(id, "start", 0))
 	rec := h.record(id)
 	require.Equal(t, thread.StatusRunning, rec.Status, "handed back, not failed")
-	require.NotEmpty(t, rec.Extra[queue.RetryAtField])
+	require.NotEmpty(t, rec.Extra[registry.RetryAtField])
 	held, err := h.o.Activations.LeaseHeld(h.ctx, id)
 	require.NoError(t, err)
 	require.False(t, held, "no slot held while it waits")
@@ -583,7 +584,7 @@ func TestApprovals(t *testing.T) {
 
 	rec := h.record(id)
 	require.Equal(t, thread.StatusWaiting, rec.Status)
-	require.Equal(t, queue.WaitingForApproval, rec.WaitingFor)
+	require.Equal(t, registry.WaitingForApproval, rec.WaitingFor)
 	require.Len(t, rec.PendingApprovals, 2)
 	held, err := h.o.Activations.LeaseHeld(h.ctx, id)
 	require.NoError(t, err)
@@ -594,13 +595,13 @@ func TestApprovals(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, pending, 2)
 
-	res, err := h.o.Decide(h.ctx, id, []string{"w1"}, queue.DecisionApprove, "ada", "fine")
+	res, err := h.o.Decide(h.ctx, id, []string{"w1"}, registry.DecisionApprove, "ada", "fine")
 	require.NoError(t, err)
 	require.False(t, res.Woken, "w2 still waits")
 	require.Zero(t, h.drain(false))
-	_, err = h.o.Decide(h.ctx, id, []string{"w1"}, queue.DecisionDeny, "bob", "too late")
-	require.ErrorIs(t, err, queue.ErrNotPending, "a call is decided once")
-	res, err = h.o.Decide(h.ctx, id, []string{"w2"}, queue.DecisionDeny, "bob", "not b")
+	_, err = h.o.Decide(h.ctx, id, []string{"w1"}, registry.DecisionDeny, "bob", "too late")
+	require.ErrorIs(t, err, registry.ErrNotPending, "a call is decided once")
+	res, err = h.o.Decide(h.ctx, id, []string{"w2"}, registry.DecisionDeny, "bob", "not b")
 	require.NoError(t, err)
 	require.True(t, res.Woken)
 	require.Equal(t, 1, h.drain(false))
@@ -625,8 +626,8 @@ func TestApprovals(t *testing.T) {
 	pending, err = h.o.Approvals(h.ctx, "")
 	require.NoError(t, err)
 	require.Empty(t, pending)
-	_, err = h.o.Decide(h.ctx, id, nil, queue.DecisionApprove, "ada", "")
-	require.ErrorIs(t, err, queue.ErrNotPending)
+	_, err = h.o.Decide(h.ctx, id, nil, registry.DecisionApprove, "ada", "")
+	require.ErrorIs(t, err, registry.ErrNotPending)
 }
 
 // TestApprovalTimeout: a gated call nobody decides gets its rule's
@@ -733,7 +734,7 @@ func TestSendAndInterrupt(t *testing.T) {
 	require.Equal(t, []transcript.UserMessage{{Content: "stop and read x", By: "ada", Interrupted: true}, {Content: "and then finish", By: "ada"}}, msgs,
 		"each message once, in order")
 	_, err = h.o.Send(h.ctx, id, "late", "ada", false)
-	require.ErrorIs(t, err, queue.ErrFinished)
+	require.ErrorIs(t, err, registry.ErrFinished)
 }
 
 // testClock is a settable clock for the orchestrator and the limiter.
@@ -760,7 +761,7 @@ func TestRateLimitHandsBack(t *testing.T) {
 	require.NoError(t, h.activate(id, "start", 0))
 	rec := h.record(id)
 	require.Equal(t, thread.StatusWaiting, rec.Status, "%+v", rec.Error)
-	require.Equal(t, queue.WaitingForRateLimit, rec.WaitingFor)
+	require.Equal(t, registry.WaitingForRateLimit, rec.WaitingFor)
 	require.Equal(t, 1, h.prov.calls, "the second call waits for the minute")
 	held, err := h.o.Activations.LeaseHeld(h.ctx, id)
 	require.NoError(t, err)
@@ -799,7 +800,7 @@ func TestRateLimitConcurrency(t *testing.T) {
 	go func() { done <- h.activate(a, "start", 0) }()
 	<-started
 	require.NoError(t, h.activate(b, "start", 0))
-	require.Equal(t, queue.WaitingForRateLimit, h.record(b).WaitingFor, "refused while a's call runs: handed back")
+	require.Equal(t, registry.WaitingForRateLimit, h.record(b).WaitingFor, "refused while a's call runs: handed back")
 	close(release)
 	require.NoError(t, <-done)
 	require.Eventually(t, func() bool { h.drain(true); return h.record(b).Status == thread.StatusCompleted }, 10*time.Second, 200*time.Millisecond)

@@ -9,7 +9,7 @@ import (
 
 // Live transcripts. `spool thread transcript --follow` subscribes to the
 // thread's live channel and asks, on the control channel, that the worker
-// running it publish there (queue.Registry.RequestFollow, repeated while it
+// running it publish there (registry.Registry.RequestFollow, repeated while it
 // follows). The worker then publishes every event line its transcript
 // writer appends, from the lines buffered since the last checkpoint on, as
 // they are appended: a model's token deltas (coalesced by the writer),

@@ -8,6 +8,7 @@ import (
 	"github.com/spool-run/spool/hooks"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -65,7 +66,7 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 		s.emit(transcript.TypeThreadError, transcript.Error{Class: pe.Class, Code: code, Message: pe.Error(), Retryable: dec.Action == hooks.Retry})
 		s.runHooks(ctx, hooks.EventError, evctx)
 		if dec.Action != hooks.Retry {
-			s.decide(thread.StatusError, "", nil, &queue.ErrorInfo{Code: code, Message: pe.Error()})
+			s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: code, Message: pe.Error()})
 			return nil, nil
 		}
 		if dec.Delay >= s.w.cfg.RetryHandBack {

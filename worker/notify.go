@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 )
 
 // ApprovalWebhook is the JSON body of the approval webhook: one POST per
@@ -52,7 +52,7 @@ const (
 // id.timestamp.body)); a "whsec_" secret is base64 after the prefix), and
 // retried with backoff. Best effort: a webhook that stays down delays no
 // thread (the call waits for its decision either way).
-func (s *session) notifyApproval(ctx context.Context, pa queue.PendingApproval) {
+func (s *session) notifyApproval(ctx context.Context, pa registry.PendingApproval) {
 	n := orchestrator.NotifyConfig(s.proj.Approvals)
 	if n.URL == "" {
 		return

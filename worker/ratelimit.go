@@ -11,6 +11,7 @@ import (
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/ratelimit"
+	"github.com/spool-run/spool/registry"
 )
 
 // Fleet-wide rate limits (rate_limits.yaml; package ratelimit). Before
@@ -96,7 +97,7 @@ func (s *session) handBackForRateLimit(ctx context.Context, adm ratelimit.Admiss
 	if err := s.checkpoint(ctx); err != nil {
 		return err
 	}
-	seq, err := s.o.Activations.SuspendUntil(ctx, s.id(), s.version, queue.WaitingForRateLimit, at)
+	seq, err := s.o.Activations.SuspendUntil(ctx, s.id(), s.version, registry.WaitingForRateLimit, at)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/spool-run/spool/provider"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
@@ -44,7 +44,7 @@ func (s *session) recordResponse(ctx context.Context, resp *provider.Response) (
 		StopReason: resp.StopReason,
 	})
 	if priceErr != nil {
-		s.decide(thread.StatusError, "", nil, &queue.ErrorInfo{Code: "pricing_error", Message: priceErr.Error()})
+		s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: "pricing_error", Message: priceErr.Error()})
 		return finished, nil
 	}
 	if len(resp.ToolCalls) > 0 {

@@ -16,6 +16,7 @@ import (
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
@@ -50,11 +51,11 @@ type state struct {
 	// Pending are tool calls whose results are child threads' results.
 	Pending []pending `json:"pending,omitempty"`
 	// InboxSeq is the sequence number of the last message people sent
-	// (queue.InboxMessage) that the conversation holds.
+	// (registry.InboxMessage) that the conversation holds.
 	InboxSeq int64 `json:"inbox_seq,omitempty"`
 	// Approvals are tool calls that wait for a person's decision
 	// (approvals.yaml); they run, or are answered denied, once decided.
-	Approvals []queue.PendingApproval `json:"approvals,omitempty"`
+	Approvals []registry.PendingApproval `json:"approvals,omitempty"`
 	// Final is set once the thread's outcome is decided; a worker that
 	// finds it on restore only re-runs finalization.
 	Final *final `json:"final,omitempty"`
@@ -80,10 +81,10 @@ type pending struct {
 
 // final is a decided outcome.
 type final struct {
-	Status  thread.Status    `json:"status"`
-	Result  string           `json:"result,omitempty"`
-	Outputs map[string]any   `json:"outputs,omitempty"`
-	Error   *queue.ErrorInfo `json:"error,omitempty"`
+	Status  thread.Status       `json:"status"`
+	Result  string              `json:"result,omitempty"`
+	Outputs map[string]any      `json:"outputs,omitempty"`
+	Error   *registry.ErrorInfo `json:"error,omitempty"`
 	// ContinuationID is the continuation of a handed-off thread.
 	ContinuationID string `json:"continuation_id,omitempty"`
 }
@@ -97,11 +98,11 @@ func orchestratorOutcome(f *final, cost thread.Cost) orchestrator.Outcome {
 type session struct {
 	w     *Worker
 	o     *orchestrator.Orchestrator
-	claim queue.Claim
+	claim registry.Claim
 	act   queue.Activation
 	log   *slog.Logger
 
-	rec        *queue.Record
+	rec        *registry.Record
 	version    int64
 	proj       *orchestrator.Project
 	dir        *directive.Directive

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/mcpclient"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
 )
@@ -142,7 +142,7 @@ func (s *session) threadKnowledge(ctx context.Context, ref string) (text string,
 	if err != nil {
 		return "", false, err
 	}
-	byID := make(map[string]*queue.Record, len(recs))
+	byID := make(map[string]*registry.Record, len(recs))
 	for _, r := range recs {
 		byID[r.ThreadID] = r
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 )
 
 // hookSession is a session as far as its hook actions on bundle items
@@ -30,7 +30,7 @@ func hookSession(t *testing.T, capabilities ...string) *session {
 	require.NoError(t, err)
 	b, err := directive.LoadBundle(t.Context(), store, digest)
 	require.NoError(t, err)
-	return &session{rec: &queue.Record{ThreadID: "t/x-1", Capabilities: capabilities}, proj: &orchestrator.Project{Digest: digest, Bundle: b}}
+	return &session{rec: &registry.Record{ThreadID: "t/x-1", Capabilities: capabilities}, proj: &orchestrator.Project{Digest: digest, Bundle: b}}
 }
 
 // TestHookActionsHeldToCapabilities: a hook's load, search and execute

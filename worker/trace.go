@@ -10,6 +10,7 @@ import (
 
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/telemetry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
@@ -25,7 +26,7 @@ import (
 // trace.
 
 // startActivation starts the span of an activation of rec.
-func (w *Worker) startActivation(ctx context.Context, act queue.Activation, rec *queue.Record) (context.Context, trace.Span) {
+func (w *Worker) startActivation(ctx context.Context, act queue.Activation, rec *registry.Record) (context.Context, trace.Span) {
 	opts := []trace.SpanStartOption{
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(telemetry.ThreadID.String(rec.ThreadID), telemetry.Directive.String(rec.Directive),
@@ -52,7 +53,7 @@ func (s *session) endActivation(span trace.Span, err error) {
 	switch {
 	case errors.Is(err, errDraining) || errors.Is(err, errRetryLater):
 		end = "handed_back"
-	case errors.Is(err, errLeaseLost), errors.Is(err, queue.ErrConflict), errors.Is(err, transcript.ErrSegmentExists):
+	case errors.Is(err, errLeaseLost), errors.Is(err, registry.ErrConflict), errors.Is(err, transcript.ErrSegmentExists):
 		end = "taken_over" // another activation holds the thread
 	case err != nil:
 		end = "failed"
@@ -176,7 +177,7 @@ func (s *session) startSpawn(ctx context.Context, directive string, async bool) 
 }
 
 // endSpawn ends a spawn's span with the child it started, or the refusal.
-func endSpawn(span trace.Span, child *queue.Record, err error) {
+func endSpawn(span trace.Span, child *registry.Record, err error) {
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 	} else {

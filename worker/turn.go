@@ -8,7 +8,7 @@ import (
 
 	"github.com/spool-run/spool/hooks"
 	"github.com/spool-run/spool/provider"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -176,7 +176,7 @@ func (s *session) stepModel(ctx context.Context) (*provider.Response, outcome, e
 		return nil, outcome{kind: handBack, reason: "retry_wait", at: s.st.RetryAt}, nil
 	}
 	if errors.Is(err, errRateLimited) {
-		return nil, outcome{kind: handBack, reason: queue.WaitingForRateLimit, at: s.st.RetryAt}, nil
+		return nil, outcome{kind: handBack, reason: registry.WaitingForRateLimit, at: s.st.RetryAt}, nil
 	}
 	if err != nil {
 		return nil, outcome{}, err
@@ -214,7 +214,7 @@ func (s *session) stepWait(ctx context.Context) (outcome, error) {
 			return goOn, err
 		}
 		if !done {
-			return outcome{kind: suspend, reason: queue.WaitingForApproval}, nil
+			return outcome{kind: suspend, reason: registry.WaitingForApproval}, nil
 		}
 		if err := s.checkpoint(ctx); err != nil {
 			return goOn, err
@@ -287,7 +287,7 @@ func (s *session) checkBeforeTurn(ctx context.Context) (outcome, error) {
 		s.decide(thread.StatusCompleted, s.lastAssistantText(), nil, nil)
 		return finished, nil
 	}
-	s.decide(thread.StatusError, "", nil, &queue.ErrorInfo{Code: le.Code, Message: le.Error()})
+	s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: le.Code, Message: le.Error()})
 	return finished, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -16,7 +17,7 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 	now := s.o.Now()
 	var deadline time.Time
 	for attempt := 0; attempt < 10; attempt++ {
-		var targets []queue.WaitTarget
+		var targets []registry.WaitTarget
 		seen := map[string]bool{}
 		for _, p := range s.st.Pending {
 			if !p.Deadline.IsZero() && !now.Before(p.Deadline) {
@@ -27,7 +28,7 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 			}
 			for _, id := range p.Threads {
 				rec, err := s.o.Registry.Get(ctx, id)
-				if errors.Is(err, queue.ErrNotFound) {
+				if errors.Is(err, registry.ErrNotFound) {
 					continue // lost with Redis writes: nothing to wait for (lostThread)
 				}
 				if err != nil {
@@ -39,7 +40,7 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 				}
 				if !seen[rec.ChainRootID] {
 					seen[rec.ChainRootID] = true
-					targets = append(targets, queue.WaitTarget{Root: rec.ChainRootID, Terminal: term})
+					targets = append(targets, registry.WaitTarget{Root: rec.ChainRootID, Terminal: term})
 				}
 			}
 		}
@@ -47,7 +48,7 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 			break
 		}
 		suspended, seq, err := s.o.Activations.Suspend(ctx, s.id(), s.version, targets)
-		if errors.Is(err, queue.ErrChainMoved) {
+		if errors.Is(err, registry.ErrChainMoved) {
 			continue
 		}
 		if err != nil {
@@ -77,7 +78,7 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 				return false, err
 			}
 			rec, err := s.o.Registry.Get(ctx, term)
-			if errors.Is(err, queue.ErrNotFound) {
+			if errors.Is(err, registry.ErrNotFound) {
 				s.log.Warn("a thread this one waits on is not in the registry: Redis lost its registration", "waited_id", term)
 				results[id] = lostThread(term)
 				anyFailed = true
@@ -110,12 +111,12 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 // task or budget of it is left, so it will never run or finish. The
 // parent's model is told, and may start it again.
 func lostThread(id string) map[string]any {
-	return map[string]any{"thread_id": id, "status": thread.StatusError, "error": queue.ErrorInfo{Code: "thread_lost",
+	return map[string]any{"thread_id": id, "status": thread.StatusError, "error": registry.ErrorInfo{Code: "thread_lost",
 		Message: "thread " + id + " is not in the registry: Redis lost its registration (it restarted without its last writes), so it never ran or its end is unknown; start it again if it is still needed"}}
 }
 
 // childSummary is what a parent sees of a finished (or still running) child.
-func childSummary(rec *queue.Record) map[string]any {
+func childSummary(rec *registry.Record) map[string]any {
 	return map[string]any{
 		"thread_id": rec.ThreadID, "directive": rec.Directive, "status": rec.Status, "result": rec.Result,
 		"outputs": rec.Outputs, "error": rec.Error, "cost": rec.Cost,

@@ -18,6 +18,7 @@ import (
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/ratelimit"
+	"github.com/spool-run/spool/registry"
 )
 
 // Config configures a Worker.
@@ -311,7 +312,7 @@ func (w *Worker) isDraining() bool {
 // listenControl cancels the model call of a running activation when its
 // thread's cancel is requested, and starts its live transcript when
 // someone follows it.
-func (w *Worker) listenControl(ctx context.Context, sub *queue.Subscription) {
+func (w *Worker) listenControl(ctx context.Context, sub *registry.Subscription) {
 	for {
 		select {
 		case <-ctx.Done():

@@ -51,6 +51,7 @@ import (
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/transcript"
 	"github.com/spool-run/spool/worker"
 )
@@ -235,7 +236,7 @@ func (b *bench) storm(threads, serverRPS int) error {
 		ids, err := f.run(threads)
 		ended := map[string]int{}
 		if err == nil {
-			var res map[string]*queue.Record
+			var res map[string]*registry.Record
 			res, err = f.orchs[0].Wait(context.Background(), ids, 10*time.Minute)
 			for _, id := range ids {
 				if err == nil {

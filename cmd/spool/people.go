@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 )
 
 // People in the loop (CLI.md): approvals, approve, deny, send, interrupt.
@@ -36,12 +36,12 @@ func peopleCommands() []*cli.Command {
 		{Name: "approve", Usage: "approve a thread's pending tool calls: they run", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag,
 			&cli.StringFlag{Name: "call", Usage: "only this call ID (default: every pending call of the thread)"},
 			&cli.StringFlag{Name: "reason", Usage: "why, recorded in the transcript"}, byFlag()},
-			Action: func(c *cli.Context) error { return threadDecide(c, queue.DecisionApprove) }},
+			Action: func(c *cli.Context) error { return threadDecide(c, registry.DecisionApprove) }},
 		{Name: "deny", Usage: "deny a thread's pending tool calls: the model gets the reason as the call's error", ArgsUsage: "ID --reason TEXT",
 			Flags: []cli.Flag{jsonFlag,
 				&cli.StringFlag{Name: "call", Usage: "only this call ID (default: every pending call of the thread)"},
 				&cli.StringFlag{Name: "reason", Usage: "why, given to the model (required)"}, byFlag()},
-			Action: func(c *cli.Context) error { return threadDecide(c, queue.DecisionDeny) }},
+			Action: func(c *cli.Context) error { return threadDecide(c, registry.DecisionDeny) }},
 		{Name: "send", Usage: "queue a message the model sees before its next call", ArgsUsage: "ID --message TEXT",
 			Flags:  []cli.Flag{jsonFlag, &cli.StringFlag{Name: "message", Usage: "the message (required)"}, byFlag()},
 			Action: func(c *cli.Context) error { return threadSend(c, false) }},
@@ -96,7 +96,7 @@ func threadDecide(c *cli.Context, decision string) error {
 	if err != nil {
 		return err
 	}
-	if decision == queue.DecisionDeny && strings.TrimSpace(c.String("reason")) == "" {
+	if decision == registry.DecisionDeny && strings.TrimSpace(c.String("reason")) == "" {
 		return usagef("thread deny needs --reason TEXT (the model gets it as the call's error)")
 	}
 	s, err := openServices(c, openOpts{readOnly: true})
@@ -109,7 +109,7 @@ func threadDecide(c *cli.Context, decision string) error {
 		calls = []string{call}
 	}
 	res, err := s.orch.Decide(c.Context, id, calls, decision, who(c), c.String("reason"))
-	if errors.Is(err, queue.ErrNotPending) {
+	if errors.Is(err, registry.ErrNotPending) {
 		return fmt.Errorf("%s: %w", decision, err)
 	}
 	if err != nil {
@@ -118,7 +118,7 @@ func threadDecide(c *cli.Context, decision string) error {
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, res)
 	}
-	verb := map[string]string{queue.DecisionApprove: "approved", queue.DecisionDeny: "denied"}[decision]
+	verb := map[string]string{registry.DecisionApprove: "approved", registry.DecisionDeny: "denied"}[decision]
 	fmt.Fprintf(c.App.Writer, "%s  %s %s", res.ThreadID, verb, strings.Join(res.Calls, ", "))
 	if res.Woken {
 		fmt.Fprint(c.App.Writer, "; the thread goes on")
@@ -144,7 +144,7 @@ func threadSend(c *cli.Context, interrupt bool) error {
 	}
 	defer s.Close()
 	res, err := s.orch.Send(c.Context, id, msg, who(c), interrupt)
-	if errors.Is(err, queue.ErrFinished) {
+	if errors.Is(err, registry.ErrFinished) {
 		return fmt.Errorf("%s: %w (send and interrupt need a running or waiting thread; `spool thread resume` continues a finished one)", c.Command.Name, err)
 	}
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/spawn"
 )
 
@@ -30,7 +30,7 @@ func runChildOfTool(c *cli.Context, cl *spawn.Client, name string, inputs map[st
 	if err != nil {
 		return err
 	}
-	var rec queue.Record
+	var rec registry.Record
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		return fmt.Errorf("the worker's reply: %w", err)
 	}
@@ -45,7 +45,7 @@ func runChildOfTool(c *cli.Context, cl *spawn.Client, name string, inputs map[st
 	if err != nil {
 		return err
 	}
-	var res map[string]*queue.Record
+	var res map[string]*registry.Record
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return fmt.Errorf("the worker's reply: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/spawn"
 	"github.com/spool-run/spool/stack"
 	"github.com/spool-run/spool/thread"
@@ -253,7 +254,7 @@ func threadRun(c *cli.Context) error {
 
 // printFinal prints the final record of a waited-for thread (--json or
 // the text view) and fails (exit 1) unless it completed.
-func printFinal(c *cli.Context, final *queue.Record) error {
+func printFinal(c *cli.Context, final *registry.Record) error {
 	if c.Bool("json") {
 		if err := printJSON(c.App.Writer, final); err != nil {
 			return err
@@ -267,14 +268,14 @@ func printFinal(c *cli.Context, final *queue.Record) error {
 	return nil
 }
 
-func errSuffix(r *queue.Record) string {
+func errSuffix(r *registry.Record) string {
 	if r.Error == nil {
 		return ""
 	}
 	return ": " + r.Error.Line()
 }
 
-func printRecord(w io.Writer, r *queue.Record) {
+func printRecord(w io.Writer, r *registry.Record) {
 	fmt.Fprintf(w, "thread     %s\n", r.ThreadID)
 	fmt.Fprintf(w, "directive  %s\n", r.Directive)
 	fmt.Fprintf(w, "status     %s\n", r.Status)
@@ -402,13 +403,13 @@ func threadList(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	recs, err := s.orch.Registry.List(c.Context, queue.Filter{Status: thread.Status(st), Directive: c.String("directive"), Parent: c.String("parent"), Limit: c.Int("limit")})
+	recs, err := s.orch.Registry.List(c.Context, registry.Filter{Status: thread.Status(st), Directive: c.String("directive"), Parent: c.String("parent"), Limit: c.Int("limit")})
 	if err != nil {
 		return err
 	}
 	if c.Bool("json") {
 		if recs == nil {
-			recs = []*queue.Record{}
+			recs = []*registry.Record{}
 		}
 		return printJSON(c.App.Writer, recs)
 	}
@@ -449,7 +450,7 @@ func threadShow(c *cli.Context) error {
 // unservedQueue says, for a thread that waits to be taken by a worker
 // (created, or waiting to be woken), that no running worker serves its
 // queue; "" when one does, or when that cannot be told.
-func unservedQueue(c *cli.Context, s *services, r *queue.Record) string {
+func unservedQueue(c *cli.Context, s *services, r *registry.Record) string {
 	if r.Status != thread.StatusCreated && r.Status != thread.StatusWaiting {
 		return ""
 	}
@@ -465,7 +466,7 @@ func unservedQueue(c *cli.Context, s *services, r *queue.Record) string {
 }
 
 func notFound(id string, err error) error {
-	if errors.Is(err, queue.ErrNotFound) {
+	if errors.Is(err, registry.ErrNotFound) {
 		return fmt.Errorf("thread %q not found", id)
 	}
 	return err

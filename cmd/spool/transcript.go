@@ -9,7 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -72,7 +72,7 @@ func warnUnverified(c *cli.Context, s *services, what string) {
 
 // readPrefix reads what verifies of rec's transcript (lenient), held to
 // the registry's mark so that missing last segments count as damage too.
-func readPrefix(c *cli.Context, s *services, rec *queue.Record) (*transcript.Transcript, error) {
+func readPrefix(c *cli.Context, s *services, rec *registry.Record) (*transcript.Transcript, error) {
 	return s.orch.ReadTranscript(c.Context, rec)
 }
 
@@ -111,7 +111,7 @@ func printEvent(c *cli.Context, format string, ev transcript.Event) {
 // live ones its worker publishes between checkpoints). It returns when the
 // thread has finished (or waits on children: continued, completed, error,
 // cancelled) and its last segment is printed, or when interrupted.
-func followTranscript(c *cli.Context, s *services, rec *queue.Record, format string) error {
+func followTranscript(c *cli.Context, s *services, rec *registry.Record, format string) error {
 	tr, err := s.orch.Follow(c.Context, rec.ThreadID, orchestrator.FollowOptions{}, func(ev transcript.Event) error {
 		printEvent(c, format, ev)
 		return nil
@@ -230,7 +230,7 @@ func followLine(ctx context.Context, s *services, id string) string {
 	return line
 }
 
-func short(r *queue.Record) string {
+func short(r *registry.Record) string {
 	if r.ChainIndex > 0 {
 		return fmt.Sprintf("%s (continuation %d)", r.ThreadID, r.ChainIndex)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -348,7 +349,7 @@ func tail(s string, n int) string {
 }
 
 // Wait waits for threads through the in-process orchestrator.
-func (e *Env) Wait(ids []string, timeout time.Duration) map[string]*queue.Record {
+func (e *Env) Wait(ids []string, timeout time.Duration) map[string]*registry.Record {
 	e.T.Helper()
 	res, err := e.Orch.Wait(context.Background(), ids, timeout)
 	if err != nil {

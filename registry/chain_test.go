@@ -1,4 +1,4 @@
-package queue
+package registry
 
 import (
 	"context"
@@ -245,7 +245,7 @@ func TestWaitTerminalManyReadsPerEvent(t *testing.T) {
 	defer counted.Close()
 	reads := &readCounter{}
 	counted.AddHook(reads)
-	waiter, err := NewRegistry(RegistryConfig{Client: counted, Keys: f.ks, Now: f.clock.Now, SafetyPoll: time.Hour})
+	waiter, err := New(Config{Client: counted, Keys: f.ks, Now: f.clock.Now, SafetyPoll: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

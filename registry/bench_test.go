@@ -1,4 +1,4 @@
-package queue
+package registry
 
 import (
 	"fmt"
@@ -28,7 +28,7 @@ func BenchmarkRegistryOps(b *testing.B) {
 		b.Run(op, func(b *testing.B) {
 			f := setupRegistry(b)
 			rdb := autopipe.Wrap(f.r.Client)
-			reg, err := NewRegistry(RegistryConfig{Client: rdb, Keys: f.ks})
+			reg, err := New(Config{Client: rdb, Keys: f.ks})
 			if err != nil {
 				b.Fatal(err)
 			}

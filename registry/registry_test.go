@@ -1,4 +1,4 @@
-package queue
+package registry
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/keyspace"
+	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -45,7 +46,7 @@ func setupRegistry(t testing.TB) regFixture {
 	r := testenv.NewRedis(t)
 	ks := keyspace.New(r.Namespace)
 	clock := &fakeClock{t: time.Date(2026, 2, 17, 10, 0, 56, 0, time.UTC)}
-	reg, err := NewRegistry(RegistryConfig{Client: r.Client, Keys: ks, Now: clock.Now, SafetyPoll: 200 * time.Millisecond})
+	reg, err := New(Config{Client: r.Client, Keys: ks, Now: clock.Now, SafetyPoll: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,10 +85,10 @@ func (f regFixture) get(t testing.TB, id string) *Record {
 
 func TestNewRegistryConfig(t *testing.T) {
 	t.Parallel()
-	if _, err := NewRegistry(RegistryConfig{}); err == nil {
+	if _, err := New(Config{}); err == nil {
 		t.Fatal("nil client accepted")
 	}
-	c := RegistryConfig{}.WithDefaults()
+	c := Config{}.WithDefaults()
 	if c.Keys.Prefix() != "spool:{spool}:" || c.SafetyPoll != 2*time.Second || c.Now == nil {
 		t.Fatalf("defaults %+v", c)
 	}
@@ -360,7 +361,7 @@ func TestClaimCommitRace(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					<-start
-					c, err := f.acts.Claim(f.ctx, id, reason, seq, fmt.Sprint("tok", g), TaskID(Activation{ThreadID: id, Reason: reason}, seq), time.Minute)
+					c, err := f.acts.Claim(f.ctx, id, reason, seq, fmt.Sprint("tok", g), queue.TaskID(queue.Activation{ThreadID: id, Reason: reason}, seq), time.Minute)
 					mu.Lock()
 					defer mu.Unlock()
 					switch {

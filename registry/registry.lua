@@ -1,7 +1,7 @@
 -- registry.lua: the thread registry's writes that compound scripts share
--- (package queue), as Lua functions of one table, registry. The
+-- (package registry), as Lua functions of one table, registry. The
 -- registry's own scripts for them are this file and one line that calls
--- one function with KEYS and ARGV (registry_scripts.go); the compound
+-- one function with KEYS and ARGV (scripts.go); the compound
 -- scripts of package orchestrator (start.lua, finalize.lua) call them
 -- with slices of theirs.
 --

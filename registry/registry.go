@@ -1,4 +1,4 @@
-package queue
+package registry
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"github.com/spool-run/spool/thread"
 )
 
-// RegistryConfig configures a Registry.
-type RegistryConfig struct {
+// Config configures a Registry.
+type Config struct {
 	// Client is the Redis client. Required.
 	Client redis.UniversalClient
 	// Keys builds every key. Default keyspace.New("") (namespace "spool").
@@ -30,7 +30,7 @@ type RegistryConfig struct {
 }
 
 // WithDefaults returns c with its zero fields set to their defaults.
-func (c RegistryConfig) WithDefaults() RegistryConfig {
+func (c Config) WithDefaults() Config {
 	if c.Keys.Prefix() == "" {
 		c.Keys = keyspace.New("")
 	}
@@ -43,7 +43,7 @@ func (c RegistryConfig) WithDefaults() RegistryConfig {
 	return c
 }
 
-func (c RegistryConfig) validate() error {
+func (c Config) validate() error {
 	if c.Client == nil {
 		return errors.New("registry config: Client is required")
 	}
@@ -60,8 +60,8 @@ type Registry struct {
 	poll time.Duration
 }
 
-// NewRegistry returns a registry.
-func NewRegistry(cfg RegistryConfig) (*Registry, error) {
+// New returns a registry.
+func New(cfg Config) (*Registry, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package queue
+package registry
 
 import (
 	"context"
@@ -136,7 +136,7 @@ func (s *Subscription) Close() error {
 // change is missed; an event that a watched thread ended (a terminal
 // status, continued included) re-reads the ids whose chains it is on (only those: waiting on thousands of threads costs one
 // read per event, not one per id), and a slow safety poll
-// (RegistryConfig.SafetyPoll) re-reads every id still pending, for lost
+// (Config.SafetyPoll) re-reads every id still pending, for lost
 // messages. ErrNotFound when an id is not registered. When ctx ends first
 // it returns the records finished so far and ctx's error.
 func (r *Registry) WaitTerminal(ctx context.Context, ids []string) (map[string]*Record, error) {

@@ -1,4 +1,4 @@
-package queue
+package registry
 
 import (
 	"context"

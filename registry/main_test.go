@@ -1,0 +1,9 @@
+package registry
+
+import (
+	"testing"
+
+	"github.com/spool-run/spool/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
