@@ -26,7 +26,8 @@
 //	/api/threads/ID/timeline        the timeline as JSON
 //	/api/ratelimits                 the rate limits page as JSON
 //	/asynq/                         asynqmon, with a bar back to the thread views
-//	/metrics                        Prometheus: asynq queue sizes and spool's threads by status
+//	/metrics                        Prometheus: asynq queue sizes, spool's threads by status and
+//	                                the fleet's rate-limit counters (spool_ratelimit_fleet_*)
 //	/healthz                        liveness, never behind authentication
 //
 // Rate limits: the page reads the rules of Config.Project's
@@ -42,7 +43,11 @@
 // a rate limit now (status waiting, waiting_for rate_limit, from the
 // registry's active threads) with the rules whose glob matches their
 // model and when they come back. A project without the file says so,
-// with its path.
+// with its path. /metrics exports the same counters per budget
+// (spool_ratelimit_fleet_admitted_total, _throttled_total{kind},
+// _waiting_total, _tokens_total{kind,stage}, _in_flight), labelled by
+// rule (the budget id the workers' spool_ratelimit_* metrics use) and
+// match: the fleet's totals, where each worker's own are its share.
 //
 // Thread ids contain slashes (a directive name is their prefix), so the id
 // is everything after /threads/ up to an optional /transcript, /timeline

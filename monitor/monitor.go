@@ -156,8 +156,10 @@ func New(cfg Config) (http.Handler, error) {
 		limiter:     ratelimit.New(cfg.Orch.Redis, cfg.Orch.Keys, cfg.Orch.Now),
 		key:         sessionKey(cfg.SessionKey),
 	}
-	if err := cfg.Registry.Register(newCollector(m)); err != nil {
-		return nil, fmt.Errorf("monitor: register metrics: %w", err)
+	for _, c := range []prometheus.Collector{newCollector(m), newRateCollector(m)} {
+		if err := cfg.Registry.Register(c); err != nil {
+			return nil, fmt.Errorf("monitor: register metrics: %w", err)
+		}
 	}
 	return m.handler(), nil
 }

@@ -1,11 +1,15 @@
 package monitor
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/ratelimit"
@@ -66,12 +70,10 @@ type rateWaiter struct {
 func (m *Monitor) serveRateLimits(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	d := rateLimitsData{File: filepath.Join(m.cfg.Project, filepath.FromSlash(config.RateLimitsPath)), Rules: []rateRow{}, Waiting: []rateWaiter{}}
-	rl, err := config.LoadRateLimits(os.DirFS(m.cfg.Project))
-	if err != nil {
+	rl, st, err := m.rateStatus(ctx)
+	if rl == nil && err != nil {
 		d.Problem = err.Error()
-	}
-	st, err := m.limiter.Status(ctx, rl)
-	if err != nil {
+	} else if err != nil {
 		m.fail(w, r, err)
 		return
 	}
@@ -120,6 +122,24 @@ func (m *Monitor) serveRateLimits(w http.ResponseWriter, r *http.Request) {
 	m.render(w, r, http.StatusOK, m.pages.ratelimits, page{Title: "Rate limits", Nav: "ratelimits", Data: d})
 }
 
+// rateStatus reads Config.Project's rate_limits.yaml and the status of
+// its budgets; a file that does not read is an error with a nil rl.
+func (m *Monitor) rateStatus(ctx context.Context) (rl *config.RateLimits, st []ratelimit.Status, err error) {
+	if rl, err = config.LoadRateLimits(os.DirFS(m.cfg.Project)); err != nil {
+		return nil, nil, err
+	}
+	st, err = m.limiter.Status(ctx, rl)
+	return rl, st, err
+}
+
+// pctOf renders a ratio as a percentage: one decimal below 10%.
+func pctOf(ratio float64) string {
+	if ratio*100 < 10 {
+		return fmt.Sprintf("%.1f", ratio*100)
+	}
+	return fmt.Sprintf("%.0f", ratio*100)
+}
+
 func ratio(part, whole int64) float64 {
 	if whole <= 0 {
 		return 0
@@ -144,4 +164,60 @@ func kindName(kind string) string {
 		return "higher priority waiting"
 	}
 	return kind
+}
+
+// rateCollector exports the fleet's rate-limit counters of the project's
+// rules on /metrics, read from Redis on each scrape (the workers' own
+// spool_ratelimit_* counters are each worker's share): by budget (rule,
+// the budget id the workers' metrics use) and match (its glob).
+type rateCollector struct {
+	m                                            *Monitor
+	admitted, throttled, waiting, tokens, flight *prometheus.Desc
+}
+
+func newRateCollector(m *Monitor) *rateCollector {
+	l := []string{"rule", "match"}
+	return &rateCollector{m: m,
+		admitted:  prometheus.NewDesc("spool_ratelimit_fleet_admitted_total", "Model calls a rate-limit budget admitted, fleet-wide.", l, nil),
+		throttled: prometheus.NewDesc("spool_ratelimit_fleet_throttled_total", "Admissions a rate-limit budget refused, fleet-wide, by what refused them.", append(l, "kind"), nil),
+		waiting:   prometheus.NewDesc("spool_ratelimit_fleet_waiting_total", "Threads handed back to wait for a rate-limit budget, fleet-wide.", l, nil),
+		tokens:    prometheus.NewDesc("spool_ratelimit_fleet_tokens_total", "Tokens per rate-limit budget, fleet-wide: reserved before calls, used as the providers reported.", append(l, "kind", "stage"), nil),
+		flight:    prometheus.NewDesc("spool_ratelimit_fleet_in_flight", "Concurrency leases a rate-limit budget holds now.", l, nil),
+	}
+}
+
+func (c *rateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.admitted, c.throttled, c.waiting, c.tokens, c.flight} {
+		ch <- d
+	}
+}
+
+func (c *rateCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, st, err := c.m.rateStatus(ctx)
+	if err != nil {
+		c.m.cfg.Logger.Warn("monitor: metrics: rate limits", "error", err)
+		return
+	}
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for _, s := range st {
+		if s.Rule.ID == "" {
+			continue // a per_key rule no call used
+		}
+		id, match := s.Rule.ID, s.Rule.Match
+		k := s.Counters
+		counter(c.admitted, k.Admitted, id, match)
+		counter(c.waiting, k.Waiting, id, match)
+		for _, kind := range ratelimit.Kinds {
+			counter(c.throttled, k.ThrottledBy[kind], id, match, kind)
+		}
+		counter(c.tokens, k.InputReserved, id, match, "input", "reserved")
+		counter(c.tokens, k.InputUsed, id, match, "input", "used")
+		counter(c.tokens, k.OutputReserved, id, match, "output", "reserved")
+		counter(c.tokens, k.OutputUsed, id, match, "output", "used")
+		ch <- prometheus.MustNewConstMetric(c.flight, prometheus.GaugeValue, float64(s.InFlight), id, match)
+	}
 }

@@ -85,6 +85,14 @@ func TestRateLimitsPage(t *testing.T) {
 	require.Equal(t, second.ThreadID, d.Waiting[0].ThreadID)
 	require.Equal(t, []string{"script:scripts/*"}, d.Waiting[0].Rules)
 	require.WithinDuration(t, time.Now().Add(time.Minute), d.Waiting[0].WakeAt, 10*time.Second)
+
+	// /metrics: the fleet's counters, for Prometheus.
+	metrics := e.page("/metrics")
+	labels := `match="script:scripts/*",rule="` + r.Rule.ID + `"`
+	require.Contains(t, metrics, `spool_ratelimit_fleet_admitted_total{`+labels+`} 1`)
+	require.Contains(t, metrics, `spool_ratelimit_fleet_waiting_total{`+labels+`} 1`)
+	require.Contains(t, metrics, `spool_ratelimit_fleet_tokens_total{kind="input",`+labels+`,stage="used"} 90`)
+	require.Contains(t, metrics, `spool_ratelimit_fleet_throttled_total{kind="req",`+labels+`} `)
 }
 
 // TestRateLimitsEmpty: a project without rate_limits.yaml says so, and
