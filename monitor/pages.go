@@ -92,7 +92,7 @@ var funcs = template.FuncMap{
 	"plus":           func(a, b int) int { return a + b },
 	"minus":          func(a, b int) int { return a - b },
 	"kindName":       kindName,
-	"pctOf":          func(ratio float64) float64 { return ratio * 100 },
+	"pctOf":          pctOf,
 }
 
 // pretty renders v as indented JSON, leaving <, > and & as they are: the
