@@ -15,6 +15,7 @@ import (
 	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/telemetry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -102,6 +103,18 @@ func (s *server) record(w http.ResponseWriter, r *http.Request, id string) *regi
 // threadURL is the path of thread id, escaped.
 func threadURL(id string) string { return "/v1/threads/" + url.PathEscape(id) }
 
+// callerTrace is the request's W3C traceparent header when it is one: a
+// thread started with it joins the caller's trace (its span is a child of
+// the caller's). Anything else is ignored, as the W3C recommendation says,
+// and the thread starts a trace of its own.
+func callerTrace(r *http.Request) string {
+	tp := r.Header.Get("traceparent")
+	if _, ok := telemetry.Parse(tp); !ok {
+		return ""
+	}
+	return tp
+}
+
 // runBody is RunRequest as the server reads it: limits as a map, so that
 // each is checked as `--limit k=v` is (thread.LimitsFromMap).
 type runBody struct {
@@ -138,7 +151,7 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, _ string) {
 	}
 	started, err := launch.Start(r.Context(), s.cfg.Orch, launch.Request{Project: s.cfg.Project, UserDir: s.cfg.UserDir, Logger: s.log,
 		StartRequest: orchestrator.StartRequest{Directive: name, Inputs: b.Inputs, Model: b.Model, LimitOverrides: limits,
-			ParentID: b.Parent, Queue: b.Queue}})
+			ParentID: b.Parent, Queue: b.Queue, TraceParent: callerTrace(r)}})
 	if err != nil {
 		s.fail(w, r, b.Parent, err)
 		return
