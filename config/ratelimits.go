@@ -9,6 +9,8 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"regexp"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -58,10 +60,54 @@ type RateRule struct {
 }
 
 // MatchesModel reports whether the rule's glob matches the model id (its
-// provider and key aside).
+// provider and key aside). In a model glob `*` matches any run of
+// characters, slashes included (model ids are not paths: "script:*"
+// matches script:scripts/demo.yaml, "openai/*" every model of an
+// OpenAI-compatible gateway's namespace), `?` one character, and `[...]`
+// a class as in path.Match; `\` quotes the next character.
 func (r RateRule) MatchesModel(model string) bool {
-	ok, _ := path.Match(r.Match, model)
-	return ok || r.Match == "*"
+	re, err := modelGlob(r.Match)
+	return err == nil && re.MatchString(model)
+}
+
+// modelGlob compiles a model glob (RateRule.MatchesModel) to an anchored
+// regular expression; a malformed class or a trailing backslash is an
+// error.
+func modelGlob(glob string) (*regexp.Regexp, error) {
+	var b strings.Builder
+	b.WriteString("^")
+	for i := 0; i < len(glob); i++ {
+		switch c := glob[i]; c {
+		case '*':
+			b.WriteString(".*")
+		case '?':
+			b.WriteString(".")
+		case '\\':
+			i++
+			if i == len(glob) {
+				return nil, errors.New("a trailing backslash quotes nothing")
+			}
+			b.WriteString(regexp.QuoteMeta(glob[i : i+1]))
+		case '[':
+			end := strings.IndexByte(glob[i+1:], ']')
+			if end < 1 {
+				return nil, errors.New("a character class [...] is not closed")
+			}
+			class := glob[i+1 : i+1+end]
+			if class[0] == '!' || class[0] == '^' {
+				class = "^" + class[1:]
+			}
+			if _, err := path.Match("["+class+"]", "x"); err != nil {
+				return nil, fmt.Errorf("character class [%s]: %w", glob[i+1:i+1+end], err)
+			}
+			b.WriteString("[" + class + "]")
+			i += end + 1
+		default:
+			b.WriteString(regexp.QuoteMeta(glob[i : i+1]))
+		}
+	}
+	b.WriteString("$")
+	return regexp.Compile(b.String())
 }
 
 // BudgetID is the ID of the rule's budget for calls with the API key of
@@ -127,7 +173,7 @@ func ParseRateLimits(p string, data []byte) (*RateLimits, error) {
 		if rule.Match == "" {
 			return nil, fmt.Errorf("%s: match is required (a glob over model ids)", where)
 		}
-		if _, err := path.Match(rule.Match, ""); err != nil {
+		if _, err := modelGlob(rule.Match); err != nil {
 			return nil, fmt.Errorf("%s: match %q: %w", where, rule.Match, err)
 		}
 		switch rule.Provider {
