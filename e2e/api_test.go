@@ -242,33 +242,12 @@ func (a apiCall) problem(status int, code, method, path, body string, edit ...fu
 
 func esc(id string) string { return url.PathEscape(id) }
 
-// waitStatus waits until thread id's status is one of want.
-func waitStatus(t *testing.T, e *spooltest.Env, id string, want ...thread.Status) *registry.Record {
-	t.Helper()
-	var rec *registry.Record
-	require.Eventually(t, func() bool {
-		r, err := e.Orch.Registry.Get(context.Background(), id)
-		if err != nil {
-			return false
-		}
-		rec = r
-		for _, s := range want {
-			if r.Status == s {
-				return true
-			}
-		}
-		return false
-	}, 2*time.Minute, 20*time.Millisecond, "thread %s never reached %v", id, want)
-	return rec
-}
-
 // TestAPIRoutes exercises every route of `spool api` on a real server and
 // workers, with good and bad input, holding every request and response to
 // the OpenAPI document.
 func TestAPIRoutes(t *testing.T) {
 	t.Parallel()
-	e := spooltest.New(t, spooltest.Options{Files: apiProject()})
-	e.StartWorker("--concurrency", "4")
+	e := workerEnv(t, apiProject(), "4")
 	srv := startAPI(t, e)
 	tr := newOpenAPITransport(t)
 	hc := &http.Client{Transport: tr}
@@ -401,13 +380,17 @@ func TestAPIRoutes(t *testing.T) {
 	require.Equal(t, 2, chain.ChainLength, "the resume continues the chain")
 
 	// people in the loop: a gated call waits for a decision
-	gated, err := c.Run(ctx, api.RunRequest{Directive: "t/gated", Model: model})
-	require.NoError(t, err)
-	waitStatus(t, e, gated.ThreadID, thread.StatusWaiting)
-	require.Eventually(t, func() bool {
-		calls, err := e.Orch.Approvals(ctx, gated.ThreadID)
-		return err == nil && len(calls) == 1
-	}, time.Minute, 20*time.Millisecond)
+	runGated := func() *registry.Record {
+		gated, err := c.Run(ctx, api.RunRequest{Directive: "t/gated", Model: model})
+		require.NoError(t, err)
+		waitStatus(t, e, gated.ThreadID, thread.StatusWaiting)
+		require.Eventually(t, func() bool {
+			calls, err := e.Orch.Approvals(ctx, gated.ThreadID)
+			return err == nil && len(calls) == 1
+		}, time.Minute, 20*time.Millisecond)
+		return gated
+	}
+	gated := runGated()
 	var calls []orchestrator.PendingCall
 	status, _, b = raw.do("GET", "/v1/approvals", "")
 	require.Equal(t, 200, status)
@@ -461,13 +444,7 @@ func TestAPIRoutes(t *testing.T) {
 	require.True(t, decided)
 
 	// a deny's reason reaches the model
-	gated2, err := c.Run(ctx, api.RunRequest{Directive: "t/gated", Model: model})
-	require.NoError(t, err)
-	waitStatus(t, e, gated2.ThreadID, thread.StatusWaiting)
-	require.Eventually(t, func() bool {
-		calls, err := e.Orch.Approvals(ctx, gated2.ThreadID)
-		return err == nil && len(calls) == 1
-	}, time.Minute, 20*time.Millisecond)
+	gated2 := runGated()
 	require.NoError(t, c.Deny(ctx, gated2.ThreadID, api.DenyRequest{Reason: "not today", By: "ops"}))
 	denied := e.Wait([]string{gated2.ThreadID}, 2*time.Minute)[gated2.ThreadID]
 	require.Equal(t, thread.StatusCompleted, denied.Status)
@@ -675,6 +652,19 @@ func readSSE(t *testing.T, body io.Reader, n int) []sseMessage {
 }
 
 // requireEndsWith checks that the terminal event typ is among the last
+// readToEnd appends to got every event s reads until the stream ends.
+func readToEnd(t *testing.T, s *client.Stream, got []transcript.Event) []transcript.Event {
+	t.Helper()
+	for {
+		ev, err := s.Next()
+		if errors.Is(err, io.EOF) {
+			return got
+		}
+		require.NoError(t, err)
+		got = append(got, ev)
+	}
+}
+
 // events, followed by nothing but its checkpoint.
 func requireEndsWith(t *testing.T, got []transcript.Event, typ string) {
 	t.Helper()
@@ -709,8 +699,7 @@ func requireTranscript(t *testing.T, e *spooltest.Env, id string, got []transcri
 // reader), losing and repeating nothing.
 func TestAPIEventStream(t *testing.T) {
 	t.Parallel()
-	e := spooltest.New(t, spooltest.Options{Files: apiProject()})
-	e.StartWorker("--concurrency", "2")
+	e := workerEnv(t, apiProject(), "2")
 	srv := startAPI(t, e)
 	hc := &http.Client{Transport: newOpenAPITransport(t)}
 	c, err := client.New(srv.base, client.WithHTTPClient(hc))
@@ -755,14 +744,7 @@ func TestAPIEventStream(t *testing.T) {
 		cr, err := c.Cancel(ctx, id, true)
 		require.NoError(t, err)
 		require.True(t, cr.CancelRequested)
-		for {
-			ev, err := s.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			require.NoError(t, err)
-			got = append(got, ev)
-		}
+		got = readToEnd(t, s, got)
 		require.Equal(t, thread.StatusCancelled, s.End().Status)
 		require.Equal(t, got[len(got)-1].Seq, s.End().LastEventID)
 		requireEndsWith(t, got, transcript.TypeThreadCancelled)
@@ -818,14 +800,7 @@ func TestAPIEventStream(t *testing.T) {
 		require.NoError(t, srv.proc.Stop(30*time.Second))
 		again := startAPI(t, e, "--addr", srv.addr)
 		require.Equal(t, srv.addr, again.addr)
-		for {
-			ev, err := s.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			require.NoError(t, err)
-			got = append(got, ev)
-		}
+		got = readToEnd(t, s, got)
 		require.GreaterOrEqual(t, s.Reconnects(), 1)
 		require.Equal(t, thread.StatusCompleted, s.End().Status)
 		requireEndsWith(t, got, transcript.TypeThreadCompleted)

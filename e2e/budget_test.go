@@ -142,8 +142,7 @@ func requireTreeAddsUp(t *testing.T, e *spooltest.Env, all []*registry.Record) {
 // ledger spent exactly the sum of every thread's spend.
 func TestTreeUnderDefaultLimits(t *testing.T) {
 	t.Parallel()
-	e := spooltest.New(t, spooltest.Options{Files: budgetProject()})
-	e.StartWorker("--concurrency", "3")
+	e := workerEnv(t, budgetProject(), "3")
 	rec, res := runJSON(t, e, "b/root", "--model", "script:scripts/b.yaml")
 	require.Equal(t, 0, res.Code, res.Stderr)
 	require.Equal(t, thread.StatusCompleted, rec.Status, rec.Error)
@@ -209,8 +208,7 @@ func TestReadmeTour(t *testing.T) {
 		files[filepath.ToSlash(rel)] = string(b)
 		return err
 	}))
-	e := spooltest.New(t, spooltest.Options{Files: files})
-	e.StartWorker("--concurrency", "2")
+	e := workerEnv(t, files, "2")
 
 	res := e.Spool(strings.Fields(cmd)[1:]...)
 	require.Equal(t, 0, res.Code, res.Stderr)
@@ -262,11 +260,8 @@ func TestReadmeTour(t *testing.T) {
 // first thread's limit.
 func TestResumeCarriesBudget(t *testing.T) {
 	t.Parallel()
-	e := spooltest.New(t, spooltest.Options{Files: budgetProject()})
-	e.StartWorker("--concurrency", "2")
-	rec, res := runJSON(t, e, "b/spender", "--model", "script:scripts/b.yaml", "--limit", "spend=2.5")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	require.Equal(t, thread.StatusCompleted, rec.Status)
+	e := workerEnv(t, budgetProject(), "2")
+	rec := runCompleted(t, e, "b/spender", "--model", "script:scripts/b.yaml", "--limit", "spend=2.5")
 	require.InDelta(t, 1.0, rec.Cost.Spend, 1e-9)
 
 	first := rec.ThreadID
@@ -297,11 +292,8 @@ func TestHandoffCarriesBudget(t *testing.T) {
 	files := coordProject()
 	files[".ai/directives/t/long.md"] = directive("long", `turns="5" spend="1.0"`, fsPerms, `<success>done</success>`)
 	files["scripts/h.yaml"] = handoffScript
-	e := spooltest.New(t, spooltest.Options{Files: files})
-	e.StartWorker("--concurrency", "2")
-	rec, res := runJSON(t, e, "t/long", "--model", "script:scripts/h.yaml")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	require.Equal(t, thread.StatusCompleted, rec.Status)
+	e := workerEnv(t, files, "2")
+	rec := runCompleted(t, e, "t/long", "--model", "script:scripts/h.yaml")
 	chain, err := e.Orch.Registry.GetChain(t.Context(), rec.ChainRootID)
 	require.NoError(t, err)
 	require.Len(t, chain, 3)
@@ -326,15 +318,11 @@ func TestHandoffCarriesBudget(t *testing.T) {
 // the refusal is in the parent's transcript.
 func TestReserveKeepsTheGuarantee(t *testing.T) {
 	t.Parallel()
-	e := spooltest.New(t, spooltest.Options{Files: budgetProject()})
-	e.StartWorker("--concurrency", "2")
-	rec, res := runJSON(t, e, "b/guard", "--model", "script:scripts/b.yaml", "--limit", "spend=1")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	require.Equal(t, thread.StatusCompleted, rec.Status)
+	e := workerEnv(t, budgetProject(), "2")
+	rec := runCompleted(t, e, "b/guard", "--model", "script:scripts/b.yaml", "--limit", "spend=1")
 	require.Contains(t, rec.Result, "spend_exceeded", "the second reservation's refusal is the call's result")
 
-	kids, err := e.Orch.Registry.ListChildren(t.Context(), rec.ThreadID)
-	require.NoError(t, err)
+	kids := children(t, e, rec.ThreadID)
 	require.Len(t, kids, 1)
 	ke, err := e.Orch.Ledger.Get(t.Context(), kids[0].ThreadID)
 	require.NoError(t, err)
@@ -343,14 +331,7 @@ func TestReserveKeepsTheGuarantee(t *testing.T) {
 
 	tr, err := transcript.Read(t.Context(), e.Store, rec.ThreadID, e.Orch.Keyring, transcript.Strict)
 	require.NoError(t, err)
-	var refused []transcript.ChildRefused
-	for _, ev := range tr.Events {
-		if ev.Type == transcript.TypeChildRefused {
-			var p transcript.ChildRefused
-			require.NoError(t, ev.Decode(&p))
-			refused = append(refused, p)
-		}
-	}
+	refused := payloads[transcript.ChildRefused](t, tr.Events, transcript.TypeChildRefused)
 	require.Len(t, refused, 1)
 	require.Equal(t, "b/kid", refused[0].Directive)
 	require.Equal(t, thread.CodeSpendExceeded, refused[0].Code)
@@ -365,8 +346,7 @@ func TestReserveKeepsTheGuarantee(t *testing.T) {
 // with spend_exceeded naming the ancestor whose budget is spent.
 func TestChargeStopsAtAncestorCeiling(t *testing.T) {
 	t.Parallel()
-	e := spooltest.New(t, spooltest.Options{Files: budgetProject()})
-	e.StartWorker("--concurrency", "3")
+	e := workerEnv(t, budgetProject(), "3")
 	// 0.0002 for the pair's turn; each child's three turns cost 0.002 each:
 	// 0.012 asked of a root that can spend 0.01.
 	rec, res := runJSON(t, e, "b/pair", "--model", "script:scripts/b.yaml", "--limit", "spend=0.01")

@@ -79,17 +79,14 @@ func TestCancelEndsTheActivation(t *testing.T) {
 	w := e.StartWorker("--concurrency", "2")
 	home := filepath.Dir(e.Project)
 
+	// start starts the thread and waits until its tool or hook marked
+	// that it ran.
 	start := func(t *testing.T, name, script string) string {
 		t.Helper()
-		res := e.Spool("thread", "run", name, "--model", "script:"+script, "--json")
-		require.Equal(t, 0, res.Code, res.Stderr)
-		var rec registry.Record
-		res.JSON(t, &rec)
-		return rec.ThreadID
-	}
-	marked := func(id string) func() bool {
+		id := startThread(t, e, name, "--model", "script:"+script)
 		marker := filepath.Join(home, "started-"+strings.ReplaceAll(id, "/", "_"))
-		return func() bool { _, err := os.Stat(marker); return err == nil }
+		require.Eventually(t, func() bool { _, err := os.Stat(marker); return err == nil }, time.Minute, 20*time.Millisecond)
+		return id
 	}
 	cancel := func(t *testing.T, id string) *registry.Record {
 		t.Helper()
@@ -111,7 +108,6 @@ func TestCancelEndsTheActivation(t *testing.T) {
 
 	t.Run("during the model call", func(t *testing.T) {
 		id := start(t, "t/think", "scripts/slow.yaml")
-		require.Eventually(t, marked(id), time.Minute, 20*time.Millisecond)
 		time.Sleep(300 * time.Millisecond) // into the 60s model call
 		rec := cancel(t, id)
 		require.Equal(t, "cancelled during the model call", rec.Error.Message)
@@ -120,7 +116,6 @@ func TestCancelEndsTheActivation(t *testing.T) {
 
 	t.Run("during a tool call", func(t *testing.T) {
 		id := start(t, "t/tooling", "scripts/cancel.yaml")
-		require.Eventually(t, marked(id), time.Minute, 20*time.Millisecond)
 		rec := cancel(t, id)
 		require.Equal(t, "cancelled during tool t/sleep", rec.Error.Message)
 		require.Equal(t, 1, rec.Cost.Turns, "the turn that called the tool is recorded")
@@ -131,7 +126,6 @@ func TestCancelEndsTheActivation(t *testing.T) {
 
 	t.Run("between turns", func(t *testing.T) {
 		id := start(t, "t/stepper", "scripts/cancel.yaml")
-		require.Eventually(t, marked(id), time.Minute, 20*time.Millisecond)
 		rec := cancel(t, id)
 		require.Equal(t, "cancelled by request", rec.Error.Message)
 		require.Equal(t, 1, rec.Cost.Turns, "stopped after the first turn's after_step hook")

@@ -19,7 +19,6 @@ import (
 	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/scheduler"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
@@ -290,11 +289,7 @@ func TestWorkerRechargesTurnsRedisLost(t *testing.T) {
 	e.Orch.Log = quiet()
 	w := e.StartWorker("--concurrency", "1")
 	ctx := context.Background()
-	res := e.Spool("thread", "run", "c/lossy", "--model", "script:scripts/lossy.yaml", "--json")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	var rec registry.Record
-	res.JSON(t, &rec)
-	id := rec.ThreadID
+	id := startThread(t, e, "c/lossy", "--model", "script:scripts/lossy.yaml")
 
 	turns := func() int {
 		r, err := e.Orch.Registry.Get(ctx, id)

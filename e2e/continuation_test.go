@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
@@ -39,13 +38,10 @@ func TestRootChainSharesWorkspaceAndResumesTwice(t *testing.T) {
 		".ai/directives/t/ws.md": directive("ws", `turns="5" spend="1.0"`, fsPerms, `<success>done</success>`),
 		"scripts/ws.yaml":        wsScript,
 	}
-	e := spooltest.New(t, spooltest.Options{Files: files})
-	e.StartWorker("--concurrency", "2")
+	e := workerEnv(t, files, "2")
 	e.StartWorker("--concurrency", "2")
 
-	rec, res := runJSON(t, e, "t/ws", "--model", "script:scripts/ws.yaml")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	require.Equal(t, thread.StatusCompleted, rec.Status)
+	rec := runCompleted(t, e, "t/ws", "--model", "script:scripts/ws.yaml")
 	require.Equal(t, 1, rec.ChainIndex, "one handoff")
 	require.Equal(t, "thread 1 read: written by the first thread", rec.Result, "the continuation sees the first thread's file")
 	root := rec.ChainRootID
@@ -102,35 +98,13 @@ func TestCancelWithoutCascadeLeavesChildren(t *testing.T) {
 			for k, v := range tc.files {
 				files[k] = v
 			}
-			e := spooltest.New(t, spooltest.Options{Files: files})
-			e.StartWorker("--concurrency", "4")
-			start := e.Spool("thread", "run", "t/boss", "--model", "script:scripts/slow.yaml", "--json")
-			require.Equal(t, 0, start.Code, start.Stderr)
-			var boss registry.Record
-			start.JSON(t, &boss)
+			e := workerEnv(t, files, "4")
+			boss, kids := startBoss(t, e)
 
-			var kids []*registry.Record
-			require.Eventually(t, func() bool {
-				var err error
-				kids, err = e.Orch.Registry.ListChildren(t.Context(), boss.ThreadID)
-				require.NoError(t, err)
-				running := 0
-				for _, k := range kids {
-					if k.Status == thread.StatusRunning && k.Cost.Turns >= 1 {
-						running++
-					}
-				}
-				return running == 3
-			}, time.Minute, 100*time.Millisecond)
-
-			res := e.Spool(append([]string{"thread", "cancel", boss.ThreadID, "--json"}, tc.args...)...)
+			res := e.Spool(append([]string{"thread", "cancel", boss, "--json"}, tc.args...)...)
 			require.Equal(t, 0, res.Code, res.Stderr)
-			ids := []string{boss.ThreadID}
-			for _, k := range kids {
-				ids = append(ids, k.ThreadID)
-			}
-			final := e.Wait(ids, 2*time.Minute)
-			require.Equal(t, thread.StatusCancelled, final[boss.ThreadID].Status)
+			final := e.Wait(append([]string{boss}, threadIDs(kids)...), 2*time.Minute)
+			require.Equal(t, thread.StatusCancelled, final[boss].Status)
 			for _, k := range kids {
 				// The children run to their own end: all six turns their
 				// limit (capped by the boss's turns) allows.
@@ -169,8 +143,7 @@ func TestCancelReachesTheContinuation(t *testing.T) {
 		".ai/directives/t/slowchain.md": directive("slowchain", `turns="10" spend="1.0"`, fsPerms, `<success>done</success>`),
 		"scripts/sc.yaml":               slowChainScript,
 	}
-	e := spooltest.New(t, spooltest.Options{Files: files})
-	e.StartWorker("--concurrency", "2")
+	e := workerEnv(t, files, "2")
 	res := e.Spool("thread", "run", "t/slowchain", "--model", "script:scripts/sc.yaml")
 	require.Equal(t, 0, res.Code, res.Stderr)
 	first := strings.TrimSpace(res.Stdout)

@@ -121,8 +121,7 @@ func tree(t *testing.T, e *spooltest.Env, root string) []*registry.Record {
 		rec, err := e.Orch.Registry.Get(t.Context(), id)
 		require.NoError(t, err)
 		out = append(out, rec)
-		kids, err := e.Orch.Registry.ListChildren(t.Context(), id)
-		require.NoError(t, err)
+		kids := children(t, e, id)
 		for _, k := range kids {
 			queue = append(queue, k.ThreadID)
 		}
@@ -142,9 +141,7 @@ func testSpawnChainCascadesSpend(t *testing.T, top testenv.Topology) {
 	e := spooltest.New(t, spooltest.Options{Files: coordProject(), Topology: top})
 	e.StartWorker("--concurrency", "2")
 	e.StartWorker("--concurrency", "2")
-	rec, res := runJSON(t, e, "t/chain", "--input", "level=1", "--model", "script:scripts/c.yaml")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	require.Equal(t, thread.StatusCompleted, rec.Status)
+	rec := runCompleted(t, e, "t/chain", "--input", "level=1", "--model", "script:scripts/c.yaml")
 	require.Contains(t, rec.Result, "done at level 1")
 	require.Contains(t, rec.Result, "done at level 2", "the child's result is the spawn call's result")
 
@@ -168,8 +165,7 @@ func testSpawnChainCascadesSpend(t *testing.T, top testenv.Topology) {
 
 func TestDepthAndSpawnLimits(t *testing.T) {
 	t.Parallel()
-	e := spooltest.New(t, spooltest.Options{Files: coordProject()})
-	e.StartWorker("--concurrency", "4")
+	e := workerEnv(t, coordProject(), "4")
 
 	t.Run("grandchild rejected for depth", func(t *testing.T) {
 		rec, res := runJSON(t, e, "t/chain", "--input", "level=1", "--model", "script:scripts/c.yaml", "--limit", "depth=1")
@@ -191,8 +187,7 @@ func TestDepthAndSpawnLimits(t *testing.T) {
 		rec, res := runJSON(t, e, "t/spawner", "--model", "script:scripts/c.yaml")
 		require.Equal(t, 0, res.Code, res.Stderr)
 		require.Contains(t, rec.Result, thread.CodeSpawnsExceeded)
-		kids, err := e.Orch.Registry.ListChildren(t.Context(), rec.ThreadID)
-		require.NoError(t, err)
+		kids := children(t, e, rec.ThreadID)
 		require.Len(t, kids, 2)
 	})
 
@@ -205,11 +200,8 @@ func TestDepthAndSpawnLimits(t *testing.T) {
 
 func TestDeepTreeOnConcurrencyTwo(t *testing.T) {
 	t.Parallel()
-	e := spooltest.New(t, spooltest.Options{Files: coordProject()})
-	e.StartWorker("--concurrency", "2")
-	rec, res := runJSON(t, e, "t/fan", "--input", "level=0", "--model", "script:scripts/c.yaml")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	require.Equal(t, thread.StatusCompleted, rec.Status)
+	e := workerEnv(t, coordProject(), "2")
+	rec := runCompleted(t, e, "t/fan", "--input", "level=0", "--model", "script:scripts/c.yaml")
 	all := tree(t, e, rec.ThreadID)
 	require.Len(t, all, 1+3+9+27, "four levels, fan-out three")
 	for _, r := range all {
@@ -232,43 +224,18 @@ func TestCancelCascadesAcrossWorkers(t *testing.T) {
 func testCancelCascadesAcrossWorkers(t *testing.T, top testenv.Topology) {
 	e := spooltest.New(t, spooltest.Options{Files: coordProject(), Topology: top})
 	workers := []*spooltest.Proc{e.StartWorker("--concurrency", "2"), e.StartWorker("--concurrency", "2")}
-	start := e.Spool("thread", "run", "t/boss", "--model", "script:scripts/slow.yaml", "--json")
-	require.Equal(t, 0, start.Code, start.Stderr)
-	var boss registry.Record
-	start.JSON(t, &boss)
-
-	// Wait until the three children run.
-	deadline := time.Now().Add(60 * time.Second)
-	var kids []*registry.Record
-	for time.Now().Before(deadline) {
-		var err error
-		kids, err = e.Orch.Registry.ListChildren(t.Context(), boss.ThreadID)
-		require.NoError(t, err)
-		running := 0
-		for _, k := range kids {
-			if k.Status == thread.StatusRunning && k.Cost.Turns >= 1 {
-				running++
-			}
-		}
-		if running == 3 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	boss, kids := startBoss(t, e)
 	require.Len(t, kids, 3)
 
-	res := e.Spool("thread", "cancel", boss.ThreadID, "--json")
+	res := e.Spool("thread", "cancel", boss, "--json")
 	require.Equal(t, 0, res.Code, res.Stderr)
-	ids := []string{boss.ThreadID}
-	for _, k := range kids {
-		ids = append(ids, k.ThreadID)
-	}
+	ids := append([]string{boss}, threadIDs(kids)...)
 	final := e.Wait(ids, 60*time.Second)
 	for _, id := range ids {
 		require.Equal(t, thread.StatusCancelled, final[id].Status, id)
 		require.Less(t, final[id].Cost.Turns, 7, "stopped before its script ran out")
 	}
-	entry, err := e.Orch.Ledger.Get(t.Context(), boss.ThreadID)
+	entry, err := e.Orch.Ledger.Get(t.Context(), boss)
 	require.NoError(t, err)
 	require.InDelta(t, 0, entry.Reserved, 1e-12, "cancelled children returned their reservations")
 	for _, w := range workers {
@@ -294,8 +261,7 @@ func TestHandoffChainAndResume(t *testing.T) {
 	files := coordProject()
 	files[".ai/directives/t/long.md"] = directive("long", `turns="5" spend="1.0"`, fsPerms, `<success>done</success>`)
 	files["scripts/h.yaml"] = handoffScript
-	e := spooltest.New(t, spooltest.Options{Files: files})
-	e.StartWorker("--concurrency", "2")
+	e := workerEnv(t, files, "2")
 	e.StartWorker("--concurrency", "2")
 
 	rec, res := runJSON(t, e, "t/long", "--model", "script:scripts/h.yaml")
@@ -439,8 +405,7 @@ func TestWaitThreadsTimesOutThenWakes(t *testing.T) {
 	files[".ai/directives/t/waiter.md"] = directiveWithInputs("waiter", `turns="5"`, spawnPerms+`<execute><tool>rye/threads/any</tool></execute>`,
 		`<input name="target" type="string" required="true">thread to wait on</input>`)
 	files["scripts/wait.yaml"] = waitScript
-	e := spooltest.New(t, spooltest.Options{Files: files})
-	e.StartWorker("--concurrency", "2")
+	e := workerEnv(t, files, "2")
 	slow := e.Spool("thread", "run", "t/slowleaf", "--model", "script:scripts/slow.yaml")
 	require.Equal(t, 0, slow.Code, slow.Stderr)
 	target := strings.TrimSpace(slow.Stdout)
@@ -449,9 +414,7 @@ func TestWaitThreadsTimesOutThenWakes(t *testing.T) {
 		return err == nil && r.Status == thread.StatusRunning
 	}, time.Minute, 20*time.Millisecond)
 
-	rec, res := runJSON(t, e, "t/waiter", "--input", "target="+target, "--model", "script:scripts/wait.yaml")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	require.Equal(t, thread.StatusCompleted, rec.Status)
+	rec := runCompleted(t, e, "t/waiter", "--input", "target="+target, "--model", "script:scripts/wait.yaml")
 	var got struct {
 		Success  bool `json:"success"`
 		TimedOut bool `json:"timed_out"`

@@ -11,7 +11,6 @@ import (
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/internal/testenv"
-	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
@@ -78,15 +77,9 @@ func tamper(t *testing.T, e *spooltest.Env, id string) string {
 // slow child.
 func waitingParent(t *testing.T, e *spooltest.Env) string {
 	t.Helper()
-	res := e.Spool("thread", "run", "f/parent", "--model", "script:scripts/f.yaml", "--json")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	var rec registry.Record
-	res.JSON(t, &rec)
-	require.Eventually(t, func() bool {
-		r, err := e.Orch.Registry.Get(context.Background(), rec.ThreadID)
-		return err == nil && r.Status == thread.StatusWaiting
-	}, time.Minute, 20*time.Millisecond)
-	return rec.ThreadID
+	id := startThread(t, e, "f/parent", "--model", "script:scripts/f.yaml")
+	waitStatus(t, e, id, thread.StatusWaiting)
+	return id
 }
 
 // TestIntegrityFailureEndsTheThread: a thread whose transcript was
@@ -181,11 +174,7 @@ func TestStorageOutageLosesNothing(t *testing.T) {
 	// at a time).
 	var ids []string
 	for range 20 {
-		res := e.Spool("thread", "run", "f/writer", "--model", "script:scripts/outage.yaml", "--json")
-		require.Equal(t, 0, res.Code, res.Stderr)
-		var rec registry.Record
-		res.JSON(t, &rec)
-		ids = append(ids, rec.ThreadID)
+		ids = append(ids, startThread(t, e, "f/writer", "--model", "script:scripts/outage.yaml"))
 	}
 	w := e.StartWorker("--concurrency", "4")
 	time.Sleep(time.Second)
@@ -228,14 +217,11 @@ func TestGrowthIsBounded(t *testing.T) {
 	files["scripts/runaway.yaml"] = "context_window: 1000\ndirectives:\n  \"f/runaway\":\n" +
 		"    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: nothing}}]\n      usage: {input: 990, output: 5}\n" +
 		"    - text: never\n"
-	e := spooltest.New(t, spooltest.Options{Files: files})
-	e.StartWorker("--concurrency", "2")
+	e := workerEnv(t, files, "2")
 	ctx := context.Background()
 
 	t.Run("a huge answer", func(t *testing.T) {
-		rec, res := runJSON(t, e, "f/huge", "--model", "script:scripts/big.yaml")
-		require.Equal(t, 0, res.Code, res.Stderr)
-		require.Equal(t, thread.StatusCompleted, rec.Status)
+		rec := runCompleted(t, e, "f/huge", "--model", "script:scripts/big.yaml")
 		require.Less(t, len(rec.Result), 300<<10, "the record holds a cut result")
 		require.Contains(t, rec.Result, "output cut")
 		art := "threads/" + rec.ThreadID + "/artifacts/turn-1-response.txt"

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/internal/spooltest"
-	"github.com/spool-run/spool/thread"
 )
 
 // summedScript hands off after two tool turns of the first thread; the
@@ -109,13 +108,10 @@ func TestHandoffCarriesTrailingTurnsAndSummary(t *testing.T) {
 		".ai/config/agent/coordination.yaml": "coordination:\n  continuation:\n    resume_ceiling_tokens: 200\n",
 		"scripts/hs.yaml":                    summedScript(),
 	}
-	e := spooltest.New(t, spooltest.Options{Files: files})
-	e.StartWorker("--concurrency", "2")
+	e := workerEnv(t, files, "2")
 	e.StartWorker("--concurrency", "2")
 
-	rec, res := runJSON(t, e, "t/summed", "--input", "tag=blue", "--model", "script:scripts/hs.yaml")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	require.Equal(t, thread.StatusCompleted, rec.Status)
+	rec := runCompleted(t, e, "t/summed", "--input", "tag=blue", "--model", "script:scripts/hs.yaml")
 	require.Equal(t, 1, rec.ChainIndex)
 	a, b := rec.ChainRootID, rec.ThreadID
 	require.NotEqual(t, a, b)

@@ -97,9 +97,7 @@ func finished(t *testing.T, e *spooltest.Env, id string) {
 // runSteps runs h/steps to completion: four turns, three appends.
 func runSteps(t *testing.T, e *spooltest.Env) *registry.Record {
 	t.Helper()
-	rec, res := runJSON(t, e, "h/steps", "--model", "script:scripts/steps.yaml")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	require.Equal(t, thread.StatusCompleted, rec.Status)
+	rec := runCompleted(t, e, "h/steps", "--model", "script:scripts/steps.yaml")
 	require.Equal(t, 4, rec.Cost.Turns)
 	finished(t, e, rec.ThreadID)
 	return rec
@@ -122,8 +120,7 @@ func events(t *testing.T, e *spooltest.Env, id string) []transcript.Event {
 func TestForkAtTurn(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := spooltest.New(t, spooltest.Options{Files: historyProject()})
-	e.StartWorker("--concurrency", "2")
+	e := workerEnv(t, historyProject(), "2")
 	orig := runSteps(t, e)
 	id := orig.ThreadID
 	before, err := e.Orch.Registry.Get(ctx, id)
@@ -175,14 +172,10 @@ func TestForkAtTurn(t *testing.T) {
 	require.Equal(t, origMsgs[:5], msgs[:5], "prompt, turn 1 call and result, turn 2 call and result")
 	require.Equal(t, thread.Message{Role: thread.RoleUser, Content: "read the log instead"}, msgs[5])
 	var writes, starts []string
-	for _, ev := range evs {
-		if ev.Type == transcript.TypeToolCallStart {
-			var p transcript.ToolCallStart
-			require.NoError(t, ev.Decode(&p))
-			starts = append(starts, p.Tool)
-			if p.Tool == tools.FSWriteID {
-				writes = append(writes, string(p.Input))
-			}
+	for _, p := range payloads[transcript.ToolCallStart](t, evs, transcript.TypeToolCallStart) {
+		starts = append(starts, p.Tool)
+		if p.Tool == tools.FSWriteID {
+			writes = append(writes, string(p.Input))
 		}
 	}
 	require.Equal(t, []string{tools.FSReadID}, starts, "the fork ran only its own call: no carried tool ran again")
@@ -274,8 +267,7 @@ type replayReport struct {
 // with spawns and waits replays with its children.
 func TestExportAndReplay(t *testing.T) {
 	t.Parallel()
-	e := spooltest.New(t, spooltest.Options{Files: historyProject()})
-	e.StartWorker("--concurrency", "4")
+	e := workerEnv(t, historyProject(), "4")
 	id := runSteps(t, e).ThreadID
 
 	ex := e.Spool("thread", "export-script", id)
@@ -318,11 +310,8 @@ func TestExportAndReplay(t *testing.T) {
 	require.Contains(t, diff.Stderr, "the input differs at .content")
 
 	t.Run("spawns and waits", func(t *testing.T) {
-		rec, res := runJSON(t, e, "h/boss", "--model", "script:scripts/tree.yaml")
-		require.Equal(t, 0, res.Code, res.Stderr)
-		require.Equal(t, thread.StatusCompleted, rec.Status)
-		kids, err := e.Orch.Registry.ListChildren(t.Context(), rec.ThreadID)
-		require.NoError(t, err)
+		rec := runCompleted(t, e, "h/boss", "--model", "script:scripts/tree.yaml")
+		kids := children(t, e, rec.ThreadID)
 		require.Len(t, kids, 3)
 		finished(t, e, rec.ThreadID)
 		for _, k := range kids {
@@ -346,12 +335,11 @@ func TestExportAndReplay(t *testing.T) {
 
 		// As a fixture the export runs where ids are new: the same tree.
 		require.NoError(t, os.WriteFile(filepath.Join(e.Project, "scripts/boss.yaml"), []byte(ex.Stdout), 0o644))
-		again, res := runJSON(t, e, "h/boss", "--model", "script:scripts/boss.yaml")
-		require.Equal(t, 0, res.Code, res.Stderr)
-		require.Equal(t, thread.StatusCompleted, again.Status)
+		again := runCompleted(t, e, "h/boss", "--model", "script:scripts/boss.yaml")
 		require.Equal(t, rec.Cost.Turns, again.Cost.Turns)
 		var kidsAgain []*registry.Record
 		require.Eventually(t, func() bool {
+			var err error
 			kidsAgain, err = e.Orch.Registry.ListChildren(t.Context(), again.ThreadID)
 			return err == nil && len(kidsAgain) == 3
 		}, time.Minute, 50*time.Millisecond)

@@ -111,9 +111,7 @@ func TestHookActions(t *testing.T) {
 
 	t.Run("load without the capability", func(t *testing.T) {
 		t.Parallel()
-		rec, res := runJSON(t, e, "t/noload", "--input", "src="+src.ThreadID, "--model", "script:scripts/h.yaml")
-		require.Equal(t, 0, res.Code, res.Stderr)
-		require.Equal(t, thread.StatusCompleted, rec.Status)
+		rec := runCompleted(t, e, "t/noload", "--input", "src="+src.ThreadID, "--model", "script:scripts/h.yaml")
 		events := transcriptEvents(t, e, rec.ThreadID)
 		fired := hooksFired(events, "thread_started")
 		require.Len(t, fired, 3)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/registry"
-	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -20,9 +19,7 @@ import (
 // --wait sees) is in the store.
 func finishedThread(t *testing.T, e *spooltest.Env, name string) *registry.Record {
 	t.Helper()
-	rec, res := runJSON(t, e, "t/files", "--input", "name="+name, "--model", "script:scripts/w.yaml")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	require.Equal(t, thread.StatusCompleted, rec.Status)
+	rec := runCompleted(t, e, "t/files", "--input", "name="+name, "--model", "script:scripts/w.yaml")
 	require.Eventually(t, func() bool {
 		data, err := e.Store.Get(context.Background(), transcript.ThreadJSONKey(rec.ThreadID))
 		return err == nil && strings.Contains(string(data), `"status":"completed"`)
@@ -45,8 +42,7 @@ type verifyOut struct {
 func TestVerifyDeletedTailSegment(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := spooltest.New(t, spooltest.Options{Files: workerProject()})
-	e.StartWorker("--concurrency", "2")
+	e := workerEnv(t, workerProject(), "2")
 	rec := finishedThread(t, e, "tail")
 	id := rec.ThreadID
 
@@ -85,8 +81,7 @@ func TestVerifyDeletedTailSegment(t *testing.T) {
 func TestVerifyTamperedThreadJSON(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := spooltest.New(t, spooltest.Options{Files: workerProject()})
-	e.StartWorker("--concurrency", "2")
+	e := workerEnv(t, workerProject(), "2")
 	rec := finishedThread(t, e, "meta")
 	id := rec.ThreadID
 	tjKey, capKey := transcript.ThreadJSONKey(id), transcript.CapabilitiesKey(id)

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/internal/spooltest"
-	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -40,13 +39,8 @@ func followedEvents(t *testing.T, p *spooltest.Proc) []transcript.Event {
 // every event of the transcript once, in order, and ends with the thread.
 func TestTranscriptFollowIsLive(t *testing.T) {
 	t.Parallel()
-	e := spooltest.New(t, spooltest.Options{Files: cancelProject()})
-	e.StartWorker("--concurrency", "2")
-	res := e.Spool("thread", "run", "t/tooling", "--model", "script:scripts/cancel.yaml", "--json")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	var rec registry.Record
-	res.JSON(t, &rec)
-	id := rec.ThreadID
+	e := workerEnv(t, cancelProject(), "2")
+	id := startThread(t, e, "t/tooling", "--model", "script:scripts/cancel.yaml")
 	follower := e.Start(nil, "thread", "transcript", id, "--follow", "--format", "jsonl")
 
 	hasToolCall := func(evs []transcript.Event) bool {
@@ -64,7 +58,7 @@ func TestTranscriptFollowIsLive(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, hasToolCall(durable.Events), "the tool call is durable already: the test shows nothing live")
 
-	res = e.Spool("thread", "cancel", id)
+	res := e.Spool("thread", "cancel", id)
 	require.Equal(t, 0, res.Code, res.Stderr)
 	require.Equal(t, thread.StatusCancelled, e.Wait([]string{id}, time.Minute)[id].Status)
 	require.Eventually(t, follower.Exited, 30*time.Second, 50*time.Millisecond, "the follower did not end with the thread")

@@ -103,15 +103,7 @@ func toolResults(t *testing.T, e *spooltest.Env, id string) []transcript.ToolCal
 	require.NoError(t, err)
 	tr, err := e.Orch.ReadTranscript(context.Background(), rec)
 	require.NoError(t, err)
-	var out []transcript.ToolCallResult
-	for _, ev := range tr.Events {
-		if ev.Type == transcript.TypeToolCallResult {
-			var r transcript.ToolCallResult
-			require.NoError(t, ev.Decode(&r))
-			out = append(out, r)
-		}
-	}
-	return out
+	return payloads[transcript.ToolCallResult](t, tr.Events, transcript.TypeToolCallResult)
 }
 
 // TestMCPClientEndToEnd gives threads the tools of real MCP servers on a

@@ -14,7 +14,6 @@ import (
 
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/internal/testenv"
-	"github.com/spool-run/spool/thread"
 )
 
 // TestWorkerAndSchedulerMetrics: a worker's /metrics carries asynq's queue
@@ -49,9 +48,7 @@ directives:
 	e.StartWorker("--concurrency", "2", "--metrics-addr", wAddr)
 	e.Start(nil, "scheduler", "--metrics-addr", sAddr)
 
-	rec, res := runJSON(t, e, "t/spawner", "--model", "script:scripts/c.yaml")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	require.Equal(t, thread.StatusCompleted, rec.Status)
+	runCompleted(t, e, "t/spawner", "--model", "script:scripts/c.yaml")
 	poor, res := runJSON(t, e, "t/poor", "--model", "script:scripts/poor.yaml")
 	require.Equal(t, 0, res.Code, res.Stderr)
 	require.Contains(t, poor.Result, "cannot set 0.01 USD aside")

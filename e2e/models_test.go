@@ -48,8 +48,7 @@ func TestChildrenRunTheRootsModel(t *testing.T) {
 	require.Contains(t, rec.Result, "kid ran on mine", "the child inherits the root's --model over its directive's tier")
 	require.Contains(t, rec.Result, "kid ran on other", "a spawn's own model wins")
 	require.Contains(t, rec.Result, "is not in the project's bundle", "an unbundled script is refused, saying why")
-	kids, err := e.Orch.Registry.ListChildren(t.Context(), rec.ThreadID)
-	require.NoError(t, err)
+	kids := children(t, e, rec.ThreadID)
 	require.Len(t, kids, 2)
 	for _, k := range kids {
 		require.Contains(t, []string{"script:scripts/mine.yaml", "script:scripts/other.yaml"}, k.Model)

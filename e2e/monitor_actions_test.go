@@ -14,7 +14,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/thread"
 )
@@ -26,8 +25,7 @@ import (
 // --read-only it offers nothing and refuses an action.
 func TestMonitorActions(t *testing.T) {
 	t.Parallel()
-	e := spooltest.New(t, spooltest.Options{Files: peopleProject()})
-	e.StartWorker("--concurrency", "1")
+	e := workerEnv(t, peopleProject(), "1")
 	id := startThread(t, e, "p/write", "--model", "script:scripts/p.yaml")
 	waitForApproval(t, e, id)
 

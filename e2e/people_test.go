@@ -66,16 +66,6 @@ func peopleProject() map[string]string {
 	}
 }
 
-// startThread runs `thread run` without waiting and returns the id.
-func startThread(t *testing.T, e *spooltest.Env, args ...string) string {
-	t.Helper()
-	res := e.Spool(append([]string{"thread", "run"}, append(args, "--json")...)...)
-	require.Equal(t, 0, res.Code, res.Stderr)
-	var rec registry.Record
-	res.JSON(t, &rec)
-	return rec.ThreadID
-}
-
 // waitForApproval waits until thread id waits for a decision.
 func waitForApproval(t *testing.T, e *spooltest.Env, id string) *registry.Record {
 	t.Helper()
@@ -105,9 +95,7 @@ func TestApprovalsEndToEnd(t *testing.T) {
 	a := startThread(t, e, append([]string{"p/write"}, model...)...)
 	rec := waitForApproval(t, e, a)
 	require.Len(t, rec.PendingApprovals, 1)
-	free, res := runJSON(t, e, append([]string{"p/free"}, model...)...)
-	require.Equal(t, 0, res.Code, res.Stderr)
-	require.Equal(t, thread.StatusCompleted, free.Status)
+	runCompleted(t, e, append([]string{"p/free"}, model...)...)
 
 	ls := e.Spool("thread", "approvals", "--json")
 	require.Equal(t, 0, ls.Code, ls.Stderr)
@@ -216,16 +204,7 @@ func slowFirstServer(t *testing.T) (*httptest.Server, *atomic.Int32, func() []st
 			}
 		}
 		mu.Unlock()
-		w.Header().Set("content-type", "text/event-stream")
-		events := []string{
-			`event: message_start` + "\n" + `data: {"type":"message_start","message":{"id":"msg_2","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{"input_tokens":50,"output_tokens":1}}}`,
-			`event: content_block_start` + "\n" + `data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
-			`event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"steered"}}`,
-			`event: content_block_stop` + "\n" + `data: {"type":"content_block_stop","index":0}`,
-			`event: message_delta` + "\n" + `data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`,
-			`event: message_stop` + "\n" + `data: {"type":"message_stop"}`,
-		}
-		_, _ = w.Write([]byte(strings.Join(events, "\n\n") + "\n\n"))
+		writeAnthropicText(w, "msg_2", 50, 3, "steered")
 	}))
 	t.Cleanup(srv.Close)
 	return srv, &n, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), seen...) }
@@ -274,8 +253,7 @@ func TestSendReachesTheNextCall(t *testing.T) {
 	files := peopleProject()
 	delete(files, ".ai/config/agent/approvals.yaml")
 	files["scripts/slow.yaml"] = "latency: 1500ms\n" + peopleScript
-	e := spooltest.New(t, spooltest.Options{Files: files})
-	e.StartWorker("--concurrency", "2")
+	e := workerEnv(t, files, "2")
 	id := startThread(t, e, "p/write", "--model", "script:scripts/slow.yaml")
 	require.Eventually(t, func() bool {
 		r, err := e.Orch.Registry.Get(context.Background(), id)

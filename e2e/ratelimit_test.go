@@ -43,9 +43,7 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 	}
 	e.StartWorker("--concurrency", "1")
 	e.StartWorker("--concurrency", "1")
-	free, res := runJSON(t, e, "r/x", "--model", "script:scripts/free.yaml")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	require.Equal(t, thread.StatusCompleted, free.Status)
+	free := runCompleted(t, e, "r/x", "--model", "script:scripts/free.yaml")
 	final := e.Wait(ids, 2*time.Minute)
 	type span struct{ from, to time.Time }
 	spans := []span{}

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/internal/spooltest"
-	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -45,18 +44,12 @@ func TestLongRetryWaitFreesTheSlot(t *testing.T) {
 		return func() bool { return strings.Count(w.Log(), "thread handed back") >= n }
 	}
 	start := func(name string) string {
-		res := e.Spool("thread", "run", name, "--model", "claude-sonnet-4-5", "--json")
-		require.Equal(t, 0, res.Code, res.Stderr)
-		var rec registry.Record
-		res.JSON(t, &rec)
-		return rec.ThreadID
+		return startThread(t, e, name, "--model", "claude-sonnet-4-5")
 	}
 
 	waiting := start("t/wait3")
 	require.Eventually(t, handedBack(1), 30*time.Second, 20*time.Millisecond, w.Log())
-	other, res := runJSON(t, e, "t/chat", "--model", "claude-sonnet-4-5")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	require.Equal(t, thread.StatusCompleted, other.Status)
+	runCompleted(t, e, "t/chat", "--model", "claude-sonnet-4-5")
 	cur, err := e.Orch.Registry.Get(t.Context(), waiting)
 	require.NoError(t, err)
 	require.Equal(t, thread.StatusRunning, cur.Status, "the other thread ran in the slot while this one waits for its retry time")
@@ -69,12 +62,8 @@ func TestLongRetryWaitFreesTheSlot(t *testing.T) {
 	tr, err := transcript.Read(t.Context(), e.Store, waiting, e.Orch.Keyring, transcript.Strict)
 	require.NoError(t, err)
 	var reasons []string
-	for _, ev := range tr.Events {
-		if ev.Type == transcript.TypeCheckpoint {
-			var cp transcript.Checkpoint
-			require.NoError(t, ev.Decode(&cp))
-			reasons = append(reasons, cp.State.Reason)
-		}
+	for _, cp := range payloads[transcript.Checkpoint](t, tr.Events, transcript.TypeCheckpoint) {
+		reasons = append(reasons, cp.State.Reason)
 	}
 	require.Equal(t, []string{transcript.ReasonRetryWait, transcript.ReasonRunFinished}, reasons)
 	verify := e.Spool("thread", "verify", waiting)
@@ -83,7 +72,7 @@ func TestLongRetryWaitFreesTheSlot(t *testing.T) {
 	long := start("t/wait30")
 	require.Eventually(t, handedBack(2), 30*time.Second, 20*time.Millisecond, w.Log())
 	began := time.Now()
-	res = e.Spool("thread", "cancel", long, "--json")
+	res := e.Spool("thread", "cancel", long, "--json")
 	require.Equal(t, 0, res.Code, res.Stderr)
 	rec = e.Wait([]string{long}, time.Minute)[long]
 	require.Equal(t, thread.StatusCancelled, rec.Status)

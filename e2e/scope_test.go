@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -63,12 +62,9 @@ func TestCoordinationIsTreeScoped(t *testing.T) {
 		"scripts/s.yaml":              scopeScript,
 	}
 	files["scripts/s.yaml"] = scopeScript
-	e := spooltest.New(t, spooltest.Options{Files: files})
-	e.StartWorker("--concurrency", "3")
+	e := workerEnv(t, files, "3")
 
-	victim, res := runJSON(t, e, "s/victim", "--model", "script:scripts/s.yaml")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	require.Equal(t, thread.StatusCompleted, victim.Status)
+	victim := runCompleted(t, e, "s/victim", "--model", "script:scripts/s.yaml")
 
 	snoop, res := runJSON(t, e, "s/snoop", "--input", "target="+victim.ThreadID, "--model", "script:scripts/s.yaml")
 	require.Equal(t, 0, res.Code, res.Stderr)
@@ -89,8 +85,7 @@ func TestCoordinationIsTreeScoped(t *testing.T) {
 
 	family, res := runJSON(t, e, "s/family", "--model", "script:scripts/s.yaml")
 	require.Equal(t, 0, res.Code, res.Stderr)
-	kids, err := e.Orch.Registry.ListChildren(t.Context(), family.ThreadID)
-	require.NoError(t, err)
+	kids := children(t, e, family.ThreadID)
 	require.Len(t, kids, 1)
 	require.Contains(t, kids[0].Result, `"thread_id":"`+family.ThreadID+`"`, "a child reads its own tree")
 }

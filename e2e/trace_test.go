@@ -74,8 +74,7 @@ func TestTraceIsOneTreeAcrossWorkers(t *testing.T) {
 	require.Equal(t, thread.StatusCompleted, rec.Status, "%+v", rec.Error)
 	require.Equal(t, 1, rec.ChainIndex)
 	root, cont := rec.ChainRootID, rec.ThreadID
-	kids, err := e.Orch.Registry.ListChildren(t.Context(), root)
-	require.NoError(t, err)
+	kids := children(t, e, root)
 	require.Len(t, kids, 1)
 	child := kids[0].ThreadID
 	naps := eventsOf(transcriptEvents(t, e, child), "tool_call_result")

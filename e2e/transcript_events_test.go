@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/internal/spooltest"
-	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -117,12 +116,9 @@ func TestTranscriptEventsRenderAndSearch(t *testing.T) {
 
 	t.Run("child spawn, wait, directive_return", func(t *testing.T) {
 		t.Parallel()
-		rec, res := runJSON(t, e, "t/parent", "--model", "script:scripts/ev.yaml")
-		require.Equal(t, 0, res.Code, res.Stderr)
-		require.Equal(t, thread.StatusCompleted, rec.Status)
+		rec := runCompleted(t, e, "t/parent", "--model", "script:scripts/ev.yaml")
 		require.Contains(t, rec.Result, "wait_threads takes 1 to 2 thread_ids", "coordination.yaml's max_threads bounds a wait")
-		kids, err := e.Orch.Registry.ListChildren(t.Context(), rec.ThreadID)
-		require.NoError(t, err)
+		kids := children(t, e, rec.ThreadID)
 		require.Len(t, kids, 1)
 		kid := kids[0].ThreadID
 
@@ -145,25 +141,19 @@ func TestTranscriptEventsRenderAndSearch(t *testing.T) {
 
 	t.Run("cancel", func(t *testing.T) {
 		t.Parallel()
-		start := e.Spool("thread", "run", "t/sleepy", "--model", "script:scripts/sleepy.yaml", "--json")
-		require.Equal(t, 0, start.Code, start.Stderr)
-		var rec registry.Record
-		start.JSON(t, &rec)
-		require.Eventually(t, func() bool {
-			r, err := e.Orch.Registry.Get(t.Context(), rec.ThreadID)
-			return err == nil && r.Status == thread.StatusRunning
-		}, time.Minute, 50*time.Millisecond)
-		c := e.Spool("thread", "cancel", rec.ThreadID)
+		id := startThread(t, e, "t/sleepy", "--model", "script:scripts/sleepy.yaml")
+		waitStatus(t, e, id, thread.StatusRunning)
+		c := e.Spool("thread", "cancel", id)
 		require.Equal(t, 0, c.Code, c.Stderr)
-		final := e.Wait([]string{rec.ThreadID}, time.Minute)[rec.ThreadID]
+		final := e.Wait([]string{id}, time.Minute)[id]
 		require.Equal(t, thread.StatusCancelled, final.Status)
 
-		events := transcriptEvents(t, e, rec.ThreadID)
+		events := transcriptEvents(t, e, id)
 		require.Empty(t, eventsOf(events, "thread_completed"), "a cancelled thread ends with thread_cancelled")
 		cancelled := eventsOf(events, "thread_cancelled")
 		require.Len(t, cancelled, 1)
 		reason, _ := payload(cancelled[0])["reason"].(string)
 		require.True(t, strings.HasPrefix(reason, "cancelled"), reason)
-		require.Contains(t, markdown(t, rec.ThreadID), "> **cancelled** "+reason+"\n")
+		require.Contains(t, markdown(t, id), "> **cancelled** "+reason+"\n")
 	})
 }

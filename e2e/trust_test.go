@@ -92,8 +92,7 @@ func TestScriptModelsStayInProject(t *testing.T) {
 func TestTranscriptOfTamperedThread(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := spooltest.New(t, spooltest.Options{Files: workerProject()})
-	e.StartWorker("--concurrency", "2")
+	e := workerEnv(t, workerProject(), "2")
 	edited := finishedThread(t, e, "edited").ThreadID
 	cut := finishedThread(t, e, "cut").ThreadID
 
@@ -129,8 +128,7 @@ func TestTranscriptOfTamperedThread(t *testing.T) {
 // then say "unverified" where they would have verified.
 func TestReadersNeedNoPrivateKey(t *testing.T) {
 	t.Parallel()
-	e := spooltest.New(t, spooltest.Options{Files: workerProject()})
-	e.StartWorker("--concurrency", "2")
+	e := workerEnv(t, workerProject(), "2")
 	id := finishedThread(t, e, "reader").ThreadID
 
 	pubs, err := filepath.Glob(filepath.Join(e.KeyDir, "*.pub"))

@@ -1,12 +1,12 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,7 +16,6 @@ import (
 
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/internal/spooltest"
-	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
 )
@@ -73,31 +72,13 @@ func workerProject() map[string]string {
 	}
 }
 
-// runJSON runs `spool thread run ... --wait --json` and decodes the record.
-func runJSON(t *testing.T, e *spooltest.Env, args ...string) (*registry.Record, spooltest.Result) {
-	t.Helper()
-	return runJSONEnv(t, e, nil, args...)
-}
-
-// runJSONEnv is runJSON with extra environment.
-func runJSONEnv(t *testing.T, e *spooltest.Env, env []string, args ...string) (*registry.Record, spooltest.Result) {
-	t.Helper()
-	res := e.SpoolContext(context.Background(), env, append([]string{"thread", "run"}, append(args, "--wait", "--json", "--timeout", "3m")...)...)
-	var rec registry.Record
-	res.JSON(t, &rec)
-	return &rec, res
-}
-
 func TestWorkerEndToEnd(t *testing.T) {
 	t.Parallel()
-	e := spooltest.New(t, spooltest.Options{Files: workerProject()})
-	e.StartWorker("--concurrency", "2")
+	e := workerEnv(t, workerProject(), "2")
 	e.StartWorker("--concurrency", "2")
 
 	t.Run("fs tools and directive_return", func(t *testing.T) {
-		rec, res := runJSON(t, e, "t/files", "--input", "name=ada", "--model", "script:scripts/w.yaml")
-		require.Equal(t, 0, res.Code, res.Stderr)
-		require.Equal(t, thread.StatusCompleted, rec.Status)
+		rec := runCompleted(t, e, "t/files", "--input", "name=ada", "--model", "script:scripts/w.yaml")
 		require.Equal(t, map[string]any{"content": "hello ada", "path": "notes/ada.txt"}, rec.Outputs)
 		require.Equal(t, 3, rec.Cost.Turns)
 		require.Equal(t, 450, rec.Cost.InputTokens)
@@ -122,9 +103,7 @@ func TestWorkerEndToEnd(t *testing.T) {
 	})
 
 	t.Run("permission denied is reported to the model", func(t *testing.T) {
-		rec, res := runJSON(t, e, "t/denied", "--model", "script:scripts/w.yaml")
-		require.Equal(t, 0, res.Code, res.Stderr)
-		require.Equal(t, thread.StatusCompleted, rec.Status)
+		rec := runCompleted(t, e, "t/denied", "--model", "script:scripts/w.yaml")
 		require.Contains(t, rec.Result, "permission denied")
 		require.Contains(t, rec.Result, "rye.execute.tool.rye.file-system.fs_write")
 		// Nothing was written.
@@ -185,17 +164,7 @@ func rateLimitedServer(t *testing.T, limit func(n int32, body []byte) string) (*
 			return
 		}
 		if stream, _ := body["stream"].(bool); stream {
-			w.Header().Set("content-type", "text/event-stream")
-			events := []string{
-				`event: message_start` + "\n" + `data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{"input_tokens":42,"output_tokens":1}}}`,
-				`event: content_block_start` + "\n" + `data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
-				`event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"recovered after "}}`,
-				`event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"the rate limit"}}`,
-				`event: content_block_stop` + "\n" + `data: {"type":"content_block_stop","index":0}`,
-				`event: message_delta` + "\n" + `data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":7}}`,
-				`event: message_stop` + "\n" + `data: {"type":"message_stop"}`,
-			}
-			_, _ = w.Write([]byte(strings.Join(events, "\n\n") + "\n\n"))
+			writeAnthropicText(w, "msg_1", 42, 7, "recovered after ", "the rate limit")
 			return
 		}
 		w.Header().Set("content-type", "application/json")
@@ -203,6 +172,26 @@ func rateLimitedServer(t *testing.T, limit func(n int32, body []byte) string) (*
 	}))
 	t.Cleanup(srv.Close)
 	return srv, &n
+}
+
+// writeAnthropicText answers a streaming Messages call: text in the given
+// deltas, with the given input and output tokens.
+func writeAnthropicText(w http.ResponseWriter, id string, input, output int, deltas ...string) {
+	w.Header().Set("content-type", "text/event-stream")
+	events := []string{
+		`event: message_start` + "\n" + `data: {"type":"message_start","message":{"id":"` + id + `","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{"input_tokens":` + strconv.Itoa(input) + `,"output_tokens":1}}}`,
+		`event: content_block_start` + "\n" + `data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
+	}
+	for _, d := range deltas {
+		text, _ := json.Marshal(d)
+		events = append(events, `event: content_block_delta`+"\n"+`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+string(text)+`}}`)
+	}
+	events = append(events,
+		`event: content_block_stop`+"\n"+`data: {"type":"content_block_stop","index":0}`,
+		`event: message_delta`+"\n"+`data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":`+strconv.Itoa(output)+`}}`,
+		`event: message_stop`+"\n"+`data: {"type":"message_stop"}`,
+	)
+	_, _ = w.Write([]byte(strings.Join(events, "\n\n") + "\n\n"))
 }
 
 func TestProviderRateLimitIsRetried(t *testing.T) {
@@ -214,9 +203,7 @@ func TestProviderRateLimitIsRetried(t *testing.T) {
 	env := []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=test-key"}
 	e.Start(env, "worker", "--concurrency", "2")
 	e.Start(env, "worker", "--concurrency", "2")
-	rec, res := runJSON(t, e, "t/chat", "--model", "claude-sonnet-4-5")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	require.Equal(t, thread.StatusCompleted, rec.Status)
+	rec := runCompleted(t, e, "t/chat", "--model", "claude-sonnet-4-5")
 	require.Equal(t, "recovered after the rate limit", rec.Result)
 	require.Equal(t, int32(2), calls.Load(), "one 429, one success: the SDK does not retry on its own")
 	require.Equal(t, 42, rec.Cost.InputTokens)
