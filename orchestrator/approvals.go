@@ -135,7 +135,7 @@ func tokenMAC(payload, secret string) []byte {
 	return m.Sum(nil)
 }
 
-// ErrBadToken: a decision link's token does not verify or has expired.
+// ErrBadToken means a decision link's token does not verify or has expired.
 var ErrBadToken = errors.New("the decision link is not valid (expired, altered, or not this project's)")
 
 // DecideByToken applies the decision a signed one-time link carries. The

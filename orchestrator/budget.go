@@ -62,7 +62,7 @@ func (b *Budget) Percent(v float64) float64 {
 	return min(100, max(0, v/b.Max*100))
 }
 
-// ErrNoBudget: the thread has no ledger entry (its start failed before
+// ErrNoBudget means the thread has no ledger entry (its start failed before
 // the ledger, or retention deleted it).
 var ErrNoBudget = errors.New("no ledger entry")
 

@@ -159,7 +159,9 @@ func (o *Orchestrator) finish(ctx context.Context, rec *registry.Record, version
 		return 0, nil, fmt.Errorf("release %s: final status %q is not a final status", entry, status)
 	}
 	ids := append([]string{entry}, path...)
-	keys := append(commitKeys, o.Keys.Lease(rec.ThreadID), o.Keys.Waiters(rec.ChainRootID))
+	keys := make([]string, 0, len(commitKeys)+2+len(ids))
+	keys = append(keys, commitKeys...)
+	keys = append(keys, o.Keys.Lease(rec.ThreadID), o.Keys.Waiters(rec.ChainRootID))
 	args := []any{rec.ThreadID, o.Now().UTC().Format(time.RFC3339Nano), status, out.ContinuationID, out.Lease,
 		chargeKey, len(ids), chargeNano}
 	for _, id := range ids {

@@ -122,8 +122,8 @@ func (o *Orchestrator) Project(ctx context.Context, digest string) (*Project, er
 // LRU of hashicorp/golang-lru, safe for concurrent use).
 type projectCache struct{ *lru.Cache[string, *Project] }
 
-func newProjectCache(max int) *projectCache {
-	c, err := lru.New[string, *Project](max)
+func newProjectCache(size int) *projectCache {
+	c, err := lru.New[string, *Project](size)
 	if err != nil {
 		panic(err) // only for a size <= 0: a programming error
 	}

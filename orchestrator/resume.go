@@ -36,7 +36,7 @@ func (e *NotResumableError) Error() string {
 	return fmt.Sprintf("thread %q is %s: only completed, error or cancelled threads can be resumed", e.ThreadID, e.Status)
 }
 
-// integrityMode is the transcript verification mode of a project.
+// IntegrityMode is the transcript verification mode of a project.
 func (p *Project) IntegrityMode() transcript.Mode {
 	if p.Coordination.TranscriptIntegrity == "lenient" {
 		return transcript.Lenient
@@ -151,8 +151,8 @@ func preview(s string, n int) string {
 }
 
 // Search runs a regular expression over the transcripts of every thread in
-// id's continuation chain.
-func (o *Orchestrator) Search(ctx context.Context, id, query string, max int) ([]transcript.Match, error) {
+// id's continuation chain, at most limit matches (50 when limit <= 0).
+func (o *Orchestrator) Search(ctx context.Context, id, query string, limit int) ([]transcript.Match, error) {
 	re, err := regexp.Compile(query)
 	if err != nil {
 		return nil, fmt.Errorf("query %q: %w", query, err)
@@ -165,10 +165,10 @@ func (o *Orchestrator) Search(ctx context.Context, id, query string, max int) ([
 	for i, r := range chain {
 		ids[i] = r.ThreadID
 	}
-	if max <= 0 {
-		max = 50
+	if limit <= 0 {
+		limit = 50
 	}
-	return transcript.ChainSearch(ctx, o.Store, o.Keyring, ids, re, max)
+	return transcript.ChainSearch(ctx, o.Store, o.Keyring, ids, re, limit)
 }
 
 // TranscriptText renders a thread's transcript as text, at most limit

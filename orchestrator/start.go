@@ -266,16 +266,16 @@ type budgetPlan struct {
 	reopen bool
 }
 
-// registerBudget is the ledger step of a root: an entry with ceiling max.
-func registerBudget(id string, max float64) budgetPlan {
-	return budgetPlan{fn: "register", entry: id, amount: max}
+// registerBudget is the ledger step of a root: an entry with ceiling ceil.
+func registerBudget(id string, ceil float64) budgetPlan {
+	return budgetPlan{fn: "register", entry: id, amount: ceil}
 }
 
-// admitBudget is the ledger step of a child (a new entry with ceiling max
+// admitBudget is the ledger step of a child (a new entry with ceiling ceil
 // under path) or of a continuation (its chain's entry, reopened when
 // reopen).
-func admitBudget(entry string, path []string, max float64, reopen bool) budgetPlan {
-	return budgetPlan{fn: "admit", entry: entry, path: path, amount: max, reopen: reopen}
+func admitBudget(entry string, path []string, ceil float64, reopen bool) budgetPlan {
+	return budgetPlan{fn: "admit", entry: entry, path: path, amount: ceil, reopen: reopen}
 }
 
 // reserveBudget is the ledger step of a guaranteed child: amount set

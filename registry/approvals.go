@@ -24,7 +24,7 @@ const (
 	DecisionDeny    = "deny"
 )
 
-// ErrNotPending: no such tool call waits for a decision (the thread is not
+// ErrNotPending means no such tool call waits for a decision (the thread is not
 // waiting for approval, or the call was decided already or never asked).
 var ErrNotPending = errors.New("nothing pending")
 
@@ -221,7 +221,7 @@ func (a *Activations) ForgetAwaiting(ctx context.Context, id string) error {
 	return a.rdb.SRem(ctx, a.ks.AwaitingApproval(), id).Err()
 }
 
-// WaitingForRateLimit: the thread waits for its model's fleet-wide rate
+// WaitingForRateLimit means the thread waits for its model's fleet-wide rate
 // limit (ratelimit), with an activation scheduled at wake_at.
 const WaitingForRateLimit = "rate_limit"
 

@@ -9,16 +9,16 @@ import (
 )
 
 var (
-	// ErrNotFound: no registry record for the thread.
+	// ErrNotFound means there is no registry record for the thread.
 	ErrNotFound = errors.New("thread not found")
-	// ErrExists: Register of an id that is already registered.
+	// ErrExists refuses a Register of an id that is already registered.
 	ErrExists = errors.New("thread already registered")
-	// ErrParentNotFound: Register names a parent that is not registered.
+	// ErrParentNotFound refuses a Register that names a parent that is not registered.
 	ErrParentNotFound = errors.New("parent thread not found")
-	// ErrConflict: a write named a version that is no longer current.
+	// ErrConflict refuses a write that named a version that is no longer current.
 	// Returned as a *ConflictError.
 	ErrConflict = errors.New("version conflict")
-	// ErrChainLinked: a continuation link would overwrite another link or
+	// ErrChainLinked refuses a continuation link that would overwrite another link or
 	// close a cycle.
 	ErrChainLinked = errors.New("continuation chain already linked")
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/spool-run/spool/internal/reply"
 )
 
-// ErrFinished: the thread has finished; it takes no message.
+// ErrFinished means the thread has finished; it takes no message.
 var ErrFinished = errors.New("thread has finished")
 
 // InboxMessage is a user message queued for a thread (`spool thread
