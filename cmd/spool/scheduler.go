@@ -4,14 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
-	"github.com/spool-run/spool/monitor"
 	"github.com/spool-run/spool/scheduler"
 )
 
@@ -45,29 +43,10 @@ func schedulerCommand() *cli.Command {
 			if _, _, err := schedulerIntervals(c); err != nil {
 				return err
 			}
-			s, err := openServices(c, openOpts{})
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			reg := processRegistry()
-			reg.MustRegister(monitor.NewQueueCollector(s.orch))
-			sch, desc, err := newScheduler(c, s, reg)
-			if err != nil {
-				return err
-			}
-			stopHTTP, err := serveMetrics(c.String("metrics-addr"), reg, nil)
-			if err != nil {
-				return err
-			}
-			defer stopHTTP()
-			if err := sch.Start(); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.App.ErrWriter, "spool scheduler: %s (pid %d)\n", desc, os.Getpid())
-			<-c.Done()
-			sch.Stop()
-			return nil
+			return runService(c, func(s *services, reg *prometheus.Registry) (service, string, error) {
+				sch, desc, err := newScheduler(c, s, reg)
+				return sch, "spool scheduler: " + desc, err
+			})
 		},
 	}
 }

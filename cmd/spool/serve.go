@@ -44,29 +44,10 @@ func workerCommand() *cli.Command {
 			if _, err := workerQueues(c); err != nil {
 				return err
 			}
-			s, err := openServices(c, openOpts{})
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			reg := processRegistry()
-			reg.MustRegister(monitor.NewQueueCollector(s.orch))
-			w, err := newWorker(c, s, reg)
-			if err != nil {
-				return err
-			}
-			stopHTTP, err := serveMetrics(c.String("metrics-addr"), reg, nil)
-			if err != nil {
-				return err
-			}
-			defer stopHTTP()
-			if err := w.Start(); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.App.ErrWriter, "spool worker: serving %s with concurrency %d (pid %d)\n", c.String("queues"), c.Int("concurrency"), os.Getpid())
-			<-c.Done()
-			w.Stop()
-			return nil
+			return runService(c, func(s *services, reg *prometheus.Registry) (service, string, error) {
+				w, err := newWorker(c, s, reg)
+				return w, fmt.Sprintf("spool worker: serving %s with concurrency %d", c.String("queues"), c.Int("concurrency")), err
+			})
 		},
 	}
 }
@@ -117,6 +98,42 @@ func newWorker(c *cli.Context, s *services, reg *prometheus.Registry) (*worker.W
 
 // processRegistry is a Prometheus registry with the Go runtime's and the
 // process's collectors, the base of every server command's /metrics.
+// service is a long-running process: a worker or a scheduler.
+type service interface {
+	Start() error
+	Stop()
+}
+
+// runService opens the services, builds a service on them with a metrics
+// registry that also counts the queues, serves the metrics, and runs the
+// service until the command is interrupted; the banner built with it goes
+// to stderr once it started, with the pid.
+func runService(c *cli.Context, build func(s *services, reg *prometheus.Registry) (service, string, error)) error {
+	s, err := openServices(c, openOpts{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	reg := processRegistry()
+	reg.MustRegister(monitor.NewQueueCollector(s.orch))
+	svc, banner, err := build(s, reg)
+	if err != nil {
+		return err
+	}
+	stopHTTP, err := serveMetrics(c.String("metrics-addr"), reg, nil)
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
+	if err := svc.Start(); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.ErrWriter, "%s (pid %d)\n", banner, os.Getpid())
+	<-c.Done()
+	svc.Stop()
+	return nil
+}
+
 func processRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
