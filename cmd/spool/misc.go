@@ -67,19 +67,12 @@ func budgetCommand() *cli.Command {
 			ArgsUsage: "ID",
 			Flags:     []cli.Flag{jsonFlag},
 			Action: func(c *cli.Context) error {
-				id, err := oneID(c)
-				if err != nil {
-					return err
-				}
-				s, err := openServices(c, openOpts{readOnly: true})
+				s, rec, err := openThread(c)
 				if err != nil {
 					return err
 				}
 				defer s.Close()
-				rec, err := s.orch.Registry.Get(c.Context, id)
-				if err != nil {
-					return notFound(id, err)
-				}
+				id := c.Args().First()
 				b, err := s.orch.ThreadBudget(c.Context, rec)
 				if err != nil {
 					return err

@@ -321,6 +321,35 @@ func oneID(c *cli.Context) (string, error) {
 	return c.Args().First(), nil
 }
 
+// openID reads the one thread ID of c and opens the services as o says;
+// the caller closes them.
+func openID(c *cli.Context, o openOpts) (string, *services, error) {
+	id, err := oneID(c)
+	if err != nil {
+		return "", nil, err
+	}
+	s, err := openServices(c, o)
+	if err != nil {
+		return "", nil, err
+	}
+	return id, s, nil
+}
+
+// openThread is openID, read-only, and the thread's record (an unknown ID
+// is "not found"); the caller closes the services.
+func openThread(c *cli.Context) (*services, *registry.Record, error) {
+	id, s, err := openID(c, openOpts{readOnly: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	rec, err := s.orch.Registry.Get(c.Context, id)
+	if err != nil {
+		s.Close()
+		return nil, nil, notFound(id, err)
+	}
+	return s, rec, nil
+}
+
 // waitError says why waiting for ids failed: an interrupt (Ctrl-C), the
 // --timeout (naming the threads not finished), or something else.
 func waitError(c *cli.Context, s *services, ids []string, err error) error {
@@ -420,19 +449,11 @@ func threadList(c *cli.Context) error {
 }
 
 func threadShow(c *cli.Context) error {
-	id, err := oneID(c)
-	if err != nil {
-		return err
-	}
-	s, err := openServices(c, openOpts{readOnly: true})
+	s, r, err := openThread(c)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	r, err := s.orch.Registry.Get(c.Context, id)
-	if err != nil {
-		return notFound(id, err)
-	}
 	unserved := unservedQueue(c, s, r)
 	if c.Bool("json") {
 		if unserved != "" {
@@ -508,19 +529,11 @@ func printTree(w io.Writer, n *orchestrator.TreeNode, first, rest string) {
 }
 
 func threadTree(c *cli.Context) error {
-	id, err := oneID(c)
-	if err != nil {
-		return err
-	}
-	s, err := openServices(c, openOpts{readOnly: true})
+	s, rec, err := openThread(c)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	rec, err := s.orch.Registry.Get(c.Context, id)
-	if err != nil {
-		return notFound(id, err)
-	}
 	n, err := s.orch.Tree(c.Context, rec, 0)
 	if err != nil {
 		return err
@@ -533,11 +546,7 @@ func threadTree(c *cli.Context) error {
 }
 
 func threadChain(c *cli.Context) error {
-	id, err := oneID(c)
-	if err != nil {
-		return err
-	}
-	s, err := openServices(c, openOpts{readOnly: true})
+	id, s, err := openID(c, openOpts{readOnly: true})
 	if err != nil {
 		return err
 	}
@@ -606,11 +615,7 @@ func threadWait(c *cli.Context) error {
 }
 
 func threadCancel(c *cli.Context) error {
-	id, err := oneID(c)
-	if err != nil {
-		return err
-	}
-	s, err := openServices(c, openOpts{})
+	id, s, err := openID(c, openOpts{})
 	if err != nil {
 		return err
 	}

@@ -130,18 +130,12 @@ func followTranscript(c *cli.Context, s *services, rec *registry.Record, format 
 }
 
 func threadVerify(c *cli.Context) error {
-	id, err := oneID(c)
-	if err != nil {
-		return err
-	}
-	s, err := openServices(c, openOpts{readOnly: true})
+	s, _, err := openThread(c)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	if _, err := s.orch.Registry.Get(c.Context, id); err != nil {
-		return notFound(id, err)
-	}
+	id := c.Args().First()
 	// Signed metadata against the registry, then the transcript held to
 	// the transcript marks of the registry and thread.json.
 	v, err := s.orch.VerifyThread(c.Context, id, transcript.Strict)
