@@ -48,12 +48,11 @@ func (s *server) decisionLink(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method == http.MethodPost {
 		var b DecisionLinkRequest
-		if p := decode(w, r, &b, true); p != nil {
-			writeProblem(w, r, p)
+		if !decode(w, r, &b, true) {
 			return
 		}
 		if tok.Decision == registry.DecisionDeny && strings.TrimSpace(b.Reason) == "" {
-			writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", "reason is required: the model gets it as the call's error"))
+			badRequest(w, r, "reason is required: the model gets it as the call's error")
 			return
 		}
 		res, err := s.cfg.Orch.DecideByToken(ctx, token, strings.TrimSpace(b.Reason))

@@ -14,12 +14,11 @@ import (
 // A script model is read from the server's project.
 func (s *server) fork(w http.ResponseWriter, r *http.Request, id string) {
 	var b ForkRequest
-	if p := decode(w, r, &b, false); p != nil {
-		writeProblem(w, r, p)
+	if !decode(w, r, &b, false) {
 		return
 	}
 	if b.AtTurn < 1 {
-		writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", "at_turn is required: the turn, from 1, whose end the fork keeps"))
+		badRequest(w, r, "at_turn is required: the turn, from 1, whose end the fork keeps")
 		return
 	}
 	if s.record(w, r, id) == nil {

@@ -33,8 +33,7 @@ func (s *server) approvals(w http.ResponseWriter, r *http.Request, _ string) {
 
 func (s *server) approve(w http.ResponseWriter, r *http.Request, id string) {
 	var b ApproveRequest
-	if p := decode(w, r, &b, true); p != nil {
-		writeProblem(w, r, p)
+	if !decode(w, r, &b, true) {
 		return
 	}
 	s.decide(w, r, id, registry.DecisionApprove, b.CallID, b.Reason, b.By)
@@ -42,12 +41,11 @@ func (s *server) approve(w http.ResponseWriter, r *http.Request, id string) {
 
 func (s *server) deny(w http.ResponseWriter, r *http.Request, id string) {
 	var b DenyRequest
-	if p := decode(w, r, &b, false); p != nil {
-		writeProblem(w, r, p)
+	if !decode(w, r, &b, false) {
 		return
 	}
 	if strings.TrimSpace(b.Reason) == "" {
-		writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", "reason is required: the model gets it as the call's error"))
+		badRequest(w, r, "reason is required: the model gets it as the call's error")
 		return
 	}
 	s.decide(w, r, id, registry.DecisionDeny, b.CallID, b.Reason, b.By)
@@ -73,12 +71,11 @@ func (s *server) interrupt(w http.ResponseWriter, r *http.Request, id string) {
 
 func (s *server) message(w http.ResponseWriter, r *http.Request, id string, interrupt bool) {
 	var b SendRequest
-	if p := decode(w, r, &b, false); p != nil {
-		writeProblem(w, r, p)
+	if !decode(w, r, &b, false) {
 		return
 	}
 	if strings.TrimSpace(b.Message) == "" {
-		writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", "message is required"))
+		badRequest(w, r, "message is required")
 		return
 	}
 	if s.record(w, r, id) == nil {

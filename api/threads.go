@@ -42,10 +42,25 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, id string, err err
 	writeProblem(w, r, p)
 }
 
-// decode reads a JSON body into v, refusing unknown fields, trailing data
-// and a body that is not JSON. An empty body leaves v as it is when
+// decode reads a JSON body into v (decodeBody); when the body is refused
+// it writes the problem and returns false.
+func decode(w http.ResponseWriter, r *http.Request, v any, optional bool) bool {
+	if p := decodeBody(w, r, v, optional); p != nil {
+		writeProblem(w, r, p)
+		return false
+	}
+	return true
+}
+
+// badRequest writes a 400 bad_request problem.
+func badRequest(w http.ResponseWriter, r *http.Request, format string, args ...any) {
+	writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", format, args...))
+}
+
+// decodeBody reads a JSON body into v, refusing unknown fields, trailing
+// data and a body that is not JSON. An empty body leaves v as it is when
 // optional.
-func decode(w http.ResponseWriter, r *http.Request, v any, optional bool) *Problem {
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) *Problem {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
@@ -128,22 +143,21 @@ type runBody struct {
 
 func (s *server) run(w http.ResponseWriter, r *http.Request, _ string) {
 	var b runBody
-	if p := decode(w, r, &b, false); p != nil {
-		writeProblem(w, r, p)
+	if !decode(w, r, &b, false) {
 		return
 	}
 	if strings.TrimSpace(b.Directive) == "" {
-		writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", "directive is required"))
+		badRequest(w, r, "directive is required")
 		return
 	}
 	name := strings.TrimSuffix(b.Directive, ".md")
 	if _, err := directive.CleanName(name); err != nil {
-		writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", "%v", err))
+		badRequest(w, r, "%v", err)
 		return
 	}
 	limits, err := thread.LimitsFromMap(b.Limits)
 	if err != nil {
-		writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", "limits: %v", err))
+		badRequest(w, r, "limits: %v", err)
 		return
 	}
 	if b.Inputs == nil {
@@ -169,14 +183,13 @@ func (s *server) list(w http.ResponseWriter, r *http.Request, _ string) {
 	q := r.URL.Query()
 	f := registry.Filter{Status: thread.Status(q.Get("status")), Directive: q.Get("directive"), Parent: q.Get("parent"), Limit: s.cfg.ListLimit}
 	if f.Status != "" && !f.Status.Valid() {
-		writeProblem(w, r, problem(http.StatusBadRequest, "bad_request",
-			"status %q: want one of created, running, waiting, completed, error, cancelled, continued", f.Status))
+		badRequest(w, r, "status %q: want one of created, running, waiting, completed, error, cancelled, continued", f.Status)
 		return
 	}
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > MaxListLimit {
-			writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", "limit %q: want 1 to %d", l, MaxListLimit))
+			badRequest(w, r, "limit %q: want 1 to %d", l, MaxListLimit)
 			return
 		}
 		f.Limit = n
@@ -222,8 +235,7 @@ func (s *server) budget(w http.ResponseWriter, r *http.Request, id string) {
 
 func (s *server) cancel(w http.ResponseWriter, r *http.Request, id string) {
 	var b CancelRequest
-	if p := decode(w, r, &b, true); p != nil {
-		writeProblem(w, r, p)
+	if !decode(w, r, &b, true) {
 		return
 	}
 	if s.record(w, r, id) == nil {
@@ -236,12 +248,11 @@ func (s *server) cancel(w http.ResponseWriter, r *http.Request, id string) {
 
 func (s *server) resume(w http.ResponseWriter, r *http.Request, id string) {
 	var b ResumeRequest
-	if p := decode(w, r, &b, false); p != nil {
-		writeProblem(w, r, p)
+	if !decode(w, r, &b, false) {
 		return
 	}
 	if strings.TrimSpace(b.Message) == "" {
-		writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", "message is required"))
+		badRequest(w, r, "message is required")
 		return
 	}
 	if s.record(w, r, id) == nil {
