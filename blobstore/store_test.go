@@ -9,7 +9,7 @@ import (
 	"github.com/spool-run/spool/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testenv.MainLeakFree(m) }
 
 func TestMemoryConformance(t *testing.T) {
 	t.Parallel()

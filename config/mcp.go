@@ -163,7 +163,7 @@ func parseTimeout(v any) (time.Duration, error) {
 	default:
 		f, err := thread.Number(v)
 		if err != nil {
-			return 0, fmt.Errorf("timeout: %v", err)
+			return 0, fmt.Errorf("timeout: %w", err)
 		}
 		d = time.Duration(f * float64(time.Second))
 	}

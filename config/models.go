@@ -132,8 +132,8 @@ func ScriptFile(project, model string) (file string, ok bool, err error) {
 	if err != nil {
 		return "", true, fmt.Errorf("project %s: %w", project, err)
 	}
-	if real, err := filepath.EvalSymlinks(root); err == nil {
-		root = real
+	if resolved, err := filepath.EvalSymlinks(root); err == nil {
+		root = resolved
 	}
 	file = p
 	if !filepath.IsAbs(file) {

@@ -86,7 +86,7 @@ func (t tree) number(keys ...string) (float64, bool, error) {
 		}
 		f, err := thread.Number(v)
 		if err != nil {
-			return 0, false, fmt.Errorf("%s: %s: %v", t.path, k, err)
+			return 0, false, fmt.Errorf("%s: %s: %w", t.path, k, err)
 		}
 		return f, true, nil
 	}

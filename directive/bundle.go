@@ -299,7 +299,7 @@ func fetchBundle(ctx context.Context, store blobstore.Store, digest string) (*Bu
 	}
 	var m manifest
 	if err := json.Unmarshal(mb, &m); err != nil {
-		return nil, fmt.Errorf("bundle %s: manifest: %v: %w", digest, err, ErrBadBundle)
+		return nil, fmt.Errorf("bundle %s: manifest: %w: %w", digest, err, ErrBadBundle)
 	}
 	if m.Version != 1 {
 		return nil, fmt.Errorf("bundle %s: manifest version %d: %w", digest, m.Version, ErrBadBundle)

@@ -190,7 +190,9 @@ func TestBundleRoundTrip(t *testing.T) {
 	if d6, _ := BuildBundle(ctx, store, proj, "", extra); d6 == d4 {
 		t.Error("dropping the user space gave the same digest")
 	}
-	os.Chmod(filepath.Join(proj, ".ai/tools/scrape.sh"), 0o644)
+	if err := os.Chmod(filepath.Join(proj, ".ai/tools/scrape.sh"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if d7, _ := BuildBundle(ctx, store, proj, home, extra); d7 == d4 {
 		t.Error("changed mode gave the same digest")
 	}

@@ -95,11 +95,12 @@ func ValidateInputs(d *Directive, inputs map[string]any) (map[string]any, error)
 	for _, in := range d.Inputs {
 		v, ok := out[in.Name]
 		if !ok || v == nil {
-			if in.Default != nil {
-				v, ok = *in.Default, true
-			} else if in.Required {
+			switch {
+			case in.Default != nil:
+				v = *in.Default
+			case in.Required:
 				return nil, &InputError{Inputs: []string{in.Name}, Problem: "required input missing", Declared: declared}
-			} else {
+			default:
 				delete(out, in.Name)
 				continue
 			}

@@ -122,11 +122,11 @@ func TestValidateFiles(t *testing.T) {
 	// Check: missing version and bad default
 	dir := t.TempDir()
 	p := filepath.Join(dir, "v.md")
-	os.WriteFile(p, []byte("```xml\n<directive name=\"v\"><inputs><input name=\"n\" type=\"integer\" default=\"x\"/></inputs></directive>\n```\n"), 0o644)
+	writeTree(t, dir, tree{"v.md": "```xml\n<directive name=\"v\"><inputs><input name=\"n\" type=\"integer\" default=\"x\"/></inputs></directive>\n```\n"})
 	if errs := ValidateFiles([]string{p}); len(errs) != 1 || !strings.Contains(errs[0].Error(), "missing version") {
 		t.Errorf("missing version: %v", errs)
 	}
-	os.WriteFile(p, []byte("```xml\n<directive name=\"v\" version=\"1\"><inputs><input name=\"n\" type=\"integer\" default=\"x\"/></inputs></directive>\n```\n"), 0o644)
+	writeTree(t, dir, tree{"v.md": "```xml\n<directive name=\"v\" version=\"1\"><inputs><input name=\"n\" type=\"integer\" default=\"x\"/></inputs></directive>\n```\n"})
 	if errs := ValidateFiles([]string{p}); len(errs) != 1 || !strings.Contains(errs[0].Error(), `<input name="n" default="x">: want an integer`) {
 		t.Errorf("bad default: %v", errs)
 	}

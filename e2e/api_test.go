@@ -480,7 +480,7 @@ func TestAPIRoutes(t *testing.T) {
 	e.Wait([]string{fk.ThreadID}, 2*time.Minute)
 
 	// the routes themselves
-	p = raw.problem(405, "method_not_allowed", "DELETE", "/v1/threads/"+esc(done), "")
+	raw.problem(405, "method_not_allowed", "DELETE", "/v1/threads/"+esc(done), "")
 	status, h, _ = raw.do("GET", "/v1/threads/"+esc(done)+"/cancel", "")
 	require.Equal(t, 405, status)
 	require.Equal(t, "POST", h.Get("Allow"))

@@ -170,8 +170,9 @@ func compareThread(r, p *Thread) (int, *Divergence) {
 		}
 		matched++
 	}
-	if r.Record.Status != p.Record.Status && !(r.Record.Status == thread.StatusContinued && r.Continuation != nil &&
-		r.Continuation.Record.ContinuationKind == "resume") {
+	resumed := r.Record.Status == thread.StatusContinued && r.Continuation != nil &&
+		r.Continuation.Record.ContinuationKind == "resume"
+	if r.Record.Status != p.Record.Status && !resumed {
 		d := div(0, KindStatus, r.Record.UpdatedAt)
 		d.Recorded, d.Replayed = ending(r), ending(p)
 		return matched, d

@@ -206,11 +206,11 @@ func RefusalError(fn, id string, path []string, amount float64, err error) error
 	return nil
 }
 
-// Register creates the root entry of a tree with ceiling max (USD). It is
-// idempotent: registering the same root with the same max again is a
-// no-op; another max, or an id that is a child, is ErrExists.
-func (l *Ledger) Register(ctx context.Context, root string, max float64) error {
-	n, err := ToNano(max)
+// Register creates the root entry of a tree with a ceiling (USD). It is
+// idempotent: registering the same root with the same ceiling again is a
+// no-op; another ceiling, or an id that is a child, is ErrExists.
+func (l *Ledger) Register(ctx context.Context, root string, ceiling float64) error {
+	n, err := ToNano(ceiling)
 	if err != nil {
 		return fmt.Errorf("register budget for %s: %w", root, err)
 	}
@@ -218,7 +218,7 @@ func (l *Ledger) Register(ctx context.Context, root string, max float64) error {
 		return errors.New("register budget: empty thread id")
 	}
 	err = registerScript.Run(ctx, l.rdb, []string{l.ks.Ledger(root)}, n).Err()
-	if rerr := RefusalError("register", root, nil, max, err); rerr != nil {
+	if rerr := RefusalError("register", root, nil, ceiling, err); rerr != nil {
 		return rerr
 	}
 	if err != nil {
@@ -262,14 +262,14 @@ type Admission struct {
 }
 
 // Admit admits id under path (its ancestors, parent first, up to the
-// root) without setting money aside: a new entry gets ceiling max (USD)
+// root) without setting money aside: a new entry gets the ceiling (USD)
 // and is admitted while its parent is active and every level of the
 // region above it has room (else spend_exceeded, nothing changes). An
 // existing entry of the same parent is left as it is (a handoff's
 // continuation shares its chain's entry) or, with reopen, reopened when
 // released (a resume), as an admitted entry, while it has room left.
-func (l *Ledger) Admit(ctx context.Context, id string, path []string, max float64, reopen bool) (Admission, error) {
-	n, err := ToNano(max)
+func (l *Ledger) Admit(ctx context.Context, id string, path []string, ceiling float64, reopen bool) (Admission, error) {
+	n, err := ToNano(ceiling)
 	if err != nil {
 		return Admission{}, fmt.Errorf("admit %s: %w", id, err)
 	}
@@ -277,7 +277,7 @@ func (l *Ledger) Admit(ctx context.Context, id string, path []string, max float6
 	if reopen {
 		flag = "1"
 	}
-	res, err := l.run(ctx, admitScript, "admit", id, path, max, n, flag)
+	res, err := l.run(ctx, admitScript, "admit", id, path, ceiling, n, flag)
 	if err != nil {
 		return Admission{}, err
 	}

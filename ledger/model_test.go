@@ -71,20 +71,20 @@ func smallest(lv []*mentry, from, to int) int64 {
 	return max(r, 0)
 }
 
-func (m *model) register(root string, max int64) error {
+func (m *model) register(root string, ceiling int64) error {
 	if e, ok := m.e[root]; ok {
-		if e.parent == "" && e.max == max {
+		if e.parent == "" && e.max == ceiling {
 			return nil
 		}
 		return ErrExists
 	}
-	m.e[root] = &mentry{max: max, status: StatusActive}
+	m.e[root] = &mentry{max: ceiling, status: StatusActive}
 	return nil
 }
 
-// admit admits a new child of parent with max, or reopens/reads an
+// admit admits a new child of parent with ceiling, or reopens/reads an
 // existing entry (parent must match); it returns the room left.
-func (m *model) admit(id, parent string, max int64, reopen bool) (int64, error) {
+func (m *model) admit(id, parent string, ceiling int64, reopen bool) (int64, error) {
 	if e, ok := m.e[id]; ok {
 		if e.parent != parent {
 			return 0, ErrExists
@@ -117,8 +117,8 @@ func (m *model) admit(id, parent string, max int64, reopen bool) (int64, error) 
 	if r <= 0 {
 		return 0, ErrInsufficientBudget
 	}
-	m.e[id] = &mentry{parent: parent, max: max, status: StatusActive}
-	return min(r, max), nil
+	m.e[id] = &mentry{parent: parent, max: ceiling, status: StatusActive}
+	return min(r, ceiling), nil
 }
 
 func (m *model) reserve(id, parent string, amt int64) error {

@@ -217,11 +217,12 @@ func (m *Monitor) serveDecisionLink(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if wantJSON {
-		if d.Problem != "" {
+		switch {
+		case d.Problem != "":
 			jsonError(w, code, d.Problem)
-		} else if d.Call == nil {
+		case d.Call == nil:
 			jsonError(w, http.StatusConflict, fmt.Sprintf("call %s of %s waits for no decision (decided already, or the thread moved on)", tok.CallID, tok.ThreadID))
-		} else {
+		default:
 			writeJSON(w, http.StatusOK, d.Call.PendingCall)
 		}
 		return

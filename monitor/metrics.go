@@ -87,12 +87,17 @@ func newQueueCollector(in *asynq.Inspector, ks keyspace.Space, log *slog.Logger)
 	}
 }
 
+// Describe sends the descriptions of the three queue metrics
+// (prometheus.Collector).
 func (c *QueueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.queueTasks
 	ch <- c.queueLatency
 	ch <- c.queuePaused
 }
 
+// Collect reads every spool queue through the Inspector and sends its
+// metrics (prometheus.Collector); a queue that cannot be read is logged
+// and left out.
 func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
 
 // collect sends the metrics and reports whether every read succeeded.

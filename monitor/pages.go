@@ -85,7 +85,7 @@ var funcs = template.FuncMap{
 	},
 	"sub":            func(a, b float64) float64 { return a - b },
 	"dur":            func(sec float64) string { return (time.Duration(sec * float64(time.Second))).String() },
-	"short":          func(s string, n int) string { return firstLine(s, n) },
+	"short":          firstLine,
 	"seconds":        seconds,
 	"offset":         offset,
 	"secondsBetween": func(a, b time.Time) float64 { return b.Sub(a).Seconds() },

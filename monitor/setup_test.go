@@ -28,7 +28,7 @@ import (
 	"github.com/spool-run/spool/worker"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testenv.MainLeakFree(m) }
 
 // env is one test's spool: the test Redis under a random namespace, a
 // local blob store, an in-process orchestrator and worker, and the monitor

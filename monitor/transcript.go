@@ -39,8 +39,8 @@ type followed struct {
 	failed error // a verification failure: the follower stays failed
 }
 
-func newTranscriptCache(store blobstore.Store, keyring *transcript.Keyring, max int) *transcriptCache {
-	entries, err := lru.New[string, *followed](max)
+func newTranscriptCache(store blobstore.Store, keyring *transcript.Keyring, size int) *transcriptCache {
+	entries, err := lru.New[string, *followed](size)
 	if err != nil {
 		panic(err) // only for a size <= 0: a programming error
 	}

@@ -136,7 +136,7 @@ directives:
             plain: 5
         - tool: other
 `)
-	resp, err := s.Complete(context.Background(), &Request{
+	_, err := s.Complete(context.Background(), &Request{
 		Messages: []thread.Message{
 			{Role: thread.RoleUser, Content: "go"},
 			{Role: thread.RoleAssistant, ToolCalls: []thread.ToolCall{{ID: "a", Name: "x", Input: json.RawMessage(`{}`)}}},
@@ -149,7 +149,7 @@ directives:
 	require.Error(t, err) // turn derived from messages = 2, only one entry
 	require.Contains(t, err.Error(), `directive "demo/x" has no turn 2`)
 
-	resp, err = s.Complete(context.Background(), &Request{
+	resp, err := s.Complete(context.Background(), &Request{
 		Messages: []thread.Message{{Role: thread.RoleTool, ToolCallID: "b", Content: "second"}},
 		Thread: ThreadInfo{ID: "T", Directive: "demo/x", ParentID: "P", PreviousThreadID: "Q", ChainIndex: 2, Turn: 1,
 			Inputs: map[string]any{"n": "21", "kind": "x", "obj": map[string]any{"a": 1}}},
@@ -376,28 +376,17 @@ func TestScriptParsedOnce(t *testing.T) {
 	files := map[string]string{"s.yaml": "directives:\n  \"*\":\n    - text: one\n"}
 	read := func(p string) ([]byte, error) { return []byte(files[p]), nil }
 	a, err := NewScripted("s.yaml", read)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b, err := NewScripted("s.yaml", read)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a != b {
-		t.Fatal("the same script was parsed twice")
-	}
+	require.NoError(t, err)
+	require.Same(t, a, b, "the same script was parsed twice")
 	files["s.yaml"] = "directives:\n  \"*\":\n    - text: two\n"
 	c, err := NewScripted("s.yaml", read)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c == a {
-		t.Fatal("a changed script came from the cache")
-	}
+	require.NoError(t, err)
+	require.NotSame(t, a, c, "a changed script came from the cache")
 	resp, err := c.Complete(t.Context(), &Request{Thread: ThreadInfo{Directive: "x", Turn: 1}}, nil)
-	if err != nil || resp.Text != "two" {
-		t.Fatalf("changed script played %+v, %v", resp, err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, "two", resp.Text)
 }
 
 // TestScriptedToolResultFields: a script reads the fields of the previous

@@ -13,7 +13,7 @@ import (
 	"github.com/spool-run/spool/keyspace"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testenv.MainLeakFree(m) }
 
 // clock is a settable clock.
 type clock struct {

@@ -24,7 +24,7 @@ import (
 	"github.com/spool-run/spool/transcript"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testenv.MainLeakFree(m) }
 
 // tickDirective needs an input, so that Check has something to validate.
 const tickDirective = "# Tick\n\n```xml\n<directive name=\"tick\" version=\"1.0.0\">\n  <metadata>\n" +

@@ -135,7 +135,7 @@ func Parse(path string, data []byte) ([]Entry, error) {
 			if e.ID != "" {
 				where = fmt.Sprintf("entry %q", e.ID)
 			}
-			return nil, fmt.Errorf("%s:%d: %s: %s", path, n.Line, where, err)
+			return nil, fmt.Errorf("%s:%d: %s: %w", path, n.Line, where, err)
 		}
 		if line, dup := seen[e.ID]; dup {
 			return nil, fmt.Errorf("%s:%d: entry %q: duplicate id (first at line %d)", path, n.Line, e.ID, line)
@@ -254,7 +254,7 @@ func ParseSpec(spec string) (cron.Schedule, error) {
 	if rest, ok := strings.CutPrefix(spec, "@every"); ok {
 		d, err := time.ParseDuration(strings.TrimSpace(rest))
 		if err != nil {
-			return nil, fmt.Errorf("@every: %v", err)
+			return nil, fmt.Errorf("@every: %w", err)
 		}
 		if d < time.Second {
 			return nil, fmt.Errorf("@every %s: the interval must be at least 1s", d)

@@ -346,12 +346,13 @@ func (s *Scheduler) fire(ctx context.Context, e *Entry, tick time.Time) (TickRes
 	id := TickThreadID(e.Directive, e.ID, tick)
 	log := s.log.With("schedule", e.ID, "tick", tick.UTC().Format(time.RFC3339Nano), "thread_id", id)
 	err := s.start(ctx, e, tick, id, &res)
-	if err != nil {
+	switch {
+	case err != nil:
 		res.Outcome = OutcomeError
 		log.Error("scheduled thread not started", "directive", e.Directive, "error", err)
-	} else if res.Outcome == OutcomeStarted {
+	case res.Outcome == OutcomeStarted:
 		log.Info("scheduled thread started", "directive", e.Directive, "queue", e.Queue)
-	} else {
+	default:
 		log.Debug("tick taken by another scheduler")
 	}
 	s.record(e, tick, res, err)

@@ -12,7 +12,7 @@ import (
 	"github.com/spool-run/spool/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testenv.MainLeakFree(m) }
 
 type fakeHandler struct {
 	started []Request

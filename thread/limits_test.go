@@ -2,6 +2,7 @@ package thread
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -110,8 +111,7 @@ func TestResolvedValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("defaults invalid: %v", err)
 	}
-	nan := 0.0
-	nan = nan / nan
+	nan := math.NaN()
 	bad := []Resolved{
 		{Turns: -1}, {Tokens: -1}, {Spend: -0.1}, {Spend: nan}, {Spawns: -2}, {Duration: -1}, {Duration: nan},
 	}

@@ -21,7 +21,7 @@ func TestNumber(t *testing.T) {
 		{uint64(12), 12, ""},
 		{float32(0.5), 0.5, ""},
 		{2.25, 2.25, ""},
-		{-0.0, 0, ""},
+		{math.Copysign(0, -1), 0, ""}, // negative zero
 		{json.Number("1e3"), 1000, ""},
 		{"0.25", 0.25, ""},
 		{" 12 ", 12, ""},

@@ -5,13 +5,25 @@ import "fmt"
 // Status is a thread's lifecycle state.
 type Status string
 
+// The statuses, in lifecycle order (see the package doc's picture).
 const (
-	StatusCreated   Status = "created"
-	StatusRunning   Status = "running"
-	StatusWaiting   Status = "waiting"
+	// StatusCreated is a registered thread that has run no turn yet.
+	StatusCreated Status = "created"
+	// StatusRunning is a thread an activation holds, or one is due for.
+	StatusRunning Status = "running"
+	// StatusWaiting is a suspended thread, waiting for something outside
+	// it (children, a message, a decision, a rate limit); it holds no
+	// worker slot.
+	StatusWaiting Status = "waiting"
+	// StatusCompleted is a thread finished with a result. Terminal.
 	StatusCompleted Status = "completed"
-	StatusError     Status = "error"
+	// StatusError is a thread that failed. Terminal.
+	StatusError Status = "error"
+	// StatusCancelled is a thread cancelled by a user or its parent.
+	// Terminal.
 	StatusCancelled Status = "cancelled"
+	// StatusContinued is a thread handed off to (or resumed by) a
+	// continuation thread, which its record points to. Terminal.
 	StatusContinued Status = "continued"
 )
 

@@ -33,7 +33,9 @@ func BenchmarkFSAppend(b *testing.B) {
 	tool := Builtins(FSConfig{})[0]
 	in := json.RawMessage(`{"path":"log.txt","content":"a line of text\n","mode":"append"}`)
 	for b.Loop() {
-		env.Store.Delete(ctx, WorkspaceKey("tree", "log.txt")) // keep the file small
+		if err := env.Store.Delete(ctx, WorkspaceKey("tree", "log.txt")); err != nil { // keep the file small
+			b.Fatal(err)
+		}
 		if r, err := tool.Run(ctx, env, in); err != nil || r.IsError {
 			b.Fatal(err, r.Output)
 		}

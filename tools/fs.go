@@ -72,7 +72,7 @@ func decodeInput(id string, input json.RawMessage, v any) error {
 		input = json.RawMessage("{}")
 	}
 	if err := json.Unmarshal(input, v); err != nil {
-		return fmt.Errorf("bad input for %s: %v", id, err)
+		return fmt.Errorf("bad input for %s: %w", id, err)
 	}
 	return nil
 }

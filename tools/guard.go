@@ -37,7 +37,7 @@ func keySegment(s string) string {
 	}
 	b := []byte(s)
 	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+		if c != '.' && !idChar(rune(c)) {
 			b[i] = '_'
 		}
 	}

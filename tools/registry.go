@@ -54,12 +54,18 @@ func ValidateID(id string) error {
 			return fmt.Errorf("%w %q: empty segment", ErrBadID, id)
 		}
 		for _, c := range seg {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			if !idChar(c) {
 				return fmt.Errorf("%w %q: character %q (want letters, digits, _ and - between slashes)", ErrBadID, id, c)
 			}
 		}
 	}
 	return nil
+}
+
+// idChar reports whether c may appear in an id's segment: an ASCII
+// letter or digit, '_' or '-'.
+func idChar(c rune) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
 // WireName is the tool name to send to a provider whose tool names must match

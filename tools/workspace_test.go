@@ -1,11 +1,11 @@
 package tools
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
 	"github.com/spool-run/spool/blobstore"
+	"github.com/stretchr/testify/require"
 )
 
 func TestCleanPath(t *testing.T) {
@@ -46,14 +46,12 @@ func TestCleanPath(t *testing.T) {
 	for _, tt := range tests {
 		got, err := CleanPath(tt.in)
 		if tt.wantErr != "" {
-			if err == nil || !errors.Is(err, ErrBadPath) || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("CleanPath(%q) = %q, %v; want error containing %q", tt.in, got, err, tt.wantErr)
-			}
+			require.ErrorIs(t, err, ErrBadPath, "CleanPath(%q) = %q", tt.in, got)
+			require.ErrorContains(t, err, tt.wantErr, "CleanPath(%q)", tt.in)
 			continue
 		}
-		if err != nil || got != tt.want {
-			t.Errorf("CleanPath(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
-		}
+		require.NoError(t, err, "CleanPath(%q)", tt.in)
+		require.Equal(t, tt.want, got, "CleanPath(%q)", tt.in)
 	}
 }
 

@@ -174,8 +174,11 @@ func (e *VerifyError) Error() string {
 	return fmt.Sprintf("transcript %s: %s", loc, e.Reason)
 }
 
+// Is makes every verification failure match ErrTampered.
 func (e *VerifyError) Is(target error) bool { return target == ErrTampered }
-func (e *VerifyError) Unwrap() error        { return e.Err }
+
+// Unwrap returns the underlying error, if any.
+func (e *VerifyError) Unwrap() error { return e.Err }
 
 // signCheckpoint returns the signed checkpoint line (without the newline).
 func signCheckpoint(ts time.Time, threadID string, seq int64, cp Checkpoint, s *Signer) ([]byte, error) {

@@ -120,5 +120,6 @@ func Follow(ctx context.Context, store blobstore.Store, threadID string, keyring
 	}
 }
 
-// ErrStopFollow, returned by a Follow callback, ends Follow without error.
+// ErrStopFollow is returned by a Follow callback to end Follow without
+// error.
 var ErrStopFollow = errors.New("stop following")

@@ -13,7 +13,7 @@ import (
 	"github.com/spool-run/spool/thread"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testenv.MainLeakFree(m) }
 
 // fakeClock advances one millisecond per reading.
 type fakeClock struct {

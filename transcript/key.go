@@ -289,7 +289,8 @@ func LoadKeyring(dir string, signers ...*Signer) (*Keyring, error) {
 	}
 	if dir != "" {
 		ents, err := os.ReadDir(dir)
-		if err != nil && !(errors.Is(err, os.ErrNotExist) && len(signers) > 0) {
+		// No key directory is fine when signers were given.
+		if missingOK := errors.Is(err, os.ErrNotExist) && len(signers) > 0; err != nil && !missingOK {
 			return nil, fmt.Errorf("load keyring: %w", err)
 		}
 		for _, e := range ents {

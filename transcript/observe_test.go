@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 )
@@ -42,7 +43,7 @@ func TestObserve(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	got := append(buffered, seen...)
+	got := slices.Concat(buffered, seen)
 	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
 	if err != nil {
 		t.Fatal(err)

@@ -176,7 +176,6 @@ func walk(ctx context.Context, store blobstore.Store, threadID string, keyring *
 		}
 		sum.Warnings = append(sum.Warnings, verr.Error())
 	}
-	infos = nil
 	sort.Strings(keys) // zero-padded: lexical = numeric
 	marks := opts.Marks
 	if opts.MinSegments > 0 {
@@ -324,9 +323,6 @@ func cloneHash(h hash.Hash) hash.Hash {
 	}
 	return nh
 }
-
-// chainHash is the hex hash of everything verified so far.
-func (v *verifier) chainHash() string { return hex.EncodeToString(v.h.Sum(nil)) }
 
 // parsedSegment is the chain-independent half of verifying a segment:
 // its events decoded and its checkpoint's signature checked. It is computed

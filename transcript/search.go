@@ -61,15 +61,15 @@ func SearchText(ev Event) string {
 
 // ChainSearch runs re over the transcripts of threadIDs (a continuation
 // chain, root first), line by line within each event's SearchText, and
-// returns up to max matches (max <= 0: 50). Transcripts are read leniently
+// returns up to limit matches (limit <= 0: 50). Transcripts are read leniently
 // (a damaged thread still yields its intact prefix); a thread with no
 // transcript contributes nothing.
-func ChainSearch(ctx context.Context, store blobstore.Store, keyring *Keyring, threadIDs []string, re *regexp.Regexp, max int) ([]Match, error) {
+func ChainSearch(ctx context.Context, store blobstore.Store, keyring *Keyring, threadIDs []string, re *regexp.Regexp, limit int) ([]Match, error) {
 	if re == nil {
 		return nil, fmt.Errorf("chain search: no pattern")
 	}
-	if max <= 0 {
-		max = 50
+	if limit <= 0 {
+		limit = 50
 	}
 	var out []Match
 	for _, id := range threadIDs {
@@ -84,7 +84,7 @@ func ChainSearch(ctx context.Context, store blobstore.Store, keyring *Keyring, t
 			for i, line := range strings.Split(SearchText(ev), "\n") {
 				if re.MatchString(line) {
 					out = append(out, Match{ThreadID: id, Seq: ev.Seq, Type: ev.Type, Line: i + 1, Text: line})
-					if len(out) >= max {
+					if len(out) >= limit {
 						return out, nil
 					}
 				}

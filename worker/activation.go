@@ -28,7 +28,7 @@ var errLeaseLost = errors.New("lease lost")
 func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	act, err := queue.ParseActivation(t)
 	if err != nil {
-		return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
+		return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
 	}
 	taskID, _ := asynq.GetTaskID(ctx)
 	log := w.log.With("thread_id", act.ThreadID, "reason", act.Reason)
@@ -95,7 +95,10 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 		// Whatever stopped this activation, if another one holds the
 		// thread now, it is a takeover, not a failure to retry.
 		if hb := w.o.Activations.Heartbeat(context.WithoutCancel(ctx), act.ThreadID, token, ttl); errors.Is(hb, registry.ErrLeaseLost) {
-			err = fmt.Errorf("%w (%v)", errLeaseLost, err)
+			// The activation's own error is detail only: wrapped, a
+			// hand-back error (errDraining) would decide the outcome
+			// instead of the takeover.
+			err = fmt.Errorf("%w (%v)", errLeaseLost, err) //nolint:errorlint // see above
 		}
 	}
 	s.endActivation(span, err)

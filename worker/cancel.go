@@ -67,7 +67,10 @@ func detachCancel(ctx context.Context) (context.Context, context.CancelFunc) {
 // request (or the duration limit) caused into errCancelledLoading.
 func handBackOnCancel(ctx context.Context, err error) error {
 	if err != nil && stopRequested(ctx) {
-		return fmt.Errorf("%w (%v)", errCancelledLoading, err)
+		// The load error is detail only: wrapped, its own sentinel (a
+		// conflict, a lost lease) would decide the outcome instead of
+		// the hand-back.
+		return fmt.Errorf("%w (%v)", errCancelledLoading, err) //nolint:errorlint // see above
 	}
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
@@ -30,20 +31,19 @@ func TestCheckpointState(t *testing.T) {
 		t.Errorf("running (-want +got):\n%s", diff)
 	}
 	s.st.ToolCallsByID["x"] = 9 // a copy: later counting does not change a taken state
-	if got.ToolCallsByTool["x"] != 0 {
-		t.Error("the state shares the worker's map")
-	}
+	require.Zero(t, got.ToolCallsByTool["x"], "the state shares the worker's map")
 
 	s.st.Pending = []pending{{CallID: "c", Kind: "wait", Threads: []string{"a"}}}
-	if st := s.checkpointState(raw); st.Reason != transcript.ReasonWaitingChildren || st.StopFlag {
-		t.Errorf("waiting: %+v", st)
-	}
+	st := s.checkpointState(raw)
+	require.Equal(t, transcript.ReasonWaitingChildren, st.Reason, "waiting")
+	require.False(t, st.StopFlag, "waiting")
 	s.st.Handoff = "next"
-	if st := s.checkpointState(raw); st.Reason != transcript.ReasonHandoff || !st.StopFlag {
-		t.Errorf("handoff: %+v", st)
-	}
+	st = s.checkpointState(raw)
+	require.Equal(t, transcript.ReasonHandoff, st.Reason, "handoff")
+	require.True(t, st.StopFlag, "handoff")
 	s.st.Final = &final{Status: thread.StatusCompleted}
-	if st := s.checkpointState(raw); st.Reason != transcript.ReasonRunFinished || st.Status != "completed" || !st.StopFlag {
-		t.Errorf("finished: %+v", st)
-	}
+	st = s.checkpointState(raw)
+	require.Equal(t, transcript.ReasonRunFinished, st.Reason, "finished")
+	require.Equal(t, "completed", st.Status, "finished")
+	require.True(t, st.StopFlag, "finished")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spool-run/spool/config"
@@ -59,7 +60,7 @@ func (s *session) orchestrate(ctx context.Context, call thread.ToolCall) error {
 		if maxIDs := s.waitMaxThreads(); len(p.ThreadIDs) > maxIDs {
 			return fail(fmt.Errorf("wait_threads takes 1 to %d thread_ids", maxIDs))
 		}
-		scoped = append(p.ThreadIDs, p.ThreadID)
+		scoped = append(slices.Clone(p.ThreadIDs), p.ThreadID)
 	}
 	for _, id := range scoped {
 		if err := s.inScope(ctx, id); err != nil {

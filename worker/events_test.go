@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/thread"
 )
@@ -40,13 +41,12 @@ func TestCarriedTurns(t *testing.T) {
 		"whole conversation (resume)":  {seed(conv...), 3},
 		"nothing carried":              {seed(), 0},
 	} {
-		if got := carriedTurns(tc.seed); got != tc.want {
-			t.Errorf("%s: carriedTurns = %d, want %d", name, got, tc.want)
-		}
+		require.Equal(t, tc.want, carriedTurns(tc.seed), name)
 	}
-	if trailing[0].Content != omittedTurnsNote || kept != 4 || len(trailing) != 5 {
-		t.Fatalf("the window should be the note, then turns 2 and 3 with their results: %d of %d kept", kept, len(trailing))
-	}
+	// The window is the note, then turns 2 and 3 with their results.
+	require.Equal(t, omittedTurnsNote, trailing[0].Content)
+	require.Equal(t, 4, kept)
+	require.Len(t, trailing, 5)
 }
 
 func TestStringOutputs(t *testing.T) {

@@ -90,13 +90,14 @@ func (s *session) begin(ctx context.Context) error {
 		"thread_id": s.id(), "directive": s.rec.Directive, "directive_body": s.dir.Body,
 		"model": s.rec.Model, "limits": toMap(s.rec.Limits), "inputs": s.rec.Inputs, "project_path": ".",
 	}
-	if forkSeed != nil {
+	switch {
+	case forkSeed != nil:
 		// The carried conversation already holds what the source's hooks
 		// gave it: a fork runs no thread_started hooks.
 		for _, m := range forkSeed {
 			s.appendMessage(m)
 		}
-	} else if s.rec.PreviousThreadID != "" {
+	case s.rec.PreviousThreadID != "":
 		evctx["previous_thread_id"] = s.rec.PreviousThreadID
 		seed, err := s.continuationSeed(ctx)
 		if err != nil {
@@ -112,7 +113,7 @@ func (s *session) begin(ctx context.Context) error {
 		for _, m := range seed {
 			s.appendMessage(m)
 		}
-	} else {
+	default:
 		hookText := s.runHooks(ctx, hooks.EventThreadStarted, evctx)
 		prompt := directive.RenderBody(s.dir, s.rec.Inputs)
 		if hookText != "" {

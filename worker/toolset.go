@@ -85,7 +85,8 @@ func (s *session) toolDefs() []thread.ToolDef {
 				defs = append(defs, d)
 			}
 		}
-		s.defs = append(defs, directiveReturnDef(s.dir))
+		defs = append(defs, directiveReturnDef(s.dir))
+		s.defs = defs
 	})
 	return s.defs
 }

@@ -6,7 +6,11 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestProbe(t *testing.T) {
 	t.Parallel()

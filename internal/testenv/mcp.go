@@ -93,7 +93,7 @@ func findEverything() (*MCPServer, error) {
 	cmd := exec.Command(npm, "install", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel", "error",
 		everythingPackage+"@"+EverythingVersion)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("npm install %s@%s: %v\n%s", everythingPackage, EverythingVersion, err, out)
+		return nil, fmt.Errorf("npm install %s@%s: %w\n%s", everythingPackage, EverythingVersion, err, out)
 	}
 	if _, err := os.Stat(entry); err != nil {
 		return nil, fmt.Errorf("npm installed %s but %s is missing", everythingPackage, entry)

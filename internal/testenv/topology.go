@@ -288,7 +288,10 @@ func waitCluster(url string, d time.Duration) error {
 			}
 			if time.Now().After(deadline) {
 				c.Close()
-				return fmt.Errorf("cluster node %s not ready: %v\n%s", addr, err, info)
+				if err != nil {
+					return fmt.Errorf("cluster node %s not ready: %w", addr, err)
+				}
+				return fmt.Errorf("cluster node %s not ready:\n%s", addr, info)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

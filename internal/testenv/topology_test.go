@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func TestMain(m *testing.M) { Main(m) }
+func TestMain(m *testing.M) { MainLeakFree(m) }
 
 // TestTopologiesAreWhatTheySay: the cluster spreads slots over three
 // masters (two keys of different slots land on different nodes), and the
