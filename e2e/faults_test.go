@@ -11,6 +11,7 @@ import (
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
@@ -29,8 +30,10 @@ directives:
     - text: "the tool returned (the duration limit should have stopped it)"
 `
 
-// slowFaultScript answers after 3s (f/kid, through the slow tier) or far
-// longer than any test (f/think).
+// slowFaultScript answers f/kid after 3s. f/kid names it as its model
+// id: a tier would not do, since a root's --model reaches the children
+// whose directive names no model id (ResolveTreeModel), and f/kid would
+// then run scripts/f.yaml, which has no turn for it, and fail at once.
 const slowFaultScript = `latency: 3s
 price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
 directives:
@@ -48,7 +51,7 @@ directives:
 func faultProject() map[string]string {
 	return map[string]string{
 		".ai/directives/f/parent.md":   directive("parent", `turns="4"`, spawnPerms, `<success>done</success>`),
-		".ai/directives/f/kid.md":      strings.Replace(directive("kid", `turns="2"`, fsPerms, `<success>done</success>`), "<limits", `<model tier="slow" /><limits`, 1),
+		".ai/directives/f/kid.md":      strings.Replace(directive("kid", `turns="2"`, fsPerms, `<success>done</success>`), "<limits", `<model id="script:scripts/slowkid.yaml" /><limits`, 1),
 		".ai/directives/f/think.md":    directive("think", `turns="3" duration="2"`, fsPerms, `<success>done</success>`),
 		".ai/directives/f/tooling.md":  directive("tooling", `turns="3" duration="2"`, fsPerms+`<execute><tool>t/sleep</tool></execute>`, `<success>done</success>`),
 		".ai/config/agent/models.yaml": "tiers:\n  slow: script:scripts/slowkid.yaml\n",
@@ -82,6 +85,14 @@ func waitingParent(t *testing.T, e *spooltest.Env) string {
 	return id
 }
 
+// onlyChild waits for the one child of id to end and returns its record.
+func onlyChild(t *testing.T, e *spooltest.Env, id string) *registry.Record {
+	t.Helper()
+	kids := children(t, e, id)
+	require.Len(t, kids, 1)
+	return e.Wait([]string{kids[0].ThreadID}, time.Minute)[kids[0].ThreadID]
+}
+
 // TestIntegrityFailureEndsTheThread: a thread whose transcript was
 // tampered with while it waited ends in error integrity_failed when it
 // wakes, naming the segment, and is not retried; a cancel of such a
@@ -100,6 +111,8 @@ func TestIntegrityFailureEndsTheThread(t *testing.T) {
 		require.Contains(t, rec.Error.Message, key, "names the segment")
 		require.Equal(t, int64(2), rec.Activation, "started, woken once: never retried")
 		require.NotContains(t, w.Log(), "activation failed")
+		kid := onlyChild(t, e, id)
+		require.Equal(t, thread.StatusCompleted, kid.Status, "the parent woke because its slow kid finished: %+v", kid.Error)
 	})
 
 	t.Run("cancel ends it whatever its transcript", func(t *testing.T) {
@@ -109,6 +122,8 @@ func TestIntegrityFailureEndsTheThread(t *testing.T) {
 		require.Equal(t, 0, res.Code, res.Stderr)
 		rec := e.Wait([]string{id}, time.Minute)[id]
 		require.Equal(t, thread.StatusCancelled, rec.Status, "%+v", rec.Error)
+		kid := onlyChild(t, e, id)
+		require.Equal(t, thread.StatusCancelled, kid.Status, "the cancel reached the kid in its 3s model call: %+v", kid.Error)
 	})
 }
 
