@@ -17,8 +17,6 @@ import (
 	"github.com/spool-run/spool/transcript"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 type verifySetup struct {
 	ctx    context.Context
 	skew   atomic.Int64 // added to the orchestrator's clock

@@ -6,4 +6,4 @@ import (
 	"github.com/spool-run/spool/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testenv.MainLeakFree(m) }

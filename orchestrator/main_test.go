@@ -1,0 +1,9 @@
+package orchestrator
+
+import (
+	"testing"
+
+	"github.com/spool-run/spool/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.MainLeakFree(m) }
