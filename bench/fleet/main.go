@@ -5,9 +5,12 @@
 // agents waiting on a real model would be. Printed: Redis CPU per turn
 // (INFO cpu), the worker process's CPU per turn and its peak RSS, Redis's
 // peak memory, the busiest Redis commands per turn (INFO commandstats),
-// and the time until every thread ended.
+// and the time until every thread ended. With -by-script, also each
+// script's calls and Redis time per turn, from Redis's SLOWLOG (which
+// costs Redis CPU of its own: compare CPU figures of runs without it).
 //
 //	go run ./bench/fleet -threads 10000 -turns 3 -latency 1s -concurrency 10000
+//	go run ./bench/fleet -threads 2000 -concurrency 2000 -by-script
 //
 // With no -redis it starts a redis-server from PATH on a free port. The
 // blob store is in memory.
@@ -44,8 +47,9 @@ func main() {
 	conc := flag.Int("concurrency", 10000, "the worker's concurrency")
 	producers := flag.Int("producers", 16, "goroutines starting threads")
 	redisURL := flag.String("redis", os.Getenv("SPOOL_BENCH_REDIS_URL"), "Redis URL (default: start redis-server)")
+	byScript := flag.Bool("by-script", false, "print Redis time per script (SLOWLOG; adds Redis CPU)")
 	flag.Parse()
-	if err := run(*threads, *turns, *conc, *producers, *latency, *redisURL); err != nil {
+	if err := run(*threads, *turns, *conc, *producers, *latency, *redisURL, *byScript); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
@@ -68,7 +72,7 @@ func script(turns int, latency time.Duration) string {
 	return b.String()
 }
 
-func run(n, turns, conc, producers int, latency time.Duration, redisURL string) error {
+func run(n, turns, conc, producers int, latency time.Duration, redisURL string, byScript bool) error {
 	if turns < 1 || n < 1 {
 		return fmt.Errorf("-threads and -turns must be at least 1")
 	}
@@ -110,6 +114,12 @@ func run(n, turns, conc, producers int, latency time.Duration, redisURL string) 
 
 	fmt.Printf("fleet: %d threads x %d turns, model latency %s, one worker of concurrency %d, redis %s\n",
 		n, turns, latency, conc, benchenv.Info(ctx, rdb, "server")["redis_version"])
+	var sl *scriptLog
+	if byScript {
+		if sl, err = startScriptLog(ctx, rdb); err != nil {
+			return err
+		}
+	}
 	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 		return err
 	}
@@ -167,6 +177,9 @@ func run(n, turns, conc, producers int, latency time.Duration, redisURL string) 
 			break
 		}
 		fmt.Printf("  %-22s %6.2f calls  %6.1f µs\n", s.Name, float64(s.Calls)/float64(total), float64(s.Usec)/float64(total))
+	}
+	if sl != nil {
+		printScripts(sl.finish(ctx), total, sl.lost)
 	}
 	return nil
 }
