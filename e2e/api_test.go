@@ -28,41 +28,6 @@ import (
 	"github.com/spool-run/spool/transcript"
 )
 
-const apiScript = `context_window: 200000
-price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-latency: 200ms
-directives:
-  "t/greet":
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "a.txt", content: "hi {{.inputs.name}}"}}]
-      usage: {input: 100, output: 20}
-    - text: "done for {{.inputs.name}}"
-      usage: {input: 10, output: 5}
-  "t/slow":
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "s1.txt", content: "1"}}]
-      usage: {input: 10, output: 5}
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "s2.txt", content: "2"}}]
-      usage: {input: 10, output: 5}
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "s3.txt", content: "3"}}]
-      usage: {input: 10, output: 5}
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "s4.txt", content: "4"}}]
-      usage: {input: 10, output: 5}
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "s5.txt", content: "5"}}]
-      usage: {input: 10, output: 5}
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "s6.txt", content: "6"}}]
-      usage: {input: 10, output: 5}
-    - text: "slow done"
-      usage: {input: 10, output: 5}
-  "t/gated":
-    - tool_calls: [{tool: rye/file-system/fs_list, input: {path: "."}}]
-      usage: {input: 10, output: 5}
-    - text: "after: {{.last_tool_result}}"
-      usage: {input: 10, output: 5}
-  "t/tooling":
-    - tool_calls: [{tool: t/sleep, input: {}}]
-      usage: {input: 10, output: 5}
-    - text: "the tool returned (it should have been cancelled)"
-`
-
 func apiProject() map[string]string {
 	return map[string]string{
 		".ai/directives/t/greet.md": directiveWithInputs("greet", `turns="6" spend="0.5"`, fsPerms,
@@ -72,7 +37,7 @@ func apiProject() map[string]string {
 		".ai/directives/t/tooling.md":     directive("tooling", `turns="3"`, fsPerms+`<execute><tool>t/sleep</tool></execute>`, `<success>done</success>`),
 		".ai/tools/t/sleep.sh":            sleepTool,
 		".ai/config/agent/approvals.yaml": "approvals:\n  - tool: rye/file-system/fs_list\n",
-		"scripts/api.yaml":                apiScript,
+		"scripts/api.yaml":                script("api"),
 	}
 }
 

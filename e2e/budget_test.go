@@ -27,71 +27,6 @@ func noLimitsDirective(name, perms, inputs string) string {
 		name, name, perms, inputs)
 }
 
-// budgetScript: b/root spawns three children in one turn (sync), three
-// async children it then waits on, and a three-level sync chain; nothing
-// sets a limit anywhere.
-const budgetScript = `context_window: 200000
-price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "b/root":
-    - tool_calls:
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/kid, inputs: {n: 1}}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/kid, inputs: {n: 2}}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/kid, inputs: {n: 3}}}
-      usage: {input: 500, output: 50}
-    - tool_calls:
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/kid, inputs: {n: 4}, async: true}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/kid, inputs: {n: 5}, async: true}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/kid, inputs: {n: 6}, async: true}}
-      usage: {input: 500, output: 50}
-    - tool_calls:
-        - {tool: rye/agent/threads/orchestrator, input: {operation: wait_threads, thread_ids: "{{toJSON (fields \"thread_id\" .tool_results)}}"}}
-      usage: {input: 500, output: 50}
-    - tool_calls:
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/chain, inputs: {n: 1}}}
-      usage: {input: 500, output: 50}
-    - text: "root done"
-      usage: {input: 500, output: 50}
-  "b/kid":
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "kid{{.inputs.n}}.txt", content: "kid {{.inputs.n}}"}}]
-      usage: {input: 300, output: 30}
-    - text: "kid {{.inputs.n}} done"
-      usage: {input: 350, output: 10}
-  "b/chain":
-    - tool_calls: [{tool: rye/agent/threads/thread_directive, input: {directive_name: b/chain, inputs: {n: "{{add .inputs.n 1}}"}}}]
-      when: '{{lt (atoi .inputs.n) 3}}'
-      usage: {input: 400, output: 40}
-    - text: "chain {{.inputs.n}} done"
-      usage: {input: 450, output: 10}
-  "b/pair":
-    - tool_calls:
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/costly, async: true}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/costly, async: true}}
-      usage: {input: 100, output: 0}
-    - tool_calls:
-        - {tool: rye/agent/threads/orchestrator, input: {operation: wait_threads, thread_ids: "{{toJSON (fields \"thread_id\" .tool_results)}}"}}
-      usage: {input: 100, output: 0}
-    - text: "pair done"
-  "b/costly":
-    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}]
-      usage: {input: 1, output: 400}
-    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}]
-      usage: {input: 1, output: 400}
-    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}]
-      usage: {input: 1, output: 400}
-    - text: "costly done"
-  "b/spender":
-    - text: "spent a dollar"
-      usage: {input: 1000000, output: 0}
-  "b/guard":
-    - tool_calls:
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/kid, inputs: {n: 1}, reserve: true, limit_overrides: {spend: 0.6}}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: b/kid, inputs: {n: 2}, reserve: true, limit_overrides: {spend: 0.6}}}
-      usage: {input: 100, output: 10}
-    - text: "guard done: {{.tool_results}}"
-      usage: {input: 100, output: 10}
-`
-
 const nInput = `<input name="n" type="integer">n</input>`
 
 func budgetProject() map[string]string {
@@ -103,7 +38,7 @@ func budgetProject() map[string]string {
 		".ai/directives/b/guard.md":   noLimitsDirective("guard", spawnPerms, ""),
 		".ai/directives/b/pair.md":    noLimitsDirective("pair", spawnPerms, ""),
 		".ai/directives/b/costly.md":  noLimitsDirective("costly", fsPerms, ""),
-		"scripts/b.yaml":              budgetScript,
+		"scripts/b.yaml":              script("budget"),
 	}
 }
 
@@ -291,7 +226,7 @@ func TestHandoffCarriesBudget(t *testing.T) {
 	t.Parallel()
 	files := coordProject()
 	files[".ai/directives/t/long.md"] = directive("long", `turns="5" spend="1.0"`, fsPerms, `<success>done</success>`)
-	files["scripts/h.yaml"] = handoffScript
+	files["scripts/h.yaml"] = script("handoff")
 	e := workerEnv(t, files, "2")
 	rec := runCompleted(t, e, "t/long", "--model", "script:scripts/h.yaml")
 	chain, err := e.Orch.Registry.GetChain(t.Context(), rec.ChainRootID)

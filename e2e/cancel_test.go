@@ -29,27 +29,6 @@ const (
 	sleepTool = "#!/bin/sh\ntouch \"$HOME/started-$(echo \"$SPOOL_THREAD_ID\" | tr / _)\"\nsleep 60\necho '{\"output\": \"slept\"}'\n"
 )
 
-const cancelScript = `context_window: 200000
-price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "t/tooling":
-    - tool_calls: [{tool: t/sleep, input: {}}]
-      usage: {input: 10, output: 5}
-    - text: "the tool returned (it should have been cancelled)"
-  "t/stepper":
-    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}]
-      usage: {input: 10, output: 5}
-    - text: "second turn (it should have been cancelled)"
-`
-
-// slowModelScript's every call takes far longer than the test.
-const slowModelScript = `latency: 60s
-price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "t/think":
-    - text: "thought (it should have been cancelled)"
-`
-
 func cancelProject() map[string]string {
 	sleepPerm := `<execute><tool>t/sleep</tool></execute>`
 	return map[string]string{
@@ -61,8 +40,8 @@ func cancelProject() map[string]string {
 			`<hook id="slow_step" event="after_step"><action primary="execute" item_type="tool" item_id="t/sleep"/></hook>`, ""),
 		".ai/tools/t/mark.sh":  markTool,
 		".ai/tools/t/sleep.sh": sleepTool,
-		"scripts/cancel.yaml":  cancelScript,
-		"scripts/slow.yaml":    slowModelScript,
+		"scripts/cancel.yaml":  script("cancel"),
+		"scripts/slow.yaml":    script("slow_model"),
 	}
 }
 

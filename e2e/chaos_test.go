@@ -40,14 +40,6 @@ func chaosScript() string {
 	return b.String()
 }
 
-// chaosParentScript: a parent starts a c/writer child and waits for it.
-const chaosParentScript = `  "c/parent":
-    - tool_calls: [{tool: rye/agent/threads/thread_directive, input: {directive_name: c/writer}}]
-      usage: {input: 50, output: 5}
-    - text: "parent done: {{.last_tool_result}}"
-      usage: {input: 60, output: 6}
-`
-
 // TestChaosRedisLossAndStorageOutage: 50 threads (30 writers, 10 parents
 // each with a writer child) on two worker processes and a scheduler.
 // Redis (a private redis-server with appendonly yes) is killed with
@@ -68,7 +60,7 @@ func TestChaosRedisLossAndStorageOutage(t *testing.T) {
 	e := spooltest.New(t, spooltest.Options{Redis: rds.Redis, S3: s3.S3, Files: map[string]string{
 		".ai/directives/c/writer.md": directive("writer", `turns="10" spend="1.0"`, fsPerms, `<success>done</success>`),
 		".ai/directives/c/parent.md": directive("parent", `turns="10" spend="1.0"`, spawnPerms, `<success>done</success>`),
-		"scripts/chaos.yaml":         chaosScript() + chaosParentScript,
+		"scripts/chaos.yaml":         chaosScript() + script("chaos_parent"),
 	}})
 	e.Orch.Log = quiet()
 	port, err := testenv.FreePort()
@@ -255,23 +247,6 @@ func scrapeMetrics(t *testing.T, addr string) map[string]float64 {
 	return out
 }
 
-const lossyScript = `context_window: 200000
-price: {input_per_mtok: 3.00, output_per_mtok: 15.00}
-latency: 300ms
-directives:
-  "c/lossy":
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: one.txt, content: "1"}}]
-      usage: {input: 100, output: 10}
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: two.txt, content: "2"}}]
-      usage: {input: 200, output: 20}
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: three.txt, content: "3"}}]
-      usage: {input: 300, output: 30}
-    - tool_calls: [{tool: c/nap, input: {}}]
-      usage: {input: 400, output: 40}
-    - text: "done"
-      usage: {input: 500, output: 50}
-`
-
 // TestWorkerRechargesTurnsRedisLost: Redis restarts from an AOF copied
 // after a thread's first turn, while the thread runs its fourth (a
 // four-second tool), so the registry and the ledger forget turns two and
@@ -284,7 +259,7 @@ func TestWorkerRechargesTurnsRedisLost(t *testing.T) {
 	e := spooltest.New(t, spooltest.Options{Redis: rds.Redis, Files: map[string]string{
 		".ai/directives/c/lossy.md": directive("lossy", `turns="8" spend="1.0"`, fsPerms+`<execute><tool>c/nap</tool></execute>`, `<success>done</success>`),
 		".ai/tools/c/nap.sh":        "#!/bin/sh\nsleep 4\necho '{\"output\": \"napped\"}'\n",
-		"scripts/lossy.yaml":        lossyScript,
+		"scripts/lossy.yaml":        script("lossy"),
 	}})
 	e.Orch.Log = quiet()
 	w := e.StartWorker("--concurrency", "1")

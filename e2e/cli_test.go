@@ -22,25 +22,13 @@ import (
 // The CLI contract (CLI.md): --json prints data, exit 0 on success, 1 on a
 // failed operation, 2 on bad usage, and an error is one line on stderr.
 
-const cliScript = `context_window: 200000
-price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "t/cli":
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "a.txt", content: "hi {{.inputs.name}}"}}]
-      usage: {input: 100, output: 20}
-    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "a.txt"}}]
-      usage: {input: 100, output: 20}
-    - text: "done for {{.inputs.name}}"
-      usage: {input: 10, output: 5}
-`
-
 func cliProject() map[string]string {
 	return map[string]string{
 		".ai/directives/t/cli.md": directive("cli", `turns="4" spend="0.5"`, fsPerms, `<success>done</success>`),
 		".ai/directives/t/greet.md": directiveWithInputs("greet", `turns="4" spend="0.5"`, fsPerms,
 			`<input name="name" type="string" required="true">who</input><input name="tone" type="string" default="warm">how</input>`),
 		"broken.md":        "# not a directive\n",
-		"scripts/cli.yaml": cliScript,
+		"scripts/cli.yaml": script("cli"),
 	}
 }
 

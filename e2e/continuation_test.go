@@ -12,22 +12,6 @@ import (
 	"github.com/spool-run/spool/thread"
 )
 
-// wsScript: the first thread of a chain writes a file and fills its context
-// window (a handoff follows); every later thread of the chain (the
-// continuation, and each resume) reads the file back and answers with it.
-const wsScript = `context_window: 2000
-price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "t/ws":
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "notes/a.txt", content: "written by the first thread"}}]
-      when: '{{eq .chain_index 0}}'
-      usage: {input: 1900, output: 40}
-    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "notes/a.txt"}}]
-      usage: {input: 300, output: 20}
-    - text: "thread {{.chain_index}} read: {{.last_tool_result}}"
-      usage: {input: 300, output: 20}
-`
-
 // TestRootChainSharesWorkspaceAndResumesTwice: a root thread's
 // continuation and its resumes work in the root's workspace, and a chain
 // resumed through its first id twice resumes its newest thread each time
@@ -36,7 +20,7 @@ func TestRootChainSharesWorkspaceAndResumesTwice(t *testing.T) {
 	t.Parallel()
 	files := map[string]string{
 		".ai/directives/t/ws.md": directive("ws", `turns="5" spend="1.0"`, fsPerms, `<success>done</success>`),
-		"scripts/ws.yaml":        wsScript,
+		"scripts/ws.yaml":        script("ws"),
 	}
 	e := workerEnv(t, files, "2")
 	e.StartWorker("--concurrency", "2")
@@ -116,32 +100,13 @@ func TestCancelWithoutCascadeLeavesChildren(t *testing.T) {
 	}
 }
 
-// slowChainScript: the first thread fills its context window at once (a
-// handoff follows); its continuation then takes six slow turns.
-const slowChainScript = `context_window: 2000
-price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-latency: 400ms
-directives:
-  "t/slowchain":
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "a.txt", content: "x"}}]
-      when: '{{eq .chain_index 0}}'
-      usage: {input: 1900, output: 40}
-    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "a.txt"}}], usage: {input: 100, output: 10}}
-    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "a.txt"}}], usage: {input: 100, output: 10}}
-    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "a.txt"}}], usage: {input: 100, output: 10}}
-    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "a.txt"}}], usage: {input: 100, output: 10}}
-    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "a.txt"}}], usage: {input: 100, output: 10}}
-    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "a.txt"}}], usage: {input: 100, output: 10}}
-    - text: "finished (it should have been cancelled)"
-`
-
 // TestCancelReachesTheContinuation: cancelling a thread that was continued
 // cancels the thread its chain has reached.
 func TestCancelReachesTheContinuation(t *testing.T) {
 	t.Parallel()
 	files := map[string]string{
 		".ai/directives/t/slowchain.md": directive("slowchain", `turns="10" spend="1.0"`, fsPerms, `<success>done</success>`),
-		"scripts/sc.yaml":               slowChainScript,
+		"scripts/sc.yaml":               script("slow_chain"),
 	}
 	e := workerEnv(t, files, "2")
 	res := e.Spool("thread", "run", "t/slowchain", "--model", "script:scripts/sc.yaml")

@@ -25,71 +25,7 @@ func directiveWithInputs(name, limits, perms, inputs string) string {
 
 const levelInput = `<input name="level" type="integer" required="true">level</input>`
 
-const coordScript = `context_window: 200000
-price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "t/chain":
-    - tool_calls:
-        - tool: rye/file-system/fs_write
-          input: {path: "chain_L{{.inputs.level}}.txt", content: "level {{.inputs.level}}"}
-      usage: {input: 120, output: 30}
-    - tool_calls:
-        - tool: rye/agent/threads/thread_directive
-          input: {directive_name: t/chain, inputs: {level: "{{add .inputs.level 1}}"}}
-      when: '{{lt (atoi .inputs.level) 4}}'
-      usage: {input: 200, output: 40}
-    - text: "done at level {{.inputs.level}}: {{.last_tool_result}}"
-      usage: {input: 260, output: 20}
-  "t/fan":
-    - tool_calls:
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 1}}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 1}}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 1}}}
-      when: '{{eq (atoi .inputs.level) 0}}'
-      usage: {input: 100, output: 30}
-    - tool_calls:
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 2}}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 2}}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 2}}}
-      when: '{{eq (atoi .inputs.level) 1}}'
-      usage: {input: 100, output: 30}
-    - tool_calls:
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 3}}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 3}}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/fan, inputs: {level: 3}}}
-      when: '{{eq (atoi .inputs.level) 2}}'
-      usage: {input: 100, output: 30}
-    - text: "fan level {{.inputs.level}} done"
-      usage: {input: 50, output: 10}
-  "t/spawner":
-    - tool_calls:
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/leaf, async: true}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/leaf, async: true}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/leaf, async: true}}
-      usage: {input: 100, output: 30}
-    - text: "spawned: {{.last_tool_result}}"
-      usage: {input: 100, output: 10}
-  "t/leaf":
-    - text: "leaf"
-      usage: {input: 10, output: 5}
-  "t/slowleaf":
-    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}], usage: {input: 10, output: 5}}
-    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}], usage: {input: 10, output: 5}}
-    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}], usage: {input: 10, output: 5}}
-    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}], usage: {input: 10, output: 5}}
-    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}], usage: {input: 10, output: 5}}
-    - {tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}], usage: {input: 10, output: 5}}
-    - text: "slow leaf finished (it should have been cancelled)"
-  "t/boss":
-    - tool_calls:
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/slowleaf}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/slowleaf}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: t/slowleaf}}
-      usage: {input: 100, output: 30}
-    - text: "boss finished (it should have been cancelled)"
-`
-
-// slowScript is the same as coordScript but every call of t/slowleaf waits.
+// script("slow") is the same as script("coord") but every call of t/slowleaf waits.
 const slowLatency = "latency: 700ms\n"
 
 func coordProject() map[string]string {
@@ -100,8 +36,8 @@ func coordProject() map[string]string {
 		".ai/directives/t/leaf.md":     directive("leaf", `turns="2" spend="0.05"`, fsPerms, `<success>done</success>`),
 		".ai/directives/t/slowleaf.md": directive("slowleaf", `turns="10" spend="0.05"`, fsPerms, `<success>done</success>`),
 		".ai/directives/t/boss.md":     directive("boss", `turns="6"`, spawnPerms, `<success>done</success>`),
-		"scripts/c.yaml":               coordScript,
-		"scripts/slow.yaml":            slowLatency + coordScript,
+		"scripts/c.yaml":               script("coord"),
+		"scripts/slow.yaml":            slowLatency + script("coord"),
 	}
 }
 
@@ -243,24 +179,11 @@ func testCancelCascadesAcrossWorkers(t *testing.T, top testenv.Topology) {
 	}
 }
 
-const handoffScript = `context_window: 2000
-price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "t/long":
-    - tool_calls:
-        - tool: rye/file-system/fs_write
-          input: {path: "part{{.chain_index}}.txt", content: "written by continuation {{.chain_index}}"}
-      when: '{{lt .chain_index 2}}'
-      usage: {input: 1900, output: 40}
-    - text: "finished in continuation {{.chain_index}} after {{.previous_thread_id}}"
-      usage: {input: 300, output: 20}
-`
-
 func TestHandoffChainAndResume(t *testing.T) {
 	t.Parallel()
 	files := coordProject()
 	files[".ai/directives/t/long.md"] = directive("long", `turns="5" spend="1.0"`, fsPerms, `<success>done</success>`)
-	files["scripts/h.yaml"] = handoffScript
+	files["scripts/h.yaml"] = script("handoff")
 	e := workerEnv(t, files, "2")
 	e.StartWorker("--concurrency", "2")
 
@@ -382,29 +305,13 @@ func decodeEvents(t *testing.T, jsonl string) []map[string]any {
 	return out
 }
 
-const waitScript = `context_window: 200000
-price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "t/waiter":
-    - tool_calls:
-        - tool: rye/agent/threads/orchestrator
-          input: {operation: wait_threads, thread_ids: ["{{.inputs.target}}"], timeout: 0.5}
-      usage: {input: 10, output: 5}
-    - tool_calls:
-        - tool: rye/agent/threads/orchestrator
-          input: {operation: wait_threads, thread_ids: ["{{.inputs.target}}"]}
-      usage: {input: 10, output: 5}
-    - text: "{{.last_tool_result}}"
-      usage: {input: 10, output: 5}
-`
-
 func TestWaitThreadsTimesOutThenWakes(t *testing.T) {
 	t.Parallel()
 	files := coordProject()
 	// The waiter waits on a thread of another tree: that needs rye/threads/any.
 	files[".ai/directives/t/waiter.md"] = directiveWithInputs("waiter", `turns="5"`, spawnPerms+`<execute><tool>rye/threads/any</tool></execute>`,
 		`<input name="target" type="string" required="true">thread to wait on</input>`)
-	files["scripts/wait.yaml"] = waitScript
+	files["scripts/wait.yaml"] = script("wait")
 	e := workerEnv(t, files, "2")
 	slow := e.Spool("thread", "run", "t/slowleaf", "--model", "script:scripts/slow.yaml")
 	require.Equal(t, 0, slow.Code, slow.Stderr)

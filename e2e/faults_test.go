@@ -17,37 +17,6 @@ import (
 	"github.com/spool-run/spool/transcript"
 )
 
-const faultScript = `price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "f/parent":
-    - tool_calls: [{tool: rye/agent/threads/thread_directive, input: {directive_name: f/kid}}]
-      usage: {input: 10, output: 5}
-    - text: "parent done: {{.last_tool_result}}"
-      usage: {input: 10, output: 5}
-  "f/tooling":
-    - tool_calls: [{tool: t/sleep, input: {}}]
-      usage: {input: 10, output: 5}
-    - text: "the tool returned (the duration limit should have stopped it)"
-`
-
-// slowFaultScript answers f/kid after 3s. f/kid names it as its model
-// id: a tier would not do, since a root's --model reaches the children
-// whose directive names no model id (ResolveTreeModel), and f/kid would
-// then run scripts/f.yaml, which has no turn for it, and fail at once.
-const slowFaultScript = `latency: 3s
-price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "f/kid":
-    - text: "kid done"
-      usage: {input: 10, output: 5}
-`
-
-const stuckScript = `latency: 60s
-directives:
-  "f/think":
-    - text: "thought (the duration limit should have stopped it)"
-`
-
 func faultProject() map[string]string {
 	return map[string]string{
 		".ai/directives/f/parent.md":   directive("parent", `turns="4"`, spawnPerms, `<success>done</success>`),
@@ -56,9 +25,9 @@ func faultProject() map[string]string {
 		".ai/directives/f/tooling.md":  directive("tooling", `turns="3" duration="2"`, fsPerms+`<execute><tool>t/sleep</tool></execute>`, `<success>done</success>`),
 		".ai/config/agent/models.yaml": "tiers:\n  slow: script:scripts/slowkid.yaml\n",
 		".ai/tools/t/sleep.sh":         sleepTool,
-		"scripts/f.yaml":               faultScript,
-		"scripts/slowkid.yaml":         slowFaultScript,
-		"scripts/stuck.yaml":           stuckScript,
+		"scripts/f.yaml":               script("fault"),
+		"scripts/slowkid.yaml":         script("slow_fault"),
+		"scripts/stuck.yaml":           script("stuck"),
 	}
 }
 
@@ -156,22 +125,6 @@ func TestDurationStopsWorkInFlight(t *testing.T) {
 	require.NotContains(t, w.Log(), "activation failed")
 }
 
-const outageScript = `latency: 300ms
-price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "f/writer":
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "part1.txt", content: "one {{.thread_id}}"}}]
-      usage: {input: 10, output: 5}
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "part2.txt", content: "two {{.thread_id}}"}}]
-      usage: {input: 10, output: 5}
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "part3.txt", content: "three {{.thread_id}}"}}]
-      usage: {input: 10, output: 5}
-    - tool_calls: [{tool: rye/file-system/fs_list, input: {path: "."}}]
-      usage: {input: 10, output: 5}
-    - text: "files: {{.last_tool_result}}"
-      usage: {input: 10, output: 5}
-`
-
 // TestStorageOutageLosesNothing stops the S3 server for ten seconds while
 // 20 threads write files: the workers ride the outage out (their store
 // retries), no storage failure reaches a model as a tool error, every
@@ -181,7 +134,7 @@ func TestStorageOutageLosesNothing(t *testing.T) {
 	s3 := testenv.NewPrivateS3(t)
 	files := faultProject()
 	files[".ai/directives/f/writer.md"] = directive("writer", `turns="8"`, fsPerms, `<success>done</success>`)
-	files["scripts/outage.yaml"] = outageScript
+	files["scripts/outage.yaml"] = script("outage")
 	e := spooltest.New(t, spooltest.Options{Files: files, S3: s3.S3})
 
 	// Every thread is queued before the worker starts, so the outage finds

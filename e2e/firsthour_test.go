@@ -124,30 +124,11 @@ func TestErrorLinesReadOnce(t *testing.T) {
 	}
 }
 
-const slowScript = `context_window: 200000
-price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-latency: 700ms
-directives:
-  "t/slow":
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "a.txt", content: "one"}}]
-      usage: {input: 100, output: 20}
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "b.txt", content: "two"}}]
-      usage: {input: 100, output: 20}
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "c.txt", content: "three"}}]
-      usage: {input: 100, output: 20}
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "d.txt", content: "four"}}]
-      usage: {input: 100, output: 20}
-    - text: "slow done"
-      usage: {input: 10, output: 5}
-  "*":
-    - text: "quick"
-`
-
 func slowProject() map[string]string {
 	return map[string]string{
 		".ai/directives/t/slow.md":  directive("slow", `turns="6" spend="0.5"`, fsPerms, `<success>done</success>`),
 		".ai/directives/t/quick.md": directive("quick", `turns="2" spend="0.5"`, fsPerms, `<success>done</success>`),
-		"scripts/slow.yaml":         slowScript,
+		"scripts/slow.yaml":         script("slow"),
 	}
 }
 

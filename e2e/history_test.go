@@ -19,68 +19,14 @@ import (
 	"github.com/spool-run/spool/transcript"
 )
 
-// stepsScript appends a line to log.txt in each of three turns, then
-// answers: a 4-turn thread whose tool calls cannot run twice unseen.
-const stepsScript = `context_window: 200000
-price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "h/steps":
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: log.txt, content: "one\n", mode: append}}]
-      usage: {input: 100, output: 10}
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: log.txt, content: "two\n", mode: append}}]
-      usage: {input: 200, output: 10}
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: log.txt, content: "three\n", mode: append}}]
-      usage: {input: 300, output: 10}
-    - text: "done: {{.last_tool_result}}"
-      usage: {input: 400, output: 10}
-`
-
-// forkScript is the fork's model: it reads the workspace it was given and
-// answers with what it read.
-const forkScript = `price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "h/steps":
-    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: log.txt}}]
-      usage: {input: 500, output: 10}
-    - text: "fork read: {{.last_tool_result}}"
-      usage: {input: 600, output: 10}
-`
-
-// treeScript: a boss starts two children at once, waits on them, then
-// runs a third synchronously; each child writes a file naming its parent,
-// reads it back and returns what it read.
-const treeScript = `price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "h/boss":
-    - tool_calls:
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: h/kid, inputs: {n: 1}, async: true}}
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: h/kid, inputs: {n: 2}, async: true}}
-      usage: {input: 100, output: 10}
-    - tool_calls:
-        - {tool: rye/agent/threads/orchestrator, input: {operation: wait_threads, thread_ids: "{{toJSON (fields \"thread_id\" .tool_results)}}"}}
-      usage: {input: 100, output: 10}
-    - tool_calls:
-        - {tool: rye/agent/threads/thread_directive, input: {directive_name: h/kid, inputs: {n: 3}}}
-      usage: {input: 100, output: 10}
-    - text: "boss done"
-      usage: {input: 100, output: 10}
-  "h/kid":
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "kid{{.inputs.n}}.txt", content: "kid {{.inputs.n}} of {{.parent_id}}"}}]
-      usage: {input: 50, output: 5}
-    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "kid{{.inputs.n}}.txt"}}]
-      usage: {input: 50, output: 5}
-    - tool_calls: [{tool: rye/agent/threads/directive_return, input: {answer: "{{.last_tool_result}}"}}]
-      usage: {input: 50, output: 5}
-`
-
 func historyProject() map[string]string {
 	return map[string]string{
 		".ai/directives/h/steps.md": directive("steps", `turns="8" spend="0.5"`, fsPerms, `<success>done</success>`),
 		".ai/directives/h/boss.md":  directive("boss", `turns="8" spend="1.0"`, spawnPerms, `<success>done</success>`),
 		".ai/directives/h/kid.md":   directive("kid", `turns="4"`, fsPerms, `<output name="answer" required="true">the answer</output>`),
-		"scripts/steps.yaml":        stepsScript,
-		"scripts/fork.yaml":         forkScript,
-		"scripts/tree.yaml":         treeScript,
+		"scripts/steps.yaml":        script("steps"),
+		"scripts/fork.yaml":         script("fork"),
+		"scripts/tree.yaml":         script("tree"),
 	}
 }
 

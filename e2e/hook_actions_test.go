@@ -15,20 +15,6 @@ import (
 	"github.com/spool-run/spool/transcript"
 )
 
-const hookActionsScript = `context_window: 200000
-price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "t/source":
-    - text: "SOURCE-NOTE-42: the API schema is v3"
-  "t/reader":
-    - text: "reader done"
-  "t/noload":
-    - text: "noload done"
-  "t/failing":
-    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "missing.txt"}}]
-    - text: "saw: {{.last_tool_result}}"
-`
-
 const srcInput = `<input name="src" type="string" required="true">thread whose knowledge to load</input>`
 
 // loadSourceHooks load another thread's knowledge at thread_started, by
@@ -63,7 +49,7 @@ func TestHookActions(t *testing.T) {
 		".ai/directives/t/noload.md":                    directiveWithHooks("noload", `turns="3"`, fsPerms, loadSourceHooks, srcInput),
 		".ai/directives/t/failing.md":                   directiveWithHooks("failing", `turns="4"`, fsPerms, noteToolErrors, ""),
 		".ai/tools/rye/agent/threads/thread_summary.sh": markTool,
-		"scripts/h.yaml":                                hookActionsScript,
+		"scripts/h.yaml":                                script("hook_actions"),
 	}})
 	e.StartWorker("--concurrency", "4")
 	home := filepath.Dir(e.Project)

@@ -3,9 +3,25 @@
 package e2e
 
 import (
+	"embed"
 	"testing"
 
 	"github.com/spool-run/spool/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testenv.MainLeakFree(m) }
+
+// scripts are the scripted provider's model scripts the tests run.
+//
+//go:embed testdata/scripts/*.yaml
+var scripts embed.FS
+
+// script returns testdata/scripts/<name>.yaml, a scripted provider's
+// script (provider/scripted.go) for a test project's scripts/ folder.
+func script(name string) string {
+	b, err := scripts.ReadFile("testdata/scripts/" + name + ".yaml")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}

@@ -35,33 +35,6 @@ import (
 // in the middle of a call (testdata/mcp/crashy.mjs), as a server that
 // crashes.
 
-const mcpScript = `price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "m/everything":
-    - tool_calls:
-        - {tool: mcp/everything/echo, input: {message: "hello from spool"}}
-        - {tool: mcp/everything/get-sum, input: {a: 2, b: 40}}
-        - {tool: mcp/everything/get-tiny-image, input: {}}
-        - {tool: mcp/everything/get-structured-content, input: {location: Chicago}}
-        - {tool: mcp/everything/get-env, input: {}}
-    - text: '{"tools": {{toJSON .tools}}, "results": {{toJSON .tool_results}}}'
-  "m/crash":
-    - tool_calls: [{tool: mcp/crashy/echo, input: {message: before}}]
-    - tool_calls: [{tool: mcp/crashy/trigger-long-running-operation, input: {duration: 30, steps: 3}}]
-    - tool_calls: [{tool: mcp/crashy/echo, input: {message: after}}]
-    - text: done
-  "m/remote":
-    - tool_calls:
-        - {tool: mcp/remote/echo, input: {message: "over http"}}
-        - {tool: mcp/remote/get-sum, input: {a: 1, b: 2}}
-    - text: '{{toJSON .tool_results}}'
-  "m/gated":
-    - tool_calls: [{tool: mcp/everything/echo, input: {message: "{{.inputs.word}}"}}]
-    - text: 'after: {{.last_tool_result}}'
-  "m/hello":
-    - text: hello
-`
-
 func mcpDirective(name, perms string) string {
 	return directive(name, `turns="6"`, "<execute>"+perms+"</execute>", `<success>done</success>`)
 }
@@ -153,7 +126,7 @@ func TestMCPClientEndToEnd(t *testing.T) {
 		".ai/directives/m/crash.md":  mcpDirective("crash", `<tool>mcp/crashy/*</tool>`),
 		".ai/directives/m/remote.md": mcpDirective("remote", `<tool>mcp/remote/*</tool>`),
 		".ai/config/mcp.yaml":        mcpYAML,
-		"scripts/m.yaml":             mcpScript,
+		"scripts/m.yaml":             script("mcp"),
 	}})
 	w := e.Start([]string{"MCP_REMOTE_ADDR=" + strings.TrimPrefix(front.URL, "http://"), "MCP_REMOTE_TOKEN=tok-e2e"}, "worker", "--concurrency", "4")
 	model := []string{"--model", "script:scripts/m.yaml"}
@@ -240,7 +213,7 @@ func TestSpoolMCPServer(t *testing.T) {
 		".ai/directives/m/hello.md":       mcpDirective("hello", ``),
 		".ai/config/mcp.yaml":             fmt.Sprintf("servers:\n  everything:\n    command: [%q, %q]\n", srv.Node, srv.Entry),
 		".ai/config/agent/approvals.yaml": "approvals:\n  - tool: mcp/everything/echo\n",
-		"scripts/m.yaml":                  mcpScript,
+		"scripts/m.yaml":                  script("mcp"),
 	}})
 	e.StartWorker("--concurrency", "2")
 

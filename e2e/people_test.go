@@ -24,30 +24,6 @@ import (
 	"github.com/spool-run/spool/worker"
 )
 
-const peopleScript = `price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "p/write":
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "out.txt", content: "once", mode: append}}]
-      usage: {input: 10, output: 5}
-    - text: "after: {{.last_tool_result}}"
-      usage: {input: 10, output: 5}
-  "p/two":
-    - tool_calls:
-        - {tool: rye/file-system/fs_write, input: {path: "a.txt", content: "A"}}
-        - {tool: rye/file-system/fs_write, input: {path: "b.txt", content: "B"}}
-      usage: {input: 10, output: 5}
-    - text: "{{toJSON .tool_results}}"
-      usage: {input: 10, output: 5}
-  "p/list":
-    - tool_calls: [{tool: rye/file-system/fs_list, input: {path: "."}}]
-      usage: {input: 10, output: 5}
-    - text: "after: {{.last_tool_result}}"
-      usage: {input: 10, output: 5}
-  "p/free":
-    - text: "free"
-      usage: {input: 10, output: 5}
-`
-
 const peopleApprovals = `approvals:
   - tool: rye/file-system/fs_write
   - tool: rye/file-system/fs_list
@@ -62,7 +38,7 @@ func peopleProject() map[string]string {
 		".ai/directives/p/list.md":        directive("list", `turns="4"`, fsPerms, `<success>done</success>`),
 		".ai/directives/p/free.md":        directive("free", `turns="4"`, fsPerms, `<success>done</success>`),
 		".ai/config/agent/approvals.yaml": peopleApprovals,
-		"scripts/p.yaml":                  peopleScript,
+		"scripts/p.yaml":                  script("people"),
 	}
 }
 
@@ -252,7 +228,7 @@ func TestSendReachesTheNextCall(t *testing.T) {
 	t.Parallel()
 	files := peopleProject()
 	delete(files, ".ai/config/agent/approvals.yaml")
-	files["scripts/slow.yaml"] = "latency: 1500ms\n" + peopleScript
+	files["scripts/slow.yaml"] = "latency: 1500ms\n" + script("people")
 	e := workerEnv(t, files, "2")
 	id := startThread(t, e, "p/write", "--model", "script:scripts/slow.yaml")
 	require.Eventually(t, func() bool {

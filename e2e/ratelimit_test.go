@@ -12,19 +12,6 @@ import (
 	"github.com/spool-run/spool/transcript"
 )
 
-const limitedScript = `latency: 800ms
-directives:
-  "*":
-    - text: "limited call"
-      usage: {input: 10, output: 5}
-`
-
-const freeScript = `directives:
-  "*":
-    - text: "free call"
-      usage: {input: 10, output: 5}
-`
-
 // TestRateLimitAcrossWorkers: concurrent: 1 serializes a model's calls
 // across two workers, while a thread of an unlimited model runs on the
 // only slot of a worker (waiting threads hold none); and a worker killed
@@ -34,8 +21,8 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 	e := spooltest.New(t, spooltest.Options{Files: map[string]string{
 		".ai/directives/r/x.md":             directive("x", `turns="3"`, fsPerms, `<success>done</success>`),
 		".ai/config/agent/rate_limits.yaml": "rate_limits: [{match: 'script:scripts/limited.yaml', concurrent: 1}]\n",
-		"scripts/limited.yaml":              limitedScript,
-		"scripts/free.yaml":                 freeScript,
+		"scripts/limited.yaml":              script("limited"),
+		"scripts/free.yaml":                 script("free"),
 	}})
 	var ids []string
 	for range 4 {

@@ -10,39 +10,6 @@ import (
 	"github.com/spool-run/spool/thread"
 )
 
-const scopeScript = `directives:
-  "s/victim":
-    - tool_calls: [{tool: rye/agent/threads/thread_directive, input: {directive_name: s/sleeper}}]
-      usage: {input: 10, output: 5}
-    - text: "victim done"
-      usage: {input: 10, output: 5}
-  "s/sleeper":
-    - text: "slept"
-      usage: {input: 10, output: 5}
-  "s/[sa][nd][om][oi]*":
-    - tool_calls:
-        - {tool: rye/agent/threads/orchestrator, input: {operation: get_status, thread_id: "{{.inputs.target}}"}}
-        - {tool: rye/agent/threads/orchestrator, input: {operation: read_transcript, thread_id: "{{.inputs.target}}"}}
-        - {tool: rye/agent/threads/orchestrator, input: {operation: chain_search, thread_id: "{{.inputs.target}}", query: "."}}
-        - {tool: rye/agent/threads/orchestrator, input: {operation: list_children, thread_id: "{{.inputs.target}}"}}
-        - {tool: rye/agent/threads/orchestrator, input: {operation: cancel_thread, thread_id: "{{.inputs.target}}"}}
-        - {tool: rye/agent/threads/orchestrator, input: {operation: resume_thread, thread_id: "{{.inputs.target}}", message: "hijacked"}}
-        - {tool: rye/agent/threads/orchestrator, input: {operation: wait_threads, thread_ids: ["{{.inputs.target}}"], timeout: 0.1}}
-      usage: {input: 10, output: 5}
-    - text: "{{toJSON .tool_results}}"
-      usage: {input: 10, output: 5}
-  "s/family":
-    - tool_calls: [{tool: rye/agent/threads/thread_directive, input: {directive_name: s/child}}]
-      usage: {input: 10, output: 5}
-    - text: "family done"
-      usage: {input: 10, output: 5}
-  "s/child":
-    - tool_calls: [{tool: rye/agent/threads/orchestrator, input: {operation: get_status, thread_id: "{{.parent_id}}"}}]
-      usage: {input: 10, output: 5}
-    - text: "parent seen: {{.last_tool_result}}"
-      usage: {input: 10, output: 5}
-`
-
 const targetInput = `<input name="target" type="string" required="true">thread</input>`
 
 // TestCoordinationIsTreeScoped: a thread holding only the orchestrator
@@ -59,9 +26,9 @@ func TestCoordinationIsTreeScoped(t *testing.T) {
 		".ai/directives/s/admin.md":   directiveWithInputs("admin", `turns="4"`, orch+`<execute><tool>rye.threads.any</tool></execute>`, targetInput),
 		".ai/directives/s/family.md":  directiveWithInputs("family", `turns="4"`, spawnPerms, ""),
 		".ai/directives/s/child.md":   directiveWithInputs("child", `turns="4"`, orch, ""),
-		"scripts/s.yaml":              scopeScript,
+		"scripts/s.yaml":              script("scope"),
 	}
-	files["scripts/s.yaml"] = scopeScript
+	files["scripts/s.yaml"] = script("scope")
 	e := workerEnv(t, files, "3")
 
 	victim := runCompleted(t, e, "s/victim", "--model", "script:scripts/s.yaml")

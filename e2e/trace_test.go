@@ -17,32 +17,6 @@ import (
 	"github.com/spool-run/spool/thread"
 )
 
-// traceScript: tr/parent spawns tr/child and waits for it (a suspension,
-// as the child naps a second, and a wake), then fills its context (1900 of 2000 tokens) and hands off
-// to a continuation, which finishes; a resume then goes on from it.
-const traceScript = `context_window: 2000
-price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "tr/parent":
-    - tool_calls: [{tool: rye/agent/threads/thread_directive, input: {directive_name: tr/child}}]
-      when: '{{eq .chain_index 0}}'
-      usage: {input: 500, output: 40}
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "parent.txt", content: "child said so"}}]
-      when: '{{eq .chain_index 0}}'
-      usage: {input: 1900, output: 40}
-    - text: "continued"
-      when: '{{eq .chain_index 1}}'
-      usage: {input: 300, output: 20}
-    - text: "resumed"
-      when: '{{eq .chain_index 2}}'
-      usage: {input: 310, output: 21}
-  "tr/child":
-    - tool_calls: [{tool: t/nap, input: {}}]
-      usage: {input: 100, output: 10}
-    - text: "child done"
-      usage: {input: 120, output: 12}
-`
-
 // napPerm lets a thread (and, so, its children) call t/nap.
 const napPerm = `<execute><tool>t/nap</tool></execute>`
 
@@ -60,7 +34,7 @@ func TestTraceIsOneTreeAcrossWorkers(t *testing.T) {
 		".ai/directives/tr/parent.md": directiveWithInputs("parent", `turns="6" spend="1.0"`, spawnPerms+napPerm, ""),
 		".ai/directives/tr/child.md":  directiveWithInputs("child", `turns="3"`, fsPerms+napPerm, ""),
 		".ai/tools/t/nap.sh":          "#!/bin/sh\nsleep 1\necho '{\"output\": \"napped\"}'\n",
-		"scripts/tr.yaml":             traceScript,
+		"scripts/tr.yaml":             script("trace"),
 	}})
 	otel := func(worker string) []string {
 		return []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rx.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",

@@ -12,31 +12,6 @@ import (
 	"github.com/spool-run/spool/thread"
 )
 
-const eventsScript = `context_window: 200000
-price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "t/looping":
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "a.txt", content: "a"}}]
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "b.txt", content: "b"}}]
-    - text: "never reached with turns=2"
-  "t/short":
-    # No second turn: the scripted provider fails that call (permanent).
-    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "s.txt", content: "s"}}]
-  "t/parent":
-    - tool_calls: [{tool: rye/agent/threads/thread_directive, input: {directive_name: t/kid}}]
-    - tool_calls: [{tool: rye/agent/threads/orchestrator, input: {operation: wait_threads, thread_ids: [t/x-1, t/x-2, t/x-3]}}]
-    - text: "parent saw: {{.last_tool_result}}"
-  "t/kid":
-    - tool_calls: [{tool: rye/agent/threads/directive_return, input: {answer: "forty-two"}}]
-`
-
-const sleepyScript = `latency: 60s
-price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "t/sleepy":
-    - text: "thought (it should have been cancelled)"
-`
-
 // TestTranscriptEventsRenderAndSearch runs threads that hit a limit, fail
 // a model call, spawn and wait on a child, return outputs and get
 // cancelled, and reads their transcripts through the CLI: every event the
@@ -53,8 +28,8 @@ func TestTranscriptEventsRenderAndSearch(t *testing.T) {
 		".ai/directives/t/kid.md":            directive("kid", `turns="3"`, fsPerms, `<output name="answer" required="true">the answer</output>`),
 		".ai/directives/t/sleepy.md":         directive("sleepy", `turns="3"`, fsPerms, `<success>done</success>`),
 		".ai/config/agent/coordination.yaml": "coordination:\n  wait_threads:\n    max_threads: 2\n",
-		"scripts/ev.yaml":                    eventsScript,
-		"scripts/sleepy.yaml":                sleepyScript,
+		"scripts/ev.yaml":                    script("events"),
+		"scripts/sleepy.yaml":                script("sleepy"),
 	}})
 	e.StartWorker("--concurrency", "4")
 

@@ -249,17 +249,6 @@ func TestUnservedQueue(t *testing.T) {
 	require.NotContains(t, res.Stderr, "warning")
 }
 
-const spawnScript = `context_window: 200000
-price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "t/spawner":
-    - tool_calls: [{tool: acme/spawn, input: {}}]
-      usage: {input: 10, output: 5}
-    - text: "spawned: {{.last_tool_result}}"
-  "t/kid":
-    - text: "kid {{.inputs.n}} done"
-`
-
 // spawnTool records its environment, then starts a child with the CLI and
 // waits for it, as a project tool would.
 const spawnTool = `#!/bin/sh
@@ -279,7 +268,7 @@ func TestToolStartsChildWithoutSecrets(t *testing.T) {
 		".ai/directives/t/spawner.md": directive("spawner", `turns="3"`, `<execute><tool>acme/spawn</tool></execute>`, `<success>done</success>`),
 		".ai/directives/t/kid.md":     directiveWithInputs("kid", `turns="2"`, "", `<input name="n" type="string" required="true">n</input>`),
 		".ai/tools/acme/spawn.sh":     spawnTool,
-		"scripts/spawn.yaml":          spawnScript,
+		"scripts/spawn.yaml":          script("spawn"),
 	}})
 	home := filepath.Dir(e.Project)
 	const token = "monitor-token-must-not-leak"

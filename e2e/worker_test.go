@@ -28,47 +28,12 @@ func directive(name, limits, permissions, outputs string) string {
 
 const fsPerms = `<execute><tool>rye/file-system/*</tool></execute>`
 
-const workerScript = `context_window: 200000
-price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
-directives:
-  "t/files":
-    - tool_calls:
-        - tool: rye/file-system/fs_write
-          input: {path: "notes/{{.inputs.name}}.txt", content: "hello {{.inputs.name}}"}
-      usage: {input: 100, output: 20}
-    - tool_calls:
-        - tool: rye/file-system/fs_read
-          input: {path: "notes/{{.inputs.name}}.txt"}
-      usage: {input: 150, output: 20}
-    - tool_calls:
-        - tool: rye/agent/threads/directive_return
-          input: {content: "{{.last_tool_result}}", path: "notes/{{.inputs.name}}.txt"}
-      usage: {input: 200, output: 20}
-  "t/denied":
-    - tool_calls:
-        - tool: rye/file-system/fs_write
-          input: {path: "x.txt", content: "should not be written"}
-      usage: {input: 100, output: 20}
-    - text: "saw: {{.last_tool_result}}"
-      usage: {input: 120, output: 20}
-  "t/loop":
-    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "missing.txt"}}]
-      usage: {input: 1000, output: 500}
-    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "missing.txt"}}]
-      usage: {input: 1000, output: 500}
-    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "missing.txt"}}]
-      usage: {input: 1000, output: 500}
-    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "missing.txt"}}]
-      usage: {input: 1000, output: 500}
-    - text: "never reached with the limits of these tests"
-`
-
 func workerProject() map[string]string {
 	return map[string]string{
 		".ai/directives/t/files.md":  directive("files", `turns="6" spend="0.5"`, fsPerms, `<output name="content" required="true">file content</output><output name="path" required="true">file path</output>`),
 		".ai/directives/t/denied.md": directive("denied", `turns="4"`, `<execute><tool>rye/file-system/fs_read</tool></execute>`, `<success>done</success>`),
 		".ai/directives/t/loop.md":   directive("loop", `turns="10" spend="1.0" tokens="100000"`, fsPerms, `<success>done</success>`),
-		"scripts/w.yaml":             workerScript,
+		"scripts/w.yaml":             script("worker"),
 	}
 }
 
