@@ -21,10 +21,11 @@ import (
 	simplelru "github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 )
 
-// Bundle layout in the blob store:
+// Bundle layout in the blob store (package blobkey builds the keys):
 //
 //	bundles/blobs/<sha256 of content>      one object per distinct file
 //	bundles/<sha256 of manifest>.json      the manifest; its hash is the digest
@@ -35,8 +36,6 @@ import (
 // Extra files (e.g. the scripted provider's script) are kept apart from the
 // tree and read with Extra.
 const (
-	bundlePrefix     = "bundles/"
-	bundleBlobPrefix = "bundles/blobs/"
 	// UserPrefix is the bundle directory holding the user space.
 	UserPrefix = "~user"
 	// MaxBundleFile bounds one file in a bundle.
@@ -153,7 +152,7 @@ func storeBundle(ctx context.Context, store blobstore.Store, files []pending, ex
 	g.SetLimit(maxParallel)
 	for dg, data := range blobs {
 		g.Go(func() error {
-			return putOnce(gctx, store, bundleBlobPrefix+dg, data)
+			return putOnce(gctx, store, blobkey.BundleBlob(dg), data)
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -165,7 +164,7 @@ func storeBundle(ctx context.Context, store blobstore.Store, files []pending, ex
 	}
 	sum := sha256.Sum256(mb)
 	digest := hex.EncodeToString(sum[:])
-	if err := putOnce(ctx, store, bundlePrefix+digest+".json", mb); err != nil {
+	if err := putOnce(ctx, store, blobkey.Bundle(digest), mb); err != nil {
 		return "", fmt.Errorf("bundle: store manifest: %w", err)
 	}
 	return digest, nil
@@ -290,7 +289,7 @@ func fetchBundle(ctx context.Context, store blobstore.Store, digest string) (*Bu
 	if !validDigest(digest) {
 		return nil, fmt.Errorf("bundle %q: not a sha256 hex digest: %w", digest, ErrBadBundle)
 	}
-	mb, err := store.Get(ctx, bundlePrefix+digest+".json")
+	mb, err := store.Get(ctx, blobkey.Bundle(digest))
 	if err != nil {
 		return nil, fmt.Errorf("bundle %s: manifest: %w", digest, err)
 	}
@@ -323,7 +322,7 @@ func fetchBundle(ctx context.Context, store blobstore.Store, digest string) (*Bu
 			if !validDigest(dg) {
 				return fmt.Errorf("bad blob digest %q: %w", dg, ErrBadBundle)
 			}
-			data, err := store.Get(gctx, bundleBlobPrefix+dg)
+			data, err := store.Get(gctx, blobkey.BundleBlob(dg))
 			if err != nil {
 				return fmt.Errorf("blob %s: %w", dg, err)
 			}

@@ -15,13 +15,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/scheduler"
 	"github.com/spool-run/spool/thread"
-	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -137,7 +137,7 @@ func TestChaosRedisLossAndStorageOutage(t *testing.T) {
 			require.Equal(t, chaosTurns, rec.Cost.Turns, id)
 			// Every write is there.
 			for i := 1; i < chaosTurns; i++ {
-				data, err := e.Store.Get(ctx, tools.WorkspaceKey(rec.TreeID(), fmt.Sprintf("%s/part%d.txt", id, i)))
+				data, err := e.Store.Get(ctx, blobkey.WorkspaceFile(rec.TreeID(), fmt.Sprintf("%s/part%d.txt", id, i)))
 				require.NoError(t, err, "%s part %d", id, i)
 				require.Equal(t, fmt.Sprintf("part %d of %s", i, id), string(data))
 			}
@@ -188,7 +188,7 @@ func lostChildSegments(t *testing.T, e *spooltest.Env, parent string) int {
 		if ev.Type != transcript.TypeChildSpawned || ev.Decode(&p) != nil {
 			continue
 		}
-		segs, err := e.Store.List(context.Background(), transcript.SegmentPrefix(p.ChildID))
+		segs, err := e.Store.List(context.Background(), blobkey.Segments(p.ChildID))
 		require.NoError(t, err)
 		n += len(segs)
 	}

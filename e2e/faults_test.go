@@ -8,13 +8,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
-	"github.com/spool-run/spool/tools"
-	"github.com/spool-run/spool/transcript"
 )
 
 func faultProject() map[string]string {
@@ -36,7 +35,7 @@ func faultProject() map[string]string {
 func tamper(t *testing.T, e *spooltest.Env, id string) string {
 	t.Helper()
 	ctx := context.Background()
-	key := transcript.SegmentKey(id, 1)
+	key := blobkey.Segment(id, 1)
 	data, err := e.Store.Get(ctx, key)
 	require.NoError(t, err)
 	i := len(data) / 2
@@ -201,7 +200,7 @@ func TestGrowthIsBounded(t *testing.T) {
 		for _, s := range segs {
 			require.Less(t, s.Size, int64(1<<20), "%s", s.Key)
 		}
-		_, err = e.Store.Get(ctx, transcript.ThreadJSONKey(rec.ThreadID))
+		_, err = e.Store.Get(ctx, blobkey.ThreadJSON(rec.ThreadID))
 		require.NoError(t, err, "thread.json is written")
 	})
 
@@ -209,7 +208,7 @@ func TestGrowthIsBounded(t *testing.T) {
 		rec, res := runJSON(t, e, "f/bigwrite", "--model", "script:scripts/big.yaml")
 		require.Equal(t, 0, res.Code, res.Stderr)
 		require.Contains(t, rec.Result, "over the limit")
-		_, err := e.Store.Get(ctx, tools.WorkspaceKey(rec.ThreadID, "big.txt"))
+		_, err := e.Store.Get(ctx, blobkey.WorkspaceFile(rec.ThreadID, "big.txt"))
 		require.ErrorIs(t, err, blobstore.ErrNotFound, "the call did not run")
 	})
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
@@ -35,7 +36,7 @@ func historyProject() map[string]string {
 func finished(t *testing.T, e *spooltest.Env, id string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		data, err := e.Store.Get(context.Background(), transcript.ThreadJSONKey(id))
+		data, err := e.Store.Get(context.Background(), blobkey.ThreadJSON(id))
 		return err == nil && strings.Contains(string(data), `"status":"completed"`)
 	}, time.Minute, 50*time.Millisecond)
 }
@@ -134,7 +135,7 @@ func TestForkAtTurn(t *testing.T) {
 	require.Equal(t, before.Transcript, after.Transcript)
 	require.Equal(t, before.Version, after.Version)
 	require.Equal(t, origEvents, events(t, e, id))
-	data, err := e.Store.Get(ctx, tools.WorkspaceKey(after.WorkspaceID(), "log.txt"))
+	data, err := e.Store.Get(ctx, blobkey.WorkspaceFile(after.WorkspaceID(), "log.txt"))
 	require.NoError(t, err)
 	require.Equal(t, "one\ntwo\nthree\n", string(data))
 	require.Equal(t, 0, e.Spool("thread", "verify", id).Code)
@@ -165,7 +166,7 @@ func TestForkAtTurn(t *testing.T) {
 
 	// A tampered transcript is not forked.
 	other := runSteps(t, e).ThreadID
-	key := transcript.SegmentKey(other, 1)
+	key := blobkey.Segment(other, 1)
 	seg, err := e.Store.Get(ctx, key)
 	require.NoError(t, err)
 	edited := strings.Replace(string(seg), `one\n`, `uno\n`, 1)

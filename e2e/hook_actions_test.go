@@ -8,11 +8,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/thread"
-	"github.com/spool-run/spool/tools"
-	"github.com/spool-run/spool/transcript"
 )
 
 const srcInput = `<input name="src" type="string" required="true">thread whose knowledge to load</input>`
@@ -58,7 +57,7 @@ func TestHookActions(t *testing.T) {
 	require.Equal(t, 0, res.Code, res.Stderr)
 	// No render exists until one is read: a hook's load renders the
 	// finished source from its transcript (then stores it, signed).
-	_, err := e.Store.Get(t.Context(), transcript.KnowledgeKey("t/source", src.ThreadID))
+	_, err := e.Store.Get(t.Context(), blobkey.Knowledge("t/source", src.ThreadID))
 	require.ErrorIs(t, err, blobstore.ErrNotFound, "renders are made when read, not on the turn's path")
 
 	firstMessage := func(t *testing.T, events []map[string]any) string {
@@ -120,7 +119,7 @@ func TestHookActions(t *testing.T) {
 		events := transcriptEvents(t, e, rec.ThreadID)
 		require.Equal(t, []string{"note_error: "}, hooksFired(events, "error"))
 		require.Empty(t, eventsOf(events, "error"), "no model call failed")
-		data, err := e.Store.Get(t.Context(), tools.WorkspaceKey(rec.ThreadID, "errors.txt"))
+		data, err := e.Store.Get(t.Context(), blobkey.WorkspaceFile(rec.ThreadID, "errors.txt"))
 		require.NoError(t, err)
 		require.Equal(t, "permanent rye/file-system/fs_read: "+toolErr, string(data))
 	})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/transcript"
@@ -21,7 +22,7 @@ func finishedThread(t *testing.T, e *spooltest.Env, name string) *registry.Recor
 	t.Helper()
 	rec := runCompleted(t, e, "t/files", "--input", "name="+name, "--model", "script:scripts/w.yaml")
 	require.Eventually(t, func() bool {
-		data, err := e.Store.Get(context.Background(), transcript.ThreadJSONKey(rec.ThreadID))
+		data, err := e.Store.Get(context.Background(), blobkey.ThreadJSON(rec.ThreadID))
 		return err == nil && strings.Contains(string(data), `"status":"completed"`)
 	}, time.Minute, 50*time.Millisecond)
 	return rec
@@ -55,7 +56,7 @@ func TestVerifyDeletedTailSegment(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(3), got.Transcript.Segments, "Finalize records the exact segment count")
 
-	last := transcript.SegmentKey(id, 3)
+	last := blobkey.Segment(id, 3)
 	require.NoError(t, e.Store.Delete(ctx, last))
 
 	v = e.Spool("thread", "verify", id)
@@ -84,7 +85,7 @@ func TestVerifyTamperedThreadJSON(t *testing.T) {
 	e := workerEnv(t, workerProject(), "2")
 	rec := finishedThread(t, e, "meta")
 	id := rec.ThreadID
-	tjKey, capKey := transcript.ThreadJSONKey(id), transcript.CapabilitiesKey(id)
+	tjKey, capKey := blobkey.ThreadJSON(id), blobkey.Capabilities(id)
 	orig, err := e.Store.Get(ctx, tjKey)
 	require.NoError(t, err)
 	origCaps, err := e.Store.Get(ctx, capKey)

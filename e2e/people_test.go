@@ -16,11 +16,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/api"
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
-	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/worker"
 )
 
@@ -88,7 +88,7 @@ func TestApprovalsEndToEnd(t *testing.T) {
 	require.Equal(t, 0, ap.Code, ap.Stderr)
 	final := e.Wait([]string{a}, time.Minute)[a]
 	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
-	data, err := e.Store.Get(context.Background(), tools.WorkspaceKey(final.TreeID(), "out.txt"))
+	data, err := e.Store.Get(context.Background(), blobkey.WorkspaceFile(final.TreeID(), "out.txt"))
 	require.NoError(t, err)
 	require.Equal(t, "once", string(data), "the approved call ran once")
 	tr := e.Spool("thread", "transcript", a, "--format", "jsonl")
@@ -109,7 +109,7 @@ func TestApprovalsEndToEnd(t *testing.T) {
 		rec := e.Wait([]string{id}, time.Minute)[id]
 		require.Equal(t, thread.StatusCompleted, rec.Status)
 		require.Contains(t, rec.Result, "not today", "the model got the reason")
-		_, err := e.Store.Get(context.Background(), tools.WorkspaceKey(rec.TreeID(), "out.txt"))
+		_, err := e.Store.Get(context.Background(), blobkey.WorkspaceFile(rec.TreeID(), "out.txt"))
 		require.Error(t, err, "the denied call never ran")
 	})
 
@@ -146,9 +146,9 @@ func TestApprovalsEndToEnd(t *testing.T) {
 		rec = e.Wait([]string{id}, time.Minute)[id]
 		require.Equal(t, thread.StatusCompleted, rec.Status)
 		require.Contains(t, rec.Result, "only A")
-		_, err := e.Store.Get(context.Background(), tools.WorkspaceKey(rec.TreeID(), "a.txt"))
+		_, err := e.Store.Get(context.Background(), blobkey.WorkspaceFile(rec.TreeID(), "a.txt"))
 		require.NoError(t, err)
-		_, err = e.Store.Get(context.Background(), tools.WorkspaceKey(rec.TreeID(), "b.txt"))
+		_, err = e.Store.Get(context.Background(), blobkey.WorkspaceFile(rec.TreeID(), "b.txt"))
 		require.Error(t, err)
 	})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/transcript"
@@ -96,13 +97,13 @@ func TestTranscriptOfTamperedThread(t *testing.T) {
 	edited := finishedThread(t, e, "edited").ThreadID
 	cut := finishedThread(t, e, "cut").ThreadID
 
-	seg := transcript.SegmentKey(edited, 2)
+	seg := blobkey.Segment(edited, 2)
 	data, err := e.Store.Get(ctx, seg)
 	require.NoError(t, err)
 	require.NoError(t, e.Store.Put(ctx, seg, bytes.Replace(data, []byte(`"seq":`), []byte(`"seq": `), 1)))
-	require.NoError(t, e.Store.Delete(ctx, transcript.SegmentKey(cut, 3)))
+	require.NoError(t, e.Store.Delete(ctx, blobkey.Segment(cut, 3)))
 
-	for id, bad := range map[string]string{edited: seg, cut: transcript.SegmentKey(cut, 3)} {
+	for id, bad := range map[string]string{edited: seg, cut: blobkey.Segment(cut, 3)} {
 		for _, format := range []string{"text", "jsonl", "markdown"} {
 			res := e.SpoolContext(ctx, quietEnv(), "thread", "transcript", id, "--format", format)
 			require.Equal(t, 1, res.Code, "%s %s: stdout:\n%s\nstderr:\n%s", id, format, res.Stdout, res.Stderr)

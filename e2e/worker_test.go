@@ -14,10 +14,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/thread"
-	"github.com/spool-run/spool/tools"
 )
 
 // directive renders a directive file.
@@ -72,7 +72,7 @@ func TestWorkerEndToEnd(t *testing.T) {
 		require.Contains(t, rec.Result, "permission denied")
 		require.Contains(t, rec.Result, "rye.execute.tool.rye.file-system.fs_write")
 		// Nothing was written.
-		_, err := e.Store.Get(t.Context(), tools.WorkspaceKey(rec.ThreadID, "x.txt"))
+		_, err := e.Store.Get(t.Context(), blobkey.WorkspaceFile(rec.ThreadID, "x.txt"))
 		require.ErrorIs(t, err, blobstore.ErrNotFound)
 	})
 

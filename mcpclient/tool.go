@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
 )
@@ -143,7 +144,7 @@ func storeBlob(ctx context.Context, env *tools.Env, kind, mimeType string, data 
 		return fmt.Sprintf("[%s %s, %d bytes, not kept: no store]", kind, mimeType, len(data)), nil
 	}
 	sum := sha256.Sum256(data)
-	key := "threads/" + env.ThreadID + "/artifacts/mcp-" + hex.EncodeToString(sum[:16]) + extension(mimeType)
+	key := blobkey.MCPContent(env.ThreadID, hex.EncodeToString(sum[:16]), extension(mimeType))
 	if err := env.Store.Put(ctx, key, data); err != nil {
 		return "", fmt.Errorf("store the %s of an MCP result at %s: %w", kind, key, err)
 	}

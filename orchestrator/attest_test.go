@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
@@ -43,8 +44,8 @@ func (s *verifySetup) runAttested(t *testing.T, id string, turns int) *registry.
 		_, err = w.Checkpoint(s.ctx, transcript.State{Iteration: turn})
 		require.NoError(t, err)
 		if turn == 1 {
-			require.NoError(t, s.store.Put(s.ctx, transcript.CapabilitiesKey(id), caps))
-			require.NoError(t, s.store.Put(s.ctx, transcript.ThreadJSONKey(id), running))
+			require.NoError(t, s.store.Put(s.ctx, blobkey.Capabilities(id), caps))
+			require.NoError(t, s.store.Put(s.ctx, blobkey.ThreadJSON(id), running))
 		}
 	}
 	out.Transcript = new(w.Mark())
@@ -62,7 +63,7 @@ func TestVerifyAttested(t *testing.T) {
 	s := newVerifySetup(t)
 	ctx := s.ctx
 	const id = "t/attest-1"
-	tjKey, capKey := transcript.ThreadJSONKey(id), transcript.CapabilitiesKey(id)
+	tjKey, capKey := blobkey.ThreadJSON(id), blobkey.Capabilities(id)
 	signedBefore := s.signer.Signatures()
 	final := s.runAttested(t, id, 3)
 	// runThread signed the views it wrote first: 2 signatures. The rest
@@ -117,22 +118,22 @@ func TestVerifyAttested(t *testing.T) {
 	t.Run("attesting segment deleted", func(t *testing.T) {
 		// The registry's mark catches it first; with the mark lost too,
 		// the attestation does.
-		_, err := s.tamper(t, id, transcript.Strict, func() { require.NoError(t, s.store.Delete(ctx, transcript.SegmentKey(id, 3))) })
-		requireTampered(t, err, transcript.SegmentKey(id, 3), "missing segment")
+		_, err := s.tamper(t, id, transcript.Strict, func() { require.NoError(t, s.store.Delete(ctx, blobkey.Segment(id, 3))) })
+		requireTampered(t, err, blobkey.Segment(id, 3), "missing segment")
 		_, err = s.tamper(t, id, transcript.Strict, func() {
 			require.NoError(t, s.r.Client.HSet(ctx, s.o.Keys.Thread(id), "transcript_segments", "0", "transcript_chain_hash", "").Err())
-			require.NoError(t, s.store.Delete(ctx, transcript.SegmentKey(id, 3)))
+			require.NoError(t, s.store.Delete(ctx, blobkey.Segment(id, 3)))
 		})
 		requireTampered(t, err, tjKey, "no verified checkpoint attests")
 	})
 	t.Run("attesting checkpoint edited", func(t *testing.T) {
-		seg, err := s.store.Get(ctx, transcript.SegmentKey(id, 3))
+		seg, err := s.store.Get(ctx, blobkey.Segment(id, 3))
 		require.NoError(t, err)
 		h := sha256.Sum256(tj)
 		sum := hex.EncodeToString(h[:])
 		require.Contains(t, string(seg), sum)
-		_, err = s.tamper(t, id, transcript.Strict, put(transcript.SegmentKey(id, 3), bytes.Replace(seg, []byte(sum), []byte(strings.Repeat("0", 64)), 1)))
-		requireTampered(t, err, transcript.SegmentKey(id, 3), "checkpoint signature")
+		_, err = s.tamper(t, id, transcript.Strict, put(blobkey.Segment(id, 3), bytes.Replace(seg, []byte(sum), []byte(strings.Repeat("0", 64)), 1)))
+		requireTampered(t, err, blobkey.Segment(id, 3), "checkpoint signature")
 	})
 	t.Run("capabilities.md", func(t *testing.T) {
 		_, err := s.tamper(t, id, transcript.Strict, put(capKey, bytes.Replace(caps, []byte("fs_read"), []byte("fs_rm"), 1)))
@@ -167,7 +168,7 @@ func TestAttestFinalMissed(t *testing.T) {
 	require.NoError(t, s.o.AttestFinal(s.ctx, rec, v-1, &out, w.NextSegment())) // foresees a version one too low
 	out.Transcript = new(w.Mark())
 	require.NoError(t, s.o.Finalize(s.ctx, rec, v, out))
-	tj, err := s.store.Get(s.ctx, transcript.ThreadJSONKey(id))
+	tj, err := s.store.Get(s.ctx, blobkey.ThreadJSON(id))
 	require.NoError(t, err)
 	require.Contains(t, string(tj), `"canon":"`+transcript.CanonJCS+`"`)
 	ver, err := s.o.VerifyThread(s.ctx, id, transcript.Strict)

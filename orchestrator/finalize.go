@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/internal/reply"
@@ -286,7 +287,7 @@ func (o *Orchestrator) WriteThreadJSON(ctx context.Context, rec *registry.Record
 		return err
 	}
 	// A view: the registry holds the record; thread.json is its signed copy.
-	return blobstore.PutView(ctx, o.Store, transcript.ThreadJSONKey(rec.ThreadID), data)
+	return blobstore.PutView(ctx, o.Store, blobkey.ThreadJSON(rec.ThreadID), data)
 }
 
 // fail ends a thread that no activation holds (created or waiting) with an
@@ -422,7 +423,7 @@ const MaxRecordResultBytes = 256 << 10
 // boundOutcome keeps out's result and outputs within MaxRecordResultBytes.
 func (o *Orchestrator) boundOutcome(ctx context.Context, id string, out *Outcome) error {
 	if len(out.Result) > MaxRecordResultBytes {
-		key := "threads/" + id + "/result.txt"
+		key := blobkey.Result(id)
 		b, err := tools.Bound(ctx, o.Store, key, tools.Result{Output: out.Result}, MaxRecordResultBytes)
 		if err != nil {
 			return err
@@ -432,7 +433,7 @@ func (o *Orchestrator) boundOutcome(ctx context.Context, id string, out *Outcome
 	if out.Outputs != nil {
 		raw, err := json.Marshal(out.Outputs)
 		if err == nil && len(raw) > MaxRecordResultBytes {
-			key := "threads/" + id + "/outputs.json"
+			key := blobkey.Outputs(id)
 			if err := o.Store.Put(ctx, key, raw); err != nil {
 				return fmt.Errorf("store the outputs of %s: %w", id, err)
 			}

@@ -7,11 +7,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
-	"github.com/spool-run/spool/transcript"
 )
 
 // TestFinalizeInOneScript: the end of a thread (commit, last charge, budget
@@ -95,7 +95,7 @@ func TestFinalizeOutlivesItsCaller(t *testing.T) {
 		Charge: &Charge{Key: id + ":turn:1", Amount: 0.25, Done: func(ledger.Charged, error) { cancel() }}}
 	require.NoError(t, s.o.Finalize(ctx, rec, v, out))
 	require.Error(t, ctx.Err(), "the caller's context was cancelled mid-Finalize")
-	data, err := s.store.Get(s.ctx, transcript.ThreadJSONKey(id))
+	data, err := s.store.Get(s.ctx, blobkey.ThreadJSON(id))
 	require.NoError(t, err)
 	require.Contains(t, string(data), `"status":"completed"`, "the final thread.json is written")
 }

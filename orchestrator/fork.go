@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/registry"
@@ -134,7 +135,7 @@ func (o *Orchestrator) Fork(ctx context.Context, req ForkRequest) (*ForkResult, 
 		return nil, err
 	}
 	for p, data := range files {
-		if err := o.Store.Put(ctx, tools.WorkspaceKey(id, p), data); err != nil {
+		if err := o.Store.Put(ctx, blobkey.WorkspaceFile(id, p), data); err != nil {
 			return nil, fmt.Errorf("fork %s: workspace: %w", src.ThreadID, err)
 		}
 	}
@@ -144,7 +145,7 @@ func (o *Orchestrator) Fork(ctx context.Context, req ForkRequest) (*ForkResult, 
 	})
 	if err != nil {
 		for p := range files {
-			_ = o.Store.Delete(context.WithoutCancel(ctx), tools.WorkspaceKey(id, p))
+			_ = o.Store.Delete(context.WithoutCancel(ctx), blobkey.WorkspaceFile(id, p))
 		}
 		return nil, fmt.Errorf("fork %s: %w", src.ThreadID, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/transcript"
@@ -17,7 +18,7 @@ import (
 // Renders are made when they are read, not at a running thread's
 // checkpoints: they are for people and hooks, and signing and writing one
 // per checkpoint was a third of a turn's work. The one made here is also
-// written, signed, at transcript.KnowledgeKey (best effort; when this
+// written, signed, at blobkey.Knowledge (best effort; when this
 // process holds the signing key), for whoever reads the store.
 func (o *Orchestrator) Knowledge(ctx context.Context, rec *registry.Record) ([]byte, error) {
 	tr, err := transcript.ReadWith(ctx, o.Store, rec.ThreadID, o.Keyring,
@@ -30,7 +31,7 @@ func (o *Orchestrator) Knowledge(ctx context.Context, rec *registry.Record) ([]b
 	body := transcript.RenderKnowledge(meta, tr.Events)
 	if o.Signer != nil {
 		signed := transcript.SignedKnowledge(meta, tr.Events, o.Signer, o.Now())
-		if err := blobstore.PutView(ctx, o.Store, transcript.KnowledgeKey(rec.Directive, rec.ThreadID), signed); err != nil {
+		if err := blobstore.PutView(ctx, o.Store, blobkey.Knowledge(rec.Directive, rec.ThreadID), signed); err != nil {
 			o.threadLog(rec.ThreadID).Warn("knowledge render not stored", "error", err)
 		}
 	}

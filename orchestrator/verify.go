@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
@@ -95,7 +96,7 @@ func (o *Orchestrator) readMetadata(ctx context.Context, id string) (metadataFil
 	for _, file := range []struct {
 		key  string
 		data *[]byte
-	}{{transcript.ThreadJSONKey(id), &f.threadJSON}, {transcript.CapabilitiesKey(id), &f.capabilities}} {
+	}{{blobkey.ThreadJSON(id), &f.threadJSON}, {blobkey.Capabilities(id), &f.capabilities}} {
 		data, err := o.Store.Get(ctx, file.key)
 		if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
 			return f, fmt.Errorf("verify %s: %w", file.key, err)
@@ -133,7 +134,7 @@ func verifySigned(f metadataFiles, keyring *transcript.Keyring, rec *registry.Re
 	if f.threadJSON != nil && signedJSON(f.threadJSON) {
 		var tj registry.Record
 		if _, err := transcript.VerifyJSON(f.threadJSON, keyring, &tj); err != nil {
-			problems = append(problems, &IntegrityError{Key: transcript.ThreadJSONKey(id), Reason: "signature", Err: err})
+			problems = append(problems, &IntegrityError{Key: blobkey.ThreadJSON(id), Reason: "signature", Err: err})
 		} else if p := checkThreadJSON(&tj, rec); p != nil {
 			problems = append(problems, p)
 		} else {
@@ -143,7 +144,7 @@ func verifySigned(f metadataFiles, keyring *transcript.Keyring, rec *registry.Re
 	if f.capabilities != nil && signedMarkdown(f.capabilities) {
 		cf, err := transcript.ReadCapabilities(f.capabilities, keyring)
 		if err != nil {
-			problems = append(problems, &IntegrityError{Key: transcript.CapabilitiesKey(id), Reason: "signature", Err: err})
+			problems = append(problems, &IntegrityError{Key: blobkey.Capabilities(id), Reason: "signature", Err: err})
 		} else if p := checkCapabilities(cf, rec); p != nil {
 			problems = append(problems, p)
 		} else {
@@ -159,7 +160,7 @@ func verifyAttested(f metadataFiles, tr *transcript.Transcript, rec *registry.Re
 	id := rec.ThreadID
 	var problems []error
 	if f.threadJSON != nil && !signedJSON(f.threadJSON) {
-		key := transcript.ThreadJSONKey(id)
+		key := blobkey.ThreadJSON(id)
 		var tj registry.Record
 		if md.ThreadJSONAttested = tr.Attested(transcript.ArtifactThreadJSON, f.threadJSON); md.ThreadJSONAttested == 0 {
 			problems = append(problems, &IntegrityError{Key: key, Reason: "attestation", Err: errNotAttested})
@@ -172,7 +173,7 @@ func verifyAttested(f metadataFiles, tr *transcript.Transcript, rec *registry.Re
 		}
 	}
 	if f.capabilities != nil && !signedMarkdown(f.capabilities) {
-		key := transcript.CapabilitiesKey(id)
+		key := blobkey.Capabilities(id)
 		if md.CapabilitiesAttested = tr.Attested(transcript.ArtifactCapabilities, f.capabilities); md.CapabilitiesAttested == 0 {
 			problems = append(problems, &IntegrityError{Key: key, Reason: "attestation", Err: errNotAttested})
 		} else if cf, err := transcript.ParseCapabilities(f.capabilities); err != nil {
@@ -190,7 +191,7 @@ func verifyAttested(f metadataFiles, tr *transcript.Transcript, rec *registry.Re
 // registry record rec, as an *IntegrityError, or nil.
 func checkThreadJSON(tj, rec *registry.Record) error {
 	if reason := contradiction(tj, rec); reason != "" {
-		return &IntegrityError{Key: transcript.ThreadJSONKey(rec.ThreadID), Reason: reason}
+		return &IntegrityError{Key: blobkey.ThreadJSON(rec.ThreadID), Reason: reason}
 	}
 	return nil
 }
@@ -198,7 +199,7 @@ func checkThreadJSON(tj, rec *registry.Record) error {
 // checkCapabilities is a verified capabilities.md that was not drawn for
 // rec's thread and capabilities, as an *IntegrityError, or nil.
 func checkCapabilities(cf *transcript.CapabilitiesFile, rec *registry.Record) error {
-	key := transcript.CapabilitiesKey(rec.ThreadID)
+	key := blobkey.Capabilities(rec.ThreadID)
 	switch {
 	case !cf.For(rec.ThreadID):
 		return &IntegrityError{Key: key, Reason: "drawn for another thread"}
@@ -332,7 +333,7 @@ func (o *Orchestrator) VerifyThread(ctx context.Context, id string, mode transcr
 	}
 	var missing []error
 	if files.threadJSON == nil && rec.Status.Terminal() && o.Now().Sub(rec.UpdatedAt) > finalizeGrace {
-		missing = append(missing, &IntegrityError{Key: transcript.ThreadJSONKey(id), Reason: fmt.Sprintf("missing, and the thread is %s", rec.Status)})
+		missing = append(missing, &IntegrityError{Key: blobkey.ThreadJSON(id), Reason: fmt.Sprintf("missing, and the thread is %s", rec.Status)})
 	}
 	if err := keep(append(missing, verifySigned(files, o.Keyring, rec, md)...)); err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/registry"
@@ -54,7 +55,7 @@ func (s *verifySetup) runThread(t *testing.T, id string, turns int) (*registry.R
 	require.NoError(t, s.o.WriteThreadJSON(s.ctx, rec))
 	body, err := transcript.RenderCapabilities(id, []thread.ToolDef{{Name: "rye/file-system/fs_read"}}, rec.Capabilities)
 	require.NoError(t, err)
-	require.NoError(t, s.store.Put(s.ctx, transcript.CapabilitiesKey(id), transcript.SignMarkdown(body, s.signer, s.o.Now())))
+	require.NoError(t, s.store.Put(s.ctx, blobkey.Capabilities(id), transcript.SignMarkdown(body, s.signer, s.o.Now())))
 	w, err := transcript.OpenWriter(s.ctx, s.store, id, s.signer, s.o.Keyring, RegistryMark(rec))
 	require.NoError(t, err)
 	v := rec.Version
@@ -73,7 +74,7 @@ func (s *verifySetup) runThread(t *testing.T, id string, turns int) (*registry.R
 // blobs and the registry hash back.
 func (s *verifySetup) tamper(t *testing.T, id string, mode transcript.Mode, change func()) (*Verified, error) {
 	t.Helper()
-	infos, err := s.store.List(s.ctx, transcript.ThreadPrefix(id))
+	infos, err := s.store.List(s.ctx, blobkey.Thread(id))
 	require.NoError(t, err)
 	blobs := map[string][]byte{}
 	for _, in := range infos {
@@ -83,7 +84,7 @@ func (s *verifySetup) tamper(t *testing.T, id string, mode transcript.Mode, chan
 	hash, err := s.r.Client.HGetAll(s.ctx, s.o.Keys.Thread(id)).Result()
 	require.NoError(t, err)
 	defer func() {
-		now, err := s.store.List(s.ctx, transcript.ThreadPrefix(id))
+		now, err := s.store.List(s.ctx, blobkey.Thread(id))
 		require.NoError(t, err)
 		for _, in := range now {
 			require.NoError(t, s.store.Delete(s.ctx, in.Key))
@@ -111,7 +112,7 @@ func TestVerifyThread(t *testing.T) {
 	s := newVerifySetup(t)
 	ctx := s.ctx
 	const id = "t/verify-1"
-	seg := func(n int64) string { return transcript.SegmentKey(id, n) }
+	seg := func(n int64) string { return blobkey.Segment(id, n) }
 	rec, v, w := s.runThread(t, id, 3)
 
 	// Running: the registry's mark lags by the segment written after the
@@ -128,7 +129,7 @@ func TestVerifyThread(t *testing.T) {
 	require.NoError(t, err, "a crash between the commit and the segment leaves this state: it verifies")
 	_, err = s.tamper(t, id, transcript.Strict, func() { require.NoError(t, s.store.Delete(ctx, seg(2))) })
 	requireTampered(t, err, seg(2), "missing segment")
-	_, err = s.tamper(t, id, transcript.Strict, func() { require.NoError(t, s.store.Delete(ctx, transcript.ThreadJSONKey(id))) })
+	_, err = s.tamper(t, id, transcript.Strict, func() { require.NoError(t, s.store.Delete(ctx, blobkey.ThreadJSON(id))) })
 	require.NoError(t, err, "thread.json is a view: a running thread may lack it")
 
 	// Finished: Finalize records the exact mark, in the registry and in
@@ -157,39 +158,39 @@ func TestVerifyThread(t *testing.T) {
 			require.NoError(t, s.r.Client.HSet(ctx, s.o.Keys.Thread(id), "transcript_segments", "0", "transcript_chain_hash", "").Err())
 			require.NoError(t, s.store.Delete(ctx, seg(3)))
 		})
-		requireTampered(t, err, transcript.ThreadJSONKey(id), "transcript mark 3 segments is ahead of the registry's 0")
+		requireTampered(t, err, blobkey.ThreadJSON(id), "transcript mark 3 segments is ahead of the registry's 0")
 		ver, err := s.tamper(t, id, transcript.Lenient, func() {
 			require.NoError(t, s.r.Client.HSet(ctx, s.o.Keys.Thread(id), "transcript_segments", "0", "transcript_chain_hash", "").Err())
 			require.NoError(t, s.store.Delete(ctx, seg(3)))
 		})
 		require.NoError(t, err)
-		require.Contains(t, strings.Join(ver.Warnings, "\n"), transcript.ThreadJSONKey(id))
+		require.Contains(t, strings.Join(ver.Warnings, "\n"), blobkey.ThreadJSON(id))
 	})
 	t.Run("thread.json missing on a finished thread", func(t *testing.T) {
-		ver, err := s.tamper(t, id, transcript.Strict, func() { require.NoError(t, s.store.Delete(ctx, transcript.ThreadJSONKey(id))) })
+		ver, err := s.tamper(t, id, transcript.Strict, func() { require.NoError(t, s.store.Delete(ctx, blobkey.ThreadJSON(id))) })
 		require.NoError(t, err, "Finalize writes thread.json just after its commit: within the grace it may not be there yet")
 		require.Nil(t, ver.Metadata.ThreadJSON)
 		s.skew.Store(int64(finalizeGrace + time.Second))
 		defer s.skew.Store(0)
-		_, err = s.tamper(t, id, transcript.Strict, func() { require.NoError(t, s.store.Delete(ctx, transcript.ThreadJSONKey(id))) })
-		requireTampered(t, err, transcript.ThreadJSONKey(id), "missing, and the thread is completed")
+		_, err = s.tamper(t, id, transcript.Strict, func() { require.NoError(t, s.store.Delete(ctx, blobkey.ThreadJSON(id))) })
+		requireTampered(t, err, blobkey.ThreadJSON(id), "missing, and the thread is completed")
 	})
 	t.Run("thread.json edited", func(t *testing.T) {
 		_, err := s.tamper(t, id, transcript.Strict, func() {
-			data, err := s.store.Get(ctx, transcript.ThreadJSONKey(id))
+			data, err := s.store.Get(ctx, blobkey.ThreadJSON(id))
 			require.NoError(t, err)
 			edited := strings.Replace(string(data), `"turns":25`, `"turns":250`, 1)
 			require.NotEqual(t, string(data), edited)
-			require.NoError(t, s.store.Put(ctx, transcript.ThreadJSONKey(id), []byte(edited)))
+			require.NoError(t, s.store.Put(ctx, blobkey.ThreadJSON(id), []byte(edited)))
 		})
-		requireTampered(t, err, transcript.ThreadJSONKey(id), "signature")
+		requireTampered(t, err, blobkey.ThreadJSON(id), "signature")
 		require.ErrorIs(t, err, transcript.ErrBadSignature)
 		ver, err := s.tamper(t, id, transcript.Lenient, func() {
-			require.NoError(t, s.store.Put(ctx, transcript.ThreadJSONKey(id), []byte(`{"thread_id":"x"}`)))
+			require.NoError(t, s.store.Put(ctx, blobkey.ThreadJSON(id), []byte(`{"thread_id":"x"}`)))
 		})
 		require.NoError(t, err)
 		require.Nil(t, ver.Metadata.ThreadJSON)
-		require.Contains(t, strings.Join(ver.Warnings, "\n"), transcript.ThreadJSONKey(id))
+		require.Contains(t, strings.Join(ver.Warnings, "\n"), blobkey.ThreadJSON(id))
 	})
 	t.Run("thread.json signed by an untrusted key", func(t *testing.T) {
 		other, err := transcript.GenerateKey()
@@ -197,20 +198,20 @@ func TestVerifyThread(t *testing.T) {
 		_, err = s.tamper(t, id, transcript.Strict, func() {
 			data, err := transcript.SignJSON(cur, other)
 			require.NoError(t, err)
-			require.NoError(t, s.store.Put(ctx, transcript.ThreadJSONKey(id), data))
+			require.NoError(t, s.store.Put(ctx, blobkey.ThreadJSON(id), data))
 		})
-		requireTampered(t, err, transcript.ThreadJSONKey(id), "signature")
+		requireTampered(t, err, blobkey.ThreadJSON(id), "signature")
 		require.ErrorIs(t, err, transcript.ErrUnknownKey)
 	})
 	t.Run("registry limits and capabilities widened", func(t *testing.T) {
 		_, err := s.tamper(t, id, transcript.Strict, func() {
 			require.NoError(t, s.r.Client.HSet(ctx, s.o.Keys.Thread(id), "limits", `{"turns":1000,"tokens":4096,"spend":1,"depth":10,"spawns":10,"duration":600}`).Err())
 		})
-		requireTampered(t, err, transcript.ThreadJSONKey(id), "limits")
+		requireTampered(t, err, blobkey.ThreadJSON(id), "limits")
 		_, err = s.tamper(t, id, transcript.Strict, func() {
 			require.NoError(t, s.r.Client.HSet(ctx, s.o.Keys.Thread(id), "capabilities", `["rye.execute.tool.*"]`).Err())
 		})
-		requireTampered(t, err, transcript.ThreadJSONKey(id), "capabilities")
+		requireTampered(t, err, blobkey.ThreadJSON(id), "capabilities")
 	})
 	t.Run("signed thread.json of another state", func(t *testing.T) {
 		for _, tc := range []struct {
@@ -227,31 +228,31 @@ func TestVerifyThread(t *testing.T) {
 				tc.edit(&r)
 				data, err := transcript.SignJSON(&r, s.signer)
 				require.NoError(t, err)
-				require.NoError(t, s.store.Put(ctx, transcript.ThreadJSONKey(id), data))
+				require.NoError(t, s.store.Put(ctx, blobkey.ThreadJSON(id), data))
 			})
-			requireTampered(t, err, transcript.ThreadJSONKey(id), tc.reason)
+			requireTampered(t, err, blobkey.ThreadJSON(id), tc.reason)
 		}
 	})
 	t.Run("capabilities.md", func(t *testing.T) {
 		_, err := s.tamper(t, id, transcript.Strict, func() {
-			data, err := s.store.Get(ctx, transcript.CapabilitiesKey(id))
+			data, err := s.store.Get(ctx, blobkey.Capabilities(id))
 			require.NoError(t, err)
-			require.NoError(t, s.store.Put(ctx, transcript.CapabilitiesKey(id), []byte(strings.Replace(string(data), "fs_read", "fs_rm", 1))))
+			require.NoError(t, s.store.Put(ctx, blobkey.Capabilities(id), []byte(strings.Replace(string(data), "fs_read", "fs_rm", 1))))
 		})
-		requireTampered(t, err, transcript.CapabilitiesKey(id), "signature")
+		requireTampered(t, err, blobkey.Capabilities(id), "signature")
 		_, err = s.tamper(t, id, transcript.Strict, func() {
 			body, err := transcript.RenderCapabilities(id, nil, []string{"rye.execute.tool.*"})
 			require.NoError(t, err)
-			require.NoError(t, s.store.Put(ctx, transcript.CapabilitiesKey(id), transcript.SignMarkdown(body, s.signer, s.o.Now())))
+			require.NoError(t, s.store.Put(ctx, blobkey.Capabilities(id), transcript.SignMarkdown(body, s.signer, s.o.Now())))
 		})
-		requireTampered(t, err, transcript.CapabilitiesKey(id), "capabilities differ")
+		requireTampered(t, err, blobkey.Capabilities(id), "capabilities differ")
 		_, err = s.tamper(t, id, transcript.Strict, func() {
 			body, err := transcript.RenderCapabilities("t/other", nil, cur.Capabilities)
 			require.NoError(t, err)
-			require.NoError(t, s.store.Put(ctx, transcript.CapabilitiesKey(id), transcript.SignMarkdown(body, s.signer, s.o.Now())))
+			require.NoError(t, s.store.Put(ctx, blobkey.Capabilities(id), transcript.SignMarkdown(body, s.signer, s.o.Now())))
 		})
-		requireTampered(t, err, transcript.CapabilitiesKey(id), "another thread")
-		ver, err := s.tamper(t, id, transcript.Strict, func() { require.NoError(t, s.store.Delete(ctx, transcript.CapabilitiesKey(id))) })
+		requireTampered(t, err, blobkey.Capabilities(id), "another thread")
+		ver, err := s.tamper(t, id, transcript.Strict, func() { require.NoError(t, s.store.Delete(ctx, blobkey.Capabilities(id))) })
 		require.NoError(t, err, "capabilities.md is a view written beside the first turn")
 		require.Nil(t, ver.Metadata.Capabilities)
 	})
@@ -286,8 +287,8 @@ func TestFinalizeReadsTheMark(t *testing.T) {
 	cur, err := s.o.Registry.Get(s.ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, *RecordMark(w.Mark()), cur.Transcript)
-	_, err = s.tamper(t, id, transcript.Strict, func() { require.NoError(t, s.store.Delete(s.ctx, transcript.SegmentKey(id, 2))) })
-	requireTampered(t, err, transcript.SegmentKey(id, 2), "missing segment")
+	_, err = s.tamper(t, id, transcript.Strict, func() { require.NoError(t, s.store.Delete(s.ctx, blobkey.Segment(id, 2))) })
+	requireTampered(t, err, blobkey.Segment(id, 2), "missing segment")
 }
 
 func mustRead(t *testing.T, s *verifySetup, id string) *transcript.Transcript {

@@ -147,7 +147,7 @@ func (r *Record) TreeID() string {
 }
 
 // WorkspaceID names the workspace of the thread's file tools
-// (tools.WorkspaceKey): its tree's (TreeID), unless it has its own
+// (blobkey.WorkspaceFile): its tree's (TreeID), unless it has its own
 // (Workspace: a fork, and the threads of the fork's tree).
 func (r *Record) WorkspaceID() string {
 	if r.Workspace != "" {

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/registry"
-	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -196,13 +195,13 @@ func (s *Scheduler) clean(ctx context.Context, r *registry.Record) (int, error) 
 	if err != nil {
 		return n, fmt.Errorf("retention of %s: %w", id, err)
 	}
-	prefixes := []string{transcript.ThreadPrefix(id)}
+	prefixes := []string{blobkey.Thread(id)}
 	if r.ContinuationThreadID == "" && (r.ParentID == "" || r.Workspace != "" && r.Workspace == r.ChainRootID) {
 		// The last thread of a root chain, or of a fork's chain (a fork
 		// has a workspace of its own): threads are cleaned oldest first,
 		// so its tree and chain are done: workspaces/<id>/files/ and
 		// workspaces/<id>/locks/.
-		prefixes = append(prefixes, strings.TrimSuffix(tools.WorkspacePrefix(r.WorkspaceID()), "files/"))
+		prefixes = append(prefixes, blobkey.Workspace(r.WorkspaceID()))
 	}
 	for _, p := range prefixes {
 		infos, err := s.o.Store.List(ctx, p)

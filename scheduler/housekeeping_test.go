@@ -8,13 +8,12 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/scheduler"
 	"github.com/spool-run/spool/thread"
-	"github.com/spool-run/spool/tools"
-	"github.com/spool-run/spool/transcript"
 )
 
 // A running thread with no lease and no task (its worker died, its task
@@ -168,15 +167,15 @@ func TestRetention(t *testing.T) {
 func putArtifacts(t *testing.T, store blobstore.Store, id string, root bool) []string {
 	t.Helper()
 	keys := []string{
-		transcript.SegmentPrefix(id) + "00000001.jsonl",
-		transcript.SegmentPrefix(id) + "00000002.jsonl",
-		transcript.ThreadJSONKey(id),
-		transcript.CapabilitiesKey(id),
-		transcript.KnowledgeKey("sched/tick", id),
-		transcript.ThreadPrefix(id) + "artifacts/call_1.txt",
+		blobkey.Segments(id) + "00000001.jsonl",
+		blobkey.Segments(id) + "00000002.jsonl",
+		blobkey.ThreadJSON(id),
+		blobkey.Capabilities(id),
+		blobkey.Knowledge("sched/tick", id),
+		blobkey.Thread(id) + "artifacts/call_1.txt",
 	}
 	if root {
-		keys = append(keys, tools.WorkspaceKey(id, "notes.txt"), tools.WorkspaceKey(id, "dir/more.txt"))
+		keys = append(keys, blobkey.WorkspaceFile(id, "notes.txt"), blobkey.WorkspaceFile(id, "dir/more.txt"))
 	}
 	for _, k := range keys {
 		require.NoError(t, store.Put(context.Background(), k, []byte("x")))

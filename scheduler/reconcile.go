@@ -12,6 +12,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
@@ -385,7 +386,7 @@ func (s *Scheduler) reconcileThread(ctx context.Context, rec *registry.Record, t
 		lag = 0
 	}
 	if trigger == TriggerPeriodic {
-		infos, err := s.o.Store.List(ctx, transcript.SegmentPrefix(id))
+		infos, err := s.o.Store.List(ctx, blobkey.Segments(id))
 		if err != nil {
 			return fmt.Errorf("reconcile %s: %w", id, err)
 		}

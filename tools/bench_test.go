@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 )
 
@@ -33,7 +34,7 @@ func BenchmarkFSAppend(b *testing.B) {
 	tool := Builtins(FSConfig{})[0]
 	in := json.RawMessage(`{"path":"log.txt","content":"a line of text\n","mode":"append"}`)
 	for b.Loop() {
-		if err := env.Store.Delete(ctx, WorkspaceKey("tree", "log.txt")); err != nil { // keep the file small
+		if err := env.Store.Delete(ctx, blobkey.WorkspaceFile("tree", "log.txt")); err != nil { // keep the file small
 			b.Fatal(err)
 		}
 		if r, err := tool.Run(ctx, env, in); err != nil || r.IsError {

@@ -26,6 +26,8 @@
 //	workspaces/<tree id>/locks/<path>    short write leases (see below)
 //	threads/<thread id>/artifacts/<call id>.txt   full results cut by Bound
 //
+// (package blobkey builds these keys).
+//
 // Paths are relative, slash-separated and cleaned; an absolute path, one
 // that climbs out with "..", or one holding a backslash, NUL or other control
 // character is refused (see CleanPath).

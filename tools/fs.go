@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/thread"
 )
@@ -143,10 +144,10 @@ func (t *fsWrite) Run(ctx context.Context, env *Env, input json.RawMessage) (Res
 	if len(*in.Content) > t.cfg.MaxFileBytes {
 		return errorResult(fmt.Sprintf("fs_write: content is %d bytes, more than the %d-byte file limit", len(*in.Content), t.cfg.MaxFileBytes)), nil
 	}
-	key := WorkspaceKey(env.TreeID, p)
+	key := blobkey.WorkspaceFile(env.TreeID, p)
 	// Retry when a slow write outlived its lease (then it wrote nothing).
 	for attempt := 0; ; attempt++ {
-		lk, err := lockFile(ctx, env.Store, lockKey(env.TreeID, p), t.cfg.LockLease, t.cfg.LockWait, t.cfg.Now)
+		lk, err := lockFile(ctx, env.Store, blobkey.WorkspaceLock(env.TreeID, p), t.cfg.LockLease, t.cfg.LockWait, t.cfg.Now)
 		if errors.Is(err, ErrBusy) {
 			return errorResult(fmt.Sprintf("fs_write %s: %v; try again", p, err)), nil
 		}
@@ -257,7 +258,7 @@ func (t *fsRead) Run(ctx context.Context, env *Env, input json.RawMessage) (Resu
 	case in.Path != "" && in.Artifact != "":
 		return errorResult("fs_read: give path or artifact, not both"), nil
 	case in.Artifact != "":
-		prefix := artifactPrefix(env.ThreadID)
+		prefix := blobkey.Artifacts(env.ThreadID)
 		rest, ok := strings.CutPrefix(in.Artifact, prefix)
 		if !ok || blobstore.ValidateKey(in.Artifact) != nil || strings.Contains(rest, "/") {
 			return errorResult(fmt.Sprintf("fs_read: artifact %q is not an artifact of this thread (want %s<name>)", in.Artifact, prefix)), nil
@@ -268,7 +269,7 @@ func (t *fsRead) Run(ctx context.Context, env *Env, input json.RawMessage) (Resu
 		if err != nil {
 			return errorResult(err.Error()), nil
 		}
-		key, name = WorkspaceKey(env.TreeID, p), p
+		key, name = blobkey.WorkspaceFile(env.TreeID, p), p
 	}
 	data, err := env.Store.Get(ctx, key)
 	if errors.Is(err, blobstore.ErrNotFound) {
@@ -341,7 +342,7 @@ func (t *fsList) Run(ctx context.Context, env *Env, input json.RawMessage) (Resu
 	if err := decodeInput(FSListID, input, &in); err != nil {
 		return errorResult(err.Error()), nil
 	}
-	prefix := WorkspacePrefix(env.TreeID)
+	prefix := blobkey.WorkspaceFiles(env.TreeID)
 	dir := ""
 	if p := strings.TrimSuffix(in.Path, "/"); p != "" && p != "." {
 		c, err := CleanPath(p)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/thread"
 )
@@ -165,7 +166,7 @@ func TestFSReadMissingAndLines(t *testing.T) {
 		require.Equal(t, tt.want, r.Output, "offset %d limit %d", tt.offset, tt.limit)
 	}
 
-	require.NoError(t, s.store.Put(context.Background(), WorkspaceKey("tree-1", "bin"), []byte{0xff, 0xfe}))
+	require.NoError(t, s.store.Put(context.Background(), blobkey.WorkspaceFile("tree-1", "bin"), []byte{0xff, 0xfe}))
 	r = s.run(t, s.env, FSReadID, map[string]any{"path": "bin"})
 	require.True(t, r.IsError)
 	require.Contains(t, r.Output, "not UTF-8")
@@ -174,14 +175,14 @@ func TestFSReadMissingAndLines(t *testing.T) {
 func TestFSReadArtifact(t *testing.T) {
 	t.Parallel()
 	s := setupFS(t, FSConfig{})
-	key := ArtifactKey("th-1", "call_1")
+	key := blobkey.ToolResult("th-1", "call_1")
 	require.NoError(t, s.store.Put(context.Background(), key, []byte("a\nb\nc\n")))
 	r := s.run(t, s.env, FSReadID, map[string]any{"artifact": key, "offset": 2, "limit": 1})
 	require.False(t, r.IsError, r.Output)
 	require.Equal(t, "b\n[lines 2-2 of 3; continue with offset 3]", r.Output)
 
 	for _, bad := range []string{
-		ArtifactKey("th-2", "call_1"),             // another thread's
+		blobkey.ToolResult("th-2", "call_1"),      // another thread's
 		"threads/th-1/artifacts/../../th-2/x.txt", // climbing
 		"threads/th-1/artifacts/sub/x.txt",
 		"workspaces/tree-1/files/a",
@@ -312,7 +313,7 @@ func TestFSLease(t *testing.T) {
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 
 	s := setupFS(t, FSConfig{LockLease: 10 * time.Second, LockWait: time.Millisecond, Now: clock})
-	lk := lockKey("tree-1", "f.txt")
+	lk := blobkey.WorkspaceLock("tree-1", "f.txt")
 	held, _ := json.Marshal(lease{Owner: "crashed", Expires: clock().Add(5 * time.Second).UnixMilli()})
 	require.NoError(t, s.store.Put(ctx, lk, held))
 
@@ -322,7 +323,7 @@ func TestFSLease(t *testing.T) {
 	got, err := s.store.Get(ctx, lk)
 	require.NoError(t, err)
 	require.Equal(t, string(held), string(got), "a live lease is not broken")
-	_, err = s.store.Get(ctx, WorkspaceKey("tree-1", "f.txt"))
+	_, err = s.store.Get(ctx, blobkey.WorkspaceFile("tree-1", "f.txt"))
 	require.ErrorIs(t, err, blobstore.ErrNotFound)
 
 	// Past its expiry the crashed writer's lease is broken and the write goes through.
@@ -331,7 +332,7 @@ func TestFSLease(t *testing.T) {
 	require.False(t, r.IsError, r.Output)
 	_, err = s.store.Get(ctx, lk)
 	require.ErrorIs(t, err, blobstore.ErrNotFound)
-	data, err := s.store.Get(ctx, WorkspaceKey("tree-1", "f.txt"))
+	data, err := s.store.Get(ctx, blobkey.WorkspaceFile("tree-1", "f.txt"))
 	require.NoError(t, err)
 	require.Equal(t, "x", string(data))
 }
@@ -381,7 +382,7 @@ func TestFSLeaseRunsOut(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, r.IsError, r.Output)
 	require.Equal(t, 1, store.puts, "late attempts must not write")
-	data, _ := store.Memory.Get(ctx, WorkspaceKey("tree-1", "f.txt"))
+	data, _ := store.Memory.Get(ctx, blobkey.WorkspaceFile("tree-1", "f.txt"))
 	require.Equal(t, "x", string(data))
 
 	store.slow = 3 // always late: an infrastructure error, nothing written

@@ -8,7 +8,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/spool-run/spool/blobstore"
-	"github.com/spool-run/spool/transcript"
 )
 
 // DefaultMaxResultBytes is the size above which Bound cuts a result: 32 KiB.
@@ -17,35 +16,6 @@ const DefaultMaxResultBytes = 32 << 10
 // MinMaxResultBytes is the smallest limit Bound honours; smaller limits are
 // raised to it so that the view always has room for the note.
 const MinMaxResultBytes = 512
-
-// ArtifactKey is the blob key of a call's full result:
-// threads/<thread id>/artifacts/<call id>.txt, under the thread's prefix
-// like its transcript (a directive with a slash in its name makes a thread
-// id with one: "threads/demo/hello-1739820456-k3j9qa/artifacts/..").
-// Characters outside [A-Za-z0-9._-] in the call id become '_', so any
-// provider call id is safe.
-func ArtifactKey(threadID, callID string) string {
-	return artifactPrefix(threadID) + keySegment(callID) + ".txt"
-}
-
-// artifactPrefix is the blob prefix of a thread's artifacts.
-func artifactPrefix(threadID string) string { return transcript.ThreadPrefix(threadID) + "artifacts/" }
-
-func keySegment(s string) string {
-	if s == "" {
-		return "_"
-	}
-	b := []byte(s)
-	for i, c := range b {
-		if c != '.' && !idChar(rune(c)) {
-			b[i] = '_'
-		}
-	}
-	if s := string(b); s != "." && s != ".." {
-		return s
-	}
-	return "_"
-}
 
 // Bound returns r unchanged when its output fits in maxBytes
 // (DefaultMaxResultBytes when <= 0, at least MinMaxResultBytes). Otherwise it

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 )
 
@@ -16,7 +17,7 @@ func TestBoundSmallUnchanged(t *testing.T) {
 	t.Parallel()
 	store := blobstore.NewMemory()
 	in := Result{Output: strings.Repeat("x", DefaultMaxResultBytes), IsError: true}
-	out, err := Bound(context.Background(), store, ArtifactKey("th", "c1"), in, 0)
+	out, err := Bound(context.Background(), store, blobkey.ToolResult("th", "c1"), in, 0)
 	require.NoError(t, err)
 	require.Equal(t, in, out)
 	infos, _ := store.List(context.Background(), "")
@@ -34,7 +35,7 @@ func TestBoundArtifactRoundTrip(t *testing.T) {
 		b.WriteString("\n")
 	}
 	full := b.String()
-	key := ArtifactKey("th-1", "toolu_01/ab:c")
+	key := blobkey.ToolResult("th-1", "toolu_01/ab:c")
 	require.Equal(t, "threads/th-1/artifacts/toolu_01_ab_c.txt", key)
 
 	out, err := Bound(ctx, store, key, Result{Output: full, IsError: true}, 4096)
@@ -83,7 +84,7 @@ func TestBoundProperty(t *testing.T) {
 		full := b.String()
 		limit := rng.IntN(8000) - 100
 		store := blobstore.NewMemory()
-		out, err := Bound(ctx, store, ArtifactKey("th", "c"), Result{Output: full}, limit)
+		out, err := Bound(ctx, store, blobkey.ToolResult("th", "c"), Result{Output: full}, limit)
 		require.NoError(t, err)
 		eff := max(limit, MinMaxResultBytes)
 		if limit <= 0 {

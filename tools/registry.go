@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -164,7 +165,7 @@ func (r *Registry) Defs(filter func(itemID string) bool) []thread.ToolDef {
 // Call runs one tool call and bounds its result: the call's name is looked up
 // (an unknown name is an error result for the model, not a failure), the tool
 // runs, and an output above maxBytes (GuardConfig default when <= 0) is
-// stored at ArtifactKey(env.ThreadID, call.ID) and cut (see Bound).
+// stored at blobkey.ToolResult(env.ThreadID, call.ID) and cut (see Bound).
 // Capability checks are the caller's: Call runs whatever it is given.
 func (r *Registry) Call(ctx context.Context, env *Env, call thread.ToolCall, maxBytes int) (Result, error) {
 	t, ok := r.Lookup(call.Name)
@@ -175,5 +176,5 @@ func (r *Registry) Call(ctx context.Context, env *Env, call thread.ToolCall, max
 	if err != nil {
 		return Result{}, fmt.Errorf("tool %s (call %s): %w", t.Def().Name, call.ID, err)
 	}
-	return Bound(ctx, env.Store, ArtifactKey(env.ThreadID, call.ID), res, maxBytes)
+	return Bound(ctx, env.Store, blobkey.ToolResult(env.ThreadID, call.ID), res, maxBytes)
 }

@@ -64,18 +64,6 @@ func CleanPath(p string) (string, error) {
 	return c, nil
 }
 
-// WorkspacePrefix is the blob prefix of a tree's workspace files, ending in '/'.
-func WorkspacePrefix(treeID string) string {
-	return "workspaces/" + keySegment(treeID) + "/files/"
-}
-
-// WorkspaceKey is the blob key of a cleaned workspace path.
-func WorkspaceKey(treeID, cleanPath string) string { return WorkspacePrefix(treeID) + cleanPath }
-
-func lockKey(treeID, cleanPath string) string {
-	return "workspaces/" + keySegment(treeID) + "/locks/" + cleanPath
-}
-
 // lease is the content of a lock object.
 type lease struct {
 	Owner   string `json:"owner"`

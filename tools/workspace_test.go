@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/stretchr/testify/require"
 )
@@ -66,11 +67,11 @@ func FuzzCleanPath(f *testing.F) {
 		if err != nil {
 			return
 		}
-		key := WorkspaceKey("tree-1", c)
+		key := blobkey.WorkspaceFile("tree-1", c)
 		if err := blobstore.ValidateKey(key); err != nil {
 			t.Fatalf("CleanPath(%q) = %q gives invalid key: %v", p, c, err)
 		}
-		if !strings.HasPrefix(key, WorkspacePrefix("tree-1")) {
+		if !strings.HasPrefix(key, blobkey.WorkspaceFiles("tree-1")) {
 			t.Fatalf("key %q outside the workspace", key)
 		}
 		for _, seg := range strings.Split(c, "/") {

@@ -6,10 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/thread"
 )
@@ -73,10 +72,10 @@ type Checkpoint struct {
 }
 
 // Artifacts a checkpoint attests, by name: the file's name under
-// ThreadPrefix.
+// blobkey.Thread.
 const (
-	ArtifactThreadJSON   = "thread.json"
-	ArtifactCapabilities = "capabilities.md"
+	ArtifactThreadJSON   = blobkey.ThreadJSONName
+	ArtifactCapabilities = blobkey.CapabilitiesName
 )
 
 const (
@@ -84,7 +83,6 @@ const (
 	// checkpointDomain separates checkpoint signatures from every other use
 	// of the same key.
 	checkpointDomain = "spool-transcript-checkpoint-v1\n"
-	segmentDigits    = 8
 )
 
 var (
@@ -93,62 +91,15 @@ var (
 	b64      = base64.RawURLEncoding.Strict()
 )
 
-// ThreadPrefix is the blob-key prefix of everything spool stores for a
-// thread ("threads/<id>/").
-func ThreadPrefix(threadID string) string { return "threads/" + threadID + "/" }
-
-// SegmentPrefix is the blob-key prefix of a thread's transcript segments.
-func SegmentPrefix(threadID string) string { return ThreadPrefix(threadID) + "transcript/" }
-
-// SegmentKey is the blob key of segment n (from 1), zero-padded so that
-// lexical order is numeric order.
-func SegmentKey(threadID string, n int64) string {
-	return fmt.Sprintf("%s%0*d.jsonl", SegmentPrefix(threadID), segmentDigits, n)
-}
-
-// ThreadJSONKey is the blob key of thread.json.
-func ThreadJSONKey(threadID string) string { return ThreadPrefix(threadID) + ArtifactThreadJSON }
-
-// CapabilitiesKey is the blob key of capabilities.md.
-func CapabilitiesKey(threadID string) string { return ThreadPrefix(threadID) + ArtifactCapabilities }
-
-// KnowledgeKey is the blob key of the thread's knowledge render
-// (.ai/knowledge/agent/threads/<directive>/<thread_id>.md in the reference).
-func KnowledgeKey(directive, threadID string) string {
-	return "knowledge/agent/threads/" + directive + "/" + threadID + ".md"
-}
-
 // validateThreadID rejects ids that would not make valid blob keys.
 func validateThreadID(id string) error {
 	if id == "" {
 		return fmt.Errorf("thread id is empty")
 	}
-	if err := blobstore.ValidateKey("threads/" + id); err != nil {
+	if err := blobstore.ValidateKey(blobkey.ThreadJSON(id)); err != nil {
 		return fmt.Errorf("thread id %q: %w", id, err)
 	}
 	return nil
-}
-
-// parseSegmentKey returns n for prefix+"%08d.jsonl".
-func parseSegmentKey(prefix, key string) (int64, bool) {
-	rest, ok := strings.CutPrefix(key, prefix)
-	if !ok {
-		return 0, false
-	}
-	num, ok := strings.CutSuffix(rest, ".jsonl")
-	if !ok || len(num) < segmentDigits {
-		return 0, false
-	}
-	for _, c := range num {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n < 1 || fmt.Sprintf("%0*d", segmentDigits, n) != num {
-		return 0, false
-	}
-	return n, true
 }
 
 // ErrTampered is matched (errors.Is) by every *VerifyError.

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 )
 
@@ -149,7 +150,7 @@ func (w *Writer) checkpointRef(ctx context.Context, state State) (SegmentInfo, e
 	if err := w.flushDeltaRef(now); err != nil {
 		return SegmentInfo{}, err
 	}
-	key := SegmentKey(w.threadID, w.segment)
+	key := blobkey.Segment(w.threadID, w.segment)
 	hc := cloneHash(w.h)
 	hc.Write(w.buf.Bytes())
 	cp := Checkpoint{Segment: w.segment, Events: w.events, DroppedDeltaBytes: w.deltaDropped,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 )
 
@@ -20,7 +21,7 @@ type CleanOptions struct {
 	Checkpoints bool
 	// Metadata removes thread.json and capabilities.md.
 	Metadata bool
-	// Directive locates the knowledge render (KnowledgeKey); empty skips it.
+	// Directive locates the knowledge render (blobkey.Knowledge); empty skips it.
 	Directive string
 }
 
@@ -35,7 +36,7 @@ func Clean(ctx context.Context, store blobstore.Store, threadID string, opts Cle
 	}
 	var keys []string
 	if opts.Transcript {
-		segs, err := store.List(ctx, SegmentPrefix(threadID))
+		segs, err := store.List(ctx, blobkey.Segments(threadID))
 		if err != nil {
 			return nil, fmt.Errorf("clean %s: %w", threadID, err)
 		}
@@ -44,11 +45,11 @@ func Clean(ctx context.Context, store blobstore.Store, threadID string, opts Cle
 			keys = append(keys, segs[i].Key)
 		}
 		if opts.Directive != "" {
-			keys = append(keys, KnowledgeKey(opts.Directive, threadID))
+			keys = append(keys, blobkey.Knowledge(opts.Directive, threadID))
 		}
 	}
 	if opts.Metadata {
-		keys = append(keys, ThreadJSONKey(threadID), CapabilitiesKey(threadID))
+		keys = append(keys, blobkey.ThreadJSON(threadID), blobkey.Capabilities(threadID))
 	}
 	var deleted []string
 	for _, k := range keys {

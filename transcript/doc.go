@@ -1,7 +1,7 @@
 // Package transcript records what a thread did as a signed, append-only
 // event log in the blob store, and reads it back verified.
 //
-// Layout in the blob store (one thread):
+// Layout in the blob store (one thread; package blobkey builds the keys):
 //
 //	threads/<id>/transcript/00000001.jsonl   segment 1: events ... checkpoint
 //	threads/<id>/transcript/00000002.jsonl   segment 2: events ... checkpoint

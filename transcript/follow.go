@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 )
 
@@ -43,14 +44,14 @@ func (f *Follower) Next(ctx context.Context) ([]Event, error) {
 	}
 	var nums []int64
 	for _, in := range infos {
-		if n, ok := parseSegmentKey(f.v.prefix, in.Key); ok && n >= f.v.nextSegment {
+		if n, ok := blobkey.ParseSegment(f.v.threadID, in.Key); ok && n >= f.v.nextSegment {
 			nums = append(nums, n)
 		}
 	}
 	sort.Slice(nums, func(i, j int) bool { return nums[i] < nums[j] })
 	var out []Event
 	for _, n := range nums {
-		key := SegmentKey(f.v.threadID, n)
+		key := blobkey.Segment(f.v.threadID, n)
 		data, err := f.store.Get(ctx, key)
 		if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
 			return out, fmt.Errorf("follow %s: %w", f.v.threadID, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/gowebpki/jcs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/registry"
 )
@@ -134,7 +135,7 @@ func legacyStore(t *testing.T) blobstore.Store {
 	t.Helper()
 	store := blobstore.NewMemory()
 	for _, n := range []string{"00000001.jsonl", "00000002.jsonl"} {
-		key := SegmentPrefix("t/legacy-1") + n
+		key := blobkey.Segments("t/legacy-1") + n
 		require.NoError(t, store.Put(context.Background(), key, legacyFixture(t, key)))
 	}
 	return store
@@ -168,7 +169,7 @@ func TestLegacyTranscriptVerifies(t *testing.T) {
 	require.Len(t, tr.Segments, 3)
 
 	// Tampered, it does not.
-	seg := SegmentKey("t/legacy-1", 2)
+	seg := blobkey.Segment("t/legacy-1", 2)
 	data, err := store.Get(ctx, seg)
 	require.NoError(t, err)
 	require.NoError(t, store.Put(ctx, seg, bytes.Replace(data, []byte("Found 12 leads"), []byte("Found 13 leads"), 1)))

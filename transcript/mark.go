@@ -3,6 +3,8 @@ package transcript
 import (
 	"encoding/hex"
 	"fmt"
+
+	"github.com/spool-run/spool/blobkey"
 )
 
 // Mark is a point of a transcript that a record kept outside it (the
@@ -54,7 +56,7 @@ func checkMarks(threadID string, n int64, chainHash func(segment int64) string, 
 		}
 	}
 	if need.Segments > n {
-		errs = append(errs, &VerifyError{Key: SegmentKey(threadID, n+1),
+		errs = append(errs, &VerifyError{Key: blobkey.Segment(threadID, n+1),
 			Reason: fmt.Sprintf("missing segment: %d verified, %d committed%s", n, need.Segments, markSource(need))})
 	}
 	for _, m := range marks {
@@ -62,7 +64,7 @@ func checkMarks(threadID string, n int64, chainHash func(segment int64) string, 
 			continue
 		}
 		if got := chainHash(m.Segments); got != m.ChainHash {
-			errs = append(errs, &VerifyError{Key: SegmentKey(threadID, m.Segments),
+			errs = append(errs, &VerifyError{Key: blobkey.Segment(threadID, m.Segments),
 				Reason: fmt.Sprintf("chain hash %s differs from the committed %s%s", shortHash(got), shortHash(m.ChainHash), markSource(m))})
 		}
 	}

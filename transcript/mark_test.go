@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -69,7 +70,7 @@ func TestMarks(t *testing.T) {
 	mark := func(n int64) Mark {
 		return Mark{Segments: n, ChainHash: full.Segments[n-1].ChainHash, From: "registry"}
 	}
-	seg := func(n int64) string { return SegmentKey(s.threadID, n) }
+	seg := func(n int64) string { return blobkey.Segment(s.threadID, n) }
 	intact := snapshot(t, s.store, "")
 	without := func(ns ...int64) map[string][]byte {
 		objs := map[string][]byte{}
@@ -150,7 +151,7 @@ func TestMarkAfterDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	objs := snapshot(t, s.store, "")
-	key3 := SegmentKey(s.threadID, 3)
+	key3 := blobkey.Segment(s.threadID, 3)
 	objs[key3] = append([]byte(nil), objs[key3]...)
 	objs[key3][10] ^= 1
 	st := storeOf(t, objs)
@@ -163,7 +164,7 @@ func TestMarkAfterDamage(t *testing.T) {
 		t.Fatalf("kept %d segments, want 2", len(tr.Segments))
 	}
 	all := strings.Join(tr.Warnings, "\n")
-	if strings.Contains(all, "missing segment") || !strings.Contains(all, key3) || !strings.Contains(all, SegmentKey(s.threadID, 1)+": chain hash") {
+	if strings.Contains(all, "missing segment") || !strings.Contains(all, key3) || !strings.Contains(all, blobkey.Segment(s.threadID, 1)+": chain hash") {
 		t.Fatalf("warnings:\n%s", all)
 	}
 	_, err = ReadWith(ctx, st, s.threadID, s.keyring, ReadOptions{Mode: Strict, Marks: marks})

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spool-run/spool/blobkey"
 )
 
 func TestChainSearch(t *testing.T) {
@@ -40,14 +42,14 @@ func TestClean(t *testing.T) {
 	ctx := context.Background()
 	s := newSetup(t)
 	writeTranscript(t, s, 2)
-	_ = s.store.Put(ctx, ThreadJSONKey(s.threadID), []byte("{}"))
-	_ = s.store.Put(ctx, CapabilitiesKey(s.threadID), []byte("x"))
-	_ = s.store.Put(ctx, KnowledgeKey("test/transcript", s.threadID), []byte("x"))
+	_ = s.store.Put(ctx, blobkey.ThreadJSON(s.threadID), []byte("{}"))
+	_ = s.store.Put(ctx, blobkey.Capabilities(s.threadID), []byte("x"))
+	_ = s.store.Put(ctx, blobkey.Knowledge("test/transcript", s.threadID), []byte("x"))
 	if _, err := Clean(ctx, s.store, s.threadID, CleanOptions{Checkpoints: true}); err == nil {
 		t.Fatal("checkpoints-only clean accepted")
 	}
 	del, err := Clean(ctx, s.store, s.threadID, CleanOptions{Transcript: true, Checkpoints: true, Directive: "test/transcript"})
-	if err != nil || len(del) != 3 || del[0] != SegmentKey(s.threadID, 2) {
+	if err != nil || len(del) != 3 || del[0] != blobkey.Segment(s.threadID, 2) {
 		t.Fatalf("clean transcript: %v %v", del, err)
 	}
 	left, _ := s.store.List(ctx, "")
@@ -101,7 +103,7 @@ func TestFollower(t *testing.T) {
 	}
 	// A tampered new segment stops the follower.
 	writeTurn(t, w, 3)
-	key := SegmentKey(s.threadID, 4)
+	key := blobkey.Segment(s.threadID, 4)
 	data, _ := s.store.Get(ctx, key)
 	data[5] ^= 1
 	_ = s.store.Put(ctx, key, data)

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 )
 
@@ -166,7 +167,7 @@ func walk(ctx context.Context, store blobstore.Store, threadID string, keyring *
 	}
 	var keys []string
 	for _, in := range infos {
-		if _, ok := parseSegmentKey(v.prefix, in.Key); ok {
+		if _, ok := blobkey.ParseSegment(v.threadID, in.Key); ok {
 			keys = append(keys, in.Key)
 			continue
 		}
@@ -225,7 +226,7 @@ func walk(ctx context.Context, store blobstore.Store, threadID string, keyring *
 		if opts.Mode == Strict {
 			return nil, nil, verr
 		}
-		if stopped && verr.Key == SegmentKey(threadID, sum.Segments+1) {
+		if stopped && verr.Key == blobkey.Segment(threadID, sum.Segments+1) {
 			continue // the damaged segment lenient mode stopped at is reported
 		}
 		sum.Warnings = append(sum.Warnings, verr.Error())
@@ -271,7 +272,7 @@ func prefetch(ctx context.Context, store blobstore.Store, keys []string, conc in
 					p.res[i] <- fetched{err: err}
 					return
 				}
-				p.res[i] <- fetched{seg: parseSegment(v.prefix, v.threadID, k, d, v.keyring)}
+				p.res[i] <- fetched{seg: parseSegment(v.threadID, k, d, v.keyring)}
 			}()
 		}
 	}()
@@ -303,7 +304,7 @@ type verifier struct {
 }
 
 func newVerifier(threadID string, keyring *Keyring) *verifier {
-	return &verifier{threadID: threadID, prefix: SegmentPrefix(threadID), keyring: keyring, h: sha256.New(), nextSegment: 1, nextSeq: 1}
+	return &verifier{threadID: threadID, prefix: blobkey.Segments(threadID), keyring: keyring, h: sha256.New(), nextSegment: 1, nextSeq: 1}
 }
 
 func cloneHash(h hash.Hash) hash.Hash {
@@ -339,9 +340,9 @@ type parsedSegment struct {
 
 // parseSegment decodes a segment without the chain: JSON shape, thread id,
 // one checkpoint at the end and its signature.
-func parseSegment(prefix, threadID, key string, data []byte, keyring *Keyring) *parsedSegment {
+func parseSegment(threadID, key string, data []byte, keyring *Keyring) *parsedSegment {
 	p := &parsedSegment{key: key, data: data}
-	n, ok := parseSegmentKey(prefix, key)
+	n, ok := blobkey.ParseSegment(threadID, key)
 	if !ok {
 		p.err = &VerifyError{Key: key, Reason: "not a segment key"}
 		return p
@@ -398,14 +399,14 @@ func parseSegment(prefix, threadID, key string, data []byte, keyring *Keyring) *
 // segment verifies one segment; on success it advances the chain, on
 // failure it leaves the verifier unchanged.
 func (v *verifier) segment(key string, data []byte) ([]Event, SegmentInfo, error) {
-	return v.chain(parseSegment(v.prefix, v.threadID, key, data, v.keyring))
+	return v.chain(parseSegment(v.threadID, key, data, v.keyring))
 }
 
 // chain checks a parsed segment against the chain so far: segment number,
 // seq continuity, the checkpoint's hash, segment and event count.
 func (v *verifier) chain(p *parsedSegment) ([]Event, SegmentInfo, error) {
 	if p.n != 0 && p.n != v.nextSegment {
-		return nil, SegmentInfo{}, &VerifyError{Key: SegmentKey(v.threadID, v.nextSegment),
+		return nil, SegmentInfo{}, &VerifyError{Key: blobkey.Segment(v.threadID, v.nextSegment),
 			Reason: fmt.Sprintf("missing segment (next present is %d)", p.n)}
 	}
 	// Seq mismatches on lines before a parse failure come first.

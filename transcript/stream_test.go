@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/thread"
 )
@@ -47,15 +48,15 @@ func TestWalkAgreesWithRead(t *testing.T) {
 	_, err = Walk(ctx, s.store, s.threadID, s.keyring, ReadOptions{MinSegments: 13}, func(SegmentInfo, []Event) error { return nil })
 	var verr *VerifyError
 	require.ErrorAs(t, err, &verr)
-	require.Equal(t, SegmentKey(s.threadID, 13), verr.Key)
+	require.Equal(t, blobkey.Segment(s.threadID, 13), verr.Key)
 	_, err = Walk(ctx, s.store, s.threadID, s.keyring, ReadOptions{Marks: []Mark{{Segments: 5, ChainHash: tr.Segments[4].ChainHash}}}, func(SegmentInfo, []Event) error { return nil })
 	require.NoError(t, err)
 	_, err = Walk(ctx, s.store, s.threadID, s.keyring, ReadOptions{Marks: []Mark{{Segments: 5, ChainHash: tr.Segments[3].ChainHash}}}, func(SegmentInfo, []Event) error { return nil })
 	require.ErrorAs(t, err, &verr)
-	require.Equal(t, SegmentKey(s.threadID, 5), verr.Key)
+	require.Equal(t, blobkey.Segment(s.threadID, 5), verr.Key)
 
 	// A tampered segment: strict stops there, lenient keeps the prefix.
-	key := SegmentKey(s.threadID, 7)
+	key := blobkey.Segment(s.threadID, 7)
 	data, err := s.store.Get(ctx, key)
 	require.NoError(t, err)
 	data[40] ^= 1

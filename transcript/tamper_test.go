@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/spool-run/spool/blobkey"
+
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -39,7 +41,7 @@ func TestTamper(t *testing.T) {
 		for k, v := range orig {
 			objs[k] = append([]byte(nil), v...)
 		}
-		seg := func(n int) string { return SegmentKey(s.threadID, int64(n)) }
+		seg := func(n int) string { return blobkey.Segment(s.threadID, int64(n)) }
 		var kind string
 		var first int // first damaged segment number
 		switch op := rng.IntN(10); {
@@ -108,7 +110,7 @@ func TestTailTruncationNeedsMinSegments(t *testing.T) {
 	ctx := context.Background()
 	s := newSetup(t)
 	writeTranscript(t, s, 3)
-	if err := s.store.Delete(ctx, SegmentKey(s.threadID, 3)); err != nil {
+	if err := s.store.Delete(ctx, blobkey.Segment(s.threadID, 3)); err != nil {
 		t.Fatal(err)
 	}
 	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
@@ -117,7 +119,7 @@ func TestTailTruncationNeedsMinSegments(t *testing.T) {
 	}
 	_, err = ReadWith(ctx, s.store, s.threadID, s.keyring, ReadOptions{MinSegments: 3})
 	var ve *VerifyError
-	if !errors.As(err, &ve) || ve.Key != SegmentKey(s.threadID, 3) {
+	if !errors.As(err, &ve) || ve.Key != blobkey.Segment(s.threadID, 3) {
 		t.Fatalf("MinSegments: %v", err)
 	}
 }
@@ -127,7 +129,7 @@ func TestTailTruncationNeedsMinSegments(t *testing.T) {
 func FuzzSegment(f *testing.F) {
 	s := newSetup(f)
 	writeTranscript(f, s, 1)
-	key := SegmentKey(s.threadID, 1)
+	key := blobkey.Segment(s.threadID, 1)
 	orig, _ := s.store.Get(context.Background(), key)
 	f.Add(orig)
 	f.Add(orig[:len(orig)-1])

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/thread"
 )
@@ -29,7 +30,7 @@ func TestWriteReadReconstruct(t *testing.T) {
 		}
 	}
 	for i, seg := range tr.Segments {
-		if seg.Number != int64(i+1) || seg.Key != SegmentKey(s.threadID, seg.Number) || seg.KeyID != s.signer.KeyID() {
+		if seg.Number != int64(i+1) || seg.Key != blobkey.Segment(s.threadID, seg.Number) || seg.KeyID != s.signer.KeyID() {
 			t.Fatalf("segment %d: %+v", i, seg)
 		}
 		if tr.Events[seg.LastSeq-1].Type != TypeCheckpoint {
@@ -77,7 +78,7 @@ func TestStrictErrorNamesSegmentAndLine(t *testing.T) {
 	s := newSetup(t)
 	writeTranscript(t, s, 3)
 	objs := snapshot(t, s.store, "")
-	key := SegmentKey(s.threadID, 2)
+	key := blobkey.Segment(s.threadID, 2)
 	lines := bytes.SplitAfter(objs[key], []byte("\n"))
 	lines[2] = bytes.Replace(lines[2], []byte(`"content"`), []byte(`"c0ntent"`), 1) // still valid JSON
 	objs[key] = bytes.Join(lines, nil)
@@ -143,7 +144,7 @@ func TestKeyRotation(t *testing.T) {
 	} {
 		_, err := Read(ctx, s.store, s.threadID, c.ring, Strict)
 		var ve *VerifyError
-		if !errors.As(err, &ve) || !errors.Is(err, ErrUnknownKey) || ve.Key != SegmentKey(s.threadID, c.badSeg) {
+		if !errors.As(err, &ve) || !errors.Is(err, ErrUnknownKey) || ve.Key != blobkey.Segment(s.threadID, c.badSeg) {
 			t.Fatalf("%s: err = %v", c.name, err)
 		}
 		tr, err := Read(ctx, s.store, s.threadID, c.ring, Lenient)
@@ -197,7 +198,7 @@ func TestZombieWriterLosesSegment(t *testing.T) {
 	}
 	mustAppend(t, zombie, TypeCognitionIn, CognitionIn{Content: "zombie"})
 	_, err := zombie.Checkpoint(ctx, stateFor(2))
-	if !errors.Is(err, ErrSegmentExists) || !strings.Contains(err.Error(), SegmentKey(s.threadID, 2)) {
+	if !errors.Is(err, ErrSegmentExists) || !strings.Contains(err.Error(), blobkey.Segment(s.threadID, 2)) {
 		t.Fatalf("zombie Checkpoint = %v, want ErrSegmentExists naming the segment", err)
 	}
 	if _, err := zombie.Append(TypeCognitionIn, CognitionIn{Content: "more"}); !errors.Is(err, ErrSegmentExists) {
@@ -399,7 +400,7 @@ func TestUnverifiedKeyring(t *testing.T) {
 	if _, err := ReadWith(ctx, s.store, s.threadID, k, ReadOptions{Marks: []Mark{{Segments: 4}}}); !errors.Is(err, ErrTampered) {
 		t.Fatalf("a missing segment under the mark = %v, want ErrTampered", err)
 	}
-	key := SegmentKey(s.threadID, 2)
+	key := blobkey.Segment(s.threadID, 2)
 	data, _ := s.store.Get(ctx, key)
 	if err := s.store.Put(ctx, key, bytes.Replace(data, []byte(`"seq":`), []byte(`"seq": `), 1)); err != nil {
 		t.Fatal(err)

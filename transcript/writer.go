@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 )
 
@@ -309,7 +310,7 @@ func (w *Writer) Checkpoint(ctx context.Context, state State) (SegmentInfo, erro
 	if err := w.flushDelta(now); err != nil {
 		return SegmentInfo{}, err
 	}
-	key := SegmentKey(w.threadID, w.segment)
+	key := blobkey.Segment(w.threadID, w.segment)
 	hc := cloneHash(w.h)
 	hc.Write(w.buf.Bytes())
 	cp := Checkpoint{Segment: w.segment, Events: w.events, DroppedDeltaBytes: w.deltaDropped,

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"regexp"
 	"strings"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/hooks"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
@@ -135,7 +135,7 @@ func (s *session) toolFailed(ctx context.Context, callID, tool, output string) {
 }
 
 func (s *session) boundedResult(ctx context.Context, callID, tool string, res tools.Result) error {
-	key := fmt.Sprintf("threads/%s/artifacts/%s.txt", s.id(), safeName(callID))
+	key := blobkey.ToolResult(s.id(), callID)
 	bounded, err := tools.Bound(ctx, s.o.Store, key, res, s.w.cfg.MaxToolResultBytes)
 	if err != nil {
 		return err
@@ -143,10 +143,6 @@ func (s *session) boundedResult(ctx context.Context, callID, tool string, res to
 	s.toolResult(callID, tool, bounded.Output, bounded.IsError, bounded.Artifact)
 	return nil
 }
-
-var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
-
-func safeName(s string) string { return unsafeChars.ReplaceAllString(s, "_") }
 
 // toolResult appends a tool message answering callID.
 func (s *session) toolResult(callID, tool, output string, isError bool, artifact string) {

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/directive"
@@ -27,7 +28,6 @@ import (
 	"github.com/spool-run/spool/ratelimit"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
-	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -553,7 +553,7 @@ const approvalsYAML = `approvals:
 func (h *harness) file(id, path string) (string, bool) {
 	h.t.Helper()
 	rec := h.record(id)
-	b, err := h.o.Store.Get(h.ctx, tools.WorkspaceKey(rec.TreeID(), path))
+	b, err := h.o.Store.Get(h.ctx, blobkey.WorkspaceFile(rec.TreeID(), path))
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return "", false
 	}

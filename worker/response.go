@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
@@ -89,7 +90,7 @@ func (s *session) dispatchCalls(ctx context.Context, calls []thread.ToolCall) (o
 func (s *session) boundResponse(ctx context.Context, resp *provider.Response) error {
 	s.cutInputs = nil
 	if len(resp.Text) > s.w.cfg.MaxResponseBytes {
-		key := fmt.Sprintf("threads/%s/artifacts/turn-%d-response.txt", s.id(), s.st.Turn)
+		key := blobkey.Response(s.id(), s.st.Turn)
 		b, err := tools.Bound(ctx, s.o.Store, key, tools.Result{Output: resp.Text}, s.w.cfg.MaxResponseBytes)
 		if err != nil {
 			return err
@@ -101,7 +102,7 @@ func (s *session) boundResponse(ctx context.Context, resp *provider.Response) er
 		if len(c.Input) <= s.w.cfg.MaxToolInputBytes {
 			continue
 		}
-		key := fmt.Sprintf("threads/%s/artifacts/%s-input.json", s.id(), safeName(c.ID))
+		key := blobkey.ToolInput(s.id(), c.ID)
 		if err := s.o.Store.Put(ctx, key, c.Input); err != nil {
 			return fmt.Errorf("store the input of call %s: %w", c.ID, err)
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -48,8 +49,8 @@ func TestSignaturesPerThread(t *testing.T) {
 			require.Equal(t, thread.StatusCompleted, ver.Metadata.ThreadJSON.Status)
 
 			for _, edit := range []struct{ key, old, new string }{
-				{transcript.ThreadJSONKey(id), `"status":"completed"`, `"status":"error"`},
-				{transcript.CapabilitiesKey(id), "rye/file-system/fs_read", "rye/file-system/fs_rm"},
+				{blobkey.ThreadJSON(id), `"status":"completed"`, `"status":"error"`},
+				{blobkey.Capabilities(id), "rye/file-system/fs_read", "rye/file-system/fs_rm"},
 			} {
 				key := edit.key
 				orig, err := h.o.Store.Get(h.ctx, key)

@@ -134,7 +134,7 @@ func (s *session) Load(ctx context.Context, itemType, itemID string) (string, er
 }
 
 // threadKnowledge returns the verified knowledge render of the thread that
-// ref names (see knowledgeThreadIDs), read at transcript.KnowledgeKey of
+// ref names (see knowledgeThreadIDs), read at blobkey.Knowledge of
 // the thread's directive, which the registry knows. found is false when
 // no thread has that id.
 func (s *session) threadKnowledge(ctx context.Context, ref string) (text string, found bool, err error) {

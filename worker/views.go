@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/transcript"
@@ -63,7 +64,7 @@ func (s *session) writeStartViews(ctx context.Context, v *views) {
 	for _, f := range []struct {
 		key  string
 		data []byte
-	}{{transcript.CapabilitiesKey(s.id()), v.capabilities}, {transcript.ThreadJSONKey(s.id()), v.threadJSON}} {
+	}{{blobkey.Capabilities(s.id()), v.capabilities}, {blobkey.ThreadJSON(s.id()), v.threadJSON}} {
 		if f.data == nil {
 			continue
 		}
