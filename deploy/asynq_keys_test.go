@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestAsynqKeyNamesMatchAsynqSource pins pendingKey/activeKey to the asynq
@@ -16,13 +18,9 @@ import (
 func TestAsynqKeyNamesMatchAsynqSource(t *testing.T) {
 	t.Parallel()
 	gomod, err := os.ReadFile("../go.mod")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	m := regexp.MustCompile(`github\.com/hibiken/asynq (v[^\s]+)`).FindSubmatch(gomod)
-	if m == nil {
-		t.Fatal("go.mod does not require github.com/hibiken/asynq")
-	}
+	require.NotNil(t, m, "go.mod does not require github.com/hibiken/asynq")
 	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
 	if err != nil {
 		t.Skipf("go env GOMODCACHE: %v", err)
@@ -32,9 +30,7 @@ func TestAsynqKeyNamesMatchAsynqSource(t *testing.T) {
 	if os.IsNotExist(err) {
 		t.Skipf("asynq %s not in the module cache (run go mod download)", m[1])
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	code := strings.Join(strings.Fields(string(data)), " ")
 	for _, want := range []string{
 		`func QueueKeyPrefix(qname string) string { return "asynq:{" + qname + "}:" }`,
@@ -45,10 +41,8 @@ func TestAsynqKeyNamesMatchAsynqSource(t *testing.T) {
 			t.Errorf("%s no longer has %q; update pendingKey/activeKey and deploy/k8s/keda.yaml", src, want)
 		}
 	}
-	if got := pendingKey("q1"); got != "asynq:{q1}:pending" {
-		t.Errorf("pendingKey = %q", got)
-	}
-	if got := activeKey("q1"); got != "asynq:{q1}:active" {
-		t.Errorf("activeKey = %q", got)
-	}
+	got := pendingKey("q1")
+	require.Equal(t, "asynq:{q1}:pending", got, "pendingKey")
+	got = activeKey("q1")
+	require.Equal(t, "asynq:{q1}:active", got, "activeKey")
 }

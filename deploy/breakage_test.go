@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Each case breaks the committed base in one way and names the complaint
@@ -184,9 +186,8 @@ func TestChecksCatchBrokenManifests(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := loadTestBase(t)
-			if probs := tt.check(b); len(probs) != 0 {
-				t.Fatalf("committed base already has problems: %v", probs)
-			}
+			probs := tt.check(b)
+			require.Empty(t, probs, "committed base already has problems")
 			tt.mutate(t, b)
 			requireProblem(t, tt.check(b), tt.want)
 		})
@@ -211,9 +212,7 @@ func TestKustomizationCheckCatchesBrokenFileLists(t *testing.T) {
 			set(t, k, []any{"secrets/other.env"}, "secretGenerator", 0, "envs")
 		}, "secrets/other.env.example exists"},
 		{"secret not git-ignored", func(t *testing.T, dir string, k obj) {
-			if err := os.WriteFile(filepath.Join(dir, "secrets", ".gitignore"), []byte("signing.key\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "secrets", ".gitignore"), []byte("signing.key\n"), 0o644))
 		}, "secrets/credentials.env is not git-ignored"},
 	}
 	for _, tt := range tests {
@@ -221,9 +220,7 @@ func TestKustomizationCheckCatchesBrokenFileLists(t *testing.T) {
 			t.Parallel()
 			dir := copyTree(t, k8sDir)
 			b, err := loadBase(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			tt.mutate(t, dir, b.Kustomization)
 			for _, p := range checkKustomizationFiles(dir, b.Kustomization) {
 				if strings.Contains(p, tt.want) {
@@ -262,9 +259,7 @@ func setEnv(t *testing.T, d obj, path []any, name, value string) {
 func copyTree(t *testing.T, dir string) string {
 	t.Helper()
 	dst := t.TempDir()
-	if err := os.CopyFS(dst, os.DirFS(dir)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.CopyFS(dst, os.DirFS(dir)))
 	return dst
 }
 
@@ -302,9 +297,8 @@ func TestKEDATriggersFollowTheNamespace(t *testing.T) {
 				}
 			}
 			if tt.prefix != "" {
-				if probs := checkKEDA(b); len(probs) == 0 {
-					t.Fatalf("triggers on the bare queue lists pass in namespace %q", tt.prefix)
-				}
+				probs := checkKEDA(b)
+				require.NotEmpty(t, probs, "triggers on the bare queue lists pass in namespace %q", tt.prefix)
 			}
 			var got []string
 			for _, trig := range list(so.Obj, "spec", "triggers") {
@@ -313,9 +307,7 @@ func TestKEDATriggersFollowTheNamespace(t *testing.T) {
 				set(t, trig, renamed, "metadata", "listName")
 				got = append(got, renamed)
 			}
-			if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
-				t.Fatalf("renamed triggers %q, want %q", got, want)
-			}
+			require.True(t, slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))), "renamed triggers %q, want %q", got, want)
 			requireNoProblems(t, checkKEDA(b))
 		})
 	}

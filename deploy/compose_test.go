@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/stretchr/testify/require"
 )
 
 func loadTestCompose(t *testing.T) *types.Project {
 	t.Helper()
 	p, err := loadCompose("compose.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return p
 }
 
@@ -34,31 +34,24 @@ func TestCompose(t *testing.T) {
 	}
 	// With no environment, the defaults in ${VAR:-default} apply.
 	worker := p.Services["worker"]
-	if !slices.Contains(worker.Command, "--concurrency=8") || worker.Deploy == nil || worker.Deploy.Replicas == nil || *worker.Deploy.Replicas != 3 {
-		t.Errorf("worker command %q, deploy %+v: want the defaults --concurrency=8 and 3 replicas", worker.Command, worker.Deploy)
-	}
-	if got := worker.Environment["SPOOL_S3_BUCKET"]; got == nil || *got != "spool" {
-		t.Errorf("worker SPOOL_S3_BUCKET = %v, want the default spool", got)
-	}
+	require.True(t, slices.Contains(worker.Command, "--concurrency=8"), "worker command %q, deploy %+v: want the defaults --concurrency=8 and 3 replicas", worker.Command, worker.Deploy)
+	require.NotNil(t, worker.Deploy, "worker command %q, deploy", worker.Command)
+	require.NotNil(t, worker.Deploy.Replicas, "worker command %q, deploy %+v: want the defaults --concurrency=8 and 3 replicas", worker.Command, worker.Deploy)
+	require.Equal(t, 3, *worker.Deploy.Replicas, "worker command %q, deploy %+v: want the defaults --concurrency=8 and 3 replicas", worker.Command, worker.Deploy)
+	got := worker.Environment["SPOOL_S3_BUCKET"]
+	require.NotNil(t, got, "worker SPOOL_S3_BUCKET")
+	require.Equal(t, "spool", *got, "worker SPOOL_S3_BUCKET = %v, want the default spool", got)
 }
 
 func TestComposeAndKubernetesWorkersServeTheSameQueues(t *testing.T) {
 	t.Parallel()
 	cq, err := queuesOf(loadTestCompose(t).Services["worker"].Command)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, wc, err := workerContainer(loadTestBase(t).Docs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	kq, err := queuesOf(stringsOf(list(wc, "args")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(cq, kq) {
-		t.Fatalf("compose worker queues %v != Kubernetes worker queues %v", cq, kq)
-	}
+	require.NoError(t, err)
+	require.True(t, slices.Equal(cq, kq), "compose worker queues %v != Kubernetes worker queues %v", cq, kq)
 }
 
 func TestComposeChecksCatchBreakage(t *testing.T) {
@@ -137,9 +130,7 @@ func TestComposeChecksCatchBreakage(t *testing.T) {
 func TestComposeSchemaRejectsBrokenFiles(t *testing.T) {
 	t.Parallel()
 	data, err := os.ReadFile("compose.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tests := []struct{ name, old, new, want string }{
 		{"misspelt field", "stop_grace_period: 45s", "stop_grace_periode: 45s", "stop_grace_periode"},
 		{"undeclared volume", "  spool-public-keys:\n", "", "spool-public-keys"},
@@ -148,16 +139,12 @@ func TestComposeSchemaRejectsBrokenFiles(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if !strings.Contains(string(data), tt.old) {
-				t.Fatalf("compose.yaml no longer contains %q; update the test", tt.old)
-			}
+			require.Contains(t, string(data), tt.old, "compose.yaml no longer contains %q; update the test", tt.old)
 			path := filepath.Join(t.TempDir(), "compose.yaml")
-			if err := os.WriteFile(path, []byte(strings.Replace(string(data), tt.old, tt.new, 1)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := loadCompose(path); err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("load: %v, want an error naming %q", err, tt.want)
-			}
+			require.NoError(t, os.WriteFile(path, []byte(strings.Replace(string(data), tt.old, tt.new, 1)), 0o644))
+			_, err := loadCompose(path)
+			require.Error(t, err, "load: %v, want an error naming %q", err, tt.want)
+			require.Contains(t, err.Error(), tt.want, "load: %v, want an error naming %q", err, tt.want)
 		})
 	}
 }

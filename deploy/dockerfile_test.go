@@ -4,23 +4,21 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestDockerfile(t *testing.T) {
 	t.Parallel()
 	src, err := os.ReadFile("Dockerfile")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	requireNoProblems(t, checkDockerfile(string(src), ".."))
 }
 
 func TestDockerfileChecksCatchBreakage(t *testing.T) {
 	t.Parallel()
 	data, err := os.ReadFile("Dockerfile")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	orig := string(data)
 	tests := []struct {
 		name, old, new, want string
@@ -44,9 +42,7 @@ func TestDockerfileChecksCatchBreakage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if !strings.Contains(orig, tt.old) {
-				t.Fatalf("Dockerfile no longer contains %q; update the test", tt.old)
-			}
+			require.Contains(t, orig, tt.old, "Dockerfile no longer contains %q; update the test", tt.old)
 			broken := strings.Replace(orig, tt.old, tt.new, 1)
 			if tt.name == "scratch without user" {
 				broken = strings.Replace(broken, "USER 65532:65532\n", "", 1)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestFleetScriptSyntaxAndShellcheck(t *testing.T) {
@@ -16,22 +18,15 @@ func TestFleetScriptSyntaxAndShellcheck(t *testing.T) {
 		t.Fatalf("bash -n fleet.sh: %v\n%s", err, out)
 	}
 	fi, err := os.Stat("fleet.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi.Mode()&0o111 == 0 {
-		t.Error("fleet.sh is not executable")
-	}
+	require.NoError(t, err)
+	require.NotEqualValues(t, 0, fi.Mode()&0o111, "fleet.sh is not executable")
 	sc, err := exec.LookPath("shellcheck")
 	if err != nil {
-		if os.Getenv("SPOOL_TEST_REQUIRE_REAL") == "1" {
-			t.Fatal("shellcheck not on PATH, and SPOOL_TEST_REQUIRE_REAL=1 (.ci/run installs it)")
-		}
+		require.NotEqual(t, "1", os.Getenv("SPOOL_TEST_REQUIRE_REAL"), "shellcheck not on PATH, and SPOOL_TEST_REQUIRE_REAL=1 (.ci/run installs it)")
 		t.Skip("shellcheck not on PATH (apt-get install shellcheck)")
 	}
-	if out, err := exec.Command(sc, "fleet.sh").CombinedOutput(); err != nil {
-		t.Fatalf("shellcheck fleet.sh: %v\n%s", err, out)
-	}
+	out, err := exec.Command(sc, "fleet.sh").CombinedOutput()
+	require.NoError(t, err, "shellcheck fleet.sh: %v\n%s", err, out)
 }
 
 // TestFleetScriptWithFakeSpool runs deploy/fleet.sh end to end against
@@ -58,9 +53,8 @@ func TestFleetScriptWithFakeSpool(t *testing.T) {
 		}
 	}
 	fake := filepath.Join(t.TempDir(), "fakespool")
-	if out, err := exec.Command("go", "build", "-o", fake, "./testdata/fakespool").CombinedOutput(); err != nil {
-		t.Fatalf("build fakespool: %v\n%s", err, out)
-	}
+	out, err := exec.Command("go", "build", "-o", fake, "./testdata/fakespool").CombinedOutput()
+	require.NoError(t, err, "build fakespool: %v\n%s", err, out)
 
 	tests := []struct {
 		name       string
@@ -117,9 +111,7 @@ func TestFleetScriptWithFakeSpool(t *testing.T) {
 			cmd := exec.Command("bash", "fleet.sh")
 			cmd.Env = append(os.Environ(), append([]string{"SPOOL_BIN=" + fake, "TMPDIR=" + t.TempDir()}, tt.env...)...)
 			out, err := cmd.CombinedOutput()
-			if (err != nil) != tt.wantFail {
-				t.Fatalf("fleet.sh error = %v, wantFail %v\n%s", err, tt.wantFail, out)
-			}
+			require.Equal(t, tt.wantFail, err != nil, "fleet.sh error = %v, wantFail %v\n%s", err, tt.wantFail, out)
 			for _, w := range tt.want {
 				if !strings.Contains(string(out), w) {
 					t.Errorf("output lacks %q\n%s", w, out)
@@ -131,9 +123,7 @@ func TestFleetScriptWithFakeSpool(t *testing.T) {
 			// The summary's hand-back counts are the sums of the drained
 			// workers' lines, split by why each worker was stopped.
 			if m := handedBackSummary.FindStringSubmatch(string(out)); m == nil {
-				if strings.Contains(string(out), "== spool fleet ==") {
-					t.Errorf("the report has no hand-back summary\n%s", out)
-				}
+				require.NotContains(t, string(out), "== spool fleet ==", "the report has no hand-back summary\n%s", out)
 			} else {
 				mid, _ := strconv.Atoi(m[1])
 				end, _ := strconv.Atoi(m[2])
@@ -142,9 +132,7 @@ func TestFleetScriptWithFakeSpool(t *testing.T) {
 					n, _ := strconv.Atoi(w[1])
 					sum += n
 				}
-				if mid+end != sum {
-					t.Errorf("summary says %d+%d handed back, the drained workers say %d\n%s", mid, end, sum, out)
-				}
+				require.Equal(t, sum, mid+end, "summary says %d+%d handed back, the drained workers say %d\n%s", mid, end, sum, out)
 				if tt.handedBack && mid == 0 {
 					t.Errorf("workers scaled down mid-batch handed nothing back\n%s", out)
 				}

@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/stretchr/testify/require"
 )
 
 // obj is one decoded YAML mapping; manifests are handled generically so that
@@ -124,9 +126,7 @@ func set(t *testing.T, v any, value any, path ...any) {
 	switch k := path[len(path)-1].(type) {
 	case string:
 		m, ok := parent.(obj)
-		if !ok {
-			t.Fatalf("set %v: parent is %T", path, parent)
-		}
+		require.True(t, ok, "set %v: parent is %T", path, parent)
 		if value == nil {
 			delete(m, k)
 		} else {
@@ -134,9 +134,8 @@ func set(t *testing.T, v any, value any, path ...any) {
 		}
 	case int:
 		l, ok := parent.([]any)
-		if !ok || k >= len(l) {
-			t.Fatalf("set %v: parent is %T", path, parent)
-		}
+		require.True(t, ok, "set %v: parent is %T", path, parent)
+		require.Less(t, k, len(l), "set %v: parent is %T", path, parent)
 		l[k] = value
 	}
 }

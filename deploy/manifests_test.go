@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 const k8sDir = "k8s"
@@ -16,9 +18,7 @@ const k8sDir = "k8s"
 func loadTestBase(t *testing.T) *kbase {
 	t.Helper()
 	b, err := loadBase(k8sDir)
-	if err != nil {
-		t.Fatalf("load %s: %v", k8sDir, err)
-	}
+	require.NoError(t, err, "load %s", k8sDir)
 	return b
 }
 
@@ -44,9 +44,7 @@ func requireProblem(t *testing.T, probs []string, want string) {
 func mustFind(t *testing.T, docs []doc, kind, name string) doc {
 	t.Helper()
 	d, ok := find(docs, kind, name)
-	if !ok {
-		t.Fatalf("no %s %s", kind, name)
-	}
+	require.True(t, ok, "no %s %s", kind, name)
 	return d
 }
 
@@ -65,18 +63,12 @@ func TestEveryYAMLParses(t *testing.T) {
 			t.Errorf("%v", err)
 			return nil
 		}
-		if len(docs) == 0 {
-			t.Errorf("%s: no documents", path)
-		}
+		require.NotEmpty(t, docs, "%s: no documents", path)
 		n += len(docs)
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n < 10 {
-		t.Fatalf("parsed only %d documents under deploy/; files missing?", n)
-	}
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, n, 10, "parsed only")
 }
 
 func TestParseDocsRejectsBadYAML(t *testing.T) {
@@ -90,15 +82,13 @@ func TestParseDocsRejectsBadYAML(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if _, err := parseDocs(tt.name, []byte(tt.src)); err == nil {
-				t.Fatalf("parseDocs(%q) succeeded, want an error", tt.src)
-			}
+			_, err := parseDocs(tt.name, []byte(tt.src))
+			require.Error(t, err, "parseDocs(%q) succeeded, want an error", tt.src)
 		})
 	}
 	docs, err := parseDocs("multi", []byte("a: 1\n---\n---\nb: 2\n"))
-	if err != nil || len(docs) != 2 {
-		t.Fatalf("multi-doc: got %d docs, err %v; want 2 docs", len(docs), err)
-	}
+	require.NoError(t, err, "multi-doc: got %d docs, err", len(docs))
+	require.Len(t, docs, 2, "multi-doc: got %d docs, err %v; want 2 docs", len(docs), err)
 }
 
 func TestKustomization(t *testing.T) {
@@ -117,9 +107,9 @@ func TestKustomization(t *testing.T) {
 			t.Errorf("%d %s documents, want %d", kinds[kind], kind, want)
 		}
 	}
-	if keys := b.Secrets["spool-secrets"]; !keys["signing.key"] || !keys["REDIS_PASSWORD"] {
-		t.Errorf("Secret spool-secrets keys %v, want signing.key and REDIS_PASSWORD among them", sortedKeys(keys))
-	}
+	keys := b.Secrets["spool-secrets"]
+	require.True(t, keys["signing.key"], "Secret spool-secrets keys %v, want signing.key and REDIS_PASSWORD among them", sortedKeys(keys))
+	require.True(t, keys["REDIS_PASSWORD"], "Secret spool-secrets keys %v, want signing.key and REDIS_PASSWORD among them", sortedKeys(keys))
 }
 
 func TestWorkloads(t *testing.T) {
@@ -149,30 +139,26 @@ func TestKEDATriggersMatchWorkerQueues(t *testing.T) {
 		"asynq:{default}:active", "asynq:{default}:pending",
 		"asynq:{low}:active", "asynq:{low}:pending",
 	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("trigger lists = %v, want %v", got, want)
-	}
+	require.True(t, slices.Equal(got, want), "trigger lists = %v, want %v", got, want)
 }
 
 func TestSchedulerRunsTwoReplicas(t *testing.T) {
 	t.Parallel()
 	b := loadTestBase(t)
 	d := mustFind(t, b.Docs, "Deployment", "spool-scheduler")
-	if n, _ := intOf(d.Obj, "spec", "replicas"); n != 2 {
-		t.Fatalf("scheduler replicas = %d, want 2 (safe: spool's tick lock)", n)
-	}
-	if args := stringsOf(list(d.Obj, "spec", "template", "spec", "containers", 0, "args")); len(args) == 0 || args[0] != "scheduler" {
-		t.Fatalf("scheduler args = %v", args)
-	}
+	n, _ := intOf(d.Obj, "spec", "replicas")
+	require.Equal(t, 2, n, "scheduler replicas")
+	args := stringsOf(list(d.Obj, "spec", "template", "spec", "containers", 0, "args"))
+	require.NotEmpty(t, args, "scheduler args")
+	require.Equal(t, "scheduler", args[0], "scheduler args = %v", args)
 }
 
 func TestMonitorServiceSelectsMonitor(t *testing.T) {
 	t.Parallel()
 	b := loadTestBase(t)
 	svc := mustFind(t, b.Docs, "Service", "spool-monitor")
-	if typ := str(svc.Obj, "spec", "type"); typ != "ClusterIP" {
-		t.Errorf("monitor Service type %q, want ClusterIP (asynqmon has no auth)", typ)
-	}
+	typ := str(svc.Obj, "spec", "type")
+	require.Equal(t, "ClusterIP", typ, "monitor Service type")
 	d, _ := find(b.Docs, "Deployment", "spool-monitor")
 	labels := mapping(d.Obj, "spec", "template", "metadata", "labels")
 	for k, v := range mapping(svc.Obj, "spec", "selector") {
@@ -186,12 +172,9 @@ func TestMonitorServiceSelectsMonitor(t *testing.T) {
 	for _, p := range list(c, "ports") {
 		found = found || str(p, "name") == target || str(p, "containerPort") == target
 	}
-	if !found {
-		t.Errorf("Service targetPort %q is not a port of the monitor container", target)
-	}
-	if addr, _ := flagValue(stringsOf(list(c, "args")), "addr"); !strings.HasSuffix(addr, ":8080") {
-		t.Errorf("monitor --addr %q does not listen on the container port 8080", addr)
-	}
+	require.True(t, found, "Service targetPort %q is not a port of the monitor container", target)
+	addr, _ := flagValue(stringsOf(list(c, "args")), "addr")
+	require.True(t, strings.HasSuffix(addr, ":8080"), "monitor --addr %q does not listen on the container port 8080", addr)
 }
 
 func TestCheckImage(t *testing.T) {
@@ -275,9 +258,7 @@ func FuzzParseQueues(f *testing.F) {
 func TestReadmeDocumentsTheTriggerKeys(t *testing.T) {
 	t.Parallel()
 	data, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	readme := string(data)
 	for _, want := range []string{
 		"asynq:{<queue>}:pending", "asynq:{<queue>}:active",

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestKustomizeRender renders the base with kubectl's built-in kustomize
@@ -22,33 +24,23 @@ func TestKustomizeRender(t *testing.T) {
 	if err == nil {
 		render = []string{kubectl, "kustomize"}
 	} else if _, err := exec.LookPath("kustomize"); err != nil {
-		if os.Getenv("SPOOL_TEST_REQUIRE_REAL") == "1" {
-			t.Fatal("neither kubectl nor kustomize on PATH, and SPOOL_TEST_REQUIRE_REAL=1")
-		}
+		require.NotEqual(t, "1", os.Getenv("SPOOL_TEST_REQUIRE_REAL"), "neither kubectl nor kustomize on PATH, and SPOOL_TEST_REQUIRE_REAL=1")
 		t.Skip("neither kubectl nor kustomize on PATH")
 	}
 	dir := copyTree(t, k8sDir)
 	for _, f := range []string{"signing.key", "signing.pub", "credentials.env"} {
 		p := filepath.Join(dir, "secrets", f)
 		data, err := os.ReadFile(p + ".example")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(p, data, 0o600))
 	}
 	var stderr bytes.Buffer
 	cmd := exec.Command(render[0], append(render[1:], dir)...)
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s: %v: %s", strings.Join(render, " "), err, stderr.String())
-	}
+	require.NoError(t, err, "%s: %v: %s", strings.Join(render, " "), err, stderr.String())
 	docs, err := parseDocs("rendered", out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rendered := &kbase{Dir: dir, Docs: docs, Secrets: map[string]map[string]bool{}}
 	for _, d := range byKind(docs, "Secret") {
 		keys := map[string]bool{}
@@ -57,9 +49,7 @@ func TestKustomizeRender(t *testing.T) {
 		}
 		rendered.Secrets[d.name()] = keys
 	}
-	if len(rendered.Secrets["spool-secrets"]) == 0 {
-		t.Fatal("rendered output has no spool-secrets Secret (generator name changed or hashed?)")
-	}
+	require.NotEmpty(t, rendered.Secrets["spool-secrets"], "rendered output has no spool-secrets Secret (generator name changed or hashed?)")
 	requireNoProblems(t, checkSchemas(docs))
 	requireNoProblems(t, checkWorkloads(rendered))
 	requireNoProblems(t, checkGracePeriod(docs))

@@ -11,6 +11,8 @@ import (
 	"github.com/yannh/kubeconform/pkg/resource"
 	"github.com/yannh/kubeconform/pkg/validator"
 	"gopkg.in/yaml.v3"
+
+	"github.com/stretchr/testify/require"
 )
 
 //go:generate go run ./internal/schemagen -out testdata/k8s-schemas
@@ -75,14 +77,11 @@ func TestManifestsMatchTheirSchemas(t *testing.T) {
 func TestSchemasAreOffline(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob(filepath.Join(schemaDir, "*.json"))
-	if err != nil || len(files) < 2 {
-		t.Fatalf("schemas in %s: %v, %v; run go generate ./deploy", schemaDir, files, err)
-	}
+	require.NoError(t, err, "schemas in %s: %v", schemaDir, files)
+	require.GreaterOrEqual(t, len(files), 2, "schemas in %s: %v, %v; run go generate ./deploy", schemaDir, files, err)
 	for _, f := range files {
 		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if strings.Contains(string(data), `"$ref": "http`) || strings.Contains(string(data), `"$schema"`) {
 			t.Errorf("%s refers to a schema on the network", f)
 		}

@@ -5,19 +5,18 @@ import (
 	"os"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/spool-run/spool/blobstore"
 )
 
 func BenchmarkParse(b *testing.B) {
 	data, err := os.ReadFile("testdata/implement_dashboard.md")
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
-		if _, err := Parse("x.md", data); err != nil {
-			b.Fatal(err)
-		}
+		_, err := Parse("x.md", data)
+		require.NoError(b, err)
 	}
 }
 
@@ -25,13 +24,10 @@ func BenchmarkLoadBundleCached(b *testing.B) {
 	ctx := context.Background()
 	store := blobstore.NewMemory()
 	dg, err := BuildBundle(ctx, store, "testdata/..", "", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	c := NewBundleCache(4, 1<<20)
 	for b.Loop() {
-		if _, err := c.Load(ctx, store, dg); err != nil {
-			b.Fatal(err)
-		}
+		_, err := c.Load(ctx, store, dg)
+		require.NoError(b, err)
 	}
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/spool-run/spool/blobstore"
 )
 
@@ -23,16 +25,12 @@ func writeTree(t *testing.T, root string, files tree) {
 	t.Helper()
 	for rel, content := range files {
 		p := filepath.Join(root, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
 		mode := fs.FileMode(0o644)
 		if strings.HasPrefix(content, "#!") {
 			mode = 0o755
 		}
-		if err := os.WriteFile(p, []byte(content), mode); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(p, []byte(content), mode))
 		if err := os.Chmod(p, mode); err != nil { // umask
 			t.Fatal(err)
 		}
@@ -42,9 +40,7 @@ func writeTree(t *testing.T, root string, files tree) {
 func bundleSetup(t *testing.T) (proj, home string) {
 	proj, home = t.TempDir(), t.TempDir()
 	dc, err := os.ReadFile("testdata/depth_child.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	writeTree(t, proj, tree{
 		".ai/directives/test/limits/depth_child.md": string(dc),
 		".ai/directives/shared.md":                  string(fileOf("shared", "project").Data),
@@ -73,26 +69,19 @@ func TestBundleRoundTrip(t *testing.T) {
 	extra := map[string][]byte{"script": []byte("directives: {}\n")}
 
 	d1, err := BuildBundle(ctx, store, proj, home, extra)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	d2, err := BuildBundle(ctx, store, proj, home, extra)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d1 != d2 || len(d1) != 64 {
-		t.Fatalf("same content gave digests %q and %q", d1, d2)
-	}
+	require.NoError(t, err)
+	require.Equal(t, d2, d1, "same content gave digests")
+	require.Len(t, d1, 64, "same content gave digests %q and %q", d1, d2)
 	// A fresh store with the same content gives the same digest.
-	if d3, err := BuildBundle(ctx, blobstore.NewMemory(), proj, home, extra); err != nil || d3 != d1 {
-		t.Fatalf("fresh store digest %q, %v; want %q", d3, err, d1)
-	}
+	d3, err := BuildBundle(ctx, blobstore.NewMemory(), proj, home, extra)
+	require.NoError(t, err, "fresh store digest %q, %v; want %q", d3, err, d1)
+	require.Equal(t, d1, d3, "fresh store digest %q, %v; want %q", d3, err, d1)
 
 	cache := NewBundleCache(4, 1<<20)
 	b, err := cache.Load(ctx, store, d1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	wantPaths := []string{
 		".ai/config/agent/hooks.yaml",
 		".ai/config/agent/resilience.yaml",
@@ -108,52 +97,46 @@ func TestBundleRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(wantPaths, b.Paths()); diff != "" {
 		t.Errorf("Paths (-want +got):\n%s", diff)
 	}
-	if got, _ := fs.ReadFile(b, ".ai/knowledge/project/conventions.md"); string(got) != "Use tabs." {
-		t.Errorf("conventions = %q", got)
-	}
+	got, _ := fs.ReadFile(b, ".ai/knowledge/project/conventions.md")
+	require.Equal(t, "Use tabs.", string(got), "conventions = %q", got)
 	if runtime.GOOS != "windows" {
 		st, err := fs.Stat(b, ".ai/tools/scrape.sh")
-		if err != nil || st.Mode().Perm() != 0o755 {
-			t.Errorf("tool mode = %v, %v; want 0755", st, err)
-		}
+		require.NoError(t, err, "tool mode = %v", st)
+		require.EqualValues(t, 0o755, st.Mode().Perm(), "tool mode = %v, %v; want 0755", st, err)
 		st, _ = fs.Stat(b, ".ai/knowledge/dup.md")
-		if st.Mode().Perm() != 0o644 {
-			t.Errorf("knowledge mode = %v", st.Mode())
-		}
+		require.EqualValues(t, 0o644, st.Mode().Perm(), "knowledge mode = %v", st.Mode())
 	}
-	if s, ok := b.Extra("script"); !ok || string(s) != "directives: {}\n" {
-		t.Errorf("Extra = %q %v", s, ok)
-	}
-	if _, ok := b.Extra("nope"); ok {
-		t.Error("unknown extra found")
-	}
+	s, ok := b.Extra("script")
+	require.True(t, ok, "Extra = %q %v", s, ok)
+	require.Equal(t, "directives: {}\n", string(s), "Extra = %q %v", s, ok)
+	_, ok = b.Extra("nope")
+	require.False(t, ok, "unknown extra found")
 	// Resolution over the bundle: project, then user, then system.
 	r := b.Resolver()
-	if d, sp, err := r.Resolve("shared"); err != nil || sp != SpaceProject || d.Description != "project" {
-		t.Errorf("shared: %v %q %v", d, sp, err)
-	}
-	if d, sp, err := r.Resolve("mine"); err != nil || sp != SpaceUser || d.Description != "user" {
-		t.Errorf("mine: %v %q %v", d, sp, err)
-	}
-	if d, sp, err := r.Resolve("test/limits/depth_child"); err != nil || sp != SpaceProject || d.Name != "depth_child" {
-		t.Errorf("depth_child: %v %q %v", d, sp, err)
-	}
-	if _, sp, err := r.Resolve(DefaultContinuation); err != nil || sp != SpaceSystem {
-		t.Errorf("continuation: %q %v", sp, err)
-	}
-	if got, err := fs.ReadFile(b.UserFS(), ".ai/config/agent/hooks.yaml"); err != nil || string(got) != "hooks: []\n" {
-		t.Errorf("user hooks: %q %v", got, err)
-	}
+	d, sp, err := r.Resolve("shared")
+	require.NoError(t, err, "shared: %v %q", d, sp)
+	require.Equal(t, SpaceProject, sp, "shared: %v %q %v", d, sp, err)
+	require.Equal(t, "project", d.Description, "shared: %v %q %v", d, sp, err)
+	d, sp, err = r.Resolve("mine")
+	require.NoError(t, err, "mine: %v %q", d, sp)
+	require.Equal(t, SpaceUser, sp, "mine: %v %q %v", d, sp, err)
+	require.Equal(t, "user", d.Description, "mine: %v %q %v", d, sp, err)
+	d, sp, err = r.Resolve("test/limits/depth_child")
+	require.NoError(t, err, "depth_child: %v %q", d, sp)
+	require.Equal(t, SpaceProject, sp, "depth_child: %v %q %v", d, sp, err)
+	require.Equal(t, "depth_child", d.Name, "depth_child: %v %q %v", d, sp, err)
+	_, sp, err = r.Resolve(DefaultContinuation)
+	require.NoError(t, err, "continuation: %q", sp)
+	require.Equal(t, SpaceSystem, sp, "continuation: %q %v", sp, err)
+	got, err = fs.ReadFile(b.UserFS(), ".ai/config/agent/hooks.yaml")
+	require.NoError(t, err, "user hooks: %q", got)
+	require.Equal(t, "hooks: []\n", string(got), "user hooks: %q %v", got, err)
 	// The bundle is a well-behaved fs.FS.
-	if err := fstest.TestFS(b, wantPaths...); err != nil {
-		t.Errorf("fstest: %v", err)
-	}
+	require.NoError(t, fstest.TestFS(b, wantPaths...), "fstest")
 	// Identical content is stored once: 10 files + 1 extra, two pairs of
 	// duplicates (hooks.yaml x2; "same bytes" is only bundled once).
 	blobs, err := store.List(ctx, "bundles/blobs/")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if len(blobs) != 10 {
 		var keys []string
 		for _, bl := range blobs {
@@ -170,54 +153,34 @@ func TestBundleRoundTrip(t *testing.T) {
 	// Changed content → different digest; the old bundle still loads unchanged.
 	writeTree(t, proj, tree{".ai/knowledge/project/conventions.md": "Use spaces."})
 	d4, err := BuildBundle(ctx, store, proj, home, extra)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d4 == d1 {
-		t.Fatal("changed content gave the same digest")
-	}
+	require.NoError(t, err)
+	require.NotEqual(t, d1, d4, "changed content gave the same digest")
 	old, err := NewBundleCache(4, 1<<20).Load(ctx, store, d1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := fs.ReadFile(old, ".ai/knowledge/project/conventions.md"); string(got) != "Use tabs." {
-		t.Errorf("old bundle changed: %q", got)
-	}
+	require.NoError(t, err)
+	got, _ = fs.ReadFile(old, ".ai/knowledge/project/conventions.md")
+	require.Equal(t, "Use tabs.", string(got), "old bundle changed: %q", got)
 	// Changed extra, mode, or user space → different digest.
-	if d5, _ := BuildBundle(ctx, store, proj, home, map[string][]byte{"script": []byte("x")}); d5 == d4 {
-		t.Error("changed extra gave the same digest")
-	}
-	if d6, _ := BuildBundle(ctx, store, proj, "", extra); d6 == d4 {
-		t.Error("dropping the user space gave the same digest")
-	}
-	if err := os.Chmod(filepath.Join(proj, ".ai/tools/scrape.sh"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if d7, _ := BuildBundle(ctx, store, proj, home, extra); d7 == d4 {
-		t.Error("changed mode gave the same digest")
-	}
+	d5, _ := BuildBundle(ctx, store, proj, home, map[string][]byte{"script": []byte("x")})
+	require.NotEqual(t, d4, d5, "changed extra gave the same digest")
+	d6, _ := BuildBundle(ctx, store, proj, "", extra)
+	require.NotEqual(t, d4, d6, "dropping the user space gave the same digest")
+	require.NoError(t, os.Chmod(filepath.Join(proj, ".ai/tools/scrape.sh"), 0o644))
+	d7, _ := BuildBundle(ctx, store, proj, home, extra)
+	require.NotEqual(t, d4, d7, "changed mode gave the same digest")
 }
 
 func TestBundleEmptyProject(t *testing.T) {
 	ctx := context.Background()
 	store := blobstore.NewMemory()
 	dg, err := BuildBundle(ctx, store, t.TempDir(), "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b, err := NewBundleCache(1, 1<<20).Load(ctx, store, dg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(b.Paths()) != 0 {
-		t.Errorf("paths = %v", b.Paths())
-	}
-	if _, sp, err := b.Resolver().Resolve(DefaultContinuation); err != nil || sp != SpaceSystem {
-		t.Errorf("system space through an empty bundle: %q %v", sp, err)
-	}
-	if err := fstest.TestFS(b); err != nil {
-		t.Error(err)
-	}
+	require.NoError(t, err)
+	require.Empty(t, b.Paths(), "paths")
+	_, sp, err := b.Resolver().Resolve(DefaultContinuation)
+	require.NoError(t, err, "system space through an empty bundle: %q", sp)
+	require.Equal(t, SpaceSystem, sp, "system space through an empty bundle: %q %v", sp, err)
+	require.NoError(t, fstest.TestFS(b))
 }
 
 func TestBundleTamperAndErrors(t *testing.T) {
@@ -225,31 +188,21 @@ func TestBundleTamperAndErrors(t *testing.T) {
 	store := blobstore.NewMemory()
 	proj, _ := bundleSetup(t)
 	dg, err := BuildBundle(ctx, store, proj, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := LoadBundle(ctx, store, "nothex"); !errors.Is(err, ErrBadBundle) {
-		t.Errorf("bad digest: %v", err)
-	}
-	if _, err := LoadBundle(ctx, store, strings.Repeat("0", 64)); !errors.Is(err, blobstore.ErrNotFound) {
-		t.Errorf("unknown digest: %v", err)
-	}
+	require.NoError(t, err)
+	_, err = LoadBundle(ctx, store, "nothex")
+	require.ErrorIs(t, err, ErrBadBundle, "bad digest")
+	_, err = LoadBundle(ctx, store, strings.Repeat("0", 64))
+	require.ErrorIs(t, err, blobstore.ErrNotFound, "unknown digest")
 	// Corrupt one blob: loading fails with ErrBadBundle.
 	blobs, _ := store.List(ctx, "bundles/blobs/")
 	sort.Slice(blobs, func(i, j int) bool { return blobs[i].Key < blobs[j].Key })
-	if err := store.Put(ctx, blobs[0].Key, []byte("tampered")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := NewBundleCache(1, 1<<20).Load(ctx, store, dg); !errors.Is(err, ErrBadBundle) {
-		t.Errorf("tampered blob: %v", err)
-	}
+	require.NoError(t, store.Put(ctx, blobs[0].Key, []byte("tampered")))
+	_, err = NewBundleCache(1, 1<<20).Load(ctx, store, dg)
+	require.ErrorIs(t, err, ErrBadBundle, "tampered blob")
 	// Corrupt the manifest.
-	if err := store.Put(ctx, "bundles/"+dg+".json", []byte(`{"version":1,"files":{}}`)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := NewBundleCache(1, 1<<20).Load(ctx, store, dg); !errors.Is(err, ErrBadBundle) {
-		t.Errorf("tampered manifest: %v", err)
-	}
+	require.NoError(t, store.Put(ctx, "bundles/"+dg+".json", []byte(`{"version":1,"files":{}}`)))
+	_, err = NewBundleCache(1, 1<<20).Load(ctx, store, dg)
+	require.ErrorIs(t, err, ErrBadBundle, "tampered manifest")
 }
 
 func TestBundleCacheEvicts(t *testing.T) {
@@ -258,30 +211,23 @@ func TestBundleCacheEvicts(t *testing.T) {
 	var digests []string
 	for i := 0; i < 3; i++ {
 		dg, err := BuildBundle(ctx, store, "", "", map[string][]byte{"n": {byte(i)}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		digests = append(digests, dg)
 	}
 	c := NewBundleCache(2, 1<<20)
 	for _, dg := range digests {
-		if _, err := c.Load(ctx, store, dg); err != nil {
-			t.Fatal(err)
-		}
+		_, err := c.Load(ctx, store, dg)
+		require.NoError(t, err)
 	}
-	if c.Len() != 2 {
-		t.Errorf("Len = %d, want 2", c.Len())
-	}
-	if _, err := c.Load(ctx, failingStore{}, digests[0]); err == nil {
-		t.Error("least recently used bundle was not evicted")
-	}
-	if _, err := c.Load(ctx, failingStore{}, digests[2]); err != nil {
-		t.Errorf("most recent bundle evicted: %v", err)
-	}
+	require.Equal(t, 2, c.Len(), "Len")
+	_, err := c.Load(ctx, failingStore{}, digests[0])
+	require.Error(t, err, "least recently used bundle was not evicted")
+	_, err = c.Load(ctx, failingStore{}, digests[2])
+	require.NoError(t, err, "most recent bundle evicted")
 	small := NewBundleCache(10, 0)
-	if _, err := small.Load(ctx, store, digests[0]); err != nil || small.Len() != 0 {
-		t.Errorf("byte bound: len %d err %v", small.Len(), err)
-	}
+	_, err = small.Load(ctx, store, digests[0])
+	require.NoError(t, err, "byte bound: len %d err", small.Len())
+	require.Equal(t, 0, small.Len(), "byte bound: len %d err %v", small.Len(), err)
 }
 
 type failingStore struct{ blobstore.Store }

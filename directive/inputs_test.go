@@ -1,11 +1,12 @@
 package directive
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestValidateInputs(t *testing.T) {
@@ -44,17 +45,12 @@ func TestValidateInputs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ValidateInputs(d, tt.in)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
-				if !errors.Is(err, ErrInvalidInput) {
-					t.Errorf("err does not wrap ErrInvalidInput")
-				}
+				require.Error(t, err, "err = %v, want %q", err, tt.wantErr)
+				require.Contains(t, err.Error(), tt.wantErr, "err = %v, want %q", err, tt.wantErr)
+				require.ErrorIs(t, err, ErrInvalidInput, "err does not wrap ErrInvalidInput")
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
@@ -62,9 +58,7 @@ func TestValidateInputs(t *testing.T) {
 	}
 	// A directive that declares no inputs takes any.
 	free, err := Parse("free.md", []byte(wrap("")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if got, err := ValidateInputs(free, map[string]any{"name": "ada"}); err != nil || got["name"] != "ada" {
 		t.Errorf("no declared inputs: got %v, %v", got, err)
 	}
@@ -72,9 +66,11 @@ func TestValidateInputs(t *testing.T) {
 	// directive: its caller says that.
 	_, err = ValidateInputs(d, map[string]any{"nmae": "x"})
 	var ie *InputError
-	if !errors.As(err, &ie) || !ie.Undeclared || ie.Inputs[0] != "nmae" || len(ie.Declared) != 7 || strings.Contains(err.Error(), "implement_dashboard") {
-		t.Errorf("undeclared input error: %#v", err)
-	}
+	require.ErrorAs(t, err, &ie, "undeclared input error")
+	require.True(t, ie.Undeclared, "undeclared input error: %#v", err)
+	require.Equal(t, "nmae", ie.Inputs[0], "undeclared input error: %#v", err)
+	require.Len(t, ie.Declared, 7, "undeclared input error: %#v", err)
+	require.NotContains(t, err.Error(), "implement_dashboard", "undeclared input error: %#v", err)
 	// the caller's map is not modified
 	in := map[string]any{"api_thread_id": "a", "views": "2"}
 	if _, err := ValidateInputs(d, in); err != nil || in["views"] != "2" || len(in) != 2 {
@@ -85,21 +81,16 @@ func TestValidateInputs(t *testing.T) {
 func TestRenderBody(t *testing.T) {
 	d := parseFile(t, "depth_child.md")
 	got := RenderBody(d, map[string]any{"level": "2"})
-	if !strings.Contains(got, `value="depth_child_2.txt"`) || !strings.Contains(got, `value="level 2"`) || strings.Contains(got, "{input:") {
-		t.Errorf("rendered body:\n%s", got)
-	}
-	if strings.Contains(got, "rye:signed") {
-		t.Error("signature line in rendered body")
-	}
+	require.Contains(t, got, `value="depth_child_2.txt"`, "rendered body")
+	require.Contains(t, got, `value="level 2"`, "rendered body")
+	require.NotContains(t, got, "{input:", "rendered body")
+	require.NotContains(t, got, "rye:signed", "signature line in rendered body")
 
 	d2, err := Parse("x.md", []byte("Hi {input:who} {input:n} {input:opt} {input:undeclared} {input:d}\n"+wrap(`<inputs><input name="who"/><input name="n" type="integer"/><input name="opt"/><input name="d" default="dflt"/></inputs>`)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got = RenderBody(d2, map[string]any{"who": "{input:n}", "n": 3})
-	if want := "Hi {input:n} 3  {input:undeclared} dflt\n"; !strings.HasPrefix(got, want) {
-		t.Errorf("got %q, want prefix %q", got, want)
-	}
+	want := "Hi {input:n} 3  {input:undeclared} dflt\n"
+	require.True(t, strings.HasPrefix(got, want), "got %q, want prefix %q", got, want)
 }
 
 func TestInterpolate(t *testing.T) {

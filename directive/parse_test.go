@@ -9,6 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/spool-run/spool/hooks"
 	"github.com/spool-run/spool/thread"
 )
@@ -18,36 +20,24 @@ func ptr[T any](v T) *T { return &v }
 func parseFile(t *testing.T, name string) *Directive {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	d, err := Parse(name, data)
-	if err != nil {
-		t.Fatalf("Parse(%s): %v", name, err)
-	}
+	require.NoError(t, err, "Parse(%s)", name)
 	return d
 }
 
 func TestParseDepthChild(t *testing.T) {
 	d := parseFile(t, "depth_child.md")
-	if d.Name != "depth_child" || d.Version != "1.0.0" {
-		t.Errorf("name/version = %q/%q", d.Name, d.Version)
-	}
-	if !strings.HasPrefix(d.Signature, "<!-- rye:signed:2026-02-17") {
-		t.Errorf("Signature = %q", d.Signature)
-	}
-	if strings.Contains(d.Prompt, "rye:signed") || !strings.HasPrefix(d.Prompt, "# Depth child") {
-		t.Errorf("Prompt must be the file minus the signature line, starts %q", d.Prompt[:30])
-	}
-	if !strings.Contains(d.Prompt, "```xml\n<directive") {
-		t.Errorf("Prompt must keep the xml fence")
-	}
-	if d.Body != "# Depth child\n\nWrites a marker file for its level, then tries to spawn a grandchild." {
-		t.Errorf("Body = %q", d.Body)
-	}
-	if d.Description != "Writes a marker, then tries to spawn a grandchild." || d.Category != "test/limits" || d.Author != "example" {
-		t.Errorf("metadata = %q %q %q", d.Description, d.Category, d.Author)
-	}
+	require.Equal(t, "depth_child", d.Name, "name/version = %q/%q", d.Name, d.Version)
+	require.Equal(t, "1.0.0", d.Version, "name/version = %q", d.Name)
+	require.True(t, strings.HasPrefix(d.Signature, "<!-- rye:signed:2026-02-17"), "Signature = %q", d.Signature)
+	require.NotContains(t, d.Prompt, "rye:signed", "Prompt must be the file minus the signature line, starts %q", d.Prompt[:30])
+	require.True(t, strings.HasPrefix(d.Prompt, "# Depth child"), "Prompt must be the file minus the signature line, starts %q", d.Prompt[:30])
+	require.Contains(t, d.Prompt, "```xml\n<directive", "Prompt must keep the xml fence")
+	require.Equal(t, "# Depth child\n\nWrites a marker file for its level, then tries to spawn a grandchild.", d.Body, "Body")
+	require.Equal(t, "Writes a marker, then tries to spawn a grandchild.", d.Description, "metadata = %q %q %q", d.Description, d.Category, d.Author)
+	require.Equal(t, "test/limits", d.Category, "metadata = %q %q %q", d.Description, d.Category, d.Author)
+	require.Equal(t, "example", d.Author, "metadata = %q %q", d.Description, d.Category)
 	if diff := cmp.Diff(Model{Tier: "haiku"}, d.Model); diff != "" {
 		t.Errorf("Model (-want +got):\n%s", diff)
 	}
@@ -58,11 +48,9 @@ func TestParseDepthChild(t *testing.T) {
 	if diff := cmp.Diff(wantPerms, d.Permissions); diff != "" || !d.PermissionsDeclared {
 		t.Errorf("Permissions (-want +got):\n%s declared=%v", diff, d.PermissionsDeclared)
 	}
-	if !thread.Match(d.Permissions, thread.ToolCapability("rye/file-system/fs_write")) ||
-		!thread.Match(d.Permissions, thread.ToolCapability("rye/agent/threads/thread_directive")) ||
-		thread.Match(d.Permissions, thread.ToolCapability("rye/agent/threads/orchestrator")) {
-		t.Errorf("permission matching wrong for %q", d.Permissions)
-	}
+	require.True(t, thread.Match(d.Permissions, thread.ToolCapability("rye/file-system/fs_write")), "permission matching wrong for %q", d.Permissions)
+	require.True(t, thread.Match(d.Permissions, thread.ToolCapability("rye/agent/threads/thread_directive")), "permission matching wrong for %q", d.Permissions)
+	require.False(t, thread.Match(d.Permissions, thread.ToolCapability("rye/agent/threads/orchestrator")), "permission matching wrong for %q", d.Permissions)
 	wantInputs := []Input{{Name: "level", Type: TypeString, Required: true, Description: "Nesting level."}}
 	if diff := cmp.Diff(wantInputs, d.Inputs); diff != "" {
 		t.Errorf("Inputs (-want +got):\n%s", diff)
@@ -77,22 +65,16 @@ func TestParseDepthChild(t *testing.T) {
 	if diff := cmp.Diff(Outputs{Success: "Marker written."}, d.Outputs); diff != "" {
 		t.Errorf("Outputs (-want +got):\n%s", diff)
 	}
-	if len(d.Hooks) != 0 || d.Continuation != "" {
-		t.Errorf("hooks %v continuation %q", d.Hooks, d.Continuation)
-	}
+	require.Empty(t, d.Hooks, "hooks %v continuation %q", d.Hooks, d.Continuation)
+	require.Empty(t, d.Continuation, "hooks %v continuation", d.Hooks)
 }
 
 func TestParseFullDirective(t *testing.T) {
 	d := parseFile(t, "implement_dashboard.md")
-	if d.Signature != "" {
-		t.Errorf("unsigned file has Signature %q", d.Signature)
-	}
-	if d.Prompt == "" || !strings.HasPrefix(d.Prompt, "# Implement dashboard") {
-		t.Errorf("Prompt = %q", d.Prompt)
-	}
-	if d.Description != "Builds five dashboard views & wires them to the API." {
-		t.Errorf("Description = %q", d.Description)
-	}
+	require.Empty(t, d.Signature, "unsigned file has Signature")
+	require.NotEmpty(t, d.Prompt, "Prompt")
+	require.True(t, strings.HasPrefix(d.Prompt, "# Implement dashboard"), "Prompt = %q", d.Prompt)
+	require.Equal(t, "Builds five dashboard views & wires them to the API.", d.Description, "Description")
 	if diff := cmp.Diff(Model{Tier: "general", ID: "claude-sonnet-4-5", Fallback: "fast", FallbackID: "claude-haiku-4-5"}, d.Model); diff != "" {
 		t.Errorf("Model (-want +got):\n%s", diff)
 	}
@@ -133,9 +115,7 @@ func TestParseFullDirective(t *testing.T) {
 	if diff := cmp.Diff(wantHooks, d.Hooks, cmpopts.IgnoreUnexported(hooks.Hook{})); diff != "" {
 		t.Errorf("Hooks (-want +got):\n%s", diff)
 	}
-	if d.Continuation != "agency-kiwi/dashboard_continuation" {
-		t.Errorf("Continuation = %q", d.Continuation)
-	}
+	require.Equal(t, "agency-kiwi/dashboard_continuation", d.Continuation, "Continuation")
 	types := map[string]string{}
 	for _, in := range d.Inputs {
 		types[in.Name] = in.Type
@@ -144,21 +124,21 @@ func TestParseFullDirective(t *testing.T) {
 	if diff := cmp.Diff(wantTypes, types); diff != "" {
 		t.Errorf("input types (-want +got):\n%s", diff)
 	}
-	if in, _ := d.Input("views"); in.Default == nil || *in.Default != "5" || in.Required {
-		t.Errorf("views input = %+v", in)
-	}
-	if len(d.Process) != 2 || d.Process[0].Description != "Plan the {input:views} views." ||
-		len(d.Process[1].Actions) != 2 || d.Process[1].Actions[0].Params["path"] != "views/{input:views}.tsx" ||
-		d.Process[1].Actions[1].Primary != "load" {
-		t.Errorf("Process = %+v", d.Process)
-	}
+	in, _ := d.Input("views")
+	require.NotNil(t, in.Default, "views input = %+v", in)
+	require.Equal(t, "5", *in.Default, "views input = %+v", in)
+	require.False(t, in.Required, "views input = %+v", in)
+	require.Len(t, d.Process, 2, "Process")
+	require.Equal(t, "Plan the {input:views} views.", d.Process[0].Description, "Process = %+v", d.Process)
+	require.Len(t, d.Process[1].Actions, 2, "Process = %+v", d.Process)
+	require.Equal(t, "views/{input:views}.tsx", d.Process[1].Actions[0].Params["path"], "Process = %+v", d.Process)
+	require.Equal(t, "load", d.Process[1].Actions[1].Primary, "Process = %+v", d.Process)
 	wantOut := Outputs{Fields: []OutputField{{Name: "views_dir", Required: true, Description: "Directory of the views."}, {Name: "notes", Description: "Anything worth knowing."}}}
 	if diff := cmp.Diff(wantOut, d.Outputs); diff != "" {
 		t.Errorf("Outputs (-want +got):\n%s", diff)
 	}
-	if got := d.MissingOutputs(map[string]any{"notes": "x"}); !cmp.Equal(got, []string{"views_dir"}) {
-		t.Errorf("MissingOutputs = %v", got)
-	}
+	got := d.MissingOutputs(map[string]any{"notes": "x"})
+	require.Equal(t, []string{"views_dir"}, got, "MissingOutputs")
 }
 
 func TestParsePermissionSpellings(t *testing.T) {
@@ -180,20 +160,16 @@ func TestParsePermissionSpellings(t *testing.T) {
 			if diff := cmp.Diff(tt.want, d.Permissions); diff != "" {
 				t.Errorf("Permissions (-want +got):\n%s", diff)
 			}
-			if d.PermissionsDeclared != tt.declared {
-				t.Errorf("PermissionsDeclared = %v, want %v", d.PermissionsDeclared, tt.declared)
-			}
+			require.Equal(t, tt.declared, d.PermissionsDeclared, "PermissionsDeclared")
 		})
 	}
 	// legacy file: permissions after metadata, model id attribute, free-text outputs
 	d := parseFile(t, "legacy_caps.md")
-	if d.Model.ID != "claude-3-5-haiku-20241022" || d.Outputs.Text != "Return the number of leads found." {
-		t.Errorf("legacy: model %+v outputs %+v", d.Model, d.Outputs)
-	}
+	require.Equal(t, "claude-3-5-haiku-20241022", d.Model.ID, "legacy: model %+v outputs %+v", d.Model, d.Outputs)
+	require.Equal(t, "Return the number of leads found.", d.Outputs.Text, "legacy: model %+v outputs %+v", d.Model, d.Outputs)
 	// fail closed
-	if d := parseFile(t, "no_permissions.md"); thread.Match(d.Permissions, thread.ToolCapability("rye/file-system/fs_read")) {
-		t.Error("no permissions must grant nothing")
-	}
+	d = parseFile(t, "no_permissions.md")
+	require.False(t, thread.Match(d.Permissions, thread.ToolCapability("rye/file-system/fs_read")), "no permissions must grant nothing")
 }
 
 // wrap puts an xml body in a minimal directive file; the <directive> line
@@ -209,24 +185,16 @@ func TestParseElements(t *testing.T) {
 		check func(t *testing.T, d *Directive)
 	}{
 		{"cap inside metadata", wrap("<metadata><cap>rye/execute/tool/a/b</cap></metadata>"), func(t *testing.T, d *Directive) {
-			if !cmp.Equal(d.Permissions, []string{"rye.execute.tool.a.b"}) {
-				t.Errorf("got %q", d.Permissions)
-			}
+			require.Equal(t, []string{"rye.execute.tool.a.b"}, d.Permissions)
 		}},
 		{"cap star", wrap("<permissions><cap>*</cap></permissions>"), func(t *testing.T, d *Directive) {
-			if !cmp.Equal(d.Permissions, []string{"*"}) {
-				t.Errorf("got %q", d.Permissions)
-			}
+			require.Equal(t, []string{"*"}, d.Permissions)
 		}},
 		{"permissions inside and after metadata merge", wrap("<metadata><permissions><load><knowledge>k</knowledge></load></permissions></metadata><permissions><search>*</search></permissions>"), func(t *testing.T, d *Directive) {
-			if !cmp.Equal(d.Permissions, []string{"rye.load.knowledge.k", "rye.search.*"}) {
-				t.Errorf("got %q", d.Permissions)
-			}
+			require.Equal(t, []string{"rye.load.knowledge.k", "rye.search.*"}, d.Permissions)
 		}},
 		{"tool star", wrap("<permissions><execute><tool>*</tool></execute></permissions>"), func(t *testing.T, d *Directive) {
-			if !cmp.Equal(d.Permissions, []string{"rye.execute.tool.*"}) {
-				t.Errorf("got %q", d.Permissions)
-			}
+			require.Equal(t, []string{"rye.execute.tool.*"}, d.Permissions)
 		}},
 		{"limits only some", wrap(`<metadata><limits spawns="0" duration="12.5"/></metadata>`), func(t *testing.T, d *Directive) {
 			if diff := cmp.Diff(thread.Limits{Spawns: ptr(0), Duration: ptr(12.5)}, d.Limits); diff != "" {
@@ -234,14 +202,10 @@ func TestParseElements(t *testing.T) {
 			}
 		}},
 		{"model text id", wrap(`<metadata><model>claude-x</model></metadata>`), func(t *testing.T, d *Directive) {
-			if d.Model.ID != "claude-x" {
-				t.Errorf("got %+v", d.Model)
-			}
+			require.Equal(t, "claude-x", d.Model.ID, "got %+v", d.Model)
 		}},
 		{"continuation text", wrap(`<metadata><continuation>a/b</continuation></metadata>`), func(t *testing.T, d *Directive) {
-			if d.Continuation != "a/b" {
-				t.Errorf("got %q", d.Continuation)
-			}
+			require.Equal(t, "a/b", d.Continuation)
 		}},
 		{"hooks outside metadata", wrap(`<hooks><hook id="h" event="error"><action primary="fail"><param name="code" value="x"/></action></hook></hooks>`), func(t *testing.T, d *Directive) {
 			if len(d.Hooks) != 1 || d.Hooks[0].Action.Params["code"] != "x" || d.Hooks[0].Layer != hooks.LayerDirective {
@@ -249,9 +213,8 @@ func TestParseElements(t *testing.T) {
 			}
 		}},
 		{"hook without id gets one", wrap(`<hooks><hook event="after_step"><action primary="load" item_type="knowledge" item_id="k"/></hook></hooks>`), func(t *testing.T, d *Directive) {
-			if len(d.Hooks) != 1 || d.Hooks[0].ID != "t_hook_1" {
-				t.Errorf("got %+v", d.Hooks)
-			}
+			require.Len(t, d.Hooks, 1)
+			require.Equal(t, "t_hook_1", d.Hooks[0].ID, "got %+v", d.Hooks)
 		}},
 		{"input type aliases and required spellings", wrap(`<inputs><input name="a" type="int" required="yes"/><input name="b" type="list" required="0"/><input name="c"/></inputs>`), func(t *testing.T, d *Directive) {
 			want := []Input{{Name: "a", Type: TypeInteger, Required: true}, {Name: "b", Type: TypeArray}, {Name: "c", Type: TypeString}}
@@ -266,27 +229,23 @@ func TestParseElements(t *testing.T) {
 			}
 		}},
 		{"bare ampersand and entities tolerated", wrap(`<metadata><description>a & b &lt; c &nbsp;d</description></metadata>`), func(t *testing.T, d *Directive) {
-			if d.Description != "a & b < c \u00a0d" {
-				t.Errorf("got %q", d.Description)
-			}
+			require.Equal(t, "a & b < c \u00a0d", d.Description)
 		}},
 		{"other fences before the directive are skipped", "```xml\n<note/>\n```\n" + wrap(""), func(t *testing.T, d *Directive) {
-			if d.Name != "t" || d.Body != "```xml\n<note/>\n```" {
-				t.Errorf("got %q body %q", d.Name, d.Body)
-			}
+			require.Equal(t, "t", d.Name, "got %q body %q", d.Name, d.Body)
+			require.Equal(t, "```xml\n<note/>\n```", d.Body, "got %q body", d.Name)
 		}},
 		{"crlf line endings", strings.ReplaceAll("<!-- rye:signed:x -->\n"+wrap(`<metadata><limits turns="2"/></metadata>`), "\n", "\r\n"), func(t *testing.T, d *Directive) {
-			if d.Signature != "<!-- rye:signed:x -->" || d.Limits.Turns == nil || *d.Limits.Turns != 2 || strings.Contains(d.Prompt, "signed") {
-				t.Errorf("got sig %q limits %+v", d.Signature, d.Limits)
-			}
+			require.Equal(t, "<!-- rye:signed:x -->", d.Signature, "got sig %q limits %+v", d.Signature, d.Limits)
+			require.NotNil(t, d.Limits.Turns, "got sig %q limits %+v", d.Signature, d.Limits)
+			require.Equal(t, 2, *d.Limits.Turns, "got sig %q limits %+v", d.Signature, d.Limits)
+			require.NotContains(t, d.Prompt, "signed", "got sig %q limits %+v", d.Signature, d.Limits)
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, err := Parse("t.md", []byte(tt.src))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			tt.check(t, d)
 		})
 	}
@@ -332,15 +291,9 @@ func TestParseErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse("t.md", []byte(tt.src))
-			if err == nil {
-				t.Fatalf("Parse succeeded, want error %q", tt.want)
-			}
-			if !strings.HasPrefix(err.Error(), tt.want) {
-				t.Errorf("error = %q\nwant prefix %q", err, tt.want)
-			}
-			if strings.Contains(err.Error(), "\n") {
-				t.Errorf("error is not one line: %q", err)
-			}
+			require.Error(t, err, "Parse succeeded, want error %q", tt.want)
+			require.True(t, strings.HasPrefix(err.Error(), tt.want), "error = %q\nwant prefix %q", err, tt.want)
+			require.NotContains(t, err.Error(), "\n", "error is not one line: %q", err)
 		})
 	}
 }
@@ -348,13 +301,10 @@ func TestParseErrors(t *testing.T) {
 func TestParseErrorNamesFileLineElement(t *testing.T) {
 	p := filepath.Join("testdata", "bad", "depth_child.md")
 	data, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, err = Parse("depth_child.md", data)
-	if got, want := errString(err), `depth_child.md:14: <limits spend="abc">: not a number`; got != want {
-		t.Errorf("error = %q, want %q", got, want)
-	}
+	got, want := errString(err), `depth_child.md:14: <limits spend="abc">: not a number`
+	require.Equal(t, want, got, "error")
 }
 
 func errString(err error) string {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/stretchr/testify/require"
 )
 
 const simple = "```xml\n<directive name=\"%s\" version=\"1.0.0\"><metadata><description>%s</description></metadata></directive>\n```\n"
@@ -30,19 +32,16 @@ func TestResolverFirstMatchWins(t *testing.T) {
 	}
 	for _, tt := range tests {
 		d, space, err := r.Resolve(tt.name)
-		if err != nil {
-			t.Fatalf("Resolve(%q): %v", tt.name, err)
-		}
+		require.NoError(t, err, "Resolve(%q)", tt.name)
 		if space != tt.space || (tt.desc != "" && d.Description != tt.desc) {
 			t.Errorf("Resolve(%q) = space %q desc %q, want %q %q", tt.name, space, d.Description, tt.space, tt.desc)
 		}
 	}
-	if _, _, err := r.Resolve("a/none"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("missing directive: err = %v, want ErrNotFound", err)
-	}
-	if _, _, err := r.Resolve("broken"); err == nil || !strings.Contains(err.Error(), "project:.ai/directives/broken.md") {
-		t.Errorf("broken directive: err = %v", err)
-	}
+	_, _, err := r.Resolve("a/none")
+	require.ErrorIs(t, err, ErrNotFound, "missing directive: err")
+	_, _, err = r.Resolve("broken")
+	require.Error(t, err, "broken directive: err")
+	require.Contains(t, err.Error(), "project:.ai/directives/broken.md", "broken directive: err = %v", err)
 	for _, bad := range []string{"", "../x", "/etc/passwd", "a//b", `a\b`, "a/./b"} {
 		if _, _, err := r.Resolve(bad); err == nil || errors.Is(err, ErrNotFound) {
 			t.Errorf("Resolve(%q): err = %v, want a name error", bad, err)
@@ -54,55 +53,45 @@ func TestNewResolverOverDirectories(t *testing.T) {
 	proj, home := t.TempDir(), t.TempDir()
 	write := func(root, rel, name, desc string) {
 		p := filepath.Join(root, ".ai", "directives", filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, fileOf(name, desc).Data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, fileOf(name, desc).Data, 0o644))
 	}
 	write(home, "u/only.md", "only", "home")
 	write(home, "both.md", "both", "home")
 	write(proj, "both.md", "both", "proj")
 	r := NewResolver(proj, home)
-	if d, sp, err := r.Resolve("both"); err != nil || sp != SpaceProject || d.Description != "proj" {
-		t.Errorf("both: %v %q %v", d, sp, err)
-	}
-	if d, sp, err := r.Resolve("u/only"); err != nil || sp != SpaceUser || d.Description != "home" {
-		t.Errorf("u/only: %v %q %v", d, sp, err)
-	}
-	if _, sp, err := NewResolver(proj, "").Resolve("u/only"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("without home: %q %v", sp, err)
-	}
+	d, sp, err := r.Resolve("both")
+	require.NoError(t, err, "both: %v %q", d, sp)
+	require.Equal(t, SpaceProject, sp, "both: %v %q %v", d, sp, err)
+	require.Equal(t, "proj", d.Description, "both: %v %q %v", d, sp, err)
+	d, sp, err = r.Resolve("u/only")
+	require.NoError(t, err, "u/only: %v %q", d, sp)
+	require.Equal(t, SpaceUser, sp, "u/only: %v %q %v", d, sp, err)
+	require.Equal(t, "home", d.Description, "u/only: %v %q %v", d, sp, err)
+	_, sp, err = NewResolver(proj, "").Resolve("u/only")
+	require.ErrorIs(t, err, ErrNotFound, "without home: %q", sp)
 }
 
 func TestContinuationSeed(t *testing.T) {
 	cont, space, err := (&Resolver{Spaces: []Space{SystemSpace()}}).Resolve(DefaultContinuation)
-	if err != nil || space != SpaceSystem {
-		t.Fatal(space, err)
-	}
-	if err := Check(cont); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "%v", space)
+	require.Equal(t, SpaceSystem, space, "%v", err)
+	require.NoError(t, Check(cont))
 	seed, err := ContinuationSeed(cont, "agency/discover", "Find {input:x} leads.", "agency/discover-17", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, want := range []string{"agency/discover-17", "`agency/discover`", "Find {input:x} leads.", "Continue executing the directive. Pick up where the previous thread left off."} {
 		if !strings.Contains(seed, want) {
 			t.Errorf("seed lacks %q:\n%s", want, seed)
 		}
 	}
-	if strings.Contains(seed, "```xml") || strings.Contains(seed, "{input:previous_thread_id}") {
-		t.Errorf("seed holds the fence or unrendered inputs:\n%s", seed)
-	}
+	require.NotContains(t, seed, "```xml", "seed holds the fence or unrendered inputs")
+	require.NotContains(t, seed, "{input:previous_thread_id}", "seed holds the fence or unrendered inputs")
 	seed, err = ContinuationSeed(cont, "d", "body", "p-1", "The API key is fixed; retry.")
-	if err != nil || !strings.Contains(seed, "The API key is fixed; retry.") || strings.Contains(seed, "Continue executing") {
-		t.Errorf("custom message: %v\n%s", err, seed)
-	}
-	if _, err := ContinuationSeed(cont, "d", "body", "", ""); err != nil {
-		t.Errorf("empty previous id is a value, not missing: %v", err)
-	}
+	require.NoError(t, err, "custom message: %v\n%s", err, seed)
+	require.Contains(t, seed, "The API key is fixed; retry.", "custom message: %v", err)
+	require.NotContains(t, seed, "Continue executing", "custom message: %v", err)
+	_, err = ContinuationSeed(cont, "d", "body", "", "")
+	require.NoError(t, err, "empty previous id is a value, not missing")
 }
 
 func TestValidateFiles(t *testing.T) {
@@ -110,27 +99,22 @@ func TestValidateFiles(t *testing.T) {
 		t.Errorf("valid files: %v", errs)
 	}
 	errs := ValidateFiles([]string{"testdata/bad", "testdata/nope.md"})
-	if len(errs) != 2 {
-		t.Fatalf("errs = %v", errs)
-	}
-	if want := `testdata/bad/depth_child.md:14: <limits spend="abc">: not a number`; errs[0].Error() != want {
-		t.Errorf("errs[0] = %q, want %q", errs[0], want)
-	}
-	if !errors.Is(errs[1], os.ErrNotExist) {
-		t.Errorf("errs[1] = %v", errs[1])
-	}
+	require.Len(t, errs, 2, "errs")
+	want := `testdata/bad/depth_child.md:14: <limits spend="abc">: not a number`
+	require.Equal(t, want, errs[0].Error(), "errs[0] = %q", errs[0])
+	require.ErrorIs(t, errs[1], os.ErrNotExist, "errs[1]")
 	// Check: missing version and bad default
 	dir := t.TempDir()
 	p := filepath.Join(dir, "v.md")
 	writeTree(t, dir, tree{"v.md": "```xml\n<directive name=\"v\"><inputs><input name=\"n\" type=\"integer\" default=\"x\"/></inputs></directive>\n```\n"})
-	if errs := ValidateFiles([]string{p}); len(errs) != 1 || !strings.Contains(errs[0].Error(), "missing version") {
-		t.Errorf("missing version: %v", errs)
-	}
+	errs = ValidateFiles([]string{p})
+	require.Len(t, errs, 1, "missing version")
+	require.Contains(t, errs[0].Error(), "missing version", "missing version: %v", errs)
 	writeTree(t, dir, tree{"v.md": "```xml\n<directive name=\"v\" version=\"1\"><inputs><input name=\"n\" type=\"integer\" default=\"x\"/></inputs></directive>\n```\n"})
-	if errs := ValidateFiles([]string{p}); len(errs) != 1 || !strings.Contains(errs[0].Error(), `<input name="n" default="x">: want an integer`) {
-		t.Errorf("bad default: %v", errs)
-	}
-	if errs := ValidateFiles([]string{t.TempDir()}); len(errs) != 1 || !strings.Contains(errs[0].Error(), "no .md directive files") {
-		t.Errorf("empty dir: %v", errs)
-	}
+	errs = ValidateFiles([]string{p})
+	require.Len(t, errs, 1, "bad default")
+	require.Contains(t, errs[0].Error(), `<input name="n" default="x">: want an integer`, "bad default: %v", errs)
+	errs = ValidateFiles([]string{t.TempDir()})
+	require.Len(t, errs, 1, "empty dir")
+	require.Contains(t, errs[0].Error(), "no .md directive files", "empty dir: %v", errs)
 }

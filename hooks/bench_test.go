@@ -5,22 +5,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/thread"
 )
 
 func TestEventContexts(t *testing.T) {
 	hs := Builtin(config.DefaultRetryPolicy())
-	if d := Decide(hs, EventError, ErrorContext("t", "429", ClassRateLimited, 1, 5*time.Second)); d.Action != Retry || d.Delay != 5*time.Second {
-		t.Errorf("rate limited: %+v", d)
-	}
-	if d := Decide(hs, EventError, ErrorContext("t", "boom", ClassTransient, 2, 0)); d.Action != Retry || d.Delay != 4*time.Second {
-		t.Errorf("transient: %+v", d)
-	}
+	d := Decide(hs, EventError, ErrorContext("t", "429", ClassRateLimited, 1, 5*time.Second))
+	require.Equal(t, Retry, d.Action, "rate limited: %+v", d)
+	require.EqualValues(t, 5*time.Second, d.Delay, "rate limited: %+v", d)
+	d = Decide(hs, EventError, ErrorContext("t", "boom", ClassTransient, 2, 0))
+	require.Equal(t, Retry, d.Action, "transient: %+v", d)
+	require.EqualValues(t, 4*time.Second, d.Delay, "transient: %+v", d)
 	le := &thread.LimitError{Code: thread.CodeTurnsExceeded, Current: 6, Max: 6}
-	if d := Decide(hs, EventLimit, LimitContext("t", le)); d.Action != Fail || d.Code != thread.CodeTurnsExceeded {
-		t.Errorf("limit: %+v", d)
-	}
+	d = Decide(hs, EventLimit, LimitContext("t", le))
+	require.Equal(t, Fail, d.Action, "limit: %+v", d)
+	require.Equal(t, thread.CodeTurnsExceeded, d.Code, "limit: %+v", d)
 }
 
 func BenchmarkDecide(b *testing.B) {
@@ -41,14 +43,11 @@ func (nopRunner) Search(context.Context, string, string) (string, error) { retur
 
 func BenchmarkRun(b *testing.B) {
 	hs, err := ParseYAML("h.yaml", []byte(projectYAML), LayerProject)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	d := NewDispatcher(Merge(nil, nil, Builtin(config.DefaultRetryPolicy()), hs, nil))
 	evctx := map[string]any{"directive": "agency/api", "thread_id": "t", "cost": thread.Cost{Turns: 4}}
 	for b.Loop() {
-		if _, err := d.Run(context.Background(), EventThreadStarted, evctx, nopRunner{}); err != nil {
-			b.Fatal(err)
-		}
+		_, err := d.Run(context.Background(), EventThreadStarted, evctx, nopRunner{})
+		require.NoError(b, err)
 	}
 }

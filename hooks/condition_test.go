@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/spool-run/spool/thread"
 )
 
@@ -86,16 +88,10 @@ func TestConditionEval(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := tt.c.Validate(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, tt.c.Validate())
 			got, err := tt.c.Eval(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != tt.want {
-				t.Errorf("Eval = %v, want %v", got, tt.want)
-			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got, "Eval")
 		})
 	}
 }

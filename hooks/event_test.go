@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/spool-run/spool/config"
 )
 
@@ -38,15 +40,13 @@ func TestToolErrorContext(t *testing.T) {
 	d := NewDispatcher(Merge(nil, []Hook{only}, Builtin(config.DefaultRetryPolicy()), nil, nil))
 	r := &fakeRunner{}
 	outs, err := d.Run(context.Background(), EventError, evctx, r)
-	if err != nil || len(outs) != 1 {
-		t.Fatalf("run: %v %+v", err, outs)
-	}
+	require.NoError(t, err, "run: %v %+v", err, outs)
+	require.Len(t, outs, 1, "run: %v", err)
 	wantCalls := []call{{"execute", "tool", "notes/append", map[string]any{"text": "permanent: no such file: missing.txt"}}}
 	if diff := cmp.Diff(wantCalls, r.calls); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 	r = &fakeRunner{}
-	if outs, _ := d.Run(context.Background(), EventError, ErrorContext("t-1", "boom", ClassPermanent, 1, 0), r); len(outs) != 0 {
-		t.Errorf("a model error ran the tool-only hook: %+v", outs)
-	}
+	outs, _ = d.Run(context.Background(), EventError, ErrorContext("t-1", "boom", ClassPermanent, 1, 0), r)
+	require.Empty(t, outs, "a model error ran the tool-only hook")
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/spool-run/spool/config"
 )
 
@@ -52,32 +54,26 @@ hooks:
 
 func TestParseYAML(t *testing.T) {
 	hs, err := ParseYAML("hooks.yaml", []byte(projectYAML), LayerProject)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(hs) != 4 {
-		t.Fatalf("got %d hooks", len(hs))
-	}
-	if hs[0].ID != "inject_project_conventions" || hs[0].Layer != LayerProject || hs[0].Description == "" ||
-		!cmp.Equal(hs[0].Action, Action{Primary: "load", ItemType: "knowledge", ItemID: "project/conventions"}) {
-		t.Errorf("hooks[0] = %+v", hs[0])
-	}
+	require.NoError(t, err)
+	require.Len(t, hs, 4)
+	require.Equal(t, "inject_project_conventions", hs[0].ID, "hooks[0] = %+v", hs[0])
+	require.Equal(t, LayerProject, hs[0].Layer, "hooks[0] = %+v", hs[0])
+	require.NotEmpty(t, hs[0].Description, "hooks[0] = %+v", hs[0])
+	require.Equal(t, Action{Primary: "load", ItemType: "knowledge", ItemID: "project/conventions"}, hs[0].Action, "hooks[0] = %+v", hs[0])
 	if c := hs[1].Condition; c == nil || c.Path != "directive" || c.Op != "contains" || c.Value != "api" {
 		t.Errorf("hooks[1].Condition = %+v", c)
 	}
 	if c := hs[2].Condition; c == nil || len(c.All) != 2 || c.All[1].Not == nil || c.All[0].Value != 3 {
 		t.Errorf("hooks[2].Condition = %+v", c)
 	}
-	if hs[3].ID != "hook_4" {
-		t.Errorf("default id = %q", hs[3].ID)
-	}
+	require.Equal(t, "hook_4", hs[3].ID, "default id")
 	// bare list form, empty file
-	if hs, err := ParseYAML("h.yaml", []byte("- {id: a, event: error, action: {primary: fail}}\n"), 0); err != nil || len(hs) != 1 {
-		t.Errorf("list form: %v %v", hs, err)
-	}
-	if hs, err := ParseYAML("h.yaml", []byte(""), 0); err != nil || hs != nil {
-		t.Errorf("empty: %v %v", hs, err)
-	}
+	hs, err = ParseYAML("h.yaml", []byte("- {id: a, event: error, action: {primary: fail}}\n"), 0)
+	require.NoError(t, err, "list form: %v", hs)
+	require.Len(t, hs, 1, "list form: %v %v", hs, err)
+	hs, err = ParseYAML("h.yaml", []byte(""), 0)
+	require.NoError(t, err, "empty: %v", hs)
+	require.Nil(t, hs, "empty: %v %v", hs, err)
 	bad := map[string]string{
 		"hooks: [{id: a, event: nope, action: {primary: load, item_type: k, item_id: x}}]": `h.yaml: hooks[0]: hook "a": unknown event "nope"`,
 		"hooks: [{id: a, event: error}]":                                                                       `h.yaml: hooks[0]: hook "a": action: missing primary`,
@@ -98,19 +94,19 @@ func TestParseYAML(t *testing.T) {
 func TestLoad(t *testing.T) {
 	fsys := fstest.MapFS{HooksPath: {Data: []byte(projectYAML)}}
 	hs, err := Load(fsys, LayerUser)
-	if err != nil || len(hs) != 4 || hs[0].Layer != LayerUser {
-		t.Errorf("Load: %d %v", len(hs), err)
-	}
+	require.NoError(t, err, "Load: %d", len(hs))
+	require.Len(t, hs, 4, "Load: %d %v", len(hs), err)
+	require.Equal(t, LayerUser, hs[0].Layer, "Load: %d %v", len(hs), err)
 	legacy := fstest.MapFS{LegacyHooksPath: {Data: []byte(projectYAML)}}
-	if hs, err := Load(legacy, LayerUser); err != nil || len(hs) != 4 {
-		t.Errorf("legacy path: %d %v", len(hs), err)
-	}
-	if hs, err := Load(fstest.MapFS{}, LayerUser); err != nil || hs != nil {
-		t.Errorf("missing file: %v %v", hs, err)
-	}
-	if hs, err := Load(nil, LayerUser); err != nil || hs != nil {
-		t.Errorf("nil fs: %v %v", hs, err)
-	}
+	hs, err = Load(legacy, LayerUser)
+	require.NoError(t, err, "legacy path: %d", len(hs))
+	require.Len(t, hs, 4, "legacy path: %d %v", len(hs), err)
+	hs, err = Load(fstest.MapFS{}, LayerUser)
+	require.NoError(t, err, "missing file: %v", hs)
+	require.Nil(t, hs, "missing file: %v %v", hs, err)
+	hs, err = Load(nil, LayerUser)
+	require.NoError(t, err, "nil fs: %v", hs)
+	require.Nil(t, hs, "nil fs: %v %v", hs, err)
 }
 
 func TestMerge(t *testing.T) {
@@ -169,9 +165,7 @@ func (f *fakeRunner) Search(_ context.Context, itemType, query string) (string, 
 
 func TestDispatcherRun(t *testing.T) {
 	project, err := ParseYAML("hooks.yaml", []byte(projectYAML), LayerProject)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	directive := []Hook{
 		{ID: "inject_api_schema", Event: EventThreadStarted, Action: Action{Primary: PrimaryExecute, ItemType: "knowledge", ItemID: "agent/threads/${inputs.api_thread_id}"}},
 		{ID: "stop", Event: EventThreadStarted, Action: Action{Primary: PrimaryFail}}, // control: not run
@@ -182,9 +176,7 @@ func TestDispatcherRun(t *testing.T) {
 	r := &fakeRunner{}
 	evctx := map[string]any{"directive": "agency/api-builder", "inputs": map[string]any{"api_thread_id": "implement_api/implement_api-1740200200"}}
 	outs, err := d.Run(context.Background(), EventThreadStarted, evctx, r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	wantCalls := []call{
 		{"load", "knowledge", "me/prefs", nil},
 		{"load", "knowledge", "agent/threads/implement_api/implement_api-1740200200", nil},
@@ -195,48 +187,44 @@ func TestDispatcherRun(t *testing.T) {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 	want := "<me/prefs>\n\n<agent/threads/implement_api/implement_api-1740200200>\n\n<project/conventions>\n\n<project/api-types>"
-	if got := InjectedContext(outs); got != want {
-		t.Errorf("InjectedContext = %q, want %q", got, want)
-	}
+	got := InjectedContext(outs)
+	require.Equal(t, want, got, "InjectedContext")
 
 	// Conditions filter; params interpolate (nested too, non-strings kept).
 	r = &fakeRunner{}
 	outs, err = d.Run(context.Background(), EventAfterComplete, map[string]any{"thread_id": "t-9", "cost": map[string]any{"turns": 5}, "directive": "x"}, r)
-	if err != nil || len(outs) != 1 {
-		t.Fatalf("after_complete: %v %v", outs, err)
-	}
+	require.NoError(t, err, "after_complete: %v", outs)
+	require.Len(t, outs, 1, "after_complete: %v %v", outs, err)
 	wantCalls = []call{{"execute", "directive", "project/record-learnings", map[string]any{"thread": "t-9", "n": 2, "nested": map[string]any{"t": "5"}}}}
 	if diff := cmp.Diff(wantCalls, r.calls); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
-	if outs[0].Context != "" || outs[0].Result != "ran project/record-learnings" {
-		t.Errorf("execute outcome = %+v", outs[0])
-	}
+	require.Empty(t, outs[0].Context, "execute outcome = %+v", outs[0])
+	require.Equal(t, "ran project/record-learnings", outs[0].Result, "execute outcome = %+v", outs[0])
 	r = &fakeRunner{}
-	if outs, _ := d.Run(context.Background(), EventAfterComplete, map[string]any{"cost": map[string]any{"turns": 5}, "directive": "test/x"}, r); len(outs) != 0 {
-		t.Errorf("not-condition ignored: %v", outs)
-	}
+	outs, _ = d.Run(context.Background(), EventAfterComplete, map[string]any{"cost": map[string]any{"turns": 5}, "directive": "test/x"}, r)
+	require.Empty(t, outs, "not-condition ignored")
 	// search query from params
 	r = &fakeRunner{}
-	if outs, err := d.Run(context.Background(), EventAfterStep, map[string]any{"thread_id": "t-1"}, r); err != nil || len(outs) != 1 || outs[0].Result != "found notes t-1" {
-		t.Errorf("search: %+v %v", outs, err)
-	}
+	outs, err = d.Run(context.Background(), EventAfterStep, map[string]any{"thread_id": "t-1"}, r)
+	require.NoError(t, err, "search: %+v", outs)
+	require.Len(t, outs, 1, "search: %+v %v", outs, err)
+	require.Equal(t, "found notes t-1", outs[0].Result, "search: %+v %v", outs, err)
 
 	// A failing action is reported; the others still run.
 	r = &fakeRunner{fail: "project/conventions"}
 	outs, err = d.Run(context.Background(), EventThreadStarted, evctx, r)
-	if err == nil || !strings.Contains(err.Error(), "inject_project_conventions") || len(outs) != 4 || outs[2].Err == nil {
-		t.Errorf("failing action: %v %+v", err, outs)
-	}
-	if got := InjectedContext(outs); strings.Contains(got, "conventions") {
-		t.Errorf("failed load injected: %q", got)
-	}
+	require.Error(t, err, "failing action: %v %+v", err, outs)
+	require.Contains(t, err.Error(), "inject_project_conventions", "failing action: %v %+v", err, outs)
+	require.Len(t, outs, 4, "failing action: %v", err)
+	require.Error(t, outs[2].Err, "failing action: %v %+v", err, outs)
+	got = InjectedContext(outs)
+	require.NotContains(t, got, "conventions", "failed load injected")
 	// A cancelled context stops the run.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := d.Run(ctx, EventThreadStarted, evctx, &fakeRunner{}); !errors.Is(err, context.Canceled) {
-		t.Errorf("cancelled: %v", err)
-	}
+	_, err = d.Run(ctx, EventThreadStarted, evctx, &fakeRunner{})
+	require.ErrorIs(t, err, context.Canceled, "cancelled")
 }
 
 func TestDecide(t *testing.T) {
@@ -298,9 +286,8 @@ func TestDecide(t *testing.T) {
 			}
 		})
 	}
-	if got := NewDispatcher(builtin).Decide(EventLimit, limitCtx); got.String() != "fail: spend_exceeded" {
-		t.Errorf("String = %q", got)
-	}
+	got := NewDispatcher(builtin).Decide(EventLimit, limitCtx)
+	require.Equal(t, "fail: spend_exceeded", got.String(), "String = %q", got)
 	if got := fmt.Sprint(Decide(builtin, EventError, errCtx("transient", 1))); got != "retry in 2s" {
 		t.Errorf("String = %q", got)
 	}
@@ -348,7 +335,6 @@ func TestLookupAndInterpolate(t *testing.T) {
 			t.Errorf("Lookup(%q) = %v, %v; want %v, %v", tt.path, got, ok, tt.want, tt.ok)
 		}
 	}
-	if got := Interpolate("${a.b.1.c}/${s.n}/${nil}/${missing}/${str.k}", ctx); got != "1.5/4//${missing}/v" {
-		t.Errorf("Interpolate = %q", got)
-	}
+	got := Interpolate("${a.b.1.c}/${s.n}/${nil}/${missing}/${str.k}", ctx)
+	require.Equal(t, "1.5/4//${missing}/v", got, "Interpolate")
 }

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/spool-run/spool/internal/autopipe"
 	"github.com/spool-run/spool/keyspace"
 )
@@ -34,9 +36,7 @@ func BenchmarkCycle(b *testing.B) {
 
 func benchCycle(b *testing.B, l *Ledger) {
 	ctx := b.Context()
-	if err := l.Register(ctx, "root", MaxAmount); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, l.Register(ctx, "root", MaxAmount))
 	path := []string{"root"}
 	var seq atomic.Int64
 	b.SetParallelism(max(1, benchClients/runtime.GOMAXPROCS(0)))
@@ -70,21 +70,17 @@ func BenchmarkChargeDepth3(b *testing.B) {
 	f := setup(b)
 	l := New(autopipe.Wrap(f.r.Client), keyspace.New(f.r.Namespace))
 	ctx := b.Context()
-	if err := l.Register(ctx, "root", MaxAmount); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, l.Register(ctx, "root", MaxAmount))
 	path := []string{"root"}
 	for _, id := range []string{"a", "b"} {
-		if _, err := l.Admit(ctx, id, path, MaxAmount, false); err != nil {
-			b.Fatal(err)
-		}
+		_, err := l.Admit(ctx, id, path, MaxAmount, false)
+		require.NoError(b, err)
 		path = append([]string{id}, path...)
 	}
 	const leaves = 64
 	for i := range leaves {
-		if _, err := l.Admit(ctx, fmt.Sprintf("t%d", i), path, MaxAmount, false); err != nil {
-			b.Fatal(err)
-		}
+		_, err := l.Admit(ctx, fmt.Sprintf("t%d", i), path, MaxAmount, false)
+		require.NoError(b, err)
 	}
 	var seq atomic.Int64
 	b.SetParallelism(max(1, benchClients/runtime.GOMAXPROCS(0)))

@@ -3,6 +3,8 @@ package ledger
 import (
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Kinds of generated ops.
@@ -51,9 +53,7 @@ func decodeOps(data []byte) (rootMax int64, ops []op) {
 // state: the root has every accepted charge and no reservation left.
 func modelRun(t testing.TB, rootMax int64, ops []op) {
 	m := newModel()
-	if err := m.register(nodeID(0), rootMax); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.register(nodeID(0), rootMax))
 	for i, o := range ops {
 		id := nodeID(o.node)
 		switch o.kind {
@@ -73,18 +73,14 @@ func modelRun(t testing.TB, rootMax int64, ops []op) {
 			}
 		case opRelease:
 			if m.e[id] != nil {
-				if err := m.release(id, "completed"); err != nil {
-					t.Fatalf("op %d release %s: %v", i, id, err)
-				}
+				require.NoError(t, m.release(id, "completed"), "op %d release %s", i, id)
 			}
 		case opReopen:
 			if e := m.e[id]; e != nil {
 				_, _ = m.admit(id, e.parent, 0, true)
 			}
 		}
-		if err := m.check(); err != nil {
-			t.Fatalf("after op %d %+v: %v", i, o, err)
-		}
+		require.NoError(t, m.check(), "after op %d %+v", i, o)
 	}
 	releaseAllModel(t, m)
 }
@@ -98,18 +94,13 @@ func releaseAllModel(t testing.TB, m *model) {
 	for i := 15; i >= 0; i-- {
 		id := nodeID(i)
 		if _, ok := m.e[id]; ok {
-			if err := m.release(id, "completed"); err != nil {
-				t.Fatalf("final release %s: %v", id, err)
-			}
-			if err := m.check(); err != nil {
-				t.Fatalf("after final release %s: %v", id, err)
-			}
+			require.NoError(t, m.release(id, "completed"), "final release %s", id)
+			require.NoError(t, m.check(), "after final release %s", id)
 		}
 	}
 	root := m.e[nodeID(0)]
-	if root.actual != ownSum || root.reserved != 0 {
-		t.Fatalf("end: root actual %d reserved %d, want actual %d (sum of own) reserved 0", root.actual, root.reserved, ownSum)
-	}
+	require.Equal(t, ownSum, root.actual, "end: root actual %d reserved %d, want actual %d (sum of own) reserved 0", root.actual, root.reserved, ownSum)
+	require.EqualValues(t, 0, root.reserved, "end: root actual %d reserved %d, want actual %d (sum of own) reserved 0", root.actual, root.reserved, ownSum)
 }
 
 // FuzzLedgerSequence fuzzes the ledger's rules (the Go model the Lua

@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
 	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/thread"
@@ -44,25 +46,17 @@ func nanoOf(e Entry) amounts {
 func (f fixture) want(t *testing.T, id string, want amounts, status string) {
 	t.Helper()
 	e, err := f.l.Get(f.ctx, id)
-	if err != nil {
-		t.Fatalf("get %s: %v", id, err)
-	}
+	require.NoError(t, err, "get %s", id)
 	if diff := cmp.Diff(want, nanoOf(e)); diff != "" {
 		t.Errorf("entry %s (-want +got):\n%s", id, diff)
 	}
-	if e.Status != status {
-		t.Errorf("entry %s status %q, want %q", id, e.Status, status)
-	}
-	if e.MaxNano-e.ReservedNano-e.ActualNano != int64(e.Remaining*Nano+0.5*sign(e.Remaining)) {
-		t.Errorf("entry %s remaining %g inconsistent", id, e.Remaining)
-	}
+	require.Equal(t, status, e.Status, "entry %s status", id)
+	require.Equal(t, int64(e.Remaining*Nano+0.5*sign(e.Remaining)), e.MaxNano-e.ReservedNano-e.ActualNano, "entry %s remaining %g inconsistent", id, e.Remaining)
 }
 
 func (f fixture) must(t *testing.T, err error) {
 	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 }
 
 func sign(x float64) float64 {
@@ -93,29 +87,19 @@ func TestToNano(t *testing.T) {
 func TestRegister(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	if err := f.l.Register(f.ctx, "root", 1.5); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.l.Register(f.ctx, "root", 1.5); err != nil {
-		t.Fatalf("idempotent register: %v", err)
-	}
-	if err := f.l.Register(f.ctx, "root", 2); !errors.Is(err, ErrExists) {
-		t.Fatalf("other max: %v, want ErrExists", err)
-	}
+	require.NoError(t, f.l.Register(f.ctx, "root", 1.5))
+	require.NoError(t, f.l.Register(f.ctx, "root", 1.5), "idempotent register")
+	err := f.l.Register(f.ctx, "root", 2)
+	require.ErrorIs(t, err, ErrExists, "other max")
 	f.want(t, "root", amounts{Max: 1.5e9}, StatusActive)
-	if _, err := f.l.Get(f.ctx, "nope"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("get missing: %v", err)
-	}
-	if err := f.l.Register(f.ctx, "bad", -1); err == nil {
-		t.Fatal("negative max accepted")
-	}
+	_, err = f.l.Get(f.ctx, "nope")
+	require.ErrorIs(t, err, ErrNotFound, "get missing")
+	require.Error(t, f.l.Register(f.ctx, "bad", -1), "negative max accepted")
 	// A child id cannot be registered as a root.
-	if _, err := f.l.Admit(f.ctx, "kid", []string{"root"}, 0.5, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.l.Register(f.ctx, "kid", 0.5); !errors.Is(err, ErrExists) {
-		t.Fatalf("register a child: %v, want ErrExists", err)
-	}
+	_, err = f.l.Admit(f.ctx, "kid", []string{"root"}, 0.5, false)
+	require.NoError(t, err)
+	err = f.l.Register(f.ctx, "kid", 0.5)
+	require.ErrorIs(t, err, ErrExists, "register a child")
 }
 
 // TestAdmittedChildrenShareTheBudget: children admitted with their
@@ -127,44 +111,38 @@ func TestAdmittedChildrenShareTheBudget(t *testing.T) {
 	f.must(t, f.l.Register(f.ctx, "root", 1))
 	for _, k := range []string{"a", "b", "c"} {
 		a, err := f.l.Admit(f.ctx, k, []string{"root"}, 1, false)
-		if err != nil {
-			t.Fatalf("admit %s: %v", k, err)
-		}
-		if a.Left != 1 || a.Max != 1 || a.Guaranteed {
-			t.Fatalf("admit %s: %+v", k, a)
-		}
+		require.NoError(t, err, "admit %s", k)
+		require.Equal(t, 1.0, a.Left, "admit %s: %+v", k, a)
+		require.Equal(t, 1.0, a.Max, "admit %s: %+v", k, a)
+		require.False(t, a.Guaranteed, "admit %s: %+v", k, a)
 	}
 	f.want(t, "root", amounts{Max: 1e9}, StatusActive)
 	for i, k := range []string{"a", "b", "c"} {
 		c, err := f.l.Charge(f.ctx, k, []string{"root"}, k+":1", 0.3)
-		if err != nil {
-			t.Fatalf("charge %s: %v", k, err)
-		}
+		require.NoError(t, err, "charge %s", k)
 		// The root has the least room from the second charge on (a tie
 		// names the lowest level).
-		if want := 1 - 0.3*float64(i+1); math.Abs(c.Left-want) > 1e-9 || (i > 0) != (c.Limiter.ID == "root") {
-			t.Fatalf("charge %s: left %g by %s, want %g by root", k, c.Left, c.Limiter.ID, want)
-		}
+		want := 1 - 0.3*float64(i+1)
+		require.LessOrEqual(t, math.Abs(c.Left-want), 1e-9, "charge %s: left %g by %s, want %g by root", k, c.Left, c.Limiter.ID, want)
+		require.Equal(t, c.Limiter.ID == "root", i > 0, "charge %s: left %g by %s, want %g by root", k, c.Left, c.Limiter.ID, want)
 	}
 	f.want(t, "root", amounts{Max: 1e9, Actual: 0.9e9}, StatusActive)
 	// The root has 0.1 left; a's own ceiling has 0.7: the root limits.
 	c, err := f.l.Charge(f.ctx, "a", []string{"root"}, "a:2", 0.3)
-	if !errors.Is(err, spendExceeded) || !strings.Contains(err.Error(), "ancestor root") {
-		t.Fatalf("overcharge: %v, want spend_exceeded naming root", err)
-	}
-	if c.OwnNano != 0.4e9 || c.OverrunNano != 0.2e9 || c.Left != 0 {
-		t.Fatalf("clamped charge: %+v", c)
-	}
+	require.ErrorIs(t, err, spendExceeded, "overcharge")
+	require.Contains(t, err.Error(), "ancestor root", "overcharge: %v, want spend_exceeded naming root", err)
+	require.EqualValues(t, 0.4e9, c.OwnNano, "clamped charge: %+v", c)
+	require.EqualValues(t, 0.2e9, c.OverrunNano, "clamped charge: %+v", c)
+	require.Equal(t, 0.0, c.Left, "clamped charge: %+v", c)
 	f.want(t, "root", amounts{Max: 1e9, Actual: 1e9}, StatusActive)
 	f.want(t, "a", amounts{Max: 1e9, Actual: 0.4e9, Own: 0.4e9, Overrun: 0.2e9}, StatusActive)
 	// Nothing is left: a new child is not admitted, and says why.
 	_, err = f.l.Admit(f.ctx, "d", []string{"root"}, 1, false)
-	if !errors.Is(err, ErrInsufficientBudget) || !errors.Is(err, spendExceeded) || !strings.Contains(err.Error(), "root") {
-		t.Fatalf("admit with nothing left: %v", err)
-	}
-	if _, err := f.l.Get(f.ctx, "d"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("refused child exists: %v", err)
-	}
+	require.ErrorIs(t, err, ErrInsufficientBudget, "admit with nothing left")
+	require.ErrorIs(t, err, spendExceeded, "admit with nothing left")
+	require.Contains(t, err.Error(), "root", "admit with nothing left: %v", err)
+	_, err = f.l.Get(f.ctx, "d")
+	require.ErrorIs(t, err, ErrNotFound, "refused child exists")
 }
 
 // TestAdmitBoundedByPath: a deeper child is admitted with the room of the
@@ -177,27 +155,23 @@ func TestAdmitBoundedByPath(t *testing.T) {
 	f.must(t, err)
 	a, err := f.l.Admit(f.ctx, "k", []string{"m", "r"}, 0.8, false)
 	f.must(t, err)
-	if a.Max != 0.8 || a.Left != 0.5 {
-		t.Fatalf("admit under m: %+v, want max 0.8 left 0.5", a)
-	}
+	require.Equal(t, 0.8, a.Max, "admit under m: %+v, want max 0.8 left 0.5", a)
+	require.Equal(t, 0.5, a.Left, "admit under m: %+v, want max 0.8 left 0.5", a)
 	_, err = f.l.Charge(f.ctx, "k", []string{"m", "r"}, "k:1", 0.6)
-	if !errors.Is(err, spendExceeded) || !strings.Contains(err.Error(), "ancestor m") {
-		t.Fatalf("charge past m's ceiling: %v", err)
-	}
+	require.ErrorIs(t, err, spendExceeded, "charge past m's ceiling")
+	require.Contains(t, err.Error(), "ancestor m", "charge past m's ceiling: %v", err)
 	f.want(t, "m", amounts{Max: 0.5e9, Actual: 0.5e9}, StatusActive)
 	f.want(t, "r", amounts{Max: 1e9, Actual: 0.5e9}, StatusActive)
 	// The root still has room for others; m's subtree has none.
 	_, err = f.l.Charge(f.ctx, "r", nil, "r:1", 0.2)
 	f.must(t, err)
 	_, err = f.l.Charge(f.ctx, "m", []string{"r"}, "m:1", 0.01)
-	if !errors.Is(err, spendExceeded) || !strings.Contains(err.Error(), "its own budget") {
-		t.Fatalf("charge of a spent entry: %v", err)
-	}
+	require.ErrorIs(t, err, spendExceeded, "charge of a spent entry")
+	require.Contains(t, err.Error(), "its own budget", "charge of a spent entry: %v", err)
 	// Admission under a released parent is refused.
 	f.must(t, f.l.Release(f.ctx, "m", []string{"r"}, "completed"))
-	if _, err := f.l.Admit(f.ctx, "k2", []string{"m", "r"}, 0.1, false); !errors.Is(err, ErrReleased) {
-		t.Fatalf("admit under released parent: %v", err)
-	}
+	_, err = f.l.Admit(f.ctx, "k2", []string{"m", "r"}, 0.1, false)
+	require.ErrorIs(t, err, ErrReleased, "admit under released parent")
 }
 
 // TestReserveGuarantees: a guaranteed child's amount is set aside up
@@ -216,23 +190,19 @@ func TestReserveGuarantees(t *testing.T) {
 	f.want(t, "root", amounts{Max: 1e9, Reserved: 0.6e9}, StatusActive)
 	f.want(t, "g", amounts{Max: 0.6e9}, StatusActive)
 	err = f.l.Reserve(f.ctx, "g2", []string{"p", "root"}, 0.5)
-	if !errors.Is(err, ErrInsufficientBudget) || !errors.Is(err, spendExceeded) {
-		t.Fatalf("over-reserve: %v", err)
-	}
+	require.ErrorIs(t, err, ErrInsufficientBudget, "over-reserve")
+	require.ErrorIs(t, err, spendExceeded, "over-reserve")
 	// An admitted sibling gets what is not set aside.
 	_, err = f.l.Admit(f.ctx, "s", []string{"p", "root"}, 1, false)
 	f.must(t, err)
 	_, err = f.l.Charge(f.ctx, "s", []string{"p", "root"}, "s:1", 0.5)
-	if !errors.Is(err, spendExceeded) {
-		t.Fatalf("sibling spending the guarantee: %v", err)
-	}
+	require.ErrorIs(t, err, spendExceeded, "sibling spending the guarantee")
 	f.want(t, "s", amounts{Max: 1e9, Actual: 0.4e9, Own: 0.4e9, Overrun: 0.1e9}, StatusActive)
 	// The guarantee holds: g spends its whole amount.
 	c, err := f.l.Charge(f.ctx, "g", []string{"p", "root"}, "g:1", 0.6)
 	f.must(t, err)
-	if c.Left != 0 || c.Limiter.ID != "g" {
-		t.Fatalf("guaranteed charge: %+v", c)
-	}
+	require.Equal(t, 0.0, c.Left, "guaranteed charge: %+v", c)
+	require.Equal(t, "g", c.Limiter.ID, "guaranteed charge: %+v", c)
 	f.want(t, "p", amounts{Max: 1e9, Actual: 1e9}, StatusActive)
 	f.want(t, "root", amounts{Max: 1e9, Actual: 1e9}, StatusActive)
 
@@ -266,53 +236,42 @@ func TestCharge(t *testing.T) {
 	f.must(t, f.l.Reserve(f.ctx, "a", []string{"root"}, 0.5))
 	path := []string{"root"}
 	c, err := f.l.Charge(f.ctx, "a", path, "a:1", 0.2)
-	if err != nil || c.OwnNano != 0.2e9 {
-		t.Fatalf("charge: %+v %v", c, err)
-	}
+	require.NoError(t, err, "charge: %+v", c)
+	require.EqualValues(t, 0.2e9, c.OwnNano, "charge: %+v %v", c, err)
 	// The retry of the same key is applied once.
-	if _, err := f.l.Charge(f.ctx, "a", path, "a:1", 0.2); err != nil {
-		t.Fatal(err)
-	}
+	_, err = f.l.Charge(f.ctx, "a", path, "a:1", 0.2)
+	require.NoError(t, err)
 	f.want(t, "a", amounts{Max: 0.5e9, Actual: 0.2e9, Own: 0.2e9}, StatusActive)
 	f.want(t, "root", amounts{Max: 1e9, Reserved: 0.3e9, Actual: 0.2e9}, StatusActive)
 	// A charge that does not fit is clamped; the rest is overrun.
 	c, err = f.l.Charge(f.ctx, "a", path, "a:2", 0.45)
-	if !errors.Is(err, spendExceeded) {
-		t.Fatalf("overcharge: %v, want spend_exceeded", err)
-	}
-	if c.Overrun != 0.15 || c.Actual != 0.5 {
-		t.Fatalf("overcharge entry %+v", c)
-	}
+	require.ErrorIs(t, err, spendExceeded, "overcharge")
+	require.Equal(t, 0.15, c.Overrun, "overcharge entry %+v", c)
+	require.Equal(t, 0.5, c.Actual, "overcharge entry %+v", c)
 	// Its retry reports the same outcome and changes nothing.
-	if _, err := f.l.Charge(f.ctx, "a", path, "a:2", 0.45); !errors.Is(err, spendExceeded) {
-		t.Fatalf("retried overcharge: %v", err)
-	}
+	_, err = f.l.Charge(f.ctx, "a", path, "a:2", 0.45)
+	require.ErrorIs(t, err, spendExceeded, "retried overcharge")
 	f.want(t, "a", amounts{Max: 0.5e9, Actual: 0.5e9, Own: 0.5e9, Overrun: 0.15e9}, StatusActive)
 	f.want(t, "root", amounts{Max: 1e9, Actual: 0.5e9}, StatusActive)
 
-	if _, err := f.l.Charge(f.ctx, "nope", nil, "k", 1); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("charge missing: %v", err)
-	}
-	if _, err := f.l.Charge(f.ctx, "a", path, "", 1); err == nil {
-		t.Fatal("empty key accepted")
-	}
+	_, err = f.l.Charge(f.ctx, "nope", nil, "k", 1)
+	require.ErrorIs(t, err, ErrNotFound, "charge missing")
+	_, err = f.l.Charge(f.ctx, "a", path, "", 1)
+	require.Error(t, err, "empty key accepted")
 	// Paths that are not the entry's are refused before anything changes.
 	for _, bad := range [][]string{nil, {"a"}, {"root", "x"}, {"x"}} {
-		if _, err := f.l.Charge(f.ctx, "a", bad, "a:9", 0.01); err == nil {
-			t.Fatalf("path %q accepted", bad)
-		}
+		_, err := f.l.Charge(f.ctx, "a", bad, "a:9", 0.01)
+		require.Error(t, err, "path %q accepted", bad)
 	}
 	if _, err := f.l.Charge(f.ctx, "a", []string{"zz"}, "a:9", 0.01); !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrPath) {
 		t.Fatalf("unknown ancestor: %v", err)
 	}
 	f.must(t, f.l.Release(f.ctx, "a", path, "completed"))
-	if _, err := f.l.Charge(f.ctx, "a", path, "a:3", 0.01); !errors.Is(err, ErrReleased) {
-		t.Fatalf("charge released: %v", err)
-	}
+	_, err = f.l.Charge(f.ctx, "a", path, "a:3", 0.01)
+	require.ErrorIs(t, err, ErrReleased, "charge released")
 	// A retried key is still answered after release.
-	if _, err := f.l.Charge(f.ctx, "a", path, "a:1", 0.2); err != nil {
-		t.Fatalf("retry after release: %v", err)
-	}
+	_, err = f.l.Charge(f.ctx, "a", path, "a:1", 0.2)
+	require.NoError(t, err, "retry after release")
 	f.want(t, "root", amounts{Max: 1e9, Actual: 0.5e9}, StatusActive)
 }
 
@@ -320,12 +279,10 @@ func TestReportActual(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	f.must(t, f.l.Register(f.ctx, "root", 1))
-	if _, err := f.l.Charge(f.ctx, "root", nil, "t1", 0.1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.l.ReportActual(f.ctx, "root", nil, 0.3); err != nil {
-		t.Fatal(err)
-	}
+	_, err := f.l.Charge(f.ctx, "root", nil, "t1", 0.1)
+	require.NoError(t, err)
+	_, err = f.l.ReportActual(f.ctx, "root", nil, 0.3)
+	require.NoError(t, err)
 	if _, err := f.l.ReportActual(f.ctx, "root", nil, 0.3); err != nil { // idempotent
 		t.Fatal(err)
 	}
@@ -333,9 +290,8 @@ func TestReportActual(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.want(t, "root", amounts{Max: 1e9, Actual: 0.3e9, Own: 0.3e9}, StatusActive)
-	if _, err := f.l.ReportActual(f.ctx, "root", nil, 1.2); !errors.Is(err, spendExceeded) {
-		t.Fatalf("report over: %v", err)
-	}
+	_, err = f.l.ReportActual(f.ctx, "root", nil, 1.2)
+	require.ErrorIs(t, err, spendExceeded, "report over")
 	if _, err := f.l.ReportActual(f.ctx, "root", nil, 1.2); err != nil { // already recorded
 		t.Fatalf("repeated report over: %v", err)
 	}
@@ -351,22 +307,18 @@ func TestReopen(t *testing.T) {
 	_, err := f.l.Charge(f.ctx, "r", nil, "r:1", 1.5)
 	f.must(t, err)
 	f.must(t, f.l.Release(f.ctx, "r", nil, "completed"))
-	if _, err := f.l.Admit(f.ctx, "r", nil, 1, false); !errors.Is(err, ErrReleased) {
-		t.Fatalf("admit a released entry without reopen: %v", err)
-	}
+	_, err = f.l.Admit(f.ctx, "r", nil, 1, false)
+	require.ErrorIs(t, err, ErrReleased, "admit a released entry without reopen")
 	a, err := f.l.Admit(f.ctx, "r", nil, 1, true)
 	f.must(t, err)
-	if a.Left != 3.5 || a.Max != 5 || a.Status != StatusActive {
-		t.Fatalf("reopen: %+v, want left 3.5 of 5", a)
-	}
+	require.Equal(t, 3.5, a.Left, "reopen: %+v, want left 3.5 of 5", a)
+	require.Equal(t, 5.0, a.Max, "reopen: %+v, want left 3.5 of 5", a)
+	require.Equal(t, StatusActive, a.Status, "reopen: %+v, want left 3.5 of 5", a)
 	_, err = f.l.Charge(f.ctx, "r", nil, "r2:1", 4)
-	if !errors.Is(err, spendExceeded) {
-		t.Fatalf("a resume spending past the first limit: %v", err)
-	}
+	require.ErrorIs(t, err, spendExceeded, "a resume spending past the first limit")
 	f.must(t, f.l.Release(f.ctx, "r", nil, "completed"))
-	if _, err := f.l.Admit(f.ctx, "r", nil, 1, true); !errors.Is(err, ErrInsufficientBudget) {
-		t.Fatalf("reopen with nothing left: %v", err)
-	}
+	_, err = f.l.Admit(f.ctx, "r", nil, 1, true)
+	require.ErrorIs(t, err, ErrInsufficientBudget, "reopen with nothing left")
 	f.want(t, "r", amounts{Max: 5e9, Actual: 5e9, Own: 5e9, Overrun: 0.5e9}, "completed")
 
 	// A guaranteed entry reopens as an admitted one.
@@ -378,9 +330,8 @@ func TestReopen(t *testing.T) {
 	f.want(t, "q", amounts{Max: 1e9, Actual: 0.1e9}, StatusActive)
 	a, err = f.l.Admit(f.ctx, "qa", []string{"q"}, 0, true)
 	f.must(t, err)
-	if a.Guaranteed || a.Left != 0.3 {
-		t.Fatalf("reopened guaranteed entry: %+v", a)
-	}
+	require.False(t, a.Guaranteed, "reopened guaranteed entry: %+v", a)
+	require.Equal(t, 0.3, a.Left, "reopened guaranteed entry: %+v", a)
 	f.want(t, "q", amounts{Max: 1e9, Actual: 0.1e9}, StatusActive)
 }
 
@@ -389,20 +340,15 @@ func TestRelease(t *testing.T) {
 	f := setup(t)
 	f.must(t, f.l.Register(f.ctx, "r", 1))
 	f.must(t, f.l.Reserve(f.ctx, "a", []string{"r"}, 0.5))
-	if err := f.l.Release(f.ctx, "a", []string{"r"}, "active"); err == nil {
-		t.Fatal("status active accepted")
-	}
-	if err := f.l.Release(f.ctx, "a", []string{"x"}, "completed"); err == nil {
-		t.Fatal("wrong path accepted")
-	}
+	require.Error(t, f.l.Release(f.ctx, "a", []string{"r"}, "active"), "status active accepted")
+	require.Error(t, f.l.Release(f.ctx, "a", []string{"x"}, "completed"), "wrong path accepted")
 	f.want(t, "r", amounts{Max: 1e9, Reserved: 0.5e9}, StatusActive)
 	f.must(t, f.l.Release(f.ctx, "a", []string{"r"}, "completed"))
 	f.must(t, f.l.Release(f.ctx, "a", []string{"r"}, "error")) // idempotent, status kept
 	f.want(t, "a", amounts{Max: 0.5e9}, "completed")
 	f.want(t, "r", amounts{Max: 1e9}, StatusActive)
-	if err := f.l.Release(f.ctx, "zz", nil, "completed"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("release missing: %v", err)
-	}
+	err := f.l.Release(f.ctx, "zz", nil, "completed")
+	require.ErrorIs(t, err, ErrNotFound, "release missing")
 }
 
 // TestRoom reads what a subtree may still spend, and who limits it.
@@ -416,12 +362,11 @@ func TestRoom(t *testing.T) {
 	f.must(t, err)
 	room, err := f.l.Room(f.ctx, "a", []string{"r"})
 	f.must(t, err)
-	if room.Left != 0.5 || room.Limiter.ID != "r" || room.Status != StatusActive {
-		t.Fatalf("room: %+v", room)
-	}
-	if _, err := f.l.Room(f.ctx, "zz", nil); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("room of a missing entry: %v", err)
-	}
+	require.Equal(t, 0.5, room.Left, "room: %+v", room)
+	require.Equal(t, "r", room.Limiter.ID, "room: %+v", room)
+	require.Equal(t, StatusActive, room.Status, "room: %+v", room)
+	_, err = f.l.Room(f.ctx, "zz", nil)
+	require.ErrorIs(t, err, ErrNotFound, "room of a missing entry")
 }
 
 // TestLuaAgreesWithModel runs sequences on Redis and on the Go model and
@@ -440,9 +385,8 @@ func TestLuaAgreesWithModel(t *testing.T) {
 		inputs[fmt.Sprint("random-", seed)] = data
 	}
 	corpus, err := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzLedgerSequence", "*"))
-	if err != nil || len(corpus) == 0 {
-		t.Fatalf("no FuzzLedgerSequence corpus: %v", err)
-	}
+	require.NoError(t, err, "no FuzzLedgerSequence corpus")
+	require.NotEmpty(t, corpus, "no FuzzLedgerSequence corpus: %v", err)
 	for _, p := range corpus {
 		inputs["corpus-"+filepath.Base(p)] = readCorpusBytes(t, p)
 	}
@@ -483,17 +427,14 @@ func FuzzLuaAgreesWithModel(f *testing.F) {
 func readCorpusBytes(t *testing.T, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) != 2 || lines[0] != "go test fuzz v1" || !strings.HasPrefix(lines[1], "[]byte(") || !strings.HasSuffix(lines[1], ")") {
-		t.Fatalf("%s: not a go fuzz corpus file with one []byte", path)
-	}
+	require.Len(t, lines, 2, "%s: not a go fuzz corpus file with one []byte", path)
+	require.Equal(t, "go test fuzz v1", lines[0], "%s: not a go fuzz corpus file with one []byte", path)
+	require.True(t, strings.HasPrefix(lines[1], "[]byte("), "%s: not a go fuzz corpus file with one []byte", path)
+	require.True(t, strings.HasSuffix(lines[1], ")"), "%s: not a go fuzz corpus file with one []byte", path)
 	s, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")"))
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
+	require.NoError(t, err, "%s", path)
 	return []byte(s)
 }
 
@@ -504,12 +445,8 @@ func luaAgrees(t testing.TB, ctx context.Context, l *Ledger, data []byte) {
 	t.Helper()
 	rootMax, ops := decodeOps(data)
 	m := newModel()
-	if err := m.register(nodeID(0), rootMax); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Register(ctx, nodeID(0), FromNano(rootMax)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.register(nodeID(0), rootMax))
+	require.NoError(t, l.Register(ctx, nodeID(0), FromNano(rootMax)))
 	for i, o := range ops {
 		id := nodeID(o.node)
 		var merr, lerr error
@@ -561,18 +498,14 @@ func luaAgrees(t testing.TB, ctx context.Context, l *Ledger, data []byte) {
 			_, merr = m.admit(id, e.parent, 0, true)
 			_, lerr = l.Admit(ctx, id, m.ancestorsOf(id), 0, true)
 		}
-		if classify(merr) != classify(lerr) {
-			t.Fatalf("op %d %+v: model %v, lua %v", i, o, merr, lerr)
-		}
+		require.Equal(t, classify(lerr), classify(merr), "op %d %+v: model %v, lua %v", i, o, merr, lerr)
 	}
 	sameEntries(t, ctx, l, m, "after the ops")
 	for i := 15; i >= 0; i-- {
 		id := nodeID(i)
 		if e := m.e[id]; e != nil && e.status == StatusActive {
 			merr, lerr := m.release(id, "completed"), l.Release(ctx, id, m.ancestorsOf(id), "completed")
-			if classify(merr) != classify(lerr) {
-				t.Fatalf("final release %s: model %v, lua %v", id, merr, lerr)
-			}
+			require.Equal(t, classify(lerr), classify(merr), "final release %s: model %v, lua %v", id, merr, lerr)
 		}
 	}
 	sameEntries(t, ctx, l, m, "after releasing everything")
@@ -583,9 +516,7 @@ func sameEntries(t testing.TB, ctx context.Context, l *Ledger, m *model, when st
 	t.Helper()
 	for id, me := range m.e {
 		e, err := l.Get(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		want := amounts{me.max, me.reserved, me.actual, me.own, me.overrun}
 		if diff := cmp.Diff(want, nanoOf(e)); diff != "" || e.Status != me.status || e.ParentID != me.parent || e.Guaranteed != me.g {
 			t.Errorf("%s: entry %s (-model +lua):\n%s status %s/%s", when, id, diff, me.status, e.Status)
@@ -629,7 +560,6 @@ func TestLargeAmounts(t *testing.T) {
 	f.must(t, f.l.Release(f.ctx, "k", []string{"big"}, "completed"))
 	f.want(t, "big", amounts{Max: 1e15, Actual: 999_999_999_999_999, Own: 1}, StatusActive)
 	e, err := f.l.Get(f.ctx, "big")
-	if err != nil || e.Remaining != 1e-9 {
-		t.Fatalf("remaining %v %v", e.Remaining, err)
-	}
+	require.NoError(t, err, "remaining %v", e.Remaining)
+	require.Equal(t, 1e-9, e.Remaining, "remaining %v %v", e.Remaining, err)
 }

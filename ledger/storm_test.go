@@ -12,6 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/spool-run/spool/internal/autopipe"
 	"github.com/spool-run/spool/keyspace"
 )
@@ -101,9 +103,7 @@ func storm(t *testing.T, f fixture, seed uint64, budget float64) {
 		f.must(t, err)
 	}
 	tree := len(st.ids) // the 30 fixed entries; leaves come and go below
-	if tree != 30 {
-		t.Fatalf("tree of %d entries", tree)
-	}
+	require.Equal(t, 30, tree, "tree of")
 
 	fixedIDs, fixedPaths := append([]string(nil), st.ids...), append([][]string(nil), st.path...)
 
@@ -229,9 +229,7 @@ func storm(t *testing.T, f fixture, seed uint64, budget float64) {
 		time.Sleep(time.Millisecond)
 	}
 	stop()
-	if err := <-watchErr; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, <-watchErr)
 	close(errc)
 	for err := range errc {
 		t.Fatal(err)
@@ -244,9 +242,7 @@ func storm(t *testing.T, f fixture, seed uint64, budget float64) {
 			continue
 		}
 		f.must(t, f.l.Release(f.ctx, ids[i], st.path[i], "completed"))
-		if err := checkTree(f.ctx, f, ids); err != nil {
-			t.Fatalf("after releasing %s: %v", ids[i], err)
-		}
+		require.NoError(t, checkTree(f.ctx, f, ids), "after releasing %s", ids[i])
 	}
 	all, err := f.l.GetMany(f.ctx, ids)
 	f.must(t, err)
@@ -255,17 +251,14 @@ func storm(t *testing.T, f fixture, seed uint64, budget float64) {
 		own += e.OwnNano
 	}
 	rootE := all["root"]
-	if rootE.ActualNano != own || rootE.ReservedNano != 0 {
-		t.Fatalf("end: root actual %d reserved %d, want actual %d (sum of own) and nothing reserved", rootE.ActualNano, rootE.ReservedNano, own)
-	}
+	require.Equal(t, own, rootE.ActualNano, "end: root actual %d reserved %d, want actual %d (sum of own) and nothing reserved", rootE.ActualNano, rootE.ReservedNano, own)
+	require.EqualValues(t, 0, rootE.ReservedNano, "end: root actual %d reserved %d, want actual %d (sum of own) and nothing reserved", rootE.ActualNano, rootE.ReservedNano, own)
 	t.Logf("%d charges accepted, %d clamped; %d leaves, %d refused; %d consistent reads; root spent %g of %g",
 		charged.Load(), clamped.Load(), leaves.Load(), refused.Load(), reads.Load(), rootE.Actual, rootE.Max)
 	if budget < 1 && (clamped.Load() == 0 || rootE.ActualNano != rootE.MaxNano) {
 		t.Fatalf("a tight storm clamped %d charges and spent %d of %d: it did not reach the ceiling", clamped.Load(), rootE.ActualNano, rootE.MaxNano)
 	}
-	if reads.Load() < 3 {
-		t.Fatalf("the watcher read the tree only %d times", reads.Load())
-	}
+	require.GreaterOrEqual(t, reads.Load(), int64(3), "the watcher read the tree only")
 }
 
 // checkTree reads every entry of ids in one MULTI/EXEC and checks the

@@ -2,6 +2,8 @@ package stack
 
 import (
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestLockDir: one embedded Redis per data directory; the lock is free
@@ -10,16 +12,11 @@ func TestLockDir(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	unlock, err := lockDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lockDir(dir); err == nil {
-		t.Fatal("a second lock on the same directory was granted")
-	}
+	require.NoError(t, err)
+	_, err = lockDir(dir)
+	require.Error(t, err, "a second lock on the same directory was granted")
 	unlock()
 	again, err := lockDir(dir)
-	if err != nil {
-		t.Fatalf("the lock was not released: %v", err)
-	}
+	require.NoError(t, err, "the lock was not released")
 	again()
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/thread"
 )
@@ -53,9 +55,7 @@ func TestWriterAgreesWithReference(t *testing.T) {
 	open := func() (*Writer, blobstore.Store) {
 		store := blobstore.NewMemory()
 		w, err := WriterConfig{Now: newClock().Now, DeltaBudget: 64, DeltaChunk: 16}.Create("t/agree-1", store, s)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return w, store
 	}
 	newW, newStore := open()
@@ -72,43 +72,34 @@ func TestWriterAgreesWithReference(t *testing.T) {
 			p := payloads[rng.IntN(len(payloads))]
 			gotSeq, gerr := newW.Append(typ, p)
 			wantSeq, werr := refW.appendRef(typ, p)
-			if gotSeq != wantSeq || (gerr == nil) != (werr == nil) {
-				t.Fatalf("op %d: Append(%q, %#v) = %d, %v; want %d, %v", i, typ, p, gotSeq, gerr, wantSeq, werr)
-			}
+			require.Equal(t, wantSeq, gotSeq, "op %d: Append(%q, %#v) = %d, %v; want %d, %v", i, typ, p, gotSeq, gerr, wantSeq, werr)
+			require.Equal(t, werr == nil, gerr == nil, "op %d: Append(%q, %#v) = %d, %v; want %d, %v", i, typ, p, gotSeq, gerr, wantSeq, werr)
 		case op < 8:
 			text := []string{"tok ", "<&>", "\u2028", "a longer piece of streamed text"}[rng.IntN(4)]
-			if got, want := newW.AppendDelta(text), refW.appendDeltaRef(text); got != want {
-				t.Fatalf("op %d: AppendDelta = %v, want %v", i, got, want)
-			}
+			got, want := newW.AppendDelta(text), refW.appendDeltaRef(text)
+			require.Equal(t, want, got, "op %d: AppendDelta", i)
 		default:
 			st := stateFor(i)
 			st.Extra["raw"] = json.RawMessage(` { "spaced" : true } `)
 			got, gerr := newW.Checkpoint(ctx, st)
 			want, werr := refW.checkpointRef(ctx, st)
-			if (gerr == nil) != (werr == nil) {
-				t.Fatalf("op %d: Checkpoint error %v, want %v", i, gerr, werr)
-			}
+			require.Equal(t, werr == nil, gerr == nil, "op %d: Checkpoint error %v, want %v", i, gerr, werr)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Fatalf("op %d: Checkpoint (-want +got):\n%s", i, diff)
 			}
 		}
 	}
-	if _, err := newW.Checkpoint(ctx, State{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := refW.checkpointRef(ctx, State{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := newW.Checkpoint(ctx, State{})
+	require.NoError(t, err)
+	_, err = refW.checkpointRef(ctx, State{})
+	require.NoError(t, err)
 	want, got := snapshot(t, refStore, ""), snapshot(t, newStore, "")
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("stored segments (-want +got):\n%s", diff)
 	}
-	if len(got) < 10 {
-		t.Fatalf("only %d segments", len(got))
-	}
-	if _, err := Read(ctx, newStore, "t/agree-1", NewKeyring(s.PublicKey()), Strict); err != nil {
-		t.Fatal(err)
-	}
+	require.GreaterOrEqual(t, len(got), 10, "only")
+	_, err = Read(ctx, newStore, "t/agree-1", NewKeyring(s.PublicKey()), Strict)
+	require.NoError(t, err)
 }
 
 func BenchmarkWriterCheckpoint(b *testing.B) {
@@ -127,30 +118,24 @@ func BenchmarkWriterCheckpoint(b *testing.B) {
 		b.Run("op=checkpoint/"+impl.name, func(b *testing.B) {
 			b.ReportAllocs()
 			w, err := CreateWriter("agency-kiwi/discover_leads-1739820456", blobstore.NewMemory(), s)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			events := benchEvents(b)
 			st := stateFor(1)
 			for b.Loop() {
 				b.StopTimer()
 				for _, ev := range events[1 : len(events)-1] {
-					if _, err := impl.append(w, ev.Type, ev.Payload); err != nil {
-						b.Fatal(err)
-					}
+					_, err := impl.append(w, ev.Type, ev.Payload)
+					require.NoError(b, err)
 				}
 				b.StartTimer()
-				if _, err := impl.checkpoint(w, ctx, st); err != nil {
-					b.Fatal(err)
-				}
+				_, err := impl.checkpoint(w, ctx, st)
+				require.NoError(b, err)
 			}
 		})
 		b.Run("op=turn/"+impl.name, func(b *testing.B) { // the same, all timed, payloads as structs
 			b.ReportAllocs()
 			w, err := CreateWriter("agency-kiwi/discover_leads-1739820456", blobstore.NewMemory(), s)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			st := stateFor(1)
 			call := thread.ToolCall{ID: "toolu_01", Name: "scraping/gmaps/scrape_gmaps", Input: json.RawMessage(`{"query":"dentists in Austin, TX","max_results":25}`)}
 			out := string(bytes.Repeat([]byte(`{"name":"Lakeway Dental","phone":"+1 512-555-0199","rating":4.5}`+"\n"), 30))
@@ -165,13 +150,11 @@ func BenchmarkWriterCheckpoint(b *testing.B) {
 					{TypeToolCallStart, ToolCallStart{CallID: call.ID, Tool: call.Name, Input: call.Input}},
 					{TypeToolCallResult, ToolCallResult{CallID: call.ID, Tool: call.Name, Output: out}},
 				} {
-					if _, err := impl.append(w, p.typ, p.payload); err != nil {
-						b.Fatal(err)
-					}
+					_, err := impl.append(w, p.typ, p.payload)
+					require.NoError(b, err)
 				}
-				if _, err := impl.checkpoint(w, ctx, st); err != nil {
-					b.Fatal(err)
-				}
+				_, err := impl.checkpoint(w, ctx, st)
+				require.NoError(b, err)
 			}
 		})
 	}
@@ -188,9 +171,8 @@ func BenchmarkSignCheckpoint(b *testing.B) {
 		b.Run(impl.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := impl.sign(ts, "agency-kiwi/discover_leads-1739820456", 10, cp, s); err != nil {
-					b.Fatal(err)
-				}
+				_, err := impl.sign(ts, "agency-kiwi/discover_leads-1739820456", 10, cp, s)
+				require.NoError(b, err)
 			}
 		})
 	}

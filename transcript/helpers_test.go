@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/thread"
@@ -47,9 +49,7 @@ type setup struct {
 func newSetup(t testing.TB) *setup {
 	t.Helper()
 	s, err := GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return &setup{store: blobstore.NewMemory(), signer: s, keyring: NewKeyring(s.PublicKey()),
 		threadID: thread.NewID("test/transcript", time.Unix(1739820456, 0)), clock: newClock()}
 }
@@ -57,17 +57,14 @@ func newSetup(t testing.TB) *setup {
 func (s *setup) writer(t testing.TB) *Writer {
 	t.Helper()
 	w, err := WriterConfig{Now: s.clock.Now}.Open(context.Background(), s.store, s.threadID, s.signer, s.keyring)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return w
 }
 
 func mustAppend(t testing.TB, w *Writer, typ string, payload any) {
 	t.Helper()
-	if _, err := w.Append(typ, payload); err != nil {
-		t.Fatal(err)
-	}
+	_, err := w.Append(typ, payload)
+	require.NoError(t, err)
 }
 
 // writeTurn appends one model turn: user input, streamed answer with a tool
@@ -91,9 +88,8 @@ func writeTurn(t testing.TB, w *Writer, turn int) []thread.Message {
 	isErr := turn%3 == 0
 	mustAppend(t, w, TypeToolCallResult, ToolCallResult{CallID: callID, Tool: call.Name, Output: out, IsError: isErr})
 	w.Attest(ArtifactThreadJSON, attestedView(turn)) // checkpoints attest what was written with them
-	if _, err := w.Checkpoint(context.Background(), stateFor(turn)); err != nil {
-		t.Fatal(err)
-	}
+	_, err := w.Checkpoint(context.Background(), stateFor(turn))
+	require.NoError(t, err)
 	return []thread.Message{
 		{Role: thread.RoleUser, Content: user},
 		{Role: thread.RoleAssistant, Content: answer, ToolCalls: []thread.ToolCall{call}},
@@ -133,15 +129,11 @@ func snapshot(t testing.TB, st blobstore.Store, prefix string) map[string][]byte
 	t.Helper()
 	ctx := context.Background()
 	infos, err := st.List(ctx, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	out := map[string][]byte{}
 	for _, in := range infos {
 		b, err := st.Get(ctx, in.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		out[in.Key] = b
 	}
 	return out
@@ -151,9 +143,7 @@ func storeOf(t testing.TB, objs map[string][]byte) blobstore.Store {
 	t.Helper()
 	m := blobstore.NewMemory()
 	for k, v := range objs {
-		if err := m.Put(context.Background(), k, v); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, m.Put(context.Background(), k, v))
 	}
 	return m
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestObserve: an observer gets every line appended from then on, exactly
@@ -26,9 +28,7 @@ func TestObserve(t *testing.T) {
 	}
 	var seen [][]byte
 	buffered := w.Observe(func(line []byte) { seen = append(seen, bytes.Clone(line)) })
-	if len(buffered) != 1 {
-		t.Fatalf("buffered %q", buffered)
-	}
+	require.Len(t, buffered, 1, "buffered")
 	w.AppendDelta("to")
 	s.clock.Advance(time.Second) // past the delta interval: the next delta flushes
 	w.AppendDelta("ken")
@@ -45,29 +45,19 @@ func TestObserve(t *testing.T) {
 
 	got := slices.Concat(buffered, seen)
 	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// The second segment: the buffered line, the deltas and the tool call,
 	// then its checkpoint (not observed: it is not an event appended).
 	seg := tr.Events[2:]
-	if len(got) != len(seg)-1 {
-		t.Fatalf("observed %d lines, the segment has %d events before its checkpoint:\n%s", len(got), len(seg)-1, bytes.Join(got, []byte("\n")))
-	}
+	require.Len(t, got, len(seg)-1, "observed %d lines, the segment has %d events before its checkpoint:\n%s", len(got), len(seg)-1, bytes.Join(got, []byte("\n")))
 	for i, line := range got {
 		var ev Event
-		if err := json.Unmarshal(line, &ev); err != nil {
-			t.Fatalf("line %d %q: %v", i, line, err)
-		}
+		require.NoError(t, json.Unmarshal(line, &ev), "line %d %q", i, line)
 		want, _ := json.Marshal(seg[i])
 		have, _ := json.Marshal(ev)
-		if !bytes.Equal(want, have) {
-			t.Fatalf("line %d:\n got %s\nwant %s", i, have, want)
-		}
+		require.Equal(t, want, have, "line %d", i)
 	}
 	for _, line := range got {
-		if bytes.Contains(line, []byte("unseen")) {
-			t.Fatal("observed after Observe(nil)")
-		}
+		require.False(t, bytes.Contains(line, []byte("unseen")), "observed after Observe(nil)")
 	}
 }

@@ -2,11 +2,12 @@ package transcript
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/internal/testenv"
@@ -18,9 +19,7 @@ func newS3Store(t testing.TB) *blobstore.S3 {
 	env := testenv.NewS3(t)
 	s, err := blobstore.NewS3(context.Background(), blobstore.S3Config{Endpoint: env.Endpoint, Bucket: env.Bucket,
 		Region: env.Region, PathStyle: true, Prefix: env.Prefix, AccessKey: env.AccessKey, SecretKey: env.SecretKey})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return s
 }
 
@@ -31,19 +30,15 @@ func TestS3WriteReadZombie(t *testing.T) {
 	s.store = newS3Store(t)
 	want := writeTranscript(t, s, 3)
 	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	if err != nil || len(tr.Segments) != 3 {
-		t.Fatalf("read: %v", err)
-	}
+	require.NoError(t, err, "read")
+	require.Len(t, tr.Segments, 3, "read: %v", err)
 	got, _ := Reconstruct(tr.Events)
-	if len(got) != len(want) {
-		t.Fatalf("reconstructed %d messages, want %d", len(got), len(want))
-	}
+	require.Len(t, got, len(want), "reconstructed")
 	zombie, live := s.writer(t), s.writer(t)
 	writeTurn(t, live, 4)
 	mustAppend(t, zombie, TypeCognitionIn, CognitionIn{Content: "zombie"})
-	if _, err := zombie.Checkpoint(ctx, stateFor(4)); !errors.Is(err, ErrSegmentExists) {
-		t.Fatalf("zombie on S3: %v", err)
-	}
+	_, err = zombie.Checkpoint(ctx, stateFor(4))
+	require.ErrorIs(t, err, ErrSegmentExists, "zombie on S3")
 }
 
 // turnEvents appends a typical turn (about 10 events, ~3 KB).
@@ -87,9 +82,7 @@ func BenchmarkCheckpointCommit(b *testing.B) {
 		start := time.Now()
 		info, err := w.Checkpoint(ctx, stateFor(i+1))
 		durs = append(durs, time.Since(start))
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		size = info.Size
 	}
 	b.StopTimer()
@@ -106,9 +99,7 @@ func BenchmarkRawPut(b *testing.B) {
 	w := s.writer(b)
 	turnEvents(b, w, 1)
 	info, err := w.Checkpoint(ctx, stateFor(1))
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	data, _ := s.store.Get(ctx, info.Key)
 	for _, mode := range []string{"put", "put-if-absent"} {
 		b.Run(mode, func(b *testing.B) {
@@ -123,9 +114,7 @@ func BenchmarkRawPut(b *testing.B) {
 					err = st.PutIfAbsent(ctx, key, data)
 				}
 				durs = append(durs, time.Since(start))
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 			}
 			b.ReportMetric(float64(len(data)), "segment-bytes")
 			reportPercentiles(b, durs)
@@ -144,20 +133,16 @@ func BenchmarkVerifyReconstruct(b *testing.B) {
 			w := s.writer(b)
 			for turn := 1; w.NextSegment() == 1 || (w.NextSegment()-1)*10 < int64(n); turn++ {
 				turnEvents(b, w, turn)
-				if _, err := w.Checkpoint(ctx, stateFor(turn)); err != nil {
-					b.Fatal(err)
-				}
+				_, err := w.Checkpoint(ctx, stateFor(turn))
+				require.NoError(b, err)
 			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				msgs, err := Reconstruct(tr.Events)
-				if err != nil || len(msgs) == 0 {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
+				require.NotEmpty(b, msgs, "%v", err)
 				b.ReportMetric(float64(len(tr.Events)), "events")
 			}
 		})

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
@@ -80,19 +82,14 @@ func BenchmarkSignVerifyJSON(b *testing.B) {
 			b.Run(size.name+"/"+impl.name, func(b *testing.B) {
 				b.ReportAllocs()
 				data, err := impl.sign(size.rec, s)
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				b.SetBytes(int64(len(data)))
 				for b.Loop() {
 					data, err := impl.sign(size.rec, s)
-					if err != nil {
-						b.Fatal(err)
-					}
+					require.NoError(b, err)
 					var rec registry.Record
-					if _, err := impl.verify(data, ring, &rec); err != nil {
-						b.Fatal(err)
-					}
+					_, err = impl.verify(data, ring, &rec)
+					require.NoError(b, err)
 				}
 			})
 		}
@@ -106,9 +103,8 @@ func BenchmarkSignJSON(b *testing.B) {
 		b.Run(impl.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := impl.sign(rec, s); err != nil {
-					b.Fatal(err)
-				}
+				_, err := impl.sign(rec, s)
+				require.NoError(b, err)
 			}
 		})
 	}
@@ -119,16 +115,13 @@ func BenchmarkVerifyJSON(b *testing.B) {
 	ring := NewKeyring(s.PublicKey())
 	for _, impl := range jsonImpls {
 		data, err := impl.sign(benchRecord(), s)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		b.Run(impl.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				var rec registry.Record
-				if _, err := impl.verify(data, ring, &rec); err != nil {
-					b.Fatal(err)
-				}
+				_, err := impl.verify(data, ring, &rec)
+				require.NoError(b, err)
 			}
 		})
 	}
@@ -142,9 +135,7 @@ func benchEvents(tb testing.TB) []Event {
 	var evs []Event
 	add := func(typ string, p any) {
 		raw, err := marshal(p)
-		if err != nil {
-			tb.Fatal(err)
-		}
+		require.NoError(tb, err)
 		evs = append(evs, Event{Timestamp: ts.Add(time.Duration(len(evs)) * time.Millisecond), ThreadID: "agency-kiwi/discover_leads-1739820456",
 			Seq: int64(len(evs) + 1), Type: typ, Payload: raw})
 	}
@@ -216,9 +207,7 @@ func BenchmarkSignedCapabilities(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		body, err := RenderCapabilities("agency-kiwi/discover_leads-1739820456", tools, benchCapabilities)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		SignMarkdown(body, s, now)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
 	"github.com/spool-run/spool/thread"
 )
 
@@ -43,31 +44,24 @@ func TestSignJSON(t *testing.T) {
 	s := newSetup(t)
 	in := sampleThreadJSON()
 	data, err := SignJSON(in, s.signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.HasPrefix(data, []byte(`{"_signature":{"algo":"ed25519","canon":"`+CanonJCS+`","key_id":"`+s.signer.KeyID())) || bytes.Contains(data, []byte("\n")) ||
-		!bytes.Contains(data, []byte(`"outputs":{"html":"<b>&</b>","leads_file"`)) {
-		t.Fatalf("not canonical: %s", data)
-	}
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(data, []byte(`{"_signature":{"algo":"ed25519","canon":"`+CanonJCS+`","key_id":"`+s.signer.KeyID())), "not canonical: %s", data)
+	require.False(t, bytes.Contains(data, []byte("\n")), "not canonical: %s", data)
+	require.True(t, bytes.Contains(data, []byte(`"outputs":{"html":"<b>&</b>","leads_file"`)), "not canonical: %s", data)
 	var got threadJSON
-	if _, err := VerifyJSON(data, s.keyring, &got); err != nil {
-		t.Fatal(err)
-	}
+	_, err = VerifyJSON(data, s.keyring, &got)
+	require.NoError(t, err)
 	if diff := cmp.Diff(in, got); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}
 	// Re-indented and re-ordered: same object, still verifies.
 	var pretty bytes.Buffer
 	_ = json.Indent(&pretty, data, "", "  ")
-	if _, err := VerifyJSON(pretty.Bytes(), s.keyring, nil); err != nil {
-		t.Fatalf("whitespace change rejected: %v", err)
-	}
+	_, err = VerifyJSON(pretty.Bytes(), s.keyring, nil)
+	require.NoError(t, err, "whitespace change rejected")
 	// Re-signing is stable.
 	again, _ := SignJSON(in, s.signer)
-	if !bytes.Equal(again, data) {
-		t.Fatal("SignJSON not deterministic")
-	}
+	require.Equal(t, data, again, "SignJSON not deterministic")
 	cases := map[string][]byte{
 		"value changed":    bytes.Replace(data, []byte(`"turns":10`), []byte(`"turns":99`), 1),
 		"capability added": bytes.Replace(data, []byte(`"capabilities":["`), []byte(`"capabilities":["rye.execute.tool.*","`), 1),
@@ -81,22 +75,19 @@ func TestSignJSON(t *testing.T) {
 			t.Errorf("%s: verified", name)
 		}
 	}
-	if _, err := VerifyJSON(data, NewKeyring(), nil); !errors.Is(err, ErrUnknownKey) {
-		t.Fatalf("unknown key: %v", err)
-	}
+	_, err = VerifyJSON(data, NewKeyring(), nil)
+	require.ErrorIs(t, err, ErrUnknownKey, "unknown key")
 	// Property: a random byte flip either fails or leaves the same object.
 	canon, _, err := canonicalObject(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := 0; i < 1000; i++ {
 		b := append([]byte(nil), data...)
 		b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
 		if _, err := VerifyJSON(b, s.keyring, nil); err == nil {
-			if c2, _, err := canonicalObject(b); err != nil || !bytes.Equal(c2, canon) {
-				t.Fatalf("flip %d verified a different object: %s", i, b)
-			}
+			c2, _, err := canonicalObject(b)
+			require.NoError(t, err, "flip %d verified a different object: %s", i, b)
+			require.Equal(t, canon, c2, "flip %d verified a different object: %s", i, b)
 		}
 	}
 }
@@ -107,41 +98,29 @@ func TestSignedMarkdownAndCapabilities(t *testing.T) {
 	now := time.Date(2026, 4, 1, 5, 6, 44, 0, time.UTC)
 	tools := []thread.ToolDef{{Name: "rye/file-system/fs_write", Description: "write ``` a file", InputSchema: json.RawMessage(`{"type":"object"}`)}}
 	body, err := RenderCapabilities("t-1", tools, []string{"rye.execute.tool.rye.file-system.*", "rye.execute.tool.rye.agent.threads.thread_directive"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	signed := SignMarkdown(body, s.signer, now)
-	if !regexp.MustCompile(`^<!-- rye:signed:2026-04-01T05:06:44Z:[0-9a-f]{64}:[A-Za-z0-9_-]{86}:` + s.signer.KeyID() + " -->\n").Match(signed) {
-		t.Fatalf("signature line: %s", signed[:bytes.IndexByte(signed, '\n')])
-	}
+	require.True(t, regexp.MustCompile(`^<!-- rye:signed:2026-04-01T05:06:44Z:[0-9a-f]{64}:[A-Za-z0-9_-]{86}:`+s.signer.KeyID()+" -->\n").Match(signed), "signature line: %s", signed[:bytes.IndexByte(signed, '\n')])
 	got, err := VerifyCapabilities(signed, s.keyring)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if diff := cmp.Diff(tools, got); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}
-	if !bytes.Contains(body, []byte("  execute\n    tool\n")) {
-		t.Fatalf("no capabilities tree:\n%s", body)
-	}
+	require.True(t, bytes.Contains(body, []byte("  execute\n    tool\n")), "no capabilities tree:\n%s", body)
 	// Re-signing replaces the line instead of stacking one.
-	if re := SignMarkdown(signed, s.signer, now); !bytes.Equal(re, signed) {
-		t.Fatal("re-signing changed the file")
-	}
+	re := SignMarkdown(signed, s.signer, now)
+	require.Equal(t, signed, re, "re-signing changed the file")
 	tampered := bytes.Replace(signed, []byte("fs_write"), []byte("fs_wrote"), 1)
-	if _, err := VerifyCapabilities(tampered, s.keyring); !errors.Is(err, ErrBadSignature) {
-		t.Fatalf("tampered capabilities: %v", err)
-	}
-	if _, _, err := VerifyMarkdown(body, s.keyring); err == nil {
-		t.Fatal("unsigned markdown verified")
-	}
+	_, err = VerifyCapabilities(tampered, s.keyring)
+	require.ErrorIs(t, err, ErrBadSignature, "tampered capabilities")
+	_, _, err = VerifyMarkdown(body, s.keyring)
+	require.Error(t, err, "unsigned markdown verified")
 	// The reference system's files parse (and their hash matches); only the
 	// key is unknown to us.
 	spec, err := os.ReadFile(filepath.Join("..", "..", "shared", "spec", "persistence-and-state.md"))
 	if err == nil {
-		if _, _, err := VerifyMarkdown(spec, s.keyring); !errors.Is(err, ErrUnknownKey) {
-			t.Fatalf("reference-signed spec: %v, want ErrUnknownKey", err)
-		}
+		_, _, err := VerifyMarkdown(spec, s.keyring)
+		require.ErrorIs(t, err, ErrUnknownKey, "reference-signed spec")
 	}
 }
 
@@ -155,9 +134,7 @@ func TestRenderKnowledge(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr, err := Read(context.Background(), s.store, s.threadID, s.keyring, Strict)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	meta := KnowledgeMeta{ThreadID: s.threadID, Directive: "test/transcript", Status: "completed", Model: "scripted", Turns: 2, Spend: 0.002}
 	md := RenderKnowledge(meta, tr.Events)
 	for _, want := range []string{"entry_type: thread_transcript\n", `thread_id: "` + s.threadID + `"`, "turns: 2\n", "spend: 0.002\n",
@@ -166,13 +143,11 @@ func TestRenderKnowledge(t *testing.T) {
 			t.Errorf("render lacks %q", want)
 		}
 	}
-	if !bytes.Equal(md, RenderKnowledge(meta, tr.Events)) {
-		t.Fatal("render not deterministic")
-	}
+	require.Equal(t, RenderKnowledge(meta, tr.Events), md, "render not deterministic")
 	signed := SignedKnowledge(meta, tr.Events, s.signer, time.Now())
-	if body, _, err := VerifyMarkdown(signed, s.keyring); err != nil || !bytes.Equal(body, md) {
-		t.Fatalf("signed knowledge: %v", err)
-	}
+	body, _, err := VerifyMarkdown(signed, s.keyring)
+	require.NoError(t, err, "signed knowledge")
+	require.Equal(t, md, body, "signed knowledge: %v", err)
 }
 
 func TestKeysSaveLoad(t *testing.T) {
@@ -184,48 +159,36 @@ func TestKeysSaveLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	privPath, pubPath, err := b.SaveKey(dir) // rotation: b replaces a as the signing key
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi, _ := os.Stat(privPath); fi.Mode().Perm() != 0o600 {
-		t.Fatalf("private key mode %v", fi.Mode().Perm())
-	}
-	if filepath.Base(pubPath) != b.KeyID()+".pub" || len(b.KeyID()) != 16 {
-		t.Fatalf("pub path %s, key id %q", pubPath, b.KeyID())
-	}
+	require.NoError(t, err)
+	fi, _ := os.Stat(privPath)
+	require.EqualValues(t, 0o600, fi.Mode().Perm(), "private key mode")
+	require.Equal(t, b.KeyID()+".pub", filepath.Base(pubPath), "pub path %s, key id %q", pubPath, b.KeyID())
+	require.Len(t, b.KeyID(), 16, "pub path %s, key id", pubPath)
 	for _, p := range []string{dir, privPath} {
 		got, err := LoadKey(p)
-		if err != nil || got.KeyID() != b.KeyID() {
-			t.Fatalf("LoadKey(%s) = %v, %v", p, got, err)
-		}
+		require.NoError(t, err, "LoadKey(%s) = %v", p, got)
+		require.Equal(t, b.KeyID(), got.KeyID(), "LoadKey(%s) = %v, %v", p, got, err)
 	}
 	ring, err := LoadKeyring(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if diff := cmp.Diff(sortedIDs(a.KeyID(), b.KeyID()), ring.IDs()); diff != "" {
 		t.Fatalf("keyring (-want +got):\n%s", diff)
 	}
 	// Raw seed files load too; junk does not.
 	seedPath := filepath.Join(dir, "seed")
 	_ = os.WriteFile(seedPath, a.priv.Seed(), 0o600)
-	if got, err := LoadKey(seedPath); err != nil || got.KeyID() != a.KeyID() {
-		t.Fatalf("raw seed: %v", err)
-	}
+	got, err := LoadKey(seedPath)
+	require.NoError(t, err, "raw seed")
+	require.Equal(t, a.KeyID(), got.KeyID(), "raw seed: %v", err)
 	_ = os.WriteFile(seedPath, []byte("junk"), 0o600)
-	if _, err := LoadKey(seedPath); err == nil {
-		t.Fatal("junk key loaded")
-	}
-	if _, err := LoadKeyring(t.TempDir()); err == nil {
-		t.Fatal("empty keyring loaded")
-	}
+	_, err = LoadKey(seedPath)
+	require.Error(t, err, "junk key loaded")
+	_, err = LoadKeyring(t.TempDir())
+	require.Error(t, err, "empty keyring loaded")
 	msg := []byte("m")
-	if err := ring.Verify(a.KeyID(), msg, a.Sign(msg)); err != nil {
-		t.Fatal(err)
-	}
-	if err := ring.Verify(a.KeyID(), msg, b.Sign(msg)); !errors.Is(err, ErrBadSignature) {
-		t.Fatalf("wrong signer: %v", err)
-	}
+	require.NoError(t, ring.Verify(a.KeyID(), msg, a.Sign(msg)))
+	err = ring.Verify(a.KeyID(), msg, b.Sign(msg))
+	require.ErrorIs(t, err, ErrBadSignature, "wrong signer")
 }
 
 func sortedIDs(ids ...string) []string {

@@ -27,9 +27,8 @@ func TestTurnsAndForkAt(t *testing.T) {
 	}
 	checkpoint := func() {
 		t.Helper()
-		if _, err := w.Checkpoint(ctx, State{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := w.Checkpoint(ctx, State{})
+		require.NoError(t, err)
 	}
 	// Segment 1: carried messages, then turn 1.
 	mustAppend(t, w, TypeCognitionIn, CognitionIn{Content: "prompt"})
