@@ -69,6 +69,9 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 			case <-hbctx.Done():
 				return
 			case <-tick.C:
+				if time.Since(time.Unix(0, ctl.renewed.Load())) < ttl/3 {
+					continue // a checkpoint renewed it
+				}
 				err := w.o.Activations.Heartbeat(hbctx, act.ThreadID, token, ttl)
 				if errors.Is(err, registry.ErrLeaseLost) {
 					cancel(errLeaseLost)

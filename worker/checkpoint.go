@@ -20,12 +20,13 @@ func (s *session) emit(typ string, payload any) {
 	}
 }
 
-// checkpoint makes the turn durable: the registry version first (the
-// fence: a stale activation stops here and writes nothing), then the
-// signed segment (create-only), then the turn's charge. The commit raises
-// the registry's transcript mark to what is durable before it: the segments
-// this activation read or wrote, not the one it is about to write (see the
-// package doc, Crash safety).
+// checkpoint makes the turn durable: the registry version first, with the
+// turn's charge in the same step (the fence: a stale activation stops
+// here and neither writes nor charges), then the signed segment
+// (create-only). The commit raises the registry's transcript mark to what
+// is durable before it: the segments this activation read or wrote, not
+// the one it is about to write (see the package doc, Crash safety). It
+// renews the lease too, and reads what the next turn checks (signals).
 func (s *session) checkpoint(ctx context.Context) error { return s.checkpointTurn(ctx, true, nil) }
 
 // checkpointTurn is checkpoint; without charge, it leaves the turn's
@@ -39,11 +40,21 @@ func (s *session) checkpointTurn(ctx context.Context, charge bool, final *orches
 	if !s.st.RetryAt.IsZero() {
 		ch.Fields = map[string]string{registry.RetryAtField: s.st.RetryAt.Format(time.RFC3339Nano)}
 	}
-	v, err := s.o.Registry.Commit(ctx, s.id(), s.version, ch)
+	cp := orchestrator.Checkpoint{}
+	if ttl := s.o.Cfg.LeaseTTL; ttl > 0 {
+		cp.Lease, cp.LeaseTTL = s.claim.Token, ttl
+	}
+	if key, amount, ok := s.turnCharge(); ok && charge {
+		cp.Charge = &orchestrator.Charge{Key: key, Amount: amount}
+	}
+	done, err := s.o.Checkpoint(ctx, s.rec, s.version, ch, cp)
 	if err != nil {
 		return err
 	}
-	s.version = v
+	s.version, s.signals = done.Version, &done
+	if cp.Lease != "" && done.LeaseHeld {
+		s.ctl.renewed.Store(time.Now().UnixNano())
+	}
 	raw, err := json.Marshal(s.st)
 	if err != nil {
 		return err
@@ -63,8 +74,8 @@ func (s *session) checkpointTurn(ctx context.Context, charge bool, final *orches
 			s.trimmedInbox = s.st.InboxSeq
 		}
 	}
-	if charge {
-		if err := s.charge(ctx); err != nil {
+	if cp.Charge != nil {
+		if err := s.charged(done.Charged, done.ChargeErr); err != nil {
 			return err
 		}
 	}

@@ -16,8 +16,9 @@
 //	│    ▼
 //	│   tools (permission check; directive_return; spawn; bound large results)
 //	│    ▼
-//	│   checkpoint: commit V→V+1 in the registry, then the segment (create-only),
-//	│    │          then charge the ledger with key (thread, turn)
+//	│   checkpoint: commit V→V+1 in the registry and charge the ledger with
+//	│    │          key (thread, turn) in one script, then the segment
+//	│    │          (create-only)
 //	│    ▼
 //	│   after_step hooks; waiting on children? ──▶ suspend (status waiting) and return
 //	│    ▼
@@ -46,9 +47,14 @@
 // "expected version = V" before it writes its segment, so a worker whose
 // lease was taken over stops at its next checkpoint and writes nothing. A
 // segment is create-only, so history is never overwritten. A turn's spend is
-// charged after its segment is durable, under the idempotency key
-// (thread, turn), and a recovering worker re-applies the charge of the last
-// checkpoint, so a crash at any point neither loses nor repeats a charge.
+// charged in the same atomic step as its commit (a stale activation charges
+// nothing), under the idempotency key (thread, turn), and a recovering
+// worker re-applies the charge of the last checkpoint, so a crash at any
+// point neither loses nor repeats a charge. A worker that dies between the
+// commit and the segment has charged the turn that the next activation
+// runs again: the second run's charge, under the same key, is the first
+// one's (both calls were paid for; the ledger counts the turn once, as the
+// transcript does).
 // Should Redis itself lose writes (a restart short of its last second), the
 // turns whose segments lie past the registry's transcript mark by more
 // than the last one may have lost their charges too: the restoring

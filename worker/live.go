@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,6 +32,9 @@ type control struct {
 	start    func() // starts the live feed; nil until the transcript is open
 	// turn cancels the turn in flight (an interrupt); nil between turns.
 	turn context.CancelCauseFunc
+	// renewed is when a checkpoint last renewed the activation's lease
+	// (unix ns): the heartbeat skips a renewal that soon after it.
+	renewed atomic.Int64
 }
 
 // interrupt stops the model call or tool of the turn in flight, if any:

@@ -12,9 +12,9 @@ import (
 // which it opened with) and that the ledger lacks, but for the last
 // checkpoint's turn, which charge applies.
 //
-// The charge of a turn follows its segment, and the commit that raises
-// the mark past that segment follows the charge, in the one Redis that
-// holds both: every turn up to the mark is charged. Normally the one
+// The charge of a turn comes with the commit before its segment, and the
+// commit that raises the mark past that segment comes after, in the one
+// Redis that holds both: every turn up to the mark is charged. Normally the one
 // segment past the mark is the last checkpoint's; more means Redis lost
 // writes (restarted from an AOF short of its last second), the commits
 // and the charges of those turns with them. Each is re-applied under its

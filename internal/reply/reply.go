@@ -151,3 +151,21 @@ func Strings(v any) []string {
 func Unexpected(script string, v any) error {
 	return fmt.Errorf("%s script: unexpected reply %v", script, v)
 }
+
+// Returned is the refusal msg that a script returned as a value in its
+// reply instead of refusing with it (a step that refused after an earlier
+// step wrote, whose write the caller must still learn): an error that
+// Refused reads as it reads the script's own refusals. Nil for "".
+func Returned(msg string) error {
+	if msg == "" {
+		return nil
+	}
+	return returnedError(msg)
+}
+
+type returnedError string
+
+func (e returnedError) Error() string { return string(e) }
+
+// RedisError marks a returned refusal as a Redis error reply (redis.Error).
+func (returnedError) RedisError() {}

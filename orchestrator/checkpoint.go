@@ -1,0 +1,109 @@
+package orchestrator
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/internal/reply"
+	"github.com/spool-run/spool/ledger"
+	"github.com/spool-run/spool/registry"
+)
+
+// Checkpoint is what a running thread's checkpoint commits in Redis,
+// beside the change (Orchestrator.Checkpoint).
+type Checkpoint struct {
+	// Charge is the turn's spend, charged with the commit; nil: none.
+	// Charge.Done is not called: the outcome is in Checkpointed.
+	Charge *Charge
+	// Lease is the token of the activation lease the caller holds,
+	// renewed for LeaseTTL with the commit; "": the lease is left alone.
+	Lease    string
+	LeaseTTL time.Duration
+}
+
+// Checkpointed is what a checkpoint's commit did and read.
+type Checkpointed struct {
+	Version int64
+	// Charged is the charge's outcome, and ChargeErr its error: a
+	// spend_exceeded *thread.LimitError when it was clamped, a ledger
+	// refusal (ledger.RefusalError) when it was refused. The commit
+	// stands either way.
+	Charged   ledger.Charged
+	ChargeErr error
+	// CancelRequested is the thread's cancel flag, and InboxSeq the seq
+	// of the newest message in its inbox (0: none): what the next turn
+	// checks, read in the same step.
+	CancelRequested bool
+	InboxSeq        int64
+	// LeaseHeld is false when a lease was given and another token holds
+	// it (or none does): it was not renewed.
+	LeaseHeld bool
+}
+
+// Checkpoint commits ch to a running thread held at version, as a turn's
+// checkpoint does before it writes its segment, and in the same atomic
+// step (checkpoint.lua: one round trip) charges the turn, renews the
+// caller's lease and reads the thread's cancel flag and newest inbox
+// message. A stale version is a registry *ConflictError and nothing
+// changes: the version is the fence of the activation that holds the
+// thread, so a stale activation neither commits nor charges.
+func (o *Orchestrator) Checkpoint(ctx context.Context, rec *registry.Record, version int64, ch registry.Changes, cp Checkpoint) (Checkpointed, error) {
+	commitKeys, commitArgs, err := o.Registry.CommitArgs(rec.ThreadID, version, ch)
+	if err != nil {
+		return Checkpointed{}, err
+	}
+	entry, path := rec.LedgerID(), rec.BudgetPath()
+	var ids []string
+	chargeKey, chargeNano := "", int64(0)
+	if c := cp.Charge; c != nil {
+		if chargeNano, err = ledger.ToNano(c.Amount); err != nil {
+			return Checkpointed{}, fmt.Errorf("charge %s: %w", entry, err)
+		}
+		if chargeKey = c.Key; chargeKey == "" {
+			return Checkpointed{}, fmt.Errorf("charge %s: empty idempotency key", entry)
+		}
+		ids = append([]string{entry}, path...)
+	}
+	keys := make([]string, 0, len(commitKeys)+2+len(ids))
+	keys = append(keys, commitKeys...)
+	keys = append(keys, o.Keys.Lease(rec.ThreadID), o.Keys.Inbox(rec.ThreadID))
+	args := make([]any, 0, 5+len(ids)+len(commitArgs))
+	args = append(args, len(ids), chargeKey, chargeNano, cp.Lease, cp.LeaseTTL.Milliseconds())
+	for _, id := range ids {
+		keys = append(keys, o.Keys.Ledger(id))
+		args = append(args, id)
+	}
+	res, err := checkpointScript.Run(ctx, o.fast, keys, append(args, commitArgs...)...).Slice()
+	if err != nil {
+		if rerr := registry.RefusalError(rec.ThreadID, version, err); rerr != nil {
+			return Checkpointed{}, rerr
+		}
+		return Checkpointed{}, fmt.Errorf("checkpoint %s: %w", rec.ThreadID, err)
+	}
+	if len(res) != 6 {
+		return Checkpointed{}, reply.Unexpected("checkpoint", res)
+	}
+	out := Checkpointed{Version: reply.Int(res[0]), CancelRequested: reply.Int(res[3]) == 1,
+		InboxSeq: reply.Int(res[4]), LeaseHeld: reply.Int(res[5]) == 1}
+	if c := cp.Charge; c != nil {
+		if refused := reply.Returned(reply.String(res[2])); refused != nil {
+			out.ChargeErr = ledger.RefusalError("charge", entry, path, c.Amount, refused)
+			if out.ChargeErr == nil {
+				out.ChargeErr = fmt.Errorf("charge %s: %w", entry, refused)
+			}
+		} else {
+			out.Charged, out.ChargeErr = ledger.ReadCharged(entry, res[1])
+		}
+	}
+	return out, nil
+}
+
+// checkpointScript is checkpoint.lua after the Lua functions it calls.
+var checkpointScript = redis.NewScript(registry.Lua + ledger.Lua + checkpointLua)
+
+//go:embed checkpoint.lua
+var checkpointLua string
