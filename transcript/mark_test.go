@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
 	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/thread"
 )
@@ -28,25 +30,19 @@ func TestWriterMark(t *testing.T) {
 			t.Fatal("an append moved the mark: only a checkpoint commits")
 		}
 		info, err := w.Checkpoint(ctx, stateFor(turn))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if want := (Mark{Segments: info.Number, ChainHash: info.ChainHash}); w.Mark() != want {
 			t.Fatalf("turn %d: mark %+v, want %+v", turn, w.Mark(), want)
 		}
 	}
 	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if diff := cmp.Diff(w.Mark(), tr.Mark()); diff != "" {
 		t.Fatalf("writer and reader marks differ (-writer +reader):\n%s", diff)
 	}
 	// A writer opened on the transcript starts from the same mark.
 	w2, err := OpenWriter(ctx, s.store, s.threadID, s.signer, s.keyring, tr.Mark())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if w2.Mark() != tr.Mark() {
 		t.Fatalf("reopened writer: mark %+v, want %+v", w2.Mark(), tr.Mark())
 	}
@@ -64,9 +60,7 @@ func TestMarks(t *testing.T) {
 	s := newSetup(t)
 	writeTranscript(t, s, 4)
 	full, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	mark := func(n int64) Mark {
 		return Mark{Segments: n, ChainHash: full.Segments[n-1].ChainHash, From: "registry"}
 	}
@@ -121,12 +115,9 @@ func TestMarks(t *testing.T) {
 				t.Fatalf("strict: %v is not ErrTampered", err)
 			}
 			tr, err = ReadWith(ctx, st, s.threadID, s.keyring, ReadOptions{Mode: Lenient, Marks: tc.marks})
-			if err != nil {
-				t.Fatalf("lenient: %v", err)
-			}
-			if len(tr.Segments) != tc.lenient || (len(tr.Warnings) > 0) != tc.warnings {
-				t.Fatalf("lenient kept %d segments (want %d), warnings %q", len(tr.Segments), tc.lenient, tr.Warnings)
-			}
+			require.NoError(t, err, "lenient")
+			require.Len(t, tr.Segments, tc.lenient, "lenient kept %d segments (want %d), warnings %q", len(tr.Segments), tc.lenient, tr.Warnings)
+			require.Equal(t, tc.warnings, len(tr.Warnings) > 0, "lenient kept %d segments (want %d), warnings %q", len(tr.Segments), tc.lenient, tr.Warnings)
 			if tc.warnings && !strings.Contains(strings.Join(tr.Warnings, "\n"), tc.errKey) {
 				t.Fatalf("lenient warnings %q do not name %s", tr.Warnings, tc.errKey)
 			}
@@ -147,9 +138,7 @@ func TestMarkAfterDamage(t *testing.T) {
 	s := newSetup(t)
 	writeTranscript(t, s, 4)
 	full, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	objs := snapshot(t, s.store, "")
 	key3 := blobkey.Segment(s.threadID, 3)
 	objs[key3] = append([]byte(nil), objs[key3]...)
@@ -157,21 +146,16 @@ func TestMarkAfterDamage(t *testing.T) {
 	st := storeOf(t, objs)
 	marks := []Mark{{Segments: 4, ChainHash: full.Segments[3].ChainHash}, {Segments: 1, ChainHash: "0000"}}
 	tr, err := ReadWith(ctx, st, s.threadID, s.keyring, ReadOptions{Mode: Lenient, Marks: marks})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tr.Segments) != 2 {
-		t.Fatalf("kept %d segments, want 2", len(tr.Segments))
-	}
+	require.NoError(t, err)
+	require.Len(t, tr.Segments, 2, "kept")
 	all := strings.Join(tr.Warnings, "\n")
-	if strings.Contains(all, "missing segment") || !strings.Contains(all, key3) || !strings.Contains(all, blobkey.Segment(s.threadID, 1)+": chain hash") {
-		t.Fatalf("warnings:\n%s", all)
-	}
+	require.NotContains(t, all, "missing segment", "warnings")
+	require.Contains(t, all, key3, "warnings")
+	require.Contains(t, all, blobkey.Segment(s.threadID, 1)+": chain hash", "warnings")
 	_, err = ReadWith(ctx, st, s.threadID, s.keyring, ReadOptions{Mode: Strict, Marks: marks})
 	var ve *VerifyError
-	if !errors.As(err, &ve) || ve.Key != key3 {
-		t.Fatalf("strict: %v, want the damaged segment first", err)
-	}
+	require.ErrorAs(t, err, &ve, "strict")
+	require.Equal(t, key3, ve.Key, "strict: %v, want the damaged segment first", err)
 }
 
 func TestCapabilitiesFile(t *testing.T) {
@@ -179,22 +163,14 @@ func TestCapabilitiesFile(t *testing.T) {
 	s := newSetup(t)
 	caps := []string{"rye.execute.tool.rye.file-system.*", "rye.execute.tool.rye.agent.threads.thread_directive"}
 	body, err := RenderCapabilities("t-1", []thread.ToolDef{{Name: "rye/file-system/fs_read"}}, caps)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	f, err := ReadCapabilities(SignMarkdown(body, s.signer, s.clock.Now()), s.keyring)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !f.For("t-1") || f.For("t-2") || f.For("t") {
-		t.Fatal("For: the title names t-1")
-	}
-	if !f.Lists([]string{caps[1], caps[0]}) {
-		t.Fatal("Lists: the same capabilities in another order")
-	}
+	require.NoError(t, err)
+	require.True(t, f.For("t-1"), "For: the title names t-1")
+	require.False(t, f.For("t-2"), "For: the title names t-1")
+	require.False(t, f.For("t"), "For: the title names t-1")
+	require.True(t, f.Lists([]string{caps[1], caps[0]}), "Lists: the same capabilities in another order")
 	for _, other := range [][]string{caps[:1], nil, append(caps[:2:2], "rye.execute.tool.other.x")} {
-		if f.Lists(other) {
-			t.Fatalf("Lists(%q): the file draws %q", other, caps)
-		}
+		require.False(t, f.Lists(other), "Lists(%q): the file draws %q", other, caps)
 	}
 }

@@ -2,11 +2,12 @@ package transcript
 
 import (
 	"context"
-	"errors"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/blobkey"
 )
@@ -21,20 +22,18 @@ func TestChainSearch(t *testing.T) {
 	b.threadID = a.threadID + "-cont"
 	writeTranscript(t, b, 3)
 	ms, err := ChainSearch(ctx, a.store, a.keyring, []string{a.threadID, b.threadID}, regexp.MustCompile(`^wrote 1[23] bytes$`), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ms) != 3 || ms[0].ThreadID != a.threadID || ms[1].ThreadID != b.threadID || ms[0].Type != TypeToolCallResult || ms[0].Line != 1 {
-		t.Fatalf("matches %+v", ms)
-	}
+	require.NoError(t, err)
+	require.Len(t, ms, 3, "matches")
+	require.Equal(t, a.threadID, ms[0].ThreadID, "matches %+v", ms)
+	require.Equal(t, b.threadID, ms[1].ThreadID, "matches %+v", ms)
+	require.Equal(t, TypeToolCallResult, ms[0].Type, "matches %+v", ms)
+	require.Equal(t, 1, ms[0].Line, "matches %+v", ms)
 	ms, _ = ChainSearch(ctx, a.store, a.keyring, []string{a.threadID, b.threadID}, regexp.MustCompile(`ünïcode`), 0)
-	if len(ms) != 5 || ms[0].Line != 2 || !strings.HasPrefix(ms[0].Text, "Second line") {
-		t.Fatalf("multi-line matches %+v", ms)
-	}
+	require.Len(t, ms, 5, "multi-line matches")
+	require.Equal(t, 2, ms[0].Line, "multi-line matches %+v", ms)
+	require.True(t, strings.HasPrefix(ms[0].Text, "Second line"), "multi-line matches %+v", ms)
 	ms, _ = ChainSearch(ctx, a.store, a.keyring, []string{a.threadID, b.threadID}, regexp.MustCompile(`Turn`), 2)
-	if len(ms) != 2 {
-		t.Fatalf("max ignored: %d", len(ms))
-	}
+	require.Len(t, ms, 2, "max ignored")
 }
 
 func TestClean(t *testing.T) {
@@ -49,20 +48,17 @@ func TestClean(t *testing.T) {
 		t.Fatal("checkpoints-only clean accepted")
 	}
 	del, err := Clean(ctx, s.store, s.threadID, CleanOptions{Transcript: true, Checkpoints: true, Directive: "test/transcript"})
-	if err != nil || len(del) != 3 || del[0] != blobkey.Segment(s.threadID, 2) {
-		t.Fatalf("clean transcript: %v %v", del, err)
-	}
+	require.NoError(t, err, "clean transcript: %v", del)
+	require.Len(t, del, 3, "clean transcript: %v %v", del, err)
+	require.Equal(t, blobkey.Segment(s.threadID, 2), del[0], "clean transcript: %v %v", del, err)
 	left, _ := s.store.List(ctx, "")
-	if len(left) != 2 {
-		t.Fatalf("left %v", left)
-	}
+	require.Len(t, left, 2, "left")
 	del, err = Clean(ctx, s.store, s.threadID, CleanOptions{Metadata: true})
-	if err != nil || len(del) != 2 {
-		t.Fatalf("clean metadata: %v %v", del, err)
-	}
-	if del, err := Clean(ctx, s.store, s.threadID, CleanOptions{Transcript: true, Metadata: true}); err != nil || len(del) != 0 {
-		t.Fatalf("second clean: %v %v", del, err)
-	}
+	require.NoError(t, err, "clean metadata: %v", del)
+	require.Len(t, del, 2, "clean metadata: %v %v", del, err)
+	del, err = Clean(ctx, s.store, s.threadID, CleanOptions{Transcript: true, Metadata: true})
+	require.NoError(t, err, "second clean: %v", del)
+	require.Empty(t, del, "second clean: %v %v", del, err)
 }
 
 func TestFollower(t *testing.T) {
@@ -70,44 +66,38 @@ func TestFollower(t *testing.T) {
 	ctx := context.Background()
 	s := newSetup(t)
 	f, err := NewFollower(s.store, s.threadID, s.keyring)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if evs, err := f.Next(ctx); err != nil || len(evs) != 0 {
 		t.Fatalf("empty: %v %v", evs, err)
 	}
 	w := s.writer(t)
 	writeTurn(t, w, 1)
 	evs, err := f.Next(ctx)
-	if err != nil || len(evs) == 0 || evs[0].Seq != 1 {
-		t.Fatalf("first: %d %v", len(evs), err)
-	}
+	require.NoError(t, err, "first: %d", len(evs))
+	require.NotEmpty(t, evs, "first: %d %v", len(evs), err)
+	require.EqualValues(t, 1, evs[0].Seq, "first: %d %v", len(evs), err)
 	n1 := len(evs)
 	writeTurn(t, w, 2)
 	evs, err = f.Next(ctx)
-	if err != nil || len(evs) == 0 || evs[0].Seq != int64(n1+1) || f.LastState().Iteration != 2 {
-		t.Fatalf("second: %d %v", len(evs), err)
-	}
+	require.NoError(t, err, "second: %d", len(evs))
+	require.NotEmpty(t, evs, "second: %d %v", len(evs), err)
+	require.Equal(t, int64(n1+1), evs[0].Seq, "second: %d %v", len(evs), err)
+	require.Equal(t, 2, f.LastState().Iteration, "second: %d %v", len(evs), err)
 	mustAppend(t, w, TypeThreadCompleted, ThreadCompleted{})
-	if _, err := w.Checkpoint(ctx, stateFor(2)); err != nil {
-		t.Fatal(err)
-	}
+	_, err = w.Checkpoint(ctx, stateFor(2))
+	require.NoError(t, err)
 	all, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var got int
 	err = Follow(ctx, s.store, s.threadID, s.keyring, time.Millisecond, func(evs []Event) error { got += len(evs); return nil })
-	if err != nil || got != len(all.Events) {
-		t.Fatalf("Follow: %d events, %v", got, err)
-	}
+	require.NoError(t, err, "Follow: %d events", got)
+	require.Equal(t, len(all.Events), got, "Follow: %d events, %v", got, err)
 	// A tampered new segment stops the follower.
 	writeTurn(t, w, 3)
 	key := blobkey.Segment(s.threadID, 4)
 	data, _ := s.store.Get(ctx, key)
 	data[5] ^= 1
 	_ = s.store.Put(ctx, key, data)
-	if _, err := f.Next(ctx); !errors.Is(err, ErrTampered) {
-		t.Fatalf("tampered: %v", err)
-	}
+	_, err = f.Next(ctx)
+	require.ErrorIs(t, err, ErrTampered, "tampered")
 }

@@ -3,10 +3,11 @@ package transcript
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/blobkey"
 
@@ -25,9 +26,7 @@ func TestTamper(t *testing.T) {
 	writeTranscript(t, s, nSeg)
 	orig := snapshot(t, s.store, "")
 	full, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// prefix[k] = events of segments 1..k.
 	prefix := make([][]Event, nSeg+1)
 	for k := 1; k <= nSeg; k++ {
@@ -73,16 +72,11 @@ func TestTamper(t *testing.T) {
 		counts[kind]++
 		st := storeOf(t, objs)
 		_, err := ReadWith(ctx, st, s.threadID, s.keyring, ReadOptions{Mode: Strict, MinSegments: nSeg})
-		if !errors.Is(err, ErrTampered) {
-			t.Fatalf("iteration %d (%s in segment %d): strict accepted it: %v", i, kind, first, err)
-		}
+		require.ErrorIs(t, err, ErrTampered, "iteration %d (%s in segment %d): strict accepted it", i, kind, first)
 		tr, err := ReadWith(ctx, st, s.threadID, s.keyring, ReadOptions{Mode: Lenient, MinSegments: nSeg})
-		if err != nil {
-			t.Fatalf("iteration %d (%s): lenient: %v", i, kind, err)
-		}
-		if len(tr.Warnings) == 0 || len(tr.Segments) != first-1 {
-			t.Fatalf("iteration %d (%s in segment %d): lenient kept %d segments, warnings %q", i, kind, first, len(tr.Segments), tr.Warnings)
-		}
+		require.NoError(t, err, "iteration %d (%s): lenient", i, kind)
+		require.NotEmpty(t, tr.Warnings, "iteration %d (%s in segment %d): lenient kept %d segments, warnings", i, kind, first, len(tr.Segments))
+		require.Len(t, tr.Segments, first-1, "iteration %d (%s in segment %d): lenient kept %d segments, warnings %q", i, kind, first, len(tr.Segments), tr.Warnings)
 		if !eventsEqual(prefix[first-1], tr.Events) {
 			diff := cmp.Diff(prefix[first-1], tr.Events)
 			t.Fatalf("iteration %d (%s): lenient events differ from the intact prefix (-want +got):\n%s", i, kind, diff)
@@ -98,9 +92,7 @@ func TestTamper(t *testing.T) {
 		}
 	}
 	t.Logf("tamper cases: %v", counts)
-	if fmt.Sprint(len(counts)) != "4" {
-		t.Fatalf("not every kind of tampering ran: %v", counts)
-	}
+	require.Equal(t, "4", fmt.Sprint(len(counts)), "not every kind of tampering ran: %v", counts)
 }
 
 // Without MinSegments, deleting the last segments is indistinguishable from
@@ -110,18 +102,14 @@ func TestTailTruncationNeedsMinSegments(t *testing.T) {
 	ctx := context.Background()
 	s := newSetup(t)
 	writeTranscript(t, s, 3)
-	if err := s.store.Delete(ctx, blobkey.Segment(s.threadID, 3)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.store.Delete(ctx, blobkey.Segment(s.threadID, 3)))
 	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	if err != nil || len(tr.Segments) != 2 {
-		t.Fatalf("Read = %v, %v", tr, err)
-	}
+	require.NoError(t, err, "Read = %v", tr)
+	require.Len(t, tr.Segments, 2, "Read = %v, %v", tr, err)
 	_, err = ReadWith(ctx, s.store, s.threadID, s.keyring, ReadOptions{MinSegments: 3})
 	var ve *VerifyError
-	if !errors.As(err, &ve) || ve.Key != blobkey.Segment(s.threadID, 3) {
-		t.Fatalf("MinSegments: %v", err)
-	}
+	require.ErrorAs(t, err, &ve, "MinSegments")
+	require.Equal(t, blobkey.Segment(s.threadID, 3), ve.Key, "MinSegments: %v", err)
 }
 
 // FuzzSegment: no byte string other than the original verifies as the

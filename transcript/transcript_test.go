@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
 	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/thread"
@@ -18,59 +20,47 @@ func TestWriteReadReconstruct(t *testing.T) {
 	s := newSetup(t)
 	want := writeTranscript(t, s, 5)
 	tr, err := Read(context.Background(), s.store, s.threadID, s.keyring, Strict)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tr.Segments) != 5 || len(tr.Warnings) != 0 {
-		t.Fatalf("segments %d warnings %q", len(tr.Segments), tr.Warnings)
-	}
+	require.NoError(t, err)
+	require.Len(t, tr.Segments, 5, "segments %d warnings %q", len(tr.Segments), tr.Warnings)
+	require.Empty(t, tr.Warnings, "segments %d warnings", len(tr.Segments))
 	for i, ev := range tr.Events {
-		if ev.Seq != int64(i+1) || ev.ThreadID != s.threadID {
-			t.Fatalf("event %d: seq %d thread %q", i, ev.Seq, ev.ThreadID)
-		}
+		require.Equal(t, int64(i+1), ev.Seq, "event %d: seq %d thread %q", i, ev.Seq, ev.ThreadID)
+		require.Equal(t, s.threadID, ev.ThreadID, "event %d: seq %d thread", i, ev.Seq)
 	}
 	for i, seg := range tr.Segments {
-		if seg.Number != int64(i+1) || seg.Key != blobkey.Segment(s.threadID, seg.Number) || seg.KeyID != s.signer.KeyID() {
-			t.Fatalf("segment %d: %+v", i, seg)
-		}
-		if tr.Events[seg.LastSeq-1].Type != TypeCheckpoint {
-			t.Fatalf("segment %d does not end with a checkpoint", i)
-		}
+		require.Equal(t, int64(i+1), seg.Number, "segment %d: %+v", i, seg)
+		require.Equal(t, blobkey.Segment(s.threadID, seg.Number), seg.Key, "segment %d: %+v", i, seg)
+		require.Equal(t, s.signer.KeyID(), seg.KeyID, "segment %d: %+v", i, seg)
+		require.Equal(t, TypeCheckpoint, tr.Events[seg.LastSeq-1].Type, "segment %d does not end with a checkpoint", i)
 	}
 	last := tr.Events[len(tr.Events)-1]
-	if last.Type != TypeCheckpoint || tr.LastCheckpointSeq != last.Seq {
-		t.Fatalf("last event %+v, LastCheckpointSeq %d", last, tr.LastCheckpointSeq)
-	}
+	require.Equal(t, TypeCheckpoint, last.Type, "last event %+v, LastCheckpointSeq %d", last, tr.LastCheckpointSeq)
+	require.Equal(t, last.Seq, tr.LastCheckpointSeq, "last event %+v, LastCheckpointSeq", last)
 	if diff := cmp.Diff(stateFor(5), *tr.LastState); diff != "" {
 		t.Fatalf("LastState (-want +got):\n%s", diff)
 	}
 	got, err := Reconstruct(tr.Events)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("Reconstruct (-want +got):\n%s", diff)
 	}
-	if dang := DanglingToolCalls(got); len(dang) != 0 {
-		t.Fatalf("dangling calls in a complete transcript: %v", dang)
-	}
+	dang := DanglingToolCalls(got)
+	require.Empty(t, dang, "dangling calls in a complete transcript")
 	// The wire format: one JSON object per line, keys in the spec's order.
 	seg, _ := s.store.Get(context.Background(), tr.Segments[0].Key)
-	if !bytes.HasPrefix(seg, []byte(`{"timestamp":"2026-02-17T10:00:00.`)) || !bytes.Contains(seg, []byte(`,"thread_id":"`+s.threadID+`","seq":1,"event_type":"thread_started","payload":{`)) {
-		t.Fatalf("unexpected wire format: %.200s", seg)
-	}
+	require.True(t, bytes.HasPrefix(seg, []byte(`{"timestamp":"2026-02-17T10:00:00.`)), "unexpected wire format: %.200s", seg)
+	require.True(t, bytes.Contains(seg, []byte(`,"thread_id":"`+s.threadID+`","seq":1,"event_type":"thread_started","payload":{`)), "unexpected wire format: %.200s", seg)
 }
 
 func TestEmptyTranscript(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t)
 	tr, err := Read(context.Background(), s.store, s.threadID, s.keyring, Strict)
-	if err != nil || len(tr.Events) != 0 || tr.LastState != nil {
-		t.Fatalf("Read of a new thread = %+v, %v", tr, err)
-	}
-	if _, err := Read(context.Background(), s.store, "../x", s.keyring, Strict); err == nil {
-		t.Fatal("bad thread id accepted")
-	}
+	require.NoError(t, err, "Read of a new thread = %+v", tr)
+	require.Empty(t, tr.Events, "Read of a new thread = %+v, %v", tr, err)
+	require.Nil(t, tr.LastState, "Read of a new thread = %+v, %v", tr, err)
+	_, err = Read(context.Background(), s.store, "../x", s.keyring, Strict)
+	require.Error(t, err, "bad thread id accepted")
 }
 
 func TestStrictErrorNamesSegmentAndLine(t *testing.T) {
@@ -84,28 +74,28 @@ func TestStrictErrorNamesSegmentAndLine(t *testing.T) {
 	objs[key] = bytes.Join(lines, nil)
 	_, err := Read(context.Background(), storeOf(t, objs), s.threadID, s.keyring, Strict)
 	var ve *VerifyError
-	if !errors.As(err, &ve) || !errors.Is(err, ErrTampered) {
-		t.Fatalf("err = %v, want *VerifyError", err)
-	}
+	require.ErrorAs(t, err, &ve, "err")
+	require.ErrorIs(t, err, ErrTampered, "err")
 	// An edit that keeps the JSON valid is caught by the checkpoint (the
 	// last line of segment 2), which is where the chain breaks.
-	if ve.Key != key || ve.Line != len(lines)-1 || !strings.Contains(err.Error(), key+" line ") {
-		t.Fatalf("err = %v (key %s line %d), want %s line %d", err, ve.Key, ve.Line, key, len(lines)-1)
-	}
+	require.Equal(t, key, ve.Key, "err = %v (key %s line %d), want %s line %d", err, ve.Key, ve.Line, key, len(lines)-1)
+	require.Equal(t, len(lines)-1, ve.Line, "err = %v (key %s line %d), want %s line %d", err, ve.Key, ve.Line, key, len(lines)-1)
+	require.Contains(t, err.Error(), key+" line ", "err = %v (key %s line %d), want %s line %d", err, ve.Key, ve.Line, key, len(lines)-1)
 	// Broken JSON is reported on its own line.
 	objs = snapshot(t, s.store, "")
 	lines = bytes.SplitAfter(objs[key], []byte("\n"))
 	lines[2][0] = '['
 	objs[key] = bytes.Join(lines, nil)
 	_, err = Read(context.Background(), storeOf(t, objs), s.threadID, s.keyring, Strict)
-	if !errors.As(err, &ve) || ve.Key != key || ve.Line != 3 {
-		t.Fatalf("err = %v, want %s line 3", err, key)
-	}
+	require.ErrorAs(t, err, &ve, "err = %v, want %s line 3", err, key)
+	require.Equal(t, key, ve.Key, "err = %v", err)
+	require.Equal(t, 3, ve.Line, "err = %v, want %s line 3", err, key)
 	// Lenient returns segment 1 and warns.
 	tr, err := Read(context.Background(), storeOf(t, objs), s.threadID, s.keyring, Lenient)
-	if err != nil || len(tr.Segments) != 1 || len(tr.Warnings) != 2 || tr.LastState.Iteration != 1 {
-		t.Fatalf("lenient = %d segments, warnings %q, %v", len(tr.Segments), tr.Warnings, err)
-	}
+	require.NoError(t, err, "lenient = %d segments, warnings %q", len(tr.Segments), tr.Warnings)
+	require.Len(t, tr.Segments, 1, "lenient = %d segments, warnings %q, %v", len(tr.Segments), tr.Warnings, err)
+	require.Len(t, tr.Warnings, 2, "lenient = %d segments, warnings %q, %v", len(tr.Segments), tr.Warnings, err)
+	require.Equal(t, 1, tr.LastState.Iteration, "lenient = %d segments, warnings %q, %v", len(tr.Segments), tr.Warnings, err)
 }
 
 func TestKeyRotation(t *testing.T) {
@@ -115,20 +105,14 @@ func TestKeyRotation(t *testing.T) {
 	old := s.signer
 	writeTranscript(t, s, 2)
 	next, err := GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	both := NewKeyring(old.PublicKey(), next.PublicKey())
 	w, err := WriterConfig{Now: s.clock.Now}.Open(ctx, s.store, s.threadID, next, both)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	writeTurn(t, w, 3)
 	writeTurn(t, w, 4)
 	tr, err := Read(ctx, s.store, s.threadID, both, Strict)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ids := []string{tr.Segments[0].KeyID, tr.Segments[1].KeyID, tr.Segments[2].KeyID, tr.Segments[3].KeyID}
 	if diff := cmp.Diff([]string{old.KeyID(), old.KeyID(), next.KeyID(), next.KeyID()}, ids); diff != "" {
 		t.Fatalf("segment key ids (-want +got):\n%s", diff)
@@ -144,13 +128,12 @@ func TestKeyRotation(t *testing.T) {
 	} {
 		_, err := Read(ctx, s.store, s.threadID, c.ring, Strict)
 		var ve *VerifyError
-		if !errors.As(err, &ve) || !errors.Is(err, ErrUnknownKey) || ve.Key != blobkey.Segment(s.threadID, c.badSeg) {
-			t.Fatalf("%s: err = %v", c.name, err)
-		}
+		require.ErrorAs(t, err, &ve, "%s: err", c.name)
+		require.ErrorIs(t, err, ErrUnknownKey, "%s: err", c.name)
+		require.Equal(t, blobkey.Segment(s.threadID, c.badSeg), ve.Key, "%s: err = %v", c.name, err)
 		tr, err := Read(ctx, s.store, s.threadID, c.ring, Lenient)
-		if err != nil || len(tr.Segments) != c.goodSeg {
-			t.Fatalf("%s lenient: %d segments, %v", c.name, len(tr.Segments), err)
-		}
+		require.NoError(t, err, "%s lenient: %d segments", c.name, len(tr.Segments))
+		require.Len(t, tr.Segments, c.goodSeg, "%s lenient: %d segments, %v", c.name, len(tr.Segments), err)
 	}
 }
 
@@ -161,29 +144,23 @@ func TestResumeWriter(t *testing.T) {
 	want := writeTranscript(t, s, 2)
 	w := s.writer(t)
 	res := w.Resumed()
-	if len(res.Segments) != 2 || res.LastState.Iteration != 2 || w.NextSegment() != 3 {
-		t.Fatalf("resumed %d segments, state %+v, next %d", len(res.Segments), res.LastState, w.NextSegment())
-	}
+	require.Len(t, res.Segments, 2, "resumed %d segments, state %+v, next %d", len(res.Segments), res.LastState, w.NextSegment())
+	require.Equal(t, 2, res.LastState.Iteration, "resumed %d segments, state %+v, next %d", len(res.Segments), res.LastState, w.NextSegment())
+	require.EqualValues(t, 3, w.NextSegment(), "resumed %d segments, state %+v, next", len(res.Segments), res.LastState)
 	msgs, err := Reconstruct(res.Events)
-	if err != nil || !cmp.Equal(want, msgs) {
-		t.Fatalf("reconstruct on resume: %v\n%s", err, cmp.Diff(want, msgs))
-	}
+	require.NoError(t, err, "reconstruct on resume: %v\n%s", err, cmp.Diff(want, msgs))
+	require.Equal(t, want, msgs, "reconstruct on resume: %v\n%s", err, cmp.Diff(want, msgs))
 	want = append(want, writeTurn(t, w, 3)...)
 	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got, _ := Reconstruct(tr.Events)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}
-	if tr.Events[len(tr.Events)-1].Seq != int64(len(tr.Events)) {
-		t.Fatal("seq not continuous across writers")
-	}
+	require.Equal(t, int64(len(tr.Events)), tr.Events[len(tr.Events)-1].Seq, "seq not continuous across writers")
 	// A writer cannot open on a transcript that does not verify.
-	if _, err := OpenWriter(ctx, s.store, s.threadID, s.signer, NewKeyring()); !errors.Is(err, ErrUnknownKey) {
-		t.Fatalf("OpenWriter with an empty keyring = %v", err)
-	}
+	_, err = OpenWriter(ctx, s.store, s.threadID, s.signer, NewKeyring())
+	require.ErrorIs(t, err, ErrUnknownKey, "OpenWriter with an empty keyring")
 }
 
 func TestZombieWriterLosesSegment(t *testing.T) {
@@ -198,20 +175,14 @@ func TestZombieWriterLosesSegment(t *testing.T) {
 	}
 	mustAppend(t, zombie, TypeCognitionIn, CognitionIn{Content: "zombie"})
 	_, err := zombie.Checkpoint(ctx, stateFor(2))
-	if !errors.Is(err, ErrSegmentExists) || !strings.Contains(err.Error(), blobkey.Segment(s.threadID, 2)) {
-		t.Fatalf("zombie Checkpoint = %v, want ErrSegmentExists naming the segment", err)
-	}
-	if _, err := zombie.Append(TypeCognitionIn, CognitionIn{Content: "more"}); !errors.Is(err, ErrSegmentExists) {
-		t.Fatalf("zombie Append after loss = %v", err)
-	}
+	require.ErrorIs(t, err, ErrSegmentExists, "zombie Checkpoint")
+	require.Contains(t, err.Error(), blobkey.Segment(s.threadID, 2), "zombie Checkpoint = %v, want ErrSegmentExists naming the segment", err)
+	_, err = zombie.Append(TypeCognitionIn, CognitionIn{Content: "more"})
+	require.ErrorIs(t, err, ErrSegmentExists, "zombie Append after loss")
 	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, ev := range tr.Events {
-		if strings.Contains(string(ev.Payload), "zombie") {
-			t.Fatal("zombie event in history")
-		}
+		require.NotContains(t, string(ev.Payload), "zombie", "zombie event in history")
 	}
 }
 
@@ -269,9 +240,8 @@ func TestCheckpointRetrySemantics(t *testing.T) {
 		t.Fatalf("retry: %v", err)
 	}
 	tr, err := Read(ctx, s2.store, s2.threadID, s2.keyring, Strict)
-	if err != nil || len(tr.Events) != 2 {
-		t.Fatalf("after retry: %v, %d events", err, len(tr.Events))
-	}
+	require.NoError(t, err, "after retry: %v, %d events", err, len(tr.Events))
+	require.Len(t, tr.Events, 2, "after retry: %v", err)
 }
 
 func TestDeltaThrottle(t *testing.T) {
@@ -279,9 +249,7 @@ func TestDeltaThrottle(t *testing.T) {
 	ctx := context.Background()
 	s := newSetup(t)
 	w, err := WriterConfig{Now: s.clock.Now, DeltaInterval: 50e6, DeltaChunk: 64, DeltaBudget: 200}.Open(ctx, s.store, s.threadID, s.signer, s.keyring)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	kept, dropped := 0, 0
 	for i := 0; i < 100; i++ { // 1ms apart, 5 bytes each: coalesced by size
 		if w.AppendDelta("abcd ") {
@@ -294,13 +262,10 @@ func TestDeltaThrottle(t *testing.T) {
 		}
 	}
 	mustAppend(t, w, TypeCognitionOut, CognitionOut{Content: "full"})
-	if _, err := w.Checkpoint(ctx, State{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = w.Checkpoint(ctx, State{})
+	require.NoError(t, err)
 	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var deltas []string
 	var types []string
 	for _, ev := range tr.Events {
@@ -312,29 +277,24 @@ func TestDeltaThrottle(t *testing.T) {
 		}
 	}
 	joined := strings.Join(deltas, "")
-	if len(joined) != kept || kept > 200 || dropped == 0 || kept+dropped != 500 {
-		t.Fatalf("kept %d (events carry %d) dropped %d", kept, len(joined), dropped)
-	}
-	if len(deltas) > 6 {
-		t.Fatalf("%d token_delta events for %d bytes: not coalesced", len(deltas), kept)
-	}
+	require.Len(t, joined, kept, "kept %d (events carry %d) dropped %d", kept, len(joined), dropped)
+	require.LessOrEqual(t, kept, 200, "kept %d (events carry %d) dropped %d", kept, len(joined), dropped)
+	require.NotEqual(t, 0, dropped, "kept %d (events carry %d) dropped", kept, len(joined))
+	require.Equal(t, 500, kept+dropped, "kept %d (events carry %d) dropped %d", kept, len(joined), dropped)
+	require.LessOrEqual(t, len(deltas), 6, "%d token_delta events for %d bytes: not coalesced", len(deltas), kept)
 	// The tool_call_start is after the deltas appended before it, and
 	// cognition_out and the checkpoint are present.
-	if types[0] != TypeTokenDelta || !contains(types, TypeToolCallStart) || types[len(types)-2] != TypeCognitionOut {
-		t.Fatalf("event order %v", types)
-	}
+	require.Equal(t, TypeTokenDelta, types[0], "event order %v", types)
+	require.True(t, contains(types, TypeToolCallStart), "event order %v", types)
+	require.Equal(t, TypeCognitionOut, types[len(types)-2], "event order %v", types)
 	var cp Checkpoint
 	_ = tr.Events[len(tr.Events)-1].Decode(&cp)
-	if cp.DroppedDeltaBytes != int64(dropped) {
-		t.Fatalf("checkpoint counts %d dropped bytes, want %d", cp.DroppedDeltaBytes, dropped)
-	}
+	require.Equal(t, int64(dropped), cp.DroppedDeltaBytes, "checkpoint counts %d dropped bytes, want %d", cp.DroppedDeltaBytes, dropped)
 	// Time also flushes: one small delta after the interval is its own event.
 	w.AppendDelta("x")
 	s.clock.Advance(60e6)
 	w.AppendDelta("y")
-	if w.Pending() != 1 {
-		t.Fatalf("pending %d after interval flush, want 1", w.Pending())
-	}
+	require.Equal(t, 1, w.Pending(), "pending")
 }
 
 func contains(xs []string, x string) bool {
@@ -361,9 +321,8 @@ func TestAppendRejects(t *testing.T) {
 		}
 	}
 	_ = w.Close()
-	if _, err := w.Append(TypeCognitionIn, nil); !errors.Is(err, ErrWriterClosed) {
-		t.Fatalf("Append after Close = %v", err)
-	}
+	_, err := w.Append(TypeCognitionIn, nil)
+	require.ErrorIs(t, err, ErrWriterClosed, "Append after Close")
 }
 
 func TestReconstructDangling(t *testing.T) {
@@ -372,12 +331,12 @@ func TestReconstructDangling(t *testing.T) {
 	call2 := thread.ToolCall{ID: "b", Name: "t", Input: []byte(`{}`)}
 	msgs := []thread.Message{{Role: thread.RoleUser, Content: "u"}, {Role: thread.RoleAssistant, ToolCalls: []thread.ToolCall{call, call2}},
 		{Role: thread.RoleTool, ToolCallID: "a"}}
-	if d := DanglingToolCalls(msgs); len(d) != 1 || d[0].ID != "b" {
-		t.Fatalf("dangling = %v", d)
-	}
-	if _, err := Reconstruct([]Event{{Seq: 7, Type: TypeCognitionOut, Payload: []byte(`{"content":1}`)}}); err == nil || !strings.Contains(err.Error(), "seq 7") {
-		t.Fatalf("bad payload: %v", err)
-	}
+	d := DanglingToolCalls(msgs)
+	require.Len(t, d, 1, "dangling")
+	require.Equal(t, "b", d[0].ID, "dangling = %v", d)
+	_, err := Reconstruct([]Event{{Seq: 7, Type: TypeCognitionOut, Payload: []byte(`{"content":1}`)}})
+	require.Error(t, err, "bad payload")
+	require.Contains(t, err.Error(), "seq 7", "bad payload: %v", err)
 }
 
 // TestUnverifiedKeyring: with no key to check against, a reader still gets
@@ -390,22 +349,17 @@ func TestUnverifiedKeyring(t *testing.T) {
 	s := newSetup(t)
 	writeTranscript(t, s, 3)
 	k := UnverifiedKeyring()
-	if !k.Unverified() || s.keyring.Unverified() || (*Keyring)(nil).Unverified() {
-		t.Fatal("Unverified() is wrong")
-	}
+	require.True(t, k.Unverified(), "Unverified() is wrong")
+	require.False(t, s.keyring.Unverified(), "Unverified() is wrong")
+	require.False(t, (*Keyring)(nil).Unverified(), "Unverified() is wrong")
 	tr, err := Read(ctx, s.store, s.threadID, k, Strict)
-	if err != nil || len(tr.Segments) != 3 {
-		t.Fatalf("Read with no keys = %v, %v", tr, err)
-	}
-	if _, err := ReadWith(ctx, s.store, s.threadID, k, ReadOptions{Marks: []Mark{{Segments: 4}}}); !errors.Is(err, ErrTampered) {
-		t.Fatalf("a missing segment under the mark = %v, want ErrTampered", err)
-	}
+	require.NoError(t, err, "Read with no keys = %v", tr)
+	require.Len(t, tr.Segments, 3, "Read with no keys = %v, %v", tr, err)
+	_, err = ReadWith(ctx, s.store, s.threadID, k, ReadOptions{Marks: []Mark{{Segments: 4}}})
+	require.ErrorIs(t, err, ErrTampered, "a missing segment under the mark")
 	key := blobkey.Segment(s.threadID, 2)
 	data, _ := s.store.Get(ctx, key)
-	if err := s.store.Put(ctx, key, bytes.Replace(data, []byte(`"seq":`), []byte(`"seq": `), 1)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Read(ctx, s.store, s.threadID, k, Strict); !errors.Is(err, ErrTampered) {
-		t.Fatalf("an edited segment with no keys = %v, want ErrTampered", err)
-	}
+	require.NoError(t, s.store.Put(ctx, key, bytes.Replace(data, []byte(`"seq":`), []byte(`"seq": `), 1)))
+	_, err = Read(ctx, s.store, s.threadID, k, Strict)
+	require.ErrorIs(t, err, ErrTampered, "an edited segment with no keys")
 }
