@@ -79,7 +79,7 @@ do
   -- than transcript_segments is ignored.
   -- Returns {new version}; refuses NOTFOUND, CONFLICT, TRANSITION.
   function registry.commit(keys, argv)
-    local cur = redis.call('HMGET', keys[1], 'status', 'version')
+    local cur = redis.call('HMGET', keys[1], 'status', 'version', 'transcript_segments')
     if not cur[1] then return redis.error_reply('NOTFOUND ' .. argv[1]) end
     if argv[2] ~= '0' and argv[2] ~= cur[2] then return redis.error_reply('CONFLICT ' .. cur[2]) end
     local from, to = cur[1], argv[3]
@@ -88,13 +88,18 @@ do
       if not (TRANS[from] and TRANS[from][to]) then return redis.error_reply('TRANSITION ' .. from .. ' ' .. to) end
       changed = true
     end
-    if #argv > 6 then redis.call('HSET', keys[1], unpack(argv, 7)) end
-    if argv[5] ~= '' and tonumber(argv[5]) > tonumber(redis.call('HGET', keys[1], 'transcript_segments') or '0') then
-      redis.call('HSET', keys[1], 'transcript_segments', argv[5], 'transcript_chain_hash', argv[6])
+    -- One HSET: the fields, then what the registry owns (later pairs win).
+    local set = {unpack(argv, 7)}
+    local function add(k, v) set[#set + 1] = k; set[#set + 1] = v end
+    if argv[5] ~= '' and tonumber(argv[5]) > tonumber(cur[3] or '0') then
+      add('transcript_segments', argv[5])
+      add('transcript_chain_hash', argv[6])
     end
-    if changed then redis.call('HSET', keys[1], 'status', to) end
-    local nv = redis.call('HINCRBY', keys[1], 'version', 1)
-    redis.call('HSET', keys[1], 'updated_at', argv[4])
+    if changed then add('status', to) end
+    local nv = (tonumber(cur[2]) or 0) + 1
+    add('version', nv)
+    add('updated_at', argv[4])
+    redis.call('HSET', keys[1], unpack(set))
     if changed then
       if TERMINAL[to] then redis.call('SREM', keys[2], argv[1]) end
       redis.call('PUBLISH', keys[3], argv[1] .. ' ' .. to)
