@@ -1,32 +1,57 @@
 // Package keyspace builds every Redis key spool uses, in one place.
 //
-// All of spool's own keys (registry, chains, ledger, spawn counters, cancel
-// flags, wake-up bookkeeping) carry one hash tag, "{" + Namespace + "}", so
-// every multi-key Lua script touches a single Redis Cluster slot. asynq's
-// own keys are asynq's business: it tags them by queue name.
+// Every multi-key Lua script of spool touches a single Redis Cluster slot:
+// the keys it names share one hash tag. A space has one of two layouts.
 //
-// One slot for all of spool's state is a deliberate trade: a thread's
-// scripts reach up its ancestor chain and across its children, and the
-// ancestors of a thread are not known before it is spawned, so per-tree
-// tags would need the tree's root in every thread id. The state is small and
-// hot (a few hashes per thread); one Redis node serves it at tens of
-// thousands of scripts per second (see BENCHMARKS.md), far above what a
-// fleet of LLM workers asks for. Tests isolate themselves with a random
-// namespace.
+// One slot (New, Shards() == 1): every key carries the tag "{" +
+// Namespace + "}". Simple, and what a single Redis node or a Sentinel
+// pair wants; on a Cluster it puts all of spool's state on one node.
+//
+// Sharded (NewSharded, n shards): the keys of one thread (its record,
+// ledger entry, lease, children, waits, ...) carry the tag of its tree's
+// shard, "{" + Namespace + ":" + tag + "}", where the shard is the
+// thread id's tree code (thread.TreeCode) modulo n. A child, a
+// continuation and a fork are named with their tree's code
+// (thread.NewIDIn), so a whole tree lives in one slot and the scripts
+// that walk it (a charge up the ancestors, a parent's wait on its
+// children, a handoff to a continuation) stay single-slot. The indexes
+// that were global (the thread list, the active set, the approvals
+// queue) and the pub/sub channels a script publishes on are one per
+// shard, in the shard's slot; readers merge them (AllThreads, ...). Each
+// shard's tag is chosen so the shards' slots spread evenly over the 16384
+// slots, so a Cluster whose nodes own even slot ranges gets an even share
+// of the trees. What stays global, on the namespace's own tag: locks, the
+// housekeeping hash, the layout record, and the fleet-wide rate-limit
+// budgets (their scripts touch nothing else).
+//
+// The layout of a namespace is fixed when it is first used (package
+// registry's Layout records it in Redis): every process of a deployment
+// reads the same. Tests isolate themselves with a random namespace.
 package keyspace
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+
+	"github.com/spool-run/spool/thread"
+)
 
 // DefaultNamespace is the namespace used when none is configured.
 const DefaultNamespace = "spool"
 
+// MaxShards bounds a sharded space's shard count (NewSharded): a shard is
+// a tree code modulo the count, and there are thread.TreeCodes codes.
+const MaxShards = thread.TreeCodes
+
 // Space builds keys for one namespace.
 type Space struct {
 	ns     string
-	prefix string // "spool:{ns}:"
+	prefix string   // "spool:{ns}:"
+	shards []string // per shard, "spool:{ns:tag}:"; nil: one slot
 }
 
-// New returns the key space for namespace ns ("" means DefaultNamespace).
+// New returns the one-slot key space for namespace ns ("" means
+// DefaultNamespace).
 func New(ns string) Space {
 	if ns == "" {
 		ns = DefaultNamespace
@@ -35,65 +60,154 @@ func New(ns string) Space {
 	return Space{ns: ns, prefix: "spool:{" + ns + "}:"}
 }
 
+// NewSharded returns the sharded key space for namespace ns with n shards,
+// a power of two up to MaxShards (so every shard gets as many tree codes);
+// n of 1 or less is New(ns).
+func NewSharded(ns string, n int) Space {
+	s := New(ns)
+	if n <= 1 {
+		return s
+	}
+	if n > MaxShards || n&(n-1) != 0 {
+		panic("keyspace: shard count " + strconv.Itoa(n) + " is not a power of two up to " + strconv.Itoa(MaxShards))
+	}
+	s.shards = make([]string, n)
+	for i := range s.shards {
+		s.shards[i] = "spool:{" + shardTag(s.ns, i, n) + "}:"
+	}
+	return s
+}
+
+// shardTag is the hash tag of shard i of n: "ns:i" with the shortest
+// suffix "." + j that puts it in the i-th n-th of the slot space, so the
+// shards spread evenly over a Cluster's nodes.
+func shardTag(ns string, i, n int) string {
+	base := ns + ":" + strconv.Itoa(i)
+	lo, hi := i*slots/n, (i+1)*slots/n
+	for j := 0; ; j++ {
+		tag := base
+		if j > 0 {
+			tag += "." + strconv.Itoa(j)
+		}
+		if s := int(Slot(tag)); s >= lo && s < hi {
+			return tag
+		}
+	}
+}
+
+// Shards is the number of shards: 1 for a one-slot space.
+func (s Space) Shards() int { return max(len(s.shards), 1) }
+
+// ShardOf is the shard of thread id's tree.
+func (s Space) ShardOf(id string) int {
+	if s.shards == nil {
+		return 0
+	}
+	return thread.TreeCode(id) % len(s.shards)
+}
+
+// tp is the prefix of the keys of thread id: its shard's.
+func (s Space) tp(id string) string {
+	if s.shards == nil {
+		return s.prefix
+	}
+	return s.shards[s.ShardOf(id)]
+}
+
+// all is key built with each shard's prefix.
+func (s Space) all(key string) []string {
+	if s.shards == nil {
+		return []string{s.prefix + key}
+	}
+	out := make([]string, len(s.shards))
+	for i, p := range s.shards {
+		out[i] = p + key
+	}
+	return out
+}
+
 // Namespace is the space's namespace.
 func (s Space) Namespace() string { return s.ns }
 
-// Prefix is the common prefix of every key of this space.
+// Prefix is the prefix of the namespace's global keys: of every key in a
+// one-slot space.
 func (s Space) Prefix() string { return s.prefix }
 
 // Thread is the registry hash of one thread.
-func (s Space) Thread(id string) string { return s.prefix + "thread:" + id }
+func (s Space) Thread(id string) string { return s.tp(id) + "thread:" + id }
 
-// Threads is a sorted set of every thread id, scored by creation time (ms).
-func (s Space) Threads() string { return s.prefix + "threads" }
+// Threads is the sorted set of thread ids, scored by creation time (ms),
+// that holds id: its shard's (AllThreads lists every shard's).
+func (s Space) Threads(id string) string { return s.tp(id) + "threads" }
 
-// Active is the set of non-terminal thread ids.
-func (s Space) Active() string { return s.prefix + "active" }
+// AllThreads are every shard's Threads sets.
+func (s Space) AllThreads() []string { return s.all("threads") }
+
+// Active is the set of non-terminal thread ids that holds id: its shard's.
+func (s Space) Active(id string) string { return s.tp(id) + "active" }
+
+// AllActive are every shard's Active sets.
+func (s Space) AllActive() []string { return s.all("active") }
 
 // Children is the set of child ids of a parent.
-func (s Space) Children(parent string) string { return s.prefix + "children:" + parent }
+func (s Space) Children(parent string) string { return s.tp(parent) + "children:" + parent }
 
 // Forks is the set of the ids of the threads forked from a thread
 // (`spool thread fork`).
-func (s Space) Forks(id string) string { return s.prefix + "forks:" + id }
+func (s Space) Forks(id string) string { return s.tp(id) + "forks:" + id }
 
 // Spawns is the counter of children spawned by a parent.
-func (s Space) Spawns(parent string) string { return s.prefix + "spawns:" + parent }
+func (s Space) Spawns(parent string) string { return s.tp(parent) + "spawns:" + parent }
 
-// Events is the pub/sub channel on which status changes are published as
-// "thread_id status" (for the threads' waiters).
-func (s Space) Events() string { return s.prefix + "events" }
+// Events is the pub/sub channel on which status changes of id (and every
+// thread of its shard) are published as "thread_id status" (for the
+// threads' waiters); AllEvents are every shard's. A channel is no key, but
+// the scripts that publish name it among their KEYS, so it lives in the
+// shard's slot.
+func (s Space) Events(id string) string { return s.tp(id) + "events" }
+
+// AllEvents are every shard's Events channels.
+func (s Space) AllEvents() []string { return s.all("events") }
 
 // Control is the pub/sub channel of requests to the workers running a
 // thread: "thread_id cancel" (a cancel request) and "thread_id follow"
 // (someone follows its transcript live). Apart from the events, so a
 // fleet's workers do not each receive every thread's status changes.
-func (s Space) Control() string { return s.prefix + "control" }
+//
+// One per shard, as Events.
+func (s Space) Control(id string) string { return s.tp(id) + "control" }
+
+// AllControl are every shard's Control channels.
+func (s Space) AllControl() []string { return s.all("control") }
 
 // Live is the pub/sub channel on which a followed thread's worker
 // publishes each transcript event line as it is appended (Registry.Live).
-func (s Space) Live(id string) string { return s.prefix + "live:" + id }
+func (s Space) Live(id string) string { return s.tp(id) + "live:" + id }
 
 // Ledger is the budget ledger hash of one thread.
-func (s Space) Ledger(id string) string { return s.prefix + "ledger:" + id }
+func (s Space) Ledger(id string) string { return s.tp(id) + "ledger:" + id }
 
 // Cancel is the cancellation flag of a thread.
-func (s Space) Cancel(id string) string { return s.prefix + "cancel:" + id }
+func (s Space) Cancel(id string) string { return s.tp(id) + "cancel:" + id }
 
 // Waits is the set of child ids a waiting thread still waits for.
-func (s Space) Waits(id string) string { return s.prefix + "waits:" + id }
+func (s Space) Waits(id string) string { return s.tp(id) + "waits:" + id }
 
 // Decisions is the hash of the people's decisions on a thread's tool calls
 // that wait for approval: call id → decision JSON.
-func (s Space) Decisions(id string) string { return s.prefix + "decisions:" + id }
+func (s Space) Decisions(id string) string { return s.tp(id) + "decisions:" + id }
 
 // AwaitingApproval is the set of thread ids that wait for a decision on
-// some tool call (`spool thread approvals` lists them).
-func (s Space) AwaitingApproval() string { return s.prefix + "awaiting_approval" }
+// some tool call (`spool thread approvals` lists them) that holds id: its
+// shard's.
+func (s Space) AwaitingApproval(id string) string { return s.tp(id) + "awaiting_approval" }
+
+// AllAwaitingApproval are every shard's AwaitingApproval sets.
+func (s Space) AllAwaitingApproval() []string { return s.all("awaiting_approval") }
 
 // Inbox is the list of user messages queued for a thread (`spool thread
 // send`, `interrupt`), delivered before its next model call.
-func (s Space) Inbox(id string) string { return s.prefix + "inbox:" + id }
+func (s Space) Inbox(id string) string { return s.tp(id) + "inbox:" + id }
 
 // RateLimit is the Redis state of one fleet-wide rate-limit budget (rule
 // id, config.RateRule.ID) of one kind: "req", "in", "out" (GCRA's
@@ -111,7 +225,11 @@ func (s Space) RateLimit(rule, kind string) string {
 func (s Space) RateLimitBudgets() string { return s.prefix + "ratelimit-budgets" }
 
 // Lease is the activation lease of a thread (who runs it now).
-func (s Space) Lease(id string) string { return s.prefix + "lease:" + id }
+func (s Space) Lease(id string) string { return s.tp(id) + "lease:" + id }
+
+// Layout is the string that records a namespace's layout: its shard
+// count (package registry's Layout).
+func (s Space) Layout() string { return s.prefix + "layout" }
 
 // Lock is a named short-lived lock (scheduler ticks, housekeeping).
 func (s Space) Lock(name string) string { return s.prefix + "lock:" + name }
@@ -123,7 +241,7 @@ func (s Space) Housekeeping() string { return s.prefix + "housekeeping" }
 
 // Waiters is the set of thread ids waiting on the continuation chain whose
 // root is chainRoot.
-func (s Space) Waiters(chainRoot string) string { return s.prefix + "waiters:" + chainRoot }
+func (s Space) Waiters(chainRoot string) string { return s.tp(chainRoot) + "waiters:" + chainRoot }
 
 // Queue is the asynq queue name of a spool queue. In the default namespace
 // it is the name itself (asynq keeps it under "asynq:{name}:"); in any other
@@ -134,4 +252,109 @@ func (s Space) Queue(name string) string {
 		return name
 	}
 	return s.ns + "." + name
+}
+
+// MaxLanes bounds how many asynq queues carry one spool queue in a
+// sharded space (Lanes).
+const MaxLanes = 8
+
+// Lanes is how many asynq queues carry one spool queue: 1 in a one-slot
+// space; in a sharded one, min(Shards, MaxLanes). asynq keeps a queue's
+// keys under one hash tag, its name: one queue is one Cluster node's
+// load, so a sharded space spreads each spool queue over lanes whose names
+// fall evenly on the slot space (as the shards' tags do), a thread's
+// activations on the lane of its tree's shard.
+func (s Space) Lanes() int { return min(s.Shards(), MaxLanes) }
+
+// QueueOf is the asynq queue of thread id's activations on spool queue
+// name: Queue(name), or in a sharded space the lane of id's shard.
+func (s Space) QueueOf(name, id string) string {
+	if s.Lanes() == 1 {
+		return s.Queue(name)
+	}
+	return s.lane(name, s.ShardOf(id)%s.Lanes())
+}
+
+// QueueLanes are the asynq queues of spool queue name (every lane), the
+// ones a worker serving name listens on.
+func (s Space) QueueLanes(name string) []string {
+	out := make([]string, s.Lanes())
+	for i := range out {
+		out[i] = s.lane(name, i)
+	}
+	if len(out) == 1 {
+		out[0] = s.Queue(name)
+	}
+	return out
+}
+
+// QueueName is the spool queue of asynq queue aq (a lane's or a queue's
+// name) in this space, ok false for another namespace's.
+func (s Space) QueueName(aq string) (string, bool) {
+	base, _, laned := strings.Cut(aq, "~")
+	var name string
+	if s.ns == DefaultNamespace {
+		if strings.Contains(base, ".") {
+			return "", false
+		}
+		name = base
+	} else {
+		var ok bool
+		if name, ok = strings.CutPrefix(base, s.ns+"."); !ok {
+			return "", false
+		}
+	}
+	if !laned {
+		return name, s.Lanes() == 1
+	}
+	for _, l := range s.QueueLanes(name) {
+		if l == aq {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// lane is the name of lane i of spool queue name: Queue(name) + "~i",
+// with the shortest "~j" more that puts its hash slot in the i-th part of
+// the slot space.
+func (s Space) lane(name string, i int) string {
+	base := s.Queue(name) + "~" + strconv.Itoa(i)
+	n := s.Lanes()
+	lo, hi := i*slots/n, (i+1)*slots/n
+	for j := 0; ; j++ {
+		q := base
+		if j > 0 {
+			q += "~" + strconv.Itoa(j)
+		}
+		if sl := int(Slot(q)); sl >= lo && sl < hi {
+			return q
+		}
+	}
+}
+
+// slots is the number of Redis Cluster hash slots.
+const slots = 16384
+
+// Slot is the Redis Cluster slot of key: the CRC16 (XMODEM) of its hash
+// tag (the part between the first "{" and the next "}", when not empty),
+// else of the whole key.
+func Slot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % slots
 }

@@ -1,86 +1,153 @@
 package keyspace
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/thread"
 )
-
-// crc16 is Redis Cluster's key hash (CRC16-CCITT, XMODEM).
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
-
-// slot is the Redis Cluster slot of key: the hash of its {hash tag} when it
-// has a non-empty one, else of the whole key.
-func slot(key string) uint16 {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	return crc16(key) % 16384
-}
 
 func TestCRC16(t *testing.T) {
 	t.Parallel()
 	// The reference value of the Redis Cluster specification.
-	if got := crc16("123456789"); got != 0x31C3 {
-		t.Fatalf("crc16(123456789) = %#x, want 0x31c3", got)
-	}
-	if slot("{user1000}.following") != slot("{user1000}.followers") || slot("foo{}{bar}") != crc16("foo{}{bar}")%16384 {
-		t.Fatal("hash tag rule")
-	}
+	// The reference value of the specification: 0x31C3 % 16384.
+	require.Equal(t, uint16(0x31C3%16384), Slot("123456789"))
+	require.Equal(t, Slot("{user1000}.following"), Slot("{user1000}.followers"), "hash tag rule")
+	require.NotEqual(t, Slot("foo{}{bar}"), Slot("bar"), "an empty tag is no tag")
 }
 
-// TestOneSlot builds every key of a space, through every builder (found by
-// reflection, so a new builder is covered without editing this test), with
-// awkward ids (braces, slashes, colons), and requires them all in one
-// Redis Cluster slot: the slot of the space's prefix.
+// keysOf builds every key of s through every builder (found by
+// reflection, so a new builder is covered without editing a test): those
+// of a thread, a chain, a parent, a rule (id-scoped: one string argument)
+// with each of ids, and the global ones (no argument) in global.
+func keysOf(t *testing.T, s Space, ids []string) (scoped, global []string) {
+	t.Helper()
+	v := reflect.ValueOf(s)
+	for i := 0; i < v.NumMethod(); i++ {
+		m := v.Type().Method(i)
+		ft := m.Type
+		if ft.NumOut() != 1 || ft.Out(0).Kind() != reflect.String || m.Name == "Namespace" || strings.HasPrefix(m.Name, "Queue") || m.Name == "Prefix" {
+			continue
+		}
+		switch ft.NumIn() {
+		case 1: // the receiver only
+			global = append(global, v.Method(i).Call(nil)[0].String())
+		case 2:
+			if m.Name == "Lock" { // a named lock: global
+				global = append(global, v.Method(i).Call([]reflect.Value{reflect.ValueOf(ids[0])})[0].String())
+				continue
+			}
+			require.Equal(t, reflect.String, ft.In(1).Kind(), "builder %s", m.Name)
+			for _, id := range ids {
+				scoped = append(scoped, v.Method(i).Call([]reflect.Value{reflect.ValueOf(id)})[0].String())
+			}
+		case 3: // RateLimit(rule, kind): global
+			global = append(global, v.Method(i).Call([]reflect.Value{reflect.ValueOf(ids[0]), reflect.ValueOf("req")})[0].String())
+		}
+	}
+	return scoped, global
+}
+
+// TestOneSlot builds every key of a one-slot space with awkward ids
+// (braces, slashes, colons), and requires them all in one Redis Cluster
+// slot: the slot of the space's prefix.
 func TestOneSlot(t *testing.T) {
 	t.Parallel()
 	ids := []string{"t/crash-1795325137-vwtqbotxae", "a{b}c", "}{", "x:y/z", ""}
 	for _, ns := range []string{"", "spool", "prod", "t{x}y", "team/a"} {
 		s := New(ns)
-		v := reflect.ValueOf(s)
-		want := slot(s.Prefix())
-		var keys []string
-		for i := 0; i < v.NumMethod(); i++ {
-			m := v.Type().Method(i)
-			ft := m.Type
-			if ft.NumOut() != 1 || ft.Out(0).Kind() != reflect.String || m.Name == "Namespace" || m.Name == "Queue" {
-				continue
-			}
-			switch ft.NumIn() {
-			case 1: // the receiver only
-				keys = append(keys, v.Method(i).Call(nil)[0].String())
-			case 2:
-				if ft.In(1).Kind() != reflect.String {
-					t.Fatalf("builder %s takes %s", m.Name, ft.In(1))
-				}
-				for _, id := range ids {
-					keys = append(keys, v.Method(i).Call([]reflect.Value{reflect.ValueOf(id)})[0].String())
-				}
-			}
-		}
-		if len(keys) < 20 {
-			t.Fatalf("namespace %q: only %d keys built", ns, len(keys))
-		}
+		require.Equal(t, 1, s.Shards())
+		scoped, global := keysOf(t, s, ids)
+		keys := append(scoped, global...)
+		require.GreaterOrEqual(t, len(keys), 20, "namespace %q", ns)
+		want := Slot(s.Prefix())
 		for _, k := range keys {
-			if got := slot(k); got != want {
-				t.Errorf("namespace %q: key %q in slot %d, the space's prefix in %d", ns, k, got, want)
+			require.Equal(t, want, Slot(k), "namespace %q: key %q", ns, k)
+		}
+		require.Equal(t, []string{s.Threads("x")}, s.AllThreads())
+	}
+}
+
+// TestShardedTreeInOneSlot: in a sharded space every key of one tree (a
+// root, its child and grandchild named by NewIDIn, whatever shape the
+// root's id has) is in one slot, its shard's; the global keys are in the
+// namespace's slot; the shards' slots spread evenly over the slot space;
+// and random roots fall evenly on the shards.
+func TestShardedTreeInOneSlot(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1795325137, 0)
+	for _, ns := range []string{"spool", "t{x}y", "team/a"} {
+		s := NewSharded(ns, 32)
+		require.Equal(t, 32, s.Shards())
+		for _, root := range []string{thread.NewID("d/root", now), "x:y/z", "a{b}c", "plain"} {
+			kid := thread.NewIDIn("d/kid", now, root)
+			grand := thread.NewIDIn("d/grand", now, kid)
+			require.Equal(t, s.ShardOf(root), s.ShardOf(grand), "root %s", root)
+			scoped, global := keysOf(t, s, []string{root, kid, grand})
+			want := Slot(s.Threads(root))
+			for _, k := range scoped {
+				require.Equal(t, want, Slot(k), "root %q: key %q", root, k)
+			}
+			require.Equal(t, s.AllThreads()[s.ShardOf(root)], s.Threads(grand))
+			for _, k := range global {
+				require.Equal(t, Slot(s.Prefix()), Slot(k), "global key %q", k)
 			}
 		}
+		for i, k := range s.AllActive() {
+			require.Equal(t, i*16384/32, int(Slot(k))/512*512, "shard %d's slot in its 32nd of the slot space", i)
+		}
+		counts := make([]int, 32)
+		for i := range 32000 {
+			counts[s.ShardOf(thread.NewID(fmt.Sprintf("d/%d", i), now))]++
+		}
+		for i, c := range counts {
+			require.InDelta(t, 1000, c, 200, "shard %d got %d of 32000 roots", i, c)
+		}
+	}
+	require.Panics(t, func() { NewSharded("x", 24) }, "not a power of two")
+	require.Equal(t, New("x"), NewSharded("x", 1))
+}
+
+// TestQueueLanes: a one-slot space has one asynq queue per spool queue,
+// named as before; a sharded one spreads it over Lanes lanes whose slots
+// fall each in its part of the slot space, a thread's activations on its
+// shard's lane, and every lane (no other namespace's queue) maps back to
+// the spool queue.
+func TestQueueLanes(t *testing.T) {
+	t.Parallel()
+	one := New("")
+	require.Equal(t, []string{"default"}, one.QueueLanes("default"))
+	require.Equal(t, "default", one.QueueOf("default", "d/x-1-abcdefghij"))
+	name, ok := one.QueueName("default")
+	require.True(t, ok)
+	require.Equal(t, "default", name)
+	_, ok = one.QueueName("team.default")
+	require.False(t, ok, "another namespace's")
+	require.Equal(t, []string{"team.default"}, New("team").QueueLanes("default"))
+
+	now := time.Unix(1795325137, 0)
+	for _, ns := range []string{"", "team"} {
+		s := NewSharded(ns, 32)
+		lanes := s.QueueLanes("default")
+		require.Len(t, lanes, MaxLanes)
+		for i, l := range lanes {
+			require.Equal(t, i*16384/MaxLanes, int(Slot("{"+l+"}"))/2048*2048, "lane %s", l)
+			name, ok := s.QueueName(l)
+			require.True(t, ok, l)
+			require.Equal(t, "default", name)
+		}
+		root := thread.NewID("d/root", now)
+		kid := thread.NewIDIn("d/kid", now, root)
+		require.Equal(t, s.QueueOf("default", root), s.QueueOf("default", kid))
+		require.Contains(t, lanes, s.QueueOf("default", root))
+		_, ok := s.QueueName(New(ns).Queue("default"))
+		require.False(t, ok, "the unlaned name is no queue of a sharded space")
+		_, ok = s.QueueName(New("other").Queue("default") + "~1")
+		require.False(t, ok)
 	}
 }

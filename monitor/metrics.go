@@ -3,7 +3,6 @@ package monitor
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -108,8 +107,16 @@ func (c *QueueCollector) collect(ch chan<- prometheus.Metric) bool {
 		c.log.Warn("metrics: list queues", "error", err)
 		ok = false
 	}
+	// A spool queue's lanes (keyspace.Space.Lanes) add up to one series.
+	type sum struct {
+		tasks   map[string]int
+		latency float64
+		paused  bool
+	}
+	sums := map[string]*sum{}
+	var names []string
 	for _, q := range queues {
-		name, mine := spoolQueue(c.keys, q)
+		name, mine := c.keys.QueueName(q)
 		if !mine {
 			continue
 		}
@@ -119,27 +126,30 @@ func (c *QueueCollector) collect(ch chan<- prometheus.Metric) bool {
 			ok = false
 			continue
 		}
+		s := sums[name]
+		if s == nil {
+			s = &sum{tasks: map[string]int{}}
+			sums[name] = s
+			names = append(names, name)
+		}
 		for state, n := range map[string]int{"pending": info.Pending, "active": info.Active, "scheduled": info.Scheduled,
 			"retry": info.Retry, "archived": info.Archived, "completed": info.Completed, "aggregating": info.Aggregating} {
+			s.tasks[state] += n
+		}
+		s.latency = max(s.latency, info.Latency.Seconds())
+		s.paused = s.paused || info.Paused
+	}
+	for _, name := range names {
+		s := sums[name]
+		for state, n := range s.tasks {
 			ch <- prometheus.MustNewConstMetric(c.queueTasks, prometheus.GaugeValue, float64(n), name, state)
 		}
-		ch <- prometheus.MustNewConstMetric(c.queueLatency, prometheus.GaugeValue, info.Latency.Seconds(), name)
+		ch <- prometheus.MustNewConstMetric(c.queueLatency, prometheus.GaugeValue, s.latency, name)
 		paused := 0.0
-		if info.Paused {
+		if s.paused {
 			paused = 1
 		}
 		ch <- prometheus.MustNewConstMetric(c.queuePaused, prometheus.GaugeValue, paused, name)
 	}
 	return ok
-}
-
-// spoolQueue maps an asynq queue name back to the spool queue of ks (see
-// keyspace.Space.Queue): in a named namespace the queues are
-// "<namespace>.<name>"; in the default namespace they carry no dot, which
-// tells them from other namespaces' queues on the same Redis.
-func spoolQueue(ks keyspace.Space, asynqName string) (string, bool) {
-	if ks.Namespace() == keyspace.DefaultNamespace {
-		return asynqName, !strings.Contains(asynqName, ".")
-	}
-	return strings.CutPrefix(asynqName, ks.Namespace()+".")
 }

@@ -33,9 +33,12 @@ func (m *Monitor) queueRows() ([]queueRow, error) {
 	}
 	var out []queueRow
 	for _, q := range names {
-		name, mine := spoolQueue(m.cfg.Orch.Keys, q)
+		name, mine := m.cfg.Orch.Keys.QueueName(q)
 		if !mine {
 			continue
+		}
+		if m.cfg.Orch.Keys.Lanes() > 1 {
+			name = q // one row per lane of a sharded space's queue
 		}
 		info, err := m.inspector.GetQueueInfo(q)
 		if err != nil {
@@ -75,7 +78,7 @@ func (m *Monitor) threadTask(rec *registry.Record) threadTask {
 	if q == "" {
 		q = queue.DefaultQueue
 	}
-	aq := m.cfg.Orch.Keys.Queue(q)
+	aq := m.cfg.Orch.Keys.QueueOf(q, rec.ThreadID)
 	id := rec.Extra["active_task"]
 	if id == "" {
 		id = rec.ThreadID

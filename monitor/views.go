@@ -39,10 +39,11 @@ func (m *Monitor) countThreads(ctx context.Context) (*statusCounts, error) {
 	out := &statusCounts{By: map[thread.Status]int64{}, At: time.Now()}
 	const page = 1000
 	for start := int64(0); ; start += page {
-		ids, err := rdb.ZRange(ctx, ks.Threads(), start, start+page-1).Result()
+		zs, err := m.cfg.Orch.Registry.ThreadsByTime(ctx, registry.Window{Offset: start, Count: page})
 		if err != nil {
 			return nil, fmt.Errorf("count threads: %w", err)
 		}
+		ids := registry.IDs(zs)
 		if len(ids) > 0 {
 			pipe := rdb.Pipeline()
 			for _, id := range ids {

@@ -21,6 +21,10 @@ import (
 type Config struct {
 	// Namespace of spool's Redis keys. Default keyspace.DefaultNamespace.
 	Namespace string
+	// Shards is the shard count of the namespace's keys
+	// (keyspace.NewSharded; registry.Layout reads what the namespace
+	// was created with). Default 1: one slot.
+	Shards int
 	// LeaseTTL is how long an activation's lease lives without a
 	// heartbeat; a killed worker's thread is recovered after about this
 	// long. Default 10s.
@@ -83,7 +87,7 @@ type Orchestrator struct {
 // enqueuer and the signing keys.
 func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queue.Enqueuer, signer *transcript.Signer, keyring *transcript.Keyring) *Orchestrator {
 	cfg = cfg.WithDefaults()
-	ks := keyspace.New(cfg.Namespace)
+	ks := keyspace.NewSharded(cfg.Namespace, cfg.Shards)
 	fast := autopipe.Wrap(rdb) // asynq keeps the plain client (Redis)
 	reg, err := registry.New(registry.Config{Client: fast, Keys: ks, Now: cfg.Now})
 	if err != nil {
@@ -130,7 +134,11 @@ func (o *Orchestrator) NewID(r IDRequest) string {
 			return id
 		}
 	}
-	return thread.NewID(r.Directive, o.Now())
+	tree := r.ParentID
+	if tree == "" {
+		tree = r.PreviousThreadID
+	}
+	return thread.NewIDIn(r.Directive, o.Now(), tree)
 }
 
 // Now returns the orchestrator's clock reading.

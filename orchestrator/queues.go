@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/hibiken/asynq"
 
@@ -59,7 +58,7 @@ func (o *Orchestrator) QueueServed(ctx context.Context, q string) (QueueServing,
 		}
 		ours := false
 		for name := range s.Queues {
-			sq, ok := o.spoolQueue(name)
+			sq, ok := o.Keys.QueueName(name)
 			if !ok {
 				continue // another namespace's
 			}
@@ -75,17 +74,4 @@ func (o *Orchestrator) QueueServed(ctx context.Context, q string) (QueueServing,
 	}
 	slices.Sort(out.Queues)
 	return out, nil
-}
-
-// spoolQueue maps an asynq queue name back to the spool queue of this
-// namespace it is (keyspace.Space.Queue), ok false for another namespace's.
-// The default namespace's queues carry no prefix, so a name with a dot
-// there belongs to another namespace.
-func (o *Orchestrator) spoolQueue(asynqName string) (string, bool) {
-	prefix := o.Keys.Queue("")
-	if prefix == "" {
-		return asynqName, !strings.Contains(asynqName, ".")
-	}
-	sq, ok := strings.CutPrefix(asynqName, prefix)
-	return sq, ok && o.Keys.Queue(sq) == asynqName
 }

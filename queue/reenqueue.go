@@ -24,7 +24,7 @@ func (e *Enqueuer) Reenqueue(ctx context.Context, insp *asynq.Inspector, a Activ
 	if err != nil {
 		return false, err
 	}
-	aq := e.keys().Queue(q)
+	aq := e.keys().QueueOf(q, a.ThreadID)
 	for attempt := 0; ; attempt++ {
 		_, err = e.Client.EnqueueContext(ctx, t, asynq.Queue(aq))
 		if err == nil {

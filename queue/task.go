@@ -100,7 +100,7 @@ func (e *Enqueuer) Enqueue(ctx context.Context, a Activation, seq int64, q strin
 		q = DefaultQueue
 	}
 	a = withTrace(ctx, a)
-	t, err := NewActivation(a, seq, append(opts, asynq.Queue(e.keys().Queue(q)))...)
+	t, err := NewActivation(a, seq, append(opts, asynq.Queue(e.keys().QueueOf(q, a.ThreadID)))...)
 	if err != nil {
 		return err
 	}

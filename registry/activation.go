@@ -97,7 +97,7 @@ type Claim struct {
 //
 // Otherwise it returns ErrNotClaimable (wrapped, naming the status).
 func (a *Activations) Claim(ctx context.Context, id, reason string, seq int64, token, taskID string, ttl time.Duration) (Claim, error) {
-	keys := []string{a.ks.Thread(id), a.ks.Lease(id), a.ks.Active(), a.ks.Events()}
+	keys := []string{a.ks.Thread(id), a.ks.Lease(id), a.ks.Active(id), a.ks.Events(id)}
 	res, err := claimScript.Run(ctx, a.rdb, keys, reason, seq, token, ttl.Milliseconds(), a.now().UTC().Format(time.RFC3339Nano), taskID).Slice()
 	if err != nil {
 		return Claim{}, scriptError(fmt.Sprintf("claim thread %q", id), id, 0, err)
@@ -179,7 +179,7 @@ type Orphan struct {
 // "recover" and the version seen, which Claim checks. A thread handed back
 // until a retry time (RetryAtField) is no orphan until then.
 func (a *Activations) Orphans(ctx context.Context) ([]Orphan, error) {
-	ids, err := a.rdb.SMembers(ctx, a.ks.Active()).Result()
+	ids, err := members(ctx, a.rdb, a.ks.AllActive())
 	if err != nil {
 		return nil, err
 	}

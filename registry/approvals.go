@@ -82,7 +82,7 @@ func (a *Activations) SuspendForApproval(ctx context.Context, id string, version
 	if err != nil {
 		return 0, 0, err
 	}
-	keys := []string{a.ks.Thread(id), a.ks.Events(), a.ks.AwaitingApproval(), a.ks.Decisions(id)}
+	keys := []string{a.ks.Thread(id), a.ks.Events(id), a.ks.AwaitingApproval(id), a.ks.Decisions(id)}
 	args := []any{version, a.now().UTC().Format(time.RFC3339Nano), id, string(raw)}
 	for _, p := range pending {
 		args = append(args, p.CallID)
@@ -197,7 +197,7 @@ func (a *Activations) Decisions(ctx context.Context, id string) (map[string]Deci
 func (a *Activations) ClearApprovals(ctx context.Context, id string) error {
 	pipe := a.rdb.TxPipeline()
 	pipe.Del(ctx, a.ks.Decisions(id))
-	pipe.SRem(ctx, a.ks.AwaitingApproval(), id)
+	pipe.SRem(ctx, a.ks.AwaitingApproval(id), id)
 	pipe.HDel(ctx, a.ks.Thread(id), "pending_approvals", "approvals_open")
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("clear approvals of %s: %w", id, err)
@@ -209,7 +209,7 @@ func (a *Activations) ClearApprovals(ctx context.Context, id string) error {
 // caller reads each record: one that no longer waits is dropped from the
 // set here as it is found).
 func (a *Activations) AwaitingApproval(ctx context.Context) ([]string, error) {
-	ids, err := a.rdb.SMembers(ctx, a.ks.AwaitingApproval()).Result()
+	ids, err := members(ctx, a.rdb, a.ks.AllAwaitingApproval())
 	if err != nil {
 		return nil, fmt.Errorf("threads awaiting approval: %w", err)
 	}
@@ -218,7 +218,7 @@ func (a *Activations) AwaitingApproval(ctx context.Context) ([]string, error) {
 
 // ForgetAwaiting drops id from the awaiting-approval set.
 func (a *Activations) ForgetAwaiting(ctx context.Context, id string) error {
-	return a.rdb.SRem(ctx, a.ks.AwaitingApproval(), id).Err()
+	return a.rdb.SRem(ctx, a.ks.AwaitingApproval(id), id).Err()
 }
 
 // WaitingForRateLimit means the thread waits for its model's fleet-wide rate
@@ -245,7 +245,7 @@ return v
 // reason (e.g. WaitingForRateLimit), until wakeAt, when the activation
 // the caller schedules with the returned seq continues it.
 func (a *Activations) SuspendUntil(ctx context.Context, id string, version int64, reason string, wakeAt time.Time) (int64, error) {
-	seq, err := suspendUntilScript.Run(ctx, a.rdb, []string{a.ks.Thread(id), a.ks.Events()}, version,
+	seq, err := suspendUntilScript.Run(ctx, a.rdb, []string{a.ks.Thread(id), a.ks.Events(id)}, version,
 		a.now().UTC().Format(time.RFC3339Nano), id, reason, wakeAt.UTC().Format(time.RFC3339Nano)).Int64()
 	if err != nil {
 		return 0, scriptError(fmt.Sprintf("suspend %s until %s", id, wakeAt.Format(time.RFC3339)), id, version, err)

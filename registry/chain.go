@@ -28,14 +28,14 @@ import (
 // overwrite another link is ErrChainLinked; old in created or waiting is a
 // *thread.TransitionError.
 func (r *Registry) LinkContinuation(ctx context.Context, oldID, newID string) (oldVersion, newVersion int64, err error) {
-	keys := []string{r.ks.Thread(oldID), r.ks.Active(), r.ks.Events(), r.ks.Thread(newID)}
+	keys := []string{r.ks.Thread(oldID), r.ks.Active(oldID), r.ks.Events(oldID), r.ks.Thread(newID)}
 	return r.link(ctx, keys, oldID, newID)
 }
 
 // SetContinuation is the spec's set_continuation: the forward pointer only,
 // with LinkContinuation's status rule for id. Returns id's new version.
 func (r *Registry) SetContinuation(ctx context.Context, id, contID string) (int64, error) {
-	v, _, err := r.link(ctx, []string{r.ks.Thread(id), r.ks.Active(), r.ks.Events()}, id, contID)
+	v, _, err := r.link(ctx, []string{r.ks.Thread(id), r.ks.Active(id), r.ks.Events(id)}, id, contID)
 	return v, err
 }
 

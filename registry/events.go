@@ -36,14 +36,14 @@ type Subscription struct {
 // returns, the subscription is confirmed by the server: every status
 // change published afterwards is delivered.
 func (r *Registry) Subscribe(ctx context.Context) (*Subscription, error) {
-	return r.subscribe(ctx, r.ks.Events())
+	return r.subscribe(ctx, r.ks.AllEvents()...)
 }
 
 // SubscribeControl subscribes to the control channel, the workers': events
 // with status "cancel", one per cancel request (RequestCancel), and
 // "follow", one per follow request (RequestFollow).
 func (r *Registry) SubscribeControl(ctx context.Context) (*Subscription, error) {
-	return r.subscribe(ctx, r.ks.Control())
+	return r.subscribe(ctx, r.ks.AllControl()...)
 }
 
 // RequestFollow asks the worker running thread id, if any, to publish its
@@ -51,7 +51,7 @@ func (r *Registry) SubscribeControl(ctx context.Context) (*Subscription, error) 
 // repeats it while it follows (FollowRefresh), so that the next activation,
 // on whatever worker, publishes too.
 func (r *Registry) RequestFollow(ctx context.Context, id string) error {
-	if err := r.rdb.Publish(ctx, r.ks.Control(), id+" follow").Err(); err != nil {
+	if err := r.rdb.Publish(ctx, r.ks.Control(id), id+" follow").Err(); err != nil {
 		return fmt.Errorf("follow thread %q: %w", id, err)
 	}
 	return nil
@@ -79,13 +79,31 @@ func (r *Registry) Live(ctx context.Context, id string) (*redis.PubSub, error) {
 	return ps, nil
 }
 
-func (r *Registry) subscribe(ctx context.Context, channel string) (*Subscription, error) {
-	ps := r.rdb.Subscribe(ctx, channel)
-	if _, err := ps.Receive(ctx); err != nil {
-		_ = ps.Close()
-		return nil, fmt.Errorf("subscribe to %s: %w", channel, err)
+func (r *Registry) subscribe(ctx context.Context, channels ...string) (*Subscription, error) {
+	ps := r.rdb.Subscribe(ctx, channels...)
+	// One confirmation per channel (one per shard of a sharded space):
+	// when the last has come, every channel delivers what is published
+	// afterwards. A message that comes between confirmations is kept.
+	var early []*redis.Message
+	for confirmed := 0; confirmed < len(channels); {
+		m, err := ps.Receive(ctx)
+		if err != nil {
+			_ = ps.Close()
+			return nil, fmt.Errorf("subscribe to %s: %w", channels[0], err)
+		}
+		switch m := m.(type) {
+		case *redis.Subscription:
+			confirmed++
+		case *redis.Message:
+			early = append(early, m)
+		}
 	}
-	out := make(chan StatusEvent, 64)
+	out := make(chan StatusEvent, 64+len(early))
+	for _, m := range early {
+		if e, ok := statusEvent(m); ok {
+			out <- e
+		}
+	}
 	s := &Subscription{C: out, ps: ps, done: make(chan struct{})}
 	in := ps.Channel()
 	s.wg.Add(1)
@@ -100,12 +118,12 @@ func (r *Registry) subscribe(ctx context.Context, channel string) (*Subscription
 				if !ok {
 					return
 				}
-				i := strings.LastIndexByte(msg.Payload, ' ')
-				if i <= 0 {
+				e, ok := statusEvent(msg)
+				if !ok {
 					continue
 				}
 				select {
-				case out <- StatusEvent{ThreadID: msg.Payload[:i], Status: msg.Payload[i+1:]}:
+				case out <- e:
 				case <-s.done:
 					return
 				}
@@ -113,6 +131,15 @@ func (r *Registry) subscribe(ctx context.Context, channel string) (*Subscription
 		}
 	}()
 	return s, nil
+}
+
+// statusEvent parses a message "<thread id> <status>".
+func statusEvent(m *redis.Message) (StatusEvent, bool) {
+	i := strings.LastIndexByte(m.Payload, ' ')
+	if i <= 0 {
+		return StatusEvent{}, false
+	}
+	return StatusEvent{ThreadID: m.Payload[:i], Status: m.Payload[i+1:]}, true
 }
 
 // Close ends the subscription and closes C.

@@ -71,7 +71,7 @@ func (r *Registry) Send(ctx context.Context, id string, msg InboxMessage) (Sent,
 	if msg.Interrupt {
 		intr = "1"
 	}
-	res, err := sendScript.Run(ctx, r.rdb, []string{r.ks.Thread(id), r.ks.Inbox(id), r.ks.Control()}, id, string(raw), intr).Slice()
+	res, err := sendScript.Run(ctx, r.rdb, []string{r.ks.Thread(id), r.ks.Inbox(id), r.ks.Control(id)}, id, string(raw), intr).Slice()
 	if err != nil {
 		return Sent{}, scriptError("send to "+id, id, 0, err)
 	}

@@ -178,7 +178,7 @@ func (r *Registry) Registration(nt NewThread) (*Registration, error) {
 		}
 	}
 	now := r.now().UTC().Round(0)
-	keys := []string{r.ks.Thread(nt.ThreadID), r.ks.Threads(), r.ks.Active()}
+	keys := []string{r.ks.Thread(nt.ThreadID), r.ks.Threads(nt.ThreadID), r.ks.Active(nt.ThreadID)}
 	if nt.ParentID != "" {
 		keys = append(keys, r.ks.Thread(nt.ParentID), r.ks.Children(nt.ParentID))
 	}
@@ -272,7 +272,7 @@ func (r *Registry) UpdateCostSnapshot(ctx context.Context, id string, expectedVe
 
 // ListActive returns the records of every non-terminal thread, oldest first.
 func (r *Registry) ListActive(ctx context.Context) ([]*Record, error) {
-	return r.listSet(ctx, r.ks.Active())
+	return r.listSet(ctx, r.ks.AllActive()...)
 }
 
 // ListChildren returns the records of a parent's children, oldest first.
@@ -295,10 +295,10 @@ func (r *Registry) ListForks(ctx context.Context, id string) ([]*Record, error) 
 	return r.listSet(ctx, r.ks.Forks(id))
 }
 
-func (r *Registry) listSet(ctx context.Context, key string) ([]*Record, error) {
-	ids, err := r.rdb.SMembers(ctx, key).Result()
+func (r *Registry) listSet(ctx context.Context, keys ...string) ([]*Record, error) {
+	ids, err := members(ctx, r.rdb, keys)
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", key, err)
+		return nil, fmt.Errorf("list %s: %w", keys[0], err)
 	}
 	recs, err := r.GetMany(ctx, ids)
 	if err != nil {
@@ -345,10 +345,11 @@ func (r *Registry) List(ctx context.Context, f Filter) ([]*Record, error) {
 	const page = 256
 	var out []*Record
 	for start := int64(0); ; start += page {
-		ids, err := r.rdb.ZRevRange(ctx, r.ks.Threads(), start, start+page-1).Result()
+		zs, err := r.ThreadsByTime(ctx, Window{Newest: true, Offset: start, Count: page})
 		if err != nil {
 			return nil, fmt.Errorf("list threads: %w", err)
 		}
+		ids := IDs(zs)
 		recs, err := r.GetMany(ctx, ids)
 		if err != nil {
 			return nil, err
@@ -404,7 +405,7 @@ func (r *Registry) RequestCancel(ctx context.Context, id string, cascade bool) e
 	if cascade {
 		c = "1"
 	}
-	err := regCancelScript.Run(ctx, r.rdb, []string{r.ks.Thread(id), r.ks.Control(), r.ks.Events()}, id, c).Err()
+	err := regCancelScript.Run(ctx, r.rdb, []string{r.ks.Thread(id), r.ks.Control(id), r.ks.Events(id)}, id, c).Err()
 	if err != nil {
 		return scriptError(fmt.Sprintf("cancel thread %q", id), id, 0, err)
 	}

@@ -248,7 +248,7 @@ func TestTransitionTableInLua(t *testing.T) {
 				t.Errorf("%s → %s: err %v, table says %v", from, to, err, thread.CanTransition(from, to))
 			}
 			// And its terminal set: a terminal status leaves the active set.
-			if active := f.r.Client.SIsMember(f.ctx, f.ks.Active(), id).Val(); err == nil && active == to.Terminal() {
+			if active := f.r.Client.SIsMember(f.ctx, f.ks.Active(id), id).Val(); err == nil && active == to.Terminal() {
 				t.Errorf("%s → %s: in the active set %v, terminal %v", from, to, active, to.Terminal())
 			}
 		}

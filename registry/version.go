@@ -132,7 +132,7 @@ func (r *Registry) commitArgs(id string, expected int64, to thread.Status, mark 
 		}
 		markSegments, markHash = strconv.FormatInt(mark.Segments, 10), mark.ChainHash
 	}
-	keys := []string{r.ks.Thread(id), r.ks.Active(), r.ks.Events()}
+	keys := []string{r.ks.Thread(id), r.ks.Active(id), r.ks.Events(id)}
 	args := append([]any{id, expected, string(to), r.now().UTC().Format(time.RFC3339Nano), markSegments, markHash}, pairs...)
 	return keys, args, nil
 }

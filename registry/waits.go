@@ -9,7 +9,18 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/spool-run/spool/internal/reply"
+	"github.com/spool-run/spool/thread"
 )
+
+// WakeNowError is returned by Suspend with suspended true when a chain of
+// another tree finished while the thread suspended, and this call found
+// it the last one: the caller enqueues Wake (housekeeping does it, should
+// the caller die first: StalledWaits).
+type WakeNowError struct{ Wake Wake }
+
+func (e *WakeNowError) Error() string {
+	return "thread " + e.Wake.ThreadID + " suspended and is to be woken at once"
+}
 
 // ErrChainMoved is returned by Suspend when a thread it was told to wait on
 // has just been continued: the caller resolves the chains again and retries.
@@ -33,12 +44,20 @@ type WaitTarget struct {
 // CHAINMOVED comes after writes: the waits set is emptied, and the waiter
 // may stay in the waiters sets of the targets before it (a waiter a
 // chain does not wait for is skipped when the chain finishes).
+//
+// ARGV[4+n..] (after the n target roots) are the roots of chains in other
+// shards (a wait across trees, Suspend), already found unfinished and
+// holding the waiter in their waiters sets: pending too.
 var suspendScript = redis.NewScript(`
 local v = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if v ~= tonumber(ARGV[1]) then return redis.error_reply('CONFLICT ' .. v) end
 redis.call('DEL', KEYS[2])
 local pending = 0
 local n = (#KEYS - 3) / 2
+for i = 4 + n, #ARGV do
+  pending = pending + 1
+  redis.call('SADD', KEYS[2], ARGV[i])
+end
 for i = 1, n do
   local st = redis.call('HGET', KEYS[3 + 2*i - 1], 'status')
   local root = ARGV[3 + i]
@@ -64,12 +83,34 @@ return {1, v}
 // when all targets are already finished (the thread goes on running at the
 // same version), or the suspension sequence number that the wake-up must
 // present to Claim. ErrChainMoved: re-resolve the targets and call again.
+//
+// In a sharded key space a target of another tree's shard (a wait across
+// trees) cannot be in the script: it is watched first (the waiter joins
+// its waiters set, and its status is read, watchScript), and read again
+// after the suspension; a chain that finished in between is told here
+// (NotifyWaiters), so its wake-up is not lost, and at most one of the
+// two tells wakes the waiter.
 func (a *Activations) Suspend(ctx context.Context, id string, version int64, targets []WaitTarget) (suspended bool, seq int64, err error) {
-	keys := []string{a.ks.Thread(id), a.ks.Waits(id), a.ks.Events()}
+	keys := []string{a.ks.Thread(id), a.ks.Waits(id), a.ks.Events(id)}
 	args := []any{version, a.now().UTC().Format(time.RFC3339Nano), id}
+	var foreign, watched []WaitTarget
 	for _, t := range targets {
+		if a.ks.ShardOf(t.Root) != a.ks.ShardOf(id) || a.ks.ShardOf(t.Terminal) != a.ks.ShardOf(id) {
+			foreign = append(foreign, t)
+			continue
+		}
 		keys = append(keys, a.ks.Thread(t.Terminal), a.ks.Waiters(t.Root))
 		args = append(args, t.Root)
+	}
+	for _, t := range foreign {
+		pending, err := watchScript.Run(ctx, a.rdb, []string{a.ks.Thread(t.Terminal), a.ks.Waiters(t.Root)}, id, t.Root).Int64()
+		if err != nil {
+			return false, 0, scriptError("suspend "+id, id, version, err)
+		}
+		if pending == 1 {
+			watched = append(watched, t)
+			args = append(args, t.Root)
+		}
 	}
 	res, err := suspendScript.Run(ctx, a.rdb, keys, args...).Int64Slice()
 	if err != nil {
@@ -78,25 +119,63 @@ func (a *Activations) Suspend(ctx context.Context, id string, version int64, tar
 	if len(res) != 2 {
 		return false, 0, reply.Unexpected("suspend", res)
 	}
+	if res[0] == 1 {
+		for _, t := range watched {
+			st, err := a.rdb.HGet(ctx, a.ks.Thread(t.Terminal), "status").Result()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return true, res[1], fmt.Errorf("suspend %s: %w", id, err)
+			}
+			if s := thread.Status(st); !s.Terminal() || s == thread.StatusContinued {
+				continue
+			}
+			// Finished before the suspension held: its finalize may not
+			// have seen the waiter waiting.
+			wakes, err := a.NotifyWaiters(ctx, t.Root, []string{id})
+			if err != nil {
+				return true, res[1], err
+			}
+			if len(wakes) == 1 {
+				return true, res[1], &WakeNowError{Wake: wakes[0]}
+			}
+		}
+	}
 	return res[0] == 1, res[1], nil
 }
 
-// notifyScript tells the waiters of a finished chain.
+// watchScript joins a waiter to a chain of another shard's tree and reads
+// its terminal thread (Suspend).
 //
-// KEYS[1] waiters set of the chain root, then per waiter i: KEYS[2i] its waits
-// set, KEYS[2i+1] its thread hash. ARGV[1] chain root, then the waiter ids.
+// KEYS[1] the chain's terminal thread hash, KEYS[2] the chain root's
+// waiters set; ARGV[1] waiter id, ARGV[2] chain root.
+// Returns 1 (pending: the waiter is in the set) or 0 (finished); refuses
+// CHAINMOVED <root> as suspendScript does.
+var watchScript = redis.NewScript(`
+local st = redis.call('HGET', KEYS[1], 'status')
+if st == 'continued' then return redis.error_reply('CHAINMOVED ' .. ARGV[2]) end
+if st == 'completed' or st == 'error' or st == 'cancelled' then return 0 end
+redis.call('SADD', KEYS[2], ARGV[1])
+return 1
+`)
+
+// notifyScript tells the waiters of a finished chain, those of one shard.
+//
+// KEYS per waiter i: KEYS[2i-1] its waits set, KEYS[2i] its thread hash;
+// then, when the chain's waiters set is in the same shard, that set (its
+// waiters leave it here; Go removes them afterwards otherwise). ARGV[1]
+// chain root, then the waiter ids.
 // Returns a flat list {waiter id, suspend seq, ...} of waiters to wake: those
 // whose last awaited chain this was and that are still waiting.
 var notifyScript = redis.NewScript(`
 local out = {}
-local n = (#KEYS - 1) / 2
+local n = math.floor(#KEYS / 2)
+local set = (#KEYS % 2 == 1) and KEYS[#KEYS] or nil
 for i = 1, n do
   local w = ARGV[1 + i]
-  redis.call('SREM', KEYS[1], w)
-  if redis.call('SREM', KEYS[2*i], ARGV[1]) == 1 and redis.call('SCARD', KEYS[2*i]) == 0 then
-    if redis.call('HGET', KEYS[2*i + 1], 'status') == 'waiting' then
+  if set then redis.call('SREM', set, w) end
+  if redis.call('SREM', KEYS[2*i - 1], ARGV[1]) == 1 and redis.call('SCARD', KEYS[2*i - 1]) == 0 then
+    if redis.call('HGET', KEYS[2*i], 'status') == 'waiting' then
       table.insert(out, w)
-      table.insert(out, redis.call('HGET', KEYS[2*i + 1], 'suspend_seq'))
+      table.insert(out, redis.call('HGET', KEYS[2*i], 'suspend_seq'))
     end
   end
 end
@@ -130,21 +209,41 @@ func (a *Activations) NotifyWaiters(ctx context.Context, chainRoot string, waite
 	if len(waiters) == 0 {
 		return nil, nil
 	}
-	keys := []string{a.ks.Waiters(chainRoot)}
-	args := []any{chainRoot}
+	// One script per shard of waiters (in a one-slot space, one). A
+	// waiter of another tree's shard (a wait across trees) is told first
+	// and leaves the chain's waiters set after: a crash between leaves it
+	// there, and telling it again wakes nothing twice.
+	byShard := map[int][]string{}
 	for _, w := range waiters {
-		keys = append(keys, a.ks.Waits(w), a.ks.Thread(w))
-		args = append(args, w)
-	}
-	res, err := notifyScript.Run(ctx, a.rdb, keys, args...).StringSlice()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("notify waiters of %s: %w", chainRoot, err)
+		sh := a.ks.ShardOf(w)
+		byShard[sh] = append(byShard[sh], w)
 	}
 	var out []Wake
-	for i := 0; i+1 < len(res); i += 2 {
-		var seq int64
-		_, _ = fmt.Sscan(res[i+1], &seq)
-		out = append(out, Wake{ThreadID: res[i], Seq: seq})
+	for sh, ws := range byShard {
+		var keys []string
+		args := []any{chainRoot}
+		for _, w := range ws {
+			keys = append(keys, a.ks.Waits(w), a.ks.Thread(w))
+			args = append(args, w)
+		}
+		here := sh == a.ks.ShardOf(chainRoot)
+		if here {
+			keys = append(keys, a.ks.Waiters(chainRoot))
+		}
+		res, err := notifyScript.Run(ctx, a.rdb, keys, args...).StringSlice()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return out, fmt.Errorf("notify waiters of %s: %w", chainRoot, err)
+		}
+		for i := 0; i+1 < len(res); i += 2 {
+			var seq int64
+			_, _ = fmt.Sscan(res[i+1], &seq)
+			out = append(out, Wake{ThreadID: res[i], Seq: seq})
+		}
+		if !here {
+			if err := a.rdb.SRem(ctx, a.ks.Waiters(chainRoot), args[1:]...).Err(); err != nil {
+				return out, fmt.Errorf("notify waiters of %s: %w", chainRoot, err)
+			}
+		}
 	}
 	return out, nil
 }
@@ -155,7 +254,7 @@ func (a *Activations) NotifyWaiters(ctx context.Context, chainRoot string, waite
 // decided (the decision's wake-up was lost). Housekeeping re-enqueues them
 // (the task id makes it once).
 func (a *Activations) StalledWaits(ctx context.Context) ([]Wake, error) {
-	ids, err := a.rdb.SMembers(ctx, a.ks.Active()).Result()
+	ids, err := members(ctx, a.rdb, a.ks.AllActive())
 	if err != nil {
 		return nil, err
 	}

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/transcript"
@@ -132,8 +130,7 @@ func (s *Scheduler) Retain(ctx context.Context, cutoff time.Time) (threads, obje
 	const batch = 200
 	settled := true
 	for offset := 0; offset < s.cfg.RetentionScan; {
-		zs, err := s.o.Redis.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: s.o.Keys.Threads(), Start: lo, Stop: hi,
-			ByScore: true, Offset: int64(offset), Count: batch}).Result()
+		zs, err := s.o.Registry.ThreadsByTime(ctx, registry.Window{Min: lo, Max: hi, Offset: int64(offset), Count: batch})
 		if err != nil {
 			return threads, objects, fmt.Errorf("retention: %w", err)
 		}

@@ -314,7 +314,7 @@ const RequeuedField = "requeued_seq"
 // a start that may have been lost; an error reading it counts as queued,
 // to be looked at again by a later pass.
 func startQueued(insp *asynq.Inspector, ks keyspace.Space, rec *registry.Record) bool {
-	aq := ks.Queue(queueOf(rec))
+	aq := ks.QueueOf(queueOf(rec), rec.ThreadID)
 	ids := []string{rec.ThreadID}
 	if seq, err := strconv.ParseInt(rec.Extra[RequeuedField], 10, 64); err == nil {
 		ids = append(ids, queue.TaskID(queue.Activation{ThreadID: rec.ThreadID, Reason: "requeue"}, seq))
@@ -350,11 +350,11 @@ func (s *Scheduler) reconcileSet(ctx context.Context, afterLoss bool) ([]*regist
 		seen[r.ThreadID] = true
 	}
 	since := s.o.Now().Add(-s.cfg.ReconcileWindow).UnixMilli()
-	ids, err := s.o.Redis.ZRangeArgs(ctx, redis.ZRangeArgs{Key: s.o.Keys.Threads(), Start: strconv.FormatInt(since, 10),
-		Stop: "+inf", ByScore: true}).Result()
+	zs, err := s.o.Registry.ThreadsByTime(ctx, registry.Window{Min: strconv.FormatInt(since, 10)})
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
+	ids := registry.IDs(zs)
 	var more []string
 	for _, id := range ids {
 		if !seen[id] {

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"fmt"
+	"hash/crc32"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -11,16 +12,55 @@ import (
 
 var idCounter atomic.Uint32
 
+// idAlphabet is the alphabet of an id's random suffix (lower-case base32).
+const idAlphabet = "abcdefghijklmnopqrstuvwxyz234567"
+
+// TreeCodes is how many tree codes there are (TreeCode): 10 bits, two
+// characters of an id's suffix.
+const TreeCodes = 1024
+
 // NewID returns a thread id of the spec's shape "{directive}-{epoch}" with a
 // short random suffix: "test/hello-1739820456-k3j9qa". The directive and the
 // second stay readable; the suffix (5 random bytes mixed with a process-wide
-// counter) makes ids collision-free across goroutines and processes.
+// counter) makes ids collision-free across goroutines and processes. Its
+// first two characters are the id's tree code (TreeCode), random for a new
+// tree; NewIDIn gives them another thread's.
 func NewID(directive string, now time.Time) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:5])
 	b[5] = byte(idCounter.Add(1))
 	suffix := strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 	return fmt.Sprintf("%s-%d-%s", directive, now.Unix(), suffix[:10])
+}
+
+// NewIDIn is NewID for a thread of the same tree as the thread tree: a
+// child, a continuation, a fork. The new id carries tree's tree code, so
+// a sharded key space (package keyspace) keeps a whole tree's keys in one
+// Redis Cluster slot and its scripts (the budget walk up the ancestors,
+// a parent's wait on its children) stay single-slot.
+func NewIDIn(directive string, now time.Time, tree string) string {
+	id := NewID(directive, now)
+	if tree == "" {
+		return id
+	}
+	c := TreeCode(tree)
+	i := strings.LastIndexByte(id, '-') + 1
+	return id[:i] + string(idAlphabet[c>>5]) + string(idAlphabet[c&31]) + id[i+2:]
+}
+
+// TreeCode is the tree code of id, in [0, TreeCodes): the first two
+// characters of the suffix of an id made by NewID or NewIDIn, as a 10-bit
+// number; for an id of another shape (named by a caller), a hash of the
+// whole id. A thread made by NewIDIn(…, tree) has tree's code.
+func TreeCode(id string) int {
+	i := strings.LastIndexByte(id, '-') + 1
+	if s := id[i:]; i > 0 && len(s) == 10 {
+		hi, lo := strings.IndexByte(idAlphabet, s[0]), strings.IndexByte(idAlphabet, s[1])
+		if hi >= 0 && lo >= 0 && strings.Trim(s, idAlphabet) == "" {
+			return hi<<5 | lo
+		}
+	}
+	return int(crc32.ChecksumIEEE([]byte(id)) % TreeCodes)
 }
 
 // DirectiveFromID returns the directive part of an id made by NewID, or "".

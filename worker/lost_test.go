@@ -33,7 +33,7 @@ func TestLostChild(t *testing.T) {
 	rdb, ks := h.o.Redis, h.o.Keys
 	require.NoError(t, h.insp.DeleteTask(ks.Queue(kids[0].Queue), kid))
 	require.NoError(t, rdb.Del(h.ctx, ks.Thread(kid), ks.Ledger(kid), ks.Waits(id), ks.Waiters(kid)).Err())
-	require.NoError(t, rdb.SRem(h.ctx, ks.Active(), kid).Err())
+	require.NoError(t, rdb.SRem(h.ctx, ks.Active(kid), kid).Err())
 	require.NoError(t, rdb.SRem(h.ctx, ks.Children(id), kid).Err())
 	require.NoError(t, rdb.HSet(h.ctx, ks.Thread(id), "status", string(thread.StatusRunning)).Err())
 

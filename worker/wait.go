@@ -51,6 +51,10 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 		if errors.Is(err, registry.ErrChainMoved) {
 			continue
 		}
+		if wn := (*registry.WakeNowError)(nil); errors.As(err, &wn) {
+			// A chain of another tree finished as this one suspended.
+			err = s.o.EnqueueWake(ctx, wn.Wake)
+		}
 		if err != nil {
 			return false, err
 		}

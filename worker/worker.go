@@ -223,7 +223,9 @@ func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
 	w.mcp = mcpclient.New(cfg.MCP)
 	queues := make(map[string]int, len(cfg.Queues))
 	for q, weight := range cfg.Queues {
-		queues[o.Keys.Queue(q)] = weight
+		for _, lane := range o.Keys.QueueLanes(q) {
+			queues[lane] = weight
+		}
 	}
 	w.srv = asynq.NewServerFromRedisClient(o.Redis, asynq.Config{
 		Concurrency:              cfg.Concurrency,

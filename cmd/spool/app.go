@@ -17,8 +17,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/stack"
 	"github.com/spool-run/spool/telemetry/otlp"
 	"github.com/spool-run/spool/transcript"
@@ -73,6 +75,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.StringFlag{Name: "data-dir", EnvVars: []string{"SPOOL_DATA_DIR"}, Usage: "local blob store and embedded state (default: <project>/.spool)"},
 			&cli.StringFlag{Name: "redis-url", EnvVars: []string{"SPOOL_REDIS_URL"}, Usage: "redis://, rediss://, redis-sentinel:// or redis-cluster:// (unset: embedded)"},
 			&cli.StringFlag{Name: "namespace", EnvVars: []string{"SPOOL_NAMESPACE"}, Value: "spool", Usage: "namespace of spool's Redis keys"},
+			&cli.IntFlag{Name: "redis-shards", EnvVars: []string{"SPOOL_REDIS_SHARDS"}, Usage: "shards of spool's Redis keys, a power of two (default: 32 on a Redis Cluster, else 1); fixed when a namespace is first used"},
 			&cli.StringFlag{Name: "signing-key", EnvVars: []string{"SPOOL_SIGNING_KEY"}, Usage: "Ed25519 private key (default: <data-dir>/keys/)"},
 			&cli.StringFlag{Name: "log-level", EnvVars: []string{"SPOOL_LOG_LEVEL"}, Value: "warn", Usage: "debug, info, warn or error"},
 			&cli.BoolFlag{Name: "log-json", EnvVars: []string{"SPOOL_LOG_JSON"}, Usage: "structured JSON logs"},
@@ -280,6 +283,11 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 		s.Close()
 		return nil, stack.MaskURLError(url, fmt.Errorf("redis %s: %w", stack.RedactURL(url), err))
 	}
+	ks, err := registry.Layout(pingCtx, s.rdb, keyspace.New(c.String("namespace")), redisShards(c, s.rdb), c.IsSet("redis-shards"))
+	if err != nil {
+		s.Close()
+		return nil, usagef("%v", err)
+	}
 	if s.store, err = stack.OpenBlobStore(c.Context, dd); err != nil {
 		s.Close()
 		return nil, err
@@ -295,9 +303,18 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 		return nil, usagef("%v", err)
 	}
 	s.client = asynq.NewClientFromRedisClient(s.rdb)
-	s.orch = orchestrator.New(orchestrator.Config{Namespace: c.String("namespace"), Logger: log, LeaseTTL: c.Duration("lease-ttl"),
+	s.orch = orchestrator.New(orchestrator.Config{Namespace: c.String("namespace"), Shards: ks.Shards(), Logger: log, LeaseTTL: c.Duration("lease-ttl"),
 		Tracing: s.tel.TracerProvider()}, s.rdb, s.store, &queue.Enqueuer{Client: s.client}, signer, keyring)
 	return s, nil
+}
+
+// redisShards is the shard count asked for: --redis-shards, else the
+// default for rdb's topology.
+func redisShards(c *cli.Context, rdb redis.UniversalClient) int {
+	if c.IsSet("redis-shards") {
+		return c.Int("redis-shards")
+	}
+	return registry.DefaultShards(rdb)
 }
 
 // loadKeys loads the signing key and the trusted public keys. With

@@ -24,6 +24,7 @@ import (
 
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"
@@ -175,7 +176,12 @@ func New(t testing.TB, o Options) *Env {
 		t.Fatal(err)
 	}
 	client := asynq.NewClientFromRedisClient(e.Redis.Universal)
-	e.Orch = orchestrator.New(orchestrator.Config{Namespace: e.Namespace, LeaseTTL: o.LeaseTTL}, e.Redis.Universal, e.Store,
+	// The layout the CLI processes will find (or record) for the namespace.
+	ks, err := registry.Layout(context.Background(), e.Redis.Universal, keyspace.New(e.Namespace), registry.DefaultShards(e.Redis.Universal), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Orch = orchestrator.New(orchestrator.Config{Namespace: e.Namespace, Shards: ks.Shards(), LeaseTTL: o.LeaseTTL}, e.Redis.Universal, e.Store,
 		&queue.Enqueuer{Client: client}, signer, keyring)
 	t.Cleanup(e.stopAll)
 	return e

@@ -72,12 +72,18 @@ func addStop(f func()) {
 // Main runs the tests and stops the servers this package started.
 func Main(m *testing.M) {
 	code := m.Run()
+	stopAll()
+	os.Exit(code)
+}
+
+// stopAll stops every server this package started, last first.
+func stopAll() {
 	stopsMu.Lock()
+	defer stopsMu.Unlock()
 	for i := len(stops) - 1; i >= 0; i-- {
 		stops[i]()
 	}
-	stopsMu.Unlock()
-	os.Exit(code)
+	stops = nil
 }
 
 // RandomID returns n random bytes as hex.
@@ -381,11 +387,7 @@ func MaybeS3(t testing.TB) *S3 {
 // any goroutine still running fails the binary.
 func MainLeakFree(m *testing.M, opts ...goleak.Option) {
 	code := m.Run()
-	stopsMu.Lock()
-	for i := len(stops) - 1; i >= 0; i-- {
-		stops[i]()
-	}
-	stopsMu.Unlock()
+	stopAll()
 	if code == 0 {
 		if err := goleak.Find(opts...); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)

@@ -184,6 +184,17 @@ func freePorts(n int) ([]int, error) {
 	return out, nil
 }
 
+// StartCluster starts a three-node Redis Cluster on free loopback ports,
+// as the Cluster topology does, for a program that is no test (package
+// bench). stop stops its servers.
+func StartCluster() (url string, stop func(), err error) {
+	url, skip, err := startCluster()
+	if err == nil && skip != "" {
+		err = errors.New(skip)
+	}
+	return url, stopAll, err
+}
+
 func startCluster() (url, skip string, err error) {
 	if u := os.Getenv("SPOOL_TEST_REDIS_CLUSTER_URL"); u != "" {
 		return u, "", waitCluster(u, 30*time.Second)

@@ -1,0 +1,259 @@
+// Command cluster measures how spool's Redis load spreads over a Redis
+// Cluster: -trees trees (a root that spawns -children children in one
+// turn and waits for them, each child -turns turns of file tools and an
+// answer) on a scripted model of -latency per call, run by one worker of
+// -concurrency slots against a three-node Cluster on loopback. Printed,
+// per node: its share of spool's keys, its Redis CPU and its share of the
+// total, and the busiest commands; and the total Redis CPU per turn.
+//
+//	go run ./bench/cluster -trees 1000 -children 2 -turns 3 -latency 200ms
+//
+// With no -redis it starts the three redis-server nodes from PATH (as the
+// tests' Cluster topology does). The namespace is new and sharded
+// (registry.DefaultClusterShards, or -shards); -queues spreads each
+// logical queue over that many asynq queues (queue.Spread).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/bench/internal/benchenv"
+	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/keyspace"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+	"github.com/spool-run/spool/worker"
+)
+
+func main() {
+	trees := flag.Int("trees", 1000, "trees (roots)")
+	children := flag.Int("children", 2, "children per root, spawned in one turn")
+	turns := flag.Int("turns", 3, "turns per child (at least 1)")
+	latency := flag.Duration("latency", 200*time.Millisecond, "the model's time per call")
+	conc := flag.Int("concurrency", 4000, "the worker's concurrency")
+	shards := flag.Int("shards", registry.DefaultClusterShards, "shards of the namespace's keys")
+	redisURL := flag.String("redis", os.Getenv("SPOOL_BENCH_REDIS_CLUSTER_URL"), "redis-cluster:// URL (default: start three nodes)")
+	flag.Parse()
+	if err := run(*trees, *children, *turns, *conc, *shards, *latency, *redisURL); err != nil {
+		fmt.Fprintln(os.Stderr, "cluster:", err)
+		os.Exit(1)
+	}
+}
+
+// script is the model: a root spawns children children in its first turn
+// and answers in its second; a child calls a file tool turns-1 times and
+// answers.
+func script(children, turns int, latency time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "price: {input_per_mtok: 1.00, output_per_mtok: 5.00}\nlatency: %s\ndirectives:\n  \"tree/root\":\n    - tool_calls:\n", latency)
+	for range children {
+		b.WriteString("        - {tool: rye/agent/threads/thread_directive, input: {directive_name: tree/kid}}\n")
+	}
+	b.WriteString("      usage: {input: 100, output: 10}\n    - text: done\n      usage: {input: 100, output: 10}\n  \"tree/kid\":\n")
+	for i := 1; i < turns; i++ {
+		if i%2 == 1 {
+			fmt.Fprintf(&b, "    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: notes.txt, content: \"turn %d\"}}]\n", i)
+		} else {
+			b.WriteString("    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: notes.txt}}]\n")
+		}
+		b.WriteString("      usage: {input: 100, output: 10}\n")
+	}
+	b.WriteString("    - text: done\n      usage: {input: 100, output: 10}\n")
+	return b.String()
+}
+
+// node is one master's figures.
+type node struct {
+	addr  string
+	cpu   time.Duration
+	keys  int64
+	stats []benchenv.CommandStat
+}
+
+// nodes samples every master: its Redis CPU, its key count, its busiest
+// commands.
+func nodes(ctx context.Context, cc *redis.ClusterClient) (map[string]*node, error) {
+	var mu sync.Mutex
+	out := map[string]*node{}
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		n := &node{addr: c.Options().Addr}
+		for k, v := range benchenv.Info(ctx, c, "cpu") {
+			if k == "used_cpu_sys" || k == "used_cpu_user" {
+				f, _ := strconv.ParseFloat(v, 64)
+				n.cpu += time.Duration(f * float64(time.Second))
+			}
+		}
+		var err error
+		if n.keys, err = c.DBSize(ctx).Result(); err != nil {
+			return err
+		}
+		n.stats = benchenv.CommandStats(ctx, c)
+		mu.Lock()
+		out[n.addr] = n
+		mu.Unlock()
+		return nil
+	})
+	return out, err
+}
+
+func run(trees, children, turns, conc, shards int, latency time.Duration, redisURL string) error {
+	if turns < 1 || trees < 1 || children < 0 {
+		return fmt.Errorf("-trees and -turns must be at least 1, -children at least 0")
+	}
+	ctx := context.Background()
+	tmp, err := os.MkdirTemp("", "spool-bench-cluster-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if redisURL == "" {
+		url, stop, err := testenv.StartCluster()
+		defer stop()
+		if err != nil {
+			return err
+		}
+		redisURL = url
+	}
+	rdb, stop, err := benchenv.Redis(redisURL, tmp)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return fmt.Errorf("%s is no Redis Cluster", redisURL)
+	}
+	ns := fmt.Sprintf("cluster-%d", time.Now().UnixNano())
+	ks, err := registry.Layout(ctx, rdb, keyspace.New(ns), shards, true)
+	if err != nil {
+		return err
+	}
+	store := blobstore.NewMemory()
+	project := filepath.Join(tmp, "project")
+	root := strings.Replace(benchenv.Directive("root", `turns="4" spawns="`+strconv.Itoa(children)+`"`),
+		"<tool>rye/file-system/*</tool>", "<tool>rye/file-system/*</tool><tool>rye/agent/threads/thread_directive</tool>", 1)
+	if err := benchenv.WriteProject(project, map[string]string{
+		".ai/directives/tree/root.md": root,
+		".ai/directives/tree/kid.md":  benchenv.Directive("kid", fmt.Sprintf(`turns="%d"`, turns+2)),
+	}); err != nil {
+		return err
+	}
+	const model = "script:scripts/tree.yaml"
+	bundle, err := directive.BuildBundle(ctx, store, project, "", map[string][]byte{"scripts/tree.yaml": []byte(script(children, turns, latency))})
+	if err != nil {
+		return err
+	}
+	signer, err := transcript.GenerateKey()
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	o := orchestrator.New(orchestrator.Config{Namespace: ns, Shards: ks.Shards(), Logger: log}, rdb, store,
+		&queue.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb)}, signer, transcript.NewKeyring(signer.PublicKey()))
+	w := worker.New(worker.Config{Concurrency: conc, Queues: map[string]int{queue.DefaultQueue: 1}, Logger: log, RecoverInterval: -1}, o)
+	if err := w.Start(); err != nil {
+		return err
+	}
+	defer w.Stop()
+
+	fmt.Printf("cluster: %d trees (a root and %d children of %d turns), model latency %s, one worker of concurrency %d, %d shards\n",
+		trees, children, turns, latency, conc, ks.Shards())
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.ConfigResetStat(ctx).Err() }); err != nil {
+		return err
+	}
+	before, err := nodes(ctx, cc)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	ids := make([]string, trees)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < trees; i = int(next.Add(1)) - 1 {
+				rec, err := o.Start(ctx, orchestrator.StartRequest{Directive: "tree/root", Bundle: bundle, Model: model})
+				if err != nil {
+					errs <- err
+					return
+				}
+				ids[i] = rec.ThreadID
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	res, err := o.Wait(ctx, ids, 30*time.Minute)
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	after, err := nodes(ctx, cc)
+	if err != nil {
+		return err
+	}
+	ended := map[thread.Status]int{}
+	for _, id := range ids {
+		ended[res[id].Status]++
+	}
+	total := trees * (2 + children*turns)
+	var cpu time.Duration
+	var keys int64
+	addrs := make([]string, 0, len(after))
+	for a, n := range after {
+		addrs = append(addrs, a)
+		cpu += n.cpu - before[a].cpu
+		keys += n.keys
+	}
+	sort.Strings(addrs)
+	fmt.Printf("cluster: all ended in %.1fs; roots: %v; %d turns (roots 2 each, children %d each)\n", elapsed.Seconds(), ended, total, turns)
+	fmt.Printf("cluster: Redis CPU %.1f µs per turn over %d nodes\n", float64(cpu.Microseconds())/float64(total), len(addrs))
+	for _, a := range addrs {
+		n, b := after[a], before[a]
+		d := n.cpu - b.cpu
+		fmt.Printf("  node %d: %5.1f%% of the keys, %5.1f µs per turn = %4.1f%% of the Redis CPU; busiest:", indexOf(addrs, a),
+			100*float64(n.keys)/float64(max(keys, 1)), float64(d.Microseconds())/float64(total), 100*float64(d)/float64(max(cpu, 1)))
+		for i, s := range n.stats {
+			if i == 3 {
+				break
+			}
+			fmt.Printf(" %s %.1f µs", s.Name, float64(s.Usec)/float64(total))
+		}
+		fmt.Println()
+	}
+	return nil
+}
+
+func indexOf(xs []string, x string) int {
+	for i, v := range xs {
+		if v == x {
+			return i
+		}
+	}
+	return -1
+}
