@@ -123,6 +123,7 @@ func (p *Pool) Tools(ctx context.Context, m *config.MCP, may func(server string)
 		if err != nil {
 			return nil, fmt.Errorf("mcp server %s: %w", name, err)
 		}
+		srv.touch() // used now: a slow start is no idleness (reapIdle below)
 		for _, t := range list {
 			id := "mcp/" + name + "/" + t.Name
 			if err := tools.ValidateID(id); err != nil {

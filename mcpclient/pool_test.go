@@ -240,17 +240,27 @@ func TestConfigErrorsAndClose(t *testing.T) {
 func TestIdleServerIsClosed(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t, time.Second)
-	s.pool.cfg.IdleTimeout = 200 * time.Millisecond
+	// Long enough that a loaded machine does not reap the server between
+	// two statements of this test.
+	s.pool.cfg.IdleTimeout = time.Second
 	byID := s.tools(t)
 	pid, err := strconv.Atoi(run(t, byID["mcp/h/pid"], s.env, `{}`).Output)
 	require.NoError(t, err)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(1300 * time.Millisecond)
 	// Listing another project's servers reaps the idle one.
 	_, err = s.pool.Tools(context.Background(), &config.MCP{}, nil)
 	require.NoError(t, err)
 	require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH)
 	require.Equal(t, "echo: back", run(t, s.tools(t)["mcp/h/echo"], s.env, `{"message":"back"}`).Output)
 	require.Equal(t, 2, s.startCount(t))
+
+	// A tool listed before its server was closed for idleness (a long
+	// model call in between) starts it again instead of failing.
+	time.Sleep(1300 * time.Millisecond)
+	_, err = s.pool.Tools(context.Background(), &config.MCP{}, nil)
+	require.NoError(t, err)
+	require.Equal(t, "echo: late", run(t, byID["mcp/h/echo"], s.env, `{"message":"late"}`).Output)
+	require.Equal(t, 3, s.startCount(t))
 }
 
 func TestStreamableHTTPWithHeaders(t *testing.T) {

@@ -65,6 +65,23 @@ func (s *server) touch() {
 	s.mu.Unlock()
 }
 
+// live is the server to call in s's place: s, or when the pool closed s
+// for idleness after a thread listed its tools, the pool's server for the
+// same name and spec (made again, and started on its first call). A
+// closed pool answers the call with ErrClosed, as s does.
+func (s *server) live() *server {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if !closed {
+		return s
+	}
+	if n, err := s.pool.server(s.name, s.spec); err == nil {
+		return n
+	}
+	return s
+}
+
 // idleFor is how long the server has gone unused; 0 while a call runs.
 func (s *server) idleFor() time.Duration {
 	s.mu.Lock()

@@ -40,7 +40,7 @@ func (t *tool) Run(ctx context.Context, env *tools.Env, input json.RawMessage) (
 		args = in
 	}
 	start := time.Now()
-	res, failure, err := t.srv.call(ctx, t.name, args, t.timeout)
+	res, failure, err := t.srv.live().call(ctx, t.name, args, t.timeout)
 	if err != nil {
 		return tools.Result{}, err
 	}
