@@ -11,6 +11,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -66,8 +67,30 @@ type RateRule struct {
 // OpenAI-compatible gateway's namespace), `?` one character, and `[...]`
 // a class as in path.Match; `\` quotes the next character.
 func (r RateRule) MatchesModel(model string) bool {
-	re, err := modelGlob(r.Match)
+	re, err := compiledGlob(r.Match)
 	return err == nil && re.MatchString(model)
+}
+
+// globs holds the compiled model globs (glob → compiled): a worker
+// matches every rule against a model on each activation, and the monitor
+// for each waiting thread; the globs are the few the rate limits name.
+var globs sync.Map
+
+// compiled is a glob's regular expression, or why it has none.
+type compiled struct {
+	re  *regexp.Regexp
+	err error
+}
+
+// compiledGlob is modelGlob, compiled once per glob.
+func compiledGlob(glob string) (*regexp.Regexp, error) {
+	if v, ok := globs.Load(glob); ok {
+		c, _ := v.(compiled)
+		return c.re, c.err
+	}
+	re, err := modelGlob(glob)
+	globs.Store(glob, compiled{re, err})
+	return re, err
 }
 
 // modelGlob compiles a model glob (RateRule.MatchesModel) to an anchored
@@ -173,7 +196,7 @@ func ParseRateLimits(p string, data []byte) (*RateLimits, error) {
 		if rule.Match == "" {
 			return nil, fmt.Errorf("%s: match is required (a glob over model ids)", where)
 		}
-		if _, err := modelGlob(rule.Match); err != nil {
+		if _, err := compiledGlob(rule.Match); err != nil {
 			return nil, fmt.Errorf("%s: match %q: %w", where, rule.Match, err)
 		}
 		switch rule.Provider {
