@@ -32,7 +32,8 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	}
 	taskID, _ := asynq.GetTaskID(ctx)
 	log := w.log.With("thread_id", act.ThreadID, "reason", act.Reason)
-	ttl := w.o.Cfg.LeaseTTL
+	d := depsOf(w.o)
+	ttl := d.leaseTTL
 	token := w.token + "-" + newToken()
 	// Listen for the thread's cancel before claiming it: a cancel requested
 	// before the claim is in the claimed record (the session's first check
@@ -41,7 +42,7 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	defer cancel(nil)
 	ctl := &control{cancel: cancel}
 	defer w.track(act.ThreadID, token, ctl)()
-	claim, err := w.o.Activations.Claim(ctx, act.ThreadID, act.Reason, act.Seq, token, taskID, ttl)
+	claim, err := d.acts.Claim(ctx, act.ThreadID, act.Reason, act.Seq, token, taskID, ttl)
 	if errors.Is(err, registry.ErrNotClaimable) || errors.Is(err, registry.ErrNotFound) {
 		log.Debug("activation dropped", "error", err)
 		return nil
@@ -72,7 +73,7 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 				if time.Since(time.Unix(0, ctl.renewed.Load())) < ttl/3 {
 					continue // a checkpoint renewed it
 				}
-				err := w.o.Activations.Heartbeat(hbctx, act.ThreadID, token, ttl)
+				err := d.acts.Heartbeat(hbctx, act.ThreadID, token, ttl)
 				if errors.Is(err, registry.ErrLeaseLost) {
 					cancel(errLeaseLost)
 					return
@@ -81,7 +82,7 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 		}
 	}()
 
-	s := &session{w: w, o: w.o, claim: claim, act: act, log: log, stopLease: stopHB, ctl: ctl}
+	s := &session{w: w, o: w.o, deps: d, claim: claim, act: act, log: log, stopLease: stopHB, ctl: ctl}
 	err = s.run(actx)
 	stopHB()
 	cancel(nil)
@@ -91,13 +92,13 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	// activation keeps it until it lapses: that is the backoff before
 	// asynq's retry or the recoverer takes the thread again.
 	if (err == nil && !s.leaseReleased) || errors.Is(err, errDraining) || errors.Is(err, errRetryLater) {
-		_ = w.o.Activations.Release(context.WithoutCancel(ctx), act.ThreadID, token)
+		_ = d.acts.Release(context.WithoutCancel(ctx), act.ThreadID, token)
 	}
 
 	if err != nil && !errors.Is(err, errDraining) && !errors.Is(err, errRetryLater) {
 		// Whatever stopped this activation, if another one holds the
 		// thread now, it is a takeover, not a failure to retry.
-		if hb := w.o.Activations.Heartbeat(context.WithoutCancel(ctx), act.ThreadID, token, ttl); errors.Is(hb, registry.ErrLeaseLost) {
+		if hb := d.acts.Heartbeat(context.WithoutCancel(ctx), act.ThreadID, token, ttl); errors.Is(hb, registry.ErrLeaseLost) {
 			// The activation's own error is detail only: wrapped, a
 			// hand-back error (errDraining) would decide the outcome
 			// instead of the takeover.

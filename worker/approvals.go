@@ -57,7 +57,7 @@ func (s *session) requestApproval(ctx context.Context, call thread.ToolCall, id 
 // (or timed out), else suspends the thread until they are: done=false
 // means the thread now waits (the activation ends, holding no slot).
 func (s *session) resolveApprovals(ctx context.Context) (bool, error) {
-	decisions, err := s.o.Activations.Decisions(ctx, s.id())
+	decisions, err := s.acts.Decisions(ctx, s.id())
 	if err != nil {
 		return false, err
 	}
@@ -102,13 +102,13 @@ func (s *session) resolveApprovals(ctx context.Context) (bool, error) {
 		s.toolResult(pa.CallID, pa.Tool, msg, true, "")
 	}
 	s.st.Approvals = nil
-	return true, s.o.Activations.ClearApprovals(ctx, s.id())
+	return true, s.acts.ClearApprovals(ctx, s.id())
 }
 
 // suspendForApproval makes the thread wait for the open decisions, with a
 // timeout activation at earliest (zero: none).
 func (s *session) suspendForApproval(ctx context.Context, earliest time.Time) error {
-	seq, open, err := s.o.Activations.SuspendForApproval(ctx, s.id(), s.version, s.st.Approvals)
+	seq, open, err := s.acts.SuspendForApproval(ctx, s.id(), s.version, s.st.Approvals)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func (s *session) suspendForApproval(ctx context.Context, earliest time.Time) er
 		return s.o.EnqueueWake(ctx, registry.Wake{ThreadID: s.id(), Seq: seq})
 	}
 	if !earliest.IsZero() {
-		if err := s.o.Enqueuer.Enqueue(ctx, queue.Activation{ThreadID: s.id(), Reason: "timeout"}, seq, s.rec.Queue,
+		if err := s.enq.Enqueue(ctx, queue.Activation{ThreadID: s.id(), Reason: "timeout"}, seq, s.rec.Queue,
 			asynqProcessAt(earliest)); err != nil {
 			return err
 		}

@@ -16,7 +16,7 @@ func (s *session) charge(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	c, err := s.o.Ledger.Charge(ctx, s.rec.LedgerID(), s.rec.BudgetPath(), key, amount)
+	c, err := s.ledger.Charge(ctx, s.rec.LedgerID(), s.rec.BudgetPath(), key, amount)
 	return s.charged(c, err)
 }
 
@@ -54,7 +54,7 @@ func (s *session) checkRoom(ctx context.Context) error {
 	if s.budgetStop != nil {
 		return nil
 	}
-	room, err := s.o.Ledger.Room(ctx, s.rec.LedgerID(), s.rec.BudgetPath())
+	room, err := s.ledger.Room(ctx, s.rec.LedgerID(), s.rec.BudgetPath())
 	if errors.Is(err, ledger.ErrNotFound) {
 		return nil // no entry (a record older than its ledger): the charge will say
 	}

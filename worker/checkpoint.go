@@ -41,7 +41,7 @@ func (s *session) checkpointTurn(ctx context.Context, charge bool, final *orches
 		ch.Fields = map[string]string{registry.RetryAtField: s.st.RetryAt.Format(time.RFC3339Nano)}
 	}
 	cp := orchestrator.Checkpoint{}
-	if ttl := s.o.Cfg.LeaseTTL; ttl > 0 {
+	if ttl := s.leaseTTL; ttl > 0 {
 		cp.Lease, cp.LeaseTTL = s.claim.Token, ttl
 	}
 	if key, amount, ok := s.turnCharge(); ok && charge {
@@ -68,7 +68,7 @@ func (s *session) checkpointTurn(ctx context.Context, charge bool, final *orches
 	}
 	if s.st.InboxSeq > s.trimmedInbox {
 		// Delivered and durable: the inbox need not keep them.
-		if err := s.o.Registry.TrimInbox(ctx, s.id(), s.st.InboxSeq); err != nil {
+		if err := s.reg.TrimInbox(ctx, s.id(), s.st.InboxSeq); err != nil {
 			s.log.Warn("inbox not trimmed", "error", err)
 		} else {
 			s.trimmedInbox = s.st.InboxSeq

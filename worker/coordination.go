@@ -81,7 +81,7 @@ func (s *session) orchestrate(ctx context.Context, call thread.ToolCall) error {
 			timeout = s.proj.Coordination.WaitDefaultTimeout.Seconds()
 		}
 		for _, id := range ids {
-			if _, err := s.o.Registry.Get(ctx, id); err != nil {
+			if _, err := s.reg.Get(ctx, id); err != nil {
 				return fail(err)
 			}
 		}
@@ -96,19 +96,19 @@ func (s *session) orchestrate(ctx context.Context, call thread.ToolCall) error {
 		}
 		s.toolJSON(call.ID, orchestratorID, map[string]any{"success": true, "thread_id": rec.ThreadID, "status": rec.Status}, false)
 	case "get_status":
-		rec, err := s.o.Registry.Get(ctx, target)
+		rec, err := s.reg.Get(ctx, target)
 		if err != nil {
 			return fail(err)
 		}
 		s.toolJSON(call.ID, orchestratorID, rec, false)
 	case "list_children":
-		kids, err := s.o.Registry.ListChildren(ctx, target)
+		kids, err := s.reg.ListChildren(ctx, target)
 		if err != nil {
 			return fail(err)
 		}
 		s.toolJSON(call.ID, orchestratorID, map[string]any{"success": true, "children": kids}, false)
 	case "get_chain":
-		chain, err := s.o.Registry.GetChain(ctx, target)
+		chain, err := s.reg.GetChain(ctx, target)
 		if err != nil {
 			return fail(err)
 		}
@@ -144,7 +144,7 @@ func (s *session) inScope(ctx context.Context, id string) error {
 	if id == "" || id == s.id() || thread.Match(s.rec.Capabilities, AnyThreadCapability) {
 		return nil
 	}
-	rec, err := s.o.Registry.Get(ctx, id)
+	rec, err := s.reg.Get(ctx, id)
 	if err != nil {
 		return err
 	}

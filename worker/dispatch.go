@@ -136,7 +136,7 @@ func (s *session) toolFailed(ctx context.Context, callID, tool, output string) {
 
 func (s *session) boundedResult(ctx context.Context, callID, tool string, res tools.Result) error {
 	key := blobkey.ToolResult(s.id(), callID)
-	bounded, err := tools.Bound(ctx, s.o.Store, key, res, s.w.cfg.MaxToolResultBytes)
+	bounded, err := tools.Bound(ctx, s.store, key, res, s.w.cfg.MaxToolResultBytes)
 	if err != nil {
 		return err
 	}

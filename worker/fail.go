@@ -16,7 +16,7 @@ func (s *session) failNow(ctx context.Context, code, msg string) error {
 	s.st.Final = &final{Status: thread.StatusError, Error: &registry.ErrorInfo{Code: code, Message: msg}}
 	s.st.Cost = s.rec.Cost
 	if s.tw == nil {
-		tw, err := transcript.OpenWriter(ctx, s.o.Store, s.rec.ThreadID, s.o.Signer, s.o.Keyring, orchestrator.RegistryMark(s.rec))
+		tw, err := transcript.OpenWriter(ctx, s.store, s.rec.ThreadID, s.signer, s.keyring, orchestrator.RegistryMark(s.rec))
 		if err != nil {
 			return err
 		}

@@ -122,7 +122,7 @@ func (s *session) completeHandoff(ctx context.Context) error {
 			return err
 		}
 	}
-	if _, err := s.o.Registry.Get(ctx, newID); errors.Is(err, registry.ErrNotFound) {
+	if _, err := s.reg.Get(ctx, newID); errors.Is(err, registry.ErrNotFound) {
 		_, err := s.o.Start(ctx, orchestrator.StartRequest{
 			ID: newID, Directive: s.rec.Directive, Inputs: s.rec.Inputs, Model: s.rec.Model, ParentID: s.rec.ParentID,
 			Bundle: s.rec.Bundle, Queue: s.rec.Queue, PreviousThreadID: s.id(), Kind: orchestrator.KindHandoff,
@@ -151,7 +151,7 @@ func (s *session) completeHandoff(ctx context.Context) error {
 // continuation: Cancel follows the link, now in place.
 func (s *session) forwardCancel(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx)
-	rec, err := s.o.Registry.Get(ctx, s.id())
+	rec, err := s.reg.Get(ctx, s.id())
 	if err != nil || !rec.CancelRequested {
 		return err
 	}

@@ -95,7 +95,7 @@ func (s *session) startLive() {
 		publish := func(line []byte) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			if err := s.o.Registry.PublishLive(ctx, s.id(), line); err != nil {
+			if err := s.reg.PublishLive(ctx, s.id(), line); err != nil {
 				s.log.Debug("live transcript line not published", "error", err)
 			}
 		}

@@ -111,7 +111,7 @@ func (s *session) handBackForRetry(ctx context.Context, attempts int, delay time
 		return err
 	}
 	act := queue.Activation{ThreadID: s.id(), Reason: "recover"}
-	if err := s.o.Enqueuer.Enqueue(ctx, act, s.version, s.rec.Queue, asynqProcessAt(s.st.RetryAt)); err != nil {
+	if err := s.enq.Enqueue(ctx, act, s.version, s.rec.Queue, asynqProcessAt(s.st.RetryAt)); err != nil {
 		return err
 	}
 	s.log.Info("model call to retry later; thread handed back", "attempt", attempts, "delay", delay, "retry_at", s.st.RetryAt)

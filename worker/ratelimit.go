@@ -65,7 +65,7 @@ func (s *session) admit(ctx context.Context, req *provider.Request) (ratelimit.A
 	}
 	in, _ := provider.ContextUsage(s.st.LastPromptTokens, since, 0)
 	call := ratelimit.Call{Holder: s.id() + "/" + s.claim.Token, InputTokens: in, OutputTokens: req.MaxTokens,
-		Priority: s.w.cfg.Queues[s.rec.Queue], LeaseTTL: s.o.Cfg.LeaseTTL}
+		Priority: s.w.cfg.Queues[s.rec.Queue], LeaseTTL: s.leaseTTL}
 	for {
 		adm, err := s.w.limiter.Admit(ctx, rules, call)
 		if err != nil {
@@ -97,12 +97,12 @@ func (s *session) handBackForRateLimit(ctx context.Context, adm ratelimit.Admiss
 	if err := s.checkpoint(ctx); err != nil {
 		return err
 	}
-	seq, err := s.o.Activations.SuspendUntil(ctx, s.id(), s.version, registry.WaitingForRateLimit, at)
+	seq, err := s.acts.SuspendUntil(ctx, s.id(), s.version, registry.WaitingForRateLimit, at)
 	if err != nil {
 		return err
 	}
 	s.version = seq
-	if err := s.o.Enqueuer.Enqueue(ctx, queue.Activation{ThreadID: s.id(), Reason: "timeout"}, seq, s.rec.Queue, asynqProcessAt(at)); err != nil {
+	if err := s.enq.Enqueue(ctx, queue.Activation{ThreadID: s.id(), Reason: "timeout"}, seq, s.rec.Queue, asynqProcessAt(at)); err != nil {
 		return err
 	}
 	s.w.metrics.rateHandedBack(adm.Rule)
@@ -119,7 +119,7 @@ func (s *session) holdLease(adm ratelimit.Admission) func() {
 	if len(adm.Reserved) == 0 {
 		return func() {}
 	}
-	ttl := s.o.Cfg.LeaseTTL
+	ttl := s.leaseTTL
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {

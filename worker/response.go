@@ -91,7 +91,7 @@ func (s *session) boundResponse(ctx context.Context, resp *provider.Response) er
 	s.cutInputs = nil
 	if len(resp.Text) > s.w.cfg.MaxResponseBytes {
 		key := blobkey.Response(s.id(), s.st.Turn)
-		b, err := tools.Bound(ctx, s.o.Store, key, tools.Result{Output: resp.Text}, s.w.cfg.MaxResponseBytes)
+		b, err := tools.Bound(ctx, s.store, key, tools.Result{Output: resp.Text}, s.w.cfg.MaxResponseBytes)
 		if err != nil {
 			return err
 		}
@@ -103,7 +103,7 @@ func (s *session) boundResponse(ctx context.Context, resp *provider.Response) er
 			continue
 		}
 		key := blobkey.ToolInput(s.id(), c.ID)
-		if err := s.o.Store.Put(ctx, key, c.Input); err != nil {
+		if err := s.store.Put(ctx, key, c.Input); err != nil {
 			return fmt.Errorf("store the input of call %s: %w", c.ID, err)
 		}
 		note, _ := json.Marshal(map[string]any{"spool_input_cut": len(c.Input), "artifact": key})

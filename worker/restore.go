@@ -21,9 +21,9 @@ func (s *session) restore(ctx context.Context) (bool, error) {
 		// The thread's first activation: no activation ran before this
 		// one, so there is no transcript to read (one that exists anyway
 		// makes the first checkpoint fail as a zombie's would).
-		tw, err = transcript.CreateWriter(s.id(), s.o.Store, s.o.Signer)
+		tw, err = transcript.CreateWriter(s.id(), s.store, s.signer)
 	} else {
-		tw, err = transcript.OpenWriter(ctx, s.o.Store, s.id(), s.o.Signer, s.o.Keyring, mark)
+		tw, err = transcript.OpenWriter(ctx, s.store, s.id(), s.signer, s.keyring, mark)
 	}
 	if err != nil {
 		return false, fmt.Errorf("open transcript of %s: %w", s.id(), err)

@@ -96,8 +96,11 @@ func orchestratorOutcome(f *final, cost thread.Cost) orchestrator.Outcome {
 
 // session is one activation of one thread.
 type session struct {
-	w     *Worker
-	o     *orchestrator.Orchestrator
+	w *Worker
+	// o runs the orchestrator's operations (Finalize, Start, Wait, ...);
+	// the services the steps call themselves are deps.
+	o *orchestrator.Orchestrator
+	deps
 	claim registry.Claim
 	act   queue.Activation
 	log   *slog.Logger
@@ -290,7 +293,7 @@ func (s *session) load(ctx context.Context) error {
 		ThreadID: rec.ThreadID,
 		ParentID: rec.ParentID,
 		TreeID:   rec.WorkspaceID(),
-		Store:    s.o.Store,
+		Store:    s.store,
 		Env:      map[string]string{"RYE_PARENT_THREAD_ID": rec.ThreadID},
 		Children: toolChildren{s},
 		Logger:   s.log,

@@ -46,7 +46,7 @@ func (c toolChildren) Start(ctx context.Context, req spawn.Request) (any, error)
 // continuation chains); any other thread is refused.
 func (c toolChildren) Wait(ctx context.Context, ids []string, timeout time.Duration) (any, error) {
 	for _, id := range ids {
-		rec, err := c.s.o.Registry.Get(ctx, id)
+		rec, err := c.s.reg.Get(ctx, id)
 		if err != nil {
 			return nil, fmt.Errorf("thread %q: %w", id, err)
 		}

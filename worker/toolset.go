@@ -139,7 +139,7 @@ func (s *session) Load(ctx context.Context, itemType, itemID string) (string, er
 // no thread has that id.
 func (s *session) threadKnowledge(ctx context.Context, ref string) (text string, found bool, err error) {
 	ids := knowledgeThreadIDs(ref)
-	recs, err := s.o.Registry.GetMany(ctx, ids)
+	recs, err := s.reg.GetMany(ctx, ids)
 	if err != nil {
 		return "", false, err
 	}

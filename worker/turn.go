@@ -253,7 +253,7 @@ func (s *session) checkBeforeTurn(ctx context.Context) (outcome, error) {
 	} else if s.flagRead {
 		var err error
 		var n int64
-		if cancelled, n, err = s.o.Registry.TurnSignals(ctx, s.id()); err != nil {
+		if cancelled, n, err = s.reg.TurnSignals(ctx, s.id()); err != nil {
 			return outcome{}, err
 		}
 		queued = n > 0
@@ -354,7 +354,7 @@ func (s *session) inboxNewer() bool {
 // the model sees on its next call; the checkpoint that follows makes them
 // durable (with InboxSeq, so each is delivered once).
 func (s *session) deliverInbox(ctx context.Context) error {
-	msgs, err := s.o.Registry.Inbox(ctx, s.id(), s.st.InboxSeq)
+	msgs, err := s.reg.Inbox(ctx, s.id(), s.st.InboxSeq)
 	if err != nil {
 		return err
 	}

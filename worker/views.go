@@ -68,6 +68,6 @@ func (s *session) writeStartViews(ctx context.Context, v *views) {
 		if f.data == nil {
 			continue
 		}
-		s.side.Go(ctx, s.log, f.key, func(ctx context.Context) error { return blobstore.PutView(ctx, s.o.Store, f.key, f.data) })
+		s.side.Go(ctx, s.log, f.key, func(ctx context.Context) error { return blobstore.PutView(ctx, s.store, f.key, f.data) })
 	}
 }

@@ -27,14 +27,14 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 				deadline = p.Deadline
 			}
 			for _, id := range p.Threads {
-				rec, err := s.o.Registry.Get(ctx, id)
+				rec, err := s.reg.Get(ctx, id)
 				if errors.Is(err, registry.ErrNotFound) {
 					continue // lost with Redis writes: nothing to wait for (lostThread)
 				}
 				if err != nil {
 					return false, err
 				}
-				term, err := s.o.Registry.ResolveChain(ctx, id)
+				term, err := s.reg.ResolveChain(ctx, id)
 				if err != nil {
 					return false, err
 				}
@@ -47,7 +47,7 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 		if len(targets) == 0 {
 			break
 		}
-		suspended, seq, err := s.o.Activations.Suspend(ctx, s.id(), s.version, targets)
+		suspended, seq, err := s.acts.Suspend(ctx, s.id(), s.version, targets)
 		if errors.Is(err, registry.ErrChainMoved) {
 			continue
 		}
@@ -63,7 +63,7 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 		}
 		s.version = seq
 		if !deadline.IsZero() {
-			if err := s.o.Enqueuer.Enqueue(ctx, queue.Activation{ThreadID: s.id(), Reason: "timeout"}, seq, s.rec.Queue,
+			if err := s.enq.Enqueue(ctx, queue.Activation{ThreadID: s.id(), Reason: "timeout"}, seq, s.rec.Queue,
 				asynqProcessAt(deadline)); err != nil {
 				return false, err
 			}
@@ -77,11 +77,11 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 		results := map[string]any{}
 		allDone, anyFailed := true, false
 		for _, id := range p.Threads {
-			term, err := s.o.Registry.ResolveChain(ctx, id)
+			term, err := s.reg.ResolveChain(ctx, id)
 			if err != nil {
 				return false, err
 			}
-			rec, err := s.o.Registry.Get(ctx, term)
+			rec, err := s.reg.Get(ctx, term)
 			if errors.Is(err, registry.ErrNotFound) {
 				s.log.Warn("a thread this one waits on is not in the registry: Redis lost its registration", "waited_id", term)
 				results[id] = lostThread(term)
