@@ -70,7 +70,7 @@ func StartEmbedded(dataDir string, log *slog.Logger) (*Embedded, error) {
 			}
 			unlock()
 		}}
-		if err := ping(url, 10*time.Second); err != nil {
+		if err := WaitRedis(url, 10*time.Second); err != nil {
 			e.Stop()
 			return nil, fmt.Errorf("embedded redis: %w", err)
 		}
@@ -130,7 +130,8 @@ func StartMiniredis() (m *miniredis.Miniredis, stop func(), err error) {
 	return m, func() { close(done); m.Close() }, nil
 }
 
-func ping(url string, d time.Duration) error {
+// WaitRedis waits up to d for the Redis at url to answer PING.
+func WaitRedis(url string, d time.Duration) error {
 	c, err := OpenRedis(url)
 	if err != nil {
 		return err
@@ -145,7 +146,7 @@ func ping(url string, d time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready: %w", url, err)
+			return fmt.Errorf("%s not ready: %w", RedactURL(url), err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

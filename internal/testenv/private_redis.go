@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/stack"
 )
 
 // PrivateRedis is a redis-server of one test's own, with an append-only
@@ -82,7 +84,7 @@ func (p *PrivateRedis) Start() error {
 		return fmt.Errorf("start redis-server: %w", err)
 	}
 	p.cmd = cmd
-	if err := waitRedis(fmt.Sprintf("redis://127.0.0.1:%d/0", p.port), 30*time.Second); err != nil {
+	if err := stack.WaitRedis(fmt.Sprintf("redis://127.0.0.1:%d/0", p.port), 30*time.Second); err != nil {
 		return fmt.Errorf("%w\n%s", err, p.LogTail())
 	}
 	return nil

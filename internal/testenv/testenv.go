@@ -20,7 +20,6 @@
 package testenv
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -123,7 +122,7 @@ func startRedis() (string, bool, error) {
 		}
 		addStop(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = os.RemoveAll(dir) })
 		url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
-		if err := waitRedis(url, 10*time.Second); err != nil {
+		if err := stack.WaitRedis(url, 10*time.Second); err != nil {
 			return "", false, err
 		}
 		return url, false, nil
@@ -134,28 +133,6 @@ func startRedis() (string, bool, error) {
 	}
 	addStop(stop)
 	return "redis://" + m.Addr() + "/0", true, nil
-}
-
-func waitRedis(url string, d time.Duration) error {
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		return err
-	}
-	c := redis.NewClient(opt)
-	defer c.Close()
-	deadline := time.Now().Add(d)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("redis at %s not ready: %w", url, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // NewRedis returns the shared test Redis with a fresh random namespace and a

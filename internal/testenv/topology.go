@@ -229,7 +229,7 @@ func startCluster() (url, skip string, err error) {
 			return "", "", err
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", ports[i])
-		if err := waitRedis("redis://"+addr+"/0", 10*time.Second); err != nil {
+		if err := stack.WaitRedis("redis://"+addr+"/0", 10*time.Second); err != nil {
 			return "", "", fmt.Errorf("%w\n%s", err, logTail(dir, name))
 		}
 		addrs = append(addrs, addr)
@@ -345,7 +345,7 @@ func startSentinel() (url, skip string, err error) {
 		if err := startProc(dir, s.name, bins[0], args...); err != nil {
 			return "", "", err
 		}
-		if err := waitRedis(fmt.Sprintf("redis://127.0.0.1:%d/0", s.port), 10*time.Second); err != nil {
+		if err := stack.WaitRedis(fmt.Sprintf("redis://127.0.0.1:%d/0", s.port), 10*time.Second); err != nil {
 			return "", "", fmt.Errorf("%w\n%s", err, logTail(dir, s.name))
 		}
 	}
