@@ -42,3 +42,25 @@ func TestAPIJoinsTheCallersTrace(t *testing.T) {
 	require.Len(t, own.TraceID, 32)
 	require.NotEqual(t, caller, own.TraceID)
 }
+
+// TestRunJoinsTheTraceOfItsEnvironment: `thread run` with TRACEPARENT set
+// (OpenTelemetry's environment carrier) starts a thread in that trace; a
+// malformed one is ignored.
+func TestRunJoinsTheTraceOfItsEnvironment(t *testing.T) {
+	t.Parallel()
+	e := spooltest.New(t, spooltest.Options{Files: apiProject()})
+	const caller = "4bf92f3577b34da6a3ce929d0e0e4736"
+	for tp, want := range map[string]string{"00-" + caller + "-00f067aa0ba902b7-01": caller, "00-not-a-trace-01": ""} {
+		res := e.SpoolContext(context.Background(), []string{"TRACEPARENT=" + tp}, "thread", "run", "t/greet",
+			"--input", "name=ada", "--model", "script:scripts/api.yaml", "--json")
+		require.Equal(t, 0, res.Code, res.Stderr)
+		var rec registry.Record
+		res.JSON(t, &rec)
+		require.Len(t, rec.TraceID, 32)
+		if want != "" {
+			require.Equal(t, want, rec.TraceID)
+		} else {
+			require.NotEqual(t, caller, rec.TraceID)
+		}
+	}
+}

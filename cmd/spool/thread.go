@@ -21,6 +21,7 @@ import (
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/spawn"
 	"github.com/spool-run/spool/stack"
+	"github.com/spool-run/spool/telemetry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/worker"
 )
@@ -211,7 +212,7 @@ func threadRun(c *cli.Context) error {
 	home, _ := os.UserHomeDir()
 	started, err := launch.Start(c.Context, s.orch, launch.Request{Project: s.project, UserDir: home, Logger: s.log,
 		StartRequest: orchestrator.StartRequest{Directive: name, Inputs: inputs, Model: c.String("model"), LimitOverrides: limits,
-			ParentID: c.String("parent"), Queue: c.String("queue")}})
+			ParentID: c.String("parent"), Queue: c.String("queue"), TraceParent: envTraceParent()}})
 	if errors.Is(err, launch.ErrRefused) {
 		return &usageError{msg: err.Error()}
 	}
@@ -708,4 +709,17 @@ func threadSearch(c *cli.Context) error {
 	}
 	warnUnverified(c, s, "search of "+id)
 	return nil
+}
+
+// envTraceParent is the W3C trace context a caller hands the CLI in the
+// TRACEPARENT variable (OpenTelemetry's environment carrier, as CI systems
+// and otel-cli set it), "" when unset or malformed: a thread started with
+// one belongs to the caller's trace, as through the API's traceparent
+// header.
+func envTraceParent() string {
+	tp := os.Getenv("TRACEPARENT")
+	if _, ok := telemetry.Parse(tp); !ok {
+		return ""
+	}
+	return tp
 }
