@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"net/url"
-	"path"
 	"strings"
 	"time"
 
@@ -27,7 +26,7 @@ const (
 // Approvals is approvals.yaml (CLI.md "People in the loop"):
 //
 //	approvals:
-//	  - tool: rye/file-system/fs_write   # glob over tool ids (path.Match)
+//	  - tool: rye/file-system/fs_write   # glob over tool ids (RateRule.MatchesModel's: "mcp/*" gates every MCP tool)
 //	    timeout: 1h                      # optional; then on_timeout applies
 //	    on_timeout: deny                 # deny (default) | approve
 //	notify:                              # optional: a webhook per pending call
@@ -75,7 +74,10 @@ func (a *Approvals) Match(tool string) *ApprovalRule {
 		id = tool
 	}
 	for i := range a.Rules {
-		if ok, _ := path.Match(a.Rules[i].Tool, id); ok || a.Rules[i].Tool == "*" {
+		// `*` crosses `/`, as in a capability's trailing `*` and a model
+		// glob: "mcp/*" gates mcp/files/write too. A rule that gated less
+		// than it reads would let calls through unreviewed.
+		if re, err := compiledGlob(a.Rules[i].Tool); err == nil && re.MatchString(id) {
 			return &a.Rules[i]
 		}
 	}
@@ -108,7 +110,7 @@ func ParseApprovals(p string, data []byte) (*Approvals, error) {
 		if r.Tool == "" {
 			return nil, fmt.Errorf("%s: tool is required", where)
 		}
-		if _, err := path.Match(r.Tool, ""); err != nil {
+		if _, err := compiledGlob(r.Tool); err != nil {
 			return nil, fmt.Errorf("%s: tool %q: %w", where, r.Tool, err)
 		}
 		if r.RawTime != "" {

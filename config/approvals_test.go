@@ -26,12 +26,25 @@ notify: {url: "https://hooks.test/x", secret: "s", links: "https://spool.test"}
 	require.Equal(t, &a.Rules[0], a.Match("rye.file-system.fs_write"), "either spelling")
 	require.Equal(t, &a.Rules[1], a.Match("rye/agent/threads/thread_directive"))
 	require.Nil(t, a.Match("rye/file-system/fs_read"))
+
+	// `*` crosses `/`: a rule over a server's or a namespace's tools gates
+	// every tool below it (path.Match's `*` would have gated none).
+	m, err := ParseApprovals("m.yaml", []byte("approvals: [{tool: \"mcp/*\"}, {tool: \"rye/file-system/fs_?rite\"}]\n"))
+	require.NoError(t, err)
+	require.Equal(t, &m.Rules[0], m.Match("mcp/files/write"))
+	require.Equal(t, &m.Rules[0], m.Match("mcp.files.write"))
+	require.Equal(t, &m.Rules[1], m.Match("rye/file-system/fs_write"))
+	require.Nil(t, m.Match("rye/file-system/fs_read"))
+	require.Nil(t, m.Match("rye/mcp/x"), "anchored at the start")
+	all, err := ParseApprovals("all.yaml", []byte("approvals: [{tool: \"*\"}]\n"))
+	require.NoError(t, err)
+	require.NotNil(t, all.Match("rye/agent/threads/thread_directive"))
 	var none *Approvals
 	require.Nil(t, none.Match("x"), "no approvals.yaml gates nothing")
 
 	for src, want := range map[string]string{
 		"approvals: [{timeout: 1h}]":                "tool is required",
-		"approvals: [{tool: \"[\"}]":                "syntax error in pattern",
+		"approvals: [{tool: \"[\"}]":                "tool \"[\"",
 		"approvals: [{tool: x, timeout: soon}]":     "not a positive duration",
 		"approvals: [{tool: x, on_timeout: maybe}]": "not deny or approve",
 		"approvals: [{tool: x, wat: 1}]":            "field wat not found",
