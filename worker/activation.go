@@ -32,7 +32,7 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	}
 	taskID, _ := asynq.GetTaskID(ctx)
 	log := w.log.With("thread_id", act.ThreadID, "reason", act.Reason)
-	d := depsOf(w.o)
+	d := w.deps()
 	ttl := d.leaseTTL
 	token := w.token + "-" + newToken()
 	// Listen for the thread's cancel before claiming it: a cancel requested

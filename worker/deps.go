@@ -19,7 +19,7 @@ import (
 // *registry.Activations, *ledger.Ledger and *queue.Enqueuer implement
 // them. An activation takes them once, from the worker's orchestrator
 // (depsOf), so its steps read s.reg, s.acts, s.ledger, s.enq and s.store,
-// and an in-process test can put a fake in any of them.
+// and an in-process test can put a fake in any of them (Worker.wrapDeps).
 
 // threadRecords is what an activation reads and writes of thread records.
 type threadRecords interface {
@@ -79,4 +79,14 @@ type deps struct {
 func depsOf(o *orchestrator.Orchestrator) deps {
 	return deps{reg: o.Registry, acts: o.Activations, ledger: o.Ledger, enq: o.Enqueuer, store: o.Store,
 		signer: o.Signer, keyring: o.Keyring, leaseTTL: o.Cfg.LeaseTTL}
+}
+
+// deps returns the services of an activation: the orchestrator's, or
+// what a test put in their place (wrapDeps).
+func (w *Worker) deps() deps {
+	d := depsOf(w.o)
+	if w.wrapDeps != nil {
+		d = w.wrapDeps(d)
+	}
+	return d
 }

@@ -200,6 +200,9 @@ type Worker struct {
 	mu      sync.Mutex
 	running map[string]map[string]*control // thread id → activation token → its control
 	token   string
+	// wrapDeps, set by tests only, replaces services of each activation
+	// with fakes (deps).
+	wrapDeps func(deps) deps
 }
 
 // New returns a Worker; Start runs it.
