@@ -48,8 +48,8 @@ func PutView(ctx context.Context, s Store, key string, data []byte) error {
 }
 
 // Store is the blob store. Keys are slash-separated paths without a leading
-// slash ("threads/<id>/transcript/000001.jsonl"). Implementations are safe for
-// concurrent use.
+// slash ("threads/<id>/transcript/00000001.jsonl"; package blobkey builds
+// spool's). Implementations are safe for concurrent use.
 type Store interface {
 	// Put writes data at key, replacing any object there.
 	Put(ctx context.Context, key string, data []byte) error
