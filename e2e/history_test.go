@@ -196,6 +196,7 @@ type replayReport struct {
 	Turns           int    `json:"turns"`
 	RecordedThreads int    `json:"recorded_threads"`
 	RecordedTurns   int    `json:"recorded_turns"`
+	ResumedThreads  int    `json:"resumed_threads"`
 	Status          string `json:"status"`
 	Divergence      *struct {
 		ThreadID string `json:"thread_id"`
@@ -255,6 +256,23 @@ func TestExportAndReplay(t *testing.T) {
 	require.Equal(t, `"TWO\n"`, rep.Divergence.Replayed)
 	require.Contains(t, diff.Stderr, "turn 2 of "+id)
 	require.Contains(t, diff.Stderr, "the input differs at .content")
+
+	t.Run("a resume is not compared, and the summary says so", func(t *testing.T) {
+		res := e.Spool("thread", "resume", id, "--message", "one more thing")
+		require.Equal(t, 0, res.Code, res.Stderr)
+		end := e.Wait([]string{id}, time.Minute)[id]
+		t.Logf("the resumed thread %s ended %s", end.ThreadID, end.Status)
+		rp := e.Spool("thread", "replay", id, "--json")
+		require.Equal(t, 0, rp.Code, "stdout:\n%s\nstderr:\n%s", rp.Stdout, rp.Stderr)
+		var rep replayReport
+		rp.JSON(t, &rep)
+		require.True(t, rep.Match)
+		require.Equal(t, 1, rep.ResumedThreads)
+		require.Equal(t, 2, rep.RecordedThreads)
+		text := e.Spool("thread", "replay", id)
+		require.Equal(t, 0, text.Code, text.Stderr)
+		require.Contains(t, text.Stdout, "1 of 1 threads, 4 of 4 turns matched (not compared, after a resume: 1 thread, ")
+	})
 
 	t.Run("spawns and waits", func(t *testing.T) {
 		rec := runCompleted(t, e, "h/boss", "--model", "script:scripts/tree.yaml")

@@ -107,8 +107,7 @@ func Compare(rec, rep *Thread) (threads, turns int, first *Divergence) {
 	replayed := map[string]*Thread{}
 	rep.Walk(func(t *Thread) { replayed[t.ID()] = t })
 	var divs []*Divergence
-	var walk func(r *Thread)
-	walk = func(r *Thread) {
+	walk := func(r *Thread) {
 		p := replayed[r.ID()]
 		if p == nil {
 			divs = append(divs, &Divergence{ThreadID: r.ID(), Directive: r.Record.Directive, Kind: KindThread,
@@ -122,14 +121,8 @@ func Compare(rec, rep *Thread) (threads, turns int, first *Divergence) {
 		} else {
 			threads++
 		}
-		for _, k := range r.Children {
-			walk(k)
-		}
-		if c := r.Continuation; c != nil && c.Record.ContinuationKind != "resume" {
-			walk(c)
-		}
 	}
-	walk(rec)
+	rec.WalkReplayed(walk)
 	sort.SliceStable(divs, func(i, j int) bool { return divs[i].at.Before(divs[j].at) })
 	if len(divs) > 0 {
 		first = divs[0]

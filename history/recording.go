@@ -50,6 +50,22 @@ func (t *Thread) Walk(f func(*Thread)) {
 	t.Continuation.Walk(f)
 }
 
+// WalkReplayed calls f for t and every thread of its tree a replay runs
+// and compares: its children and continuations, but not what comes after
+// a resume (a person's message, which a replay does not send).
+func (t *Thread) WalkReplayed(f func(*Thread)) {
+	if t == nil {
+		return
+	}
+	f(t)
+	for _, k := range t.Children {
+		k.WalkReplayed(f)
+	}
+	if c := t.Continuation; c != nil && c.Record.ContinuationKind != "resume" {
+		c.WalkReplayed(f)
+	}
+}
+
 // Load reads the recorded tree of thread id: the continuation chain id
 // belongs to from its first thread (handoffs and resumes), and the
 // children every thread of it started, recursively. Every transcript is

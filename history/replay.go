@@ -66,6 +66,11 @@ type Report struct {
 	Turns           int `json:"turns"`
 	RecordedThreads int `json:"recorded_threads"`
 	RecordedTurns   int `json:"recorded_turns"`
+	// ResumedThreads and ResumedTurns are the part of the recording that
+	// came after a resume (the resumed threads and all they started): a
+	// person's message, which a replay does not send, so not compared.
+	ResumedThreads int `json:"resumed_threads,omitempty"`
+	ResumedTurns   int `json:"resumed_turns,omitempty"`
 	// Status is how the replayed thread's chain ended.
 	Status thread.Status `json:"status"`
 	// Divergence is the first difference; nil on a match.
@@ -118,6 +123,11 @@ func Replay(ctx context.Context, cfg ReplayConfig, id string) (*Report, error) {
 	rec.Walk(func(t *Thread) {
 		report.RecordedThreads++
 		report.RecordedTurns += len(t.Turns)
+	})
+	report.ResumedThreads, report.ResumedTurns = report.RecordedThreads, report.RecordedTurns
+	rec.WalkReplayed(func(t *Thread) {
+		report.ResumedThreads--
+		report.ResumedTurns -= len(t.Turns)
 	})
 	extra := map[string][]byte{}
 	switch p, isScript := config.ScriptPath(cfg.Model); {

@@ -187,11 +187,25 @@ func threadReplay(c *cli.Context) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(c.App.Writer, "replayed %s on %s: %d of %d threads, %d of %d turns matched; the replay ended %s\n",
-			rep.ThreadID, rep.Model, rep.Threads, rep.RecordedThreads, rep.Turns, rep.RecordedTurns, rep.Status)
+		resumed := ""
+		if rep.ResumedThreads > 0 {
+			resumed = fmt.Sprintf(" (not compared, after a resume: %s, %s; a replay does not send a person's message)",
+				count(rep.ResumedThreads, "thread"), count(rep.ResumedTurns, "turn"))
+		}
+		fmt.Fprintf(c.App.Writer, "replayed %s on %s: %d of %d threads, %d of %d turns matched%s; the replay ended %s\n",
+			rep.ThreadID, rep.Model, rep.Threads, rep.RecordedThreads-rep.ResumedThreads, rep.Turns, rep.RecordedTurns-rep.ResumedTurns,
+			resumed, rep.Status)
 	}
 	if rep.Divergence != nil {
 		return &exitError{code: 1, err: errors.New(rep.Divergence.String())}
 	}
 	return nil
+}
+
+// count is "1 thread", "2 threads".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
