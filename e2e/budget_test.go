@@ -224,10 +224,7 @@ func TestResumeCarriesBudget(t *testing.T) {
 // with what the chain has left, in the chain's one ledger entry.
 func TestHandoffCarriesBudget(t *testing.T) {
 	t.Parallel()
-	files := coordProject()
-	files[".ai/directives/t/long.md"] = directive("long", `turns="5" spend="1.0"`, fsPerms, `<success>done</success>`)
-	files["scripts/h.yaml"] = script("handoff")
-	e := workerEnv(t, files, "2")
+	e := workerEnv(t, handoffProject(), "2")
 	rec := runCompleted(t, e, "t/long", "--model", "script:scripts/h.yaml")
 	chain, err := e.Orch.Registry.GetChain(t.Context(), rec.ChainRootID)
 	require.NoError(t, err)

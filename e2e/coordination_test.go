@@ -41,6 +41,15 @@ func coordProject() map[string]string {
 	}
 }
 
+// handoffProject is coordProject with t/long, which fills its context
+// window (script handoff, run as script:scripts/h.yaml) and hands off.
+func handoffProject() map[string]string {
+	files := coordProject()
+	files[".ai/directives/t/long.md"] = directive("long", `turns="5" spend="1.0"`, fsPerms, `<success>done</success>`)
+	files["scripts/h.yaml"] = script("handoff")
+	return files
+}
+
 // tree collects a thread and every descendant (children and continuations).
 func tree(t *testing.T, e *spooltest.Env, root string) []*registry.Record {
 	t.Helper()
@@ -181,10 +190,7 @@ func testCancelCascadesAcrossWorkers(t *testing.T, top testenv.Topology) {
 
 func TestHandoffChainAndResume(t *testing.T) {
 	t.Parallel()
-	files := coordProject()
-	files[".ai/directives/t/long.md"] = directive("long", `turns="5" spend="1.0"`, fsPerms, `<success>done</success>`)
-	files["scripts/h.yaml"] = script("handoff")
-	e := workerEnv(t, files, "2")
+	e := workerEnv(t, handoffProject(), "2")
 	e.StartWorker("--concurrency", "2")
 
 	rec, res := runJSON(t, e, "t/long", "--model", "script:scripts/h.yaml")

@@ -28,8 +28,7 @@ func TestAttest(t *testing.T) {
 	_, err = w.Checkpoint(ctx, State{Iteration: 5}) // attests nothing
 	require.NoError(t, err)
 
-	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	require.NoError(t, err)
+	tr := s.read(t, Strict)
 	require.Len(t, tr.Segments, 5)
 	require.Equal(t, int64(1), tr.Attested(ArtifactThreadJSON, attestedView(1)))
 	require.Equal(t, int64(4), tr.Attested(ArtifactThreadJSON, attestedView(2)), "the last checkpoint that attests it")
@@ -69,7 +68,6 @@ func TestAttestSurvivesAFailedCheckpoint(t *testing.T) {
 	st.fail = false
 	_, err = w.Checkpoint(ctx, State{Iteration: 1})
 	require.NoError(t, err)
-	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	require.NoError(t, err)
+	tr := s.read(t, Strict)
 	require.Equal(t, int64(1), tr.Attested(ArtifactThreadJSON, attestedView(1)))
 }

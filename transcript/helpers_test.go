@@ -54,6 +54,14 @@ func newSetup(t testing.TB) *setup {
 		threadID: thread.NewID("test/transcript", time.Unix(1739820456, 0)), clock: newClock()}
 }
 
+// read reads the setup's thread's transcript in mode, which must succeed.
+func (s *setup) read(t testing.TB, mode Mode) *Transcript {
+	t.Helper()
+	tr, err := Read(context.Background(), s.store, s.threadID, s.keyring, mode)
+	require.NoError(t, err)
+	return tr
+}
+
 func (s *setup) writer(t testing.TB) *Writer {
 	t.Helper()
 	w, err := WriterConfig{Now: s.clock.Now}.Open(context.Background(), s.store, s.threadID, s.signer, s.keyring)

@@ -35,8 +35,7 @@ func TestWriterMark(t *testing.T) {
 			t.Fatalf("turn %d: mark %+v, want %+v", turn, w.Mark(), want)
 		}
 	}
-	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	require.NoError(t, err)
+	tr := s.read(t, Strict)
 	if diff := cmp.Diff(w.Mark(), tr.Mark()); diff != "" {
 		t.Fatalf("writer and reader marks differ (-writer +reader):\n%s", diff)
 	}
@@ -59,8 +58,7 @@ func TestMarks(t *testing.T) {
 	ctx := context.Background()
 	s := newSetup(t)
 	writeTranscript(t, s, 4)
-	full, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	require.NoError(t, err)
+	full := s.read(t, Strict)
 	mark := func(n int64) Mark {
 		return Mark{Segments: n, ChainHash: full.Segments[n-1].ChainHash, From: "registry"}
 	}
@@ -137,8 +135,7 @@ func TestMarkAfterDamage(t *testing.T) {
 	ctx := context.Background()
 	s := newSetup(t)
 	writeTranscript(t, s, 4)
-	full, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	require.NoError(t, err)
+	full := s.read(t, Strict)
 	objs := snapshot(t, s.store, "")
 	key3 := blobkey.Segment(s.threadID, 3)
 	objs[key3] = append([]byte(nil), objs[key3]...)

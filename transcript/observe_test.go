@@ -44,8 +44,7 @@ func TestObserve(t *testing.T) {
 	}
 
 	got := slices.Concat(buffered, seen)
-	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	require.NoError(t, err)
+	tr := s.read(t, Strict)
 	// The second segment: the buffered line, the deltas and the tool call,
 	// then its checkpoint (not observed: it is not an event appended).
 	seg := tr.Events[2:]

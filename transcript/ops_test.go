@@ -86,8 +86,7 @@ func TestFollower(t *testing.T) {
 	mustAppend(t, w, TypeThreadCompleted, ThreadCompleted{})
 	_, err = w.Checkpoint(ctx, stateFor(2))
 	require.NoError(t, err)
-	all, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	require.NoError(t, err)
+	all := s.read(t, Strict)
 	var got int
 	err = Follow(ctx, s.store, s.threadID, s.keyring, time.Millisecond, func(evs []Event) error { got += len(evs); return nil })
 	require.NoError(t, err, "Follow: %d events", got)

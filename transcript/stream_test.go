@@ -22,8 +22,7 @@ func TestWalkAgreesWithRead(t *testing.T) {
 	ctx := context.Background()
 	s := newSetup(t)
 	want := writeTranscript(t, s, 12)
-	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	require.NoError(t, err)
+	tr := s.read(t, Strict)
 
 	var evs []Event
 	var segs []SegmentInfo
@@ -67,8 +66,7 @@ func TestWalkAgreesWithRead(t *testing.T) {
 	require.Equal(t, readErr.Error(), err.Error())
 	sum, err = Walk(ctx, s.store, s.threadID, s.keyring, ReadOptions{Mode: Lenient}, func(SegmentInfo, []Event) error { return nil })
 	require.NoError(t, err)
-	lenient, err := Read(ctx, s.store, s.threadID, s.keyring, Lenient)
-	require.NoError(t, err)
+	lenient := s.read(t, Lenient)
 	require.EqualValues(t, 6, sum.Segments)
 	require.Equal(t, lenient.Warnings, sum.Warnings)
 

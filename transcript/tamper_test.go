@@ -25,8 +25,7 @@ func TestTamper(t *testing.T) {
 	const nSeg = 6
 	writeTranscript(t, s, nSeg)
 	orig := snapshot(t, s.store, "")
-	full, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	require.NoError(t, err)
+	full := s.read(t, Strict)
 	// prefix[k] = events of segments 1..k.
 	prefix := make([][]Event, nSeg+1)
 	for k := 1; k <= nSeg; k++ {

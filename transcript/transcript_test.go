@@ -151,8 +151,7 @@ func TestResumeWriter(t *testing.T) {
 	require.NoError(t, err, "reconstruct on resume: %v\n%s", err, cmp.Diff(want, msgs))
 	require.Equal(t, want, msgs, "reconstruct on resume: %v\n%s", err, cmp.Diff(want, msgs))
 	want = append(want, writeTurn(t, w, 3)...)
-	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	require.NoError(t, err)
+	tr := s.read(t, Strict)
 	got, _ := Reconstruct(tr.Events)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)
@@ -179,8 +178,7 @@ func TestZombieWriterLosesSegment(t *testing.T) {
 	require.Contains(t, err.Error(), blobkey.Segment(s.threadID, 2), "zombie Checkpoint = %v, want ErrSegmentExists naming the segment", err)
 	_, err = zombie.Append(TypeCognitionIn, CognitionIn{Content: "more"})
 	require.ErrorIs(t, err, ErrSegmentExists, "zombie Append after loss")
-	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	require.NoError(t, err)
+	tr := s.read(t, Strict)
 	for _, ev := range tr.Events {
 		require.NotContains(t, string(ev.Payload), "zombie", "zombie event in history")
 	}
@@ -264,8 +262,7 @@ func TestDeltaThrottle(t *testing.T) {
 	mustAppend(t, w, TypeCognitionOut, CognitionOut{Content: "full"})
 	_, err = w.Checkpoint(ctx, State{})
 	require.NoError(t, err)
-	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	require.NoError(t, err)
+	tr := s.read(t, Strict)
 	var deltas []string
 	var types []string
 	for _, ev := range tr.Events {

@@ -48,8 +48,7 @@ func TestTurnsAndForkAt(t *testing.T) {
 	mustAppend(t, w, TypeCognitionOut, CognitionOut{Content: "bye", ToolCalls: []thread.ToolCall{call("c4", "return")}, Turn: 3, Spend: 1})
 	checkpoint()
 
-	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	require.NoError(t, err)
+	tr := s.read(t, Strict)
 	turns, err := Turns(tr.Events)
 	require.NoError(t, err)
 	require.Len(t, turns, 3)

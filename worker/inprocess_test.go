@@ -203,6 +203,16 @@ func (h *harness) start(dir string, limits thread.Limits) string {
 	return rec.ThreadID
 }
 
+// startParentOfKid scripts h/a to start h/kid synchronously and then
+// answer "parent done", and h/kid to answer "kid done"; it starts h/a
+// and returns its id.
+func (h *harness) startParentOfKid() string {
+	h.t.Helper()
+	h.prov.script("h/a", call("rye/agent/threads/thread_directive", `{"directive_name":"h/kid"}`), say("parent done"))
+	h.prov.script("h/kid", say("kid done"))
+	return h.start("h/a", thread.Limits{})
+}
+
 // activate runs one activation of id directly.
 func (h *harness) activate(id, reason string, seq int64) error {
 	h.t.Helper()
@@ -422,9 +432,7 @@ func TestLoopRetryHandBack(t *testing.T) {
 func TestLoopSuspendAndWake(t *testing.T) {
 	t.Parallel()
 	h := setup(t, nil, Config{})
-	h.prov.script("h/a", call("rye/agent/threads/thread_directive", `{"directive_name":"h/kid"}`), say("parent done"))
-	h.prov.script("h/kid", say("kid done"))
-	id := h.start("h/a", thread.Limits{})
+	id := h.startParentOfKid()
 	require.NoError(t, h.activate(id, "start", 0))
 	rec := h.record(id)
 	require.Equal(t, thread.StatusWaiting, rec.Status)

@@ -18,9 +18,7 @@ import (
 func TestLostChild(t *testing.T) {
 	t.Parallel()
 	h := setup(t, nil, Config{})
-	h.prov.script("h/a", call("rye/agent/threads/thread_directive", `{"directive_name":"h/kid"}`), say("parent done"))
-	h.prov.script("h/kid", say("kid done"))
-	id := h.start("h/a", thread.Limits{})
+	id := h.startParentOfKid()
 	require.NoError(t, h.activate(id, "start", 0))
 	require.Equal(t, thread.StatusWaiting, h.record(id).Status)
 	kids, err := h.o.Registry.ListChildren(h.ctx, id)
