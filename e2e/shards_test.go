@@ -23,11 +23,9 @@ func TestShardedTreeOnCluster(t *testing.T) {
 	e := spooltest.New(t, spooltest.Options{Files: coordProject(), Topology: testenv.Cluster})
 	require.Equal(t, registry.DefaultClusterShards, e.Orch.Keys.Shards(), "a Cluster namespace is sharded")
 	e.StartWorker("--concurrency", "4")
-	var roots []string
 	slots := map[uint16]bool{}
 	for range 3 {
 		rec := runCompleted(t, e, "t/chain", "--input", "level=1", "--model", "script:scripts/c.yaml")
-		roots = append(roots, rec.ThreadID)
 		all := tree(t, e, rec.ThreadID)
 		require.Len(t, all, 4, "levels 1 to 4")
 		want := keyspace.Slot(e.Orch.Keys.Thread(rec.ThreadID))

@@ -63,7 +63,7 @@ func TestOneSlot(t *testing.T) {
 		s := New(ns)
 		require.Equal(t, 1, s.Shards())
 		scoped, global := keysOf(t, s, ids)
-		keys := append(scoped, global...)
+		keys := append(append([]string(nil), scoped...), global...)
 		require.GreaterOrEqual(t, len(keys), 20, "namespace %q", ns)
 		want := Slot(s.Prefix())
 		for _, k := range keys {
