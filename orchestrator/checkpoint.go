@@ -34,11 +34,6 @@ type Checkpointed struct {
 	// stands either way.
 	Charged   ledger.Charged
 	ChargeErr error
-	// CancelRequested is the thread's cancel flag, and InboxSeq the seq
-	// of the newest message in its inbox (0: none): what the next turn
-	// checks, read in the same step.
-	CancelRequested bool
-	InboxSeq        int64
 	// LeaseHeld is false when a lease was given and another token holds
 	// it (or none does): it was not renewed.
 	LeaseHeld bool
@@ -46,9 +41,8 @@ type Checkpointed struct {
 
 // Checkpoint commits ch to a running thread held at version, as a turn's
 // checkpoint does before it writes its segment, and in the same atomic
-// step (checkpoint.lua: one round trip) charges the turn, renews the
-// caller's lease and reads the thread's cancel flag and newest inbox
-// message. A stale version is a registry *ConflictError and nothing
+// step (checkpoint.lua: one round trip) charges the turn and renews the
+// caller's lease. A stale version is a registry *ConflictError and nothing
 // changes: the version is the fence of the activation that holds the
 // thread, so a stale activation neither commits nor charges.
 func (o *Orchestrator) Checkpoint(ctx context.Context, rec *registry.Record, version int64, ch registry.Changes, cp Checkpoint) (Checkpointed, error) {
@@ -68,27 +62,30 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, rec *registry.Record, ver
 		}
 		ids = append([]string{entry}, path...)
 	}
-	keys := make([]string, 0, len(commitKeys)+2+len(ids))
+	keys := make([]string, 0, len(commitKeys)+1+len(ids))
 	keys = append(keys, commitKeys...)
-	keys = append(keys, o.Keys.Lease(rec.ThreadID), o.Keys.Inbox(rec.ThreadID))
+	keys = append(keys, o.Keys.Lease(rec.ThreadID))
 	args := make([]any, 0, 5+len(ids)+len(commitArgs))
 	args = append(args, len(ids), chargeKey, chargeNano, cp.Lease, cp.LeaseTTL.Milliseconds())
 	for _, id := range ids {
 		keys = append(keys, o.Keys.Ledger(id))
 		args = append(args, id)
 	}
-	res, err := checkpointScript.Run(ctx, o.fast, keys, append(args, commitArgs...)...).Slice()
+	script := checkpointScript
+	if cp.Charge == nil {
+		script = checkpointFenceScript
+	}
+	res, err := script.Run(ctx, o.fast, keys, append(args, commitArgs...)...).Slice()
 	if err != nil {
 		if rerr := registry.RefusalError(rec.ThreadID, version, err); rerr != nil {
 			return Checkpointed{}, rerr
 		}
 		return Checkpointed{}, fmt.Errorf("checkpoint %s: %w", rec.ThreadID, err)
 	}
-	if len(res) != 6 {
+	if len(res) != 4 {
 		return Checkpointed{}, reply.Unexpected("checkpoint", res)
 	}
-	out := Checkpointed{Version: reply.Int(res[0]), CancelRequested: reply.Int(res[3]) == 1,
-		InboxSeq: reply.Int(res[4]), LeaseHeld: reply.Int(res[5]) == 1}
+	out := Checkpointed{Version: reply.Int(res[0]), LeaseHeld: reply.Int(res[3]) == 1}
 	if c := cp.Charge; c != nil {
 		if refused := reply.Returned(reply.String(res[2])); refused != nil {
 			out.ChargeErr = ledger.RefusalError("charge", entry, path, c.Amount, refused)
@@ -102,8 +99,15 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, rec *registry.Record, ver
 	return out, nil
 }
 
-// checkpointScript is checkpoint.lua after the Lua functions it calls.
-var checkpointScript = redis.NewScript(registry.Lua + ledger.Lua + checkpointLua)
+// checkpointScript is checkpoint.lua after the Lua functions it calls;
+// checkpointFenceScript is the same without ledger.lua, for a checkpoint
+// without a charge (whose ledger step does not run): a script defines
+// its libraries' functions on every call, and ledger.lua's cost Redis
+// as much as four commands (BENCHMARKS.md, issue 20).
+var (
+	checkpointScript      = redis.NewScript(registry.Lua + ledger.Lua + checkpointLua)
+	checkpointFenceScript = redis.NewScript(registry.Lua + checkpointLua)
+)
 
 //go:embed checkpoint.lua
 var checkpointLua string

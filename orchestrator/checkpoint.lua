@@ -6,11 +6,9 @@
 --      fenced by the version the caller holds;
 --   2. the turn's charge (ARGV[2] not ""): ledger.charge on the chain's
 --      entry and its ancestors; one clamped to the room left is no
---      refusal;
+--      refusal (without a charge, the script may run without ledger.lua);
 --   3. the lease (ARGV[4] not ""): renewed for ARGV[5] ms if the caller's
---      token holds it;
---   4. what the next turn checks: the cancel flag and the newest message
---      queued in the inbox.
+--      token holds it.
 --
 -- A stale version (1) is refused and changes nothing. A refusal of the
 -- charge does not undo the commit: it is returned in the reply, with the
@@ -19,33 +17,35 @@
 -- KEYS[1..3]     registry.commit's keys: thread hash, active set, events
 --                channel
 -- KEYS[4]        the thread's lease key
--- KEYS[5]        the thread's inbox list
--- KEYS[6..5+n]   the chain's ledger entry, then its ancestors', parent
+-- KEYS[5..4+n]   the chain's ledger entry, then its ancestors', parent
 --                first (n = ARGV[1]; 0 without a charge)
 -- ARGV[1]        n
 -- ARGV[2]        the charge's idempotency key ("": no charge)
 -- ARGV[3]        the charge's amount (nano-USD)
 -- ARGV[4]        the lease's token ("": leave the lease alone)
 -- ARGV[5]        the lease's time to live (ms)
--- ARGV[6..5+n]   the ledger ids of KEYS[6..5+n]
+-- ARGV[6..5+n]   the ledger ids of KEYS[5..4+n]
 -- ARGV[6+n..]    registry.commit's arguments
 --
 -- Returns {version, ledger.charge's reply (false: no charge or refused),
--- the charge's refusal ("": none), the cancel flag (1 or 0), the seq of
--- the newest message in the inbox (0: none), the lease held (1 or 0; 1
--- without a token)}. Refuses as registry.commit does.
+-- the charge's refusal ("": none), the lease held (1 or 0; 1 without a
+-- token)}. Refuses as registry.commit does.
+--
+-- The cancel flag and the inbox are not read here: a message sent after
+-- the commit must still reach the model's next call, so the next turn
+-- reads them when it begins (registry.TurnSignals).
 
 local n = tonumber(ARGV[1])
 local commit = {}
 for i = 6 + n, #ARGV do commit[#commit + 1] = ARGV[i] end
 local c = registry.commit({KEYS[1], KEYS[2], KEYS[3]}, commit)
 if c.err then return c end
-local out = {c[1], false, '', 0, 0, 1}
+local out = {c[1], false, '', 1}
 
 if ARGV[2] ~= '' then
   local lkeys, largv = {}, {}
   for i = 1, n do
-    lkeys[i] = KEYS[5 + i]
+    lkeys[i] = KEYS[4 + i]
     largv[i] = ARGV[5 + i]
   end
   largv[n + 1], largv[n + 2], largv[n + 3] = ARGV[2], ARGV[3], 'add'
@@ -56,10 +56,7 @@ if ARGV[4] ~= '' then
   if redis.call('GET', KEYS[4]) == ARGV[4] then
     redis.call('PEXPIRE', KEYS[4], ARGV[5])
   else
-    out[6] = 0
+    out[4] = 0
   end
 end
-if redis.call('HGET', KEYS[1], 'cancel_requested') == '1' then out[4] = 1 end
-local last = redis.call('LINDEX', KEYS[5], -1)
-if last then out[5] = tonumber(string.match(last, '^{"seq":(%d+),')) or 0 end
 return out

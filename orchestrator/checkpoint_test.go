@@ -11,8 +11,8 @@ import (
 	"github.com/spool-run/spool/thread"
 )
 
-// TestCheckpointInOneScript: a turn's checkpoint commit, its charge, the
-// lease's renewal and the next turn's signals are one script: at a stale
+// TestCheckpointInOneScript: a turn's checkpoint commit, its charge and
+// the lease's renewal are one script: at a stale
 // version nothing of it happens; at the held version all of it, and the
 // charge once however often it is run; a charge that does not fit is
 // clamped and reported, and a refused one leaves the commit standing.
@@ -36,16 +36,11 @@ func TestCheckpointInOneScript(t *testing.T) {
 	require.LessOrEqual(t, s.r.Client.PTTL(s.ctx, lease).Val(), time.Second, "the lease is not renewed")
 
 	// The held version: all of it.
-	_, err = s.o.Registry.Send(s.ctx, id, registry.InboxMessage{Content: "hello", At: time.Now()})
-	require.NoError(t, err)
-	require.NoError(t, s.o.Registry.RequestCancel(s.ctx, id, false))
 	got, err := s.o.Checkpoint(s.ctx, rec, v, ch, cp)
 	require.NoError(t, err)
 	require.Equal(t, v+1, got.Version)
 	require.NoError(t, got.ChargeErr)
 	require.InDelta(t, 0.25, got.Charged.Own, 1e-9)
-	require.True(t, got.CancelRequested)
-	require.Equal(t, int64(1), got.InboxSeq)
 	require.True(t, got.LeaseHeld)
 	require.Greater(t, s.r.Client.PTTL(s.ctx, lease).Val(), time.Second, "the lease is renewed")
 	cur, err := s.o.Registry.Get(s.ctx, id)
@@ -82,4 +77,10 @@ func TestCheckpointInOneScript(t *testing.T) {
 	cur, err = s.o.Registry.Get(s.ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, v+4, cur.Version)
+
+	// Without a charge (the script without ledger.lua).
+	got, err = s.o.Checkpoint(s.ctx, rec, v+4, ch, Checkpoint{})
+	require.NoError(t, err)
+	require.Equal(t, v+5, got.Version)
+	require.NoError(t, got.ChargeErr)
 }

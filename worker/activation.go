@@ -50,6 +50,7 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
+	ctl.renewed.Store(time.Now().UnixNano()) // the claim set the lease
 	// The duration limit stops the model call or tool in flight, not only
 	// the next turn.
 	defer deadline(claim.Record, w.o.Now(), cancel)()
@@ -70,13 +71,16 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 			case <-hbctx.Done():
 				return
 			case <-tick.C:
-				if time.Since(time.Unix(0, ctl.renewed.Load())) < ttl/3 {
+				if !ctl.renewalDue(ttl) {
 					continue // a checkpoint renewed it
 				}
 				err := d.acts.Heartbeat(hbctx, act.ThreadID, token, ttl)
 				if errors.Is(err, registry.ErrLeaseLost) {
 					cancel(errLeaseLost)
 					return
+				}
+				if err == nil {
+					ctl.renewed.Store(time.Now().UnixNano())
 				}
 			}
 		}

@@ -26,7 +26,7 @@ func (s *session) emit(typ string, payload any) {
 // (create-only). The commit raises the registry's transcript mark to what
 // is durable before it: the segments this activation read or wrote, not
 // the one it is about to write (see the package doc, Crash safety). It
-// renews the lease too, and reads what the next turn checks (signals).
+// renews the lease too when that is due.
 func (s *session) checkpoint(ctx context.Context) error { return s.checkpointTurn(ctx, true, nil) }
 
 // checkpointTurn is checkpoint; without charge, it leaves the turn's
@@ -41,7 +41,7 @@ func (s *session) checkpointTurn(ctx context.Context, charge bool, final *orches
 		ch.Fields = map[string]string{registry.RetryAtField: s.st.RetryAt.Format(time.RFC3339Nano)}
 	}
 	cp := orchestrator.Checkpoint{}
-	if ttl := s.leaseTTL; ttl > 0 {
+	if ttl := s.leaseTTL; ttl > 0 && s.ctl.renewalDue(ttl) {
 		cp.Lease, cp.LeaseTTL = s.claim.Token, ttl
 	}
 	if key, amount, ok := s.turnCharge(); ok && charge {
@@ -51,7 +51,7 @@ func (s *session) checkpointTurn(ctx context.Context, charge bool, final *orches
 	if err != nil {
 		return err
 	}
-	s.version, s.signals = done.Version, &done
+	s.version = done.Version
 	if cp.Lease != "" && done.LeaseHeld {
 		s.ctl.renewed.Store(time.Now().UnixNano())
 	}

@@ -32,9 +32,18 @@ type control struct {
 	start    func() // starts the live feed; nil until the transcript is open
 	// turn cancels the turn in flight (an interrupt); nil between turns.
 	turn context.CancelCauseFunc
-	// renewed is when a checkpoint last renewed the activation's lease
-	// (unix ns): the heartbeat skips a renewal that soon after it.
+	// renewed is when the activation's lease was last set (unix ns): by
+	// the claim, a heartbeat or a checkpoint (renewalDue).
 	renewed atomic.Int64
+}
+
+// renewalDue says whether the lease of time to live ttl is due for a
+// renewal: a third of ttl has passed since it was last set. The heartbeat
+// and the checkpoints renew it when it is due, whichever comes first, so
+// a thread whose turns are quicker than that renews with its checkpoints
+// only every few turns, and its heartbeat not at all.
+func (c *control) renewalDue(ttl time.Duration) bool {
+	return time.Since(time.Unix(0, c.renewed.Load())) >= ttl/3
 }
 
 // interrupt stops the model call or tool of the turn in flight, if any:

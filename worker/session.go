@@ -147,10 +147,6 @@ type session struct {
 	// flagRead: checkBeforeTurn has used the claimed record's cancel flag
 	// and reads the registry from now on.
 	flagRead bool
-	// signals: the last checkpoint's commit read the cancel flag and the
-	// inbox (Checkpointed), for the next turn's check to use instead of
-	// reading them again; nil once used.
-	signals *orchestrator.Checkpointed
 	// leaseReleased: Finalize released the activation's lease with the
 	// thread's end; stopLease stops its heartbeat.
 	leaseReleased bool

@@ -247,10 +247,7 @@ func (s *session) checkBeforeTurn(ctx context.Context) (outcome, error) {
 	// claimed, so a later request has reached ctx. Later turns read the
 	// flag again, in case an event was lost.
 	cancelled, queued := s.rec.CancelRequested, s.inboxNewer()
-	if sig := s.signals; sig != nil {
-		cancelled, queued = sig.CancelRequested, sig.InboxSeq > s.st.InboxSeq
-		s.signals = nil
-	} else if s.flagRead {
+	if s.flagRead {
 		var err error
 		var n int64
 		if cancelled, n, err = s.reg.TurnSignals(ctx, s.id()); err != nil {
