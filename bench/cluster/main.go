@@ -18,30 +18,21 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/spool-run/spool/bench/internal/benchenv"
 	"github.com/spool-run/spool/blobstore"
-	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/keyspace"
-	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
-	"github.com/spool-run/spool/transcript"
-	"github.com/spool-run/spool/worker"
 )
 
 func main() {
@@ -69,16 +60,7 @@ func script(children, turns int, latency time.Duration) string {
 		b.WriteString("        - {tool: rye/agent/threads/thread_directive, input: {directive_name: tree/kid}}\n")
 	}
 	b.WriteString("      usage: {input: 100, output: 10}\n    - text: done\n      usage: {input: 100, output: 10}\n  \"tree/kid\":\n")
-	for i := 1; i < turns; i++ {
-		if i%2 == 1 {
-			fmt.Fprintf(&b, "    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: notes.txt, content: \"turn %d\"}}]\n", i)
-		} else {
-			b.WriteString("    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: notes.txt}}]\n")
-		}
-		b.WriteString("      usage: {input: 100, output: 10}\n")
-	}
-	b.WriteString("    - text: done\n      usage: {input: 100, output: 10}\n")
-	return b.String()
+	return b.String() + benchenv.FileTurns(turns)
 }
 
 // node is one master's figures.
@@ -147,33 +129,20 @@ func run(trees, children, turns, conc, shards int, latency time.Duration, redisU
 	if err != nil {
 		return err
 	}
-	store := blobstore.NewMemory()
-	project := filepath.Join(tmp, "project")
 	root := strings.Replace(benchenv.Directive("root", `turns="4" spawns="`+strconv.Itoa(children)+`"`),
 		"<tool>rye/file-system/*</tool>", "<tool>rye/file-system/*</tool><tool>rye/agent/threads/thread_directive</tool>", 1)
-	if err := benchenv.WriteProject(project, map[string]string{
-		".ai/directives/tree/root.md": root,
-		".ai/directives/tree/kid.md":  benchenv.Directive("kid", fmt.Sprintf(`turns="%d"`, turns+2)),
-	}); err != nil {
-		return err
-	}
-	const model = "script:scripts/tree.yaml"
-	bundle, err := directive.BuildBundle(ctx, store, project, "", map[string][]byte{"scripts/tree.yaml": []byte(script(children, turns, latency))})
+	f, err := benchenv.NewFleet(ctx, rdb, blobstore.NewMemory(), benchenv.FleetConfig{
+		Namespace: ns, Shards: ks.Shards(), Dir: tmp, Concurrency: conc,
+		Files: map[string]string{
+			".ai/directives/tree/root.md": root,
+			".ai/directives/tree/kid.md":  benchenv.Directive("kid", fmt.Sprintf(`turns="%d"`, turns+2)),
+		},
+		ScriptPath: "scripts/tree.yaml", Script: script(children, turns, latency),
+	})
 	if err != nil {
 		return err
 	}
-	signer, err := transcript.GenerateKey()
-	if err != nil {
-		return err
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	o := orchestrator.New(orchestrator.Config{Namespace: ns, Shards: ks.Shards(), Logger: log}, rdb, store,
-		&queue.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb)}, signer, transcript.NewKeyring(signer.PublicKey()))
-	w := worker.New(worker.Config{Concurrency: conc, Queues: map[string]int{queue.DefaultQueue: 1}, Logger: log, RecoverInterval: -1}, o)
-	if err := w.Start(); err != nil {
-		return err
-	}
-	defer w.Stop()
+	defer f.Close()
 
 	fmt.Printf("cluster: %d trees (a root and %d children of %d turns), model latency %s, one worker of concurrency %d, %d shards\n",
 		trees, children, turns, latency, conc, ks.Shards())
@@ -185,30 +154,11 @@ func run(trees, children, turns, conc, shards int, latency time.Duration, redisU
 		return err
 	}
 	start := time.Now()
-	ids := make([]string, trees)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < trees; i = int(next.Add(1)) - 1 {
-				rec, err := o.Start(ctx, orchestrator.StartRequest{Directive: "tree/root", Bundle: bundle, Model: model})
-				if err != nil {
-					errs <- err
-					return
-				}
-				ids[i] = rec.ThreadID
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	ids, err := f.StartThreads(ctx, "tree/root", trees, 16)
+	if err != nil {
 		return err
 	}
-	res, err := o.Wait(ctx, ids, 30*time.Minute)
+	res, err := f.O.Wait(ctx, ids, 30*time.Minute)
 	if err != nil {
 		return err
 	}

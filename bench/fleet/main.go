@@ -20,24 +20,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
-	"path/filepath"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/hibiken/asynq"
 
 	"github.com/spool-run/spool/bench/internal/benchenv"
 	"github.com/spool-run/spool/blobstore"
-	"github.com/spool-run/spool/directive"
-	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
-	"github.com/spool-run/spool/transcript"
-	"github.com/spool-run/spool/worker"
 )
 
 func main() {
@@ -58,18 +46,8 @@ func main() {
 // script is the model: turns-1 tool calls, alternately a write and a read
 // of the thread's own file, then the answer.
 func script(turns int, latency time.Duration) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "price: {input_per_mtok: 1.00, output_per_mtok: 5.00}\nlatency: %s\ndirectives:\n  \"fleet/work\":\n", latency)
-	for i := 1; i < turns; i++ {
-		if i%2 == 1 {
-			fmt.Fprintf(&b, "    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: notes.txt, content: \"turn %d\"}}]\n", i)
-		} else {
-			b.WriteString("    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: notes.txt}}]\n")
-		}
-		b.WriteString("      usage: {input: 100, output: 10}\n")
-	}
-	b.WriteString("    - text: done\n      usage: {input: 100, output: 10}\n")
-	return b.String()
+	return fmt.Sprintf("price: {input_per_mtok: 1.00, output_per_mtok: 5.00}\nlatency: %s\ndirectives:\n  \"fleet/work\":\n", latency) +
+		benchenv.FileTurns(turns)
 }
 
 func run(n, turns, conc, producers int, latency time.Duration, redisURL string, byScript bool) error {
@@ -87,30 +65,16 @@ func run(n, turns, conc, producers int, latency time.Duration, redisURL string, 
 		return err
 	}
 	defer stop()
-	store := blobstore.NewMemory()
-	project := filepath.Join(tmp, "project")
-	if err := benchenv.WriteProject(project, map[string]string{
-		".ai/directives/fleet/work.md": benchenv.Directive("work", fmt.Sprintf(`turns="%d"`, turns+2)),
-	}); err != nil {
-		return err
-	}
-	const model = "script:scripts/fleet.yaml"
-	bundle, err := directive.BuildBundle(ctx, store, project, "", map[string][]byte{"scripts/fleet.yaml": []byte(script(turns, latency))})
+	f, err := benchenv.NewFleet(ctx, rdb, blobstore.NewMemory(), benchenv.FleetConfig{
+		Namespace: fmt.Sprintf("fleet-%d", time.Now().UnixNano()), Dir: tmp, Concurrency: conc,
+		Files:      map[string]string{".ai/directives/fleet/work.md": benchenv.Directive("work", fmt.Sprintf(`turns="%d"`, turns+2))},
+		ScriptPath: "scripts/fleet.yaml", Script: script(turns, latency),
+	})
 	if err != nil {
 		return err
 	}
-	signer, err := transcript.GenerateKey()
-	if err != nil {
-		return err
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	o := orchestrator.New(orchestrator.Config{Namespace: fmt.Sprintf("fleet-%d", time.Now().UnixNano()), Logger: log}, rdb, store,
-		&queue.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb)}, signer, transcript.NewKeyring(signer.PublicKey()))
-	w := worker.New(worker.Config{Concurrency: conc, Queues: map[string]int{queue.DefaultQueue: 1}, Logger: log, RecoverInterval: -1}, o)
-	if err := w.Start(); err != nil {
-		return err
-	}
-	defer w.Stop()
+	defer f.Close()
+	o := f.O
 
 	fmt.Printf("fleet: %d threads x %d turns, model latency %s, one worker of concurrency %d, redis %s\n",
 		n, turns, latency, conc, benchenv.Info(ctx, rdb, "server")["redis_version"])
@@ -125,27 +89,8 @@ func run(n, turns, conc, producers int, latency time.Duration, redisURL string, 
 	}
 	c0 := benchenv.SampleCPU(ctx, rdb)
 	start := time.Now()
-	ids := make([]string, n)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, producers)
-	for range producers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				rec, err := o.Start(ctx, orchestrator.StartRequest{Directive: "fleet/work", Bundle: bundle, Model: model})
-				if err != nil {
-					errs <- err
-					return
-				}
-				ids[i] = rec.ThreadID
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	ids, err := f.StartThreads(ctx, "fleet/work", n, producers)
+	if err != nil {
 		return err
 	}
 	started := time.Since(start)
