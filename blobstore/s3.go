@@ -160,6 +160,19 @@ func (s *S3) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	if err != nil {
 		return err
 	}
+	// A large body is not sent to an object that is there already (a
+	// bundle's content-addressed blobs are, on every run after the
+	// first): a server may answer the conditional put's 412 as soon as it
+	// has the headers and close the connection while the client still
+	// writes the body, which the client sees as a reset, not as the 412.
+	large := len(data) >= largeConditionalPut
+	if large {
+		if _, err := s.Stat(ctx, key); err == nil {
+			return ErrExists
+		} else if !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("put-if-absent %s: %w", key, err)
+		}
+	}
 	_, err = s.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket: aws.String(s.cfg.Bucket), Key: aws.String(k),
 		Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(len(data))),
@@ -169,10 +182,22 @@ func (s *S3) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 		if isPreconditionFailed(err) {
 			return ErrExists
 		}
+		// The same, when another writer made the object meanwhile: a
+		// connection that failed under a large body to an object that
+		// exists now was that 412.
+		if large && httpStatus(err) == 0 {
+			if _, serr := s.Stat(ctx, key); serr == nil {
+				return ErrExists
+			}
+		}
 		return fmt.Errorf("put-if-absent %s: %w", key, err)
 	}
 	return nil
 }
+
+// largeConditionalPut is the body size from which PutIfAbsent looks
+// before it writes (one HEAD more, against a body not sent for nothing).
+const largeConditionalPut = 1 << 20
 
 // Get returns the object's bytes, or ErrNotFound.
 func (s *S3) Get(ctx context.Context, key string) ([]byte, error) {

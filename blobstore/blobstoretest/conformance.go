@@ -158,6 +158,19 @@ func testPutIfAbsent(t *testing.T, s blobstore.Store) {
 	if got := mustGet(t, s, "seg/000001.jsonl"); string(got) != "again" {
 		t.Fatalf("Get = %q", got)
 	}
+	// A large body over an existing object (a bundle's content-addressed
+	// blob, stored again on every run) is refused as any other, every
+	// time: a server that answers 412 before reading the body must not
+	// turn it into a reset connection.
+	big := bytes.Repeat([]byte("0123456789abcdef"), 4<<16) // 4 MiB
+	if err := s.PutIfAbsent(ctx, "blobs/big", big); err != nil {
+		t.Fatalf("first large PutIfAbsent: %v", err)
+	}
+	for i := range 5 {
+		if err := s.PutIfAbsent(ctx, "blobs/big", big); !errors.Is(err, blobstore.ErrExists) {
+			t.Fatalf("large PutIfAbsent over an existing object (%d) = %v, want ErrExists", i, err)
+		}
+	}
 }
 
 func testPutIfAbsentRace(t *testing.T, s blobstore.Store) {
