@@ -78,19 +78,23 @@ func NewSharded(ns string, n int) Space {
 	return s
 }
 
-// shardTag is the hash tag of shard i of n: "ns:i" with the shortest
-// suffix "." + j that puts it in the i-th n-th of the slot space, so the
-// shards spread evenly over a Cluster's nodes.
+// shardTag is the hash tag of shard i of n: "ns:i", spread (with "."
+// suffixes) so the shards spread evenly over a Cluster's nodes.
 func shardTag(ns string, i, n int) string {
-	base := ns + ":" + strconv.Itoa(i)
+	return spread(ns+":"+strconv.Itoa(i), ".", i, n)
+}
+
+// spread is base, or base with the shortest suffix sep + j (j = 1, 2,
+// ...) that puts its hash slot in the i-th n-th of the slot space.
+func spread(base, sep string, i, n int) string {
 	lo, hi := i*slots/n, (i+1)*slots/n
 	for j := 0; ; j++ {
-		tag := base
+		k := base
 		if j > 0 {
-			tag += "." + strconv.Itoa(j)
+			k += sep + strconv.Itoa(j)
 		}
-		if s := int(Slot(tag)); s >= lo && s < hi {
-			return tag
+		if sl := int(Slot(k)); sl >= lo && sl < hi {
+			return k
 		}
 	}
 }
@@ -278,12 +282,12 @@ func (s Space) QueueOf(name, id string) string {
 // QueueLanes are the asynq queues of spool queue name (every lane), the
 // ones a worker serving name listens on.
 func (s Space) QueueLanes(name string) []string {
+	if s.Lanes() == 1 {
+		return []string{s.Queue(name)}
+	}
 	out := make([]string, s.Lanes())
 	for i := range out {
 		out[i] = s.lane(name, i)
-	}
-	if len(out) == 1 {
-		out[0] = s.Queue(name)
 	}
 	return out
 }
@@ -316,21 +320,9 @@ func (s Space) QueueName(aq string) (string, bool) {
 }
 
 // lane is the name of lane i of spool queue name: Queue(name) + "~i",
-// with the shortest "~j" more that puts its hash slot in the i-th part of
-// the slot space.
+// spread (with "~" suffixes) as the shards' tags are.
 func (s Space) lane(name string, i int) string {
-	base := s.Queue(name) + "~" + strconv.Itoa(i)
-	n := s.Lanes()
-	lo, hi := i*slots/n, (i+1)*slots/n
-	for j := 0; ; j++ {
-		q := base
-		if j > 0 {
-			q += "~" + strconv.Itoa(j)
-		}
-		if sl := int(Slot(q)); sl >= lo && sl < hi {
-			return q
-		}
-	}
+	return spread(s.Queue(name)+"~"+strconv.Itoa(i), "~", i, s.Lanes())
 }
 
 // slots is the number of Redis Cluster hash slots.

@@ -51,10 +51,7 @@ type Window struct {
 // Offset+Count entries of each shard: the thread list pages with it, so
 // Offset stays small.
 func (r *Registry) ThreadsByTime(ctx context.Context, w Window) ([]redis.Z, error) {
-	return threadsByTime(ctx, r.rdb, r.ks, w)
-}
-
-func threadsByTime(ctx context.Context, rdb redis.Cmdable, ks keyspace.Space, w Window) ([]redis.Z, error) {
+	rdb, ks := r.rdb, r.ks
 	if w.Min == "" {
 		w.Min = "-inf"
 	}
@@ -97,7 +94,9 @@ func threadsByTime(ctx context.Context, rdb redis.Cmdable, ks keyspace.Space, w 
 	slices.SortFunc(all, func(a, b redis.Z) int {
 		c := cmp.Compare(a.Score, b.Score)
 		if c == 0 {
-			c = cmp.Compare(fmt.Sprint(a.Member), fmt.Sprint(b.Member))
+			am, _ := a.Member.(string)
+			bm, _ := b.Member.(string)
+			c = cmp.Compare(am, bm)
 		}
 		if w.Newest {
 			return -c
