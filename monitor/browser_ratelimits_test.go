@@ -29,8 +29,11 @@ func TestBrowserRateLimits(t *testing.T) {
 	require.Equal(t, "1", admitted)
 
 	second := e.start("t/echo", map[string]any{"text": "second"})
-	page.waitTrue(30*time.Second, "the thread handed back, on the open page",
-		`Array.from(document.querySelectorAll("section.card a.tid")).some(a => a.textContent === "`+second.ThreadID+`")`)
+	// The worker counts the hand-back after it has suspended the thread:
+	// the page may list the thread a refresh before the count.
+	page.waitTrue(30*time.Second, "the thread handed back and counted, on the open page",
+		`Array.from(document.querySelectorAll("section.card a.tid")).some(a => a.textContent === "`+second.ThreadID+`") && `+
+			`document.querySelector("table.ratelimits tbody tr td:nth-child(6)").innerText.trim() === "1"`)
 	var row []string
 	page.eval(`Array.from(document.querySelector("table.ratelimits tbody tr").cells).map(c => c.innerText.trim())`, &row)
 	require.Len(t, row, 9)
