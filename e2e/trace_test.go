@@ -166,23 +166,46 @@ func TestTraceIsOneTreeAcrossWorkers(t *testing.T) {
 	require.Equal(t, child, from.Attr("spool.thread_id"), "the wake links to the child's activation that ended it")
 
 	// Every model call: the GenAI attributes, the usage and cost the
-	// script gave it, under a turn of its thread.
+	// script gave it, under a turn of its thread. A loaded machine may
+	// fail an attempt (its span has the error, and the next attempt the
+	// usage) or recover a turn in a later activation (the same turn's
+	// call again): each turn's successful call is counted once, and the
+	// rest are named in the failure.
 	usage := map[string][][2]int64{root: {{500, 40}, {1900, 40}}, child: {{100, 10}, {120, 12}}, cont: {{300, 20}}, resumed: {{310, 21}}}
 	for id, want := range usage {
-		var got [][2]int64
+		byTurn := map[int64][2]int64{}
+		var seen []string
 		for _, call := range of[id][telemetry.OpChat] {
+			in, out := call.Int("gen_ai.usage.input_tokens"), call.Int("gen_ai.usage.output_tokens")
+			act := byID[byID[call.ParentID()].ParentID()]
+			seen = append(seen, fmt.Sprintf("turn %d attempt %d in %s activation: status %v %q, usage %d/%d",
+				call.Int("spool.turn"), call.Int("spool.attempt"), act.Attr("spool.activation.reason"),
+				call.GetStatus().GetCode(), call.GetStatus().GetMessage(), in, out))
 			require.Equal(t, "chat script:scripts/tr.yaml", call.GetName())
 			require.Equal(t, tracepb.Span_SPAN_KIND_CLIENT, call.GetKind())
 			require.Equal(t, "chat", call.Attr("gen_ai.operation.name"))
 			require.Equal(t, "script:scripts/tr.yaml", call.Attr("gen_ai.request.model"))
 			require.Equal(t, "spool.script", call.Attr("gen_ai.provider.name"))
-			in, out := call.Int("gen_ai.usage.input_tokens"), call.Int("gen_ai.usage.output_tokens")
-			require.InDelta(t, (float64(in)*1.0+float64(out)*5.0)/1e6, call.Float("spool.cost_usd"), 1e-12)
 			require.Equal(t, telemetry.SpanTurn, byID[call.ParentID()].GetName())
-			got = append(got, [2]int64{in, out})
+			if call.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+				continue
+			}
+			require.InDelta(t, (float64(in)*1.0+float64(out)*5.0)/1e6, call.Float("spool.cost_usd"), 1e-12)
+			turn := call.Int("spool.turn")
+			if prev, ok := byTurn[turn]; ok {
+				require.Equal(t, prev, [2]int64{in, out}, "a turn of %s called again: %s", id, strings.Join(seen, "; "))
+			}
+			byTurn[turn] = [2]int64{in, out}
+		}
+		var got [][2]int64
+		for _, u := range byTurn {
+			got = append(got, u)
 		}
 		slices.SortFunc(got, func(a, b [2]int64) int { return int(a[0] - b[0]) })
-		require.Equal(t, want, got, "model calls of %s", id)
+		require.Equal(t, want, got, "model calls of %s: %s", id, strings.Join(seen, "; "))
+		if len(seen) != len(want) {
+			t.Logf("model calls of %s: %s", id, strings.Join(seen, "; "))
+		}
 	}
 	require.Len(t, of[root][telemetry.OpExecuteTool], 2, "the spawn and the write")
 
