@@ -312,19 +312,11 @@ func (p *PrivateS3) Start() error { return p.v.start() }
 // RequireReal.
 func NewS3(t testing.TB) *S3 {
 	t.Helper()
-	s3Once.Do(func() { s3Srv, s3Err = startS3() })
-	if s3Err != nil {
-		t.Fatalf("testenv: s3: %v", s3Err)
-	}
-	if s3Srv == nil {
-		if RequireReal() {
-			t.Fatalf("testenv: SPOOL_TEST_REQUIRE_REAL=1 but no S3 server (set SPOOL_TEST_S3_ENDPOINT or put versitygw on PATH)")
-		}
+	s := MaybeS3(t)
+	if s == nil {
 		t.Skip("no S3-compatible server: set SPOOL_TEST_S3_ENDPOINT or install versitygw")
 	}
-	s := *s3Srv
-	s.Prefix = "t" + RandomID(6) + "/"
-	return &s
+	return s
 }
 
 func envOr(k, def string) string {
