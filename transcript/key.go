@@ -9,9 +9,10 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -156,15 +157,7 @@ func LoadKey(path string) (*Signer, error) {
 
 func parsePrivateKey(data []byte) (ed25519.PrivateKey, error) {
 	if blk, _ := pem.Decode(data); blk != nil {
-		k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		priv, ok := k.(ed25519.PrivateKey)
-		if !ok {
-			return nil, fmt.Errorf("not an Ed25519 key (%T)", k)
-		}
-		return priv, nil
+		return parseDER[ed25519.PrivateKey](blk.Bytes, x509.ParsePKCS8PrivateKey)
 	}
 	switch len(data) {
 	case ed25519.SeedSize:
@@ -182,20 +175,26 @@ func parsePrivateKey(data []byte) (ed25519.PrivateKey, error) {
 // ParsePublicKey reads a PEM "PUBLIC KEY" (PKIX) or a raw 32-byte key.
 func ParsePublicKey(data []byte) (ed25519.PublicKey, error) {
 	if blk, _ := pem.Decode(data); blk != nil {
-		k, err := x509.ParsePKIXPublicKey(blk.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		pub, ok := k.(ed25519.PublicKey)
-		if !ok {
-			return nil, fmt.Errorf("not an Ed25519 key (%T)", k)
-		}
-		return pub, nil
+		return parseDER[ed25519.PublicKey](blk.Bytes, x509.ParsePKIXPublicKey)
 	}
 	if len(data) == ed25519.PublicKeySize {
 		return ed25519.PublicKey(append([]byte(nil), data...)), nil
 	}
 	return nil, fmt.Errorf("not a PEM PUBLIC KEY nor a raw 32-byte Ed25519 key (%d bytes)", len(data))
+}
+
+// parseDER parses a PEM block's DER bytes with parse (PKCS #8 or PKIX) and
+// returns the key if it is an Ed25519 key of type K.
+func parseDER[K ed25519.PrivateKey | ed25519.PublicKey](der []byte, parse func([]byte) (any, error)) (K, error) {
+	k, err := parse(der)
+	if err != nil {
+		return nil, err
+	}
+	key, ok := k.(K)
+	if !ok {
+		return nil, fmt.Errorf("not an Ed25519 key (%T)", k)
+	}
+	return key, nil
 }
 
 // Keyring is the set of trusted public keys, by key id. Verification accepts
@@ -251,12 +250,7 @@ func (k *Keyring) Remove(keyID string) {
 func (k *Keyring) IDs() []string {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
-	ids := make([]string, 0, len(k.keys))
-	for id := range k.keys {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
+	return slices.Sorted(maps.Keys(k.keys))
 }
 
 // Verify checks sig over msg with the key keyID names.

@@ -17,19 +17,20 @@ import (
 
 // legacyCanonicalObject returns the CanonLegacy encoding of the JSON
 // object data without its top-level _signature member, and that member's
-// value (nil when there is none).
+// value (nil when there is none). marshal writes CanonLegacy of a decoded
+// object: encoding/json sorts map keys.
 func legacyCanonicalObject(data []byte) (body, sig []byte, err error) {
 	obj, err := decodeObject(data)
 	if err != nil {
 		return nil, nil, err
 	}
 	if s, ok := obj[SignatureField]; ok {
-		if sig, err = legacyCanonicalJSON(s); err != nil {
+		if sig, err = marshal(s); err != nil {
 			return nil, nil, err
 		}
 		delete(obj, SignatureField)
 	}
-	if body, err = legacyCanonicalJSON(obj); err != nil {
+	if body, err = marshal(obj); err != nil {
 		return nil, nil, err
 	}
 	return body, sig, nil
@@ -111,16 +112,4 @@ func rejectDuplicateKeys(data []byte) error {
 			top.key = true
 		}
 	}
-}
-
-// legacyCanonicalJSON encodes v with sorted keys (encoding/json sorts map
-// keys), no whitespace and no HTML escaping.
-func legacyCanonicalJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }

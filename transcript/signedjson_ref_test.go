@@ -35,11 +35,11 @@ func signJSONRef(v any, signer *Signer) ([]byte, error) {
 		return nil, fmt.Errorf("sign json: %w", err)
 	}
 	delete(obj, SignatureField)
-	canon, err := legacyCanonicalJSON(obj)
+	canon, err := marshal(obj)
 	if err != nil {
 		return nil, fmt.Errorf("sign json: %w", err)
 	}
 	obj[SignatureField] = map[string]any{"key_id": signer.KeyID(), "algo": algoEd25519,
 		"sig": b64.EncodeToString(signer.Sign(append([]byte(jsonDomainLegacy), canon...)))}
-	return legacyCanonicalJSON(obj)
+	return marshal(obj)
 }
