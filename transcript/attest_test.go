@@ -2,12 +2,9 @@ package transcript
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/spool-run/spool/blobstore"
 )
 
 // TestAttest: a checkpoint carries what was attested before it, and only
@@ -40,32 +37,18 @@ func TestAttest(t *testing.T) {
 	require.Empty(t, tr.Segments[4].Artifacts)
 }
 
-// failingStore fails every write while fail is set.
-type failingStore struct {
-	blobstore.Store
-	fail bool
-}
-
-func (f *failingStore) PutIfAbsent(ctx context.Context, key string, data []byte) error {
-	if f.fail {
-		return errors.New("storage down")
-	}
-	return f.Store.PutIfAbsent(ctx, key, data)
-}
-
 // TestAttestSurvivesAFailedCheckpoint: what was attested goes with the
 // checkpoint that finally commits.
 func TestAttestSurvivesAFailedCheckpoint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newSetup(t)
-	st := &failingStore{Store: s.store, fail: true}
+	st := &failStore{Store: s.store, failures: 1}
 	w, err := WriterConfig{Now: s.clock.Now}.Open(ctx, st, s.threadID, s.signer, s.keyring)
 	require.NoError(t, err)
 	w.Attest(ArtifactThreadJSON, attestedView(1))
 	_, err = w.Checkpoint(ctx, State{Iteration: 1})
 	require.Error(t, err)
-	st.fail = false
 	_, err = w.Checkpoint(ctx, State{Iteration: 1})
 	require.NoError(t, err)
 	tr := s.read(t, Strict)

@@ -133,8 +133,7 @@ func TestRenderKnowledge(t *testing.T) {
 	if _, err := w.Checkpoint(context.Background(), stateFor(2)); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := Read(context.Background(), s.store, s.threadID, s.keyring, Strict)
-	require.NoError(t, err)
+	tr := s.read(t, Strict)
 	meta := KnowledgeMeta{ThreadID: s.threadID, Directive: "test/transcript", Status: "completed", Model: "scripted", Turns: 2, Spend: 0.002}
 	md := RenderKnowledge(meta, tr.Events)
 	for _, want := range []string{"entry_type: thread_transcript\n", `thread_id: "` + s.threadID + `"`, "turns: 2\n", "spend: 0.002\n",

@@ -121,8 +121,7 @@ func TestReconstructorKeepsATail(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t)
 	all := writeTranscript(t, s, 30)
-	tr, err := Read(context.Background(), s.store, s.threadID, s.keyring, Strict)
-	require.NoError(t, err)
+	tr := s.read(t, Strict)
 	for _, bound := range []int{1, 60, 200, 1000, 1 << 20} {
 		r := &Reconstructor{MaxBytes: bound}
 		for _, ev := range tr.Events {

@@ -19,8 +19,7 @@ func TestWriteReadReconstruct(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t)
 	want := writeTranscript(t, s, 5)
-	tr, err := Read(context.Background(), s.store, s.threadID, s.keyring, Strict)
-	require.NoError(t, err)
+	tr := s.read(t, Strict)
 	require.Len(t, tr.Segments, 5, "segments %d warnings %q", len(tr.Segments), tr.Warnings)
 	require.Empty(t, tr.Warnings, "segments %d warnings", len(tr.Segments))
 	for i, ev := range tr.Events {
