@@ -137,28 +137,24 @@ func NewHTTP(t testing.TB) *HTTP {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		var resp proto.Message
+		var req, resp proto.Message
+		var add func()
 		switch r.URL.Path {
 		case "/v1/traces":
-			req := &coltracepb.ExportTraceServiceRequest{}
-			if err := proto.Unmarshal(b, req); err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			h.addSpans(req)
-			resp = &coltracepb.ExportTraceServiceResponse{}
+			tr := &coltracepb.ExportTraceServiceRequest{}
+			req, resp, add = tr, &coltracepb.ExportTraceServiceResponse{}, func() { h.addSpans(tr) }
 		case "/v1/metrics":
-			req := &colmetricpb.ExportMetricsServiceRequest{}
-			if err := proto.Unmarshal(b, req); err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			h.addMetrics(req)
-			resp = &colmetricpb.ExportMetricsServiceResponse{}
+			mr := &colmetricpb.ExportMetricsServiceRequest{}
+			req, resp, add = mr, &colmetricpb.ExportMetricsServiceResponse{}, func() { h.addMetrics(mr) }
 		default:
 			http.NotFound(w, r)
 			return
 		}
+		if err := proto.Unmarshal(b, req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		add()
 		out, _ := proto.Marshal(resp)
 		w.Header().Set("Content-Type", "application/x-protobuf")
 		_, _ = w.Write(out)
