@@ -84,25 +84,20 @@ func (r Resolved) Layer() Limits {
 
 // Apply overlays the set fields of l onto r.
 func (r Resolved) Apply(l Limits) Resolved {
-	if l.Turns != nil {
-		r.Turns = *l.Turns
-	}
-	if l.Tokens != nil {
-		r.Tokens = *l.Tokens
-	}
-	if l.Spend != nil {
-		r.Spend = *l.Spend
-	}
-	if l.Depth != nil {
-		r.Depth = *l.Depth
-	}
-	if l.Spawns != nil {
-		r.Spawns = *l.Spawns
-	}
-	if l.Duration != nil {
-		r.Duration = *l.Duration
-	}
+	overlay(&r.Turns, l.Turns)
+	overlay(&r.Tokens, l.Tokens)
+	overlay(&r.Spend, l.Spend)
+	overlay(&r.Depth, l.Depth)
+	overlay(&r.Spawns, l.Spawns)
+	overlay(&r.Duration, l.Duration)
 	return r
+}
+
+// overlay sets *dst to *v when v is set.
+func overlay[T any](dst, v *T) {
+	if v != nil {
+		*dst = *v
+	}
 }
 
 // MergeLimits resolves limits as the spec's step 4: defaults → directive →
