@@ -132,19 +132,13 @@ func TestSuspendAndWakeExactlyOnce(t *testing.T) {
 		finish(t, f, acts, kids[2], thread.StatusError)
 		var mu sync.Mutex
 		var wakes []Wake
-		var wg sync.WaitGroup
-		for _, k := range kids[1:] {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				w, err := acts.NotifyFinished(f.ctx, k)
-				require.NoError(t, err)
-				mu.Lock()
-				wakes = append(wakes, w...)
-				mu.Unlock()
-			}()
-		}
-		wg.Wait()
+		together(len(kids)-1, func(g int) {
+			w, err := acts.NotifyFinished(f.ctx, kids[1+g])
+			require.NoError(t, err)
+			mu.Lock()
+			wakes = append(wakes, w...)
+			mu.Unlock()
+		})
 		require.Equal(t, []Wake{{ThreadID: p, Seq: seq}}, wakes, "round %d", round)
 
 		// The wake claims with the suspension number, once.

@@ -83,6 +83,23 @@ func (f regFixture) get(t testing.TB, id string) *Record {
 	return rec
 }
 
+// together runs f(0) … f(n-1), each in its own goroutine, released at
+// the same moment, and returns when all have returned.
+func together(n int, f func(g int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			f(g)
+		}()
+	}
+	close(start)
+	wg.Wait()
+}
+
 func TestNewRegistryConfig(t *testing.T) {
 	t.Parallel()
 	if _, err := New(Config{}); err == nil {
@@ -321,27 +338,18 @@ func TestClaimCommitRace(t *testing.T) {
 		f.register(t, id, "")
 		lease := f.claim(t, id)
 		var wins, conflicts atomic.Int32
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for g := range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				res := fmt.Sprint("writer ", g)
-				_, err := f.reg.Commit(f.ctx, id, lease.Version, Changes{Result: &res, Status: thread.StatusCompleted})
-				switch {
-				case err == nil:
-					wins.Add(1)
-				case errors.Is(err, ErrConflict):
-					conflicts.Add(1)
-				default:
-					t.Error(err)
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
+		together(2, func(g int) {
+			res := fmt.Sprint("writer ", g)
+			_, err := f.reg.Commit(f.ctx, id, lease.Version, Changes{Result: &res, Status: thread.StatusCompleted})
+			switch {
+			case err == nil:
+				wins.Add(1)
+			case errors.Is(err, ErrConflict):
+				conflicts.Add(1)
+			default:
+				t.Error(err)
+			}
+		})
 		if wins.Load() != 1 || conflicts.Load() != 1 {
 			t.Fatalf("round %d: %d wins, %d conflicts", round, wins.Load(), conflicts.Load())
 		}
@@ -354,28 +362,19 @@ func TestClaimCommitRace(t *testing.T) {
 		race := func(reason string, seq int64) (won Claim, lost int) {
 			t.Helper()
 			var mu sync.Mutex
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for g := range 4 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					c, err := f.acts.Claim(f.ctx, id, reason, seq, fmt.Sprint("tok", g), queue.TaskID(queue.Activation{ThreadID: id, Reason: reason}, seq), time.Minute)
-					mu.Lock()
-					defer mu.Unlock()
-					switch {
-					case err == nil:
-						won = c
-					case errors.Is(err, ErrNotClaimable):
-						lost++
-					default:
-						t.Error(err)
-					}
-				}()
-			}
-			close(start)
-			wg.Wait()
+			together(4, func(g int) {
+				c, err := f.acts.Claim(f.ctx, id, reason, seq, fmt.Sprint("tok", g), queue.TaskID(queue.Activation{ThreadID: id, Reason: reason}, seq), time.Minute)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					won = c
+				case errors.Is(err, ErrNotClaimable):
+					lost++
+				default:
+					t.Error(err)
+				}
+			})
 			if lost != 3 {
 				t.Fatalf("round %d, %s: %d of 4 claimers refused, want 3", round, reason, lost)
 			}
@@ -404,30 +403,21 @@ func TestCompletedNeverRunning(t *testing.T) {
 		f.register(t, id, "")
 		lease := f.claim(t, id)
 		require.NoError(t, f.r.Client.Del(f.ctx, f.ks.Lease(id)).Err())
-		var wg sync.WaitGroup
-		start := make(chan struct{})
 		var completed atomic.Bool
-		for g := range 20 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				switch g % 4 {
-				case 0:
-					if _, err := f.reg.Transition(f.ctx, id, thread.StatusCompleted, lease.Version); err == nil {
-						completed.Store(true)
-					}
-				case 1:
-					_, _ = f.acts.Claim(f.ctx, id, "recover", lease.Version, fmt.Sprint("tok", g), fmt.Sprint(id, "@recover-", g), time.Minute)
-				case 2:
-					_ = f.reg.UpdateStatus(f.ctx, id, thread.StatusRunning)
-				case 3:
-					_ = f.reg.UpdateStatus(f.ctx, id, thread.StatusWaiting)
+		together(20, func(g int) {
+			switch g % 4 {
+			case 0:
+				if _, err := f.reg.Transition(f.ctx, id, thread.StatusCompleted, lease.Version); err == nil {
+					completed.Store(true)
 				}
-			}()
-		}
-		close(start)
-		wg.Wait()
+			case 1:
+				_, _ = f.acts.Claim(f.ctx, id, "recover", lease.Version, fmt.Sprint("tok", g), fmt.Sprint(id, "@recover-", g), time.Minute)
+			case 2:
+				_ = f.reg.UpdateStatus(f.ctx, id, thread.StatusRunning)
+			case 3:
+				_ = f.reg.UpdateStatus(f.ctx, id, thread.StatusWaiting)
+			}
+		})
 		// Whatever happened, finish it and then hammer it again.
 		if err := f.reg.UpdateStatus(f.ctx, id, thread.StatusCompleted); err != nil && !errors.As(err, new(*thread.TransitionError)) {
 			t.Fatal(err)
@@ -443,24 +433,18 @@ func TestCompletedNeverRunning(t *testing.T) {
 		}
 		require.NoError(t, f.r.Client.Del(f.ctx, f.ks.Lease(id)).Err())
 		v := f.get(t, id).Version
-		var wg2 sync.WaitGroup
-		for g := range 20 {
-			wg2.Add(1)
-			go func() {
-				defer wg2.Done()
-				var err error
-				reason := []string{"start", "requeue", "wake", "timeout", "recover"}[g%5]
-				if g%2 == 0 {
-					_, err = f.acts.Claim(f.ctx, id, reason, v, fmt.Sprint("tok", g), id, time.Minute)
-				} else {
-					err = f.reg.UpdateStatus(f.ctx, id, thread.StatusRunning)
-				}
-				if err == nil {
-					t.Errorf("round %d: a completed thread was made running", round)
-				}
-			}()
-		}
-		wg2.Wait()
+		together(20, func(g int) {
+			var err error
+			reason := []string{"start", "requeue", "wake", "timeout", "recover"}[g%5]
+			if g%2 == 0 {
+				_, err = f.acts.Claim(f.ctx, id, reason, v, fmt.Sprint("tok", g), id, time.Minute)
+			} else {
+				err = f.reg.UpdateStatus(f.ctx, id, thread.StatusRunning)
+			}
+			if err == nil {
+				t.Errorf("round %d: a completed thread was made running", round)
+			}
+		})
 		if st := f.get(t, id).Status; st != thread.StatusCompleted {
 			t.Fatalf("round %d: status %s", round, st)
 		}
@@ -472,26 +456,20 @@ func TestSpawns(t *testing.T) {
 	f := setupRegistry(t)
 	const limit = 10
 	var ok, refused atomic.Int32
-	var wg sync.WaitGroup
-	for range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n, err := f.reg.IncrSpawns(f.ctx, "p", limit)
-			switch {
-			case err == nil:
-				if n < 1 || n > limit {
-					t.Errorf("count %d", n)
-				}
-				ok.Add(1)
-			case errors.Is(err, &thread.LimitError{Code: thread.CodeSpawnsExceeded}):
-				refused.Add(1)
-			default:
-				t.Error(err)
+	together(50, func(int) {
+		n, err := f.reg.IncrSpawns(f.ctx, "p", limit)
+		switch {
+		case err == nil:
+			if n < 1 || n > limit {
+				t.Errorf("count %d", n)
 			}
-		}()
-	}
-	wg.Wait()
+			ok.Add(1)
+		case errors.Is(err, &thread.LimitError{Code: thread.CodeSpawnsExceeded}):
+			refused.Add(1)
+		default:
+			t.Error(err)
+		}
+	})
 	if ok.Load() != limit || refused.Load() != 50-limit {
 		t.Fatalf("%d accepted, %d refused", ok.Load(), refused.Load())
 	}
