@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/internal/reply"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/thread"
@@ -93,7 +94,8 @@ func New(rdb redis.UniversalClient, ks keyspace.Space) *Ledger {
 var Lua string
 
 // The ledger's scripts: Lua, and a call of one of its functions with the
-// script's KEYS and ARGV.
+// script's KEYS and ARGV, as Redis Functions (package redisfn: Lua is
+// defined once per server, not on every call).
 var (
 	registerScript = script("register")
 	roomScript     = script("room")
@@ -103,8 +105,8 @@ var (
 	releaseScript  = script("release")
 )
 
-func script(fn string) *redis.Script {
-	return redis.NewScript(Lua + "\nreturn ledger." + fn + "(KEYS, ARGV)\n")
+func script(fn string) *redisfn.Script {
+	return redisfn.New(fn, Lua, "return ledger."+fn+"(KEYS, ARGV)")
 }
 
 // pathStep returns the KEYS and leading ARGV of a script over id and its
@@ -130,7 +132,7 @@ func (l *Ledger) pathStep(id string, path []string, args ...any) ([]string, []an
 // run runs s, ledger.lua's function fn, over id and path (amount: what it
 // asks for, USD) and returns its reply, or its refusal as the ledger's
 // error (RefusalError), or its failure wrapped.
-func (l *Ledger) run(ctx context.Context, s *redis.Script, fn, id string, path []string, amount float64, args ...any) ([]any, error) {
+func (l *Ledger) run(ctx context.Context, s *redisfn.Script, fn, id string, path []string, amount float64, args ...any) ([]any, error) {
 	keys, argv, err := l.pathStep(id, path, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", failure[fn]+id, err)

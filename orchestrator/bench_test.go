@@ -73,15 +73,15 @@ func BenchmarkStartFinalize(b *testing.B) {
 	}
 }
 
-// scriptStats sums the calls and server time of EVAL and EVALSHA in INFO
-// commandstats (since CONFIG RESETSTAT).
+// scriptStats sums the calls and server time of EVAL, EVALSHA and FCALL
+// in INFO commandstats (since CONFIG RESETSTAT).
 func scriptStats(ctx context.Context, b *testing.B, rdb redis.UniversalClient) (calls, usec int64) {
 	info, err := rdb.Info(ctx, "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(info, "\r\n") {
-		for _, cmd := range []string{"evalsha", "eval"} {
+		for _, cmd := range []string{"evalsha", "eval", "fcall"} {
 			var c, u int64
 			if n, _ := fmt.Sscanf(line, "cmdstat_"+cmd+":calls=%d,usec=%d", &c, &u); n == 2 {
 				calls, usec = calls+c, usec+u

@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/internal/reply"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/registry"
@@ -99,14 +98,16 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, rec *registry.Record, ver
 	return out, nil
 }
 
-// checkpointScript is checkpoint.lua after the Lua functions it calls;
-// checkpointFenceScript is the same without ledger.lua, for a checkpoint
-// without a charge (whose ledger step does not run): a script defines
-// its libraries' functions on every call, and ledger.lua's cost Redis
-// as much as four commands (BENCHMARKS.md, issue 20).
+// checkpointScript is checkpoint.lua after the Lua functions it calls,
+// as a Redis Function (package redisfn), whose library defines them once
+// per server; where scripts run by EVALSHA (no Functions), each call
+// defines them again, and checkpointFenceScript, the same without
+// ledger.lua for a checkpoint without a charge (whose ledger step does
+// not run), spares Redis ledger.lua's definitions, as much work as four
+// commands (BENCHMARKS.md, issue 20).
 var (
-	checkpointScript      = redis.NewScript(registry.Lua + ledger.Lua + checkpointLua)
-	checkpointFenceScript = redis.NewScript(registry.Lua + checkpointLua)
+	checkpointScript      = redisfn.New("checkpoint", registry.Lua+ledger.Lua, checkpointLua)
+	checkpointFenceScript = redisfn.New("checkpoint_fence", registry.Lua, checkpointLua)
 )
 
 //go:embed checkpoint.lua

@@ -8,11 +8,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/config"
+	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/internal/reply"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
@@ -130,7 +129,7 @@ func (o *Orchestrator) Finalize(ctx context.Context, rec *registry.Record, versi
 }
 
 // finalizeScript is finalize.lua after the Lua functions it calls.
-var finalizeScript = redis.NewScript(registry.Lua + ledger.Lua + finalizeLua)
+var finalizeScript = redisfn.New("finalize", registry.Lua+ledger.Lua, finalizeLua)
 
 //go:embed finalize.lua
 var finalizeLua string

@@ -6,10 +6,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"
@@ -332,8 +331,9 @@ func (o *Orchestrator) planBudget(ctx context.Context, id string, parent, prev *
 	return admitBudget(id, path, limits.Spend, false), nil
 }
 
-// startScript is start.lua after the Lua functions it calls.
-var startScript = redis.NewScript(ledger.Lua + registry.Lua + startLua)
+// startScript is start.lua after the Lua functions it calls, as a Redis
+// Function (package redisfn).
+var startScript = redisfn.New("start", ledger.Lua+registry.Lua, startLua)
 
 //go:embed start.lua
 var startLua string

@@ -4,6 +4,8 @@ import (
 	_ "embed"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/internal/redisfn"
 )
 
 // Lua is registry.lua: the registry's writes that compound scripts share
@@ -18,11 +20,12 @@ import (
 var Lua string
 
 // The registry's scripts of registry.lua: Lua, and a call of one of its
-// functions with the script's KEYS and ARGV.
+// functions with the script's KEYS and ARGV, as Redis Functions (package
+// redisfn: Lua is defined once per server, not on every call).
 var (
-	regRegisterScript = redis.NewScript(Lua + "\nreturn registry.register(KEYS, ARGV)\n")
-	regCommitScript   = redis.NewScript(Lua + "\nreturn registry.commit(KEYS, ARGV)\n")
-	regLinkScript     = redis.NewScript(Lua + "\nreturn registry.link(KEYS, ARGV)\n")
+	regRegisterScript = redisfn.New("register", Lua, "return registry.register(KEYS, ARGV)")
+	regCommitScript   = redisfn.New("commit", Lua, "return registry.commit(KEYS, ARGV)")
+	regLinkScript     = redisfn.New("link", Lua, "return registry.link(KEYS, ARGV)")
 )
 
 // regSpawnScript checks and increments a parent's spawn counter.

@@ -31,7 +31,7 @@ type scriptLog struct {
 
 // scriptStat is one top-level command's (or script's) entries.
 type scriptStat struct {
-	Name   string // command, or "evalsha <sha prefix>"
+	Name   string // command, or "evalsha <sha prefix>", or "fcall <function>"
 	Keys   string // a script's keys, ids and namespace left out
 	Durs   []time.Duration
 	Nested map[string]int // commands the script ran, by name
@@ -115,7 +115,11 @@ func (l *scriptLog) add(e redis.SlowLog) {
 		return
 	}
 	name, keys := strings.ToLower(cmd), ""
-	if (name == "evalsha" || name == "eval") && len(e.Args) > 2 {
+	switch {
+	case len(e.Args) <= 2:
+	case name == "fcall":
+		name, keys = name+" "+e.Args[1], keyShape(e.Args)
+	case name == "evalsha" || name == "eval":
 		name += " " + strings.Join(strings.Fields(e.Args[1][:min(8, len(e.Args[1]))]), " ")
 		keys = keyShape(e.Args)
 	}

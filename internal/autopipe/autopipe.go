@@ -3,7 +3,11 @@
 // it without package stack and the embedded Redis stack carries.
 package autopipe
 
-import "github.com/redis/go-redis/v9"
+import (
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // Wrap returns rdb's blocking auto-pipeliner where the client has one
 // (standalone, Sentinel, Cluster), else rdb. Spool's registry,
@@ -22,8 +26,22 @@ func Wrap(rdb redis.UniversalClient) redis.UniversalClient {
 	}
 	if c, ok := rdb.(autoPipeliner); ok {
 		if ap, err := c.AutoPipelineWithOptions(&redis.AutoPipelineOptions{FullDuplex: true}); err == nil {
+			wrapped.Store(ap, rdb)
 			return ap
 		}
 	}
 	return rdb
+}
+
+// wrapped maps each pipeliner Wrap made to its client.
+var wrapped sync.Map
+
+// Unwrap returns the client Wrap made c from, else c: what a command that
+// a Cluster must send to every master (FUNCTION LOAD) needs, where the
+// pipeliner would send it to one node.
+func Unwrap(c redis.UniversalClient) redis.UniversalClient {
+	if rdb, ok := wrapped.Load(c); ok {
+		return rdb.(redis.UniversalClient)
+	}
+	return c
 }

@@ -1,0 +1,143 @@
+// Package redisfn runs spool's compound Lua scripts as Redis Functions
+// (Redis 7: FUNCTION LOAD, FCALL), so that the Lua libraries they share
+// (registry.lua, ledger.lua) are defined once, when the library is
+// loaded, instead of on every call.
+//
+// A script that starts with a library defines every function of its
+// tables again each time EVALSHA runs it: for the checkpoint of a turn
+// that cost Redis more than the commands the script then calls
+// (BENCHMARKS.md, issue 20). A Script here is one Function library:
+//
+//	#!lua name=spool_<name>_<hash>
+//	<prelude: registry.lua, ledger.lua ...>        run once, at FUNCTION LOAD
+//	redis.register_function('spool_<name>_<hash>', function(KEYS, ARGV)
+//	<body: the script as EVAL would run it>        run by each FCALL
+//	end)
+//
+// The name carries a hash of the code, so workers of two versions (a
+// rolling deploy) each call their own library, and a library once loaded
+// never changes. Libraries of versions no longer deployed stay in Redis
+// (a few kilobytes each) until an operator runs FUNCTION DELETE.
+//
+// Run calls the function; when Redis does not know it (a new server, a
+// restart without persistence, FUNCTION FLUSH) it loads the library —
+// on every master of a Cluster — and calls again. Where Redis has no
+// Functions (an older server, the embedded miniredis) or refuses to load
+// one (an ACL without FUNCTION), the client falls back for good to the
+// same code as one EVALSHA script, prelude and body together: the reply,
+// the refusals and the atomicity are the same either way.
+package redisfn
+
+import (
+	"context"
+	"crypto/sha1" //nolint:gosec // a content name, as Redis names scripts
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/internal/autopipe"
+)
+
+// Script is a Lua script run as a Redis Function where Redis has them.
+type Script struct {
+	fn   string        // the function's (and library's) name
+	lib  string        // FUNCTION LOAD's code
+	eval *redis.Script // the same code as one script, for the fallback
+}
+
+// New returns the script body after prelude: the prelude defines what
+// the body calls (Lua locals and tables, no Redis commands: it runs when
+// the library loads), the body is the script proper, with KEYS and ARGV,
+// ending in a return. name is a short word for FUNCTION LIST and SLOWLOG.
+func New(name, prelude, body string) *Script {
+	sum := sha1.Sum([]byte(prelude + "\x00" + body)) //nolint:gosec // see the import
+	fn := "spool_" + name + "_" + hex.EncodeToString(sum[:6])
+	lib := "#!lua name=" + fn + "\n" + prelude +
+		"\nredis.register_function('" + fn + "', function(KEYS, ARGV)\n" + body + "\nend)\n"
+	return &Script{fn: fn, lib: lib, eval: redis.NewScript(prelude + "\n" + body)}
+}
+
+// Name is the function's name (FCALL's first argument).
+func (s *Script) Name() string { return s.fn }
+
+// Library is the code FUNCTION LOAD takes.
+func (s *Script) Library() string { return s.lib }
+
+// Run runs the script on c with keys and args, as redis.Script.Run does.
+func (s *Script) Run(ctx context.Context, c redis.UniversalClient, keys []string, args ...any) *redis.Cmd {
+	st := stateOf(c)
+	if st.evalOnly.Load() {
+		return s.eval.Run(ctx, c, keys, args...)
+	}
+	cmd := c.FCall(ctx, s.fn, keys, args...)
+	switch err := cmd.Err(); {
+	case err == nil:
+		return cmd
+	case unknownCommand(err):
+		st.evalOnly.Store(true)
+		return s.eval.Run(ctx, c, keys, args...)
+	case !notFound(err):
+		return cmd // the script's own reply or refusal, or the connection's error
+	}
+	if err := s.load(ctx, c); err != nil {
+		if ctx.Err() != nil {
+			return cmd
+		}
+		st.evalOnly.Store(true) // no FUNCTION here (ACL, a proxy): scripts as before
+		return s.eval.Run(ctx, c, keys, args...)
+	}
+	if cmd = c.FCall(ctx, s.fn, keys, args...); notFound(cmd.Err()) {
+		// Loaded, yet not where the key lives (a slot moving): this call
+		// as a script; the next one tries the function again.
+		return s.eval.Run(ctx, c, keys, args...)
+	}
+	return cmd
+}
+
+// load loads the library on c's server, or on every master of a Cluster;
+// one that another process loaded first is no failure.
+func (s *Script) load(ctx context.Context, c redis.UniversalClient) error {
+	one := func(ctx context.Context, c redis.Cmdable) error {
+		if err := c.FunctionLoad(ctx, s.lib).Err(); err != nil && !strings.Contains(err.Error(), "already exists") {
+			return fmt.Errorf("function load %s: %w", s.fn, err)
+		}
+		return nil
+	}
+	if cc, ok := autopipe.Unwrap(c).(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return one(ctx, m) })
+	}
+	return one(ctx, autopipe.Unwrap(c))
+}
+
+// state is what a client's server has shown about Functions.
+type state struct {
+	evalOnly atomic.Bool // no Functions: every script by EVALSHA
+}
+
+var states sync.Map // redis.UniversalClient → *state
+
+func stateOf(c redis.UniversalClient) *state {
+	if st, ok := states.Load(c); ok {
+		return st.(*state)
+	}
+	st, _ := states.LoadOrStore(c, &state{})
+	return st.(*state)
+}
+
+// EvalOnly reports whether scripts run on c by EVALSHA (its server has
+// no Functions, or refused to load one), for tests and benchmarks.
+func EvalOnly(c redis.UniversalClient) bool { return stateOf(c).evalOnly.Load() }
+
+// unknownCommand is a server without FCALL (Redis 6, miniredis).
+func unknownCommand(err error) bool {
+	return strings.HasPrefix(strings.ToLower(err.Error()), "err unknown command")
+}
+
+// notFound is FCALL of a function the server has not loaded.
+func notFound(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "Function not found")
+}

@@ -1,0 +1,134 @@
+package redisfn_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/internal/autopipe"
+	"github.com/spool-run/spool/internal/redisfn"
+	"github.com/spool-run/spool/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// prelude defines, once per library, what the bodies call.
+const prelude = `
+local lib = {}
+do
+  function lib.bump(keys, argv)
+    local n = redis.call('HINCRBY', keys[1], 'n', tonumber(argv[1]))
+    if n > 10 then return redis.error_reply('TOOMANY ' .. n) end
+    return {n, argv[2]}
+  end
+end`
+
+// newScript is a script unique to one test, so that each test loads its
+// own library (the name carries a hash of the code).
+func newScript(t *testing.T) *redisfn.Script {
+	return redisfn.New("test", prelude+"\n-- "+testenv.RandomID(8), "return lib.bump(KEYS, ARGV)")
+}
+
+// masters are the clients of the servers that hold keys: each master of
+// a Cluster, else the one server.
+func masters(t *testing.T, r *testenv.Redis) []*redis.Client {
+	if cc, ok := r.Universal.(*redis.ClusterClient); ok {
+		var (
+			mu  sync.Mutex
+			out []*redis.Client
+		)
+		require.NoError(t, cc.ForEachMaster(t.Context(), func(_ context.Context, m *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			out = append(out, m)
+			return nil
+		}))
+		return out
+	}
+	return []*redis.Client{r.Client}
+}
+
+func loaded(t *testing.T, c *redis.Client, s *redisfn.Script) bool {
+	libs, err := c.FunctionList(t.Context(), redis.FunctionListQuery{LibraryNamePattern: s.Name()}).Result()
+	require.NoError(t, err)
+	return len(libs) == 1
+}
+
+// TestRunLoadsTheLibraryOnEveryMaster runs a script as a Function on each
+// topology, through the auto-pipeliner spool's scripts use: the first
+// call loads the library (on every master of a Cluster, so that keys of
+// any slot find it), replies and refusals are a script's, and a server
+// that lost its functions (a restart without persistence, FUNCTION
+// FLUSH) gets the library again on the next call.
+func TestRunLoadsTheLibraryOnEveryMaster(t *testing.T) {
+	for _, top := range testenv.Topologies {
+		t.Run(string(top), func(t *testing.T) {
+			r := testenv.NewRedisOn(t, top)
+			if r.Embedded {
+				t.Skip("the embedded Redis has no Functions (TestEmbeddedRedisRunsScripts)")
+			}
+			c := autopipe.Wrap(r.Universal)
+			s := newScript(t)
+			// Keys of three hash tags: on a Cluster, three slots that
+			// CRC16 puts on different masters.
+			keys := []string{r.Namespace + ":{a}", r.Namespace + ":{b}", r.Namespace + ":{c}"}
+			for _, k := range keys {
+				got, err := s.Run(t.Context(), c, []string{k}, 4, "x").Slice()
+				require.NoError(t, err)
+				require.Equal(t, []any{int64(4), "x"}, got)
+			}
+			require.False(t, redisfn.EvalOnly(c), "Redis 7 runs the script as a Function")
+			for _, m := range masters(t, r) {
+				require.True(t, loaded(t, m, s), "the library on %s", m.Options().Addr)
+			}
+
+			got, err := s.Run(t.Context(), c, keys[:1], 4, "y").Slice()
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(8), "y"}, got)
+			_, err = s.Run(t.Context(), c, keys[:1], 4, "z").Result()
+			require.EqualError(t, err, "TOOMANY 12", "a refusal comes back as the script gave it")
+
+			for _, m := range masters(t, r) {
+				require.NoError(t, m.FunctionDelete(t.Context(), s.Name()).Err())
+			}
+			got, err = s.Run(t.Context(), c, keys[1:2], -4, "again").Slice()
+			require.NoError(t, err)
+			require.Equal(t, []any{int64(0), "again"}, got)
+			require.False(t, redisfn.EvalOnly(c))
+		})
+	}
+}
+
+// TestEmbeddedRedisRunsScripts: where Redis has no FCALL (miniredis,
+// Redis 6), the client runs the same code as one script, with the same
+// replies and refusals, and does not ask for Functions again.
+func TestEmbeddedRedisRunsScripts(t *testing.T) {
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	s := newScript(t)
+	got, err := s.Run(t.Context(), c, []string{"k"}, 6, "x").Slice()
+	require.NoError(t, err)
+	require.Equal(t, []any{int64(6), "x"}, got)
+	require.True(t, redisfn.EvalOnly(c))
+	_, err = s.Run(t.Context(), c, []string{"k"}, 6, "x").Result()
+	require.EqualError(t, err, "TOOMANY 12")
+	require.Equal(t, "12", m.HGet("k", "n"))
+}
+
+// TestLibraryCode: the library names itself and its one function after
+// a hash of the code, and the prelude stands outside the function, so
+// FUNCTION LOAD runs it once.
+func TestLibraryCode(t *testing.T) {
+	s := redisfn.New("commit", "local x = {}", "return 1")
+	require.Regexp(t, `^spool_commit_[0-9a-f]{12}$`, s.Name())
+	lib := s.Library()
+	require.True(t, strings.HasPrefix(lib, "#!lua name="+s.Name()+"\nlocal x = {}\n"), lib)
+	require.Contains(t, lib, "redis.register_function('"+s.Name()+"', function(KEYS, ARGV)\nreturn 1\nend)")
+	require.NotEqual(t, s.Name(), redisfn.New("commit", "local x = {}", "return 2").Name())
+}
