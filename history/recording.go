@@ -39,30 +39,24 @@ func (t *Thread) ID() string { return t.Record.ThreadID }
 
 // Walk calls f for t, its continuations and every descendant, depth first
 // in the order they were started.
-func (t *Thread) Walk(f func(*Thread)) {
-	if t == nil {
-		return
-	}
-	f(t)
-	for _, k := range t.Children {
-		k.Walk(f)
-	}
-	t.Continuation.Walk(f)
-}
+func (t *Thread) Walk(f func(*Thread)) { t.walk(f, true) }
 
 // WalkReplayed calls f for t and every thread of its tree a replay runs
 // and compares: its children and continuations, but not what comes after
 // a resume (a person's message, which a replay does not send).
-func (t *Thread) WalkReplayed(f func(*Thread)) {
+func (t *Thread) WalkReplayed(f func(*Thread)) { t.walk(f, false) }
+
+// walk is Walk, and WalkReplayed without resumes.
+func (t *Thread) walk(f func(*Thread), resumes bool) {
 	if t == nil {
 		return
 	}
 	f(t)
 	for _, k := range t.Children {
-		k.WalkReplayed(f)
+		k.walk(f, resumes)
 	}
-	if c := t.Continuation; c != nil && c.Record.ContinuationKind != "resume" {
-		c.WalkReplayed(f)
+	if c := t.Continuation; c != nil && (resumes || c.Record.ContinuationKind != "resume") {
+		c.walk(f, resumes)
 	}
 }
 
