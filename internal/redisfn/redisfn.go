@@ -21,7 +21,8 @@
 //
 // Run calls the function; when Redis does not know it (a new server, a
 // restart without persistence, FUNCTION FLUSH) it loads the library —
-// on every master of a Cluster — and calls again. Where Redis has no
+// on every master of a Cluster, once for all the calls of a client that
+// found it missing at the same time — and calls again. Where Redis has no
 // Functions (an older server, the embedded miniredis) or refuses to load
 // one (an ACL without FUNCTION), the client falls back for good to the
 // same code as one EVALSHA script, prelude and body together: the reply,
@@ -38,6 +39,7 @@ import (
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/spool-run/spool/internal/autopipe"
 )
@@ -73,6 +75,8 @@ func (s *Script) Run(ctx context.Context, c redis.UniversalClient, keys []string
 	if st.evalOnly.Load() {
 		return s.eval.Run(ctx, c, keys, args...)
 	}
+	loaded := st.loaded(s.fn)
+	gen := loaded.Load()
 	cmd := c.FCall(ctx, s.fn, keys, args...)
 	switch err := cmd.Err(); {
 	case err == nil:
@@ -83,7 +87,20 @@ func (s *Script) Run(ctx context.Context, c redis.UniversalClient, keys []string
 	case !notFound(err):
 		return cmd // the script's own reply or refusal, or the connection's error
 	}
-	if err := s.load(ctx, c); err != nil {
+	// One load per client at a time, and none when one ended since this
+	// call was sent: a fleet's first calls all find the function missing,
+	// and each FUNCTION LOAD compiles the library.
+	_, err, _ := st.loads.Do(s.fn, func() (any, error) {
+		if loaded.Load() != gen {
+			return nil, nil
+		}
+		if err := s.load(ctx, c); err != nil {
+			return nil, err
+		}
+		loaded.Add(1)
+		return nil, nil
+	})
+	if err != nil {
 		if ctx.Err() != nil {
 			return cmd
 		}
@@ -115,7 +132,18 @@ func (s *Script) load(ctx context.Context, c redis.UniversalClient) error {
 
 // state is what a client's server has shown about Functions.
 type state struct {
-	evalOnly atomic.Bool // no Functions: every script by EVALSHA
+	evalOnly atomic.Bool        // no Functions: every script by EVALSHA
+	loads    singleflight.Group // FUNCTION LOADs under way, by function
+	gens     sync.Map           // function → *atomic.Int64: loads done
+}
+
+// loaded counts the loads of fn's library this client made.
+func (st *state) loaded(fn string) *atomic.Int64 {
+	if g, ok := st.gens.Load(fn); ok {
+		return g.(*atomic.Int64)
+	}
+	g, _ := st.gens.LoadOrStore(fn, new(atomic.Int64))
+	return g.(*atomic.Int64)
 }
 
 var states sync.Map // redis.UniversalClient → *state

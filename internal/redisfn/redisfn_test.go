@@ -2,13 +2,16 @@ package redisfn_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/spool-run/spool/internal/autopipe"
 	"github.com/spool-run/spool/internal/redisfn"
@@ -131,4 +134,44 @@ func TestLibraryCode(t *testing.T) {
 	require.True(t, strings.HasPrefix(lib, "#!lua name="+s.Name()+"\nlocal x = {}\n"), lib)
 	require.Contains(t, lib, "redis.register_function('"+s.Name()+"', function(KEYS, ARGV)\nreturn 1\nend)")
 	require.NotEqual(t, s.Name(), redisfn.New("commit", "local x = {}", "return 2").Name())
+}
+
+// loadCounter counts the FUNCTION LOADs a client sends.
+type loadCounter struct{ n atomic.Int64 }
+
+func (*loadCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (*loadCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *loadCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); len(args) > 1 && cmd.Name() == "function" && fmt.Sprint(args[1]) == "load" {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestFirstCallsLoadOnce: the many first calls of a fleet that all find
+// the function missing load the library once, not once each.
+func TestFirstCallsLoadOnce(t *testing.T) {
+	r := testenv.NewRedis(t)
+	if r.Embedded {
+		t.Skip("the embedded Redis has no Functions")
+	}
+	c := redis.NewClient(r.Client.Options())
+	t.Cleanup(func() { _ = c.Close() })
+	var loads loadCounter
+	c.AddHook(&loads)
+	s := newScript(t)
+	var g errgroup.Group
+	for i := range 64 {
+		g.Go(func() error {
+			return s.Run(t.Context(), c, []string{fmt.Sprintf("%s:{%d}", r.Namespace, i)}, 1, "x").Err()
+		})
+	}
+	require.NoError(t, g.Wait())
+	require.Equal(t, int64(1), loads.n.Load())
+	require.False(t, redisfn.EvalOnly(c))
 }
