@@ -71,6 +71,19 @@ func smallest(lv []*mentry, from, to int) int64 {
 	return max(r, 0)
 }
 
+// active is entry id when it exists and is active: ErrNotFound or
+// ErrReleased when not.
+func (m *model) active(id string) (*mentry, error) {
+	e, ok := m.e[id]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	if e.status != StatusActive {
+		return nil, ErrReleased
+	}
+	return e, nil
+}
+
 func (m *model) register(root string, ceiling int64) error {
 	if e, ok := m.e[root]; ok {
 		if e.parent == "" && e.max == ceiling {
@@ -105,12 +118,11 @@ func (m *model) admit(id, parent string, ceiling int64, reopen bool) (int64, err
 		}
 		return smallest(lv, 0, region(lv, 0)), nil
 	}
-	p, ok := m.e[parent]
-	if !ok || parent == "" {
+	if parent == "" {
 		return 0, ErrNotFound
 	}
-	if p.status != StatusActive {
-		return 0, ErrReleased
+	if _, err := m.active(parent); err != nil {
+		return 0, err
 	}
 	lv := m.levels(append([]string{parent}, m.ancestorsOf(parent)...))
 	r := smallest(lv, 0, region(lv, 0))
@@ -128,12 +140,8 @@ func (m *model) reserve(id, parent string, amt int64) error {
 		}
 		return ErrExists
 	}
-	p, ok := m.e[parent]
-	if !ok {
-		return ErrNotFound
-	}
-	if p.status != StatusActive {
-		return ErrReleased
+	if _, err := m.active(parent); err != nil {
+		return err
 	}
 	lv := m.levels(append([]string{parent}, m.ancestorsOf(parent)...))
 	last := region(lv, 0)
@@ -157,12 +165,9 @@ func (m *model) charge(id, key string, amt int64, abs bool) error {
 			return nil
 		}
 	}
-	e, ok := m.e[id]
-	if !ok {
-		return ErrNotFound
-	}
-	if e.status != StatusActive {
-		return ErrReleased
+	e, err := m.active(id)
+	if err != nil {
+		return err
 	}
 	if abs {
 		amt = max(amt-e.own-e.overrun, 0)

@@ -136,6 +136,30 @@ func storm(t *testing.T, f fixture, seed uint64, budget float64) {
 		}
 	}()
 
+	var wg sync.WaitGroup
+	errc := make(chan error, 1000)
+	// crowd starts n goroutines, each with its own random source (seeded
+	// from seed, g+stream), that take rounds steps while the storm lasts;
+	// a step's error ends its goroutine and fails the storm.
+	crowd := func(n int, stream uint64, rounds int, step func(r *rand.Rand, g, k int) error) {
+		for g := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := rand.New(rand.NewPCG(seed, uint64(g)+stream))
+				for k := range rounds {
+					if ctx.Err() != nil {
+						return
+					}
+					if err := step(r, g, k); err != nil {
+						errc <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+
 	// 200 chargers, 25 charges each, one in ten a retry of an earlier key:
 	// amounts up to 0.1% of the budget in a tight storm (2.5 times the
 	// budget in all: the ceilings are reached early), up to 0.02% in a
@@ -145,84 +169,60 @@ func storm(t *testing.T, f fixture, seed uint64, budget float64) {
 		frac = 0.001
 	}
 	var charged, clamped atomic.Int64
-	var wg sync.WaitGroup
-	errc := make(chan error, 1000)
-	for g := range 200 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(seed, uint64(g)+100))
-			for k := range 25 {
-				if ctx.Err() != nil {
-					return
-				}
-				i := r.IntN(tree)
-				key := fmt.Sprintf("g%d:%d", g, k)
-				if k > 0 && r.IntN(10) == 0 {
-					key = fmt.Sprintf("g%d:%d", g, r.IntN(k))
-				}
-				amt := float64(r.IntN(int(budget*frac*1e9))+1) / 1e9
-				_, err := f.l.Charge(f.ctx, fixedIDs[i], fixedPaths[i], key, amt)
-				switch {
-				case err == nil:
-					charged.Add(1)
-				case errors.Is(err, spendExceeded):
-					clamped.Add(1)
-				default:
-					errc <- fmt.Errorf("charge %s: %w", fixedIDs[i], err)
-					return
-				}
-			}
-		}()
-	}
+	crowd(200, 100, 25, func(r *rand.Rand, g, k int) error {
+		i := r.IntN(tree)
+		key := fmt.Sprintf("g%d:%d", g, k)
+		if k > 0 && r.IntN(10) == 0 {
+			key = fmt.Sprintf("g%d:%d", g, r.IntN(k))
+		}
+		amt := float64(r.IntN(int(budget*frac*1e9))+1) / 1e9
+		_, err := f.l.Charge(f.ctx, fixedIDs[i], fixedPaths[i], key, amt)
+		switch {
+		case err == nil:
+			charged.Add(1)
+		case errors.Is(err, spendExceeded):
+			clamped.Add(1)
+		default:
+			return fmt.Errorf("charge %s: %w", fixedIDs[i], err)
+		}
+		return nil
+	})
 	// 10 goroutines that admit or reserve leaves under random entries,
 	// charge them and release them.
 	var leaves, refused atomic.Int64
-	for g := range 10 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(seed, uint64(g)+1000))
-			for k := range 15 {
-				if ctx.Err() != nil {
-					return
-				}
-				p := r.IntN(tree)
-				mu.Lock()
-				x := st.add(fmt.Sprintf("x%d.%d", g, k), p)
-				id, path := st.ids[x], st.path[x]
-				var err error
-				if r.IntN(2) == 0 {
-					err = f.l.Reserve(f.ctx, id, path, budget/100)
-				} else {
-					_, err = f.l.Admit(f.ctx, id, path, budget, false)
-				}
-				if errors.Is(err, ErrInsufficientBudget) {
-					st.ids[x] = "" // never created
-				}
-				mu.Unlock()
-				if errors.Is(err, ErrInsufficientBudget) {
-					refused.Add(1)
-					continue
-				}
-				if err != nil {
-					errc <- fmt.Errorf("leaf %s: %w", id, err)
-					return
-				}
-				leaves.Add(1)
-				for c := range 3 {
-					if _, err := f.l.Charge(f.ctx, id, path, fmt.Sprint(c), budget/3000); err != nil && !errors.Is(err, spendExceeded) {
-						errc <- fmt.Errorf("leaf charge %s: %w", id, err)
-						return
-					}
-				}
-				if err := f.l.Release(f.ctx, id, path, "completed"); err != nil {
-					errc <- fmt.Errorf("leaf release %s: %w", id, err)
-					return
-				}
+	crowd(10, 1000, 15, func(r *rand.Rand, g, k int) error {
+		p := r.IntN(tree)
+		mu.Lock()
+		x := st.add(fmt.Sprintf("x%d.%d", g, k), p)
+		id, path := st.ids[x], st.path[x]
+		var err error
+		if r.IntN(2) == 0 {
+			err = f.l.Reserve(f.ctx, id, path, budget/100)
+		} else {
+			_, err = f.l.Admit(f.ctx, id, path, budget, false)
+		}
+		if errors.Is(err, ErrInsufficientBudget) {
+			st.ids[x] = "" // never created
+		}
+		mu.Unlock()
+		if errors.Is(err, ErrInsufficientBudget) {
+			refused.Add(1)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("leaf %s: %w", id, err)
+		}
+		leaves.Add(1)
+		for c := range 3 {
+			if _, err := f.l.Charge(f.ctx, id, path, fmt.Sprint(c), budget/3000); err != nil && !errors.Is(err, spendExceeded) {
+				return fmt.Errorf("leaf charge %s: %w", id, err)
 			}
-		}()
-	}
+		}
+		if err := f.l.Release(f.ctx, id, path, "completed"); err != nil {
+			return fmt.Errorf("leaf release %s: %w", id, err)
+		}
+		return nil
+	})
 	wg.Wait()
 	// Let the watcher read the final state at least twice.
 	for n := reads.Load(); reads.Load() < n+2 && ctx.Err() == nil; {
