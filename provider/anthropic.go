@@ -13,9 +13,8 @@ import (
 
 // Anthropic is the Anthropic Messages API adapter.
 type Anthropic struct {
-	client  anthropic.Client
-	model   string
-	pricing *Pricing
+	client anthropic.Client
+	priced
 }
 
 // NewAnthropic builds an Anthropic adapter for model (the wire name, no
@@ -33,30 +32,16 @@ func NewAnthropic(model string, cfg Config, pricing *Pricing) *Anthropic {
 	if cfg.AnthropicBaseURL != "" {
 		opts = append(opts, option.WithBaseURL(cfg.AnthropicBaseURL))
 	}
-	return &Anthropic{client: anthropic.NewClient(opts...), model: model, pricing: pricing}
-}
-
-// ContextWindow implements Provider.
-func (a *Anthropic) ContextWindow(model string) int {
-	return a.pricing.ContextWindow(orDefault(model, a.model))
-}
-
-// Cost implements Provider.
-func (a *Anthropic) Cost(model string, u Usage) (float64, error) {
-	return a.pricing.Cost(orDefault(model, a.model), u)
+	return &Anthropic{client: anthropic.NewClient(opts...), priced: priced{model: model, pricing: pricing}}
 }
 
 // Complete implements Provider: streaming (SSE) when onDelta is non-nil, and
 // also when the SDK would refuse a long non-streaming call (large MaxTokens).
 func (a *Anthropic) Complete(ctx context.Context, req *Request, onDelta func(string)) (resp *Response, err error) {
 	defer func() { err = withKeyHint(err, "ANTHROPIC_API_KEY") }()
-	names, err := toolNamesFor(req)
+	names, params, err := prepare(req, a.params)
 	if err != nil {
-		return nil, &Error{Class: ClassPermanent, Message: err.Error(), Err: err}
-	}
-	params, err := a.params(req, names)
-	if err != nil {
-		return nil, &Error{Class: ClassPermanent, Message: err.Error(), Err: err}
+		return nil, err
 	}
 	var msg *anthropic.Message
 	// The SDK refuses non-streaming calls it expects to exceed 10 minutes
@@ -80,15 +65,8 @@ func (a *Anthropic) Complete(ctx context.Context, req *Request, onDelta func(str
 				onDelta(ev.Delta.Text)
 			}
 		}
-		if err := stream.Err(); err != nil {
-			return nil, ctxError(ctx, err)
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, ctxError(ctx, err)
-		}
-		if acc.StopReason == "" {
-			err := fmt.Errorf("stream ended before message_stop")
-			return nil, &Error{Class: ClassTransient, Message: err.Error(), Err: err}
+		if err := streamEnd(ctx, stream.Err(), acc.StopReason != "", "before message_stop"); err != nil {
+			return nil, err
 		}
 		msg = acc
 	}
@@ -201,6 +179,20 @@ func anthropicResponse(msg *anthropic.Message, names *ToolNames) *Response {
 	return r
 }
 
+// prepare builds a request's wire-name table and, with it, an SDK's
+// params; a request either refuses is at fault itself: a permanent error.
+func prepare[P any](req *Request, params func(*Request, *ToolNames) (P, error)) (*ToolNames, P, error) {
+	names, err := toolNamesFor(req)
+	if err == nil {
+		var p P
+		if p, err = params(req, names); err == nil {
+			return names, p, nil
+		}
+	}
+	var zero P
+	return nil, zero, &Error{Class: ClassPermanent, Message: err.Error(), Err: err}
+}
+
 // toolNamesFor builds the wire-name table of a request: offered tools and
 // tools called earlier in the conversation.
 func toolNamesFor(req *Request) (*ToolNames, error) {
@@ -237,6 +229,23 @@ func normaliseInput(s string) json.RawMessage {
 	}
 	b, _ := json.Marshal(s)
 	return b
+}
+
+// priced is what an SDK adapter knows of its model: the default model id,
+// and the pricing table that prices it and knows its context window.
+type priced struct {
+	model   string
+	pricing *Pricing
+}
+
+// ContextWindow implements Provider.
+func (p priced) ContextWindow(model string) int {
+	return p.pricing.ContextWindow(orDefault(model, p.model))
+}
+
+// Cost implements Provider.
+func (p priced) Cost(model string, u Usage) (float64, error) {
+	return p.pricing.Cost(orDefault(model, p.model), u)
 }
 
 func orDefault(s, def string) string {

@@ -268,6 +268,24 @@ func ctxError(ctx context.Context, err error) *Error {
 	return Classify(err)
 }
 
+// streamEnd is the error of a stream that stopped, nil when it ended
+// well: the stream's own error, the context's, or, when the stream did not
+// end with its last event (ended false), a transient error saying how it
+// ended (missing: "before message_stop").
+func streamEnd(ctx context.Context, streamErr error, ended bool, missing string) error {
+	if streamErr != nil {
+		return ctxError(ctx, streamErr)
+	}
+	if err := ctx.Err(); err != nil {
+		return ctxError(ctx, err)
+	}
+	if !ended {
+		err := errors.New("stream ended " + missing)
+		return &Error{Class: ClassTransient, Message: err.Error(), Err: err}
+	}
+	return nil
+}
+
 // withKeyHint points a 401 or 403 at the API key, keyVar, that the worker
 // sent: the error stays permanent, and says where to look.
 func withKeyHint(err error, keyVar string) error {

@@ -23,10 +23,9 @@ import (
 // Chat Completions has no is_error flag on tool messages, so a failed tool
 // result is sent with an "error: " prefix.
 type OpenAI struct {
-	client  openai.Client
-	model   string
-	custom  bool // a base URL is configured: an OpenAI-compatible server
-	pricing *Pricing
+	client openai.Client
+	custom bool // a base URL is configured: an OpenAI-compatible server
+	priced
 }
 
 // NewOpenAI builds an OpenAI-compatible adapter for model (the wire name,
@@ -46,30 +45,16 @@ func NewOpenAI(model string, cfg Config, pricing *Pricing) *OpenAI {
 		base = "https://api.openai.com/v1/" // not the SDK's OPENAI_BASE_URL fallback: cfg decides
 	}
 	opts = append(opts, option.WithBaseURL(base))
-	return &OpenAI{client: openai.NewClient(opts...), model: model, custom: cfg.OpenAIBaseURL != "", pricing: pricing}
-}
-
-// ContextWindow implements Provider.
-func (o *OpenAI) ContextWindow(model string) int {
-	return o.pricing.ContextWindow(orDefault(model, o.model))
-}
-
-// Cost implements Provider.
-func (o *OpenAI) Cost(model string, u Usage) (float64, error) {
-	return o.pricing.Cost(orDefault(model, o.model), u)
+	return &OpenAI{client: openai.NewClient(opts...), custom: cfg.OpenAIBaseURL != "", priced: priced{model: model, pricing: pricing}}
 }
 
 // Complete implements Provider: streaming (with stream_options.include_usage)
 // when onDelta is non-nil.
 func (o *OpenAI) Complete(ctx context.Context, req *Request, onDelta func(string)) (resp *Response, err error) {
 	defer func() { err = withKeyHint(err, "OPENAI_API_KEY") }()
-	names, err := toolNamesFor(req)
+	names, params, err := prepare(req, o.params)
 	if err != nil {
-		return nil, &Error{Class: ClassPermanent, Message: err.Error(), Err: err}
-	}
-	params, err := o.params(req, names)
-	if err != nil {
-		return nil, &Error{Class: ClassPermanent, Message: err.Error(), Err: err}
+		return nil, err
 	}
 	if onDelta == nil {
 		cc, err := o.client.Chat.Completions.New(ctx, params)
@@ -132,15 +117,8 @@ func (o *OpenAI) Complete(ctx context.Context, req *Request, onDelta func(string
 			}
 		}
 	}
-	if err := stream.Err(); err != nil {
-		return nil, ctxError(ctx, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, ctxError(ctx, err)
-	}
-	if r.StopReason == "" {
-		err := fmt.Errorf("stream ended without a finish_reason")
-		return nil, &Error{Class: ClassTransient, Message: err.Error(), Err: err}
+	if err := streamEnd(ctx, stream.Err(), r.StopReason != "", "without a finish_reason"); err != nil {
+		return nil, err
 	}
 	r.Text = text.String()
 	idx := make([]int64, 0, len(calls))
