@@ -21,8 +21,7 @@ func TestCheckpointInOneScript(t *testing.T) {
 	s := newVerifySetup(t)
 	const id = "t/checkpoint-1"
 	rec, v, _ := s.runThread(t, id, 1)
-	lease := s.o.Keys.Lease(id)
-	require.NoError(t, s.r.Client.Set(s.ctx, lease, "tok", time.Second).Err())
+	lease := s.holdLease(t, id, "tok", time.Second)
 	cp := Checkpoint{Charge: &Charge{Key: id + ":turn:2", Amount: 0.25}, Lease: "tok", LeaseTTL: time.Minute}
 	cost := thread.Cost{Turns: 2, Spend: 0.25}
 	ch := registry.Changes{Cost: &cost}
@@ -50,7 +49,7 @@ func TestCheckpointInOneScript(t *testing.T) {
 
 	// Again at the new version: the charge under the same key is the
 	// first one's. Another token's lease is neither renewed nor held.
-	require.NoError(t, s.r.Client.Set(s.ctx, lease, "other", time.Second).Err())
+	s.holdLease(t, id, "other", time.Second)
 	got, err = s.o.Checkpoint(s.ctx, rec, v+1, ch, cp)
 	require.NoError(t, err)
 	require.NoError(t, got.ChargeErr)

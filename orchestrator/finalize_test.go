@@ -22,8 +22,7 @@ func TestFinalizeInOneScript(t *testing.T) {
 	s := newVerifySetup(t)
 	const id = "t/finalize-1"
 	rec, v, w := s.runThread(t, id, 1)
-	lease := s.o.Keys.Lease(id)
-	require.NoError(t, s.r.Client.Set(s.ctx, lease, "tok", time.Minute).Err())
+	lease := s.holdLease(t, id, "tok", time.Minute)
 	var charged []error
 	out := func() Outcome {
 		return Outcome{Status: thread.StatusCompleted, Result: "done", Cost: thread.Cost{Turns: 1, Spend: 0.25},
@@ -86,7 +85,7 @@ func TestFinalizeOutlivesItsCaller(t *testing.T) {
 	const id = "t/finalize-late-cancel"
 	rec, v, w := s.runThread(t, id, 1)
 	s.o.Store = ctxStore{s.o.Store} // as S3 does, a write refuses a done context
-	require.NoError(t, s.r.Client.Set(s.ctx, s.o.Keys.Lease(id), "tok", time.Minute).Err())
+	s.holdLease(t, id, "tok", time.Minute)
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	out := Outcome{Status: thread.StatusCompleted, Result: "done", Cost: thread.Cost{Turns: 1, Spend: 0.25},

@@ -39,16 +39,24 @@ const projectTestDirective = "<!-- a test directive -->\n# Leads\n\nFind {input:
 // loaded the way Orchestrator.Project loads it (without the registry).
 func projectSetup(t testing.TB) *Project {
 	t.Helper()
-	dir := t.TempDir()
-	p := filepath.Join(dir, ".ai", "directives", "test", "leads.md")
-	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-	require.NoError(t, os.WriteFile(p, []byte(projectTestDirective), 0o644))
 	store := blobstore.NewMemory()
-	digest, err := directive.BuildBundle(t.Context(), store, dir, "", nil)
-	require.NoError(t, err)
+	digest := leadsBundle(t, store)
 	b, err := directive.LoadBundle(t.Context(), store, digest)
 	require.NoError(t, err)
 	return &Project{Digest: digest, Bundle: b}
+}
+
+// leadsBundle builds a bundle with one directive, test/leads
+// (projectTestDirective), into store and returns its digest.
+func leadsBundle(tb testing.TB, store blobstore.Store) string {
+	tb.Helper()
+	dir := tb.TempDir()
+	p := filepath.Join(dir, ".ai", "directives", "test", "leads.md")
+	require.NoError(tb, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(tb, os.WriteFile(p, []byte(projectTestDirective), 0o644))
+	digest, err := directive.BuildBundle(tb.Context(), store, dir, "", nil)
+	require.NoError(tb, err)
+	return digest
 }
 
 // TestProjectDirectiveCached: a directive is parsed once per Project; every

@@ -2,15 +2,12 @@ package orchestrator
 
 import (
 	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/blobstore"
-	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
@@ -25,13 +22,8 @@ import (
 func startSetup(tb testing.TB) (*Orchestrator, *testenv.Redis, string) {
 	tb.Helper()
 	r := testenv.NewRedis(tb)
-	dir := tb.TempDir()
-	p := filepath.Join(dir, ".ai", "directives", "test", "leads.md")
-	require.NoError(tb, os.MkdirAll(filepath.Dir(p), 0o755))
-	require.NoError(tb, os.WriteFile(p, []byte(projectTestDirective), 0o644))
 	store := blobstore.NewMemory()
-	digest, err := directive.BuildBundle(tb.Context(), store, dir, "", nil)
-	require.NoError(tb, err)
+	digest := leadsBundle(tb, store)
 	signer, err := transcript.GenerateKey()
 	require.NoError(tb, err)
 	client := asynq.NewClientFromRedisClient(r.Client)

@@ -70,6 +70,15 @@ func (s *verifySetup) runThread(t *testing.T, id string, turns int) (*registry.R
 	return rec, v, w
 }
 
+// holdLease sets id's lease to token for ttl, as a worker's claim holds
+// it, and returns the lease's key.
+func (s *verifySetup) holdLease(t *testing.T, id, token string, ttl time.Duration) string {
+	t.Helper()
+	lease := s.o.Keys.Lease(id)
+	require.NoError(t, s.r.Client.Set(s.ctx, lease, token, ttl).Err())
+	return lease
+}
+
 // tamper applies change, returns what verification says, and puts the
 // blobs and the registry hash back.
 func (s *verifySetup) tamper(t *testing.T, id string, mode transcript.Mode, change func()) (*Verified, error) {
