@@ -1,16 +1,10 @@
 package config
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"net/url"
 	"strings"
 	"time"
-
-	"gopkg.in/yaml.v3"
 )
 
 // approvalsPath is where a project declares the tool calls that wait for
@@ -87,11 +81,7 @@ func (a *Approvals) Match(tool string) *ApprovalRule {
 // LoadApprovals reads approvals.yaml from the project fsys; a missing file
 // gates nothing (nil).
 func LoadApprovals(fsys fs.FS) (*Approvals, error) {
-	data, p, ok, err := readFirst(fsys, approvalsPath)
-	if err != nil || !ok {
-		return nil, err
-	}
-	return ParseApprovals(p, data)
+	return load(fsys, nil, ParseApprovals, approvalsPath)
 }
 
 // ParseApprovals parses approvals.yaml; an unknown key, a bad glob, a bad
@@ -99,10 +89,8 @@ func LoadApprovals(fsys fs.FS) (*Approvals, error) {
 // naming the file and rule.
 func ParseApprovals(p string, data []byte) (*Approvals, error) {
 	var a Approvals
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&a); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %w", p, err)
+	if err := decodeStrict(p, data, &a); err != nil {
+		return nil, err
 	}
 	for i := range a.Rules {
 		r := &a.Rules[i]
@@ -130,9 +118,10 @@ func ParseApprovals(p string, data []byte) (*Approvals, error) {
 	}
 	if n := a.Notify; n != nil {
 		// A ${VAR} reference is expanded where the webhook is sent from.
-		if u, err := url.Parse(n.URL); !strings.Contains(n.URL, "${") &&
-			(err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
-			return nil, fmt.Errorf("%s: notify.url %q is not an http(s) URL", p, n.URL)
+		if !strings.Contains(n.URL, "${") {
+			if err := checkHTTPURL(n.URL); err != nil {
+				return nil, fmt.Errorf("%s: notify.%w", p, err)
+			}
 		}
 		if n.Secret == "" {
 			return nil, fmt.Errorf("%s: notify.secret is required (the webhook's signing key)", p)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/thread"
 )
@@ -108,7 +109,7 @@ retry: {backoff: {base: 4, max: 1}}
 			}
 		})
 	}
-	bad := map[string]string{
+	requireRefused(t, ParseResilience, "r.yaml", map[string]string{
 		"limits: {turns: abc}":                 `r.yaml: limit turns: "abc" is not a number`,
 		"limits: {turns: 2.5}":                 "r.yaml: limit turns: 2.5 is not a whole number",
 		"limits: {spend: -1}":                  "r.yaml: limit spend: -1 is negative",
@@ -118,12 +119,18 @@ retry: {backoff: {base: 4, max: 1}}
 		"child_policy: {on_parent_error: die}": `child_policy.on_parent_error: "die" is not cascade_cancel or allow`,
 		"child_policy: {on_parent_error: 3}":   "on_parent_error: 3 is not a string",
 		"[unclosed":                            "r.yaml: yaml",
-	}
-	for src, want := range bad {
-		_, err := ParseResilience("r.yaml", []byte(src))
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("ParseResilience(%q) = %v, want %q", src, err, want)
-		}
+	})
+}
+
+// requireRefused parses each source as file name with parse: each must
+// be refused with an error that names the file and contains its text.
+func requireRefused[T any](t *testing.T, parse func(path string, data []byte) (T, error), name string, refusals map[string]string) {
+	t.Helper()
+	for src, want := range refusals {
+		_, err := parse(name, []byte(src))
+		require.Error(t, err, src)
+		require.Contains(t, err.Error(), want, src)
+		require.True(t, strings.HasPrefix(err.Error(), name), "names the file: %v", err)
 	}
 }
 

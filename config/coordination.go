@@ -53,11 +53,7 @@ func DefaultCoordination() Coordination {
 // LoadCoordination reads coordination.yaml from the project fsys; a missing
 // file gives DefaultCoordination.
 func LoadCoordination(fsys fs.FS) (Coordination, error) {
-	data, path, ok, err := readFirst(fsys, coordinationPaths...)
-	if err != nil || !ok {
-		return DefaultCoordination(), err
-	}
-	return ParseCoordination(path, data)
+	return load(fsys, DefaultCoordination(), ParseCoordination, coordinationPaths...)
 }
 
 // ParseCoordination parses coordination.yaml. Keys accepted, at the top
@@ -70,14 +66,9 @@ func LoadCoordination(fsys fs.FS) (Coordination, error) {
 //	continuation.max_continuations | max_continuations
 func ParseCoordination(path string, data []byte) (Coordination, error) {
 	c := DefaultCoordination()
-	root, err := parseTree(path, data)
+	root, err := parseTree(path, data, "coordination")
 	if err != nil {
 		return c, err
-	}
-	if sub, ok, err := root.sub("coordination"); err != nil {
-		return c, err
-	} else if ok {
-		root = sub
 	}
 	if f, ok, err := root.number("continuation.trigger_threshold", "trigger_threshold"); err != nil {
 		return c, err

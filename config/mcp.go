@@ -1,10 +1,7 @@
 package config
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/url"
 	"regexp"
@@ -12,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/spool-run/spool/thread"
 )
@@ -82,11 +77,7 @@ func (m *MCP) Names() []string {
 // LoadMCP reads mcp.yaml from the project fsys; a missing file declares no
 // server (nil).
 func LoadMCP(fsys fs.FS) (*MCP, error) {
-	data, p, ok, err := readFirst(fsys, mcpPaths...)
-	if err != nil || !ok {
-		return nil, err
-	}
-	return ParseMCP(p, data)
+	return load(fsys, nil, ParseMCP, mcpPaths...)
 }
 
 var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
@@ -97,10 +88,8 @@ var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 // naming the file and server.
 func ParseMCP(p string, data []byte) (*MCP, error) {
 	var m MCP
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&m); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %w", p, err)
+	if err := decodeStrict(p, data, &m); err != nil {
+		return nil, err
 	}
 	for _, name := range m.Names() {
 		s := m.Servers[name]

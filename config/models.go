@@ -41,11 +41,7 @@ func DefaultModels() Models {
 
 // LoadModels reads models.yaml from the project fsys.
 func LoadModels(fsys fs.FS) (Models, error) {
-	data, path, ok, err := readFirst(fsys, modelsPaths...)
-	if err != nil || !ok {
-		return DefaultModels(), err
-	}
-	return ParseModels(path, data)
+	return load(fsys, DefaultModels(), ParseModels, modelsPaths...)
 }
 
 // ParseModels parses models.yaml: `tiers: {name: model-id | script:PATH}`,

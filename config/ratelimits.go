@@ -1,19 +1,15 @@
 package config
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path"
 	"regexp"
 	"strings"
 	"sync"
-
-	"gopkg.in/yaml.v3"
 )
 
 // RateLimitsPath is where a project declares its fleet-wide model limits.
@@ -174,11 +170,7 @@ func (r *RateLimits) Match(model, provider, keyID string) []RateRule {
 // LoadRateLimits reads rate_limits.yaml from the project fsys; a missing
 // file limits nothing (nil).
 func LoadRateLimits(fsys fs.FS) (*RateLimits, error) {
-	data, p, ok, err := readFirst(fsys, RateLimitsPath)
-	if err != nil || !ok {
-		return nil, err
-	}
-	return ParseRateLimits(p, data)
+	return load(fsys, nil, ParseRateLimits, RateLimitsPath)
 }
 
 // ParseRateLimits parses rate_limits.yaml; an unknown key, a bad glob, a
@@ -186,10 +178,8 @@ func LoadRateLimits(fsys fs.FS) (*RateLimits, error) {
 // file and rule.
 func ParseRateLimits(p string, data []byte) (*RateLimits, error) {
 	var r RateLimits
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&r); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %w", p, err)
+	if err := decodeStrict(p, data, &r); err != nil {
+		return nil, err
 	}
 	for i, rule := range r.Rules {
 		where := fmt.Sprintf("%s: rate_limits[%d]", p, i)

@@ -77,11 +77,7 @@ func DefaultResilience() Resilience {
 // LoadResilience reads resilience.yaml from the project fsys (see the
 // package doc for locations); a missing file gives DefaultResilience.
 func LoadResilience(fsys fs.FS) (Resilience, error) {
-	data, path, ok, err := readFirst(fsys, resiliencePaths...)
-	if err != nil || !ok {
-		return DefaultResilience(), err
-	}
-	return ParseResilience(path, data)
+	return load(fsys, DefaultResilience(), ParseResilience, resiliencePaths...)
 }
 
 // ParseResilience parses resilience.yaml; path names the file in errors.
@@ -99,14 +95,9 @@ func LoadResilience(fsys fs.FS) (Resilience, error) {
 //	    (cascade_cancel | cascade | allow)
 func ParseResilience(path string, data []byte) (Resilience, error) {
 	r := DefaultResilience()
-	root, err := parseTree(path, data)
+	root, err := parseTree(path, data, "resilience")
 	if err != nil {
 		return r, err
-	}
-	if sub, ok, err := root.sub("resilience"); err != nil {
-		return r, err
-	} else if ok {
-		root = sub
 	}
 
 	// Limits.

@@ -1,8 +1,10 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"strings"
@@ -30,6 +32,27 @@ func readFirst(fsys fs.FS, paths ...string) (data []byte, path string, ok bool, 
 	return nil, "", false, nil
 }
 
+// load parses the first of paths that exists in fsys with parse; when
+// none does it returns missing.
+func load[T any](fsys fs.FS, missing T, parse func(path string, data []byte) (T, error), paths ...string) (T, error) {
+	data, p, ok, err := readFirst(fsys, paths...)
+	if err != nil || !ok {
+		return missing, err
+	}
+	return parse(p, data)
+}
+
+// decodeStrict decodes the YAML document of file p into v, refusing
+// unknown keys; an empty document leaves v as it is.
+func decodeStrict(p string, data []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	return nil
+}
+
 // tree is a decoded YAML mapping with dotted-path helpers that name the
 // file and key in their errors.
 type tree struct {
@@ -37,7 +60,9 @@ type tree struct {
 	m    map[string]any
 }
 
-func parseTree(path string, data []byte) (tree, error) {
+// parseTree parses file path, whose keys stand at the top level or under
+// section.
+func parseTree(path string, data []byte, section string) (tree, error) {
 	var m map[string]any
 	if err := yaml.Unmarshal(data, &m); err != nil {
 		return tree{}, fmt.Errorf("%s: %w", path, err)
@@ -45,7 +70,12 @@ func parseTree(path string, data []byte) (tree, error) {
 	if m == nil {
 		m = map[string]any{}
 	}
-	return tree{path: path, m: m}, nil
+	root := tree{path: path, m: m}
+	sub, ok, err := root.sub(section)
+	if err != nil || !ok {
+		return root, err
+	}
+	return sub, nil
 }
 
 // sub returns the mapping at key, or an empty tree; a non-mapping is an error.
