@@ -59,14 +59,11 @@ func threadFork(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	s, err := openServices(c, openOpts{})
+	s, _, err := openRecord(c, id, openOpts{})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	if _, err := s.orch.Registry.Get(c.Context, id); err != nil {
-		return notFound(id, err)
-	}
 	res, err := s.orch.Fork(c.Context, orchestrator.ForkRequest{ThreadID: id, AtTurn: c.Int("at-turn"), Message: c.String("message"), Model: c.String("model"), Script: script})
 	var te *transcript.TurnError
 	if errors.As(err, &te) {
@@ -106,13 +103,9 @@ func readScript(c *cli.Context, model string) ([]byte, error) {
 // verifiable: with no public key, nothing would say the recording is the
 // one that ran.
 func openRecording(c *cli.Context, id string) (*services, error) {
-	s, err := openServices(c, openOpts{readOnly: true})
+	s, _, err := openRecord(c, id, openOpts{readOnly: true})
 	if err != nil {
 		return nil, err
-	}
-	if _, err := s.orch.Registry.Get(c.Context, id); err != nil {
-		s.Close()
-		return nil, notFound(id, err)
 	}
 	if s.orch.Keyring.Unverified() {
 		s.Close()

@@ -339,7 +339,17 @@ func openID(c *cli.Context, o openOpts) (string, *services, error) {
 // openThread is openID, read-only, and the thread's record (an unknown ID
 // is "not found"); the caller closes the services.
 func openThread(c *cli.Context) (*services, *registry.Record, error) {
-	id, s, err := openID(c, openOpts{readOnly: true})
+	id, err := oneID(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return openRecord(c, id, openOpts{readOnly: true})
+}
+
+// openRecord opens the services as o says and reads thread id's record
+// (an unknown ID is "not found"); the caller closes the services.
+func openRecord(c *cli.Context, id string, o openOpts) (*services, *registry.Record, error) {
+	s, err := openServices(c, o)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -646,14 +656,11 @@ func threadResume(c *cli.Context) error {
 	if strings.TrimSpace(c.String("message")) == "" {
 		return usagef("thread resume needs --message TEXT")
 	}
-	s, err := openServices(c, openOpts{})
+	s, _, err := openRecord(c, id, openOpts{})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	if _, err := s.orch.Registry.Get(c.Context, id); err != nil {
-		return notFound(id, err)
-	}
 	res, err := s.orch.Resume(c.Context, id, c.String("message"))
 	if err != nil {
 		return err
@@ -685,14 +692,11 @@ func threadSearch(c *cli.Context) error {
 	if _, err := regexp.Compile(c.String("query")); err != nil {
 		return usagef("--query: %v", err)
 	}
-	s, err := openServices(c, openOpts{readOnly: true})
+	s, _, err := openRecord(c, id, openOpts{readOnly: true})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	if _, err := s.orch.Registry.Get(c.Context, id); err != nil {
-		return notFound(id, err)
-	}
 	matches, err := s.orch.Search(c.Context, id, c.String("query"), c.Int("max"))
 	if err != nil {
 		return err

@@ -28,15 +28,11 @@ func threadTranscript(c *cli.Context) error {
 	if format != "jsonl" && format != "text" && format != "markdown" {
 		return usagef("--format %q: want jsonl, text or markdown", format)
 	}
-	s, err := openServices(c, openOpts{readOnly: true})
+	s, rec, err := openRecord(c, id, openOpts{readOnly: true})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	rec, err := s.orch.Registry.Get(c.Context, id)
-	if err != nil {
-		return notFound(id, err)
-	}
 	if c.Bool("follow") {
 		return followTranscript(c, s, rec, format)
 	}
