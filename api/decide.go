@@ -51,8 +51,7 @@ func (s *server) decisionLink(w http.ResponseWriter, r *http.Request) {
 		if !decode(w, r, &b, true) {
 			return
 		}
-		if tok.Decision == registry.DecisionDeny && strings.TrimSpace(b.Reason) == "" {
-			badRequest(w, r, "reason is required: the model gets it as the call's error")
+		if tok.Decision == registry.DecisionDeny && !required(w, r, b.Reason, reasonRequired) {
 			return
 		}
 		res, err := s.cfg.Orch.DecideByToken(ctx, token, strings.TrimSpace(b.Reason))

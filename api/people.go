@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
@@ -39,28 +40,25 @@ func (s *server) approve(w http.ResponseWriter, r *http.Request, id string) {
 	s.decide(w, r, id, registry.DecisionApprove, b.CallID, b.Reason, b.By)
 }
 
+// reasonRequired is the refusal of a deny without a reason.
+const reasonRequired = "reason is required: the model gets it as the call's error"
+
 func (s *server) deny(w http.ResponseWriter, r *http.Request, id string) {
 	var b DenyRequest
-	if !decode(w, r, &b, false) {
-		return
-	}
-	if strings.TrimSpace(b.Reason) == "" {
-		badRequest(w, r, "reason is required: the model gets it as the call's error")
+	if !decode(w, r, &b, false) || !required(w, r, b.Reason, reasonRequired) {
 		return
 	}
 	s.decide(w, r, id, registry.DecisionDeny, b.CallID, b.Reason, b.By)
 }
 
 func (s *server) decide(w http.ResponseWriter, r *http.Request, id, decision, call, reason, by string) {
-	if s.record(w, r, id) == nil {
-		return
-	}
 	var calls []string
 	if call != "" {
 		calls = []string{call}
 	}
-	res, err := s.cfg.Orch.Decide(r.Context(), id, calls, decision, who(r, by), reason)
-	s.reply(w, r, id, res, err)
+	s.onThread(w, r, id, func(ctx context.Context, _ *registry.Record) (any, error) {
+		return s.cfg.Orch.Decide(ctx, id, calls, decision, who(r, by), reason)
+	})
 }
 
 func (s *server) send(w http.ResponseWriter, r *http.Request, id string) { s.message(w, r, id, false) }
@@ -71,16 +69,10 @@ func (s *server) interrupt(w http.ResponseWriter, r *http.Request, id string) {
 
 func (s *server) message(w http.ResponseWriter, r *http.Request, id string, interrupt bool) {
 	var b SendRequest
-	if !decode(w, r, &b, false) {
+	if !decode(w, r, &b, false) || !required(w, r, b.Message, "message is required") {
 		return
 	}
-	if strings.TrimSpace(b.Message) == "" {
-		badRequest(w, r, "message is required")
-		return
-	}
-	if s.record(w, r, id) == nil {
-		return
-	}
-	res, err := s.cfg.Orch.Send(r.Context(), id, b.Message, who(r, b.By), interrupt)
-	s.reply(w, r, id, res, err)
+	s.onThread(w, r, id, func(ctx context.Context, _ *registry.Record) (any, error) {
+		return s.cfg.Orch.Send(ctx, id, b.Message, who(r, b.By), interrupt)
+	})
 }

@@ -54,6 +54,25 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 	_ = json.NewEncoder(w).Encode(p)
 }
 
+// refusals are the sentinel errors of what the caller got wrong, with
+// the status and code of their problem, whose detail is the error and
+// then hint.
+var refusals = []struct {
+	err    error
+	status int
+	code   string
+	hint   string
+}{
+	{registry.ErrNotFound, http.StatusNotFound, "not_found", ""},
+	{launch.ErrRefused, http.StatusUnprocessableEntity, "refused", ""},
+	{directive.ErrNotFound, http.StatusUnprocessableEntity, "directive_not_found", ""},
+	{registry.ErrParentNotFound, http.StatusUnprocessableEntity, "parent_not_found", ""},
+	{registry.ErrNotPending, http.StatusConflict, "not_pending", ""},
+	{registry.ErrFinished, http.StatusConflict, "finished", " (send and interrupt need a running or waiting thread; resume continues a finished one)"},
+	{transcript.ErrTampered, http.StatusConflict, "transcript_damaged", ""},
+	{orchestrator.ErrNoBudget, http.StatusNotFound, "no_budget", ""},
+}
+
 // problemOf maps an operation's error to a problem: what the caller got
 // wrong is 4xx with its code, anything else is 500.
 func problemOf(err error) *Problem {
@@ -63,26 +82,15 @@ func problemOf(err error) *Problem {
 	switch {
 	case errors.As(err, &p):
 		return p
-	case errors.Is(err, registry.ErrNotFound):
-		return problem(http.StatusNotFound, "not_found", "%v", err)
-	case errors.Is(err, launch.ErrRefused):
-		return problem(http.StatusUnprocessableEntity, "refused", "%v", err)
-	case errors.Is(err, directive.ErrNotFound):
-		return problem(http.StatusUnprocessableEntity, "directive_not_found", "%v", err)
-	case errors.Is(err, registry.ErrParentNotFound):
-		return problem(http.StatusUnprocessableEntity, "parent_not_found", "%v", err)
 	case errors.As(err, &le):
 		return problem(http.StatusUnprocessableEntity, le.Code, "%v", err)
 	case errors.As(err, &nr):
 		return problem(http.StatusConflict, "not_resumable", "%v", err)
-	case errors.Is(err, registry.ErrNotPending):
-		return problem(http.StatusConflict, "not_pending", "%v", err)
-	case errors.Is(err, registry.ErrFinished):
-		return problem(http.StatusConflict, "finished", "%v (send and interrupt need a running or waiting thread; resume continues a finished one)", err)
-	case errors.Is(err, transcript.ErrTampered):
-		return problem(http.StatusConflict, "transcript_damaged", "%v", err)
-	case errors.Is(err, orchestrator.ErrNoBudget):
-		return problem(http.StatusNotFound, "no_budget", "%v", err)
+	}
+	for _, f := range refusals {
+		if errors.Is(err, f.err) {
+			return problem(f.status, f.code, "%v%s", err, f.hint)
+		}
 	}
 	return problem(http.StatusInternalServerError, "internal", "%v", err)
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -57,6 +58,16 @@ func badRequest(w http.ResponseWriter, r *http.Request, format string, args ...a
 	writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", format, args...))
 }
 
+// required reports whether v is not blank; when it is, it answers 400
+// with msg.
+func required(w http.ResponseWriter, r *http.Request, v, msg string) bool {
+	if strings.TrimSpace(v) != "" {
+		return true
+	}
+	badRequest(w, r, "%s", msg)
+	return false
+}
+
 // decodeBody reads a JSON body into v, refusing unknown fields, trailing
 // data and a body that is not JSON. An empty body leaves v as it is when
 // optional.
@@ -101,6 +112,17 @@ func (s *server) reply(w http.ResponseWriter, r *http.Request, id string, v any,
 	writeJSON(w, http.StatusOK, v)
 }
 
+// onThread answers an operation on thread id: 404 when there is no such
+// thread, else what op returns (reply).
+func (s *server) onThread(w http.ResponseWriter, r *http.Request, id string, op func(ctx context.Context, rec *registry.Record) (any, error)) {
+	rec := s.record(w, r, id)
+	if rec == nil {
+		return
+	}
+	v, err := op(r.Context(), rec)
+	s.reply(w, r, id, v, err)
+}
+
 // record returns thread id's record, or answers 404 (or 500).
 func (s *server) record(w http.ResponseWriter, r *http.Request, id string) *registry.Record {
 	rec, err := s.cfg.Orch.Registry.Get(r.Context(), id)
@@ -143,11 +165,7 @@ type runBody struct {
 
 func (s *server) run(w http.ResponseWriter, r *http.Request, _ string) {
 	var b runBody
-	if !decode(w, r, &b, false) {
-		return
-	}
-	if strings.TrimSpace(b.Directive) == "" {
-		badRequest(w, r, "directive is required")
+	if !decode(w, r, &b, false) || !required(w, r, b.Directive, "directive is required") {
 		return
 	}
 	name := strings.TrimSuffix(b.Directive, ".md")
@@ -208,29 +226,21 @@ func (s *server) show(w http.ResponseWriter, r *http.Request, id string) {
 }
 
 func (s *server) tree(w http.ResponseWriter, r *http.Request, id string) {
-	rec := s.record(w, r, id)
-	if rec == nil {
-		return
-	}
-	n, err := s.cfg.Orch.Tree(r.Context(), rec, s.cfg.MaxTreeNodes)
-	s.reply(w, r, id, n, err)
+	s.onThread(w, r, id, func(ctx context.Context, rec *registry.Record) (any, error) {
+		return s.cfg.Orch.Tree(ctx, rec, s.cfg.MaxTreeNodes)
+	})
 }
 
 func (s *server) chain(w http.ResponseWriter, r *http.Request, id string) {
-	if s.record(w, r, id) == nil {
-		return
-	}
-	ch, err := s.cfg.Orch.GetChain(r.Context(), id)
-	s.reply(w, r, id, ch, err)
+	s.onThread(w, r, id, func(ctx context.Context, _ *registry.Record) (any, error) {
+		return s.cfg.Orch.GetChain(ctx, id)
+	})
 }
 
 func (s *server) budget(w http.ResponseWriter, r *http.Request, id string) {
-	rec := s.record(w, r, id)
-	if rec == nil {
-		return
-	}
-	b, err := s.cfg.Orch.ThreadBudget(r.Context(), rec)
-	s.reply(w, r, id, b, err)
+	s.onThread(w, r, id, func(ctx context.Context, rec *registry.Record) (any, error) {
+		return s.cfg.Orch.ThreadBudget(ctx, rec)
+	})
 }
 
 func (s *server) cancel(w http.ResponseWriter, r *http.Request, id string) {
@@ -238,21 +248,15 @@ func (s *server) cancel(w http.ResponseWriter, r *http.Request, id string) {
 	if !decode(w, r, &b, true) {
 		return
 	}
-	if s.record(w, r, id) == nil {
-		return
-	}
 	cascade := b.Cascade == nil || *b.Cascade
-	res, err := s.cfg.Orch.CancelChain(r.Context(), id, cascade)
-	s.reply(w, r, id, res, err)
+	s.onThread(w, r, id, func(ctx context.Context, _ *registry.Record) (any, error) {
+		return s.cfg.Orch.CancelChain(ctx, id, cascade)
+	})
 }
 
 func (s *server) resume(w http.ResponseWriter, r *http.Request, id string) {
 	var b ResumeRequest
-	if !decode(w, r, &b, false) {
-		return
-	}
-	if strings.TrimSpace(b.Message) == "" {
-		badRequest(w, r, "message is required")
+	if !decode(w, r, &b, false) || !required(w, r, b.Message, "message is required") {
 		return
 	}
 	if s.record(w, r, id) == nil {
