@@ -24,18 +24,13 @@ func TestBasicAuth(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, code, path)
 		require.Contains(t, h.Get("WWW-Authenticate"), "Basic", path)
 	}
-	code, _, _ := e.get("/", func(r *http.Request) { r.SetBasicAuth("ops", "wrong") })
-	require.Equal(t, http.StatusUnauthorized, code)
-	code, _, _ = e.get("/", func(r *http.Request) { r.SetBasicAuth("ops", "s3cret:with-colon") })
-	require.Equal(t, http.StatusOK, code)
-	code, _, _ = e.get("/metrics", func(r *http.Request) { r.SetBasicAuth("ops", "s3cret:with-colon") })
-	require.Equal(t, http.StatusOK, code)
+	e.requireStatus(http.StatusUnauthorized, "/", func(r *http.Request) { r.SetBasicAuth("ops", "wrong") })
+	e.requireStatus(http.StatusOK, "/", func(r *http.Request) { r.SetBasicAuth("ops", "s3cret:with-colon") })
+	e.requireStatus(http.StatusOK, "/metrics", func(r *http.Request) { r.SetBasicAuth("ops", "s3cret:with-colon") })
 	// A token is not configured, so none is accepted.
-	code, _, _ = e.get("/?token=s3cret:with-colon")
-	require.Equal(t, http.StatusUnauthorized, code)
+	e.requireStatus(http.StatusUnauthorized, "/?token=s3cret:with-colon")
 	// Health checks need no credentials.
-	code, _, _ = e.get("/healthz")
-	require.Equal(t, http.StatusOK, code)
+	e.requireStatus(http.StatusOK, "/healthz")
 }
 
 func TestTokenAuth(t *testing.T) {
@@ -46,13 +41,10 @@ func TestTokenAuth(t *testing.T) {
 	code, _, h := e.get("/")
 	require.Equal(t, http.StatusUnauthorized, code)
 	require.Contains(t, h.Get("WWW-Authenticate"), "Bearer")
-	code, _, _ = e.get("/", func(r *http.Request) { r.Header.Set("Authorization", "Bearer wrong-token") })
-	require.Equal(t, http.StatusUnauthorized, code)
-	code, _, _ = e.get("/?token=wrong-token")
-	require.Equal(t, http.StatusUnauthorized, code)
+	e.requireStatus(http.StatusUnauthorized, "/", func(r *http.Request) { r.Header.Set("Authorization", "Bearer wrong-token") })
+	e.requireStatus(http.StatusUnauthorized, "/?token=wrong-token")
 
-	code, _, _ = e.get("/metrics", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+token) })
-	require.Equal(t, http.StatusOK, code)
+	e.requireStatus(http.StatusOK, "/metrics", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+token) })
 
 	// ?token= lets a browser in and leaves a cookie that works alone; the
 	// cookie does not hold the token itself.
@@ -68,8 +60,7 @@ func TestTokenAuth(t *testing.T) {
 	require.True(t, cookie.HttpOnly)
 	require.Equal(t, http.SameSiteStrictMode, cookie.SameSite)
 	require.NotContains(t, cookie.Value, token)
-	code, _, _ = e.get("/static/monitor.js", func(r *http.Request) { r.AddCookie(&http.Cookie{Name: monitor.CookieName, Value: cookie.Value}) })
-	require.Equal(t, http.StatusOK, code)
+	e.requireStatus(http.StatusOK, "/static/monitor.js", func(r *http.Request) { r.AddCookie(&http.Cookie{Name: monitor.CookieName, Value: cookie.Value}) })
 	code, _, _ = e.get("/", func(r *http.Request) {
 		r.AddCookie(&http.Cookie{Name: monitor.CookieName, Value: strings.Repeat("0", len(cookie.Value))})
 	})

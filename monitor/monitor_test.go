@@ -59,8 +59,7 @@ func TestListPage(t *testing.T) {
 	code, body, _ := e.get("/?status=bogus")
 	require.Equal(t, http.StatusBadRequest, code)
 	require.Contains(t, body, `status &#34;bogus&#34;`)
-	code, _, _ = e.get("/?limit=0")
-	require.Equal(t, http.StatusBadRequest, code)
+	e.requireStatus(http.StatusBadRequest, "/?limit=0")
 }
 
 func TestThreadPageTreeAndBudget(t *testing.T) {
@@ -225,10 +224,8 @@ func TestTranscriptEvents(t *testing.T) {
 
 	code, raw, _ := e.get(api + "?after=-1")
 	require.Equal(t, http.StatusBadRequest, code, raw)
-	code, _, _ = e.get("/api/threads/t/nope-1-abc/events")
-	require.Equal(t, http.StatusNotFound, code)
-	code, _, _ = e.get("/threads/t/nope-1-abc/transcript")
-	require.Equal(t, http.StatusNotFound, code)
+	e.requireStatus(http.StatusNotFound, "/api/threads/t/nope-1-abc/events")
+	e.requireStatus(http.StatusNotFound, "/threads/t/nope-1-abc/transcript")
 }
 
 func TestEscaping(t *testing.T) {

@@ -103,10 +103,8 @@ func TestTimelineViews(t *testing.T) {
 	require.Equal(t, 15, strings.Count(page, `<circle class="dot"`))
 	require.Contains(t, page, `href="/threads/`+root.ThreadID+`/transcript#ev-`)
 	require.Contains(t, e.page(threadURL(root.ThreadID)), `href="/threads/`+root.ThreadID+`/timeline"`)
-	code, _, _ = e.get("/threads/t/nope-1-abc/timeline")
-	require.Equal(t, http.StatusNotFound, code)
-	code, _, _ = e.get("/api/threads/t/nope-1-abc/timeline")
-	require.Equal(t, http.StatusNotFound, code)
+	e.requireStatus(http.StatusNotFound, "/threads/t/nope-1-abc/timeline")
+	e.requireStatus(http.StatusNotFound, "/api/threads/t/nope-1-abc/timeline")
 }
 
 // TestAsynqmonLinks: thread pages link to their task in asynqmon, the
@@ -136,8 +134,7 @@ func TestAsynqmonLinks(t *testing.T) {
 		require.Equal(t, q, info["queue"])
 		require.Contains(t, info["payload"], `"thread_id":"`+rec.ThreadID+`"`)
 	}
-	code, _, _ := e.get("/asynq/api/queues/" + q + "/tasks/t/nope-1-abc")
-	require.Equal(t, http.StatusNotFound, code)
+	e.requireStatus(http.StatusNotFound, "/asynq/api/queues/"+q+"/tasks/t/nope-1-abc")
 
 	code, body, _ := e.get(task) // asynqmon's client-side route: its index
 	require.Equal(t, http.StatusOK, code)

@@ -244,6 +244,13 @@ func (e *env) get(path string, tweak ...func(*http.Request)) (int, string, http.
 	return resp.StatusCode, string(b), resp.Header
 }
 
+// requireStatus fetches path and requires the status want.
+func (e *env) requireStatus(want int, path string, tweak ...func(*http.Request)) {
+	e.t.Helper()
+	code, body, _ := e.get(path, tweak...)
+	require.Equal(e.t, want, code, "%s: %s", path, body)
+}
+
 // page fetches path and requires 200.
 func (e *env) page(path string) string {
 	e.t.Helper()

@@ -131,13 +131,11 @@ func buildTimeline(id string, evs []transcript.Event, open bool, now time.Time) 
 			add(Span{Kind: SpanModel, Label: label, Turn: p.Turn, Start: start, End: ts, Spend: p.Spend,
 				InputTokens: p.Usage.InputTokens, OutputTokens: p.Usage.OutputTokens, Seq: ev.Seq})
 		case transcript.TypeToolCallStart:
-			var p transcript.ToolCallStart
-			_ = ev.Decode(&p)
+			p := payload[transcript.ToolCallStart](ev)
 			lastTool = add(Span{Kind: SpanTool, Label: p.Tool, Turn: turnOf(tl, turn), Start: ts, End: ts, Open: true, Seq: ev.Seq})
 			tools[p.CallID] = lastTool
 		case transcript.TypeToolCallResult:
-			var p transcript.ToolCallResult
-			_ = ev.Decode(&p)
+			p := payload[transcript.ToolCallResult](ev)
 			i, ok := tools[p.CallID]
 			if !ok { // answered without running (denied, or not run after an interrupt)
 				i = add(Span{Kind: SpanTool, Label: p.Tool, Turn: turnOf(tl, turn), Start: ts, Seq: ev.Seq})
@@ -146,25 +144,21 @@ func buildTimeline(id string, evs []transcript.Event, open bool, now time.Time) 
 			// The transcript page shows the result, not the start.
 			tl.Spans[i].End, tl.Spans[i].Open, tl.Spans[i].Error, tl.Spans[i].Seq = ts, false, p.IsError, ev.Seq
 		case transcript.TypeChildSpawned:
-			var p transcript.ChildSpawned
-			_ = ev.Decode(&p)
+			p := payload[transcript.ChildSpawned](ev)
 			if lastTool >= 0 {
 				tl.Spans[lastTool].Child = p.ChildID
 			}
 		case transcript.TypeThreadWaiting:
-			var p transcript.ThreadWaiting
-			_ = ev.Decode(&p)
+			p := payload[transcript.ThreadWaiting](ev)
 			n := len(p.ChildIDs)
 			waiting = add(Span{Kind: SpanWait, Label: fmt.Sprintf("waiting on %d thread%s", n, plural(n)), Turn: turnOf(tl, turn),
 				Start: ts, End: ts, Open: true, Seq: ev.Seq})
 		case transcript.TypeApprovalRequested:
-			var p transcript.ApprovalRequested
-			_ = ev.Decode(&p)
+			p := payload[transcript.ApprovalRequested](ev)
 			approval[p.CallID] = add(Span{Kind: SpanApproval, Label: "approval of " + p.Tool, Turn: turnOf(tl, turn),
 				Start: ts, End: ts, Open: true, Seq: ev.Seq})
 		case transcript.TypeApprovalDecided:
-			var p transcript.ApprovalDecided
-			_ = ev.Decode(&p)
+			p := payload[transcript.ApprovalDecided](ev)
 			if j, ok := tools[p.CallID]; ok {
 				tl.Spans[j].Start = ts // the tool runs (or is answered) once decided
 			}
@@ -179,13 +173,11 @@ func buildTimeline(id string, evs []transcript.Event, open bool, now time.Time) 
 				delete(approval, p.CallID)
 			}
 		case transcript.TypeThreadError:
-			var p transcript.Error
-			_ = ev.Decode(&p)
+			p := payload[transcript.Error](ev)
 			add(Span{Kind: SpanError, Label: strings.TrimSpace("error " + p.Code + ": " + firstLine(p.Message, 120)), Turn: turnOf(tl, turn),
 				Start: ts, End: ts, Error: true, Seq: ev.Seq})
 		case transcript.TypeUserMessage:
-			var p transcript.UserMessage
-			_ = ev.Decode(&p)
+			p := payload[transcript.UserMessage](ev)
 			label := "message"
 			if p.Interrupted {
 				label = "interrupt"

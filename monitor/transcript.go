@@ -137,18 +137,24 @@ func (v *eventView) setText(s string) {
 	v.Text, v.Truncated = s[:cut], len(s)-cut
 }
 
+// payload is ev's payload as a T, as much of it as decodes: a page shows
+// what it can of an event it cannot read whole.
+func payload[T any](ev transcript.Event) T {
+	var p T
+	_ = ev.Decode(&p)
+	return p
+}
+
 // viewEvent turns an event into what the page shows.
 func viewEvent(ev transcript.Event) eventView {
 	v := eventView{Seq: ev.Seq, Type: ev.Type, Time: ev.Timestamp, Class: "other", Title: ev.Type}
 	switch ev.Type {
 	case transcript.TypeCognitionIn:
-		var p transcript.CognitionIn
-		_ = ev.Decode(&p)
+		p := payload[transcript.CognitionIn](ev)
 		v.Class, v.Title = "user", "user"
 		v.setText(p.Content)
 	case transcript.TypeCognitionOut:
-		var p transcript.CognitionOut
-		_ = ev.Decode(&p)
+		p := payload[transcript.CognitionOut](ev)
 		v.Class, v.Title = "assistant", fmt.Sprintf("assistant · turn %d", p.Turn)
 		v.Meta = fmt.Sprintf("%d in / %d out tokens · $%.6f", p.Usage.InputTokens, p.Usage.OutputTokens, p.Spend)
 		if p.Model != "" {
@@ -162,8 +168,7 @@ func viewEvent(ev transcript.Event) eventView {
 			v.Fork = forkURL(ev.ThreadID, p.Turn)
 		}
 	case transcript.TypeToolCallResult:
-		var p transcript.ToolCallResult
-		_ = ev.Decode(&p)
+		p := payload[transcript.ToolCallResult](ev)
 		v.Class, v.Title = "tool", "tool "+p.Tool
 		if p.IsError {
 			v.Class, v.Title = "tool-error", "tool "+p.Tool+" · error"
@@ -190,72 +195,60 @@ func viewEvent(ev transcript.Event) eventView {
 			v.Meta = "async"
 		}
 	case transcript.TypeChildRefused:
-		var p transcript.ChildRefused
-		_ = ev.Decode(&p)
+		p := payload[transcript.ChildRefused](ev)
 		v.Class, v.Title = "tool-error", "spawn refused: "+p.Directive
 		v.Meta = p.Code
 		v.setText(p.Message)
 	case transcript.TypeThreadStarted:
-		var p transcript.ThreadStarted
-		_ = ev.Decode(&p)
+		p := payload[transcript.ThreadStarted](ev)
 		v.Class, v.Title = "life", "started "+p.Directive
 		v.Meta = p.Model
 		if len(p.Inputs) > 0 && string(p.Inputs) != "null" {
 			v.setText("inputs " + compactJSON(p.Inputs, 2000))
 		}
 	case transcript.TypeThreadWaiting:
-		var p transcript.ThreadWaiting
-		_ = ev.Decode(&p)
+		p := payload[transcript.ThreadWaiting](ev)
 		v.Class, v.Title = "life", fmt.Sprintf("waiting on %d thread(s)", len(p.ChildIDs))
 		v.setText(strings.Join(p.ChildIDs, "\n"))
 	case transcript.TypeThreadCompleted:
-		var p transcript.ThreadCompleted
-		_ = ev.Decode(&p)
+		p := payload[transcript.ThreadCompleted](ev)
 		v.Class, v.Title = "life done", "completed"
 		v.Meta = costLine(p.Cost)
 		v.setText(p.Result)
 	case transcript.TypeThreadCancelled:
-		var p transcript.ThreadCancelled
-		_ = ev.Decode(&p)
+		p := payload[transcript.ThreadCancelled](ev)
 		v.Class, v.Title = "error", "cancelled"
 		v.setText(strings.TrimSpace(p.Reason + " " + byLine(p.By)))
 	case transcript.TypeThreadHandoff:
-		var p transcript.ThreadHandoff
-		_ = ev.Decode(&p)
+		p := payload[transcript.ThreadHandoff](ev)
 		v.Class, v.Title = "life", "handed off"
 		v.Link, v.LinkLabel = p.NewThreadID, "continued by "+p.NewThreadID
 	case transcript.TypeThreadContinued:
-		var p transcript.ThreadContinued
-		_ = ev.Decode(&p)
+		p := payload[transcript.ThreadContinued](ev)
 		v.Class, v.Title = "life", fmt.Sprintf("continues (%d turns reconstructed)", p.ReconstructedTurns)
 		v.Link, v.LinkLabel = p.PreviousThreadID, "previous "+p.PreviousThreadID
 	case transcript.TypeThreadForked:
-		var p transcript.ThreadForked
-		_ = ev.Decode(&p)
+		p := payload[transcript.ThreadForked](ev)
 		v.Class, v.Title = "life", fmt.Sprintf("forked at turn %d (%d turns carried)", p.ForkTurn, p.ReconstructedTurns)
 		v.Meta = fmt.Sprintf("segment %d · chain hash %.16s…", p.SourceSegment, p.SourceChainHash)
 		v.Link, v.LinkLabel = p.ForkedFrom, "forked from "+p.ForkedFrom
 		v.setText(p.Message)
 	case transcript.TypeThreadResumed:
-		var p transcript.ThreadResumed
-		_ = ev.Decode(&p)
+		p := payload[transcript.ThreadResumed](ev)
 		v.Class, v.Title = "life", "resumed"
 		v.Link, v.LinkLabel = p.NewThreadID, "as "+p.NewThreadID
 		v.setText(p.MessagePreview)
 	case transcript.TypeThreadError:
-		var p transcript.Error
-		_ = ev.Decode(&p)
+		p := payload[transcript.Error](ev)
 		v.Class, v.Title = "error", "error"
 		v.Meta = strings.Trim(p.Class+" · "+p.Code, " ·")
 		v.setText(p.Message)
 	case transcript.TypeLimitExceeded:
-		var p transcript.LimitExceeded
-		_ = ev.Decode(&p)
+		p := payload[transcript.LimitExceeded](ev)
 		v.Class, v.Title = "limit", "limit exceeded: "+p.Code
 		v.Meta = fmt.Sprintf("%g of %g", p.Current, p.Max)
 	case transcript.TypeHookFired:
-		var p transcript.HookFired
-		_ = ev.Decode(&p)
+		p := payload[transcript.HookFired](ev)
 		v.Class, v.Title = "hook", "hook "+p.HookID
 		v.Meta = strings.Trim(p.Event+" · "+strings.TrimSpace(p.Action+" "+p.ItemType+" "+p.ItemID), " ·")
 		if len(p.Result) > 0 {
