@@ -80,12 +80,7 @@ func TestEventsResumeAfterDrops(t *testing.T) {
 		t.Run(fmt.Sprintf("dupes=%v", dupes), func(t *testing.T) {
 			t.Parallel()
 			f := &flakyEvents{id: "t/x-1-a", total: 10, per: 3, dupes: dupes}
-			srv := httptest.NewServer(f)
-			defer srv.Close()
-			c, err := client.New(srv.URL)
-			require.NoError(t, err)
-			s := c.Events(t.Context(), "t/x-1-a", 0)
-			defer s.Close()
+			s := follow(t, f, 0)
 			var got []int64
 			for {
 				ev, err := s.Next()
@@ -100,7 +95,7 @@ func TestEventsResumeAfterDrops(t *testing.T) {
 			require.Equal(t, 3, s.Reconnects())
 			require.Equal(t, []string{"", "3", "6", "9"}, f.resumes)
 			require.Equal(t, &api.End{ThreadID: "t/x-1-a", Status: "completed", LastEventID: 10}, s.End())
-			_, err = s.Next()
+			_, err := s.Next()
 			require.ErrorIs(t, err, io.EOF, "an ended stream stays ended")
 		})
 	}
@@ -111,16 +106,24 @@ func TestEventsResumeAfterDrops(t *testing.T) {
 func TestEventsStartAfter(t *testing.T) {
 	t.Parallel()
 	f := &flakyEvents{id: "t/x-1-a", total: 4, per: 100}
-	srv := httptest.NewServer(f)
-	defer srv.Close()
-	c, err := client.New(srv.URL)
-	require.NoError(t, err)
-	s := c.Events(t.Context(), "t/x-1-a", 2)
-	defer s.Close()
+	s := follow(t, f, 2)
 	ev, err := s.Next()
 	require.NoError(t, err)
 	require.EqualValues(t, 3, ev.Seq)
 	require.Equal(t, []string{"2"}, f.resumes)
+}
+
+// follow serves f and follows its thread's events after seq with a
+// client; both end with the test.
+func follow(t *testing.T, f *flakyEvents, after int64) *client.Stream {
+	t.Helper()
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL)
+	require.NoError(t, err)
+	s := c.Events(t.Context(), f.id, after)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 // TestEventsProblems: a refused stream is the server's problem, not
