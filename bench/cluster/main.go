@@ -102,11 +102,6 @@ func run(trees, children, turns, conc, shards int, latency time.Duration, redisU
 		return fmt.Errorf("-trees and -turns must be at least 1, -children at least 0")
 	}
 	ctx := context.Background()
-	tmp, err := os.MkdirTemp("", "spool-bench-cluster-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
 	if redisURL == "" {
 		url, stop, err := testenv.StartCluster()
 		defer stop()
@@ -115,7 +110,7 @@ func run(trees, children, turns, conc, shards int, latency time.Duration, redisU
 		}
 		redisURL = url
 	}
-	rdb, stop, err := benchenv.Redis(redisURL, tmp)
+	rdb, tmp, stop, err := benchenv.Scratch("spool-bench-cluster-", redisURL)
 	if err != nil {
 		return err
 	}

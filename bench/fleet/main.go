@@ -55,12 +55,7 @@ func run(n, turns, conc, producers int, latency time.Duration, redisURL string, 
 		return fmt.Errorf("-threads and -turns must be at least 1")
 	}
 	ctx := context.Background()
-	tmp, err := os.MkdirTemp("", "spool-bench-fleet-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	rdb, stop, err := benchenv.Redis(redisURL, tmp)
+	rdb, tmp, stop, err := benchenv.Scratch("spool-bench-fleet-", redisURL)
 	if err != nil {
 		return err
 	}

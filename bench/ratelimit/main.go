@@ -95,16 +95,11 @@ type bench struct {
 }
 
 func (b *bench) setup(redisURL string) error {
-	var err error
-	if b.tmp, err = os.MkdirTemp("", "spool-bench-ratelimit-"); err != nil {
-		return err
-	}
-	b.stop = append(b.stop, func() { _ = os.RemoveAll(b.tmp) })
-	rdb, stop, err := benchenv.Redis(redisURL, b.tmp)
+	rdb, tmp, stop, err := benchenv.Scratch("spool-bench-ratelimit-", redisURL)
 	if err != nil {
 		return err
 	}
-	b.rdb = rdb
+	b.rdb, b.tmp = rdb, tmp
 	b.stop = append(b.stop, stop)
 	b.store = blobstore.NewMemory()
 	b.signer, err = transcript.GenerateKey()

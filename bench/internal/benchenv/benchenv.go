@@ -6,18 +6,19 @@ package benchenv
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/stack"
 )
 
@@ -36,7 +37,7 @@ func Redis(url, dir string) (rdb redis.UniversalClient, stop func(), err error) 
 		if err != nil {
 			return nil, nil, fmt.Errorf("no Redis URL given and no redis-server on PATH")
 		}
-		port, err := freePort()
+		port, err := testenv.FreePort()
 		if err != nil {
 			return nil, nil, err
 		}
@@ -62,6 +63,21 @@ func Redis(url, dir string) (rdb redis.UniversalClient, stop func(), err error) 
 		time.Sleep(50 * time.Millisecond)
 	}
 	return rdb, stop, nil
+}
+
+// Scratch makes a temporary directory named after pattern (os.MkdirTemp)
+// and opens Redis in it as Redis does; stop stops Redis and removes the
+// directory.
+func Scratch(pattern, url string) (rdb redis.UniversalClient, dir string, stop func(), err error) {
+	if dir, err = os.MkdirTemp("", pattern); err != nil {
+		return nil, "", nil, err
+	}
+	rdb, stopRedis, err := Redis(url, dir)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, "", nil, err
+	}
+	return rdb, dir, func() { stopRedis(); _ = os.RemoveAll(dir) }, nil
 }
 
 // WriteProject writes files (paths relative to dir) under dir.
@@ -156,6 +172,36 @@ func CommandStats(ctx context.Context, rdb redis.UniversalClient) []CommandStat 
 	return out
 }
 
+// Produce runs fn(i) for i in [0, n) on p goroutines and returns the
+// first error; after one, no further i is begun.
+func Produce(n, p int, fn func(i int) error) error {
+	var next atomic.Int64
+	errc := make(chan error, p)
+	for range p {
+		go func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					errc <- nil
+					return
+				}
+				if err := fn(i); err != nil {
+					next.Store(int64(n))
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	var first error
+	for range p {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // PeakRSS is this process's peak resident set size in bytes.
 func PeakRSS() int64 {
 	var ru syscall.Rusage
@@ -168,13 +214,4 @@ func Median(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
 	return s[len(s)/2]
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

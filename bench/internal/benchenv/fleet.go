@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -74,26 +72,15 @@ func (f *Fleet) Close() { f.W.Stop() }
 // and returns their ids, in order.
 func (f *Fleet) StartThreads(ctx context.Context, directive string, n, producers int) ([]string, error) {
 	ids := make([]string, n)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, producers)
-	for range producers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				rec, err := f.O.Start(ctx, orchestrator.StartRequest{Directive: directive, Bundle: f.Bundle, Model: f.Model})
-				if err != nil {
-					errs <- err
-					return
-				}
-				ids[i] = rec.ThreadID
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	return ids, <-errs
+	err := Produce(n, producers, func(i int) error {
+		rec, err := f.O.Start(ctx, orchestrator.StartRequest{Directive: directive, Bundle: f.Bundle, Model: f.Model})
+		if err != nil {
+			return err
+		}
+		ids[i] = rec.ThreadID
+		return nil
+	})
+	return ids, err
 }
 
 // FileTurns is a scripted directive's turns (the lines under its name in
