@@ -15,8 +15,13 @@ import (
 // too: the transcript's Warnings say what is wrong, and its Events are the
 // intact prefix.
 func (o *Orchestrator) ReadTranscript(ctx context.Context, rec *registry.Record) (*transcript.Transcript, error) {
+	return o.readHeld(ctx, rec, transcript.Lenient)
+}
+
+// readHeld reads rec's transcript in mode, held to the registry's mark.
+func (o *Orchestrator) readHeld(ctx context.Context, rec *registry.Record, mode transcript.Mode) (*transcript.Transcript, error) {
 	return transcript.ReadWith(ctx, o.Store, rec.ThreadID, o.Keyring,
-		transcript.ReadOptions{Mode: transcript.Lenient, Marks: []transcript.Mark{RegistryMark(rec)}})
+		transcript.ReadOptions{Mode: mode, Marks: []transcript.Mark{RegistryMark(rec)}})
 }
 
 // FollowOptions shape Follow.

@@ -273,7 +273,7 @@ func (o *Orchestrator) workspaceAt(ctx context.Context, src *registry.Record, pt
 		if err != nil {
 			return nil, err
 		}
-		tr, err := transcript.ReadWith(ctx, o.Store, from.ThreadID, o.Keyring, transcript.ReadOptions{Mode: transcript.Strict, Marks: []transcript.Mark{RegistryMark(from)}})
+		tr, err := o.readHeld(ctx, from, transcript.Strict)
 		if err != nil {
 			return nil, err
 		}
@@ -320,7 +320,7 @@ func (o *Orchestrator) workspaceAt(ctx context.Context, src *registry.Record, pt
 	cut := pt.Time.UnixNano()
 	var writes []fileWrite
 	for i, r := range recs {
-		tr, err := transcript.ReadWith(ctx, o.Store, r.ThreadID, o.Keyring, transcript.ReadOptions{Mode: transcript.Strict, Marks: []transcript.Mark{RegistryMark(r)}})
+		tr, err := o.readHeld(ctx, r, transcript.Strict)
 		if err != nil {
 			return nil, err
 		}

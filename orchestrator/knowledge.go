@@ -21,8 +21,7 @@ import (
 // written, signed, at blobkey.Knowledge (best effort; when this
 // process holds the signing key), for whoever reads the store.
 func (o *Orchestrator) Knowledge(ctx context.Context, rec *registry.Record) ([]byte, error) {
-	tr, err := transcript.ReadWith(ctx, o.Store, rec.ThreadID, o.Keyring,
-		transcript.ReadOptions{Mode: transcript.Strict, Marks: []transcript.Mark{RegistryMark(rec)}})
+	tr, err := o.readHeld(ctx, rec, transcript.Strict)
 	if err != nil {
 		return nil, fmt.Errorf("knowledge of thread %s: %w", rec.ThreadID, err)
 	}
