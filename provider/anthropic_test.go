@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -60,14 +59,9 @@ func TestAnthropicNonStreamingToolUse(t *testing.T) {
 	p := anthropicFor(t, f)
 	resp, err := p.Complete(context.Background(), toolRequest(), nil)
 	require.NoError(t, err)
-	require.Equal(t, "I'll return now.", resp.Text)
-	require.Equal(t, "tool_use", resp.StopReason)
-	require.Equal(t, "claude-sonnet-4-5-20250929", resp.Model)
-	require.Equal(t, Usage{InputTokens: 472, OutputTokens: 91, CacheReadTokens: 8000, CacheWriteTokens: 1200}, resp.Usage)
-	require.Len(t, resp.ToolCalls, 1)
-	require.Equal(t, "toolu_01A09q90qw90lq917835lq9", resp.ToolCalls[0].ID)
-	require.Equal(t, "rye/agent/threads/directive_return", resp.ToolCalls[0].Name)
-	require.JSONEq(t, `{"summary":"done","count":2}`, string(resp.ToolCalls[0].Input))
+	requireResponse(t, &Response{Text: "I'll return now.", StopReason: "tool_use", Model: "claude-sonnet-4-5-20250929",
+		Usage:     Usage{InputTokens: 472, OutputTokens: 91, CacheReadTokens: 8000, CacheWriteTokens: 1200},
+		ToolCalls: []thread.ToolCall{{ID: "toolu_01A09q90qw90lq917835lq9", Name: "rye/agent/threads/directive_return", Input: json.RawMessage(`{"summary":"done","count":2}`)}}}, resp)
 
 	// The wire request.
 	require.EqualValues(t, 1, f.calls.Load())
@@ -134,17 +128,11 @@ func TestAnthropicStreamingToolUse(t *testing.T) {
 	t.Parallel()
 	f := newFakeAPI(t, sse(anthropicStream...))
 	p := anthropicFor(t, f)
-	var deltas []string
-	resp, err := p.Complete(context.Background(), toolRequest(), func(s string) { deltas = append(deltas, s) })
-	require.NoError(t, err)
+	resp, deltas := streamed(t, p, toolRequest())
 	require.Equal(t, []string{"Okay, let", "'s write it."}, deltas)
-	require.Equal(t, "Okay, let's write it.", resp.Text)
-	require.Equal(t, "tool_use", resp.StopReason)
-	require.Equal(t, Usage{InputTokens: 472, OutputTokens: 89, CacheReadTokens: 3000}, resp.Usage)
-	require.Len(t, resp.ToolCalls, 1)
-	require.Equal(t, "rye/file-system/fs_write", resp.ToolCalls[0].Name)
-	require.Equal(t, "toolu_01T1x1fJ34qAmk2tNTrN7Up6", resp.ToolCalls[0].ID)
-	require.JSONEq(t, `{"path":"out/a.txt","content":"hello"}`, string(resp.ToolCalls[0].Input))
+	requireResponse(t, &Response{Text: "Okay, let's write it.", StopReason: "tool_use", Model: "claude-sonnet-4-5-20250929",
+		Usage:     Usage{InputTokens: 472, OutputTokens: 89, CacheReadTokens: 3000},
+		ToolCalls: []thread.ToolCall{{ID: "toolu_01T1x1fJ34qAmk2tNTrN7Up6", Name: "rye/file-system/fs_write", Input: json.RawMessage(`{"path":"out/a.txt","content":"hello"}`)}}}, resp)
 	require.Equal(t, true, f.body(0)["stream"])
 	require.EqualValues(t, 1, f.calls.Load())
 }
@@ -161,11 +149,9 @@ func TestAnthropicStreamingText(t *testing.T) {
 		ev("message_stop", `{"type":"message_stop"}`),
 	))
 	p := anthropicFor(t, f)
-	var got strings.Builder
-	resp, err := p.Complete(context.Background(), &Request{Messages: []thread.Message{{Role: thread.RoleUser, Content: "hi"}}}, func(s string) { got.WriteString(s) })
-	require.NoError(t, err)
+	resp, deltas := streamed(t, p, hi())
 	require.Equal(t, "Hello world", resp.Text)
-	require.Equal(t, "Hello world", got.String())
+	require.Equal(t, []string{"Hello", " world"}, deltas)
 	require.Empty(t, resp.ToolCalls)
 	require.Equal(t, "end_turn", resp.StopReason)
 	require.Equal(t, Usage{InputTokens: 10, OutputTokens: 15, CacheWriteTokens: 500}, resp.Usage)
@@ -226,23 +212,10 @@ func TestAnthropicErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := tc.handler()
-			p := anthropicFor(t, f)
-			var onDelta func(string)
-			if tc.stream {
-				onDelta = func(string) {}
-			}
-			_, err := p.Complete(context.Background(), &Request{Messages: []thread.Message{{Role: thread.RoleUser, Content: "hi"}}}, onDelta)
-			require.Error(t, err)
-			var pe *Error
-			require.ErrorAs(t, err, &pe)
-			require.Equal(t, tc.class, pe.Class, "error: %v", err)
-			require.Equal(t, tc.status, pe.StatusCode)
-			require.Equal(t, tc.retry, pe.RetryAfter)
-			require.Equal(t, tc.quota, pe.Quota)
+			pe := completeError(t, f, anthropicFor(t, f), tc.stream, Error{Class: tc.class, StatusCode: tc.status, RetryAfter: tc.retry, Quota: tc.quota})
 			if tc.msgSubstr != "" {
 				require.Contains(t, pe.Message, tc.msgSubstr)
 			}
-			require.EqualValues(t, 1, f.calls.Load(), "the SDK must not retry")
 		})
 	}
 }
@@ -254,7 +227,7 @@ func TestAnthropicCancelMidStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	got := ""
-	_, err := p.Complete(ctx, &Request{Messages: []thread.Message{{Role: thread.RoleUser, Content: "hi"}}}, func(s string) {
+	_, err := p.Complete(ctx, hi(), func(s string) {
 		got += s
 		cancel()
 	})

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,6 +11,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spool-run/spool/thread"
+	"github.com/stretchr/testify/require"
 )
 
 // fakeAPI is an httptest server that records every request and answers with
@@ -105,4 +110,50 @@ func mustPricing(t *testing.T, overrides []byte) *Pricing {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// hi is a one-message request without tools.
+func hi() *Request {
+	return &Request{Messages: []thread.Message{{Role: thread.RoleUser, Content: "hi"}}}
+}
+
+// streamed runs req through p streaming, which must succeed, and returns
+// the response and the deltas in the order they came.
+func streamed(t *testing.T, p Provider, req *Request) (*Response, []string) {
+	t.Helper()
+	var deltas []string
+	resp, err := p.Complete(context.Background(), req, func(s string) { deltas = append(deltas, s) })
+	require.NoError(t, err)
+	return resp, deltas
+}
+
+// requireResponse fails unless got is want, tool inputs compared as JSON
+// values (an API may space them as it likes).
+func requireResponse(t *testing.T, want, got *Response) {
+	t.Helper()
+	asJSON := cmp.Transformer("json", func(in json.RawMessage) any {
+		var v any
+		require.NoError(t, json.Unmarshal(in, &v), "tool input %s", in)
+		return v
+	})
+	if diff := cmp.Diff(want, got, asJSON); diff != "" {
+		t.Fatalf("response (-want +got):\n%s", diff)
+	}
+}
+
+// completeError runs hi() through p, streaming when stream is set, and
+// requires it to fail, once (the SDK must not retry), with an *Error of
+// want's Class, StatusCode, RetryAfter and Quota, which it returns.
+func completeError(t *testing.T, f *fakeAPI, p Provider, stream bool, want Error) *Error {
+	t.Helper()
+	var onDelta func(string)
+	if stream {
+		onDelta = func(string) {}
+	}
+	_, err := p.Complete(context.Background(), hi(), onDelta)
+	var pe *Error
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, want, Error{Class: pe.Class, StatusCode: pe.StatusCode, RetryAfter: pe.RetryAfter, Quota: pe.Quota}, "error: %v", err)
+	require.EqualValues(t, 1, f.calls.Load(), "the SDK must not retry")
+	return pe
 }

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -59,14 +60,11 @@ func TestOpenAINonStreamingToolCalls(t *testing.T) {
 	p := openaiFor(t, f, "gpt-4o")
 	resp, err := p.Complete(context.Background(), toolRequest(), nil)
 	require.NoError(t, err)
-	require.Equal(t, "", resp.Text)
-	require.Equal(t, "tool_calls", resp.StopReason)
-	require.Equal(t, "gpt-4o-2024-08-06", resp.Model)
-	require.Equal(t, Usage{InputTokens: 86, OutputTokens: 300, CacheReadTokens: 1920}, resp.Usage)
-	require.Len(t, resp.ToolCalls, 2)
-	require.Equal(t, thread.ToolCall{ID: "call_abc123", Name: "rye/file-system/fs_write", Input: []byte(`{"path":"a.txt","content":"hi"}`)}, resp.ToolCalls[0])
-	require.Equal(t, "rye/agent/threads/directive_return", resp.ToolCalls[1].Name)
-	require.JSONEq(t, `{}`, string(resp.ToolCalls[1].Input))
+	requireResponse(t, &Response{StopReason: "tool_calls", Model: "gpt-4o-2024-08-06",
+		Usage: Usage{InputTokens: 86, OutputTokens: 300, CacheReadTokens: 1920},
+		ToolCalls: []thread.ToolCall{{ID: "call_abc123", Name: "rye/file-system/fs_write", Input: json.RawMessage(`{"path":"a.txt","content":"hi"}`)},
+			{ID: "call_def456", Name: "rye/agent/threads/directive_return", Input: json.RawMessage(`{}`)}}}, resp)
+	require.Equal(t, `{"path":"a.txt","content":"hi"}`, string(resp.ToolCalls[0].Input), "the input as the API sent it")
 
 	require.EqualValues(t, 1, f.calls.Load())
 	require.Equal(t, "/v1/chat/completions", f.paths[0])
@@ -120,21 +118,12 @@ func TestOpenAIStreamingToolCalls(t *testing.T) {
 	t.Parallel()
 	f := newFakeAPI(t, sse(openaiToolStream...))
 	p := openaiFor(t, f, "openai/gpt-4o-mini")
-	var deltas []string
-	resp, err := p.Complete(context.Background(), toolRequest(), func(s string) { deltas = append(deltas, s) })
-	require.NoError(t, err)
+	resp, deltas := streamed(t, p, toolRequest())
 	require.Equal(t, []string{"Sure,", " writing."}, deltas)
-	require.Equal(t, "Sure, writing.", resp.Text)
-	require.Equal(t, "tool_calls", resp.StopReason)
-	require.Equal(t, "gpt-4o-mini-2024-07-18", resp.Model)
-	require.Equal(t, Usage{InputTokens: 476, OutputTokens: 42, CacheReadTokens: 1024}, resp.Usage)
-	require.Len(t, resp.ToolCalls, 2)
-	require.Equal(t, "call_DdmO9pD3xa9XTPNJ32zg2hcA", resp.ToolCalls[0].ID)
-	require.Equal(t, "rye/file-system/fs_write", resp.ToolCalls[0].Name)
-	require.JSONEq(t, `{"path":"a.txt","content":"hi"}`, string(resp.ToolCalls[0].Input))
-	require.Equal(t, "call_second", resp.ToolCalls[1].ID)
-	require.Equal(t, "rye/agent/threads/directive_return", resp.ToolCalls[1].Name)
-	require.JSONEq(t, `{"ok":true}`, string(resp.ToolCalls[1].Input))
+	requireResponse(t, &Response{Text: "Sure, writing.", StopReason: "tool_calls", Model: "gpt-4o-mini-2024-07-18",
+		Usage: Usage{InputTokens: 476, OutputTokens: 42, CacheReadTokens: 1024},
+		ToolCalls: []thread.ToolCall{{ID: "call_DdmO9pD3xa9XTPNJ32zg2hcA", Name: "rye/file-system/fs_write", Input: json.RawMessage(`{"path":"a.txt","content":"hi"}`)},
+			{ID: "call_second", Name: "rye/agent/threads/directive_return", Input: json.RawMessage(`{"ok":true}`)}}}, resp)
 
 	b := f.body(0)
 	require.Equal(t, "gpt-4o-mini", b["model"])
@@ -156,9 +145,9 @@ func TestOpenAIStreamingTextOfficialEndpoint(t *testing.T) {
 	// Pointed at "OpenAI itself" through an HTTP client that rewrites the
 	// host, so no base URL is configured and max_completion_tokens is used.
 	p := NewOpenAI("o4-mini", Config{OpenAIAPIKey: "k", HTTPClient: redirectClient(f.srv.URL)}, mustPricing(t, nil))
-	resp, err := p.Complete(context.Background(), &Request{Messages: []thread.Message{{Role: thread.RoleUser, Content: "hi"}}}, func(string) {})
-	require.NoError(t, err)
+	resp, deltas := streamed(t, p, hi())
 	require.Equal(t, "Hi there", resp.Text)
+	require.Equal(t, []string{"Hi", " there"}, deltas)
 	require.Equal(t, "stop", resp.StopReason)
 	require.Equal(t, Usage{InputTokens: 20, OutputTokens: 5}, resp.Usage)
 	b := f.body(0)
@@ -199,21 +188,9 @@ func TestOpenAIErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFakeAPI(t, reply(tc.status, tc.body, tc.headers...))
-			p := openaiFor(t, f, "gpt-4o")
-			var onDelta func(string)
-			if tc.stream {
-				onDelta = func(string) {}
-			}
-			_, err := p.Complete(context.Background(), &Request{Messages: []thread.Message{{Role: thread.RoleUser, Content: "hi"}}}, onDelta)
-			var pe *Error
-			require.ErrorAs(t, err, &pe)
-			require.Equal(t, tc.class, pe.Class, "error: %v", err)
-			require.Equal(t, tc.status, pe.StatusCode)
-			require.Equal(t, tc.retry, pe.RetryAfter)
-			require.Equal(t, tc.quota, pe.Quota)
+			pe := completeError(t, f, openaiFor(t, f, "gpt-4o"), tc.stream, Error{Class: tc.class, StatusCode: tc.status, RetryAfter: tc.retry, Quota: tc.quota})
 			require.NotEmpty(t, pe.Message)
 			require.Equal(t, tc.status == 401 || tc.status == 403, strings.Contains(pe.Message, "(check OPENAI_API_KEY on the worker)"), pe.Message)
-			require.EqualValues(t, 1, f.calls.Load(), "the SDK must not retry")
 		})
 	}
 }
@@ -223,7 +200,7 @@ func TestOpenAIMidStreamError(t *testing.T) {
 	f := newFakeAPI(t, sse(openaiToolStream[0], openaiToolStream[1],
 		data(`{"error":{"message":"The server had an error processing your request.","type":"server_error","param":null,"code":null}}`)))
 	p := openaiFor(t, f, "gpt-4o")
-	_, err := p.Complete(context.Background(), &Request{Messages: []thread.Message{{Role: thread.RoleUser, Content: "hi"}}}, func(string) {})
+	_, err := p.Complete(context.Background(), hi(), func(string) {})
 	var pe *Error
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, ClassTransient, pe.Class, "error: %v", err)
@@ -231,7 +208,7 @@ func TestOpenAIMidStreamError(t *testing.T) {
 	// A stream that ends without finish_reason (connection dropped) is transient.
 	f2 := newFakeAPI(t, sse(openaiToolStream[:3]...))
 	p2 := openaiFor(t, f2, "gpt-4o")
-	_, err = p2.Complete(context.Background(), &Request{Messages: []thread.Message{{Role: thread.RoleUser, Content: "hi"}}}, func(string) {})
+	_, err = p2.Complete(context.Background(), hi(), func(string) {})
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, ClassTransient, pe.Class, "error: %v", err)
 }
@@ -242,7 +219,7 @@ func TestOpenAICancelMidStream(t *testing.T) {
 	p := openaiFor(t, f, "gpt-4o")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, err := p.Complete(ctx, &Request{Messages: []thread.Message{{Role: thread.RoleUser, Content: "hi"}}}, func(s string) { cancel() })
+	_, err := p.Complete(ctx, hi(), func(s string) { cancel() })
 	var pe *Error
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, ClassCancelled, pe.Class, "error: %v", err)
@@ -256,7 +233,7 @@ func TestOpenAICompatibleWithoutKey(t *testing.T) {
 	f := newFakeAPI(t, reply(200, `{"id":"x","object":"chat.completion","created":1,"model":"qwen2.5:7b","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}`))
 	p, err := New("qwen2.5:7b", Config{OpenAIBaseURL: f.srv.URL + "/v1"})
 	require.NoError(t, err)
-	resp, err := p.Complete(context.Background(), &Request{Messages: []thread.Message{{Role: thread.RoleUser, Content: "hi"}}}, nil)
+	resp, err := p.Complete(context.Background(), hi(), nil)
 	require.NoError(t, err)
 	require.Equal(t, "hello", resp.Text)
 	require.Equal(t, Usage{InputTokens: 9, OutputTokens: 2}, resp.Usage)
