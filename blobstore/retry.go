@@ -117,34 +117,27 @@ func (r *retrying) PutIfAbsent(ctx context.Context, key string, data []byte) err
 	})
 }
 
-func (r *retrying) Get(ctx context.Context, key string) ([]byte, error) {
-	var out []byte
-	err := r.do(ctx, "get", key, func() error {
+// doValue is do for a read: it returns what the last attempt of f got.
+func doValue[T any](ctx context.Context, r *retrying, op, key string, f func() (T, error)) (T, error) {
+	var out T
+	err := r.do(ctx, op, key, func() error {
 		var err error
-		out, err = r.Store.Get(ctx, key)
+		out, err = f()
 		return err
 	})
 	return out, err
+}
+
+func (r *retrying) Get(ctx context.Context, key string) ([]byte, error) {
+	return doValue(ctx, r, "get", key, func() ([]byte, error) { return r.Store.Get(ctx, key) })
 }
 
 func (r *retrying) Stat(ctx context.Context, key string) (Info, error) {
-	var out Info
-	err := r.do(ctx, "stat", key, func() error {
-		var err error
-		out, err = r.Store.Stat(ctx, key)
-		return err
-	})
-	return out, err
+	return doValue(ctx, r, "stat", key, func() (Info, error) { return r.Store.Stat(ctx, key) })
 }
 
 func (r *retrying) List(ctx context.Context, prefix string) ([]Info, error) {
-	var out []Info
-	err := r.do(ctx, "list", prefix, func() error {
-		var err error
-		out, err = r.Store.List(ctx, prefix)
-		return err
-	})
-	return out, err
+	return doValue(ctx, r, "list", prefix, func() ([]Info, error) { return r.Store.List(ctx, prefix) })
 }
 
 func (r *retrying) Delete(ctx context.Context, key string) error {
