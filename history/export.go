@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/spool-run/spool/hooks"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
 )
@@ -201,7 +202,7 @@ func exportTurns(th *Thread) ([]scriptTurnFn, error) {
 				// sent another JSON value is replayed under "input".
 				in = map[string]any{"input": in}
 			}
-			e.ToolCalls = append(e.ToolCalls, scriptCall{Tool: templated(c.Name, nil), Input: templateTree(in, ids)})
+			e.ToolCalls = append(e.ToolCalls, scriptCall{Tool: templated(c.Name, nil), Input: hooks.MapStrings(in, func(s string) string { return templated(s, ids) })})
 		}
 		out = append(out, e)
 	}
@@ -272,25 +273,4 @@ func containsAny(s string, ids []idTemplate) bool {
 		}
 	}
 	return false
-}
-
-// templateTree applies templated to every string of a JSON value.
-func templateTree(v any, ids []idTemplate) any {
-	switch x := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = templateTree(e, ids)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = templateTree(e, ids)
-		}
-		return out
-	case string:
-		return templated(x, ids)
-	}
-	return v
 }

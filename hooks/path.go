@@ -126,19 +126,26 @@ func Format(v any) string {
 // InterpolateValue interpolates every string inside v (maps and slices are
 // copied, other values returned as they are).
 func InterpolateValue(v any, ctx map[string]any) any {
+	return MapStrings(v, func(s string) string { return Interpolate(s, ctx) })
+}
+
+// MapStrings returns v, a decoded JSON value, with f applied to every
+// string inside it (not to map keys): maps and slices are copied, other
+// values returned as they are.
+func MapStrings(v any, f func(string) string) any {
 	switch x := v.(type) {
 	case string:
-		return Interpolate(x, ctx)
+		return f(x)
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			out[k] = InterpolateValue(e, ctx)
+			out[k] = MapStrings(e, f)
 		}
 		return out
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			out[i] = InterpolateValue(e, ctx)
+			out[i] = MapStrings(e, f)
 		}
 		return out
 	}
