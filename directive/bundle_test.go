@@ -113,21 +113,15 @@ func TestBundleRoundTrip(t *testing.T) {
 	require.False(t, ok, "unknown extra found")
 	// Resolution over the bundle: project, then user, then system.
 	r := b.Resolver()
-	d, sp, err := r.Resolve("shared")
-	require.NoError(t, err, "shared: %v %q", d, sp)
-	require.Equal(t, SpaceProject, sp, "shared: %v %q %v", d, sp, err)
-	require.Equal(t, "project", d.Description, "shared: %v %q %v", d, sp, err)
-	d, sp, err = r.Resolve("mine")
-	require.NoError(t, err, "mine: %v %q", d, sp)
-	require.Equal(t, SpaceUser, sp, "mine: %v %q %v", d, sp, err)
-	require.Equal(t, "user", d.Description, "mine: %v %q %v", d, sp, err)
-	d, sp, err = r.Resolve("test/limits/depth_child")
-	require.NoError(t, err, "depth_child: %v %q", d, sp)
-	require.Equal(t, SpaceProject, sp, "depth_child: %v %q %v", d, sp, err)
-	require.Equal(t, "depth_child", d.Name, "depth_child: %v %q %v", d, sp, err)
-	_, sp, err = r.Resolve(DefaultContinuation)
-	require.NoError(t, err, "continuation: %q", sp)
-	require.Equal(t, SpaceSystem, sp, "continuation: %q %v", sp, err)
+	requireResolves(t, r, []resolves{
+		{"shared", SpaceProject, "project"},
+		{"mine", SpaceUser, "user"},
+		{"test/limits/depth_child", SpaceProject, ""},
+		{DefaultContinuation, SpaceSystem, ""},
+	})
+	d, _, err := r.Resolve("test/limits/depth_child")
+	require.NoError(t, err)
+	require.Equal(t, "depth_child", d.Name)
 	got, err = fs.ReadFile(b.UserFS(), ".ai/config/agent/hooks.yaml")
 	require.NoError(t, err, "user hooks: %q", got)
 	require.Equal(t, "hooks: []\n", string(got), "user hooks: %q %v", got, err)

@@ -17,19 +17,14 @@ func fileOf(name, desc string) *fstest.MapFile {
 	return &fstest.MapFile{Data: []byte(strings.ReplaceAll(strings.Replace(simple, "%s", name, 1), "%s", desc))}
 }
 
-func TestResolverFirstMatchWins(t *testing.T) {
-	project := fstest.MapFS{"a/x.md": fileOf("x", "project"), "broken.md": {Data: []byte("no fence")}}
-	user := fstest.MapFS{"a/x.md": fileOf("x", "user"), "a/y.md": fileOf("y", "user")}
-	r := &Resolver{Spaces: []Space{{Name: SpaceProject, FS: project}, {Name: SpaceUser, FS: user}, SystemSpace()}}
+// resolves is a name a resolver finds, the space it finds it in and the
+// directive's description ("": any).
+type resolves struct {
+	name, space, desc string
+}
 
-	tests := []struct {
-		name, space, desc string
-	}{
-		{"a/x", SpaceProject, "project"},
-		{"a/x.md", SpaceProject, "project"},
-		{"a/y", SpaceUser, "user"},
-		{DefaultContinuation, SpaceSystem, ""},
-	}
+func requireResolves(t *testing.T, r *Resolver, tests []resolves) {
+	t.Helper()
 	for _, tt := range tests {
 		d, space, err := r.Resolve(tt.name)
 		require.NoError(t, err, "Resolve(%q)", tt.name)
@@ -37,6 +32,19 @@ func TestResolverFirstMatchWins(t *testing.T) {
 			t.Errorf("Resolve(%q) = space %q desc %q, want %q %q", tt.name, space, d.Description, tt.space, tt.desc)
 		}
 	}
+}
+
+func TestResolverFirstMatchWins(t *testing.T) {
+	project := fstest.MapFS{"a/x.md": fileOf("x", "project"), "broken.md": {Data: []byte("no fence")}}
+	user := fstest.MapFS{"a/x.md": fileOf("x", "user"), "a/y.md": fileOf("y", "user")}
+	r := &Resolver{Spaces: []Space{{Name: SpaceProject, FS: project}, {Name: SpaceUser, FS: user}, SystemSpace()}}
+
+	requireResolves(t, r, []resolves{
+		{"a/x", SpaceProject, "project"},
+		{"a/x.md", SpaceProject, "project"},
+		{"a/y", SpaceUser, "user"},
+		{DefaultContinuation, SpaceSystem, ""},
+	})
 	_, _, err := r.Resolve("a/none")
 	require.ErrorIs(t, err, ErrNotFound, "missing directive: err")
 	_, _, err = r.Resolve("broken")
@@ -60,15 +68,8 @@ func TestNewResolverOverDirectories(t *testing.T) {
 	write(home, "both.md", "both", "home")
 	write(proj, "both.md", "both", "proj")
 	r := NewResolver(proj, home)
-	d, sp, err := r.Resolve("both")
-	require.NoError(t, err, "both: %v %q", d, sp)
-	require.Equal(t, SpaceProject, sp, "both: %v %q %v", d, sp, err)
-	require.Equal(t, "proj", d.Description, "both: %v %q %v", d, sp, err)
-	d, sp, err = r.Resolve("u/only")
-	require.NoError(t, err, "u/only: %v %q", d, sp)
-	require.Equal(t, SpaceUser, sp, "u/only: %v %q %v", d, sp, err)
-	require.Equal(t, "home", d.Description, "u/only: %v %q %v", d, sp, err)
-	_, sp, err = NewResolver(proj, "").Resolve("u/only")
+	requireResolves(t, r, []resolves{{"both", SpaceProject, "proj"}, {"u/only", SpaceUser, "home"}})
+	_, sp, err := NewResolver(proj, "").Resolve("u/only")
 	require.ErrorIs(t, err, ErrNotFound, "without home: %q", sp)
 }
 
