@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/spool-run/spool/blobstore"
-	"github.com/spool-run/spool/blobstore/blobstoretest"
 )
 
 // localImpls are the two ways Local opens paths: openat2 (where the kernel
@@ -18,17 +17,6 @@ import (
 var localImpls = map[string]func(string) (*blobstore.Local, error){
 	"openat2": blobstore.NewLocal,
 	"walk":    blobstore.NewLocalWalking,
-}
-
-func TestLocalWalkConformance(t *testing.T) {
-	t.Parallel()
-	blobstoretest.Run(t, func(t *testing.T) blobstore.Store {
-		s, err := blobstore.NewLocalWalking(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	})
 }
 
 // symlinkCase plants one symlink in a fresh store and names a key whose

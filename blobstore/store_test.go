@@ -16,15 +16,22 @@ func TestMemoryConformance(t *testing.T) {
 	blobstoretest.Run(t, func(t *testing.T) blobstore.Store { return blobstore.NewMemory() })
 }
 
+// TestLocalConformance runs the conformance suite on both ways Local
+// opens paths (localImpls).
 func TestLocalConformance(t *testing.T) {
 	t.Parallel()
-	blobstoretest.Run(t, func(t *testing.T) blobstore.Store {
-		s, err := blobstore.NewLocal(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	})
+	for impl, newLocal := range localImpls {
+		t.Run(impl, func(t *testing.T) {
+			t.Parallel()
+			blobstoretest.Run(t, func(t *testing.T) blobstore.Store {
+				s, err := newLocal(t.TempDir())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			})
+		})
+	}
 }
 
 // newS3 returns an S3 store on the test server (versitygw) under a fresh
