@@ -266,6 +266,22 @@ func (h *harness) record(id string) *registry.Record {
 	return rec
 }
 
+// eventsOf decodes the thread's transcript events of type typ, in order.
+func eventsOf[T any](h *harness, id, typ string) []T {
+	h.t.Helper()
+	tr, err := transcript.Read(h.ctx, h.o.Store, id, h.o.Keyring, transcript.Strict)
+	require.NoError(h.t, err)
+	var out []T
+	for _, ev := range tr.Events {
+		if ev.Type == typ {
+			var v T
+			require.NoError(h.t, ev.Decode(&v))
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // events are the thread's transcript event types, in order.
 func (h *harness) events(id string) []string {
 	h.t.Helper()
@@ -652,16 +668,10 @@ func TestApprovalTimeout(t *testing.T) {
 	require.Equal(t, 1, h.drain(true), "the timeout activation")
 	rec := h.record(id)
 	require.Equal(t, thread.StatusCompleted, rec.Status, "%+v", rec.Error)
-	tr, err := transcript.Read(h.ctx, h.o.Store, id, h.o.Keyring, transcript.Strict)
-	require.NoError(t, err)
-	var d transcript.ApprovalDecided
-	for _, ev := range tr.Events {
-		if ev.Type == transcript.TypeApprovalDecided {
-			require.NoError(t, ev.Decode(&d))
-		}
-	}
+	d := eventsOf[transcript.ApprovalDecided](h, id, transcript.TypeApprovalDecided)
+	require.NotEmpty(t, d)
 	require.Equal(t, transcript.ApprovalDecided{CallID: "c-rye/file-system/fs_list", Tool: "rye/file-system/fs_list",
-		Decision: "approve", By: "timeout", Reason: "no decision within the approval's timeout"}, d)
+		Decision: "approve", By: "timeout", Reason: "no decision within the approval's timeout"}, d[len(d)-1])
 }
 
 // TestApprovalCancel: a thread waiting for approval is cancelled at once
@@ -729,16 +739,7 @@ func TestSendAndInterrupt(t *testing.T) {
 	e, err := h.o.Ledger.Get(h.ctx, id)
 	require.NoError(t, err)
 	require.InDelta(t, rec.Cost.Spend, e.Own, 1e-12)
-	var msgs []transcript.UserMessage
-	tr, err := transcript.Read(h.ctx, h.o.Store, id, h.o.Keyring, transcript.Strict)
-	require.NoError(t, err)
-	for _, ev := range tr.Events {
-		if ev.Type == transcript.TypeUserMessage {
-			var m transcript.UserMessage
-			require.NoError(t, ev.Decode(&m))
-			msgs = append(msgs, m)
-		}
-	}
+	msgs := eventsOf[transcript.UserMessage](h, id, transcript.TypeUserMessage)
 	require.Equal(t, []transcript.UserMessage{{Content: "stop and read x", By: "ada", Interrupted: true}, {Content: "and then finish", By: "ada"}}, msgs,
 		"each message once, in order")
 	_, err = h.o.Send(h.ctx, id, "late", "ada", false)

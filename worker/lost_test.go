@@ -43,14 +43,9 @@ func TestLostChild(t *testing.T) {
 	require.Equal(t, thread.StatusCompleted, rec.Status, "%+v", rec.Error)
 	require.Equal(t, "parent done", rec.Result)
 
-	tr, err := transcript.Read(h.ctx, h.o.Store, id, h.o.Keyring, transcript.Strict)
-	require.NoError(t, err)
-	var answer transcript.ToolCallResult
-	for _, ev := range tr.Events {
-		if ev.Type == transcript.TypeToolCallResult {
-			require.NoError(t, ev.Decode(&answer))
-		}
-	}
+	answers := eventsOf[transcript.ToolCallResult](h, id, transcript.TypeToolCallResult)
+	require.NotEmpty(t, answers)
+	answer := answers[len(answers)-1]
 	require.True(t, answer.IsError)
 	require.Contains(t, answer.Output, "thread_lost")
 	require.True(t, strings.Contains(answer.Output, kid), answer.Output)
