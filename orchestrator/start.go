@@ -231,6 +231,12 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*registry.R
 		return nil, fmt.Errorf("budget of %s: %w", id, err)
 	}
 	nt.Limits, nt.LedgerPath = limits, plan.path
+	// From here the thread is registered and queued as one step, whatever
+	// becomes of the caller's context: a Ctrl-C of `thread run` between
+	// the two would otherwise leave a registered thread without its task
+	// (and a reply lost on the way could leave one the caller thinks
+	// refused). Redis's own timeouts bound the step.
+	ctx = context.WithoutCancel(ctx)
 	rec, budgetErr, err := o.register(ctx, plan, nt)
 	if budgetErr != nil {
 		undoSpawn()
@@ -238,7 +244,7 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*registry.R
 	}
 	if err != nil {
 		if prev == nil {
-			_ = o.Ledger.Release(context.WithoutCancel(ctx), id, plan.path, string(thread.StatusError))
+			_ = o.Ledger.Release(ctx, id, plan.path, string(thread.StatusError))
 		}
 		undoSpawn()
 		return nil, err
