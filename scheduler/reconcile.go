@@ -122,7 +122,12 @@ func (s *Scheduler) reconcile(ctx context.Context) (ReconcileResult, error) {
 	}
 	var res ReconcileResult
 	if trigger != "" {
-		if trigger != TriggerPeriodic {
+		switch trigger {
+		case TriggerPeriodic:
+		case TriggerNoMarker: // a new namespace (every first start), or a Redis that lost it: the result says which
+			s.log.Info("no housekeeping marker in redis: reconciling threads with their transcripts", "trigger", trigger,
+				"run_id", runID)
+		default:
 			s.log.Warn("redis may have lost writes: reconciling threads with their transcripts", "trigger", trigger,
 				"run_id", runID, "marker_run_id", str(0), "canary", canary, "canary_seen", lastCanary)
 		}
