@@ -43,7 +43,7 @@ func StartEmbedded(dataDir string, log *slog.Logger) (*Embedded, error) {
 		if err != nil {
 			return nil, err
 		}
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			unlock()
 			return nil, err

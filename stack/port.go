@@ -2,7 +2,10 @@ package stack
 
 import "net"
 
-func freePort() (int, error) {
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago:
+// the embedded Redis's, and the test and benchmark servers' (package
+// testenv).
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

@@ -92,15 +92,8 @@ func RandomID(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// FreePort returns a free TCP port on 127.0.0.1.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// FreePort returns a free TCP port on 127.0.0.1 (stack.FreePort).
+func FreePort() (int, error) { return stack.FreePort() }
 
 func startRedis() (string, bool, error) {
 	if u := os.Getenv("SPOOL_TEST_REDIS_URL"); u != "" {
