@@ -146,16 +146,10 @@ func coerce(typ string, v any) (any, error) {
 		}
 		return f, nil
 	case TypeBoolean:
-		switch x := v.(type) {
-		case bool:
-			return x, nil
-		case string:
-			switch strings.ToLower(strings.TrimSpace(x)) {
-			case "true":
-				return true, nil
-			case "false":
-				return false, nil
-			}
+		if b, ok := thread.Bool(v); ok {
+			return b, nil
+		}
+		if x, ok := v.(string); ok {
 			return nil, fmt.Errorf("want a boolean, got %q", x)
 		}
 		return nil, fmt.Errorf("want a boolean, got %s", describe(v))

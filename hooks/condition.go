@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/spool-run/spool/thread"
 )
 
 // Condition operators.
@@ -136,7 +138,7 @@ func (c *Condition) leaf(ctx map[string]any) (bool, error) {
 	switch c.Op {
 	case OpExists:
 		want := true
-		if b, ok := toBool(c.Value); ok && c.Value != nil {
+		if b, ok := thread.Bool(c.Value); ok && c.Value != nil {
 			want = b
 		}
 		return found == want, nil
@@ -242,29 +244,14 @@ func toNumber(v any) (float64, bool) {
 	return 0, false
 }
 
-func toBool(v any) (bool, bool) {
-	switch b := v.(type) {
-	case bool:
-		return b, true
-	case string:
-		switch strings.ToLower(strings.TrimSpace(b)) {
-		case "true":
-			return true, true
-		case "false":
-			return false, true
-		}
-	}
-	return false, false
-}
-
 func equal(a, b any) bool {
 	if x, ok := toNumber(a); ok {
 		if y, ok := toNumber(b); ok {
 			return x == y
 		}
 	}
-	if x, ok := toBool(a); ok {
-		if y, ok := toBool(b); ok {
+	if x, ok := thread.Bool(a); ok {
+		if y, ok := thread.Bool(b); ok {
 			return x == y
 		}
 	}

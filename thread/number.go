@@ -63,3 +63,22 @@ func Number(v any) (float64, error) {
 	}
 	return f, nil
 }
+
+// Bool is v as a boolean, by the one rule for every boolean spool reads
+// from YAML, JSON, templates and command lines (directive inputs, hook
+// conditions): a bool, or a string "true" or "false" in any case with
+// spaces around it ignored. ok is false for anything else.
+func Bool(v any) (b, ok bool) {
+	switch x := v.(type) {
+	case bool:
+		return x, true
+	case string:
+		switch strings.ToLower(strings.TrimSpace(x)) {
+		case "true":
+			return true, true
+		case "false":
+			return false, true
+		}
+	}
+	return false, false
+}

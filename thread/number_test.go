@@ -50,3 +50,27 @@ func TestNumber(t *testing.T) {
 		}
 	}
 }
+
+func TestBool(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in     any
+		want   bool
+		wantOK bool
+	}{
+		{true, true, true},
+		{false, false, true},
+		{"true", true, true},
+		{" FALSE ", false, true},
+		{"True", true, true},
+		{"yes", false, false},
+		{"1", false, false},
+		{1, false, false},
+		{nil, false, false},
+	} {
+		got, ok := Bool(tc.in)
+		if got != tc.want || ok != tc.wantOK {
+			t.Errorf("Bool(%#v) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.wantOK)
+		}
+	}
+}
