@@ -240,8 +240,7 @@ func finalRecord(rec *registry.Record, version int64, out Outcome, now time.Time
 // registry heard of it), held to the registry's mark, and returns its
 // mark; nil, logged, when it does not read.
 func (o *Orchestrator) currentMark(ctx context.Context, rec *registry.Record) *transcript.Mark {
-	tr, err := transcript.ReadWith(ctx, o.Store, rec.ThreadID, o.Keyring,
-		transcript.ReadOptions{Mode: transcript.Strict, Marks: []transcript.Mark{RegistryMark(rec)}})
+	tr, err := o.readHeld(ctx, rec, transcript.Strict)
 	if err != nil {
 		o.threadLog(rec.ThreadID).Warn("transcript mark not updated: the transcript does not read", "error", err)
 		return nil
