@@ -25,7 +25,8 @@
 // found it missing at the same time — and calls again. Where Redis has no
 // Functions (an older server, the embedded miniredis) or refuses to load
 // one (an ACL without FUNCTION), the client falls back for good to the
-// same code as one EVALSHA script, prelude and body together: the reply,
+// same code as one EVALSHA script, prelude and body together (a load that
+// fails on the way, not refused, sends only that call there): the reply,
 // the refusals and the atomicity are the same either way.
 package redisfn
 
@@ -33,6 +34,7 @@ import (
 	"context"
 	"crypto/sha1" //nolint:gosec // a content name, as Redis names scripts
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -104,8 +106,11 @@ func (s *Script) Run(ctx context.Context, c redis.UniversalClient, keys []string
 		if ctx.Err() != nil {
 			return cmd
 		}
-		st.evalOnly.Store(true) // no FUNCTION here (ACL, a proxy): scripts as before
-		return s.eval.Run(ctx, c, keys, args...)
+		var refused redis.Error
+		if errors.As(err, &refused) {
+			st.evalOnly.Store(true) // the server refuses FUNCTION (an ACL, a proxy): scripts as before
+		}
+		return s.eval.Run(ctx, c, keys, args...) // else a failed connection: this call as a script
 	}
 	if cmd = c.FCall(ctx, s.fn, keys, args...); notFound(cmd.Err()) {
 		// Loaded, yet not where the key lives (a slot moving): this call
@@ -124,10 +129,11 @@ func (s *Script) load(ctx context.Context, c redis.UniversalClient) error {
 		}
 		return nil
 	}
-	if cc, ok := autopipe.Unwrap(c).(*redis.ClusterClient); ok {
+	base := autopipe.Unwrap(c)
+	if cc, ok := base.(*redis.ClusterClient); ok {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return one(ctx, m) })
 	}
-	return one(ctx, autopipe.Unwrap(c))
+	return one(ctx, base)
 }
 
 // state is what a client's server has shown about Functions.

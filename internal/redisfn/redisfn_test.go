@@ -175,3 +175,25 @@ func TestFirstCallsLoadOnce(t *testing.T) {
 	require.Equal(t, int64(1), loads.n.Load())
 	require.False(t, redisfn.EvalOnly(c))
 }
+
+// TestRefusedLoadRunsScripts: a server that refuses FUNCTION LOAD (an ACL
+// without it) gets the script by EVALSHA from then on, with the same
+// reply.
+func TestRefusedLoadRunsScripts(t *testing.T) {
+	r := testenv.NewRedis(t)
+	if r.Embedded {
+		t.Skip("the embedded Redis has no ACL")
+	}
+	user := "spool-test-" + testenv.RandomID(6)
+	require.NoError(t, r.Client.Do(t.Context(), "ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all", "-function").Err())
+	t.Cleanup(func() { _ = r.Client.Do(context.Background(), "ACL", "DELUSER", user).Err() })
+	opt := *r.Client.Options()
+	opt.Username, opt.Password = user, "pw"
+	c := redis.NewClient(&opt)
+	t.Cleanup(func() { _ = c.Close() })
+	s := newScript(t)
+	got, err := s.Run(t.Context(), c, []string{r.Namespace + ":k"}, 3, "x").Slice()
+	require.NoError(t, err)
+	require.Equal(t, []any{int64(3), "x"}, got)
+	require.True(t, redisfn.EvalOnly(c), "refused, the client stops asking for Functions")
+}
