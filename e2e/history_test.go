@@ -189,6 +189,17 @@ func forkPoint(t *testing.T, e *spooltest.Env, id string, turn int) transcript.F
 	return pt
 }
 
+// replayJSON runs `spool thread replay ID ARGS --json`, requires its exit
+// code, and decodes its report.
+func replayJSON(t *testing.T, e *spooltest.Env, code int, id string, args ...string) (replayReport, spooltest.Result) {
+	t.Helper()
+	res := e.Spool(append(append([]string{"thread", "replay", id}, args...), "--json")...)
+	require.Equal(t, code, res.Code, "stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+	var rep replayReport
+	res.JSON(t, &rep)
+	return rep, res
+}
+
 type replayReport struct {
 	Match           bool   `json:"match"`
 	ThreadID        string `json:"thread_id"`
@@ -224,10 +235,7 @@ func TestExportAndReplay(t *testing.T) {
 	require.Contains(t, ex.Stdout, "rye/file-system/fs_write")
 	require.Equal(t, 4, strings.Count(ex.Stdout, "usage:"), "one entry per recorded model turn:\n%s", ex.Stdout)
 
-	rp := e.Spool("thread", "replay", id, "--json")
-	require.Equal(t, 0, rp.Code, "stdout:\n%s\nstderr:\n%s", rp.Stdout, rp.Stderr)
-	var rep replayReport
-	rp.JSON(t, &rep)
+	rep, _ := replayJSON(t, e, 0, id)
 	require.True(t, rep.Match)
 	require.Equal(t, 4, rep.Turns)
 	require.Equal(t, "completed", rep.Status)
@@ -241,10 +249,7 @@ func TestExportAndReplay(t *testing.T) {
 	require.Equal(t, 0, same.Code, "stdout:\n%s\nstderr:\n%s", same.Stdout, same.Stderr)
 	require.Contains(t, same.Stdout, "4 of 4 turns matched")
 
-	diff := e.Spool("thread", "replay", id, "--model", "script:scripts/changed.yaml", "--json")
-	require.Equal(t, 1, diff.Code, "stdout:\n%s\nstderr:\n%s", diff.Stdout, diff.Stderr)
-	rep = replayReport{}
-	diff.JSON(t, &rep)
+	rep, diff := replayJSON(t, e, 1, id, "--model", "script:scripts/changed.yaml")
 	require.False(t, rep.Match)
 	require.NotNil(t, rep.Divergence)
 	require.Equal(t, id, rep.Divergence.ThreadID)
@@ -262,10 +267,7 @@ func TestExportAndReplay(t *testing.T) {
 		require.Equal(t, 0, res.Code, res.Stderr)
 		end := e.Wait([]string{id}, time.Minute)[id]
 		t.Logf("the resumed thread %s ended %s", end.ThreadID, end.Status)
-		rp := e.Spool("thread", "replay", id, "--json")
-		require.Equal(t, 0, rp.Code, "stdout:\n%s\nstderr:\n%s", rp.Stdout, rp.Stderr)
-		var rep replayReport
-		rp.JSON(t, &rep)
+		rep, _ := replayJSON(t, e, 0, id)
 		require.True(t, rep.Match)
 		require.Equal(t, 1, rep.ResumedThreads)
 		require.Equal(t, 2, rep.RecordedThreads)
@@ -289,10 +291,7 @@ func TestExportAndReplay(t *testing.T) {
 		require.Contains(t, ex.Stdout, "{{index .children 0}}", "the waited-on children are named by their place, not their recorded ids")
 		require.Equal(t, 4+3*3, strings.Count(ex.Stdout, "usage:"), ex.Stdout)
 
-		rp := e.Spool("thread", "replay", rec.ThreadID, "--json")
-		require.Equal(t, 0, rp.Code, "stdout:\n%s\nstderr:\n%s", rp.Stdout, rp.Stderr)
-		var rep replayReport
-		rp.JSON(t, &rep)
+		rep, _ := replayJSON(t, e, 0, rec.ThreadID)
 		require.True(t, rep.Match)
 		require.Equal(t, 4, rep.Threads, "the boss and its three children")
 		require.Equal(t, 4, rep.RecordedThreads)
