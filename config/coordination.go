@@ -70,45 +70,19 @@ func ParseCoordination(path string, data []byte) (Coordination, error) {
 	if err != nil {
 		return c, err
 	}
-	if f, ok, err := root.number("continuation.trigger_threshold", "trigger_threshold"); err != nil {
+	if err := root.read(
+		number(&c.TriggerThreshold, func(f float64) bool { return f > 0 && f <= 1 }, "trigger_threshold: %g is not in (0, 1]",
+			"continuation.trigger_threshold", "trigger_threshold"),
+		integer(&c.ResumeCeilingTokens, positive, "resume_ceiling_tokens: %d is not positive",
+			"continuation.resume_ceiling_tokens", "resume_ceiling_tokens"),
+		seconds(&c.WaitDefaultTimeout, positive, "wait_threads.default_timeout: %g is not positive",
+			"wait_threads.default_timeout", "default_timeout"),
+		integer(&c.WaitMaxThreads, positive, "wait_threads.max_threads: %d is not positive",
+			"wait_threads.max_threads", "wait_threads.max_thread_ids"),
+		integer(&c.MaxContinuations, notNegative, "continuation.max_continuations: %d is negative",
+			"continuation.max_continuations", "max_continuations"),
+	); err != nil {
 		return c, err
-	} else if ok {
-		if f <= 0 || f > 1 {
-			return c, fmt.Errorf("%s: trigger_threshold: %g is not in (0, 1]", path, f)
-		}
-		c.TriggerThreshold = f
-	}
-	if n, ok, err := root.integer("continuation.resume_ceiling_tokens", "resume_ceiling_tokens"); err != nil {
-		return c, err
-	} else if ok {
-		if n <= 0 {
-			return c, fmt.Errorf("%s: resume_ceiling_tokens: %d is not positive", path, n)
-		}
-		c.ResumeCeilingTokens = n
-	}
-	if f, ok, err := root.number("wait_threads.default_timeout", "default_timeout"); err != nil {
-		return c, err
-	} else if ok {
-		if f <= 0 {
-			return c, fmt.Errorf("%s: wait_threads.default_timeout: %g is not positive", path, f)
-		}
-		c.WaitDefaultTimeout = time.Duration(f * float64(time.Second))
-	}
-	if n, ok, err := root.integer("wait_threads.max_threads", "wait_threads.max_thread_ids"); err != nil {
-		return c, err
-	} else if ok {
-		if n <= 0 {
-			return c, fmt.Errorf("%s: wait_threads.max_threads: %d is not positive", path, n)
-		}
-		c.WaitMaxThreads = n
-	}
-	if n, ok, err := root.integer("continuation.max_continuations", "max_continuations"); err != nil {
-		return c, err
-	} else if ok {
-		if n < 0 {
-			return c, fmt.Errorf("%s: continuation.max_continuations: %d is negative", path, n)
-		}
-		c.MaxContinuations = n
 	}
 	if s, ok, err := root.str("transcript_integrity", "continuation.transcript_integrity"); err != nil {
 		return c, err

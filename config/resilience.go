@@ -124,13 +124,8 @@ func ParseResilience(path string, data []byte) (Resilience, error) {
 	if err != nil {
 		return r, err
 	}
-	if n, ok, err := retry.integer("max_retries"); err != nil {
+	if err := retry.read(integer(&r.Retry.MaxRetries, notNegative, "retry.max_retries: %d is negative", "max_retries")); err != nil {
 		return r, err
-	} else if ok {
-		if n < 0 {
-			return r, fmt.Errorf("%s: retry.max_retries: %d is negative", path, n)
-		}
-		r.Retry.MaxRetries = n
 	}
 	backoffs := []tree{retry}
 	if b, ok, err := retry.sub("backoff"); err != nil {
@@ -155,21 +150,11 @@ func ParseResilience(path string, data []byte) (Resilience, error) {
 		}
 	}
 	for _, b := range backoffs {
-		if f, ok, err := b.number("base"); err != nil {
+		if err := b.read(
+			number(&r.Retry.Base, func(f float64) bool { return f >= 1 }, "retry base %g is below 1", "base"),
+			seconds(&r.Retry.Max, notNegative, "retry max %g is negative", "max", "max_delay"),
+		); err != nil {
 			return r, err
-		} else if ok {
-			if f < 1 {
-				return r, fmt.Errorf("%s: retry base %g is below 1", path, f)
-			}
-			r.Retry.Base = f
-		}
-		if f, ok, err := b.number("max", "max_delay"); err != nil {
-			return r, err
-		} else if ok {
-			if f < 0 {
-				return r, fmt.Errorf("%s: retry max %g is negative", path, f)
-			}
-			r.Retry.Max = time.Duration(f * float64(time.Second))
 		}
 	}
 

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -157,3 +158,53 @@ func (t tree) str(keys ...string) (string, bool, error) {
 	}
 	return "", false, nil
 }
+
+// setting reads one optional value of a file's tree into its field.
+type setting func(t tree) error
+
+// read applies settings in order; the first error stops the rest.
+func (t tree) read(settings ...setting) error {
+	for _, set := range settings {
+		if err := set(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bounded reads the first of keys present with get and holds it to valid:
+// a value it refuses is an error naming the file, then bad, a format of
+// the value ("trigger_threshold: %g is not in (0, 1]").
+func bounded[T int | float64](get func(t tree, keys ...string) (T, bool, error), valid func(T) bool, bad string, keys []string, store func(T)) setting {
+	return func(t tree) error {
+		v, ok, err := get(t, keys...)
+		if err != nil || !ok {
+			return err
+		}
+		if !valid(v) {
+			return fmt.Errorf("%s: "+bad, t.path, v)
+		}
+		store(v)
+		return nil
+	}
+}
+
+// number sets *dst to the number at the first of keys present (see bounded).
+func number(dst *float64, valid func(float64) bool, bad string, keys ...string) setting {
+	return bounded(tree.number, valid, bad, keys, func(f float64) { *dst = f })
+}
+
+// integer sets *dst to the integer at the first of keys present (see bounded).
+func integer(dst *int, valid func(int) bool, bad string, keys ...string) setting {
+	return bounded(tree.integer, valid, bad, keys, func(n int) { *dst = n })
+}
+
+// seconds sets *dst to the number of seconds at the first of keys present
+// (see bounded).
+func seconds(dst *time.Duration, valid func(float64) bool, bad string, keys ...string) setting {
+	return bounded(tree.number, valid, bad, keys, func(f float64) { *dst = time.Duration(f * float64(time.Second)) })
+}
+
+// positive and notNegative are the bounds settings hold numbers to.
+func positive[T int | float64](v T) bool    { return v > 0 }
+func notNegative[T int | float64](v T) bool { return v >= 0 }
