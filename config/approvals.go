@@ -95,11 +95,8 @@ func ParseApprovals(p string, data []byte) (*Approvals, error) {
 	for i := range a.Rules {
 		r := &a.Rules[i]
 		where := fmt.Sprintf("%s: approvals[%d]", p, i)
-		if r.Tool == "" {
-			return nil, fmt.Errorf("%s: tool is required", where)
-		}
-		if _, err := compiledGlob(r.Tool); err != nil {
-			return nil, fmt.Errorf("%s: tool %q: %w", where, r.Tool, err)
+		if err := checkGlob(where, "tool", "", r.Tool); err != nil {
+			return nil, err
 		}
 		if r.RawTime != "" {
 			d, err := time.ParseDuration(r.RawTime)

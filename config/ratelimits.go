@@ -129,6 +129,18 @@ func modelGlob(glob string) (*regexp.Regexp, error) {
 	return regexp.Compile(b.String())
 }
 
+// checkGlob refuses a rule (where) whose glob in field key is missing
+// (hint says what it is) or does not compile (modelGlob).
+func checkGlob(where, key, hint, glob string) error {
+	if glob == "" {
+		return fmt.Errorf("%s: %s is required%s", where, key, hint)
+	}
+	if _, err := compiledGlob(glob); err != nil {
+		return fmt.Errorf("%s: %s %q: %w", where, key, glob, err)
+	}
+	return nil
+}
+
 // BudgetID is the ID of the rule's budget for calls with the API key of
 // fingerprint keyID (which only a per_key rule tells apart).
 func (r RateRule) BudgetID(keyID string) string {
@@ -183,11 +195,8 @@ func ParseRateLimits(p string, data []byte) (*RateLimits, error) {
 	}
 	for i, rule := range r.Rules {
 		where := fmt.Sprintf("%s: rate_limits[%d]", p, i)
-		if rule.Match == "" {
-			return nil, fmt.Errorf("%s: match is required (a glob over model ids)", where)
-		}
-		if _, err := compiledGlob(rule.Match); err != nil {
-			return nil, fmt.Errorf("%s: match %q: %w", where, rule.Match, err)
+		if err := checkGlob(where, "match", " (a glob over model ids)", rule.Match); err != nil {
+			return nil, err
 		}
 		switch rule.Provider {
 		case "", "anthropic", "openai", "script":
