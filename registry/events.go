@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -142,6 +143,28 @@ func statusEvent(m *redis.Message) (StatusEvent, bool) {
 	return StatusEvent{ThreadID: m.Payload[:i], Status: m.Payload[i+1:]}, true
 }
 
+// waitProbeBatch is how many ids WaitTerminal probes in one round trip.
+const waitProbeBatch = 512
+
+// probeStatus is the status of each of ids, in one pipeline ("" for an
+// id with no record).
+func (r *Registry) probeStatus(ctx context.Context, ids []string) ([]thread.Status, error) {
+	pipe := r.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HGet(ctx, r.ks.Thread(id), "status")
+	}
+	_, _ = pipe.Exec(ctx) // each command's error is its own
+	out := make([]thread.Status, len(ids))
+	for i, c := range cmds {
+		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("wait for threads: %w", err)
+		}
+		out[i] = thread.Status(c.Val())
+	}
+	return out, nil
+}
+
 // Close ends the subscription and closes C.
 func (s *Subscription) Close() error {
 	var err error
@@ -160,7 +183,8 @@ func (s *Subscription) Close() error {
 // be followed further).
 //
 // It subscribes to status events first and then reads the registry, so no
-// change is missed; an event that a watched thread ended (a terminal
+// change is missed: a pipelined probe of every id's status, and a full
+// read of those that ended; an event that a watched thread ended (a terminal
 // status, continued included) re-reads the ids whose chains it is on (only those: waiting on thousands of threads costs one
 // read per event, not one per id), and a slow safety poll
 // (Config.SafetyPoll) re-reads every id still pending, for lost
@@ -199,10 +223,32 @@ func (r *Registry) WaitTerminal(ctx context.Context, ids []string) (map[string]*
 		}
 		return nil
 	}
+	// checkAll probes every pending id's status, waitProbeBatch ids a
+	// round trip, and reads in full (check) only the ids whose chain may
+	// have ended: a terminal status (continued included) or no record.
 	checkAll := func() error {
+		ids := make([]string, 0, len(pending))
 		for id := range pending {
-			if err := check(id); err != nil {
+			ids = append(ids, id)
+		}
+		for len(ids) > 0 {
+			batch := ids[:min(len(ids), waitProbeBatch)]
+			ids = ids[len(batch):]
+			status, err := r.probeStatus(ctx, batch)
+			if err != nil {
 				return err
+			}
+			for i, id := range batch {
+				if st := status[i]; st != "" && !st.Terminal() {
+					if affects[id] == nil {
+						affects[id] = map[string]bool{}
+					}
+					affects[id][id] = true // its own end is all there is to watch
+					continue
+				}
+				if err := check(id); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
