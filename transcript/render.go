@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	"github.com/spool-run/spool/thread"
 )
 
@@ -35,14 +37,18 @@ func yamlString(s string) string {
 // fence returns a backtick fence longer than any backtick run in s (at
 // least 3).
 func fence(s string) string {
-	longest, run := 0, 0
-	for _, c := range s {
-		if c == '`' {
-			run++
-			longest = max(longest, run)
-		} else {
-			run = 0
+	longest := 0
+	for i := strings.IndexByte(s, '`'); i >= 0; {
+		j := i + 1
+		for j < len(s) && s[j] == '`' {
+			j++
 		}
+		longest = max(longest, j-i)
+		k := strings.IndexByte(s[j:], '`')
+		if k < 0 {
+			break
+		}
+		i = j + k
 	}
 	return strings.Repeat("`", max(3, longest+1))
 }
@@ -216,14 +222,55 @@ func SignedKnowledge(meta KnowledgeMeta, events []Event, signer *Signer, now tim
 // ParseCapabilities reads it back), or sign it with SignMarkdown
 // (ReadCapabilities).
 func RenderCapabilities(threadID string, tools []thread.ToolDef, capabilities []string) ([]byte, error) {
-	toolsJSON, err := json.MarshalIndent(tools, "", "  ")
+	toolsJSON, err := indentTools(tools)
 	if err != nil {
 		return nil, fmt.Errorf("render capabilities: %w", err)
 	}
+	list, caps := fenced("json", string(toolsJSON)), capabilitiesSection(capabilities)
+	title := capabilitiesTitle(threadID)
+	b := make([]byte, 0, len(title)+len("## Tools\n\n\n")+len(list)+len(caps))
+	b = append(append(append(append(b, title...), "## Tools\n\n"...), list...), '\n')
+	return append(b, caps...), nil
+}
+
+// indentTools is json.MarshalIndent(tools, "", "  "), each tool's
+// indented object taken from toolJSON: a fleet renders the same few tool
+// definitions for every thread it starts.
+func indentTools(tools []thread.ToolDef) ([]byte, error) {
+	if len(tools) == 0 {
+		return json.MarshalIndent(tools, "", "  ")
+	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s## Tools\n\n%s\n", capabilitiesTitle(threadID), fenced("json", string(toolsJSON)))
-	b.WriteString(capabilitiesSection(capabilities))
+	b.WriteString("[\n  ")
+	for i, t := range tools {
+		if i > 0 {
+			b.WriteString(",\n  ")
+		}
+		obj, err := toolJSON(t)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(obj)
+	}
+	b.WriteString("\n]")
 	return b.Bytes(), nil
+}
+
+// toolJSONs holds tools' indented objects (as an element of the indented
+// list: prefix and indent "  "), keyed by the whole definition.
+var toolJSONs, _ = lru.New[string, []byte](1024) // an error only for a size <= 0
+
+func toolJSON(t thread.ToolDef) ([]byte, error) {
+	key := t.Name + "\x00" + t.Description + "\x00" + string(t.InputSchema)
+	if obj, ok := toolJSONs.Get(key); ok {
+		return obj, nil
+	}
+	obj, err := json.MarshalIndent(t, "  ", "  ")
+	if err != nil {
+		return nil, err
+	}
+	toolJSONs.Add(key, obj)
+	return obj, nil
 }
 
 func capabilitiesTitle(threadID string) string { return "# Capabilities: " + threadID + "\n\n" }
