@@ -42,7 +42,7 @@ func main() {
 	conc := flag.Int("concurrency", 8, "worker concurrency (both sides)")
 	producers := flag.Int("producers", 4, "goroutines enqueueing (both sides)")
 	rounds := flag.Int("rounds", 3, "rounds of each")
-	redisURL := flag.String("redis", os.Getenv("SPOOL_BENCH_REDIS_URL"), "Redis URL (default: start redis-server)")
+	redisURL := benchenv.RedisFlag()
 	withRaw := flag.Bool("raw", true, "run the raw asynq rounds (false: spool only, for profiling)")
 	storeDir := flag.String("store", "", "local blob store directory (default: a temp dir; \"mem\": in memory, to separate storage cost)")
 	flag.Parse()

@@ -34,7 +34,7 @@ func main() {
 	latency := flag.Duration("latency", time.Second, "the model's time per call")
 	conc := flag.Int("concurrency", 10000, "the worker's concurrency")
 	producers := flag.Int("producers", 16, "goroutines starting threads")
-	redisURL := flag.String("redis", os.Getenv("SPOOL_BENCH_REDIS_URL"), "Redis URL (default: start redis-server)")
+	redisURL := benchenv.RedisFlag()
 	byScript := flag.Bool("by-script", false, "print Redis time per script (SLOWLOG; adds Redis CPU)")
 	flag.Parse()
 	if err := run(*threads, *turns, *conc, *producers, *latency, *redisURL, *byScript); err != nil {

@@ -66,7 +66,7 @@ func main() {
 	conc := flag.Int("concurrency", 10, "concurrency of each worker")
 	serverRPS := flag.Int("server-rps", 20, "storm: requests per second the server admits before answering 429")
 	latency := flag.Duration("latency", 100*time.Millisecond, "the server's time to answer a call")
-	redisURL := flag.String("redis", os.Getenv("SPOOL_BENCH_REDIS_URL"), "Redis URL (default: start redis-server)")
+	redisURL := benchenv.RedisFlag()
 	only := flag.String("only", "", "run one experiment: rpm or storm (default: both)")
 	flag.Parse()
 	b := &bench{workers: *workers, conc: *conc, latency: *latency}

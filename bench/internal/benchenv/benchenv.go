@@ -5,6 +5,7 @@ package benchenv
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,6 +22,12 @@ import (
 	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/stack"
 )
+
+// RedisFlag defines -redis, the URL of the Redis a command runs on:
+// $SPOOL_BENCH_REDIS_URL by default; "" starts one (Redis).
+func RedisFlag() *string {
+	return flag.String("redis", os.Getenv("SPOOL_BENCH_REDIS_URL"), "Redis URL (default: start redis-server)")
+}
 
 // Redis opens url, or with url "" starts a redis-server from PATH on a
 // free port with its files in dir. stop closes the client and stops the
