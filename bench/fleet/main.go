@@ -36,8 +36,9 @@ func main() {
 	producers := flag.Int("producers", 16, "goroutines starting threads")
 	redisURL := benchenv.RedisFlag()
 	byScript := flag.Bool("by-script", false, "print Redis time per script (SLOWLOG; adds Redis CPU)")
+	shards := flag.Int("shards", 1, "shards of the namespace's keys, a power of two (as spool's --redis-shards); more than 1 also spreads the queue over that many asynq lanes, up to 8")
 	flag.Parse()
-	if err := run(*threads, *turns, *conc, *producers, *latency, *redisURL, *byScript); err != nil {
+	if err := run(*threads, *turns, *conc, *producers, *shards, *latency, *redisURL, *byScript); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
@@ -50,7 +51,7 @@ func script(turns int, latency time.Duration) string {
 		benchenv.FileTurns(turns)
 }
 
-func run(n, turns, conc, producers int, latency time.Duration, redisURL string, byScript bool) error {
+func run(n, turns, conc, producers, shards int, latency time.Duration, redisURL string, byScript bool) error {
 	if turns < 1 || n < 1 {
 		return fmt.Errorf("-threads and -turns must be at least 1")
 	}
@@ -61,7 +62,7 @@ func run(n, turns, conc, producers int, latency time.Duration, redisURL string, 
 	}
 	defer stop()
 	f, err := benchenv.NewFleet(ctx, rdb, blobstore.NewMemory(), benchenv.FleetConfig{
-		Namespace: fmt.Sprintf("fleet-%d", time.Now().UnixNano()), Dir: tmp, Concurrency: conc,
+		Namespace: fmt.Sprintf("fleet-%d", time.Now().UnixNano()), Shards: shards, Dir: tmp, Concurrency: conc,
 		Files:      map[string]string{".ai/directives/fleet/work.md": benchenv.Directive("work", fmt.Sprintf(`turns="%d"`, turns+2))},
 		ScriptPath: "scripts/fleet.yaml", Script: script(turns, latency),
 	})
@@ -71,8 +72,8 @@ func run(n, turns, conc, producers int, latency time.Duration, redisURL string, 
 	defer f.Close()
 	o := f.O
 
-	fmt.Printf("fleet: %d threads x %d turns, model latency %s, one worker of concurrency %d, redis %s\n",
-		n, turns, latency, conc, benchenv.Info(ctx, rdb, "server")["redis_version"])
+	fmt.Printf("fleet: %d threads x %d turns, model latency %s, one worker of concurrency %d, %d shards (%d asynq lanes), redis %s\n",
+		n, turns, latency, conc, o.Keys.Shards(), o.Keys.Lanes(), benchenv.Info(ctx, rdb, "server")["redis_version"])
 	var sl *scriptLog
 	if byScript {
 		if sl, err = startScriptLog(ctx, rdb); err != nil {
