@@ -51,11 +51,8 @@ func TestRunJoinsTheTraceOfItsEnvironment(t *testing.T) {
 	e := spooltest.New(t, spooltest.Options{Files: apiProject()})
 	const caller = "4bf92f3577b34da6a3ce929d0e0e4736"
 	for tp, want := range map[string]string{"00-" + caller + "-00f067aa0ba902b7-01": caller, "00-not-a-trace-01": ""} {
-		res := e.SpoolContext(context.Background(), []string{"TRACEPARENT=" + tp}, "thread", "run", "t/greet",
+		rec, _ := spoolEnvJSON[registry.Record](t, e, []string{"TRACEPARENT=" + tp}, "thread", "run", "t/greet",
 			"--input", "name=ada", "--model", "script:scripts/api.yaml", "--json")
-		require.Equal(t, 0, res.Code, res.Stderr)
-		var rec registry.Record
-		res.JSON(t, &rec)
 		require.Len(t, rec.TraceID, 32)
 		if want != "" {
 			require.Equal(t, want, rec.TraceID)

@@ -107,10 +107,7 @@ func TestTreeUnderDefaultLimits(t *testing.T) {
 	requireTreeAddsUp(t, e, all)
 
 	// budget show: the live subtree, its children, and it adds up.
-	var b orchestrator.Budget
-	bs := e.Spool("budget", "show", rec.ThreadID, "--json")
-	require.Equal(t, 0, bs.Code, bs.Stderr)
-	bs.JSON(t, &b)
+	b := spoolJSON[orchestrator.Budget](t, e, "budget", "show", rec.ThreadID, "--json")
 	require.InDelta(t, sum, b.Actual, 1e-9)
 	require.InDelta(t, rec.Cost.Spend, b.Own, 1e-9)
 	require.Len(t, b.Children, 7)
@@ -145,10 +142,7 @@ func TestReadmeTour(t *testing.T) {
 	}))
 	e := workerEnv(t, files, "2")
 
-	res := e.Spool(strings.Fields(cmd)[1:]...)
-	require.Equal(t, 0, res.Code, res.Stderr)
-	var started registry.Record
-	res.JSON(t, &started)
+	started := spoolJSON[registry.Record](t, e, strings.Fields(cmd)[1:]...)
 	w := e.Spool("thread", "wait", started.ThreadID, "--timeout", "2m", "--json")
 	require.Equal(t, 0, w.Code, w.Stderr)
 
@@ -171,21 +165,12 @@ func TestReadmeTour(t *testing.T) {
 	require.Contains(t, bs.Stdout, "├─ ", "the root's budget lists its child")
 
 	// The tour's resume carries what the tree has left.
-	var before orchestrator.Budget
-	bj := e.Spool("budget", "show", started.ThreadID, "--json")
-	require.Equal(t, 0, bj.Code, bj.Stderr)
-	bj.JSON(t, &before)
-	r := e.Spool("thread", "resume", started.ThreadID, "--message", "one more thing", "--json")
-	require.Equal(t, 0, r.Code, r.Stderr)
-	var rr orchestrator.ResumeResult
-	r.JSON(t, &rr)
+	before := spoolJSON[orchestrator.Budget](t, e, "budget", "show", started.ThreadID, "--json")
+	rr := spoolJSON[orchestrator.ResumeResult](t, e, "thread", "resume", started.ThreadID, "--message", "one more thing", "--json")
 	require.InDelta(t, before.Remaining, rr.NewThreadResult.Limits.Spend, 1e-9, "the resume goes on with what the tree has left")
 	final := e.Wait([]string{rr.NewThreadID}, 2*time.Minute)[rr.NewThreadID]
 	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
-	var after orchestrator.Budget
-	bj = e.Spool("budget", "show", started.ThreadID, "--json")
-	require.Equal(t, 0, bj.Code, bj.Stderr)
-	bj.JSON(t, &after)
+	after := spoolJSON[orchestrator.Budget](t, e, "budget", "show", started.ThreadID, "--json")
 	require.LessOrEqual(t, after.Actual, after.Max, "the chain never spends past its first limit")
 	require.Greater(t, after.Actual, before.Actual)
 }
@@ -201,10 +186,7 @@ func TestResumeCarriesBudget(t *testing.T) {
 
 	first := rec.ThreadID
 	for i, wantLimit := range []float64{1.5, 0.5} {
-		r := e.Spool("thread", "resume", first, "--message", fmt.Sprint("again ", i), "--json")
-		require.Equal(t, 0, r.Code, r.Stderr)
-		var rr orchestrator.ResumeResult
-		r.JSON(t, &rr)
+		rr := spoolJSON[orchestrator.ResumeResult](t, e, "thread", "resume", first, "--message", fmt.Sprint("again ", i), "--json")
 		require.InDelta(t, wantLimit, rr.NewThreadResult.Limits.Spend, 1e-9, "resume %d carries what the chain has left", i)
 		final := e.Wait([]string{rr.NewThreadID}, time.Minute)
 		require.Equal(t, thread.StatusCompleted, final[rr.NewThreadID].Status)
@@ -309,10 +291,7 @@ func TestChargeStopsAtAncestorCeiling(t *testing.T) {
 		}
 	}
 	require.Positive(t, overrun, "what did not fit is recorded as overrun")
-	bs := e.Spool("budget", "show", rec.ThreadID, "--json")
-	require.Equal(t, 0, bs.Code, bs.Stderr)
-	var b orchestrator.Budget
-	bs.JSON(t, &b)
+	b := spoolJSON[orchestrator.Budget](t, e, "budget", "show", rec.ThreadID, "--json")
 	require.InDelta(t, 0.01, b.Actual, 1e-12)
 	require.InDelta(t, 0, b.Remaining, 1e-12)
 }

@@ -32,13 +32,11 @@ func TestRootChainSharesWorkspaceAndResumesTwice(t *testing.T) {
 
 	last := rec.ThreadID
 	for i := 2; i <= 3; i++ {
-		r := e.Spool("thread", "resume", root, "--message", "read it again", "--json")
-		require.Equal(t, 0, r.Code, r.Stderr)
-		var resumed struct {
+		type resumeOut struct {
 			OldThreadID string `json:"old_thread_id"`
 			NewThreadID string `json:"new_thread_id"`
 		}
-		r.JSON(t, &resumed)
+		resumed := spoolJSON[resumeOut](t, e, "thread", "resume", root, "--message", "read it again", "--json")
 		require.Equal(t, last, resumed.OldThreadID, "resume %d resolves the chain to its newest thread", i)
 		final := e.Wait([]string{resumed.NewThreadID}, 2*time.Minute)[resumed.NewThreadID]
 		require.Equal(t, thread.StatusCompleted, final.Status, final.Error)
@@ -52,10 +50,7 @@ func TestRootChainSharesWorkspaceAndResumesTwice(t *testing.T) {
 	}
 
 	// Waiting on the first id returns the chain's newest thread.
-	w := e.Spool("thread", "wait", root, "--json")
-	require.Equal(t, 0, w.Code, w.Stderr)
-	var waited map[string]*registry.Record
-	w.JSON(t, &waited)
+	waited := spoolJSON[map[string]*registry.Record](t, e, "thread", "wait", root, "--json")
 	require.Equal(t, last, waited[root].ThreadID)
 }
 
@@ -124,13 +119,11 @@ func TestCancelReachesTheContinuation(t *testing.T) {
 		return err == nil && next.Status == thread.StatusRunning && next.Cost.Turns >= 1
 	}, time.Minute, 50*time.Millisecond)
 
-	c := e.Spool("thread", "cancel", first, "--json")
-	require.Equal(t, 0, c.Code, c.Stderr)
-	var out struct {
+	type cancelOut struct {
 		ThreadID        string `json:"thread_id"`
 		CancelRequested bool   `json:"cancel_requested"`
 	}
-	c.JSON(t, &out)
+	out := spoolJSON[cancelOut](t, e, "thread", "cancel", first, "--json")
 	require.Equal(t, cont, out.ThreadID, "the chain's current thread")
 	require.True(t, out.CancelRequested)
 	final := e.Wait([]string{cont}, time.Minute)[cont]

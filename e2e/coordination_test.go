@@ -200,13 +200,11 @@ func TestHandoffChainAndResume(t *testing.T) {
 	root := rec.ChainRootID
 	require.NotEqual(t, root, rec.ThreadID)
 
-	ch := e.Spool("thread", "chain", root, "--json")
-	require.Equal(t, 0, ch.Code, ch.Stderr)
-	var chain struct {
+	type chainOut struct {
 		ChainLength int                `json:"chain_length"`
 		Chain       []*registry.Record `json:"chain"`
 	}
-	ch.JSON(t, &chain)
+	chain := spoolJSON[chainOut](t, e, "thread", "chain", root, "--json")
 	require.Equal(t, 3, chain.ChainLength)
 	require.Equal(t, thread.StatusContinued, chain.Chain[0].Status)
 	require.Equal(t, thread.StatusContinued, chain.Chain[1].Status)
@@ -214,10 +212,7 @@ func TestHandoffChainAndResume(t *testing.T) {
 	require.Equal(t, chain.Chain[1].ThreadID, chain.Chain[0].ContinuationThreadID)
 	require.Equal(t, chain.Chain[0].ThreadID, chain.Chain[1].ContinuationOf)
 
-	w := e.Spool("thread", "wait", root, "--json")
-	require.Equal(t, 0, w.Code, w.Stderr)
-	var waited map[string]*registry.Record
-	w.JSON(t, &waited)
+	waited := spoolJSON[map[string]*registry.Record](t, e, "thread", "wait", root, "--json")
 	require.Equal(t, rec.ThreadID, waited[root].ThreadID, "waiting on A returns C")
 
 	// The handoff is logged in the old thread's transcript.
@@ -233,9 +228,7 @@ func TestHandoffChainAndResume(t *testing.T) {
 	require.Contains(t, s.Stdout, chain.Chain[1].ThreadID)
 
 	// Resume the completed chain (through its root id).
-	r := e.Spool("thread", "resume", root, "--message", "one more thing", "--json")
-	require.Equal(t, 0, r.Code, r.Stderr)
-	var resumed struct {
+	type resumeOut struct {
 		Success            bool    `json:"success"`
 		OldThreadID        string  `json:"old_thread_id"`
 		NewThreadID        string  `json:"new_thread_id"`
@@ -243,7 +236,7 @@ func TestHandoffChainAndResume(t *testing.T) {
 		ResolvedThreadID   string  `json:"resolved_thread_id"`
 		ReconstructedTurns int     `json:"reconstructed_turns"`
 	}
-	r.JSON(t, &resumed)
+	resumed := spoolJSON[resumeOut](t, e, "thread", "resume", root, "--message", "one more thing", "--json")
 	require.True(t, resumed.Success)
 	require.Equal(t, rec.ThreadID, resumed.ResolvedThreadID)
 	require.Equal(t, rec.ThreadID, resumed.OldThreadID)

@@ -204,19 +204,13 @@ func TestInterruptedWait(t *testing.T) {
 		require.False(t, dev.Exited(), dev.Log())
 
 		// The interrupted thread resumes on the dev and finishes, each turn once.
-		res = e.SpoolContext(t.Context(), env, "thread", "wait", id, "--timeout", "2m", "--json")
-		require.Equal(t, 0, res.Code, res.Stderr)
-		var waited map[string]*registry.Record
-		res.JSON(t, &waited)
+		waited, _ := spoolEnvJSON[map[string]*registry.Record](t, e, env, "thread", "wait", id, "--timeout", "2m", "--json")
 		require.Equal(t, thread.StatusCompleted, waited[id].Status)
 		require.Equal(t, 5, waited[id].Cost.Turns)
 
 		// --embedded beside the dev runs on the dev's Redis.
-		res = e.SpoolContext(t.Context(), env, "thread", "run", "t/quick", "--model", "script:scripts/slow.yaml", "--embedded", "--wait", "--json")
-		require.Equal(t, 0, res.Code, res.Stderr)
+		quick, res := spoolEnvJSON[registry.Record](t, e, env, "thread", "run", "t/quick", "--model", "script:scripts/slow.yaml", "--embedded", "--wait", "--json")
 		require.Contains(t, res.Stderr, "spool: spool dev is running on "+dataDir+": --embedded uses its Redis (redis://127.0.0.1:")
-		var quick registry.Record
-		res.JSON(t, &quick)
 		show := e.SpoolContext(t.Context(), env, "thread", "show", quick.ThreadID, "--json")
 		require.Equal(t, 0, show.Code, "the dev's Redis holds the --embedded run's thread: %s", show.Stderr)
 
@@ -251,13 +245,11 @@ func TestTurnsReconstructedAgree(t *testing.T) {
 	require.Equal(t, 0, res.Code, res.Stderr)
 	require.Equal(t, 3, rec.Cost.Turns)
 
-	r := e.Spool("thread", "resume", rec.ThreadID, "--message", "one more", "--json")
-	require.Equal(t, 0, r.Code, r.Stderr)
-	var resumed struct {
+	type resumeOut struct {
 		NewThreadID        string `json:"new_thread_id"`
 		ReconstructedTurns int    `json:"reconstructed_turns"`
 	}
-	r.JSON(t, &resumed)
+	resumed := spoolJSON[resumeOut](t, e, "thread", "resume", rec.ThreadID, "--message", "one more", "--json")
 	require.Equal(t, 3, resumed.ReconstructedTurns, "the three model turns of the thread")
 
 	e.StartWorker("--concurrency", "1")

@@ -74,10 +74,7 @@ func TestForkAtTurn(t *testing.T) {
 	require.NoError(t, err)
 	origEvents := events(t, e, id)
 
-	res := e.Spool("thread", "fork", id, "--at-turn", "2", "--message", "read the log instead", "--model", "script:scripts/fork.yaml", "--json")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	var fr orchestrator.ForkResult
-	res.JSON(t, &fr)
+	fr := spoolJSON[orchestrator.ForkResult](t, e, "thread", "fork", id, "--at-turn", "2", "--message", "read the log instead", "--model", "script:scripts/fork.yaml", "--json")
 	require.Equal(t, id, fr.ForkedFrom)
 	require.Equal(t, 2, fr.ForkTurn)
 	require.Equal(t, 4, fr.Turns)
@@ -141,10 +138,7 @@ func TestForkAtTurn(t *testing.T) {
 	require.Equal(t, 0, e.Spool("thread", "verify", id).Code)
 
 	// tree and chain show the fork.
-	tr := e.Spool("thread", "tree", id, "--json")
-	require.Equal(t, 0, tr.Code, tr.Stderr)
-	var node orchestrator.TreeNode
-	tr.JSON(t, &node)
+	node := spoolJSON[orchestrator.TreeNode](t, e, "thread", "tree", id, "--json")
 	require.Len(t, node.Forks, 1)
 	require.Equal(t, fork, node.Forks[0].ThreadID)
 	require.Equal(t, id, node.Forks[0].ForkedFrom)
@@ -152,10 +146,7 @@ func TestForkAtTurn(t *testing.T) {
 	txt := e.Spool("thread", "tree", id)
 	require.Contains(t, txt.Stdout, fork+"  completed")
 	require.Contains(t, txt.Stdout, "fork of "+id+" at turn 2")
-	ch := e.Spool("thread", "chain", id, "--json")
-	require.Equal(t, 0, ch.Code, ch.Stderr)
-	var chain orchestrator.Chain
-	ch.JSON(t, &chain)
+	chain := spoolJSON[orchestrator.Chain](t, e, "thread", "chain", id, "--json")
 	require.Len(t, chain.Forks, 1)
 	require.Equal(t, fork, chain.Forks[0].ThreadID)
 

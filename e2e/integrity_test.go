@@ -47,10 +47,7 @@ func TestVerifyDeletedTailSegment(t *testing.T) {
 	rec := finishedThread(t, e, "tail")
 	id := rec.ThreadID
 
-	v := e.Spool("thread", "verify", id, "--json")
-	require.Equal(t, 0, v.Code, v.Stderr)
-	var out verifyOut
-	v.JSON(t, &out)
+	out := spoolJSON[verifyOut](t, e, "thread", "verify", id, "--json")
 	require.Equal(t, verifyOut{Verified: true, Segments: 3, ThreadJSON: "verified", Capabilities: "verified"}, out)
 	got, err := e.Orch.Registry.Get(ctx, id)
 	require.NoError(t, err)
@@ -59,7 +56,7 @@ func TestVerifyDeletedTailSegment(t *testing.T) {
 	last := blobkey.Segment(id, 3)
 	require.NoError(t, e.Store.Delete(ctx, last))
 
-	v = e.Spool("thread", "verify", id)
+	v := e.Spool("thread", "verify", id)
 	require.Equal(t, 1, v.Code, "stdout:\n%s\nstderr:\n%s", v.Stdout, v.Stderr)
 	require.Contains(t, v.Stderr, last, "the error names the missing segment")
 	require.Contains(t, v.Stderr, "missing segment: 2 verified, 3 committed")

@@ -73,10 +73,7 @@ func TestApprovalsEndToEnd(t *testing.T) {
 	require.Len(t, rec.PendingApprovals, 1)
 	runCompleted(t, e, append([]string{"p/free"}, model...)...)
 
-	ls := e.Spool("thread", "approvals", "--json")
-	require.Equal(t, 0, ls.Code, ls.Stderr)
-	var calls []map[string]any
-	ls.JSON(t, &calls)
+	calls := spoolJSON[[]map[string]any](t, e, "thread", "approvals", "--json")
 	require.Len(t, calls, 1)
 	requireKeys(t, calls[0], "thread_id", "call_id", "tool", "input", "requested_at")
 	require.Equal(t, a, calls[0]["thread_id"])
@@ -135,10 +132,7 @@ func TestApprovalsEndToEnd(t *testing.T) {
 		rec := waitForApproval(t, e, id)
 		require.Len(t, rec.PendingApprovals, 2)
 		first, second := rec.PendingApprovals[0].CallID, rec.PendingApprovals[1].CallID
-		r1 := e.Spool("thread", "approve", id, "--call", first, "--json")
-		require.Equal(t, 0, r1.Code, r1.Stderr)
-		var d orchestrator.DecideResult
-		r1.JSON(t, &d)
+		d := spoolJSON[orchestrator.DecideResult](t, e, "thread", "approve", id, "--call", first, "--json")
 		require.False(t, d.Woken, "the other call still waits")
 		require.Equal(t, thread.StatusWaiting, waitForApproval(t, e, id).Status)
 		r2 := e.Spool("thread", "deny", id, "--call", second, "--reason", "only A")

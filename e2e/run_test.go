@@ -50,11 +50,26 @@ func runCompleted(t *testing.T, e *spooltest.Env, args ...string) *registry.Reco
 // startThread runs `thread run` without waiting and returns the id.
 func startThread(t *testing.T, e *spooltest.Env, args ...string) string {
 	t.Helper()
-	res := e.Spool(append([]string{"thread", "run"}, append(args, "--json")...)...)
+	return spoolJSON[registry.Record](t, e, append([]string{"thread", "run"}, append(args, "--json")...)...).ThreadID
+}
+
+// spoolJSON runs the CLI with args (which ask for --json), requires it to
+// exit 0 and decodes its stdout into a T.
+func spoolJSON[T any](t *testing.T, e *spooltest.Env, args ...string) T {
+	t.Helper()
+	v, _ := spoolEnvJSON[T](t, e, nil, args...)
+	return v
+}
+
+// spoolEnvJSON is spoolJSON with extra environment; it returns the
+// command's result too, for what it wrote to stderr.
+func spoolEnvJSON[T any](t *testing.T, e *spooltest.Env, env []string, args ...string) (T, spooltest.Result) {
+	t.Helper()
+	res := e.SpoolContext(context.Background(), env, args...)
 	require.Equal(t, 0, res.Code, res.Stderr)
-	var rec registry.Record
-	res.JSON(t, &rec)
-	return rec.ThreadID
+	var v T
+	res.JSON(t, &v)
+	return v, res
 }
 
 // waitStatus waits until thread id's status is one of want.

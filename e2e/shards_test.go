@@ -37,10 +37,7 @@ func TestShardedTreeOnCluster(t *testing.T) {
 			require.Equal(t, want, keyspace.Slot(e.Orch.Keys.Ledger(r.ThreadID)))
 		}
 	}
-	var listed []map[string]any
-	res := e.Spool("thread", "list", "--json")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	res.JSON(t, &listed)
+	listed := spoolJSON[[]map[string]any](t, e, "thread", "list", "--json")
 	require.Len(t, listed, 12, "every thread of every shard")
 	t.Logf("3 trees in %d slots", len(slots))
 }

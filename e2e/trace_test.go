@@ -58,10 +58,7 @@ func TestTraceIsOneTreeAcrossWorkers(t *testing.T) {
 	// Worker a leaves (flushing its spans); the resume runs on worker b.
 	require.NoError(t, a.Stop(20*time.Second))
 	e.Start(otel("b"), "worker", "--concurrency", "2")
-	r := e.Spool("thread", "resume", cont, "--message", "one more thing", "--json")
-	require.Equal(t, 0, r.Code, r.Stderr)
-	var rr orchestrator.ResumeResult
-	r.JSON(t, &rr)
+	rr := spoolJSON[orchestrator.ResumeResult](t, e, "thread", "resume", cont, "--message", "one more thing", "--json")
 	resumed := rr.NewThreadID
 	final := e.Wait([]string{resumed}, 2*time.Minute)[resumed]
 	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)

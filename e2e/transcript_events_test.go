@@ -71,15 +71,13 @@ func TestTranscriptEventsRenderAndSearch(t *testing.T) {
 		require.Equal(t, "provider permanent: "+rec.Error.Message, p["message"])
 		require.Nil(t, p["retryable"], "a permanent error is not retried")
 
-		s := e.Spool("thread", "search", rec.ThreadID, "--query", `has no turn \d`, "--json")
-		require.Equal(t, 0, s.Code, s.Stderr)
-		var found struct {
+		type searchOut struct {
 			Matches []struct {
 				EventType string `json:"event_type"`
 				Text      string `json:"text"`
 			} `json:"matches"`
 		}
-		s.JSON(t, &found)
+		found := spoolJSON[searchOut](t, e, "thread", "search", rec.ThreadID, "--query", `has no turn \d`, "--json")
 		var types []string
 		for _, m := range found.Matches {
 			types = append(types, m.EventType)

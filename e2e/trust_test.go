@@ -224,13 +224,11 @@ func TestUnservedQueue(t *testing.T) {
 	w := e.StartWorker("--concurrency", "1", "--queues", "default=1")
 	require.Eventually(t, func() bool { return strings.Contains(w.Log(), "spool worker: serving") }, time.Minute, 50*time.Millisecond)
 
-	var rec struct {
+	type runOut struct {
 		ThreadID string `json:"thread_id"`
 		Status   string `json:"status"`
 	}
-	res := e.SpoolContext(ctx, quietEnv(), "thread", "run", "t/files", "--input", "name=q", "--model", "script:scripts/w.yaml", "--queue", "nowhere", "--json")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	res.JSON(t, &rec)
+	rec, res := spoolEnvJSON[runOut](t, e, quietEnv(), "thread", "run", "t/files", "--input", "name=q", "--model", "script:scripts/w.yaml", "--queue", "nowhere", "--json")
 	require.Contains(t, res.Stderr, `spool: warning: thread `+rec.ThreadID+` is queued, but no running worker serves queue "nowhere" (1 running serve [default])`)
 
 	show := e.SpoolContext(ctx, quietEnv(), "thread", "show", rec.ThreadID)

@@ -56,13 +56,11 @@ func TestWorkerEndToEnd(t *testing.T) {
 		require.Equal(t, "completed", entry.Status)
 
 		// The transcript verifies with the CLI.
-		v := e.Spool("thread", "verify", rec.ThreadID, "--json")
-		require.Equal(t, 0, v.Code, v.Stderr)
-		var out struct {
+		type verified struct {
 			Verified bool `json:"verified"`
 			Segments int  `json:"segments"`
 		}
-		v.JSON(t, &out)
+		out := spoolJSON[verified](t, e, "thread", "verify", rec.ThreadID, "--json")
 		require.True(t, out.Verified)
 		require.Equal(t, 3, out.Segments, "one segment per turn; the start rides with the first, the end with the last")
 	})
