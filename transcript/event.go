@@ -24,6 +24,14 @@ type Event struct {
 // Decode unmarshals the payload into v (one of the payload structs below).
 func (e Event) Decode(v any) error { return json.Unmarshal(e.Payload, v) }
 
+// Payload is e's payload decoded as T, for a render: what does not decode
+// is left zero, and the render shows what it can.
+func Payload[T any](e Event) T {
+	var p T
+	_ = e.Decode(&p)
+	return p
+}
+
 // Event types. Thread lifecycle, model, tool, hook and limit events are never
 // dropped; token_delta is droppable.
 const (

@@ -93,20 +93,17 @@ func RenderKnowledge(meta KnowledgeMeta, events []Event) []byte {
 	for _, ev := range events {
 		switch ev.Type {
 		case TypeThreadStarted:
-			var p ThreadStarted
-			_ = ev.Decode(&p)
+			p := Payload[ThreadStarted](ev)
 			fmt.Fprintf(&b, "> thread started: directive `%s`", p.Directive)
 			if p.Model != "" {
 				fmt.Fprintf(&b, ", model `%s`", p.Model)
 			}
 			b.WriteString("\n\n")
 		case TypeCognitionIn:
-			var p CognitionIn
-			_ = ev.Decode(&p)
+			p := Payload[CognitionIn](ev)
 			fmt.Fprintf(&b, "## Input — Turn %d\n\n%s\n\n", turn+1, strings.TrimRight(p.Content, "\n"))
 		case TypeCognitionOut:
-			var p CognitionOut
-			_ = ev.Decode(&p)
+			p := Payload[CognitionOut](ev)
 			turn = max(turn+1, p.Turn)
 			fmt.Fprintf(&b, "### Response — Turn %d\n\n", turn)
 			if p.Content != "" {
@@ -116,64 +113,51 @@ func RenderKnowledge(meta KnowledgeMeta, events []Event) []byte {
 				fmt.Fprintf(&b, "### Tool: %s\n\n%s\n", c.Name, fenced("json", string(c.Input)))
 			}
 		case TypeToolCallResult:
-			var p ToolCallResult
-			_ = ev.Decode(&p)
+			p := Payload[ToolCallResult](ev)
 			title := "### Result"
 			if p.IsError {
 				title = "### Error"
 			}
 			fmt.Fprintf(&b, "%s: %s\n\n%s\n", title, p.Tool, fenced("", p.Output))
 		case TypeThreadHandoff:
-			var p ThreadHandoff
-			_ = ev.Decode(&p)
+			p := Payload[ThreadHandoff](ev)
 			fmt.Fprintf(&b, "> handoff to `%s` (%d trailing turns)\n\n", p.NewThreadID, p.TrailingTurns)
 		case TypeThreadContinued:
-			var p ThreadContinued
-			_ = ev.Decode(&p)
+			p := Payload[ThreadContinued](ev)
 			fmt.Fprintf(&b, "> continues `%s`\n\n", p.PreviousThreadID)
 		case TypeThreadForked:
-			var p ThreadForked
-			_ = ev.Decode(&p)
+			p := Payload[ThreadForked](ev)
 			fmt.Fprintf(&b, "> forked from `%s` at turn %d (segment %d, chain hash %s)\n\n", p.ForkedFrom, p.ForkTurn, p.SourceSegment, p.SourceChainHash)
 		case TypeThreadResumed:
-			var p ThreadResumed
-			_ = ev.Decode(&p)
+			p := Payload[ThreadResumed](ev)
 			fmt.Fprintf(&b, "> resumed as `%s`\n\n", p.NewThreadID)
 		case TypeChildSpawned:
-			var p ChildSpawned
-			_ = ev.Decode(&p)
+			p := Payload[ChildSpawned](ev)
 			fmt.Fprintf(&b, "> spawned child `%s` (%s)\n\n", p.ChildID, p.Directive)
 		case TypeChildRefused:
-			var p ChildRefused
-			_ = ev.Decode(&p)
+			p := Payload[ChildRefused](ev)
 			fmt.Fprintf(&b, "> **spawn refused** (%s) %s\n\n", p.Directive, p.Message)
 		case TypeLimitExceeded:
-			var p LimitExceeded
-			_ = ev.Decode(&p)
+			p := Payload[LimitExceeded](ev)
 			fmt.Fprintf(&b, "> **limit** %s: %s of %s\n\n", p.Code, formatFloat(p.Current), formatFloat(p.Max))
 		case TypeThreadError:
-			var p Error
-			_ = ev.Decode(&p)
+			p := Payload[Error](ev)
 			fmt.Fprintf(&b, "> **error** %s\n\n", strings.TrimSpace(p.Class+" "+p.Message))
 		case TypeThreadWaiting:
-			var p ThreadWaiting
-			_ = ev.Decode(&p)
+			p := Payload[ThreadWaiting](ev)
 			fmt.Fprintf(&b, "> waiting on %s\n\n", codeList(p.ChildIDs))
 		case TypeHookFired:
 			// Hooks that worked show in what they injected or wrote; a
 			// failed one (a refused capability, a missing item) only here.
-			var p HookFired
-			_ = ev.Decode(&p)
+			p := Payload[HookFired](ev)
 			if p.Error != "" {
 				fmt.Fprintf(&b, "> **hook error** `%s` (%s): %s\n\n", p.HookID, p.Event, p.Error)
 			}
 		case TypeThreadCancelled:
-			var p ThreadCancelled
-			_ = ev.Decode(&p)
+			p := Payload[ThreadCancelled](ev)
 			b.WriteString(strings.TrimSpace("> **cancelled** "+p.Reason) + "\n\n")
 		case TypeThreadCompleted:
-			var p ThreadCompleted
-			_ = ev.Decode(&p)
+			p := Payload[ThreadCompleted](ev)
 			if p.Status == "" || p.Status == "completed" {
 				b.WriteString("## Completed\n\n")
 			} else {

@@ -15,12 +15,10 @@ func RenderText(events []Event) string {
 		ts := ev.Timestamp.UTC().Format("15:04:05.000")
 		switch ev.Type {
 		case TypeCognitionIn:
-			var p CognitionIn
-			_ = ev.Decode(&p)
+			p := Payload[CognitionIn](ev)
 			fmt.Fprintf(&b, "%s  user\n%s\n\n", ts, indent(p.Content))
 		case TypeCognitionOut:
-			var p CognitionOut
-			_ = ev.Decode(&p)
+			p := Payload[CognitionOut](ev)
 			fmt.Fprintf(&b, "%s  assistant (turn %d, %d in / %d out tokens, $%.6f)\n", ts, p.Turn, p.Usage.InputTokens, p.Usage.OutputTokens, p.Spend)
 			if p.Content != "" {
 				b.WriteString(indent(p.Content) + "\n")
@@ -30,8 +28,7 @@ func RenderText(events []Event) string {
 			}
 			b.WriteString("\n")
 		case TypeToolCallResult:
-			var p ToolCallResult
-			_ = ev.Decode(&p)
+			p := Payload[ToolCallResult](ev)
 			tag := "result"
 			if p.IsError {
 				tag = "error"
