@@ -18,9 +18,7 @@ func TestChecksCatchBrokenManifests(t *testing.T) {
 	so := func(b *kbase) obj { d, _ := find(b.Docs, "ScaledObject", "spool-worker"); return d.Obj }
 	cm := func(b *kbase) obj { d, _ := find(b.Docs, "ConfigMap", "spool-config"); return d.Obj }
 	monitor := func(b *kbase) obj { d, _ := find(b.Docs, "Deployment", "spool-monitor"); return d.Obj }
-	wc := []any{"spec", "template", "spec", "containers", 0}
-	at := func(base []any, more ...any) []any { return append(append([]any{}, base...), more...) }
-	setArgs := func(t *testing.T, b *kbase, args ...any) { set(t, worker(b), args, at(wc, "args")...) }
+	setArgs := func(t *testing.T, b *kbase, args ...any) { set(t, worker(b), args, containerPath("args")...) }
 
 	tests := []struct {
 		name   string
@@ -93,15 +91,13 @@ func TestChecksCatchBrokenManifests(t *testing.T) {
 			func(t *testing.T, b *kbase) { set(t, cm(b), "tenant-a", "data", "SPOOL_NAMESPACE") },
 			checkKEDA, `list "asynq:{critical}:pending" is not the pending or active list of a queue the worker serves (critical,default,low in namespace "tenant-a")`},
 		{"namespace in the worker's env",
-			func(t *testing.T, b *kbase) {
-				env := append(list(worker(b), at(wc, "env")...), obj{"name": "SPOOL_NAMESPACE", "value": "tenant-b"})
-				set(t, worker(b), env, at(wc, "env")...)
-			}, checkKEDA, "no trigger on asynq:{tenant-b.low}:active"},
+			func(t *testing.T, b *kbase) { setEnv(t, worker(b), "SPOOL_NAMESPACE", "tenant-b") },
+			checkKEDA, "no trigger on asynq:{tenant-b.low}:active"},
 		{"namespace from a Secret",
 			func(t *testing.T, b *kbase) {
-				env := append(list(worker(b), at(wc, "env")...), obj{"name": "SPOOL_NAMESPACE",
+				env := append(list(worker(b), containerPath("env")...), obj{"name": "SPOOL_NAMESPACE",
 					"valueFrom": obj{"secretKeyRef": obj{"name": "spool-secrets", "key": "REDIS_PASSWORD"}}})
-				set(t, worker(b), env, at(wc, "env")...)
+				set(t, worker(b), env, containerPath("env")...)
 			}, checkKEDA, "SPOOL_NAMESPACE comes from a Secret"},
 		{"queues from SPOOL_WORKER_QUEUES",
 			func(t *testing.T, b *kbase) {
@@ -128,10 +124,10 @@ func TestChecksCatchBrokenManifests(t *testing.T) {
 			func(t *testing.T, b *kbase) { set(t, cm(b), nil, "data", "SPOOL_REDIS_DB") },
 			checkWorkloads, "refers to $(SPOOL_REDIS_DB)"},
 		{"signing key path moved off the mount",
-			func(t *testing.T, b *kbase) { setEnv(t, worker(b), wc, "SPOOL_SIGNING_KEY", "/keys/signing.key") },
+			func(t *testing.T, b *kbase) { setEnv(t, worker(b), "SPOOL_SIGNING_KEY", "/keys/signing.key") },
 			checkWorkloads, "SPOOL_SIGNING_KEY /keys/signing.key is not a file of a mounted Secret"},
 		{"signer without a signing key",
-			func(t *testing.T, b *kbase) { setEnv(t, worker(b), wc, "SPOOL_SIGNING_KEY", "") },
+			func(t *testing.T, b *kbase) { setEnv(t, worker(b), "SPOOL_SIGNING_KEY", "") },
 			checkWorkloads, "setting SPOOL_SIGNING_KEY is not provided"},
 		{"signing key back in the shared ConfigMap",
 			func(t *testing.T, b *kbase) {
@@ -147,16 +143,18 @@ func TestChecksCatchBrokenManifests(t *testing.T) {
 				set(t, monitor(b), nil, "spec", "template", "spec", "volumes", 0, "secret", "items")
 			}, checkWorkloads, "a reader (monitor) mounts the private signing key"},
 		{"monitor without trusted keys",
-			func(t *testing.T, b *kbase) { setEnv(t, monitor(b), wc, "SPOOL_TRUSTED_KEYS", "") },
+			func(t *testing.T, b *kbase) { setEnv(t, monitor(b), "SPOOL_TRUSTED_KEYS", "") },
 			checkWorkloads, "a reader (monitor) has no SPOOL_TRUSTED_KEYS"},
 		{"trusted keys off the mount",
-			func(t *testing.T, b *kbase) { setEnv(t, monitor(b), wc, "SPOOL_TRUSTED_KEYS", "/etc/spool/keys") },
+			func(t *testing.T, b *kbase) { setEnv(t, monitor(b), "SPOOL_TRUSTED_KEYS", "/etc/spool/keys") },
 			checkWorkloads, "SPOOL_TRUSTED_KEYS /etc/spool/keys is not a mounted Secret or ConfigMap volume"},
 		{"unpinned image",
-			func(t *testing.T, b *kbase) { set(t, worker(b), "ghcr.io/spool-run/spool:latest", at(wc, "image")...) },
+			func(t *testing.T, b *kbase) {
+				set(t, worker(b), "ghcr.io/spool-run/spool:latest", containerPath("image")...)
+			},
 			checkWorkloads, "not latest"},
 		{"foreign image",
-			func(t *testing.T, b *kbase) { set(t, worker(b), "busybox:1.36", at(wc, "image")...) },
+			func(t *testing.T, b *kbase) { set(t, worker(b), "busybox:1.36", containerPath("image")...) },
 			checkWorkloads, "neither ghcr.io/spool-run/spool nor a known pinned image"},
 		{"root user",
 			func(t *testing.T, b *kbase) {
@@ -165,18 +163,20 @@ func TestChecksCatchBrokenManifests(t *testing.T) {
 			checkWorkloads, "runAsUser must be a non-zero uid"},
 		{"privilege escalation allowed",
 			func(t *testing.T, b *kbase) {
-				set(t, worker(b), true, at(wc, "securityContext", "allowPrivilegeEscalation")...)
+				set(t, worker(b), true, containerPath("securityContext", "allowPrivilegeEscalation")...)
 			}, checkWorkloads, "allowPrivilegeEscalation is not false"},
 		{"probe on the wrong path",
-			func(t *testing.T, b *kbase) { set(t, worker(b), "/", at(wc, "livenessProbe", "httpGet", "path")...) },
+			func(t *testing.T, b *kbase) {
+				set(t, worker(b), "/", containerPath("livenessProbe", "httpGet", "path")...)
+			},
 			checkWorkloads, `livenessProbe.httpGet.path is "/"`},
 		{"probe on an undeclared port",
 			func(t *testing.T, b *kbase) {
-				set(t, worker(b), "http", at(wc, "readinessProbe", "httpGet", "port")...)
+				set(t, worker(b), "http", containerPath("readinessProbe", "httpGet", "port")...)
 			},
 			checkWorkloads, `readinessProbe port "http" is not a declared container port`},
 		{"no memory limit",
-			func(t *testing.T, b *kbase) { set(t, worker(b), nil, at(wc, "resources", "limits")...) },
+			func(t *testing.T, b *kbase) { set(t, worker(b), nil, containerPath("resources", "limits")...) },
 			checkWorkloads, "resources.limits.memory is not set"},
 		{"namespace hard-coded",
 			func(t *testing.T, b *kbase) { set(t, cm(b), "spool", "metadata", "namespace") },
@@ -228,10 +228,10 @@ func TestKustomizationCheckCatchesBrokenFileLists(t *testing.T) {
 }
 
 // setEnv sets (value != "") or removes the env variable name of the
-// container at path in d.
-func setEnv(t *testing.T, d obj, path []any, name, value string) {
+// first container of workload d.
+func setEnv(t *testing.T, d obj, name, value string) {
 	t.Helper()
-	envPath := append(append([]any{}, path...), "env")
+	envPath := containerPath("env")
 	var env []any
 	found := false
 	for _, e := range list(d, envPath...) {
@@ -281,8 +281,7 @@ func TestKEDATriggersFollowTheNamespace(t *testing.T) {
 			set(t, cm.Obj, tt.cmNS, "data", "SPOOL_NAMESPACE")
 			if tt.envNS != "" {
 				w, _ := find(b.Docs, "Deployment", "spool-worker")
-				path := []any{"spec", "template", "spec", "containers", 0, "env"}
-				set(t, w.Obj, append(list(w.Obj, path...), obj{"name": "SPOOL_NAMESPACE", "value": tt.envNS}), path...)
+				setEnv(t, w.Obj, "SPOOL_NAMESPACE", tt.envNS)
 			}
 			so, _ := find(b.Docs, "ScaledObject", "spool-worker")
 			var want []string

@@ -42,8 +42,7 @@ func TestDockerfileChecksCatchBreakage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			require.Contains(t, orig, tt.old, "Dockerfile no longer contains %q; update the test", tt.old)
-			broken := strings.Replace(orig, tt.old, tt.new, 1)
+			broken := mustReplace(t, "Dockerfile", orig, tt.old, tt.new)
 			if tt.name == "scratch without user" {
 				broken = strings.Replace(broken, "USER 65532:65532\n", "", 1)
 				tt.want = "final stage has no USER"

@@ -118,6 +118,12 @@ func intOf(v any, path ...any) (int, bool) {
 	return n, ok
 }
 
+// containerPath is the path of field more (none: the container itself)
+// of a workload's first container.
+func containerPath(more ...any) []any {
+	return append([]any{"spec", "template", "spec", "containers", 0}, more...)
+}
+
 // set replaces the value at path (the parent must exist); for mutations in
 // negative tests.
 func set(t *testing.T, v any, value any, path ...any) {

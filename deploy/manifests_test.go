@@ -40,6 +40,15 @@ func requireProblem(t *testing.T, probs []string, want string) {
 	t.Fatalf("no problem mentions %q; got %q", want, probs)
 }
 
+// mustReplace is src, the content of the committed file name, with its
+// first old replaced by new; it fails the test when the file no longer
+// contains old.
+func mustReplace(t *testing.T, name, src, old, new string) string {
+	t.Helper()
+	require.Contains(t, src, old, "%s no longer contains %q; update the test", name, old)
+	return strings.Replace(src, old, new, 1)
+}
+
 // mustFind is find, failing the test when docs hold no such object.
 func mustFind(t *testing.T, docs []doc, kind, name string) doc {
 	t.Helper()
@@ -148,7 +157,7 @@ func TestSchedulerRunsTwoReplicas(t *testing.T) {
 	d := mustFind(t, b.Docs, "Deployment", "spool-scheduler")
 	n, _ := intOf(d.Obj, "spec", "replicas")
 	require.Equal(t, 2, n, "scheduler replicas")
-	args := stringsOf(list(d.Obj, "spec", "template", "spec", "containers", 0, "args"))
+	args := stringsOf(list(d.Obj, containerPath("args")...))
 	require.NotEmpty(t, args, "scheduler args")
 	require.Equal(t, "scheduler", args[0], "scheduler args = %v", args)
 }
@@ -166,7 +175,7 @@ func TestMonitorServiceSelectsMonitor(t *testing.T) {
 			t.Errorf("Service selector %s=%v does not match the monitor pods", k, v)
 		}
 	}
-	c := get(d.Obj, "spec", "template", "spec", "containers", 0)
+	c := get(d.Obj, containerPath()...)
 	target := str(svc.Obj, "spec", "ports", 0, "targetPort")
 	found := false
 	for _, p := range list(c, "ports") {

@@ -90,15 +90,13 @@ func TestSchemasAreOffline(t *testing.T) {
 
 func TestSchemaChecksCatchBreakage(t *testing.T) {
 	t.Parallel()
-	wc := []any{"spec", "template", "spec", "containers", 0}
-	at := func(more ...any) []any { return append(append([]any{}, wc...), more...) }
 	tests := []struct {
 		name, kind, obj string
 		path            []any
 		value           any
 		want            string
 	}{
-		{"misspelt field", "Deployment", "spool-worker", at("readinessprobe"), obj{"periodSeconds": 10}, "additional properties 'readinessprobe' not allowed"},
+		{"misspelt field", "Deployment", "spool-worker", containerPath("readinessprobe"), obj{"periodSeconds": 10}, "additional properties 'readinessprobe' not allowed"},
 		{"number as text", "Deployment", "spool-worker", []any{"spec", "template", "spec", "terminationGracePeriodSeconds"}, "45", "want integer"},
 		{"no containers", "Deployment", "spool-monitor", []any{"spec", "template", "spec", "containers"}, nil, "missing property 'containers'"},
 		{"port out of type", "Service", "spool-monitor", []any{"spec", "ports", 0, "port"}, "http", "want integer"},
