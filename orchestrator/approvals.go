@@ -30,6 +30,13 @@ type PendingCall struct {
 	Deadline    time.Time       `json:"deadline,omitzero"`
 }
 
+// PendingCallOf is thread threadID's pending call p, of directive
+// directive.
+func PendingCallOf(threadID, directive string, p registry.PendingApproval) PendingCall {
+	return PendingCall{ThreadID: threadID, Directive: directive, CallID: p.CallID, Tool: p.Tool, Input: p.Input,
+		RequestedAt: p.RequestedAt, Deadline: p.Deadline}
+}
+
 // Approvals lists the undecided tool calls of the threads waiting for
 // approval (only) id's when id is not empty, oldest request first.
 func (o *Orchestrator) Approvals(ctx context.Context, id string) ([]PendingCall, error) {
@@ -64,8 +71,7 @@ func (o *Orchestrator) Approvals(ctx context.Context, id string) ([]PendingCall,
 			if _, ok := decided[p.CallID]; ok {
 				continue
 			}
-			out = append(out, PendingCall{ThreadID: tid, Directive: rec.Directive, CallID: p.CallID, Tool: p.Tool, Input: p.Input,
-				RequestedAt: p.RequestedAt, Deadline: p.Deadline})
+			out = append(out, PendingCallOf(tid, rec.Directive, p))
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].RequestedAt.Before(out[j].RequestedAt) })

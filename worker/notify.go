@@ -23,14 +23,8 @@ import (
 // ApprovalWebhook is the JSON body of the approval webhook: one POST per
 // tool call that waits for a decision.
 type ApprovalWebhook struct {
-	Type        string          `json:"type"` // "approval.requested"
-	ThreadID    string          `json:"thread_id"`
-	Directive   string          `json:"directive"`
-	CallID      string          `json:"call_id"`
-	Tool        string          `json:"tool"`
-	Input       json.RawMessage `json:"input"`
-	RequestedAt time.Time       `json:"requested_at"`
-	Deadline    time.Time       `json:"deadline,omitzero"`
+	Type string `json:"type"` // "approval.requested"
+	orchestrator.PendingCall
 	// ApproveURL and DenyURL are one-time links (notify.links set).
 	ApproveURL string `json:"approve_url,omitempty"`
 	DenyURL    string `json:"deny_url,omitempty"`
@@ -57,8 +51,7 @@ func (s *session) notifyApproval(ctx context.Context, pa registry.PendingApprova
 	if n.URL == "" {
 		return
 	}
-	msg := ApprovalWebhook{Type: "approval.requested", ThreadID: s.id(), Directive: s.rec.Directive, CallID: pa.CallID,
-		Tool: pa.Tool, Input: pa.Input, RequestedAt: pa.RequestedAt, Deadline: pa.Deadline}
+	msg := ApprovalWebhook{Type: "approval.requested", PendingCall: orchestrator.PendingCallOf(s.id(), s.rec.Directive, pa)}
 	if n.Links != "" {
 		exp := pa.Deadline
 		if exp.IsZero() {
