@@ -403,12 +403,7 @@ func TestActionsWithoutSigningKey(t *testing.T) {
 	e := setup(t, envOptions{})
 	reader := orchestrator.New(orchestrator.Config{Namespace: e.orch.Cfg.Namespace, Logger: slog.New(slog.DiscardHandler)},
 		e.orch.Redis, e.store, e.orch.Enqueuer, nil, e.orch.Keyring)
-	h, err := monitor.New(monitor.Config{Orch: reader, CountsTTL: -1})
-	require.NoError(t, err)
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	e2 := *e
-	e2.srv = srv
+	e2 := e.withMonitor(monitor.Config{Orch: reader, CountsTTL: -1})
 	root := e.startTree()
 	e.waitTreeHeld(root.ThreadID)
 	s := e2.session()
@@ -429,12 +424,7 @@ func TestActionsWithoutSigningKey(t *testing.T) {
 func TestReadOnlyMonitor(t *testing.T) {
 	t.Parallel()
 	e := setup(t, envOptions{files: map[string]string{".ai/config/agent/approvals.yaml": gatedApprovals}})
-	h, err := monitor.New(monitor.Config{Orch: e.orch, ReadOnly: true, CountsTTL: -1})
-	require.NoError(t, err)
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	ro := *e
-	ro.srv = srv
+	ro := e.withMonitor(monitor.Config{Orch: e.orch, ReadOnly: true, CountsTTL: -1})
 	rec := e.start("t/gated", map[string]any{"target": "prod"})
 	e.waitRecord(rec.ThreadID, "waited for approval", waitingForApproval)
 	s := ro.session()

@@ -103,6 +103,19 @@ func setup(t *testing.T, o envOptions) *env {
 	return e
 }
 
+// withMonitor returns e seen through a second monitor, made with cfg, on an
+// httptest server closed at the test's end.
+func (e *env) withMonitor(cfg monitor.Config) *env {
+	e.t.Helper()
+	h, err := monitor.New(cfg)
+	require.NoError(e.t, err)
+	srv := httptest.NewServer(h)
+	e.t.Cleanup(srv.Close)
+	other := *e
+	other.srv = srv
+	return &other
+}
+
 // copyProject copies the project at dir to a temporary directory, modes
 // kept, with files added (relative path → content), and returns the copy.
 func copyProject(t *testing.T, dir string, files map[string]string) string {
