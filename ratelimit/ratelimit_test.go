@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,20 +14,11 @@ import (
 
 func TestMain(m *testing.M) { testenv.MainLeakFree(m) }
 
-// clock is a settable clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
-func setup(t *testing.T) (*Limiter, *clock, context.Context) {
+func setup(t *testing.T) (*Limiter, *testenv.Clock, context.Context) {
 	t.Helper()
 	r := testenv.NewRedis(t)
-	c := &clock{t: time.Unix(1_800_000_000, 0)}
-	return New(r.Client, keyspace.New(r.Namespace), c.now), c, context.Background()
+	c := testenv.NewClock(time.Unix(1_800_000_000, 0))
+	return New(r.Client, keyspace.New(r.Namespace), c.Now), c, context.Background()
 }
 
 func rules(t *testing.T, yaml string) []config.RateRule {
@@ -53,14 +43,14 @@ func TestRequestsPerMinute(t *testing.T) {
 	require.False(t, adm.OK)
 	require.Equal(t, "req", adm.Kind)
 	require.Equal(t, time.Second, adm.Wait, "one request a second")
-	c.add(time.Second)
+	c.Add(time.Second)
 	adm, err = l.Admit(ctx, rs, call)
 	require.NoError(t, err)
 	require.True(t, adm.OK)
 	// Over a minute the rate holds: 60 more requests, one a second.
 	admitted := 0
 	for range 600 {
-		c.add(100 * time.Millisecond)
+		c.Add(100 * time.Millisecond)
 		if adm, _ := l.Admit(ctx, rs, call); adm.OK {
 			admitted++
 		}
@@ -113,13 +103,13 @@ func TestConcurrentLeases(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, b.OK, "released by the settlement")
 	// b's worker dies: its lease lapses after its TTL unless renewed.
-	c.add(time.Second)
+	c.Add(time.Second)
 	require.NoError(t, l.Renew(ctx, b, "b", 2*time.Second))
-	c.add(1500 * time.Millisecond)
+	c.Add(1500 * time.Millisecond)
 	x, err := l.Admit(ctx, rs, Call{Holder: "x", LeaseTTL: 2 * time.Second})
 	require.NoError(t, err)
 	require.False(t, x.OK, "renewed: still held")
-	c.add(time.Second)
+	c.Add(time.Second)
 	x, err = l.Admit(ctx, rs, Call{Holder: "x", LeaseTTL: 2 * time.Second})
 	require.NoError(t, err)
 	require.True(t, x.OK, "the dead holder's lease lapsed")
@@ -163,7 +153,7 @@ func TestBlockAfter429(t *testing.T) {
 	require.False(t, a.OK)
 	require.Equal(t, "block", a.Kind)
 	require.Equal(t, 5*time.Second, a.Wait)
-	c.add(5 * time.Second)
+	c.Add(5 * time.Second)
 	a, err = l.Admit(ctx, rs, Call{Holder: "other thread"})
 	require.NoError(t, err)
 	require.True(t, a.OK)

@@ -58,7 +58,7 @@ func TestStatusCounters(t *testing.T) {
 	// The call used 100 input tokens and 50 output: the settlement gives
 	// back the rest and counts what was used beside what was reserved.
 	require.NoError(t, l.Settle(ctx, a, "a", 100, 50))
-	c.add(time.Second)
+	c.Add(time.Second)
 	b, err := l.Admit(ctx, rs, Call{Holder: "b", InputTokens: 10, OutputTokens: 20, LeaseTTL: time.Minute})
 	require.NoError(t, err)
 	require.True(t, b.OK)
@@ -81,7 +81,7 @@ func TestStatusCounters(t *testing.T) {
 	require.False(t, x.OK)
 	st, err = l.Status(ctx, rl)
 	require.NoError(t, err)
-	require.Equal(t, c.now().Add(5*time.Second).UTC(), st[0].BlockedUntil)
+	require.Equal(t, c.Now().Add(5*time.Second).UTC(), st[0].BlockedUntil)
 	require.Equal(t, map[string]int64{"req": 2, "block": 1}, st[0].Counters.ThrottledBy)
 	require.Equal(t, int64(3), st[0].Counters.Throttled)
 }

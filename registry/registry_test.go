@@ -26,26 +26,14 @@ type regFixture struct {
 	acts  *Activations
 	r     *testenv.Redis
 	ks    keyspace.Space
-	clock *fakeClock
-}
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(time.Millisecond)
-	return c.t
+	clock *testenv.Clock
 }
 
 func setupRegistry(t testing.TB) regFixture {
 	t.Helper()
 	r := testenv.NewRedis(t)
 	ks := keyspace.New(r.Namespace)
-	clock := &fakeClock{t: time.Date(2026, 2, 17, 10, 0, 56, 0, time.UTC)}
+	clock := testenv.NewTickingClock(time.Date(2026, 2, 17, 10, 0, 56, 0, time.UTC), time.Millisecond)
 	reg, err := New(Config{Client: r.Client, Keys: ks, Now: clock.Now, SafetyPoll: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

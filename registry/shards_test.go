@@ -23,7 +23,7 @@ func setupSharded(t *testing.T) regFixture {
 	ks, err := Layout(context.Background(), r.Universal, keyspace.New(r.Namespace), 32, true)
 	require.NoError(t, err)
 	require.Equal(t, 32, ks.Shards())
-	clock := &fakeClock{t: time.Date(2026, 2, 17, 10, 0, 56, 0, time.UTC)}
+	clock := testenv.NewTickingClock(time.Date(2026, 2, 17, 10, 0, 56, 0, time.UTC), time.Millisecond)
 	reg, err := New(Config{Client: r.Universal, Keys: ks, Now: clock.Now, SafetyPoll: 200 * time.Millisecond})
 	require.NoError(t, err)
 	return regFixture{ctx: context.Background(), reg: reg, acts: NewActivations(r.Universal, ks, clock.Now), r: r, ks: ks, clock: clock}

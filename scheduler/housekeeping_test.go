@@ -10,6 +10,7 @@ import (
 
 	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/scheduler"
@@ -78,7 +79,7 @@ func TestRetention(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	now := time.Now()
-	clk := &clock{t: now.Add(-48 * time.Hour)}
+	clk := testenv.NewClock(now.Add(-48 * time.Hour))
 	o := e.orch(clk.Now)
 	ctx := context.Background()
 	bundle := e.bundle()

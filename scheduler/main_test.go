@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -134,24 +133,6 @@ func (e *env) threads(o *orchestrator.Orchestrator, directive string) []*registr
 	recs, err := o.Registry.List(context.Background(), registry.Filter{Directive: directive})
 	require.NoError(e.t, err)
 	return recs
-}
-
-// clock is a settable clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
 }
 
 // waitFor polls cond until it holds or the deadline passes.

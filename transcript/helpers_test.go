@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,25 +16,9 @@ import (
 
 func TestMain(m *testing.M) { testenv.MainLeakFree(m) }
 
-// fakeClock advances one millisecond per reading.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *fakeClock { return &fakeClock{t: time.Date(2026, 2, 17, 10, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(time.Millisecond)
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+// newClock is the setup's clock, one millisecond further at every reading.
+func newClock() *testenv.Clock {
+	return testenv.NewTickingClock(time.Date(2026, 2, 17, 10, 0, 0, 0, time.UTC), time.Millisecond)
 }
 
 type setup struct {
@@ -43,7 +26,7 @@ type setup struct {
 	signer   *Signer
 	keyring  *Keyring
 	threadID string
-	clock    *fakeClock
+	clock    *testenv.Clock
 }
 
 func newSetup(t testing.TB) *setup {

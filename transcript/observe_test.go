@@ -30,7 +30,7 @@ func TestObserve(t *testing.T) {
 	buffered := w.Observe(func(line []byte) { seen = append(seen, bytes.Clone(line)) })
 	require.Len(t, buffered, 1, "buffered")
 	w.AppendDelta("to")
-	s.clock.Advance(time.Second) // past the delta interval: the next delta flushes
+	s.clock.Add(time.Second) // past the delta interval: the next delta flushes
 	w.AppendDelta("ken")
 	if _, err := w.Append(TypeToolCallStart, ToolCallStart{CallID: "c1", Tool: "rye/file-system/fs_read"}); err != nil {
 		t.Fatal(err)

@@ -288,7 +288,7 @@ func TestDeltaThrottle(t *testing.T) {
 	require.Equal(t, int64(dropped), cp.DroppedDeltaBytes, "checkpoint counts %d dropped bytes, want %d", cp.DroppedDeltaBytes, dropped)
 	// Time also flushes: one small delta after the interval is its own event.
 	w.AppendDelta("x")
-	s.clock.Advance(60e6)
+	s.clock.Add(60e6)
 	w.AppendDelta("y")
 	require.Equal(t, 1, w.Pending(), "pending")
 }

@@ -747,24 +747,16 @@ func TestSendAndInterrupt(t *testing.T) {
 }
 
 // testClock is a settable clock for the orchestrator and the limiter.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *testClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
 // TestRateLimitHandsBack: a model call its rate limit refuses for longer
 // than the hand-back threshold checkpoints the thread and suspends it
 // (waiting for rate_limit, no slot), with an activation scheduled when
 // the limiter says; that activation is admitted and the thread completes.
 func TestRateLimitHandsBack(t *testing.T) {
 	t.Parallel()
-	clk := &testClock{t: time.Now()}
+	clk := testenv.NewClock(time.Now())
 	h := setupWith(t, map[string]string{
 		".ai/config/agent/rate_limits.yaml": "rate_limits: [{match: 'script:*', requests_per_minute: 1, burst: 1}]\n",
-	}, harnessConfig{now: clk.now})
+	}, harnessConfig{now: clk.Now})
 	h.prov.script("h/a", call("rye/file-system/fs_read", `{"path":"x"}`), say("done"))
 	id := h.start("h/a", thread.Limits{})
 	require.NoError(t, h.activate(id, "start", 0))
@@ -778,12 +770,12 @@ func TestRateLimitHandsBack(t *testing.T) {
 	// The fleet-wide counters (the monitor's rate limits page) say so.
 	rl, err := config.ParseRateLimits("r.yaml", []byte("rate_limits: [{match: 'script:*', requests_per_minute: 1, burst: 1}]"))
 	require.NoError(t, err)
-	st, err := ratelimit.New(h.o.Redis, h.o.Keys, clk.now).Status(h.ctx, rl)
+	st, err := ratelimit.New(h.o.Redis, h.o.Keys, clk.Now).Status(h.ctx, rl)
 	require.NoError(t, err)
 	require.Equal(t, ratelimit.Counters{Admitted: 1, Settled: 1, Throttled: 1, ThrottledBy: map[string]int64{"req": 1}, Waiting: 1,
 		InputReserved: st[0].Counters.InputReserved, InputUsed: st[0].Counters.InputUsed, OutputReserved: st[0].Counters.OutputReserved,
 		OutputUsed: st[0].Counters.OutputUsed}, st[0].Counters)
-	clk.add(time.Minute)
+	clk.Add(time.Minute)
 	require.Equal(t, 1, h.drain(true))
 	rec = h.record(id)
 	require.Equal(t, thread.StatusCompleted, rec.Status, "%+v", rec.Error)
