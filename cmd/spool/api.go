@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net"
-	"os"
 
 	"github.com/urfave/cli/v2"
 
@@ -39,9 +38,8 @@ func runAPI(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	home, _ := os.UserHomeDir()
 	addr := c.String("addr")
-	h, err := api.New(api.Config{Orch: s.orch, Project: s.project, UserDir: home, Auth: auth, Hosts: httpauth.LoopbackHosts(addr), Logger: s.log})
+	h, err := api.New(api.Config{Orch: s.orch, Project: s.project, UserDir: s.userDir, Auth: auth, Hosts: httpauth.LoopbackHosts(addr), Logger: s.log})
 	if err != nil {
 		return err
 	}

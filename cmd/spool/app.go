@@ -186,6 +186,9 @@ type services struct {
 	orch     *orchestrator.Orchestrator
 	project  string
 	dataDir  string
+	// userDir is the user space bundled beside the project when a root
+	// thread starts: the home directory ("" without one).
+	userDir string
 	// joinedDev: an --embedded run found a `spool dev` running on the
 	// data dir and uses its Redis.
 	joinedDev bool
@@ -242,7 +245,8 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &services{log: log, project: proj, dataDir: dd}
+	home, _ := os.UserHomeDir()
+	s := &services{log: log, project: proj, dataDir: dd, userDir: home}
 	url := c.String("redis-url")
 	if url == "" {
 		if b, err := os.ReadFile(redisURLFile(dd)); err == nil && !o.startEmbedded {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/mcpserver"
@@ -31,7 +29,6 @@ func runMCP(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	home, _ := os.UserHomeDir()
-	return mcpserver.ServeStdio(c.Context, mcpserver.Config{Orch: s.orch, Project: s.project, UserDir: home,
+	return mcpserver.ServeStdio(c.Context, mcpserver.Config{Orch: s.orch, Project: s.project, UserDir: s.userDir,
 		Version: readBuildVersion().Version, Logger: s.log})
 }

@@ -209,8 +209,7 @@ func threadRun(c *cli.Context) error {
 		}
 		defer w.Stop()
 	}
-	home, _ := os.UserHomeDir()
-	started, err := launch.Start(c.Context, s.orch, launch.Request{Project: s.project, UserDir: home, Logger: s.log,
+	started, err := launch.Start(c.Context, s.orch, launch.Request{Project: s.project, UserDir: s.userDir, Logger: s.log,
 		StartRequest: orchestrator.StartRequest{Directive: name, Inputs: inputs, Model: c.String("model"), LimitOverrides: limits,
 			ParentID: c.String("parent"), Queue: c.String("queue"), TraceParent: envTraceParent()}})
 	if errors.Is(err, launch.ErrRefused) {
