@@ -6,9 +6,6 @@ import (
 	"time"
 )
 
-// Coordination file locations, in lookup order: the spec names both.
-var coordinationPaths = []string{".ai/config/agent/coordination.yaml", ".ai/config/coordination.yaml"}
-
 // Transcript integrity modes.
 const (
 	IntegrityStrict  = "strict"
@@ -53,7 +50,7 @@ func DefaultCoordination() Coordination {
 // LoadCoordination reads coordination.yaml from the project fsys; a missing
 // file gives DefaultCoordination.
 func LoadCoordination(fsys fs.FS) (Coordination, error) {
-	return load(fsys, DefaultCoordination(), ParseCoordination, coordinationPaths...)
+	return load(fsys, DefaultCoordination(), ParseCoordination, agentPaths("coordination")...)
 }
 
 // ParseCoordination parses coordination.yaml. Keys accepted, at the top

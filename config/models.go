@@ -10,8 +10,6 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-var modelsPaths = []string{".ai/config/agent/models.yaml", ".ai/config/models.yaml"}
-
 // ScriptPrefix marks a model id that is a scripted-provider script path,
 // relative to the project root ("script:scripts/all.yaml").
 const ScriptPrefix = "script:"
@@ -41,7 +39,7 @@ func DefaultModels() Models {
 
 // LoadModels reads models.yaml from the project fsys.
 func LoadModels(fsys fs.FS) (Models, error) {
-	return load(fsys, DefaultModels(), ParseModels, modelsPaths...)
+	return load(fsys, DefaultModels(), ParseModels, agentPaths("models")...)
 }
 
 // ParseModels parses models.yaml: `tiers: {name: model-id | script:PATH}`,

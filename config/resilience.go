@@ -9,9 +9,6 @@ import (
 	"github.com/spool-run/spool/thread"
 )
 
-// Resilience file locations, in lookup order.
-var resiliencePaths = []string{".ai/config/agent/resilience.yaml", ".ai/config/resilience.yaml"}
-
 // Child policy actions.
 const (
 	ChildCascadeCancel = "cascade_cancel"
@@ -77,7 +74,7 @@ func DefaultResilience() Resilience {
 // LoadResilience reads resilience.yaml from the project fsys (see the
 // package doc for locations); a missing file gives DefaultResilience.
 func LoadResilience(fsys fs.FS) (Resilience, error) {
-	return load(fsys, DefaultResilience(), ParseResilience, resiliencePaths...)
+	return load(fsys, DefaultResilience(), ParseResilience, agentPaths("resilience")...)
 }
 
 // ParseResilience parses resilience.yaml; path names the file in errors.

@@ -33,6 +33,13 @@ func readFirst(fsys fs.FS, paths ...string) (data []byte, path string, ok bool, 
 	return nil, "", false, nil
 }
 
+// agentPaths are where the file name is looked up, in order (the package
+// doc): .ai/config/agent/<name>.yaml, the spec's path, then
+// .ai/config/<name>.yaml.
+func agentPaths(name string) []string {
+	return []string{".ai/config/agent/" + name + ".yaml", ".ai/config/" + name + ".yaml"}
+}
+
 // load parses the first of paths that exists in fsys with parse; when
 // none does it returns missing.
 func load[T any](fsys fs.FS, missing T, parse func(path string, data []byte) (T, error), paths ...string) (T, error) {
