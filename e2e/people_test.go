@@ -191,7 +191,7 @@ func TestInterruptStopsTheCallInFlight(t *testing.T) {
 	e := spooltest.New(t, spooltest.Options{Files: map[string]string{
 		".ai/directives/p/chat.md": directive("chat", `turns="4"`, fsPerms, `<success>done</success>`),
 	}})
-	env := []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=test-key"}
+	env := anthropicEnv(srv)
 	e.Start(env, "worker", "--concurrency", "2")
 	e.Start(env, "worker", "--concurrency", "2")
 	id := startThread(t, e, "p/chat", "--model", "claude-sonnet-4-5")

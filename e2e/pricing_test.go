@@ -27,7 +27,7 @@ func TestUnpricedModelFailsBeforeAnyCall(t *testing.T) {
 		".ai/directives/t/chat.md":      directive("chat", `turns="3"`, fsPerms, `<success>done</success>`),
 		".ai/config/agent/pricing.yaml": "models:\n  claude-priced-9: {input_per_mtok: 1.00, output_per_mtok: 5.00}\n",
 	}})
-	env := []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=test-key"}
+	env := anthropicEnv(srv)
 	w := e.Start(env, "worker", "--concurrency", "2")
 
 	res := e.SpoolContext(t.Context(), quietEnv(), "thread", "run", "t/chat", "--model", "claude-unpriced-9", "--wait")

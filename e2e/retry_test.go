@@ -38,7 +38,7 @@ func TestLongRetryWaitFreesTheSlot(t *testing.T) {
 		".ai/directives/t/wait3.md":  directive("wait3", `turns="3"`, fsPerms, `<success>done</success>`),
 		".ai/directives/t/wait30.md": directive("wait30", `turns="3"`, fsPerms, `<success>done</success>`),
 	}})
-	env := []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=test-key"}
+	env := anthropicEnv(srv)
 	w := e.Start(env, "worker", "--concurrency", "1", "--retry-hand-back", "1s")
 	handedBack := func(n int) func() bool {
 		return func() bool { return strings.Count(w.Log(), "thread handed back") >= n }
@@ -100,7 +100,7 @@ func TestRetryAttemptsCountAcrossHandBacks(t *testing.T) {
 	e := spooltest.New(t, spooltest.Options{Files: map[string]string{
 		".ai/directives/t/always.md": directive("always", `turns="3"`, fsPerms, `<success>done</success>`),
 	}})
-	env := []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=test-key"}
+	env := anthropicEnv(srv)
 	w := e.Start(env, "worker", "--concurrency", "2", "--retry-hand-back", "1s")
 	rec, res := runJSON(t, e, "t/always", "--model", "claude-sonnet-4-5")
 	require.NotEqual(t, 0, res.Code, "a thread that ended in error")

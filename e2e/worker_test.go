@@ -95,6 +95,11 @@ func TestWorkerEndToEnd(t *testing.T) {
 	}
 }
 
+// anthropicEnv points a spool process's Anthropic provider at srv.
+func anthropicEnv(srv *httptest.Server) []string {
+	return []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=test-key"}
+}
+
 // anthropicServer answers the Messages API: the first request with 429 and
 // retry-after, the rest with a text answer.
 func anthropicServer(t *testing.T) (*httptest.Server, *atomic.Int32) {
@@ -163,7 +168,7 @@ func TestProviderRateLimitIsRetried(t *testing.T) {
 	e := spooltest.New(t, spooltest.Options{Files: map[string]string{
 		".ai/directives/t/chat.md": directive("chat", `turns="3"`, fsPerms, `<success>done</success>`),
 	}})
-	env := []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=test-key"}
+	env := anthropicEnv(srv)
 	e.Start(env, "worker", "--concurrency", "2")
 	e.Start(env, "worker", "--concurrency", "2")
 	rec := runCompleted(t, e, "t/chat", "--model", "claude-sonnet-4-5")
