@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/internal/testenv"
 )
 
 // localImpls are the two ways Local opens paths: openat2 (where the kernel
@@ -54,7 +55,7 @@ func TestLocalRefusesSymlinks(t *testing.T) {
 				t.Parallel()
 				base := t.TempDir()
 				outside := filepath.Join(base, "outside")
-				writeFile(t, filepath.Join(outside, "dir", "secret"), "SECRET")
+				testenv.WriteFile(t, filepath.Join(outside, "dir", "secret"), "SECRET")
 				before := snapshot(t, outside)
 				root := filepath.Join(base, "store")
 				s, err := newLocal(root)
@@ -132,7 +133,7 @@ func TestLocalStagingDirSymlink(t *testing.T) {
 			t.Parallel()
 			base := t.TempDir()
 			outside := filepath.Join(base, "outside")
-			writeFile(t, filepath.Join(outside, "keep"), "x")
+			testenv.WriteFile(t, filepath.Join(outside, "keep"), "x")
 			root := filepath.Join(base, "store")
 			s, err := newLocal(root)
 			if err != nil {
@@ -180,16 +181,6 @@ func TestLocalRootThroughSymlink(t *testing.T) {
 		if got, err := s.Get(ctx, "a/b"); err != nil || string(got) != "x" {
 			t.Fatalf("%s: Get = %q, %v", impl, got, err)
 		}
-	}
-}
-
-func writeFile(t *testing.T, p, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/spool-run/spool/internal/testenv"
 )
 
 // TestScriptFileStaysInProject: a script path, relative or absolute, is
@@ -15,8 +17,8 @@ func TestScriptFileStaysInProject(t *testing.T) {
 	base := t.TempDir()
 	project := filepath.Join(base, "project")
 	outside := filepath.Join(base, "secret.txt")
-	mustWrite(t, outside, "root:x:0:0\n")
-	mustWrite(t, filepath.Join(project, "scripts", "ok.yaml"), "directives: {}\n")
+	testenv.WriteFile(t, outside, "root:x:0:0\n")
+	testenv.WriteFile(t, filepath.Join(project, "scripts", "ok.yaml"), "directives: {}\n")
 	mustSymlink(t, outside, filepath.Join(project, "scripts", "file-link.yaml"))
 	mustSymlink(t, base, filepath.Join(project, "dir-link"))
 	mustSymlink(t, filepath.Join(project, "scripts", "ok.yaml"), filepath.Join(project, "scripts", "inner-link.yaml"))
@@ -55,16 +57,6 @@ func TestScriptFileStaysInProject(t *testing.T) {
 	}
 	if _, ok, err := ScriptFile(project, "claude-sonnet-4-5"); ok || err != nil {
 		t.Errorf("a model id is not a script: %v %v", ok, err)
-	}
-}
-
-func mustWrite(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
 

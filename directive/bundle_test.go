@@ -17,31 +17,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/internal/testenv"
 )
 
 type tree map[string]string // relative path → content ("#!" content is written executable)
-
-func writeTree(t *testing.T, root string, files tree) {
-	t.Helper()
-	for rel, content := range files {
-		p := filepath.Join(root, filepath.FromSlash(rel))
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		mode := fs.FileMode(0o644)
-		if strings.HasPrefix(content, "#!") {
-			mode = 0o755
-		}
-		require.NoError(t, os.WriteFile(p, []byte(content), mode))
-		if err := os.Chmod(p, mode); err != nil { // umask
-			t.Fatal(err)
-		}
-	}
-}
 
 func bundleSetup(t *testing.T) (proj, home string) {
 	proj, home = t.TempDir(), t.TempDir()
 	dc, err := os.ReadFile("testdata/depth_child.md")
 	require.NoError(t, err)
-	writeTree(t, proj, tree{
+	testenv.WriteFiles(t, proj, tree{
 		".ai/directives/test/limits/depth_child.md": string(dc),
 		".ai/directives/shared.md":                  string(fileOf("shared", "project").Data),
 		".ai/knowledge/project/conventions.md":      "Use tabs.",
@@ -52,7 +37,7 @@ func bundleSetup(t *testing.T) (proj, home string) {
 		".ai/agent/threads/old/thread.json":         "{}", // not bundled
 		"README.md":                                 "not bundled",
 	})
-	writeTree(t, home, tree{
+	testenv.WriteFiles(t, home, tree{
 		".ai/directives/shared.md":       string(fileOf("shared", "user").Data),
 		".ai/directives/mine.md":         string(fileOf("mine", "user").Data),
 		".ai/config/agent/hooks.yaml":    "hooks: []\n",
@@ -145,7 +130,7 @@ func TestBundleRoundTrip(t *testing.T) {
 	}
 
 	// Changed content → different digest; the old bundle still loads unchanged.
-	writeTree(t, proj, tree{".ai/knowledge/project/conventions.md": "Use spaces."})
+	testenv.WriteFiles(t, proj, tree{".ai/knowledge/project/conventions.md": "Use spaces."})
 	d4, err := BuildBundle(ctx, store, proj, home, extra)
 	require.NoError(t, err)
 	require.NotEqual(t, d1, d4, "changed content gave the same digest")

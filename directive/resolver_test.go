@@ -8,6 +8,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/spool-run/spool/internal/testenv"
 	"github.com/stretchr/testify/require"
 )
 
@@ -60,9 +61,7 @@ func TestResolverFirstMatchWins(t *testing.T) {
 func TestNewResolverOverDirectories(t *testing.T) {
 	proj, home := t.TempDir(), t.TempDir()
 	write := func(root, rel, name, desc string) {
-		p := filepath.Join(root, ".ai", "directives", filepath.FromSlash(rel))
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		require.NoError(t, os.WriteFile(p, fileOf(name, desc).Data, 0o644))
+		testenv.WriteFile(t, filepath.Join(root, ".ai", "directives", filepath.FromSlash(rel)), string(fileOf(name, desc).Data))
 	}
 	write(home, "u/only.md", "only", "home")
 	write(home, "both.md", "both", "home")
@@ -107,11 +106,11 @@ func TestValidateFiles(t *testing.T) {
 	// Check: missing version and bad default
 	dir := t.TempDir()
 	p := filepath.Join(dir, "v.md")
-	writeTree(t, dir, tree{"v.md": "```xml\n<directive name=\"v\"><inputs><input name=\"n\" type=\"integer\" default=\"x\"/></inputs></directive>\n```\n"})
+	testenv.WriteFiles(t, dir, tree{"v.md": "```xml\n<directive name=\"v\"><inputs><input name=\"n\" type=\"integer\" default=\"x\"/></inputs></directive>\n```\n"})
 	errs = ValidateFiles([]string{p})
 	require.Len(t, errs, 1, "missing version")
 	require.Contains(t, errs[0].Error(), "missing version", "missing version: %v", errs)
-	writeTree(t, dir, tree{"v.md": "```xml\n<directive name=\"v\" version=\"1\"><inputs><input name=\"n\" type=\"integer\" default=\"x\"/></inputs></directive>\n```\n"})
+	testenv.WriteFiles(t, dir, tree{"v.md": "```xml\n<directive name=\"v\" version=\"1\"><inputs><input name=\"n\" type=\"integer\" default=\"x\"/></inputs></directive>\n```\n"})
 	errs = ValidateFiles([]string{p})
 	require.Len(t, errs, 1, "bad default")
 	require.Contains(t, errs[0].Error(), `<input name="n" default="x">: want an integer`, "bad default: %v", errs)

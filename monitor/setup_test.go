@@ -143,11 +143,7 @@ func copyProject(t *testing.T, dir string, files map[string]string) string {
 		return os.WriteFile(filepath.Join(dst, rel), data, info.Mode().Perm())
 	})
 	require.NoError(t, err)
-	for name, data := range files {
-		p := filepath.Join(dst, filepath.FromSlash(name))
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		require.NoError(t, os.WriteFile(p, []byte(data), 0o644))
-	}
+	testenv.WriteFiles(t, dst, files)
 	return dst
 }
 

@@ -1,7 +1,6 @@
 package orchestrator
 
 import (
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/internal/testenv"
 )
 
 const projectTestDirective = "<!-- a test directive -->\n# Leads\n\nFind {input:niche} in {input:city}.\n\n```xml\n" +
@@ -51,9 +51,7 @@ func projectSetup(t testing.TB) *Project {
 func leadsBundle(tb testing.TB, store blobstore.Store) string {
 	tb.Helper()
 	dir := tb.TempDir()
-	p := filepath.Join(dir, ".ai", "directives", "test", "leads.md")
-	require.NoError(tb, os.MkdirAll(filepath.Dir(p), 0o755))
-	require.NoError(tb, os.WriteFile(p, []byte(projectTestDirective), 0o644))
+	testenv.WriteFile(tb, filepath.Join(dir, ".ai", "directives", "test", "leads.md"), projectTestDirective)
 	digest, err := directive.BuildBundle(tb.Context(), store, dir, "", nil)
 	require.NoError(tb, err)
 	return digest

@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -56,11 +55,7 @@ func setup(t *testing.T) *env {
 	t.Helper()
 	e := &env{t: t, redis: testenv.NewRedis(t), store: blobstore.NewMemory(), project: t.TempDir(),
 		queue: "sched-test-" + testenv.RandomID(4)}
-	for p, content := range projectFiles {
-		full := filepath.Join(e.project, p)
-		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
-		require.NoError(t, os.WriteFile(full, []byte(content), 0o644))
-	}
+	testenv.WriteFiles(t, e.project, projectFiles)
 	keyDir := t.TempDir()
 	var err error
 	e.signer, _, err = transcript.InitKeys(keyDir, false)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -164,11 +163,7 @@ func setupWith(t *testing.T, files map[string]string, cfg harnessConfig) *harnes
 	for k, v := range files {
 		all[k] = v
 	}
-	for p, content := range all {
-		full := filepath.Join(dir, "project", p)
-		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
-		require.NoError(t, os.WriteFile(full, []byte(content), 0o755))
-	}
+	testenv.WriteFiles(t, filepath.Join(dir, "project"), all)
 	store := blobstore.NewMemory()
 	signer, _, err := transcript.InitKeys(filepath.Join(dir, "keys"), false)
 	require.NoError(t, err)

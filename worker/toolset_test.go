@@ -1,14 +1,13 @@
 package worker
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
 )
@@ -18,13 +17,10 @@ import (
 func hookSession(t *testing.T, capabilities ...string) *session {
 	t.Helper()
 	dir := t.TempDir()
-	for p, content := range map[string]string{
+	testenv.WriteFiles(t, dir, map[string]string{
 		".ai/knowledge/notes/blue.md": "BLUE NOTES",
 		".ai/knowledge/notes/red.md":  "RED NOTES",
-	} {
-		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, p), []byte(content), 0o644))
-	}
+	})
 	store := blobstore.NewMemory()
 	digest, err := directive.BuildBundle(t.Context(), store, dir, "", nil)
 	require.NoError(t, err)
