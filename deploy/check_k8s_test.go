@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -288,11 +289,7 @@ func checkWorkloads(b *kbase) []string {
 // mountsSecretKey reports whether container c mounts a Secret volume that
 // shows key (as an item, or the whole Secret when it lists none).
 func mountsSecretKey(c obj, volumes map[string]obj, secrets map[string]map[string]bool, key string) bool {
-	for _, vm := range list(c, "volumeMounts") {
-		sec := mapping(volumes[str(vm, "name")], "secret")
-		if sec == nil {
-			continue
-		}
+	for _, sec := range secretMounts(c, volumes) {
 		items := list(sec, "items")
 		if len(items) == 0 && secrets[str(sec, "secretName")][key] {
 			return true
@@ -304,6 +301,18 @@ func mountsSecretKey(c obj, volumes map[string]obj, secrets map[string]map[strin
 		}
 	}
 	return false
+}
+
+// secretMounts yields each volume mount of container c whose volume (in
+// volumes, by name) is a Secret, with the volume's secret source.
+func secretMounts(c obj, volumes map[string]obj) iter.Seq2[any, obj] {
+	return func(yield func(any, obj) bool) {
+		for _, vm := range list(c, "volumeMounts") {
+			if sec := mapping(volumes[str(vm, "name")], "secret"); sec != nil && !yield(vm, sec) {
+				return
+			}
+		}
+	}
 }
 
 // mountedAt reports whether container c mounts a Secret or ConfigMap
@@ -321,11 +330,7 @@ func mountedAt(c obj, volumes map[string]obj, dir string) bool {
 // signingKeyMounted reports whether path is the file an item of a Secret
 // volume mounted in container c appears as, and the Secret has that key.
 func signingKeyMounted(c obj, volumes map[string]obj, secrets map[string]map[string]bool, path string) bool {
-	for _, vm := range list(c, "volumeMounts") {
-		sec := mapping(volumes[str(vm, "name")], "secret")
-		if sec == nil {
-			continue
-		}
+	for vm, sec := range secretMounts(c, volumes) {
 		keys := secrets[str(sec, "secretName")]
 		for _, it := range list(sec, "items") {
 			if filepath.Join(str(vm, "mountPath"), str(it, "path")) == path && keys[str(it, "key")] {
