@@ -43,10 +43,10 @@ func requireProblem(t *testing.T, probs []string, want string) {
 // mustReplace is src, the content of the committed file name, with its
 // first old replaced by new; it fails the test when the file no longer
 // contains old.
-func mustReplace(t *testing.T, name, src, old, new string) string {
+func mustReplace(t *testing.T, name, src, old, repl string) string {
 	t.Helper()
 	require.Contains(t, src, old, "%s no longer contains %q; update the test", name, old)
-	return strings.Replace(src, old, new, 1)
+	return strings.Replace(src, old, repl, 1)
 }
 
 // mustFind is find, failing the test when docs hold no such object.
