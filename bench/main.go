@@ -1,14 +1,18 @@
 // Command bench measures spool end to end next to raw asynq, on the same
 // Redis, in one run:
 //
-//   - raw: N no-op asynq tasks enqueued, then served by an asynq server of
-//     the given concurrency; tasks per second from the first dequeue to the
-//     last completion.
+//   - raw: N no-op asynq tasks enqueued while an asynq server of the given
+//     concurrency serves them; tasks per second from the first enqueue to
+//     the last handler's call (a counter in the handler).
 //   - spool: N single-turn threads (the scripted provider with zero
 //     latency) started through the orchestrator and run by a spool worker
 //     of the same concurrency: enqueue → claim → model call → checkpoint →
 //     finalize (ledger release, registry, thread.json); threads per second
-//     from the first start to the last finished thread.
+//     from the first start to the last thread's end event (the status
+//     message finalize publishes), after which every record is read and
+//     checked. -until records stops the clock when Orchestrator.Wait has
+//     read every record instead, which adds the reads a waiting client
+//     makes (the only way before 2026-11-24's third session).
 //
 // Rounds alternate raw and spool; the medians and their ratio are printed.
 //
@@ -35,7 +39,12 @@ import (
 
 	"github.com/spool-run/spool/bench/internal/benchenv"
 	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/thread"
 )
+
+// until is -until: what stops a spool round's clock.
+var until string
 
 func main() {
 	n := flag.Int("n", 1000, "tasks / threads per round")
@@ -45,7 +54,12 @@ func main() {
 	redisURL := benchenv.RedisFlag()
 	withRaw := flag.Bool("raw", true, "run the raw asynq rounds (false: spool only, for profiling)")
 	storeDir := flag.String("store", "", "local blob store directory (default: a temp dir; \"mem\": in memory, to separate storage cost)")
+	flag.StringVar(&until, "until", "ended", "when a spool round's clock stops: \"ended\", at the last thread's end event (as a raw round's stops at its last handler); \"records\", when Orchestrator.Wait has read every record")
 	flag.Parse()
+	if until != "ended" && until != "records" {
+		fmt.Fprintln(os.Stderr, "bench: -until is ended or records")
+		os.Exit(2)
+	}
 	if err := run(*n, *conc, *producers, *rounds, *redisURL, *storeDir, *withRaw); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -153,22 +167,61 @@ func spoolRound(ctx context.Context, rdb redis.UniversalClient, store blobstore.
 		return 0, err
 	}
 	defer f.Close()
+	// The round's namespace is new: every end event on it is one of this
+	// round's threads.
+	sub, err := f.O.Registry.Subscribe(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer sub.Close()
 	start := time.Now()
 	ids, err := f.StartThreads(ctx, "bench/one", n, p)
 	if err != nil {
 		return 0, err
 	}
+	elapsed := time.Duration(0)
+	if until == "ended" {
+		if err := waitEnded(ctx, sub, n, 10*time.Minute); err != nil {
+			return 0, err
+		}
+		elapsed = time.Since(start)
+	}
 	res, err := f.O.Wait(ctx, ids, 10*time.Minute)
 	if err != nil {
 		return 0, err
 	}
-	elapsed := time.Since(start)
+	if elapsed == 0 {
+		elapsed = time.Since(start)
+	}
 	for _, id := range ids {
 		if res[id].Status != "completed" {
 			return 0, fmt.Errorf("thread %s ended %s: %+v", id, res[id].Status, res[id].Error)
 		}
 	}
 	return float64(n) / elapsed.Seconds(), nil
+}
+
+// waitEnded waits for n threads' end events (a terminal status published
+// by the registry), each thread counted once.
+func waitEnded(ctx context.Context, sub *registry.Subscription, n int, timeout time.Duration) error {
+	ended := make(map[string]bool, n)
+	deadline := time.After(timeout)
+	for len(ended) < n {
+		select {
+		case ev, ok := <-sub.C:
+			if !ok {
+				return fmt.Errorf("event subscription closed after %d of %d ends", len(ended), n)
+			}
+			if thread.Status(ev.Status).Terminal() {
+				ended[ev.ThreadID] = true
+			}
+		case <-deadline:
+			return fmt.Errorf("%d of %d threads ended in %s", len(ended), n, timeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 const benchScript = `context_window: 200000
