@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
@@ -28,8 +27,9 @@ type AttestedThreadJSON struct {
 }
 
 // ThreadJSON is rec as an attested thread.json holds it: its JSON,
-// unsigned.
-func ThreadJSON(rec *registry.Record) ([]byte, error) { return json.Marshal(rec) }
+// unsigned. It is json.Marshal(rec) byte for byte, without the second pass
+// json.Marshal makes over what a MarshalJSON method returns.
+func ThreadJSON(rec *registry.Record) ([]byte, error) { return rec.MarshalJSON() }
 
 // AttestFinal prepares the thread.json of a thread that ends with out
 // for the caller's final checkpoint to attest (Writer.Attest

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -175,4 +176,21 @@ func TestAttestFinalMissed(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, ver.Metadata.ThreadJSONAttested)
 	require.Equal(t, thread.StatusCompleted, ver.Metadata.ThreadJSON.Status)
+}
+
+// TestThreadJSONIsMarshal: an attested thread.json is json.Marshal of the
+// record, byte for byte (what verifiers and older workers compare with).
+func TestThreadJSONIsMarshal(t *testing.T) {
+	for _, rec := range []*registry.Record{
+		{ThreadID: "t-1", Status: thread.StatusCreated},
+		{ThreadID: "d/x-2", Directive: "d/x", Status: thread.StatusCompleted, ParentID: "p", ContinuationOf: "c0",
+			Result: "<b>a & b</b>\u2028", Outputs: map[string]any{"n": 1.5, "s": "é"}, Capabilities: []string{"rye.execute.tool.*"},
+			Error: &registry.ErrorInfo{Code: "x", Message: "y"}, Cost: thread.Cost{Turns: 3, Spend: 0.25}},
+	} {
+		want, err := json.Marshal(rec)
+		require.NoError(t, err)
+		got, err := ThreadJSON(rec)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got))
+	}
 }
