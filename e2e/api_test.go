@@ -397,10 +397,8 @@ func TestAPIRoutes(t *testing.T) {
 	raw.problem(409, "not_pending", "POST", "/v1/threads/"+esc(gated.ThreadID)+"/deny", `{"reason": "too late"}`)
 	gatedFinal := e.Wait([]string{gated.ThreadID}, 2*time.Minute)[gated.ThreadID]
 	require.Equal(t, thread.StatusCompleted, gatedFinal.Status, "%+v", gatedFinal.Error)
-	evs, err := transcript.Read(ctx, e.Store, gated.ThreadID, e.Orch.Keyring, transcript.Strict)
-	require.NoError(t, err)
 	decided := false
-	for _, ev := range evs.Events {
+	for _, ev := range events(t, e, gated.ThreadID) {
 		if ev.Type == transcript.TypeApprovalDecided {
 			decided = true
 			require.Contains(t, string(ev.Payload), `"by":"api"`, "no --by and no basic auth user: the API decided")
@@ -563,10 +561,8 @@ func TestAPIAuth(t *testing.T) {
 	}, 2*time.Minute, 20*time.Millisecond)
 	require.NoError(t, c.Deny(t.Context(), rec.ThreadID, api.DenyRequest{Reason: "no"}))
 	e.Wait([]string{rec.ThreadID}, 2*time.Minute)
-	evs, err := transcript.Read(t.Context(), e.Store, rec.ThreadID, e.Orch.Keyring, transcript.Strict)
-	require.NoError(t, err)
 	by := ""
-	for _, ev := range evs.Events {
+	for _, ev := range events(t, e, rec.ThreadID) {
 		if ev.Type == transcript.TypeApprovalDecided {
 			var d struct {
 				By string `json:"by"`
@@ -644,10 +640,9 @@ func requireEndsWith(t *testing.T, got []transcript.Event, typ string) {
 // event once, in order, as the segments hold it.
 func requireTranscript(t *testing.T, e *spooltest.Env, id string, got []transcript.Event) {
 	t.Helper()
-	final, err := transcript.Read(t.Context(), e.Store, id, e.Orch.Keyring, transcript.Strict)
-	require.NoError(t, err)
-	require.Len(t, got, len(final.Events), "every event once")
-	for i, ev := range final.Events {
+	final := events(t, e, id)
+	require.Len(t, got, len(final), "every event once")
+	for i, ev := range final {
 		require.EqualValues(t, i+1, got[i].Seq, "no gap, no repeat")
 		want, _ := json.Marshal(ev)
 		have, _ := json.Marshal(got[i])

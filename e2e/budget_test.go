@@ -243,9 +243,7 @@ func TestReserveKeepsTheGuarantee(t *testing.T) {
 	require.True(t, ke.Guaranteed)
 	require.Equal(t, 0.6, ke.Max)
 
-	tr, err := transcript.Read(t.Context(), e.Store, rec.ThreadID, e.Orch.Keyring, transcript.Strict)
-	require.NoError(t, err)
-	refused := payloads[transcript.ChildRefused](t, tr.Events, transcript.TypeChildRefused)
+	refused := payloads[transcript.ChildRefused](t, events(t, e, rec.ThreadID), transcript.TypeChildRefused)
 	require.Len(t, refused, 1)
 	require.Equal(t, "b/kid", refused[0].Directive)
 	require.Equal(t, thread.CodeSpendExceeded, refused[0].Code)

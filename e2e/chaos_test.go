@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -180,10 +179,8 @@ func TestChaosRedisLossAndStorageOutage(t *testing.T) {
 // lost: what they ran before Redis forgot them.
 func lostChildSegments(t *testing.T, e *spooltest.Env, parent string) int {
 	t.Helper()
-	tr, err := transcript.Read(context.Background(), e.Store, parent, e.Orch.Keyring, transcript.Strict)
-	require.NoError(t, err)
 	n := 0
-	for _, ev := range tr.Events {
+	for _, ev := range events(t, e, parent) {
 		var p transcript.ChildSpawned
 		if ev.Type != transcript.TypeChildSpawned || ev.Decode(&p) != nil {
 			continue
@@ -214,15 +211,8 @@ func countFinished(t *testing.T, e *spooltest.Env, ids []string) int {
 // records, in nano-USD.
 func recordedSpend(t *testing.T, e *spooltest.Env, id string) int64 {
 	t.Helper()
-	tr, err := transcript.Read(context.Background(), e.Store, id, e.Orch.Keyring, transcript.Strict)
-	require.NoError(t, err, id)
 	var sum int64
-	for _, ev := range tr.Events {
-		if ev.Type != transcript.TypeCognitionOut {
-			continue
-		}
-		var p transcript.CognitionOut
-		require.NoError(t, json.Unmarshal(ev.Payload, &p))
+	for _, p := range payloads[transcript.CognitionOut](t, events(t, e, id), transcript.TypeCognitionOut) {
 		n, err := ledger.ToNano(p.Spend)
 		require.NoError(t, err)
 		sum += n

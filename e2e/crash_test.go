@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -58,15 +57,8 @@ func checkExactlyOnce(t *testing.T, e *spooltest.Env, rec *registry.Record) {
 	require.Equal(t, crashTurns, rec.Cost.Turns, rec.ThreadID)
 	require.InDelta(t, crashSpend(), rec.Cost.Spend, 1e-9, rec.ThreadID)
 
-	tr, err := transcript.Read(t.Context(), e.Store, rec.ThreadID, e.Orch.Keyring, transcript.Strict)
-	require.NoError(t, err, "the transcript verifies")
 	seen := map[int]int{}
-	for _, ev := range tr.Events {
-		if ev.Type != transcript.TypeCognitionOut {
-			continue
-		}
-		var p transcript.CognitionOut
-		require.NoError(t, json.Unmarshal(ev.Payload, &p))
+	for _, p := range payloads[transcript.CognitionOut](t, events(t, e, rec.ThreadID), transcript.TypeCognitionOut) {
 		seen[p.Turn]++
 	}
 	for turn := 1; turn <= crashTurns; turn++ {

@@ -50,13 +50,6 @@ func runSteps(t *testing.T, e *spooltest.Env) *registry.Record {
 	return rec
 }
 
-func events(t *testing.T, e *spooltest.Env, id string) []transcript.Event {
-	t.Helper()
-	tr, err := transcript.Read(context.Background(), e.Store, id, e.Orch.Keyring, transcript.Strict)
-	require.NoError(t, err)
-	return tr.Events
-}
-
 // TestForkAtTurn forks a 4-turn thread at turn 2: the fork's transcript
 // verifies, opens with turns 1-2 as recorded (the appends of those turns
 // ran once: the fork's workspace holds each line once, and the fork ran
@@ -173,9 +166,7 @@ func TestForkAtTurn(t *testing.T) {
 
 func forkPoint(t *testing.T, e *spooltest.Env, id string, turn int) transcript.ForkPoint {
 	t.Helper()
-	tr, err := transcript.Read(context.Background(), e.Store, id, e.Orch.Keyring, transcript.Strict)
-	require.NoError(t, err)
-	pt, err := tr.ForkAt(turn)
+	pt, err := readTranscript(t, e, id).ForkAt(turn)
 	require.NoError(t, err)
 	return pt
 }

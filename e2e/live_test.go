@@ -63,11 +63,10 @@ func TestTranscriptFollowIsLive(t *testing.T) {
 	require.Equal(t, thread.StatusCancelled, e.Wait([]string{id}, time.Minute)[id].Status)
 	require.Eventually(t, follower.Exited, 30*time.Second, 50*time.Millisecond, "the follower did not end with the thread")
 
-	final, err := transcript.Read(t.Context(), e.Store, id, e.Orch.Keyring, transcript.Strict)
-	require.NoError(t, err)
+	final := events(t, e, id)
 	got := followedEvents(t, follower)
-	require.Len(t, got, len(final.Events), "every event once")
-	for i, ev := range final.Events {
+	require.Len(t, got, len(final), "every event once")
+	for i, ev := range final {
 		want, _ := json.Marshal(ev)
 		have, _ := json.Marshal(got[i])
 		require.JSONEq(t, string(want), string(have), "event %d", i)

@@ -36,10 +36,8 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 	spans := []span{}
 	for _, id := range ids {
 		require.Equal(t, thread.StatusCompleted, final[id].Status, "%+v", final[id].Error)
-		tr, err := transcript.Read(context.Background(), e.Store, id, e.Orch.Keyring, transcript.Strict)
-		require.NoError(t, err)
 		var started, done time.Time
-		for _, ev := range tr.Events {
+		for _, ev := range events(t, e, id) {
 			// The call runs between the thread's last event before it
 			// and its answer.
 			if ev.Type == transcript.TypeCognitionOut {

@@ -59,10 +59,8 @@ func TestLongRetryWaitFreesTheSlot(t *testing.T) {
 	require.Equal(t, "recovered after the rate limit", rec.Result)
 	require.Equal(t, 1, rec.Cost.Turns)
 	require.GreaterOrEqual(t, rec.Activation, int64(2), "continued by a second activation")
-	tr, err := transcript.Read(t.Context(), e.Store, waiting, e.Orch.Keyring, transcript.Strict)
-	require.NoError(t, err)
 	var reasons []string
-	for _, cp := range payloads[transcript.Checkpoint](t, tr.Events, transcript.TypeCheckpoint) {
+	for _, cp := range payloads[transcript.Checkpoint](t, events(t, e, waiting), transcript.TypeCheckpoint) {
 		reasons = append(reasons, cp.State.Reason)
 	}
 	require.Equal(t, []string{transcript.ReasonRetryWait, transcript.ReasonRunFinished}, reasons)

@@ -127,6 +127,20 @@ func startBoss(t *testing.T, e *spooltest.Env) (boss string, kids []*registry.Re
 	return boss, kids
 }
 
+// readTranscript reads thread id's transcript, which must verify.
+func readTranscript(t *testing.T, e *spooltest.Env, id string) *transcript.Transcript {
+	t.Helper()
+	tr, err := transcript.Read(context.Background(), e.Store, id, e.Orch.Keyring, transcript.Strict)
+	require.NoError(t, err, id)
+	return tr
+}
+
+// events are the events of thread id's transcript, which must verify.
+func events(t *testing.T, e *spooltest.Env, id string) []transcript.Event {
+	t.Helper()
+	return readTranscript(t, e, id).Events
+}
+
 // payloads decodes the payload of each event of type typ.
 func payloads[T any](t *testing.T, events []transcript.Event, typ string) []T {
 	t.Helper()
