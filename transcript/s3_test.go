@@ -29,15 +29,14 @@ func TestS3WriteReadZombie(t *testing.T) {
 	s := newSetup(t)
 	s.store = newS3Store(t)
 	want := writeTranscript(t, s, 3)
-	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	require.NoError(t, err, "read")
-	require.Len(t, tr.Segments, 3, "read: %v", err)
+	tr := s.read(t, Strict)
+	require.Len(t, tr.Segments, 3, "read")
 	got, _ := Reconstruct(tr.Events)
 	require.Len(t, got, len(want), "reconstructed")
 	zombie, live := s.writer(t), s.writer(t)
 	writeTurn(t, live, 4)
 	mustAppend(t, zombie, TypeCognitionIn, CognitionIn{Content: "zombie"})
-	_, err = zombie.Checkpoint(ctx, stateFor(4))
+	_, err := zombie.Checkpoint(ctx, stateFor(4))
 	require.ErrorIs(t, err, ErrSegmentExists, "zombie on S3")
 }
 
@@ -138,8 +137,7 @@ func BenchmarkVerifyReconstruct(b *testing.B) {
 			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-				require.NoError(b, err)
+				tr := s.read(b, Strict)
 				msgs, err := Reconstruct(tr.Events)
 				require.NoError(b, err)
 				require.NotEmpty(b, msgs, "%v", err)

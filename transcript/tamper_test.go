@@ -102,10 +102,9 @@ func TestTailTruncationNeedsMinSegments(t *testing.T) {
 	s := newSetup(t)
 	writeTranscript(t, s, 3)
 	require.NoError(t, s.store.Delete(ctx, blobkey.Segment(s.threadID, 3)))
-	tr, err := Read(ctx, s.store, s.threadID, s.keyring, Strict)
-	require.NoError(t, err, "Read = %v", tr)
-	require.Len(t, tr.Segments, 2, "Read = %v, %v", tr, err)
-	_, err = ReadWith(ctx, s.store, s.threadID, s.keyring, ReadOptions{MinSegments: 3})
+	tr := s.read(t, Strict)
+	require.Len(t, tr.Segments, 2, "Read = %v", tr)
+	_, err := ReadWith(ctx, s.store, s.threadID, s.keyring, ReadOptions{MinSegments: 3})
 	var ve *VerifyError
 	require.ErrorAs(t, err, &ve, "MinSegments")
 	require.Equal(t, blobkey.Segment(s.threadID, 3), ve.Key, "MinSegments: %v", err)

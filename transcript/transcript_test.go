@@ -54,11 +54,10 @@ func TestWriteReadReconstruct(t *testing.T) {
 func TestEmptyTranscript(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t)
-	tr, err := Read(context.Background(), s.store, s.threadID, s.keyring, Strict)
-	require.NoError(t, err, "Read of a new thread = %+v", tr)
-	require.Empty(t, tr.Events, "Read of a new thread = %+v, %v", tr, err)
-	require.Nil(t, tr.LastState, "Read of a new thread = %+v, %v", tr, err)
-	_, err = Read(context.Background(), s.store, "../x", s.keyring, Strict)
+	tr := s.read(t, Strict)
+	require.Empty(t, tr.Events, "Read of a new thread = %+v", tr)
+	require.Nil(t, tr.LastState, "Read of a new thread = %+v", tr)
+	_, err := Read(context.Background(), s.store, "../x", s.keyring, Strict)
 	require.Error(t, err, "bad thread id accepted")
 }
 
