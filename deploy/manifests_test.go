@@ -41,7 +41,7 @@ func requireProblem(t *testing.T, probs []string, want string) {
 }
 
 // mustReplace is src, the content of the committed file name, with its
-// first old replaced by new; it fails the test when the file no longer
+// first old replaced by repl; it fails the test when the file no longer
 // contains old.
 func mustReplace(t *testing.T, name, src, old, repl string) string {
 	t.Helper()
