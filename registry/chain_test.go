@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/thread"
 )
@@ -215,9 +216,10 @@ func TestWaitTerminal(t *testing.T) {
 	}
 }
 
-// readCounter counts the thread records a client reads (HGETALL) and the
-// statuses it probes in pipelines (HGET).
-type readCounter struct{ n, probes atomic.Int64 }
+// readCounter counts the thread records a client reads (HGETALL) one at a
+// time (n) and in pipelines (batched), and the statuses it probes in
+// pipelines (HGET).
+type readCounter struct{ n, batched, probes atomic.Int64 }
 
 func (c *readCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (c *readCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -231,12 +233,49 @@ func (c *readCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (c *readCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, cmd := range cmds {
-			if cmd.Name() == "hget" {
+			switch cmd.Name() {
+			case "hget":
 				c.probes.Add(1)
+			case "hgetall":
+				c.batched.Add(1)
 			}
 		}
 		return next(ctx, cmds)
 	}
+}
+
+// TestWaitTerminalEndedBeforeReadsInPipelines: threads that ended before
+// the wait began are probed and read in pipelines, none alone.
+func TestWaitTerminalEndedBeforeReadsInPipelines(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	opt, err := redis.ParseURL(f.r.URL)
+	require.NoError(t, err)
+	counted := redis.NewClient(opt)
+	defer counted.Close()
+	reads := &readCounter{}
+	counted.AddHook(reads)
+	waiter, err := New(Config{Client: counted, Keys: f.ks, Now: f.clock.Now, SafetyPoll: time.Hour})
+	require.NoError(t, err)
+	const n = 600 // more than one probe's batch
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("e%03d", i)
+		f.register(t, ids[i], "")
+		f.claim(t, ids[i])
+		_, err := f.reg.Commit(f.ctx, ids[i], 0, Changes{Status: thread.StatusCompleted, Result: new("r " + ids[i])})
+		require.NoError(t, err)
+	}
+	recs, err := waiter.WaitTerminal(f.ctx, ids)
+	require.NoError(t, err)
+	require.Len(t, recs, n)
+	for _, id := range ids {
+		require.Equal(t, thread.StatusCompleted, recs[id].Status)
+		require.Equal(t, "r "+id, recs[id].Result)
+	}
+	require.Equal(t, int64(0), reads.n.Load(), "records read one at a time")
+	require.Equal(t, int64(n), reads.batched.Load())
+	require.Equal(t, int64(n), reads.probes.Load())
 }
 
 // TestWaitTerminalManyReadsPerEvent: waiting on many threads probes their
@@ -294,7 +333,7 @@ func TestWaitTerminalManyReadsPerEvent(t *testing.T) {
 	}
 	// At most one full read per event that a thread ended, and the probes
 	// of the first reading (the safety poll's is an hour away).
-	if got := reads.n.Load(); got > n {
+	if got := reads.n.Load() + reads.batched.Load(); got > n {
 		t.Fatalf("%d record reads for %d threads that ended once each: want at most %d", got, n, n)
 	}
 	if got := reads.probes.Load(); got != n {

@@ -184,7 +184,8 @@ func (s *Subscription) Close() error {
 //
 // It subscribes to status events first and then reads the registry, so no
 // change is missed: a pipelined probe of every id's status, and a full
-// read of those that ended; an event that a watched thread ended (a terminal
+// read of those that ended (one pipeline for all the ids a burst of events
+// is about); an event that a watched thread ended (a terminal
 // status, continued included) re-reads the ids whose chains it is on (only those: waiting on thousands of threads costs one
 // read per event, not one per id), and a slow safety poll
 // (Config.SafetyPoll) re-reads every id still pending, for lost
@@ -203,11 +204,8 @@ func (r *Registry) WaitTerminal(ctx context.Context, ids []string) (map[string]*
 	}
 	// affects maps a watched thread to the pending ids whose chain it is on.
 	affects := map[string]map[string]bool{}
-	check := func(id string) error {
-		res, err := r.resolve(ctx, id)
-		if err != nil {
-			return err
-		}
+	// settle records where id's chain was found to end.
+	settle := func(id string, res resolved) error {
 		if res.rec == nil {
 			return fmt.Errorf("wait for thread %q: %w", id, ErrNotFound)
 		}
@@ -220,6 +218,37 @@ func (r *Registry) WaitTerminal(ctx context.Context, ids []string) (map[string]*
 		if res.rec.Status.Terminal() && !res.missing {
 			done[id] = res.rec
 			delete(pending, id)
+		}
+		return nil
+	}
+	check := func(id string) error {
+		res, err := r.resolve(ctx, id)
+		if err != nil {
+			return err
+		}
+		return settle(id, res)
+	}
+	// checkMany reads ids' records in one round trip and settles each
+	// whose chain ends there; an id continued elsewhere, or with no
+	// record, is walked by check.
+	checkMany := func(ids []string) error {
+		if len(ids) == 1 {
+			return check(ids[0])
+		}
+		recs, err := r.getEach(ctx, ids)
+		if err != nil {
+			return err
+		}
+		for i, id := range ids {
+			rec := recs[i]
+			if rec == nil || (rec.Status == thread.StatusContinued && rec.ContinuationThreadID != "") {
+				err = check(id)
+			} else {
+				err = settle(id, resolved{rec: rec, end: id})
+			}
+			if err != nil {
+				return err
+			}
 		}
 		return nil
 	}
@@ -238,6 +267,7 @@ func (r *Registry) WaitTerminal(ctx context.Context, ids []string) (map[string]*
 			if err != nil {
 				return err
 			}
+			var ended []string
 			for i, id := range batch {
 				if st := status[i]; st != "" && !st.Terminal() {
 					if affects[id] == nil {
@@ -246,9 +276,10 @@ func (r *Registry) WaitTerminal(ctx context.Context, ids []string) (map[string]*
 					affects[id][id] = true // its own end is all there is to watch
 					continue
 				}
-				if err := check(id); err != nil {
-					return err
-				}
+				ended = append(ended, id)
+			}
+			if err := checkMany(ended); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -263,19 +294,29 @@ func (r *Registry) WaitTerminal(ctx context.Context, ids []string) (map[string]*
 		case <-ctx.Done():
 			return done, fmt.Errorf("wait for threads: %w", ctx.Err())
 		case ev, ok := <-sub.C:
-			if !ok {
-				return done, fmt.Errorf("wait for threads: event subscription closed")
-			}
-			if !thread.Status(ev.Status).Terminal() {
-				continue // running, waiting, a cancel request: nothing ended
-			}
-			for id := range affects[ev.ThreadID] {
-				if !pending[id] {
-					continue
+			// This event and those already behind it: the ids they may
+			// have ended are read in one round trip.
+			var ended []string
+			seen := map[string]bool{}
+			for {
+				if !ok {
+					return done, fmt.Errorf("wait for threads: event subscription closed")
 				}
-				if err := check(id); err != nil {
-					return done, err
+				if thread.Status(ev.Status).Terminal() { // not running, waiting, a cancel request
+					for id := range affects[ev.ThreadID] {
+						if pending[id] && !seen[id] {
+							seen[id] = true
+							ended = append(ended, id)
+						}
+					}
 				}
+				if len(ended) >= waitProbeBatch || len(sub.C) == 0 {
+					break
+				}
+				ev, ok = <-sub.C
+			}
+			if err := checkMany(ended); err != nil {
+				return done, err
 			}
 		case <-tick.C:
 			if err := checkAll(); err != nil {

@@ -211,6 +211,22 @@ func (r *Registry) Get(ctx context.Context, id string) (*Record, error) {
 // GetMany returns the records of ids in one round trip, in the order of
 // ids; ids that are not registered are left out.
 func (r *Registry) GetMany(ctx context.Context, ids []string) ([]*Record, error) {
+	recs, err := r.getEach(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := recs[:0]
+	for _, rec := range recs {
+		if rec != nil {
+			out = append(out, rec)
+		}
+	}
+	return out, nil
+}
+
+// getEach returns the record of each of ids in one round trip, nil for an
+// id that is not registered.
+func (r *Registry) getEach(ctx context.Context, ids []string) ([]*Record, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -222,8 +238,8 @@ func (r *Registry) GetMany(ctx context.Context, ids []string) ([]*Record, error)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("get threads: %w", err)
 	}
-	out := make([]*Record, 0, len(ids))
-	for _, c := range cmds {
+	out := make([]*Record, len(ids))
+	for i, c := range cmds {
 		if len(c.Val()) == 0 {
 			continue
 		}
@@ -231,7 +247,7 @@ func (r *Registry) GetMany(ctx context.Context, ids []string) ([]*Record, error)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, rec)
+		out[i] = rec
 	}
 	return out, nil
 }
