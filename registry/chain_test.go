@@ -340,3 +340,35 @@ func TestWaitTerminalManyReadsPerEvent(t *testing.T) {
 		t.Fatalf("%d status probes for %d threads: want one each", got, n)
 	}
 }
+
+// TestLinkLeavesAClaimedContinuationAlone: a continuation registered with
+// its chain fields (as orchestrator.Start registers one) may be claimed
+// before the link lands; the link writes nothing to it then, so its
+// worker's version still holds. One registered without them is written
+// and its version bumped.
+func TestLinkLeavesAClaimedContinuationAlone(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	f.register(t, "old", "")
+	f.claim(t, "old")
+	_, err := f.reg.Register(f.ctx, NewThread{ThreadID: "new", Directive: "test/d", Limits: thread.DefaultLimits(),
+		ChainRootID: "old", ContinuationOf: "old", PreviousThreadID: "old", ContinuationKind: "resume"})
+	require.NoError(t, err)
+	claimed := f.claim(t, "new")
+	_, nv, err := f.reg.LinkContinuation(f.ctx, "old", "new")
+	require.NoError(t, err)
+	require.Equal(t, claimed.Version, nv)
+	_, err = f.reg.Commit(f.ctx, "new", claimed.Version, Changes{Status: thread.StatusCompleted})
+	require.NoError(t, err, "the claimer's version holds after the link")
+
+	f.register(t, "old2", "")
+	f.claim(t, "old2")
+	bare := f.register(t, "new2", "")
+	_, nv, err = f.reg.LinkContinuation(f.ctx, "old2", "new2")
+	require.NoError(t, err)
+	require.Equal(t, bare.Version+1, nv)
+	rec := f.get(t, "new2")
+	require.Equal(t, "old2", rec.ContinuationOf)
+	require.Equal(t, "old2", rec.ChainRootID)
+	require.Equal(t, "old2", rec.PreviousThreadID)
+}

@@ -117,8 +117,10 @@ do
   -- published, leaving the active set; created or waiting is a
   -- TRANSITION refusal. New (when keys[4] is given): continuation_of =
   -- old, chain_root_id = old's chain root, and previous_thread_id = old
-  -- if unset. Both versions are bumped. Linking the same pair again
-  -- changes nothing.
+  -- if unset. Old's version is bumped; new's only when the link writes to
+  -- it (a continuation registered with these fields, as orchestrator.Start
+  -- registers one, is not written to: a worker that claimed it meanwhile
+  -- holds it still). Linking the same pair again changes nothing.
   -- Returns {old version, new version (0 without keys[4])}; refuses
   -- NOTFOUND, LINKED, TRANSITION.
   function registry.link(keys, argv)
@@ -127,7 +129,8 @@ do
     if not o[1] then return redis.error_reply('NOTFOUND ' .. argv[1]) end
     local n
     if keys[4] then
-      n = redis.call('HMGET', keys[4], 'status', 'continuation_of', 'continuation_thread_id', 'version')
+      n = redis.call('HMGET', keys[4], 'status', 'continuation_of', 'continuation_thread_id', 'version',
+        'chain_root_id', 'previous_thread_id')
       if not n[1] then return redis.error_reply('NOTFOUND ' .. argv[2]) end
     end
     if o[2] and o[2] ~= '' then
@@ -152,10 +155,17 @@ do
     if n then
       local root = o[3]
       if not root or root == '' then root = argv[1] end
-      redis.call('HSET', keys[4], 'continuation_of', argv[1], 'chain_root_id', root, 'updated_at', argv[3])
-      local prev = redis.call('HGET', keys[4], 'previous_thread_id')
-      if not prev or prev == '' then redis.call('HSET', keys[4], 'previous_thread_id', argv[1]) end
-      nv = redis.call('HINCRBY', keys[4], 'version', 1)
+      local set = {}
+      if n[2] ~= argv[1] then set[#set + 1] = 'continuation_of'; set[#set + 1] = argv[1] end
+      if n[5] ~= root then set[#set + 1] = 'chain_root_id'; set[#set + 1] = root end
+      if not n[6] or n[6] == '' then set[#set + 1] = 'previous_thread_id'; set[#set + 1] = argv[1] end
+      if #set > 0 then
+        set[#set + 1] = 'updated_at'; set[#set + 1] = argv[3]
+        redis.call('HSET', keys[4], unpack(set))
+        nv = redis.call('HINCRBY', keys[4], 'version', 1)
+      else
+        nv = tonumber(n[4])
+      end
     end
     return {ov, nv}
   end
