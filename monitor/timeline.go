@@ -131,11 +131,11 @@ func buildTimeline(id string, evs []transcript.Event, open bool, now time.Time) 
 			add(Span{Kind: SpanModel, Label: label, Turn: p.Turn, Start: start, End: ts, Spend: p.Spend,
 				InputTokens: p.Usage.InputTokens, OutputTokens: p.Usage.OutputTokens, Seq: ev.Seq})
 		case transcript.TypeToolCallStart:
-			p := payload[transcript.ToolCallStart](ev)
+			p := transcript.Payload[transcript.ToolCallStart](ev)
 			lastTool = add(Span{Kind: SpanTool, Label: p.Tool, Turn: turnOf(tl, turn), Start: ts, End: ts, Open: true, Seq: ev.Seq})
 			tools[p.CallID] = lastTool
 		case transcript.TypeToolCallResult:
-			p := payload[transcript.ToolCallResult](ev)
+			p := transcript.Payload[transcript.ToolCallResult](ev)
 			i, ok := tools[p.CallID]
 			if !ok { // answered without running (denied, or not run after an interrupt)
 				i = add(Span{Kind: SpanTool, Label: p.Tool, Turn: turnOf(tl, turn), Start: ts, Seq: ev.Seq})
@@ -144,21 +144,21 @@ func buildTimeline(id string, evs []transcript.Event, open bool, now time.Time) 
 			// The transcript page shows the result, not the start.
 			tl.Spans[i].End, tl.Spans[i].Open, tl.Spans[i].Error, tl.Spans[i].Seq = ts, false, p.IsError, ev.Seq
 		case transcript.TypeChildSpawned:
-			p := payload[transcript.ChildSpawned](ev)
+			p := transcript.Payload[transcript.ChildSpawned](ev)
 			if lastTool >= 0 {
 				tl.Spans[lastTool].Child = p.ChildID
 			}
 		case transcript.TypeThreadWaiting:
-			p := payload[transcript.ThreadWaiting](ev)
+			p := transcript.Payload[transcript.ThreadWaiting](ev)
 			n := len(p.ChildIDs)
 			waiting = add(Span{Kind: SpanWait, Label: fmt.Sprintf("waiting on %d thread%s", n, plural(n)), Turn: turnOf(tl, turn),
 				Start: ts, End: ts, Open: true, Seq: ev.Seq})
 		case transcript.TypeApprovalRequested:
-			p := payload[transcript.ApprovalRequested](ev)
+			p := transcript.Payload[transcript.ApprovalRequested](ev)
 			approval[p.CallID] = add(Span{Kind: SpanApproval, Label: "approval of " + p.Tool, Turn: turnOf(tl, turn),
 				Start: ts, End: ts, Open: true, Seq: ev.Seq})
 		case transcript.TypeApprovalDecided:
-			p := payload[transcript.ApprovalDecided](ev)
+			p := transcript.Payload[transcript.ApprovalDecided](ev)
 			if j, ok := tools[p.CallID]; ok {
 				tl.Spans[j].Start = ts // the tool runs (or is answered) once decided
 			}
@@ -173,11 +173,11 @@ func buildTimeline(id string, evs []transcript.Event, open bool, now time.Time) 
 				delete(approval, p.CallID)
 			}
 		case transcript.TypeThreadError:
-			p := payload[transcript.Error](ev)
+			p := transcript.Payload[transcript.Error](ev)
 			add(Span{Kind: SpanError, Label: strings.TrimSpace("error " + p.Code + ": " + firstLine(p.Message, 120)), Turn: turnOf(tl, turn),
 				Start: ts, End: ts, Error: true, Seq: ev.Seq})
 		case transcript.TypeUserMessage:
-			p := payload[transcript.UserMessage](ev)
+			p := transcript.Payload[transcript.UserMessage](ev)
 			label := "message"
 			if p.Interrupted {
 				label = "interrupt"

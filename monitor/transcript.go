@@ -137,24 +137,16 @@ func (v *eventView) setText(s string) {
 	v.Text, v.Truncated = s[:cut], len(s)-cut
 }
 
-// payload is ev's payload as a T, as much of it as decodes: a page shows
-// what it can of an event it cannot read whole.
-func payload[T any](ev transcript.Event) T {
-	var p T
-	_ = ev.Decode(&p)
-	return p
-}
-
 // viewEvent turns an event into what the page shows.
 func viewEvent(ev transcript.Event) eventView {
 	v := eventView{Seq: ev.Seq, Type: ev.Type, Time: ev.Timestamp, Class: "other", Title: ev.Type}
 	switch ev.Type {
 	case transcript.TypeCognitionIn:
-		p := payload[transcript.CognitionIn](ev)
+		p := transcript.Payload[transcript.CognitionIn](ev)
 		v.Class, v.Title = "user", "user"
 		v.setText(p.Content)
 	case transcript.TypeCognitionOut:
-		p := payload[transcript.CognitionOut](ev)
+		p := transcript.Payload[transcript.CognitionOut](ev)
 		v.Class, v.Title = "assistant", fmt.Sprintf("assistant · turn %d", p.Turn)
 		v.Meta = fmt.Sprintf("%d in / %d out tokens · $%.6f", p.Usage.InputTokens, p.Usage.OutputTokens, p.Spend)
 		if p.Model != "" {
@@ -168,7 +160,7 @@ func viewEvent(ev transcript.Event) eventView {
 			v.Fork = forkURL(ev.ThreadID, p.Turn)
 		}
 	case transcript.TypeToolCallResult:
-		p := payload[transcript.ToolCallResult](ev)
+		p := transcript.Payload[transcript.ToolCallResult](ev)
 		v.Class, v.Title = "tool", "tool "+p.Tool
 		if p.IsError {
 			v.Class, v.Title = "tool-error", "tool "+p.Tool+" · error"
@@ -195,60 +187,60 @@ func viewEvent(ev transcript.Event) eventView {
 			v.Meta = "async"
 		}
 	case transcript.TypeChildRefused:
-		p := payload[transcript.ChildRefused](ev)
+		p := transcript.Payload[transcript.ChildRefused](ev)
 		v.Class, v.Title = "tool-error", "spawn refused: "+p.Directive
 		v.Meta = p.Code
 		v.setText(p.Message)
 	case transcript.TypeThreadStarted:
-		p := payload[transcript.ThreadStarted](ev)
+		p := transcript.Payload[transcript.ThreadStarted](ev)
 		v.Class, v.Title = "life", "started "+p.Directive
 		v.Meta = p.Model
 		if len(p.Inputs) > 0 && string(p.Inputs) != "null" {
 			v.setText("inputs " + compactJSON(p.Inputs, 2000))
 		}
 	case transcript.TypeThreadWaiting:
-		p := payload[transcript.ThreadWaiting](ev)
+		p := transcript.Payload[transcript.ThreadWaiting](ev)
 		v.Class, v.Title = "life", fmt.Sprintf("waiting on %d thread(s)", len(p.ChildIDs))
 		v.setText(strings.Join(p.ChildIDs, "\n"))
 	case transcript.TypeThreadCompleted:
-		p := payload[transcript.ThreadCompleted](ev)
+		p := transcript.Payload[transcript.ThreadCompleted](ev)
 		v.Class, v.Title = "life done", "completed"
 		v.Meta = costLine(p.Cost)
 		v.setText(p.Result)
 	case transcript.TypeThreadCancelled:
-		p := payload[transcript.ThreadCancelled](ev)
+		p := transcript.Payload[transcript.ThreadCancelled](ev)
 		v.Class, v.Title = "error", "cancelled"
 		v.setText(strings.TrimSpace(p.Reason + " " + byLine(p.By)))
 	case transcript.TypeThreadHandoff:
-		p := payload[transcript.ThreadHandoff](ev)
+		p := transcript.Payload[transcript.ThreadHandoff](ev)
 		v.Class, v.Title = "life", "handed off"
 		v.Link, v.LinkLabel = p.NewThreadID, "continued by "+p.NewThreadID
 	case transcript.TypeThreadContinued:
-		p := payload[transcript.ThreadContinued](ev)
+		p := transcript.Payload[transcript.ThreadContinued](ev)
 		v.Class, v.Title = "life", fmt.Sprintf("continues (%d turns reconstructed)", p.ReconstructedTurns)
 		v.Link, v.LinkLabel = p.PreviousThreadID, "previous "+p.PreviousThreadID
 	case transcript.TypeThreadForked:
-		p := payload[transcript.ThreadForked](ev)
+		p := transcript.Payload[transcript.ThreadForked](ev)
 		v.Class, v.Title = "life", fmt.Sprintf("forked at turn %d (%d turns carried)", p.ForkTurn, p.ReconstructedTurns)
 		v.Meta = fmt.Sprintf("segment %d · chain hash %.16s…", p.SourceSegment, p.SourceChainHash)
 		v.Link, v.LinkLabel = p.ForkedFrom, "forked from "+p.ForkedFrom
 		v.setText(p.Message)
 	case transcript.TypeThreadResumed:
-		p := payload[transcript.ThreadResumed](ev)
+		p := transcript.Payload[transcript.ThreadResumed](ev)
 		v.Class, v.Title = "life", "resumed"
 		v.Link, v.LinkLabel = p.NewThreadID, "as "+p.NewThreadID
 		v.setText(p.MessagePreview)
 	case transcript.TypeThreadError:
-		p := payload[transcript.Error](ev)
+		p := transcript.Payload[transcript.Error](ev)
 		v.Class, v.Title = "error", "error"
 		v.Meta = strings.Trim(p.Class+" · "+p.Code, " ·")
 		v.setText(p.Message)
 	case transcript.TypeLimitExceeded:
-		p := payload[transcript.LimitExceeded](ev)
+		p := transcript.Payload[transcript.LimitExceeded](ev)
 		v.Class, v.Title = "limit", "limit exceeded: "+p.Code
 		v.Meta = fmt.Sprintf("%g of %g", p.Current, p.Max)
 	case transcript.TypeHookFired:
-		p := payload[transcript.HookFired](ev)
+		p := transcript.Payload[transcript.HookFired](ev)
 		v.Class, v.Title = "hook", "hook "+p.HookID
 		v.Meta = strings.Trim(p.Event+" · "+strings.TrimSpace(p.Action+" "+p.ItemType+" "+p.ItemID), " ·")
 		if len(p.Result) > 0 {
