@@ -23,8 +23,11 @@ import (
 // from running (a handoff) or from completed, error or cancelled (a user
 // resume: the spec's set_continuation, so resolve_thread_chain, waits and a
 // second resume through old reach new). Old's result and error stay. new gets continuation_of = old, chain_root_id = old's
-// chain root, previous_thread_id = old if unset. Both versions are bumped
-// and returned. Linking the same pair again is a no-op; a link that would
+// chain root, previous_thread_id = old if unset. Old's version is bumped;
+// new's only when the link writes one of those (a continuation registered
+// with them, as orchestrator.Start registers one, keeps the version its
+// claimer holds). Both versions are returned. Linking the same pair again
+// is a no-op; a link that would
 // overwrite another link is ErrChainLinked; old in created or waiting is a
 // *thread.TransitionError.
 func (r *Registry) LinkContinuation(ctx context.Context, oldID, newID string) (oldVersion, newVersion int64, err error) {
