@@ -204,16 +204,19 @@ func (r *Registry) WaitTerminal(ctx context.Context, ids []string) (map[string]*
 	}
 	// affects maps a watched thread to the pending ids whose chain it is on.
 	affects := map[string]map[string]bool{}
+	watch := func(w, id string) {
+		if affects[w] == nil {
+			affects[w] = map[string]bool{}
+		}
+		affects[w][id] = true
+	}
 	// settle records where id's chain was found to end.
 	settle := func(id string, res resolved) error {
 		if res.rec == nil {
 			return fmt.Errorf("wait for thread %q: %w", id, ErrNotFound)
 		}
 		for _, w := range []string{id, res.rec.ThreadID, res.end} {
-			if affects[w] == nil {
-				affects[w] = map[string]bool{}
-			}
-			affects[w][id] = true
+			watch(w, id)
 		}
 		if res.rec.Status.Terminal() && !res.missing {
 			done[id] = res.rec
@@ -270,10 +273,7 @@ func (r *Registry) WaitTerminal(ctx context.Context, ids []string) (map[string]*
 			var ended []string
 			for i, id := range batch {
 				if st := status[i]; st != "" && !st.Terminal() {
-					if affects[id] == nil {
-						affects[id] = map[string]bool{}
-					}
-					affects[id][id] = true // its own end is all there is to watch
+					watch(id, id) // its own end is all there is to watch
 					continue
 				}
 				ended = append(ended, id)
