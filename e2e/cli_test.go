@@ -354,6 +354,10 @@ func TestCLI(t *testing.T) {
 		{name: "cancel missing id", args: []string{"thread", "cancel"}, code: 2, errLike: `^thread cancel takes one thread ID`},
 		{name: "cancel bad flag value", args: []string{"thread", "cancel", "{done}", "--cascade=maybe"}, code: 2, errLike: `^invalid boolean value "maybe"`},
 
+		// people in the loop: an unknown thread is not found, as for every command
+		{name: "approve unknown", args: []string{"thread", "approve", missing}, code: 1, errLike: notFound},
+		{name: "deny unknown", args: []string{"thread", "deny", missing, "--reason", "no"}, code: 1, errLike: notFound},
+
 		// history: fork (refusals only: a fork would change the counts
 		// below), export-script, replay
 		{name: "fork missing turn", args: []string{"thread", "fork", "{done}"}, code: 2, errLike: `^thread fork needs --at-turn N$`},

@@ -99,7 +99,7 @@ func threadDecide(c *cli.Context, decision string) error {
 	if decision == registry.DecisionDeny && strings.TrimSpace(c.String("reason")) == "" {
 		return usagef("thread deny needs --reason TEXT (the model gets it as the call's error)")
 	}
-	s, err := openServices(c, openOpts{readOnly: true})
+	s, _, err := openRecord(c, id, openOpts{readOnly: true})
 	if err != nil {
 		return err
 	}
