@@ -191,6 +191,8 @@ func TestCLI(t *testing.T) {
 			errLike: `^unknown model "cluade-sonnet-4-5": use claude-\*, gpt-\*`},
 		{name: "run missing script", args: []string{"thread", "run", "t/cli", "--model", "script:nosuch.yaml"}, code: 2,
 			errLike: `^model script:nosuch\.yaml: stat .*nosuch\.yaml: no such file or directory$`},
+		{name: "run script is a directory", args: []string{"thread", "run", "t/cli", "--model", "script:scripts"}, code: 2,
+			errLike: `^model script:scripts: .*scripts is a directory, not a script$`},
 		{name: "run spend past the ledger", args: with(run, "--limit", "spend=1e308"), code: 2,
 			errLike: `^--limit spend=1e308: at most 1e\+06 USD \(the most one budget holds\)$`},
 		{name: "run negative timeout", args: with(run, "--wait", "--timeout", "-1s"), code: 2,

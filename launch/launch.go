@@ -73,8 +73,12 @@ func CheckScript(project, model string) error {
 		return refused(err)
 	}
 	if ok && err == nil {
-		if _, err := os.Stat(file); err != nil {
+		fi, err := os.Stat(file)
+		if err != nil {
 			return refused(fmt.Errorf("model %s: %w", model, err))
+		}
+		if fi.IsDir() {
+			return refused(fmt.Errorf("model %s: %s is a directory, not a script", model, file))
 		}
 	}
 	return nil
