@@ -457,6 +457,8 @@ func TestCLI(t *testing.T) {
 		{name: "unknown subcommand", args: []string{"thread", "bogus"}, code: 2, errLike: `^unknown command "bogus"$`},
 		{name: "bad global flag", args: []string{"--bogus", "thread", "list"}, code: 2, errLike: `^flag provided but not defined: -bogus$`},
 		{name: "bad env value", args: []string{"thread", "list"}, env: []string{"SPOOL_LEASE_TTL=soon"}, code: 2, errLike: `SPOOL_LEASE_TTL`},
+		{name: "bad S3 env value", args: []string{"thread", "list"}, env: []string{"SPOOL_S3_BUCKET=b", "SPOOL_S3_PATH_STYLE=maybe"}, code: 2,
+			errLike: `^SPOOL_S3_PATH_STYLE="maybe": want true or false$`},
 		{name: "lease ttl too short", args: []string{"--lease-ttl", "10ms", "thread", "list"}, code: 2, errLike: `^--lease-ttl 10ms: must be at least 1s$`},
 		{name: "env namespace is used", args: []string{"thread", "show", "{done}"}, env: []string{"SPOOL_NAMESPACE=other-ns"}, code: 1, errLike: `^thread "t/cli-\S+" not found$`},
 		{name: "flag wins over env", args: []string{"--namespace", "{ns}", "thread", "show", "{done}", "--json"}, env: []string{"SPOOL_NAMESPACE=other-ns"},

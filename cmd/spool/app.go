@@ -236,6 +236,12 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 	if c.Duration("lease-ttl") < time.Second {
 		return nil, usagef("--lease-ttl %s: must be at least 1s", c.Duration("lease-ttl"))
 	}
+	if os.Getenv("SPOOL_S3_BUCKET") != "" {
+		// A malformed setting is bad usage (exit 2), as a bad flag is.
+		if _, err := blobstore.S3ConfigFromEnv(); err != nil {
+			return nil, usagef("%v", err)
+		}
+	}
 	log := logger(c)
 	proj, err := projectDir(c)
 	if err != nil {
