@@ -22,7 +22,9 @@
 // slots, so a Cluster whose nodes own even slot ranges gets an even share
 // of the trees. What stays global, on the namespace's own tag: locks, the
 // housekeeping hash, the layout record, and the fleet-wide rate-limit
-// budgets (their scripts touch nothing else).
+// budgets (their scripts touch nothing else). One key belongs to no
+// namespace: FunctionsSeen, as the Function libraries it tracks are the
+// server's.
 //
 // The layout of a namespace is fixed when it is first used (package
 // registry's Layout records it in Redis): every process of a deployment
@@ -242,6 +244,13 @@ func (s Space) Lock(name string) string { return s.prefix + "lock:" + name }
 // Redis itself (its run id, a canary counter), to tell when Redis lost
 // writes (scheduler's reconciliation).
 func (s Space) Housekeeping() string { return s.prefix + "housekeeping" }
+
+// FunctionsSeen is the hash, one per Redis server (or Cluster) and outside
+// every namespace as Redis Functions are, of when a process last used each
+// of spool's Function libraries (field: the library's name, value: unix
+// seconds), so that housekeeping deletes the libraries no deployed version
+// uses any more (package redisfn's Prune).
+const FunctionsSeen = "spool:functions"
 
 // Waiters is the set of thread ids waiting on the continuation chain whose
 // root is chainRoot.

@@ -49,7 +49,10 @@
 // and waiting threads whose wake-up was lost;
 // with Retention set, Retain deletes the blob-store artifacts of threads
 // that finished longer ago than Retention and whose tree and chain are no
-// longer active. Retention keeps the registry records (a few hundred
+// longer active; at most once an hour, redisfn.Prune deletes spool's Redis
+// Function libraries that no process has used for FunctionsUnused (7 days:
+// those of versions no longer deployed, which each deploy would otherwise
+// add to Redis for good). Retention keeps the registry records (a few hundred
 // bytes each: status, cost, result; what `spool thread show` and the
 // ledger read) and marks them with ArtifactsDeletedField; removing records
 // would belong to registry.Registry, which owns their layout.

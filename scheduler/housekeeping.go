@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/blobkey"
+	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/transcript"
 )
@@ -31,7 +32,13 @@ type HousekeepingResult struct {
 	// Reconcile is what reconciling the registry and the ledger with the
 	// transcripts did; its Trigger is "" when none was due.
 	Reconcile ReconcileResult
+	// Functions are the Redis Function libraries deleted as unused
+	// (Config.FunctionsUnused).
+	Functions []string
 }
+
+// pruneEvery is how often a scheduler process prunes Function libraries.
+const pruneEvery = time.Hour
 
 // runHousekeeping runs a pass at once and then every interval.
 func (s *Scheduler) runHousekeeping(ctx context.Context) {
@@ -92,7 +99,29 @@ func (s *Scheduler) Housekeep(ctx context.Context) (res HousekeepingResult, err 
 			return res, err
 		}
 	}
+	res.Functions = s.pruneFunctions(ctx)
 	return res, reconcileErr
+}
+
+// pruneFunctions deletes the Function libraries no process has used for
+// FunctionsUnused, at most once every pruneEvery. A failure (an ACL
+// without FUNCTION) is logged and tried again pruneEvery later: it keeps
+// no other step from running.
+func (s *Scheduler) pruneFunctions(ctx context.Context) []string {
+	now := s.o.Now()
+	if s.cfg.FunctionsUnused < 0 || now.Sub(s.prunedAt) < pruneEvery {
+		return nil
+	}
+	s.prunedAt = now
+	deleted, err := redisfn.Prune(ctx, s.o.Redis, redisfn.Prefix, s.cfg.FunctionsUnused, now)
+	if err != nil {
+		s.log.Warn("housekeeping: prune Redis Function libraries", "error", err)
+	}
+	if len(deleted) > 0 {
+		s.log.Info("housekeeping: deleted unused Redis Function libraries", "libraries", deleted,
+			"unused_for", s.cfg.FunctionsUnused)
+	}
+	return deleted
 }
 
 // Retain deletes the persisted artifacts of threads that finished before

@@ -2,15 +2,19 @@ package scheduler_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/scheduler"
@@ -198,4 +202,44 @@ func requirePresent(t *testing.T, store blobstore.Store, keys []string) {
 		_, err := store.Stat(context.Background(), k)
 		require.NoError(t, err, k)
 	}
+}
+
+// Housekeeping deletes the Redis Function libraries of spool's that no
+// process has used for FunctionsUnused (the versions no longer deployed),
+// at most once an hour per scheduler process.
+func TestHousekeepPrunesUnusedFunctionLibraries(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	if e.redis.Embedded {
+		t.Skip("the embedded Redis has no Functions")
+	}
+	o := e.orch(nil)
+	ctx := context.Background()
+	script := func() *redisfn.Script { return redisfn.New("hk"+testenv.RandomID(6), "local x = 1", "return 1") }
+	stale := func(s *redisfn.Script) {
+		require.NoError(t, s.Run(ctx, o.Redis, nil).Err())
+		require.NoError(t, o.Redis.HSet(ctx, keyspace.FunctionsSeen, s.Name(), time.Now().Add(-8*24*time.Hour).Unix()).Err())
+	}
+	gone := func(s *redisfn.Script) bool {
+		libs, err := o.Redis.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: s.Name()}).Result()
+		require.NoError(t, err)
+		return len(libs) == 0
+	}
+	old, later := script(), script()
+	t.Cleanup(func() { _ = o.Redis.HDel(context.Background(), keyspace.FunctionsSeen, old.Name(), later.Name()).Err() })
+	stale(old)
+
+	s := e.scheduler(scheduler.Config{HousekeepingInterval: time.Minute, FunctionsUnused: 7 * 24 * time.Hour}, o)
+	res, err := s.Housekeep(ctx)
+	require.NoError(t, err)
+	require.True(t, gone(old), "unused for 8 days: deleted")
+	require.Zero(t, o.Redis.HExists(ctx, keyspace.FunctionsSeen, old.Name()).Val(), "its record with it")
+	for _, name := range res.Functions {
+		require.True(t, strings.HasPrefix(name, redisfn.Prefix), "only spool's libraries: %s", name)
+	}
+
+	stale(later)
+	res, err = s.Housekeep(ctx)
+	require.NoError(t, err)
+	require.Nil(t, res.Functions, "the next pass within the hour prunes nothing")
 }

@@ -98,6 +98,9 @@ func (e *env) entries(yaml string) []scheduler.Entry {
 func (e *env) scheduler(cfg scheduler.Config, o *orchestrator.Orchestrator) *scheduler.Scheduler {
 	e.t.Helper()
 	cfg.Project, cfg.UserDir = e.project, "-"
+	if cfg.FunctionsUnused == 0 {
+		cfg.FunctionsUnused = -1 // tests share a Redis: only the test of pruning prunes
+	}
 	s, err := scheduler.New(cfg, o)
 	require.NoError(e.t, err)
 	e.t.Cleanup(s.Stop)

@@ -53,6 +53,11 @@ type Config struct {
 	// was detected (see the package doc). Default 10m; negative disables
 	// the periodic pass (a detected loss is still reconciled).
 	ReconcileInterval time.Duration
+	// FunctionsUnused is how long none of a fleet's processes may have
+	// used one of spool's Redis Function libraries (those of versions no
+	// longer deployed) before housekeeping deletes it (redisfn.Prune, at
+	// most once an hour). Default 7 days; negative keeps them all.
+	FunctionsUnused time.Duration
 	// ReconcileWindow: after a detected loss of Redis writes, the threads
 	// created within this window are reconciled too, finished or not.
 	// Default 15m.
@@ -82,6 +87,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = 10 * time.Minute
+	}
+	if c.FunctionsUnused == 0 {
+		c.FunctionsUnused = 7 * 24 * time.Hour
 	}
 	if c.ReconcileWindow <= 0 {
 		c.ReconcileWindow = 15 * time.Minute
@@ -130,8 +138,9 @@ type Scheduler struct {
 	stopped  bool
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
-	retainAt float64 // retention watermark: threads created before it are settled
-	canary   int64   // the housekeeping marker's canary as this process last wrote it
+	retainAt float64   // retention watermark: threads created before it are settled
+	canary   int64     // the housekeeping marker's canary as this process last wrote it
+	prunedAt time.Time // when this process last pruned Function libraries
 }
 
 // EntryStatus is what a scheduler process knows of one entry.

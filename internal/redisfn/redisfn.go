@@ -16,8 +16,13 @@
 //
 // The name carries a hash of the code, so workers of two versions (a
 // rolling deploy) each call their own library, and a library once loaded
-// never changes. Libraries of versions no longer deployed stay in Redis
-// (a few kilobytes each) until an operator runs FUNCTION DELETE.
+// never changes. A process records, at its first call of a function and
+// then at most once an hour, that it uses the library
+// (keyspace.FunctionsSeen); Prune, run by housekeeping, deletes the
+// libraries of versions no process has used for days, which would
+// otherwise stay in Redis with every deploy until an operator ran
+// FUNCTION DELETE. Deleting one a process still uses costs that process
+// one load: its next call finds the function missing and loads it again.
 //
 // Run calls the function; when Redis does not know it (a new server, a
 // restart without persistence, FUNCTION FLUSH) it loads the library —
@@ -39,11 +44,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/spool-run/spool/internal/autopipe"
+	"github.com/spool-run/spool/keyspace"
 )
 
 // Script is a Lua script run as a Redis Function where Redis has them.
@@ -77,17 +84,19 @@ func (s *Script) Run(ctx context.Context, c redis.UniversalClient, keys []string
 	if st.evalOnly.Load() {
 		return s.eval.Run(ctx, c, keys, args...)
 	}
-	loaded := st.loaded(s.fn)
+	fs := st.function(s.fn)
+	loaded := &fs.loads
 	gen := loaded.Load()
 	cmd := c.FCall(ctx, s.fn, keys, args...)
 	switch err := cmd.Err(); {
 	case err == nil:
+		fs.touch(ctx, c, s.fn)
 		return cmd
 	case unknownCommand(err):
 		st.evalOnly.Store(true)
 		return s.eval.Run(ctx, c, keys, args...)
 	case !notFound(err):
-		return cmd // the script's own reply or refusal, or the connection's error
+		return cmd // the script's own refusal, or the connection's error
 	}
 	// One load per client at a time, and none when one ended since this
 	// call was sent: a fleet's first calls all find the function missing,
@@ -112,7 +121,11 @@ func (s *Script) Run(ctx context.Context, c redis.UniversalClient, keys []string
 		}
 		return s.eval.Run(ctx, c, keys, args...) // else a failed connection: this call as a script
 	}
-	if cmd = c.FCall(ctx, s.fn, keys, args...); notFound(cmd.Err()) {
+	cmd = c.FCall(ctx, s.fn, keys, args...)
+	switch err := cmd.Err(); {
+	case err == nil:
+		fs.touch(ctx, c, s.fn)
+	case notFound(err):
 		// Loaded, yet not where the key lives (a slot moving): this call
 		// as a script; the next one tries the function again.
 		return s.eval.Run(ctx, c, keys, args...)
@@ -123,33 +136,60 @@ func (s *Script) Run(ctx context.Context, c redis.UniversalClient, keys []string
 // load loads the library on c's server, or on every master of a Cluster;
 // one that another process loaded first is no failure.
 func (s *Script) load(ctx context.Context, c redis.UniversalClient) error {
-	one := func(ctx context.Context, c redis.Cmdable) error {
+	return eachServer(ctx, c, func(ctx context.Context, c redis.Cmdable) error {
 		if err := c.FunctionLoad(ctx, s.lib).Err(); err != nil && !strings.Contains(err.Error(), "already exists") {
 			return fmt.Errorf("function load %s: %w", s.fn, err)
 		}
 		return nil
-	}
+	})
+}
+
+// eachServer runs fn on c's server, or on every master of a Cluster (at
+// once): where Functions live.
+func eachServer(ctx context.Context, c redis.UniversalClient, fn func(context.Context, redis.Cmdable) error) error {
 	base := autopipe.Unwrap(c)
 	if cc, ok := base.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return one(ctx, m) })
+		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return fn(ctx, m) })
 	}
-	return one(ctx, base)
+	return fn(ctx, base)
 }
 
 // state is what a client's server has shown about Functions.
 type state struct {
 	evalOnly atomic.Bool        // no Functions: every script by EVALSHA
 	loads    singleflight.Group // FUNCTION LOADs under way, by function
-	gens     sync.Map           // function → *atomic.Int64: loads done
+	fns      sync.Map           // function → *fnState
 }
 
-// loaded counts the loads of fn's library this client made.
-func (st *state) loaded(fn string) *atomic.Int64 {
-	if g, ok := st.gens.Load(fn); ok {
-		return g.(*atomic.Int64)
+// fnState is what a client did with one function.
+type fnState struct {
+	loads   atomic.Int64 // loads of its library this client made
+	touched atomic.Int64 // when its use was last recorded (unix seconds)
+}
+
+// function is fn's state on this client.
+func (st *state) function(fn string) *fnState {
+	if f, ok := st.fns.Load(fn); ok {
+		return f.(*fnState)
 	}
-	g, _ := st.gens.LoadOrStore(fn, new(atomic.Int64))
-	return g.(*atomic.Int64)
+	f, _ := st.fns.LoadOrStore(fn, new(fnState))
+	return f.(*fnState)
+}
+
+// touchEvery is how often a client records that it uses a library.
+const touchEvery = time.Hour
+
+// touch records in keyspace.FunctionsSeen that this process uses fn's
+// library, at its first call and then at most once every touchEvery. It
+// is best effort: a record that fails is made again touchEvery later,
+// and Prune waits days.
+func (f *fnState) touch(ctx context.Context, c redis.UniversalClient, fn string) {
+	now := time.Now().Unix()
+	last := f.touched.Load()
+	if last != 0 && now-last < int64(touchEvery/time.Second) || !f.touched.CompareAndSwap(last, now) {
+		return
+	}
+	_ = c.HSet(context.WithoutCancel(ctx), keyspace.FunctionsSeen, fn, now).Err()
 }
 
 var states sync.Map // redis.UniversalClient → *state

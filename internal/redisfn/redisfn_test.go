@@ -3,10 +3,12 @@ package redisfn_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -16,6 +18,7 @@ import (
 	"github.com/spool-run/spool/internal/autopipe"
 	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/keyspace"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -196,4 +199,88 @@ func TestRefusedLoadRunsScripts(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []any{int64(3), "x"}, got)
 	require.True(t, redisfn.EvalOnly(c), "refused, the client stops asking for Functions")
+}
+
+// TestPruneDeletesUnusedLibraries: housekeeping's Prune deletes, on every
+// master, the libraries no process has used for the time given, enters
+// the ones it has no record of as seen now, drops records whose library
+// is gone, leaves the rest; a process still calling a deleted library
+// loads it again on its next call. (Prune runs as of a week ahead, on
+// libraries of this test's own prefix: other tests' pruners, as of now,
+// leave them alone, and it leaves theirs.)
+func TestPruneDeletesUnusedLibraries(t *testing.T) {
+	for _, top := range testenv.Topologies {
+		t.Run(string(top), func(t *testing.T) {
+			r := testenv.NewRedisOn(t, top)
+			if r.Embedded {
+				t.Skip("the embedded Redis has no Functions (TestPruneWithoutFunctions)")
+			}
+			ctx := t.Context()
+			c := autopipe.Wrap(r.Universal)
+			name := "prune" + testenv.RandomID(6)
+			prefix := redisfn.Prefix + name
+			script := func(v string) *redisfn.Script {
+				return redisfn.New(name, prelude+"\n-- "+v, "return lib.bump(KEYS, ARGV)")
+			}
+			old, cur, untracked := script("old"), script("cur"), script("untracked")
+			gone, recent := prefix+"_gone", prefix+"_recent"
+			t.Cleanup(func() {
+				_ = r.Universal.HDel(context.Background(), keyspace.FunctionsSeen,
+					old.Name(), cur.Name(), untracked.Name(), gone, recent).Err()
+			})
+			now := time.Now()
+			for _, s := range []*redisfn.Script{old, cur} {
+				require.NoError(t, s.Run(ctx, c, []string{r.Namespace + ":{a}"}, 1, "x").Err())
+				at, err := r.Universal.HGet(ctx, keyspace.FunctionsSeen, s.Name()).Int64()
+				require.NoError(t, err, "a call records that the library is used")
+				require.InDelta(t, now.Unix(), at, 60)
+			}
+			week := 7 * 24 * time.Hour
+			later := now.Add(week + 24*time.Hour) // old, last used now, is a week and a day unused
+			require.NoError(t, r.Universal.HSet(ctx, keyspace.FunctionsSeen,
+				cur.Name(), later.Unix(), gone, now.Unix(), recent, later.Unix()).Err())
+			for _, m := range masters(t, r) {
+				require.NoError(t, m.FunctionLoad(ctx, untracked.Library()).Err())
+			}
+
+			deleted, err := redisfn.Prune(ctx, c, prefix, week, later)
+			require.NoError(t, err)
+			require.Equal(t, []string{old.Name()}, deleted)
+			for _, m := range masters(t, r) {
+				require.False(t, loaded(t, m, old), "deleted on %s", m.Options().Addr)
+				require.True(t, loaded(t, m, cur), "used within the week: kept on %s", m.Options().Addr)
+				require.True(t, loaded(t, m, untracked), "no record yet: kept on %s", m.Options().Addr)
+			}
+			seen, err := r.Universal.HMGet(ctx, keyspace.FunctionsSeen, old.Name(), untracked.Name(), gone, recent).Result()
+			require.NoError(t, err)
+			require.Nil(t, seen[0], "the deleted library's record goes with it")
+			require.Equal(t, strconv.FormatInt(later.Unix(), 10), seen[1], "an untracked library counts as seen now")
+			require.Nil(t, seen[2], "a record whose library is gone is dropped after the week")
+			require.NotNil(t, seen[3], "a recent record without a library stays")
+
+			again, err := redisfn.Prune(ctx, c, prefix, week, later.Add(week-time.Minute))
+			require.NoError(t, err)
+			require.Empty(t, again, "nothing else is a week unused yet")
+
+			got, err := old.Run(ctx, c, []string{r.Namespace + ":{b}"}, 2, "back").Slice()
+			require.NoError(t, err, "a process still on the deleted library loads it again")
+			require.Equal(t, []any{int64(2), "back"}, got)
+			for _, m := range masters(t, r) {
+				require.True(t, loaded(t, m, old))
+			}
+			_, err = redisfn.Prune(ctx, c, prefix, 0, now)
+			require.ErrorContains(t, err, "must be positive")
+		})
+	}
+}
+
+// TestPruneWithoutFunctions: a server without Functions (miniredis,
+// Redis 6) has nothing to prune.
+func TestPruneWithoutFunctions(t *testing.T) {
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	deleted, err := redisfn.Prune(t.Context(), c, redisfn.Prefix, time.Hour, time.Now())
+	require.NoError(t, err)
+	require.Empty(t, deleted)
 }
