@@ -40,6 +40,20 @@ func newScript(t *testing.T) *redisfn.Script {
 	return redisfn.New("test", prelude+"\n-- "+testenv.RandomID(8), "return lib.bump(KEYS, ARGV)")
 }
 
+// withFunctions runs test on each topology, with Functions: the embedded
+// Redis has none (TestEmbeddedRedisRunsScripts, TestPruneWithoutFunctions).
+func withFunctions(t *testing.T, test func(t *testing.T, r *testenv.Redis)) {
+	for _, top := range testenv.Topologies {
+		t.Run(string(top), func(t *testing.T) {
+			r := testenv.NewRedisOn(t, top)
+			if r.Embedded {
+				t.Skip("the embedded Redis has no Functions")
+			}
+			test(t, r)
+		})
+	}
+}
+
 // masters are the clients of the servers that hold keys: each master of
 // a Cluster, else the one server.
 func masters(t *testing.T, r *testenv.Redis) []*redis.Client {
@@ -72,42 +86,36 @@ func loaded(t *testing.T, c *redis.Client, s *redisfn.Script) bool {
 // that lost its functions (a restart without persistence, FUNCTION
 // FLUSH) gets the library again on the next call.
 func TestRunLoadsTheLibraryOnEveryMaster(t *testing.T) {
-	for _, top := range testenv.Topologies {
-		t.Run(string(top), func(t *testing.T) {
-			r := testenv.NewRedisOn(t, top)
-			if r.Embedded {
-				t.Skip("the embedded Redis has no Functions (TestEmbeddedRedisRunsScripts)")
-			}
-			c := autopipe.Wrap(r.Universal)
-			s := newScript(t)
-			// Keys of three hash tags: on a Cluster, three slots that
-			// CRC16 puts on different masters.
-			keys := []string{r.Namespace + ":{a}", r.Namespace + ":{b}", r.Namespace + ":{c}"}
-			for _, k := range keys {
-				got, err := s.Run(t.Context(), c, []string{k}, 4, "x").Slice()
-				require.NoError(t, err)
-				require.Equal(t, []any{int64(4), "x"}, got)
-			}
-			require.False(t, redisfn.EvalOnly(c), "Redis 7 runs the script as a Function")
-			for _, m := range masters(t, r) {
-				require.True(t, loaded(t, m, s), "the library on %s", m.Options().Addr)
-			}
-
-			got, err := s.Run(t.Context(), c, keys[:1], 4, "y").Slice()
+	withFunctions(t, func(t *testing.T, r *testenv.Redis) {
+		c := autopipe.Wrap(r.Universal)
+		s := newScript(t)
+		// Keys of three hash tags: on a Cluster, three slots that
+		// CRC16 puts on different masters.
+		keys := []string{r.Namespace + ":{a}", r.Namespace + ":{b}", r.Namespace + ":{c}"}
+		for _, k := range keys {
+			got, err := s.Run(t.Context(), c, []string{k}, 4, "x").Slice()
 			require.NoError(t, err)
-			require.Equal(t, []any{int64(8), "y"}, got)
-			_, err = s.Run(t.Context(), c, keys[:1], 4, "z").Result()
-			require.EqualError(t, err, "TOOMANY 12", "a refusal comes back as the script gave it")
+			require.Equal(t, []any{int64(4), "x"}, got)
+		}
+		require.False(t, redisfn.EvalOnly(c), "Redis 7 runs the script as a Function")
+		for _, m := range masters(t, r) {
+			require.True(t, loaded(t, m, s), "the library on %s", m.Options().Addr)
+		}
 
-			for _, m := range masters(t, r) {
-				require.NoError(t, m.FunctionDelete(t.Context(), s.Name()).Err())
-			}
-			got, err = s.Run(t.Context(), c, keys[1:2], -4, "again").Slice()
-			require.NoError(t, err)
-			require.Equal(t, []any{int64(0), "again"}, got)
-			require.False(t, redisfn.EvalOnly(c))
-		})
-	}
+		got, err := s.Run(t.Context(), c, keys[:1], 4, "y").Slice()
+		require.NoError(t, err)
+		require.Equal(t, []any{int64(8), "y"}, got)
+		_, err = s.Run(t.Context(), c, keys[:1], 4, "z").Result()
+		require.EqualError(t, err, "TOOMANY 12", "a refusal comes back as the script gave it")
+
+		for _, m := range masters(t, r) {
+			require.NoError(t, m.FunctionDelete(t.Context(), s.Name()).Err())
+		}
+		got, err = s.Run(t.Context(), c, keys[1:2], -4, "again").Slice()
+		require.NoError(t, err)
+		require.Equal(t, []any{int64(0), "again"}, got)
+		require.False(t, redisfn.EvalOnly(c))
+	})
 }
 
 // TestEmbeddedRedisRunsScripts: where Redis has no FCALL (miniredis,
@@ -209,69 +217,63 @@ func TestRefusedLoadRunsScripts(t *testing.T) {
 // libraries of this test's own prefix: other tests' pruners, as of now,
 // leave them alone, and it leaves theirs.)
 func TestPruneDeletesUnusedLibraries(t *testing.T) {
-	for _, top := range testenv.Topologies {
-		t.Run(string(top), func(t *testing.T) {
-			r := testenv.NewRedisOn(t, top)
-			if r.Embedded {
-				t.Skip("the embedded Redis has no Functions (TestPruneWithoutFunctions)")
-			}
-			ctx := t.Context()
-			c := autopipe.Wrap(r.Universal)
-			name := "prune" + testenv.RandomID(6)
-			prefix := redisfn.Prefix + name
-			script := func(v string) *redisfn.Script {
-				return redisfn.New(name, prelude+"\n-- "+v, "return lib.bump(KEYS, ARGV)")
-			}
-			old, cur, untracked := script("old"), script("cur"), script("untracked")
-			gone, recent := prefix+"_gone", prefix+"_recent"
-			t.Cleanup(func() {
-				_ = r.Universal.HDel(context.Background(), keyspace.FunctionsSeen,
-					old.Name(), cur.Name(), untracked.Name(), gone, recent).Err()
-			})
-			now := time.Now()
-			for _, s := range []*redisfn.Script{old, cur} {
-				require.NoError(t, s.Run(ctx, c, []string{r.Namespace + ":{a}"}, 1, "x").Err())
-				at, err := r.Universal.HGet(ctx, keyspace.FunctionsSeen, s.Name()).Int64()
-				require.NoError(t, err, "a call records that the library is used")
-				require.InDelta(t, now.Unix(), at, 60)
-			}
-			week := 7 * 24 * time.Hour
-			later := now.Add(week + 24*time.Hour) // old, last used now, is a week and a day unused
-			require.NoError(t, r.Universal.HSet(ctx, keyspace.FunctionsSeen,
-				cur.Name(), later.Unix(), gone, now.Unix(), recent, later.Unix()).Err())
-			for _, m := range masters(t, r) {
-				require.NoError(t, m.FunctionLoad(ctx, untracked.Library()).Err())
-			}
-
-			deleted, err := redisfn.Prune(ctx, c, prefix, week, later)
-			require.NoError(t, err)
-			require.Equal(t, []string{old.Name()}, deleted)
-			for _, m := range masters(t, r) {
-				require.False(t, loaded(t, m, old), "deleted on %s", m.Options().Addr)
-				require.True(t, loaded(t, m, cur), "used within the week: kept on %s", m.Options().Addr)
-				require.True(t, loaded(t, m, untracked), "no record yet: kept on %s", m.Options().Addr)
-			}
-			seen, err := r.Universal.HMGet(ctx, keyspace.FunctionsSeen, old.Name(), untracked.Name(), gone, recent).Result()
-			require.NoError(t, err)
-			require.Nil(t, seen[0], "the deleted library's record goes with it")
-			require.Equal(t, strconv.FormatInt(later.Unix(), 10), seen[1], "an untracked library counts as seen now")
-			require.Nil(t, seen[2], "a record whose library is gone is dropped after the week")
-			require.NotNil(t, seen[3], "a recent record without a library stays")
-
-			again, err := redisfn.Prune(ctx, c, prefix, week, later.Add(week-time.Minute))
-			require.NoError(t, err)
-			require.Empty(t, again, "nothing else is a week unused yet")
-
-			got, err := old.Run(ctx, c, []string{r.Namespace + ":{b}"}, 2, "back").Slice()
-			require.NoError(t, err, "a process still on the deleted library loads it again")
-			require.Equal(t, []any{int64(2), "back"}, got)
-			for _, m := range masters(t, r) {
-				require.True(t, loaded(t, m, old))
-			}
-			_, err = redisfn.Prune(ctx, c, prefix, 0, now)
-			require.ErrorContains(t, err, "must be positive")
+	withFunctions(t, func(t *testing.T, r *testenv.Redis) {
+		ctx := t.Context()
+		c := autopipe.Wrap(r.Universal)
+		name := "prune" + testenv.RandomID(6)
+		prefix := redisfn.Prefix + name
+		script := func(v string) *redisfn.Script {
+			return redisfn.New(name, prelude+"\n-- "+v, "return lib.bump(KEYS, ARGV)")
+		}
+		old, cur, untracked := script("old"), script("cur"), script("untracked")
+		gone, recent := prefix+"_gone", prefix+"_recent"
+		t.Cleanup(func() {
+			_ = r.Universal.HDel(context.Background(), keyspace.FunctionsSeen,
+				old.Name(), cur.Name(), untracked.Name(), gone, recent).Err()
 		})
-	}
+		now := time.Now()
+		for _, s := range []*redisfn.Script{old, cur} {
+			require.NoError(t, s.Run(ctx, c, []string{r.Namespace + ":{a}"}, 1, "x").Err())
+			at, err := r.Universal.HGet(ctx, keyspace.FunctionsSeen, s.Name()).Int64()
+			require.NoError(t, err, "a call records that the library is used")
+			require.InDelta(t, now.Unix(), at, 60)
+		}
+		week := 7 * 24 * time.Hour
+		later := now.Add(week + 24*time.Hour) // old, last used now, is a week and a day unused
+		require.NoError(t, r.Universal.HSet(ctx, keyspace.FunctionsSeen,
+			cur.Name(), later.Unix(), gone, now.Unix(), recent, later.Unix()).Err())
+		for _, m := range masters(t, r) {
+			require.NoError(t, m.FunctionLoad(ctx, untracked.Library()).Err())
+		}
+
+		deleted, err := redisfn.Prune(ctx, c, prefix, week, later)
+		require.NoError(t, err)
+		require.Equal(t, []string{old.Name()}, deleted)
+		for _, m := range masters(t, r) {
+			require.False(t, loaded(t, m, old), "deleted on %s", m.Options().Addr)
+			require.True(t, loaded(t, m, cur), "used within the week: kept on %s", m.Options().Addr)
+			require.True(t, loaded(t, m, untracked), "no record yet: kept on %s", m.Options().Addr)
+		}
+		seen, err := r.Universal.HMGet(ctx, keyspace.FunctionsSeen, old.Name(), untracked.Name(), gone, recent).Result()
+		require.NoError(t, err)
+		require.Nil(t, seen[0], "the deleted library's record goes with it")
+		require.Equal(t, strconv.FormatInt(later.Unix(), 10), seen[1], "an untracked library counts as seen now")
+		require.Nil(t, seen[2], "a record whose library is gone is dropped after the week")
+		require.NotNil(t, seen[3], "a recent record without a library stays")
+
+		again, err := redisfn.Prune(ctx, c, prefix, week, later.Add(week-time.Minute))
+		require.NoError(t, err)
+		require.Empty(t, again, "nothing else is a week unused yet")
+
+		got, err := old.Run(ctx, c, []string{r.Namespace + ":{b}"}, 2, "back").Slice()
+		require.NoError(t, err, "a process still on the deleted library loads it again")
+		require.Equal(t, []any{int64(2), "back"}, got)
+		for _, m := range masters(t, r) {
+			require.True(t, loaded(t, m, old))
+		}
+		_, err = redisfn.Prune(ctx, c, prefix, 0, now)
+		require.ErrorContains(t, err, "must be positive")
+	})
 }
 
 // TestPruneWithoutFunctions: a server without Functions (miniredis,
