@@ -422,6 +422,10 @@ func TestCLI(t *testing.T) {
 		// keys init
 		{name: "keys init json", args: []string{"keys", "init", "--dir", "{tmp}/keys", "--json"}, check: requireKeyInit(true)},
 		{name: "keys init again", args: []string{"keys", "init", "--dir", "{tmp}/keys", "--json"}, check: requireKeyInit(false)},
+		{name: "keys init at the signing key", args: []string{"keys", "init", "--signing-key", "{tmp}/sk/my.key", "--json"}, check: func(t *testing.T, out string) {
+			requireKeyInit(true)(t, out)
+			require.Equal(t, "my.key", filepath.Base(jsonObject(t, out)["private_key"].(string)), "SPOOL_SIGNING_KEY names the key other commands load")
+		}},
 		{name: "keys init argument", args: []string{"keys", "init", "x"}, code: 2, errLike: `^keys init takes no arguments`},
 		{name: "keys init bad flag", args: []string{"keys", "init", "--bogus"}, code: 2, errLike: `^flag provided but not defined: -bogus$`},
 

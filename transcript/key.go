@@ -85,6 +85,13 @@ func (s *Signer) Signatures() int64 { return s.signed.Load() }
 // earlier keys stay, so what they signed keeps verifying. It returns both
 // paths.
 func (s *Signer) SaveKey(dir string) (privPath, pubPath string, err error) {
+	return s.SaveKeyFile(filepath.Join(dir, SigningKeyFile))
+}
+
+// SaveKeyFile is SaveKey with the private key at path (any name, as
+// SPOOL_SIGNING_KEY may give it) and the public key beside it.
+func (s *Signer) SaveKeyFile(path string) (privPath, pubPath string, err error) {
+	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", "", fmt.Errorf("save key: %w", err)
 	}
@@ -92,14 +99,13 @@ func (s *Signer) SaveKey(dir string) (privPath, pubPath string, err error) {
 	if err != nil {
 		return "", "", fmt.Errorf("save key: %w", err)
 	}
-	privPath = filepath.Join(dir, SigningKeyFile)
 	if pubPath, err = s.SavePublicKey(dir); err != nil {
 		return "", "", err
 	}
-	if err := writeFileAtomic(privPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+	if err := writeFileAtomic(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
 		return "", "", fmt.Errorf("save key: %w", err)
 	}
-	return privPath, pubPath, nil
+	return path, pubPath, nil
 }
 
 // SavePublicKey writes the public key to dir/<keyid>.pub (PEM), creating
@@ -329,7 +335,12 @@ func (k *Keyring) Merge(other *Keyring) {
 // returns with created=false; force replaces it (rotation: keep the old .pub
 // files trusted to verify old transcripts).
 func InitKeys(dir string, force bool) (signer *Signer, created bool, err error) {
-	path := filepath.Join(dir, SigningKeyFile)
+	return InitKeyFile(filepath.Join(dir, SigningKeyFile), force)
+}
+
+// InitKeyFile is InitKeys with the private key at path and the public key
+// beside it (SaveKeyFile).
+func InitKeyFile(path string, force bool) (signer *Signer, created bool, err error) {
 	if !force {
 		if _, err := os.Stat(path); err == nil {
 			s, err := LoadKey(path)
@@ -340,7 +351,7 @@ func InitKeys(dir string, force bool) (signer *Signer, created bool, err error) 
 	if err != nil {
 		return nil, false, err
 	}
-	if _, _, err := s.SaveKey(dir); err != nil {
+	if _, _, err := s.SaveKeyFile(path); err != nil {
 		return nil, false, err
 	}
 	return s, true, nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -17,27 +18,23 @@ func keysCommand() *cli.Command {
 		Usage: "signing keys",
 		Subcommands: []*cli.Command{{
 			Name:  "init",
-			Usage: "make an Ed25519 key pair in <data-dir>/keys (or --dir)",
-			Flags: []cli.Flag{jsonFlag, &cli.StringFlag{Name: "dir", Usage: "directory for the key pair (default: <data-dir>/keys)"}, &cli.BoolFlag{Name: "force", Usage: "replace an existing key"},
+			Usage: "make an Ed25519 key pair at SPOOL_SIGNING_KEY, else in <data-dir>/keys (or --dir)",
+			Flags: []cli.Flag{jsonFlag, &cli.StringFlag{Name: "dir", Usage: "directory for the key pair (default: SPOOL_SIGNING_KEY's, else <data-dir>/keys)"}, &cli.BoolFlag{Name: "force", Usage: "replace an existing key"},
 				&cli.StringFlag{Name: "public-dir", Usage: "also write the public key (<keyid>.pub) to this directory, for readers' SPOOL_TRUSTED_KEYS"}},
 			Action: func(c *cli.Context) error {
 				if err := noArgs(c); err != nil {
 					return err
 				}
-				dir := c.String("dir")
-				if dir == "" {
-					dd, err := dataDir(c)
-					if err != nil {
-						return err
-					}
-					dir = filepath.Join(dd, "keys")
-				}
-				signer, created, err := transcript.InitKeys(dir, c.Bool("force"))
+				path, err := newKeyPath(c)
 				if err != nil {
 					return err
 				}
-				out := map[string]any{"key_id": signer.KeyID(), "created": created, "private_key": filepath.Join(dir, transcript.SigningKeyFile),
-					"public_key": filepath.Join(dir, signer.KeyID()+".pub")}
+				signer, created, err := transcript.InitKeyFile(path, c.Bool("force"))
+				if err != nil {
+					return err
+				}
+				out := map[string]any{"key_id": signer.KeyID(), "created": created, "private_key": path,
+					"public_key": filepath.Join(filepath.Dir(path), signer.KeyID()+".pub")}
 				if pd := c.String("public-dir"); pd != "" {
 					if out["exported_public_key"], err = signer.SavePublicKey(pd); err != nil {
 						return err
@@ -55,6 +52,33 @@ func keysCommand() *cli.Command {
 			},
 		}},
 	}
+}
+
+// newKeyPath is where `keys init` puts the private key: in --dir, else at
+// --signing-key (SPOOL_SIGNING_KEY, where every other command looks for
+// it: a file, or a directory holding signing.key), else in the data dir's
+// keys/.
+func newKeyPath(c *cli.Context) (string, error) {
+	dir := c.String("dir")
+	if p := c.String("signing-key"); dir == "" && p != "" {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return "", err
+		}
+		if st, err := os.Stat(abs); (err == nil && st.IsDir()) || strings.HasSuffix(p, string(filepath.Separator)) {
+			dir = abs
+		} else {
+			return abs, nil
+		}
+	}
+	if dir == "" {
+		dd, err := dataDir(c)
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(dd, "keys")
+	}
+	return filepath.Join(dir, transcript.SigningKeyFile), nil
 }
 
 func budgetCommand() *cli.Command {
