@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,4 +48,74 @@ func TestEmbeddedWithNothingInstalled(t *testing.T) {
 	rec, _ = run("thread", "run", "demo/tree", "--input", "level=0", "--input", "depth=2", "--embedded", "--wait", "--json")
 	require.Equal(t, "completed", rec["status"], rec)
 	require.Greater(t, rec["cost"].(map[string]any)["turns"].(float64), 1.0)
+}
+
+// TestEmbeddedStateWithoutDev: with SPOOL_REDIS_URL unset and no `spool
+// dev` running, the commands that read or act on threads open the data
+// dir's embedded Redis (CLI.md: unset → embedded), so an --embedded
+// run's thread can be shown, verified and resumed afterwards; a thread
+// run without --embedded and the servers, whose work needs a worker,
+// still say there is no Redis.
+func TestEmbeddedStateWithoutDev(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("SPOOL_TEST_REQUIRE_REAL") != "" {
+			t.Fatal("SPOOL_TEST_REQUIRE_REAL=1 but no redis-server on PATH")
+		}
+		t.Skip("no redis-server on PATH: the embedded Redis keeps nothing between processes")
+	}
+	bin := spooltest.Binary(t)
+	project := t.TempDir()
+	for _, dir := range []string{".ai", "scripts"} { // not a .spool someone left in examples
+		require.NoError(t, os.CopyFS(filepath.Join(project, dir), os.DirFS(filepath.Join("..", "examples", dir))))
+	}
+	home := t.TempDir()
+	run := func(args ...string) (code int, stdout, stderr string) {
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, append([]string{"--project", project}, args...)...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "GORACE=atexit_sleep_ms=0", "SPOOL_LOG_LEVEL=error"}
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), out.String(), errb.String()
+		}
+		require.NoError(t, err)
+		return 0, out.String(), errb.String()
+	}
+	record := func(stdout string) map[string]any {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(stdout), &m), stdout)
+		return m
+	}
+
+	code, out, errs := run("thread", "list", "--json")
+	require.Equal(t, 0, code, errs)
+	require.JSONEq(t, "[]", out, "nothing run yet")
+
+	code, out, errs = run("thread", "run", "demo/hello", "--embedded", "--wait", "--json")
+	require.Equal(t, 0, code, errs)
+	id := record(out)["thread_id"].(string)
+
+	code, out, errs = run("thread", "show", id, "--json")
+	require.Equal(t, 0, code, errs)
+	require.Equal(t, "completed", record(out)["status"])
+	code, out, errs = run("thread", "verify", id, "--json")
+	require.Equal(t, 0, code, errs)
+	require.Equal(t, true, record(out)["verified"])
+	code, _, errs = run("thread", "show", "no-such-thread")
+	require.Equal(t, 1, code)
+	require.Equal(t, "spool: thread \"no-such-thread\" not found\n", errs)
+	code, out, errs = run("thread", "resume", id, "--message", "again", "--json")
+	require.Equal(t, 0, code, errs)
+	require.Equal(t, true, record(out)["resumed"], "kept in the data dir until a worker runs it")
+
+	for _, args := range [][]string{{"thread", "run", "demo/hello"}, {"worker"}} {
+		code, out, errs = run(args...)
+		require.Equal(t, 1, code, "spool %v: %s", args, errs)
+		require.Empty(t, out)
+		require.Regexp(t, "^spool: no Redis: set SPOOL_REDIS_URL", errs)
+	}
 }

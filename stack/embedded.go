@@ -28,6 +28,13 @@ func (e *Embedded) Stop() {
 	}
 }
 
+// HasRedisServer says whether StartEmbedded finds a redis-server on PATH,
+// whose data outlives the process (else it starts a miniredis).
+func HasRedisServer() bool {
+	_, err := exec.LookPath("redis-server")
+	return err == nil
+}
+
 // StartEmbedded starts a Redis for this process: a redis-server found on
 // PATH, with its data (AOF) in dataDir/redis, or else an in-process miniredis
 // that keeps nothing on disk (logged as a notice). miniredis's TTLs only

@@ -33,7 +33,7 @@ func runAPI(c *cli.Context) error {
 		return err
 	}
 	// Cancel and resume sign transcript events: the signing key is needed.
-	s, err := openServices(c, openOpts{})
+	s, err := openServices(c, openOpts{noEmbedded: true})
 	if err != nil {
 		return err
 	}

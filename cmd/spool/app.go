@@ -225,6 +225,11 @@ type openOpts struct {
 	// readOnly: the command signs nothing, so trusted public keys (the key
 	// dir's *.pub, SPOOL_TRUSTED_KEYS) suffice without the signing key.
 	readOnly bool
+	// noEmbedded: with no Redis configured and no `spool dev` running,
+	// refuse instead of opening the data dir's embedded Redis for the
+	// command: a server (its work would never reach a worker), or a
+	// `thread run` without --embedded (its thread would wait for one).
+	noEmbedded bool
 }
 
 // redisURLFile is where `spool dev` leaves the URL of its embedded Redis so
@@ -254,9 +259,22 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 	home, _ := os.UserHomeDir()
 	s := &services{log: log, project: proj, dataDir: dd, userDir: home}
 	url := c.String("redis-url")
-	if url == "" {
-		if b, err := os.ReadFile(redisURLFile(dd)); err == nil && !o.startEmbedded {
-			url = strings.TrimSpace(string(b))
+	if url == "" && !o.startEmbedded {
+		// The Redis of a `spool dev` running on the data dir; else (none,
+		// or a killed dev's URL file) the data dir's embedded Redis, where
+		// --embedded runs keep their threads (CLI.md: unset → embedded).
+		u, alive, err := runningDev(c.Context, redisURLFile(dd))
+		switch {
+		case err != nil:
+			return nil, err
+		case alive || (u != "" && o.noEmbedded):
+			url = u
+		case o.noEmbedded || !stack.HasRedisServer():
+			// Without redis-server the embedded Redis keeps nothing
+			// between processes: there would be nothing to read.
+			return nil, errors.New("no Redis: set SPOOL_REDIS_URL (or --redis-url), run `spool dev`, or use `spool thread run --embedded`")
+		default:
+			o.startEmbedded = true
 		}
 	}
 	if url == "" && o.joinDev {
@@ -270,9 +288,6 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 		}
 	}
 	if url == "" || (o.startEmbedded && c.String("redis-url") == "" && !s.joinedDev) {
-		if !o.startEmbedded {
-			return nil, errors.New("no Redis: set SPOOL_REDIS_URL (or --redis-url), run `spool dev`, or use `spool thread run --embedded`")
-		}
 		if err := os.MkdirAll(dd, 0o755); err != nil {
 			return nil, err
 		}

@@ -24,7 +24,7 @@ func runMCP(c *cli.Context) error {
 	}
 	// Cancel, approve and deny sign transcript events: the signing key is
 	// needed.
-	s, err := openServices(c, openOpts{})
+	s, err := openServices(c, openOpts{noEmbedded: true})
 	if err != nil {
 		return err
 	}

@@ -62,7 +62,7 @@ func runMonitor(c *cli.Context) error {
 		return err
 	}
 	// It signs nothing unless --sign: public keys suffice.
-	s, err := openServices(c, openOpts{readOnly: !c.Bool("sign")})
+	s, err := openServices(c, openOpts{readOnly: !c.Bool("sign"), noEmbedded: true})
 	if err != nil {
 		return err
 	}

@@ -109,7 +109,7 @@ type service interface {
 // service until the command is interrupted; the banner built with it goes
 // to stderr once it started, with the pid.
 func runService(c *cli.Context, build func(s *services, reg *prometheus.Registry) (service, string, error)) error {
-	s, err := openServices(c, openOpts{})
+	s, err := openServices(c, openOpts{noEmbedded: true})
 	if err != nil {
 		return err
 	}

@@ -196,7 +196,7 @@ func threadRun(c *cli.Context) error {
 	if err := launch.CheckScript(proj, c.String("model")); err != nil {
 		return &usageError{msg: err.Error()}
 	}
-	s, err := openServices(c, openOpts{startEmbedded: c.Bool("embedded"), joinDev: c.Bool("embedded")})
+	s, err := openServices(c, openOpts{startEmbedded: c.Bool("embedded"), joinDev: c.Bool("embedded"), noEmbedded: !c.Bool("embedded")})
 	if err != nil {
 		return err
 	}
