@@ -374,6 +374,11 @@ func TestCLI(t *testing.T) {
 			require.Contains(t, out, "t/cli:")
 			require.Equal(t, 3, strings.Count(out, "usage:"), out)
 		}},
+		{name: "export-script json", args: []string{"thread", "export-script", "{done}", "--json"}, check: func(t *testing.T, out string) {
+			turns, ok := jsonObject(t, out)["directives"].(map[string]any)["t/cli"].([]any)
+			require.True(t, ok, "the script as a JSON object: %s", out)
+			require.Len(t, turns, 3)
+		}},
 		{name: "export-script unknown", args: []string{"thread", "export-script", missing}, code: 1, errLike: notFound},
 		{name: "replay json", args: []string{"thread", "replay", "{done}", "--json"}, check: func(t *testing.T, out string) {
 			m := jsonObject(t, out)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"gopkg.in/yaml.v3"
 
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/history"
@@ -31,7 +32,9 @@ func historyCommands() []*cli.Command {
 				&cli.StringFlag{Name: "model", Usage: "the fork's model (default: ID's)"}}, Action: threadFork},
 		{Name: "export-script", Usage: "print a thread's recorded model turns as a scripted-provider YAML", ArgsUsage: "ID",
 			Description: "One entry per recorded model turn (text, tool calls with their inputs, usage) of ID's chain and of every\n" +
-				"child it started, under each thread's directive: run it with --model script:FILE as an offline fixture.",
+				"child it started, under each thread's directive: run it with --model script:FILE as an offline fixture.\n" +
+				"--json prints the same script as one JSON object (JSON is YAML: it runs as a script too).",
+			Flags:  []cli.Flag{jsonFlag},
 			Action: threadExportScript},
 		{Name: "replay", Usage: "run a thread's directive and inputs again, isolated, and compare with the recording", ArgsUsage: "ID",
 			Description: "Replays ID's chain from its first thread, children and continuations too, in a scratch embedded Redis and\n" +
@@ -134,6 +137,13 @@ func threadExportScript(c *cli.Context) error {
 	}
 	for _, w := range sc.Warnings {
 		fmt.Fprintln(c.App.ErrWriter, "spool: warning: "+w)
+	}
+	if c.Bool("json") {
+		var v any
+		if err := yaml.Unmarshal(sc.YAML, &v); err != nil {
+			return fmt.Errorf("export-script --json: %w", err)
+		}
+		return printJSON(c.App.Writer, v)
 	}
 	_, err = c.App.Writer.Write(sc.YAML)
 	return err
