@@ -87,6 +87,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		},
 		OnUsageError: func(c *cli.Context, err error, sub bool) error { return &usageError{msg: err.Error()} },
 		Before: func(c *cli.Context) error {
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+				return usagef("--log-level %q: want debug, info, warn or error", c.String("log-level"))
+			}
 			// go-redis logs dial failures on stderr by itself; the error
 			// that reaches the user says it once.
 			redis.SetLogger(redisLogger{logger(c)})
@@ -161,6 +165,11 @@ func projectDir(c *cli.Context) (string, error) {
 	abs, err := filepath.Abs(p)
 	if err != nil {
 		return "", err
+	}
+	// A mistyped --project (or SPOOL_PROJECT) is bad usage, not a place
+	// to make a .spool data dir in.
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return "", usagef("--project %s: not a directory", p)
 	}
 	return abs, nil
 }
@@ -298,9 +307,9 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 		s.embedded = emb
 		url = emb.URL
 	}
-	if s.rdb, err = stack.OpenRedis(url); err != nil {
+	if s.rdb, err = stack.OpenRedis(url); err != nil { // it dials nothing: the URL is malformed
 		s.Close()
-		return nil, err
+		return nil, usagef("%v", err)
 	}
 	pingCtx, cancel := context.WithTimeout(c.Context, 5*time.Second)
 	defer cancel()
