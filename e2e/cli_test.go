@@ -27,8 +27,11 @@ func cliProject() map[string]string {
 		".ai/directives/t/cli.md": directive("cli", `turns="4" spend="0.5"`, fsPerms, `<success>done</success>`),
 		".ai/directives/t/greet.md": directiveWithInputs("greet", `turns="4" spend="0.5"`, fsPerms,
 			`<input name="name" type="string" required="true">who</input><input name="tone" type="string" default="warm">how</input>`),
-		"broken.md":        "# not a directive\n",
-		"scripts/cli.yaml": script("cli"),
+		// A tier whose script is not there: a directive of that tier is refused.
+		".ai/directives/t/gone.md":     strings.Replace(directive("gone", `turns="4"`, fsPerms, `<success>done</success>`), "<limits", `<model tier="gone" /><limits`, 1),
+		".ai/config/agent/models.yaml": "tiers:\n  gone: script:scripts/gone.yaml\n",
+		"broken.md":                    "# not a directive\n",
+		"scripts/cli.yaml":             script("cli"),
 	}
 }
 
@@ -191,6 +194,8 @@ func TestCLI(t *testing.T) {
 			errLike: `^unknown model "cluade-sonnet-4-5": use claude-\*, gpt-\*`},
 		{name: "run missing script", args: []string{"thread", "run", "t/cli", "--model", "script:nosuch.yaml"}, code: 2,
 			errLike: `^model script:nosuch\.yaml: stat .*nosuch\.yaml: no such file or directory$`},
+		{name: "run tier script missing", args: []string{"thread", "run", "t/gone"}, env: []string{"SPOOL_LOG_LEVEL=warn"}, code: 2,
+			errLike: `^directive t/gone: script "scripts/gone\.yaml": read scripts/gone\.yaml: file does not exist$`},
 		{name: "run script is a directory", args: []string{"thread", "run", "t/cli", "--model", "script:scripts"}, code: 2,
 			errLike: `^model script:scripts: .*scripts is a directory, not a script$`},
 		{name: "run spend past the ledger", args: with(run, "--limit", "spend=1e308"), code: 2,

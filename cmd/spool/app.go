@@ -145,16 +145,19 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 }
 
 // logger builds the process logger from the global flags.
-func logger(c *cli.Context) *slog.Logger {
+func logger(c *cli.Context) *slog.Logger { return loggerTo(c, c.App.ErrWriter) }
+
+// loggerTo is logger writing to w.
+func loggerTo(c *cli.Context, w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		lvl = slog.LevelWarn
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
 	if c.Bool("log-json") {
-		return slog.New(slog.NewJSONHandler(c.App.ErrWriter, opts))
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(c.App.ErrWriter, opts))
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 func projectDir(c *cli.Context) (string, error) {

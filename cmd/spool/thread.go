@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -209,7 +210,11 @@ func threadRun(c *cli.Context) error {
 		}
 		defer w.Stop()
 	}
-	started, err := launch.Start(c.Context, s.orch, launch.Request{Project: s.project, UserDir: s.userDir, Logger: s.log,
+	// What the start logs (a tier's script left out of the bundle) is
+	// held until it started: a refusal is one line on stderr that says
+	// why, with nothing before it.
+	var held bytes.Buffer
+	started, err := launch.Start(c.Context, s.orch, launch.Request{Project: s.project, UserDir: s.userDir, Logger: loggerTo(c, &held),
 		StartRequest: orchestrator.StartRequest{Directive: name, Inputs: inputs, Model: c.String("model"), LimitOverrides: limits,
 			ParentID: c.String("parent"), Queue: c.String("queue"), TraceParent: envTraceParent()}})
 	if errors.Is(err, launch.ErrRefused) {
@@ -218,6 +223,7 @@ func threadRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	_, _ = c.App.ErrWriter.Write(held.Bytes())
 	rec := started.Record
 	if started.MissingKey != "" {
 		where := "the workers that run it need it"
