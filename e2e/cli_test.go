@@ -298,6 +298,11 @@ func TestCLI(t *testing.T) {
 		{name: "transcript text", args: []string{"thread", "transcript", "{done}"}, check: func(t *testing.T, out string) {
 			require.Contains(t, out, "rye/file-system/fs_write")
 		}},
+		{name: "transcript markdown follow", args: []string{"thread", "transcript", "{done}", "--format", "markdown", "--follow"}, check: func(t *testing.T, out string) {
+			require.True(t, strings.HasPrefix(out, "```yaml\n"), "the markdown document, not the text view:\n%s", out)
+			require.Contains(t, out, "status: \"completed\"")
+			require.Contains(t, out, "### Response — Turn 3")
+		}},
 		{name: "transcript unknown format", args: []string{"thread", "transcript", "{done}", "--format", "xml"}, code: 2, errLike: `^--format "xml": want jsonl, text or markdown$`},
 		{name: "transcript json and text", args: []string{"thread", "transcript", "{done}", "--json", "--format", "text"}, code: 2, errLike: `^--json prints jsonl`},
 		{name: "transcript unknown", args: []string{"thread", "transcript", missing}, code: 1, errLike: notFound},

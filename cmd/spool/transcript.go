@@ -41,8 +41,7 @@ func threadTranscript(c *cli.Context) error {
 		return err
 	}
 	if format == "markdown" {
-		meta := transcript.KnowledgeMeta{ThreadID: rec.ThreadID, Directive: rec.Directive, Status: string(rec.Status), Model: rec.Model, Turns: rec.Cost.Turns, Spend: rec.Cost.Spend}
-		if _, err = c.App.Writer.Write(transcript.RenderKnowledge(meta, tr.Events)); err != nil {
+		if err := printMarkdown(c, rec, tr.Events); err != nil {
 			return err
 		}
 	} else {
@@ -52,6 +51,14 @@ func threadTranscript(c *cli.Context) error {
 	}
 	warnUnverified(c, s, "transcript of "+id)
 	return damaged(c, tr)
+}
+
+// printMarkdown prints rec's events as one markdown document, whose
+// header holds rec's status, turns and spend.
+func printMarkdown(c *cli.Context, rec *registry.Record, events []transcript.Event) error {
+	meta := transcript.KnowledgeMeta{ThreadID: rec.ThreadID, Directive: rec.Directive, Status: string(rec.Status), Model: rec.Model, Turns: rec.Cost.Turns, Spend: rec.Cost.Spend}
+	_, err := c.App.Writer.Write(transcript.RenderKnowledge(meta, events))
+	return err
 }
 
 // noKeysNote says why signatures went unchecked.
@@ -106,12 +113,27 @@ func printEvent(c *cli.Context, format string, ev transcript.Event) {
 // each once (orchestrator.Follow: the durable ones from its segments, the
 // live ones its worker publishes between checkpoints). It returns when the
 // thread has finished (or waits on children: continued, completed, error,
-// cancelled) and its last segment is printed, or when interrupted.
+// cancelled) and its last segment is printed, or when interrupted. A
+// markdown document, whose header says how the thread ended, is printed
+// whole at that point, of the events followed.
 func followTranscript(c *cli.Context, s *services, rec *registry.Record, format string) error {
+	var events []transcript.Event
 	tr, err := s.orch.Follow(c.Context, rec.ThreadID, orchestrator.FollowOptions{}, func(ev transcript.Event) error {
-		printEvent(c, format, ev)
+		if format == "markdown" {
+			events = append(events, ev)
+		} else {
+			printEvent(c, format, ev)
+		}
 		return nil
 	})
+	if format == "markdown" && (err == nil || c.Err() != nil) {
+		if final, gerr := s.orch.Registry.Get(context.WithoutCancel(c.Context), rec.ThreadID); gerr == nil {
+			rec = final
+		}
+		if perr := printMarkdown(c, rec, events); perr != nil {
+			return perr
+		}
+	}
 	if c.Err() != nil {
 		return nil
 	}
