@@ -378,6 +378,8 @@ func TestCLI(t *testing.T) {
 			errLike: `recorded 3 model turns: there is no turn 9 to fork at$`},
 		{name: "fork unknown", args: []string{"thread", "fork", missing, "--at-turn", "1"}, code: 1, errLike: notFound},
 		{name: "fork missing id", args: []string{"thread", "fork", "--at-turn", "1"}, code: 2, errLike: `^thread fork takes one thread ID`},
+		{name: "fork unknown model", args: []string{"thread", "fork", "{done}", "--at-turn", "1", "--model", "gpt-9-ultra"}, code: 2,
+			errLike: `^unknown model "gpt-9-ultra": add it to \.ai/config/agent/pricing\.yaml$`},
 		{name: "fork script outside", args: []string{"thread", "fork", "{done}", "--at-turn", "1", "--model", "script:../x.yaml"}, code: 2,
 			errLike: `outside`},
 		{name: "export-script", args: []string{"thread", "export-script", "{done}"}, check: func(t *testing.T, out string) {

@@ -62,11 +62,14 @@ func threadFork(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	s, _, err := openRecord(c, id, openOpts{})
+	s, rec, err := openRecord(c, id, openOpts{})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	if err := checkForkModel(c, s, rec.Bundle, c.String("model")); err != nil {
+		return err
+	}
 	res, err := s.orch.Fork(c.Context, orchestrator.ForkRequest{ThreadID: id, AtTurn: c.Int("at-turn"), Message: c.String("message"), Model: c.String("model"), Script: script})
 	var te *transcript.TurnError
 	if errors.As(err, &te) {
@@ -80,6 +83,26 @@ func threadFork(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "forked %s at turn %d of %d as %s (budget $%.6f, %d workspace files)\n",
 		res.ForkedFrom, res.ForkTurn, res.Turns, res.Thread.ThreadID, res.Budget, res.WorkspaceFiles)
+	return nil
+}
+
+// checkForkModel refuses (exit 2, before a thread exists) a model that
+// no worker could run, as thread run does: unknown, or priced neither
+// built in nor in the pricing.yaml of bundle, the project the fork runs.
+// "" (the source's model) and scripts (readScript) pass.
+func checkForkModel(c *cli.Context, s *services, bundle, model string) error {
+	if _, isScript := config.ScriptPath(model); isScript || model == "" {
+		return nil
+	}
+	proj, err := s.orch.Project(c.Context, bundle)
+	if err != nil {
+		return err
+	}
+	cfg := provider.ConfigFromEnv()
+	cfg.PricingOverrides, cfg.ReadFile = proj.Pricing, proj.ReadFile
+	if err := provider.Check(model, cfg); err != nil {
+		return &usageError{msg: err.Error()}
+	}
 	return nil
 }
 
