@@ -61,6 +61,15 @@ func TestUnpricedModelFailsBeforeAnyCall(t *testing.T) {
 	require.Equal(t, "recovered after the rate limit", rec.Result)
 	require.InDelta(t, (42*1.0+7*5.0)/1e6, rec.Cost.Spend, 1e-12, "priced by the project's table")
 
+	// A replay and a fork run the recording's project: its table prices
+	// the model for them too.
+	for _, args := range [][]string{{"thread", "replay", rec.ThreadID, "--model", "claude-priced-9"},
+		{"thread", "fork", rec.ThreadID, "--at-turn", "1", "--model", "claude-priced-9"}} {
+		res := e.SpoolContext(t.Context(), append(quietEnv(), env...), args...)
+		require.NotEqual(t, 2, res.Code, "%v: %s", args, res.Stderr)
+		require.NotContains(t, res.Stderr, "unknown model", "%v", args)
+	}
+
 	// Checked last, long after the first thread's activation returned.
 	require.NotContains(t, w.Log(), "panic", "a thread failed before its hooks were loaded runs none")
 	require.NotContains(t, w.Log(), "activation failed")

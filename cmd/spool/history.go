@@ -14,6 +14,7 @@ import (
 	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -67,7 +68,7 @@ func threadFork(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	if err := checkForkModel(c, s, rec.Bundle, c.String("model")); err != nil {
+	if err := checkModelIn(c, s, rec.Bundle, c.String("model")); err != nil {
 		return err
 	}
 	res, err := s.orch.Fork(c.Context, orchestrator.ForkRequest{ThreadID: id, AtTurn: c.Int("at-turn"), Message: c.String("message"), Model: c.String("model"), Script: script})
@@ -86,11 +87,11 @@ func threadFork(c *cli.Context) error {
 	return nil
 }
 
-// checkForkModel refuses (exit 2, before a thread exists) a model that
-// no worker could run, as thread run does: unknown, or priced neither
-// built in nor in the pricing.yaml of bundle, the project the fork runs.
-// "" (the source's model) and scripts (readScript) pass.
-func checkForkModel(c *cli.Context, s *services, bundle, model string) error {
+// checkModelIn refuses (exit 2, before a thread exists) a model that no
+// worker could run, as thread run does: unknown, or priced neither built
+// in nor in the pricing.yaml of bundle, the project a fork or a replay
+// runs. "" (the source's model) and scripts (readScript) pass.
+func checkModelIn(c *cli.Context, s *services, bundle, model string) error {
 	if _, isScript := config.ScriptPath(model); isScript || model == "" {
 		return nil
 	}
@@ -128,16 +129,16 @@ func readScript(c *cli.Context, model string) ([]byte, error) {
 // replay signs with a key of its own) for a thread that must exist and be
 // verifiable: with no public key, nothing would say the recording is the
 // one that ran.
-func openRecording(c *cli.Context, id string) (*services, error) {
-	s, _, err := openRecord(c, id, openOpts{readOnly: true})
+func openRecording(c *cli.Context, id string) (*services, *registry.Record, error) {
+	s, rec, err := openRecord(c, id, openOpts{readOnly: true})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if s.orch.Keyring.Unverified() {
 		s.Close()
-		return nil, fmt.Errorf("%s %s: %s", c.Command.Name, id, noKeysNote)
+		return nil, nil, fmt.Errorf("%s %s: %s", c.Command.Name, id, noKeysNote)
 	}
-	return s, nil
+	return s, rec, nil
 }
 
 func threadExportScript(c *cli.Context) error {
@@ -145,7 +146,7 @@ func threadExportScript(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	s, err := openRecording(c, id)
+	s, _, err := openRecording(c, id)
 	if err != nil {
 		return err
 	}
@@ -185,19 +186,21 @@ func threadReplay(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, isScript := config.ScriptPath(model); !isScript && model != "" {
-		if err := provider.Check(model, provider.ConfigFromEnv()); err != nil {
-			return &usageError{msg: err.Error()}
-		}
-		if key := provider.MissingKey(model, provider.ConfigFromEnv()); key != "" {
-			fmt.Fprintf(c.App.ErrWriter, "spool: warning: model %s needs %s, which is not set here: the replay's worker runs in this process\n", model, key)
-		}
-	}
-	s, err := openRecording(c, id)
+	s, rec, err := openRecording(c, id)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	// The replay runs on the recording's bundle: its pricing.yaml prices
+	// the model.
+	if err := checkModelIn(c, s, rec.Bundle, model); err != nil {
+		return err
+	}
+	if _, isScript := config.ScriptPath(model); !isScript && model != "" {
+		if key := provider.MissingKey(model, provider.ConfigFromEnv()); key != "" {
+			fmt.Fprintf(c.App.ErrWriter, "spool: warning: model %s needs %s, which is not set here: the replay's worker runs in this process\n", model, key)
+		}
+	}
 	rep, err := history.Replay(c.Context, history.ReplayConfig{Source: s.orch, Model: model, Script: script, Timeout: c.Duration("timeout"), Logger: s.log}, id)
 	if errors.Is(err, history.ErrNotReplayable) {
 		return &usageError{msg: err.Error()}
