@@ -67,7 +67,12 @@ func TestForkAtTurn(t *testing.T) {
 	require.NoError(t, err)
 	origEvents := events(t, e, id)
 
-	fr := spoolJSON[orchestrator.ForkResult](t, e, "thread", "fork", id, "--at-turn", "2", "--message", "read the log instead", "--model", "script:scripts/fork.yaml", "--json")
+	type forkOutput struct {
+		ThreadID string `json:"thread_id"`
+		orchestrator.ForkResult
+	}
+	fr := spoolJSON[forkOutput](t, e, "thread", "fork", id, "--at-turn", "2", "--message", "read the log instead", "--model", "script:scripts/fork.yaml", "--json")
+	require.Equal(t, fr.Thread.ThreadID, fr.ThreadID, "the new thread's id on top, as thread run --json has it")
 	require.Equal(t, id, fr.ForkedFrom)
 	require.Equal(t, 2, fr.ForkTurn)
 	require.Equal(t, 4, fr.Turns)

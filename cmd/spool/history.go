@@ -80,7 +80,11 @@ func threadFork(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("json") {
-		return printJSON(c.App.Writer, res)
+		// The new thread's id on top, where thread run --json has it.
+		return printJSON(c.App.Writer, struct {
+			ThreadID string `json:"thread_id"`
+			*orchestrator.ForkResult
+		}{res.Thread.ThreadID, res})
 	}
 	fmt.Fprintf(c.App.Writer, "forked %s at turn %d of %d as %s (budget $%.6f, %d workspace files)\n",
 		res.ForkedFrom, res.ForkTurn, res.Turns, res.Thread.ThreadID, res.Budget, res.WorkspaceFiles)
