@@ -225,6 +225,10 @@ func TestCLI(t *testing.T) {
 		{name: "list none", args: []string{"thread", "list", "--directive", "no/such", "--json"}, check: func(t *testing.T, out string) {
 			require.Empty(t, jsonArray(t, out))
 		}},
+		{name: "list children", args: []string{"thread", "list", "--parent", "{done}", "--json"}, check: func(t *testing.T, out string) {
+			require.Empty(t, jsonArray(t, out), "a thread without children")
+		}},
+		{name: "list unknown parent", args: []string{"thread", "list", "--parent", missing, "--json"}, code: 1, errLike: notFound},
 		{name: "list unknown status", args: []string{"thread", "list", "--status", "bogus"}, code: 2, errLike: `^--status "bogus": want one of`},
 		{name: "list argument", args: []string{"thread", "list", "x"}, code: 2, errLike: `^thread list takes no arguments`},
 		{name: "list bad flag", args: []string{"thread", "list", "--bogus"}, code: 2, errLike: `^flag provided but not defined: -bogus$`},

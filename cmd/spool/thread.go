@@ -448,6 +448,12 @@ func threadList(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
+	if p := c.String("parent"); p != "" {
+		// An unknown parent is a mistyped id, not a thread without children.
+		if _, err := s.orch.Registry.Get(c.Context, p); err != nil {
+			return notFound(p, err)
+		}
+	}
 	recs, err := s.orch.Registry.List(c.Context, registry.Filter{Status: thread.Status(st), Directive: c.String("directive"), Parent: c.String("parent"), Limit: c.Int("limit")})
 	if err != nil {
 		return err
