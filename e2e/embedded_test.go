@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +112,16 @@ func TestEmbeddedStateWithoutDev(t *testing.T) {
 	code, out, errs = run("thread", "resume", id, "--message", "again", "--json")
 	require.Equal(t, 0, code, errs)
 	require.Equal(t, true, record(out)["resumed"], "kept in the data dir until a worker runs it")
+	resumed := record(out)["new_thread_id"].(string)
+
+	// No worker runs on the data dir, and none could start while a wait
+	// held its Redis: waiting or following says so at once.
+	for _, args := range [][]string{{"thread", "wait", resumed}, {"thread", "wait", id}, {"thread", "transcript", resumed, "--follow"}} {
+		code, out, errs = run(args...)
+		require.Equal(t, 1, code, "spool %v: %s", args, errs)
+		require.Empty(t, out)
+		require.Regexp(t, "^spool: ("+regexp.QuoteMeta(resumed)+"|"+regexp.QuoteMeta(id)+") not finished, and no worker runs on .*: start `spool dev` there, then (wait|follow)", errs)
+	}
 
 	for _, args := range [][]string{{"thread", "run", "demo/hello"}, {"worker"}} {
 		code, out, errs = run(args...)

@@ -412,6 +412,21 @@ func unfinished(c *cli.Context, s *services, ids []string) ([]string, error) {
 	return open, nil
 }
 
+// nothingRuns refuses to wait for unfinished threads on the data dir's
+// embedded Redis that this command opened (no Redis configured, no spool
+// dev running): no worker runs there, and none can start while this
+// process holds it, so the wait could only time out.
+func nothingRuns(c *cli.Context, s *services, ids []string) error {
+	if s.embedded == nil {
+		return nil
+	}
+	open, err := unfinished(c, s, ids)
+	if err != nil || len(open) == 0 {
+		return err
+	}
+	return fmt.Errorf("%s not finished, and no worker runs on %s: start `spool dev` there, then wait (or follow) again", strings.Join(open, ", "), s.dataDir)
+}
+
 // interrupted says what becomes of threads whose wait was interrupted:
 // they keep running on the workers; an --embedded run's thread stopped
 // with this process's worker and resumes when a worker runs on its Redis.
@@ -610,6 +625,9 @@ func threadWait(c *cli.Context) error {
 		if _, err := s.orch.Registry.Get(c.Context, id); err != nil {
 			return notFound(id, err)
 		}
+	}
+	if err := nothingRuns(c, s, ids); err != nil {
+		return err
 	}
 	res, err := s.orch.Wait(c.Context, ids, c.Duration("timeout"))
 	if err != nil {

@@ -34,6 +34,9 @@ func threadTranscript(c *cli.Context) error {
 	}
 	defer s.Close()
 	if c.Bool("follow") {
+		if s.embedded != nil && !rec.Status.Terminal() { // see nothingRuns
+			return fmt.Errorf("%s not finished, and no worker runs on %s: start `spool dev` there, then follow it again", rec.ThreadID, s.dataDir)
+		}
 		return followTranscript(c, s, rec, format)
 	}
 	tr, err := readPrefix(c, s, rec)
