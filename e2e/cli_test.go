@@ -487,11 +487,14 @@ func TestCLI(t *testing.T) {
 		{name: "bad log level", args: []string{"thread", "list", "--log-level", "bogus"}, code: 2, errLike: `^--log-level "bogus": want debug, info, warn or error$`},
 		{name: "malformed redis url", args: []string{"thread", "list"}, env: []string{"SPOOL_REDIS_URL=bogus://x"}, code: 2,
 			errLike: `^redis url "bogus://x": scheme must be redis, rediss, redis-sentinel or redis-cluster$`},
-		{name: "project not there", args: []string{"--project", "{tmp}/nope", "thread", "list"}, code: 2, errLike: `^--project .*/nope: not a directory$`,
-			check: func(t *testing.T, out string) {
+		{name: "project not there", args: []string{"--project", "{tmp}/nope", "thread", "list"}, env: []string{"SPOOL_DATA_DIR="}, code: 2,
+			errLike: `^--project .*/nope: not a directory$`, check: func(t *testing.T, out string) {
 				require.Empty(t, out)
 				require.NoDirExists(t, filepath.Join(tmp, "nope"), "no data dir made under a mistyped project")
 			}},
+		{name: "run in a project not there", args: []string{"--project", "{tmp}/nope", "thread", "run", "t/cli"}, code: 2, errLike: `^--project .*/nope: not a directory$`},
+		{name: "project not needed with a data dir", args: []string{"--project", "{tmp}/nope", "thread", "show", "{done}", "--json"},
+			check: isRecord("completed")}, // as a worker's SPOOL_PROJECT in deploy/, which mounts no project
 		{name: "lease ttl too short", args: []string{"--lease-ttl", "10ms", "thread", "list"}, code: 2, errLike: `^--lease-ttl 10ms: must be at least 1s$`},
 		{name: "env namespace is used", args: []string{"thread", "show", "{done}"}, env: []string{"SPOOL_NAMESPACE=other-ns"}, code: 1, errLike: `^thread "t/cli-\S+" not found$`},
 		{name: "flag wins over env", args: []string{"--namespace", "{ns}", "thread", "show", "{done}", "--json"}, env: []string{"SPOOL_NAMESPACE=other-ns"},

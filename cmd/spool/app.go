@@ -169,19 +169,31 @@ func projectDir(c *cli.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// A mistyped --project (or SPOOL_PROJECT) is bad usage, not a place
-	// to make a .spool data dir in.
-	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
-		return "", usagef("--project %s: not a directory", p)
-	}
 	return abs, nil
+}
+
+// existingProject is projectDir, refused (bad usage) when it is not a
+// directory: for a command that reads the project, or makes its data dir
+// in it. A server given SPOOL_DATA_DIR needs no project (a worker reads
+// its threads' bundles from the store), so projectDir does not check.
+func existingProject(c *cli.Context) (string, error) {
+	p, err := projectDir(c)
+	if err != nil {
+		return "", err
+	}
+	if st, err := os.Stat(p); err != nil || !st.IsDir() {
+		return "", usagef("--project %s: not a directory", c.String("project"))
+	}
+	return p, nil
 }
 
 func dataDir(c *cli.Context) (string, error) {
 	if d := c.String("data-dir"); d != "" {
 		return filepath.Abs(d)
 	}
-	p, err := projectDir(c)
+	// A mistyped --project (or SPOOL_PROJECT) is no place to make a
+	// .spool data dir in.
+	p, err := existingProject(c)
 	if err != nil {
 		return "", err
 	}

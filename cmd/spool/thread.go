@@ -188,7 +188,7 @@ func threadRun(c *cli.Context) error {
 		// worker: nothing of this process's disk is read.
 		return runChildOfTool(c, cl, name, inputs)
 	}
-	proj, err := projectDir(c)
+	proj, err := existingProject(c)
 	if err != nil {
 		return err
 	}
