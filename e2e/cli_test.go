@@ -499,6 +499,12 @@ func TestCLI(t *testing.T) {
 		{name: "env namespace is used", args: []string{"thread", "show", "{done}"}, env: []string{"SPOOL_NAMESPACE=other-ns"}, code: 1, errLike: `^thread "t/cli-\S+" not found$`},
 		{name: "flag wins over env", args: []string{"--namespace", "{ns}", "thread", "show", "{done}", "--json"}, env: []string{"SPOOL_NAMESPACE=other-ns"},
 			check: isRecord("completed")},
+		{name: "a tool process starts no embedded Redis", args: []string{"--data-dir", "{tmp}/tool", "thread", "list"},
+			env: []string{"SPOOL_REDIS_URL=", "SPOOL_SPAWN_SOCKET=/nonexistent.sock", "SPOOL_SPAWN_TOKEN=t"}, code: 1, errLike: "^no Redis: ",
+			check: func(t *testing.T, out string) {
+				require.Empty(t, out)
+				require.NoDirExists(t, filepath.Join(tmp, "tool", "redis"), "a workspace is no data dir")
+			}},
 		{name: "redis down", args: []string{"thread", "list"}, env: []string{"SPOOL_REDIS_URL=redis://u:secret@127.0.0.1:1/0"}, code: 1,
 			errLike: `^redis redis://u:xxxxx@127\.0\.0\.1:1/0: .*connection refused`},
 	}

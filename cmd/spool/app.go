@@ -21,6 +21,7 @@ import (
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spawn"
 	"github.com/spool-run/spool/stack"
 	"github.com/spool-run/spool/telemetry/otlp"
 	"github.com/spool-run/spool/transcript"
@@ -283,6 +284,11 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 	home, _ := os.UserHomeDir()
 	s := &services{log: log, project: proj, dataDir: dd, userDir: home}
 	url := c.String("redis-url")
+	if spawn.FromEnv() != nil {
+		// A tool process of a worker: its thread's workspace is no data
+		// dir, and it is given no Redis on purpose (package spawn).
+		o.noEmbedded = true
+	}
 	if url == "" && !o.startEmbedded {
 		// The Redis of a `spool dev` running on the data dir; else (none,
 		// or a killed dev's URL file) the data dir's embedded Redis, where
