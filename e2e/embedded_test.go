@@ -130,3 +130,19 @@ func TestEmbeddedStateWithoutDev(t *testing.T) {
 		require.Regexp(t, "^spool: no Redis: set SPOOL_REDIS_URL", errs)
 	}
 }
+
+// TestEmbeddedServesItsQueue: --embedded runs the thread in the process
+// whatever its --queue, children (on the same queue) included, instead of
+// leaving it for a worker that serves that queue.
+func TestEmbeddedServesItsQueue(t *testing.T) {
+	t.Parallel()
+	e := spooltest.New(t, spooltest.Options{Files: cliProject()})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	res := e.SpoolContext(ctx, quietEnv(), "thread", "run", "t/cli", "--model", "script:scripts/cli.yaml", "--input", "name=q",
+		"--queue", "special", "--embedded", "--wait", "--json")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Empty(t, res.Stderr, "no warning that no worker serves the queue")
+	m := requireRecord(t, jsonValue(t, res.Stdout), "completed")
+	require.Equal(t, "special", m["queue"])
+}

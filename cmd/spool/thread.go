@@ -203,6 +203,11 @@ func threadRun(c *cli.Context) error {
 	}
 	defer s.Close()
 	embeddedQueues := map[string]int{"critical": 6, queue.DefaultQueue: 3, "low": 1}
+	if q := c.String("queue"); q != "" && embeddedQueues[q] == 0 {
+		// --embedded runs the thread (and its children, on its queue) in
+		// this process, whatever its queue.
+		embeddedQueues[q] = 3
+	}
 	if c.Bool("embedded") {
 		w := worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: embeddedQueues, Logger: s.log, RecoverInterval: time.Second}, s.orch)
 		if err := w.Start(); err != nil {
