@@ -49,6 +49,19 @@ func TestEmbeddedWithNothingInstalled(t *testing.T) {
 	rec, _ = run("thread", "run", "demo/tree", "--input", "level=0", "--input", "depth=2", "--embedded", "--wait", "--json")
 	require.Equal(t, "completed", rec["status"], rec)
 	require.Greater(t, rec["cost"].(map[string]any)["turns"].(float64), 1.0)
+
+	// A thread that fails: its error is the one line on stderr (the
+	// miniredis notice comes with a result only).
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--project", project, "thread", "run", "demo/hello", "--limit", "turns=1", "--embedded", "--wait", "--json")
+	cmd.Env = []string{"PATH=" + empty, "HOME=" + t.TempDir(), "GORACE=atexit_sleep_ms=0"}
+	var stderr2 strings.Builder
+	cmd.Stderr = &stderr2
+	var ee *exec.ExitError
+	require.ErrorAs(t, cmd.Run(), &ee)
+	require.Equal(t, 1, ee.ExitCode())
+	require.Regexp(t, `^spool: thread demo/hello-\S+ ended error: turns_exceeded: [^\n]*\n$`, stderr2.String())
 }
 
 // TestEmbeddedStateWithoutDev: with SPOOL_REDIS_URL unset and no `spool

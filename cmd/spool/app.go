@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -220,6 +221,9 @@ type services struct {
 	// tel exports the command's spans (and a server's metrics) when the
 	// OTEL_* variables ask for it; Close flushes it.
 	tel *otlp.Telemetry
+	// notices holds what starting the embedded Redis logged, with
+	// openOpts.holdNotices, until the command printed its result.
+	notices bytes.Buffer
 }
 
 func (s *services) Close() {
@@ -250,6 +254,10 @@ type openOpts struct {
 	// readOnly: the command signs nothing, so trusted public keys (the key
 	// dir's *.pub, SPOOL_TRUSTED_KEYS) suffice without the signing key.
 	readOnly bool
+	// holdNotices: what starting an embedded Redis logs (the in-memory
+	// miniredis notice) waits in services.notices, printed only when the
+	// command succeeds: a failure is one line on stderr.
+	holdNotices bool
 	// noEmbedded: with no Redis configured and no `spool dev` running,
 	// refuse instead of opening the data dir's embedded Redis for the
 	// command: a server (its work would never reach a worker), or a
@@ -321,7 +329,11 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 		if err := os.MkdirAll(dd, 0o755); err != nil {
 			return nil, err
 		}
-		emb, err := stack.StartEmbedded(dd, log)
+		startLog := log
+		if o.holdNotices {
+			startLog = loggerTo(c, &s.notices)
+		}
+		emb, err := stack.StartEmbedded(dd, startLog)
 		if err != nil {
 			return nil, err
 		}

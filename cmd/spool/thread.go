@@ -197,7 +197,7 @@ func threadRun(c *cli.Context) error {
 	if err := launch.CheckScript(proj, c.String("model")); err != nil {
 		return &usageError{msg: err.Error()}
 	}
-	s, err := openServices(c, openOpts{startEmbedded: c.Bool("embedded"), joinDev: c.Bool("embedded"), noEmbedded: !c.Bool("embedded")})
+	s, err := openServices(c, openOpts{startEmbedded: c.Bool("embedded"), joinDev: c.Bool("embedded"), noEmbedded: !c.Bool("embedded"), holdNotices: true})
 	if err != nil {
 		return err
 	}
@@ -260,7 +260,11 @@ func threadRun(c *cli.Context) error {
 	if err != nil {
 		return waitError(c, s, []string{rec.ThreadID}, err)
 	}
-	return printFinal(c, res[rec.ThreadID])
+	if err := printFinal(c, res[rec.ThreadID]); err != nil {
+		return err
+	}
+	_, _ = c.App.ErrWriter.Write(s.notices.Bytes())
+	return nil
 }
 
 // printFinal prints the final record of a waited-for thread (--json or
