@@ -106,8 +106,10 @@ func TestEmbeddedStateWithoutDev(t *testing.T) {
 	}
 
 	code, out, errs := run("thread", "list", "--json")
-	require.Equal(t, 0, code, errs)
-	require.JSONEq(t, "[]", out, "nothing run yet")
+	require.Equal(t, 1, code, "nothing ran here yet: %s", errs)
+	require.Empty(t, out)
+	require.Regexp(t, "^spool: no Redis: set SPOOL_REDIS_URL", errs)
+	require.NoDirExists(t, filepath.Join(project, ".spool"), "a read makes no data dir")
 
 	code, out, errs = run("thread", "run", "demo/hello", "--embedded", "--wait", "--json")
 	require.Equal(t, 0, code, errs)

@@ -265,6 +265,11 @@ type openOpts struct {
 	noEmbedded bool
 }
 
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
 // redisURLFile is where `spool dev` leaves the URL of its embedded Redis so
 // that other commands in the same project find it.
 func redisURLFile(dataDir string) string { return filepath.Join(dataDir, "redis.url") }
@@ -307,9 +312,11 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 			return nil, err
 		case alive || (u != "" && o.noEmbedded):
 			url = u
-		case o.noEmbedded || !stack.HasRedisServer():
+		case o.noEmbedded || !stack.HasRedisServer() || !exists(filepath.Join(dd, "redis")):
 			// Without redis-server the embedded Redis keeps nothing
-			// between processes: there would be nothing to read.
+			// between processes, and a data dir where none ran holds
+			// nothing: there would be nothing to read (and a mistyped
+			// directory would get a .spool).
 			return nil, errors.New("no Redis: set SPOOL_REDIS_URL (or --redis-url), run `spool dev`, or use `spool thread run --embedded`")
 		default:
 			o.startEmbedded = true
