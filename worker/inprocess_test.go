@@ -639,6 +639,14 @@ func TestApprovals(t *testing.T) {
 		}
 	}
 	require.Equal(t, "denied by bob: not b", denied, "the model got the reason")
+	var answered []string
+	for _, m := range seen {
+		if m.Role == thread.RoleTool {
+			answered = append(answered, m.ToolCallID)
+		}
+	}
+	require.Equal(t, []string{"w1", "r1", "w2"}, answered,
+		"the model reads the results in the order of its calls, the gated ones' too (r1's came first)")
 	evs := h.events(id)
 	require.Contains(t, evs, transcript.TypeApprovalRequested)
 	require.Contains(t, evs, transcript.TypeApprovalDecided)

@@ -1,8 +1,10 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/spool-run/spool/hooks"
@@ -21,6 +23,7 @@ var errRetryLater = errors.New("thread handed back until its model call's retry 
 // transcript, with error hooks deciding retries. A nil response with nil
 // error means the thread's outcome was decided (cancelled or failed).
 func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
+	inCallOrder(s.msgs)
 	req := &provider.Request{
 		Model:     s.rec.Model,
 		Messages:  s.msgs,
@@ -116,4 +119,44 @@ func (s *session) handBackForRetry(ctx context.Context, attempts int, delay time
 	}
 	s.log.Info("model call to retry later; thread handed back", "attempt", attempts, "delay", delay, "retry_at", s.st.RetryAt)
 	return errRetryLater
+}
+
+// inCallOrder puts the tool messages that answer the last assistant
+// message in the order of its calls, in place: a call that waited for a
+// person's approval is answered after the calls of its turn that did not,
+// yet the model (and a script's .tool_results) reads the results in the
+// order it made the calls. Other messages among them (one a person sent
+// meanwhile) keep their places; a result of no call of that message
+// stays after those that answer one. The transcript keeps the order in
+// which the results came.
+func inCallOrder(msgs []thread.Message) {
+	a := len(msgs) - 1
+	for a >= 0 && msgs[a].Role != thread.RoleAssistant {
+		a--
+	}
+	if a < 0 || len(msgs[a].ToolCalls) < 2 {
+		return
+	}
+	pos := make(map[string]int, len(msgs[a].ToolCalls))
+	for i, c := range msgs[a].ToolCalls {
+		pos[c.ID] = i
+	}
+	var at []int // the tool messages' places
+	var results []thread.Message
+	for i := a + 1; i < len(msgs); i++ {
+		if msgs[i].Role == thread.RoleTool {
+			at = append(at, i)
+			results = append(results, msgs[i])
+		}
+	}
+	order := func(m thread.Message) int {
+		if p, ok := pos[m.ToolCallID]; ok {
+			return p
+		}
+		return len(pos)
+	}
+	slices.SortStableFunc(results, func(x, y thread.Message) int { return cmp.Compare(order(x), order(y)) })
+	for i, m := range results {
+		msgs[at[i]] = m
+	}
 }
