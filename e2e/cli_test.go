@@ -484,6 +484,8 @@ func TestCLI(t *testing.T) {
 		{name: "bad env value", args: []string{"thread", "list"}, env: []string{"SPOOL_LEASE_TTL=soon"}, code: 2, errLike: `SPOOL_LEASE_TTL`},
 		{name: "bad S3 env value", args: []string{"thread", "list"}, env: []string{"SPOOL_S3_BUCKET=b", "SPOOL_S3_PATH_STYLE=maybe"}, code: 2,
 			errLike: `^SPOOL_S3_PATH_STYLE="maybe": want true or false$`},
+		{name: "S3 endpoint without a bucket", args: []string{"thread", "list"}, env: []string{"SPOOL_S3_BUCKET=", "SPOOL_S3_ENDPOINT=http://127.0.0.1:9"}, code: 2,
+			errLike: `^SPOOL_S3_ENDPOINT is set but SPOOL_S3_BUCKET is not: set the bucket, or unset SPOOL_S3_ENDPOINT for the local store$`},
 		{name: "bad log level", args: []string{"thread", "list", "--log-level", "bogus"}, code: 2, errLike: `^--log-level "bogus": want debug, info, warn or error$`},
 		{name: "malformed redis url", args: []string{"thread", "list"}, env: []string{"SPOOL_REDIS_URL=bogus://x"}, code: 2,
 			errLike: `^redis url "bogus://x": scheme must be redis, rediss, redis-sentinel or redis-cluster$`},

@@ -284,6 +284,9 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 		if _, err := blobstore.S3ConfigFromEnv(); err != nil {
 			return nil, usagef("%v", err)
 		}
+	} else if os.Getenv("SPOOL_S3_ENDPOINT") != "" {
+		// Meant for S3, the process would keep transcripts on its own disk.
+		return nil, usagef("SPOOL_S3_ENDPOINT is set but SPOOL_S3_BUCKET is not: set the bucket, or unset SPOOL_S3_ENDPOINT for the local store")
 	}
 	log := logger(c)
 	proj, err := projectDir(c)
