@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
 	"github.com/urfave/cli/v2"
+
+	"github.com/spool-run/spool/internal/testenv"
 )
 
 // TestEveryFlagHasUsage: --help describes every flag of every command.
@@ -93,5 +97,35 @@ func TestVersionLine(t *testing.T) {
 	}
 	if got := readBuildVersion(); got.Go == "" || got.Version == "" || got.Commit == "" {
 		t.Errorf("readBuildVersion() = %+v", got)
+	}
+}
+
+// The dev's banner suggests a directive that runs as given: the first
+// that needs no input (demo/hello first), else one with placeholders for
+// the inputs it requires.
+func TestExampleDirective(t *testing.T) {
+	dir := func(inputs string) string {
+		return "# D\n\n```xml\n<directive name=\"d\" version=\"1.0.0\">\n  <metadata>\n    <description>d</description>\n" +
+			"    <category>t</category>\n    <model tier=\"fast\" />\n  </metadata>\n" + inputs + "</directive>\n```\n"
+	}
+	needs := dir("  <inputs>\n    <input name=\"level\" type=\"integer\" required=\"true\">l</input>\n" +
+		"    <input name=\"who\" type=\"string\" required=\"true\" default=\"x\">w</input>\n  </inputs>\n")
+	free := dir("")
+	for _, tc := range []struct {
+		files  map[string]string
+		name   string
+		inputs []string
+	}{
+		{nil, "DIRECTIVE", nil},
+		{map[string]string{"a/needs.md": needs, "b/free.md": free}, "b/free", nil},
+		{map[string]string{"a/needs.md": needs, "c/needs.md": needs}, "a/needs", []string{"level"}},
+		{map[string]string{"a/free.md": free, "demo/hello.md": free}, "demo/hello", nil},
+		{map[string]string{"a/free.md": free, "demo/hello.md": needs}, "a/free", nil},
+	} {
+		project := t.TempDir()
+		testenv.WriteFiles(t, filepath.Join(project, ".ai", "directives"), tc.files)
+		name, inputs := exampleDirective(project)
+		require.Equal(t, tc.name, name)
+		require.Equal(t, tc.inputs, inputs)
 	}
 }

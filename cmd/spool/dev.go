@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/httpauth"
 	"github.com/spool-run/spool/monitor"
 	"github.com/spool-run/spool/stack"
@@ -193,28 +195,10 @@ func printBanner(c *cli.Context, out io.Writer, s *services, schedDesc, monitor 
 }
 
 // exampleRun is a `spool thread run` command line that works from any
-// directory against this dev: a directive of the project (demo/hello when
-// there is one), with the flags that locate this dev's data dir.
+// directory against this dev: a directive of the project (exampleDirective),
+// with the flags that locate this dev's data dir.
 func exampleRun(c *cli.Context, s *services) string {
-	name := "DIRECTIVE"
-	root := filepath.Join(s.project, ".ai", "directives")
-	if _, err := os.Stat(filepath.Join(root, "demo", "hello.md")); err == nil {
-		name = "demo/hello"
-	} else {
-		var found []string
-		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() && strings.HasSuffix(p, ".md") {
-				if rel, err := filepath.Rel(root, p); err == nil {
-					found = append(found, strings.TrimSuffix(filepath.ToSlash(rel), ".md"))
-				}
-			}
-			return nil
-		})
-		sort.Strings(found)
-		if len(found) > 0 {
-			name = found[0]
-		}
-	}
+	name, inputs := exampleDirective(s.project)
 	args := []string{"spool"}
 	if wd, err := os.Getwd(); err != nil || wd != s.project {
 		args = append(args, "--project", shellQuote(s.project))
@@ -228,7 +212,55 @@ func exampleRun(c *cli.Context, s *services) string {
 	if s.embedded == nil {
 		args = append(args, "--redis-url", shellQuote(stack.RedactURL(c.String("redis-url"))))
 	}
-	return strings.Join(append(args, "thread", "run", name, "--wait"), " ")
+	args = append(args, "thread", "run", name)
+	for _, in := range inputs {
+		args = append(args, "--input", in+"=VALUE")
+	}
+	return strings.Join(append(args, "--wait"), " ")
+}
+
+// exampleDirective is the directive the dev's banner suggests running:
+// the first that needs no input, demo/hello before the others by name;
+// else the first with the inputs it requires (no default); "DIRECTIVE" in
+// a project without any.
+func exampleDirective(project string) (name string, inputs []string) {
+	root := filepath.Join(project, ".ai", "directives")
+	var found []string
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".md") {
+			if rel, err := filepath.Rel(root, p); err == nil {
+				found = append(found, strings.TrimSuffix(filepath.ToSlash(rel), ".md"))
+			}
+		}
+		return nil
+	})
+	sort.Strings(found)
+	if i := slices.Index(found, "demo/hello"); i > 0 {
+		found = append([]string{"demo/hello"}, slices.Delete(found, i, i+1)...)
+	}
+	var first []string
+	for i, f := range found {
+		var need []string
+		if b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f)+".md")); err == nil {
+			if d, err := directive.Parse(f+".md", b); err == nil {
+				for _, in := range d.Inputs {
+					if in.Required && in.Default == nil {
+						need = append(need, in.Name)
+					}
+				}
+			}
+		}
+		if len(need) == 0 {
+			return f, nil
+		}
+		if i == 0 {
+			first = need
+		}
+	}
+	if len(found) == 0 {
+		return "DIRECTIVE", nil
+	}
+	return found[0], first
 }
 
 func shellQuote(s string) string {
