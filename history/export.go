@@ -82,8 +82,7 @@ func Export(ctx context.Context, o *orchestrator.Orchestrator, t *Thread) (*Scri
 	out := &Script{}
 	f := scriptFile{Directives: map[string][]scriptTurnFn{}}
 	if proj, err := o.Project(ctx, t.Record.Bundle); err == nil {
-		cfg := provider.ConfigFromEnv()
-		cfg.PricingOverrides, cfg.ReadFile = proj.Pricing, proj.ReadFile
+		cfg := provider.ConfigFromEnv().ForBundle(proj.Pricing, proj.ReadFile)
 		if p, err := provider.New(t.Record.Model, cfg); err == nil {
 			f.ContextWindow = p.ContextWindow(t.Record.Model)
 			in, err1 := p.Cost(t.Record.Model, provider.Usage{InputTokens: 1_000_000})

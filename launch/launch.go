@@ -158,13 +158,37 @@ func checkModel(ctx context.Context, o *orchestrator.Orchestrator, req orchestra
 	if err != nil {
 		return "", "", nil
 	}
-	cfg := provider.ConfigFromEnv()
-	cfg.PricingOverrides, cfg.ReadFile = proj.Pricing, proj.ReadFile
-	if err := provider.Check(model, cfg); err != nil {
+	missingKey, err = checkIn(proj, model)
+	if err != nil {
 		if req.Model == "" {
 			return "", "", refused(fmt.Errorf("directive %s: %w", req.Directive, err))
 		}
 		return "", "", refused(err)
 	}
-	return model, provider.MissingKey(model, cfg), nil
+	return model, missingKey, nil
+}
+
+// CheckModel refuses (ErrRefused) a model that no worker could run a
+// thread of bundle's project with: unknown, priced neither built in nor in
+// the project's pricing.yaml, or a script that does not load. It returns
+// the provider key the model needs that is not set here ("" for none).
+func CheckModel(ctx context.Context, o *orchestrator.Orchestrator, bundle, model string) (missingKey string, err error) {
+	proj, err := o.Project(ctx, bundle)
+	if err != nil {
+		return "", err
+	}
+	if missingKey, err = checkIn(proj, model); err != nil {
+		return "", refused(err)
+	}
+	return missingKey, nil
+}
+
+// checkIn checks model with proj's pricing and files (provider.Check) and
+// names the key it needs that is not set here.
+func checkIn(proj *orchestrator.Project, model string) (missingKey string, err error) {
+	cfg := provider.ConfigFromEnv().ForBundle(proj.Pricing, proj.ReadFile)
+	if err := provider.Check(model, cfg); err != nil {
+		return "", err
+	}
+	return provider.MissingKey(model, cfg), nil
 }

@@ -39,6 +39,16 @@ func ConfigFromEnv() Config {
 	}
 }
 
+// ForBundle is c for the threads of one project bundle: scripts read by
+// readFile, and the bundle's pricing.yaml (pricing; nil keeps c's).
+func (c Config) ForBundle(pricing []byte, readFile func(path string) ([]byte, error)) Config {
+	c.ReadFile = readFile
+	if pricing != nil {
+		c.PricingOverrides = pricing
+	}
+	return c
+}
+
 func (c Config) httpClient() *http.Client {
 	if c.HTTPClient != nil {
 		return c.HTTPClient

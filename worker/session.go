@@ -259,11 +259,7 @@ func (s *session) load(ctx context.Context) error {
 	if rec.Activation > maxActivations {
 		return s.failNow(ctx, "activation_failed", fmt.Sprintf("the thread was activated %d times without finishing; giving up", rec.Activation))
 	}
-	pc := *s.w.cfg.Provider
-	pc.ReadFile = s.proj.ReadFile
-	if s.proj.Pricing != nil {
-		pc.PricingOverrides = s.proj.Pricing
-	}
+	pc := s.w.cfg.Provider.ForBundle(s.proj.Pricing, s.proj.ReadFile)
 	if s.prov, err = s.w.cfg.NewProvider(rec.Model, pc); err != nil {
 		return s.failNow(ctx, "model_error", err.Error())
 	}

@@ -99,16 +99,11 @@ func checkModelIn(c *cli.Context, s *services, bundle, model string) error {
 	if _, isScript := config.ScriptPath(model); isScript || model == "" {
 		return nil
 	}
-	proj, err := s.orch.Project(c.Context, bundle)
-	if err != nil {
-		return err
-	}
-	cfg := provider.ConfigFromEnv()
-	cfg.PricingOverrides, cfg.ReadFile = proj.Pricing, proj.ReadFile
-	if err := provider.Check(model, cfg); err != nil {
+	_, err := launch.CheckModel(c.Context, s.orch, bundle, model)
+	if errors.Is(err, launch.ErrRefused) {
 		return &usageError{msg: err.Error()}
 	}
-	return nil
+	return err
 }
 
 // readScript reads the script of a "script:PATH" model from the project
