@@ -89,9 +89,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		},
 		OnUsageError: func(c *cli.Context, err error, sub bool) error { return &usageError{msg: err.Error()} },
 		Before: func(c *cli.Context) error {
-			var lvl slog.Level
-			if err := lvl.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-				return usagef("--log-level %q: want debug, info, warn or error", c.String("log-level"))
+			if _, err := logLevel(c); err != nil {
+				return err
 			}
 			// go-redis logs dial failures on stderr by itself; the error
 			// that reaches the user says it once.
@@ -151,15 +150,24 @@ func logger(c *cli.Context) *slog.Logger { return loggerTo(c, c.App.ErrWriter) }
 
 // loggerTo is logger writing to w.
 func loggerTo(c *cli.Context, w io.Writer) *slog.Logger {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		lvl = slog.LevelWarn
+	lvl, err := logLevel(c)
+	if err != nil {
+		lvl = slog.LevelWarn // refused before any command runs (Before)
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
 	if c.Bool("log-json") {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// logLevel is --log-level; a bad one is bad usage.
+func logLevel(c *cli.Context) (slog.Level, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return 0, usagef("--log-level %q: want debug, info, warn or error", c.String("log-level"))
+	}
+	return lvl, nil
 }
 
 func projectDir(c *cli.Context) (string, error) {
