@@ -433,7 +433,14 @@ func nothingRuns(c *cli.Context, s *services, ids []string) error {
 	if err != nil || len(open) == 0 {
 		return err
 	}
-	return fmt.Errorf("%s not finished, and no worker runs on %s: start `spool dev` there, then wait (or follow) again", strings.Join(open, ", "), s.dataDir)
+	return noWorker(s, strings.Join(open, ", "), "wait (or follow)")
+}
+
+// noWorker says that what is not finished and that nothing runs it on the
+// data dir's embedded Redis this command opened, so that the user can do
+// again after starting a worker there.
+func noWorker(s *services, what, again string) error {
+	return fmt.Errorf("%s not finished, and no worker runs on %s: start `spool dev` there, then %s again", what, s.dataDir, again)
 }
 
 // interrupted says what becomes of threads whose wait was interrupted:

@@ -35,7 +35,7 @@ func threadTranscript(c *cli.Context) error {
 	defer s.Close()
 	if c.Bool("follow") {
 		if s.embedded != nil && !rec.Status.Terminal() { // see nothingRuns
-			return fmt.Errorf("%s not finished, and no worker runs on %s: start `spool dev` there, then follow it again", rec.ThreadID, s.dataDir)
+			return noWorker(s, rec.ThreadID, "follow it")
 		}
 		return followTranscript(c, s, rec, format)
 	}
