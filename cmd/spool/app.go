@@ -50,12 +50,11 @@ func isFlagError(err error) bool {
 		strings.Contains(s, "flag needs an argument") || strings.HasPrefix(s, "invalid boolean")
 }
 
+// oneLine folds a multi-line error onto one line. The lines after the
+// first often say what is wrong (yaml's "unmarshal errors:\n  line 27:
+// field latency not found"), so they are kept, not cut.
 func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return s
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // --version prints what `spool version` prints. cli.VersionPrinter is a

@@ -129,3 +129,18 @@ func TestExampleDirective(t *testing.T) {
 		require.Equal(t, tc.inputs, inputs)
 	}
 }
+
+// An error of several lines is printed on one, its later lines kept: a
+// script's yaml error says what is wrong only after its first line.
+func TestOneLineKeepsEveryLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"plain", "plain"},
+		{"  padded \n", "padded"},
+		{"script \"s.yaml\": yaml: unmarshal errors:\n  line 27: field latency not found in type provider.scriptTurn",
+			"script \"s.yaml\": yaml: unmarshal errors: line 27: field latency not found in type provider.scriptTurn"},
+		{"a:\n  b\n\n  c", "a: b c"},
+	} {
+		require.Equal(t, tc.want, oneLine(tc.in))
+	}
+}
