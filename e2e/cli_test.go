@@ -640,6 +640,7 @@ func TestCLIServers(t *testing.T) {
 		{[]string{"monitor", "--addr", "nope"}, 2, `^--addr "nope": want HOST:PORT$`},
 		{[]string{"monitor", "--addr", "0.0.0.0:0"}, 2, `is not a loopback address`},
 		{[]string{"monitor", "--token", "short"}, 2, `^--token: `},
+		{[]string{"monitor", "--session-key", "short"}, 2, `^--session-key: use at least 16 characters$`},
 		{[]string{"dev", "--bogus"}, 2, `^flag provided but not defined: -bogus$`},
 		{[]string{"dev", "extra"}, 2, `^dev takes no arguments`},
 		{[]string{"dev", "--queues", "x=y"}, 2, `^--queues: `},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/thread"
 )
@@ -29,29 +30,7 @@ func TestMonitorActions(t *testing.T) {
 	id := startThread(t, e, "p/write", "--model", "script:scripts/p.yaml")
 	waitForApproval(t, e, id)
 
-	jar, err := cookiejar.New(nil)
-	require.NoError(t, err)
-	client := &http.Client{Jar: jar, Timeout: 30 * time.Second,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	do := func(method, u string, form url.Values) (int, string) {
-		t.Helper()
-		var body io.Reader
-		if form != nil {
-			body = strings.NewReader(form.Encode())
-		}
-		req, err := http.NewRequestWithContext(context.Background(), method, u, body)
-		require.NoError(t, err)
-		if form != nil {
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		}
-		resp, err := client.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp.StatusCode, string(b)
-	}
-	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	do := browser(t)
 	page := "/threads/" + id
 	for _, tc := range []struct {
 		flags           []string
@@ -62,12 +41,7 @@ func TestMonitorActions(t *testing.T) {
 		{flags: []string{"--read-only"}},
 		{flags: []string{"--sign"}, decide: true, cancel: true, cancelThroughIt: true},
 	} {
-		port, err := testenv.FreePort()
-		require.NoError(t, err)
-		base := fmt.Sprintf("http://127.0.0.1:%d", port)
-		p := e.Start(nil, append([]string{"monitor", "--addr", strings.TrimPrefix(base, "http://")}, tc.flags...)...)
-		require.Eventually(t, func() bool { return strings.Contains(p.Log(), "spool monitor: http://") || p.Exited() }, time.Minute, 50*time.Millisecond)
-		require.False(t, p.Exited(), p.Log())
+		base, p := startMonitor(t, e, nil, tc.flags...)
 
 		code, body := do(http.MethodGet, base+page, nil)
 		require.Equal(t, http.StatusOK, code, body)
@@ -75,7 +49,7 @@ func TestMonitorActions(t *testing.T) {
 		require.Equal(t, tc.decide, strings.Contains(body, `name="decision" value="approve"`), "decide %v", tc.flags)
 		require.Equal(t, tc.decide, strings.Contains(body, `action="`+page+`/send"`), "send %v", tc.flags)
 		require.Equal(t, tc.cancel, strings.Contains(body, `action="`+page+`/cancel"`), "cancel %v", tc.flags)
-		m := csrf.FindStringSubmatch(body)
+		m := csrfField.FindStringSubmatch(body)
 		if !tc.decide {
 			require.Nil(t, m, "no form at all")
 			code, body = do(http.MethodPost, base+page+"/send", url.Values{"message": {"x"}})
@@ -95,5 +69,81 @@ func TestMonitorActions(t *testing.T) {
 			require.Equal(t, 0, res.Code, "the monitor signed what it wrote: %s%s", res.Stdout, res.Stderr)
 		}
 		require.NoError(t, p.Stop(30*time.Second), p.Log())
+	}
+}
+
+// TestMonitorSessionKey: monitors given one --session-key (as replicas
+// behind a load balancer are) accept each other's forms; a monitor with
+// a key of its own refuses them, saying to reload the page.
+func TestMonitorSessionKey(t *testing.T) {
+	t.Parallel()
+	e := workerEnv(t, peopleProject(), "1")
+	id := startThread(t, e, "p/write", "--model", "script:scripts/p.yaml")
+	waitForApproval(t, e, id)
+	shared := []string{"SPOOL_MONITOR_SESSION_KEY=one key for every replica"}
+	a, _ := startMonitor(t, e, shared)
+	b, _ := startMonitor(t, e, shared)
+	other, _ := startMonitor(t, e, nil)
+
+	do := browser(t) // one cookie jar: cookies do not tell ports apart
+	page := "/threads/" + id
+	code, body := do(http.MethodGet, a+page, nil)
+	require.Equal(t, http.StatusOK, code, body)
+	m := csrfField.FindStringSubmatch(body)
+	require.NotNil(t, m, "the page offers a form")
+
+	code, body = do(http.MethodPost, other+page+"/send", url.Values{"csrf": {m[1]}, "message": {"from elsewhere"}})
+	require.Equal(t, http.StatusForbidden, code, body)
+	require.Contains(t, body, "reload the page")
+
+	code, body = do(http.MethodPost, b+page+"/send", url.Values{"csrf": {m[1]}, "message": {"from a replica"}})
+	require.Equal(t, http.StatusSeeOther, code, body)
+	msgs, err := e.Orch.Registry.Inbox(context.Background(), id, 0)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1, "the replica's message reached the thread, the refused one did not")
+	require.Equal(t, "from a replica", msgs[0].Content)
+}
+
+// csrfField finds the security token of a monitor page's form.
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// startMonitor starts `spool monitor` on a free loopback port with env and
+// flags, and returns its base URL once it serves.
+func startMonitor(t *testing.T, e *spooltest.Env, env []string, flags ...string) (string, *spooltest.Proc) {
+	t.Helper()
+	port, err := testenv.FreePort()
+	require.NoError(t, err)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	p := e.Start(env, append([]string{"monitor", "--addr", addr}, flags...)...)
+	require.Eventually(t, func() bool { return strings.Contains(p.Log(), "spool monitor: http://") || p.Exited() }, time.Minute, 50*time.Millisecond)
+	require.False(t, p.Exited(), p.Log())
+	return "http://" + addr, p
+}
+
+// browser returns a client that keeps cookies and follows no redirect:
+// do sends a request (a form when form is not nil) and returns the
+// status and body.
+func browser(t *testing.T) func(method, u string, form url.Values) (int, string) {
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	client := &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return func(method, u string, form url.Values) (int, string) {
+		t.Helper()
+		var body io.Reader
+		if form != nil {
+			body = strings.NewReader(form.Encode())
+		}
+		req, err := http.NewRequestWithContext(context.Background(), method, u, body)
+		require.NoError(t, err)
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
 	}
 }

@@ -56,7 +56,8 @@ type Config struct {
 	// SessionKey signs the CSRF tokens of the action forms (approve,
 	// deny, send, interrupt, cancel, resume). Default: random per process,
 	// so a form rendered before a restart must be reloaded; monitors
-	// behind one load balancer need the same key.
+	// behind one load balancer need the same key (`spool monitor
+	// --session-key`, SPOOL_MONITOR_SESSION_KEY).
 	SessionKey []byte
 	// Project is the project directory whose rate_limits.yaml
 	// (config.RateLimitsPath) the rate limits page shows, read on every

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
@@ -24,6 +25,8 @@ func monitorCommand() *cli.Command {
 			&cli.BoolFlag{Name: "insecure", Usage: "allow a non-loopback --addr without authentication"},
 			&cli.BoolFlag{Name: "read-only", EnvVars: []string{"SPOOL_MONITOR_READ_ONLY"}, Usage: "take no action: asynqmon in view-only mode (no delete, pause, run), no approve, deny, send, interrupt, cancel or resume"},
 			&cli.BoolFlag{Name: "sign", EnvVars: []string{"SPOOL_MONITOR_SIGN"}, Usage: "hold the signing key (the data dir's, or --signing-key), so that thread pages offer cancel and resume, which sign what they write; without it the monitor holds public keys only"},
+			&cli.StringFlag{Name: "session-key", EnvVars: []string{"SPOOL_MONITOR_SESSION_KEY"}, Usage: "a `SECRET` of at least " + strconv.Itoa(minSessionKey) +
+				" characters that signs the action forms' security tokens (set it in the environment): monitors behind one load balancer, and a monitor across restarts, accept each other's forms when they share it; default: random per process"},
 		),
 		Action: runMonitor,
 	}
@@ -35,7 +38,12 @@ type monitorOptions struct {
 	hosts    []string // allowed Host names; nil: any
 	readOnly bool
 	registry *prometheus.Registry // nil: a new one
+	// sessionKey signs the forms' CSRF tokens; nil: random per process.
+	sessionKey []byte
 }
+
+// minSessionKey is the shortest --session-key taken: it is an HMAC key.
+const minSessionKey = 16
 
 // newMonitorHandlerWith is the monitor's handler over s.
 func newMonitorHandlerWith(s *services, o monitorOptions) (http.Handler, error) {
@@ -48,6 +56,7 @@ func newMonitorHandlerWith(s *services, o monitorOptions) (http.Handler, error) 
 		Hosts:        o.hosts,
 		Registry:     o.registry,
 		Project:      s.project,
+		SessionKey:   o.sessionKey,
 		Logger:       s.log,
 	})
 }
@@ -61,6 +70,10 @@ func runMonitor(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	key := c.String("session-key")
+	if key != "" && len(key) < minSessionKey {
+		return usagef("--session-key: use at least %d characters", minSessionKey)
+	}
 	// It signs nothing unless --sign: public keys suffice.
 	s, err := openServices(c, openOpts{readOnly: !c.Bool("sign"), noEmbedded: true})
 	if err != nil {
@@ -69,6 +82,9 @@ func runMonitor(c *cli.Context) error {
 	defer s.Close()
 	reg := processRegistry()
 	o := monitorOptions{auth: auth, readOnly: c.Bool("read-only"), registry: reg, hosts: httpauth.LoopbackHosts(addr)}
+	if key != "" {
+		o.sessionKey = []byte(key)
+	}
 	h, err := newMonitorHandlerWith(s, o)
 	if err != nil {
 		return err
