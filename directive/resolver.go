@@ -131,13 +131,14 @@ func (r *Resolver) Resolve(name string) (*Directive, string, error) {
 
 // ContinuationSeed renders the seed message of a continuation thread: the
 // Markdown body (not the xml fence) of the continuation directive cont (normally DefaultContinuation from
-// Resolve): the original directive's name and rendered body, the thread
-// that handed off, and the continuation instruction ("" for the
-// directive's default).
-func ContinuationSeed(cont *Directive, originalName, originalBody, previousThreadID, message string) (string, error) {
+// Resolve): the original directive's name and its body rendered with the
+// thread's inputs (as the thread's first prompt was, so the model reads
+// "for Ada", not "for {input:who}"), the thread that handed off, and the
+// continuation instruction ("" for the directive's default).
+func ContinuationSeed(cont *Directive, originalName string, original *Directive, inputs map[string]any, previousThreadID, message string) (string, error) {
 	in := map[string]any{
 		"original_directive": originalName,
-		"original_body":      originalBody,
+		"original_body":      render(original, original.Body, inputs),
 		"previous_thread_id": previousThreadID,
 	}
 	if message != "" {

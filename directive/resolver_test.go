@@ -77,20 +77,30 @@ func TestContinuationSeed(t *testing.T) {
 	require.NoError(t, err, "%v", space)
 	require.Equal(t, SpaceSystem, space, "%v", err)
 	require.NoError(t, Check(cont))
-	seed, err := ContinuationSeed(cont, "agency/discover", "Find {input:x} leads.", "agency/discover-17", "")
+	orig, err := Parse("discover.md", []byte("Find {input:who} leads in {input:x}.\n\n```xml\n<directive name=\"discover\" version=\"1.0.0\">\n"+
+		"  <metadata><description>d</description><permissions/></metadata>\n"+
+		"  <inputs><input name=\"who\" type=\"string\" required=\"true\">w</input></inputs>\n</directive>\n```\n"))
 	require.NoError(t, err)
-	for _, want := range []string{"agency/discover-17", "`agency/discover`", "Find {input:x} leads.", "Continue executing the directive. Pick up where the previous thread left off."} {
+	// The original body is rendered with the thread's inputs, once: an
+	// undeclared placeholder stays as written, and a value that looks
+	// like a placeholder is not rendered again.
+	seed, err := ContinuationSeed(cont, "agency/discover", orig, map[string]any{"who": "{input:previous_thread_id}"}, "agency/discover-17", "")
+	require.NoError(t, err)
+	for _, want := range []string{"agency/discover-17", "`agency/discover`", "Find {input:previous_thread_id} leads in {input:x}.", "Continue executing the directive. Pick up where the previous thread left off."} {
 		if !strings.Contains(seed, want) {
 			t.Errorf("seed lacks %q:\n%s", want, seed)
 		}
 	}
 	require.NotContains(t, seed, "```xml", "seed holds the fence or unrendered inputs")
-	require.NotContains(t, seed, "{input:previous_thread_id}", "seed holds the fence or unrendered inputs")
-	seed, err = ContinuationSeed(cont, "d", "body", "p-1", "The API key is fixed; retry.")
+	require.NotContains(t, seed, "`{input:previous_thread_id}`", "seed holds the fence or unrendered inputs")
+	seed, err = ContinuationSeed(cont, "agency/discover", orig, map[string]any{"who": "Ada"}, "agency/discover-17", "")
+	require.NoError(t, err)
+	require.Contains(t, seed, "Find Ada leads in {input:x}.", "the original body is rendered with the inputs")
+	seed, err = ContinuationSeed(cont, "d", orig, nil, "p-1", "The API key is fixed; retry.")
 	require.NoError(t, err, "custom message: %v\n%s", err, seed)
 	require.Contains(t, seed, "The API key is fixed; retry.", "custom message: %v", err)
 	require.NotContains(t, seed, "Continue executing", "custom message: %v", err)
-	_, err = ContinuationSeed(cont, "d", "body", "", "")
+	_, err = ContinuationSeed(cont, "d", orig, nil, "", "")
 	require.NoError(t, err, "empty previous id is a value, not missing")
 }
 

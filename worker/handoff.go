@@ -195,7 +195,7 @@ func (s *session) seedText() string {
 	d, err := s.proj.Directive(name)
 	if err == nil {
 		var text string
-		if text, err = directive.ContinuationSeed(d, s.rec.Directive, s.dir.Body, s.rec.PreviousThreadID, continueMessage); err == nil {
+		if text, err = directive.ContinuationSeed(d, s.rec.Directive, s.dir, s.rec.Inputs, s.rec.PreviousThreadID, continueMessage); err == nil {
 			return text
 		}
 	}
