@@ -26,11 +26,12 @@
 //
 // A refused admission says how long to wait. Callers that wait on one
 // rule are admitted in priority order: a waiting caller registers (the
-// rule's "wait" set, scored by its priority, then by when it began to
-// wait), and a caller is admitted only while no waiter of a higher
-// priority is registered; a waiter that stops asking is dropped after
-// waiterTTL. Priority is the caller's queue weight (a thread of the
-// critical queue before one of default).
+// rule's "wait" set, scored by its priority, then by when it last asked;
+// waiterScore), and a caller is admitted only while no waiter of a higher
+// priority is registered; a waiter that stops asking (its worker died) is
+// dropped waiterTTL after it last asked, and the set itself expires
+// waiterTTL after anyone last asked. Priority is the caller's queue
+// weight (a thread of the critical queue before one of default).
 //
 // Every budget keeps its counters in one Redis hash of fixed fields,
 // written by the admission and settlement scripts themselves (no extra
@@ -52,7 +53,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -65,6 +65,24 @@ import (
 // waiterTTL is how long a waiting caller stays registered without asking
 // again.
 const waiterTTL = 2 * time.Minute
+
+// A waiter's score in a rule's wait set is exact in a float64 (a sorted
+// set's score): (1e6 - priority) × 2^31 + the second it last asked,
+// counted from waitEpoch (2^31 seconds: until 2091), so that lower scores
+// are higher priorities and the scripts read both parts back exactly.
+const (
+	waitSpan    = 1 << 31
+	waitEpoch   = 1_700_000_000 // unix seconds
+	maxPriority = 999_999
+)
+
+// waiterScore is the score of a caller of priority p asking at now.
+func waiterScore(p int, now time.Time) int64 {
+	return int64(1e6-min(max(p, 0), maxPriority))*waitSpan + waiterAt(now)
+}
+
+// waiterAt is now as a wait set's time part: seconds since waitEpoch.
+func waiterAt(now time.Time) int64 { return now.Unix() - waitEpoch }
 
 // statsTTL is how long a budget's counters outlive its last use.
 const statsTTL = 30 * 24 * time.Hour
@@ -150,7 +168,7 @@ func burst(r config.RateRule) int {
 // 7i+4 concurrency zset, 7i+5 blocked-until, 7i+6 waiters zset, 7i+7
 // stats hash; the last KEYS the index of budgets (id → key fingerprint)
 // ARGV[1] now (ms), ARGV[2] holder, ARGV[3] lease TTL (ms), ARGV[4] the
-// waiter's score (lower first), ARGV[5] waiter TTL (ms), ARGV[6] stats
+// waiter's score (waiterScore), ARGV[5] waiter TTL (ms), ARGV[6] stats
 // TTL (ms), then per rule 9 values: rpm, burst, itpm, otpm, concurrent,
 // input cost, output cost, budget id, key fingerprint
 // Returns {1} when admitted (every rule charged, the lease taken, the
@@ -163,8 +181,11 @@ var admitScript = redis.NewScript(`
 local now, holder, ttl, score, wttl, sttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local n = (#KEYS - 1) / 7
 local plan = {}
+local span = 2147483648
+local cutoff = (score % span) - math.floor(wttl / 1000)
 local function refuse(k, i, wait, kind)
-  redis.call('ZADD', KEYS[k+6], 'NX', score, holder)
+  redis.call('ZADD', KEYS[k+6], score, holder)
+  redis.call('PEXPIRE', KEYS[k+6], wttl)
   redis.call('HINCRBY', KEYS[k+7], 'throttled', 1)
   redis.call('HINCRBY', KEYS[k+7], 'throttled_' .. kind, 1)
   redis.call('PEXPIRE', KEYS[k+7], sttl)
@@ -187,10 +208,16 @@ for i = 1, n do
   local cin, cout = tonumber(ARGV[a+6]), tonumber(ARGV[a+7])
   local blocked = tonumber(redis.call('GET', KEYS[k+5]) or '0')
   if blocked > now then return refuse(k, i, blocked - now, 'block') end
-  -- callers of a higher priority that wait go first
-  redis.call('ZREMRANGEBYSCORE', KEYS[k+6], '-inf', '(' .. (now - wttl))
-  local best = redis.call('ZRANGE', KEYS[k+6], 0, 0, 'WITHSCORES')
-  if best[1] and best[1] ~= holder and math.floor(tonumber(best[2]) / 1e13) < math.floor(score / 1e13) then
+  -- callers of a higher priority that wait go first; the first waiter
+  -- is dropped while it has not asked for the waiter TTL (a few a call)
+  local best
+  for _ = 1, 16 do
+    best = redis.call('ZRANGE', KEYS[k+6], 0, 0, 'WITHSCORES')
+    if not best[1] or tonumber(best[2]) % span >= cutoff then break end
+    redis.call('ZREM', KEYS[k+6], best[1])
+    best = {}
+  end
+  if best[1] and best[1] ~= holder and math.floor(tonumber(best[2]) / span) < math.floor(score / span) then
     return refuse(k, i, 250, 'priority')
   end
   local ok, wait, r1 = gcra(KEYS[k+1], rpm, burst, 1)
@@ -235,9 +262,8 @@ func (l *Limiter) Admit(ctx context.Context, rules []config.RateRule, c Call) (A
 		return Admission{OK: true}, nil
 	}
 	now := l.now().UnixMilli()
-	// Lower scores go first: the priority, then the time of asking.
-	score := float64(int64(1e6-min(c.Priority, 999999)))*1e13 + float64(now%1e13)
-	args := []any{now, c.Holder, max(c.LeaseTTL, time.Second).Milliseconds(), strconv.FormatFloat(score, 'f', 0, 64), waiterTTL.Milliseconds(), statsTTL.Milliseconds()}
+	score := waiterScore(c.Priority, time.UnixMilli(now))
+	args := []any{now, c.Holder, max(c.LeaseTTL, time.Second).Milliseconds(), score, waiterTTL.Milliseconds(), statsTTL.Milliseconds()}
 	adm := Admission{}
 	for _, r := range rules {
 		in, out := c.InputTokens, c.OutputTokens

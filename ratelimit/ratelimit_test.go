@@ -180,3 +180,46 @@ func TestPriority(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, hi.OK)
 }
+
+// TestWaiterThatStopsAsking: a waiter that stops asking (its worker died)
+// is dropped after waiterTTL, so a waiter of a higher priority does not
+// hold lower ones back for good; one that keeps asking stays registered
+// however long it waits.
+func TestWaiterThatStopsAsking(t *testing.T) {
+	t.Parallel()
+	l, c, ctx := setup(t)
+	rs := rules(t, "rate_limits: [{match: 'claude-*', concurrent: 1}]")
+	admit := func(holder string, priority int) Admission {
+		t.Helper()
+		adm, err := l.Admit(ctx, rs, Call{Holder: holder, Priority: priority})
+		require.NoError(t, err)
+		return adm
+	}
+	a := admit("a", 1)
+	require.True(t, a.OK)
+	require.False(t, admit("gone", 6).OK, "a critical caller waits, then its worker dies")
+	require.False(t, admit("keeps", 5).OK)
+	require.NoError(t, l.Settle(ctx, a, "a", 0, 0))
+	// "keeps" asks every 30 s: behind the dead caller until waiterTTL,
+	// then first, before "lo" who asks as often.
+	admitted := false
+	for range 6 {
+		c.Add(30 * time.Second)
+		lo := admit("lo", 1)
+		require.False(t, lo.OK)
+		require.Equal(t, "priority", lo.Kind)
+		k := admit("keeps", 5)
+		if k.OK {
+			require.NoError(t, l.Settle(ctx, k, "keeps", 0, 0))
+			admitted = true
+			break
+		}
+		require.Equal(t, "priority", k.Kind, "behind the dead caller until waiterTTL")
+	}
+	require.True(t, admitted, "the dead caller was dropped after waiterTTL")
+	st, err := l.Status(ctx, &config.RateLimits{Rules: rs})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st[0].Waiters, "lo waits; the dead caller is not counted")
+	lo := admit("lo", 1)
+	require.True(t, lo.OK, "the dead caller holds no one back after waiterTTL: %+v", lo)
+}

@@ -88,12 +88,13 @@ func (l *Limiter) HandedBack(ctx context.Context, rule string) error {
 
 // statusScript reads budgets' state and counters (it writes nothing).
 //
-// KEYS as admitScript's; ARGV[1] now (ms), ARGV[2] waiter TTL (ms).
+// KEYS as admitScript's; ARGV[1] now (ms), ARGV[2] the oldest time of
+// asking of a waiter still registered (waiterAt).
 // Returns per budget {req TAT, in TAT, out TAT, leases held, waiters,
 // blocked until, {stats field, value, ...}}, the TATs and blocked-until
 // as stored ("" when unset).
 var statusScript = redis.NewScript(`
-local now, wttl = tonumber(ARGV[1]), tonumber(ARGV[2])
+local now, cutoff, span = tonumber(ARGV[1]), tonumber(ARGV[2]), 2147483648
 local n = (#KEYS - 1) / 7
 local out = {}
 for i = 1, n do
@@ -101,7 +102,8 @@ for i = 1, n do
   local waiters = 0
   local w = redis.call('ZRANGE', KEYS[k+6], 0, 999, 'WITHSCORES')
   for j = 2, #w, 2 do
-    if math.fmod(tonumber(w[j]), 1e13) >= (now - wttl) % 1e13 then waiters = waiters + 1 end
+    local sc = tonumber(w[j])
+    if sc < 1e6 * span + span and sc % span >= cutoff then waiters = waiters + 1 end
   end
   out[i] = {redis.call('GET', KEYS[k+1]) or '', redis.call('GET', KEYS[k+2]) or '', redis.call('GET', KEYS[k+3]) or '',
     redis.call('ZCOUNT', KEYS[k+4], '(' .. now, '+inf'), waiters, redis.call('GET', KEYS[k+5]) or '',
@@ -150,7 +152,7 @@ func (l *Limiter) Status(ctx context.Context, rl *config.RateLimits) ([]Status, 
 		}
 	}
 	now := l.now()
-	res, err := statusScript.Run(ctx, l.rdb, l.keys(read), now.UnixMilli(), waiterTTL.Milliseconds()).Slice()
+	res, err := statusScript.Run(ctx, l.rdb, l.keys(read), now.UnixMilli(), waiterAt(now.Add(-waiterTTL))).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("rate limit status: %w", err)
 	}
