@@ -286,6 +286,9 @@ func TestParseErrors(t *testing.T) {
 		{"two metadata", wrap("<metadata/>\n<metadata/>"), "t.md:4: <metadata>: more than one <metadata>"},
 		{"xml syntax", wrap("<metadata>\n<limits turns=\"6\" <x/></metadata>"), "t.md:4: xml: "},
 		{"xml unterminated comment", wrap("<metadata><!-- oops</metadata>"), "t.md:"},
+		{"model not closed swallows the rest", wrap("<metadata>\n<model tier=\"s\">\n<limits turns=\"2\"/>\n<permissions><execute>*</execute></permissions>\n</metadata>"),
+			`t.md:4: <model>: element is not closed before </metadata> on line 7`},
+		{"end tag names another element", wrap("<metadata><description>d</metadata></description>"), "t.md:3: <description>: element is not closed"},
 		{"continuation empty", wrap(`<metadata><continuation/></metadata>`), "t.md:3: <continuation>: missing directive name"},
 	}
 	for _, tt := range tests {

@@ -71,6 +71,7 @@ func parseXML(path string, src []byte, firstLine int) (*node, error) {
 	var stack []*node
 	for {
 		line, _ := dec.InputPos()
+		off := dec.InputOffset()
 		tok, err := dec.Token()
 		if errors.Is(err, io.EOF) {
 			break
@@ -103,6 +104,17 @@ func parseXML(path string, src []byte, firstLine int) (*node, error) {
 			}
 			stack = append(stack, n)
 		case xml.EndElement:
+			// The lenient decoder takes an end tag that names another
+			// element as closing the open one too, so a <model tier="x">
+			// missing its "/" would silently swallow the <limits> and
+			// <permissions> after it. An end tag read from the text must
+			// name the element it closes (a self-closed element's end
+			// reads no text).
+			if raw := endTagName(src[off:dec.InputOffset()]); raw != "" && raw != t.Name.Local && len(stack) > 0 {
+				open := stack[len(stack)-1]
+				return nil, &ParseError{Path: path, Line: open.line, Elem: open.tag(),
+					Msg: fmt.Sprintf("element is not closed before </%[2]s> on line %[1]d", fileLine, raw)}
+			}
 			if len(stack) > 0 {
 				stack = stack[:len(stack)-1]
 			}
@@ -121,4 +133,18 @@ func parseXML(path string, src []byte, firstLine int) (*node, error) {
 		return nil, &ParseError{Path: path, Line: stack[len(stack)-1].line, Elem: stack[len(stack)-1].tag(), Msg: "element is not closed"}
 	}
 	return root, nil
+}
+
+// endTagName is the local name of the end tag raw ("</ns:name >"), ""
+// when raw is not one (the end of a self-closed element reads no text).
+func endTagName(raw []byte) string {
+	s, ok := strings.CutPrefix(string(raw), "</")
+	if !ok {
+		return ""
+	}
+	s = strings.TrimSpace(strings.TrimSuffix(s, ">"))
+	if i := strings.LastIndexByte(s, ':'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
 }
