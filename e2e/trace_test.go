@@ -211,3 +211,26 @@ func TestTraceIsOneTreeAcrossWorkers(t *testing.T) {
 	require.Eventually(t, func() bool { return rx.Metric("spool_turns_total") && rx.Metric("spool_tokens_total") },
 		30*time.Second, 100*time.Millisecond)
 }
+
+// TestServersExportMetrics: the scheduler and the monitor send what their
+// /metrics serves over OTLP when OTEL_* asks for it, as workers do.
+func TestServersExportMetrics(t *testing.T) {
+	t.Parallel()
+	e := spooltest.New(t, spooltest.Options{})
+	for _, tc := range []struct {
+		args   []string
+		metric string
+	}{
+		{[]string{"scheduler"}, "spool_scheduler_entries"},
+		{[]string{"monitor", "--addr", "127.0.0.1:0"}, "spool_threads"},
+	} {
+		rx := otlptest.NewHTTP(t)
+		p := e.Start([]string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rx.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+			"OTEL_METRIC_EXPORT_INTERVAL=200"}, tc.args...)
+		require.Eventually(t, func() bool { return rx.Metric(tc.metric) || p.Exited() }, 30*time.Second, 100*time.Millisecond,
+			"%s sends %s", tc.args[0], tc.metric)
+		require.False(t, p.Exited(), p.Log())
+		require.True(t, rx.Metric("go_goroutines"), "%s: the process collectors too", tc.args[0])
+		require.NoError(t, p.Stop(20*time.Second), p.Log())
+	}
+}

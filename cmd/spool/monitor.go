@@ -89,6 +89,10 @@ func runMonitor(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// What /metrics serves, over OTLP too when OTEL_* asks for it.
+	if err := s.tel.ExportMetrics(c.Context, reg); err != nil {
+		return usagef("%v", err)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("monitor: %w", err)

@@ -120,6 +120,10 @@ func runService(c *cli.Context, build func(s *services, reg *prometheus.Registry
 	if err != nil {
 		return err
 	}
+	// The same metrics over OTLP, when OTEL_* asks for them.
+	if err := s.tel.ExportMetrics(c.Context, reg); err != nil {
+		return usagef("%v", err)
+	}
 	stopHTTP, err := serveMetrics(c.String("metrics-addr"), reg, nil)
 	if err != nil {
 		return err
