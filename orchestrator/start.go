@@ -62,7 +62,7 @@ type StartRequest struct {
 
 // Start registers a thread, reserves its budget and enqueues its first
 // activation. It fails before anything is stored when the parent does not
-// exist, the directive is unknown, a required input is missing, or depth is
+// exist or has finished, the directive is unknown, a required input is missing, or depth is
 // exhausted; a spawn past the parent's limit fails with spawns_exceeded and
 // a budget that does not fit with spend_exceeded.
 func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*registry.Record, error) {
@@ -76,6 +76,12 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*registry.R
 			return nil, err
 		}
 		parent = p
+		// A finished thread takes no new children (its budget is
+		// released, nothing would wait for them); a continuation or a
+		// fork of a child keeps its parent, finished or not.
+		if p.Status.Terminal() && req.PreviousThreadID == "" && req.Fork == nil {
+			return nil, fmt.Errorf("parent thread %q is %s: a finished thread takes no children", req.ParentID, p.Status)
+		}
 		if req.Bundle == "" {
 			req.Bundle = p.Bundle
 		}

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"fmt"
 	"log/slog"
 	"testing"
 
@@ -98,4 +99,14 @@ func TestStartInOneScript(t *testing.T) {
 	require.ErrorIs(t, err, ledger.ErrNotFound)
 	require.Equal(t, before, spawns())
 
+	// A finished parent takes no child: the refusal names the parent and
+	// its status, not the budget of an id that was never registered.
+	_, err = o.Cancel(ctx, root.ThreadID, true)
+	require.NoError(t, err)
+	late := req(root.ThreadID)
+	late.ID = "test/late"
+	_, err = o.Start(ctx, late)
+	require.EqualError(t, err, fmt.Sprintf("parent thread %q is cancelled: a finished thread takes no children", root.ThreadID))
+	_, err = o.Registry.Get(ctx, late.ID)
+	require.ErrorIs(t, err, registry.ErrNotFound)
 }
