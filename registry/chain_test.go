@@ -372,3 +372,51 @@ func TestLinkLeavesAClaimedContinuationAlone(t *testing.T) {
 	require.Equal(t, "old2", rec.ChainRootID)
 	require.Equal(t, "old2", rec.PreviousThreadID)
 }
+
+// TestListActiveStatusesReadsActiveSet: listing the threads of a status
+// that is not final reads the active threads' records only, not those of
+// every thread ever registered, and finds what a full scan finds, newest
+// first.
+func TestListActiveStatusesReadsActiveSet(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	opt, err := redis.ParseURL(f.r.URL)
+	require.NoError(t, err)
+	counted := redis.NewClient(opt)
+	defer counted.Close()
+	reads := &readCounter{}
+	counted.AddHook(reads)
+	lister, err := New(Config{Client: counted, Keys: f.ks, Now: f.clock.Now, SafetyPoll: time.Hour})
+	require.NoError(t, err)
+	const done = 300 // more than a page of the full scan
+	for i := range done {
+		id := fmt.Sprintf("d%03d", i)
+		f.register(t, id, "")
+		f.claim(t, id)
+		_, err := f.reg.Commit(f.ctx, id, 0, Changes{Status: thread.StatusCompleted})
+		require.NoError(t, err)
+	}
+	for _, id := range []string{"r1", "c1", "r2"} {
+		f.register(t, id, "")
+		if id[0] == 'r' {
+			f.claim(t, id)
+		}
+	}
+	ids := func(recs []*Record) (out []string) {
+		for _, r := range recs {
+			out = append(out, r.ThreadID)
+		}
+		return out
+	}
+	running, err := lister.List(f.ctx, Filter{Status: thread.StatusRunning})
+	require.NoError(t, err)
+	require.Equal(t, []string{"r2", "r1"}, ids(running), "newest first")
+	created, err := lister.List(f.ctx, Filter{Status: thread.StatusCreated, Limit: 5})
+	require.NoError(t, err)
+	require.Equal(t, []string{"c1"}, ids(created))
+	require.Equal(t, int64(6), reads.batched.Load(), "the three active records, twice")
+
+	completed, err := lister.List(f.ctx, Filter{Status: thread.StatusCompleted, Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, []string{"d299", "d298"}, ids(completed))
+}

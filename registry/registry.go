@@ -343,10 +343,20 @@ func (f Filter) match(rec *Record) bool {
 		(f.Parent == "" || rec.ParentID == f.Parent)
 }
 
-// List returns the threads that match f, newest first.
+// List returns the threads that match f, newest first. A parent's
+// children are read from its children set, and threads of a status that
+// is not final (created, running, waiting) from the active set: neither
+// reads the records of every thread ever registered, as the other
+// filters do (oldest last, page by page, until Limit).
 func (r *Registry) List(ctx context.Context, f Filter) ([]*Record, error) {
-	if f.Parent != "" {
-		recs, err := r.ListChildren(ctx, f.Parent)
+	if f.Parent != "" || f.Status != "" && !f.Status.Terminal() {
+		var recs []*Record
+		var err error
+		if f.Parent != "" {
+			recs, err = r.ListChildren(ctx, f.Parent)
+		} else {
+			recs, err = r.ListActive(ctx)
+		}
 		if err != nil {
 			return nil, err
 		}
