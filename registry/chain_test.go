@@ -244,19 +244,27 @@ func (c *readCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	}
 }
 
+// countedRegistry is a Registry over f's Redis through a client of its
+// own whose reads are counted.
+func countedRegistry(t *testing.T, f regFixture) (*Registry, *readCounter) {
+	t.Helper()
+	opt, err := redis.ParseURL(f.r.URL)
+	require.NoError(t, err)
+	counted := redis.NewClient(opt)
+	t.Cleanup(func() { _ = counted.Close() })
+	reads := &readCounter{}
+	counted.AddHook(reads)
+	reg, err := New(Config{Client: counted, Keys: f.ks, Now: f.clock.Now, SafetyPoll: time.Hour})
+	require.NoError(t, err)
+	return reg, reads
+}
+
 // TestWaitTerminalEndedBeforeReadsInPipelines: threads that ended before
 // the wait began are probed and read in pipelines, none alone.
 func TestWaitTerminalEndedBeforeReadsInPipelines(t *testing.T) {
 	t.Parallel()
 	f := setupRegistry(t)
-	opt, err := redis.ParseURL(f.r.URL)
-	require.NoError(t, err)
-	counted := redis.NewClient(opt)
-	defer counted.Close()
-	reads := &readCounter{}
-	counted.AddHook(reads)
-	waiter, err := New(Config{Client: counted, Keys: f.ks, Now: f.clock.Now, SafetyPoll: time.Hour})
-	require.NoError(t, err)
+	waiter, reads := countedRegistry(t, f)
 	const n = 600 // more than one probe's batch
 	ids := make([]string, n)
 	for i := range ids {
@@ -380,14 +388,7 @@ func TestLinkLeavesAClaimedContinuationAlone(t *testing.T) {
 func TestListActiveStatusesReadsActiveSet(t *testing.T) {
 	t.Parallel()
 	f := setupRegistry(t)
-	opt, err := redis.ParseURL(f.r.URL)
-	require.NoError(t, err)
-	counted := redis.NewClient(opt)
-	defer counted.Close()
-	reads := &readCounter{}
-	counted.AddHook(reads)
-	lister, err := New(Config{Client: counted, Keys: f.ks, Now: f.clock.Now, SafetyPoll: time.Hour})
-	require.NoError(t, err)
+	lister, reads := countedRegistry(t, f)
 	const done = 300 // more than a page of the full scan
 	for i := range done {
 		id := fmt.Sprintf("d%03d", i)
