@@ -2,6 +2,8 @@ package transcript
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -28,6 +30,11 @@ func TestChainSearch(t *testing.T) {
 	require.Equal(t, b.threadID, ms[1].ThreadID, "matches %+v", ms)
 	require.Equal(t, TypeToolCallResult, ms[0].Type, "matches %+v", ms)
 	require.Equal(t, 1, ms[0].Line, "matches %+v", ms)
+	// The model (chain_search) and `thread search --json` read the same
+	// snake_case fields as every other JSON of spool.
+	b0, err := json.Marshal(ms[0])
+	require.NoError(t, err)
+	require.JSONEq(t, fmt.Sprintf(`{"thread_id":%q,"seq":%d,"event_type":%q,"line":1,"text":%q}`, a.threadID, ms[0].Seq, TypeToolCallResult, ms[0].Text), string(b0))
 	ms, _ = ChainSearch(ctx, a.store, a.keyring, []string{a.threadID, b.threadID}, regexp.MustCompile(`ünïcode`), 0)
 	require.Len(t, ms, 5, "multi-line matches")
 	require.Equal(t, 2, ms[0].Line, "multi-line matches %+v", ms)

@@ -9,13 +9,14 @@ import (
 	"github.com/spool-run/spool/blobstore"
 )
 
-// Match is one chain-search hit.
+// Match is one chain-search hit. Its JSON is what `spool thread search
+// --json` and the orchestrator tool's chain_search print.
 type Match struct {
-	ThreadID string
-	Seq      int64  // event seq
-	Type     string // event type
-	Line     int    // 1-based line within the event's text
-	Text     string // that line
+	ThreadID string `json:"thread_id"`
+	Seq      int64  `json:"seq"`        // event seq
+	Type     string `json:"event_type"` // event type
+	Line     int    `json:"line"`       // 1-based line within the event's text
+	Text     string `json:"text"`       // that line
 }
 
 // SearchText is the text of an event that search looks at: the message,

@@ -24,6 +24,7 @@ import (
 	"github.com/spool-run/spool/stack"
 	"github.com/spool-run/spool/telemetry"
 	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
 	"github.com/spool-run/spool/worker"
 )
 
@@ -717,15 +718,6 @@ func threadResume(c *cli.Context) error {
 	return nil
 }
 
-// searchMatch is one line of `thread search --json`.
-type searchMatch struct {
-	ThreadID  string `json:"thread_id"`
-	Seq       int64  `json:"seq"`
-	EventType string `json:"event_type"`
-	Line      int    `json:"line"`
-	Text      string `json:"text"`
-}
-
 func threadSearch(c *cli.Context) error {
 	id, err := oneID(c)
 	if err != nil {
@@ -747,11 +739,10 @@ func threadSearch(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("json") {
-		out := make([]searchMatch, len(matches))
-		for i, m := range matches {
-			out[i] = searchMatch{ThreadID: m.ThreadID, Seq: m.Seq, EventType: m.Type, Line: m.Line, Text: m.Text}
+		if matches == nil {
+			matches = []transcript.Match{}
 		}
-		return printJSON(c.App.Writer, map[string]any{"success": true, "matches": out})
+		return printJSON(c.App.Writer, map[string]any{"success": true, "matches": matches})
 	}
 	for _, m := range matches {
 		fmt.Fprintf(c.App.Writer, "%s  seg %d  line %d  %s\n", m.ThreadID, m.Seq, m.Line, m.Text)
