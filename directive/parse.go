@@ -3,6 +3,7 @@ package directive
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spool-run/spool/hooks"
@@ -200,7 +201,7 @@ func (p *parser) metaChild(c *node) error {
 func (p *parser) limits(c *node) error {
 	for _, a := range c.attrs {
 		// One rule for limits, whoever writes them (thread.Limits.SetLimit).
-		err := p.d.Limits.SetLimit(a.Name.Local, a.Value)
+		err := p.d.Limits.SetLimit(limitAttr(a.Name.Local), a.Value)
 		var bad *thread.LimitValueError
 		switch {
 		case errors.As(err, &bad) && bad.Reason == "unknown limit":
@@ -212,6 +213,17 @@ func (p *parser) limits(c *node) error {
 		}
 	}
 	return nil
+}
+
+// limitAttr is the limit a <limits> attribute sets: the reference's
+// directives also write max_turns="6" max_tokens="4096" (its earlier
+// spelling, still in many of them) for turns and tokens, and so on for
+// every limit.
+func limitAttr(name string) string {
+	if rest, ok := strings.CutPrefix(name, "max_"); ok && slices.Contains(thread.LimitNames, rest) {
+		return rest
+	}
+	return name
 }
 
 var permissionPrimaries = map[string]bool{

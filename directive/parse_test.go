@@ -196,6 +196,11 @@ func TestParseElements(t *testing.T) {
 		{"tool star", wrap("<permissions><execute><tool>*</tool></execute></permissions>"), func(t *testing.T, d *Directive) {
 			require.Equal(t, []string{"rye.execute.tool.*"}, d.Permissions)
 		}},
+		{"limits in the max_ spelling", wrap(`<metadata><limits max_turns="15" max_tokens="200000" max_spend="0.5" max_depth="2" max_spawns="3" max_duration="60"/></metadata>`), func(t *testing.T, d *Directive) {
+			if diff := cmp.Diff(thread.Limits{Turns: ptr(15), Tokens: ptr(200000), Spend: ptr(0.5), Depth: ptr(2), Spawns: ptr(3), Duration: ptr(60.0)}, d.Limits); diff != "" {
+				t.Errorf("limits (-want +got):\n%s", diff)
+			}
+		}},
 		{"limits only some", wrap(`<metadata><limits spawns="0" duration="12.5"/></metadata>`), func(t *testing.T, d *Directive) {
 			if diff := cmp.Diff(thread.Limits{Spawns: ptr(0), Duration: ptr(12.5)}, d.Limits); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
@@ -262,6 +267,7 @@ func TestParseErrors(t *testing.T) {
 		{"wrong root", "```xml\n<directive-ish/>\n```\n", "t.md:2: <directive-ish>: the xml fence must hold a <directive> element"},
 		{"missing name", "```xml\n<directive version=\"1\"/>\n```\n", "t.md:2: <directive>: missing name attribute"},
 		{"spend not a number", wrap(`<metadata>` + "\n" + `<limits spend="abc"/></metadata>`), `t.md:4: <limits spend="abc">: not a number`},
+		{"max_turns not a number", wrap(`<metadata><limits max_turns="six"/></metadata>`), `t.md:3: <limits max_turns="six">: not a number`},
 		{"turns not a whole number", wrap(`<metadata><limits turns="2.5"/></metadata>`), `t.md:3: <limits turns="2.5">: not a whole number`},
 		{"negative depth", wrap(`<metadata><limits depth="-1"/></metadata>`), `t.md:3: <limits depth="-1">: negative`},
 		{"NaN spend", wrap(`<metadata><limits spend="NaN"/></metadata>`), `t.md:3: <limits spend="NaN">: not a number`},
