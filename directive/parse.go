@@ -177,8 +177,11 @@ func (p *parser) metaChild(c *node) error {
 		d.Author = c.content()
 	case "model":
 		d.Model = Model{Tier: c.str("tier"), ID: c.str("id"), Fallback: c.str("fallback"), FallbackID: c.str("fallback_id")}
-		if d.Model.ID == "" {
-			d.Model.ID = c.content()
+		// <model>claude-x</model> names the model by its text; a text
+		// with spaces describes it (the reference writes <model
+		// tier="haiku">Multi-tool research</model>), and the tier stands.
+		if text := c.content(); d.Model.ID == "" && !strings.ContainsAny(text, " \t\r\n") {
+			d.Model.ID = text
 		}
 	case "limits":
 		return p.limits(c)

@@ -209,6 +209,9 @@ func TestParseElements(t *testing.T) {
 		{"model text id", wrap(`<metadata><model>claude-x</model></metadata>`), func(t *testing.T, d *Directive) {
 			require.Equal(t, "claude-x", d.Model.ID, "got %+v", d.Model)
 		}},
+		{"model text describes", wrap(`<metadata><model tier="haiku">Multi-tool research and report generation</model></metadata>`), func(t *testing.T, d *Directive) {
+			require.Equal(t, Model{Tier: "haiku"}, d.Model, "a description is not a model id")
+		}},
 		{"continuation text", wrap(`<metadata><continuation>a/b</continuation></metadata>`), func(t *testing.T, d *Directive) {
 			require.Equal(t, "a/b", d.Continuation)
 		}},
