@@ -634,6 +634,8 @@ func TestCLIServers(t *testing.T) {
 		{[]string{"scheduler", "--bogus"}, 2, `^flag provided but not defined: -bogus$`},
 		{[]string{"scheduler", "extra"}, 2, `^scheduler takes no arguments`},
 		{[]string{"scheduler", "--retention", "-1h"}, 2, `^--retention -1h0m0s: must not be negative$`},
+		{[]string{"scheduler", "--record-retention", "1h"}, 2, `^--record-retention needs --retention: records go after the artifacts they name$`},
+		{[]string{"scheduler", "--retention", "2h", "--record-retention", "1h"}, 2, `^--record-retention 1h0m0s: must be at least --retention \(2h0m0s\)$`},
 		{[]string{"scheduler", "--schedules", "nope.yaml"}, 1, `^schedules file nope\.yaml does not exist$`},
 		{[]string{"monitor", "--bogus"}, 2, `^flag provided but not defined: -bogus$`},
 		{[]string{"monitor", "extra"}, 2, `^monitor takes no arguments$`},

@@ -29,6 +29,9 @@ type HousekeepingResult struct {
 	// Retained is the number of finished threads whose artifacts were
 	// deleted, Objects the number of blob objects deleted.
 	Retained, Objects int
+	// Forgotten is the number of finished threads whose Redis records
+	// were deleted (Config.RecordRetention).
+	Forgotten int
 	// Reconcile is what reconciling the registry and the ledger with the
 	// transcripts did; its Trigger is "" when none was due.
 	Reconcile ReconcileResult
@@ -99,6 +102,11 @@ func (s *Scheduler) Housekeep(ctx context.Context) (res HousekeepingResult, err 
 			return res, err
 		}
 	}
+	if s.cfg.RecordRetention > 0 {
+		if res.Forgotten, err = s.Forget(ctx, s.o.Now().Add(s.cfg.Retention-s.cfg.RecordRetention)); err != nil {
+			return res, err
+		}
+	}
 	res.Functions = s.pruneFunctions(ctx)
 	return res, reconcileErr
 }
@@ -139,17 +147,55 @@ func (s *Scheduler) pruneFunctions(ctx context.Context) []string {
 // a pass examines only the threads it has not settled yet, at most
 // RetentionScan records.
 func (s *Scheduler) Retain(ctx context.Context, cutoff time.Time) (threads, objects int, err error) {
-	active, err := s.o.Registry.ListActive(ctx)
+	busyTree, busyChain, err := s.busy(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("retention: %w", err)
 	}
-	busyTree, busyChain := map[string]bool{}, map[string]bool{}
-	for _, r := range active {
-		busyTree[r.TreeID()] = true
-		busyChain[r.ChainRootID] = true
+	err = s.sweep(ctx, &s.retainAt, cutoff, func(_ string, r *registry.Record) (bool, error) {
+		switch {
+		case r == nil, r.Extra[ArtifactsDeletedField] != "":
+			return true, nil
+		case !r.Status.Terminal() || r.UpdatedAt.After(cutoff) || busyTree[r.TreeID()] || busyChain[r.ChainRootID]:
+			return false, nil
+		}
+		n, err := s.clean(ctx, r)
+		objects += n
+		if err != nil {
+			return false, err
+		}
+		threads++
+		return true, nil
+	})
+	if err != nil {
+		return threads, objects, fmt.Errorf("retention: %w", err)
 	}
+	return threads, objects, nil
+}
+
+// busy returns the trees and the continuation chains with a thread that
+// is not finished: their threads may still be read.
+func (s *Scheduler) busy(ctx context.Context) (trees, chains map[string]bool, err error) {
+	active, err := s.o.Registry.ListActive(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	trees, chains = map[string]bool{}, map[string]bool{}
+	for _, r := range active {
+		trees[r.TreeID()] = true
+		chains[r.ChainRootID] = true
+	}
+	return trees, chains, nil
+}
+
+// sweep visits the threads created before cutoff, oldest first, from the
+// watermark *at (under s.mu): visit says whether a thread is settled for
+// good (r is nil for an id without a record), and *at moves past the
+// threads settled before the first that is not, so that the next sweep
+// starts there. A sweep examines at most RetentionScan threads.
+func (s *Scheduler) sweep(ctx context.Context, at *float64, cutoff time.Time,
+	visit func(id string, r *registry.Record) (bool, error)) error {
 	s.mu.Lock()
-	mark := s.retainAt
+	mark := *at
 	s.mu.Unlock()
 	lo := "-inf"
 	if mark > 0 {
@@ -158,40 +204,34 @@ func (s *Scheduler) Retain(ctx context.Context, cutoff time.Time) (threads, obje
 	hi := strconv.FormatInt(cutoff.UnixMilli(), 10)
 	const batch = 200
 	settled := true
+	defer func() {
+		s.mu.Lock()
+		if mark > *at {
+			*at = mark
+		}
+		s.mu.Unlock()
+	}()
 	for offset := 0; offset < s.cfg.RetentionScan; {
 		zs, err := s.o.Registry.ThreadsByTime(ctx, registry.Window{Min: lo, Max: hi, Offset: int64(offset), Count: batch})
 		if err != nil {
-			return threads, objects, fmt.Errorf("retention: %w", err)
+			return err
 		}
 		if len(zs) == 0 {
-			break
+			return nil
 		}
-		ids := make([]string, len(zs))
-		for i, z := range zs {
-			ids[i], _ = z.Member.(string)
-		}
+		ids := registry.IDs(zs)
 		recs, err := s.o.Registry.GetMany(ctx, ids)
 		if err != nil {
-			return threads, objects, fmt.Errorf("retention: %w", err)
+			return err
 		}
 		byID := make(map[string]*registry.Record, len(recs))
 		for _, r := range recs {
 			byID[r.ThreadID] = r
 		}
 		for i, z := range zs {
-			r := byID[ids[i]]
-			done := true
-			switch {
-			case r == nil, r.Extra[ArtifactsDeletedField] != "":
-			case !r.Status.Terminal() || r.UpdatedAt.After(cutoff) || busyTree[r.TreeID()] || busyChain[r.ChainRootID]:
-				done = false
-			default:
-				n, err := s.clean(ctx, r)
-				objects += n
-				if err != nil {
-					return threads, objects, err
-				}
-				threads++
+			done, err := visit(ids[i], byID[ids[i]])
+			if err != nil {
+				return err
 			}
 			if settled && done {
 				mark = z.Score
@@ -201,15 +241,10 @@ func (s *Scheduler) Retain(ctx context.Context, cutoff time.Time) (threads, obje
 		}
 		offset += len(zs)
 		if len(zs) < batch {
-			break
+			return nil
 		}
 	}
-	s.mu.Lock()
-	if mark > s.retainAt {
-		s.retainAt = mark
-	}
-	s.mu.Unlock()
-	return threads, objects, nil
+	return nil
 }
 
 // clean deletes one finished thread's artifacts and marks its record.

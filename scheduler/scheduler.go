@@ -45,6 +45,13 @@ type Config struct {
 	// Retention is the age after which the persisted artifacts of a
 	// finished thread are deleted. Default 0: keep forever.
 	Retention time.Duration
+	// RecordRetention is the age after which the Redis records of a
+	// finished tree (its threads' registry records, ledger entries, sets
+	// and queues) are deleted, once Retention deleted their artifacts: a
+	// registry that would otherwise grow by a record a thread for good.
+	// Default 0: keep forever. Set, it needs Retention and must not be
+	// shorter.
+	RecordRetention time.Duration
 	// RetentionScan bounds the registry records one pass examines.
 	// Default 2000.
 	RetentionScan int
@@ -110,6 +117,10 @@ func (c Config) validate() error {
 	if c.Retention < 0 {
 		return fmt.Errorf("scheduler: Config.Retention %s: must not be negative", c.Retention)
 	}
+	if c.RecordRetention < 0 || c.RecordRetention > 0 && (c.Retention == 0 || c.RecordRetention < c.Retention) {
+		return fmt.Errorf("scheduler: Config.RecordRetention %s: must be at least Retention (%s), which it needs: records go after the artifacts they name",
+			c.RecordRetention, c.Retention)
+	}
 	seen := map[string]bool{}
 	for i, e := range c.Entries {
 		if e.schedule == nil {
@@ -139,6 +150,7 @@ type Scheduler struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	retainAt float64   // retention watermark: threads created before it are settled
+	forgetAt float64   // the same for RecordRetention
 	canary   int64     // the housekeeping marker's canary as this process last wrote it
 	prunedAt time.Time // when this process last pruned Function libraries
 }

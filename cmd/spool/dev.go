@@ -55,7 +55,7 @@ func dev(c *cli.Context) error {
 	if _, err := workerQueues(c); err != nil {
 		return err
 	}
-	if _, _, err := schedulerIntervals(c); err != nil {
+	if _, err := schedulerIntervals(c); err != nil {
 		return err
 	}
 	if _, err := httpauth.IsLoopback(c.String("addr")); c.String("addr") != "" && err != nil {

@@ -1,0 +1,165 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spool-run/spool/registry"
+)
+
+// maxForgetTree bounds the threads of one tree Forget walks: a larger
+// tree is left alone (and logged), as are the threads after it.
+const maxForgetTree = 10000
+
+// Forget deletes the Redis records (registry.Forget) of the trees whose
+// artifacts Retain deleted before cutoff (Housekeep passes RecordRetention
+// less Retention ago, so a record goes at least RecordRetention after its
+// thread finished): a tree is the threads reachable from a top thread (one
+// that is no child, continuation or fork) through children, forks and
+// continuations, and it goes whole, once every one of its threads is
+// finished and rid of its artifacts before cutoff, and none of them is in
+// a tree or chain with an active thread.
+// Its threads are deleted deepest first and the top last, so a pass cut
+// short leaves the top, and the next pass walks what is left. A thread
+// that no walk reaches and whose top is gone (Redis lost a link) goes
+// alone on the same terms. It returns the number of threads forgotten.
+//
+// Threads are visited oldest first from a watermark of this process's, as
+// Retain visits them: a top is older than its tree.
+func (s *Scheduler) Forget(ctx context.Context, cutoff time.Time) (int, error) {
+	busyTree, busyChain, err := s.busy(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("record retention: %w", err)
+	}
+	// gone says whether r may go: finished, rid of its artifacts before
+	// cutoff and in no busy tree or chain.
+	gone := func(r *registry.Record) bool {
+		at, err := time.Parse(time.RFC3339, r.Extra[ArtifactsDeletedField])
+		return err == nil && at.Before(cutoff) && r.Status.Terminal() && !busyTree[r.TreeID()] && !busyChain[r.ChainRootID]
+	}
+	forgotten := 0
+	err = s.sweep(ctx, &s.forgetAt, cutoff, func(_ string, r *registry.Record) (bool, error) {
+		if r == nil {
+			return true, nil
+		}
+		top, err := s.top(ctx, r)
+		if err != nil {
+			return false, err
+		}
+		var tree []*registry.Record
+		switch {
+		case top == nil: // its top is gone: it goes alone
+			if !gone(r) {
+				return false, nil
+			}
+			tree = []*registry.Record{r}
+		case top.ThreadID != r.ThreadID: // it goes with its top
+			return false, nil
+		default:
+			if tree, err = s.tree(ctx, r); err != nil || tree == nil {
+				return false, err
+			}
+			for _, t := range tree {
+				if !gone(t) {
+					return false, nil
+				}
+			}
+		}
+		n := 0
+		defer func() {
+			forgotten += n
+			if n > 0 {
+				s.log.Info("record retention deleted a tree's records", "thread_id", r.ThreadID, "threads", n)
+			}
+		}()
+		for i := len(tree) - 1; i >= 0; i-- {
+			err := s.o.Registry.Forget(ctx, tree[i])
+			switch {
+			case errors.Is(err, registry.ErrNotFound): // gone with its top this pass
+			case errors.Is(err, registry.ErrConflict):
+				return false, nil // changed meanwhile (resumed): the next pass sees
+			case err != nil:
+				return false, err
+			default:
+				n++
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return forgotten, fmt.Errorf("record retention: %w", err)
+	}
+	return forgotten, nil
+}
+
+// top returns the top of r's tree: the thread reached from r through the
+// threads it is a child, a continuation or a fork of, which is none of
+// these; nil when one on the way has no record.
+func (s *Scheduler) top(ctx context.Context, r *registry.Record) (*registry.Record, error) {
+	for range maxForgetTree {
+		up := r.ParentID
+		if up == "" {
+			up = r.ContinuationOf
+		}
+		if up == "" {
+			up = r.ForkedFrom
+		}
+		if up == "" {
+			return r, nil
+		}
+		next, err := s.o.Registry.Get(ctx, up)
+		if errors.Is(err, registry.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		r = next
+	}
+	return nil, fmt.Errorf("thread %s: no top within %d links", r.ThreadID, maxForgetTree)
+}
+
+// tree returns the records of the threads reachable from top through
+// children, forks and continuations, top first and each thread before
+// those it reaches; nil when there are more than maxForgetTree.
+func (s *Scheduler) tree(ctx context.Context, top *registry.Record) ([]*registry.Record, error) {
+	out := []*registry.Record{top}
+	seen := map[string]bool{top.ThreadID: true}
+	add := func(rs []*registry.Record) {
+		for _, k := range rs {
+			if !seen[k.ThreadID] {
+				seen[k.ThreadID] = true
+				out = append(out, k)
+			}
+		}
+	}
+	for i := 0; i < len(out); i++ {
+		if len(out) > maxForgetTree {
+			s.log.Warn("record retention leaves a tree too large to walk", "thread_id", top.ThreadID, "max", maxForgetTree)
+			return nil, nil
+		}
+		r := out[i]
+		kids, err := s.o.Registry.ListChildren(ctx, r.ThreadID)
+		if err != nil {
+			return nil, err
+		}
+		add(kids)
+		forks, err := s.o.Registry.ListForks(ctx, r.ThreadID)
+		if err != nil {
+			return nil, err
+		}
+		add(forks)
+		if id := r.ContinuationThreadID; id != "" && !seen[id] {
+			next, err := s.o.Registry.Get(ctx, id)
+			if err != nil && !errors.Is(err, registry.ErrNotFound) {
+				return nil, err
+			}
+			if next != nil {
+				add([]*registry.Record{next})
+			}
+		}
+	}
+	return out, nil
+}
