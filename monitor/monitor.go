@@ -40,7 +40,10 @@ type Config struct {
 	// collector with it. Default: a new registry.
 	Registry *prometheus.Registry
 	// CountsTTL is how long the counts of threads by status (list page and
-	// metrics) are reused. Default 2s; negative: counted on every request.
+	// metrics) are reused, or countsDuty times as long as the last count
+	// took when that is longer (a count reads every record: on a large
+	// registry it is done at most a few percent of the time). Default 2s;
+	// negative: counted on every request.
 	CountsTTL time.Duration
 	// PollInterval is how often live pages poll. Default 1s.
 	PollInterval time.Duration
@@ -136,6 +139,7 @@ type Monitor struct {
 	countsMu   sync.Mutex
 	counts     *statusCounts
 	countsTime time.Time
+	countsTook time.Duration // how long the last count took
 }
 
 // New returns the monitor's handler: asynqmon under AsynqPath and spool's

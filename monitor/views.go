@@ -26,15 +26,28 @@ type statusCounts struct {
 	At    time.Time
 }
 
+// countsDuty is how many times as long as a count took its result is
+// reused at least: Redis spends at most about 1/countsDuty of its time
+// counting for a monitor, however many threads are registered.
+const countsDuty = 30
+
+// countsReused says whether counts made age ago in took are still served,
+// with ttl the configured CountsTTL (negative: never).
+func countsReused(ttl, took, age time.Duration) bool {
+	return ttl >= 0 && age < max(ttl, countsDuty*took)
+}
+
 // countThreads counts every registered thread by status: it pages through
 // the threads index and reads each hash's status field in one pipeline per
-// page. The result is reused for CountsTTL.
+// page. The result is reused (countsReused), and concurrent requests wait
+// for one count.
 func (m *Monitor) countThreads(ctx context.Context) (*statusCounts, error) {
 	m.countsMu.Lock()
 	defer m.countsMu.Unlock()
-	if m.counts != nil && time.Since(m.countsTime) < m.cfg.CountsTTL {
+	if m.counts != nil && countsReused(m.cfg.CountsTTL, m.countsTook, time.Since(m.countsTime)) {
 		return m.counts, nil
 	}
+	began := time.Now()
 	rdb, ks := m.cfg.Orch.Redis, m.cfg.Orch.Keys
 	out := &statusCounts{By: map[thread.Status]int64{}, At: time.Now()}
 	const page = 1000
@@ -64,7 +77,7 @@ func (m *Monitor) countThreads(ctx context.Context) (*statusCounts, error) {
 			break
 		}
 	}
-	m.counts, m.countsTime = out, time.Now()
+	m.counts, m.countsTime, m.countsTook = out, time.Now(), time.Since(began)
 	return out, nil
 }
 
