@@ -9,9 +9,8 @@ import (
 	"github.com/spool-run/spool/registry"
 )
 
-// maxForgetTree bounds the threads of one tree Forget walks: a larger
-// tree is left alone (and logged), as are the threads after it.
-const maxForgetTree = 10000
+// maxLinks bounds the links top follows up from a thread.
+const maxLinks = 100_000
 
 // Forget deletes the Redis records (registry.Forget) of the trees whose
 // artifacts Retain deleted before cutoff (Housekeep passes RecordRetention
@@ -55,16 +54,14 @@ func (s *Scheduler) Forget(ctx context.Context, cutoff time.Time) (int, error) {
 				return false, nil
 			}
 			tree = []*registry.Record{r}
+		case s.tooLarge(top.ThreadID):
+			return true, nil
 		case top.ThreadID != r.ThreadID: // it goes with its top
 			return false, nil
 		default:
-			if tree, err = s.tree(ctx, r); err != nil || tree == nil {
-				return false, err
-			}
-			for _, t := range tree {
-				if !gone(t) {
-					return false, nil
-				}
+			ok := false
+			if tree, ok, err = s.tree(ctx, r, gone); err != nil || !ok {
+				return s.tooLarge(r.ThreadID), err
 			}
 		}
 		n := 0
@@ -98,7 +95,7 @@ func (s *Scheduler) Forget(ctx context.Context, cutoff time.Time) (int, error) {
 // threads it is a child, a continuation or a fork of, which is none of
 // these; nil when one on the way has no record.
 func (s *Scheduler) top(ctx context.Context, r *registry.Record) (*registry.Record, error) {
-	for range maxForgetTree {
+	for range maxLinks {
 		up := r.ParentID
 		if up == "" {
 			up = r.ContinuationOf
@@ -118,48 +115,71 @@ func (s *Scheduler) top(ctx context.Context, r *registry.Record) (*registry.Reco
 		}
 		r = next
 	}
-	return nil, fmt.Errorf("thread %s: no top within %d links", r.ThreadID, maxForgetTree)
+	return nil, fmt.Errorf("thread %s: no top within %d links", r.ThreadID, maxLinks)
 }
 
-// tree returns the records of the threads reachable from top through
-// children, forks and continuations, top first and each thread before
-// those it reaches; nil when there are more than maxForgetTree.
-func (s *Scheduler) tree(ctx context.Context, top *registry.Record) ([]*registry.Record, error) {
-	out := []*registry.Record{top}
+// tree returns the threads reachable from top through children, forks
+// and continuations, top first and each thread before those it reaches,
+// as the records registry.Forget needs (id, version, status); ok is false
+// as soon as one may not go, or when there are more than
+// RecordRetentionTree (then the tree is marked tooLarge, and the sweep
+// goes on past it).
+func (s *Scheduler) tree(ctx context.Context, top *registry.Record, gone func(*registry.Record) bool) (out []*registry.Record, ok bool, err error) {
+	if !gone(top) {
+		return nil, false, nil
+	}
+	out = []*registry.Record{top}
 	seen := map[string]bool{top.ThreadID: true}
-	add := func(rs []*registry.Record) {
+	add := func(rs ...*registry.Record) bool {
 		for _, k := range rs {
-			if !seen[k.ThreadID] {
-				seen[k.ThreadID] = true
-				out = append(out, k)
+			if seen[k.ThreadID] {
+				continue
 			}
+			if !gone(k) {
+				return false
+			}
+			seen[k.ThreadID] = true
+			out = append(out, k)
 		}
+		return true
 	}
 	for i := 0; i < len(out); i++ {
-		if len(out) > maxForgetTree {
-			s.log.Warn("record retention leaves a tree too large to walk", "thread_id", top.ThreadID, "max", maxForgetTree)
-			return nil, nil
+		if len(out) > s.cfg.RecordRetentionTree {
+			s.mu.Lock()
+			s.large[top.ThreadID] = true
+			s.mu.Unlock()
+			s.log.Warn("record retention keeps the records of a tree too large to walk", "thread_id", top.ThreadID, "max", s.cfg.RecordRetentionTree)
+			return nil, false, nil
 		}
 		r := out[i]
 		kids, err := s.o.Registry.ListChildren(ctx, r.ThreadID)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		add(kids)
 		forks, err := s.o.Registry.ListForks(ctx, r.ThreadID)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		add(forks)
+		if !add(kids...) || !add(forks...) {
+			return nil, false, nil
+		}
 		if id := r.ContinuationThreadID; id != "" && !seen[id] {
 			next, err := s.o.Registry.Get(ctx, id)
 			if err != nil && !errors.Is(err, registry.ErrNotFound) {
-				return nil, err
+				return nil, false, err
 			}
-			if next != nil {
-				add([]*registry.Record{next})
+			if next != nil && !add(next) {
+				return nil, false, nil
 			}
 		}
+		out[i] = &registry.Record{ThreadID: r.ThreadID, Version: r.Version, Status: r.Status}
 	}
-	return out, nil
+	return out, true, nil
+}
+
+// tooLarge reports whether the tree of top was found too large to walk.
+func (s *Scheduler) tooLarge(top string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.large[top]
 }

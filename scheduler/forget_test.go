@@ -107,6 +107,49 @@ func TestRecordRetention(t *testing.T) {
 	housekeep(now.Add(200*time.Hour), 0, 0)
 }
 
+// TestRecordRetentionPassesATreeTooLarge: a tree with more threads than
+// RecordRetentionTree keeps its records, and the sweeps go on past it to
+// the trees after it (a pass examines two threads here).
+func TestRecordRetentionPassesATreeTooLarge(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	now := time.Now()
+	clk := testenv.NewClock(now.Add(-100 * time.Hour))
+	o := e.orch(clk.Now)
+	ctx := context.Background()
+	bundle := e.bundle()
+	start := func(parent string) string {
+		t.Helper()
+		clk.Add(time.Second) // in order of creation
+		rec, err := o.Start(ctx, orchestrator.StartRequest{Directive: "sched/tick", Inputs: map[string]any{"who": "x"},
+			Queue: e.queue, Bundle: bundle, ParentID: parent})
+		require.NoError(t, err)
+		claimDead(t, o, rec.ThreadID)
+		return rec.ThreadID
+	}
+	big := start("")
+	kids := []string{start(big), start(big), start(big)}
+	small := start("")
+	for _, id := range append(kids, big, small) {
+		_, err := o.Registry.Transition(ctx, id, thread.StatusCompleted, 0)
+		require.NoError(t, err)
+	}
+	s := e.scheduler(scheduler.Config{Retention: time.Hour, RecordRetention: time.Hour, RecordRetentionTree: 3, RetentionScan: 2}, o)
+	for _, at := range []time.Duration{-50 * time.Hour, 0} {
+		clk.Set(now.Add(at))
+		for range 4 {
+			_, err := s.Housekeep(ctx)
+			require.NoError(t, err)
+		}
+	}
+	_, err := o.Registry.Get(ctx, small)
+	require.ErrorIs(t, err, registry.ErrNotFound, "the tree after the large one went")
+	for _, id := range append(kids, big) {
+		_, err := o.Registry.Get(ctx, id)
+		require.NoError(t, err, "a tree of 4 threads, over the bound of 3, stays whole")
+	}
+}
+
 // TestRecordRetentionNeedsRetention: records go only after the artifacts
 // they name, so RecordRetention needs a Retention no longer than itself.
 func TestRecordRetentionNeedsRetention(t *testing.T) {

@@ -212,7 +212,8 @@ func (s *Scheduler) sweep(ctx context.Context, at *float64, cutoff time.Time,
 		s.mu.Unlock()
 	}()
 	for offset := 0; offset < s.cfg.RetentionScan; {
-		zs, err := s.o.Registry.ThreadsByTime(ctx, registry.Window{Min: lo, Max: hi, Offset: int64(offset), Count: batch})
+		n := min(batch, s.cfg.RetentionScan-offset)
+		zs, err := s.o.Registry.ThreadsByTime(ctx, registry.Window{Min: lo, Max: hi, Offset: int64(offset), Count: int64(n)})
 		if err != nil {
 			return err
 		}
@@ -240,7 +241,7 @@ func (s *Scheduler) sweep(ctx context.Context, at *float64, cutoff time.Time,
 			}
 		}
 		offset += len(zs)
-		if len(zs) < batch {
+		if len(zs) < n {
 			return nil
 		}
 	}

@@ -52,6 +52,10 @@ type Config struct {
 	// Default 0: keep forever. Set, it needs Retention and must not be
 	// shorter.
 	RecordRetention time.Duration
+	// RecordRetentionTree bounds the threads of one tree RecordRetention
+	// walks: the records of a larger tree are kept (and it is logged once
+	// per process). Default 100,000.
+	RecordRetentionTree int
 	// RetentionScan bounds the registry records one pass examines.
 	// Default 2000.
 	RetentionScan int
@@ -91,6 +95,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.RetentionScan <= 0 {
 		c.RetentionScan = 2000
+	}
+	if c.RecordRetentionTree <= 0 {
+		c.RecordRetentionTree = 100_000
 	}
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = 10 * time.Minute
@@ -149,10 +156,11 @@ type Scheduler struct {
 	stopped  bool
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
-	retainAt float64   // retention watermark: threads created before it are settled
-	forgetAt float64   // the same for RecordRetention
-	canary   int64     // the housekeeping marker's canary as this process last wrote it
-	prunedAt time.Time // when this process last pruned Function libraries
+	retainAt float64         // retention watermark: threads created before it are settled
+	forgetAt float64         // the same for RecordRetention
+	large    map[string]bool // tops of trees too large for RecordRetention
+	canary   int64           // the housekeeping marker's canary as this process last wrote it
+	prunedAt time.Time       // when this process last pruned Function libraries
 }
 
 // EntryStatus is what a scheduler process knows of one entry.
@@ -187,7 +195,7 @@ func New(cfg Config, o *orchestrator.Orchestrator) (*Scheduler, error) {
 	host, _ := os.Hostname()
 	s := &Scheduler{cfg: cfg, o: o, log: log.With("component", "scheduler"),
 		token:  fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:])),
-		status: map[string]*EntryStatus{}}
+		status: map[string]*EntryStatus{}, large: map[string]bool{}}
 	if s.cfg.Bundle == nil {
 		s.cfg.Bundle = func(ctx context.Context, model string) (string, error) {
 			return ProjectBundle(ctx, o.Store, cfg.Project, cfg.UserDir, model, s.log)
