@@ -23,24 +23,9 @@ import (
 func TestRecordRetention(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	now := time.Now()
-	clk := testenv.NewClock(now.Add(-100 * time.Hour))
-	o := e.orch(clk.Now)
+	tr := newTrees(t, e)
+	clk, o, now, start, finish := tr.clk, tr.o, tr.now, tr.start, tr.finish
 	ctx := context.Background()
-	bundle := e.bundle()
-	start := func(req orchestrator.StartRequest) string {
-		t.Helper()
-		req.Directive, req.Inputs, req.Queue, req.Bundle = "sched/tick", map[string]any{"who": "x"}, e.queue, bundle
-		rec, err := o.Start(ctx, req)
-		require.NoError(t, err)
-		claimDead(t, o, rec.ThreadID)
-		return rec.ThreadID
-	}
-	finish := func(id string) {
-		t.Helper()
-		_, err := o.Registry.Transition(ctx, id, thread.StatusCompleted, 0)
-		require.NoError(t, err)
-	}
 	continueAs := func(id, kind string) string {
 		t.Helper()
 		rec, err := o.Registry.Get(ctx, id)
@@ -113,26 +98,15 @@ func TestRecordRetention(t *testing.T) {
 func TestRecordRetentionPassesATreeTooLarge(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	now := time.Now()
-	clk := testenv.NewClock(now.Add(-100 * time.Hour))
-	o := e.orch(clk.Now)
+	tr := newTrees(t, e)
+	clk, o, now, start, finish := tr.clk, tr.o, tr.now, tr.start, tr.finish
 	ctx := context.Background()
-	bundle := e.bundle()
-	start := func(parent string) string {
-		t.Helper()
-		clk.Add(time.Second) // in order of creation
-		rec, err := o.Start(ctx, orchestrator.StartRequest{Directive: "sched/tick", Inputs: map[string]any{"who": "x"},
-			Queue: e.queue, Bundle: bundle, ParentID: parent})
-		require.NoError(t, err)
-		claimDead(t, o, rec.ThreadID)
-		return rec.ThreadID
-	}
-	big := start("")
-	kids := []string{start(big), start(big), start(big)}
-	small := start("")
+	big := start(orchestrator.StartRequest{})
+	kid := orchestrator.StartRequest{ParentID: big}
+	kids := []string{start(kid), start(kid), start(kid)}
+	small := start(orchestrator.StartRequest{})
 	for _, id := range append(kids, big, small) {
-		_, err := o.Registry.Transition(ctx, id, thread.StatusCompleted, 0)
-		require.NoError(t, err)
+		finish(id)
 	}
 	s := e.scheduler(scheduler.Config{Retention: time.Hour, RecordRetention: time.Hour, RecordRetentionTree: 3, RetentionScan: 2}, o)
 	for _, at := range []time.Duration{-50 * time.Hour, 0} {
@@ -148,6 +122,42 @@ func TestRecordRetentionPassesATreeTooLarge(t *testing.T) {
 		_, err := o.Registry.Get(ctx, id)
 		require.NoError(t, err, "a tree of 4 threads, over the bound of 3, stays whole")
 	}
+}
+
+// trees starts threads for the retention tests: an orchestrator on a
+// clock set 100 h before now.
+type trees struct {
+	t      *testing.T
+	e      *env
+	clk    *testenv.Clock
+	o      *orchestrator.Orchestrator
+	now    time.Time
+	bundle string
+}
+
+func newTrees(t *testing.T, e *env) *trees {
+	now := time.Now()
+	clk := testenv.NewClock(now.Add(-100 * time.Hour))
+	return &trees{t: t, e: e, clk: clk, o: e.orch(clk.Now), now: now, bundle: e.bundle()}
+}
+
+// start starts a thread a second after the one before, and claims it
+// for a worker that died.
+func (tr *trees) start(req orchestrator.StartRequest) string {
+	tr.t.Helper()
+	tr.clk.Add(time.Second)
+	req.Directive, req.Inputs, req.Queue, req.Bundle = "sched/tick", map[string]any{"who": "x"}, tr.e.queue, tr.bundle
+	rec, err := tr.o.Start(context.Background(), req)
+	require.NoError(tr.t, err)
+	claimDead(tr.t, tr.o, rec.ThreadID)
+	return rec.ThreadID
+}
+
+// finish completes thread id.
+func (tr *trees) finish(id string) {
+	tr.t.Helper()
+	_, err := tr.o.Registry.Transition(context.Background(), id, thread.StatusCompleted, 0)
+	require.NoError(tr.t, err)
 }
 
 // TestRecordRetentionNeedsRetention: records go only after the artifacts
