@@ -56,10 +56,17 @@ func (a *Anthropic) Complete(ctx context.Context, req *Request, onDelta func(str
 		stream := a.client.Messages.NewStreaming(ctx, params)
 		defer stream.Close()
 		acc := &anthropic.Message{}
+		// The tool inputs as streamed: the SDK replaces one that is not
+		// JSON (cut at max_tokens, malformed) with {}, which would run the
+		// tool with no arguments instead of refusing the call.
+		inputs := map[int64][]byte{}
 		for stream.Next() {
 			ev := stream.Current()
 			if err := acc.Accumulate(ev); err != nil {
 				return nil, &Error{Class: ClassTransient, Message: "malformed stream: " + err.Error(), Err: err}
+			}
+			if ev.Type == "content_block_delta" && ev.Delta.Type == "input_json_delta" {
+				inputs[ev.Index] = append(inputs[ev.Index], ev.Delta.PartialJSON...)
 			}
 			if onDelta != nil && ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" && ev.Delta.Text != "" {
 				onDelta(ev.Delta.Text)
@@ -67,6 +74,11 @@ func (a *Anthropic) Complete(ctx context.Context, req *Request, onDelta func(str
 		}
 		if err := streamEnd(ctx, stream.Err(), acc.StopReason != "", "before message_stop"); err != nil {
 			return nil, err
+		}
+		for i, in := range inputs {
+			if int(i) < len(acc.Content) && acc.Content[i].Type == "tool_use" && len(in) > 0 {
+				acc.Content[i].Input = in
+			}
 		}
 		msg = acc
 	}

@@ -251,3 +251,40 @@ func TestAnthropicLargeMaxTokensStreamsWithoutCallback(t *testing.T) {
 	require.Equal(t, true, f.body(0)["stream"])
 	require.EqualValues(t, 64000, f.body(0)["max_tokens"])
 }
+
+func TestAnthropicStreamingCutToolInput(t *testing.T) {
+	t.Parallel()
+	// max_tokens ends the answer inside a tool call's arguments: the API
+	// still closes the block. The call must reach the tool as the text the
+	// model wrote (a JSON string, which input validation refuses), never as
+	// {}, which would run directive_return or a tool without its arguments.
+	cut := func(stop, partial string) []string {
+		return []string{
+			anthropicStream[0],
+			ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"rye__agent__threads__directive_return","input":{}}}`),
+			ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":""}}`),
+			ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`+partial+`}}`),
+			ev("content_block_stop", `{"type":"content_block_stop","index":0}`),
+			ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"`+stop+`","stop_sequence":null},"usage":{"output_tokens":1000}}`),
+			ev("message_stop", `{"type":"message_stop"}`),
+		}
+	}
+	cases := []struct {
+		name, stop, partial, want string
+	}{
+		{"cut at max_tokens", "max_tokens", `"{\"result\": \"the first half of"`, `"{\"result\": \"the first half of"`},
+		{"malformed", "tool_use", `"{\"result\": done}"`, `"{\"result\": done}"`},
+		{"valid", "tool_use", `"{\"result\": \"done\"}"`, `{"result":"done"}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeAPI(t, sse(cut(tc.stop, tc.partial)...))
+			resp, _ := streamed(t, anthropicFor(t, f), toolRequest())
+			require.Equal(t, tc.stop, resp.StopReason)
+			requireResponse(t, &Response{StopReason: tc.stop, Model: "claude-sonnet-4-5-20250929",
+				Usage:     Usage{InputTokens: 472, OutputTokens: 1000, CacheReadTokens: 3000},
+				ToolCalls: []thread.ToolCall{{ID: "toolu_1", Name: "rye/agent/threads/directive_return", Input: json.RawMessage(tc.want)}}}, resp)
+		})
+	}
+}
