@@ -693,6 +693,26 @@ func TestApprovalCancel(t *testing.T) {
 	require.Empty(t, pending)
 }
 
+// TestSpendInWholeNanoUSD: a thread's spend is the sum of its turns' in
+// whole nano-USD, as its ledger entry has it, not a float sum that reads
+// 0.00030000000000000003 in its record.
+func TestSpendInWholeNanoUSD(t *testing.T) {
+	t.Parallel()
+	h := setup(t, nil, Config{})
+	h.prov.script("h/a", call("rye/file-system/fs_read", `{"path":"x"}`), say("done"))
+	id := h.start("h/a", thread.Limits{})
+	require.NoError(t, h.activate(id, "start", 0))
+	rec := h.record(id)
+	require.Equal(t, 2, rec.Cost.Turns)
+	require.Equal(t, 0.0003, rec.Cost.Spend)
+	b, err := json.Marshal(rec.Cost)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"spend":0.0003,`)
+	e, err := h.o.Ledger.Get(h.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, rec.Cost.Spend, e.Own)
+}
+
 // TestSendAndInterrupt: a message sent to a running thread reaches the
 // model before its next call; an interrupt stops the model call in
 // flight at once (nothing of it recorded or charged) and delivers its

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 
 	"github.com/spool-run/spool/blobkey"
+	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
@@ -27,7 +29,9 @@ func (s *session) recordResponse(ctx context.Context, resp *provider.Response) (
 	s.st.Cost.OutputTokens += resp.Usage.OutputTokens
 	s.st.Cost.CacheReadTokens += resp.Usage.CacheReadTokens
 	s.st.Cost.CacheWriteTokens += resp.Usage.CacheWriteTokens
-	s.st.Cost.Spend += spend
+	// The thread's spend is kept in whole nano-USD, as the ledger charges
+	// it: a sum of float prices would read 0.00030000000000000003.
+	s.st.Cost.Spend = math.Round((s.st.Cost.Spend+spend)*ledger.Nano) / ledger.Nano
 	s.st.TurnSpend = spend
 	s.st.LastPromptTokens = resp.Usage.InputTokens + resp.Usage.CacheReadTokens + resp.Usage.CacheWriteTokens
 	s.st.SinceResponse = 0
