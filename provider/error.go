@@ -32,7 +32,7 @@ const (
 type Error struct {
 	Class      string        // one of the Class* constants
 	StatusCode int           // HTTP status, 0 when there was none (network, mid-stream)
-	RetryAfter time.Duration // from retry-after-ms / retry-after; 0 when not given
+	RetryAfter time.Duration // from retry-after-ms / retry-after / a rate limit's reset; 0 when not given
 	Quota      bool          // spend limit / billing / credit exhausted: permanent, never retry
 	Message    string        // the API's message, one line
 	Err        error         // the underlying error
@@ -82,7 +82,8 @@ func (e *Error) Retryable() bool {
 //
 //   - cancelled: context.Canceled;
 //   - rate_limited: HTTP 429 and rate-limit messages, with RetryAfter from the
-//     retry-after-ms or retry-after (seconds or HTTP date) headers;
+//     retry-after-ms or retry-after (seconds or HTTP date) headers, else
+//     from the reset headers of the exhausted rate limits;
 //   - transient: timeouts (context.DeadlineExceeded too), connection reset or
 //     refused, unexpected EOF, HTTP 408/409/500/502/503/504/529, Anthropic
 //     overloaded_error/api_error/timeout_error (also mid-stream);
@@ -227,8 +228,52 @@ func isQuotaMessage(msg string) bool {
 }
 
 // retryAfter reads retry-after-ms (milliseconds, may be fractional), then
-// retry-after (seconds or an HTTP date). 0 when absent or unparsable.
+// retry-after (seconds or an HTTP date), then the rate-limit headers: the
+// latest reset of the limits the response says are exhausted (remaining
+// 0), as OpenAI answers a 429 that has no retry-after. 0 when absent or
+// unparsable.
 func retryAfter(h http.Header, now time.Time) time.Duration {
+	d := retryAfterHeader(h, now)
+	if d == 0 {
+		d = rateLimitReset(h, now)
+	}
+	return d
+}
+
+// rateLimitResets are the pairs of headers, remaining and reset, of the
+// limits a 429 may have hit: OpenAI's resets are durations ("1s", "6m0s"),
+// Anthropic's RFC 3339 times.
+var rateLimitResets = [][2]string{
+	{"x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"},
+	{"x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"},
+	{"anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset"},
+	{"anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset"},
+	{"anthropic-ratelimit-input-tokens-remaining", "anthropic-ratelimit-input-tokens-reset"},
+	{"anthropic-ratelimit-output-tokens-remaining", "anthropic-ratelimit-output-tokens-reset"},
+}
+
+// rateLimitReset is how long until the last exhausted limit of h resets.
+func rateLimitReset(h http.Header, now time.Time) time.Duration {
+	var latest time.Duration
+	for _, p := range rateLimitResets {
+		if strings.TrimSpace(h.Get(p[0])) != "0" {
+			continue
+		}
+		v := strings.TrimSpace(h.Get(p[1]))
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t, terr := time.Parse(time.RFC3339, v)
+			if terr != nil {
+				continue
+			}
+			d = t.Sub(now)
+		}
+		latest = max(latest, d)
+	}
+	return latest
+}
+
+func retryAfterHeader(h http.Header, now time.Time) time.Duration {
 	if h == nil {
 		return 0
 	}

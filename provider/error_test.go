@@ -109,6 +109,16 @@ func TestRetryAfter(t *testing.T) {
 		{h("retry-after", now.Add(30*time.Second).Format(http.TimeFormat)), 30 * time.Second},
 		{h("retry-after", "soon"), 0},
 		{h("retry-after", "-3"), 0},
+		// No retry-after: the latest reset among the exhausted limits.
+		{h("x-ratelimit-remaining-requests", "12", "x-ratelimit-reset-requests", "1s",
+			"x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "6m0s"), 6 * time.Minute},
+		{h("x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "17ms",
+			"x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "1.5s"), 1500 * time.Millisecond},
+		{h("x-ratelimit-remaining-tokens", "10", "x-ratelimit-reset-tokens", "6m0s"), 0},
+		{h("anthropic-ratelimit-input-tokens-remaining", "0",
+			"anthropic-ratelimit-input-tokens-reset", now.Add(40*time.Second).Format(time.RFC3339)), 40 * time.Second},
+		{h("retry-after", "2", "x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "6m0s"), 2 * time.Second},
+		{h("x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "later"), 0},
 	}
 	for _, tc := range cases {
 		require.Equal(t, tc.want, retryAfter(tc.h, now), "%v", tc.h)
