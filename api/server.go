@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/spool-run/spool/httpauth"
 	"github.com/spool-run/spool/orchestrator"
 )
@@ -40,6 +42,9 @@ type Config struct {
 	// Heartbeat is how often an idle event stream sends a comment line.
 	// Default 15s.
 	Heartbeat time.Duration
+	// Registry, when set, gets the API's request metrics
+	// (spool_api_requests_total, spool_api_request_seconds). Default none.
+	Registry prometheus.Registerer
 	// Logger. Default Orch.Log.
 	Logger *slog.Logger
 }
@@ -95,8 +100,9 @@ func (c Config) validate() error {
 
 // server answers the routes.
 type server struct {
-	cfg Config
-	log *slog.Logger
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics // nil: none
 }
 
 // handlerFunc answers a route; id is the thread's ("" on routes
@@ -153,6 +159,13 @@ func New(cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 	s := &server{cfg: cfg, log: cfg.Logger}
+	if cfg.Registry != nil {
+		m, err := newMetrics(cfg.Registry)
+		if err != nil {
+			return nil, fmt.Errorf("api metrics: %w", err)
+		}
+		s.metrics = m
+	}
 	return s.handler(), nil
 }
 
@@ -244,7 +257,7 @@ func (s *server) dispatch(w http.ResponseWriter, r *http.Request, id, path strin
 			continue
 		}
 		if rt.Method == r.Method {
-			rt.handle(s, w, r, id)
+			s.metrics.observe(path, w, r, func(w http.ResponseWriter) { rt.handle(s, w, r, id) })
 			return
 		}
 		methods = append(methods, rt.Method)

@@ -22,6 +22,7 @@ import (
 	"github.com/spool-run/spool/api"
 	"github.com/spool-run/spool/client"
 	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
@@ -660,14 +661,17 @@ func requireTranscript(t *testing.T, e *spooltest.Env, id string, got []transcri
 func TestAPIEventStream(t *testing.T) {
 	t.Parallel()
 	e := workerEnv(t, apiProject(), "2")
-	srv := startAPI(t, e)
+	port, err := testenv.FreePort()
+	require.NoError(t, err)
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", port)
+	srv := startAPI(t, e, "--metrics-addr", metricsAddr)
 	hc := &http.Client{Transport: newOpenAPITransport(t)}
 	c, err := client.New(srv.base, client.WithHTTPClient(hc))
 	require.NoError(t, err)
 	ctx := t.Context()
 	const model = "script:scripts/api.yaml"
 
-	t.Run("live, dropped, resumed with Last-Event-ID", func(t *testing.T) {
+	t.Run("live, dropped, resumed with Last-Event-ID; counted by route", func(t *testing.T) {
 		rec, err := c.Run(ctx, api.RunRequest{Directive: "t/tooling", Model: model})
 		require.NoError(t, err)
 		id := rec.ThreadID
@@ -738,6 +742,22 @@ func TestAPIEventStream(t *testing.T) {
 			require.Empty(t, end.id)
 			require.JSONEq(t, fmt.Sprintf(`{"thread_id": %q, "status": "cancelled", "last_event_id": %d}`, id, got[len(got)-1].Seq), end.data)
 		}
+
+		// --metrics-addr serves the requests by route (the id is no label).
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		for _, want := range []string{
+			`spool_api_requests_total{code="200",method="GET",route="/v1/threads/{id}/events"} 4`,
+			`spool_api_requests_total{code="400",method="GET",route="/v1/threads/{id}/events"} 2`,
+			`spool_api_requests_total{code="200",method="POST",route="/v1/threads/{id}/cancel"} 1`,
+			`spool_api_request_seconds_count{method="POST",route="/v1/threads"} 1`,
+		} {
+			require.Contains(t, string(b), want)
+		}
+		require.NotContains(t, string(b), id)
 	})
 
 	t.Run("the server restarts mid-stream", func(t *testing.T) {

@@ -19,7 +19,9 @@ func apiCommand() *cli.Command {
 			"transcript as server-sent events at /v1/threads/ID/events. The OpenAPI document is at /v1/openapi.json.\n" +
 			"Binds to loopback unless told otherwise; a non-loopback --addr needs --basic-auth or --token.\n" +
 			"Root threads are started from the project directory (--project), as `spool thread run` does.",
-		Flags:  serverFlags("API", "127.0.0.1:8081", "as Authorization: Bearer TOKEN"),
+		Flags: append(serverFlags("API", "127.0.0.1:8081", "as Authorization: Bearer TOKEN"),
+			&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"SPOOL_METRICS_ADDR"},
+				Usage: "serve /metrics (requests by route, spool_api_*) and /healthz here (e.g. :9092); OTEL_* exports them too"}),
 		Action: runAPI,
 	}
 }
@@ -39,10 +41,20 @@ func runAPI(c *cli.Context) error {
 	}
 	defer s.Close()
 	addr := c.String("addr")
-	h, err := api.New(api.Config{Orch: s.orch, Project: s.project, UserDir: s.userDir, Auth: auth, Hosts: httpauth.LoopbackHosts(addr), Logger: s.log})
+	reg := processRegistry()
+	h, err := api.New(api.Config{Orch: s.orch, Project: s.project, UserDir: s.userDir, Auth: auth, Hosts: httpauth.LoopbackHosts(addr),
+		Registry: reg, Logger: s.log})
 	if err != nil {
 		return err
 	}
+	if err := s.tel.ExportMetrics(c.Context, reg); err != nil {
+		return usagef("%v", err)
+	}
+	stopMetrics, err := serveMetrics(c.String("metrics-addr"), reg, nil)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
