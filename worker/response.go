@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -39,6 +40,7 @@ func (s *session) recordResponse(ctx context.Context, resp *provider.Response) (
 	if err := s.boundResponse(ctx, resp); err != nil {
 		return outcome{}, err
 	}
+	s.refuseCutCalls(resp)
 
 	s.msgs = append(s.msgs, thread.Message{Role: thread.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls})
 	s.st.SinceResponse++
@@ -119,4 +121,27 @@ func (s *session) boundResponse(ctx context.Context, resp *provider.Response) er
 			len(c.Input), s.w.cfg.MaxToolInputBytes, key)
 	}
 	return nil
+}
+
+// refuseCutCalls answers with an error, instead of running, a call whose
+// input the output cap cut: the answer stopped at max_tokens (Anthropic)
+// or length (OpenAI) and the call's input is not a JSON object (the
+// provider keeps the text the model wrote as a JSON string). The model
+// learns why, rather than a parse error it would repeat.
+func (s *session) refuseCutCalls(resp *provider.Response) {
+	if resp.StopReason != "max_tokens" && resp.StopReason != "length" {
+		return
+	}
+	for _, c := range resp.ToolCalls {
+		if in := bytes.TrimSpace(c.Input); len(in) > 0 && in[0] == '{' && json.Valid(in) {
+			continue
+		}
+		if s.cutInputs == nil {
+			s.cutInputs = map[string]string{}
+		}
+		if _, cut := s.cutInputs[c.ID]; !cut {
+			s.cutInputs[c.ID] = fmt.Sprintf("your answer reached the output limit (max_tokens %d) inside this call's input, "+
+				"which is incomplete; it was not run. Call it again with less input (split large content over several calls)", s.w.cfg.MaxOutputTokens)
+		}
+	}
 }

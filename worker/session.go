@@ -135,8 +135,9 @@ type session struct {
 	// (stopAfter says where the stop found the thread).
 	interrupted string
 	// cutInputs are the calls of the current answer whose input was over
-	// Config.MaxToolInputBytes (boundResponse), by call id, with the
-	// error dispatch answers them with.
+	// Config.MaxToolInputBytes (boundResponse) or cut by the output cap
+	// (refuseCutCalls), by call id, with the error dispatch answers them
+	// with.
 	cutInputs map[string]string
 	// side are the writes of views (thread.json at start, capabilities.md,
 	// knowledge renders) that run beside the turn loop.
