@@ -630,6 +630,7 @@ func TestCLIServers(t *testing.T) {
 		{[]string{"worker", "extra"}, 2, `^worker takes no arguments`},
 		{[]string{"worker", "--queues", "default="}, 2, `^--queues: `},
 		{[]string{"worker", "--concurrency", "0"}, 2, `^--concurrency must be positive$`},
+		{[]string{"worker", "--stream-idle", "-1s"}, 2, `^--stream-idle must not be negative$`},
 		{[]string{"worker", "--concurrency", "many"}, 2, `^invalid value "many" for flag -concurrency`},
 		{[]string{"scheduler", "--bogus"}, 2, `^flag provided but not defined: -bogus$`},
 		{[]string{"scheduler", "extra"}, 2, `^scheduler takes no arguments`},

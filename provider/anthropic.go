@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
@@ -14,6 +15,7 @@ import (
 // Anthropic is the Anthropic Messages API adapter.
 type Anthropic struct {
 	client anthropic.Client
+	idle   time.Duration // Config.StreamIdle
 	priced
 }
 
@@ -32,7 +34,7 @@ func NewAnthropic(model string, cfg Config, pricing *Pricing) *Anthropic {
 	if cfg.AnthropicBaseURL != "" {
 		opts = append(opts, option.WithBaseURL(cfg.AnthropicBaseURL))
 	}
-	return &Anthropic{client: anthropic.NewClient(opts...), priced: priced{model: model, pricing: pricing}}
+	return &Anthropic{client: anthropic.NewClient(opts...), idle: cfg.streamIdle(), priced: priced{model: model, pricing: pricing}}
 }
 
 // Complete implements Provider: streaming (SSE) when onDelta is non-nil, and
@@ -53,6 +55,8 @@ func (a *Anthropic) Complete(ctx context.Context, req *Request, onDelta func(str
 			return nil, ctxError(ctx, err)
 		}
 	} else {
+		ctx, touch, stop := watchIdle(ctx, a.idle)
+		defer stop()
 		stream := a.client.Messages.NewStreaming(ctx, params)
 		defer stream.Close()
 		acc := &anthropic.Message{}
@@ -61,6 +65,7 @@ func (a *Anthropic) Complete(ctx context.Context, req *Request, onDelta func(str
 		// tool with no arguments instead of refusing the call.
 		inputs := map[int64][]byte{}
 		for stream.Next() {
+			touch()
 			ev := stream.Current()
 			if err := acc.Accumulate(ev); err != nil {
 				return nil, &Error{Class: ClassTransient, Message: "malformed stream: " + err.Error(), Err: err}

@@ -304,6 +304,9 @@ func oneLine(s string) string {
 // ctxError classifies err, preferring the context's own state: a call whose
 // ctx was cancelled reports "cancelled" whatever the transport said.
 func ctxError(ctx context.Context, err error) *Error {
+	if cause := context.Cause(ctx); errors.Is(cause, errStalled) {
+		return &Error{Class: ClassTransient, Message: cause.Error(), Err: errors.Join(cause, err)}
+	}
 	if cerr := ctx.Err(); cerr != nil {
 		if errors.Is(cerr, context.Canceled) {
 			return &Error{Class: ClassCancelled, Message: "request cancelled", Err: errors.Join(cerr, err)}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 )
 
 // Config holds what providers need from the environment. The zero value
@@ -26,6 +27,10 @@ type Config struct {
 	// ReadFile reads a scripted provider's script ("script:PATH"); the worker
 	// reads from the directive bundle. Default: os.ReadFile.
 	ReadFile func(path string) ([]byte, error)
+	// StreamIdle is how long a streamed call may go without an event
+	// before it is given up as a transient error (and retried). Default
+	// DefaultStreamIdle; negative: no bound.
+	StreamIdle time.Duration
 }
 
 // ConfigFromEnv reads ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, OPENAI_API_KEY

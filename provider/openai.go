@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -24,7 +25,8 @@ import (
 // result is sent with an "error: " prefix.
 type OpenAI struct {
 	client openai.Client
-	custom bool // a base URL is configured: an OpenAI-compatible server
+	custom bool          // a base URL is configured: an OpenAI-compatible server
+	idle   time.Duration // Config.StreamIdle
 	priced
 }
 
@@ -45,7 +47,8 @@ func NewOpenAI(model string, cfg Config, pricing *Pricing) *OpenAI {
 		base = "https://api.openai.com/v1/" // not the SDK's OPENAI_BASE_URL fallback: cfg decides
 	}
 	opts = append(opts, option.WithBaseURL(base))
-	return &OpenAI{client: openai.NewClient(opts...), custom: cfg.OpenAIBaseURL != "", priced: priced{model: model, pricing: pricing}}
+	return &OpenAI{client: openai.NewClient(opts...), custom: cfg.OpenAIBaseURL != "", idle: cfg.streamIdle(),
+		priced: priced{model: model, pricing: pricing}}
 }
 
 // Complete implements Provider: streaming (with stream_options.include_usage)
@@ -73,6 +76,8 @@ func (o *OpenAI) Complete(ctx context.Context, req *Request, onDelta func(string
 	}
 
 	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	ctx, touch, stop := watchIdle(ctx, o.idle)
+	defer stop()
 	stream := o.client.Chat.Completions.NewStreaming(ctx, params)
 	defer stream.Close()
 	type partial struct {
@@ -83,6 +88,7 @@ func (o *OpenAI) Complete(ctx context.Context, req *Request, onDelta func(string
 	var text strings.Builder
 	r := &Response{}
 	for stream.Next() {
+		touch()
 		chunk := stream.Current()
 		if chunk.Model != "" {
 			r.Model = chunk.Model

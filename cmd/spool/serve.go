@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/monitor"
+	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/worker"
 )
 
@@ -29,6 +30,8 @@ func workerFlags() []cli.Flag {
 			Usage: "a model call retried after at least this long (a provider's retry-after) frees its slot: the thread is handed back until then"},
 		&cli.DurationFlag{Name: "storage-patience", EnvVars: []string{"SPOOL_STORAGE_PATIENCE"}, Value: time.Minute,
 			Usage: "how long a failing blob store operation is tried again before the activation fails (an S3 outage shorter than this only delays threads; 0 disables)"},
+		&cli.DurationFlag{Name: "stream-idle", EnvVars: []string{"SPOOL_STREAM_IDLE"}, Value: provider.DefaultStreamIdle,
+			Usage: "a streamed model call that sends nothing (not even a ping) for this long is given up and retried, freeing its slot (0: no bound)"},
 	}
 }
 
@@ -68,6 +71,9 @@ func workerQueues(c *cli.Context) (map[string]int, error) {
 	if c.Duration("storage-patience") < 0 {
 		return nil, usagef("--storage-patience must not be negative")
 	}
+	if c.Duration("stream-idle") < 0 {
+		return nil, usagef("--stream-idle must not be negative")
+	}
 	return queues, nil
 }
 
@@ -92,8 +98,13 @@ func newWorker(c *cli.Context, s *services, reg *prometheus.Registry) (*worker.W
 	if patience == 0 {
 		patience = -1
 	}
+	pc := provider.ConfigFromEnv()
+	if pc.StreamIdle = c.Duration("stream-idle"); pc.StreamIdle == 0 {
+		pc.StreamIdle = -1 // no bound
+	}
 	return worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: queues, ShutdownTimeout: c.Duration("shutdown-timeout"),
-		Logger: s.log, Metrics: m, RecoverInterval: ri, RetryHandBack: c.Duration("retry-hand-back"), StoragePatience: patience}, s.orch), nil
+		Logger: s.log, Metrics: m, RecoverInterval: ri, RetryHandBack: c.Duration("retry-hand-back"), StoragePatience: patience,
+		Provider: &pc}, s.orch), nil
 }
 
 // processRegistry is a Prometheus registry with the Go runtime's and the
