@@ -41,14 +41,14 @@ func runAPI(c *cli.Context) error {
 	}
 	defer s.Close()
 	addr := c.String("addr")
-	reg := processRegistry()
+	reg, err := processRegistry(c, s)
+	if err != nil {
+		return err
+	}
 	h, err := api.New(api.Config{Orch: s.orch, Project: s.project, UserDir: s.userDir, Auth: auth, Hosts: httpauth.LoopbackHosts(addr),
 		Registry: reg, Logger: s.log})
 	if err != nil {
 		return err
-	}
-	if err := s.tel.ExportMetrics(c.Context, reg); err != nil {
-		return usagef("%v", err)
 	}
 	stopMetrics, err := serveMetrics(c.String("metrics-addr"), reg, nil)
 	if err != nil {

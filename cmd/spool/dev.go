@@ -97,7 +97,10 @@ func dev(c *cli.Context) error {
 		defer removeURL()
 	}
 
-	reg := processRegistry()
+	reg, err := processRegistry(c, s)
+	if err != nil {
+		return err
+	}
 	w, err := newWorker(c, s, reg)
 	if err != nil {
 		return err

@@ -80,7 +80,10 @@ func runMonitor(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	reg := processRegistry()
+	reg, err := processRegistry(c, s)
+	if err != nil {
+		return err
+	}
 	o := monitorOptions{auth: auth, readOnly: c.Bool("read-only"), registry: reg, hosts: httpauth.LoopbackHosts(addr)}
 	if key != "" {
 		o.sessionKey = []byte(key)
@@ -88,10 +91,6 @@ func runMonitor(c *cli.Context) error {
 	h, err := newMonitorHandlerWith(s, o)
 	if err != nil {
 		return err
-	}
-	// What /metrics serves, over OTLP too when OTEL_* asks for it.
-	if err := s.tel.ExportMetrics(c.Context, reg); err != nil {
-		return usagef("%v", err)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -85,10 +85,6 @@ func newWorker(c *cli.Context, s *services, reg *prometheus.Registry) (*worker.W
 	var m *worker.Metrics
 	if reg != nil {
 		m = worker.NewMetrics(reg)
-		// The same metrics over OTLP, when OTEL_* asks for them.
-		if err := s.tel.ExportMetrics(c.Context, reg); err != nil {
-			return nil, usagef("%v", err)
-		}
 	}
 	ri := c.Duration("recover-interval")
 	if ri == 0 {
@@ -107,8 +103,6 @@ func newWorker(c *cli.Context, s *services, reg *prometheus.Registry) (*worker.W
 		Provider: &pc}, s.orch), nil
 }
 
-// processRegistry is a Prometheus registry with the Go runtime's and the
-// process's collectors, the base of every server command's /metrics.
 // service is a long-running process: a worker or a scheduler.
 type service interface {
 	Start() error
@@ -125,15 +119,14 @@ func runService(c *cli.Context, build func(s *services, reg *prometheus.Registry
 		return err
 	}
 	defer s.Close()
-	reg := processRegistry()
+	reg, err := processRegistry(c, s)
+	if err != nil {
+		return err
+	}
 	reg.MustRegister(monitor.NewQueueCollector(s.orch))
 	svc, banner, err := build(s, reg)
 	if err != nil {
 		return err
-	}
-	// The same metrics over OTLP, when OTEL_* asks for them.
-	if err := s.tel.ExportMetrics(c.Context, reg); err != nil {
-		return usagef("%v", err)
 	}
 	stopHTTP, err := serveMetrics(c.String("metrics-addr"), reg, nil)
 	if err != nil {
@@ -149,10 +142,17 @@ func runService(c *cli.Context, build func(s *services, reg *prometheus.Registry
 	return nil
 }
 
-func processRegistry() *prometheus.Registry {
+// processRegistry is a Prometheus registry with the Go runtime's and the
+// process's collectors, the base of every server command's /metrics, and
+// exported over OTLP too when OTEL_* asks (one place for every server).
+func processRegistry(c *cli.Context, s *services) (*prometheus.Registry, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return reg
+	// Gathered at each export: what registers later goes too.
+	if err := s.tel.ExportMetrics(c.Context, reg); err != nil {
+		return nil, usagef("%v", err)
+	}
+	return reg, nil
 }
 
 // serveMetrics serves /metrics and /healthz (plus extra handlers) on addr;
