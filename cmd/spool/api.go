@@ -20,8 +20,7 @@ func apiCommand() *cli.Command {
 			"Binds to loopback unless told otherwise; a non-loopback --addr needs --basic-auth or --token.\n" +
 			"Root threads are started from the project directory (--project), as `spool thread run` does.",
 		Flags: append(serverFlags("API", "127.0.0.1:8081", "as Authorization: Bearer TOKEN"),
-			&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"SPOOL_METRICS_ADDR"},
-				Usage: "serve /metrics (requests by route, spool_api_*) and /healthz here (e.g. :9092); OTEL_* exports them too"}),
+			metricsAddrFlag(" (requests by route, spool_api_*)", ":9092")),
 		Action: runAPI,
 	}
 }

@@ -16,7 +16,7 @@ import (
 func schedulerFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "schedules", EnvVars: []string{"SPOOL_SCHEDULES"}, Usage: "schedules file (default: <project>/" + scheduler.SchedulesPath + ")"},
-		&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"SPOOL_METRICS_ADDR"}, Usage: "serve /metrics and /healthz here (e.g. :9091)"},
+		metricsAddrFlag("", ":9091"),
 		&cli.DurationFlag{Name: "housekeeping-interval", EnvVars: []string{"SPOOL_HOUSEKEEPING_INTERVAL"}, Value: 30 * time.Second,
 			Usage: "how often to recover orphaned threads and apply retention (0 disables)"},
 		&cli.DurationFlag{Name: "retention", EnvVars: []string{"SPOOL_RETENTION"},

@@ -24,7 +24,7 @@ func workerFlags() []cli.Flag {
 		&cli.IntFlag{Name: "concurrency", Value: 10, EnvVars: []string{"SPOOL_WORKER_CONCURRENCY"}, Usage: "activations run at once"},
 		&cli.StringFlag{Name: "queues", Value: "critical=6,default=3,low=1", EnvVars: []string{"SPOOL_WORKER_QUEUES"}, Usage: "queues and weights"},
 		&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "on SIGTERM, how long in-flight turns may finish"},
-		&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"SPOOL_METRICS_ADDR"}, Usage: "serve /metrics and /healthz here (e.g. :9090)"},
+		metricsAddrFlag("", ":9090"),
 		&cli.DurationFlag{Name: "recover-interval", EnvVars: []string{"SPOOL_RECOVER_INTERVAL"}, Value: 2 * time.Second, Usage: "how often to look for orphaned threads (0 disables)"},
 		&cli.DurationFlag{Name: "retry-hand-back", EnvVars: []string{"SPOOL_RETRY_HAND_BACK"}, Value: 10 * time.Second,
 			Usage: "a model call retried after at least this long (a provider's retry-after) frees its slot: the thread is handed back until then"},
@@ -101,6 +101,13 @@ func newWorker(c *cli.Context, s *services, reg *prometheus.Registry) (*worker.W
 	return worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: queues, ShutdownTimeout: c.Duration("shutdown-timeout"),
 		Logger: s.log, Metrics: m, RecoverInterval: ri, RetryHandBack: c.Duration("retry-hand-back"), StoragePatience: patience,
 		Provider: &pc}, s.orch), nil
+}
+
+// metricsAddrFlag is a server's --metrics-addr; what names what its
+// /metrics has beyond the process's, example a listen address.
+func metricsAddrFlag(what, example string) cli.Flag {
+	return &cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"SPOOL_METRICS_ADDR"},
+		Usage: "serve /metrics" + what + " and /healthz here (e.g. " + example + ")"}
 }
 
 // service is a long-running process: a worker or a scheduler.
