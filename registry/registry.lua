@@ -169,4 +169,28 @@ do
     end
     return {ov, nv}
   end
+
+  -- forget deletes what Redis holds of one finished thread.
+  --
+  -- keys[1] thread hash, keys[2] its shard's threads index, keys[3]
+  -- active set, keys[4] awaiting-approval set, keys[5..] the thread's own
+  -- keys (ledger entry, children, forks, spawns, cancel flag, waits,
+  -- decisions, inbox, lease, chain waiters)
+  -- argv[1] thread id, argv[2] the version the caller read
+  -- Returns {1}; refuses NOTFOUND, CONFLICT (the record changed since it
+  -- was read: a resume linked it, say), TRANSITION <status> forgotten
+  -- (it is not finished).
+  function registry.forget(keys, argv)
+    local cur = redis.call('HMGET', keys[1], 'status', 'version')
+    if not cur[1] then return redis.error_reply('NOTFOUND ' .. argv[1]) end
+    if cur[2] ~= argv[2] then return redis.error_reply('CONFLICT ' .. cur[2]) end
+    if not TERMINAL[cur[1]] then return redis.error_reply('TRANSITION ' .. cur[1] .. ' forgotten') end
+    redis.call('ZREM', keys[2], argv[1])
+    redis.call('SREM', keys[3], argv[1])
+    redis.call('SREM', keys[4], argv[1])
+    local own = {keys[1]}
+    for i = 5, #keys do own[#own + 1] = keys[i] end
+    redis.call('DEL', unpack(own))
+    return {1}
+  end
 end

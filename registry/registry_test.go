@@ -636,3 +636,26 @@ func TestRegisterReturnsTheStoredRecord(t *testing.T) {
 	require.Equal(t, []string{"root", "kid"}, f.get(t, "grandkid").Ancestors)
 	require.Equal(t, 2, f.get(t, "grandkid").Depth)
 }
+
+// TestForgetRefusals: Forget refuses a thread that is not finished and a
+// record read before it changed, deletes a finished one as read, and
+// says so of one already gone.
+func TestForgetRefusals(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	f.register(t, "fg", "")
+	running := f.claim(t, "fg")
+	var te *thread.TransitionError
+	require.ErrorAs(t, f.reg.Forget(f.ctx, running), &te)
+	require.Equal(t, thread.StatusRunning, te.From)
+	_, err := f.reg.Commit(f.ctx, "fg", running.Version, Changes{Status: thread.StatusCompleted})
+	require.NoError(t, err)
+	stale := *running
+	stale.Status = thread.StatusCompleted
+	require.ErrorIs(t, f.reg.Forget(f.ctx, &stale), ErrConflict, "read before the commit")
+	done := f.get(t, "fg")
+	require.NoError(t, f.reg.Forget(f.ctx, done))
+	_, err = f.reg.Get(f.ctx, "fg")
+	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, f.reg.Forget(f.ctx, done), ErrNotFound)
+}

@@ -9,7 +9,8 @@ import (
 )
 
 // Lua is registry.lua: the registry's writes that compound scripts share
-// (register, commit, link), as the functions of the Lua table registry,
+// (register, commit, link; and forget, which reads the same status
+// table), as the functions of the Lua table registry,
 // each documented there with its keys, arguments, reply and refusals.
 // The registry's scripts for them are Lua and a call of one function; a
 // script of another package that runs one in the same atomic step as its
@@ -26,6 +27,7 @@ var (
 	regRegisterScript = redisfn.New("register", Lua, "return registry.register(KEYS, ARGV)")
 	regCommitScript   = redisfn.New("commit", Lua, "return registry.commit(KEYS, ARGV)")
 	regLinkScript     = redisfn.New("link", Lua, "return registry.link(KEYS, ARGV)")
+	regForgetScript   = redisfn.New("forget", Lua, "return registry.forget(KEYS, ARGV)")
 )
 
 // regSpawnScript checks and increments a parent's spawn counter.
