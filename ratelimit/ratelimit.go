@@ -53,6 +53,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -83,6 +84,9 @@ func waiterScore(p int, now time.Time) int64 {
 
 // waiterAt is now as a wait set's time part: seconds since waitEpoch.
 func waiterAt(now time.Time) int64 { return now.Unix() - waitEpoch }
+
+// waitSpanLua opens the scripts that read the wait set: waitSpan as span.
+var waitSpanLua = "local span = " + strconv.Itoa(waitSpan) + "\n"
 
 // statsTTL is how long a budget's counters outlive its last use.
 const statsTTL = 30 * 24 * time.Hour
@@ -177,11 +181,10 @@ func burst(r config.RateRule) int {
 // registered as a waiter, the refusal counted on the rule that refused).
 // Not admitted is an answer, not a refusal (package reply): the script
 // wrote the waiter.
-var admitScript = redis.NewScript(`
+var admitScript = redis.NewScript(waitSpanLua + `
 local now, holder, ttl, score, wttl, sttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local n = (#KEYS - 1) / 7
 local plan = {}
-local span = 2147483648
 local cutoff = (score % span) - math.floor(wttl / 1000)
 local function refuse(k, i, wait, kind)
   redis.call('ZADD', KEYS[k+6], score, holder)

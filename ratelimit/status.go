@@ -93,8 +93,8 @@ func (l *Limiter) HandedBack(ctx context.Context, rule string) error {
 // Returns per budget {req TAT, in TAT, out TAT, leases held, waiters,
 // blocked until, {stats field, value, ...}}, the TATs and blocked-until
 // as stored ("" when unset).
-var statusScript = redis.NewScript(`
-local now, cutoff, span = tonumber(ARGV[1]), tonumber(ARGV[2]), 2147483648
+var statusScript = redis.NewScript(waitSpanLua + `
+local now, cutoff = tonumber(ARGV[1]), tonumber(ARGV[2])
 local n = (#KEYS - 1) / 7
 local out = {}
 for i = 1, n do
