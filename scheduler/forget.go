@@ -19,7 +19,7 @@ const maxLinks = 100_000
 // that is no child, continuation or fork) through children, forks and
 // continuations, and it goes whole, once every one of its threads is
 // finished and rid of its artifacts before cutoff, and none of them is in
-// a tree or chain with an active thread.
+// a tree or chain with an active thread (b).
 // Its threads are deleted deepest first and the top last, so a pass cut
 // short leaves the top, and the next pass walks what is left. A thread
 // that no walk reaches and whose top is gone (Redis lost a link) goes
@@ -27,19 +27,15 @@ const maxLinks = 100_000
 //
 // Threads are visited oldest first from a watermark of this process's, as
 // Retain visits them: a top is older than its tree.
-func (s *Scheduler) Forget(ctx context.Context, cutoff time.Time) (int, error) {
-	busyTree, busyChain, err := s.busy(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("record retention: %w", err)
-	}
+func (s *Scheduler) Forget(ctx context.Context, cutoff time.Time, b Busy) (int, error) {
 	// gone says whether r may go: finished, rid of its artifacts before
 	// cutoff and in no busy tree or chain.
 	gone := func(r *registry.Record) bool {
 		at, err := time.Parse(time.RFC3339, r.Extra[ArtifactsDeletedField])
-		return err == nil && at.Before(cutoff) && r.Status.Terminal() && !busyTree[r.TreeID()] && !busyChain[r.ChainRootID]
+		return err == nil && at.Before(cutoff) && r.Status.Terminal() && !b.Holds(r)
 	}
 	forgotten := 0
-	err = s.sweep(ctx, &s.forgetAt, cutoff, func(_ string, r *registry.Record) (bool, error) {
+	err := s.sweep(ctx, &s.forgetAt, cutoff, func(_ string, r *registry.Record) (bool, error) {
 		if r == nil {
 			return true, nil
 		}

@@ -97,14 +97,17 @@ func (s *Scheduler) Housekeep(ctx context.Context) (res HousekeepingResult, err 
 	}
 
 	if s.cfg.Retention > 0 {
-		res.Retained, res.Objects, err = s.Retain(ctx, s.o.Now().Add(-s.cfg.Retention))
+		b, err := s.busy(ctx)
 		if err != nil {
+			return res, fmt.Errorf("retention: %w", err)
+		}
+		if res.Retained, res.Objects, err = s.Retain(ctx, s.o.Now().Add(-s.cfg.Retention), b); err != nil {
 			return res, err
 		}
-	}
-	if s.cfg.RecordRetention > 0 {
-		if res.Forgotten, err = s.Forget(ctx, s.o.Now().Add(s.cfg.Retention-s.cfg.RecordRetention)); err != nil {
-			return res, err
+		if s.cfg.RecordRetention > 0 {
+			if res.Forgotten, err = s.Forget(ctx, s.o.Now().Add(s.cfg.Retention-s.cfg.RecordRetention), b); err != nil {
+				return res, err
+			}
 		}
 	}
 	res.Functions = s.pruneFunctions(ctx)
@@ -138,7 +141,7 @@ func (s *Scheduler) pruneFunctions(ctx context.Context) []string {
 // threads/<id>/) and, with the last thread of a root thread's continuation
 // chain, the tree's workspace (of a fork's chain, the fork's). A thread is
 // left alone while any thread of its tree (same root) or of its
-// continuation chain is still active, since those may still read it. The
+// continuation chain is still active (b), since those may still read it. The
 // registry record is kept, marked with ArtifactsDeletedField. It returns
 // the number of threads cleaned and of objects deleted.
 //
@@ -146,16 +149,12 @@ func (s *Scheduler) pruneFunctions(ctx context.Context) []string {
 // threads created before it are all settled (cleaned, or records gone), so
 // a pass examines only the threads it has not settled yet, at most
 // RetentionScan records.
-func (s *Scheduler) Retain(ctx context.Context, cutoff time.Time) (threads, objects int, err error) {
-	busyTree, busyChain, err := s.busy(ctx)
-	if err != nil {
-		return 0, 0, fmt.Errorf("retention: %w", err)
-	}
+func (s *Scheduler) Retain(ctx context.Context, cutoff time.Time, b Busy) (threads, objects int, err error) {
 	err = s.sweep(ctx, &s.retainAt, cutoff, func(_ string, r *registry.Record) (bool, error) {
 		switch {
 		case r == nil, r.Extra[ArtifactsDeletedField] != "":
 			return true, nil
-		case !r.Status.Terminal() || r.UpdatedAt.After(cutoff) || busyTree[r.TreeID()] || busyChain[r.ChainRootID]:
+		case !r.Status.Terminal() || r.UpdatedAt.After(cutoff) || b.Holds(r):
 			return false, nil
 		}
 		n, err := s.clean(ctx, r)
@@ -172,19 +171,26 @@ func (s *Scheduler) Retain(ctx context.Context, cutoff time.Time) (threads, obje
 	return threads, objects, nil
 }
 
-// busy returns the trees and the continuation chains with a thread that
-// is not finished: their threads may still be read.
-func (s *Scheduler) busy(ctx context.Context) (trees, chains map[string]bool, err error) {
+// Busy are the trees and the continuation chains with a thread that is
+// not finished: their threads may still be read, so retention leaves
+// them. One housekeeping pass reads them once, for Retain and Forget.
+type Busy struct{ trees, chains map[string]bool }
+
+// Holds reports whether r is in a busy tree or chain.
+func (b Busy) Holds(r *registry.Record) bool { return b.trees[r.TreeID()] || b.chains[r.ChainRootID] }
+
+// busy reads the active threads' trees and chains.
+func (s *Scheduler) busy(ctx context.Context) (Busy, error) {
 	active, err := s.o.Registry.ListActive(ctx)
 	if err != nil {
-		return nil, nil, err
+		return Busy{}, err
 	}
-	trees, chains = map[string]bool{}, map[string]bool{}
+	b := Busy{trees: map[string]bool{}, chains: map[string]bool{}}
 	for _, r := range active {
-		trees[r.TreeID()] = true
-		chains[r.ChainRootID] = true
+		b.trees[r.TreeID()] = true
+		b.chains[r.ChainRootID] = true
 	}
-	return trees, chains, nil
+	return b, nil
 }
 
 // sweep visits the threads created before cutoff, oldest first, from the
