@@ -1,0 +1,323 @@
+package graph
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Step failure codes this package produces, and the ones of section 9 the
+// runtime produces that Retryable knows.
+const (
+	CodeUnresolvedReference = "unresolved_reference"
+	CodeInterpolation       = "interpolation_error" // a malformed ${...}, a failing filter
+	CodeNoMatchingEdge      = "no_matching_edge"
+	CodeInvalidCondition    = "invalid_condition" // a condition that does not evaluate (caught by validation)
+	CodeInvalidAssign       = "invalid_assign"    // an assign to inputs or a _ key (caught by validation)
+	CodeForeachNotList      = "foreach_not_list"
+	CodeForeachTooLarge     = "foreach_too_large"
+	CodeStateTooLarge       = "state_too_large"
+	CodeToolError           = "tool_error"
+	CodeTimeout             = "timeout"
+	CodeRateLimited         = "rate_limited"
+	CodePermissionDenied    = "permission_denied"
+	CodeApprovalDenied      = "approval_denied"
+	CodeForeachItemFailed   = "foreach_item_failed"
+	CodeForeachAllFailed    = "foreach_all_failed"
+	CodeNodeError           = "node_error"
+)
+
+// StepError is a step failure (section 9). ThreadID names the child whose
+// failure it is, when there is one.
+type StepError struct {
+	Code, Message string
+	ThreadID      string
+}
+
+func (e *StepError) Error() string {
+	if e.Message == "" {
+		return e.Code
+	}
+	return e.Code + ": " + e.Message
+}
+
+// Is matches another *StepError with the same Code.
+func (e *StepError) Is(target error) bool {
+	var t *StepError
+	return errors.As(target, &t) && t.Code == e.Code
+}
+
+// Retryable reports whether a step failure with this code may be retried
+// (section 9.1): tool errors, timeouts, rate limits, and children that
+// failed for a transient reason (provider_transient,
+// provider_rate_limited, thread_lost). Permission and approval denials,
+// validation-type codes and limit refusals other than rate limits are not.
+func Retryable(code string) bool {
+	switch code {
+	case CodeToolError, CodeTimeout, CodeRateLimited,
+		"provider_transient", "provider_rate_limited", "thread_lost":
+		return true
+	}
+	return false
+}
+
+// Delay is the wait before attempt n (n ≥ 2) of r: Backoff, doubled for
+// each further attempt, capped by MaxBackoff (10 × Backoff when unset).
+// Attempt 1 and a nil r wait 0.
+func (r *Retry) Delay(attempt int) time.Duration {
+	if r == nil || attempt < 2 || r.Backoff <= 0 {
+		return 0
+	}
+	ceiling := r.MaxBackoff
+	if ceiling <= 0 {
+		ceiling = 10 * r.Backoff
+		if ceiling/10 != r.Backoff { // overflow
+			ceiling = time.Duration(1<<63 - 1)
+		}
+	}
+	d := r.Backoff
+	for i := 2; i < attempt; i++ {
+		if d >= ceiling/2 {
+			return ceiling
+		}
+		d *= 2
+	}
+	return min(d, ceiling)
+}
+
+// StateSize is the length of state's JSON encoding (encoding/json, which
+// sorts map keys), the measure of graph.max_state_bytes. A state that does
+// not encode (it cannot come from JSON) measures -1.
+func StateSize(state map[string]any) int {
+	b, err := json.Marshal(state)
+	if err != nil {
+		return -1
+	}
+	return len(b)
+}
+
+// ForeachItems resolves a foreach's over value: a list, or a string that
+// holds a JSON array. Anything else is a *StepError foreach_not_list, and
+// more than max items (DefaultMaxItems when max ≤ 0) foreach_too_large.
+func ForeachItems(v any, max int) ([]any, error) {
+	if max <= 0 {
+		max = DefaultMaxItems
+	}
+	var items []any
+	switch x := v.(type) {
+	case []any:
+		items = x
+	case string:
+		s := strings.TrimSpace(x)
+		if !strings.HasPrefix(s, "[") {
+			return nil, &StepError{Code: CodeForeachNotList, Message: "over is a string that holds no JSON array: " + clip(x, 80)}
+		}
+		d, err := decodeJSON([]byte(s))
+		if err != nil {
+			return nil, &StepError{Code: CodeForeachNotList, Message: "over is not a JSON array: " + err.Error()}
+		}
+		items = d.([]any)
+	case nil:
+		return nil, &StepError{Code: CodeForeachNotList, Message: "over resolved to nothing"}
+	default:
+		rv := reflect.ValueOf(v)
+		if rv.Kind() != reflect.Slice && rv.Kind() != reflect.Array {
+			return nil, &StepError{Code: CodeForeachNotList, Message: fmt.Sprintf("over is %s, not a list", jsonType(v))}
+		}
+		items = make([]any, rv.Len())
+		for i := range items {
+			items[i] = rv.Index(i).Interface()
+		}
+	}
+	if len(items) > max {
+		return nil, &StepError{Code: CodeForeachTooLarge, Message: fmt.Sprintf("over has %d items, more than max_items %d", len(items), max)}
+	}
+	if items == nil {
+		items = []any{}
+	}
+	return items, nil
+}
+
+// Assign evaluates n's assign (and its collect, which is assign
+// {K: ${result.results}}; an explicit assign of the same key wins) against
+// scope, whose state is the state before the assign, then writes every key
+// at once into a copy of state. It returns the new state and the assigned
+// keys, sorted. Keys starting with "_" and "inputs" are refused with a
+// *StepError invalid_assign. Values are deep copies, so the new state
+// shares nothing with scope.
+func Assign(n *Node, state map[string]any, scope map[string]any) (map[string]any, []string, error) {
+	exprs := make(map[string]any, len(n.Assign)+1)
+	if n.Collect != "" {
+		exprs[n.Collect] = "${result.results}"
+	}
+	for k, v := range n.Assign {
+		exprs[k] = v
+	}
+	keys := make([]string, 0, len(exprs))
+	for k := range exprs {
+		if reservedStateKey(k) {
+			return nil, nil, &StepError{Code: CodeInvalidAssign, Message: fmt.Sprintf("node %s: assign to %q is not allowed", n.Name, k)}
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	vals := make(map[string]any, len(keys))
+	for _, k := range keys { // every expression reads the state before the assign
+		v, err := Value(exprs[k], scope)
+		if err != nil {
+			return nil, nil, err
+		}
+		vals[k] = DeepCopy(v)
+	}
+	out := make(map[string]any, len(state)+len(vals))
+	for k, v := range state {
+		out[k] = v
+	}
+	for k, v := range vals {
+		out[k] = v
+	}
+	return out, keys, nil
+}
+
+// reservedStateKey reports whether an assign may not write k.
+func reservedStateKey(k string) bool {
+	return k == ScopeInputs || strings.HasPrefix(k, "_")
+}
+
+// Route picks the next node: the first edge whose condition holds on scope
+// (which holds the state after the assign), else the default edge. A node
+// without next returns "" (an implicit return). No match and no default
+// is a *StepError no_matching_edge.
+func Route(n *Node, scope map[string]any) (next string, err error) {
+	if len(n.Next) == 0 {
+		return "", nil
+	}
+	for i, e := range n.Next {
+		ok, err := e.When.Eval(scope)
+		if err != nil {
+			return "", &StepError{Code: CodeInvalidCondition, Message: fmt.Sprintf("node %s: next[%d]: %v", n.Name, i, err)}
+		}
+		if ok {
+			return e.To, nil
+		}
+	}
+	return "", &StepError{Code: CodeNoMatchingEdge, Message: fmt.Sprintf("node %s: no condition of next holds and there is no default edge", n.Name)}
+}
+
+// RunScope is the run namespace of a step's scope (section 7).
+type RunScope struct {
+	ID, Graph, GraphDigest, ParentID string
+	Step                             int
+	Node                             string
+	Attempt                          int
+	StartedAt                        time.Time // the step's logical start: the checkpoint it starts from
+	IdempotencyKey                   string    // "" is "<id>/<step>"
+}
+
+// Map is r as the scope's "run" object.
+func (r RunScope) Map() map[string]any {
+	key := r.IdempotencyKey
+	if key == "" {
+		key = r.ID + "/" + strconv.Itoa(r.Step)
+	}
+	m := map[string]any{
+		"id": r.ID, "graph": r.Graph, "graph_digest": r.GraphDigest, "parent_id": r.ParentID,
+		"step": r.Step, "node": r.Node, "attempt": r.Attempt, "idempotency_key": key,
+	}
+	if !r.StartedAt.IsZero() {
+		m["started_at"] = r.StartedAt.UTC().Format(time.RFC3339Nano)
+	}
+	return m
+}
+
+// NewScope builds a step's scope: state, inputs, run, and result when
+// result is not nil (a gate or return node has none, so result.* is
+// missing there).
+func NewScope(state, inputs map[string]any, result any, run RunScope) map[string]any {
+	s := map[string]any{ScopeState: state, ScopeInputs: inputs, ScopeRun: run.Map()}
+	if result != nil {
+		s[ScopeResult] = result
+	}
+	return s
+}
+
+// ItemScope is the scope of item index of count in a foreach: base
+// without result, plus <as>, loop.index, loop.count, and the item's
+// idempotency key "<run>/<step>/<index>".
+func ItemScope(base map[string]any, as string, item any, index, count int) map[string]any {
+	s := make(map[string]any, len(base)+2)
+	for k, v := range base {
+		if k != ScopeResult {
+			s[k] = v
+		}
+	}
+	if run, ok := base[ScopeRun].(map[string]any); ok {
+		r := make(map[string]any, len(run))
+		for k, v := range run {
+			r[k] = v
+		}
+		r["idempotency_key"] = fmt.Sprintf("%v/%v/%d", run["id"], run["step"], index)
+		s[ScopeRun] = r
+	}
+	if as == "" {
+		as = "item"
+	}
+	s[as] = item
+	s[ScopeLoop] = map[string]any{"index": index, "count": count}
+	return s
+}
+
+// DeepCopy copies maps and lists inside v (a decoded JSON or YAML value).
+func DeepCopy(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = DeepCopy(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = DeepCopy(e)
+		}
+		return out
+	}
+	return v
+}
+
+// jsonType names v's JSON type for messages.
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "a list"
+	}
+	if _, ok := toFloat(v); ok {
+		return "a number"
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+// clip cuts s to n bytes (at a rune boundary) with an ellipsis.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}
