@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/internal/autopipe"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/ledger"
@@ -139,6 +140,22 @@ func (o *Orchestrator) NewID(r IDRequest) string {
 		tree = r.PreviousThreadID
 	}
 	return thread.NewIDIn(r.Directive, o.Now(), tree)
+}
+
+// PlannedID names a child whose start may run again (StartRequest.Planned):
+// Config.NewID, else thread.PlannedID of the child's directive, at (its
+// parent's durable time), the parent's id and seed, which names the spawn
+// within its parent.
+func (o *Orchestrator) PlannedID(r IDRequest, at time.Time, seed string) string {
+	if name, err := directive.CleanName(r.Directive); err == nil {
+		r.Directive = name
+	}
+	if o.Cfg.NewID != nil {
+		if id := o.Cfg.NewID(r); id != "" {
+			return id
+		}
+	}
+	return thread.PlannedID(r.Directive, at, r.ParentID, seed)
 }
 
 // Now returns the orchestrator's clock reading.

@@ -38,6 +38,12 @@ type StartRequest struct {
 	// ID pre-assigns the thread id (handoff needs it before the thread
 	// exists); "" makes a new one.
 	ID string
+	// Planned says ID was planned before the start (thread.PlannedID: a
+	// spawn of a turn, a child of a graph step) and the start may be run
+	// again: a thread already registered under ID as a child of ParentID
+	// is this start's, and Start returns it as it is (Adopted) instead
+	// of starting a twin, counting no spawn and admitting no budget again.
+	Planned bool
 	// TraceParent is the W3C traceparent of the span starting the thread
 	// (a caller's, over the API); "" takes the span in the context, else
 	// the parent's or previous thread's (package telemetry).
@@ -66,6 +72,11 @@ type StartRequest struct {
 // exhausted; a spawn past the parent's limit fails with spawns_exceeded and
 // a budget that does not fit with spend_exceeded.
 func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*registry.Record, error) {
+	if req.Planned {
+		if rec, err := o.adopt(ctx, req); rec != nil || err != nil {
+			return rec, err
+		}
+	}
 	var parent *registry.Record
 	if req.ParentID != "" {
 		p, err := o.Registry.Get(ctx, req.ParentID)
@@ -244,6 +255,12 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*registry.R
 	// refused). Redis's own timeouts bound the step.
 	ctx = context.WithoutCancel(ctx)
 	rec, budgetErr, err := o.register(ctx, plan, nt)
+	if req.Planned && (errors.Is(err, registry.ErrExists) || errors.Is(budgetErr, ledger.ErrExists)) {
+		// Another start of the same plan registered it meanwhile: its
+		// budget and record are that start's, and so is the child.
+		undoSpawn()
+		return o.adopt(ctx, req)
+	}
 	if budgetErr != nil {
 		undoSpawn()
 		return nil, budgetErr
@@ -262,6 +279,30 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*registry.R
 		return nil, err
 	}
 	o.threadLog(id).Info("thread started", "directive", name, "parent_id", req.ParentID, "model", model, "queue", req.Queue)
+	return rec, nil
+}
+
+// adopt returns the thread a planned start already registered (nil, nil
+// when there is none): it must be a child of the request's parent, else
+// the planned id names someone else's thread and the start is refused.
+// An adopted child's task was enqueued with its registration, or, should
+// its start have died between the two, housekeeping enqueues it
+// (registry: a created thread without a task is requeued).
+func (o *Orchestrator) adopt(ctx context.Context, req StartRequest) (*registry.Record, error) {
+	if req.ID == "" {
+		return nil, fmt.Errorf("start %s: a planned start needs its id", req.Directive)
+	}
+	rec, err := o.Registry.Get(ctx, req.ID)
+	if errors.Is(err, registry.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if rec.ParentID != req.ParentID {
+		return nil, fmt.Errorf("start %s: thread %s exists under another parent (%q)", req.Directive, req.ID, rec.ParentID)
+	}
+	o.threadLog(rec.ThreadID).Info("planned child adopted", "parent_id", req.ParentID, "status", rec.Status)
 	return rec, nil
 }
 

@@ -237,3 +237,64 @@ func TestDecideWhileAwake(t *testing.T) {
 	_, _, err = acts.Decide(f.ctx, "a", nil, d)
 	require.ErrorIs(t, err, ErrNotPending)
 }
+
+// TestSuspendAnyWakesOnFirst: a thread suspended with SuspendAny is woken
+// by the first of its chains to finish, once however many finish at that
+// moment; it does not suspend when one has finished already; and a lost
+// wake-up of an any waiter (one chain left, others still running) is found
+// by StalledWaits.
+func TestSuspendAnyWakesOnFirst(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	acts := NewActivations(f.r.Client, f.ks, f.clock.Now)
+	register(t, f, "g", "")
+	c, err := acts.Claim(f.ctx, "g", "start", 0, "tok", "g", time.Minute)
+	require.NoError(t, err)
+	kids := []string{"g-1", "g-2", "g-3", "g-4"}
+	var targets []WaitTarget
+	for _, k := range kids {
+		register(t, f, k, "g")
+		targets = append(targets, WaitTarget{Root: k, Terminal: k})
+	}
+	suspended, seq, err := acts.SuspendAny(f.ctx, "g", c.Version, targets)
+	require.NoError(t, err)
+	require.True(t, suspended)
+
+	// Two finish at the same moment: exactly one wake.
+	finish(t, f, acts, kids[0], thread.StatusCompleted)
+	finish(t, f, acts, kids[1], thread.StatusError)
+	var mu sync.Mutex
+	var wakes []Wake
+	together(2, func(i int) {
+		w, err := acts.NotifyFinished(f.ctx, kids[i])
+		require.NoError(t, err)
+		mu.Lock()
+		wakes = append(wakes, w...)
+		mu.Unlock()
+	})
+	require.Equal(t, []Wake{{ThreadID: "g", Seq: seq}}, wakes)
+
+	c, err = acts.Claim(f.ctx, "g", "wake", seq, "tok2", "g@wake", time.Minute)
+	require.NoError(t, err)
+	// One of the targets has finished: no suspension.
+	suspended, v, err := acts.SuspendAny(f.ctx, "g", c.Version, targets)
+	require.NoError(t, err)
+	require.False(t, suspended)
+	require.Equal(t, c.Version, v)
+	rec, err := f.reg.Get(f.ctx, "g")
+	require.NoError(t, err)
+	require.Equal(t, thread.StatusRunning, rec.Status)
+
+	// The two left: suspended; one ends and its waker dies before waking.
+	suspended, seq, err = acts.SuspendAny(f.ctx, "g", c.Version, targets[2:])
+	require.NoError(t, err)
+	require.True(t, suspended)
+	stalled, err := acts.StalledWaits(f.ctx)
+	require.NoError(t, err)
+	require.Empty(t, stalled, "nothing has finished")
+	finish(t, f, acts, kids[2], thread.StatusCompleted)
+	require.NoError(t, f.r.Client.SRem(f.ctx, f.ks.Waits("g"), kids[2]).Err())
+	stalled, err = acts.StalledWaits(f.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []Wake{{ThreadID: "g", Seq: seq}}, stalled)
+}

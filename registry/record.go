@@ -106,10 +106,47 @@ type Record struct {
 	// tree's (WorkspaceID): a fork has its own, and its children and
 	// continuations share it.
 	Workspace string `json:"workspace,omitempty"`
+	// Kind is KindGraph for a graph run (a registry record like a
+	// thread's, walking a graph: package graph), KindThread otherwise.
+	Kind string `json:"kind"`
+	// The fields of a graph run (spec: state graphs): GraphDigest pins
+	// its definition, CurrentNode and Step are the cursor after its last
+	// checkpoint (while a step is in flight, that step's node), MaxSteps
+	// its resolved step limit, SuppressedErrors the step failures
+	// on_error: continue let through, ItemsDone and ItemsTotal the
+	// progress of an in-flight foreach, StateSHA256 the last
+	// checkpointed state's snapshot.
+	GraphDigest      string `json:"graph_digest,omitempty"`
+	CurrentNode      string `json:"current_node,omitempty"`
+	Step             int    `json:"step,omitempty"`
+	MaxSteps         int    `json:"max_steps,omitempty"`
+	SuppressedErrors int    `json:"suppressed_errors,omitempty"`
+	ItemsDone        int    `json:"items_done,omitempty"`
+	ItemsTotal       int    `json:"items_total,omitempty"`
+	StateSHA256      string `json:"state_sha256,omitempty"`
 	// Extra holds every other hash field (Changes.Fields, and fields other
 	// packages keep on the thread hash), raw.
 	Extra map[string]string `json:"-"`
 }
+
+// Record kinds.
+const (
+	KindThread = "thread"
+	KindGraph  = "graph"
+)
+
+// IsGraph reports whether r is a graph run.
+func (r *Record) IsGraph() bool { return r.Kind == KindGraph }
+
+// Graph run hash fields a graph's checkpoint commits (Changes.Fields).
+const (
+	CurrentNodeField      = "current_node"
+	StepField             = "step"
+	SuppressedErrorsField = "suppressed_errors"
+	ItemsDoneField        = "items_done"
+	ItemsTotalField       = "items_total"
+	StateSHA256Field      = "state_sha256"
+)
 
 // ArtifactsDeletedField is the hash field (in Record.Extra) that retention
 // sets, to the RFC 3339 time, on a finished thread whose persisted
@@ -189,12 +226,22 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		ParentID             *string `json:"parent_id"`
 		ContinuationOf       *string `json:"continuation_of"`
 		ContinuationThreadID *string `json:"continuation_thread_id"`
+		GraphStep            *int    `json:"step,omitempty"`
+		GraphNode            *string `json:"current_node,omitempty"`
 	}
 	if r.Outputs == nil {
 		r.Outputs = map[string]any{}
 	}
-	return json.Marshal(out{recordJSON: recordJSON(r), ParentID: nullable(r.ParentID),
-		ContinuationOf: nullable(r.ContinuationOf), ContinuationThreadID: nullable(r.ContinuationThreadID)})
+	o := out{recordJSON: recordJSON(r), ParentID: nullable(r.ParentID),
+		ContinuationOf: nullable(r.ContinuationOf), ContinuationThreadID: nullable(r.ContinuationThreadID)}
+	if o.Kind == "" {
+		o.Kind = KindThread
+	}
+	if r.IsGraph() {
+		// A graph run's cursor is always there, step 0 and all.
+		o.GraphStep, o.GraphNode = &r.Step, &r.CurrentNode
+	}
+	return json.Marshal(o)
 }
 
 // UnmarshalJSON accepts what MarshalJSON writes.
@@ -237,6 +284,8 @@ var knownFields = map[string]bool{
 	"version": true, "cancel_requested": true, "cancel_cascade": true, "activation": true, "chain_index": true, "continuation_kind": true,
 	"continuation_message": true, "started_at": true, "ledger_path": true, "waiting_for": true, "pending_approvals": true, "model_override": true, "transcript_segments": true, "transcript_chain_hash": true,
 	"forked_from": true, "fork_turn": true, "fork_segment": true, "fork_chain_hash": true, "fork_message": true, "workspace": true,
+	"kind": true, "graph_digest": true, CurrentNodeField: true, StepField: true, "max_steps": true, SuppressedErrorsField: true,
+	ItemsDoneField: true, ItemsTotalField: true, StateSHA256Field: true,
 }
 
 // parseRecord decodes a thread hash.
@@ -250,6 +299,10 @@ func parseRecord(m map[string]string) (*Record, error) {
 		ContinuationKind: m["continuation_kind"], ContinuationMessage: m["continuation_message"], WaitingFor: m["waiting_for"], ModelOverride: m["model_override"],
 		Transcript: TranscriptMark{ChainHash: m["transcript_chain_hash"]},
 		ForkedFrom: m["forked_from"], ForkChainHash: m["fork_chain_hash"], ForkMessage: m["fork_message"], Workspace: m["workspace"],
+		Kind: m["kind"], GraphDigest: m["graph_digest"], CurrentNode: m[CurrentNodeField], StateSHA256: m[StateSHA256Field],
+	}
+	if r.Kind == "" {
+		r.Kind = KindThread
 	}
 	bad := func(field string, err error) error {
 		return fmt.Errorf("thread %q: registry field %s: %w", r.ThreadID, field, err)
@@ -288,7 +341,8 @@ func parseRecord(m map[string]string) (*Record, error) {
 	for _, f := range []struct {
 		name string
 		p    *int
-	}{{"depth", &r.Depth}, {"chain_index", &r.ChainIndex}, {"fork_turn", &r.ForkTurn}} {
+	}{{"depth", &r.Depth}, {"chain_index", &r.ChainIndex}, {"fork_turn", &r.ForkTurn}, {StepField, &r.Step}, {"max_steps", &r.MaxSteps},
+		{SuppressedErrorsField, &r.SuppressedErrors}, {ItemsDoneField, &r.ItemsDone}, {ItemsTotalField, &r.ItemsTotal}} {
 		if s := m[f.name]; s != "" {
 			n, err := strconv.Atoi(s)
 			if err != nil {

@@ -101,6 +101,11 @@ type NewThread struct {
 	ForkChainHash string
 	ForkMessage   string
 	Workspace     string
+	// Kind, GraphDigest and MaxSteps describe a graph run (Record);
+	// Kind "" registers a thread.
+	Kind        string
+	GraphDigest string
+	MaxSteps    int
 }
 
 // Register creates the record of a new thread: status created, version 1,
@@ -161,6 +166,9 @@ func (r *Registry) Registration(nt NewThread) (*Registration, error) {
 	}
 	if nt.Workspace != "" {
 		fields = append(fields, "workspace", nt.Workspace)
+	}
+	if nt.Kind == KindGraph {
+		fields = append(fields, "kind", nt.Kind, "graph_digest", nt.GraphDigest, "max_steps", nt.MaxSteps, StepField, 0)
 	}
 	var inputs []byte // as stored, for the record
 	for _, jf := range []struct {
@@ -470,7 +478,10 @@ func registered(nt NewThread, now time.Time, inputs []byte, res []any) (*Record,
 		ContinuationKind: nt.ContinuationKind, ContinuationMessage: nt.ContinuationMessage,
 		LedgerPath: append([]string(nil), nt.LedgerPath...), ModelOverride: nt.ModelOverride,
 		ForkedFrom: nt.ForkedFrom, ForkTurn: nt.ForkTurn, ForkSegment: nt.ForkSegment, ForkChainHash: nt.ForkChainHash,
-		ForkMessage: nt.ForkMessage, Workspace: nt.Workspace,
+		ForkMessage: nt.ForkMessage, Workspace: nt.Workspace, Kind: KindThread,
+	}
+	if nt.Kind == KindGraph {
+		rec.Kind, rec.GraphDigest, rec.MaxSteps = KindGraph, nt.GraphDigest, nt.MaxSteps
 	}
 	if err := json.Unmarshal([]byte(reply.String(res[0])), &rec.Ancestors); err != nil {
 		return nil, fmt.Errorf("register thread %q: ancestors: %w", nt.ThreadID, err)

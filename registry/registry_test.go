@@ -113,7 +113,7 @@ func TestRegisterAndGet(t *testing.T) {
 		ThreadID: "root-1", Directive: "test/root", Status: thread.StatusCreated, ChainRootID: "root-1",
 		Outputs: map[string]any{}, Limits: thread.DefaultLimits(), Model: "m1", Capabilities: []string{"rye.execute.tool.*"},
 		Bundle: "sha256:ab", Inputs: map[string]any{"level": "1"}, Queue: "q", Ancestors: []string{},
-		CreatedAt: rec.CreatedAt, UpdatedAt: rec.CreatedAt, Version: 1,
+		CreatedAt: rec.CreatedAt, UpdatedAt: rec.CreatedAt, Version: 1, Kind: KindThread,
 	}
 	if diff := cmp.Diff(want, rec); diff != "" {
 		t.Fatalf("registered record (-want +got):\n%s", diff)

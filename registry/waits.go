@@ -34,33 +34,40 @@ type WaitTarget struct {
 }
 
 // suspendScript suspends a running thread until every target chain has
-// finished.
+// finished (mode all), or until any one has (mode any: a graph run's
+// sliding window of children, a wait node of mode any).
 //
 // KEYS[1] waiter thread hash, KEYS[2] waits set of the waiter, KEYS[3] events channel,
 // then per target i: KEYS[3+2i-1] terminal thread hash, KEYS[3+2i] waiters set of its root
-// ARGV[1] expected version, ARGV[2] now, ARGV[3] waiter id, then per target the root id
+// ARGV[1] expected version, ARGV[2] now, ARGV[3] waiter id, ARGV[4] mode
+// (all | any), then per target the root id
 // Returns {suspended 0|1, version}; refuses CONFLICT <actual>, CHAINMOVED
 // <root> (not MOVED: Redis Cluster clients read that as a slot redirect).
 // CHAINMOVED comes after writes: the waits set is emptied, and the waiter
 // may stay in the waiters sets of the targets before it (a waiter a
 // chain does not wait for is skipped when the chain finishes).
+// Mode any does not suspend when a target has finished already. The
+// waiter's wake_any (1 for any) tells NotifyWaiters when to wake it, and
+// wait_n (how many chains it waits on) tells StalledWaits that a wake-up
+// of an any waiter was lost.
 //
-// ARGV[4+n..] (after the n target roots) are the roots of chains in other
+// ARGV[5+n..] (after the n target roots) are the roots of chains in other
 // shards (a wait across trees, Suspend), already found unfinished and
 // holding the waiter in their waiters sets: pending too.
 var suspendScript = redis.NewScript(`
 local v = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if v ~= tonumber(ARGV[1]) then return redis.error_reply('CONFLICT ' .. v) end
 redis.call('DEL', KEYS[2])
-local pending = 0
+local any = ARGV[4] == 'any'
+local pending, done = 0, 0
 local n = (#KEYS - 3) / 2
-for i = 4 + n, #ARGV do
+for i = 5 + n, #ARGV do
   pending = pending + 1
   redis.call('SADD', KEYS[2], ARGV[i])
 end
 for i = 1, n do
   local st = redis.call('HGET', KEYS[3 + 2*i - 1], 'status')
-  local root = ARGV[3 + i]
+  local root = ARGV[4 + i]
   if st == 'continued' then
     redis.call('DEL', KEYS[2])
     return redis.error_reply('CHAINMOVED ' .. root)
@@ -69,11 +76,17 @@ for i = 1, n do
     pending = pending + 1
     redis.call('SADD', KEYS[2], root)
     redis.call('SADD', KEYS[3 + 2*i], ARGV[3])
+  else
+    done = done + 1
   end
 end
-if pending == 0 then return {0, v} end
+if pending == 0 or (any and done > 0) then
+  redis.call('DEL', KEYS[2])
+  return {0, v}
+end
 v = redis.call('HINCRBY', KEYS[1], 'version', 1)
-redis.call('HSET', KEYS[1], 'status', 'waiting', 'suspend_seq', v, 'waiting_for', 'children', 'updated_at', ARGV[2])
+redis.call('HSET', KEYS[1], 'status', 'waiting', 'suspend_seq', v, 'waiting_for', 'children', 'updated_at', ARGV[2],
+  'wake_any', any and '1' or '0', 'wait_n', pending)
 redis.call('PUBLISH', KEYS[3], ARGV[3] .. ' waiting')
 return {1, v}
 `)
@@ -91,8 +104,23 @@ return {1, v}
 // (NotifyWaiters), so its wake-up is not lost, and at most one of the
 // two tells wakes the waiter.
 func (a *Activations) Suspend(ctx context.Context, id string, version int64, targets []WaitTarget) (suspended bool, seq int64, err error) {
+	return a.suspend(ctx, id, version, targets, false)
+}
+
+// SuspendAny is Suspend until any one target chain has finished: it
+// returns suspended=false when one has already. A graph run keeps a
+// window of children running this way, woken as each one ends.
+func (a *Activations) SuspendAny(ctx context.Context, id string, version int64, targets []WaitTarget) (suspended bool, seq int64, err error) {
+	return a.suspend(ctx, id, version, targets, true)
+}
+
+func (a *Activations) suspend(ctx context.Context, id string, version int64, targets []WaitTarget, anyOf bool) (suspended bool, seq int64, err error) {
+	mode := "all"
+	if anyOf {
+		mode = "any"
+	}
 	keys := []string{a.ks.Thread(id), a.ks.Waits(id), a.ks.Events(id)}
-	args := []any{version, a.now().UTC().Format(time.RFC3339Nano), id}
+	args := []any{version, a.now().UTC().Format(time.RFC3339Nano), id, mode}
 	var foreign, watched []WaitTarget
 	for _, t := range targets {
 		if a.ks.ShardOf(t.Root) != a.ks.ShardOf(id) || a.ks.ShardOf(t.Terminal) != a.ks.ShardOf(id) {
@@ -110,6 +138,8 @@ func (a *Activations) Suspend(ctx context.Context, id string, version int64, tar
 		if pending == 1 {
 			watched = append(watched, t)
 			args = append(args, t.Root)
+		} else if anyOf {
+			return false, version, nil // one has finished: nothing to wait for
 		}
 	}
 	res, err := suspendScript.Run(ctx, a.rdb, keys, args...).Int64Slice()
@@ -164,7 +194,8 @@ return 1
 // waiters leave it here; Go removes them afterwards otherwise). ARGV[1]
 // chain root, then the waiter ids.
 // Returns a flat list {waiter id, suspend seq, ...} of waiters to wake: those
-// whose last awaited chain this was and that are still waiting.
+// whose last awaited chain this was (or any awaited chain, for a waiter
+// suspended with wake_any) and that are still waiting.
 var notifyScript = redis.NewScript(`
 local out = {}
 local n = math.floor(#KEYS / 2)
@@ -172,8 +203,18 @@ local set = (#KEYS % 2 == 1) and KEYS[#KEYS] or nil
 for i = 1, n do
   local w = ARGV[1 + i]
   if set then redis.call('SREM', set, w) end
-  if redis.call('SREM', KEYS[2*i - 1], ARGV[1]) == 1 and redis.call('SCARD', KEYS[2*i - 1]) == 0 then
-    if redis.call('HGET', KEYS[2*i], 'status') == 'waiting' then
+  if redis.call('SREM', KEYS[2*i - 1], ARGV[1]) == 1 then
+    local h = redis.call('HMGET', KEYS[2*i], 'status', 'wake_any')
+    local due = redis.call('SCARD', KEYS[2*i - 1]) == 0
+    if h[2] == '1' then
+      -- An any waiter: this chain wakes it, the next ones of the same
+      -- suspension do not.
+      due = true
+      redis.call('HSET', KEYS[2*i], 'wake_any', 'woken')
+    elseif h[2] == 'woken' then
+      due = false
+    end
+    if due and h[1] == 'waiting' then
       table.insert(out, w)
       table.insert(out, redis.call('HGET', KEYS[2*i], 'suspend_seq'))
     end
@@ -261,13 +302,24 @@ func (a *Activations) StalledWaits(ctx context.Context) ([]Wake, error) {
 	var out []Wake
 	for _, id := range ids {
 		pipe := a.rdb.Pipeline()
-		h := pipe.HMGet(ctx, a.ks.Thread(id), "status", "suspend_seq", "waiting_for", "approvals_open", "wake_at")
+		h := pipe.HMGet(ctx, a.ks.Thread(id), "status", "suspend_seq", "waiting_for", "approvals_open", "wake_at", "wake_any", "wait_n")
 		c := pipe.SCard(ctx, a.ks.Waits(id))
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return nil, err
 		}
 		vals := h.Val()
-		if len(vals) < 5 || vals[0] != "waiting" || c.Val() != 0 {
+		if len(vals) < 7 || vals[0] != "waiting" {
+			continue
+		}
+		// An any waiter is due once one of its chains has left its
+		// waits set; every other waiter once all have.
+		due := c.Val() == 0
+		if any := fmt.Sprint(vals[5]); (any == "1" || any == "woken") && vals[2] == WaitingForChildren {
+			var n int64
+			_, _ = fmt.Sscan(fmt.Sprint(vals[6]), &n)
+			due = c.Val() < n
+		}
+		if !due {
 			continue
 		}
 		if vals[2] == WaitingForApproval && fmt.Sprint(vals[3]) != "0" {

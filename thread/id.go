@@ -2,6 +2,7 @@ package thread
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base32"
 	"fmt"
 	"hash/crc32"
@@ -70,4 +71,19 @@ func DirectiveFromID(id string) string {
 		return ""
 	}
 	return strings.Join(parts[:len(parts)-2], "-")
+}
+
+// PlannedID is the id of a thread planned before it starts: a child whose
+// start may be run again (a turn or a graph step re-run after a crash or a
+// failover) must get the same id each time, so that the second start finds
+// the first child and adopts it instead of starting a twin. It has
+// NewID's shape "{directive}-{epoch}-{suffix}" and tree's tree code (as
+// NewIDIn), but the epoch is the caller's durable time (its parent's
+// start) and the rest of the suffix is a hash of tree and seed, which
+// names the spawn within its parent: "turn/3/call/0", "step/7/item/2/attempt/1".
+func PlannedID(directive string, at time.Time, tree, seed string) string {
+	sum := sha256.Sum256([]byte(tree + "\x00" + seed + "\x00" + directive))
+	suffix := strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:6]))
+	c := TreeCode(tree)
+	return fmt.Sprintf("%s-%d-%c%c%s", directive, at.Unix(), idAlphabet[c>>5], idAlphabet[c&31], suffix[2:10])
 }

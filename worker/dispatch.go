@@ -229,8 +229,15 @@ func (s *session) spawn(ctx context.Context, call thread.ToolCall) error {
 		return nil
 	}
 	sctx, span := s.startSpawn(ctx, name, p.Async)
+	// The child's id is planned from (thread, turn, call): a turn that
+	// runs again (its checkpoint failed: a failover, a store outage past
+	// patience, a crash) starts nothing twice but adopts the child the
+	// first run started (orchestrator.StartRequest.Planned).
+	planned := s.o.PlannedID(orchestrator.IDRequest{Directive: name, ParentID: s.id()}, s.rec.StartedAt,
+		fmt.Sprintf("turn/%d/call/%d", s.st.Turn, s.callIndex(call.ID)))
 	rec, err := s.o.Start(sctx, orchestrator.StartRequest{
 		Directive: name, Inputs: inputs, Model: p.Model, LimitOverrides: overrides, ParentID: s.id(), Reserve: p.Reserve,
+		ID: planned, Planned: true,
 	})
 	endSpawn(span, rec, err)
 	if err != nil {
@@ -254,6 +261,23 @@ func (s *session) spawn(ctx context.Context, call thread.ToolCall) error {
 	}
 	s.st.Pending = append(s.st.Pending, pending{CallID: call.ID, Tool: threadDirectiveID, Kind: "spawn", Threads: []string{rec.ThreadID}})
 	return nil
+}
+
+// callIndex is the position of call id among the tool calls of the
+// turn's answer (the last assistant message), or the count of calls when
+// it is not there.
+func (s *session) callIndex(id string) int {
+	for i := len(s.msgs) - 1; i >= 0; i-- {
+		if m := s.msgs[i]; m.Role == thread.RoleAssistant {
+			for j, c := range m.ToolCalls {
+				if c.ID == id {
+					return j
+				}
+			}
+			return len(m.ToolCalls)
+		}
+	}
+	return 0
 }
 
 // errorObject renders an error as the CLI's {"code","message"} object.
