@@ -7,32 +7,32 @@
 //
 // A graph run walks one cursor through the nodes. One step at node n:
 //
-//	          state (last checkpoint) + inputs + run
-//	                        │
-//	                        ▼
-//	  ┌──────────── interpolate ────────────┐  Value / Params: action ids,
-//	  │ ${state.x}, ${inputs.y}, ${run.id}, │  params, inputs, over, prompt
-//	  │ ${item}/${loop.index} in a foreach  │  (no result yet: validation error)
-//	  └─────────────────┬───────────────────┘
-//	                    ▼
-//	  ┌──────────────── act ────────────────┐  worker: tool call, child
-//	  │ tool │ directive │ graph │ foreach  │  thread or run, approval, wait
-//	  │ gate and return do nothing here     │
-//	  └───────┬──────────────────────┬──────┘
-//	     ok   │                      │ failed (*StepError code)
-//	          ▼                      ▼
-//	  ┌──── assign ────┐     retry? (Retryable, Retry.Delay)
-//	  │ every value    │     else state._last_error, then
-//	  │ reads the OLD  │     node on_error → that node
-//	  │ state; all keys│     config.on_error: NODE │ continue │ fail
-//	  │ written at once│           (continue skips assign, routes by next)
-//	  └───────┬────────┘
-//	          ▼
-//	  ┌──── route ─────┐  Route: first edge whose `when` holds on the NEW
-//	  │ next           │  state, else the default edge (last); no next is an
-//	  └───────┬────────┘  implicit return; no match is no_matching_edge
-//	          ▼
-//	  checkpoint (state, cursor) ──▶ next step, or return: outputs
+//	        state (last checkpoint) + inputs + run
+//	                      │
+//	                      ▼
+//	┌──────────── interpolate ────────────┐  Value / Params: action ids,
+//	│ ${state.x}, ${inputs.y}, ${run.id}, │  params, inputs, over, prompt
+//	│ ${item}/${loop.index} in a foreach  │  (no result yet: validation error)
+//	└─────────────────┬───────────────────┘
+//	                  ▼
+//	┌──────────────── act ────────────────┐  worker: tool call, child
+//	│ tool │ directive │ graph │ foreach  │  thread or run, approval, wait
+//	│ gate and return do nothing here     │
+//	└───────┬──────────────────────┬──────┘
+//	   ok   │                      │ failed (*StepError code)
+//	        ▼                      ▼
+//	┌──── assign ────┐     retry? (Retryable, Retry.Delay)
+//	│ every value    │     else state._last_error, then
+//	│ reads the OLD  │     node on_error → that node
+//	│ state; all keys│     config.on_error: NODE │ continue │ fail
+//	│ written at once│           (continue skips assign, routes by next)
+//	└───────┬────────┘
+//	        ▼
+//	┌──── route ─────┐  Route: first edge whose `when` holds on the NEW
+//	│ next           │  state, else the default edge (last); no next is an
+//	└───────┬────────┘  implicit return; no match is no_matching_edge
+//	        ▼
+//	checkpoint (state, cursor) ──▶ next step, or return: outputs
 //
 // # Choices where the specification is silent
 //

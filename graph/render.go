@@ -1,0 +1,352 @@
+package graph
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Step statuses of a StepRecord (the step_completed event's status).
+const (
+	StepStatusOK    = "ok"
+	StepStatusError = "error"
+	StepStatusRetry = "retry"
+)
+
+// Node statuses of the node table (CLI.md: the words outside tools rely
+// on).
+const (
+	NodeNotReached = "not_reached"
+	NodeRunning    = "running"
+	NodeWaiting    = "waiting"
+	NodeCompleted  = "completed"
+	NodeError      = "error"
+	NodeCancelled  = "cancelled"
+)
+
+// StepRecord is what the node table and the render need of one step: the
+// step_started / step_completed (and foreach_completed) events of a run,
+// in step order. A step in flight has Status "".
+type StepRecord struct {
+	Step      int       `json:"step"`
+	Node      string    `json:"node"`
+	Kind      string    `json:"kind"`
+	Status    string    `json:"status"`              // ok | error | retry; "" in flight
+	RoutedBy  string    `json:"routed_by,omitempty"` // next | on_error | continue | retry
+	Started   time.Time `json:"started"`
+	Ended     time.Time `json:"ended"`
+	ThreadIDs []string  `json:"thread_ids,omitempty"`
+	Error     string    `json:"error,omitempty"` // "code: message"
+	Assigned  []string  `json:"assigned,omitempty"`
+	NextNode  string    `json:"next_node,omitempty"`
+	Action    string    `json:"action,omitempty"` // "tool git/changed_files" as run (ids interpolated); "" uses the graph's
+
+	ItemsDone   int `json:"items_done,omitempty"` // foreach or wait: settled items
+	ItemsTotal  int `json:"items_total,omitempty"`
+	ItemsFailed int `json:"items_failed,omitempty"`
+}
+
+// Duration is the step's elapsed time (0 while it is in flight).
+func (s StepRecord) Duration() time.Duration {
+	if s.Ended.IsZero() || s.Started.IsZero() || s.Ended.Before(s.Started) {
+		return 0
+	}
+	return s.Ended.Sub(s.Started)
+}
+
+// NodeRow is one row of the node table (11.2), also `graph show --json`'s
+// nodes.
+type NodeRow struct {
+	Index      int    `json:"index"`
+	Node       string `json:"node"`
+	Kind       string `json:"kind"`
+	Status     string `json:"status"` // not_reached | running | waiting | completed | error | cancelled
+	Visits     int    `json:"visits"`
+	LastStep   int    `json:"last_step,omitempty"`
+	DurationMS int64  `json:"duration_ms,omitempty"`
+	Action     string `json:"action,omitempty"` // "tool git/changed_files"
+	Children   string `json:"children,omitempty"`
+	Detail     string `json:"detail,omitempty"`
+	Routed     bool   `json:"routed,omitempty"`  // the last visit failed and its error was routed (on_error or continue)
+	Retried    bool   `json:"retried,omitempty"` // some visit was retried
+}
+
+// Icon is the row's status icon in the render.
+func (r NodeRow) Icon() string {
+	switch r.Status {
+	case NodeCancelled:
+		return "⏹"
+	case NodeRunning:
+		return "🔄"
+	case NodeWaiting:
+		return "⏸"
+	case NodeNotReached:
+		return "⏳"
+	case NodeError:
+		if r.Routed {
+			return "↪"
+		}
+		return "❌"
+	case NodeCompleted:
+		if r.Retried {
+			return "🔁"
+		}
+		return "✅"
+	}
+	return "?"
+}
+
+// Nodes builds the node table: one row per node in file order. current is
+// the node in flight ("" when none) and currentStatus its status
+// ("running" or "waiting"); runStatus is the run's status, and a cancelled
+// run shows its in-flight node cancelled. A node's status is that of its
+// last visit, its duration the time spent over all visits.
+func Nodes(g *Graph, steps []StepRecord, current, currentStatus, runStatus string) []NodeRow {
+	byNode := map[string][]StepRecord{}
+	for _, s := range steps {
+		byNode[s.Node] = append(byNode[s.Node], s)
+	}
+	order := g.order()
+	rows := make([]NodeRow, 0, len(order))
+	for i, name := range order {
+		n := g.Nodes[name]
+		visits := byNode[name]
+		row := NodeRow{Index: i + 1, Node: name, Kind: n.Kind, Visits: len(visits), Status: NodeNotReached}
+		if n.Action != nil {
+			row.Action = n.Action.String()
+		}
+		var total time.Duration
+		for _, s := range visits {
+			total += s.Duration()
+			if s.Status == StepStatusRetry {
+				row.Retried = true
+			}
+		}
+		row.DurationMS = total.Milliseconds()
+		if len(visits) > 0 {
+			last := visits[len(visits)-1]
+			row.LastStep = last.Step
+			if last.Action != "" {
+				row.Action = last.Action
+			}
+			row.Status = visitStatus(last, runStatus)
+			row.Routed = last.Status == StepStatusError && (last.RoutedBy == "on_error" || last.RoutedBy == "continue")
+			row.Children = children(n, last)
+			row.Detail = detail(last)
+		}
+		if name == current && current != "" {
+			switch {
+			case runStatus == NodeCancelled:
+				row.Status = NodeCancelled
+			case currentStatus == NodeWaiting:
+				row.Status = NodeWaiting
+			default:
+				row.Status = NodeRunning
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// visitStatus maps a step's status to the node's.
+func visitStatus(s StepRecord, runStatus string) string {
+	switch s.Status {
+	case StepStatusOK:
+		return NodeCompleted
+	case StepStatusError:
+		return NodeError
+	}
+	// in flight, or retried with the next attempt not recorded yet
+	switch runStatus {
+	case NodeCancelled:
+		return NodeCancelled
+	case NodeError, NodeCompleted:
+		return NodeError
+	}
+	return NodeRunning
+}
+
+func children(n *Node, s StepRecord) string {
+	if s.ItemsTotal > 0 || n.Kind == KindForeach || n.Kind == KindWait {
+		if s.ItemsTotal == 0 && s.ItemsDone == 0 {
+			return ""
+		}
+		return fmt.Sprintf("%d/%d done", s.ItemsDone, s.ItemsTotal)
+	}
+	return strings.Join(s.ThreadIDs, ", ")
+}
+
+func detail(s StepRecord) string {
+	var parts []string
+	if s.Error != "" {
+		parts = append(parts, clip(oneLine(s.Error), 80))
+	}
+	if s.ItemsFailed > 0 {
+		parts = append(parts, fmt.Sprintf("%d failed", s.ItemsFailed))
+	}
+	if len(s.Assigned) > 0 {
+		plus := make([]string, len(s.Assigned))
+		for i, k := range s.Assigned {
+			plus[i] = "+" + k
+		}
+		parts = append(parts, strings.Join(plus, " "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// RunInfo is what the render shows about the run as a whole.
+type RunInfo struct {
+	RunID, Graph, Digest, Status, CurrentNode string
+	Step                                      int
+	StartedAt                                 time.Time
+	Duration                                  time.Duration
+	Spend                                     float64
+	SuppressedErrors                          int
+}
+
+// Render writes the run's knowledge render (11.2): frontmatter, the node
+// table, the step history and a footer. rows is Nodes' table.
+func Render(g *Graph, info RunInfo, steps []StepRecord, rows []NodeRow) []byte {
+	var b bytes.Buffer
+	b.WriteString("---\n")
+	front := []struct {
+		k string
+		v any
+	}{
+		{"run_id", info.RunID},
+		{"graph", info.Graph},
+		{"graph_digest", info.Digest},
+		{"status", info.Status},
+		{"step", info.Step},
+		{"current_node", info.CurrentNode},
+		{"started_at", info.StartedAt.UTC().Format(time.RFC3339)},
+		{"duration", fmtElapsed(info.Duration)},
+		{"spend", info.Spend},
+		{"suppressed_errors", info.SuppressedErrors},
+		{"entry_type", "graph_transcript"},
+	}
+	for _, f := range front {
+		fmt.Fprintf(&b, "%s: %s\n", f.k, yamlScalar(f.v))
+	}
+	b.WriteString("---\n\n")
+	title := info.Graph
+	if title == "" && g != nil {
+		title = g.Name
+	}
+	fmt.Fprintf(&b, "# Graph %s: run %s\n\n", title, info.RunID)
+	if g != nil && g.Description != "" {
+		b.WriteString(oneLine(g.Description) + "\n\n")
+	}
+	b.WriteString("## Nodes\n\n")
+	b.WriteString("| # | node | kind | status | visits | last step | duration | action | children | detail |\n")
+	b.WriteString("|---|------|------|--------|--------|-----------|----------|--------|----------|--------|\n")
+	for _, r := range rows {
+		last, dur := "", ""
+		if r.LastStep > 0 {
+			last = strconv.Itoa(r.LastStep)
+		}
+		if r.Visits > 0 && r.DurationMS > 0 {
+			dur = fmtElapsed(time.Duration(r.DurationMS) * time.Millisecond)
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %d | %s | %s | %s | %s | %s |\n",
+			r.Index, cell(r.Node), cell(r.Kind), r.Icon(), r.Visits, last, dur, cell(r.Action), cell(r.Children), cell(r.Detail))
+	}
+	b.WriteString("\n## Steps\n")
+	if len(steps) == 0 {
+		b.WriteString("\nNo step has run yet.\n")
+	}
+	for _, s := range steps {
+		status := s.Status
+		if status == "" {
+			status = "in flight"
+		}
+		fmt.Fprintf(&b, "\n### Step %d: %s (%s), %s\n\n", s.Step, s.Node, s.Kind, status)
+		action := s.Action
+		if action == "" && g != nil {
+			if n := g.Nodes[s.Node]; n != nil && n.Action != nil {
+				action = n.Action.String()
+			}
+		}
+		if action != "" {
+			fmt.Fprintf(&b, "- action: %s\n", oneLine(action))
+		}
+		if !s.Started.IsZero() {
+			fmt.Fprintf(&b, "- started: %s\n", s.Started.UTC().Format(time.RFC3339))
+		}
+		if d := s.Duration(); d > 0 {
+			fmt.Fprintf(&b, "- elapsed: %s\n", fmtElapsed(d))
+		}
+		if s.ItemsTotal > 0 {
+			fmt.Fprintf(&b, "- items: %d/%d done, %d failed\n", s.ItemsDone, s.ItemsTotal, s.ItemsFailed)
+		}
+		if len(s.ThreadIDs) > 0 {
+			fmt.Fprintf(&b, "- children: %s\n", strings.Join(s.ThreadIDs, ", "))
+		}
+		if s.Error != "" {
+			fmt.Fprintf(&b, "- error: %s\n", oneLine(s.Error))
+		}
+		if s.Status != "" {
+			edge := s.NextNode
+			if edge == "" {
+				edge = "(end)"
+			}
+			if s.RoutedBy != "" {
+				edge += " (" + s.RoutedBy + ")"
+			}
+			fmt.Fprintf(&b, "- next: %s\n", edge)
+		}
+		if len(s.Assigned) > 0 {
+			fmt.Fprintf(&b, "- assigned: %s\n", strings.Join(s.Assigned, ", "))
+		}
+	}
+	status := info.Status
+	if status == "completed" && info.SuppressedErrors > 0 {
+		status = fmt.Sprintf("completed (%d errors suppressed)", info.SuppressedErrors)
+	}
+	fmt.Fprintf(&b, "\n---\n\n**%s** · %d steps · %s · $%s\n", status, info.Step, fmtElapsed(info.Duration), strconv.FormatFloat(info.Spend, 'f', 4, 64))
+	return b.Bytes()
+}
+
+// yamlScalar writes a frontmatter value: numbers as they are, text as a
+// JSON string (which YAML reads as a double-quoted scalar).
+func yamlScalar(v any) string {
+	switch x := v.(type) {
+	case int:
+		return strconv.Itoa(x)
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case string:
+		b, _ := json.Marshal(x)
+		return string(b)
+	}
+	return fmt.Sprint(v)
+}
+
+// cell escapes a markdown table cell.
+func cell(s string) string {
+	s = oneLine(s)
+	return strings.ReplaceAll(s, "|", `\|`)
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// fmtElapsed writes a duration for people: "0.4s", "41s", "2m5s".
+func fmtElapsed(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0s"
+	case d < 100*time.Millisecond:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < 10*time.Second:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Round(time.Second).Seconds()))
+	}
+	return formatDuration(d.Round(time.Second))
+}
