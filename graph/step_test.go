@@ -14,7 +14,9 @@ import (
 	"github.com/spool-run/spool/hooks"
 )
 
-func cond(path, op string, v any) *hooks.Condition { return &hooks.Condition{Path: path, Op: op, Value: v} }
+func cond(path, op string, v any) *hooks.Condition {
+	return &hooks.Condition{Path: path, Op: op, Value: v}
+}
 
 func TestRoute(t *testing.T) {
 	t.Parallel()
