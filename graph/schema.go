@@ -165,8 +165,8 @@ func parseSchema(m map[string]any, path string, top bool) (*Schema, error) {
 		}
 	}
 	for i, e := range s.Enum {
-		if _, err := s.checkType(e, fmt.Sprintf("%s[%d]", at("enum"), i), false); err != nil {
-			return nil, err
+		if _, err := s.checkType(e, false); err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", at("enum"), i, err)
 		}
 	}
 	return s, nil
@@ -230,7 +230,7 @@ func (g *Graph) ValidateInputs(in map[string]any) (map[string]any, error) {
 // validate checks v (owned by the caller) against s, collecting the
 // problems of an object's keys in probs.
 func (s *Schema) validate(v any, path string, probs *[]Diagnostic) (any, error) {
-	v, err := s.checkType(v, path, true)
+	v, err := s.checkType(v, true)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +289,7 @@ func (s *Schema) validate(v any, path string, probs *[]Diagnostic) (any, error) 
 
 // checkType coerces v to s.Type (text to a number, a boolean, or a JSON
 // list or object when coerce) and reports a mismatch.
-func (s *Schema) checkType(v any, path string, coerce bool) (any, error) {
+func (s *Schema) checkType(v any, coerce bool) (any, error) {
 	switch s.Type {
 	case "":
 		return v, nil
