@@ -23,7 +23,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 	want := Resilience{
-		Limits:   thread.Resolved{Turns: 25, Tokens: 4096, Spend: 1.0, Spawns: 10, Depth: 10, Duration: 600},
+		Limits:   thread.Resolved{Turns: 25, Tokens: 200000, Spend: 1.0, Spawns: 10, Depth: 10, Duration: 600},
 		Retry:    RetryPolicy{MaxRetries: 3, Base: 2, Max: 120 * time.Second},
 		Children: ChildPolicy{OnParentCancel: "cascade_cancel", OnParentError: "cascade_cancel", OnParentComplete: "allow"},
 	}
@@ -258,7 +258,7 @@ func TestResolveLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := thread.Resolved{Turns: 6, Tokens: 4096, Spend: 0.4, Depth: 1, Spawns: 3, Duration: 100}
+	want := thread.Resolved{Turns: 6, Tokens: 100000, Spend: 0.4, Depth: 1, Spawns: 3, Duration: 100}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

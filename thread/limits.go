@@ -29,10 +29,32 @@ type LimitError struct {
 }
 
 func (e *LimitError) Error() string {
+	s := fmt.Sprintf("%s: %g of %g", e.Code, e.Current, e.Max)
 	if e.Message != "" {
-		return e.Code + ": " + e.Message
+		s = e.Code + ": " + e.Message
 	}
-	return fmt.Sprintf("%s: %g of %g", e.Code, e.Current, e.Max)
+	if h := RaiseHint(e.Code); h != "" {
+		s += " (" + h + ")"
+	}
+	return s
+}
+
+// limitOfCode is the limit each limit code is about.
+var limitOfCode = map[string]string{
+	CodeTurnsExceeded: "turns", CodeTokensExceeded: "tokens", CodeSpendExceeded: "spend",
+	CodeDurationExceeded: "duration", CodeSpawnsExceeded: "spawns", CodeDepthExceeded: "depth",
+}
+
+// RaiseHint says how to raise the limit a limit code is about, in each
+// place a limit is set: "to raise it: <limits tokens=...> in the
+// directive, --limit tokens=N, or limits: {tokens: N} in
+// .ai/config/agent/resilience.yaml". "" for a code that is no limit's.
+func RaiseHint(code string) string {
+	name, ok := limitOfCode[code]
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("to raise it: <limits %[1]s=\"...\"> in the directive, --limit %[1]s=N, or limits: {%[1]s: N} in .ai/config/agent/resilience.yaml", name)
 }
 
 // Is matches another *LimitError with the same code.
@@ -72,9 +94,13 @@ type Resolved struct {
 	Duration float64 `json:"duration"` // seconds
 }
 
-// DefaultLimits are the reference defaults of resilience.yaml.
+// DefaultLimits are the defaults a project without resilience.yaml gets:
+// the reference's, but for tokens, which count every turn's input and
+// output: 200,000 (as the reference's own project documentation uses) lets
+// a real agent run; the reference's older 4096 stopped one after a turn
+// or two.
 func DefaultLimits() Resolved {
-	return Resolved{Turns: 25, Tokens: 4096, Spend: 1.0, Depth: 10, Spawns: 10, Duration: 600}
+	return Resolved{Turns: 25, Tokens: 200000, Spend: 1.0, Depth: 10, Spawns: 10, Duration: 600}
 }
 
 // Layer returns r as a Limits layer with every field set.

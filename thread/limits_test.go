@@ -3,6 +3,7 @@ package thread
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -13,7 +14,7 @@ func fp(v float64) *float64 { return &v }
 
 func TestMergeLimits(t *testing.T) {
 	t.Parallel()
-	def := DefaultLimits() // turns 25, tokens 4096, spend 1.0, depth 10, spawns 10, duration 600
+	def := DefaultLimits() // turns 25, tokens 200000, spend 1.0, depth 10, spawns 10, duration 600
 	tests := []struct {
 		name      string
 		directive Limits
@@ -26,7 +27,7 @@ func TestMergeLimits(t *testing.T) {
 		{
 			name:      "directive over defaults",
 			directive: Limits{Turns: ip(5), Spend: fp(0.5)},
-			want:      Resolved{Turns: 5, Tokens: 4096, Spend: 0.5, Depth: 10, Spawns: 10, Duration: 600},
+			want:      Resolved{Turns: 5, Tokens: 200000, Spend: 0.5, Depth: 10, Spawns: 10, Duration: 600},
 		},
 		{
 			name:      "overrides over directive",
@@ -38,7 +39,7 @@ func TestMergeLimits(t *testing.T) {
 			name:      "parent caps via min, depth decrements",
 			directive: Limits{Turns: ip(50), Spend: fp(5), Spawns: ip(3)},
 			parent:    &Resolved{Turns: 10, Tokens: 200000, Spend: 0.1, Depth: 5, Spawns: 10, Duration: 60},
-			want:      Resolved{Turns: 10, Tokens: 4096, Spend: 0.1, Depth: 4, Spawns: 3, Duration: 60},
+			want:      Resolved{Turns: 10, Tokens: 200000, Spend: 0.1, Depth: 4, Spawns: 3, Duration: 60},
 		},
 		{
 			name:      "child asking for a lower depth keeps it",
@@ -55,7 +56,7 @@ func TestMergeLimits(t *testing.T) {
 		{
 			name:      "negative override depth on a root: depth_exceeded",
 			overrides: Limits{Depth: ip(-1)},
-			want:      Resolved{Turns: 25, Tokens: 4096, Spend: 1, Depth: -1, Spawns: 10, Duration: 600},
+			want:      Resolved{Turns: 25, Tokens: 200000, Spend: 1, Depth: -1, Spawns: 10, Duration: 600},
 			wantCode:  CodeDepthExceeded,
 		},
 		{
@@ -100,8 +101,39 @@ func TestLimitErrorIs(t *testing.T) {
 	if errors.Is(err, errors.New("spawns_exceeded")) {
 		t.Error("LimitError matched a plain error")
 	}
-	if got := err.Error(); got != "spawns_exceeded: 3 of 3" {
+	if got := err.Error(); got != `spawns_exceeded: 3 of 3 (to raise it: <limits spawns="..."> in the directive, --limit spawns=N, or limits: {spawns: N} in .ai/config/agent/resilience.yaml)` {
 		t.Errorf("Error() = %q", got)
+	}
+}
+
+// Every limit error says how to raise its limit, in each place a limit is
+// set, whatever its message; its code stays what callers branch on.
+func TestLimitErrorSaysHowToRaise(t *testing.T) {
+	t.Parallel()
+	for code, name := range map[string]string{
+		CodeTurnsExceeded: "turns", CodeTokensExceeded: "tokens", CodeSpendExceeded: "spend",
+		CodeDurationExceeded: "duration", CodeSpawnsExceeded: "spawns", CodeDepthExceeded: "depth",
+	} {
+		for _, e := range []*LimitError{{Code: code, Current: 2, Max: 1}, {Code: code, Message: "no room left"}} {
+			got := e.Error()
+			for _, want := range []string{code + ": ", `<limits ` + name + `="...">`, "--limit " + name + "=N", "limits: {" + name + ": N}", ".ai/config/agent/resilience.yaml"} {
+				if !strings.Contains(got, want) {
+					t.Errorf("%s: Error() = %q, want it to contain %q", code, got, want)
+				}
+			}
+		}
+	}
+	if got := (&LimitError{Code: "other", Current: 1, Max: 1}).Error(); got != "other: 1 of 1" {
+		t.Errorf("a code that is no limit's: Error() = %q", got)
+	}
+}
+
+// The built-in tokens limit lets a real agent run: it counts every turn's
+// input and output, and 4096 stopped one after a turn or two.
+func TestDefaultTokensLimit(t *testing.T) {
+	t.Parallel()
+	if got := DefaultLimits().Tokens; got != 200000 {
+		t.Errorf("DefaultLimits().Tokens = %d, want 200000", got)
 	}
 }
 

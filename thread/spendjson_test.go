@@ -23,7 +23,7 @@ func TestSpendIsAFloatInJSON(t *testing.T) {
 		{thread.Cost{Spend: 2}, `{"turns":0,"input_tokens":0,"output_tokens":0,"spend":2.0}`},
 		{thread.Cost{Spend: 1e-7}, `{"turns":0,"input_tokens":0,"output_tokens":0,"spend":1e-7}`},
 		{thread.Cost{Spend: 1e21}, `{"turns":0,"input_tokens":0,"output_tokens":0,"spend":1e+21}`},
-		{thread.DefaultLimits(), `{"turns":25,"tokens":4096,"spend":1.0,"depth":10,"spawns":10,"duration":600}`},
+		{thread.DefaultLimits(), `{"turns":25,"tokens":200000,"spend":1.0,"depth":10,"spawns":10,"duration":600}`},
 		{thread.Resolved{Spend: 0.5, Duration: 1.5}, `{"turns":0,"tokens":0,"spend":0.5,"depth":0,"spawns":0,"duration":1.5}`},
 	} {
 		b, err := json.Marshal(tc.v)

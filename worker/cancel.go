@@ -92,6 +92,7 @@ func (s *session) decideStop(ctx context.Context, where string) {
 		if where != "" {
 			msg += " " + where
 		}
+		msg += " (" + thread.RaiseHint(thread.CodeDurationExceeded) + ")"
 		s.emit(transcript.TypeLimitExceeded, transcript.LimitExceeded{Code: thread.CodeDurationExceeded, Current: s.st.Cost.ElapsedSeconds, Max: s.rec.Limits.Duration})
 		s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: thread.CodeDurationExceeded, Message: msg})
 		return

@@ -333,6 +333,42 @@ func TestLoopLimits(t *testing.T) {
 	}
 }
 
+// durationHint ends the message of a thread stopped by its duration limit.
+var durationHint = " (" + thread.RaiseHint(thread.CodeDurationExceeded) + ")"
+
+// TestLoopTokensPastTheLimit: a response that takes the thread past its
+// tokens limit ends it tokens_exceeded where it is counted: its tool calls
+// do not run (a directive_return does not complete it) and a last answer
+// past the limit does not complete it either.
+func TestLoopTokensPastTheLimit(t *testing.T) {
+	t.Parallel()
+	for name, last := range map[string]reply{
+		"a tool call":      call("rye/file-system/fs_write", `{"path":"late.txt","content":"x"}`),
+		"directive_return": call("rye/agent/threads/directive_return", `{"result":"done"}`),
+		"a last answer":    say("done"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, nil, Config{})
+			// 110 tokens a call: the first stays under 150, the second
+			// ends at 220 of 150.
+			h.prov.script("h/a", call("rye/file-system/fs_read", `{"path":"x"}`), last, say("never"))
+			id := h.start("h/a", limits(func(l *thread.Limits) { l.Tokens = ptr(150) }))
+			require.NoError(t, h.activate(id, "start", 0))
+			rec := h.record(id)
+			require.Equal(t, thread.StatusError, rec.Status, "ended %s %v", rec.Status, rec.Error)
+			require.Equal(t, thread.CodeTokensExceeded, rec.Error.Code)
+			require.Contains(t, rec.Error.Message, "220 of 150")
+			require.Contains(t, rec.Error.Message, "--limit tokens=N")
+			require.Equal(t, 2, rec.Cost.Turns)
+			require.Equal(t, 220, rec.Cost.InputTokens+rec.Cost.OutputTokens, "the response past the limit is counted")
+			_, err := h.o.Store.Get(h.ctx, blobkey.WorkspaceFile(id, "late.txt"))
+			require.ErrorIs(t, err, blobstore.ErrNotFound, "the call past the limit did not run")
+			require.Equal(t, 2, h.prov.calls)
+		})
+	}
+}
+
 // TestLoopStopsWherever: a cancel request or the duration limit that
 // lands during any step ends the thread there, decided in one place
 // (stopAfter), with the step named.
@@ -356,7 +392,7 @@ func TestLoopStopsWherever(t *testing.T) {
 			cancelIt, thread.StatusCancelled, "cancelled", "cancelled during the model call"},
 		{"duration during the model call", limits(func(l *thread.Limits) { l.Duration = ptr(1.0) }),
 			func(s chan<- struct{}) []reply { return []reply{blockUntilStopped(s)} },
-			nil, thread.StatusError, thread.CodeDurationExceeded, "the thread reached its duration limit of 1s during the model call"},
+			nil, thread.StatusError, thread.CodeDurationExceeded, "the thread reached its duration limit of 1s during the model call" + durationHint},
 		{"cancel during a tool", thread.Limits{}, func(s chan<- struct{}) []reply {
 			close(s)
 			return []reply{call("t/sleep", `{}`), say("never")}
@@ -364,7 +400,7 @@ func TestLoopStopsWherever(t *testing.T) {
 		{"duration during a tool", limits(func(l *thread.Limits) { l.Duration = ptr(1.0) }), func(s chan<- struct{}) []reply {
 			close(s)
 			return []reply{call("t/sleep", `{}`), say("never")}
-		}, nil, thread.StatusError, thread.CodeDurationExceeded, "the thread reached its duration limit of 1s during tool t/sleep"},
+		}, nil, thread.StatusError, thread.CodeDurationExceeded, "the thread reached its duration limit of 1s during tool t/sleep" + durationHint},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

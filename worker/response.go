@@ -54,6 +54,13 @@ func (s *session) recordResponse(ctx context.Context, resp *provider.Response) (
 		s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: "pricing_error", Message: priceErr.Error()})
 		return finished, nil
 	}
+	// The tokens limit binds where the response is counted: a response
+	// past it ends the thread (tokens_exceeded), its tool calls not run
+	// (directive_return neither), and a last answer past it does not
+	// complete.
+	if n := s.st.Cost.Tokens(); n > s.rec.Limits.Tokens {
+		return s.limitReached(ctx, &thread.LimitError{Code: thread.CodeTokensExceeded, Current: float64(n), Max: float64(s.rec.Limits.Tokens)}), nil
+	}
 	if len(resp.ToolCalls) > 0 {
 		return goOn, nil
 	}

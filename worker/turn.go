@@ -277,6 +277,13 @@ func (s *session) checkBeforeTurn(ctx context.Context) (outcome, error) {
 	if !errors.As(err, &le) {
 		return outcome{}, err
 	}
+	return s.limitReached(ctx, le), nil
+}
+
+// limitReached ends the thread at a limit it reached: the limit event and
+// its hooks, then the end a hook decided (continue: completed with what it
+// has, limits do not grow) or the limit's error.
+func (s *session) limitReached(ctx context.Context, le *thread.LimitError) outcome {
 	s.emit(transcript.TypeLimitExceeded, transcript.LimitExceeded{Code: le.Code, Current: le.Current, Max: le.Max})
 	evctx := hooks.LimitContext(s.id(), le)
 	s.runHooks(ctx, hooks.EventLimit, evctx)
@@ -285,10 +292,10 @@ func (s *session) checkBeforeTurn(ctx context.Context) (outcome, error) {
 		// A hook handled the limit; limits do not grow, so the thread
 		// still cannot take another turn: it completes with what it has.
 		s.decide(thread.StatusCompleted, s.lastAssistantText(), nil, nil)
-		return finished, nil
+		return finished
 	}
 	s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: le.Code, Message: le.Error()})
-	return finished, nil
+	return finished
 }
 
 func (s *session) elapsed() float64 {
