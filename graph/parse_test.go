@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -401,4 +402,30 @@ func TestIsGraphTool(t *testing.T) {
 	require.False(t, IsGraphTool([]byte("config:\n  tool_type: graph\n")))
 	require.False(t, IsGraphTool([]byte("tool_type: [graph]\n")))
 	require.False(t, IsGraphTool([]byte("{")))
+}
+
+// TestParseAliasBomb: aliases that expand exponentially (lists, merge
+// keys) are cut off with an error instead of exhausting time and memory.
+func TestParseAliasBomb(t *testing.T) {
+	t.Parallel()
+	var merge, list strings.Builder
+	merge.WriteString("x0: &x0 {k: 1}\n")
+	list.WriteString("l0: &l0 [1]\n")
+	for i := 1; i <= 30; i++ {
+		fmt.Fprintf(&merge, "x%d: &x%d {<<: [*x%d, *x%d, *x%d, *x%d]}\n", i, i, i-1, i-1, i-1, i-1)
+		fmt.Fprintf(&list, "l%d: &l%d [*l%d, *l%d]\n", i, i, i-1, i-1)
+	}
+	merge.WriteString("config: {state: *x30}\n")
+	list.WriteString("config: {state: {v: *l30}}\n")
+	for _, src := range []string{merge.String(), list.String(), "a: &a [*a, *a]\nconfig: {state: {v: *a}}\n"} {
+		_, r, err := Parse("bomb", []byte(src))
+		if err != nil {
+			continue // the YAML parser refused it
+		}
+		found := false
+		for _, d := range r.Errors {
+			found = found || strings.Contains(d.Message, "too large") || strings.Contains(d.Message, "too deeply") || strings.Contains(d.Message, "levels deep")
+		}
+		require.True(t, found, "%v", r.Errors)
+	}
 }

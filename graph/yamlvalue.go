@@ -15,7 +15,7 @@ import (
 // Limits of one file's decoded size: YAML aliases can multiply a small
 // file (a "billion laughs"), and deep nesting would exhaust the stack.
 const (
-	maxValueNodes = 200_000
+	maxValueNodes = 100_000
 	maxDepth      = 100
 )
 
@@ -99,6 +99,9 @@ func (p *reader) mappingDepth(n *yaml.Node, node, key string, depth int) ([]kv, 
 	var out, merged []kv
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
+		if !p.spend(node, key, n) {
+			return out, true
+		}
 		k, v := resolve(n.Content[i]), n.Content[i+1]
 		if k == nil || k.Kind != yaml.ScalarNode {
 			p.errorf(node, key, n.Content[i], "a key must be text, not %s", yamlKind(k))
@@ -156,6 +159,20 @@ func yamlKind(n *yaml.Node) string {
 	return "nothing"
 }
 
+// spend counts one decoded node against the file's budget, reporting
+// once when it runs out.
+func (p *reader) spend(node, key string, n *yaml.Node) bool {
+	p.budget--
+	if p.budget >= 0 {
+		return true
+	}
+	if !p.overflow {
+		p.overflow = true
+		p.errorf(node, key, n, "the file is too large once its aliases are expanded")
+	}
+	return false
+}
+
 // value decodes n as a JSON-like value.
 func (p *reader) value(n *yaml.Node, node, key string) any {
 	return p.valueDepth(n, node, key, 0)
@@ -166,12 +183,7 @@ func (p *reader) valueDepth(n *yaml.Node, node, key string, depth int) any {
 	if n == nil {
 		return nil
 	}
-	p.budget--
-	if p.budget < 0 {
-		if !p.overflow {
-			p.overflow = true
-			p.errorf(node, key, n, "the file is too large once its aliases are expanded")
-		}
+	if !p.spend(node, key, n) {
 		return nil
 	}
 	if depth > maxDepth {
