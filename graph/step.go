@@ -30,6 +30,7 @@ const (
 	CodeForeachItemFailed   = "foreach_item_failed"
 	CodeForeachAllFailed    = "foreach_all_failed"
 	CodeNodeError           = "node_error"
+	CodeInvalidOutput       = "invalid_output" // a return output that is not an object
 )
 
 // StepError is a step failure (section 9). ThreadID names the child whose
@@ -207,6 +208,24 @@ func Route(n *Node, scope map[string]any) (next string, err error) {
 		}
 	}
 	return "", &StepError{Code: CodeNoMatchingEdge, Message: fmt.Sprintf("node %s: no condition of next holds and there is no default edge", n.Name)}
+}
+
+// Outputs interpolates a return node's output against scope (whole
+// references keep their JSON type; nulls are kept) and returns the run's
+// outputs: {} when the node has no output or it resolves to null. An
+// output that is not an object is a *StepError invalid_output.
+func Outputs(n *Node, scope map[string]any) (map[string]any, error) {
+	v, err := Value(n.Output, scope)
+	if err != nil {
+		return nil, err
+	}
+	switch x := v.(type) {
+	case nil:
+		return map[string]any{}, nil
+	case map[string]any:
+		return DeepCopy(x).(map[string]any), nil
+	}
+	return nil, &StepError{Code: CodeInvalidOutput, Message: fmt.Sprintf("node %s: output is %s, not an object", n.Name, jsonType(v))}
 }
 
 // RunScope is the run namespace of a step's scope (section 7).

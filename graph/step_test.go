@@ -264,3 +264,37 @@ func TestInitialState(t *testing.T) {
 	require.Equal(t, "x", in["repo"])
 	require.Equal(t, map[string]any{"inputs": map[string]any{}}, (&Graph{}).InitialState(nil))
 }
+
+func TestOutputs(t *testing.T) {
+	t.Parallel()
+	scope := map[string]any{"state": map[string]any{"v": "x", "obj": map[string]any{"k": []any{1}}, "n": 3}}
+	tests := []struct {
+		name   string
+		output any
+		want   map[string]any
+		code   string
+	}{
+		{"none", nil, map[string]any{}, ""},
+		{"mapping", map[string]any{"v": "${state.v}", "missing": "${state.nope}", "n": "${state.n}"}, map[string]any{"v": "x", "missing": nil, "n": 3}, ""},
+		{"whole object", "${state.obj}", map[string]any{"k": []any{1}}, ""},
+		{"whole null", "${state.nope}", map[string]any{}, ""},
+		{"not an object", "${state.n}", nil, CodeInvalidOutput},
+		{"unresolved", map[string]any{"t": "a ${state.nope}"}, nil, CodeUnresolvedReference},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Outputs(&Node{Name: "done", Kind: KindReturn, Output: tt.output}, scope)
+			if tt.code != "" {
+				require.ErrorIs(t, err, &StepError{Code: tt.code})
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
+	got, err := Outputs(&Node{Output: "${state.obj}"}, scope)
+	require.NoError(t, err)
+	got["k"].([]any)[0] = 2
+	require.Equal(t, 1, scope["state"].(map[string]any)["obj"].(map[string]any)["k"].([]any)[0], "outputs share nothing with the state")
+}

@@ -224,6 +224,7 @@ func (v *validator) node(n *Node) {
 			v.warnf(name, "next", "a return node ends the run; its next is never followed")
 		}
 		v.exprs(name, "output", n.Output, whereNoResult, nil)
+		v.output(n)
 	}
 	if n.Kind == KindAction || n.Kind == KindForeach {
 		v.action(name, "action", n.Action, n)
@@ -253,6 +254,20 @@ func (v *validator) node(n *Node) {
 	if n.Timeout < 0 {
 		v.errorf(name, "timeout", "must be positive")
 	}
+}
+
+// output checks that a return's output is an object: a mapping, or one
+// whole ${...} (whose value is checked when the run returns).
+func (v *validator) output(n *Node) {
+	switch o := n.Output.(type) {
+	case nil, map[string]any:
+		return
+	case string:
+		if t, err := parseTemplate(o); err != nil || t.whole() != nil {
+			return
+		}
+	}
+	v.errorf(n.Name, "output", "must be a mapping (or one ${...} that holds an object): the run's outputs are an object")
 }
 
 func (v *validator) foreach(n *Node) {

@@ -90,6 +90,8 @@ func TestValidateErrors(t *testing.T) {
 		{"bad on_timeout", withNodes("a: {type: approval, prompt: ok, on_timeout: maybe, next: done}\ndone: {type: return}"), "a", "on_timeout", "must be deny or approve"},
 		{"bad duration", withNodes("a: {action: {tool: t}, timeout: soon, next: done}\ndone: {type: return}"), "a", "timeout", "not a duration"},
 		{"non-finite number", withNodes("a: {type: gate, assign: {v: .inf}, next: done}\ndone: {type: return, output: '${state.v}'}"), "a", "assign.v", "not a finite number"},
+		{"output not an object", withNodes("a: {type: return, output: [1, 2]}"), "a", "output", "must be a mapping"},
+		{"output text", withNodes("a: {type: return, output: 'done: ${inputs.x}'}"), "a", "output", "must be a mapping"},
 		{"thread_directive without directive", withNodes("a: {action: {item_id: 'tool:rye/agent/threads/thread_directive', params: {inputs: {}}}, next: done}\ndone: {type: return}"), "a", "action.params.directive_id", "missing"},
 	}
 	for _, tt := range tests {
