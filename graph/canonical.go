@@ -26,6 +26,7 @@ func (g *Graph) Canonical() ([]byte, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
+	quoteMergeKeys(root)
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
@@ -47,6 +48,20 @@ func (g *Graph) Digest() string {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// quoteMergeKeys quotes every "<<": a plain << is YAML's merge key, and a
+// graph's "<<" is text.
+func quoteMergeKeys(n *yaml.Node) {
+	if n == nil {
+		return
+	}
+	if n.Kind == yaml.ScalarNode && n.Value == "<<" {
+		n.Tag, n.Style = "!!str", yaml.DoubleQuotedStyle
+	}
+	for _, c := range n.Content {
+		quoteMergeKeys(c)
+	}
 }
 
 // canon builds yaml.Nodes, keeping the first encoding error.

@@ -429,3 +429,10 @@ func TestParseAliasBomb(t *testing.T) {
 		require.True(t, found, "%v", r.Errors)
 	}
 }
+
+func TestCanonicalQuotesMergeKeys(t *testing.T) {
+	t.Parallel()
+	g := mustParse(t, withNodes(`a: {type: return, output: {"<<": 1, k: "<<", b: !!binary aGVsbG8=, t: 2001-12-14, x: !custom 5}}`))
+	require.Equal(t, map[string]any{"<<": 1, "k": "<<", "b": "aGVsbG8=", "t": "2001-12-14", "x": "5"}, g.Nodes["a"].Output)
+	roundTrip(t, g)
+}
