@@ -70,6 +70,9 @@ type Graph struct {
 	// parsed holds what Parse found that Validate cannot see again
 	// (unknown keys, bad values, ignored reference keys).
 	parsed Report
+	// maxStepsKey is where the file set max_steps ("limits.max_steps"
+	// unless config.max_steps overrode it).
+	maxStepsKey string
 }
 
 // Limits are the graph's limits: the directive limit keys plus max_steps

@@ -136,6 +136,7 @@ func (p *reader) graph(g *Graph, doc *yaml.Node) {
 	}
 	if configMaxSteps != nil {
 		g.Limits.MaxSteps = configMaxSteps
+		g.maxStepsKey = "config.max_steps"
 	}
 	switch {
 	case schema != nil && schemaAlias != nil:
@@ -474,6 +475,9 @@ func (p *reader) condition(n *yaml.Node, node, key string, depth int) *hooks.Con
 	}
 	if depth > maxDepth {
 		p.errorf(node, key, n, "nested too deeply")
+		return nil
+	}
+	if !p.spend(node, key, n) {
 		return nil
 	}
 	pairs, ok := p.mapping(n, node, key)

@@ -417,11 +417,15 @@ func TestParseAliasBomb(t *testing.T) {
 	}
 	merge.WriteString("config: {state: *x30}\n")
 	list.WriteString("config: {state: {v: *l30}}\n")
-	for _, src := range []string{merge.String(), list.String(), "a: &a [*a, *a]\nconfig: {state: {v: *a}}\n"} {
+	var conds strings.Builder
+	conds.WriteString("x0: &c0 {path: state.x, op: exists}\n")
+	for i := 1; i <= 30; i++ {
+		fmt.Fprintf(&conds, "x%d: &c%d {any: [*c%d, *c%d], all: [*c%d]}\n", i, i, i-1, i-1, i-1)
+	}
+	conds.WriteString(withNodes("a: {type: gate, next: [{when: *c30, to: done}, {to: done}]}\ndone: {type: return}"))
+	for _, src := range []string{merge.String(), list.String(), conds.String(), "a: &a [*a, *a]\nconfig: {state: {v: *a}}\n"} {
 		_, r, err := Parse("bomb", []byte(src))
-		if err != nil {
-			continue // the YAML parser refused it
-		}
+		require.NoError(t, err)
 		found := false
 		for _, d := range r.Errors {
 			found = found || strings.Contains(d.Message, "too large") || strings.Contains(d.Message, "too deeply") || strings.Contains(d.Message, "levels deep")

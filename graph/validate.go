@@ -35,6 +35,12 @@ func (g *Graph) Validate() Report {
 	v.returns(order)
 	v.stateFlow(order)
 	r.sortBy(order)
+	if r.Errors == nil {
+		r.Errors = []Diagnostic{}
+	}
+	if r.Warnings == nil {
+		r.Warnings = []Diagnostic{}
+	}
 	return r
 }
 
@@ -133,11 +139,15 @@ func (v *validator) top() {
 		v.errorf("", "config.max_concurrency", "must be 1..%d, not %d", MaxConcurrencyCap, g.MaxConcurrency)
 	}
 	if ms := g.Limits.MaxSteps; ms != nil {
+		key := g.maxStepsKey
+		if key == "" {
+			key = "limits.max_steps"
+		}
 		switch {
 		case *ms < 1:
-			v.errorf("", "limits.max_steps", "must be at least 1, not %d", *ms)
+			v.errorf("", key, "must be at least 1, not %d", *ms)
 		case *ms > MaxStepsCap:
-			v.errorf("", "limits.max_steps", "%d is above the hard cap %d", *ms, MaxStepsCap)
+			v.errorf("", key, "%d is above the hard cap %d", *ms, MaxStepsCap)
 		}
 	}
 	for _, k := range sortedKeys(g.State) {
