@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -31,10 +32,10 @@ func (p *reader) action(n *yaml.Node, node, key string) *Action {
 	}
 	var ref, canon []string
 	for _, e := range pairs {
-		if contains(refActionKeys[:4], e.key) {
+		if slices.Contains(refActionKeys[:4], e.key) {
 			ref = append(ref, e.key)
 		}
-		if contains(actionIDKeys, e.key) {
+		if slices.Contains(actionIDKeys, e.key) {
 			canon = append(canon, e.key)
 		}
 	}
@@ -61,7 +62,7 @@ func (p *reader) action(n *yaml.Node, node, key string) *Action {
 	}
 	for _, e := range pairs {
 		k := key + "." + e.key
-		if !contains(allowed, e.key) {
+		if !slices.Contains(allowed, e.key) {
 			p.errorf(node, k, e.k, "%s", actionKeyMessage(canon[0], e.key))
 			continue
 		}
@@ -103,7 +104,7 @@ func actionKeyMessage(kind, key string) string {
 		return "tool actions take `params`, not `inputs`"
 	case key == "timeout":
 		return "only tool actions take a timeout; use the node's timeout or limits.duration"
-	case contains(directiveActionKeys, key) || contains(graphActionKeys, key):
+	case slices.Contains(directiveActionKeys, key) || slices.Contains(graphActionKeys, key):
 		return "not valid on a " + kind + " action"
 	}
 	known := toolActionKeys
@@ -148,7 +149,7 @@ func (p *reader) refAction(pairs []kv, n *yaml.Node, node, key string) *Action {
 			params, paramsNode = p.object(e.v, node, k), e.v
 		default:
 			msg := unknownKey(e.key, refActionKeys)
-			if contains(actionIDKeys, e.key) || contains(directiveActionKeys, e.key) {
+			if slices.Contains(actionIDKeys, e.key) || slices.Contains(directiveActionKeys, e.key) {
 				msg = "`" + e.key + "` belongs to the canonical form; the reference form passes everything in params"
 			}
 			p.errorf(node, k, e.k, "%s", msg)
@@ -164,7 +165,7 @@ func (p *reader) refAction(pairs []kv, n *yaml.Node, node, key string) *Action {
 	}
 	kind, id := declared, itemID
 	if t, rest, ok := strings.Cut(itemID, ":"); ok && !strings.ContainsAny(t, "/${") {
-		if !contains(actionIDKeys, t) {
+		if !slices.Contains(actionIDKeys, t) {
 			p.errorf(node, key+".item_id", idNode, "a %s item cannot be executed by a graph (tool, directive or graph)", t)
 			return nil
 		}
@@ -177,7 +178,7 @@ func (p *reader) refAction(pairs []kv, n *yaml.Node, node, key string) *Action {
 	case kind == "":
 		p.errorf(node, key+".item_id", idNode, "%q has no kind: write tool:%s (or set kind: tool)", itemID, itemID)
 		return nil
-	case !contains(actionIDKeys, kind):
+	case !slices.Contains(actionIDKeys, kind):
 		p.errorf(node, key+".kind", n, "unknown kind %q (tool, directive or graph)", kind)
 		return nil
 	case id == "":

@@ -82,4 +82,24 @@
 //     the tool's or the graph's capability permits it.
 //   - The node table's duration is the time spent in the node over all its
 //     visits; its status is that of the last visit.
+//   - Step failure codes this package adds to section 9's: interpolation_error
+//     (a malformed ${...} or a failing filter), invalid_condition and
+//     invalid_assign (both caught by validation first) and invalid_output
+//     (a return output that is not an object). Retryable also retries
+//     thread_lost, a child whose worker vanished.
+//   - Missing version or description is a warning, not an error: the
+//     validator's error list does not name them, and the reference's own
+//     walker did not require them.
+//
+// # Using it
+//
+// The runtime parses once (Parse, then Digest to pin the definition),
+// checks inputs (ValidateInputs, InitialState), and for each step builds
+// a scope with NewScope (ItemScope per foreach item), interpolates the
+// action with Params (ids and prompts with String, over with Value and
+// ForeachItems), runs it, then calls Assign, checks StateSize, and
+// routes with Route on a scope holding the new state. A return node's
+// outputs come from Outputs. Failures are *StepError; Retryable and
+// Retry.Delay decide retries. Nodes and Render turn the run's step
+// records into the node table and the knowledge render.
 package graph

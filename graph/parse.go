@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -41,21 +42,12 @@ func allNodeKeys() []string {
 	out := append([]string{}, commonNodeKeys...)
 	for _, k := range Kinds {
 		for _, key := range kindNodeKeys[k] {
-			if !contains(out, key) {
+			if !slices.Contains(out, key) {
 				out = append(out, key)
 			}
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Parse reads a graph file in the canonical form or the reference's form
@@ -177,7 +169,7 @@ func (p *reader) limits(g *Graph, n *yaml.Node) {
 			g.Limits.MaxSteps = &v
 			continue
 		}
-		if !contains(limitKeys, e.key) {
+		if !slices.Contains(limitKeys, e.key) {
 			p.errorf("", key, e.k, "%s", unknownKey(e.key, limitKeys))
 			continue
 		}
@@ -221,7 +213,7 @@ func (p *reader) config(g *Graph, n *yaml.Node) *int {
 			g.MaxConcurrency = p.integer(e.v, "", key)
 		default:
 			msg := unknownKey(e.key, configKeys)
-			if contains(topKeys, e.key) {
+			if slices.Contains(topKeys, e.key) {
 				msg = "`" + e.key + "` belongs at the top level of the file, not under config"
 			}
 			p.errorf("", key, e.k, "%s", msg)
@@ -264,7 +256,7 @@ func (p *reader) node(name string, n *yaml.Node) *Node {
 	if nd.Kind == "" {
 		nd.Kind = KindAction
 	}
-	valid := contains(Kinds, nd.Kind)
+	valid := slices.Contains(Kinds, nd.Kind)
 	if !valid {
 		msg := fmt.Sprintf("unknown node kind `%s`", nd.Kind)
 		if s := nearest(nd.Kind, Kinds); s != "" {
@@ -295,15 +287,15 @@ func (p *reader) nodeKeyAllowed(nd *Node, validKind bool, e kv) bool {
 		p.warnf(nd.Name, e.key, e.k, "ignored: %s", why)
 		return false
 	}
-	if contains(commonNodeKeys, e.key) || !validKind && contains(allNodeKeys(), e.key) {
+	if slices.Contains(commonNodeKeys, e.key) || !validKind && slices.Contains(allNodeKeys(), e.key) {
 		return true
 	}
-	if contains(kindNodeKeys[nd.Kind], e.key) {
+	if slices.Contains(kindNodeKeys[nd.Kind], e.key) {
 		return true
 	}
 	var owners []string
 	for _, k := range Kinds {
-		if contains(kindNodeKeys[k], e.key) {
+		if slices.Contains(kindNodeKeys[k], e.key) {
 			owners = append(owners, k)
 		}
 	}

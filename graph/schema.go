@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -70,7 +71,7 @@ func parseSchema(m map[string]any, path string, top bool) (*Schema, error) {
 		switch k {
 		case "type":
 			t, ok := v.(string)
-			if !ok || !contains(schemaTypes, t) {
+			if !ok || !slices.Contains(schemaTypes, t) {
 				return nil, fmt.Errorf("%s: %s is not a type (want one of %s)", at(k), shortText(v), strings.Join(schemaTypes, ", "))
 			}
 			s.Type = t
@@ -115,7 +116,7 @@ func parseSchema(m map[string]any, path string, top bool) (*Schema, error) {
 				if !ok {
 					return nil, fmt.Errorf("%s: %s is not a property name", at(k), shortText(e))
 				}
-				if !contains(s.Required, name) {
+				if !slices.Contains(s.Required, name) {
 					s.Required = append(s.Required, name)
 				}
 			}
@@ -136,7 +137,7 @@ func parseSchema(m map[string]any, path string, top bool) (*Schema, error) {
 			}
 			s.Items = is
 		default:
-			if contains(annotationKeys, k) {
+			if slices.Contains(annotationKeys, k) {
 				continue
 			}
 			return nil, fmt.Errorf("%s", unknownKey(at(k), prefixed(path, schemaKeys)))

@@ -3,6 +3,7 @@ package graph
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -191,7 +192,7 @@ func (v *validator) node(n *Node) {
 	if !nodeNameRe.MatchString(name) {
 		v.errorf(name, "", "a node name must match [A-Za-z0-9_-]{1,64}")
 	}
-	if !contains(Kinds, n.Kind) {
+	if !slices.Contains(Kinds, n.Kind) {
 		if !v.parsedAt(name, "type") && !v.parsedAt(name, "node_type") {
 			v.errorf(name, "type", "unknown node kind `%s` (known: %s)", n.Kind, strings.Join(Kinds, ", "))
 		}
@@ -292,7 +293,7 @@ func (v *validator) foreach(n *Node) {
 	switch {
 	case !asNameRe.MatchString(n.As):
 		v.errorf(name, "as", "%q is not a name ([A-Za-z_][A-Za-z0-9_]*)", n.As)
-	case contains(reservedNames, n.As):
+	case slices.Contains(reservedNames, n.As):
 		v.errorf(name, "as", "`%s` is a namespace of the scope; choose another name", n.As)
 	}
 	if n.Collect != "" && n.Collect == n.As {
@@ -421,7 +422,7 @@ func (v *validator) expr(node, key string, e *expr, w where, local []string) {
 				v.warnf(node, key, "${%s}: a %s node has no result, so this is always missing", e.src, v.g.Nodes[node].Kind)
 			}
 		case root == ScopeInputs, root == ScopeRun, root == ScopeNow, root == ScopeTimestamp, w == whereHook:
-		case contains(local, root):
+		case slices.Contains(local, root):
 		default:
 			known := []string{ScopeState, ScopeInputs, ScopeRun}
 			if w == whereAfter || w == whereNoResult {
@@ -522,7 +523,7 @@ func (v *validator) hooks() {
 		switch {
 		case h.Event == "":
 			v.errorf("", key+".event", "missing (one of %s)", strings.Join(Events, ", "))
-		case contains(Events, h.Event):
+		case slices.Contains(Events, h.Event):
 		case hooks.KnownEvent(h.Event):
 			v.errorf("", key+".event", "`%s` is a thread event and never fires for a graph (graph events: %s)", h.Event, strings.Join(Events, ", "))
 		default:
