@@ -18,7 +18,8 @@ import (
 // "$${" is a literal "${" (so a shell command can keep its own ${VAR}).
 // A "${" with no closing brace is plain text, as in the reference.
 
-// Filters, in the order the reference's interpolation library lists them.
+// Filters are the interpolation filters, in the order the reference's
+// interpolation library lists them.
 var Filters = []string{"json", "from_json", "length", "keys", "upper", "lower"}
 
 func knownFilter(f string) bool {
@@ -266,12 +267,17 @@ func parsePath(s string) ([]string, error) {
 			return nil, fmt.Errorf("bad path %q: empty segment", s)
 		}
 		for _, r := range seg {
-			if !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			if !pathRune(r) {
 				return nil, fmt.Errorf("bad path %q: unexpected %q", s, r)
 			}
 		}
 	}
 	return segs, nil
+}
+
+// pathRune reports whether r may appear in a path segment.
+func pathRune(r rune) bool {
+	return r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
 }
 
 // normalizePath rewrites "a[0].b" as "a.0.b".

@@ -104,10 +104,10 @@ func StateSize(state map[string]any) int {
 
 // ForeachItems resolves a foreach's over value: a list, or a string that
 // holds a JSON array. Anything else is a *StepError foreach_not_list, and
-// more than max items (DefaultMaxItems when max ≤ 0) foreach_too_large.
-func ForeachItems(v any, max int) ([]any, error) {
-	if max <= 0 {
-		max = DefaultMaxItems
+// more than limit items (DefaultMaxItems when limit ≤ 0) foreach_too_large.
+func ForeachItems(v any, limit int) ([]any, error) {
+	if limit <= 0 {
+		limit = DefaultMaxItems
 	}
 	var items []any
 	switch x := v.(type) {
@@ -135,8 +135,8 @@ func ForeachItems(v any, max int) ([]any, error) {
 			items[i] = rv.Index(i).Interface()
 		}
 	}
-	if len(items) > max {
-		return nil, &StepError{Code: CodeForeachTooLarge, Message: fmt.Sprintf("over has %d items, more than max_items %d", len(items), max)}
+	if len(items) > limit {
+		return nil, &StepError{Code: CodeForeachTooLarge, Message: fmt.Sprintf("over has %d items, more than max_items %d", len(items), limit)}
 	}
 	if items == nil {
 		items = []any{}

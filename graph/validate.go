@@ -369,7 +369,9 @@ func (v *validator) action(node, key string, a *Action, n *Node) {
 		v.warnf(node, idKey, "`%s` is computed at run time, so its permission cannot be checked here", a.ID())
 		return
 	}
-	if !Permitted(v.g.Permissions, a) && !(a.Tool != "" && Permitted(v.g.Permissions, a.AsGraph())) {
+	// A tool action may name a graph kept among the tools (AsGraph).
+	permitted := Permitted(v.g.Permissions, a) || a.Tool != "" && Permitted(v.g.Permissions, a.AsGraph())
+	if !permitted {
 		v.warnf(node, idKey, "%s needs %s, which permissions do not grant (the step would be refused)", a.String(), a.Capability())
 	}
 }

@@ -343,8 +343,7 @@ func toFloat(v any) (float64, bool) {
 // parseDuration reads a duration: Go syntax ("90s", "2m", "1h30m") or a number
 // of seconds.
 func parseDuration(v any) (time.Duration, error) {
-	switch x := v.(type) {
-	case string:
+	if x, ok := v.(string); ok {
 		s := strings.TrimSpace(x)
 		if d, err := time.ParseDuration(s); err == nil {
 			if d <= 0 {
