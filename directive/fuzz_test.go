@@ -3,6 +3,7 @@ package directive
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -13,7 +14,9 @@ import (
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob("testdata/*.md")
 	bad, _ := filepath.Glob("testdata/bad/*.md")
-	for _, p := range append(files, bad...) {
+	ref, _ := filepath.Glob("testdata/reference/*/*.md")
+	ref2, _ := filepath.Glob("testdata/reference/*/*/*.md")
+	for _, p := range slices.Concat(files, bad, ref, ref2) {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			f.Fatal(err)

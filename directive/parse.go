@@ -127,6 +127,9 @@ func (p *parser) directive(root *node) error {
 	if d.Name == "" {
 		return p.errf(root, root.tag(), "missing name attribute")
 	}
+	if err := checkKnown(p.path, root); err != nil {
+		return err
+	}
 	seenMeta := false
 	for _, c := range root.children {
 		var err error
@@ -221,16 +224,23 @@ func (p *parser) limits(c *node) error {
 // limitAttr is the limit a <limits> attribute sets: the reference's
 // directives also write max_turns="6" max_tokens="4096" (its earlier
 // spelling, still in many of them) for turns and tokens, and so on for
-// every limit.
+// every limit, and duration_seconds for duration.
 func limitAttr(name string) string {
 	if rest, ok := strings.CutPrefix(name, "max_"); ok && slices.Contains(thread.LimitNames, rest) {
 		return rest
 	}
+	if name == "duration_seconds" {
+		return "duration"
+	}
 	return name
 }
 
+// permissionPrimaries are the primaries <permissions> holds: <fetch> is
+// the reference's later primary that merged search and load, and grants
+// both (thread.ExpandFetch).
 var permissionPrimaries = map[string]bool{
 	thread.PrimaryExecute: true, thread.PrimarySearch: true, thread.PrimaryLoad: true, thread.PrimarySign: true,
+	thread.PrimaryFetch: true,
 }
 
 var permissionItemTypes = map[string]bool{"tool": true, "directive": true, "knowledge": true}
@@ -239,10 +249,11 @@ func (p *parser) addPermission(c string) {
 	if p.seen == nil {
 		p.seen = map[string]bool{}
 	}
-	c = thread.NormalizeCapability(c)
-	if !p.seen[c] {
-		p.seen[c] = true
-		p.d.Permissions = append(p.d.Permissions, c)
+	for _, c := range thread.ExpandFetch(c) {
+		if !p.seen[c] {
+			p.seen[c] = true
+			p.d.Permissions = append(p.d.Permissions, c)
+		}
 	}
 }
 
@@ -272,7 +283,7 @@ func (p *parser) permissionsOrCap(c *node) error {
 			continue
 		}
 		if !permissionPrimaries[g.name] {
-			return p.errf(g, g.tag(), "unknown permission; expected <execute>, <search>, <load>, <sign> or <cap>")
+			return p.errf(g, g.tag(), "unknown permission; expected <execute>, <search>, <load>, <sign>, <fetch> or <cap>")
 		}
 		if len(g.children) == 0 {
 			switch t := g.content(); t {

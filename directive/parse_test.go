@@ -193,6 +193,25 @@ func TestParseElements(t *testing.T) {
 		{"permissions inside and after metadata merge", wrap("<metadata><permissions><load><knowledge>k</knowledge></load></permissions></metadata><permissions><search>*</search></permissions>"), func(t *testing.T, d *Directive) {
 			require.Equal(t, []string{"rye.load.knowledge.k", "rye.search.*"}, d.Permissions)
 		}},
+		{"fetch star grants search and load", wrap("<metadata><permissions><fetch>*</fetch></permissions></metadata>"), func(t *testing.T, d *Directive) {
+			require.Equal(t, []string{"rye.search.*", "rye.load.*"}, d.Permissions)
+		}},
+		{"fetch of items", wrap("<permissions><fetch><knowledge>graphs/*</knowledge><directive>*</directive><tool>rye/x</tool></fetch></permissions>"), func(t *testing.T, d *Directive) {
+			require.Equal(t, []string{"rye.search.knowledge.graphs.*", "rye.load.knowledge.graphs.*", "rye.search.directive.*", "rye.load.directive.*",
+				"rye.search.tool.rye.x", "rye.load.tool.rye.x"}, d.Permissions)
+			require.True(t, thread.Match(d.Permissions, thread.Capability(thread.PrimaryLoad, "knowledge", "graphs/a")))
+			require.True(t, thread.Match(d.Permissions, thread.Capability(thread.PrimarySearch, "knowledge", "graphs/a")))
+			require.False(t, thread.Match(d.Permissions, thread.Capability(thread.PrimaryLoad, "knowledge", "other")))
+		}},
+		{"legacy fetch cap", wrap("<permissions><cap>rye.fetch.knowledge.k</cap></permissions>"), func(t *testing.T, d *Directive) {
+			require.Equal(t, []string{"rye.search.knowledge.k", "rye.load.knowledge.k"}, d.Permissions)
+		}},
+		{"duration_seconds is duration", wrap(`<metadata><limits turns="10" duration_seconds="1"/></metadata>`), func(t *testing.T, d *Directive) {
+			require.Equal(t, thread.Limits{Turns: ptr(10), Duration: ptr(1.0)}, d.Limits)
+		}},
+		{"the reference's own elements", wrap(`<metadata><context><system>s</system><before>k</before></context><context_budget><step_count>3</step_count></context_budget><relationships><suggests>x</suggests></relationships><model tier="fast" provider="zen"/></metadata><context><tech_stack>go</tech_stack></context><success_criteria><criterion>c</criterion></success_criteria>`), func(t *testing.T, d *Directive) {
+			require.Equal(t, "fast", d.Model.Tier)
+		}},
 		{"tool star", wrap("<permissions><execute><tool>*</tool></execute></permissions>"), func(t *testing.T, d *Directive) {
 			require.Equal(t, []string{"rye.execute.tool.*"}, d.Permissions)
 		}},
@@ -275,8 +294,28 @@ func TestParseErrors(t *testing.T) {
 		{"negative depth", wrap(`<metadata><limits depth="-1"/></metadata>`), `t.md:3: <limits depth="-1">: negative`},
 		{"NaN spend", wrap(`<metadata><limits spend="NaN"/></metadata>`), `t.md:3: <limits spend="NaN">: not a number`},
 		{"spawns too large", wrap(`<metadata><limits spawns="1e12"/></metadata>`), `t.md:3: <limits spawns="1e12">: too large`},
-		{"unknown permission", wrap(`<permissions><delete>*</delete></permissions>`), "t.md:3: <delete>: unknown permission"},
-		{"unknown item type", wrap(`<permissions><execute><widget>x</widget></execute></permissions>`), "t.md:3: <execute><widget>: unknown item type"},
+		{"unknown permission", wrap(`<permissions><delete>*</delete></permissions>`), "t.md:3: unknown element <delete> in <permissions> (expected <cap>, <execute>, <fetch>, <load>, <search> or <sign>)"},
+		{"unknown item type", wrap(`<permissions><execute><widget>x</widget></execute></permissions>`), "t.md:3: unknown element <widget> in <execute> (expected <directive>, <knowledge> or <tool>)"},
+		// What a misspelling would change without a word: the default
+		// limits, no capabilities, no hook, no declared output.
+		{"misspelt limits", wrap("<metadata>\n  <description>d</description>\n  <limts spend=\"0.05\"/>\n</metadata>"), "t.md:5: unknown element <limts> in <metadata> (did you mean <limits>?)"},
+		{"misspelt permissions", wrap("<metadata>\n<permisions><execute>*</execute></permisions>\n</metadata>"), "t.md:4: unknown element <permisions> in <metadata> (did you mean <permissions>?)"},
+		{"misspelt permissions after metadata", wrap("<metadata/>\n<permisions><execute>*</execute></permisions>"), "t.md:4: unknown element <permisions> in <directive> (did you mean <permissions>?)"},
+		{"misspelt primary", wrap(`<permissions><exeucte><tool>x</tool></exeucte></permissions>`), "t.md:3: unknown element <exeucte> in <permissions> (did you mean <execute>?)"},
+		{"misspelt item type", wrap(`<permissions><execute><tools>x</tools></execute></permissions>`), "t.md:3: unknown element <tools> in <execute> (did you mean <tool>?)"},
+		{"misspelt limit attribute", wrap(`<metadata><limits turns="3" spnd="0.05"/></metadata>`), "t.md:3: unknown attribute spnd on <limits> (did you mean spend?)"},
+		{"unknown limit attribute", wrap(`<metadata><limits budget="0.05"/></metadata>`), "t.md:3: unknown attribute budget on <limits> (expected "},
+		{"misspelt model attribute", wrap(`<metadata><model teir="fast"/></metadata>`), "t.md:3: unknown attribute teir on <model> (did you mean tier?)"},
+		{"misspelt directive attribute", "```xml\n<directive name=\"t\" verison=\"1.0.0\"/>\n```\n", "t.md:2: unknown attribute verison on <directive> (did you mean version?)"},
+		{"misspelt hooks", wrap(`<metadata><hook id="h" event="error"><action primary="fail"/></hook></metadata>`), "t.md:3: unknown element <hook> in <metadata> (did you mean <hooks>?)"},
+		{"misspelt hook child", wrap(`<hooks><hook id="h" event="error"><acton primary="fail"/></hook></hooks>`), "t.md:3: unknown element <acton> in <hook> (did you mean <action>?)"},
+		{"misspelt inputs", wrap(`<input><input name="x"/></input>`), "t.md:3: unknown element <input> in <directive> (did you mean <inputs>?)"},
+		{"misspelt input attribute", wrap(`<inputs><input name="x" requird="true"/></inputs>`), "t.md:3: unknown attribute requird on <input> (did you mean required?)"},
+		{"misspelt output", wrap(`<outputs><ouput name="x" required="true">x</ouput></outputs>`), "t.md:3: unknown element <ouput> in <outputs> (did you mean <output>?)"},
+		{"misspelt outputs", wrap(`<ouputs><output name="x"/></ouputs>`), "t.md:3: unknown element <ouputs> in <directive> (did you mean <outputs>?)"},
+		{"attribute on a text-only element", wrap(`<permissions><cap kind="x">rye.execute.*</cap></permissions>`), "t.md:3: unknown attribute kind on <cap> (it takes none)"},
+		{"element in a text-only element", wrap(`<metadata><limits turns="2"><x/></limits></metadata>`), "t.md:3: unknown element <x> in <limits> (it holds text only)"},
+		{"misspelt step", wrap(`<process><stpe name="a"/></process>`), "t.md:3: unknown element <stpe> in <process> (did you mean <step>?)"},
 		{"empty item id", wrap(`<permissions><execute><tool> </tool></execute></permissions>`), "t.md:3: <execute><tool>: empty item id"},
 		{"bad permissions text", wrap(`<permissions>all</permissions>`), `t.md:3: <permissions>: text "all"`},
 		{"cap not rye", wrap(`<permissions><cap>execute.tool.x</cap></permissions>`), `t.md:3: <cap>: capability "execute.tool.x" does not start with "rye."`},

@@ -115,7 +115,8 @@ func (r *Resolver) Find(name string) (data []byte, space string, err error) {
 
 // Resolve finds and parses directive name. The directive's Path is
 // "<space>:.ai/directives/<name>.md" so errors say where it came from; a
-// parse error in a higher space is returned, not skipped.
+// parse error in a higher space is returned, not skipped, as is a
+// directive whose name attribute does not match its file (CheckName).
 func (r *Resolver) Resolve(name string) (*Directive, string, error) {
 	data, space, err := r.Find(name)
 	if err != nil {
@@ -124,6 +125,9 @@ func (r *Resolver) Resolve(name string) (*Directive, string, error) {
 	n, _ := CleanName(name)
 	d, err := Parse(space+":"+path.Join(DirectivesDir, n+".md"), data)
 	if err != nil {
+		return nil, space, err
+	}
+	if err := CheckName(d, n); err != nil {
 		return nil, space, err
 	}
 	return d, space, nil

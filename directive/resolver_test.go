@@ -2,6 +2,7 @@ package directive
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,4 +128,36 @@ func TestValidateFiles(t *testing.T) {
 	errs = ValidateFiles([]string{t.TempDir()})
 	require.Len(t, errs, 1, "empty dir")
 	require.Contains(t, errs[0].Error(), "no .md directive files", "empty dir: %v", errs)
+}
+
+// A directive whose name attribute names neither its file nor its path
+// below .ai/directives (a copy left with the name of what it was copied
+// from) is refused by validate and where it is resolved by name.
+func TestNameMatchesFile(t *testing.T) {
+	dir := t.TempDir()
+	testenv.WriteFiles(t, dir, tree{
+		".ai/directives/a/short.md": fmt.Sprintf(simple, "short", "d"),
+		".ai/directives/a/full.md":  fmt.Sprintf(simple, "a/full", "d"),
+		".ai/directives/a/copy.md":  fmt.Sprintf(simple, "short", "d"),
+		"loose.md":                  fmt.Sprintf(simple, "loose", "d"),
+		"other.md":                  fmt.Sprintf(simple, "loose", "d"),
+	})
+	for p, bad := range map[string]bool{".ai/directives/a/short.md": false, ".ai/directives/a/full.md": false, "loose.md": false,
+		".ai/directives/a/copy.md": true, "other.md": true} {
+		errs := ValidateFiles([]string{filepath.Join(dir, p)})
+		if !bad {
+			require.Empty(t, errs, p)
+			continue
+		}
+		require.Len(t, errs, 1, p)
+		require.Contains(t, errs[0].Error(), `: the name does not match the file: want name=`, p)
+	}
+	errs := ValidateFiles([]string{filepath.Join(dir, ".ai/directives/a/copy.md")})
+	require.Equal(t, filepath.Join(dir, ".ai/directives/a/copy.md")+`: <directive name="short">: the name does not match the file: want name="copy" (the file is a/copy.md)`, errs[0].Error())
+
+	r := NewResolver(dir, "")
+	requireResolves(t, r, []resolves{{"a/short", SpaceProject, ""}, {"a/full", SpaceProject, ""}})
+	_, _, err := r.Resolve("a/copy")
+	require.Error(t, err)
+	require.Equal(t, `project:.ai/directives/a/copy.md: <directive name="short">: the name does not match the file: want name="copy" (the file is a/copy.md)`, err.Error())
 }

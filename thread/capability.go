@@ -18,7 +18,39 @@ const (
 	PrimarySearch  = "search"
 	PrimaryLoad    = "load"
 	PrimarySign    = "sign"
+	// PrimaryFetch is the reference's later primary that merged search
+	// and load: "rye.fetch.<type>.<id>" grants searching and loading the
+	// item, as if both were written (ExpandFetch). Nothing checks a fetch
+	// capability itself.
+	PrimaryFetch = "fetch"
 )
+
+// ExpandFetch returns the capabilities c grants: for a fetch capability
+// ("rye.fetch.knowledge.x.*", "rye.fetch.*", "rye.fetch*") the search and
+// the load one of the same items, in that order; any other c alone. c is
+// normalised.
+func ExpandFetch(c string) []string {
+	c = NormalizeCapability(c)
+	rest, ok := strings.CutPrefix(c, CapabilityPrefix+PrimaryFetch)
+	if !ok || rest != "" && rest[0] != '.' && rest != "*" {
+		return []string{c}
+	}
+	return []string{CapabilityPrefix + PrimarySearch + rest, CapabilityPrefix + PrimaryLoad + rest}
+}
+
+// expandAll normalises caps and writes each fetch capability as the search
+// and load it grants, dropping empty ones.
+func expandAll(caps []string) []string {
+	out := make([]string, 0, len(caps))
+	for _, c := range caps {
+		for _, e := range ExpandFetch(c) {
+			if e != "" {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
 
 // CapabilityPrefix starts every capability string except the bare "*".
 const CapabilityPrefix = "rye."
@@ -42,15 +74,29 @@ func ToolCapability(itemID string) string {
 
 // Match reports whether any of granted covers required. required is
 // normally a concrete capability; if it is itself a wildcard, Match reports
-// whether a single grant covers everything the wildcard names.
+// whether a single grant covers everything the wildcard names. A fetch
+// capability, granted or required, stands for its search and its load
+// (ExpandFetch): both must be covered.
 func Match(granted []string, required string) bool {
-	required = NormalizeCapability(required)
-	if required == "" {
+	if NormalizeCapability(required) == "" {
 		return false
 	}
+	for _, r := range ExpandFetch(required) {
+		if !matchOne(granted, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// matchOne reports whether one of granted covers required, a normalised
+// capability that is no fetch.
+func matchOne(granted []string, required string) bool {
 	for _, g := range granted {
-		if covers(NormalizeCapability(g), required) {
-			return true
+		for _, e := range ExpandFetch(g) {
+			if covers(e, required) {
+				return true
+			}
 		}
 	}
 	return false
@@ -64,11 +110,7 @@ func Match(granted []string, required string) bool {
 // "rye.execute.tool.mcp.files.read", not under "rye.execute.tool.mcp.other.*".
 func MatchUnder(granted []string, prefix string) bool {
 	prefix = NormalizeCapability(prefix)
-	for _, g := range granted {
-		g = NormalizeCapability(g)
-		if g == "" {
-			continue
-		}
+	for _, g := range expandAll(granted) {
 		gp, wild := strings.CutSuffix(g, "*")
 		if strings.HasPrefix(g, prefix) || wild && (strings.HasPrefix(prefix, gp) || strings.HasPrefix(gp, prefix)) {
 			return true
@@ -99,7 +141,9 @@ func covers(a, b string) bool {
 // parent's grants under it. For every concrete capability r,
 // Match(Intersect(asked, parentHeld), r) == Match(asked, r) && Match(parentHeld, r):
 // a child never gains a capability its parent lacks. The result is
-// normalised, in the order first seen, without duplicates; it is never nil.
+// normalised, fetch capabilities written as their search and load
+// (ExpandFetch), in the order first seen, without duplicates; it is never
+// nil.
 func Intersect(asked, parentHeld []string) []string {
 	out := []string{}
 	seen := map[string]bool{}
@@ -109,17 +153,8 @@ func Intersect(asked, parentHeld []string) []string {
 			out = append(out, c)
 		}
 	}
-	parent := make([]string, 0, len(parentHeld))
-	for _, p := range parentHeld {
-		if p = NormalizeCapability(p); p != "" {
-			parent = append(parent, p)
-		}
-	}
-	for _, a := range asked {
-		a = NormalizeCapability(a)
-		if a == "" {
-			continue
-		}
+	parent := expandAll(parentHeld)
+	for _, a := range expandAll(asked) {
 		kept := false
 		for _, p := range parent {
 			if covers(p, a) {

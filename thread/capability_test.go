@@ -48,6 +48,14 @@ func TestMatch(t *testing.T) {
 		{"spaces trimmed", []string{"  rye.execute.* "}, fsWrite, true},
 		{"wildcard required covered by broader", []string{"rye.execute.*"}, "rye.execute.tool.*", true},
 		{"wildcard required not covered by exact", []string{fsWrite}, "rye.execute.tool.*", false},
+		{"fetch grants search", []string{"rye.fetch.knowledge.x.*"}, "rye.search.knowledge.x.y", true},
+		{"fetch grants load", []string{"rye.fetch/knowledge/x/*"}, "rye.load.knowledge.x.y", true},
+		{"fetch star grants search and load", []string{"rye.fetch.*"}, "rye.load.tool.a", true},
+		{"fetch grants no execute", []string{"rye.fetch.*"}, fsWrite, false},
+		{"fetch grants only its items", []string{"rye.fetch.knowledge.x.*"}, "rye.load.knowledge.z", false},
+		{"required fetch needs search and load", []string{"rye.search.*"}, "rye.fetch.knowledge.x", false},
+		{"required fetch by both", []string{"rye.search.*", "rye.load.knowledge.*"}, "rye.fetch.knowledge.x", true},
+		{"a primary starting with fetch is not fetch", []string{"rye.fetcher.*"}, "rye.search.knowledge.x", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,6 +63,22 @@ func TestMatch(t *testing.T) {
 				t.Errorf("Match(%q, %q) = %v, want %v", tt.granted, tt.required, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestExpandFetch(t *testing.T) {
+	for in, want := range map[string][]string{
+		"rye.fetch.knowledge.x.*":  {"rye.search.knowledge.x.*", "rye.load.knowledge.x.*"},
+		"rye.fetch/directive/a/b":  {"rye.search.directive.a.b", "rye.load.directive.a.b"},
+		"rye.fetch.*":              {"rye.search.*", "rye.load.*"},
+		"rye.fetch*":               {"rye.search*", "rye.load*"},
+		"rye.execute.tool.fetch.x": {"rye.execute.tool.fetch.x"},
+		"rye.fetcher.x":            {"rye.fetcher.x"},
+		"*":                        {"*"},
+	} {
+		if diff := cmp.Diff(want, ExpandFetch(in)); diff != "" {
+			t.Errorf("ExpandFetch(%q) (-want +got):\n%s", in, diff)
+		}
 	}
 }
 
@@ -98,6 +122,9 @@ func TestIntersect(t *testing.T) {
 		{"exact outside parent dropped", []string{"rye.execute.tool.b"}, []string{"rye.execute.tool.a.*"}, []string{}},
 		{"slashes normalised", []string{"rye.execute.tool.a/b"}, []string{"rye.execute.tool.a.*"}, []string{"rye.execute.tool.a.b"}},
 		{"dedupe", []string{"rye.execute.tool.a.b", "rye.execute.tool.a/b"}, []string{"*"}, []string{"rye.execute.tool.a.b"}},
+		{"child fetch is its search and load", []string{"rye.fetch.knowledge.k.*"}, []string{"*"}, []string{"rye.search.knowledge.k.*", "rye.load.knowledge.k.*"}},
+		{"parent fetch covers child load", []string{"rye.load.knowledge.k"}, []string{"rye.fetch.*"}, []string{"rye.load.knowledge.k"}},
+		{"child fetch narrowed to parent search", []string{"rye.fetch.*"}, []string{"rye.search.knowledge.*"}, []string{"rye.search.knowledge.*"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,7 +142,7 @@ func randomCap(r *rand.Rand, wildcard bool) string {
 		return "*"
 	}
 	segs := []string{"rye"}
-	prim := []string{"execute", "load", "search", "sign"}
+	prim := []string{"execute", "load", "search", "sign", "fetch"}
 	types := []string{"tool", "directive", "knowledge"}
 	ids := []string{"a", "b", "ab", "c"}
 	n := 1 + r.IntN(5)
