@@ -111,6 +111,10 @@ func Result(threadID string) string { return Thread(threadID) + "result.txt" }
 // for its registry record.
 func Outputs(threadID string) string { return Thread(threadID) + "outputs.json" }
 
+// GraphState is a graph run's state snapshot, content addressed by the
+// hex SHA-256 of its bytes (written once; identical states share it).
+func GraphState(runID, sha256 string) string { return Thread(runID) + "state/" + sha256 + ".json" }
+
 // Artifacts is the prefix of a thread's artifacts.
 func Artifacts(threadID string) string { return Thread(threadID) + "artifacts/" }
 
@@ -154,6 +158,12 @@ func WorkspaceLock(treeID, cleanPath string) string {
 // (.ai/knowledge/agent/threads/<directive>/<thread_id>.md in the reference).
 func Knowledge(directive, threadID string) string {
 	return "knowledge/agent/threads/" + directive + "/" + threadID + ".md"
+}
+
+// GraphKnowledge is the key of a graph run's knowledge render, with its
+// node table.
+func GraphKnowledge(graph, runID string) string {
+	return "knowledge/graphs/" + graph + "/" + runID + ".md"
 }
 
 // Name makes s one safe key segment: every byte outside [A-Za-z0-9._-]

@@ -45,11 +45,11 @@ const (
 )
 
 // ProjectBundleDirs are the project directories a bundle snapshots.
-var ProjectBundleDirs = []string{".ai/directives", ".ai/knowledge", ".ai/config", ".ai/tools"}
+var ProjectBundleDirs = []string{".ai/directives", ".ai/knowledge", ".ai/config", ".ai/tools", ".ai/graphs"}
 
 // UserBundleFiles are the user-space items a bundle snapshots: user
-// directives and the user hooks file.
-var UserBundleFiles = []string{".ai/directives", ".ai/config/agent/hooks.yaml", ".ai/config/hooks.yaml"}
+// directives and graphs, and the user hooks file.
+var UserBundleFiles = []string{".ai/directives", ".ai/graphs", ".ai/config/agent/hooks.yaml", ".ai/config/hooks.yaml"}
 
 // ErrBadBundle is wrapped by errors about a corrupt or tampered bundle.
 var ErrBadBundle = errors.New("bad bundle")

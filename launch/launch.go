@@ -22,8 +22,10 @@ import (
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
+	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/scheduler"
+	"github.com/spool-run/spool/thread"
 )
 
 // ErrRefused marks a start refused as bad usage before anything was
@@ -84,6 +86,22 @@ func CheckScript(project, model string) error {
 	return nil
 }
 
+// CheckBounds refuses (ErrRefused) a start past what a caller may ask
+// for: a queue name that is not one (queue.CheckName) and inputs over
+// thread.MaxInputsBytes. Start checks it first; a tool's spawn is held
+// to it too.
+func CheckBounds(req orchestrator.StartRequest) error {
+	if req.Queue != "" {
+		if err := queue.CheckName(req.Queue); err != nil {
+			return refused(err)
+		}
+	}
+	if err := thread.CheckInputs(req.Inputs); err != nil {
+		return refused(err)
+	}
+	return nil
+}
+
 // Start checks req, builds a root thread's bundle from the project and
 // starts the thread. A refusal wraps ErrRefused; a parent that does not
 // exist is registry.ErrParentNotFound; an unknown directive
@@ -98,6 +116,9 @@ func Start(ctx context.Context, o *orchestrator.Orchestrator, req Request) (*Sta
 	}
 	if l := req.LimitOverrides.Spend; l != nil && *l > ledger.MaxAmount {
 		return nil, refused(fmt.Errorf("limit spend=%g: at most %g USD (the most one budget holds)", *l, float64(ledger.MaxAmount)))
+	}
+	if err := CheckBounds(req.StartRequest); err != nil {
+		return nil, err
 	}
 	if err := CheckScript(req.Project, req.Model); err != nil {
 		return nil, err
@@ -122,12 +143,16 @@ func Start(ctx context.Context, o *orchestrator.Orchestrator, req Request) (*Sta
 		}
 		req.Bundle = digest
 	}
-	model, missing, err := checkModel(ctx, o, req.StartRequest, parent)
-	if err != nil {
-		return nil, err
+	model, missing := "", ""
+	if !req.Graph {
+		// A graph run calls no model; its children resolve their own.
+		var err error
+		if model, missing, err = checkModel(ctx, o, req.StartRequest, parent); err != nil {
+			return nil, err
+		}
 	}
 	rec, err := o.Start(ctx, req.StartRequest)
-	if errors.Is(err, directive.ErrInvalidInput) {
+	if errors.Is(err, directive.ErrInvalidInput) || errors.Is(err, orchestrator.ErrGraphInvalid) {
 		return nil, refused(err)
 	}
 	if err != nil {

@@ -18,6 +18,12 @@ func (o *Orchestrator) ReadTranscript(ctx context.Context, rec *registry.Record)
 	return o.readHeld(ctx, rec, transcript.Lenient)
 }
 
+// ReadVerified reads rec's transcript strictly (any damage is an error),
+// held to the registry's mark: what a graph resume or fork continues from.
+func (o *Orchestrator) ReadVerified(ctx context.Context, rec *registry.Record) (*transcript.Transcript, error) {
+	return o.readHeld(ctx, rec, transcript.Strict)
+}
+
 // readHeld reads rec's transcript in mode, held to the registry's mark.
 func (o *Orchestrator) readHeld(ctx context.Context, rec *registry.Record, mode transcript.Mode) (*transcript.Transcript, error) {
 	return transcript.ReadWith(ctx, o.Store, rec.ThreadID, o.Keyring,

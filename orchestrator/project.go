@@ -37,6 +37,8 @@ type Project struct {
 	// directives caches Directive's parsed directives by clean name
 	// (*directive.Directive values).
 	directives sync.Map
+	// graphs caches Graph's parsed graphs by clean name.
+	graphs sync.Map
 }
 
 // Directive resolves a directive by name in the bundle (project, user, then

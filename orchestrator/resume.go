@@ -63,6 +63,9 @@ func (o *Orchestrator) Resume(ctx context.Context, id, message string) (*ResumeR
 	if !rec.Status.Resumable() {
 		return nil, &NotResumableError{ThreadID: resolved, Status: rec.Status}
 	}
+	if rec.IsGraph() {
+		return nil, fmt.Errorf("%s is a graph run: resume it with `spool graph resume %s` (a run goes on from its last checkpoint, not with a message)", resolved, resolved)
+	}
 	proj, err := o.Project(ctx, rec.Bundle)
 	if err != nil {
 		return nil, err

@@ -64,6 +64,14 @@ type StartRequest struct {
 	// it was forked from, under that thread's parent and limits, with
 	// what that thread's chain had left as its spend ceiling.
 	Fork *ForkStart
+	// Graph starts a graph run of the graph named Directive (package
+	// graph) instead of a thread; MaxSteps overrides its max_steps (0:
+	// the graph's).
+	Graph    bool
+	MaxSteps int
+	// Fields are more hash fields for the new record (a graph resume's
+	// cursor and state edits).
+	Fields map[string]string
 }
 
 // Start registers a thread, reserves its budget and enqueues its first
@@ -77,21 +85,50 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*registry.R
 			return rec, err
 		}
 	}
-	var parent *registry.Record
+	sc, err := o.startContext(ctx, &req)
+	if err != nil {
+		return nil, err
+	}
+	var nt registry.NewThread
+	if req.Graph {
+		nt, err = o.planGraph(req, sc)
+	} else {
+		nt, err = o.planThread(req, sc)
+	}
+	if err != nil {
+		return nil, err
+	}
+	nt.TraceParent, nt.TraceCaller = threadTrace(ctx, req.TraceParent, sc.parent, sc.prev)
+	o.placeInTree(&nt, req, sc)
+	return o.registerAndEnqueue(ctx, req, sc, nt)
+}
+
+// startContext is what every start reads first: the parent (which must
+// exist and, for a new child, not have finished), the thread a
+// continuation continues, and the project bundle (the parent's for a
+// child). It fills req's bundle and queue from the parent, else the
+// default queue.
+type startContext struct {
+	parent, prev *registry.Record
+	proj         *Project
+}
+
+func (o *Orchestrator) startContext(ctx context.Context, req *StartRequest) (startContext, error) {
+	var sc startContext
 	if req.ParentID != "" {
 		p, err := o.Registry.Get(ctx, req.ParentID)
 		if errors.Is(err, registry.ErrNotFound) {
-			return nil, fmt.Errorf("parent thread %q does not exist", req.ParentID)
+			return sc, fmt.Errorf("parent thread %q does not exist", req.ParentID)
 		}
 		if err != nil {
-			return nil, err
+			return sc, err
 		}
-		parent = p
+		sc.parent = p
 		// A finished thread takes no new children (its budget is
 		// released, nothing would wait for them); a continuation or a
 		// fork of a child keeps its parent, finished or not.
 		if p.Status.Terminal() && req.PreviousThreadID == "" && req.Fork == nil {
-			return nil, fmt.Errorf("parent thread %q is %s: a finished thread takes no children", req.ParentID, p.Status)
+			return sc, fmt.Errorf("parent thread %q is %s: a finished thread takes no children", req.ParentID, p.Status)
 		}
 		if req.Bundle == "" {
 			req.Bundle = p.Bundle
@@ -101,60 +138,53 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*registry.R
 		}
 	}
 	if req.Bundle == "" {
-		return nil, fmt.Errorf("start %s: no project bundle", req.Directive)
+		return sc, fmt.Errorf("start %s: no project bundle", req.Directive)
 	}
 	if req.Queue == "" {
 		req.Queue = queue.DefaultQueue
 	}
-	proj, err := o.Project(ctx, req.Bundle)
-	if err != nil {
-		return nil, err
+	var err error
+	if sc.proj, err = o.Project(ctx, req.Bundle); err != nil {
+		return sc, err
 	}
+	if req.PreviousThreadID != "" {
+		if sc.prev, err = o.Registry.Get(ctx, req.PreviousThreadID); err != nil {
+			return sc, fmt.Errorf("previous thread %q: %w", req.PreviousThreadID, err)
+		}
+	}
+	return sc, nil
+}
+
+// planThread plans a thread of a directive: its name, validated inputs,
+// limits, capabilities and model.
+func (o *Orchestrator) planThread(req StartRequest, sc startContext) (registry.NewThread, error) {
+	parent, prev, proj := sc.parent, sc.prev, sc.proj
 	name, err := directive.CleanName(req.Directive)
 	if err != nil {
-		return nil, err
+		return registry.NewThread{}, err
 	}
 	d, err := proj.Directive(name)
 	if err != nil {
-		return nil, err
+		return registry.NewThread{}, err
 	}
 	inputs, err := directive.ValidateInputs(d, req.Inputs)
 	if err != nil {
-		return nil, fmt.Errorf("directive %s: %w", name, err)
+		return registry.NewThread{}, fmt.Errorf("directive %s: %w", name, err)
 	}
-
-	var prev *registry.Record
-	if req.PreviousThreadID != "" {
-		if prev, err = o.Registry.Get(ctx, req.PreviousThreadID); err != nil {
-			return nil, fmt.Errorf("previous thread %q: %w", req.PreviousThreadID, err)
-		}
+	var parentLimits *thread.Resolved
+	if parent != nil {
+		parentLimits = &parent.Limits
 	}
-	var limits thread.Resolved
-	switch {
-	case req.Fork != nil:
-		// A fork runs under the limits of the thread it was forked
-		// from; spend is what its chain had left (planBudget).
-		limits = req.Fork.From.Limits
-	case prev != nil:
-		// A continuation runs under the limits of the thread it
-		// continues (turns and tokens count afresh; spend is what the
-		// chain has left, below).
-		limits = prev.Limits
-	default:
-		var parentLimits *thread.Resolved
-		if parent != nil {
-			parentLimits = &parent.Limits
-		}
-		if limits, err = thread.MergeLimits(proj.Resilience.Limits, d.Limits, req.LimitOverrides, parentLimits); err != nil {
-			return nil, err
-		}
+	limits, err := resolveLimits(req, sc, func() (thread.Resolved, error) {
+		return thread.MergeLimits(proj.Resilience.Limits, d.Limits, req.LimitOverrides, parentLimits)
+	})
+	if err != nil {
+		return registry.NewThread{}, err
 	}
-
 	caps := append([]string(nil), d.Permissions...)
 	if parent != nil {
 		caps = thread.Intersect(caps, parent.Capabilities)
 	}
-	own, caller := threadTrace(ctx, req.TraceParent, parent, prev)
 
 	// The tree's explicit model (a root's --model) reaches its children
 	// (ResolveTreeModel); a spawn that names one starts its own.
@@ -176,41 +206,47 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*registry.R
 		model, override, err = o.Cfg.Model, o.Cfg.Model, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("directive %s: %w", name, err)
+		return registry.NewThread{}, fmt.Errorf("directive %s: %w", name, err)
 	}
 	if p, ok := config.ScriptPath(model); ok {
 		if _, err := proj.ReadFile(p); err != nil {
-			return nil, fmt.Errorf("model %s: the script is not in the project's bundle (a thread runs the scripts its root bundled: "+
+			return registry.NewThread{}, fmt.Errorf("model %s: the script is not in the project's bundle (a thread runs the scripts its root bundled: "+
 				"the root's --model and the script tiers of models.yaml; name it in a tier to use it in a spawn)", model)
 		}
 	}
+	return registry.NewThread{Directive: name, Model: model, Limits: limits, Capabilities: caps, Inputs: inputs,
+		ModelOverride: override}, nil
+}
 
-	id := req.ID
-	if id == "" {
-		id = o.NewID(IDRequest{Directive: name, ParentID: req.ParentID, PreviousThreadID: req.PreviousThreadID})
-	}
-	nt := registry.NewThread{
-		ThreadID:            id,
-		TraceParent:         own,
-		TraceCaller:         caller,
-		Directive:           name,
-		ParentID:            req.ParentID,
-		Model:               model,
-		Limits:              limits,
-		Capabilities:        caps,
-		Bundle:              req.Bundle,
-		Inputs:              inputs,
-		Queue:               req.Queue,
-		PreviousThreadID:    req.PreviousThreadID,
-		ContinuationKind:    req.Kind,
-		ContinuationMessage: req.Message,
-		ModelOverride:       override,
-	}
+// resolveLimits are a new thread's limits: a fork runs under the limits of
+// the thread it was forked from, a continuation under those of the thread
+// it continues (turns and tokens count afresh; spend is what the chain
+// has left: planBudget), and anything else under merge's.
+func resolveLimits(req StartRequest, sc startContext, merge func() (thread.Resolved, error)) (thread.Resolved, error) {
 	switch {
+	case req.Fork != nil:
+		return req.Fork.From.Limits, nil
+	case sc.prev != nil:
+		return sc.prev.Limits, nil
+	}
+	return merge()
+}
+
+// placeInTree names nt and places it in its tree: a fork gets a chain and
+// a workspace of its own, a continuation goes on in its chain (and
+// workspace), a child shares its parent's workspace.
+func (o *Orchestrator) placeInTree(nt *registry.NewThread, req StartRequest, sc startContext) {
+	nt.ThreadID = req.ID
+	if nt.ThreadID == "" {
+		nt.ThreadID = o.NewID(IDRequest{Directive: nt.Directive, ParentID: req.ParentID, PreviousThreadID: req.PreviousThreadID})
+	}
+	nt.ParentID, nt.Bundle, nt.Queue = req.ParentID, req.Bundle, req.Queue
+	nt.PreviousThreadID, nt.ContinuationKind, nt.ContinuationMessage = req.PreviousThreadID, req.Kind, req.Message
+	switch prev, parent := sc.prev, sc.parent; {
 	case req.Fork != nil:
 		f := req.Fork
 		nt.ForkedFrom, nt.ForkTurn, nt.ForkSegment, nt.ForkChainHash = f.From.ThreadID, f.Point.Turn, f.Point.Segment, f.Point.ChainHash
-		nt.ForkMessage, nt.Workspace, nt.Capabilities = f.Message, id, f.From.Capabilities
+		nt.ForkMessage, nt.Workspace, nt.Capabilities = f.Message, nt.ThreadID, f.From.Capabilities
 	case prev != nil:
 		nt.ChainRootID = prev.ChainRootID
 		nt.ContinuationOf = prev.ThreadID
@@ -220,7 +256,13 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*registry.R
 		// A fork's children share its workspace (Record.Workspace).
 		nt.Workspace = parent.Workspace
 	}
+}
 
+// registerAndEnqueue counts a new child's spawn, admits its budget,
+// registers it and enqueues its first activation: the common tail of
+// every start.
+func (o *Orchestrator) registerAndEnqueue(ctx context.Context, req StartRequest, sc startContext, nt registry.NewThread) (*registry.Record, error) {
+	parent, prev, id := sc.parent, sc.prev, nt.ThreadID
 	// Spawns (step 6) are counted only for new children, not for a
 	// continuation of an existing child; a child that is then not started
 	// (its budget does not fit, its registration fails) gives its spawn
@@ -242,6 +284,7 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*registry.R
 
 	// Budget (step 8) and registration, in one script (start.lua): the
 	// budget first, and the record only once the budget is there.
+	limits := nt.Limits
 	plan, err := o.planBudget(ctx, id, parent, prev, req, &limits)
 	if err != nil {
 		undoSpawn()
@@ -278,7 +321,7 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*registry.R
 		_ = o.fail(ctx, rec, "enqueue_failed", err.Error())
 		return nil, err
 	}
-	o.threadLog(id).Info("thread started", "directive", name, "parent_id", req.ParentID, "model", model, "queue", req.Queue)
+	o.threadLog(id).Info("thread started", "directive", nt.Directive, "kind", rec.Kind, "parent_id", req.ParentID, "model", nt.Model, "queue", req.Queue)
 	return rec, nil
 }
 

@@ -30,7 +30,12 @@ var ErrNotPending = errors.New("nothing pending")
 
 // PendingApproval is a tool call waiting for a person's decision.
 type PendingApproval struct {
-	CallID      string          `json:"call_id"`
+	CallID string `json:"call_id"`
+	// RequestID is the nonce of this request for a decision, made when the
+	// call was gated: call ids repeat (call_1_1 in every thread of a
+	// chain, again in a rerun turn), so a decision link carries it and
+	// decides this request only (DecideRequest).
+	RequestID   string          `json:"request_id,omitempty"`
 	Tool        string          `json:"tool"`
 	Input       json.RawMessage `json:"input"`
 	RequestedAt time.Time       `json:"requested_at"`
@@ -45,6 +50,10 @@ type Decision struct {
 	By       string    `json:"by"`
 	Reason   string    `json:"reason,omitempty"`
 	At       time.Time `json:"at"`
+	// RequestID is the request decided (PendingApproval.RequestID),
+	// recorded by the decision's script: a decision counts for that
+	// request only.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // suspendApprovalScript suspends a running thread until people decide its
@@ -53,16 +62,28 @@ type Decision struct {
 // KEYS[1] thread hash, KEYS[2] events channel, KEYS[3] awaiting-approval
 // set, KEYS[4] decisions hash
 // ARGV[1] expected version, ARGV[2] now, ARGV[3] thread id, ARGV[4] the
-// pending calls (JSON), ARGV[5..] their call ids
+// pending calls (JSON)
 // The thread becomes waiting (waiting_for approval, suspend_seq = the new
-// version) with approvals_open = the calls not yet decided. Returns
-// {version, open}; refuses CONFLICT <actual>.
+// version) with approvals_open = the calls not yet decided. A decision
+// recorded for another request of a call (its request_id not the pending
+// call's) is dropped: it decided a request that is no longer asked.
+// Returns {version, open}; refuses CONFLICT <actual>.
 var suspendApprovalScript = redis.NewScript(`
 local v = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if v ~= tonumber(ARGV[1]) then return redis.error_reply('CONFLICT ' .. v) end
+local pending = cjson.decode(ARGV[4])
+if type(pending) ~= 'table' then pending = {} end
 local open = 0
-for i = 5, #ARGV do
-  if redis.call('HEXISTS', KEYS[4], ARGV[i]) == 0 then open = open + 1 end
+for _, p in ipairs(pending) do
+  local raw = redis.call('HGET', KEYS[4], p.call_id)
+  if raw then
+    local d = cjson.decode(raw)
+    if type(d.request_id) == 'string' and type(p.request_id) == 'string' and d.request_id ~= p.request_id then
+      redis.call('HDEL', KEYS[4], p.call_id)
+      raw = false
+    end
+  end
+  if not raw then open = open + 1 end
 end
 v = redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('HSET', KEYS[1], 'status', 'waiting', 'suspend_seq', v, 'waiting_for', 'approval',
@@ -84,9 +105,6 @@ func (a *Activations) SuspendForApproval(ctx context.Context, id string, version
 	}
 	keys := []string{a.ks.Thread(id), a.ks.Events(id), a.ks.AwaitingApproval(id), a.ks.Decisions(id)}
 	args := []any{version, a.now().UTC().Format(time.RFC3339Nano), id, string(raw)}
-	for _, p := range pending {
-		args = append(args, p.CallID)
-	}
 	res, err := suspendApprovalScript.Run(ctx, a.rdb, keys, args...).Int64Slice()
 	if err != nil {
 		return 0, 0, scriptError(fmt.Sprintf("suspend %s for approval", id), id, version, err)
@@ -104,7 +122,11 @@ func (a *Activations) SuspendForApproval(ctx context.Context, id string, version
 // recorded all the same, and only a thread that waits is woken.
 //
 // KEYS[1] thread hash, KEYS[2] decisions hash
-// ARGV[1] the decision (JSON), ARGV[2..] call ids ("*": every pending call)
+// ARGV[1] the decision (JSON), ARGV[2] the request it binds to ("*": any
+// request of the named calls; else a call counts only when its
+// request_id is this, "" matching a call asked without one),
+// ARGV[3..] call ids ("*": every pending call)
+// Each call's decision is recorded with the request_id it decided.
 // Returns {the decided call ids..., wake seq or 0 as the last element}:
 // the seq when no call is left undecided; refuses NOTPENDING <why>.
 var decideScript = redis.NewScript(`
@@ -113,24 +135,38 @@ if (st[1] ~= 'waiting' and st[1] ~= 'running') or not st[3] or st[3] == '' then
   return redis.error_reply('NOTPENDING the thread is not waiting for approval')
 end
 local pending = cjson.decode(st[3])
+local bind = ARGV[2]
 local want = {}
 local all = false
-for i = 2, #ARGV do
+for i = 3, #ARGV do
   if ARGV[i] == '*' then all = true else want[ARGV[i]] = true end
 end
 local out = {}
+local reqs = {}
 for _, p in ipairs(pending) do
-  local decided = redis.call('HEXISTS', KEYS[2], p.call_id) == 1
-  if (all or want[p.call_id]) and not decided then
-    table.insert(out, p.call_id)
+  local rid = p.request_id
+  if type(rid) ~= 'string' then rid = '' end
+  if bind == '*' or rid == bind then
+    local decided = redis.call('HEXISTS', KEYS[2], p.call_id) == 1
+    if (all or want[p.call_id]) and not decided then
+      table.insert(out, p.call_id)
+      table.insert(reqs, rid)
+    end
+    if not decided then want[p.call_id] = nil end
   end
-  if not decided then want[p.call_id] = nil end
 end
 for id, _ in pairs(want) do
-  return redis.error_reply('NOTPENDING call ' .. id .. ' is not waiting for a decision')
+  if bind == '*' then
+    return redis.error_reply('NOTPENDING call ' .. id .. ' is not waiting for a decision')
+  end
+  return redis.error_reply('NOTPENDING call ' .. id .. ' is not waiting for a decision on this request')
 end
 if #out == 0 then return redis.error_reply('NOTPENDING no call is waiting for a decision') end
-for _, id in ipairs(out) do redis.call('HSET', KEYS[2], id, ARGV[1]) end
+local d = cjson.decode(ARGV[1])
+for i, id in ipairs(out) do
+  if reqs[i] ~= '' then d.request_id = reqs[i] else d.request_id = nil end
+  redis.call('HSET', KEYS[2], id, cjson.encode(d))
+end
 local open = redis.call('HINCRBY', KEYS[1], 'approvals_open', -#out)
 local wake = 0
 if open <= 0 and st[1] == 'waiting' and st[2] == 'approval' then wake = tonumber(st[4]) end
@@ -138,20 +174,40 @@ table.insert(out, wake)
 return out
 `)
 
+// anyRequest binds a decision to whatever request of the named calls is
+// pending (decideScript's ARGV[2]).
+const anyRequest = "*"
+
 // Decide records decision d on the pending calls of thread id that
-// callIDs name (none: every pending call). It returns the calls decided,
-// and the wake-up to enqueue when no pending call is left undecided (nil
-// otherwise). ErrNotPending when the thread does not wait for approval or
-// a named call is not pending.
+// callIDs name (none: every pending call), whatever request of them is
+// pending. It returns the calls decided, and the wake-up to enqueue when
+// no pending call is left undecided (nil otherwise). ErrNotPending when
+// the thread does not wait for approval or a named call is not pending.
 func (a *Activations) Decide(ctx context.Context, id string, callIDs []string, d Decision) ([]string, *Wake, error) {
+	return a.decide(ctx, id, anyRequest, callIDs, d)
+}
+
+// DecideRequest is Decide on one request for a decision: call callID of
+// thread id, and only while the request pending for it is requestID ("":
+// a call asked before requests had ids). ErrNotPending otherwise (the
+// request was decided, or the call asked again since).
+func (a *Activations) DecideRequest(ctx context.Context, id, callID, requestID string, d Decision) ([]string, *Wake, error) {
+	if callID == "" {
+		return nil, nil, fmt.Errorf("decide %s: no call named", id)
+	}
+	return a.decide(ctx, id, requestID, []string{callID}, d)
+}
+
+func (a *Activations) decide(ctx context.Context, id, request string, callIDs []string, d Decision) ([]string, *Wake, error) {
 	if d.Decision != DecisionApprove && d.Decision != DecisionDeny {
 		return nil, nil, fmt.Errorf("decide %s: %q is not approve or deny", id, d.Decision)
 	}
+	d.RequestID = ""
 	raw, err := json.Marshal(d)
 	if err != nil {
 		return nil, nil, err
 	}
-	args := []any{string(raw)}
+	args := []any{string(raw), request}
 	if len(callIDs) == 0 {
 		args = append(args, "*")
 	}
@@ -224,6 +280,11 @@ func (a *Activations) ForgetAwaiting(ctx context.Context, id string) error {
 // WaitingForRateLimit means the thread waits for its model's fleet-wide rate
 // limit (ratelimit), with an activation scheduled at wake_at.
 const WaitingForRateLimit = "rate_limit"
+
+// WaitingForRetry: a graph run waits out a step's retry backoff, or was
+// handed back to go on in a new activation (SuspendUntil); its activation
+// is due at wake_at.
+const WaitingForRetry = "retry"
 
 // suspendUntilScript suspends a running thread until a time, for a reason.
 //

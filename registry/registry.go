@@ -106,6 +106,9 @@ type NewThread struct {
 	Kind        string
 	GraphDigest string
 	MaxSteps    int
+	// Fields are more hash fields, raw (Record.Extra); they may not name
+	// a field the registry sets.
+	Fields map[string]string
 }
 
 // Register creates the record of a new thread: status created, version 1,
@@ -169,6 +172,12 @@ func (r *Registry) Registration(nt NewThread) (*Registration, error) {
 	}
 	if nt.Kind == KindGraph {
 		fields = append(fields, "kind", nt.Kind, "graph_digest", nt.GraphDigest, "max_steps", nt.MaxSteps, StepField, 0)
+	}
+	for k, v := range nt.Fields {
+		if knownFields[k] {
+			return nil, fmt.Errorf("register thread %q: field %s is the registry's", nt.ThreadID, k)
+		}
+		fields = append(fields, k, v)
 	}
 	var inputs []byte // as stored, for the record
 	for _, jf := range []struct {
@@ -342,13 +351,17 @@ type Filter struct {
 	Status    thread.Status
 	Directive string
 	Parent    string
-	Limit     int // 0: no limit
+	// Kind is KindGraph for graph runs only, KindThread for threads
+	// only; "" for both.
+	Kind  string
+	Limit int // 0: no limit
 }
 
 func (f Filter) match(rec *Record) bool {
 	return (f.Status == "" || rec.Status == f.Status) &&
 		(f.Directive == "" || rec.Directive == f.Directive) &&
-		(f.Parent == "" || rec.ParentID == f.Parent)
+		(f.Parent == "" || rec.ParentID == f.Parent) &&
+		(f.Kind == "" || rec.Kind == f.Kind)
 }
 
 // List returns the threads that match f, newest first. A parent's

@@ -325,7 +325,7 @@ func (a *Activations) StalledWaits(ctx context.Context) ([]Wake, error) {
 		if vals[2] == WaitingForApproval && fmt.Sprint(vals[3]) != "0" {
 			continue // people have calls left to decide
 		}
-		if vals[2] == WaitingForRateLimit {
+		if vals[2] == WaitingForRateLimit || vals[2] == WaitingForRetry {
 			if at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(vals[4])); err == nil && a.now().Before(at.Add(retryGrace)) {
 				continue // its activation is due at wake_at
 			}

@@ -9,6 +9,9 @@ type Cost struct {
 	CacheWriteTokens int     `json:"cache_write_tokens,omitempty"`
 	Spend            float64 `json:"spend"`
 	ElapsedSeconds   float64 `json:"elapsed_seconds,omitempty"`
+	// Steps counts a graph run's steps (node visits and retry attempts);
+	// a thread has none.
+	Steps int `json:"steps,omitempty"`
 }
 
 // Tokens is the total token count the tokens limit applies to.

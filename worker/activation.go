@@ -86,8 +86,23 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 		}
 	}()
 
-	s := &session{w: w, o: w.o, deps: d, claim: claim, act: act, log: log, stopLease: stopHB, ctl: ctl}
-	err = s.run(actx)
+	a := func() activation {
+		return activation{w: w, o: w.o, deps: d, claim: claim, act: act, log: log, stopLease: stopHB, ctl: ctl}
+	}
+	// The activation's path: a graph run's walk, or a thread's turns.
+	var released func() bool
+	var outcome func() (*final, bool)
+	if claim.Record.IsGraph() {
+		g := &graphRun{activation: a()}
+		err = g.run(actx)
+		released = func() bool { return g.leaseReleased }
+		outcome = func() (*final, bool) { return g.cp.Final, false }
+	} else {
+		s := &session{activation: a()}
+		err = s.run(actx)
+		released = func() bool { return s.leaseReleased }
+		outcome = func() (*final, bool) { return s.st.Final, s.st.Handoff != "" }
+	}
 	stopHB()
 	cancel(nil)
 	<-hbDone
@@ -95,7 +110,7 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	// once (a finished thread's Finalize released it already). A failed
 	// activation keeps it until it lapses: that is the backoff before
 	// asynq's retry or the recoverer takes the thread again.
-	if (err == nil && !s.leaseReleased) || errors.Is(err, errDraining) || errors.Is(err, errRetryLater) {
+	if (err == nil && !released()) || errors.Is(err, errDraining) || errors.Is(err, errRetryLater) {
 		_ = d.acts.Release(context.WithoutCancel(ctx), act.ThreadID, token)
 	}
 
@@ -109,7 +124,8 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 			err = fmt.Errorf("%w (%v)", errLeaseLost, err) //nolint:errorlint // see above
 		}
 	}
-	s.endActivation(span, err)
+	f, handedOff := outcome()
+	endActivation(span, err, f, handedOff)
 	switch {
 	case err == nil:
 		return nil

@@ -16,7 +16,7 @@ import (
 // why the checkpoint was taken.
 func TestCheckpointState(t *testing.T) {
 	t.Parallel()
-	s := &session{version: 7}
+	s := &session{activation: activation{version: 7}}
 	s.st = state{Turn: 3, ToolCalls: 5, Cost: thread.Cost{Turns: 3},
 		ToolCallsByID: map[string]int{"rye/file-system/fs_read": 4, "rye/file-system/fs_write": 1},
 		TurnCallsByID: map[string]int{"rye/file-system/fs_read": 2}}

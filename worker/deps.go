@@ -45,6 +45,7 @@ type activationLeases interface {
 	Heartbeat(ctx context.Context, id, token string, ttl time.Duration) error
 	Release(ctx context.Context, id, token string) error
 	Suspend(ctx context.Context, id string, version int64, targets []registry.WaitTarget) (suspended bool, seq int64, err error)
+	SuspendAny(ctx context.Context, id string, version int64, targets []registry.WaitTarget) (suspended bool, seq int64, err error)
 	SuspendUntil(ctx context.Context, id string, version int64, reason string, wakeAt time.Time) (int64, error)
 	SuspendForApproval(ctx context.Context, id string, version int64, pending []registry.PendingApproval) (seq, open int64, err error)
 	Decisions(ctx context.Context, id string) (map[string]registry.Decision, error)

@@ -94,8 +94,11 @@ func orchestratorOutcome(f *final, cost thread.Cost) orchestrator.Outcome {
 	return orchestrator.Outcome{Status: f.Status, Result: f.Result, Outputs: f.Outputs, Error: f.Error, Cost: cost, ContinuationID: f.ContinuationID}
 }
 
-// session is one activation of one thread.
-type session struct {
+// activation is what every activation holds, whichever path runs it (a
+// thread's turn loop: session; a graph run's walk: graphRun): the worker,
+// the services, the claim and its version fence, the lease, the
+// transcript writer and the control a cancel reaches.
+type activation struct {
 	w *Worker
 	// o runs the orchestrator's operations (Finalize, Start, Wait, ...);
 	// the services the steps call themselves are deps.
@@ -105,12 +108,29 @@ type session struct {
 	act   queue.Activation
 	log   *slog.Logger
 
-	rec        *registry.Record
-	version    int64
+	rec     *registry.Record
+	version int64
+	tw      *transcript.Writer
+	// side are the writes of views (thread.json at start, capabilities.md,
+	// knowledge renders) that run beside the activation's steps.
+	side sideWrites
+	// leaseReleased: Finalize released the activation's lease with the
+	// thread's end; stopLease stops its heartbeat.
+	leaseReleased bool
+	stopLease     func()
+	// ctl is the activation's control (cancel, follow).
+	ctl *control
+}
+
+func (a *activation) id() string { return a.rec.ThreadID }
+
+// session is one activation of one thread.
+type session struct {
+	activation
+
 	proj       *orchestrator.Project
 	dir        *directive.Directive
 	prov       provider.Provider
-	tw         *transcript.Writer
 	hooks      []hooks.Hook
 	dispatcher *hooks.Dispatcher
 	tools      *tools.Registry
@@ -139,32 +159,22 @@ type session struct {
 	// (refuseCutCalls), by call id, with the error dispatch answers them
 	// with.
 	cutInputs map[string]string
-	// side are the writes of views (thread.json at start, capabilities.md,
-	// knowledge renders) that run beside the turn loop.
-	side sideWrites
 	// startViews: the thread began in this activation and its start's
 	// views are still to be written (writeStartViews).
 	startViews bool
 	// flagRead: checkBeforeTurn has used the claimed record's cancel flag
 	// and reads the registry from now on.
 	flagRead bool
-	// leaseReleased: Finalize released the activation's lease with the
-	// thread's end; stopLease stops its heartbeat.
-	leaseReleased bool
-	stopLease     func()
 	// defs are the tool definitions the thread may call (toolDefs): the
 	// same for every model call of the activation and capabilities.md,
 	// which is written beside the loop.
 	defsOnce sync.Once
 	defs     []thread.ToolDef
-	// ctl is the activation's control (cancel, follow); liveDone and
-	// liveWG end the live feed (startLive).
-	ctl      *control
+	// liveDone and liveWG end the live feed (startLive).
 	liveDone chan struct{}
 	liveWG   sync.WaitGroup
 }
 
-func (s *session) id() string { return s.rec.ThreadID }
 
 // run executes the activation to its end: finished, suspended, handed off,
 // or stopped.
@@ -278,7 +288,7 @@ func (s *session) load(ctx context.Context) error {
 	}
 	s.hooks = hooks.Merge(s.proj.UserHooks, s.dir.Hooks, hooks.Builtin(s.proj.Resilience.Retry), s.proj.ProjectHooks, nil)
 	s.dispatcher = hooks.NewDispatcher(s.hooks)
-	s.tools, err = s.buildTools(ctx)
+	s.tools, err = s.buildTools(ctx, s.proj)
 	if err != nil {
 		return s.failOnPermanent(ctx, err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/mcpclient"
+	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
@@ -21,17 +22,17 @@ import (
 // An MCP server that cannot be started or reached fails the activation,
 // which is retried; one whose configuration cannot work on this worker
 // (mcpclient.ErrConfig) ends the thread.
-func (s *session) buildTools(ctx context.Context) (*tools.Registry, error) {
-	ext, err := tools.LoadExternal(s.proj.Bundle, tools.ExternalConfig{})
+func (s *activation) buildTools(ctx context.Context, proj *orchestrator.Project) (*tools.Registry, error) {
+	ext, err := tools.LoadExternal(proj.Bundle, tools.ExternalConfig{})
 	if err != nil {
 		return nil, &permanentError{code: "tool_error", msg: err.Error()}
 	}
 	all := append(tools.Builtins(tools.FSConfig{}), ext...)
-	if s.proj.MCP != nil {
+	if proj.MCP != nil {
 		may := func(server string) bool {
 			return thread.MatchUnder(s.rec.Capabilities, thread.ToolCapability("mcp/"+server)+".")
 		}
-		mcpTools, err := s.w.mcp.Tools(ctx, s.proj.MCP, may)
+		mcpTools, err := s.w.mcp.Tools(ctx, proj.MCP, may)
 		if errors.Is(err, mcpclient.ErrConfig) {
 			return nil, &permanentError{code: "tool_error", msg: fmt.Sprintf("%v (on worker %s)", err, s.w.cfg.Host)}
 		}

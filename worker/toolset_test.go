@@ -26,7 +26,7 @@ func hookSession(t *testing.T, capabilities ...string) *session {
 	require.NoError(t, err)
 	b, err := directive.LoadBundle(t.Context(), store, digest)
 	require.NoError(t, err)
-	return &session{rec: &registry.Record{ThreadID: "t/x-1", Capabilities: capabilities}, proj: &orchestrator.Project{Digest: digest, Bundle: b}}
+	return &session{activation: activation{rec: &registry.Record{ThreadID: "t/x-1", Capabilities: capabilities}}, proj: &orchestrator.Project{Digest: digest, Bundle: b}}
 }
 
 // TestHookActionsHeldToCapabilities: a hook's load, search and execute

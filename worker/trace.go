@@ -48,7 +48,7 @@ func (w *Worker) startActivation(ctx context.Context, act queue.Activation, rec 
 // endActivation ends an activation's span: how it ended (finished with
 // the thread's status, handed_off, suspended, handed_back, stopped), and
 // an error status when it failed.
-func (s *session) endActivation(span trace.Span, err error) {
+func endActivation(span trace.Span, err error, f *final, handedOff bool) {
 	end := "suspended"
 	switch {
 	case errors.Is(err, errDraining) || errors.Is(err, errRetryLater):
@@ -59,11 +59,11 @@ func (s *session) endActivation(span trace.Span, err error) {
 		end = "failed"
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
-	case s.st.Handoff != "" && s.st.Final != nil && s.st.Final.Status == thread.StatusContinued:
+	case handedOff && f != nil && f.Status == thread.StatusContinued:
 		end = "handed_off"
-	case s.st.Final != nil:
+	case f != nil:
 		end = "finished"
-		span.SetAttributes(telemetry.Status.String(string(s.st.Final.Status)))
+		span.SetAttributes(telemetry.Status.String(string(f.Status)))
 	}
 	span.SetAttributes(telemetry.ActivationEnd.String(end))
 	span.End()

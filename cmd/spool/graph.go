@@ -1,0 +1,509 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/spool-run/spool/graph"
+	"github.com/spool-run/spool/launch"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/worker"
+)
+
+// `spool graph`: graph runs (.ai/graphs/NAME.yaml), walked by workers as
+// threads are run; a run's record, budget, transcript and cancel are a
+// thread's, so `thread wait|tree|transcript|verify|cancel` and `budget
+// show` take run ids too.
+func graphCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "graph",
+		Usage: "run and inspect graph runs (.ai/graphs/NAME.yaml)",
+		Subcommands: []*cli.Command{
+			graphRunCommand(),
+			{Name: "validate", Usage: "parse and validate graph files, enqueue nothing", ArgsUsage: "PATH|NAME...",
+				Description: "Each argument is a graph file, or a graph name resolved in the project (.ai/graphs/NAME.yaml).\n" +
+					"Errors name the node or key; warnings do not fail. Exit 1 when any graph has errors.",
+				Flags: []cli.Flag{jsonFlag, &cli.BoolFlag{Name: "normalize", Usage: "print each graph's canonical form (YAML)"}}, Action: graphValidate},
+			{Name: "list", Usage: "list graph runs", Flags: []cli.Flag{jsonFlag,
+				&cli.StringFlag{Name: "status", Usage: "only runs in this status"},
+				&cli.StringFlag{Name: "graph", Usage: "only runs of this graph"},
+				&cli.IntFlag{Name: "limit", Value: 100, Usage: "list at most this many runs"}}, Action: graphList},
+			{Name: "show", Usage: "a run's record and node table", ArgsUsage: "RUN", Flags: []cli.Flag{jsonFlag,
+				&cli.BoolFlag{Name: "markdown", Usage: "print the knowledge render (node table and step history)"}}, Action: graphShow},
+			{Name: "state", Usage: "the state after a step (default: the last checkpoint's)", ArgsUsage: "RUN", Flags: []cli.Flag{jsonFlag,
+				&cli.IntFlag{Name: "step", Value: -1, Usage: "the step whose state to print"}}, Action: graphState},
+			{Name: "cancel", Usage: "cancel a run; its running children are cancelled too", ArgsUsage: "RUN", Flags: []cli.Flag{jsonFlag}, Action: graphCancel},
+			{Name: "resume", Usage: "a continuation run of a failed or cancelled run, from its last checkpoint", ArgsUsage: "RUN",
+				Flags: []cli.Flag{jsonFlag,
+					&cli.StringFlag{Name: "from", Usage: "go on from this node instead"},
+					&cli.StringSliceFlag{Name: "set", Usage: "set a state key: KEY=JSON (repeatable)"}}, Action: graphResume},
+			{Name: "transcript", Usage: "print a run's transcript", ArgsUsage: "RUN", Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "json", Usage: "print JSON lines, one event a line (--format jsonl)"},
+				&cli.BoolFlag{Name: "follow", Usage: "keep printing as the run goes"},
+				&cli.StringFlag{Name: "format", Value: "text", Usage: "jsonl, text or markdown"},
+				&cli.BoolFlag{Name: "lenient", Usage: "a transcript that fails verification: print its intact prefix, warn, exit 0"}}, Action: threadTranscript},
+		},
+	}
+}
+
+func graphRunCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "start a graph run",
+		ArgsUsage: "GRAPH",
+		Description: "Starts a run of .ai/graphs/GRAPH.yaml and prints its ID, or with --wait its final record (exit 1 when it did not\n" +
+			"complete). Inputs are checked against the graph's inputs schema, and the graph is validated, before anything\n" +
+			"starts (exit 2).\n\n" +
+			"Examples:\n" +
+			"   spool graph run demo/review --input topic=queues --embedded --wait\n" +
+			"   spool graph run demo/review --inputs-json '{\"topic\": \"queues\"}' --limit spend=0.5 --limit max_steps=20 --json",
+		Flags: []cli.Flag{
+			jsonFlag,
+			&cli.StringSliceFlag{Name: "input", Usage: "input k=v (repeatable), converted to the type the graph declares"},
+			&cli.StringFlag{Name: "inputs-json", Usage: "inputs as a JSON object, or @FILE to read it from FILE (@- for stdin)"},
+			&cli.StringSliceFlag{Name: "limit", Usage: "limit override k=v: spend, duration, depth, spawns, turns, tokens, max_steps"},
+			&cli.StringFlag{Name: "parent", EnvVars: []string{"RYE_PARENT_THREAD_ID"}, Usage: "parent thread or run id"},
+			&cli.StringFlag{Name: "queue", Usage: "asynq queue (default: the parent's, else default)"},
+			&cli.BoolFlag{Name: "wait", Usage: "wait for the run (and its resumes) to finish"},
+			&cli.BoolFlag{Name: "follow", Usage: "show a live view while it runs"},
+			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long --wait waits (exit 1 after it; the run goes on); 0 waits without a limit"},
+			&cli.BoolFlag{Name: "embedded", Usage: "run everything in this process: embedded Redis, local store, a worker"},
+			&cli.IntFlag{Name: "concurrency", Value: 8, Usage: "with --embedded: the in-process worker's concurrency"},
+		},
+		Action: graphRun,
+	}
+}
+
+// graphLimits reads --limit, with max_steps beside the thread limits.
+func graphLimits(c *cli.Context) (thread.Limits, int, error) {
+	maxSteps := 0
+	var rest []string
+	for _, kv := range c.StringSlice("limit") {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && k == "max_steps" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > graph.MaxStepsCap {
+				return thread.Limits{}, 0, usagef("--limit %s: want a whole number from 1 to %d", kv, graph.MaxStepsCap)
+			}
+			maxSteps = n
+			continue
+		}
+		rest = append(rest, kv)
+	}
+	var l thread.Limits
+	for _, kv := range rest {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return l, 0, usagef("--limit %q: want name=value", kv)
+		}
+		if err := l.SetLimit(k, v); err != nil {
+			return l, 0, usagef("--limit %s: %v (a graph also takes max_steps)", kv, err)
+		}
+	}
+	return l, maxSteps, nil
+}
+
+func graphRun(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usagef("graph run takes one GRAPH argument")
+	}
+	name, err := orchestrator.GraphName(c.Args().First())
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if err := checkTimeout(c); err != nil {
+		return err
+	}
+	inputs, err := parseInputs(c)
+	if err != nil {
+		return err
+	}
+	limits, maxSteps, err := graphLimits(c)
+	if err != nil {
+		return err
+	}
+	if _, err := existingProject(c); err != nil {
+		return err
+	}
+	s, err := openServices(c, openOpts{startEmbedded: c.Bool("embedded"), joinDev: c.Bool("embedded"), noEmbedded: !c.Bool("embedded"), holdNotices: true})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if c.Bool("embedded") {
+		queues := map[string]int{"critical": 6, queue.DefaultQueue: 3, "low": 1}
+		if q := c.String("queue"); q != "" && queues[q] == 0 {
+			queues[q] = 3
+		}
+		w := worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: queues, Logger: s.log, RecoverInterval: time.Second}, s.orch)
+		if err := w.Start(); err != nil {
+			return err
+		}
+		defer w.Stop()
+	}
+	var held bytes.Buffer
+	started, err := launch.Start(c.Context, s.orch, launch.Request{Project: s.project, UserDir: s.userDir, Logger: loggerTo(c, &held),
+		StartRequest: orchestrator.StartRequest{Graph: true, Directive: name, Inputs: inputs, LimitOverrides: limits, MaxSteps: maxSteps,
+			ParentID: c.String("parent"), Queue: c.String("queue"), TraceParent: envTraceParent()}})
+	if errors.Is(err, launch.ErrRefused) {
+		return &usageError{msg: err.Error()}
+	}
+	if errors.Is(err, orchestrator.ErrGraphNotFound) {
+		return &usageError{msg: err.Error()}
+	}
+	if err != nil {
+		return err
+	}
+	_, _ = c.App.ErrWriter.Write(held.Bytes())
+	rec := started.Record
+	if !c.Bool("wait") && !c.Bool("follow") && !c.Bool("embedded") {
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, rec)
+		}
+		fmt.Fprintln(c.App.Writer, rec.ThreadID)
+		return nil
+	}
+	stopFollow := func() {}
+	if c.Bool("follow") {
+		stopFollow = startFollow(c, s, rec.ThreadID)
+	}
+	res, err := s.orch.Wait(c.Context, []string{rec.ThreadID}, c.Duration("timeout"))
+	stopFollow()
+	if err != nil {
+		return waitError(c, s, []string{rec.ThreadID}, err)
+	}
+	final := res[rec.ThreadID]
+	if c.Bool("json") {
+		if err := printJSON(c.App.Writer, final); err != nil {
+			return err
+		}
+	} else {
+		printGraphRecord(c.App.Writer, final)
+	}
+	_, _ = c.App.ErrWriter.Write(s.notices.Bytes())
+	if final.Status != thread.StatusCompleted {
+		return &exitError{code: 1, err: fmt.Errorf("run %s ended %s%s", final.ThreadID, final.Status, errSuffix(final))}
+	}
+	return nil
+}
+
+// printGraphRecord prints a run's record as text.
+func printGraphRecord(w io.Writer, r *registry.Record) {
+	fmt.Fprintf(w, "run        %s\n", r.ThreadID)
+	fmt.Fprintf(w, "graph      %s\n", r.Directive)
+	status := string(r.Status)
+	if r.Status == thread.StatusCompleted && r.SuppressedErrors > 0 {
+		status = fmt.Sprintf("completed (%d errors suppressed)", r.SuppressedErrors)
+	}
+	fmt.Fprintf(w, "status     %s\n", status)
+	if r.ParentID != "" {
+		fmt.Fprintf(w, "parent     %s\n", r.ParentID)
+	}
+	if r.CurrentNode != "" {
+		fmt.Fprintf(w, "node       %s\n", r.CurrentNode)
+	}
+	fmt.Fprintf(w, "steps      %d of %d\n", r.Step, r.MaxSteps)
+	if r.ItemsTotal > 0 {
+		fmt.Fprintf(w, "items      %d of %d settled\n", r.ItemsDone, r.ItemsTotal)
+	}
+	fmt.Fprintf(w, "spend      $%.6f of $%g (the run and its children)\n", r.Cost.Spend, r.Limits.Spend)
+	if len(r.Outputs) > 0 {
+		b, _ := json.Marshal(r.Outputs)
+		fmt.Fprintf(w, "outputs    %s\n", b)
+	}
+	if r.Error != nil {
+		fmt.Fprintf(w, "error      %s\n", r.Error.Line())
+	}
+}
+
+func graphValidate(c *cli.Context) error {
+	if c.NArg() == 0 {
+		return usagef("graph validate takes one or more paths or graph names")
+	}
+	type result struct {
+		Path     string   `json:"path"`
+		Graph    string   `json:"graph,omitempty"`
+		OK       bool     `json:"ok"`
+		Errors   []string `json:"errors"`
+		Warnings []string `json:"warnings"`
+	}
+	var out []result
+	bad := 0
+	for _, arg := range c.Args().Slice() {
+		res := result{Path: arg, Errors: []string{}, Warnings: []string{}}
+		data, name, err := readGraphArg(c, arg)
+		if err != nil {
+			res.Errors = append(res.Errors, err.Error())
+			out = append(out, res)
+			bad++
+			continue
+		}
+		g, rep, err := graph.Parse(name, data)
+		res.Graph = name
+		if err != nil {
+			res.Errors = append(res.Errors, err.Error())
+		}
+		for _, d := range rep.Errors {
+			res.Errors = append(res.Errors, d.String())
+		}
+		for _, d := range rep.Warnings {
+			res.Warnings = append(res.Warnings, d.String())
+		}
+		res.OK = len(res.Errors) == 0
+		if !res.OK {
+			bad++
+		}
+		out = append(out, res)
+		if c.Bool("normalize") && g != nil && res.OK && !c.Bool("json") {
+			b, err := g.Canonical()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "# %s\n%s", arg, b)
+		}
+	}
+	if c.Bool("json") {
+		if err := printJSON(c.App.Writer, out); err != nil {
+			return err
+		}
+	} else if !c.Bool("normalize") {
+		for _, r := range out {
+			if r.OK {
+				fmt.Fprintf(c.App.Writer, "%s: ok\n", r.Path)
+			}
+			for _, e := range r.Errors {
+				fmt.Fprintf(c.App.Writer, "%s: error: %s\n", r.Path, e)
+			}
+			for _, w := range r.Warnings {
+				fmt.Fprintf(c.App.Writer, "%s: warning: %s\n", r.Path, w)
+			}
+		}
+	}
+	if bad > 0 {
+		return &exitError{code: 1, err: fmt.Errorf("%d of %d graphs do not validate", bad, len(out))}
+	}
+	return nil
+}
+
+// readGraphArg reads a graph validate argument: a file, else a graph name
+// resolved in the project.
+func readGraphArg(c *cli.Context, arg string) ([]byte, string, error) {
+	if st, err := os.Stat(arg); err == nil && !st.IsDir() {
+		b, err := os.ReadFile(arg)
+		if err != nil {
+			return nil, "", err
+		}
+		return b, graphNameOfFile(arg), nil
+	}
+	name, err := orchestrator.GraphName(arg)
+	if err != nil {
+		return nil, "", err
+	}
+	proj := c.String("project")
+	if proj == "" {
+		proj = "."
+	}
+	b, _, err := orchestrator.FindGraph(os.DirFS(proj), name)
+	if err != nil {
+		return nil, "", fmt.Errorf("no file %s, and %w", arg, err)
+	}
+	return b, name, nil
+}
+
+// graphNameOfFile is a graph's name from its file: the path under
+// .ai/graphs (or .ai/tools) without the extension, else the file's base
+// name.
+func graphNameOfFile(p string) string {
+	p = filepath.ToSlash(p)
+	for _, dir := range []string{".ai/graphs/", ".ai/tools/"} {
+		if i := strings.LastIndex(p, dir); i >= 0 {
+			p = p[i+len(dir):]
+			break
+		}
+	}
+	if i := strings.LastIndex(p, "/"); i >= 0 && !strings.Contains(filepath.ToSlash(p), ".ai/") && filepath.IsAbs(p) {
+		p = p[i+1:]
+	}
+	return strings.TrimSuffix(strings.TrimSuffix(p, ".yaml"), ".yml")
+}
+
+func graphList(c *cli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	st := c.String("status")
+	if st != "" && !thread.Status(st).Valid() {
+		return usagef("--status %q: want one of created, running, waiting, completed, error, cancelled, continued", st)
+	}
+	s, err := openServices(c, openOpts{readOnly: true})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	recs, err := s.orch.Registry.List(c.Context, registry.Filter{Status: thread.Status(st), Directive: c.String("graph"),
+		Kind: registry.KindGraph, Limit: c.Int("limit")})
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		if recs == nil {
+			recs = []*registry.Record{}
+		}
+		return printJSON(c.App.Writer, recs)
+	}
+	for _, r := range recs {
+		fmt.Fprintf(c.App.Writer, "%-60s %-10s %-20s %4d steps  $%.6f\n", r.ThreadID, r.Status, dash(r.CurrentNode), r.Step, r.Cost.Spend)
+	}
+	return nil
+}
+
+// openGraphRun opens the services and reads the one RUN argument's record,
+// which must be a graph run's.
+func openGraphRun(c *cli.Context, o openOpts) (*services, *registry.Record, error) {
+	id, err := oneID(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, rec, err := openRecord(c, id, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !rec.IsGraph() {
+		s.Close()
+		return nil, nil, fmt.Errorf("%s is a thread, not a graph run (spool thread show %s)", id, id)
+	}
+	return s, rec, nil
+}
+
+func graphShow(c *cli.Context) error {
+	s, rec, err := openGraphRun(c, openOpts{readOnly: true})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if rec.Status.Terminal() {
+		// The record's spend is the subtree's at the end; while it runs,
+		// the ledger's is live.
+	} else if spend, err := s.orch.SubtreeSpend(c.Context, rec); err == nil {
+		rec.Cost.Spend = spend
+	}
+	v, err := s.orch.GraphView(c.Context, rec)
+	if err != nil {
+		return err
+	}
+	for _, w := range v.Warnings {
+		fmt.Fprintf(c.App.ErrWriter, "spool: warning: %s\n", w)
+	}
+	if c.Bool("markdown") {
+		_, err := c.App.Writer.Write(v.Render)
+		return err
+	}
+	if c.Bool("json") {
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			return err
+		}
+		m["nodes"], m["steps"] = v.Nodes, v.Steps
+		return printJSON(c.App.Writer, m)
+	}
+	printGraphRecord(c.App.Writer, rec)
+	fmt.Fprintln(c.App.Writer)
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tNODE\tKIND\tSTATUS\tVISITS\tLAST STEP\tACTION\tCHILDREN\tDETAIL")
+	for _, r := range v.Nodes {
+		last := ""
+		if r.LastStep > 0 {
+			last = strconv.Itoa(r.LastStep)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s %s\t%d\t%s\t%s\t%s\t%s\n", r.Index, r.Node, r.Kind, r.Icon(), r.Status, r.Visits, last, r.Action, r.Children, r.Detail)
+	}
+	return tw.Flush()
+}
+
+func graphState(c *cli.Context) error {
+	s, rec, err := openGraphRun(c, openOpts{readOnly: true})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	st, step, err := s.orch.GraphState(c.Context, rec, c.Int("step"))
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, map[string]any{"run_id": rec.ThreadID, "step": step, "state": st})
+	}
+	return printJSON(c.App.Writer, st)
+}
+
+func graphCancel(c *cli.Context) error {
+	s, rec, err := openGraphRun(c, openOpts{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	id := rec.ThreadID
+	r, err := s.orch.CancelChain(c.Context, id, true)
+	if err != nil {
+		return notFound(id, err)
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, r)
+	}
+	if !r.CancelRequested {
+		fmt.Fprintf(c.App.Writer, "%s  already %s, nothing to cancel\n", r.ThreadID, r.Status)
+		return nil
+	}
+	fmt.Fprintf(c.App.Writer, "%s  cancel requested (status %s); its running children are cancelled too\n", r.ThreadID, r.Status)
+	return nil
+}
+
+func graphResume(c *cli.Context) error {
+	sets := map[string]any{}
+	for _, kv := range c.StringSlice("set") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return usagef("--set %q: want KEY=JSON", kv)
+		}
+		var val any
+		if err := json.Unmarshal([]byte(v), &val); err != nil {
+			return usagef("--set %s: the value is not JSON: %v (quote text: --set %s='\"text\"')", k, err, k)
+		}
+		sets[k] = val
+	}
+	s, rec, err := openGraphRun(c, openOpts{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	res, err := s.orch.ResumeGraph(c.Context, rec.ThreadID, orchestrator.GraphResumeRequest{From: c.String("from"), Set: sets})
+	if errors.Is(err, orchestrator.ErrGraphInvalid) {
+		return &usageError{msg: err.Error()}
+	}
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, res)
+	}
+	fmt.Fprintf(c.App.Writer, "resumed %s as %s\n", res.ResolvedThreadID, res.NewThreadID)
+	return nil
+}

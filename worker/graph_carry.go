@@ -1,0 +1,164 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"sort"
+
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/transcript"
+)
+
+// GraphResumeField is the record field of a graph continuation run (a
+// user's resume) or fork that carries its cursor and state edits, as
+// JSON: {"from": NODE, "set": {KEY: VALUE}}.
+const GraphResumeField = orchestrator.GraphResumeField
+
+// graphEdits are a resume's or fork's --from and --set.
+type graphEdits struct {
+	From string         `json:"from,omitempty"`
+	Set  map[string]any `json:"set,omitempty"`
+}
+
+// carry loads what a resumed or forked run carries over: the last
+// verified checkpoint of the run it continues (its state, cursor and
+// step counter, and its pending step's settled items), or, for a fork,
+// the checkpoint after the step it was forked at; then applies the
+// user's edits. A checkpoint that does not verify is
+// resume_state_invalid.
+func (r *graphRun) carry(ctx context.Context, ev *transcript.GraphStarted) error {
+	from := r.rec.PreviousThreadID
+	forkStep := -1
+	if r.rec.ForkedFrom != "" {
+		from, forkStep = r.rec.ForkedFrom, r.rec.ForkTurn
+		ev.ForkedFrom, ev.ForkStep = from, forkStep
+	} else {
+		ev.ResumedFrom = from
+	}
+	src, err := r.reg.Get(ctx, from)
+	if err != nil {
+		return fmt.Errorf("graph run %s continues %s: %w", r.id(), from, err)
+	}
+	tr, err := r.o.ReadVerified(ctx, src)
+	if err != nil {
+		return fmt.Errorf("%w: the transcript of %s: %v", errStateInvalid, from, err)
+	}
+	cp, err := carriedCheckpoint(tr, forkStep)
+	if err != nil {
+		return err
+	}
+	snap, err := loadSnapshot(ctx, r.store, from, cp.StateSHA, tr)
+	if err != nil {
+		return err
+	}
+	r.state = snap.State
+	r.cp.Step, r.cp.NextNode, r.cp.SuppressedErrors = cp.Step, cp.NextNode, cp.SuppressedErrors
+	if p := cp.Pending; p != nil && forkStep < 0 {
+		// The step that failed or was cancelled runs again; the items it
+		// settled ok are kept (their children were the old run's).
+		keep := &pendingStep{Step: p.Step, Node: p.Node, Kind: p.Kind, Attempt: p.Attempt, StartedAt: p.StartedAt, Items: p.Items,
+			Children: map[string]string{}, Slots: map[string]slot{}, Threads: p.Threads, Approval: p.Approval, CallID: p.CallID}
+		r.results = map[string]any{}
+		if p.Kind == pendingForeach || p.Kind == pendingWait {
+			for k, sl := range p.Slots {
+				if sl.Status == "ok" {
+					keep.Slots[k] = sl
+					keep.Children[k] = sl.ThreadID
+					r.results[k] = snap.Pending[k]
+				}
+			}
+			if p.Kind == pendingWait {
+				keep.Children = maps.Clone(p.Children)
+			}
+		}
+		if p.Kind == pendingChild || p.Kind == pendingApproval {
+			keep = nil // started again from the node
+			r.cp.NextNode = p.Node
+		}
+		r.cp.Pending = keep
+	}
+	if r.cp.Pending == nil && r.cp.NextNode == "" && cp.Final != nil && cp.Final.Error != nil {
+		// A run that failed at a step: that step runs again.
+		if e := lastFailedNode(tr); e != "" {
+			r.cp.NextNode = e
+		}
+	}
+	edits := graphEdits{}
+	if raw := r.rec.Extra[GraphResumeField]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &edits); err != nil {
+			return fmt.Errorf("graph run %s: %s: %w", r.id(), GraphResumeField, err)
+		}
+	}
+	if edits.From != "" {
+		if r.g.Node(edits.From) == nil {
+			return fmt.Errorf("graph run %s: --from %s: the graph has no such node", r.id(), edits.From)
+		}
+		r.cp.NextNode, r.cp.Pending, r.results = edits.From, nil, nil
+		ev.FromNode = edits.From
+	}
+	keys := make([]string, 0, len(edits.Set))
+	for k := range edits.Set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		r.state[k] = edits.Set[k]
+	}
+	ev.StateEdits = keys
+	return nil
+}
+
+// carriedCheckpoint is the checkpoint a continuation starts from: the
+// last one of tr, or (forkStep ≥ 0) the last one after step forkStep
+// completed.
+func carriedCheckpoint(tr *transcript.Transcript, forkStep int) (*graphCheckpoint, error) {
+	var out *graphCheckpoint
+	for _, e := range tr.Events {
+		if e.Type != transcript.TypeCheckpoint {
+			continue
+		}
+		var c transcript.Checkpoint
+		if err := json.Unmarshal(e.Payload, &c); err != nil {
+			continue
+		}
+		raw, ok := c.State.Extra["graph"]
+		if !ok {
+			continue
+		}
+		var g graphCheckpoint
+		if err := json.Unmarshal(raw, &g); err != nil {
+			return nil, fmt.Errorf("%w: a checkpoint of %s: %v", errStateInvalid, tr.ThreadID, err)
+		}
+		if forkStep >= 0 && (g.Step != forkStep || g.Pending != nil) {
+			continue
+		}
+		out = &g
+	}
+	if out == nil {
+		if forkStep >= 0 {
+			return nil, fmt.Errorf("%w: %s has no checkpoint after step %d", errStateInvalid, tr.ThreadID, forkStep)
+		}
+		return nil, fmt.Errorf("%w: %s has no checkpoint", errStateInvalid, tr.ThreadID)
+	}
+	return out, nil
+}
+
+// lastFailedNode is the node of a run's last failed step ("" when none).
+func lastFailedNode(tr *transcript.Transcript) string {
+	node := ""
+	for _, e := range tr.Events {
+		if e.Type != transcript.TypeStepCompleted {
+			continue
+		}
+		var sc transcript.StepCompleted
+		if json.Unmarshal(e.Payload, &sc) == nil {
+			node = ""
+			if sc.Status == "error" && sc.RoutedBy == "fail" {
+				node = sc.Node
+			}
+		}
+	}
+	return node
+}

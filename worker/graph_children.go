@@ -1,0 +1,823 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spool-run/spool/graph"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// Steps that start children (a directive or graph action, a foreach of
+// them) and steps that wait (wait, approval) hold no slot while they
+// wait: the run is suspended on its children's chains and woken when one
+// ends (SuspendAny: a foreach's sliding window) or all have (Suspend).
+// A child's id is planned from (run, step, item, attempt) and recorded in
+// a segment before it starts (step_started), so a step run again after a
+// crash or a failover adopts the children it started instead of starting
+// twins (orchestrator.StartRequest.Planned): the same mechanism as a
+// thread's spawns.
+
+// startChild starts (or adopts) the child of action a planned by seed.
+func (r *graphRun) startChild(ctx context.Context, a *graph.Action, inputs map[string]any, seed string) (*registry.Record, error) {
+	req, err := r.childRequest(a, inputs, seed)
+	if err != nil {
+		return nil, err
+	}
+	return r.o.Start(ctx, req)
+}
+
+// childRequest is the start of action a's child planned by seed.
+func (r *graphRun) childRequest(a *graph.Action, inputs map[string]any, seed string) (orchestrator.StartRequest, error) {
+	limits := map[string]any{}
+	maxSteps := 0
+	for k, v := range a.Limits {
+		if k == "max_steps" {
+			f, err := thread.Number(v)
+			if err != nil || f < 1 {
+				return orchestrator.StartRequest{}, fmt.Errorf("limits.max_steps %v: want a positive whole number", v)
+			}
+			maxSteps = int(f)
+			continue
+		}
+		limits[k] = v
+	}
+	overrides, err := thread.LimitsFromMap(limits)
+	if err != nil {
+		return orchestrator.StartRequest{}, fmt.Errorf("limits: %w", err)
+	}
+	name := a.Directive
+	if a.Graph != "" {
+		name = a.Graph
+	}
+	id := r.o.PlannedID(orchestrator.IDRequest{Directive: name, ParentID: r.id()}, r.rec.StartedAt, seed)
+	return orchestrator.StartRequest{Directive: name, Graph: a.Graph != "", Inputs: inputs, Model: a.Model, LimitOverrides: overrides,
+		MaxSteps: maxSteps, ParentID: r.id(), Reserve: a.Reserve, ID: id, Planned: true}, nil
+}
+
+// seed names a planned child within the run.
+func seed(step, item, attempt int) string {
+	return fmt.Sprintf("step/%d/item/%d/attempt/%d", step, item, attempt)
+}
+
+// planChildren starts a child step: an action's one child (sync or
+// async).
+func (r *graphRun) planChildren(ctx context.Context, s *stepRun, kind string, items int) (outcome, error) {
+	a, err := r.resolveAction(s.n.Action, s.scope)
+	if err != nil {
+		return r.complete(ctx, s, nil, err)
+	}
+	if !graph.Permitted(r.rec.Capabilities, a) {
+		return r.complete(ctx, s, nil, stepErr(graph.CodePermissionDenied, "starting %s needs capability %s, which this run does not hold", a.ID(), a.Capability()))
+	}
+	if a.Async {
+		// The child runs on as the run's child; the step only starts it.
+		// Its id is planned all the same: a step run again adopts it.
+		inputs, err := graph.Params(a.Inputs, s.scope)
+		if err != nil {
+			return r.complete(ctx, s, nil, err)
+		}
+		rec, err := r.startChild(ctx, a, inputs, seed(s.step, 0, s.attempt))
+		if err != nil {
+			if isInfra(err) {
+				return outcome{}, err
+			}
+			r.emitRefused(a, err)
+			return r.complete(ctx, s, nil, refusal(err))
+		}
+		r.emitSpawned(a, rec, true)
+		s.threadIDs = []string{rec.ThreadID}
+		key := "thread_id"
+		if a.Graph != "" {
+			key = "run_id"
+		}
+		return r.complete(ctx, s, map[string]any{key: rec.ThreadID, "status": "running"}, nil)
+	}
+	p := &pendingStep{Step: s.step, Node: s.n.Name, Kind: kind, Attempt: s.attempt, StartedAt: r.o.Now().UTC(), Items: items,
+		Children: map[string]string{}, Slots: map[string]slot{}}
+	r.cp.Pending, r.results = p, map[string]any{}
+	return r.advancePending(ctx, s, true)
+}
+
+// startForeach starts a foreach step: tool items run here and now;
+// directive and graph items become children in a window.
+func (r *graphRun) startForeach(ctx context.Context, s *stepRun) (outcome, error) {
+	items, err := r.foreachItems(s)
+	if err != nil {
+		return r.complete(ctx, s, nil, err)
+	}
+	s.items[1] = len(items)
+	if len(items) == 0 {
+		return r.complete(ctx, s, foreachResult(nil, nil, 0), nil)
+	}
+	if s.n.Action.Tool != "" && !strings.Contains(s.n.Action.Tool, "${") {
+		if _, err := r.proj.Graph(s.n.Action.Tool); err != nil || r.hasTool(s.n.Action.Tool) {
+			return r.foreachTools(ctx, s, items)
+		}
+	}
+	return r.planChildren(ctx, s, pendingForeach, len(items))
+}
+
+// hasTool reports whether the run's tools have id.
+func (r *graphRun) hasTool(id string) bool {
+	_, ok := r.tools.Lookup(id)
+	return ok
+}
+
+// foreachItems resolves a foreach's over.
+func (r *graphRun) foreachItems(s *stepRun) ([]any, error) {
+	v, err := graph.Value(s.n.Over, s.scope)
+	if err != nil {
+		return nil, err
+	}
+	max := s.n.MaxItems
+	if max == 0 {
+		max = graph.DefaultMaxItems
+	}
+	return graph.ForeachItems(v, max)
+}
+
+// itemScope is the scope of item i of a foreach step.
+func itemScope(s *stepRun, items []any, i int) map[string]any {
+	return graph.ItemScope(s.scope, s.n.As, items[i], i, len(items))
+}
+
+// foreachTools runs a foreach of tool items in the activation, in order
+// or up to max_concurrency at once; the step settles them together.
+func (r *graphRun) foreachTools(ctx context.Context, s *stepRun, items []any) (outcome, error) {
+	results := make([]any, len(items))
+	errs := make([]*graph.StepError, len(items))
+	conc := 1
+	if s.n.Parallel {
+		conc = r.g.Concurrency(s.n)
+	}
+	failFast := s.n.OnItemError != "continue"
+	ictx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	sem := make(chan struct{}, conc)
+	done := make(chan struct{})
+	var infra error
+	var mu = make(chan struct{}, 1)
+	pendingN := 0
+	for i := range items {
+		if ictx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		if ictx.Err() != nil {
+			<-sem
+			break
+		}
+		pendingN++
+		go func(i int) {
+			defer func() { <-sem; done <- struct{}{} }()
+			sc := itemScope(s, items, i)
+			a, err := r.resolveAction(s.n.Action, sc)
+			var res any
+			var se *graph.StepError
+			if err != nil {
+				se = asStepError(err)
+			} else {
+				res, se, err = r.runTool(ictx, s, a, sc, fmt.Sprintf("step-%d-item-%d", s.step, i))
+			}
+			mu <- struct{}{}
+			defer func() { <-mu }()
+			switch {
+			case err != nil && infra == nil && ictx.Err() == nil:
+				infra = err
+				stop(err)
+			case se != nil:
+				errs[i] = se
+				if failFast {
+					stop(errForeachStop)
+				}
+			case err == nil:
+				results[i] = res
+			}
+		}(i)
+	}
+	for ; pendingN > 0; pendingN-- {
+		<-done
+	}
+	if infra != nil {
+		return outcome{}, infra
+	}
+	if stopRequested(ctx) {
+		return outcome{}, context.Cause(ctx)
+	}
+	var list []map[string]any
+	failed, first := 0, (*graph.StepError)(nil)
+	for i, e := range errs {
+		if e == nil {
+			continue
+		}
+		failed++
+		if first == nil {
+			first = e
+		}
+		list = append(list, map[string]any{"index": i, "code": e.Code, "message": e.Message})
+	}
+	s.items = [3]int{len(items) - failed, len(items), failed}
+	res := foreachResult(results, list, failed)
+	switch {
+	case failed > 0 && failFast:
+		return r.complete(ctx, s, nil, &graph.StepError{Code: graph.CodeForeachItemFailed, Message: "item failed: " + first.Message, ThreadID: first.ThreadID})
+	case failed == len(items):
+		return r.complete(ctx, s, nil, &graph.StepError{Code: graph.CodeForeachAllFailed, Message: fmt.Sprintf("all %d items failed; the first: %s", failed, first.Message)})
+	}
+	return r.complete(ctx, s, res, nil)
+}
+
+// errForeachStop stops a foreach's other items after one failed.
+var errForeachStop = errors.New("an item failed")
+
+// foreachResult is a foreach's (and a wait's) result.
+func foreachResult(results []any, errs []map[string]any, failed int) map[string]any {
+	if results == nil {
+		results = []any{}
+	}
+	e := make([]any, 0, len(errs))
+	for _, x := range errs {
+		e = append(e, x)
+	}
+	return map[string]any{"results": results, "errors": e, "succeeded": len(results) - failed, "failed": failed}
+}
+
+// resumePending continues the step in flight.
+func (r *graphRun) resumePending(ctx context.Context) (outcome, error) {
+	p := r.cp.Pending
+	n := r.g.Node(p.Node)
+	if n == nil {
+		r.decideError("graph_invalid", fmt.Sprintf("the run's pending step names node %q, which the graph does not have", p.Node), p.Node, p.Step, "")
+		return finished, nil
+	}
+	s := r.newStep(n, p.Step, p.Attempt, p.StartedAt)
+	if r.results == nil {
+		r.results = map[string]any{}
+	}
+	if p.Children == nil {
+		p.Children = map[string]string{}
+	}
+	if p.Slots == nil {
+		p.Slots = map[string]slot{}
+	}
+	if p.Kind == pendingApproval {
+		return r.advanceApproval(ctx, s, false)
+	}
+	return r.advancePending(ctx, s, false)
+}
+
+// advancePending moves a child step on: it settles the children that
+// ended, plans and starts the next ones the window allows (planned ids
+// durable first), and completes the step once every item has settled,
+// or suspends until a child ends.
+func (r *graphRun) advancePending(ctx context.Context, s *stepRun, first bool) (outcome, error) {
+	p := r.cp.Pending
+	var items []any
+	if p.Kind == pendingForeach {
+		var err error
+		if items, err = r.foreachItems(s); err != nil || len(items) != p.Items {
+			// The state is the step's own snapshot: its over resolves as
+			// it did when the step began.
+			return r.complete(ctx, s, nil, stepErr(graph.CodeForeachNotList, "foreach %s: its items changed while it ran", s.n.Name))
+		}
+	}
+	for round := 0; ; round++ {
+		if round > 1000 {
+			return outcome{}, fmt.Errorf("graph run %s: step %d does not settle", r.id(), p.Step)
+		}
+		changed, unstarted, err := r.settle(ctx, s, p)
+		if err != nil {
+			return outcome{}, err
+		}
+		if r.pendingDone(s, p) {
+			return r.completePending(ctx, s, p)
+		}
+		planned, err := r.planMore(s, p, items)
+		if err != nil {
+			return outcome{}, err
+		}
+		if len(planned) > 0 || first {
+			ev := transcript.StepStarted{Step: p.Step, Node: p.Node, Kind: s.n.Kind, Attempt: p.Attempt,
+				StartedAt: p.StartedAt.Format(time.RFC3339Nano), Children: map[string]string{}}
+			if a := s.n.Action; a != nil {
+				ev.Action = &transcript.StepAction{Tool: a.Tool, Directive: a.Directive, Graph: a.Graph}
+			}
+			for _, i := range planned {
+				ev.Children[i] = p.Children[i]
+			}
+			r.emit(transcript.TypeStepStarted, ev)
+		}
+		if changed || len(planned) > 0 || first {
+			first = false
+			running := r.running(p)
+			if len(running) > 0 {
+				r.emit(transcript.TypeGraphWaiting, transcript.GraphWaiting{WaitingFor: registry.WaitingForChildren, Threads: running, Step: p.Step, Node: p.Node})
+			}
+			if err := r.checkpoint(ctx); err != nil {
+				return outcome{}, err
+			}
+		}
+		refused, err := r.launch(ctx, s, p, items, append(unstarted, planned...))
+		if err != nil {
+			return outcome{}, err
+		}
+		if refused {
+			continue
+		}
+		running := r.running(p)
+		if len(running) == 0 {
+			continue
+		}
+		suspended, err := r.suspendOn(ctx, p, running)
+		if errors.Is(err, registry.ErrChainMoved) {
+			continue
+		}
+		if err != nil {
+			return outcome{}, err
+		}
+		if suspended {
+			r.w.metrics.suspended()
+			r.log.Info("graph run waiting on children", "step", p.Step, "node", p.Node, "running", len(running))
+			return outcome{kind: suspend, reason: registry.WaitingForChildren}, nil
+		}
+	}
+}
+
+// running are the step's children that have not settled, in item order.
+func (r *graphRun) running(p *pendingStep) []string {
+	var out []string
+	for _, i := range sortedIndexes(p.Children) {
+		if _, ok := p.Slots[i]; !ok {
+			out = append(out, p.Children[i])
+		}
+	}
+	return out
+}
+
+// suspendOn suspends the run on the chains of ids: until any ends for a
+// foreach's window or a wait of mode any, else until all have.
+func (r *graphRun) suspendOn(ctx context.Context, p *pendingStep, ids []string) (bool, error) {
+	targets := make([]registry.WaitTarget, 0, len(ids))
+	for _, id := range ids {
+		term, err := r.reg.ResolveChain(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		targets = append(targets, registry.WaitTarget{Root: id, Terminal: term})
+	}
+	anyOf := p.Kind == pendingForeach || (p.Kind == pendingWait && r.g.Node(p.Node).Mode == "any")
+	suspend := r.acts.Suspend
+	if anyOf {
+		suspend = r.acts.SuspendAny
+	}
+	suspended, seq, err := suspend(ctx, r.id(), r.version, targets)
+	if wn := (*registry.WakeNowError)(nil); errors.As(err, &wn) {
+		err = r.o.EnqueueWake(ctx, wn.Wake)
+	}
+	if err != nil {
+		return false, err
+	}
+	if suspended {
+		r.version = seq
+	}
+	return suspended, nil
+}
+
+// settle records the children that have ended: their slots (results in
+// the snapshot), foreach_item_completed. unstarted are planned children
+// not registered (their start did not happen: started again, adopting
+// any that did).
+func (r *graphRun) settle(ctx context.Context, s *stepRun, p *pendingStep) (changed bool, unstarted []string, err error) {
+	for _, i := range sortedIndexes(p.Children) {
+		if _, ok := p.Slots[i]; ok {
+			continue
+		}
+		id := p.Children[i]
+		term, err := r.reg.ResolveChain(ctx, id)
+		if errors.Is(err, registry.ErrNotFound) {
+			if p.Kind == pendingWait {
+				r.settleSlot(s, p, i, slot{Status: "error", Code: "thread_lost", Message: "thread " + id + " is not in the registry", ThreadID: id}, nil)
+				changed = true
+				continue
+			}
+			unstarted = append(unstarted, i)
+			continue
+		}
+		if err != nil {
+			return changed, nil, err
+		}
+		rec, err := r.reg.Get(ctx, term)
+		if err != nil {
+			return changed, nil, err
+		}
+		if !rec.Status.Terminal() || rec.Status == thread.StatusContinued {
+			continue
+		}
+		sum := childResult(rec)
+		sl := slot{Status: "ok", ThreadID: rec.ThreadID}
+		if rec.Status != thread.StatusCompleted {
+			sl.Status, sl.Code, sl.Message = "error", string(rec.Status), "the child ended "+string(rec.Status)
+			if rec.Error != nil {
+				sl.Code, sl.Message = rec.Error.Code, rec.Error.Message
+			}
+			if sl.Code == "" {
+				sl.Code = string(rec.Status)
+			}
+		}
+		r.settleSlot(s, p, i, sl, sum)
+		changed = true
+	}
+	return changed, unstarted, nil
+}
+
+// settleSlot records item i's end.
+func (r *graphRun) settleSlot(s *stepRun, p *pendingStep, i string, sl slot, result any) {
+	if result != nil {
+		b, _ := json.Marshal(result)
+		sl.SHA = sha256Hex(b)
+		r.results[i] = result
+	}
+	p.Slots[i] = sl
+	if sl.Status == "error" && p.Kind == pendingForeach && s.n.OnItemError != "continue" {
+		p.Stopping = true
+	}
+	if p.Kind == pendingForeach || p.Kind == pendingWait {
+		idx, _ := strconv.Atoi(i)
+		ev := transcript.ForeachItemCompleted{Step: p.Step, Node: p.Node, Index: idx, Status: sl.Status, ThreadID: sl.ThreadID, ResultSHA256: sl.SHA}
+		if sl.Status == "error" {
+			ev.Error = &transcript.Error{Code: sl.Code, Message: sl.Message}
+		}
+		r.emit(transcript.TypeForeachItemCompleted, ev)
+	}
+}
+
+// childResult is what a step sees of a child that ended: the terminal
+// thread of its chain (a graph child: its run).
+func childResult(rec *registry.Record) map[string]any {
+	m := childSummary(rec)
+	if rec.IsGraph() {
+		m["run_id"] = rec.ThreadID
+		m["suppressed_errors"] = rec.SuppressedErrors
+		delete(m, "directive")
+		m["graph"] = rec.Directive
+	}
+	return m
+}
+
+// pendingDone reports whether the step in flight has settled.
+func (r *graphRun) pendingDone(s *stepRun, p *pendingStep) bool {
+	switch {
+	case p.Kind == pendingWait && s.n.Mode == "any":
+		return len(p.Slots) > 0
+	case p.Stopping:
+		return len(r.running(p)) == 0
+	}
+	return len(p.Slots) >= p.Items
+}
+
+// planMore plans the items the window allows (a child action: its one
+// child), returning their indexes; the ids are recorded in p.Children.
+func (r *graphRun) planMore(s *stepRun, p *pendingStep, items []any) ([]string, error) {
+	if p.Kind == pendingWait || p.Stopping {
+		return nil, nil
+	}
+	window := 1
+	if p.Kind == pendingForeach && s.n.Parallel {
+		window = r.g.Concurrency(s.n)
+	}
+	free := window - len(r.running(p))
+	var planned []string
+	for i := p.NextItem; i < p.Items && free > 0; i++ {
+		k := strconv.Itoa(i)
+		if _, ok := p.Children[k]; ok {
+			continue
+		}
+		if _, ok := p.Slots[k]; ok {
+			continue
+		}
+		req, err := r.itemRequest(s, p, items, i)
+		if err != nil {
+			var se *graph.StepError
+			if errors.As(err, &se) || !isInfra(err) {
+				r.settleSlot(s, p, k, slot{Status: "error", Code: asStepError(err).Code, Message: err.Error()}, nil)
+				if p.Kind == pendingChild {
+					return planned, nil
+				}
+				continue
+			}
+			return nil, err
+		}
+		p.Children[k] = req.ID
+		planned = append(planned, k)
+		free--
+		p.NextItem = i + 1
+	}
+	return planned, nil
+}
+
+// itemRequest is the start of item i (a child action: item 0).
+func (r *graphRun) itemRequest(s *stepRun, p *pendingStep, items []any, i int) (orchestrator.StartRequest, error) {
+	scope := s.scope
+	if p.Kind == pendingForeach {
+		scope = itemScope(s, items, i)
+	}
+	a, err := r.resolveAction(s.n.Action, scope)
+	if err != nil {
+		return orchestrator.StartRequest{}, err
+	}
+	if !graph.Permitted(r.rec.Capabilities, a) {
+		return orchestrator.StartRequest{}, stepErr(graph.CodePermissionDenied, "starting %s needs capability %s, which this run does not hold", a.ID(), a.Capability())
+	}
+	inputs, err := graph.Params(a.Inputs, scope)
+	if err != nil {
+		return orchestrator.StartRequest{}, err
+	}
+	req, err := r.childRequest(a, inputs, seed(p.Step, i, p.Attempt))
+	if err != nil {
+		return req, stepErr("invalid_limits", "%v", err)
+	}
+	return req, nil
+}
+
+// launch starts (or adopts) the planned children of indexes; a refused
+// start settles its item. refused reports whether any was.
+func (r *graphRun) launch(ctx context.Context, s *stepRun, p *pendingStep, items []any, indexes []string) (refused bool, err error) {
+	for _, k := range indexes {
+		i, _ := strconv.Atoi(k)
+		req, err := r.itemRequest(s, p, items, i)
+		if err != nil {
+			return false, err
+		}
+		if req.ID != p.Children[k] {
+			// The plan is durable; an id computed otherwise now would start
+			// a twin.
+			req.ID = p.Children[k]
+		}
+		rec, err := r.o.Start(ctx, req)
+		if err != nil {
+			if isInfra(err) {
+				return false, err
+			}
+			a := &graph.Action{Directive: req.Directive}
+			if req.Graph {
+				a = &graph.Action{Graph: req.Directive}
+			}
+			r.emitRefused(a, err)
+			se := refusal(err)
+			r.settleSlot(s, p, k, slot{Status: "error", Code: se.Code, Message: se.Message}, nil)
+			refused = true
+			continue
+		}
+		a := &graph.Action{Directive: req.Directive}
+		if req.Graph {
+			a = &graph.Action{Graph: req.Directive}
+		}
+		r.emitSpawned(a, rec, false)
+	}
+	return refused, nil
+}
+
+// refusal is a refused start as a step failure, with the limit's code.
+func refusal(err error) *graph.StepError {
+	obj := errorObject(err)
+	return &graph.StepError{Code: obj["code"].(string), Message: err.Error()}
+}
+
+func (r *graphRun) emitSpawned(a *graph.Action, rec *registry.Record, async bool) {
+	r.emit(transcript.TypeChildSpawned, transcript.ChildSpawned{ChildID: rec.ThreadID, Directive: a.ID(), Async: async})
+}
+
+func (r *graphRun) emitRefused(a *graph.Action, err error) {
+	r.emit(transcript.TypeChildRefused, transcript.ChildRefused{Directive: a.ID(), Code: errorObject(err)["code"].(string), Message: err.Error()})
+	r.log.Info("child refused", "child", a.ID(), "error", err)
+}
+
+// completePending completes a child step from its settled items.
+func (r *graphRun) completePending(ctx context.Context, s *stepRun, p *pendingStep) (outcome, error) {
+	order := sortedIndexes(p.Children)
+	for _, i := range order {
+		s.threadIDs = append(s.threadIDs, p.Children[i])
+	}
+	if p.Kind == pendingChild {
+		sl := p.Slots["0"]
+		if sl.Status != "ok" {
+			return r.complete(ctx, s, nil, &graph.StepError{Code: sl.Code, Message: sl.Message, ThreadID: sl.ThreadID})
+		}
+		return r.complete(ctx, s, r.results["0"], nil)
+	}
+	results := make([]any, p.Items)
+	var errs []map[string]any
+	failed, first := 0, (*slot)(nil)
+	for i := 0; i < p.Items; i++ {
+		sl, ok := p.Slots[strconv.Itoa(i)]
+		if !ok {
+			continue
+		}
+		if sl.Status == "ok" {
+			results[i] = r.results[strconv.Itoa(i)]
+			continue
+		}
+		failed++
+		if first == nil {
+			first = &sl
+		}
+		e := map[string]any{"index": i, "code": sl.Code, "message": sl.Message}
+		if sl.ThreadID != "" {
+			e["thread_id"] = sl.ThreadID
+		}
+		errs = append(errs, e)
+	}
+	s.items = [3]int{len(p.Slots), p.Items, failed}
+	res := foreachResult(results, errs, failed)
+	res["succeeded"] = len(p.Slots) - failed
+	onError := s.n.OnItemError
+	if p.Kind == pendingWait {
+		onError = s.n.OnChildError
+	}
+	switch {
+	case failed > 0 && onError != "continue":
+		code := graph.CodeForeachItemFailed
+		if p.Kind == pendingWait {
+			code = "wait_child_failed"
+		}
+		return r.complete(ctx, s, nil, &graph.StepError{Code: code, Message: fmt.Sprintf("item failed (%s): %s", first.Code, first.Message), ThreadID: first.ThreadID})
+	case failed > 0 && failed == len(p.Slots) && p.Kind == pendingForeach:
+		return r.complete(ctx, s, nil, &graph.StepError{Code: graph.CodeForeachAllFailed, Message: fmt.Sprintf("all %d items failed; the first (%s): %s", failed, first.Code, first.Message)})
+	}
+	if p.Kind == pendingForeach {
+		r.emit(transcript.TypeForeachCompleted, transcript.ForeachCompleted{Step: p.Step, Node: p.Node, Items: p.Items, Succeeded: p.Items - failed, Failed: failed})
+	}
+	return r.complete(ctx, s, res, nil)
+}
+
+// startWait starts a wait node: its children, as the step's.
+func (r *graphRun) startWait(ctx context.Context, s *stepRun) (outcome, error) {
+	v, err := graph.Value(s.n.Threads, s.scope)
+	if err != nil {
+		return r.complete(ctx, s, nil, err)
+	}
+	list, err := graph.ForeachItems(v, graph.DefaultMaxItems)
+	if err != nil {
+		return r.complete(ctx, s, nil, stepErr("wait_not_list", "wait %s: threads must be a list of thread or run ids: %v", s.n.Name, err))
+	}
+	p := &pendingStep{Step: s.step, Node: s.n.Name, Kind: pendingWait, Attempt: s.attempt, StartedAt: r.o.Now().UTC(), Items: len(list),
+		Children: map[string]string{}, Slots: map[string]slot{}}
+	for i, x := range list {
+		id, ok := x.(string)
+		if !ok || id == "" {
+			return r.complete(ctx, s, nil, stepErr("wait_not_list", "wait %s: item %d is not a thread id", s.n.Name, i))
+		}
+		rec, err := r.reg.Get(ctx, id)
+		if err == nil && rec.ParentID != r.id() {
+			return r.complete(ctx, s, nil, stepErr("wait_not_child", "wait %s: %s is not a child of this run", s.n.Name, id))
+		}
+		if err != nil && !errors.Is(err, registry.ErrNotFound) {
+			return outcome{}, err
+		}
+		p.Children[strconv.Itoa(i)] = id
+		p.Threads = append(p.Threads, id)
+	}
+	if len(list) == 0 {
+		return r.complete(ctx, s, foreachResult(nil, nil, 0), nil)
+	}
+	r.cp.Pending, r.results = p, map[string]any{}
+	return r.advancePending(ctx, s, true)
+}
+
+// requestApproval starts an approval node: a pending call
+// "graph:approval" people decide with approve and deny.
+func (r *graphRun) requestApproval(ctx context.Context, s *stepRun) (outcome, error) {
+	prompt, err := graph.String(s.n.Prompt, s.scope)
+	if err != nil {
+		return r.complete(ctx, s, nil, err)
+	}
+	show, err := graph.Value(graph.DeepCopy(s.n.Show), s.scope)
+	if err != nil {
+		return r.complete(ctx, s, nil, err)
+	}
+	input, _ := json.Marshal(map[string]any{"prompt": prompt, "show": show})
+	onTimeout := s.n.OnTimeout
+	if onTimeout == "" {
+		onTimeout = registry.DecisionDeny
+	}
+	return r.pendApproval(ctx, s, approvalTool, input, s.n.Timeout, onTimeout)
+}
+
+// approvalTool is the tool name of an approval node's pending call.
+const approvalTool = "graph:approval"
+
+// requestToolApproval gates a tool action on a person's decision
+// (approvals.yaml), as a thread's tool call is.
+func (r *graphRun) requestToolApproval(ctx context.Context, s *stepRun, a *graph.Action, timeout time.Duration, onTimeout string) (outcome, error) {
+	params, err := graph.Params(a.Params, s.scope)
+	if err != nil {
+		return r.complete(ctx, s, nil, err)
+	}
+	input, _ := json.Marshal(params)
+	if onTimeout == "" {
+		onTimeout = registry.DecisionDeny
+	}
+	return r.pendApproval(ctx, s, a.Tool, input, timeout, onTimeout)
+}
+
+// pendApproval records a pending call and waits for its decision.
+func (r *graphRun) pendApproval(ctx context.Context, s *stepRun, tool string, input json.RawMessage, timeout time.Duration, onTimeout string) (outcome, error) {
+	now := r.o.Now().UTC()
+	pa := &registry.PendingApproval{CallID: strconv.Itoa(s.step), RequestID: newToken(), Tool: tool, Input: input, RequestedAt: now, OnTimeout: onTimeout}
+	ev := transcript.ApprovalRequested{CallID: pa.CallID, RequestID: pa.RequestID, Tool: tool, Input: input}
+	if timeout > 0 {
+		pa.Deadline = now.Add(timeout)
+		ev.Deadline, ev.OnTimeout = pa.Deadline.Format(time.RFC3339), onTimeout
+	}
+	r.cp.Pending = &pendingStep{Step: s.step, Node: s.n.Name, Kind: pendingApproval, Attempt: s.attempt, StartedAt: now, CallID: pa.CallID, Approval: pa}
+	r.emit(transcript.TypeApprovalRequested, ev)
+	return r.advanceApproval(ctx, s, true)
+}
+
+// advanceApproval completes an approval once decided (or timed out),
+// else suspends the run for it.
+func (r *graphRun) advanceApproval(ctx context.Context, s *stepRun, first bool) (outcome, error) {
+	p := r.cp.Pending
+	pa := p.Approval
+	decisions, err := r.acts.Decisions(ctx, r.id())
+	if err != nil {
+		return outcome{}, err
+	}
+	d, ok := decisions[pa.CallID]
+	if ok && d.RequestID != "" && pa.RequestID != "" && d.RequestID != pa.RequestID {
+		ok = false // a decision of another request
+	}
+	now := r.o.Now()
+	if !ok && !pa.Deadline.IsZero() && !now.Before(pa.Deadline) {
+		d, ok = registry.Decision{Decision: pa.OnTimeout, By: "timeout", Reason: "no decision within the approval's timeout", At: now.UTC()}, true
+	}
+	if !ok {
+		if first {
+			r.emit(transcript.TypeGraphWaiting, transcript.GraphWaiting{WaitingFor: registry.WaitingForApproval, CallID: pa.CallID, Step: p.Step, Node: p.Node})
+			if err := r.checkpoint(ctx); err != nil {
+				return outcome{}, err
+			}
+		}
+		seq, open, err := r.acts.SuspendForApproval(ctx, r.id(), r.version, []registry.PendingApproval{*pa})
+		if err != nil {
+			return outcome{}, err
+		}
+		r.version = seq
+		if open == 0 {
+			return outcome{kind: suspend}, r.o.EnqueueWake(ctx, registry.Wake{ThreadID: r.id(), Seq: seq})
+		}
+		if !pa.Deadline.IsZero() {
+			if err := r.enq.Enqueue(ctx, queue.Activation{ThreadID: r.id(), Reason: "timeout"}, seq, r.rec.Queue, asynqProcessAt(pa.Deadline)); err != nil {
+				return outcome{}, err
+			}
+		}
+		r.w.metrics.suspended()
+		r.log.Info("graph run waiting for approval", "step", p.Step, "node", p.Node)
+		return outcome{kind: suspend, reason: registry.WaitingForApproval}, nil
+	}
+	r.emit(transcript.TypeApprovalDecided, transcript.ApprovalDecided{CallID: pa.CallID, Tool: pa.Tool, Decision: d.Decision, By: d.By, Reason: d.Reason})
+	if err := r.acts.ClearApprovals(ctx, r.id()); err != nil {
+		return outcome{}, err
+	}
+	approved := d.Decision == registry.DecisionApprove
+	if pa.Tool == approvalTool {
+		return r.complete(ctx, s, map[string]any{"approved": approved, "reason": d.Reason, "by": d.By,
+			"decided_at": d.At.UTC().Format(time.RFC3339)}, nil)
+	}
+	if !approved {
+		msg := "denied by " + d.By
+		if d.Reason != "" {
+			msg += ": " + d.Reason
+		}
+		return r.complete(ctx, s, nil, stepErr(graph.CodeApprovalDenied, "%s", msg))
+	}
+	var params map[string]any
+	_ = json.Unmarshal(pa.Input, &params)
+	a := &graph.Action{Tool: pa.Tool, Params: params}
+	res, se, err := r.runTool(ctx, s, a, s.scope, pa.CallID)
+	if err != nil {
+		return outcome{}, err
+	}
+	if se != nil {
+		return r.complete(ctx, s, nil, se)
+	}
+	return r.complete(ctx, s, res, nil)
+}
+
+// sha256Hex is the hex SHA-256 of b.
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

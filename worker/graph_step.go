@@ -1,0 +1,502 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spool-run/spool/graph"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// Pending step kinds.
+const (
+	pendingChild    = "child"    // an action's sync directive or graph child
+	pendingForeach  = "foreach"  // a foreach of children
+	pendingApproval = "approval" // an approval node, or a gated tool
+	pendingWait     = "wait"     // a wait node
+)
+
+// codeMaxSteps is the run-level failure of a run past max_steps.
+const codeMaxSteps = "max_steps_exceeded"
+
+// stepRun is a step in progress.
+type stepRun struct {
+	n             *graph.Node
+	step, attempt int
+	// startedAt is the step's logical start (run.started_at): the
+	// checkpoint it starts from, or its planning segment's time.
+	startedAt time.Time
+	began     time.Time
+	scope     map[string]any
+	action    string // what it runs, "tool x" (interpolated)
+	threadIDs []string
+	items     [3]int // done, total, failed
+	// outputs are a return node's.
+	outputs map[string]any
+}
+
+// newStep is the step at node n, at step number step and attempt, whose
+// logical start is at.
+func (r *graphRun) newStep(n *graph.Node, step, attempt int, at time.Time) *stepRun {
+	run := graph.RunScope{ID: r.id(), Graph: r.g.Name, GraphDigest: r.rec.GraphDigest, ParentID: r.rec.ParentID,
+		Step: step, Node: n.Name, Attempt: attempt, StartedAt: at}
+	return &stepRun{n: n, step: step, attempt: attempt, startedAt: at, began: time.Now(),
+		scope: graph.NewScope(r.state, r.rec.Inputs, nil, run)}
+}
+
+// stepErr makes a step failure.
+func stepErr(code, format string, args ...any) *graph.StepError {
+	return &graph.StepError{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// step runs the step at the cursor.
+func (r *graphRun) step(ctx context.Context) (outcome, error) {
+	n := r.g.Node(r.cp.NextNode)
+	if n == nil {
+		r.decideError("graph_invalid", fmt.Sprintf("the run's cursor names node %q, which the graph does not have", r.cp.NextNode), r.cp.NextNode, r.cp.Step, "")
+		return finished, nil
+	}
+	if r.cp.Attempt == nil {
+		r.cp.Attempt = map[string]int{}
+	}
+	s := r.newStep(n, r.cp.Step+1, r.cp.Attempt[n.Name]+1, r.cp.At)
+	r.steps++
+	switch n.Kind {
+	case graph.KindGate:
+		return r.complete(ctx, s, nil, nil)
+	case graph.KindReturn:
+		out, err := r.returnOutput(s)
+		if err != nil {
+			return r.complete(ctx, s, nil, err)
+		}
+		s.outputs = out
+		return r.complete(ctx, s, nil, nil)
+	case graph.KindAction:
+		a, err := r.resolveAction(n.Action, s.scope)
+		if err != nil {
+			return r.complete(ctx, s, nil, err)
+		}
+		s.action = a.String()
+		if a.Tool != "" {
+			if r.proj.Approvals != nil {
+				if rule := r.proj.Approvals.Match(a.Tool); rule != nil && graph.Permitted(r.rec.Capabilities, a) {
+					return r.requestToolApproval(ctx, s, a, rule.Timeout, rule.OnTimeout)
+				}
+			}
+			res, serr, err := r.runTool(ctx, s, a, s.scope, fmt.Sprintf("step-%d", s.step))
+			if err != nil {
+				return outcome{}, err
+			}
+			if serr != nil {
+				return r.complete(ctx, s, nil, serr)
+			}
+			return r.complete(ctx, s, res, nil)
+		}
+		return r.planChildren(ctx, s, pendingChild, 1)
+	case graph.KindForeach:
+		return r.startForeach(ctx, s)
+	case graph.KindApproval:
+		return r.requestApproval(ctx, s)
+	case graph.KindWait:
+		return r.startWait(ctx, s)
+	}
+	r.decideError("graph_invalid", fmt.Sprintf("node %s has unknown kind %q", n.Name, n.Kind), n.Name, s.step, "")
+	return finished, nil
+}
+
+// resolveAction interpolates an action's ids and turns a reference
+// tool action that names a graph (item_id "tool:graphs/x") into a graph
+// action.
+func (r *graphRun) resolveAction(a *graph.Action, scope map[string]any) (*graph.Action, error) {
+	c := *a
+	for _, f := range []*string{&c.Tool, &c.Directive, &c.Graph} {
+		if strings.Contains(*f, "${") {
+			v, err := graph.String(*f, scope)
+			if err != nil {
+				return nil, err
+			}
+			*f = v
+		}
+	}
+	if c.Tool != "" {
+		if _, ok := r.tools.Lookup(c.Tool); !ok && !isOrchestrationTool(c.Tool) {
+			if _, err := r.proj.Graph(c.Tool); err == nil {
+				return c.AsGraph(), nil
+			}
+		}
+	}
+	return &c, nil
+}
+
+// isOrchestrationTool: the tools a thread's worker implements itself.
+func isOrchestrationTool(id string) bool {
+	return id == threadDirectiveID || id == orchestratorID || id == directiveReturnID
+}
+
+// returnOutput is a return node's output, interpolated: an object.
+func (r *graphRun) returnOutput(s *stepRun) (map[string]any, error) {
+	if s.n.Output == nil {
+		return map[string]any{}, nil
+	}
+	v, err := graph.Value(graph.DeepCopy(s.n.Output), s.scope)
+	if err != nil {
+		return nil, err
+	}
+	switch o := v.(type) {
+	case map[string]any:
+		return o, nil
+	case nil:
+		return map[string]any{}, nil
+	}
+	return nil, stepErr("invalid_output", "return node %s: output must be an object, not %T", s.n.Name, v)
+}
+
+// runTool runs a tool action in the activation: permission, params,
+// timeout, the tool_call events. serr is the step's failure; err an
+// infrastructure failure (the activation runs again).
+func (r *graphRun) runTool(ctx context.Context, s *stepRun, a *graph.Action, scope map[string]any, callID string) (any, *graph.StepError, error) {
+	id := a.Tool
+	if !graph.Permitted(r.rec.Capabilities, a) {
+		return nil, stepErr(graph.CodePermissionDenied, "calling %s needs capability %s, which this run does not hold", id, a.Capability()), nil
+	}
+	params, err := graph.Params(a.Params, scope)
+	if err != nil {
+		return nil, asStepError(err), nil
+	}
+	input, err := json.Marshal(params)
+	if err != nil {
+		return nil, stepErr(graph.CodeToolError, "params of %s: %v", id, err), nil
+	}
+	r.emit(transcript.TypeToolCallStart, transcript.ToolCallStart{CallID: callID, Tool: id, Input: input})
+	tool, ok := r.tools.Lookup(id)
+	if !ok {
+		r.emit(transcript.TypeToolCallResult, transcript.ToolCallResult{CallID: callID, Tool: id, Output: "unknown tool " + id, IsError: true})
+		return nil, stepErr(graph.CodeToolError, "unknown tool %s", id), nil
+	}
+	timeout := a.Timeout
+	if timeout == 0 {
+		timeout = s.n.Timeout
+	}
+	tctx, cancel := ctx, context.CancelFunc(func() {})
+	if timeout > 0 {
+		tctx, cancel = context.WithTimeoutCause(ctx, timeout, errStepTimeout)
+	}
+	res, err := tool.Run(tctx, r.toolEnv, input)
+	timedOut := errors.Is(context.Cause(tctx), errStepTimeout)
+	cancel()
+	switch {
+	case err != nil && stopRequested(ctx):
+		r.emit(transcript.TypeToolCallResult, transcript.ToolCallResult{CallID: callID, Tool: id, Output: stoppedWhile(ctx), IsError: true})
+		return nil, nil, context.Cause(ctx)
+	case timedOut:
+		r.emit(transcript.TypeToolCallResult, transcript.ToolCallResult{CallID: callID, Tool: id, Output: "timed out", IsError: true})
+		return nil, stepErr(graph.CodeTimeout, "tool %s did not finish within %s", id, timeout), nil
+	case err != nil:
+		return nil, nil, fmt.Errorf("tool %s: %w", id, err)
+	}
+	out := res.Output
+	shown := out
+	if len(shown) > graphMaxEventResult {
+		shown = shown[:graphMaxEventResult]
+	}
+	r.emit(transcript.TypeToolCallResult, transcript.ToolCallResult{CallID: callID, Tool: id, Output: shown, IsError: res.IsError})
+	if res.IsError {
+		return nil, stepErr(graph.CodeToolError, "tool %s: %s", id, strings.TrimSpace(out)), nil
+	}
+	return toolValue(out), nil, nil
+}
+
+// errStepTimeout is the cause of a step's timeout.
+var errStepTimeout = errors.New("step timeout")
+
+// toolValue is a tool's output as a step's result: a JSON object as it
+// is, anything else as {"text": output}.
+func toolValue(out string) any {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &m); err == nil && m != nil {
+		return m
+	}
+	return map[string]any{"text": out}
+}
+
+// asStepError is err as a step failure.
+func asStepError(err error) *graph.StepError {
+	var se *graph.StepError
+	if errors.As(err, &se) {
+		return se
+	}
+	return &graph.StepError{Code: graph.CodeInterpolation, Message: err.Error()}
+}
+
+// complete ends step s with result (or its failure serr): assign and
+// route on success, the error procedure on failure; one segment.
+func (r *graphRun) complete(ctx context.Context, s *stepRun, result any, serr error) (outcome, error) {
+	n := s.n
+	var next string
+	var assigned []string
+	newState := r.state
+	routedBy := "next"
+	if serr == nil {
+		run := s.scope[graph.ScopeRun]
+		scope := map[string]any{graph.ScopeState: r.state, graph.ScopeInputs: r.rec.Inputs, graph.ScopeRun: run}
+		if result != nil {
+			scope[graph.ScopeResult] = result
+		}
+		st, keys, err := graph.Assign(n, r.state, scope)
+		switch {
+		case err != nil:
+			serr = err
+		case graph.StateSize(st) > graphMaxStateBytes:
+			serr = stepErr(graph.CodeStateTooLarge, "the state would be %d bytes, over the bound of %d: keep big data in files and their paths in the state", graph.StateSize(st), graphMaxStateBytes)
+		case n.Kind == graph.KindReturn:
+			newState, assigned, routedBy = st, keys, "return"
+		default:
+			scope[graph.ScopeState] = st
+			if next, err = graph.Route(n, scope); err != nil {
+				serr = err
+			} else {
+				newState, assigned = st, keys
+			}
+		}
+	}
+	if serr != nil {
+		return r.failStep(ctx, s, asStepError(serr))
+	}
+	r.state = newState
+	r.advance(s, next)
+	ev := r.stepCompleted(s, graph.StepStatusOK, routedBy, next, result, nil)
+	ev.Assigned = assigned
+	r.emit(transcript.TypeStepCompleted, ev)
+	if n.Kind == graph.KindReturn {
+		r.decideCompleted(s.outputs)
+	}
+	return r.afterCompleted(ctx, s, result, next, nil)
+}
+
+// advance moves the cursor past step s to next.
+func (r *graphRun) advance(s *stepRun, next string) {
+	r.cp.Step, r.cp.NextNode, r.cp.Pending, r.results, r.cp.RetryAt = s.step, next, nil, nil, time.Time{}
+	delete(r.cp.Attempt, s.n.Name)
+}
+
+// stepCompleted is the step_completed event of s.
+func (r *graphRun) stepCompleted(s *stepRun, status, routedBy, next string, result any, se *graph.StepError) transcript.StepCompleted {
+	ev := transcript.StepCompleted{Step: s.step, Node: s.n.Name, Kind: s.n.Kind, Status: status, RoutedBy: routedBy, NextNode: next,
+		ElapsedMS: time.Since(s.began).Milliseconds(), ThreadIDs: s.threadIDs, Attempt: s.attempt,
+		ItemsDone: s.items[0], ItemsTotal: s.items[1], ItemsFailed: s.items[2]}
+	if !s.startedAt.IsZero() {
+		ev.StartedAt = s.startedAt.UTC().Format(time.RFC3339Nano)
+	}
+	if se != nil {
+		ev.Error = &transcript.GraphStepError{Code: se.Code, Message: se.Message, ThreadID: se.ThreadID}
+	}
+	if result != nil {
+		b, err := json.Marshal(result)
+		if err == nil {
+			sum := sha256.Sum256(b)
+			ev.ResultSHA256, ev.ResultBytes = hex.EncodeToString(sum[:]), len(b)
+			if len(b) <= graphMaxEventResult {
+				ev.Result = b
+			}
+		}
+	}
+	return ev
+}
+
+// afterCompleted makes a completed step durable and runs its after_step
+// hooks.
+func (r *graphRun) afterCompleted(ctx context.Context, s *stepRun, result any, next string, se *graph.StepError) (outcome, error) {
+	r.cp.HooksDue = s.step
+	if err := r.checkpoint(ctx); err != nil {
+		return outcome{}, err
+	}
+	status := graph.StepStatusOK
+	var errObj map[string]any
+	if se != nil {
+		status = graph.StepStatusError
+		errObj = map[string]any{"code": se.Code, "message": se.Message}
+	}
+	r.afterStep(ctx, s.step, s.n.Name, map[string]any{"status": status, "error": errObj, "result": result}, next)
+	if r.cp.Final != nil {
+		return finished, nil
+	}
+	return goOn, nil
+}
+
+// afterStep runs the after_step hooks of step (again, for a recovering
+// worker: at least once).
+func (r *graphRun) afterStep(ctx context.Context, step int, node string, extra map[string]any, next string) {
+	evctx := map[string]any{"run_id": r.id(), "graph": r.g.Name, "node": node, "step": step, "next_node": next, "state": r.state}
+	maps.Copy(evctx, extra)
+	r.hooks(ctx, graph.EventAfterStep, evctx)
+	r.cp.HooksDue = 0
+}
+
+// failStep is the error procedure of spec section 9: retry, then
+// _last_error and the route (the node's on_error, the graph's: a node,
+// continue, or fail).
+func (r *graphRun) failStep(ctx context.Context, s *stepRun, se *graph.StepError) (outcome, error) {
+	n := s.n
+	r.hooks(ctx, graph.EventError, map[string]any{"run_id": r.id(), "node": n.Name, "step": s.step,
+		"error": map[string]any{"code": se.Code, "message": se.Message}, "classification": classification(se.Code),
+		"state": r.state, "attempt": s.attempt})
+	if n.Retry != nil && graph.Retryable(se.Code) && s.attempt < n.Retry.Attempts {
+		delay := n.Retry.Delay(s.attempt + 1)
+		r.advance(s, n.Name)
+		r.cp.Attempt[n.Name] = s.attempt
+		r.cp.RetryAt = r.o.Now().Add(delay).UTC()
+		ev := r.stepCompleted(s, graph.StepStatusRetry, "retry", n.Name, nil, se)
+		r.emit(transcript.TypeStepCompleted, ev)
+		r.log.Info("graph step failed; retrying", "node", n.Name, "step", s.step, "attempt", s.attempt, "code", se.Code, "backoff", delay)
+		return r.afterCompleted(ctx, s, nil, n.Name, se)
+	}
+	last := map[string]any{"node": n.Name, "step": s.step, "code": se.Code, "message": se.Message}
+	if se.ThreadID != "" {
+		last["thread_id"] = se.ThreadID
+	}
+	st := maps.Clone(r.state)
+	st["_last_error"] = last
+	var next, routedBy string
+	fail := false
+	switch {
+	case n.OnError != "":
+		next, routedBy = n.OnError, "on_error"
+	case r.g.OnError == "continue":
+		errs, _ := st["_errors"].([]any)
+		st["_errors"] = append(append([]any(nil), errs...), map[string]any{"step": s.step, "node": n.Name, "code": se.Code, "message": se.Message})
+		r.cp.SuppressedErrors++
+		scope := map[string]any{graph.ScopeState: st, graph.ScopeInputs: r.rec.Inputs, graph.ScopeRun: s.scope[graph.ScopeRun]}
+		routedBy = "continue"
+		if n.Kind == graph.KindReturn {
+			next = ""
+		} else if nx, err := graph.Route(n, scope); err != nil {
+			fail = true
+		} else {
+			next = nx
+		}
+	case r.g.OnError != "" && r.g.OnError != "fail":
+		next, routedBy = r.g.OnError, "on_error"
+	default:
+		fail = true
+	}
+	r.state = st
+	r.advance(s, next)
+	if fail {
+		r.emit(transcript.TypeStepCompleted, r.stepCompleted(s, graph.StepStatusError, "fail", "", nil, se))
+		r.decideError(graph.CodeNodeError, n.Name+": "+se.Message, n.Name, s.step, se.Code)
+	} else {
+		r.emit(transcript.TypeStepCompleted, r.stepCompleted(s, graph.StepStatusError, routedBy, next, nil, se))
+		if n.Kind == graph.KindReturn && routedBy == "continue" {
+			r.decideCompleted(map[string]any{})
+		}
+	}
+	r.log.Info("graph step failed", "node", n.Name, "step", s.step, "code", se.Code, "routed_by", routedBy, "next", next)
+	return r.afterCompleted(ctx, s, nil, next, se)
+}
+
+// classification of a step failure for the error hooks.
+func classification(code string) string {
+	if code == graph.CodeRateLimited {
+		return "rate_limited"
+	}
+	if graph.Retryable(code) {
+		return "transient"
+	}
+	return "permanent"
+}
+
+// hooks runs the graph's hooks of event (spec section 12): observers,
+// at least once; a failing hook is recorded and never fails the run.
+// Their actions run with the run's capabilities; a directive or graph
+// action starts an async child of the run, planned from the event, the
+// step and the hook, so a hook run again adopts it.
+func (r *graphRun) hooks(ctx context.Context, event string, evctx map[string]any) {
+	if r.g == nil {
+		return
+	}
+	for _, h := range r.g.Hooks {
+		if h.Event != event {
+			continue
+		}
+		if ok, err := h.Condition.Eval(evctx); err != nil || !ok {
+			continue
+		}
+		scope := maps.Clone(evctx)
+		scope[graph.ScopeState], scope[graph.ScopeInputs] = r.state, r.rec.Inputs
+		scope[graph.ScopeRun] = graph.RunScope{ID: r.id(), Graph: r.g.Name, GraphDigest: r.rec.GraphDigest, ParentID: r.rec.ParentID,
+			Step: r.cp.Step, StartedAt: r.cp.At}.Map()
+		a, err := r.resolveAction(&h.Action, scope)
+		ev := transcript.HookFired{HookID: h.ID, Event: event, Layer: hookLayerGraph, Action: "execute"}
+		if err == nil {
+			ev.ItemType, ev.ItemID = a.Kind(), a.ID()
+			err = r.hookAction(ctx, h.ID, event, a, scope)
+		}
+		if err != nil {
+			ev.Error = err.Error()
+			r.log.Warn("graph hook failed", "hook", h.ID, "event", event, "error", err)
+		}
+		r.emit(transcript.TypeHookFired, ev)
+	}
+}
+
+// hookLayerGraph is the layer of a graph's own hooks in hook_fired.
+const hookLayerGraph = 1
+
+// hookAction runs a hook's action.
+func (r *graphRun) hookAction(ctx context.Context, hookID, event string, a *graph.Action, scope map[string]any) error {
+	if a.Tool != "" {
+		s := &stepRun{n: &graph.Node{Name: "hook:" + hookID}, began: time.Now()}
+		_, se, err := r.runTool(ctx, s, a, scope, "hook-"+hookID+"-"+event)
+		if err != nil {
+			return err
+		}
+		if se != nil {
+			return se
+		}
+		return nil
+	}
+	if !graph.Permitted(r.rec.Capabilities, a) {
+		return fmt.Errorf("%s needs capability %s, which this run does not hold", a.ID(), a.Capability())
+	}
+	inputs, err := graph.Params(a.Inputs, scope)
+	if err != nil {
+		return err
+	}
+	seed := fmt.Sprintf("hook/%s/%s/step/%d", hookID, event, r.cp.Step)
+	_, err = r.startChild(ctx, a, inputs, seed)
+	return err
+}
+
+// sortedKeys returns m's keys as item indexes in order.
+func sortedIndexes[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return atoiOr(keys[i]) < atoiOr(keys[j]) })
+	return keys
+}
+
+// atoiOr is s as a number (0 when it is none).
+func atoiOr(s string) int {
+	n := 0
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// _ keeps thread imported for the limits the steps read.
+var _ = thread.StatusCompleted
