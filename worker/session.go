@@ -175,7 +175,6 @@ type session struct {
 	liveWG   sync.WaitGroup
 }
 
-
 // run executes the activation to its end: finished, suspended, handed off,
 // or stopped.
 func (s *session) run(ctx context.Context) error {
