@@ -110,7 +110,7 @@ func nearest(id string, ids []string) string {
 			best, bestD = k, d
 		}
 	}
-	if bestD >= 0 && bestD <= max(1, min(3, len(id)/6)) {
+	if bestD >= 0 && bestD <= min(3, len(id)/5) {
 		return best
 	}
 	return ""

@@ -14,7 +14,7 @@ func TestLint(t *testing.T) {
 	known := Known{
 		Tools:      []string{"rye/file-system/fs_write", "rye/file-system/fs_read", "rye/agent/threads/thread_directive", "acme/scrape"},
 		MCPServers: []string{"files"},
-		Directives: []string{"demo/hello", "test/limits/depth_child"},
+		Directives: []string{"demo/hello", "test/limits/depth_child", "t/x"},
 	}
 	d, err := Parse("t.md", []byte(wrap(`<permissions>
   <execute>
@@ -27,6 +27,7 @@ func TestLint(t *testing.T) {
     <tool>rye.primary-tools.*</tool>
     <tool>nothing/like/it</tool>
     <directive>demo/helo</directive>
+    <directive>t/y</directive>
     <directive>test/*</directive>
     <knowledge>whatever</knowledge>
   </execute>
@@ -42,6 +43,7 @@ func TestLint(t *testing.T) {
 		"<permissions>: rye.execute.tool.rye.primary-tools.* matches no known tool",
 		"<permissions>: rye.execute.tool.nothing.like.it names no known tool",
 		"<permissions>: rye.execute.directive.demo.helo names no known directive (did you mean demo/hello?)",
+		"<permissions>: rye.execute.directive.t.y names no known directive",
 	}
 	if diff := cmp.Diff(want, Lint(d, known)); diff != "" {
 		t.Errorf("Lint (-want +got):\n%s", diff)

@@ -32,6 +32,10 @@ func cliProject() map[string]string {
 		".ai/config/agent/models.yaml": "tiers:\n  gone: script:scripts/gone.yaml\n",
 		"broken.md":                    "# not a directive\n",
 		"scripts/cli.yaml":             script("cli"),
+		// A misspelt element: an error wherever the directive is read.
+		".ai/directives/bad/misspelt.md": strings.Replace(directive("misspelt", `turns="4"`, fsPerms, `<success>done</success>`), "<limits", "<limts", 1),
+		// A misspelt tool id in permissions: a warning.
+		"lint/typo.md": directive("typo", `turns="4"`, `<execute><tool>rye/file-system/fs_wirte</tool></execute>`, `<success>done</success>`),
 	}
 }
 
@@ -171,6 +175,8 @@ func TestCLI(t *testing.T) {
 		{name: "run no wait text", args: with(run, "--input", "name=p2"), save: "pending2",
 			check: func(t *testing.T, out string) { require.Regexp(t, `^t/cli-\S+\n$`, out) }},
 		{name: "run unknown directive", args: []string{"thread", "run", "no/such", "--json"}, code: 1, errLike: `no/such.*not found`},
+		{name: "run misspelt element", args: []string{"thread", "run", "bad/misspelt", "--json"}, code: 1,
+			errLike: `^project:\.ai/directives/bad/misspelt\.md:\d+: unknown element <limts> in <metadata> \(did you mean <limits>\?\)$`},
 		{name: "run malformed inputs json", args: with(run, "--inputs-json", `{"name":`), code: 2, errLike: `^--inputs-json: not a JSON object`},
 		{name: "run inputs json array", args: with(run, "--inputs-json", `["a"]`), code: 2, errLike: `^--inputs-json: not a JSON object`},
 		{name: "run inputs json null", args: with(run, "--inputs-json", `null`, "--input", "a=b"), code: 2, errLike: `^--inputs-json: not a JSON object: null$`},
@@ -417,7 +423,7 @@ func TestCLI(t *testing.T) {
 		{name: "resume missing id", args: []string{"thread", "resume", "--message", "hi"}, code: 2, errLike: `^thread resume takes one thread ID`},
 
 		// directive validate
-		{name: "validate json", args: []string{"directive", "validate", ".ai/directives/t/cli.md", ".ai/directives", "--json"}, check: func(t *testing.T, out string) {
+		{name: "validate json", args: []string{"directive", "validate", ".ai/directives/t/cli.md", ".ai/directives/t", "--json"}, check: func(t *testing.T, out string) {
 			a := jsonArray(t, out)
 			require.Len(t, a, 2)
 			for _, x := range a {
@@ -438,7 +444,26 @@ func TestCLI(t *testing.T) {
 			}},
 		{name: "validate missing file", args: []string{"directive", "validate", "nope.md"}, code: 1, errLike: `^1 of 1 directives invalid$`,
 			check: func(t *testing.T, out string) { require.Contains(t, out, "FAIL nope.md") }},
-		{name: "validate no path", args: []string{"directive", "validate", "--json"}, code: 2, errLike: `^directive validate takes one or more paths$`},
+		{name: "validate no path", args: []string{"directive", "validate", "--json"}, code: 2, errLike: `^directive validate takes one or more paths or directive names$`},
+		{name: "validate by name", args: []string{"directive", "validate", "t/cli", "t/greet.md"}, check: func(t *testing.T, out string) {
+			require.Equal(t, "ok   t/cli\nok   t/greet.md\n", out)
+		}},
+		{name: "validate unknown name", args: []string{"directive", "validate", "no/such"}, code: 1, errLike: `^1 of 1 directives invalid$`, check: func(t *testing.T, out string) {
+			require.Regexp(t, `^FAIL no/such: no such file, and no directive no/such in \S+/\.ai/directives, ~/\.ai/directives or the built-in directives\n$`, out)
+		}},
+		{name: "validate misspelt element", args: []string{"directive", "validate", "bad/misspelt"}, code: 1, errLike: `^1 of 1 directives invalid$`, check: func(t *testing.T, out string) {
+			require.Regexp(t, `^FAIL project:\.ai/directives/bad/misspelt\.md:\d+: unknown element <limts> in <metadata> \(did you mean <limits>\?\)\n$`, out)
+		}},
+		{name: "validate warns of an unknown tool", args: []string{"directive", "validate", "lint/typo.md", "--json"}, check: func(t *testing.T, out string) {
+			a := jsonArray(t, out)
+			require.Len(t, a, 1)
+			m := a[0].(map[string]any)
+			require.Equal(t, true, m["valid"], "a warning is no error: %v", m)
+			require.Equal(t, []any{"lint/typo.md: <permissions>: rye.execute.tool.rye.file-system.fs_wirte names no known tool (did you mean rye/file-system/fs_write?)"}, m["warnings"])
+		}},
+		{name: "validate warns in text", args: []string{"directive", "validate", "lint/typo.md"}, check: func(t *testing.T, out string) {
+			require.Equal(t, "ok   lint/typo.md\nwarn lint/typo.md: <permissions>: rye.execute.tool.rye.file-system.fs_wirte names no known tool (did you mean rye/file-system/fs_write?)\n", out)
+		}},
 
 		// keys init
 		{name: "keys init json", args: []string{"keys", "init", "--dir", "{tmp}/keys", "--json"}, check: requireKeyInit(true)},

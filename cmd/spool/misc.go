@@ -8,7 +8,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -135,53 +134,10 @@ func directiveCommand() *cli.Command {
 		Usage: "directives",
 		Subcommands: []*cli.Command{{
 			Name:      "validate",
-			Usage:     "parse and validate directive files, enqueue nothing",
-			ArgsUsage: "PATH...",
+			Usage:     "parse and validate directive files, or directives by name as thread run finds them; enqueue nothing",
+			ArgsUsage: "PATH|NAME...",
 			Flags:     []cli.Flag{jsonFlag},
-			Action: func(c *cli.Context) error {
-				if c.NArg() == 0 {
-					return usagef("directive validate takes one or more paths")
-				}
-				type res struct {
-					Path  string `json:"path"`
-					Valid bool   `json:"valid"`
-					Error string `json:"error,omitempty"`
-				}
-				var out []res
-				var msgs [][]string
-				bad := 0
-				for _, p := range c.Args().Slice() {
-					// One path at a time: ValidateFiles returns an error per
-					// bad file, not per path (a directory may hold several).
-					var m []string
-					for _, err := range directive.ValidateFiles([]string{p}) {
-						m = append(m, err.Error())
-					}
-					if len(m) > 0 {
-						bad++
-					}
-					out = append(out, res{Path: p, Valid: len(m) == 0, Error: strings.Join(m, "; ")})
-					msgs = append(msgs, m)
-				}
-				if c.Bool("json") {
-					if err := printJSON(c.App.Writer, out); err != nil {
-						return err
-					}
-				} else {
-					for i, r := range out {
-						if r.Valid {
-							fmt.Fprintf(c.App.Writer, "ok   %s\n", r.Path)
-						}
-						for _, m := range msgs[i] {
-							fmt.Fprintf(c.App.Writer, "FAIL %s\n", m)
-						}
-					}
-				}
-				if bad > 0 {
-					return fmt.Errorf("%d of %d directives invalid", bad, len(out))
-				}
-				return nil
-			},
+			Action:    directiveValidate,
 		}},
 	}
 }
