@@ -277,7 +277,12 @@ func (o *Orchestrator) workspaceAt(ctx context.Context, src *registry.Record, pt
 		if err != nil {
 			return nil, err
 		}
-		fpt, err := tr.ForkAt(owner.ForkTurn)
+		var fpt transcript.ForkPoint
+		if owner.IsGraph() {
+			fpt, _, err = graphForkAt(tr, owner.ForkTurn)
+		} else {
+			fpt, err = tr.ForkAt(owner.ForkTurn)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -323,6 +328,16 @@ func (o *Orchestrator) workspaceAt(ctx context.Context, src *registry.Record, pt
 		tr, err := o.readHeld(ctx, r, transcript.Strict)
 		if err != nil {
 			return nil, err
+		}
+		if r.IsGraph() {
+			// A graph run's tool steps are no model turns.
+			for _, w := range graphFileWrites(tr.Events) {
+				if w.at <= cut {
+					w.order = i
+					writes = append(writes, w)
+				}
+			}
+			continue
 		}
 		turns, err := transcript.Turns(tr.Events)
 		if err != nil {

@@ -35,6 +35,12 @@ type TreeNode struct {
 	Forks      []*TreeNode `json:"forks,omitempty"`
 	// Truncated: the walk stopped at its node limit below here.
 	Truncated bool `json:"truncated,omitempty"`
+	// Kind is "graph" for a graph run ("thread" otherwise); a run's
+	// CurrentNode and Step are its cursor (registry.Record), and a
+	// graph fork's ForkTurn is the step it was forked at.
+	Kind        string `json:"kind,omitempty"`
+	CurrentNode string `json:"current_node,omitempty"`
+	Step        int    `json:"step,omitempty"`
 }
 
 // Live reports whether any thread of the tree has not finished.
@@ -72,7 +78,10 @@ func (o *Orchestrator) Tree(ctx context.Context, rec *registry.Record, maxNodes 
 		left--
 		n := &TreeNode{ThreadID: r.ThreadID, Directive: r.Directive, Status: r.Status, Model: r.Model, Turns: r.Cost.Turns,
 			Tokens: r.Cost.Tokens(), Spend: r.Cost.Spend, SpendLimit: r.Limits.Spend, Children: []*TreeNode{},
-			ForkedFrom: r.ForkedFrom, ForkTurn: r.ForkTurn}
+			ForkedFrom: r.ForkedFrom, ForkTurn: r.ForkTurn, Kind: r.Kind}
+		if r.IsGraph() {
+			n.CurrentNode, n.Step = r.CurrentNode, r.Step
+		}
 		recs, nodes[r.ThreadID] = append(recs, r), n
 		// walkAll walks the records a list names, as nodes; a child that
 		// continues or forks another thread is shown there instead.

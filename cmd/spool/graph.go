@@ -51,6 +51,18 @@ func graphCommand() *cli.Command {
 				Flags: []cli.Flag{jsonFlag,
 					&cli.StringFlag{Name: "from", Usage: "go on from this node instead"},
 					&cli.StringSliceFlag{Name: "set", Usage: "set a state key: KEY=JSON (repeatable)"}}, Action: graphResume},
+			{Name: "fork", Usage: "a new run beside RUN from its checkpoint after a step (RUN is left as it is)", ArgsUsage: "RUN",
+				Description: "The fork has RUN's graph, inputs, parent and limits, the state and cursor RUN had after step N, and what\n" +
+					"RUN's budget had left then; it runs every step after N again (RUN's children are not adopted).\n\n" +
+					"Examples:\n" +
+					"   spool graph fork RUN --at-step 2\n" +
+					"   spool graph fork RUN --at-step 2 --set topics='[\"queues\"]' --from review --wait",
+				Flags: []cli.Flag{jsonFlag,
+					&cli.IntFlag{Name: "at-step", Usage: "the step (from 1) whose checkpoint the fork starts from (required)"},
+					&cli.StringFlag{Name: "from", Usage: "go on from this node instead of the checkpoint's next node"},
+					&cli.StringSliceFlag{Name: "set", Usage: "set a state key: KEY=JSON (repeatable)"},
+					&cli.BoolFlag{Name: "wait", Usage: "wait for the fork to finish and print its record"},
+					&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long --wait waits"}}, Action: graphFork},
 			{Name: "transcript", Usage: "print a run's transcript", ArgsUsage: "RUN", Flags: []cli.Flag{
 				&cli.BoolFlag{Name: "json", Usage: "print JSON lines, one event a line (--format jsonl)"},
 				&cli.BoolFlag{Name: "follow", Usage: "keep printing as the run goes"},
@@ -212,6 +224,9 @@ func printGraphRecord(w io.Writer, r *registry.Record) {
 	fmt.Fprintf(w, "status     %s\n", status)
 	if r.ParentID != "" {
 		fmt.Fprintf(w, "parent     %s\n", r.ParentID)
+	}
+	if r.ForkedFrom != "" {
+		fmt.Fprintf(w, "fork of    %s at step %d\n", r.ForkedFrom, r.ForkTurn)
 	}
 	if r.CurrentNode != "" {
 		fmt.Fprintf(w, "node       %s\n", r.CurrentNode)
@@ -476,18 +491,27 @@ func graphCancel(c *cli.Context) error {
 	return nil
 }
 
-func graphResume(c *cli.Context) error {
+// graphSets reads --set KEY=JSON.
+func graphSets(c *cli.Context) (map[string]any, error) {
 	sets := map[string]any{}
 	for _, kv := range c.StringSlice("set") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return usagef("--set %q: want KEY=JSON", kv)
+			return nil, usagef("--set %q: want KEY=JSON", kv)
 		}
 		var val any
 		if err := json.Unmarshal([]byte(v), &val); err != nil {
-			return usagef("--set %s: the value is not JSON: %v (quote text: --set %s='\"text\"')", k, err, k)
+			return nil, usagef("--set %s: the value is not JSON: %v (quote text: --set %s='\"text\"')", k, err, k)
 		}
 		sets[k] = val
+	}
+	return sets, nil
+}
+
+func graphResume(c *cli.Context) error {
+	sets, err := graphSets(c)
+	if err != nil {
+		return err
 	}
 	s, rec, err := openGraphRun(c, openOpts{})
 	if err != nil {
@@ -505,5 +529,56 @@ func graphResume(c *cli.Context) error {
 		return printJSON(c.App.Writer, res)
 	}
 	fmt.Fprintf(c.App.Writer, "resumed %s as %s\n", res.ResolvedThreadID, res.NewThreadID)
+	return nil
+}
+
+func graphFork(c *cli.Context) error {
+	if !c.IsSet("at-step") {
+		return usagef("graph fork needs --at-step N: the step whose checkpoint the fork starts from (spool graph show RUN lists the steps)")
+	}
+	if err := checkTimeout(c); err != nil {
+		return err
+	}
+	sets, err := graphSets(c)
+	if err != nil {
+		return err
+	}
+	s, rec, err := openGraphRun(c, openOpts{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	res, err := s.orch.ForkGraph(c.Context, orchestrator.GraphForkRequest{RunID: rec.ThreadID, AtStep: c.Int("at-step"), From: c.String("from"), Set: sets})
+	var se *orchestrator.StepNotRecordedError
+	if errors.Is(err, orchestrator.ErrGraphInvalid) || errors.As(err, &se) {
+		return &usageError{msg: err.Error()}
+	}
+	if err != nil {
+		return err
+	}
+	if !c.Bool("wait") {
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, res)
+		}
+		fmt.Fprintf(c.App.Writer, "forked %s at step %d as %s (next node %s, budget $%g)\n", res.ForkedFrom, res.ForkStep, res.Run.ThreadID,
+			dash(res.NextNode), res.Budget)
+		return nil
+	}
+	id := res.Run.ThreadID
+	out, err := s.orch.Wait(c.Context, []string{id}, c.Duration("timeout"))
+	if err != nil {
+		return waitError(c, s, []string{id}, err)
+	}
+	final := out[id]
+	if c.Bool("json") {
+		if err := printJSON(c.App.Writer, final); err != nil {
+			return err
+		}
+	} else {
+		printGraphRecord(c.App.Writer, final)
+	}
+	if final.Status != thread.StatusCompleted {
+		return &exitError{code: 1, err: fmt.Errorf("run %s ended %s%s", final.ThreadID, final.Status, errSuffix(final))}
+	}
 	return nil
 }

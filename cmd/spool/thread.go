@@ -551,12 +551,25 @@ func notFound(id string, err error) error {
 // it (children, then forks marked ⑂, then the continuation marked ↳) on
 // lines starting with rest and the tree's branches.
 func printTree(w io.Writer, n *orchestrator.TreeNode, first, rest string) {
-	fmt.Fprintf(w, "%s%s  %s  %d turns  $%.6f", first, n.ThreadID, n.Status, n.Turns, n.Spend)
+	if n.Kind == registry.KindGraph {
+		// A graph run: its kind and cursor instead of turns.
+		fmt.Fprintf(w, "%s%s  %s  graph  %d steps", first, n.ThreadID, n.Status, n.Step)
+		if n.CurrentNode != "" {
+			fmt.Fprintf(w, "  at %s", n.CurrentNode)
+		}
+		fmt.Fprintf(w, "  $%.6f", n.Spend)
+	} else {
+		fmt.Fprintf(w, "%s%s  %s  %d turns  $%.6f", first, n.ThreadID, n.Status, n.Turns, n.Spend)
+	}
 	if n.Subtree != nil {
 		fmt.Fprintf(w, "  subtree $%.6f of $%.6f", n.Subtree.Spent, n.Subtree.Max)
 	}
 	if n.ForkedFrom != "" {
-		fmt.Fprintf(w, "  fork of %s at turn %d", n.ForkedFrom, n.ForkTurn)
+		unit := "turn"
+		if n.Kind == registry.KindGraph {
+			unit = "step"
+		}
+		fmt.Fprintf(w, "  fork of %s at %s %d", n.ForkedFrom, unit, n.ForkTurn)
 	}
 	fmt.Fprintln(w)
 	type edge struct {

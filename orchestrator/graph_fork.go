@@ -1,0 +1,254 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/spool-run/spool/blobkey"
+	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/tools"
+	"github.com/spool-run/spool/transcript"
+)
+
+// GraphForkRequest asks for a fork of a graph run at one of its steps
+// (`spool graph fork RUN --at-step N [--set K=JSON] [--from NODE]`).
+type GraphForkRequest struct {
+	// RunID is the run to fork, AtStep the step (from 1) whose
+	// checkpoint the fork starts from.
+	RunID  string
+	AtStep int
+	// From, when set, is the node the fork goes on from instead of the
+	// checkpoint's cursor; Set edits state keys (never inputs or _ keys).
+	From string
+	Set  map[string]any
+}
+
+// GraphForkResult is what ForkGraph did.
+type GraphForkResult struct {
+	ForkedFrom string `json:"forked_from"`
+	ForkStep   int    `json:"fork_step"`
+	// Steps is how many steps the source had taken.
+	Steps int `json:"steps"`
+	// NextNode is the node the fork goes into first (the checkpoint's
+	// cursor, or From).
+	NextNode string `json:"next_node"`
+	// StateEdits are the state keys Set edited.
+	StateEdits []string `json:"state_edits,omitempty"`
+	// SourceSegment and SourceChainHash name the source's segment that
+	// holds the checkpoint the fork starts from.
+	SourceSegment   int64  `json:"source_segment"`
+	SourceChainHash string `json:"source_chain_hash"`
+	// Budget is the fork's spend ceiling: what the source's chain had
+	// left after the step, at most what the parent has left.
+	Budget         float64          `json:"budget"`
+	WorkspaceFiles int              `json:"workspace_files"`
+	Run            *registry.Record `json:"run"`
+}
+
+// StepNotRecordedError is a fork at a step the run has no checkpoint
+// after.
+type StepNotRecordedError struct {
+	RunID       string
+	Step, Steps int
+}
+
+func (e *StepNotRecordedError) Error() string {
+	return fmt.Sprintf("run %s has taken %d steps: there is no completed step %d to fork at (spool graph show %s lists them)", e.RunID, e.Steps, e.Step, e.RunID)
+}
+
+// ForkGraph starts a new run beside run req.RunID (the same graph, pinned
+// definition, bundle, inputs, parent and limits; forked_from = the run,
+// fork_turn = the step) whose state and cursor are the run's checkpoint
+// after step req.AtStep, with req's edits; the run is left as it is.
+// As for a thread fork (Fork): the source's transcript is verified
+// strictly, the fork carries what the source's chain had left after the
+// step (forkBudget), and gets a workspace of its own, made as the
+// source's was at that checkpoint (workspaceAt: the tree's built-in file
+// writes up to then). Children of the run are not adopted: the fork runs
+// everything after the step again. The fork's first activation loads the
+// checkpoint (the worker's carry) and records graph_started with
+// forked_from and fork_step.
+func (o *Orchestrator) ForkGraph(ctx context.Context, req GraphForkRequest) (*GraphForkResult, error) {
+	src, err := o.Registry.Get(ctx, req.RunID)
+	if err != nil {
+		return nil, err
+	}
+	if !src.IsGraph() {
+		return nil, fmt.Errorf("%s is a thread, not a graph run: fork it with `spool thread fork`", src.ThreadID)
+	}
+	if req.AtStep < 1 {
+		return nil, &StepNotRecordedError{RunID: src.ThreadID, Step: req.AtStep, Steps: src.Step}
+	}
+	proj, err := o.Project(ctx, src.Bundle)
+	if err != nil {
+		return nil, err
+	}
+	g, err := proj.Graph(src.Directive)
+	if err != nil {
+		return nil, err
+	}
+	if req.From != "" && g.Node(req.From) == nil {
+		return nil, &tagged{err: fmt.Errorf("--from %s: graph %s has no such node", req.From, src.Directive), tag: ErrGraphInvalid}
+	}
+	keys, err := stateEditKeys(req.Set)
+	if err != nil {
+		return nil, err
+	}
+	v, err := o.VerifyThread(ctx, src.ThreadID, transcript.Strict)
+	if err != nil {
+		return nil, fmt.Errorf("fork %s: %w", src.ThreadID, err)
+	}
+	src = v.Record()
+	pt, next, err := graphForkAt(v.Transcript, req.AtStep)
+	if err != nil {
+		return nil, err
+	}
+	if req.From != "" {
+		next = req.From
+	}
+	left, err := o.forkBudget(ctx, src, pt)
+	if err != nil {
+		return nil, fmt.Errorf("fork %s: %w", src.ThreadID, err)
+	}
+	files, err := o.workspaceAt(ctx, src, pt, 0)
+	if err != nil {
+		return nil, fmt.Errorf("fork %s: workspace at step %d: %w", src.ThreadID, pt.Turn, err)
+	}
+	edits, err := json.Marshal(map[string]any{"from": req.From, "set": req.Set})
+	if err != nil {
+		return nil, err
+	}
+	id := o.NewID(IDRequest{Directive: src.Directive, ParentID: src.ParentID})
+	if err := o.Registry.AddFork(ctx, src.ThreadID, id); err != nil {
+		return nil, err
+	}
+	for p, data := range files {
+		if err := o.Store.Put(ctx, blobkey.WorkspaceFile(id, p), data); err != nil {
+			return nil, fmt.Errorf("fork %s: workspace: %w", src.ThreadID, err)
+		}
+	}
+	rec, err := o.Start(ctx, StartRequest{
+		ID: id, Graph: true, Directive: src.Directive, Inputs: src.Inputs, ParentID: src.ParentID, Bundle: src.Bundle, Queue: src.Queue,
+		Fork:   &ForkStart{From: src, Point: pt, Left: left},
+		Fields: map[string]string{GraphResumeField: string(edits)},
+	})
+	if err != nil {
+		for p := range files {
+			_ = o.Store.Delete(context.WithoutCancel(ctx), blobkey.WorkspaceFile(id, p))
+		}
+		return nil, fmt.Errorf("fork %s: %w", src.ThreadID, err)
+	}
+	o.threadLog(id).Info("graph run forked", "forked_from", src.ThreadID, "fork_step", pt.Turn, "next_node", next,
+		"budget", rec.Limits.Spend, "workspace_files", len(files))
+	return &GraphForkResult{ForkedFrom: src.ThreadID, ForkStep: pt.Turn, Steps: pt.Turns, NextNode: next, StateEdits: keys,
+		SourceSegment: pt.Segment, SourceChainHash: pt.ChainHash, Budget: rec.Limits.Spend, WorkspaceFiles: len(files), Run: rec}, nil
+}
+
+// stateEditKeys checks a resume's or fork's state edits (never inputs
+// or _ keys) and returns their keys in order.
+func stateEditKeys(set map[string]any) ([]string, error) {
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		if k == "" || k == "inputs" || k[0] == '_' {
+			return nil, &tagged{err: fmt.Errorf("--set %s: inputs and _ keys are the run's, not editable", k), tag: ErrGraphInvalid}
+		}
+		keys = append(keys, k)
+	}
+	return sortedStrings(keys), nil
+}
+
+// graphForkAt finds where a fork of run tr at step n starts: its last
+// state_checkpoint after step n completed (no step in flight). The
+// ForkPoint's Turn is the step and Turns the steps the run took; Spend
+// is the run's own (a graph makes no model calls), Children the runs
+// and threads it started up to then. next is the checkpoint's cursor.
+func graphForkAt(tr *transcript.Transcript, n int) (transcript.ForkPoint, string, error) {
+	var at *transcript.Event
+	next, steps := "", 0
+	for i := range tr.Events {
+		e := &tr.Events[i]
+		if e.Type != transcript.TypeStateCheckpoint {
+			continue
+		}
+		var p transcript.StateCheckpoint
+		if e.Decode(&p) != nil {
+			continue
+		}
+		steps = max(steps, p.Step)
+		if p.Step == n && (len(p.Pending) == 0 || string(p.Pending) == "null") {
+			at, next = e, p.NextNode
+		}
+	}
+	if at == nil {
+		return transcript.ForkPoint{}, "", &StepNotRecordedError{RunID: tr.ThreadID, Step: n, Steps: steps}
+	}
+	pt := transcript.ForkPoint{Turn: n, Turns: steps, Seq: at.Seq, Time: at.Timestamp}
+	for _, e := range tr.Events {
+		if e.Seq > at.Seq {
+			break
+		}
+		// The children a step planned (step_started) are its children
+		// from then on, whether or not a child_spawned follows.
+		switch e.Type {
+		case transcript.TypeChildSpawned:
+			var c transcript.ChildSpawned
+			if err := e.Decode(&c); err != nil {
+				return transcript.ForkPoint{}, "", fmt.Errorf("fork point: event seq %d (%s): %w", e.Seq, e.Type, err)
+			}
+			pt.Children = appendNew(pt.Children, c.ChildID)
+		case transcript.TypeStepStarted:
+			var s transcript.StepStarted
+			if err := e.Decode(&s); err != nil {
+				return transcript.ForkPoint{}, "", fmt.Errorf("fork point: event seq %d (%s): %w", e.Seq, e.Type, err)
+			}
+			for _, k := range sortedKeys(s.Children) {
+				pt.Children = appendNew(pt.Children, s.Children[k])
+			}
+		}
+	}
+	for _, s := range tr.Segments {
+		if s.FirstSeq <= at.Seq && at.Seq <= s.LastSeq {
+			pt.Segment, pt.ChainHash = s.Number, s.ChainHash
+			break
+		}
+	}
+	if pt.Segment == 0 {
+		return transcript.ForkPoint{}, "", fmt.Errorf("fork point: event seq %d of %s is in no verified segment", at.Seq, tr.ThreadID)
+	}
+	return pt, next, nil
+}
+
+// graphFileWrites are the built-in file writes a graph run's tool steps
+// made (tool_call_start and a tool_call_result that is not an error), as
+// workspaceAt replays them.
+func graphFileWrites(events []transcript.Event) []fileWrite {
+	starts := map[string]transcript.ToolCallStart{}
+	var out []fileWrite
+	for _, e := range events {
+		switch e.Type {
+		case transcript.TypeToolCallStart:
+			var s transcript.ToolCallStart
+			if e.Decode(&s) == nil {
+				starts[s.CallID] = s
+			}
+		case transcript.TypeToolCallResult:
+			var r transcript.ToolCallResult
+			if e.Decode(&r) != nil || r.IsError {
+				continue
+			}
+			s, ok := starts[r.CallID]
+			delete(starts, r.CallID)
+			if !ok || s.Tool != tools.FSWriteID {
+				continue
+			}
+			w, ok := decodeWrite(s.Input)
+			if !ok {
+				continue
+			}
+			w.at, w.seq = e.Timestamp.UnixNano(), e.Seq
+			out = append(out, w)
+		}
+	}
+	return out
+}
