@@ -26,7 +26,7 @@ func TestEmbeddedWithNothingInstalled(t *testing.T) {
 	t.Parallel()
 	bin := spooltest.Binary(t)
 	project := t.TempDir()
-	require.NoError(t, os.CopyFS(project, os.DirFS(filepath.Join("..", "examples"))))
+	exampleProject(t, project)
 	empty := t.TempDir()
 	run := func(args ...string) (map[string]any, string) {
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -80,9 +80,7 @@ func TestEmbeddedStateWithoutDev(t *testing.T) {
 	}
 	bin := spooltest.Binary(t)
 	project := t.TempDir()
-	for _, dir := range []string{".ai", "scripts"} { // not a .spool someone left in examples
-		require.NoError(t, os.CopyFS(filepath.Join(project, dir), os.DirFS(filepath.Join("..", "examples", dir))))
-	}
+	exampleProject(t, project)
 	home := t.TempDir()
 	run := func(args ...string) (code int, stdout, stderr string) {
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
