@@ -115,7 +115,7 @@ func (s *session) execute(ctx context.Context, call thread.ToolCall, id string) 
 // hold the tool's execute capability. The error is what the caller sees.
 func (s *session) checkTool(id string) error {
 	if need := thread.ToolCapability(id); !thread.Match(s.rec.Capabilities, need) {
-		return fmt.Errorf("permission denied: calling %s needs capability %s, which this thread does not hold", id, need)
+		return fmt.Errorf("permission denied: calling %s needs capability %s, which this thread does not hold%s", id, need, droppedNote(s.rec, need))
 	}
 	return nil
 }
@@ -254,7 +254,9 @@ func (s *session) spawn(ctx context.Context, call thread.ToolCall) error {
 		s.toolJSON(call.ID, threadDirectiveID, map[string]any{"success": false, "error": obj}, true)
 		return nil
 	}
-	s.emit(transcript.TypeChildSpawned, transcript.ChildSpawned{ChildID: rec.ThreadID, Directive: name, Async: p.Async})
+	fault("thread:after_spawn")
+	s.emit(transcript.TypeChildSpawned, transcript.ChildSpawned{ChildID: rec.ThreadID, Directive: name, Async: p.Async,
+		DroppedCapabilities: rec.DroppedCapabilities})
 	if p.Async {
 		s.toolJSON(call.ID, threadDirectiveID, map[string]any{"success": true, "thread_id": rec.ThreadID, "status": "running"}, false)
 		return nil
