@@ -76,13 +76,14 @@ func TestOpenAPISchemasDeclareEveryField(t *testing.T) {
 	rec := &registry.Record{ThreadID: "d/x-1-a", Directive: "d/x", Status: thread.StatusCompleted, ParentID: "p", ChainRootID: "d/x-1-a",
 		ContinuationOf: "c", ContinuationThreadID: "n", Result: "r", Outputs: map[string]any{"k": 1}, Error: &registry.ErrorInfo{Code: "c", Message: "m"},
 		Cost:   thread.Cost{Turns: 1, InputTokens: 1, OutputTokens: 1, CacheReadTokens: 1, CacheWriteTokens: 1, Spend: 1, ElapsedSeconds: 1},
-		Limits: thread.DefaultLimits(), Model: "m", Capabilities: []string{"c"}, Bundle: "b", Inputs: map[string]any{"a": 1}, Queue: "q",
+		Limits: thread.DefaultLimits(), Model: "m", Capabilities: []string{"c"}, DroppedCapabilities: []string{"d"}, Bundle: "b", Inputs: map[string]any{"a": 1}, Queue: "q",
 		Ancestors: []string{"p"}, LedgerPath: []string{"p"}, Depth: 1, PreviousThreadID: "c", CreatedAt: now, UpdatedAt: now, Version: 3,
 		CancelRequested: true, CancelCascade: true, Activation: 2, ChainIndex: 1, ContinuationKind: "resume", ContinuationMessage: "m",
 		StartedAt: now, Transcript: registry.TranscriptMark{Segments: 1, ChainHash: "h"}, WaitingFor: registry.WaitingForApproval, TraceID: "t",
 		PendingApprovals: []registry.PendingApproval{{CallID: "c", Tool: "t", Input: json.RawMessage(`{}`), RequestedAt: now, Deadline: now, OnTimeout: "deny"}}}
 	node := &orchestrator.TreeNode{ThreadID: "a", Directive: "d", Status: thread.StatusRunning, Model: "m", Subtree: &orchestrator.Subtree{Spent: 1, Max: 2},
-		Children: []*orchestrator.TreeNode{}, Continuation: &orchestrator.TreeNode{Children: []*orchestrator.TreeNode{}}, Truncated: true}
+		Children: []*orchestrator.TreeNode{}, Continuation: &orchestrator.TreeNode{Children: []*orchestrator.TreeNode{}}, Truncated: true,
+		DroppedCapabilities: []string{"d"}}
 	for schema, v := range map[string]any{
 		"Record":          rec,
 		"Cost":            rec.Cost,

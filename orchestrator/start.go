@@ -182,8 +182,10 @@ func (o *Orchestrator) planThread(req StartRequest, sc startContext) (registry.N
 		return registry.NewThread{}, err
 	}
 	caps := append([]string(nil), d.Permissions...)
+	var dropped []string
 	if parent != nil {
 		caps = thread.Intersect(caps, parent.Capabilities)
+		dropped = droppedCapabilities(d.Permissions, parent.Capabilities)
 	}
 
 	// The tree's explicit model (a root's --model) reaches its children
@@ -215,7 +217,20 @@ func (o *Orchestrator) planThread(req StartRequest, sc startContext) (registry.N
 		}
 	}
 	return registry.NewThread{Directive: name, Model: model, Limits: limits, Capabilities: caps, Inputs: inputs,
-		ModelOverride: override}, nil
+		ModelOverride: override, DroppedCapabilities: dropped}, nil
+}
+
+// droppedCapabilities are the capabilities a child's directive asks for
+// that its parent does not hold in full: the child runs without them (or
+// with the part its parent holds, for a wildcard), and says so.
+func droppedCapabilities(asked, parentHeld []string) []string {
+	var out []string
+	for _, c := range asked {
+		if !thread.Match(parentHeld, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // resolveLimits are a new thread's limits: a fork runs under the limits of

@@ -40,6 +40,10 @@ type Record struct {
 	Inputs       map[string]any `json:"inputs,omitempty"`
 	Queue        string         `json:"queue,omitempty"`
 	Ancestors    []string       `json:"ancestors,omitempty"` // root first, without the thread itself
+	// DroppedCapabilities are the capabilities the thread's directive
+	// asks for that its parent does not hold, which a child runs without
+	// (a child never holds more than its parent); empty for a root.
+	DroppedCapabilities []string `json:"dropped_capabilities,omitempty"`
 	// LedgerPath is the ledger entries above the thread's own, parent's
 	// first, up to the root's: each ancestor's entry is its chain's
 	// (LedgerID), so a child of a continuation charges the chain it
@@ -279,7 +283,7 @@ var knownFields = map[string]bool{
 	"trace_parent": true, "trace_caller": true,
 	"thread_id": true, "directive": true, "parent_id": true, "status": true, "continuation_thread_id": true,
 	"continuation_of": true, "chain_root_id": true, "result": true, "outputs": true, "error": true, "cost": true,
-	"limits": true, "model": true, "capabilities": true, "bundle": true, "inputs": true, "queue": true,
+	"limits": true, "model": true, "capabilities": true, "dropped_capabilities": true, "bundle": true, "inputs": true, "queue": true,
 	"ancestors": true, "depth": true, "previous_thread_id": true, "created_at": true, "updated_at": true,
 	"version": true, "cancel_requested": true, "cancel_cascade": true, "activation": true, "chain_index": true, "continuation_kind": true,
 	"continuation_message": true, "started_at": true, "ledger_path": true, "waiting_for": true, "pending_approvals": true, "model_override": true, "transcript_segments": true, "transcript_chain_hash": true,
@@ -310,7 +314,7 @@ func parseRecord(m map[string]string) (*Record, error) {
 	for _, jf := range []struct {
 		name string
 		v    any
-	}{{"outputs", &r.Outputs}, {"cost", &r.Cost}, {"limits", &r.Limits}, {"capabilities", &r.Capabilities},
+	}{{"outputs", &r.Outputs}, {"cost", &r.Cost}, {"limits", &r.Limits}, {"capabilities", &r.Capabilities}, {"dropped_capabilities", &r.DroppedCapabilities},
 		{"inputs", &r.Inputs}, {"ancestors", &r.Ancestors}, {"ledger_path", &r.LedgerPath}, {"pending_approvals", &r.PendingApprovals}} {
 		if s := m[jf.name]; s != "" {
 			if err := json.Unmarshal([]byte(s), jf.v); err != nil {

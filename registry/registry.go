@@ -83,6 +83,9 @@ type NewThread struct {
 	Bundle           string         // content digest of the directive bundle
 	Inputs           map[string]any // directive inputs
 	Queue            string
+	// DroppedCapabilities are those the thread's directive asks for that
+	// its parent does not hold (Record).
+	DroppedCapabilities []string
 	// TraceParent and TraceCaller are the thread's trace context (Record).
 	TraceParent, TraceCaller string
 	// ChainIndex, ContinuationKind and ContinuationMessage describe a
@@ -169,6 +172,13 @@ func (r *Registry) Registration(nt NewThread) (*Registration, error) {
 	}
 	if nt.Workspace != "" {
 		fields = append(fields, "workspace", nt.Workspace)
+	}
+	if len(nt.DroppedCapabilities) > 0 {
+		b, err := json.Marshal(nt.DroppedCapabilities)
+		if err != nil {
+			return nil, fmt.Errorf("register thread %q: dropped capabilities: %w", nt.ThreadID, err)
+		}
+		fields = append(fields, "dropped_capabilities", string(b))
 	}
 	if nt.Kind == KindGraph {
 		fields = append(fields, "kind", nt.Kind, "graph_digest", nt.GraphDigest, "max_steps", nt.MaxSteps, StepField, 0)
@@ -486,7 +496,7 @@ func registered(nt NewThread, now time.Time, inputs []byte, res []any) (*Record,
 		ThreadID: nt.ThreadID, Directive: nt.Directive, Status: thread.StatusCreated, ParentID: nt.ParentID,
 		ChainRootID: reply.String(res[2]), ContinuationOf: nt.ContinuationOf, Outputs: map[string]any{},
 		Limits: nt.Limits, Model: nt.Model, Capabilities: append([]string{}, nt.Capabilities...), Bundle: nt.Bundle,
-		Queue: nt.Queue, Depth: int(depth), PreviousThreadID: nt.PreviousThreadID,
+		DroppedCapabilities: append([]string(nil), nt.DroppedCapabilities...), Queue: nt.Queue, Depth: int(depth), PreviousThreadID: nt.PreviousThreadID,
 		CreatedAt: now, UpdatedAt: now, Version: 1, ChainIndex: nt.ChainIndex,
 		ContinuationKind: nt.ContinuationKind, ContinuationMessage: nt.ContinuationMessage,
 		LedgerPath: append([]string(nil), nt.LedgerPath...), ModelOverride: nt.ModelOverride,

@@ -219,6 +219,9 @@ type ChildSpawned struct {
 	ChildID   string `json:"child_id"`
 	Directive string `json:"directive"`
 	Async     bool   `json:"async,omitempty"`
+	// DroppedCapabilities are what the child's directive asks for that
+	// this thread does not hold, which the child runs without.
+	DroppedCapabilities []string `json:"dropped_capabilities,omitempty"`
 }
 
 // ChildRefused is the payload of child_refused: a spawn of Directive that

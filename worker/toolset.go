@@ -108,7 +108,7 @@ func (s *session) toolDefs() []thread.ToolDef {
 // keeps it), else under .ai/knowledge/ in the bundle.
 func (s *session) Load(ctx context.Context, itemType, itemID string) (string, error) {
 	if need := thread.Capability(thread.PrimaryLoad, itemType, itemID); !thread.Match(s.rec.Capabilities, need) {
-		return "", fmt.Errorf("load %s %s: capability %s not held", itemType, itemID, need)
+		return "", fmt.Errorf("load %s %s: capability %s not held%s", itemType, itemID, need, droppedNote(s.rec, need))
 	}
 	switch itemType {
 	case "knowledge":
@@ -231,7 +231,7 @@ func (s *session) Search(ctx context.Context, itemType, query string) (string, e
 		return nil
 	})
 	if len(hits) == 0 && denied != "" {
-		return "", fmt.Errorf("search %s %q: capability %s not held", itemType, query, denied)
+		return "", fmt.Errorf("search %s %q: capability %s not held%s", itemType, query, denied, droppedNote(s.rec, denied))
 	}
 	return strings.Join(hits, "\n"), nil
 }

@@ -304,6 +304,9 @@ func printRecord(w io.Writer, r *registry.Record) {
 	if r.ForkedFrom != "" {
 		fmt.Fprintf(w, "fork of    %s at turn %d\n", r.ForkedFrom, r.ForkTurn)
 	}
+	if len(r.DroppedCapabilities) > 0 {
+		fmt.Fprintf(w, "warning    runs without %s: its parent does not hold them\n", strings.Join(r.DroppedCapabilities, ", "))
+	}
 	fmt.Fprintf(w, "model      %s\n", r.Model)
 	if r.TraceID != "" {
 		fmt.Fprintf(w, "trace      %s\n", r.TraceID)
@@ -570,6 +573,9 @@ func printTree(w io.Writer, n *orchestrator.TreeNode, first, rest string) {
 			unit = "step"
 		}
 		fmt.Fprintf(w, "  fork of %s at %s %d", n.ForkedFrom, unit, n.ForkTurn)
+	}
+	if len(n.DroppedCapabilities) > 0 {
+		fmt.Fprintf(w, "  ⚠ runs without %s: its parent does not hold them", strings.Join(n.DroppedCapabilities, ", "))
 	}
 	fmt.Fprintln(w)
 	type edge struct {
