@@ -188,7 +188,7 @@ func TestInterruptedWait(t *testing.T) {
 		res := e.SpoolContext(t.Context(), env, "thread", "run", "t/quick", "--model", "script:scripts/slow.yaml", "--embedded", "--wait")
 		require.Equal(t, 1, res.Code, res.Stderr)
 		require.Equal(t, "spool: embedded redis: "+filepath.Join(dataDir, "redis")+
-			" is in use by another spool process (spool dev, or a thread run --embedded); let it finish or stop it first\n", res.Stderr)
+			fmt.Sprintf(" is in use by another spool process, pid %d (spool dev, or a thread run --embedded); let it finish or stop it first\n", p.Cmd.Process.Pid), res.Stderr)
 
 		require.Equal(t, 1, interrupt(t, p))
 		m := interruptedID.FindStringSubmatch(p.Log())

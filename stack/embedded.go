@@ -2,12 +2,13 @@ package stack
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
@@ -19,6 +20,7 @@ type Embedded struct {
 	URL        string
 	Persistent bool // false for miniredis: nothing survives the process
 	stop       func()
+	lock       *dirLock // redis-server's
 }
 
 // Stop shuts the server down.
@@ -40,49 +42,13 @@ func HasRedisServer() bool {
 // that keeps nothing on disk (logged as a notice). miniredis's TTLs only
 // count down when its clock is advanced, which asynq's leases need, so a
 // goroutine fast-forwards it every 250ms.
+//
+// The redis-server dies with this process, however it ends (tieToParent,
+// startTied), and holds its data directory's lock while it runs (dirLock):
+// two never serve one directory.
 func StartEmbedded(dataDir string, log *slog.Logger) (*Embedded, error) {
 	if bin, err := exec.LookPath("redis-server"); err == nil {
-		dir := filepath.Join(dataDir, "redis")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("embedded redis: %w", err)
-		}
-		unlock, err := lockDir(dir)
-		if err != nil {
-			return nil, err
-		}
-		port, err := FreePort()
-		if err != nil {
-			unlock()
-			return nil, err
-		}
-		cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--dir", dir,
-			"--appendonly", "yes", "--save", "", "--protected-mode", "yes")
-		// Its own process group: a Ctrl-C in the terminal reaches spool,
-		// which stops Redis last, after the worker has checkpointed.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := cmd.Start(); err != nil {
-			unlock()
-			return nil, fmt.Errorf("embedded redis: start %s: %w", bin, err)
-		}
-		url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
-		e := &Embedded{URL: url, Persistent: true, stop: func() {
-			_ = cmd.Process.Signal(os.Interrupt)
-			done := make(chan struct{})
-			go func() { _ = cmd.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(5 * time.Second):
-				_ = cmd.Process.Kill()
-				<-done
-			}
-			unlock()
-		}}
-		if err := WaitRedis(url, 10*time.Second); err != nil {
-			e.Stop()
-			return nil, fmt.Errorf("embedded redis: %w", err)
-		}
-		log.Info("embedded redis-server started", "addr", url, "data_dir", dir)
-		return e, nil
+		return startRedisServer(bin, filepath.Join(dataDir, "redis"), log)
 	}
 	m, stop, err := StartMiniredis()
 	if err != nil {
@@ -92,23 +58,105 @@ func StartEmbedded(dataDir string, log *slog.Logger) (*Embedded, error) {
 	return &Embedded{URL: "redis://" + m.Addr() + "/0", stop: stop}, nil
 }
 
-// lockDir takes an exclusive lock on the embedded Redis's data directory
-// for as long as its server runs: a second redis-server on the same AOF
-// files would split (or corrupt) the data. The kernel drops the lock of a
-// process that dies.
-func lockDir(dir string) (unlock func(), err error) {
-	f, err := os.OpenFile(filepath.Join(dir, "spool.lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
+// startRedisServer runs bin on dir (see StartEmbedded).
+func startRedisServer(bin, dir string, log *slog.Logger) (*Embedded, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("embedded redis: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		_ = f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("embedded redis: %s is in use by another spool process (spool dev, or a thread run --embedded); let it finish or stop it first", dir)
-		}
-		return nil, fmt.Errorf("embedded redis: lock %s: %w", dir, err)
+	// As the kernel names the server's working directory (isRedisOn).
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
 	}
-	return func() { _ = f.Close() }, nil
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	lock, err := lockDir(dir, log)
+	if err != nil {
+		return nil, err
+	}
+	port, err := FreePort()
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
+	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--dir", dir,
+		"--appendonly", "yes", "--save", "", "--protected-mode", "yes")
+	// The server holds the lock too, as its fd 3, for as long as it runs.
+	cmd.ExtraFiles = []*os.File{lock.f}
+	// Its own process group: a Ctrl-C in the terminal reaches spool,
+	// which stops Redis last, after the worker has checkpointed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	tieToParent(cmd.SysProcAttr)
+	exited, err := startTied(cmd)
+	if err != nil {
+		lock.release()
+		return nil, fmt.Errorf("embedded redis: start %s: %w", bin, err)
+	}
+	url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
+	var stopOnce sync.Once
+	e := &Embedded{URL: url, Persistent: true, lock: lock, stop: func() {
+		stopOnce.Do(func() {
+			_ = cmd.Process.Signal(os.Interrupt)
+			select {
+			case <-exited:
+			case <-time.After(5 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+			lock.release()
+		})
+	}}
+	if err := lock.setOwner(lockOwner{PID: os.Getpid(), RedisPID: cmd.Process.Pid, URL: url}); err != nil {
+		e.Stop()
+		return nil, err
+	}
+	if err := waitStarted(url, cmd, exited, 10*time.Second); err != nil {
+		e.Stop()
+		return nil, fmt.Errorf("embedded redis: %w", err)
+	}
+	log.Info("embedded redis-server started", "addr", url, "data_dir", dir, "pid", cmd.Process.Pid)
+	return e, nil
+}
+
+// startTied starts cmd from a goroutine locked to an OS thread of its own,
+// which then waits for it; exited is closed once it has (its
+// ProcessState then says how). PR_SET_PDEATHSIG
+// (tieToParent) fires when the thread that forked the child exits, not
+// the process: from any other thread, the child would be signalled when
+// Go ends that thread (as it does when a goroutine locked to it returns).
+// This thread lives until the child has exited.
+func startTied(cmd *exec.Cmd) (exited <-chan struct{}, err error) {
+	started := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		// Never unlocked: the thread ends with this goroutine, after the
+		// child has exited (or failed to start).
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		close(done)
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return done, nil
+}
+
+// waitStarted is WaitRedis that gives up as soon as the server exits (a
+// port taken since FreePort, a bad AOF).
+func waitStarted(url string, cmd *exec.Cmd, exited <-chan struct{}, d time.Duration) error {
+	ready := make(chan error, 1)
+	go func() { ready <- WaitRedis(url, d) }()
+	select {
+	case err := <-ready:
+		return err
+	case <-exited:
+		return fmt.Errorf("redis-server exited: %s", cmd.ProcessState)
+	}
 }
 
 // StartMiniredis starts an in-process miniredis on a loopback port whose

@@ -254,6 +254,7 @@ func (s *session) spawn(ctx context.Context, call thread.ToolCall) error {
 		s.toolJSON(call.ID, threadDirectiveID, map[string]any{"success": false, "error": obj}, true)
 		return nil
 	}
+	fault("thread:after_spawn")
 	s.emit(transcript.TypeChildSpawned, transcript.ChildSpawned{ChildID: rec.ThreadID, Directive: name, Async: p.Async,
 		DroppedCapabilities: rec.DroppedCapabilities})
 	if p.Async {

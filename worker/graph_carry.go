@@ -49,6 +49,14 @@ func (r *graphRun) carry(ctx context.Context, ev *transcript.GraphStarted) error
 	if err != nil {
 		return err
 	}
+	if forkStep < 0 && cp.Pending == nil && cp.Final != nil {
+		// The run ended in the middle of a step that had children (failed
+		// or cancelled there): its last checkpoint with that step pending
+		// holds the items it settled, which the resume keeps.
+		if p := lastPending(tr); p != nil && (p.Pending.Step == cp.Step || p.Pending.Step == cp.Step+1) {
+			cp = p
+		}
+	}
 	snap, err := loadSnapshot(ctx, r.store, from, cp.StateSHA, tr)
 	if err != nil {
 		return err
@@ -143,6 +151,25 @@ func carriedCheckpoint(tr *transcript.Transcript, forkStep int) (*graphCheckpoin
 		return nil, fmt.Errorf("%w: %s has no checkpoint", errStateInvalid, tr.ThreadID)
 	}
 	return out, nil
+}
+
+// lastPending is the last checkpoint of tr with a step in flight.
+func lastPending(tr *transcript.Transcript) *graphCheckpoint {
+	var out *graphCheckpoint
+	for _, e := range tr.Events {
+		if e.Type != transcript.TypeCheckpoint {
+			continue
+		}
+		var c transcript.Checkpoint
+		if json.Unmarshal(e.Payload, &c) != nil {
+			continue
+		}
+		var g graphCheckpoint
+		if raw, ok := c.State.Extra["graph"]; ok && json.Unmarshal(raw, &g) == nil && g.Pending != nil {
+			out = &g
+		}
+	}
+	return out
 }
 
 // lastFailedNode is the node of a run's last failed step ("" when none).

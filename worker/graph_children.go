@@ -328,10 +328,19 @@ func (r *graphRun) advancePending(ctx context.Context, s *stepRun, first bool) (
 			if err := r.checkpoint(ctx); err != nil {
 				return outcome{}, err
 			}
+			if changed {
+				fault("graph:after_item")
+			}
+			if len(planned) > 0 {
+				fault("graph:after_plan")
+			}
 		}
 		refused, err := r.launch(ctx, s, p, items, append(unstarted, planned...))
 		if err != nil {
 			return outcome{}, err
+		}
+		if len(planned) > 0 || len(unstarted) > 0 {
+			fault("graph:after_start")
 		}
 		if refused {
 			continue
@@ -406,19 +415,21 @@ func (r *graphRun) settle(ctx context.Context, s *stepRun, p *pendingStep) (chan
 		}
 		id := p.Children[i]
 		term, err := r.reg.ResolveChain(ctx, id)
+		var rec *registry.Record
+		if err == nil {
+			rec, err = r.reg.Get(ctx, term)
+		}
 		if errors.Is(err, registry.ErrNotFound) {
 			if p.Kind == pendingWait {
 				r.settleSlot(s, p, i, slot{Status: "error", Code: "thread_lost", Message: "thread " + id + " is not in the registry", ThreadID: id}, nil)
 				changed = true
 				continue
 			}
+			// Planned, and its start did not happen (or did not last):
+			// started again, adopting the child should it exist after all.
 			unstarted = append(unstarted, i)
 			continue
 		}
-		if err != nil {
-			return changed, nil, err
-		}
-		rec, err := r.reg.Get(ctx, term)
 		if err != nil {
 			return changed, nil, err
 		}

@@ -315,6 +315,7 @@ func (r *graphRun) stepCompleted(s *stepRun, status, routedBy, next string, resu
 // afterCompleted makes a completed step durable and runs its after_step
 // hooks.
 func (r *graphRun) afterCompleted(ctx context.Context, s *stepRun, result any, next string, se *graph.StepError) (outcome, error) {
+	fault("graph:before_complete")
 	r.cp.HooksDue = s.step
 	if err := r.checkpoint(ctx); err != nil {
 		return outcome{}, err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -12,7 +11,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -65,11 +63,19 @@ func dev(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	urlFile := redisURLFile(dd)
+	// Other commands of this project find the embedded Redis through the
+	// dev file while dev runs; claimed first, it refuses a second dev on
+	// the data dir (two redis-servers on one AOF directory would corrupt
+	// it) and takes over the file of a dev that died.
+	var devFile *stack.DevFile
 	if c.String("redis-url") == "" {
-		if err := checkNoDev(c.Context, urlFile); err != nil {
+		if err := os.MkdirAll(dd, 0o755); err != nil {
 			return err
 		}
+		if devFile, err = stack.ClaimDevFile(redisURLFile(dd)); err != nil {
+			return err
+		}
+		defer devFile.Close()
 	}
 	s, err := openServices(c, openOpts{startEmbedded: true})
 	if err != nil {
@@ -77,24 +83,10 @@ func dev(c *cli.Context) error {
 	}
 	// Deferred calls run last first: Redis (s.Close) goes down last.
 	defer s.Close()
-
-	// Other commands of this project find the embedded Redis through this
-	// file while dev runs.
-	removeURL := func() {}
 	if s.embedded != nil {
-		if err := os.WriteFile(urlFile, []byte(s.embedded.URL+"\n"), 0o600); err != nil {
-			return fmt.Errorf("write %s: %w", urlFile, err)
+		if err := devFile.Publish(s.embedded.URL); err != nil {
+			return err
 		}
-		var once sync.Once
-		removeURL = func() {
-			once.Do(func() {
-				// Only our own: a later dev may have replaced it.
-				if b, err := os.ReadFile(urlFile); err == nil && strings.TrimSpace(string(b)) == s.embedded.URL {
-					_ = os.Remove(urlFile)
-				}
-			})
-		}
-		defer removeURL()
 	}
 
 	reg, err := processRegistry(c, s)
@@ -136,37 +128,21 @@ func dev(c *cli.Context) error {
 
 	printBanner(c, c.App.Writer, s, schedDesc, monitorDesc)
 	<-c.Done()
+	// Withdrawn first: no command finds a Redis that is going away.
+	devFile.Close()
 	fmt.Fprintln(c.App.ErrWriter, "spool dev: stopping: worker, scheduler, monitor, then redis")
-	removeURL()
 	return nil
 }
 
-// checkNoDev refuses to start a second dev on the same data dir (two
-// redis-servers on one AOF directory would corrupt it) and clears the URL
-// file a killed dev left behind.
-func checkNoDev(ctx context.Context, urlFile string) error {
-	u, alive, err := runningDev(ctx, urlFile)
-	if err != nil || u == "" {
-		return err
-	}
-	if alive {
-		return fmt.Errorf("spool dev is already running for this data dir (redis %s); stop it first, or remove %s", stack.RedactURL(u), urlFile)
-	}
-	return os.Remove(urlFile)
-}
-
-// runningDev reads the URL file a `spool dev` leaves in its data dir and
-// pings that Redis: u is "" when there is no file, and alive says whether
-// the dev that wrote it still runs (a killed dev leaves its file behind).
+// runningDev reads the dev file of the `spool dev` running on the data dir
+// (stack.ReadDevFile) and pings its Redis: u is "" when no dev runs there
+// (no file, or one a dev that died left behind), and alive says whether
+// its Redis answers.
 func runningDev(ctx context.Context, urlFile string) (u string, alive bool, err error) {
-	b, err := os.ReadFile(urlFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", false, nil
-	}
-	if err != nil {
+	u, _, err = stack.ReadDevFile(urlFile, 15*time.Second)
+	if err != nil || u == "" {
 		return "", false, err
 	}
-	u = strings.TrimSpace(string(b))
 	if rdb, err := stack.OpenRedis(u); err == nil {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		alive = rdb.Ping(pctx).Err() == nil

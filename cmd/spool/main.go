@@ -14,10 +14,22 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
 	code := run(ctx, os.Args, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// stopSignals end a command as Ctrl-C does (a server stops in order, a
+// wait says what goes on): SIGINT, SIGTERM, and the SIGHUP of a closed
+// terminal, unless the process was started to ignore it (nohup), which
+// catching it would undo.
+func stopSignals() []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
 }
 
 // run executes the CLI and returns the exit code.
