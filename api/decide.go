@@ -58,16 +58,14 @@ func (s *server) decisionLink(w http.ResponseWriter, r *http.Request) {
 		s.reply(w, r, tok.ThreadID, res, err)
 		return
 	}
-	calls, err := s.cfg.Orch.Approvals(ctx, tok.ThreadID)
+	call, err := s.cfg.Orch.LinkedCall(ctx, tok)
 	if err != nil {
 		s.fail(w, r, tok.ThreadID, err)
 		return
 	}
-	for _, c := range calls {
-		if c.CallID == tok.CallID {
-			writeJSON(w, http.StatusOK, DecisionLink{Decision: tok.Decision, Call: c})
-			return
-		}
+	if call != nil {
+		writeJSON(w, http.StatusOK, DecisionLink{Decision: tok.Decision, Call: *call})
+		return
 	}
 	writeProblem(w, r, problem(http.StatusConflict, "not_pending",
 		"call %s of %s waits for no decision (decided already, or the thread moved on)", tok.CallID, tok.ThreadID))

@@ -37,7 +37,7 @@ func (s *server) approve(w http.ResponseWriter, r *http.Request, id string) {
 	if !decode(w, r, &b, true) {
 		return
 	}
-	s.decide(w, r, id, registry.DecisionApprove, b.CallID, b.Reason, b.By)
+	s.decide(w, r, id, registry.DecisionApprove, b.CallID, b.RequestID, b.Reason, b.By)
 }
 
 // reasonRequired is the refusal of a deny without a reason.
@@ -48,15 +48,24 @@ func (s *server) deny(w http.ResponseWriter, r *http.Request, id string) {
 	if !decode(w, r, &b, false) || !required(w, r, b.Reason, reasonRequired) {
 		return
 	}
-	s.decide(w, r, id, registry.DecisionDeny, b.CallID, b.Reason, b.By)
+	s.decide(w, r, id, registry.DecisionDeny, b.CallID, b.RequestID, b.Reason, b.By)
 }
 
-func (s *server) decide(w http.ResponseWriter, r *http.Request, id, decision, call, reason, by string) {
+// decide decides call (with request: that request of it only) of thread
+// id, exactly, or every pending call when call is "".
+func (s *server) decide(w http.ResponseWriter, r *http.Request, id, decision, call, request, reason, by string) {
+	if request != "" && call == "" {
+		writeProblem(w, r, problem(http.StatusBadRequest, "bad_request", "request_id needs the call_id it is a request of"))
+		return
+	}
 	var calls []string
 	if call != "" {
 		calls = []string{call}
 	}
 	s.onThread(w, r, id, func(ctx context.Context, _ *registry.Record) (any, error) {
+		if request != "" {
+			return s.cfg.Orch.DecideRequest(ctx, id, call, request, decision, who(r, by), reason)
+		}
 		return s.cfg.Orch.Decide(ctx, id, calls, decision, who(r, by), reason)
 	})
 }

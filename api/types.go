@@ -38,8 +38,12 @@ type ResumeRequest struct {
 
 // ApproveRequest is the (optional) body of POST /v1/threads/ID/approve.
 type ApproveRequest struct {
-	// CallID is the pending tool call; "" approves every pending call.
+	// CallID is the pending tool call of this thread (never of its
+	// continuation); "" approves every pending call.
 	CallID string `json:"call_id,omitempty"`
+	// RequestID, with CallID, decides the call only while its pending
+	// request is this one (PendingCall.RequestID).
+	RequestID string `json:"request_id,omitempty"`
 	// Reason is recorded in the transcript.
 	Reason string `json:"reason,omitempty"`
 	// By is who decides, recorded in the transcript. Default: the basic
@@ -51,6 +55,8 @@ type ApproveRequest struct {
 type DenyRequest struct {
 	// CallID is the pending tool call; "" denies every pending call.
 	CallID string `json:"call_id,omitempty"`
+	// RequestID is ApproveRequest.RequestID.
+	RequestID string `json:"request_id,omitempty"`
 	// Reason is returned to the model as the tool's error. Required.
 	Reason string `json:"reason"`
 	// By is who decides (ApproveRequest.By).

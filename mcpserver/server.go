@@ -146,10 +146,11 @@ type CancelInput struct {
 
 // DecideInput is approve_call's and deny_call's input.
 type DecideInput struct {
-	ThreadID string `json:"thread_id" jsonschema:"the thread's id"`
-	CallID   string `json:"call_id,omitempty" jsonschema:"the pending call (show_thread lists them); absent: every pending call"`
-	Reason   string `json:"reason,omitempty" jsonschema:"why; deny_call requires it: the model reads it"`
-	By       string `json:"by,omitempty" jsonschema:"who decides; default mcp:<client name>"`
+	ThreadID  string `json:"thread_id" jsonschema:"the thread's id"`
+	CallID    string `json:"call_id,omitempty" jsonschema:"the pending call of this very thread (show_thread lists them); absent: every pending call"`
+	RequestID string `json:"request_id,omitempty" jsonschema:"with call_id: decide it only while this request of it waits (its pending request_id)"`
+	Reason    string `json:"reason,omitempty" jsonschema:"why; deny_call requires it: the model reads it"`
+	By        string `json:"by,omitempty" jsonschema:"who decides; default mcp:<client name>"`
 }
 
 // TranscriptInput is read_transcript's input.
@@ -267,7 +268,16 @@ func (h *handlers) decide(ctx context.Context, req *mcp.CallToolRequest, in Deci
 	if in.CallID != "" {
 		calls = []string{in.CallID}
 	}
-	res, err := h.cfg.Orch.Decide(ctx, in.ThreadID, calls, decision, who(req, in.By), in.Reason)
+	var res *orchestrator.DecideResult
+	var err error
+	switch {
+	case in.RequestID != "" && in.CallID == "":
+		return nil, nil, errors.New("request_id needs the call_id it is a request of")
+	case in.RequestID != "":
+		res, err = h.cfg.Orch.DecideRequest(ctx, in.ThreadID, in.CallID, in.RequestID, decision, who(req, in.By), in.Reason)
+	default:
+		res, err = h.cfg.Orch.Decide(ctx, in.ThreadID, calls, decision, who(req, in.By), in.Reason)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -148,7 +148,10 @@ func TestApprovalsInbox(t *testing.T) {
 	t.Parallel()
 	e := setup(t, envOptions{files: map[string]string{".ai/config/agent/approvals.yaml": gatedApprovals}})
 	rec := e.start("t/gated", map[string]any{"target": "prod"})
-	e.waitRecord(rec.ThreadID, "waited for approval", waitingForApproval)
+	waiting := e.waitRecord(rec.ThreadID, "waited for approval", waitingForApproval)
+	require.Len(t, waiting.PendingApprovals, 1)
+	request := waiting.PendingApprovals[0].RequestID
+	require.NotEmpty(t, request)
 	s := e.session()
 
 	inbox := s.get("/approvals")
@@ -163,10 +166,11 @@ func TestApprovalsInbox(t *testing.T) {
 	page := s.get(threadURL(rec.ThreadID)).body
 	require.Contains(t, page, "Waiting for approval")
 	require.Contains(t, page, `<input type="hidden" name="call" value="call_1_1">`)
+	require.Contains(t, page, `<input type="hidden" name="request" value="`+request+`">`, "the form decides the request it shows")
 
 	token := s.csrf("/approvals")
 	form := func(decision, reason string) url.Values {
-		return url.Values{"csrf": {token}, "thread": {rec.ThreadID}, "call": {"call_1_1"}, "decision": {decision},
+		return url.Values{"csrf": {token}, "thread": {rec.ThreadID}, "call": {"call_1_1"}, "request": {request}, "decision": {decision},
 			"reason": {reason}, "by": {"ada"}, "return": {"/approvals"}}
 	}
 	// Refused: no token, a wrong token, another browser's cookie, a
@@ -200,7 +204,7 @@ func TestApprovalsInbox(t *testing.T) {
 	require.Len(t, decided, 1)
 	var d transcript.ApprovalDecided
 	require.NoError(t, decided[0].Decode(&d))
-	require.Equal(t, transcript.ApprovalDecided{CallID: "call_1_1", Tool: "t/deploy", Decision: "approve", By: "ada", Reason: "looks right"}, d)
+	require.Equal(t, transcript.ApprovalDecided{CallID: "call_1_1", RequestID: request, Tool: "t/deploy", Decision: "approve", By: "ada", Reason: "looks right"}, d)
 	require.Len(t, e.transcriptEvents(rec.ThreadID, transcript.TypeToolCallStart), 1, "the call ran once")
 
 	// Decided already.

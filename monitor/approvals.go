@@ -84,13 +84,14 @@ func (m *Monitor) serveApprovals(w http.ResponseWriter, r *http.Request) {
 
 // serveDecide applies the inbox's (and the thread page's) approve and
 // deny buttons: form fields thread, call (empty: every pending call of
-// the thread), decision, reason (required to deny: the model gets it as
-// the call's error), by, return.
+// the thread), request (the call's request the form showed: the
+// decision lands on that request only), decision, reason (required to
+// deny: the model gets it as the call's error), by, return.
 func (m *Monitor) serveDecide(w http.ResponseWriter, r *http.Request) {
 	if !m.postForm(w, r) {
 		return
 	}
-	id, call := r.PostFormValue("thread"), r.PostFormValue("call")
+	id, call, request := r.PostFormValue("thread"), r.PostFormValue("call"), r.PostFormValue("request")
 	decision, reason := r.PostFormValue("decision"), strings.TrimSpace(r.PostFormValue("reason"))
 	ret := back(r, "/approvals")
 	if decision != registry.DecisionApprove && decision != registry.DecisionDeny {
@@ -105,7 +106,13 @@ func (m *Monitor) serveDecide(w http.ResponseWriter, r *http.Request) {
 	if call != "" {
 		calls = []string{call}
 	}
-	res, err := m.cfg.Orch.Decide(r.Context(), id, calls, decision, who(r), reason)
+	var res *orchestrator.DecideResult
+	var err error
+	if call != "" && request != "" {
+		res, err = m.cfg.Orch.DecideRequest(r.Context(), id, call, request, decision, who(r), reason)
+	} else {
+		res, err = m.cfg.Orch.Decide(r.Context(), id, calls, decision, who(r), reason)
+	}
 	switch {
 	case errors.Is(err, registry.ErrNotFound):
 		m.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
@@ -184,15 +191,14 @@ func (m *Monitor) serveDecisionLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := decideData{Token: token, Decision: tok.Decision, Thread: rec}
-	calls, err := m.cfg.Orch.Approvals(ctx, tok.ThreadID)
+	call, err := m.cfg.Orch.LinkedCall(ctx, tok)
 	if err != nil {
 		m.fail(w, r, err)
 		return
 	}
-	for _, row := range approvalRows(calls) {
-		if row.CallID == tok.CallID {
-			d.Call = &row
-		}
+	if call != nil {
+		row := approvalRows([]orchestrator.PendingCall{*call})[0]
+		d.Call = &row
 	}
 	code := http.StatusOK
 	if r.Method == http.MethodPost {

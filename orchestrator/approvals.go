@@ -28,13 +28,16 @@ type PendingCall struct {
 	Input       json.RawMessage `json:"input"`
 	RequestedAt time.Time       `json:"requested_at"`
 	Deadline    time.Time       `json:"deadline,omitzero"`
+	// RequestID names this request for a decision (call ids repeat
+	// across a chain): DecideRequest decides it and nothing else.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // PendingCallOf is thread threadID's pending call p, of directive
 // directive.
 func PendingCallOf(threadID, directive string, p registry.PendingApproval) PendingCall {
 	return PendingCall{ThreadID: threadID, Directive: directive, CallID: p.CallID, Tool: p.Tool, Input: p.Input,
-		RequestedAt: p.RequestedAt, Deadline: p.Deadline}
+		RequestedAt: p.RequestedAt, Deadline: p.Deadline, RequestID: p.RequestID}
 }
 
 // Approvals lists the undecided tool calls of the threads waiting for
@@ -68,7 +71,7 @@ func (o *Orchestrator) Approvals(ctx context.Context, id string) ([]PendingCall,
 			return nil, err
 		}
 		for _, p := range rec.PendingApprovals {
-			if _, ok := decided[p.CallID]; ok {
+			if d, ok := decided[p.CallID]; ok && (d.RequestID == "" || d.RequestID == p.RequestID) {
 				continue
 			}
 			out = append(out, PendingCallOf(tid, rec.Directive, p))
@@ -90,31 +93,65 @@ type DecideResult struct {
 }
 
 // Decide approves or denies (decision registry.DecisionApprove or
-// DecisionDeny) the pending calls of thread id that calls names (none:
-// every pending call; id is resolved along its continuation chain), and
-// wakes the thread when none is left undecided. registry.ErrNotPending when
-// nothing matching waits for a decision.
+// DecisionDeny) the pending calls of thread id that calls names, and
+// wakes the thread when none is left undecided. A named call is one of
+// thread id itself: call ids repeat across a continuation chain, so the
+// chain is not followed; without calls, every pending call of the
+// thread the chain of id has reached is decided. registry.ErrNotPending
+// when nothing matching waits for a decision.
 func (o *Orchestrator) Decide(ctx context.Context, id string, calls []string, decision, by, reason string) (*DecideResult, error) {
 	if strings.TrimSpace(by) == "" {
 		return nil, errors.New("decide: who decides (by) is required")
 	}
-	resolved, err := o.Registry.ResolveChain(ctx, id)
-	if err != nil {
+	target := id
+	if len(calls) == 0 {
+		resolved, err := o.Registry.ResolveChain(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		target = resolved
+	} else if _, err := o.Registry.Get(ctx, id); err != nil {
 		return nil, err
 	}
+	return o.decide(ctx, target, decision, by, reason, func(d registry.Decision) ([]string, *registry.Wake, error) {
+		return o.Activations.Decide(ctx, target, calls, d)
+	})
+}
+
+// DecideRequest decides one request for a decision: call callID of
+// thread id (exactly that thread, never its continuation) while its
+// pending request is requestID (PendingCall.RequestID), so a decision
+// made for one request never lands on a later request of the same call
+// id. registry.ErrNotPending when that request no longer waits.
+func (o *Orchestrator) DecideRequest(ctx context.Context, id, callID, requestID, decision, by, reason string) (*DecideResult, error) {
+	if strings.TrimSpace(by) == "" {
+		return nil, errors.New("decide: who decides (by) is required")
+	}
+	if _, err := o.Registry.Get(ctx, id); err != nil {
+		return nil, err
+	}
+	return o.decide(ctx, id, decision, by, reason, func(d registry.Decision) ([]string, *registry.Wake, error) {
+		return o.Activations.DecideRequest(ctx, id, callID, requestID, d)
+	})
+}
+
+// decide records decision on thread id with record, and wakes the thread
+// when the decision left nothing undecided.
+func (o *Orchestrator) decide(ctx context.Context, id, decision, by, reason string,
+	record func(registry.Decision) ([]string, *registry.Wake, error)) (*DecideResult, error) {
 	d := registry.Decision{Decision: decision, By: by, Reason: reason, At: o.Now().UTC()}
-	decided, wake, err := o.Activations.Decide(ctx, resolved, calls, d)
+	decided, wake, err := record(d)
 	if err != nil {
 		return nil, err
 	}
-	res := &DecideResult{ThreadID: resolved, Decision: decision, Calls: decided, By: by, Reason: reason}
+	res := &DecideResult{ThreadID: id, Decision: decision, Calls: decided, By: by, Reason: reason}
 	if wake != nil {
 		if err := o.EnqueueWake(ctx, *wake); err != nil {
 			return nil, err
 		}
 		res.Woken = true
 	}
-	o.threadLog(resolved).Info("tool calls decided", "decision", decision, "calls", decided, "by", by)
+	o.threadLog(id).Info("tool calls decided", "decision", decision, "calls", decided, "by", by)
 	return res, nil
 }
 
@@ -123,8 +160,12 @@ func (o *Orchestrator) Decide(ctx context.Context, id string, calls []string, de
 type DecisionToken struct {
 	ThreadID string `json:"t"`
 	CallID   string `json:"c"`
-	Decision string `json:"d"`
-	Expires  int64  `json:"e"` // unix seconds
+	// RequestID is the request the link was made for
+	// (registry.PendingApproval.RequestID): the link decides that
+	// request of that call of that thread, nothing else.
+	RequestID string `json:"r,omitempty"`
+	Decision  string `json:"d"`
+	Expires   int64  `json:"e"` // unix seconds
 }
 
 // SignDecisionToken returns tok signed with secret (the project's
@@ -146,14 +187,32 @@ var ErrBadToken = errors.New("the decision link is not valid (expired, altered, 
 
 // DecideByToken applies the decision a signed one-time link carries. The
 // token is checked with the notify secret of the thread's own project
-// (its bundle), so a link only ever decides the call it was made for; a
-// second use finds the call decided (registry.ErrNotPending).
+// (its bundle), and decides the request it was made for only (the
+// thread it names, never that thread's continuation; the call's request
+// id): a second use, or a use after the call was decided otherwise or
+// asked again, finds nothing pending (registry.ErrNotPending).
 func (o *Orchestrator) DecideByToken(ctx context.Context, token, reason string) (*DecideResult, error) {
 	tok, err := o.VerifyDecisionToken(ctx, token)
 	if err != nil {
 		return nil, err
 	}
-	return o.Decide(ctx, tok.ThreadID, []string{tok.CallID}, tok.Decision, "link", reason)
+	return o.DecideRequest(ctx, tok.ThreadID, tok.CallID, tok.RequestID, tok.Decision, "link", reason)
+}
+
+// LinkedCall is the pending call a verified link's token decides, nil
+// when its request no longer waits for a decision (decided, asked again,
+// or the thread moved on).
+func (o *Orchestrator) LinkedCall(ctx context.Context, tok *DecisionToken) (*PendingCall, error) {
+	calls, err := o.Approvals(ctx, tok.ThreadID)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range calls {
+		if c.ThreadID == tok.ThreadID && c.CallID == tok.CallID && c.RequestID == tok.RequestID {
+			return &c, nil
+		}
+	}
+	return nil, nil
 }
 
 // VerifyDecisionToken checks a one-time link's token as DecideByToken does
@@ -201,12 +260,12 @@ func NotifyConfig(a *config.Approvals) config.Notify {
 	return config.Notify{URL: os.ExpandEnv(a.Notify.URL), Secret: os.ExpandEnv(a.Notify.Secret), Links: os.ExpandEnv(a.Notify.Links)}
 }
 
-// DecisionLinks returns the one-time approve and deny links of a pending
-// call under base (the address of `spool api` or the monitor), valid until
-// expires.
-func DecisionLinks(base, threadID, callID, secret string, expires time.Time) (approve, deny string) {
+// DecisionLinks returns the one-time approve and deny links of thread
+// threadID's pending call p under base (the address of `spool api` or the
+// monitor), valid until expires and bound to p's request.
+func DecisionLinks(base, threadID string, p registry.PendingApproval, secret string, expires time.Time) (approve, deny string) {
 	link := func(d string) string {
-		tok := DecisionToken{ThreadID: threadID, CallID: callID, Decision: d, Expires: expires.Unix()}
+		tok := DecisionToken{ThreadID: threadID, CallID: p.CallID, RequestID: p.RequestID, Decision: d, Expires: expires.Unix()}
 		return fmt.Sprintf("%s/v1/approvals/decide?token=%s", strings.TrimRight(base, "/"), SignDecisionToken(tok, secret))
 	}
 	return link(registry.DecisionApprove), link(registry.DecisionDeny)

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -17,14 +19,16 @@ import (
 // Approvals (CLI.md "People in the loop"). A tool call that approvals.yaml
 // gates does not run when the model makes it:
 //
-//	dispatch ──gated──▶ requestApproval: pending in the state, event
-//	   │                 approval_requested (the input is durable with the
-//	   │                 turn's checkpoint), hooks, webhook
+//	dispatch ──gated──▶ requestApproval: pending in the state with a
+//	   │                 request id of its own, event approval_requested
+//	   │                 (the input is durable with the turn's
+//	   │                 checkpoint), hooks
 //	   ▼
 //	the turn's other calls run ──▶ checkpoint ──▶ stepWait:
 //	   resolveApprovals: every call decided? ──no──▶ SuspendForApproval:
 //	       status waiting, waiting_for approval, no slot, no lease; a
-//	       timeout activation at the earliest deadline
+//	       timeout activation at the earliest deadline; then the webhook
+//	       of each call newly asked (a decision is accepted from now on)
 //	   │ yes (a decision's wake-up, or the timeout)
 //	   ▼
 //	approved: the call runs now; denied: the model gets the reason as the
@@ -33,13 +37,17 @@ import (
 // A decision (Orchestrator.Decide) is a Redis script: it records who
 // decided what and why, and when no call is left undecided returns the
 // wake-up, which the decider enqueues (housekeeping re-enqueues one that
-// got lost: registry.StalledWaits).
+// got lost: registry.StalledWaits). Call ids repeat (call_1_1 in each
+// thread of a chain, and again when a turn runs twice), so each request
+// has a random id; a decision link carries it and decides that request
+// only, and a decision recorded for another request does not count.
 
 // requestApproval records a gated call as pending.
 func (s *session) requestApproval(ctx context.Context, call thread.ToolCall, id string, rule *config.ApprovalRule) {
 	now := s.o.Now().UTC()
-	pa := registry.PendingApproval{CallID: call.ID, Tool: id, Input: call.Input, RequestedAt: now, OnTimeout: rule.OnTimeout}
-	ev := transcript.ApprovalRequested{CallID: call.ID, Tool: id, Input: call.Input}
+	pa := registry.PendingApproval{CallID: call.ID, RequestID: newRequestID(), Tool: id, Input: call.Input, RequestedAt: now,
+		OnTimeout: rule.OnTimeout}
+	ev := transcript.ApprovalRequested{CallID: call.ID, RequestID: pa.RequestID, Tool: id, Input: call.Input}
 	if rule.Timeout > 0 {
 		pa.Deadline = now.Add(rule.Timeout)
 		ev.Deadline, ev.OnTimeout = pa.Deadline.Format(time.RFC3339), rule.OnTimeout
@@ -49,8 +57,25 @@ func (s *session) requestApproval(ctx context.Context, call thread.ToolCall, id 
 	s.runHooks(ctx, hooks.EventApprovalRequested, map[string]any{
 		"thread_id": s.id(), "call_id": call.ID, "tool": id, "input": jsonValue(call.Input),
 	})
-	s.notifyApproval(ctx, pa)
 	s.log.Info("tool call waits for approval", "call_id", call.ID, "tool", id)
+}
+
+// newRequestID is a pending call's request id: 96 random bits.
+func newRequestID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return "req_" + hex.EncodeToString(b)
+}
+
+// decisionOn is the decision recorded for pa's request, if there is one
+// (a decision recorded for another request of the same call id does not
+// count).
+func decisionOn(decisions map[string]registry.Decision, pa registry.PendingApproval) (registry.Decision, bool) {
+	d, ok := decisions[pa.CallID]
+	if !ok || d.RequestID != "" && d.RequestID != pa.RequestID {
+		return registry.Decision{}, false
+	}
+	return d, true
 }
 
 // resolveApprovals answers the pending calls when every one is decided
@@ -63,27 +88,27 @@ func (s *session) resolveApprovals(ctx context.Context) (bool, error) {
 	}
 	now := s.o.Now()
 	var earliest time.Time
-	open := 0
+	var open []registry.PendingApproval
 	for _, pa := range s.st.Approvals {
-		if _, ok := decisions[pa.CallID]; ok {
+		if _, ok := decisionOn(decisions, pa); ok {
 			continue
 		}
 		if !pa.Deadline.IsZero() && !now.Before(pa.Deadline) {
 			decisions[pa.CallID] = registry.Decision{Decision: pa.OnTimeout, By: "timeout",
-				Reason: "no decision within the approval's timeout", At: now.UTC()}
+				Reason: "no decision within the approval's timeout", At: now.UTC(), RequestID: pa.RequestID}
 			continue
 		}
-		open++
+		open = append(open, pa)
 		if !pa.Deadline.IsZero() && (earliest.IsZero() || pa.Deadline.Before(earliest)) {
 			earliest = pa.Deadline
 		}
 	}
-	if open > 0 {
-		return false, s.suspendForApproval(ctx, earliest)
+	if len(open) > 0 {
+		return false, s.suspendForApproval(ctx, earliest, open)
 	}
 	for _, pa := range s.st.Approvals {
-		d := decisions[pa.CallID]
-		s.emit(transcript.TypeApprovalDecided, transcript.ApprovalDecided{CallID: pa.CallID, Tool: pa.Tool,
+		d, _ := decisionOn(decisions, pa)
+		s.emit(transcript.TypeApprovalDecided, transcript.ApprovalDecided{CallID: pa.CallID, RequestID: pa.RequestID, Tool: pa.Tool,
 			Decision: d.Decision, By: d.By, Reason: d.Reason})
 		s.runHooks(ctx, hooks.EventApprovalDecided, map[string]any{
 			"thread_id": s.id(), "call_id": pa.CallID, "tool": pa.Tool, "input": jsonValue(pa.Input),
@@ -106,8 +131,11 @@ func (s *session) resolveApprovals(ctx context.Context) (bool, error) {
 }
 
 // suspendForApproval makes the thread wait for the open decisions, with a
-// timeout activation at earliest (zero: none).
-func (s *session) suspendForApproval(ctx context.Context, earliest time.Time) error {
+// timeout activation at earliest (zero: none). Once the suspension is
+// written (a decision is accepted from then on: a bot answering the
+// webhook at once is never refused), the webhook announces each open
+// call that the thread had not asked before this activation.
+func (s *session) suspendForApproval(ctx context.Context, earliest time.Time, asked []registry.PendingApproval) error {
 	seq, open, err := s.acts.SuspendForApproval(ctx, s.id(), s.version, s.st.Approvals)
 	if err != nil {
 		return err
@@ -116,6 +144,11 @@ func (s *session) suspendForApproval(ctx context.Context, earliest time.Time) er
 	if open == 0 {
 		// Decided between our read and the suspension: wake at once.
 		return s.o.EnqueueWake(ctx, registry.Wake{ThreadID: s.id(), Seq: seq})
+	}
+	for _, pa := range asked {
+		if !s.announced(pa) {
+			s.notifyApproval(ctx, pa)
+		}
 	}
 	if !earliest.IsZero() {
 		if err := s.enq.Enqueue(ctx, queue.Activation{ThreadID: s.id(), Reason: "timeout"}, seq, s.rec.Queue,
@@ -126,6 +159,18 @@ func (s *session) suspendForApproval(ctx context.Context, earliest time.Time) er
 	s.w.metrics.suspended()
 	s.log.Info("thread waiting for approval", "calls", open)
 	return nil
+}
+
+// announced reports whether pa's request was pending in the thread's
+// record when this activation claimed it: an earlier suspension sent its
+// webhook (a message or a timeout woke the thread, which waits again).
+func (s *session) announced(pa registry.PendingApproval) bool {
+	for _, p := range s.rec.PendingApprovals {
+		if p.CallID == pa.CallID && p.RequestID == pa.RequestID {
+			return true
+		}
+	}
+	return false
 }
 
 // jsonValue decodes raw JSON for a hook context (nil when it is not).

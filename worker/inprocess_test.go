@@ -709,7 +709,10 @@ func TestApprovalTimeout(t *testing.T) {
 	require.Equal(t, thread.StatusCompleted, rec.Status, "%+v", rec.Error)
 	d := eventsOf[transcript.ApprovalDecided](h, id, transcript.TypeApprovalDecided)
 	require.NotEmpty(t, d)
-	require.Equal(t, transcript.ApprovalDecided{CallID: "c-rye/file-system/fs_list", Tool: "rye/file-system/fs_list",
+	asked := eventsOf[transcript.ApprovalRequested](h, id, transcript.TypeApprovalRequested)
+	require.NotEmpty(t, asked)
+	require.NotEmpty(t, asked[0].RequestID, "each request has an id")
+	require.Equal(t, transcript.ApprovalDecided{CallID: "c-rye/file-system/fs_list", RequestID: asked[0].RequestID, Tool: "rye/file-system/fs_list",
 		Decision: "approve", By: "timeout", Reason: "no decision within the approval's timeout"}, d[len(d)-1])
 }
 

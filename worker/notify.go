@@ -57,7 +57,7 @@ func (s *session) notifyApproval(ctx context.Context, pa registry.PendingApprova
 		if exp.IsZero() {
 			exp = pa.RequestedAt.Add(linkLifetime)
 		}
-		msg.ApproveURL, msg.DenyURL = orchestrator.DecisionLinks(n.Links, s.id(), pa.CallID, n.Secret, exp)
+		msg.ApproveURL, msg.DenyURL = orchestrator.DecisionLinks(n.Links, s.id(), pa, n.Secret, exp)
 	}
 	body, err := json.Marshal(msg)
 	if err != nil {
