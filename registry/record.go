@@ -86,6 +86,10 @@ type Record struct {
 	// PendingApprovals are the tool calls a thread waiting for approval
 	// waits on.
 	PendingApprovals []PendingApproval `json:"pending_approvals,omitempty"`
+	// Stalled, while set, says what a running thread is stuck on (the
+	// blob store, whose operations its worker tries again through an
+	// outage): Activations.MarkStalled, cleared once the store answers.
+	Stalled *Stall `json:"stalled,omitempty"`
 	// StartedAt is when the first activation claimed the thread; the
 	// duration limit counts from here.
 	StartedAt time.Time `json:"started_at,omitempty"`
@@ -261,6 +265,9 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	r.ParentID, r.ContinuationOf, r.ContinuationThreadID = deref(v.ParentID), deref(v.ContinuationOf), deref(v.ContinuationThreadID)
+	if r.Kind == "" {
+		r.Kind = KindThread // written before records had a kind
+	}
 	return nil
 }
 
@@ -286,7 +293,7 @@ var knownFields = map[string]bool{
 	"limits": true, "model": true, "capabilities": true, "dropped_capabilities": true, "bundle": true, "inputs": true, "queue": true,
 	"ancestors": true, "depth": true, "previous_thread_id": true, "created_at": true, "updated_at": true,
 	"version": true, "cancel_requested": true, "cancel_cascade": true, "activation": true, "chain_index": true, "continuation_kind": true,
-	"continuation_message": true, "started_at": true, "ledger_path": true, "waiting_for": true, "pending_approvals": true, "model_override": true, "transcript_segments": true, "transcript_chain_hash": true,
+	"continuation_message": true, "started_at": true, "ledger_path": true, "waiting_for": true, "pending_approvals": true, StalledField: true, "model_override": true, "transcript_segments": true, "transcript_chain_hash": true,
 	"forked_from": true, "fork_turn": true, "fork_segment": true, "fork_chain_hash": true, "fork_message": true, "workspace": true,
 	"kind": true, "graph_digest": true, CurrentNodeField: true, StepField: true, "max_steps": true, SuppressedErrorsField: true,
 	ItemsDoneField: true, ItemsTotalField: true, StateSHA256Field: true,
@@ -315,7 +322,8 @@ func parseRecord(m map[string]string) (*Record, error) {
 		name string
 		v    any
 	}{{"outputs", &r.Outputs}, {"cost", &r.Cost}, {"limits", &r.Limits}, {"capabilities", &r.Capabilities}, {"dropped_capabilities", &r.DroppedCapabilities},
-		{"inputs", &r.Inputs}, {"ancestors", &r.Ancestors}, {"ledger_path", &r.LedgerPath}, {"pending_approvals", &r.PendingApprovals}} {
+		{"inputs", &r.Inputs}, {"ancestors", &r.Ancestors}, {"ledger_path", &r.LedgerPath}, {"pending_approvals", &r.PendingApprovals},
+		{StalledField, &r.Stalled}} {
 		if s := m[jf.name]; s != "" {
 			if err := json.Unmarshal([]byte(s), jf.v); err != nil {
 				return nil, bad(jf.name, err)
