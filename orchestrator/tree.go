@@ -41,6 +41,9 @@ type TreeNode struct {
 	Kind        string `json:"kind,omitempty"`
 	CurrentNode string `json:"current_node,omitempty"`
 	Step        int    `json:"step,omitempty"`
+	// DroppedCapabilities are what the thread's directive asks for that
+	// its parent does not hold (registry.Record): it runs without them.
+	DroppedCapabilities []string `json:"dropped_capabilities,omitempty"`
 }
 
 // Live reports whether any thread of the tree has not finished.
@@ -78,7 +81,7 @@ func (o *Orchestrator) Tree(ctx context.Context, rec *registry.Record, maxNodes 
 		left--
 		n := &TreeNode{ThreadID: r.ThreadID, Directive: r.Directive, Status: r.Status, Model: r.Model, Turns: r.Cost.Turns,
 			Tokens: r.Cost.Tokens(), Spend: r.Cost.Spend, SpendLimit: r.Limits.Spend, Children: []*TreeNode{},
-			ForkedFrom: r.ForkedFrom, ForkTurn: r.ForkTurn, Kind: r.Kind}
+			ForkedFrom: r.ForkedFrom, ForkTurn: r.ForkTurn, Kind: r.Kind, DroppedCapabilities: r.DroppedCapabilities}
 		if r.IsGraph() {
 			n.CurrentNode, n.Step = r.CurrentNode, r.Step
 		}

@@ -235,7 +235,9 @@ type ChildRefused struct {
 // ApprovalRequested is the payload of approval_requested: the gated call,
 // its input (durable here), and when the approval times out, if it does.
 type ApprovalRequested struct {
-	CallID    string          `json:"call_id"`
+	CallID string `json:"call_id"`
+	// RequestID is the request's nonce, which its decision links carry.
+	RequestID string          `json:"request_id,omitempty"`
 	Tool      string          `json:"tool"`
 	Input     json.RawMessage `json:"input,omitempty"`
 	Deadline  string          `json:"deadline,omitempty"`
@@ -246,11 +248,12 @@ type ApprovalRequested struct {
 // (approve or deny), who made it ("timeout" when the rule's timeout did)
 // and why.
 type ApprovalDecided struct {
-	CallID   string `json:"call_id"`
-	Tool     string `json:"tool"`
-	Decision string `json:"decision"`
-	By       string `json:"by"`
-	Reason   string `json:"reason,omitempty"`
+	CallID    string `json:"call_id"`
+	RequestID string `json:"request_id,omitempty"`
+	Tool      string `json:"tool"`
+	Decision  string `json:"decision"`
+	By        string `json:"by"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 // UserMessage is the payload of user_message: a message a person sent to

@@ -34,6 +34,8 @@ func TestRenderAndSearchEventPayloads(t *testing.T) {
 			wantRender: []string{"> **limit** turns_exceeded: 1 of 1\n"}},
 		{name: "child", ev: event(t, TypeChildSpawned, ChildSpawned{ChildID: "t/kid-1-a", Directive: "t/kid"}),
 			wantRender: []string{"> spawned child `t/kid-1-a` (t/kid)\n"}},
+		{name: "child without capabilities", ev: event(t, TypeChildSpawned, ChildSpawned{ChildID: "t/kid-1-a", Directive: "t/kid", DroppedCapabilities: []string{"rye.execute.tool.t.x"}}),
+			wantRender: []string{"> spawned child `t/kid-1-a` (t/kid)\n", "> **runs without** `rye.execute.tool.t.x`: this thread does not hold them\n"}},
 		{name: "waiting", ev: event(t, TypeThreadWaiting, ThreadWaiting{ChildIDs: []string{"t/kid-1-a", "t/kid-2-b"}}),
 			wantRender: []string{"> waiting on `t/kid-1-a`, `t/kid-2-b`\n"}},
 		{name: "cancelled", ev: event(t, TypeThreadCancelled, ThreadCancelled{Reason: "cancelled during the model call"}),

@@ -134,6 +134,9 @@ func RenderKnowledge(meta KnowledgeMeta, events []Event) []byte {
 		case TypeChildSpawned:
 			p := Payload[ChildSpawned](ev)
 			fmt.Fprintf(&b, "> spawned child `%s` (%s)\n\n", p.ChildID, p.Directive)
+			if len(p.DroppedCapabilities) > 0 {
+				fmt.Fprintf(&b, "> **runs without** %s: this thread does not hold them\n\n", codeList(p.DroppedCapabilities))
+			}
 		case TypeChildRefused:
 			p := Payload[ChildRefused](ev)
 			fmt.Fprintf(&b, "> **spawn refused** (%s) %s\n\n", p.Directive, p.Message)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/thread"
@@ -42,4 +43,17 @@ func TestPrintTreeDrawsBranches(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("tree (-want +got):\n%s", diff)
 	}
+}
+
+// A child that runs without capabilities its directive asks for says so
+// on its line of `thread tree`.
+func TestPrintTreeDroppedCapabilities(t *testing.T) {
+	t.Parallel()
+	kid := &orchestrator.TreeNode{ThreadID: "kid", Status: thread.StatusCompleted, DroppedCapabilities: []string{"rye.execute.tool.acme.secret"}}
+	var b bytes.Buffer
+	printTree(&b, &orchestrator.TreeNode{ThreadID: "root", Status: thread.StatusCompleted, Children: []*orchestrator.TreeNode{kid}}, "", "")
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	require.Len(t, lines, 2)
+	require.NotContains(t, lines[0], "runs without")
+	require.True(t, strings.HasSuffix(lines[1], "  ⚠ runs without rye.execute.tool.acme.secret: its parent does not hold them"), lines[1])
 }
