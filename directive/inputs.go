@@ -130,7 +130,7 @@ func coerce(typ string, v any) (any, error) {
 		}
 		f, err := thread.Number(v)
 		switch {
-		case err != nil && !isString(v):
+		case err != nil && !isText(v):
 			return nil, fmt.Errorf("want an integer, got %s", describe(v))
 		case err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53:
 			return nil, fmt.Errorf("want an integer, got %s", literal(v))
@@ -139,7 +139,7 @@ func coerce(typ string, v any) (any, error) {
 	case TypeNumber:
 		f, err := thread.Number(v)
 		switch {
-		case err != nil && !isString(v):
+		case err != nil && !isText(v):
 			return nil, fmt.Errorf("want a number, got %s", describe(v))
 		case err != nil:
 			return nil, fmt.Errorf("want a number, got %s", literal(v))
@@ -210,6 +210,13 @@ func isString(v any) bool {
 	return ok
 }
 
+// isText reports whether v is text a number may be written in: a string
+// (--input's), or a JSON number kept as written (--inputs-json's).
+func isText(v any) bool {
+	_, num := v.(json.Number)
+	return num || isString(v)
+}
+
 // literal is v as an error message quotes it: a string quoted, anything
 // else as fmt prints it.
 func literal(v any) string {
@@ -229,6 +236,8 @@ func describe(v any) string {
 		return "a string"
 	case bool:
 		return "a boolean"
+	case json.Number:
+		return "a number"
 	}
 	if _, err := thread.Number(v); err == nil {
 		return "a number"

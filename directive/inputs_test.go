@@ -1,6 +1,7 @@
 package directive
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -40,6 +41,13 @@ func TestValidateInputs(t *testing.T) {
 		{"object bad json", map[string]any{"api_thread_id": "a", "options": "{"}, nil, `input "options": want an object`},
 		{"array", map[string]any{"api_thread_id": "a", "pages": "x"}, nil, `input "pages": want an array, got "x"`},
 		{"string from object", map[string]any{"api_thread_id": map[string]any{}}, nil, `input "api_thread_id": want a string, got an object`},
+		// --inputs-json keeps numbers as written (json.Number): checked as
+		// --input's text is.
+		{"json number as written", map[string]any{"api_thread_id": json.Number("12345678901234567890"), "views": json.Number("4"), "ratio": json.Number("0.25")},
+			map[string]any{"api_thread_id": "12345678901234567890", "views": 4, "ratio": 0.25, "dark": false}, ""},
+		{"json number out of range", map[string]any{"api_thread_id": "a", "ratio": json.Number("1e400")}, nil, `input "ratio": want a number, got 1e400`},
+		{"json number with fraction", map[string]any{"api_thread_id": "a", "views": json.Number("2.5")}, nil, `input "views": want an integer, got 2.5`},
+		{"json number for a boolean", map[string]any{"api_thread_id": "a", "dark": json.Number("1e400")}, nil, `input "dark": want a boolean, got a number`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

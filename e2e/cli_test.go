@@ -32,6 +32,7 @@ func cliProject() map[string]string {
 		".ai/config/agent/models.yaml": "tiers:\n  gone: script:scripts/gone.yaml\n",
 		"broken.md":                    "# not a directive\n",
 		"scripts/cli.yaml":             script("cli"),
+		".ai/directives/t/count.md":    directiveWithInputs("count", `turns="4"`, fsPerms, `<input name="n" type="number" required="true">how many</input>`),
 		// A misspelt element: an error wherever the directive is read.
 		".ai/directives/bad/misspelt.md": strings.Replace(directive("misspelt", `turns="4"`, fsPerms, `<success>done</success>`), "<limits", "<limts", 1),
 		// A misspelt tool id in permissions: a warning.
@@ -192,6 +193,11 @@ func TestCLI(t *testing.T) {
 			errLike: `^directive t/greet: inputs "tnoe", "x" are not declared \(declared: name, tone\)$`},
 		{name: "run missing required input", args: []string{"thread", "run", "t/greet", "--input", "tone=dry", "--model", "script:scripts/cli.yaml"}, code: 2,
 			errLike: `^directive t/greet: input "name": required input missing$`},
+		// --inputs-json's numbers are checked as --input's text is.
+		{name: "run inputs json number out of range", args: []string{"thread", "run", "t/count", "--inputs-json", `{"n":1e400}`}, code: 2,
+			errLike: `^directive t/count: input "n": want a number, got 1e400$`},
+		{name: "run input number out of range", args: []string{"thread", "run", "t/count", "--input", "n=1e400"}, code: 2,
+			errLike: `^directive t/count: input "n": want a number, got "1e400"$`},
 		{name: "run mistyped input", args: []string{"thread", "run", "t/greet", "--inputs-json", `{"name":{"a":1}}`}, code: 2,
 			errLike: `^directive t/greet: input "name": want a string, got an object$`},
 		{name: "run unknown model", args: []string{"thread", "run", "t/cli", "--model", "gpt-9-ultra"}, code: 2,
@@ -221,6 +227,11 @@ func TestCLI(t *testing.T) {
 				requireRecord(t, r, r.(map[string]any)["status"].(string))
 			}
 		}},
+		{name: "list past its limit", args: []string{"thread", "list", "--limit", "2", "--json"},
+			stderrLike: `^spool: showing the newest 2 threads, the limit; there are more: raise --limit \(0 lists all\) or narrow with --status, --directive or --parent\n$`,
+			check:      func(t *testing.T, out string) { require.Len(t, jsonArray(t, out), 2) }},
+		{name: "list at its limit", args: []string{"thread", "list", "--limit", "7", "--json"}, stderrLike: `^$`,
+			check: func(t *testing.T, out string) { require.Len(t, jsonArray(t, out), 7) }},
 		{name: "list by status", args: []string{"thread", "list", "--status", "completed", "--directive", "t/cli", "--json"}, check: func(t *testing.T, out string) {
 			a := jsonArray(t, out)
 			require.Len(t, a, 4)

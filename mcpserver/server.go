@@ -47,6 +47,11 @@ type Config struct {
 	MaxTranscriptBytes int
 	// Logger. Default discards.
 	Logger *slog.Logger
+	// Unavailable, when set, is why spool's services cannot be reached
+	// (Redis is down or not configured): the server still answers the
+	// handshake and lists its tools, and every tool call is a tool error
+	// that says this. Orch may then be nil.
+	Unavailable error
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -64,7 +69,7 @@ func (c Config) WithDefaults() Config {
 }
 
 func (c Config) validate() error {
-	if c.Orch == nil {
+	if c.Orch == nil && c.Unavailable == nil {
 		return errors.New("mcpserver: Config.Orch is required")
 	}
 	if c.Project == "" {
@@ -116,6 +121,9 @@ func New(cfg Config) (*mcp.Server, error) {
 		"gets the reason as the call's error (call_id; every pending call when omitted)."}, h.deny)
 	mcp.AddTool(s, &mcp.Tool{Name: "read_transcript", Description: "A thread's transcript as it is so far: format markdown " +
 		"(default) or text, the last max_bytes of it."}, h.transcript)
+	if cfg.Unavailable != nil {
+		s.AddReceivingMiddleware(failTools(cfg.Unavailable))
+	}
 	return s, nil
 }
 

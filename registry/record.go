@@ -91,8 +91,9 @@ type Record struct {
 	// outage): Activations.MarkStalled, cleared once the store answers.
 	Stalled *Stall `json:"stalled,omitempty"`
 	// StartedAt is when the first activation claimed the thread; the
-	// duration limit counts from here.
-	StartedAt time.Time `json:"started_at,omitempty"`
+	// duration limit counts from here. A thread not started yet (created)
+	// has none, and its JSON no started_at.
+	StartedAt time.Time `json:"started_at,omitzero"`
 	// Transcript is how much of the thread's transcript is known to be
 	// durable (Changes.Transcript): a verifier requires at least that
 	// much. While the thread runs it lags the transcript by up to one

@@ -181,6 +181,10 @@ func TestRecordJSON(t *testing.T) {
 			t.Errorf("%s missing from %s", k, b)
 		}
 	}
+	// A created thread has not started: no started_at (not year 1).
+	if v, ok := m["started_at"]; ok {
+		t.Errorf("started_at = %v in the JSON of a created thread", v)
+	}
 	var back Record
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 
 	"github.com/urfave/cli/v2"
 
@@ -54,9 +53,9 @@ func runAPI(c *cli.Context) error {
 		return err
 	}
 	defer stopMetrics()
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listen("api", addr, "--addr")
 	if err != nil {
-		return fmt.Errorf("api: %w", err)
+		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "spool api: http://%s/v1/ (OpenAPI at /v1/openapi.json)\n", ln.Addr())
 	return serveHTTP(c, "api", ln, h)

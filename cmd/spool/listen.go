@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -76,4 +77,20 @@ func serveHTTP(c *cli.Context, name string, ln net.Listener, h http.Handler) err
 	defer cancel()
 	_ = srv.Shutdown(ctx)
 	return nil
+}
+
+// listen listens on addr for the server what ("monitor", "api",
+// "metrics"), whose address flag sets: an address another process holds
+// is said as such, naming the server and the flag that moves it, rather
+// than as the bind error alone.
+func listen(what, addr, flag string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("%s: %s is already in use (another spool process, or another program, listens there): serve the %s elsewhere with %s HOST:PORT",
+			what, addr, what, flag)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return ln, nil
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/mcpserver"
@@ -25,8 +28,20 @@ func runMCP(c *cli.Context) error {
 	// Cancel, approve and deny sign transcript events: the signing key is
 	// needed.
 	s, err := openServices(c, openOpts{noEmbedded: true})
-	if err != nil {
+	var usage *usageError
+	if errors.As(err, &usage) {
 		return err
+	}
+	if err != nil {
+		// The client that started us would see a server that died
+		// before its handshake, and no reason: serve the handshake and
+		// the tool list, and say why on every call.
+		fmt.Fprintf(c.App.ErrWriter, "spool: mcp: %v: every tool call fails until spool mcp is restarted\n", err)
+		project, perr := projectDir(c)
+		if perr != nil {
+			return perr
+		}
+		return mcpserver.ServeStdio(c.Context, mcpserver.Config{Project: project, Version: readBuildVersion().Version, Unavailable: err})
 	}
 	defer s.Close()
 	return mcpserver.ServeStdio(c.Context, mcpserver.Config{Orch: s.orch, Project: s.project, UserDir: s.userDir,

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 
@@ -92,9 +91,9 @@ func runMonitor(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listen("monitor", addr, "--addr")
 	if err != nil {
-		return fmt.Errorf("monitor: %w", err)
+		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "spool monitor: http://%s/ (asynqmon at %s/)\n", ln.Addr(), monitor.AsynqPath)
 	return serveHTTP(c, "monitor", ln, h)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"time"
@@ -163,7 +162,8 @@ func processRegistry(c *cli.Context, s *services) (*prometheus.Registry, error) 
 }
 
 // serveMetrics serves /metrics and /healthz (plus extra handlers) on addr;
-// "" serves nothing.
+// "" serves nothing. With a handler at "/" it serves spool dev's monitor,
+// whose address is --addr; otherwise --metrics-addr.
 func serveMetrics(addr string, reg *prometheus.Registry, extra map[string]http.Handler) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
@@ -174,9 +174,13 @@ func serveMetrics(addr string, reg *prometheus.Registry, extra map[string]http.H
 	for p, h := range extra {
 		mux.Handle(p, h)
 	}
-	ln, err := net.Listen("tcp", addr)
+	what, flag := "metrics", "--metrics-addr"
+	if extra["/"] != nil {
+		what, flag = "monitor", "--addr"
+	}
+	ln, err := listen(what, addr, flag)
 	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
+		return nil, err
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {

@@ -125,7 +125,8 @@ func parseInputs(c *cli.Context) (map[string]any, error) {
 		}
 	}
 	if raw != "" {
-		if err := json.Unmarshal([]byte(raw), &in); err != nil {
+		var err error
+		if in, err = decodeInputsJSON(raw); err != nil {
 			return nil, usagef("--inputs-json: not a JSON object: %v", err)
 		}
 		if in == nil { // "null"
@@ -138,6 +139,23 @@ func parseInputs(c *cli.Context) (map[string]any, error) {
 			return nil, usagef("--input %q: want key=value", kv)
 		}
 		in[k] = v
+	}
+	return in, nil
+}
+
+// decodeInputsJSON decodes --inputs-json keeping each number as written
+// (json.Number), so that the directive's declared types check it as they
+// check --input's text: 1e400 for a number is "want a number", not a
+// decoding error, and 12345678901234567890 for a string keeps its digits.
+func decodeInputsJSON(raw string) (map[string]any, error) {
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.UseNumber()
+	var in map[string]any
+	if err := dec.Decode(&in); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("more after the object")
 	}
 	return in, nil
 }
@@ -489,9 +507,19 @@ func threadList(c *cli.Context) error {
 			return notFound(p, err)
 		}
 	}
-	recs, err := s.orch.Registry.List(c.Context, registry.Filter{Status: thread.Status(st), Directive: c.String("directive"), Parent: c.String("parent"), Limit: c.Int("limit")})
+	// One more than the limit says whether the list stopped at it.
+	limit := c.Int("limit")
+	ask := limit
+	if limit > 0 {
+		ask = limit + 1
+	}
+	recs, err := s.orch.Registry.List(c.Context, registry.Filter{Status: thread.Status(st), Directive: c.String("directive"), Parent: c.String("parent"), Limit: ask})
 	if err != nil {
 		return err
+	}
+	if limit > 0 && len(recs) > limit {
+		recs = recs[:limit]
+		fmt.Fprintf(c.App.ErrWriter, "spool: showing the newest %d threads, the limit; there are more: raise --limit (0 lists all) or narrow with --status, --directive or --parent\n", limit)
 	}
 	if c.Bool("json") {
 		if recs == nil {

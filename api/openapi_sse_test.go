@@ -1,0 +1,65 @@
+package api_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/api"
+)
+
+// TestOpenAPIEventStreamsNameTheirSchemas: every text/event-stream
+// response names, by event name, the schema of its messages' data
+// (x-sse-events), each a schema of the document; and the document says
+// its license.
+func TestOpenAPIEventStreamsNameTheirSchemas(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Info struct {
+			License struct {
+				Name string `json:"name"`
+			} `json:"license"`
+		} `json:"info"`
+		Paths map[string]map[string]struct {
+			Responses map[string]struct {
+				Content map[string]struct {
+					Events map[string]struct {
+						Ref string `json:"$ref"`
+					} `json:"x-sse-events"`
+				} `json:"content"`
+			} `json:"responses"`
+		} `json:"paths"`
+		Components struct {
+			Schemas map[string]json.RawMessage `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(api.OpenAPI, &doc))
+	require.NotEmpty(t, doc.Info.License.Name, "info.license")
+	streams := 0
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			for status, r := range op.Responses {
+				mt, ok := r.Content["text/event-stream"]
+				if !ok {
+					continue
+				}
+				streams++
+				where := method + " " + path + " " + status
+				got := map[string]string{}
+				for name, ev := range mt.Events {
+					schema, ok := strings.CutPrefix(ev.Ref, "#/components/schemas/")
+					require.True(t, ok, "%s: event %s: $ref %q", where, name, ev.Ref)
+					require.Contains(t, doc.Components.Schemas, schema, "%s: event %s", where, name)
+					got[name] = schema
+				}
+				require.NotEmpty(t, got, where)
+				if path == "/v1/threads/{id}/events" {
+					require.Equal(t, map[string]string{"message": "Event", "end": "End", "error": "Problem"}, got, where)
+				}
+			}
+		}
+	}
+	require.GreaterOrEqual(t, streams, 1, "the transcript's event stream")
+}
