@@ -16,6 +16,12 @@
 //	POST /v1/threads/ID/send          {message, by} → the message queued for the model's next call
 //	POST /v1/threads/ID/interrupt     {message, by} → the same, stopping the work in flight first
 //	POST /v1/threads/ID/fork          {at_turn, message, model} → 201, the fork's record
+//	POST /v1/graphs                   graph run: {graph, inputs, limits, parent, queue} → 201, the run's record
+//	GET  /v1/graphs/ID                the run's record with nodes (its node table) and steps
+//	GET  /v1/graphs/ID/state          ?step=N → {run_id, step, state}: the state after step N (default the last)
+//	POST /v1/graphs/ID/cancel         {cascade} → what the request did
+//	POST /v1/graphs/ID/resume         {from, set} → 201, the resume (its continuation run)
+//	POST /v1/graphs/ID/fork           {at_step, from, set} → 201, the fork's record
 //	GET  /v1/approvals                ?thread= → the tool calls waiting for a decision
 //	GET  /v1/openapi.json             the OpenAPI document
 //	GET  /healthz                     liveness
@@ -26,6 +32,11 @@
 // record, as the client's Fork returns it), and the operations are the
 // orchestrator's (a run is launch.Start, as `spool thread run`), so the
 // API and the CLI agree; package client is a Go client over it.
+//
+// A graph run is a registry record (kind graph), so the thread routes
+// take run ids too: its events (graph_started, step_completed, ... on the
+// same stream), tree, budget, and approve and deny for its approval
+// nodes (pending calls of tool "graph:approval").
 //
 // Thread ids contain slashes (a directive name is their prefix): send them
 // URL-escaped (demo%2Fhello-1700000000-ab12); unescaped works too, for an
@@ -39,7 +50,9 @@
 // spend_exceeded), not_resumable, not_pending (no such call waits for a
 // decision), finished (a message to a finished thread),
 // transcript_damaged, no_budget, turn_not_recorded (a fork at a turn the
-// thread does not have), parent_finished (a fork of a child whose parent
+// thread does not have), graph_not_found, graph_invalid, not_graph (a
+// graph route given a thread's id), step_not_recorded (a state or fork
+// at a step the run has no checkpoint after), parent_finished (a fork of a child whose parent
 // has finished), method_not_allowed,
 // unsupported_media_type, body_too_large, unauthorized, forbidden,
 // host_not_allowed, internal.

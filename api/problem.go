@@ -71,6 +71,10 @@ var refusals = []struct {
 	{registry.ErrFinished, http.StatusConflict, "finished", " (send and interrupt need a running or waiting thread; resume continues a finished one)"},
 	{transcript.ErrTampered, http.StatusConflict, "transcript_damaged", ""},
 	{orchestrator.ErrNoBudget, http.StatusNotFound, "no_budget", ""},
+	{orchestrator.ErrGraphNotFound, http.StatusUnprocessableEntity, "graph_not_found", ""},
+	{orchestrator.ErrGraphInvalid, http.StatusUnprocessableEntity, "graph_invalid", ""},
+	{orchestrator.ErrNotGraph, http.StatusNotFound, "not_graph", ""},
+	{orchestrator.ErrNoGraphState, http.StatusNotFound, "step_not_recorded", ""},
 }
 
 // problemOf maps an operation's error to a problem: what the caller got

@@ -137,6 +137,12 @@ var routes = []route{
 	{http.MethodPost, "/v1/threads/{id}/send", (*server).send},
 	{http.MethodPost, "/v1/threads/{id}/interrupt", (*server).interrupt},
 	{http.MethodPost, "/v1/threads/{id}/fork", (*server).fork},
+	{http.MethodPost, "/v1/graphs", (*server).runGraph},
+	{http.MethodGet, "/v1/graphs/{id}", (*server).showGraph},
+	{http.MethodGet, "/v1/graphs/{id}/state", (*server).graphState},
+	{http.MethodPost, "/v1/graphs/{id}/cancel", (*server).cancelGraph},
+	{http.MethodPost, "/v1/graphs/{id}/resume", (*server).resumeGraph},
+	{http.MethodPost, "/v1/graphs/{id}/fork", (*server).forkGraph},
 }
 
 // Routes lists the API's operations as "METHOD /path" in OpenAPI's
@@ -171,10 +177,11 @@ func New(cfg Config) (http.Handler, error) {
 
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
-	for _, p := range []string{"/v1/threads", "/v1/approvals"} {
+	for _, p := range []string{"/v1/threads", "/v1/approvals", "/v1/graphs"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) { s.dispatch(w, r, "", p) })
 	}
 	mux.HandleFunc(threadPrefix+"{rest...}", s.threadRoute)
+	mux.HandleFunc(graphPrefix+"{rest...}", s.graphRoute)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problem(http.StatusNotFound, "not_found", "no route %s", r.URL.Path))
 	})
@@ -229,7 +236,7 @@ func allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
 func (s *server) threadRoute(w http.ResponseWriter, r *http.Request) {
 	rest := r.PathValue("rest")
 	id, path := rest, threadPrefix+"{id}"
-	if i := strings.LastIndexByte(rest, '/'); i >= 0 && isAction(rest[i+1:]) {
+	if i := strings.LastIndexByte(rest, '/'); i >= 0 && isRouteAction(threadPrefix, rest[i+1:]) {
 		id, path = rest[:i], path+rest[i:]
 	}
 	if id == "" {
@@ -239,10 +246,11 @@ func (s *server) threadRoute(w http.ResponseWriter, r *http.Request) {
 	s.dispatch(w, r, id, path)
 }
 
-// isAction reports whether seg is the last segment of a thread's route.
-func isAction(seg string) bool {
+// isRouteAction reports whether seg is the last segment of a route under
+// prefix (threadPrefix, graphPrefix).
+func isRouteAction(prefix, seg string) bool {
 	for _, rt := range routes {
-		if a, ok := strings.CutPrefix(rt.Path, threadPrefix+"{id}/"); ok && a == seg {
+		if a, ok := strings.CutPrefix(rt.Path, prefix+"{id}/"); ok && a == seg {
 			return true
 		}
 	}

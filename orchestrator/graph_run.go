@@ -30,6 +30,9 @@ type GraphView struct {
 // ErrNotGraph: the record is a thread's, not a graph run's.
 var ErrNotGraph = errors.New("not a graph run")
 
+// ErrNoGraphState: the run has no checkpointed state (after that step).
+var ErrNoGraphState = errors.New("no such graph state")
+
 // GraphView reads rec's transcript (what verifies of it) and builds its
 // node table and render. The render is also stored, signed, at
 // knowledge/graphs/<graph>/<run>.md (best effort) for whoever reads the
@@ -50,7 +53,7 @@ func (o *Orchestrator) GraphView(ctx context.Context, rec *registry.Record) (*Gr
 	if err != nil {
 		return nil, err
 	}
-	steps := GraphSteps(tr.Events)
+	steps := InFlight(GraphSteps(tr.Events), rec)
 	current, currentStatus := "", ""
 	if !rec.Status.Terminal() {
 		current, currentStatus = rec.CurrentNode, graph.NodeRunning
@@ -156,6 +159,20 @@ func GraphSteps(events []transcript.Event) []graph.StepRecord {
 	return out
 }
 
+// InFlight completes steps with what only rec knows of the step in
+// flight: the item count of a foreach that has not settled (its events
+// count the settled items, the record the total).
+func InFlight(steps []graph.StepRecord, rec *registry.Record) []graph.StepRecord {
+	if len(steps) == 0 || rec.Status.Terminal() || rec.ItemsTotal == 0 {
+		return steps
+	}
+	s := &steps[len(steps)-1]
+	if s.Status == "" && s.Node == rec.CurrentNode && s.ItemsTotal == 0 {
+		s.ItemsTotal = rec.ItemsTotal
+	}
+	return steps
+}
+
 func appendNew(list []string, id string) []string {
 	for _, x := range list {
 		if x == id {
@@ -202,9 +219,9 @@ func (o *Orchestrator) GraphState(ctx context.Context, rec *registry.Record, ste
 	}
 	if sha == "" {
 		if step >= 0 {
-			return nil, 0, fmt.Errorf("run %s has no state after step %d (it has taken %d steps)", rec.ThreadID, step, rec.Step)
+			return nil, 0, &tagged{err: fmt.Errorf("run %s has no state after step %d (it has taken %d steps)", rec.ThreadID, step, rec.Step), tag: ErrNoGraphState}
 		}
-		return nil, 0, fmt.Errorf("run %s has no checkpointed state yet", rec.ThreadID)
+		return nil, 0, &tagged{err: fmt.Errorf("run %s has no checkpointed state yet", rec.ThreadID), tag: ErrNoGraphState}
 	}
 	b, err := o.Store.Get(ctx, blobkey.GraphState(rec.ThreadID, sha))
 	if err != nil {

@@ -1,0 +1,322 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/spool-run/spool/graph"
+	"github.com/spool-run/spool/launch"
+	"github.com/spool-run/spool/ledger"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/thread"
+)
+
+// Graph runs (`spool graph`): a run is a registry record of kind graph,
+// so the thread routes take run ids too (events, tree, budget, approve,
+// deny); these are the operations only a run has.
+
+// graphPrefix is the path of a graph run, before its id.
+const graphPrefix = "/v1/graphs/"
+
+// graphURL is the path of run id, escaped.
+func graphURL(id string) string { return graphPrefix + url.PathEscape(id) }
+
+// GraphRunRequest is the body of POST /v1/graphs: what `spool graph run`
+// takes as its argument and flags.
+type GraphRunRequest struct {
+	// Graph is the graph's name, e.g. "review/pr" (.ai/graphs/review/pr.yaml).
+	// Required.
+	Graph string `json:"graph"`
+	// Inputs are checked against the graph's inputs schema.
+	Inputs map[string]any `json:"inputs,omitempty"`
+	// Limits override the graph's limits: spend, duration, depth,
+	// spawns, turns, tokens, and max_steps.
+	Limits map[string]any `json:"limits,omitempty"`
+	// Parent is the parent thread or run; "" starts a root run.
+	Parent string `json:"parent,omitempty"`
+	// Queue is the asynq queue; default the parent's, else "default".
+	Queue string `json:"queue,omitempty"`
+}
+
+// GraphRun is the body of GET /v1/graphs/ID: the run's record (every
+// field of registry.Record at the top level, as `spool graph show
+// --json` prints it), its node table and its steps.
+type GraphRun struct {
+	Record *registry.Record
+	// Nodes is one row per node, in file order.
+	Nodes []graph.NodeRow `json:"nodes"`
+	// Steps are the steps the run took, in order.
+	Steps []graph.StepRecord `json:"steps"`
+}
+
+// MarshalJSON writes the record's fields with nodes and steps beside
+// them.
+func (g GraphRun) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(g.Record)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	if g.Nodes == nil {
+		g.Nodes = []graph.NodeRow{}
+	}
+	if g.Steps == nil {
+		g.Steps = []graph.StepRecord{}
+	}
+	m["nodes"], m["steps"] = g.Nodes, g.Steps
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (g *GraphRun) UnmarshalJSON(b []byte) error {
+	var rec registry.Record
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return err
+	}
+	var rest struct {
+		Nodes []graph.NodeRow    `json:"nodes"`
+		Steps []graph.StepRecord `json:"steps"`
+	}
+	if err := json.Unmarshal(b, &rest); err != nil {
+		return err
+	}
+	g.Record, g.Nodes, g.Steps = &rec, rest.Nodes, rest.Steps
+	return nil
+}
+
+// GraphState is the body of GET /v1/graphs/ID/state: the run's state
+// after a step, as `spool graph state --json` prints it.
+type GraphState struct {
+	RunID string         `json:"run_id"`
+	Step  int            `json:"step"`
+	State map[string]any `json:"state"`
+}
+
+// GraphResumeRequest is the (optional) body of POST /v1/graphs/ID/resume.
+type GraphResumeRequest struct {
+	// From is the node to go on from; default the checkpoint's.
+	From string `json:"from,omitempty"`
+	// Set edits state keys (never inputs or _ keys).
+	Set map[string]any `json:"set,omitempty"`
+}
+
+// GraphForkRequest is the body of POST /v1/graphs/ID/fork.
+type GraphForkRequest struct {
+	// AtStep is the step (from 1) whose checkpoint the fork starts from.
+	// Required.
+	AtStep int `json:"at_step"`
+	// From is the node to go on from; default the checkpoint's.
+	From string `json:"from,omitempty"`
+	// Set edits state keys (never inputs or _ keys).
+	Set map[string]any `json:"set,omitempty"`
+}
+
+// graphRouteFor splits /v1/graphs/{rest...} as threadRoute splits a
+// thread's path.
+func (s *server) graphRoute(w http.ResponseWriter, r *http.Request) {
+	rest := r.PathValue("rest")
+	id, path := rest, graphPrefix+"{id}"
+	if i := strings.LastIndexByte(rest, '/'); i >= 0 && isRouteAction(graphPrefix, rest[i+1:]) {
+		id, path = rest[:i], path+rest[i:]
+	}
+	if id == "" {
+		writeProblem(w, r, problem(http.StatusNotFound, "not_found", "no run id in %s", r.URL.Path))
+		return
+	}
+	s.dispatch(w, r, id, path)
+}
+
+// graphRecord returns run id's record, or answers 404 when there is no
+// such run (or it is a thread's).
+func (s *server) graphRecord(w http.ResponseWriter, r *http.Request, id string) *registry.Record {
+	rec, err := s.cfg.Orch.Registry.Get(r.Context(), id)
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+		writeProblem(w, r, problem(http.StatusNotFound, "not_found", "graph run %q not found", id))
+		return nil
+	case err != nil:
+		s.fail(w, r, id, err)
+		return nil
+	case !rec.IsGraph():
+		writeProblem(w, r, problem(http.StatusNotFound, "not_graph", "%s is a thread, not a graph run (GET %s)", id, threadURL(id)))
+		return nil
+	}
+	return rec
+}
+
+// graphLimits reads a run's limit overrides: the thread limits
+// (thread.LimitsFromMap) and max_steps.
+func graphLimits(m map[string]any) (thread.Limits, int, error) {
+	rest := map[string]any{}
+	maxSteps := 0
+	for k, v := range m {
+		if k != "max_steps" {
+			rest[k] = v
+			continue
+		}
+		f, err := thread.Number(v)
+		if err != nil || f < 1 || f > graph.MaxStepsCap || f != float64(int(f)) {
+			return thread.Limits{}, 0, fmt.Errorf("limit max_steps %v: want a whole number from 1 to %d", v, graph.MaxStepsCap)
+		}
+		maxSteps = int(f)
+	}
+	l, err := thread.LimitsFromMap(rest)
+	return l, maxSteps, err
+}
+
+func (s *server) runGraph(w http.ResponseWriter, r *http.Request, _ string) {
+	var b GraphRunRequest
+	if !decode(w, r, &b, false) || !required(w, r, b.Graph, "graph is required") {
+		return
+	}
+	name, err := orchestrator.GraphName(b.Graph)
+	if err != nil {
+		badRequest(w, r, "%v", err)
+		return
+	}
+	limits, maxSteps, err := graphLimits(b.Limits)
+	if err != nil {
+		badRequest(w, r, "limits: %v", err)
+		return
+	}
+	if b.Inputs == nil {
+		b.Inputs = map[string]any{}
+	}
+	started, err := launch.Start(r.Context(), s.cfg.Orch, launch.Request{Project: s.cfg.Project, UserDir: s.cfg.UserDir, Logger: s.log,
+		StartRequest: orchestrator.StartRequest{Graph: true, Directive: name, Inputs: b.Inputs, LimitOverrides: limits, MaxSteps: maxSteps,
+			ParentID: b.Parent, Queue: b.Queue, TraceParent: callerTrace(r)}})
+	if err != nil {
+		s.fail(w, r, b.Parent, err)
+		return
+	}
+	rec := started.Record
+	w.Header().Set("Location", graphURL(rec.ThreadID))
+	writeJSON(w, http.StatusCreated, rec)
+}
+
+func (s *server) showGraph(w http.ResponseWriter, r *http.Request, id string) {
+	rec := s.graphRecord(w, r, id)
+	if rec == nil {
+		return
+	}
+	if !rec.Status.Terminal() {
+		// The record's spend is the subtree's at the end; while the run
+		// goes on, the ledger's is live.
+		if spend, err := s.cfg.Orch.SubtreeSpend(r.Context(), rec); err == nil {
+			rec.Cost.Spend = spend
+		}
+	}
+	v, err := s.cfg.Orch.GraphView(r.Context(), rec)
+	if err != nil {
+		s.fail(w, r, id, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, GraphRun{Record: rec, Nodes: v.Nodes, Steps: v.Steps})
+}
+
+func (s *server) graphState(w http.ResponseWriter, r *http.Request, id string) {
+	step := -1
+	if q := r.URL.Query().Get("step"); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 0 {
+			badRequest(w, r, "step %q: want a step number ≥ 0 (absent: the last checkpoint's)", q)
+			return
+		}
+		step = n
+	}
+	rec := s.graphRecord(w, r, id)
+	if rec == nil {
+		return
+	}
+	st, at, err := s.cfg.Orch.GraphState(r.Context(), rec, step)
+	if errors.Is(err, orchestrator.ErrNoGraphState) {
+		writeProblem(w, r, problem(http.StatusNotFound, "step_not_recorded", "%v", err))
+		return
+	}
+	if err != nil {
+		s.fail(w, r, id, err)
+		return
+	}
+	if st == nil {
+		st = map[string]any{}
+	}
+	writeJSON(w, http.StatusOK, GraphState{RunID: rec.ThreadID, Step: at, State: st})
+}
+
+func (s *server) cancelGraph(w http.ResponseWriter, r *http.Request, id string) {
+	var b CancelRequest
+	if !decode(w, r, &b, true) {
+		return
+	}
+	if s.graphRecord(w, r, id) == nil {
+		return
+	}
+	cascade := b.Cascade == nil || *b.Cascade
+	res, err := s.cfg.Orch.CancelChain(r.Context(), id, cascade)
+	s.reply(w, r, id, res, err)
+}
+
+func (s *server) resumeGraph(w http.ResponseWriter, r *http.Request, id string) {
+	var b GraphResumeRequest
+	if !decode(w, r, &b, true) {
+		return
+	}
+	if s.graphRecord(w, r, id) == nil {
+		return
+	}
+	cur, err := s.cfg.Orch.Registry.ResolveChain(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, id, err)
+		return
+	}
+	if last, err := s.cfg.Orch.Registry.Get(r.Context(), cur); err == nil && last.Status == thread.StatusCompleted {
+		writeProblem(w, r, problem(http.StatusConflict, "not_resumable", "run %s completed: only a run that ended in error or was cancelled "+
+			"can be resumed (fork it to run it again from a step: POST %s/fork)", cur, graphURL(cur)))
+		return
+	}
+	res, err := s.cfg.Orch.ResumeGraph(r.Context(), id, orchestrator.GraphResumeRequest{From: b.From, Set: b.Set})
+	if err != nil {
+		s.fail(w, r, id, err)
+		return
+	}
+	w.Header().Set("Location", graphURL(res.NewThreadID))
+	writeJSON(w, http.StatusCreated, res)
+}
+
+func (s *server) forkGraph(w http.ResponseWriter, r *http.Request, id string) {
+	var b GraphForkRequest
+	if !decode(w, r, &b, false) {
+		return
+	}
+	if b.AtStep < 1 {
+		badRequest(w, r, "at_step is required: the step, from 1, whose checkpoint the fork starts from")
+		return
+	}
+	if s.graphRecord(w, r, id) == nil {
+		return
+	}
+	res, err := s.cfg.Orch.ForkGraph(r.Context(), orchestrator.GraphForkRequest{RunID: id, AtStep: b.AtStep, From: b.From, Set: b.Set})
+	var se *orchestrator.StepNotRecordedError
+	switch {
+	case errors.As(err, &se):
+		writeProblem(w, r, problem(http.StatusUnprocessableEntity, "step_not_recorded", "%v", err))
+		return
+	case errors.Is(err, ledger.ErrReleased):
+		writeProblem(w, r, problem(http.StatusConflict, "parent_finished", "%v", err))
+		return
+	case err != nil:
+		s.fail(w, r, id, err)
+		return
+	}
+	w.Header().Set("Location", graphURL(res.Run.ThreadID))
+	writeJSON(w, http.StatusCreated, res.Run)
+}

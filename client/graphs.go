@@ -1,0 +1,68 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/spool-run/spool/api"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/registry"
+)
+
+// Graph runs (`spool graph`, POST /v1/graphs and /v1/graphs/ID/...). A
+// run is a registry record, so Show, Tree, Budget, Events, Approve and
+// Deny take run ids too.
+
+// graphPath is the path of run id's route action ("" for the run).
+func graphPath(id, action string) string {
+	p := "/v1/graphs/" + url.PathEscape(id)
+	if action != "" {
+		p += "/" + action
+	}
+	return p
+}
+
+// RunGraph starts a graph run (POST /v1/graphs) and returns its record.
+func (c *Client) RunGraph(ctx context.Context, req api.GraphRunRequest) (*registry.Record, error) {
+	return call[registry.Record](ctx, c, http.MethodPost, "/v1/graphs", req, http.StatusCreated)
+}
+
+// ShowGraph returns run id's record, node table and steps.
+func (c *Client) ShowGraph(ctx context.Context, id string) (*api.GraphRun, error) {
+	return call[api.GraphRun](ctx, c, http.MethodGet, graphPath(id, ""), nil, http.StatusOK)
+}
+
+// GraphState returns run id's state after step (step < 0: the last
+// checkpoint's).
+func (c *Client) GraphState(ctx context.Context, id string, step int) (*api.GraphState, error) {
+	q := url.Values{}
+	if step >= 0 {
+		q.Set("step", strconv.Itoa(step))
+	}
+	var out api.GraphState
+	if err := c.do(ctx, http.MethodGet, graphPath(id, "state"), q, nil, &out, http.StatusOK); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CancelGraph cancels the run id's chain has reached; cascade cancels its
+// running children too.
+func (c *Client) CancelGraph(ctx context.Context, id string, cascade bool) (*orchestrator.CancelResult, error) {
+	return call[orchestrator.CancelResult](ctx, c, http.MethodPost, graphPath(id, "cancel"), api.CancelRequest{Cascade: &cascade}, http.StatusOK)
+}
+
+// ResumeGraph starts a continuation run of a run that ended in error or
+// was cancelled, from its last checkpoint (req.From, req.Set: the
+// user's edits).
+func (c *Client) ResumeGraph(ctx context.Context, id string, req api.GraphResumeRequest) (*orchestrator.ResumeResult, error) {
+	return call[orchestrator.ResumeResult](ctx, c, http.MethodPost, graphPath(id, "resume"), req, http.StatusCreated)
+}
+
+// ForkGraph starts a new run from run id's checkpoint after step
+// req.AtStep and returns its record.
+func (c *Client) ForkGraph(ctx context.Context, id string, req api.GraphForkRequest) (*registry.Record, error) {
+	return call[registry.Record](ctx, c, http.MethodPost, graphPath(id, "fork"), req, http.StatusCreated)
+}
