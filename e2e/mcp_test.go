@@ -248,7 +248,8 @@ func TestSpoolMCPServer(t *testing.T) {
 		require.NoError(t, err)
 		names = append(names, tl.Name)
 	}
-	require.ElementsMatch(t, []string{"run_thread", "show_thread", "wait_thread", "cancel_thread", "approve_call", "deny_call", "read_transcript"}, names)
+	require.ElementsMatch(t, []string{"run_thread", "show_thread", "wait_thread", "cancel_thread", "approve_call", "deny_call", "read_transcript",
+		"run_graph", "show_graph"}, names)
 
 	call := func(name string, args map[string]any) *mcp.CallToolResult {
 		t.Helper()

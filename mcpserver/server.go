@@ -2,7 +2,8 @@
 // that a coding assistant or any MCP client can drive a fleet: run_thread
 // (directive, inputs, model, wait), show_thread, wait_thread,
 // cancel_thread, approve_call, deny_call and read_transcript, each taking
-// thread_id, backed by the orchestrator as the CLI and the API are (root
+// thread_id (a graph run's id too), and run_graph (graph, inputs, wait)
+// and show_graph for graph runs, backed by the orchestrator as the CLI and the API are (root
 // threads start from the project directory through package launch).
 //
 // Each tool answers a thread's record (or the operation's result) as
@@ -105,7 +106,9 @@ func New(cfg Config) (*mcp.Server, error) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "spool", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: "Spool runs LLM agent threads on a fleet of workers. run_thread starts one (wait=true waits for its end); " +
 			"show_thread, wait_thread and read_transcript follow it; a thread waiting on a person (status waiting, waiting_for approval) " +
-			"goes on after approve_call or deny_call; cancel_thread stops it and, by default, its children.",
+			"goes on after approve_call or deny_call; cancel_thread stops it and, by default, its children. " +
+			"run_graph starts a graph run (a fixed order of tool steps and child threads) and show_graph shows its node table; " +
+			"the thread tools take run ids too.",
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "run_thread", Description: "Start a thread running a directive of the project. " +
 		"Returns its record (thread_id, status); with wait=true, the final record once the thread has ended."}, h.run)
@@ -121,6 +124,7 @@ func New(cfg Config) (*mcp.Server, error) {
 		"gets the reason as the call's error (call_id; every pending call when omitted)."}, h.deny)
 	mcp.AddTool(s, &mcp.Tool{Name: "read_transcript", Description: "A thread's transcript as it is so far: format markdown " +
 		"(default) or text, the last max_bytes of it."}, h.transcript)
+	addGraphTools(s, h)
 	if cfg.Unavailable != nil {
 		s.AddReceivingMiddleware(failTools(cfg.Unavailable))
 	}
