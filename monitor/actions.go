@@ -114,9 +114,9 @@ func (m *Monitor) serveThreadAction(w http.ResponseWriter, r *http.Request) {
 	}
 	id, action := rest[:i], rest[i+1:]
 	switch action {
-	case "send", "interrupt", "cancel", "resume":
+	case "send", "interrupt", "cancel", "resume", "fork":
 	default:
-		m.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("no action %q: want send, interrupt, cancel or resume", action))
+		m.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("no action %q: want send, interrupt, cancel, resume or fork", action))
 		return
 	}
 	if !m.postForm(w, r) {
@@ -132,7 +132,13 @@ func (m *Monitor) serveThreadAction(w http.ResponseWriter, r *http.Request) {
 	case "cancel":
 		m.cancel(w, r, rec)
 	case "resume":
+		if rec.IsGraph() {
+			m.resumeGraph(w, r, rec)
+			return
+		}
 		m.resume(w, r, rec)
+	case "fork":
+		m.forkGraph(w, r, rec)
 	}
 }
 
@@ -183,7 +189,11 @@ func (m *Monitor) cancel(w http.ResponseWriter, r *http.Request, rec *registry.R
 		return
 	}
 	if r.PostFormValue("confirmed") != "1" {
-		d := confirmData{Question: "Cancel this thread?", Action: page + "/cancel", Button: "Cancel the thread", Back: page,
+		question, button := "Cancel this thread?", "Cancel the thread"
+		if cur.IsGraph() {
+			question, button = "Cancel this graph run?", "Cancel the run"
+		}
+		d := confirmData{Question: question, Action: page + "/cancel", Button: button, Back: page,
 			Details: [][2]string{{"thread", cur.ThreadID}, {"directive", cur.Directive}, {"status", string(cur.Status)},
 				{"children", "keep running"}},
 			Fields: [][2]string{{"cascade", boolField(cascade)}}}

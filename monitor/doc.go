@@ -9,6 +9,12 @@
 //	/threads/ID                     record, chain, tree of children and continuations, budget,
 //	                                its calls waiting for approval, actions, a link to its task
 //	                                in asynqmon
+//	/threads/RUN                    a graph run's page (graph.go): a diagram of its pinned
+//	                                definition (the node in flight, the nodes visited, the
+//	                                edges taken and how often, loops drawn around), the node
+//	                                table, each foreach's progress with its children, the
+//	                                steps, the state after any step (?step=N), approve and
+//	                                deny for an approval node, cancel, resume and fork
 //	/threads/ID/transcript          the transcript as HTML, growing as it is written
 //	/threads/ID/timeline            a waterfall of its turns, model calls, tool calls and waits,
 //	                                with durations and costs, and the spend of its tree over time
@@ -18,7 +24,9 @@
 //	POST /threads/ID/send           a message the model sees before its next call
 //	POST /threads/ID/interrupt      the same, stopping the model call or tool in flight
 //	POST /threads/ID/cancel         cancel (after a confirmation page; cascade=1: children too)
-//	POST /threads/ID/resume         resume a finished thread with a message (after a confirmation)
+//	POST /threads/ID/resume         resume a finished thread with a message (after a confirmation);
+//	                                a graph run from its last checkpoint (from=NODE optional)
+//	POST /threads/RUN/fork          a graph run from its checkpoint after step=N (after a confirmation)
 //	/v1/approvals/decide?token=T    the approval webhook's one-time links: GET shows the call,
 //	                                POST decides (orchestrator.DecideByToken)
 //	/api/threads/ID                 the thread view as JSON

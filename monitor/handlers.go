@@ -159,6 +159,10 @@ func (m *Monitor) serveThread(w http.ResponseWriter, r *http.Request, id string)
 		}
 		p.Approvals = m.approvalForms(w, r, calls, "/threads/"+pathOf(id))
 	}
+	if v.Thread.IsGraph() {
+		m.serveGraph(w, r, p)
+		return
+	}
 	m.render(w, r, http.StatusOK, m.pages.thread, page{Title: v.Thread.Directive + " · " + string(v.Thread.Status), Data: p})
 }
 

@@ -42,7 +42,7 @@ func staticHandler() http.Handler {
 type pages struct {
 	list, thread, transcript, errPage    *template.Template
 	approvals, confirm, decide, timeline *template.Template
-	event, ratelimits                    *template.Template
+	event, ratelimits, graph             *template.Template
 }
 
 // pathOf escapes each segment of a thread id for a URL path: ids contain
@@ -146,7 +146,7 @@ func loadPages() (*pages, error) {
 	for name, dst := range map[string]**template.Template{
 		"list.html": &p.list, "thread.html": &p.thread, "transcript.html": &p.transcript, "error.html": &p.errPage,
 		"approvals.html": &p.approvals, "confirm.html": &p.confirm, "decide.html": &p.decide, "timeline.html": &p.timeline,
-		"ratelimits.html": &p.ratelimits,
+		"ratelimits.html": &p.ratelimits, "graph.html": &p.graph,
 	} {
 		if *dst, err = one(name); err != nil {
 			return nil, err

@@ -1,0 +1,478 @@
+package monitor
+
+import (
+	"fmt"
+	"html"
+	"html/template"
+	"sort"
+	"strings"
+
+	"github.com/spool-run/spool/graph"
+	"github.com/spool-run/spool/hooks"
+)
+
+// The graph run page's diagram: the pinned definition's nodes and edges
+// as one server-side SVG (no script draws it), laid out top to bottom in
+// layers. A node's layer is its longest distance from the start over the
+// edges that go forward (a depth-first walk from the start marks the
+// edges that close a loop), so a loop's way back is the one edge that
+// climbs: it is drawn on the right, around the nodes, dashed, with its
+// condition. Within a layer nodes keep file order, then move towards
+// their parents' mean place (one barycenter sweep). Nodes are coloured by
+// their status in the node table, the node in flight is outlined and
+// pulses, and every edge the run took (a step's next node, its error
+// route, a retry) is drawn solid and dark with how often it was taken.
+
+// Diagram geometry, in viewBox units (CSS pixels at 100%).
+const (
+	dgNodeW   = 168
+	dgNodeH   = 48
+	dgGapX    = 44
+	dgGapY    = 64
+	dgMargin  = 24
+	dgLoopGap = 26 // between the loops drawn on the right
+)
+
+// dgEdge is an edge of the diagram.
+type dgEdge struct {
+	from, to string
+	label    string
+	kind     string // next | error | retry
+	back     bool   // closes a loop: drawn around, on the right
+	taken    int    // how often the run took it
+}
+
+// dgNode is a node placed in the diagram.
+type dgNode struct {
+	name   string
+	layer  int
+	x, y   int // top left
+	order  float64
+	row    graph.NodeRow
+	inLoop bool
+}
+
+// condText is a short text of an edge's condition.
+func condText(c *hooks.Condition) string {
+	if c == nil {
+		return ""
+	}
+	switch {
+	case len(c.All) > 0:
+		parts := make([]string, 0, len(c.All))
+		for i := range c.All {
+			parts = append(parts, condText(c.All[i]))
+		}
+		return strings.Join(parts, " and ")
+	case len(c.Any) > 0:
+		parts := make([]string, 0, len(c.Any))
+		for i := range c.Any {
+			parts = append(parts, condText(c.Any[i]))
+		}
+		return "(" + strings.Join(parts, " or ") + ")"
+	case c.Not != nil:
+		return "not " + condText(c.Not)
+	}
+	v := fmt.Sprint(c.Value)
+	if c.Op == "exists" {
+		return c.Path + " exists"
+	}
+	return fmt.Sprintf("%s %s %s", c.Path, opText(c.Op), v)
+}
+
+func opText(op string) string {
+	switch op {
+	case "eq":
+		return "="
+	case "ne":
+		return "≠"
+	case "gt":
+		return ">"
+	case "gte":
+		return "≥"
+	case "lt":
+		return "<"
+	case "lte":
+		return "≤"
+	}
+	return op
+}
+
+// diagramEdges are g's edges: each node's next entries and its on_error
+// route, and the retries and routes the run took that are no edge of the
+// file (a retry goes back to its node; config.on_error routes anywhere).
+func diagramEdges(g *graph.Graph, steps []graph.StepRecord) []*dgEdge {
+	var out []*dgEdge
+	for _, name := range g.Order {
+		n := g.Nodes[name]
+		for i, e := range n.Next {
+			label := condText(e.When)
+			if e.When == nil && len(n.Next) > 1 {
+				label = "else"
+			}
+			if i > 0 && label != "" && len(n.Next) > 2 && e.When != nil {
+				label = fmt.Sprintf("%d: %s", i+1, label)
+			}
+			out = append(out, &dgEdge{from: name, to: e.To, label: label, kind: "next"})
+		}
+		if n.OnError != "" {
+			out = append(out, &dgEdge{from: name, to: n.OnError, label: "on_error", kind: "error"})
+		}
+	}
+	find := func(from, to, kind string) *dgEdge {
+		for _, e := range out {
+			if e.from == from && e.to == to && (e.kind == kind || kind == "next" && e.kind == "next") {
+				return e
+			}
+		}
+		return nil
+	}
+	for _, s := range steps {
+		if s.NextNode == "" || g.Node(s.NextNode) == nil || g.Node(s.Node) == nil {
+			continue
+		}
+		kind := "next"
+		switch s.RoutedBy {
+		case "retry":
+			kind = "retry"
+		case "on_error":
+			kind = "error"
+		}
+		e := find(s.Node, s.NextNode, kind)
+		if e == nil && kind == "error" {
+			e = find(s.Node, s.NextNode, "next")
+		}
+		if e == nil {
+			label := "on_error"
+			if kind == "retry" {
+				label = "retry"
+			}
+			if kind == "next" {
+				label = s.RoutedBy
+			}
+			e = &dgEdge{from: s.Node, to: s.NextNode, label: label, kind: kind}
+			out = append(out, e)
+		}
+		e.taken++
+	}
+	return out
+}
+
+// layout places g's nodes in layers and marks the edges that close loops.
+func layout(g *graph.Graph, edges []*dgEdge, rows []graph.NodeRow) (map[string]*dgNode, [][]*dgNode) {
+	index := map[string]int{}
+	for i, name := range g.Order {
+		index[name] = i
+	}
+	outs := map[string][]*dgEdge{}
+	for _, e := range edges {
+		outs[e.from] = append(outs[e.from], e)
+	}
+	// Depth-first from the start (then from every node not reached, in
+	// file order): an edge to a node on the walk's stack closes a loop.
+	state := map[string]int{} // 0 new, 1 on the stack, 2 done
+	var post []string
+	var visit func(string)
+	visit = func(v string) {
+		state[v] = 1
+		for _, e := range outs[v] {
+			if g.Node(e.to) == nil {
+				continue
+			}
+			switch state[e.to] {
+			case 0:
+				visit(e.to)
+			case 1:
+				e.back = true
+			}
+		}
+		state[v] = 2
+		post = append(post, v)
+	}
+	if g.Node(g.Start) != nil {
+		visit(g.Start)
+	}
+	reached := len(post)
+	for _, name := range g.Order {
+		if state[name] == 0 {
+			visit(name)
+		}
+	}
+	// Longest path over the forward edges, in topological order.
+	layer := map[string]int{}
+	for i := len(post) - 1; i >= 0; i-- {
+		v := post[i]
+		for _, e := range outs[v] {
+			if !e.back && g.Node(e.to) != nil && layer[e.to] < layer[v]+1 {
+				layer[e.to] = layer[v] + 1
+			}
+		}
+	}
+	maxLayer := 0
+	for _, v := range post[len(post)-reached:] {
+		maxLayer = max(maxLayer, layer[v])
+	}
+	_ = maxLayer
+	rowOf := map[string]graph.NodeRow{}
+	for _, r := range rows {
+		rowOf[r.Node] = r
+	}
+	nodes := map[string]*dgNode{}
+	var layers [][]*dgNode
+	for _, name := range g.Order {
+		l := layer[name]
+		for len(layers) <= l {
+			layers = append(layers, nil)
+		}
+		n := &dgNode{name: name, layer: l, order: float64(index[name]), row: rowOf[name]}
+		nodes[name] = n
+		layers[l] = append(layers[l], n)
+	}
+	for _, e := range edges {
+		if e.back {
+			for _, name := range []string{e.from, e.to} {
+				if n := nodes[name]; n != nil {
+					n.inLoop = true
+				}
+			}
+		}
+	}
+	// One barycenter sweep: a node moves towards its parents' places.
+	for l := 1; l < len(layers); l++ {
+		pos := map[string]float64{}
+		for i, n := range layers[l-1] {
+			pos[n.name] = float64(i)
+		}
+		for _, n := range layers[l] {
+			sum, k := 0.0, 0
+			for _, e := range edges {
+				if e.to == n.name && !e.back {
+					if p, ok := pos[e.from]; ok {
+						sum += p
+						k++
+					}
+				}
+			}
+			if k > 0 {
+				n.order = sum/float64(k)*1000 + n.order/1000
+			} else {
+				n.order = 1e6 + n.order
+			}
+		}
+		sort.SliceStable(layers[l], func(i, j int) bool { return layers[l][i].order < layers[l][j].order })
+	}
+	return nodes, layers
+}
+
+// renderDiagram draws g as an SVG: rows are the node table (status,
+// visits), steps the run's steps (the edges taken), current the node in
+// flight ("" when none).
+func renderDiagram(g *graph.Graph, rows []graph.NodeRow, steps []graph.StepRecord, current string) template.HTML {
+	if g == nil || len(g.Order) == 0 {
+		return ""
+	}
+	edges := diagramEdges(g, steps)
+	nodes, layers := layout(g, edges, rows)
+	widest := 0
+	for _, l := range layers {
+		widest = max(widest, len(l))
+	}
+	loops := 0
+	for _, e := range edges {
+		if e.back {
+			loops++
+		}
+	}
+	inner := widest*dgNodeW + (widest-1)*dgGapX
+	width := 2*dgMargin + inner + 40 + loops*dgLoopGap
+	if loops > 0 || hasSelfLoop(edges) {
+		width += 150 // the labels of the loops, on their right
+	}
+	height := 2*dgMargin + len(layers)*dgNodeH + (len(layers)-1)*dgGapY
+	for li, l := range layers {
+		w := len(l)*dgNodeW + (len(l)-1)*dgGapX
+		x0 := dgMargin + (inner-w)/2
+		for i, n := range l {
+			n.x = x0 + i*(dgNodeW+dgGapX)
+			n.y = dgMargin + li*(dgNodeH+dgGapY)
+		}
+	}
+	right := dgMargin + inner + 20
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="graph" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="graph %s: nodes and edges">`,
+		width, height, width, height, esc(g.Name))
+	b.WriteString(`<defs>`)
+	for _, k := range []string{"next", "taken", "error", "retry"} {
+		fmt.Fprintf(&b, `<marker id="arrow-%s" class="m-%s" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z"></path></marker>`, k, k)
+	}
+	b.WriteString(`</defs>`)
+	// Edges first, under the nodes.
+	loop := 0
+	for _, e := range edges {
+		from, to := nodes[e.from], nodes[e.to]
+		if from == nil || to == nil {
+			continue
+		}
+		class := "edge e-" + e.kind
+		marker := e.kind
+		if e.taken > 0 {
+			class += " taken"
+			if e.kind == "next" {
+				marker = "taken"
+			}
+		}
+		if e.back {
+			class += " back"
+		}
+		var d string
+		var lx, ly int
+		anchor := "middle"
+		switch {
+		case e.from == e.to:
+			// A retry or a node that routes to itself: a small loop on
+			// its right.
+			x, y := from.x+dgNodeW, from.y+dgNodeH/2
+			d = fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d", x, y-10, x+34, y-30, x+34, y+30, x, y+10)
+			lx, ly, anchor = x+38, y+4, "start"
+		case e.back:
+			loop++
+			x := right + loop*dgLoopGap
+			sx, sy := from.x+dgNodeW, from.y+dgNodeH/2+6
+			tx, ty := to.x+dgNodeW, to.y+dgNodeH/2-6
+			d = fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d L%d,%d C%d,%d %d,%d %d,%d", sx, sy, x, sy, x, sy, x, sy-16, x, ty+16, x, ty, x, ty, tx, ty)
+			lx, ly, anchor = x+4, (sy+ty)/2, "start"
+		default:
+			sx, sy := from.x+dgNodeW/2, from.y+dgNodeH
+			tx, ty := to.x+dgNodeW/2, to.y
+			if e.kind == "error" {
+				sx += dgNodeW / 4
+			}
+			mid := (sy + ty) / 2
+			d = fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d", sx, sy, sx, mid, tx, mid, tx, ty)
+			lx, ly = (sx+tx)/2, mid+4
+			if to.layer-from.layer > 1 {
+				ly = sy + 18
+				lx = sx + (tx-sx)/6
+			}
+		}
+		fmt.Fprintf(&b, `<path class="%s" d="%s" marker-end="url(#arrow-%s)"><title>%s → %s%s%s</title></path>`,
+			class, d, marker, esc(e.from), esc(e.to), labelSuffix(e.label), takenSuffix(e.taken))
+		label := e.label
+		if e.taken > 1 {
+			label = strings.TrimSpace(label + " ×" + fmt.Sprint(e.taken))
+		}
+		if label != "" {
+			fmt.Fprintf(&b, `<text class="elabel e-%s%s" x="%d" y="%d" text-anchor="%s">%s</text>`, e.kind, ifTaken(e.taken), lx, ly, anchor, esc(clip(label, 34)))
+		}
+	}
+	if n := nodes[g.Start]; n != nil {
+		fmt.Fprintf(&b, `<text class="start" x="%d" y="%d" text-anchor="middle">start</text>`, n.x+dgNodeW/2, n.y-6)
+	}
+	for _, name := range g.Order {
+		n := nodes[name]
+		node := g.Nodes[name]
+		status := n.row.Status
+		if status == "" {
+			status = graph.NodeNotReached
+		}
+		class := "gnode n-" + status
+		if n.row.Visits > 0 {
+			class += " visited"
+		}
+		if name == current {
+			class += " current"
+		}
+		if n.row.Routed {
+			class += " routed"
+		}
+		kind := node.Kind
+		if kind == "" {
+			kind = graph.KindAction
+		}
+		sub := kind
+		if node.Action != nil {
+			sub += " · " + node.Action.ID()
+		}
+		fmt.Fprintf(&b, `<g class="%s" data-node="%s"><title>%s (%s): %s, %d visit%s%s</title>`, class, esc(name), esc(name), esc(kind),
+			esc(status), n.row.Visits, visitsS(n.row.Visits), detailSuffix(n.row))
+		shape := "rect"
+		if kind == graph.KindReturn {
+			shape = "return"
+		}
+		fmt.Fprintf(&b, `<rect class="box %s" x="%d" y="%d" width="%d" height="%d" rx="%d"></rect>`, shape, n.x, n.y, dgNodeW, dgNodeH, map[bool]int{true: 22, false: 7}[shape == "return"])
+		fmt.Fprintf(&b, `<text class="name" x="%d" y="%d" text-anchor="middle">%s</text>`, n.x+dgNodeW/2, n.y+20, esc(clip(name, 22)))
+		fmt.Fprintf(&b, `<text class="kind" x="%d" y="%d" text-anchor="middle">%s</text>`, n.x+dgNodeW/2, n.y+37, esc(clip(sub, 28)))
+		if n.row.Visits > 1 {
+			fmt.Fprintf(&b, `<g class="visits"><circle cx="%d" cy="%d" r="11"></circle><text x="%d" y="%d" text-anchor="middle">×%d</text></g>`,
+				n.x+dgNodeW-4, n.y+4, n.x+dgNodeW-4, n.y+8, n.row.Visits)
+		}
+		b.WriteString(`</g>`)
+	}
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String()) //nolint:gosec // every text in it is escaped above
+}
+
+// hasSelfLoop reports whether an edge goes from a node to itself.
+func hasSelfLoop(edges []*dgEdge) bool {
+	for _, e := range edges {
+		if e.from == e.to {
+			return true
+		}
+	}
+	return false
+}
+
+func esc(s string) string { return html.EscapeString(s) }
+
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+func visitsS(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func labelSuffix(l string) string {
+	if l == "" {
+		return ""
+	}
+	return " (" + l + ")"
+}
+
+func takenSuffix(n int) string {
+	switch n {
+	case 0:
+		return ", not taken"
+	case 1:
+		return ", taken once"
+	}
+	return fmt.Sprintf(", taken %d times", n)
+}
+
+func ifTaken(n int) string {
+	if n > 0 {
+		return " taken"
+	}
+	return ""
+}
+
+func detailSuffix(r graph.NodeRow) string {
+	var parts []string
+	if r.Children != "" {
+		parts = append(parts, r.Children)
+	}
+	if r.Detail != "" {
+		parts = append(parts, r.Detail)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(parts, "; ")
+}
