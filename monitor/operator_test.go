@@ -2,6 +2,7 @@ package monitor_test
 
 import (
 	"encoding/json"
+	"html"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -43,7 +44,7 @@ func TestListErrorsAndQueues(t *testing.T) {
 	body := e.page("/")
 	require.Contains(t, body, `<td class="err"><code>`+f.Error.Code+`</code>`)
 	require.Contains(t, body, `<td class="err"></td>`, "a completed thread has no error")
-	require.Contains(t, body, f.Error.Message[:min(len(f.Error.Message), 40)])
+	require.Contains(t, body, html.EscapeString(f.Error.Message[:min(len(f.Error.Message), 40)]))
 	require.Contains(t, body, `Threads in error: <b>1</b>`)
 	row := `<td><a href="/asynq/queues/` + e.orch.Keys.Queue(queue.DefaultQueue) + `">default</a></td>`
 	require.Contains(t, body, row)
