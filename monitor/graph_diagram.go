@@ -356,7 +356,7 @@ func renderDiagram(g *graph.Graph, rows []graph.NodeRow, steps []graph.StepRecor
 			}
 		}
 		fmt.Fprintf(&b, `<path class="%s" d="%s" marker-end="url(#arrow-%s)"><title>%s → %s%s%s</title></path>`,
-			class, d, marker, esc(e.from), esc(e.to), labelSuffix(e.label), takenSuffix(e.taken))
+			class, d, marker, esc(e.from), esc(e.to), esc(labelSuffix(e.label)), takenSuffix(e.taken))
 		label := e.label
 		if e.taken > 1 {
 			label = strings.TrimSpace(label + " ×" + fmt.Sprint(e.taken))
