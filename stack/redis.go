@@ -57,7 +57,7 @@ func openRedis(rawURL string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, err
 		}
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: hosts, Password: pass, PoolSize: 32}), nil
+		return newClusterClient(&redis.ClusterOptions{Addrs: hosts, Password: pass, PoolSize: 32}), nil
 	case rawURL == "":
 		return nil, fmt.Errorf("redis url is empty")
 	}
