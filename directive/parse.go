@@ -243,7 +243,9 @@ var permissionPrimaries = map[string]bool{
 	thread.PrimaryFetch: true,
 }
 
-var permissionItemTypes = map[string]bool{"tool": true, "directive": true, "knowledge": true}
+// permissionItemTypes are the items a permission names; <graph> names
+// the graphs a thread may start (rye/agent/graphs/run_graph).
+var permissionItemTypes = map[string]bool{"tool": true, "directive": true, "knowledge": true, "graph": true}
 
 func (p *parser) addPermission(c string) {
 	if p.seen == nil {
@@ -297,7 +299,7 @@ func (p *parser) permissionsOrCap(c *node) error {
 		}
 		for _, it := range g.children {
 			if !permissionItemTypes[it.name] {
-				return p.errf(it, "<"+g.name+"><"+it.name+">", "unknown item type; expected <tool>, <directive> or <knowledge>")
+				return p.errf(it, "<"+g.name+"><"+it.name+">", "unknown item type; expected <tool>, <directive>, <graph> or <knowledge>")
 			}
 			id := it.content()
 			if id == "" {

@@ -295,7 +295,7 @@ func TestParseErrors(t *testing.T) {
 		{"NaN spend", wrap(`<metadata><limits spend="NaN"/></metadata>`), `t.md:3: <limits spend="NaN">: not a number`},
 		{"spawns too large", wrap(`<metadata><limits spawns="1e12"/></metadata>`), `t.md:3: <limits spawns="1e12">: too large`},
 		{"unknown permission", wrap(`<permissions><delete>*</delete></permissions>`), "t.md:3: unknown element <delete> in <permissions> (expected <cap>, <execute>, <fetch>, <load>, <search> or <sign>)"},
-		{"unknown item type", wrap(`<permissions><execute><widget>x</widget></execute></permissions>`), "t.md:3: unknown element <widget> in <execute> (expected <directive>, <knowledge> or <tool>)"},
+		{"unknown item type", wrap(`<permissions><execute><widget>x</widget></execute></permissions>`), "t.md:3: unknown element <widget> in <execute> (expected <directive>, <graph>, <knowledge> or <tool>)"},
 		// What a misspelling would change without a word: the default
 		// limits, no capabilities, no hook, no declared output.
 		{"misspelt limits", wrap("<metadata>\n  <description>d</description>\n  <limts spend=\"0.05\"/>\n</metadata>"), "t.md:5: unknown element <limts> in <metadata> (did you mean <limits>?)"},

@@ -43,7 +43,7 @@ var (
 
 	permissionItem = leaf
 	permissionSpec = &elemSpec{children: map[string]*elemSpec{
-		"tool": permissionItem, "directive": permissionItem, "knowledge": permissionItem,
+		"tool": permissionItem, "directive": permissionItem, "knowledge": permissionItem, "graph": permissionItem,
 	}}
 	permissionsSpec = &elemSpec{children: map[string]*elemSpec{
 		thread.PrimaryExecute: permissionSpec, thread.PrimarySearch: permissionSpec, thread.PrimaryLoad: permissionSpec,

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/graph"
+	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -21,14 +24,21 @@ import (
 // project root.
 const SchedulesPath = ".ai/config/schedules.yaml"
 
-// Entry is one cron-scheduled directive of schedules.yaml.
+// Entry is one cron-scheduled directive (or graph) of schedules.yaml.
 type Entry struct {
 	// ID names the entry; it is part of the tick lock and of the thread ids
 	// the entry starts, so renaming an entry makes its ticks new ones.
 	// Letters, digits, '.', '_' and '-'.
 	ID string
-	// Directive is the directive to run ("demo/hello").
+	// Directive is the directive to run ("demo/hello"), or, when Graph,
+	// the graph whose run the entry starts ("review/nightly": an entry's
+	// graph: key).
 	Directive string
+	// Graph: the entry names a graph (graph: instead of directive:), and
+	// each tick starts a graph run of it.
+	Graph bool
+	// MaxSteps overrides a graph's max_steps (limits: {max_steps: N}).
+	MaxSteps int
 	// Inputs are the directive's inputs.
 	Inputs map[string]any
 	// Cron is the schedule: a 5-field spec ("*/5 * * * *", UTC unless
@@ -61,7 +71,7 @@ var (
 	entryIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 	queuePattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9:._-]{0,127}$`)
 	cronParser     = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-	entryKeys      = map[string]bool{"id": true, "directive": true, "inputs": true, "cron": true, "queue": true, "model": true, "limits": true}
+	entryKeys      = map[string]bool{"id": true, "directive": true, "graph": true, "inputs": true, "cron": true, "queue": true, "model": true, "limits": true}
 )
 
 // LoadFile reads a schedules file. A missing file is (nil, err) with
@@ -95,6 +105,10 @@ func Load(projectDir string) ([]Entry, error) {
 //	    queue: low
 //	    model: claude-haiku-4-5
 //	    limits: {turns: 10, spend: 0.5}
+//	  - id: nightly-review
+//	    graph: review/nightly          # a graph run instead of a thread
+//	    cron: "0 4 * * *"
+//	    limits: {spend: 2, max_steps: 50}
 //
 // Every problem is one line naming the file, the entry and its line:
 // `schedules.yaml:4: entry "nightly-report": cron "0 3 * *": expected
@@ -154,10 +168,11 @@ func parseEntry(n *yaml.Node) (Entry, error) {
 		return e, errors.New("an entry must be a mapping (id, directive, cron, ...)")
 	}
 	var limitsNode *yaml.Node
+	graphName := ""
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if !entryKeys[k.Value] {
-			return e, fmt.Errorf("unknown key %q (id, directive, cron, inputs, queue, model, limits)", k.Value)
+			return e, fmt.Errorf("unknown key %q (id, directive or graph, cron, inputs, queue, model, limits)", k.Value)
 		}
 		var err error
 		switch k.Value {
@@ -165,6 +180,8 @@ func parseEntry(n *yaml.Node) (Entry, error) {
 			err = scalar(v, &e.ID)
 		case "directive":
 			err = scalar(v, &e.Directive)
+		case "graph":
+			err = scalar(v, &graphName)
 		case "cron":
 			err = scalar(v, &e.Cron)
 		case "queue":
@@ -193,14 +210,28 @@ func parseEntry(n *yaml.Node) (Entry, error) {
 		e.ID = ""
 		return e, fmt.Errorf("id %q: use letters, digits, '.', '_' and '-' (at most 128)", id)
 	}
-	if e.Directive == "" {
-		return e, errors.New("directive: required")
+	var err error
+	switch {
+	case graphName != "" && e.Directive != "":
+		return e, errors.New("directive and graph: name one of them (a thread of a directive, or a run of a graph)")
+	case graphName != "":
+		name, err := orchestrator.GraphName(graphName)
+		if err != nil {
+			return e, fmt.Errorf("graph %q: %s", graphName, oneLine(err.Error()))
+		}
+		if e.Model != "" {
+			return e, errors.New("model: a graph run calls no model (its directives name theirs)")
+		}
+		e.Directive, e.Graph = name, true
+	case e.Directive == "":
+		return e, errors.New("directive: required (or graph: for a graph run)")
+	default:
+		name, err := directive.CleanName(e.Directive)
+		if err != nil {
+			return e, fmt.Errorf("directive %q: %s", e.Directive, oneLine(err.Error()))
+		}
+		e.Directive = name
 	}
-	name, err := directive.CleanName(e.Directive)
-	if err != nil {
-		return e, fmt.Errorf("directive %q: %s", e.Directive, oneLine(err.Error()))
-	}
-	e.Directive = name
 	if e.Cron == "" {
 		return e, errors.New("cron: required (a 5-field spec, @hourly, @every 30s, ...)")
 	}
@@ -214,7 +245,7 @@ func parseEntry(n *yaml.Node) (Entry, error) {
 		return e, fmt.Errorf("queue %q: not a queue name", e.Queue)
 	}
 	if limitsNode != nil {
-		if e.Limits, err = parseLimits(limitsNode); err != nil {
+		if e.Limits, e.MaxSteps, err = parseLimits(limitsNode, e.Graph); err != nil {
 			return e, fmt.Errorf("limits: %w", err)
 		}
 	}
@@ -229,21 +260,31 @@ func scalar(v *yaml.Node, dst *string) error {
 	return nil
 }
 
-func parseLimits(n *yaml.Node) (thread.Limits, error) {
+// parseLimits reads an entry's limits; a graph's may hold max_steps.
+func parseLimits(n *yaml.Node, graphEntry bool) (thread.Limits, int, error) {
 	var l thread.Limits
+	maxSteps := 0
 	if n.Kind != yaml.MappingNode {
-		return l, fmt.Errorf("must be a mapping (%s)", strings.Join(thread.LimitNames, ", "))
+		return l, 0, fmt.Errorf("must be a mapping (%s)", strings.Join(thread.LimitNames, ", "))
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if v.Kind != yaml.ScalarNode {
-			return l, fmt.Errorf("%s: not a number", k.Value)
+			return l, 0, fmt.Errorf("%s: not a number", k.Value)
+		}
+		if k.Value == "max_steps" && graphEntry {
+			m, err := strconv.Atoi(v.Value)
+			if err != nil || m < 1 || m > graph.MaxStepsCap {
+				return l, 0, fmt.Errorf("max_steps %q: want a whole number from 1 to %d", v.Value, graph.MaxStepsCap)
+			}
+			maxSteps = m
+			continue
 		}
 		if err := l.SetLimit(k.Value, v.Value); err != nil {
-			return l, err
+			return l, 0, err
 		}
 	}
-	return l, nil
+	return l, maxSteps, nil
 }
 
 // ParseSpec parses a schedule (see Entry.Cron). Cron specs without a

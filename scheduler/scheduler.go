@@ -215,7 +215,8 @@ func New(cfg Config, o *orchestrator.Orchestrator) (*Scheduler, error) {
 }
 
 // Check resolves every entry against the project as it is now: the
-// directive exists and its inputs are valid, and its model resolves. It
+// directive exists and its inputs are valid, and its model resolves (a
+// graph entry's graph validates, and its inputs too). It
 // returns the first problem, naming the entry.
 func (s *Scheduler) Check(ctx context.Context) error {
 	digests := map[string]string{}
@@ -231,6 +232,16 @@ func (s *Scheduler) Check(ctx context.Context) error {
 		proj, err := s.o.Project(ctx, digest)
 		if err != nil {
 			return fmt.Errorf("schedule %q: %w", e.ID, err)
+		}
+		if e.Graph {
+			g, err := proj.Graph(e.Directive)
+			if err != nil {
+				return fmt.Errorf("schedule %q: %w", e.ID, err)
+			}
+			if _, err := g.ValidateInputs(e.Inputs); err != nil {
+				return fmt.Errorf("schedule %q: graph %s: %w", e.ID, e.Directive, err)
+			}
+			continue
 		}
 		d, err := proj.Directive(e.Directive)
 		if err != nil {
@@ -425,7 +436,7 @@ func (s *Scheduler) start(ctx context.Context, e *Entry, tick time.Time, id stri
 		inputs[k] = v
 	}
 	rec, err := s.o.Start(ctx, orchestrator.StartRequest{ID: id, Directive: e.Directive, Inputs: inputs, Model: e.Model,
-		LimitOverrides: e.Limits, Queue: e.Queue, Bundle: digest})
+		LimitOverrides: e.Limits, Queue: e.Queue, Bundle: digest, Graph: e.Graph, MaxSteps: e.MaxSteps})
 	if err != nil {
 		return err
 	}

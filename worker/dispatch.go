@@ -51,7 +51,13 @@ func (s *session) dispatch(ctx context.Context, call thread.ToolCall) (err error
 		s.toolResult(call.ID, id, msg, true, "")
 		return nil
 	}
-	if id != directiveReturnID {
+	if id == runGraphID {
+		// Its capability is the graph's, not the tool's.
+		if err := s.checkGraphCall(call.Input); err != nil {
+			s.toolResult(call.ID, id, err.Error(), true, "")
+			return nil
+		}
+	} else if id != directiveReturnID {
 		if err := s.checkTool(id); err != nil {
 			s.toolResult(call.ID, id, err.Error(), true, "")
 			return nil
@@ -77,6 +83,8 @@ func (s *session) execute(ctx context.Context, call thread.ToolCall, id string) 
 		return s.spawn(ctx, call)
 	case orchestratorID:
 		return s.orchestrate(ctx, call)
+	case runGraphID:
+		return s.runGraph(ctx, call)
 	}
 	tool, ok := s.tools.Lookup(id)
 	if !ok {

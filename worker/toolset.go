@@ -86,6 +86,9 @@ func (s *session) toolDefs() []thread.ToolDef {
 				defs = append(defs, d)
 			}
 		}
+		if holdsGraphCapability(s.rec.Capabilities) {
+			defs = append(defs, runGraphDef)
+		}
 		defs = append(defs, directiveReturnDef(s.dir))
 		s.defs = defs
 	})

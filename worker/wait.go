@@ -121,10 +121,15 @@ func lostThread(id string) map[string]any {
 
 // childSummary is what a parent sees of a finished (or still running) child.
 func childSummary(rec *registry.Record) map[string]any {
-	return map[string]any{
+	m := map[string]any{
 		"thread_id": rec.ThreadID, "directive": rec.Directive, "status": rec.Status, "result": rec.Result,
 		"outputs": rec.Outputs, "error": rec.Error, "cost": rec.Cost,
 	}
+	if rec.IsGraph() {
+		// A graph run (run_graph): its id and graph by their names too.
+		m["run_id"], m["graph"], m["kind"], m["suppressed_errors"] = rec.ThreadID, rec.Directive, rec.Kind, rec.SuppressedErrors
+	}
+	return m
 }
 
 // pendingThreads are the threads the pending calls wait on, each once, in

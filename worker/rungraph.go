@@ -1,0 +1,154 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spool-run/spool/graph"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// runGraphID is the built-in tool that starts a graph run from a thread
+// (spec: state graphs, starting graphs from a thread): the run is a child
+// of the thread, in its tree, trace and budget. Its capability is the
+// graph's, rye.execute.graph.<dotted name>, not the tool's: a thread may
+// start the graphs its directive names. A sync call becomes a pending
+// call, as a sync spawn does: the thread suspends at the end of the turn,
+// holding no slot, and the run's summary (run_id, status, outputs, ...)
+// is the call's result when it wakes.
+const runGraphID = "rye/agent/graphs/run_graph"
+
+// runGraphDef is the tool as the model sees it.
+var runGraphDef = thread.ToolDef{Name: runGraphID,
+	Description: "Start a graph run: the graph .ai/graphs/GRAPH.yaml, a fixed order of tool steps and child threads. Synchronous by default: the call returns the run's outputs when it ends. With async=true it returns the run's id at once.",
+	InputSchema: json.RawMessage(`{"type":"object","properties":{"graph":{"type":"string"},"inputs":{"type":"object"},"async":{"type":"boolean"},"limit_overrides":{"type":"object"},"reserve":{"type":"boolean"}},"required":["graph"]}`)}
+
+// runGraphParams are the tool's parameters.
+type runGraphParams struct {
+	Graph  string          `json:"graph"`
+	Inputs json.RawMessage `json:"inputs"`
+	Async  bool            `json:"async"`
+	// LimitOverrides are the run's limits: a thread's and max_steps.
+	LimitOverrides map[string]any `json:"limit_overrides"`
+	Reserve        bool           `json:"reserve"`
+}
+
+// graphOf reads the graph a run_graph call names, as the capability
+// check needs it ("" when the input does not say).
+func graphOf(input json.RawMessage) string {
+	var p runGraphParams
+	if json.Unmarshal(input, &p) != nil {
+		return ""
+	}
+	name, err := orchestrator.GraphName(p.Graph)
+	if err != nil {
+		return ""
+	}
+	return name
+}
+
+// checkGraphCall is the permission check of a run_graph call: the
+// thread must hold the graph's execute capability.
+func (s *session) checkGraphCall(input json.RawMessage) error {
+	name := graphOf(input)
+	if name == "" {
+		return nil // the call itself says what is wrong (runGraph)
+	}
+	need := (&graph.Action{Graph: name}).Capability()
+	if !thread.Match(s.rec.Capabilities, need) {
+		return fmt.Errorf("permission denied: starting graph %s needs capability %s, which this thread does not hold%s", name, need, droppedNote(s.rec, need))
+	}
+	return nil
+}
+
+// holdsGraphCapability reports whether caps may start some graph: the
+// tool is offered only then.
+func holdsGraphCapability(caps []string) bool {
+	for _, c := range caps {
+		if c == "*" || c == "rye.*" || c == "rye.execute.*" || strings.HasPrefix(c, "rye.execute.graph.") || c == "rye.execute.graph" {
+			return true
+		}
+	}
+	return false
+}
+
+// runGraph starts the graph run a call asks for.
+func (s *session) runGraph(ctx context.Context, call thread.ToolCall) error {
+	var p runGraphParams
+	if err := json.Unmarshal(call.Input, &p); err != nil {
+		s.toolResult(call.ID, runGraphID, "bad run_graph parameters: "+err.Error(), true, "")
+		return nil
+	}
+	if strings.TrimSpace(p.Graph) == "" {
+		s.toolResult(call.ID, runGraphID, "run_graph needs graph: the name of a graph in .ai/graphs, e.g. review/pr", true, "")
+		return nil
+	}
+	name, err := orchestrator.GraphName(p.Graph)
+	if err != nil {
+		s.toolResult(call.ID, runGraphID, err.Error(), true, "")
+		return nil
+	}
+	inputs, err := decodeInputs(p.Inputs)
+	if err != nil {
+		s.toolResult(call.ID, runGraphID, err.Error(), true, "")
+		return nil
+	}
+	limits := map[string]any{}
+	maxSteps := 0
+	for k, v := range p.LimitOverrides {
+		if k != "max_steps" {
+			limits[k] = v
+			continue
+		}
+		f, err := thread.Number(v)
+		if err != nil || f < 1 || f > graph.MaxStepsCap || f != float64(int(f)) {
+			s.toolResult(call.ID, runGraphID, fmt.Sprintf("limit_overrides: max_steps %v: want a whole number from 1 to %d", v, graph.MaxStepsCap), true, "")
+			return nil
+		}
+		maxSteps = int(f)
+	}
+	overrides, err := thread.LimitsFromMap(limits)
+	if err != nil {
+		s.toolResult(call.ID, runGraphID, "limit_overrides: "+err.Error(), true, "")
+		return nil
+	}
+	sctx, span := s.startSpawn(ctx, name, p.Async)
+	// Planned as a spawn's child is: a turn that runs again adopts the
+	// run its first run started.
+	planned := s.o.PlannedID(orchestrator.IDRequest{Directive: name, ParentID: s.id()}, s.rec.StartedAt,
+		fmt.Sprintf("turn/%d/call/%d", s.st.Turn, s.callIndex(call.ID)))
+	rec, err := s.o.Start(sctx, orchestrator.StartRequest{Graph: true, Directive: name, Inputs: inputs, LimitOverrides: overrides,
+		MaxSteps: maxSteps, ParentID: s.id(), Reserve: p.Reserve, ID: planned, Planned: true})
+	endSpawn(span, rec, err)
+	if err != nil {
+		if isInfra(err) {
+			return err
+		}
+		var le *thread.LimitError
+		if errors.As(err, &le) && le.Code == thread.CodeSpendExceeded {
+			s.w.metrics.ledgerRejected("reserve")
+		}
+		obj := errorObject(err)
+		if errors.Is(err, orchestrator.ErrGraphNotFound) || errors.Is(err, orchestrator.ErrGraphInvalid) {
+			obj["code"] = "graph_refused"
+		}
+		s.emit(transcript.TypeChildRefused, transcript.ChildRefused{Directive: name, Code: obj["code"].(string), Message: err.Error()})
+		s.log.Info("graph run refused", "graph", name, "error", err)
+		s.toolJSON(call.ID, runGraphID, map[string]any{"success": false, "error": obj}, true)
+		return nil
+	}
+	s.emit(transcript.TypeChildSpawned, transcript.ChildSpawned{ChildID: rec.ThreadID, Directive: name, Async: p.Async,
+		DroppedCapabilities: rec.DroppedCapabilities})
+	s.log.Info("graph run started", "graph", name, "run_id", rec.ThreadID, "async", p.Async)
+	if p.Async {
+		s.toolJSON(call.ID, runGraphID, map[string]any{"success": true, "run_id": rec.ThreadID, "thread_id": rec.ThreadID, "status": "running"}, false)
+		return nil
+	}
+	s.st.Pending = append(s.st.Pending, pending{CallID: call.ID, Tool: runGraphID, Kind: "spawn", Threads: []string{rec.ThreadID}})
+	return nil
+}
