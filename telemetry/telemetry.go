@@ -78,6 +78,10 @@ const (
 	SpanActivation = "spool.activation"
 	SpanTurn       = "spool.turn"
 	SpanSpawn      = "spool.spawn"
+	// SpanGraphStep is a step of a graph run, under the run's activation
+	// (a step that waits across activations has a span in each); the
+	// children it starts are under it.
+	SpanGraphStep = "spool.graph.step"
 )
 
 // Attributes of spool's spans: the GenAI semantic conventions' on model
@@ -114,6 +118,15 @@ const (
 	ChildDirective       = attribute.Key("spool.child.directive")
 	SpawnAsync           = attribute.Key("spool.spawn.async")
 	ContinuationThreadID = attribute.Key("spool.continuation_thread_id")
+	// A graph run's activation and steps: its graph, and a step's node,
+	// number, node kind, attempt and status (ok, error, retry, waiting,
+	// handed_back, failed).
+	Graph        = attribute.Key("spool.graph")
+	GraphNode    = attribute.Key("spool.graph.node")
+	GraphStep    = attribute.Key("spool.graph.step")
+	GraphKind    = attribute.Key("spool.graph.kind")
+	GraphAttempt = attribute.Key("spool.graph.attempt")
+	GraphStatus  = attribute.Key("spool.graph.status")
 )
 
 // Operation names (gen_ai.operation.name).

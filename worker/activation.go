@@ -125,6 +125,9 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 		}
 	}
 	f, handedOff := outcome()
+	if err == nil && f != nil && claim.Record.IsGraph() && released() {
+		w.metrics.graphRun(claim.Record.Directive, string(f.Status))
+	}
 	endActivation(span, err, f, handedOff)
 	switch {
 	case err == nil:

@@ -297,14 +297,18 @@ func (r *graphRun) walk(ctx context.Context) error {
 		var err error
 		switch {
 		case r.cp.Pending != nil:
-			o, err = r.resumePending(ctx)
+			sctx, st := r.startStep(ctx)
+			o, err = r.resumePending(sctx)
+			r.endStep(st, o, err)
 		case r.cp.NextNode == "":
 			// A node without next: an implicit return.
 			r.decideCompleted(map[string]any{})
 			continue
 		default:
 			if o, err = r.checkBeforeStep(ctx); err == nil && o.kind == proceed {
-				o, err = r.step(ctx)
+				sctx, st := r.startStep(ctx)
+				o, err = r.step(sctx)
+				r.endStep(st, o, err)
 			}
 		}
 		if err != nil {

@@ -42,6 +42,10 @@ type Metrics struct {
 	RateThrottled  *prometheus.CounterVec
 	RateHandedBack *prometheus.CounterVec
 	RateTokens     *prometheus.CounterVec
+	// GraphSteps counts graph steps by graph and status (ok, error,
+	// retry); GraphRuns counts graph runs finished by graph and status.
+	GraphSteps *prometheus.CounterVec
+	GraphRuns  *prometheus.CounterVec
 }
 
 // NewMetrics registers the worker's collectors with reg.
@@ -70,10 +74,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Threads handed back to wait for a rate limit (no slot held)."}, []string{"rule"}),
 		RateTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_ratelimit_tokens_total",
 			Help: "Tokens per rate-limit rule: reserved before calls, used as the provider reported."}, []string{"rule", "kind", "stage"}),
+		GraphSteps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_graph_steps_total",
+			Help: "Graph steps completed, by graph and status (ok, error, retry)."}, []string{"graph", "status"}),
+		GraphRuns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_graph_runs_total",
+			Help: "Graph runs finished, by graph and status."}, []string{"graph", "status"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Turns, m.Tokens, m.Spend, m.TurnLatency, m.Finished, m.ProviderErrors, m.Suspensions,
-			m.CheckpointLatency, m.LedgerRejections, m.StorageRetries, m.Recharged, m.RateAdmitted, m.RateThrottled, m.RateHandedBack, m.RateTokens)
+			m.CheckpointLatency, m.LedgerRejections, m.StorageRetries, m.Recharged, m.RateAdmitted, m.RateThrottled, m.RateHandedBack, m.RateTokens,
+			m.GraphSteps, m.GraphRuns)
 	}
 	return m
 }
@@ -169,5 +178,17 @@ func (m *Metrics) rateThrottled(rule, kind string) {
 func (m *Metrics) rateHandedBack(rule string) {
 	if m != nil {
 		m.RateHandedBack.WithLabelValues(rule).Inc()
+	}
+}
+
+func (m *Metrics) graphStep(graph, status string) {
+	if m != nil {
+		m.GraphSteps.WithLabelValues(graph, status).Inc()
+	}
+}
+
+func (m *Metrics) graphRun(graph, status string) {
+	if m != nil {
+		m.GraphRuns.WithLabelValues(graph, status).Inc()
 	}
 }

@@ -32,6 +32,9 @@ func (w *Worker) startActivation(ctx context.Context, act queue.Activation, rec 
 		trace.WithAttributes(telemetry.ThreadID.String(rec.ThreadID), telemetry.Directive.String(rec.Directive),
 			telemetry.ActivationReason.String(act.Reason), telemetry.ActivationNumber.Int64(rec.Activation)),
 	}
+	if rec.IsGraph() {
+		opts = append(opts, trace.WithAttributes(telemetry.Graph.String(rec.Directive)))
+	}
 	enqueuer, linked := telemetry.Parse(act.TraceParent)
 	if own, ok := telemetry.Parse(rec.TraceParent); ok {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, own)
