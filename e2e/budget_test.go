@@ -181,7 +181,8 @@ func TestReadmeTour(t *testing.T) {
 func TestResumeCarriesBudget(t *testing.T) {
 	t.Parallel()
 	e := workerEnv(t, budgetProject(), "2")
-	rec := runCompleted(t, e, "b/spender", "--model", "script:scripts/b.yaml", "--limit", "spend=2.5")
+	// A million tokens a turn: past the default tokens limit.
+	rec := runCompleted(t, e, "b/spender", "--model", "script:scripts/b.yaml", "--limit", "spend=2.5", "--limit", "tokens=10000000")
 	require.InDelta(t, 1.0, rec.Cost.Spend, 1e-9)
 
 	first := rec.ThreadID
