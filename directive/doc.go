@@ -21,7 +21,15 @@
 //
 // Permissions fail closed: a directive without <permissions> (or legacy
 // <cap>) has PermissionsDeclared false and no capabilities. Both spellings
-// produce thread capability strings (see thread.Match).
+// produce thread capability strings (see thread.Match); <fetch>, the
+// reference's later primary, is written as the search and load it grants
+// (thread.ExpandFetch).
+//
+// An element or attribute that spool does not read and the reference's
+// own directives do not write is an error naming its line and the nearest
+// known name (schema.go): a misspelt <limits> or <permissions> would
+// otherwise change the run without a word. Lint warns of a capability
+// that names no tool or directive the project has.
 //
 // Spaces: the system space is embedded in the binary (system/directives)
 // and holds DefaultContinuation, the directive that renders a continuation
