@@ -237,6 +237,9 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		ContinuationThreadID *string `json:"continuation_thread_id"`
 		GraphStep            *int    `json:"step,omitempty"`
 		GraphNode            *string `json:"current_node,omitempty"`
+		// ForkStep is a graph fork's step (its fork_turn), by the name
+		// the graph spec gives it.
+		ForkStep *int `json:"fork_step,omitempty"`
 	}
 	if r.Outputs == nil {
 		r.Outputs = map[string]any{}
@@ -249,6 +252,9 @@ func (r Record) MarshalJSON() ([]byte, error) {
 	if r.IsGraph() {
 		// A graph run's cursor is always there, step 0 and all.
 		o.GraphStep, o.GraphNode = &r.Step, &r.CurrentNode
+		if r.ForkedFrom != "" {
+			o.ForkStep = &r.ForkTurn
+		}
 	}
 	return json.Marshal(o)
 }
