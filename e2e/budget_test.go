@@ -2,10 +2,7 @@ package e2e
 
 import (
 	"fmt"
-	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -117,62 +114,6 @@ func TestTreeUnderDefaultLimits(t *testing.T) {
 	}
 	require.InDelta(t, b.Actual-b.Own, kids, 1e-9, "the children's spend is the subtree's minus the root's own")
 	require.InDelta(t, b.Max-b.Actual-b.Reserved, b.Remaining, 1e-9)
-}
-
-// TestReadmeTour runs exactly the README tour's tree command (with `spool
-// dev` replaced by a worker and the README's project, examples/) and reads
-// its output as a user would: the tree has four levels, the budget adds up.
-func TestReadmeTour(t *testing.T) {
-	t.Parallel()
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
-	require.NoError(t, err)
-	const cmd = "spool thread run demo/tree --input level=0 --input depth=3 --json"
-	require.Contains(t, string(readme), cmd, "the README's tour command")
-
-	files := map[string]string{}
-	root := filepath.Join("..", "examples")
-	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(root, p)
-		files[filepath.ToSlash(rel)] = string(b)
-		return err
-	}))
-	e := workerEnv(t, files, "2")
-
-	started := spoolJSON[registry.Record](t, e, strings.Fields(cmd)[1:]...)
-	w := e.Spool("thread", "wait", started.ThreadID, "--timeout", "2m", "--json")
-	require.Equal(t, 0, w.Code, w.Stderr)
-
-	all := tree(t, e, started.ThreadID)
-	levels := map[string]bool{}
-	for _, r := range all {
-		require.Equal(t, thread.StatusCompleted, r.Status, "%s: %v", r.ThreadID, r.Error)
-		levels[fmt.Sprint(r.Inputs["level"])] = true
-	}
-	require.Len(t, all, 4, "demo/tree with depth 3 builds levels 0 to 3")
-	require.Len(t, levels, 4)
-	requireTreeAddsUp(t, e, all)
-
-	tr := e.Spool("thread", "tree", started.ThreadID)
-	require.Equal(t, 0, tr.Code, tr.Stderr)
-	require.Equal(t, 4, strings.Count(tr.Stdout, "completed"), tr.Stdout)
-	require.Contains(t, tr.Stdout, "subtree $", "each node shows its live subtree spend")
-	bs := e.Spool("budget", "show", started.ThreadID)
-	require.Equal(t, 0, bs.Code, bs.Stderr)
-	require.Contains(t, bs.Stdout, "├─ ", "the root's budget lists its child")
-
-	// The tour's resume carries what the tree has left.
-	before := spoolJSON[orchestrator.Budget](t, e, "budget", "show", started.ThreadID, "--json")
-	rr := spoolJSON[orchestrator.ResumeResult](t, e, "thread", "resume", started.ThreadID, "--message", "one more thing", "--json")
-	require.InDelta(t, before.Remaining, rr.NewThreadResult.Limits.Spend, 1e-9, "the resume goes on with what the tree has left")
-	final := e.Wait([]string{rr.NewThreadID}, 2*time.Minute)[rr.NewThreadID]
-	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
-	after := spoolJSON[orchestrator.Budget](t, e, "budget", "show", started.ThreadID, "--json")
-	require.LessOrEqual(t, after.Actual, after.Max, "the chain never spends past its first limit")
-	require.Greater(t, after.Actual, before.Actual)
 }
 
 // TestResumeCarriesBudget: a resume goes on with what its chain has left,

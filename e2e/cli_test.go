@@ -134,7 +134,7 @@ func TestCLI(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(tmp, "bad.json"), []byte("hello\n"), 0o644))
 	with := func(base []string, more ...string) []string { return append(append([]string{}, base...), more...) }
 	const missing = "no-such-thread-1"
-	notFound := `^thread "` + missing + `" not found$`
+	notFound := `^thread "` + missing + `" not found in \S+, namespace \S+$`
 
 	// In order: the --embedded runs (an in-process worker) come before the
 	// threads that must stay pending, which any worker of this namespace
@@ -534,7 +534,7 @@ func TestCLI(t *testing.T) {
 		{name: "project not needed with a data dir", args: []string{"--project", "{tmp}/nope", "thread", "show", "{done}", "--json"},
 			check: isRecord("completed")}, // as a worker's SPOOL_PROJECT in deploy/, which mounts no project
 		{name: "lease ttl too short", args: []string{"--lease-ttl", "10ms", "thread", "list"}, code: 2, errLike: `^--lease-ttl 10ms: must be at least 1s$`},
-		{name: "env namespace is used", args: []string{"thread", "show", "{done}"}, env: []string{"SPOOL_NAMESPACE=other-ns"}, code: 1, errLike: `^thread "t/cli-\S+" not found$`},
+		{name: "env namespace is used", args: []string{"thread", "show", "{done}"}, env: []string{"SPOOL_NAMESPACE=other-ns"}, code: 1, errLike: `^thread "t/cli-\S+" not found in \S+, namespace other-ns$`},
 		{name: "flag wins over env", args: []string{"--namespace", "{ns}", "thread", "show", "{done}", "--json"}, env: []string{"SPOOL_NAMESPACE=other-ns"},
 			check: isRecord("completed")},
 		{name: "a tool process starts no embedded Redis", args: []string{"--data-dir", "{tmp}/tool", "thread", "list"},

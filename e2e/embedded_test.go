@@ -121,7 +121,7 @@ func TestEmbeddedStateWithoutDev(t *testing.T) {
 	require.Equal(t, true, record(out)["verified"])
 	code, _, errs = run("thread", "show", "no-such-thread")
 	require.Equal(t, 1, code)
-	require.Equal(t, "spool: thread \"no-such-thread\" not found\n", errs)
+	require.Equal(t, "spool: thread \"no-such-thread\" not found in the embedded Redis of "+filepath.Join(project, ".spool")+"\n", errs)
 	code, out, errs = run("thread", "resume", id, "--message", "again", "--json")
 	require.Equal(t, 0, code, errs)
 	require.Equal(t, true, record(out)["resumed"], "kept in the data dir until a worker runs it")

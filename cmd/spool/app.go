@@ -307,6 +307,7 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 	home, _ := os.UserHomeDir()
 	s := &services{log: log, project: proj, dataDir: dd, userDir: home}
 	url := c.String("redis-url")
+	ofDev := false // url is a running dev's
 	if spawn.FromEnv() != nil {
 		// A tool process of a worker: its thread's workspace is no data
 		// dir, and it is given no Redis on purpose (package spawn).
@@ -321,7 +322,7 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 		case err != nil:
 			return nil, err
 		case alive || (u != "" && o.noEmbedded):
-			url = u
+			url, ofDev = u, true
 		case o.noEmbedded || !stack.HasRedisServer() || !exists(filepath.Join(dd, "redis")):
 			// Without redis-server the embedded Redis keeps nothing
 			// between processes, and a data dir where none ran holds
@@ -339,7 +340,7 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 		}
 		if alive {
 			fmt.Fprintf(c.App.ErrWriter, "spool: spool dev is running on %s: --embedded uses its Redis (%s)\n", dd, stack.RedactURL(u))
-			url, s.joinedDev = u, true
+			url, s.joinedDev, ofDev = u, true, true
 		}
 	}
 	if url == "" || (o.startEmbedded && c.String("redis-url") == "" && !s.joinedDev) {
@@ -386,6 +387,10 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 		s.Close()
 		return nil, usagef("%v", err)
 	}
+	if c.App.Metadata == nil {
+		c.App.Metadata = map[string]any{}
+	}
+	c.App.Metadata[whereKey] = s.where(c, url, ofDev)
 	s.client = asynq.NewClientFromRedisClient(s.rdb)
 	s.orch = orchestrator.New(orchestrator.Config{Namespace: c.String("namespace"), Shards: ks.Shards(), Logger: log, LeaseTTL: c.Duration("lease-ttl"),
 		Tracing: s.tel.TracerProvider()}, s.rdb, s.store, &queue.Enqueuer{Client: s.client}, signer, keyring)

@@ -48,6 +48,11 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) int {
 	if errors.As(err, &ee) {
 		code = ee.code
 	}
-	fmt.Fprintln(stderr, "spool: "+oneLine(err.Error()))
+	msg := err.Error()
+	var nf *threadNotFound
+	if where, _ := app.Metadata[whereKey].(string); errors.As(err, &nf) && where != "" {
+		msg += " in " + where
+	}
+	fmt.Fprintln(stderr, "spool: "+oneLine(msg))
 	return code
 }

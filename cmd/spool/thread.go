@@ -245,7 +245,7 @@ func threadRun(c *cli.Context) error {
 		return &usageError{msg: err.Error()}
 	}
 	if err != nil {
-		return err
+		return directiveNotFound(c, s, err)
 	}
 	_, _ = c.App.ErrWriter.Write(held.Bytes())
 	rec := started.Record
@@ -571,9 +571,11 @@ func unservedQueue(c *cli.Context, s *services, r *registry.Record) string {
 	return qs.String()
 }
 
+// notFound is a registry.ErrNotFound of thread id as the user reads it:
+// `thread "ID" not found`, and where (threadNotFound).
 func notFound(id string, err error) error {
 	if errors.Is(err, registry.ErrNotFound) {
-		return fmt.Errorf("thread %q not found", id)
+		return &threadNotFound{id: id}
 	}
 	return err
 }
