@@ -70,7 +70,10 @@ type ForeachItemCompleted struct {
 	Status       string `json:"status"` // ok | error
 	ThreadID     string `json:"thread_id,omitempty"`
 	ResultSHA256 string `json:"result_sha256,omitempty"`
-	Error        *Error `json:"error,omitempty"`
+	// Results is the address of the run's stored object holding this
+	// item's result (one per batch of items settled together).
+	Results string `json:"results,omitempty"`
+	Error   *Error `json:"error,omitempty"`
 }
 
 // ForeachCompleted is the payload of foreach_completed.

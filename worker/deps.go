@@ -11,6 +11,7 @@ import (
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -25,6 +26,7 @@ import (
 type threadRecords interface {
 	Get(ctx context.Context, id string) (*registry.Record, error)
 	GetMany(ctx context.Context, ids []string) ([]*registry.Record, error)
+	Statuses(ctx context.Context, ids []string) (map[string]thread.Status, error)
 	GetChain(ctx context.Context, id string) ([]*registry.Record, error)
 	ListChildren(ctx context.Context, parent string) ([]*registry.Record, error)
 	ResolveChain(ctx context.Context, id string) (string, error)

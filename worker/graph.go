@@ -8,6 +8,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/hibiken/asynq"
+
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/graph"
@@ -63,6 +65,15 @@ type graphRun struct {
 	state map[string]any
 	// results are the settled items' results of the pending step.
 	results map[string]any
+	// terminal is, for each running child settle read, the thread its
+	// chain has reached.
+	terminal map[string]string
+	// checkpointed is when this activation last checkpointed.
+	checkpointed time.Time
+	// unflushed are items settled since the last flushSettled; chunks
+	// the stored objects of results read (by run and address).
+	unflushed []string
+	chunks    map[string]map[string]any
 	// began is when this activation began; steps counts its steps (for
 	// the hand-back after graphSegmentSteps or graphSegmentTime).
 	began time.Time
@@ -227,7 +238,18 @@ func (r *graphRun) restore(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	r.state, r.results = snap.State, snap.Pending
+	r.state = snap.State
+	if p := r.cp.Pending; p != nil {
+		var events []transcript.Event
+		if tr := r.tw.Resumed(); tr != nil {
+			events = tr.Events
+		}
+		pendingFrom(p, events)
+		if len(p.Children) < p.Planned || len(p.Slots) < p.Settled {
+			return false, fmt.Errorf("%w: the pending step %d of %s names %d children and %d settled items, its events %d and %d",
+				errStateInvalid, p.Step, r.id(), p.Planned, p.Settled, len(p.Children), len(p.Slots))
+		}
+	}
 	return false, nil
 }
 
@@ -374,7 +396,11 @@ func (r *graphRun) handBackAt(ctx context.Context, at time.Time, reason string) 
 		return outcome{}, err
 	}
 	r.version = seq
-	if err := r.enq.Enqueue(ctx, queue.Activation{ThreadID: r.id(), Reason: "timeout"}, seq, r.rec.Queue, asynqProcessAt(at)); err != nil {
+	var opts []asynq.Option
+	if at.After(r.o.Now()) {
+		opts = append(opts, asynqProcessAt(at))
+	}
+	if err := r.enq.Enqueue(ctx, queue.Activation{ThreadID: r.id(), Reason: "timeout"}, seq, r.rec.Queue, opts...); err != nil {
 		return outcome{}, err
 	}
 	r.log.Info("graph run handed back", "reason", reason, "at", at, "steps", r.steps)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+	"time"
 
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/transcript"
@@ -65,20 +66,44 @@ func (r *graphRun) carry(ctx context.Context, ev *transcript.GraphStarted) error
 	r.cp.Step, r.cp.NextNode, r.cp.SuppressedErrors = cp.Step, cp.NextNode, cp.SuppressedErrors
 	if p := cp.Pending; p != nil && forkStep < 0 {
 		// The step that failed or was cancelled runs again; the items it
-		// settled ok are kept (their children were the old run's).
+		// settled ok are kept (their children were the old run's): their
+		// results are copied, and recorded in this run's transcript as
+		// its own (a restore rebuilds the step from its events).
+		pendingFrom(p, tr.Events)
 		keep := &pendingStep{Step: p.Step, Node: p.Node, Kind: p.Kind, Attempt: p.Attempt, StartedAt: p.StartedAt, Items: p.Items,
 			Children: map[string]string{}, Slots: map[string]slot{}, Threads: p.Threads, Approval: p.Approval, CallID: p.CallID}
 		r.results = map[string]any{}
+		if p.Kind == pendingWait {
+			keep.Children = maps.Clone(p.Children)
+		}
 		if p.Kind == pendingForeach || p.Kind == pendingWait {
+			kept := map[string]string{}
 			for k, sl := range p.Slots {
-				if sl.Status == "ok" {
-					keep.Slots[k] = sl
-					keep.Children[k] = sl.ThreadID
-					r.results[k] = snap.Pending[k]
+				if sl.Status != "ok" {
+					continue
 				}
+				res := any(nil)
+				if sl.SHA != "" {
+					chunk, err := r.resultChunk(ctx, from, sl.Chunk)
+					if err != nil {
+						return err
+					}
+					res = chunk[k]
+				}
+				keep.Slots[k], keep.Children[k] = sl, sl.ThreadID
+				if res != nil {
+					r.results[k] = res
+				}
+				kept[k] = sl.ThreadID
+				r.unflushed = append(r.unflushed, k)
 			}
-			if p.Kind == pendingWait {
-				keep.Children = maps.Clone(p.Children)
+			if len(kept) > 0 {
+				r.emit(transcript.TypeStepStarted, transcript.StepStarted{Step: keep.Step, Node: keep.Node, Kind: graphKindOf(keep.Kind),
+					Attempt: keep.Attempt, StartedAt: keep.StartedAt.Format(time.RFC3339Nano), Children: kept})
+			}
+			sort.Slice(r.unflushed, func(i, j int) bool { return atoiOr(r.unflushed[i]) < atoiOr(r.unflushed[j]) })
+			if err := r.flushSettled(ctx, keep); err != nil {
+				return err
 			}
 		}
 		if p.Kind == pendingChild || p.Kind == pendingApproval {
@@ -116,6 +141,14 @@ func (r *graphRun) carry(ctx context.Context, ev *transcript.GraphStarted) error
 	}
 	ev.StateEdits = keys
 	return nil
+}
+
+// graphKindOf is the node kind of a pending step kind.
+func graphKindOf(kind string) string {
+	if kind == pendingForeach || kind == pendingWait {
+		return kind
+	}
+	return "action"
 }
 
 // carriedCheckpoint is the checkpoint a continuation starts from: the

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spool-run/spool/graph"
@@ -279,9 +280,17 @@ func (r *graphRun) resumePending(ctx context.Context) (outcome, error) {
 }
 
 // advancePending moves a child step on: it settles the children that
-// ended, plans and starts the next ones the window allows (planned ids
-// durable first), and completes the step once every item has settled,
-// or suspends until a child ends.
+// ended, plans the next items (their ids durable before any starts),
+// starts as many as the window allows, and completes the step once every
+// item has settled, or suspends until a child ends.
+//
+// Plans run a window ahead of starts: up to max_concurrency items are
+// planned (recorded) beyond those running, so a child that ends is
+// replaced at once, by an item already recorded, without a segment
+// between. A segment is written when new items are planned, and, for the
+// progress people watch, when items settled and graphProgressEvery has
+// passed; an item settled after the last segment is settled again, from
+// its child's record, by whichever activation goes on.
 func (r *graphRun) advancePending(ctx context.Context, s *stepRun, first bool) (outcome, error) {
 	p := r.cp.Pending
 	var items []any
@@ -293,18 +302,22 @@ func (r *graphRun) advancePending(ctx context.Context, s *stepRun, first bool) (
 			return r.complete(ctx, s, nil, stepErr(graph.CodeForeachNotList, "foreach %s: its items changed while it ran", s.n.Name))
 		}
 	}
+	window := r.window(s, p)
 	for round := 0; ; round++ {
-		if round > 1000 {
+		if round > 100000 {
 			return outcome{}, fmt.Errorf("graph run %s: step %d does not settle", r.id(), p.Step)
 		}
 		changed, unstarted, err := r.settle(ctx, s, p)
 		if err != nil {
 			return outcome{}, err
 		}
-		if r.pendingDone(s, p) {
+		if r.pendingDone(s, p, unstarted) {
+			if err := r.flushSettled(ctx, p); err != nil {
+				return outcome{}, err
+			}
 			return r.completePending(ctx, s, p)
 		}
-		planned, err := r.planMore(s, p, items)
+		planned, err := r.planMore(ctx, s, p, items, 2*window)
 		if err != nil {
 			return outcome{}, err
 		}
@@ -319,10 +332,13 @@ func (r *graphRun) advancePending(ctx context.Context, s *stepRun, first bool) (
 			}
 			r.emit(transcript.TypeStepStarted, ev)
 		}
-		if changed || len(planned) > 0 || first {
+		progress := changed && time.Since(r.checkpointed) >= graphProgressEvery
+		if len(planned) > 0 || first || progress || (changed && p.Stopping) {
 			first = false
-			running := r.running(p)
-			if len(running) > 0 {
+			if err := r.flushSettled(ctx, p); err != nil {
+				return outcome{}, err
+			}
+			if running := r.running(p, unstarted); len(running) > 0 {
 				r.emit(transcript.TypeGraphWaiting, transcript.GraphWaiting{WaitingFor: registry.WaitingForChildren, Threads: running, Step: p.Step, Node: p.Node})
 			}
 			if err := r.checkpoint(ctx); err != nil {
@@ -335,17 +351,41 @@ func (r *graphRun) advancePending(ctx context.Context, s *stepRun, first bool) (
 				fault("graph:after_plan")
 			}
 		}
-		refused, err := r.launch(ctx, s, p, items, append(unstarted, planned...))
+		// Start what the window allows: items planned and not registered,
+		// in order (those planned now among them).
+		var start []string
+		if !p.Stopping {
+			free := window - len(r.running(p, append(unstarted, planned...)))
+			for _, k := range append(unstarted, planned...) {
+				if free <= 0 {
+					break
+				}
+				start = append(start, k)
+				free--
+			}
+		}
+		refused, err := r.launch(ctx, s, p, items, start)
 		if err != nil {
 			return outcome{}, err
 		}
-		if len(planned) > 0 || len(unstarted) > 0 {
+		if len(start) > 0 {
 			fault("graph:after_start")
 		}
 		if refused {
 			continue
 		}
-		running := r.running(p)
+		notStarted := map[string]bool{}
+		for _, k := range append(unstarted, planned...) {
+			notStarted[k] = true
+		}
+		for _, k := range start {
+			delete(notStarted, k)
+		}
+		var waiting []string
+		for k := range notStarted {
+			waiting = append(waiting, k)
+		}
+		running := r.running(p, waiting)
 		if len(running) == 0 {
 			continue
 		}
@@ -364,11 +404,32 @@ func (r *graphRun) advancePending(ctx context.Context, s *stepRun, first bool) (
 	}
 }
 
-// running are the step's children that have not settled, in item order.
-func (r *graphRun) running(p *pendingStep) []string {
+// graphProgressEvery is how often a foreach's settled items are made
+// durable while no new item is planned (its progress in the record and
+// the transcript).
+const graphProgressEvery = time.Second
+
+// window is how many of a child step's children run at once.
+func (r *graphRun) window(s *stepRun, p *pendingStep) int {
+	if p.Kind == pendingForeach && s.n.Parallel {
+		return r.g.Concurrency(s.n)
+	}
+	if p.Kind == pendingWait {
+		return p.Items
+	}
+	return 1
+}
+
+// running are the step's children that have not settled, in item
+// order, leaving out the items of notStarted (planned, not registered).
+func (r *graphRun) running(p *pendingStep, notStarted []string) []string {
+	skip := make(map[string]bool, len(notStarted))
+	for _, k := range notStarted {
+		skip[k] = true
+	}
 	var out []string
 	for _, i := range sortedIndexes(p.Children) {
-		if _, ok := p.Slots[i]; !ok {
+		if _, ok := p.Slots[i]; !ok && !skip[i] {
 			out = append(out, p.Children[i])
 		}
 	}
@@ -380,9 +441,12 @@ func (r *graphRun) running(p *pendingStep) []string {
 func (r *graphRun) suspendOn(ctx context.Context, p *pendingStep, ids []string) (bool, error) {
 	targets := make([]registry.WaitTarget, 0, len(ids))
 	for _, id := range ids {
-		term, err := r.reg.ResolveChain(ctx, id)
-		if err != nil {
-			return false, err
+		term, ok := r.terminal[id]
+		if !ok {
+			var err error
+			if term, err = r.reg.ResolveChain(ctx, id); err != nil {
+				return false, err
+			}
 		}
 		targets = append(targets, registry.WaitTarget{Root: id, Terminal: term})
 	}
@@ -409,19 +473,69 @@ func (r *graphRun) suspendOn(ctx context.Context, p *pendingStep, ids []string) 
 // not registered (their start did not happen: started again, adopting
 // any that did).
 func (r *graphRun) settle(ctx context.Context, s *stepRun, p *pendingStep) (changed bool, unstarted []string, err error) {
+	var open []string
 	for _, i := range sortedIndexes(p.Children) {
-		if _, ok := p.Slots[i]; ok {
-			continue
+		if _, ok := p.Slots[i]; !ok {
+			open = append(open, i)
 		}
+	}
+	if len(open) == 0 {
+		return false, nil, nil
+	}
+	// The children's records in one round trip; a child that handed off
+	// lives on in its chain, whose end is read apart.
+	ids := make([]string, len(open))
+	for j, i := range open {
+		ids[j] = p.Children[i]
+	}
+	statuses, err := r.reg.Statuses(ctx, ids)
+	if err != nil {
+		return false, nil, err
+	}
+	var ended []string
+	for _, id := range ids {
+		if st, ok := statuses[id]; ok && st.Terminal() {
+			ended = append(ended, id)
+		}
+	}
+	recs, err := r.reg.GetMany(ctx, ended)
+	if err != nil {
+		return false, nil, err
+	}
+	byID := make(map[string]*registry.Record, len(recs))
+	for _, rec := range recs {
+		byID[rec.ThreadID] = rec
+	}
+	r.terminal = make(map[string]string, len(open))
+	for _, i := range open {
 		id := p.Children[i]
-		term, err := r.reg.ResolveChain(ctx, id)
-		var rec *registry.Record
-		if err == nil {
-			rec, err = r.reg.Get(ctx, term)
+		rec := byID[id]
+		if st, ok := statuses[id]; ok && rec == nil {
+			// Registered and running: its chain is where it is.
+			r.terminal[id] = id
+			if !st.Terminal() {
+				continue
+			}
 		}
-		if errors.Is(err, registry.ErrNotFound) {
+		if rec != nil && rec.Status == thread.StatusContinued {
+			term, err := r.reg.ResolveChain(ctx, id)
+			if err != nil {
+				return changed, nil, err
+			}
+			if rec, err = r.reg.Get(ctx, term); err != nil && !errors.Is(err, registry.ErrNotFound) {
+				return changed, nil, err
+			}
+		}
+		if rec != nil {
+			// Where the chain stands now: what a suspension watches
+			// (ErrChainMoved, should it move on meanwhile).
+			r.terminal[id] = rec.ThreadID
+		}
+		if rec == nil {
 			if p.Kind == pendingWait {
-				r.settleSlot(s, p, i, slot{Status: "error", Code: "thread_lost", Message: "thread " + id + " is not in the registry", ThreadID: id}, nil)
+				if err := r.settleSlot(ctx, s, p, i, slot{Status: "error", Code: "thread_lost", Message: "thread " + id + " is not in the registry", ThreadID: id}, nil); err != nil {
+					return changed, nil, err
+				}
 				changed = true
 				continue
 			}
@@ -429,9 +543,6 @@ func (r *graphRun) settle(ctx context.Context, s *stepRun, p *pendingStep) (chan
 			// started again, adopting the child should it exist after all.
 			unstarted = append(unstarted, i)
 			continue
-		}
-		if err != nil {
-			return changed, nil, err
 		}
 		if !rec.Status.Terminal() || rec.Status == thread.StatusContinued {
 			continue
@@ -447,31 +558,72 @@ func (r *graphRun) settle(ctx context.Context, s *stepRun, p *pendingStep) (chan
 				sl.Code = string(rec.Status)
 			}
 		}
-		r.settleSlot(s, p, i, sl, sum)
+		if err := r.settleSlot(ctx, s, p, i, sl, sum); err != nil {
+			return changed, nil, err
+		}
 		changed = true
 	}
 	return changed, unstarted, nil
 }
 
 // settleSlot records item i's end.
-func (r *graphRun) settleSlot(s *stepRun, p *pendingStep, i string, sl slot, result any) {
+func (r *graphRun) settleSlot(_ context.Context, s *stepRun, p *pendingStep, i string, sl slot, result any) error {
 	if result != nil {
-		b, _ := json.Marshal(result)
+		// As JSON values: what a restore reads back, so the step sees the
+		// same result whichever activation completes it.
+		v, b, err := plainJSON(result)
+		if err != nil {
+			return err
+		}
 		sl.SHA = sha256Hex(b)
-		r.results[i] = result
+		r.results[i] = v
 	}
 	p.Slots[i] = sl
 	if sl.Status == "error" && p.Kind == pendingForeach && s.n.OnItemError != "continue" {
 		p.Stopping = true
 	}
-	if p.Kind == pendingForeach || p.Kind == pendingWait {
+	r.unflushed = append(r.unflushed, i)
+	return nil
+}
+
+// flushSettled records the items settled since the last flush: their
+// results as one content-addressed object (one write per wake, not per
+// item), then a foreach_item_completed each, naming it. A restore
+// rebuilds the step's slots from these events; they go into the
+// segment of the checkpoint that follows.
+func (r *graphRun) flushSettled(ctx context.Context, p *pendingStep) error {
+	if len(r.unflushed) == 0 {
+		return nil
+	}
+	chunk := map[string]any{}
+	for _, i := range r.unflushed {
+		if v, ok := r.results[i]; ok && p.Slots[i].SHA != "" {
+			chunk[i] = v
+		}
+	}
+	addr := ""
+	if len(chunk) > 0 {
+		var err error
+		if addr, err = putResult(ctx, r.store, r.id(), chunk); err != nil {
+			return err
+		}
+	}
+	for _, i := range r.unflushed {
+		sl := p.Slots[i]
+		if sl.SHA != "" {
+			sl.Chunk = addr
+			p.Slots[i] = sl
+		}
 		idx, _ := strconv.Atoi(i)
-		ev := transcript.ForeachItemCompleted{Step: p.Step, Node: p.Node, Index: idx, Status: sl.Status, ThreadID: sl.ThreadID, ResultSHA256: sl.SHA}
+		ev := transcript.ForeachItemCompleted{Step: p.Step, Node: p.Node, Index: idx, Status: sl.Status, ThreadID: sl.ThreadID,
+			ResultSHA256: sl.SHA, Results: sl.Chunk}
 		if sl.Status == "error" {
 			ev.Error = &transcript.Error{Code: sl.Code, Message: sl.Message}
 		}
 		r.emit(transcript.TypeForeachItemCompleted, ev)
 	}
+	r.unflushed = nil
+	return nil
 }
 
 // childResult is what a step sees of a child that ended: the terminal
@@ -488,27 +640,29 @@ func childResult(rec *registry.Record) map[string]any {
 }
 
 // pendingDone reports whether the step in flight has settled.
-func (r *graphRun) pendingDone(s *stepRun, p *pendingStep) bool {
+// notStarted are planned items not registered: a stopping foreach waits
+// only for the children it started.
+func (r *graphRun) pendingDone(s *stepRun, p *pendingStep, notStarted []string) bool {
 	switch {
 	case p.Kind == pendingWait && s.n.Mode == "any":
 		return len(p.Slots) > 0
 	case p.Stopping:
-		return len(r.running(p)) == 0
+		return len(r.running(p, notStarted)) == 0
 	}
 	return len(p.Slots) >= p.Items
 }
 
-// planMore plans the items the window allows (a child action: its one
-// child), returning their indexes; the ids are recorded in p.Children.
-func (r *graphRun) planMore(s *stepRun, p *pendingStep, items []any) ([]string, error) {
+// planMore plans items until limit are planned and unsettled (an
+// action's one child, or a foreach's items, a window ahead of those
+// running), returning their indexes; the ids are recorded in p.Children.
+func (r *graphRun) planMore(ctx context.Context, s *stepRun, p *pendingStep, items []any, limit int) ([]string, error) {
 	if p.Kind == pendingWait || p.Stopping {
 		return nil, nil
 	}
-	window := 1
-	if p.Kind == pendingForeach && s.n.Parallel {
-		window = r.g.Concurrency(s.n)
+	if p.Kind == pendingChild {
+		limit = 1
 	}
-	free := window - len(r.running(p))
+	free := limit - len(r.running(p, nil))
 	var planned []string
 	for i := p.NextItem; i < p.Items && free > 0; i++ {
 		k := strconv.Itoa(i)
@@ -522,8 +676,11 @@ func (r *graphRun) planMore(s *stepRun, p *pendingStep, items []any) ([]string, 
 		if err != nil {
 			var se *graph.StepError
 			if errors.As(err, &se) || !isInfra(err) {
-				r.settleSlot(s, p, k, slot{Status: "error", Code: asStepError(err).Code, Message: err.Error()}, nil)
-				if p.Kind == pendingChild {
+				if err := r.settleSlot(ctx, s, p, k, slot{Status: "error", Code: asStepError(err).Code, Message: err.Error()}, nil); err != nil {
+					return nil, err
+				}
+				p.NextItem = i + 1
+				if p.Kind == pendingChild || p.Stopping {
 					return planned, nil
 				}
 				continue
@@ -565,40 +722,60 @@ func (r *graphRun) itemRequest(s *stepRun, p *pendingStep, items []any, i int) (
 // launch starts (or adopts) the planned children of indexes; a refused
 // start settles its item. refused reports whether any was.
 func (r *graphRun) launch(ctx context.Context, s *stepRun, p *pendingStep, items []any, indexes []string) (refused bool, err error) {
-	for _, k := range indexes {
+	type started struct {
+		k   string
+		req orchestrator.StartRequest
+		rec *registry.Record
+		err error
+	}
+	out := make([]started, len(indexes))
+	for j, k := range indexes {
 		i, _ := strconv.Atoi(k)
 		req, err := r.itemRequest(s, p, items, i)
 		if err != nil {
 			return false, err
 		}
-		if req.ID != p.Children[k] {
-			// The plan is durable; an id computed otherwise now would start
-			// a twin.
-			req.ID = p.Children[k]
+		// The plan is durable: an id computed otherwise now would start
+		// a twin.
+		req.ID = p.Children[k]
+		out[j] = started{k: k, req: req}
+	}
+	// Starts are a few round trips each: a window's worth go at once.
+	sem := make(chan struct{}, launchParallel)
+	var wg sync.WaitGroup
+	for j := range out {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(st *started) {
+			defer func() { <-sem; wg.Done() }()
+			st.rec, st.err = r.o.Start(ctx, st.req)
+		}(&out[j])
+	}
+	wg.Wait()
+	for _, st := range out {
+		a := &graph.Action{Directive: st.req.Directive}
+		if st.req.Graph {
+			a = &graph.Action{Graph: st.req.Directive}
 		}
-		rec, err := r.o.Start(ctx, req)
-		if err != nil {
-			if isInfra(err) {
+		if st.err != nil {
+			if isInfra(st.err) {
+				return false, st.err
+			}
+			r.emitRefused(a, st.err)
+			se := refusal(st.err)
+			if err := r.settleSlot(ctx, s, p, st.k, slot{Status: "error", Code: se.Code, Message: se.Message}, nil); err != nil {
 				return false, err
 			}
-			a := &graph.Action{Directive: req.Directive}
-			if req.Graph {
-				a = &graph.Action{Graph: req.Directive}
-			}
-			r.emitRefused(a, err)
-			se := refusal(err)
-			r.settleSlot(s, p, k, slot{Status: "error", Code: se.Code, Message: se.Message}, nil)
 			refused = true
 			continue
 		}
-		a := &graph.Action{Directive: req.Directive}
-		if req.Graph {
-			a = &graph.Action{Graph: req.Directive}
-		}
-		r.emitSpawned(a, rec, false)
+		r.emitSpawned(a, st.rec, false)
 	}
 	return refused, nil
 }
+
+// launchParallel bounds the starts one activation makes at once.
+const launchParallel = 16
 
 // refusal is a refused start as a step failure, with the limit's code.
 func refusal(err error) *graph.StepError {
@@ -626,7 +803,11 @@ func (r *graphRun) completePending(ctx context.Context, s *stepRun, p *pendingSt
 		if sl.Status != "ok" {
 			return r.complete(ctx, s, nil, &graph.StepError{Code: sl.Code, Message: sl.Message, ThreadID: sl.ThreadID})
 		}
-		return r.complete(ctx, s, r.results["0"], nil)
+		res, err := r.itemResult(ctx, "0", sl)
+		if err != nil {
+			return outcome{}, err
+		}
+		return r.complete(ctx, s, res, nil)
 	}
 	results := make([]any, p.Items)
 	var errs []map[string]any
@@ -637,7 +818,11 @@ func (r *graphRun) completePending(ctx context.Context, s *stepRun, p *pendingSt
 			continue
 		}
 		if sl.Status == "ok" {
-			results[i] = r.results[strconv.Itoa(i)]
+			res, err := r.itemResult(ctx, strconv.Itoa(i), sl)
+			if err != nil {
+				return outcome{}, err
+			}
+			results[i] = res
 			continue
 		}
 		failed++
@@ -671,6 +856,52 @@ func (r *graphRun) completePending(ctx context.Context, s *stepRun, p *pendingSt
 		r.emit(transcript.TypeForeachCompleted, transcript.ForeachCompleted{Step: p.Step, Node: p.Node, Items: p.Items, Succeeded: p.Items - failed, Failed: failed})
 	}
 	return r.complete(ctx, s, res, nil)
+}
+
+// itemResult is settled item i's result: this activation's, or its
+// stored object.
+func (r *graphRun) itemResult(ctx context.Context, i string, sl slot) (any, error) {
+	if v, ok := r.results[i]; ok {
+		return v, nil
+	}
+	if sl.SHA == "" {
+		return nil, nil
+	}
+	chunk, err := r.resultChunk(ctx, r.id(), sl.Chunk)
+	if err != nil {
+		return nil, err
+	}
+	v, ok := chunk[i]
+	if !ok {
+		return nil, fmt.Errorf("%w: item %s's result is not in %s", errStateInvalid, i, sl.Chunk)
+	}
+	if b, _ := json.Marshal(v); sha256Hex(b) != sl.SHA {
+		return nil, fmt.Errorf("%w: item %s's result in %s is not the one its event names", errStateInvalid, i, sl.Chunk)
+	}
+	r.results[i] = v
+	return v, nil
+}
+
+// resultChunk reads a stored object of item results of run id (cached
+// for the activation).
+func (r *graphRun) resultChunk(ctx context.Context, id, addr string) (map[string]any, error) {
+	key := id + "/" + addr
+	if c, ok := r.chunks[key]; ok {
+		return c, nil
+	}
+	v, err := getResult(ctx, r.store, id, addr)
+	if err != nil {
+		return nil, err
+	}
+	c, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s of %s is not an object of item results", errStateInvalid, addr, id)
+	}
+	if r.chunks == nil {
+		r.chunks = map[string]map[string]any{}
+	}
+	r.chunks[key] = c
+	return c, nil
 }
 
 // startWait starts a wait node: its children, as the step's.
@@ -825,6 +1056,21 @@ func (r *graphRun) advanceApproval(ctx context.Context, s *stepRun, first bool) 
 		return r.complete(ctx, s, nil, se)
 	}
 	return r.complete(ctx, s, res, nil)
+}
+
+// plainJSON is v decoded from its JSON (maps, lists, float64s), and that
+// value's JSON (sorted keys): the form a stored result is read back in.
+func plainJSON(v any) (any, []byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, nil, err
+	}
+	b, err = json.Marshal(out)
+	return out, b, err
 }
 
 // sha256Hex is the hex SHA-256 of b.

@@ -59,11 +59,19 @@ type pendingStep struct {
 	Attempt   int       `json:"attempt"`
 	StartedAt time.Time `json:"started_at"`
 	// Children are the planned child ids by item index ("0" for an
-	// action's one child), recorded before any starts.
-	Children map[string]string `json:"children,omitempty"`
-	// Slots are the settled items by index; their results are in the
-	// state snapshot's private section (stateSnapshot.Pending).
-	Slots map[string]slot `json:"slots,omitempty"`
+	// action's one child), recorded (step_started) before any starts;
+	// Slots are the settled items by index (foreach_item_completed),
+	// each result a content-addressed object of its own (slot.SHA).
+	// Neither is repeated in every checkpoint (a 1,000-item foreach
+	// would make each checkpoint, and each restore, as large as all of
+	// them): the events that record them are in the transcript a
+	// restore reads, and pendingFrom rebuilds both from them.
+	Children map[string]string `json:"-"`
+	Slots    map[string]slot   `json:"-"`
+	// Planned and Settled count them, for the record and as a check on
+	// the rebuild.
+	Planned int `json:"planned,omitempty"`
+	Settled int `json:"settled,omitempty"`
 	// NextItem is the first item not yet planned; Items the count.
 	NextItem int `json:"next_item"`
 	Items    int `json:"items,omitempty"`
@@ -80,25 +88,26 @@ type pendingStep struct {
 
 // slot is a settled item.
 type slot struct {
-	Status   string `json:"status"` // ok | error
+	Status string `json:"status"` // ok | error
+	// SHA is the item result's SHA-256, Chunk the address of the stored
+	// object of results that holds it (flushSettled).
 	SHA      string `json:"sha256,omitempty"`
+	Chunk    string `json:"results,omitempty"`
 	Code     string `json:"code,omitempty"`
 	Message  string `json:"message,omitempty"`
 	ThreadID string `json:"thread_id,omitempty"`
 }
 
 // stateSnapshot is what a graph checkpoint stores as its content-addressed
-// state object: the state, and the results of a pending step's settled
-// items (never visible to the graph).
+// state object.
 type stateSnapshot struct {
-	State   map[string]any `json:"state"`
-	Pending map[string]any `json:"__pending_results,omitempty"`
+	State map[string]any `json:"state"`
 }
 
 // snapshotBytes encodes a snapshot canonically (encoding/json sorts map
 // keys), with its content address.
-func snapshotBytes(st map[string]any, pending map[string]any) ([]byte, string, error) {
-	b, err := json.Marshal(stateSnapshot{State: st, Pending: pending})
+func snapshotBytes(st map[string]any) ([]byte, string, error) {
+	b, err := json.Marshal(stateSnapshot{State: st})
 	if err != nil {
 		return nil, "", err
 	}
@@ -144,7 +153,10 @@ func loadSnapshot(ctx context.Context, store blobstore.Store, id, sha string, tr
 func (r *graphRun) checkpoint(ctx context.Context) error {
 	began := time.Now()
 	r.cp.At = r.o.Now().UTC()
-	snap, sha, err := snapshotBytes(r.state, r.pendingResults())
+	if p := r.cp.Pending; p != nil {
+		p.Planned, p.Settled = len(p.Children), len(p.Slots)
+	}
+	snap, sha, err := snapshotBytes(r.state)
 	if err != nil {
 		return fmt.Errorf("graph state of %s: %w", r.id(), err)
 	}
@@ -178,6 +190,7 @@ func (r *graphRun) checkpoint(ctx context.Context) error {
 	if _, err := r.tw.Checkpoint(ctx, r.checkpointState(raw)); err != nil {
 		return err
 	}
+	r.checkpointed = time.Now()
 	r.w.metrics.checkpointed(time.Since(began))
 	return nil
 }
@@ -223,11 +236,66 @@ func (r *graphRun) cost() thread.Cost {
 	return c
 }
 
-// pendingResults are the settled items' results (the snapshot's private
-// section), by index.
-func (r *graphRun) pendingResults() map[string]any {
-	if r.cp.Pending == nil || len(r.results) == 0 {
-		return nil
+// putResult stores an item's result as a content-addressed object of
+// run id (written once, before the segment that names it) and returns
+// its address.
+func putResult(ctx context.Context, store blobstore.Store, id string, result any) (string, error) {
+	b, err := json.Marshal(result)
+	if err != nil {
+		return "", err
 	}
-	return r.results
+	sum := sha256.Sum256(b)
+	sha := hex.EncodeToString(sum[:])
+	if err := store.PutIfAbsent(ctx, blobkey.GraphState(id, sha), b); err != nil && !errors.Is(err, blobstore.ErrExists) {
+		return "", err
+	}
+	return sha, nil
+}
+
+// getResult reads the item result sha of run id, checking its address.
+func getResult(ctx context.Context, store blobstore.Store, id, sha string) (any, error) {
+	b, err := store.Get(ctx, blobkey.GraphState(id, sha))
+	if err != nil {
+		return nil, fmt.Errorf("%w: item result %s of %s: %v", errStateInvalid, sha, id, err)
+	}
+	sum := sha256.Sum256(b)
+	if hex.EncodeToString(sum[:]) != sha {
+		return nil, fmt.Errorf("%w: item result %s of %s has other content", errStateInvalid, sha, id)
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, fmt.Errorf("%w: item result %s of %s: %v", errStateInvalid, sha, id, err)
+	}
+	return v, nil
+}
+
+// pendingFrom rebuilds p's children and settled items from the events
+// of its step in events (a restore's transcript): step_started's planned
+// ids, foreach_item_completed's slots. A wait node's children are its
+// threads.
+func pendingFrom(p *pendingStep, events []transcript.Event) {
+	p.Children, p.Slots = map[string]string{}, map[string]slot{}
+	for i, id := range p.Threads {
+		p.Children[strconv.Itoa(i)] = id
+	}
+	for _, e := range events {
+		switch e.Type {
+		case transcript.TypeStepStarted:
+			var ev transcript.StepStarted
+			if e.Decode(&ev) == nil && ev.Step == p.Step && ev.Node == p.Node {
+				for k, id := range ev.Children {
+					p.Children[k] = id
+				}
+			}
+		case transcript.TypeForeachItemCompleted:
+			var ev transcript.ForeachItemCompleted
+			if e.Decode(&ev) == nil && ev.Step == p.Step && ev.Node == p.Node {
+				sl := slot{Status: ev.Status, SHA: ev.ResultSHA256, Chunk: ev.Results, ThreadID: ev.ThreadID}
+				if ev.Error != nil {
+					sl.Code, sl.Message = ev.Error.Code, ev.Error.Message
+				}
+				p.Slots[strconv.Itoa(ev.Index)] = sl
+			}
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,8 @@ type FleetConfig struct {
 	// Script is the scripted model's script, bundled at ScriptPath.
 	ScriptPath, Script string
 	Concurrency        int // the worker's
+	// TaskCheckInterval is the worker's (0: its default).
+	TaskCheckInterval time.Duration
 }
 
 // Fleet is an orchestrator over a Redis and a store, a project bundled
@@ -58,7 +61,7 @@ func NewFleet(ctx context.Context, rdb redis.UniversalClient, store blobstore.St
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	o := orchestrator.New(orchestrator.Config{Namespace: cfg.Namespace, Shards: cfg.Shards, Logger: log}, rdb, store,
 		&queue.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb)}, signer, transcript.NewKeyring(signer.PublicKey()))
-	w := worker.New(worker.Config{Concurrency: cfg.Concurrency, Queues: map[string]int{queue.DefaultQueue: 1}, Logger: log, RecoverInterval: -1}, o)
+	w := worker.New(worker.Config{Concurrency: cfg.Concurrency, Queues: map[string]int{queue.DefaultQueue: 1}, Logger: log, RecoverInterval: -1, TaskCheckInterval: cfg.TaskCheckInterval}, o)
 	if err := w.Start(); err != nil {
 		return nil, err
 	}

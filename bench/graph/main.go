@@ -1,0 +1,339 @@
+// Command graph measures graph runs next to threads, side by side on one
+// Redis, in one run:
+//
+//   - foreach: one graph run whose parallel foreach starts N scripted
+//     single-turn children with max_concurrency C, against the same N
+//     threads started directly (producers goroutines, as `thread run`
+//     would: all queued at once), and against the same N threads started
+//     by a client that keeps C of them running (C goroutines, each
+//     starting a thread and waiting for it: the cap the foreach keeps),
+//     each on an in-process worker of the same concurrency; items
+//     (threads) per second from the start to the last end, and the CPU
+//     of this process and of Redis per item.
+//   - loop: one graph run of a gate loop of S steps, against one thread
+//     of S turns (a file tool call each, the scripted model with zero
+//     latency); the time and the CPU per step and per turn.
+//
+// Rounds alternate the two sides; medians and ratios are printed.
+//
+//	go run ./bench/graph -n 1000 -cap 50 -concurrency 50 -steps 200 -rounds 3
+//
+// With no -redis it starts a redis-server from PATH on a free port; the
+// blob store is a local directory in a temp dir.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/bench/internal/benchenv"
+	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/thread"
+)
+
+func main() {
+	n := flag.Int("n", 1000, "foreach items, and threads started directly")
+	capN := flag.Int("cap", 50, "the foreach's max_concurrency")
+	conc := flag.Int("concurrency", 50, "worker concurrency (both sides)")
+	producers := flag.Int("producers", 4, "goroutines starting the direct threads")
+	steps := flag.Int("steps", 200, "gate loop steps, and the thread's turns")
+	rounds := flag.Int("rounds", 3, "rounds of each")
+	only := flag.String("only", "", "foreach or loop: run one comparison")
+	check := flag.Duration("task-check", 0, "the worker's TaskCheckInterval (0: its default)")
+	redisURL := benchenv.RedisFlag()
+	flag.Parse()
+	if err := run(*n, *capN, *conc, *producers, *steps, *rounds, *only, *redisURL, *check); err != nil {
+		fmt.Fprintln(os.Stderr, "bench graph:", err)
+		os.Exit(1)
+	}
+}
+
+const script = `context_window: 200000
+price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
+latency: 0ms
+directives:
+  "bench/one":
+    - text: "done"
+      usage: {input: 100, output: 10}
+  "bench/long":
+%s`
+
+func files(n, capN, steps int) map[string]string {
+	one := "# one\n\n```xml\n<directive name=\"one\" version=\"1.0.0\">\n  <metadata>\n    <description>one</description>\n" +
+		"    <model tier=\"bench\" />\n    <limits turns=\"2\" spend=\"0.01\" />\n  </metadata>\n</directive>\n```\n"
+	return map[string]string{
+		".ai/config/agent/models.yaml": "tiers:\n  bench: script:scripts/bench.yaml\n",
+		".ai/directives/bench/one.md":  one,
+		".ai/directives/bench/long.md": benchenv.Directive("long", fmt.Sprintf(`turns="%d" spend="10" tokens="100000000" duration="3600"`, steps+5)),
+		".ai/graphs/bench/fan.yaml": fmt.Sprintf(`version: "1"
+description: a parallel foreach of single-turn children
+permissions: [rye.execute.directive.bench.*]
+limits: {spend: 100, spawns: %d, duration: 3600}
+inputs: {type: object, properties: {items: {type: array}}}
+config:
+  start: fan
+  nodes:
+    fan:
+      type: foreach
+      over: "${inputs.items}"
+      parallel: true
+      max_concurrency: %d
+      max_items: %d
+      action: {directive: bench/one, inputs: {}}
+      assign: {done: "${result.succeeded}"}
+      next: out
+    out:
+      type: return
+      output: {done: "${state.done}"}
+`, n+10, capN, n),
+		".ai/graphs/bench/loop.yaml": fmt.Sprintf(`version: "1"
+description: a gate loop
+permissions: [rye.execute.tool.rye.file-system.*]
+limits: {max_steps: %d, duration: 3600}
+config:
+  start: spin
+  nodes:
+    spin:
+      type: gate
+      next:
+        - when: {path: run.step, op: gte, value: %d}
+          to: out
+        - to: spin
+    out:
+      type: return
+      output: {steps: "${run.step}"}
+`, steps+5, steps),
+	}
+}
+
+func run(n, capN, conc, producers, steps, rounds int, only, redisURL string, check time.Duration) error {
+	ctx := context.Background()
+	rdb, tmp, stop, err := benchenv.Scratch("spool-bench-graph-", redisURL)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	store, err := blobstore.NewLocal(filepath.Join(tmp, "blobs"))
+	if err != nil {
+		return err
+	}
+	if prof := os.Getenv("SPOOL_BENCH_CPUPROFILE"); prof != "" {
+		f, err := os.Create(prof)
+		if err != nil {
+			return err
+		}
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+	fmt.Printf("bench graph: n=%d cap=%d concurrency=%d producers=%d steps=%d rounds=%d\n", n, capN, conc, producers, steps, rounds)
+	var gr, tr, wr, gs, ts []float64
+	for r := 0; r < rounds; r++ {
+		dir := filepath.Join(tmp, fmt.Sprint("round", r))
+		f, err := benchenv.NewFleet(ctx, rdb, store, benchenv.FleetConfig{
+			Namespace: fmt.Sprintf("benchgraph%d-%d", r, time.Now().UnixNano()), Dir: dir, Concurrency: conc, TaskCheckInterval: check,
+			Files: files(n, capN, steps), ScriptPath: "scripts/bench.yaml", Script: fmt.Sprintf(script, benchenv.FileTurns(steps)),
+		})
+		if err != nil {
+			return err
+		}
+		if only != "loop" {
+			items := make([]any, n)
+			for i := range items {
+				items[i] = i
+			}
+			g, gc, err := timeGraph(ctx, rdb, f, "bench/fan", map[string]any{"items": items})
+			if err != nil {
+				f.Close()
+				return err
+			}
+			t, tc, err := time.Duration(1), benchenv.CPU{}, error(nil)
+			if os.Getenv("SPOOL_BENCH_GRAPH_ONLY") == "" {
+				t, tc, err = timeThreads(ctx, rdb, f, n, producers)
+			}
+			if err != nil {
+				f.Close()
+				return err
+			}
+			w, wc, err := time.Duration(1), benchenv.CPU{}, error(nil)
+			if os.Getenv("SPOOL_BENCH_GRAPH_ONLY") == "" {
+				w, wc, err = timeWindow(ctx, rdb, f, n, capN)
+			}
+			if err != nil {
+				f.Close()
+				return err
+			}
+			fmt.Printf("round %d foreach: graph %.0f items/s, threads %.0f threads/s (ratio %.2f), threads %d at a time %.0f threads/s (ratio %.2f); CPU per item (bench, redis): graph %s, threads %s, %d at a time %s\n",
+				r+1, float64(n)/g.Seconds(), float64(n)/t.Seconds(), t.Seconds()/g.Seconds(), capN, float64(n)/w.Seconds(), w.Seconds()/g.Seconds(), gc.Per(n), tc.Per(n), capN, wc.Per(n))
+			gr, tr, wr = append(gr, float64(n)/g.Seconds()), append(tr, float64(n)/t.Seconds()), append(wr, float64(n)/w.Seconds())
+		}
+		if only != "foreach" {
+			g, gc, err := timeGraph(ctx, rdb, f, "bench/loop", nil)
+			if err != nil {
+				f.Close()
+				return err
+			}
+			t, tc, err := timeTurns(ctx, rdb, f)
+			if err != nil {
+				f.Close()
+				return err
+			}
+			fmt.Printf("round %d loop: graph %s per step, thread %s per turn, ratio %.2f; CPU per step / turn (bench, redis): %s / %s\n",
+				r+1, g/time.Duration(steps+1), t/time.Duration(steps), float64(g)/float64(steps+1)/(float64(t)/float64(steps)), gc.Per(steps+1), tc.Per(steps))
+			gs, ts = append(gs, float64(g)/float64(steps+1)), append(ts, float64(t)/float64(steps))
+		}
+		f.Close()
+	}
+	if len(gr) > 0 {
+		mg, mt, mw := benchenv.Median(gr), benchenv.Median(tr), benchenv.Median(wr)
+		fmt.Printf("median foreach: graph %.0f items/s, threads %.0f threads/s (ratio %.2f), threads %d at a time %.0f threads/s (ratio %.2f)\n", mg, mt, mg/mt, capN, mw, mg/mw)
+	}
+	if len(gs) > 0 {
+		mg, mt := benchenv.Median(gs), benchenv.Median(ts)
+		fmt.Printf("median loop: %s per graph step, %s per thread turn, ratio %.2f\n", time.Duration(mg), time.Duration(mt), mg/mt)
+	}
+	return nil
+}
+
+// timeGraph runs one graph run to its end.
+func timeGraph(ctx context.Context, rdb redis.UniversalClient, f *benchenv.Fleet, name string, inputs map[string]any) (time.Duration, benchenv.CPU, error) {
+	c0 := benchenv.SampleCPU(ctx, rdb)
+	start := time.Now()
+	rec, err := f.O.Start(ctx, orchestrator.StartRequest{Graph: true, Directive: name, Bundle: f.Bundle, Inputs: inputs})
+	if err != nil {
+		return 0, benchenv.CPU{}, err
+	}
+	res, err := f.O.Wait(ctx, []string{rec.ThreadID}, 30*time.Minute)
+	if err != nil {
+		return 0, benchenv.CPU{}, err
+	}
+	d := time.Since(start)
+	got := res[rec.ThreadID]
+	if got.Status != thread.StatusCompleted {
+		return 0, benchenv.CPU{}, fmt.Errorf("run %s ended %s: %+v", rec.ThreadID, got.Status, got.Error)
+	}
+	if os.Getenv("SPOOL_BENCH_VERBOSE") != "" {
+		fmt.Printf("  %s: %d activations, %d segments, %d steps\n", name, got.Activation, got.Transcript.Segments, got.Step)
+		kids, _ := f.O.Registry.ListChildren(ctx, rec.ThreadID)
+		lifetimes(kids)
+	}
+	return d, benchenv.SampleCPU(ctx, rdb).Sub(c0), nil
+}
+
+// timeThreads starts n threads directly and waits for them.
+func timeThreads(ctx context.Context, rdb redis.UniversalClient, f *benchenv.Fleet, n, producers int) (time.Duration, benchenv.CPU, error) {
+	c0 := benchenv.SampleCPU(ctx, rdb)
+	start := time.Now()
+	ids, err := f.StartThreads(ctx, "bench/one", n, producers)
+	if err != nil {
+		return 0, benchenv.CPU{}, err
+	}
+	res, err := f.O.Wait(ctx, ids, 30*time.Minute)
+	if err != nil {
+		return 0, benchenv.CPU{}, err
+	}
+	d := time.Since(start)
+	if os.Getenv("SPOOL_BENCH_VERBOSE") != "" {
+		var recs []*registry.Record
+		for _, id := range ids {
+			recs = append(recs, res[id])
+		}
+		lifetimes(recs)
+	}
+	for _, id := range ids {
+		if res[id].Status != thread.StatusCompleted {
+			return 0, benchenv.CPU{}, fmt.Errorf("thread %s ended %s", id, res[id].Status)
+		}
+	}
+	return d, benchenv.SampleCPU(ctx, rdb).Sub(c0), nil
+}
+
+// timeTurns runs one thread of many turns.
+func timeTurns(ctx context.Context, rdb redis.UniversalClient, f *benchenv.Fleet) (time.Duration, benchenv.CPU, error) {
+	c0 := benchenv.SampleCPU(ctx, rdb)
+	start := time.Now()
+	rec, err := f.O.Start(ctx, orchestrator.StartRequest{Directive: "bench/long", Bundle: f.Bundle, Model: f.Model})
+	if err != nil {
+		return 0, benchenv.CPU{}, err
+	}
+	res, err := f.O.Wait(ctx, []string{rec.ThreadID}, 30*time.Minute)
+	if err != nil {
+		return 0, benchenv.CPU{}, err
+	}
+	d := time.Since(start)
+	if got := res[rec.ThreadID]; got.Status != thread.StatusCompleted {
+		return 0, benchenv.CPU{}, fmt.Errorf("thread %s ended %s: %+v", rec.ThreadID, got.Status, got.Error)
+	}
+	return d, benchenv.SampleCPU(ctx, rdb).Sub(c0), nil
+}
+
+// lifetimes prints the mean queue wait (created → first claim) and run
+// time (first claim → end) of recs.
+func lifetimes(recs []*registry.Record) {
+	var wait, run time.Duration
+	for _, r := range recs {
+		wait += r.StartedAt.Sub(r.CreatedAt)
+		run += r.UpdatedAt.Sub(r.StartedAt)
+	}
+	if n := time.Duration(len(recs)); n > 0 {
+		fmt.Printf("  %d threads: mean queue wait %s, mean run %s\n", n, wait/n, run/n)
+	}
+}
+
+// timeWindow runs n threads through a client that keeps capN running:
+// capN goroutines, each starting a thread and waiting for its end.
+func timeWindow(ctx context.Context, rdb redis.UniversalClient, f *benchenv.Fleet, n, capN int) (time.Duration, benchenv.CPU, error) {
+	c0 := benchenv.SampleCPU(ctx, rdb)
+	start := time.Now()
+	next := make(chan int, n)
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	errs := make(chan error, capN)
+	var mu sync.Mutex
+	var recs []*registry.Record
+	for g := 0; g < capN; g++ {
+		go func() {
+			for range next {
+				rec, err := f.O.Start(ctx, orchestrator.StartRequest{Directive: "bench/one", Bundle: f.Bundle, Model: f.Model})
+				if err != nil {
+					errs <- err
+					return
+				}
+				res, err := f.O.Wait(ctx, []string{rec.ThreadID}, 10*time.Minute)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if st := res[rec.ThreadID].Status; st != thread.StatusCompleted {
+					errs <- fmt.Errorf("thread %s ended %s", rec.ThreadID, st)
+					return
+				}
+				mu.Lock()
+				recs = append(recs, res[rec.ThreadID])
+				mu.Unlock()
+			}
+			errs <- nil
+		}()
+	}
+	for g := 0; g < capN; g++ {
+		if err := <-errs; err != nil {
+			return 0, benchenv.CPU{}, err
+		}
+	}
+	d := time.Since(start)
+	if os.Getenv("SPOOL_BENCH_VERBOSE") != "" {
+		lifetimes(recs)
+	}
+	return d, benchenv.SampleCPU(ctx, rdb).Sub(c0), nil
+}
