@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +67,7 @@ func TestGraphFork(t *testing.T) {
 	require.Equal(t, 0, res.Code, res.Stderr)
 	var f2 registry.Record
 	res.JSON(t, &f2)
+	require.Contains(t, res.Stdout, `"fork_step": 2`, "a graph fork's record names its step")
 	require.Equal(t, map[string]any{"rejected": true}, f2.Outputs)
 	require.Equal(t, 3, f2.Step)
 	require.InDelta(t, 0.5-src.Cost.Spend, f2.Limits.Spend, 1e-9, "the fork carries what the run had left after step 2")
@@ -123,4 +126,42 @@ func TestGraphFork(t *testing.T) {
 	res = e.Spool("graph", "fork", srcKids[0].ThreadID, "--at-step", "1")
 	require.Equal(t, 1, res.Code)
 	require.Contains(t, res.Stderr, "is a thread, not a graph run")
+}
+
+// TestGraphSchedule: a schedules.yaml entry that names a graph: starts a
+// run of it at each tick (spool scheduler), with the entry's inputs and
+// limits, walked to its end by a worker; an entry that names a graph the
+// project does not have keeps the scheduler from starting, naming it.
+func TestGraphSchedule(t *testing.T) {
+	t.Parallel()
+	e := graphEnv(t, map[string]string{".ai/config/schedules.yaml": `schedules:
+  - id: nightly
+    graph: g/review
+    cron: "@every 2s"
+    inputs: {topics: [sched]}
+    limits: {max_steps: 9, spend: 0.25}
+`})
+	sched := e.Start(nil, "scheduler")
+	var run *registry.Record
+	require.Eventually(t, func() bool {
+		recs, err := e.Orch.Registry.List(t.Context(), registry.Filter{Kind: registry.KindGraph, Directive: "g/review"})
+		if err != nil || len(recs) == 0 {
+			return false
+		}
+		run = recs[len(recs)-1]
+		return true
+	}, time.Minute, 100*time.Millisecond, "a scheduled run:\n%s", sched.Log())
+	require.Equal(t, 9, run.MaxSteps)
+	require.InDelta(t, 0.25, run.Limits.Spend, 1e-9)
+	final := e.Wait([]string{run.ThreadID}, 2*time.Minute)[run.ThreadID]
+	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
+	require.Equal(t, map[string]any{"reviewed": 1.0, "failed": 0.0, "planned": 1.0}, final.Outputs)
+	require.NoError(t, sched.Stop(20*time.Second))
+
+	badFile := filepath.Join(t.TempDir(), "schedules.yaml")
+	require.NoError(t, os.WriteFile(badFile, []byte("schedules:\n  - {id: nope, graph: g/nope, cron: '@hourly'}\n"), 0o644))
+	bad := e.Spool("scheduler", "--schedules", badFile)
+	require.NotEqual(t, 0, bad.Code)
+	require.Contains(t, bad.Stderr, `schedule "nope"`)
+	require.Contains(t, bad.Stderr, "g/nope")
 }

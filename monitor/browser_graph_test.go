@@ -161,8 +161,9 @@ func TestBrowserGraphRun(t *testing.T) {
 	// one not started.
 	fan := e.startGraph("g/fan", map[string]any{"items": []string{"ok", "bad", "wait-a", "wait-b", "wait-c", "wait-d"}, "gate": e.gate})
 	page.navigate(e.srv.URL + threadURL(fan.ThreadID))
-	page.waitTrue(time.Minute, "the foreach in flight", `document.getElementById("live").dataset.running === "true" &&
-		document.querySelector("section.foreach[data-node=fan] .counts-line").innerText.startsWith("1 done · 3 running · 1 failed · 1 not started of 6") &&
+	page.waitTrue(45*time.Second, "the foreach in flight", `document.getElementById("live").dataset.running === "true" &&
+		/^1 done · [34] running · 1 failed( · 1 not started)? of 6$/.test(document.querySelector("section.foreach[data-node=fan] .counts-line").innerText.trim()) &&
+		document.querySelectorAll("section.foreach[data-node=fan] ol.children .badge.st-running").length === 3 &&
 		document.querySelector("svg.graph g.gnode.current[data-node=fan]") !== null`)
 	var diagram struct {
 		Nodes, Taken, Back, Current int
@@ -184,7 +185,7 @@ func TestBrowserGraphRun(t *testing.T) {
 	require.Equal(t, 1, diagram.Back, "the loop's way back, taken")
 	require.Equal(t, 4, diagram.Taken, "plan→warm, warm→tick, tick→warm, tick→fan")
 	require.ElementsMatch(t, []string{"×3", "×3"}, diagram.Visits, "warm and tick, three visits each")
-	require.Equal(t, 5, diagram.Children, "the children started so far, each linked")
+	require.GreaterOrEqual(t, diagram.Children, 5, "the children started so far, each linked")
 	require.Contains(t, diagram.TickRow, "completed")
 	shot := page.screenshotFull()
 	saveArtifact(t, "monitor-graph-foreach-running.png", shot)

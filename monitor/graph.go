@@ -103,7 +103,8 @@ func (f foreachView) Offset(ns ...int) string {
 	return f.Pct(s)
 }
 
-// childView is a child of a foreach.
+// childView is a child of a foreach: its status, or "planned" for an id
+// the step planned and has not started yet.
 type childView struct {
 	Index    int
 	ThreadID string
@@ -192,7 +193,8 @@ func (m *Monitor) foreachViews(ctx context.Context, rec *registry.Record, g *gra
 				f.More = len(s.ThreadIDs) - i
 				break
 			}
-			c := childView{Index: i, ThreadID: id, Status: thread.StatusCreated}
+			// A planned child not registered yet has not started.
+			c := childView{Index: i, ThreadID: id, Status: "planned"}
 			if cr, err := m.cfg.Orch.Registry.Get(ctx, id); err == nil {
 				c.Status = cr.Status
 				if cr.Status == thread.StatusContinued {
@@ -208,6 +210,7 @@ func (m *Monitor) foreachViews(ctx context.Context, rec *registry.Record, g *gra
 				f.Done++
 			case thread.StatusError, thread.StatusCancelled:
 				f.Failed++
+			case "planned":
 			default:
 				f.Running++
 			}
