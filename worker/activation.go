@@ -30,6 +30,15 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
 	}
+	if w.cfg.Serves != nil {
+		ok, err := w.cfg.Serves(ctx, act.ThreadID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errNotServed
+		}
+	}
 	taskID, _ := asynq.GetTaskID(ctx)
 	log := w.log.With("thread_id", act.ThreadID, "reason", act.Reason)
 	d := w.deps()

@@ -88,7 +88,17 @@ type Config struct {
 	// is connected once per worker and shared by the threads that call
 	// its tools. Default mcpclient.Config{} with the worker's logger.
 	MCP mcpclient.Config
+	// Serves, when set, is asked before each activation whether this
+	// worker runs the thread: one it does not is handed back unrun (not a
+	// failure; asynq offers the task again after notServedDelay, here or
+	// to another worker). An --embedded run serves its own tree only.
+	// Default: every thread.
+	Serves func(ctx context.Context, threadID string) (bool, error)
 }
+
+// notServedDelay is how long a task handed back by Config.Serves waits
+// before it is offered again.
+const notServedDelay = 3 * time.Second
 
 // WithDefaults fills unset fields.
 func (c Config) WithDefaults() Config {
@@ -175,6 +185,10 @@ func ParseQueues(s string) (map[string]int, error) {
 // whichever worker is still up.
 var errDraining = errors.New("worker draining: activation handed back")
 
+// errNotServed hands back, unrun, an activation of a thread that
+// Config.Serves says this worker does not run.
+var errNotServed = errors.New("thread not served by this worker: handed back")
+
 // Worker serves thread activations from asynq queues.
 type Worker struct {
 	cfg     Config
@@ -242,11 +256,14 @@ func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
 			if errors.Is(err, errDraining) {
 				return time.Second
 			}
+			if errors.Is(err, errNotServed) {
+				return notServedDelay
+			}
 			// Each attempt starts from the thread's last checkpoint, so
 			// trying again is cheap; asynq's default grows past minutes.
 			return min(asynq.DefaultRetryDelayFunc(n, err, t), maxRetryDelay)
 		},
-		IsFailure: func(err error) bool { return !errors.Is(err, errDraining) },
+		IsFailure: func(err error) bool { return !errors.Is(err, errDraining) && !errors.Is(err, errNotServed) },
 	})
 	return w
 }

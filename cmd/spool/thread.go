@@ -227,13 +227,19 @@ func threadRun(c *cli.Context) error {
 		// this process, whatever its queue.
 		embeddedQueues[q] = 3
 	}
+	tree, err := newOwnTree(c, s)
+	if err != nil {
+		return err
+	}
 	if c.Bool("embedded") {
-		w := worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: embeddedQueues, Logger: s.log, RecoverInterval: time.Second}, s.orch)
+		w := worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: embeddedQueues, Logger: s.log, RecoverInterval: time.Second,
+			Serves: tree.serves()}, s.orch)
 		if err := w.Start(); err != nil {
 			return err
 		}
 		defer w.Stop()
 	}
+	defer tree.done() // before the worker stops: none of its activations waits for the tree's root
 	// What the start logs (a tier's script left out of the bundle) is
 	// held until it started: a refusal is one line on stderr that says
 	// why, with nothing before it.
@@ -249,6 +255,7 @@ func threadRun(c *cli.Context) error {
 	}
 	_, _ = c.App.ErrWriter.Write(held.Bytes())
 	rec := started.Record
+	tree.started(c, s, rec.ThreadID)
 	if started.MissingKey != "" {
 		where := "the workers that run it need it"
 		if c.Bool("embedded") && !s.joinedDev {
