@@ -157,3 +157,30 @@ func TestGraphFromThread(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, none)
 }
+
+// TestGraphFromThreadAsync: run_graph with async=true answers the run's
+// id at once and the run goes on as the thread's child; a graph the
+// project does not have is refused, and the model reads why.
+func TestGraphFromThreadAsync(t *testing.T) {
+	t.Parallel()
+	e := graphEnv(t, map[string]string{
+		".ai/directives/g/launcher.md": graphDirective("launcher", `<execute><graph>g/*</graph><tool>rye/file-system/*</tool><directive>g/*</directive></execute>`, ""),
+	})
+	rec, res := runJSON(t, e, "g/launcher")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Equal(t, thread.StatusCompleted, rec.Status, "%+v", rec.Error)
+	require.Contains(t, rec.Result, `"code":"graph_refused"`, "the second call: no such graph")
+	require.Contains(t, rec.Result, "g/nope")
+	runs, err := e.Orch.Registry.ListChildren(t.Context(), rec.ThreadID)
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	run := e.Wait([]string{runs[0].ThreadID}, 2*time.Minute)[runs[0].ThreadID]
+	require.Equal(t, registry.KindGraph, run.Kind)
+	require.Equal(t, thread.StatusCompleted, run.Status, "%+v", run.Error)
+	require.Equal(t, 1.0, run.Outputs["reviewed"])
+	events := transcriptEvents(t, e, rec.ThreadID)
+	results := eventsOf(events, "tool_call_result")
+	require.Len(t, results, 2)
+	require.Contains(t, payload(results[0])["output"], `"run_id":"`+run.ThreadID+`"`)
+	require.Contains(t, payload(results[0])["output"], `"status":"running"`)
+}
