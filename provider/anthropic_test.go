@@ -180,7 +180,7 @@ func TestAnthropicErrors(t *testing.T) {
 			handler: func() *fakeAPI {
 				return newFakeAPI(t, reply(429, `{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}`, "retry-after: 2", "retry-after-ms: 1500"))
 			}},
-		{name: "529 overloaded", class: ClassTransient, status: 529, msgSubstr: "Overloaded",
+		{name: "529 overloaded: slow down", class: ClassRateLimited, status: 529, msgSubstr: "Overloaded",
 			handler: func() *fakeAPI {
 				return newFakeAPI(t, reply(529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`))
 			}},
@@ -200,13 +200,19 @@ func TestAnthropicErrors(t *testing.T) {
 			handler: func() *fakeAPI {
 				return newFakeAPI(t, reply(400, `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}}`))
 			}},
-		{name: "mid-stream overloaded", class: ClassTransient, stream: true, msgSubstr: "Overloaded",
+		{name: "mid-stream overloaded: slow down", class: ClassRateLimited, stream: true, msgSubstr: "Overloaded",
 			handler: func() *fakeAPI {
 				return newFakeAPI(t, sse(anthropicStream[0], anthropicStream[1],
 					ev("error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)))
 			}},
 		{name: "stream cut before message_stop", class: ClassTransient, stream: true,
 			handler: func() *fakeAPI { return newFakeAPI(t, sse(anthropicStream[:5]...)) }},
+		{name: "malformed body", class: ClassTransient, msgSubstr: "malformed response",
+			handler: func() *fakeAPI { return newFakeAPI(t, reply(200, `{malformed json: <<<chaos>>>`)) }},
+		{name: "malformed stream event", class: ClassTransient, stream: true, msgSubstr: "malformed response",
+			handler: func() *fakeAPI {
+				return newFakeAPI(t, sse(anthropicStream[0], anthropicStream[1], ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Okay`)))
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

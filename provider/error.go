@@ -20,6 +20,9 @@ import (
 
 // Error classes (directive-format.md): rate_limited and transient are
 // retried by the worker, permanent fails the thread, cancelled stops it.
+// rate_limited is the provider saying "slow down" (429, Anthropic's 529
+// overloaded): the worker waits as told, holding no slot, without using
+// up the retries of transient errors.
 const (
 	ClassRateLimited = "rate_limited"
 	ClassTransient   = "transient"
@@ -81,12 +84,14 @@ func (e *Error) Retryable() bool {
 // nil and an *Error in the chain is returned as is.
 //
 //   - cancelled: context.Canceled;
-//   - rate_limited: HTTP 429 and rate-limit messages, with RetryAfter from the
+//   - rate_limited: HTTP 429 and rate-limit messages, and Anthropic's 529
+//     overloaded_error (also mid-stream), with RetryAfter from the
 //     retry-after-ms or retry-after (seconds or HTTP date) headers, else
 //     from the reset headers of the exhausted rate limits;
 //   - transient: timeouts (context.DeadlineExceeded too), connection reset or
-//     refused, unexpected EOF, HTTP 408/409/500/502/503/504/529, Anthropic
-//     overloaded_error/api_error/timeout_error (also mid-stream);
+//     refused, unexpected EOF (a dropped connection), a malformed body or
+//     stream event (JSON that does not parse), HTTP 408/409/500/502/503/504,
+//     Anthropic api_error/timeout_error (also mid-stream);
 //   - permanent: 401 and 403 (a missing, wrong or unauthorised key: no
 //     retry can fix it, whatever error type the server gives), other 4xx
 //     (400/404/413/422), validation and anything unrecognised;
@@ -156,6 +161,9 @@ func Classify(err error) *Error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return &Error{Class: ClassTransient, Message: "request timed out", Err: err}
 	}
+	if malformed(err) {
+		return &Error{Class: ClassTransient, Message: "malformed response: " + oneLine(err.Error()), Err: err}
+	}
 	var nerr net.Error
 	if errors.As(err, &nerr) && nerr.Timeout() {
 		return &Error{Class: ClassTransient, Message: oneLine(err.Error()), Err: err}
@@ -186,10 +194,10 @@ func classifyAPI(err error, status int, typ, code, msg string, h http.Header) *E
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		e.Class = ClassPermanent
 	case status == http.StatusTooManyRequests || lt == "rate_limit_error" || lt == "rate_limit_exceeded" ||
-		lc == "rate_limit_exceeded":
+		lc == "rate_limit_exceeded" || status == statusOverloaded || lt == "overloaded_error":
 		e.Class = ClassRateLimited
 		e.RetryAfter = retryAfter(h, time.Now())
-	case status == 529 || lt == "overloaded_error" || lt == "api_error" || lt == "timeout_error" ||
+	case lt == "api_error" || lt == "timeout_error" ||
 		lt == "server_error" || status == http.StatusRequestTimeout || status == http.StatusConflict || status >= 500:
 		e.Class = ClassTransient
 		e.RetryAfter = retryAfter(h, time.Now())
@@ -199,6 +207,22 @@ func classifyAPI(err error, status int, typ, code, msg string, h http.Header) *E
 		return classifyMessage(err, status, e.Message, h)
 	}
 	return e
+}
+
+// statusOverloaded is Anthropic's 529: the API is overloaded, slow down.
+const statusOverloaded = 529
+
+// malformed reports whether err is a response that did not parse: a body
+// or a stream event that is not the JSON it should be (cut, garbled by a
+// proxy). A request the client could not encode is no such thing.
+func malformed(err error) bool {
+	var me *json.MarshalerError
+	if errors.As(err, &me) {
+		return false
+	}
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	return errors.As(err, &se) || errors.As(err, &te)
 }
 
 // classifyMessage classifies an error by its text alone.

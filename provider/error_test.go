@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +36,9 @@ func TestClassify(t *testing.T) {
 		{"conn reset", fmt.Errorf("post: %w", syscall.ECONNRESET), ClassTransient, false},
 		{"conn refused", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, ClassTransient, false},
 		{"unexpected eof", io.ErrUnexpectedEOF, ClassTransient, false},
+		{"malformed body", fmt.Errorf("error parsing response json: %w", json.Unmarshal([]byte("{malformed json: <<<chaos>>>"), &struct{}{})), ClassTransient, false},
+		{"malformed event", json.Unmarshal([]byte(`{"choices": 3}`), &struct{ Choices []int }{}), ClassTransient, false},
+		{"request not encodable", func() error { _, err := json.Marshal(json.RawMessage("{")); return err }(), ClassPermanent, false},
 		{"rate limit text", errors.New("Rate limit exceeded, slow down"), ClassRateLimited, false},
 		{"overloaded text", errors.New("upstream overloaded"), ClassTransient, false},
 		{"quota text", errors.New("You exceeded your current quota"), ClassPermanent, true},
@@ -76,8 +80,9 @@ func TestClassifyAPIStatus(t *testing.T) {
 		{502, "", ClassTransient, false},
 		{503, "", ClassTransient, false},
 		{504, "", ClassTransient, false},
-		{529, "overloaded_error", ClassTransient, false},
-		{0, "overloaded_error", ClassTransient, false},
+		{529, "overloaded_error", ClassRateLimited, false},
+		{529, "", ClassRateLimited, false},
+		{0, "overloaded_error", ClassRateLimited, false},
 	}
 	for _, tc := range cases {
 		e := classifyAPI(errors.New("x"), tc.status, tc.typ, "", "m", nil)

@@ -187,12 +187,17 @@ func TestOpenAIErrors(t *testing.T) {
 			body: `{"error":{"message":"Project does not have access to model","type":"server_error","param":null,"code":null}}`},
 		{name: "400 validation", status: 400, class: ClassPermanent,
 			body: `{"error":{"message":"Invalid 'tools[0].function.name': string does not match pattern.","type":"invalid_request_error","param":"tools[0].function.name","code":"invalid_value"}}`},
+		{name: "malformed body", status: 200, class: ClassTransient, body: `{malformed json: <<<chaos>>>`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFakeAPI(t, reply(tc.status, tc.body, tc.headers...))
-			pe := completeError(t, f, openaiFor(t, f, "gpt-4o"), tc.stream, Error{Class: tc.class, StatusCode: tc.status, RetryAfter: tc.retry, Quota: tc.quota})
+			status := tc.status
+			if status < 400 {
+				status = 0 // no HTTP error: the body did not parse
+			}
+			pe := completeError(t, f, openaiFor(t, f, "gpt-4o"), tc.stream, Error{Class: tc.class, StatusCode: status, RetryAfter: tc.retry, Quota: tc.quota})
 			require.NotEmpty(t, pe.Message)
 			require.Equal(t, tc.status == 401 || tc.status == 403, strings.Contains(pe.Message, "(check OPENAI_API_KEY on the worker)"), pe.Message)
 		})
@@ -215,6 +220,13 @@ func TestOpenAIMidStreamError(t *testing.T) {
 	_, err = p2.Complete(context.Background(), hi(), func(string) {})
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, ClassTransient, pe.Class, "error: %v", err)
+
+	// So is a chunk that is not JSON.
+	f3 := newFakeAPI(t, sse(openaiToolStream[0], openaiToolStream[1], data(`{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"content":"Hi`)))
+	_, err = openaiFor(t, f3, "gpt-4o").Complete(context.Background(), hi(), func(string) {})
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, ClassTransient, pe.Class, "error: %v", err)
+	require.Contains(t, pe.Message, "malformed response")
 }
 
 func TestOpenAICancelMidStream(t *testing.T) {
