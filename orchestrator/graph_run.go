@@ -30,7 +30,8 @@ type GraphView struct {
 // ErrNotGraph: the record is a thread's, not a graph run's.
 var ErrNotGraph = errors.New("not a graph run")
 
-// ErrNoGraphState: the run has no checkpointed state (after that step).
+// ErrNoGraphState is GraphState's error for a run without a checkpointed
+// state (after that step).
 var ErrNoGraphState = errors.New("no such graph state")
 
 // GraphView reads rec's transcript (what verifies of it) and builds its

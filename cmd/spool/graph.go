@@ -410,11 +410,12 @@ func graphShow(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	if rec.Status.Terminal() {
-		// The record's spend is the subtree's at the end; while it runs,
-		// the ledger's is live.
-	} else if spend, err := s.orch.SubtreeSpend(c.Context, rec); err == nil {
-		rec.Cost.Spend = spend
+	// The record's spend is the subtree's at the end; while it runs, the
+	// ledger's is live.
+	if !rec.Status.Terminal() {
+		if spend, err := s.orch.SubtreeSpend(c.Context, rec); err == nil {
+			rec.Cost.Spend = spend
+		}
 	}
 	v, err := s.orch.GraphView(c.Context, rec)
 	if err != nil {
