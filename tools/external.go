@@ -120,11 +120,26 @@ func (s *seconds) UnmarshalYAML(n *yaml.Node) error {
 
 const defaultSchema = `{"type":"object"}`
 
+// isGraphFile reports whether the YAML file p is a graph (top-level
+// tool_type: graph), which the reference keeps among its tools: a graph
+// is run by graph runs, never read as a tool's manifest.
+func isGraphFile(files fs.FS, p string) bool {
+	b, err := fs.ReadFile(files, p)
+	if err != nil {
+		return false
+	}
+	var head struct {
+		ToolType string `yaml:"tool_type"`
+	}
+	return yaml.Unmarshal(b, &head) == nil && head.ToolType == "graph"
+}
+
 // LoadExternal finds the external tools of a bundle under cfg.Dir (zero cfg:
 // defaults): every manifest (*.yaml, *.yml) and every bare executable no
 // manifest names (see the package doc). A bundle without the directory has
 // no external tools. Every problem found is reported, joined, one line each;
 // no tools are returned then. Executables are read from files when called.
+// A graph kept among the tools (isGraphFile) is not a tool.
 func LoadExternal(files fs.FS, cfg ExternalConfig) ([]Tool, error) {
 	cfg = cfg.WithDefaults()
 	dir := path.Clean(cfg.Dir)
@@ -161,6 +176,9 @@ func LoadExternal(files fs.FS, cfg ExternalConfig) ([]Tool, error) {
 	var tools []*extTool
 	named := map[string]bool{}
 	for _, mp := range manifests {
+		if isGraphFile(files, mp) {
+			continue // a graph kept among the tools (package graph), not a tool
+		}
 		t, err := loadManifest(files, dir, mp, others, cfg)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("external tool %s: %w", mp, err))

@@ -108,10 +108,19 @@ var errGraphHandBack = fmt.Errorf("graph run handed back: %w", errRetryLater)
 func (r *graphRun) run(ctx context.Context) error {
 	defer r.side.Wait()
 	r.began = time.Now()
-	if err := r.load(ctx); err != nil || r.cp.Final != nil {
+	// Loading is not cut short by the run's duration: a run woken past it
+	// (it waited on children) loads, then ends duration_seconds_exceeded
+	// (walk), rather than failing its load at every wake. A cancel or a
+	// lost lease still stops it (handBackOnCancel).
+	lctx, stop := ctx, func() {}
+	if errors.Is(context.Cause(ctx), errDurationExceeded) || r.pastDuration() {
+		lctx, stop = context.WithTimeout(context.WithoutCancel(ctx), cancelFinalizeTimeout)
+	}
+	defer stop()
+	if err := r.load(lctx); err != nil || r.cp.Final != nil {
 		return handBackOnCancel(ctx, err)
 	}
-	fresh, err := r.restore(ctx)
+	fresh, err := r.restore(lctx)
 	if isIntegrity(err) || errors.Is(err, errStateInvalid) {
 		return r.failRun(ctx, "resume_state_invalid", err.Error())
 	}
@@ -131,6 +140,15 @@ func (r *graphRun) run(ctx context.Context) error {
 		return r.stopped(ctx, err)
 	}
 	return err
+}
+
+// pastDuration reports whether the claimed run is past its duration.
+func (r *graphRun) pastDuration() bool {
+	rec := r.claim.Record
+	if rec.StartedAt.IsZero() || rec.Limits.Duration <= 0 {
+		return false
+	}
+	return !r.o.Now().Before(rec.StartedAt.Add(time.Duration(rec.Limits.Duration * float64(time.Second))))
 }
 
 // load reads the bundle, the pinned graph and the tools.
@@ -297,7 +315,7 @@ func (r *graphRun) walk(ctx context.Context) error {
 		if r.cp.Final != nil {
 			return r.finalize(ctx)
 		}
-		if stopRequested(ctx) {
+		if stopRequested(ctx) || r.pastDuration() {
 			r.decideStop(ctx)
 			continue
 		}
@@ -464,7 +482,7 @@ func itemOf(p *pendingStep, id string) string {
 // stopped: cancelled, or the duration limit (its running children are
 // cancelled).
 func (r *graphRun) decideStop(ctx context.Context) {
-	if errors.Is(context.Cause(ctx), errDurationExceeded) {
+	if errors.Is(context.Cause(ctx), errDurationExceeded) || (!stopRequested(ctx) && r.pastDuration()) {
 		if p := r.cp.Pending; p != nil {
 			for _, id := range p.Children {
 				if _, err := r.o.Cancel(context.WithoutCancel(ctx), id, true); err != nil {
@@ -515,6 +533,15 @@ func (r *graphRun) finalize(ctx context.Context) error {
 			r.emit(transcript.TypeGraphCompleted, transcript.GraphCompleted{Status: string(f.Status), Steps: r.cp.Step, Outputs: f.Outputs,
 				SuppressedErrors: r.cp.SuppressedErrors, ElapsedMS: int64(cost.ElapsedSeconds * 1000), Spend: cost.Spend})
 		}
+		// The graph_completed hooks run before the final segment, which
+		// records them (hook_fired): a worker that finalizes again after
+		// a crash before it runs them again, at least once.
+		evctx := map[string]any{"run_id": r.id(), "graph": r.rec.Directive, "status": string(f.Status), "steps": r.cp.Step,
+			"outputs": f.Outputs, "state": r.state, "suppressed_errors": r.cp.SuppressedErrors}
+		if f.Error != nil {
+			evctx["error"] = map[string]any{"code": f.Error.Code, "message": f.Error.Message}
+		}
+		r.hooks(ctx, graph.EventGraphCompleted, evctx)
 		r.cp.Pending, r.cp.HooksDue = nil, 0
 		if err := r.checkpoint(ctx); err != nil {
 			return err
@@ -530,12 +557,6 @@ func (r *graphRun) finalize(ctx context.Context) error {
 	}
 	r.released()
 	r.w.metrics.finished(r.rec.Directive, string(f.Status))
-	evctx := map[string]any{"run_id": r.id(), "graph": r.g.Name, "status": string(f.Status), "steps": r.cp.Step,
-		"outputs": f.Outputs, "state": r.state, "suppressed_errors": r.cp.SuppressedErrors}
-	if f.Error != nil {
-		evctx["error"] = map[string]any{"code": f.Error.Code, "message": f.Error.Message}
-	}
-	r.hooks(context.WithoutCancel(ctx), graph.EventGraphCompleted, evctx)
 	r.log.Info("graph run finished", "status", f.Status, "steps", r.cp.Step)
 	return nil
 }
