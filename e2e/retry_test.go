@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -52,7 +56,8 @@ func TestLongRetryWaitFreesTheSlot(t *testing.T) {
 	runCompleted(t, e, "t/chat", "--model", "claude-sonnet-4-5")
 	cur, err := e.Orch.Registry.Get(t.Context(), waiting)
 	require.NoError(t, err)
-	require.Equal(t, thread.StatusRunning, cur.Status, "the other thread ran in the slot while this one waits for its retry time")
+	require.Equal(t, thread.StatusWaiting, cur.Status, "the other thread ran in the slot while this one waits for its retry time")
+	require.Equal(t, registry.WaitingForRateLimit, cur.WaitingFor)
 
 	rec := e.Wait([]string{waiting}, time.Minute)[waiting]
 	require.Equal(t, thread.StatusCompleted, rec.Status, "error: %+v", rec.Error)
@@ -83,17 +88,17 @@ func TestLongRetryWaitFreesTheSlot(t *testing.T) {
 
 // TestRetryAttemptsCountAcrossHandBacks: the retry policy's attempt limit
 // holds however many activations the retries take: a provider that always
-// answers 429 (retry-after 1s, handed back each time) fails the thread
+// answers 503 (retry-after 1s, handed back each time) fails the thread
 // after the first call and the policy's 3 retries.
 func TestRetryAttemptsCountAcrossHandBacks(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
-	srv, _ := rateLimitedServer(t, func(_ int32, body []byte) string {
+	srv := failingServer(t, func(body []byte) (int, string) {
 		if bytes.Contains(body, []byte(`# always\n`)) {
 			calls.Add(1)
-			return "1"
+			return http.StatusServiceUnavailable, "1"
 		}
-		return ""
+		return 0, ""
 	})
 	e := spooltest.New(t, spooltest.Options{Files: map[string]string{
 		".ai/directives/t/always.md": directive("always", `turns="3"`, fsPerms, `<success>done</success>`),
@@ -104,8 +109,71 @@ func TestRetryAttemptsCountAcrossHandBacks(t *testing.T) {
 	require.NotEqual(t, 0, res.Code, "a thread that ended in error")
 	require.Equal(t, thread.StatusError, rec.Status)
 	require.NotNil(t, rec.Error)
-	require.Equal(t, "provider_rate_limited", rec.Error.Code)
+	require.Equal(t, "provider_transient", rec.Error.Code)
 	require.Equal(t, int32(4), calls.Load(), "the first call and 3 retries")
 	require.Equal(t, 3, strings.Count(w.Log(), "thread handed back"))
 	require.GreaterOrEqual(t, rec.Activation, int64(4))
+}
+
+// TestSlowDownUntilTheDurationLimit: a provider that answers every call
+// 429 is saying "slow down", not failing: the thread waits (waiting for
+// rate_limit, no slot) and calls again as often as it takes, past the
+// 3 retries of transient errors, until its duration limit ends it.
+func TestSlowDownUntilTheDurationLimit(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	srv := failingServer(t, func(body []byte) (int, string) {
+		if bytes.Contains(body, []byte(`# storm\n`)) {
+			calls.Add(1)
+			return http.StatusTooManyRequests, "0.2"
+		}
+		return 0, ""
+	})
+	e := spooltest.New(t, spooltest.Options{Files: map[string]string{
+		".ai/directives/t/storm.md": directive("storm", `turns="3" duration="6"`, fsPerms, `<success>done</success>`),
+	}})
+	e.Start(anthropicEnv(srv), "worker", "--concurrency", "1")
+	id := startThread(t, e, "t/storm", "--model", "claude-sonnet-4-5")
+	waitRecord(t, e, id, "waiting for its rate limit", func(r *registry.Record) bool {
+		return r.Status == thread.StatusWaiting && r.WaitingFor == registry.WaitingForRateLimit
+	})
+	rec := e.Wait([]string{id}, time.Minute)[id]
+	require.Equal(t, thread.StatusError, rec.Status)
+	require.NotNil(t, rec.Error)
+	require.Equal(t, thread.CodeDurationExceeded, rec.Error.Code, rec.Error.Message)
+	require.Greater(t, calls.Load(), int32(4), "more calls than the first and 3 retries")
+	errs := payloads[transcript.Error](t, events(t, e, id), transcript.TypeThreadError)
+	require.Len(t, errs, int(calls.Load()))
+	for _, pe := range errs {
+		require.Equal(t, "rate_limited", pe.Class)
+		require.True(t, pe.Retryable)
+	}
+	verify := e.Spool("thread", "verify", id)
+	require.Equal(t, 0, verify.Code, verify.Stderr)
+}
+
+// failingServer answers the Messages API with a streamed text answer, or
+// with the error status fail(body) gives (0: answer it) and its
+// retry-after ("" for none).
+func failingServer(t *testing.T, fail func(body []byte) (status int, retryAfter string)) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		status, after := fail(raw)
+		if status == 0 {
+			writeAnthropicText(w, "msg_1", 42, 7, "went ", "through")
+			return
+		}
+		if after != "" {
+			w.Header().Set("retry-after", after)
+		}
+		w.Header().Set("content-type", "application/json")
+		w.WriteHeader(status)
+		typ := "api_error"
+		if status == http.StatusTooManyRequests {
+			typ = "rate_limit_error"
+		}
+		_, _ = w.Write([]byte(`{"type":"error","error":{"type":"` + typ + `","message":"try again later"}}`))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }

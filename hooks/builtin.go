@@ -9,19 +9,33 @@ import (
 
 // Builtin returns the builtin hooks (layer 2) of the reference defaults:
 //
-//   - builtin_retry_transient: error events classified rate_limited or
-//     transient are retried with exponential backoff (policy), honouring
-//     retry_after;
+//   - builtin_wait_rate_limited: error events classified rate_limited (the
+//     provider saying "slow down") are retried without a retry limit
+//     (max_retries -1: the thread's duration limit ends the wait), after
+//     retry_after when the provider gave one, else with the policy's
+//     exponential backoff;
+//   - builtin_retry_transient: error events classified transient are
+//     retried with exponential backoff (policy), honouring retry_after, up
+//     to the policy's max_retries;
 //   - builtin_fail_error: any other error event fails the thread with the
 //     classification as code;
 //   - builtin_fail_limit: limit events fail the thread with the limit code.
+//
+// The worker counts the attempts of each class apart (the event's
+// attempt), so waiting out rate limits uses up no transient retry.
 func Builtin(policy config.RetryPolicy) []Hook {
 	return []Hook{
 		{
+			ID: "builtin_wait_rate_limited", Event: EventError, Layer: LayerBuiltin,
+			Condition:   &Condition{Path: "classification", Op: OpEq, Value: ClassRateLimited},
+			Action:      Action{Primary: PrimaryRetry, Params: map[string]any{"max_retries": -1, "base": policy.Base, "max": policy.Max.Seconds()}},
+			Description: "Wait out rate limits (429, overloaded) as the provider says, for as long as the thread may run",
+		},
+		{
 			ID: "builtin_retry_transient", Event: EventError, Layer: LayerBuiltin,
-			Condition:   &Condition{Path: "classification", Op: OpIn, Value: []any{ClassRateLimited, ClassTransient}},
+			Condition:   &Condition{Path: "classification", Op: OpEq, Value: ClassTransient},
 			Action:      Action{Primary: PrimaryRetry, Params: map[string]any{"max_retries": policy.MaxRetries, "base": policy.Base, "max": policy.Max.Seconds()}},
-			Description: "Retry transient and rate-limited errors with exponential backoff",
+			Description: "Retry transient errors with exponential backoff",
 		},
 		{
 			ID: "builtin_fail_error", Event: EventError, Layer: LayerBuiltin,
@@ -113,7 +127,7 @@ func decision(h *Hook, event string, evctx map[string]any) Decision {
 	case PrimaryRetry:
 		p := config.DefaultRetryPolicy()
 		if n, ok := toNumber(params["max_retries"]); ok {
-			p.MaxRetries = int(n)
+			p.MaxRetries = int(n) // negative: no limit
 		}
 		if n, ok := toNumber(params["base"]); ok && n >= 1 {
 			p.Base = n
@@ -125,7 +139,7 @@ func decision(h *Hook, event string, evctx map[string]any) Decision {
 		if n, ok := toNumber(evctx["attempt"]); ok && n >= 1 {
 			attempt = int(n)
 		}
-		if attempt > p.MaxRetries {
+		if p.MaxRetries >= 0 && attempt > p.MaxRetries {
 			d.Action = Fail
 			d.Code = failCode(event, evctx, "")
 			return d

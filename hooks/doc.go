@@ -14,7 +14,8 @@
 //	after_complete    thread_id, cost, project_path, status
 //	error             error (message), classification (rate_limited | transient |
 //	                  permanent | cancelled | limit), retry_after (seconds, optional),
-//	                  attempt (1-based number of the attempt that failed), thread_id,
+//	                  attempt (1-based number of the attempt that failed, counted
+//	                  apart for rate_limited and for other classes), thread_id,
 //	                  source (model: a model call failed; tool: a tool call ran and
 //	                  failed, with tool and call_id)
 //	limit             limit_code, current_value, current_max, thread_id
@@ -23,7 +24,7 @@
 // Control actions. Besides the item actions of the spec (load, execute,
 // search), an action's primary may be a control verb that decides what the
 // thread does after an error or limit event: "retry" (params max_retries,
-// base, max), "fail" (param code) or "continue". Builtin hooks use them;
+// negative for no limit, base, max), "fail" (param code) or "continue". Builtin hooks use them;
 // any hook of another layer that matches with a control action overrides
 // the builtin decision (the first such hook in layer order wins), so a
 // user, directive or project hook can "handle" a limit event with

@@ -241,6 +241,9 @@ func TestDecide(t *testing.T) {
 		Condition: &Condition{Path: "limit_code", Op: "eq", Value: "spend_exceeded"},
 		Action:    Action{Primary: PrimaryContinue, Params: map[string]any{"spend": "${current_max}"}}}
 	projectNoRetry := Hook{ID: "no_retry", Event: EventError, Layer: LayerProject, Action: Action{Primary: PrimaryFail, Params: map[string]any{"code": "project_says_no"}}}
+	projectCap := Hook{ID: "cap_waits", Event: EventError, Layer: LayerProject,
+		Condition: &Condition{Path: "classification", Op: "eq", Value: "rate_limited"},
+		Action:    Action{Primary: PrimaryRetry, Params: map[string]any{"max_retries": 2}}}
 	logOnly := Hook{ID: "log", Event: EventLimit, Layer: LayerProject, Action: Action{Primary: PrimaryExecute, ItemType: "tool", ItemID: "log"}}
 
 	tests := []struct {
@@ -252,10 +255,14 @@ func TestDecide(t *testing.T) {
 	}{
 		{"transient attempt 1", builtin, EventError, errCtx("transient", 1), Decision{Action: Retry, Delay: 2 * time.Second, HookID: "builtin_retry_transient"}},
 		{"transient attempt 2", builtin, EventError, errCtx("transient", 2), Decision{Action: Retry, Delay: 4 * time.Second, HookID: "builtin_retry_transient"}},
-		{"rate limited attempt 3", builtin, EventError, errCtx("rate_limited", 3), Decision{Action: Retry, Delay: 8 * time.Second, HookID: "builtin_retry_transient"}},
+		{"rate limited attempt 3", builtin, EventError, errCtx("rate_limited", 3), Decision{Action: Retry, Delay: 8 * time.Second, HookID: "builtin_wait_rate_limited"}},
+		{"rate limited past the transient retries", builtin, EventError, errCtx("rate_limited", 4), Decision{Action: Retry, Delay: 16 * time.Second, HookID: "builtin_wait_rate_limited"}},
+		{"rate limited for long: the policy's max", builtin, EventError, errCtx("rate_limited", 40), Decision{Action: Retry, Delay: 120 * time.Second, HookID: "builtin_wait_rate_limited"}},
 		{"retries exhausted", builtin, EventError, errCtx("transient", 4), Decision{Action: Fail, Code: "transient", HookID: "builtin_retry_transient"}},
-		{"retry_after honoured", builtin, EventError, errCtx("rate_limited", 1, "retry_after", 30), Decision{Action: Retry, Delay: 30 * time.Second, HookID: "builtin_retry_transient"}},
-		{"retry_after as text", builtin, EventError, errCtx("rate_limited", 1, "retry_after", "1.5"), Decision{Action: Retry, Delay: 1500 * time.Millisecond, HookID: "builtin_retry_transient"}},
+		{"retry_after honoured", builtin, EventError, errCtx("rate_limited", 1, "retry_after", 30), Decision{Action: Retry, Delay: 30 * time.Second, HookID: "builtin_wait_rate_limited"}},
+		{"retry_after as text", builtin, EventError, errCtx("rate_limited", 1, "retry_after", "1.5"), Decision{Action: Retry, Delay: 1500 * time.Millisecond, HookID: "builtin_wait_rate_limited"}},
+		{"retry_after on the 100th wait", builtin, EventError, errCtx("rate_limited", 100, "retry_after", 1), Decision{Action: Retry, Delay: time.Second, HookID: "builtin_wait_rate_limited"}},
+		{"transient retry_after honoured", builtin, EventError, errCtx("transient", 2, "retry_after", 5), Decision{Action: Retry, Delay: 5 * time.Second, HookID: "builtin_retry_transient"}},
 		{"attempt missing means 1", builtin, EventError, map[string]any{"classification": "transient"}, Decision{Action: Retry, Delay: 2 * time.Second, HookID: "builtin_retry_transient"}},
 		{"permanent fails", builtin, EventError, errCtx("permanent", 1), Decision{Action: Fail, Code: "permanent", HookID: "builtin_fail_error"}},
 		{"cancelled fails", builtin, EventError, errCtx("cancelled", 1), Decision{Action: Fail, Code: "cancelled", HookID: "builtin_fail_error"}},
@@ -276,6 +283,10 @@ func TestDecide(t *testing.T) {
 			Decision{Action: Retry, Delay: 10 * time.Second, HookID: "builtin_retry_transient"}},
 		{"zero retries", Builtin(config.RetryPolicy{MaxRetries: 0, Base: 2, Max: time.Minute}), EventError, errCtx("transient", 1),
 			Decision{Action: Fail, Code: "transient", HookID: "builtin_retry_transient"}},
+		{"zero retries still waits out a rate limit", Builtin(config.RetryPolicy{MaxRetries: 0, Base: 2, Max: time.Minute}), EventError, errCtx("rate_limited", 1),
+			Decision{Action: Retry, Delay: 2 * time.Second, HookID: "builtin_wait_rate_limited"}},
+		{"a project hook may cap rate-limit waits", Merge(nil, nil, builtin, []Hook{projectCap}, nil), EventError, errCtx("rate_limited", 3),
+			Decision{Action: Fail, Code: "rate_limited", HookID: "cap_waits"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -116,12 +116,21 @@ func stoppedWhile(ctx context.Context) string {
 // Limits.Duration, stop cancels the activation with errDurationExceeded.
 // The returned func disarms it.
 func deadline(rec *registry.Record, now time.Time, stop context.CancelCauseFunc) func() {
-	if rec.StartedAt.IsZero() || rec.Limits.Duration <= 0 {
+	end, ok := durationEnd(rec)
+	if !ok {
 		return func() {}
 	}
-	end := rec.StartedAt.Add(time.Duration(rec.Limits.Duration * float64(time.Second)))
 	t := time.AfterFunc(max(end.Sub(now), 0), func() { stop(errDurationExceeded) })
 	return func() { t.Stop() }
+}
+
+// durationEnd is when the thread reaches its duration limit; false when
+// it has none or has not started.
+func durationEnd(rec *registry.Record) (time.Time, bool) {
+	if rec.StartedAt.IsZero() || rec.Limits.Duration <= 0 {
+		return time.Time{}, false
+	}
+	return rec.StartedAt.Add(time.Duration(rec.Limits.Duration * float64(time.Second))), true
 }
 
 // stopCancelled ends an activation that a cancel request interrupted

@@ -44,7 +44,7 @@ func TestFakeLedgerStopsResumedThread(t *testing.T) {
 	h.prov.script("h/a", reply{err: limited}, say("never"))
 	id := h.start("h/a", thread.Limits{})
 	require.NoError(t, h.activate(id, "start", 0))
-	require.Equal(t, thread.StatusRunning, h.record(id).Status, "handed back")
+	require.Equal(t, thread.StatusWaiting, h.record(id).Status, "handed back")
 
 	fake.noRoom.Store(true)
 	require.Equal(t, 1, h.drain(true), "the recover activation at the retry time")

@@ -36,12 +36,18 @@
 //
 // Retry waits. A model call that fails and is to be retried after less than
 // Config.RetryHandBack (transient errors' backoff) waits in its slot. A
-// longer wait (a provider's retry-after on a rate limit) does not hold the
+// longer wait (a provider's retry-after on a 503) does not hold the
 // slot: the thread is checkpointed (reason retry_wait, with the attempts
 // so far, which the error hooks' attempt limit counts across activations)
 // and handed back, with a recover activation scheduled for the retry time;
 // the housekeeping leaves it alone until then (registry.RetryAtField), and a
-// cancel ends it at once (no activation holds it).
+// cancel ends it at once (no activation holds it). A provider that answers
+// "slow down" (rate_limited: a 429, Anthropic's 529 overloaded) has not
+// failed the call: the thread is handed back at once, waiting for
+// rate_limit as for the fleet's own rate limits, until the provider's
+// retry-after (else the hooks' backoff), as often as the provider says
+// so; those answers use up none of the retries of other errors, and the
+// thread's duration limit ends the wait.
 //
 // Crash safety. The registry version is the fence: every checkpoint commits
 // "expected version = V" before it writes its segment, so a worker whose

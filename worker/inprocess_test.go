@@ -448,15 +448,15 @@ func TestLoopCancelBeforeTurn(t *testing.T) {
 	require.Zero(t, h.prov.calls)
 }
 
-// TestLoopRetryHandBack: a rate-limited call whose retry-after is past
-// the hand-back threshold checkpoints the thread and hands it back with a
+// TestLoopRetryHandBack: a failed call whose retry-after is past the
+// hand-back threshold checkpoints the thread and hands it back with a
 // recover activation scheduled for the retry time; that activation
 // retries the call and the thread completes.
 func TestLoopRetryHandBack(t *testing.T) {
 	t.Parallel()
 	h := setup(t, nil, Config{RetryHandBack: 100 * time.Millisecond})
-	limited := &provider.Error{Class: provider.ClassRateLimited, StatusCode: 429, RetryAfter: 500 * time.Millisecond, Message: "slow down"}
-	h.prov.script("h/a", reply{err: limited}, say("done after the wait"))
+	unavailable := &provider.Error{Class: provider.ClassTransient, StatusCode: 503, RetryAfter: 500 * time.Millisecond, Message: "unavailable"}
+	h.prov.script("h/a", reply{err: unavailable}, say("done after the wait"))
 	id := h.start("h/a", thread.Limits{})
 	require.NoError(t, h.activate(id, "start", 0))
 	rec := h.record(id)
@@ -471,6 +471,65 @@ func TestLoopRetryHandBack(t *testing.T) {
 	require.Equal(t, thread.StatusCompleted, rec.Status, "%+v", rec.Error)
 	require.Equal(t, "done after the wait", rec.Result)
 	require.Equal(t, 2, h.prov.calls)
+}
+
+// TestLoopSlowDown: a provider that answers "slow down" (rate_limited)
+// has the thread handed back each time, waiting for rate_limit with no
+// slot held, for as many answers as it gives: they use up none of the
+// transient errors' retries, which still number the policy's 3 around
+// them. The thread completes, its tokens those of the call that went
+// through.
+func TestLoopSlowDown(t *testing.T) {
+	t.Parallel()
+	h := setup(t, nil, Config{})
+	limited := reply{err: &provider.Error{Class: provider.ClassRateLimited, StatusCode: 429, RetryAfter: 10 * time.Millisecond, Message: "slow down"}}
+	transient := reply{err: &provider.Error{Class: provider.ClassTransient, StatusCode: 500, RetryAfter: 10 * time.Millisecond, Message: "oops"}}
+	script := []reply{transient, limited, limited, transient, limited, limited, limited, limited, transient, limited, say("done after the storm")}
+	h.prov.script("h/a", script...)
+	id := h.start("h/a", thread.Limits{})
+	require.NoError(t, h.activate(id, "start", 0))
+	rec := h.record(id)
+	require.Equal(t, thread.StatusWaiting, rec.Status, "%+v", rec.Error)
+	require.Equal(t, registry.WaitingForRateLimit, rec.WaitingFor)
+	held, err := h.o.Activations.LeaseHeld(h.ctx, id)
+	require.NoError(t, err)
+	require.False(t, held, "no slot held while the provider says slow down")
+	require.Equal(t, 7, h.drain(true), "an activation at each slow down's retry time")
+	rec = h.record(id)
+	require.Equal(t, thread.StatusCompleted, rec.Status, "%+v", rec.Error)
+	require.Equal(t, "done after the storm", rec.Result)
+	require.Equal(t, len(script), h.prov.calls)
+	require.Equal(t, 100, rec.Cost.InputTokens, "the tokens of the call that went through")
+	require.Equal(t, 10, rec.Cost.OutputTokens)
+	errs := eventsOf[transcript.Error](h, id, transcript.TypeThreadError)
+	require.Len(t, errs, len(script)-1)
+	for _, e := range errs {
+		require.True(t, e.Retryable, "%+v", e)
+	}
+}
+
+// TestLoopSlowDownUntilTheDurationLimit: a provider that keeps saying
+// slow down, with a retry-after past the thread's duration limit, has the
+// thread wait until that limit, not past it, and then end with it.
+func TestLoopSlowDownUntilTheDurationLimit(t *testing.T) {
+	t.Parallel()
+	h := setup(t, nil, Config{})
+	limited := reply{err: &provider.Error{Class: provider.ClassRateLimited, StatusCode: 429, RetryAfter: time.Hour, Message: "slow down"}}
+	h.prov.script("h/a", limited, limited)
+	id := h.start("h/a", limits(func(l *thread.Limits) { l.Duration = ptr(1.0) }))
+	require.NoError(t, h.activate(id, "start", 0))
+	rec := h.record(id)
+	require.Equal(t, thread.StatusWaiting, rec.Status, "%+v", rec.Error)
+	require.Equal(t, registry.WaitingForRateLimit, rec.WaitingFor)
+	wake, err := time.Parse(time.RFC3339Nano, rec.Extra["wake_at"])
+	require.NoError(t, err)
+	require.WithinDuration(t, rec.StartedAt.Add(time.Second), wake, time.Millisecond, "woken at the duration limit, not in an hour")
+	time.Sleep(time.Until(wake))
+	require.Equal(t, 1, h.drain(true))
+	rec = h.record(id)
+	require.Equal(t, thread.StatusError, rec.Status)
+	require.Equal(t, thread.CodeDurationExceeded, rec.Error.Code)
+	require.Equal(t, 1, h.prov.calls)
 }
 
 // TestLoopSuspendAndWake: a synchronous spawn suspends the parent (no

@@ -39,20 +39,20 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 		return nil, err
 	}
 	s.st.RetryAt = time.Time{}
-	for attempt := s.st.ModelAttempts; ; attempt++ {
+	for {
 		adm, err := s.admit(ctx, req)
 		if err != nil {
 			return nil, err
 		}
 		start := time.Now()
 		release := s.holdLease(adm)
-		mctx, span := s.startModelCall(ctx, req, attempt)
+		mctx, span := s.startModelCall(ctx, req, s.st.ModelAttempts+s.st.RateLimited)
 		resp, err := s.prov.Complete(mctx, req, func(text string) { s.tw.AppendDelta(text) })
 		s.endModelCall(span, resp, err)
 		release()
 		s.settle(ctx, adm, resp, err)
 		if err == nil {
-			s.st.ModelAttempts = 0
+			s.st.ModelAttempts, s.st.RateLimited = 0, 0
 			s.w.metrics.observeTurn(s.rec.Directive, s.rec.Model, time.Since(start))
 			return resp, nil
 		}
@@ -62,7 +62,15 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 		pe := provider.Classify(err)
 		s.w.metrics.providerError(pe.Class)
 		code := "provider_" + pe.Class
-		evctx := hooks.ErrorContext(s.id(), pe.Error(), pe.Class, attempt+1, pe.RetryAfter)
+		// A rate limit is the provider saying "slow down", not a failure:
+		// its attempts are counted apart, so that waiting it out uses up
+		// none of the retries of the other errors.
+		slowDown := pe.Class == provider.ClassRateLimited
+		attempt := s.st.ModelAttempts + 1
+		if slowDown {
+			attempt = s.st.RateLimited + 1
+		}
+		evctx := hooks.ErrorContext(s.id(), pe.Error(), pe.Class, attempt, pe.RetryAfter)
 		// Decided before the hooks run (control hooks decide, item actions
 		// do not), so that the event says whether the call is retried.
 		dec := s.dispatcher.Decide(hooks.EventError, evctx)
@@ -72,10 +80,15 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 			s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: code, Message: pe.Error()})
 			return nil, nil
 		}
-		if dec.Delay >= s.w.cfg.RetryHandBack {
-			return nil, s.handBackForRetry(ctx, attempt+1, dec.Delay)
+		if slowDown {
+			s.st.RateLimited = attempt
+			return nil, s.handBackForSlowDown(ctx, dec.Delay)
 		}
-		s.log.Info("model call failed; retrying", "class", pe.Class, "attempt", attempt+1, "delay", dec.Delay)
+		s.st.ModelAttempts = attempt
+		if dec.Delay >= s.w.cfg.RetryHandBack {
+			return nil, s.handBackForRetry(ctx, dec.Delay)
+		}
+		s.log.Info("model call failed; retrying", "class", pe.Class, "attempt", attempt, "delay", dec.Delay)
 		if err := s.waitToRetry(ctx, dec.Delay); err != nil {
 			return nil, err
 		}
@@ -100,15 +113,14 @@ func (s *session) waitToRetry(ctx context.Context, d time.Duration) error {
 }
 
 // handBackForRetry checkpoints a thread whose model call is to be retried
-// only after delay (attempts failed so far) and schedules the activation
+// only after delay (State.ModelAttempts failed so far) and schedules the activation
 // that retries it: a recover activation at the checkpoint's version, due
 // at the retry time, which the lease this activation then releases lets
 // claim. The housekeeping that re-enqueues running threads without a lease
 // makes the same task (same id), so it cannot run the retry early; a
 // cancel meanwhile ends the thread at once (Orchestrator.Cancel finalizes a
 // running thread that no activation holds).
-func (s *session) handBackForRetry(ctx context.Context, attempts int, delay time.Duration) error {
-	s.st.ModelAttempts = attempts
+func (s *session) handBackForRetry(ctx context.Context, delay time.Duration) error {
 	s.st.RetryAt = s.o.Now().Add(delay).UTC()
 	if err := s.checkpoint(ctx); err != nil {
 		return err
@@ -117,7 +129,7 @@ func (s *session) handBackForRetry(ctx context.Context, attempts int, delay time
 	if err := s.enq.Enqueue(ctx, act, s.version, s.rec.Queue, asynqProcessAt(s.st.RetryAt)); err != nil {
 		return err
 	}
-	s.log.Info("model call to retry later; thread handed back", "attempt", attempts, "delay", delay, "retry_at", s.st.RetryAt)
+	s.log.Info("model call to retry later; thread handed back", "attempt", s.st.ModelAttempts, "delay", delay, "retry_at", s.st.RetryAt)
 	return errRetryLater
 }
 

@@ -24,7 +24,9 @@ import (
 // with an activation scheduled when the limiter says (for concurrency, in
 // a second). After the
 // call the reservation is settled to the usage the provider reported, and
-// a 429 with retry-after blocks the rules for the whole fleet. The
+// a 429 with retry-after blocks the rules for the whole fleet. A call the
+// provider itself answers "slow down" (rate_limited) is handed back the
+// same way, for the provider's retry-after (handBackForSlowDown). The
 // limiter counts admissions, refusals and tokens per budget in Redis
 // itself; the worker adds the threads it hands back (Limiter.HandedBack),
 // and keeps its own Prometheus counters of the same (metrics.go).
@@ -92,25 +94,53 @@ func (s *session) admit(ctx context.Context, req *provider.Request) (ratelimit.A
 // limiter's wait is over, with the activation that continues it scheduled
 // then: no slot is held meanwhile.
 func (s *session) handBackForRateLimit(ctx context.Context, adm ratelimit.Admission) error {
-	at := s.o.Now().Add(adm.Wait)
-	s.st.RetryAt = at.UTC()
-	if err := s.checkpoint(ctx); err != nil {
-		return err
-	}
-	seq, err := s.acts.SuspendUntil(ctx, s.id(), s.version, registry.WaitingForRateLimit, at)
+	at, err := s.suspendForRateLimit(ctx, adm.Wait)
 	if err != nil {
-		return err
-	}
-	s.version = seq
-	if err := s.enq.Enqueue(ctx, queue.Activation{ThreadID: s.id(), Reason: "timeout"}, seq, s.rec.Queue, asynqProcessAt(at)); err != nil {
 		return err
 	}
 	s.w.metrics.rateHandedBack(adm.Rule)
 	if err := s.w.limiter.HandedBack(ctx, adm.Rule); err != nil {
 		s.log.Warn("rate limit hand-back not counted", "rule", adm.Rule, "error", err)
 	}
-	s.log.Info("model call waits for its rate limit; thread handed back", "rule", adm.Rule, "kind", adm.Kind, "wait", adm.Wait)
+	s.log.Info("model call waits for its rate limit; thread handed back", "rule", adm.Rule, "kind", adm.Kind, "wait", adm.Wait, "wake_at", at)
 	return errRateLimited
+}
+
+// handBackForSlowDown hands back a thread whose provider answered its
+// model call "slow down" (rate_limited: a 429, an overload), to call again
+// after delay (the provider's retry-after, else the error hooks' backoff),
+// as the limiter's hand-back does: waiting for rate_limit, holding no
+// slot, however long and however often the provider says so, until the
+// call goes through or the thread's duration limit ends it.
+func (s *session) handBackForSlowDown(ctx context.Context, delay time.Duration) error {
+	at, err := s.suspendForRateLimit(ctx, delay)
+	if err != nil {
+		return err
+	}
+	s.log.Info("provider says slow down; thread handed back", "rate_limited", s.st.RateLimited, "delay", delay, "wake_at", at)
+	return errRateLimited
+}
+
+// suspendForRateLimit checkpoints the thread and suspends it (waiting for
+// rate_limit) for wait, with the activation that continues it scheduled
+// then; it returns when that is. A wait past the thread's duration limit
+// ends there: that activation finds the limit reached and ends the
+// thread, instead of the thread waiting longer than it may run.
+func (s *session) suspendForRateLimit(ctx context.Context, wait time.Duration) (time.Time, error) {
+	at := s.o.Now().Add(wait)
+	if end, ok := durationEnd(s.rec); ok && end.Before(at) {
+		at = end
+	}
+	s.st.RetryAt = at.UTC()
+	if err := s.checkpoint(ctx); err != nil {
+		return at, err
+	}
+	seq, err := s.acts.SuspendUntil(ctx, s.id(), s.version, registry.WaitingForRateLimit, at)
+	if err != nil {
+		return at, err
+	}
+	s.version = seq
+	return at, s.enq.Enqueue(ctx, queue.Activation{ThreadID: s.id(), Reason: "timeout"}, seq, s.rec.Queue, asynqProcessAt(at))
 }
 
 // holdLease renews the call's concurrency leases while it runs; the

@@ -43,10 +43,16 @@ type state struct {
 	Nudged bool `json:"nudged,omitempty"`
 	// ModelAttempts counts the failed attempts of the current turn's model
 	// call, across activations (a long retry wait hands the thread back:
-	// handBackForRetry), for the error hooks' attempt limit.
+	// handBackForRetry), for the error hooks' attempt limit; the answers
+	// "slow down" (rate_limited) are not among them.
 	ModelAttempts int `json:"model_attempts,omitempty"`
-	// RetryAt is when a thread handed back for a retry (handBackForRetry)
-	// calls its model again.
+	// RateLimited counts the current turn's model calls that the provider
+	// answered "slow down" (rate_limited), each waited out handed back
+	// (handBackForSlowDown): the error hooks' attempt of a rate limit, and
+	// their backoff when the provider gave no retry-after.
+	RateLimited int `json:"rate_limited,omitempty"`
+	// RetryAt is when a thread handed back for a retry (handBackForRetry,
+	// handBackForSlowDown, or its rate limit) calls its model again.
 	RetryAt time.Time `json:"retry_at,omitzero"`
 	// Pending are tool calls whose results are child threads' results.
 	Pending []pending `json:"pending,omitempty"`
@@ -180,11 +186,21 @@ type session struct {
 func (s *session) run(ctx context.Context) error {
 	defer s.side.Wait()
 	defer s.stopLive()
-	if err := s.load(ctx); err != nil || s.st.Final != nil {
+	// Loading is not cut short by the thread's duration limit: a thread
+	// woken past it (it waited for children, or for a rate limit until
+	// then) loads, then ends duration_seconds_exceeded (stopAfter),
+	// rather than failing its load at every wake. A cancel still stops it
+	// once loaded.
+	lctx, stop := ctx, func() {}
+	if end, ok := durationEnd(s.claim.Record); errors.Is(context.Cause(ctx), errDurationExceeded) || (ok && !s.o.Now().Before(end)) {
+		lctx, stop = context.WithTimeout(context.WithoutCancel(ctx), cancelFinalizeTimeout)
+	}
+	defer stop()
+	if err := s.load(lctx); err != nil || s.st.Final != nil {
 		// nil: load failed the thread (failNow) and finalized it.
 		return handBackOnCancel(ctx, err)
 	}
-	fresh, err := s.restore(ctx)
+	fresh, err := s.restore(lctx)
 	if isIntegrity(err) {
 		return s.failIntegrity(ctx, err)
 	}

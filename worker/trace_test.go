@@ -76,7 +76,7 @@ func TestTraceRetries(t *testing.T) {
 			}
 		}
 		require.NotNil(t, handedBack)
-		require.Equal(t, "hand_back:retry_wait", attrOf(handedBack, telemetry.TurnEnd).AsString())
+		require.Equal(t, []string{"hand_back:retry_wait", "hand_back:rate_limit"}[i-1], attrOf(handedBack, telemetry.TurnEnd).AsString())
 		require.Equal(t, handedBack.SpanContext().SpanID(), a.Links()[0].SpanContext.SpanID())
 	}
 	require.Equal(t, "finished", attrOf(acts[2], telemetry.ActivationEnd).AsString())
