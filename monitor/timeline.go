@@ -32,7 +32,9 @@ type Timeline struct {
 	// and the spans still going end there.
 	Open  bool   `json:"open"`
 	Spans []Span `json:"spans"`
-	// Turns, Spend and the seconds of model calls, tool calls and waits.
+	// Turns, Spend and the wall time of model calls, tool calls and
+	// waits: the seconds during which at least one ran, so tool calls run
+	// at once (a turn's spawns) count once, not one after the other.
 	Turns        int     `json:"turns"`
 	Spend        float64 `json:"spend"`
 	ModelSeconds float64 `json:"model_seconds"`
@@ -85,7 +87,6 @@ func buildTimeline(id string, evs []transcript.Event, open bool, now time.Time) 
 		waiting  = -1      // index of a wait that ends at the next event
 		tools    = map[string]int{}
 		approval = map[string]int{}
-		lastTool = -1
 	)
 	add := func(s Span) int {
 		tl.Spans = append(tl.Spans, s)
@@ -132,8 +133,7 @@ func buildTimeline(id string, evs []transcript.Event, open bool, now time.Time) 
 				InputTokens: p.Usage.InputTokens, OutputTokens: p.Usage.OutputTokens, Seq: ev.Seq})
 		case transcript.TypeToolCallStart:
 			p := transcript.Payload[transcript.ToolCallStart](ev)
-			lastTool = add(Span{Kind: SpanTool, Label: p.Tool, Turn: turnOf(tl, turn), Start: ts, End: ts, Open: true, Seq: ev.Seq})
-			tools[p.CallID] = lastTool
+			tools[p.CallID] = add(Span{Kind: SpanTool, Label: p.Tool, Turn: turnOf(tl, turn), Start: ts, End: ts, Open: true, Seq: ev.Seq})
 		case transcript.TypeToolCallResult:
 			p := transcript.Payload[transcript.ToolCallResult](ev)
 			i, ok := tools[p.CallID]
@@ -145,8 +145,8 @@ func buildTimeline(id string, evs []transcript.Event, open bool, now time.Time) 
 			tl.Spans[i].End, tl.Spans[i].Open, tl.Spans[i].Error, tl.Spans[i].Seq = ts, false, p.IsError, ev.Seq
 		case transcript.TypeChildSpawned:
 			p := transcript.Payload[transcript.ChildSpawned](ev)
-			if lastTool >= 0 {
-				tl.Spans[lastTool].Child = p.ChildID
+			if i := spawner(tl.Spans, max(turn, 0)); i >= 0 {
+				tl.Spans[i].Child = p.ChildID
 			}
 		case transcript.TypeThreadWaiting:
 			p := transcript.Payload[transcript.ThreadWaiting](ev)
@@ -194,6 +194,7 @@ func buildTimeline(id string, evs []transcript.Event, open bool, now time.Time) 
 		tl.End = now
 	}
 	closeTurn(tl.End)
+	var model, tool, wait []Span
 	for i := range tl.Spans {
 		s := &tl.Spans[i]
 		if s.Open {
@@ -209,14 +210,57 @@ func buildTimeline(id string, evs []transcript.Event, open bool, now time.Time) 
 		s.Seconds = s.End.Sub(s.Start).Seconds()
 		switch s.Kind {
 		case SpanModel:
-			tl.ModelSeconds += s.Seconds
+			model = append(model, *s)
 		case SpanTool:
-			tl.ToolSeconds += s.Seconds
+			tool = append(tool, *s)
 		case SpanWait, SpanApproval:
-			tl.WaitSeconds += s.Seconds
+			wait = append(wait, *s)
 		}
 	}
+	tl.ModelSeconds, tl.ToolSeconds, tl.WaitSeconds = wallSeconds(model), wallSeconds(tool), wallSeconds(wait)
 	return tl
+}
+
+// wallSeconds is the time during which at least one of spans runs: the
+// length of the union of their intervals.
+func wallSeconds(spans []Span) float64 {
+	sort.Slice(spans, func(i, j int) bool { return spans[i].Start.Before(spans[j].Start) })
+	var total time.Duration
+	var from, to time.Time
+	for i, s := range spans {
+		switch {
+		case i == 0:
+			from, to = s.Start, s.End
+		case s.Start.After(to):
+			total += to.Sub(from)
+			from, to = s.Start, s.End
+		case s.End.After(to):
+			to = s.End
+		}
+	}
+	if len(spans) > 0 {
+		total += to.Sub(from)
+	}
+	return total.Seconds()
+}
+
+// spawner is the index of the tool call, among spans[from:] (the turn in
+// flight), that a child just spawned belongs to: the first call still
+// running without a child, a spawning tool's before any other (a turn's
+// calls start, and spawn, in order), or -1.
+func spawner(spans []Span, from int) int {
+	other := -1
+	for i := from; i < len(spans); i++ {
+		if s := spans[i]; s.Kind == SpanTool && s.Open && s.Child == "" {
+			if strings.HasSuffix(s.Label, "/thread_directive") || strings.HasSuffix(s.Label, "/run_graph") {
+				return i
+			}
+			if other < 0 {
+				other = i
+			}
+		}
+	}
+	return other
 }
 
 // turnOf is the turn number of the turn in flight (0 before the first).

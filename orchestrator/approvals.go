@@ -28,6 +28,8 @@ type PendingCall struct {
 	Input       json.RawMessage `json:"input"`
 	RequestedAt time.Time       `json:"requested_at"`
 	Deadline    time.Time       `json:"deadline,omitzero"`
+	// OnTimeout is what Deadline decides: "deny" or "approve" (approvals.yaml).
+	OnTimeout string `json:"on_timeout,omitempty"`
 	// RequestID names this request for a decision (call ids repeat
 	// across a chain): DecideRequest decides it and nothing else.
 	RequestID string `json:"request_id,omitempty"`
@@ -37,7 +39,7 @@ type PendingCall struct {
 // directive.
 func PendingCallOf(threadID, directive string, p registry.PendingApproval) PendingCall {
 	return PendingCall{ThreadID: threadID, Directive: directive, CallID: p.CallID, Tool: p.Tool, Input: p.Input,
-		RequestedAt: p.RequestedAt, Deadline: p.Deadline, RequestID: p.RequestID}
+		RequestedAt: p.RequestedAt, Deadline: p.Deadline, OnTimeout: p.OnTimeout, RequestID: p.RequestID}
 }
 
 // Approvals lists the undecided tool calls of the threads waiting for

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -242,7 +244,48 @@ func followLine(ctx context.Context, s *services, id string) string {
 	if r.Error != nil {
 		line += " · " + r.Error.Code
 	}
+	if kids := childProgress(ctx, s, term); kids != "" {
+		line += " · " + kids
+	}
 	return line
+}
+
+// childProgress says how thread id's children are doing, "" when it has
+// none: "20 children: 7 done, 10 running, 3 queued".
+func childProgress(ctx context.Context, s *services, id string) string {
+	kids, err := s.orch.Registry.ListChildren(ctx, id)
+	if err != nil || len(kids) == 0 {
+		return ""
+	}
+	states := []string{"done", "running", "waiting", "queued", "failed", "cancelled"}
+	n := map[string]int{}
+	for _, k := range kids {
+		switch k.Status {
+		case thread.StatusCompleted:
+			n["done"]++
+		case thread.StatusRunning, thread.StatusContinued: // a continued child's chain goes on
+			n["running"]++
+		case thread.StatusWaiting:
+			n["waiting"]++
+		case thread.StatusCreated:
+			n["queued"]++
+		case thread.StatusError:
+			n["failed"]++
+		case thread.StatusCancelled:
+			n["cancelled"]++
+		}
+	}
+	var parts []string
+	for _, st := range states {
+		if n[st] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n[st], st))
+		}
+	}
+	what := "children"
+	if len(kids) == 1 {
+		what = "child"
+	}
+	return fmt.Sprintf("%d %s: %s", len(kids), what, strings.Join(parts, ", "))
 }
 
 func short(r *registry.Record) string {
