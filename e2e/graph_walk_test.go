@@ -137,7 +137,9 @@ func checkRunExact(t *testing.T, e *spooltest.Env, rec *registry.Record, wantChi
 			planned[id] = true
 		}
 	}
+	spawned := map[string]bool{}
 	for _, ev := range payloads[transcript.ChildSpawned](t, evs, transcript.TypeChildSpawned) {
+		spawned[ev.ChildID] = true
 		if ev.Async {
 			planned[ev.ChildID] = true // an async child's step plans and starts it in one go
 		}
@@ -146,6 +148,7 @@ func checkRunExact(t *testing.T, e *spooltest.Env, rec *registry.Record, wantChi
 	for _, k := range kids {
 		spend += k.Cost.Spend
 		require.True(t, planned[k.ThreadID], "child %s was not planned", k.ThreadID)
+		require.True(t, spawned[k.ThreadID], "the start of child %s is in the transcript (child_spawned)", k.ThreadID)
 		require.Equal(t, thread.StatusCompleted, k.Status, k.ThreadID)
 	}
 	entry, err := e.Orch.Ledger.Get(t.Context(), rec.LedgerID())

@@ -35,7 +35,7 @@ var ErrNotGraph = errors.New("not a graph run")
 var ErrNoGraphState = errors.New("no such graph state")
 
 // GraphView reads rec's transcript (what verifies of it) and builds its
-// node table and render. The render is also stored, signed, at
+// node table and render. A finished run's render is also stored, signed, at
 // knowledge/graphs/<graph>/<run>.md (best effort) for whoever reads the
 // store, as a thread's knowledge render is when it is read.
 func (o *Orchestrator) GraphView(ctx context.Context, rec *registry.Record) (*GraphView, error) {
@@ -79,7 +79,9 @@ func (o *Orchestrator) GraphView(ctx context.Context, rec *registry.Record) (*Gr
 	if v.Nodes == nil {
 		v.Nodes = []graph.NodeRow{}
 	}
-	if o.Signer != nil && len(tr.Warnings) == 0 {
+	if o.Signer != nil && len(tr.Warnings) == 0 && rec.Status.Terminal() {
+		// The final render, once a run has ended (a running run's changes
+		// with every step: it is made when read, not stored each time).
 		signed := transcript.SignMarkdown(v.Render, o.Signer, o.Now())
 		if err := blobstore.PutView(ctx, o.Store, blobkey.GraphKnowledge(rec.Directive, rec.ThreadID), signed); err != nil {
 			o.threadLog(rec.ThreadID).Warn("graph render not stored", "error", err)

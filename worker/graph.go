@@ -10,6 +10,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/graph"
@@ -70,6 +71,10 @@ type graphRun struct {
 	terminal map[string]string
 	// checkpointed is when this activation last checkpointed.
 	checkpointed time.Time
+	// spawned are the children whose start the transcript records
+	// (child_spawned): a child started by an activation that died before
+	// recording it is recorded when found (settle).
+	spawned map[string]bool
 	// unflushed are items settled since the last flushSettled; chunks
 	// the stored objects of results read (by run and address).
 	unflushed []string
@@ -136,6 +141,10 @@ func (r *graphRun) run(ctx context.Context) error {
 		}
 	}
 	err = r.walk(ctx)
+	if errors.Is(err, errStateInvalid) || isIntegrity(err) {
+		// A stored state or result that does not verify: no retry mends it.
+		return r.failRun(ctx, "resume_state_invalid", err.Error())
+	}
 	if err != nil && stopRequested(ctx) && !errors.Is(err, errGraphHandBack) {
 		return r.stopped(ctx, err)
 	}
@@ -263,6 +272,13 @@ func (r *graphRun) restore(ctx context.Context) (bool, error) {
 			events = tr.Events
 		}
 		pendingFrom(p, events)
+		r.spawned = map[string]bool{}
+		for _, e := range events {
+			var ev transcript.ChildSpawned
+			if e.Type == transcript.TypeChildSpawned && e.Decode(&ev) == nil {
+				r.spawned[ev.ChildID] = true
+			}
+		}
 		if len(p.Children) < p.Planned || len(p.Slots) < p.Settled {
 			return false, fmt.Errorf("%w: the pending step %d of %s names %d children and %d settled items, its events %d and %d",
 				errStateInvalid, p.Step, r.id(), p.Planned, p.Settled, len(p.Children), len(p.Slots))
@@ -295,7 +311,24 @@ func (r *graphRun) begin(ctx context.Context) error {
 	}
 	r.hooks(ctx, graph.EventGraphStarted, map[string]any{"run_id": r.id(), "graph": r.g.Name, "inputs": r.rec.Inputs,
 		"state": r.state, "resumed": resumed})
-	return r.checkpoint(ctx)
+	// capabilities.md, as a thread's: the tools the run may call, attested
+	// by its first checkpoint and written once that is durable.
+	allowed := func(id string) bool { return thread.Match(r.rec.Capabilities, thread.ToolCapability(id)) }
+	caps, err := transcript.RenderCapabilities(r.id(), r.tools.Defs(allowed), r.rec.Capabilities)
+	if err != nil {
+		r.log.Warn("capabilities.md not rendered", "error", err)
+		caps = nil
+	} else {
+		r.tw.Attest(transcript.ArtifactCapabilities, caps)
+	}
+	if err := r.checkpoint(ctx); err != nil {
+		return err
+	}
+	if caps != nil {
+		key := blobkey.Capabilities(r.id())
+		r.side.Go(ctx, r.log, key, func(ctx context.Context) error { return blobstore.PutView(ctx, r.store, key, caps) })
+	}
+	return nil
 }
 
 // missingEnv names the first of names the worker's environment lacks.

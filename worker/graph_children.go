@@ -389,6 +389,18 @@ func (r *graphRun) advancePending(ctx context.Context, s *stepRun, first bool) (
 		if len(running) == 0 {
 			continue
 		}
+		if len(r.unflushed) > 0 || r.tw.Pending() > 0 {
+			// What this round recorded (children started or refused,
+			// items settled) is made durable before the run waits: a
+			// suspension writes no segment, and the next activation
+			// begins from the last one.
+			if err := r.flushSettled(ctx, p); err != nil {
+				return outcome{}, err
+			}
+			if err := r.checkpoint(ctx); err != nil {
+				return outcome{}, err
+			}
+		}
 		suspended, err := r.suspendOn(ctx, p, running)
 		if errors.Is(err, registry.ErrChainMoved) {
 			continue
@@ -510,6 +522,10 @@ func (r *graphRun) settle(ctx context.Context, s *stepRun, p *pendingStep) (chan
 	for _, i := range open {
 		id := p.Children[i]
 		rec := byID[id]
+		if _, ok := statuses[id]; ok && !r.spawned[id] {
+			// Started by an activation that died before recording it.
+			r.emitSpawned(&graph.Action{Directive: thread.DirectiveFromID(id)}, &registry.Record{ThreadID: id}, false)
+		}
 		if st, ok := statuses[id]; ok && rec == nil {
 			// Registered and running: its chain is where it is.
 			r.terminal[id] = id
@@ -784,6 +800,13 @@ func refusal(err error) *graph.StepError {
 }
 
 func (r *graphRun) emitSpawned(a *graph.Action, rec *registry.Record, async bool) {
+	if r.spawned[rec.ThreadID] {
+		return
+	}
+	if r.spawned == nil {
+		r.spawned = map[string]bool{}
+	}
+	r.spawned[rec.ThreadID] = true
 	r.emit(transcript.TypeChildSpawned, transcript.ChildSpawned{ChildID: rec.ThreadID, Directive: a.ID(), Async: async})
 }
 
@@ -984,6 +1007,11 @@ func (r *graphRun) pendApproval(ctx context.Context, s *stepRun, tool string, in
 		ev.Deadline, ev.OnTimeout = pa.Deadline.Format(time.RFC3339), onTimeout
 	}
 	r.cp.Pending = &pendingStep{Step: s.step, Node: s.n.Name, Kind: pendingApproval, Attempt: s.attempt, StartedAt: now, CallID: pa.CallID, Approval: pa}
+	ev0 := transcript.StepStarted{Step: s.step, Node: s.n.Name, Kind: s.n.Kind, Attempt: s.attempt, StartedAt: now.Format(time.RFC3339Nano)}
+	if tool != approvalTool {
+		ev0.Action = &transcript.StepAction{Tool: tool}
+	}
+	r.emit(transcript.TypeStepStarted, ev0)
 	r.emit(transcript.TypeApprovalRequested, ev)
 	return r.advanceApproval(ctx, s, true)
 }
