@@ -195,13 +195,17 @@ func TestReadmeTour(t *testing.T) {
 	}}
 	project := filepath.Join(clone, "examples")
 
-	var id string
+	var id, run string
 	var remaining float64
 	ran := map[string]bool{}
 	for _, line := range lines {
 		if strings.Contains(line, "ID") {
 			require.NotEmpty(t, id, "%q comes before the tour names a thread", line)
 			line = regexp.MustCompile(`\bID\b`).ReplaceAllLiteralString(line, id)
+		}
+		if strings.Contains(line, " RUN") && !strings.Contains(line, "graph run ") {
+			require.NotEmpty(t, run, "%q comes before the tour names a graph run", line)
+			line = regexp.MustCompile(`\bRUN\b`).ReplaceAllLiteralString(line, run)
 		}
 		args := strings.Fields(line)
 		cmd := strings.Join(args[:min(3, len(args))], " ")
@@ -271,6 +275,22 @@ func TestReadmeTour(t *testing.T) {
 					rec := tourJSON[registry.Record](sh, "thread show "+m[1]+" --json")
 					require.InDelta(t, remaining, rec.Limits.Spend, 1e-9, "the resume goes on with what the tree has left")
 				}
+			case "spool graph run":
+				var rec registry.Record
+				require.NoError(t, json.Unmarshal([]byte(out), &rec), out)
+				run = rec.ThreadID
+				sh.run("spool thread wait " + run + " --timeout 2m")
+				tree := tourJSON[orchestrator.TreeNode](sh, "thread tree "+run+" --json")
+				spent, threads := treeSpend(&tree)
+				require.Equal(t, 5, threads, "the run and its four reviews")
+				b := tourJSON[orchestrator.Budget](sh, "budget show "+run+" --json")
+				require.InDelta(t, spent, b.Actual, 1e-9, "the run's budget is its children's spend")
+			case "spool graph show":
+				for _, want := range []string{"plan", "review", "approved", "needs_work", "4/4 done", "not_reached", "status     completed"} {
+					require.Contains(t, out, want)
+				}
+			case "spool graph state":
+				require.Contains(t, out, `"planned": 4`)
 			case "spool thread export-script":
 				require.FileExists(t, filepath.Join(project, "scripts", "fixture.yaml"))
 			case "spool thread replay":
@@ -280,7 +300,8 @@ func TestReadmeTour(t *testing.T) {
 	}
 	for _, cmd := range []string{"spool keys init", "spool dev", "spool thread run", "spool thread tree", "spool budget show",
 		"spool thread transcript", "spool thread verify", "spool thread resume", "spool thread fork",
-		"spool thread export-script", "spool thread replay", "spool thread cancel", "spool api"} {
+		"spool thread export-script", "spool thread replay", "spool thread cancel", "spool graph run", "spool graph show",
+		"spool graph state", "spool api"} {
 		require.True(t, ran[cmd], "the tour no longer runs %s: this test's checks need it", cmd)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"path"
 	"strings"
 
@@ -137,8 +138,11 @@ func (o *Orchestrator) planGraph(req StartRequest, sc startContext) (registry.Ne
 		parentLimits = &sc.parent.Limits
 	}
 	limits, err := resolveLimits(req, sc, func() (thread.Resolved, error) {
-		spawns, duration := GraphDefaultSpawns, float64(GraphDefaultDuration)
-		defaults := sc.proj.Resilience.Limits.Apply(thread.Limits{Spawns: &spawns, Duration: &duration})
+		// A run makes no model calls: its turns and tokens, unless the
+		// graph sets them, cap nothing of its children (each has its own
+		// directive's); a parent's still cap them (MergeLimits).
+		spawns, duration, uncapped := GraphDefaultSpawns, float64(GraphDefaultDuration), math.MaxInt32
+		defaults := sc.proj.Resilience.Limits.Apply(thread.Limits{Spawns: &spawns, Duration: &duration, Turns: &uncapped, Tokens: &uncapped})
 		return thread.MergeLimits(defaults, g.Limits.Limits, req.LimitOverrides, parentLimits)
 	})
 	if err != nil {

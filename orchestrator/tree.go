@@ -83,7 +83,9 @@ func (o *Orchestrator) Tree(ctx context.Context, rec *registry.Record, maxNodes 
 			Tokens: r.Cost.Tokens(), Spend: r.Cost.Spend, SpendLimit: r.Limits.Spend, Children: []*TreeNode{},
 			ForkedFrom: r.ForkedFrom, ForkTurn: r.ForkTurn, Kind: r.Kind, DroppedCapabilities: r.DroppedCapabilities}
 		if r.IsGraph() {
-			n.CurrentNode, n.Step = r.CurrentNode, r.Step
+			// A node's spend is its own; a run makes no model calls, and
+			// its record's spend is its subtree's (Subtree says it).
+			n.CurrentNode, n.Step, n.Spend = r.CurrentNode, r.Step, 0
 		}
 		recs, nodes[r.ThreadID] = append(recs, r), n
 		// walkAll walks the records a list names, as nodes; a child that

@@ -56,7 +56,7 @@ func graphCommand() *cli.Command {
 					"RUN's budget had left then; it runs every step after N again (RUN's children are not adopted).\n\n" +
 					"Examples:\n" +
 					"   spool graph fork RUN --at-step 2\n" +
-					"   spool graph fork RUN --at-step 2 --set topics='[\"queues\"]' --from review --wait",
+					"   spool graph fork RUN --at-step 1 --set planned=2 --from review --wait",
 				Flags: []cli.Flag{jsonFlag,
 					&cli.IntFlag{Name: "at-step", Usage: "the step (from 1) whose checkpoint the fork starts from (required)"},
 					&cli.StringFlag{Name: "from", Usage: "go on from this node instead of the checkpoint's next node"},
@@ -81,8 +81,8 @@ func graphRunCommand() *cli.Command {
 			"complete). Inputs are checked against the graph's inputs schema, and the graph is validated, before anything\n" +
 			"starts (exit 2).\n\n" +
 			"Examples:\n" +
-			"   spool graph run demo/review --input topic=queues --embedded --wait\n" +
-			"   spool graph run demo/review --inputs-json '{\"topic\": \"queues\"}' --limit spend=0.5 --limit max_steps=20 --json",
+			"   spool graph run demo/review --inputs-json '{\"topics\": [\"queues\", \"leases\"]}' --embedded --wait\n" +
+			"   spool graph run demo/review --input title=weekly --inputs-json @topics.json --limit spend=0.5 --limit max_steps=20 --json",
 		Flags: []cli.Flag{
 			jsonFlag,
 			&cli.StringSliceFlag{Name: "input", Usage: "input k=v (repeatable), converted to the type the graph declares"},
