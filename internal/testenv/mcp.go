@@ -1,12 +1,7 @@
 package testenv
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 )
 
@@ -52,51 +47,10 @@ func MCPEverything(t testing.TB) *MCPServer {
 }
 
 func findEverything() (*MCPServer, error) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		return nil, fmt.Errorf("node is not on PATH")
-	}
-	if entry := os.Getenv("SPOOL_TEST_MCP_EVERYTHING"); entry != "" {
-		if _, err := os.Stat(entry); err != nil {
-			return nil, fmt.Errorf("SPOOL_TEST_MCP_EVERYTHING: %w", err)
-		}
-		return &MCPServer{Node: node, Entry: entry}, nil
-	}
-	cache, err := os.UserCacheDir()
+	node, entry, err := npmPackage{name: everythingPackage, version: EverythingVersion, dir: "mcp-everything-" + EverythingVersion,
+		entry: "dist/index.js", env: "SPOOL_TEST_MCP_EVERYTHING"}.find()
 	if err != nil {
 		return nil, err
-	}
-	dir := filepath.Join(cache, "spool-test", "mcp-everything-"+EverythingVersion)
-	entry := filepath.Join(dir, "node_modules", everythingPackage, "dist", "index.js")
-	if _, err := os.Stat(entry); err == nil {
-		return &MCPServer{Node: node, Entry: entry}, nil
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		return nil, fmt.Errorf("%s is not installed in %s and npm is not on PATH", everythingPackage, dir)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	// One install at a time across test binaries.
-	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return nil, err
-	}
-	if _, err := os.Stat(entry); err == nil {
-		return &MCPServer{Node: node, Entry: entry}, nil
-	}
-	cmd := exec.Command(npm, "install", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel", "error",
-		everythingPackage+"@"+EverythingVersion)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("npm install %s@%s: %w\n%s", everythingPackage, EverythingVersion, err, out)
-	}
-	if _, err := os.Stat(entry); err != nil {
-		return nil, fmt.Errorf("npm installed %s but %s is missing", everythingPackage, entry)
 	}
 	return &MCPServer{Node: node, Entry: entry}, nil
 }
