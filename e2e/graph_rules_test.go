@@ -50,7 +50,14 @@ const hooksGraph = `config:
 // a failing hook is recorded with its error and never fails the run.
 func TestGraphHooks(t *testing.T) {
 	t.Parallel()
-	e := workerEnv(t, walkProject("0ms", map[string]string{"g/hooks": hooksGraph}), "2")
+	files := walkProject("0ms", map[string]string{"g/hooks": hooksGraph})
+	// A project hook of a graph event runs after the graph's own.
+	files[".ai/config/agent/hooks.yaml"] = `hooks:
+  - id: project_done
+    event: graph_completed
+    action: {primary: execute, item_type: tool, item_id: rye/file-system/fs_write, params: {path: "hooks/project.txt", content: "${status}"}}
+`
+	e := workerEnv(t, files, "2")
 	rec, res := runGraph(t, e, "g/hooks")
 	require.Equal(t, 0, res.Code, res.Stderr)
 	require.Equal(t, thread.StatusCompleted, rec.Status)
@@ -63,10 +70,10 @@ func TestGraphHooks(t *testing.T) {
 		}
 	}
 	require.Equal(t, map[string]int{"started/graph_started": 1, "stepped/after_step": 3, "failed/error": 1,
-		"done/graph_completed": 1, "broken/graph_completed": 1}, fired)
+		"done/graph_completed": 1, "broken/graph_completed": 1, "project_done/graph_completed": 1}, fired)
 	require.NotEmpty(t, brokenErr, "the failing hook is recorded with its error")
 	for path, want := range map[string]string{"hooks/started.txt": "g/hooks", "hooks/step-1.txt": "first", "hooks/step-3.txt": "out",
-		"hooks/error.txt": "first: tool_error", "hooks/done.txt": "completed after 3"} {
+		"hooks/error.txt": "first: tool_error", "hooks/done.txt": "completed after 3", "hooks/project.txt": "completed"} {
 		b, err := e.Store.Get(t.Context(), blobkey.WorkspaceFile(rec.ThreadID, path))
 		if err != nil {
 			res := e.Spool("thread", "transcript", rec.ThreadID, "--format", "jsonl")

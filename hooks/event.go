@@ -21,12 +21,18 @@ const (
 	// was decided (context adds decision, by, reason).
 	EventApprovalRequested = "approval_requested"
 	EventApprovalDecided   = "approval_decided"
+	// EventGraphStarted and EventGraphCompleted fire for graph runs only
+	// (package graph), as do after_step, error and limit for a run's
+	// steps; a project's hooks.yaml may listen to them.
+	EventGraphStarted   = "graph_started"
+	EventGraphCompleted = "graph_completed"
 )
 
 // Events lists every event, in lifecycle order.
 var Events = []string{
 	EventThreadStarted, EventThreadContinued, EventAfterStep, EventAfterComplete,
 	EventError, EventLimit, EventDirectiveReturn, EventApprovalRequested, EventApprovalDecided,
+	EventGraphStarted, EventGraphCompleted,
 }
 
 // KnownEvent reports whether e is one of Events.

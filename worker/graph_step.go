@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/graph"
+	"github.com/spool-run/spool/hooks"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -444,6 +445,41 @@ func (r *graphRun) hooks(ctx context.Context, event string, evctx map[string]any
 		if err != nil {
 			ev.Error = err.Error()
 			r.log.Warn("graph hook failed", "hook", h.ID, "event", event, "error", err)
+		}
+		r.emit(transcript.TypeHookFired, ev)
+	}
+	scope := maps.Clone(evctx)
+	scope[graph.ScopeState], scope[graph.ScopeInputs] = r.state, r.rec.Inputs
+	r.projectHooks(ctx, event, evctx, scope)
+}
+
+// projectHooks runs the project's and the user's hooks (hooks.yaml) of
+// a graph event, after the graph's own (spec: graph hooks): their
+// execute actions of a tool, directive or graph, with the run's
+// capabilities, as the graph's own hooks' actions run.
+func (r *graphRun) projectHooks(ctx context.Context, event string, evctx, scope map[string]any) {
+	for _, h := range hooks.Merge(r.proj.UserHooks, nil, nil, r.proj.ProjectHooks, nil) {
+		if h.Event != event || h.Action.Primary != hooks.PrimaryExecute {
+			continue
+		}
+		if ok, err := h.Condition.Eval(evctx); err != nil || !ok {
+			continue
+		}
+		a := &graph.Action{}
+		switch h.Action.ItemType {
+		case "tool":
+			a.Tool, a.Params = normalizeTool(h.Action.ItemID), h.Action.Params
+		case "directive":
+			a.Directive, a.Inputs = h.Action.ItemID, h.Action.Params
+		case "graph":
+			a.Graph, a.Inputs = h.Action.ItemID, h.Action.Params
+		default:
+			continue
+		}
+		ev := transcript.HookFired{HookID: h.ID, Event: event, Layer: h.Layer, Action: h.Action.Primary, ItemType: h.Action.ItemType, ItemID: h.Action.ItemID}
+		if err := r.hookAction(ctx, h.ID, event, a, scope); err != nil {
+			ev.Error = err.Error()
+			r.log.Warn("project hook failed", "hook", h.ID, "event", event, "error", err)
 		}
 		r.emit(transcript.TypeHookFired, ev)
 	}
