@@ -95,6 +95,13 @@ func (s *server) events(w http.ResponseWriter, r *http.Request, id string) {
 	if s.record(w, r, id) == nil {
 		return
 	}
+	done, refusal := s.streams.acquire(streamClient(r))
+	if refusal != "" {
+		w.Header().Set("Retry-After", streamRetryAfter)
+		writeProblem(w, r, problem(http.StatusTooManyRequests, "too_many_streams", "%s; try again later", refusal))
+		return
+	}
+	defer done()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")

@@ -80,7 +80,8 @@ func TestOpenAPISchemasDeclareEveryField(t *testing.T) {
 		Ancestors: []string{"p"}, LedgerPath: []string{"p"}, Depth: 1, PreviousThreadID: "c", CreatedAt: now, UpdatedAt: now, Version: 3,
 		CancelRequested: true, CancelCascade: true, Activation: 2, ChainIndex: 1, ContinuationKind: "resume", ContinuationMessage: "m",
 		StartedAt: now, Transcript: registry.TranscriptMark{Segments: 1, ChainHash: "h"}, WaitingFor: registry.WaitingForApproval, TraceID: "t",
-		PendingApprovals: []registry.PendingApproval{{CallID: "c", Tool: "t", Input: json.RawMessage(`{}`), RequestedAt: now, Deadline: now, OnTimeout: "deny"}}}
+		PendingApprovals: []registry.PendingApproval{{CallID: "c", RequestID: "r", Tool: "t", Input: json.RawMessage(`{}`), RequestedAt: now, Deadline: now, OnTimeout: "deny"}},
+		Stalled:          &registry.Stall{On: registry.StalledOnStorage, Since: now, Op: "put", Error: "e"}}
 	node := &orchestrator.TreeNode{ThreadID: "a", Directive: "d", Status: thread.StatusRunning, Model: "m", Subtree: &orchestrator.Subtree{Spent: 1, Max: 2},
 		Children: []*orchestrator.TreeNode{}, Continuation: &orchestrator.TreeNode{Children: []*orchestrator.TreeNode{}}, Truncated: true,
 		DroppedCapabilities: []string{"d"}}
@@ -98,7 +99,8 @@ func TestOpenAPISchemasDeclareEveryField(t *testing.T) {
 		"CancelResult":    &orchestrator.CancelResult{Success: true, ThreadID: "a", Status: thread.StatusCancelled, CancelRequested: true},
 		"ResumeResult":    &orchestrator.ResumeResult{OriginalThreadID: &s, NewThreadResult: rec},
 		"PendingApproval": rec.PendingApprovals[0],
-		"PendingCall":     orchestrator.PendingCall{ThreadID: "a", Directive: "d", CallID: "c", Tool: "t", Input: json.RawMessage(`{}`), RequestedAt: now, Deadline: now},
+		"PendingCall":     orchestrator.PendingCall{ThreadID: "a", Directive: "d", CallID: "c", Tool: "t", Input: json.RawMessage(`{}`), RequestedAt: now, Deadline: now, RequestID: "r"},
+		"Stall":           rec.Stalled,
 		"DecideResult":    &orchestrator.DecideResult{ThreadID: "a", Decision: "deny", Calls: []string{"c"}, By: "b", Reason: "r", Woken: true},
 		"SendResult":      &orchestrator.SendResult{ThreadID: "a", Seq: 1, Status: "running", Interrupt: true, Woken: true},
 		"Event":           transcript.Event{Timestamp: now, ThreadID: "a", Seq: 1, Type: "t", Payload: json.RawMessage(`{}`)},
@@ -109,8 +111,8 @@ func TestOpenAPISchemasDeclareEveryField(t *testing.T) {
 		"LimitOverrides": thread.Limits{Turns: &one, Tokens: &one, Spend: &f, Depth: &one, Spawns: &one, Duration: &f},
 		"CancelRequest":  api.CancelRequest{Cascade: new(bool)},
 		"ResumeRequest":  api.ResumeRequest{Message: "m"},
-		"ApproveRequest": api.ApproveRequest{CallID: "c", Reason: "r", By: "b"},
-		"DenyRequest":    api.DenyRequest{CallID: "c", Reason: "r", By: "b"},
+		"ApproveRequest": api.ApproveRequest{CallID: "c", RequestID: "r", Reason: "r", By: "b"},
+		"DenyRequest":    api.DenyRequest{CallID: "c", RequestID: "r", Reason: "r", By: "b"},
 		"SendRequest":    api.SendRequest{Message: "m", By: "b"},
 		"ForkRequest":    api.ForkRequest{AtTurn: 1, Message: "m", Model: "m"},
 		"DecisionLink": api.DecisionLink{Decision: "approve", Call: orchestrator.PendingCall{ThreadID: "a", Directive: "d", CallID: "c", Tool: "t",

@@ -42,6 +42,11 @@ type Config struct {
 	// Heartbeat is how often an idle event stream sends a comment line.
 	// Default 15s.
 	Heartbeat time.Duration
+	// MaxStreams is the most event streams the server holds open at
+	// once, and MaxStreamsPerClient the most one client does (its basic
+	// auth user, else its address); a stream past either is refused
+	// with 429 too_many_streams. Defaults 256 and 32.
+	MaxStreams, MaxStreamsPerClient int
 	// Registry, when set, gets the API's request metrics
 	// (spool_api_requests_total, spool_api_request_seconds). Default none.
 	Registry prometheus.Registerer
@@ -65,6 +70,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = 15 * time.Second
+	}
+	if c.MaxStreams == 0 {
+		c.MaxStreams = 256
+	}
+	if c.MaxStreamsPerClient == 0 {
+		c.MaxStreamsPerClient = 32
 	}
 	if c.Logger == nil && c.Orch != nil {
 		c.Logger = c.Orch.Log
@@ -91,6 +102,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("api: Config.FollowInterval %s is below 10ms", c.FollowInterval)
 	case c.Heartbeat < 0:
 		return fmt.Errorf("api: Config.Heartbeat %s is negative", c.Heartbeat)
+	case c.MaxStreams < 1:
+		return fmt.Errorf("api: Config.MaxStreams %d: want at least 1", c.MaxStreams)
+	case c.MaxStreamsPerClient < 1:
+		return fmt.Errorf("api: Config.MaxStreamsPerClient %d: want at least 1", c.MaxStreamsPerClient)
 	}
 	if err := c.Auth.Validate(); err != nil {
 		return fmt.Errorf("api: %w", err)
@@ -103,6 +118,7 @@ type server struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics // nil: none
+	streams *streamGate
 }
 
 // handlerFunc answers a route; id is the thread's ("" on routes
@@ -164,7 +180,7 @@ func New(cfg Config) (http.Handler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &server{cfg: cfg, log: cfg.Logger}
+	s := &server{cfg: cfg, log: cfg.Logger, streams: newStreamGate(cfg.MaxStreams, cfg.MaxStreamsPerClient)}
 	if cfg.Registry != nil {
 		m, err := newMetrics(cfg.Registry)
 		if err != nil {

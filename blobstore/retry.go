@@ -21,6 +21,22 @@ type RetryConfig struct {
 	Logger *slog.Logger
 	// OnRetry, when set, is called before each wait (for metrics).
 	OnRetry func(op string, err error)
+	// Watch, when set, is told of each operation that fails and is tried
+	// again, and of each that gets an answer: what its caller shows as
+	// waiting on the store (the worker marks the thread whose operation it
+	// is).
+	Watch Watcher
+}
+
+// Watcher is told what a Retrying store's operations go through; its
+// calls get the operation's context.
+type Watcher interface {
+	// Stalled: the operation failed (err) and waits to be tried again;
+	// since is its first failure.
+	Stalled(ctx context.Context, op, key string, since time.Time, err error)
+	// Answered: the store gave the operation a definite answer (success,
+	// or one such as ErrNotFound).
+	Answered(ctx context.Context)
 }
 
 // Retrying wraps s so that an operation that fails with anything but a
@@ -69,9 +85,11 @@ func definite(ctx context.Context, err error) bool {
 func (r *retrying) do(ctx context.Context, op, key string, f func() error) error {
 	err := f()
 	if definite(ctx, err) {
+		r.answered(ctx)
 		return err
 	}
-	deadline := time.Now().Add(r.cfg.Patience)
+	first := time.Now()
+	deadline := first.Add(r.cfg.Patience)
 	wait := r.cfg.First
 	for attempt := 2; ; attempt++ {
 		if time.Now().Add(wait).After(deadline) {
@@ -80,6 +98,9 @@ func (r *retrying) do(ctx context.Context, op, key string, f func() error) error
 		r.cfg.Logger.Warn("blob store failed; trying again", "op", op, "key", key, "attempt", attempt, "wait", wait, "error", err)
 		if r.cfg.OnRetry != nil {
 			r.cfg.OnRetry(op, err)
+		}
+		if r.cfg.Watch != nil {
+			r.cfg.Watch.Stalled(ctx, op, key, first, err)
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -90,8 +111,17 @@ func (r *retrying) do(ctx context.Context, op, key string, f func() error) error
 		}
 		wait = min(2*wait, r.cfg.Max)
 		if err = f(); definite(ctx, err) {
+			r.answered(ctx)
 			return err
 		}
+	}
+}
+
+// answered tells the watcher that an operation got an answer (not when
+// the caller's context ended: that is no answer of the store's).
+func (r *retrying) answered(ctx context.Context) {
+	if r.cfg.Watch != nil && ctx.Err() == nil {
+		r.cfg.Watch.Answered(ctx)
 	}
 }
 

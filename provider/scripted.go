@@ -10,6 +10,8 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"text/template"
 	"time"
 	"unicode/utf8"
@@ -72,6 +74,7 @@ type Scripted struct {
 	latency       time.Duration
 	exact         map[string][]*scriptTurn
 	globs         []scriptGlob // file order, "*" moved last
+	size          int          // the bytes it was parsed from, once cached
 }
 
 type scriptGlob struct {
@@ -136,6 +139,9 @@ func NewScripted(path string, readFile func(string) ([]byte, error)) (*Scripted,
 	if err != nil {
 		return nil, fmt.Errorf("script %q: %w", path, err)
 	}
+	if err := checkScriptSize(path, len(data)); err != nil {
+		return nil, err
+	}
 	key := scriptKey{path, sha256.Sum256(data)}
 	if s, ok := parsedScripts.Get(key); ok {
 		return s, nil
@@ -144,15 +150,56 @@ func NewScripted(path string, readFile func(string) ([]byte, error)) (*Scripted,
 	if err != nil {
 		return nil, err
 	}
-	parsedScripts.Add(key, s)
+	cacheScript(key, s, len(data))
 	return s, nil
 }
 
+// MaxScriptBytes is the largest script the scripted provider reads. A
+// parsed script holds a template per string with an action, text and
+// tool name, up to ~90 times its size in memory: a 1 MiB script parses
+// into at most ~100 MB.
+const MaxScriptBytes = 1 << 20
+
+// maxCachedScriptBytes bounds the scripts the cache keeps, by their
+// size: the least recently used go first.
+const maxCachedScriptBytes = 4 << 20
+
+// checkScriptSize refuses a script of n bytes over MaxScriptBytes.
+func checkScriptSize(name string, n int) error {
+	if n > MaxScriptBytes {
+		return fmt.Errorf("script %q: %d bytes, over the %d (1 MiB) a script may hold", name, n, MaxScriptBytes)
+	}
+	return nil
+}
+
 // parsedScripts caches parsed scripts by path and content, the 64 used
-// last: a worker builds a provider for every activation, and a Scripted
-// is immutable once parsed (text/template executes concurrently), so
-// activations of one script share one parse.
-var parsedScripts, _ = lru.New[scriptKey, *Scripted](64) // an error only for a size <= 0
+// last, at most maxCachedScriptBytes of them: a worker builds a provider
+// for every activation, and a Scripted is immutable once parsed
+// (text/template executes concurrently), so activations of one script
+// share one parse.
+var (
+	parsedScripts, _ = lru.NewWithEvict[scriptKey, *Scripted](64, func(_ scriptKey, s *Scripted) { // an error only for a size <= 0
+		cachedScriptBytes.Add(-int64(s.size))
+	})
+	cachedScriptBytes atomic.Int64
+	cacheScriptMu     sync.Mutex
+)
+
+// cacheScript keeps s (parsed from n bytes) in parsedScripts, evicting
+// the least recently used past maxCachedScriptBytes.
+func cacheScript(key scriptKey, s *Scripted, n int) {
+	cacheScriptMu.Lock()
+	defer cacheScriptMu.Unlock()
+	s.size = n
+	if _, ok := parsedScripts.Peek(key); ok {
+		return
+	}
+	parsedScripts.Add(key, s)
+	cachedScriptBytes.Add(int64(n))
+	for cachedScriptBytes.Load() > maxCachedScriptBytes && parsedScripts.Len() > 1 {
+		parsedScripts.RemoveOldest()
+	}
+}
 
 type scriptKey struct {
 	path string
@@ -161,6 +208,9 @@ type scriptKey struct {
 
 // ParseScript parses a script; name appears in every error.
 func ParseScript(name string, data []byte) (*Scripted, error) {
+	if err := checkScriptSize(name, len(data)); err != nil {
+		return nil, err
+	}
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("script %q: %s", name, fmt.Sprintf(format, args...))
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/graph"
 	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -69,7 +70,6 @@ func (e *Entry) Interval(t time.Time) time.Duration {
 
 var (
 	entryIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-	queuePattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9:._-]{0,127}$`)
 	cronParser     = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 	entryKeys      = map[string]bool{"id": true, "directive": true, "graph": true, "inputs": true, "cron": true, "queue": true, "model": true, "limits": true}
 )
@@ -241,7 +241,7 @@ func parseEntry(n *yaml.Node) (Entry, error) {
 	if e.schedule.Next(time.Now()).IsZero() {
 		return e, fmt.Errorf("cron %q: never fires", e.Cron)
 	}
-	if e.Queue != "" && !queuePattern.MatchString(e.Queue) {
+	if e.Queue != "" && queue.CheckName(e.Queue) != nil {
 		return e, fmt.Errorf("queue %q: not a queue name", e.Queue)
 	}
 	if limitsNode != nil {

@@ -64,6 +64,9 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	// the next turn.
 	defer deadline(claim.Record, w.o.Now(), cancel)()
 	actx, span := w.startActivation(actx, act, claim.Record)
+	// A store operation that fails and is tried again marks the thread
+	// stalled on the store, until one gets an answer (storeWatch).
+	actx = withStallMark(actx, act.ThreadID, claim.Record.Stalled != nil)
 
 	// The heartbeat runs until the session returns, not until actx ends:
 	// a cancel request cancels actx, and the lease must hold while the

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/spawn"
 	"github.com/spool-run/spool/thread"
 )
@@ -23,6 +24,14 @@ var _ spawn.Handler = toolChildren{}
 // Start starts a child of the calling thread; the parent is never the
 // caller's to choose.
 func (c toolChildren) Start(ctx context.Context, req spawn.Request) (any, error) {
+	if req.Queue != "" {
+		if err := queue.CheckName(req.Queue); err != nil {
+			return nil, err
+		}
+	}
+	if err := thread.CheckInputs(req.Inputs); err != nil {
+		return nil, err
+	}
 	var limits thread.Limits
 	for _, kv := range req.Limits {
 		k, v, ok := strings.Cut(kv, "=")

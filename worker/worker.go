@@ -172,6 +172,9 @@ func ParseQueues(s string) (map[string]int, error) {
 		if name == "" {
 			return nil, fmt.Errorf("queues: %q: empty queue name", part)
 		}
+		if err := queue.CheckName(name); err != nil {
+			return nil, fmt.Errorf("queues: %w", err)
+		}
 		out[name] = weight
 	}
 	if len(out) == 0 {
@@ -227,7 +230,8 @@ func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
 	}
 	if cfg.StoragePatience > 0 {
 		o = o.WithStore(blobstore.Retrying(o.Store, blobstore.RetryConfig{Patience: cfg.StoragePatience, Logger: cfg.Logger,
-			OnRetry: func(op string, _ error) { cfg.Metrics.storageRetried(op) }}))
+			OnRetry: func(op string, _ error) { cfg.Metrics.storageRetried(op) },
+			Watch:   storeWatch{acts: o.Activations, log: cfg.Logger}}))
 	}
 	w := &Worker{cfg: cfg, o: o, log: cfg.Logger, draining: make(chan struct{}), running: map[string]map[string]*control{}}
 	w.asyncCtx, w.asyncCancel = context.WithCancel(context.Background())

@@ -19,7 +19,11 @@ func apiCommand() *cli.Command {
 			"Binds to loopback unless told otherwise; a non-loopback --addr needs --basic-auth or --token.\n" +
 			"Root threads are started from the project directory (--project), as `spool thread run` does.",
 		Flags: append(serverFlags("API", "127.0.0.1:8081", "as Authorization: Bearer TOKEN"),
-			metricsAddrFlag(" (requests by route, spool_api_*)", ":9092")),
+			metricsAddrFlag(" (requests by route, spool_api_*)", ":9092"),
+			&cli.IntFlag{Name: "max-streams", EnvVars: []string{"SPOOL_API_MAX_STREAMS"}, Value: 256,
+				Usage: "the most event streams open at once; past it a stream is refused with 429"},
+			&cli.IntFlag{Name: "max-streams-per-client", EnvVars: []string{"SPOOL_API_MAX_STREAMS_PER_CLIENT"}, Value: 32,
+				Usage: "the most event streams one client (basic auth user, else address) holds open"}),
 		Action: runAPI,
 	}
 }
@@ -31,6 +35,11 @@ func runAPI(c *cli.Context) error {
 	auth, err := serverAuth(c, false, "")
 	if err != nil {
 		return err
+	}
+	for _, f := range []string{"max-streams", "max-streams-per-client"} {
+		if c.Int(f) < 1 {
+			return usagef("--%s %d: want at least 1", f, c.Int(f))
+		}
 	}
 	// Cancel and resume sign transcript events: the signing key is needed.
 	s, err := openServices(c, openOpts{noEmbedded: true})
@@ -44,7 +53,7 @@ func runAPI(c *cli.Context) error {
 		return err
 	}
 	h, err := api.New(api.Config{Orch: s.orch, Project: s.project, UserDir: s.userDir, Auth: auth, Hosts: httpauth.LoopbackHosts(addr),
-		Registry: reg, Logger: s.log})
+		Registry: reg, Logger: s.log, MaxStreams: c.Int("max-streams"), MaxStreamsPerClient: c.Int("max-streams-per-client")})
 	if err != nil {
 		return err
 	}

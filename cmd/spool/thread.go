@@ -109,9 +109,13 @@ func parseInputs(c *cli.Context) (map[string]any, error) {
 		var b []byte
 		var err error
 		if name == "-" {
-			b, err = io.ReadAll(c.App.Reader)
+			b, err = readInputs(c.App.Reader)
 		} else {
-			b, err = os.ReadFile(name)
+			var f *os.File
+			if f, err = os.Open(name); err == nil {
+				b, err = readInputs(f)
+				f.Close()
+			}
 		}
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
@@ -140,7 +144,20 @@ func parseInputs(c *cli.Context) (map[string]any, error) {
 		}
 		in[k] = v
 	}
+	if err := thread.CheckInputs(in); err != nil {
+		return nil, usagef("%v", err)
+	}
 	return in, nil
+}
+
+// readInputs reads --inputs-json's file, refusing one past
+// thread.MaxInputsBytes without reading more of it.
+func readInputs(r io.Reader) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, thread.MaxInputsBytes+1))
+	if err == nil && len(b) > thread.MaxInputsBytes {
+		return nil, fmt.Errorf("over %d bytes (1 MiB), the most a thread's inputs hold: %w", thread.MaxInputsBytes, thread.ErrInputsTooLarge)
+	}
+	return b, err
 }
 
 // decodeInputsJSON decodes --inputs-json keeping each number as written
@@ -201,6 +218,11 @@ func threadRun(c *cli.Context) error {
 	limits, err := parseLimits(c)
 	if err != nil {
 		return err
+	}
+	if q := c.String("queue"); c.IsSet("queue") {
+		if err := queue.CheckName(q); err != nil {
+			return usagef("--queue: %v", err)
+		}
 	}
 	if cl := spawn.FromEnv(); cl != nil {
 		// The child's bundle (scripts included) is its parent's, on the
@@ -320,6 +342,9 @@ func printRecord(w io.Writer, r *registry.Record) {
 	fmt.Fprintf(w, "thread     %s\n", r.ThreadID)
 	fmt.Fprintf(w, "directive  %s\n", r.Directive)
 	fmt.Fprintf(w, "status     %s\n", r.Status)
+	if r.Stalled != nil && !r.Status.Terminal() {
+		fmt.Fprintf(w, "stalled    %s\n", r.Stalled.Line(time.Now()))
+	}
 	if r.ParentID != "" {
 		fmt.Fprintf(w, "parent     %s\n", r.ParentID)
 	}
