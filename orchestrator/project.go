@@ -29,7 +29,9 @@ type Project struct {
 	RateLimits *config.RateLimits
 	// MCP declares the MCP servers whose tools threads may call; nil:
 	// none.
-	MCP          *config.MCP
+	MCP *config.MCP
+	// Graphs bounds and paces graph runs (graphs.yaml, else defaults).
+	Graphs       config.Graphs
 	Pricing      []byte // .ai/config/agent/pricing.yaml, if any
 	UserHooks    []hooks.Hook
 	ProjectHooks []hooks.Hook
@@ -105,6 +107,9 @@ func (o *Orchestrator) Project(ctx context.Context, digest string) (*Project, er
 		return nil, err
 	}
 	if p.Models, err = config.LoadModels(b); err != nil {
+		return nil, err
+	}
+	if p.Graphs, err = config.LoadGraphs(b); err != nil {
 		return nil, err
 	}
 	if data, err := fs.ReadFile(b, ".ai/config/agent/pricing.yaml"); err == nil {

@@ -80,7 +80,7 @@ type graphRun struct {
 	unflushed []string
 	chunks    map[string]map[string]any
 	// began is when this activation began; steps counts its steps (for
-	// the hand-back after graphSegmentSteps or graphSegmentTime).
+	// the hand-back after segment_steps or segment_seconds).
 	began time.Time
 	steps int
 	// finalDurable: the outcome's segment is written.
@@ -91,18 +91,14 @@ type graphRun struct {
 }
 
 // A graph run hands its activation back (re-enqueued at once, holding
-// nothing) after this many steps or this long, so a long graph never pins
-// a worker nor nears asynq's task timeout.
+// nothing) after graphs.yaml's segment_steps or segment_seconds, so a
+// long graph never pins a worker nor nears asynq's task timeout; its
+// state and results are held to its max_state_bytes and
+// max_event_result_bytes (config.Graphs).
 const (
-	graphSegmentSteps = 50
-	graphSegmentTime  = 60 * time.Second
 	// graphRetryInSlot: a retry backoff up to this long waits in the
 	// slot; a longer one hands the run back until then.
 	graphRetryInSlot = 2 * time.Second
-	// graphMaxEventResult bounds a step result kept in its event.
-	graphMaxEventResult = 64 << 10
-	// graphMaxStateBytes bounds the canonical JSON of the state.
-	graphMaxStateBytes = 1 << 20
 )
 
 // errGraphHandBack ends an activation that handed its run back to go on
@@ -419,7 +415,7 @@ func (r *graphRun) checkBeforeStep(ctx context.Context) (outcome, error) {
 		r.decideError(le.Code, le.Message, r.cp.NextNode, r.cp.Step, "")
 		return finished, nil
 	}
-	if r.steps >= graphSegmentSteps || time.Since(r.began) >= graphSegmentTime {
+	if cfg := r.proj.Graphs; r.steps >= cfg.SegmentSteps || time.Since(r.began) >= cfg.SegmentTime() {
 		return r.handBackAt(ctx, r.o.Now(), "handback")
 	}
 	if at := r.cp.RetryAt; !at.IsZero() {

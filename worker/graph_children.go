@@ -144,7 +144,7 @@ func (r *graphRun) foreachItems(s *stepRun) ([]any, error) {
 	}
 	max := s.n.MaxItems
 	if max == 0 {
-		max = graph.DefaultMaxItems
+		max = r.proj.Graphs.MaxForeachItems
 	}
 	return graph.ForeachItems(v, max)
 }
@@ -933,7 +933,7 @@ func (r *graphRun) startWait(ctx context.Context, s *stepRun) (outcome, error) {
 	if err != nil {
 		return r.complete(ctx, s, nil, err)
 	}
-	list, err := graph.ForeachItems(v, graph.DefaultMaxItems)
+	list, err := graph.ForeachItems(v, r.proj.Graphs.MaxForeachItems)
 	if err != nil {
 		return r.complete(ctx, s, nil, stepErr("wait_not_list", "wait %s: threads must be a list of thread or run ids: %v", s.n.Name, err))
 	}

@@ -206,8 +206,8 @@ func (r *graphRun) runTool(ctx context.Context, s *stepRun, a *graph.Action, sco
 	}
 	out := res.Output
 	shown := out
-	if len(shown) > graphMaxEventResult {
-		shown = shown[:graphMaxEventResult]
+	if n := r.proj.Graphs.MaxEventResultBytes; len(shown) > n {
+		shown = shown[:n]
 	}
 	r.emit(transcript.TypeToolCallResult, transcript.ToolCallResult{CallID: callID, Tool: id, Output: shown, IsError: res.IsError})
 	if res.IsError {
@@ -256,8 +256,9 @@ func (r *graphRun) complete(ctx context.Context, s *stepRun, result any, serr er
 		switch {
 		case err != nil:
 			serr = err
-		case graph.StateSize(st) > graphMaxStateBytes:
-			serr = stepErr(graph.CodeStateTooLarge, "the state would be %d bytes, over the bound of %d: keep big data in files and their paths in the state", graph.StateSize(st), graphMaxStateBytes)
+		case graph.StateSize(st) > r.proj.Graphs.MaxStateBytes:
+			serr = stepErr(graph.CodeStateTooLarge, "the state would be %d bytes, over the bound of %d (graphs.yaml max_state_bytes): keep big data in files and their paths in the state",
+				graph.StateSize(st), r.proj.Graphs.MaxStateBytes)
 		case n.Kind == graph.KindReturn:
 			newState, assigned, routedBy = st, keys, "return"
 		default:
@@ -305,7 +306,7 @@ func (r *graphRun) stepCompleted(s *stepRun, status, routedBy, next string, resu
 		if err == nil {
 			sum := sha256.Sum256(b)
 			ev.ResultSHA256, ev.ResultBytes = hex.EncodeToString(sum[:]), len(b)
-			if len(b) <= graphMaxEventResult {
+			if len(b) <= r.proj.Graphs.MaxEventResultBytes {
 				ev.Result = b
 			}
 		}
