@@ -74,13 +74,14 @@ func Exhausted(id string, lv Level) *thread.LimitError {
 // Ledger is the budget ledger over one Redis keyspace. It is safe for
 // concurrent use.
 type Ledger struct {
-	rdb redis.UniversalClient
+	rdb *redisfn.Client
 	ks  keyspace.Space
 }
 
-// New returns a ledger on rdb whose keys are built by ks.
+// New returns a ledger on rdb (shared when it is a *redisfn.Client, else
+// wrapped in one) whose keys are built by ks.
 func New(rdb redis.UniversalClient, ks keyspace.Space) *Ledger {
-	return &Ledger{rdb: rdb, ks: ks}
+	return &Ledger{rdb: redisfn.NewClient(rdb), ks: ks}
 }
 
 // Lua is ledger.lua: the ledger's operations as the functions of the Lua

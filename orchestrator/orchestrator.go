@@ -10,6 +10,7 @@ import (
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/internal/autopipe"
+	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
@@ -80,8 +81,8 @@ type Orchestrator struct {
 	projects *projectCache
 	// fast is Redis for spool's own scripts: the auto-pipeliner the
 	// registry, activations and ledger run on, and the compound scripts
-	// (start.lua, finalize.lua).
-	fast redis.UniversalClient
+	// (start.lua, finalize.lua), one redisfn.Client shared by all.
+	fast *redisfn.Client
 }
 
 // New wires an Orchestrator over a Redis client, a blob store, an asynq
@@ -89,7 +90,7 @@ type Orchestrator struct {
 func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queue.Enqueuer, signer *transcript.Signer, keyring *transcript.Keyring) *Orchestrator {
 	cfg = cfg.WithDefaults()
 	ks := keyspace.NewSharded(cfg.Namespace, cfg.Shards)
-	fast := autopipe.Wrap(rdb) // asynq keeps the plain client (Redis)
+	fast := redisfn.NewClient(autopipe.Wrap(rdb)) // asynq keeps the plain client (Redis)
 	reg, err := registry.New(registry.Config{Client: fast, Keys: ks, Now: cfg.Now})
 	if err != nil {
 		panic(err) // only for a nil client: a programming error

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/internal/reply"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/thread"
@@ -31,17 +32,18 @@ var ErrLeaseLost = errors.New("activation lease lost")
 // takes it over, bumping the thread's version so the dead worker's writes,
 // should it wake up, fail their version check.
 type Activations struct {
-	rdb redis.UniversalClient
+	rdb *redisfn.Client
 	ks  keyspace.Space
 	now func() time.Time
 }
 
-// NewActivations returns the activation store.
+// NewActivations returns the activation store on rdb (shared when it is a
+// *redisfn.Client, else wrapped in one).
 func NewActivations(rdb redis.UniversalClient, ks keyspace.Space, now func() time.Time) *Activations {
 	if now == nil {
 		now = time.Now
 	}
-	return &Activations{rdb: rdb, ks: ks, now: now}
+	return &Activations{rdb: redisfn.NewClient(rdb), ks: ks, now: now}
 }
 
 // claimScript starts an activation.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/internal/reply"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/telemetry"
@@ -18,7 +19,9 @@ import (
 
 // Config configures a Registry.
 type Config struct {
-	// Client is the Redis client. Required.
+	// Client is the Redis client. Required. A *redisfn.Client is shared,
+	// with what it knows of the server's Functions; another is wrapped
+	// in one.
 	Client redis.UniversalClient
 	// Keys builds every key. Default keyspace.New("") (namespace "spool").
 	Keys keyspace.Space
@@ -54,7 +57,7 @@ func (c Config) validate() error {
 // hashes (one per thread, keyspace.Space.Thread). Every write is one Lua
 // script (one round trip) and atomic. It is safe for concurrent use.
 type Registry struct {
-	rdb  redis.UniversalClient
+	rdb  *redisfn.Client
 	ks   keyspace.Space
 	now  func() time.Time
 	poll time.Duration
@@ -66,7 +69,7 @@ func New(cfg Config) (*Registry, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Registry{rdb: cfg.Client, ks: cfg.Keys, now: cfg.Now, poll: cfg.SafetyPoll}, nil
+	return &Registry{rdb: redisfn.NewClient(cfg.Client), ks: cfg.Keys, now: cfg.Now, poll: cfg.SafetyPoll}, nil
 }
 
 // NewThread is what Register needs to create a thread record.

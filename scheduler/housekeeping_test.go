@@ -217,7 +217,7 @@ func TestHousekeepPrunesUnusedFunctionLibraries(t *testing.T) {
 	ctx := context.Background()
 	script := func() *redisfn.Script { return redisfn.New("hk"+testenv.RandomID(6), "local x = 1", "return 1") }
 	stale := func(s *redisfn.Script) {
-		require.NoError(t, s.Run(ctx, o.Redis, nil).Err())
+		require.NoError(t, s.Run(ctx, redisfn.NewClient(o.Redis), nil).Err())
 		require.NoError(t, o.Redis.HSet(ctx, keyspace.FunctionsSeen, s.Name(), time.Now().Add(-8*24*time.Hour).Unix()).Err())
 	}
 	gone := func(s *redisfn.Script) bool {

@@ -99,11 +99,11 @@ func run(threads, rounds, clients, reps int, groups, url string) error {
 		return err
 	}
 	script := redisfn.New("bench_group_commit", registry.Lua+"\n"+ledger.Lua, body)
-	pipe := autopipe.Wrap(rdb)
+	plain, pipe := redisfn.NewClient(rdb), redisfn.NewClient(autopipe.Wrap(rdb))
 	per := map[string][]float64{}
 	for r := 0; r < reps; r++ {
 		for _, m := range modes {
-			c := rdb
+			c := plain
 			if m.pipe {
 				c = pipe
 			}
@@ -155,7 +155,7 @@ func key(prefix, kind, id string) string { return "spool:{" + prefix + "}:" + ki
 
 // measure runs rounds checkpoints of every thread, group of them a call,
 // and returns Redis's CPU per checkpoint in µs.
-func measure(ctx context.Context, info, c redis.UniversalClient, script *redisfn.Script, prefix string,
+func measure(ctx context.Context, info redis.UniversalClient, c *redisfn.Client, script *redisfn.Script, prefix string,
 	group, threads, rounds, clients int) (float64, error) {
 	cost := `{"turns":1,"input_tokens":100,"output_tokens":10,"spend":0.00015,"elapsed_seconds":0.001367574}`
 	before := benchenv.SampleCPU(ctx, info)

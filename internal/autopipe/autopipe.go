@@ -4,10 +4,15 @@
 package autopipe
 
 import (
-	"sync"
-
 	"github.com/redis/go-redis/v9"
 )
+
+// Client is the auto-pipeliner of a Redis client, which it keeps for
+// Unwrap.
+type Client struct {
+	*redis.AutoPipeliner
+	rdb redis.UniversalClient
+}
 
 // Wrap returns rdb's blocking auto-pipeliner where the client has one
 // (standalone, Sentinel, Cluster), else rdb. Spool's registry,
@@ -26,22 +31,18 @@ func Wrap(rdb redis.UniversalClient) redis.UniversalClient {
 	}
 	if c, ok := rdb.(autoPipeliner); ok {
 		if ap, err := c.AutoPipelineWithOptions(&redis.AutoPipelineOptions{FullDuplex: true}); err == nil {
-			wrapped.Store(ap, rdb)
-			return ap
+			return &Client{AutoPipeliner: ap, rdb: rdb}
 		}
 	}
 	return rdb
 }
 
-// wrapped maps each pipeliner Wrap made to its client.
-var wrapped sync.Map
-
 // Unwrap returns the client Wrap made c from, else c: what a command that
 // a Cluster must send to every master (FUNCTION LOAD) needs, where the
 // pipeliner would send it to one node.
 func Unwrap(c redis.UniversalClient) redis.UniversalClient {
-	if rdb, ok := wrapped.Load(c); ok {
-		return rdb.(redis.UniversalClient)
+	if p, ok := c.(*Client); ok {
+		return p.rdb
 	}
 	return c
 }

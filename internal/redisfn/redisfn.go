@@ -79,12 +79,11 @@ func (s *Script) Name() string { return s.fn }
 func (s *Script) Library() string { return s.lib }
 
 // Run runs the script on c with keys and args, as redis.Script.Run does.
-func (s *Script) Run(ctx context.Context, c redis.UniversalClient, keys []string, args ...any) *redis.Cmd {
-	st := stateOf(c)
-	if st.evalOnly.Load() {
+func (s *Script) Run(ctx context.Context, c *Client, keys []string, args ...any) *redis.Cmd {
+	if c.evalOnly.Load() {
 		return s.eval.Run(ctx, c, keys, args...)
 	}
-	fs := st.function(s.fn)
+	fs := c.function(s.fn)
 	loaded := &fs.loads
 	gen := loaded.Load()
 	cmd := c.FCall(ctx, s.fn, keys, args...)
@@ -93,7 +92,7 @@ func (s *Script) Run(ctx context.Context, c redis.UniversalClient, keys []string
 		fs.touch(ctx, c, s.fn)
 		return cmd
 	case unknownCommand(err):
-		st.evalOnly.Store(true)
+		c.evalOnly.Store(true)
 		return s.eval.Run(ctx, c, keys, args...)
 	case !notFound(err):
 		return cmd // the script's own refusal, or the connection's error
@@ -101,7 +100,7 @@ func (s *Script) Run(ctx context.Context, c redis.UniversalClient, keys []string
 	// One load per client at a time, and none when one ended since this
 	// call was sent: a fleet's first calls all find the function missing,
 	// and each FUNCTION LOAD compiles the library.
-	_, err, _ := st.loads.Do(s.fn, func() (any, error) {
+	_, err, _ := c.loads.Do(s.fn, func() (any, error) {
 		if loaded.Load() != gen {
 			return nil, nil
 		}
@@ -117,7 +116,7 @@ func (s *Script) Run(ctx context.Context, c redis.UniversalClient, keys []string
 		}
 		var refused redis.Error
 		if errors.As(err, &refused) {
-			st.evalOnly.Store(true) // the server refuses FUNCTION (an ACL, a proxy): scripts as before
+			c.evalOnly.Store(true) // the server refuses FUNCTION (an ACL, a proxy): scripts as before
 		}
 		return s.eval.Run(ctx, c, keys, args...) // else a failed connection: this call as a script
 	}
@@ -147,6 +146,9 @@ func (s *Script) load(ctx context.Context, c redis.UniversalClient) error {
 // eachServer runs fn on c's server, or on every master of a Cluster (at
 // once): where Functions live.
 func eachServer(ctx context.Context, c redis.UniversalClient, fn func(context.Context, redis.Cmdable) error) error {
+	if sc, ok := c.(*Client); ok {
+		c = sc.UniversalClient
+	}
 	base := autopipe.Unwrap(c)
 	if cc, ok := base.(*redis.ClusterClient); ok {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return fn(ctx, m) })
@@ -154,12 +156,35 @@ func eachServer(ctx context.Context, c redis.UniversalClient, fn func(context.Co
 	return fn(ctx, base)
 }
 
-// state is what a client's server has shown about Functions.
-type state struct {
+// Client is a Redis client that runs Scripts: the client it wraps, and
+// what that client's server has shown about Functions. Make one per Redis
+// client and share it: the packages a process wires over one client
+// (the orchestrator's registry, activations and ledger) take the same
+// Client, so that the process loads each library once and records its
+// use once.
+type Client struct {
+	redis.UniversalClient
 	evalOnly atomic.Bool        // no Functions: every script by EVALSHA
 	loads    singleflight.Group // FUNCTION LOADs under way, by function
 	fns      sync.Map           // function → *fnState
 }
+
+// NewClient returns a Client over c, or c itself when it is one; nil for
+// a nil c.
+func NewClient(c redis.UniversalClient) *Client {
+	switch c := c.(type) {
+	case nil:
+		return nil
+	case *Client:
+		return c
+	default:
+		return &Client{UniversalClient: c}
+	}
+}
+
+// EvalOnly reports whether scripts run on c by EVALSHA (its server has
+// no Functions, or refused to load one), for tests and benchmarks.
+func (c *Client) EvalOnly() bool { return c.evalOnly.Load() }
 
 // fnState is what a client did with one function.
 type fnState struct {
@@ -168,11 +193,11 @@ type fnState struct {
 }
 
 // function is fn's state on this client.
-func (st *state) function(fn string) *fnState {
-	if f, ok := st.fns.Load(fn); ok {
+func (c *Client) function(fn string) *fnState {
+	if f, ok := c.fns.Load(fn); ok {
 		return f.(*fnState)
 	}
-	f, _ := st.fns.LoadOrStore(fn, new(fnState))
+	f, _ := c.fns.LoadOrStore(fn, new(fnState))
 	return f.(*fnState)
 }
 
@@ -191,20 +216,6 @@ func (f *fnState) touch(ctx context.Context, c redis.UniversalClient, fn string)
 	}
 	_ = c.HSet(context.WithoutCancel(ctx), keyspace.FunctionsSeen, fn, now).Err()
 }
-
-var states sync.Map // redis.UniversalClient → *state
-
-func stateOf(c redis.UniversalClient) *state {
-	if st, ok := states.Load(c); ok {
-		return st.(*state)
-	}
-	st, _ := states.LoadOrStore(c, &state{})
-	return st.(*state)
-}
-
-// EvalOnly reports whether scripts run on c by EVALSHA (its server has
-// no Functions, or refused to load one), for tests and benchmarks.
-func EvalOnly(c redis.UniversalClient) bool { return stateOf(c).evalOnly.Load() }
 
 // unknownCommand is a server without FCALL (Redis 6, miniredis).
 func unknownCommand(err error) bool {

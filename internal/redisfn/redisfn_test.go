@@ -87,7 +87,7 @@ func loaded(t *testing.T, c *redis.Client, s *redisfn.Script) bool {
 // FLUSH) gets the library again on the next call.
 func TestRunLoadsTheLibraryOnEveryMaster(t *testing.T) {
 	withFunctions(t, func(t *testing.T, r *testenv.Redis) {
-		c := autopipe.Wrap(r.Universal)
+		c := redisfn.NewClient(autopipe.Wrap(r.Universal))
 		s := newScript(t)
 		// Keys of three hash tags: on a Cluster, three slots that
 		// CRC16 puts on different masters.
@@ -97,7 +97,7 @@ func TestRunLoadsTheLibraryOnEveryMaster(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, []any{int64(4), "x"}, got)
 		}
-		require.False(t, redisfn.EvalOnly(c), "Redis 7 runs the script as a Function")
+		require.False(t, c.EvalOnly(), "Redis 7 runs the script as a Function")
 		for _, m := range masters(t, r) {
 			require.True(t, loaded(t, m, s), "the library on %s", m.Options().Addr)
 		}
@@ -114,7 +114,7 @@ func TestRunLoadsTheLibraryOnEveryMaster(t *testing.T) {
 		got, err = s.Run(t.Context(), c, keys[1:2], -4, "again").Slice()
 		require.NoError(t, err)
 		require.Equal(t, []any{int64(0), "again"}, got)
-		require.False(t, redisfn.EvalOnly(c))
+		require.False(t, c.EvalOnly())
 	})
 }
 
@@ -123,13 +123,14 @@ func TestRunLoadsTheLibraryOnEveryMaster(t *testing.T) {
 // replies and refusals, and does not ask for Functions again.
 func TestEmbeddedRedisRunsScripts(t *testing.T) {
 	m := miniredis.RunT(t)
-	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { _ = c.Close() })
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := redisfn.NewClient(rdb)
 	s := newScript(t)
 	got, err := s.Run(t.Context(), c, []string{"k"}, 6, "x").Slice()
 	require.NoError(t, err)
 	require.Equal(t, []any{int64(6), "x"}, got)
-	require.True(t, redisfn.EvalOnly(c))
+	require.True(t, c.EvalOnly())
 	_, err = s.Run(t.Context(), c, []string{"k"}, 6, "x").Result()
 	require.EqualError(t, err, "TOOMANY 12")
 	require.Equal(t, "12", m.HGet("k", "n"))
@@ -171,10 +172,11 @@ func TestFirstCallsLoadOnce(t *testing.T) {
 	if r.Embedded {
 		t.Skip("the embedded Redis has no Functions")
 	}
-	c := redis.NewClient(r.Client.Options())
-	t.Cleanup(func() { _ = c.Close() })
+	rdb := redis.NewClient(r.Client.Options())
+	t.Cleanup(func() { _ = rdb.Close() })
 	var loads loadCounter
-	c.AddHook(&loads)
+	rdb.AddHook(&loads)
+	c := redisfn.NewClient(rdb)
 	s := newScript(t)
 	var g errgroup.Group
 	for i := range 64 {
@@ -184,7 +186,7 @@ func TestFirstCallsLoadOnce(t *testing.T) {
 	}
 	require.NoError(t, g.Wait())
 	require.Equal(t, int64(1), loads.n.Load())
-	require.False(t, redisfn.EvalOnly(c))
+	require.False(t, c.EvalOnly())
 }
 
 // TestRefusedLoadRunsScripts: a server that refuses FUNCTION LOAD (an ACL
@@ -200,13 +202,14 @@ func TestRefusedLoadRunsScripts(t *testing.T) {
 	t.Cleanup(func() { _ = r.Client.Do(context.Background(), "ACL", "DELUSER", user).Err() })
 	opt := *r.Client.Options()
 	opt.Username, opt.Password = user, "pw"
-	c := redis.NewClient(&opt)
-	t.Cleanup(func() { _ = c.Close() })
+	rdb := redis.NewClient(&opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := redisfn.NewClient(rdb)
 	s := newScript(t)
 	got, err := s.Run(t.Context(), c, []string{r.Namespace + ":k"}, 3, "x").Slice()
 	require.NoError(t, err)
 	require.Equal(t, []any{int64(3), "x"}, got)
-	require.True(t, redisfn.EvalOnly(c), "refused, the client stops asking for Functions")
+	require.True(t, c.EvalOnly(), "refused, the client stops asking for Functions")
 }
 
 // TestPruneDeletesUnusedLibraries: housekeeping's Prune deletes, on every
@@ -219,7 +222,7 @@ func TestRefusedLoadRunsScripts(t *testing.T) {
 func TestPruneDeletesUnusedLibraries(t *testing.T) {
 	withFunctions(t, func(t *testing.T, r *testenv.Redis) {
 		ctx := t.Context()
-		c := autopipe.Wrap(r.Universal)
+		c := redisfn.NewClient(autopipe.Wrap(r.Universal))
 		name := "prune" + testenv.RandomID(6)
 		prefix := redisfn.Prefix + name
 		script := func(v string) *redisfn.Script {
@@ -285,4 +288,19 @@ func TestPruneWithoutFunctions(t *testing.T) {
 	deleted, err := redisfn.Prune(t.Context(), c, redisfn.Prefix, time.Hour, time.Now())
 	require.NoError(t, err)
 	require.Empty(t, deleted)
+}
+
+// TestClientKeepsItsOwnState: what a client learned of its server is its
+// own (nothing global outlives it), and the packages given one Client
+// share it.
+func TestClientKeepsItsOwnState(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := redisfn.NewClient(rdb)
+	require.Same(t, c, redisfn.NewClient(c), "a Client is shared, not wrapped again")
+	require.Nil(t, redisfn.NewClient(nil))
+	require.NoError(t, newScript(t).Run(t.Context(), c, []string{"k"}, 1, "x").Err())
+	require.True(t, c.EvalOnly())
+	require.False(t, redisfn.NewClient(rdb).EvalOnly(), "another Client over the same client starts afresh")
 }
