@@ -1,0 +1,130 @@
+package orchestrator
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/ledger"
+	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// The reads of thread records, budgets and leases that the packages above
+// the orchestrator make (the API, the monitor, the CLI, the scheduler, the
+// MCP server, history): each is the registry's or the ledger's read of the
+// same name, so that none of them needs the services themselves.
+
+// Record returns thread id's record, or registry.ErrNotFound.
+func (o *Orchestrator) Record(ctx context.Context, id string) (*registry.Record, error) {
+	return o.Registry.Get(ctx, id)
+}
+
+// Records returns the records of ids in one round trip, in the order of
+// ids; ids that are not registered are left out.
+func (o *Orchestrator) Records(ctx context.Context, ids []string) ([]*registry.Record, error) {
+	return o.Registry.GetMany(ctx, ids)
+}
+
+// ResolveChain returns the id of the thread that id's continuation chain
+// has reached (registry.Registry.ResolveChain).
+func (o *Orchestrator) ResolveChain(ctx context.Context, id string) (string, error) {
+	return o.Registry.ResolveChain(ctx, id)
+}
+
+// Latest returns the record of the thread that id's continuation chain
+// has reached: ResolveChain, then Record.
+func (o *Orchestrator) Latest(ctx context.Context, id string) (*registry.Record, error) {
+	cur, err := o.Registry.ResolveChain(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return o.Registry.Get(ctx, cur)
+}
+
+// ChainRecords returns the records of the continuation chain id belongs
+// to, first thread first (GetChain adds the forks).
+func (o *Orchestrator) ChainRecords(ctx context.Context, id string) ([]*registry.Record, error) {
+	return o.Registry.GetChain(ctx, id)
+}
+
+// Children returns the records of a parent's children, oldest first.
+func (o *Orchestrator) Children(ctx context.Context, parent string) ([]*registry.Record, error) {
+	return o.Registry.ListChildren(ctx, parent)
+}
+
+// Forks returns the records of the threads forked from id, oldest first.
+func (o *Orchestrator) Forks(ctx context.Context, id string) ([]*registry.Record, error) {
+	return o.Registry.ListForks(ctx, id)
+}
+
+// Threads returns the records of the threads that f selects, newest first
+// (registry.Registry.List).
+func (o *Orchestrator) Threads(ctx context.Context, f registry.Filter) ([]*registry.Record, error) {
+	return o.Registry.List(ctx, f)
+}
+
+// Active returns the records of every thread that has not finished,
+// oldest first.
+func (o *Orchestrator) Active(ctx context.Context) ([]*registry.Record, error) {
+	return o.Registry.ListActive(ctx)
+}
+
+// ThreadsByTime returns a window of every registered thread's id, scored
+// by its creation time in milliseconds, oldest first.
+func (o *Orchestrator) ThreadsByTime(ctx context.Context, w registry.Window) ([]redis.Z, error) {
+	return o.Registry.ThreadsByTime(ctx, w)
+}
+
+// Statuses returns the status of each of ids in one round trip; an id
+// that is not registered is left out.
+func (o *Orchestrator) Statuses(ctx context.Context, ids []string) (map[string]thread.Status, error) {
+	return o.Registry.Statuses(ctx, ids)
+}
+
+// Subscribe subscribes to the status changes of every thread.
+func (o *Orchestrator) Subscribe(ctx context.Context) (*registry.Subscription, error) {
+	return o.Registry.Subscribe(ctx)
+}
+
+// LedgerEntry returns the ledger entry of thread id (its budget and
+// spend), or ledger.ErrNotFound.
+func (o *Orchestrator) LedgerEntry(ctx context.Context, id string) (ledger.Entry, error) {
+	return o.Ledger.Get(ctx, id)
+}
+
+// LeaseHeld reports whether thread id's activation lease is alive: a
+// worker is running it.
+func (o *Orchestrator) LeaseHeld(ctx context.Context, id string) (bool, error) {
+	return o.Activations.LeaseHeld(ctx, id)
+}
+
+// NewFollower returns a follower of thread id's transcript segments,
+// verified against the orchestrator's keyring.
+func (o *Orchestrator) NewFollower(id string) (*transcript.Follower, error) {
+	return transcript.NewFollower(o.Store, id, o.Keyring)
+}
+
+// ReadLenient reads what verifies of thread id's transcript against the
+// orchestrator's keyring (transcript.Lenient): its Warnings say what does
+// not.
+func (o *Orchestrator) ReadLenient(ctx context.Context, id string) (*transcript.Transcript, error) {
+	return transcript.Read(ctx, o.Store, id, o.Keyring, transcript.Lenient)
+}
+
+// Unverified reports whether the orchestrator holds no trusted key:
+// transcripts are read without verifying their signatures.
+func (o *Orchestrator) Unverified() bool { return o.Keyring.Unverified() }
+
+// CanSign reports whether the orchestrator holds a signing key: without
+// one it reads transcripts and signs nothing (no approval, send, cancel
+// or resume that writes a segment).
+func (o *Orchestrator) CanSign() bool { return o.Signer != nil }
+
+// Logger returns the orchestrator's logger.
+func (o *Orchestrator) Logger() *slog.Logger { return o.Log }
+
+// Namespace returns the namespace of the orchestrator's Redis keys.
+func (o *Orchestrator) Namespace() string { return o.Keys.Namespace() }
