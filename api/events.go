@@ -160,7 +160,7 @@ func (s *server) events(w http.ResponseWriter, r *http.Request, id string) {
 			id, tr.Warnings[0], more, len(tr.Events)))
 		return
 	}
-	rec, err := s.cfg.Orch.Registry.Get(ctx, id)
+	rec, err := s.cfg.Orch.Record(ctx, id)
 	if err != nil {
 		s.sendProblem(out, r, problemOf(err))
 		return

@@ -138,7 +138,7 @@ func (s *server) graphRoute(w http.ResponseWriter, r *http.Request) {
 // graphRecord returns run id's record, or answers 404 when there is no
 // such run (or it is a thread's).
 func (s *server) graphRecord(w http.ResponseWriter, r *http.Request, id string) *registry.Record {
-	rec, err := s.cfg.Orch.Registry.Get(r.Context(), id)
+	rec, err := s.cfg.Orch.Record(r.Context(), id)
 	switch {
 	case errors.Is(err, registry.ErrNotFound):
 		writeProblem(w, r, problem(http.StatusNotFound, "not_found", "graph run %q not found", id))
@@ -273,12 +273,12 @@ func (s *server) resumeGraph(w http.ResponseWriter, r *http.Request, id string) 
 	if s.graphRecord(w, r, id) == nil {
 		return
 	}
-	cur, err := s.cfg.Orch.Registry.ResolveChain(r.Context(), id)
+	cur, err := s.cfg.Orch.ResolveChain(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, id, err)
 		return
 	}
-	if last, err := s.cfg.Orch.Registry.Get(r.Context(), cur); err == nil && last.Status == thread.StatusCompleted {
+	if last, err := s.cfg.Orch.Record(r.Context(), cur); err == nil && last.Status == thread.StatusCompleted {
 		writeProblem(w, r, problem(http.StatusConflict, "not_resumable", "run %s completed: only a run that ended in error or was cancelled "+
 			"can be resumed (fork it to run it again from a step: POST %s/fork)", cur, graphURL(cur)))
 		return

@@ -50,7 +50,7 @@ type Config struct {
 	// Registry, when set, gets the API's request metrics
 	// (spool_api_requests_total, spool_api_request_seconds). Default none.
 	Registry prometheus.Registerer
-	// Logger. Default Orch.Log.
+	// Logger. Default the orchestrator's (Orch.Logger).
 	Logger *slog.Logger
 }
 
@@ -78,7 +78,7 @@ func (c Config) WithDefaults() Config {
 		c.MaxStreamsPerClient = 32
 	}
 	if c.Logger == nil && c.Orch != nil {
-		c.Logger = c.Orch.Log
+		c.Logger = c.Orch.Logger()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -90,8 +90,6 @@ func (c Config) validate() error {
 	switch {
 	case c.Orch == nil:
 		return errors.New("api: Config.Orch is required")
-	case c.Orch.Registry == nil || c.Orch.Ledger == nil || c.Orch.Store == nil:
-		return errors.New("api: Config.Orch is not wired (use orchestrator.New)")
 	case c.Project == "":
 		return errors.New("api: Config.Project is required")
 	case c.ListLimit < 1 || c.ListLimit > MaxListLimit:

@@ -125,7 +125,7 @@ func (s *server) onThread(w http.ResponseWriter, r *http.Request, id string, op 
 
 // record returns thread id's record, or answers 404 (or 500).
 func (s *server) record(w http.ResponseWriter, r *http.Request, id string) *registry.Record {
-	rec, err := s.cfg.Orch.Registry.Get(r.Context(), id)
+	rec, err := s.cfg.Orch.Record(r.Context(), id)
 	if errors.Is(err, registry.ErrNotFound) {
 		writeProblem(w, r, problem(http.StatusNotFound, "not_found", "thread %q not found", id))
 		return nil
@@ -212,7 +212,7 @@ func (s *server) list(w http.ResponseWriter, r *http.Request, _ string) {
 		}
 		f.Limit = n
 	}
-	recs, err := s.cfg.Orch.Registry.List(r.Context(), f)
+	recs, err := s.cfg.Orch.Threads(r.Context(), f)
 	if recs == nil {
 		recs = []*registry.Record{}
 	}
