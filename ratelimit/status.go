@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,9 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/spool-run/spool/config"
+	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/internal/reply"
 )
 
@@ -67,15 +67,12 @@ type Status struct {
 	Counters     Counters  `json:"counters"`
 }
 
-// handedBackScript counts a thread handed back to wait for a budget.
-//
-// KEYS[1] the budget's stats hash; ARGV[1] stats TTL (ms). Returns the
-// new count.
-var handedBackScript = redis.NewScript(`
-local n = redis.call('HINCRBY', KEYS[1], 'waiting', 1)
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-return n
-`)
+// handedBackScript counts a thread handed back to wait for a budget
+// (handed_back.lua).
+var handedBackScript = redisfn.New("rate_handed_back", "", handedBackLua)
+
+//go:embed handed_back.lua
+var handedBackLua string
 
 // HandedBack counts a thread handed back (no slot held) to wait for the
 // budget of rule id (Admission.Rule) in its counters.
@@ -86,31 +83,12 @@ func (l *Limiter) HandedBack(ctx context.Context, rule string) error {
 	return nil
 }
 
-// statusScript reads budgets' state and counters (it writes nothing).
-//
-// KEYS as admitScript's; ARGV[1] now (ms), ARGV[2] the oldest time of
-// asking of a waiter still registered (waiterAt).
-// Returns per budget {req TAT, in TAT, out TAT, leases held, waiters,
-// blocked until, {stats field, value, ...}}, the TATs and blocked-until
-// as stored ("" when unset).
-var statusScript = redis.NewScript(waitSpanLua + `
-local now, cutoff = tonumber(ARGV[1]), tonumber(ARGV[2])
-local n = (#KEYS - 1) / 7
-local out = {}
-for i = 1, n do
-  local k = 7 * (i - 1)
-  local waiters = 0
-  local w = redis.call('ZRANGE', KEYS[k+6], 0, 999, 'WITHSCORES')
-  for j = 2, #w, 2 do
-    local sc = tonumber(w[j])
-    if sc < 1e6 * span + span and sc % span >= cutoff then waiters = waiters + 1 end
-  end
-  out[i] = {redis.call('GET', KEYS[k+1]) or '', redis.call('GET', KEYS[k+2]) or '', redis.call('GET', KEYS[k+3]) or '',
-    redis.call('ZCOUNT', KEYS[k+4], '(' .. now, '+inf'), waiters, redis.call('GET', KEYS[k+5]) or '',
-    redis.call('HGETALL', KEYS[k+7])}
-end
-return out
-`)
+// statusScript reads budgets' state and counters, writing nothing
+// (status.lua).
+var statusScript = redisfn.New("rate_status", waitSpanLua, statusLua)
+
+//go:embed status.lua
+var statusLua string
 
 // Status returns, for every rule of rl, the state and counters of each of
 // its budgets: one per rule, or for a per_key rule one per API key the
@@ -171,20 +149,11 @@ func (l *Limiter) Status(ctx context.Context, rl *config.RateLimits) ([]Status, 
 	return out, nil
 }
 
-// budgetsScript reads the index of budgets.
-//
-// KEYS[1] the index; no ARGV. Returns {id, key fingerprint, ...}.
-var budgetsScript = redis.NewScript(`return redis.call('HGETALL', KEYS[1])`)
-
 // budgets reads the index of budgets: id → key fingerprint.
 func (l *Limiter) budgets(ctx context.Context) (map[string]string, error) {
-	res, err := budgetsScript.Run(ctx, l.rdb, []string{l.ks.RateLimitBudgets()}).StringSlice()
+	m, err := l.rdb.HGetAll(ctx, l.ks.RateLimitBudgets()).Result()
 	if err != nil {
 		return nil, fmt.Errorf("rate limit budgets: %w", err)
-	}
-	m := make(map[string]string, len(res)/2)
-	for i := 0; i+1 < len(res); i += 2 {
-		m[res[i]] = res[i+1]
 	}
 	return m, nil
 }
