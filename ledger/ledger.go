@@ -152,13 +152,13 @@ func (l *Ledger) run(ctx context.Context, s *redisfn.Script, fn, id string, path
 // refusals, before the entry's id.
 var (
 	failure = map[string]string{"register": "register budget for ", "room": "read budget room of ", "admit": "admit ",
-		"reserve": "reserve budget for ", "charge": "charge ", "release": "release "}
+		"reserve": "reserve budget for ", "charge": "charge ", "release": "release ", "restore": "restore budget of "}
 	refusal = map[string]string{"register": "register budget for ", "room": "read budget room of ", "admit": "budget of ",
-		"reserve": "budget of ", "charge": "charge ", "release": "release "}
+		"reserve": "budget of ", "charge": "charge ", "release": "release ", "restore": "restore budget of "}
 )
 
 // RefusalError is the error the Ledger method of ledger.lua's function fn
-// ("register", "room", "admit", "reserve", "charge", "release") returns
+// ("register", "room", "admit", "reserve", "charge", "release", "restore") returns
 // when the function refused with err, run on entry id with path, asking
 // for amount (USD: a new entry's max, a reservation): ErrNotFound,
 // ErrExists, ErrReleased, ErrPath, or an ErrInsufficientBudget that is a

@@ -194,6 +194,35 @@ do
     return {parent, max, 0, 0, 0, 0, 'active', '0', r}
   end
 
+  -- restore creates again the entry of a thread that Redis lost (its
+  -- writes since the entry was made went with it) and that the blob
+  -- store restores (package orchestrator's restore.lua): an admitted
+  -- entry under the path, with nothing spent, whatever room the levels
+  -- above have now and whether or not its parent is released, because
+  -- the thread ran; its recorded turns are charged after, each under its
+  -- key. An existing entry of the same parent is left as it is.
+  --
+  -- keys, argv[1..n] the entry and its ancestors
+  -- argv[n+1] max (nano-USD)
+  -- Returns the entry's fields; refuses ENTRYEXISTS (an entry of another
+  -- parent), NOENTRY (the parent), PATH.
+  function ledger.restore(keys, argv)
+    local n = #keys
+    local e = redis.call('HMGET', keys[1], 'parent_id', 'max', 'reserved', 'actual', 'own', 'overrun', 'status', 'g')
+    local parent = ''
+    if n > 1 then parent = argv[2] end
+    if e[7] then
+      if (e[1] or '') ~= parent then return refuse('ENTRYEXISTS', e[1] or '') end
+      return {e[1] or '', num(e[2]), num(e[3]), num(e[4]), num(e[5]), num(e[6]), e[7], e[8] or '0'}
+    end
+    local lv, err = ancestors(keys, argv, {})
+    if not lv then return err end
+    local max = num(argv[n + 1])
+    redis.call('HSET', keys[1], 'parent_id', parent, 'max', max, 'reserved', 0, 'actual', 0,
+      'own', 0, 'overrun', 0, 'status', 'active', 'g', 0)
+    return {parent, max, 0, 0, 0, 0, 'active', '0'}
+  end
+
   -- reserve creates a guaranteed entry: amount is set aside for it in
   -- every level of the region above it (its parent's up to the first
   -- active guaranteed ancestor or the root), or nothing changes.

@@ -345,18 +345,21 @@ func (o *Orchestrator) registerAndEnqueue(ctx context.Context, req StartRequest,
 // the planned id names someone else's thread and the start is refused.
 // An adopted child's task was enqueued with its registration, or, should
 // its start have died between the two, housekeeping enqueues it
-// (registry: a created thread without a task is requeued).
+// (registry: a created thread without a task is requeued). A child that
+// is not registered but ran (Redis lost its registration with its last
+// writes) is restored from the store and adopted (Restore).
 func (o *Orchestrator) adopt(ctx context.Context, req StartRequest) (*registry.Record, error) {
 	if req.ID == "" {
 		return nil, fmt.Errorf("start %s: a planned start needs its id", req.Directive)
 	}
-	rec, err := o.Registry.Get(ctx, req.ID)
-	if errors.Is(err, registry.ErrNotFound) {
+	rs, err := o.Restore(ctx, req.ID, req.ParentID)
+	if errors.Is(err, ErrNotDurable) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
+	rec := rs.Record
 	if rec.ParentID != req.ParentID {
 		return nil, fmt.Errorf("start %s: thread %s exists under another parent (%q)", req.Directive, req.ID, rec.ParentID)
 	}

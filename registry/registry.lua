@@ -2,8 +2,8 @@
 -- (package registry), as Lua functions of one table, registry. The
 -- registry's own scripts for them are this file and one line that calls
 -- one function with KEYS and ARGV (scripts.go); the compound
--- scripts of package orchestrator (start.lua, finalize.lua) call them
--- with slices of theirs.
+-- scripts of package orchestrator (start.lua, finalize.lua, restore.lua)
+-- call them with slices of theirs.
 --
 -- Replies (package reply): a table, or a refusal, each before anything is
 -- written:
@@ -63,6 +63,55 @@ do
     redis.call('ZADD', keys[2], argv[3], argv[1])
     redis.call('SADD', keys[3], argv[1])
     return {anc, depth, root}
+  end
+
+  -- restorable checks that restore may write: the thread is not
+  -- registered, and its parent is. Returns nil, or the refusal (EXISTS,
+  -- NOPARENT), before anything is written: a compound script
+  -- (orchestrator's restore.lua) calls it before its own writes.
+  --
+  -- keys and argv are restore's.
+  function registry.restorable(keys, argv)
+    if redis.call('EXISTS', keys[1]) == 1 then return redis.error_reply('EXISTS ' .. argv[1]) end
+    if argv[4] ~= '' and redis.call('EXISTS', keys[5]) == 0 then return redis.error_reply('NOPARENT ' .. argv[4]) end
+    return nil
+  end
+
+  -- restore registers again, whole, the record of a thread that Redis
+  -- lost and the blob store restores (its signed thread.json and
+  -- transcript: package orchestrator's Restore): every field as given,
+  -- status and version included, but ancestors and depth, which come
+  -- from the parent's record as register derives them.
+  --
+  -- keys[1] thread hash, keys[2] threads zset, keys[3] active set,
+  -- keys[4] events channel, [keys[5] parent thread hash, keys[6]
+  -- parent's children set]
+  -- argv[1] thread id, argv[2] created at (unix ms: the threads zset's
+  -- score), argv[3] status, argv[4] parent id ("" for a root), argv[5..]
+  -- field/value pairs
+  -- An unfinished status joins the active set; the status is published
+  -- as "<id> <status>". Returns {ancestors (JSON), depth}; refuses
+  -- EXISTS, NOPARENT.
+  function registry.restore(keys, argv)
+    local refused = registry.restorable(keys, argv)
+    if refused then return refused end
+    local anc, depth = '[]', 0
+    if argv[4] ~= '' then
+      local p = redis.call('HMGET', keys[5], 'ancestors', 'depth')
+      local list = {}
+      if p[1] and p[1] ~= '' then list = cjson.decode(p[1]) end
+      table.insert(list, argv[4])
+      anc = cjson.encode(list)
+      depth = (tonumber(p[2]) or 0) + 1
+      redis.call('SADD', keys[6], argv[1])
+    end
+    redis.call('HSET', keys[1], unpack(argv, 5))
+    redis.call('HSET', keys[1], 'thread_id', argv[1], 'parent_id', argv[4], 'status', argv[3],
+      'ancestors', anc, 'depth', depth)
+    redis.call('ZADD', keys[2], argv[2], argv[1])
+    if not TERMINAL[argv[3]] then redis.call('SADD', keys[3], argv[1]) end
+    redis.call('PUBLISH', keys[4], argv[1] .. ' ' .. argv[3])
+    return {anc, depth}
   end
 
   -- commit is the one versioned write: an optional checked status

@@ -9,8 +9,8 @@ import (
 )
 
 // Lua is registry.lua: the registry's writes that compound scripts share
-// (register, commit, link; and forget, which reads the same status
-// table), as the functions of the Lua table registry,
+// (register, commit, link, restore; and forget, which reads the same
+// status table), as the functions of the Lua table registry,
 // each documented there with its keys, arguments, reply and refusals.
 // The registry's scripts for them are Lua and a call of one function; a
 // script of another package that runs one in the same atomic step as its
@@ -28,6 +28,7 @@ var (
 	regCommitScript   = redisfn.New("commit", Lua, "return registry.commit(KEYS, ARGV)")
 	regLinkScript     = redisfn.New("link", Lua, "return registry.link(KEYS, ARGV)")
 	regForgetScript   = redisfn.New("forget", Lua, "return registry.forget(KEYS, ARGV)")
+	regRestoreScript  = redisfn.New("restore", Lua, "return registry.restore(KEYS, ARGV)")
 )
 
 // regSpawnScript checks and increments a parent's spawn counter.

@@ -55,14 +55,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Schedule entries this process runs."}),
 		Reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_reconciled_total",
 			Help: "What reconciling the registry and ledger with the transcripts repaired: requeue (a created thread whose start task was lost), " +
-				"transcript_mark, version, charge (a turn charge the ledger lost)."}, []string{"kind"}),
+				"transcript_mark, version, charge (a turn charge the ledger lost), restore (a thread the registry lost, restored from the store)."}, []string{"kind"}),
 		ReconcilePasses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spool_reconcile_passes_total",
 			Help: "Reconciliations run, by trigger: no_marker, redis_restarted, canary_lost (Redis may have lost writes), periodic."}, []string{"trigger"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Ticks, m.ThreadsStarted, m.HousekeepingRuns, m.Recoveries, m.RetentionThreads, m.RetentionObjects,
 			m.HousekeepingSecs, m.ScheduledEntries, m.Reconciled, m.ReconcilePasses)
-		for _, k := range []string{KindRequeue, KindMark, KindVersion, KindCharge} {
+		for _, k := range []string{KindRequeue, KindMark, KindVersion, KindCharge, KindRestore} {
 			m.Reconciled.WithLabelValues(k) // every kind shows, at 0 until it counts
 		}
 	}
@@ -110,4 +110,5 @@ func (m *Metrics) reconciled(r ReconcileResult) {
 	m.Reconciled.WithLabelValues(KindMark).Add(float64(r.Marks))
 	m.Reconciled.WithLabelValues(KindVersion).Add(float64(r.Versions))
 	m.Reconciled.WithLabelValues(KindCharge).Add(float64(r.Charges))
+	m.Reconciled.WithLabelValues(KindRestore).Add(float64(r.Restored))
 }

@@ -54,6 +54,9 @@ const (
 	KindVersion = "version"
 	// KindCharge: a turn charge the ledger lacked was applied.
 	KindCharge = "charge"
+	// KindRestore: a thread the registry lost, which a transcript names
+	// as its child, was restored from the store (orchestrator.Restore).
+	KindRestore = "restore"
 )
 
 // ReconcileResult is what one reconciliation did.
@@ -62,8 +65,9 @@ type ReconcileResult struct {
 	Trigger string
 	// Threads is the number of threads examined.
 	Threads int
-	// Requeued, Marks, Versions and Charges count the repairs, by kind.
-	Requeued, Marks, Versions, Charges int
+	// Requeued, Marks, Versions, Charges and Restored count the repairs,
+	// by kind (a restored thread's charges among Charges).
+	Requeued, Marks, Versions, Charges, Restored int
 	// Skipped is the number of threads left as they were because their
 	// transcript does not verify or their ledger entry cannot take the
 	// charge (each logged).
@@ -71,7 +75,9 @@ type ReconcileResult struct {
 }
 
 // Repairs is the number of repairs of every kind.
-func (r ReconcileResult) Repairs() int { return r.Requeued + r.Marks + r.Versions + r.Charges }
+func (r ReconcileResult) Repairs() int {
+	return r.Requeued + r.Marks + r.Versions + r.Charges + r.Restored
+}
 
 // versionFence is how far past the last durable checkpoint's version
 // reconciliation raises a thread's version: past every version an
@@ -156,7 +162,7 @@ func (s *Scheduler) reconcile(ctx context.Context) (ReconcileResult, error) {
 
 func (s *Scheduler) logReconciled(res ReconcileResult) {
 	attrs := []any{"trigger", res.Trigger, "threads", res.Threads, "requeued", res.Requeued, "transcript_marks", res.Marks,
-		"versions", res.Versions, "charges", res.Charges, "skipped", res.Skipped}
+		"versions", res.Versions, "charges", res.Charges, "restored", res.Restored, "skipped", res.Skipped}
 	switch {
 	case res.Repairs() > 0 || res.Skipped > 0:
 		s.log.Warn("reconciled threads with their transcripts", attrs...)
@@ -205,8 +211,11 @@ func redisRunID(ctx context.Context, rdb redis.UniversalClient, key string) (run
 // activation holds the thread); every turn charge the transcript records
 // and the ledger lacks is applied, under its idempotency key; and a
 // created thread whose start task is no longer queued gets a new
-// activation task (reason requeue). A thread whose transcript does not
-// verify is left alone (integrity is the worker's to report).
+// activation task (reason requeue). Then every child its transcript
+// names (child_spawned) that the registry lost is restored from the store
+// (orchestrator.Restore), and the children of those, in turn. A thread
+// whose transcript does not verify is left alone (integrity is the
+// worker's to report).
 func (s *Scheduler) Reconcile(ctx context.Context, trigger string) (ReconcileResult, error) {
 	res := ReconcileResult{Trigger: trigger}
 	err := s.reconcileAll(ctx, &res)
@@ -243,6 +252,7 @@ func (s *Scheduler) reconcileAll(ctx context.Context, res *ReconcileResult) erro
 				res.Marks += one.Marks
 				res.Versions += one.Versions
 				res.Charges += one.Charges
+				res.Restored += one.Restored
 				res.Skipped += one.Skipped
 				if err != nil && firstErr == nil {
 					firstErr = err
@@ -457,5 +467,61 @@ func (s *Scheduler) reconcileThread(ctx context.Context, rec *registry.Record, t
 			"version_from", got.VersionFrom, "version_to", got.VersionTo,
 			"charges", len(applied), "charged_usd", orchestrator.ChargedUSD(applied), "ledger_id", rec.LedgerID())
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return s.restoreChildren(ctx, id, tr, res)
+}
+
+// restoreChildren restores the children that tr, thread id's transcript,
+// names and the registry lost (orchestrator.Restore), then the children
+// that the restored threads' transcripts name and the registry lost, and
+// so on down the tree. A child that left nothing durable is its parent's
+// to be told of (the worker answers its call thread_lost); one whose
+// transcript does not verify or makes no record of it is logged and
+// skipped.
+func (s *Scheduler) restoreChildren(ctx context.Context, id string, tr *transcript.Transcript, res *ReconcileResult) error {
+	type named struct {
+		parent string
+		tr     *transcript.Transcript
+	}
+	todo := []named{{id, tr}}
+	for len(todo) > 0 {
+		n := todo[0]
+		todo = todo[1:]
+		kids := orchestrator.NamedChildren(n.tr)
+		if len(kids) == 0 {
+			continue
+		}
+		known, err := s.o.Registry.Statuses(ctx, kids)
+		if err != nil {
+			return fmt.Errorf("reconcile %s: %w", n.parent, err)
+		}
+		for _, kid := range kids {
+			if _, ok := known[kid]; ok {
+				continue
+			}
+			rs, err := s.o.Restore(ctx, kid, n.parent)
+			switch {
+			case errors.Is(err, orchestrator.ErrNotDurable):
+				s.log.Warn("reconcile: a child the registry lost left nothing durable to restore it from", "thread_id", kid,
+					"parent_id", n.parent)
+				continue
+			case errors.Is(err, orchestrator.ErrNotRestorable) || errors.Is(err, transcript.ErrTampered) ||
+				errors.Is(err, transcript.ErrBadSignature) || errors.Is(err, transcript.ErrUnknownKey):
+				s.log.Warn("reconcile: a child the registry lost cannot be restored", "thread_id", kid, "parent_id", n.parent,
+					"error", err)
+				res.Skipped++
+				continue
+			case err != nil:
+				return fmt.Errorf("reconcile %s: restore child %s: %w", n.parent, kid, err)
+			}
+			res.Restored += len(rs.Threads)
+			res.Charges += rs.Charges
+			for _, r := range rs.Threads {
+				todo = append(todo, named{r.ThreadID, rs.Transcripts[r.ThreadID]})
+			}
+		}
+	}
+	return nil
 }

@@ -3,8 +3,10 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
@@ -27,9 +29,9 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 				deadline = p.Deadline
 			}
 			for _, id := range p.Threads {
-				rec, err := s.reg.Get(ctx, id)
+				rec, err := s.child(ctx, id)
 				if errors.Is(err, registry.ErrNotFound) {
-					continue // lost with Redis writes: nothing to wait for (lostThread)
+					continue // lost with Redis writes, and nothing durable: nothing to wait for (lostThread)
 				}
 				if err != nil {
 					return false, err
@@ -81,9 +83,10 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 			if err != nil {
 				return false, err
 			}
-			rec, err := s.reg.Get(ctx, term)
+			rec, err := s.child(ctx, term)
 			if errors.Is(err, registry.ErrNotFound) {
-				s.log.Warn("a thread this one waits on is not in the registry: Redis lost its registration", "waited_id", term)
+				s.log.Warn("a thread this one waits on is not in the registry, and left nothing durable: Redis lost its registration",
+					"waited_id", term)
 				results[id] = lostThread(term)
 				anyFailed = true
 				continue
@@ -109,14 +112,41 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+// child is the record of thread id, a child of this thread (or a
+// continuation of one): should Redis have lost it, restored from its
+// transcript and thread.json in the store (orchestrator.Restore), with its
+// chain and its charges. registry.ErrNotFound when it left nothing there
+// (lost before its first checkpoint), or what is there cannot be restored
+// (it does not verify: logged); Redis or the store out of reach is an
+// error, and the activation runs again.
+func (s *session) child(ctx context.Context, id string) (*registry.Record, error) {
+	rs, err := s.o.Restore(ctx, id, s.id())
+	switch {
+	case errors.Is(err, orchestrator.ErrNotDurable):
+		return nil, fmt.Errorf("thread %q: %w", id, registry.ErrNotFound)
+	case err != nil && !isInfra(err):
+		s.log.Error("a thread Redis lost cannot be restored from the store", "waited_id", id, "error", err)
+		return nil, fmt.Errorf("thread %q: %w", id, registry.ErrNotFound)
+	case err != nil:
+		return nil, err
+	}
+	if len(rs.Threads) > 0 {
+		s.log.Warn("restored a thread Redis lost, which this one waits on, from its transcript", "waited_id", id,
+			"status", rs.Record.Status, "threads", len(rs.Threads), "charges", rs.Charges)
+	}
+	return rs.Record, nil
+}
+
 // lostThread is what a parent sees of a child (or a continuation of one)
-// whose registration Redis lost (a restart short of its last writes): its
-// start was recorded in the parent's durable checkpoint, but no record,
-// task or budget of it is left, so it will never run or finish. The
-// parent's model is told, and may start it again.
+// whose registration Redis lost (a restart, a failover short of its last
+// writes) before the child made a turn durable, so the store has nothing
+// to restore it from (child): its start was recorded in the parent's
+// durable checkpoint, but no record, task, budget or transcript of it is
+// left, so it will never run or finish. The parent's model is told, and
+// may start it again.
 func lostThread(id string) map[string]any {
 	return map[string]any{"thread_id": id, "status": thread.StatusError, "error": registry.ErrorInfo{Code: "thread_lost",
-		Message: "thread " + id + " is not in the registry: Redis lost its registration (it restarted without its last writes), so it never ran or its end is unknown; start it again if it is still needed"}}
+		Message: "thread " + id + " is not in the registry and left no durable transcript: Redis lost its registration (it restarted or failed over without its last writes) before it checkpointed a turn, so it never ran or its run is lost; start it again if it is still needed"}}
 }
 
 // childSummary is what a parent sees of a finished (or still running) child.

@@ -1,0 +1,177 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/blobkey"
+	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/scheduler"
+	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
+)
+
+// failoverScript: a parent starts a child and waits for it, then naps
+// three seconds in a tool (the window in which the test kills the
+// master) and answers; the child writes three files in three turns and
+// answers.
+const failoverScript = `context_window: 200000
+price: {input_per_mtok: 3.00, output_per_mtok: 15.00}
+latency: 300ms
+directives:
+  "f/parent":
+    - tool_calls: [{tool: rye/agent/threads/thread_directive, input: {directive_name: f/kid}}]
+      usage: {input: 50, output: 5}
+    - tool_calls: [{tool: f/nap, input: {}}]
+      usage: {input: 60, output: 6}
+    - text: "parent done"
+      usage: {input: 70, output: 7}
+  "f/kid":
+    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "{{.thread_id}}/1.txt", content: "one"}}]
+      usage: {input: 101, output: 11}
+    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "{{.thread_id}}/2.txt", content: "two"}}]
+      usage: {input: 202, output: 22}
+    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: "{{.thread_id}}/3.txt", content: "three"}}]
+      usage: {input: 303, output: 33}
+    - text: "kid wrote three files"
+      usage: {input: 404, output: 44}
+`
+
+// TestSentinelFailoverRestoresLostChild: a real Sentinel failover that
+// loses acknowledged writes. The replica is frozen as soon as the parent
+// runs, so everything after never reaches it: the child's registration,
+// its four turns and their charges, its end, the parent's wake-up. Then
+// the master is killed and the Sentinel promotes the replica. The child's
+// signed transcript and thread.json are in the store; the registry and
+// the ledger no longer know it. The parent, recovered, and housekeeping
+// (which sees Redis's new run_id) restore the child from the store
+// instead of telling the parent thread_lost: the parent completes with
+// the child's own answer, the child is not run again (one child, each
+// file written by one call), and every ledger entry equals its
+// transcript, the parent's holding the child's spend.
+func TestSentinelFailoverRestoresLostChild(t *testing.T) {
+	t.Parallel()
+	ps := testenv.NewPrivateSentinel(t, time.Second)
+	e := spooltest.New(t, spooltest.Options{Redis: ps.Redis, Files: map[string]string{
+		".ai/directives/f/parent.md": directive("parent", `turns="6" spend="1.0"`, spawnPerms+`<execute><tool>f/nap</tool></execute>`,
+			`<success>done</success>`),
+		".ai/directives/f/kid.md": directive("kid", `turns="6" spend="1.0"`, fsPerms, `<success>done</success>`),
+		".ai/tools/f/nap.sh":      "#!/bin/sh\nsleep 3\necho '{\"output\": \"napped\"}'\n",
+		"scripts/failover.yaml":   failoverScript,
+	}})
+	e.Orch.Log = quiet()
+	workers := []*spooltest.Proc{e.StartWorker("--concurrency", "4"), e.StartWorker("--concurrency", "4")}
+	sched := e.Start(nil, "scheduler", "--housekeeping-interval", "1s")
+	ctx := context.Background()
+	const model = "script:scripts/failover.yaml"
+	bundle, err := scheduler.ProjectBundle(ctx, e.Store, e.Project, "", model, nil)
+	require.NoError(t, err)
+	rec, err := e.Orch.Start(ctx, orchestrator.StartRequest{Directive: "f/parent", Model: model, Bundle: bundle})
+	require.NoError(t, err)
+	parent := rec.ThreadID
+
+	// The parent runs (its first model call takes 0.3 s): the replica has
+	// all of it, and from now on nothing more.
+	master := ps.Master.Client(t)
+	status := func(id string) thread.Status {
+		st, _ := master.HGet(ctx, e.Orch.Keys.Thread(id), "status").Result()
+		return thread.Status(st)
+	}
+	require.Eventually(t, func() bool { return status(parent) == thread.StatusRunning }, 30*time.Second, 10*time.Millisecond)
+	require.NoError(t, ps.InSync(ctx))
+	require.NoError(t, ps.CutOffReplica(ctx))
+	frozen := time.Now()
+
+	// The child registers, runs and ends, on the master alone.
+	var kid string
+	require.Eventually(t, func() bool {
+		kids, err := master.SMembers(ctx, e.Orch.Keys.Children(parent)).Result()
+		if err != nil || len(kids) == 0 {
+			return false
+		}
+		kid = kids[0]
+		if status(kid) != thread.StatusCompleted {
+			return false
+		}
+		tj, err := e.Store.Get(ctx, blobkey.ThreadJSON(kid))
+		return err == nil && strings.Contains(string(tj), `"status":"completed"`)
+	}, 30*time.Second, 10*time.Millisecond)
+	require.NotEqual(t, thread.StatusCompleted, status(parent), "the parent naps")
+
+	// The master dies; the Sentinel promotes the replica, which never got
+	// the child.
+	ps.Master.Kill()
+	killed := time.Now()
+	ps.Replica.Cont()
+	promoted, err := ps.Promoted(ctx, ps.Master.Addr)
+	require.NoError(t, err)
+	require.Equal(t, ps.Replica.Addr, promoted)
+	failedOver := time.Now()
+	newMaster := ps.Replica.Client(t)
+	n, err := newMaster.Exists(ctx, e.Orch.Keys.Thread(kid), e.Orch.Keys.Ledger(kid)).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "the failover lost the child's registration and ledger entry")
+
+	final := e.Wait([]string{parent}, 2*time.Minute)[parent]
+	settled := time.Now()
+	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
+	require.Equal(t, "parent done", final.Result)
+	answers := payloads[transcript.ToolCallResult](t, events(t, e, parent), transcript.TypeToolCallResult)
+	require.NotEmpty(t, answers)
+	require.Equal(t, "rye/agent/threads/thread_directive", answers[0].Tool)
+	require.False(t, answers[0].IsError, answers[0].Output)
+	require.NotContains(t, answers[0].Output, "thread_lost")
+	require.Contains(t, answers[0].Output, "kid wrote three files", "the child's own answer")
+
+	got, err := e.Orch.Registry.Get(ctx, kid)
+	require.NoError(t, err)
+	require.Equal(t, thread.StatusCompleted, got.Status)
+	require.NotEmpty(t, got.Extra[registry.RestoredField], "restored from the store")
+	require.Equal(t, parent, got.ParentID)
+
+	// Nothing ran twice: one child, each of its files written by one call.
+	kids := children(t, e, parent)
+	require.Equal(t, []string{kid}, threadIDs(kids))
+	spawned := payloads[transcript.ChildSpawned](t, events(t, e, parent), transcript.TypeChildSpawned)
+	require.Len(t, spawned, 1)
+	calls := payloads[transcript.ToolCallResult](t, events(t, e, kid), transcript.TypeToolCallResult)
+	require.Len(t, calls, 3)
+	for i, want := range []string{"one", "two", "three"} {
+		data, err := e.Store.Get(ctx, blobkey.WorkspaceFile(got.TreeID(), fmt.Sprintf("%s/%d.txt", kid, i+1)))
+		require.NoError(t, err)
+		require.Equal(t, want, string(data))
+	}
+
+	// The ledger equals the transcripts, on both levels.
+	own := map[string]int64{}
+	for _, id := range []string{parent, kid} {
+		entry, err := e.Orch.Ledger.Get(ctx, id)
+		require.NoError(t, err)
+		own[id] = recordedSpend(t, e, id)
+		require.Equal(t, own[id], entry.OwnNano, id)
+		require.Equal(t, string(thread.StatusCompleted), entry.Status, id)
+	}
+	entry, err := e.Orch.Ledger.Get(ctx, parent)
+	require.NoError(t, err)
+	require.Equal(t, own[parent]+own[kid], entry.ActualNano, "the parent's entry holds the child's spend")
+
+	logs := sched.Log()
+	for _, w := range workers {
+		logs += w.Log()
+		require.False(t, w.Exited(), "the workers survive the failover")
+	}
+	require.False(t, sched.Exited(), "the scheduler survives the failover")
+	require.Contains(t, logs, "restored a thread Redis lost from its transcript")
+	t.Logf("sentinel failover: replica frozen %s before the kill, promoted %s after it; the parent completed %s after the failover, "+
+		"with its child restored (ledger: parent %d + child %d nano-USD, equal to the transcripts)",
+		killed.Sub(frozen).Round(time.Millisecond), failedOver.Sub(killed).Round(time.Millisecond),
+		settled.Sub(failedOver).Round(time.Millisecond), own[parent], own[kid])
+}
