@@ -125,7 +125,7 @@ func Start(ctx context.Context, o *orchestrator.Orchestrator, req Request) (*Sta
 	}
 	var parent *registry.Record
 	if req.ParentID != "" {
-		p, err := o.Registry.Get(ctx, req.ParentID)
+		p, err := o.Record(ctx, req.ParentID)
 		if errors.Is(err, registry.ErrNotFound) {
 			return nil, &tagged{err: fmt.Errorf("parent thread %q does not exist", req.ParentID), tag: registry.ErrParentNotFound}
 		}
@@ -134,7 +134,7 @@ func Start(ctx context.Context, o *orchestrator.Orchestrator, req Request) (*Sta
 		}
 		parent = p
 	} else {
-		digest, err := scheduler.ProjectBundle(ctx, o.Store, req.Project, req.UserDir, req.Model, req.Logger)
+		digest, err := projectBundle(ctx, o, req)
 		if errors.Is(err, config.ErrScriptOutside) {
 			return nil, refused(err)
 		}
@@ -159,6 +159,16 @@ func Start(ctx context.Context, o *orchestrator.Orchestrator, req Request) (*Sta
 		return nil, err
 	}
 	return &Started{Record: rec, Model: model, MissingKey: missing}, nil
+}
+
+// projectBundle snapshots req's project into the orchestrator's store, as
+// scheduler.ProjectBundle does, and returns the bundle's digest.
+func projectBundle(ctx context.Context, o *orchestrator.Orchestrator, req Request) (string, error) {
+	extra, err := scheduler.ProjectScripts(req.Project, req.Model, req.Logger)
+	if err != nil {
+		return "", err
+	}
+	return o.BuildBundle(ctx, req.Project, req.UserDir, extra)
 }
 
 // checkModel resolves the model the thread will run, as Start does (a

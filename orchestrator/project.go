@@ -81,6 +81,20 @@ func (p *Project) ReadFile(name string) ([]byte, error) {
 	return fs.ReadFile(p.Bundle, name)
 }
 
+// BuildBundle snapshots a project's .ai/ items (and userDir's; "" skips
+// them) with extra files (provider scripts, by their paths in the bundle)
+// into the blob store, content-addressed, and returns the digest for
+// StartRequest.Bundle (directive.BuildBundle).
+func (o *Orchestrator) BuildBundle(ctx context.Context, project, userDir string, extra map[string][]byte) (string, error) {
+	return directive.BuildBundle(ctx, o.Store, project, userDir, extra)
+}
+
+// LoadBundle reads the bundle with the given digest as it is stored,
+// unparsed and uncached (Project parses and caches it).
+func (o *Orchestrator) LoadBundle(ctx context.Context, digest string) (*directive.Bundle, error) {
+	return directive.LoadBundle(ctx, o.Store, digest)
+}
+
 // Project loads (and caches) the bundle with the given digest.
 func (o *Orchestrator) Project(ctx context.Context, digest string) (*Project, error) {
 	if p, ok := o.projects.get(digest); ok {

@@ -29,6 +29,18 @@ import (
 // It is what `spool thread run` does before starting a root thread, so a
 // scheduled thread sees the project exactly as a thread run by hand would.
 func ProjectBundle(ctx context.Context, store blobstore.Store, project, userDir, model string, log *slog.Logger) (string, error) {
+	extra, err := ProjectScripts(project, model, log)
+	if err != nil {
+		return "", err
+	}
+	return directive.BuildBundle(ctx, store, project, userDir, extra)
+}
+
+// ProjectScripts reads the provider scripts that ProjectBundle bundles
+// with a project's .ai/ items for a thread run with model, by their paths
+// in the bundle, with ProjectBundle's errors; the orchestrator's
+// BuildBundle stores them with the project.
+func ProjectScripts(project, model string, log *slog.Logger) (map[string][]byte, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -47,14 +59,14 @@ func ProjectBundle(ctx context.Context, store blobstore.Store, project, userDir,
 		return nil
 	}
 	if err := addScript(model); err != nil {
-		return "", err
+		return nil, err
 	}
 	if models, err := config.LoadModels(os.DirFS(project)); err == nil {
 		for tier, m := range models.Tiers {
 			err := addScript(m)
 			switch {
 			case errors.Is(err, config.ErrScriptOutside):
-				return "", fmt.Errorf("models.yaml tier %s: %w", tier, err)
+				return nil, fmt.Errorf("models.yaml tier %s: %w", tier, err)
 			case err != nil:
 				log.Warn("models.yaml tier script not bundled", "error", err)
 			}
@@ -64,12 +76,12 @@ func ProjectBundle(ctx context.Context, store blobstore.Store, project, userDir,
 		err := addScript(m)
 		switch {
 		case errors.Is(err, config.ErrScriptOutside):
-			return "", fmt.Errorf("directive %s: %w", file, err)
+			return nil, fmt.Errorf("directive %s: %w", file, err)
 		case err != nil:
 			log.Warn("directive's script model not bundled", "directive", file, "error", err)
 		}
 	}
-	return directive.BuildBundle(ctx, store, project, userDir, extra)
+	return extra, nil
 }
 
 // directiveScripts maps each project directive (its path under the
