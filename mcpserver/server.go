@@ -177,7 +177,7 @@ func (h *handlers) record(ctx context.Context, id string) (*registry.Record, err
 	if strings.TrimSpace(id) == "" {
 		return nil, errors.New("thread_id is required")
 	}
-	rec, err := h.cfg.Orch.Registry.Get(ctx, id)
+	rec, err := h.cfg.Orch.Record(ctx, id)
 	if errors.Is(err, registry.ErrNotFound) {
 		return nil, fmt.Errorf("thread %q not found", id)
 	}
@@ -236,10 +236,8 @@ func (h *handlers) waitFor(ctx context.Context, id string, timeout time.Duration
 	res, err := h.cfg.Orch.Wait(ctx, []string{id}, timeout)
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		status := "unknown"
-		if cur, err := h.cfg.Orch.Registry.ResolveChain(ctx, id); err == nil {
-			if rec, err := h.cfg.Orch.Registry.Get(ctx, cur); err == nil {
-				status = string(rec.Status)
-			}
+		if rec, err := h.cfg.Orch.Latest(ctx, id); err == nil {
+			status = string(rec.Status)
 		}
 		return nil, nil, fmt.Errorf("thread %s has not ended after %s: it is %s", id, timeout, status)
 	}
