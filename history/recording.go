@@ -66,7 +66,7 @@ func (t *Thread) walk(f func(*Thread), resumes bool) {
 // verified strictly (orchestrator.VerifyThread): a recording that does
 // not verify is refused (transcript.ErrTampered).
 func Load(ctx context.Context, o *orchestrator.Orchestrator, id string) (*Thread, error) {
-	chain, err := o.Registry.GetChain(ctx, id)
+	chain, err := o.ChainRecords(ctx, id)
 	if err != nil {
 		return nil, err
 	}

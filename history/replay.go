@@ -14,7 +14,6 @@ import (
 
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/config"
-	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"
@@ -159,11 +158,11 @@ func Replay(ctx context.Context, cfg ReplayConfig, id string) (*Report, error) {
 	}
 	defer sc.close()
 
-	b, err := directive.LoadBundle(ctx, cfg.Source.Store, rec.Record.Bundle)
+	b, err := cfg.Source.LoadBundle(ctx, rec.Record.Bundle)
 	if err != nil {
 		return nil, err
 	}
-	digest, err := b.CopyTo(ctx, sc.orch.Store, extra)
+	digest, err := b.CopyTo(ctx, sc.store, extra)
 	if err != nil {
 		return nil, fmt.Errorf("replay bundle: %w", err)
 	}
@@ -198,8 +197,10 @@ type scratch struct {
 	rdb  interface{ Close() error }
 	cli  *asynq.Client
 	orch *orchestrator.Orchestrator
-	w    *worker.Worker
-	log  *slog.Logger
+	// store is the replay's blob store, the scratch orchestrator's.
+	store blobstore.Store
+	w     *worker.Worker
+	log   *slog.Logger
 }
 
 func openScratch(ctx context.Context, dir string, cfg ReplayConfig, rec *Thread, model string) (sc *scratch, err error) {
@@ -221,6 +222,7 @@ func openScratch(ctx context.Context, dir string, cfg ReplayConfig, rec *Thread,
 	if err != nil {
 		return nil, err
 	}
+	sc.store = store
 	keyDir := filepath.Join(dir, "keys")
 	signer, _, err := transcript.InitKeys(keyDir, false)
 	if err != nil {
@@ -255,7 +257,7 @@ func (sc *scratch) settle(ctx context.Context) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		active, err := sc.orch.Registry.ListActive(ctx)
+		active, err := sc.orch.Active(ctx)
 		if err != nil {
 			return err
 		}
