@@ -8,11 +8,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/blobkey"
@@ -95,12 +98,28 @@ func postLink(t *testing.T, link, reason string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// mcpCall calls tool of a `spool mcp` session of its own.
+func mcpCall(t *testing.T, e *spooltest.Env, tool string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.Command(e.Bin, "mcp")
+	cmd.Env = append(append(os.Environ(), e.Vars...), "GORACE=atexit_sleep_ms=0")
+	cmd.Dir = e.Project
+	sess, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-bot", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	require.NoError(t, err)
+	defer sess.Close()
+	res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	require.NoError(t, err)
+	return res
+}
+
 // TestDecisionBindsToItsCall: call ids repeat across a continuation chain
 // (call_1_1 in A and again in A's resume B), and a decision made for A's
 // call never lands on B's. A's unused approve link, `thread approve A
 // --call call_1_1`, the API's approve of A's call and an approve of B's
 // call with A's request id are all refused, B's call still waits; B's
-// own link decides it, and neither call ever ran.
+// own link decides it, and neither call ever ran. The same from MCP.
 func TestDecisionBindsToItsCall(t *testing.T) {
 	t.Parallel()
 	in, hook := newHookInbox(t, nil)
@@ -137,6 +156,14 @@ func TestDecisionBindsToItsCall(t *testing.T) {
 	raw.problem(http.StatusConflict, "not_pending", http.MethodPost, "/v1/threads/"+url.PathEscape(a)+"/approve", `{"call_id":"call_1_1"}`)
 	raw.problem(http.StatusConflict, "not_pending", http.MethodPost, "/v1/threads/"+url.PathEscape(b)+"/approve",
 		fmt.Sprintf(`{"call_id":"call_1_1","request_id":%q}`, ma.RequestID))
+	for _, args := range []map[string]any{
+		{"thread_id": a, "call_id": "call_1_1"},
+		{"thread_id": b, "call_id": "call_1_1", "request_id": ma.RequestID},
+	} {
+		res := mcpCall(t, e, "approve_call", args)
+		require.True(t, res.IsError, "approve_call %v: %s", args, resultText(res))
+		require.Contains(t, resultText(res), "nothing pending")
+	}
 	pending, err := e.Orch.Approvals(context.Background(), b)
 	require.NoError(t, err)
 	require.Len(t, pending, 1, "B's call still waits")
