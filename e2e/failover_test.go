@@ -175,3 +175,82 @@ func TestSentinelFailoverRestoresLostChild(t *testing.T) {
 		killed.Sub(frozen).Round(time.Millisecond), failedOver.Sub(killed).Round(time.Millisecond),
 		settled.Sub(failedOver).Round(time.Millisecond), own[parent], own[kid])
 }
+
+// loseGraph naps two seconds in a tool step, then runs one g/item child
+// and returns what it said.
+const loseGraph = `limits: {spawns: 5}
+config:
+  start: nap
+  nodes:
+    nap:
+      action: {tool: g/nap, params: {}}
+      next: solo
+    solo:
+      action: {directive: g/item, inputs: {n: solo}}
+      assign: {solo: "${result.outputs.value}"}
+      next: done
+    done:
+      type: return
+      output: {solo: "${state.solo}"}
+`
+
+// TestGraphRestoresLostChild: Redis loses every write since a graph run
+// began (rolled back to a snapshot taken while its first step naps),
+// while the child its second step started is in its second turn: the
+// child's registration and first turn are gone from Redis, its first
+// segment and thread.json are in the store. The run, recovered from its
+// checkpoint, finds its planned child unregistered and starts it again
+// (the walker's settle); the start adopts the child restored from the
+// store, which goes on from its first turn instead of starting over under
+// its own id (where its transcript would refuse it). The run completes
+// with the child's answer, the child ran each turn once, and the ledger
+// holds its turns once.
+func TestGraphRestoresLostChild(t *testing.T) {
+	t.Parallel()
+	files := walkProject("1500ms", map[string]string{"g/lose": loseGraph})
+	files[".ai/tools/g/nap.sh"] = "#!/bin/sh\nsleep 2\necho '{\"output\": \"napped\"}'\n"
+	files[".ai/graphs/g/lose.yaml"] = strings.Replace(files[".ai/graphs/g/lose.yaml"], walkPerms, walkPerms+"  - rye.execute.tool.g.*\n", 1)
+	e := spooltest.New(t, spooltest.Options{Files: files, LeaseTTL: 2 * time.Second})
+	e.Orch.Log = quiet()
+	fast := "SPOOL_RECOVER_INTERVAL=500ms"
+	e.Start([]string{fast}, "worker", "--concurrency", "4")
+	ctx := context.Background()
+	res := e.Spool("graph", "run", "g/lose", "--json")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	var run registry.Record
+	res.JSON(t, &run)
+
+	require.Eventually(t, func() bool {
+		r, err := e.Orch.Registry.Get(ctx, run.ThreadID)
+		return err == nil && r.Status == thread.StatusRunning
+	}, 30*time.Second, 10*time.Millisecond)
+	snap := e.Redis.Snapshot(t) // the run naps; no child yet
+	var kid string
+	require.Eventually(t, func() bool {
+		kids, err := e.Orch.Registry.ListChildren(ctx, run.ThreadID)
+		if err != nil || len(kids) == 0 {
+			return false
+		}
+		kid = kids[0].ThreadID
+		segs, err := e.Store.List(ctx, blobkey.Segments(kid))
+		return err == nil && len(segs) >= 1
+	}, 30*time.Second, 10*time.Millisecond)
+	snap.Rollback(t) // the child is in its second model call
+	_, err := e.Orch.Registry.Get(ctx, kid)
+	require.ErrorIs(t, err, registry.ErrNotFound, "Redis lost the child")
+
+	final := e.Wait([]string{run.ThreadID}, 2*time.Minute)[run.ThreadID]
+	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
+	require.Equal(t, map[string]any{"solo": "item solo"}, final.Outputs)
+	got, err := e.Orch.Registry.Get(ctx, kid)
+	require.NoError(t, err)
+	require.Equal(t, thread.StatusCompleted, got.Status)
+	require.NotEmpty(t, got.Extra[registry.RestoredField], "restored from the store")
+	require.Equal(t, 2, got.Cost.Turns)
+	writes := payloads[transcript.ToolCallResult](t, events(t, e, kid), transcript.TypeToolCallResult)
+	require.Len(t, writes, 1, "its file written once")
+	checkRunExact(t, e, final, 1)
+	entry, err := e.Orch.Ledger.Get(ctx, kid)
+	require.NoError(t, err)
+	require.Equal(t, recordedSpend(t, e, kid), entry.OwnNano)
+}
