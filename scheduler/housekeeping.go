@@ -84,7 +84,7 @@ func (s *Scheduler) Housekeep(ctx context.Context) (res HousekeepingResult, err 
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_ = release(rctx, s.o.Redis, key, s.token)
+		_ = release(rctx, s.scripts, key, s.token)
 	}()
 
 	var reconcileErr error

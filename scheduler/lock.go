@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"crypto/sha256"
+	_ "embed"
 	"encoding/base32"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/keyspace"
 )
 
@@ -49,16 +51,13 @@ func acquire(ctx context.Context, rdb redis.UniversalClient, key, token string, 
 	return true, nil
 }
 
-// releaseScript deletes a lock only if it is still held by the caller.
-//
-// KEYS[1] lock key
-// ARGV[1] holder token
-// Returns 1 when deleted, 0 when the lock is gone or held by another.
-var releaseScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-`)
+// releaseScript deletes a lock only if it is still held by the caller
+// (release_lock.lua).
+var releaseScript = redisfn.New("release_lock", "", releaseLua)
 
-func release(ctx context.Context, rdb redis.UniversalClient, key, token string) error {
+//go:embed release_lock.lua
+var releaseLua string
+
+func release(ctx context.Context, rdb *redisfn.Client, key, token string) error {
 	return releaseScript.Run(ctx, rdb, []string{key}, token).Err()
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"
@@ -149,6 +150,8 @@ type Scheduler struct {
 	o     *orchestrator.Orchestrator
 	log   *slog.Logger
 	token string // this process's lock holder token
+	// scripts runs the scheduler's scripts on the orchestrator's Redis.
+	scripts *redisfn.Client
 
 	mu       sync.Mutex
 	status   map[string]*EntryStatus
@@ -194,8 +197,9 @@ func New(cfg Config, o *orchestrator.Orchestrator) (*Scheduler, error) {
 	_, _ = rand.Read(b[:])
 	host, _ := os.Hostname()
 	s := &Scheduler{cfg: cfg, o: o, log: log.With("component", "scheduler"),
-		token:  fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:])),
-		status: map[string]*EntryStatus{}, large: map[string]bool{}}
+		token:   fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:])),
+		scripts: redisfn.NewClient(o.Redis),
+		status:  map[string]*EntryStatus{}, large: map[string]bool{}}
 	if s.cfg.Bundle == nil {
 		s.cfg.Bundle = func(ctx context.Context, model string) (string, error) {
 			return ProjectBundle(ctx, o.Store, cfg.Project, cfg.UserDir, model, s.log)
