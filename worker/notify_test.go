@@ -24,10 +24,10 @@ func TestApprovalWebhookWire(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"type":"approval.requested","thread_id":"t-1","directive":"d/x","call_id":"c1",
 		"tool":"rye/file-system/fs_write","input":{"path":"a"},"requested_at":"2026-11-24T08:00:00Z",
-		"deadline":"2026-11-24T09:00:00Z","approve_url":"https://a","deny_url":"https://d"}`, string(body))
+		"deadline":"2026-11-24T09:00:00Z","on_timeout":"deny","approve_url":"https://a","deny_url":"https://d"}`, string(body))
 
-	// No deadline, no links: neither is written.
-	pa.Deadline = time.Time{}
+	// No deadline, no links: neither is written (nor what a timeout does).
+	pa.Deadline, pa.OnTimeout = time.Time{}, ""
 	body, err = json.Marshal(ApprovalWebhook{Type: "approval.requested", PendingCall: orchestrator.PendingCallOf("t-1", "d/x", pa)})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"type":"approval.requested","thread_id":"t-1","directive":"d/x","call_id":"c1",
