@@ -8,6 +8,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/ratelimit"
 )
 
 // QueueServing says which running workers serve a spool queue.
@@ -75,3 +76,24 @@ func (o *Orchestrator) QueueServed(ctx context.Context, q string) (QueueServing,
 	slices.Sort(out.Queues)
 	return out, nil
 }
+
+// QueueOf is the asynq queue of thread id's activations on spool queue q:
+// its name in the orchestrator's namespace, or in a sharded space the
+// lane of id's shard (keyspace.Space.QueueOf).
+func (o *Orchestrator) QueueOf(q, id string) string { return o.Keys.QueueOf(q, id) }
+
+// QueueLanes are the asynq queues of spool queue q, every lane: the ones a
+// worker serving q listens on.
+func (o *Orchestrator) QueueLanes(q string) []string { return o.Keys.QueueLanes(q) }
+
+// QueueName is the spool queue of asynq queue aq (a lane's or a queue's
+// name), ok false for another namespace's.
+func (o *Orchestrator) QueueName(aq string) (string, bool) { return o.Keys.QueueName(aq) }
+
+// Lanes is how many asynq queues carry one spool queue: 1 unless the
+// namespace is sharded (keyspace.Space.Lanes).
+func (o *Orchestrator) Lanes() int { return o.Keys.Lanes() }
+
+// RateLimiter returns a limiter of the fleet-wide model rate limits over
+// the orchestrator's Redis and namespace, on its clock.
+func (o *Orchestrator) RateLimiter() *ratelimit.Limiter { return ratelimit.New(o.Redis, o.Keys, o.Now) }

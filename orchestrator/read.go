@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
@@ -128,3 +129,10 @@ func (o *Orchestrator) Logger() *slog.Logger { return o.Log }
 
 // Namespace returns the namespace of the orchestrator's Redis keys.
 func (o *Orchestrator) Namespace() string { return o.Keys.Namespace() }
+
+// StateSnapshot reads state snapshot sha of graph run id as it is stored
+// (blobkey.GraphState), unchecked: the caller checks it against its
+// address.
+func (o *Orchestrator) StateSnapshot(ctx context.Context, id, sha string) ([]byte, error) {
+	return o.Store.Get(ctx, blobkey.GraphState(id, sha))
+}
