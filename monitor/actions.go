@@ -122,7 +122,7 @@ func (m *Monitor) serveThreadAction(w http.ResponseWriter, r *http.Request) {
 	if !m.postForm(w, r) {
 		return
 	}
-	rec, err := m.cfg.Orch.Registry.Get(r.Context(), id)
+	rec, err := m.cfg.Orch.Record(r.Context(), id)
 	if m.lookupFailed(w, r, id, err) {
 		return
 	}
@@ -174,7 +174,7 @@ func (m *Monitor) send(w http.ResponseWriter, r *http.Request, rec *registry.Rec
 // (cascade=1: its children too, as the project's child policy says).
 func (m *Monitor) cancel(w http.ResponseWriter, r *http.Request, rec *registry.Record) {
 	page := "/threads/" + pathOf(rec.ThreadID)
-	if m.cfg.Orch.Signer == nil {
+	if !m.cfg.Orch.CanSign() {
 		m.redirect(w, r, page, flash{Text: noSigner, Bad: true})
 		return
 	}
@@ -220,7 +220,7 @@ func (m *Monitor) cancel(w http.ResponseWriter, r *http.Request, rec *registry.R
 func (m *Monitor) resume(w http.ResponseWriter, r *http.Request, rec *registry.Record) {
 	page := "/threads/" + pathOf(rec.ThreadID)
 	msg := strings.TrimSpace(r.PostFormValue("message"))
-	if m.cfg.Orch.Signer == nil {
+	if !m.cfg.Orch.CanSign() {
 		m.redirect(w, r, page, flash{Text: noSigner, Bad: true})
 		return
 	}
@@ -264,11 +264,7 @@ func (m *Monitor) current(r *http.Request, rec *registry.Record) (*registry.Reco
 	if rec.Status != thread.StatusContinued {
 		return rec, nil
 	}
-	id, err := m.cfg.Orch.Registry.ResolveChain(r.Context(), rec.ThreadID)
-	if err != nil {
-		return nil, err
-	}
-	return m.cfg.Orch.Registry.Get(r.Context(), id)
+	return m.cfg.Orch.Latest(r.Context(), rec.ThreadID)
 }
 
 func boolField(b bool) string {

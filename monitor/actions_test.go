@@ -106,7 +106,7 @@ func (e *env) waitRecord(id string, what string, cond func(*registry.Record) boo
 	e.t.Helper()
 	var rec *registry.Record
 	ok := waitFor(e.t.Context(), time.Minute, func() bool {
-		r, err := e.orch.Registry.Get(context.Background(), id)
+		r, err := e.orch.Record(context.Background(), id)
 		rec = r
 		return err == nil && cond(r)
 	})
@@ -127,7 +127,7 @@ func (e *env) transcriptEvents(id, typ string) []transcript.Event {
 }
 
 func (e *env) readEvents(id, typ string) ([]transcript.Event, error) {
-	tr, err := transcript.Read(e.t.Context(), e.store, id, e.orch.Keyring, transcript.Strict)
+	tr, err := transcript.Read(e.t.Context(), e.store, id, e.keyring, transcript.Strict)
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +334,7 @@ func TestThreadActions(t *testing.T) {
 	require.Contains(t, body, "Message 1 queued for "+root.ThreadID)
 	require.Contains(t, body, "The waiting thread was woken to record it.")
 	require.True(t, waitFor(t.Context(), time.Minute, func() bool {
-		tr, err := transcript.Read(t.Context(), e.store, root.ThreadID, e.orch.Keyring, transcript.Strict)
+		tr, err := transcript.Read(t.Context(), e.store, root.ThreadID, e.keyring, transcript.Strict)
 		return err == nil && strings.Contains(transcript.RenderText(tr.Events), "hello root")
 	}), "the message is in the root's transcript")
 	_, body = s.act(page+"/send", url.Values{"csrf": {token}, "message": {"  "}})
@@ -389,7 +389,7 @@ func TestThreadActions(t *testing.T) {
 	newID := strings.TrimPrefix(to, "/threads/")
 	require.NotEqual(t, root.ThreadID, newID)
 	require.Contains(t, body, "Resumed "+root.ThreadID+" as "+newID)
-	next, err := e.orch.Registry.Get(t.Context(), newID)
+	next, err := e.orch.Record(t.Context(), newID)
 	require.NoError(t, err)
 	require.Equal(t, "resume", next.ContinuationKind)
 	require.Equal(t, root.ThreadID, next.PreviousThreadID)
@@ -405,8 +405,8 @@ func TestThreadActions(t *testing.T) {
 func TestActionsWithoutSigningKey(t *testing.T) {
 	t.Parallel()
 	e := setup(t, envOptions{})
-	reader := orchestrator.New(orchestrator.Config{Namespace: e.orch.Cfg.Namespace, Logger: slog.New(slog.DiscardHandler)},
-		e.orch.Redis, e.store, e.orch.Enqueuer, nil, e.orch.Keyring)
+	reader := orchestrator.New(orchestrator.Config{Namespace: e.orch.Namespace(), Logger: slog.New(slog.DiscardHandler)},
+		e.rdb, e.store, e.enq, nil, e.keyring)
 	e2 := e.withMonitor(monitor.Config{Orch: reader, CountsTTL: -1})
 	root := e.startTree()
 	e.waitTreeHeld(root.ThreadID)

@@ -60,7 +60,7 @@ type approvalsData struct {
 func (m *Monitor) serveApprovals(w http.ResponseWriter, r *http.Request) {
 	id := strings.TrimSpace(r.URL.Query().Get("thread"))
 	if id != "" {
-		if _, err := m.cfg.Orch.Registry.Get(r.Context(), id); errors.Is(err, registry.ErrNotFound) {
+		if _, err := m.cfg.Orch.Record(r.Context(), id); errors.Is(err, registry.ErrNotFound) {
 			m.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
 			return
 		}
@@ -185,7 +185,7 @@ func (m *Monitor) serveDecisionLink(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, r, err)
 		return
 	}
-	rec, err := m.cfg.Orch.Registry.Get(ctx, tok.ThreadID)
+	rec, err := m.cfg.Orch.Record(ctx, tok.ThreadID)
 	if err != nil {
 		m.fail(w, r, err)
 		return

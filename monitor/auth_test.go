@@ -70,7 +70,7 @@ func TestTokenAuth(t *testing.T) {
 func TestHostGuard(t *testing.T) {
 	t.Parallel()
 	e := setup(t, envOptions{})
-	h, err := monitor.New(monitor.Config{Orch: e.orch, Hosts: httpauth.LoopbackHosts("127.0.0.1:8080")})
+	h, err := monitor.New(monitor.Config{Orch: e.orch, Redis: e.rdb, Hosts: httpauth.LoopbackHosts("127.0.0.1:8080")})
 	require.NoError(t, err)
 	for host, want := range map[string]int{"127.0.0.1:8080": 200, "localhost": 200, "[::1]:80": 200, "evil.example:8080": 421} {
 		req, err := http.NewRequest(http.MethodGet, "/healthz", nil)
@@ -91,10 +91,10 @@ func TestConfigErrors(t *testing.T) {
 		cfg  monitor.Config
 		want string
 	}{
-		{monitor.Config{Orch: e.orch, Auth: monitor.Auth{Token: "short"}}, "monitor: Auth.Token is shorter than 8 characters"},
-		{monitor.Config{Orch: e.orch, Auth: monitor.Auth{BasicUser: "u"}}, "monitor: Auth needs both BasicUser and BasicPassword"},
-		{monitor.Config{Orch: e.orch, ListLimit: 5000}, "monitor: Config.ListLimit 5000: want 1 to 1000"},
-		{monitor.Config{Orch: e.orch, PollInterval: 1}, "monitor: Config.PollInterval 1ns is below 100ms"},
+		{monitor.Config{Orch: e.orch, Redis: e.rdb, Auth: monitor.Auth{Token: "short"}}, "monitor: Auth.Token is shorter than 8 characters"},
+		{monitor.Config{Orch: e.orch, Redis: e.rdb, Auth: monitor.Auth{BasicUser: "u"}}, "monitor: Auth needs both BasicUser and BasicPassword"},
+		{monitor.Config{Orch: e.orch, Redis: e.rdb, ListLimit: 5000}, "monitor: Config.ListLimit 5000: want 1 to 1000"},
+		{monitor.Config{Orch: e.orch, Redis: e.rdb, PollInterval: 1}, "monitor: Config.PollInterval 1ns is below 100ms"},
 	} {
 		_, err := monitor.New(tc.cfg)
 		require.EqualError(t, err, tc.want)

@@ -97,7 +97,7 @@ func TestBrowserThreadView(t *testing.T) {
 	page.waitTrue(30*time.Second, "the thread list", `document.querySelectorAll("table.threads tbody tr").length === 5`)
 	saveArtifact(t, "monitor-list.png", page.screenshot())
 	page.navigate(e.srv.URL + "/asynq/")
-	page.waitTrue(30*time.Second, "asynqmon's queue table", `document.body.innerText.includes("`+e.orch.Keys.Queue("default")+`")`)
+	page.waitTrue(30*time.Second, "asynqmon's queue table", `document.body.innerText.includes("`+e.keys.Queue("default")+`")`)
 	saveArtifact(t, "monitor-asynqmon.png", page.screenshot())
 
 	require.Empty(t, page.problems(), "errors in the thread and list pages")

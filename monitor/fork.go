@@ -58,7 +58,7 @@ func (m *Monitor) serveFork(w http.ResponseWriter, r *http.Request) {
 		m.errorPage(w, r, http.StatusBadRequest, "turn: want the turn, from 1, to fork at")
 		return
 	}
-	rec, err := m.cfg.Orch.Registry.Get(r.Context(), id)
+	rec, err := m.cfg.Orch.Record(r.Context(), id)
 	if errors.Is(err, registry.ErrNotFound) {
 		m.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
 		return
@@ -68,7 +68,7 @@ func (m *Monitor) serveFork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	back := "/threads/" + pathOf(id) + "/transcript"
-	if m.cfg.Orch.Keyring.Unverified() {
+	if m.cfg.Orch.Unverified() {
 		m.redirect(w, r, back, flash{Text: "A fork starts from a verified transcript, and this monitor has no public key to verify with.", Bad: true})
 		return
 	}

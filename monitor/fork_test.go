@@ -40,7 +40,7 @@ func TestForkFromHere(t *testing.T) {
 	require.NotEqual(t, id, forkID)
 	require.Contains(t, body, "Forked "+id+" at turn 1 as "+forkID)
 	require.Contains(t, body, "fork of")
-	f, err := e.orch.Registry.Get(t.Context(), forkID)
+	f, err := e.orch.Record(t.Context(), forkID)
 	require.NoError(t, err)
 	require.Equal(t, id, f.ForkedFrom)
 	require.Equal(t, 1, f.ForkTurn)

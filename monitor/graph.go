@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/graph"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
@@ -195,13 +194,11 @@ func (m *Monitor) foreachViews(ctx context.Context, rec *registry.Record, g *gra
 			}
 			// A planned child not registered yet has not started.
 			c := childView{Index: i, ThreadID: id, Status: "planned"}
-			if cr, err := m.cfg.Orch.Registry.Get(ctx, id); err == nil {
+			if cr, err := m.cfg.Orch.Record(ctx, id); err == nil {
 				c.Status = cr.Status
 				if cr.Status == thread.StatusContinued {
-					if last, err := m.cfg.Orch.Registry.ResolveChain(ctx, id); err == nil {
-						if lr, err := m.cfg.Orch.Registry.Get(ctx, last); err == nil {
-							c.Status = lr.Status
-						}
+					if lr, err := m.cfg.Orch.Latest(ctx, id); err == nil {
+						c.Status = lr.Status
 					}
 				}
 			}
@@ -309,7 +306,7 @@ func (m *Monitor) snapshot(ctx context.Context, id, sha string) ([]byte, error) 
 	if ok {
 		return b, nil
 	}
-	b, err := m.cfg.Store.Get(ctx, blobkey.GraphState(id, sha))
+	b, err := m.cfg.Orch.StateSnapshot(ctx, id, sha)
 	if err != nil {
 		return nil, fmt.Errorf("state snapshot %s: %w", sha, err)
 	}
@@ -330,7 +327,7 @@ func (m *Monitor) snapshot(ctx context.Context, id, sha string) ([]byte, error) 
 // form may name the node to go on from.
 func (m *Monitor) resumeGraph(w http.ResponseWriter, r *http.Request, rec *registry.Record) {
 	page := "/threads/" + pathOf(rec.ThreadID)
-	if m.cfg.Orch.Signer == nil {
+	if !m.cfg.Orch.CanSign() {
 		m.redirect(w, r, page, flash{Text: noSigner, Bad: true})
 		return
 	}
@@ -375,7 +372,7 @@ func (m *Monitor) forkGraph(w http.ResponseWriter, r *http.Request, rec *registr
 		m.redirect(w, r, page, flash{Text: "Fork a thread from its transcript: each turn links to “fork from here”.", Bad: true})
 		return
 	}
-	if m.cfg.Orch.Signer == nil {
+	if !m.cfg.Orch.CanSign() {
 		m.redirect(w, r, page, flash{Text: noSigner, Bad: true})
 		return
 	}

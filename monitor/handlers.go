@@ -60,7 +60,7 @@ func (m *Monitor) serveList(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, r, err)
 		return
 	}
-	recs, err := m.cfg.Orch.Registry.List(ctx, registry.Filter{Status: thread.Status(status), Directive: directive, Limit: limit + 1})
+	recs, err := m.cfg.Orch.Threads(ctx, registry.Filter{Status: thread.Status(status), Directive: directive, Limit: limit + 1})
 	if err != nil {
 		m.fail(w, r, err)
 		return
@@ -148,7 +148,7 @@ func (m *Monitor) serveThread(w http.ResponseWriter, r *http.Request, id string)
 	if m.lookupFailed(w, r, id, err) {
 		return
 	}
-	p := threadPage{ThreadView: v, CSRF: m.csrfToken(w, r), CanSign: m.cfg.Orch.Signer != nil, ReadOnly: m.cfg.ReadOnly,
+	p := threadPage{ThreadView: v, CSRF: m.csrfToken(w, r), CanSign: m.cfg.Orch.CanSign(), ReadOnly: m.cfg.ReadOnly,
 		Task: m.threadTask(v.Thread)}
 	_, _, p.Named = r.BasicAuth()
 	if v.Thread.WaitingFor == registry.WaitingForApproval {
@@ -184,7 +184,7 @@ type transcriptData struct {
 // The status is read before the transcript: a thread that had finished
 // then has every segment committed by the time the read lists them.
 func (m *Monitor) threadTranscript(ctx context.Context, id string) (rec *registry.Record, evs []transcript.Event, bad, err error) {
-	if rec, err = m.cfg.Orch.Registry.Get(ctx, id); err != nil {
+	if rec, err = m.cfg.Orch.Record(ctx, id); err != nil {
 		return nil, nil, nil, err
 	}
 	evs, bad, err = m.transcripts.read(ctx, id)
@@ -196,7 +196,7 @@ func (m *Monitor) serveTranscript(w http.ResponseWriter, r *http.Request, id str
 	if m.lookupFailed(w, r, id, err) {
 		return
 	}
-	d := transcriptData{Thread: rec, Done: rec.Status.Terminal() || bad != nil, Unverified: m.cfg.Orch.Keyring.Unverified()}
+	d := transcriptData{Thread: rec, Done: rec.Status.Terminal() || bad != nil, Unverified: m.cfg.Orch.Unverified()}
 	if bad != nil {
 		d.Warning = bad.Error()
 	}
@@ -275,7 +275,7 @@ func (m *Monitor) serveEvents(w http.ResponseWriter, r *http.Request, id string)
 		return
 	}
 	out := Events{ThreadID: id, Status: rec.Status, After: aft, Next: aft, Done: rec.Status.Terminal() || bad != nil, Events: []EventJSON{},
-		Unverified: m.cfg.Orch.Keyring.Unverified()}
+		Unverified: m.cfg.Orch.Unverified()}
 	if bad != nil {
 		out.Warning = bad.Error()
 	}

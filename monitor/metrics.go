@@ -8,7 +8,6 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/orchestrator"
 )
 
@@ -24,7 +23,7 @@ type collector struct {
 func newCollector(m *Monitor) *collector {
 	return &collector{
 		m:       m,
-		queues:  newQueueCollector(m.inspector, m.cfg.Orch.Keys, m.cfg.Logger),
+		queues:  newQueueCollector(m.inspector, m.cfg.Orch, m.cfg.Logger),
 		threads: prometheus.NewDesc("spool_threads", "Registered threads by status.", []string{"status"}, nil),
 		up:      prometheus.NewDesc("spool_monitor_scrape_ok", "1 when the last scrape read Redis without error.", []string{"part"}, nil),
 	}
@@ -63,7 +62,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 // The monitor, the worker and the scheduler all serve it on /metrics.
 type QueueCollector struct {
 	inspector *asynq.Inspector
-	keys      keyspace.Space
+	keys      queueNames
 	log       *slog.Logger
 
 	queueTasks, queueLatency, queuePaused *prometheus.Desc
@@ -72,10 +71,16 @@ type QueueCollector struct {
 // NewQueueCollector returns a QueueCollector over orch's Redis and
 // namespace.
 func NewQueueCollector(orch *orchestrator.Orchestrator) *QueueCollector {
-	return newQueueCollector(asynq.NewInspectorFromRedisClient(orch.Redis), orch.Keys, orch.Log)
+	return newQueueCollector(orch.Inspector(), orch, orch.Logger())
 }
 
-func newQueueCollector(in *asynq.Inspector, ks keyspace.Space, log *slog.Logger) *QueueCollector {
+// queueNames names the spool queue of an asynq queue in a namespace
+// (*orchestrator.Orchestrator does).
+type queueNames interface {
+	QueueName(aq string) (string, bool)
+}
+
+func newQueueCollector(in *asynq.Inspector, ks queueNames, log *slog.Logger) *QueueCollector {
 	return &QueueCollector{
 		inspector:    in,
 		keys:         ks,

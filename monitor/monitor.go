@@ -11,8 +11,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
-	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/ratelimit"
 )
@@ -22,13 +22,14 @@ const AsynqPath = "/asynq"
 
 // Config configures the monitor.
 type Config struct {
-	// Orch gives the registry, ledger, Redis client and transcript keys.
-	// Required.
+	// Orch reads and acts on threads: records, budgets, transcripts,
+	// queues. Required.
 	Orch *orchestrator.Orchestrator
-	// Store is the blob store transcripts are read from. Default Orch.Store.
-	Store blobstore.Store
+	// Redis is the Redis client of asynq's queues, which asynqmon shows
+	// and acts on. Required unless AsynqHandler is set.
+	Redis redis.UniversalClient
 	// AsynqHandler serves asynqmon under AsynqPath. Default
-	// NewAsynqmon(Orch.Redis, AsynqPath, false).
+	// NewAsynqmon(Redis, AsynqPath, false).
 	AsynqHandler http.Handler
 	// Auth guards every path but /healthz when it is enabled. Default none.
 	Auth Auth
@@ -67,17 +68,14 @@ type Config struct {
 	// request as the workers read it from a thread's bundle. Default: the
 	// working directory.
 	Project string
-	// Logger. Default Orch.Log.
+	// Logger. Default the orchestrator's (Orch.Logger).
 	Logger *slog.Logger
 }
 
 // WithDefaults fills unset fields.
 func (c Config) WithDefaults() Config {
-	if c.Store == nil && c.Orch != nil {
-		c.Store = c.Orch.Store
-	}
-	if c.AsynqHandler == nil && c.Orch != nil && c.Orch.Redis != nil {
-		c.AsynqHandler = NewAsynqmon(c.Orch.Redis, AsynqPath, false)
+	if c.AsynqHandler == nil && c.Redis != nil {
+		c.AsynqHandler = NewAsynqmon(c.Redis, AsynqPath, false)
 	}
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
@@ -98,7 +96,7 @@ func (c Config) WithDefaults() Config {
 		c.MaxTreeNodes = 500
 	}
 	if c.Logger == nil && c.Orch != nil {
-		c.Logger = c.Orch.Log
+		c.Logger = c.Orch.Logger()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -110,10 +108,8 @@ func (c Config) validate() error {
 	switch {
 	case c.Orch == nil:
 		return errors.New("monitor: Config.Orch is required")
-	case c.Orch.Redis == nil || c.Orch.Registry == nil || c.Orch.Ledger == nil:
-		return errors.New("monitor: Config.Orch is not wired (use orchestrator.New)")
-	case c.Store == nil:
-		return errors.New("monitor: Config.Store is required (Orch.Store is nil)")
+	case c.AsynqHandler == nil:
+		return errors.New("monitor: Config.Redis is required (asynqmon shows its queues), unless Config.AsynqHandler is set")
 	case c.PollInterval < 100*time.Millisecond:
 		return fmt.Errorf("monitor: Config.PollInterval %s is below 100ms", c.PollInterval)
 	case c.ListLimit < 0 || c.ListLimit > maxListLimit:
@@ -155,10 +151,10 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	m := &Monitor{
 		cfg:         cfg,
-		inspector:   asynq.NewInspectorFromRedisClient(cfg.Orch.Redis),
-		transcripts: newTranscriptCache(cfg.Store, cfg.Orch.Keyring, 128),
+		inspector:   cfg.Orch.Inspector(),
+		transcripts: newTranscriptCache(cfg.Orch.NewFollower, 128),
 		pages:       pg,
-		limiter:     ratelimit.New(cfg.Orch.Redis, cfg.Orch.Keys, cfg.Orch.Now),
+		limiter:     cfg.Orch.RateLimiter(),
 		key:         sessionKey(cfg.SessionKey),
 	}
 	for _, c := range []prometheus.Collector{newCollector(m), newRateCollector(m)} {

@@ -299,10 +299,10 @@ func TestAsynqmon(t *testing.T) {
 
 	code, body, _ = e.get("/asynq/api/queues")
 	require.Equal(t, http.StatusOK, code, body)
-	require.Contains(t, body, e.orch.Keys.Queue(queue.DefaultQueue))
+	require.Contains(t, body, e.keys.Queue(queue.DefaultQueue))
 
 	// A cross-site request cannot press asynqmon's buttons.
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.srv.URL+"/asynq/api/queues/"+e.orch.Keys.Queue(queue.DefaultQueue)+":pause", nil)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.srv.URL+"/asynq/api/queues/"+e.keys.Queue(queue.DefaultQueue)+":pause", nil)
 	require.NoError(t, err)
 	req.Header.Set("Sec-Fetch-Site", "cross-site")
 	resp, err := e.srv.Client().Do(req)

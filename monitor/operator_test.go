@@ -36,7 +36,7 @@ func TestListErrorsAndQueues(t *testing.T) {
 	var info *asynq.QueueInfo
 	require.Eventually(t, func() bool {
 		var err error
-		info, err = asynqInspector(e).GetQueueInfo(e.orch.Keys.Queue(queue.DefaultQueue))
+		info, err = asynqInspector(e).GetQueueInfo(e.keys.Queue(queue.DefaultQueue))
 		return err == nil && info.Processed >= 2
 	}, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, 0, info.Failed, "an errored thread's task is not a failed task")
@@ -46,7 +46,7 @@ func TestListErrorsAndQueues(t *testing.T) {
 	require.Contains(t, body, `<td class="err"></td>`, "a completed thread has no error")
 	require.Contains(t, body, html.EscapeString(f.Error.Message[:min(len(f.Error.Message), 40)]))
 	require.Contains(t, body, `Threads in error: <b>1</b>`)
-	row := `<td><a href="/asynq/queues/` + e.orch.Keys.Queue(queue.DefaultQueue) + `">default</a></td>`
+	row := `<td><a href="/asynq/queues/` + e.keys.Queue(queue.DefaultQueue) + `">default</a></td>`
 	require.Contains(t, body, row)
 	i := strings.Index(body, row)
 	require.Contains(t, body[i:], `<td class="num">`+itoa(info.Processed)+`</td><td class="num fail">0</td>`)
@@ -123,7 +123,7 @@ func TestAsynqmonLinks(t *testing.T) {
 	e := setup(t, envOptions{})
 	rec := e.start("t/echo", map[string]any{"text": "x"})
 	e.wait(rec.ThreadID)
-	q := e.orch.Keys.Queue(queue.DefaultQueue)
+	q := e.keys.Queue(queue.DefaultQueue)
 
 	page := e.page(threadURL(rec.ThreadID))
 	task := "/asynq/queues/" + q + "/tasks/" + url.PathEscape(rec.ThreadID)
@@ -152,6 +152,6 @@ func TestAsynqmonLinks(t *testing.T) {
 	require.Contains(t, e.page("/static/asynqmon.css"), "#spool-bar")
 }
 
-func asynqInspector(e *env) *asynq.Inspector { return asynq.NewInspectorFromRedisClient(e.orch.Redis) }
+func asynqInspector(e *env) *asynq.Inspector { return e.orch.Inspector() }
 
 func itoa(n int) string { return strconv.Itoa(n) }

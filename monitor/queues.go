@@ -33,11 +33,11 @@ func (m *Monitor) queueRows() ([]queueRow, error) {
 	}
 	var out []queueRow
 	for _, q := range names {
-		name, mine := m.cfg.Orch.Keys.QueueName(q)
+		name, mine := m.cfg.Orch.QueueName(q)
 		if !mine {
 			continue
 		}
-		if m.cfg.Orch.Keys.Lanes() > 1 {
+		if m.cfg.Orch.Lanes() > 1 {
 			name = q // one row per lane of a sharded space's queue
 		}
 		info, err := m.inspector.GetQueueInfo(q)
@@ -78,7 +78,7 @@ func (m *Monitor) threadTask(rec *registry.Record) threadTask {
 	if q == "" {
 		q = queue.DefaultQueue
 	}
-	aq := m.cfg.Orch.Keys.QueueOf(q, rec.ThreadID)
+	aq := m.cfg.Orch.QueueOf(q, rec.ThreadID)
 	id := rec.Extra["active_task"]
 	if id == "" {
 		id = rec.ThreadID

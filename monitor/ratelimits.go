@@ -77,7 +77,7 @@ func (m *Monitor) serveRateLimits(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, r, err)
 		return
 	}
-	active, err := m.cfg.Orch.Registry.ListActive(ctx)
+	active, err := m.cfg.Orch.Active(ctx)
 	if err != nil {
 		m.fail(w, r, err)
 		return

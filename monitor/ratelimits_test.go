@@ -30,9 +30,9 @@ func TestRateLimitsPage(t *testing.T) {
 	// about a minute, so it is handed back to wait, holding no slot.
 	second := e.start("t/echo", map[string]any{"text": "second"})
 	require.True(t, waitFor(t.Context(), 30*time.Second, func() bool {
-		rec, err := e.orch.Registry.Get(t.Context(), second.ThreadID)
+		rec, err := e.orch.Record(t.Context(), second.ThreadID)
 		return err == nil && rec.Status == thread.StatusWaiting && rec.WaitingFor == registry.WaitingForRateLimit
-	}), "the second thread waits for its rate limit: %+v", func() any { r, _ := e.orch.Registry.Get(t.Context(), second.ThreadID); return r }())
+	}), "the second thread waits for its rate limit: %+v", func() any { r, _ := e.orch.Record(t.Context(), second.ThreadID); return r }())
 
 	body := e.page("/ratelimits")
 	require.Contains(t, body, `<a href="/ratelimits" class="on">Rate limits</a>`)

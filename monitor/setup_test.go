@@ -14,11 +14,13 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/monitor"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
@@ -34,12 +36,18 @@ func TestMain(m *testing.M) { testenv.MainLeakFree(m) }
 // local blob store, an in-process orchestrator and worker, and the monitor
 // on an httptest server.
 type env struct {
-	t      *testing.T
-	orch   *orchestrator.Orchestrator
-	store  blobstore.Store
-	bundle string
-	srv    *httptest.Server
-	gate   string // the file the tree's leaves wait for
+	t     *testing.T
+	orch  *orchestrator.Orchestrator
+	store blobstore.Store
+	// rdb is the orchestrator's Redis, keys its namespace's, keyring
+	// and enq what it was made with.
+	rdb     redis.UniversalClient
+	keys    keyspace.Space
+	keyring *transcript.Keyring
+	enq     *queue.Enqueuer
+	bundle  string
+	srv     *httptest.Server
+	gate    string // the file the tree's leaves wait for
 }
 
 type envOptions struct {
@@ -69,8 +77,9 @@ func setup(t *testing.T, o envOptions) *env {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	client := asynq.NewClientFromRedisClient(r.Client)
+	enq := &queue.Enqueuer{Client: client}
 	orch := orchestrator.New(orchestrator.Config{Namespace: r.Namespace, LeaseTTL: 2 * time.Second, Logger: log},
-		r.Client, store, &queue.Enqueuer{Client: client}, signer, keyring)
+		r.Client, store, enq, signer, keyring)
 
 	project, err := filepath.Abs("testdata/project")
 	require.NoError(t, err)
@@ -89,11 +98,12 @@ func setup(t *testing.T, o envOptions) *env {
 		ShutdownTimeout: 5 * time.Second, RecoverInterval: time.Second}, orch)
 	require.NoError(t, w.Start())
 
-	h, err := monitor.New(monitor.Config{Orch: orch, Auth: o.auth, CountsTTL: -1, PollInterval: 200 * time.Millisecond, Logger: log, Project: project})
+	h, err := monitor.New(monitor.Config{Orch: orch, Redis: r.Client, Auth: o.auth, CountsTTL: -1, PollInterval: 200 * time.Millisecond, Logger: log, Project: project})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 
-	e := &env{t: t, orch: orch, store: store, bundle: bundle, srv: srv, gate: filepath.Join(t.TempDir(), "gate")}
+	e := &env{t: t, orch: orch, store: store, rdb: r.Client, keys: keyspace.New(r.Namespace), keyring: keyring, enq: enq,
+		bundle: bundle, srv: srv, gate: filepath.Join(t.TempDir(), "gate")}
 	t.Cleanup(func() {
 		e.release() // leaves stop waiting, so the worker stops at once
 		srv.Close()
@@ -107,6 +117,9 @@ func setup(t *testing.T, o envOptions) *env {
 // httptest server closed at the test's end.
 func (e *env) withMonitor(cfg monitor.Config) *env {
 	e.t.Helper()
+	if cfg.Redis == nil {
+		cfg.Redis = e.rdb
+	}
 	h, err := monitor.New(cfg)
 	require.NoError(e.t, err)
 	srv := httptest.NewServer(h)
@@ -194,10 +207,10 @@ func (e *env) waitTreeHeld(root string) tree {
 	var tr tree
 	ok := waitFor(ctx, time.Minute, func() bool {
 		var err error
-		if tr.root, err = e.orch.Registry.Get(ctx, root); err != nil || tr.root.Status != thread.StatusWaiting {
+		if tr.root, err = e.orch.Record(ctx, root); err != nil || tr.root.Status != thread.StatusWaiting {
 			return false
 		}
-		if tr.branches, err = e.orch.Registry.ListChildren(ctx, root); err != nil || len(tr.branches) != 2 {
+		if tr.branches, err = e.orch.Children(ctx, root); err != nil || len(tr.branches) != 2 {
 			return false
 		}
 		tr.leaves = nil
@@ -205,14 +218,14 @@ func (e *env) waitTreeHeld(root string) tree {
 			if b.Status != thread.StatusWaiting {
 				return false
 			}
-			kids, err := e.orch.Registry.ListChildren(ctx, b.ThreadID)
+			kids, err := e.orch.Children(ctx, b.ThreadID)
 			if err != nil || len(kids) != 1 || kids[0].Status != thread.StatusRunning {
 				return false
 			}
 			tr.leaves = append(tr.leaves, kids[0])
 		}
 		for _, l := range tr.leaves {
-			t, err := transcript.Read(ctx, e.store, l.ThreadID, e.orch.Keyring, transcript.Strict)
+			t, err := transcript.Read(ctx, e.store, l.ThreadID, e.keyring, transcript.Strict)
 			if err != nil || !strings.Contains(transcript.RenderText(t.Events), "tool rye/file-system/fs_write result") {
 				return false
 			}

@@ -15,7 +15,6 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
-	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -25,8 +24,8 @@ import (
 // segments committed since the last one. At most max threads are kept;
 // the least recently read is dropped first (hashicorp/golang-lru).
 type transcriptCache struct {
-	store   blobstore.Store
-	keyring *transcript.Keyring
+	// follow makes a thread's follower (orchestrator.NewFollower).
+	follow func(id string) (*transcript.Follower, error)
 
 	mu      sync.Mutex // makes each thread's follower once
 	entries *lru.Cache[string, *followed]
@@ -39,12 +38,12 @@ type followed struct {
 	failed error // a verification failure: the follower stays failed
 }
 
-func newTranscriptCache(store blobstore.Store, keyring *transcript.Keyring, size int) *transcriptCache {
+func newTranscriptCache(follow func(id string) (*transcript.Follower, error), size int) *transcriptCache {
 	entries, err := lru.New[string, *followed](size)
 	if err != nil {
 		panic(err) // only for a size <= 0: a programming error
 	}
-	return &transcriptCache{store: store, keyring: keyring, entries: entries}
+	return &transcriptCache{follow: follow, entries: entries}
 }
 
 func (c *transcriptCache) entry(id string) (*followed, error) {
@@ -53,7 +52,7 @@ func (c *transcriptCache) entry(id string) (*followed, error) {
 	if e, ok := c.entries.Get(id); ok {
 		return e, nil
 	}
-	f, err := transcript.NewFollower(c.store, id, c.keyring)
+	f, err := c.follow(id)
 	if err != nil {
 		return nil, err
 	}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
@@ -48,29 +46,22 @@ func (m *Monitor) countThreads(ctx context.Context) (*statusCounts, error) {
 		return m.counts, nil
 	}
 	began := time.Now()
-	rdb, ks := m.cfg.Orch.Redis, m.cfg.Orch.Keys
 	out := &statusCounts{By: map[thread.Status]int64{}, At: time.Now()}
 	const page = 1000
 	for start := int64(0); ; start += page {
-		zs, err := m.cfg.Orch.Registry.ThreadsByTime(ctx, registry.Window{Offset: start, Count: page})
+		zs, err := m.cfg.Orch.ThreadsByTime(ctx, registry.Window{Offset: start, Count: page})
 		if err != nil {
 			return nil, fmt.Errorf("count threads: %w", err)
 		}
 		ids := registry.IDs(zs)
-		if len(ids) > 0 {
-			pipe := rdb.Pipeline()
-			for _, id := range ids {
-				pipe.HGet(ctx, ks.Thread(id), "status")
-			}
-			cmds, err := pipe.Exec(ctx)
-			if err != nil && !isNil(err) {
-				return nil, fmt.Errorf("count threads: %w", err)
-			}
-			for _, c := range cmds {
-				if s, err := c.(*redis.StringCmd).Result(); err == nil && s != "" {
-					out.By[thread.Status(s)]++
-					out.Total++
-				}
+		statuses, err := m.cfg.Orch.Statuses(ctx, ids)
+		if err != nil {
+			return nil, fmt.Errorf("count threads: %w", err)
+		}
+		for _, s := range statuses {
+			if s != "" {
+				out.By[s]++
+				out.Total++
 			}
 		}
 		if len(ids) < page {
@@ -107,12 +98,12 @@ type ThreadView struct {
 }
 
 func (m *Monitor) threadView(ctx context.Context, id string) (*ThreadView, error) {
-	rec, err := m.cfg.Orch.Registry.Get(ctx, id)
+	rec, err := m.cfg.Orch.Record(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	v := &ThreadView{Thread: rec}
-	if v.Chain, err = m.cfg.Orch.Registry.GetChain(ctx, id); err != nil {
+	if v.Chain, err = m.cfg.Orch.ChainRecords(ctx, id); err != nil {
 		return nil, err
 	}
 	if v.Tree, err = m.cfg.Orch.Tree(ctx, rec, m.cfg.MaxTreeNodes); err != nil {
@@ -124,5 +115,3 @@ func (m *Monitor) threadView(ctx context.Context, id string) (*ThreadView, error
 	v.Live = v.Tree.Live()
 	return v, nil
 }
-
-func isNil(err error) bool { return errors.Is(err, redis.Nil) }

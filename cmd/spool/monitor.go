@@ -48,7 +48,6 @@ const minSessionKey = 16
 func newMonitorHandlerWith(s *services, o monitorOptions) (http.Handler, error) {
 	return monitor.New(monitor.Config{
 		Orch:         s.orch,
-		Store:        s.store,
 		AsynqHandler: monitor.NewAsynqmon(s.rdb, monitor.AsynqPath, o.readOnly),
 		ReadOnly:     o.readOnly,
 		Auth:         o.auth,
