@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
 )
 
@@ -18,7 +19,7 @@ import (
 // is left to `spool dev`, which resumes it: an --embedded run does what
 // it was asked, in the time that takes (worker.Config.Serves).
 type ownTree struct {
-	reg *registry.Registry
+	o *orchestrator.Orchestrator
 	// leftovers is how many threads were unfinished before the run.
 	leftovers int
 
@@ -37,11 +38,11 @@ func newOwnTree(c *cli.Context, s *services) (*ownTree, error) {
 	if !c.Bool("embedded") || s.embedded == nil {
 		return nil, nil
 	}
-	active, err := s.orch.Registry.ListActive(c.Context)
+	active, err := s.orch.Active(c.Context)
 	if err != nil {
 		return nil, err
 	}
-	return &ownTree{reg: s.orch.Registry, leftovers: len(active), ready: make(chan struct{}), in: map[string]bool{}}, nil
+	return &ownTree{o: s.orch, leftovers: len(active), ready: make(chan struct{}), in: map[string]bool{}}, nil
 }
 
 // serves is the worker's Config.Serves, nil for a nil tree (every thread).
@@ -102,7 +103,7 @@ func (t *ownTree) of(ctx context.Context, id string, depth int) (bool, error) {
 	if known {
 		return in, nil
 	}
-	rec, err := t.reg.Get(ctx, id)
+	rec, err := t.o.Record(ctx, id)
 	if errors.Is(err, registry.ErrNotFound) {
 		return depth == 0, nil
 	}

@@ -369,7 +369,7 @@ func graphList(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	recs, err := s.orch.Registry.List(c.Context, registry.Filter{Status: thread.Status(st), Directive: c.String("graph"),
+	recs, err := s.orch.Threads(c.Context, registry.Filter{Status: thread.Status(st), Directive: c.String("graph"),
 		Kind: registry.KindGraph, Limit: c.Int("limit")})
 	if err != nil {
 		return err

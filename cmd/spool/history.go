@@ -133,7 +133,7 @@ func openRecording(c *cli.Context, id string) (*services, *registry.Record, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	if s.orch.Keyring.Unverified() {
+	if s.orch.Unverified() {
 		s.Close()
 		return nil, nil, fmt.Errorf("%s %s: %s", c.Command.Name, id, noKeysNote)
 	}

@@ -62,7 +62,7 @@ func threadApprovals(c *cli.Context) error {
 	defer s.Close()
 	id := c.String("thread")
 	if id != "" {
-		if _, err := s.orch.Registry.Get(c.Context, id); err != nil {
+		if _, err := s.orch.Record(c.Context, id); err != nil {
 			return notFound(id, err)
 		}
 	}

@@ -421,7 +421,7 @@ func openRecord(c *cli.Context, id string, o openOpts) (*services, *registry.Rec
 	if err != nil {
 		return nil, nil, err
 	}
-	rec, err := s.orch.Registry.Get(c.Context, id)
+	rec, err := s.orch.Record(c.Context, id)
 	if err != nil {
 		s.Close()
 		return nil, nil, notFound(id, err)
@@ -460,11 +460,7 @@ func unfinished(c *cli.Context, s *services, ids []string) ([]string, error) {
 	defer cancel()
 	var open []string
 	for _, id := range ids {
-		cur, err := s.orch.Registry.ResolveChain(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		r, err := s.orch.Registry.Get(ctx, cur)
+		r, err := s.orch.Latest(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -535,7 +531,7 @@ func threadList(c *cli.Context) error {
 	defer s.Close()
 	if p := c.String("parent"); p != "" {
 		// An unknown parent is a mistyped id, not a thread without children.
-		if _, err := s.orch.Registry.Get(c.Context, p); err != nil {
+		if _, err := s.orch.Record(c.Context, p); err != nil {
 			return notFound(p, err)
 		}
 	}
@@ -545,7 +541,7 @@ func threadList(c *cli.Context) error {
 	if limit > 0 {
 		ask = limit + 1
 	}
-	recs, err := s.orch.Registry.List(c.Context, registry.Filter{Status: thread.Status(st), Directive: c.String("directive"), Parent: c.String("parent"), Limit: ask})
+	recs, err := s.orch.Threads(c.Context, registry.Filter{Status: thread.Status(st), Directive: c.String("directive"), Parent: c.String("parent"), Limit: ask})
 	if err != nil {
 		return err
 	}
@@ -720,7 +716,7 @@ func threadWait(c *cli.Context) error {
 	defer s.Close()
 	ids := c.Args().Slice()
 	for _, id := range ids {
-		if _, err := s.orch.Registry.Get(c.Context, id); err != nil {
+		if _, err := s.orch.Record(c.Context, id); err != nil {
 			return notFound(id, err)
 		}
 	}

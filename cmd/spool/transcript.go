@@ -73,7 +73,7 @@ const noKeysNote = "signatures unverified: no trusted public keys (put the signi
 // unverified, when the command was given no key to verify with (see
 // loadKeys).
 func warnUnverified(c *cli.Context, s *services, what string) {
-	if s.orch.Keyring.Unverified() {
+	if s.orch.Unverified() {
 		fmt.Fprintf(c.App.ErrWriter, "spool: warning: %s: %s\n", what, noKeysNote)
 	}
 }
@@ -132,7 +132,7 @@ func followTranscript(c *cli.Context, s *services, rec *registry.Record, format 
 		return nil
 	})
 	if format == "markdown" && (err == nil || c.Err() != nil) {
-		if final, gerr := s.orch.Registry.Get(context.WithoutCancel(c.Context), rec.ThreadID); gerr == nil {
+		if final, gerr := s.orch.Record(context.WithoutCancel(c.Context), rec.ThreadID); gerr == nil {
 			rec = final
 		}
 		if perr := printMarkdown(c, rec, events); perr != nil {
@@ -169,7 +169,7 @@ func threadVerify(c *cli.Context) error {
 		return err
 	}
 	tr := v.Transcript
-	if s.orch.Keyring.Unverified() {
+	if s.orch.Unverified() {
 		// The hash chain and the marks held; nothing says who wrote them.
 		if c.Bool("json") {
 			_ = printJSON(c.App.Writer, map[string]any{"thread_id": id, "verified": false, "signatures": "unverified",
@@ -230,11 +230,11 @@ func startFollow(c *cli.Context, s *services, id string) (stop func()) {
 }
 
 func followLine(ctx context.Context, s *services, id string) string {
-	term, err := s.orch.Registry.ResolveChain(ctx, id)
+	term, err := s.orch.ResolveChain(ctx, id)
 	if err != nil {
 		return ""
 	}
-	r, err := s.orch.Registry.Get(ctx, term)
+	r, err := s.orch.Record(ctx, term)
 	if err != nil {
 		return ""
 	}
@@ -253,7 +253,7 @@ func followLine(ctx context.Context, s *services, id string) string {
 // childProgress says how thread id's children are doing, "" when it has
 // none: "20 children: 7 done, 10 running, 3 queued".
 func childProgress(ctx context.Context, s *services, id string) string {
-	kids, err := s.orch.Registry.ListChildren(ctx, id)
+	kids, err := s.orch.Children(ctx, id)
 	if err != nil || len(kids) == 0 {
 		return ""
 	}
@@ -296,7 +296,7 @@ func short(r *registry.Record) string {
 }
 
 func lastTool(ctx context.Context, s *services, id string) string {
-	tr, err := transcript.Read(ctx, s.store, id, s.orch.Keyring, transcript.Lenient)
+	tr, err := s.orch.ReadLenient(ctx, id)
 	if err != nil {
 		return ""
 	}
