@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -46,43 +47,11 @@ func NewActivations(rdb redis.UniversalClient, ks keyspace.Space, now func() tim
 	return &Activations{rdb: redisfn.NewClient(rdb), ks: ks, now: now}
 }
 
-// claimScript starts an activation.
-//
-// KEYS[1] thread hash, KEYS[2] lease key, KEYS[3] active set, KEYS[4] events channel
-// ARGV[1] reason (start|requeue|wake|timeout|recover|retry), ARGV[2] seq, ARGV[3] token,
-// ARGV[4] lease ttl ms, ARGV[5] now (RFC3339Nano), ARGV[6] task id
-// Returns {new version, activation number, HGETALL of the thread};
-// refuses NOTFOUND, NOTCLAIMABLE <status> <reason>.
-var claimScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'status', 'active_task', 'suspend_seq', 'version', 'started_at', 'thread_id', 'activation')
-local st = h[1]
-if not st then return redis.error_reply('NOTFOUND') end
-local reason, seq = ARGV[1], tonumber(ARGV[2])
--- redelivered: asynq runs this very task again and its lease has lapsed.
-local function redelivered()
-  return st == 'running' and h[2] == ARGV[6] and redis.call('EXISTS', KEYS[2]) == 0
-end
-local ok = false
-if reason == 'start' or reason == 'requeue' then
-  ok = st == 'created' or redelivered()
-elseif reason == 'wake' or reason == 'timeout' then
-  ok = (st == 'waiting' and tonumber(h[3] or '-1') == seq) or redelivered()
-elseif reason == 'recover' then
-  ok = st == 'running' and tonumber(h[4] or '0') == seq and redis.call('EXISTS', KEYS[2]) == 0
-end
-if not ok then return redis.error_reply('NOTCLAIMABLE ' .. st .. ' ' .. reason) end
-local v, n = (tonumber(h[4]) or 0) + 1, (tonumber(h[7]) or 0) + 1
-local set = {'version', v, 'activation', n, 'status', 'running', 'active_task', ARGV[6], 'updated_at', ARGV[5], 'waiting_for', ''}
-if not h[5] or h[5] == '' then
-  set[#set + 1] = 'started_at'
-  set[#set + 1] = ARGV[5]
-end
-redis.call('HSET', KEYS[1], unpack(set))
-redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
-redis.call('SADD', KEYS[3], h[6])
-if st ~= 'running' then redis.call('PUBLISH', KEYS[4], h[6] .. ' running') end
-return {v, n, redis.call('HGETALL', KEYS[1])}
-`)
+// claimScript starts an activation (claim.lua).
+var claimScript = redisfn.New("claim", "", claimLua)
+
+//go:embed claim.lua
+var claimLua string
 
 // Claim is what Claim returns.
 type Claim struct {
@@ -118,16 +87,11 @@ func (a *Activations) Claim(ctx context.Context, id, reason string, seq int64, t
 	return Claim{Version: reply.Int(res[0]), Activation: reply.Int(res[1]), Token: token, Record: rec}, nil
 }
 
-// heartbeatScript renews a lease held by token.
-//
-// KEYS[1] lease key; ARGV[1] token, ARGV[2] ttl ms. Returns 1, or 0 when lost.
-var heartbeatScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-return 0
-`)
+// heartbeatScript renews a lease held by token (heartbeat.lua).
+var heartbeatScript = redisfn.New("heartbeat", "", heartbeatLua)
+
+//go:embed heartbeat.lua
+var heartbeatLua string
 
 // Heartbeat renews the lease; ErrLeaseLost when another activation holds it.
 func (a *Activations) Heartbeat(ctx context.Context, id, token string, ttl time.Duration) error {
@@ -141,13 +105,13 @@ func (a *Activations) Heartbeat(ctx context.Context, id, token string, ttl time.
 	return nil
 }
 
-// releaseScript drops a lease held by token (as finalize.lua does with the
-// end of a thread). KEYS[1] lease; ARGV[1] token. Returns 1, or 0 when
-// another token holds it.
-var releaseScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-`)
+// releaseScript drops a lease held by token (as finalize.lua does with
+// the end of a thread). KEYS[1] lease; ARGV[1] token. Returns 1, or 0
+// when another token holds it (release_lease.lua).
+var releaseScript = redisfn.New("release_lease", "", releaseLua)
+
+//go:embed release_lease.lua
+var releaseLua string
 
 // Release drops the lease so that a retry of the task can claim at once.
 func (a *Activations) Release(ctx context.Context, id, token string) error {

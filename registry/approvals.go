@@ -2,13 +2,13 @@ package registry
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/internal/reply"
 )
 
@@ -57,41 +57,11 @@ type Decision struct {
 }
 
 // suspendApprovalScript suspends a running thread until people decide its
-// pending tool calls.
-//
-// KEYS[1] thread hash, KEYS[2] events channel, KEYS[3] awaiting-approval
-// set, KEYS[4] decisions hash
-// ARGV[1] expected version, ARGV[2] now, ARGV[3] thread id, ARGV[4] the
-// pending calls (JSON)
-// The thread becomes waiting (waiting_for approval, suspend_seq = the new
-// version) with approvals_open = the calls not yet decided. A decision
-// recorded for another request of a call (its request_id not the pending
-// call's) is dropped: it decided a request that is no longer asked.
-// Returns {version, open}; refuses CONFLICT <actual>.
-var suspendApprovalScript = redis.NewScript(`
-local v = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
-if v ~= tonumber(ARGV[1]) then return redis.error_reply('CONFLICT ' .. v) end
-local pending = cjson.decode(ARGV[4])
-if type(pending) ~= 'table' then pending = {} end
-local open = 0
-for _, p in ipairs(pending) do
-  local raw = redis.call('HGET', KEYS[4], p.call_id)
-  if raw then
-    local d = cjson.decode(raw)
-    if type(d.request_id) == 'string' and type(p.request_id) == 'string' and d.request_id ~= p.request_id then
-      redis.call('HDEL', KEYS[4], p.call_id)
-      raw = false
-    end
-  end
-  if not raw then open = open + 1 end
-end
-v = redis.call('HINCRBY', KEYS[1], 'version', 1)
-redis.call('HSET', KEYS[1], 'status', 'waiting', 'suspend_seq', v, 'waiting_for', 'approval',
-  'pending_approvals', ARGV[4], 'approvals_open', open, 'updated_at', ARGV[2])
-redis.call('SADD', KEYS[3], ARGV[3])
-redis.call('PUBLISH', KEYS[2], ARGV[3] .. ' waiting')
-return {v, open}
-`)
+// pending tool calls (suspend_approval.lua).
+var suspendApprovalScript = redisfn.New("suspend_approval", "", suspendApprovalLua)
+
+//go:embed suspend_approval.lua
+var suspendApprovalLua string
 
 // SuspendForApproval moves a running thread (holding version) to waiting
 // until the pending calls are decided. It returns the suspension's
@@ -119,60 +89,12 @@ func (a *Activations) SuspendForApproval(ctx context.Context, id string, version
 // for approval. The thread may be briefly running while its calls are
 // pending (a message woke it; it suspends again at the end of the
 // activation, counting the decisions recorded meanwhile): the decision is
-// recorded all the same, and only a thread that waits is woken.
-//
-// KEYS[1] thread hash, KEYS[2] decisions hash
-// ARGV[1] the decision (JSON), ARGV[2] the request it binds to ("*": any
-// request of the named calls; else a call counts only when its
-// request_id is this, "" matching a call asked without one),
-// ARGV[3..] call ids ("*": every pending call)
-// Each call's decision is recorded with the request_id it decided.
-// Returns {the decided call ids..., wake seq or 0 as the last element}:
-// the seq when no call is left undecided; refuses NOTPENDING <why>.
-var decideScript = redis.NewScript(`
-local st = redis.call('HMGET', KEYS[1], 'status', 'waiting_for', 'pending_approvals', 'suspend_seq')
-if (st[1] ~= 'waiting' and st[1] ~= 'running') or not st[3] or st[3] == '' then
-  return redis.error_reply('NOTPENDING the thread is not waiting for approval')
-end
-local pending = cjson.decode(st[3])
-local bind = ARGV[2]
-local want = {}
-local all = false
-for i = 3, #ARGV do
-  if ARGV[i] == '*' then all = true else want[ARGV[i]] = true end
-end
-local out = {}
-local reqs = {}
-for _, p in ipairs(pending) do
-  local rid = p.request_id
-  if type(rid) ~= 'string' then rid = '' end
-  if bind == '*' or rid == bind then
-    local decided = redis.call('HEXISTS', KEYS[2], p.call_id) == 1
-    if (all or want[p.call_id]) and not decided then
-      table.insert(out, p.call_id)
-      table.insert(reqs, rid)
-    end
-    if not decided then want[p.call_id] = nil end
-  end
-end
-for id, _ in pairs(want) do
-  if bind == '*' then
-    return redis.error_reply('NOTPENDING call ' .. id .. ' is not waiting for a decision')
-  end
-  return redis.error_reply('NOTPENDING call ' .. id .. ' is not waiting for a decision on this request')
-end
-if #out == 0 then return redis.error_reply('NOTPENDING no call is waiting for a decision') end
-local d = cjson.decode(ARGV[1])
-for i, id in ipairs(out) do
-  if reqs[i] ~= '' then d.request_id = reqs[i] else d.request_id = nil end
-  redis.call('HSET', KEYS[2], id, cjson.encode(d))
-end
-local open = redis.call('HINCRBY', KEYS[1], 'approvals_open', -#out)
-local wake = 0
-if open <= 0 and st[1] == 'waiting' and st[2] == 'approval' then wake = tonumber(st[4]) end
-table.insert(out, wake)
-return out
-`)
+// recorded all the same, and only a thread that waits is woken
+// (decide.lua).
+var decideScript = redisfn.New("decide", "", decideLua)
+
+//go:embed decide.lua
+var decideLua string
 
 // anyRequest binds a decision to whatever request of the named calls is
 // pending (decideScript's ARGV[2]).
@@ -286,21 +208,12 @@ const WaitingForRateLimit = "rate_limit"
 // is due at wake_at.
 const WaitingForRetry = "retry"
 
-// suspendUntilScript suspends a running thread until a time, for a reason.
-//
-// KEYS[1] thread hash, KEYS[2] events channel
-// ARGV[1] expected version, ARGV[2] now, ARGV[3] thread id, ARGV[4]
-// reason (waiting_for), ARGV[5] wake_at (RFC 3339)
-// Returns the new version (the suspension's seq); refuses CONFLICT
-// <actual>.
-var suspendUntilScript = redis.NewScript(`
-local v = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
-if v ~= tonumber(ARGV[1]) then return redis.error_reply('CONFLICT ' .. v) end
-v = redis.call('HINCRBY', KEYS[1], 'version', 1)
-redis.call('HSET', KEYS[1], 'status', 'waiting', 'suspend_seq', v, 'waiting_for', ARGV[4], 'wake_at', ARGV[5], 'updated_at', ARGV[2])
-redis.call('PUBLISH', KEYS[2], ARGV[3] .. ' waiting')
-return v
-`)
+// suspendUntilScript suspends a running thread until a time, for a reason
+// (suspend_until.lua).
+var suspendUntilScript = redisfn.New("suspend_until", "", suspendUntilLua)
+
+//go:embed suspend_until.lua
+var suspendUntilLua string
 
 // SuspendUntil moves a running thread (holding version) to waiting, for
 // reason (e.g. WaitingForRateLimit), until wakeAt, when the activation

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/internal/reply"
 )
 
@@ -26,25 +28,12 @@ type InboxMessage struct {
 	Interrupt bool      `json:"interrupt,omitempty"`
 }
 
-// sendScript queues a message for a thread that has not finished.
-//
-// KEYS[1] thread hash, KEYS[2] inbox list, KEYS[3] control channel
-// ARGV[1] thread id, ARGV[2] message JSON without seq (its "seq" is set
-// here: "{"seq":N,...}" is built by splicing), ARGV[3] "1": interrupt
-// Returns {seq, status, suspend_seq}; refuses NOTFOUND, FINISHED
-// <status>. An interrupt is published on the control channel as "<id>
-// interrupt", so the worker running the thread stops the work in flight.
-var sendScript = redis.NewScript(`
-local st = redis.call('HMGET', KEYS[1], 'status', 'suspend_seq')
-if not st[1] then return redis.error_reply('NOTFOUND') end
-if st[1] == 'completed' or st[1] == 'error' or st[1] == 'cancelled' or st[1] == 'continued' then
-  return redis.error_reply('FINISHED ' .. st[1])
-end
-local seq = redis.call('HINCRBY', KEYS[1], 'inbox_seq', 1)
-redis.call('RPUSH', KEYS[2], '{"seq":' .. seq .. ',' .. string.sub(ARGV[2], 2))
-if ARGV[3] == '1' then redis.call('PUBLISH', KEYS[3], ARGV[1] .. ' interrupt') end
-return {seq, st[1], tonumber(st[2] or '0')}
-`)
+// sendScript queues a message for a thread that has not finished
+// (send.lua).
+var sendScript = redisfn.New("send", "", sendLua)
+
+//go:embed send.lua
+var sendLua string
 
 // Sent is what Send did: the message's sequence number, and the thread's
 // status (with its suspension number when it waits).
@@ -118,21 +107,12 @@ func (r *Registry) Inbox(ctx context.Context, id string, after int64) ([]InboxMe
 	return out, nil
 }
 
-// trimScript drops the inbox messages whose seq is at most ARGV[1].
-//
-// KEYS[1] inbox list; ARGV[1] seq. Returns how many were dropped.
-var trimScript = redis.NewScript(`
-local n = 0
-while true do
-  local head = redis.call('LINDEX', KEYS[1], 0)
-  if not head then break end
-  local seq = tonumber(string.match(head, '^{"seq":(%d+),'))
-  if not seq or seq > tonumber(ARGV[1]) then break end
-  redis.call('LPOP', KEYS[1])
-  n = n + 1
-end
-return n
-`)
+// trimScript drops the inbox messages whose seq is at most ARGV[1]
+// (trim_inbox.lua).
+var trimScript = redisfn.New("trim_inbox", "", trimLua)
+
+//go:embed trim_inbox.lua
+var trimLua string
 
 // TrimInbox drops the messages of thread id up to seq (delivered and
 // durable in its transcript).

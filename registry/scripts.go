@@ -3,8 +3,6 @@ package registry
 import (
 	_ "embed"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/spool-run/spool/internal/redisfn"
 )
 
@@ -31,47 +29,27 @@ var (
 	regRestoreScript  = redisfn.New("restore", Lua, "return registry.restore(KEYS, ARGV)")
 )
 
-// regSpawnScript checks and increments a parent's spawn counter.
-//
-// KEYS[1] spawns counter of the parent
-// ARGV[1] limit (a negative limit is unlimited)
-// Returns the new count; refuses SPAWNLIMIT <count> when the limit is
-// reached (the counter is unchanged).
-var regSpawnScript = redis.NewScript(`
-local c = tonumber(redis.call('GET', KEYS[1]) or '0')
-local lim = tonumber(ARGV[1])
-if lim >= 0 and c >= lim then return redis.error_reply('SPAWNLIMIT ' .. c) end
-return redis.call('INCR', KEYS[1])
-`)
+// regSpawnScript checks and increments a parent's spawn counter
+// (spawn.lua).
+var regSpawnScript = redisfn.New("spawn", "", regSpawnLua)
 
-// regUnspawnScript decrements a parent's spawn counter, not below zero.
-//
-// KEYS[1] spawns counter of the parent
-// Returns the new count.
-var regUnspawnScript = redis.NewScript(`
-local c = tonumber(redis.call('GET', KEYS[1]) or '0')
-if c <= 0 then return 0 end
-return redis.call('DECR', KEYS[1])
-`)
+//go:embed spawn.lua
+var regSpawnLua string
+
+// regUnspawnScript decrements a parent's spawn counter, not below zero
+// (unspawn.lua).
+var regUnspawnScript = redisfn.New("unspawn", "", regUnspawnLua)
+
+//go:embed unspawn.lua
+var regUnspawnLua string
 
 // regCancelScript sets a thread's cancel flag and publishes "<id> cancel"
 // on the control channel, and on the events channel too, where workers of
 // earlier versions listen for it (waiters ignore it: it is no status).
 // The version is not bumped: a cancel request must not break the running
-// activation's lease; the activation sees the flag and stops itself.
-//
-// KEYS[1] thread hash, KEYS[2] control channel, KEYS[3] events channel
-// ARGV[1] thread id, ARGV[2] cascade to children ("1" or "0"; a "1" once
-// set stays)
-// Returns the thread's status; refuses NOTFOUND <id>.
-var regCancelScript = redis.NewScript(`
-local st = redis.call('HGET', KEYS[1], 'status')
-if not st then return redis.error_reply('NOTFOUND ' .. ARGV[1]) end
-redis.call('HSET', KEYS[1], 'cancel_requested', '1')
-if ARGV[2] == '1' or redis.call('HGET', KEYS[1], 'cancel_cascade') ~= '1' then
-  redis.call('HSET', KEYS[1], 'cancel_cascade', ARGV[2])
-end
-redis.call('PUBLISH', KEYS[2], ARGV[1] .. ' cancel')
-redis.call('PUBLISH', KEYS[3], ARGV[1] .. ' cancel')
-return st
-`)
+// activation's lease; the activation sees the flag and stops itself
+// (cancel.lua).
+var regCancelScript = redisfn.New("cancel", "", regCancelLua)
+
+//go:embed cancel.lua
+var regCancelLua string

@@ -2,11 +2,12 @@ package registry
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/spool-run/spool/internal/redisfn"
 )
 
 // StalledField is the thread hash field of Record.Stalled.
@@ -26,17 +27,12 @@ type Stall struct {
 	Error string `json:"error,omitempty"`
 }
 
-// markStalledScript records a stall on a thread that is not finished.
-//
-// KEYS[1] thread hash
-// ARGV[1] the stall (JSON)
-// Returns 1 when recorded, 0 when the thread is gone or finished.
-var markStalledScript = redis.NewScript(`
-local st = redis.call('HGET', KEYS[1], 'status')
-if not st or st == 'completed' or st == 'error' or st == 'cancelled' or st == 'continued' then return 0 end
-redis.call('HSET', KEYS[1], 'stalled', ARGV[1])
-return 1
-`)
+// markStalledScript records a stall on a thread that is not finished
+// (mark_stalled.lua).
+var markStalledScript = redisfn.New("mark_stalled", "", markStalledLua)
+
+//go:embed mark_stalled.lua
+var markStalledLua string
 
 // MarkStalled records on thread id's record that it is stuck (Stall),
 // for `thread show` and the monitor; nothing when the thread is gone or

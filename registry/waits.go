@@ -2,12 +2,14 @@ package registry
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/internal/reply"
 	"github.com/spool-run/spool/thread"
 )
@@ -35,61 +37,11 @@ type WaitTarget struct {
 
 // suspendScript suspends a running thread until every target chain has
 // finished (mode all), or until any one has (mode any: a graph run's
-// sliding window of children, a wait node of mode any).
-//
-// KEYS[1] waiter thread hash, KEYS[2] waits set of the waiter, KEYS[3] events channel,
-// then per target i: KEYS[3+2i-1] terminal thread hash, KEYS[3+2i] waiters set of its root
-// ARGV[1] expected version, ARGV[2] now, ARGV[3] waiter id, ARGV[4] mode
-// (all | any), then per target the root id
-// Returns {suspended 0|1, version}; refuses CONFLICT <actual>, CHAINMOVED
-// <root> (not MOVED: Redis Cluster clients read that as a slot redirect).
-// CHAINMOVED comes after writes: the waits set is emptied, and the waiter
-// may stay in the waiters sets of the targets before it (a waiter a
-// chain does not wait for is skipped when the chain finishes).
-// Mode any does not suspend when a target has finished already. The
-// waiter's wake_any (1 for any) tells NotifyWaiters when to wake it, and
-// wait_n (how many chains it waits on) tells StalledWaits that a wake-up
-// of an any waiter was lost.
-//
-// ARGV[5+n..] (after the n target roots) are the roots of chains in other
-// shards (a wait across trees, Suspend), already found unfinished and
-// holding the waiter in their waiters sets: pending too.
-var suspendScript = redis.NewScript(`
-local v = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
-if v ~= tonumber(ARGV[1]) then return redis.error_reply('CONFLICT ' .. v) end
-redis.call('DEL', KEYS[2])
-local any = ARGV[4] == 'any'
-local pending, done = 0, 0
-local n = (#KEYS - 3) / 2
-for i = 5 + n, #ARGV do
-  pending = pending + 1
-  redis.call('SADD', KEYS[2], ARGV[i])
-end
-for i = 1, n do
-  local st = redis.call('HGET', KEYS[3 + 2*i - 1], 'status')
-  local root = ARGV[4 + i]
-  if st == 'continued' then
-    redis.call('DEL', KEYS[2])
-    return redis.error_reply('CHAINMOVED ' .. root)
-  end
-  if st ~= 'completed' and st ~= 'error' and st ~= 'cancelled' then
-    pending = pending + 1
-    redis.call('SADD', KEYS[2], root)
-    redis.call('SADD', KEYS[3 + 2*i], ARGV[3])
-  else
-    done = done + 1
-  end
-end
-if pending == 0 or (any and done > 0) then
-  redis.call('DEL', KEYS[2])
-  return {0, v}
-end
-v = redis.call('HINCRBY', KEYS[1], 'version', 1)
-redis.call('HSET', KEYS[1], 'status', 'waiting', 'suspend_seq', v, 'waiting_for', 'children', 'updated_at', ARGV[2],
-  'wake_any', any and '1' or '0', 'wait_n', pending)
-redis.call('PUBLISH', KEYS[3], ARGV[3] .. ' waiting')
-return {1, v}
-`)
+// sliding window of children, a wait node of mode any) (suspend.lua).
+var suspendScript = redisfn.New("suspend", "", suspendLua)
+
+//go:embed suspend.lua
+var suspendLua string
 
 // Suspend moves a running thread (holding version) to waiting until every
 // target chain has a finished terminal thread. It returns suspended=false
@@ -173,55 +125,18 @@ func (a *Activations) suspend(ctx context.Context, id string, version int64, tar
 }
 
 // watchScript joins a waiter to a chain of another shard's tree and reads
-// its terminal thread (Suspend).
-//
-// KEYS[1] the chain's terminal thread hash, KEYS[2] the chain root's
-// waiters set; ARGV[1] waiter id, ARGV[2] chain root.
-// Returns 1 (pending: the waiter is in the set) or 0 (finished); refuses
-// CHAINMOVED <root> as suspendScript does.
-var watchScript = redis.NewScript(`
-local st = redis.call('HGET', KEYS[1], 'status')
-if st == 'continued' then return redis.error_reply('CHAINMOVED ' .. ARGV[2]) end
-if st == 'completed' or st == 'error' or st == 'cancelled' then return 0 end
-redis.call('SADD', KEYS[2], ARGV[1])
-return 1
-`)
+// its terminal thread (Suspend) (watch.lua).
+var watchScript = redisfn.New("watch", "", watchLua)
 
-// notifyScript tells the waiters of a finished chain, those of one shard.
-//
-// KEYS per waiter i: KEYS[2i-1] its waits set, KEYS[2i] its thread hash;
-// then, when the chain's waiters set is in the same shard, that set (its
-// waiters leave it here; Go removes them afterwards otherwise). ARGV[1]
-// chain root, then the waiter ids.
-// Returns a flat list {waiter id, suspend seq, ...} of waiters to wake: those
-// whose last awaited chain this was (or any awaited chain, for a waiter
-// suspended with wake_any) and that are still waiting.
-var notifyScript = redis.NewScript(`
-local out = {}
-local n = math.floor(#KEYS / 2)
-local set = (#KEYS % 2 == 1) and KEYS[#KEYS] or nil
-for i = 1, n do
-  local w = ARGV[1 + i]
-  if set then redis.call('SREM', set, w) end
-  if redis.call('SREM', KEYS[2*i - 1], ARGV[1]) == 1 then
-    local h = redis.call('HMGET', KEYS[2*i], 'status', 'wake_any')
-    local due = redis.call('SCARD', KEYS[2*i - 1]) == 0
-    if h[2] == '1' then
-      -- An any waiter: this chain wakes it, the next ones of the same
-      -- suspension do not.
-      due = true
-      redis.call('HSET', KEYS[2*i], 'wake_any', 'woken')
-    elseif h[2] == 'woken' then
-      due = false
-    end
-    if due and h[1] == 'waiting' then
-      table.insert(out, w)
-      table.insert(out, redis.call('HGET', KEYS[2*i], 'suspend_seq'))
-    end
-  end
-end
-return out
-`)
+//go:embed watch.lua
+var watchLua string
+
+// notifyScript tells the waiters of a finished chain, those of one shard
+// (notify.lua).
+var notifyScript = redisfn.New("notify", "", notifyLua)
+
+//go:embed notify.lua
+var notifyLua string
 
 // Wake is a waiting thread to re-enqueue with reason "wake" and Seq.
 type Wake struct {

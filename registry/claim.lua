@@ -1,0 +1,36 @@
+-- claim.lua starts an activation.
+--
+-- KEYS[1] thread hash, KEYS[2] lease key, KEYS[3] active set, KEYS[4] events channel
+-- ARGV[1] reason (start|requeue|wake|timeout|recover|retry), ARGV[2] seq, ARGV[3] token,
+-- ARGV[4] lease ttl ms, ARGV[5] now (RFC3339Nano), ARGV[6] task id
+-- Returns {new version, activation number, HGETALL of the thread};
+-- refuses NOTFOUND, NOTCLAIMABLE <status> <reason>.
+
+local h = redis.call('HMGET', KEYS[1], 'status', 'active_task', 'suspend_seq', 'version', 'started_at', 'thread_id', 'activation')
+local st = h[1]
+if not st then return redis.error_reply('NOTFOUND') end
+local reason, seq = ARGV[1], tonumber(ARGV[2])
+-- redelivered: asynq runs this very task again and its lease has lapsed.
+local function redelivered()
+  return st == 'running' and h[2] == ARGV[6] and redis.call('EXISTS', KEYS[2]) == 0
+end
+local ok = false
+if reason == 'start' or reason == 'requeue' then
+  ok = st == 'created' or redelivered()
+elseif reason == 'wake' or reason == 'timeout' then
+  ok = (st == 'waiting' and tonumber(h[3] or '-1') == seq) or redelivered()
+elseif reason == 'recover' then
+  ok = st == 'running' and tonumber(h[4] or '0') == seq and redis.call('EXISTS', KEYS[2]) == 0
+end
+if not ok then return redis.error_reply('NOTCLAIMABLE ' .. st .. ' ' .. reason) end
+local v, n = (tonumber(h[4]) or 0) + 1, (tonumber(h[7]) or 0) + 1
+local set = {'version', v, 'activation', n, 'status', 'running', 'active_task', ARGV[6], 'updated_at', ARGV[5], 'waiting_for', ''}
+if not h[5] or h[5] == '' then
+  set[#set + 1] = 'started_at'
+  set[#set + 1] = ARGV[5]
+end
+redis.call('HSET', KEYS[1], unpack(set))
+redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
+redis.call('SADD', KEYS[3], h[6])
+if st ~= 'running' then redis.call('PUBLISH', KEYS[4], h[6] .. ' running') end
+return {v, n, redis.call('HGETALL', KEYS[1])}

@@ -1,0 +1,35 @@
+-- suspend_approval.lua suspends a running thread until people decide its
+-- pending tool calls.
+--
+-- KEYS[1] thread hash, KEYS[2] events channel, KEYS[3] awaiting-approval
+-- set, KEYS[4] decisions hash
+-- ARGV[1] expected version, ARGV[2] now, ARGV[3] thread id, ARGV[4] the
+-- pending calls (JSON)
+-- The thread becomes waiting (waiting_for approval, suspend_seq = the new
+-- version) with approvals_open = the calls not yet decided. A decision
+-- recorded for another request of a call (its request_id not the pending
+-- call's) is dropped: it decided a request that is no longer asked.
+-- Returns {version, open}; refuses CONFLICT <actual>.
+
+local v = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+if v ~= tonumber(ARGV[1]) then return redis.error_reply('CONFLICT ' .. v) end
+local pending = cjson.decode(ARGV[4])
+if type(pending) ~= 'table' then pending = {} end
+local open = 0
+for _, p in ipairs(pending) do
+  local raw = redis.call('HGET', KEYS[4], p.call_id)
+  if raw then
+    local d = cjson.decode(raw)
+    if type(d.request_id) == 'string' and type(p.request_id) == 'string' and d.request_id ~= p.request_id then
+      redis.call('HDEL', KEYS[4], p.call_id)
+      raw = false
+    end
+  end
+  if not raw then open = open + 1 end
+end
+v = redis.call('HINCRBY', KEYS[1], 'version', 1)
+redis.call('HSET', KEYS[1], 'status', 'waiting', 'suspend_seq', v, 'waiting_for', 'approval',
+  'pending_approvals', ARGV[4], 'approvals_open', open, 'updated_at', ARGV[2])
+redis.call('SADD', KEYS[3], ARGV[3])
+redis.call('PUBLISH', KEYS[2], ARGV[3] .. ' waiting')
+return {v, open}
