@@ -90,6 +90,10 @@ func (o *Orchestrator) QueueLanes(q string) []string { return o.Keys.QueueLanes(
 // name), ok false for another namespace's.
 func (o *Orchestrator) QueueName(aq string) (string, bool) { return o.Keys.QueueName(aq) }
 
+// Shards is the shard count of the orchestrator's namespace
+// (Config.Shards).
+func (o *Orchestrator) Shards() int { return o.Keys.Shards() }
+
 // Lanes is how many asynq queues carry one spool queue: 1 unless the
 // namespace is sharded (keyspace.Space.Lanes).
 func (o *Orchestrator) Lanes() int { return o.Keys.Lanes() }
