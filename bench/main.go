@@ -169,7 +169,7 @@ func spoolRound(ctx context.Context, rdb redis.UniversalClient, store blobstore.
 	defer f.Close()
 	// The round's namespace is new: every end event on it is one of this
 	// round's threads.
-	sub, err := f.O.Registry.Subscribe(ctx)
+	sub, err := f.O.Subscribe(ctx)
 	if err != nil {
 		return 0, err
 	}

@@ -73,7 +73,7 @@ func run(n, turns, conc, producers, shards int, latency time.Duration, redisURL 
 	o := f.O
 
 	fmt.Printf("fleet: %d threads x %d turns, model latency %s, one worker of concurrency %d, %d shards (%d asynq lanes), redis %s\n",
-		n, turns, latency, conc, o.Keys.Shards(), o.Keys.Lanes(), benchenv.Info(ctx, rdb, "server")["redis_version"])
+		n, turns, latency, conc, o.Shards(), o.Lanes(), benchenv.Info(ctx, rdb, "server")["redis_version"])
 	var sl *scriptLog
 	if byScript {
 		if sl, err = startScriptLog(ctx, rdb); err != nil {

@@ -223,7 +223,7 @@ func timeGraph(ctx context.Context, rdb redis.UniversalClient, f *benchenv.Fleet
 	}
 	if os.Getenv("SPOOL_BENCH_VERBOSE") != "" {
 		fmt.Printf("  %s: %d activations, %d segments, %d steps\n", name, got.Activation, got.Transcript.Segments, got.Step)
-		kids, _ := f.O.Registry.ListChildren(ctx, rec.ThreadID)
+		kids, _ := f.O.Children(ctx, rec.ThreadID)
 		lifetimes(kids)
 	}
 	return d, benchenv.SampleCPU(ctx, rdb).Sub(c0), nil
