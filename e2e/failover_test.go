@@ -3,15 +3,19 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/scheduler"
@@ -253,4 +257,132 @@ func TestGraphRestoresLostChild(t *testing.T) {
 	entry, err := e.Orch.Ledger.Get(ctx, kid)
 	require.NoError(t, err)
 	require.Equal(t, recordedSpend(t, e, kid), entry.OwnNano)
+}
+
+// commitLatency commits n times to thread id (a registry commit: one
+// script, as a checkpoint's), each followed by WAIT for one replica when
+// wait is set, and returns the sorted latencies.
+func commitLatency(t *testing.T, reg *registry.Registry, c *redis.Client, id string, n int, wait bool) []time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	out := make([]time.Duration, n)
+	for i := range out {
+		start := time.Now()
+		_, err := reg.Commit(ctx, id, 0, registry.Changes{Fields: map[string]string{"probe": strconv.Itoa(i)}})
+		require.NoError(t, err)
+		if wait {
+			acked, err := c.Wait(ctx, 1, time.Second).Result()
+			require.NoError(t, err)
+			require.Equal(t, int64(1), acked, "the replica acknowledges the commit")
+		}
+		out[i] = time.Since(start)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// quantile is the q-quantile of sorted ds.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	return ds[min(len(ds)-1, int(q*float64(len(ds))))]
+}
+
+// TestSentinelWaitAndMinReplicas says, on a real master, replica and
+// Sentinel, what min-replicas-to-write and WAIT buy a spool deployment
+// and what they cost (docs: the scheduler package doc's "What
+// replication acknowledges"):
+//
+//   - cost: the latency of a registry commit (one script, as a
+//     checkpoint's) alone, with min-replicas-to-write 1, and followed by
+//     WAIT 1 on the same connection, logged with their quantiles;
+//   - min-replicas-to-write 1, min-replicas-max-lag 1: once the replica
+//     has acknowledged nothing for about a second, the master refuses
+//     every write (NOREPLICAS): what a failover can lose is bounded by
+//     that window, at the price of Redis refusing writes, which spool
+//     retries as an outage, while no replica keeps up;
+//   - WAIT: a commit the replica acknowledged survives the failover; one
+//     it did not (WAIT answers 0) is acknowledged by the master and lost
+//     by the failover, the loss spool restores from the store.
+func TestSentinelWaitAndMinReplicas(t *testing.T) {
+	t.Parallel()
+	ps := testenv.NewPrivateSentinel(t, time.Second)
+	ctx := context.Background()
+	// One connection, so that WAIT waits for the commit just sent on it.
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: testenv.PrivateSentinelMaster,
+		SentinelAddrs: []string{ps.Addr}, PoolSize: 1, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	reg, err := registry.New(registry.Config{Client: c, Keys: keyspace.New(ps.Namespace)})
+	require.NoError(t, err)
+	const id = "d/probe-1"
+	_, err = reg.Register(ctx, registry.NewThread{ThreadID: id, Directive: "d/probe", Limits: thread.DefaultLimits()})
+	require.NoError(t, err)
+	master := ps.Master.Client(t)
+	minReplicas := func(n, lag int) {
+		require.NoError(t, master.ConfigSet(ctx, "min-replicas-to-write", strconv.Itoa(n)).Err())
+		require.NoError(t, master.ConfigSet(ctx, "min-replicas-max-lag", strconv.Itoa(lag)).Err())
+	}
+
+	// What each costs: a commit alone, with min-replicas-to-write, and
+	// with WAIT.
+	const n = 1000
+	commitLatency(t, reg, c, id, 100, true) // warm up
+	none := commitLatency(t, reg, c, id, n, false)
+	minReplicas(1, 10)
+	withMin := commitLatency(t, reg, c, id, n, false)
+	minReplicas(0, 10)
+	withWait := commitLatency(t, reg, c, id, n, true)
+	for _, m := range []struct {
+		name string
+		ds   []time.Duration
+	}{{"none", none}, {"min-replicas-to-write 1", withMin}, {"WAIT 1", withWait}} {
+		t.Logf("commit latency, %s: p50 %s, p90 %s, p99 %s (%d commits)", m.name, quantile(m.ds, 0.5), quantile(m.ds, 0.9),
+			quantile(m.ds, 0.99), len(m.ds))
+	}
+
+	// min-replicas-to-write bounds the window of writes a failover can
+	// lose: the replica frozen, the master takes writes for about
+	// max-lag, then refuses them.
+	minReplicas(1, 1)
+	ps.Replica.Stop()
+	stopped := time.Now()
+	var refused error
+	accepted := 0
+	for time.Since(stopped) < 10*time.Second && refused == nil {
+		if _, refused = reg.Commit(ctx, id, 0, registry.Changes{Fields: map[string]string{"probe": "lagging"}}); refused == nil {
+			accepted++
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	window := time.Since(stopped)
+	require.Error(t, refused)
+	require.Contains(t, refused.Error(), "NOREPLICAS")
+	require.Less(t, window, 5*time.Second)
+	t.Logf("min-replicas-to-write 1, min-replicas-max-lag 1: the master took %d commits in the %s after the replica froze, then refused: %v",
+		accepted, window.Round(time.Millisecond), refused)
+	ps.Replica.Cont()
+	minReplicas(0, 10)
+	require.NoError(t, ps.InSync(ctx))
+
+	// WAIT tells a commit the failover keeps from one it loses.
+	kept, err := reg.Commit(ctx, id, 0, registry.Changes{Fields: map[string]string{"probe": "kept"}})
+	require.NoError(t, err)
+	acked, err := c.Wait(ctx, 1, time.Second).Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), acked)
+	require.NoError(t, ps.CutOffReplica(ctx))
+	lost, err := reg.Commit(ctx, id, 0, registry.Changes{Fields: map[string]string{"probe": "lost"}})
+	require.NoError(t, err, "the master acknowledges it")
+	acked, err = c.Wait(ctx, 1, 200*time.Millisecond).Result()
+	require.NoError(t, err)
+	require.Zero(t, acked, "no replica has it")
+	ps.Master.Kill()
+	ps.Replica.Cont()
+	_, err = ps.Promoted(ctx, ps.Master.Addr)
+	require.NoError(t, err)
+	var got *registry.Record
+	require.Eventually(t, func() bool {
+		got, err = reg.Get(ctx, id)
+		return err == nil
+	}, 30*time.Second, 50*time.Millisecond)
+	require.Equal(t, kept, got.Version, "the commit WAIT acknowledged survived; the one after it (version %d) is lost", lost)
+	require.Equal(t, "kept", got.Extra["probe"])
 }

@@ -105,9 +105,57 @@
 // Every repair is logged (one line per thread with what changed, one per
 // pass) and counted in spool_reconciled_total{kind} (requeue,
 // transcript_mark, version, charge); spool_reconcile_passes_total{trigger}
-// counts the passes. Not recoverable: a thread whose registration itself
-// was lost (started within the lost second) is gone from Redis, with its
-// task and its ledger entry, and what it ran before is in no ledger. A
-// parent whose durable checkpoint waits on such a child is told so (the
-// worker answers the call with thread_lost) and goes on.
+// counts the passes.
+//
+// # A thread Redis lost is restored, never written off
+//
+// A thread registered within the lost writes is gone from Redis whole:
+// its record, its task, its ledger entry and its charges in every
+// ancestor's entry. If it made a turn durable, the store still has it:
+// its signed transcript and thread.json. A full reconciliation reads
+// each examined thread's transcript anyway; every child it names
+// (child_spawned) that the registry lacks is restored from the store
+// (orchestrator.Restore: its record as it ended, or as it was started and
+// running from its last checkpoint with a recover task; its chain; its
+// ledger entry, with every turn it recorded charged once along the whole
+// path), and then the children those name, down the tree
+// (spool_reconciled_total{kind="restore"}). The parent waiting on the
+// child restores it too when it finds it missing (package worker), and so
+// does a rerun of a planned spawn or graph step (orchestrator's
+// StartRequest.Planned), whichever comes first. Not recoverable: a child
+// lost before its first checkpoint left nothing durable (its parent is
+// told thread_lost and may start it again); a root registered within the
+// lost writes is named by no transcript and is gone; and so are the
+// other writes with nothing in the store behind them (an approval
+// decided, a message sent, a cancel requested within them).
+//
+// # What replication acknowledges: min-replicas-to-write and WAIT
+//
+// Redis replicates asynchronously: a master acknowledges a write before
+// any replica has it, and a failover promotes a replica without what it
+// had not received, the loss above. Two Redis features narrow it. Spool
+// needs neither to be exact (what Redis loses, the store gives back), but
+// each buys something, at a price (e2e's TestSentinelWaitAndMinReplicas,
+// on a real master, replica and Sentinel; the figures in BENCHMARKS.md):
+//
+//   - min-replicas-to-write N, min-replicas-max-lag S (the master's
+//     configuration): the master refuses writes (NOREPLICAS) while fewer
+//     than N replicas have acknowledged within S seconds. That bounds what
+//     a failover can lose to about S seconds of writes (the test, S = 1:
+//     the master took 80 commits in the 1.7 s after its replica froze,
+//     then refused), at no cost per write (a commit's latency is the
+//     same). The price is availability: with one replica, that replica
+//     down or behind stops every write, and spool stalls (its activations
+//     retry, as in any Redis outage) until it is back. Run two replicas
+//     with N = 1.
+//   - WAIT N T, sent after a write on the same connection: it blocks
+//     until N replicas have the write, or T passes; a write WAIT
+//     acknowledged survives a failover to one of those replicas, and a
+//     write it did not (WAIT answers fewer) is one the failover may lose.
+//     It costs a replication round trip on every write: on loopback a
+//     commit's p50 goes from about 37 to 75-120 µs; a replica in another
+//     zone adds its network round trip to every checkpoint. Spool does not
+//     send it: its scripts run on a pooled, auto-pipelined client, where
+//     WAIT would have to share each write's connection, and what it would
+//     keep is what the store restores anyway.
 package scheduler
