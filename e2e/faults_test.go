@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -174,12 +175,14 @@ func TestGrowthIsBounded(t *testing.T) {
 	t.Parallel()
 	big := strings.Repeat("spool ", 2<<20/6)
 	files := faultProject()
-	files[".ai/directives/f/huge.md"] = directive("huge", `turns="3"`, fsPerms, `<success>done</success>`)
-	files[".ai/directives/f/bigwrite.md"] = directive("bigwrite", `turns="3"`, fsPerms, `<success>done</success>`)
+	files[".ai/directives/f/huge.md"] = directive("huge", `turns="3" tokens="10000000"`, fsPerms, `<success>done</success>`)
+	files[".ai/directives/f/bigwrite.md"] = directive("bigwrite", `turns="3" tokens="10000000"`, fsPerms, `<success>done</success>`)
 	files[".ai/directives/f/runaway.md"] = directive("runaway", `turns="5"`, fsPerms, `<success>done</success>`)
 	files[".ai/config/agent/coordination.yaml"] = "coordination:\n  continuation:\n    max_continuations: 2\n"
-	files["scripts/big.yaml"] = "directives:\n  \"f/huge\":\n    - text: \"" + big + "\"\n" +
-		"  \"f/bigwrite\":\n    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: big.txt, content: \"" + big + "\"}}]\n" +
+	// The 2 MB comes from the template (repeat): a script holds at most 1 MiB.
+	bigTmpl := fmt.Sprintf(`{{repeat "spool " %d}}`, 2<<20/6)
+	files["scripts/big.yaml"] = "directives:\n  \"f/huge\":\n    - text: '" + bigTmpl + "'\n" +
+		"  \"f/bigwrite\":\n    - tool_calls: [{tool: rye/file-system/fs_write, input: {path: big.txt, content: '" + bigTmpl + "'}}]\n" +
 		"      usage: {input: 10, output: 10}\n    - text: \"after: {{.last_tool_result}}\"\n      usage: {input: 10, output: 10}\n"
 	files["scripts/runaway.yaml"] = "context_window: 1000\ndirectives:\n  \"f/runaway\":\n" +
 		"    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: nothing}}]\n      usage: {input: 990, output: 5}\n" +

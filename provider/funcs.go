@@ -10,6 +10,9 @@ import (
 	"github.com/spool-run/spool/thread"
 )
 
+// maxRepeat bounds what repeat makes.
+const maxRepeat = 16 << 20
+
 // scriptFuncs are the template functions of the scripted provider, on top
 // of text/template's builtins.
 var scriptFuncs = template.FuncMap{
@@ -31,6 +34,14 @@ var scriptFuncs = template.FuncMap{
 		return v
 	},
 	"contains": func(sub, s string) bool { return strings.Contains(s, sub) },
+	// repeat is s n times, at most maxRepeat bytes: a large answer or
+	// tool input from a small script (a script is at most 1 MiB).
+	"repeat": func(s string, n int) (string, error) {
+		if n < 0 || len(s)*n > maxRepeat {
+			return "", fmt.Errorf("repeat: %d × %d bytes is over the %d a script may make", n, len(s), maxRepeat)
+		}
+		return strings.Repeat(s, n), nil
+	},
 	"field":    field,
 	"fields": func(name string, results []any) ([]any, error) {
 		out := make([]any, 0, len(results))
