@@ -121,6 +121,14 @@ func (o *Orchestrator) WithStore(store blobstore.Store) *Orchestrator {
 	return &c
 }
 
+// WithLogger returns a copy of o that logs to log; everything else is
+// shared.
+func (o *Orchestrator) WithLogger(log *slog.Logger) *Orchestrator {
+	c := *o
+	c.Log = log
+	return &c
+}
+
 // IDRequest describes a thread about to be named: its directive, and its
 // parent or the thread it continues, if any.
 type IDRequest struct {

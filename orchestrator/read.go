@@ -96,6 +96,12 @@ func (o *Orchestrator) LedgerEntry(ctx context.Context, id string) (ledger.Entry
 	return o.Ledger.Get(ctx, id)
 }
 
+// LedgerEntries returns the ledger entries of ids in one round trip, by
+// id; ids without an entry are left out.
+func (o *Orchestrator) LedgerEntries(ctx context.Context, ids []string) (map[string]ledger.Entry, error) {
+	return o.Ledger.GetMany(ctx, ids)
+}
+
 // LeaseHeld reports whether thread id's activation lease is alive: a
 // worker is running it.
 func (o *Orchestrator) LeaseHeld(ctx context.Context, id string) (bool, error) {
