@@ -271,7 +271,7 @@ func TestAPIRoutes(t *testing.T) {
 	require.Contains(t, p.Detail, `"no/such" not found`)
 	p = raw.problem(422, "parent_not_found", "POST", "/v1/threads", `{"directive": "t/greet", "parent": "`+missing+`", "model": "`+model+`"}`)
 	require.Equal(t, `parent thread "`+missing+`" does not exist`, p.Detail)
-	n, err := e.Orch.Registry.List(ctx, registry.Filter{})
+	n, err := e.Orch.Threads(ctx, registry.Filter{})
 	require.NoError(t, err)
 	require.Len(t, n, 2, "no refused run registered a thread")
 
@@ -689,10 +689,10 @@ func TestAPIEventStream(t *testing.T) {
 				break
 			}
 		}
-		durable, err := transcript.Read(ctx, e.Store, id, e.Orch.Keyring, transcript.Lenient)
+		durable, err := transcript.Read(ctx, e.Store, id, e.Keyring, transcript.Lenient)
 		require.NoError(t, err)
 		require.Less(t, len(durable.Events), len(got), "the tool call is durable already: the stream shows nothing live")
-		r, err := e.Orch.Registry.Get(ctx, id)
+		r, err := e.Orch.Record(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, thread.StatusRunning, r.Status, "read while the thread runs")
 		cancel()
@@ -772,7 +772,7 @@ func TestAPIEventStream(t *testing.T) {
 			require.NoError(t, err)
 			got = append(got, ev)
 		}
-		r, err := e.Orch.Registry.Get(ctx, id)
+		r, err := e.Orch.Record(ctx, id)
 		require.NoError(t, err)
 		require.False(t, r.Status.Terminal(), "read while the thread runs")
 		// The server goes away mid-stream, and another comes up on its

@@ -30,7 +30,7 @@ func TestAPIJoinsTheCallersTrace(t *testing.T) {
 		require.Equal(t, http.StatusCreated, status, string(b))
 		var rec registry.Record
 		require.NoError(t, json.Unmarshal(b, &rec))
-		stored, err := e.Orch.Registry.Get(context.Background(), rec.ThreadID)
+		stored, err := e.Orch.Record(context.Background(), rec.ThreadID)
 		require.NoError(t, err)
 		require.Equal(t, rec.TraceID, stored.TraceID)
 		return stored

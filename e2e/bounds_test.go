@@ -68,7 +68,7 @@ func TestQueueNamesChecked(t *testing.T) {
 		require.Equal(t, http.StatusUnprocessableEntity, status)
 		require.Equal(t, "refused", code)
 	}
-	recs, err := e.Orch.Registry.List(context.Background(), registry.Filter{})
+	recs, err := e.Orch.Threads(context.Background(), registry.Filter{})
 	require.NoError(t, err)
 	require.Empty(t, recs, "no thread was registered")
 	// A good name still runs.
@@ -96,7 +96,7 @@ func TestInputsBounded(t *testing.T) {
 		"inputs": map[string]any{"name": big}})
 	require.Equal(t, http.StatusUnprocessableEntity, status)
 	require.Equal(t, "refused", code)
-	recs, err := e.Orch.Registry.List(context.Background(), registry.Filter{})
+	recs, err := e.Orch.Threads(context.Background(), registry.Filter{})
 	require.NoError(t, err)
 	require.Empty(t, recs, "no thread was registered")
 
@@ -104,7 +104,7 @@ func TestInputsBounded(t *testing.T) {
 	ok := strings.Repeat("z", thread.MaxInputsBytes-100)
 	require.NoError(t, os.WriteFile(file, []byte(fmt.Sprintf(`{"name": %q}`, ok)), 0o644))
 	id := startThread(t, e, append(run[2:], "--inputs-json", "@"+file)...)
-	rec, err := e.Orch.Registry.Get(context.Background(), id)
+	rec, err := e.Orch.Record(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, ok, rec.Inputs["name"])
 }

@@ -54,7 +54,7 @@ func requireTreeAddsUp(t *testing.T, e *spooltest.Env, all []*registry.Record) {
 	for id := range own {
 		ids = append(ids, id)
 	}
-	entries, err := e.Orch.Ledger.GetMany(t.Context(), ids)
+	entries, err := e.Orch.LedgerEntries(t.Context(), ids)
 	require.NoError(t, err)
 	below := map[string]int64{}
 	for id, en := range entries {
@@ -89,14 +89,13 @@ func TestTreeUnderDefaultLimits(t *testing.T) {
 		byDir[r.Directive]++
 		sum += r.Cost.Spend
 		if r.ParentID != "" {
-			parent := e.Orch.Registry
-			p, err := parent.Get(t.Context(), r.ParentID)
+			p, err := e.Orch.Record(t.Context(), r.ParentID)
 			require.NoError(t, err)
 			require.LessOrEqual(t, r.Limits.Spend, p.Limits.Spend, "a child's ceiling is within its parent's")
 		}
 	}
 	require.Equal(t, map[string]int{"b/root": 1, "b/kid": 6, "b/chain": 3}, byDir)
-	root, err := e.Orch.Ledger.Get(t.Context(), rec.ThreadID)
+	root, err := e.Orch.LedgerEntry(t.Context(), rec.ThreadID)
 	require.NoError(t, err)
 	want, err := ledger.ToNano(sum)
 	require.NoError(t, err)
@@ -133,7 +132,7 @@ func TestResumeCarriesBudget(t *testing.T) {
 		final := e.Wait([]string{rr.NewThreadID}, time.Minute)
 		require.Equal(t, thread.StatusCompleted, final[rr.NewThreadID].Status)
 	}
-	en, err := e.Orch.Ledger.Get(t.Context(), first)
+	en, err := e.Orch.LedgerEntry(t.Context(), first)
 	require.NoError(t, err)
 	require.InDelta(t, 2.5, en.Actual, 1e-9, "the chain spent its first thread's limit and no more")
 	require.InDelta(t, 0.5, en.Overrun, 1e-9, "the last call's dollar did not fit: half of it is overrun")
@@ -150,7 +149,7 @@ func TestHandoffCarriesBudget(t *testing.T) {
 	t.Parallel()
 	e := workerEnv(t, handoffProject(), "2")
 	rec := runCompleted(t, e, "t/long", "--model", "script:scripts/h.yaml")
-	chain, err := e.Orch.Registry.GetChain(t.Context(), rec.ChainRootID)
+	chain, err := e.Orch.ChainRecords(t.Context(), rec.ChainRootID)
 	require.NoError(t, err)
 	require.Len(t, chain, 3)
 	spent := 0.0
@@ -159,12 +158,12 @@ func TestHandoffCarriesBudget(t *testing.T) {
 		require.Equal(t, rec.ChainRootID, r.LedgerID())
 		spent += r.Cost.Spend
 	}
-	en, err := e.Orch.Ledger.Get(t.Context(), rec.ChainRootID)
+	en, err := e.Orch.LedgerEntry(t.Context(), rec.ChainRootID)
 	require.NoError(t, err)
 	require.InDelta(t, spent, en.Own, 1e-9)
 	require.Equal(t, "completed", en.Status)
 	for _, r := range chain[1:] {
-		_, err := e.Orch.Ledger.Get(t.Context(), r.ThreadID)
+		_, err := e.Orch.LedgerEntry(t.Context(), r.ThreadID)
 		require.ErrorIs(t, err, ledger.ErrNotFound, "a continuation has no entry of its own")
 	}
 }
@@ -180,7 +179,7 @@ func TestReserveKeepsTheGuarantee(t *testing.T) {
 
 	kids := children(t, e, rec.ThreadID)
 	require.Len(t, kids, 1)
-	ke, err := e.Orch.Ledger.Get(t.Context(), kids[0].ThreadID)
+	ke, err := e.Orch.LedgerEntry(t.Context(), kids[0].ThreadID)
 	require.NoError(t, err)
 	require.True(t, ke.Guaranteed)
 	require.Equal(t, 0.6, ke.Max)
@@ -221,12 +220,12 @@ func TestChargeStopsAtAncestorCeiling(t *testing.T) {
 		require.Contains(t, r.Error.Message, "ancestor "+rec.ThreadID, "names the ceiling it hit")
 	}
 	require.GreaterOrEqual(t, stopped, 1)
-	root, err := e.Orch.Ledger.Get(t.Context(), rec.ThreadID)
+	root, err := e.Orch.LedgerEntry(t.Context(), rec.ThreadID)
 	require.NoError(t, err)
 	require.Equal(t, root.MaxNano, root.ActualNano, "the root spent its ceiling exactly")
 	var overrun int64
 	for _, r := range all {
-		if en, err := e.Orch.Ledger.Get(t.Context(), r.LedgerID()); err == nil {
+		if en, err := e.Orch.LedgerEntry(t.Context(), r.LedgerID()); err == nil {
 			overrun += en.OverrunNano
 		}
 	}

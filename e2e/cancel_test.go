@@ -79,7 +79,7 @@ func TestCancelEndsTheActivation(t *testing.T) {
 		require.Equal(t, "cancelled", rec.Error.Code)
 		require.Less(t, took, lease/3, "the activation finalizes the cancel itself, without waiting for its lease to lapse")
 		require.NotContains(t, w.Log(), "activation failed")
-		entry, err := e.Orch.Ledger.Get(t.Context(), id)
+		entry, err := e.Orch.LedgerEntry(t.Context(), id)
 		require.NoError(t, err)
 		require.Equal(t, "cancelled", entry.Status)
 		return rec

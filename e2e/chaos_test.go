@@ -61,7 +61,7 @@ func TestChaosRedisLossAndStorageOutage(t *testing.T) {
 		".ai/directives/c/parent.md": directive("parent", `turns="10" spend="1.0"`, spawnPerms, `<success>done</success>`),
 		"scripts/chaos.yaml":         chaosScript() + script("chaos_parent"),
 	}})
-	e.Orch.Log = quiet()
+	e.Orch = e.Orch.WithLogger(quiet())
 	port, err := testenv.FreePort()
 	require.NoError(t, err)
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", port)
@@ -111,7 +111,7 @@ func TestChaosRedisLossAndStorageOutage(t *testing.T) {
 		if final[id].Directive != "c/parent" {
 			continue
 		}
-		cs, err := e.Orch.Registry.ListChildren(ctx, id)
+		cs, err := e.Orch.Children(ctx, id)
 		require.NoError(t, err)
 		for _, c := range cs {
 			kids = append(kids, c.ThreadID)
@@ -143,7 +143,7 @@ func TestChaosRedisLossAndStorageOutage(t *testing.T) {
 		}
 		// The ledger equals the transcript: each thread is its own chain.
 		recorded := recordedSpend(t, e, id)
-		entry, err := e.Orch.Ledger.Get(ctx, rec.LedgerID())
+		entry, err := e.Orch.LedgerEntry(ctx, rec.LedgerID())
 		require.NoError(t, err)
 		require.Equal(t, recorded, entry.OwnNano, "%s: ledger own %d nano-USD, transcript %d", id, entry.OwnNano, recorded)
 		require.Zero(t, entry.OverrunNano, id)
@@ -152,11 +152,11 @@ func TestChaosRedisLossAndStorageOutage(t *testing.T) {
 		spend += recorded
 	}
 	// Nothing is left in flight: no active thread, no lease.
-	active, err := e.Orch.Registry.ListActive(ctx)
+	active, err := e.Orch.Active(ctx)
 	require.NoError(t, err)
 	require.Empty(t, active)
 	for id := range final {
-		held, err := e.Orch.Activations.LeaseHeld(ctx, id)
+		held, err := e.Orch.LeaseHeld(ctx, id)
 		require.NoError(t, err)
 		require.False(t, held, id)
 	}
@@ -194,7 +194,7 @@ func lostChildSegments(t *testing.T, e *spooltest.Env, parent string) int {
 
 func countFinished(t *testing.T, e *spooltest.Env, ids []string) int {
 	t.Helper()
-	recs, err := e.Orch.Registry.GetMany(context.Background(), ids)
+	recs, err := e.Orch.Records(context.Background(), ids)
 	if err != nil {
 		return -1
 	}
@@ -251,13 +251,13 @@ func TestWorkerRechargesTurnsRedisLost(t *testing.T) {
 		".ai/tools/c/nap.sh":        "#!/bin/sh\nsleep 4\necho '{\"output\": \"napped\"}'\n",
 		"scripts/lossy.yaml":        script("lossy"),
 	}})
-	e.Orch.Log = quiet()
+	e.Orch = e.Orch.WithLogger(quiet())
 	w := e.StartWorker("--concurrency", "1")
 	ctx := context.Background()
 	id := startThread(t, e, "c/lossy", "--model", "script:scripts/lossy.yaml")
 
 	turns := func() int {
-		r, err := e.Orch.Registry.Get(ctx, id)
+		r, err := e.Orch.Record(ctx, id)
 		if err != nil {
 			return -1
 		}
@@ -275,7 +275,7 @@ func TestWorkerRechargesTurnsRedisLost(t *testing.T) {
 
 	final := e.Wait([]string{id}, 90*time.Second)[id]
 	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
-	entry, err := e.Orch.Ledger.Get(ctx, final.LedgerID())
+	entry, err := e.Orch.LedgerEntry(ctx, final.LedgerID())
 	require.NoError(t, err)
 	require.Equal(t, recordedSpend(t, e, id), entry.OwnNano, "the ledger equals the transcript")
 	require.Contains(t, w.Log(), "recharged turns the ledger lost")

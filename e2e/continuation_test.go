@@ -42,7 +42,7 @@ func TestRootChainSharesWorkspaceAndResumesTwice(t *testing.T) {
 		require.Equal(t, thread.StatusCompleted, final.Status, final.Error)
 		require.Equal(t, i, final.ChainIndex)
 		require.Equal(t, "thread "+strconv.Itoa(i)+" read: written by the first thread", final.Result)
-		old, err := e.Orch.Registry.Get(t.Context(), last)
+		old, err := e.Orch.Record(t.Context(), last)
 		require.NoError(t, err)
 		require.Equal(t, thread.StatusContinued, old.Status)
 		require.Equal(t, resumed.NewThreadID, old.ContinuationThreadID)
@@ -110,11 +110,11 @@ func TestCancelReachesTheContinuation(t *testing.T) {
 
 	var cont string
 	require.Eventually(t, func() bool {
-		rec, err := e.Orch.Registry.Get(t.Context(), first)
+		rec, err := e.Orch.Record(t.Context(), first)
 		if err != nil || rec.ContinuationThreadID == "" {
 			return false
 		}
-		next, err := e.Orch.Registry.Get(t.Context(), rec.ContinuationThreadID)
+		next, err := e.Orch.Record(t.Context(), rec.ContinuationThreadID)
 		cont = rec.ContinuationThreadID
 		return err == nil && next.Status == thread.StatusRunning && next.Cost.Turns >= 1
 	}, time.Minute, 50*time.Millisecond)
@@ -129,7 +129,7 @@ func TestCancelReachesTheContinuation(t *testing.T) {
 	final := e.Wait([]string{cont}, time.Minute)[cont]
 	require.Equal(t, thread.StatusCancelled, final.Status)
 	require.Less(t, final.Cost.Turns, 6)
-	old, err := e.Orch.Registry.Get(t.Context(), first)
+	old, err := e.Orch.Record(t.Context(), first)
 	require.NoError(t, err)
 	require.Equal(t, thread.StatusContinued, old.Status)
 }

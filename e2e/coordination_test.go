@@ -63,7 +63,7 @@ func tree(t *testing.T, e *spooltest.Env, root string) []*registry.Record {
 			continue
 		}
 		seen[id] = true
-		rec, err := e.Orch.Registry.Get(t.Context(), id)
+		rec, err := e.Orch.Record(t.Context(), id)
 		require.NoError(t, err)
 		out = append(out, rec)
 		kids := children(t, e, id)
@@ -97,7 +97,7 @@ func testSpawnChainCascadesSpend(t *testing.T, top testenv.Topology) {
 		require.Equal(t, thread.StatusCompleted, r.Status, r.ThreadID)
 		sum += r.Cost.Spend
 	}
-	entry, err := e.Orch.Ledger.Get(t.Context(), rec.ThreadID)
+	entry, err := e.Orch.LedgerEntry(t.Context(), rec.ThreadID)
 	require.NoError(t, err)
 	require.InDelta(t, sum, entry.Actual, 1e-9, "root actual spend equals the sum of the tree")
 	require.InDelta(t, 0, entry.Reserved, 1e-12, "every reservation came back")
@@ -152,7 +152,7 @@ func TestDeepTreeOnConcurrencyTwo(t *testing.T) {
 	for _, r := range all {
 		require.Equal(t, thread.StatusCompleted, r.Status, r.ThreadID)
 	}
-	entry, err := e.Orch.Ledger.Get(t.Context(), rec.ThreadID)
+	entry, err := e.Orch.LedgerEntry(t.Context(), rec.ThreadID)
 	require.NoError(t, err)
 	var sum float64
 	for _, r := range all {
@@ -180,7 +180,7 @@ func testCancelCascadesAcrossWorkers(t *testing.T, top testenv.Topology) {
 		require.Equal(t, thread.StatusCancelled, final[id].Status, id)
 		require.Less(t, final[id].Cost.Turns, 7, "stopped before its script ran out")
 	}
-	entry, err := e.Orch.Ledger.Get(t.Context(), boss)
+	entry, err := e.Orch.LedgerEntry(t.Context(), boss)
 	require.NoError(t, err)
 	require.InDelta(t, 0, entry.Reserved, 1e-12, "cancelled children returned their reservations")
 	for _, w := range workers {
@@ -246,7 +246,7 @@ func TestHandoffChainAndResume(t *testing.T) {
 	final := e.Wait([]string{resumed.NewThreadID}, 2*time.Minute)[resumed.NewThreadID]
 	require.Equal(t, thread.StatusCompleted, final.Status)
 	require.Equal(t, 3, final.ChainIndex)
-	old, err := e.Orch.Registry.Get(t.Context(), rec.ThreadID)
+	old, err := e.Orch.Record(t.Context(), rec.ThreadID)
 	require.NoError(t, err)
 	require.Equal(t, thread.StatusContinued, old.Status, "a resumed thread is continued")
 	require.Equal(t, resumed.NewThreadID, old.ContinuationThreadID)
@@ -316,7 +316,7 @@ func TestWaitThreadsTimesOutThenWakes(t *testing.T) {
 	require.Equal(t, 0, slow.Code, slow.Stderr)
 	target := strings.TrimSpace(slow.Stdout)
 	require.Eventually(t, func() bool {
-		r, err := e.Orch.Registry.Get(t.Context(), target)
+		r, err := e.Orch.Record(t.Context(), target)
 		return err == nil && r.Status == thread.StatusRunning
 	}, time.Minute, 20*time.Millisecond)
 

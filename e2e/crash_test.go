@@ -64,7 +64,7 @@ func checkExactlyOnce(t *testing.T, e *spooltest.Env, rec *registry.Record) {
 	for turn := 1; turn <= crashTurns; turn++ {
 		require.Equal(t, 1, seen[turn], "thread %s turn %d recorded %d times", rec.ThreadID, turn, seen[turn])
 	}
-	entry, err := e.Orch.Ledger.Get(t.Context(), rec.ThreadID)
+	entry, err := e.Orch.LedgerEntry(t.Context(), rec.ThreadID)
 	require.NoError(t, err)
 	require.InDelta(t, crashSpend(), entry.Actual, 1e-9, "the ledger charged each turn exactly once")
 	require.InDelta(t, 0, entry.Overrun, 1e-12)
@@ -98,12 +98,12 @@ func testCrashRecoveryUnderSIGKILL(t *testing.T, top testenv.Topology) {
 		require.Equal(t, 0, res.Code, res.Stderr)
 	}
 	get := func(id string) *registry.Record {
-		rec, err := e.Orch.Registry.Get(t.Context(), id)
+		rec, err := e.Orch.Record(t.Context(), id)
 		require.NoError(t, err)
 		return rec
 	}
 	lease := func(id string) string {
-		v, err := e.Redis.Universal.Get(t.Context(), e.Orch.Keys.Lease(id)).Result()
+		v, err := e.Redis.Universal.Get(t.Context(), e.Keys.Lease(id)).Result()
 		if errors.Is(err, redis.Nil) {
 			return ""
 		}
@@ -117,7 +117,7 @@ func testCrashRecoveryUnderSIGKILL(t *testing.T, top testenv.Topology) {
 		enqueue()
 	}
 	active := func() []*registry.Record {
-		recs, err := e.Orch.Registry.ListActive(t.Context())
+		recs, err := e.Orch.Active(t.Context())
 		require.NoError(t, err)
 		return recs
 	}
@@ -219,7 +219,7 @@ func testCrashRecoveryUnderSIGKILL(t *testing.T, top testenv.Topology) {
 	startWorker()
 	startWorker()
 
-	all, err := e.Orch.Registry.List(t.Context(), registry.Filter{})
+	all, err := e.Orch.Threads(t.Context(), registry.Filter{})
 	require.NoError(t, err)
 	var ids []string
 	for _, rec := range all {
@@ -251,11 +251,11 @@ func TestPausedWorkerCannotCommit(t *testing.T) {
 
 	// Let worker A take the thread through a turn, then pause it.
 	require.Eventually(t, func() bool {
-		rec, err := e.Orch.Registry.Get(t.Context(), id)
+		rec, err := e.Orch.Record(t.Context(), id)
 		return err == nil && rec.Cost.Turns >= 1
 	}, time.Minute, 50*time.Millisecond)
 	require.NoError(t, syscall.Kill(a.Cmd.Process.Pid, syscall.SIGSTOP))
-	paused, err := e.Orch.Registry.Get(t.Context(), id)
+	paused, err := e.Orch.Record(t.Context(), id)
 	require.NoError(t, err)
 
 	// Worker B recovers the thread once A's lease lapses, and finishes it.
@@ -268,7 +268,7 @@ func TestPausedWorkerCannotCommit(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return strings.Contains(a.Log(), "another activation owns the thread") || strings.Contains(a.Log(), "activation dropped")
 	}, 30*time.Second, 100*time.Millisecond, "worker A notices it lost the thread:\n%s", a.Log())
-	after, err := e.Orch.Registry.Get(t.Context(), id)
+	after, err := e.Orch.Record(t.Context(), id)
 	require.NoError(t, err)
 	require.Equal(t, done.Version, after.Version, "the paused worker committed nothing")
 	checkExactlyOnce(t, e, after)
@@ -290,7 +290,7 @@ func TestSIGTERMHandsThreadsBack(t *testing.T) {
 	a := e.StartWorker("--concurrency", "2", "--shutdown-timeout", "20s")
 	require.Eventually(t, func() bool {
 		for _, id := range ids {
-			rec, err := e.Orch.Registry.Get(t.Context(), id)
+			rec, err := e.Orch.Record(t.Context(), id)
 			if err != nil || rec.Cost.Turns < 1 {
 				return false
 			}
@@ -304,7 +304,7 @@ func TestSIGTERMHandsThreadsBack(t *testing.T) {
 	require.NoError(t, a.Stop(30*time.Second), "worker exits 0 on SIGTERM:\n%s", a.Log())
 	require.Less(t, time.Since(stopped), 20*time.Second)
 	for _, id := range ids {
-		rec, err := e.Orch.Registry.Get(t.Context(), id)
+		rec, err := e.Orch.Record(t.Context(), id)
 		require.NoError(t, err)
 		require.Equal(t, thread.StatusRunning, rec.Status, "handed back, not finished")
 		require.Less(t, rec.Cost.Turns, crashTurns)

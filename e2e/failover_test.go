@@ -71,7 +71,7 @@ func TestSentinelFailoverRestoresLostChild(t *testing.T) {
 		".ai/tools/f/nap.sh":      "#!/bin/sh\nsleep 3\necho '{\"output\": \"napped\"}'\n",
 		"scripts/failover.yaml":   failoverScript,
 	}})
-	e.Orch.Log = quiet()
+	e.Orch = e.Orch.WithLogger(quiet())
 	workers := []*spooltest.Proc{e.StartWorker("--concurrency", "4"), e.StartWorker("--concurrency", "4")}
 	sched := e.Start(nil, "scheduler", "--housekeeping-interval", "1s")
 	ctx := context.Background()
@@ -86,7 +86,7 @@ func TestSentinelFailoverRestoresLostChild(t *testing.T) {
 	// all of it, and from now on nothing more.
 	master := ps.Master.Client(t)
 	status := func(id string) thread.Status {
-		st, _ := master.HGet(ctx, e.Orch.Keys.Thread(id), "status").Result()
+		st, _ := master.HGet(ctx, e.Keys.Thread(id), "status").Result()
 		return thread.Status(st)
 	}
 	require.Eventually(t, func() bool { return status(parent) == thread.StatusRunning }, 30*time.Second, 10*time.Millisecond)
@@ -97,7 +97,7 @@ func TestSentinelFailoverRestoresLostChild(t *testing.T) {
 	// The child registers, runs and ends, on the master alone.
 	var kid string
 	require.Eventually(t, func() bool {
-		kids, err := master.SMembers(ctx, e.Orch.Keys.Children(parent)).Result()
+		kids, err := master.SMembers(ctx, e.Keys.Children(parent)).Result()
 		if err != nil || len(kids) == 0 {
 			return false
 		}
@@ -120,7 +120,7 @@ func TestSentinelFailoverRestoresLostChild(t *testing.T) {
 	require.Equal(t, ps.Replica.Addr, promoted)
 	failedOver := time.Now()
 	newMaster := ps.Replica.Client(t)
-	n, err := newMaster.Exists(ctx, e.Orch.Keys.Thread(kid), e.Orch.Keys.Ledger(kid)).Result()
+	n, err := newMaster.Exists(ctx, e.Keys.Thread(kid), e.Keys.Ledger(kid)).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "the failover lost the child's registration and ledger entry")
 
@@ -135,7 +135,7 @@ func TestSentinelFailoverRestoresLostChild(t *testing.T) {
 	require.NotContains(t, answers[0].Output, "thread_lost")
 	require.Contains(t, answers[0].Output, "kid wrote three files", "the child's own answer")
 
-	got, err := e.Orch.Registry.Get(ctx, kid)
+	got, err := e.Orch.Record(ctx, kid)
 	require.NoError(t, err)
 	require.Equal(t, thread.StatusCompleted, got.Status)
 	require.NotEmpty(t, got.Extra[registry.RestoredField], "restored from the store")
@@ -157,13 +157,13 @@ func TestSentinelFailoverRestoresLostChild(t *testing.T) {
 	// The ledger equals the transcripts, on both levels.
 	own := map[string]int64{}
 	for _, id := range []string{parent, kid} {
-		entry, err := e.Orch.Ledger.Get(ctx, id)
+		entry, err := e.Orch.LedgerEntry(ctx, id)
 		require.NoError(t, err)
 		own[id] = recordedSpend(t, e, id)
 		require.Equal(t, own[id], entry.OwnNano, id)
 		require.Equal(t, string(thread.StatusCompleted), entry.Status, id)
 	}
-	entry, err := e.Orch.Ledger.Get(ctx, parent)
+	entry, err := e.Orch.LedgerEntry(ctx, parent)
 	require.NoError(t, err)
 	require.Equal(t, own[parent]+own[kid], entry.ActualNano, "the parent's entry holds the child's spend")
 
@@ -215,7 +215,7 @@ func TestGraphRestoresLostChild(t *testing.T) {
 	files[".ai/tools/g/nap.sh"] = "#!/bin/sh\nsleep 2\necho '{\"output\": \"napped\"}'\n"
 	files[".ai/graphs/g/lose.yaml"] = strings.Replace(files[".ai/graphs/g/lose.yaml"], walkPerms, walkPerms+"  - rye.execute.tool.g.*\n", 1)
 	e := spooltest.New(t, spooltest.Options{Files: files, LeaseTTL: 2 * time.Second})
-	e.Orch.Log = quiet()
+	e.Orch = e.Orch.WithLogger(quiet())
 	fast := "SPOOL_RECOVER_INTERVAL=500ms"
 	e.Start([]string{fast}, "worker", "--concurrency", "4")
 	ctx := context.Background()
@@ -225,13 +225,13 @@ func TestGraphRestoresLostChild(t *testing.T) {
 	res.JSON(t, &run)
 
 	require.Eventually(t, func() bool {
-		r, err := e.Orch.Registry.Get(ctx, run.ThreadID)
+		r, err := e.Orch.Record(ctx, run.ThreadID)
 		return err == nil && r.Status == thread.StatusRunning
 	}, 30*time.Second, 10*time.Millisecond)
 	snap := e.Redis.Snapshot(t) // the run naps; no child yet
 	var kid string
 	require.Eventually(t, func() bool {
-		kids, err := e.Orch.Registry.ListChildren(ctx, run.ThreadID)
+		kids, err := e.Orch.Children(ctx, run.ThreadID)
 		if err != nil || len(kids) == 0 {
 			return false
 		}
@@ -240,13 +240,13 @@ func TestGraphRestoresLostChild(t *testing.T) {
 		return err == nil && len(segs) >= 1
 	}, 30*time.Second, 10*time.Millisecond)
 	snap.Rollback(t) // the child is in its second model call
-	_, err := e.Orch.Registry.Get(ctx, kid)
+	_, err := e.Orch.Record(ctx, kid)
 	require.ErrorIs(t, err, registry.ErrNotFound, "Redis lost the child")
 
 	final := e.Wait([]string{run.ThreadID}, 2*time.Minute)[run.ThreadID]
 	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
 	require.Equal(t, map[string]any{"solo": "item solo"}, final.Outputs)
-	got, err := e.Orch.Registry.Get(ctx, kid)
+	got, err := e.Orch.Record(ctx, kid)
 	require.NoError(t, err)
 	require.Equal(t, thread.StatusCompleted, got.Status)
 	require.NotEmpty(t, got.Extra[registry.RestoredField], "restored from the store")
@@ -254,7 +254,7 @@ func TestGraphRestoresLostChild(t *testing.T) {
 	writes := payloads[transcript.ToolCallResult](t, events(t, e, kid), transcript.TypeToolCallResult)
 	require.Len(t, writes, 1, "its file written once")
 	checkRunExact(t, e, final, 1)
-	entry, err := e.Orch.Ledger.Get(ctx, kid)
+	entry, err := e.Orch.LedgerEntry(ctx, kid)
 	require.NoError(t, err)
 	require.Equal(t, recordedSpend(t, e, kid), entry.OwnNano)
 }

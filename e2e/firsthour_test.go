@@ -157,7 +157,7 @@ func TestInterruptedWait(t *testing.T) {
 		p := e.Start(quietEnv(), slow...) // no worker yet: it waits
 		var id string
 		require.Eventually(t, func() bool {
-			recs, err := e.Orch.Registry.List(t.Context(), registry.Filter{Directive: "t/slow"})
+			recs, err := e.Orch.Threads(t.Context(), registry.Filter{Directive: "t/slow"})
 			if err == nil && len(recs) == 1 {
 				id = recs[0].ThreadID
 			}

@@ -141,7 +141,7 @@ func TestGraphAPI(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, cr.CancelRequested)
 	require.Equal(t, thread.StatusCancelled, e.Wait([]string{held.ThreadID}, 2*time.Minute)[held.ThreadID].Status)
-	kids, err := e.Orch.Registry.ListChildren(ctx, held.ThreadID)
+	kids, err := e.Orch.Children(ctx, held.ThreadID)
 	require.NoError(t, err)
 	require.Len(t, kids, 2)
 	for _, k := range kids {

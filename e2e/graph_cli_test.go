@@ -57,7 +57,7 @@ func TestGraphFork(t *testing.T) {
 	require.Equal(t, src.ThreadID, fork.ForkedFrom)
 	require.Equal(t, 1, fork.ForkTurn)
 	require.Equal(t, 3, fork.Step, "the step counter goes on from the fork's step")
-	kids, err := e.Orch.Registry.ListChildren(t.Context(), fork.ThreadID)
+	kids, err := e.Orch.Children(t.Context(), fork.ThreadID)
 	require.NoError(t, err)
 	require.Len(t, kids, 3, "the fork's own children")
 
@@ -71,7 +71,7 @@ func TestGraphFork(t *testing.T) {
 	require.Equal(t, map[string]any{"rejected": true}, f2.Outputs)
 	require.Equal(t, 3, f2.Step)
 	require.InDelta(t, 0.5-src.Cost.Spend, f2.Limits.Spend, 1e-9, "the fork carries what the run had left after step 2")
-	kids, err = e.Orch.Registry.ListChildren(t.Context(), f2.ThreadID)
+	kids, err = e.Orch.Children(t.Context(), f2.ThreadID)
 	require.NoError(t, err)
 	require.Empty(t, kids, "nothing after step 2 starts a child")
 
@@ -118,10 +118,10 @@ func TestGraphFork(t *testing.T) {
 		require.Contains(t, res.Stderr, c.want)
 		require.Equal(t, 1, strings.Count(strings.TrimSpace(res.Stderr), "\n")+1, "one line: %q", res.Stderr)
 	}
-	forks, err := e.Orch.Registry.ListForks(t.Context(), src.ThreadID)
+	forks, err := e.Orch.Forks(t.Context(), src.ThreadID)
 	require.NoError(t, err)
 	require.Len(t, forks, 2, "no refused fork was started")
-	srcKids, err := e.Orch.Registry.ListChildren(t.Context(), src.ThreadID)
+	srcKids, err := e.Orch.Children(t.Context(), src.ThreadID)
 	require.NoError(t, err)
 	res = e.Spool("graph", "fork", srcKids[0].ThreadID, "--at-step", "1")
 	require.Equal(t, 1, res.Code)
@@ -144,7 +144,7 @@ func TestGraphSchedule(t *testing.T) {
 	sched := e.Start(nil, "scheduler")
 	var run *registry.Record
 	require.Eventually(t, func() bool {
-		recs, err := e.Orch.Registry.List(t.Context(), registry.Filter{Kind: registry.KindGraph, Directive: "g/review"})
+		recs, err := e.Orch.Threads(t.Context(), registry.Filter{Kind: registry.KindGraph, Directive: "g/review"})
 		if err != nil || len(recs) == 0 {
 			return false
 		}

@@ -90,7 +90,7 @@ func TestGraphMCP(t *testing.T) {
 	require.False(t, res.IsError, "%s", resultText(res))
 	final := record(call("wait_thread", map[string]any{"thread_id": held.ThreadID, "timeout": 60}))
 	require.Equal(t, thread.StatusCancelled, final.Status)
-	kids, err := e.Orch.Registry.ListChildren(ctx, held.ThreadID)
+	kids, err := e.Orch.Children(ctx, held.ThreadID)
 	require.NoError(t, err)
 	require.Len(t, kids, 2)
 	for _, k := range kids {

@@ -174,7 +174,7 @@ func waitRecord(t *testing.T, e *spooltest.Env, id, what string, ok func(*regist
 	t.Helper()
 	var rec *registry.Record
 	require.Eventually(t, func() bool {
-		r, err := e.Orch.Registry.Get(t.Context(), id)
+		r, err := e.Orch.Record(t.Context(), id)
 		if err != nil {
 			return false
 		}

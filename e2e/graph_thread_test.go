@@ -53,14 +53,14 @@ func TestGraphFromThread(t *testing.T) {
 	require.Equal(t, map[string]any{"reviewed": 2.0, "failed": 0.0, "planned": 2.0}, seen["outputs"])
 
 	// The tree: boss → run → two reviewers.
-	runs, err := e.Orch.Registry.ListChildren(t.Context(), boss.ThreadID)
+	runs, err := e.Orch.Children(t.Context(), boss.ThreadID)
 	require.NoError(t, err)
 	require.Len(t, runs, 1)
 	run := runs[0]
 	require.Equal(t, registry.KindGraph, run.Kind)
 	require.Equal(t, seen["run_id"], run.ThreadID)
 	require.Equal(t, 1, run.Depth)
-	kids, err := e.Orch.Registry.ListChildren(t.Context(), run.ThreadID)
+	kids, err := e.Orch.Children(t.Context(), run.ThreadID)
 	require.NoError(t, err)
 	require.Len(t, kids, 2)
 	for _, k := range kids {
@@ -126,7 +126,7 @@ func TestGraphFromThread(t *testing.T) {
 
 	// One budget: the boss's entry holds the whole tree's spend, and the
 	// run's ceiling was its share of the boss's.
-	entry, err := e.Orch.Ledger.Get(t.Context(), boss.ThreadID)
+	entry, err := e.Orch.LedgerEntry(t.Context(), boss.ThreadID)
 	require.NoError(t, err)
 	spent := boss.Cost.Spend
 	for _, k := range kids {
@@ -153,7 +153,7 @@ func TestGraphFromThread(t *testing.T) {
 	nosy, res := runJSON(t, e, "g/nosy")
 	require.Equal(t, 0, res.Code, res.Stderr)
 	require.Contains(t, nosy.Result, "permission denied: starting graph g/review needs capability rye.execute.graph.g.review")
-	none, err := e.Orch.Registry.ListChildren(t.Context(), nosy.ThreadID)
+	none, err := e.Orch.Children(t.Context(), nosy.ThreadID)
 	require.NoError(t, err)
 	require.Empty(t, none)
 }
@@ -171,7 +171,7 @@ func TestGraphFromThreadAsync(t *testing.T) {
 	require.Equal(t, thread.StatusCompleted, rec.Status, "%+v", rec.Error)
 	require.Contains(t, rec.Result, `"code":"graph_refused"`, "the second call: no such graph")
 	require.Contains(t, rec.Result, "g/nope")
-	runs, err := e.Orch.Registry.ListChildren(t.Context(), rec.ThreadID)
+	runs, err := e.Orch.Children(t.Context(), rec.ThreadID)
 	require.NoError(t, err)
 	require.Len(t, runs, 1)
 	run := e.Wait([]string{runs[0].ThreadID}, 2*time.Minute)[runs[0].ThreadID]

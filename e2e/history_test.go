@@ -63,7 +63,7 @@ func TestForkAtTurn(t *testing.T) {
 	e := workerEnv(t, historyProject(), "2")
 	orig := runSteps(t, e)
 	id := orig.ThreadID
-	before, err := e.Orch.Registry.Get(ctx, id)
+	before, err := e.Orch.Record(ctx, id)
 	require.NoError(t, err)
 	origEvents := events(t, e, id)
 
@@ -86,7 +86,7 @@ func TestForkAtTurn(t *testing.T) {
 	// Budget: the chain's 0.5 less turns 1-2 (300 in, 20 out tokens).
 	spentAt2 := (300*1.0 + 20*5.0) / 1e6
 	require.InDelta(t, 0.5-spentAt2, fr.Budget, 1e-9)
-	entry, err := e.Orch.Ledger.Get(ctx, fork)
+	entry, err := e.Orch.LedgerEntry(ctx, fork)
 	require.NoError(t, err)
 	require.InDelta(t, 0.5-spentAt2, entry.Max, 1e-9, "the fork's own ledger entry, with what the chain had left at turn 2")
 
@@ -125,7 +125,7 @@ func TestForkAtTurn(t *testing.T) {
 
 	// The original is unchanged: its registry record, its transcript and
 	// its workspace (each append once), and it still verifies.
-	after, err := e.Orch.Registry.Get(ctx, id)
+	after, err := e.Orch.Record(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, before.Transcript, after.Transcript)
 	require.Equal(t, before.Version, after.Version)
@@ -164,7 +164,7 @@ func TestForkAtTurn(t *testing.T) {
 	ref := e.Spool("thread", "fork", other, "--at-turn", "2", "--message", "x")
 	require.Equal(t, 1, ref.Code, "stdout:\n%s\nstderr:\n%s", ref.Stdout, ref.Stderr)
 	require.Contains(t, ref.Stderr, key)
-	forks, err := e.Orch.Registry.ListForks(ctx, other)
+	forks, err := e.Orch.Forks(ctx, other)
 	require.NoError(t, err)
 	require.Empty(t, forks, "nothing was started")
 }
@@ -291,7 +291,7 @@ func TestExportAndReplay(t *testing.T) {
 		var kidsAgain []*registry.Record
 		require.Eventually(t, func() bool {
 			var err error
-			kidsAgain, err = e.Orch.Registry.ListChildren(t.Context(), again.ThreadID)
+			kidsAgain, err = e.Orch.Children(t.Context(), again.ThreadID)
 			return err == nil && len(kidsAgain) == 3
 		}, time.Minute, 50*time.Millisecond)
 		for _, k := range kidsAgain {

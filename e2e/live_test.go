@@ -54,7 +54,7 @@ func TestTranscriptFollowIsLive(t *testing.T) {
 	require.Eventually(t, func() bool { return hasToolCall(followedEvents(t, follower)) }, 30*time.Second, 20*time.Millisecond,
 		"the follower did not print the tool call: %s", follower.Log())
 	// The tool runs for a minute: its turn has no checkpoint yet.
-	durable, err := transcript.Read(t.Context(), e.Store, id, e.Orch.Keyring, transcript.Lenient)
+	durable, err := transcript.Read(t.Context(), e.Store, id, e.Keyring, transcript.Lenient)
 	require.NoError(t, err)
 	require.False(t, hasToolCall(durable.Events), "the tool call is durable already: the test shows nothing live")
 

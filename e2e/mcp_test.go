@@ -72,7 +72,7 @@ func startEverythingHTTP(t *testing.T, srv *testenv.MCPServer) string {
 // toolResults are the tool_call_result events of thread id's transcript.
 func toolResults(t *testing.T, e *spooltest.Env, id string) []transcript.ToolCallResult {
 	t.Helper()
-	rec, err := e.Orch.Registry.Get(context.Background(), id)
+	rec, err := e.Orch.Record(context.Background(), id)
 	require.NoError(t, err)
 	tr, err := e.Orch.ReadTranscript(context.Background(), rec)
 	require.NoError(t, err)

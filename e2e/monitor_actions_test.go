@@ -98,7 +98,7 @@ func TestMonitorSessionKey(t *testing.T) {
 
 	code, body = do(http.MethodPost, b+page+"/send", url.Values{"csrf": {m[1]}, "message": {"from a replica"}})
 	require.Equal(t, http.StatusSeeOther, code, body)
-	msgs, err := e.Orch.Registry.Inbox(context.Background(), id, 0)
+	msgs, err := e.Orch.Services().Registry.Inbox(context.Background(), id, 0)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1, "the replica's message reached the thread, the refused one did not")
 	require.Equal(t, "from a replica", msgs[0].Content)

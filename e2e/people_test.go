@@ -47,7 +47,7 @@ func waitForApproval(t *testing.T, e *spooltest.Env, id string) *registry.Record
 	t.Helper()
 	var rec *registry.Record
 	require.Eventually(t, func() bool {
-		r, err := e.Orch.Registry.Get(context.Background(), id)
+		r, err := e.Orch.Record(context.Background(), id)
 		rec = r
 		return err == nil && r.Status == thread.StatusWaiting && r.WaitingFor == registry.WaitingForApproval
 	}, time.Minute, 20*time.Millisecond)
@@ -206,7 +206,7 @@ func TestInterruptStopsTheCallInFlight(t *testing.T) {
 	require.Equal(t, thread.StatusCompleted, rec.Status, "%+v", rec.Error)
 	require.Equal(t, "steered", rec.Result)
 	require.Equal(t, 1, rec.Cost.Turns, "the interrupted call is no turn")
-	entry, err := e.Orch.Ledger.Get(context.Background(), id)
+	entry, err := e.Orch.LedgerEntry(context.Background(), id)
 	require.NoError(t, err)
 	require.InDelta(t, rec.Cost.Spend, entry.Own, 1e-12, "charged once: the answered call only")
 	require.True(t, strings.Contains(strings.Join(seen(), "\n"), "change of plan"), "the message reached the model: %v", seen())
@@ -226,7 +226,7 @@ func TestSendReachesTheNextCall(t *testing.T) {
 	e := workerEnv(t, files, "2")
 	id := startThread(t, e, "p/write", "--model", "script:scripts/slow.yaml")
 	require.Eventually(t, func() bool {
-		r, err := e.Orch.Registry.Get(context.Background(), id)
+		r, err := e.Orch.Record(context.Background(), id)
 		return err == nil && r.Status == thread.StatusRunning
 	}, time.Minute, 10*time.Millisecond)
 	res := e.Spool("thread", "send", id, "--message", "remember the milk", "--by", "ada")

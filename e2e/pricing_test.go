@@ -33,7 +33,7 @@ func TestUnpricedModelFailsBeforeAnyCall(t *testing.T) {
 	res := e.SpoolContext(t.Context(), quietEnv(), "thread", "run", "t/chat", "--model", "claude-unpriced-9", "--wait")
 	require.Equal(t, 2, res.Code, res.Stderr)
 	require.Equal(t, "spool: unknown model \"claude-unpriced-9\": add it to .ai/config/agent/pricing.yaml\n", res.Stderr)
-	recs, err := e.Orch.Registry.List(t.Context(), registry.Filter{})
+	recs, err := e.Orch.Threads(t.Context(), registry.Filter{})
 	require.NoError(t, err)
 	require.Empty(t, recs, "refused before any thread exists")
 
@@ -50,7 +50,7 @@ func TestUnpricedModelFailsBeforeAnyCall(t *testing.T) {
 	require.Zero(t, calls.Load(), "the model was never called")
 	require.Zero(t, rec.Cost.Turns)
 	require.Zero(t, rec.Cost.Spend)
-	entry, err := e.Orch.Ledger.Get(t.Context(), rec.ThreadID)
+	entry, err := e.Orch.LedgerEntry(t.Context(), rec.ThreadID)
 	require.NoError(t, err)
 	require.Zero(t, entry.Actual)
 	require.Equal(t, "error", entry.Status)

@@ -77,7 +77,7 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 	w := e.StartWorker("--concurrency", "1")
 	slow := startThread(t, e, "r/x", "--model", "script:scripts/limited.yaml")
 	require.Eventually(t, func() bool {
-		r, err := e.Orch.Registry.Get(context.Background(), slow)
+		r, err := e.Orch.Record(context.Background(), slow)
 		return err == nil && r.Status == thread.StatusRunning
 	}, time.Minute, 10*time.Millisecond)
 	time.Sleep(200 * time.Millisecond)

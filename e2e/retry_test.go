@@ -54,7 +54,7 @@ func TestLongRetryWaitFreesTheSlot(t *testing.T) {
 	waiting := start("t/wait3")
 	require.Eventually(t, handedBack(1), 30*time.Second, 20*time.Millisecond, w.Log())
 	runCompleted(t, e, "t/chat", "--model", "claude-sonnet-4-5")
-	cur, err := e.Orch.Registry.Get(t.Context(), waiting)
+	cur, err := e.Orch.Record(t.Context(), waiting)
 	require.NoError(t, err)
 	require.Equal(t, thread.StatusWaiting, cur.Status, "the other thread ran in the slot while this one waits for its retry time")
 	require.Equal(t, registry.WaitingForRateLimit, cur.WaitingFor)
@@ -81,7 +81,7 @@ func TestLongRetryWaitFreesTheSlot(t *testing.T) {
 	require.Equal(t, thread.StatusCancelled, rec.Status)
 	require.Less(t, time.Since(began), 10*time.Second, "cancelled without waiting for the retry time")
 	require.NotContains(t, w.Log(), "recovering orphaned thread", "a thread waiting for its retry time is no orphan")
-	entry, err := e.Orch.Ledger.Get(t.Context(), long)
+	entry, err := e.Orch.LedgerEntry(t.Context(), long)
 	require.NoError(t, err)
 	require.Equal(t, "cancelled", entry.Status)
 }

@@ -77,7 +77,7 @@ func waitStatus(t *testing.T, e *spooltest.Env, id string, want ...thread.Status
 	t.Helper()
 	var rec *registry.Record
 	require.Eventually(t, func() bool {
-		r, err := e.Orch.Registry.Get(context.Background(), id)
+		r, err := e.Orch.Record(context.Background(), id)
 		if err != nil {
 			return false
 		}
@@ -95,7 +95,7 @@ func waitStatus(t *testing.T, e *spooltest.Env, id string, want ...thread.Status
 // children are the child threads of id.
 func children(t *testing.T, e *spooltest.Env, id string) []*registry.Record {
 	t.Helper()
-	kids, err := e.Orch.Registry.ListChildren(t.Context(), id)
+	kids, err := e.Orch.Children(t.Context(), id)
 	require.NoError(t, err)
 	return kids
 }
@@ -130,7 +130,7 @@ func startBoss(t *testing.T, e *spooltest.Env) (boss string, kids []*registry.Re
 // readTranscript reads thread id's transcript, which must verify.
 func readTranscript(t *testing.T, e *spooltest.Env, id string) *transcript.Transcript {
 	t.Helper()
-	tr, err := transcript.Read(context.Background(), e.Store, id, e.Orch.Keyring, transcript.Strict)
+	tr, err := transcript.Read(context.Background(), e.Store, id, e.Keyring, transcript.Strict)
 	require.NoError(t, err, id)
 	return tr
 }

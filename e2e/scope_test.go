@@ -37,7 +37,7 @@ func TestCoordinationIsTreeScoped(t *testing.T) {
 	require.Equal(t, 0, res.Code, res.Stderr)
 	require.Equal(t, 7, strings.Count(snoop.Result, "not in this thread's tree"), "every call refused: %s", snoop.Result)
 	require.NotContains(t, snoop.Result, "victim done", "nothing of the other tree leaks")
-	after, err := e.Orch.Registry.Get(t.Context(), victim.ThreadID)
+	after, err := e.Orch.Record(t.Context(), victim.ThreadID)
 	require.NoError(t, err)
 	require.Equal(t, thread.StatusCompleted, after.Status)
 	require.Empty(t, after.ContinuationThreadID, "not resumed")

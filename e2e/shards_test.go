@@ -22,19 +22,19 @@ import (
 func TestShardedTreeOnCluster(t *testing.T) {
 	t.Parallel()
 	e := spooltest.New(t, spooltest.Options{Files: coordProject(), Topology: testenv.Cluster})
-	require.Equal(t, registry.DefaultClusterShards, e.Orch.Keys.Shards(), "a Cluster namespace is sharded")
+	require.Equal(t, registry.DefaultClusterShards, e.Keys.Shards(), "a Cluster namespace is sharded")
 	e.StartWorker("--concurrency", "4")
 	slots := map[uint16]bool{}
 	for range 3 {
 		rec := runCompleted(t, e, "t/chain", "--input", "level=1", "--model", "script:scripts/c.yaml")
 		all := tree(t, e, rec.ThreadID)
 		require.Len(t, all, 4, "levels 1 to 4")
-		want := keyspace.Slot(e.Orch.Keys.Thread(rec.ThreadID))
+		want := keyspace.Slot(e.Keys.Thread(rec.ThreadID))
 		slots[want] = true
 		for _, r := range all {
 			require.Equal(t, thread.StatusCompleted, r.Status, r.ThreadID)
-			require.Equal(t, want, keyspace.Slot(e.Orch.Keys.Thread(r.ThreadID)), "%s in its root's slot", r.ThreadID)
-			require.Equal(t, want, keyspace.Slot(e.Orch.Keys.Ledger(r.ThreadID)))
+			require.Equal(t, want, keyspace.Slot(e.Keys.Thread(r.ThreadID)), "%s in its root's slot", r.ThreadID)
+			require.Equal(t, want, keyspace.Slot(e.Keys.Ledger(r.ThreadID)))
 		}
 	}
 	listed := spoolJSON[[]map[string]any](t, e, "thread", "list", "--json")
@@ -48,7 +48,7 @@ func TestShardedTreeOnCluster(t *testing.T) {
 func TestRedisShardsIsFixed(t *testing.T) {
 	t.Parallel()
 	e := spooltest.New(t, spooltest.Options{Files: coordProject()})
-	have := e.Orch.Keys.Shards() // 1, or 32 on a Cluster (SPOOL_TEST_TOPOLOGY)
+	have := e.Keys.Shards() // 1, or 32 on a Cluster (SPOOL_TEST_TOPOLOGY)
 	other := have * 2
 	res := e.SpoolContext(context.Background(), []string{fmt.Sprintf("SPOOL_REDIS_SHARDS=%d", other)}, "thread", "list")
 	require.Equal(t, 2, res.Code, res.Stderr)

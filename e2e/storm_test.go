@@ -124,7 +124,7 @@ func weatherStorm(t *testing.T, srv *testenv.AIMockServer, model, path string, e
 			}
 			n := 0
 			for _, id := range ids {
-				if r, err := e.Orch.Registry.Get(t.Context(), id); err == nil && r.Status == thread.StatusWaiting && r.WaitingFor == registry.WaitingForRateLimit {
+				if r, err := e.Orch.Record(t.Context(), id); err == nil && r.Status == thread.StatusWaiting && r.WaitingFor == registry.WaitingForRateLimit {
 					n++
 				}
 			}

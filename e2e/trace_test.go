@@ -74,7 +74,7 @@ func TestTraceIsOneTreeAcrossWorkers(t *testing.T) {
 	threads := []string{root, child, cont, resumed}
 	threadSpanID := map[string]string{}
 	for _, id := range threads {
-		got, err := e.Orch.Registry.Get(t.Context(), id)
+		got, err := e.Orch.Record(t.Context(), id)
 		require.NoError(t, err)
 		require.Equal(t, traceID, got.TraceID, "thread %s", id)
 		sc, ok := telemetry.Parse(got.TraceParent)

@@ -50,7 +50,7 @@ func TestWorkerEndToEnd(t *testing.T) {
 		require.InDelta(t, (450*1.0+60*5.0)/1e6, rec.Cost.Spend, 1e-12)
 
 		// The ledger charged each turn once.
-		entry, err := e.Orch.Ledger.Get(t.Context(), rec.ThreadID)
+		entry, err := e.Orch.LedgerEntry(t.Context(), rec.ThreadID)
 		require.NoError(t, err)
 		require.InDelta(t, rec.Cost.Spend, entry.Actual, 1e-9)
 		require.Equal(t, "completed", entry.Status)
@@ -88,7 +88,7 @@ func TestWorkerEndToEnd(t *testing.T) {
 			require.Equal(t, thread.StatusError, rec.Status)
 			require.NotNil(t, rec.Error)
 			require.Equal(t, tc.code, rec.Error.Code)
-			entry, err := e.Orch.Ledger.Get(t.Context(), rec.ThreadID)
+			entry, err := e.Orch.LedgerEntry(t.Context(), rec.ThreadID)
 			require.NoError(t, err)
 			require.LessOrEqual(t, entry.Actual, entry.Max+1e-12, "the ledger never overspends")
 		})

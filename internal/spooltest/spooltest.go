@@ -101,6 +101,10 @@ type Env struct {
 
 	Orch  *orchestrator.Orchestrator // in-process view of the same state
 	Store blobstore.Store
+	// Keys are the namespace's Redis keys, for a test that reads or
+	// breaks what Redis holds; Keyring verifies the transcripts.
+	Keys    keyspace.Space
+	Keyring *transcript.Keyring
 
 	mu    sync.Mutex
 	procs []*Proc
@@ -183,6 +187,7 @@ func New(t testing.TB, o Options) *Env {
 	}
 	e.Orch = orchestrator.New(orchestrator.Config{Namespace: e.Namespace, Shards: ks.Shards(), LeaseTTL: o.LeaseTTL}, e.Redis.Universal, e.Store,
 		&queue.Enqueuer{Client: client}, signer, keyring)
+	e.Keys, e.Keyring = keyspace.NewSharded(e.Namespace, ks.Shards()), keyring
 	t.Cleanup(e.stopAll)
 	return e
 }
