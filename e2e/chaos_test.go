@@ -48,7 +48,8 @@ func chaosScript() string {
 // Every thread must end, completed, with nothing left in flight; every
 // write is there; and for every chain the ledger's own spend is the sum of
 // the turns its transcripts record, to the nano-dollar. A child whose
-// registration the loss took never runs: its parent is told (thread_lost)
+// registration the loss took is restored from the store if it made a turn
+// durable; one that had not never runs: its parent is told (thread_lost)
 // and completes.
 func TestChaosRedisLossAndStorageOutage(t *testing.T) {
 	t.Parallel()
@@ -122,6 +123,7 @@ func TestChaosRedisLossAndStorageOutage(t *testing.T) {
 			lostRan += lostChildSegments(t, e, id)
 		}
 	}
+	require.Zero(t, lostRan, "a lost child that left segments is restored from them, not written off")
 	for id, rec := range e.Wait(kids, 90*time.Second) {
 		final[id] = rec
 	}
