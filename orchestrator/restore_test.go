@@ -3,13 +3,16 @@ package orchestrator
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"
@@ -85,10 +88,39 @@ func nano(t *testing.T, spends ...float64) int64 {
 // writes). A rerun of the spawn (its turn ran again) adopts the child
 // restored from the store, as it ended, instead of starting a twin under
 // the same id whose first checkpoint would find a transcript there; its
-// ledger entry and every ancestor's hold its recorded turns, once.
+// ledger entry and every ancestor's hold its recorded turns, once; on
+// each Redis topology (standalone, a sharded Cluster, Sentinel).
 func TestRestoreAdoptsALostPlannedChild(t *testing.T) {
 	t.Parallel()
-	o, r, digest := startSetup(t)
+	for _, top := range testenv.Topologies {
+		t.Run(string(top), func(t *testing.T) {
+			t.Parallel()
+			o, r, digest := restoreSetup(t, top)
+			testRestoreAdoptsALostPlannedChild(t, o, r, digest)
+		})
+	}
+}
+
+// restoreSetup is startSetup on a Redis of topology top, with the
+// namespace's keys sharded by tree on a Cluster (registry.Layout), so
+// that restore.lua's keys must all be one tree's slot.
+func restoreSetup(t *testing.T, top testenv.Topology) (*Orchestrator, *testenv.Redis, string) {
+	t.Helper()
+	r := testenv.NewRedisOn(t, top)
+	store := blobstore.NewMemory()
+	digest := leadsBundle(t, store)
+	signer, err := transcript.GenerateKey()
+	require.NoError(t, err)
+	ks, err := registry.Layout(t.Context(), r.Universal, keyspace.New(r.Namespace), registry.DefaultShards(r.Universal), false)
+	require.NoError(t, err)
+	client := asynq.NewClientFromRedisClient(r.Universal)
+	t.Cleanup(func() { _ = client.Close() })
+	o := New(Config{Namespace: r.Namespace, Shards: ks.Shards(), Logger: slog.New(slog.DiscardHandler)}, r.Universal, store,
+		&queue.Enqueuer{Client: client}, signer, transcript.NewKeyring(signer.PublicKey()))
+	return o, r, digest
+}
+
+func testRestoreAdoptsALostPlannedChild(t *testing.T, o *Orchestrator, r *testenv.Redis, digest string) {
 	ctx := t.Context()
 	root, snap := lostRoot(t, o, r, digest)
 	spends := []float64{0.01, 0.02}
