@@ -130,7 +130,7 @@ func TestSlowDownUntilTheDurationLimit(t *testing.T) {
 		return 0, ""
 	})
 	e := spooltest.New(t, spooltest.Options{Files: map[string]string{
-		".ai/directives/t/storm.md": directive("storm", `turns="3" duration="6"`, fsPerms, `<success>done</success>`),
+		".ai/directives/t/storm.md": directive("storm", `turns="3" duration="10"`, fsPerms, `<success>done</success>`),
 	}})
 	e.Start(anthropicEnv(srv), "worker", "--concurrency", "1")
 	id := startThread(t, e, "t/storm", "--model", "claude-sonnet-4-5")
