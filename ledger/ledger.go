@@ -110,35 +110,41 @@ func script(fn string) *redisfn.Script {
 	return redisfn.New(fn, Lua, "return ledger."+fn+"(KEYS, ARGV)")
 }
 
-// pathStep returns the KEYS and leading ARGV of a script over id and its
-// path (ancestors, parent first, up to the root), followed by args.
-func (l *Ledger) pathStep(id string, path []string, args ...any) ([]string, []any, error) {
+// PathArgs is how ledger.lua's functions take entry id and its path
+// (ancestors, parent first, up to the root), as Commit's layout is
+// registry.CommitArgs: keys, the entry's key then its ancestors'; and
+// ids, the leading ARGV, their ids. A function's own arguments follow
+// ids. For a script of another package that runs one in the same atomic
+// step as its own (package orchestrator's start.lua, checkpoint.lua,
+// finalize.lua, restore.lua), which passes len(keys) to say where the
+// path ends.
+func (l *Ledger) PathArgs(id string, path []string) (keys []string, ids []any, err error) {
 	if id == "" {
 		return nil, nil, errors.New("empty ledger id")
 	}
-	keys := make([]string, 0, len(path)+1)
-	argv := make([]any, 0, len(path)+1+len(args))
+	keys = make([]string, 0, len(path)+1)
+	ids = make([]any, 0, len(path)+1)
 	keys = append(keys, l.ks.Ledger(id))
-	argv = append(argv, id)
+	ids = append(ids, id)
 	for _, a := range path {
 		if a == "" || a == id {
 			return nil, nil, fmt.Errorf("bad path %q for %s", path, id)
 		}
 		keys = append(keys, l.ks.Ledger(a))
-		argv = append(argv, a)
+		ids = append(ids, a)
 	}
-	return keys, append(argv, args...), nil
+	return keys, ids, nil
 }
 
 // run runs s, ledger.lua's function fn, over id and path (amount: what it
 // asks for, USD) and returns its reply, or its refusal as the ledger's
 // error (RefusalError), or its failure wrapped.
 func (l *Ledger) run(ctx context.Context, s *redisfn.Script, fn, id string, path []string, amount float64, args ...any) ([]any, error) {
-	keys, argv, err := l.pathStep(id, path, args...)
+	keys, ids, err := l.PathArgs(id, path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", failure[fn]+id, err)
 	}
-	res, err := s.Run(ctx, l.rdb, keys, argv...).Slice()
+	res, err := s.Run(ctx, l.rdb, keys, append(ids, args...)...).Slice()
 	if err != nil {
 		if rerr := RefusalError(fn, id, path, amount, err); rerr != nil {
 			return nil, rerr

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spool-run/spool/internal/redisfn"
@@ -50,7 +51,10 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, rec *registry.Record, ver
 		return Checkpointed{}, err
 	}
 	entry, path := rec.LedgerID(), rec.BudgetPath()
-	var ids []string
+	var (
+		lkeys []string // the ledger path's, with a charge
+		lids  []any
+	)
 	chargeKey, chargeNano := "", int64(0)
 	if c := cp.Charge; c != nil {
 		if chargeNano, err = ledger.ToNano(c.Amount); err != nil {
@@ -59,22 +63,17 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, rec *registry.Record, ver
 		if chargeKey = c.Key; chargeKey == "" {
 			return Checkpointed{}, fmt.Errorf("charge %s: empty idempotency key", entry)
 		}
-		ids = append([]string{entry}, path...)
+		if lkeys, lids, err = o.Ledger.PathArgs(entry, path); err != nil {
+			return Checkpointed{}, fmt.Errorf("charge %s: %w", entry, err)
+		}
 	}
-	keys := make([]string, 0, len(commitKeys)+1+len(ids))
-	keys = append(keys, commitKeys...)
-	keys = append(keys, o.Keys.Lease(rec.ThreadID))
-	args := make([]any, 0, 5+len(ids)+len(commitArgs))
-	args = append(args, len(ids), chargeKey, chargeNano, cp.Lease, cp.LeaseTTL.Milliseconds())
-	for _, id := range ids {
-		keys = append(keys, o.Keys.Ledger(id))
-		args = append(args, id)
-	}
+	keys := slices.Concat(commitKeys, []string{o.Keys.Lease(rec.ThreadID)}, lkeys)
+	args := slices.Concat([]any{len(lkeys), chargeKey, chargeNano, cp.Lease, cp.LeaseTTL.Milliseconds()}, lids, commitArgs)
 	script := checkpointScript
 	if cp.Charge == nil {
 		script = checkpointFenceScript
 	}
-	res, err := script.Run(ctx, o.fast, keys, append(args, commitArgs...)...).Slice()
+	res, err := script.Run(ctx, o.fast, keys, args...).Slice()
 	if err != nil {
 		if rerr := registry.RefusalError(rec.ThreadID, version, err); rerr != nil {
 			return Checkpointed{}, rerr

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spool-run/spool/blobkey"
@@ -158,20 +159,17 @@ func (o *Orchestrator) finish(ctx context.Context, rec *registry.Record, version
 	if out.ContinuationID == "" && (status == "" || status == ledger.StatusActive) {
 		return 0, nil, fmt.Errorf("release %s: final status %q is not a final status", entry, status)
 	}
-	ids := append([]string{entry}, path...)
-	keys := make([]string, 0, len(commitKeys)+2+len(ids))
-	keys = append(keys, commitKeys...)
-	keys = append(keys, o.Keys.Lease(rec.ThreadID), o.Keys.Waiters(rec.ChainRootID))
-	args := []any{rec.ThreadID, o.Now().UTC().Format(time.RFC3339Nano), status, out.ContinuationID, out.Lease,
-		chargeKey, len(ids), chargeNano}
-	for _, id := range ids {
-		keys = append(keys, o.Keys.Ledger(id))
-		args = append(args, id)
+	lkeys, lids, err := o.Ledger.PathArgs(entry, path)
+	if err != nil {
+		return 0, nil, fmt.Errorf("release %s: %w", entry, err)
 	}
+	keys := slices.Concat(commitKeys, []string{o.Keys.Lease(rec.ThreadID), o.Keys.Waiters(rec.ChainRootID)}, lkeys)
 	if out.ContinuationID != "" {
 		keys = append(keys, o.Keys.Thread(out.ContinuationID))
 	}
-	res, err := finalizeScript.Run(ctx, o.fast, keys, append(args, commitArgs...)...).Slice()
+	args := slices.Concat([]any{rec.ThreadID, o.Now().UTC().Format(time.RFC3339Nano), status, out.ContinuationID, out.Lease,
+		chargeKey, len(lkeys), chargeNano}, lids, commitArgs)
+	res, err := finalizeScript.Run(ctx, o.fast, keys, args...).Slice()
 	if err != nil {
 		return 0, nil, finishError(rec, version, out, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spool-run/spool/blobkey"
@@ -233,15 +234,11 @@ func (o *Orchestrator) runRestore(ctx context.Context, rec *registry.Record, cha
 	if err != nil {
 		return nil, fmt.Errorf("restore budget of %s: %w", entry, err)
 	}
-	ids := append([]string{entry}, path...)
-	keys := make([]string, 0, len(ids)+len(g.Keys))
-	args := make([]any, 0, len(ids)+4+2*len(charges)+len(g.Args))
-	args = append(args, len(ids))
-	for _, id := range ids {
-		keys = append(keys, o.Keys.Ledger(id))
-		args = append(args, id)
+	lkeys, lids, err := o.Ledger.PathArgs(entry, path)
+	if err != nil {
+		return nil, fmt.Errorf("restore budget of %s: %w", entry, err)
 	}
-	args = append(args, ceil, len(charges))
+	args := slices.Concat([]any{len(lkeys)}, lids, []any{ceil, len(charges)})
 	for _, c := range charges {
 		n, err := ledger.ToNano(c.Amount)
 		if err != nil {
@@ -254,7 +251,7 @@ func (o *Orchestrator) runRestore(ctx context.Context, rec *registry.Record, cha
 		release = string(rec.Status)
 	}
 	args = append(append(args, release), g.Args...)
-	res, err := restoreScript.Run(ctx, o.fast, append(keys, g.Keys...), args...).Result()
+	res, err := restoreScript.Run(ctx, o.fast, slices.Concat(lkeys, g.Keys), args...).Result()
 	if rerr := ledger.RefusalError("restore", entry, path, rec.Limits.Spend, err); rerr != nil {
 		return nil, rerr
 	}

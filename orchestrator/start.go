@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/directive"
@@ -464,20 +465,16 @@ func (o *Orchestrator) register(ctx context.Context, plan budgetPlan, nt registr
 	if err != nil {
 		return nil, nil, err
 	}
-	ids := append([]string{plan.entry}, plan.path...)
-	keys := make([]string, 0, len(ids)+len(g.Keys))
-	args := make([]any, 0, len(ids)+4+len(g.Args))
-	args = append(args, plan.fn, len(ids))
-	for _, id := range ids {
-		keys = append(keys, o.Keys.Ledger(id))
-		args = append(args, id)
+	lkeys, lids, err := o.Ledger.PathArgs(plan.entry, plan.path)
+	if err != nil {
+		return nil, fmt.Errorf("budget of %s: %w", plan.entry, err), nil
 	}
 	reopen := "0"
 	if plan.reopen {
 		reopen = "1"
 	}
-	args = append(append(args, n, reopen), g.Args...)
-	res, err := startScript.Run(ctx, o.fast, append(keys, g.Keys...), args...).Result()
+	args := slices.Concat([]any{plan.fn, len(lkeys)}, lids, []any{n, reopen}, g.Args)
+	res, err := startScript.Run(ctx, o.fast, slices.Concat(lkeys, g.Keys), args...).Result()
 	if rerr := ledger.RefusalError(plan.fn, plan.entry, plan.path, plan.amount, err); rerr != nil {
 		return nil, rerr, nil
 	}
