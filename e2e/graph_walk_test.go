@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
@@ -673,11 +674,25 @@ Spawns one child and waits for it.
 </directive>
 ` + "```\n"
 
-// TestSpawnHappensOnce: a worker dies right after a turn started its child
-// and before the turn's checkpoint; the turn runs again on another worker
-// and adopts the child the first run started: one child, charged once.
+// TestSpawnHappensOnce: a worker dies in a spawning turn, before the
+// turn's checkpoint: before the child registers, or after (the child then
+// runs to its end on another worker while the parent waits for its lease
+// to lapse); the turn runs again on another worker and adopts the child
+// the first run started: one child, charged once; on each Redis topology
+// (standalone, Sentinel, Cluster).
 func TestSpawnHappensOnce(t *testing.T) {
 	t.Parallel()
+	onEachTopology(t, func(t *testing.T, top testenv.Topology) {
+		for _, point := range []string{"thread:before_spawn", "thread:after_spawn"} {
+			t.Run(strings.ReplaceAll(point, ":", "_"), func(t *testing.T) {
+				t.Parallel()
+				testSpawnHappensOnce(t, top, point)
+			})
+		}
+	})
+}
+
+func testSpawnHappensOnce(t *testing.T, top testenv.Topology, point string) {
 	files := walkProject("100ms", nil)
 	files[".ai/directives/g/spawner.md"] = spawnOnce
 	files["scripts/g.yaml"] += `  "g/spawner":
@@ -688,9 +703,9 @@ func TestSpawnHappensOnce(t *testing.T) {
     - text: "child said {{.last_tool_result}}"
       usage: {input: 100, output: 10}
 `
-	e := spooltest.New(t, spooltest.Options{Files: files, LeaseTTL: 2 * time.Second})
+	e := spooltest.New(t, spooltest.Options{Files: files, LeaseTTL: 2 * time.Second, Topology: top})
 	fast := "SPOOL_RECOVER_INTERVAL=500ms"
-	doomed := e.Start([]string{fast, "SPOOL_FAULT_KILL_AT=thread:after_spawn"}, "worker", "--concurrency", "2")
+	doomed := e.Start([]string{fast, "SPOOL_FAULT_KILL_AT=" + point}, "worker", "--concurrency", "2")
 	id := startThread(t, e, "g/spawner", "--model", "script:scripts/g.yaml")
 	require.Eventually(t, doomed.Exited, time.Minute, 20*time.Millisecond, doomed.Log())
 	e.Start([]string{fast}, "worker", "--concurrency", "2")
@@ -699,10 +714,14 @@ func TestSpawnHappensOnce(t *testing.T) {
 	kids := children(t, e, id)
 	require.Len(t, kids, 1, "the rerun turn adopted the child: %v", threadIDs(kids))
 	require.Equal(t, thread.StatusCompleted, kids[0].Status)
+	require.Equal(t, 2, kids[0].Cost.Turns, "the child ran once")
 	spawned := payloads[transcript.ChildSpawned](t, events(t, e, id), transcript.TypeChildSpawned)
 	require.Len(t, spawned, 1)
 	require.Equal(t, kids[0].ThreadID, spawned[0].ChildID)
 	entry, err := e.Orch.Ledger.Get(t.Context(), id)
 	require.NoError(t, err)
-	require.InDelta(t, final.Cost.Spend+kids[0].Cost.Spend, entry.Actual, 1e-9)
+	require.InDelta(t, final.Cost.Spend+kids[0].Cost.Spend, entry.Actual, 1e-9, "each turn charged once")
+	sp, err := e.Redis.Universal.Get(t.Context(), e.Orch.Keys.Spawns(id)).Int()
+	require.NoError(t, err)
+	require.Equal(t, 1, sp, "the spawn counted once")
 }

@@ -243,6 +243,7 @@ func (s *session) spawn(ctx context.Context, call thread.ToolCall) error {
 	// first run started (orchestrator.StartRequest.Planned).
 	planned := s.o.PlannedID(orchestrator.IDRequest{Directive: name, ParentID: s.id()}, s.rec.StartedAt,
 		fmt.Sprintf("turn/%d/call/%d", s.st.Turn, s.callIndex(call.ID)))
+	fault("thread:before_spawn")
 	rec, err := s.o.Start(sctx, orchestrator.StartRequest{
 		Directive: name, Inputs: inputs, Model: p.Model, LimitOverrides: overrides, ParentID: s.id(), Reserve: p.Reserve,
 		ID: planned, Planned: true,
