@@ -1,5 +1,5 @@
 // Package ledger is spool's hierarchical budget ledger: one Redis hash per
-// entry, every change one Lua script (one round trip, EVALSHA).
+// entry, every change one Lua script (one round trip, FCALL).
 //
 // A spend limit is a ceiling on a whole subtree: the thread's own turns and
 // all of its descendants'. Every charge counts at once against the thread

@@ -20,7 +20,7 @@ type Client struct {
 // once (a worker runs Concurrency activations): the auto-pipeliner sends
 // the commands of concurrent callers together on one held connection, a
 // writer and a reader streaming in full duplex, so each caller still makes
-// one EVALSHA and gets its own reply, in its own order, but the process
+// one FCALL and gets its own reply, in its own order, but the process
 // makes a fraction of the syscalls and no caller waits for another's batch
 // (BENCHMARKS.md: about twice the ledger cycles per second of a pooled
 // client). Blocking and subscribe commands go to the pool as before. The

@@ -1,7 +1,9 @@
-// Package redisfn runs spool's compound Lua scripts as Redis Functions
-// (Redis 7: FUNCTION LOAD, FCALL), so that the Lua libraries they share
+// Package redisfn runs spool's Lua scripts as Redis Functions (Redis 7:
+// FUNCTION LOAD, FCALL), so that the Lua libraries they share
 // (registry.lua, ledger.lua) are defined once, when the library is
-// loaded, instead of on every call.
+// loaded, instead of on every call. It is the one way spool runs a
+// script: each is a .lua file beside its Go caller, embedded and made a
+// Script with New, and run with Script.Run on a Client.
 //
 // A script that starts with a library defines every function of its
 // tables again each time EVALSHA runs it: for the checkpoint of a turn
