@@ -50,6 +50,12 @@ func TestEmbeddedWithNothingInstalled(t *testing.T) {
 	require.Equal(t, "completed", rec["status"], rec)
 	require.Greater(t, rec["cost"].(map[string]any)["turns"].(float64), 1.0)
 
+	// The example graph: a foreach of child threads, a branch, a return.
+	rec, _ = run("graph", "run", "demo/review", "--inputs-json", `{"topics": ["a", "b", "c"]}`, "--embedded", "--wait", "--json")
+	require.Equal(t, "completed", rec["status"], rec)
+	require.Equal(t, "graph", rec["kind"], rec)
+	require.Equal(t, map[string]any{"ok": true, "reviewed": 3.0, "verdict": "all 3 topics reviewed"}, rec["outputs"], rec)
+
 	// A thread that fails: its error is the one line on stderr (the
 	// miniredis notice comes with a result only).
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,10 +18,8 @@ import (
 	"github.com/spool-run/spool/graph"
 	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
-	"github.com/spool-run/spool/worker"
 )
 
 // `spool graph`: graph runs (.ai/graphs/NAME.yaml), walked by workers as
@@ -83,19 +81,12 @@ func graphRunCommand() *cli.Command {
 			"Examples:\n" +
 			"   spool graph run demo/review --inputs-json '{\"topics\": [\"queues\", \"leases\"]}' --embedded --wait\n" +
 			"   spool graph run demo/review --input title=weekly --inputs-json @topics.json --limit spend=0.5 --limit max_steps=20 --json",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			jsonFlag,
 			&cli.StringSliceFlag{Name: "input", Usage: "input k=v (repeatable), converted to the type the graph declares"},
 			&cli.StringFlag{Name: "inputs-json", Usage: "inputs as a JSON object, or @FILE to read it from FILE (@- for stdin)"},
 			&cli.StringSliceFlag{Name: "limit", Usage: "limit override k=v: spend, duration, depth, spawns, turns, tokens, max_steps"},
-			&cli.StringFlag{Name: "parent", EnvVars: []string{"RYE_PARENT_THREAD_ID"}, Usage: "parent thread or run id"},
-			&cli.StringFlag{Name: "queue", Usage: "asynq queue (default: the parent's, else default)"},
-			&cli.BoolFlag{Name: "wait", Usage: "wait for the run (and its resumes) to finish"},
-			&cli.BoolFlag{Name: "follow", Usage: "show a live view while it runs"},
-			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long --wait waits (exit 1 after it; the run goes on); 0 waits without a limit"},
-			&cli.BoolFlag{Name: "embedded", Usage: "run everything in this process: embedded Redis, local store, a worker"},
-			&cli.IntFlag{Name: "concurrency", Value: 8, Usage: "with --embedded: the in-process worker's concurrency"},
-		},
+		}, runFlags("run", 8)...),
 		Action: graphRun,
 	}
 }
@@ -151,54 +142,20 @@ func graphRun(c *cli.Context) error {
 	if _, err := existingProject(c); err != nil {
 		return err
 	}
-	s, err := openServices(c, openOpts{startEmbedded: c.Bool("embedded"), joinDev: c.Bool("embedded"), noEmbedded: !c.Bool("embedded"), holdNotices: true})
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	if c.Bool("embedded") {
-		queues := map[string]int{"critical": 6, queue.DefaultQueue: 3, "low": 1}
-		if q := c.String("queue"); q != "" && queues[q] == 0 {
-			queues[q] = 3
+	return startAndWait(c, func(s *services, log *slog.Logger) (*launch.Started, error) {
+		started, err := launch.Start(c.Context, s.orch, launch.Request{Project: s.project, UserDir: s.userDir, Logger: log,
+			StartRequest: orchestrator.StartRequest{Graph: true, Directive: name, Inputs: inputs, LimitOverrides: limits, MaxSteps: maxSteps,
+				ParentID: c.String("parent"), Queue: c.String("queue"), TraceParent: envTraceParent()}})
+		if errors.Is(err, launch.ErrRefused) || errors.Is(err, orchestrator.ErrGraphNotFound) {
+			return nil, &usageError{msg: err.Error()}
 		}
-		w := worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: queues, Logger: s.log, RecoverInterval: time.Second}, s.orch)
-		if err := w.Start(); err != nil {
-			return err
-		}
-		defer w.Stop()
-	}
-	var held bytes.Buffer
-	started, err := launch.Start(c.Context, s.orch, launch.Request{Project: s.project, UserDir: s.userDir, Logger: loggerTo(c, &held),
-		StartRequest: orchestrator.StartRequest{Graph: true, Directive: name, Inputs: inputs, LimitOverrides: limits, MaxSteps: maxSteps,
-			ParentID: c.String("parent"), Queue: c.String("queue"), TraceParent: envTraceParent()}})
-	if errors.Is(err, launch.ErrRefused) {
-		return &usageError{msg: err.Error()}
-	}
-	if errors.Is(err, orchestrator.ErrGraphNotFound) {
-		return &usageError{msg: err.Error()}
-	}
-	if err != nil {
-		return err
-	}
-	_, _ = c.App.ErrWriter.Write(held.Bytes())
-	rec := started.Record
-	if !c.Bool("wait") && !c.Bool("follow") && !c.Bool("embedded") {
-		if c.Bool("json") {
-			return printJSON(c.App.Writer, rec)
-		}
-		fmt.Fprintln(c.App.Writer, rec.ThreadID)
-		return nil
-	}
-	stopFollow := func() {}
-	if c.Bool("follow") {
-		stopFollow = startFollow(c, s, rec.ThreadID)
-	}
-	res, err := s.orch.Wait(c.Context, []string{rec.ThreadID}, c.Duration("timeout"))
-	stopFollow()
-	if err != nil {
-		return waitError(c, s, []string{rec.ThreadID}, err)
-	}
-	final := res[rec.ThreadID]
+		return started, err
+	}, printGraphFinal)
+}
+
+// printGraphFinal prints a waited-for run's end (--json: its record) and
+// fails (exit 1) unless it completed.
+func printGraphFinal(c *cli.Context, final *registry.Record) error {
 	if c.Bool("json") {
 		if err := printJSON(c.App.Writer, final); err != nil {
 			return err
@@ -206,7 +163,6 @@ func graphRun(c *cli.Context) error {
 	} else {
 		printGraphRecord(c.App.Writer, final)
 	}
-	_, _ = c.App.ErrWriter.Write(s.notices.Bytes())
 	if final.Status != thread.StatusCompleted {
 		return &exitError{code: 1, err: fmt.Errorf("run %s ended %s%s", final.ThreadID, final.Status, errSuffix(final))}
 	}

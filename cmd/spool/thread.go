@@ -1,13 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"regexp"
 	"strings"
@@ -25,7 +25,6 @@ import (
 	"github.com/spool-run/spool/telemetry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
-	"github.com/spool-run/spool/worker"
 )
 
 var jsonFlag = &cli.BoolFlag{Name: "json", Usage: "print JSON"}
@@ -81,20 +80,13 @@ func threadRunCommand() *cli.Command {
 			"   spool thread run demo/hello --inputs-json @inputs.json --limit spend=0.5 --limit turns=10\n" +
 			"   spool thread run demo/hello --model script:scripts/demo.yaml --wait --timeout 2m\n" +
 			"   spool thread run --project examples demo/hello --embedded --wait   # global flags go anywhere",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			jsonFlag,
 			&cli.StringSliceFlag{Name: "input", Usage: "input k=v (repeatable); a directive that declares inputs takes only those"},
 			&cli.StringFlag{Name: "inputs-json", Usage: "inputs as a JSON object, or @FILE to read it from FILE (@- for stdin)"},
 			&cli.StringFlag{Name: "model", Usage: "model id, or script:PATH for the scripted provider"},
 			&cli.StringSliceFlag{Name: "limit", Usage: "limit override k=v: turns, tokens, spend, depth, spawns, duration"},
-			&cli.StringFlag{Name: "parent", EnvVars: []string{"RYE_PARENT_THREAD_ID"}, Usage: "parent thread id"},
-			&cli.StringFlag{Name: "queue", Usage: "asynq queue (default: the parent's, else default)"},
-			&cli.BoolFlag{Name: "wait", Usage: "wait for the thread (and its continuations) to finish"},
-			&cli.BoolFlag{Name: "follow", Usage: "show a live view while it runs"},
-			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long --wait waits (exit 1 after it; the thread keeps running); 0 waits without a limit"},
-			&cli.BoolFlag{Name: "embedded", Usage: "run everything in this process: embedded Redis, local store, a worker"},
-			&cli.IntFlag{Name: "concurrency", Value: 4, Usage: "with --embedded: the in-process worker's concurrency"},
-		},
+		}, runFlags("thread", 4)...),
 		Action: threadRun,
 	}
 }
@@ -238,81 +230,18 @@ func threadRun(c *cli.Context) error {
 	if err := launch.CheckScript(proj, c.String("model")); err != nil {
 		return &usageError{msg: err.Error()}
 	}
-	s, err := openServices(c, openOpts{startEmbedded: c.Bool("embedded"), joinDev: c.Bool("embedded"), noEmbedded: !c.Bool("embedded"), holdNotices: true})
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	embeddedQueues := map[string]int{"critical": 6, queue.DefaultQueue: 3, "low": 1}
-	if q := c.String("queue"); q != "" && embeddedQueues[q] == 0 {
-		// --embedded runs the thread (and its children, on its queue) in
-		// this process, whatever its queue.
-		embeddedQueues[q] = 3
-	}
-	tree, err := newOwnTree(c, s)
-	if err != nil {
-		return err
-	}
-	if c.Bool("embedded") {
-		w := worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: embeddedQueues, Logger: s.log, RecoverInterval: time.Second,
-			Serves: tree.serves()}, s.orch)
-		if err := w.Start(); err != nil {
-			return err
+	return startAndWait(c, func(s *services, log *slog.Logger) (*launch.Started, error) {
+		started, err := launch.Start(c.Context, s.orch, launch.Request{Project: s.project, UserDir: s.userDir, Logger: log,
+			StartRequest: orchestrator.StartRequest{Directive: name, Inputs: inputs, Model: c.String("model"), LimitOverrides: limits,
+				ParentID: c.String("parent"), Queue: c.String("queue"), TraceParent: envTraceParent()}})
+		if errors.Is(err, launch.ErrRefused) {
+			return nil, &usageError{msg: err.Error()}
 		}
-		defer w.Stop()
-	}
-	defer tree.done() // before the worker stops: none of its activations waits for the tree's root
-	// What the start logs (a tier's script left out of the bundle) is
-	// held until it started: a refusal is one line on stderr that says
-	// why, with nothing before it.
-	var held bytes.Buffer
-	started, err := launch.Start(c.Context, s.orch, launch.Request{Project: s.project, UserDir: s.userDir, Logger: loggerTo(c, &held),
-		StartRequest: orchestrator.StartRequest{Directive: name, Inputs: inputs, Model: c.String("model"), LimitOverrides: limits,
-			ParentID: c.String("parent"), Queue: c.String("queue"), TraceParent: envTraceParent()}})
-	if errors.Is(err, launch.ErrRefused) {
-		return &usageError{msg: err.Error()}
-	}
-	if err != nil {
-		return directiveNotFound(c, s, err)
-	}
-	_, _ = c.App.ErrWriter.Write(held.Bytes())
-	rec := started.Record
-	tree.started(c, s, rec.ThreadID)
-	if started.MissingKey != "" {
-		where := "the workers that run it need it"
-		if c.Bool("embedded") && !s.joinedDev {
-			where = "this process's worker runs it"
+		if err != nil {
+			return nil, directiveNotFound(c, s, err)
 		}
-		fmt.Fprintf(c.App.ErrWriter, "spool: warning: model %s needs %s, which is not set here; workers hold the provider keys, not the CLI, and %s\n",
-			started.Model, started.MissingKey, where)
-	}
-	if _, inProcess := embeddedQueues[rec.Queue]; c.IsSet("queue") && (!c.Bool("embedded") || !inProcess) {
-		if qs, err := s.orch.QueueServed(c.Context, rec.Queue); err == nil && !qs.Served {
-			fmt.Fprintf(c.App.ErrWriter, "spool: warning: thread %s is queued, but %s: it stays created until a worker serves the queue (spool worker --queues %s=1)\n",
-				rec.ThreadID, qs, rec.Queue)
-		}
-	}
-	if !c.Bool("wait") && !c.Bool("follow") && !c.Bool("embedded") {
-		if c.Bool("json") {
-			return printJSON(c.App.Writer, rec)
-		}
-		fmt.Fprintln(c.App.Writer, rec.ThreadID)
-		return nil
-	}
-	stopFollow := func() {}
-	if c.Bool("follow") {
-		stopFollow = startFollow(c, s, rec.ThreadID)
-	}
-	res, err := s.orch.Wait(c.Context, []string{rec.ThreadID}, c.Duration("timeout"))
-	stopFollow()
-	if err != nil {
-		return waitError(c, s, []string{rec.ThreadID}, err)
-	}
-	if err := printFinal(c, res[rec.ThreadID]); err != nil {
-		return err
-	}
-	_, _ = c.App.ErrWriter.Write(s.notices.Bytes())
-	return nil
+		return started, nil
+	}, printFinal)
 }
 
 // printFinal prints the final record of a waited-for thread (--json or

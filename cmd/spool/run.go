@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/spool-run/spool/launch"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/worker"
+)
+
+// runFlags are the flags `thread run` and `graph run` share, after their
+// own; what the run starts is `what` ("thread", "run").
+func runFlags(what string, concurrency int) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "parent", EnvVars: []string{"RYE_PARENT_THREAD_ID"}, Usage: "parent thread id"},
+		&cli.StringFlag{Name: "queue", Usage: "asynq queue (default: the parent's, else default)"},
+		&cli.BoolFlag{Name: "wait", Usage: "wait for the " + what + " (and its continuations) to finish"},
+		&cli.BoolFlag{Name: "follow", Usage: "show a live view while it runs"},
+		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long --wait waits (exit 1 after it; the " + what + " keeps running); 0 waits without a limit"},
+		&cli.BoolFlag{Name: "embedded", Usage: "run everything in this process: embedded Redis, local store, a worker"},
+		&cli.IntFlag{Name: "concurrency", Value: concurrency, Usage: "with --embedded: the in-process worker's concurrency"},
+	}
+}
+
+// runStart is what a run command starts, on the services: the launch's
+// result, or its error as the command reports it.
+type runStart func(s *services, log *slog.Logger) (*launch.Started, error)
+
+// startAndWait is the path `thread run` and `graph run` share: open the
+// services (with --embedded, an in-process worker that serves the run's
+// own tree), start, then print the id (--json: the record), or wait for
+// the end (following it with --follow) and print it with printEnd, which
+// fails unless it completed.
+func startAndWait(c *cli.Context, start runStart, printEnd func(*cli.Context, *registry.Record) error) error {
+	s, err := openServices(c, openOpts{startEmbedded: c.Bool("embedded"), joinDev: c.Bool("embedded"), noEmbedded: !c.Bool("embedded"), holdNotices: true})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	embeddedQueues := map[string]int{"critical": 6, queue.DefaultQueue: 3, "low": 1}
+	if q := c.String("queue"); q != "" && embeddedQueues[q] == 0 {
+		// --embedded runs the thread (and its children, on its queue) in
+		// this process, whatever its queue.
+		embeddedQueues[q] = 3
+	}
+	tree, err := newOwnTree(c, s)
+	if err != nil {
+		return err
+	}
+	if c.Bool("embedded") {
+		w := worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: embeddedQueues, Logger: s.log, RecoverInterval: time.Second,
+			Serves: tree.serves()}, s.orch)
+		if err := w.Start(); err != nil {
+			return err
+		}
+		defer w.Stop()
+	}
+	defer tree.done() // before the worker stops: none of its activations waits for the tree's root
+	// What the start logs (a tier's script left out of the bundle) is
+	// held until it started: a refusal is one line on stderr that says
+	// why, with nothing before it.
+	var held bytes.Buffer
+	started, err := start(s, loggerTo(c, &held))
+	if err != nil {
+		return err
+	}
+	_, _ = c.App.ErrWriter.Write(held.Bytes())
+	rec := started.Record
+	tree.started(c, s, rec.ThreadID)
+	if started.MissingKey != "" {
+		where := "the workers that run it need it"
+		if c.Bool("embedded") && !s.joinedDev {
+			where = "this process's worker runs it"
+		}
+		fmt.Fprintf(c.App.ErrWriter, "spool: warning: model %s needs %s, which is not set here; workers hold the provider keys, not the CLI, and %s\n",
+			started.Model, started.MissingKey, where)
+	}
+	if _, inProcess := embeddedQueues[rec.Queue]; c.IsSet("queue") && (!c.Bool("embedded") || !inProcess) {
+		if qs, err := s.orch.QueueServed(c.Context, rec.Queue); err == nil && !qs.Served {
+			fmt.Fprintf(c.App.ErrWriter, "spool: warning: %s is queued, but %s: it stays created until a worker serves the queue (spool worker --queues %s=1)\n",
+				rec.ThreadID, qs, rec.Queue)
+		}
+	}
+	if !c.Bool("wait") && !c.Bool("follow") && !c.Bool("embedded") {
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, rec)
+		}
+		fmt.Fprintln(c.App.Writer, rec.ThreadID)
+		return nil
+	}
+	stopFollow := func() {}
+	if c.Bool("follow") {
+		stopFollow = startFollow(c, s, rec.ThreadID)
+	}
+	res, err := s.orch.Wait(c.Context, []string{rec.ThreadID}, c.Duration("timeout"))
+	stopFollow()
+	if err != nil {
+		return waitError(c, s, []string{rec.ThreadID}, err)
+	}
+	if err := printEnd(c, res[rec.ThreadID]); err != nil {
+		return err
+	}
+	_, _ = c.App.ErrWriter.Write(s.notices.Bytes())
+	return nil
+}
