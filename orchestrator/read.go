@@ -114,11 +114,11 @@ func (o *Orchestrator) NewFollower(id string) (*transcript.Follower, error) {
 	return transcript.NewFollower(o.Store, id, o.Keyring)
 }
 
-// ReadLenient reads what verifies of thread id's transcript against the
-// orchestrator's keyring (transcript.Lenient): its Warnings say what does
-// not.
-func (o *Orchestrator) ReadLenient(ctx context.Context, id string) (*transcript.Transcript, error) {
-	return transcript.Read(ctx, o.Store, id, o.Keyring, transcript.Lenient)
+// ReadStored reads thread id's transcript as the store holds it,
+// verified against the orchestrator's keyring in mode, not held to the
+// registry's mark (ReadTranscript and ReadVerified are).
+func (o *Orchestrator) ReadStored(ctx context.Context, id string, mode transcript.Mode) (*transcript.Transcript, error) {
+	return transcript.Read(ctx, o.Store, id, o.Keyring, mode)
 }
 
 // Unverified reports whether the orchestrator holds no trusted key:

@@ -296,7 +296,7 @@ func short(r *registry.Record) string {
 }
 
 func lastTool(ctx context.Context, s *services, id string) string {
-	tr, err := s.orch.ReadLenient(ctx, id)
+	tr, err := s.orch.ReadStored(ctx, id, transcript.Lenient)
 	if err != nil {
 		return ""
 	}
