@@ -68,7 +68,7 @@ func (s *Scheduler) Forget(ctx context.Context, cutoff time.Time, b Busy) (int, 
 			}
 		}()
 		for i := len(tree) - 1; i >= 0; i-- {
-			err := s.o.Registry.Forget(ctx, tree[i])
+			err := s.o.Forget(ctx, tree[i])
 			switch {
 			case errors.Is(err, registry.ErrNotFound): // gone with its top this pass
 			case errors.Is(err, registry.ErrConflict):
@@ -102,7 +102,7 @@ func (s *Scheduler) top(ctx context.Context, r *registry.Record) (*registry.Reco
 		if up == "" {
 			return r, nil
 		}
-		next, err := s.o.Registry.Get(ctx, up)
+		next, err := s.o.Record(ctx, up)
 		if errors.Is(err, registry.ErrNotFound) {
 			return nil, nil
 		}
@@ -148,11 +148,11 @@ func (s *Scheduler) tree(ctx context.Context, top *registry.Record, gone func(*r
 			return nil, false, nil
 		}
 		r := out[i]
-		kids, err := s.o.Registry.ListChildren(ctx, r.ThreadID)
+		kids, err := s.o.Children(ctx, r.ThreadID)
 		if err != nil {
 			return nil, false, err
 		}
-		forks, err := s.o.Registry.ListForks(ctx, r.ThreadID)
+		forks, err := s.o.Forks(ctx, r.ThreadID)
 		if err != nil {
 			return nil, false, err
 		}
@@ -160,7 +160,7 @@ func (s *Scheduler) tree(ctx context.Context, top *registry.Record, gone func(*r
 			return nil, false, nil
 		}
 		if id := r.ContinuationThreadID; id != "" && !seen[id] {
-			next, err := s.o.Registry.Get(ctx, id)
+			next, err := s.o.Record(ctx, id)
 			if err != nil && !errors.Is(err, registry.ErrNotFound) {
 				return nil, false, err
 			}

@@ -28,10 +28,10 @@ func TestRecordRetention(t *testing.T) {
 	ctx := context.Background()
 	continueAs := func(id, kind string) string {
 		t.Helper()
-		rec, err := o.Registry.Get(ctx, id)
+		rec, err := o.Record(ctx, id)
 		require.NoError(t, err)
 		next := start(orchestrator.StartRequest{ParentID: rec.ParentID, PreviousThreadID: id, Kind: kind})
-		_, _, err = o.Registry.LinkContinuation(ctx, id, next)
+		_, _, err = o.Services().Registry.LinkContinuation(ctx, id, next)
 		require.NoError(t, err)
 		return next
 	}
@@ -45,7 +45,7 @@ func TestRecordRetention(t *testing.T) {
 	requireRecords := func(ids ...string) {
 		t.Helper()
 		for _, id := range ids {
-			_, err := o.Registry.Get(ctx, id)
+			_, err := o.Record(ctx, id)
 			require.NoError(t, err, id)
 		}
 	}
@@ -55,7 +55,7 @@ func TestRecordRetention(t *testing.T) {
 	finish(continueAs(k, orchestrator.KindHandoff))
 	a2 := continueAs(a, orchestrator.KindHandoff)
 	finish(a2)
-	tree1, err := o.Registry.List(ctx, registry.Filter{})
+	tree1, err := o.Threads(ctx, registry.Filter{})
 	require.NoError(t, err)
 	require.Len(t, tree1, 4)
 	// Tree 2: root B, finished, with a child C that runs. Tree 3: root R,
@@ -75,12 +75,12 @@ func TestRecordRetention(t *testing.T) {
 	var ids []string
 	for _, rec := range tree1 {
 		ids = append(ids, rec.ThreadID)
-		_, err := o.Registry.Get(ctx, rec.ThreadID)
+		_, err := o.Record(ctx, rec.ThreadID)
 		require.ErrorIs(t, err, registry.ErrNotFound, rec.ThreadID)
 	}
 	require.Empty(t, e.keysNaming(t, ids...), "every Redis key of tree 1 went")
 	requireRecords(b, c, r, r2)
-	listed, err := o.Registry.List(ctx, registry.Filter{})
+	listed, err := o.Threads(ctx, registry.Filter{})
 	require.NoError(t, err)
 	require.Len(t, listed, 4)
 
@@ -116,10 +116,10 @@ func TestRecordRetentionPassesATreeTooLarge(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	_, err := o.Registry.Get(ctx, small)
+	_, err := o.Record(ctx, small)
 	require.ErrorIs(t, err, registry.ErrNotFound, "the tree after the large one went")
 	for _, id := range append(kids, big) {
-		_, err := o.Registry.Get(ctx, id)
+		_, err := o.Record(ctx, id)
 		require.NoError(t, err, "a tree of 4 threads, over the bound of 3, stays whole")
 	}
 }
@@ -156,7 +156,7 @@ func (tr *trees) start(req orchestrator.StartRequest) string {
 // finish completes thread id.
 func (tr *trees) finish(id string) {
 	tr.t.Helper()
-	_, err := tr.o.Registry.Transition(context.Background(), id, thread.StatusCompleted, 0)
+	_, err := tr.o.Services().Registry.Transition(context.Background(), id, thread.StatusCompleted, 0)
 	require.NoError(tr.t, err)
 }
 
@@ -168,6 +168,7 @@ func TestRecordRetentionNeedsRetention(t *testing.T) {
 	o := e.orch(time.Now)
 	for _, cfg := range []scheduler.Config{{RecordRetention: time.Hour}, {Retention: 2 * time.Hour, RecordRetention: time.Hour},
 		{Retention: time.Hour, RecordRetention: -time.Hour}} {
+		cfg.Redis = o.Services().Redis
 		_, err := scheduler.New(cfg, o)
 		require.ErrorContains(t, err, "RecordRetention", "%+v", cfg)
 	}

@@ -2,15 +2,12 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
-	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/registry"
-	"github.com/spool-run/spool/transcript"
 )
 
 // ArtifactsDeletedField is the registry hash field retention sets on a
@@ -71,9 +68,9 @@ func (s *Scheduler) runHousekeeping(ctx context.Context) {
 func (s *Scheduler) Housekeep(ctx context.Context) (res HousekeepingResult, err error) {
 	began := time.Now()
 	defer func() { s.cfg.Metrics.housekeeping(res, err, time.Since(began).Seconds()) }()
-	key := HousekeepingLockKey(s.o.Keys)
+	key := HousekeepingLockKey(s.keys)
 	ttl := max(2*s.cfg.HousekeepingInterval, time.Minute)
-	ok, err := acquire(ctx, s.o.Redis, key, s.token, ttl)
+	ok, err := acquire(ctx, s.cfg.Redis, key, s.token, ttl)
 	if err != nil {
 		return res, fmt.Errorf("housekeeping lock: %w", err)
 	}
@@ -124,7 +121,7 @@ func (s *Scheduler) pruneFunctions(ctx context.Context) []string {
 		return nil
 	}
 	s.prunedAt = now
-	deleted, err := redisfn.Prune(ctx, s.o.Redis, redisfn.Prefix, s.cfg.FunctionsUnused, now)
+	deleted, err := redisfn.Prune(ctx, s.cfg.Redis, redisfn.Prefix, s.cfg.FunctionsUnused, now)
 	if err != nil {
 		s.log.Warn("housekeeping: prune Redis Function libraries", "error", err)
 	}
@@ -181,7 +178,7 @@ func (b Busy) Holds(r *registry.Record) bool { return b.trees[r.TreeID()] || b.c
 
 // busy reads the active threads' trees and chains.
 func (s *Scheduler) busy(ctx context.Context) (Busy, error) {
-	active, err := s.o.Registry.ListActive(ctx)
+	active, err := s.o.Active(ctx)
 	if err != nil {
 		return Busy{}, err
 	}
@@ -219,7 +216,7 @@ func (s *Scheduler) sweep(ctx context.Context, at *float64, cutoff time.Time,
 	}()
 	for offset := 0; offset < s.cfg.RetentionScan; {
 		n := min(batch, s.cfg.RetentionScan-offset)
-		zs, err := s.o.Registry.ThreadsByTime(ctx, registry.Window{Min: lo, Max: hi, Offset: int64(offset), Count: int64(n)})
+		zs, err := s.o.ThreadsByTime(ctx, registry.Window{Min: lo, Max: hi, Offset: int64(offset), Count: int64(n)})
 		if err != nil {
 			return err
 		}
@@ -227,7 +224,7 @@ func (s *Scheduler) sweep(ctx context.Context, at *float64, cutoff time.Time,
 			return nil
 		}
 		ids := registry.IDs(zs)
-		recs, err := s.o.Registry.GetMany(ctx, ids)
+		recs, err := s.o.Records(ctx, ids)
 		if err != nil {
 			return err
 		}
@@ -254,40 +251,13 @@ func (s *Scheduler) sweep(ctx context.Context, at *float64, cutoff time.Time,
 	return nil
 }
 
-// clean deletes one finished thread's artifacts and marks its record.
+// clean deletes one finished thread's artifacts and marks its record
+// (orchestrator.DeleteArtifacts).
 func (s *Scheduler) clean(ctx context.Context, r *registry.Record) (int, error) {
-	id := r.ThreadID
-	deleted, err := transcript.Clean(ctx, s.o.Store, id, transcript.CleanOptions{Transcript: true, Checkpoints: true,
-		Metadata: true, Directive: r.Directive})
-	n := len(deleted)
+	n, err := s.o.DeleteArtifacts(ctx, r)
 	if err != nil {
-		return n, fmt.Errorf("retention of %s: %w", id, err)
+		return n, err
 	}
-	prefixes := []string{blobkey.Thread(id)}
-	if r.ContinuationThreadID == "" && (r.ParentID == "" || r.Workspace != "" && r.Workspace == r.ChainRootID) {
-		// The last thread of a root chain, or of a fork's chain (a fork
-		// has a workspace of its own): threads are cleaned oldest first,
-		// so its tree and chain are done: workspaces/<id>/files/ and
-		// workspaces/<id>/locks/.
-		prefixes = append(prefixes, blobkey.Workspace(r.WorkspaceID()))
-	}
-	for _, p := range prefixes {
-		infos, err := s.o.Store.List(ctx, p)
-		if err != nil {
-			return n, fmt.Errorf("retention of %s: %w", id, err)
-		}
-		for _, in := range infos {
-			if err := s.o.Store.Delete(ctx, in.Key); err != nil {
-				return n, fmt.Errorf("retention of %s: %w", id, err)
-			}
-			n++
-		}
-	}
-	_, err = s.o.Registry.Commit(ctx, id, 0, registry.Changes{Fields: map[string]string{
-		ArtifactsDeletedField: s.o.Now().UTC().Format(time.RFC3339)}})
-	if err != nil && !errors.Is(err, registry.ErrNotFound) {
-		return n, fmt.Errorf("retention of %s: %w", id, err)
-	}
-	s.log.Info("retention deleted thread artifacts", "thread_id", id, "objects", n)
+	s.log.Info("retention deleted thread artifacts", "thread_id", r.ThreadID, "objects", n)
 	return n, nil
 }

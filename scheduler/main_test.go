@@ -101,6 +101,9 @@ func (e *env) scheduler(cfg scheduler.Config, o *orchestrator.Orchestrator) *sch
 	if cfg.FunctionsUnused == 0 {
 		cfg.FunctionsUnused = -1 // tests share a Redis: only the test of pruning prunes
 	}
+	if cfg.Redis == nil {
+		cfg.Redis = o.Services().Redis
+	}
 	s, err := scheduler.New(cfg, o)
 	require.NoError(e.t, err)
 	e.t.Cleanup(s.Stop)
@@ -113,9 +116,9 @@ func (e *env) scheduler(cfg scheduler.Config, o *orchestrator.Orchestrator) *sch
 func claimDead(t *testing.T, o *orchestrator.Orchestrator, id string) *registry.Record {
 	t.Helper()
 	ctx := context.Background()
-	c, err := o.Activations.Claim(ctx, id, "start", 0, "dead", id, time.Minute)
+	c, err := o.Services().Activations.Claim(ctx, id, "start", 0, "dead", id, time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, o.Redis.Del(ctx, o.Keys.Lease(id)).Err())
+	require.NoError(t, o.Services().Redis.Del(ctx, o.Services().Keys.Lease(id)).Err())
 	return c.Record
 }
 
@@ -128,7 +131,7 @@ func (e *env) bundle() string {
 
 func (e *env) threads(o *orchestrator.Orchestrator, directive string) []*registry.Record {
 	e.t.Helper()
-	recs, err := o.Registry.List(context.Background(), registry.Filter{Directive: directive})
+	recs, err := o.Threads(context.Background(), registry.Filter{Directive: directive})
 	require.NoError(e.t, err)
 	return recs
 }

@@ -12,8 +12,6 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/spool-run/spool/blobkey"
-	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
@@ -100,9 +98,9 @@ const (
 // reconciliation leaves the marker as it was, so the next pass runs it
 // again.
 func (s *Scheduler) reconcile(ctx context.Context) (ReconcileResult, error) {
-	key := s.o.Keys.Housekeeping()
-	runID, known := redisRunID(ctx, s.o.Redis, key)
-	vals, err := s.o.Redis.HMGet(ctx, key, markerRunID, markerCanary, markerPeriodic).Result()
+	key := s.keys.Housekeeping()
+	runID, known := redisRunID(ctx, s.cfg.Redis, key)
+	vals, err := s.cfg.Redis.HMGet(ctx, key, markerRunID, markerCanary, markerPeriodic).Result()
 	if err != nil {
 		return ReconcileResult{}, fmt.Errorf("read the housekeeping marker: %w", err)
 	}
@@ -143,7 +141,7 @@ func (s *Scheduler) reconcile(ctx context.Context) (ReconcileResult, error) {
 		s.cfg.Metrics.reconciled(res)
 		s.logReconciled(res)
 	}
-	pipe := s.o.Redis.TxPipeline()
+	pipe := s.cfg.Redis.TxPipeline()
 	if known || vals[0] == nil {
 		pipe.HSet(ctx, key, markerRunID, runID)
 	}
@@ -231,7 +229,7 @@ func (s *Scheduler) reconcileAll(ctx context.Context, res *ReconcileResult) erro
 	insp := s.o.Inspector()
 	var created []*registry.Record
 	for _, r := range recs {
-		if r.Status == thread.StatusCreated && !startQueued(insp, s.o.Keys, r) {
+		if r.Status == thread.StatusCreated && !startQueued(insp, s.o, r) {
 			created = append(created, r)
 		}
 	}
@@ -286,22 +284,16 @@ func (s *Scheduler) reconcileAll(ctx context.Context, res *ReconcileResult) erro
 	}
 	now := s.o.Now()
 	for _, r := range created {
-		cur, err := s.o.Registry.Get(ctx, r.ThreadID)
+		cur, err := s.o.Record(ctx, r.ThreadID)
 		if err != nil || cur.Status != thread.StatusCreated {
 			continue
 		}
-		if startQueued(insp, s.o.Keys, cur) {
+		if startQueued(insp, s.o, cur) {
 			continue
-		}
-		seq := now.UnixMilli()
-		if err := s.o.Enqueuer.Enqueue(ctx, queue.Activation{ThreadID: cur.ThreadID, Reason: "requeue"}, seq, cur.Queue); err != nil {
-			return err
 		}
 		// Noted on the record, so that a later pass finds this task
 		// queued and does not enqueue another (the claim would drop it).
-		_, err = s.o.Registry.Commit(ctx, cur.ThreadID, cur.Version, registry.Changes{Fields: map[string]string{
-			RequeuedField: strconv.FormatInt(seq, 10)}})
-		if err != nil && !errors.Is(err, registry.ErrConflict) {
+		if err := s.o.Requeue(ctx, cur, now.UnixMilli()); err != nil {
 			return err
 		}
 		res.Requeued++
@@ -320,16 +312,22 @@ func queueOf(r *registry.Record) string {
 
 // RequeuedField is the registry hash field (Record.Extra) in which
 // reconciliation notes the sequence number of the requeue task it
-// enqueued for a created thread.
-const RequeuedField = "requeued_seq"
+// enqueued for a created thread (orchestrator.Requeue).
+const RequeuedField = orchestrator.RequeuedField
+
+// queueNames names a thread's asynq queue (*orchestrator.Orchestrator
+// does).
+type queueNames interface {
+	QueueOf(q, id string) string
+}
 
 // startQueued reports whether created thread rec's start task, or the
 // requeue task reconciliation gave it, waits in its asynq queue (pending,
 // scheduled or to be retried). Anything else (active, finished, gone) is
 // a start that may have been lost; an error reading it counts as queued,
 // to be looked at again by a later pass.
-func startQueued(insp *asynq.Inspector, ks keyspace.Space, rec *registry.Record) bool {
-	aq := ks.QueueOf(queueOf(rec), rec.ThreadID)
+func startQueued(insp *asynq.Inspector, qs queueNames, rec *registry.Record) bool {
+	aq := qs.QueueOf(queueOf(rec), rec.ThreadID)
 	ids := []string{rec.ThreadID}
 	if seq, err := strconv.ParseInt(rec.Extra[RequeuedField], 10, 64); err == nil {
 		ids = append(ids, queue.TaskID(queue.Activation{ThreadID: rec.ThreadID, Reason: "requeue"}, seq))
@@ -353,7 +351,7 @@ func startQueued(insp *asynq.Inspector, ks keyspace.Space, rec *registry.Record)
 // reconcileSet is the records a reconciliation examines: the non-terminal
 // threads and, after lost writes, the threads created within the window.
 func (s *Scheduler) reconcileSet(ctx context.Context, afterLoss bool) ([]*registry.Record, error) {
-	recs, err := s.o.Registry.ListActive(ctx)
+	recs, err := s.o.Active(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
@@ -365,7 +363,7 @@ func (s *Scheduler) reconcileSet(ctx context.Context, afterLoss bool) ([]*regist
 		seen[r.ThreadID] = true
 	}
 	since := s.o.Now().Add(-s.cfg.ReconcileWindow).UnixMilli()
-	zs, err := s.o.Registry.ThreadsByTime(ctx, registry.Window{Min: strconv.FormatInt(since, 10)})
+	zs, err := s.o.ThreadsByTime(ctx, registry.Window{Min: strconv.FormatInt(since, 10)})
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
@@ -378,7 +376,7 @@ func (s *Scheduler) reconcileSet(ctx context.Context, afterLoss bool) ([]*regist
 	}
 	for len(more) > 0 {
 		n := min(len(more), 500)
-		got, err := s.o.Registry.GetMany(ctx, more[:n])
+		got, err := s.o.Records(ctx, more[:n])
 		if err != nil {
 			return nil, fmt.Errorf("reconcile: %w", err)
 		}
@@ -401,15 +399,15 @@ func (s *Scheduler) reconcileThread(ctx context.Context, rec *registry.Record, t
 		lag = 0
 	}
 	if trigger == TriggerPeriodic {
-		infos, err := s.o.Store.List(ctx, blobkey.Segments(id))
+		n, err := s.o.SegmentCount(ctx, id)
 		if err != nil {
 			return fmt.Errorf("reconcile %s: %w", id, err)
 		}
-		if int64(len(infos)) <= rec.Transcript.Segments+lag {
+		if int64(n) <= rec.Transcript.Segments+lag {
 			return nil
 		}
 	}
-	tr, err := transcript.ReadWith(ctx, s.o.Store, id, s.o.Keyring, transcript.ReadOptions{Mode: transcript.Strict})
+	tr, err := s.o.ReadStored(ctx, id, transcript.Strict)
 	if errors.Is(err, transcript.ErrTampered) || errors.Is(err, transcript.ErrBadSignature) || errors.Is(err, transcript.ErrUnknownKey) {
 		s.log.Warn("reconcile: transcript does not verify; thread left as it is", "thread_id", id, "error", err)
 		res.Skipped++
@@ -428,7 +426,7 @@ func (s *Scheduler) reconcileThread(ctx context.Context, rec *registry.Record, t
 		// version only where no activation holds the thread: one that
 		// does either committed since the loss (and keeps going) or was
 		// cut off by it (and its next commit fails anyway).
-		held, err := s.o.Activations.LeaseHeld(ctx, id)
+		held, err := s.o.LeaseHeld(ctx, id)
 		if err != nil {
 			return fmt.Errorf("reconcile %s: %w", id, err)
 		}
@@ -438,7 +436,7 @@ func (s *Scheduler) reconcileThread(ctx context.Context, rec *registry.Record, t
 	}
 	var got registry.Reconciled
 	if rc.Mark != nil || rc.MinVersion > 0 {
-		if got, err = s.o.Registry.Reconcile(ctx, id, rc); err != nil {
+		if got, err = s.o.Reconcile(ctx, id, rc); err != nil {
 			return err
 		}
 	}
@@ -493,7 +491,7 @@ func (s *Scheduler) restoreChildren(ctx context.Context, id string, tr *transcri
 		if len(kids) == 0 {
 			continue
 		}
-		known, err := s.o.Registry.Statuses(ctx, kids)
+		known, err := s.o.Statuses(ctx, kids)
 		if err != nil {
 			return fmt.Errorf("reconcile %s: %w", n.parent, err)
 		}

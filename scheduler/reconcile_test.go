@@ -46,7 +46,7 @@ func lostTurns(t *testing.T, e *env, o *orchestrator.Orchestrator) (*registry.Re
 		turn := i + 1
 		durable := turn == 1
 		if durable {
-			v, err = o.Registry.Commit(ctx, id, v, registry.Changes{Transcript: orchestrator.RecordMark(tw.Mark())})
+			v, err = o.Services().Registry.Commit(ctx, id, v, registry.Changes{Transcript: orchestrator.RecordMark(tw.Mark())})
 			require.NoError(t, err)
 		} else {
 			v++ // the commit Redis lost
@@ -56,11 +56,11 @@ func lostTurns(t *testing.T, e *env, o *orchestrator.Orchestrator) (*registry.Re
 		_, err = tw.Checkpoint(ctx, transcript.State{Iteration: turn, Version: v})
 		require.NoError(t, err)
 		if durable {
-			_, err = o.Ledger.Charge(ctx, claimed.LedgerID(), claimed.BudgetPath(), orchestrator.ChargeKey(id, turn), spend)
+			_, err = o.Services().Ledger.Charge(ctx, claimed.LedgerID(), claimed.BudgetPath(), orchestrator.ChargeKey(id, turn), spend)
 			require.NoError(t, err)
 		}
 	}
-	got, err := o.Registry.Get(ctx, id)
+	got, err := o.Record(ctx, id)
 	require.NoError(t, err)
 	return got, tw.Mark(), v
 }
@@ -68,7 +68,7 @@ func lostTurns(t *testing.T, e *env, o *orchestrator.Orchestrator) (*registry.Re
 // ownNano is a ledger entry's own spend.
 func ownNano(t *testing.T, o *orchestrator.Orchestrator, id string) int64 {
 	t.Helper()
-	entry, err := o.Ledger.Get(context.Background(), id)
+	entry, err := o.LedgerEntry(context.Background(), id)
 	require.NoError(t, err)
 	return entry.OwnNano
 }
@@ -88,7 +88,7 @@ func sumNano(t *testing.T, spends []float64) int64 {
 // as after a restart.
 func simulateRestart(t *testing.T, e *env, o *orchestrator.Orchestrator) {
 	t.Helper()
-	require.NoError(t, e.redis.Client.HSet(context.Background(), o.Keys.Housekeeping(), "run_id", "a-run-before-the-crash").Err())
+	require.NoError(t, e.redis.Client.HSet(context.Background(), o.Services().Keys.Housekeeping(), "run_id", "a-run-before-the-crash").Err())
 }
 
 // (a) A created thread whose start task is gone (Redis lost the claim
@@ -138,7 +138,7 @@ func TestReconcileRequeuesLostStart(t *testing.T) {
 	}
 	require.Equal(t, "requeue", requeue.Reason)
 
-	claim, err := o.Activations.Claim(ctx, lost, requeue.Reason, requeue.Seq, "token", queue.TaskID(requeue, requeue.Seq), time.Minute)
+	claim, err := o.Services().Activations.Claim(ctx, lost, requeue.Reason, requeue.Seq, "token", queue.TaskID(requeue, requeue.Seq), time.Minute)
 	require.NoError(t, err, "the requeue task claims the created thread")
 	require.Equal(t, thread.StatusRunning, claim.Record.Status)
 }
@@ -167,13 +167,13 @@ func TestReconcileFromTranscript(t *testing.T) {
 	require.Equal(t, scheduler.ReconcileResult{Trigger: scheduler.TriggerNoMarker, Threads: 1, Marks: 1, Versions: 1,
 		Charges: len(turnSpends) - 1}, res.Reconcile)
 
-	got, err := o.Registry.Get(ctx, id)
+	got, err := o.Record(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, registry.TranscriptMark{Segments: mark.Segments, ChainHash: mark.ChainHash}, got.Transcript)
 	require.Greater(t, got.Version, lastVersion, "past every version a cut-off activation may hold")
 	require.Equal(t, thread.StatusRunning, got.Status, "the status is the recoverer's to move")
 	require.Equal(t, sumNano(t, turnSpends), ownNano(t, o, rec.LedgerID()), "the ledger equals the transcript")
-	entry, err := o.Ledger.Get(ctx, rec.LedgerID())
+	entry, err := o.LedgerEntry(ctx, rec.LedgerID())
 	require.NoError(t, err)
 	require.Equal(t, entry.OwnNano, entry.ActualNano)
 
@@ -216,7 +216,7 @@ func TestReconcileReports(t *testing.T) {
 	require.NoError(t, asynq.NewInspectorFromRedisClient(e.redis.Client).DeleteTask(e.asynqQueue(), lostStart.ThreadID))
 
 	// Redis lost its last writes, the marker's canary increments with them.
-	require.NoError(t, e.redis.Client.HSet(ctx, o.Keys.Housekeeping(), "canary", 1).Err())
+	require.NoError(t, e.redis.Client.HSet(ctx, o.Services().Keys.Housekeeping(), "canary", 1).Err())
 	logs.Reset()
 	res, err := s.Housekeep(ctx)
 	require.NoError(t, err)
@@ -252,7 +252,7 @@ func TestReconcileReports(t *testing.T) {
 	require.Equal(t, scheduler.ReconcileResult{}, res.Reconcile)
 	// The periodic pass, once due, examines every non-terminal thread
 	// (both threads are now running or requeued) and repairs nothing.
-	require.NoError(t, e.redis.Client.HSet(ctx, o.Keys.Housekeeping(), "periodic_at", time.Now().Add(-2*time.Hour).Format(time.RFC3339Nano)).Err())
+	require.NoError(t, e.redis.Client.HSet(ctx, o.Services().Keys.Housekeeping(), "periodic_at", time.Now().Add(-2*time.Hour).Format(time.RFC3339Nano)).Err())
 	res, err = s.Housekeep(ctx)
 	require.NoError(t, err)
 	require.Equal(t, scheduler.TriggerPeriodic, res.Reconcile.Trigger)

@@ -41,21 +41,21 @@ func runChild(t *testing.T, e *env, o *orchestrator.Orchestrator, parent string,
 	var cost thread.Cost
 	for i, spend := range spends {
 		turn := i + 1
-		v, err = o.Registry.Commit(ctx, id, v, registry.Changes{Transcript: orchestrator.RecordMark(tw.Mark())})
+		v, err = o.Services().Registry.Commit(ctx, id, v, registry.Changes{Transcript: orchestrator.RecordMark(tw.Mark())})
 		require.NoError(t, err)
 		_, err = tw.Append(transcript.TypeCognitionOut, transcript.CognitionOut{Content: "turn", Turn: turn, Spend: spend})
 		require.NoError(t, err)
 		cost.Turns, cost.Spend = turn, cost.Spend+spend
 		_, err = tw.Checkpoint(ctx, transcript.State{Iteration: turn, Version: v, Cost: cost})
 		require.NoError(t, err)
-		_, err = o.Ledger.Charge(ctx, claimed.LedgerID(), claimed.BudgetPath(), orchestrator.ChargeKey(id, turn), spend)
+		_, err = o.Services().Ledger.Charge(ctx, claimed.LedgerID(), claimed.BudgetPath(), orchestrator.ChargeKey(id, turn), spend)
 		require.NoError(t, err)
 		if turn == 1 {
 			require.NoError(t, o.WriteThreadJSON(ctx, claimed)) // the start's view
 		}
 	}
 	if finished {
-		cur, err := o.Registry.Get(ctx, id)
+		cur, err := o.Record(ctx, id)
 		require.NoError(t, err)
 		mark := tw.Mark()
 		require.NoError(t, o.Finalize(ctx, cur, v, orchestrator.Outcome{Status: thread.StatusCompleted, Result: "kid done",
@@ -106,7 +106,7 @@ func TestReconcileRestoresLostChildren(t *testing.T) {
 
 	snap.Rollback(t)
 	for _, kid := range []string{done, running} {
-		_, err := o.Registry.Get(ctx, kid)
+		_, err := o.Record(ctx, kid)
 		require.ErrorIs(t, err, registry.ErrNotFound)
 	}
 	res, err = s.Housekeep(ctx)
@@ -116,14 +116,14 @@ func TestReconcileRestoresLostChildren(t *testing.T) {
 	require.Equal(t, len(doneSpends)+len(runningSpends), res.Reconcile.Charges)
 	require.Zero(t, res.Reconcile.Skipped)
 
-	got, err := o.Registry.Get(ctx, done)
+	got, err := o.Record(ctx, done)
 	require.NoError(t, err)
 	require.Equal(t, thread.StatusCompleted, got.Status)
 	require.Equal(t, "kid done", got.Result)
 	require.Equal(t, parent.ThreadID, got.ParentID)
 	require.Equal(t, []string{parent.ThreadID}, got.Ancestors)
 	require.NotEmpty(t, got.Extra[registry.RestoredField])
-	entry, err := o.Ledger.Get(ctx, done)
+	entry, err := o.LedgerEntry(ctx, done)
 	require.NoError(t, err)
 	require.Equal(t, sumNano(t, doneSpends), entry.OwnNano)
 	require.Equal(t, string(thread.StatusCompleted), entry.Status)
@@ -131,7 +131,7 @@ func TestReconcileRestoresLostChildren(t *testing.T) {
 	_, err = o.VerifyThread(ctx, done, transcript.Strict)
 	require.NoError(t, err)
 
-	got, err = o.Registry.Get(ctx, running)
+	got, err = o.Record(ctx, running)
 	require.NoError(t, err)
 	require.Equal(t, thread.StatusRunning, got.Status, "from its last checkpoint on, its worker's")
 	require.GreaterOrEqual(t, got.Version, int64(orchestrator.VersionFence))
@@ -139,14 +139,14 @@ func TestReconcileRestoresLostChildren(t *testing.T) {
 	require.Equal(t, sumNano(t, runningSpends), ownNano(t, o, running))
 	insp := asynq.NewInspectorFromRedisClient(e.redis.Client)
 	require.Contains(t, pendingActivations(t, insp, e.asynqQueue()), queue.Activation{ThreadID: running, Reason: "recover", Seq: got.Version})
-	claim, err := o.Activations.Claim(ctx, running, "recover", got.Version, "token", "task", time.Minute)
+	claim, err := o.Services().Activations.Claim(ctx, running, "recover", got.Version, "token", "task", time.Minute)
 	require.NoError(t, err, "the recover task claims it")
 	require.Equal(t, int64(len(runningSpends)), claim.Record.Transcript.Segments)
 
-	kids, err := o.Registry.ListChildren(ctx, parent.ThreadID)
+	kids, err := o.Children(ctx, parent.ThreadID)
 	require.NoError(t, err)
 	require.Len(t, kids, 2)
-	entry, err = o.Ledger.Get(ctx, parent.ThreadID)
+	entry, err = o.LedgerEntry(ctx, parent.ThreadID)
 	require.NoError(t, err)
 	require.Equal(t, sumNano(t, doneSpends)+sumNano(t, runningSpends), entry.ActualNano, "the path has the children's spend back")
 

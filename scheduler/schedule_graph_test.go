@@ -80,7 +80,7 @@ config:
 	require.NoError(t, err)
 	require.Equal(t, scheduler.OutcomeStarted, res.Outcome)
 	require.Equal(t, scheduler.TickThreadID("sched/flow", "g", tick), res.ThreadID)
-	rec, err := o.Registry.Get(context.Background(), res.ThreadID)
+	rec, err := o.Record(context.Background(), res.ThreadID)
 	require.NoError(t, err)
 	require.Equal(t, registry.KindGraph, rec.Kind)
 	require.Equal(t, "sched/flow", rec.Directive)

@@ -12,8 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/internal/redisfn"
+	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"
@@ -21,6 +24,13 @@ import (
 
 // Config configures a Scheduler.
 type Config struct {
+	// Redis is the orchestrator's Redis client: the scheduler keeps its
+	// locks (one tick's, one housekeeping pass's) and the housekeeping
+	// marker there, reads the run_id of the server that holds the threads
+	// to tell that Redis lost writes, and prunes Function libraries. It
+	// touches no thread's keys: those it reads and writes through the
+	// orchestrator. Required.
+	Redis redis.UniversalClient
 	// Entries are the schedules to run (Load reads a project's). Default
 	// none: the scheduler only does housekeeping.
 	Entries []Entry
@@ -119,6 +129,9 @@ func (c Config) WithDefaults() Config {
 }
 
 func (c Config) validate() error {
+	if c.Redis == nil {
+		return errors.New("scheduler: Config.Redis is required (the orchestrator's Redis)")
+	}
 	if len(c.Entries) > 0 && c.Project == "" && c.Bundle == nil {
 		return errors.New("scheduler: Config.Project is required to bundle scheduled threads")
 	}
@@ -150,7 +163,9 @@ type Scheduler struct {
 	o     *orchestrator.Orchestrator
 	log   *slog.Logger
 	token string // this process's lock holder token
-	// scripts runs the scheduler's scripts on the orchestrator's Redis.
+	// keys name the scheduler's own keys (its locks, the housekeeping
+	// marker); scripts runs its scripts on Config.Redis.
+	keys    keyspace.Space
 	scripts *redisfn.Client
 
 	mu       sync.Mutex
@@ -191,18 +206,23 @@ func New(cfg Config, o *orchestrator.Orchestrator) (*Scheduler, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = o.Log
+		log = o.Logger()
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	host, _ := os.Hostname()
 	s := &Scheduler{cfg: cfg, o: o, log: log.With("component", "scheduler"),
 		token:   fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:])),
-		scripts: redisfn.NewClient(o.Redis),
+		keys:    keyspace.New(o.Namespace()),
+		scripts: redisfn.NewClient(cfg.Redis),
 		status:  map[string]*EntryStatus{}, large: map[string]bool{}}
 	if s.cfg.Bundle == nil {
 		s.cfg.Bundle = func(ctx context.Context, model string) (string, error) {
-			return ProjectBundle(ctx, o.Store, cfg.Project, cfg.UserDir, model, s.log)
+			extra, err := ProjectScripts(cfg.Project, model, s.log)
+			if err != nil {
+				return "", err
+			}
+			return o.BuildBundle(ctx, cfg.Project, cfg.UserDir, extra)
 		}
 	}
 	for _, e := range cfg.Entries {
@@ -413,7 +433,7 @@ func (s *Scheduler) start(ctx context.Context, e *Entry, tick time.Time, id stri
 	// two ticks, so a late process finds it still there.
 	ttl := 2*e.Interval(tick) + s.cfg.MisfireGrace + s.cfg.StartTimeout
 	ttl = min(max(ttl, time.Minute), 48*time.Hour)
-	ok, err := acquire(ctx, s.o.Redis, TickLockKey(s.o.Keys, e.ID, tick), s.token, ttl)
+	ok, err := acquire(ctx, s.cfg.Redis, TickLockKey(s.keys, e.ID, tick), s.token, ttl)
 	if err != nil {
 		return fmt.Errorf("tick lock: %w", err)
 	}
@@ -425,7 +445,7 @@ func (s *Scheduler) start(ctx context.Context, e *Entry, tick time.Time, id stri
 	// id is fixed, so a thread already registered means the tick is done.
 	// (orchestrator.Start on a registered id would fail after touching
 	// the ledger entry of that id; this check keeps it from getting there.)
-	if _, err := s.o.Registry.Get(ctx, id); err == nil {
+	if _, err := s.o.Record(ctx, id); err == nil {
 		res.Outcome = OutcomeTaken
 		return nil
 	} else if !errors.Is(err, registry.ErrNotFound) {

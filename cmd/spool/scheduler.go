@@ -121,7 +121,7 @@ func newScheduler(c *cli.Context, s *services, reg prometheus.Registerer) (*sche
 	if ri == 0 {
 		ri = -1 // off: only a detected loss of Redis writes is reconciled
 	}
-	sch, err := scheduler.New(scheduler.Config{Entries: entries, Project: s.project, HousekeepingInterval: hk, Retention: ret,
+	sch, err := scheduler.New(scheduler.Config{Redis: s.rdb, Entries: entries, Project: s.project, HousekeepingInterval: hk, Retention: ret,
 		RecordRetention: iv.records, ReconcileInterval: ri, Logger: s.log, Metrics: m}, s.orch)
 	if err != nil {
 		return nil, "", err
