@@ -133,14 +133,28 @@ func durationEnd(rec *registry.Record) (time.Time, bool) {
 	return rec.StartedAt.Add(time.Duration(rec.Limits.Duration * float64(time.Second))), true
 }
 
-// stopCancelled ends an activation that a cancel request interrupted
-// outside the places that decide the outcome themselves (the model call,
-// a tool, the check before a turn): a checkpoint, a hook, a wait. The
-// Redis or blob store call that saw the cancelled context failed; instead
-// of failing the activation, which would leave the thread to lease expiry
-// and recovery, the thread is cancelled now, on a detached context. An
-// outcome or a handoff decided before the request stands.
-func (s *session) stopCancelled(ctx context.Context, cause error) error {
+// stopError ends an activation that a stop reached: a cancel request or
+// the duration limit that stopped the activation's context (where names
+// what it interrupted; "" nothing in flight), or a cancel flag read
+// between turns. The sites that find a stop return it; the activation
+// decides the stop in one place (stopped).
+type stopError struct{ where string }
+
+func (e *stopError) Error() string {
+	if e.where == "" {
+		return "stopped"
+	}
+	return "stopped " + e.where
+}
+
+// stopped is the one place that decides a stop: an activation that a
+// cancel request or the duration limit reached (a *stopError from the
+// turn, or a cancelled context wherever it landed: a checkpoint, a hook,
+// a wait) ends the thread now, on a detached context: cancelled, or
+// duration_exceeded (decideStop), instead of failing the activation,
+// which would leave the thread to lease expiry and recovery. An outcome
+// or a handoff decided before the stop stands.
+func (s *session) stopped(ctx context.Context, cause error) error {
 	stopped := ctx
 	ctx, cancel := detachCancel(ctx)
 	defer cancel()
@@ -149,7 +163,11 @@ func (s *session) stopCancelled(ctx context.Context, cause error) error {
 		return s.completeHandoff(ctx)
 	}
 	if s.st.Final == nil {
-		s.decideStop(stopped, "")
+		where := ""
+		if se := (*stopError)(nil); errors.As(cause, &se) {
+			where = se.where
+		}
+		s.decideStop(stopped, where)
 	}
 	return s.finalize(ctx)
 }

@@ -71,8 +71,7 @@ func (s *session) handoff(ctx context.Context) error {
 	s.afterCompleteHandoff(ctx, newID)
 	if stopRequested(ctx) {
 		// The request came while the hooks ran: no continuation starts.
-		s.decideStop(ctx, "during the handoff")
-		return s.finalize(ctx)
+		return &stopError{where: "during the handoff"}
 	}
 	s.st.Handoff = newID
 	// The continuation builds its trailing messages from this thread's
@@ -88,7 +87,7 @@ func (s *session) handoff(ctx context.Context) error {
 		if stopRequested(ctx) {
 			// The checkpoint that would have decided the handoff did not
 			// land (a recovering worker would not see it either): the
-			// cancel wins, and stopCancelled ends the thread cancelled.
+			// cancel wins, and stopped ends the thread cancelled.
 			s.st.Handoff = ""
 		}
 		return err

@@ -213,11 +213,12 @@ func (s *session) run(ctx context.Context) error {
 		// thread) does not verify.
 		return s.failIntegrity(ctx, err)
 	}
-	if err != nil && stopRequested(ctx) {
-		// The request reached the activation where nothing decides on it
-		// (a checkpoint, a hook, a wait): the call that saw the cancelled
-		// context failed, but the thread is cancelled, not failed.
-		return s.stopCancelled(ctx, err)
+	if se := (*stopError)(nil); errors.As(err, &se) || (err != nil && stopRequested(ctx)) {
+		// A stop the turn found, or one that reached the activation where
+		// nothing decides on it (a checkpoint, a hook, a wait: the call
+		// that saw the cancelled context failed): the thread is cancelled
+		// or out of time, not failed.
+		return s.stopped(ctx, err)
 	}
 	return err
 }

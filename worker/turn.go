@@ -125,8 +125,8 @@ func (s *session) turn(ctx context.Context) (o outcome, err error) {
 	}
 	for _, st := range steps {
 		o, err := st.run(tctx)
-		if stopped, so := s.stopAfter(tctx, st.where); stopped {
-			return so, nil
+		if stop := s.stopAfter(tctx, st.where); stop != nil {
+			return outcome{}, stop
 		}
 		if errors.Is(context.Cause(tctx), errInterrupted) && ctx.Err() == nil {
 			return s.afterInterrupt(ctx, st.where)
@@ -141,23 +141,21 @@ func (s *session) turn(ctx context.Context) (o outcome, err error) {
 	return goOn, nil
 }
 
-// stopAfter is the one place that decides a stop: when a cancel request or
-// the duration limit stopped the activation's context during a step (the
-// step's call that saw it failed, or finished anyway), the thread ends
-// here, cancelled or duration_exceeded (decideStop), unless an outcome or
-// a handoff was decided before. where names what the stop interrupted; a
-// tool the stop cut short names itself (session.interrupted).
-func (s *session) stopAfter(ctx context.Context, where string) (bool, outcome) {
+// stopAfter says, after each step, whether a cancel request or the
+// duration limit stopped the activation's context during it (the step's
+// call that saw it failed, or finished anyway): a *stopError naming what
+// the stop interrupted (a tool the stop cut short names itself:
+// session.interrupted), which ends the turn; the activation then decides
+// the stop in one place (session.stopped). A handoff already decided
+// goes on.
+func (s *session) stopAfter(ctx context.Context, where string) error {
 	if !stopRequested(ctx) || s.st.Handoff != "" {
-		return false, outcome{}
+		return nil
 	}
-	if s.st.Final == nil {
-		if s.interrupted != "" {
-			where = "during tool " + s.interrupted
-		}
-		s.decideStop(ctx, where)
+	if s.interrupted != "" {
+		where = "during tool " + s.interrupted
 	}
-	return true, finished
+	return &stopError{where: where}
 }
 
 // stepDrain hands the thread back, between turns, when the worker shuts
@@ -257,8 +255,7 @@ func (s *session) checkBeforeTurn(ctx context.Context) (outcome, error) {
 	}
 	s.flagRead = true
 	if cancelled {
-		s.decideCancelled("cancelled by request")
-		return finished, nil
+		return outcome{}, &stopError{}
 	}
 	if queued {
 		if err := s.deliverInbox(ctx); err != nil {
