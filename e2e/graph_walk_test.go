@@ -152,7 +152,7 @@ func checkRunExact(t *testing.T, e *spooltest.Env, rec *registry.Record, wantChi
 		require.True(t, spawned[k.ThreadID], "the start of child %s is in the transcript (child_spawned)", k.ThreadID)
 		require.Equal(t, thread.StatusCompleted, k.Status, k.ThreadID)
 	}
-	entry, err := e.Orch.Ledger.Get(t.Context(), rec.LedgerID())
+	entry, err := e.Orch.LedgerEntry(t.Context(), rec.LedgerID())
 	require.NoError(t, err)
 	require.InDelta(t, spend, entry.Actual, 1e-9, "the ledger holds what the children recorded, once")
 	require.InDelta(t, spend, rec.Cost.Spend, 1e-9, "the run's record says its subtree's spend")
@@ -434,7 +434,7 @@ func TestGraphRefusals(t *testing.T) {
 		require.Contains(t, res.Stderr, c.want, c.args)
 		require.Equal(t, 1, strings.Count(strings.TrimSpace(res.Stderr), "\n")+1, "one line: %q", res.Stderr)
 	}
-	recs, err := e.Orch.Registry.List(t.Context(), registry.Filter{})
+	recs, err := e.Orch.Threads(t.Context(), registry.Filter{})
 	require.NoError(t, err)
 	require.Empty(t, recs, "nothing was registered")
 	res := e.Spool("graph", "validate", ".ai/graphs/g/kinds.yaml", "g/bad")
@@ -566,7 +566,7 @@ func TestGraphResume(t *testing.T) {
 	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
 	require.Equal(t, map[string]any{"values": float64(4), "last": "item c-ok", "first": "item a"}, final.Outputs)
 	require.Len(t, children(t, e, final.ThreadID), 2, "only bad-ok and c-ok ran again")
-	old, err := e.Orch.Registry.Get(t.Context(), rec.ThreadID)
+	old, err := e.Orch.Record(t.Context(), rec.ThreadID)
 	require.NoError(t, err)
 	require.Equal(t, thread.StatusContinued, old.Status)
 
@@ -600,7 +600,7 @@ func TestGraphSpendCeiling(t *testing.T) {
 	require.Equal(t, 0, res.Code, res.Stderr)
 	require.GreaterOrEqual(t, rec.Outputs["failed"], float64(1))
 	require.LessOrEqual(t, rec.Cost.Spend, 0.0007+1e-12)
-	entry, err := e.Orch.Ledger.Get(t.Context(), rec.ThreadID)
+	entry, err := e.Orch.LedgerEntry(t.Context(), rec.ThreadID)
 	require.NoError(t, err)
 	require.LessOrEqual(t, entry.Actual, 0.0007+1e-12)
 	var refused bool
@@ -718,10 +718,10 @@ func testSpawnHappensOnce(t *testing.T, top testenv.Topology, point string) {
 	spawned := payloads[transcript.ChildSpawned](t, events(t, e, id), transcript.TypeChildSpawned)
 	require.Len(t, spawned, 1)
 	require.Equal(t, kids[0].ThreadID, spawned[0].ChildID)
-	entry, err := e.Orch.Ledger.Get(t.Context(), id)
+	entry, err := e.Orch.LedgerEntry(t.Context(), id)
 	require.NoError(t, err)
 	require.InDelta(t, final.Cost.Spend+kids[0].Cost.Spend, entry.Actual, 1e-9, "each turn charged once")
-	sp, err := e.Redis.Universal.Get(t.Context(), e.Orch.Keys.Spawns(id)).Int()
+	sp, err := e.Redis.Universal.Get(t.Context(), e.Keys.Spawns(id)).Int()
 	require.NoError(t, err)
 	require.Equal(t, 1, sp, "the spawn counted once")
 }
