@@ -78,10 +78,11 @@ type deps struct {
 	leaseTTL time.Duration
 }
 
-// depsOf returns o's services.
+// depsOf returns o's services (orchestrator.Services).
 func depsOf(o *orchestrator.Orchestrator) deps {
-	return deps{reg: o.Registry, acts: o.Activations, ledger: o.Ledger, enq: o.Enqueuer, store: o.Store,
-		signer: o.Signer, keyring: o.Keyring, leaseTTL: o.Cfg.LeaseTTL}
+	sv := o.Services()
+	return deps{reg: sv.Registry, acts: sv.Activations, ledger: sv.Ledger, enq: sv.Enqueuer, store: sv.Store,
+		signer: sv.Signer, keyring: sv.Keyring, leaseTTL: sv.LeaseTTL}
 }
 
 // deps returns the services of an activation: the orchestrator's, or

@@ -194,7 +194,7 @@ func (h *harness) start(dir string, limits thread.Limits) string {
 	h.t.Helper()
 	rec, err := h.o.Start(h.ctx, orchestrator.StartRequest{Directive: dir, Bundle: h.bundle, Model: fakeModel, LimitOverrides: limits})
 	require.NoError(h.t, err)
-	require.NoError(h.t, h.insp.DeleteTask(h.o.Keys.Queue(rec.Queue), rec.ThreadID))
+	require.NoError(h.t, h.insp.DeleteTask(h.o.Services().Keys.Queue(rec.Queue), rec.ThreadID))
 	return rec.ThreadID
 }
 
@@ -227,7 +227,7 @@ func (h *harness) drain(due bool) int {
 		require.NoError(h.t, err)
 		var todo []*asynq.TaskInfo
 		for _, q := range qs {
-			if !strings.HasPrefix(q, h.o.Keys.Namespace()+".") {
+			if !strings.HasPrefix(q, h.o.Services().Keys.Namespace()+".") {
 				continue // another test's
 			}
 			pend, err := h.insp.ListPendingTasks(q)
@@ -256,7 +256,7 @@ func (h *harness) drain(due bool) int {
 
 func (h *harness) record(id string) *registry.Record {
 	h.t.Helper()
-	rec, err := h.o.Registry.Get(h.ctx, id)
+	rec, err := h.o.Record(h.ctx, id)
 	require.NoError(h.t, err)
 	return rec
 }
@@ -264,7 +264,7 @@ func (h *harness) record(id string) *registry.Record {
 // eventsOf decodes the thread's transcript events of type typ, in order.
 func eventsOf[T any](h *harness, id, typ string) []T {
 	h.t.Helper()
-	tr, err := transcript.Read(h.ctx, h.o.Store, id, h.o.Keyring, transcript.Strict)
+	tr, err := transcript.Read(h.ctx, h.o.Services().Store, id, h.o.Services().Keyring, transcript.Strict)
 	require.NoError(h.t, err)
 	var out []T
 	for _, ev := range tr.Events {
@@ -280,7 +280,7 @@ func eventsOf[T any](h *harness, id, typ string) []T {
 // events are the thread's transcript event types, in order.
 func (h *harness) events(id string) []string {
 	h.t.Helper()
-	tr, err := transcript.Read(h.ctx, h.o.Store, id, h.o.Keyring, transcript.Strict)
+	tr, err := transcript.Read(h.ctx, h.o.Services().Store, id, h.o.Services().Keyring, transcript.Strict)
 	require.NoError(h.t, err)
 	var out []string
 	for _, ev := range tr.Events {
@@ -362,7 +362,7 @@ func TestLoopTokensPastTheLimit(t *testing.T) {
 			require.Contains(t, rec.Error.Message, "--limit tokens=N")
 			require.Equal(t, 2, rec.Cost.Turns)
 			require.Equal(t, 220, rec.Cost.InputTokens+rec.Cost.OutputTokens, "the response past the limit is counted")
-			_, err := h.o.Store.Get(h.ctx, blobkey.WorkspaceFile(id, "late.txt"))
+			_, err := h.o.Services().Store.Get(h.ctx, blobkey.WorkspaceFile(id, "late.txt"))
 			require.ErrorIs(t, err, blobstore.ErrNotFound, "the call past the limit did not run")
 			require.Equal(t, 2, h.prov.calls)
 		})
@@ -376,7 +376,7 @@ func TestLoopStopsWherever(t *testing.T) {
 	t.Parallel()
 	type stopper func(h *harness, id string)
 	cancelIt := func(h *harness, id string) {
-		require.NoError(h.t, h.o.Registry.RequestCancel(h.ctx, id, true))
+		require.NoError(h.t, h.o.Services().Registry.RequestCancel(h.ctx, id, true))
 		h.w.deliver(id, "cancel")
 	}
 	for _, tc := range []struct {
@@ -427,7 +427,7 @@ func TestLoopStopsWherever(t *testing.T) {
 			require.Equal(t, tc.status, rec.Status)
 			require.Equal(t, tc.code, rec.Error.Code)
 			require.Equal(t, tc.message, rec.Error.Message)
-			_, err := h.o.Activations.LeaseHeld(h.ctx, id)
+			_, err := h.o.LeaseHeld(h.ctx, id)
 			require.NoError(t, err)
 		})
 	}
@@ -440,7 +440,7 @@ func TestLoopCancelBeforeTurn(t *testing.T) {
 	h := setup(t, nil, Config{})
 	h.prov.script("h/a", say("never"))
 	id := h.start("h/a", thread.Limits{})
-	require.NoError(t, h.o.Registry.RequestCancel(h.ctx, id, true))
+	require.NoError(t, h.o.Services().Registry.RequestCancel(h.ctx, id, true))
 	require.NoError(t, h.activate(id, "start", 0))
 	rec := h.record(id)
 	require.Equal(t, thread.StatusCancelled, rec.Status)
@@ -462,7 +462,7 @@ func TestLoopRetryHandBack(t *testing.T) {
 	rec := h.record(id)
 	require.Equal(t, thread.StatusRunning, rec.Status, "handed back, not failed")
 	require.NotEmpty(t, rec.Extra[registry.RetryAtField])
-	held, err := h.o.Activations.LeaseHeld(h.ctx, id)
+	held, err := h.o.LeaseHeld(h.ctx, id)
 	require.NoError(t, err)
 	require.False(t, held, "no slot held while it waits")
 	require.Zero(t, h.drain(false), "nothing runs before the retry time")
@@ -491,7 +491,7 @@ func TestLoopSlowDown(t *testing.T) {
 	rec := h.record(id)
 	require.Equal(t, thread.StatusWaiting, rec.Status, "%+v", rec.Error)
 	require.Equal(t, registry.WaitingForRateLimit, rec.WaitingFor)
-	held, err := h.o.Activations.LeaseHeld(h.ctx, id)
+	held, err := h.o.LeaseHeld(h.ctx, id)
 	require.NoError(t, err)
 	require.False(t, held, "no slot held while the provider says slow down")
 	require.Equal(t, 7, h.drain(true), "an activation at each slow down's retry time")
@@ -542,7 +542,7 @@ func TestLoopSuspendAndWake(t *testing.T) {
 	require.NoError(t, h.activate(id, "start", 0))
 	rec := h.record(id)
 	require.Equal(t, thread.StatusWaiting, rec.Status)
-	held, err := h.o.Activations.LeaseHeld(h.ctx, id)
+	held, err := h.o.LeaseHeld(h.ctx, id)
 	require.NoError(t, err)
 	require.False(t, held)
 	require.Equal(t, 2, h.drain(false), "the child's start, then the parent's wake")
@@ -550,11 +550,11 @@ func TestLoopSuspendAndWake(t *testing.T) {
 	require.Equal(t, thread.StatusCompleted, rec.Status, "%+v", rec.Error)
 	require.Equal(t, "parent done", rec.Result)
 	require.Contains(t, h.events(id), transcript.TypeThreadWaiting)
-	kids, err := h.o.Registry.ListChildren(h.ctx, id)
+	kids, err := h.o.Children(h.ctx, id)
 	require.NoError(t, err)
 	require.Len(t, kids, 1)
 	require.Equal(t, "kid done", kids[0].Result)
-	e, err := h.o.Ledger.Get(h.ctx, id)
+	e, err := h.o.LedgerEntry(h.ctx, id)
 	require.NoError(t, err)
 	require.InDelta(t, rec.Cost.Spend+kids[0].Cost.Spend, e.Actual, 1e-12, "the parent's ledger holds the tree's spend")
 }
@@ -610,7 +610,7 @@ func TestLoopStorageFailureIsNotTheModels(t *testing.T) {
 	h := setup(t, nil, Config{})
 	h.prov.script("h/a", call("rye/file-system/fs_write", `{"path":"a.txt","content":"x"}`), say("written"))
 	id := h.start("h/a", thread.Limits{})
-	broken := &failingStore{Store: h.o.Store}
+	broken := &failingStore{Store: h.o.Services().Store}
 	h.w.o = h.w.o.WithStore(broken)
 	broken.failWorkspace.Store(true)
 	err := h.activate(id, "start", 0)
@@ -619,7 +619,7 @@ func TestLoopStorageFailureIsNotTheModels(t *testing.T) {
 	broken.failWorkspace.Store(false)
 	// The recovering activation re-runs the turn from the last checkpoint.
 	require.Eventually(t, func() bool {
-		held, err := h.o.Activations.LeaseHeld(h.ctx, id)
+		held, err := h.o.LeaseHeld(h.ctx, id)
 		return err == nil && !held
 	}, 10*time.Second, 50*time.Millisecond, "the failed activation's lease lapses")
 	rec := h.record(id)
@@ -667,7 +667,7 @@ const approvalsYAML = `approvals:
 func (h *harness) file(id, path string) (string, bool) {
 	h.t.Helper()
 	rec := h.record(id)
-	b, err := h.o.Store.Get(h.ctx, blobkey.WorkspaceFile(rec.TreeID(), path))
+	b, err := h.o.Services().Store.Get(h.ctx, blobkey.WorkspaceFile(rec.TreeID(), path))
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return "", false
 	}
@@ -700,7 +700,7 @@ func TestApprovals(t *testing.T) {
 	require.Equal(t, thread.StatusWaiting, rec.Status)
 	require.Equal(t, registry.WaitingForApproval, rec.WaitingFor)
 	require.Len(t, rec.PendingApprovals, 2)
-	held, err := h.o.Activations.LeaseHeld(h.ctx, id)
+	held, err := h.o.LeaseHeld(h.ctx, id)
 	require.NoError(t, err)
 	require.False(t, held, "no lease, no slot")
 	_, ok := h.file(id, "a.txt")
@@ -806,7 +806,7 @@ func TestSpendInWholeNanoUSD(t *testing.T) {
 	b, err := json.Marshal(rec.Cost)
 	require.NoError(t, err)
 	require.Contains(t, string(b), `"spend":0.0003,`)
-	e, err := h.o.Ledger.Get(h.ctx, id)
+	e, err := h.o.LedgerEntry(h.ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, rec.Cost.Spend, e.Own)
 }
@@ -861,7 +861,7 @@ func TestSendAndInterrupt(t *testing.T) {
 	// The second message reaches the call after the interrupt, or the one
 	// after that when the worker made the first before it was sent.
 	require.Contains(t, users(saw[1]), "and then finish")
-	e, err := h.o.Ledger.Get(h.ctx, id)
+	e, err := h.o.LedgerEntry(h.ctx, id)
 	require.NoError(t, err)
 	require.InDelta(t, rec.Cost.Spend, e.Own, 1e-12)
 	msgs := eventsOf[transcript.UserMessage](h, id, transcript.TypeUserMessage)
@@ -889,13 +889,13 @@ func TestRateLimitHandsBack(t *testing.T) {
 	require.Equal(t, thread.StatusWaiting, rec.Status, "%+v", rec.Error)
 	require.Equal(t, registry.WaitingForRateLimit, rec.WaitingFor)
 	require.Equal(t, 1, h.prov.calls, "the second call waits for the minute")
-	held, err := h.o.Activations.LeaseHeld(h.ctx, id)
+	held, err := h.o.LeaseHeld(h.ctx, id)
 	require.NoError(t, err)
 	require.False(t, held)
 	// The fleet-wide counters (the monitor's rate limits page) say so.
 	rl, err := config.ParseRateLimits("r.yaml", []byte("rate_limits: [{match: 'script:*', requests_per_minute: 1, burst: 1}]"))
 	require.NoError(t, err)
-	st, err := ratelimit.New(h.o.Redis, h.o.Keys, clk.Now).Status(h.ctx, rl)
+	st, err := ratelimit.New(h.o.Services().Redis, h.o.Services().Keys, clk.Now).Status(h.ctx, rl)
 	require.NoError(t, err)
 	require.Equal(t, ratelimit.Counters{Admitted: 1, Settled: 1, Throttled: 1, ThrottledBy: map[string]int64{"req": 1}, Waiting: 1,
 		InputReserved: st[0].Counters.InputReserved, InputUsed: st[0].Counters.InputUsed, OutputReserved: st[0].Counters.OutputReserved,

@@ -28,21 +28,21 @@ func TestLostChild(t *testing.T) {
 	id := h.startParentOfKid()
 	require.NoError(t, h.activate(id, "start", 0))
 	require.Equal(t, thread.StatusWaiting, h.record(id).Status)
-	kids, err := h.o.Registry.ListChildren(h.ctx, id)
+	kids, err := h.o.Children(h.ctx, id)
 	require.NoError(t, err)
 	require.Len(t, kids, 1)
 	kid := kids[0].ThreadID
 
 	// What Redis kept: the parent running (its suspension lost) with no
 	// lease, and no trace of the child.
-	rdb, ks := h.o.Redis, h.o.Keys
+	rdb, ks := h.o.Services().Redis, h.o.Services().Keys
 	require.NoError(t, h.insp.DeleteTask(ks.Queue(kids[0].Queue), kid))
 	require.NoError(t, rdb.Del(h.ctx, ks.Thread(kid), ks.Ledger(kid), ks.Waits(id), ks.Waiters(kid)).Err())
 	require.NoError(t, rdb.SRem(h.ctx, ks.Active(kid), kid).Err())
 	require.NoError(t, rdb.SRem(h.ctx, ks.Children(id), kid).Err())
 	require.NoError(t, rdb.HSet(h.ctx, ks.Thread(id), "status", string(thread.StatusRunning)).Err())
 
-	orphans, err := h.o.Activations.Orphans(h.ctx)
+	orphans, err := h.o.Services().Activations.Orphans(h.ctx)
 	require.NoError(t, err)
 	require.Len(t, orphans, 1)
 	require.NoError(t, h.activate(id, "recover", orphans[0].Version))
@@ -71,7 +71,7 @@ func TestLostChild(t *testing.T) {
 func TestLostSubtreeRestored(t *testing.T) {
 	t.Parallel()
 	h := setup(t, nil, Config{})
-	rds := &testenv.Redis{Namespace: h.o.Keys.Namespace(), Universal: h.o.Redis}
+	rds := &testenv.Redis{Namespace: h.o.Services().Keys.Namespace(), Universal: h.o.Services().Redis}
 	var snap *testenv.Snapshot
 	spawn := call("rye/agent/threads/thread_directive", `{"directive_name":"h/kid"}`)
 	h.prov.script("h/a", reply{fn: func(context.Context, *provider.Request) (*provider.Response, error) {
@@ -92,7 +92,7 @@ func TestLostSubtreeRestored(t *testing.T) {
 	require.Equal(t, thread.StatusCompleted, h.record(grandkid).Status)
 
 	snap.Rollback(t)
-	_, err := h.o.Registry.Get(h.ctx, kid)
+	_, err := h.o.Record(h.ctx, kid)
 	require.ErrorIs(t, err, registry.ErrNotFound, "Redis lost the child")
 	require.Equal(t, thread.StatusRunning, h.record(id).Status, "and the parent's suspension")
 
@@ -100,7 +100,7 @@ func TestLostSubtreeRestored(t *testing.T) {
 	// recovers it.
 	var orphan registry.Orphan
 	require.Eventually(t, func() bool {
-		orphans, err := h.o.Activations.Orphans(h.ctx)
+		orphans, err := h.o.Services().Activations.Orphans(h.ctx)
 		require.NoError(t, err)
 		for _, o := range orphans {
 			if o.ThreadID == id {
@@ -146,7 +146,7 @@ func TestLostSubtreeRestored(t *testing.T) {
 	// The ledger equals the transcripts, on every level.
 	own := map[string]int64{}
 	for _, c := range []string{id, kid, grandkid} {
-		entry, err := h.o.Ledger.Get(h.ctx, c)
+		entry, err := h.o.LedgerEntry(h.ctx, c)
 		require.NoError(t, err)
 		own[c] = recordedNano(t, h, c)
 		require.Equal(t, own[c], entry.OwnNano, c)
@@ -154,7 +154,7 @@ func TestLostSubtreeRestored(t *testing.T) {
 		require.Equal(t, string(thread.StatusCompleted), entry.Status, c)
 	}
 	for c, want := range map[string]int64{id: own[id] + own[kid] + own[grandkid], kid: own[kid] + own[grandkid], grandkid: own[grandkid]} {
-		entry, err := h.o.Ledger.Get(h.ctx, c)
+		entry, err := h.o.LedgerEntry(h.ctx, c)
 		require.NoError(t, err)
 		require.Equal(t, want, entry.ActualNano, c)
 	}
@@ -163,7 +163,7 @@ func TestLostSubtreeRestored(t *testing.T) {
 // onlyChild is the one child of id the registry lists.
 func onlyChild(t *testing.T, h *harness, id string) string {
 	t.Helper()
-	kids, err := h.o.Registry.ListChildren(h.ctx, id)
+	kids, err := h.o.Children(h.ctx, id)
 	require.NoError(t, err)
 	require.Len(t, kids, 1)
 	return kids[0].ThreadID
@@ -172,7 +172,7 @@ func onlyChild(t *testing.T, h *harness, id string) string {
 // recordedNano is the spend of the turns id's transcript records.
 func recordedNano(t *testing.T, h *harness, id string) int64 {
 	t.Helper()
-	tr, err := transcript.Read(h.ctx, h.o.Store, id, h.o.Keyring, transcript.Strict)
+	tr, err := transcript.Read(h.ctx, h.o.Services().Store, id, h.o.Services().Keyring, transcript.Strict)
 	require.NoError(t, err)
 	cs, err := orchestrator.RecordedCharges(tr)
 	require.NoError(t, err)

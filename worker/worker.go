@@ -226,16 +226,17 @@ type Worker struct {
 func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
 	cfg = cfg.WithDefaults()
 	if cfg.Logger == nil {
-		cfg.Logger = o.Log
+		cfg.Logger = o.Logger()
 	}
+	sv := o.Services()
 	if cfg.StoragePatience > 0 {
-		o = o.WithStore(blobstore.Retrying(o.Store, blobstore.RetryConfig{Patience: cfg.StoragePatience, Logger: cfg.Logger,
+		o = o.WithStore(blobstore.Retrying(sv.Store, blobstore.RetryConfig{Patience: cfg.StoragePatience, Logger: cfg.Logger,
 			OnRetry: func(op string, _ error) { cfg.Metrics.storageRetried(op) },
-			Watch:   storeWatch{acts: o.Activations, log: cfg.Logger}}))
+			Watch:   storeWatch{acts: sv.Activations, log: cfg.Logger}}))
 	}
 	w := &Worker{cfg: cfg, o: o, log: cfg.Logger, draining: make(chan struct{}), running: map[string]map[string]*control{}}
 	w.asyncCtx, w.asyncCancel = context.WithCancel(context.Background())
-	w.limiter = ratelimit.New(o.Redis, o.Keys, o.Now)
+	w.limiter = o.RateLimiter()
 	w.token = newToken()
 	w.metrics = cfg.Metrics
 	if cfg.MCP.Logger == nil {
@@ -244,11 +245,11 @@ func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
 	w.mcp = mcpclient.New(cfg.MCP)
 	queues := make(map[string]int, len(cfg.Queues))
 	for q, weight := range cfg.Queues {
-		for _, lane := range o.Keys.QueueLanes(q) {
+		for _, lane := range o.QueueLanes(q) {
 			queues[lane] = weight
 		}
 	}
-	w.srv = asynq.NewServerFromRedisClient(o.Redis, asynq.Config{
+	w.srv = asynq.NewServerFromRedisClient(sv.Redis, asynq.Config{
 		Concurrency:              cfg.Concurrency,
 		Queues:                   queues,
 		ShutdownTimeout:          cfg.ShutdownTimeout,
@@ -277,7 +278,7 @@ func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
 func (w *Worker) Start() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.bgCancel = cancel
-	sub, err := w.o.Registry.SubscribeControl(ctx)
+	sub, err := w.o.Services().Registry.SubscribeControl(ctx)
 	if err != nil {
 		cancel()
 		return fmt.Errorf("start worker: subscribe: %w", err)
