@@ -13,18 +13,15 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/transcript"
 )
 
 // SSE message names beside the transcript events (which have none, so
-// that an EventSource's onmessage gets them).
+// that an EventSource's onmessage gets them): spooltype's.
 const (
-	// EventEnd closes a stream: the thread has finished and every event
-	// was sent. Its data is an End.
-	EventEnd = "end"
-	// EventError closes a stream early: its data is a Problem (the
-	// transcript failed verification, or reading it failed).
-	EventError = "error"
+	EventEnd   = spooltype.EventEnd
+	EventError = spooltype.EventError
 )
 
 // after reads where a stream resumes: Last-Event-ID, else ?after=.

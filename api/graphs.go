@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -27,98 +27,21 @@ const graphPrefix = "/v1/graphs/"
 // graphURL is the path of run id, escaped.
 func graphURL(id string) string { return graphPrefix + url.PathEscape(id) }
 
-// GraphRunRequest is the body of POST /v1/graphs: what `spool graph run`
-// takes as its argument and flags.
-type GraphRunRequest struct {
-	// Graph is the graph's name, e.g. "review/pr" (.ai/graphs/review/pr.yaml).
-	// Required.
-	Graph string `json:"graph"`
-	// Inputs are checked against the graph's inputs schema.
-	Inputs map[string]any `json:"inputs,omitempty"`
-	// Limits override the graph's limits: spend, duration, depth,
-	// spawns, turns, tokens, and max_steps.
-	Limits map[string]any `json:"limits,omitempty"`
-	// Parent is the parent thread or run; "" starts a root run.
-	Parent string `json:"parent,omitempty"`
-	// Queue is the asynq queue; default the parent's, else "default".
-	Queue string `json:"queue,omitempty"`
-}
-
-// GraphRun is the body of GET /v1/graphs/ID: the run's record (every
-// field of registry.Record at the top level, as `spool graph show
-// --json` prints it), its node table and its steps.
-type GraphRun struct {
-	Record *registry.Record
-	// Nodes is one row per node, in file order.
-	Nodes []graph.NodeRow `json:"nodes"`
-	// Steps are the steps the run took, in order.
-	Steps []graph.StepRecord `json:"steps"`
-}
-
-// MarshalJSON writes the record's fields with nodes and steps beside
-// them.
-func (g GraphRun) MarshalJSON() ([]byte, error) {
-	b, err := json.Marshal(g.Record)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	if g.Nodes == nil {
-		g.Nodes = []graph.NodeRow{}
-	}
-	if g.Steps == nil {
-		g.Steps = []graph.StepRecord{}
-	}
-	m["nodes"], m["steps"] = g.Nodes, g.Steps
-	return json.Marshal(m)
-}
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (g *GraphRun) UnmarshalJSON(b []byte) error {
-	var rec registry.Record
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return err
-	}
-	var rest struct {
-		Nodes []graph.NodeRow    `json:"nodes"`
-		Steps []graph.StepRecord `json:"steps"`
-	}
-	if err := json.Unmarshal(b, &rest); err != nil {
-		return err
-	}
-	g.Record, g.Nodes, g.Steps = &rec, rest.Nodes, rest.Steps
-	return nil
-}
-
-// GraphState is the body of GET /v1/graphs/ID/state: the run's state
-// after a step, as `spool graph state --json` prints it.
-type GraphState struct {
-	RunID string         `json:"run_id"`
-	Step  int            `json:"step"`
-	State map[string]any `json:"state"`
-}
-
-// GraphResumeRequest is the (optional) body of POST /v1/graphs/ID/resume.
-type GraphResumeRequest struct {
-	// From is the node to go on from; default the checkpoint's.
-	From string `json:"from,omitempty"`
-	// Set edits state keys (never inputs or _ keys).
-	Set map[string]any `json:"set,omitempty"`
-}
-
-// GraphForkRequest is the body of POST /v1/graphs/ID/fork.
-type GraphForkRequest struct {
-	// AtStep is the step (from 1) whose checkpoint the fork starts from.
-	// Required.
-	AtStep int `json:"at_step"`
-	// From is the node to go on from; default the checkpoint's.
-	From string `json:"from,omitempty"`
-	// Set edits state keys (never inputs or _ keys).
-	Set map[string]any `json:"set,omitempty"`
-}
+// The bodies of the graph routes (package spooltype).
+type (
+	// GraphRunRequest is the body of POST /v1/graphs.
+	GraphRunRequest = spooltype.GraphRunRequest
+	// GraphRun is the body of GET /v1/graphs/ID: the run's record, its
+	// node table and its steps.
+	GraphRun = spooltype.GraphRun
+	// GraphState is the body of GET /v1/graphs/ID/state.
+	GraphState = spooltype.GraphState
+	// GraphResumeRequest is the (optional) body of POST
+	// /v1/graphs/ID/resume.
+	GraphResumeRequest = spooltype.GraphResumeRequest
+	// GraphForkRequest is the body of POST /v1/graphs/ID/fork.
+	GraphForkRequest = spooltype.GraphForkRequest
+)
 
 // graphRouteFor splits /v1/graphs/{rest...} as threadRoute splits a
 // thread's path.

@@ -10,33 +10,18 @@ import (
 	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
 
 // ProblemType is the media type of an error response (RFC 9457).
-const ProblemType = "application/problem+json"
+const ProblemType = spooltype.ProblemType
 
-// Problem is an RFC 9457 problem detail, with spool's "code" member: the
-// body of every error response, and the error the client returns for one.
-type Problem struct {
-	// Type is "about:blank": the status and Code say what happened.
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
-	// Instance is the request's path.
-	Instance string `json:"instance,omitempty"`
-	// Code is the machine-readable reason (the package doc lists them).
-	Code string `json:"code"`
-}
-
-func (p *Problem) Error() string {
-	if p.Detail != "" {
-		return p.Detail
-	}
-	return fmt.Sprintf("%d %s", p.Status, p.Title)
-}
+// Problem is an RFC 9457 problem detail, with spool's "code" member (the
+// package doc lists the codes): the body of every error response, and
+// the error the client returns for one (spooltype.Problem).
+type Problem = spooltype.Problem
 
 // problem makes a Problem of status with code and a detail.
 func problem(status int, code, format string, args ...any) *Problem {

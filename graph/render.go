@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spool-run/spool/spooltype"
 )
 
 // Step statuses of a StepRecord (the step_completed event's status).
@@ -19,85 +21,21 @@ const (
 // Node statuses of the node table (CLI.md: the words outside tools rely
 // on).
 const (
-	NodeNotReached = "not_reached"
-	NodeRunning    = "running"
-	NodeWaiting    = "waiting"
-	NodeCompleted  = "completed"
-	NodeError      = "error"
-	NodeCancelled  = "cancelled"
+	NodeNotReached = spooltype.NodeNotReached
+	NodeRunning    = spooltype.NodeRunning
+	NodeWaiting    = spooltype.NodeWaiting
+	NodeCompleted  = spooltype.NodeCompleted
+	NodeError      = spooltype.NodeError
+	NodeCancelled  = spooltype.NodeCancelled
 )
 
-// StepRecord is what the node table and the render need of one step: the
-// step_started / step_completed (and foreach_completed) events of a run,
-// in step order. A step in flight has Status "".
-type StepRecord struct {
-	Step      int       `json:"step"`
-	Node      string    `json:"node"`
-	Kind      string    `json:"kind"`
-	Status    string    `json:"status"`              // ok | error | retry; "" in flight
-	RoutedBy  string    `json:"routed_by,omitempty"` // next | on_error | continue | retry
-	Started   time.Time `json:"started"`
-	Ended     time.Time `json:"ended"`
-	ThreadIDs []string  `json:"thread_ids,omitempty"`
-	Error     string    `json:"error,omitempty"` // "code: message"
-	Assigned  []string  `json:"assigned,omitempty"`
-	NextNode  string    `json:"next_node,omitempty"`
-	Action    string    `json:"action,omitempty"` // "tool git/changed_files" as run (ids interpolated); "" uses the graph's
-
-	ItemsDone   int `json:"items_done,omitempty"` // foreach or wait: settled items
-	ItemsTotal  int `json:"items_total,omitempty"`
-	ItemsFailed int `json:"items_failed,omitempty"`
-}
-
-// Duration is the step's elapsed time (0 while it is in flight).
-func (s StepRecord) Duration() time.Duration {
-	if s.Ended.IsZero() || s.Started.IsZero() || s.Ended.Before(s.Started) {
-		return 0
-	}
-	return s.Ended.Sub(s.Started)
-}
-
-// NodeRow is one row of the node table (11.2), also `graph show --json`'s
-// nodes.
-type NodeRow struct {
-	Index      int    `json:"index"`
-	Node       string `json:"node"`
-	Kind       string `json:"kind"`
-	Status     string `json:"status"` // not_reached | running | waiting | completed | error | cancelled
-	Visits     int    `json:"visits"`
-	LastStep   int    `json:"last_step,omitempty"`
-	DurationMS int64  `json:"duration_ms,omitempty"`
-	Action     string `json:"action,omitempty"` // "tool git/changed_files"
-	Children   string `json:"children,omitempty"`
-	Detail     string `json:"detail,omitempty"`
-	Routed     bool   `json:"routed,omitempty"`  // the last visit failed and its error was routed (on_error or continue)
-	Retried    bool   `json:"retried,omitempty"` // some visit was retried
-}
-
-// Icon is the row's status icon in the render.
-func (r NodeRow) Icon() string {
-	switch r.Status {
-	case NodeCancelled:
-		return "⏹"
-	case NodeRunning:
-		return "🔄"
-	case NodeWaiting:
-		return "⏸"
-	case NodeNotReached:
-		return "⏳"
-	case NodeError:
-		if r.Routed {
-			return "↪"
-		}
-		return "❌"
-	case NodeCompleted:
-		if r.Retried {
-			return "🔁"
-		}
-		return "✅"
-	}
-	return "?"
-}
+// StepRecord is what the node table and the render need of one step
+// (spooltype.StepRecord), and NodeRow one row of the node table, also
+// `graph show --json`'s nodes (spooltype.NodeRow).
+type (
+	StepRecord = spooltype.StepRecord
+	NodeRow    = spooltype.NodeRow
+)
 
 // Nodes builds the node table: one row per node in file order. current is
 // the node in flight ("" when none) and currentStatus its status

@@ -3,22 +3,11 @@ package orchestrator
 import (
 	"context"
 
-	"github.com/spool-run/spool/registry"
-	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/spooltype"
 )
 
-// CancelResult is what a cancel request did: `spool thread cancel --json`
-// prints it and the API returns it.
-type CancelResult struct {
-	Success bool `json:"success"`
-	// ThreadID is the thread the chain had reached, the one cancelled;
-	// Status its status after the request.
-	ThreadID string        `json:"thread_id"`
-	Status   thread.Status `json:"status"`
-	// CancelRequested is false when that thread had finished already:
-	// there was nothing to cancel.
-	CancelRequested bool `json:"cancel_requested"`
-}
+// CancelResult is what a cancel request did (spooltype.CancelResult).
+type CancelResult = spooltype.CancelResult
 
 // CancelChain cancels the thread that id's continuation chain has reached
 // (Cancel), unless it has finished already. An unknown id is
@@ -45,17 +34,8 @@ func (o *Orchestrator) CancelChain(ctx context.Context, id string, cascade bool)
 	return &CancelResult{Success: true, ThreadID: r.ThreadID, Status: r.Status, CancelRequested: requested}, nil
 }
 
-// Chain is a continuation chain, first thread first: what `spool thread
-// chain --json` prints and the API returns.
-type Chain struct {
-	Success     bool               `json:"success"`
-	ChainLength int                `json:"chain_length"`
-	Chain       []*registry.Record `json:"chain"`
-	// Forks are the threads forked from the chain's threads, oldest
-	// first; each is the first thread of a chain of its own (its record
-	// names the thread and turn it was forked from).
-	Forks []*registry.Record `json:"forks,omitempty"`
-}
+// Chain is a continuation chain, first thread first (spooltype.Chain).
+type Chain = spooltype.Chain
 
 // GetChain returns the continuation chain id belongs to. An unknown id is
 // registry.ErrNotFound.

@@ -8,22 +8,13 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
 
-// ResumeResult is the spec's resume response.
-type ResumeResult struct {
-	Success            bool             `json:"success"`
-	Resumed            bool             `json:"resumed"`
-	OldThreadID        string           `json:"old_thread_id"`
-	NewThreadID        string           `json:"new_thread_id"`
-	OriginalThreadID   *string          `json:"original_thread_id"`
-	ResolvedThreadID   string           `json:"resolved_thread_id"`
-	Directive          string           `json:"directive"`
-	ReconstructedTurns int              `json:"reconstructed_turns"`
-	NewThreadResult    *registry.Record `json:"new_thread_result"`
-}
+// ResumeResult is the spec's resume response (spooltype.ResumeResult).
+type ResumeResult = spooltype.ResumeResult
 
 // NotResumableError is a resume of a thread that has not finished: the
 // thread its chain has reached is created, running or waiting.

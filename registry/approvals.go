@@ -10,6 +10,7 @@ import (
 
 	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/internal/reply"
+	"github.com/spool-run/spool/spooltype"
 )
 
 // Waiting reasons (the thread hash's waiting_for, Record.WaitingFor).
@@ -28,21 +29,9 @@ const (
 // waiting for approval, or the call was decided already or never asked).
 var ErrNotPending = errors.New("nothing pending")
 
-// PendingApproval is a tool call waiting for a person's decision.
-type PendingApproval struct {
-	CallID string `json:"call_id"`
-	// RequestID is the nonce of this request for a decision, made when the
-	// call was gated: call ids repeat (call_1_1 in every thread of a
-	// chain, again in a rerun turn), so a decision link carries it and
-	// decides this request only (DecideRequest).
-	RequestID   string          `json:"request_id,omitempty"`
-	Tool        string          `json:"tool"`
-	Input       json.RawMessage `json:"input"`
-	RequestedAt time.Time       `json:"requested_at"`
-	// Deadline, when set, is when OnTimeout decides the call.
-	Deadline  time.Time `json:"deadline,omitzero"`
-	OnTimeout string    `json:"on_timeout,omitempty"`
-}
+// PendingApproval is a tool call waiting for a person's decision
+// (spooltype.PendingApproval).
+type PendingApproval = spooltype.PendingApproval
 
 // Decision is a person's decision on a pending call.
 type Decision struct {

@@ -281,7 +281,7 @@ func TestCommit(t *testing.T) {
 	}
 	got := f.get(t, "w")
 	if got.Status != thread.StatusCompleted || got.Cost != cost || got.Result != "done" || got.Outputs["n"] != "15" ||
-		*got.Error != (ErrorInfo{"x", "y"}) || got.Model != "m2" || !cmp.Equal(got.Capabilities, []string{"a"}) ||
+		*got.Error != (ErrorInfo{Code: "x", Message: "y"}) || got.Model != "m2" || !cmp.Equal(got.Capabilities, []string{"a"}) ||
 		got.Limits != lim || got.Extra["transcript_seq"] != "4" || got.Version != v {
 		t.Fatalf("committed record %+v", got)
 	}

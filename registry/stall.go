@@ -5,9 +5,9 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/spool-run/spool/internal/redisfn"
+	"github.com/spool-run/spool/spooltype"
 )
 
 // StalledField is the thread hash field of Record.Stalled.
@@ -17,15 +17,9 @@ const StalledField = "stalled"
 // blob store (an outage it rides out for --storage-patience).
 const StalledOnStorage = "storage"
 
-// Stall is what a running thread is stuck on, and since when.
-type Stall struct {
-	On    string    `json:"on"` // StalledOnStorage
-	Since time.Time `json:"since"`
-	// Op is the operation that fails (put, get, list, ...) and Error its
-	// last failure.
-	Op    string `json:"op,omitempty"`
-	Error string `json:"error,omitempty"`
-}
+// Stall is what a running thread is stuck on, and since when
+// (spooltype.Stall).
+type Stall = spooltype.Stall
 
 // markStalledScript records a stall on a thread that is not finished
 // (mark_stalled.lua).
@@ -55,17 +49,4 @@ func (a *Activations) ClearStalled(ctx context.Context, id string) error {
 		return fmt.Errorf("clear the stall of %s: %w", id, err)
 	}
 	return nil
-}
-
-// Line says the stall in one line, as of now: "on storage for 23s (put:
-// connection refused)".
-func (s *Stall) Line(now time.Time) string {
-	line := fmt.Sprintf("on %s for %s", s.On, now.Sub(s.Since).Round(time.Second))
-	switch {
-	case s.Op != "" && s.Error != "":
-		line += fmt.Sprintf(" (%s: %s)", s.Op, s.Error)
-	case s.Error != "":
-		line += fmt.Sprintf(" (%s)", s.Error)
-	}
-	return line
 }

@@ -7,22 +7,15 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 )
 
 // Event is one transcript line: a JSON object with the keys timestamp,
 // thread_id, seq, event_type and payload, in that order. Seq numbers the
-// events of one thread from 1, across segments, without gaps.
-type Event struct {
-	Timestamp time.Time       `json:"timestamp"`
-	ThreadID  string          `json:"thread_id"`
-	Seq       int64           `json:"seq"`
-	Type      string          `json:"event_type"`
-	Payload   json.RawMessage `json:"payload"`
-}
-
-// Decode unmarshals the payload into v (one of the payload structs below).
-func (e Event) Decode(v any) error { return json.Unmarshal(e.Payload, v) }
+// events of one thread from 1, across segments, without gaps. It is the
+// API's spooltype.Event.
+type Event = spooltype.Event
 
 // Payload is e's payload decoded as T, for a render: what does not decode
 // is left zero, and the render shows what it can.

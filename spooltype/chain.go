@@ -1,0 +1,41 @@
+package spooltype
+
+import "github.com/spool-run/spool/thread"
+
+// Chain is a continuation chain, first thread first: what `spool thread
+// chain --json` prints and the API returns.
+type Chain struct {
+	Success     bool      `json:"success"`
+	ChainLength int       `json:"chain_length"`
+	Chain       []*Record `json:"chain"`
+	// Forks are the threads forked from the chain's threads, oldest
+	// first; each is the first thread of a chain of its own (its record
+	// names the thread and turn it was forked from).
+	Forks []*Record `json:"forks,omitempty"`
+}
+
+// CancelResult is what a cancel request did: `spool thread cancel --json`
+// prints it and the API returns it.
+type CancelResult struct {
+	Success bool `json:"success"`
+	// ThreadID is the thread the chain had reached, the one cancelled;
+	// Status its status after the request.
+	ThreadID string        `json:"thread_id"`
+	Status   thread.Status `json:"status"`
+	// CancelRequested is false when that thread had finished already:
+	// there was nothing to cancel.
+	CancelRequested bool `json:"cancel_requested"`
+}
+
+// ResumeResult is the spec's resume response.
+type ResumeResult struct {
+	Success            bool    `json:"success"`
+	Resumed            bool    `json:"resumed"`
+	OldThreadID        string  `json:"old_thread_id"`
+	NewThreadID        string  `json:"new_thread_id"`
+	OriginalThreadID   *string `json:"original_thread_id"`
+	ResolvedThreadID   string  `json:"resolved_thread_id"`
+	Directive          string  `json:"directive"`
+	ReconstructedTurns int     `json:"reconstructed_turns"`
+	NewThreadResult    *Record `json:"new_thread_result"`
+}

@@ -1,0 +1,146 @@
+package spooltype
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Node statuses of the node table (CLI.md: the words outside tools rely
+// on).
+const (
+	NodeNotReached = "not_reached"
+	NodeRunning    = "running"
+	NodeWaiting    = "waiting"
+	NodeCompleted  = "completed"
+	NodeError      = "error"
+	NodeCancelled  = "cancelled"
+)
+
+// StepRecord is what the node table and the render need of one step: the
+// step_started / step_completed (and foreach_completed) events of a run,
+// in step order. A step in flight has Status "".
+type StepRecord struct {
+	Step      int       `json:"step"`
+	Node      string    `json:"node"`
+	Kind      string    `json:"kind"`
+	Status    string    `json:"status"`              // ok | error | retry; "" in flight
+	RoutedBy  string    `json:"routed_by,omitempty"` // next | on_error | continue | retry
+	Started   time.Time `json:"started"`
+	Ended     time.Time `json:"ended"`
+	ThreadIDs []string  `json:"thread_ids,omitempty"`
+	Error     string    `json:"error,omitempty"` // "code: message"
+	Assigned  []string  `json:"assigned,omitempty"`
+	NextNode  string    `json:"next_node,omitempty"`
+	Action    string    `json:"action,omitempty"` // "tool git/changed_files" as run (ids interpolated); "" uses the graph's
+
+	ItemsDone   int `json:"items_done,omitempty"` // foreach or wait: settled items
+	ItemsTotal  int `json:"items_total,omitempty"`
+	ItemsFailed int `json:"items_failed,omitempty"`
+}
+
+// Duration is the step's elapsed time (0 while it is in flight).
+func (s StepRecord) Duration() time.Duration {
+	if s.Ended.IsZero() || s.Started.IsZero() || s.Ended.Before(s.Started) {
+		return 0
+	}
+	return s.Ended.Sub(s.Started)
+}
+
+// NodeRow is one row of the node table (11.2), also `graph show --json`'s
+// nodes.
+type NodeRow struct {
+	Index      int    `json:"index"`
+	Node       string `json:"node"`
+	Kind       string `json:"kind"`
+	Status     string `json:"status"` // not_reached | running | waiting | completed | error | cancelled
+	Visits     int    `json:"visits"`
+	LastStep   int    `json:"last_step,omitempty"`
+	DurationMS int64  `json:"duration_ms,omitempty"`
+	Action     string `json:"action,omitempty"` // "tool git/changed_files"
+	Children   string `json:"children,omitempty"`
+	Detail     string `json:"detail,omitempty"`
+	Routed     bool   `json:"routed,omitempty"`  // the last visit failed and its error was routed (on_error or continue)
+	Retried    bool   `json:"retried,omitempty"` // some visit was retried
+}
+
+// Icon is the row's status icon in the render.
+func (r NodeRow) Icon() string {
+	switch r.Status {
+	case NodeCancelled:
+		return "⏹"
+	case NodeRunning:
+		return "🔄"
+	case NodeWaiting:
+		return "⏸"
+	case NodeNotReached:
+		return "⏳"
+	case NodeError:
+		if r.Routed {
+			return "↪"
+		}
+		return "❌"
+	case NodeCompleted:
+		if r.Retried {
+			return "🔁"
+		}
+		return "✅"
+	}
+	return "?"
+}
+
+// GraphRun is the body of GET /v1/graphs/ID: the run's record (every
+// field of Record at the top level, as `spool graph show
+// --json` prints it), its node table and its steps.
+type GraphRun struct {
+	Record *Record
+	// Nodes is one row per node, in file order.
+	Nodes []NodeRow `json:"nodes"`
+	// Steps are the steps the run took, in order.
+	Steps []StepRecord `json:"steps"`
+}
+
+// MarshalJSON writes the record's fields with nodes and steps beside
+// them.
+func (g GraphRun) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(g.Record)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	if g.Nodes == nil {
+		g.Nodes = []NodeRow{}
+	}
+	if g.Steps == nil {
+		g.Steps = []StepRecord{}
+	}
+	m["nodes"], m["steps"] = g.Nodes, g.Steps
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (g *GraphRun) UnmarshalJSON(b []byte) error {
+	var rec Record
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return err
+	}
+	var rest struct {
+		Nodes []NodeRow    `json:"nodes"`
+		Steps []StepRecord `json:"steps"`
+	}
+	if err := json.Unmarshal(b, &rest); err != nil {
+		return err
+	}
+	g.Record, g.Nodes, g.Steps = &rec, rest.Nodes, rest.Steps
+	return nil
+}
+
+// GraphState is the body of GET /v1/graphs/ID/state: the run's state
+// after a step, as `spool graph state --json` prints it.
+type GraphState struct {
+	RunID string         `json:"run_id"`
+	Step  int            `json:"step"`
+	State map[string]any `json:"state"`
+}

@@ -1,0 +1,116 @@
+package spooltype
+
+import "github.com/spool-run/spool/thread"
+
+// RunRequest is the body of POST /v1/threads: what `spool thread run`
+// takes as its argument and flags.
+type RunRequest struct {
+	// Directive is the directive's name, e.g. "demo/hello". Required.
+	Directive string `json:"directive"`
+	// Inputs are the directive's inputs.
+	Inputs map[string]any `json:"inputs,omitempty"`
+	// Model overrides the directive's model ("script:PATH" for the
+	// scripted provider).
+	Model string `json:"model,omitempty"`
+	// Limits override the directive's limits (turns, tokens, spend, depth,
+	// spawns, duration).
+	Limits *thread.Limits `json:"limits,omitempty"`
+	// Parent is the parent thread's id; "" starts a root.
+	Parent string `json:"parent,omitempty"`
+	// Queue is the asynq queue; default the parent's, else "default".
+	Queue string `json:"queue,omitempty"`
+}
+
+// CancelRequest is the (optional) body of POST /v1/threads/ID/cancel.
+type CancelRequest struct {
+	// Cascade cancels the thread's children too, where the project's
+	// child policy says so. Default true.
+	Cascade *bool `json:"cascade,omitempty"`
+}
+
+// ResumeRequest is the body of POST /v1/threads/ID/resume.
+type ResumeRequest struct {
+	// Message is the user message the thread resumes with. Required.
+	Message string `json:"message"`
+}
+
+// ApproveRequest is the (optional) body of POST /v1/threads/ID/approve.
+type ApproveRequest struct {
+	// CallID is the pending tool call of this thread (never of its
+	// continuation); "" approves every pending call.
+	CallID string `json:"call_id,omitempty"`
+	// RequestID, with CallID, decides the call only while its pending
+	// request is this one (the pending call's request_id).
+	RequestID string `json:"request_id,omitempty"`
+	// Reason is recorded in the transcript.
+	Reason string `json:"reason,omitempty"`
+	// By is who decides, recorded in the transcript. Default: the basic
+	// auth user, else "api".
+	By string `json:"by,omitempty"`
+}
+
+// DenyRequest is the body of POST /v1/threads/ID/deny.
+type DenyRequest struct {
+	// CallID is the pending tool call; "" denies every pending call.
+	CallID string `json:"call_id,omitempty"`
+	// RequestID is ApproveRequest.RequestID.
+	RequestID string `json:"request_id,omitempty"`
+	// Reason is returned to the model as the tool's error. Required.
+	Reason string `json:"reason"`
+	// By is who decides (ApproveRequest.By).
+	By string `json:"by,omitempty"`
+}
+
+// SendRequest is the body of POST /v1/threads/ID/send and /interrupt.
+type SendRequest struct {
+	// Message is queued; the model sees it before its next call (an
+	// interrupt first stops the call or tool in flight). Required.
+	Message string `json:"message"`
+	// By is who sends (ApproveRequest.By).
+	By string `json:"by,omitempty"`
+}
+
+// ForkRequest is the body of POST /v1/threads/ID/fork.
+type ForkRequest struct {
+	// AtTurn is the last turn of the thread's verified transcript the
+	// fork keeps. Required.
+	AtTurn  int    `json:"at_turn"`
+	Message string `json:"message,omitempty"`
+	Model   string `json:"model,omitempty"`
+}
+
+// GraphRunRequest is the body of POST /v1/graphs: what `spool graph run`
+// takes as its argument and flags.
+type GraphRunRequest struct {
+	// Graph is the graph's name, e.g. "review/pr" (.ai/graphs/review/pr.yaml).
+	// Required.
+	Graph string `json:"graph"`
+	// Inputs are checked against the graph's inputs schema.
+	Inputs map[string]any `json:"inputs,omitempty"`
+	// Limits override the graph's limits: spend, duration, depth,
+	// spawns, turns, tokens, and max_steps.
+	Limits map[string]any `json:"limits,omitempty"`
+	// Parent is the parent thread or run; "" starts a root run.
+	Parent string `json:"parent,omitempty"`
+	// Queue is the asynq queue; default the parent's, else "default".
+	Queue string `json:"queue,omitempty"`
+}
+
+// GraphResumeRequest is the (optional) body of POST /v1/graphs/ID/resume.
+type GraphResumeRequest struct {
+	// From is the node to go on from; default the checkpoint's.
+	From string `json:"from,omitempty"`
+	// Set edits state keys (never inputs or _ keys).
+	Set map[string]any `json:"set,omitempty"`
+}
+
+// GraphForkRequest is the body of POST /v1/graphs/ID/fork.
+type GraphForkRequest struct {
+	// AtStep is the step (from 1) whose checkpoint the fork starts from.
+	// Required.
+	AtStep int `json:"at_step"`
+	// From is the node to go on from; default the checkpoint's.
+	From string `json:"from,omitempty"`
+	// Set edits state keys (never inputs or _ keys).
+	Set map[string]any `json:"set,omitempty"`
+}
