@@ -1,13 +1,16 @@
 // Package client is a Go client of spool's HTTP API (package api, `spool
-// api`). Its results are the types the CLI prints with --json
-// (registry.Record, orchestrator.TreeNode, Chain, Budget, CancelResult,
-// ResumeResult, transcript.Event); an error response is an *api.Problem
-// (errors.As), with the HTTP status and spool's code. Events reads a
-// thread's transcript as server-sent events and resumes after the last
-// event it got when the connection drops.
+// api`). Its requests and results are the API's wire types, package
+// spooltype: the types the CLI prints with --json (Record, TreeNode,
+// Chain, Budget, CancelResult, ResumeResult, Event); an error response is
+// a *spooltype.Problem (errors.As), with the HTTP status and spool's
+// code. Events reads a thread's transcript as server-sent events and
+// resumes after the last event it got when the connection drops. It
+// imports no other package of spool's than spooltype (and thread), so a
+// program that uses it links none of the server: no Redis client, no
+// asynq, no Lua.
 //
 //	c, err := client.New("http://127.0.0.1:8081", client.WithToken(token))
-//	rec, err := c.Run(ctx, api.RunRequest{Directive: "demo/hello", Inputs: map[string]any{"name": "Ada"}})
+//	rec, err := c.Run(ctx, spooltype.RunRequest{Directive: "demo/hello", Inputs: map[string]any{"name": "Ada"}})
 //	s := c.Events(ctx, rec.ThreadID, 0)
 //	defer s.Close()
 //	for {
@@ -32,9 +35,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/spool-run/spool/api"
-	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 )
 
 // Client calls one spool API server. It is safe for concurrent use.
@@ -146,22 +147,22 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	return nil
 }
 
-// readProblem reads an error response as an *api.Problem (one made up
+// readProblem reads an error response as an *spooltype.Problem (one made up
 // from the status when the body is not a problem).
 func readProblem(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	p := &api.Problem{}
-	if mt == api.ProblemType && json.Unmarshal(b, p) == nil && p.Status != 0 {
+	p := &spooltype.Problem{}
+	if mt == spooltype.ProblemType && json.Unmarshal(b, p) == nil && p.Status != 0 {
 		return p
 	}
-	return &api.Problem{Type: "about:blank", Title: http.StatusText(resp.StatusCode), Status: resp.StatusCode,
+	return &spooltype.Problem{Type: "about:blank", Title: http.StatusText(resp.StatusCode), Status: resp.StatusCode,
 		Detail: fmt.Sprintf("%s %s: %s: %s", resp.Request.Method, resp.Request.URL.Path, resp.Status, strings.TrimSpace(string(b)))}
 }
 
 // Run starts a thread (POST /v1/threads) and returns its record.
-func (c *Client) Run(ctx context.Context, req api.RunRequest) (*registry.Record, error) {
-	return call[registry.Record](ctx, c, http.MethodPost, "/v1/threads", req, http.StatusCreated)
+func (c *Client) Run(ctx context.Context, req spooltype.RunRequest) (*spooltype.Record, error) {
+	return call[spooltype.Record](ctx, c, http.MethodPost, "/v1/threads", req, http.StatusCreated)
 }
 
 // ListOptions filter List. Zero fields match everything.
@@ -174,7 +175,7 @@ type ListOptions struct {
 }
 
 // List returns the threads that match o, newest first.
-func (c *Client) List(ctx context.Context, o ListOptions) ([]*registry.Record, error) {
+func (c *Client) List(ctx context.Context, o ListOptions) ([]*spooltype.Record, error) {
 	q := url.Values{}
 	for k, v := range map[string]string{"status": o.Status, "directive": o.Directive, "parent": o.Parent} {
 		if v != "" {
@@ -184,7 +185,7 @@ func (c *Client) List(ctx context.Context, o ListOptions) ([]*registry.Record, e
 	if o.Limit != 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
 	}
-	var recs []*registry.Record
+	var recs []*spooltype.Record
 	if err := c.do(ctx, http.MethodGet, "/v1/threads", q, nil, &recs, http.StatusOK); err != nil {
 		return nil, err
 	}
@@ -192,62 +193,62 @@ func (c *Client) List(ctx context.Context, o ListOptions) ([]*registry.Record, e
 }
 
 // Show returns thread id's record.
-func (c *Client) Show(ctx context.Context, id string) (*registry.Record, error) {
-	return call[registry.Record](ctx, c, http.MethodGet, threadPath(id, ""), nil, http.StatusOK)
+func (c *Client) Show(ctx context.Context, id string) (*spooltype.Record, error) {
+	return call[spooltype.Record](ctx, c, http.MethodGet, threadPath(id, ""), nil, http.StatusOK)
 }
 
 // Tree returns thread id's children and continuations.
-func (c *Client) Tree(ctx context.Context, id string) (*orchestrator.TreeNode, error) {
-	return call[orchestrator.TreeNode](ctx, c, http.MethodGet, threadPath(id, "tree"), nil, http.StatusOK)
+func (c *Client) Tree(ctx context.Context, id string) (*spooltype.TreeNode, error) {
+	return call[spooltype.TreeNode](ctx, c, http.MethodGet, threadPath(id, "tree"), nil, http.StatusOK)
 }
 
 // Chain returns thread id's continuation chain.
-func (c *Client) Chain(ctx context.Context, id string) (*orchestrator.Chain, error) {
-	return call[orchestrator.Chain](ctx, c, http.MethodGet, threadPath(id, "chain"), nil, http.StatusOK)
+func (c *Client) Chain(ctx context.Context, id string) (*spooltype.Chain, error) {
+	return call[spooltype.Chain](ctx, c, http.MethodGet, threadPath(id, "chain"), nil, http.StatusOK)
 }
 
 // Budget returns the live budget of thread id's subtree.
-func (c *Client) Budget(ctx context.Context, id string) (*orchestrator.Budget, error) {
-	return call[orchestrator.Budget](ctx, c, http.MethodGet, threadPath(id, "budget"), nil, http.StatusOK)
+func (c *Client) Budget(ctx context.Context, id string) (*spooltype.Budget, error) {
+	return call[spooltype.Budget](ctx, c, http.MethodGet, threadPath(id, "budget"), nil, http.StatusOK)
 }
 
 // Cancel cancels the thread id's chain has reached; cascade cancels its
 // children too (as the project's child policy says).
-func (c *Client) Cancel(ctx context.Context, id string, cascade bool) (*orchestrator.CancelResult, error) {
-	return call[orchestrator.CancelResult](ctx, c, http.MethodPost, threadPath(id, "cancel"), api.CancelRequest{Cascade: &cascade}, http.StatusOK)
+func (c *Client) Cancel(ctx context.Context, id string, cascade bool) (*spooltype.CancelResult, error) {
+	return call[spooltype.CancelResult](ctx, c, http.MethodPost, threadPath(id, "cancel"), spooltype.CancelRequest{Cascade: &cascade}, http.StatusOK)
 }
 
 // Resume resumes a finished thread with a user message.
-func (c *Client) Resume(ctx context.Context, id, message string) (*orchestrator.ResumeResult, error) {
-	return call[orchestrator.ResumeResult](ctx, c, http.MethodPost, threadPath(id, "resume"), api.ResumeRequest{Message: message}, http.StatusCreated)
+func (c *Client) Resume(ctx context.Context, id, message string) (*spooltype.ResumeResult, error) {
+	return call[spooltype.ResumeResult](ctx, c, http.MethodPost, threadPath(id, "resume"), spooltype.ResumeRequest{Message: message}, http.StatusCreated)
 }
 
 // Approve approves thread id's pending tool calls. Not implemented by the
-// server yet: an *api.Problem with status 501.
-func (c *Client) Approve(ctx context.Context, id string, req api.ApproveRequest) error {
+// server yet: an *spooltype.Problem with status 501.
+func (c *Client) Approve(ctx context.Context, id string, req spooltype.ApproveRequest) error {
 	return c.do(ctx, http.MethodPost, threadPath(id, "approve"), nil, req, &json.RawMessage{}, http.StatusOK)
 }
 
 // Deny denies thread id's pending tool calls. Not implemented by the
-// server yet: an *api.Problem with status 501.
-func (c *Client) Deny(ctx context.Context, id string, req api.DenyRequest) error {
+// server yet: an *spooltype.Problem with status 501.
+func (c *Client) Deny(ctx context.Context, id string, req spooltype.DenyRequest) error {
 	return c.do(ctx, http.MethodPost, threadPath(id, "deny"), nil, req, &json.RawMessage{}, http.StatusOK)
 }
 
 // Send queues a message for thread id's model. Not implemented by the
-// server yet: an *api.Problem with status 501.
-func (c *Client) Send(ctx context.Context, id string, req api.SendRequest) error {
+// server yet: an *spooltype.Problem with status 501.
+func (c *Client) Send(ctx context.Context, id string, req spooltype.SendRequest) error {
 	return c.do(ctx, http.MethodPost, threadPath(id, "send"), nil, req, &json.RawMessage{}, http.StatusOK)
 }
 
 // Fork starts a thread from a verified prefix of thread id. Not
-// implemented by the server yet: an *api.Problem with status 501.
-func (c *Client) Fork(ctx context.Context, id string, req api.ForkRequest) (*registry.Record, error) {
-	return call[registry.Record](ctx, c, http.MethodPost, threadPath(id, "fork"), req, http.StatusCreated)
+// implemented by the server yet: an *spooltype.Problem with status 501.
+func (c *Client) Fork(ctx context.Context, id string, req spooltype.ForkRequest) (*spooltype.Record, error) {
+	return call[spooltype.Record](ctx, c, http.MethodPost, threadPath(id, "fork"), req, http.StatusCreated)
 }
 
 // IsStatus reports whether err is an API problem of HTTP status code.
 func IsStatus(err error, code int) bool {
-	var p *api.Problem
+	var p *spooltype.Problem
 	return errors.As(err, &p) && p.Status == code
 }

@@ -13,8 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spool-run/spool/api"
-	"github.com/spool-run/spool/transcript"
+	"github.com/spool-run/spool/spooltype"
 )
 
 // maxFailures is how many connection attempts in a row a Stream makes
@@ -38,7 +37,7 @@ type Stream struct {
 	retry      time.Duration
 	failures   int
 	reconnects int
-	end        *api.End
+	end        *spooltype.End
 	err        error // what Next returns from now on
 }
 
@@ -55,7 +54,7 @@ func (s *Stream) LastEventID() int64 { return s.last }
 
 // End is the server's end message once Next has returned io.EOF: the
 // thread's status and its last event's seq.
-func (s *Stream) End() *api.End { return s.end }
+func (s *Stream) End() *spooltype.End { return s.end }
 
 // Reconnects counts the times the stream connected again after its
 // connection dropped.
@@ -79,14 +78,14 @@ func (s *Stream) drop() {
 }
 
 // Next returns the next transcript event. It returns io.EOF once the
-// stream has ended with the thread (End says how), an *api.Problem when
+// stream has ended with the thread (End says how), an *spooltype.Problem when
 // the server refused the stream (an unknown thread, a credential) or ended
 // it with an error (a transcript that failed verification), and the
 // context's error when it ends.
-func (s *Stream) Next() (transcript.Event, error) {
+func (s *Stream) Next() (spooltype.Event, error) {
 	for {
 		if s.err != nil {
-			return transcript.Event{}, s.err
+			return spooltype.Event{}, s.err
 		}
 		if s.resp == nil {
 			if err := s.connect(); err != nil {
@@ -107,7 +106,7 @@ func (s *Stream) Next() (transcript.Event, error) {
 		}
 		switch m.event {
 		case "", "message":
-			var ev transcript.Event
+			var ev spooltype.Event
 			if err := json.Unmarshal([]byte(m.data), &ev); err != nil {
 				s.err = fmt.Errorf("client: event stream of %s: an event that is not JSON: %w", s.id, err)
 				continue
@@ -117,18 +116,18 @@ func (s *Stream) Next() (transcript.Event, error) {
 			}
 			s.last = ev.Seq
 			return ev, nil
-		case api.EventEnd:
-			var end api.End
+		case spooltype.EventEnd:
+			var end spooltype.End
 			if err := json.Unmarshal([]byte(m.data), &end); err != nil {
 				s.err = fmt.Errorf("client: event stream of %s: end message: %w", s.id, err)
 				continue
 			}
 			s.end, s.err = &end, io.EOF
 			s.drop()
-		case api.EventError:
-			p := &api.Problem{}
+		case spooltype.EventError:
+			p := &spooltype.Problem{}
 			if err := json.Unmarshal([]byte(m.data), p); err != nil {
-				p = &api.Problem{Type: "about:blank", Title: "error", Status: http.StatusInternalServerError, Code: "internal", Detail: m.data}
+				p = &spooltype.Problem{Type: "about:blank", Title: "error", Status: http.StatusInternalServerError, Code: "internal", Detail: m.data}
 			}
 			s.err = p
 			s.drop()
@@ -144,7 +143,7 @@ func (s *Stream) again(err error) bool {
 		s.err = s.ctx.Err()
 		return true // Next returns s.err
 	}
-	var p *api.Problem
+	var p *spooltype.Problem
 	if errors.As(err, &p) && p.Status < 500 {
 		return false
 	}

@@ -6,9 +6,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/spool-run/spool/api"
-	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 )
 
 // Graph runs (`spool graph`, POST /v1/graphs and /v1/graphs/ID/...). A
@@ -25,23 +23,23 @@ func graphPath(id, action string) string {
 }
 
 // RunGraph starts a graph run (POST /v1/graphs) and returns its record.
-func (c *Client) RunGraph(ctx context.Context, req api.GraphRunRequest) (*registry.Record, error) {
-	return call[registry.Record](ctx, c, http.MethodPost, "/v1/graphs", req, http.StatusCreated)
+func (c *Client) RunGraph(ctx context.Context, req spooltype.GraphRunRequest) (*spooltype.Record, error) {
+	return call[spooltype.Record](ctx, c, http.MethodPost, "/v1/graphs", req, http.StatusCreated)
 }
 
 // ShowGraph returns run id's record, node table and steps.
-func (c *Client) ShowGraph(ctx context.Context, id string) (*api.GraphRun, error) {
-	return call[api.GraphRun](ctx, c, http.MethodGet, graphPath(id, ""), nil, http.StatusOK)
+func (c *Client) ShowGraph(ctx context.Context, id string) (*spooltype.GraphRun, error) {
+	return call[spooltype.GraphRun](ctx, c, http.MethodGet, graphPath(id, ""), nil, http.StatusOK)
 }
 
 // GraphState returns run id's state after step (step < 0: the last
 // checkpoint's).
-func (c *Client) GraphState(ctx context.Context, id string, step int) (*api.GraphState, error) {
+func (c *Client) GraphState(ctx context.Context, id string, step int) (*spooltype.GraphState, error) {
 	q := url.Values{}
 	if step >= 0 {
 		q.Set("step", strconv.Itoa(step))
 	}
-	var out api.GraphState
+	var out spooltype.GraphState
 	if err := c.do(ctx, http.MethodGet, graphPath(id, "state"), q, nil, &out, http.StatusOK); err != nil {
 		return nil, err
 	}
@@ -50,19 +48,19 @@ func (c *Client) GraphState(ctx context.Context, id string, step int) (*api.Grap
 
 // CancelGraph cancels the run id's chain has reached; cascade cancels its
 // running children too.
-func (c *Client) CancelGraph(ctx context.Context, id string, cascade bool) (*orchestrator.CancelResult, error) {
-	return call[orchestrator.CancelResult](ctx, c, http.MethodPost, graphPath(id, "cancel"), api.CancelRequest{Cascade: &cascade}, http.StatusOK)
+func (c *Client) CancelGraph(ctx context.Context, id string, cascade bool) (*spooltype.CancelResult, error) {
+	return call[spooltype.CancelResult](ctx, c, http.MethodPost, graphPath(id, "cancel"), spooltype.CancelRequest{Cascade: &cascade}, http.StatusOK)
 }
 
 // ResumeGraph starts a continuation run of a run that ended in error or
 // was cancelled, from its last checkpoint (req.From, req.Set: the
 // user's edits).
-func (c *Client) ResumeGraph(ctx context.Context, id string, req api.GraphResumeRequest) (*orchestrator.ResumeResult, error) {
-	return call[orchestrator.ResumeResult](ctx, c, http.MethodPost, graphPath(id, "resume"), req, http.StatusCreated)
+func (c *Client) ResumeGraph(ctx context.Context, id string, req spooltype.GraphResumeRequest) (*spooltype.ResumeResult, error) {
+	return call[spooltype.ResumeResult](ctx, c, http.MethodPost, graphPath(id, "resume"), req, http.StatusCreated)
 }
 
 // ForkGraph starts a new run from run id's checkpoint after step
 // req.AtStep and returns its record.
-func (c *Client) ForkGraph(ctx context.Context, id string, req api.GraphForkRequest) (*registry.Record, error) {
-	return call[registry.Record](ctx, c, http.MethodPost, graphPath(id, "fork"), req, http.StatusCreated)
+func (c *Client) ForkGraph(ctx context.Context, id string, req spooltype.GraphForkRequest) (*spooltype.Record, error) {
+	return call[spooltype.Record](ctx, c, http.MethodPost, graphPath(id, "fork"), req, http.StatusCreated)
 }

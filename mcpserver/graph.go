@@ -7,9 +7,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/spool-run/spool/api"
 	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/spooltype"
 )
 
 // Graph runs: run_graph starts one (a graph of the project's
@@ -79,5 +79,5 @@ func (h *handlers) showGraph(ctx context.Context, _ *mcp.CallToolRequest, in Gra
 	if err != nil {
 		return nil, nil, err
 	}
-	return nil, api.GraphRun{Record: rec, Nodes: v.Nodes, Steps: v.Steps}, nil
+	return nil, spooltype.GraphRun{Record: rec, Nodes: v.Nodes, Steps: v.Steps}, nil
 }
