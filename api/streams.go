@@ -31,8 +31,8 @@ type streamGate struct {
 	scheduled bool
 }
 
-func newStreamGate(max, perClient int) *streamGate {
-	return &streamGate{max: max, perClient: perClient, releaseAfter: 2 * time.Second, release: debug.FreeOSMemory,
+func newStreamGate(most, perClient int) *streamGate {
+	return &streamGate{max: most, perClient: perClient, releaseAfter: 2 * time.Second, release: debug.FreeOSMemory,
 		byClient: map[string]int{}}
 }
 

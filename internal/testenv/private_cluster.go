@@ -255,15 +255,22 @@ func (pc *PrivateCluster) Promoted(ctx context.Context, old *ClusterNode) (strin
 				continue
 			}
 			c := redis.NewClient(&redis.Options{Addr: nd.Addr})
-			slots, err := c.ClusterSlots(ctx).Result()
+			shards, err := c.ClusterShards(ctx).Result()
 			c.Close()
 			if err != nil {
 				return err
 			}
 			owner := ""
-			for _, s := range slots {
-				if int64(s.Start) <= slot && slot <= int64(s.End) && len(s.Nodes) > 0 {
-					owner = s.Nodes[0].Addr
+			for _, sh := range shards {
+				for _, r := range sh.Slots {
+					if r.Start > slot || slot > r.End {
+						continue
+					}
+					for _, n := range sh.Nodes {
+						if n.Role == "master" && n.Health == "online" {
+							owner = fmt.Sprintf("%s:%d", n.IP, n.Port)
+						}
+					}
 				}
 			}
 			if owner == "" || owner == old.Addr {
