@@ -27,8 +27,8 @@ import (
 // redis-server started with --dir works in it).
 func redisServersOn(t *testing.T, dir string) []int {
 	t.Helper()
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = real
+	if resolved, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = resolved
 	}
 	entries, err := os.ReadDir("/proc")
 	require.NoError(t, err)

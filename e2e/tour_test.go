@@ -77,17 +77,6 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// getenv is the shell's value of name.
-func (sh *tourShell) getenv(name string) string {
-	v := ""
-	for _, kv := range sh.env {
-		if k, val, _ := strings.Cut(kv, "="); k == name {
-			v = val
-		}
-	}
-	return v
-}
-
 // command is line run by sh in the shell's directory and environment.
 func (sh *tourShell) command(ctx context.Context, line string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "sh", "-c", line)

@@ -25,8 +25,9 @@ func TestDroppedCapabilitiesWarning(t *testing.T) {
 	const warning = `⚠ runs without <code>rye.execute.tool.acme.secret</code>, <code>rye.load.knowledge.vault.*</code>: its parent does not hold them`
 
 	body := e.page(threadURL(parent.ThreadID))
-	row := body[strings.Index(body, `href="/threads/`+kid.ThreadID+`"`):]
-	row = row[:strings.Index(row, "</div>")]
+	_, row, found := strings.Cut(body, `href="/threads/`+kid.ThreadID+`"`)
+	require.True(t, found, "the child is in the parent's tree")
+	row, _, _ = strings.Cut(row, "</div>")
 	require.Contains(t, row, warning, "the child's row in the tree")
 	require.Equal(t, 1, strings.Count(body, "⚠ runs without"), "the parent itself dropped nothing")
 

@@ -21,9 +21,10 @@ import (
 // spawn counter, lease and version fence as a thread.
 
 var (
-	// ErrGraphNotFound: no graph of that name in the bundle.
+	// ErrGraphNotFound is returned when no graph of that name is in the bundle.
 	ErrGraphNotFound = errors.New("graph not found")
-	// ErrGraphInvalid: the graph does not validate (its errors follow).
+	// ErrGraphInvalid is returned when the graph does not validate (its
+	// errors follow).
 	ErrGraphInvalid = errors.New("graph does not validate")
 )
 

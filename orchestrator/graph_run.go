@@ -27,7 +27,7 @@ type GraphView struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-// ErrNotGraph: the record is a thread's, not a graph run's.
+// ErrNotGraph is returned for a record that is a thread's, not a graph run's.
 var ErrNotGraph = errors.New("not a graph run")
 
 // ErrNoGraphState is GraphState's error for a run without a checkpointed

@@ -192,7 +192,7 @@ func (a *Activations) ForgetAwaiting(ctx context.Context, id string) error {
 // limit (ratelimit), with an activation scheduled at wake_at.
 const WaitingForRateLimit = "rate_limit"
 
-// WaitingForRetry: a graph run waits out a step's retry backoff, or was
+// WaitingForRetry says a graph run waits out a step's retry backoff, or was
 // handed back to go on in a new activation (SuspendUntil); its activation
 // is due at wake_at.
 const WaitingForRetry = "retry"

@@ -229,7 +229,7 @@ func (a *Activations) StalledWaits(ctx context.Context) ([]Wake, error) {
 		// An any waiter is due once one of its chains has left its
 		// waits set; every other waiter once all have.
 		due := c.Val() == 0
-		if any := fmt.Sprint(vals[5]); (any == "1" || any == "woken") && vals[2] == WaitingForChildren {
+		if mode := fmt.Sprint(vals[5]); (mode == "1" || mode == "woken") && vals[2] == WaitingForChildren {
 			var n int64
 			_, _ = fmt.Sscan(fmt.Sprint(vals[6]), &n)
 			due = c.Val() < n

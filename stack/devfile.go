@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// A dev file (a data dir's redis.url) names the Redis of the `spool dev`
+// DevFile is a dev file (a data dir's redis.url): it names the Redis of the `spool dev`
 // running on that data dir, so that the other commands there find it. It
 // holds the URL on its first line and "pid N" on its second, and it is
 // true only while its dev holds an exclusive flock on it: the kernel drops

@@ -67,8 +67,8 @@ func startRedisServer(bin, dir string, log *slog.Logger) (*Embedded, error) {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
 	}
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = real
+	if resolved, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = resolved
 	}
 	lock, err := lockDir(dir, log)
 	if err != nil {

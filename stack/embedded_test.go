@@ -58,8 +58,8 @@ func needRedisServer(t *testing.T) {
 // kernel names it.
 func redisDir(dir string) string {
 	d := filepath.Join(dir, "redis")
-	if real, err := filepath.EvalSymlinks(d); err == nil {
-		return real
+	if resolved, err := filepath.EvalSymlinks(d); err == nil {
+		return resolved
 	}
 	return d
 }

@@ -254,7 +254,7 @@ func (r *graphRun) restore(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("%w: the last checkpoint of %s holds no graph state", errStateInvalid, r.id())
 	}
 	if err := json.Unmarshal(raw, &r.cp); err != nil {
-		return false, fmt.Errorf("%w: checkpoint of %s: %v", errStateInvalid, r.id(), err)
+		return false, fmt.Errorf("%w: checkpoint of %s: %w", errStateInvalid, r.id(), err)
 	}
 	r.finalDurable = r.cp.Final != nil
 	snap, err := loadSnapshot(ctx, r.store, r.id(), r.cp.StateSHA, r.tw.Resumed())

@@ -44,7 +44,7 @@ func (r *graphRun) carry(ctx context.Context, ev *transcript.GraphStarted) error
 	}
 	tr, err := r.o.ReadVerified(ctx, src)
 	if err != nil {
-		return fmt.Errorf("%w: the transcript of %s: %v", errStateInvalid, from, err)
+		return fmt.Errorf("%w: the transcript of %s: %w", errStateInvalid, from, err)
 	}
 	cp, err := carriedCheckpoint(tr, forkStep)
 	if err != nil {
@@ -170,7 +170,7 @@ func carriedCheckpoint(tr *transcript.Transcript, forkStep int) (*graphCheckpoin
 		}
 		var g graphCheckpoint
 		if err := json.Unmarshal(raw, &g); err != nil {
-			return nil, fmt.Errorf("%w: a checkpoint of %s: %v", errStateInvalid, tr.ThreadID, err)
+			return nil, fmt.Errorf("%w: a checkpoint of %s: %w", errStateInvalid, tr.ThreadID, err)
 		}
 		if forkStep >= 0 && (g.Step != forkStep || g.Pending != nil) {
 			continue

@@ -142,11 +142,11 @@ func (r *graphRun) foreachItems(s *stepRun) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	max := s.n.MaxItems
-	if max == 0 {
-		max = r.proj.Graphs.MaxForeachItems
+	limit := s.n.MaxItems
+	if limit == 0 {
+		limit = r.proj.Graphs.MaxForeachItems
 	}
-	return graph.ForeachItems(v, max)
+	return graph.ForeachItems(v, limit)
 }
 
 // itemScope is the scope of item i of a foreach step.

@@ -138,7 +138,7 @@ func loadSnapshot(ctx context.Context, store blobstore.Store, id, sha string, tr
 	}
 	var snap stateSnapshot
 	if err := json.Unmarshal(b, &snap); err != nil {
-		return nil, fmt.Errorf("%w: snapshot %s of %s: %v", errStateInvalid, sha, id, err)
+		return nil, fmt.Errorf("%w: snapshot %s of %s: %w", errStateInvalid, sha, id, err)
 	}
 	if snap.State == nil {
 		snap.State = map[string]any{}
@@ -256,7 +256,7 @@ func putResult(ctx context.Context, store blobstore.Store, id string, result any
 func getResult(ctx context.Context, store blobstore.Store, id, sha string) (any, error) {
 	b, err := store.Get(ctx, blobkey.GraphState(id, sha))
 	if err != nil {
-		return nil, fmt.Errorf("%w: item result %s of %s: %v", errStateInvalid, sha, id, err)
+		return nil, fmt.Errorf("%w: item result %s of %s: %w", errStateInvalid, sha, id, err)
 	}
 	sum := sha256.Sum256(b)
 	if hex.EncodeToString(sum[:]) != sha {
@@ -264,7 +264,7 @@ func getResult(ctx context.Context, store blobstore.Store, id, sha string) (any,
 	}
 	var v any
 	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, fmt.Errorf("%w: item result %s of %s: %v", errStateInvalid, sha, id, err)
+		return nil, fmt.Errorf("%w: item result %s of %s: %w", errStateInvalid, sha, id, err)
 	}
 	return v, nil
 }
