@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/spool-run/spool/internal/spooltest"
 	"github.com/spool-run/spool/internal/testenv"
 	"github.com/spool-run/spool/keyspace"
+	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/scheduler"
@@ -385,4 +388,156 @@ func TestSentinelWaitAndMinReplicas(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond)
 	require.Equal(t, kept, got.Version, "the commit WAIT acknowledged survived; the one after it (version %d) is lost", lost)
 	require.Equal(t, "kept", got.Extra["probe"])
+}
+
+// chaosFailoverScript: a parent starts two children one after the other,
+// each waited for, and answers; a child marks three side effects (x/mark
+// appends its id to $HOME/effects.log), one a turn, and answers. Every
+// model call takes 400 ms.
+const chaosFailoverScript = `context_window: 200000
+price: {input_per_mtok: 3.00, output_per_mtok: 15.00}
+latency: 400ms
+directives:
+  "x/parent":
+    - tool_calls: [{tool: rye/agent/threads/thread_directive, input: {directive_name: x/kid}}]
+      usage: {input: 50, output: 5}
+    - tool_calls: [{tool: rye/agent/threads/thread_directive, input: {directive_name: x/kid}}]
+      usage: {input: 60, output: 6}
+    - text: "parent done"
+      usage: {input: 70, output: 7}
+  "x/kid":
+    - tool_calls: [{tool: x/mark, input: {}}]
+      usage: {input: 101, output: 11}
+    - tool_calls: [{tool: x/mark, input: {}}]
+      usage: {input: 202, output: 22}
+    - tool_calls: [{tool: x/mark, input: {}}]
+      usage: {input: 303, output: 33}
+    - text: "kid done"
+      usage: {input: 404, output: 44}
+`
+
+// TestSentinelFailoversChaos: four Sentinel failovers 6.5 s apart, each
+// losing the 1.5 s of acknowledged writes before it, under trees of a
+// parent and two children started in batches just before each. Every
+// root completes; every child the loss took after it made a turn durable
+// is restored (none of them is thread_lost); a child is thread_lost only
+// when it left no segment; no turn that runs again after a lost first
+// claim starts a twin of its child; every thread's ledger entry equals
+// its transcript; and the figures are logged: children expected and
+// found, restored and lost, side effects repeated, recovery times.
+func TestSentinelFailoversChaos(t *testing.T) {
+	t.Parallel()
+	ps := testenv.NewPrivateSentinel(t, time.Second)
+	markTool := "#!/bin/sh\necho \"$SPOOL_THREAD_ID\" >> \"$HOME/effects.log\"\necho '{\"output\": \"marked\"}'\n"
+	e := spooltest.New(t, spooltest.Options{Redis: ps.Redis, Files: map[string]string{
+		".ai/directives/x/parent.md": directive("parent", `turns="6" spend="1.0"`, spawnPerms+`<execute><tool>x/mark</tool></execute>`,
+			`<success>done</success>`),
+		".ai/directives/x/kid.md":    directive("kid", `turns="6" spend="1.0"`, `<execute><tool>x/mark</tool></execute>`, `<success>done</success>`),
+		".ai/tools/x/mark.sh":        markTool,
+		"scripts/chaos.yaml":         chaosFailoverScript,
+	}})
+	e.Orch.Log = quiet()
+	fast := []string{"SPOOL_RECOVER_INTERVAL=500ms"}
+	workers := []*spooltest.Proc{e.Start(fast, "worker", "--concurrency", "8"), e.Start(fast, "worker", "--concurrency", "8")}
+	sched := e.Start(fast, "scheduler", "--housekeeping-interval", "1s")
+	ctx := context.Background()
+	const model = "script:scripts/chaos.yaml"
+	bundle, err := scheduler.ProjectBundle(ctx, e.Store, e.Project, "", model, nil)
+	require.NoError(t, err)
+
+	const failovers, batch, interval = 4, 6, 6500 * time.Millisecond
+	var roots []string
+	var fos []testenv.Failover
+	began := time.Now()
+	for range failovers {
+		round := time.Now()
+		for range batch {
+			rec, err := e.Orch.Start(ctx, orchestrator.StartRequest{Directive: "x/parent", Model: model, Bundle: bundle})
+			require.NoError(t, err)
+			roots = append(roots, rec.ThreadID)
+		}
+		f, err := ps.FailOver(ctx, 1500*time.Millisecond) // the roots are on the replica; what follows, for 1.5 s, is not
+		require.NoError(t, err)
+		fos = append(fos, f)
+		time.Sleep(time.Until(round.Add(interval)))
+	}
+	lastFailover := time.Now()
+	final := e.Wait(roots, 3*time.Minute)
+	settled := time.Now()
+
+	var kids, named, lost, lostRan, restored, parentsLost int
+	var threads []string
+	for _, id := range roots {
+		rec := final[id]
+		require.Equal(t, thread.StatusCompleted, rec.Status, "%s: %+v", id, rec.Error)
+		threads = append(threads, id)
+		spawned := payloads[transcript.ChildSpawned](t, events(t, e, id), transcript.TypeChildSpawned)
+		named += len(spawned)
+		lostHere := 0
+		for _, a := range payloads[transcript.ToolCallResult](t, events(t, e, id), transcript.TypeToolCallResult) {
+			if strings.Contains(a.Output, "thread_lost") {
+				lostHere++
+			}
+		}
+		lost += lostHere
+		if lostHere > 0 {
+			parentsLost++
+		}
+		for _, c := range children(t, e, id) {
+			kids++
+			threads = append(threads, c.ThreadID)
+			if c.Extra[registry.RestoredField] != "" {
+				restored++
+			}
+		}
+		for _, s := range spawned {
+			if _, err := e.Orch.Registry.Get(ctx, s.ChildID); err != nil {
+				segs, err := e.Store.List(ctx, blobkey.Segments(s.ChildID))
+				require.NoError(t, err)
+				lostRan += len(segs)
+			}
+		}
+	}
+	require.Zero(t, lostRan, "a lost child that made a turn durable is restored, not written off")
+	require.Equal(t, named, kids, "no twin: every child in the registry is one a transcript names")
+	for id, rec := range e.Wait(threads, 2*time.Minute) {
+		require.Equal(t, thread.StatusCompleted, rec.Status, "%s: %+v", id, rec.Error)
+	}
+
+	// The ledger equals the transcripts, thread by thread.
+	var spend int64
+	for _, id := range threads {
+		entry, err := e.Orch.Ledger.Get(ctx, id)
+		require.NoError(t, err)
+		recorded := recordedSpend(t, e, id)
+		require.Equal(t, recorded, entry.OwnNano, "%s: ledger own %d nano-USD, transcript %d", id, entry.OwnNano, recorded)
+		spend += recorded
+	}
+	// Side effects: each child that ran marks three times.
+	log, err := os.ReadFile(filepath.Join(filepath.Dir(e.Project), "effects.log"))
+	require.NoError(t, err)
+	marks := map[string]int{}
+	for _, line := range strings.Fields(string(log)) {
+		marks[line]++
+	}
+	total, repeated := 0, 0
+	for _, n := range marks {
+		total += n
+		repeated += max(n-3, 0)
+	}
+	for _, p := range append(workers, sched) {
+		require.False(t, p.Exited(), "every process survives the failovers")
+	}
+	var recov []string
+	for _, f := range fos {
+		recov = append(recov, fmt.Sprintf("promoted %s, resynced %s", f.Promoted.Round(time.Millisecond), f.Resynced.Round(time.Millisecond)))
+	}
+	t.Logf("sentinel chaos: %d failovers (%s); %d roots, all completed; children expected %d, named by the transcripts %d, "+
+		"in the registry %d (%d restored from the store), thread_lost %d (in %d parents; lost before their first checkpoint: "+
+		"segments of lost children %d); ledger = transcripts for all %d threads (%s USD); side effects %d for %d children, "+
+		"%d repeated; all settled %s after the last failover (%s after the first batch)",
+		len(fos), strings.Join(recov, "; "), len(roots), 2*len(roots), named, kids, restored, lost, parentsLost, lostRan,
+		len(threads), strconv.FormatFloat(ledger.FromNano(spend), 'f', 9, 64), total, len(marks), repeated,
+		settled.Sub(lastFailover).Round(time.Millisecond), settled.Sub(began).Round(time.Millisecond))
+	require.Positive(t, restored, "the failovers took children that had run")
 }

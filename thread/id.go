@@ -79,7 +79,9 @@ func DirectiveFromID(id string) string {
 // the first child and adopts it instead of starting a twin. It has
 // NewID's shape "{directive}-{epoch}-{suffix}" and tree's tree code (as
 // NewIDIn), but the epoch is the caller's durable time (its parent's
-// start) and the rest of the suffix is a hash of tree and seed, which
+// registration: a first claim, and so a start time, is what a Redis
+// failover can lose and a rerun makes again) and the rest of the suffix
+// is a hash of tree and seed, which
 // names the spawn within its parent: "turn/3/call/0", "step/7/item/2/attempt/1".
 func PlannedID(directive string, at time.Time, tree, seed string) string {
 	sum := sha256.Sum256([]byte(tree + "\x00" + seed + "\x00" + directive))

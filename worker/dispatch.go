@@ -240,8 +240,11 @@ func (s *session) spawn(ctx context.Context, call thread.ToolCall) error {
 	// The child's id is planned from (thread, turn, call): a turn that
 	// runs again (its checkpoint failed: a failover, a store outage past
 	// patience, a crash) starts nothing twice but adopts the child the
-	// first run started (orchestrator.StartRequest.Planned).
-	planned := s.o.PlannedID(orchestrator.IDRequest{Directive: name, ParentID: s.id()}, s.rec.StartedAt,
+	// first run started (orchestrator.StartRequest.Planned). Its time is
+	// the thread's registration, not its first claim: a failover can lose
+	// the claim (and the run again claims at another time), never the
+	// registration of a thread that runs.
+	planned := s.o.PlannedID(orchestrator.IDRequest{Directive: name, ParentID: s.id()}, s.rec.CreatedAt,
 		fmt.Sprintf("turn/%d/call/%d", s.st.Turn, s.callIndex(call.ID)))
 	fault("thread:before_spawn")
 	rec, err := s.o.Start(sctx, orchestrator.StartRequest{

@@ -29,7 +29,7 @@ import (
 type PrivateSentinel struct {
 	*Redis
 	// Master and Replica are the data nodes as started; after a failover
-	// Replica is the master (Promoted says which).
+	// Replica is the master (Roles says which is which now).
 	Master, Replica *SentinelNode
 	// DownAfter is the Sentinel's down-after-milliseconds.
 	DownAfter time.Duration
@@ -75,7 +75,7 @@ func NewPrivateSentinel(t testing.TB, downAfter time.Duration) *PrivateSentinel 
 	data := func(name string, port int, more ...string) *SentinelNode {
 		dir := filepath.Join(ps.dir, name)
 		args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", dir, "--repl-diskless-load", "disabled"}, more...)
+			"--dir", dir, "--repl-diskless-sync-delay", "0"}, more...)
 		return &SentinelNode{Addr: addr(port), name: name, args: args, bin: bin, dir: dir}
 	}
 	ps.Master = data("master", ports[0])
@@ -105,7 +105,7 @@ protected-mode no
 dir %s
 sentinel monitor %s 127.0.0.1 %d 1
 sentinel down-after-milliseconds %s %d
-sentinel failover-timeout %s 10000
+sentinel failover-timeout %s 2000
 sentinel parallel-syncs %s 1
 `, ports[2], ps.sentinel.dir, ps.name, ports[0], ps.name, downAfter.Milliseconds(), ps.name, ps.name)), 0o644); err != nil {
 		t.Fatal(err)
@@ -153,6 +153,25 @@ func (n *SentinelNode) Start() error {
 	return nil
 }
 
+// startReplicaOf starts the node again as a replica of addr (with no
+// data of its own: it persists nothing), as the Sentinel would make it
+// once it saw it back.
+func (n *SentinelNode) startReplicaOf(addr string) error {
+	host, port, _ := strings.Cut(addr, ":")
+	n.mu.Lock()
+	args := n.args
+	for i := 0; i+2 < len(args); i++ {
+		if args[i] == "--replicaof" {
+			args = append(args[:i:i], args[i+3:]...)
+			break
+		}
+	}
+	args = append(args, "--replicaof", host, port)
+	n.args = args
+	n.mu.Unlock()
+	return n.Start()
+}
+
 // Kill kills the node with SIGKILL, as a crash.
 func (n *SentinelNode) Kill() {
 	n.mu.Lock()
@@ -184,12 +203,77 @@ func (n *SentinelNode) signal(s syscall.Signal) {
 // replication link, so that nothing the master writes from now on
 // reaches the replica, not even what its kernel would have buffered for
 // the frozen process: the master acknowledges writes the replica will
-// never have. Replica.Cont lets it go on, behind.
+// never have. The replica's Cont lets it go on, behind.
 func (ps *PrivateSentinel) CutOffReplica(ctx context.Context) error {
-	ps.Replica.Stop()
-	c := redis.NewClient(&redis.Options{Addr: ps.Master.Addr})
+	master, replica, err := ps.Roles(ctx)
+	if err != nil {
+		return err
+	}
+	replica.Stop()
+	c := redis.NewClient(&redis.Options{Addr: master.Addr})
 	defer c.Close()
 	return c.ClientKillByFilter(ctx, "TYPE", "replica").Err()
+}
+
+// Roles are the data nodes by what they are now: the master the
+// Sentinel names, and the other.
+func (ps *PrivateSentinel) Roles(ctx context.Context) (master, replica *SentinelNode, err error) {
+	addr, err := ps.MasterAddr(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch addr {
+	case ps.Master.Addr:
+		return ps.Master, ps.Replica, nil
+	case ps.Replica.Addr:
+		return ps.Replica, ps.Master, nil
+	}
+	return nil, nil, fmt.Errorf("the sentinel names %s, neither node", addr)
+}
+
+// Failover is what FailOver measured.
+type Failover struct {
+	Old, New string        // the master before and after
+	Promoted time.Duration // from the kill to the new master
+	Resynced time.Duration // from the kill to the old master back, a replica in sync
+}
+
+// FailOver makes a failover that loses the writes of lossWindow: it cuts
+// the replica off (CutOffReplica), lets the master take writes alone for
+// lossWindow, kills it, lets the replica go on, waits for the Sentinel to
+// promote it, then starts the old master again, which the Sentinel makes
+// a replica of the new one, and waits until it is in sync: ready for the
+// next.
+func (ps *PrivateSentinel) FailOver(ctx context.Context, lossWindow time.Duration) (Failover, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	master, replica, err := ps.Roles(ctx)
+	if err != nil {
+		return Failover{}, err
+	}
+	f := Failover{Old: master.Addr}
+	if err := ps.InSync(ctx); err != nil {
+		return f, err
+	}
+	if err := ps.CutOffReplica(ctx); err != nil {
+		return f, err
+	}
+	time.Sleep(lossWindow)
+	master.Kill()
+	killed := time.Now()
+	replica.Cont()
+	if f.New, err = ps.Promoted(ctx, master.Addr); err != nil {
+		return f, err
+	}
+	f.Promoted = time.Since(killed)
+	if err := master.startReplicaOf(f.New); err != nil {
+		return f, err
+	}
+	if err := ps.InSync(ctx); err != nil {
+		return f, fmt.Errorf("the old master %s is no replica in sync: %w", master.Addr, err)
+	}
+	f.Resynced = time.Since(killed)
+	return f, nil
 }
 
 // Client is a plain client of the node, closed at t's cleanup.
@@ -243,11 +327,16 @@ func (ps *PrivateSentinel) Promoted(ctx context.Context, old string) (string, er
 
 // InSync waits until the replica has received everything the master
 // wrote so far: a write of this connection's, then WAIT for the replica
-// to acknowledge it (replication is in order).
+// to acknowledge it (replication is in order). The master is the one the
+// Sentinel names at each try.
 func (ps *PrivateSentinel) InSync(ctx context.Context) error {
-	c := redis.NewClient(&redis.Options{Addr: ps.Master.Addr, PoolSize: 1})
-	defer c.Close()
 	return poll(ctx, func() error {
+		master, _, err := ps.Roles(ctx)
+		if err != nil {
+			return err
+		}
+		c := redis.NewClient(&redis.Options{Addr: master.Addr, PoolSize: 1})
+		defer c.Close()
 		if err := c.Incr(ctx, "spool-test:in-sync").Err(); err != nil {
 			return err
 		}
