@@ -234,8 +234,11 @@ func openScratch(ctx context.Context, dir string, cfg ReplayConfig, rec *Thread,
 	}
 	sc.cli = asynq.NewClientFromRedisClient(rdb)
 	names := namesOf(rec)
-	sc.orch = orchestrator.New(orchestrator.Config{Namespace: "replay", Logger: cfg.Logger, LeaseTTL: 5 * time.Second,
+	sc.orch, err = orchestrator.New(orchestrator.Config{Namespace: "replay", Logger: cfg.Logger, LeaseTTL: 5 * time.Second,
 		NewID: names.id, Model: model}, rdb, store, &queue.Enqueuer{Client: sc.cli}, signer, keyring)
+	if err != nil {
+		return nil, err
+	}
 	queues := map[string]int{queue.DefaultQueue: 1}
 	rec.Walk(func(t *Thread) {
 		if t.Record.Queue != "" {

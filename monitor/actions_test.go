@@ -405,8 +405,9 @@ func TestThreadActions(t *testing.T) {
 func TestActionsWithoutSigningKey(t *testing.T) {
 	t.Parallel()
 	e := setup(t, envOptions{})
-	reader := orchestrator.New(orchestrator.Config{Namespace: e.orch.Namespace(), Logger: slog.New(slog.DiscardHandler)},
+	reader, err := orchestrator.New(orchestrator.Config{Namespace: e.orch.Namespace(), Logger: slog.New(slog.DiscardHandler)},
 		e.rdb, e.store, e.enq, nil, e.keyring)
+	require.NoError(t, err)
 	e2 := e.withMonitor(monitor.Config{Orch: reader, CountsTTL: -1})
 	root := e.startTree()
 	e.waitTreeHeld(root.ThreadID)

@@ -78,8 +78,9 @@ func setup(t *testing.T, o envOptions) *env {
 	}
 	client := asynq.NewClientFromRedisClient(r.Client)
 	enq := &queue.Enqueuer{Client: client}
-	orch := orchestrator.New(orchestrator.Config{Namespace: r.Namespace, LeaseTTL: 2 * time.Second, Logger: log},
+	orch, err := orchestrator.New(orchestrator.Config{Namespace: r.Namespace, LeaseTTL: 2 * time.Second, Logger: log},
 		r.Client, store, enq, signer, keyring)
+	require.NoError(t, err)
 
 	project, err := filepath.Abs("testdata/project")
 	require.NoError(t, err)

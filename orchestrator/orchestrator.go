@@ -1,6 +1,8 @@
 package orchestrator
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -64,6 +66,14 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// validate names the first bad field of c (after WithDefaults).
+func (c Config) validate() error {
+	if c.Shards < 0 || c.Shards > 1 && (c.Shards > keyspace.MaxShards || c.Shards&(c.Shards-1) != 0) {
+		return fmt.Errorf("orchestrator config: Shards %d: want a power of two up to %d", c.Shards, keyspace.MaxShards)
+	}
+	return nil
+}
+
 // Orchestrator holds the services every thread operation uses.
 type Orchestrator struct {
 	Cfg         Config
@@ -86,14 +96,25 @@ type Orchestrator struct {
 }
 
 // New wires an Orchestrator over a Redis client, a blob store, an asynq
-// enqueuer and the signing keys.
-func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queue.Enqueuer, signer *transcript.Signer, keyring *transcript.Keyring) *Orchestrator {
+// enqueuer and the signing keys. The client and the store are required;
+// without a signer, the orchestrator reads and verifies but signs
+// nothing.
+func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queue.Enqueuer, signer *transcript.Signer, keyring *transcript.Keyring) (*Orchestrator, error) {
 	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	switch {
+	case rdb == nil:
+		return nil, errors.New("orchestrator: a Redis client is required")
+	case store == nil:
+		return nil, errors.New("orchestrator: a blob store is required")
+	}
 	ks := keyspace.NewSharded(cfg.Namespace, cfg.Shards)
 	fast := redisfn.NewClient(autopipe.Wrap(rdb)) // asynq keeps the plain client (Redis)
 	reg, err := registry.New(registry.Config{Client: fast, Keys: ks, Now: cfg.Now})
 	if err != nil {
-		panic(err) // only for a nil client: a programming error
+		return nil, err
 	}
 	return &Orchestrator{
 		Cfg:         cfg,
@@ -109,7 +130,7 @@ func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queu
 		Log:         cfg.Logger,
 		projects:    newProjectCache(64),
 		fast:        fast,
-	}
+	}, nil
 }
 
 // WithStore returns a copy of o that uses store (the worker's, which

@@ -115,8 +115,9 @@ func restoreSetup(t *testing.T, top testenv.Topology) (*Orchestrator, *testenv.R
 	require.NoError(t, err)
 	client := asynq.NewClientFromRedisClient(r.Universal)
 	t.Cleanup(func() { _ = client.Close() })
-	o := New(Config{Namespace: r.Namespace, Shards: ks.Shards(), Logger: slog.New(slog.DiscardHandler)}, r.Universal, store,
+	o, err := New(Config{Namespace: r.Namespace, Shards: ks.Shards(), Logger: slog.New(slog.DiscardHandler)}, r.Universal, store,
 		&queue.Enqueuer{Client: client}, signer, transcript.NewKeyring(signer.PublicKey()))
+	require.NoError(t, err)
 	return o, r, digest
 }
 

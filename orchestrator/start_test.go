@@ -29,8 +29,9 @@ func startSetup(tb testing.TB) (*Orchestrator, *testenv.Redis, string) {
 	require.NoError(tb, err)
 	client := asynq.NewClientFromRedisClient(r.Client)
 	tb.Cleanup(func() { _ = client.Close() })
-	o := New(Config{Namespace: r.Namespace, Logger: slog.New(slog.DiscardHandler)}, r.Client, store,
+	o, err := New(Config{Namespace: r.Namespace, Logger: slog.New(slog.DiscardHandler)}, r.Client, store,
 		&queue.Enqueuer{Client: client}, signer, transcript.NewKeyring(signer.PublicKey()))
+	require.NoError(tb, err)
 	return o, r, digest
 }
 

@@ -34,7 +34,8 @@ func newVerifySetup(t *testing.T) *verifySetup {
 	require.NoError(t, err)
 	s := &verifySetup{ctx: context.Background(), r: r, store: blobstore.NewMemory(), signer: signer}
 	now := func() time.Time { return time.Now().Add(time.Duration(s.skew.Load())) }
-	s.o = New(Config{Namespace: r.Namespace, Now: now}, r.Client, s.store, nil, signer, transcript.NewKeyring(signer.PublicKey()))
+	s.o, err = New(Config{Namespace: r.Namespace, Now: now}, r.Client, s.store, nil, signer, transcript.NewKeyring(signer.PublicKey()))
+	require.NoError(t, err)
 	return s
 }
 

@@ -84,8 +84,10 @@ func (e *env) orch(now func() time.Time) *orchestrator.Orchestrator {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	return orchestrator.New(orchestrator.Config{Namespace: e.redis.Namespace, Now: now, Logger: log}, rdb, e.store,
+	o, err := orchestrator.New(orchestrator.Config{Namespace: e.redis.Namespace, Now: now, Logger: log}, rdb, e.store,
 		&queue.Enqueuer{Client: client}, e.signer, e.keyring)
+	require.NoError(e.t, err)
+	return o
 }
 
 func (e *env) entries(yaml string) []scheduler.Entry {

@@ -171,8 +171,9 @@ func setupWith(t *testing.T, files map[string]string, cfg harnessConfig) *harnes
 	require.NoError(t, err)
 	client := asynq.NewClientFromRedisClient(r.Client)
 	t.Cleanup(func() { _ = client.Close() })
-	o := orchestrator.New(orchestrator.Config{Namespace: r.Namespace, LeaseTTL: 2 * time.Second, Now: cfg.now, Tracing: cfg.tracing}, r.Client, store,
+	o, err := orchestrator.New(orchestrator.Config{Namespace: r.Namespace, LeaseTTL: 2 * time.Second, Now: cfg.now, Tracing: cfg.tracing}, r.Client, store,
 		&queue.Enqueuer{Client: client}, signer, keyring)
+	require.NoError(t, err)
 	bundle, err := directive.BuildBundle(ctx, store, filepath.Join(dir, "project"), "", map[string][]byte{"fake.yaml": []byte(all["fake.yaml"])})
 	require.NoError(t, err)
 	prov := &fakeProvider{replies: map[string][]reply{}, next: map[string]int{}}

@@ -143,8 +143,11 @@ func (b *bench) start(name, serverURL, rules string) (*fleet, error) {
 	pc := provider.Config{AnthropicAPIKey: "bench-key", AnthropicBaseURL: serverURL}
 	for range b.workers {
 		client := asynq.NewClientFromRedisClient(b.rdb)
-		o := orchestrator.New(orchestrator.Config{Namespace: ns, Logger: log}, b.rdb, b.store, &queue.Enqueuer{Client: client},
+		o, err := orchestrator.New(orchestrator.Config{Namespace: ns, Logger: log}, b.rdb, b.store, &queue.Enqueuer{Client: client},
 			b.signer, transcript.NewKeyring(b.signer.PublicKey()))
+		if err != nil {
+			return nil, err
+		}
 		w := worker.New(worker.Config{Concurrency: b.conc, Queues: map[string]int{queue.DefaultQueue: 1}, Logger: log,
 			RecoverInterval: -1, Provider: &pc}, o)
 		if err := w.Start(); err != nil {

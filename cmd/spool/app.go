@@ -392,8 +392,12 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 	}
 	c.App.Metadata[whereKey] = s.where(c, url, ofDev)
 	s.client = asynq.NewClientFromRedisClient(s.rdb)
-	s.orch = orchestrator.New(orchestrator.Config{Namespace: c.String("namespace"), Shards: ks.Shards(), Logger: log, LeaseTTL: c.Duration("lease-ttl"),
+	s.orch, err = orchestrator.New(orchestrator.Config{Namespace: c.String("namespace"), Shards: ks.Shards(), Logger: log, LeaseTTL: c.Duration("lease-ttl"),
 		Tracing: s.tel.TracerProvider()}, s.rdb, s.store, &queue.Enqueuer{Client: s.client}, signer, keyring)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 

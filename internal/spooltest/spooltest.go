@@ -185,8 +185,11 @@ func New(t testing.TB, o Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Orch = orchestrator.New(orchestrator.Config{Namespace: e.Namespace, Shards: ks.Shards(), LeaseTTL: o.LeaseTTL}, e.Redis.Universal, e.Store,
+	e.Orch, err = orchestrator.New(orchestrator.Config{Namespace: e.Namespace, Shards: ks.Shards(), LeaseTTL: o.LeaseTTL}, e.Redis.Universal, e.Store,
 		&queue.Enqueuer{Client: client}, signer, keyring)
+	if err != nil {
+		t.Fatal(err)
+	}
 	e.Keys, e.Keyring = keyspace.NewSharded(e.Namespace, ks.Shards()), keyring
 	t.Cleanup(e.stopAll)
 	return e

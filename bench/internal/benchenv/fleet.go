@@ -59,8 +59,11 @@ func NewFleet(ctx context.Context, rdb redis.UniversalClient, store blobstore.St
 		return nil, err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	o := orchestrator.New(orchestrator.Config{Namespace: cfg.Namespace, Shards: cfg.Shards, Logger: log}, rdb, store,
+	o, err := orchestrator.New(orchestrator.Config{Namespace: cfg.Namespace, Shards: cfg.Shards, Logger: log}, rdb, store,
 		&queue.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb)}, signer, transcript.NewKeyring(signer.PublicKey()))
+	if err != nil {
+		return nil, err
+	}
 	w := worker.New(worker.Config{Concurrency: cfg.Concurrency, Queues: map[string]int{queue.DefaultQueue: 1}, Logger: log, RecoverInterval: -1, TaskCheckInterval: cfg.TaskCheckInterval}, o)
 	if err := w.Start(); err != nil {
 		return nil, err
