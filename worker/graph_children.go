@@ -62,7 +62,9 @@ func (r *graphRun) childRequest(a *graph.Action, inputs map[string]any, seed str
 	if a.Graph != "" {
 		name = a.Graph
 	}
-	id := r.o.PlannedID(orchestrator.IDRequest{Directive: name, ParentID: r.id()}, r.rec.StartedAt, seed)
+	// Planned at the run's registration time, which a failover that loses
+	// a claim (and its started_at) cannot change: a rerun plans the same id.
+	id := r.o.PlannedID(orchestrator.IDRequest{Directive: name, ParentID: r.id()}, r.rec.CreatedAt, seed)
 	return orchestrator.StartRequest{Directive: name, Graph: a.Graph != "", Inputs: inputs, Model: a.Model, LimitOverrides: overrides,
 		MaxSteps: maxSteps, ParentID: r.id(), Reserve: a.Reserve, ID: id, Planned: true}, nil
 }
