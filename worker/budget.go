@@ -4,45 +4,69 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/spool-run/spool/ledger"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
-// charge applies the last turn's spend to the ledger, once per (thread,
-// turn) however often it is called.
-func (s *session) charge(ctx context.Context) error {
-	key, amount, ok := s.turnCharge()
+// spend is a thread's budget as its activation sees it: the ledger entry
+// of its chain (with the path of its ancestors' entries), each turn's
+// charge under its idempotency key (thread, turn), and the stop a spent
+// budget decides. It holds only what those use; a session has one.
+type spend struct {
+	ledger  budgetLedger
+	thread  string
+	entry   string
+	path    []string
+	log     *slog.Logger
+	metrics *Metrics
+	// stop: the ledger clamped a charge, or left the thread no room,
+	// naming the level (the thread's chain or an ancestor) whose budget
+	// is spent: the thread stops before its next turn.
+	stop *thread.LimitError
+}
+
+// newSpend is the budget of rec's activation.
+func newSpend(l budgetLedger, rec *registry.Record, log *slog.Logger, m *Metrics) *spend {
+	return &spend{ledger: l, thread: rec.ThreadID, entry: rec.LedgerID(), path: rec.BudgetPath(), log: log, metrics: m}
+}
+
+// charge applies turn's spend to the ledger, once per (thread, turn)
+// however often it is called.
+func (b *spend) charge(ctx context.Context, turn int, amount float64) error {
+	key, amount, ok := b.turnCharge(turn, amount)
 	if !ok {
 		return nil
 	}
-	c, err := s.ledger.Charge(ctx, s.rec.LedgerID(), s.rec.BudgetPath(), key, amount)
-	return s.charged(c, err)
+	c, err := b.ledger.Charge(ctx, b.entry, b.path, key, amount)
+	return b.charged(c, err)
 }
 
-// turnCharge is the last turn's charge: its idempotency key (thread, turn)
-// and amount; !ok when there is nothing to charge.
-func (s *session) turnCharge() (key string, amount float64, ok bool) {
-	if s.st.Turn == 0 || s.st.TurnSpend <= 0 {
+// turnCharge is turn's charge: its idempotency key (thread, turn) and
+// amount; !ok when there is nothing to charge.
+func (b *spend) turnCharge(turn int, amount float64) (key string, _ float64, ok bool) {
+	if turn == 0 || amount <= 0 {
 		return "", 0, false
 	}
-	return fmt.Sprintf("%s:turn:%d", s.id(), s.st.Turn), s.st.TurnSpend, true
+	return fmt.Sprintf("%s:turn:%d", b.thread, turn), amount, true
 }
 
 // charged takes a charge's outcome: a clamped charge is recorded (the
 // excess as overrun) in the ledger, and the limit check before the next
 // turn stops the thread, as it does when the charge left no room on the
 // thread's path; any other error is returned.
-func (s *session) charged(c ledger.Charged, err error) error {
+func (b *spend) charged(c ledger.Charged, err error) error {
 	var le *thread.LimitError
 	switch {
 	case errors.As(err, &le):
-		s.log.Warn("charge exceeded the budget", "error", err)
-		s.budgetStop = le
-		s.w.metrics.ledgerRejected("charge")
+		b.log.Warn("charge exceeded the budget", "error", err)
+		b.stop = le
+		b.metrics.ledgerRejected("charge")
 		return nil
 	case err == nil && c.Limiter.ID != "" && c.Left <= 0:
-		s.budgetStop = ledger.Exhausted(s.rec.LedgerID(), c.Limiter)
+		b.stop = ledger.Exhausted(b.entry, c.Limiter)
 	}
 	return err
 }
@@ -50,11 +74,11 @@ func (s *session) charged(c ledger.Charged, err error) error {
 // checkRoom reads the room left on the thread's path: a thread that comes
 // back from a wait may find that its children or siblings spent its
 // budget meanwhile, and stops before a model call it could not pay for.
-func (s *session) checkRoom(ctx context.Context) error {
-	if s.budgetStop != nil {
+func (b *spend) checkRoom(ctx context.Context) error {
+	if b.stop != nil {
 		return nil
 	}
-	room, err := s.ledger.Room(ctx, s.rec.LedgerID(), s.rec.BudgetPath())
+	room, err := b.ledger.Room(ctx, b.entry, b.path)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return nil // no entry (a record older than its ledger): the charge will say
 	}
@@ -62,7 +86,12 @@ func (s *session) checkRoom(ctx context.Context) error {
 		return err
 	}
 	if room.LeftNano <= 0 {
-		s.budgetStop = ledger.Exhausted(s.rec.LedgerID(), room.Limiter)
+		b.stop = ledger.Exhausted(b.entry, room.Limiter)
 	}
 	return nil
+}
+
+// turnCharge is the last turn's charge (spend.turnCharge).
+func (s *session) turnCharge() (string, float64, bool) {
+	return s.spend.turnCharge(s.st.Turn, s.st.TurnSpend)
 }

@@ -75,7 +75,7 @@ func (s *session) checkpointTurn(ctx context.Context, charge bool, final *orches
 		}
 	}
 	if cp.Charge != nil {
-		if err := s.charged(done.Charged, done.ChargeErr); err != nil {
+		if err := s.spend.charged(done.Charged, done.ChargeErr); err != nil {
 			return err
 		}
 	}

@@ -89,7 +89,7 @@ func (s *session) finalize(ctx context.Context) error {
 		}
 		s.finalDurable = true
 		if key, amount, ok := s.turnCharge(); ok {
-			out.Charge = &orchestrator.Charge{Key: key, Amount: amount, Done: func(c ledger.Charged, err error) { _ = s.charged(c, err) }}
+			out.Charge = &orchestrator.Charge{Key: key, Amount: amount, Done: func(c ledger.Charged, err error) { _ = s.spend.charged(c, err) }}
 		}
 	}
 	out.Transcript = new(s.tw.Mark()) // with the final segment written

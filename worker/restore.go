@@ -58,10 +58,10 @@ func (s *session) restore(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	// The last checkpoint's charge may not have reached the ledger.
-	if err := s.charge(ctx); err != nil {
+	if err := s.spend.charge(ctx, s.st.Turn, s.st.TurnSpend); err != nil {
 		return false, err
 	}
-	if err := s.checkRoom(ctx); err != nil {
+	if err := s.spend.checkRoom(ctx); err != nil {
 		return false, err
 	}
 	return false, nil

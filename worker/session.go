@@ -147,10 +147,9 @@ type session struct {
 	// the knowledge render at each checkpoint.
 	// finalDurable: the thread_completed event is in a durable segment.
 	finalDurable bool
-	// budgetStop: the ledger clamped a charge, or left the thread no
-	// room, naming the level (the thread's chain or an ancestor) whose
-	// budget is spent: the thread stops before its next turn.
-	budgetStop *thread.LimitError
+	// spend is the thread's budget: its charges and the stop a spent
+	// budget decides.
+	spend *spend
 	// rates are the rate-limit rules of the thread's model calls
 	// (rateRules); nil until looked up.
 	rates []config.RateRule
@@ -272,6 +271,7 @@ func (s *session) proceed(ctx context.Context, fresh bool) error {
 func (s *session) load(ctx context.Context) error {
 	rec := s.claim.Record
 	s.rec, s.version = rec, s.claim.Version
+	s.spend = newSpend(s.ledger, rec, s.log, s.w.metrics)
 	var err error
 	s.log = s.log.With("directive", rec.Directive)
 	if s.proj, err = s.o.Project(ctx, rec.Bundle); err != nil {

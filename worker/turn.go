@@ -264,8 +264,8 @@ func (s *session) checkBeforeTurn(ctx context.Context) (outcome, error) {
 	}
 	s.st.Cost.ElapsedSeconds = s.elapsed()
 	err := s.st.Cost.CheckLimits(s.rec.Limits)
-	if err == nil && s.budgetStop != nil {
-		err = s.budgetStop
+	if err == nil && s.spend.stop != nil {
+		err = s.spend.stop
 	}
 	if err == nil {
 		return goOn, nil
