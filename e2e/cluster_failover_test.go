@@ -95,7 +95,7 @@ func TestClusterMasterKilledUnderLoad(t *testing.T) {
 	// The victim: the master holding the most of the threads' records.
 	held := map[*testenv.ClusterNode]int{}
 	for _, id := range ids {
-		slot, err := pc.Universal.ClusterKeySlot(context.Background(), e.Orch.Keys.Thread(id)).Result()
+		slot, err := pc.Universal.ClusterKeySlot(context.Background(), e.Keys.Thread(id)).Result()
 		require.NoError(t, err)
 		held[pc.MasterOfSlot(slot)]++
 	}
@@ -123,7 +123,7 @@ func TestClusterMasterKilledUnderLoad(t *testing.T) {
 			if final[id] != nil {
 				continue
 			}
-			if rec, err := e.Orch.Registry.Get(ctx, id); err == nil && rec.Status.Terminal() {
+			if rec, err := e.Orch.Record(ctx, id); err == nil && rec.Status.Terminal() {
 				final[id] = rec
 			}
 		}

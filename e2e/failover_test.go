@@ -436,7 +436,7 @@ func TestSentinelFailoversChaos(t *testing.T) {
 		".ai/tools/x/mark.sh":        markTool,
 		"scripts/chaos.yaml":         chaosFailoverScript,
 	}})
-	e.Orch.Log = quiet()
+	e.Orch = e.Orch.WithLogger(quiet())
 	fast := []string{"SPOOL_RECOVER_INTERVAL=500ms"}
 	workers := []*spooltest.Proc{e.Start(fast, "worker", "--concurrency", "8"), e.Start(fast, "worker", "--concurrency", "8")}
 	sched := e.Start(fast, "scheduler", "--housekeeping-interval", "1s")
@@ -491,7 +491,7 @@ func TestSentinelFailoversChaos(t *testing.T) {
 			}
 		}
 		for _, s := range spawned {
-			if _, err := e.Orch.Registry.Get(ctx, s.ChildID); err != nil {
+			if _, err := e.Orch.Record(ctx, s.ChildID); err != nil {
 				segs, err := e.Store.List(ctx, blobkey.Segments(s.ChildID))
 				require.NoError(t, err)
 				lostRan += len(segs)
@@ -507,7 +507,7 @@ func TestSentinelFailoversChaos(t *testing.T) {
 	// The ledger equals the transcripts, thread by thread.
 	var spend int64
 	for _, id := range threads {
-		entry, err := e.Orch.Ledger.Get(ctx, id)
+		entry, err := e.Orch.LedgerEntry(ctx, id)
 		require.NoError(t, err)
 		recorded := recordedSpend(t, e, id)
 		require.Equal(t, recorded, entry.OwnNano, "%s: ledger own %d nano-USD, transcript %d", id, entry.OwnNano, recorded)

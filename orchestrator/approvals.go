@@ -48,15 +48,15 @@ func (o *Orchestrator) Approvals(ctx context.Context, id string) ([]PendingCall,
 	ids := []string{id}
 	if id == "" {
 		var err error
-		if ids, err = o.Activations.AwaitingApproval(ctx); err != nil {
+		if ids, err = o.acts.AwaitingApproval(ctx); err != nil {
 			return nil, err
 		}
 	}
 	out := []PendingCall{}
 	for _, tid := range ids {
-		rec, err := o.Registry.Get(ctx, tid)
+		rec, err := o.reg.Get(ctx, tid)
 		if errors.Is(err, registry.ErrNotFound) && id == "" {
-			_ = o.Activations.ForgetAwaiting(ctx, tid)
+			_ = o.acts.ForgetAwaiting(ctx, tid)
 			continue
 		}
 		if err != nil {
@@ -64,11 +64,11 @@ func (o *Orchestrator) Approvals(ctx context.Context, id string) ([]PendingCall,
 		}
 		if rec.Status != thread.StatusWaiting || rec.WaitingFor != registry.WaitingForApproval {
 			if id == "" && rec.Status.Terminal() {
-				_ = o.Activations.ForgetAwaiting(ctx, tid)
+				_ = o.acts.ForgetAwaiting(ctx, tid)
 			}
 			continue
 		}
-		decided, err := o.Activations.Decisions(ctx, tid)
+		decided, err := o.acts.Decisions(ctx, tid)
 		if err != nil {
 			return nil, err
 		}
@@ -107,16 +107,16 @@ func (o *Orchestrator) Decide(ctx context.Context, id string, calls []string, de
 	}
 	target := id
 	if len(calls) == 0 {
-		resolved, err := o.Registry.ResolveChain(ctx, id)
+		resolved, err := o.reg.ResolveChain(ctx, id)
 		if err != nil {
 			return nil, err
 		}
 		target = resolved
-	} else if _, err := o.Registry.Get(ctx, id); err != nil {
+	} else if _, err := o.reg.Get(ctx, id); err != nil {
 		return nil, err
 	}
 	return o.decide(ctx, target, decision, by, reason, func(d registry.Decision) ([]string, *registry.Wake, error) {
-		return o.Activations.Decide(ctx, target, calls, d)
+		return o.acts.Decide(ctx, target, calls, d)
 	})
 }
 
@@ -129,11 +129,11 @@ func (o *Orchestrator) DecideRequest(ctx context.Context, id, callID, requestID,
 	if strings.TrimSpace(by) == "" {
 		return nil, errors.New("decide: who decides (by) is required")
 	}
-	if _, err := o.Registry.Get(ctx, id); err != nil {
+	if _, err := o.reg.Get(ctx, id); err != nil {
 		return nil, err
 	}
 	return o.decide(ctx, id, decision, by, reason, func(d registry.Decision) ([]string, *registry.Wake, error) {
-		return o.Activations.DecideRequest(ctx, id, callID, requestID, d)
+		return o.acts.DecideRequest(ctx, id, callID, requestID, d)
 	})
 }
 
@@ -234,7 +234,7 @@ func (o *Orchestrator) VerifyDecisionToken(ctx context.Context, token string) (*
 	if err := json.Unmarshal(raw, &tok); err != nil || tok.ThreadID == "" || tok.CallID == "" {
 		return nil, ErrBadToken
 	}
-	rec, err := o.Registry.Get(ctx, tok.ThreadID)
+	rec, err := o.reg.Get(ctx, tok.ThreadID)
 	if err != nil {
 		return nil, ErrBadToken
 	}

@@ -66,7 +66,7 @@ func (o *Orchestrator) AttestFinal(ctx context.Context, rec *registry.Record, ve
 func (o *Orchestrator) writeFinalThreadJSON(ctx context.Context, final *registry.Record, attested *AttestedThreadJSON) error {
 	if attested != nil && attested.Version == final.Version {
 		// A view: the registry holds the record.
-		return blobstore.PutView(ctx, o.Store, blobkey.ThreadJSON(final.ThreadID), attested.Data)
+		return blobstore.PutView(ctx, o.store, blobkey.ThreadJSON(final.ThreadID), attested.Data)
 	}
 	return o.WriteThreadJSON(ctx, final)
 }

@@ -30,7 +30,7 @@ func (s *verifySetup) runAttested(t *testing.T, id string, turns int) *registry.
 	require.NoError(t, err)
 	out := Outcome{Status: thread.StatusCompleted, Result: "done", Cost: thread.Cost{Turns: turns}}
 	for turn := 1; turn <= turns; turn++ {
-		v, err = s.o.Registry.Commit(s.ctx, id, v, registry.Changes{Transcript: RecordMark(w.Mark())})
+		v, err = s.o.reg.Commit(s.ctx, id, v, registry.Changes{Transcript: RecordMark(w.Mark())})
 		require.NoError(t, err)
 		_, err = w.Append(transcript.TypeCognitionIn, transcript.CognitionIn{Content: "turn"})
 		require.NoError(t, err)
@@ -51,7 +51,7 @@ func (s *verifySetup) runAttested(t *testing.T, id string, turns int) *registry.
 	}
 	out.Transcript = new(w.Mark())
 	require.NoError(t, s.o.Finalize(s.ctx, rec, v, out))
-	final, err := s.o.Registry.Get(s.ctx, id)
+	final, err := s.o.reg.Get(s.ctx, id)
 	require.NoError(t, err)
 	return final
 }
@@ -122,7 +122,7 @@ func TestVerifyAttested(t *testing.T) {
 		_, err := s.tamper(t, id, transcript.Strict, func() { require.NoError(t, s.store.Delete(ctx, blobkey.Segment(id, 3))) })
 		requireTampered(t, err, blobkey.Segment(id, 3), "missing segment")
 		_, err = s.tamper(t, id, transcript.Strict, func() {
-			require.NoError(t, s.r.Client.HSet(ctx, s.o.Keys.Thread(id), "transcript_segments", "0", "transcript_chain_hash", "").Err())
+			require.NoError(t, s.r.Client.HSet(ctx, s.o.keys.Thread(id), "transcript_segments", "0", "transcript_chain_hash", "").Err())
 			require.NoError(t, s.store.Delete(ctx, blobkey.Segment(id, 3)))
 		})
 		requireTampered(t, err, tjKey, "no verified checkpoint attests")
@@ -151,7 +151,7 @@ func TestVerifyAttested(t *testing.T) {
 	})
 	t.Run("registry widened", func(t *testing.T) {
 		_, err := s.tamper(t, id, transcript.Strict, func() {
-			require.NoError(t, s.r.Client.HSet(ctx, s.o.Keys.Thread(id), "capabilities", `["rye.execute.tool.*"]`).Err())
+			require.NoError(t, s.r.Client.HSet(ctx, s.o.keys.Thread(id), "capabilities", `["rye.execute.tool.*"]`).Err())
 		})
 		requireTampered(t, err, tjKey, "capabilities")
 	})

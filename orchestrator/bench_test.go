@@ -52,7 +52,7 @@ func BenchmarkStartFinalize(b *testing.B) {
 						b.Error(err)
 						return
 					}
-					c, err := o.Activations.Claim(ctx, rec.ThreadID, "start", 0, "tok", rec.ThreadID, time.Minute)
+					c, err := o.acts.Claim(ctx, rec.ThreadID, "start", 0, "tok", rec.ThreadID, time.Minute)
 					if err != nil {
 						b.Error(err)
 						return

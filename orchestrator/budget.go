@@ -25,7 +25,7 @@ var ErrNoBudget = errors.New("no ledger entry")
 // ThreadBudget returns the live budget of rec's subtree.
 func (o *Orchestrator) ThreadBudget(ctx context.Context, rec *registry.Record) (*Budget, error) {
 	id := rec.LedgerID()
-	e, err := o.Ledger.Get(ctx, id)
+	e, err := o.ledger.Get(ctx, id)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, fmt.Errorf("thread %q: %w", rec.ThreadID, ErrNoBudget)
 	}
@@ -38,18 +38,18 @@ func (o *Orchestrator) ThreadBudget(ctx context.Context, rec *registry.Record) (
 	if e.ParentID != "" {
 		b.ParentID = &e.ParentID
 	}
-	if room, err := o.Ledger.Room(ctx, id, rec.BudgetPath()); err == nil {
+	if room, err := o.ledger.Room(ctx, id, rec.BudgetPath()); err == nil {
 		b.Available, b.LimitedBy = room.Left, room.Limiter.ID
 	} else if !errors.Is(err, ledger.ErrPath) {
 		return nil, err
 	}
-	chain, err := o.Registry.GetChain(ctx, id)
+	chain, err := o.reg.GetChain(ctx, id)
 	if err != nil {
 		chain = []*registry.Record{rec}
 	}
 	var kids []*registry.Record
 	for _, r := range chain {
-		ks, err := o.Registry.ListChildren(ctx, r.ThreadID)
+		ks, err := o.reg.ListChildren(ctx, r.ThreadID)
 		if err != nil {
 			return nil, err
 		}
@@ -63,7 +63,7 @@ func (o *Orchestrator) ThreadBudget(ctx context.Context, rec *registry.Record) (
 	for i, k := range kids {
 		ids[i] = k.LedgerID()
 	}
-	entries, err := o.Ledger.GetMany(ctx, ids)
+	entries, err := o.ledger.GetMany(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func (o *Orchestrator) Subtrees(ctx context.Context, recs []*registry.Record) (m
 			ids = append(ids, r.ThreadID)
 		}
 	}
-	entries, err := o.Ledger.GetMany(ctx, ids)
+	entries, err := o.ledger.GetMany(ctx, ids)
 	if err != nil {
 		return nil, err
 	}

@@ -13,14 +13,14 @@ type CancelResult = spooltype.CancelResult
 // (Cancel), unless it has finished already. An unknown id is
 // registry.ErrNotFound.
 func (o *Orchestrator) CancelChain(ctx context.Context, id string, cascade bool) (*CancelResult, error) {
-	if _, err := o.Registry.Get(ctx, id); err != nil {
+	if _, err := o.reg.Get(ctx, id); err != nil {
 		return nil, err
 	}
-	cur, err := o.Registry.ResolveChain(ctx, id)
+	cur, err := o.reg.ResolveChain(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	r, err := o.Registry.Get(ctx, cur)
+	r, err := o.reg.Get(ctx, cur)
 	if err != nil {
 		return nil, err
 	}
@@ -40,13 +40,13 @@ type Chain = spooltype.Chain
 // GetChain returns the continuation chain id belongs to. An unknown id is
 // registry.ErrNotFound.
 func (o *Orchestrator) GetChain(ctx context.Context, id string) (*Chain, error) {
-	chain, err := o.Registry.GetChain(ctx, id)
+	chain, err := o.reg.GetChain(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	ch := &Chain{Success: true, ChainLength: len(chain), Chain: chain}
 	for _, r := range chain {
-		forks, err := o.Registry.ListForks(ctx, r.ThreadID)
+		forks, err := o.reg.ListForks(ctx, r.ThreadID)
 		if err != nil {
 			return nil, err
 		}

@@ -46,7 +46,7 @@ type Checkpointed struct {
 // changes: the version is the fence of the activation that holds the
 // thread, so a stale activation neither commits nor charges.
 func (o *Orchestrator) Checkpoint(ctx context.Context, rec *registry.Record, version int64, ch registry.Changes, cp Checkpoint) (Checkpointed, error) {
-	commitKeys, commitArgs, err := o.Registry.CommitArgs(rec.ThreadID, version, ch)
+	commitKeys, commitArgs, err := o.reg.CommitArgs(rec.ThreadID, version, ch)
 	if err != nil {
 		return Checkpointed{}, err
 	}
@@ -63,11 +63,11 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, rec *registry.Record, ver
 		if chargeKey = c.Key; chargeKey == "" {
 			return Checkpointed{}, fmt.Errorf("charge %s: empty idempotency key", entry)
 		}
-		if lkeys, lids, err = o.Ledger.PathArgs(entry, path); err != nil {
+		if lkeys, lids, err = o.ledger.PathArgs(entry, path); err != nil {
 			return Checkpointed{}, fmt.Errorf("charge %s: %w", entry, err)
 		}
 	}
-	keys := slices.Concat(commitKeys, []string{o.Keys.Lease(rec.ThreadID)}, lkeys)
+	keys := slices.Concat(commitKeys, []string{o.keys.Lease(rec.ThreadID)}, lkeys)
 	args := slices.Concat([]any{len(lkeys), chargeKey, chargeNano, cp.Lease, cp.LeaseTTL.Milliseconds()}, lids, commitArgs)
 	script := checkpointScript
 	if cp.Charge == nil {

@@ -29,7 +29,7 @@ func TestCheckpointInOneScript(t *testing.T) {
 	// A stale version: a conflict, and nothing changed.
 	_, err := s.o.Checkpoint(s.ctx, rec, v-1, ch, cp)
 	require.ErrorIs(t, err, registry.ErrConflict)
-	e, err := s.o.Ledger.Get(s.ctx, id)
+	e, err := s.o.ledger.Get(s.ctx, id)
 	require.NoError(t, err)
 	require.Zero(t, e.Own, "no charge at a stale version")
 	require.LessOrEqual(t, s.r.Client.PTTL(s.ctx, lease).Val(), time.Second, "the lease is not renewed")
@@ -42,7 +42,7 @@ func TestCheckpointInOneScript(t *testing.T) {
 	require.InDelta(t, 0.25, got.Charged.Own, 1e-9)
 	require.True(t, got.LeaseHeld)
 	require.Greater(t, s.r.Client.PTTL(s.ctx, lease).Val(), time.Second, "the lease is renewed")
-	cur, err := s.o.Registry.Get(s.ctx, id)
+	cur, err := s.o.reg.Get(s.ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, v+1, cur.Version)
 	require.Equal(t, 2, cur.Cost.Turns)
@@ -54,7 +54,7 @@ func TestCheckpointInOneScript(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, got.ChargeErr)
 	require.False(t, got.LeaseHeld)
-	e, err = s.o.Ledger.Get(s.ctx, id)
+	e, err = s.o.ledger.Get(s.ctx, id)
 	require.NoError(t, err)
 	require.InDelta(t, 0.25, e.Own, 1e-9, "charged once")
 
@@ -68,12 +68,12 @@ func TestCheckpointInOneScript(t *testing.T) {
 
 	// A refused charge (no ledger entry) leaves the commit standing, and
 	// says which version it made.
-	require.NoError(t, s.r.Client.Del(s.ctx, s.o.Keys.Ledger(id)).Err())
+	require.NoError(t, s.r.Client.Del(s.ctx, s.o.keys.Ledger(id)).Err())
 	got, err = s.o.Checkpoint(s.ctx, rec, v+3, ch, Checkpoint{Charge: &Charge{Key: id + ":turn:4", Amount: 0.1}})
 	require.NoError(t, err)
 	require.ErrorIs(t, got.ChargeErr, ledger.ErrNotFound)
 	require.Equal(t, v+4, got.Version)
-	cur, err = s.o.Registry.Get(s.ctx, id)
+	cur, err = s.o.reg.Get(s.ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, v+4, cur.Version)
 

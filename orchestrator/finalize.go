@@ -141,7 +141,7 @@ var finalizeLua string
 // first step that refused: the registry's, the charge's (given to
 // Charge.Done too), or the release's.
 func (o *Orchestrator) finish(ctx context.Context, rec *registry.Record, version int64, ch registry.Changes, out Outcome) (int64, []string, error) {
-	commitKeys, commitArgs, err := o.Registry.CommitArgs(rec.ThreadID, version, ch)
+	commitKeys, commitArgs, err := o.reg.CommitArgs(rec.ThreadID, version, ch)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -159,13 +159,13 @@ func (o *Orchestrator) finish(ctx context.Context, rec *registry.Record, version
 	if out.ContinuationID == "" && (status == "" || status == ledger.StatusActive) {
 		return 0, nil, fmt.Errorf("release %s: final status %q is not a final status", entry, status)
 	}
-	lkeys, lids, err := o.Ledger.PathArgs(entry, path)
+	lkeys, lids, err := o.ledger.PathArgs(entry, path)
 	if err != nil {
 		return 0, nil, fmt.Errorf("release %s: %w", entry, err)
 	}
-	keys := slices.Concat(commitKeys, []string{o.Keys.Lease(rec.ThreadID), o.Keys.Waiters(rec.ChainRootID)}, lkeys)
+	keys := slices.Concat(commitKeys, []string{o.keys.Lease(rec.ThreadID), o.keys.Waiters(rec.ChainRootID)}, lkeys)
 	if out.ContinuationID != "" {
-		keys = append(keys, o.Keys.Thread(out.ContinuationID))
+		keys = append(keys, o.keys.Thread(out.ContinuationID))
 	}
 	args := slices.Concat([]any{rec.ThreadID, o.Now().UTC().Format(time.RFC3339Nano), status, out.ContinuationID, out.Lease,
 		chargeKey, len(lkeys), chargeNano}, lids, commitArgs)
@@ -251,7 +251,7 @@ func (o *Orchestrator) currentMark(ctx context.Context, rec *registry.Record) *t
 // finalize.lua read them) for which the chain rooted at root was the last
 // one they waited on.
 func (o *Orchestrator) wakeWaiters(ctx context.Context, root string, waiters []string) error {
-	wakes, err := o.Activations.NotifyWaiters(ctx, root, waiters)
+	wakes, err := o.acts.NotifyWaiters(ctx, root, waiters)
 	if err != nil {
 		return err
 	}
@@ -265,7 +265,7 @@ func (o *Orchestrator) wakeWaiters(ctx context.Context, root string, waiters []s
 
 // EnqueueWake enqueues the wake-up activation of a waiting thread.
 func (o *Orchestrator) EnqueueWake(ctx context.Context, w registry.Wake) error {
-	rec, err := o.Registry.Get(ctx, w.ThreadID)
+	rec, err := o.reg.Get(ctx, w.ThreadID)
 	if err != nil {
 		return err
 	}
@@ -278,12 +278,12 @@ func (o *Orchestrator) EnqueueWake(ctx context.Context, w registry.Wake) error {
 
 // WriteThreadJSON writes threads/<id>/thread.json, signed.
 func (o *Orchestrator) WriteThreadJSON(ctx context.Context, rec *registry.Record) error {
-	data, err := transcript.SignJSON(rec, o.Signer)
+	data, err := transcript.SignJSON(rec, o.signer)
 	if err != nil {
 		return err
 	}
 	// A view: the registry holds the record; thread.json is its signed copy.
-	return blobstore.PutView(ctx, o.Store, blobkey.ThreadJSON(rec.ThreadID), data)
+	return blobstore.PutView(ctx, o.store, blobkey.ThreadJSON(rec.ThreadID), data)
 }
 
 // fail ends a thread that no activation holds (created or waiting) with an
@@ -311,7 +311,7 @@ func (o *Orchestrator) cascades(ctx context.Context, rec *registry.Record, statu
 		}
 		// The record the caller holds may predate the request: read the
 		// flag as it is now.
-		if cur, err := o.Registry.Get(ctx, rec.ThreadID); err == nil && cur.CancelRequested && !cur.CancelCascade {
+		if cur, err := o.reg.Get(ctx, rec.ThreadID); err == nil && cur.CancelRequested && !cur.CancelCascade {
 			return false
 		}
 		return true
@@ -334,19 +334,19 @@ func (o *Orchestrator) cascades(ctx context.Context, rec *registry.Record, statu
 func (o *Orchestrator) Cancel(ctx context.Context, id string, cascade bool) (*registry.Record, error) {
 	// A continued thread lives on in its continuation: cancel the thread
 	// its chain has reached (the spec's resolve_thread_chain).
-	id, err := o.Registry.ResolveChain(ctx, id)
+	id, err := o.reg.ResolveChain(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	for attempt := 0; attempt < 5; attempt++ {
-		rec, err := o.Registry.Get(ctx, id)
+		rec, err := o.reg.Get(ctx, id)
 		if err != nil {
 			return nil, err
 		}
 		if rec.Status == thread.StatusContinued {
 			// Handed off since the chain was resolved: the chain lives on
 			// in the continuation.
-			next, err := o.Registry.ResolveChain(ctx, id)
+			next, err := o.reg.ResolveChain(ctx, id)
 			if err != nil {
 				return nil, err
 			}
@@ -358,14 +358,14 @@ func (o *Orchestrator) Cancel(ctx context.Context, id string, cascade bool) (*re
 		if rec.Status.Terminal() {
 			return rec, nil
 		}
-		if err := o.Registry.RequestCancel(ctx, id, cascade); err != nil {
+		if err := o.reg.RequestCancel(ctx, id, cascade); err != nil {
 			return nil, err
 		}
 		if cascade && o.cascades(ctx, rec, thread.StatusCancelled) {
 			o.cascadeCancel(ctx, id)
 		}
 		if rec.Status == thread.StatusRunning {
-			held, err := o.Activations.LeaseHeld(ctx, id)
+			held, err := o.acts.LeaseHeld(ctx, id)
 			if err != nil {
 				return nil, err
 			}
@@ -385,15 +385,15 @@ func (o *Orchestrator) Cancel(ctx context.Context, id string, cascade bool) (*re
 		if err != nil {
 			return nil, err
 		}
-		return o.Registry.Get(ctx, id)
+		return o.reg.Get(ctx, id)
 	}
-	return o.Registry.Get(ctx, id)
+	return o.reg.Get(ctx, id)
 }
 
 // cascadeCancel cancels every unfinished child of id (best effort: a
 // child's own finalize cascades further down).
 func (o *Orchestrator) cascadeCancel(ctx context.Context, id string) {
-	kids, err := o.Registry.ListChildren(ctx, id)
+	kids, err := o.reg.ListChildren(ctx, id)
 	if err != nil {
 		o.threadLog(id).Warn("cascade cancel: list children", "error", err)
 		return
@@ -420,7 +420,7 @@ const MaxRecordResultBytes = 256 << 10
 func (o *Orchestrator) boundOutcome(ctx context.Context, id string, out *Outcome) error {
 	if len(out.Result) > MaxRecordResultBytes {
 		key := blobkey.Result(id)
-		b, err := tools.Bound(ctx, o.Store, key, tools.Result{Output: out.Result}, MaxRecordResultBytes)
+		b, err := tools.Bound(ctx, o.store, key, tools.Result{Output: out.Result}, MaxRecordResultBytes)
 		if err != nil {
 			return err
 		}
@@ -430,7 +430,7 @@ func (o *Orchestrator) boundOutcome(ctx context.Context, id string, out *Outcome
 		raw, err := json.Marshal(out.Outputs)
 		if err == nil && len(raw) > MaxRecordResultBytes {
 			key := blobkey.Outputs(id)
-			if err := o.Store.Put(ctx, key, raw); err != nil {
+			if err := o.store.Put(ctx, key, raw); err != nil {
 				return fmt.Errorf("store the outputs of %s: %w", id, err)
 			}
 			out.Outputs = map[string]any{"spool_outputs_cut": len(raw), "artifact": key}

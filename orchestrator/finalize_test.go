@@ -33,25 +33,25 @@ func TestFinalizeInOneScript(t *testing.T) {
 	// A stale version: a conflict, and nothing changed.
 	err := s.o.Finalize(s.ctx, rec, v-1, out())
 	require.ErrorIs(t, err, registry.ErrConflict)
-	e, err := s.o.Ledger.Get(s.ctx, id)
+	e, err := s.o.ledger.Get(s.ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, ledger.StatusActive, e.Status)
 	require.Zero(t, e.Own, "no charge at a stale version")
 	require.Empty(t, charged)
 	require.Equal(t, int64(1), s.r.Client.Exists(s.ctx, lease).Val(), "the lease stays")
-	cur, err := s.o.Registry.Get(s.ctx, id)
+	cur, err := s.o.reg.Get(s.ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, thread.StatusRunning, cur.Status)
 
 	// The held version: all of it.
 	require.NoError(t, s.o.Finalize(s.ctx, rec, v, out()))
 	require.Equal(t, []error{nil}, charged)
-	e, err = s.o.Ledger.Get(s.ctx, id)
+	e, err = s.o.ledger.Get(s.ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, "completed", e.Status)
 	require.InDelta(t, 0.25, e.Own, 1e-9)
 	require.Equal(t, int64(0), s.r.Client.Exists(s.ctx, lease).Val(), "the lease is released")
-	cur, err = s.o.Registry.Get(s.ctx, id)
+	cur, err = s.o.reg.Get(s.ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, thread.StatusCompleted, cur.Status)
 	require.Equal(t, "done", cur.Result)
@@ -68,7 +68,7 @@ func TestFinalizeInOneScript(t *testing.T) {
 	require.Len(t, charged, 2)
 	var le *thread.LimitError
 	require.ErrorAs(t, charged[1], &le)
-	e, err = s.o.Ledger.Get(s.ctx, id2)
+	e, err = s.o.ledger.Get(s.ctx, id2)
 	require.NoError(t, err)
 	require.Equal(t, "error", e.Status)
 	require.InDelta(t, 1, e.Own, 1e-9)
@@ -84,7 +84,7 @@ func TestFinalizeOutlivesItsCaller(t *testing.T) {
 	s := newVerifySetup(t)
 	const id = "t/finalize-late-cancel"
 	rec, v, w := s.runThread(t, id, 1)
-	s.o.Store = ctxStore{s.o.Store} // as S3 does, a write refuses a done context
+	s.o.store = ctxStore{s.o.store} // as S3 does, a write refuses a done context
 	s.holdLease(t, id, "tok", time.Minute)
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
@@ -117,7 +117,7 @@ func TestFinalizeHandoff(t *testing.T) {
 	s := newVerifySetup(t)
 	const id, next = "t/handoff-1", "t/handoff-2"
 	rec, v, w := s.runThread(t, id, 1)
-	_, err := s.o.Registry.Register(s.ctx, registry.NewThread{ThreadID: next, Directive: "t/verify", Limits: thread.DefaultLimits(),
+	_, err := s.o.reg.Register(s.ctx, registry.NewThread{ThreadID: next, Directive: "t/verify", Limits: thread.DefaultLimits(),
 		PreviousThreadID: id, ChainRootID: rec.ChainRootID, ContinuationOf: id})
 	require.NoError(t, err)
 	var charged []error
@@ -127,20 +127,20 @@ func TestFinalizeHandoff(t *testing.T) {
 	require.NoError(t, s.o.Finalize(s.ctx, rec, v, out))
 	require.Equal(t, []error{nil}, charged)
 
-	old, err := s.o.Registry.Get(s.ctx, id)
+	old, err := s.o.reg.Get(s.ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, thread.StatusContinued, old.Status)
 	require.Equal(t, next, old.ContinuationThreadID)
 	require.Equal(t, v+2, old.Version, "the commit and the link")
-	cont, err := s.o.Registry.Get(s.ctx, next)
+	cont, err := s.o.reg.Get(s.ctx, next)
 	require.NoError(t, err)
 	require.Equal(t, id, cont.ContinuationOf)
 	require.Equal(t, rec.ChainRootID, cont.ChainRootID)
-	e, err := s.o.Ledger.Get(s.ctx, id)
+	e, err := s.o.ledger.Get(s.ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, ledger.StatusActive, e.Status, "the chain's entry goes on with the continuation")
 	require.InDelta(t, 0.25, e.Own, 1e-9)
-	require.Zero(t, s.r.Client.Exists(s.ctx, s.o.Keys.Lease(id)).Val(), "the lease is released")
+	require.Zero(t, s.r.Client.Exists(s.ctx, s.o.keys.Lease(id)).Val(), "the lease is released")
 
 	// Finalizing again at the version held is stale, and changes nothing.
 	err = s.o.Finalize(s.ctx, rec, v, out)

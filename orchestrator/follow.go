@@ -26,7 +26,7 @@ func (o *Orchestrator) ReadVerified(ctx context.Context, rec *registry.Record) (
 
 // readHeld reads rec's transcript in mode, held to the registry's mark.
 func (o *Orchestrator) readHeld(ctx context.Context, rec *registry.Record, mode transcript.Mode) (*transcript.Transcript, error) {
-	return transcript.ReadWith(ctx, o.Store, rec.ThreadID, o.Keyring,
+	return transcript.ReadWith(ctx, o.store, rec.ThreadID, o.keyring,
 		transcript.ReadOptions{Mode: mode, Marks: []transcript.Mark{RegistryMark(rec)}})
 }
 
@@ -58,11 +58,11 @@ func (o *Orchestrator) Follow(ctx context.Context, id string, opt FollowOptions,
 	if opt.Interval <= 0 {
 		opt.Interval = 500 * time.Millisecond
 	}
-	rec, err := o.Registry.Get(ctx, id)
+	rec, err := o.reg.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	live, err := o.Registry.Live(ctx, id)
+	live, err := o.reg.Live(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func (o *Orchestrator) Follow(ctx context.Context, id string, opt FollowOptions,
 	defer read.Stop()
 	for {
 		if time.Since(requested) >= registry.FollowRefresh {
-			if err := o.Registry.RequestFollow(ctx, id); err != nil {
+			if err := o.reg.RequestFollow(ctx, id); err != nil {
 				return nil, err
 			}
 			requested = time.Now()
@@ -117,7 +117,7 @@ func (o *Orchestrator) Follow(ctx context.Context, id string, opt FollowOptions,
 				delete(held, seq)
 			}
 		}
-		if rec, err = o.Registry.Get(ctx, id); err != nil {
+		if rec, err = o.reg.Get(ctx, id); err != nil {
 			return nil, err
 		}
 	wait:

@@ -94,7 +94,7 @@ func (o *Orchestrator) Fork(ctx context.Context, req ForkRequest) (*ForkResult, 
 	if req.AtTurn < 1 {
 		return nil, &transcript.TurnError{ThreadID: req.ThreadID, Turn: req.AtTurn}
 	}
-	src, err := o.Registry.Get(ctx, req.ThreadID)
+	src, err := o.reg.Get(ctx, req.ThreadID)
 	if err != nil {
 		return nil, err
 	}
@@ -125,17 +125,17 @@ func (o *Orchestrator) Fork(ctx context.Context, req ForkRequest) (*ForkResult, 
 		if err != nil {
 			return nil, err
 		}
-		if bundle, err = proj.Bundle.CopyTo(ctx, o.Store, map[string][]byte{p: req.Script}); err != nil {
+		if bundle, err = proj.Bundle.CopyTo(ctx, o.store, map[string][]byte{p: req.Script}); err != nil {
 			return nil, fmt.Errorf("fork %s: bundle the script of %s: %w", src.ThreadID, req.Model, err)
 		}
 	}
 	id := o.NewID(IDRequest{Directive: src.Directive, ParentID: src.ParentID})
 	// Listed before it exists, so a fork is never missing from the list.
-	if err := o.Registry.AddFork(ctx, src.ThreadID, id); err != nil {
+	if err := o.reg.AddFork(ctx, src.ThreadID, id); err != nil {
 		return nil, err
 	}
 	for p, data := range files {
-		if err := o.Store.Put(ctx, blobkey.WorkspaceFile(id, p), data); err != nil {
+		if err := o.store.Put(ctx, blobkey.WorkspaceFile(id, p), data); err != nil {
 			return nil, fmt.Errorf("fork %s: workspace: %w", src.ThreadID, err)
 		}
 	}
@@ -145,7 +145,7 @@ func (o *Orchestrator) Fork(ctx context.Context, req ForkRequest) (*ForkResult, 
 	})
 	if err != nil {
 		for p := range files {
-			_ = o.Store.Delete(context.WithoutCancel(ctx), blobkey.WorkspaceFile(id, p))
+			_ = o.store.Delete(context.WithoutCancel(ctx), blobkey.WorkspaceFile(id, p))
 		}
 		return nil, fmt.Errorf("fork %s: %w", src.ThreadID, err)
 	}
@@ -162,11 +162,11 @@ func (o *Orchestrator) Fork(ctx context.Context, req ForkRequest) (*ForkResult, 
 // actual, which counts what an asynchronous child spent after the cut
 // too: it was started before it). Nothing left is spend_exceeded.
 func (o *Orchestrator) forkBudget(ctx context.Context, src *registry.Record, pt transcript.ForkPoint) (float64, error) {
-	entry, err := o.Ledger.Get(ctx, src.LedgerID())
+	entry, err := o.ledger.Get(ctx, src.LedgerID())
 	if err != nil {
 		return 0, err
 	}
-	chain, err := o.Registry.GetChain(ctx, src.ThreadID)
+	chain, err := o.reg.GetChain(ctx, src.ThreadID)
 	if err != nil {
 		return 0, err
 	}
@@ -184,7 +184,7 @@ func (o *Orchestrator) forkBudget(ctx context.Context, src *registry.Record, pt 
 			return 0, err
 		}
 		spent += n
-		cs, err := o.Registry.ListChildren(ctx, l.ThreadID)
+		cs, err := o.reg.ListChildren(ctx, l.ThreadID)
 		if err != nil {
 			return 0, err
 		}
@@ -194,7 +194,7 @@ func (o *Orchestrator) forkBudget(ctx context.Context, src *registry.Record, pt 
 			}
 		}
 	}
-	entries, err := o.Ledger.GetMany(ctx, kids)
+	entries, err := o.ledger.GetMany(ctx, kids)
 	if err != nil {
 		return 0, err
 	}
@@ -219,7 +219,7 @@ func (o *Orchestrator) planForkBudget(ctx context.Context, id string, parent *re
 	if parent == nil {
 		return registerBudget(id, f.Left), nil
 	}
-	room, err := o.Ledger.Room(ctx, parent.LedgerID(), parent.BudgetPath())
+	room, err := o.ledger.Room(ctx, parent.LedgerID(), parent.BudgetPath())
 	if err != nil {
 		return budgetPlan{}, err
 	}
@@ -263,13 +263,13 @@ func (o *Orchestrator) workspaceAt(ctx context.Context, src *registry.Record, pt
 		return nil, errors.New("forks nested more than 32 deep")
 	}
 	ws := src.WorkspaceID()
-	owner, err := o.Registry.Get(ctx, ws)
+	owner, err := o.reg.Get(ctx, ws)
 	if err != nil {
 		return nil, err
 	}
 	files := map[string][]byte{}
 	if owner.ForkedFrom != "" && owner.Workspace == owner.ThreadID {
-		from, err := o.Registry.Get(ctx, owner.ForkedFrom)
+		from, err := o.reg.Get(ctx, owner.ForkedFrom)
 		if err != nil {
 			return nil, err
 		}
@@ -307,13 +307,13 @@ func (o *Orchestrator) workspaceAt(ctx context.Context, src *registry.Record, pt
 			return nil, fmt.Errorf("more than %d threads share workspace %s", maxWorkspaceThreads, ws)
 		}
 		recs = append(recs, r)
-		kids, err := o.Registry.ListChildren(ctx, r.ThreadID)
+		kids, err := o.reg.ListChildren(ctx, r.ThreadID)
 		if err != nil {
 			return nil, err
 		}
 		todo = append(todo, kids...)
 		if r.ContinuationThreadID != "" {
-			next, err := o.Registry.Get(ctx, r.ContinuationThreadID)
+			next, err := o.reg.Get(ctx, r.ContinuationThreadID)
 			if err != nil && !errors.Is(err, registry.ErrNotFound) {
 				return nil, err
 			}

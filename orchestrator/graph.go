@@ -173,7 +173,7 @@ func (o *Orchestrator) planGraph(req StartRequest, sc startContext) (registry.Ne
 // SubtreeSpend is what rec's ledger entry (its chain's) and every entry
 // below it have spent: a graph run's spend, children included.
 func (o *Orchestrator) SubtreeSpend(ctx context.Context, rec *registry.Record) (float64, error) {
-	e, err := o.Ledger.Get(ctx, rec.LedgerID())
+	e, err := o.ledger.Get(ctx, rec.LedgerID())
 	if err != nil {
 		return 0, err
 	}

@@ -70,7 +70,7 @@ func (e *StepNotRecordedError) Error() string {
 // checkpoint (the worker's carry) and records graph_started with
 // forked_from and fork_step.
 func (o *Orchestrator) ForkGraph(ctx context.Context, req GraphForkRequest) (*GraphForkResult, error) {
-	src, err := o.Registry.Get(ctx, req.RunID)
+	src, err := o.reg.Get(ctx, req.RunID)
 	if err != nil {
 		return nil, err
 	}
@@ -120,11 +120,11 @@ func (o *Orchestrator) ForkGraph(ctx context.Context, req GraphForkRequest) (*Gr
 		return nil, err
 	}
 	id := o.NewID(IDRequest{Directive: src.Directive, ParentID: src.ParentID})
-	if err := o.Registry.AddFork(ctx, src.ThreadID, id); err != nil {
+	if err := o.reg.AddFork(ctx, src.ThreadID, id); err != nil {
 		return nil, err
 	}
 	for p, data := range files {
-		if err := o.Store.Put(ctx, blobkey.WorkspaceFile(id, p), data); err != nil {
+		if err := o.store.Put(ctx, blobkey.WorkspaceFile(id, p), data); err != nil {
 			return nil, fmt.Errorf("fork %s: workspace: %w", src.ThreadID, err)
 		}
 	}
@@ -135,7 +135,7 @@ func (o *Orchestrator) ForkGraph(ctx context.Context, req GraphForkRequest) (*Gr
 	})
 	if err != nil {
 		for p := range files {
-			_ = o.Store.Delete(context.WithoutCancel(ctx), blobkey.WorkspaceFile(id, p))
+			_ = o.store.Delete(context.WithoutCancel(ctx), blobkey.WorkspaceFile(id, p))
 		}
 		return nil, fmt.Errorf("fork %s: %w", src.ThreadID, err)
 	}

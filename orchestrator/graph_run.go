@@ -79,11 +79,11 @@ func (o *Orchestrator) GraphView(ctx context.Context, rec *registry.Record) (*Gr
 	if v.Nodes == nil {
 		v.Nodes = []graph.NodeRow{}
 	}
-	if o.Signer != nil && len(tr.Warnings) == 0 && rec.Status.Terminal() {
+	if o.signer != nil && len(tr.Warnings) == 0 && rec.Status.Terminal() {
 		// The final render, once a run has ended (a running run's changes
 		// with every step: it is made when read, not stored each time).
-		signed := transcript.SignMarkdown(v.Render, o.Signer, o.Now())
-		if err := blobstore.PutView(ctx, o.Store, blobkey.GraphKnowledge(rec.Directive, rec.ThreadID), signed); err != nil {
+		signed := transcript.SignMarkdown(v.Render, o.signer, o.Now())
+		if err := blobstore.PutView(ctx, o.store, blobkey.GraphKnowledge(rec.Directive, rec.ThreadID), signed); err != nil {
 			o.threadLog(rec.ThreadID).Warn("graph render not stored", "error", err)
 		}
 	}
@@ -226,7 +226,7 @@ func (o *Orchestrator) GraphState(ctx context.Context, rec *registry.Record, ste
 		}
 		return nil, 0, &tagged{err: fmt.Errorf("run %s has no checkpointed state yet", rec.ThreadID), tag: ErrNoGraphState}
 	}
-	b, err := o.Store.Get(ctx, blobkey.GraphState(rec.ThreadID, sha))
+	b, err := o.store.Get(ctx, blobkey.GraphState(rec.ThreadID, sha))
 	if err != nil {
 		return nil, 0, fmt.Errorf("state snapshot %s of %s: %w", sha, rec.ThreadID, err)
 	}
@@ -261,11 +261,11 @@ const GraphResumeField = "graph_resume"
 // run becomes continued and gets graph_resumed. A completed run is
 // refused (fork it instead).
 func (o *Orchestrator) ResumeGraph(ctx context.Context, id string, req GraphResumeRequest) (*ResumeResult, error) {
-	resolved, err := o.Registry.ResolveChain(ctx, id)
+	resolved, err := o.reg.ResolveChain(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := o.Registry.Get(ctx, resolved)
+	rec, err := o.reg.Get(ctx, resolved)
 	if err != nil {
 		return nil, err
 	}
@@ -307,7 +307,7 @@ func (o *Orchestrator) ResumeGraph(ctx context.Context, id string, req GraphResu
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := o.Registry.LinkContinuation(ctx, resolved, newRec.ThreadID); err != nil {
+	if _, _, err := o.reg.LinkContinuation(ctx, resolved, newRec.ThreadID); err != nil {
 		_, _ = o.Cancel(ctx, newRec.ThreadID, true)
 		return nil, fmt.Errorf("resume %s: %w", resolved, err)
 	}

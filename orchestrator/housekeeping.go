@@ -30,10 +30,10 @@ const RequeuedField = "requeued_seq"
 // and enqueues no other. A record that changed meanwhile is not noted (the
 // claim drops a task it does not expect).
 func (o *Orchestrator) Requeue(ctx context.Context, rec *registry.Record, seq int64) error {
-	if err := o.Enqueuer.Enqueue(ctx, queue.Activation{ThreadID: rec.ThreadID, Reason: "requeue"}, seq, rec.Queue); err != nil {
+	if err := o.enq.Enqueue(ctx, queue.Activation{ThreadID: rec.ThreadID, Reason: "requeue"}, seq, rec.Queue); err != nil {
 		return err
 	}
-	_, err := o.Registry.Commit(ctx, rec.ThreadID, rec.Version, registry.Changes{Fields: map[string]string{
+	_, err := o.reg.Commit(ctx, rec.ThreadID, rec.Version, registry.Changes{Fields: map[string]string{
 		RequeuedField: strconv.FormatInt(seq, 10)}})
 	if err != nil && !errors.Is(err, registry.ErrConflict) {
 		return err
@@ -45,13 +45,13 @@ func (o *Orchestrator) Requeue(ctx context.Context, rec *registry.Record, seq in
 // (registry.Registry.Reconcile): what reconciliation does once it has read
 // the thread's transcript.
 func (o *Orchestrator) Reconcile(ctx context.Context, id string, rc registry.Reconciliation) (registry.Reconciled, error) {
-	return o.Registry.Reconcile(ctx, id, rc)
+	return o.reg.Reconcile(ctx, id, rc)
 }
 
 // SegmentCount is the number of thread id's transcript segments in the
 // store.
 func (o *Orchestrator) SegmentCount(ctx context.Context, id string) (int, error) {
-	infos, err := o.Store.List(ctx, blobkey.Segments(id))
+	infos, err := o.store.List(ctx, blobkey.Segments(id))
 	return len(infos), err
 }
 
@@ -65,7 +65,7 @@ func (o *Orchestrator) SegmentCount(ctx context.Context, id string) (int, error)
 // fails part way.
 func (o *Orchestrator) DeleteArtifacts(ctx context.Context, rec *registry.Record) (int, error) {
 	id := rec.ThreadID
-	deleted, err := transcript.Clean(ctx, o.Store, id, transcript.CleanOptions{Transcript: true, Checkpoints: true,
+	deleted, err := transcript.Clean(ctx, o.store, id, transcript.CleanOptions{Transcript: true, Checkpoints: true,
 		Metadata: true, Directive: rec.Directive})
 	n := len(deleted)
 	if err != nil {
@@ -80,18 +80,18 @@ func (o *Orchestrator) DeleteArtifacts(ctx context.Context, rec *registry.Record
 		prefixes = append(prefixes, blobkey.Workspace(rec.WorkspaceID()))
 	}
 	for _, p := range prefixes {
-		infos, err := o.Store.List(ctx, p)
+		infos, err := o.store.List(ctx, p)
 		if err != nil {
 			return n, fmt.Errorf("retention of %s: %w", id, err)
 		}
 		for _, in := range infos {
-			if err := o.Store.Delete(ctx, in.Key); err != nil {
+			if err := o.store.Delete(ctx, in.Key); err != nil {
 				return n, fmt.Errorf("retention of %s: %w", id, err)
 			}
 			n++
 		}
 	}
-	_, err = o.Registry.Commit(ctx, id, 0, registry.Changes{Fields: map[string]string{
+	_, err = o.reg.Commit(ctx, id, 0, registry.Changes{Fields: map[string]string{
 		registry.ArtifactsDeletedField: o.Now().UTC().Format(time.RFC3339)}})
 	if err != nil && !errors.Is(err, registry.ErrNotFound) {
 		return n, fmt.Errorf("retention of %s: %w", id, err)
@@ -103,5 +103,5 @@ func (o *Orchestrator) DeleteArtifacts(ctx context.Context, rec *registry.Record
 // (registry.Registry.Forget: its record, ledger entry, sets and queues),
 // unless it changed since rec was read (registry.ErrConflict).
 func (o *Orchestrator) Forget(ctx context.Context, rec *registry.Record) error {
-	return o.Registry.Forget(ctx, rec)
+	return o.reg.Forget(ctx, rec)
 }

@@ -28,9 +28,9 @@ func (o *Orchestrator) Knowledge(ctx context.Context, rec *registry.Record) ([]b
 	meta := transcript.KnowledgeMeta{ThreadID: rec.ThreadID, Directive: rec.Directive, Status: string(rec.Status),
 		Model: rec.Model, Turns: rec.Cost.Turns, Spend: rec.Cost.Spend, CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt}
 	body := transcript.RenderKnowledge(meta, tr.Events)
-	if o.Signer != nil {
-		signed := transcript.SignedKnowledge(meta, tr.Events, o.Signer, o.Now())
-		if err := blobstore.PutView(ctx, o.Store, blobkey.Knowledge(rec.Directive, rec.ThreadID), signed); err != nil {
+	if o.signer != nil {
+		signed := transcript.SignedKnowledge(meta, tr.Events, o.signer, o.Now())
+		if err := blobstore.PutView(ctx, o.store, blobkey.Knowledge(rec.Directive, rec.ThreadID), signed); err != nil {
 			o.threadLog(rec.ThreadID).Warn("knowledge render not stored", "error", err)
 		}
 	}

@@ -76,17 +76,17 @@ func (c Config) validate() error {
 
 // Orchestrator holds the services every thread operation uses.
 type Orchestrator struct {
-	Cfg         Config
-	Redis       redis.UniversalClient
-	Keys        keyspace.Space
-	Registry    *registry.Registry
-	Activations *registry.Activations
-	Ledger      *ledger.Ledger
-	Store       blobstore.Store
-	Enqueuer    *queue.Enqueuer
-	Signer      *transcript.Signer
-	Keyring     *transcript.Keyring
-	Log         *slog.Logger
+	cfg     Config
+	rdb     redis.UniversalClient
+	keys    keyspace.Space
+	reg     *registry.Registry
+	acts    *registry.Activations
+	ledger  *ledger.Ledger
+	store   blobstore.Store
+	enq     *queue.Enqueuer
+	signer  *transcript.Signer
+	keyring *transcript.Keyring
+	log     *slog.Logger
 
 	projects *projectCache
 	// fast is Redis for spool's own scripts: the auto-pipeliner the
@@ -117,19 +117,19 @@ func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queu
 		return nil, err
 	}
 	return &Orchestrator{
-		Cfg:         cfg,
-		Redis:       rdb,
-		Keys:        ks,
-		Registry:    reg,
-		Activations: registry.NewActivations(fast, ks, cfg.Now),
-		Ledger:      ledger.New(fast, ks),
-		Store:       store,
-		Enqueuer:    withKeys(enq, ks),
-		Signer:      signer,
-		Keyring:     keyring,
-		Log:         cfg.Logger,
-		projects:    newProjectCache(64),
-		fast:        fast,
+		cfg:      cfg,
+		rdb:      rdb,
+		keys:     ks,
+		reg:      reg,
+		acts:     registry.NewActivations(fast, ks, cfg.Now),
+		ledger:   ledger.New(fast, ks),
+		store:    store,
+		enq:      withKeys(enq, ks),
+		signer:   signer,
+		keyring:  keyring,
+		log:      cfg.Logger,
+		projects: newProjectCache(64),
+		fast:     fast,
 	}, nil
 }
 
@@ -138,7 +138,7 @@ func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queu
 // shared.
 func (o *Orchestrator) WithStore(store blobstore.Store) *Orchestrator {
 	c := *o
-	c.Store = store
+	c.store = store
 	return &c
 }
 
@@ -146,7 +146,7 @@ func (o *Orchestrator) WithStore(store blobstore.Store) *Orchestrator {
 // shared.
 func (o *Orchestrator) WithLogger(log *slog.Logger) *Orchestrator {
 	c := *o
-	c.Log = log
+	c.log = log
 	return &c
 }
 
@@ -160,8 +160,8 @@ type IDRequest struct {
 
 // NewID names a new thread: Config.NewID, else thread.NewID.
 func (o *Orchestrator) NewID(r IDRequest) string {
-	if o.Cfg.NewID != nil {
-		if id := o.Cfg.NewID(r); id != "" {
+	if o.cfg.NewID != nil {
+		if id := o.cfg.NewID(r); id != "" {
 			return id
 		}
 	}
@@ -180,8 +180,8 @@ func (o *Orchestrator) PlannedID(r IDRequest, at time.Time, seed string) string 
 	if name, err := directive.CleanName(r.Directive); err == nil {
 		r.Directive = name
 	}
-	if o.Cfg.NewID != nil {
-		if id := o.Cfg.NewID(r); id != "" {
+	if o.cfg.NewID != nil {
+		if id := o.cfg.NewID(r); id != "" {
 			return id
 		}
 	}
@@ -189,7 +189,7 @@ func (o *Orchestrator) PlannedID(r IDRequest, at time.Time, seed string) string 
 }
 
 // Now returns the orchestrator's clock reading.
-func (o *Orchestrator) Now() time.Time { return o.Cfg.Now() }
+func (o *Orchestrator) Now() time.Time { return o.cfg.Now() }
 
 // withKeys gives the enqueuer the orchestrator's namespace.
 func withKeys(e *queue.Enqueuer, ks keyspace.Space) *queue.Enqueuer {
@@ -202,4 +202,4 @@ func withKeys(e *queue.Enqueuer, ks keyspace.Space) *queue.Enqueuer {
 }
 
 // threadLog returns the logger with the thread id attribute.
-func (o *Orchestrator) threadLog(id string) *slog.Logger { return o.Log.With("thread_id", id) }
+func (o *Orchestrator) threadLog(id string) *slog.Logger { return o.log.With("thread_id", id) }

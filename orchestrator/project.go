@@ -86,13 +86,13 @@ func (p *Project) ReadFile(name string) ([]byte, error) {
 // into the blob store, content-addressed, and returns the digest for
 // StartRequest.Bundle (directive.BuildBundle).
 func (o *Orchestrator) BuildBundle(ctx context.Context, project, userDir string, extra map[string][]byte) (string, error) {
-	return directive.BuildBundle(ctx, o.Store, project, userDir, extra)
+	return directive.BuildBundle(ctx, o.store, project, userDir, extra)
 }
 
 // LoadBundle reads the bundle with the given digest as it is stored,
 // unparsed and uncached (Project parses and caches it).
 func (o *Orchestrator) LoadBundle(ctx context.Context, digest string) (*directive.Bundle, error) {
-	return directive.LoadBundle(ctx, o.Store, digest)
+	return directive.LoadBundle(ctx, o.store, digest)
 }
 
 // Project loads (and caches) the bundle with the given digest.
@@ -100,7 +100,7 @@ func (o *Orchestrator) Project(ctx context.Context, digest string) (*Project, er
 	if p, ok := o.projects.get(digest); ok {
 		return p, nil
 	}
-	b, err := directive.LoadBundle(ctx, o.Store, digest)
+	b, err := directive.LoadBundle(ctx, o.store, digest)
 	if err != nil {
 		return nil, fmt.Errorf("load bundle %s: %w", digest, err)
 	}

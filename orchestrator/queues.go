@@ -49,7 +49,7 @@ func (o *Orchestrator) QueueServed(ctx context.Context, q string) (QueueServing,
 	if err := ctx.Err(); err != nil {
 		return out, err
 	}
-	servers, err := asynq.NewInspectorFromRedisClient(o.Redis).Servers()
+	servers, err := asynq.NewInspectorFromRedisClient(o.rdb).Servers()
 	if err != nil {
 		return out, fmt.Errorf("list workers: %w", err)
 	}
@@ -59,7 +59,7 @@ func (o *Orchestrator) QueueServed(ctx context.Context, q string) (QueueServing,
 		}
 		ours := false
 		for name := range s.Queues {
-			sq, ok := o.Keys.QueueName(name)
+			sq, ok := o.keys.QueueName(name)
 			if !ok {
 				continue // another namespace's
 			}
@@ -80,24 +80,24 @@ func (o *Orchestrator) QueueServed(ctx context.Context, q string) (QueueServing,
 // QueueOf is the asynq queue of thread id's activations on spool queue q:
 // its name in the orchestrator's namespace, or in a sharded space the
 // lane of id's shard (keyspace.Space.QueueOf).
-func (o *Orchestrator) QueueOf(q, id string) string { return o.Keys.QueueOf(q, id) }
+func (o *Orchestrator) QueueOf(q, id string) string { return o.keys.QueueOf(q, id) }
 
 // QueueLanes are the asynq queues of spool queue q, every lane: the ones a
 // worker serving q listens on.
-func (o *Orchestrator) QueueLanes(q string) []string { return o.Keys.QueueLanes(q) }
+func (o *Orchestrator) QueueLanes(q string) []string { return o.keys.QueueLanes(q) }
 
 // QueueName is the spool queue of asynq queue aq (a lane's or a queue's
 // name), ok false for another namespace's.
-func (o *Orchestrator) QueueName(aq string) (string, bool) { return o.Keys.QueueName(aq) }
+func (o *Orchestrator) QueueName(aq string) (string, bool) { return o.keys.QueueName(aq) }
 
 // Shards is the shard count of the orchestrator's namespace
 // (Config.Shards).
-func (o *Orchestrator) Shards() int { return o.Keys.Shards() }
+func (o *Orchestrator) Shards() int { return o.keys.Shards() }
 
 // Lanes is how many asynq queues carry one spool queue: 1 unless the
 // namespace is sharded (keyspace.Space.Lanes).
-func (o *Orchestrator) Lanes() int { return o.Keys.Lanes() }
+func (o *Orchestrator) Lanes() int { return o.keys.Lanes() }
 
 // RateLimiter returns a limiter of the fleet-wide model rate limits over
 // the orchestrator's Redis and namespace, on its clock.
-func (o *Orchestrator) RateLimiter() *ratelimit.Limiter { return ratelimit.New(o.Redis, o.Keys, o.Now) }
+func (o *Orchestrator) RateLimiter() *ratelimit.Limiter { return ratelimit.New(o.rdb, o.keys, o.Now) }

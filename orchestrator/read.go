@@ -20,125 +20,125 @@ import (
 
 // Record returns thread id's record, or registry.ErrNotFound.
 func (o *Orchestrator) Record(ctx context.Context, id string) (*registry.Record, error) {
-	return o.Registry.Get(ctx, id)
+	return o.reg.Get(ctx, id)
 }
 
 // Records returns the records of ids in one round trip, in the order of
 // ids; ids that are not registered are left out.
 func (o *Orchestrator) Records(ctx context.Context, ids []string) ([]*registry.Record, error) {
-	return o.Registry.GetMany(ctx, ids)
+	return o.reg.GetMany(ctx, ids)
 }
 
 // ResolveChain returns the id of the thread that id's continuation chain
 // has reached (registry.Registry.ResolveChain).
 func (o *Orchestrator) ResolveChain(ctx context.Context, id string) (string, error) {
-	return o.Registry.ResolveChain(ctx, id)
+	return o.reg.ResolveChain(ctx, id)
 }
 
 // Latest returns the record of the thread that id's continuation chain
 // has reached: ResolveChain, then Record.
 func (o *Orchestrator) Latest(ctx context.Context, id string) (*registry.Record, error) {
-	cur, err := o.Registry.ResolveChain(ctx, id)
+	cur, err := o.reg.ResolveChain(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	return o.Registry.Get(ctx, cur)
+	return o.reg.Get(ctx, cur)
 }
 
 // ChainRecords returns the records of the continuation chain id belongs
 // to, first thread first (GetChain adds the forks).
 func (o *Orchestrator) ChainRecords(ctx context.Context, id string) ([]*registry.Record, error) {
-	return o.Registry.GetChain(ctx, id)
+	return o.reg.GetChain(ctx, id)
 }
 
 // Children returns the records of a parent's children, oldest first.
 func (o *Orchestrator) Children(ctx context.Context, parent string) ([]*registry.Record, error) {
-	return o.Registry.ListChildren(ctx, parent)
+	return o.reg.ListChildren(ctx, parent)
 }
 
 // Forks returns the records of the threads forked from id, oldest first.
 func (o *Orchestrator) Forks(ctx context.Context, id string) ([]*registry.Record, error) {
-	return o.Registry.ListForks(ctx, id)
+	return o.reg.ListForks(ctx, id)
 }
 
 // Threads returns the records of the threads that f selects, newest first
 // (registry.Registry.List).
 func (o *Orchestrator) Threads(ctx context.Context, f registry.Filter) ([]*registry.Record, error) {
-	return o.Registry.List(ctx, f)
+	return o.reg.List(ctx, f)
 }
 
 // Active returns the records of every thread that has not finished,
 // oldest first.
 func (o *Orchestrator) Active(ctx context.Context) ([]*registry.Record, error) {
-	return o.Registry.ListActive(ctx)
+	return o.reg.ListActive(ctx)
 }
 
 // ThreadsByTime returns a window of every registered thread's id, scored
 // by its creation time in milliseconds, oldest first.
 func (o *Orchestrator) ThreadsByTime(ctx context.Context, w registry.Window) ([]redis.Z, error) {
-	return o.Registry.ThreadsByTime(ctx, w)
+	return o.reg.ThreadsByTime(ctx, w)
 }
 
 // Statuses returns the status of each of ids in one round trip; an id
 // that is not registered is left out.
 func (o *Orchestrator) Statuses(ctx context.Context, ids []string) (map[string]thread.Status, error) {
-	return o.Registry.Statuses(ctx, ids)
+	return o.reg.Statuses(ctx, ids)
 }
 
 // Subscribe subscribes to the status changes of every thread.
 func (o *Orchestrator) Subscribe(ctx context.Context) (*registry.Subscription, error) {
-	return o.Registry.Subscribe(ctx)
+	return o.reg.Subscribe(ctx)
 }
 
 // LedgerEntry returns the ledger entry of thread id (its budget and
 // spend), or ledger.ErrNotFound.
 func (o *Orchestrator) LedgerEntry(ctx context.Context, id string) (ledger.Entry, error) {
-	return o.Ledger.Get(ctx, id)
+	return o.ledger.Get(ctx, id)
 }
 
 // LedgerEntries returns the ledger entries of ids in one round trip, by
 // id; ids without an entry are left out.
 func (o *Orchestrator) LedgerEntries(ctx context.Context, ids []string) (map[string]ledger.Entry, error) {
-	return o.Ledger.GetMany(ctx, ids)
+	return o.ledger.GetMany(ctx, ids)
 }
 
 // LeaseHeld reports whether thread id's activation lease is alive: a
 // worker is running it.
 func (o *Orchestrator) LeaseHeld(ctx context.Context, id string) (bool, error) {
-	return o.Activations.LeaseHeld(ctx, id)
+	return o.acts.LeaseHeld(ctx, id)
 }
 
 // NewFollower returns a follower of thread id's transcript segments,
 // verified against the orchestrator's keyring.
 func (o *Orchestrator) NewFollower(id string) (*transcript.Follower, error) {
-	return transcript.NewFollower(o.Store, id, o.Keyring)
+	return transcript.NewFollower(o.store, id, o.keyring)
 }
 
 // ReadStored reads thread id's transcript as the store holds it,
 // verified against the orchestrator's keyring in mode, not held to the
 // registry's mark (ReadTranscript and ReadVerified are).
 func (o *Orchestrator) ReadStored(ctx context.Context, id string, mode transcript.Mode) (*transcript.Transcript, error) {
-	return transcript.Read(ctx, o.Store, id, o.Keyring, mode)
+	return transcript.Read(ctx, o.store, id, o.keyring, mode)
 }
 
 // Unverified reports whether the orchestrator holds no trusted key:
 // transcripts are read without verifying their signatures.
-func (o *Orchestrator) Unverified() bool { return o.Keyring.Unverified() }
+func (o *Orchestrator) Unverified() bool { return o.keyring.Unverified() }
 
 // CanSign reports whether the orchestrator holds a signing key: without
 // one it reads transcripts and signs nothing (no approval, send, cancel
 // or resume that writes a segment).
-func (o *Orchestrator) CanSign() bool { return o.Signer != nil }
+func (o *Orchestrator) CanSign() bool { return o.signer != nil }
 
 // Logger returns the orchestrator's logger.
-func (o *Orchestrator) Logger() *slog.Logger { return o.Log }
+func (o *Orchestrator) Logger() *slog.Logger { return o.log }
 
 // Namespace returns the namespace of the orchestrator's Redis keys.
-func (o *Orchestrator) Namespace() string { return o.Keys.Namespace() }
+func (o *Orchestrator) Namespace() string { return o.keys.Namespace() }
 
 // StateSnapshot reads state snapshot sha of graph run id as it is stored
 // (blobkey.GraphState), unchecked: the caller checks it against its
 // address.
 func (o *Orchestrator) StateSnapshot(ctx context.Context, id, sha string) ([]byte, error) {
-	return o.Store.Get(ctx, blobkey.GraphState(id, sha))
+	return o.store.Get(ctx, blobkey.GraphState(id, sha))
 }

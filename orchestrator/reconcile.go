@@ -72,14 +72,14 @@ func (o *Orchestrator) Recharge(ctx context.Context, rec *registry.Record, cs []
 		keys[i] = c.Key
 		byKey[c.Key] = c
 	}
-	missing, err := o.Ledger.Uncharged(ctx, rec.LedgerID(), keys)
+	missing, err := o.ledger.Uncharged(ctx, rec.LedgerID(), keys)
 	if err != nil {
 		return nil, err
 	}
 	var applied []TurnCharge
 	for _, k := range missing {
 		c := byKey[k]
-		_, err := o.Ledger.Charge(ctx, rec.LedgerID(), rec.BudgetPath(), c.Key, c.Amount)
+		_, err := o.ledger.Charge(ctx, rec.LedgerID(), rec.BudgetPath(), c.Key, c.Amount)
 		var le *thread.LimitError
 		if err != nil && !errors.As(err, &le) {
 			return applied, fmt.Errorf("recharge turn %d of %s: %w", c.Turn, rec.ThreadID, err)
@@ -94,13 +94,13 @@ func (o *Orchestrator) Recharge(ctx context.Context, rec *registry.Record, cs []
 // lost the effect of (queue.Enqueuer.Reenqueue). It reports whether it
 // enqueued.
 func (o *Orchestrator) Reenqueue(ctx context.Context, a queue.Activation, seq int64, q string) (bool, error) {
-	return o.Enqueuer.Reenqueue(ctx, o.Inspector(), a, seq, q)
+	return o.enq.Reenqueue(ctx, o.Inspector(), a, seq, q)
 }
 
 // Inspector is an asynq inspector on the orchestrator's Redis. It shares
 // the client: do not Close it.
 func (o *Orchestrator) Inspector() *asynq.Inspector {
-	return asynq.NewInspectorFromRedisClient(o.Redis)
+	return asynq.NewInspectorFromRedisClient(o.rdb)
 }
 
 // sumNano is the sum of charges in nano-USD, for logs.

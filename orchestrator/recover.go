@@ -15,17 +15,17 @@ import (
 // have lost writes, that task may have finished while the claim it made
 // was lost, and Reenqueue enqueues it again.
 func (o *Orchestrator) Recover(ctx context.Context) (orphans, wakes int, err error) {
-	found, err := o.Activations.Orphans(ctx)
+	found, err := o.acts.Orphans(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
 	for _, or := range found {
-		o.Log.Info("recovering orphaned thread", "thread_id", or.ThreadID, "version", or.Version)
+		o.log.Info("recovering orphaned thread", "thread_id", or.ThreadID, "version", or.Version)
 		if _, err := o.Reenqueue(ctx, queue.Activation{ThreadID: or.ThreadID, Reason: "recover"}, or.Version, or.Queue); err != nil {
 			return len(found), 0, err
 		}
 	}
-	stalled, err := o.Activations.StalledWaits(ctx)
+	stalled, err := o.acts.StalledWaits(ctx)
 	if err != nil {
 		return len(found), 0, err
 	}

@@ -96,7 +96,7 @@ type Restored struct {
 // or transcript that names another parent, or a transcript that does not
 // verify, is an error: such a thread is not restored.
 func (o *Orchestrator) Restore(ctx context.Context, id, parent string) (*Restored, error) {
-	rec, err := o.Registry.Get(ctx, id)
+	rec, err := o.reg.Get(ctx, id)
 	if err == nil {
 		return &Restored{Record: rec}, nil
 	}
@@ -110,7 +110,7 @@ func (o *Orchestrator) Restore(ctx context.Context, id, parent string) (*Restore
 		switch {
 		case errors.Is(err, registry.ErrExists):
 			// Restored meanwhile by another process.
-			if got, err = o.Registry.Get(ctx, next); err != nil {
+			if got, err = o.reg.Get(ctx, next); err != nil {
 				return nil, err
 			}
 		case err != nil && out.Record != nil:
@@ -132,7 +132,7 @@ func (o *Orchestrator) Restore(ctx context.Context, id, parent string) (*Restore
 		if next == "" || got.Status != thread.StatusContinued {
 			return out, nil
 		}
-		if _, err := o.Registry.Get(ctx, next); !errors.Is(err, registry.ErrNotFound) {
+		if _, err := o.reg.Get(ctx, next); !errors.Is(err, registry.ErrNotFound) {
 			return out, err
 		}
 	}
@@ -143,7 +143,7 @@ func (o *Orchestrator) Restore(ctx context.Context, id, parent string) (*Restore
 // its record, its verified transcript and the number of charges applied.
 // ErrExists when it was registered meanwhile.
 func (o *Orchestrator) restoreOne(ctx context.Context, id, parent string) (*registry.Record, *transcript.Transcript, int, error) {
-	tr, err := transcript.ReadWith(ctx, o.Store, id, o.Keyring, transcript.ReadOptions{Mode: transcript.Strict})
+	tr, err := transcript.ReadWith(ctx, o.store, id, o.keyring, transcript.ReadOptions{Mode: transcript.Strict})
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("restore thread %s: %w", id, err)
 	}
@@ -177,7 +177,7 @@ func (o *Orchestrator) restoreOne(ctx context.Context, id, parent string) (*regi
 			return got, tr, len(charges), err
 		}
 	case got.Status != thread.StatusContinued:
-		wakes, err := o.Activations.NotifyFinished(ctx, got.ChainRootID)
+		wakes, err := o.acts.NotifyFinished(ctx, got.ChainRootID)
 		if err != nil {
 			return got, tr, len(charges), err
 		}
@@ -202,7 +202,7 @@ func (o *Orchestrator) uncharged(ctx context.Context, rec *registry.Record, cs [
 		keys[i] = c.Key
 		byKey[c.Key] = c
 	}
-	missing, err := o.Ledger.Uncharged(ctx, rec.LedgerID(), keys)
+	missing, err := o.ledger.Uncharged(ctx, rec.LedgerID(), keys)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return cs, nil
 	}
@@ -225,7 +225,7 @@ var restoreLua string
 // runRestore runs restore.lua: rec's ledger entry, the charges, its
 // release when the thread finished, and rec.
 func (o *Orchestrator) runRestore(ctx context.Context, rec *registry.Record, charges []TurnCharge, finished bool) (*registry.Record, error) {
-	g, err := o.Registry.Restoration(rec)
+	g, err := o.reg.Restoration(rec)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +234,7 @@ func (o *Orchestrator) runRestore(ctx context.Context, rec *registry.Record, cha
 	if err != nil {
 		return nil, fmt.Errorf("restore budget of %s: %w", entry, err)
 	}
-	lkeys, lids, err := o.Ledger.PathArgs(entry, path)
+	lkeys, lids, err := o.ledger.PathArgs(entry, path)
 	if err != nil {
 		return nil, fmt.Errorf("restore budget of %s: %w", entry, err)
 	}
@@ -263,7 +263,7 @@ func (o *Orchestrator) runRestore(ctx context.Context, rec *registry.Record, cha
 func (o *Orchestrator) restoredRecord(ctx context.Context, id, parent string, tr *transcript.Transcript) (*registry.Record, bool, error) {
 	var parentRec *registry.Record
 	if parent != "" {
-		p, err := o.Registry.Get(ctx, parent)
+		p, err := o.reg.Get(ctx, parent)
 		if err != nil {
 			return nil, false, fmt.Errorf("parent: %w", err)
 		}
@@ -321,7 +321,7 @@ func (o *Orchestrator) restoredRecord(ctx context.Context, id, parent string, tr
 // not verify is an *IntegrityError.
 func (o *Orchestrator) storedThreadJSON(ctx context.Context, id string, tr *transcript.Transcript) (*registry.Record, error) {
 	key := blobkey.ThreadJSON(id)
-	data, err := o.Store.Get(ctx, key)
+	data, err := o.store.Get(ctx, key)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return nil, nil
 	}
@@ -331,7 +331,7 @@ func (o *Orchestrator) storedThreadJSON(ctx context.Context, id string, tr *tran
 	var tj registry.Record
 	switch {
 	case signedJSON(data):
-		if _, err := transcript.VerifyJSON(data, o.Keyring, &tj); err != nil {
+		if _, err := transcript.VerifyJSON(data, o.keyring, &tj); err != nil {
 			return nil, &IntegrityError{Key: key, Reason: "signature", Err: err}
 		}
 	case tr.Attested(transcript.ArtifactThreadJSON, data) == 0:
@@ -370,7 +370,7 @@ func (o *Orchestrator) startRecord(ctx context.Context, id string, parent *regis
 			}
 		}
 		if ev.PreviousThreadID != "" {
-			prev, err := o.Registry.Get(ctx, ev.PreviousThreadID)
+			prev, err := o.reg.Get(ctx, ev.PreviousThreadID)
 			if err != nil {
 				return rec, fmt.Errorf("the thread it continues: %w", err)
 			}

@@ -31,11 +31,11 @@ func runLost(t *testing.T, o *Orchestrator, req StartRequest, spends []float64, 
 	rec, err := o.Start(ctx, req)
 	require.NoError(t, err)
 	id := rec.ThreadID
-	c, err := o.Activations.Claim(ctx, id, "start", 0, "dead", id, time.Minute)
+	c, err := o.acts.Claim(ctx, id, "start", 0, "dead", id, time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, o.Redis.Del(ctx, o.Keys.Lease(id)).Err())
+	require.NoError(t, o.rdb.Del(ctx, o.keys.Lease(id)).Err())
 	rec = c.Record
-	w, err := transcript.CreateWriter(id, o.Store, o.Signer)
+	w, err := transcript.CreateWriter(id, o.store, o.signer)
 	require.NoError(t, err)
 	inputs, err := json.Marshal(rec.Inputs)
 	require.NoError(t, err)
@@ -47,14 +47,14 @@ func runLost(t *testing.T, o *Orchestrator, req StartRequest, spends []float64, 
 	var cost thread.Cost
 	for i, spend := range spends {
 		turn := i + 1
-		v, err = o.Registry.Commit(ctx, id, v, registry.Changes{Transcript: RecordMark(w.Mark())})
+		v, err = o.reg.Commit(ctx, id, v, registry.Changes{Transcript: RecordMark(w.Mark())})
 		require.NoError(t, err)
 		_, err = w.Append(transcript.TypeCognitionOut, transcript.CognitionOut{Content: "turn", Turn: turn, Spend: spend})
 		require.NoError(t, err)
 		cost.Turns, cost.Spend = turn, cost.Spend+spend
 		_, err = w.Checkpoint(ctx, transcript.State{Iteration: turn, Version: v, Cost: cost})
 		require.NoError(t, err)
-		_, err = o.Ledger.Charge(ctx, rec.LedgerID(), rec.BudgetPath(), ChargeKey(id, turn), spend)
+		_, err = o.ledger.Charge(ctx, rec.LedgerID(), rec.BudgetPath(), ChargeKey(id, turn), spend)
 		require.NoError(t, err)
 		if turn == 1 && view {
 			require.NoError(t, o.WriteThreadJSON(ctx, rec))
@@ -128,13 +128,13 @@ func testRestoreAdoptsALostPlannedChild(t *testing.T, o *Orchestrator, r *testen
 	req := StartRequest{Directive: "test/leads", Inputs: map[string]any{"city": "Lyon"}, ParentID: root.ThreadID,
 		ID: o.PlannedID(IDRequest{Directive: "test/leads", ParentID: root.ThreadID}, root.StartedAt, "turn/1/call/0"), Planned: true}
 	kid, v, w := runLost(t, o, req, spends, true)
-	cur, err := o.Registry.Get(ctx, kid.ThreadID)
+	cur, err := o.reg.Get(ctx, kid.ThreadID)
 	require.NoError(t, err)
 	require.NoError(t, o.Finalize(ctx, cur, v, Outcome{Status: thread.StatusCompleted, Result: "42 leads",
 		Cost: thread.Cost{Turns: 2, Spend: 0.03}, Transcript: new(w.Mark())}))
 
 	snap.Rollback(t)
-	_, err = o.Registry.Get(ctx, kid.ThreadID)
+	_, err = o.reg.Get(ctx, kid.ThreadID)
 	require.ErrorIs(t, err, registry.ErrNotFound)
 
 	again, err := o.Start(ctx, req)
@@ -143,20 +143,20 @@ func testRestoreAdoptsALostPlannedChild(t *testing.T, o *Orchestrator, r *testen
 	require.Equal(t, thread.StatusCompleted, again.Status, "adopted as it ended, not started again")
 	require.Equal(t, "42 leads", again.Result)
 	require.NotEmpty(t, again.Extra[registry.RestoredField])
-	got, err := o.Registry.Get(ctx, kid.ThreadID)
+	got, err := o.reg.Get(ctx, kid.ThreadID)
 	require.NoError(t, err)
 	require.Equal(t, again.Version, got.Version)
 	require.Equal(t, []string{root.ThreadID}, got.Ancestors)
 	require.Equal(t, []string{root.ThreadID}, got.LedgerPath)
-	kids, err := o.Registry.ListChildren(ctx, root.ThreadID)
+	kids, err := o.reg.ListChildren(ctx, root.ThreadID)
 	require.NoError(t, err)
 	require.Len(t, kids, 1)
 
-	e, err := o.Ledger.Get(ctx, kid.ThreadID)
+	e, err := o.ledger.Get(ctx, kid.ThreadID)
 	require.NoError(t, err)
 	require.Equal(t, nano(t, spends...), e.OwnNano)
 	require.Equal(t, string(thread.StatusCompleted), e.Status)
-	e, err = o.Ledger.Get(ctx, root.ThreadID)
+	e, err = o.ledger.Get(ctx, root.ThreadID)
 	require.NoError(t, err)
 	require.Equal(t, nano(t, spends...), e.ActualNano, "the root's entry has the child's spend back")
 
@@ -166,7 +166,7 @@ func testRestoreAdoptsALostPlannedChild(t *testing.T, o *Orchestrator, r *testen
 	third, err := o.Start(ctx, req)
 	require.NoError(t, err)
 	require.Equal(t, again.Version, third.Version)
-	e, err = o.Ledger.Get(ctx, root.ThreadID)
+	e, err = o.ledger.Get(ctx, root.ThreadID)
 	require.NoError(t, err)
 	require.Equal(t, nano(t, spends...), e.ActualNano, "charged once")
 }
@@ -189,13 +189,13 @@ func TestRestoreChain(t *testing.T) {
 	cont, err := o.Start(ctx, StartRequest{Directive: "test/leads", Inputs: map[string]any{"city": "Lyon"}, ParentID: root.ThreadID,
 		PreviousThreadID: kid.ThreadID, Kind: KindHandoff})
 	require.NoError(t, err)
-	cur, err := o.Registry.Get(ctx, kid.ThreadID)
+	cur, err := o.reg.Get(ctx, kid.ThreadID)
 	require.NoError(t, err)
 	require.NoError(t, o.Finalize(ctx, cur, v, Outcome{Status: thread.StatusContinued, ContinuationID: cont.ThreadID,
 		Cost: thread.Cost{Turns: 1, Spend: 0.01}, Transcript: new(w.Mark())}))
-	c, err := o.Activations.Claim(ctx, cont.ThreadID, "start", 0, "dead", cont.ThreadID, time.Minute)
+	c, err := o.acts.Claim(ctx, cont.ThreadID, "start", 0, "dead", cont.ThreadID, time.Minute)
 	require.NoError(t, err)
-	cw, err := transcript.CreateWriter(cont.ThreadID, o.Store, o.Signer)
+	cw, err := transcript.CreateWriter(cont.ThreadID, o.store, o.signer)
 	require.NoError(t, err)
 	_, err = cw.Append(transcript.TypeThreadStarted, transcript.ThreadStarted{Directive: "test/leads", ParentID: root.ThreadID,
 		PreviousThreadID: kid.ThreadID, Limits: &c.Record.Limits, BundleDigest: c.Record.Bundle, Capabilities: c.Record.Capabilities})
@@ -212,11 +212,11 @@ func TestRestoreChain(t *testing.T) {
 	require.Equal(t, 2, rs.Charges)
 	require.Equal(t, thread.StatusContinued, rs.Record.Status)
 	require.Equal(t, cont.ThreadID, rs.Record.ContinuationThreadID)
-	end, err := o.Registry.ResolveChain(ctx, kid.ThreadID)
+	end, err := o.reg.ResolveChain(ctx, kid.ThreadID)
 	require.NoError(t, err)
 	require.Equal(t, cont.ThreadID, end)
 
-	got, err := o.Registry.Get(ctx, cont.ThreadID)
+	got, err := o.reg.Get(ctx, cont.ThreadID)
 	require.NoError(t, err)
 	require.Equal(t, thread.StatusRunning, got.Status)
 	require.Equal(t, kid.ThreadID, got.ContinuationOf)
@@ -228,15 +228,15 @@ func TestRestoreChain(t *testing.T) {
 	require.Equal(t, c.Version+1+VersionFence, got.Version)
 	insp := asynq.NewInspectorFromRedisClient(r.Client)
 	t.Cleanup(func() { _ = insp.Close() })
-	_, err = insp.GetTaskInfo(o.Keys.QueueOf(got.Queue, got.ThreadID),
+	_, err = insp.GetTaskInfo(o.keys.QueueOf(got.Queue, got.ThreadID),
 		queue.TaskID(queue.Activation{ThreadID: got.ThreadID, Reason: "recover"}, got.Version))
 	require.NoError(t, err, "a recover task takes it up")
 
-	e, err := o.Ledger.Get(ctx, kid.ThreadID)
+	e, err := o.ledger.Get(ctx, kid.ThreadID)
 	require.NoError(t, err)
 	require.Equal(t, nano(t, 0.01, 0.005), e.OwnNano, "the chain's entry: both threads' turns")
 	require.Equal(t, ledger.StatusActive, e.Status, "the chain goes on")
-	e, err = o.Ledger.Get(ctx, root.ThreadID)
+	e, err = o.ledger.Get(ctx, root.ThreadID)
 	require.NoError(t, err)
 	require.Equal(t, nano(t, 0.01, 0.005), e.ActualNano)
 

@@ -43,11 +43,11 @@ func (o *Orchestrator) Resume(ctx context.Context, id, message string) (*ResumeR
 	if strings.TrimSpace(message) == "" {
 		return nil, fmt.Errorf("resume %s: the message is empty", id)
 	}
-	resolved, err := o.Registry.ResolveChain(ctx, id)
+	resolved, err := o.reg.ResolveChain(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := o.Registry.Get(ctx, resolved)
+	rec, err := o.reg.Get(ctx, resolved)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func (o *Orchestrator) Resume(ctx context.Context, id, message string) (*ResumeR
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := o.Registry.LinkContinuation(ctx, resolved, newRec.ThreadID); err != nil {
+	if _, _, err := o.reg.LinkContinuation(ctx, resolved, newRec.ThreadID); err != nil {
 		// Another resume linked first: withdraw this one.
 		_, _ = o.Cancel(ctx, newRec.ThreadID, true)
 		return nil, fmt.Errorf("resume %s: %w", resolved, err)
@@ -110,11 +110,11 @@ func (o *Orchestrator) Resume(ctx context.Context, id, message string) (*ResumeR
 // the mark one segment behind, which verifies (a mark is a lower bound);
 // the registry's mark only rises, so concurrent calls cannot lower it.
 func (o *Orchestrator) logEvent(ctx context.Context, id, typ string, payload any) error {
-	rec, err := o.Registry.Get(ctx, id)
+	rec, err := o.reg.Get(ctx, id)
 	if err != nil {
 		return err
 	}
-	w, err := transcript.OpenWriter(ctx, o.Store, id, o.Signer, o.Keyring, RegistryMark(rec))
+	w, err := transcript.OpenWriter(ctx, o.store, id, o.signer, o.keyring, RegistryMark(rec))
 	if err != nil {
 		return err
 	}
@@ -128,10 +128,10 @@ func (o *Orchestrator) logEvent(ctx context.Context, id, typ string, payload any
 	if _, err = w.Checkpoint(ctx, st); err != nil {
 		return err
 	}
-	if _, err := o.Registry.Commit(ctx, id, 0, registry.Changes{Transcript: RecordMark(w.Mark())}); err != nil {
+	if _, err := o.reg.Commit(ctx, id, 0, registry.Changes{Transcript: RecordMark(w.Mark())}); err != nil {
 		return err
 	}
-	if rec, err = o.Registry.Get(ctx, id); err != nil {
+	if rec, err = o.reg.Get(ctx, id); err != nil {
 		return err
 	}
 	return o.WriteThreadJSON(ctx, rec)
@@ -151,7 +151,7 @@ func (o *Orchestrator) Search(ctx context.Context, id, query string, limit int) 
 	if err != nil {
 		return nil, fmt.Errorf("query %q: %w", query, err)
 	}
-	chain, err := o.Registry.GetChain(ctx, id)
+	chain, err := o.reg.GetChain(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -162,13 +162,13 @@ func (o *Orchestrator) Search(ctx context.Context, id, query string, limit int) 
 	if limit <= 0 {
 		limit = 50
 	}
-	return transcript.ChainSearch(ctx, o.Store, o.Keyring, ids, re, limit)
+	return transcript.ChainSearch(ctx, o.store, o.keyring, ids, re, limit)
 }
 
 // TranscriptText renders a thread's transcript as text, at most limit
 // bytes (the most recent part when longer).
 func (o *Orchestrator) TranscriptText(ctx context.Context, id string, limit int) (string, error) {
-	tr, err := transcript.Read(ctx, o.Store, id, o.Keyring, transcript.Lenient)
+	tr, err := transcript.Read(ctx, o.store, id, o.keyring, transcript.Lenient)
 	if err != nil {
 		return "", err
 	}
@@ -187,5 +187,5 @@ func (o *Orchestrator) Wait(ctx context.Context, ids []string, timeout time.Dura
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	return o.Registry.WaitTerminal(ctx, ids)
+	return o.reg.WaitTerminal(ctx, ids)
 }

@@ -40,6 +40,6 @@ type Services struct {
 // Services returns the services an activation runs on: the worker's
 // (see Services).
 func (o *Orchestrator) Services() Services {
-	return Services{Registry: o.Registry, Activations: o.Activations, Ledger: o.Ledger, Enqueuer: o.Enqueuer,
-		Store: o.Store, Signer: o.Signer, Keyring: o.Keyring, Redis: o.Redis, Keys: o.Keys, LeaseTTL: o.Cfg.LeaseTTL}
+	return Services{Registry: o.reg, Activations: o.acts, Ledger: o.ledger, Enqueuer: o.enq,
+		Store: o.store, Signer: o.signer, Keyring: o.keyring, Redis: o.rdb, Keys: o.keys, LeaseTTL: o.cfg.LeaseTTL}
 }

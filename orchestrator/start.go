@@ -117,7 +117,7 @@ type startContext struct {
 func (o *Orchestrator) startContext(ctx context.Context, req *StartRequest) (startContext, error) {
 	var sc startContext
 	if req.ParentID != "" {
-		p, err := o.Registry.Get(ctx, req.ParentID)
+		p, err := o.reg.Get(ctx, req.ParentID)
 		if errors.Is(err, registry.ErrNotFound) {
 			return sc, fmt.Errorf("parent thread %q does not exist", req.ParentID)
 		}
@@ -149,7 +149,7 @@ func (o *Orchestrator) startContext(ctx context.Context, req *StartRequest) (sta
 		return sc, err
 	}
 	if req.PreviousThreadID != "" {
-		if sc.prev, err = o.Registry.Get(ctx, req.PreviousThreadID); err != nil {
+		if sc.prev, err = o.reg.Get(ctx, req.PreviousThreadID); err != nil {
 			return sc, fmt.Errorf("previous thread %q: %w", req.PreviousThreadID, err)
 		}
 	}
@@ -205,8 +205,8 @@ func (o *Orchestrator) planThread(req StartRequest, sc startContext) (registry.N
 		}
 	}
 	model, err := proj.ResolveTreeModel(d, req.Model, inherited, parentModel)
-	if o.Cfg.Model != "" {
-		model, override, err = o.Cfg.Model, o.Cfg.Model, nil
+	if o.cfg.Model != "" {
+		model, override, err = o.cfg.Model, o.cfg.Model, nil
 	}
 	if err != nil {
 		return registry.NewThread{}, fmt.Errorf("directive %s: %w", name, err)
@@ -285,14 +285,14 @@ func (o *Orchestrator) registerAndEnqueue(ctx context.Context, req StartRequest,
 	// back.
 	counted := false
 	if parent != nil && req.PreviousThreadID == "" && req.Fork == nil {
-		if _, err := o.Registry.IncrSpawns(ctx, parent.ThreadID, parent.Limits.Spawns); err != nil {
+		if _, err := o.reg.IncrSpawns(ctx, parent.ThreadID, parent.Limits.Spawns); err != nil {
 			return nil, err
 		}
 		counted = true
 	}
 	undoSpawn := func() {
 		if counted {
-			if err := o.Registry.UndoSpawn(context.WithoutCancel(ctx), parent.ThreadID); err != nil {
+			if err := o.reg.UndoSpawn(context.WithoutCancel(ctx), parent.ThreadID); err != nil {
 				o.threadLog(parent.ThreadID).Warn("spawn not given back", "error", err)
 			}
 		}
@@ -326,12 +326,12 @@ func (o *Orchestrator) registerAndEnqueue(ctx context.Context, req StartRequest,
 	}
 	if err != nil {
 		if prev == nil {
-			_ = o.Ledger.Release(ctx, id, plan.path, string(thread.StatusError))
+			_ = o.ledger.Release(ctx, id, plan.path, string(thread.StatusError))
 		}
 		undoSpawn()
 		return nil, err
 	}
-	if err := o.Enqueuer.Enqueue(ctx, queue.Activation{ThreadID: id, Reason: "start"}, 0, req.Queue); err != nil {
+	if err := o.enq.Enqueue(ctx, queue.Activation{ThreadID: id, Reason: "start"}, 0, req.Queue); err != nil {
 		// The thread is registered but not queued: housekeeping would not
 		// find it (it is not running), so fail it now, visibly.
 		_ = o.fail(ctx, rec, "enqueue_failed", err.Error())
@@ -418,7 +418,7 @@ func (o *Orchestrator) planBudget(ctx context.Context, id string, parent, prev *
 		return o.planForkBudget(ctx, id, parent, req.Fork, limits)
 	case prev != nil:
 		entry, path := prev.LedgerID(), prev.BudgetPath()
-		room, err := o.Ledger.Room(ctx, entry, path)
+		room, err := o.ledger.Room(ctx, entry, path)
 		if err != nil {
 			return budgetPlan{}, err
 		}
@@ -435,7 +435,7 @@ func (o *Orchestrator) planBudget(ctx context.Context, id string, parent, prev *
 	if req.Reserve {
 		return reserveBudget(id, path, limits.Spend), nil
 	}
-	room, err := o.Ledger.Room(ctx, parent.LedgerID(), parent.BudgetPath())
+	room, err := o.ledger.Room(ctx, parent.LedgerID(), parent.BudgetPath())
 	if err != nil {
 		return budgetPlan{}, err
 	}
@@ -461,11 +461,11 @@ func (o *Orchestrator) register(ctx context.Context, plan budgetPlan, nt registr
 	if err != nil {
 		return nil, fmt.Errorf("budget of %s: %w", plan.entry, err), nil
 	}
-	g, err := o.Registry.Registration(nt)
+	g, err := o.reg.Registration(nt)
 	if err != nil {
 		return nil, nil, err
 	}
-	lkeys, lids, err := o.Ledger.PathArgs(plan.entry, plan.path)
+	lkeys, lids, err := o.ledger.PathArgs(plan.entry, plan.path)
 	if err != nil {
 		return nil, fmt.Errorf("budget of %s: %w", plan.entry, err), nil
 	}

@@ -50,7 +50,7 @@ func TestStartInOneScript(t *testing.T) {
 	// A root registers its entry with its spend limit as the ceiling.
 	root, err := o.Start(ctx, req(""))
 	require.NoError(t, err)
-	e, err := o.Ledger.Get(ctx, root.ThreadID)
+	e, err := o.ledger.Get(ctx, root.ThreadID)
 	require.NoError(t, err)
 	require.InDelta(t, 0.1, e.Max, 1e-12)
 	require.Empty(t, e.ParentID)
@@ -61,10 +61,10 @@ func TestStartInOneScript(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{root.ThreadID}, kid.LedgerPath)
 	require.Equal(t, []string{root.ThreadID}, kid.Ancestors)
-	e, err = o.Ledger.Get(ctx, kid.ThreadID)
+	e, err = o.ledger.Get(ctx, kid.ThreadID)
 	require.NoError(t, err)
 	require.Equal(t, root.ThreadID, e.ParentID)
-	got, err := o.Registry.Get(ctx, kid.ThreadID)
+	got, err := o.reg.Get(ctx, kid.ThreadID)
 	require.NoError(t, err)
 	require.Equal(t, kid.Version, got.Version)
 	require.Equal(t, kid.ChainRootID, got.ChainRootID)
@@ -72,7 +72,7 @@ func TestStartInOneScript(t *testing.T) {
 	// An id that is registered already is the registry's refusal, after
 	// the budget, and the spawn is given back.
 	spawns := func() int {
-		n, _ := o.Redis.Get(ctx, o.Keys.Spawns(root.ThreadID)).Int()
+		n, _ := o.rdb.Get(ctx, o.keys.Spawns(root.ThreadID)).Int()
 		return n
 	}
 	before := spawns()
@@ -94,9 +94,9 @@ func TestStartInOneScript(t *testing.T) {
 	_, err = o.Start(ctx, big)
 	require.ErrorIs(t, err, ledger.ErrInsufficientBudget)
 	require.ErrorIs(t, err, &thread.LimitError{Code: thread.CodeSpendExceeded})
-	_, err = o.Registry.Get(ctx, big.ID)
+	_, err = o.reg.Get(ctx, big.ID)
 	require.ErrorIs(t, err, registry.ErrNotFound)
-	_, err = o.Ledger.Get(ctx, big.ID)
+	_, err = o.ledger.Get(ctx, big.ID)
 	require.ErrorIs(t, err, ledger.ErrNotFound)
 	require.Equal(t, before, spawns())
 
@@ -108,6 +108,6 @@ func TestStartInOneScript(t *testing.T) {
 	late.ID = "test/late"
 	_, err = o.Start(ctx, late)
 	require.EqualError(t, err, fmt.Sprintf("parent thread %q is cancelled: a finished thread takes no children", root.ThreadID))
-	_, err = o.Registry.Get(ctx, late.ID)
+	_, err = o.reg.Get(ctx, late.ID)
 	require.ErrorIs(t, err, registry.ErrNotFound)
 }

@@ -31,11 +31,11 @@ func (o *Orchestrator) Send(ctx context.Context, id, message, by string, interru
 	if strings.TrimSpace(message) == "" {
 		return nil, errors.New("the message is empty")
 	}
-	resolved, err := o.Registry.ResolveChain(ctx, id)
+	resolved, err := o.reg.ResolveChain(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	sent, err := o.Registry.Send(ctx, resolved, registry.InboxMessage{Content: message, By: by, At: o.Now().UTC(), Interrupt: interrupt})
+	sent, err := o.reg.Send(ctx, resolved, registry.InboxMessage{Content: message, By: by, At: o.Now().UTC(), Interrupt: interrupt})
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // Tracer is the tracer of spool's spans (Config.Tracing).
-func (o *Orchestrator) Tracer() trace.Tracer { return telemetry.Tracer(o.Cfg.Tracing) }
+func (o *Orchestrator) Tracer() trace.Tracer { return telemetry.Tracer(o.cfg.Tracing) }
 
 // threadTrace is the trace context of a new thread (package telemetry):
 // its own span, and the span that starts it — an explicit traceparent

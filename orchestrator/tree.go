@@ -63,12 +63,12 @@ func (o *Orchestrator) Tree(ctx context.Context, rec *registry.Record, maxNodes 
 			}
 			return out, nil
 		}
-		kids, err := walkAll(o.Registry.ListChildren, true)
+		kids, err := walkAll(o.reg.ListChildren, true)
 		if err != nil {
 			return nil, err
 		}
 		n.Children = append(n.Children, kids...)
-		if n.Forks, err = walkAll(o.Registry.ListForks, false); err != nil {
+		if n.Forks, err = walkAll(o.reg.ListForks, false); err != nil {
 			return nil, err
 		}
 		if id := r.ContinuationThreadID; id != "" && !seen[id] {
@@ -76,7 +76,7 @@ func (o *Orchestrator) Tree(ctx context.Context, rec *registry.Record, maxNodes 
 				n.Truncated = true
 				return n, nil
 			}
-			next, err := o.Registry.Get(ctx, id)
+			next, err := o.reg.Get(ctx, id)
 			if errors.Is(err, registry.ErrNotFound) {
 				return n, nil
 			}

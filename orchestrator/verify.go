@@ -97,7 +97,7 @@ func (o *Orchestrator) readMetadata(ctx context.Context, id string) (metadataFil
 		key  string
 		data *[]byte
 	}{{blobkey.ThreadJSON(id), &f.threadJSON}, {blobkey.Capabilities(id), &f.capabilities}} {
-		data, err := o.Store.Get(ctx, file.key)
+		data, err := o.store.Get(ctx, file.key)
 		if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
 			return f, fmt.Errorf("verify %s: %w", file.key, err)
 		}
@@ -312,7 +312,7 @@ func (o *Orchestrator) VerifyThread(ctx context.Context, id string, mode transcr
 	if err != nil {
 		return nil, fmt.Errorf("verify thread %s: %w", id, err)
 	}
-	rec, err := o.Registry.Get(ctx, id)
+	rec, err := o.reg.Get(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("verify thread %s: %w", id, err)
 	}
@@ -335,10 +335,10 @@ func (o *Orchestrator) VerifyThread(ctx context.Context, id string, mode transcr
 	if files.threadJSON == nil && rec.Status.Terminal() && o.Now().Sub(rec.UpdatedAt) > finalizeGrace {
 		missing = append(missing, &IntegrityError{Key: blobkey.ThreadJSON(id), Reason: fmt.Sprintf("missing, and the thread is %s", rec.Status)})
 	}
-	if err := keep(append(missing, verifySigned(files, o.Keyring, rec, md)...)); err != nil {
+	if err := keep(append(missing, verifySigned(files, o.keyring, rec, md)...)); err != nil {
 		return nil, err
 	}
-	tr, err := transcript.ReadWith(ctx, o.Store, id, o.Keyring, transcript.ReadOptions{Mode: mode, Marks: md.Marks()})
+	tr, err := transcript.ReadWith(ctx, o.store, id, o.keyring, transcript.ReadOptions{Mode: mode, Marks: md.Marks()})
 	if err != nil {
 		return nil, fmt.Errorf("verify thread %s: %w", id, err)
 	}

@@ -46,22 +46,22 @@ func newVerifySetup(t *testing.T) *verifySetup {
 // writer.
 func (s *verifySetup) runThread(t *testing.T, id string, turns int) (*registry.Record, int64, *transcript.Writer) {
 	t.Helper()
-	_, err := s.o.Registry.Register(s.ctx, registry.NewThread{ThreadID: id, Directive: "t/verify", Limits: thread.DefaultLimits(),
+	_, err := s.o.reg.Register(s.ctx, registry.NewThread{ThreadID: id, Directive: "t/verify", Limits: thread.DefaultLimits(),
 		Capabilities: []string{"rye.execute.tool.rye.file-system.*", "rye.execute.tool.rye.agent.threads.thread_directive"}})
 	require.NoError(t, err)
-	require.NoError(t, s.o.Ledger.Register(s.ctx, id, 1))
-	c, err := s.o.Activations.Claim(s.ctx, id, "start", 0, "tok", id, time.Minute)
+	require.NoError(t, s.o.ledger.Register(s.ctx, id, 1))
+	c, err := s.o.acts.Claim(s.ctx, id, "start", 0, "tok", id, time.Minute)
 	require.NoError(t, err)
 	rec := c.Record
 	require.NoError(t, s.o.WriteThreadJSON(s.ctx, rec))
 	body, err := transcript.RenderCapabilities(id, []thread.ToolDef{{Name: "rye/file-system/fs_read"}}, rec.Capabilities)
 	require.NoError(t, err)
 	require.NoError(t, s.store.Put(s.ctx, blobkey.Capabilities(id), transcript.SignMarkdown(body, s.signer, s.o.Now())))
-	w, err := transcript.OpenWriter(s.ctx, s.store, id, s.signer, s.o.Keyring, RegistryMark(rec))
+	w, err := transcript.OpenWriter(s.ctx, s.store, id, s.signer, s.o.keyring, RegistryMark(rec))
 	require.NoError(t, err)
 	v := rec.Version
 	for turn := 1; turn <= turns; turn++ {
-		v, err = s.o.Registry.Commit(s.ctx, id, v, registry.Changes{Transcript: RecordMark(w.Mark())})
+		v, err = s.o.reg.Commit(s.ctx, id, v, registry.Changes{Transcript: RecordMark(w.Mark())})
 		require.NoError(t, err)
 		_, err = w.Append(transcript.TypeCognitionIn, transcript.CognitionIn{Content: "turn"})
 		require.NoError(t, err)
@@ -75,7 +75,7 @@ func (s *verifySetup) runThread(t *testing.T, id string, turns int) (*registry.R
 // it, and returns the lease's key.
 func (s *verifySetup) holdLease(t *testing.T, id, token string, ttl time.Duration) string {
 	t.Helper()
-	lease := s.o.Keys.Lease(id)
+	lease := s.o.keys.Lease(id)
 	require.NoError(t, s.r.Client.Set(s.ctx, lease, token, ttl).Err())
 	return lease
 }
@@ -91,7 +91,7 @@ func (s *verifySetup) tamper(t *testing.T, id string, mode transcript.Mode, chan
 		blobs[in.Key], err = s.store.Get(s.ctx, in.Key)
 		require.NoError(t, err)
 	}
-	hash, err := s.r.Client.HGetAll(s.ctx, s.o.Keys.Thread(id)).Result()
+	hash, err := s.r.Client.HGetAll(s.ctx, s.o.keys.Thread(id)).Result()
 	require.NoError(t, err)
 	defer func() {
 		now, err := s.store.List(s.ctx, blobkey.Thread(id))
@@ -102,8 +102,8 @@ func (s *verifySetup) tamper(t *testing.T, id string, mode transcript.Mode, chan
 		for k, b := range blobs {
 			require.NoError(t, s.store.Put(s.ctx, k, b))
 		}
-		require.NoError(t, s.r.Client.Del(s.ctx, s.o.Keys.Thread(id)).Err())
-		require.NoError(t, s.r.Client.HSet(s.ctx, s.o.Keys.Thread(id), hash).Err())
+		require.NoError(t, s.r.Client.Del(s.ctx, s.o.keys.Thread(id)).Err())
+		require.NoError(t, s.r.Client.HSet(s.ctx, s.o.keys.Thread(id), hash).Err())
 	}()
 	change()
 	return s.o.VerifyThread(s.ctx, id, mode)
@@ -127,7 +127,7 @@ func TestVerifyThread(t *testing.T) {
 
 	// Running: the registry's mark lags by the segment written after the
 	// last commit, so that segment is not covered yet; every earlier one is.
-	cur, err := s.o.Registry.Get(ctx, id)
+	cur, err := s.o.reg.Get(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, registry.TranscriptMark{Segments: 2, ChainHash: mustRead(t, s, id).Segments[1].ChainHash}, cur.Transcript)
 	ver, err := s.o.VerifyThread(ctx, id, transcript.Strict)
@@ -146,7 +146,7 @@ func TestVerifyThread(t *testing.T) {
 	// thread.json.
 	final := w.Mark()
 	require.NoError(t, s.o.Finalize(ctx, rec, v, Outcome{Status: thread.StatusCompleted, Result: "done", Transcript: &final}))
-	cur, err = s.o.Registry.Get(ctx, id)
+	cur, err = s.o.reg.Get(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, *RecordMark(final), cur.Transcript)
 	ver, err = s.o.VerifyThread(ctx, id, transcript.Strict)
@@ -165,12 +165,12 @@ func TestVerifyThread(t *testing.T) {
 	t.Run("registry mark reset and last segment deleted", func(t *testing.T) {
 		// thread.json's signed mark still holds the transcript.
 		_, err := s.tamper(t, id, transcript.Strict, func() {
-			require.NoError(t, s.r.Client.HSet(ctx, s.o.Keys.Thread(id), "transcript_segments", "0", "transcript_chain_hash", "").Err())
+			require.NoError(t, s.r.Client.HSet(ctx, s.o.keys.Thread(id), "transcript_segments", "0", "transcript_chain_hash", "").Err())
 			require.NoError(t, s.store.Delete(ctx, seg(3)))
 		})
 		requireTampered(t, err, blobkey.ThreadJSON(id), "transcript mark 3 segments is ahead of the registry's 0")
 		ver, err := s.tamper(t, id, transcript.Lenient, func() {
-			require.NoError(t, s.r.Client.HSet(ctx, s.o.Keys.Thread(id), "transcript_segments", "0", "transcript_chain_hash", "").Err())
+			require.NoError(t, s.r.Client.HSet(ctx, s.o.keys.Thread(id), "transcript_segments", "0", "transcript_chain_hash", "").Err())
 			require.NoError(t, s.store.Delete(ctx, seg(3)))
 		})
 		require.NoError(t, err)
@@ -215,11 +215,11 @@ func TestVerifyThread(t *testing.T) {
 	})
 	t.Run("registry limits and capabilities widened", func(t *testing.T) {
 		_, err := s.tamper(t, id, transcript.Strict, func() {
-			require.NoError(t, s.r.Client.HSet(ctx, s.o.Keys.Thread(id), "limits", `{"turns":1000,"tokens":4096,"spend":1,"depth":10,"spawns":10,"duration":600}`).Err())
+			require.NoError(t, s.r.Client.HSet(ctx, s.o.keys.Thread(id), "limits", `{"turns":1000,"tokens":4096,"spend":1,"depth":10,"spawns":10,"duration":600}`).Err())
 		})
 		requireTampered(t, err, blobkey.ThreadJSON(id), "limits")
 		_, err = s.tamper(t, id, transcript.Strict, func() {
-			require.NoError(t, s.r.Client.HSet(ctx, s.o.Keys.Thread(id), "capabilities", `["rye.execute.tool.*"]`).Err())
+			require.NoError(t, s.r.Client.HSet(ctx, s.o.keys.Thread(id), "capabilities", `["rye.execute.tool.*"]`).Err())
 		})
 		requireTampered(t, err, blobkey.ThreadJSON(id), "capabilities")
 	})
@@ -268,14 +268,14 @@ func TestVerifyThread(t *testing.T) {
 	})
 	t.Run("retention", func(t *testing.T) {
 		_, err := s.tamper(t, id, transcript.Strict, func() {
-			require.NoError(t, s.r.Client.HSet(ctx, s.o.Keys.Thread(id), registry.ArtifactsDeletedField, "2026-01-01T00:00:00Z").Err())
+			require.NoError(t, s.r.Client.HSet(ctx, s.o.keys.Thread(id), registry.ArtifactsDeletedField, "2026-01-01T00:00:00Z").Err())
 		})
 		require.ErrorIs(t, err, ErrArtifactsDeleted)
 	})
 
 	// A resume logs thread_resumed as a new segment and raises the mark.
 	require.NoError(t, s.o.logEvent(ctx, id, transcript.TypeThreadResumed, map[string]any{"new_thread_id": "t/next"}))
-	cur, err = s.o.Registry.Get(ctx, id)
+	cur, err = s.o.reg.Get(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, int64(4), cur.Transcript.Segments)
 	ver, err = s.o.VerifyThread(ctx, id, transcript.Strict)
@@ -294,7 +294,7 @@ func TestFinalizeReadsTheMark(t *testing.T) {
 	const id = "t/verify-2"
 	rec, v, w := s.runThread(t, id, 2)
 	require.NoError(t, s.o.Finalize(s.ctx, rec, v, Outcome{Status: thread.StatusCancelled, Error: &registry.ErrorInfo{Code: "cancelled"}}))
-	cur, err := s.o.Registry.Get(s.ctx, id)
+	cur, err := s.o.reg.Get(s.ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, *RecordMark(w.Mark()), cur.Transcript)
 	_, err = s.tamper(t, id, transcript.Strict, func() { require.NoError(t, s.store.Delete(s.ctx, blobkey.Segment(id, 2))) })
@@ -303,7 +303,7 @@ func TestFinalizeReadsTheMark(t *testing.T) {
 
 func mustRead(t *testing.T, s *verifySetup, id string) *transcript.Transcript {
 	t.Helper()
-	tr, err := transcript.Read(s.ctx, s.store, id, s.o.Keyring, transcript.Strict)
+	tr, err := transcript.Read(s.ctx, s.store, id, s.o.keyring, transcript.Strict)
 	require.NoError(t, err)
 	return tr
 }
