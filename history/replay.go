@@ -245,8 +245,10 @@ func openScratch(ctx context.Context, dir string, cfg ReplayConfig, rec *Thread,
 			queues[t.Record.Queue] = 1
 		}
 	})
-	sc.w = worker.New(worker.Config{Concurrency: cfg.Concurrency, Queues: queues, Logger: cfg.Logger, RecoverInterval: time.Second,
-		ShutdownTimeout: 5 * time.Second}, sc.orch)
+	if sc.w, err = worker.New(worker.Config{Concurrency: cfg.Concurrency, Queues: queues, Logger: cfg.Logger, RecoverInterval: time.Second,
+		ShutdownTimeout: 5 * time.Second}, sc.orch); err != nil {
+		return nil, err
+	}
 	if err := sc.w.Start(); err != nil {
 		sc.w = nil
 		return nil, err

@@ -82,6 +82,16 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// validate names the first bad field of c (after WithDefaults).
+func (c Config) validate() error {
+	for _, k := range c.PassEnv {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("mcpclient config: PassEnv %q: not a variable name", k)
+		}
+	}
+	return nil
+}
+
 // Pool holds a worker's MCP servers, each connected once and shared by
 // every thread that uses it. It is safe for concurrent use.
 type Pool struct {
@@ -94,8 +104,12 @@ type Pool struct {
 
 // New returns an empty pool; servers connect when a thread first lists
 // their tools.
-func New(cfg Config) *Pool {
-	return &Pool{cfg: cfg.WithDefaults(), servers: map[string]*server{}}
+func New(cfg Config) (*Pool, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Pool{cfg: cfg, servers: map[string]*server{}}, nil
 }
 
 // Tools returns the tools of the servers of m that may allows (nil: all),

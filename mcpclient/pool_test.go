@@ -38,12 +38,13 @@ func newSetup(t *testing.T, timeout time.Duration) *setup {
 	t.Helper()
 	starts := filepath.Join(t.TempDir(), "starts")
 	worker := map[string]string{"PATH": os.Getenv("PATH"), "VISIBLE": "yes", "MY_TOKEN": "worker-secret", "SPOOL_REDIS_URL": "redis://:pw@h/0"}
-	pool := New(Config{
+	pool, err := New(Config{
 		PassEnv:        []string{"PATH", "VISIBLE", "MY_TOKEN", "SPOOL_REDIS_URL"},
 		LookupEnv:      func(k string) (string, bool) { v, ok := worker[k]; return v, ok },
 		ConnectTimeout: 20 * time.Second,
 		TerminateGrace: 500 * time.Millisecond,
 	})
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = pool.Close() })
 	m := &config.MCP{Servers: map[string]config.MCPServer{"h": {
 		Command: []string{os.Args[0], "-test.run=^$"},
@@ -285,12 +286,13 @@ func TestStreamableHTTPWithHeaders(t *testing.T) {
 			_ = ss.Close()
 		}
 	})
-	pool := New(Config{LookupEnv: func(k string) (string, bool) {
+	pool, err := New(Config{LookupEnv: func(k string) (string, bool) {
 		if k == "REMOTE_TOKEN" {
 			return "tok-1", true
 		}
 		return "", false
 	}})
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = pool.Close() })
 	m := &config.MCP{Servers: map[string]config.MCPServer{"r": {URL: hs.URL, Headers: map[string]string{"Authorization": "Bearer ${REMOTE_TOKEN}"}, Timeout: 5 * time.Second}}}
 	list, err := pool.Tools(context.Background(), m, nil)
@@ -312,4 +314,14 @@ func TestStreamableHTTPWithHeaders(t *testing.T) {
 	res = run(t, list[0], nil, `{}`)
 	require.Equal(t, "auth: Bearer tok-1", res.Output)
 	require.Equal(t, 2, pool.Starts("r"))
+}
+
+// TestNewRefusesABadPassEnv: a name that cannot be a variable's is a
+// configuration error, not a server started without it.
+func TestNewRefusesABadPassEnv(t *testing.T) {
+	t.Parallel()
+	for _, k := range []string{"", "A=B"} {
+		_, err := New(Config{PassEnv: []string{"PATH", k}})
+		require.ErrorContains(t, err, "PassEnv", k)
+	}
 }

@@ -95,8 +95,9 @@ func setup(t *testing.T, o envOptions) *env {
 	bundle, err := directive.BuildBundle(ctx, store, project, "", map[string][]byte{treeScript: script})
 	require.NoError(t, err)
 
-	w := worker.New(worker.Config{Concurrency: 6, Queues: map[string]int{queue.DefaultQueue: 1}, Logger: log,
+	w, err := worker.New(worker.Config{Concurrency: 6, Queues: map[string]int{queue.DefaultQueue: 1}, Logger: log,
 		ShutdownTimeout: 5 * time.Second, RecoverInterval: time.Second}, orch)
+	require.NoError(t, err)
 	require.NoError(t, w.Start())
 
 	h, err := monitor.New(monitor.Config{Orch: orch, Redis: r.Client, Auth: o.auth, CountsTTL: -1, PollInterval: 200 * time.Millisecond, Logger: log, Project: project})

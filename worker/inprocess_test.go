@@ -181,7 +181,8 @@ func setupWith(t *testing.T, files map[string]string, cfg harnessConfig) *harnes
 	if cfg.StoragePatience == 0 {
 		cfg.StoragePatience = -1
 	}
-	w := New(cfg.Config, o)
+	w, err := New(cfg.Config, o)
+	require.NoError(t, err)
 	t.Cleanup(func() { w.asyncCancel(); w.async.Wait() })
 	insp := asynq.NewInspectorFromRedisClient(r.Client)
 	t.Cleanup(func() { _ = insp.Close() })

@@ -151,6 +151,21 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// validate names the first bad field of c (after WithDefaults): every
+// queue is named as queue.CheckName allows and weighs more than nothing,
+// as ParseQueues makes them.
+func (c Config) validate() error {
+	for q, weight := range c.Queues {
+		if err := queue.CheckName(q); err != nil {
+			return fmt.Errorf("worker config: Queues: %w", err)
+		}
+		if weight <= 0 {
+			return fmt.Errorf("worker config: Queues: %s=%d: the weight must be positive", q, weight)
+		}
+	}
+	return nil
+}
+
 // maxRetryDelay caps the wait before asynq runs a failed activation again.
 const maxRetryDelay = 30 * time.Second
 
@@ -223,10 +238,20 @@ type Worker struct {
 }
 
 // New returns a Worker; Start runs it.
-func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
+func New(cfg Config, o *orchestrator.Orchestrator) (*Worker, error) {
 	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = o.Logger()
+	}
+	if cfg.MCP.Logger == nil {
+		cfg.MCP.Logger = cfg.Logger
+	}
+	mcp, err := mcpclient.New(cfg.MCP)
+	if err != nil {
+		return nil, fmt.Errorf("worker config: MCP: %w", err)
 	}
 	sv := o.Services()
 	if cfg.StoragePatience > 0 {
@@ -239,10 +264,7 @@ func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
 	w.limiter = o.RateLimiter()
 	w.token = newToken()
 	w.metrics = cfg.Metrics
-	if cfg.MCP.Logger == nil {
-		cfg.MCP.Logger = cfg.Logger
-	}
-	w.mcp = mcpclient.New(cfg.MCP)
+	w.mcp = mcp
 	queues := make(map[string]int, len(cfg.Queues))
 	for q, weight := range cfg.Queues {
 		for _, lane := range o.QueueLanes(q) {
@@ -270,7 +292,7 @@ func New(cfg Config, o *orchestrator.Orchestrator) *Worker {
 		},
 		IsFailure: func(err error) bool { return !errors.Is(err, errDraining) && !errors.Is(err, errNotServed) },
 	})
-	return w
+	return w, nil
 }
 
 // Start starts serving. The order: the cancel listener, the recoverer,

@@ -148,8 +148,12 @@ func (b *bench) start(name, serverURL, rules string) (*fleet, error) {
 		if err != nil {
 			return nil, err
 		}
-		w := worker.New(worker.Config{Concurrency: b.conc, Queues: map[string]int{queue.DefaultQueue: 1}, Logger: log,
+		w, err := worker.New(worker.Config{Concurrency: b.conc, Queues: map[string]int{queue.DefaultQueue: 1}, Logger: log,
 			RecoverInterval: -1, Provider: &pc}, o)
+		if err != nil {
+			f.close()
+			return nil, err
+		}
 		if err := w.Start(); err != nil {
 			f.close()
 			return nil, err

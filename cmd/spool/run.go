@@ -54,8 +54,11 @@ func startAndWait(c *cli.Context, start runStart, printEnd func(*cli.Context, *r
 		return err
 	}
 	if c.Bool("embedded") {
-		w := worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: embeddedQueues, Logger: s.log, RecoverInterval: time.Second,
+		w, err := worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: embeddedQueues, Logger: s.log, RecoverInterval: time.Second,
 			Serves: tree.serves()}, s.orch)
+		if err != nil {
+			return err
+		}
 		if err := w.Start(); err != nil {
 			return err
 		}

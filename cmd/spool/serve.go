@@ -99,7 +99,7 @@ func newWorker(c *cli.Context, s *services, reg *prometheus.Registry) (*worker.W
 	}
 	return worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: queues, ShutdownTimeout: c.Duration("shutdown-timeout"),
 		Logger: s.log, Metrics: m, RecoverInterval: ri, RetryHandBack: c.Duration("retry-hand-back"), StoragePatience: patience,
-		Provider: &pc}, s.orch), nil
+		Provider: &pc}, s.orch)
 }
 
 // metricsAddrFlag is a server's --metrics-addr; what names what its

@@ -64,7 +64,10 @@ func NewFleet(ctx context.Context, rdb redis.UniversalClient, store blobstore.St
 	if err != nil {
 		return nil, err
 	}
-	w := worker.New(worker.Config{Concurrency: cfg.Concurrency, Queues: map[string]int{queue.DefaultQueue: 1}, Logger: log, RecoverInterval: -1, TaskCheckInterval: cfg.TaskCheckInterval}, o)
+	w, err := worker.New(worker.Config{Concurrency: cfg.Concurrency, Queues: map[string]int{queue.DefaultQueue: 1}, Logger: log, RecoverInterval: -1, TaskCheckInterval: cfg.TaskCheckInterval}, o)
+	if err != nil {
+		return nil, err
+	}
 	if err := w.Start(); err != nil {
 		return nil, err
 	}
