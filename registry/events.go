@@ -197,132 +197,160 @@ func (r *Registry) WaitTerminal(ctx context.Context, ids []string) (map[string]*
 		return nil, err
 	}
 	defer sub.Close()
-	done := make(map[string]*Record, len(ids))
-	pending := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		pending[id] = true
-	}
-	// affects maps a watched thread to the pending ids whose chain it is on.
-	affects := map[string]map[string]bool{}
-	watch := func(w, id string) {
-		if affects[w] == nil {
-			affects[w] = map[string]bool{}
-		}
-		affects[w][id] = true
-	}
-	// settle records where id's chain was found to end.
-	settle := func(id string, res resolved) error {
-		if res.rec == nil {
-			return fmt.Errorf("wait for thread %q: %w", id, ErrNotFound)
-		}
-		for _, w := range []string{id, res.rec.ThreadID, res.end} {
-			watch(w, id)
-		}
-		if res.rec.Status.Terminal() && !res.missing {
-			done[id] = res.rec
-			delete(pending, id)
-		}
-		return nil
-	}
-	check := func(id string) error {
-		res, err := r.resolve(ctx, id)
-		if err != nil {
-			return err
-		}
-		return settle(id, res)
-	}
-	// checkMany reads ids' records in one round trip and settles each
-	// whose chain ends there; an id continued elsewhere, or with no
-	// record, is walked by check.
-	checkMany := func(ids []string) error {
-		if len(ids) == 1 {
-			return check(ids[0])
-		}
-		recs, err := r.getEach(ctx, ids)
-		if err != nil {
-			return err
-		}
-		for i, id := range ids {
-			rec := recs[i]
-			if rec == nil || (rec.Status == thread.StatusContinued && rec.ContinuationThreadID != "") {
-				err = check(id)
-			} else {
-				err = settle(id, resolved{rec: rec, end: id})
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	// checkAll probes every pending id's status, waitProbeBatch ids a
-	// round trip, and reads in full (check) only the ids whose chain may
-	// have ended: a terminal status (continued included) or no record.
-	checkAll := func() error {
-		ids := make([]string, 0, len(pending))
-		for id := range pending {
-			ids = append(ids, id)
-		}
-		for len(ids) > 0 {
-			batch := ids[:min(len(ids), waitProbeBatch)]
-			ids = ids[len(batch):]
-			status, err := r.probeStatus(ctx, batch)
-			if err != nil {
-				return err
-			}
-			var ended []string
-			for i, id := range batch {
-				if st := status[i]; st != "" && !st.Terminal() {
-					watch(id, id) // its own end is all there is to watch
-					continue
-				}
-				ended = append(ended, id)
-			}
-			if err := checkMany(ended); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := checkAll(); err != nil {
-		return done, err
+	w := newTerminalWait(r, ids)
+	if err := w.checkAll(ctx); err != nil {
+		return w.done, err
 	}
 	tick := time.NewTicker(r.poll)
 	defer tick.Stop()
-	for len(pending) > 0 {
+	for len(w.pending) > 0 {
 		select {
 		case <-ctx.Done():
-			return done, fmt.Errorf("wait for threads: %w", ctx.Err())
+			return w.done, fmt.Errorf("wait for threads: %w", ctx.Err())
 		case ev, ok := <-sub.C:
-			// This event and those already behind it: the ids they may
-			// have ended are read in one round trip.
-			var ended []string
-			seen := map[string]bool{}
-			for {
-				if !ok {
-					return done, fmt.Errorf("wait for threads: event subscription closed")
-				}
-				if thread.Status(ev.Status).Terminal() { // not running, waiting, a cancel request
-					for id := range affects[ev.ThreadID] {
-						if pending[id] && !seen[id] {
-							seen[id] = true
-							ended = append(ended, id)
-						}
-					}
-				}
-				if len(ended) >= waitProbeBatch || len(sub.C) == 0 {
-					break
-				}
-				ev, ok = <-sub.C
+			ended, err := w.endedBy(sub, ev, ok)
+			if err != nil {
+				return w.done, err
 			}
-			if err := checkMany(ended); err != nil {
-				return done, err
+			if err := w.checkMany(ctx, ended); err != nil {
+				return w.done, err
 			}
 		case <-tick.C:
-			if err := checkAll(); err != nil {
-				return done, err
+			if err := w.checkAll(ctx); err != nil {
+				return w.done, err
 			}
 		}
 	}
-	return done, nil
+	return w.done, nil
+}
+
+// terminalWait is one WaitTerminal: the ids finished and still pending,
+// and the threads whose end may end a pending id's chain.
+type terminalWait struct {
+	r       *Registry
+	done    map[string]*Record
+	pending map[string]bool
+	// affects maps a watched thread to the pending ids whose chain it is on.
+	affects map[string]map[string]bool
+}
+
+func newTerminalWait(r *Registry, ids []string) *terminalWait {
+	w := &terminalWait{r: r, done: make(map[string]*Record, len(ids)), pending: make(map[string]bool, len(ids)),
+		affects: map[string]map[string]bool{}}
+	for _, id := range ids {
+		w.pending[id] = true
+	}
+	return w
+}
+
+// watch notes that thread t's end may end pending id's chain.
+func (w *terminalWait) watch(t, id string) {
+	if w.affects[t] == nil {
+		w.affects[t] = map[string]bool{}
+	}
+	w.affects[t][id] = true
+}
+
+// settle records where id's chain was found to end.
+func (w *terminalWait) settle(id string, res resolved) error {
+	if res.rec == nil {
+		return fmt.Errorf("wait for thread %q: %w", id, ErrNotFound)
+	}
+	for _, t := range []string{id, res.rec.ThreadID, res.end} {
+		w.watch(t, id)
+	}
+	if res.rec.Status.Terminal() && !res.missing {
+		w.done[id] = res.rec
+		delete(w.pending, id)
+	}
+	return nil
+}
+
+// check walks id's chain and settles it.
+func (w *terminalWait) check(ctx context.Context, id string) error {
+	res, err := w.r.resolve(ctx, id)
+	if err != nil {
+		return err
+	}
+	return w.settle(id, res)
+}
+
+// checkMany reads ids' records in one round trip and settles each whose
+// chain ends there; an id continued elsewhere, or with no record, is
+// walked by check.
+func (w *terminalWait) checkMany(ctx context.Context, ids []string) error {
+	if len(ids) == 1 {
+		return w.check(ctx, ids[0])
+	}
+	recs, err := w.r.getEach(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for i, id := range ids {
+		rec := recs[i]
+		if rec == nil || (rec.Status == thread.StatusContinued && rec.ContinuationThreadID != "") {
+			err = w.check(ctx, id)
+		} else {
+			err = w.settle(id, resolved{rec: rec, end: id})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkAll probes every pending id's status, waitProbeBatch ids a round
+// trip, and reads in full (checkMany) only the ids whose chain may have
+// ended: a terminal status (continued included) or no record.
+func (w *terminalWait) checkAll(ctx context.Context) error {
+	ids := make([]string, 0, len(w.pending))
+	for id := range w.pending {
+		ids = append(ids, id)
+	}
+	for len(ids) > 0 {
+		batch := ids[:min(len(ids), waitProbeBatch)]
+		ids = ids[len(batch):]
+		status, err := w.r.probeStatus(ctx, batch)
+		if err != nil {
+			return err
+		}
+		var ended []string
+		for i, id := range batch {
+			if st := status[i]; st != "" && !st.Terminal() {
+				w.watch(id, id) // its own end is all there is to watch
+				continue
+			}
+			ended = append(ended, id)
+		}
+		if err := w.checkMany(ctx, ended); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// endedBy returns the pending ids that event ev (ok false: the
+// subscription closed) and the events already queued behind it may have
+// ended, up to waitProbeBatch of them, to be read in one round trip.
+func (w *terminalWait) endedBy(sub *Subscription, ev StatusEvent, ok bool) ([]string, error) {
+	var ended []string
+	seen := map[string]bool{}
+	for {
+		if !ok {
+			return nil, fmt.Errorf("wait for threads: event subscription closed")
+		}
+		if thread.Status(ev.Status).Terminal() { // not running, waiting, a cancel request
+			for id := range w.affects[ev.ThreadID] {
+				if w.pending[id] && !seen[id] {
+					seen[id] = true
+					ended = append(ended, id)
+				}
+			}
+		}
+		if len(ended) >= waitProbeBatch || len(sub.C) == 0 {
+			return ended, nil
+		}
+		ev, ok = <-sub.C
+	}
 }
