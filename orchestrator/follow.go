@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/transcript"
 )
@@ -67,29 +69,7 @@ func (o *Orchestrator) Follow(ctx context.Context, id string, opt FollowOptions,
 		return nil, err
 	}
 	defer live.Close()
-	lines := live.Channel()
-	next := max(opt.After, 0) + 1 // the seq to pass next (a transcript's seqs are 1, 2, ...)
-	held := map[int64]transcript.Event{}
-	pass := func(ev transcript.Event) error {
-		if ev.Seq < next {
-			return nil // passed already
-		}
-		if err := emit(ev); err != nil {
-			return err
-		}
-		next = ev.Seq + 1
-		for { // live lines that were waiting for this one
-			h, ok := held[next]
-			if !ok {
-				return nil
-			}
-			delete(held, next)
-			if err := emit(h); err != nil {
-				return err
-			}
-			next++
-		}
-	}
+	f := &following{id: id, emit: emit, lines: live.Channel(), next: max(opt.After, 0) + 1, held: map[int64]transcript.Event{}}
 	requested := time.Time{}
 	read := time.NewTicker(opt.Interval)
 	defer read.Stop()
@@ -104,45 +84,105 @@ func (o *Orchestrator) Follow(ctx context.Context, id string, opt FollowOptions,
 		if err != nil {
 			return nil, err
 		}
-		for _, ev := range tr.Events {
-			if err := pass(ev); err != nil {
-				return tr, err
-			}
+		if err := f.passAll(tr.Events); err != nil {
+			return tr, err
 		}
 		if len(tr.Warnings) > 0 || rec.Status.Terminal() {
 			return tr, nil // damaged, or read once more after it ended: that was the last
 		}
-		for seq := range held {
-			if seq < next {
-				delete(held, seq)
-			}
-		}
+		f.forgetPassed()
 		if rec, err = o.reg.Get(ctx, id); err != nil {
 			return nil, err
 		}
-	wait:
-		for {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-read.C:
-				break wait
-			case m, ok := <-lines:
-				if !ok {
-					return nil, fmt.Errorf("live transcript of %s: subscription closed", id)
+		emitErr, err := f.liveUntil(ctx, read.C)
+		if emitErr != nil {
+			return tr, emitErr
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// following is where one Follow is: the seq it passes next and the live
+// lines that arrived ahead of it.
+type following struct {
+	id    string
+	emit  func(transcript.Event) error
+	lines <-chan *redis.Message
+	// next is the seq to pass next (a transcript's seqs are 1, 2, ...).
+	next int64
+	held map[int64]transcript.Event
+}
+
+// pass emits ev unless it was passed already, and then the live lines
+// that were waiting for it.
+func (f *following) pass(ev transcript.Event) error {
+	if ev.Seq < f.next {
+		return nil // passed already
+	}
+	if err := f.emit(ev); err != nil {
+		return err
+	}
+	f.next = ev.Seq + 1
+	for { // live lines that were waiting for this one
+		h, ok := f.held[f.next]
+		if !ok {
+			return nil
+		}
+		delete(f.held, f.next)
+		if err := f.emit(h); err != nil {
+			return err
+		}
+		f.next++
+	}
+}
+
+// passAll passes the events of a read of the segments.
+func (f *following) passAll(evs []transcript.Event) error {
+	for _, ev := range evs {
+		if err := f.pass(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// forgetPassed drops the held lines that a read of the segments passed.
+func (f *following) forgetPassed() {
+	for seq := range f.held {
+		if seq < f.next {
+			delete(f.held, seq)
+		}
+	}
+}
+
+// liveUntil passes the live lines that arrive in order, and holds those
+// ahead of one not passed yet, until the next read of the segments is
+// due (read). emitErr is an error from emit; err is ctx's, or the
+// subscription's closing.
+func (f *following) liveUntil(ctx context.Context, read <-chan time.Time) (emitErr, err error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-read:
+			return nil, nil
+		case m, ok := <-f.lines:
+			if !ok {
+				return nil, fmt.Errorf("live transcript of %s: subscription closed", f.id)
+			}
+			var ev transcript.Event
+			if json.Unmarshal([]byte(m.Payload), &ev) != nil {
+				continue
+			}
+			switch {
+			case ev.Seq == f.next:
+				if err := f.pass(ev); err != nil {
+					return err, nil
 				}
-				var ev transcript.Event
-				if json.Unmarshal([]byte(m.Payload), &ev) != nil {
-					continue
-				}
-				switch {
-				case ev.Seq == next:
-					if err := pass(ev); err != nil {
-						return tr, err
-					}
-				case ev.Seq > next:
-					held[ev.Seq] = ev
-				}
+			case ev.Seq > f.next:
+				f.held[ev.Seq] = ev
 			}
 		}
 	}
