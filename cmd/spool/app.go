@@ -281,19 +281,13 @@ func exists(path string) bool {
 // that other commands in the same project find it.
 func redisURLFile(dataDir string) string { return filepath.Join(dataDir, "redis.url") }
 
-// openServices connects to Redis and the blob store and loads the keys.
+// openServices connects to Redis and the blob store and loads the keys:
+// it checks the settings, finds the Redis (redisURL), starts the data
+// dir's embedded one when that is the one, connects to it (connect) and
+// opens the rest on it (open).
 func openServices(c *cli.Context, o openOpts) (*services, error) {
-	if c.Duration("lease-ttl") < time.Second {
-		return nil, usagef("--lease-ttl %s: must be at least 1s", c.Duration("lease-ttl"))
-	}
-	if os.Getenv("SPOOL_S3_BUCKET") != "" {
-		// A malformed setting is bad usage (exit 2), as a bad flag is.
-		if _, err := blobstore.S3ConfigFromEnv(); err != nil {
-			return nil, usagef("%v", err)
-		}
-	} else if os.Getenv("SPOOL_S3_ENDPOINT") != "" {
-		// Meant for S3, the process would keep transcripts on its own disk.
-		return nil, usagef("SPOOL_S3_ENDPOINT is set but SPOOL_S3_BUCKET is not: set the bucket, or unset SPOOL_S3_ENDPOINT for the local store")
+	if err := checkServiceSettings(c); err != nil {
+		return nil, err
 	}
 	log := logger(c)
 	proj, err := projectDir(c)
@@ -306,99 +300,158 @@ func openServices(c *cli.Context, o openOpts) (*services, error) {
 	}
 	home, _ := os.UserHomeDir()
 	s := &services{log: log, project: proj, dataDir: dd, userDir: home}
-	url := c.String("redis-url")
-	ofDev := false // url is a running dev's
 	if spawn.FromEnv() != nil {
 		// A tool process of a worker: its thread's workspace is no data
 		// dir, and it is given no Redis on purpose (package spawn).
 		o.noEmbedded = true
 	}
-	if url == "" && !o.startEmbedded {
-		// The Redis of a `spool dev` running on the data dir; else (none,
-		// or a killed dev's URL file) the data dir's embedded Redis, where
-		// --embedded runs keep their threads (CLI.md: unset → embedded).
-		u, alive, err := runningDev(c.Context, redisURLFile(dd))
-		switch {
-		case err != nil:
+	url, ofDev, err := s.redisURL(c, &o)
+	if err != nil {
+		return nil, err
+	}
+	if url == "" || (o.startEmbedded && c.String("redis-url") == "" && !s.joinedDev) {
+		if url, err = s.startEmbedded(c, o); err != nil {
 			return nil, err
-		case alive || (u != "" && o.noEmbedded):
-			url, ofDev = u, true
-		case o.noEmbedded || !stack.HasRedisServer() || !exists(filepath.Join(dd, "redis")):
-			// Without redis-server the embedded Redis keeps nothing
-			// between processes, and a data dir where none ran holds
-			// nothing: there would be nothing to read (and a mistyped
-			// directory would get a .spool).
-			return nil, errors.New("no Redis: set SPOOL_REDIS_URL (or --redis-url), run `spool dev`, or use `spool thread run --embedded`")
-		default:
-			o.startEmbedded = true
 		}
 	}
+	ks, err := s.connect(c, url)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.open(c, o, ks, url, ofDev); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// checkServiceSettings refuses, as bad usage (exit 2, as a bad flag is),
+// a lease TTL under a second and a malformed or half S3 setting.
+func checkServiceSettings(c *cli.Context) error {
+	if c.Duration("lease-ttl") < time.Second {
+		return usagef("--lease-ttl %s: must be at least 1s", c.Duration("lease-ttl"))
+	}
+	if os.Getenv("SPOOL_S3_BUCKET") != "" {
+		if _, err := blobstore.S3ConfigFromEnv(); err != nil {
+			return usagef("%v", err)
+		}
+	} else if os.Getenv("SPOOL_S3_ENDPOINT") != "" {
+		// Meant for S3, the process would keep transcripts on its own disk.
+		return usagef("SPOOL_S3_ENDPOINT is set but SPOOL_S3_BUCKET is not: set the bucket, or unset SPOOL_S3_ENDPOINT for the local store")
+	}
+	return nil
+}
+
+// redisURL is the Redis the command uses, "" for the data dir's embedded
+// one (which openServices starts): --redis-url; else, unless o says to
+// start an embedded Redis, a `spool dev`'s on the data dir (devRedis);
+// else, with o.joinDev, a running dev's (ofDev: the URL is a running
+// dev's). It may set o.startEmbedded.
+func (s *services) redisURL(c *cli.Context, o *openOpts) (url string, ofDev bool, err error) {
+	url = c.String("redis-url")
+	if url == "" && !o.startEmbedded {
+		if url, err = s.devRedis(c, o); err != nil {
+			return "", false, err
+		}
+		ofDev = url != ""
+	}
 	if url == "" && o.joinDev {
-		u, alive, err := runningDev(c.Context, redisURLFile(dd))
+		u, alive, err := runningDev(c.Context, redisURLFile(s.dataDir))
 		if err != nil {
-			return nil, err
+			return "", false, err
 		}
 		if alive {
-			fmt.Fprintf(c.App.ErrWriter, "spool: spool dev is running on %s: --embedded uses its Redis (%s)\n", dd, stack.RedactURL(u))
+			fmt.Fprintf(c.App.ErrWriter, "spool: spool dev is running on %s: --embedded uses its Redis (%s)\n", s.dataDir, stack.RedactURL(u))
 			url, s.joinedDev, ofDev = u, true, true
 		}
 	}
-	if url == "" || (o.startEmbedded && c.String("redis-url") == "" && !s.joinedDev) {
-		if err := os.MkdirAll(dd, 0o755); err != nil {
-			return nil, err
-		}
-		startLog := log
-		if o.holdNotices {
-			startLog = loggerTo(c, &s.notices)
-		}
-		emb, err := stack.StartEmbedded(dd, startLog)
-		if err != nil {
-			return nil, err
-		}
-		s.embedded = emb
-		url = emb.URL
+	return url, ofDev, nil
+}
+
+// devRedis is the Redis of a `spool dev` running on the data dir; else
+// (none, or a killed dev's URL file) "" and o.startEmbedded set: the data
+// dir's embedded Redis, where --embedded runs keep their threads (CLI.md:
+// unset → embedded), unless there is none to use.
+func (s *services) devRedis(c *cli.Context, o *openOpts) (string, error) {
+	u, alive, err := runningDev(c.Context, redisURLFile(s.dataDir))
+	switch {
+	case err != nil:
+		return "", err
+	case alive || (u != "" && o.noEmbedded):
+		return u, nil
+	case o.noEmbedded || !stack.HasRedisServer() || !exists(filepath.Join(s.dataDir, "redis")):
+		// Without redis-server the embedded Redis keeps nothing
+		// between processes, and a data dir where none ran holds
+		// nothing: there would be nothing to read (and a mistyped
+		// directory would get a .spool).
+		return "", errors.New("no Redis: set SPOOL_REDIS_URL (or --redis-url), run `spool dev`, or use `spool thread run --embedded`")
 	}
+	o.startEmbedded = true
+	return "", nil
+}
+
+// startEmbedded starts the data dir's embedded Redis and returns its URL;
+// with o.holdNotices what it logs waits in s.notices.
+func (s *services) startEmbedded(c *cli.Context, o openOpts) (string, error) {
+	if err := os.MkdirAll(s.dataDir, 0o755); err != nil {
+		return "", err
+	}
+	startLog := s.log
+	if o.holdNotices {
+		startLog = loggerTo(c, &s.notices)
+	}
+	emb, err := stack.StartEmbedded(s.dataDir, startLog)
+	if err != nil {
+		return "", err
+	}
+	s.embedded = emb
+	return emb.URL, nil
+}
+
+// connect opens the Redis at url, pings it and reads (or records) the
+// namespace's key layout.
+func (s *services) connect(c *cli.Context, url string) (keyspace.Space, error) {
+	var err error
 	if s.rdb, err = stack.OpenRedis(url); err != nil { // it dials nothing: the URL is malformed
-		s.Close()
-		return nil, usagef("%v", err)
+		return keyspace.Space{}, usagef("%v", err)
 	}
 	pingCtx, cancel := context.WithTimeout(c.Context, 5*time.Second)
 	defer cancel()
 	if err := s.rdb.Ping(pingCtx).Err(); err != nil {
-		s.Close()
-		return nil, stack.MaskURLError(url, fmt.Errorf("redis %s: %w", stack.RedactURL(url), err))
+		return keyspace.Space{}, stack.MaskURLError(url, fmt.Errorf("redis %s: %w", stack.RedactURL(url), err))
 	}
 	ks, err := registry.Layout(pingCtx, s.rdb, keyspace.New(c.String("namespace")), redisShards(c, s.rdb), c.IsSet("redis-shards"))
 	if err != nil {
-		s.Close()
-		return nil, usagef("%v", err)
+		return keyspace.Space{}, usagef("%v", err)
 	}
-	if s.store, err = stack.OpenBlobStore(c.Context, dd); err != nil {
-		s.Close()
-		return nil, err
+	return ks, nil
+}
+
+// open opens what runs on the Redis: the blob store, the keys, tracing,
+// the asynq client and the orchestrator, and notes where the command runs
+// (whereKey).
+func (s *services) open(c *cli.Context, o openOpts, ks keyspace.Space, url string, ofDev bool) error {
+	var err error
+	if s.store, err = stack.OpenBlobStore(c.Context, s.dataDir); err != nil {
+		return err
 	}
-	signer, keyring, err := loadKeys(c, dd, s.embedded != nil || c.String("redis-url") == "", o.readOnly)
+	signer, keyring, err := loadKeys(c, s.dataDir, s.embedded != nil || c.String("redis-url") == "", o.readOnly)
 	if err != nil {
-		s.Close()
-		return nil, err
+		return err
 	}
 	// Tracing only when the OTEL_* variables ask for it (telemetry/otlp).
 	if s.tel, err = otlp.Setup(c.Context, otlp.Config{ServiceVersion: readBuildVersion().Version}); err != nil {
-		s.Close()
-		return nil, usagef("%v", err)
+		return usagef("%v", err)
 	}
 	if c.App.Metadata == nil {
 		c.App.Metadata = map[string]any{}
 	}
 	c.App.Metadata[whereKey] = s.where(c, url, ofDev)
 	s.client = asynq.NewClientFromRedisClient(s.rdb)
-	s.orch, err = orchestrator.New(orchestrator.Config{Namespace: c.String("namespace"), Shards: ks.Shards(), Logger: log, LeaseTTL: c.Duration("lease-ttl"),
-		Tracing: s.tel.TracerProvider()}, s.rdb, s.store, &queue.Enqueuer{Client: s.client}, signer, keyring)
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	return s, nil
+	s.orch, err = orchestrator.New(orchestrator.Config{Namespace: c.String("namespace"), Shards: ks.Shards(), Logger: s.log,
+		LeaseTTL: c.Duration("lease-ttl"), Tracing: s.tel.TracerProvider()}, s.rdb, s.store, &queue.Enqueuer{Client: s.client}, signer, keyring)
+	return err
 }
 
 // redisShards is the shard count asked for: --redis-shards, else the
