@@ -11,16 +11,27 @@ import (
 	"github.com/spool-run/spool/thread"
 )
 
-// orchestratorParams are the orchestrator tool's parameters.
-type orchestratorParams struct {
+// orchestratorInput is the orchestrator tool's input as the model is
+// offered it (orchestrationDefs: its schema is made from this type).
+type orchestratorInput struct {
 	Operation  string   `json:"operation"`
-	ThreadID   string   `json:"thread_id"`
-	ThreadIDs  []string `json:"thread_ids"`
-	Timeout    float64  `json:"timeout"`
-	Message    string   `json:"message"`
-	Query      string   `json:"query"`
-	MaxResults int      `json:"max_results"`
-	Cascade    *bool    `json:"cascade"`
+	ThreadID   string   `json:"thread_id,omitempty"`
+	ThreadIDs  []string `json:"thread_ids,omitempty"`
+	Timeout    float64  `json:"timeout,omitempty"`
+	Message    string   `json:"message,omitempty"`
+	Query      string   `json:"query,omitempty"`
+	MaxResults int      `json:"max_results,omitempty"`
+}
+
+// orchestratorOperations are the values of orchestratorInput.Operation.
+var orchestratorOperations = []any{"wait_threads", "cancel_thread", "get_status", "list_children", "get_chain", "chain_search",
+	"resume_thread", "read_transcript"}
+
+// orchestratorParams are the orchestrator tool's parameters: its input,
+// and cascade, which a call may carry beside it.
+type orchestratorParams struct {
+	orchestratorInput
+	Cascade *bool `json:"cascade"`
 }
 
 // AnyThreadsItem is the item whose execute capability lets a thread's

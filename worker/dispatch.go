@@ -197,16 +197,23 @@ func (s *session) directiveReturn(ctx context.Context, call thread.ToolCall) {
 	s.decide(thread.StatusCompleted, result, outputs, nil)
 }
 
-// spawnParams are the thread_directive tool's parameters.
-type spawnParams struct {
+// spawnInput is the thread_directive tool's input as the model is offered
+// it (orchestrationDefs: its schema is made from this type).
+type spawnInput struct {
 	DirectiveName  string          `json:"directive_name"`
-	DirectiveID    string          `json:"directive_id"`
-	Inputs         json.RawMessage `json:"inputs"`
-	Async          bool            `json:"async"`
-	LimitOverrides map[string]any  `json:"limit_overrides"`
+	Inputs         json.RawMessage `json:"inputs,omitempty"`
+	Async          bool            `json:"async,omitempty"`
+	LimitOverrides map[string]any  `json:"limit_overrides,omitempty"`
 	// Reserve asks for a guaranteed budget (orchestrator.StartRequest).
-	Reserve bool   `json:"reserve"`
-	Model   string `json:"model"`
+	Reserve bool   `json:"reserve,omitempty"`
+	Model   string `json:"model,omitempty"`
+}
+
+// spawnParams are the thread_directive tool's parameters: its input, and
+// directive_id, which a call may name the directive by instead.
+type spawnParams struct {
+	spawnInput
+	DirectiveID string `json:"directive_id"`
 }
 
 // spawn starts a child thread. Synchronous spawns become a pending call:

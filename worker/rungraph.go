@@ -26,16 +26,16 @@ const runGraphID = "rye/agent/graphs/run_graph"
 // runGraphDef is the tool as the model sees it.
 var runGraphDef = thread.ToolDef{Name: runGraphID,
 	Description: "Start a graph run: the graph .ai/graphs/GRAPH.yaml, a fixed order of tool steps and child threads. Synchronous by default: the call returns the run's outputs when it ends. With async=true it returns the run's id at once.",
-	InputSchema: json.RawMessage(`{"type":"object","properties":{"graph":{"type":"string"},"inputs":{"type":"object"},"async":{"type":"boolean"},"limit_overrides":{"type":"object"},"reserve":{"type":"boolean"}},"required":["graph"]}`)}
+	InputSchema: inputSchema[runGraphParams](nil)}
 
-// runGraphParams are the tool's parameters.
+// runGraphParams are the tool's parameters, its schema made from them.
 type runGraphParams struct {
 	Graph  string          `json:"graph"`
-	Inputs json.RawMessage `json:"inputs"`
-	Async  bool            `json:"async"`
+	Inputs json.RawMessage `json:"inputs,omitempty"`
+	Async  bool            `json:"async,omitempty"`
 	// LimitOverrides are the run's limits: a thread's and max_steps.
-	LimitOverrides map[string]any `json:"limit_overrides"`
-	Reserve        bool           `json:"reserve"`
+	LimitOverrides map[string]any `json:"limit_overrides,omitempty"`
+	Reserve        bool           `json:"reserve,omitempty"`
 }
 
 // graphOf reads the graph a run_graph call names, as the capability

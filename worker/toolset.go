@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"reflect"
 	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/mcpclient"
@@ -49,12 +52,39 @@ func (s *activation) buildTools(ctx context.Context, proj *orchestrator.Project)
 	return r, nil
 }
 
-// orchestrationDefs describe the tools the worker implements itself.
+// orchestrationDefs describe the tools the worker implements itself,
+// their input schemas made from the types their calls decode into.
 var orchestrationDefs = []thread.ToolDef{
 	{Name: threadDirectiveID, Description: "Start a child thread running a directive. Synchronous by default: the call returns the child's result. With async=true it returns the child's thread_id at once.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"directive_name":{"type":"string"},"inputs":{"type":"object"},"async":{"type":"boolean"},"limit_overrides":{"type":"object"},"reserve":{"type":"boolean"},"model":{"type":"string"}},"required":["directive_name"]}`)},
+		InputSchema: inputSchema[spawnInput](nil)},
 	{Name: orchestratorID, Description: "Coordinate threads: operation is one of wait_threads (thread_ids, timeout seconds), cancel_thread, get_status, list_children, get_chain, chain_search (query regex), resume_thread (message), read_transcript.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"operation":{"type":"string","enum":["wait_threads","cancel_thread","get_status","list_children","get_chain","chain_search","resume_thread","read_transcript"]},"thread_id":{"type":"string"},"thread_ids":{"type":"array","items":{"type":"string"}},"timeout":{"type":"number"},"message":{"type":"string"},"query":{"type":"string"},"max_results":{"type":"integer"}},"required":["operation"]}`)},
+		InputSchema: inputSchema[orchestratorInput](map[string][]any{"operation": orchestratorOperations})},
+}
+
+// inputSchema is the JSON schema of a tool input that decodes into a T,
+// made by jsonschema-go: T's fields as properties in their order, each
+// required unless omitempty, a json.RawMessage or map[string]any an
+// object, a []string an array (not null); properties beyond them are not
+// refused (a call may carry more than the model is offered). enums names
+// the values some properties take. It panics on a type it cannot
+// describe: the types are fixed.
+func inputSchema[T any](enums map[string][]any) json.RawMessage {
+	object := &jsonschema.Schema{Type: "object"}
+	s, err := jsonschema.For[T](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[json.RawMessage](): object, reflect.TypeFor[map[string]any](): object,
+		reflect.TypeFor[[]string](): {Type: "array", Items: &jsonschema.Schema{Type: "string"}}}})
+	if err != nil {
+		panic(fmt.Sprintf("tool input schema of %T: %v", *new(T), err))
+	}
+	s.AdditionalProperties = nil
+	for name, values := range enums {
+		s.Properties[name].Enum = values
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("tool input schema of %T: %v", *new(T), err))
+	}
+	return b
 }
 
 func directiveReturnDef(d *directive.Directive) thread.ToolDef {
