@@ -91,19 +91,7 @@ type ForkStart struct {
 //     as the source's workspace was at the end of the turn by replaying
 //     the built-in file writes recorded up to then (workspaceAt).
 func (o *Orchestrator) Fork(ctx context.Context, req ForkRequest) (*ForkResult, error) {
-	if req.AtTurn < 1 {
-		return nil, &transcript.TurnError{ThreadID: req.ThreadID, Turn: req.AtTurn}
-	}
-	src, err := o.reg.Get(ctx, req.ThreadID)
-	if err != nil {
-		return nil, err
-	}
-	v, err := o.VerifyThread(ctx, src.ThreadID, transcript.Strict)
-	if err != nil {
-		return nil, fmt.Errorf("fork %s: %w", src.ThreadID, err)
-	}
-	src = v.Record()
-	pt, err := v.Transcript.ForkAt(req.AtTurn)
+	src, pt, err := o.forkPoint(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -119,15 +107,9 @@ func (o *Orchestrator) Fork(ctx context.Context, req ForkRequest) (*ForkResult, 
 	if model == "" {
 		model, override = src.Model, src.ModelOverride
 	}
-	bundle := src.Bundle
-	if p, ok := config.ScriptPath(req.Model); ok && req.Script != nil {
-		proj, err := o.Project(ctx, src.Bundle)
-		if err != nil {
-			return nil, err
-		}
-		if bundle, err = proj.Bundle.CopyTo(ctx, o.store, map[string][]byte{p: req.Script}); err != nil {
-			return nil, fmt.Errorf("fork %s: bundle the script of %s: %w", src.ThreadID, req.Model, err)
-		}
+	bundle, err := o.forkBundle(ctx, src, req)
+	if err != nil {
+		return nil, err
 	}
 	id := o.NewID(IDRequest{Directive: src.Directive, ParentID: src.ParentID})
 	// Listed before it exists, so a fork is never missing from the list.
@@ -152,6 +134,46 @@ func (o *Orchestrator) Fork(ctx context.Context, req ForkRequest) (*ForkResult, 
 	o.threadLog(id).Info("thread forked", "forked_from", src.ThreadID, "fork_turn", pt.Turn, "budget", rec.Limits.Spend, "workspace_files", len(files))
 	return &ForkResult{ForkedFrom: src.ThreadID, ForkTurn: pt.Turn, Turns: pt.Turns, SourceSegment: pt.Segment, SourceChainHash: pt.ChainHash,
 		Budget: rec.Limits.Spend, WorkspaceFiles: len(files), Thread: rec}, nil
+}
+
+// forkPoint verifies the thread req forks (strictly) and cuts its
+// transcript at req.AtTurn: the source's record as verified, and the cut.
+func (o *Orchestrator) forkPoint(ctx context.Context, req ForkRequest) (*registry.Record, transcript.ForkPoint, error) {
+	if req.AtTurn < 1 {
+		return nil, transcript.ForkPoint{}, &transcript.TurnError{ThreadID: req.ThreadID, Turn: req.AtTurn}
+	}
+	src, err := o.reg.Get(ctx, req.ThreadID)
+	if err != nil {
+		return nil, transcript.ForkPoint{}, err
+	}
+	v, err := o.VerifyThread(ctx, src.ThreadID, transcript.Strict)
+	if err != nil {
+		return nil, transcript.ForkPoint{}, fmt.Errorf("fork %s: %w", src.ThreadID, err)
+	}
+	src = v.Record()
+	pt, err := v.Transcript.ForkAt(req.AtTurn)
+	if err != nil {
+		return nil, transcript.ForkPoint{}, err
+	}
+	return src, pt, nil
+}
+
+// forkBundle is the bundle a fork runs on: src's, or, when req brings the
+// script of a script model, a copy of it with that script.
+func (o *Orchestrator) forkBundle(ctx context.Context, src *registry.Record, req ForkRequest) (string, error) {
+	p, ok := config.ScriptPath(req.Model)
+	if !ok || req.Script == nil {
+		return src.Bundle, nil
+	}
+	proj, err := o.Project(ctx, src.Bundle)
+	if err != nil {
+		return "", err
+	}
+	bundle, err := proj.Bundle.CopyTo(ctx, o.store, map[string][]byte{p: req.Script})
+	if err != nil {
+		return "", fmt.Errorf("fork %s: bundle the script of %s: %w", src.ThreadID, req.Model, err)
+	}
+	return bundle, nil
 }
 
 // forkBudget is what src's chain had left at the end of the turn pt cuts
@@ -267,32 +289,70 @@ func (o *Orchestrator) workspaceAt(ctx context.Context, src *registry.Record, pt
 	if err != nil {
 		return nil, err
 	}
-	files := map[string][]byte{}
-	if owner.ForkedFrom != "" && owner.Workspace == owner.ThreadID {
-		from, err := o.reg.Get(ctx, owner.ForkedFrom)
+	files, err := o.forkedFiles(ctx, owner, depth)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := o.workspaceThreads(ctx, owner, ws)
+	if err != nil {
+		return nil, err
+	}
+	cut := pt.Time.UnixNano()
+	var writes []fileWrite
+	for i, r := range recs {
+		w, err := o.writesUpTo(ctx, r, i, cut)
 		if err != nil {
 			return nil, err
 		}
-		tr, err := o.readHeld(ctx, from, transcript.Strict)
-		if err != nil {
-			return nil, err
-		}
-		var fpt transcript.ForkPoint
-		if owner.IsGraph() {
-			fpt, _, err = graphForkAt(tr, owner.ForkTurn)
-		} else {
-			fpt, err = tr.ForkAt(owner.ForkTurn)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if files, err = o.workspaceAt(ctx, from, fpt, depth+1); err != nil {
-			return nil, err
+		writes = append(writes, w...)
+	}
+	slices.SortFunc(writes, func(a, b fileWrite) int {
+		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.order, b.order), cmp.Compare(a.seq, b.seq))
+	})
+	for _, w := range writes {
+		switch w.mode {
+		case "append":
+			files[w.path] = append(append([]byte(nil), files[w.path]...), w.content...)
+		default: // overwrite, create
+			files[w.path] = []byte(w.content)
 		}
 	}
-	// The threads of the workspace: its owner's chain, their children and
-	// continuations, recursively (a child fork has a workspace of its
-	// own, and so do its descendants).
+	return files, nil
+}
+
+// forkedFiles are the files workspace owner started with: none, unless
+// it is a fork's own workspace, which starts with the files of the
+// workspace it was forked from at its fork's turn (workspaceAt, one level
+// deeper).
+func (o *Orchestrator) forkedFiles(ctx context.Context, owner *registry.Record, depth int) (map[string][]byte, error) {
+	if owner.ForkedFrom == "" || owner.Workspace != owner.ThreadID {
+		return map[string][]byte{}, nil
+	}
+	from, err := o.reg.Get(ctx, owner.ForkedFrom)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := o.readHeld(ctx, from, transcript.Strict)
+	if err != nil {
+		return nil, err
+	}
+	var fpt transcript.ForkPoint
+	if owner.IsGraph() {
+		fpt, _, err = graphForkAt(tr, owner.ForkTurn)
+	} else {
+		fpt, err = tr.ForkAt(owner.ForkTurn)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return o.workspaceAt(ctx, from, fpt, depth+1)
+}
+
+// workspaceThreads are the threads of workspace ws, whose owner is
+// owner: its chain, their children and continuations, recursively (a
+// child fork has a workspace of its own, and so do its descendants), at
+// most maxWorkspaceThreads.
+func (o *Orchestrator) workspaceThreads(ctx context.Context, owner *registry.Record, ws string) ([]*registry.Record, error) {
 	var recs []*registry.Record
 	seen := map[string]bool{}
 	todo := []*registry.Record{owner}
@@ -322,54 +382,47 @@ func (o *Orchestrator) workspaceAt(ctx context.Context, src *registry.Record, pt
 			}
 		}
 	}
-	cut := pt.Time.UnixNano()
+	return recs, nil
+}
+
+// writesUpTo are the file writes thread r (the order-th of its workspace)
+// recorded with a result at or before cut (Unix ns): a graph run's tool
+// steps, or a thread's fs_write calls that succeeded.
+func (o *Orchestrator) writesUpTo(ctx context.Context, r *registry.Record, order int, cut int64) ([]fileWrite, error) {
+	tr, err := o.readHeld(ctx, r, transcript.Strict)
+	if err != nil {
+		return nil, err
+	}
 	var writes []fileWrite
-	for i, r := range recs {
-		tr, err := o.readHeld(ctx, r, transcript.Strict)
-		if err != nil {
-			return nil, err
-		}
-		if r.IsGraph() {
-			// A graph run's tool steps are no model turns.
-			for _, w := range graphFileWrites(tr.Events) {
-				if w.at <= cut {
-					w.order = i
-					writes = append(writes, w)
-				}
-			}
-			continue
-		}
-		turns, err := transcript.Turns(tr.Events)
-		if err != nil {
-			return nil, err
-		}
-		for _, t := range turns {
-			for _, c := range t.Out.ToolCalls {
-				res, at, ok := t.Result(c.ID)
-				if !ok || res.IsError || res.Tool != tools.FSWriteID || at.UnixNano() > cut {
-					continue
-				}
-				w, ok := decodeWrite(c.Input)
-				if !ok {
-					continue
-				}
-				w.at, w.order, w.seq = at.UnixNano(), i, t.Seq
+	if r.IsGraph() {
+		// A graph run's tool steps are no model turns.
+		for _, w := range graphFileWrites(tr.Events) {
+			if w.at <= cut {
+				w.order = order
 				writes = append(writes, w)
 			}
 		}
+		return writes, nil
 	}
-	slices.SortFunc(writes, func(a, b fileWrite) int {
-		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.order, b.order), cmp.Compare(a.seq, b.seq))
-	})
-	for _, w := range writes {
-		switch w.mode {
-		case "append":
-			files[w.path] = append(append([]byte(nil), files[w.path]...), w.content...)
-		default: // overwrite, create
-			files[w.path] = []byte(w.content)
+	turns, err := transcript.Turns(tr.Events)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range turns {
+		for _, c := range t.Out.ToolCalls {
+			res, at, ok := t.Result(c.ID)
+			if !ok || res.IsError || res.Tool != tools.FSWriteID || at.UnixNano() > cut {
+				continue
+			}
+			w, ok := decodeWrite(c.Input)
+			if !ok {
+				continue
+			}
+			w.at, w.order, w.seq = at.UnixNano(), order, t.Seq
+			writes = append(writes, w)
 		}
 	}
-	return files, nil
+	return writes, nil
 }
 
 // decodeWrite reads an fs_write call's input as the tool does.
