@@ -19,86 +19,113 @@ type TreeNode = spooltype.TreeNode
 // threads (0: no bound; a node whose walk stopped is Truncated), and
 // gives each chain's first thread its live Subtree spend.
 func (o *Orchestrator) Tree(ctx context.Context, rec *registry.Record, maxNodes int) (*TreeNode, error) {
-	left := maxNodes
-	if left <= 0 {
-		left = -1
+	w := &treeWalk{o: o, left: maxNodes, seen: map[string]bool{}, nodes: map[string]*TreeNode{}}
+	if w.left <= 0 {
+		w.left = -1
 	}
-	seen := map[string]bool{}
-	var recs []*registry.Record
-	nodes := map[string]*TreeNode{}
-	var walk func(r *registry.Record) (*TreeNode, error)
-	walk = func(r *registry.Record) (*TreeNode, error) {
-		seen[r.ThreadID] = true
-		left--
-		n := &TreeNode{ThreadID: r.ThreadID, Directive: r.Directive, Status: r.Status, Model: r.Model, Turns: r.Cost.Turns,
-			Tokens: r.Cost.Tokens(), Spend: r.Cost.Spend, SpendLimit: r.Limits.Spend, Children: []*TreeNode{},
-			ForkedFrom: r.ForkedFrom, ForkTurn: r.ForkTurn, Kind: r.Kind, DroppedCapabilities: r.DroppedCapabilities}
-		if r.IsGraph() {
-			// A node's spend is its own; a run makes no model calls, and
-			// its record's spend is its subtree's (Subtree says it).
-			n.CurrentNode, n.Step, n.Spend = r.CurrentNode, r.Step, 0
-		}
-		recs, nodes[r.ThreadID] = append(recs, r), n
-		// walkAll walks the records a list names, as nodes; a child that
-		// continues or forks another thread is shown there instead.
-		walkAll := func(list func(context.Context, string) ([]*registry.Record, error), children bool) ([]*TreeNode, error) {
-			got, err := list(ctx, r.ThreadID)
-			if err != nil {
-				return nil, err
-			}
-			var out []*TreeNode
-			for _, k := range got {
-				if seen[k.ThreadID] || children && (k.ContinuationOf != "" || k.ForkedFrom != "") {
-					continue
-				}
-				if left == 0 {
-					n.Truncated = true
-					break
-				}
-				kn, err := walk(k)
-				if err != nil {
-					return nil, err
-				}
-				out = append(out, kn)
-			}
-			return out, nil
-		}
-		kids, err := walkAll(o.reg.ListChildren, true)
-		if err != nil {
-			return nil, err
-		}
-		n.Children = append(n.Children, kids...)
-		if n.Forks, err = walkAll(o.reg.ListForks, false); err != nil {
-			return nil, err
-		}
-		if id := r.ContinuationThreadID; id != "" && !seen[id] {
-			if left == 0 {
-				n.Truncated = true
-				return n, nil
-			}
-			next, err := o.reg.Get(ctx, id)
-			if errors.Is(err, registry.ErrNotFound) {
-				return n, nil
-			}
-			if err != nil {
-				return nil, err
-			}
-			if n.Continuation, err = walk(next); err != nil {
-				return nil, err
-			}
-		}
-		return n, nil
-	}
-	root, err := walk(rec)
+	root, err := w.walk(ctx, rec)
 	if err != nil {
 		return nil, err
 	}
-	subs, err := o.Subtrees(ctx, recs)
+	subs, err := o.Subtrees(ctx, w.recs)
 	if err != nil {
 		return nil, err
 	}
 	for id, s := range subs {
-		nodes[id].Subtree = &s
+		w.nodes[id].Subtree = &s
 	}
 	return root, nil
+}
+
+// treeWalk is one Tree: the threads walked, as records and as nodes, and
+// how many more it may walk (-1: no bound).
+type treeWalk struct {
+	o     *Orchestrator
+	left  int
+	seen  map[string]bool
+	recs  []*registry.Record
+	nodes map[string]*TreeNode
+}
+
+// walk makes r's node and walks its children, its forks and its
+// continuation.
+func (w *treeWalk) walk(ctx context.Context, r *registry.Record) (*TreeNode, error) {
+	w.seen[r.ThreadID] = true
+	w.left--
+	n := treeNode(r)
+	w.recs, w.nodes[r.ThreadID] = append(w.recs, r), n
+	kids, err := w.walkAll(ctx, n, r, w.o.reg.ListChildren, true)
+	if err != nil {
+		return nil, err
+	}
+	n.Children = append(n.Children, kids...)
+	if n.Forks, err = w.walkAll(ctx, n, r, w.o.reg.ListForks, false); err != nil {
+		return nil, err
+	}
+	if err := w.continuation(ctx, n, r); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// treeNode is r's node, without the threads under it.
+func treeNode(r *registry.Record) *TreeNode {
+	n := &TreeNode{ThreadID: r.ThreadID, Directive: r.Directive, Status: r.Status, Model: r.Model, Turns: r.Cost.Turns,
+		Tokens: r.Cost.Tokens(), Spend: r.Cost.Spend, SpendLimit: r.Limits.Spend, Children: []*TreeNode{},
+		ForkedFrom: r.ForkedFrom, ForkTurn: r.ForkTurn, Kind: r.Kind, DroppedCapabilities: r.DroppedCapabilities}
+	if r.IsGraph() {
+		// A node's spend is its own; a run makes no model calls, and
+		// its record's spend is its subtree's (Subtree says it).
+		n.CurrentNode, n.Step, n.Spend = r.CurrentNode, r.Step, 0
+	}
+	return n
+}
+
+// walkAll walks the records that list names for r, as nodes under n; a
+// child (children) that continues or forks another thread is shown there
+// instead. A walk stopped by the bound marks n Truncated.
+func (w *treeWalk) walkAll(ctx context.Context, n *TreeNode, r *registry.Record,
+	list func(context.Context, string) ([]*registry.Record, error), children bool) ([]*TreeNode, error) {
+	got, err := list(ctx, r.ThreadID)
+	if err != nil {
+		return nil, err
+	}
+	var out []*TreeNode
+	for _, k := range got {
+		if w.seen[k.ThreadID] || children && (k.ContinuationOf != "" || k.ForkedFrom != "") {
+			continue
+		}
+		if w.left == 0 {
+			n.Truncated = true
+			break
+		}
+		kn, err := w.walk(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, kn)
+	}
+	return out, nil
+}
+
+// continuation walks the thread that continues r, if any, as n's
+// Continuation.
+func (w *treeWalk) continuation(ctx context.Context, n *TreeNode, r *registry.Record) error {
+	id := r.ContinuationThreadID
+	if id == "" || w.seen[id] {
+		return nil
+	}
+	if w.left == 0 {
+		n.Truncated = true
+		return nil
+	}
+	next, err := w.o.reg.Get(ctx, id)
+	if errors.Is(err, registry.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	n.Continuation, err = w.walk(ctx, next)
+	return err
 }
