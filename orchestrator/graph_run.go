@@ -94,72 +94,91 @@ func (o *Orchestrator) GraphView(ctx context.Context, rec *registry.Record) (*Gr
 // step_started and step_completed (a tool step writes both in its one
 // segment), the items a foreach settled meanwhile.
 func GraphSteps(events []transcript.Event) []graph.StepRecord {
-	var out []graph.StepRecord
-	at := map[int]int{} // step → index in out
-	get := func(step int, node string) *graph.StepRecord {
-		if i, ok := at[step]; ok && out[i].Node == node {
-			return &out[i]
-		}
-		out = append(out, graph.StepRecord{Step: step, Node: node})
-		at[step] = len(out) - 1
-		return &out[len(out)-1]
-	}
+	l := &stepLog{at: map[int]int{}}
 	for _, e := range events {
 		switch e.Type {
 		case transcript.TypeStepStarted:
 			var p transcript.StepStarted
-			if e.Decode(&p) != nil {
-				continue
-			}
-			s := get(p.Step, p.Node)
-			s.Kind = p.Kind
-			if s.Started.IsZero() {
-				s.Started, _ = time.Parse(time.RFC3339Nano, p.StartedAt)
-			}
-			for _, i := range sortedKeys(p.Children) {
-				s.ThreadIDs = appendNew(s.ThreadIDs, p.Children[i])
-			}
-			if a := p.Action; a != nil {
-				s.Action = actionText(a)
+			if e.Decode(&p) == nil {
+				l.started(p)
 			}
 		case transcript.TypeForeachItemCompleted:
 			var p transcript.ForeachItemCompleted
-			if e.Decode(&p) != nil {
-				continue
-			}
-			s := get(p.Step, p.Node)
-			s.ItemsDone++
-			if p.Status == "error" {
-				s.ItemsFailed++
+			if e.Decode(&p) == nil {
+				l.itemCompleted(p)
 			}
 		case transcript.TypeStepCompleted:
 			var p transcript.StepCompleted
-			if e.Decode(&p) != nil {
-				continue
-			}
-			s := get(p.Step, p.Node)
-			s.Kind, s.Status, s.RoutedBy, s.NextNode, s.Assigned = p.Kind, p.Status, p.RoutedBy, p.NextNode, p.Assigned
-			s.Ended = e.Timestamp
-			if s.Started.IsZero() {
-				if t, err := time.Parse(time.RFC3339Nano, p.StartedAt); err == nil && p.ElapsedMS > 0 {
-					s.Started = t
-				}
-				if s.Started.IsZero() || s.Started.After(s.Ended) {
-					s.Started = e.Timestamp.Add(-time.Duration(p.ElapsedMS) * time.Millisecond)
-				}
-			}
-			for _, id := range p.ThreadIDs {
-				s.ThreadIDs = appendNew(s.ThreadIDs, id)
-			}
-			if p.ItemsTotal > 0 {
-				s.ItemsDone, s.ItemsTotal, s.ItemsFailed = p.ItemsDone, p.ItemsTotal, p.ItemsFailed
-			}
-			if p.Error != nil {
-				s.Error = p.Error.Code + ": " + p.Error.Message
+			if e.Decode(&p) == nil {
+				l.completed(e, p)
 			}
 		}
 	}
-	return out
+	return l.out
+}
+
+// stepLog is the steps GraphSteps has read so far.
+type stepLog struct {
+	out []graph.StepRecord
+	at  map[int]int // step → index in out
+}
+
+// get returns step's record, added when it is new (or another node's).
+func (l *stepLog) get(step int, node string) *graph.StepRecord {
+	if i, ok := l.at[step]; ok && l.out[i].Node == node {
+		return &l.out[i]
+	}
+	l.out = append(l.out, graph.StepRecord{Step: step, Node: node})
+	l.at[step] = len(l.out) - 1
+	return &l.out[len(l.out)-1]
+}
+
+// started reads a step_started.
+func (l *stepLog) started(p transcript.StepStarted) {
+	s := l.get(p.Step, p.Node)
+	s.Kind = p.Kind
+	if s.Started.IsZero() {
+		s.Started, _ = time.Parse(time.RFC3339Nano, p.StartedAt)
+	}
+	for _, i := range sortedKeys(p.Children) {
+		s.ThreadIDs = appendNew(s.ThreadIDs, p.Children[i])
+	}
+	if a := p.Action; a != nil {
+		s.Action = actionText(a)
+	}
+}
+
+// itemCompleted reads a foreach_item_completed.
+func (l *stepLog) itemCompleted(p transcript.ForeachItemCompleted) {
+	s := l.get(p.Step, p.Node)
+	s.ItemsDone++
+	if p.Status == "error" {
+		s.ItemsFailed++
+	}
+}
+
+// completed reads a step_completed, event e.
+func (l *stepLog) completed(e transcript.Event, p transcript.StepCompleted) {
+	s := l.get(p.Step, p.Node)
+	s.Kind, s.Status, s.RoutedBy, s.NextNode, s.Assigned = p.Kind, p.Status, p.RoutedBy, p.NextNode, p.Assigned
+	s.Ended = e.Timestamp
+	if s.Started.IsZero() {
+		if t, err := time.Parse(time.RFC3339Nano, p.StartedAt); err == nil && p.ElapsedMS > 0 {
+			s.Started = t
+		}
+		if s.Started.IsZero() || s.Started.After(s.Ended) {
+			s.Started = e.Timestamp.Add(-time.Duration(p.ElapsedMS) * time.Millisecond)
+		}
+	}
+	for _, id := range p.ThreadIDs {
+		s.ThreadIDs = appendNew(s.ThreadIDs, id)
+	}
+	if p.ItemsTotal > 0 {
+		s.ItemsDone, s.ItemsTotal, s.ItemsFailed = p.ItemsDone, p.ItemsTotal, p.ItemsFailed
+	}
+	if p.Error != nil {
+		s.Error = p.Error.Code + ": " + p.Error.Message
+	}
 }
 
 // InFlight completes steps with what only rec knows of the step in
@@ -195,6 +214,51 @@ func actionText(a *transcript.StepAction) string {
 		return "graph " + a.Graph
 	}
 	return ""
+}
+
+// resumableRun is the record of the run id's chain has reached, when it
+// is a graph run that ended in error or was cancelled.
+func (o *Orchestrator) resumableRun(ctx context.Context, id string) (*registry.Record, error) {
+	resolved, err := o.reg.ResolveChain(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := o.reg.Get(ctx, resolved)
+	if err != nil {
+		return nil, err
+	}
+	if !rec.IsGraph() {
+		return nil, fmt.Errorf("%s is a thread, not a graph run: resume it with `spool thread resume`", resolved)
+	}
+	if rec.Status != thread.StatusError && rec.Status != thread.StatusCancelled {
+		if rec.Status == thread.StatusCompleted {
+			return nil, fmt.Errorf("run %s completed: only a run that ended in error or was cancelled can be resumed (fork it to run it again from a step: spool graph fork)", resolved)
+		}
+		return nil, &NotResumableError{ThreadID: resolved, Status: rec.Status}
+	}
+	return rec, nil
+}
+
+// checkResumeEdits refuses a resume of run rec from a node its graph
+// lacks, or that sets the run's inputs or a _ key.
+func (o *Orchestrator) checkResumeEdits(ctx context.Context, rec *registry.Record, req GraphResumeRequest) error {
+	proj, err := o.Project(ctx, rec.Bundle)
+	if err != nil {
+		return err
+	}
+	g, err := proj.Graph(rec.Directive)
+	if err != nil {
+		return err
+	}
+	if req.From != "" && g.Node(req.From) == nil {
+		return &tagged{err: fmt.Errorf("--from %s: graph %s has no such node", req.From, rec.Directive), tag: ErrGraphInvalid}
+	}
+	for k := range req.Set {
+		if k == "inputs" || len(k) > 0 && k[0] == '_' {
+			return &tagged{err: fmt.Errorf("--set %s: inputs and _ keys are the run's, not editable", k), tag: ErrGraphInvalid}
+		}
+	}
+	return nil
 }
 
 // GraphState is the state of run rec after step (the last checkpoint's
@@ -261,38 +325,13 @@ const GraphResumeField = "graph_resume"
 // run becomes continued and gets graph_resumed. A completed run is
 // refused (fork it instead).
 func (o *Orchestrator) ResumeGraph(ctx context.Context, id string, req GraphResumeRequest) (*ResumeResult, error) {
-	resolved, err := o.reg.ResolveChain(ctx, id)
+	rec, err := o.resumableRun(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := o.reg.Get(ctx, resolved)
-	if err != nil {
+	resolved := rec.ThreadID
+	if err := o.checkResumeEdits(ctx, rec, req); err != nil {
 		return nil, err
-	}
-	if !rec.IsGraph() {
-		return nil, fmt.Errorf("%s is a thread, not a graph run: resume it with `spool thread resume`", resolved)
-	}
-	if rec.Status != thread.StatusError && rec.Status != thread.StatusCancelled {
-		if rec.Status == thread.StatusCompleted {
-			return nil, fmt.Errorf("run %s completed: only a run that ended in error or was cancelled can be resumed (fork it to run it again from a step: spool graph fork)", resolved)
-		}
-		return nil, &NotResumableError{ThreadID: resolved, Status: rec.Status}
-	}
-	proj, err := o.Project(ctx, rec.Bundle)
-	if err != nil {
-		return nil, err
-	}
-	g, err := proj.Graph(rec.Directive)
-	if err != nil {
-		return nil, err
-	}
-	if req.From != "" && g.Node(req.From) == nil {
-		return nil, &tagged{err: fmt.Errorf("--from %s: graph %s has no such node", req.From, rec.Directive), tag: ErrGraphInvalid}
-	}
-	for k := range req.Set {
-		if k == "inputs" || len(k) > 0 && k[0] == '_' {
-			return nil, &tagged{err: fmt.Errorf("--set %s: inputs and _ keys are the run's, not editable", k), tag: ErrGraphInvalid}
-		}
 	}
 	if _, err := o.ReadVerified(ctx, rec); err != nil {
 		return nil, fmt.Errorf("resume %s: %w", resolved, err)
