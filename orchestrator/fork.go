@@ -112,28 +112,38 @@ func (o *Orchestrator) Fork(ctx context.Context, req ForkRequest) (*ForkResult, 
 		return nil, err
 	}
 	id := o.NewID(IDRequest{Directive: src.Directive, ParentID: src.ParentID})
-	// Listed before it exists, so a fork is never missing from the list.
-	if err := o.reg.AddFork(ctx, src.ThreadID, id); err != nil {
-		return nil, err
-	}
-	for p, data := range files {
-		if err := o.store.Put(ctx, blobkey.WorkspaceFile(id, p), data); err != nil {
-			return nil, fmt.Errorf("fork %s: workspace: %w", src.ThreadID, err)
-		}
-	}
-	rec, err := o.Start(ctx, StartRequest{
+	rec, err := o.startFork(ctx, src, files, StartRequest{
 		ID: id, Directive: src.Directive, Inputs: src.Inputs, Model: model, ParentID: src.ParentID, Bundle: bundle, Queue: src.Queue,
 		Fork: &ForkStart{From: src, Point: pt, Left: left, Message: req.Message, ModelOverride: override},
 	})
 	if err != nil {
-		for p := range files {
-			_ = o.store.Delete(context.WithoutCancel(ctx), blobkey.WorkspaceFile(id, p))
-		}
-		return nil, fmt.Errorf("fork %s: %w", src.ThreadID, err)
+		return nil, err
 	}
 	o.threadLog(id).Info("thread forked", "forked_from", src.ThreadID, "fork_turn", pt.Turn, "budget", rec.Limits.Spend, "workspace_files", len(files))
 	return &ForkResult{ForkedFrom: src.ThreadID, ForkTurn: pt.Turn, Turns: pt.Turns, SourceSegment: pt.Segment, SourceChainHash: pt.ChainHash,
 		Budget: rec.Limits.Spend, WorkspaceFiles: len(files), Thread: rec}, nil
+}
+
+// startFork lists fork sr.ID of src, writes the files its workspace starts
+// with and starts it (sr); a start that fails takes the files back.
+func (o *Orchestrator) startFork(ctx context.Context, src *registry.Record, files map[string][]byte, sr StartRequest) (*registry.Record, error) {
+	// Listed before it exists, so a fork is never missing from the list.
+	if err := o.reg.AddFork(ctx, src.ThreadID, sr.ID); err != nil {
+		return nil, err
+	}
+	for p, data := range files {
+		if err := o.store.Put(ctx, blobkey.WorkspaceFile(sr.ID, p), data); err != nil {
+			return nil, fmt.Errorf("fork %s: workspace: %w", src.ThreadID, err)
+		}
+	}
+	rec, err := o.Start(ctx, sr)
+	if err != nil {
+		for p := range files {
+			_ = o.store.Delete(context.WithoutCancel(ctx), blobkey.WorkspaceFile(sr.ID, p))
+		}
+		return nil, fmt.Errorf("fork %s: %w", src.ThreadID, err)
+	}
+	return rec, nil
 }
 
 // forkPoint verifies the thread req forks (strictly) and cuts its

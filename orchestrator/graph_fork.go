@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
@@ -70,28 +69,7 @@ func (e *StepNotRecordedError) Error() string {
 // checkpoint (the worker's carry) and records graph_started with
 // forked_from and fork_step.
 func (o *Orchestrator) ForkGraph(ctx context.Context, req GraphForkRequest) (*GraphForkResult, error) {
-	src, err := o.reg.Get(ctx, req.RunID)
-	if err != nil {
-		return nil, err
-	}
-	if !src.IsGraph() {
-		return nil, fmt.Errorf("%s is a thread, not a graph run: fork it with `spool thread fork`", src.ThreadID)
-	}
-	if req.AtStep < 1 {
-		return nil, &StepNotRecordedError{RunID: src.ThreadID, Step: req.AtStep, Steps: src.Step}
-	}
-	proj, err := o.Project(ctx, src.Bundle)
-	if err != nil {
-		return nil, err
-	}
-	g, err := proj.Graph(src.Directive)
-	if err != nil {
-		return nil, err
-	}
-	if req.From != "" && g.Node(req.From) == nil {
-		return nil, &tagged{err: fmt.Errorf("--from %s: graph %s has no such node", req.From, src.Directive), tag: ErrGraphInvalid}
-	}
-	keys, err := stateEditKeys(req.Set)
+	src, keys, err := o.graphForkSource(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -120,29 +98,49 @@ func (o *Orchestrator) ForkGraph(ctx context.Context, req GraphForkRequest) (*Gr
 		return nil, err
 	}
 	id := o.NewID(IDRequest{Directive: src.Directive, ParentID: src.ParentID})
-	if err := o.reg.AddFork(ctx, src.ThreadID, id); err != nil {
-		return nil, err
-	}
-	for p, data := range files {
-		if err := o.store.Put(ctx, blobkey.WorkspaceFile(id, p), data); err != nil {
-			return nil, fmt.Errorf("fork %s: workspace: %w", src.ThreadID, err)
-		}
-	}
-	rec, err := o.Start(ctx, StartRequest{
+	rec, err := o.startFork(ctx, src, files, StartRequest{
 		ID: id, Graph: true, Directive: src.Directive, Inputs: src.Inputs, ParentID: src.ParentID, Bundle: src.Bundle, Queue: src.Queue,
 		Fork:   &ForkStart{From: src, Point: pt, Left: left},
 		Fields: map[string]string{GraphResumeField: string(edits)},
 	})
 	if err != nil {
-		for p := range files {
-			_ = o.store.Delete(context.WithoutCancel(ctx), blobkey.WorkspaceFile(id, p))
-		}
-		return nil, fmt.Errorf("fork %s: %w", src.ThreadID, err)
+		return nil, err
 	}
 	o.threadLog(id).Info("graph run forked", "forked_from", src.ThreadID, "fork_step", pt.Turn, "next_node", next,
 		"budget", rec.Limits.Spend, "workspace_files", len(files))
 	return &GraphForkResult{ForkedFrom: src.ThreadID, ForkStep: pt.Turn, Steps: pt.Turns, NextNode: next, StateEdits: keys,
 		SourceSegment: pt.Segment, SourceChainHash: pt.ChainHash, Budget: rec.Limits.Spend, WorkspaceFiles: len(files), Run: rec}, nil
+}
+
+// graphForkSource is the run req forks, when it is a graph run whose
+// graph has req's node, with the keys req's state edits set.
+func (o *Orchestrator) graphForkSource(ctx context.Context, req GraphForkRequest) (*registry.Record, []string, error) {
+	src, err := o.reg.Get(ctx, req.RunID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !src.IsGraph() {
+		return nil, nil, fmt.Errorf("%s is a thread, not a graph run: fork it with `spool thread fork`", src.ThreadID)
+	}
+	if req.AtStep < 1 {
+		return nil, nil, &StepNotRecordedError{RunID: src.ThreadID, Step: req.AtStep, Steps: src.Step}
+	}
+	proj, err := o.Project(ctx, src.Bundle)
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := proj.Graph(src.Directive)
+	if err != nil {
+		return nil, nil, err
+	}
+	if req.From != "" && g.Node(req.From) == nil {
+		return nil, nil, &tagged{err: fmt.Errorf("--from %s: graph %s has no such node", req.From, src.Directive), tag: ErrGraphInvalid}
+	}
+	keys, err := stateEditKeys(req.Set)
+	if err != nil {
+		return nil, nil, err
+	}
+	return src, keys, nil
 }
 
 // stateEditKeys checks a resume's or fork's state edits (never inputs
@@ -164,8 +162,31 @@ func stateEditKeys(set map[string]any) ([]string, error) {
 // is the run's own (a graph makes no model calls), Children the runs
 // and threads it started up to then. next is the checkpoint's cursor.
 func graphForkAt(tr *transcript.Transcript, n int) (transcript.ForkPoint, string, error) {
-	var at *transcript.Event
-	next, steps := "", 0
+	at, next, steps := stepCheckpoint(tr, n)
+	if at == nil {
+		return transcript.ForkPoint{}, "", &StepNotRecordedError{RunID: tr.ThreadID, Step: n, Steps: steps}
+	}
+	pt := transcript.ForkPoint{Turn: n, Turns: steps, Seq: at.Seq, Time: at.Timestamp}
+	var err error
+	if pt.Children, err = childrenBy(tr, at.Seq); err != nil {
+		return transcript.ForkPoint{}, "", err
+	}
+	for _, s := range tr.Segments {
+		if s.FirstSeq <= at.Seq && at.Seq <= s.LastSeq {
+			pt.Segment, pt.ChainHash = s.Number, s.ChainHash
+			break
+		}
+	}
+	if pt.Segment == 0 {
+		return transcript.ForkPoint{}, "", fmt.Errorf("fork point: event seq %d of %s is in no verified segment", at.Seq, tr.ThreadID)
+	}
+	return pt, next, nil
+}
+
+// stepCheckpoint is the state checkpoint that ends step n with nothing
+// pending (nil: none), the node it goes on to, and the steps the run
+// checkpointed.
+func stepCheckpoint(tr *transcript.Transcript, n int) (at *transcript.Event, next string, steps int) {
 	for i := range tr.Events {
 		e := &tr.Events[i]
 		if e.Type != transcript.TypeStateCheckpoint {
@@ -180,43 +201,36 @@ func graphForkAt(tr *transcript.Transcript, n int) (transcript.ForkPoint, string
 			at, next = e, p.NextNode
 		}
 	}
-	if at == nil {
-		return transcript.ForkPoint{}, "", &StepNotRecordedError{RunID: tr.ThreadID, Step: n, Steps: steps}
-	}
-	pt := transcript.ForkPoint{Turn: n, Turns: steps, Seq: at.Seq, Time: at.Timestamp}
+	return at, next, steps
+}
+
+// childrenBy are the children a run had started by event seq: those its
+// steps planned (step_started: a step's children from then on, whether or
+// not a child_spawned follows) and those it spawned.
+func childrenBy(tr *transcript.Transcript, seq int64) ([]string, error) {
+	var kids []string
 	for _, e := range tr.Events {
-		if e.Seq > at.Seq {
+		if e.Seq > seq {
 			break
 		}
-		// The children a step planned (step_started) are its children
-		// from then on, whether or not a child_spawned follows.
 		switch e.Type {
 		case transcript.TypeChildSpawned:
 			var c transcript.ChildSpawned
 			if err := e.Decode(&c); err != nil {
-				return transcript.ForkPoint{}, "", fmt.Errorf("fork point: event seq %d (%s): %w", e.Seq, e.Type, err)
+				return nil, fmt.Errorf("fork point: event seq %d (%s): %w", e.Seq, e.Type, err)
 			}
-			pt.Children = appendNew(pt.Children, c.ChildID)
+			kids = appendNew(kids, c.ChildID)
 		case transcript.TypeStepStarted:
 			var s transcript.StepStarted
 			if err := e.Decode(&s); err != nil {
-				return transcript.ForkPoint{}, "", fmt.Errorf("fork point: event seq %d (%s): %w", e.Seq, e.Type, err)
+				return nil, fmt.Errorf("fork point: event seq %d (%s): %w", e.Seq, e.Type, err)
 			}
 			for _, k := range sortedKeys(s.Children) {
-				pt.Children = appendNew(pt.Children, s.Children[k])
+				kids = appendNew(kids, s.Children[k])
 			}
 		}
 	}
-	for _, s := range tr.Segments {
-		if s.FirstSeq <= at.Seq && at.Seq <= s.LastSeq {
-			pt.Segment, pt.ChainHash = s.Number, s.ChainHash
-			break
-		}
-	}
-	if pt.Segment == 0 {
-		return transcript.ForkPoint{}, "", fmt.Errorf("fork point: event seq %d of %s is in no verified segment", at.Seq, tr.ThreadID)
-	}
-	return pt, next, nil
+	return kids, nil
 }
 
 // graphFileWrites are the built-in file writes a graph run's tool steps
