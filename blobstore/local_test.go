@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/spool-run/spool/blobstore"
-	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/internal/testing/testenv"
 )
 
 // localImpls are the two ways Local opens paths: openat2 (where the kernel

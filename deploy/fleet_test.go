@@ -36,7 +36,7 @@ func TestFleetScriptSyntaxAndShellcheck(t *testing.T) {
 // draining workers, the report, and that a lost thread fails the run.
 func TestFleetScriptWithFakeSpool(t *testing.T) {
 	t.Parallel()
-	// Like internal/testenv: in CI (SPOOL_TEST_REQUIRE_REAL=1) a missing
+	// Like internal/testing/testenv: in CI (SPOOL_TEST_REQUIRE_REAL=1) a missing
 	// service fails the test instead of skipping it.
 	skip := t.Skipf
 	if os.Getenv("SPOOL_TEST_REQUIRE_REAL") == "1" {

@@ -21,8 +21,8 @@ import (
 
 	"github.com/spool-run/spool/api"
 	"github.com/spool-run/spool/client"
-	"github.com/spool-run/spool/internal/spooltest"
-	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/internal/testing/spooltest"
+	"github.com/spool-run/spool/internal/testing/testenv"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"

@@ -15,8 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/spool-run/spool/internal/spooltest"
-	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/internal/testing/spooltest"
+	"github.com/spool-run/spool/internal/testing/testenv"
 )
 
 // The CLI contract (CLI.md): --json prints data, exit 0 on success, 1 on a

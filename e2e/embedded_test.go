@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/internal/testing/spooltest"
 )
 
 // TestEmbeddedWithNothingInstalled runs README's main command — `spool

@@ -11,8 +11,8 @@ import (
 
 	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
-	"github.com/spool-run/spool/internal/spooltest"
-	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/internal/testing/spooltest"
+	"github.com/spool-run/spool/internal/testing/testenv"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )

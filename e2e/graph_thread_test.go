@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/spool-run/spool/internal/otlptest"
-	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/internal/testing/otlptest"
+	"github.com/spool-run/spool/internal/testing/spooltest"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/telemetry"
 	"github.com/spool-run/spool/thread"

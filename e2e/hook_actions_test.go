@@ -10,7 +10,7 @@ import (
 
 	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
-	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/internal/testing/spooltest"
 	"github.com/spool-run/spool/thread"
 )
 

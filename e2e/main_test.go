@@ -6,7 +6,7 @@ import (
 	"embed"
 	"testing"
 
-	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.MainLeakFree(m) }

@@ -12,7 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/internal/testing/spooltest"
 )
 
 // TestSpoolMCPWithoutRedis: `spool mcp` started while its Redis is

@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/spool-run/spool/internal/spooltest"
-	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/internal/testing/spooltest"
+	"github.com/spool-run/spool/internal/testing/testenv"
 )
 
 // TestWorkerAndSchedulerMetrics: a worker's /metrics carries asynq's queue

@@ -17,7 +17,7 @@ import (
 
 	"github.com/spool-run/spool/api"
 	"github.com/spool-run/spool/blobkey"
-	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/internal/testing/spooltest"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	spooldirective "github.com/spool-run/spool/directive"
-	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/internal/testing/spooltest"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"

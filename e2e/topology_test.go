@@ -3,7 +3,7 @@ package e2e
 import (
 	"testing"
 
-	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/internal/testing/testenv"
 )
 
 // onEachTopology runs body once per Redis topology (standalone, a

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
-	"github.com/spool-run/spool/internal/otlptest"
-	"github.com/spool-run/spool/internal/spooltest"
+	"github.com/spool-run/spool/internal/testing/otlptest"
+	"github.com/spool-run/spool/internal/testing/spooltest"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/telemetry"
 	"github.com/spool-run/spool/thread"

@@ -30,12 +30,12 @@ const (
 )
 
 // StepRecord is what the node table and the render need of one step
-// (spooltype.StepRecord), and NodeRow one row of the node table, also
-// `graph show --json`'s nodes (spooltype.NodeRow).
-type (
-	StepRecord = spooltype.StepRecord
-	NodeRow    = spooltype.NodeRow
-)
+// (spooltype.StepRecord).
+type StepRecord = spooltype.StepRecord
+
+// NodeRow is one row of the node table, also `graph show --json`'s nodes
+// (spooltype.NodeRow).
+type NodeRow = spooltype.NodeRow
 
 // Nodes builds the node table: one row per node in file order. current is
 // the node in flight ("" when none) and currentStatus its status

@@ -19,7 +19,7 @@ import (
 
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/directive"
-	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/internal/testing/testenv"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/monitor"
 	"github.com/spool-run/spool/orchestrator"

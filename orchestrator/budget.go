@@ -11,12 +11,11 @@ import (
 )
 
 // Budget is the live budget of a thread's subtree (spooltype.Budget):
-// what `spool budget show` prints and the monitor's budget card draws,
-// and BudgetChild a child's entry in it.
-type (
-	Budget      = spooltype.Budget
-	BudgetChild = spooltype.BudgetChild
-)
+// what `spool budget show` prints and the monitor's budget card draws.
+type Budget = spooltype.Budget
+
+// BudgetChild is a child's entry in a Budget (spooltype.BudgetChild).
+type BudgetChild = spooltype.BudgetChild
 
 // ErrNoBudget means the thread has no ledger entry (its start failed before
 // the ledger, or retention deleted it).

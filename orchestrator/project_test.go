@@ -10,7 +10,7 @@ import (
 
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/directive"
-	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/internal/testing/testenv"
 )
 
 const projectTestDirective = "<!-- a test directive -->\n# Leads\n\nFind {input:niche} in {input:city}.\n\n```xml\n" +

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/blobstore"
-	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/internal/testing/testenv"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
-	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/internal/testing/testenv"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"

@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/stretchr/testify/require"
 
-	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/internal/testing/testenv"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"

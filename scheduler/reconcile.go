@@ -234,7 +234,16 @@ func (s *Scheduler) reconcileAll(ctx context.Context, res *ReconcileResult) erro
 		}
 	}
 	checked := time.Now()
+	if err := s.reconcileEach(ctx, recs, res); err != nil {
+		return err
+	}
+	return s.requeueLost(ctx, insp, created, checked, res)
+}
 
+// reconcileEach reconciles recs (but those whose artifacts retention
+// deleted), reconcileWorkers at a time, and adds what each did to res;
+// it returns the first error.
+func (s *Scheduler) reconcileEach(ctx context.Context, recs []*registry.Record, res *ReconcileResult) error {
 	var mu sync.Mutex
 	var firstErr error
 	work := make(chan *registry.Record)
@@ -266,13 +275,16 @@ func (s *Scheduler) reconcileAll(ctx context.Context, res *ReconcileResult) erro
 	}
 	close(work)
 	wg.Wait()
-	if firstErr != nil {
-		return firstErr
-	}
+	return firstErr
+}
 
-	// A start task is claimed within moments of being taken from its
-	// queue: a created thread whose task was active (or finished, or gone)
-	// a second ago and still is has lost it.
+// requeueLost gives each created thread whose start task was not queued
+// when checked, and still is not, a requeue task (orchestrator.Requeue).
+// A start task is claimed within moments of being taken from its queue:
+// a created thread whose task was active (or finished, or gone) a second
+// ago and still is has lost it.
+func (s *Scheduler) requeueLost(ctx context.Context, insp *asynq.Inspector, created []*registry.Record, checked time.Time,
+	res *ReconcileResult) error {
 	if len(created) > 0 {
 		if d := time.Second - time.Since(checked); d > 0 {
 			select {
@@ -390,75 +402,19 @@ func (s *Scheduler) reconcileSet(ctx context.Context, afterLoss bool) ([]*regist
 // transcript (see Reconcile) and counts what it repaired in res.
 func (s *Scheduler) reconcileThread(ctx context.Context, rec *registry.Record, trigger string, res *ReconcileResult) error {
 	id := rec.ThreadID
-	// The normal lag: a checkpoint commits before its segment is written,
-	// so the last segment of a thread that has not finished may be past
-	// the mark (the worker package doc). A created thread has no segment
-	// and a finished one's mark is exact.
-	lag := int64(1)
-	if rec.Status == thread.StatusCreated || rec.Status.Terminal() {
-		lag = 0
+	tr, err := s.readToReconcile(ctx, rec, trigger, res)
+	if err != nil || tr == nil {
+		return err
 	}
-	if trigger == TriggerPeriodic {
-		n, err := s.o.SegmentCount(ctx, id)
-		if err != nil {
-			return fmt.Errorf("reconcile %s: %w", id, err)
-		}
-		if int64(n) <= rec.Transcript.Segments+lag {
-			return nil
-		}
-	}
-	tr, err := s.o.ReadStored(ctx, id, transcript.Strict)
-	if errors.Is(err, transcript.ErrTampered) || errors.Is(err, transcript.ErrBadSignature) || errors.Is(err, transcript.ErrUnknownKey) {
-		s.log.Warn("reconcile: transcript does not verify; thread left as it is", "thread_id", id, "error", err)
-		res.Skipped++
-		return nil
-	}
+	got, err := s.raiseRecord(ctx, rec, tr, res)
 	if err != nil {
-		return fmt.Errorf("reconcile %s: %w", id, err)
+		return err
 	}
-
-	var rc registry.Reconciliation
-	if m := tr.Mark(); m.Segments > rec.Transcript.Segments+lag {
-		rc.Mark = orchestrator.RecordMark(m)
-	}
-	if st := tr.LastState; st != nil && !rec.Status.Terminal() && rec.Version < st.Version {
-		// The registry lost commits that the transcript holds. Raise the
-		// version only where no activation holds the thread: one that
-		// does either committed since the loss (and keeps going) or was
-		// cut off by it (and its next commit fails anyway).
-		held, err := s.o.LeaseHeld(ctx, id)
-		if err != nil {
-			return fmt.Errorf("reconcile %s: %w", id, err)
-		}
-		if !held {
-			rc.MinVersion = st.Version + versionFence
-		}
-	}
-	var got registry.Reconciled
-	if rc.Mark != nil || rc.MinVersion > 0 {
-		if got, err = s.o.Reconcile(ctx, id, rc); err != nil {
-			return err
-		}
-	}
-	if got.MarkRaised() {
-		res.Marks++
-	}
-	if got.VersionRaised() {
-		res.Versions++
-	}
-
 	charges, err := orchestrator.RecordedCharges(tr)
 	if err != nil {
 		return err
 	}
-	applied, err := s.o.Recharge(ctx, rec, charges)
-	res.Charges += len(applied)
-	if errors.Is(err, ledger.ErrReleased) || errors.Is(err, ledger.ErrNotFound) {
-		s.log.Warn("reconcile: the ledger entry cannot take the thread's recorded turns", "thread_id", id,
-			"ledger_id", rec.LedgerID(), "error", err)
-		res.Skipped++
-		err = nil
-	}
+	applied, err := s.recharge(ctx, rec, charges, res)
 	if got.MarkRaised() || got.VersionRaised() || len(applied) > 0 {
 		s.log.Warn("reconciled thread with its transcript", "thread_id", id, "status", rec.Status, "trigger", trigger,
 			"transcript_mark_from", got.MarkFrom, "transcript_mark_to", got.MarkTo,
@@ -469,6 +425,98 @@ func (s *Scheduler) reconcileThread(ctx context.Context, rec *registry.Record, t
 		return err
 	}
 	return s.restoreChildren(ctx, id, tr, res)
+}
+
+// segmentLag is the normal lag of rec's transcript mark behind its
+// segments: a checkpoint commits before its segment is written, so the
+// last segment of a thread that has not finished may be past the mark
+// (the worker package doc). A created thread has no segment and a
+// finished one's mark is exact.
+func segmentLag(rec *registry.Record) int64 {
+	if rec.Status == thread.StatusCreated || rec.Status.Terminal() {
+		return 0
+	}
+	return 1
+}
+
+// readToReconcile reads rec's transcript strictly; nil when there is
+// nothing to reconcile: on a periodic pass, its segments are not ahead of
+// the mark by more than the normal lag, or it does not verify (skipped,
+// and logged).
+func (s *Scheduler) readToReconcile(ctx context.Context, rec *registry.Record, trigger string, res *ReconcileResult) (*transcript.Transcript, error) {
+	id := rec.ThreadID
+	if trigger == TriggerPeriodic {
+		n, err := s.o.SegmentCount(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("reconcile %s: %w", id, err)
+		}
+		if int64(n) <= rec.Transcript.Segments+segmentLag(rec) {
+			return nil, nil
+		}
+	}
+	tr, err := s.o.ReadStored(ctx, id, transcript.Strict)
+	if errors.Is(err, transcript.ErrTampered) || errors.Is(err, transcript.ErrBadSignature) || errors.Is(err, transcript.ErrUnknownKey) {
+		s.log.Warn("reconcile: transcript does not verify; thread left as it is", "thread_id", id, "error", err)
+		res.Skipped++
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reconcile %s: %w", id, err)
+	}
+	return tr, nil
+}
+
+// raiseRecord raises rec's transcript mark to its durable segments and
+// its version past the last durable checkpoint's (when no activation
+// holds it), and counts what it raised.
+func (s *Scheduler) raiseRecord(ctx context.Context, rec *registry.Record, tr *transcript.Transcript, res *ReconcileResult) (registry.Reconciled, error) {
+	id := rec.ThreadID
+	var rc registry.Reconciliation
+	if m := tr.Mark(); m.Segments > rec.Transcript.Segments+segmentLag(rec) {
+		rc.Mark = orchestrator.RecordMark(m)
+	}
+	if st := tr.LastState; st != nil && !rec.Status.Terminal() && rec.Version < st.Version {
+		// The registry lost commits that the transcript holds. Raise the
+		// version only where no activation holds the thread: one that
+		// does either committed since the loss (and keeps going) or was
+		// cut off by it (and its next commit fails anyway).
+		held, err := s.o.LeaseHeld(ctx, id)
+		if err != nil {
+			return registry.Reconciled{}, fmt.Errorf("reconcile %s: %w", id, err)
+		}
+		if !held {
+			rc.MinVersion = st.Version + versionFence
+		}
+	}
+	if rc.Mark == nil && rc.MinVersion <= 0 {
+		return registry.Reconciled{}, nil
+	}
+	got, err := s.o.Reconcile(ctx, id, rc)
+	if err != nil {
+		return got, err
+	}
+	if got.MarkRaised() {
+		res.Marks++
+	}
+	if got.VersionRaised() {
+		res.Versions++
+	}
+	return got, nil
+}
+
+// recharge applies the turn charges rec's transcript records (charges)
+// that the ledger lacks, and counts them; an entry that cannot take them
+// (released, gone) is skipped, and logged.
+func (s *Scheduler) recharge(ctx context.Context, rec *registry.Record, charges []orchestrator.TurnCharge, res *ReconcileResult) ([]orchestrator.TurnCharge, error) {
+	applied, err := s.o.Recharge(ctx, rec, charges)
+	res.Charges += len(applied)
+	if errors.Is(err, ledger.ErrReleased) || errors.Is(err, ledger.ErrNotFound) {
+		s.log.Warn("reconcile: the ledger entry cannot take the thread's recorded turns", "thread_id", rec.ThreadID,
+			"ledger_id", rec.LedgerID(), "error", err)
+		res.Skipped++
+		err = nil
+	}
+	return applied, err
 }
 
 // restoreChildren restores the children that tr, thread id's transcript,

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.MainLeakFree(m) }

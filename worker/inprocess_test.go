@@ -20,7 +20,7 @@ import (
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/directive"
-	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/internal/testing/testenv"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"

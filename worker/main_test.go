@@ -3,7 +3,7 @@ package worker
 import (
 	"testing"
 
-	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.MainLeakFree(m) }

@@ -29,7 +29,7 @@ import (
 
 	"github.com/spool-run/spool/bench/internal/benchenv"
 	"github.com/spool-run/spool/blobstore"
-	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/internal/testing/testenv"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"

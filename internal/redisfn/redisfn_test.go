@@ -17,7 +17,7 @@ import (
 
 	"github.com/spool-run/spool/internal/autopipe"
 	"github.com/spool-run/spool/internal/redisfn"
-	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/internal/testing/testenv"
 	"github.com/spool-run/spool/keyspace"
 )
 

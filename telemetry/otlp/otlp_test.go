@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/spool-run/spool/internal/otlptest"
+	"github.com/spool-run/spool/internal/testing/otlptest"
 	"github.com/spool-run/spool/telemetry"
 )
 

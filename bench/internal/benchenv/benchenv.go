@@ -19,7 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/spool-run/spool/internal/testenv"
+	"github.com/spool-run/spool/internal/testing/testenv"
 	"github.com/spool-run/spool/stack"
 )
 
