@@ -262,6 +262,100 @@ func TestGraphRestoresLostChild(t *testing.T) {
 	require.Equal(t, recordedSpend(t, e, kid), entry.OwnNano)
 }
 
+// loseWaitGraph starts one g/item child async, naps two seconds, and
+// joins the child in a wait node.
+const loseWaitGraph = `limits: {spawns: 5}
+config:
+  start: nap1
+  nodes:
+    nap1:
+      action: {tool: g/nap, params: {}}
+      next: fan
+    fan:
+      action: {directive: g/item, inputs: {n: solo}, async: true}
+      assign: {ids: ["${result.thread_id}"]}
+      next: nap2
+    nap2:
+      action: {tool: g/nap, params: {}}
+      next: join
+    join:
+      type: wait
+      threads: "${state.ids}"
+      collect: joined
+      next: done
+    done:
+      type: return
+      output: {solo: "${state.joined.0.outputs.value}", n: "${state.joined | length}"}
+`
+
+// TestGraphWaitRestoresLostChild: Redis loses every write since a graph
+// run began (rolled back to a snapshot taken while its first step naps)
+// after the run's async step started a child and made that durable, while
+// the child is in its second turn: the child's registration and first
+// turn are gone from Redis, its first segment and thread.json are in the
+// store. The run's wait node finds the child missing and restores it from
+// the store (as a thread's wait does) instead of settling it thread_lost;
+// the child goes on from its first turn, each turn runs once, and the
+// ledger holds its turns once.
+func TestGraphWaitRestoresLostChild(t *testing.T) {
+	t.Parallel()
+	files := walkProject("1500ms", map[string]string{"g/losewait": loseWaitGraph})
+	files[".ai/tools/g/nap.sh"] = "#!/bin/sh\nsleep 2\necho '{\"output\": \"napped\"}'\n"
+	files[".ai/graphs/g/losewait.yaml"] = strings.Replace(files[".ai/graphs/g/losewait.yaml"], walkPerms, walkPerms+"  - rye.execute.tool.g.*\n", 1)
+	e := spooltest.New(t, spooltest.Options{Files: files, LeaseTTL: 2 * time.Second})
+	e.Orch = e.Orch.WithLogger(quiet())
+	e.Start([]string{"SPOOL_RECOVER_INTERVAL=500ms"}, "worker", "--concurrency", "4")
+	ctx := context.Background()
+	res := e.Spool("graph", "run", "g/losewait", "--json")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	var run registry.Record
+	res.JSON(t, &run)
+
+	require.Eventually(t, func() bool {
+		r, err := e.Orch.Record(ctx, run.ThreadID)
+		return err == nil && r.Status == thread.StatusRunning
+	}, 30*time.Second, 10*time.Millisecond)
+	snap := e.Redis.Snapshot(t) // the run naps; no child yet
+	var kid string
+	require.Eventually(t, func() bool {
+		kids, err := e.Orch.Children(ctx, run.ThreadID)
+		if err != nil || len(kids) == 0 {
+			return false
+		}
+		kid = kids[0].ThreadID
+		segs, err := e.Store.List(ctx, blobkey.Segments(kid))
+		if err != nil || len(segs) == 0 {
+			return false
+		}
+		for _, sc := range payloads[transcript.StepCompleted](t, events(t, e, run.ThreadID), transcript.TypeStepCompleted) {
+			if sc.Node == "fan" {
+				return true // the run's start of the child is durable
+			}
+		}
+		return false
+	}, 30*time.Second, 10*time.Millisecond)
+	snap.Rollback(t) // the child is in its second model call, the run naps again
+	_, err := e.Orch.Record(ctx, kid)
+	require.ErrorIs(t, err, registry.ErrNotFound, "Redis lost the child")
+
+	final := e.Wait([]string{run.ThreadID}, 2*time.Minute)[run.ThreadID]
+	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
+	require.Equal(t, map[string]any{"solo": "item solo", "n": float64(1)}, final.Outputs)
+	got, err := e.Orch.Record(ctx, kid)
+	require.NoError(t, err)
+	require.Equal(t, thread.StatusCompleted, got.Status)
+	require.NotEmpty(t, got.Extra[registry.RestoredField], "restored from the store")
+	require.Equal(t, 2, got.Cost.Turns)
+	writes := payloads[transcript.ToolCallResult](t, events(t, e, kid), transcript.TypeToolCallResult)
+	require.Len(t, writes, 1, "its file written once")
+	entry, err := e.Orch.LedgerEntry(ctx, kid)
+	require.NoError(t, err)
+	require.Equal(t, recordedSpend(t, e, kid), entry.OwnNano)
+	runEntry, err := e.Orch.LedgerEntry(ctx, run.ThreadID)
+	require.NoError(t, err)
+	require.Equal(t, recordedSpend(t, e, run.ThreadID)+entry.OwnNano, runEntry.ActualNano, "the run's entry holds the child's spend once")
+}
+
 // commitLatency commits n times to thread id (a registry commit: one
 // script, as a checkpoint's), each followed by WAIT for one replica when
 // wait is set, and returns the sorted latencies.

@@ -535,6 +535,16 @@ func (r *graphRun) settle(ctx context.Context, s *stepRun, p *pendingStep) (chan
 				continue
 			}
 		}
+		if _, ok := statuses[id]; !ok && p.Kind == pendingWait {
+			// A thread an earlier step started, which Redis lost (a
+			// failover short of its last writes): restored from the
+			// store, or thread_lost below when it left nothing there.
+			got, err := restoreLost(ctx, r.o, r.log, id, r.id())
+			if err != nil && !errors.Is(err, registry.ErrNotFound) {
+				return changed, nil, err
+			}
+			rec = got
+		}
 		if rec != nil && rec.Status == thread.StatusContinued {
 			term, err := r.reg.ResolveChain(ctx, id)
 			if err != nil {
@@ -551,7 +561,7 @@ func (r *graphRun) settle(ctx context.Context, s *stepRun, p *pendingStep) (chan
 		}
 		if rec == nil {
 			if p.Kind == pendingWait {
-				if err := r.settleSlot(ctx, s, p, i, slot{Status: "error", Code: "thread_lost", Message: "thread " + id + " is not in the registry", ThreadID: id}, nil); err != nil {
+				if err := r.settleSlot(ctx, s, p, i, slot{Status: "error", Code: "thread_lost", Message: "thread " + id + " is not in the registry and left no durable transcript to restore it from", ThreadID: id}, nil); err != nil {
 					return changed, nil, err
 				}
 				changed = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/spool-run/spool/orchestrator"
@@ -113,25 +114,33 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 }
 
 // child is the record of thread id, a child of this thread (or a
+// continuation of one), restored from the store should Redis have lost
+// it (restoreLost).
+func (s *session) child(ctx context.Context, id string) (*registry.Record, error) {
+	return restoreLost(ctx, s.o, s.log, id, s.id())
+}
+
+// restoreLost is the record of thread id, a child of parent (or a
 // continuation of one): should Redis have lost it, restored from its
 // transcript and thread.json in the store (orchestrator.Restore), with its
 // chain and its charges. registry.ErrNotFound when it left nothing there
 // (lost before its first checkpoint), or what is there cannot be restored
 // (it does not verify: logged); Redis or the store out of reach is an
-// error, and the activation runs again.
-func (s *session) child(ctx context.Context, id string) (*registry.Record, error) {
-	rs, err := s.o.Restore(ctx, id, s.id())
+// error, and the activation runs again. A thread's wait and a graph run's
+// wait node both read their children through it.
+func restoreLost(ctx context.Context, o *orchestrator.Orchestrator, log *slog.Logger, id, parent string) (*registry.Record, error) {
+	rs, err := o.Restore(ctx, id, parent)
 	switch {
 	case errors.Is(err, orchestrator.ErrNotDurable):
 		return nil, fmt.Errorf("thread %q: %w", id, registry.ErrNotFound)
 	case err != nil && !isInfra(err):
-		s.log.Error("a thread Redis lost cannot be restored from the store", "waited_id", id, "error", err)
+		log.Error("a thread Redis lost cannot be restored from the store", "waited_id", id, "error", err)
 		return nil, fmt.Errorf("thread %q: %w", id, registry.ErrNotFound)
 	case err != nil:
 		return nil, err
 	}
 	if len(rs.Threads) > 0 {
-		s.log.Warn("restored a thread Redis lost, which this one waits on, from its transcript", "waited_id", id,
+		log.Warn("restored a thread Redis lost, which this one waits on, from its transcript", "waited_id", id,
 			"status", rs.Record.Status, "threads", len(rs.Threads), "charges", rs.Charges)
 	}
 	return rs.Record, nil
