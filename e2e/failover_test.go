@@ -526,9 +526,9 @@ func TestSentinelFailoversChaos(t *testing.T) {
 	e := spooltest.New(t, spooltest.Options{Redis: ps.Redis, Files: map[string]string{
 		".ai/directives/x/parent.md": directive("parent", `turns="6" spend="1.0"`, spawnPerms+`<execute><tool>x/mark</tool></execute>`,
 			`<success>done</success>`),
-		".ai/directives/x/kid.md":    directive("kid", `turns="6" spend="1.0"`, `<execute><tool>x/mark</tool></execute>`, `<success>done</success>`),
-		".ai/tools/x/mark.sh":        markTool,
-		"scripts/chaos.yaml":         chaosFailoverScript,
+		".ai/directives/x/kid.md": directive("kid", `turns="6" spend="1.0"`, `<execute><tool>x/mark</tool></execute>`, `<success>done</success>`),
+		".ai/tools/x/mark.sh":     markTool,
+		"scripts/chaos.yaml":      chaosFailoverScript,
 	}})
 	e.Orch = e.Orch.WithLogger(quiet())
 	fast := []string{"SPOOL_RECOVER_INTERVAL=500ms"}
