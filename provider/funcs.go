@@ -42,7 +42,7 @@ var scriptFuncs = template.FuncMap{
 		}
 		return strings.Repeat(s, n), nil
 	},
-	"field":    field,
+	"field": field,
 	"fields": func(name string, results []any) ([]any, error) {
 		out := make([]any, 0, len(results))
 		for _, r := range results {

@@ -226,7 +226,9 @@ func TestHousekeepPrunesUnusedFunctionLibraries(t *testing.T) {
 		return len(libs) == 0
 	}
 	old, later := script(), script()
-	t.Cleanup(func() { _ = o.Services().Redis.HDel(context.Background(), keyspace.FunctionsSeen, old.Name(), later.Name()).Err() })
+	t.Cleanup(func() {
+		_ = o.Services().Redis.HDel(context.Background(), keyspace.FunctionsSeen, old.Name(), later.Name()).Err()
+	})
 	stale(old)
 
 	s := e.scheduler(scheduler.Config{HousekeepingInterval: time.Minute, FunctionsUnused: 7 * 24 * time.Hour}, o)
