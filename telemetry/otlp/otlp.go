@@ -8,12 +8,17 @@
 // and an OTLP endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT or
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT); "none" turns them off. The protocol
 // is OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL:
-// "http/protobuf" (the default) or "grpc". Everything else the exporters
-// and the SDK read themselves: endpoints, OTEL_EXPORTER_OTLP_HEADERS,
-// _TIMEOUT, _COMPRESSION, _CERTIFICATE, OTEL_SERVICE_NAME (default
-// "spool"), OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER and its _ARG,
-// OTEL_BSP_*. Metrics follow the same rules with OTEL_METRICS_EXPORTER,
-// the _METRICS_ endpoint and protocol, and OTEL_METRIC_EXPORT_INTERVAL.
+// "http/protobuf" (the default) or "grpc". Once a signal is on, the
+// exporter is made by OpenTelemetry's autoexport from the same variables,
+// and everything else the exporters and the SDK read themselves:
+// endpoints, OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION,
+// _CERTIFICATE, OTEL_SERVICE_NAME (default "spool"),
+// OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER and its _ARG, OTEL_BSP_*.
+// Metrics follow the same rules with OTEL_METRICS_EXPORTER, the _METRICS_
+// endpoint and protocol, and OTEL_METRIC_EXPORT_INTERVAL; what they export
+// is the process's Prometheus registry, unless OTEL_METRICS_PRODUCERS
+// names other producers (autoexport's: "prometheus" is the default
+// Prometheus registry, "none" nothing).
 //
 // This is the package with the SDK and exporter dependencies; spool's
 // core uses only the API (package telemetry).
@@ -25,13 +30,11 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
+	"go.opentelemetry.io/contrib/exporters/autoexport"
 	prombridge "go.opentelemetry.io/contrib/bridges/prometheus"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -88,15 +91,12 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	if t.res, err = t.resource(ctx); err != nil {
 		return nil, err
 	}
-	var exp sdktrace.SpanExporter
-	switch protocol {
-	case "grpc":
-		exp, err = otlptracegrpc.New(ctx)
-	default:
-		exp, err = otlptracehttp.New(ctx)
-	}
+	exp, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("opentelemetry: trace exporter: %w", err)
+	}
+	if autoexport.IsNoneSpanExporter(exp) { // Getenv said otlp, the process's environment none
+		return t, nil
 	}
 	t.protocol = protocol
 	t.traces = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(t.res), sdktrace.WithIDGenerator(telemetry.IDGenerator{}))
@@ -120,7 +120,7 @@ func (t *Telemetry) TracerProvider() trace.TracerProvider {
 // OTEL_METRIC_EXPORT_INTERVAL, when the environment asks for metrics (see
 // the package doc); otherwise it does nothing. Call it once.
 func (t *Telemetry) ExportMetrics(ctx context.Context, g prometheus.Gatherer) error {
-	on, protocol, err := wanted(t.cfg.Getenv, "METRICS")
+	on, _, err := wanted(t.cfg.Getenv, "METRICS")
 	if err != nil || !on || t.metrics != nil {
 		return err
 	}
@@ -129,19 +129,31 @@ func (t *Telemetry) ExportMetrics(ctx context.Context, g prometheus.Gatherer) er
 			return err
 		}
 	}
-	var exp sdkmetric.Exporter
-	switch protocol {
-	case "grpc":
-		exp, err = otlpmetricgrpc.New(ctx)
-	default:
-		exp, err = otlpmetrichttp.New(ctx)
-	}
+	reader, err := metricReader(ctx, g)
 	if err != nil {
 		return fmt.Errorf("opentelemetry: metric exporter: %w", err)
 	}
-	reader := sdkmetric.NewPeriodicReader(exp, sdkmetric.WithProducer(prombridge.NewMetricProducer(prombridge.WithGatherer(g))))
+	if autoexport.IsNoneMetricReader(reader) {
+		return nil
+	}
 	t.metrics = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(t.res))
 	return nil
+}
+
+// metricReaderMu serializes metricReader: autoexport takes the fallback
+// producer as package state.
+var metricReaderMu sync.Mutex
+
+// metricReader is autoexport's reader for the environment, its periodic
+// export producing what g gathers (when OTEL_METRICS_PRODUCERS names no
+// producer).
+func metricReader(ctx context.Context, g prometheus.Gatherer) (sdkmetric.Reader, error) {
+	metricReaderMu.Lock()
+	defer metricReaderMu.Unlock()
+	autoexport.WithFallbackMetricProducer(func(context.Context) (sdkmetric.Producer, error) {
+		return prombridge.NewMetricProducer(prombridge.WithGatherer(g)), nil
+	})
+	return autoexport.NewMetricReader(ctx)
 }
 
 // Shutdown flushes what is buffered and stops exporting.
