@@ -38,8 +38,8 @@ func normalizeTool(name string) string {
 // dispatch runs one tool call of the model (spec runner step 7).
 func (s *session) dispatch(ctx context.Context, call thread.ToolCall) (err error) {
 	id := normalizeTool(call.Name)
-	ctx, span := s.startTool(ctx, call, id)
-	defer func() { s.endTool(span, call.ID, err) }()
+	ctx, span := s.tracer.startTool(ctx, call, id)
+	defer func() { s.tracer.endTool(span, s.msgs, call.ID, err) }()
 	s.st.ToolCalls++
 	s.st.ToolCallsByID[id]++
 	if s.st.TurnCallsByID == nil {
@@ -243,7 +243,7 @@ func (s *session) spawn(ctx context.Context, call thread.ToolCall) error {
 		s.toolResult(call.ID, threadDirectiveID, "limit_overrides: "+err.Error(), true, "")
 		return nil
 	}
-	sctx, span := s.startSpawn(ctx, name, p.Async)
+	sctx, span := s.tracer.startSpawn(ctx, name, p.Async)
 	// The child's id is planned from (thread, turn, call): a turn that
 	// runs again (its checkpoint failed: a failover, a store outage past
 	// patience, a crash) starts nothing twice but adopts the child the

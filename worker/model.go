@@ -46,9 +46,9 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 		}
 		start := time.Now()
 		release := s.holdLease(adm)
-		mctx, span := s.startModelCall(ctx, req, s.st.ModelAttempts+s.st.RateLimited)
+		mctx, span := s.tracer.startModelCall(ctx, req, s.st.ModelAttempts+s.st.RateLimited)
 		resp, err := s.prov.Complete(mctx, req, func(text string) { s.tw.AppendDelta(text) })
-		s.endModelCall(span, resp, err)
+		s.tracer.endModelCall(span, resp, err)
 		release()
 		s.settle(ctx, adm, resp, err)
 		if err == nil {

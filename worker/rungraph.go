@@ -117,7 +117,7 @@ func (s *session) runGraph(ctx context.Context, call thread.ToolCall) error {
 		s.toolResult(call.ID, runGraphID, "limit_overrides: "+err.Error(), true, "")
 		return nil
 	}
-	sctx, span := s.startSpawn(ctx, name, p.Async)
+	sctx, span := s.tracer.startSpawn(ctx, name, p.Async)
 	// Planned as a spawn's child is: a turn that runs again adopts the
 	// run its first run started.
 	planned := s.o.PlannedID(orchestrator.IDRequest{Directive: name, ParentID: s.id()}, s.rec.CreatedAt,

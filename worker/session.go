@@ -147,6 +147,9 @@ type session struct {
 	// the knowledge render at each checkpoint.
 	// finalDurable: the thread_completed event is in a durable segment.
 	finalDurable bool
+	// tracer traces the activation's turns, model calls, tools and
+	// spawns.
+	tracer *turnTracer
 	// spend is the thread's budget: its charges and the stop a spent
 	// budget decides.
 	spend *spend
@@ -290,6 +293,7 @@ func (s *session) load(ctx context.Context) error {
 	if s.prov, err = s.w.cfg.NewProvider(rec.Model, pc); err != nil {
 		return s.failNow(ctx, "model_error", err.Error())
 	}
+	s.tracer = newTurnTracer(s.o.Tracer(), rec, s.prov, s.w.cfg.Provider)
 	// Without its key the call could only fail (or, retried as transient,
 	// fail slowly): a thread this worker cannot run fails at once, saying
 	// where the key is missing.

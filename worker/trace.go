@@ -72,10 +72,30 @@ func endActivation(span trace.Span, err error, f *final, handedOff bool) {
 	span.End()
 }
 
-// startTurn starts the span of the thread's next turn.
-func (s *session) startTurn(ctx context.Context) (context.Context, trace.Span) {
-	return s.o.Tracer().Start(ctx, telemetry.SpanTurn, trace.WithAttributes(
-		telemetry.ThreadID.String(s.id()), telemetry.Turn.Int(s.st.Turn+1)))
+// turnTracer starts and ends the spans inside a thread's activation: its
+// turns, each attempt at a model call, each tool call and each spawn. It
+// holds what their attributes need (the thread, its model and provider,
+// the providers' routing) and nothing of the session, so that a step
+// traces through it without reaching into the session's state.
+type turnTracer struct {
+	tracer trace.Tracer
+	thread string
+	// model and prov price a response (endModelCall).
+	model string
+	prov  provider.Provider
+	// providers route a model to its API (startModelCall).
+	providers *provider.Config
+}
+
+// newTurnTracer is the tracer of rec's activation, whose model prov calls.
+func newTurnTracer(tracer trace.Tracer, rec *registry.Record, prov provider.Provider, providers *provider.Config) *turnTracer {
+	return &turnTracer{tracer: tracer, thread: rec.ThreadID, model: rec.Model, prov: prov, providers: providers}
+}
+
+// startTurn starts the span of the thread's turn number turn.
+func (t *turnTracer) startTurn(ctx context.Context, turn int) (context.Context, trace.Span) {
+	return t.tracer.Start(ctx, telemetry.SpanTurn, trace.WithAttributes(
+		telemetry.ThreadID.String(t.thread), telemetry.Turn.Int(turn)))
 }
 
 // endTurn ends a turn's span with where the turn led.
@@ -100,22 +120,22 @@ func endTurn(span trace.Span, o outcome, err error) {
 
 // startModelCall starts the span of one attempt at a model call, as the
 // GenAI semantic conventions name it.
-func (s *session) startModelCall(ctx context.Context, req *provider.Request, attempt int) (context.Context, trace.Span) {
-	api, _ := provider.Route(req.Model, *s.w.cfg.Provider)
+func (t *turnTracer) startModelCall(ctx context.Context, req *provider.Request, attempt int) (context.Context, trace.Span) {
+	api, _ := provider.Route(req.Model, *t.providers)
 	if api == "script" {
 		api = "spool.script"
 	}
-	return s.o.Tracer().Start(ctx, telemetry.OpChat+" "+req.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+	return t.tracer.Start(ctx, telemetry.OpChat+" "+req.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		telemetry.GenAIOperation.String(telemetry.OpChat), telemetry.GenAIProvider.String(api),
 		telemetry.GenAIRequestModel.String(req.Model), telemetry.GenAIRequestMaxTok.Int(req.MaxTokens),
-		telemetry.ThreadID.String(s.id()), telemetry.Turn.Int(req.Thread.Turn), telemetry.Attempt.Int(attempt+1)))
+		telemetry.ThreadID.String(t.thread), telemetry.Turn.Int(req.Thread.Turn), telemetry.Attempt.Int(attempt+1)))
 }
 
 // endModelCall ends a model call's span with the response's usage and
 // cost, or its error's class. gen_ai.usage.input_tokens counts the whole
 // prompt, cached tokens included, as the conventions ask (spool's own
 // cost counts cache reads and writes apart).
-func (s *session) endModelCall(span trace.Span, resp *provider.Response, err error) {
+func (t *turnTracer) endModelCall(span trace.Span, resp *provider.Response, err error) {
 	defer span.End()
 	if !span.IsRecording() {
 		return
@@ -136,22 +156,23 @@ func (s *session) endModelCall(span trace.Span, resp *provider.Response, err err
 	if resp.StopReason != "" {
 		attrs = append(attrs, telemetry.GenAIFinishReasons.StringSlice([]string{resp.StopReason}))
 	}
-	if cost, err := s.prov.Cost(s.rec.Model, u); err == nil {
+	if cost, err := t.prov.Cost(t.model, u); err == nil {
 		attrs = append(attrs, telemetry.CostUSD.Float64(cost))
 	}
 	span.SetAttributes(attrs...)
 }
 
 // startTool starts the span of a tool call.
-func (s *session) startTool(ctx context.Context, call thread.ToolCall, id string) (context.Context, trace.Span) {
-	return s.o.Tracer().Start(ctx, telemetry.OpExecuteTool+" "+id, trace.WithAttributes(
+func (t *turnTracer) startTool(ctx context.Context, call thread.ToolCall, id string) (context.Context, trace.Span) {
+	return t.tracer.Start(ctx, telemetry.OpExecuteTool+" "+id, trace.WithAttributes(
 		telemetry.GenAIOperation.String(telemetry.OpExecuteTool), telemetry.GenAIToolName.String(id),
-		telemetry.GenAIToolCallID.String(call.ID), telemetry.ThreadID.String(s.id())))
+		telemetry.GenAIToolCallID.String(call.ID), telemetry.ThreadID.String(t.thread)))
 }
 
-// endTool ends a tool call's span; a result the model gets as an error,
-// or a failure of the activation, is its error status.
-func (s *session) endTool(span trace.Span, callID string, err error) {
+// endTool ends a tool call's span; a result the model gets as an error
+// (the last message of msgs that answers callID), or a failure of the
+// activation, is its error status.
+func (t *turnTracer) endTool(span trace.Span, msgs []thread.Message, callID string, err error) {
 	defer span.End()
 	if !span.IsRecording() {
 		return
@@ -160,8 +181,8 @@ func (s *session) endTool(span trace.Span, callID string, err error) {
 		span.SetStatus(codes.Error, err.Error())
 		return
 	}
-	for i := len(s.msgs) - 1; i >= 0; i-- {
-		m := s.msgs[i]
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i]
 		if m.Role == thread.RoleTool && m.ToolCallID == callID {
 			if m.IsError {
 				span.SetAttributes(telemetry.ErrorType.String("tool_error"))
@@ -174,9 +195,9 @@ func (s *session) endTool(span trace.Span, callID string, err error) {
 
 // startSpawn starts the span of a spawn of directive; the child's
 // thread span is its child.
-func (s *session) startSpawn(ctx context.Context, directive string, async bool) (context.Context, trace.Span) {
-	return s.o.Tracer().Start(ctx, telemetry.SpanSpawn, trace.WithAttributes(
-		telemetry.ThreadID.String(s.id()), telemetry.ChildDirective.String(directive), telemetry.SpawnAsync.Bool(async)))
+func (t *turnTracer) startSpawn(ctx context.Context, directive string, async bool) (context.Context, trace.Span) {
+	return t.tracer.Start(ctx, telemetry.SpanSpawn, trace.WithAttributes(
+		telemetry.ThreadID.String(t.thread), telemetry.ChildDirective.String(directive), telemetry.SpawnAsync.Bool(async)))
 }
 
 // endSpawn ends a spawn's span with the child it started, or the refusal.

@@ -96,7 +96,7 @@ func (s *session) loop(ctx context.Context) error {
 
 // turn runs the steps of one turn.
 func (s *session) turn(ctx context.Context) (o outcome, err error) {
-	ctx, span := s.startTurn(ctx)
+	ctx, span := s.tracer.startTurn(ctx, s.st.Turn+1)
 	defer func() { endTurn(span, o, err) }()
 	var resp *provider.Response
 	steps := []step{
