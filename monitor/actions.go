@@ -12,8 +12,9 @@ import (
 )
 
 // The actions of the thread page: send and interrupt (a message to the
-// model), cancel, and resume with a message. Each is a POST of a form that
-// carries the CSRF token; cancel and resume first answer with a
+// model), cancel, and resume with a message. Each is a POST of a form,
+// refused unless same-origin (http.CrossOriginProtection, see handler);
+// cancel and resume first answer with a
 // confirmation page whose form POSTs again with confirmed=1. Every action
 // redirects (303) to a page that shows its outcome once (a flash cookie).
 
@@ -36,10 +37,15 @@ func who(r *http.Request) string {
 	return "monitor"
 }
 
+// errCrossOrigin refuses an unsafe request from another origin (a form
+// or script of another site).
+const errCrossOrigin = "cross-origin request refused: this monitor takes actions only from its own pages"
+
 // errReadOnly refuses an action on a read-only monitor.
 const errReadOnly = "this monitor is read-only: it takes no action (use the CLI, or a monitor without --read-only)"
 
-// postForm reads a POSTed form and checks its CSRF token; false when it
+// postForm reads a POSTed form (which http.CrossOriginProtection let
+// through: a same-origin request, or one from no browser); false when it
 // answered the request already.
 func (m *Monitor) postForm(w http.ResponseWriter, r *http.Request) bool {
 	if m.cfg.ReadOnly {
@@ -49,10 +55,6 @@ func (m *Monitor) postForm(w http.ResponseWriter, r *http.Request) bool {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	if err := r.ParseForm(); err != nil {
 		m.errorPage(w, r, http.StatusBadRequest, "the form does not read: "+err.Error())
-		return false
-	}
-	if err := m.checkCSRF(r); err != nil {
-		m.errorPage(w, r, http.StatusForbidden, err.Error())
 		return false
 	}
 	return true
@@ -102,7 +104,6 @@ type confirmData struct {
 	Fields   [][2]string
 	Button   string
 	Back     string
-	CSRF     string
 }
 
 func (m *Monitor) serveThreadAction(w http.ResponseWriter, r *http.Request) {
@@ -275,6 +276,5 @@ func boolField(b bool) string {
 }
 
 func (m *Monitor) confirm(w http.ResponseWriter, r *http.Request, d confirmData) {
-	d.CSRF = m.csrfToken(w, r)
 	m.render(w, r, http.StatusOK, m.pages.confirm, page{Title: d.Question, Data: d})
 }

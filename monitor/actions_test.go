@@ -78,17 +78,10 @@ func (s *session) do(method, path string, form url.Values, tweak ...func(*http.R
 
 func (s *session) get(path string) response { return s.do(http.MethodGet, path, nil) }
 
-var csrfInput = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
-
-// csrf loads path and returns the token its forms carry.
-func (s *session) csrf(path string) string {
-	s.e.t.Helper()
-	r := s.get(path)
-	require.Equal(s.e.t, http.StatusOK, r.code, r.body)
-	m := csrfInput.FindStringSubmatch(r.body)
-	require.NotNil(s.e.t, m, "no form with a CSRF token on %s", path)
-	return m[1]
-}
+// crossSite makes a request what a browser sends from another site's
+// page; crossOrigin, what an older browser sends (Origin only).
+func crossSite(r *http.Request)   { r.Header.Set("Sec-Fetch-Site", "cross-site") }
+func crossOrigin(r *http.Request) { r.Header.Set("Origin", "http://evil.example") }
 
 // act POSTs a form and requires a redirect; it returns the page it leads
 // to (where the outcome is shown once).
@@ -141,8 +134,8 @@ func (e *env) readEvents(id, typ string) ([]transcript.Event, error) {
 }
 
 // TestApprovalsInbox: a gated call is listed at /approvals and on its
-// thread's page; a decision needs the form's CSRF token and a same-origin
-// request, a denial a reason; an approval runs the call once and the
+// thread's page; a decision needs a same-origin request (no token), a
+// denial a reason; an approval runs the call once and the
 // thread completes; a second decision finds nothing pending.
 func TestApprovalsInbox(t *testing.T) {
 	t.Parallel()
@@ -168,27 +161,23 @@ func TestApprovalsInbox(t *testing.T) {
 	require.Contains(t, page, `<input type="hidden" name="call" value="call_1_1">`)
 	require.Contains(t, page, `<input type="hidden" name="request" value="`+request+`">`, "the form decides the request it shows")
 
-	token := s.csrf("/approvals")
+	require.NotContains(t, inbox.body, `name="csrf"`, "the forms carry no token: the cross-origin check is the protection")
 	form := func(decision, reason string) url.Values {
-		return url.Values{"csrf": {token}, "thread": {rec.ThreadID}, "call": {"call_1_1"}, "request": {request}, "decision": {decision},
+		return url.Values{"thread": {rec.ThreadID}, "call": {"call_1_1"}, "request": {request}, "decision": {decision},
 			"reason": {reason}, "by": {"ada"}, "return": {"/approvals"}}
 	}
-	// Refused: no token, a wrong token, another browser's cookie, a
-	// cross-site request, a denial without a reason.
-	noToken := form("approve", "")
-	noToken.Del("csrf")
-	r := s.do(http.MethodPost, "/approvals/decide", noToken)
-	require.Equal(t, http.StatusForbidden, r.code)
-	require.Contains(t, r.body, "security token")
-	wrong := form("approve", "")
-	wrong.Set("csrf", token+"x")
-	require.Equal(t, http.StatusForbidden, s.do(http.MethodPost, "/approvals/decide", wrong).code)
-	other := e.session()
-	other.csrf("/approvals")
-	require.Equal(t, http.StatusForbidden, other.do(http.MethodPost, "/approvals/decide", form("approve", "")).code,
-		"a token is good only with the cookie it was made for")
-	cross := s.do(http.MethodPost, "/approvals/decide", form("approve", ""), func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") })
-	require.Equal(t, http.StatusForbidden, cross.code, cross.body)
+	// Refused: a cross-site request (Sec-Fetch-Site), one from another
+	// origin (Origin only), a denial without a reason.
+	for _, tweak := range []func(*http.Request){crossSite, crossOrigin} {
+		cross := s.do(http.MethodPost, "/approvals/decide", form("approve", ""), tweak)
+		require.Equal(t, http.StatusForbidden, cross.code, cross.body)
+		require.Contains(t, cross.body, "cross-origin request refused")
+	}
+	same := s.do(http.MethodPost, "/approvals/decide", form("deny", "  "), func(r *http.Request) {
+		r.Header.Set("Sec-Fetch-Site", "same-origin")
+		r.Header.Set("Origin", s.e.srv.URL)
+	})
+	require.Equal(t, http.StatusSeeOther, same.code, "a same-origin form passes the check (%s)", same.body)
 	_, body := s.act("/approvals/decide", form("deny", "  "))
 	require.Contains(t, body, `<p class="flash bad" role="status">Say why to deny`)
 	require.True(t, waitingForApproval(e.waitRecord(rec.ThreadID, "still waits", waitingForApproval)), "nothing was decided")
@@ -280,8 +269,10 @@ func TestDecisionLink(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, r.code)
 	require.Contains(t, r.body, "Say why to deny")
 	r = s.do(http.MethodPost, "/v1/approvals/decide", url.Values{"token": {tok}, "reason": {"not on a Friday"}},
-		func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") })
+		crossSite)
 	require.Equal(t, http.StatusForbidden, r.code, "cross-site POSTs are refused here too")
+	require.Contains(t, r.body, "cross-origin request refused")
+	require.NotContains(t, r.body, `<nav>`, "the link's own page, for people outside the monitor")
 	r = s.do(http.MethodPost, "/v1/approvals/decide", url.Values{"token": {tok}, "reason": {"not on a Friday"}})
 	require.Equal(t, http.StatusOK, r.code, r.body)
 	require.Contains(t, r.body, "Denied call_1_1 of "+denied.ThreadID+" (by link). The thread continues.")
@@ -327,23 +318,22 @@ func TestThreadActions(t *testing.T) {
 	require.Contains(t, body, `formaction="/threads/`+root.ThreadID+`/interrupt"`)
 	require.Contains(t, body, `action="/threads/`+root.ThreadID+`/cancel"`)
 	require.NotContains(t, body, "/resume", "a running thread is not resumed")
-	token := s.csrf(page)
 
 	// Send to the waiting root: woken to record it, it waits on.
-	_, body = s.act(page+"/send", url.Values{"csrf": {token}, "message": {"hello root"}, "by": {"ada"}})
+	_, body = s.act(page+"/send", url.Values{"message": {"hello root"}, "by": {"ada"}})
 	require.Contains(t, body, "Message 1 queued for "+root.ThreadID)
 	require.Contains(t, body, "The waiting thread was woken to record it.")
 	require.True(t, waitFor(t.Context(), time.Minute, func() bool {
 		tr, err := transcript.Read(t.Context(), e.store, root.ThreadID, e.keyring, transcript.Strict)
 		return err == nil && strings.Contains(transcript.RenderText(tr.Events), "hello root")
 	}), "the message is in the root's transcript")
-	_, body = s.act(page+"/send", url.Values{"csrf": {token}, "message": {"  "}})
+	_, body = s.act(page+"/send", url.Values{"message": {"  "}})
 	require.Contains(t, body, "Write a message first.")
 
 	// Interrupt a leaf at its gate: the tool stops, the model gets the
 	// message.
 	leaf := tr.leaves[0].ThreadID
-	_, body = s.act(threadURL(leaf)+"/interrupt", url.Values{"csrf": {token}, "message": {"stop waiting"}})
+	_, body = s.act(threadURL(leaf)+"/interrupt", url.Values{"message": {"stop waiting"}})
 	require.Contains(t, body, "Interrupt sent to "+leaf)
 	require.True(t, waitFor(t.Context(), time.Minute, func() bool {
 		evs, _ := e.readEvents(leaf, transcript.TypeUserMessage) // none while it does not read
@@ -357,13 +347,13 @@ func TestThreadActions(t *testing.T) {
 	}), "the interrupt is in the leaf's transcript")
 
 	// Cancel: a confirmation first, then the tree is cancelled.
-	r := s.do(http.MethodPost, page+"/cancel", url.Values{"csrf": {token}, "cascade": {"1"}})
+	r := s.do(http.MethodPost, page+"/cancel", url.Values{"cascade": {"1"}})
 	require.Equal(t, http.StatusOK, r.code, r.body)
 	require.Contains(t, r.body, "Cancel this thread?")
 	require.Contains(t, r.body, `<input type="hidden" name="confirmed" value="1">`)
 	require.Contains(t, r.body, `<input type="hidden" name="cascade" value="1">`)
 	require.Equal(t, thread.StatusWaiting, e.waitRecord(root.ThreadID, "", func(*registry.Record) bool { return true }).Status, "not before the confirmation")
-	_, body = s.act(page+"/cancel", url.Values{"csrf": {token}, "cascade": {"1"}, "confirmed": {"1"}})
+	_, body = s.act(page+"/cancel", url.Values{"cascade": {"1"}, "confirmed": {"1"}})
 	require.Regexp(t, `Cancel(led| requested for) `+regexp.QuoteMeta(root.ThreadID), body)
 	require.Equal(t, thread.StatusCancelled, e.wait(root.ThreadID)[root.ThreadID].Status)
 	// The branch of the leaf not interrupted was still waiting: the cancel
@@ -371,21 +361,21 @@ func TestThreadActions(t *testing.T) {
 	for _, id := range []string{tr.branches[1].ThreadID, tr.leaves[1].ThreadID} {
 		require.Equal(t, thread.StatusCancelled, e.wait(id)[id].Status, "the cancel cascades to %s", id)
 	}
-	_, body = s.act(page+"/send", url.Values{"csrf": {token}, "message": {"too late"}})
+	_, body = s.act(page+"/send", url.Values{"message": {"too late"}})
 	require.Contains(t, body, root.ThreadID+" has finished: it takes no message")
-	_, body = s.act(page+"/cancel", url.Values{"csrf": {token}, "confirmed": {"1"}})
+	_, body = s.act(page+"/cancel", url.Values{"confirmed": {"1"}})
 	require.Contains(t, body, "is cancelled already: nothing to cancel.")
 
 	// Resume the cancelled root: a message, a confirmation, a new thread.
 	body = s.get(page).body
 	require.Contains(t, body, `action="/threads/`+root.ThreadID+`/resume"`)
-	_, body = s.act(page+"/resume", url.Values{"csrf": {token}, "message": {""}})
+	_, body = s.act(page+"/resume", url.Values{"message": {""}})
 	require.Contains(t, body, "Write the message the thread resumes with.")
-	r = s.do(http.MethodPost, page+"/resume", url.Values{"csrf": {token}, "message": {"once more"}})
+	r = s.do(http.MethodPost, page+"/resume", url.Values{"message": {"once more"}})
 	require.Equal(t, http.StatusOK, r.code, r.body)
 	require.Contains(t, r.body, "Resume this thread with a message?")
 	require.Contains(t, r.body, `<input type="hidden" name="message" value="once more">`)
-	to, body := s.act(page+"/resume", url.Values{"csrf": {token}, "message": {"once more"}, "confirmed": {"1"}})
+	to, body := s.act(page+"/resume", url.Values{"message": {"once more"}, "confirmed": {"1"}})
 	newID := strings.TrimPrefix(to, "/threads/")
 	require.NotEqual(t, root.ThreadID, newID)
 	require.Contains(t, body, "Resumed "+root.ThreadID+" as "+newID)
@@ -394,9 +384,9 @@ func TestThreadActions(t *testing.T) {
 	require.Equal(t, "resume", next.ContinuationKind)
 	require.Equal(t, root.ThreadID, next.PreviousThreadID)
 
-	require.Equal(t, http.StatusNotFound, s.do(http.MethodPost, page+"/explode", url.Values{"csrf": {token}}).code)
-	require.Equal(t, http.StatusNotFound, s.do(http.MethodPost, "/threads/t/nope-1-abc/send", url.Values{"csrf": {token}, "message": {"x"}}).code)
-	require.Equal(t, http.StatusForbidden, s.do(http.MethodPost, page+"/send", url.Values{"message": {"x"}}).code)
+	require.Equal(t, http.StatusNotFound, s.do(http.MethodPost, page+"/explode", url.Values{}).code)
+	require.Equal(t, http.StatusNotFound, s.do(http.MethodPost, "/threads/t/nope-1-abc/send", url.Values{"message": {"x"}}).code)
+	require.Equal(t, http.StatusForbidden, s.do(http.MethodPost, page+"/send", url.Values{"message": {"x"}}, crossSite).code)
 }
 
 // TestActionsWithoutSigningKey: a monitor that holds no signing key (as
@@ -416,11 +406,10 @@ func TestActionsWithoutSigningKey(t *testing.T) {
 	body := s.get(page).body
 	require.NotContains(t, body, "/cancel\"")
 	require.Contains(t, body, "this monitor holds no signing key")
-	token := s.csrf(page)
-	_, body = s.act(page+"/cancel", url.Values{"csrf": {token}, "confirmed": {"1"}})
+	_, body = s.act(page+"/cancel", url.Values{"confirmed": {"1"}})
 	require.Contains(t, body, "this monitor holds no signing key")
 	require.Equal(t, thread.StatusWaiting, e.waitRecord(root.ThreadID, "", func(*registry.Record) bool { return true }).Status)
-	_, body = s.act(page+"/send", url.Values{"csrf": {token}, "message": {"hi"}})
+	_, body = s.act(page+"/send", url.Values{"message": {"hi"}})
 	require.Contains(t, body, "Message 1 queued")
 }
 
@@ -443,12 +432,11 @@ func TestReadOnlyMonitor(t *testing.T) {
 	require.NotContains(t, page.body, `id="actions"`)
 	require.NotContains(t, page.body, "<form method=\"post\"")
 
-	// Even with a good token (from a monitor that takes actions).
-	token := e.session().csrf(threadURL(rec.ThreadID))
+	// Even same-origin forms.
 	for path, form := range map[string]url.Values{
-		"/approvals/decide":                   {"csrf": {token}, "thread": {rec.ThreadID}, "decision": {"approve"}},
-		threadURL(rec.ThreadID) + "/send":     {"csrf": {token}, "message": {"x"}},
-		threadURL(rec.ThreadID) + "/cancel":   {"csrf": {token}, "confirmed": {"1"}},
+		"/approvals/decide":                   {"thread": {rec.ThreadID}, "decision": {"approve"}},
+		threadURL(rec.ThreadID) + "/send":     {"message": {"x"}},
+		threadURL(rec.ThreadID) + "/cancel":   {"confirmed": {"1"}},
 		"/v1/approvals/decide?token=anything": {},
 	} {
 		r := s.do(http.MethodPost, path, form)

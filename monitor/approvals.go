@@ -31,7 +31,6 @@ func approvalRows(calls []orchestrator.PendingCall) []approvalRow {
 // approvalForm is a pending call with its decision form.
 type approvalForm struct {
 	approvalRow
-	CSRF   string
 	Return string // where the decision comes back to
 	// Named: the basic auth user decides; otherwise the form asks who.
 	Named bool
@@ -40,12 +39,11 @@ type approvalForm struct {
 }
 
 // approvalForms are the forms of calls, which return to ret.
-func (m *Monitor) approvalForms(w http.ResponseWriter, r *http.Request, calls []orchestrator.PendingCall, ret string) []approvalForm {
-	csrf := m.csrfToken(w, r)
+func (m *Monitor) approvalForms(r *http.Request, calls []orchestrator.PendingCall, ret string) []approvalForm {
 	_, _, named := r.BasicAuth()
 	var out []approvalForm
 	for _, row := range approvalRows(calls) {
-		out = append(out, approvalForm{approvalRow: row, CSRF: csrf, Return: ret, Named: named, ReadOnly: m.cfg.ReadOnly})
+		out = append(out, approvalForm{approvalRow: row, Return: ret, Named: named, ReadOnly: m.cfg.ReadOnly})
 	}
 	return out
 }
@@ -74,7 +72,7 @@ func (m *Monitor) serveApprovals(w http.ResponseWriter, r *http.Request) {
 	if id != "" {
 		ret += "?thread=" + url.QueryEscape(id)
 	}
-	d := approvalsData{Calls: m.approvalForms(w, r, calls, ret), Thread: id, ReadOnly: m.cfg.ReadOnly}
+	d := approvalsData{Calls: m.approvalForms(r, calls, ret), Thread: id, ReadOnly: m.cfg.ReadOnly}
 	title := "Approvals"
 	if len(calls) > 0 {
 		title = fmt.Sprintf("Approvals (%d)", len(calls))

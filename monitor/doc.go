@@ -61,11 +61,11 @@
 // is everything after /threads/ up to an optional /transcript, /timeline
 // or action suffix, which no id can end with (ids end in -<time>-<random>).
 //
-// Actions: every POST is a form with a CSRF token, a signed double submit:
-// an HttpOnly SameSite=Strict cookie holds a random session id and the
-// forms carry an HMAC of it under Config.SessionKey; cross-site POSTs are
-// also refused by http.CrossOriginProtection. Each action answers with a
-// 303 to the page that shows its outcome once (a signed flash cookie).
+// Actions: every POST is a form of the monitor's own pages; one from
+// another origin is refused by http.CrossOriginProtection (Sec-Fetch-Site,
+// else Origin against Host), as the API refuses it: the forms carry no
+// token. Each action answers with a 303 to the page that shows its
+// outcome once (a flash cookie signed under Config.SessionKey).
 // Cancel and resume show a confirmation page first, and need the signing
 // key (they sign thread.json and the transcript's thread_resumed): a
 // monitor without one (`spool monitor`, which holds only public keys)

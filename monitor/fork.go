@@ -17,8 +17,8 @@ import (
 )
 
 // "Fork from here": each model turn of the transcript view links to
-// GET /fork/ID?turn=N, a form (message optional) that POSTs to /fork/ID
-// with the CSRF token, like the thread page's actions; the fork
+// GET /fork/ID?turn=N, a form (message optional) that POSTs to /fork/ID,
+// a same-origin POST like the thread page's actions; the fork
 // (orchestrator.Fork) then opens on the new thread's page. A read-only
 // monitor refuses both.
 
@@ -41,7 +41,6 @@ type forkData struct {
 	Thread *registry.Record
 	Turn   int
 	Action string
-	CSRF   string
 }
 
 func (m *Monitor) serveFork(w http.ResponseWriter, r *http.Request) {
@@ -79,7 +78,7 @@ func (m *Monitor) serveFork(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		m.render(w, r, http.StatusOK, t, page{Title: "Fork " + id, Data: forkData{Thread: rec, Turn: turn,
-			Action: "/fork/" + pathOf(id), CSRF: m.csrfToken(w, r)}})
+			Action: "/fork/" + pathOf(id)}})
 		return
 	}
 	res, err := m.cfg.Orch.Fork(r.Context(), orchestrator.ForkRequest{ThreadID: id, AtTurn: turn, Message: strings.TrimSpace(r.PostFormValue("message"))})

@@ -12,9 +12,9 @@ import (
 )
 
 // TestForkFromHere: each model turn of the transcript view links to its
-// fork page, whose form (with the CSRF token) forks the thread at that
-// turn and opens the fork; a form without the token is refused, a turn
-// the thread did not record is refused with a message.
+// fork page, whose form forks the thread at that turn and opens the fork;
+// a form POSTed from another origin is refused, a turn the thread did not
+// record is refused with a message.
 func TestForkFromHere(t *testing.T) {
 	t.Parallel()
 	e := setup(t, envOptions{})
@@ -26,16 +26,15 @@ func TestForkFromHere(t *testing.T) {
 	forkPage := "/fork/" + id + "?turn=1"
 	body := s.get(threadURL(id) + "/transcript").body
 	require.Contains(t, body, `<a href="`+strings.ReplaceAll(forkPage, "&", "&amp;")+`">fork from here</a>`)
-	token := s.csrf(forkPage)
 	r := s.get(forkPage)
 	require.Contains(t, r.body, "Fork from turn 1")
 	require.Contains(t, r.body, `<input type="hidden" name="turn" value="1">`)
 
-	require.Equal(t, http.StatusForbidden, s.do(http.MethodPost, "/fork/"+id, url.Values{"turn": {"1"}}).code, "no CSRF token")
-	_, body = s.act("/fork/"+id, url.Values{"csrf": {token}, "turn": {"7"}})
+	require.Equal(t, http.StatusForbidden, s.do(http.MethodPost, "/fork/"+id, url.Values{"turn": {"1"}}, crossOrigin).code, "another origin's form")
+	_, body = s.act("/fork/"+id, url.Values{"turn": {"7"}})
 	require.Contains(t, body, "Not forked: thread "+id+" recorded 1 model turns: there is no turn 7 to fork at")
 
-	to, body := s.act("/fork/"+id, url.Values{"csrf": {token}, "turn": {"1"}, "message": {"once more"}})
+	to, body := s.act("/fork/"+id, url.Values{"turn": {"1"}, "message": {"once more"}})
 	forkID := strings.TrimPrefix(to, "/threads/")
 	require.NotEqual(t, id, forkID)
 	require.Contains(t, body, "Forked "+id+" at turn 1 as "+forkID)

@@ -131,7 +131,6 @@ func (m *Monitor) serveThreadPages(w http.ResponseWriter, r *http.Request) {
 // threadPage is the thread page: the view, and what its actions need.
 type threadPage struct {
 	*ThreadView
-	CSRF string
 	// Approvals are the thread's calls waiting for a decision.
 	Approvals []approvalForm
 	// CanSign: cancel and resume are possible here (they sign).
@@ -148,7 +147,7 @@ func (m *Monitor) serveThread(w http.ResponseWriter, r *http.Request, id string)
 	if m.lookupFailed(w, r, id, err) {
 		return
 	}
-	p := threadPage{ThreadView: v, CSRF: m.csrfToken(w, r), CanSign: m.cfg.Orch.CanSign(), ReadOnly: m.cfg.ReadOnly,
+	p := threadPage{ThreadView: v, CanSign: m.cfg.Orch.CanSign(), ReadOnly: m.cfg.ReadOnly,
 		Task: m.threadTask(v.Thread)}
 	_, _, p.Named = r.BasicAuth()
 	if v.Thread.WaitingFor == registry.WaitingForApproval {
@@ -157,7 +156,7 @@ func (m *Monitor) serveThread(w http.ResponseWriter, r *http.Request, id string)
 			m.fail(w, r, err)
 			return
 		}
-		p.Approvals = m.approvalForms(w, r, calls, "/threads/"+pathOf(id))
+		p.Approvals = m.approvalForms(r, calls, "/threads/"+pathOf(id))
 	}
 	if v.Thread.IsGraph() {
 		m.serveGraph(w, r, p)

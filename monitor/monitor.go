@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,10 @@ import (
 
 // AsynqPath is the root path asynqmon is served under.
 const AsynqPath = "/asynq"
+
+// decisionLinkPath is the path of the approval webhook's one-time
+// decision links.
+const decisionLinkPath = "/v1/approvals/decide"
 
 // Config configures the monitor.
 type Config struct {
@@ -57,11 +62,14 @@ type Config struct {
 	// ReadOnly: the monitor offers and accepts no action (approve, deny,
 	// send, interrupt, cancel, resume, decision links). Default false.
 	ReadOnly bool
-	// SessionKey signs the CSRF tokens of the action forms (approve,
-	// deny, send, interrupt, cancel, resume). Default: random per process,
-	// so a form rendered before a restart must be reloaded; monitors
-	// behind one load balancer need the same key (`spool monitor
-	// --session-key`, SPOOL_MONITOR_SESSION_KEY).
+	// SessionKey signs the one-line outcome an action (approve, deny,
+	// send, interrupt, cancel, resume, fork) leaves for the page it
+	// redirects to (a cookie). Default: random per process, so an outcome
+	// left just before a restart is not shown; monitors behind one load
+	// balancer need the same key to show each other's (`spool monitor
+	// --session-key`, SPOOL_MONITOR_SESSION_KEY). The forms themselves
+	// carry no token: a POST is refused unless same-origin
+	// (http.CrossOriginProtection).
 	SessionKey []byte
 	// Project is the project directory whose rate_limits.yaml
 	// (config.RateLimitsPath) the rate limits page shows, read on every
@@ -130,7 +138,7 @@ type Monitor struct {
 	pages       *pages
 	limiter     *ratelimit.Limiter
 
-	key []byte // signs CSRF tokens and flash messages
+	key []byte // signs flash messages
 
 	countsMu   sync.Mutex
 	counts     *statusCounts
@@ -183,8 +191,17 @@ func (m *Monitor) handler() http.Handler {
 		mux.Handle(AsynqPath+"/", m.cfg.AsynqHandler)
 		mux.Handle("GET "+AsynqPath, http.RedirectHandler(AsynqPath+"/", http.StatusMovedPermanently))
 	}
-	guarded := http.NewCrossOriginProtection().Handler(mux)
-	guarded = authMiddleware(m.cfg.Auth, guarded)
+	// One cross-origin check for every unsafe request (the forms,
+	// asynqmon's buttons, the decision links), as the API has.
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == decisionLinkPath {
+			m.linkProblem(w, r, strings.Contains(r.Header.Get("Accept"), "application/json"), http.StatusForbidden, errCrossOrigin)
+			return
+		}
+		m.errorPage(w, r, http.StatusForbidden, errCrossOrigin)
+	}))
+	guarded := authMiddleware(m.cfg.Auth, cop.Handler(mux))
 
 	root := http.NewServeMux()
 	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -193,9 +210,9 @@ func (m *Monitor) handler() http.Handler {
 	})
 	// A decision link's signed token is its credential: outside the
 	// authentication, not outside the cross-origin check.
-	link := http.NewCrossOriginProtection().Handler(http.HandlerFunc(m.serveDecisionLink))
-	root.Handle("GET /v1/approvals/decide", link)
-	root.Handle("POST /v1/approvals/decide", link)
+	link := cop.Handler(http.HandlerFunc(m.serveDecisionLink))
+	root.Handle("GET "+decisionLinkPath, link)
+	root.Handle("POST "+decisionLinkPath, link)
 	root.Handle("/", guarded)
 	return hostGuard(m.cfg.Hosts, securityHeaders(root))
 }

@@ -25,7 +25,7 @@ func monitorCommand() *cli.Command {
 			&cli.BoolFlag{Name: "read-only", EnvVars: []string{"SPOOL_MONITOR_READ_ONLY"}, Usage: "take no action: asynqmon in view-only mode (no delete, pause, run), no approve, deny, send, interrupt, cancel or resume"},
 			&cli.BoolFlag{Name: "sign", EnvVars: []string{"SPOOL_MONITOR_SIGN"}, Usage: "hold the signing key (the data dir's, or --signing-key), so that thread pages offer cancel and resume, which sign what they write; without it the monitor holds public keys only"},
 			&cli.StringFlag{Name: "session-key", EnvVars: []string{"SPOOL_MONITOR_SESSION_KEY"}, Usage: "a `SECRET` of at least " + strconv.Itoa(minSessionKey) +
-				" characters that signs the action forms' security tokens (set it in the environment): monitors behind one load balancer, and a monitor across restarts, accept each other's forms when they share it; default: random per process"},
+				" characters that signs the one-line outcome an action leaves for the next page (set it in the environment): monitors behind one load balancer, and a monitor across restarts, show each other's when they share it; default: random per process"},
 		),
 		Action: runMonitor,
 	}
@@ -37,7 +37,8 @@ type monitorOptions struct {
 	hosts    []string // allowed Host names; nil: any
 	readOnly bool
 	registry *prometheus.Registry // nil: a new one
-	// sessionKey signs the forms' CSRF tokens; nil: random per process.
+	// sessionKey signs the actions' flash messages; nil: random per
+	// process.
 	sessionKey []byte
 }
 
