@@ -35,7 +35,7 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 		},
 	}
 	// Handed back until RetryAt, and activated a little early: the rest.
-	if err := s.waitToRetry(ctx, s.st.RetryAt.Sub(s.o.Now())); err != nil {
+	if err := waitToRetry(ctx, s.st.RetryAt.Sub(s.o.Now())); err != nil {
 		return nil, err
 	}
 	s.st.RetryAt = time.Time{}
@@ -45,12 +45,12 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 			return nil, err
 		}
 		start := time.Now()
-		release := s.holdLease(adm)
+		release := s.rates.holdLease(adm)
 		mctx, span := s.tracer.startModelCall(ctx, req, s.st.ModelAttempts+s.st.RateLimited)
 		resp, err := s.prov.Complete(mctx, req, func(text string) { s.tw.AppendDelta(text) })
 		s.tracer.endModelCall(span, resp, err)
 		release()
-		s.settle(ctx, adm, resp, err)
+		s.rates.settle(ctx, adm, resp, err)
 		if err == nil {
 			s.st.ModelAttempts, s.st.RateLimited = 0, 0
 			s.w.metrics.observeTurn(s.rec.Directive, s.rec.Model, time.Since(start))
@@ -89,7 +89,7 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 			return nil, s.handBackForRetry(ctx, dec.Delay)
 		}
 		s.log.Info("model call failed; retrying", "class", pe.Class, "attempt", attempt, "delay", dec.Delay)
-		if err := s.waitToRetry(ctx, dec.Delay); err != nil {
+		if err := waitToRetry(ctx, dec.Delay); err != nil {
 			return nil, err
 		}
 	}
@@ -98,7 +98,7 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 // waitToRetry waits d (nothing when d <= 0) before a model call's retry;
 // the error is the activation context's cause when it ends first (a stop
 // is decided by the turn: stopAfter).
-func (s *session) waitToRetry(ctx context.Context, d time.Duration) error {
+func waitToRetry(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/spool-run/spool/config"
@@ -35,30 +36,152 @@ import (
 // for its rate limit.
 var errRateLimited = errors.New("thread handed back until its rate limit admits its model call")
 
-// rateRules are the rules that apply to the thread's model calls (once per
-// activation).
-func (s *session) rateRules() []config.RateRule {
-	if s.rates == nil {
-		api, key := provider.Route(s.rec.Model, *s.w.cfg.Provider)
+// rateGate holds a thread's model calls to the fleet's rate limits: the
+// rules that match its model (looked up once per activation), the
+// limiter that admits its calls, renews their concurrency leases and
+// settles them, and the counters of both. It holds what those use and
+// nothing of the session; a session has one, and hands the thread back
+// itself when the gate says the wait is long (session.admit).
+type rateGate struct {
+	limiter *ratelimit.Limiter
+	metrics *Metrics
+	log     *slog.Logger
+	// holder names the activation's calls to the limiter (thread/token).
+	holder string
+	// priority is the weight of the thread's queue (Config.Queues).
+	priority int
+	leaseTTL time.Duration
+	// handBackAfter is the shortest wait that is not waited in the slot
+	// (Config.RetryHandBack).
+	handBackAfter time.Duration
+	// model, providers and limits find the rules (rules).
+	model     string
+	providers *provider.Config
+	limits    *config.RateLimits
+	// matched are the rules of the thread's model calls; nil until
+	// looked up.
+	matched []config.RateRule
+}
+
+// newRateGate is the gate of the activation of rec that holds claim
+// token, under the project's limits.
+func newRateGate(w *Worker, rec *registry.Record, token string, limits *config.RateLimits, log *slog.Logger, leaseTTL time.Duration) *rateGate {
+	return &rateGate{limiter: w.limiter, metrics: w.metrics, log: log, holder: rec.ThreadID + "/" + token,
+		priority: w.cfg.Queues[rec.Queue], leaseTTL: leaseTTL, handBackAfter: w.cfg.RetryHandBack,
+		model: rec.Model, providers: w.cfg.Provider, limits: limits}
+}
+
+// rules are the rules that apply to the thread's model calls (looked up
+// once per activation).
+func (g *rateGate) rules() []config.RateRule {
+	if g.matched == nil {
+		api, key := provider.Route(g.model, *g.providers)
 		keyID := ""
 		if key != "" {
 			sum := sha256.Sum256([]byte(key))
 			keyID = hex.EncodeToString(sum[:4])
 		}
-		s.rates = s.proj.RateLimits.Match(s.rec.Model, api, keyID)
-		if s.rates == nil {
-			s.rates = []config.RateRule{}
+		g.matched = g.limits.Match(g.model, api, keyID)
+		if g.matched == nil {
+			g.matched = []config.RateRule{}
 		}
 	}
-	return s.rates
+	return g.matched
 }
 
-// admit waits, in the slot, until the rules admit the call, or hands the
-// thread back (errRateLimited) when the wait is long. adm is to be
-// settled after the call.
+// admit asks the rules to admit a call of in prompt and out output
+// tokens, and waits, in the slot, for a short refusal to pass. A long
+// wait, or one for a concurrency slot, is not waited here: the refusal
+// is returned (adm.OK false) for the caller to hand the thread back.
+func (g *rateGate) admit(ctx context.Context, in, out int) (ratelimit.Admission, error) {
+	call := ratelimit.Call{Holder: g.holder, InputTokens: in, OutputTokens: out, Priority: g.priority, LeaseTTL: g.leaseTTL}
+	for {
+		adm, err := g.limiter.Admit(ctx, g.rules(), call)
+		if err != nil {
+			return adm, err
+		}
+		if adm.OK {
+			g.metrics.rateAdmitted(adm)
+			return adm, nil
+		}
+		g.metrics.rateThrottled(adm.Rule, adm.Kind)
+		// A slot frees when some call ends, which nobody can tell in
+		// advance: a thread refused for concurrency does not wait in its
+		// slot either.
+		if adm.Wait >= g.handBackAfter || adm.Kind == "conc" {
+			return adm, nil
+		}
+		if err := waitToRetry(ctx, adm.Wait); err != nil {
+			return adm, err
+		}
+	}
+}
+
+// handedBack counts a thread handed back for adm's refusal, in the
+// worker's counters and the limiter's.
+func (g *rateGate) handedBack(ctx context.Context, adm ratelimit.Admission) {
+	g.metrics.rateHandedBack(adm.Rule)
+	if err := g.limiter.HandedBack(ctx, adm.Rule); err != nil {
+		g.log.Warn("rate limit hand-back not counted", "rule", adm.Rule, "error", err)
+	}
+}
+
+// holdLease renews the call's concurrency leases while it runs; the
+// returned func stops it.
+func (g *rateGate) holdLease(adm ratelimit.Admission) func() {
+	if len(adm.Reserved) == 0 {
+		return func() {}
+	}
+	ttl := g.leaseTTL
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(ttl / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := g.limiter.Renew(context.Background(), adm, g.holder, ttl); err != nil {
+					g.log.Warn("rate limit lease not renewed", "error", err)
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
+
+// settle corrects the reservation to the usage the call reported (none
+// for a failed call) and releases its concurrency lease; a 429 with
+// retry-after blocks the rules for every worker.
+func (g *rateGate) settle(ctx context.Context, adm ratelimit.Admission, resp *provider.Response, callErr error) {
+	if len(adm.Reserved) == 0 {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	in, out := 0, 0
+	if resp != nil {
+		in, out = resp.Usage.PromptTokens(), resp.Usage.OutputTokens
+	}
+	if err := g.limiter.Settle(ctx, adm, g.holder, in, out); err != nil {
+		g.log.Warn("rate limit not settled", "error", err)
+	}
+	g.metrics.rateSettled(adm, in, out)
+	if pe := provider.Classify(callErr); callErr != nil && pe.Class == provider.ClassRateLimited && pe.RetryAfter > 0 {
+		if err := g.limiter.Block(ctx, g.rules(), pe.RetryAfter); err != nil {
+			g.log.Warn("rate limit not blocked after a 429", "error", err)
+		}
+	}
+}
+
+// admit waits, in the slot, until the thread's rate limits admit the
+// call (rateGate.admit), or hands the thread back (errRateLimited) when
+// the wait is long. adm is to be settled after the call. The call's
+// prompt is estimated from the conversation only when rules apply.
 func (s *session) admit(ctx context.Context, req *provider.Request) (ratelimit.Admission, error) {
-	rules := s.rateRules()
-	if len(rules) == 0 {
+	if len(s.rates.rules()) == 0 {
 		return ratelimit.Admission{}, nil
 	}
 	since := s.msgs
@@ -66,28 +189,11 @@ func (s *session) admit(ctx context.Context, req *provider.Request) (ratelimit.A
 		since = s.msgs[len(s.msgs)-n:]
 	}
 	in, _ := provider.ContextUsage(s.st.LastPromptTokens, since, 0)
-	call := ratelimit.Call{Holder: s.id() + "/" + s.claim.Token, InputTokens: in, OutputTokens: req.MaxTokens,
-		Priority: s.w.cfg.Queues[s.rec.Queue], LeaseTTL: s.leaseTTL}
-	for {
-		adm, err := s.w.limiter.Admit(ctx, rules, call)
-		if err != nil {
-			return adm, err
-		}
-		if adm.OK {
-			s.w.metrics.rateAdmitted(adm)
-			return adm, nil
-		}
-		s.w.metrics.rateThrottled(adm.Rule, adm.Kind)
-		// A slot frees when some call ends, which nobody can tell in
-		// advance: a thread refused for concurrency does not wait in its
-		// slot either.
-		if adm.Wait >= s.w.cfg.RetryHandBack || adm.Kind == "conc" {
-			return adm, s.handBackForRateLimit(ctx, adm)
-		}
-		if err := s.waitToRetry(ctx, adm.Wait); err != nil {
-			return adm, err
-		}
+	adm, err := s.rates.admit(ctx, in, req.MaxTokens)
+	if err == nil && !adm.OK {
+		return adm, s.handBackForRateLimit(ctx, adm)
 	}
+	return adm, err
 }
 
 // handBackForRateLimit checkpoints the thread and suspends it until the
@@ -98,10 +204,7 @@ func (s *session) handBackForRateLimit(ctx context.Context, adm ratelimit.Admiss
 	if err != nil {
 		return err
 	}
-	s.w.metrics.rateHandedBack(adm.Rule)
-	if err := s.w.limiter.HandedBack(ctx, adm.Rule); err != nil {
-		s.log.Warn("rate limit hand-back not counted", "rule", adm.Rule, "error", err)
-	}
+	s.rates.handedBack(ctx, adm)
 	s.log.Info("model call waits for its rate limit; thread handed back", "rule", adm.Rule, "kind", adm.Kind, "wait", adm.Wait, "wake_at", at)
 	return errRateLimited
 }
@@ -141,54 +244,4 @@ func (s *session) suspendForRateLimit(ctx context.Context, wait time.Duration) (
 	}
 	s.version = seq
 	return at, s.enq.Enqueue(ctx, queue.Activation{ThreadID: s.id(), Reason: "timeout"}, seq, s.rec.Queue, asynqProcessAt(at))
-}
-
-// holdLease renews the call's concurrency leases while it runs; the
-// returned func stops it.
-func (s *session) holdLease(adm ratelimit.Admission) func() {
-	if len(adm.Reserved) == 0 {
-		return func() {}
-	}
-	ttl := s.leaseTTL
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(ttl / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if err := s.w.limiter.Renew(context.Background(), adm, s.id()+"/"+s.claim.Token, ttl); err != nil {
-					s.log.Warn("rate limit lease not renewed", "error", err)
-				}
-			}
-		}
-	}()
-	return func() { close(done); <-stopped }
-}
-
-// settle corrects the reservation to the usage the call reported (none
-// for a failed call) and releases its concurrency lease; a 429 with
-// retry-after blocks the rules for every worker.
-func (s *session) settle(ctx context.Context, adm ratelimit.Admission, resp *provider.Response, callErr error) {
-	if len(adm.Reserved) == 0 {
-		return
-	}
-	ctx = context.WithoutCancel(ctx)
-	in, out := 0, 0
-	if resp != nil {
-		in, out = resp.Usage.PromptTokens(), resp.Usage.OutputTokens
-	}
-	if err := s.w.limiter.Settle(ctx, adm, s.id()+"/"+s.claim.Token, in, out); err != nil {
-		s.log.Warn("rate limit not settled", "error", err)
-	}
-	s.w.metrics.rateSettled(adm, in, out)
-	if pe := provider.Classify(callErr); callErr != nil && pe.Class == provider.ClassRateLimited && pe.RetryAfter > 0 {
-		if err := s.w.limiter.Block(ctx, s.rateRules(), pe.RetryAfter); err != nil {
-			s.log.Warn("rate limit not blocked after a 429", "error", err)
-		}
-	}
 }

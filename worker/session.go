@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/blobstore"
-	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/hooks"
 	"github.com/spool-run/spool/orchestrator"
@@ -153,9 +152,8 @@ type session struct {
 	// spend is the thread's budget: its charges and the stop a spent
 	// budget decides.
 	spend *spend
-	// rates are the rate-limit rules of the thread's model calls
-	// (rateRules); nil until looked up.
-	rates []config.RateRule
+	// rates hold the thread's model calls to the fleet's rate limits.
+	rates *rateGate
 	// trimmedInbox is the seq up to which this activation trimmed the
 	// thread's inbox.
 	trimmedInbox int64
@@ -294,6 +292,7 @@ func (s *session) load(ctx context.Context) error {
 		return s.failNow(ctx, "model_error", err.Error())
 	}
 	s.tracer = newTurnTracer(s.o.Tracer(), rec, s.prov, s.w.cfg.Provider)
+	s.rates = newRateGate(s.w, rec, s.claim.Token, s.proj.RateLimits, s.log, s.leaseTTL)
 	// Without its key the call could only fail (or, retried as transient,
 	// fail slowly): a thread this worker cannot run fails at once, saying
 	// where the key is missing.
