@@ -11,12 +11,10 @@ import (
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/hooks"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/thread"
-	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -47,7 +45,7 @@ func (s *session) dispatch(ctx context.Context, call thread.ToolCall) (err error
 	}
 	s.st.TurnCallsByID[id]++
 	s.emit(transcript.TypeToolCallStart, transcript.ToolCallStart{CallID: call.ID, Tool: id, Input: call.Input})
-	if msg, cut := s.cutInputs[call.ID]; cut {
+	if msg, cut := s.tools.cutCall(call.ID); cut {
 		s.toolResult(call.ID, id, msg, true, "")
 		return nil
 	}
@@ -58,7 +56,7 @@ func (s *session) dispatch(ctx context.Context, call thread.ToolCall) (err error
 			return nil
 		}
 	} else if id != directiveReturnID {
-		if err := s.checkTool(id); err != nil {
+		if err := s.tools.check(id); err != nil {
 			s.toolResult(call.ID, id, err.Error(), true, "")
 			return nil
 		}
@@ -86,12 +84,11 @@ func (s *session) execute(ctx context.Context, call thread.ToolCall, id string) 
 	case runGraphID:
 		return s.runGraph(ctx, call)
 	}
-	tool, ok := s.tools.Lookup(id)
+	res, ok, err := s.tools.run(ctx, id, call.Input)
 	if !ok {
 		s.toolResult(call.ID, id, fmt.Sprintf("unknown tool %s", id), true, "")
 		return nil
 	}
-	res, err := tool.Run(ctx, s.toolEnv, call.Input)
 	if err != nil {
 		if stopRequested(ctx) {
 			// A cancel request or the duration limit stopped the tool
@@ -115,16 +112,11 @@ func (s *session) execute(ctx context.Context, call thread.ToolCall, id string) 
 	if res.IsError {
 		s.toolFailed(ctx, call.ID, id, res.Output)
 	}
-	return s.boundedResult(ctx, call.ID, id, res)
-}
-
-// checkTool is the permission check of a tool call (spec runner step 7),
-// for the model's calls and hooks' execute actions alike: the thread must
-// hold the tool's execute capability. The error is what the caller sees.
-func (s *session) checkTool(id string) error {
-	if need := thread.ToolCapability(id); !thread.Match(s.rec.Capabilities, need) {
-		return fmt.Errorf("permission denied: calling %s needs capability %s, which this thread does not hold%s", id, need, droppedNote(s.rec, need))
+	bounded, err := s.tools.bound(ctx, call.ID, res)
+	if err != nil {
+		return err
 	}
+	s.toolResult(call.ID, id, bounded.Output, bounded.IsError, bounded.Artifact)
 	return nil
 }
 
@@ -140,16 +132,6 @@ func (s *session) toolFailed(ctx context.Context, callID, tool, output string) {
 	class := provider.Classify(errors.New(output)).Class
 	evctx := hooks.ToolErrorContext(s.id(), tool, callID, output, class)
 	s.runHooks(ctx, hooks.EventError, evctx)
-}
-
-func (s *session) boundedResult(ctx context.Context, callID, tool string, res tools.Result) error {
-	key := blobkey.ToolResult(s.id(), callID)
-	bounded, err := tools.Bound(ctx, s.store, key, res, s.w.cfg.MaxToolResultBytes)
-	if err != nil {
-		return err
-	}
-	s.toolResult(callID, tool, bounded.Output, bounded.IsError, bounded.Artifact)
-	return nil
 }
 
 // toolResult appends a tool message answering callID.

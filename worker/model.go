@@ -27,7 +27,7 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 	req := &provider.Request{
 		Model:     s.rec.Model,
 		Messages:  s.msgs,
-		Tools:     s.toolDefs(),
+		Tools:     s.tools.toolDefs(),
 		MaxTokens: s.w.cfg.MaxOutputTokens,
 		Thread: provider.ThreadInfo{
 			ID: s.id(), Directive: s.rec.Directive, ParentID: s.rec.ParentID, PreviousThreadID: s.rec.PreviousThreadID,

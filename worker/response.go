@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -40,7 +39,7 @@ func (s *session) recordResponse(ctx context.Context, resp *provider.Response) (
 	if err := s.boundResponse(ctx, resp); err != nil {
 		return outcome{}, err
 	}
-	s.refuseCutCalls(resp)
+	s.tools.refuseCutCalls(resp)
 
 	s.msgs = append(s.msgs, thread.Message{Role: thread.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls})
 	s.st.SinceResponse++
@@ -101,7 +100,7 @@ func (s *session) dispatchCalls(ctx context.Context, calls []thread.ToolCall) (o
 // Nothing a model writes can make a segment, the registry's result or the
 // worker's memory grow past these bounds.
 func (s *session) boundResponse(ctx context.Context, resp *provider.Response) error {
-	s.cutInputs = nil
+	s.tools.clearCuts()
 	if len(resp.Text) > s.w.cfg.MaxResponseBytes {
 		key := blobkey.Response(s.id(), s.st.Turn)
 		b, err := tools.Bound(ctx, s.store, key, tools.Result{Output: resp.Text}, s.w.cfg.MaxResponseBytes)
@@ -121,34 +120,8 @@ func (s *session) boundResponse(ctx context.Context, resp *provider.Response) er
 		}
 		note, _ := json.Marshal(map[string]any{"spool_input_cut": len(c.Input), "artifact": key})
 		resp.ToolCalls[i].Input = note
-		if s.cutInputs == nil {
-			s.cutInputs = map[string]string{}
-		}
-		s.cutInputs[c.ID] = fmt.Sprintf("the input of this call was %d bytes, over the limit of %d; it was not run (kept at %s)",
-			len(c.Input), s.w.cfg.MaxToolInputBytes, key)
+		s.tools.cut(c.ID, fmt.Sprintf("the input of this call was %d bytes, over the limit of %d; it was not run (kept at %s)",
+			len(c.Input), s.w.cfg.MaxToolInputBytes, key))
 	}
 	return nil
-}
-
-// refuseCutCalls answers with an error, instead of running, a call whose
-// input the output cap cut: the answer stopped at max_tokens (Anthropic)
-// or length (OpenAI) and the call's input is not a JSON object (the
-// provider keeps the text the model wrote as a JSON string). The model
-// learns why, rather than a parse error it would repeat.
-func (s *session) refuseCutCalls(resp *provider.Response) {
-	if resp.StopReason != "max_tokens" && resp.StopReason != "length" {
-		return
-	}
-	for _, c := range resp.ToolCalls {
-		if in := bytes.TrimSpace(c.Input); len(in) > 0 && in[0] == '{' && json.Valid(in) {
-			continue
-		}
-		if s.cutInputs == nil {
-			s.cutInputs = map[string]string{}
-		}
-		if _, cut := s.cutInputs[c.ID]; !cut {
-			s.cutInputs[c.ID] = fmt.Sprintf("your answer reached the output limit (max_tokens %d) inside this call's input, "+
-				"which is incomplete; it was not run. Call it again with less input (split large content over several calls)", s.w.cfg.MaxOutputTokens)
-		}
-	}
 }

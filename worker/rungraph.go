@@ -61,7 +61,7 @@ func (s *session) checkGraphCall(input json.RawMessage) error {
 	}
 	need := (&graph.Action{Graph: name}).Capability()
 	if !thread.Match(s.rec.Capabilities, need) {
-		return fmt.Errorf("permission denied: starting graph %s needs capability %s, which this thread does not hold%s", name, need, droppedNote(s.rec, need))
+		return fmt.Errorf("permission denied: starting graph %s needs capability %s, which this thread does not hold%s", name, need, droppedNote(s.rec.DroppedCapabilities, need))
 	}
 	return nil
 }

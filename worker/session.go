@@ -138,10 +138,10 @@ type session struct {
 	prov       provider.Provider
 	hooks      []hooks.Hook
 	dispatcher *hooks.Dispatcher
-	tools      *tools.Registry
-	toolEnv    *tools.Env
-	msgs       []thread.Message
-	st         state
+	// tools run the thread's tool calls under its capabilities.
+	tools *toolRunner
+	msgs  []thread.Message
+	st    state
 	// events are the transcript's events so far (restored and new), for
 	// the knowledge render at each checkpoint.
 	// finalDurable: the thread_completed event is in a durable segment.
@@ -160,22 +160,12 @@ type session struct {
 	// interrupted names the tool a stop cut short in the current turn
 	// (stopAfter says where the stop found the thread).
 	interrupted string
-	// cutInputs are the calls of the current answer whose input was over
-	// Config.MaxToolInputBytes (boundResponse) or cut by the output cap
-	// (refuseCutCalls), by call id, with the error dispatch answers them
-	// with.
-	cutInputs map[string]string
 	// startViews: the thread began in this activation and its start's
 	// views are still to be written (writeStartViews).
 	startViews bool
 	// flagRead: checkBeforeTurn has used the claimed record's cancel flag
 	// and reads the registry from now on.
 	flagRead bool
-	// defs are the tool definitions the thread may call (toolDefs): the
-	// same for every model call of the activation and capabilities.md,
-	// which is written beside the loop.
-	defsOnce sync.Once
-	defs     []thread.ToolDef
 	// liveDone and liveWG end the live feed (startLive).
 	liveDone chan struct{}
 	liveWG   sync.WaitGroup
@@ -307,11 +297,14 @@ func (s *session) load(ctx context.Context) error {
 	}
 	s.hooks = hooks.Merge(s.proj.UserHooks, s.dir.Hooks, hooks.Builtin(s.proj.Resilience.Retry), s.proj.ProjectHooks, nil)
 	s.dispatcher = hooks.NewDispatcher(s.hooks)
-	s.tools, err = s.buildTools(ctx, s.proj)
+	// The runner is there before its tools: a thread whose tools cannot
+	// be built fails, and the hooks of its end may still check a tool.
+	s.tools = newToolRunner(rec, s.dir, s.store, &s.w.cfg)
+	s.tools.tools, err = s.buildTools(ctx, s.proj)
 	if err != nil {
 		return s.failOnPermanent(ctx, err)
 	}
-	s.toolEnv = &tools.Env{
+	s.tools.env = &tools.Env{
 		ThreadID: rec.ThreadID,
 		ParentID: rec.ParentID,
 		TreeID:   rec.WorkspaceID(),

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,12 +9,16 @@ import (
 	"io/fs"
 	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/spool-run/spool/blobkey"
+	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/mcpclient"
 	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
@@ -104,25 +109,135 @@ func directiveReturnDef(d *directive.Directive) thread.ToolDef {
 	return thread.ToolDef{Name: directiveReturnID, Description: "Finish this thread with its declared outputs.", InputSchema: b}
 }
 
+// toolRunner is a thread's tools as its activation runs them: the
+// registry of its built-in, external and MCP tools and the environment
+// they run in, held to the thread's capabilities (check); the tool
+// definitions offered to the model (defs); the bound on a result's size
+// (bound); and the calls of the current answer that are refused instead
+// of run (cut). It holds what those use and nothing of the session; a
+// session has one.
+type toolRunner struct {
+	tools *tools.Registry
+	env   *tools.Env
+	// capabilities are the thread's; dropped are those its directive
+	// asked for and its parent does not hold (droppedNote).
+	capabilities []string
+	dropped      []string
+	// dir declares the outputs of directive_return.
+	dir    *directive.Directive
+	store  blobstore.Store
+	thread string
+	// maxResult bounds a result (Config.MaxToolResultBytes); maxOutput
+	// is the model's output cap (Config.MaxOutputTokens) that a cut
+	// call's error names.
+	maxResult int
+	maxOutput int
+	// defs are the tool definitions the thread may call (defs): the
+	// same for every model call of the activation and capabilities.md,
+	// which is written beside the loop.
+	defsOnce sync.Once
+	defs     []thread.ToolDef
+	// cutInputs are the calls of the current answer whose input was over
+	// Config.MaxToolInputBytes (session.boundResponse) or cut by the
+	// output cap (refuseCutCalls), by call id, with the error dispatch
+	// answers them with.
+	cutInputs map[string]string
+}
+
+// newToolRunner is the tool runner of rec's activation, for directive
+// dir, under the worker's bounds; its registry and environment are set
+// once they are built (session.load).
+func newToolRunner(rec *registry.Record, dir *directive.Directive, store blobstore.Store, cfg *Config) *toolRunner {
+	return &toolRunner{capabilities: rec.Capabilities, dropped: rec.DroppedCapabilities, dir: dir, store: store,
+		thread: rec.ThreadID, maxResult: cfg.MaxToolResultBytes, maxOutput: cfg.MaxOutputTokens}
+}
+
 // toolDefs are the tools offered to the model: those the thread's
 // capabilities allow, plus directive_return. A call to a tool not offered
 // is still checked and refused with an error the model can read.
-func (s *session) toolDefs() []thread.ToolDef {
-	s.defsOnce.Do(func() {
-		allowed := func(id string) bool { return thread.Match(s.rec.Capabilities, thread.ToolCapability(id)) }
-		defs := s.tools.Defs(allowed)
+func (r *toolRunner) toolDefs() []thread.ToolDef {
+	r.defsOnce.Do(func() {
+		allowed := func(id string) bool { return thread.Match(r.capabilities, thread.ToolCapability(id)) }
+		defs := r.tools.Defs(allowed)
 		for _, d := range orchestrationDefs {
 			if allowed(d.Name) {
 				defs = append(defs, d)
 			}
 		}
-		if holdsGraphCapability(s.rec.Capabilities) {
+		if holdsGraphCapability(r.capabilities) {
 			defs = append(defs, runGraphDef)
 		}
-		defs = append(defs, directiveReturnDef(s.dir))
-		s.defs = defs
+		defs = append(defs, directiveReturnDef(r.dir))
+		r.defs = defs
 	})
-	return s.defs
+	return r.defs
+}
+
+// check is the permission check of a tool call (spec runner step 7),
+// for the model's calls and hooks' execute actions alike: the thread must
+// hold the tool's execute capability. The error is what the caller sees.
+func (r *toolRunner) check(id string) error {
+	if need := thread.ToolCapability(id); !thread.Match(r.capabilities, need) {
+		return fmt.Errorf("permission denied: calling %s needs capability %s, which this thread does not hold%s", id, need, droppedNote(r.dropped, need))
+	}
+	return nil
+}
+
+// run runs tool id of the registry on input; found is false when the
+// thread has no such tool. An error is the tool's infrastructure failure
+// (tools.Tool), not a result.
+func (r *toolRunner) run(ctx context.Context, id string, input json.RawMessage) (res tools.Result, found bool, err error) {
+	tool, ok := r.tools.Lookup(id)
+	if !ok {
+		return tools.Result{}, false, nil
+	}
+	res, err = tool.Run(ctx, r.env, input)
+	return res, true, err
+}
+
+// bound keeps call callID's result within Config.MaxToolResultBytes: a
+// larger one is stored whole as an artifact and cut (tools.Bound).
+func (r *toolRunner) bound(ctx context.Context, callID string, res tools.Result) (tools.Result, error) {
+	return tools.Bound(ctx, r.store, blobkey.ToolResult(r.thread, callID), res, r.maxResult)
+}
+
+// clearCuts forgets the cut calls of the previous answer.
+func (r *toolRunner) clearCuts() { r.cutInputs = nil }
+
+// cut records that call id of the current answer is answered with msg,
+// an error, instead of run.
+func (r *toolRunner) cut(id, msg string) {
+	if r.cutInputs == nil {
+		r.cutInputs = map[string]string{}
+	}
+	r.cutInputs[id] = msg
+}
+
+// cutCall is the error that call id is answered with instead of run, if
+// its input was cut.
+func (r *toolRunner) cutCall(id string) (string, bool) {
+	msg, cut := r.cutInputs[id]
+	return msg, cut
+}
+
+// refuseCutCalls answers with an error, instead of running, a call whose
+// input the output cap cut: the answer stopped at max_tokens (Anthropic)
+// or length (OpenAI) and the call's input is not a JSON object (the
+// provider keeps the text the model wrote as a JSON string). The model
+// learns why, rather than a parse error it would repeat.
+func (r *toolRunner) refuseCutCalls(resp *provider.Response) {
+	if resp.StopReason != "max_tokens" && resp.StopReason != "length" {
+		return
+	}
+	for _, c := range resp.ToolCalls {
+		if in := bytes.TrimSpace(c.Input); len(in) > 0 && in[0] == '{' && json.Valid(in) {
+			continue
+		}
+		if _, cut := r.cutCall(c.ID); !cut {
+			r.cut(c.ID, fmt.Sprintf("your answer reached the output limit (max_tokens %d) inside this call's input, "+
+				"which is incomplete; it was not run. Call it again with less input (split large content over several calls)", r.maxOutput))
+		}
+	}
 }
 
 // The session is the hooks' action runner. Hooks act as the thread: every
@@ -141,7 +256,7 @@ func (s *session) toolDefs() []thread.ToolDef {
 // keeps it), else under .ai/knowledge/ in the bundle.
 func (s *session) Load(ctx context.Context, itemType, itemID string) (string, error) {
 	if need := thread.Capability(thread.PrimaryLoad, itemType, itemID); !thread.Match(s.rec.Capabilities, need) {
-		return "", fmt.Errorf("load %s %s: capability %s not held%s", itemType, itemID, need, droppedNote(s.rec, need))
+		return "", fmt.Errorf("load %s %s: capability %s not held%s", itemType, itemID, need, droppedNote(s.rec.DroppedCapabilities, need))
 	}
 	switch itemType {
 	case "knowledge":
@@ -221,15 +336,14 @@ func (s *session) Execute(ctx context.Context, itemType, itemID string, params m
 		return s.Load(ctx, itemType, itemID)
 	case "tool":
 		id := normalizeTool(itemID)
-		if err := s.checkTool(id); err != nil {
+		if err := s.tools.check(id); err != nil {
 			return "", fmt.Errorf("hook tool %s: %w", id, err)
 		}
-		t, ok := s.tools.Lookup(id)
+		in, _ := json.Marshal(params)
+		res, ok, err := s.tools.run(ctx, id, in)
 		if !ok {
 			return "", fmt.Errorf("hook tool %s: unknown tool", id)
 		}
-		in, _ := json.Marshal(params)
-		res, err := t.Run(ctx, s.toolEnv, in)
 		if err != nil {
 			return "", err
 		}
@@ -264,7 +378,7 @@ func (s *session) Search(ctx context.Context, itemType, query string) (string, e
 		return nil
 	})
 	if len(hits) == 0 && denied != "" {
-		return "", fmt.Errorf("search %s %q: capability %s not held%s", itemType, query, denied, droppedNote(s.rec, denied))
+		return "", fmt.Errorf("search %s %q: capability %s not held%s", itemType, query, denied, droppedNote(s.rec.DroppedCapabilities, denied))
 	}
 	return strings.Join(hits, "\n"), nil
 }

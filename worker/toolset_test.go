@@ -13,7 +13,8 @@ import (
 )
 
 // hookSession is a session as far as its hook actions on bundle items
-// need: a project bundle and the thread's capabilities.
+// need: a project bundle, the thread's capabilities and its tool runner
+// (no tools).
 func hookSession(t *testing.T, capabilities ...string) *session {
 	t.Helper()
 	dir := t.TempDir()
@@ -26,7 +27,9 @@ func hookSession(t *testing.T, capabilities ...string) *session {
 	require.NoError(t, err)
 	b, err := directive.LoadBundle(t.Context(), store, digest)
 	require.NoError(t, err)
-	return &session{activation: activation{rec: &registry.Record{ThreadID: "t/x-1", Capabilities: capabilities}}, proj: &orchestrator.Project{Digest: digest, Bundle: b}}
+	rec := &registry.Record{ThreadID: "t/x-1", Capabilities: capabilities}
+	return &session{activation: activation{rec: rec}, proj: &orchestrator.Project{Digest: digest, Bundle: b},
+		tools: newToolRunner(rec, nil, store, &Config{})}
 }
 
 // TestHookActionsHeldToCapabilities: a hook's load, search and execute

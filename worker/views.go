@@ -28,7 +28,7 @@ func (s *session) attestViews(ctx context.Context, final *orchestrator.Outcome) 
 	var v *views
 	if s.startViews {
 		v = &views{}
-		body, err := transcript.RenderCapabilities(s.id(), s.toolDefs(), s.rec.Capabilities)
+		body, err := transcript.RenderCapabilities(s.id(), s.tools.toolDefs(), s.rec.Capabilities)
 		if err != nil {
 			s.log.Warn("capabilities.md not rendered", "error", err)
 		} else {
