@@ -6,6 +6,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/cenkalti/backoff/v5"
 )
 
 // RetryConfig configures Retrying.
@@ -81,40 +83,52 @@ func definite(ctx context.Context, err error) bool {
 		errors.Is(err, ErrBadKey) || ctx.Err() != nil
 }
 
-// do runs f until it gives a definite answer or patience runs out.
+// do runs f until it gives a definite answer or patience runs out:
+// backoff.Retry with exponential waits from cfg.First, doubling up to
+// cfg.Max, no jitter, each wait only if it ends within patience of the
+// first failure.
 func (r *retrying) do(ctx context.Context, op, key string, f func() error) error {
-	err := f()
-	if definite(ctx, err) {
-		r.answered(ctx)
-		return err
-	}
-	first := time.Now()
-	deadline := first.Add(r.cfg.Patience)
-	wait := r.cfg.First
-	for attempt := 2; ; attempt++ {
-		if time.Now().Add(wait).After(deadline) {
-			return err
+	p := &patience{BackOff: &backoff.ExponentialBackOff{InitialInterval: r.cfg.First, Multiplier: 2, MaxInterval: r.cfg.Max}}
+	var last error // f's last answer, which is do's however Retry ends
+	attempt := 1
+	_, _ = backoff.Retry(ctx, func() (struct{}, error) {
+		if last = f(); definite(ctx, last) {
+			return struct{}{}, backoff.Permanent(last)
 		}
+		if p.first.IsZero() {
+			p.first = time.Now()
+			p.deadline = p.first.Add(r.cfg.Patience)
+		}
+		return struct{}{}, last
+	}, backoff.WithBackOff(p), backoff.WithMaxElapsedTime(0), backoff.WithNotify(func(err error, wait time.Duration) {
+		attempt++
 		r.cfg.Logger.Warn("blob store failed; trying again", "op", op, "key", key, "attempt", attempt, "wait", wait, "error", err)
 		if r.cfg.OnRetry != nil {
 			r.cfg.OnRetry(op, err)
 		}
 		if r.cfg.Watch != nil {
-			r.cfg.Watch.Stalled(ctx, op, key, first, err)
+			r.cfg.Watch.Stalled(ctx, op, key, p.first, err)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		wait = min(2*wait, r.cfg.Max)
-		if err = f(); definite(ctx, err) {
-			r.answered(ctx)
-			return err
-		}
+	}))
+	if definite(ctx, last) {
+		r.answered(ctx)
 	}
+	return last
+}
+
+// patience stops a backoff whose next wait would end past the deadline
+// (patience after the first failure).
+type patience struct {
+	backoff.BackOff
+	first, deadline time.Time
+}
+
+func (p *patience) NextBackOff() time.Duration {
+	d := p.BackOff.NextBackOff()
+	if d == backoff.Stop || time.Now().Add(d).After(p.deadline) {
+		return backoff.Stop
+	}
+	return d
 }
 
 // answered tells the watcher that an operation got an answer (not when

@@ -3,6 +3,8 @@ package blobstore_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -105,3 +107,44 @@ func TestRetryingConformance(t *testing.T) {
 		return blobstore.Retrying(blobstore.NewMemory(), blobstore.RetryConfig{Patience: time.Second})
 	})
 }
+
+// TestRetryingWaits: the waits start at First and double up to Max, with
+// no jitter, while they end within patience of the first failure.
+func TestRetryingWaits(t *testing.T) {
+	t.Parallel()
+	f := &flaky{Store: blobstore.NewMemory()}
+	f.down.Store(true)
+	var mu sync.Mutex
+	var waits []time.Duration
+	logger := slog.New(&waitRecorder{record: func(d time.Duration) { mu.Lock(); waits = append(waits, d); mu.Unlock() }})
+	s := blobstore.Retrying(f, blobstore.RetryConfig{Patience: 300 * time.Millisecond, First: 10 * time.Millisecond, Max: 50 * time.Millisecond,
+		Logger: logger})
+	require.ErrorIs(t, s.Put(context.Background(), "a", []byte("x")), errDown)
+	mu.Lock()
+	defer mu.Unlock()
+	want := []time.Duration{10, 20, 40, 50, 50, 50, 50}
+	require.GreaterOrEqual(t, len(waits), 4, "%v", waits)
+	require.LessOrEqual(t, len(waits), len(want), "%v", waits)
+	var sum time.Duration
+	for i, d := range waits {
+		require.Equal(t, want[i]*time.Millisecond, d, "wait %d of %v", i+1, waits)
+		sum += d
+	}
+	require.LessOrEqual(t, sum, 300*time.Millisecond, "no wait ends past patience")
+}
+
+// waitRecorder is a slog handler that records the "wait" of each line.
+type waitRecorder struct{ record func(time.Duration) }
+
+func (w *waitRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (w *waitRecorder) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "wait" {
+			w.record(a.Value.Duration())
+		}
+		return true
+	})
+	return nil
+}
+func (w *waitRecorder) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *waitRecorder) WithGroup(string) slog.Handler      { return w }

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
 )
@@ -69,46 +71,45 @@ func (s *session) notifyApproval(ctx context.Context, pa registry.PendingApprova
 }
 
 // deliverWebhook POSTs body to url, signed with secret, trying again with
-// backoff on a failure or a non-2xx answer.
+// backoff (backoff.Retry: webhookAttempts in all, waits doubling from
+// webhookBackoff, no jitter) on a failure or a non-2xx answer.
 func deliverWebhook(ctx context.Context, c *http.Client, url, secret string, body []byte, now func() time.Time) error {
 	id := make([]byte, 12)
 	_, _ = rand.Read(id)
 	msgID := "msg_" + hex.EncodeToString(id)
-	wait := webhookBackoff
-	var last error
-	for attempt := 1; attempt <= webhookAttempts; attempt++ {
+	var reqErr error // the request cannot be made (the URL): no attempt mends it
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		ts := strconv.FormatInt(now().Unix(), 10)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 		if err != nil {
-			return err
+			reqErr = err
+			return struct{}{}, backoff.Permanent(err)
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("webhook-id", msgID)
 		req.Header.Set("webhook-timestamp", ts)
 		req.Header.Set("webhook-signature", "v1,"+WebhookSignature(secret, msgID, ts, body))
 		resp, err := c.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-			resp.Body.Close()
-			if resp.StatusCode/100 == 2 {
-				return nil
-			}
-			err = fmt.Errorf("webhook answered %s", resp.Status)
+		if err != nil {
+			return struct{}{}, err
 		}
-		last = err
-		if attempt == webhookAttempts {
-			break
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			return struct{}{}, fmt.Errorf("webhook answered %s", resp.Status)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-		wait *= 2
+		return struct{}{}, nil
+	}, backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: webhookBackoff, Multiplier: 2, MaxInterval: webhookBackoff << webhookAttempts}),
+		backoff.WithMaxTries(webhookAttempts), backoff.WithMaxElapsedTime(0))
+	switch {
+	case err == nil:
+		return nil
+	case reqErr != nil:
+		return reqErr
+	case ctx.Err() != nil:
+		return ctx.Err()
 	}
-	return fmt.Errorf("approval webhook %s: %d attempts: %w", url, webhookAttempts, last)
+	return fmt.Errorf("approval webhook %s: %d attempts: %w", url, webhookAttempts, err)
 }
 
 // WebhookSignature is the Standard Webhooks signature of a message:
