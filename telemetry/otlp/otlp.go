@@ -32,8 +32,8 @@ import (
 	"strings"
 	"sync"
 
-	"go.opentelemetry.io/contrib/exporters/autoexport"
 	prombridge "go.opentelemetry.io/contrib/bridges/prometheus"
+	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
