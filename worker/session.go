@@ -140,8 +140,10 @@ type session struct {
 	dispatcher *hooks.Dispatcher
 	// tools run the thread's tool calls under its capabilities.
 	tools *toolRunner
-	msgs  []thread.Message
-	st    state
+	// actions run its hooks' actions, as the thread.
+	actions *hookActions
+	msgs    []thread.Message
+	st      state
 	// events are the transcript's events so far (restored and new), for
 	// the knowledge render at each checkpoint.
 	// finalDurable: the thread_completed event is in a durable segment.
@@ -297,9 +299,12 @@ func (s *session) load(ctx context.Context) error {
 	}
 	s.hooks = hooks.Merge(s.proj.UserHooks, s.dir.Hooks, hooks.Builtin(s.proj.Resilience.Retry), s.proj.ProjectHooks, nil)
 	s.dispatcher = hooks.NewDispatcher(s.hooks)
-	// The runner is there before its tools: a thread whose tools cannot
-	// be built fails, and the hooks of its end may still check a tool.
+	// The runner (and the hooks' actions, which run its tools) is there
+	// before its tools: a thread whose tools cannot be built fails, and
+	// the hooks of its end may still check a tool.
 	s.tools = newToolRunner(rec, s.dir, s.store, &s.w.cfg)
+	s.actions = &hookActions{capabilities: rec.Capabilities, dropped: rec.DroppedCapabilities, proj: s.proj, reg: s.reg,
+		knowledge: s.o.Knowledge, tools: s.tools}
 	s.tools.tools, err = s.buildTools(ctx, s.proj)
 	if err != nil {
 		return s.failOnPermanent(ctx, err)
@@ -329,7 +334,7 @@ func (s *session) runHooks(ctx context.Context, event string, evctx map[string]a
 		// were loaded: it runs none.
 		return ""
 	}
-	outs, err := s.dispatcher.Run(ctx, event, evctx, s)
+	outs, err := s.dispatcher.Run(ctx, event, evctx, s.actions)
 	if err != nil {
 		s.log.Warn("hooks failed", "event", event, "error", err)
 	}

@@ -10,12 +10,13 @@ import (
 	"github.com/spool-run/spool/internal/testing/testenv"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/tools"
 )
 
-// hookSession is a session as far as its hook actions on bundle items
-// need: a project bundle, the thread's capabilities and its tool runner
-// (no tools).
-func hookSession(t *testing.T, capabilities ...string) *session {
+// hookActionsOf is the hook actions of a thread holding capabilities: a
+// project bundle with two knowledge items, and a tool runner with the echo
+// tool t/echo.
+func hookActionsOf(t *testing.T, capabilities ...string) *hookActions {
 	t.Helper()
 	dir := t.TempDir()
 	testenv.WriteFiles(t, dir, map[string]string{
@@ -28,8 +29,11 @@ func hookSession(t *testing.T, capabilities ...string) *session {
 	b, err := directive.LoadBundle(t.Context(), store, digest)
 	require.NoError(t, err)
 	rec := &registry.Record{ThreadID: "t/x-1", Capabilities: capabilities}
-	return &session{activation: activation{rec: rec}, proj: &orchestrator.Project{Digest: digest, Bundle: b},
-		tools: newToolRunner(rec, nil, store, &Config{})}
+	runner := newToolRunner(rec, nil, store, &Config{})
+	runner.tools, err = tools.NewRegistry(&echoTool{name: "t/echo"})
+	require.NoError(t, err)
+	return &hookActions{capabilities: rec.Capabilities, dropped: rec.DroppedCapabilities,
+		proj: &orchestrator.Project{Digest: digest, Bundle: b}, tools: runner}
 }
 
 // TestHookActionsHeldToCapabilities: a hook's load, search and execute
@@ -40,29 +44,29 @@ func TestHookActionsHeldToCapabilities(t *testing.T) {
 
 	t.Run("load", func(t *testing.T) {
 		t.Parallel()
-		_, err := hookSession(t).Load(t.Context(), "knowledge", "notes/blue")
+		_, err := hookActionsOf(t).Load(t.Context(), "knowledge", "notes/blue")
 		require.EqualError(t, err, "load knowledge notes/blue: capability rye.load.knowledge.notes.blue not held")
-		_, err = hookSession(t, "rye.execute.tool.*").Load(t.Context(), "knowledge", "notes/blue")
+		_, err = hookActionsOf(t, "rye.execute.tool.*").Load(t.Context(), "knowledge", "notes/blue")
 		require.Error(t, err, "execute capabilities do not allow a load")
-		text, err := hookSession(t, "rye.load.knowledge.notes.*").Load(t.Context(), "knowledge", "notes/blue")
+		text, err := hookActionsOf(t, "rye.load.knowledge.notes.*").Load(t.Context(), "knowledge", "notes/blue")
 		require.NoError(t, err)
 		require.Equal(t, "BLUE NOTES", text)
 		// execute on a knowledge item is a load, and needs the same.
-		_, err = hookSession(t).Execute(t.Context(), "knowledge", "notes/blue", nil)
+		_, err = hookActionsOf(t).Execute(t.Context(), "knowledge", "notes/blue", nil)
 		require.ErrorContains(t, err, "capability rye.load.knowledge.notes.blue not held")
 	})
 
 	t.Run("search", func(t *testing.T) {
 		t.Parallel()
-		_, err := hookSession(t).Search(t.Context(), "knowledge", "notes")
+		_, err := hookActionsOf(t).Search(t.Context(), "knowledge", "notes")
 		require.EqualError(t, err, `search knowledge "notes": capability rye.search.knowledge.notes.blue not held`)
-		hits, err := hookSession(t, "rye.search.knowledge.notes.red").Search(t.Context(), "knowledge", "notes")
+		hits, err := hookActionsOf(t, "rye.search.knowledge.notes.red").Search(t.Context(), "knowledge", "notes")
 		require.NoError(t, err)
 		require.Equal(t, ".ai/knowledge/notes/red.md", hits, "only what the thread may search")
-		hits, err = hookSession(t, "rye.search.*").Search(t.Context(), "knowledge", "notes")
+		hits, err = hookActionsOf(t, "rye.search.*").Search(t.Context(), "knowledge", "notes")
 		require.NoError(t, err)
 		require.Equal(t, ".ai/knowledge/notes/blue.md\n.ai/knowledge/notes/red.md", hits)
-		hits, err = hookSession(t).Search(t.Context(), "knowledge", "nothing-matches")
+		hits, err = hookActionsOf(t).Search(t.Context(), "knowledge", "nothing-matches")
 		require.NoError(t, err)
 		require.Empty(t, hits)
 	})
@@ -72,8 +76,13 @@ func TestHookActionsHeldToCapabilities(t *testing.T) {
 		// Thread tools get no exemption: a project tool under
 		// rye/agent/threads/ is refused before it is looked up.
 		for _, caps := range [][]string{nil, {"rye.execute.tool.rye.file-system.*"}} {
-			_, err := hookSession(t, caps...).Execute(t.Context(), "tool", "rye/agent/threads/thread_summary", map[string]any{"thread_id": "t/x-1"})
+			_, err := hookActionsOf(t, caps...).Execute(t.Context(), "tool", "rye/agent/threads/thread_summary", map[string]any{"thread_id": "t/x-1"})
 			require.EqualError(t, err, "hook tool rye/agent/threads/thread_summary: permission denied: calling rye/agent/threads/thread_summary needs capability rye.execute.tool.rye.agent.threads.thread_summary, which this thread does not hold")
 		}
+		out, err := hookActionsOf(t, "rye.execute.tool.t.*").Execute(t.Context(), "tool", "t.echo", map[string]any{"a": 1})
+		require.NoError(t, err)
+		require.JSONEq(t, `{"a":1}`, out, "a tool the thread holds runs")
+		_, err = hookActionsOf(t, "rye.execute.tool.t.*").Execute(t.Context(), "tool", "t/none", nil)
+		require.EqualError(t, err, "hook tool t/none: unknown tool")
 	})
 }
