@@ -234,7 +234,7 @@ func (s *session) spawn(ctx context.Context, call thread.ToolCall) error {
 	// the claim (and the run again claims at another time), never the
 	// registration of a thread that runs.
 	planned := s.o.PlannedID(orchestrator.IDRequest{Directive: name, ParentID: s.id()}, s.rec.CreatedAt,
-		fmt.Sprintf("turn/%d/call/%d", s.st.Turn, s.callIndex(call.ID)))
+		fmt.Sprintf("turn/%d/call/%d", s.st.Turn, s.msgs.callIndex(call.ID)))
 	fault("thread:before_spawn")
 	rec, err := s.o.Start(sctx, orchestrator.StartRequest{
 		Directive: name, Inputs: inputs, Model: p.Model, LimitOverrides: overrides, ParentID: s.id(), Reserve: p.Reserve,
@@ -264,23 +264,6 @@ func (s *session) spawn(ctx context.Context, call thread.ToolCall) error {
 	}
 	s.st.Pending = append(s.st.Pending, pending{CallID: call.ID, Tool: threadDirectiveID, Kind: "spawn", Threads: []string{rec.ThreadID}})
 	return nil
-}
-
-// callIndex is the position of call id among the tool calls of the
-// turn's answer (the last assistant message), or the count of calls when
-// it is not there.
-func (s *session) callIndex(id string) int {
-	for i := len(s.msgs) - 1; i >= 0; i-- {
-		if m := s.msgs[i]; m.Role == thread.RoleAssistant {
-			for j, c := range m.ToolCalls {
-				if c.ID == id {
-					return j
-				}
-			}
-			return len(m.ToolCalls)
-		}
-	}
-	return 0
 }
 
 // errorObject renders an error as the CLI's {"code","message"} object.

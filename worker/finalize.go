@@ -58,15 +58,6 @@ func (s *session) decide(status thread.Status, result string, outputs map[string
 	s.st.Final = &final{Status: status, Result: result, Outputs: outputs, Error: e}
 }
 
-func (s *session) lastAssistantText() string {
-	for i := len(s.msgs) - 1; i >= 0; i-- {
-		if s.msgs[i].Role == thread.RoleAssistant && s.msgs[i].Content != "" {
-			return s.msgs[i].Content
-		}
-	}
-	return ""
-}
-
 // finalize ends the thread with the decided outcome (spec step 14): a
 // final transcript segment, then the orchestrator's Finalize (ledger,
 // registry, thread.json, waiters, child policy), then after_complete hooks.

@@ -47,11 +47,7 @@ func (s *session) contextFull() bool {
 	if window <= 0 {
 		return false
 	}
-	since := s.msgs
-	if n := s.st.SinceResponse; n < len(s.msgs) {
-		since = s.msgs[len(s.msgs)-n:]
-	}
-	_, ratio := provider.ContextUsage(s.st.LastPromptTokens, since, window)
+	_, ratio := provider.ContextUsage(s.st.LastPromptTokens, s.msgs.since(s.st.SinceResponse), window)
 	return ratio >= s.proj.Coordination.TriggerThreshold
 }
 

@@ -184,11 +184,7 @@ func (s *session) admit(ctx context.Context, req *provider.Request) (ratelimit.A
 	if len(s.rates.rules()) == 0 {
 		return ratelimit.Admission{}, nil
 	}
-	since := s.msgs
-	if n := s.st.SinceResponse; n < len(s.msgs) {
-		since = s.msgs[len(s.msgs)-n:]
-	}
-	in, _ := provider.ContextUsage(s.st.LastPromptTokens, since, 0)
+	in, _ := provider.ContextUsage(s.st.LastPromptTokens, s.msgs.since(s.st.SinceResponse), 0)
 	adm, err := s.rates.admit(ctx, in, req.MaxTokens)
 	if err == nil && !adm.OK {
 		return adm, s.handBackForRateLimit(ctx, adm)

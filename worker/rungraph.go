@@ -121,7 +121,7 @@ func (s *session) runGraph(ctx context.Context, call thread.ToolCall) error {
 	// Planned as a spawn's child is: a turn that runs again adopts the
 	// run its first run started.
 	planned := s.o.PlannedID(orchestrator.IDRequest{Directive: name, ParentID: s.id()}, s.rec.CreatedAt,
-		fmt.Sprintf("turn/%d/call/%d", s.st.Turn, s.callIndex(call.ID)))
+		fmt.Sprintf("turn/%d/call/%d", s.st.Turn, s.msgs.callIndex(call.ID)))
 	rec, err := s.o.Start(sctx, orchestrator.StartRequest{Graph: true, Directive: name, Inputs: inputs, LimitOverrides: overrides,
 		MaxSteps: maxSteps, ParentID: s.id(), Reserve: p.Reserve, ID: planned, Planned: true})
 	endSpawn(span, rec, err)

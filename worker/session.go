@@ -142,7 +142,7 @@ type session struct {
 	tools *toolRunner
 	// actions run its hooks' actions, as the thread.
 	actions *hookActions
-	msgs    []thread.Message
+	msgs    conversation
 	st      state
 	// events are the transcript's events so far (restored and new), for
 	// the knowledge render at each checkpoint.

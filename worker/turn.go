@@ -288,7 +288,7 @@ func (s *session) limitReached(ctx context.Context, le *thread.LimitError) outco
 	if dec.Action == hooks.Continue {
 		// A hook handled the limit; limits do not grow, so the thread
 		// still cannot take another turn: it completes with what it has.
-		s.decide(thread.StatusCompleted, s.lastAssistantText(), nil, nil)
+		s.decide(thread.StatusCompleted, s.msgs.lastAssistantText(), nil, nil)
 		return finished
 	}
 	s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: le.Code, Message: le.Error()})
@@ -310,24 +310,9 @@ func (s *session) elapsed() float64 {
 // next turn delivers the message.
 func (s *session) afterInterrupt(ctx context.Context, where string) (outcome, error) {
 	s.log.Info("turn interrupted", "where", where)
-	if n := len(s.msgs); n > 0 {
-		last := -1
-		for i := n - 1; i >= 0; i-- {
-			if s.msgs[i].Role == thread.RoleAssistant {
-				last = i
-				break
-			}
-		}
-		if last >= 0 {
-			answered := map[string]bool{}
-			for _, m := range s.msgs[last+1:] {
-				answered[m.ToolCallID] = true
-			}
-			for _, c := range s.msgs[last].ToolCalls {
-				if !answered[c.ID] && !s.awaitsApproval(c.ID) {
-					s.toolResult(c.ID, normalizeTool(c.Name), "not run: a person interrupted the turn", true, "")
-				}
-			}
+	for _, c := range s.msgs.unanswered() {
+		if !s.awaitsApproval(c.ID) {
+			s.toolResult(c.ID, normalizeTool(c.Name), "not run: a person interrupted the turn", true, "")
 		}
 	}
 	return goOn, s.checkpoint(ctx)
