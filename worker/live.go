@@ -3,9 +3,12 @@ package worker
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/spool-run/spool/transcript"
 )
 
 // Live transcripts. `spool thread transcript --follow` subscribes to the
@@ -87,25 +90,40 @@ func (c *control) ready(start func()) {
 	}
 }
 
-// startLive publishes the transcript's event lines on the thread's live
-// channel until the activation ends (stopLive).
-func (s *session) startLive() {
+// liveFeed publishes a thread's transcript lines on its live channel,
+// from the lines its writer buffered since the last checkpoint on, until
+// the activation ends (stop). It holds what that uses: the registry's
+// channel, the writer and the end of its publisher; a session has one
+// once its transcript is open.
+type liveFeed struct {
+	reg    threadRecords
+	thread string
+	log    *slog.Logger
+	tw     *transcript.Writer
+	// done and wg end the publisher (stop); done is nil until start.
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// start publishes the transcript's event lines on the thread's live
+// channel until stop.
+func (f *liveFeed) start() {
 	ch := make(chan []byte, liveBuffer)
-	buffered := s.tw.Observe(func(line []byte) {
+	buffered := f.tw.Observe(func(line []byte) {
 		select {
 		case ch <- bytes.Clone(line):
 		default: // the follower reads it from the segment
 		}
 	})
-	s.liveDone = make(chan struct{})
-	s.liveWG.Add(1)
+	f.done = make(chan struct{})
+	f.wg.Add(1)
 	go func() {
-		defer s.liveWG.Done()
+		defer f.wg.Done()
 		publish := func(line []byte) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			if err := s.reg.PublishLive(ctx, s.id(), line); err != nil {
-				s.log.Debug("live transcript line not published", "error", err)
+			if err := f.reg.PublishLive(ctx, f.thread, line); err != nil {
+				f.log.Debug("live transcript line not published", "error", err)
 			}
 		}
 		for _, line := range buffered {
@@ -115,7 +133,7 @@ func (s *session) startLive() {
 			select {
 			case line := <-ch:
 				publish(line)
-			case <-s.liveDone:
+			case <-f.done:
 				// What was appended before the end: the writer sends no more.
 				for len(ch) > 0 {
 					publish(<-ch)
@@ -126,16 +144,24 @@ func (s *session) startLive() {
 	}()
 }
 
+// stop ends the feed, if it started, once what was appended is
+// published.
+func (f *liveFeed) stop() {
+	if f.done == nil {
+		return
+	}
+	f.tw.Observe(nil)
+	close(f.done)
+	f.wg.Wait()
+}
+
 // stopLive ends the live feed, if any, once what was appended is published.
 func (s *session) stopLive() {
 	if s.ctl == nil {
 		return
 	}
 	s.ctl.ready(func() {}) // a request from now on starts nothing
-	if s.liveDone == nil {
-		return
+	if s.live != nil {
+		s.live.stop()
 	}
-	s.tw.Observe(nil)
-	close(s.liveDone)
-	s.liveWG.Wait()
 }

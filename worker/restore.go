@@ -30,7 +30,8 @@ func (s *session) restore(ctx context.Context) (bool, error) {
 	}
 	s.tw = tw
 	if s.ctl != nil {
-		s.ctl.ready(s.startLive)
+		s.live = &liveFeed{reg: s.reg, thread: s.id(), log: s.log, tw: tw}
+		s.ctl.ready(s.live.start)
 	}
 	last := tw.LastState()
 	var events []transcript.Event

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/spool-run/spool/blobstore"
@@ -168,9 +167,9 @@ type session struct {
 	// flagRead: checkBeforeTurn has used the claimed record's cancel flag
 	// and reads the registry from now on.
 	flagRead bool
-	// liveDone and liveWG end the live feed (startLive).
-	liveDone chan struct{}
-	liveWG   sync.WaitGroup
+	// live publishes the transcript on the thread's live channel while
+	// someone follows it; nil until the transcript is open.
+	live *liveFeed
 }
 
 // run executes the activation to its end: finished, suspended, handed off,
