@@ -18,6 +18,7 @@ const GraphsPath = ".ai/config/agent/graphs.yaml"
 //	  max_foreach_items: 1000         # a foreach's max_items when it sets none
 //	  segment_steps: 50               # steps an activation runs before handing the run back
 //	  segment_seconds: 60             # seconds an activation runs before handing it back
+//	  hold_seconds: 5                 # seconds a run waits in its activation for a child to end before it suspends (0: at once)
 //
 // An unknown key or a value out of range is an error naming the file.
 type Graphs struct {
@@ -26,6 +27,12 @@ type Graphs struct {
 	MaxForeachItems     int `yaml:"max_foreach_items"`
 	SegmentSteps        int `yaml:"segment_steps"`
 	SegmentSeconds      int `yaml:"segment_seconds"`
+	// HoldSeconds is how long a run whose children are all running waits
+	// in its activation, holding its worker slot, for one to end before
+	// it suspends: a child that ends meanwhile is replaced at once, with
+	// no wake task to queue and no checkpoint to load. nil is the
+	// default; 0 suspends at once.
+	HoldSeconds *int `yaml:"hold_seconds"`
 }
 
 // Graph run defaults and caps.
@@ -36,6 +43,7 @@ const (
 	DefaultMaxForeachItems     = 1000
 	DefaultSegmentSteps        = 50
 	DefaultSegmentSeconds      = 60
+	DefaultHoldSeconds         = 5
 )
 
 // WithDefaults fills the unset fields.
@@ -55,7 +63,19 @@ func (g Graphs) WithDefaults() Graphs {
 	if g.SegmentSeconds == 0 {
 		g.SegmentSeconds = DefaultSegmentSeconds
 	}
+	if g.HoldSeconds == nil {
+		h := DefaultHoldSeconds
+		g.HoldSeconds = &h
+	}
 	return g
+}
+
+// HoldTime is HoldSeconds as a duration.
+func (g Graphs) HoldTime() time.Duration {
+	if g.HoldSeconds == nil {
+		return DefaultHoldSeconds * time.Second
+	}
+	return time.Duration(*g.HoldSeconds) * time.Second
 }
 
 // SegmentTime is SegmentSeconds as a duration.
@@ -76,7 +96,8 @@ func ParseGraphs(p string, data []byte) (Graphs, error) {
 	}
 	g := doc.Graph
 	for name, v := range map[string]int{"max_state_bytes": g.MaxStateBytes, "max_event_result_bytes": g.MaxEventResultBytes,
-		"max_foreach_items": g.MaxForeachItems, "segment_steps": g.SegmentSteps, "segment_seconds": g.SegmentSeconds} {
+		"max_foreach_items": g.MaxForeachItems, "segment_steps": g.SegmentSteps, "segment_seconds": g.SegmentSeconds,
+		"hold_seconds": int(g.HoldTime() / time.Second)} {
 		if v < 0 {
 			return Graphs{}, fmt.Errorf("%s: graph.%s %d is negative", p, name, v)
 		}

@@ -39,6 +39,9 @@ func TestGraphFromThread(t *testing.T) {
 	for k, v := range bossFiles() {
 		files[k] = v
 	}
+	// The run suspends while its children run, so its review step has a
+	// span in each activation: waiting, then ok.
+	files[".ai/config/agent/graphs.yaml"] = noHold
 	e := spooltest.New(t, spooltest.Options{Files: files})
 	e.Start([]string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rx.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf", "OTEL_SERVICE_NAME=spool-worker",
 		"OTEL_BSP_SCHEDULE_DELAY=100", "OTEL_METRIC_EXPORT_INTERVAL=200"}, "worker", "--concurrency", "4")

@@ -229,16 +229,48 @@ config:
         joined: "${state.joined | length}"
 `
 
+// noHold is a graphs.yaml whose runs suspend as soon as their children
+// all run (hold_seconds 0): the path a run whose children take longer
+// than the hold takes, in tests whose children are quick.
+const noHold = "graph:\n  hold_seconds: 0\n"
+
+// holdModes are a run's two ways of waiting for its children: held in
+// its activation (the default), and suspended at once (noHold).
+var holdModes = map[string]string{"held": "", "suspended": noHold}
+
+// withHold is files with graphs.yaml set to hold ("" leaves the default).
+func withHold(files map[string]string, hold string) map[string]string {
+	if hold != "" {
+		files[".ai/config/agent/graphs.yaml"] = hold
+	}
+	return files
+}
+
 // TestGraphNodeKinds runs a graph with every node kind but approval (its
 // own test): gate, tool actions, a sync child, a sequential and a
 // parallel foreach of children (a window of 2), two async children and a
-// wait that joins them, a branch and a return.
+// wait that joins them, a branch and a return; with the run held while
+// its children run, and suspended.
 func TestGraphNodeKinds(t *testing.T) {
 	t.Parallel()
-	e := workerEnv(t, walkProject("20ms", map[string]string{"g/kinds": kindsGraph}), "4")
+	for mode, hold := range holdModes {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			testGraphNodeKinds(t, hold)
+		})
+	}
+}
+
+func testGraphNodeKinds(t *testing.T, hold string) {
+	e := workerEnv(t, withHold(walkProject("20ms", map[string]string{"g/kinds": kindsGraph}), hold), "4")
 	rec, res := runGraph(t, e, "g/kinds")
 	require.Equal(t, 0, res.Code, res.Stderr)
 	require.Equal(t, thread.StatusCompleted, rec.Status)
+	if hold == "" {
+		require.Equal(t, int64(1), rec.Activation, "a run whose children end within the hold is never suspended")
+	} else {
+		require.Greater(t, rec.Activation, int64(5), "a run without a hold is woken by its children")
+	}
 	require.Equal(t, registry.KindGraph, rec.Kind)
 	require.Equal(t, map[string]any{"ok": true, "solo": "item solo", "read": "count 3", "seq": float64(3),
 		"second": "item seq-b", "par": float64(5), "joined": float64(2)}, rec.Outputs)
@@ -635,28 +667,41 @@ config:
 // TestGraphCrashExact kills the worker walking a run (SIGKILL, from
 // inside, exactly at each point of the stepping protocol) and lets
 // another take it over: the run completes, no step completes twice, no
-// child is started twice, and the ledger counts each child's spend once.
+// child is started twice, and the ledger counts each child's spend once;
+// with the run held while its children run, and suspended.
 func TestGraphCrashExact(t *testing.T) {
 	t.Parallel()
 	for _, point := range []string{"graph:after_plan", "graph:after_start", "graph:after_item", "graph:before_complete", "graph:before_complete#3"} {
-		t.Run(strings.NewReplacer(":", "_", "#", "_").Replace(point), func(t *testing.T) {
-			t.Parallel()
-			e := spooltest.New(t, spooltest.Options{Files: walkProject("50ms", map[string]string{"g/crash": crashGraph}), LeaseTTL: 2 * time.Second})
-			fast := "SPOOL_RECOVER_INTERVAL=500ms"
-			doomed := e.Start([]string{fast, "SPOOL_FAULT_KILL_AT=" + point}, "worker", "--concurrency", "4")
-			res := e.Spool("graph", "run", "g/crash", "--json")
-			require.Equal(t, 0, res.Code, res.Stderr)
-			var rec registry.Record
-			res.JSON(t, &rec)
-			require.Eventually(t, doomed.Exited, time.Minute, 20*time.Millisecond, "the worker never reached %s:\n%s", point, doomed.Log())
-			e.Start([]string{fast}, "worker", "--concurrency", "4")
-			final := e.Wait([]string{rec.ThreadID}, 2*time.Minute)[rec.ThreadID]
-			require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
-			require.Equal(t, map[string]any{"n": float64(4)}, final.Outputs)
-			require.Greater(t, final.Activation, int64(1), "another activation took the run over")
-			checkRunExact(t, e, final, 5)
-		})
+		for mode, hold := range holdModes {
+			t.Run(strings.NewReplacer(":", "_", "#", "_").Replace(point)+"/"+mode, func(t *testing.T) {
+				t.Parallel()
+				testGraphCrashExact(t, point, hold)
+			})
+		}
 	}
+}
+
+func testGraphCrashExact(t *testing.T, point, hold string) {
+	// A held run makes settled items durable once a second has passed
+	// (graph:after_item): its children take long enough for that.
+	latency := "50ms"
+	if hold == "" {
+		latency = "700ms"
+	}
+	e := spooltest.New(t, spooltest.Options{Files: withHold(walkProject(latency, map[string]string{"g/crash": crashGraph}), hold), LeaseTTL: 2 * time.Second})
+	fast := "SPOOL_RECOVER_INTERVAL=500ms"
+	doomed := e.Start([]string{fast, "SPOOL_FAULT_KILL_AT=" + point}, "worker", "--concurrency", "4")
+	res := e.Spool("graph", "run", "g/crash", "--json")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	var rec registry.Record
+	res.JSON(t, &rec)
+	require.Eventually(t, doomed.Exited, time.Minute, 20*time.Millisecond, "the worker never reached %s:\n%s", point, doomed.Log())
+	e.Start([]string{fast}, "worker", "--concurrency", "4")
+	final := e.Wait([]string{rec.ThreadID}, 2*time.Minute)[rec.ThreadID]
+	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
+	require.Equal(t, map[string]any{"n": float64(4)}, final.Outputs)
+	require.Greater(t, final.Activation, int64(1), "another activation took the run over")
+	checkRunExact(t, e, final, 5)
 }
 
 const spawnOnce = `# spawner

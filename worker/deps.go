@@ -37,6 +37,9 @@ type threadRecords interface {
 	Inbox(ctx context.Context, id string, after int64) ([]registry.InboxMessage, error)
 	TrimInbox(ctx context.Context, id string, seq int64) error
 	PublishLive(ctx context.Context, id string, line []byte) error
+	// Subscribe delivers status events (a graph run's hold on its
+	// children).
+	Subscribe(ctx context.Context) (*registry.Subscription, error)
 }
 
 // activationLeases is what an activation does with its thread's lease

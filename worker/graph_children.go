@@ -284,15 +284,17 @@ func (r *graphRun) resumePending(ctx context.Context) (outcome, error) {
 // advancePending moves a child step on: it settles the children that
 // ended, plans the next items (their ids durable before any starts),
 // starts as many as the window allows, and completes the step once every
-// item has settled, or suspends until a child ends.
+// item has settled. While children run it waits for one to end in the
+// activation (childHold), then suspends until one does.
 //
-// Plans run a window ahead of starts: up to max_concurrency items are
-// planned (recorded) beyond those running, so a child that ends is
+// Plans run ahead of starts: up to two windows of max_concurrency items
+// are planned (recorded) beyond those running, so a child that ends is
 // replaced at once, by an item already recorded, without a segment
-// between. A segment is written when new items are planned, and, for the
-// progress people watch, when items settled and graphProgressEvery has
-// passed; an item settled after the last segment is settled again, from
-// its child's record, by whichever activation goes on.
+// between (planLimit). A segment is written when new items are planned,
+// and, for the progress people watch, when items settled and
+// graphProgressEvery has passed; an item settled after the last segment
+// is settled again, from its child's record, by whichever activation
+// goes on.
 func (r *graphRun) advancePending(ctx context.Context, s *stepRun, first bool) (outcome, error) {
 	p := r.cp.Pending
 	var items []any
@@ -305,6 +307,8 @@ func (r *graphRun) advancePending(ctx context.Context, s *stepRun, first bool) (
 		}
 	}
 	window := r.window(s, p)
+	hold := &childHold{r: r}
+	defer hold.close()
 	for round := 0; ; round++ {
 		if round > 100000 {
 			return outcome{}, fmt.Errorf("graph run %s: step %d does not settle", r.id(), p.Step)
@@ -319,7 +323,7 @@ func (r *graphRun) advancePending(ctx context.Context, s *stepRun, first bool) (
 			}
 			return r.completePending(ctx, s, p)
 		}
-		planned, err := r.planMore(ctx, s, p, items, 2*window)
+		planned, err := r.planMore(ctx, s, p, items, r.planLimit(p, window))
 		if err != nil {
 			return outcome{}, err
 		}
@@ -391,6 +395,11 @@ func (r *graphRun) advancePending(ctx context.Context, s *stepRun, first bool) (
 		if len(running) == 0 {
 			continue
 		}
+		if ended, err := hold.wait(ctx, running); err != nil {
+			return outcome{}, err
+		} else if ended {
+			continue
+		}
 		if len(r.unflushed) > 0 || r.tw.Pending() > 0 {
 			// What this round recorded (children started or refused,
 			// items settled) is made durable before the run waits: a
@@ -422,6 +431,103 @@ func (r *graphRun) advancePending(ctx context.Context, s *stepRun, first bool) (
 // durable while no new item is planned (its progress in the record and
 // the transcript).
 const graphProgressEvery = time.Second
+
+// planLimit is how many of a child step's items may be planned and
+// unsettled after this round's plans: none are planned while two windows
+// are, then up to three. Plans go in batches of a window or more, each
+// one segment, and a child that ends is replaced by an item already
+// planned: most rounds start children without writing a segment.
+func (r *graphRun) planLimit(p *pendingStep, window int) int {
+	if len(r.running(p, nil)) >= 2*window {
+		return 0
+	}
+	return 3 * window
+}
+
+// childHold is how a run whose children are all running waits for one
+// to end in its activation (graphs.yaml hold_seconds) before it suspends:
+// a child that ends is replaced at once, with no wake task to queue and
+// no checkpoint to load. The wait for each end is bounded by hold_seconds
+// and the activation's segment_seconds; while it lasts the run holds its
+// worker slot and its lease. Nothing is made durable for the hold: a
+// crash in it recovers from the last checkpoint, as one between rounds
+// does.
+type childHold struct {
+	r   *graphRun
+	sub *registry.Subscription
+}
+
+// wait waits until one of running (or the thread its chain moved on to)
+// ends: true when one did, or may have (the subscription has just begun,
+// so an end before it would be missed: the caller settles again); false
+// when the hold is over first, or there is none.
+func (h *childHold) wait(ctx context.Context, running []string) (bool, error) {
+	r := h.r
+	d := min(r.proj.Graphs.HoldTime(), time.Until(r.began.Add(r.proj.Graphs.SegmentTime())))
+	if d <= 0 {
+		return false, nil
+	}
+	if h.sub == nil {
+		sub, err := r.reg.Subscribe(ctx)
+		if err != nil {
+			// The suspension that follows tells Redis trouble apart.
+			r.log.Warn("graph run cannot watch its children; suspending", "error", err)
+			return false, nil
+		}
+		h.sub = sub
+		return true, nil
+	}
+	watch := make(map[string]bool, 2*len(running))
+	for _, id := range running {
+		watch[id] = true
+		if t, ok := r.terminal[id]; ok {
+			watch[t] = true
+		}
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false, context.Cause(ctx)
+		case <-timer.C:
+			return false, nil
+		case ev, ok := <-h.sub.C:
+			if !ok {
+				return false, nil
+			}
+			if !watch[ev.ThreadID] || !thread.Status(ev.Status).Terminal() {
+				continue
+			}
+			// The ends that come within holdCoalesce are settled in the
+			// same round: one checkpoint for a burst of them.
+			batch := time.NewTimer(holdCoalesce)
+			defer batch.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return false, context.Cause(ctx)
+				case <-h.sub.C:
+				case <-batch.C:
+					return true, nil
+				}
+			}
+		}
+	}
+}
+
+// holdCoalesce is how long a held run, woken by a child's end, waits for
+// more ends before it settles them: a foreach of quick children settles
+// them in bursts, one checkpoint each, not one per child; a child that
+// ran for seconds waits 20 ms more for its successor.
+const holdCoalesce = 20 * time.Millisecond
+
+// close ends the hold's subscription.
+func (h *childHold) close() {
+	if h.sub != nil {
+		_ = h.sub.Close()
+	}
+}
 
 // window is how many of a child step's children run at once.
 func (r *graphRun) window(s *stepRun, p *pendingStep) int {

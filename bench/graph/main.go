@@ -68,10 +68,12 @@ directives:
   "bench/long":
 %s`
 
-func files(n, capN, steps int) map[string]string {
+// files is the bench project; hold is its graphs.yaml ("" for none: the
+// default hold).
+func files(n, capN, steps int, hold string) map[string]string {
 	one := "# one\n\n```xml\n<directive name=\"one\" version=\"1.0.0\">\n  <metadata>\n    <description>one</description>\n" +
 		"    <model tier=\"bench\" />\n    <limits turns=\"2\" spend=\"0.01\" />\n  </metadata>\n</directive>\n```\n"
-	return map[string]string{
+	fs := map[string]string{
 		".ai/config/agent/models.yaml": "tiers:\n  bench: script:scripts/bench.yaml\n",
 		".ai/directives/bench/one.md":  one,
 		".ai/directives/bench/long.md": benchenv.Directive("long", fmt.Sprintf(`turns="%d" spend="10" tokens="100000000" duration="3600"`, steps+5)),
@@ -114,7 +116,15 @@ config:
       output: {steps: "${run.step}"}
 `, steps+5, steps),
 	}
+	if hold != "" {
+		fs[".ai/config/agent/graphs.yaml"] = hold
+	}
+	return fs
 }
+
+// noHold is a graphs.yaml whose runs suspend as soon as their children
+// all run: the foreach without the hold, for its figure beside.
+const noHold = "graph:\n  hold_seconds: 0\n"
 
 func run(n, capN, conc, producers, steps, rounds int, only, redisURL string, check time.Duration) error {
 	ctx := context.Background()
@@ -136,12 +146,12 @@ func run(n, capN, conc, producers, steps, rounds int, only, redisURL string, che
 		defer pprof.StopCPUProfile()
 	}
 	fmt.Printf("bench graph: n=%d cap=%d concurrency=%d producers=%d steps=%d rounds=%d\n", n, capN, conc, producers, steps, rounds)
-	var gr, tr, wr, gs, ts []float64
+	var gr, tr, wr, sr, gs, ts []float64
 	for r := 0; r < rounds; r++ {
 		dir := filepath.Join(tmp, fmt.Sprint("round", r))
 		f, err := benchenv.NewFleet(ctx, rdb, store, benchenv.FleetConfig{
 			Namespace: fmt.Sprintf("benchgraph%d-%d", r, time.Now().UnixNano()), Dir: dir, Concurrency: conc, TaskCheckInterval: check,
-			Files: files(n, capN, steps), ScriptPath: "scripts/bench.yaml", Script: fmt.Sprintf(script, benchenv.FileTurns(steps)),
+			Files: files(n, capN, steps, ""), ScriptPath: "scripts/bench.yaml", Script: fmt.Sprintf(script, benchenv.FileTurns(steps)),
 		})
 		if err != nil {
 			return err
@@ -172,9 +182,19 @@ func run(n, capN, conc, producers, steps, rounds int, only, redisURL string, che
 				f.Close()
 				return err
 			}
-			fmt.Printf("round %d foreach: graph %.0f items/s, threads %.0f threads/s (ratio %.2f), threads %d at a time %.0f threads/s (ratio %.2f); CPU per item (bench, redis): graph %s, threads %s, %d at a time %s\n",
-				r+1, float64(n)/g.Seconds(), float64(n)/t.Seconds(), t.Seconds()/g.Seconds(), capN, float64(n)/w.Seconds(), w.Seconds()/g.Seconds(), gc.Per(n), tc.Per(n), capN, wc.Per(n))
-			gr, tr, wr = append(gr, float64(n)/g.Seconds()), append(tr, float64(n)/t.Seconds()), append(wr, float64(n)/w.Seconds())
+			// The same graph on a fleet whose runs do not hold (hold_seconds 0).
+			su, sc, err := time.Duration(1), benchenv.CPU{}, error(nil)
+			if os.Getenv("SPOOL_BENCH_GRAPH_ONLY") == "" {
+				su, sc, err = timeSuspended(ctx, rdb, store, tmp, r, conc, check, n, capN, steps, items)
+			}
+			if err != nil {
+				f.Close()
+				return err
+			}
+			fmt.Printf("round %d foreach: graph %.0f items/s, threads %.0f threads/s (ratio %.2f), threads %d at a time %.0f threads/s (ratio %.2f), graph without the hold %.0f items/s (held/suspended %.2f); CPU per item (bench, redis): graph %s, threads %s, %d at a time %s, without the hold %s\n",
+				r+1, float64(n)/g.Seconds(), float64(n)/t.Seconds(), t.Seconds()/g.Seconds(), capN, float64(n)/w.Seconds(), w.Seconds()/g.Seconds(),
+				float64(n)/su.Seconds(), su.Seconds()/g.Seconds(), gc.Per(n), tc.Per(n), capN, wc.Per(n), sc.Per(n))
+			gr, tr, wr, sr = append(gr, float64(n)/g.Seconds()), append(tr, float64(n)/t.Seconds()), append(wr, float64(n)/w.Seconds()), append(sr, float64(n)/su.Seconds())
 		}
 		if only != "foreach" {
 			g, gc, err := timeGraph(ctx, rdb, f, "bench/loop", nil)
@@ -194,14 +214,31 @@ func run(n, capN, conc, producers, steps, rounds int, only, redisURL string, che
 		f.Close()
 	}
 	if len(gr) > 0 {
-		mg, mt, mw := benchenv.Median(gr), benchenv.Median(tr), benchenv.Median(wr)
-		fmt.Printf("median foreach: graph %.0f items/s, threads %.0f threads/s (ratio %.2f), threads %d at a time %.0f threads/s (ratio %.2f)\n", mg, mt, mg/mt, capN, mw, mg/mw)
+		mg, mt, mw, ms := benchenv.Median(gr), benchenv.Median(tr), benchenv.Median(wr), benchenv.Median(sr)
+		fmt.Printf("median foreach: graph %.0f items/s, threads %.0f threads/s (ratio %.2f), threads %d at a time %.0f threads/s (ratio %.2f), graph without the hold %.0f items/s (held/suspended %.2f)\n",
+			mg, mt, mg/mt, capN, mw, mg/mw, ms, mg/ms)
 	}
 	if len(gs) > 0 {
 		mg, mt := benchenv.Median(gs), benchenv.Median(ts)
 		fmt.Printf("median loop: %s per graph step, %s per thread turn, ratio %.2f\n", time.Duration(mg), time.Duration(mt), mg/mt)
 	}
 	return nil
+}
+
+// timeSuspended runs the foreach graph on a fleet of its own whose runs
+// suspend as soon as their children all run (hold_seconds 0).
+func timeSuspended(ctx context.Context, rdb redis.UniversalClient, store blobstore.Store, tmp string, r, conc int, check time.Duration,
+	n, capN, steps int, items []any) (time.Duration, benchenv.CPU, error) {
+	f, err := benchenv.NewFleet(ctx, rdb, store, benchenv.FleetConfig{
+		Namespace: fmt.Sprintf("benchgraphs%d-%d", r, time.Now().UnixNano()), Dir: filepath.Join(tmp, fmt.Sprint("suspended", r)),
+		Concurrency: conc, TaskCheckInterval: check,
+		Files: files(n, capN, steps, noHold), ScriptPath: "scripts/bench.yaml", Script: fmt.Sprintf(script, benchenv.FileTurns(steps)),
+	})
+	if err != nil {
+		return 0, benchenv.CPU{}, err
+	}
+	defer f.Close()
+	return timeGraph(ctx, rdb, f, "bench/fan", map[string]any{"items": items})
 }
 
 // timeGraph runs one graph run to its end.

@@ -86,8 +86,12 @@ func startAndWait(c *cli.Context, start runStart, printEnd func(*cli.Context, *r
 	}
 	if _, inProcess := embeddedQueues[rec.Queue]; c.IsSet("queue") && (!c.Bool("embedded") || !inProcess) {
 		if qs, err := s.orch.QueueServed(c.Context, rec.Queue); err == nil && !qs.Served {
-			fmt.Fprintf(c.App.ErrWriter, "spool: warning: %s is queued, but %s: it stays created until a worker serves the queue (spool worker --queues %s=1)\n",
-				rec.ThreadID, qs, rec.Queue)
+			what := "thread"
+			if rec.IsGraph() {
+				what = "graph run"
+			}
+			fmt.Fprintf(c.App.ErrWriter, "spool: warning: %s %s is queued, but %s: it stays created until a worker serves the queue (spool worker --queues %s=1)\n",
+				what, rec.ThreadID, qs, rec.Queue)
 		}
 	}
 	if !c.Bool("wait") && !c.Bool("follow") && !c.Bool("embedded") {
