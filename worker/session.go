@@ -128,7 +128,14 @@ type activation struct {
 
 func (a *activation) id() string { return a.rec.ThreadID }
 
-// session is one activation of one thread.
+// session is one activation of one thread. Its methods are the
+// activation's steps (load, restore, the turn loop and its steps,
+// finalize) and what decides between them. What a step asks of a concern
+// that needs only a little of the thread is done by a collaborator the
+// session holds, which keeps only what it uses: the spans (turnTracer),
+// the budget (spend), the rate limits (rateGate), the tools (toolRunner),
+// the hooks' actions (hookActions), the messages (conversation) and the
+// live feed (liveFeed).
 type session struct {
 	activation
 
@@ -141,8 +148,9 @@ type session struct {
 	tools *toolRunner
 	// actions run its hooks' actions, as the thread.
 	actions *hookActions
-	msgs    conversation
-	st      state
+	// msgs are the messages the model reads.
+	msgs conversation
+	st   state
 	// events are the transcript's events so far (restored and new), for
 	// the knowledge render at each checkpoint.
 	// finalDurable: the thread_completed event is in a durable segment.
