@@ -18,99 +18,136 @@ import (
 // when the thread suspended (the activation ends, holding no slot).
 func (s *session) resolvePending(ctx context.Context) (bool, error) {
 	now := s.o.Now()
-	var deadline time.Time
 	for attempt := 0; attempt < 10; attempt++ {
-		var targets []registry.WaitTarget
-		seen := map[string]bool{}
-		for _, p := range s.st.Pending {
-			if !p.Deadline.IsZero() && !now.Before(p.Deadline) {
-				continue // timed out: answered with what there is
-			}
-			if !p.Deadline.IsZero() && (deadline.IsZero() || p.Deadline.Before(deadline)) {
-				deadline = p.Deadline
-			}
-			for _, id := range p.Threads {
-				rec, err := s.child(ctx, id)
-				if errors.Is(err, registry.ErrNotFound) {
-					continue // lost with Redis writes, and nothing durable: nothing to wait for (lostThread)
-				}
-				if err != nil {
-					return false, err
-				}
-				term, err := s.reg.ResolveChain(ctx, id)
-				if err != nil {
-					return false, err
-				}
-				if !seen[rec.ChainRootID] {
-					seen[rec.ChainRootID] = true
-					targets = append(targets, registry.WaitTarget{Root: rec.ChainRootID, Terminal: term})
-				}
-			}
+		targets, deadline, err := s.waitTargets(ctx, now)
+		if err != nil {
+			return false, err
 		}
 		if len(targets) == 0 {
 			break
 		}
-		suspended, seq, err := s.acts.Suspend(ctx, s.id(), s.version, targets)
-		if errors.Is(err, registry.ErrChainMoved) {
-			continue
-		}
-		if wn := (*registry.WakeNowError)(nil); errors.As(err, &wn) {
-			// A chain of another tree finished as this one suspended.
-			err = s.o.EnqueueWake(ctx, wn.Wake)
-		}
+		suspended, moved, err := s.suspendOnChildren(ctx, targets, deadline)
 		if err != nil {
 			return false, err
+		}
+		if moved {
+			continue
 		}
 		if !suspended {
 			break
 		}
-		s.version = seq
-		if !deadline.IsZero() {
-			if err := s.enq.Enqueue(ctx, queue.Activation{ThreadID: s.id(), Reason: "timeout"}, seq, s.rec.Queue,
-				asynqProcessAt(deadline)); err != nil {
-				return false, err
-			}
-		}
-		s.w.metrics.suspended()
-		s.log.Info("thread waiting on children", "targets", len(targets))
 		return false, nil
 	}
 	// Every pending call can be answered now.
 	for _, p := range s.st.Pending {
-		results := map[string]any{}
-		allDone, anyFailed := true, false
-		for _, id := range p.Threads {
-			term, err := s.reg.ResolveChain(ctx, id)
-			if err != nil {
-				return false, err
-			}
-			rec, err := s.child(ctx, term)
-			if errors.Is(err, registry.ErrNotFound) {
-				s.log.Warn("a thread this one waits on is not in the registry, and left nothing durable: Redis lost its registration",
-					"waited_id", term)
-				results[id] = lostThread(term)
-				anyFailed = true
-				continue
-			}
-			if err != nil {
-				return false, err
-			}
-			if !rec.Status.Terminal() || rec.Status == thread.StatusContinued {
-				allDone = false
-			}
-			if rec.Status != thread.StatusCompleted {
-				anyFailed = true
-			}
-			results[id] = childSummary(rec)
+		if err := s.answerPending(ctx, p); err != nil {
+			return false, err
 		}
-		if p.Kind == "spawn" {
-			s.toolJSON(p.CallID, p.Tool, results[p.Threads[0]], anyFailed)
-			continue
-		}
-		s.toolJSON(p.CallID, p.Tool, map[string]any{"success": allDone, "timed_out": !allDone, "results": results}, false)
 	}
 	s.st.Pending = nil
 	return true, nil
+}
+
+// waitTargets are the chains the pending calls still wait on (a call past
+// its deadline is answered with what there is), each once, and the
+// earliest deadline of those that wait.
+func (s *session) waitTargets(ctx context.Context, now time.Time) ([]registry.WaitTarget, time.Time, error) {
+	var deadline time.Time
+	var targets []registry.WaitTarget
+	seen := map[string]bool{}
+	for _, p := range s.st.Pending {
+		if !p.Deadline.IsZero() && !now.Before(p.Deadline) {
+			continue // timed out: answered with what there is
+		}
+		if !p.Deadline.IsZero() && (deadline.IsZero() || p.Deadline.Before(deadline)) {
+			deadline = p.Deadline
+		}
+		for _, id := range p.Threads {
+			rec, err := s.child(ctx, id)
+			if errors.Is(err, registry.ErrNotFound) {
+				continue // lost with Redis writes, and nothing durable: nothing to wait for (lostThread)
+			}
+			if err != nil {
+				return nil, time.Time{}, err
+			}
+			term, err := s.reg.ResolveChain(ctx, id)
+			if err != nil {
+				return nil, time.Time{}, err
+			}
+			if !seen[rec.ChainRootID] {
+				seen[rec.ChainRootID] = true
+				targets = append(targets, registry.WaitTarget{Root: rec.ChainRootID, Terminal: term})
+			}
+		}
+	}
+	return targets, deadline, nil
+}
+
+// suspendOnChildren suspends the thread until every chain of targets has
+// ended, with a timeout activation at deadline (if any). moved: a chain
+// moved on meanwhile, and the targets are to be read again; suspended
+// false: every chain had ended.
+func (s *session) suspendOnChildren(ctx context.Context, targets []registry.WaitTarget, deadline time.Time) (suspended, moved bool, err error) {
+	suspended, seq, err := s.acts.Suspend(ctx, s.id(), s.version, targets)
+	if errors.Is(err, registry.ErrChainMoved) {
+		return false, true, nil
+	}
+	if wn := (*registry.WakeNowError)(nil); errors.As(err, &wn) {
+		// A chain of another tree finished as this one suspended.
+		err = s.o.EnqueueWake(ctx, wn.Wake)
+	}
+	if err != nil || !suspended {
+		return false, false, err
+	}
+	s.version = seq
+	if !deadline.IsZero() {
+		if err := s.enq.Enqueue(ctx, queue.Activation{ThreadID: s.id(), Reason: "timeout"}, seq, s.rec.Queue,
+			asynqProcessAt(deadline)); err != nil {
+			return false, false, err
+		}
+	}
+	s.w.metrics.suspended()
+	s.log.Info("thread waiting on children", "targets", len(targets))
+	return true, false, nil
+}
+
+// answerPending answers pending call p with its threads' ends: a spawn
+// with its child's summary, a wait with every thread's and whether all
+// ended (timed_out otherwise). A thread Redis lost that left nothing
+// durable is answered lost (lostThread).
+func (s *session) answerPending(ctx context.Context, p pending) error {
+	results := map[string]any{}
+	allDone, anyFailed := true, false
+	for _, id := range p.Threads {
+		term, err := s.reg.ResolveChain(ctx, id)
+		if err != nil {
+			return err
+		}
+		rec, err := s.child(ctx, term)
+		if errors.Is(err, registry.ErrNotFound) {
+			s.log.Warn("a thread this one waits on is not in the registry, and left nothing durable: Redis lost its registration",
+				"waited_id", term)
+			results[id] = lostThread(term)
+			anyFailed = true
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !rec.Status.Terminal() || rec.Status == thread.StatusContinued {
+			allDone = false
+		}
+		if rec.Status != thread.StatusCompleted {
+			anyFailed = true
+		}
+		results[id] = childSummary(rec)
+	}
+	if p.Kind == "spawn" {
+		s.toolJSON(p.CallID, p.Tool, results[p.Threads[0]], anyFailed)
+		return nil
+	}
+	s.toolJSON(p.CallID, p.Tool, map[string]any{"success": allDone, "timed_out": !allDone, "results": results}, false)
+	return nil
 }
 
 // child is the record of thread id, a child of this thread (or a
