@@ -328,48 +328,16 @@ func (r *graphRun) advancePending(ctx context.Context, s *stepRun, first bool) (
 			return outcome{}, err
 		}
 		if len(planned) > 0 || first {
-			ev := transcript.StepStarted{Step: p.Step, Node: p.Node, Kind: s.n.Kind, Attempt: p.Attempt,
-				StartedAt: p.StartedAt.Format(time.RFC3339Nano), Children: map[string]string{}}
-			if a := s.n.Action; a != nil {
-				ev.Action = &transcript.StepAction{Tool: a.Tool, Directive: a.Directive, Graph: a.Graph}
-			}
-			for _, i := range planned {
-				ev.Children[i] = p.Children[i]
-			}
-			r.emit(transcript.TypeStepStarted, ev)
+			r.recordPlans(s, p, planned)
 		}
-		progress := changed && time.Since(r.checkpointed) >= graphProgressEvery
-		if len(planned) > 0 || first || progress || (changed && p.Stopping) {
-			first = false
-			if err := r.flushSettled(ctx, p); err != nil {
-				return outcome{}, err
-			}
-			if running := r.running(p, unstarted); len(running) > 0 {
-				r.emit(transcript.TypeGraphWaiting, transcript.GraphWaiting{WaitingFor: registry.WaitingForChildren, Threads: running, Step: p.Step, Node: p.Node})
-			}
-			if err := r.checkpoint(ctx); err != nil {
-				return outcome{}, err
-			}
-			if changed {
-				fault("graph:after_item")
-			}
-			if len(planned) > 0 {
-				fault("graph:after_plan")
-			}
+		if err := r.recordRound(ctx, p, planned, unstarted, changed, first); err != nil {
+			return outcome{}, err
 		}
+		first = false
 		// Start what the window allows: items planned and not registered,
 		// in order (those planned now among them).
-		var start []string
-		if !p.Stopping {
-			free := window - len(r.running(p, append(unstarted, planned...)))
-			for _, k := range append(unstarted, planned...) {
-				if free <= 0 {
-					break
-				}
-				start = append(start, k)
-				free--
-			}
-		}
+		waiting := append(unstarted, planned...)
+		start := r.startable(p, waiting, window)
 		refused, err := r.launch(ctx, s, p, items, start)
 		if err != nil {
 			return outcome{}, err
@@ -380,18 +348,7 @@ func (r *graphRun) advancePending(ctx context.Context, s *stepRun, first bool) (
 		if refused {
 			continue
 		}
-		notStarted := map[string]bool{}
-		for _, k := range append(unstarted, planned...) {
-			notStarted[k] = true
-		}
-		for _, k := range start {
-			delete(notStarted, k)
-		}
-		var waiting []string
-		for k := range notStarted {
-			waiting = append(waiting, k)
-		}
-		running := r.running(p, waiting)
+		running := r.running(p, waiting[len(start):])
 		if len(running) == 0 {
 			continue
 		}
@@ -400,22 +357,7 @@ func (r *graphRun) advancePending(ctx context.Context, s *stepRun, first bool) (
 		} else if ended {
 			continue
 		}
-		if len(r.unflushed) > 0 || r.tw.Pending() > 0 {
-			// What this round recorded (children started or refused,
-			// items settled) is made durable before the run waits: a
-			// suspension writes no segment, and the next activation
-			// begins from the last one.
-			if err := r.flushSettled(ctx, p); err != nil {
-				return outcome{}, err
-			}
-			if err := r.checkpoint(ctx); err != nil {
-				return outcome{}, err
-			}
-		}
-		suspended, err := r.suspendOn(ctx, p, running)
-		if errors.Is(err, registry.ErrChainMoved) {
-			continue
-		}
+		suspended, err := r.suspendRound(ctx, p, running)
 		if err != nil {
 			return outcome{}, err
 		}
@@ -425,6 +367,77 @@ func (r *graphRun) advancePending(ctx context.Context, s *stepRun, first bool) (
 			return outcome{kind: suspend, reason: registry.WaitingForChildren}, nil
 		}
 	}
+}
+
+// recordPlans records the step's start, or the items it planned now
+// (step_started naming their children).
+func (r *graphRun) recordPlans(s *stepRun, p *pendingStep, planned []string) {
+	ev := transcript.StepStarted{Step: p.Step, Node: p.Node, Kind: s.n.Kind, Attempt: p.Attempt,
+		StartedAt: p.StartedAt.Format(time.RFC3339Nano), Children: map[string]string{}}
+	if a := s.n.Action; a != nil {
+		ev.Action = &transcript.StepAction{Tool: a.Tool, Directive: a.Directive, Graph: a.Graph}
+	}
+	for _, i := range planned {
+		ev.Children[i] = p.Children[i]
+	}
+	r.emit(transcript.TypeStepStarted, ev)
+}
+
+// recordRound makes a round durable when it must be: new plans (before
+// any of them starts), the step's first round, settled items once
+// graphProgressEvery has passed, or any settled while the step stops.
+func (r *graphRun) recordRound(ctx context.Context, p *pendingStep, planned, unstarted []string, changed, first bool) error {
+	progress := changed && time.Since(r.checkpointed) >= graphProgressEvery
+	if len(planned) == 0 && !first && !progress && (!changed || !p.Stopping) {
+		return nil
+	}
+	if err := r.flushSettled(ctx, p); err != nil {
+		return err
+	}
+	if running := r.running(p, unstarted); len(running) > 0 {
+		r.emit(transcript.TypeGraphWaiting, transcript.GraphWaiting{WaitingFor: registry.WaitingForChildren, Threads: running, Step: p.Step, Node: p.Node})
+	}
+	if err := r.checkpoint(ctx); err != nil {
+		return err
+	}
+	if changed {
+		fault("graph:after_item")
+	}
+	if len(planned) > 0 {
+		fault("graph:after_plan")
+	}
+	return nil
+}
+
+// startable are the first of waiting (items planned, not registered, in
+// order) that the window has room for; none while the step stops.
+func (r *graphRun) startable(p *pendingStep, waiting []string, window int) []string {
+	if p.Stopping {
+		return nil
+	}
+	free := max(0, window-len(r.running(p, waiting)))
+	return waiting[:min(free, len(waiting))]
+}
+
+// suspendRound suspends the run on its running children, after making
+// what the round recorded (children started or refused, items settled)
+// durable: a suspension writes no segment, and the next activation
+// begins from the last one. false when it did not suspend (a child ended
+// meanwhile, or a chain moved on): the caller settles again.
+func (r *graphRun) suspendRound(ctx context.Context, p *pendingStep, running []string) (bool, error) {
+	if len(r.unflushed) > 0 || r.tw.Pending() > 0 {
+		if err := r.flushSettled(ctx, p); err != nil {
+			return false, err
+		}
+		if err := r.checkpoint(ctx); err != nil {
+			return false, err
+		}
+	}
+	suspended, err := r.suspendOn(ctx, p, running)
+	if errors.Is(err, registry.ErrChainMoved) {
+		return false, nil
+	}
+	return suspended, err
 }
 
 // graphProgressEvery is how often a foreach's settled items are made
