@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -336,7 +337,7 @@ func (r *graphRun) advancePending(ctx context.Context, s *stepRun, first bool) (
 		first = false
 		// Start what the window allows: items planned and not registered,
 		// in order (those planned now among them).
-		waiting := append(unstarted, planned...)
+		waiting := slices.Concat(unstarted, planned)
 		start := r.startable(p, waiting, window)
 		refused, err := r.launch(ctx, s, p, items, start)
 		if err != nil {
