@@ -17,9 +17,9 @@ import (
 	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/internal/testing/spooltest"
 	"github.com/spool-run/spool/internal/testing/testenv"
+	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/scheduler"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -74,7 +74,7 @@ func TestChaosRedisLossAndStorageOutage(t *testing.T) {
 	// would take longer than the threads.
 	ctx := context.Background()
 	const model = "script:scripts/chaos.yaml"
-	bundle, err := scheduler.ProjectBundle(ctx, e.Store, e.Project, "", model, nil)
+	bundle, err := launch.ProjectBundle(ctx, e.Store, e.Project, "", model, nil)
 	require.NoError(t, err)
 	ids := make([]string, roots)
 	for i := range ids {

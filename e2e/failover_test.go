@@ -18,10 +18,10 @@ import (
 	"github.com/spool-run/spool/internal/testing/spooltest"
 	"github.com/spool-run/spool/internal/testing/testenv"
 	"github.com/spool-run/spool/keyspace"
+	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
-	"github.com/spool-run/spool/scheduler"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -79,7 +79,7 @@ func TestSentinelFailoverRestoresLostChild(t *testing.T) {
 	sched := e.Start(nil, "scheduler", "--housekeeping-interval", "1s")
 	ctx := context.Background()
 	const model = "script:scripts/failover.yaml"
-	bundle, err := scheduler.ProjectBundle(ctx, e.Store, e.Project, "", model, nil)
+	bundle, err := launch.ProjectBundle(ctx, e.Store, e.Project, "", model, nil)
 	require.NoError(t, err)
 	rec, err := e.Orch.Start(ctx, orchestrator.StartRequest{Directive: "f/parent", Model: model, Bundle: bundle})
 	require.NoError(t, err)
@@ -536,7 +536,7 @@ func TestSentinelFailoversChaos(t *testing.T) {
 	sched := e.Start(fast, "scheduler", "--housekeeping-interval", "1s")
 	ctx := context.Background()
 	const model = "script:scripts/chaos.yaml"
-	bundle, err := scheduler.ProjectBundle(ctx, e.Store, e.Project, "", model, nil)
+	bundle, err := launch.ProjectBundle(ctx, e.Store, e.Project, "", model, nil)
 	require.NoError(t, err)
 
 	const failovers, batch, interval = 4, 6, 6500 * time.Millisecond

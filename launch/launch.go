@@ -4,7 +4,7 @@
 // the project or missing, an unknown or unpriced model, a script that does
 // not load, an undeclared or missing input and a spend limit past what one
 // budget holds; it snapshots the project into a bundle for a root thread
-// (scheduler.ProjectBundle, as the scheduler does); then it starts the
+// (ProjectBundle, as the scheduler does); then it starts the
 // thread (orchestrator.Start) and says which provider key the thread's
 // model needs that this process lacks (workers hold the keys, so that is
 // only a warning).
@@ -24,7 +24,6 @@ import (
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"
-	"github.com/spool-run/spool/scheduler"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -162,9 +161,9 @@ func Start(ctx context.Context, o *orchestrator.Orchestrator, req Request) (*Sta
 }
 
 // projectBundle snapshots req's project into the orchestrator's store, as
-// scheduler.ProjectBundle does, and returns the bundle's digest.
+// ProjectBundle does, and returns the bundle's digest.
 func projectBundle(ctx context.Context, o *orchestrator.Orchestrator, req Request) (string, error) {
-	extra, err := scheduler.ProjectScripts(req.Project, req.Model, req.Logger)
+	extra, err := ProjectScripts(req.Project, req.Model, req.Logger)
 	if err != nil {
 		return "", err
 	}

@@ -6,7 +6,7 @@
 // Schedules live in the project's .ai/config/schedules.yaml (see Parse);
 // each entry names a directive, its inputs, a cron spec, a queue, a model
 // and limit overrides. Every thread goes through orchestrator.Start with a
-// bundle of the project built at the tick (ProjectBundle), exactly as
+// bundle of the project built at the tick (launch.ProjectBundle), exactly as
 // `spool thread run` starts one.
 //
 // # One thread per tick, however many schedulers

@@ -14,6 +14,7 @@ import (
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/internal/testing/testenv"
 	"github.com/spool-run/spool/keyspace"
+	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"
@@ -126,7 +127,7 @@ func claimDead(t *testing.T, o *orchestrator.Orchestrator, id string) *registry.
 
 func (e *env) bundle() string {
 	e.t.Helper()
-	d, err := scheduler.ProjectBundle(context.Background(), e.store, e.project, "", "", nil)
+	d, err := launch.ProjectBundle(context.Background(), e.store, e.project, "", "", nil)
 	require.NoError(e.t, err)
 	return d
 }

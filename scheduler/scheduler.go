@@ -17,6 +17,7 @@ import (
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/keyspace"
+	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"
@@ -41,7 +42,7 @@ type Config struct {
 	// home directory; "-" for none.
 	UserDir string
 	// Bundle builds the bundle digest of a thread run with model. Default
-	// ProjectBundle over Project and UserDir, built at each tick that this
+	// launch.ProjectBundle over Project and UserDir, built at each tick that this
 	// process takes, so a scheduled thread sees the project as it is then.
 	Bundle func(ctx context.Context, model string) (string, error)
 	// MisfireGrace is how late a tick may be acted on (a stalled process,
@@ -218,7 +219,7 @@ func New(cfg Config, o *orchestrator.Orchestrator) (*Scheduler, error) {
 		status:  map[string]*EntryStatus{}, large: map[string]bool{}}
 	if s.cfg.Bundle == nil {
 		s.cfg.Bundle = func(ctx context.Context, model string) (string, error) {
-			extra, err := ProjectScripts(cfg.Project, model, s.log)
+			extra, err := launch.ProjectScripts(cfg.Project, model, s.log)
 			if err != nil {
 				return "", err
 			}
