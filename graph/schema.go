@@ -57,120 +57,206 @@ func ParseSchema(v any) (*Schema, error) {
 	return s, nil
 }
 
+// parseSchema reads the schema at path from its decoded form: each
+// keyword in turn, then the shape they make together, then the schema's
+// own values. top marks the inputs schema itself, whose object refuses
+// unknown keys even when it declares no properties.
 func parseSchema(m map[string]any, path string, top bool) (*Schema, error) {
-	at := func(k string) string {
-		if path == "" {
-			return k
-		}
-		return path + "." + k
-	}
 	s := &Schema{}
-	_, hasAP := m["additionalProperties"]
 	for _, k := range sortedKeys(m) {
-		v := m[k]
-		switch k {
-		case "type":
-			t, ok := v.(string)
-			if !ok || !slices.Contains(schemaTypes, t) {
-				return nil, fmt.Errorf("%s: %s is not a type (want one of %s)", at(k), shortText(v), strings.Join(schemaTypes, ", "))
-			}
-			s.Type = t
-		case "description":
-			d, ok := v.(string)
-			if !ok && v != nil {
-				return nil, fmt.Errorf("%s: must be text", at(k))
-			}
-			s.Description = d
-		case "default":
-			s.Default, s.HasDefault = v, true
-		case "enum":
-			l, ok := v.([]any)
-			if !ok || len(l) == 0 {
-				return nil, fmt.Errorf("%s: must be a non-empty list", at(k))
-			}
-			s.Enum = l
-		case "properties":
-			pm, ok := v.(map[string]any)
-			if !ok && v != nil {
-				return nil, fmt.Errorf("%s: must be a mapping of name to schema", at(k))
-			}
-			s.Properties = make(map[string]*Schema, len(pm))
-			for _, name := range sortedKeys(pm) {
-				sub, ok := pm[name].(map[string]any)
-				if !ok {
-					return nil, fmt.Errorf("%s: must be a schema (a mapping), not %s", at(k+"."+name), jsonType(pm[name]))
-				}
-				ps, err := parseSchema(sub, at(k+"."+name), false)
-				if err != nil {
-					return nil, err
-				}
-				s.Properties[name] = ps
-			}
-		case "required":
-			l, ok := v.([]any)
-			if !ok && v != nil {
-				return nil, fmt.Errorf("%s: must be a list of property names", at(k))
-			}
-			for _, e := range l {
-				name, ok := e.(string)
-				if !ok {
-					return nil, fmt.Errorf("%s: %s is not a property name", at(k), shortText(e))
-				}
-				if !slices.Contains(s.Required, name) {
-					s.Required = append(s.Required, name)
-				}
-			}
-		case "additionalProperties":
-			b, ok := v.(bool)
-			if !ok {
-				return nil, fmt.Errorf("%s: must be true or false (schemas for extra properties are not supported)", at(k))
-			}
-			s.AdditionalProperties = b
-		case "items":
-			im, ok := v.(map[string]any)
-			if !ok {
-				return nil, fmt.Errorf("%s: must be a schema (a mapping)", at(k))
-			}
-			is, err := parseSchema(im, at(k), false)
-			if err != nil {
-				return nil, err
-			}
-			s.Items = is
-		default:
-			if slices.Contains(annotationKeys, k) {
-				continue
-			}
-			return nil, fmt.Errorf("%s", unknownKey(at(k), prefixed(path, schemaKeys)))
+		if err := s.parseKey(k, m[k], path); err != nil {
+			return nil, err
 		}
 	}
+	_, hasAP := m["additionalProperties"]
+	if err := s.settleShape(path, top, hasAP); err != nil {
+		return nil, err
+	}
+	if err := s.checkOwnValues(path); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// schemaKey is the path of keyword k of the schema at path, as errors
+// name it ("items", "properties.repo.type").
+func schemaKey(path, k string) string {
+	if path == "" {
+		return k
+	}
+	return path + "." + k
+}
+
+// parseKey reads one keyword of the schema at path into s. Annotations
+// are accepted and dropped; any other unknown keyword is an error naming
+// the keywords the subset knows.
+func (s *Schema) parseKey(k string, v any, path string) error {
+	at := schemaKey(path, k)
+	switch k {
+	case "type":
+		return s.parseType(v, at)
+	case "description":
+		return s.parseDescription(v, at)
+	case "default":
+		s.Default, s.HasDefault = v, true
+	case "enum":
+		return s.parseEnum(v, at)
+	case "properties":
+		return s.parseProperties(v, at)
+	case "required":
+		return s.parseRequired(v, at)
+	case "additionalProperties":
+		return s.parseAdditional(v, at)
+	case "items":
+		return s.parseItems(v, at)
+	default:
+		if !slices.Contains(annotationKeys, k) {
+			return fmt.Errorf("%s", unknownKey(at, prefixed(path, schemaKeys)))
+		}
+	}
+	return nil
+}
+
+// parseType reads type, which must name one of the subset's types.
+func (s *Schema) parseType(v any, at string) error {
+	t, ok := v.(string)
+	if !ok || !slices.Contains(schemaTypes, t) {
+		return fmt.Errorf("%s: %s is not a type (want one of %s)", at, shortText(v), strings.Join(schemaTypes, ", "))
+	}
+	s.Type = t
+	return nil
+}
+
+// parseDescription reads description, text or null.
+func (s *Schema) parseDescription(v any, at string) error {
+	d, ok := v.(string)
+	if !ok && v != nil {
+		return fmt.Errorf("%s: must be text", at)
+	}
+	s.Description = d
+	return nil
+}
+
+// parseEnum reads enum, a non-empty list. Its values are checked against
+// the type once every keyword is read (checkOwnValues).
+func (s *Schema) parseEnum(v any, at string) error {
+	l, ok := v.([]any)
+	if !ok || len(l) == 0 {
+		return fmt.Errorf("%s: must be a non-empty list", at)
+	}
+	s.Enum = l
+	return nil
+}
+
+// parseProperties reads properties, a mapping of name to schema, parsing
+// each property's schema in turn (in name order, so the first error is
+// always the same one).
+func (s *Schema) parseProperties(v any, at string) error {
+	pm, ok := v.(map[string]any)
+	if !ok && v != nil {
+		return fmt.Errorf("%s: must be a mapping of name to schema", at)
+	}
+	s.Properties = make(map[string]*Schema, len(pm))
+	for _, name := range sortedKeys(pm) {
+		sub, ok := pm[name].(map[string]any)
+		if !ok {
+			return fmt.Errorf("%s: must be a schema (a mapping), not %s", at+"."+name, jsonType(pm[name]))
+		}
+		ps, err := parseSchema(sub, at+"."+name, false)
+		if err != nil {
+			return err
+		}
+		s.Properties[name] = ps
+	}
+	return nil
+}
+
+// parseRequired reads required, a list of property names kept once each.
+// Whether they are declared is checked once every keyword is read.
+func (s *Schema) parseRequired(v any, at string) error {
+	l, ok := v.([]any)
+	if !ok && v != nil {
+		return fmt.Errorf("%s: must be a list of property names", at)
+	}
+	for _, e := range l {
+		name, ok := e.(string)
+		if !ok {
+			return fmt.Errorf("%s: %s is not a property name", at, shortText(e))
+		}
+		if !slices.Contains(s.Required, name) {
+			s.Required = append(s.Required, name)
+		}
+	}
+	return nil
+}
+
+// parseAdditional reads additionalProperties, which the subset takes only
+// as true or false.
+func (s *Schema) parseAdditional(v any, at string) error {
+	b, ok := v.(bool)
+	if !ok {
+		return fmt.Errorf("%s: must be true or false (schemas for extra properties are not supported)", at)
+	}
+	s.AdditionalProperties = b
+	return nil
+}
+
+// parseItems reads items, the schema of a list's elements.
+func (s *Schema) parseItems(v any, at string) error {
+	im, ok := v.(map[string]any)
+	if !ok {
+		return fmt.Errorf("%s: must be a schema (a mapping)", at)
+	}
+	is, err := parseSchema(im, at, false)
+	if err != nil {
+		return err
+	}
+	s.Items = is
+	return nil
+}
+
+// settleShape completes the schema at path once its keywords are read:
+// properties or required without a type mean an object, items and
+// properties need the type they describe, and a nested object that
+// declares no properties and says nothing of additionalProperties is
+// free-form.
+func (s *Schema) settleShape(path string, top, hasAP bool) error {
 	if s.Type == "" && (s.Properties != nil || s.Required != nil) {
 		s.Type = "object"
 	}
 	if s.Items != nil && s.Type != "array" {
-		return nil, fmt.Errorf("%s: items needs type array", at("items"))
+		return fmt.Errorf("%s: items needs type array", schemaKey(path, "items"))
 	}
 	if s.Properties != nil && s.Type != "object" {
-		return nil, fmt.Errorf("%s: properties needs type object", at("properties"))
+		return fmt.Errorf("%s: properties needs type object", schemaKey(path, "properties"))
 	}
 	if !top && !hasAP && s.Type == "object" && len(s.Properties) == 0 {
 		s.AdditionalProperties = true
 	}
+	return nil
+}
+
+// checkOwnValues checks what the schema at path says against itself:
+// required names declared properties (unless extra ones are allowed), and
+// the default and the enum's values fit the type, so that a bad schema
+// fails when the graph is read rather than when a run starts.
+func (s *Schema) checkOwnValues(path string) error {
 	for _, r := range s.Required {
 		if _, ok := s.Properties[r]; !ok && !s.AdditionalProperties {
-			return nil, fmt.Errorf("%s: %q is required but not a declared property", at("required"), r)
+			return fmt.Errorf("%s: %q is required but not a declared property", schemaKey(path, "required"), r)
 		}
 	}
 	if s.HasDefault && s.Default != nil {
-		if _, err := s.check(DeepCopy(s.Default), at("default")); err != nil {
-			return nil, err
+		if _, err := s.check(DeepCopy(s.Default), schemaKey(path, "default")); err != nil {
+			return err
 		}
 	}
 	for i, e := range s.Enum {
 		if _, err := s.checkType(e, false); err != nil {
-			return nil, fmt.Errorf("%s[%d]: %w", at("enum"), i, err)
+			return fmt.Errorf("%s[%d]: %w", schemaKey(path, "enum"), i, err)
 		}
 	}
-	return s, nil
+	return nil
 }
 
 func prefixed(path string, keys []string) []string {
@@ -236,127 +322,198 @@ func (s *Schema) validate(v any, path string, probs *[]Diagnostic) (any, error) 
 		return nil, err
 	}
 	if s.Type == "array" && s.Items != nil {
-		l := v.([]any)
-		for i, e := range l {
-			r, err := s.Items.validate(e, fmt.Sprintf("%s[%d]", path, i), probs)
-			if err != nil {
-				*probs = append(*probs, Diagnostic{Key: fmt.Sprintf("%s[%d]", path, i), Message: err.Error()})
-				continue
-			}
-			l[i] = r
-		}
+		s.validateItems(v.([]any), path, probs)
 	}
 	if s.Type != "object" {
 		return v, s.checkEnum(v)
 	}
 	m := v.(map[string]any)
+	s.applyDefaults(m)
+	s.checkRequired(m, path, probs)
+	for _, name := range sortedKeys(m) {
+		s.validateKey(m, name, path+"."+name, probs)
+	}
+	return m, s.checkEnum(m)
+}
+
+// validateItems checks each element of the list l against s.Items in
+// place, so that coerced elements replace the originals; a bad element
+// is one problem, named by its index.
+func (s *Schema) validateItems(l []any, path string, probs *[]Diagnostic) {
+	for i, e := range l {
+		r, err := s.Items.validate(e, fmt.Sprintf("%s[%d]", path, i), probs)
+		if err != nil {
+			*probs = append(*probs, Diagnostic{Key: fmt.Sprintf("%s[%d]", path, i), Message: err.Error()})
+			continue
+		}
+		l[i] = r
+	}
+}
+
+// applyDefaults fills in the object m the declared properties that are
+// absent or null and have a non-null default, before required is
+// checked, so that a default satisfies it.
+func (s *Schema) applyDefaults(m map[string]any) {
 	for _, name := range sortedKeys(s.Properties) {
 		ps := s.Properties[name]
 		if e, ok := m[name]; (!ok || e == nil) && ps.HasDefault && ps.Default != nil {
 			m[name] = DeepCopy(ps.Default)
 		}
 	}
+}
+
+// checkRequired records a problem for each required property of m that
+// is absent or null.
+func (s *Schema) checkRequired(m map[string]any, path string, probs *[]Diagnostic) {
 	for _, name := range s.Required {
 		if e, ok := m[name]; !ok || e == nil {
 			*probs = append(*probs, Diagnostic{Key: path + "." + name, Message: "required"})
 		}
 	}
-	for _, name := range sortedKeys(m) {
-		key := path + "." + name
-		ps, declared := s.Properties[name]
-		switch {
-		case !declared && !s.AdditionalProperties:
-			msg := "unknown input"
-			if n := nearest(name, sortedKeys(s.Properties)); n != "" {
-				msg += fmt.Sprintf(" (did you mean %q?)", n)
-			} else if len(s.Properties) > 0 {
-				msg += " (declared: " + strings.Join(sortedKeys(s.Properties), ", ") + ")"
-			}
-			*probs = append(*probs, Diagnostic{Key: key, Message: msg})
-		case !declared:
-		case m[name] == nil:
-			delete(m, name) // null is absent (and required was checked)
-		default:
-			r, err := ps.validate(m[name], key, probs)
-			if err != nil {
-				*probs = append(*probs, Diagnostic{Key: key, Message: err.Error()})
-				continue
-			}
-			m[name] = r
+}
+
+// validateKey checks the key name of the object m (its path is key): an
+// undeclared key is a problem unless extra properties are allowed, a
+// null is dropped as absent, and a declared value is validated and
+// replaced by its coerced form.
+func (s *Schema) validateKey(m map[string]any, name, key string, probs *[]Diagnostic) {
+	ps, declared := s.Properties[name]
+	switch {
+	case !declared && !s.AdditionalProperties:
+		*probs = append(*probs, Diagnostic{Key: key, Message: s.unknownInput(name)})
+	case !declared:
+	case m[name] == nil:
+		delete(m, name) // null is absent (and required was checked)
+	default:
+		r, err := ps.validate(m[name], key, probs)
+		if err != nil {
+			*probs = append(*probs, Diagnostic{Key: key, Message: err.Error()})
+			return
 		}
+		m[name] = r
 	}
-	return m, s.checkEnum(m)
+}
+
+// unknownInput is the problem of an undeclared key name: the nearest
+// declared name if one is close, else the declared names.
+func (s *Schema) unknownInput(name string) string {
+	msg := "unknown input"
+	if n := nearest(name, sortedKeys(s.Properties)); n != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", n)
+	} else if len(s.Properties) > 0 {
+		msg += " (declared: " + strings.Join(sortedKeys(s.Properties), ", ") + ")"
+	}
+	return msg
 }
 
 // checkType coerces v to s.Type (text to a number, a boolean, or a JSON
 // list or object when coerce) and reports a mismatch.
 func (s *Schema) checkType(v any, coerce bool) (any, error) {
-	switch s.Type {
-	case "":
+	if s.Type == "" {
 		return v, nil
-	case "string":
-		if _, ok := v.(string); ok {
-			return v, nil
-		}
-	case "boolean":
-		if _, ok := v.(bool); ok {
-			return v, nil
-		}
-		if str, ok := v.(string); ok && coerce {
-			if b, ok := thread.Bool(str); ok {
-				return b, nil
-			}
-		}
-	case "integer", "number":
-		var f float64
-		var err error
-		if str, ok := v.(string); ok {
-			if !coerce {
-				break
-			}
-			f, err = thread.Number(str)
-		} else if _, ok := v.(bool); ok {
-			break
-		} else {
-			f, err = thread.Number(v)
-		}
-		if err != nil {
-			break
-		}
-		if s.Type == "number" {
-			return f, nil
-		}
-		if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
-			return int(f), nil
-		}
-		return nil, fmt.Errorf("%s is not a whole number", shortText(v))
-	case "array":
-		if str, ok := v.(string); ok && coerce && strings.HasPrefix(strings.TrimSpace(str), "[") {
-			if d, err := decodeJSON([]byte(str)); err == nil {
-				v = d
-			}
-		}
-		if l, ok := v.([]any); ok {
-			return l, nil
-		}
-		if rv := reflect.ValueOf(v); v != nil && (rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array) {
-			l := make([]any, rv.Len())
-			for i := range l {
-				l[i] = rv.Index(i).Interface()
-			}
-			return l, nil
-		}
-	case "object":
-		if str, ok := v.(string); ok && coerce && strings.HasPrefix(strings.TrimSpace(str), "{") {
-			if d, err := decodeJSON([]byte(str)); err == nil {
-				v = d
-			}
-		}
-		if m, ok := v.(map[string]any); ok {
-			return m, nil
+	}
+	if check := typeCheckers[s.Type]; check != nil {
+		if out, ok, err := check(s, v, coerce); ok || err != nil {
+			return out, err
 		}
 	}
 	return nil, fmt.Errorf("must be %s, not %s", typeArticle(s.Type), jsonType(v))
+}
+
+// typeCheckers coerce a value to each schema type. A checker returns the
+// value and true when it fits; false (with no error) makes checkType
+// report the mismatch, and an error is a more precise complaint.
+var typeCheckers = map[string]func(s *Schema, v any, coerce bool) (any, bool, error){
+	"string": func(_ *Schema, v any, _ bool) (any, bool, error) {
+		_, ok := v.(string)
+		return v, ok, nil
+	},
+	"boolean": func(_ *Schema, v any, coerce bool) (any, bool, error) {
+		b, ok := booleanOf(v, coerce)
+		return b, ok, nil
+	},
+	"integer": checkNumber,
+	"number":  checkNumber,
+	"array": func(_ *Schema, v any, coerce bool) (any, bool, error) {
+		l, ok := listOf(v, coerce)
+		return l, ok, nil
+	},
+	"object": func(_ *Schema, v any, coerce bool) (any, bool, error) {
+		m, ok := jsonText(v, coerce, "{").(map[string]any)
+		return m, ok, nil
+	},
+}
+
+// booleanOf reads a boolean, or when coerce its text form ("true").
+func booleanOf(v any, coerce bool) (bool, bool) {
+	if b, ok := v.(bool); ok {
+		return b, true
+	}
+	if str, ok := v.(string); ok && coerce {
+		return thread.Bool(str)
+	}
+	return false, false
+}
+
+// checkNumber reads a number (text only when coerce, never a boolean);
+// for an integer schema it must be whole and exact in a float64.
+func checkNumber(s *Schema, v any, coerce bool) (any, bool, error) {
+	f, ok := numberOf(v, coerce)
+	switch {
+	case !ok:
+		return nil, false, nil
+	case s.Type == "number":
+		return f, true, nil
+	case f == math.Trunc(f) && math.Abs(f) < 1<<53:
+		return int(f), true, nil
+	}
+	return nil, false, fmt.Errorf("%s is not a whole number", shortText(v))
+}
+
+// numberOf reads v as a number: text only when coerce, and a boolean
+// never (thread.Number would read it as 0 or 1).
+func numberOf(v any, coerce bool) (float64, bool) {
+	switch v.(type) {
+	case string:
+		if !coerce {
+			return 0, false
+		}
+	case bool:
+		return 0, false
+	}
+	f, err := thread.Number(v)
+	return f, err == nil
+}
+
+// listOf reads a list: a []any, any other Go slice or array (copied into
+// a []any), or when coerce the JSON text of a list.
+func listOf(v any, coerce bool) ([]any, bool) {
+	v = jsonText(v, coerce, "[")
+	if l, ok := v.([]any); ok {
+		return l, true
+	}
+	if rv := reflect.ValueOf(v); v != nil && (rv.Kind() == reflect.Slice || rv.Kind() == reflect.Array) {
+		l := make([]any, rv.Len())
+		for i := range l {
+			l[i] = rv.Index(i).Interface()
+		}
+		return l, true
+	}
+	return nil, false
+}
+
+// jsonText decodes v when coerce and v is text that starts (after
+// spaces) with open, the first character of a JSON list or object;
+// otherwise, or when the text is not JSON, it returns v unchanged.
+func jsonText(v any, coerce bool, open string) any {
+	str, ok := v.(string)
+	if !ok || !coerce || !strings.HasPrefix(strings.TrimSpace(str), open) {
+		return v
+	}
+	if d, err := decodeJSON([]byte(str)); err == nil {
+		return d
+	}
+	return v
 }
 
 // check validates a default value (not coerced), returning the first
