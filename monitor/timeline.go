@@ -81,119 +81,184 @@ func buildTimeline(id string, evs []transcript.Event, open bool, now time.Time) 
 	if len(evs) == 0 {
 		return tl
 	}
-	var (
-		mark     time.Time // the last event's time (token deltas aside)
-		turn     = -1      // index of the turn in flight
-		waiting  = -1      // index of a wait that ends at the next event
-		tools    = map[string]int{}
-		approval = map[string]int{}
-	)
-	add := func(s Span) int {
-		tl.Spans = append(tl.Spans, s)
-		return len(tl.Spans) - 1
-	}
-	closeTurn := func(at time.Time) {
-		if turn >= 0 {
-			tl.Spans[turn].End = at
-			turn = -1
-		}
-	}
+	b := &timelineBuilder{tl: tl, turn: -1, waiting: -1, tools: map[string]int{}, approval: map[string]int{}}
 	tl.Start = evs[0].Timestamp
 	for _, ev := range evs {
-		ts := ev.Timestamp
-		if ev.Type == transcript.TypeTokenDelta {
-			continue
-		}
-		if waiting >= 0 && ev.Type != transcript.TypeCheckpoint {
-			tl.Spans[waiting].End, waiting = ts, -1
-		}
-		switch ev.Type {
-		case transcript.TypeCognitionOut:
-			var p transcript.CognitionOut
-			if ev.Decode(&p) != nil || p.Turn == 0 {
-				break // a continuation's reconstructed history: no call was made
-			}
-			start := mark
-			if start.IsZero() {
-				start = ts
-			}
-			closeTurn(start)
-			tl.Turns++
-			tl.Spend += p.Spend
-			turn = add(Span{Kind: SpanTurn, Label: "turn " + strconv.Itoa(p.Turn), Turn: p.Turn, Start: start, Spend: p.Spend,
-				InputTokens: p.Usage.InputTokens, OutputTokens: p.Usage.OutputTokens, Seq: ev.Seq})
-			label := "model call"
-			if p.Model != "" {
-				label = p.Model
-			}
-			if n := len(p.ToolCalls); n > 0 {
-				label += fmt.Sprintf(" → %d tool call%s", n, plural(n))
-			}
-			add(Span{Kind: SpanModel, Label: label, Turn: p.Turn, Start: start, End: ts, Spend: p.Spend,
-				InputTokens: p.Usage.InputTokens, OutputTokens: p.Usage.OutputTokens, Seq: ev.Seq})
-		case transcript.TypeToolCallStart:
-			p := transcript.Payload[transcript.ToolCallStart](ev)
-			tools[p.CallID] = add(Span{Kind: SpanTool, Label: p.Tool, Turn: turnOf(tl, turn), Start: ts, End: ts, Open: true, Seq: ev.Seq})
-		case transcript.TypeToolCallResult:
-			p := transcript.Payload[transcript.ToolCallResult](ev)
-			i, ok := tools[p.CallID]
-			if !ok { // answered without running (denied, or not run after an interrupt)
-				i = add(Span{Kind: SpanTool, Label: p.Tool, Turn: turnOf(tl, turn), Start: ts, Seq: ev.Seq})
-			}
-			delete(tools, p.CallID)
-			// The transcript page shows the result, not the start.
-			tl.Spans[i].End, tl.Spans[i].Open, tl.Spans[i].Error, tl.Spans[i].Seq = ts, false, p.IsError, ev.Seq
-		case transcript.TypeChildSpawned:
-			p := transcript.Payload[transcript.ChildSpawned](ev)
-			if i := spawner(tl.Spans, max(turn, 0)); i >= 0 {
-				tl.Spans[i].Child = p.ChildID
-			}
-		case transcript.TypeThreadWaiting:
-			p := transcript.Payload[transcript.ThreadWaiting](ev)
-			n := len(p.ChildIDs)
-			waiting = add(Span{Kind: SpanWait, Label: fmt.Sprintf("waiting on %d thread%s", n, plural(n)), Turn: turnOf(tl, turn),
-				Start: ts, End: ts, Open: true, Seq: ev.Seq})
-		case transcript.TypeApprovalRequested:
-			p := transcript.Payload[transcript.ApprovalRequested](ev)
-			approval[p.CallID] = add(Span{Kind: SpanApproval, Label: "approval of " + p.Tool, Turn: turnOf(tl, turn),
-				Start: ts, End: ts, Open: true, Seq: ev.Seq})
-		case transcript.TypeApprovalDecided:
-			p := transcript.Payload[transcript.ApprovalDecided](ev)
-			if j, ok := tools[p.CallID]; ok {
-				tl.Spans[j].Start = ts // the tool runs (or is answered) once decided
-			}
-			if i, ok := approval[p.CallID]; ok {
-				s := &tl.Spans[i]
-				s.End, s.Open, s.Error = ts, false, p.Decision != "approve"
-				verb := "approved"
-				if p.Decision != "approve" {
-					verb = "denied"
-				}
-				s.Label += ": " + verb + " by " + p.By
-				delete(approval, p.CallID)
-			}
-		case transcript.TypeThreadError:
-			p := transcript.Payload[transcript.Error](ev)
-			add(Span{Kind: SpanError, Label: strings.TrimSpace("error " + p.Code + ": " + firstLine(p.Message, 120)), Turn: turnOf(tl, turn),
-				Start: ts, End: ts, Error: true, Seq: ev.Seq})
-		case transcript.TypeUserMessage:
-			p := transcript.Payload[transcript.UserMessage](ev)
-			label := "message"
-			if p.Interrupted {
-				label = "interrupt"
-			}
-			if p.By != "" {
-				label += " from " + p.By
-			}
-			add(Span{Kind: SpanMessage, Label: label + ": " + firstLine(p.Content, 80), Turn: turnOf(tl, turn), Start: ts, End: ts, Seq: ev.Seq})
-		}
-		mark = ts
+		b.event(ev)
 	}
-	tl.End = mark
+	tl.End = b.mark
 	if open && now.After(tl.End) {
 		tl.End = now
 	}
-	closeTurn(tl.End)
+	b.closeTurn(tl.End)
+	tl.settle(open)
+	return tl
+}
+
+// timelineBuilder is what buildTimeline keeps between events: the spans
+// still going are found again by index, so that the event that ends one
+// can close it.
+type timelineBuilder struct {
+	tl       *Timeline
+	mark     time.Time      // the last event's time (token deltas aside)
+	turn     int            // index of the turn in flight, or -1
+	waiting  int            // index of a wait that ends at the next event, or -1
+	tools    map[string]int // the tool calls started and not answered, by call id
+	approval map[string]int // the approvals requested and not decided, by call id
+}
+
+// add appends s to the timeline and is its index.
+func (b *timelineBuilder) add(s Span) int {
+	b.tl.Spans = append(b.tl.Spans, s)
+	return len(b.tl.Spans) - 1
+}
+
+// closeTurn ends the turn in flight, if any, at at.
+func (b *timelineBuilder) closeTurn(at time.Time) {
+	if b.turn >= 0 {
+		b.tl.Spans[b.turn].End = at
+		b.turn = -1
+	}
+}
+
+// inTurn is the turn number of the turn in flight (0 before the first),
+// which every span but a turn's own is labelled with.
+func (b *timelineBuilder) inTurn() int { return turnOf(b.tl, b.turn) }
+
+// event places one event: a wait on children ends at the first event after
+// it (its checkpoint aside), and each kind of event opens, closes or marks
+// its span. Token deltas are not events of the timeline, and do not move
+// its mark.
+func (b *timelineBuilder) event(ev transcript.Event) {
+	ts := ev.Timestamp
+	if ev.Type == transcript.TypeTokenDelta {
+		return
+	}
+	if b.waiting >= 0 && ev.Type != transcript.TypeCheckpoint {
+		b.tl.Spans[b.waiting].End, b.waiting = ts, -1
+	}
+	switch ev.Type {
+	case transcript.TypeCognitionOut:
+		b.modelCall(ev)
+	case transcript.TypeToolCallStart:
+		p := transcript.Payload[transcript.ToolCallStart](ev)
+		b.tools[p.CallID] = b.add(Span{Kind: SpanTool, Label: p.Tool, Turn: b.inTurn(), Start: ts, End: ts, Open: true, Seq: ev.Seq})
+	case transcript.TypeToolCallResult:
+		b.toolResult(ev)
+	case transcript.TypeChildSpawned:
+		p := transcript.Payload[transcript.ChildSpawned](ev)
+		if i := spawner(b.tl.Spans, max(b.turn, 0)); i >= 0 {
+			b.tl.Spans[i].Child = p.ChildID
+		}
+	case transcript.TypeThreadWaiting:
+		p := transcript.Payload[transcript.ThreadWaiting](ev)
+		n := len(p.ChildIDs)
+		b.waiting = b.add(Span{Kind: SpanWait, Label: fmt.Sprintf("waiting on %d thread%s", n, plural(n)), Turn: b.inTurn(),
+			Start: ts, End: ts, Open: true, Seq: ev.Seq})
+	case transcript.TypeApprovalRequested:
+		p := transcript.Payload[transcript.ApprovalRequested](ev)
+		b.approval[p.CallID] = b.add(Span{Kind: SpanApproval, Label: "approval of " + p.Tool, Turn: b.inTurn(),
+			Start: ts, End: ts, Open: true, Seq: ev.Seq})
+	case transcript.TypeApprovalDecided:
+		b.approvalDecided(ev)
+	case transcript.TypeThreadError:
+		p := transcript.Payload[transcript.Error](ev)
+		b.add(Span{Kind: SpanError, Label: strings.TrimSpace("error " + p.Code + ": " + firstLine(p.Message, 120)), Turn: b.inTurn(),
+			Start: ts, End: ts, Error: true, Seq: ev.Seq})
+	case transcript.TypeUserMessage:
+		b.add(messageSpan(ev, b.inTurn()))
+	}
+	b.mark = ts
+}
+
+// modelCall opens a turn and places its model call, both from the event
+// before the answer (the thread's first event's time for the first) to the
+// answer; the turn in flight ends where this one starts. A continuation's
+// reconstructed history (turn 0) made no call and places nothing.
+func (b *timelineBuilder) modelCall(ev transcript.Event) {
+	var p transcript.CognitionOut
+	if ev.Decode(&p) != nil || p.Turn == 0 {
+		return
+	}
+	ts := ev.Timestamp
+	start := b.mark
+	if start.IsZero() {
+		start = ts
+	}
+	b.closeTurn(start)
+	b.tl.Turns++
+	b.tl.Spend += p.Spend
+	b.turn = b.add(Span{Kind: SpanTurn, Label: "turn " + strconv.Itoa(p.Turn), Turn: p.Turn, Start: start, Spend: p.Spend,
+		InputTokens: p.Usage.InputTokens, OutputTokens: p.Usage.OutputTokens, Seq: ev.Seq})
+	label := "model call"
+	if p.Model != "" {
+		label = p.Model
+	}
+	if n := len(p.ToolCalls); n > 0 {
+		label += fmt.Sprintf(" → %d tool call%s", n, plural(n))
+	}
+	b.add(Span{Kind: SpanModel, Label: label, Turn: p.Turn, Start: start, End: ts, Spend: p.Spend,
+		InputTokens: p.Usage.InputTokens, OutputTokens: p.Usage.OutputTokens, Seq: ev.Seq})
+}
+
+// toolResult ends the tool call the result answers, or places it as an
+// instant when it never started (denied, or not run after an interrupt).
+// The span then points at the result, which the transcript page shows,
+// not at the start.
+func (b *timelineBuilder) toolResult(ev transcript.Event) {
+	p := transcript.Payload[transcript.ToolCallResult](ev)
+	ts := ev.Timestamp
+	i, ok := b.tools[p.CallID]
+	if !ok {
+		i = b.add(Span{Kind: SpanTool, Label: p.Tool, Turn: b.inTurn(), Start: ts, Seq: ev.Seq})
+	}
+	delete(b.tools, p.CallID)
+	b.tl.Spans[i].End, b.tl.Spans[i].Open, b.tl.Spans[i].Error, b.tl.Spans[i].Seq = ts, false, p.IsError, ev.Seq
+}
+
+// approvalDecided ends the wait for approval the decision answers, saying
+// who decided what, and moves the gated tool call's start to the decision:
+// the tool runs (or is answered) only once decided.
+func (b *timelineBuilder) approvalDecided(ev transcript.Event) {
+	p := transcript.Payload[transcript.ApprovalDecided](ev)
+	ts := ev.Timestamp
+	if j, ok := b.tools[p.CallID]; ok {
+		b.tl.Spans[j].Start = ts
+	}
+	i, ok := b.approval[p.CallID]
+	if !ok {
+		return
+	}
+	s := &b.tl.Spans[i]
+	s.End, s.Open, s.Error = ts, false, p.Decision != "approve"
+	verb := "approved"
+	if p.Decision != "approve" {
+		verb = "denied"
+	}
+	s.Label += ": " + verb + " by " + p.By
+	delete(b.approval, p.CallID)
+}
+
+// messageSpan is the instant of a person's message (or interrupt) sent
+// during turn, labelled with who sent it and its first line.
+func messageSpan(ev transcript.Event, turn int) Span {
+	p := transcript.Payload[transcript.UserMessage](ev)
+	label := "message"
+	if p.Interrupted {
+		label = "interrupt"
+	}
+	if p.By != "" {
+		label += " from " + p.By
+	}
+	return Span{Kind: SpanMessage, Label: label + ": " + firstLine(p.Content, 80), Turn: turn, Start: ev.Timestamp, End: ev.Timestamp, Seq: ev.Seq}
+}
+
+// settle ends the spans once every event is placed: one still going runs
+// to the timeline's end while the thread is open, and is closed where it
+// started if the thread ended meanwhile (it was never answered); then
+// every span has its seconds, and the timeline the wall time of its model
+// calls, tool calls and waits.
+func (tl *Timeline) settle(open bool) {
 	var model, tool, wait []Span
 	for i := range tl.Spans {
 		s := &tl.Spans[i]
@@ -201,7 +266,7 @@ func buildTimeline(id string, evs []transcript.Event, open bool, now time.Time) 
 			if open {
 				s.End = tl.End
 			} else {
-				s.Open = false // never answered: the thread ended meanwhile
+				s.Open = false
 			}
 		}
 		if s.End.Before(s.Start) {
@@ -218,7 +283,6 @@ func buildTimeline(id string, evs []transcript.Event, open bool, now time.Time) 
 		}
 	}
 	tl.ModelSeconds, tl.ToolSeconds, tl.WaitSeconds = wallSeconds(model), wallSeconds(tool), wallSeconds(wait)
-	return tl
 }
 
 // wallSeconds is the time during which at least one of spans runs: the
