@@ -102,60 +102,88 @@ func opText(op string) string {
 // route, and the retries and routes the run took that are no edge of the
 // file (a retry goes back to its node; config.on_error routes anywhere).
 func diagramEdges(g *graph.Graph, steps []graph.StepRecord) []*dgEdge {
+	out := fileEdges(g)
+	for _, s := range steps {
+		if s.NextNode == "" || g.Node(s.NextNode) == nil || g.Node(s.Node) == nil {
+			continue
+		}
+		var e *dgEdge
+		out, e = takenEdge(out, s)
+		e.taken++
+	}
+	return out
+}
+
+// fileEdges are the edges g's file declares, in file order: each node's
+// next entries, then its on_error route.
+func fileEdges(g *graph.Graph) []*dgEdge {
 	var out []*dgEdge
 	for _, name := range g.Order {
 		n := g.Nodes[name]
 		for i, e := range n.Next {
-			label := condText(e.When)
-			if e.When == nil && len(n.Next) > 1 {
-				label = "else"
-			}
-			if i > 0 && label != "" && len(n.Next) > 2 && e.When != nil {
-				label = fmt.Sprintf("%d: %s", i+1, label)
-			}
-			out = append(out, &dgEdge{from: name, to: e.To, label: label, kind: "next"})
+			out = append(out, &dgEdge{from: name, to: e.To, label: nextLabel(n, i), kind: "next"})
 		}
 		if n.OnError != "" {
 			out = append(out, &dgEdge{from: name, to: n.OnError, label: "on_error", kind: "error"})
 		}
 	}
-	find := func(from, to, kind string) *dgEdge {
-		for _, e := range out {
-			if e.from == from && e.to == to && (e.kind == kind || kind == "next" && e.kind == "next") {
-				return e
-			}
-		}
-		return nil
-	}
-	for _, s := range steps {
-		if s.NextNode == "" || g.Node(s.NextNode) == nil || g.Node(s.Node) == nil {
-			continue
-		}
-		kind := "next"
-		switch s.RoutedBy {
-		case "retry":
-			kind = "retry"
-		case "on_error":
-			kind = "error"
-		}
-		e := find(s.Node, s.NextNode, kind)
-		if e == nil && kind == "error" {
-			e = find(s.Node, s.NextNode, "next")
-		}
-		if e == nil {
-			label := "on_error"
-			if kind == "retry" {
-				label = "retry"
-			}
-			if kind == "next" {
-				label = s.RoutedBy
-			}
-			e = &dgEdge{from: s.Node, to: s.NextNode, label: label, kind: kind}
-			out = append(out, e)
-		}
-		e.taken++
-	}
 	return out
+}
+
+// nextLabel is the label of n's i-th next entry: its condition, "else" for
+// the unconditioned entry of several, and a condition numbered from the
+// second entry on when there are more than two (the order in which they
+// are tried then matters to the reader).
+func nextLabel(n *graph.Node, i int) string {
+	e := n.Next[i]
+	label := condText(e.When)
+	if e.When == nil && len(n.Next) > 1 {
+		label = "else"
+	}
+	if i > 0 && label != "" && len(n.Next) > 2 && e.When != nil {
+		label = fmt.Sprintf("%d: %s", i+1, label)
+	}
+	return label
+}
+
+// takenEdge is the edge of edges that step s took, appended to them when
+// the file has none: a retry is an edge of its own, an error route falls
+// back on a next edge to the same node, and a route the file does not
+// declare is labelled with what routed it.
+func takenEdge(edges []*dgEdge, s graph.StepRecord) ([]*dgEdge, *dgEdge) {
+	kind := "next"
+	switch s.RoutedBy {
+	case "retry":
+		kind = "retry"
+	case "on_error":
+		kind = "error"
+	}
+	e := findEdge(edges, s.Node, s.NextNode, kind)
+	if e == nil && kind == "error" {
+		e = findEdge(edges, s.Node, s.NextNode, "next")
+	}
+	if e != nil {
+		return edges, e
+	}
+	label := "on_error"
+	if kind == "retry" {
+		label = "retry"
+	}
+	if kind == "next" {
+		label = s.RoutedBy
+	}
+	e = &dgEdge{from: s.Node, to: s.NextNode, label: label, kind: kind}
+	return append(edges, e), e
+}
+
+// findEdge is the first edge of edges from from to to of kind, or nil.
+func findEdge(edges []*dgEdge, from, to, kind string) *dgEdge {
+	for _, e := range edges {
+		if e.from == from && e.to == to && (e.kind == kind || kind == "next" && e.kind == "next") {
+			return e
+		}
+	}
+	return nil
 }
 
 // layout places g's nodes in layers and marks the edges that close loops.
