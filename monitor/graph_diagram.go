@@ -188,16 +188,33 @@ func findEdge(edges []*dgEdge, from, to, kind string) *dgEdge {
 
 // layout places g's nodes in layers and marks the edges that close loops.
 func layout(g *graph.Graph, edges []*dgEdge, rows []graph.NodeRow) (map[string]*dgNode, [][]*dgNode) {
-	index := map[string]int{}
-	for i, name := range g.Order {
-		index[name] = i
-	}
 	outs := map[string][]*dgEdge{}
 	for _, e := range edges {
 		outs[e.from] = append(outs[e.from], e)
 	}
-	// Depth-first from the start (then from every node not reached, in
-	// file order): an edge to a node on the walk's stack closes a loop.
+	layer := longestPaths(g, outs, markBackEdges(g, outs))
+	nodes, layers := layerNodes(g, layer, rows)
+	for _, e := range edges {
+		if e.back {
+			for _, name := range []string{e.from, e.to} {
+				if n := nodes[name]; n != nil {
+					n.inLoop = true
+				}
+			}
+		}
+	}
+	for l := 1; l < len(layers); l++ {
+		orderLayer(layers[l-1], layers[l], edges)
+	}
+	return nodes, layers
+}
+
+// markBackEdges walks g depth-first from the start (then from every node
+// not reached, in file order) over outs, the edges by their node of
+// origin, and marks back the edges that close a loop: those to a node on
+// the walk's stack. It returns the nodes in post-order, whose reverse is a
+// topological order of the edges that go forward.
+func markBackEdges(g *graph.Graph, outs map[string][]*dgEdge) []string {
 	state := map[string]int{} // 0 new, 1 on the stack, 2 done
 	var post []string
 	var visit func(string)
@@ -220,13 +237,18 @@ func layout(g *graph.Graph, edges []*dgEdge, rows []graph.NodeRow) (map[string]*
 	if g.Node(g.Start) != nil {
 		visit(g.Start)
 	}
-	reached := len(post)
 	for _, name := range g.Order {
 		if state[name] == 0 {
 			visit(name)
 		}
 	}
-	// Longest path over the forward edges, in topological order.
+	return post
+}
+
+// longestPaths is each node's layer: its longest distance from a node
+// without forward edges into it, over the forward edges of outs, taken in
+// the topological order that post (markBackEdges's post-order) reverses.
+func longestPaths(g *graph.Graph, outs map[string][]*dgEdge, post []string) map[string]int {
 	layer := map[string]int{}
 	for i := len(post) - 1; i >= 0; i-- {
 		v := post[i]
@@ -236,60 +258,57 @@ func layout(g *graph.Graph, edges []*dgEdge, rows []graph.NodeRow) (map[string]*
 			}
 		}
 	}
-	maxLayer := 0
-	for _, v := range post[len(post)-reached:] {
-		maxLayer = max(maxLayer, layer[v])
-	}
-	_ = maxLayer
+	return layer
+}
+
+// layerNodes makes g's nodes, each with its row of the node table, and
+// puts them in their layers in file order, which is also the order a
+// layer's nodes start from.
+func layerNodes(g *graph.Graph, layer map[string]int, rows []graph.NodeRow) (map[string]*dgNode, [][]*dgNode) {
 	rowOf := map[string]graph.NodeRow{}
 	for _, r := range rows {
 		rowOf[r.Node] = r
 	}
 	nodes := map[string]*dgNode{}
 	var layers [][]*dgNode
-	for _, name := range g.Order {
+	for i, name := range g.Order {
 		l := layer[name]
 		for len(layers) <= l {
 			layers = append(layers, nil)
 		}
-		n := &dgNode{name: name, layer: l, order: float64(index[name]), row: rowOf[name]}
+		n := &dgNode{name: name, layer: l, order: float64(i), row: rowOf[name]}
 		nodes[name] = n
 		layers[l] = append(layers[l], n)
 	}
-	for _, e := range edges {
-		if e.back {
-			for _, name := range []string{e.from, e.to} {
-				if n := nodes[name]; n != nil {
-					n.inLoop = true
-				}
-			}
-		}
-	}
-	// One barycenter sweep: a node moves towards its parents' places.
-	for l := 1; l < len(layers); l++ {
-		pos := map[string]float64{}
-		for i, n := range layers[l-1] {
-			pos[n.name] = float64(i)
-		}
-		for _, n := range layers[l] {
-			sum, k := 0.0, 0
-			for _, e := range edges {
-				if e.to == n.name && !e.back {
-					if p, ok := pos[e.from]; ok {
-						sum += p
-						k++
-					}
-				}
-			}
-			if k > 0 {
-				n.order = sum/float64(k)*1000 + n.order/1000
-			} else {
-				n.order = 1e6 + n.order
-			}
-		}
-		sort.SliceStable(layers[l], func(i, j int) bool { return layers[l][i].order < layers[l][j].order })
-	}
 	return nodes, layers
+}
+
+// orderLayer is one barycenter sweep over a layer: each of its nodes moves
+// towards the mean place of its parents in the layer above over the
+// forward edges (file order breaking ties), and a node without a parent
+// there goes after those with one.
+func orderLayer(above, layer []*dgNode, edges []*dgEdge) {
+	pos := map[string]float64{}
+	for i, n := range above {
+		pos[n.name] = float64(i)
+	}
+	for _, n := range layer {
+		sum, k := 0.0, 0
+		for _, e := range edges {
+			if e.to == n.name && !e.back {
+				if p, ok := pos[e.from]; ok {
+					sum += p
+					k++
+				}
+			}
+		}
+		if k > 0 {
+			n.order = sum/float64(k)*1000 + n.order/1000
+		} else {
+			n.order = 1e6 + n.order
+		}
+	}
+	sort.SliceStable(layer, func(i, j int) bool { return layer[i].order < layer[j].order })
 }
 
 // renderDiagram draws g as an SVG: rows are the node table (status,
