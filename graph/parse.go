@@ -81,6 +81,9 @@ func IsGraphTool(data []byte) bool {
 	return ok && strings.TrimSpace(s) == "graph"
 }
 
+// graph reads the whole file into g: each top-level key, then what
+// depends on several of them (config.max_steps over limits.max_steps, and
+// the inputs schema from inputs or its alias config_schema).
 func (p *reader) graph(g *Graph, doc *yaml.Node) {
 	if isNull(doc) {
 		p.errorf("", "", nil, "the file is empty")
@@ -90,54 +93,72 @@ func (p *reader) graph(g *Graph, doc *yaml.Node) {
 	if !ok {
 		return
 	}
-	var schema, schemaAlias *yaml.Node
-	var configMaxSteps *int
+	var t topKeysRead
 	for _, e := range pairs {
-		switch e.key {
-		case "version":
-			g.Version = p.str(e.v, "", e.key)
-		case "description":
-			g.Description = p.str(e.v, "", e.key)
-		case "permissions":
-			g.Permissions = p.strList(e.v, "", e.key)
-			if g.Permissions == nil {
-				g.Permissions = []string{}
-			}
-		case "limits":
-			p.limits(g, e.v)
-		case "inputs":
-			schema = e.v
-		case "config_schema":
-			schemaAlias = e.v
-		case "env_requires":
-			g.EnvRequires = p.strList(e.v, "", e.key)
-		case "config":
-			configMaxSteps = p.config(g, e.v)
-		case "tool_type":
-			if s := p.str(e.v, "", e.key); s != "graph" {
-				p.errorf("", e.key, e.v, "must be `graph` (this file is not a graph)")
-			}
-			p.meta(g, e.key, p.str(e.v, "", e.key))
-		case "executor_id", "category":
-			p.meta(g, e.key, p.str(e.v, "", e.key))
-		case "tool_id":
-			p.warnf("", e.key, e.k, "ignored (a reference key: the graph's name comes from its path)")
-		default:
-			p.errorf("", e.key, e.k, "%s", unknownKey(e.key, topKeys))
-		}
+		p.topKey(g, e, &t)
 	}
-	if configMaxSteps != nil {
-		g.Limits.MaxSteps = configMaxSteps
+	if t.configMaxSteps != nil {
+		g.Limits.MaxSteps = t.configMaxSteps
 		g.maxStepsKey = "config.max_steps"
 	}
+	p.inputs(g, t.schema, t.schemaAlias)
+}
+
+// topKeysRead holds the top-level values that graph settles only once
+// every key is read.
+type topKeysRead struct {
+	schema, schemaAlias *yaml.Node // inputs and config_schema
+	configMaxSteps      *int
+}
+
+// topKey reads the top-level key e into g, or into t when it must wait
+// for the others.
+func (p *reader) topKey(g *Graph, e kv, t *topKeysRead) {
+	switch e.key {
+	case "version":
+		g.Version = p.str(e.v, "", e.key)
+	case "description":
+		g.Description = p.str(e.v, "", e.key)
+	case "permissions":
+		g.Permissions = p.strList(e.v, "", e.key)
+		if g.Permissions == nil {
+			g.Permissions = []string{}
+		}
+	case "limits":
+		p.limits(g, e.v)
+	case "inputs":
+		t.schema = e.v
+	case "config_schema":
+		t.schemaAlias = e.v
+	case "env_requires":
+		g.EnvRequires = p.strList(e.v, "", e.key)
+	case "config":
+		t.configMaxSteps = p.config(g, e.v)
+	case "tool_type":
+		if s := p.str(e.v, "", e.key); s != "graph" {
+			p.errorf("", e.key, e.v, "must be `graph` (this file is not a graph)")
+		}
+		p.meta(g, e.key, p.str(e.v, "", e.key))
+	case "executor_id", "category":
+		p.meta(g, e.key, p.str(e.v, "", e.key))
+	case "tool_id":
+		p.warnf("", e.key, e.k, "ignored (a reference key: the graph's name comes from its path)")
+	default:
+		p.errorf("", e.key, e.k, "%s", unknownKey(e.key, topKeys))
+	}
+}
+
+// inputs reads the inputs schema, written as inputs or as its alias
+// config_schema; both is an error, and inputs wins.
+func (p *reader) inputs(g *Graph, schema, alias *yaml.Node) {
 	switch {
-	case schema != nil && schemaAlias != nil:
-		p.errorf("", "config_schema", schemaAlias, "give the inputs schema once: `inputs` and its alias `config_schema` are both set")
+	case schema != nil && alias != nil:
+		p.errorf("", "config_schema", alias, "give the inputs schema once: `inputs` and its alias `config_schema` are both set")
 		fallthrough
 	case schema != nil:
 		g.Inputs = p.schema(schema, "inputs")
-	case schemaAlias != nil:
-		g.Inputs = p.schema(schemaAlias, "config_schema")
+	case alias != nil:
+		g.Inputs = p.schema(alias, "config_schema")
 	}
 }
 
@@ -160,6 +181,8 @@ func (p *reader) schema(n *yaml.Node, key string) *Schema {
 	return s
 }
 
+// limits reads the top-level limits: max_steps for the graph itself, the
+// others as the run's thread limits.
 func (p *reader) limits(g *Graph, n *yaml.Node) {
 	pairs, _ := p.mapping(n, "", "limits")
 	for _, e := range pairs {
@@ -175,16 +198,24 @@ func (p *reader) limits(g *Graph, n *yaml.Node) {
 		}
 		v := p.value(e.v, "", key)
 		if e.key == "duration" {
-			if s, ok := v.(string); ok {
-				if d, err := parseDuration(s); err == nil {
-					v = d.Seconds()
-				}
-			}
+			v = durationSeconds(v)
 		}
 		if err := g.Limits.SetLimit(e.key, v); err != nil {
 			p.errorf("", key, e.v, "%v", err)
 		}
 	}
+}
+
+// durationSeconds turns a duration written as text ("90s") into its
+// seconds, the unit limits.duration keeps; anything else is left for
+// SetLimit to judge.
+func durationSeconds(v any) any {
+	if s, ok := v.(string); ok {
+		if d, err := parseDuration(s); err == nil {
+			return d.Seconds()
+		}
+	}
+	return v
 }
 
 // config reads config:, returning config.max_steps when it is set.
@@ -234,6 +265,8 @@ func (p *reader) nodes(g *Graph, n *yaml.Node) {
 	}
 }
 
+// node reads one node: its kind first (type or node_type), which decides
+// the defaults and which keys are allowed, then each allowed key.
 func (p *reader) node(name string, n *yaml.Node) *Node {
 	nd := &Node{Name: name, Kind: KindAction}
 	if isNull(n) || resolve(n).Kind != yaml.MappingNode {
@@ -241,14 +274,29 @@ func (p *reader) node(name string, n *yaml.Node) *Node {
 		return nd
 	}
 	pairs, _ := p.mapping(n, name, "")
+	valid := p.nodeKind(nd, pairs)
+	kindDefaults(nd)
+	for _, e := range pairs {
+		if !p.nodeKeyAllowed(nd, valid, e) {
+			continue
+		}
+		p.nodeKey(nd, e)
+	}
+	return nd
+}
+
+// nodeKind reads nd's kind from type or node_type (which must agree when
+// both are given; an absent kind is an action) and reports whether it is
+// a known kind, recording the error when not.
+func (p *reader) nodeKind(nd *Node, pairs []kv) bool {
 	var kindKey *kv
 	for i, e := range pairs {
 		if e.key != "type" && e.key != "node_type" {
 			continue
 		}
-		k := p.str(e.v, name, e.key)
+		k := p.str(e.v, nd.Name, e.key)
 		if kindKey != nil && k != nd.Kind {
-			p.errorf(name, e.key, e.k, "`type` and `node_type` disagree (%s, %s)", nd.Kind, k)
+			p.errorf(nd.Name, e.key, e.k, "`type` and `node_type` disagree (%s, %s)", nd.Kind, k)
 		}
 		kindKey = &pairs[i]
 		nd.Kind = k
@@ -256,14 +304,20 @@ func (p *reader) node(name string, n *yaml.Node) *Node {
 	if nd.Kind == "" {
 		nd.Kind = KindAction
 	}
-	valid := slices.Contains(Kinds, nd.Kind)
-	if !valid {
-		msg := fmt.Sprintf("unknown node kind `%s`", nd.Kind)
-		if s := nearest(nd.Kind, Kinds); s != "" {
-			msg += fmt.Sprintf(" (did you mean `%s`?)", s)
-		}
-		p.errorf(name, kindKey.key, kindKey.v, "%s (known: %s)", msg, strings.Join(Kinds, ", "))
+	if slices.Contains(Kinds, nd.Kind) {
+		return true
 	}
+	msg := fmt.Sprintf("unknown node kind `%s`", nd.Kind)
+	if s := nearest(nd.Kind, Kinds); s != "" {
+		msg += fmt.Sprintf(" (did you mean `%s`?)", s)
+	}
+	p.errorf(nd.Name, kindKey.key, kindKey.v, "%s (known: %s)", msg, strings.Join(Kinds, ", "))
+	return false
+}
+
+// kindDefaults sets the defaults of nd's kind, before its keys are read
+// over them.
+func kindDefaults(nd *Node) {
 	switch nd.Kind {
 	case KindForeach:
 		nd.As, nd.OnItemError = "item", OnErrorFail
@@ -272,13 +326,6 @@ func (p *reader) node(name string, n *yaml.Node) *Node {
 	case KindWait:
 		nd.Mode, nd.OnChildError = "all", OnErrorFail
 	}
-	for _, e := range pairs {
-		if !p.nodeKeyAllowed(nd, valid, e) {
-			continue
-		}
-		p.nodeKey(nd, e)
-	}
-	return nd
 }
 
 // nodeKeyAllowed reports whether e may appear on nd, recording why not.
@@ -317,74 +364,106 @@ func article(kind string) string {
 	return "a " + kind
 }
 
+// nodeKey reads one key of a node into nd; nodeKeyAllowed has already
+// checked that the key belongs on it.
 func (p *reader) nodeKey(nd *Node, e kv) {
-	name, key, v := nd.Name, e.key, e.v
-	switch key {
-	case "type", "node_type":
-	case "description":
-		nd.Description = p.str(v, name, key)
-	case "next":
-		nd.Next = p.next(v, name)
-	case "on_error":
-		nd.OnError = p.str(v, name, key)
-	case "timeout":
-		nd.Timeout = p.duration(v, name, key)
-	case "retry":
-		nd.Retry = p.retry(v, name)
-	case "env_requires":
-		nd.EnvRequires = p.strList(v, name, key)
-	case "action":
-		nd.Action = p.action(v, name, key)
-	case "assign":
-		nd.Assign = p.object(v, name, key)
+	if read := nodeKeyReaders[e.key]; read != nil {
+		read(p, nd, e.key, e.v)
+	}
+}
+
+// nodeKeyReaders read each node key into the node. type and node_type
+// are absent: node reads them first, since the kind decides the defaults
+// and which keys are allowed.
+var nodeKeyReaders = map[string]func(p *reader, nd *Node, key string, v *yaml.Node){
+	"description": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		nd.Description = p.str(v, nd.Name, key)
+	},
+	"next": func(p *reader, nd *Node, _ string, v *yaml.Node) {
+		nd.Next = p.next(v, nd.Name)
+	},
+	"on_error": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		nd.OnError = p.str(v, nd.Name, key)
+	},
+	"timeout": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		nd.Timeout = p.duration(v, nd.Name, key)
+	},
+	"retry": func(p *reader, nd *Node, _ string, v *yaml.Node) {
+		nd.Retry = p.retry(v, nd.Name)
+	},
+	"env_requires": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		nd.EnvRequires = p.strList(v, nd.Name, key)
+	},
+	"action": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		nd.Action = p.action(v, nd.Name, key)
+	},
+	"assign": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		nd.Assign = p.object(v, nd.Name, key)
 		if nd.Assign == nil && !isNull(v) {
 			nd.Assign = map[string]any{}
 		}
-	case "over":
-		nd.Over = p.textOrJSON(v, name, key)
-	case "threads":
-		nd.Threads = p.textOrJSON(v, name, key)
-	case "as":
-		if s := p.str(v, name, key); s != "" {
-			nd.As = s
-		}
-	case "parallel":
-		nd.Parallel = p.boolean(v, name, key)
-	case "max_concurrency":
-		nd.MaxConcurrency = p.integer(v, name, key)
-		if nd.MaxConcurrency == 0 && !isNull(v) {
-			nd.MaxConcurrency = -1 // written as 0: out of range, not "unset"
-		}
-	case "max_items":
-		nd.MaxItems = p.integer(v, name, key)
-		if nd.MaxItems == 0 && !isNull(v) {
-			nd.MaxItems = -1
-		}
-	case "on_item_error":
-		if s := p.str(v, name, key); s != "" {
-			nd.OnItemError = s
-		}
-	case "collect":
-		nd.Collect = p.str(v, name, key)
-	case "output":
-		nd.Output = p.value(v, name, key)
-	case "prompt":
-		nd.Prompt = p.str(v, name, key)
-	case "show":
-		nd.Show = p.value(v, name, key)
-	case "on_timeout":
-		if s := p.str(v, name, key); s != "" {
-			nd.OnTimeout = s
-		}
-	case "mode":
-		if s := p.str(v, name, key); s != "" {
-			nd.Mode = s
-		}
-	case "on_child_error":
-		if s := p.str(v, name, key); s != "" {
-			nd.OnChildError = s
-		}
+	},
+	"over": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		nd.Over = p.textOrJSON(v, nd.Name, key)
+	},
+	"threads": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		nd.Threads = p.textOrJSON(v, nd.Name, key)
+	},
+	"as": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		p.strOver(&nd.As, v, nd.Name, key)
+	},
+	"parallel": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		nd.Parallel = p.boolean(v, nd.Name, key)
+	},
+	"max_concurrency": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		nd.MaxConcurrency = p.bound(v, nd.Name, key)
+	},
+	"max_items": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		nd.MaxItems = p.bound(v, nd.Name, key)
+	},
+	"on_item_error": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		p.strOver(&nd.OnItemError, v, nd.Name, key)
+	},
+	"collect": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		nd.Collect = p.str(v, nd.Name, key)
+	},
+	"output": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		nd.Output = p.value(v, nd.Name, key)
+	},
+	"prompt": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		nd.Prompt = p.str(v, nd.Name, key)
+	},
+	"show": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		nd.Show = p.value(v, nd.Name, key)
+	},
+	"on_timeout": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		p.strOver(&nd.OnTimeout, v, nd.Name, key)
+	},
+	"mode": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		p.strOver(&nd.Mode, v, nd.Name, key)
+	},
+	"on_child_error": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		p.strOver(&nd.OnChildError, v, nd.Name, key)
+	},
+}
+
+// strOver reads text into *dst, keeping the default already there when
+// the text is empty or null.
+func (p *reader) strOver(dst *string, n *yaml.Node, node, key string) {
+	if s := p.str(n, node, key); s != "" {
+		*dst = s
 	}
+}
+
+// bound reads a positive limit (max_concurrency, max_items), where 0
+// means unset. A 0 written in the file is -1, so that validation reports
+// it as out of range rather than taking it for unset.
+func (p *reader) bound(n *yaml.Node, node, key string) int {
+	v := p.integer(n, node, key)
+	if v == 0 && !isNull(n) {
+		return -1
+	}
+	return v
 }
 
 // textOrJSON reads a field that holds an expression: text as it is, a
@@ -405,6 +484,8 @@ func (p *reader) textOrJSON(n *yaml.Node, node, key string) string {
 	return string(b)
 }
 
+// next reads a node's next: one node name (a default edge) or a list of
+// edges.
 func (p *reader) next(n *yaml.Node, node string) []Edge {
 	if isNull(n) {
 		return nil
@@ -424,37 +505,45 @@ func (p *reader) next(n *yaml.Node, node string) []Edge {
 	}
 	edges := make([]Edge, 0, len(n.Content))
 	for i, c := range n.Content {
-		key := fmt.Sprintf("next[%d]", i)
-		if resolve(c) != nil && resolve(c).Kind == yaml.ScalarNode && !isNull(c) { // a bare name: a default edge
-			edges = append(edges, Edge{To: p.str(c, node, key)})
-			continue
+		if e, ok := p.edge(c, node, fmt.Sprintf("next[%d]", i)); ok {
+			edges = append(edges, e)
 		}
-		pairs, ok := p.mapping(c, node, key)
-		if !ok {
-			if isNull(c) {
-				p.errorf(node, key, c, "empty edge")
-			}
-			continue
-		}
-		var e Edge
-		hasTo := false
-		for _, f := range pairs {
-			switch f.key {
-			case "when":
-				e.When = p.condition(f.v, node, key+".when", 0)
-			case "to":
-				hasTo = true
-				e.To = p.str(f.v, node, key+".to")
-			default:
-				p.errorf(node, key+"."+f.key, f.k, "%s", unknownKey(f.key, edgeKeys))
-			}
-		}
-		if !hasTo || e.To == "" {
-			p.errorf(node, key+".to", c, "missing: an edge needs the node it goes to")
-		}
-		edges = append(edges, e)
 	}
 	return edges
+}
+
+// edge reads one entry of a list of edges: a bare node name is a default
+// edge, a mapping is {when, to}. It reports false for an entry that is
+// no edge at all (recorded as an error); an edge without to is kept, so
+// that the positions of the others hold.
+func (p *reader) edge(c *yaml.Node, node, key string) (Edge, bool) {
+	if resolve(c) != nil && resolve(c).Kind == yaml.ScalarNode && !isNull(c) {
+		return Edge{To: p.str(c, node, key)}, true
+	}
+	pairs, ok := p.mapping(c, node, key)
+	if !ok {
+		if isNull(c) {
+			p.errorf(node, key, c, "empty edge")
+		}
+		return Edge{}, false
+	}
+	var e Edge
+	hasTo := false
+	for _, f := range pairs {
+		switch f.key {
+		case "when":
+			e.When = p.condition(f.v, node, key+".when", 0)
+		case "to":
+			hasTo = true
+			e.To = p.str(f.v, node, key+".to")
+		default:
+			p.errorf(node, key+"."+f.key, f.k, "%s", unknownKey(f.key, edgeKeys))
+		}
+	}
+	if !hasTo || e.To == "" {
+		p.errorf(node, key+".to", c, "missing: an edge needs the node it goes to")
+	}
+	return e, true
 }
 
 // condition reads a hooks.Condition, normalizing the reference's writing:
@@ -477,51 +566,8 @@ func (p *reader) condition(n *yaml.Node, node, key string, depth int) *hooks.Con
 		return nil
 	}
 	c := &hooks.Condition{}
-	list := func(v *yaml.Node, k string) []*hooks.Condition {
-		if isNull(v) {
-			return nil
-		}
-		v = resolve(v)
-		if v.Kind != yaml.SequenceNode {
-			p.errorf(node, k, v, "must be a list of conditions")
-			return nil
-		}
-		var out []*hooks.Condition
-		for i, s := range v.Content {
-			if sc := p.condition(s, node, fmt.Sprintf("%s[%d]", k, i), depth+1); sc != nil {
-				out = append(out, sc)
-			} else {
-				out = append(out, &hooks.Condition{})
-			}
-		}
-		return out
-	}
 	for _, e := range pairs {
-		k := key + "." + e.key
-		switch e.key {
-		case "path":
-			path := p.str(e.v, node, k)
-			norm, err := normalizePath(path)
-			if err != nil {
-				p.errorf(node, k, e.v, "%v", err)
-			}
-			c.Path = norm
-		case "op":
-			c.Op = p.str(e.v, node, k)
-		case "value":
-			c.Value = p.value(e.v, node, k)
-		case "any":
-			c.Any = list(e.v, k)
-		case "all":
-			c.All = list(e.v, k)
-		case "not":
-			c.Not = p.condition(e.v, node, k, depth+1)
-			if c.Not == nil {
-				p.errorf(node, k, e.v, "must be a condition")
-			}
-		default:
-			p.errorf(node, k, e.k, "%s", unknownKey(e.key, condKeys))
-		}
+		p.conditionKey(c, e, node, key+"."+e.key, depth)
 	}
 	if c.Path != "" && c.Op == "" {
 		c.Op = hooks.OpEq
@@ -530,6 +576,59 @@ func (p *reader) condition(n *yaml.Node, node, key string, depth int) *hooks.Con
 		return nil
 	}
 	return c
+}
+
+// conditionKey reads the key e of the condition c (at key k, depth deep)
+// into c: a leaf's path, op and value, or the combinators any, all and
+// not, whose parts are read one level deeper.
+func (p *reader) conditionKey(c *hooks.Condition, e kv, node, k string, depth int) {
+	switch e.key {
+	case "path":
+		path := p.str(e.v, node, k)
+		norm, err := normalizePath(path)
+		if err != nil {
+			p.errorf(node, k, e.v, "%v", err)
+		}
+		c.Path = norm
+	case "op":
+		c.Op = p.str(e.v, node, k)
+	case "value":
+		c.Value = p.value(e.v, node, k)
+	case "any":
+		c.Any = p.conditionList(e.v, node, k, depth+1)
+	case "all":
+		c.All = p.conditionList(e.v, node, k, depth+1)
+	case "not":
+		c.Not = p.condition(e.v, node, k, depth+1)
+		if c.Not == nil {
+			p.errorf(node, k, e.v, "must be a condition")
+		}
+	default:
+		p.errorf(node, k, e.k, "%s", unknownKey(e.key, condKeys))
+	}
+}
+
+// conditionList reads the parts of any or all (at key k), each depth
+// deep. An empty part stays in the list as an empty condition, so that
+// the parts keep their positions.
+func (p *reader) conditionList(v *yaml.Node, node, k string, depth int) []*hooks.Condition {
+	if isNull(v) {
+		return nil
+	}
+	v = resolve(v)
+	if v.Kind != yaml.SequenceNode {
+		p.errorf(node, k, v, "must be a list of conditions")
+		return nil
+	}
+	var out []*hooks.Condition
+	for i, s := range v.Content {
+		if sc := p.condition(s, node, fmt.Sprintf("%s[%d]", k, i), depth); sc != nil {
+			out = append(out, sc)
+		} else {
+			out = append(out, &hooks.Condition{})
+		}
+	}
+	return out
 }
 
 func (p *reader) retry(n *yaml.Node, node string) *Retry {
@@ -613,30 +712,7 @@ func (p *reader) hookAction(h *Hook, n *yaml.Node, key string) {
 		}
 		switch prim := p.str(e.v, "", key+".primary"); prim {
 		case hooks.PrimaryLoad, hooks.PrimarySearch:
-			item := &hooks.Action{Primary: prim}
-			for _, f := range pairs {
-				k := key + "." + f.key
-				switch f.key {
-				case "primary":
-				case "item_type", "kind":
-					item.ItemType = p.str(f.v, "", k)
-				case "item_id":
-					item.ItemID = p.str(f.v, "", k)
-				case "params":
-					item.Params = p.object(f.v, "", k)
-				default:
-					p.errorf("", k, f.k, "%s", unknownKey(f.key, []string{"primary", "item_type", "item_id", "params"}))
-				}
-			}
-			if item.ItemType == "" {
-				if t, id, ok := strings.Cut(item.ItemID, ":"); ok && !strings.Contains(t, "/") {
-					item.ItemType, item.ItemID = t, id
-				}
-			}
-			if item.ItemType == "" {
-				p.errorf("", key+".item_type", n, "missing")
-			}
-			h.Item = item
+			h.Item = p.hookItem(prim, pairs, n, key)
 			return
 		case hooks.PrimaryRetry, hooks.PrimaryFail, hooks.PrimaryContinue:
 			p.errorf("", key+".primary", e.v, "`%s` is not available to graph hooks: they observe and never change the route (retries are the node's retry block)", prim)
@@ -646,4 +722,37 @@ func (p *reader) hookAction(h *Hook, n *yaml.Node, key string) {
 	if a := p.action(n, "", key); a != nil {
 		h.Action = *a
 	}
+}
+
+// hookItemKeys are the keys of a hook's load or search.
+var hookItemKeys = []string{"primary", "item_type", "item_id", "params"}
+
+// hookItem reads a hook's load or search (primary prim) from its pairs.
+// The item type may be given as item_type or kind, or as the prefix of
+// item_id ("knowledge:notes/x"); one of them is required.
+func (p *reader) hookItem(prim string, pairs []kv, n *yaml.Node, key string) *hooks.Action {
+	item := &hooks.Action{Primary: prim}
+	for _, f := range pairs {
+		k := key + "." + f.key
+		switch f.key {
+		case "primary":
+		case "item_type", "kind":
+			item.ItemType = p.str(f.v, "", k)
+		case "item_id":
+			item.ItemID = p.str(f.v, "", k)
+		case "params":
+			item.Params = p.object(f.v, "", k)
+		default:
+			p.errorf("", k, f.k, "%s", unknownKey(f.key, hookItemKeys))
+		}
+	}
+	if item.ItemType == "" {
+		if t, id, ok := strings.Cut(item.ItemID, ":"); ok && !strings.Contains(t, "/") {
+			item.ItemType, item.ItemID = t, id
+		}
+	}
+	if item.ItemType == "" {
+		p.errorf("", key+".item_type", n, "missing")
+	}
+	return item
 }
