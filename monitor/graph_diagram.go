@@ -320,31 +320,7 @@ func renderDiagram(g *graph.Graph, rows []graph.NodeRow, steps []graph.StepRecor
 	}
 	edges := diagramEdges(g, steps)
 	nodes, layers := layout(g, edges, rows)
-	widest := 0
-	for _, l := range layers {
-		widest = max(widest, len(l))
-	}
-	loops := 0
-	for _, e := range edges {
-		if e.back {
-			loops++
-		}
-	}
-	inner := widest*dgNodeW + (widest-1)*dgGapX
-	width := 2*dgMargin + inner + 40 + loops*dgLoopGap
-	if loops > 0 || hasSelfLoop(edges) {
-		width += 150 // the labels of the loops, on their right
-	}
-	height := 2*dgMargin + len(layers)*dgNodeH + (len(layers)-1)*dgGapY
-	for li, l := range layers {
-		w := len(l)*dgNodeW + (len(l)-1)*dgGapX
-		x0 := dgMargin + (inner-w)/2
-		for i, n := range l {
-			n.x = x0 + i*(dgNodeW+dgGapX)
-			n.y = dgMargin + li*(dgNodeH+dgGapY)
-		}
-	}
-	right := dgMargin + inner + 20
+	width, height, right := placeNodes(layers, edges)
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="graph" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="graph %s: nodes and edges">`,
 		width, height, width, height, esc(g.Name))
@@ -360,103 +336,157 @@ func renderDiagram(g *graph.Graph, rows []graph.NodeRow, steps []graph.StepRecor
 		if from == nil || to == nil {
 			continue
 		}
-		class := "edge e-" + e.kind
-		marker := e.kind
-		if e.taken > 0 {
-			class += " taken"
-			if e.kind == "next" {
-				marker = "taken"
-			}
-		}
-		if e.back {
-			class += " back"
-		}
-		var d string
-		var lx, ly int
-		anchor := "middle"
-		switch {
-		case e.from == e.to:
-			// A retry or a node that routes to itself: a small loop on
-			// its right.
-			x, y := from.x+dgNodeW, from.y+dgNodeH/2
-			d = fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d", x, y-10, x+34, y-30, x+34, y+30, x, y+10)
-			lx, ly, anchor = x+38, y+4, "start"
-		case e.back:
+		if e.back && e.from != e.to {
 			loop++
-			x := right + loop*dgLoopGap
-			sx, sy := from.x+dgNodeW, from.y+dgNodeH/2+6
-			tx, ty := to.x+dgNodeW, to.y+dgNodeH/2-6
-			d = fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d L%d,%d C%d,%d %d,%d %d,%d", sx, sy, x, sy, x, sy, x, sy-16, x, ty+16, x, ty, x, ty, tx, ty)
-			lx, ly, anchor = x+4, (sy+ty)/2, "start"
-		default:
-			sx, sy := from.x+dgNodeW/2, from.y+dgNodeH
-			tx, ty := to.x+dgNodeW/2, to.y
-			if e.kind == "error" {
-				sx += dgNodeW / 4
-			}
-			mid := (sy + ty) / 2
-			d = fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d", sx, sy, sx, mid, tx, mid, tx, ty)
-			lx, ly = (sx+tx)/2, mid+4
-			if to.layer-from.layer > 1 {
-				ly = sy + 18
-				lx = sx + (tx-sx)/6
-			}
 		}
-		fmt.Fprintf(&b, `<path class="%s" d="%s" marker-end="url(#arrow-%s)"><title>%s → %s%s%s</title></path>`,
-			class, d, marker, esc(e.from), esc(e.to), esc(labelSuffix(e.label)), takenSuffix(e.taken))
-		label := e.label
-		if e.taken > 1 {
-			label = strings.TrimSpace(label + " ×" + fmt.Sprint(e.taken))
-		}
-		if label != "" {
-			fmt.Fprintf(&b, `<text class="elabel e-%s%s" x="%d" y="%d" text-anchor="%s">%s</text>`, e.kind, ifTaken(e.taken), lx, ly, anchor, esc(clip(label, 34)))
-		}
+		writeEdge(&b, e, from, to, right+loop*dgLoopGap)
 	}
 	if n := nodes[g.Start]; n != nil {
 		fmt.Fprintf(&b, `<text class="start" x="%d" y="%d" text-anchor="middle">start</text>`, n.x+dgNodeW/2, n.y-6)
 	}
 	for _, name := range g.Order {
-		n := nodes[name]
-		node := g.Nodes[name]
-		status := n.row.Status
-		if status == "" {
-			status = graph.NodeNotReached
-		}
-		class := "gnode n-" + status
-		if n.row.Visits > 0 {
-			class += " visited"
-		}
-		if name == current {
-			class += " current"
-		}
-		if n.row.Routed {
-			class += " routed"
-		}
-		kind := node.Kind
-		if kind == "" {
-			kind = graph.KindAction
-		}
-		sub := kind
-		if node.Action != nil {
-			sub += " · " + node.Action.ID()
-		}
-		fmt.Fprintf(&b, `<g class="%s" data-node="%s"><title>%s (%s): %s, %d visit%s%s</title>`, class, esc(name), esc(name), esc(kind),
-			esc(status), n.row.Visits, visitsS(n.row.Visits), detailSuffix(n.row))
-		shape := "rect"
-		if kind == graph.KindReturn {
-			shape = "return"
-		}
-		fmt.Fprintf(&b, `<rect class="box %s" x="%d" y="%d" width="%d" height="%d" rx="%d"></rect>`, shape, n.x, n.y, dgNodeW, dgNodeH, map[bool]int{true: 22, false: 7}[shape == "return"])
-		fmt.Fprintf(&b, `<text class="name" x="%d" y="%d" text-anchor="middle">%s</text>`, n.x+dgNodeW/2, n.y+20, esc(clip(name, 22)))
-		fmt.Fprintf(&b, `<text class="kind" x="%d" y="%d" text-anchor="middle">%s</text>`, n.x+dgNodeW/2, n.y+37, esc(clip(sub, 28)))
-		if n.row.Visits > 1 {
-			fmt.Fprintf(&b, `<g class="visits"><circle cx="%d" cy="%d" r="11"></circle><text x="%d" y="%d" text-anchor="middle">×%d</text></g>`,
-				n.x+dgNodeW-4, n.y+4, n.x+dgNodeW-4, n.y+8, n.row.Visits)
-		}
-		b.WriteString(`</g>`)
+		writeNode(&b, g.Nodes[name], nodes[name], name == current)
 	}
 	b.WriteString(`</svg>`)
-	return template.HTML(b.String()) //nolint:gosec // every text in it is escaped above
+	return template.HTML(b.String()) //nolint:gosec // every text in it is escaped by writeEdge and writeNode
+}
+
+// placeNodes gives every node of layers its place, each layer centred
+// under the widest, and is the diagram's size and right, where the loops
+// drawn around the nodes start: each loop (an edge marked back) has a lane
+// of its own on the right, and their labels room beyond them.
+func placeNodes(layers [][]*dgNode, edges []*dgEdge) (width, height, right int) {
+	widest := 0
+	for _, l := range layers {
+		widest = max(widest, len(l))
+	}
+	loops := 0
+	for _, e := range edges {
+		if e.back {
+			loops++
+		}
+	}
+	inner := widest*dgNodeW + (widest-1)*dgGapX
+	width = 2*dgMargin + inner + 40 + loops*dgLoopGap
+	if loops > 0 || hasSelfLoop(edges) {
+		width += 150 // the labels of the loops, on their right
+	}
+	height = 2*dgMargin + len(layers)*dgNodeH + (len(layers)-1)*dgGapY
+	for li, l := range layers {
+		w := len(l)*dgNodeW + (len(l)-1)*dgGapX
+		x0 := dgMargin + (inner-w)/2
+		for i, n := range l {
+			n.x = x0 + i*(dgNodeW+dgGapX)
+			n.y = dgMargin + li*(dgNodeH+dgGapY)
+		}
+	}
+	return width, height, dgMargin + inner + 20
+}
+
+// writeEdge draws e, from from to to, as a path with its title and its
+// label (with how often it was taken, past once); lane is the x of the
+// loop's lane when e closes a loop. A taken edge is drawn solid and dark,
+// and a taken next edge ends in the arrow of its own.
+func writeEdge(b *strings.Builder, e *dgEdge, from, to *dgNode, lane int) {
+	class := "edge e-" + e.kind
+	marker := e.kind
+	if e.taken > 0 {
+		class += " taken"
+		if e.kind == "next" {
+			marker = "taken"
+		}
+	}
+	if e.back {
+		class += " back"
+	}
+	d, lx, ly, anchor := edgePath(e, from, to, lane)
+	fmt.Fprintf(b, `<path class="%s" d="%s" marker-end="url(#arrow-%s)"><title>%s → %s%s%s</title></path>`,
+		class, d, marker, esc(e.from), esc(e.to), esc(labelSuffix(e.label)), takenSuffix(e.taken))
+	label := e.label
+	if e.taken > 1 {
+		label = strings.TrimSpace(label + " ×" + fmt.Sprint(e.taken))
+	}
+	if label != "" {
+		fmt.Fprintf(b, `<text class="elabel e-%s%s" x="%d" y="%d" text-anchor="%s">%s</text>`, e.kind, ifTaken(e.taken), lx, ly, anchor, esc(clip(label, 34)))
+	}
+}
+
+// edgePath is the path of e, from from to to, and where its label goes
+// (lx, ly, anchor): a node's edge to itself is a small loop on its right;
+// an edge closing a loop climbs on the right, around the nodes, in the
+// lane at x lane; any other edge goes down from the bottom of from (an
+// error route from right of its middle) to the top of to, its label at
+// its middle, or near its start when it skips layers.
+func edgePath(e *dgEdge, from, to *dgNode, lane int) (d string, lx, ly int, anchor string) {
+	switch {
+	case e.from == e.to:
+		x, y := from.x+dgNodeW, from.y+dgNodeH/2
+		d = fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d", x, y-10, x+34, y-30, x+34, y+30, x, y+10)
+		return d, x + 38, y + 4, "start"
+	case e.back:
+		x := lane
+		sx, sy := from.x+dgNodeW, from.y+dgNodeH/2+6
+		tx, ty := to.x+dgNodeW, to.y+dgNodeH/2-6
+		d = fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d L%d,%d C%d,%d %d,%d %d,%d", sx, sy, x, sy, x, sy, x, sy-16, x, ty+16, x, ty, x, ty, tx, ty)
+		return d, x + 4, (sy + ty) / 2, "start"
+	}
+	sx, sy := from.x+dgNodeW/2, from.y+dgNodeH
+	tx, ty := to.x+dgNodeW/2, to.y
+	if e.kind == "error" {
+		sx += dgNodeW / 4
+	}
+	mid := (sy + ty) / 2
+	d = fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d", sx, sy, sx, mid, tx, mid, tx, ty)
+	lx, ly = (sx+tx)/2, mid+4
+	if to.layer-from.layer > 1 {
+		ly = sy + 18
+		lx = sx + (tx-sx)/6
+	}
+	return d, lx, ly, "middle"
+}
+
+// writeNode draws the placed node n of the definition's node: a box
+// classed by its status in the node table (visited, in flight when
+// current, routed by an error route), its name, its kind and action, a
+// title that says them with its visits and details, and a badge with its
+// visits past one.
+func writeNode(b *strings.Builder, node *graph.Node, n *dgNode, current bool) {
+	status := n.row.Status
+	if status == "" {
+		status = graph.NodeNotReached
+	}
+	class := "gnode n-" + status
+	if n.row.Visits > 0 {
+		class += " visited"
+	}
+	if current {
+		class += " current"
+	}
+	if n.row.Routed {
+		class += " routed"
+	}
+	kind := node.Kind
+	if kind == "" {
+		kind = graph.KindAction
+	}
+	sub := kind
+	if node.Action != nil {
+		sub += " · " + node.Action.ID()
+	}
+	fmt.Fprintf(b, `<g class="%s" data-node="%s"><title>%s (%s): %s, %d visit%s%s</title>`, class, esc(n.name), esc(n.name), esc(kind),
+		esc(status), n.row.Visits, visitsS(n.row.Visits), detailSuffix(n.row))
+	shape := "rect"
+	if kind == graph.KindReturn {
+		shape = "return"
+	}
+	fmt.Fprintf(b, `<rect class="box %s" x="%d" y="%d" width="%d" height="%d" rx="%d"></rect>`, shape, n.x, n.y, dgNodeW, dgNodeH, map[bool]int{true: 22, false: 7}[shape == "return"])
+	fmt.Fprintf(b, `<text class="name" x="%d" y="%d" text-anchor="middle">%s</text>`, n.x+dgNodeW/2, n.y+20, esc(clip(n.name, 22)))
+	fmt.Fprintf(b, `<text class="kind" x="%d" y="%d" text-anchor="middle">%s</text>`, n.x+dgNodeW/2, n.y+37, esc(clip(sub, 28)))
+	if n.row.Visits > 1 {
+		fmt.Fprintf(b, `<g class="visits"><circle cx="%d" cy="%d" r="11"></circle><text x="%d" y="%d" text-anchor="middle">×%d</text></g>`,
+			n.x+dgNodeW-4, n.y+4, n.x+dgNodeW-4, n.y+8, n.row.Visits)
+	}
+	b.WriteString(`</g>`)
 }
 
 // hasSelfLoop reports whether an edge goes from a node to itself.
