@@ -50,44 +50,56 @@ func Nodes(g *Graph, steps []StepRecord, current, currentStatus, runStatus strin
 	order := g.order()
 	rows := make([]NodeRow, 0, len(order))
 	for i, name := range order {
-		n := g.Nodes[name]
-		visits := byNode[name]
-		row := NodeRow{Index: i + 1, Node: name, Kind: n.Kind, Visits: len(visits), Status: NodeNotReached}
-		if n.Action != nil {
-			row.Action = n.Action.String()
-		}
-		var total time.Duration
-		for _, s := range visits {
-			total += s.Duration()
-			if s.Status == StepStatusRetry {
-				row.Retried = true
-			}
-		}
-		row.DurationMS = total.Milliseconds()
-		if len(visits) > 0 {
-			last := visits[len(visits)-1]
-			row.LastStep = last.Step
-			if last.Action != "" {
-				row.Action = last.Action
-			}
-			row.Status = visitStatus(last, runStatus)
-			row.Routed = last.Status == StepStatusError && (last.RoutedBy == "on_error" || last.RoutedBy == "continue")
-			row.Children = children(n, last)
-			row.Detail = detail(last)
-		}
+		row := nodeRow(i+1, name, g.Nodes[name], byNode[name], runStatus)
 		if name == current && current != "" {
-			switch {
-			case runStatus == NodeCancelled:
-				row.Status = NodeCancelled
-			case currentStatus == NodeWaiting:
-				row.Status = NodeWaiting
-			default:
-				row.Status = NodeRunning
-			}
+			row.Status = inFlightStatus(currentStatus, runStatus)
 		}
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// nodeRow is the row of node n (named name, at index in file order) from
+// its visits, the steps that ran it in order: the time over all of them,
+// and the rest from the last.
+func nodeRow(index int, name string, n *Node, visits []StepRecord, runStatus string) NodeRow {
+	row := NodeRow{Index: index, Node: name, Kind: n.Kind, Visits: len(visits), Status: NodeNotReached}
+	if n.Action != nil {
+		row.Action = n.Action.String()
+	}
+	var total time.Duration
+	for _, s := range visits {
+		total += s.Duration()
+		if s.Status == StepStatusRetry {
+			row.Retried = true
+		}
+	}
+	row.DurationMS = total.Milliseconds()
+	if len(visits) == 0 {
+		return row
+	}
+	last := visits[len(visits)-1]
+	row.LastStep = last.Step
+	if last.Action != "" {
+		row.Action = last.Action
+	}
+	row.Status = visitStatus(last, runStatus)
+	row.Routed = last.Status == StepStatusError && (last.RoutedBy == "on_error" || last.RoutedBy == "continue")
+	row.Children = children(n, last)
+	row.Detail = detail(last)
+	return row
+}
+
+// inFlightStatus is the status of the node in flight: cancelled with its
+// run, else waiting or running as the run says.
+func inFlightStatus(currentStatus, runStatus string) string {
+	switch {
+	case runStatus == NodeCancelled:
+		return NodeCancelled
+	case currentStatus == NodeWaiting:
+		return NodeWaiting
+	}
+	return NodeRunning
 }
 
 // visitStatus maps a step's status to the node's.
@@ -150,6 +162,23 @@ type RunInfo struct {
 // table, the step history and a footer. rows is Nodes' table.
 func Render(g *Graph, info RunInfo, steps []StepRecord, rows []NodeRow) []byte {
 	var b bytes.Buffer
+	renderFront(&b, info)
+	renderTitle(&b, g, info)
+	renderNodeTable(&b, rows)
+	b.WriteString("\n## Steps\n")
+	if len(steps) == 0 {
+		b.WriteString("\nNo step has run yet.\n")
+	}
+	for _, s := range steps {
+		renderStep(&b, g, s)
+	}
+	renderFooter(&b, info)
+	return b.Bytes()
+}
+
+// renderFront writes the frontmatter: the run's fields, one per line, for
+// tools that read the render as a knowledge entry.
+func renderFront(b *bytes.Buffer, info RunInfo) {
 	b.WriteString("---\n")
 	front := []struct {
 		k string
@@ -168,17 +197,26 @@ func Render(g *Graph, info RunInfo, steps []StepRecord, rows []NodeRow) []byte {
 		{"entry_type", "graph_transcript"},
 	}
 	for _, f := range front {
-		fmt.Fprintf(&b, "%s: %s\n", f.k, yamlScalar(f.v))
+		fmt.Fprintf(b, "%s: %s\n", f.k, yamlScalar(f.v))
 	}
 	b.WriteString("---\n\n")
+}
+
+// renderTitle writes the heading (the graph's name from the run, else
+// from the graph) and the graph's description.
+func renderTitle(b *bytes.Buffer, g *Graph, info RunInfo) {
 	title := info.Graph
 	if title == "" && g != nil {
 		title = g.Name
 	}
-	fmt.Fprintf(&b, "# Graph %s: run %s\n\n", title, info.RunID)
+	fmt.Fprintf(b, "# Graph %s: run %s\n\n", title, info.RunID)
 	if g != nil && g.Description != "" {
 		b.WriteString(oneLine(g.Description) + "\n\n")
 	}
+}
+
+// renderNodeTable writes the node table, one row per node.
+func renderNodeTable(b *bytes.Buffer, rows []NodeRow) {
 	b.WriteString("## Nodes\n\n")
 	b.WriteString("| # | node | kind | status | visits | last step | duration | action | children | detail |\n")
 	b.WriteString("|---|------|------|--------|--------|-----------|----------|--------|----------|--------|\n")
@@ -190,63 +228,78 @@ func Render(g *Graph, info RunInfo, steps []StepRecord, rows []NodeRow) []byte {
 		if r.Visits > 0 && r.DurationMS > 0 {
 			dur = fmtElapsed(time.Duration(r.DurationMS) * time.Millisecond)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %d | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(b, "| %d | %s | %s | %s | %d | %s | %s | %s | %s | %s |\n",
 			r.Index, cell(r.Node), cell(r.Kind), r.Icon(), r.Visits, last, dur, cell(r.Action), cell(r.Children), cell(r.Detail))
 	}
-	b.WriteString("\n## Steps\n")
-	if len(steps) == 0 {
-		b.WriteString("\nNo step has run yet.\n")
+}
+
+// renderStep writes one step of the history: its heading, then a line
+// for each thing the step recorded (an empty one is left out).
+func renderStep(b *bytes.Buffer, g *Graph, s StepRecord) {
+	status := s.Status
+	if status == "" {
+		status = "in flight"
 	}
-	for _, s := range steps {
-		status := s.Status
-		if status == "" {
-			status = "in flight"
-		}
-		fmt.Fprintf(&b, "\n### Step %d: %s (%s), %s\n\n", s.Step, s.Node, s.Kind, status)
-		action := s.Action
-		if action == "" && g != nil {
-			if n := g.Nodes[s.Node]; n != nil && n.Action != nil {
-				action = n.Action.String()
-			}
-		}
-		if action != "" {
-			fmt.Fprintf(&b, "- action: %s\n", oneLine(action))
-		}
-		if !s.Started.IsZero() {
-			fmt.Fprintf(&b, "- started: %s\n", s.Started.UTC().Format(time.RFC3339))
-		}
-		if d := s.Duration(); d > 0 {
-			fmt.Fprintf(&b, "- elapsed: %s\n", fmtElapsed(d))
-		}
-		if s.ItemsTotal > 0 {
-			fmt.Fprintf(&b, "- items: %d/%d done, %d failed\n", s.ItemsDone, s.ItemsTotal, s.ItemsFailed)
-		}
-		if len(s.ThreadIDs) > 0 {
-			fmt.Fprintf(&b, "- children: %s\n", strings.Join(s.ThreadIDs, ", "))
-		}
-		if s.Error != "" {
-			fmt.Fprintf(&b, "- error: %s\n", oneLine(s.Error))
-		}
-		if s.Status != "" {
-			edge := s.NextNode
-			if edge == "" {
-				edge = "(end)"
-			}
-			if s.RoutedBy != "" {
-				edge += " (" + s.RoutedBy + ")"
-			}
-			fmt.Fprintf(&b, "- next: %s\n", edge)
-		}
-		if len(s.Assigned) > 0 {
-			fmt.Fprintf(&b, "- assigned: %s\n", strings.Join(s.Assigned, ", "))
-		}
+	fmt.Fprintf(b, "\n### Step %d: %s (%s), %s\n\n", s.Step, s.Node, s.Kind, status)
+	if action := stepAction(g, s); action != "" {
+		fmt.Fprintf(b, "- action: %s\n", oneLine(action))
 	}
+	if !s.Started.IsZero() {
+		fmt.Fprintf(b, "- started: %s\n", s.Started.UTC().Format(time.RFC3339))
+	}
+	if d := s.Duration(); d > 0 {
+		fmt.Fprintf(b, "- elapsed: %s\n", fmtElapsed(d))
+	}
+	if s.ItemsTotal > 0 {
+		fmt.Fprintf(b, "- items: %d/%d done, %d failed\n", s.ItemsDone, s.ItemsTotal, s.ItemsFailed)
+	}
+	if len(s.ThreadIDs) > 0 {
+		fmt.Fprintf(b, "- children: %s\n", strings.Join(s.ThreadIDs, ", "))
+	}
+	if s.Error != "" {
+		fmt.Fprintf(b, "- error: %s\n", oneLine(s.Error))
+	}
+	if s.Status != "" {
+		fmt.Fprintf(b, "- next: %s\n", stepEdge(s))
+	}
+	if len(s.Assigned) > 0 {
+		fmt.Fprintf(b, "- assigned: %s\n", strings.Join(s.Assigned, ", "))
+	}
+}
+
+// stepAction is the action a step ran: as the step recorded it
+// (interpolated), else as the graph's node writes it.
+func stepAction(g *Graph, s StepRecord) string {
+	if s.Action != "" || g == nil {
+		return s.Action
+	}
+	if n := g.Nodes[s.Node]; n != nil && n.Action != nil {
+		return n.Action.String()
+	}
+	return ""
+}
+
+// stepEdge is where a finished step went ("(end)" when the run ended
+// there) and what chose the edge.
+func stepEdge(s StepRecord) string {
+	edge := s.NextNode
+	if edge == "" {
+		edge = "(end)"
+	}
+	if s.RoutedBy != "" {
+		edge += " (" + s.RoutedBy + ")"
+	}
+	return edge
+}
+
+// renderFooter writes the closing line: the run's status (with the errors
+// a completed run suppressed), steps, time and spend.
+func renderFooter(b *bytes.Buffer, info RunInfo) {
 	status := info.Status
 	if status == "completed" && info.SuppressedErrors > 0 {
 		status = fmt.Sprintf("completed (%d errors suppressed)", info.SuppressedErrors)
 	}
-	fmt.Fprintf(&b, "\n---\n\n**%s** · %d steps · %s · $%s\n", status, info.Step, fmtElapsed(info.Duration), strconv.FormatFloat(info.Spend, 'f', 4, 64))
-	return b.Bytes()
+	fmt.Fprintf(b, "\n---\n\n**%s** · %d steps · %s · $%s\n", status, info.Step, fmtElapsed(info.Duration), strconv.FormatFloat(info.Spend, 'f', 4, 64))
 }
 
 // yamlScalar writes a frontmatter value: numbers as they are, text as a
