@@ -30,33 +30,10 @@ type graphEdits struct {
 // user's edits. A checkpoint that does not verify is
 // resume_state_invalid.
 func (r *graphRun) carry(ctx context.Context, ev *transcript.GraphStarted) error {
-	from := r.rec.PreviousThreadID
-	forkStep := -1
-	if r.rec.ForkedFrom != "" {
-		from, forkStep = r.rec.ForkedFrom, r.rec.ForkTurn
-		ev.ForkedFrom, ev.ForkStep = from, forkStep
-	} else {
-		ev.ResumedFrom = from
-	}
-	src, err := r.reg.Get(ctx, from)
-	if err != nil {
-		return fmt.Errorf("graph run %s continues %s: %w", r.id(), from, err)
-	}
-	tr, err := r.o.ReadVerified(ctx, src)
-	if err != nil {
-		return fmt.Errorf("%w: the transcript of %s: %w", errStateInvalid, from, err)
-	}
-	cp, err := carriedCheckpoint(tr, forkStep)
+	from, forkStep := r.carriedFrom(ev)
+	tr, cp, err := r.carriedStart(ctx, from, forkStep)
 	if err != nil {
 		return err
-	}
-	if forkStep < 0 && cp.Pending == nil && cp.Final != nil {
-		// The run ended in the middle of a step that had children (failed
-		// or cancelled there): its last checkpoint with that step pending
-		// holds the items it settled, which the resume keeps.
-		if p := lastPending(tr); p != nil && (p.Pending.Step == cp.Step || p.Pending.Step == cp.Step+1) {
-			cp = p
-		}
 	}
 	snap, err := loadSnapshot(ctx, r.store, from, cp.StateSHA, tr)
 	if err != nil {
@@ -65,52 +42,9 @@ func (r *graphRun) carry(ctx context.Context, ev *transcript.GraphStarted) error
 	r.state = snap.State
 	r.cp.Step, r.cp.NextNode, r.cp.SuppressedErrors = cp.Step, cp.NextNode, cp.SuppressedErrors
 	if p := cp.Pending; p != nil && forkStep < 0 {
-		// The step that failed or was cancelled runs again; the items it
-		// settled ok are kept (their children were the old run's): their
-		// results are copied, and recorded in this run's transcript as
-		// its own (a restore rebuilds the step from its events).
-		pendingFrom(p, tr.Events)
-		keep := &pendingStep{Step: p.Step, Node: p.Node, Kind: p.Kind, Attempt: p.Attempt, StartedAt: p.StartedAt, Items: p.Items,
-			Children: map[string]string{}, Slots: map[string]slot{}, Threads: p.Threads, Approval: p.Approval, CallID: p.CallID}
-		r.results = map[string]any{}
-		if p.Kind == pendingWait {
-			keep.Children = maps.Clone(p.Children)
+		if err := r.carryPending(ctx, from, p, tr); err != nil {
+			return err
 		}
-		if p.Kind == pendingForeach || p.Kind == pendingWait {
-			kept := map[string]string{}
-			for k, sl := range p.Slots {
-				if sl.Status != "ok" {
-					continue
-				}
-				res := any(nil)
-				if sl.SHA != "" {
-					chunk, err := r.resultChunk(ctx, from, sl.Chunk)
-					if err != nil {
-						return err
-					}
-					res = chunk[k]
-				}
-				keep.Slots[k], keep.Children[k] = sl, sl.ThreadID
-				if res != nil {
-					r.results[k] = res
-				}
-				kept[k] = sl.ThreadID
-				r.unflushed = append(r.unflushed, k)
-			}
-			if len(kept) > 0 {
-				r.emit(transcript.TypeStepStarted, transcript.StepStarted{Step: keep.Step, Node: keep.Node, Kind: graphKindOf(keep.Kind),
-					Attempt: keep.Attempt, StartedAt: keep.StartedAt.Format(time.RFC3339Nano), Children: kept})
-			}
-			sort.Slice(r.unflushed, func(i, j int) bool { return atoiOr(r.unflushed[i]) < atoiOr(r.unflushed[j]) })
-			if err := r.flushSettled(ctx, keep); err != nil {
-				return err
-			}
-		}
-		if p.Kind == pendingChild || p.Kind == pendingApproval {
-			keep = nil // started again from the node
-			r.cp.NextNode = p.Node
-		}
-		r.cp.Pending = keep
 	}
 	if r.cp.Pending == nil && r.cp.NextNode == "" && cp.Final != nil && cp.Final.Error != nil {
 		// A run that failed at a step: that step runs again.
@@ -118,6 +52,111 @@ func (r *graphRun) carry(ctx context.Context, ev *transcript.GraphStarted) error
 			r.cp.NextNode = e
 		}
 	}
+	return r.applyEdits(ev)
+}
+
+// carriedFrom is the run this one continues, and the step a fork was
+// forked at (-1 for a resume), which ev records.
+func (r *graphRun) carriedFrom(ev *transcript.GraphStarted) (from string, forkStep int) {
+	if r.rec.ForkedFrom != "" {
+		ev.ForkedFrom, ev.ForkStep = r.rec.ForkedFrom, r.rec.ForkTurn
+		return r.rec.ForkedFrom, r.rec.ForkTurn
+	}
+	ev.ResumedFrom = r.rec.PreviousThreadID
+	return r.rec.PreviousThreadID, -1
+}
+
+// carriedStart reads the verified transcript of run from and the
+// checkpoint the continuation starts from (carriedCheckpoint). A resume
+// of a run that ended in the middle of a step that had children (failed
+// or cancelled there) starts from its last checkpoint with that step
+// pending instead, which holds the items it settled, so that the resume
+// keeps them.
+func (r *graphRun) carriedStart(ctx context.Context, from string, forkStep int) (*transcript.Transcript, *graphCheckpoint, error) {
+	src, err := r.reg.Get(ctx, from)
+	if err != nil {
+		return nil, nil, fmt.Errorf("graph run %s continues %s: %w", r.id(), from, err)
+	}
+	tr, err := r.o.ReadVerified(ctx, src)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: the transcript of %s: %w", errStateInvalid, from, err)
+	}
+	cp, err := carriedCheckpoint(tr, forkStep)
+	if err != nil {
+		return nil, nil, err
+	}
+	if forkStep < 0 && cp.Pending == nil && cp.Final != nil {
+		if p := lastPending(tr); p != nil && (p.Pending.Step == cp.Step || p.Pending.Step == cp.Step+1) {
+			cp = p
+		}
+	}
+	return tr, cp, nil
+}
+
+// carryPending carries over the step p that a resumed run left pending
+// (failed or cancelled there), which runs again. A child or approval
+// step starts again from its node; a foreach or wait keeps the items it
+// settled ok (keepSettled).
+func (r *graphRun) carryPending(ctx context.Context, from string, p *pendingStep, tr *transcript.Transcript) error {
+	pendingFrom(p, tr.Events)
+	r.results = map[string]any{}
+	if p.Kind == pendingChild || p.Kind == pendingApproval {
+		r.cp.Pending, r.cp.NextNode = nil, p.Node
+		return nil
+	}
+	keep := &pendingStep{Step: p.Step, Node: p.Node, Kind: p.Kind, Attempt: p.Attempt, StartedAt: p.StartedAt, Items: p.Items,
+		Children: map[string]string{}, Slots: map[string]slot{}, Threads: p.Threads, Approval: p.Approval, CallID: p.CallID}
+	if p.Kind == pendingWait {
+		keep.Children = maps.Clone(p.Children)
+	}
+	if p.Kind == pendingForeach || p.Kind == pendingWait {
+		if err := r.keepSettled(ctx, from, p, keep); err != nil {
+			return err
+		}
+	}
+	r.cp.Pending = keep
+	return nil
+}
+
+// keepSettled keeps in keep the items of p that settled ok: their
+// children were the old run's, their results are copied from its result
+// chunks, and they are recorded in this run's transcript as its own
+// (step_started naming them, then foreach_item_completed each), since a
+// restore rebuilds the step from its events.
+func (r *graphRun) keepSettled(ctx context.Context, from string, p, keep *pendingStep) error {
+	kept := map[string]string{}
+	for k, sl := range p.Slots {
+		if sl.Status != "ok" {
+			continue
+		}
+		res := any(nil)
+		if sl.SHA != "" {
+			chunk, err := r.resultChunk(ctx, from, sl.Chunk)
+			if err != nil {
+				return err
+			}
+			res = chunk[k]
+		}
+		keep.Slots[k], keep.Children[k] = sl, sl.ThreadID
+		if res != nil {
+			r.results[k] = res
+		}
+		kept[k] = sl.ThreadID
+		r.unflushed = append(r.unflushed, k)
+	}
+	if len(kept) > 0 {
+		r.emit(transcript.TypeStepStarted, transcript.StepStarted{Step: keep.Step, Node: keep.Node, Kind: graphKindOf(keep.Kind),
+			Attempt: keep.Attempt, StartedAt: keep.StartedAt.Format(time.RFC3339Nano), Children: kept})
+	}
+	sort.Slice(r.unflushed, func(i, j int) bool { return atoiOr(r.unflushed[i]) < atoiOr(r.unflushed[j]) })
+	return r.flushSettled(ctx, keep)
+}
+
+// applyEdits applies the user's edits of a resume or fork
+// (GraphResumeField), which ev records: --from moves the cursor to a node
+// of the graph, dropping any pending step; --set sets state keys, in
+// order.
+func (r *graphRun) applyEdits(ev *transcript.GraphStarted) error {
 	edits := graphEdits{}
 	if raw := r.rec.Extra[GraphResumeField]; raw != "" {
 		if err := json.Unmarshal([]byte(raw), &edits); err != nil {
