@@ -136,130 +136,172 @@ func (v *eventView) setText(s string) {
 	v.Text, v.Truncated = s[:cut], len(s)-cut
 }
 
-// viewEvent turns an event into what the page shows.
+// viewEvent turns an event into what the page shows: each type of event
+// the page knows has its viewer in eventViewers; any other shows its
+// payload on one line.
 func viewEvent(ev transcript.Event) eventView {
 	v := eventView{Seq: ev.Seq, Type: ev.Type, Time: ev.Timestamp, Class: "other", Title: ev.Type}
-	switch ev.Type {
-	case transcript.TypeCognitionIn:
+	if view, ok := eventViewers[ev.Type]; ok {
+		view(&v, ev)
+	} else {
+		v.setText(compactJSON(ev.Payload, 2000))
+	}
+	return v
+}
+
+// eventViewers fill an event's view from its payload, by the event's
+// type: its class, title, meta line, text and link.
+var eventViewers = map[string]func(*eventView, transcript.Event){
+	transcript.TypeCognitionIn: func(v *eventView, ev transcript.Event) {
 		p := transcript.Payload[transcript.CognitionIn](ev)
 		v.Class, v.Title = "user", "user"
 		v.setText(p.Content)
-	case transcript.TypeCognitionOut:
-		p := transcript.Payload[transcript.CognitionOut](ev)
-		v.Class, v.Title = "assistant", fmt.Sprintf("assistant · turn %d", p.Turn)
-		v.Meta = fmt.Sprintf("%d in / %d out tokens · $%.6f", p.Usage.InputTokens, p.Usage.OutputTokens, p.Spend)
-		if p.Model != "" {
-			v.Meta = p.Model + " · " + v.Meta
-		}
-		v.setText(p.Content)
-		for _, c := range p.ToolCalls {
-			v.Calls = append(v.Calls, callView{Name: c.Name, Input: compactJSON(c.Input, 600)})
-		}
-		if p.Turn > 0 {
-			v.Fork = forkURL(ev.ThreadID, p.Turn)
-		}
-	case transcript.TypeToolCallResult:
-		p := transcript.Payload[transcript.ToolCallResult](ev)
-		v.Class, v.Title = "tool", "tool "+p.Tool
-		if p.IsError {
-			v.Class, v.Title = "tool-error", "tool "+p.Tool+" · error"
-		}
-		if p.Artifact != "" {
-			v.Meta = "full output: " + p.Artifact
-		}
-		v.setText(p.Output)
-	case transcript.TypeChildSpawned:
-		var p struct {
-			ChildID      string `json:"child_id"`
-			ChildThread  string `json:"child_thread_id"`
-			Directive    string `json:"directive"`
-			Asynchronous bool   `json:"async"`
-		}
-		_ = ev.Decode(&p)
-		v.Class, v.Title = "child", "spawned "+p.Directive
-		v.Link = p.ChildID
-		if v.Link == "" {
-			v.Link = p.ChildThread
-		}
-		v.LinkLabel = v.Link
-		if p.Asynchronous {
-			v.Meta = "async"
-		}
-	case transcript.TypeChildRefused:
+	},
+	transcript.TypeCognitionOut:   viewModelTurn,
+	transcript.TypeToolCallResult: viewToolResult,
+	transcript.TypeChildSpawned:   viewChildSpawned,
+	transcript.TypeChildRefused: func(v *eventView, ev transcript.Event) {
 		p := transcript.Payload[transcript.ChildRefused](ev)
 		v.Class, v.Title = "tool-error", "spawn refused: "+p.Directive
 		v.Meta = p.Code
 		v.setText(p.Message)
-	case transcript.TypeThreadStarted:
+	},
+	transcript.TypeThreadStarted: func(v *eventView, ev transcript.Event) {
 		p := transcript.Payload[transcript.ThreadStarted](ev)
 		v.Class, v.Title = "life", "started "+p.Directive
 		v.Meta = p.Model
 		if len(p.Inputs) > 0 && string(p.Inputs) != "null" {
 			v.setText("inputs " + compactJSON(p.Inputs, 2000))
 		}
-	case transcript.TypeThreadWaiting:
+	},
+	transcript.TypeThreadWaiting: func(v *eventView, ev transcript.Event) {
 		p := transcript.Payload[transcript.ThreadWaiting](ev)
 		v.Class, v.Title = "life", fmt.Sprintf("waiting on %d thread(s)", len(p.ChildIDs))
 		v.setText(strings.Join(p.ChildIDs, "\n"))
-	case transcript.TypeThreadCompleted:
+	},
+	transcript.TypeThreadCompleted: func(v *eventView, ev transcript.Event) {
 		p := transcript.Payload[transcript.ThreadCompleted](ev)
 		v.Class, v.Title = "life done", "completed"
 		v.Meta = costLine(p.Cost)
 		v.setText(p.Result)
-	case transcript.TypeThreadCancelled:
+	},
+	transcript.TypeThreadCancelled: func(v *eventView, ev transcript.Event) {
 		p := transcript.Payload[transcript.ThreadCancelled](ev)
 		v.Class, v.Title = "error", "cancelled"
 		v.setText(strings.TrimSpace(p.Reason + " " + byLine(p.By)))
-	case transcript.TypeThreadHandoff:
+	},
+	transcript.TypeThreadHandoff: func(v *eventView, ev transcript.Event) {
 		p := transcript.Payload[transcript.ThreadHandoff](ev)
 		v.Class, v.Title = "life", "handed off"
 		v.Link, v.LinkLabel = p.NewThreadID, "continued by "+p.NewThreadID
-	case transcript.TypeThreadContinued:
+	},
+	transcript.TypeThreadContinued: func(v *eventView, ev transcript.Event) {
 		p := transcript.Payload[transcript.ThreadContinued](ev)
 		v.Class, v.Title = "life", fmt.Sprintf("continues (%d turns reconstructed)", p.ReconstructedTurns)
 		v.Link, v.LinkLabel = p.PreviousThreadID, "previous "+p.PreviousThreadID
-	case transcript.TypeThreadForked:
+	},
+	transcript.TypeThreadForked: func(v *eventView, ev transcript.Event) {
 		p := transcript.Payload[transcript.ThreadForked](ev)
 		v.Class, v.Title = "life", fmt.Sprintf("forked at turn %d (%d turns carried)", p.ForkTurn, p.ReconstructedTurns)
 		v.Meta = fmt.Sprintf("segment %d · chain hash %.16s…", p.SourceSegment, p.SourceChainHash)
 		v.Link, v.LinkLabel = p.ForkedFrom, "forked from "+p.ForkedFrom
 		v.setText(p.Message)
-	case transcript.TypeThreadResumed:
+	},
+	transcript.TypeThreadResumed: func(v *eventView, ev transcript.Event) {
 		p := transcript.Payload[transcript.ThreadResumed](ev)
 		v.Class, v.Title = "life", "resumed"
 		v.Link, v.LinkLabel = p.NewThreadID, "as "+p.NewThreadID
 		v.setText(p.MessagePreview)
-	case transcript.TypeThreadError:
+	},
+	transcript.TypeThreadError: func(v *eventView, ev transcript.Event) {
 		p := transcript.Payload[transcript.Error](ev)
 		v.Class, v.Title = "error", "error"
 		v.Meta = strings.Trim(p.Class+" · "+p.Code, " ·")
 		v.setText(p.Message)
-	case transcript.TypeLimitExceeded:
+	},
+	transcript.TypeLimitExceeded: func(v *eventView, ev transcript.Event) {
 		p := transcript.Payload[transcript.LimitExceeded](ev)
 		v.Class, v.Title = "limit", "limit exceeded: "+p.Code
 		v.Meta = fmt.Sprintf("%g of %g", p.Current, p.Max)
-	case transcript.TypeHookFired:
-		p := transcript.Payload[transcript.HookFired](ev)
-		v.Class, v.Title = "hook", "hook "+p.HookID
-		v.Meta = strings.Trim(p.Event+" · "+strings.TrimSpace(p.Action+" "+p.ItemType+" "+p.ItemID), " ·")
-		if len(p.Result) > 0 {
-			v.setText(compactJSON(p.Result, 2000))
-		}
-		if p.Error != "" {
-			v.Class, v.Title = "error", "hook "+p.HookID+" · error"
-			v.setText(p.Error)
-		}
-	case transcript.TypeDirectiveReturn:
+	},
+	transcript.TypeHookFired: viewHookFired,
+	transcript.TypeDirectiveReturn: func(v *eventView, ev transcript.Event) {
 		var p struct {
 			Outputs json.RawMessage `json:"outputs"`
 		}
 		_ = ev.Decode(&p)
 		v.Class, v.Title = "life done", "directive return"
 		v.setText(prettyJSON(p.Outputs))
-	default:
-		v.setText(compactJSON(ev.Payload, 2000))
+	},
+}
+
+// viewModelTurn shows a model call's answer: the model, tokens and spend,
+// its text and tool calls, and, for a turn of the thread's own (not a
+// continuation's reconstructed history), the page that forks from it.
+func viewModelTurn(v *eventView, ev transcript.Event) {
+	p := transcript.Payload[transcript.CognitionOut](ev)
+	v.Class, v.Title = "assistant", fmt.Sprintf("assistant · turn %d", p.Turn)
+	v.Meta = fmt.Sprintf("%d in / %d out tokens · $%.6f", p.Usage.InputTokens, p.Usage.OutputTokens, p.Spend)
+	if p.Model != "" {
+		v.Meta = p.Model + " · " + v.Meta
 	}
-	return v
+	v.setText(p.Content)
+	for _, c := range p.ToolCalls {
+		v.Calls = append(v.Calls, callView{Name: c.Name, Input: compactJSON(c.Input, 600)})
+	}
+	if p.Turn > 0 {
+		v.Fork = forkURL(ev.ThreadID, p.Turn)
+	}
+}
+
+// viewToolResult shows a tool's output, classed as an error when the tool
+// failed, with where the full output went when it was cut.
+func viewToolResult(v *eventView, ev transcript.Event) {
+	p := transcript.Payload[transcript.ToolCallResult](ev)
+	v.Class, v.Title = "tool", "tool "+p.Tool
+	if p.IsError {
+		v.Class, v.Title = "tool-error", "tool "+p.Tool+" · error"
+	}
+	if p.Artifact != "" {
+		v.Meta = "full output: " + p.Artifact
+	}
+	v.setText(p.Output)
+}
+
+// viewChildSpawned links to the child a spawn started, by the id the event
+// carries under either of its names.
+func viewChildSpawned(v *eventView, ev transcript.Event) {
+	var p struct {
+		ChildID      string `json:"child_id"`
+		ChildThread  string `json:"child_thread_id"`
+		Directive    string `json:"directive"`
+		Asynchronous bool   `json:"async"`
+	}
+	_ = ev.Decode(&p)
+	v.Class, v.Title = "child", "spawned "+p.Directive
+	v.Link = p.ChildID
+	if v.Link == "" {
+		v.Link = p.ChildThread
+	}
+	v.LinkLabel = v.Link
+	if p.Asynchronous {
+		v.Meta = "async"
+	}
+}
+
+// viewHookFired shows what a hook fired on and its result, or its error,
+// which the page then shows instead.
+func viewHookFired(v *eventView, ev transcript.Event) {
+	p := transcript.Payload[transcript.HookFired](ev)
+	v.Class, v.Title = "hook", "hook "+p.HookID
+	v.Meta = strings.Trim(p.Event+" · "+strings.TrimSpace(p.Action+" "+p.ItemType+" "+p.ItemID), " ·")
+	if len(p.Result) > 0 {
+		v.setText(compactJSON(p.Result, 2000))
+	}
+	if p.Error != "" {
+		v.Class, v.Title = "error", "hook "+p.HookID+" · error"
+		v.setText(p.Error)
+	}
 }
 
 func byLine(by string) string {
