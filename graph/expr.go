@@ -228,31 +228,48 @@ func parseTerm(s string) (term, error) {
 	}
 	switch c := s[0]; {
 	case c == '"':
-		v, err := strconv.Unquote(s)
-		if err != nil {
-			return term{}, fmt.Errorf("bad string literal %s", s)
-		}
-		return term{lit: v, isLit: true}, nil
+		return doubleQuoted(s)
 	case c == '\'':
-		if len(s) < 2 || s[len(s)-1] != '\'' || strings.Contains(s[1:len(s)-1], "'") {
-			return term{}, fmt.Errorf("bad string literal %s", s)
-		}
-		return term{lit: s[1 : len(s)-1], isLit: true}, nil
+		return singleQuoted(s)
 	case c == '-' || c == '+' || c == '.' || (c >= '0' && c <= '9'):
-		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-			return term{lit: int(n), isLit: true}, nil
-		}
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil || f != f || f > 1e308 || f < -1e308 {
-			return term{}, fmt.Errorf("bad number %s", s)
-		}
-		return term{lit: f, isLit: true}, nil
+		return numberLiteral(s)
 	}
 	p, err := parsePath(s)
 	if err != nil {
 		return term{}, err
 	}
 	return term{path: p}, nil
+}
+
+// doubleQuoted parses a "..." literal, with Go's escapes.
+func doubleQuoted(s string) (term, error) {
+	v, err := strconv.Unquote(s)
+	if err != nil {
+		return term{}, fmt.Errorf("bad string literal %s", s)
+	}
+	return term{lit: v, isLit: true}, nil
+}
+
+// singleQuoted parses a '...' literal, which has no escapes and so
+// cannot hold a single quote.
+func singleQuoted(s string) (term, error) {
+	if len(s) < 2 || s[len(s)-1] != '\'' || strings.Contains(s[1:len(s)-1], "'") {
+		return term{}, fmt.Errorf("bad string literal %s", s)
+	}
+	return term{lit: s[1 : len(s)-1], isLit: true}, nil
+}
+
+// numberLiteral parses a number literal: an int when it is written as a
+// whole number that fits 64 bits, else a finite float64.
+func numberLiteral(s string) (term, error) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return term{lit: int(n), isLit: true}, nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f != f || f > 1e308 || f < -1e308 {
+		return term{}, fmt.Errorf("bad number %s", s)
+	}
+	return term{lit: f, isLit: true}, nil
 }
 
 // parsePath splits a dotted path, accepting "files[0]" as "files.0".

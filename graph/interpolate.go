@@ -229,53 +229,76 @@ func compactJSON(v any) ([]byte, error) {
 
 // applyFilter applies one filter to a non-nil value.
 func applyFilter(f string, v any) (any, error) {
-	switch f {
-	case "json":
-		b, err := compactJSON(v)
-		if err != nil {
-			return nil, fmt.Errorf("json: %w", err)
-		}
-		return string(b), nil
-	case "from_json":
-		s, ok := v.(string)
-		if !ok {
-			return v, nil
-		}
-		out, err := decodeJSON([]byte(s))
-		if err != nil {
-			return nil, fmt.Errorf("from_json: %w", err)
-		}
-		return out, nil
-	case "length":
-		if s, ok := v.(string); ok {
-			return utf8.RuneCountInString(s), nil
-		}
-		rv := reflect.ValueOf(v)
-		switch rv.Kind() {
-		case reflect.Slice, reflect.Array, reflect.Map:
-			return rv.Len(), nil
-		}
-		return nil, fmt.Errorf("length: %T has no length", v)
-	case "keys":
-		keys := []any{}
-		rv := reflect.ValueOf(v)
-		if rv.Kind() == reflect.Map && rv.Type().Key().Kind() == reflect.String {
-			ks := make([]string, 0, rv.Len())
-			for _, k := range rv.MapKeys() {
-				ks = append(ks, k.String())
-			}
-			sort.Strings(ks)
-			for _, k := range ks {
-				keys = append(keys, k)
-			}
-		}
-		return keys, nil
-	case "upper":
-		return strings.ToUpper(text(v)), nil
-	case "lower":
-		return strings.ToLower(text(v)), nil
+	if apply := filterFuncs[f]; apply != nil {
+		return apply(v)
 	}
 	return nil, fmt.Errorf("unknown filter %q", f)
+}
+
+// filterFuncs implement the filters of Filters, each on a non-nil value.
+var filterFuncs = map[string]func(v any) (any, error){
+	"json":      jsonFilter,
+	"from_json": fromJSONFilter,
+	"length":    lengthFilter,
+	"keys":      keysFilter,
+	"upper":     func(v any) (any, error) { return strings.ToUpper(text(v)), nil },
+	"lower":     func(v any) (any, error) { return strings.ToLower(text(v)), nil },
+}
+
+// jsonFilter writes v as compact JSON text.
+func jsonFilter(v any) (any, error) {
+	b, err := compactJSON(v)
+	if err != nil {
+		return nil, fmt.Errorf("json: %w", err)
+	}
+	return string(b), nil
+}
+
+// fromJSONFilter decodes JSON text; a value that is not text is already
+// decoded and passes unchanged.
+func fromJSONFilter(v any) (any, error) {
+	s, ok := v.(string)
+	if !ok {
+		return v, nil
+	}
+	out, err := decodeJSON([]byte(s))
+	if err != nil {
+		return nil, fmt.Errorf("from_json: %w", err)
+	}
+	return out, nil
+}
+
+// lengthFilter counts a text's characters (runes), a list's elements or
+// an object's keys; anything else has no length.
+func lengthFilter(v any) (any, error) {
+	if s, ok := v.(string); ok {
+		return utf8.RuneCountInString(s), nil
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Slice, reflect.Array, reflect.Map:
+		return rv.Len(), nil
+	}
+	return nil, fmt.Errorf("length: %T has no length", v)
+}
+
+// keysFilter returns an object's keys sorted, and an empty list for
+// anything that is not an object.
+func keysFilter(v any) (any, error) {
+	keys := []any{}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Map || rv.Type().Key().Kind() != reflect.String {
+		return keys, nil
+	}
+	ks := make([]string, 0, rv.Len())
+	for _, k := range rv.MapKeys() {
+		ks = append(ks, k.String())
+	}
+	sort.Strings(ks)
+	for _, k := range ks {
+		keys = append(keys, k)
+	}
+	return keys, nil
 }
 
 // decodeJSON decodes one JSON value; integers that fit an int stay

@@ -83,6 +83,8 @@ func (p *reader) mapping(n *yaml.Node, node, key string) (pairs []kv, ok bool) {
 	return p.mappingDepth(n, node, key, 0)
 }
 
+// mappingDepth is mapping for a mapping merged depth levels deep, which
+// bounds chains of merge keys.
 func (p *reader) mappingDepth(n *yaml.Node, node, key string, depth int) ([]kv, bool) {
 	if isNull(n) {
 		return nil, false
@@ -103,28 +105,17 @@ func (p *reader) mappingDepth(n *yaml.Node, node, key string, depth int) ([]kv, 
 			return out, true
 		}
 		k, v := resolve(n.Content[i]), n.Content[i+1]
-		if k == nil || k.Kind != yaml.ScalarNode {
+		switch {
+		case k == nil || k.Kind != yaml.ScalarNode:
 			p.errorf(node, key, n.Content[i], "a key must be text, not %s", yamlKind(k))
-			continue
-		}
-		if k.Value == "<<" && k.ShortTag() == "!!merge" {
-			vv := resolve(v)
-			srcs := []*yaml.Node{vv}
-			if vv != nil && vv.Kind == yaml.SequenceNode {
-				srcs = vv.Content
-			}
-			for _, s := range srcs {
-				sub, _ := p.mappingDepth(s, node, key, depth+1)
-				merged = append(merged, sub...)
-			}
-			continue
-		}
-		if seen[k.Value] {
+		case k.Value == "<<" && k.ShortTag() == "!!merge":
+			merged = append(merged, p.merge(v, node, key, depth)...)
+		case seen[k.Value]:
 			p.errorf(node, join(key, k.Value), k, "duplicate key")
-			continue
+		default:
+			seen[k.Value] = true
+			out = append(out, kv{key: k.Value, k: k, v: v})
 		}
-		seen[k.Value] = true
-		out = append(out, kv{key: k.Value, k: k, v: v})
 	}
 	for _, m := range merged {
 		if !seen[m.key] {
@@ -133,6 +124,22 @@ func (p *reader) mappingDepth(n *yaml.Node, node, key string, depth int) ([]kv, 
 		}
 	}
 	return out, true
+}
+
+// merge reads the value v of a merge key (<<): one mapping or a list of
+// them, whose pairs come in order, one level deeper.
+func (p *reader) merge(v *yaml.Node, node, key string, depth int) []kv {
+	vv := resolve(v)
+	srcs := []*yaml.Node{vv}
+	if vv != nil && vv.Kind == yaml.SequenceNode {
+		srcs = vv.Content
+	}
+	var out []kv
+	for _, s := range srcs {
+		sub, _ := p.mappingDepth(s, node, key, depth+1)
+		out = append(out, sub...)
+	}
+	return out
 }
 
 func yamlKind(n *yaml.Node) string {
@@ -222,28 +229,47 @@ func (p *reader) scalar(n *yaml.Node, node, key string) any {
 			return b
 		}
 	case "!!int":
-		var i int64
-		if n.Decode(&i) == nil && int64(int(i)) == i {
-			return int(i)
-		}
-		var f float64
-		if n.Decode(&f) == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
-			return f
+		if v, ok := intScalar(n); ok {
+			return v
 		}
 	case "!!float":
-		var f float64
-		if n.Decode(&f) == nil {
-			if math.IsInf(f, 0) || math.IsNaN(f) {
-				p.errorf(node, key, n, "%s is not a finite number (graph values must be JSON)", n.Value)
-				return nil
-			}
-			if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
-				return int(f)
-			}
-			return f
+		if v, ok := p.floatScalar(n, node, key); ok {
+			return v
 		}
 	}
 	return n.Value
+}
+
+// intScalar decodes an integer: an int when it fits, else a finite
+// float64. It reports false when n does not decode as either.
+func intScalar(n *yaml.Node) (any, bool) {
+	var i int64
+	if n.Decode(&i) == nil && int64(int(i)) == i {
+		return int(i), true
+	}
+	var f float64
+	if n.Decode(&f) == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+		return f, true
+	}
+	return nil, false
+}
+
+// floatScalar decodes a float: an int when it is whole and exact, since
+// JSON does not tell 2.0 from 2. Infinities and NaN are errors (null);
+// it reports false when n does not decode.
+func (p *reader) floatScalar(n *yaml.Node, node, key string) (any, bool) {
+	var f float64
+	if n.Decode(&f) != nil {
+		return nil, false
+	}
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		p.errorf(node, key, n, "%s is not a finite number (graph values must be JSON)", n.Value)
+		return nil, true
+	}
+	if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+		return int(f), true
+	}
+	return f, true
 }
 
 // str decodes a scalar as text; null is "".
