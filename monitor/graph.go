@@ -165,6 +165,33 @@ func (m *Monitor) serveGraph(w http.ResponseWriter, r *http.Request, p threadPag
 // foreachViews are the progress of each foreach and wait node at its
 // last visit, the children's statuses read from the registry.
 func (m *Monitor) foreachViews(ctx context.Context, rec *registry.Record, g *graph.Graph, steps []graph.StepRecord, current string) []foreachView {
+	order, last := lastFanouts(g, steps)
+	var out []foreachView
+	for _, name := range order {
+		s := last[name]
+		f := foreachView{Node: name, Step: s.Step, Current: s.Status == "" && name == current && !rec.Status.Terminal(), Total: s.ItemsTotal}
+		if f.Current && rec.ItemsTotal > 0 {
+			f.Total = rec.ItemsTotal
+		}
+		for i, id := range s.ThreadIDs {
+			if i >= maxForeachChildren {
+				f.More = len(s.ThreadIDs) - i
+				break
+			}
+			c := childView{Index: i, ThreadID: id, Status: m.childStatus(ctx, id)}
+			f.count(c.Status)
+			f.Children = append(f.Children, c)
+		}
+		f.settle(s)
+		out = append(out, f)
+	}
+	return out
+}
+
+// lastFanouts are the foreach and wait nodes among steps, in the order of
+// their first visit, and the step of each one's last visit. A node's kind
+// is the definition's, or, without one, the one its step recorded.
+func lastFanouts(g *graph.Graph, steps []graph.StepRecord) ([]string, map[string]graph.StepRecord) {
 	last := map[string]graph.StepRecord{}
 	var order []string
 	for _, s := range steps {
@@ -180,57 +207,57 @@ func (m *Monitor) foreachViews(ctx context.Context, rec *registry.Record, g *gra
 		}
 		last[s.Node] = s
 	}
-	var out []foreachView
-	for _, name := range order {
-		s := last[name]
-		f := foreachView{Node: name, Step: s.Step, Current: s.Status == "" && name == current && !rec.Status.Terminal(), Total: s.ItemsTotal}
-		if f.Current && rec.ItemsTotal > 0 {
-			f.Total = rec.ItemsTotal
-		}
-		for i, id := range s.ThreadIDs {
-			if i >= maxForeachChildren {
-				f.More = len(s.ThreadIDs) - i
-				break
-			}
-			// A planned child not registered yet has not started.
-			c := childView{Index: i, ThreadID: id, Status: "planned"}
-			if cr, err := m.cfg.Orch.Record(ctx, id); err == nil {
-				c.Status = cr.Status
-				if cr.Status == thread.StatusContinued {
-					if lr, err := m.cfg.Orch.Latest(ctx, id); err == nil {
-						c.Status = lr.Status
-					}
-				}
-			}
-			switch c.Status {
-			case thread.StatusCompleted:
-				f.Done++
-			case thread.StatusError, thread.StatusCancelled:
-				f.Failed++
-			case "planned":
-			default:
-				f.Running++
-			}
-			f.Children = append(f.Children, c)
-		}
-		if len(s.ThreadIDs) == 0 {
-			// A foreach of tools settles its items together.
-			f.Done, f.Failed = s.ItemsDone-s.ItemsFailed, s.ItemsFailed
-		}
-		if s.Status != "" && s.ItemsTotal > 0 {
-			// Settled: the step's own counts (a refused start has no
-			// child; a stopped foreach has items that never started).
-			f.Failed = max(f.Failed, s.ItemsFailed)
-			f.Done = min(f.Done, s.ItemsTotal-f.Failed)
-			f.Running = 0
-		}
-		if f.Total < f.Done+f.Failed+f.Running {
-			f.Total = f.Done + f.Failed + f.Running
-		}
-		f.Pending = f.Total - f.Done - f.Failed - f.Running
-		out = append(out, f)
+	return order, last
+}
+
+// childStatus is the status of the child id as the registry holds it, its
+// chain's latest thread's for a child that continued, and "planned" for a
+// planned child not registered yet: it has not started.
+func (m *Monitor) childStatus(ctx context.Context, id string) thread.Status {
+	cr, err := m.cfg.Orch.Record(ctx, id)
+	if err != nil {
+		return "planned"
 	}
-	return out
+	if cr.Status == thread.StatusContinued {
+		if lr, err := m.cfg.Orch.Latest(ctx, id); err == nil {
+			return lr.Status
+		}
+	}
+	return cr.Status
+}
+
+// count counts a child of status as done, failed or running; a planned
+// child is none of them.
+func (f *foreachView) count(status thread.Status) {
+	switch status {
+	case thread.StatusCompleted:
+		f.Done++
+	case thread.StatusError, thread.StatusCancelled:
+		f.Failed++
+	case "planned":
+	default:
+		f.Running++
+	}
+}
+
+// settle makes the counts of the children agree with what step s says
+// and is the total, so that they add up to it with what is still pending:
+// a foreach of tools (no children) settles its items together, and a
+// settled step's own counts win (a refused start has no child; a stopped
+// foreach has items that never started).
+func (f *foreachView) settle(s graph.StepRecord) {
+	if len(s.ThreadIDs) == 0 {
+		f.Done, f.Failed = s.ItemsDone-s.ItemsFailed, s.ItemsFailed
+	}
+	if s.Status != "" && s.ItemsTotal > 0 {
+		f.Failed = max(f.Failed, s.ItemsFailed)
+		f.Done = min(f.Done, s.ItemsTotal-f.Failed)
+		f.Running = 0
+	}
+	if f.Total < f.Done+f.Failed+f.Running {
+		f.Total = f.Done + f.Failed + f.Running
+	}
+	f.Pending = f.Total - f.Done - f.Failed - f.Running
 }
 
 // snapshots caches state snapshots by content address: they never change.
