@@ -68,119 +68,163 @@ func fenced(lang, s string) string {
 // cognition-framed sections per turn. It is unsigned; SignMarkdown it (or
 // use SignedKnowledge). Deterministic for the same input.
 func RenderKnowledge(meta KnowledgeMeta, events []Event) []byte {
-	var b bytes.Buffer
-	b.WriteString("```yaml\n")
-	fmt.Fprintf(&b, "name: %s\n", yamlString(meta.ThreadID))
-	fmt.Fprintf(&b, "title: %s\n", yamlString("Thread transcript: "+meta.Directive))
-	b.WriteString("entry_type: thread_transcript\n")
-	fmt.Fprintf(&b, "category: %s\n", yamlString("agent/threads/"+meta.Directive))
-	fmt.Fprintf(&b, "thread_id: %s\n", yamlString(meta.ThreadID))
-	fmt.Fprintf(&b, "directive: %s\n", yamlString(meta.Directive))
-	fmt.Fprintf(&b, "status: %s\n", yamlString(meta.Status))
-	fmt.Fprintf(&b, "model: %s\n", yamlString(meta.Model))
-	fmt.Fprintf(&b, "turns: %d\n", meta.Turns)
-	fmt.Fprintf(&b, "spend: %s\n", formatFloat(meta.Spend))
-	fmt.Fprintf(&b, "capabilities_ref: %s\n", yamlString(".ai/agent/threads/"+meta.ThreadID+"/capabilities.md"))
-	if !meta.CreatedAt.IsZero() {
-		fmt.Fprintf(&b, "created_at: %s\n", meta.CreatedAt.UTC().Format(time.RFC3339))
-	}
-	if !meta.UpdatedAt.IsZero() {
-		fmt.Fprintf(&b, "updated_at: %s\n", meta.UpdatedAt.UTC().Format(time.RFC3339))
-	}
-	b.WriteString("```\n\n")
-	fmt.Fprintf(&b, "# %s\n\n", meta.ThreadID)
-	turn := 0
+	k := &knowledgeWriter{}
+	k.frontmatter(meta)
+	fmt.Fprintf(&k.b, "# %s\n\n", meta.ThreadID)
 	for _, ev := range events {
-		switch ev.Type {
-		case TypeThreadStarted:
-			p := Payload[ThreadStarted](ev)
-			fmt.Fprintf(&b, "> thread started: directive `%s`", p.Directive)
-			if p.Model != "" {
-				fmt.Fprintf(&b, ", model `%s`", p.Model)
-			}
-			b.WriteString("\n\n")
-		case TypeCognitionIn:
-			p := Payload[CognitionIn](ev)
-			fmt.Fprintf(&b, "## Input — Turn %d\n\n%s\n\n", turn+1, strings.TrimRight(p.Content, "\n"))
-		case TypeCognitionOut:
-			p := Payload[CognitionOut](ev)
-			turn = max(turn+1, p.Turn)
-			fmt.Fprintf(&b, "### Response — Turn %d\n\n", turn)
-			if p.Content != "" {
-				fmt.Fprintf(&b, "%s\n\n", strings.TrimRight(p.Content, "\n"))
-			}
-			for _, c := range p.ToolCalls {
-				fmt.Fprintf(&b, "### Tool: %s\n\n%s\n", c.Name, fenced("json", string(c.Input)))
-			}
-		case TypeToolCallResult:
-			p := Payload[ToolCallResult](ev)
-			title := "### Result"
-			if p.IsError {
-				title = "### Error"
-			}
-			fmt.Fprintf(&b, "%s: %s\n\n%s\n", title, p.Tool, fenced("", p.Output))
-		case TypeThreadHandoff:
-			p := Payload[ThreadHandoff](ev)
-			fmt.Fprintf(&b, "> handoff to `%s` (%d trailing turns)\n\n", p.NewThreadID, p.TrailingTurns)
-		case TypeThreadContinued:
-			p := Payload[ThreadContinued](ev)
-			fmt.Fprintf(&b, "> continues `%s`\n\n", p.PreviousThreadID)
-		case TypeThreadForked:
-			p := Payload[ThreadForked](ev)
-			fmt.Fprintf(&b, "> forked from `%s` at turn %d (segment %d, chain hash %s)\n\n", p.ForkedFrom, p.ForkTurn, p.SourceSegment, p.SourceChainHash)
-		case TypeThreadResumed:
-			p := Payload[ThreadResumed](ev)
-			fmt.Fprintf(&b, "> resumed as `%s`\n\n", p.NewThreadID)
-		case TypeChildSpawned:
-			p := Payload[ChildSpawned](ev)
-			fmt.Fprintf(&b, "> spawned child `%s` (%s)\n\n", p.ChildID, p.Directive)
-			if len(p.DroppedCapabilities) > 0 {
-				fmt.Fprintf(&b, "> **runs without** %s: this thread does not hold them\n\n", codeList(p.DroppedCapabilities))
-			}
-		case TypeChildRefused:
-			p := Payload[ChildRefused](ev)
-			fmt.Fprintf(&b, "> **spawn refused** (%s) %s\n\n", p.Directive, p.Message)
-		case TypeLimitExceeded:
-			p := Payload[LimitExceeded](ev)
-			fmt.Fprintf(&b, "> **limit** %s: %s of %s\n\n", p.Code, formatFloat(p.Current), formatFloat(p.Max))
-		case TypeThreadError:
-			p := Payload[Error](ev)
-			fmt.Fprintf(&b, "> **error** %s\n\n", strings.TrimSpace(p.Class+" "+p.Message))
-		case TypeThreadWaiting:
-			p := Payload[ThreadWaiting](ev)
-			fmt.Fprintf(&b, "> waiting on %s\n\n", codeList(p.ChildIDs))
-		case TypeHookFired:
-			// Hooks that worked show in what they injected or wrote; a
-			// failed one (a refused capability, a missing item) only here.
-			p := Payload[HookFired](ev)
-			if p.Error != "" {
-				fmt.Fprintf(&b, "> **hook error** `%s` (%s): %s\n\n", p.HookID, p.Event, p.Error)
-			}
-		case TypeThreadCancelled:
-			p := Payload[ThreadCancelled](ev)
-			b.WriteString(strings.TrimSpace("> **cancelled** "+p.Reason) + "\n\n")
-		case TypeThreadCompleted:
-			p := Payload[ThreadCompleted](ev)
-			if p.Status == "" || p.Status == "completed" {
-				b.WriteString("## Completed\n\n")
-			} else {
-				fmt.Fprintf(&b, "## Ended: %s\n\n", p.Status)
-			}
-			if p.Error != nil {
-				fmt.Fprintf(&b, "> **error** %s\n\n", strings.TrimSpace(p.Error.Code+" "+p.Error.Message))
-			}
-			if p.Result != "" {
-				fmt.Fprintf(&b, "%s\n\n", strings.TrimRight(p.Result, "\n"))
-			}
-			if len(p.Outputs) > 0 {
-				for _, k := range slices.Sorted(maps.Keys(p.Outputs)) {
-					fmt.Fprintf(&b, "- `%s`: %s\n", k, p.Outputs[k])
-				}
-				b.WriteString("\n")
-			}
+		if write, ok := knowledgeWriters[ev.Type]; ok {
+			write(k, ev)
 		}
 	}
-	return b.Bytes()
+	return k.b.Bytes()
+}
+
+// knowledgeWriter is a knowledge entry being written, with the number of
+// the turn the last response ended.
+type knowledgeWriter struct {
+	b    bytes.Buffer
+	turn int
+}
+
+// frontmatter writes the entry's fenced YAML frontmatter from meta; the
+// times only when known.
+func (k *knowledgeWriter) frontmatter(meta KnowledgeMeta) {
+	b := &k.b
+	b.WriteString("```yaml\n")
+	fmt.Fprintf(b, "name: %s\n", yamlString(meta.ThreadID))
+	fmt.Fprintf(b, "title: %s\n", yamlString("Thread transcript: "+meta.Directive))
+	b.WriteString("entry_type: thread_transcript\n")
+	fmt.Fprintf(b, "category: %s\n", yamlString("agent/threads/"+meta.Directive))
+	fmt.Fprintf(b, "thread_id: %s\n", yamlString(meta.ThreadID))
+	fmt.Fprintf(b, "directive: %s\n", yamlString(meta.Directive))
+	fmt.Fprintf(b, "status: %s\n", yamlString(meta.Status))
+	fmt.Fprintf(b, "model: %s\n", yamlString(meta.Model))
+	fmt.Fprintf(b, "turns: %d\n", meta.Turns)
+	fmt.Fprintf(b, "spend: %s\n", formatFloat(meta.Spend))
+	fmt.Fprintf(b, "capabilities_ref: %s\n", yamlString(".ai/agent/threads/"+meta.ThreadID+"/capabilities.md"))
+	if !meta.CreatedAt.IsZero() {
+		fmt.Fprintf(b, "created_at: %s\n", meta.CreatedAt.UTC().Format(time.RFC3339))
+	}
+	if !meta.UpdatedAt.IsZero() {
+		fmt.Fprintf(b, "updated_at: %s\n", meta.UpdatedAt.UTC().Format(time.RFC3339))
+	}
+	b.WriteString("```\n\n")
+}
+
+// knowledgeWriters write an event's section of the entry, by the event's
+// type; an event of any other type is bookkeeping the entry leaves out.
+var knowledgeWriters = map[string]func(*knowledgeWriter, Event){
+	TypeThreadStarted: func(k *knowledgeWriter, ev Event) {
+		p := Payload[ThreadStarted](ev)
+		fmt.Fprintf(&k.b, "> thread started: directive `%s`", p.Directive)
+		if p.Model != "" {
+			fmt.Fprintf(&k.b, ", model `%s`", p.Model)
+		}
+		k.b.WriteString("\n\n")
+	},
+	TypeCognitionIn: func(k *knowledgeWriter, ev Event) {
+		p := Payload[CognitionIn](ev)
+		fmt.Fprintf(&k.b, "## Input — Turn %d\n\n%s\n\n", k.turn+1, strings.TrimRight(p.Content, "\n"))
+	},
+	TypeCognitionOut: (*knowledgeWriter).response,
+	TypeToolCallResult: func(k *knowledgeWriter, ev Event) {
+		p := Payload[ToolCallResult](ev)
+		title := "### Result"
+		if p.IsError {
+			title = "### Error"
+		}
+		fmt.Fprintf(&k.b, "%s: %s\n\n%s\n", title, p.Tool, fenced("", p.Output))
+	},
+	TypeThreadHandoff: func(k *knowledgeWriter, ev Event) {
+		p := Payload[ThreadHandoff](ev)
+		fmt.Fprintf(&k.b, "> handoff to `%s` (%d trailing turns)\n\n", p.NewThreadID, p.TrailingTurns)
+	},
+	TypeThreadContinued: func(k *knowledgeWriter, ev Event) {
+		p := Payload[ThreadContinued](ev)
+		fmt.Fprintf(&k.b, "> continues `%s`\n\n", p.PreviousThreadID)
+	},
+	TypeThreadForked: func(k *knowledgeWriter, ev Event) {
+		p := Payload[ThreadForked](ev)
+		fmt.Fprintf(&k.b, "> forked from `%s` at turn %d (segment %d, chain hash %s)\n\n", p.ForkedFrom, p.ForkTurn, p.SourceSegment, p.SourceChainHash)
+	},
+	TypeThreadResumed: func(k *knowledgeWriter, ev Event) {
+		p := Payload[ThreadResumed](ev)
+		fmt.Fprintf(&k.b, "> resumed as `%s`\n\n", p.NewThreadID)
+	},
+	TypeChildSpawned: func(k *knowledgeWriter, ev Event) {
+		p := Payload[ChildSpawned](ev)
+		fmt.Fprintf(&k.b, "> spawned child `%s` (%s)\n\n", p.ChildID, p.Directive)
+		if len(p.DroppedCapabilities) > 0 {
+			fmt.Fprintf(&k.b, "> **runs without** %s: this thread does not hold them\n\n", codeList(p.DroppedCapabilities))
+		}
+	},
+	TypeChildRefused: func(k *knowledgeWriter, ev Event) {
+		p := Payload[ChildRefused](ev)
+		fmt.Fprintf(&k.b, "> **spawn refused** (%s) %s\n\n", p.Directive, p.Message)
+	},
+	TypeLimitExceeded: func(k *knowledgeWriter, ev Event) {
+		p := Payload[LimitExceeded](ev)
+		fmt.Fprintf(&k.b, "> **limit** %s: %s of %s\n\n", p.Code, formatFloat(p.Current), formatFloat(p.Max))
+	},
+	TypeThreadError: func(k *knowledgeWriter, ev Event) {
+		p := Payload[Error](ev)
+		fmt.Fprintf(&k.b, "> **error** %s\n\n", strings.TrimSpace(p.Class+" "+p.Message))
+	},
+	TypeThreadWaiting: func(k *knowledgeWriter, ev Event) {
+		p := Payload[ThreadWaiting](ev)
+		fmt.Fprintf(&k.b, "> waiting on %s\n\n", codeList(p.ChildIDs))
+	},
+	TypeHookFired: func(k *knowledgeWriter, ev Event) {
+		// Hooks that worked show in what they injected or wrote; a
+		// failed one (a refused capability, a missing item) only here.
+		p := Payload[HookFired](ev)
+		if p.Error != "" {
+			fmt.Fprintf(&k.b, "> **hook error** `%s` (%s): %s\n\n", p.HookID, p.Event, p.Error)
+		}
+	},
+	TypeThreadCancelled: func(k *knowledgeWriter, ev Event) {
+		p := Payload[ThreadCancelled](ev)
+		k.b.WriteString(strings.TrimSpace("> **cancelled** "+p.Reason) + "\n\n")
+	},
+	TypeThreadCompleted: (*knowledgeWriter).completed,
+}
+
+// response writes a model call's answer, its text and its tool calls,
+// under the turn it ends: the next turn, or the turn the event names when
+// that is further on.
+func (k *knowledgeWriter) response(ev Event) {
+	p := Payload[CognitionOut](ev)
+	k.turn = max(k.turn+1, p.Turn)
+	fmt.Fprintf(&k.b, "### Response — Turn %d\n\n", k.turn)
+	if p.Content != "" {
+		fmt.Fprintf(&k.b, "%s\n\n", strings.TrimRight(p.Content, "\n"))
+	}
+	for _, c := range p.ToolCalls {
+		fmt.Fprintf(&k.b, "### Tool: %s\n\n%s\n", c.Name, fenced("json", string(c.Input)))
+	}
+}
+
+// completed writes how the thread ended: its status when other than
+// completed, its error, its result and its outputs, sorted by name.
+func (k *knowledgeWriter) completed(ev Event) {
+	p := Payload[ThreadCompleted](ev)
+	if p.Status == "" || p.Status == "completed" {
+		k.b.WriteString("## Completed\n\n")
+	} else {
+		fmt.Fprintf(&k.b, "## Ended: %s\n\n", p.Status)
+	}
+	if p.Error != nil {
+		fmt.Fprintf(&k.b, "> **error** %s\n\n", strings.TrimSpace(p.Error.Code+" "+p.Error.Message))
+	}
+	if p.Result != "" {
+		fmt.Fprintf(&k.b, "%s\n\n", strings.TrimRight(p.Result, "\n"))
+	}
+	if len(p.Outputs) > 0 {
+		for _, name := range slices.Sorted(maps.Keys(p.Outputs)) {
+			fmt.Fprintf(&k.b, "- `%s`: %s\n", name, p.Outputs[name])
+		}
+		k.b.WriteString("\n")
+	}
 }
 
 func codeList(ids []string) string {
