@@ -161,9 +161,29 @@ func walk(ctx context.Context, store blobstore.Store, threadID string, keyring *
 	}
 	v := newVerifier(threadID, keyring)
 	sum := &WalkSummary{ThreadID: threadID}
+	keys, err := segmentKeys(ctx, store, v, opts.Mode, sum)
+	if err != nil {
+		return nil, nil, err
+	}
+	marks, marked := markedSegments(opts)
+	stopped, err := walkSegments(ctx, store, keys, v, opts, sum, marked, visit)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := sum.holdToMarks(marks, marked, stopped, opts.Mode); err != nil {
+		return nil, nil, err
+	}
+	sum.LastState, sum.LastCheckpointSeq = v.lastState, v.lastCkSeq
+	return sum, v, nil
+}
+
+// segmentKeys are the keys of the thread's segments, in order. An object
+// under the segments' prefix that is no segment fails strict mode, and is
+// a warning of sum in lenient mode.
+func segmentKeys(ctx context.Context, store blobstore.Store, v *verifier, mode Mode, sum *WalkSummary) ([]string, error) {
 	infos, err := store.List(ctx, v.prefix)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read transcript %s: %w", threadID, err)
+		return nil, fmt.Errorf("read transcript %s: %w", v.threadID, err)
 	}
 	var keys []string
 	for _, in := range infos {
@@ -172,67 +192,98 @@ func walk(ctx context.Context, store blobstore.Store, threadID string, keyring *
 			continue
 		}
 		verr := &VerifyError{Key: in.Key, Reason: "unexpected object among segments"}
-		if opts.Mode == Strict {
-			return nil, nil, verr
+		if mode == Strict {
+			return nil, verr
 		}
 		sum.Warnings = append(sum.Warnings, verr.Error())
 	}
 	sort.Strings(keys) // zero-padded: lexical = numeric
+	return keys, nil
+}
+
+// markedSegments are the marks the walk holds the transcript to (opts's,
+// and a mark of opts.MinSegments segments when set) and the segments
+// whose chain hash a mark names, their hashes to be filled in as the
+// segments pass.
+func markedSegments(opts ReadOptions) ([]Mark, map[int64]string) {
 	marks := opts.Marks
 	if opts.MinSegments > 0 {
 		marks = append(marks[:len(marks):len(marks)], Mark{Segments: opts.MinSegments})
 	}
-	marked := map[int64]string{} // chain hashes of the segments marks name
+	marked := map[int64]string{}
 	for _, m := range marks {
 		if m.Segments > 0 && m.ChainHash != "" {
 			marked[m.Segments] = ""
 		}
 	}
+	return marks, marked
+}
+
+// walkSegments fetches and verifies keys in order, counts each verified
+// segment in sum, notes the chain hash of each one marked names, and hands
+// it to visit. At the first segment that vanished or fails verification,
+// strict mode fails, and lenient mode stops with a warning and says so
+// (stopped).
+func walkSegments(ctx context.Context, store blobstore.Store, keys []string, v *verifier, opts ReadOptions, sum *WalkSummary,
+	marked map[int64]string, visit func(SegmentInfo, []Event) error) (stopped bool, err error) {
 	fetch := prefetch(ctx, store, keys, opts.Concurrency, v)
 	defer fetch.stop()
-	stopped := false // lenient mode stopped at a damaged segment
 	for i, key := range keys {
-		parsed, err := fetch.get(i)
-		if errors.Is(err, blobstore.ErrNotFound) {
-			err = &VerifyError{Key: key, Reason: "segment vanished between list and get"}
-		} else if err != nil {
-			return nil, nil, fmt.Errorf("read transcript %s: %w", threadID, err)
-		}
-		var evs []Event
-		var seg SegmentInfo
-		if err == nil {
-			evs, seg, err = v.chain(parsed)
-		}
+		evs, seg, bad, err := nextSegment(fetch, v, i, key)
 		if err != nil {
+			return false, err
+		}
+		if bad != nil {
 			if opts.Mode == Strict {
-				return nil, nil, err
+				return false, bad
 			}
-			sum.Warnings = append(sum.Warnings, err.Error())
+			sum.Warnings = append(sum.Warnings, bad.Error())
 			if rest := len(keys) - i - 1; rest > 0 {
-				sum.Warnings = append(sum.Warnings, fmt.Sprintf("transcript %s: %d later segment(s) ignored after the first bad one", threadID, rest))
+				sum.Warnings = append(sum.Warnings, fmt.Sprintf("transcript %s: %d later segment(s) ignored after the first bad one", v.threadID, rest))
 			}
-			stopped = true
-			break
+			return true, nil
 		}
 		if _, ok := marked[seg.Number]; ok {
 			marked[seg.Number] = seg.ChainHash
 		}
 		sum.Segments, sum.Events, sum.ChainHash = seg.Number, sum.Events+int64(len(evs)), seg.ChainHash
 		if err := visit(seg, evs); err != nil {
-			return nil, nil, err
+			return false, err
 		}
 	}
-	for _, verr := range checkMarks(threadID, sum.Segments, func(n int64) string { return marked[n] }, marks) {
-		if opts.Mode == Strict {
-			return nil, nil, verr
+	return false, nil
+}
+
+// nextSegment is segment i of the walk (key), fetched and verified: bad
+// when it vanished between list and get or fails verification, err when
+// the store failed otherwise.
+func nextSegment(fetch *prefetcher, v *verifier, i int, key string) (evs []Event, seg SegmentInfo, bad, err error) {
+	parsed, err := fetch.get(i)
+	if errors.Is(err, blobstore.ErrNotFound) {
+		return nil, SegmentInfo{}, &VerifyError{Key: key, Reason: "segment vanished between list and get"}, nil
+	}
+	if err != nil {
+		return nil, SegmentInfo{}, nil, fmt.Errorf("read transcript %s: %w", v.threadID, err)
+	}
+	evs, seg, bad = v.chain(parsed)
+	return evs, seg, bad, nil
+}
+
+// holdToMarks holds the walked transcript to marks, marked holding the
+// chain hashes of the segments they name: a mismatch fails strict mode
+// and is a warning of lenient mode, but for the missing segment a lenient
+// walk stopped at, which is reported already.
+func (sum *WalkSummary) holdToMarks(marks []Mark, marked map[int64]string, stopped bool, mode Mode) error {
+	for _, verr := range checkMarks(sum.ThreadID, sum.Segments, func(n int64) string { return marked[n] }, marks) {
+		if mode == Strict {
+			return verr
 		}
-		if stopped && verr.Key == blobkey.Segment(threadID, sum.Segments+1) {
-			continue // the damaged segment lenient mode stopped at is reported
+		if stopped && verr.Key == blobkey.Segment(sum.ThreadID, sum.Segments+1) {
+			continue
 		}
 		sum.Warnings = append(sum.Warnings, verr.Error())
 	}
-	sum.LastState, sum.LastCheckpointSeq = v.lastState, v.lastCkSeq
-	return sum, v, nil
+	return nil
 }
 
 // prefetcher fetches keys with bounded concurrency, in any order; get(i)
