@@ -316,19 +316,25 @@ func decodeJSON(b []byte) (any, error) {
 	return fromNumbers(v)
 }
 
+// jsonNumber is a decoded JSON number: an int when it is written whole
+// and fits, else a float64; one beyond float64's range is an error.
+func jsonNumber(x json.Number) (any, error) {
+	if i, err := x.Int64(); err == nil && int64(int(i)) == i {
+		return int(i), nil
+	}
+	f, err := x.Float64()
+	if err != nil {
+		return nil, fmt.Errorf("number %s is out of range", x)
+	}
+	return f, nil
+}
+
 // fromNumbers replaces the json.Number values inside v.
 func fromNumbers(v any) (any, error) {
 	var err error
 	switch x := v.(type) {
 	case json.Number:
-		if i, err := x.Int64(); err == nil && int64(int(i)) == i {
-			return int(i), nil
-		}
-		f, err := x.Float64()
-		if err != nil {
-			return nil, fmt.Errorf("number %s is out of range", x)
-		}
-		return f, nil
+		return jsonNumber(x)
 	case map[string]any:
 		for k, e := range x {
 			if x[k], err = fromNumbers(e); err != nil {
