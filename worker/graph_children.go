@@ -607,24 +607,68 @@ func (r *graphRun) suspendOn(ctx context.Context, p *pendingStep, ids []string) 
 // not registered (their start did not happen: started again, adopting
 // any that did).
 func (r *graphRun) settle(ctx context.Context, s *stepRun, p *pendingStep) (changed bool, unstarted []string, err error) {
+	open := openItems(p)
+	if len(open) == 0 {
+		return false, nil, nil
+	}
+	statuses, ended, err := r.endedChildren(ctx, p, open)
+	if err != nil {
+		return false, nil, err
+	}
+	r.terminal = make(map[string]string, len(open))
+	for _, i := range open {
+		id := p.Children[i]
+		st, registered := statuses[id]
+		rec, running, err := r.chainEnd(ctx, p, id, st, registered, ended[id])
+		if err != nil {
+			return changed, nil, err
+		}
+		var sl slot
+		var result any
+		switch {
+		case running || rec != nil && (!rec.Status.Terminal() || rec.Status == thread.StatusContinued):
+			continue
+		case rec == nil && p.Kind != pendingWait:
+			// Planned, and its start did not happen (or did not last):
+			// started again, adopting the child should it exist after all.
+			unstarted = append(unstarted, i)
+			continue
+		case rec == nil:
+			sl = slot{Status: "error", Code: "thread_lost", Message: "thread " + id + " is not in the registry and left no durable transcript to restore it from", ThreadID: id}
+		default:
+			sl, result = endedSlot(rec), childResult(rec)
+		}
+		if err := r.settleSlot(ctx, s, p, i, sl, result); err != nil {
+			return changed, nil, err
+		}
+		changed = true
+	}
+	return changed, unstarted, nil
+}
+
+// openItems are the items of p planned and not settled, in order.
+func openItems(p *pendingStep) []string {
 	var open []string
 	for _, i := range sortedIndexes(p.Children) {
 		if _, ok := p.Slots[i]; !ok {
 			open = append(open, i)
 		}
 	}
-	if len(open) == 0 {
-		return false, nil, nil
-	}
-	// The children's records in one round trip; a child that handed off
-	// lives on in its chain, whose end is read apart.
+	return open
+}
+
+// endedChildren reads the children of the open items in one round trip:
+// the status of each registered one, and the records of those that
+// ended, by id. A child that handed off lives on in its chain, whose end
+// is read apart (chainEnd).
+func (r *graphRun) endedChildren(ctx context.Context, p *pendingStep, open []string) (map[string]thread.Status, map[string]*registry.Record, error) {
 	ids := make([]string, len(open))
 	for j, i := range open {
 		ids[j] = p.Children[i]
 	}
 	statuses, err := r.reg.Statuses(ctx, ids)
 	if err != nil {
-		return false, nil, err
+		return nil, nil, err
 	}
 	var ended []string
 	for _, id := range ids {
@@ -634,84 +678,85 @@ func (r *graphRun) settle(ctx context.Context, s *stepRun, p *pendingStep) (chan
 	}
 	recs, err := r.reg.GetMany(ctx, ended)
 	if err != nil {
-		return false, nil, err
+		return nil, nil, err
 	}
 	byID := make(map[string]*registry.Record, len(recs))
 	for _, rec := range recs {
 		byID[rec.ThreadID] = rec
 	}
-	r.terminal = make(map[string]string, len(open))
-	for _, i := range open {
-		id := p.Children[i]
-		rec := byID[id]
-		if _, ok := statuses[id]; ok && !r.spawned[id] {
-			// Started by an activation that died before recording it.
-			r.emitSpawned(&graph.Action{Directive: thread.DirectiveFromID(id)}, &registry.Record{ThreadID: id}, false)
-		}
-		if st, ok := statuses[id]; ok && rec == nil {
-			// Registered and running: its chain is where it is.
-			r.terminal[id] = id
-			if !st.Terminal() {
-				continue
-			}
-		}
-		if _, ok := statuses[id]; !ok && p.Kind == pendingWait {
-			// A thread an earlier step started, which Redis lost (a
-			// failover short of its last writes): restored from the
-			// store, or thread_lost below when it left nothing there.
-			got, err := restoreLost(ctx, r.o, r.log, id, r.id())
-			if err != nil && !errors.Is(err, registry.ErrNotFound) {
-				return changed, nil, err
-			}
-			rec = got
-		}
-		if rec != nil && rec.Status == thread.StatusContinued {
-			term, err := r.reg.ResolveChain(ctx, id)
-			if err != nil {
-				return changed, nil, err
-			}
-			if rec, err = r.reg.Get(ctx, term); err != nil && !errors.Is(err, registry.ErrNotFound) {
-				return changed, nil, err
-			}
-		}
-		if rec != nil {
-			// Where the chain stands now: what a suspension watches
-			// (ErrChainMoved, should it move on meanwhile).
-			r.terminal[id] = rec.ThreadID
-		}
-		if rec == nil {
-			if p.Kind == pendingWait {
-				if err := r.settleSlot(ctx, s, p, i, slot{Status: "error", Code: "thread_lost", Message: "thread " + id + " is not in the registry and left no durable transcript to restore it from", ThreadID: id}, nil); err != nil {
-					return changed, nil, err
-				}
-				changed = true
-				continue
-			}
-			// Planned, and its start did not happen (or did not last):
-			// started again, adopting the child should it exist after all.
-			unstarted = append(unstarted, i)
-			continue
-		}
-		if !rec.Status.Terminal() || rec.Status == thread.StatusContinued {
-			continue
-		}
-		sum := childResult(rec)
-		sl := slot{Status: "ok", ThreadID: rec.ThreadID}
-		if rec.Status != thread.StatusCompleted {
-			sl.Status, sl.Code, sl.Message = "error", string(rec.Status), "the child ended "+string(rec.Status)
-			if rec.Error != nil {
-				sl.Code, sl.Message = rec.Error.Code, rec.Error.Message
-			}
-			if sl.Code == "" {
-				sl.Code = string(rec.Status)
-			}
-		}
-		if err := r.settleSlot(ctx, s, p, i, sl, sum); err != nil {
-			return changed, nil, err
-		}
-		changed = true
+	return statuses, byID, nil
+}
+
+// chainEnd is where the chain of child id stands: the record of its
+// terminal thread, which r.terminal keeps as what a suspension watches
+// (ErrChainMoved, should it move on meanwhile), or nil when the child is
+// not in the registry. st is the child's status if it is registered, rec
+// its record if it ended. running: registered and running. A child that
+// an activation started and died before recording is recorded now; a
+// wait's thread that Redis lost is restored from the store, if it left a
+// transcript there.
+func (r *graphRun) chainEnd(ctx context.Context, p *pendingStep, id string, st thread.Status, registered bool, rec *registry.Record) (_ *registry.Record, running bool, err error) {
+	if registered && !r.spawned[id] {
+		// Started by an activation that died before recording it.
+		r.emitSpawned(&graph.Action{Directive: thread.DirectiveFromID(id)}, &registry.Record{ThreadID: id}, false)
 	}
-	return changed, unstarted, nil
+	if registered && rec == nil {
+		// Registered and running: its chain is where it is.
+		r.terminal[id] = id
+		if !st.Terminal() {
+			return nil, true, nil
+		}
+	}
+	if !registered && p.Kind == pendingWait {
+		// A thread an earlier step started, which Redis lost (a
+		// failover short of its last writes): restored from the
+		// store, or thread_lost when it left nothing there.
+		got, err := restoreLost(ctx, r.o, r.log, id, r.id())
+		if err != nil && !errors.Is(err, registry.ErrNotFound) {
+			return nil, false, err
+		}
+		rec = got
+	}
+	if rec != nil && rec.Status == thread.StatusContinued {
+		if rec, err = r.chainTerminal(ctx, id); err != nil {
+			return nil, false, err
+		}
+	}
+	if rec != nil {
+		r.terminal[id] = rec.ThreadID
+	}
+	return rec, false, nil
+}
+
+// chainTerminal is the record of the terminal thread of the chain of a
+// child that handed off; nil when Redis has none.
+func (r *graphRun) chainTerminal(ctx context.Context, id string) (*registry.Record, error) {
+	term, err := r.reg.ResolveChain(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := r.reg.Get(ctx, term)
+	if err != nil && !errors.Is(err, registry.ErrNotFound) {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// endedSlot is the slot of an item whose child ended: ok when it
+// completed, else an error with the child's error code and message (its
+// status when it has none).
+func endedSlot(rec *registry.Record) slot {
+	sl := slot{Status: "ok", ThreadID: rec.ThreadID}
+	if rec.Status != thread.StatusCompleted {
+		sl.Status, sl.Code, sl.Message = "error", string(rec.Status), "the child ended "+string(rec.Status)
+		if rec.Error != nil {
+			sl.Code, sl.Message = rec.Error.Code, rec.Error.Message
+		}
+		if sl.Code == "" {
+			sl.Code = string(rec.Status)
+		}
+	}
+	return sl
 }
 
 // settleSlot records item i's end.
