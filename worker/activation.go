@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -30,28 +31,21 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", err, asynq.SkipRetry)
 	}
-	if w.cfg.Serves != nil {
-		ok, err := w.cfg.Serves(ctx, act.ThreadID)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return errNotServed
-		}
+	if err := w.served(ctx, act.ThreadID); err != nil {
+		return err
 	}
 	taskID, _ := asynq.GetTaskID(ctx)
 	log := w.log.With("thread_id", act.ThreadID, "reason", act.Reason)
 	d := w.deps()
-	ttl := d.leaseTTL
-	token := w.token + "-" + newToken()
+	l := activationLease{acts: d.acts, id: act.ThreadID, token: w.token + "-" + newToken(), ttl: d.leaseTTL}
 	// Listen for the thread's cancel before claiming it: a cancel requested
 	// before the claim is in the claimed record (the session's first check
 	// reads it there), one requested after reaches actx.
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	ctl := &control{cancel: cancel}
-	defer w.track(act.ThreadID, token, ctl)()
-	claim, err := d.acts.Claim(ctx, act.ThreadID, act.Reason, act.Seq, token, taskID, ttl)
+	defer w.track(act.ThreadID, l.token, ctl)()
+	claim, err := d.acts.Claim(ctx, act.ThreadID, act.Reason, act.Seq, l.token, taskID, l.ttl)
 	if errors.Is(err, registry.ErrNotClaimable) || errors.Is(err, registry.ErrNotFound) {
 		log.Debug("activation dropped", "error", err)
 		return nil
@@ -76,71 +70,132 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	hbDone := make(chan struct{})
 	go func() {
 		defer close(hbDone)
-		tick := time.NewTicker(ttl / 3)
-		defer tick.Stop()
-		for {
-			select {
-			case <-hbctx.Done():
-				return
-			case <-tick.C:
-				if !ctl.renewalDue(ttl) {
-					continue // a checkpoint renewed it
-				}
-				err := d.acts.Heartbeat(hbctx, act.ThreadID, token, ttl)
-				if errors.Is(err, registry.ErrLeaseLost) {
-					cancel(errLeaseLost)
-					return
-				}
-				if err == nil {
-					ctl.renewed.Store(time.Now().UnixNano())
-				}
-			}
-		}
+		l.heartbeat(hbctx, ctl, cancel)
 	}()
 
-	a := func() activation {
+	end, err := runPath(actx, claim.Record.IsGraph(), func() activation {
 		return activation{w: w, o: w.o, deps: d, claim: claim, act: act, log: log, stopLease: stopHB, ctl: ctl}
-	}
-	// The activation's path: a graph run's walk, or a thread's turns.
-	var released func() bool
-	var outcome func() (*final, bool)
-	if claim.Record.IsGraph() {
-		g := &graphRun{activation: a()}
-		err = g.run(actx)
-		released = func() bool { return g.leaseReleased }
-		outcome = func() (*final, bool) { return g.cp.Final, false }
-	} else {
-		s := &session{activation: a()}
-		err = s.run(actx)
-		released = func() bool { return s.leaseReleased }
-		outcome = func() (*final, bool) { return s.st.Final, s.st.Handoff != "" }
-	}
+	})
 	stopHB()
 	cancel(nil)
 	<-hbDone
-	// A clean end releases the lease so the next activation can claim at
-	// once (a finished thread's Finalize released it already). A failed
-	// activation keeps it until it lapses: that is the backoff before
-	// asynq's retry or the recoverer takes the thread again.
-	if (err == nil && !released()) || errors.Is(err, errDraining) || errors.Is(err, errRetryLater) {
-		_ = d.acts.Release(context.WithoutCancel(ctx), act.ThreadID, token)
+	l.release(ctx, err, end.released)
+	err = l.takenOver(ctx, err)
+	if err == nil && end.final != nil && claim.Record.IsGraph() && end.released {
+		w.metrics.graphRun(claim.Record.Directive, string(end.final.Status))
 	}
+	endActivation(span, err, end.final, end.handedOff)
+	return activationResult(log, err)
+}
 
-	if err != nil && !errors.Is(err, errDraining) && !errors.Is(err, errRetryLater) {
-		// Whatever stopped this activation, if another one holds the
-		// thread now, it is a takeover, not a failure to retry.
-		if hb := d.acts.Heartbeat(context.WithoutCancel(ctx), act.ThreadID, token, ttl); errors.Is(hb, registry.ErrLeaseLost) {
-			// The activation's own error is detail only: wrapped, a
-			// hand-back error (errDraining) would decide the outcome
-			// instead of the takeover.
-			err = fmt.Errorf("%w (%v)", errLeaseLost, err) //nolint:errorlint // see above
+// served refuses (errNotServed) a thread this worker does not serve
+// (Config.Serves), before it claims it.
+func (w *Worker) served(ctx context.Context, id string) error {
+	if w.cfg.Serves == nil {
+		return nil
+	}
+	ok, err := w.cfg.Serves(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errNotServed
+	}
+	return nil
+}
+
+// activationLease is the lease an activation holds on its thread: the
+// leases' service, the thread, the activation's token and how long the
+// lease holds without a heartbeat.
+type activationLease struct {
+	acts  activationLeases
+	id    string
+	token string
+	ttl   time.Duration
+}
+
+// heartbeat renews the lease every third of its ttl, unless a checkpoint
+// renewed it meanwhile (control.renewalDue), until ctx ends. A lease
+// another activation took over cancels the activation (errLeaseLost).
+func (l activationLease) heartbeat(ctx context.Context, ctl *control, cancel context.CancelCauseFunc) {
+	tick := time.NewTicker(l.ttl / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if !ctl.renewalDue(l.ttl) {
+				continue // a checkpoint renewed it
+			}
+			err := l.acts.Heartbeat(ctx, l.id, l.token, l.ttl)
+			if errors.Is(err, registry.ErrLeaseLost) {
+				cancel(errLeaseLost)
+				return
+			}
+			if err == nil {
+				ctl.renewed.Store(time.Now().UnixNano())
+			}
 		}
 	}
-	f, handedOff := outcome()
-	if err == nil && f != nil && claim.Record.IsGraph() && released() {
-		w.metrics.graphRun(claim.Record.Directive, string(f.Status))
+}
+
+// release releases the lease after a clean end, so the next activation
+// can claim at once (unless the path released it: a finished thread's
+// Finalize did), and after a hand-back (errDraining, errRetryLater). A
+// failed activation keeps it until it lapses: that is the backoff before
+// asynq's retry or the recoverer takes the thread again.
+func (l activationLease) release(ctx context.Context, err error, released bool) {
+	if (err == nil && !released) || errors.Is(err, errDraining) || errors.Is(err, errRetryLater) {
+		_ = l.acts.Release(context.WithoutCancel(ctx), l.id, l.token)
 	}
-	endActivation(span, err, f, handedOff)
+}
+
+// takenOver is err, the error that stopped the activation, as
+// errLeaseLost when another activation holds the thread now: whatever
+// stopped this one, it is a takeover, not a failure to retry. A clean end
+// and a hand-back are left as they are.
+func (l activationLease) takenOver(ctx context.Context, err error) error {
+	if err == nil || errors.Is(err, errDraining) || errors.Is(err, errRetryLater) {
+		return err
+	}
+	if hb := l.acts.Heartbeat(context.WithoutCancel(ctx), l.id, l.token, l.ttl); errors.Is(hb, registry.ErrLeaseLost) {
+		// The activation's own error is detail only: wrapped, a
+		// hand-back error (errDraining) would decide the outcome
+		// instead of the takeover.
+		return fmt.Errorf("%w (%v)", errLeaseLost, err) //nolint:errorlint // see above
+	}
+	return err
+}
+
+// pathEnd is how an activation's path ended: whether it released the
+// lease itself (with the thread's end), the outcome if one was decided,
+// and whether the thread handed off.
+type pathEnd struct {
+	released  bool
+	final     *final
+	handedOff bool
+}
+
+// runPath runs the path of the activation newActivation makes: a graph
+// run's walk (isGraph), or a thread's turns.
+func runPath(ctx context.Context, isGraph bool, newActivation func() activation) (pathEnd, error) {
+	if isGraph {
+		g := &graphRun{activation: newActivation()}
+		err := g.run(ctx)
+		return pathEnd{released: g.leaseReleased, final: g.cp.Final}, err
+	}
+	s := &session{activation: newActivation()}
+	err := s.run(ctx)
+	return pathEnd{released: s.leaseReleased, final: s.st.Final, handedOff: s.st.Handoff != ""}, err
+}
+
+// activationResult is what handle answers asynq for an activation that
+// ended with err, which it logs: nil for a clean end, a retry wait (the
+// activation due at the retry time continues the thread) and a takeover;
+// err for a hand-back (a cancel while the thread loaded, a shutdown) and
+// a failure, which asynq runs again.
+func activationResult(log *slog.Logger, err error) error {
 	switch {
 	case err == nil:
 		return nil
