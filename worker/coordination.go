@@ -53,99 +53,142 @@ func (s *session) orchestrate(ctx context.Context, call thread.ToolCall) error {
 		s.toolResult(call.ID, orchestratorID, "bad orchestrator parameters: "+err.Error(), true, "")
 		return nil
 	}
-	fail := func(err error) error {
-		if isInfra(err) {
-			return err
-		}
-		s.toolJSON(call.ID, orchestratorID, map[string]any{"success": false, "error": err.Error()}, true)
-		return nil
-	}
 	target := p.ThreadID
 	if target == "" {
 		target = s.id()
 	}
-	// Every operation reaches only threads of the caller's own tree,
-	// unless the thread holds AnyThreadCapability.
+	if err := s.operationInScope(ctx, p, target); err != nil {
+		return s.operationFailed(call.ID, err)
+	}
+	if err := s.operate(ctx, call.ID, p, target); err != nil {
+		return s.operationFailed(call.ID, err)
+	}
+	return nil
+}
+
+// operationFailed answers call callID with err, the failure of its
+// operation, which the model sees; an infrastructure error is returned
+// instead (the activation fails, and runs again).
+func (s *session) operationFailed(callID string, err error) error {
+	if isInfra(err) {
+		return err
+	}
+	s.toolJSON(callID, orchestratorID, map[string]any{"success": false, "error": err.Error()}, true)
+	return nil
+}
+
+// operationInScope refuses an operation on a thread outside the caller's
+// own tree (inScope: every operation reaches only those, unless the
+// thread holds AnyThreadCapability), target or any a wait names, and a
+// wait that names more threads than one may.
+func (s *session) operationInScope(ctx context.Context, p orchestratorParams, target string) error {
 	scoped := []string{target}
 	if p.Operation == "wait_threads" {
 		if maxIDs := s.waitMaxThreads(); len(p.ThreadIDs) > maxIDs {
-			return fail(fmt.Errorf("wait_threads takes 1 to %d thread_ids", maxIDs))
+			return fmt.Errorf("wait_threads takes 1 to %d thread_ids", maxIDs)
 		}
 		scoped = append(slices.Clone(p.ThreadIDs), p.ThreadID)
 	}
 	for _, id := range scoped {
 		if err := s.inScope(ctx, id); err != nil {
-			return fail(err)
+			return err
 		}
 	}
+	return nil
+}
+
+// operate runs operation p on target (the caller when p names no
+// thread) and answers call callID, but for wait_threads, which is
+// answered when the threads it waits on end (resolvePending). An error is
+// the operation's failure (operationFailed).
+func (s *session) operate(ctx context.Context, callID string, p orchestratorParams, target string) error {
 	switch p.Operation {
 	case "wait_threads":
-		ids := p.ThreadIDs
-		if len(ids) == 0 && p.ThreadID != "" {
-			ids = []string{p.ThreadID}
+		return s.waitThreads(ctx, callID, p)
+	case "read_transcript":
+		text, err := s.o.TranscriptText(ctx, target, 16<<10)
+		if err != nil {
+			return err
 		}
-		if maxIDs := s.waitMaxThreads(); len(ids) == 0 || len(ids) > maxIDs {
-			return fail(fmt.Errorf("wait_threads takes 1 to %d thread_ids", maxIDs))
-		}
-		timeout := p.Timeout
-		if timeout <= 0 {
-			timeout = s.proj.Coordination.WaitDefaultTimeout.Seconds()
-		}
-		for _, id := range ids {
-			if _, err := s.reg.Get(ctx, id); err != nil {
-				return fail(err)
-			}
-		}
-		s.st.Pending = append(s.st.Pending, pending{CallID: call.ID, Tool: orchestratorID, Kind: "wait", Threads: ids,
-			Deadline: s.o.Now().Add(time.Duration(timeout * float64(time.Second)))})
+		s.toolResult(callID, orchestratorID, text, false, "")
 		return nil
+	}
+	answer, err := s.operationAnswer(ctx, p, target)
+	if err != nil {
+		return err
+	}
+	s.toolJSON(callID, orchestratorID, answer, false)
+	return nil
+}
+
+// waitThreads makes call callID a pending wait on the threads p names,
+// until they end or its timeout (coordination.yaml's default when p sets
+// none) passes.
+func (s *session) waitThreads(ctx context.Context, callID string, p orchestratorParams) error {
+	ids := p.ThreadIDs
+	if len(ids) == 0 && p.ThreadID != "" {
+		ids = []string{p.ThreadID}
+	}
+	if maxIDs := s.waitMaxThreads(); len(ids) == 0 || len(ids) > maxIDs {
+		return fmt.Errorf("wait_threads takes 1 to %d thread_ids", maxIDs)
+	}
+	timeout := p.Timeout
+	if timeout <= 0 {
+		timeout = s.proj.Coordination.WaitDefaultTimeout.Seconds()
+	}
+	for _, id := range ids {
+		if _, err := s.reg.Get(ctx, id); err != nil {
+			return err
+		}
+	}
+	s.st.Pending = append(s.st.Pending, pending{CallID: callID, Tool: orchestratorID, Kind: "wait", Threads: ids,
+		Deadline: s.o.Now().Add(time.Duration(timeout * float64(time.Second)))})
+	return nil
+}
+
+// operationAnswer runs operation p, one answered at once as JSON, on
+// target, and is its answer.
+func (s *session) operationAnswer(ctx context.Context, p orchestratorParams, target string) (any, error) {
+	switch p.Operation {
 	case "cancel_thread":
 		cascade := p.Cascade == nil || *p.Cascade
 		rec, err := s.o.Cancel(ctx, p.ThreadID, cascade)
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
-		s.toolJSON(call.ID, orchestratorID, map[string]any{"success": true, "thread_id": rec.ThreadID, "status": rec.Status}, false)
+		return map[string]any{"success": true, "thread_id": rec.ThreadID, "status": rec.Status}, nil
 	case "get_status":
 		rec, err := s.reg.Get(ctx, target)
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
-		s.toolJSON(call.ID, orchestratorID, rec, false)
+		return rec, nil
 	case "list_children":
 		kids, err := s.reg.ListChildren(ctx, target)
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
-		s.toolJSON(call.ID, orchestratorID, map[string]any{"success": true, "children": kids}, false)
+		return map[string]any{"success": true, "children": kids}, nil
 	case "get_chain":
 		chain, err := s.reg.GetChain(ctx, target)
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
-		s.toolJSON(call.ID, orchestratorID, map[string]any{"success": true, "chain_length": len(chain), "chain": chain}, false)
+		return map[string]any{"success": true, "chain_length": len(chain), "chain": chain}, nil
 	case "chain_search":
 		matches, err := s.o.Search(ctx, target, p.Query, p.MaxResults)
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
-		s.toolJSON(call.ID, orchestratorID, map[string]any{"success": true, "matches": matches}, false)
+		return map[string]any{"success": true, "matches": matches}, nil
 	case "resume_thread":
 		res, err := s.o.Resume(ctx, p.ThreadID, p.Message)
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
-		s.toolJSON(call.ID, orchestratorID, res, false)
-	case "read_transcript":
-		text, err := s.o.TranscriptText(ctx, target, 16<<10)
-		if err != nil {
-			return fail(err)
-		}
-		s.toolResult(call.ID, orchestratorID, text, false, "")
-	default:
-		return fail(fmt.Errorf("unknown orchestrator operation %q (want wait_threads, cancel_thread, get_status, list_children, get_chain, chain_search, resume_thread, read_transcript)", p.Operation))
+		return res, nil
 	}
-	return nil
+	return nil, fmt.Errorf("unknown orchestrator operation %q (want wait_threads, cancel_thread, get_status, list_children, get_chain, chain_search, resume_thread, read_transcript)", p.Operation)
 }
 
 // inScope refuses a coordination call on a thread outside the caller's
