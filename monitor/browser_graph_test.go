@@ -165,6 +165,13 @@ func TestBrowserGraphRun(t *testing.T) {
 		/^1 done · [34] running · 1 failed( · 1 not started)? of 6$/.test(document.querySelector("section.foreach[data-node=fan] .counts-line").innerText.trim()) &&
 		document.querySelectorAll("section.foreach[data-node=fan] ol.children .badge.st-running").length === 3 &&
 		document.querySelector("svg.graph g.gnode.current[data-node=fan]") !== null`)
+	// The record's progress is as live as the page's: the two settled
+	// items are durable within a second or so, while the run, held by
+	// its running children, has not suspended.
+	require.Eventually(t, func() bool {
+		rec, err := e.orch.Record(t.Context(), fan.ThreadID)
+		return err == nil && rec.ItemsDone == 2
+	}, 4*time.Second, 50*time.Millisecond, "the run's items_done follows its settled items")
 	var diagram struct {
 		Nodes, Taken, Back, Current int
 		Visits                      []string

@@ -388,7 +388,10 @@ func (r *graphRun) recordPlans(s *stepRun, p *pendingStep, planned []string) {
 // any of them starts), the step's first round, settled items once
 // graphProgressEvery has passed, or any settled while the step stops.
 func (r *graphRun) recordRound(ctx context.Context, p *pendingStep, planned, unstarted []string, changed, first bool) error {
-	progress := changed && time.Since(r.checkpointed) >= graphProgressEvery
+	// Items settled and not yet durable, in this round or one before it
+	// (a held run's progress comes due while it waits: childHold).
+	settled := len(r.unflushed) > 0
+	progress := settled && time.Since(r.checkpointed) >= graphProgressEvery
 	if len(planned) == 0 && !first && !progress && (!changed || !p.Stopping) {
 		return nil
 	}
@@ -401,7 +404,7 @@ func (r *graphRun) recordRound(ctx context.Context, p *pendingStep, planned, uns
 	if err := r.checkpoint(ctx); err != nil {
 		return err
 	}
-	if changed {
+	if settled {
 		fault("graph:after_item")
 	}
 	if len(planned) > 0 {
@@ -500,10 +503,21 @@ func (h *childHold) wait(ctx context.Context, running []string) (bool, error) {
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
+	// Items settled and not yet durable are made so once their progress
+	// is due (recordRound), so a held run's items_done is as live as a
+	// woken one's.
+	var due <-chan time.Time
+	if len(r.unflushed) > 0 {
+		t := time.NewTimer(max(0, time.Until(r.checkpointed.Add(graphProgressEvery))))
+		defer t.Stop()
+		due = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return false, context.Cause(ctx)
+		case <-due:
+			return true, nil
 		case <-timer.C:
 			return false, nil
 		case ev, ok := <-h.sub.C:
