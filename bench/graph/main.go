@@ -148,11 +148,7 @@ func run(n, capN, conc, producers, steps, rounds int, only, redisURL string, che
 	fmt.Printf("bench graph: n=%d cap=%d concurrency=%d producers=%d steps=%d rounds=%d\n", n, capN, conc, producers, steps, rounds)
 	var gr, tr, wr, sr, gs, ts []float64
 	for r := 0; r < rounds; r++ {
-		dir := filepath.Join(tmp, fmt.Sprint("round", r))
-		f, err := benchenv.NewFleet(ctx, rdb, store, benchenv.FleetConfig{
-			Namespace: fmt.Sprintf("benchgraph%d-%d", r, time.Now().UnixNano()), Dir: dir, Concurrency: conc, TaskCheckInterval: check,
-			Files: files(n, capN, steps, ""), ScriptPath: "scripts/bench.yaml", Script: fmt.Sprintf(script, benchenv.FileTurns(steps)),
-		})
+		f, err := benchenv.NewFleet(ctx, rdb, store, fleetConfig(tmp, "round", r, conc, check, n, capN, steps, ""))
 		if err != nil {
 			return err
 		}
@@ -225,15 +221,21 @@ func run(n, capN, conc, producers, steps, rounds int, only, redisURL string, che
 	return nil
 }
 
+// fleetConfig is round r's fleet of the bench project with graphs.yaml
+// hold (files), in a namespace and directory of its own named by kind.
+func fleetConfig(tmp, kind string, r, conc int, check time.Duration, n, capN, steps int, hold string) benchenv.FleetConfig {
+	return benchenv.FleetConfig{
+		Namespace: fmt.Sprintf("benchgraph-%s%d-%d", kind, r, time.Now().UnixNano()), Dir: filepath.Join(tmp, fmt.Sprint(kind, r)),
+		Concurrency: conc, TaskCheckInterval: check,
+		Files: files(n, capN, steps, hold), ScriptPath: "scripts/bench.yaml", Script: fmt.Sprintf(script, benchenv.FileTurns(steps)),
+	}
+}
+
 // timeSuspended runs the foreach graph on a fleet of its own whose runs
 // suspend as soon as their children all run (hold_seconds 0).
 func timeSuspended(ctx context.Context, rdb redis.UniversalClient, store blobstore.Store, tmp string, r, conc int, check time.Duration,
 	n, capN, steps int, items []any) (time.Duration, benchenv.CPU, error) {
-	f, err := benchenv.NewFleet(ctx, rdb, store, benchenv.FleetConfig{
-		Namespace: fmt.Sprintf("benchgraphs%d-%d", r, time.Now().UnixNano()), Dir: filepath.Join(tmp, fmt.Sprint("suspended", r)),
-		Concurrency: conc, TaskCheckInterval: check,
-		Files: files(n, capN, steps, noHold), ScriptPath: "scripts/bench.yaml", Script: fmt.Sprintf(script, benchenv.FileTurns(steps)),
-	})
+	f, err := benchenv.NewFleet(ctx, rdb, store, fleetConfig(tmp, "suspended", r, conc, check, n, capN, steps, noHold))
 	if err != nil {
 		return 0, benchenv.CPU{}, err
 	}
