@@ -226,15 +226,31 @@ config:
 // holds its turns once.
 func TestGraphRestoresLostChild(t *testing.T) {
 	t.Parallel()
-	files := walkProject("1500ms", map[string]string{"g/lose": loseGraph})
+	e, run, kid := loseGraphChild(t, "g/lose", loseGraph, func(*spooltest.Env, string) bool { return true })
+	final := e.Wait([]string{run}, 2*time.Minute)[run]
+	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
+	require.Equal(t, map[string]any{"solo": "item solo"}, final.Outputs)
+	checkRestoredChild(t, e, kid)
+	checkRunExact(t, e, final, 1)
+}
+
+// loseGraphChild runs graph name (body: its graph file, whose g/nap tool
+// naps two seconds) on a worker, snapshots Redis while the run first
+// runs, before any child, and rolls Redis back once the run's first child
+// has a durable segment and ready (given the run's id) says the run is
+// where the test wants it: Redis has lost the child, the store has its
+// first turn. It returns the env, the run's id and the child's.
+func loseGraphChild(t *testing.T, name, body string, ready func(e *spooltest.Env, run string) bool) (*spooltest.Env, string, string) {
+	t.Helper()
+	files := walkProject("1500ms", map[string]string{name: body})
 	files[".ai/tools/g/nap.sh"] = "#!/bin/sh\nsleep 2\necho '{\"output\": \"napped\"}'\n"
-	files[".ai/graphs/g/lose.yaml"] = strings.Replace(files[".ai/graphs/g/lose.yaml"], walkPerms, walkPerms+"  - rye.execute.tool.g.*\n", 1)
+	path := ".ai/graphs/" + name + ".yaml"
+	files[path] = strings.Replace(files[path], walkPerms, walkPerms+"  - rye.execute.tool.g.*\n", 1)
 	e := spooltest.New(t, spooltest.Options{Files: files, LeaseTTL: 2 * time.Second})
 	e.Orch = e.Orch.WithLogger(quiet())
-	fast := "SPOOL_RECOVER_INTERVAL=500ms"
-	e.Start([]string{fast}, "worker", "--concurrency", "4")
+	e.Start([]string{"SPOOL_RECOVER_INTERVAL=500ms"}, "worker", "--concurrency", "4")
 	ctx := context.Background()
-	res := e.Spool("graph", "run", "g/lose", "--json")
+	res := e.Spool("graph", "run", name, "--json")
 	require.Equal(t, 0, res.Code, res.Stderr)
 	var run registry.Record
 	res.JSON(t, &run)
@@ -252,15 +268,21 @@ func TestGraphRestoresLostChild(t *testing.T) {
 		}
 		kid = kids[0].ThreadID
 		segs, err := e.Store.List(ctx, blobkey.Segments(kid))
-		return err == nil && len(segs) >= 1
+		return err == nil && len(segs) >= 1 && ready(e, run.ThreadID)
 	}, 30*time.Second, 10*time.Millisecond)
 	snap.Rollback(t) // the child is in its second model call
 	_, err := e.Orch.Record(ctx, kid)
 	require.ErrorIs(t, err, registry.ErrNotFound, "Redis lost the child")
+	return e, run.ThreadID, kid
+}
 
-	final := e.Wait([]string{run.ThreadID}, 2*time.Minute)[run.ThreadID]
-	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
-	require.Equal(t, map[string]any{"solo": "item solo"}, final.Outputs)
+// checkRestoredChild checks the g/item child kid, which Redis lost after
+// its first turn: restored from the store, completed, each of its two
+// turns run once (its file written once), and its ledger entry equal to
+// its transcript.
+func checkRestoredChild(t *testing.T, e *spooltest.Env, kid string) {
+	t.Helper()
+	ctx := context.Background()
 	got, err := e.Orch.Record(ctx, kid)
 	require.NoError(t, err)
 	require.Equal(t, thread.StatusCompleted, got.Status)
@@ -268,7 +290,6 @@ func TestGraphRestoresLostChild(t *testing.T) {
 	require.Equal(t, 2, got.Cost.Turns)
 	writes := payloads[transcript.ToolCallResult](t, events(t, e, kid), transcript.TypeToolCallResult)
 	require.Len(t, writes, 1, "its file written once")
-	checkRunExact(t, e, final, 1)
 	entry, err := e.Orch.LedgerEntry(ctx, kid)
 	require.NoError(t, err)
 	require.Equal(t, recordedSpend(t, e, kid), entry.OwnNano)
@@ -311,61 +332,26 @@ config:
 // ledger holds its turns once.
 func TestGraphWaitRestoresLostChild(t *testing.T) {
 	t.Parallel()
-	files := walkProject("1500ms", map[string]string{"g/losewait": loseWaitGraph})
-	files[".ai/tools/g/nap.sh"] = "#!/bin/sh\nsleep 2\necho '{\"output\": \"napped\"}'\n"
-	files[".ai/graphs/g/losewait.yaml"] = strings.Replace(files[".ai/graphs/g/losewait.yaml"], walkPerms, walkPerms+"  - rye.execute.tool.g.*\n", 1)
-	e := spooltest.New(t, spooltest.Options{Files: files, LeaseTTL: 2 * time.Second})
-	e.Orch = e.Orch.WithLogger(quiet())
-	e.Start([]string{"SPOOL_RECOVER_INTERVAL=500ms"}, "worker", "--concurrency", "4")
-	ctx := context.Background()
-	res := e.Spool("graph", "run", "g/losewait", "--json")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	var run registry.Record
-	res.JSON(t, &run)
-
-	require.Eventually(t, func() bool {
-		r, err := e.Orch.Record(ctx, run.ThreadID)
-		return err == nil && r.Status == thread.StatusRunning
-	}, 30*time.Second, 10*time.Millisecond)
-	snap := e.Redis.Snapshot(t) // the run naps; no child yet
-	var kid string
-	require.Eventually(t, func() bool {
-		kids, err := e.Orch.Children(ctx, run.ThreadID)
-		if err != nil || len(kids) == 0 {
-			return false
-		}
-		kid = kids[0].ThreadID
-		segs, err := e.Store.List(ctx, blobkey.Segments(kid))
-		if err != nil || len(segs) == 0 {
-			return false
-		}
-		for _, sc := range payloads[transcript.StepCompleted](t, events(t, e, run.ThreadID), transcript.TypeStepCompleted) {
+	// Rolled back once the run's start of the child is durable.
+	fanDone := func(e *spooltest.Env, run string) bool {
+		for _, sc := range payloads[transcript.StepCompleted](t, events(t, e, run), transcript.TypeStepCompleted) {
 			if sc.Node == "fan" {
-				return true // the run's start of the child is durable
+				return true
 			}
 		}
 		return false
-	}, 30*time.Second, 10*time.Millisecond)
-	snap.Rollback(t) // the child is in its second model call, the run naps again
-	_, err := e.Orch.Record(ctx, kid)
-	require.ErrorIs(t, err, registry.ErrNotFound, "Redis lost the child")
-
-	final := e.Wait([]string{run.ThreadID}, 2*time.Minute)[run.ThreadID]
+	}
+	e, run, kid := loseGraphChild(t, "g/losewait", loseWaitGraph, fanDone)
+	final := e.Wait([]string{run}, 2*time.Minute)[run]
 	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
 	require.Equal(t, map[string]any{"solo": "item solo", "n": float64(1)}, final.Outputs)
-	got, err := e.Orch.Record(ctx, kid)
-	require.NoError(t, err)
-	require.Equal(t, thread.StatusCompleted, got.Status)
-	require.NotEmpty(t, got.Extra[registry.RestoredField], "restored from the store")
-	require.Equal(t, 2, got.Cost.Turns)
-	writes := payloads[transcript.ToolCallResult](t, events(t, e, kid), transcript.TypeToolCallResult)
-	require.Len(t, writes, 1, "its file written once")
+	checkRestoredChild(t, e, kid)
+	ctx := context.Background()
 	entry, err := e.Orch.LedgerEntry(ctx, kid)
 	require.NoError(t, err)
-	require.Equal(t, recordedSpend(t, e, kid), entry.OwnNano)
-	runEntry, err := e.Orch.LedgerEntry(ctx, run.ThreadID)
+	runEntry, err := e.Orch.LedgerEntry(ctx, run)
 	require.NoError(t, err)
-	require.Equal(t, recordedSpend(t, e, run.ThreadID)+entry.OwnNano, runEntry.ActualNano, "the run's entry holds the child's spend once")
+	require.Equal(t, recordedSpend(t, e, run)+entry.OwnNano, runEntry.ActualNano, "the run's entry holds the child's spend once")
 }
 
 // commitLatency commits n times to thread id (a registry commit: one
