@@ -167,89 +167,143 @@ func parseEntry(n *yaml.Node) (Entry, error) {
 	if n.Kind != yaml.MappingNode {
 		return e, errors.New("an entry must be a mapping (id, directive, cron, ...)")
 	}
-	var limitsNode *yaml.Node
-	graphName := ""
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if !entryKeys[k.Value] {
-			return e, fmt.Errorf("unknown key %q (id, directive or graph, cron, inputs, queue, model, limits)", k.Value)
-		}
-		var err error
-		switch k.Value {
-		case "id":
-			err = scalar(v, &e.ID)
-		case "directive":
-			err = scalar(v, &e.Directive)
-		case "graph":
-			err = scalar(v, &graphName)
-		case "cron":
-			err = scalar(v, &e.Cron)
-		case "queue":
-			err = scalar(v, &e.Queue)
-		case "model":
-			err = scalar(v, &e.Model)
-		case "inputs":
-			if v.Kind != yaml.MappingNode && v.Tag != "!!null" {
-				return e, errors.New("inputs: must be a mapping of input names to values")
-			}
-			if err = v.Decode(&e.Inputs); err != nil {
-				err = fmt.Errorf("inputs: %s", oneLine(err.Error()))
-			}
-		case "limits":
-			limitsNode = v
-		}
-		if err != nil {
-			return e, fmt.Errorf("%s: %w", k.Value, err)
-		}
+	r, err := e.readKeys(n)
+	if err != nil {
+		return e, err
 	}
-	if e.ID == "" {
-		return e, errors.New("id: required")
+	if err := e.checkID(); err != nil {
+		return e, err
 	}
-	if !entryIDPattern.MatchString(e.ID) {
-		id := e.ID
-		e.ID = ""
-		return e, fmt.Errorf("id %q: use letters, digits, '.', '_' and '-' (at most 128)", id)
+	if err := e.target(r.graph); err != nil {
+		return e, err
 	}
-	var err error
-	switch {
-	case graphName != "" && e.Directive != "":
-		return e, errors.New("directive and graph: name one of them (a thread of a directive, or a run of a graph)")
-	case graphName != "":
-		name, err := orchestrator.GraphName(graphName)
-		if err != nil {
-			return e, fmt.Errorf("graph %q: %s", graphName, oneLine(err.Error()))
-		}
-		if e.Model != "" {
-			return e, errors.New("model: a graph run calls no model (its directives name theirs)")
-		}
-		e.Directive, e.Graph = name, true
-	case e.Directive == "":
-		return e, errors.New("directive: required (or graph: for a graph run)")
-	default:
-		name, err := directive.CleanName(e.Directive)
-		if err != nil {
-			return e, fmt.Errorf("directive %q: %s", e.Directive, oneLine(err.Error()))
-		}
-		e.Directive = name
-	}
-	if e.Cron == "" {
-		return e, errors.New("cron: required (a 5-field spec, @hourly, @every 30s, ...)")
-	}
-	if e.schedule, err = ParseSpec(e.Cron); err != nil {
-		return e, fmt.Errorf("cron %q: %s", e.Cron, oneLine(err.Error()))
-	}
-	if e.schedule.Next(time.Now()).IsZero() {
-		return e, fmt.Errorf("cron %q: never fires", e.Cron)
+	if err := e.parseCron(); err != nil {
+		return e, err
 	}
 	if e.Queue != "" && queue.CheckName(e.Queue) != nil {
 		return e, fmt.Errorf("queue %q: not a queue name", e.Queue)
 	}
-	if limitsNode != nil {
-		if e.Limits, e.MaxSteps, err = parseLimits(limitsNode, e.Graph); err != nil {
+	if r.limits != nil {
+		if e.Limits, e.MaxSteps, err = parseLimits(r.limits, e.Graph); err != nil {
 			return e, fmt.Errorf("limits: %w", err)
 		}
 	}
 	return e, nil
+}
+
+// entryKeysRead holds the keys of an entry that parseEntry settles only
+// once every key is read: the graph (which excludes directive) and the
+// limits (whose max_steps only a graph entry may set).
+type entryKeysRead struct {
+	graph  string
+	limits *yaml.Node
+}
+
+// readKeys reads the keys of the entry mapping n into e, in their order,
+// stopping at the first unknown or malformed one.
+func (e *Entry) readKeys(n *yaml.Node) (entryKeysRead, error) {
+	var r entryKeysRead
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if !entryKeys[k.Value] {
+			return r, fmt.Errorf("unknown key %q (id, directive or graph, cron, inputs, queue, model, limits)", k.Value)
+		}
+		if err := e.readKey(&r, k.Value, v); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// readKey reads the value v of the known key into e, or into r when it
+// must wait for the others. Its errors name the key.
+func (e *Entry) readKey(r *entryKeysRead, key string, v *yaml.Node) error {
+	var err error
+	switch key {
+	case "id":
+		err = scalar(v, &e.ID)
+	case "directive":
+		err = scalar(v, &e.Directive)
+	case "graph":
+		err = scalar(v, &r.graph)
+	case "cron":
+		err = scalar(v, &e.Cron)
+	case "queue":
+		err = scalar(v, &e.Queue)
+	case "model":
+		err = scalar(v, &e.Model)
+	case "inputs":
+		if v.Kind != yaml.MappingNode && v.Tag != "!!null" {
+			return errors.New("inputs: must be a mapping of input names to values")
+		}
+		if err = v.Decode(&e.Inputs); err != nil {
+			err = fmt.Errorf("inputs: %s", oneLine(err.Error()))
+		}
+	case "limits":
+		r.limits = v
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	return nil
+}
+
+// checkID requires the entry's id and checks its spelling; a misspelt id
+// is cleared, so that the error is not placed under it.
+func (e *Entry) checkID() error {
+	if e.ID == "" {
+		return errors.New("id: required")
+	}
+	if !entryIDPattern.MatchString(e.ID) {
+		id := e.ID
+		e.ID = ""
+		return fmt.Errorf("id %q: use letters, digits, '.', '_' and '-' (at most 128)", id)
+	}
+	return nil
+}
+
+// target settles what the entry's ticks start: a run of the graph
+// graphName, or a thread of e.Directive (exactly one of them), with the
+// name cleaned. A graph entry may not name a model.
+func (e *Entry) target(graphName string) error {
+	switch {
+	case graphName != "" && e.Directive != "":
+		return errors.New("directive and graph: name one of them (a thread of a directive, or a run of a graph)")
+	case graphName != "":
+		name, err := orchestrator.GraphName(graphName)
+		if err != nil {
+			return fmt.Errorf("graph %q: %s", graphName, oneLine(err.Error()))
+		}
+		if e.Model != "" {
+			return errors.New("model: a graph run calls no model (its directives name theirs)")
+		}
+		e.Directive, e.Graph = name, true
+	case e.Directive == "":
+		return errors.New("directive: required (or graph: for a graph run)")
+	default:
+		name, err := directive.CleanName(e.Directive)
+		if err != nil {
+			return fmt.Errorf("directive %q: %s", e.Directive, oneLine(err.Error()))
+		}
+		e.Directive = name
+	}
+	return nil
+}
+
+// parseCron requires the entry's cron and parses it into its schedule,
+// which must fire at least once more.
+func (e *Entry) parseCron() error {
+	if e.Cron == "" {
+		return errors.New("cron: required (a 5-field spec, @hourly, @every 30s, ...)")
+	}
+	var err error
+	if e.schedule, err = ParseSpec(e.Cron); err != nil {
+		return fmt.Errorf("cron %q: %s", e.Cron, oneLine(err.Error()))
+	}
+	if e.schedule.Next(time.Now()).IsZero() {
+		return fmt.Errorf("cron %q: never fires", e.Cron)
+	}
+	return nil
 }
 
 func scalar(v *yaml.Node, dst *string) error {
