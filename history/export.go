@@ -81,81 +81,13 @@ type scriptUsage struct {
 func Export(ctx context.Context, o *orchestrator.Orchestrator, t *Thread) (*Script, error) {
 	out := &Script{}
 	f := scriptFile{Directives: map[string][]scriptTurnFn{}}
-	if proj, err := o.Project(ctx, t.Record.Bundle); err == nil {
-		cfg := provider.ConfigFromEnv().ForBundle(proj.Pricing, proj.ReadFile)
-		if p, err := provider.New(t.Record.Model, cfg); err == nil {
-			f.ContextWindow = p.ContextWindow(t.Record.Model)
-			in, err1 := p.Cost(t.Record.Model, provider.Usage{InputTokens: 1_000_000})
-			outp, err2 := p.Cost(t.Record.Model, provider.Usage{OutputTokens: 1_000_000})
-			if err1 == nil && err2 == nil && (in > 0 || outp > 0) {
-				f.Price = &scriptPrice{Input: in, Output: outp}
-			}
-		}
-	}
-
-	type group struct {
-		key   string // chain index + inputs
-		id    string
-		turns []scriptTurnFn
-		index int
-		input string
-	}
-	byDirective := map[string][]*group{}
-	var order []string
-	var err error
-	t.Walk(func(th *Thread) {
-		if err != nil {
-			return
-		}
-		var turns []scriptTurnFn
-		if turns, err = exportTurns(th); err != nil {
-			return
-		}
-		out.Threads++
-		out.Turns += len(turns)
-		if len(turns) == 0 {
-			return
-		}
-		r := th.Record
-		in, _ := json.Marshal(r.Inputs) // as the provider's toJSON renders .inputs
-		g := &group{key: strconv.Itoa(r.ChainIndex) + " " + string(in), id: r.ThreadID, turns: turns, index: r.ChainIndex, input: string(in)}
-		d := r.Directive
-		if _, ok := byDirective[d]; !ok {
-			order = append(order, d)
-		}
-		for _, o := range byDirective[d] {
-			if o.key == g.key && equalTurns(o.turns, g.turns) {
-				return // the same turns again: one list plays both
-			}
-		}
-		byDirective[d] = append(byDirective[d], g)
-	})
+	exportModel(ctx, o, t, &f)
+	order, byDirective, err := groupTurns(t, out)
 	if err != nil {
 		return nil, err
 	}
 	for _, d := range order {
-		gs := byDirective[d]
-		if len(gs) == 1 {
-			f.Directives[d] = gs[0].turns
-			continue
-		}
-		keys := map[string]int{}
-		for _, g := range gs {
-			keys[g.key]++
-		}
-		var list []scriptTurnFn
-		for _, g := range gs {
-			when := fmt.Sprintf("{{and (eq .chain_index %d) (eq (toJSON .inputs) %s)}}", g.index, strconv.Quote(g.input))
-			if keys[g.key] > 1 {
-				when = fmt.Sprintf("{{eq .thread_id %s}}", strconv.Quote(g.id))
-				out.Warnings = append(out.Warnings, fmt.Sprintf("directive %s: thread %s has the chain index and inputs of another thread of it but other turns: its turns are guarded by its id, which only a replay keeps", d, g.id))
-			}
-			for _, tn := range g.turns {
-				tn.When = when
-				list = append(list, tn)
-			}
-		}
-		f.Directives[d] = list
+		f.Directives[d] = directiveTurns(d, byDirective[d], out)
 	}
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, "# spool thread export-script %s: %d model turns of %d threads, as recorded\n", t.ID(), out.Turns, out.Threads)
@@ -173,6 +105,106 @@ func Export(ctx context.Context, o *orchestrator.Orchestrator, t *Thread) (*Scri
 		return nil, fmt.Errorf("export %s: the script does not load: %w", t.ID(), err)
 	}
 	return out, nil
+}
+
+// exportModel sets f's context_window and price to those of the model of
+// t's first thread, as its bundle's pricing gives them. A bundle or model
+// that cannot be loaded leaves them unset: the script then plays with the
+// scripted provider's own.
+func exportModel(ctx context.Context, o *orchestrator.Orchestrator, t *Thread, f *scriptFile) {
+	proj, err := o.Project(ctx, t.Record.Bundle)
+	if err != nil {
+		return
+	}
+	cfg := provider.ConfigFromEnv().ForBundle(proj.Pricing, proj.ReadFile)
+	p, err := provider.New(t.Record.Model, cfg)
+	if err != nil {
+		return
+	}
+	f.ContextWindow = p.ContextWindow(t.Record.Model)
+	in, err1 := p.Cost(t.Record.Model, provider.Usage{InputTokens: 1_000_000})
+	outp, err2 := p.Cost(t.Record.Model, provider.Usage{OutputTokens: 1_000_000})
+	if err1 == nil && err2 == nil && (in > 0 || outp > 0) {
+		f.Price = &scriptPrice{Input: in, Output: outp}
+	}
+}
+
+// turnGroup is the turns of one recorded thread that has any, with what
+// tells it apart from the other threads of its directive.
+type turnGroup struct {
+	key   string // chain index + inputs
+	id    string
+	turns []scriptTurnFn
+	index int
+	input string
+}
+
+// groupTurns walks t's threads and groups their exported turns by
+// directive, in the order the directives are first met. A thread whose
+// chain index, inputs and turns are those of one already grouped adds
+// nothing: one list plays both. It counts every thread and turn in out.
+func groupTurns(t *Thread, out *Script) ([]string, map[string][]*turnGroup, error) {
+	byDirective := map[string][]*turnGroup{}
+	var order []string
+	var err error
+	t.Walk(func(th *Thread) {
+		if err != nil {
+			return
+		}
+		var turns []scriptTurnFn
+		if turns, err = exportTurns(th); err != nil {
+			return
+		}
+		out.Threads++
+		out.Turns += len(turns)
+		if len(turns) == 0 {
+			return
+		}
+		r := th.Record
+		in, _ := json.Marshal(r.Inputs) // as the provider's toJSON renders .inputs
+		g := &turnGroup{key: strconv.Itoa(r.ChainIndex) + " " + string(in), id: r.ThreadID, turns: turns, index: r.ChainIndex, input: string(in)}
+		d := r.Directive
+		if _, ok := byDirective[d]; !ok {
+			order = append(order, d)
+		}
+		for _, o := range byDirective[d] {
+			if o.key == g.key && equalTurns(o.turns, g.turns) {
+				return // the same turns again: one list plays both
+			}
+		}
+		byDirective[d] = append(byDirective[d], g)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return order, byDirective, nil
+}
+
+// directiveTurns is the script's list for directive d of groups gs. One
+// group plays as it is; several are each guarded by a `when` on their
+// chain index and inputs, or, where another group shares those, by their
+// thread id, which out.Warnings says only a replay keeps.
+func directiveTurns(d string, gs []*turnGroup, out *Script) []scriptTurnFn {
+	if len(gs) == 1 {
+		return gs[0].turns
+	}
+	keys := map[string]int{}
+	for _, g := range gs {
+		keys[g.key]++
+	}
+	var list []scriptTurnFn
+	for _, g := range gs {
+		when := fmt.Sprintf("{{and (eq .chain_index %d) (eq (toJSON .inputs) %s)}}", g.index, strconv.Quote(g.input))
+		if keys[g.key] > 1 {
+			when = fmt.Sprintf("{{eq .thread_id %s}}", strconv.Quote(g.id))
+			out.Warnings = append(out.Warnings, fmt.Sprintf("directive %s: thread %s has the chain index and inputs of another thread of it but other turns: its turns are guarded by its id, which only a replay keeps", d, g.id))
+		}
+		for _, tn := range g.turns {
+			tn.When = when
+			list = append(list, tn)
+		}
+	}
+	return list
 }
 
 func equalTurns(a, b []scriptTurnFn) bool {
