@@ -303,73 +303,94 @@ func decode(b []byte, v *any) error {
 	return dec.Decode(v)
 }
 
+// diffValue compares the decoded JSON values x and y at path and says
+// where they first differ and what each side has there (as JSON, or
+// "nothing" for a key or element one side lacks). Objects and arrays are
+// compared member by member, numbers by value (1 and 1.0 are the same),
+// anything else by its JSON.
 func diffValue(path string, x, y any) (string, string, string, bool) {
-	show := func(v any) string {
-		b, _ := json.Marshal(v)
-		return string(b)
-	}
 	switch a := x.(type) {
 	case map[string]any:
-		b, ok := y.(map[string]any)
-		if !ok {
-			return path, show(x), show(y), false
+		if b, ok := y.(map[string]any); ok {
+			return diffMap(path, a, b)
 		}
-		keys := map[string]bool{}
-		for k := range a {
-			keys[k] = true
-		}
-		for k := range b {
-			keys[k] = true
-		}
-		sorted := make([]string, 0, len(keys))
-		for k := range keys {
-			sorted = append(sorted, k)
-		}
-		sort.Strings(sorted)
-		for _, k := range sorted {
-			av, aok := a[k]
-			bv, bok := b[k]
-			p := path + "." + k
-			switch {
-			case !aok:
-				return p, "nothing", show(bv), false
-			case !bok:
-				return p, show(av), "nothing", false
-			}
-			if p, s1, s2, same := diffValue(p, av, bv); !same {
-				return p, s1, s2, false
-			}
-		}
-		return "", "", "", true
+		return path, showJSON(x), showJSON(y), false
 	case []any:
-		b, ok := y.([]any)
-		if !ok {
-			return path, show(x), show(y), false
+		if b, ok := y.([]any); ok {
+			return diffSlice(path, a, b)
 		}
-		for i := 0; i < max(len(a), len(b)); i++ {
-			p := fmt.Sprintf("%s[%d]", path, i)
-			switch {
-			case i >= len(a):
-				return p, "nothing", show(b[i]), false
-			case i >= len(b):
-				return p, show(a[i]), "nothing", false
-			}
-			if p, s1, s2, same := diffValue(p, a[i], b[i]); !same {
-				return p, s1, s2, false
-			}
-		}
-		return "", "", "", true
+		return path, showJSON(x), showJSON(y), false
 	case json.Number:
-		if b, ok := y.(json.Number); ok {
-			fa, err1 := a.Float64()
-			fb, err2 := b.Float64()
-			if err1 == nil && err2 == nil && fa == fb {
-				return "", "", "", true
-			}
+		if b, ok := y.(json.Number); ok && sameNumber(a, b) {
+			return "", "", "", true
 		}
 	}
-	if show(x) == show(y) {
+	if showJSON(x) == showJSON(y) {
 		return "", "", "", true
 	}
-	return path, show(x), show(y), false
+	return path, showJSON(x), showJSON(y), false
+}
+
+// diffMap compares two JSON objects key by key, in sorted key order, so
+// that the first difference it reports is the same from run to run.
+func diffMap(path string, a, b map[string]any) (string, string, string, bool) {
+	keys := map[string]bool{}
+	for k := range a {
+		keys[k] = true
+	}
+	for k := range b {
+		keys[k] = true
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	for _, k := range sorted {
+		av, aok := a[k]
+		bv, bok := b[k]
+		p := path + "." + k
+		switch {
+		case !aok:
+			return p, "nothing", showJSON(bv), false
+		case !bok:
+			return p, showJSON(av), "nothing", false
+		}
+		if p, s1, s2, same := diffValue(p, av, bv); !same {
+			return p, s1, s2, false
+		}
+	}
+	return "", "", "", true
+}
+
+// diffSlice compares two JSON arrays element by element; the longer one's
+// first extra element is a difference.
+func diffSlice(path string, a, b []any) (string, string, string, bool) {
+	for i := 0; i < max(len(a), len(b)); i++ {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		switch {
+		case i >= len(a):
+			return p, "nothing", showJSON(b[i]), false
+		case i >= len(b):
+			return p, showJSON(a[i]), "nothing", false
+		}
+		if p, s1, s2, same := diffValue(p, a[i], b[i]); !same {
+			return p, s1, s2, false
+		}
+	}
+	return "", "", "", true
+}
+
+// sameNumber says whether two JSON numbers have the same value, whatever
+// their spelling.
+func sameNumber(a, b json.Number) bool {
+	fa, err1 := a.Float64()
+	fb, err2 := b.Float64()
+	return err1 == nil && err2 == nil && fa == fb
+}
+
+// showJSON is v as JSON, the way a difference shows it.
+func showJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
