@@ -74,6 +74,9 @@ func Load(ctx context.Context, o *orchestrator.Orchestrator, id string) (*Thread
 	return load(ctx, o, chain[0].ThreadID, &n)
 }
 
+// load reads the recorded thread id and, recursively, the children it
+// started and the thread that continued it; n counts the threads read so
+// far, against MaxThreads.
 func load(ctx context.Context, o *orchestrator.Orchestrator, id string, n *int) (*Thread, error) {
 	if *n++; *n > MaxThreads {
 		return nil, fmt.Errorf("the recording has more than %d threads", MaxThreads)
@@ -90,28 +93,9 @@ func load(ctx context.Context, o *orchestrator.Orchestrator, id string, n *int) 
 	if len(evs) > 0 {
 		t.ended = evs[len(evs)-1]
 	}
-	// The children the conversation shows before each turn, as the
-	// scripted provider computes them from the messages it is given.
-	var kids []string
-	next := 0
-	for i, ev := range evs {
-		switch ev.Type {
-		case transcript.TypeCognitionOut:
-			if next < len(t.Turns) && t.Turns[next].Seq == ev.Seq {
-				msgs, err := transcript.Reconstruct(evs[:i])
-				if err != nil {
-					return nil, err
-				}
-				t.children = append(t.children, provider.SpawnedChildren(msgs))
-				next++
-			}
-		case transcript.TypeChildSpawned:
-			var p transcript.ChildSpawned
-			if err := ev.Decode(&p); err != nil {
-				return nil, fmt.Errorf("%s: event seq %d: %w", id, ev.Seq, err)
-			}
-			kids = append(kids, p.ChildID)
-		}
+	kids, err := t.scan(evs)
+	if err != nil {
+		return nil, err
 	}
 	for _, k := range kids {
 		kt, err := load(ctx, o, k, n)
@@ -129,4 +113,33 @@ func load(ctx context.Context, o *orchestrator.Orchestrator, id string, n *int) 
 		}
 	}
 	return t, nil
+}
+
+// scan reads t's transcript events evs once: it sets t.children to the
+// children the conversation shows before each of t.Turns, as the scripted
+// provider computes them from the messages it is given, and returns the
+// ids of the children t started, in the order of its child_spawned events.
+func (t *Thread) scan(evs []transcript.Event) ([]string, error) {
+	var kids []string
+	next := 0
+	for i, ev := range evs {
+		switch ev.Type {
+		case transcript.TypeCognitionOut:
+			if next < len(t.Turns) && t.Turns[next].Seq == ev.Seq {
+				msgs, err := transcript.Reconstruct(evs[:i])
+				if err != nil {
+					return nil, err
+				}
+				t.children = append(t.children, provider.SpawnedChildren(msgs))
+				next++
+			}
+		case transcript.TypeChildSpawned:
+			var p transcript.ChildSpawned
+			if err := ev.Decode(&p); err != nil {
+				return nil, fmt.Errorf("%s: event seq %d: %w", t.ID(), ev.Seq, err)
+			}
+			kids = append(kids, p.ChildID)
+		}
+	}
+	return kids, nil
 }
