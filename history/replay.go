@@ -101,15 +101,7 @@ var ErrNotReplayable = errors.New("not replayable")
 // approval-gated calls (a replayed thread that waits for one stops the
 // replay, reported as a divergence).
 func Replay(ctx context.Context, cfg ReplayConfig, id string) (*Report, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 10 * time.Minute
-	}
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 4
-	}
+	cfg.setDefaults()
 	rec, err := Load(ctx, cfg.Source, id)
 	if err != nil {
 		return nil, err
@@ -118,31 +110,10 @@ func Replay(ctx context.Context, cfg ReplayConfig, id string) (*Report, error) {
 		return nil, fmt.Errorf("thread %s: %w: it is a fork of %s at turn %d, and its conversation opens with that prefix; replay %s",
 			rec.ID(), ErrNotReplayable, rec.Record.ForkedFrom, rec.Record.ForkTurn, rec.Record.ForkedFrom)
 	}
-	report := &Report{ThreadID: rec.ID(), Model: cfg.Model}
-	rec.Walk(func(t *Thread) {
-		report.RecordedThreads++
-		report.RecordedTurns += len(t.Turns)
-	})
-	report.ResumedThreads, report.ResumedTurns = report.RecordedThreads, report.RecordedTurns
-	rec.WalkReplayed(func(t *Thread) {
-		report.ResumedThreads--
-		report.ResumedTurns -= len(t.Turns)
-	})
-	extra := map[string][]byte{}
-	switch p, isScript := config.ScriptPath(cfg.Model); {
-	case cfg.Model == "":
-		s, err := Export(ctx, cfg.Source, rec)
-		if err != nil {
-			return nil, err
-		}
-		report.Warnings = s.Warnings
-		report.Model = config.ScriptPrefix + ReplayScript
-		extra[ReplayScript] = s.YAML
-	case isScript:
-		if len(cfg.Script) == 0 {
-			return nil, fmt.Errorf("replay on %s: no script given", cfg.Model)
-		}
-		extra[p] = cfg.Script
+	report := newReport(rec, cfg.Model)
+	extra, err := replayExtra(ctx, cfg, rec, report)
+	if err != nil {
+		return nil, err
 	}
 
 	dir := cfg.Dir
@@ -189,6 +160,61 @@ func Replay(ctx context.Context, cfg ReplayConfig, id string) (*Report, error) {
 	}
 	report.Status = last.Record.Status
 	return report, nil
+}
+
+// setDefaults fills in the defaults ReplayConfig documents.
+func (cfg *ReplayConfig) setDefaults() {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Minute
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 4
+	}
+}
+
+// newReport is the report of a replay of rec on model, with what the
+// recording holds counted: all of it, and the part after a resume, which
+// a replay does not compare.
+func newReport(rec *Thread, model string) *Report {
+	report := &Report{ThreadID: rec.ID(), Model: model}
+	rec.Walk(func(t *Thread) {
+		report.RecordedThreads++
+		report.RecordedTurns += len(t.Turns)
+	})
+	report.ResumedThreads, report.ResumedTurns = report.RecordedThreads, report.RecordedTurns
+	rec.WalkReplayed(func(t *Thread) {
+		report.ResumedThreads--
+		report.ResumedTurns -= len(t.Turns)
+	})
+	return report
+}
+
+// replayExtra is the files the replay's bundle holds besides the
+// recording's: for the recorded turns (no model), rec exported as the
+// script at ReplayScript, which report then names as its model and whose
+// warnings it carries; for a "script:PATH" model, cfg.Script at PATH;
+// for any other model, none.
+func replayExtra(ctx context.Context, cfg ReplayConfig, rec *Thread, report *Report) (map[string][]byte, error) {
+	extra := map[string][]byte{}
+	switch p, isScript := config.ScriptPath(cfg.Model); {
+	case cfg.Model == "":
+		s, err := Export(ctx, cfg.Source, rec)
+		if err != nil {
+			return nil, err
+		}
+		report.Warnings = s.Warnings
+		report.Model = config.ScriptPrefix + ReplayScript
+		extra[ReplayScript] = s.YAML
+	case isScript:
+		if len(cfg.Script) == 0 {
+			return nil, fmt.Errorf("replay on %s: no script given", cfg.Model)
+		}
+		extra[p] = cfg.Script
+	}
+	return extra, nil
 }
 
 // scratch is a replay's isolated services.
