@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -146,28 +147,7 @@ func LoadExternal(files fs.FS, cfg ExternalConfig) ([]Tool, error) {
 	if _, err := fs.Stat(files, dir); errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	var manifests, others []string
-	err := fs.WalkDir(files, dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p != dir && strings.HasPrefix(d.Name(), ".") {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() {
-			return nil
-		}
-		switch path.Ext(p) {
-		case ".yaml", ".yml":
-			manifests = append(manifests, p)
-		default:
-			others = append(others, p)
-		}
-		return nil
-	})
+	manifests, others, err := bundleFiles(files, dir)
 	if err != nil {
 		return nil, fmt.Errorf("load external tools from %s: %w", dir, err)
 	}
@@ -192,32 +172,18 @@ func LoadExternal(files fs.FS, cfg ExternalConfig) ([]Tool, error) {
 		if named[p] {
 			continue
 		}
-		ok, err := isExecutable(files, p)
+		t, err := bareTool(files, dir, p, cfg)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("external tool %s: %w", p, err))
 			continue
 		}
-		if !ok {
+		if t == nil {
 			continue // a helper or data file
 		}
-		rel := strings.TrimPrefix(p, dir+"/")
-		id := strings.TrimSuffix(rel, path.Ext(rel))
-		if err := ValidateID(id); err != nil {
-			errs = append(errs, fmt.Errorf("external tool %s: %w", p, err))
-			continue
-		}
-		tools = append(tools, &extTool{
-			id: id, desc: "Project tool " + id + " (" + rel + ").", schema: json.RawMessage(defaultSchema),
-			exe: p, timeout: cfg.Timeout, files: files, cfg: cfg, cache: cache,
-		})
+		t.cache = cache
+		tools = append(tools, t)
 	}
-	seen := map[string]string{}
-	for _, t := range tools {
-		if other, ok := seen[t.id]; ok {
-			errs = append(errs, fmt.Errorf("external tool %s: id %q is also declared by %s", t.exe, t.id, other))
-		}
-		seen[t.id] = t.exe
-	}
+	errs = append(errs, duplicateIDs(tools)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -229,16 +195,75 @@ func LoadExternal(files fs.FS, cfg ExternalConfig) ([]Tool, error) {
 	return out, nil
 }
 
-func loadManifest(files fs.FS, dir, mp string, others []string, cfg ExternalConfig) (*extTool, error) {
-	data, err := fs.ReadFile(files, mp)
-	if err != nil {
+// bundleFiles walks the tools directory dir of files and sorts its files
+// into manifests (*.yaml, *.yml) and others (executables, helpers, data),
+// in walk order. A hidden file or directory below dir is skipped whole.
+func bundleFiles(files fs.FS, dir string) (manifests, others []string, err error) {
+	err = fs.WalkDir(files, dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != dir && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		switch path.Ext(p) {
+		case ".yaml", ".yml":
+			manifests = append(manifests, p)
+		default:
+			others = append(others, p)
+		}
+		return nil
+	})
+	return manifests, others, err
+}
+
+// bareTool is the tool of the file p no manifest names: its id is its path
+// under dir without extension, its schema the default, its timeout cfg's.
+// A file that is not executable is no tool (nil, a helper or data file).
+func bareTool(files fs.FS, dir, p string, cfg ExternalConfig) (*extTool, error) {
+	ok, err := isExecutable(files, p)
+	if err != nil || !ok {
 		return nil, err
 	}
-	var m manifest
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("parse: %w", err)
+	rel := strings.TrimPrefix(p, dir+"/")
+	id := strings.TrimSuffix(rel, path.Ext(rel))
+	if err := ValidateID(id); err != nil {
+		return nil, err
+	}
+	return &extTool{
+		id: id, desc: "Project tool " + id + " (" + rel + ").", schema: json.RawMessage(defaultSchema),
+		exe: p, timeout: cfg.Timeout, files: files, cfg: cfg,
+	}, nil
+}
+
+// duplicateIDs reports each tool whose id an earlier one of tools declares
+// already, one error each.
+func duplicateIDs(tools []*extTool) []error {
+	var errs []error
+	seen := map[string]string{}
+	for _, t := range tools {
+		if other, ok := seen[t.id]; ok {
+			errs = append(errs, fmt.Errorf("external tool %s: id %q is also declared by %s", t.exe, t.id, other))
+		}
+		seen[t.id] = t.exe
+	}
+	return errs
+}
+
+// loadManifest reads the manifest mp of the tools directory dir into its
+// tool: the id, the executable (named, or the one sibling among others),
+// the input schema, the timeout (capped by cfg.MaxTimeout) and the
+// description, each checked in that order.
+func loadManifest(files fs.FS, dir, mp string, others []string, cfg ExternalConfig) (*extTool, error) {
+	m, err := readManifest(files, mp)
+	if err != nil {
+		return nil, err
 	}
 	rel := strings.TrimPrefix(mp, dir+"/")
 	if m.ID == "" {
@@ -247,47 +272,13 @@ func loadManifest(files fs.FS, dir, mp string, others []string, cfg ExternalConf
 	if err := ValidateID(m.ID); err != nil {
 		return nil, err
 	}
-	if m.Executable != "" && m.Command != "" && m.Executable != m.Command {
-		return nil, errors.New("executable and command disagree; give one")
+	exePath, err := manifestExecutable(files, dir, mp, m, others)
+	if err != nil {
+		return nil, err
 	}
-	exe := m.Executable
-	if exe == "" {
-		exe = m.Command
-	}
-	var exePath string
-	if exe == "" {
-		stem := strings.TrimSuffix(mp, path.Ext(mp))
-		var cands []string
-		for _, o := range others {
-			if o == stem || strings.TrimSuffix(o, path.Ext(o)) == stem {
-				cands = append(cands, o)
-			}
-		}
-		if len(cands) != 1 {
-			return nil, fmt.Errorf("no executable given and %d files named %s.* beside it; set executable", len(cands), path.Base(stem))
-		}
-		exePath = cands[0]
-	} else {
-		if strings.HasPrefix(exe, "/") || strings.Contains(exe, `\`) {
-			return nil, fmt.Errorf("executable %q: must be a path relative to the manifest", exe)
-		}
-		exePath = path.Join(path.Dir(mp), exe)
-		if !strings.HasPrefix(exePath, dir+"/") {
-			return nil, fmt.Errorf("executable %q: outside %s", exe, dir)
-		}
-		if st, err := fs.Stat(files, exePath); err != nil || st.IsDir() {
-			return nil, fmt.Errorf("executable %q: not a file in the bundle", exe)
-		}
-	}
-	schema := json.RawMessage(defaultSchema)
-	if m.InputSchema != nil {
-		obj, ok := m.InputSchema.(map[string]any)
-		if !ok {
-			return nil, errors.New("input_schema: want a JSON Schema object")
-		}
-		if schema, err = json.Marshal(obj); err != nil {
-			return nil, fmt.Errorf("input_schema: %w", err)
-		}
+	schema, err := manifestSchema(m.InputSchema)
+	if err != nil {
+		return nil, err
 	}
 	timeout := cfg.Timeout
 	if m.Timeout < 0 {
@@ -304,6 +295,83 @@ func loadManifest(files fs.FS, dir, mp string, others []string, cfg ExternalConf
 		id: m.ID, desc: desc, schema: schema, exe: exePath, args: m.Args,
 		timeout: timeout, env: m.Env, files: files, cfg: cfg,
 	}, nil
+}
+
+// readManifest decodes the manifest file mp, refusing a key the manifest
+// does not know.
+func readManifest(files fs.FS, mp string) (manifest, error) {
+	var m manifest
+	data, err := fs.ReadFile(files, mp)
+	if err != nil {
+		return m, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&m); err != nil {
+		return m, fmt.Errorf("parse: %w", err)
+	}
+	return m, nil
+}
+
+// manifestExecutable is the path in files of the executable the manifest
+// mp names (executable, or command, which must agree), or, when it names
+// none, of the one file among others beside it with its base name.
+func manifestExecutable(files fs.FS, dir, mp string, m manifest, others []string) (string, error) {
+	if m.Executable != "" && m.Command != "" && m.Executable != m.Command {
+		return "", errors.New("executable and command disagree; give one")
+	}
+	exe := m.Executable
+	if exe == "" {
+		exe = m.Command
+	}
+	if exe == "" {
+		return siblingExecutable(mp, others)
+	}
+	if strings.HasPrefix(exe, "/") || strings.Contains(exe, `\`) {
+		return "", fmt.Errorf("executable %q: must be a path relative to the manifest", exe)
+	}
+	exePath := path.Join(path.Dir(mp), exe)
+	if !strings.HasPrefix(exePath, dir+"/") {
+		return "", fmt.Errorf("executable %q: outside %s", exe, dir)
+	}
+	if st, err := fs.Stat(files, exePath); err != nil || st.IsDir() {
+		return "", fmt.Errorf("executable %q: not a file in the bundle", exe)
+	}
+	return exePath, nil
+}
+
+// siblingExecutable is the one file among others named as the manifest mp
+// is, with another extension or none; none or several is an error asking
+// for the executable to be set.
+func siblingExecutable(mp string, others []string) (string, error) {
+	stem := strings.TrimSuffix(mp, path.Ext(mp))
+	var cands []string
+	for _, o := range others {
+		if o == stem || strings.TrimSuffix(o, path.Ext(o)) == stem {
+			cands = append(cands, o)
+		}
+	}
+	if len(cands) != 1 {
+		return "", fmt.Errorf("no executable given and %d files named %s.* beside it; set executable", len(cands), path.Base(stem))
+	}
+	return cands[0], nil
+}
+
+// manifestSchema is the manifest's input_schema as JSON, the default
+// schema when it gives none; anything but an object is refused.
+func manifestSchema(in any) (json.RawMessage, error) {
+	if in == nil {
+		return json.RawMessage(defaultSchema), nil
+	}
+	obj, ok := in.(map[string]any)
+	if !ok {
+		return nil, errors.New("input_schema: want a JSON Schema object")
+	}
+	schema, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("input_schema: %w", err)
+	}
+	return schema, nil
 }
 
 // isExecutable: an x bit in the bundle's mode, or a "#!" first line.
@@ -351,6 +419,11 @@ type call struct {
 	TreeID         string          `json:"tree_id,omitempty"`
 }
 
+// Run calls the tool: the call on stdin, in a fresh work directory, with
+// the environment environ builds and a spawn socket when the thread may
+// start children, under the tool's timeout. A tool that fails, times out
+// or answers badly is an error result the model sees; only a cancelled ctx
+// or a call that cannot be prepared is an error.
 func (t *extTool) Run(ctx context.Context, env *Env, input json.RawMessage) (Result, error) {
 	if env == nil {
 		env = &Env{}
@@ -375,40 +448,15 @@ func (t *extTool) Run(ctx context.Context, env *Env, input json.RawMessage) (Res
 		return Result{}, fmt.Errorf("tool work dir: %w", err)
 	}
 	defer os.RemoveAll(work)
-
-	var spawnEnv map[string]string
-	if env.Children != nil {
-		// Without its socket the tool still runs; only starting a child
-		// from it fails (the CLI then finds neither socket nor Redis).
-		if vars, stop, err := spawn.Serve(work, env.Children, env.logger()); err != nil {
-			env.logger().Warn("no spawn socket for the tool", "thread_id", env.ThreadID, "tool", t.id, "error", err)
-		} else {
-			defer stop()
-			spawnEnv = vars
-		}
-	}
+	spawnEnv, stop := t.spawnSocket(env, work)
+	defer stop()
 
 	tctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	stdout := &capWriter{max: t.cfg.MaxStdoutBytes}
 	stderr := &tailWriter{max: t.cfg.StderrTailBytes}
 	start := time.Now()
-	var cmd *exec.Cmd
-	for attempt := 0; ; attempt++ {
-		cmd = exec.CommandContext(tctx, exe, t.args...)
-		cmd.Dir = work
-		cmd.Env = t.environ(env, work, spawnEnv)
-		cmd.Stdin = bytes.NewReader(stdin)
-		cmd.Stdout, cmd.Stderr = stdout, stderr
-		setProcGroup(cmd)
-		cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
-		cmd.WaitDelay = 2 * time.Second
-		err = cmd.Start()
-		if err == nil || !isTextBusy(err) || attempt == 20 {
-			break
-		}
-		time.Sleep(time.Duration(attempt+1) * 5 * time.Millisecond)
-	}
+	cmd, err := t.start(tctx, exe, work, t.environ(env, work, spawnEnv), stdin, stdout, stderr)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Result{}, fmt.Errorf("tool %s: %w", t.id, ctx.Err())
@@ -423,11 +471,59 @@ func (t *extTool) Run(ctx context.Context, env *Env, input json.RawMessage) (Res
 	if ctx.Err() != nil {
 		return Result{}, fmt.Errorf("tool %s: %w", t.id, ctx.Err())
 	}
+	return t.outcome(tctx, err, stdout, stderr), nil
+}
+
+// spawnSocket serves the call a spawn socket in work when the thread may
+// start children (env.Children): the variables that tell the tool where it
+// is, and the function that stops it. Without its socket the tool still
+// runs; only starting a child from it fails (the CLI then finds neither
+// socket nor Redis).
+func (t *extTool) spawnSocket(env *Env, work string) (map[string]string, func()) {
+	if env.Children == nil {
+		return nil, func() {}
+	}
+	vars, stop, err := spawn.Serve(work, env.Children, env.logger())
+	if err != nil {
+		env.logger().Warn("no spawn socket for the tool", "thread_id", env.ThreadID, "tool", t.id, "error", err)
+		return nil, func() {}
+	}
+	return vars, stop
+}
+
+// start starts the tool's process in its own process group, in work, with
+// environ, reading stdin and writing to stdout and stderr; ending tctx
+// kills the whole group. A start that fails with "text file busy" (the
+// executable just written, still held open for writing by a concurrent
+// fork: isTextBusy) is tried again, 20 times at most, waiting a little
+// longer each time.
+func (t *extTool) start(tctx context.Context, exe, work string, environ []string, stdin []byte, stdout, stderr io.Writer) (*exec.Cmd, error) {
+	for attempt := 0; ; attempt++ {
+		cmd := exec.CommandContext(tctx, exe, t.args...)
+		cmd.Dir = work
+		cmd.Env = environ
+		cmd.Stdin = bytes.NewReader(stdin)
+		cmd.Stdout, cmd.Stderr = stdout, stderr
+		setProcGroup(cmd)
+		cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
+		cmd.WaitDelay = 2 * time.Second
+		err := cmd.Start()
+		if err == nil || !isTextBusy(err) || attempt == 20 {
+			return cmd, err
+		}
+		time.Sleep(time.Duration(attempt+1) * 5 * time.Millisecond)
+	}
+}
+
+// outcome is the result of a tool that ran to its end (err from its wait):
+// an error result when it timed out (tctx), wrote too much, failed, or
+// wrote no valid result, and otherwise the result it wrote to stdout.
+func (t *extTool) outcome(tctx context.Context, err error, stdout *capWriter, stderr *tailWriter) Result {
 	if errors.Is(tctx.Err(), context.DeadlineExceeded) {
-		return errorResult(fmt.Sprintf("tool %s timed out after %s and was killed%s", t.id, t.timeout, stderr.quote())), nil
+		return errorResult(fmt.Sprintf("tool %s timed out after %s and was killed%s", t.id, t.timeout, stderr.quote()))
 	}
 	if stdout.over {
-		return errorResult(fmt.Sprintf("tool %s wrote more than %d bytes to stdout", t.id, t.cfg.MaxStdoutBytes)), nil
+		return errorResult(fmt.Sprintf("tool %s wrote more than %d bytes to stdout", t.id, t.cfg.MaxStdoutBytes))
 	}
 	var exitErr *exec.ExitError
 	switch {
@@ -436,16 +532,16 @@ func (t *extTool) Run(ctx context.Context, env *Env, input json.RawMessage) (Res
 		if out, _, ok := parseOutput(stdout.buf.Bytes()); ok && out != "" {
 			msg += "\noutput: " + out
 		}
-		return errorResult(msg + stderr.quote()), nil
+		return errorResult(msg + stderr.quote())
 	case err != nil && !errors.Is(err, exec.ErrWaitDelay):
-		return errorResult(fmt.Sprintf("tool %s: %v%s", t.id, err, stderr.quote())), nil
+		return errorResult(fmt.Sprintf("tool %s: %v%s", t.id, err, stderr.quote()))
 	}
 	out, isErr, ok := parseOutput(stdout.buf.Bytes())
 	if !ok {
 		return errorResult(fmt.Sprintf("tool %s wrote no valid JSON result to stdout (want {\"output\": \"...\"}); stdout began: %q%s",
-			t.id, clip(stdout.buf.String(), 200), stderr.quote())), nil
+			t.id, clip(stdout.buf.String(), 200), stderr.quote()))
 	}
-	return Result{Output: out, IsError: isErr}, nil
+	return Result{Output: out, IsError: isErr}
 }
 
 // parseOutput reads a tool's stdout: {"output": ..., "is_error": bool} gives
