@@ -115,34 +115,16 @@ func (t *fsWrite) Def() thread.ToolDef {
 	}
 }
 
+// Run writes the file the input names under its write lease, trying again
+// (three times in all) when a slow write outlived its lease and so wrote
+// nothing. A bad input or a busy lease is an error result.
 func (t *fsWrite) Run(ctx context.Context, env *Env, input json.RawMessage) (Result, error) {
 	if err := needWorkspace(env); err != nil {
 		return Result{}, err
 	}
-	var in struct {
-		Path    string  `json:"path"`
-		Content *string `json:"content"`
-		Mode    string  `json:"mode"`
-	}
-	if err := decodeInput(FSWriteID, input, &in); err != nil {
-		return errorResult(err.Error()), nil
-	}
-	p, err := CleanPath(in.Path)
+	p, mode, content, err := t.request(input)
 	if err != nil {
 		return errorResult(err.Error()), nil
-	}
-	if in.Content == nil {
-		return errorResult("fs_write: content is required (use \"\" for an empty file)"), nil
-	}
-	mode := in.Mode
-	if mode == "" {
-		mode = "overwrite"
-	}
-	if mode != "overwrite" && mode != "append" && mode != "create" {
-		return errorResult(fmt.Sprintf("fs_write: mode %q: want overwrite, append or create", in.Mode)), nil
-	}
-	if len(*in.Content) > t.cfg.MaxFileBytes {
-		return errorResult(fmt.Sprintf("fs_write: content is %d bytes, more than the %d-byte file limit", len(*in.Content), t.cfg.MaxFileBytes)), nil
 	}
 	key := blobkey.WorkspaceFile(env.TreeID, p)
 	// Retry when a slow write outlived its lease (then it wrote nothing).
@@ -154,7 +136,7 @@ func (t *fsWrite) Run(ctx context.Context, env *Env, input json.RawMessage) (Res
 		if err != nil {
 			return refusedPath("fs_write", p, err)
 		}
-		res, late, err := t.write(ctx, env.Store, lk, key, p, mode, *in.Content)
+		res, late, err := t.write(ctx, env.Store, lk, key, p, mode, content)
 		if uerr := lk.unlock(ctx); uerr != nil && err == nil {
 			env.logger().Warn("release write lease", "thread_id", env.ThreadID, "path", p, "err", uerr)
 		}
@@ -169,6 +151,38 @@ func (t *fsWrite) Run(ctx context.Context, env *Env, input json.RawMessage) (Res
 		}
 		env.logger().Warn("write lease ran out before the write; retrying", "thread_id", env.ThreadID, "path", p)
 	}
+}
+
+// request reads fs_write's input: the clean path, the mode (overwrite by
+// default) and the content, which the file limit caps. Its error is the
+// model's, for an error result.
+func (t *fsWrite) request(input json.RawMessage) (p, mode, content string, err error) {
+	var in struct {
+		Path    string  `json:"path"`
+		Content *string `json:"content"`
+		Mode    string  `json:"mode"`
+	}
+	if err := decodeInput(FSWriteID, input, &in); err != nil {
+		return "", "", "", err
+	}
+	p, err = CleanPath(in.Path)
+	if err != nil {
+		return "", "", "", err
+	}
+	if in.Content == nil {
+		return "", "", "", errors.New("fs_write: content is required (use \"\" for an empty file)")
+	}
+	mode = in.Mode
+	if mode == "" {
+		mode = "overwrite"
+	}
+	if mode != "overwrite" && mode != "append" && mode != "create" {
+		return "", "", "", fmt.Errorf("fs_write: mode %q: want overwrite, append or create", in.Mode)
+	}
+	if len(*in.Content) > t.cfg.MaxFileBytes {
+		return "", "", "", fmt.Errorf("fs_write: content is %d bytes, more than the %d-byte file limit", len(*in.Content), t.cfg.MaxFileBytes)
+	}
+	return p, mode, *in.Content, nil
 }
 
 // write does one write under lk. late reports that the lease ran short
@@ -237,6 +251,9 @@ func (t *fsRead) Def() thread.ToolDef {
 	}
 }
 
+// Run reads the workspace file or the artifact the input names, whole or
+// by lines. A bad input, a missing file or one that is not UTF-8 text is
+// an error result.
 func (t *fsRead) Run(ctx context.Context, env *Env, input json.RawMessage) (Result, error) {
 	if err := needWorkspace(env); err != nil {
 		return Result{}, err
@@ -253,23 +270,9 @@ func (t *fsRead) Run(ctx context.Context, env *Env, input json.RawMessage) (Resu
 	if in.Offset < 0 || in.Limit < 0 {
 		return errorResult("fs_read: offset and limit must be positive"), nil
 	}
-	var key, name string
-	switch {
-	case in.Path != "" && in.Artifact != "":
-		return errorResult("fs_read: give path or artifact, not both"), nil
-	case in.Artifact != "":
-		prefix := blobkey.Artifacts(env.ThreadID)
-		rest, ok := strings.CutPrefix(in.Artifact, prefix)
-		if !ok || blobstore.ValidateKey(in.Artifact) != nil || strings.Contains(rest, "/") {
-			return errorResult(fmt.Sprintf("fs_read: artifact %q is not an artifact of this thread (want %s<name>)", in.Artifact, prefix)), nil
-		}
-		key, name = in.Artifact, in.Artifact
-	default:
-		p, err := CleanPath(in.Path)
-		if err != nil {
-			return errorResult(err.Error()), nil
-		}
-		key, name = blobkey.WorkspaceFile(env.TreeID, p), p
+	key, name, err := readTarget(env, in.Path, in.Artifact)
+	if err != nil {
+		return errorResult(err.Error()), nil
 	}
 	data, err := env.Store.Get(ctx, key)
 	if errors.Is(err, blobstore.ErrNotFound) {
@@ -286,6 +289,29 @@ func (t *fsRead) Run(ctx context.Context, env *Env, input json.RawMessage) (Resu
 		return Result{Output: text}, nil
 	}
 	return readLines(name, text, max(in.Offset, 1), in.Limit), nil
+}
+
+// readTarget is the key fs_read reads and the name its answers give it:
+// the artifact of this thread named by its key, or the workspace file at
+// the clean path p. Its error is the model's, for an error result.
+func readTarget(env *Env, p, artifact string) (key, name string, err error) {
+	switch {
+	case p != "" && artifact != "":
+		return "", "", errors.New("fs_read: give path or artifact, not both")
+	case artifact != "":
+		prefix := blobkey.Artifacts(env.ThreadID)
+		rest, ok := strings.CutPrefix(artifact, prefix)
+		if !ok || blobstore.ValidateKey(artifact) != nil || strings.Contains(rest, "/") {
+			return "", "", fmt.Errorf("fs_read: artifact %q is not an artifact of this thread (want %s<name>)", artifact, prefix)
+		}
+		return artifact, artifact, nil
+	default:
+		c, err := CleanPath(p)
+		if err != nil {
+			return "", "", err
+		}
+		return blobkey.WorkspaceFile(env.TreeID, c), c, nil
+	}
 }
 
 // readLines returns lines [offset, offset+limit) of text (limit 0: to the
