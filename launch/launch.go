@@ -110,42 +110,16 @@ func Start(ctx context.Context, o *orchestrator.Orchestrator, req Request) (*Sta
 	if req.Logger == nil {
 		req.Logger = slog.Default()
 	}
-	if req.Project == "" {
-		return nil, errors.New("launch: Request.Project is required")
-	}
-	if l := req.LimitOverrides.Spend; l != nil && *l > ledger.MaxAmount {
-		return nil, refused(fmt.Errorf("limit spend=%g: at most %g USD (the most one budget holds)", *l, float64(ledger.MaxAmount)))
-	}
-	if err := CheckBounds(req.StartRequest); err != nil {
+	if err := checkRequest(req); err != nil {
 		return nil, err
 	}
-	if err := CheckScript(req.Project, req.Model); err != nil {
+	parent, err := placeThread(ctx, o, &req)
+	if err != nil {
 		return nil, err
-	}
-	var parent *registry.Record
-	if req.ParentID != "" {
-		p, err := o.Record(ctx, req.ParentID)
-		if errors.Is(err, registry.ErrNotFound) {
-			return nil, &tagged{err: fmt.Errorf("parent thread %q does not exist", req.ParentID), tag: registry.ErrParentNotFound}
-		}
-		if err != nil {
-			return nil, err
-		}
-		parent = p
-	} else {
-		digest, err := projectBundle(ctx, o, req)
-		if errors.Is(err, config.ErrScriptOutside) {
-			return nil, refused(err)
-		}
-		if err != nil {
-			return nil, err
-		}
-		req.Bundle = digest
 	}
 	model, missing := "", ""
 	if !req.Graph {
 		// A graph run calls no model; its children resolve their own.
-		var err error
 		if model, missing, err = checkModel(ctx, o, req.StartRequest, parent); err != nil {
 			return nil, err
 		}
@@ -158,6 +132,48 @@ func Start(ctx context.Context, o *orchestrator.Orchestrator, req Request) (*Sta
 		return nil, err
 	}
 	return &Started{Record: rec, Model: model, MissingKey: missing}, nil
+}
+
+// checkRequest refuses what Start can tell wrong from req alone, before
+// it reads anything: a missing project, a spend limit past what one
+// budget holds, and what CheckBounds and CheckScript refuse.
+func checkRequest(req Request) error {
+	if req.Project == "" {
+		return errors.New("launch: Request.Project is required")
+	}
+	if l := req.LimitOverrides.Spend; l != nil && *l > ledger.MaxAmount {
+		return refused(fmt.Errorf("limit spend=%g: at most %g USD (the most one budget holds)", *l, float64(ledger.MaxAmount)))
+	}
+	if err := CheckBounds(req.StartRequest); err != nil {
+		return err
+	}
+	return CheckScript(req.Project, req.Model)
+}
+
+// placeThread finds where req's thread belongs: a child's parent record,
+// which must exist (registry.ErrParentNotFound), or, for a root thread,
+// a bundle of the project, which it sets as req.Bundle (a script outside
+// the project is refused); the parent is nil then.
+func placeThread(ctx context.Context, o *orchestrator.Orchestrator, req *Request) (*registry.Record, error) {
+	if req.ParentID != "" {
+		p, err := o.Record(ctx, req.ParentID)
+		if errors.Is(err, registry.ErrNotFound) {
+			return nil, &tagged{err: fmt.Errorf("parent thread %q does not exist", req.ParentID), tag: registry.ErrParentNotFound}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	digest, err := projectBundle(ctx, o, *req)
+	if errors.Is(err, config.ErrScriptOutside) {
+		return nil, refused(err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	req.Bundle = digest
+	return nil, nil
 }
 
 // projectBundle snapshots req's project into the orchestrator's store, as
