@@ -58,7 +58,9 @@ var knownFields = map[string]bool{
 	ItemsDoneField: true, ItemsTotalField: true, StateSHA256Field: true,
 }
 
-// parseRecord decodes a thread hash.
+// parseRecord decodes a thread hash: the string fields as they are, then
+// the JSON, the integer and the time fields, the first one that does not
+// decode being the error; the fields it does not know go to Extra.
 func parseRecord(m map[string]string) (*Record, error) {
 	r := &Record{
 		ThreadID: m["thread_id"], Directive: m["directive"], ParentID: m["parent_id"], Status: thread.Status(m["status"]),
@@ -70,13 +72,33 @@ func parseRecord(m map[string]string) (*Record, error) {
 		Transcript: TranscriptMark{ChainHash: m["transcript_chain_hash"]},
 		ForkedFrom: m["forked_from"], ForkChainHash: m["fork_chain_hash"], ForkMessage: m["fork_message"], Workspace: m["workspace"],
 		Kind: m["kind"], GraphDigest: m["graph_digest"], CurrentNode: m[CurrentNodeField], StateSHA256: m[StateSHA256Field],
+		TraceParent: m["trace_parent"], TraceCaller: m["trace_caller"],
 	}
 	if r.Kind == "" {
 		r.Kind = KindThread
 	}
-	bad := func(field string, err error) error {
-		return fmt.Errorf("thread %q: registry field %s: %w", r.ThreadID, field, err)
+	r.TraceID = telemetry.TraceID(r.TraceParent)
+	if err := parseJSONFields(r, m); err != nil {
+		return nil, err
 	}
+	if err := parseIntFields(r, m); err != nil {
+		return nil, err
+	}
+	if err := parseTimeFields(r, m); err != nil {
+		return nil, err
+	}
+	r.Extra = extraFields(m)
+	return r, nil
+}
+
+// badField is the error of a record's field that does not decode.
+func badField(r *Record, field string, err error) error {
+	return fmt.Errorf("thread %q: registry field %s: %w", r.ThreadID, field, err)
+}
+
+// parseJSONFields decodes the record's JSON fields into r, the error
+// last; an empty field leaves its zero value (and Error nil).
+func parseJSONFields(r *Record, m map[string]string) error {
 	for _, jf := range []struct {
 		name string
 		v    any
@@ -85,18 +107,23 @@ func parseRecord(m map[string]string) (*Record, error) {
 		{StalledField, &r.Stalled}} {
 		if s := m[jf.name]; s != "" {
 			if err := json.Unmarshal([]byte(s), jf.v); err != nil {
-				return nil, bad(jf.name, err)
+				return badField(r, jf.name, err)
 			}
 		}
 	}
-	r.TraceParent, r.TraceCaller = m["trace_parent"], m["trace_caller"]
-	r.TraceID = telemetry.TraceID(r.TraceParent)
 	if s := m["error"]; s != "" {
 		r.Error = &ErrorInfo{}
 		if err := json.Unmarshal([]byte(s), r.Error); err != nil {
-			return nil, bad("error", err)
+			return badField(r, "error", err)
 		}
 	}
+	return nil
+}
+
+// parseIntFields decodes the record's integer fields into r: the int64
+// ones (version, activation, segments), then the int ones (depth, chain
+// index, a graph run's step and items).
+func parseIntFields(r *Record, m map[string]string) error {
 	for _, f := range []struct {
 		name string
 		p    *int64
@@ -104,7 +131,7 @@ func parseRecord(m map[string]string) (*Record, error) {
 		if s := m[f.name]; s != "" {
 			n, err := strconv.ParseInt(s, 10, 64)
 			if err != nil {
-				return nil, bad(f.name, err)
+				return badField(r, f.name, err)
 			}
 			*f.p = n
 		}
@@ -117,11 +144,16 @@ func parseRecord(m map[string]string) (*Record, error) {
 		if s := m[f.name]; s != "" {
 			n, err := strconv.Atoi(s)
 			if err != nil {
-				return nil, bad(f.name, err)
+				return badField(r, f.name, err)
 			}
 			*f.p = n
 		}
 	}
+	return nil
+}
+
+// parseTimeFields decodes the record's RFC 3339 times into r.
+func parseTimeFields(r *Record, m map[string]string) error {
 	for _, f := range []struct {
 		name string
 		p    *time.Time
@@ -129,20 +161,27 @@ func parseRecord(m map[string]string) (*Record, error) {
 		if s := m[f.name]; s != "" {
 			t, err := time.Parse(time.RFC3339Nano, s)
 			if err != nil {
-				return nil, bad(f.name, err)
+				return badField(r, f.name, err)
 			}
 			*f.p = t
 		}
 	}
+	return nil
+}
+
+// extraFields are the fields of m that Record does not decode (nil when
+// there are none): an extension's, or retention's ArtifactsDeletedField.
+func extraFields(m map[string]string) map[string]string {
+	var extra map[string]string
 	for k, v := range m {
 		if !knownFields[k] {
-			if r.Extra == nil {
-				r.Extra = map[string]string{}
+			if extra == nil {
+				extra = map[string]string{}
 			}
-			r.Extra[k] = v
+			extra[k] = v
 		}
 	}
-	return r, nil
+	return extra
 }
 
 // parseFlat decodes a script's HGETALL reply (a flat field/value list).
