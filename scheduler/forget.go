@@ -39,52 +39,70 @@ func (s *Scheduler) Forget(ctx context.Context, cutoff time.Time, b Busy) (int, 
 		if r == nil {
 			return true, nil
 		}
-		top, err := s.top(ctx, r)
-		if err != nil {
-			return false, err
+		tree, settled, err := s.treeToForget(ctx, r, gone)
+		if tree == nil {
+			return settled, err
 		}
-		var tree []*registry.Record
-		switch {
-		case top == nil: // its top is gone: it goes alone
-			if !gone(r) {
-				return false, nil
-			}
-			tree = []*registry.Record{r}
-		case s.tooLarge(top.ThreadID):
-			return true, nil
-		case top.ThreadID != r.ThreadID: // it goes with its top
-			return false, nil
-		default:
-			ok := false
-			if tree, ok, err = s.tree(ctx, r, gone); err != nil || !ok {
-				return s.tooLarge(r.ThreadID), err
-			}
+		n, settled, err := s.forgetTree(ctx, tree)
+		forgotten += n
+		if n > 0 {
+			s.log.Info("record retention deleted a tree's records", "thread_id", r.ThreadID, "threads", n)
 		}
-		n := 0
-		defer func() {
-			forgotten += n
-			if n > 0 {
-				s.log.Info("record retention deleted a tree's records", "thread_id", r.ThreadID, "threads", n)
-			}
-		}()
-		for i := len(tree) - 1; i >= 0; i-- {
-			err := s.o.Forget(ctx, tree[i])
-			switch {
-			case errors.Is(err, registry.ErrNotFound): // gone with its top this pass
-			case errors.Is(err, registry.ErrConflict):
-				return false, nil // changed meanwhile (resumed): the next pass sees
-			case err != nil:
-				return false, err
-			default:
-				n++
-			}
-		}
-		return true, nil
+		return settled, err
 	})
 	if err != nil {
 		return forgotten, fmt.Errorf("record retention: %w", err)
 	}
 	return forgotten, nil
+}
+
+// treeToForget returns the threads that go with r, top first: its whole
+// tree when r is a top whose every thread may go, r alone when its top is
+// gone and it may go. Otherwise the tree is nil, and settled and err are
+// what the sweep is told of r: settled when its tree was found too large
+// to walk (it stays for good), not when it goes with its top or may not
+// go yet.
+func (s *Scheduler) treeToForget(ctx context.Context, r *registry.Record, gone func(*registry.Record) bool) (tree []*registry.Record, settled bool, err error) {
+	top, err := s.top(ctx, r)
+	if err != nil {
+		return nil, false, err
+	}
+	switch {
+	case top == nil: // its top is gone: it goes alone
+		if !gone(r) {
+			return nil, false, nil
+		}
+		return []*registry.Record{r}, false, nil
+	case s.tooLarge(top.ThreadID):
+		return nil, true, nil
+	case top.ThreadID != r.ThreadID: // it goes with its top
+		return nil, false, nil
+	}
+	tree, ok, err := s.tree(ctx, r, gone)
+	if err != nil || !ok {
+		return nil, s.tooLarge(r.ThreadID), err
+	}
+	return tree, false, nil
+}
+
+// forgetTree deletes the records of tree deepest first and the top last,
+// so that a pass cut short leaves the top. It returns the number deleted,
+// and whether the tree is settled: not when a thread changed meanwhile
+// (resumed: the next pass sees) or a deletion failed.
+func (s *Scheduler) forgetTree(ctx context.Context, tree []*registry.Record) (n int, settled bool, err error) {
+	for i := len(tree) - 1; i >= 0; i-- {
+		err := s.o.Forget(ctx, tree[i])
+		switch {
+		case errors.Is(err, registry.ErrNotFound): // gone with its top this pass
+		case errors.Is(err, registry.ErrConflict):
+			return n, false, nil // changed meanwhile (resumed): the next pass sees
+		case err != nil:
+			return n, false, err
+		default:
+			n++
+		}
+	}
+	return n, true, nil
 }
 
 // top returns the top of r's tree: the thread reached from r through the
@@ -124,53 +142,79 @@ func (s *Scheduler) tree(ctx context.Context, top *registry.Record, gone func(*r
 	if !gone(top) {
 		return nil, false, nil
 	}
-	out = []*registry.Record{top}
-	seen := map[string]bool{top.ThreadID: true}
-	add := func(rs ...*registry.Record) bool {
-		for _, k := range rs {
-			if seen[k.ThreadID] {
-				continue
-			}
-			if !gone(k) {
-				return false
-			}
-			seen[k.ThreadID] = true
-			out = append(out, k)
-		}
-		return true
-	}
-	for i := 0; i < len(out); i++ {
-		if len(out) > s.cfg.RecordRetentionTree {
-			s.mu.Lock()
-			s.large[top.ThreadID] = true
-			s.mu.Unlock()
-			s.log.Warn("record retention keeps the records of a tree too large to walk", "thread_id", top.ThreadID, "max", s.cfg.RecordRetentionTree)
+	w := &treeWalk{out: []*registry.Record{top}, seen: map[string]bool{top.ThreadID: true}, gone: gone}
+	for i := 0; i < len(w.out); i++ {
+		if len(w.out) > s.cfg.RecordRetentionTree {
+			s.markTooLarge(top.ThreadID)
 			return nil, false, nil
 		}
-		r := out[i]
-		kids, err := s.o.Children(ctx, r.ThreadID)
-		if err != nil {
+		r := w.out[i]
+		if ok, err := s.reach(ctx, w, r); err != nil || !ok {
 			return nil, false, err
 		}
-		forks, err := s.o.Forks(ctx, r.ThreadID)
-		if err != nil {
-			return nil, false, err
-		}
-		if !add(kids...) || !add(forks...) {
-			return nil, false, nil
-		}
-		if id := r.ContinuationThreadID; id != "" && !seen[id] {
-			next, err := s.o.Record(ctx, id)
-			if err != nil && !errors.Is(err, registry.ErrNotFound) {
-				return nil, false, err
-			}
-			if next != nil && !add(next) {
-				return nil, false, nil
-			}
-		}
-		out[i] = &registry.Record{ThreadID: r.ThreadID, Version: r.Version, Status: r.Status}
+		w.out[i] = &registry.Record{ThreadID: r.ThreadID, Version: r.Version, Status: r.Status}
 	}
-	return out, true, nil
+	return w.out, true, nil
+}
+
+// treeWalk is the state of one walk of tree: the threads reached so far,
+// in the order reached, and the test each of them must pass.
+type treeWalk struct {
+	out  []*registry.Record
+	seen map[string]bool
+	gone func(*registry.Record) bool
+}
+
+// add appends the threads of rs not reached yet, and reports false as
+// soon as one of them may not go.
+func (w *treeWalk) add(rs ...*registry.Record) bool {
+	for _, k := range rs {
+		if w.seen[k.ThreadID] {
+			continue
+		}
+		if !w.gone(k) {
+			return false
+		}
+		w.seen[k.ThreadID] = true
+		w.out = append(w.out, k)
+	}
+	return true
+}
+
+// reach adds to w the threads r reaches: its children, its forks and its
+// continuation (none when the continuation has no record). ok is false as
+// soon as one of them may not go.
+func (s *Scheduler) reach(ctx context.Context, w *treeWalk, r *registry.Record) (ok bool, err error) {
+	kids, err := s.o.Children(ctx, r.ThreadID)
+	if err != nil {
+		return false, err
+	}
+	forks, err := s.o.Forks(ctx, r.ThreadID)
+	if err != nil {
+		return false, err
+	}
+	if !w.add(kids...) || !w.add(forks...) {
+		return false, nil
+	}
+	if id := r.ContinuationThreadID; id != "" && !w.seen[id] {
+		next, err := s.o.Record(ctx, id)
+		if err != nil && !errors.Is(err, registry.ErrNotFound) {
+			return false, err
+		}
+		if next != nil && !w.add(next) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// markTooLarge marks the tree of top too large to walk, so that the
+// sweeps go on past it, and says so.
+func (s *Scheduler) markTooLarge(top string) {
+	s.mu.Lock()
+	s.large[top] = true
+	s.mu.Unlock()
+	s.log.Warn("record retention keeps the records of a tree too large to walk", "thread_id", top, "max", s.cfg.RecordRetentionTree)
 }
 
 // tooLarge reports whether the tree of top was found too large to walk.
