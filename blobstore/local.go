@@ -430,40 +430,11 @@ func (l *Local) walk(ctx context.Context, d *os.File, dir, prefix string, out *[
 		}
 		switch {
 		case ent.IsDir():
-			// Prune directories that cannot hold a matching key.
-			if key == localTmpDir || !strings.HasPrefix(key+"/", prefix) && !strings.HasPrefix(prefix, key+"/") {
-				continue
-			}
-			fd, err := openat(int(d.Fd()), ent.Name(), unix.O_RDONLY|unix.O_DIRECTORY, 0)
-			if err != nil {
-				if notFound(err) || errors.Is(err, ErrSymlink) { // gone, or swapped for a link
-					continue
-				}
-				return err
-			}
-			if err := l.walk(ctx, os.NewFile(uintptr(fd), key), key, prefix, out); err != nil {
+			if err := l.walkSubdir(ctx, d, ent.Name(), key, prefix, out); err != nil {
 				return err
 			}
 		case ent.Type().IsRegular() && strings.HasPrefix(key, prefix):
-			inf, err := l.info(key, func() (*os.File, fs.FileInfo, error) {
-				fd, err := openat(int(d.Fd()), ent.Name(), unix.O_RDONLY, 0)
-				if err != nil {
-					if notFound(err) || errors.Is(err, ErrSymlink) {
-						return nil, nil, ErrNotFound
-					}
-					return nil, nil, err
-				}
-				f := os.NewFile(uintptr(fd), key)
-				fi, err := f.Stat()
-				if err == nil && !fi.Mode().IsRegular() {
-					err = ErrNotFound
-				}
-				if err != nil {
-					_ = f.Close()
-					return nil, nil, err
-				}
-				return f, fi, nil
-			})
+			inf, err := l.info(key, func() (*os.File, fs.FileInfo, error) { return openEntry(d, ent.Name(), key) })
 			if errors.Is(err, ErrNotFound) { // deleted while listing
 				continue
 			}
@@ -474,6 +445,48 @@ func (l *Local) walk(ctx context.Context, d *os.File, dir, prefix string, out *[
 		}
 	}
 	return nil
+}
+
+// walkSubdir lists the directory name of d (key key) into out, unless it
+// cannot hold a key with prefix, or is the store's temporary directory:
+// such a directory is pruned unopened. One gone, or swapped for a symlink,
+// since d was read is skipped.
+func (l *Local) walkSubdir(ctx context.Context, d *os.File, name, key, prefix string, out *[]Info) error {
+	if key == localTmpDir || !strings.HasPrefix(key+"/", prefix) && !strings.HasPrefix(prefix, key+"/") {
+		return nil
+	}
+	fd, err := openat(int(d.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		if notFound(err) || errors.Is(err, ErrSymlink) { // gone, or swapped for a link
+			return nil
+		}
+		return err
+	}
+	return l.walk(ctx, os.NewFile(uintptr(fd), key), key, prefix, out)
+}
+
+// openEntry opens the file name of the directory d (key key) listed as a
+// regular file, with its file info. It is ErrNotFound when the file is
+// gone, or was swapped for a symlink or something other than a regular
+// file, since d was read.
+func openEntry(d *os.File, name, key string) (*os.File, fs.FileInfo, error) {
+	fd, err := openat(int(d.Fd()), name, unix.O_RDONLY, 0)
+	if err != nil {
+		if notFound(err) || errors.Is(err, ErrSymlink) {
+			return nil, nil, ErrNotFound
+		}
+		return nil, nil, err
+	}
+	f := os.NewFile(uintptr(fd), key)
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = ErrNotFound
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
 }
 
 // Delete removes the object and then the parent directories it leaves
