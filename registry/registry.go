@@ -156,6 +156,28 @@ func (r *Registry) Registration(nt NewThread) (*Registration, error) {
 		"previous_thread_id", nt.PreviousThreadID, "chain_root_id", nt.ChainRootID, "continuation_of", nt.ContinuationOf,
 		"continuation_thread_id", "", "result", "", "chain_index", nt.ChainIndex, "continuation_kind", nt.ContinuationKind,
 		"continuation_message", nt.ContinuationMessage}
+	fields, err := optionalFields(fields, &nt)
+	if err != nil {
+		return nil, err
+	}
+	fields, inputs, err := jsonFields(fields, &nt)
+	if err != nil {
+		return nil, err
+	}
+	now := r.now().UTC().Round(0)
+	keys := []string{r.ks.Thread(nt.ThreadID), r.ks.Threads(nt.ThreadID), r.ks.Active(nt.ThreadID)}
+	if nt.ParentID != "" {
+		keys = append(keys, r.ks.Thread(nt.ParentID), r.ks.Children(nt.ParentID))
+	}
+	args := append([]any{nt.ThreadID, now.Format(time.RFC3339Nano), now.UnixMilli(), nt.ParentID}, fields...)
+	return &Registration{Keys: keys, Args: args, nt: nt, now: now, inputs: inputs}, nil
+}
+
+// optionalFields appends to fields the fields of nt that are written only
+// when set (a model override, the trace context, the ledger path, a fork,
+// a workspace, dropped capabilities, a graph run's), then the caller's
+// own Fields, refused when one names a field the registry sets.
+func optionalFields(fields []any, nt *NewThread) ([]any, error) {
 	if nt.ModelOverride != "" {
 		fields = append(fields, "model_override", nt.ModelOverride)
 	}
@@ -192,7 +214,14 @@ func (r *Registry) Registration(nt NewThread) (*Registration, error) {
 		}
 		fields = append(fields, k, v)
 	}
-	var inputs []byte // as stored, for the record
+	return fields, nil
+}
+
+// jsonFields appends to fields the JSON fields every record starts with:
+// nt's limits, capabilities and inputs, empty outputs and a zero cost. It
+// returns the inputs as stored too, for the record Register returns.
+func jsonFields(fields []any, nt *NewThread) ([]any, []byte, error) {
+	var inputs []byte
 	for _, jf := range []struct {
 		name string
 		v    any
@@ -200,20 +229,14 @@ func (r *Registry) Registration(nt NewThread) (*Registration, error) {
 		{"outputs", map[string]any{}}, {"cost", thread.Cost{}}} {
 		b, err := json.Marshal(jf.v)
 		if err != nil {
-			return nil, fmt.Errorf("register thread %q: %s: %w", nt.ThreadID, jf.name, err)
+			return nil, nil, fmt.Errorf("register thread %q: %s: %w", nt.ThreadID, jf.name, err)
 		}
 		fields = append(fields, jf.name, string(b))
 		if jf.name == "inputs" {
 			inputs = b
 		}
 	}
-	now := r.now().UTC().Round(0)
-	keys := []string{r.ks.Thread(nt.ThreadID), r.ks.Threads(nt.ThreadID), r.ks.Active(nt.ThreadID)}
-	if nt.ParentID != "" {
-		keys = append(keys, r.ks.Thread(nt.ParentID), r.ks.Children(nt.ParentID))
-	}
-	args := append([]any{nt.ThreadID, now.Format(time.RFC3339Nano), now.UnixMilli(), nt.ParentID}, fields...)
-	return &Registration{Keys: keys, Args: args, nt: nt, now: now, inputs: inputs}, nil
+	return fields, inputs, nil
 }
 
 // Record is the record registered, read from the reply v of registry.lua's
