@@ -100,41 +100,18 @@ const (
 func (s *Scheduler) reconcile(ctx context.Context) (ReconcileResult, error) {
 	key := s.keys.Housekeeping()
 	runID, known := redisRunID(ctx, s.cfg.Redis, key)
-	vals, err := s.cfg.Redis.HMGet(ctx, key, markerRunID, markerCanary, markerPeriodic).Result()
+	m, err := s.readMarker(ctx, key)
 	if err != nil {
-		return ReconcileResult{}, fmt.Errorf("read the housekeeping marker: %w", err)
+		return ReconcileResult{}, err
 	}
-	str := func(i int) string { v, _ := vals[i].(string); return v }
-	canary, _ := strconv.ParseInt(str(1), 10, 64)
 	s.mu.Lock()
 	lastCanary := s.canary
 	s.mu.Unlock()
 	now := s.o.Now()
-	trigger := ""
-	switch {
-	case vals[0] == nil:
-		trigger = TriggerNoMarker
-	case known && str(0) != runID:
-		trigger = TriggerRestart
-	case canary < lastCanary:
-		trigger = TriggerCanary
-	case s.cfg.ReconcileInterval > 0:
-		at, err := time.Parse(time.RFC3339Nano, str(2))
-		if err != nil || now.Sub(at) >= s.cfg.ReconcileInterval {
-			trigger = TriggerPeriodic
-		}
-	}
+	trigger := s.trigger(m, runID, known, lastCanary, now)
 	var res ReconcileResult
 	if trigger != "" {
-		switch trigger {
-		case TriggerPeriodic:
-		case TriggerNoMarker: // a new namespace (every first start), or a Redis that lost it: the result says which
-			s.log.Info("no housekeeping marker in redis: reconciling threads with their transcripts", "trigger", trigger,
-				"run_id", runID)
-		default:
-			s.log.Warn("redis may have lost writes: reconciling threads with their transcripts", "trigger", trigger,
-				"run_id", runID, "marker_run_id", str(0), "canary", canary, "canary_seen", lastCanary)
-		}
+		s.logTrigger(trigger, runID, m, lastCanary)
 		if res, err = s.Reconcile(ctx, trigger); err != nil {
 			return res, err
 		}
@@ -142,7 +119,7 @@ func (s *Scheduler) reconcile(ctx context.Context) (ReconcileResult, error) {
 		s.logReconciled(res)
 	}
 	pipe := s.cfg.Redis.TxPipeline()
-	if known || vals[0] == nil {
+	if known || !m.present {
 		pipe.HSet(ctx, key, markerRunID, runID)
 	}
 	if trigger != "" {
@@ -156,6 +133,67 @@ func (s *Scheduler) reconcile(ctx context.Context) (ReconcileResult, error) {
 	s.canary = incr.Val()
 	s.mu.Unlock()
 	return res, nil
+}
+
+// marker is the housekeeping marker as a pass read it.
+type marker struct {
+	// present: the marker holds a run_id; it has none on a Redis it was
+	// never written to, or one that lost it.
+	present bool
+	// runID is the INFO run_id of the Redis that wrote it last.
+	runID string
+	// canary is the counter each pass raises.
+	canary int64
+	// periodicAt is when the last reconciliation ran (RFC 3339).
+	periodicAt string
+}
+
+// readMarker reads the housekeeping marker at key.
+func (s *Scheduler) readMarker(ctx context.Context, key string) (marker, error) {
+	vals, err := s.cfg.Redis.HMGet(ctx, key, markerRunID, markerCanary, markerPeriodic).Result()
+	if err != nil {
+		return marker{}, fmt.Errorf("read the housekeeping marker: %w", err)
+	}
+	str := func(i int) string { v, _ := vals[i].(string); return v }
+	canary, _ := strconv.ParseInt(str(1), 10, 64)
+	return marker{present: vals[0] != nil, runID: str(0), canary: canary, periodicAt: str(2)}, nil
+}
+
+// trigger says why a reconciliation is due at now, "" when none is: the
+// marker is missing, Redis runs under another run_id than the marker's
+// (when its own, runID, is known), the canary is lower than this process
+// last made it (lastCanary), or the periodic pass is due.
+func (s *Scheduler) trigger(m marker, runID string, known bool, lastCanary int64, now time.Time) string {
+	switch {
+	case !m.present:
+		return TriggerNoMarker
+	case known && m.runID != runID:
+		return TriggerRestart
+	case m.canary < lastCanary:
+		return TriggerCanary
+	case s.cfg.ReconcileInterval > 0:
+		at, err := time.Parse(time.RFC3339Nano, m.periodicAt)
+		if err != nil || now.Sub(at) >= s.cfg.ReconcileInterval {
+			return TriggerPeriodic
+		}
+	}
+	return ""
+}
+
+// logTrigger says why a reconciliation runs: nothing for the periodic
+// pass, a note for a missing marker (every first start in a new
+// namespace, or a Redis that lost it: the result says which), a warning
+// for writes Redis may have lost.
+func (s *Scheduler) logTrigger(trigger, runID string, m marker, lastCanary int64) {
+	switch trigger {
+	case TriggerPeriodic:
+	case TriggerNoMarker:
+		s.log.Info("no housekeeping marker in redis: reconciling threads with their transcripts", "trigger", trigger,
+			"run_id", runID)
+	default:
+		s.log.Warn("redis may have lost writes: reconciling threads with their transcripts", "trigger", trigger,
+			"run_id", runID, "marker_run_id", m.runID, "canary", m.canary, "canary_seen", lastCanary)
+	}
 }
 
 func (s *Scheduler) logReconciled(res ReconcileResult) {
