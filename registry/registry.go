@@ -431,24 +431,37 @@ func (f Filter) match(rec *Record) bool {
 // filters do (oldest last, page by page, until Limit).
 func (r *Registry) List(ctx context.Context, f Filter) ([]*Record, error) {
 	if f.Parent != "" || f.Status != "" && !f.Status.Terminal() {
-		var recs []*Record
-		var err error
-		if f.Parent != "" {
-			recs, err = r.ListChildren(ctx, f.Parent)
-		} else {
-			recs, err = r.ListActive(ctx)
-		}
-		if err != nil {
-			return nil, err
-		}
-		var out []*Record
-		for i := len(recs) - 1; i >= 0 && (f.Limit <= 0 || len(out) < f.Limit); i-- {
-			if f.match(recs[i]) {
-				out = append(out, recs[i])
-			}
-		}
-		return out, nil
+		return r.listFromSet(ctx, f)
 	}
+	return r.listByTime(ctx, f)
+}
+
+// listFromSet is List from a set that holds every thread f can match: the
+// parent's children, or the active set for a status that is not final.
+// The set is read in one go, filtered newest first.
+func (r *Registry) listFromSet(ctx context.Context, f Filter) ([]*Record, error) {
+	var recs []*Record
+	var err error
+	if f.Parent != "" {
+		recs, err = r.ListChildren(ctx, f.Parent)
+	} else {
+		recs, err = r.ListActive(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*Record
+	for i := len(recs) - 1; i >= 0 && (f.Limit <= 0 || len(out) < f.Limit); i-- {
+		if f.match(recs[i]) {
+			out = append(out, recs[i])
+		}
+	}
+	return out, nil
+}
+
+// listByTime is List from the threads index, newest first, a page of
+// records at a time, until Limit or the oldest thread.
+func (r *Registry) listByTime(ctx context.Context, f Filter) ([]*Record, error) {
 	const page = 256
 	var out []*Record
 	for start := int64(0); ; start += page {
