@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
@@ -97,22 +98,8 @@ func ParseMCP(p string, data []byte) (*MCP, error) {
 		if !serverName.MatchString(name) {
 			return nil, fmt.Errorf("%s: the name must be letters, digits, _ and - (it is a segment of the tool ids mcp/%s/<tool>)", where, name)
 		}
-		switch {
-		case s.Stdio() && s.URL != "":
-			return nil, fmt.Errorf("%s: command and url both set: a server is stdio (command) or streamable HTTP (url)", where)
-		case !s.Stdio() && s.URL == "":
-			return nil, fmt.Errorf("%s: command (stdio) or url (streamable HTTP) is required", where)
-		case s.Stdio() && strings.TrimSpace(s.Command[0]) == "":
-			return nil, fmt.Errorf("%s: command[0] is empty", where)
-		case s.Stdio() && len(s.Headers) > 0:
-			return nil, fmt.Errorf("%s: headers are for url servers; a stdio server takes env", where)
-		case !s.Stdio() && len(s.Env) > 0:
-			return nil, fmt.Errorf("%s: env is for command servers; a url server takes headers", where)
-		}
-		if !s.Stdio() && !strings.Contains(s.URL, "${") {
-			if err := checkHTTPURL(s.URL); err != nil {
-				return nil, fmt.Errorf("%s: %w", where, err)
-			}
+		if err := checkTransport(s); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		d, err := parseTimeout(s.RawTime)
 		if err != nil {
@@ -122,6 +109,29 @@ func ParseMCP(p string, data []byte) (*MCP, error) {
 		m.Servers[name] = s
 	}
 	return &m, nil
+}
+
+// checkTransport checks that s is either a stdio server (a command, and
+// env) or a streamable HTTP one (an http(s) url, and headers), with none
+// of the other's settings. A url holding ${VAR} is checked once expanded
+// (Expand).
+func checkTransport(s MCPServer) error {
+	switch {
+	case s.Stdio() && s.URL != "":
+		return errors.New("command and url both set: a server is stdio (command) or streamable HTTP (url)")
+	case !s.Stdio() && s.URL == "":
+		return errors.New("command (stdio) or url (streamable HTTP) is required")
+	case s.Stdio() && strings.TrimSpace(s.Command[0]) == "":
+		return errors.New("command[0] is empty")
+	case s.Stdio() && len(s.Headers) > 0:
+		return errors.New("headers are for url servers; a stdio server takes env")
+	case !s.Stdio() && len(s.Env) > 0:
+		return errors.New("env is for command servers; a url server takes headers")
+	}
+	if !s.Stdio() && !strings.Contains(s.URL, "${") {
+		return checkHTTPURL(s.URL)
+	}
+	return nil
 }
 
 func checkHTTPURL(raw string) error {

@@ -96,98 +96,116 @@ func ParseResilience(path string, data []byte) (Resilience, error) {
 	if err != nil {
 		return r, err
 	}
-
-	// Limits.
-	var lim tree
-	found := false
-	for _, k := range []string{"limits.defaults", "limits", "defaults", "limit_defaults", "default_limits"} {
-		t, ok, err := root.sub(k)
-		if err != nil {
-			return r, err
-		}
-		if ok {
-			lim, found = t, true
-			break
-		}
+	if err := readLimitDefaults(root, &r.Limits); err != nil {
+		return r, err
 	}
-	if found {
-		if err := readLimits(lim, &r.Limits); err != nil {
-			return r, err
-		}
+	if err := readRetry(root, &r.Retry); err != nil {
+		return r, err
 	}
+	if err := readChildPolicy(root, &r.Children); err != nil {
+		return r, err
+	}
+	return r, nil
+}
 
-	// Retry.
+// readLimitDefaults applies the limit defaults to dst, from the first of
+// the keys that may hold them.
+func readLimitDefaults(root tree, dst *thread.Resolved) error {
+	lim, key, err := root.firstSub("limits.defaults", "limits", "defaults", "limit_defaults", "default_limits")
+	if err != nil || key == "" {
+		return err
+	}
+	return readLimits(lim, dst)
+}
+
+// readRetry reads retry: its max_retries, then the backoff's base and max
+// from each mapping that may hold them (see retryBackoffs), a later one
+// over an earlier.
+func readRetry(root tree, dst *RetryPolicy) error {
 	retry, _, err := root.sub("retry")
 	if err != nil {
-		return r, err
+		return err
 	}
-	if err := retry.read(integer(&r.Retry.MaxRetries, notNegative, "retry.max_retries: %d is negative", "max_retries")); err != nil {
-		return r, err
+	if err := retry.read(integer(&dst.MaxRetries, notNegative, "retry.max_retries: %d is negative", "max_retries")); err != nil {
+		return err
 	}
-	backoffs := []tree{retry}
-	if b, ok, err := retry.sub("backoff"); err != nil {
-		return r, err
-	} else if ok {
-		backoffs = append(backoffs, b)
-	}
-	if pol, ok, err := retry.sub("policies"); err != nil {
-		return r, err
-	} else if ok {
-		names := []string{"exponential", "transient", "default"}
-		if dp, ok, _ := retry.str("default_policy"); ok {
-			names = append([]string{dp}, names...)
-		}
-		for _, n := range names {
-			if p, ok, err := pol.sub(n); err != nil {
-				return r, err
-			} else if ok {
-				backoffs = append(backoffs, p)
-				break
-			}
-		}
+	backoffs, err := retryBackoffs(retry)
+	if err != nil {
+		return err
 	}
 	for _, b := range backoffs {
 		if err := b.read(
-			number(&r.Retry.Base, func(f float64) bool { return f >= 1 }, "retry base %g is below 1", "base"),
-			seconds(&r.Retry.Max, notNegative, "retry max %g is negative", "max", "max_delay"),
+			number(&dst.Base, func(f float64) bool { return f >= 1 }, "retry base %g is below 1", "base"),
+			seconds(&dst.Max, notNegative, "retry max %g is negative", "max", "max_delay"),
 		); err != nil {
-			return r, err
+			return err
 		}
 	}
+	return nil
+}
 
-	// Child policy.
-	for _, k := range []string{"child_policy", "children"} {
-		cp, ok, err := root.sub(k)
+// retryBackoffs returns the mappings of retry that may hold the backoff,
+// in the order they are read: retry itself (flat), its backoff:, and of
+// its policies: the first of default_policy's, exponential, transient and
+// default.
+func retryBackoffs(retry tree) ([]tree, error) {
+	backoffs := []tree{retry}
+	if b, ok, err := retry.sub("backoff"); err != nil {
+		return nil, err
+	} else if ok {
+		backoffs = append(backoffs, b)
+	}
+	pol, ok, err := retry.sub("policies")
+	if err != nil || !ok {
+		return backoffs, err
+	}
+	names := []string{"exponential", "transient", "default"}
+	if dp, ok, _ := retry.str("default_policy"); ok {
+		names = append([]string{dp}, names...)
+	}
+	p, key, err := pol.firstSub(names...)
+	if err != nil {
+		return nil, err
+	}
+	if key != "" {
+		backoffs = append(backoffs, p)
+	}
+	return backoffs, nil
+}
+
+// childActions are the spellings of the child policy actions.
+var childActions = map[string]string{
+	ChildCascadeCancel: ChildCascadeCancel,
+	"cascade":          ChildCascadeCancel,
+	ChildAllow:         ChildAllow,
+}
+
+// readChildPolicy reads the child policy into dst, from child_policy or,
+// without it, children.
+func readChildPolicy(root tree, dst *ChildPolicy) error {
+	cp, k, err := root.firstSub("child_policy", "children")
+	if err != nil || k == "" {
+		return err
+	}
+	for key, field := range map[string]*string{
+		"on_parent_cancel":   &dst.OnParentCancel,
+		"on_parent_error":    &dst.OnParentError,
+		"on_parent_complete": &dst.OnParentComplete,
+	} {
+		s, ok, err := cp.str(key)
 		if err != nil {
-			return r, err
+			return err
 		}
 		if !ok {
 			continue
 		}
-		for key, dst := range map[string]*string{
-			"on_parent_cancel":   &r.Children.OnParentCancel,
-			"on_parent_error":    &r.Children.OnParentError,
-			"on_parent_complete": &r.Children.OnParentComplete,
-		} {
-			s, ok, err := cp.str(key)
-			if err != nil {
-				return r, err
-			}
-			if !ok {
-				continue
-			}
-			switch s {
-			case ChildCascadeCancel, "cascade":
-				*dst = ChildCascadeCancel
-			case ChildAllow:
-				*dst = ChildAllow
-			default:
-				return r, fmt.Errorf("%s: %s.%s: %q is not cascade_cancel or allow", path, k, key, s)
-			}
+		action, ok := childActions[s]
+		if !ok {
+			return fmt.Errorf("%s: %s.%s: %q is not cascade_cancel or allow", root.path, k, key, s)
 		}
-		break
+		*field = action
 	}
-	return r, nil
+	return nil
 }
 
 // readLimits applies the limits t names to dst, each value held to the

@@ -99,6 +99,21 @@ func (t tree) sub(key string) (tree, bool, error) {
 	return tree{path: t.path, m: m}, true, nil
 }
 
+// firstSub returns the mapping at the first of keys present, and that
+// key ("" when none is); a non-mapping is an error (see sub).
+func (t tree) firstSub(keys ...string) (tree, string, error) {
+	for _, k := range keys {
+		sub, ok, err := t.sub(k)
+		if err != nil {
+			return tree{}, "", err
+		}
+		if ok {
+			return sub, k, nil
+		}
+	}
+	return tree{}, "", nil
+}
+
 // get follows a dotted key.
 func (t tree) get(key string) (any, bool) {
 	var cur any = t.m
