@@ -51,30 +51,39 @@ type Window struct {
 // Offset+Count entries of each shard: the thread list pages with it, so
 // Offset stays small.
 func (r *Registry) ThreadsByTime(ctx context.Context, w Window) ([]redis.Z, error) {
-	rdb, ks := r.rdb, r.ks
 	if w.Min == "" {
 		w.Min = "-inf"
 	}
 	if w.Max == "" {
 		w.Max = "+inf"
 	}
-	keys := ks.AllThreads()
-	read := func(pipe redis.Cmdable, key string, off, n int64) *redis.ZSliceCmd {
-		by := &redis.ZRangeBy{Min: w.Min, Max: w.Max, Offset: off, Count: n}
-		if n == 0 {
-			by.Offset, by.Count = 0, 0
-		}
-		if w.Newest {
-			return pipe.ZRevRangeByScoreWithScores(ctx, key, by)
-		}
-		return pipe.ZRangeByScoreWithScores(ctx, key, by)
-	}
+	keys := r.ks.AllThreads()
 	if len(keys) == 1 {
 		if w.Count == 0 && w.Offset > 0 {
 			return nil, fmt.Errorf("threads by time: an offset needs a count")
 		}
-		return read(rdb, keys[0], w.Offset, w.Count).Result()
+		return w.read(ctx, r.rdb, keys[0], w.Offset, w.Count).Result()
 	}
+	return w.merged(ctx, r.rdb, keys)
+}
+
+// read reads (or queues, on a pipeline) the n entries from off (all when
+// n is 0) of w's scores on one shard's thread list, in w's order.
+func (w Window) read(ctx context.Context, c redis.Cmdable, key string, off, n int64) *redis.ZSliceCmd {
+	by := &redis.ZRangeBy{Min: w.Min, Max: w.Max, Offset: off, Count: n}
+	if n == 0 {
+		by.Offset, by.Count = 0, 0
+	}
+	if w.Newest {
+		return c.ZRevRangeByScoreWithScores(ctx, key, by)
+	}
+	return c.ZRangeByScoreWithScores(ctx, key, by)
+}
+
+// merged reads w from the thread lists keys, every shard's, in one
+// pipeline: the first Offset+Count entries of each, merged in w's order,
+// of which it keeps the Count from Offset.
+func (w Window) merged(ctx context.Context, rdb redis.Cmdable, keys []string) ([]redis.Z, error) {
 	pipe := rdb.Pipeline()
 	cmds := make([]*redis.ZSliceCmd, len(keys))
 	n := w.Offset + w.Count
@@ -82,7 +91,7 @@ func (r *Registry) ThreadsByTime(ctx context.Context, w Window) ([]redis.Z, erro
 		n = 0
 	}
 	for i, k := range keys {
-		cmds[i] = read(pipe, k, 0, n)
+		cmds[i] = w.read(ctx, pipe, k, 0, n)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("threads by time: %w", err)
@@ -91,24 +100,28 @@ func (r *Registry) ThreadsByTime(ctx context.Context, w Window) ([]redis.Z, erro
 	for _, c := range cmds {
 		all = append(all, c.Val()...)
 	}
-	slices.SortFunc(all, func(a, b redis.Z) int {
-		c := cmp.Compare(a.Score, b.Score)
-		if c == 0 {
-			am, _ := a.Member.(string)
-			bm, _ := b.Member.(string)
-			c = cmp.Compare(am, bm)
-		}
-		if w.Newest {
-			return -c
-		}
-		return c
-	})
+	slices.SortFunc(all, w.compare)
 	lo := min(w.Offset, int64(len(all)))
 	hi := int64(len(all))
 	if w.Count > 0 {
 		hi = min(lo+w.Count, hi)
 	}
 	return all[lo:hi], nil
+}
+
+// compare orders two thread list entries as w reads them: by score (the
+// creation time), then by id, newest first when Newest.
+func (w Window) compare(a, b redis.Z) int {
+	c := cmp.Compare(a.Score, b.Score)
+	if c == 0 {
+		am, _ := a.Member.(string)
+		bm, _ := b.Member.(string)
+		c = cmp.Compare(am, bm)
+	}
+	if w.Newest {
+		return -c
+	}
+	return c
 }
 
 // IDs are the members of zs.
@@ -145,27 +158,12 @@ func DefaultShards(rdb redis.UniversalClient) int {
 func Layout(ctx context.Context, rdb redis.Cmdable, ks keyspace.Space, want int, strict bool) (keyspace.Space, error) {
 	ns := ks.Namespace()
 	got, err := rdb.Get(ctx, ks.Layout()).Result()
-	if errors.Is(err, redis.Nil) {
-		n := max(want, 1)
-		if n > 1 {
-			old, err := rdb.Exists(ctx, keyspace.New(ns).Threads("")).Result()
-			if err != nil {
-				return ks, fmt.Errorf("redis layout: %w", err)
-			}
-			if old > 0 && strict {
-				return ks, fmt.Errorf("redis layout: namespace %q holds threads in one slot; it cannot be sharded in place (use a new namespace)", ns)
-			}
-			if old > 0 {
-				n = 1
-			}
+	switch {
+	case errors.Is(err, redis.Nil):
+		if got, err = recordLayout(ctx, rdb, ks, want, strict); err != nil {
+			return ks, err
 		}
-		if err := rdb.SetNX(ctx, ks.Layout(), n, 0).Err(); err != nil {
-			return ks, fmt.Errorf("redis layout: %w", err)
-		}
-		if got, err = rdb.Get(ctx, ks.Layout()).Result(); err != nil {
-			return ks, fmt.Errorf("redis layout: %w", err)
-		}
-	} else if err != nil {
+	case err != nil:
 		return ks, fmt.Errorf("redis layout: %w", err)
 	}
 	n, err := strconv.Atoi(got)
@@ -176,4 +174,32 @@ func Layout(ctx context.Context, rdb redis.Cmdable, ks keyspace.Space, want int,
 		return ks, fmt.Errorf("redis layout: namespace %q has %d shard(s), not %d (a namespace's keys cannot move: use a new namespace)", ns, n, want)
 	}
 	return keyspace.NewSharded(ns, n), nil
+}
+
+// recordLayout records the shard count of namespace ks, which has none
+// yet, and returns the count recorded (another process may have recorded
+// its own first): want, at least 1, but 1 for a namespace that already
+// holds threads in one slot, which with strict is an error.
+func recordLayout(ctx context.Context, rdb redis.Cmdable, ks keyspace.Space, want int, strict bool) (string, error) {
+	n := max(want, 1)
+	if n > 1 {
+		old, err := rdb.Exists(ctx, keyspace.New(ks.Namespace()).Threads("")).Result()
+		if err != nil {
+			return "", fmt.Errorf("redis layout: %w", err)
+		}
+		if old > 0 && strict {
+			return "", fmt.Errorf("redis layout: namespace %q holds threads in one slot; it cannot be sharded in place (use a new namespace)", ks.Namespace())
+		}
+		if old > 0 {
+			n = 1
+		}
+	}
+	if err := rdb.SetNX(ctx, ks.Layout(), n, 0).Err(); err != nil {
+		return "", fmt.Errorf("redis layout: %w", err)
+	}
+	got, err := rdb.Get(ctx, ks.Layout()).Result()
+	if err != nil {
+		return "", fmt.Errorf("redis layout: %w", err)
+	}
+	return got, nil
 }
