@@ -66,6 +66,9 @@ func (a *Activations) SuspendAny(ctx context.Context, id string, version int64, 
 	return a.suspend(ctx, id, version, targets, true)
 }
 
+// suspend is Suspend (anyOf false) and SuspendAny (anyOf true): the
+// targets of another shard are watched first, the suspension is one
+// script, and the watched chains are read again once it held.
 func (a *Activations) suspend(ctx context.Context, id string, version int64, targets []WaitTarget, anyOf bool) (suspended bool, seq int64, err error) {
 	mode := "all"
 	if anyOf {
@@ -73,26 +76,13 @@ func (a *Activations) suspend(ctx context.Context, id string, version int64, tar
 	}
 	keys := []string{a.ks.Thread(id), a.ks.Waits(id), a.ks.Events(id)}
 	args := []any{version, a.now().UTC().Format(time.RFC3339Nano), id, mode}
-	var foreign, watched []WaitTarget
-	for _, t := range targets {
-		if a.ks.ShardOf(t.Root) != a.ks.ShardOf(id) || a.ks.ShardOf(t.Terminal) != a.ks.ShardOf(id) {
-			foreign = append(foreign, t)
-			continue
-		}
-		keys = append(keys, a.ks.Thread(t.Terminal), a.ks.Waiters(t.Root))
-		args = append(args, t.Root)
+	keys, args, foreign := a.shardTargets(id, targets, keys, args)
+	watched, args, finished, err := a.watchForeign(ctx, id, version, foreign, args, anyOf)
+	if err != nil {
+		return false, 0, err
 	}
-	for _, t := range foreign {
-		pending, err := watchScript.Run(ctx, a.rdb, []string{a.ks.Thread(t.Terminal), a.ks.Waiters(t.Root)}, id, t.Root).Int64()
-		if err != nil {
-			return false, 0, scriptError("suspend "+id, id, version, err)
-		}
-		if pending == 1 {
-			watched = append(watched, t)
-			args = append(args, t.Root)
-		} else if anyOf {
-			return false, version, nil // one has finished: nothing to wait for
-		}
+	if finished {
+		return false, version, nil // one has finished: nothing to wait for
 	}
 	res, err := suspendScript.Run(ctx, a.rdb, keys, args...).Int64Slice()
 	if err != nil {
@@ -102,26 +92,73 @@ func (a *Activations) suspend(ctx context.Context, id string, version int64, tar
 		return false, 0, reply.Unexpected("suspend", res)
 	}
 	if res[0] == 1 {
-		for _, t := range watched {
-			st, err := a.rdb.HGet(ctx, a.ks.Thread(t.Terminal), "status").Result()
-			if err != nil && !errors.Is(err, redis.Nil) {
-				return true, res[1], fmt.Errorf("suspend %s: %w", id, err)
-			}
-			if s := thread.Status(st); !s.Terminal() || s == thread.StatusContinued {
-				continue
-			}
-			// Finished before the suspension held: its finalize may not
-			// have seen the waiter waiting.
-			wakes, err := a.NotifyWaiters(ctx, t.Root, []string{id})
-			if err != nil {
-				return true, res[1], err
-			}
-			if len(wakes) == 1 {
-				return true, res[1], &WakeNowError{Wake: wakes[0]}
-			}
+		if err := a.wakeFinished(ctx, id, watched); err != nil {
+			return true, res[1], err
 		}
 	}
 	return res[0] == 1, res[1], nil
+}
+
+// shardTargets appends to the suspend script's keys and args those of
+// the targets in id's shard (the terminal thread and the waiters set,
+// and the root), and returns the others, foreign, to be watched.
+func (a *Activations) shardTargets(id string, targets []WaitTarget, keys []string, args []any) ([]string, []any, []WaitTarget) {
+	var foreign []WaitTarget
+	for _, t := range targets {
+		if a.ks.ShardOf(t.Root) != a.ks.ShardOf(id) || a.ks.ShardOf(t.Terminal) != a.ks.ShardOf(id) {
+			foreign = append(foreign, t)
+			continue
+		}
+		keys = append(keys, a.ks.Thread(t.Terminal), a.ks.Waiters(t.Root))
+		args = append(args, t.Root)
+	}
+	return keys, args, foreign
+}
+
+// watchForeign joins id to the waiters of each foreign chain, one script
+// each, and returns those still pending, watched, with their roots
+// appended to args. With anyOf it stops at the first one that has
+// finished, with finished true: there is nothing to wait for.
+func (a *Activations) watchForeign(ctx context.Context, id string, version int64, foreign []WaitTarget, args []any, anyOf bool) (watched []WaitTarget, _ []any, finished bool, err error) {
+	for _, t := range foreign {
+		pending, err := watchScript.Run(ctx, a.rdb, []string{a.ks.Thread(t.Terminal), a.ks.Waiters(t.Root)}, id, t.Root).Int64()
+		if err != nil {
+			return nil, nil, false, scriptError("suspend "+id, id, version, err)
+		}
+		if pending == 1 {
+			watched = append(watched, t)
+			args = append(args, t.Root)
+		} else if anyOf {
+			return nil, nil, true, nil
+		}
+	}
+	return watched, args, false, nil
+}
+
+// wakeFinished reads again, once id's suspension held, the status of each
+// watched chain's terminal thread: one that finished in between may not
+// have seen id waiting, so its waiters are told here, and when that wakes
+// id the error is a *WakeNowError.
+func (a *Activations) wakeFinished(ctx context.Context, id string, watched []WaitTarget) error {
+	for _, t := range watched {
+		st, err := a.rdb.HGet(ctx, a.ks.Thread(t.Terminal), "status").Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("suspend %s: %w", id, err)
+		}
+		if s := thread.Status(st); !s.Terminal() || s == thread.StatusContinued {
+			continue
+		}
+		// Finished before the suspension held: its finalize may not
+		// have seen the waiter waiting.
+		wakes, err := a.NotifyWaiters(ctx, t.Root, []string{id})
+		if err != nil {
+			return err
+		}
+		if len(wakes) == 1 {
+			return &WakeNowError{Wake: wakes[0]}
+		}
+	}
+	return nil
 }
 
 // watchScript joins a waiter to a chain of another shard's tree and reads
@@ -223,31 +260,40 @@ func (a *Activations) StalledWaits(ctx context.Context) ([]Wake, error) {
 			return nil, err
 		}
 		vals := h.Val()
-		if len(vals) < 7 || vals[0] != "waiting" {
+		if len(vals) < 7 || vals[0] != "waiting" || !a.wakeLost(vals, c.Val()) {
 			continue
-		}
-		// An any waiter is due once one of its chains has left its
-		// waits set; every other waiter once all have.
-		due := c.Val() == 0
-		if mode := fmt.Sprint(vals[5]); (mode == "1" || mode == "woken") && vals[2] == WaitingForChildren {
-			var n int64
-			_, _ = fmt.Sscan(fmt.Sprint(vals[6]), &n)
-			due = c.Val() < n
-		}
-		if !due {
-			continue
-		}
-		if vals[2] == WaitingForApproval && fmt.Sprint(vals[3]) != "0" {
-			continue // people have calls left to decide
-		}
-		if vals[2] == WaitingForRateLimit || vals[2] == WaitingForRetry {
-			if at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(vals[4])); err == nil && a.now().Before(at.Add(retryGrace)) {
-				continue // its activation is due at wake_at
-			}
 		}
 		var seq int64
 		_, _ = fmt.Sscan(fmt.Sprint(vals[1]), &seq)
 		out = append(out, Wake{ThreadID: id, Seq: seq})
 	}
 	return out, nil
+}
+
+// wakeLost reports whether a waiting thread, by vals (the fields
+// StalledWaits reads: status, suspend_seq, waiting_for, approvals_open,
+// wake_at, wake_any, wait_n) and waits (its waits set's size), should
+// have been woken already: the chains it waited for have finished, no
+// call is left to decide, and a retry's or rate limit's wake_at is past.
+func (a *Activations) wakeLost(vals []any, waits int64) bool {
+	// An any waiter is due once one of its chains has left its
+	// waits set; every other waiter once all have.
+	due := waits == 0
+	if mode := fmt.Sprint(vals[5]); (mode == "1" || mode == "woken") && vals[2] == WaitingForChildren {
+		var n int64
+		_, _ = fmt.Sscan(fmt.Sprint(vals[6]), &n)
+		due = waits < n
+	}
+	if !due {
+		return false
+	}
+	if vals[2] == WaitingForApproval && fmt.Sprint(vals[3]) != "0" {
+		return false // people have calls left to decide
+	}
+	if vals[2] == WaitingForRateLimit || vals[2] == WaitingForRetry {
+		if at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(vals[4])); err == nil && a.now().Before(at.Add(retryGrace)) {
+			return false // its activation is due at wake_at
+		}
+	}
+	return true
 }
