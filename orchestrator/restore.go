@@ -354,55 +354,17 @@ func (o *Orchestrator) startRecord(ctx context.Context, id string, parent *regis
 	first := tr.Events[0]
 	rec := registry.Record{ThreadID: id, Kind: registry.KindThread, ChainRootID: id, Activation: 1, Version: 1,
 		CreatedAt: first.Timestamp, StartedAt: first.Timestamp}
+	var err error
 	switch first.Type {
 	case transcript.TypeThreadStarted:
-		var ev transcript.ThreadStarted
-		if err := first.Decode(&ev); err != nil {
-			return rec, fmt.Errorf("thread_started: %w", err)
-		}
-		rec.Directive, rec.Model, rec.ParentID, rec.Capabilities, rec.Bundle = ev.Directive, ev.Model, ev.ParentID, ev.Capabilities, ev.BundleDigest
-		if ev.Limits != nil {
-			rec.Limits = *ev.Limits
-		}
-		if len(ev.Inputs) > 0 {
-			if err := json.Unmarshal(ev.Inputs, &rec.Inputs); err != nil {
-				return rec, fmt.Errorf("thread_started inputs: %w", err)
-			}
-		}
-		if ev.PreviousThreadID != "" {
-			prev, err := o.reg.Get(ctx, ev.PreviousThreadID)
-			if err != nil {
-				return rec, fmt.Errorf("the thread it continues: %w", err)
-			}
-			rec.PreviousThreadID, rec.ContinuationOf = prev.ThreadID, prev.ThreadID
-			rec.ChainRootID, rec.ChainIndex, rec.Workspace = prev.LedgerID(), prev.ChainIndex+1, prev.Workspace
-		}
+		err = o.threadStartRecord(ctx, first, &rec)
 	case transcript.TypeGraphStarted:
-		var ev transcript.GraphStarted
-		if err := first.Decode(&ev); err != nil {
-			return rec, fmt.Errorf("graph_started: %w", err)
-		}
-		var lim struct {
-			Limits   thread.Resolved `json:"limits"`
-			MaxSteps int             `json:"max_steps"`
-		}
-		if len(ev.Limits) > 0 {
-			if err := json.Unmarshal(ev.Limits, &lim); err != nil {
-				return rec, fmt.Errorf("graph_started limits: %w", err)
-			}
-		}
-		if len(ev.Inputs) > 0 {
-			if err := json.Unmarshal(ev.Inputs, &rec.Inputs); err != nil {
-				return rec, fmt.Errorf("graph_started inputs: %w", err)
-			}
-		}
-		rec.Kind, rec.Directive, rec.GraphDigest, rec.Bundle = registry.KindGraph, ev.Graph, ev.GraphDigest, ev.Bundle
-		rec.Capabilities, rec.Limits, rec.MaxSteps, rec.CurrentNode = ev.Capabilities, lim.Limits, lim.MaxSteps, ev.StartNode
-		if parent != nil {
-			rec.ParentID = parent.ThreadID // graph_started does not name it
-		}
+		err = graphStartRecord(first, parent, &rec)
 	default:
 		return rec, fmt.Errorf("%w: no thread.json, and its transcript opens with %s, not a start", ErrNotRestorable, first.Type)
+	}
+	if err != nil {
+		return rec, err
 	}
 	if parent != nil && rec.ParentID == parent.ThreadID {
 		rec.Queue, rec.ModelOverride = parent.Queue, parent.ModelOverride
@@ -415,6 +377,66 @@ func (o *Orchestrator) startRecord(ctx context.Context, id string, parent *regis
 		rec.Queue = queue.DefaultQueue
 	}
 	return rec, nil
+}
+
+// threadStartRecord fills rec from a thread's first event, its
+// thread_started: the directive, model, parent, capabilities, bundle,
+// limits and inputs, and for a continuation the chain it continues, read
+// from the record of the thread it continues.
+func (o *Orchestrator) threadStartRecord(ctx context.Context, first transcript.Event, rec *registry.Record) error {
+	var ev transcript.ThreadStarted
+	if err := first.Decode(&ev); err != nil {
+		return fmt.Errorf("thread_started: %w", err)
+	}
+	rec.Directive, rec.Model, rec.ParentID, rec.Capabilities, rec.Bundle = ev.Directive, ev.Model, ev.ParentID, ev.Capabilities, ev.BundleDigest
+	if ev.Limits != nil {
+		rec.Limits = *ev.Limits
+	}
+	if len(ev.Inputs) > 0 {
+		if err := json.Unmarshal(ev.Inputs, &rec.Inputs); err != nil {
+			return fmt.Errorf("thread_started inputs: %w", err)
+		}
+	}
+	if ev.PreviousThreadID != "" {
+		prev, err := o.reg.Get(ctx, ev.PreviousThreadID)
+		if err != nil {
+			return fmt.Errorf("the thread it continues: %w", err)
+		}
+		rec.PreviousThreadID, rec.ContinuationOf = prev.ThreadID, prev.ThreadID
+		rec.ChainRootID, rec.ChainIndex, rec.Workspace = prev.LedgerID(), prev.ChainIndex+1, prev.Workspace
+	}
+	return nil
+}
+
+// graphStartRecord fills rec from a graph run's first event, its
+// graph_started: the graph, its digest and bundle, capabilities, limits
+// and step budget, inputs and start node. graph_started does not name
+// the parent: it is parent's, when there is one.
+func graphStartRecord(first transcript.Event, parent *registry.Record, rec *registry.Record) error {
+	var ev transcript.GraphStarted
+	if err := first.Decode(&ev); err != nil {
+		return fmt.Errorf("graph_started: %w", err)
+	}
+	var lim struct {
+		Limits   thread.Resolved `json:"limits"`
+		MaxSteps int             `json:"max_steps"`
+	}
+	if len(ev.Limits) > 0 {
+		if err := json.Unmarshal(ev.Limits, &lim); err != nil {
+			return fmt.Errorf("graph_started limits: %w", err)
+		}
+	}
+	if len(ev.Inputs) > 0 {
+		if err := json.Unmarshal(ev.Inputs, &rec.Inputs); err != nil {
+			return fmt.Errorf("graph_started inputs: %w", err)
+		}
+	}
+	rec.Kind, rec.Directive, rec.GraphDigest, rec.Bundle = registry.KindGraph, ev.Graph, ev.GraphDigest, ev.Bundle
+	rec.Capabilities, rec.Limits, rec.MaxSteps, rec.CurrentNode = ev.Capabilities, lim.Limits, lim.MaxSteps, ev.StartNode
+	if parent != nil {
+		rec.ParentID = parent.ThreadID
+	}
+	return nil
 }
 
 // NamedChildren are the threads tr says its thread started (child_spawned:
