@@ -100,19 +100,9 @@ func (c *Condition) Eval(ctx map[string]any) (bool, error) {
 		}
 	}
 	if len(c.Any) > 0 {
-		found := false
-		for _, s := range c.Any {
-			ok, err := s.Eval(ctx)
-			if err != nil {
-				return false, err
-			}
-			if ok {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false, nil
+		ok, err := anyHolds(c.Any, ctx)
+		if err != nil || !ok {
+			return false, err
 		}
 	}
 	for _, s := range c.All {
@@ -133,60 +123,92 @@ func (c *Condition) Eval(ctx map[string]any) (bool, error) {
 	return true, nil
 }
 
+// anyHolds reports whether one of cs holds against ctx, evaluating them
+// in order up to the first that does (or the first error).
+func anyHolds(cs []*Condition, ctx map[string]any) (bool, error) {
+	for _, s := range cs {
+		ok, err := s.Eval(ctx)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// leaf evaluates the leaf part of c (Path, Op, Value) against ctx, with
+// the semantics of each operator given on Condition.
 func (c *Condition) leaf(ctx map[string]any) (bool, error) {
 	actual, found := Lookup(ctx, c.Path)
 	switch c.Op {
 	case OpExists:
-		want := true
-		if b, ok := thread.Bool(c.Value); ok && c.Value != nil {
-			want = b
-		}
-		return found == want, nil
+		return found == c.wantExists(), nil
 	case OpEq:
 		return found && equal(actual, c.Value), nil
 	case OpNe:
 		return !found || !equal(actual, c.Value), nil
 	case OpGt, OpGte, OpLt, OpLte:
-		if !found {
-			return false, nil
-		}
-		cmp, ok := compare(actual, c.Value)
-		if !ok {
-			return false, nil
-		}
-		switch c.Op {
-		case OpGt:
-			return cmp > 0, nil
-		case OpGte:
-			return cmp >= 0, nil
-		case OpLt:
-			return cmp < 0, nil
-		default:
-			return cmp <= 0, nil
-		}
+		return found && ordered(c.Op, actual, c.Value), nil
 	case OpIn:
-		if !found {
-			return false, nil
-		}
-		for _, e := range listOf(c.Value, true) {
-			if equal(actual, e) {
-				return true, nil
-			}
-		}
-		return false, nil
+		return found && oneOf(actual, c.Value), nil
 	case OpContains:
-		if !found {
-			return false, nil
-		}
-		return contains(actual, c.Value), nil
+		return found && contains(actual, c.Value), nil
 	case OpRegex:
-		re, err := compileRegex(Format(c.Value))
-		if err != nil {
-			return false, fmt.Errorf("condition %s regex: %w", c.Path, err)
-		}
-		return found && re.MatchString(Format(actual)), nil
+		return c.matches(actual, found)
 	}
 	return false, fmt.Errorf("condition %s: unknown op %q", c.Path, c.Op)
+}
+
+// wantExists says whether an exists condition wants its path to resolve:
+// yes, unless its Value is false.
+func (c *Condition) wantExists() bool {
+	if b, ok := thread.Bool(c.Value); ok && c.Value != nil {
+		return b
+	}
+	return true
+}
+
+// ordered reports whether actual stands to want as op (gt, gte, lt or
+// lte) says, in compare's order; two values compare cannot order are not.
+func ordered(op string, actual, want any) bool {
+	cmp, ok := compare(actual, want)
+	if !ok {
+		return false
+	}
+	switch op {
+	case OpGt:
+		return cmp > 0
+	case OpGte:
+		return cmp >= 0
+	case OpLt:
+		return cmp < 0
+	default:
+		return cmp <= 0
+	}
+}
+
+// oneOf reports whether actual equals an element of list (see listOf: a
+// string is a comma-separated list).
+func oneOf(actual, list any) bool {
+	for _, e := range listOf(list, true) {
+		if equal(actual, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// matches reports whether c's pattern is found in actual's text form
+// (found says whether the path resolved). A bad pattern is an error even
+// when the path does not resolve.
+func (c *Condition) matches(actual any, found bool) (bool, error) {
+	re, err := compileRegex(Format(c.Value))
+	if err != nil {
+		return false, fmt.Errorf("condition %s regex: %w", c.Path, err)
+	}
+	return found && re.MatchString(Format(actual)), nil
 }
 
 var regexCache sync.Map // pattern → *regexp.Regexp
@@ -205,6 +227,26 @@ func compileRegex(p string) (*regexp.Regexp, error) {
 
 // toNumber converts any Go number, or a numeric string, to float64.
 func toNumber(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, !math.IsNaN(n)
+	case interface{ Float64() (float64, error) }: // json.Number
+		f, err := n.Float64()
+		return f, err == nil
+	case string:
+		s := strings.TrimSpace(n)
+		if s == "" {
+			return 0, false
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		return f, err == nil && !math.IsNaN(f)
+	}
+	return kindNumber(v)
+}
+
+// kindNumber converts a value of Go's other number kinds (the integers and
+// float32) to float64; ok is false for anything else.
+func kindNumber(v any) (float64, bool) {
 	switch n := v.(type) {
 	case int:
 		return float64(n), true
@@ -228,18 +270,6 @@ func toNumber(v any) (float64, bool) {
 		return float64(n), true
 	case float32:
 		return float64(n), true
-	case float64:
-		return n, !math.IsNaN(n)
-	case interface{ Float64() (float64, error) }: // json.Number
-		f, err := n.Float64()
-		return f, err == nil
-	case string:
-		s := strings.TrimSpace(n)
-		if s == "" {
-			return 0, false
-		}
-		f, err := strconv.ParseFloat(s, 64)
-		return f, err == nil && !math.IsNaN(f)
 	}
 	return 0, false
 }

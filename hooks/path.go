@@ -29,6 +29,9 @@ func Lookup(ctx map[string]any, path string) (any, bool) {
 	return cur, true
 }
 
+// step takes one segment of a path from cur: the types decoded JSON and
+// YAML are made of directly, anything else through reflection
+// (reflectStep). ok is false when the segment is missing.
 func step(cur any, seg string) (any, bool) {
 	switch c := cur.(type) {
 	case nil:
@@ -40,12 +43,27 @@ func step(cur any, seg string) (any, bool) {
 		v, ok := c[seg]
 		return v, ok
 	case []any:
-		i, err := strconv.Atoi(seg)
-		if err != nil || i < 0 || i >= len(c) {
+		i, ok := index(seg, len(c))
+		if !ok {
 			return nil, false
 		}
 		return c[i], true
 	}
+	return reflectStep(cur, seg)
+}
+
+// index is seg as an index into a list of n elements; ok is false when
+// seg is not a decimal number from 0 to n-1.
+func index(seg string, n int) (int, bool) {
+	i, err := strconv.Atoi(seg)
+	return i, err == nil && i >= 0 && i < n
+}
+
+// reflectStep takes one segment from a value of any other type, through
+// its pointers and interfaces (a nil one ends the path): a map with
+// string keys by key, a slice or an array by index, a struct through its
+// JSON encoding (jsonField).
+func reflectStep(cur any, seg string) (any, bool) {
 	rv := reflect.ValueOf(cur)
 	for rv.Kind() == reflect.Pointer || rv.Kind() == reflect.Interface {
 		if rv.IsNil() {
@@ -64,24 +82,30 @@ func step(cur any, seg string) (any, bool) {
 		}
 		return v.Interface(), true
 	case reflect.Slice, reflect.Array:
-		i, err := strconv.Atoi(seg)
-		if err != nil || i < 0 || i >= rv.Len() {
+		i, ok := index(seg, rv.Len())
+		if !ok {
 			return nil, false
 		}
 		return rv.Index(i).Interface(), true
 	case reflect.Struct:
-		b, err := json.Marshal(rv.Interface())
-		if err != nil {
-			return nil, false
-		}
-		var m map[string]any
-		if json.Unmarshal(b, &m) != nil {
-			return nil, false
-		}
-		v, ok := m[seg]
-		return v, ok
+		return jsonField(rv, seg)
 	}
 	return nil, false
+}
+
+// jsonField reads the field seg of the struct rv as its JSON encoding
+// names it, so that a path follows the names the struct is written with.
+func jsonField(rv reflect.Value, seg string) (any, bool) {
+	b, err := json.Marshal(rv.Interface())
+	if err != nil {
+		return nil, false
+	}
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil {
+		return nil, false
+	}
+	v, ok := m[seg]
+	return v, ok
 }
 
 var interpRe = regexp.MustCompile(`\$\{([A-Za-z0-9_.\-]+)\}`)
