@@ -17,30 +17,6 @@ import (
 func Number(v any) (float64, error) {
 	var f float64
 	switch x := v.(type) {
-	case int:
-		f = float64(x)
-	case int8:
-		f = float64(x)
-	case int16:
-		f = float64(x)
-	case int32:
-		f = float64(x)
-	case int64:
-		f = float64(x)
-	case uint:
-		f = float64(x)
-	case uint8:
-		f = float64(x)
-	case uint16:
-		f = float64(x)
-	case uint32:
-		f = float64(x)
-	case uint64:
-		f = float64(x)
-	case float32:
-		f = float64(x)
-	case float64:
-		f = x
 	case json.Number:
 		n, err := strconv.ParseFloat(string(x), 64)
 		if err != nil {
@@ -56,12 +32,48 @@ func Number(v any) (float64, error) {
 	case nil:
 		return 0, fmt.Errorf("a missing value is not a number")
 	default:
-		return 0, fmt.Errorf("%v (%T) is not a number", v, v)
+		n, ok := kindNumber(v)
+		if !ok {
+			return 0, fmt.Errorf("%v (%T) is not a number", v, v)
+		}
+		f = n
 	}
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return 0, fmt.Errorf("%v is not a finite number", v)
 	}
 	return f, nil
+}
+
+// kindNumber is v as a float64 when v is of one of Go's integer or float
+// kinds; ok is false for anything else. It may be NaN or ±Inf.
+func kindNumber(v any) (float64, bool) {
+	switch x := v.(type) {
+	case int:
+		return float64(x), true
+	case int8:
+		return float64(x), true
+	case int16:
+		return float64(x), true
+	case int32:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case uint:
+		return float64(x), true
+	case uint8:
+		return float64(x), true
+	case uint16:
+		return float64(x), true
+	case uint32:
+		return float64(x), true
+	case uint64:
+		return float64(x), true
+	case float32:
+		return float64(x), true
+	case float64:
+		return x, true
+	}
+	return 0, false
 }
 
 // Bool is v as a boolean, by the one rule for every boolean spool reads
