@@ -146,14 +146,9 @@ func (o *Orchestrator) finish(ctx context.Context, rec *registry.Record, version
 		return 0, nil, err
 	}
 	entry, path := rec.LedgerID(), rec.BudgetPath()
-	chargeKey, chargeNano := "", int64(0)
-	if c := out.Charge; c != nil {
-		if chargeNano, err = ledger.ToNano(c.Amount); err != nil {
-			return 0, nil, fmt.Errorf("charge %s: %w", entry, err)
-		}
-		if chargeKey = c.Key; chargeKey == "" {
-			return 0, nil, fmt.Errorf("charge %s: empty idempotency key", entry)
-		}
+	chargeKey, chargeNano, err := chargeArgs(entry, out.Charge)
+	if err != nil {
+		return 0, nil, err
 	}
 	status := string(ch.Status)
 	if out.ContinuationID == "" && (status == "" || status == ledger.StatusActive) {
@@ -176,18 +171,44 @@ func (o *Orchestrator) finish(ctx context.Context, rec *registry.Record, version
 	if len(res) != 4 {
 		return 0, nil, reply.Unexpected("finalize", res)
 	}
-	if c := out.Charge; c != nil {
-		charged, err := ledger.ReadCharged(entry, res[2])
-		if c.Done != nil {
-			c.Done(charged, err)
-		}
-		var le *thread.LimitError
-		if err != nil && !errors.As(err, &le) {
-			return 0, nil, err
-		} // clamped: recorded, and the thread has ended anyway
-
+	if err := chargeDone(entry, out.Charge, res[2]); err != nil {
+		return 0, nil, err
 	}
 	return reply.Int(res[0]), reply.Strings(res[3]), nil
+}
+
+// chargeArgs are finalizeScript's arguments for the last charge c of
+// ledger entry entry: its idempotency key and its amount in nano units;
+// "" and 0 without one.
+func chargeArgs(entry string, c *Charge) (key string, nano int64, err error) {
+	if c == nil {
+		return "", 0, nil
+	}
+	if nano, err = ledger.ToNano(c.Amount); err != nil {
+		return "", 0, fmt.Errorf("charge %s: %w", entry, err)
+	}
+	if c.Key == "" {
+		return "", 0, fmt.Errorf("charge %s: empty idempotency key", entry)
+	}
+	return c.Key, nano, nil
+}
+
+// chargeDone reads what the last charge c charged from v, finalizeScript's
+// reply, and gives it to c.Done. The error is the charge's, but for a
+// limit: the charge was clamped, recorded, and the thread has ended anyway.
+func chargeDone(entry string, c *Charge, v any) error {
+	if c == nil {
+		return nil
+	}
+	charged, err := ledger.ReadCharged(entry, v)
+	if c.Done != nil {
+		c.Done(charged, err)
+	}
+	var le *thread.LimitError
+	if err != nil && !errors.As(err, &le) {
+		return err
+	}
+	return nil
 }
 
 // finishError is the error of finalizeScript's failure err: the refusal
@@ -358,25 +379,17 @@ func (o *Orchestrator) Cancel(ctx context.Context, id string, cascade bool) (*re
 		if rec.Status.Terminal() {
 			return rec, nil
 		}
-		if err := o.reg.RequestCancel(ctx, id, cascade); err != nil {
+		held, err := o.requestCancel(ctx, rec, cascade)
+		if err != nil {
 			return nil, err
 		}
-		if cascade && o.cascades(ctx, rec, thread.StatusCancelled) {
-			o.cascadeCancel(ctx, id)
+		if held {
+			return rec, nil // its activation sees the flag
 		}
-		if rec.Status == thread.StatusRunning {
-			held, err := o.acts.LeaseHeld(ctx, id)
-			if err != nil {
-				return nil, err
-			}
-			if held {
-				return rec, nil // its activation sees the flag
-			}
-			// No activation holds it (handed back to wait out a retry
-			// time, or for a shutdown, or its worker died): end it here.
-			// The fence makes a claim that comes first win; then this
-			// sees it held.
-		}
+		// No activation holds it (created, waiting, or handed back to
+		// wait out a retry time, or for a shutdown, or its worker died):
+		// end it here. The fence makes a claim that comes first win; then
+		// this sees it held.
 		err = o.Finalize(ctx, rec, rec.Version, Outcome{Status: thread.StatusCancelled, Cost: rec.Cost,
 			Error: &registry.ErrorInfo{Code: "cancelled", Message: "cancelled by request"}})
 		if errors.Is(err, registry.ErrConflict) {
@@ -388,6 +401,23 @@ func (o *Orchestrator) Cancel(ctx context.Context, id string, cascade bool) (*re
 		return o.reg.Get(ctx, id)
 	}
 	return o.reg.Get(ctx, id)
+}
+
+// requestCancel sets the cancel flag of rec, a thread not finished,
+// cancels its children when cascade and its child policy say so, and
+// reports whether an activation holds the thread, a running one's lease:
+// then it sees the flag, and Cancel leaves the end to it.
+func (o *Orchestrator) requestCancel(ctx context.Context, rec *registry.Record, cascade bool) (held bool, err error) {
+	if err := o.reg.RequestCancel(ctx, rec.ThreadID, cascade); err != nil {
+		return false, err
+	}
+	if cascade && o.cascades(ctx, rec, thread.StatusCancelled) {
+		o.cascadeCancel(ctx, rec.ThreadID)
+	}
+	if rec.Status != thread.StatusRunning {
+		return false, nil
+	}
+	return o.acts.LeaseHeld(ctx, rec.ThreadID)
 }
 
 // cascadeCancel cancels every unfinished child of id (best effort: a
