@@ -54,32 +54,44 @@ func (o *Orchestrator) Approvals(ctx context.Context, id string) ([]PendingCall,
 	}
 	out := []PendingCall{}
 	for _, tid := range ids {
-		rec, err := o.reg.Get(ctx, tid)
-		if errors.Is(err, registry.ErrNotFound) && id == "" {
-			_ = o.acts.ForgetAwaiting(ctx, tid)
-			continue
-		}
-		if err != nil {
+		var err error
+		if out, err = o.threadApprovals(ctx, tid, id == "", out); err != nil {
 			return nil, err
-		}
-		if rec.Status != thread.StatusWaiting || rec.WaitingFor != registry.WaitingForApproval {
-			if id == "" && rec.Status.Terminal() {
-				_ = o.acts.ForgetAwaiting(ctx, tid)
-			}
-			continue
-		}
-		decided, err := o.acts.Decisions(ctx, tid)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range rec.PendingApprovals {
-			if d, ok := decided[p.CallID]; ok && (d.RequestID == "" || d.RequestID == p.RequestID) {
-				continue
-			}
-			out = append(out, PendingCallOf(tid, rec.Directive, p))
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].RequestedAt.Before(out[j].RequestedAt) })
+	return out, nil
+}
+
+// threadApprovals appends to out the undecided calls of thread tid, when
+// it waits for approval. Listing every waiting thread's (all), it
+// forgets a thread that is gone or finished from the set of those
+// awaiting approval.
+func (o *Orchestrator) threadApprovals(ctx context.Context, tid string, all bool, out []PendingCall) ([]PendingCall, error) {
+	rec, err := o.reg.Get(ctx, tid)
+	if errors.Is(err, registry.ErrNotFound) && all {
+		_ = o.acts.ForgetAwaiting(ctx, tid)
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if rec.Status != thread.StatusWaiting || rec.WaitingFor != registry.WaitingForApproval {
+		if all && rec.Status.Terminal() {
+			_ = o.acts.ForgetAwaiting(ctx, tid)
+		}
+		return out, nil
+	}
+	decided, err := o.acts.Decisions(ctx, tid)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range rec.PendingApprovals {
+		if d, ok := decided[p.CallID]; ok && (d.RequestID == "" || d.RequestID == p.RequestID) {
+			continue
+		}
+		out = append(out, PendingCallOf(tid, rec.Directive, p))
+	}
 	return out, nil
 }
 

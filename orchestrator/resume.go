@@ -57,26 +57,9 @@ func (o *Orchestrator) Resume(ctx context.Context, id, message string) (*ResumeR
 	if rec.IsGraph() {
 		return nil, fmt.Errorf("%s is a graph run: resume it with `spool graph resume %s` (a run goes on from its last checkpoint, not with a message)", resolved, resolved)
 	}
-	proj, err := o.Project(ctx, rec.Bundle)
+	turns, err := o.reconstructedTurns(ctx, rec)
 	if err != nil {
 		return nil, err
-	}
-	v, err := o.VerifyThread(ctx, resolved, proj.IntegrityMode())
-	if err != nil {
-		return nil, fmt.Errorf("resume %s: %w", resolved, err)
-	}
-	for _, w := range v.Warnings {
-		o.threadLog(resolved).Warn("resuming despite an integrity problem (transcript_integrity: lenient)", "warning", w)
-	}
-	msgs, err := transcript.Reconstruct(v.Transcript.Events)
-	if err != nil {
-		return nil, fmt.Errorf("resume %s: %w", resolved, err)
-	}
-	turns := 0
-	for _, m := range msgs {
-		if m.Role == thread.RoleAssistant {
-			turns++
-		}
 	}
 	newRec, err := o.Start(ctx, StartRequest{
 		Directive: rec.Directive, Inputs: rec.Inputs, Model: rec.Model, ParentID: rec.ParentID, Bundle: rec.Bundle,
@@ -102,6 +85,35 @@ func (o *Orchestrator) Resume(ctx context.Context, id, message string) (*ResumeR
 		res.OriginalThreadID = &orig
 	}
 	return res, nil
+}
+
+// reconstructedTurns verifies the transcript of rec, the thread Resume
+// continues, in its project's integrity mode (a lenient one's problems
+// logged), rebuilds its conversation and counts the model's turns in it.
+func (o *Orchestrator) reconstructedTurns(ctx context.Context, rec *registry.Record) (int, error) {
+	id := rec.ThreadID
+	proj, err := o.Project(ctx, rec.Bundle)
+	if err != nil {
+		return 0, err
+	}
+	v, err := o.VerifyThread(ctx, id, proj.IntegrityMode())
+	if err != nil {
+		return 0, fmt.Errorf("resume %s: %w", id, err)
+	}
+	for _, w := range v.Warnings {
+		o.threadLog(id).Warn("resuming despite an integrity problem (transcript_integrity: lenient)", "warning", w)
+	}
+	msgs, err := transcript.Reconstruct(v.Transcript.Events)
+	if err != nil {
+		return 0, fmt.Errorf("resume %s: %w", id, err)
+	}
+	turns := 0
+	for _, m := range msgs {
+		if m.Role == thread.RoleAssistant {
+			turns++
+		}
+	}
+	return turns, nil
 }
 
 // logEvent appends one event to a finished thread's transcript as a new
