@@ -52,10 +52,7 @@ func lockDir(dir string, log *slog.Logger) (*dirLock, error) {
 		return nil, fmt.Errorf("embedded redis: %w", err)
 	}
 	l := &dirLock{f: f, path: path}
-	var (
-		signalled syscall.Signal
-		deadline  time.Time
-	)
+	var orphan orphanStop
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
@@ -76,27 +73,9 @@ func lockDir(dir string, log *slog.Logger) (*dirLock, error) {
 		}
 		// Its spool process is gone: the holder is the redis-server it
 		// left (or that server's AOF-rewrite child, which ends with it).
-		now := time.Now()
-		switch {
-		case signalled == 0:
-			signalled, deadline = syscall.SIGTERM, now.Add(orphanPatience)
-			if isRedisOn(owner.RedisPID, dir) {
-				log.Warn("embedded redis: stopping the redis-server left running by a spool process that exited",
-					"pid", owner.RedisPID, "spool_pid", owner.PID, "data_dir", dir)
-				_ = syscall.Kill(owner.RedisPID, syscall.SIGTERM)
-			}
-		case now.After(deadline) && signalled == syscall.SIGTERM:
-			signalled, deadline = syscall.SIGKILL, now.Add(orphanPatience)
-			if isRedisOn(owner.RedisPID, dir) {
-				_ = syscall.Kill(owner.RedisPID, syscall.SIGKILL)
-			}
-		case now.After(deadline):
+		if err := orphan.step(owner, dir, log); err != nil {
 			_ = f.Close()
-			held := "a process"
-			if owner.RedisPID != 0 {
-				held = fmt.Sprintf("redis-server (pid %d)", owner.RedisPID)
-			}
-			return nil, fmt.Errorf("embedded redis: %s is still held by %s, left by spool process %d, which exited; stop it, then try again", dir, held, owner.PID)
+			return nil, err
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -106,6 +85,43 @@ func lockDir(dir string, log *slog.Logger) (*dirLock, error) {
 	}
 	stopStrays(dir, log)
 	return l, nil
+}
+
+// orphanStop is lockDir's stopping of the orphaned redis-server that
+// holds the lock: the last signal sent, and until when it is given.
+type orphanStop struct {
+	signalled syscall.Signal
+	deadline  time.Time
+}
+
+// step is one look at the orphaned holder of dir's lock, whose owner
+// wrote the file: the first sends its redis-server SIGTERM, the first
+// after orphanPatience SIGKILL, and the first after orphanPatience more
+// gives up with an error. A server is only signalled while it still
+// serves dir.
+func (o *orphanStop) step(owner lockOwner, dir string, log *slog.Logger) error {
+	now := time.Now()
+	switch {
+	case o.signalled == 0:
+		o.signalled, o.deadline = syscall.SIGTERM, now.Add(orphanPatience)
+		if isRedisOn(owner.RedisPID, dir) {
+			log.Warn("embedded redis: stopping the redis-server left running by a spool process that exited",
+				"pid", owner.RedisPID, "spool_pid", owner.PID, "data_dir", dir)
+			_ = syscall.Kill(owner.RedisPID, syscall.SIGTERM)
+		}
+	case now.After(o.deadline) && o.signalled == syscall.SIGTERM:
+		o.signalled, o.deadline = syscall.SIGKILL, now.Add(orphanPatience)
+		if isRedisOn(owner.RedisPID, dir) {
+			_ = syscall.Kill(owner.RedisPID, syscall.SIGKILL)
+		}
+	case now.After(o.deadline):
+		held := "a process"
+		if owner.RedisPID != 0 {
+			held = fmt.Sprintf("redis-server (pid %d)", owner.RedisPID)
+		}
+		return fmt.Errorf("embedded redis: %s is still held by %s, left by spool process %d, which exited; stop it, then try again", dir, held, owner.PID)
+	}
+	return nil
 }
 
 // setOwner records o in the lock file.
