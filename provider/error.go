@@ -109,28 +109,19 @@ func Classify(err error) *Error {
 		return &Error{Class: ClassCancelled, Message: "request cancelled", Err: err}
 	}
 
+	if e := classifySDK(err); e != nil {
+		return e
+	}
+	return classifyTransport(err)
+}
+
+// classifySDK classifies an API error of either SDK (an error response, or
+// an error event in a stream) from its status, type, code and message; nil
+// when err holds none.
+func classifySDK(err error) *Error {
 	var aerr *anthropic.Error
 	if errors.As(err, &aerr) {
-		var env struct {
-			Error struct {
-				Type    string `json:"type"`
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		_ = json.Unmarshal([]byte(aerr.RawJSON()), &env)
-		typ := string(aerr.Type())
-		if typ == "" {
-			typ = env.Error.Type
-		}
-		var h http.Header
-		if aerr.Response != nil {
-			h = aerr.Response.Header
-		}
-		status := aerr.StatusCode
-		if status < 400 {
-			status = 0 // an error event inside a 200 stream
-		}
-		return classifyAPI(err, status, typ, "", env.Error.Message, h)
+		return classifyAnthropic(err, aerr)
 	}
 	var oerr *openai.Error
 	if errors.As(err, &oerr) {
@@ -142,22 +133,61 @@ func Classify(err error) *Error {
 	}
 	var serr *ssestream.StreamError
 	if errors.As(err, &serr) {
-		var env struct {
-			Error struct {
-				Type    string `json:"type"`
-				Code    any    `json:"code"`
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		_ = json.Unmarshal(serr.Event.Data, &env)
-		code := ""
-		if env.Error.Code != nil {
-			code = fmt.Sprint(env.Error.Code)
-		}
-		status, _ := strconv.Atoi(code)
-		return classifyAPI(err, status, env.Error.Type, code, env.Error.Message, nil)
+		return classifyStreamEvent(err, serr)
 	}
+	return nil
+}
 
+// classifyAnthropic classifies Anthropic's error aerr (in err): its type,
+// from the SDK or else from the body, and the message from the body. An
+// error event inside a 200 stream has no status.
+func classifyAnthropic(err error, aerr *anthropic.Error) *Error {
+	var env struct {
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal([]byte(aerr.RawJSON()), &env)
+	typ := string(aerr.Type())
+	if typ == "" {
+		typ = env.Error.Type
+	}
+	var h http.Header
+	if aerr.Response != nil {
+		h = aerr.Response.Header
+	}
+	status := aerr.StatusCode
+	if status < 400 {
+		status = 0 // an error event inside a 200 stream
+	}
+	return classifyAPI(err, status, typ, "", env.Error.Message, h)
+}
+
+// classifyStreamEvent classifies the error event of an OpenAI stream
+// (serr, in err): its type, code and message; a numeric code is taken for
+// the status.
+func classifyStreamEvent(err error, serr *ssestream.StreamError) *Error {
+	var env struct {
+		Error struct {
+			Type    string `json:"type"`
+			Code    any    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(serr.Event.Data, &env)
+	code := ""
+	if env.Error.Code != nil {
+		code = fmt.Sprint(env.Error.Code)
+	}
+	status, _ := strconv.Atoi(code)
+	return classifyAPI(err, status, env.Error.Type, code, env.Error.Message, nil)
+}
+
+// classifyTransport classifies an error that is no API's answer: a
+// timeout, a response that did not parse, a dropped or refused
+// connection are transient; anything else is classified by its text.
+func classifyTransport(err error) *Error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return &Error{Class: ClassTransient, Message: "request timed out", Err: err}
 	}
@@ -180,7 +210,8 @@ func Classify(err error) *Error {
 }
 
 // classifyAPI classifies an API error from its status, error type/code and
-// message.
+// message. The first that holds wins: quota, a refused key, rate limited,
+// transient, any other 4xx; without any, the message alone decides.
 func classifyAPI(err error, status int, typ, code, msg string, h http.Header) *Error {
 	if msg == "" {
 		msg = oneLine(err.Error())
@@ -188,17 +219,14 @@ func classifyAPI(err error, status int, typ, code, msg string, h http.Header) *E
 	e := &Error{StatusCode: status, Message: oneLine(msg), Err: err}
 	lt, lc := strings.ToLower(typ), strings.ToLower(code)
 	switch {
-	case lt == "insufficient_quota" || lc == "insufficient_quota" || lt == "billing_error" ||
-		status == http.StatusPaymentRequired || isQuotaMessage(msg):
+	case quotaAPI(status, lt, lc, msg):
 		e.Class, e.Quota = ClassPermanent, true
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		e.Class = ClassPermanent
-	case status == http.StatusTooManyRequests || lt == "rate_limit_error" || lt == "rate_limit_exceeded" ||
-		lc == "rate_limit_exceeded" || status == statusOverloaded || lt == "overloaded_error":
+	case rateLimitedAPI(status, lt, lc):
 		e.Class = ClassRateLimited
 		e.RetryAfter = retryAfter(h, time.Now())
-	case lt == "api_error" || lt == "timeout_error" ||
-		lt == "server_error" || status == http.StatusRequestTimeout || status == http.StatusConflict || status >= 500:
+	case transientAPI(status, lt):
 		e.Class = ClassTransient
 		e.RetryAfter = retryAfter(h, time.Now())
 	case status >= 400:
@@ -207,6 +235,28 @@ func classifyAPI(err error, status int, typ, code, msg string, h http.Header) *E
 		return classifyMessage(err, status, e.Message, h)
 	}
 	return e
+}
+
+// quotaAPI reports an API error saying the spend limit, billing or credit
+// is exhausted (lt and lc: the lower-case type and code), whatever its
+// status.
+func quotaAPI(status int, lt, lc, msg string) bool {
+	return lt == "insufficient_quota" || lc == "insufficient_quota" || lt == "billing_error" ||
+		status == http.StatusPaymentRequired || isQuotaMessage(msg)
+}
+
+// rateLimitedAPI reports an API error telling the caller to slow down: a
+// 429, a rate limit error, or Anthropic's overloaded (529).
+func rateLimitedAPI(status int, lt, lc string) bool {
+	return status == http.StatusTooManyRequests || lt == "rate_limit_error" || lt == "rate_limit_exceeded" ||
+		lc == "rate_limit_exceeded" || status == statusOverloaded || lt == "overloaded_error"
+}
+
+// transientAPI reports an API error a retry may fix: the server's error or
+// timeout, a 408, a 409, or any 5xx.
+func transientAPI(status int, lt string) bool {
+	return lt == "api_error" || lt == "timeout_error" ||
+		lt == "server_error" || status == http.StatusRequestTimeout || status == http.StatusConflict || status >= 500
 }
 
 // statusOverloaded is Anthropic's 529: the API is overloaded, slow down.
