@@ -45,49 +45,55 @@ func (a *Anthropic) Complete(ctx context.Context, req *Request, onDelta func(str
 	if err != nil {
 		return nil, err
 	}
-	var msg *anthropic.Message
 	// The SDK refuses non-streaming calls it expects to exceed 10 minutes
 	// (large max_tokens); those stream without delta callbacks instead.
 	_, long := anthropic.CalculateNonStreamingTimeout(int(params.MaxTokens), params.Model, a.client.Options)
 	if onDelta == nil && long == nil {
-		msg, err = a.client.Messages.New(ctx, params)
+		msg, err := a.client.Messages.New(ctx, params)
 		if err != nil {
 			return nil, ctxError(ctx, err)
 		}
-	} else {
-		ctx, touch, stop := watchIdle(ctx, a.idle)
-		defer stop()
-		stream := a.client.Messages.NewStreaming(ctx, params)
-		defer stream.Close()
-		acc := &anthropic.Message{}
-		// The tool inputs as streamed: the SDK replaces one that is not
-		// JSON (cut at max_tokens, malformed) with {}, which would run the
-		// tool with no arguments instead of refusing the call.
-		inputs := map[int64][]byte{}
-		for stream.Next() {
-			touch()
-			ev := stream.Current()
-			if err := acc.Accumulate(ev); err != nil {
-				return nil, &Error{Class: ClassTransient, Message: "malformed stream: " + err.Error(), Err: err}
-			}
-			if ev.Type == "content_block_delta" && ev.Delta.Type == "input_json_delta" {
-				inputs[ev.Index] = append(inputs[ev.Index], ev.Delta.PartialJSON...)
-			}
-			if onDelta != nil && ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" && ev.Delta.Text != "" {
-				onDelta(ev.Delta.Text)
-			}
-		}
-		if err := streamEnd(ctx, stream.Err(), acc.StopReason != "", "before message_stop"); err != nil {
-			return nil, err
-		}
-		for i, in := range inputs {
-			if int(i) < len(acc.Content) && acc.Content[i].Type == "tool_use" && len(in) > 0 {
-				acc.Content[i].Input = in
-			}
-		}
-		msg = acc
+		return anthropicResponse(msg, names), nil
 	}
-	return anthropicResponse(msg, names), nil
+	return a.stream(ctx, params, names, onDelta)
+}
+
+// stream makes the call streaming, each piece of text handed to onDelta
+// (when non-nil) as it comes, and gathers the response. A stream idle for
+// longer than Config.StreamIdle is given up, and one that ends before
+// message_stop is an error.
+func (a *Anthropic) stream(ctx context.Context, params anthropic.MessageNewParams, names *ToolNames, onDelta func(string)) (*Response, error) {
+	ctx, touch, stop := watchIdle(ctx, a.idle)
+	defer stop()
+	stream := a.client.Messages.NewStreaming(ctx, params)
+	defer stream.Close()
+	acc := &anthropic.Message{}
+	// The tool inputs as streamed: the SDK replaces one that is not
+	// JSON (cut at max_tokens, malformed) with {}, which would run the
+	// tool with no arguments instead of refusing the call.
+	inputs := map[int64][]byte{}
+	for stream.Next() {
+		touch()
+		ev := stream.Current()
+		if err := acc.Accumulate(ev); err != nil {
+			return nil, &Error{Class: ClassTransient, Message: "malformed stream: " + err.Error(), Err: err}
+		}
+		if ev.Type == "content_block_delta" && ev.Delta.Type == "input_json_delta" {
+			inputs[ev.Index] = append(inputs[ev.Index], ev.Delta.PartialJSON...)
+		}
+		if onDelta != nil && ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" && ev.Delta.Text != "" {
+			onDelta(ev.Delta.Text)
+		}
+	}
+	if err := streamEnd(ctx, stream.Err(), acc.StopReason != "", "before message_stop"); err != nil {
+		return nil, err
+	}
+	for i, in := range inputs {
+		if int(i) < len(acc.Content) && acc.Content[i].Type == "tool_use" && len(in) > 0 {
+			acc.Content[i].Input = in
+		}
+	}
+	return anthropicResponse(acc, names), nil
 }
 
 func (a *Anthropic) params(req *Request, names *ToolNames) (anthropic.MessageNewParams, error) {

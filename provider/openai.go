@@ -60,87 +60,128 @@ func (o *OpenAI) Complete(ctx context.Context, req *Request, onDelta func(string
 		return nil, err
 	}
 	if onDelta == nil {
-		cc, err := o.client.Chat.Completions.New(ctx, params)
-		if err != nil {
-			return nil, ctxError(ctx, err)
-		}
-		r := &Response{Model: cc.Model, Usage: openaiUsage(cc.Usage)}
-		if len(cc.Choices) > 0 {
-			ch := cc.Choices[0]
-			r.Text, r.StopReason = ch.Message.Content, ch.FinishReason
-			for _, tc := range ch.Message.ToolCalls {
-				r.ToolCalls = append(r.ToolCalls, thread.ToolCall{ID: tc.ID, Name: names.ID(tc.Function.Name), Input: normaliseInput(tc.Function.Arguments)})
-			}
-		}
-		return r, nil
+		return o.complete(ctx, params, names)
 	}
+	return o.stream(ctx, params, names, onDelta)
+}
 
+// complete makes the call without streaming: the first choice's text,
+// finish reason and tool calls.
+func (o *OpenAI) complete(ctx context.Context, params openai.ChatCompletionNewParams, names *ToolNames) (*Response, error) {
+	cc, err := o.client.Chat.Completions.New(ctx, params)
+	if err != nil {
+		return nil, ctxError(ctx, err)
+	}
+	r := &Response{Model: cc.Model, Usage: openaiUsage(cc.Usage)}
+	if len(cc.Choices) > 0 {
+		ch := cc.Choices[0]
+		r.Text, r.StopReason = ch.Message.Content, ch.FinishReason
+		for _, tc := range ch.Message.ToolCalls {
+			r.ToolCalls = append(r.ToolCalls, thread.ToolCall{ID: tc.ID, Name: names.ID(tc.Function.Name), Input: normaliseInput(tc.Function.Arguments)})
+		}
+	}
+	return r, nil
+}
+
+// stream makes the call streaming, with the usage in the last chunk, each
+// piece of text handed to onDelta as it comes. A stream idle for longer
+// than Config.StreamIdle is given up, and one that ends without a finish
+// reason is an error.
+func (o *OpenAI) stream(ctx context.Context, params openai.ChatCompletionNewParams, names *ToolNames, onDelta func(string)) (*Response, error) {
 	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 	ctx, touch, stop := watchIdle(ctx, o.idle)
 	defer stop()
 	stream := o.client.Chat.Completions.NewStreaming(ctx, params)
 	defer stream.Close()
-	type partial struct {
-		id, name string
-		args     strings.Builder
-	}
-	calls := map[int64]*partial{}
-	var text strings.Builder
-	r := &Response{}
+	acc := &openaiStream{calls: map[int64]*openaiCall{}, onDelta: onDelta}
 	for stream.Next() {
 		touch()
-		chunk := stream.Current()
-		if chunk.Model != "" {
-			r.Model = chunk.Model
-		}
-		if chunk.JSON.Usage.Valid() && chunk.Usage.JSON.PromptTokens.Valid() {
-			r.Usage = openaiUsage(chunk.Usage)
-		}
-		for _, ch := range chunk.Choices {
-			if ch.Index != 0 {
-				continue
-			}
-			if ch.Delta.Content != "" {
-				text.WriteString(ch.Delta.Content)
-				onDelta(ch.Delta.Content)
-			}
-			for _, tc := range ch.Delta.ToolCalls {
-				p := calls[tc.Index]
-				if p == nil {
-					p = &partial{}
-					calls[tc.Index] = p
-				}
-				if tc.ID != "" {
-					p.id = tc.ID
-				}
-				if tc.Function.Name != "" {
-					p.name += tc.Function.Name
-				}
-				p.args.WriteString(tc.Function.Arguments)
-			}
-			if ch.FinishReason != "" {
-				r.StopReason = ch.FinishReason
-			}
-		}
+		acc.chunk(stream.Current())
 	}
-	if err := streamEnd(ctx, stream.Err(), r.StopReason != "", "without a finish_reason"); err != nil {
+	if err := streamEnd(ctx, stream.Err(), acc.r.StopReason != "", "without a finish_reason"); err != nil {
 		return nil, err
 	}
-	r.Text = text.String()
-	idx := make([]int64, 0, len(calls))
-	for i := range calls {
+	return acc.response(names), nil
+}
+
+// openaiStream gathers a streamed response from its chunks: the text, the
+// tool calls by index, the model, usage and finish reason.
+type openaiStream struct {
+	r       Response
+	text    strings.Builder
+	calls   map[int64]*openaiCall
+	onDelta func(string)
+}
+
+// openaiCall is a tool call gathered from the stream: its id and name, and
+// its arguments as they came.
+type openaiCall struct {
+	id, name string
+	args     strings.Builder
+}
+
+// chunk adds a chunk of the stream: of its choices only the first
+// (index 0) counts, its text passed on to onDelta.
+func (s *openaiStream) chunk(chunk openai.ChatCompletionChunk) {
+	if chunk.Model != "" {
+		s.r.Model = chunk.Model
+	}
+	if chunk.JSON.Usage.Valid() && chunk.Usage.JSON.PromptTokens.Valid() {
+		s.r.Usage = openaiUsage(chunk.Usage)
+	}
+	for _, ch := range chunk.Choices {
+		if ch.Index != 0 {
+			continue
+		}
+		if ch.Delta.Content != "" {
+			s.text.WriteString(ch.Delta.Content)
+			s.onDelta(ch.Delta.Content)
+		}
+		for _, tc := range ch.Delta.ToolCalls {
+			s.toolCall(tc)
+		}
+		if ch.FinishReason != "" {
+			s.r.StopReason = ch.FinishReason
+		}
+	}
+}
+
+// toolCall adds a piece of a tool call to the call of its index: the id
+// when given, a piece of the name, a piece of the arguments.
+func (s *openaiStream) toolCall(tc openai.ChatCompletionChunkChoiceDeltaToolCall) {
+	p := s.calls[tc.Index]
+	if p == nil {
+		p = &openaiCall{}
+		s.calls[tc.Index] = p
+	}
+	if tc.ID != "" {
+		p.id = tc.ID
+	}
+	if tc.Function.Name != "" {
+		p.name += tc.Function.Name
+	}
+	p.args.WriteString(tc.Function.Arguments)
+}
+
+// response is the gathered response, its tool calls in the order of their
+// indexes; a call the stream gave no id is call_<index>.
+func (s *openaiStream) response(names *ToolNames) *Response {
+	r := &s.r
+	r.Text = s.text.String()
+	idx := make([]int64, 0, len(s.calls))
+	for i := range s.calls {
 		idx = append(idx, i)
 	}
 	sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
 	for _, i := range idx {
-		p := calls[i]
+		p := s.calls[i]
 		id := p.id
 		if id == "" {
 			id = fmt.Sprintf("call_%d", i)
 		}
 		r.ToolCalls = append(r.ToolCalls, thread.ToolCall{ID: id, Name: names.ID(p.name), Input: normaliseInput(p.args.String())})
 	}
-	return r, nil
+	return r
 }
 
 // openaiUsage normalises Chat Completions usage: prompt_tokens include
