@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -214,32 +215,56 @@ func ParseScript(name string, data []byte) (*Scripted, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("script %q: %s", name, fmt.Sprintf(format, args...))
 	}
-	var f scriptFile
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
-		return nil, fail("%v", err)
-	}
-	// A second pass keeps the file order of the directive keys.
-	var order struct {
-		Directives yaml.Node `yaml:"directives"`
-	}
-	if err := yaml.Unmarshal(data, &order); err != nil {
+	f, keys, err := decodeScript(data)
+	if err != nil {
 		return nil, fail("%v", err)
 	}
 	if len(f.Directives) == 0 {
 		return nil, fail("no directives")
 	}
 	s := &Scripted{name: name, contextWindow: f.ContextWindow, exact: map[string][]*scriptTurn{}}
+	if err := s.setOptions(&f); err != nil {
+		return nil, fail("%v", err)
+	}
+	if err := s.addDirectives(f.Directives, keys); err != nil {
+		return nil, fail("%v", err)
+	}
+	return s, nil
+}
+
+// decodeScript decodes a script, refusing a key it does not know, and
+// reads the keys of its directives in file order, which a second pass
+// keeps (the map of the first loses it).
+func decodeScript(data []byte) (f scriptFile, keys []string, err error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return f, nil, err
+	}
+	var order struct {
+		Directives yaml.Node `yaml:"directives"`
+	}
+	if err := yaml.Unmarshal(data, &order); err != nil {
+		return f, nil, err
+	}
+	for i := 0; i+1 < len(order.Directives.Content); i += 2 {
+		keys = append(keys, order.Directives.Content[i].Value)
+	}
+	return f, keys, nil
+}
+
+// setOptions takes the script's context window (the default when it sets
+// none), price and latency from f, refusing a negative one.
+func (s *Scripted) setOptions(f *scriptFile) error {
 	if s.contextWindow == 0 {
 		s.contextWindow = DefaultScriptContextWindow
 	}
 	if f.ContextWindow < 0 {
-		return nil, fail("context_window must not be negative")
+		return errors.New("context_window must not be negative")
 	}
 	if f.Price != nil {
 		if f.Price.Input < 0 || f.Price.Output < 0 {
-			return nil, fail("price must not be negative")
+			return errors.New("price must not be negative")
 		}
 		s.price = Price{InputPerMTok: f.Price.Input, OutputPerMTok: f.Price.Output,
 			CacheReadPerMTok: f.Price.Input, CacheWritePerMTok: f.Price.Input}
@@ -247,32 +272,29 @@ func ParseScript(name string, data []byte) (*Scripted, error) {
 	if f.Latency != "" {
 		d, err := time.ParseDuration(f.Latency)
 		if err != nil || d < 0 {
-			return nil, fail("latency %q is not a duration like 0ms or 50ms", f.Latency)
+			return fmt.Errorf("latency %q is not a duration like 0ms or 50ms", f.Latency)
 		}
 		s.latency = d
 	}
+	return nil
+}
+
+// addDirectives parses the turns of each directive, keys giving the file
+// order, into the exact keys and the globs of s, the "*" glob last.
+func (s *Scripted) addDirectives(directives map[string][]rawScriptTurn, keys []string) error {
 	var star []*scriptTurn
 	hasStar := false
-	for i := 0; i+1 < len(order.Directives.Content); i += 2 {
-		key := order.Directives.Content[i].Value
-		raws := f.Directives[key]
-		if len(raws) == 0 {
-			return nil, fail("directive %q has no turns", key)
-		}
-		turns := make([]*scriptTurn, len(raws))
-		for j, raw := range raws {
-			t, err := parseScriptTurn(key, j+1, raw)
-			if err != nil {
-				return nil, fail("%v", err)
-			}
-			turns[j] = t
+	for _, key := range keys {
+		turns, err := parseDirective(key, directives[key])
+		if err != nil {
+			return err
 		}
 		switch {
 		case key == "*":
 			star, hasStar = turns, true
 		case strings.ContainsAny(key, "*?["):
 			if _, err := path.Match(key, ""); err != nil {
-				return nil, fail("directive pattern %q: %v", key, err)
+				return fmt.Errorf("directive pattern %q: %w", key, err)
 			}
 			s.globs = append(s.globs, scriptGlob{pattern: key, turns: turns})
 		default:
@@ -282,7 +304,24 @@ func ParseScript(name string, data []byte) (*Scripted, error) {
 	if hasStar {
 		s.globs = append(s.globs, scriptGlob{pattern: "*", turns: star})
 	}
-	return s, nil
+	return nil
+}
+
+// parseDirective parses the turns of the directive key, which must have
+// one at least.
+func parseDirective(key string, raws []rawScriptTurn) ([]*scriptTurn, error) {
+	if len(raws) == 0 {
+		return nil, fmt.Errorf("directive %q has no turns", key)
+	}
+	turns := make([]*scriptTurn, len(raws))
+	for j, raw := range raws {
+		t, err := parseScriptTurn(key, j+1, raw)
+		if err != nil {
+			return nil, err
+		}
+		turns[j] = t
+	}
+	return turns, nil
 }
 
 func parseScriptTurn(directive string, n int, raw rawScriptTurn) (*scriptTurn, error) {
@@ -394,27 +433,10 @@ func (s *Scripted) Cost(_ string, u Usage) (float64, error) { return s.price.Cos
 
 // Complete implements Provider by playing the script.
 func (s *Scripted) Complete(ctx context.Context, req *Request, onDelta func(string)) (*Response, error) {
-	if s.latency > 0 {
-		timer := time.NewTimer(s.latency)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, ctxError(ctx, ctx.Err())
-		case <-timer.C:
-		}
+	if err := s.wait(ctx); err != nil {
+		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, ctxError(ctx, err)
-	}
-	turn := req.Thread.Turn
-	if turn <= 0 {
-		turn = 1
-		for _, m := range req.Messages {
-			if m.Role == thread.RoleAssistant {
-				turn++
-			}
-		}
-	}
+	turn := turnOf(req)
 	data := s.templateData(req, turn)
 	entry, err := s.pick(req.Thread.Directive, turn, data)
 	if err != nil {
@@ -424,20 +446,7 @@ func (s *Scripted) Complete(ctx context.Context, req *Request, onDelta func(stri
 	if err != nil {
 		return nil, err
 	}
-	u := Usage{}
-	if entry.usageIn != nil {
-		u.InputTokens = *entry.usageIn
-	} else {
-		for _, m := range req.Messages {
-			u.InputTokens += thread.EstimateMessageTokens(m)
-		}
-	}
-	if entry.usageOut != nil {
-		u.OutputTokens = *entry.usageOut
-	} else {
-		u.OutputTokens = thread.EstimateMessageTokens(thread.Message{Role: thread.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls})
-	}
-	resp.Usage = u
+	resp.Usage = entry.usage(req, resp)
 	if onDelta != nil && resp.Text != "" {
 		for _, c := range chunks(resp.Text, 4) {
 			if err := ctx.Err(); err != nil {
@@ -447,6 +456,59 @@ func (s *Scripted) Complete(ctx context.Context, req *Request, onDelta func(stri
 		}
 	}
 	return resp, nil
+}
+
+// wait sleeps the script's latency before an answer, and fails when ctx
+// ends first or has ended already.
+func (s *Scripted) wait(ctx context.Context) error {
+	if s.latency > 0 {
+		timer := time.NewTimer(s.latency)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return ctxError(ctx, ctx.Err())
+		case <-timer.C:
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return ctxError(ctx, err)
+	}
+	return nil
+}
+
+// turnOf is the turn the request plays: Request.Thread.Turn, or when that
+// is not set the number of assistant messages + 1.
+func turnOf(req *Request) int {
+	if req.Thread.Turn > 0 {
+		return req.Thread.Turn
+	}
+	turn := 1
+	for _, m := range req.Messages {
+		if m.Role == thread.RoleAssistant {
+			turn++
+		}
+	}
+	return turn
+}
+
+// usage is the usage the turn t reports for resp: each of its usage's
+// fields, or an estimate where it gives none (input from the request's
+// messages, output from resp's text and tool calls).
+func (t *scriptTurn) usage(req *Request, resp *Response) Usage {
+	u := Usage{}
+	if t.usageIn != nil {
+		u.InputTokens = *t.usageIn
+	} else {
+		for _, m := range req.Messages {
+			u.InputTokens += thread.EstimateMessageTokens(m)
+		}
+	}
+	if t.usageOut != nil {
+		u.OutputTokens = *t.usageOut
+	} else {
+		u.OutputTokens = thread.EstimateMessageTokens(thread.Message{Role: thread.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls})
+	}
+	return u
 }
 
 func (s *Scripted) permanent(format string, args ...any) *Error {
