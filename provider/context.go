@@ -35,6 +35,8 @@ func estimateMessage(m thread.Message) int {
 	return n
 }
 
+// estimateText is the token estimate of a text: the larger of bytes/4 and
+// the number of words and of other runes, each a token of its own.
 func estimateText(s string) int {
 	if s == "" {
 		return 0
@@ -44,9 +46,9 @@ func estimateText(s string) int {
 	in := false
 	for _, r := range s {
 		switch {
-		case r == ' ' || r == '\n' || r == '\t' || r == '\r':
+		case isBlank(r):
 			in = false
-		case r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'):
+		case isASCIIAlnum(r):
 			if !in {
 				words++
 				in = true
@@ -60,4 +62,16 @@ func estimateText(s string) int {
 		return byWords
 	}
 	return byBytes
+}
+
+// isBlank reports whether r is white space between words: a space, tab,
+// newline or carriage return.
+func isBlank(r rune) bool {
+	return r == ' ' || r == '\n' || r == '\t' || r == '\r'
+}
+
+// isASCIIAlnum reports whether r is an ASCII letter or digit, which words
+// are made of.
+func isASCIIAlnum(r rune) bool {
+	return r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
 }
