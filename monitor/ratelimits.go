@@ -82,6 +82,22 @@ func (m *Monitor) serveRateLimits(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, r, err)
 		return
 	}
+	d.Waiting = append(d.Waiting, rateWaiters(active, rl)...)
+	for _, s := range st {
+		d.Rules = append(d.Rules, newRateRow(s, d.Waiting))
+	}
+	if r.URL.Path == "/api/ratelimits" {
+		writeJSON(w, http.StatusOK, d)
+		return
+	}
+	m.render(w, r, http.StatusOK, m.pages.ratelimits, page{Title: "Rate limits", Nav: "ratelimits", Data: d})
+}
+
+// rateWaiters are the threads of active waiting for a rate limit, oldest
+// first, each with the globs of the rules of rl (none when nil) that
+// match its model.
+func rateWaiters(active []*registry.Record, rl *config.RateLimits) []rateWaiter {
+	var out []rateWaiter
 	for _, rec := range active {
 		if rec.Status != thread.StatusWaiting || rec.WaitingFor != registry.WaitingForRateLimit {
 			continue
@@ -97,29 +113,29 @@ func (m *Monitor) serveRateLimits(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
-		d.Waiting = append(d.Waiting, wt)
+		out = append(out, wt)
 	}
-	slices.SortFunc(d.Waiting, func(a, b rateWaiter) int { return a.Since.Compare(b.Since) })
-	for _, s := range st {
-		row := rateRow{Status: s, InputUsedRatio: ratio(s.Counters.InputUsed, s.Counters.InputReserved),
-			OutputUsedRatio: ratio(s.Counters.OutputUsed, s.Counters.OutputReserved)}
-		for _, k := range ratelimit.Kinds {
-			if n := s.Counters.ThrottledBy[k]; n > 0 {
-				row.Throttled = append(row.Throttled, kindCount{k, n})
-			}
+	slices.SortFunc(out, func(a, b rateWaiter) int { return a.Since.Compare(b.Since) })
+	return out
+}
+
+// newRateRow is the row of budget s: its used-over-reserved ratios, its
+// refusals by what refused them, and how many of waiting wait for its
+// rule.
+func newRateRow(s ratelimit.Status, waiting []rateWaiter) rateRow {
+	row := rateRow{Status: s, InputUsedRatio: ratio(s.Counters.InputUsed, s.Counters.InputReserved),
+		OutputUsedRatio: ratio(s.Counters.OutputUsed, s.Counters.OutputReserved)}
+	for _, k := range ratelimit.Kinds {
+		if n := s.Counters.ThrottledBy[k]; n > 0 {
+			row.Throttled = append(row.Throttled, kindCount{k, n})
 		}
-		for _, wt := range d.Waiting {
-			if slices.Contains(wt.Rules, s.Rule.Match) {
-				row.WaitingNow++
-			}
+	}
+	for _, wt := range waiting {
+		if slices.Contains(wt.Rules, s.Rule.Match) {
+			row.WaitingNow++
 		}
-		d.Rules = append(d.Rules, row)
 	}
-	if r.URL.Path == "/api/ratelimits" {
-		writeJSON(w, http.StatusOK, d)
-		return
-	}
-	m.render(w, r, http.StatusOK, m.pages.ratelimits, page{Title: "Rate limits", Nav: "ratelimits", Data: d})
+	return row
 }
 
 // rateStatus reads Config.Project's rate_limits.yaml and the status of
