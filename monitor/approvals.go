@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -183,52 +184,20 @@ func (m *Monitor) serveDecisionLink(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, r, err)
 		return
 	}
-	rec, err := m.cfg.Orch.Record(ctx, tok.ThreadID)
+	d, err := m.linkData(ctx, token, tok)
 	if err != nil {
 		m.fail(w, r, err)
 		return
-	}
-	d := decideData{Token: token, Decision: tok.Decision, Thread: rec}
-	call, err := m.cfg.Orch.LinkedCall(ctx, tok)
-	if err != nil {
-		m.fail(w, r, err)
-		return
-	}
-	if call != nil {
-		row := approvalRows([]orchestrator.PendingCall{*call})[0]
-		d.Call = &row
 	}
 	code := http.StatusOK
 	if r.Method == http.MethodPost {
-		reason := strings.TrimSpace(r.PostFormValue("reason"))
-		if tok.Decision == registry.DecisionDeny && reason == "" {
-			code, d.Problem = http.StatusBadRequest, "Say why to deny: the model gets the reason as the call's error."
-		} else {
-			res, err := m.cfg.Orch.DecideByToken(ctx, token, reason)
-			switch {
-			case errors.Is(err, registry.ErrNotPending):
-				code, d.Call, d.Taken = http.StatusConflict, nil, true
-			case err != nil:
-				m.fail(w, r, err)
-				return
-			default:
-				if wantJSON {
-					writeJSON(w, http.StatusOK, res)
-					return
-				}
-				d.Done, d.Call = decidedText(res), nil
-			}
+		var answered bool
+		if code, answered = m.decideByLink(w, r, &d, tok.Decision, wantJSON); answered {
+			return
 		}
 	}
 	if wantJSON {
-		switch {
-		case d.Problem != "":
-			jsonError(w, code, d.Problem)
-		case d.Call == nil:
-			jsonError(w, http.StatusConflict, fmt.Sprintf("call %s of %s waits for no decision (decided already, or the thread moved on)", tok.CallID, tok.ThreadID))
-		default:
-			writeJSON(w, http.StatusOK, d.Call.PendingCall)
-		}
+		linkJSON(w, code, d, tok)
 		return
 	}
 	title := "Approve a tool call"
@@ -236,6 +205,67 @@ func (m *Monitor) serveDecisionLink(w http.ResponseWriter, r *http.Request) {
 		title = "Deny a tool call"
 	}
 	m.render(w, r, code, m.pages.decide, page{Title: title, Bare: true, Data: d})
+}
+
+// linkData is the page of the decision link of token, tok verified: the
+// thread's record, and the call the link decides when it still waits.
+func (m *Monitor) linkData(ctx context.Context, token string, tok *orchestrator.DecisionToken) (decideData, error) {
+	rec, err := m.cfg.Orch.Record(ctx, tok.ThreadID)
+	if err != nil {
+		return decideData{}, err
+	}
+	d := decideData{Token: token, Decision: tok.Decision, Thread: rec}
+	call, err := m.cfg.Orch.LinkedCall(ctx, tok)
+	if err != nil {
+		return decideData{}, err
+	}
+	if call != nil {
+		row := approvalRows([]orchestrator.PendingCall{*call})[0]
+		d.Call = &row
+	}
+	return d, nil
+}
+
+// decideByLink decides, on a POST, by d's token (decision is the
+// token's) with the form's reason, and returns the status of the page:
+// a denial without a reason is d's Problem, a call decided already is
+// Taken, a decision made is Done. It reports answered when it has
+// answered itself: a failure, or a decision to a client that asked for
+// JSON.
+func (m *Monitor) decideByLink(w http.ResponseWriter, r *http.Request, d *decideData, decision string, wantJSON bool) (code int, answered bool) {
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	if decision == registry.DecisionDeny && reason == "" {
+		d.Problem = "Say why to deny: the model gets the reason as the call's error."
+		return http.StatusBadRequest, false
+	}
+	res, err := m.cfg.Orch.DecideByToken(r.Context(), d.Token, reason)
+	switch {
+	case errors.Is(err, registry.ErrNotPending):
+		d.Call, d.Taken = nil, true
+		return http.StatusConflict, false
+	case err != nil:
+		m.fail(w, r, err)
+		return 0, true
+	case wantJSON:
+		writeJSON(w, http.StatusOK, res)
+		return 0, true
+	}
+	d.Done, d.Call = decidedText(res), nil
+	return http.StatusOK, false
+}
+
+// linkJSON answers a decision link's client that asked for JSON, with
+// code the page's status: d's problem, an error when no call waits for
+// the link's decision (any more), or the call that does.
+func linkJSON(w http.ResponseWriter, code int, d decideData, tok *orchestrator.DecisionToken) {
+	switch {
+	case d.Problem != "":
+		jsonError(w, code, d.Problem)
+	case d.Call == nil:
+		jsonError(w, http.StatusConflict, fmt.Sprintf("call %s of %s waits for no decision (decided already, or the thread moved on)", tok.CallID, tok.ThreadID))
+	default:
+		writeJSON(w, http.StatusOK, d.Call.PendingCall)
+	}
 }
 
 func (m *Monitor) linkProblem(w http.ResponseWriter, r *http.Request, wantJSON bool, code int, msg string) {
