@@ -280,25 +280,8 @@ func (m *Monitor) graphStateView(ctx context.Context, rec *registry.Record, evs 
 		}
 		step, v.Chosen = n, true
 	}
-	sha, at := "", -1
-	seen := map[int]bool{}
-	for _, e := range evs {
-		if e.Type != transcript.TypeStateCheckpoint {
-			continue
-		}
-		var p transcript.StateCheckpoint
-		if e.Decode(&p) != nil {
-			continue
-		}
-		settled := len(p.Pending) == 0 || string(p.Pending) == "null"
-		if settled && !seen[p.Step] {
-			seen[p.Step] = true
-			v.Steps = append(v.Steps, p.Step)
-		}
-		if step < 0 || p.Step == step && settled {
-			sha, at = p.StateSHA256, p.Step
-		}
-	}
+	steps, sha, at := checkpointedSteps(evs, step)
+	v.Steps = steps
 	if sha == "" {
 		if step >= 0 {
 			v.Err = fmt.Sprintf("the run has no state after step %d", step)
@@ -322,6 +305,34 @@ func (m *Monitor) graphStateView(ctx context.Context, rec *registry.Record, evs 
 	}
 	v.JSON = pretty(snap.State)
 	return v
+}
+
+// checkpointedSteps reads the state checkpoints of evs: the steps after
+// which the state is settled (no item pending), each once, in order, and
+// the snapshot address of the state the page shows, with its step: the
+// last checkpoint's when step is negative, else step's last settled one
+// ("" when there is none).
+func checkpointedSteps(evs []transcript.Event, step int) (steps []int, sha string, at int) {
+	at = -1
+	seen := map[int]bool{}
+	for _, e := range evs {
+		if e.Type != transcript.TypeStateCheckpoint {
+			continue
+		}
+		var p transcript.StateCheckpoint
+		if e.Decode(&p) != nil {
+			continue
+		}
+		settled := len(p.Pending) == 0 || string(p.Pending) == "null"
+		if settled && !seen[p.Step] {
+			seen[p.Step] = true
+			steps = append(steps, p.Step)
+		}
+		if step < 0 || p.Step == step && settled {
+			sha, at = p.StateSHA256, p.Step
+		}
+	}
+	return steps, sha, at
 }
 
 // snapshot reads state snapshot sha of run id, checked against its
