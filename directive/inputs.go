@@ -114,77 +114,116 @@ func ValidateInputs(d *Directive, inputs map[string]any) (map[string]any, error)
 	return out, nil
 }
 
+// coerce converts v to the declared input type typ, by the rules of
+// ValidateInputs; its error says what was wanted and what was given.
 func coerce(typ string, v any) (any, error) {
 	switch typ {
 	case TypeString, "":
-		switch x := v.(type) {
-		case string:
-			return x, nil
-		case bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64, json.Number:
-			return hooks.Format(x), nil
-		}
-		return nil, fmt.Errorf("want a string, got %s", describe(v))
+		return coerceString(v)
 	case TypeInteger:
-		if x, ok := v.(int); ok {
-			return x, nil
-		}
-		f, err := thread.Number(v)
-		switch {
-		case err != nil && !isText(v):
-			return nil, fmt.Errorf("want an integer, got %s", describe(v))
-		case err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53:
-			return nil, fmt.Errorf("want an integer, got %s", literal(v))
-		}
-		return int(f), nil
+		return coerceInteger(v)
 	case TypeNumber:
-		f, err := thread.Number(v)
-		switch {
-		case err != nil && !isText(v):
-			return nil, fmt.Errorf("want a number, got %s", describe(v))
-		case err != nil:
-			return nil, fmt.Errorf("want a number, got %s", literal(v))
-		}
-		return f, nil
+		return coerceNumber(v)
 	case TypeBoolean:
-		if b, ok := thread.Bool(v); ok {
-			return b, nil
-		}
-		if x, ok := v.(string); ok {
-			return nil, fmt.Errorf("want a boolean, got %q", x)
-		}
-		return nil, fmt.Errorf("want a boolean, got %s", describe(v))
+		return coerceBoolean(v)
 	case TypeObject:
-		switch x := v.(type) {
-		case map[string]any:
-			return x, nil
-		case string:
-			var m map[string]any
-			if err := json.Unmarshal([]byte(x), &m); err != nil || m == nil {
-				return nil, fmt.Errorf("want an object, got %q", x)
-			}
-			return m, nil
-		}
-		if m, ok := viaJSON[map[string]any](v); ok {
-			return m, nil
-		}
-		return nil, fmt.Errorf("want an object, got %s", describe(v))
+		return coerceObject(v)
 	case TypeArray:
-		switch x := v.(type) {
-		case []any:
-			return x, nil
-		case string:
-			var a []any
-			if err := json.Unmarshal([]byte(x), &a); err != nil || a == nil {
-				return nil, fmt.Errorf("want an array, got %q", x)
-			}
-			return a, nil
-		}
-		if a, ok := viaJSON[[]any](v); ok && a != nil {
-			return a, nil
-		}
-		return nil, fmt.Errorf("want an array, got %s", describe(v))
+		return coerceArray(v)
 	}
 	return nil, fmt.Errorf("unknown type %q", typ)
+}
+
+// coerceString takes a string as it is, and a number or a boolean as its
+// text.
+func coerceString(v any) (any, error) {
+	switch x := v.(type) {
+	case string:
+		return x, nil
+	case bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64, json.Number:
+		return hooks.Format(x), nil
+	}
+	return nil, fmt.Errorf("want a string, got %s", describe(v))
+}
+
+// coerceInteger takes a number that is integral (and exact as a float64)
+// as an int, a number written as text too.
+func coerceInteger(v any) (any, error) {
+	if x, ok := v.(int); ok {
+		return x, nil
+	}
+	f, err := thread.Number(v)
+	switch {
+	case err != nil && !isText(v):
+		return nil, fmt.Errorf("want an integer, got %s", describe(v))
+	case err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53:
+		return nil, fmt.Errorf("want an integer, got %s", literal(v))
+	}
+	return int(f), nil
+}
+
+// coerceNumber takes any number as a float64, a number written as text
+// too.
+func coerceNumber(v any) (any, error) {
+	f, err := thread.Number(v)
+	switch {
+	case err != nil && !isText(v):
+		return nil, fmt.Errorf("want a number, got %s", describe(v))
+	case err != nil:
+		return nil, fmt.Errorf("want a number, got %s", literal(v))
+	}
+	return f, nil
+}
+
+// coerceBoolean takes a boolean, or its text in any case.
+func coerceBoolean(v any) (any, error) {
+	if b, ok := thread.Bool(v); ok {
+		return b, nil
+	}
+	if x, ok := v.(string); ok {
+		return nil, fmt.Errorf("want a boolean, got %q", x)
+	}
+	return nil, fmt.Errorf("want a boolean, got %s", describe(v))
+}
+
+// coerceObject takes a map[string]any as it is, a string holding a JSON
+// object, and any other value its JSON encoding decodes to an object (a
+// typed map, a struct).
+func coerceObject(v any) (any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		return x, nil
+	case string:
+		var m map[string]any
+		if err := json.Unmarshal([]byte(x), &m); err != nil || m == nil {
+			return nil, fmt.Errorf("want an object, got %q", x)
+		}
+		return m, nil
+	}
+	if m, ok := viaJSON[map[string]any](v); ok {
+		return m, nil
+	}
+	return nil, fmt.Errorf("want an object, got %s", describe(v))
+}
+
+// coerceArray takes a []any as it is, a string holding a JSON array, and
+// any other value whose JSON encoding is an array (a typed slice, not a
+// nil one).
+func coerceArray(v any) (any, error) {
+	switch x := v.(type) {
+	case []any:
+		return x, nil
+	case string:
+		var a []any
+		if err := json.Unmarshal([]byte(x), &a); err != nil || a == nil {
+			return nil, fmt.Errorf("want an array, got %q", x)
+		}
+		return a, nil
+	}
+	if a, ok := viaJSON[[]any](v); ok && a != nil {
+		return a, nil
+	}
+	return nil, fmt.Errorf("want an array, got %s", describe(v))
 }
 
 // viaJSON converts typed maps and slices ([]string, map[string]int) to
