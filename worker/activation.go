@@ -181,7 +181,7 @@ type pathEnd struct {
 // run's walk (isGraph), or a thread's turns.
 func runPath(ctx context.Context, isGraph bool, newActivation func() activation) (pathEnd, error) {
 	if isGraph {
-		g := &graphRun{activation: newActivation()}
+		g := newGraphRun(newActivation)
 		err := g.run(ctx)
 		return pathEnd{released: g.leaseReleased, final: g.cp.Final}, err
 	}

@@ -35,18 +35,7 @@ func (s *session) checkpoint(ctx context.Context) error { return s.checkpointTur
 // Finalize(final) writes (attestViews).
 func (s *session) checkpointTurn(ctx context.Context, charge bool, final *orchestrator.Outcome) error {
 	began := time.Now()
-	cost := s.st.Cost
-	ch := registry.Changes{Cost: &cost, Transcript: orchestrator.RecordMark(s.tw.Mark())}
-	if !s.st.RetryAt.IsZero() {
-		ch.Fields = map[string]string{registry.RetryAtField: s.st.RetryAt.Format(time.RFC3339Nano)}
-	}
-	cp := orchestrator.Checkpoint{}
-	if ttl := s.leaseTTL; ttl > 0 && s.ctl.renewalDue(ttl) {
-		cp.Lease, cp.LeaseTTL = s.claim.Token, ttl
-	}
-	if key, amount, ok := s.turnCharge(); ok && charge {
-		cp.Charge = &orchestrator.Charge{Key: key, Amount: amount}
-	}
+	ch, cp := s.checkpointCommit(charge)
 	done, err := s.o.Checkpoint(ctx, s.rec, s.version, ch, cp)
 	if err != nil {
 		return err
@@ -66,14 +55,7 @@ func (s *session) checkpointTurn(ctx context.Context, charge bool, final *orches
 	if _, err := s.tw.Checkpoint(ctx, s.checkpointState(raw)); err != nil {
 		return err
 	}
-	if s.st.InboxSeq > s.trimmedInbox {
-		// Delivered and durable: the inbox need not keep them.
-		if err := s.reg.TrimInbox(ctx, s.id(), s.st.InboxSeq); err != nil {
-			s.log.Warn("inbox not trimmed", "error", err)
-		} else {
-			s.trimmedInbox = s.st.InboxSeq
-		}
-	}
+	s.trimInbox(ctx)
 	if cp.Charge != nil {
 		if err := s.spend.charged(done.Charged, done.ChargeErr); err != nil {
 			return err
@@ -84,6 +66,39 @@ func (s *session) checkpointTurn(ctx context.Context, charge bool, final *orches
 		s.writeStartViews(ctx, views)
 	}
 	return nil
+}
+
+// checkpointCommit is what a checkpoint commits to the registry: the
+// thread's cost, its transcript mark and retry time; and what rides
+// with it: the lease's renewal when due, the turn's charge (with
+// charge).
+func (s *session) checkpointCommit(charge bool) (registry.Changes, orchestrator.Checkpoint) {
+	cost := s.st.Cost
+	ch := registry.Changes{Cost: &cost, Transcript: orchestrator.RecordMark(s.tw.Mark())}
+	if !s.st.RetryAt.IsZero() {
+		ch.Fields = map[string]string{registry.RetryAtField: s.st.RetryAt.Format(time.RFC3339Nano)}
+	}
+	cp := orchestrator.Checkpoint{}
+	if ttl := s.leaseTTL; ttl > 0 && s.ctl.renewalDue(ttl) {
+		cp.Lease, cp.LeaseTTL = s.claim.Token, ttl
+	}
+	if key, amount, ok := s.turnCharge(); ok && charge {
+		cp.Charge = &orchestrator.Charge{Key: key, Amount: amount}
+	}
+	return ch, cp
+}
+
+// trimInbox drops from the thread's inbox the messages delivered and now
+// durable; a failure leaves them for a later checkpoint.
+func (s *session) trimInbox(ctx context.Context) {
+	if s.st.InboxSeq <= s.trimmedInbox {
+		return
+	}
+	if err := s.reg.TrimInbox(ctx, s.id(), s.st.InboxSeq); err != nil {
+		s.log.Warn("inbox not trimmed", "error", err)
+		return
+	}
+	s.trimmedInbox = s.st.InboxSeq
 }
 
 // checkpointState is the operational snapshot of the spec's checkpoint

@@ -64,21 +64,14 @@ type graphRun struct {
 
 	cp    graphCheckpoint
 	state map[string]any
-	// results are the settled items' results of the pending step.
-	results map[string]any
-	// terminal is, for each running child settle read, the thread its
-	// chain has reached.
-	terminal map[string]string
+	// items are the pending step's settled items: their results, those
+	// not yet durable, the stored objects of results read.
+	items stepItems
+	// chains are where the pending step's children stand: those the
+	// transcript records as started, the threads their chains reached.
+	chains childChains
 	// checkpointed is when this activation last checkpointed.
 	checkpointed time.Time
-	// spawned are the children whose start the transcript records
-	// (child_spawned): a child started by an activation that died before
-	// recording it is recorded when found (settle).
-	spawned map[string]bool
-	// unflushed are items settled since the last flushSettled; chunks
-	// the stored objects of results read (by run and address).
-	unflushed []string
-	chunks    map[string]map[string]any
 	// began is when this activation began; steps counts its steps (for
 	// the hand-back after segment_steps or segment_seconds).
 	began time.Time
@@ -88,6 +81,16 @@ type graphRun struct {
 	// flagRead: the claimed record's cancel flag was used; later checks
 	// read the registry.
 	flagRead bool
+}
+
+// newGraphRun is the graph run of the activation newActivation makes,
+// before it loads.
+func newGraphRun(newActivation func() activation) *graphRun {
+	r := &graphRun{activation: newActivation()}
+	id := r.claim.Record.ThreadID
+	r.items = stepItems{store: r.store, run: id, emit: r.emit}
+	r.chains = childChains{reg: r.reg, o: r.o, log: r.log, run: id, emit: r.emit}
+	return r
 }
 
 // A graph run hands its activation back (re-enqueued at once, holding
@@ -118,25 +121,10 @@ func (r *graphRun) run(ctx context.Context) error {
 		lctx, stop = context.WithTimeout(context.WithoutCancel(ctx), cancelFinalizeTimeout)
 	}
 	defer stop()
-	if err := r.load(lctx); err != nil || r.cp.Final != nil {
-		return handBackOnCancel(ctx, err)
+	if opened, err := r.open(ctx, lctx); !opened {
+		return err
 	}
-	fresh, err := r.restore(lctx)
-	if isIntegrity(err) || errors.Is(err, errStateInvalid) {
-		return r.failRun(ctx, "resume_state_invalid", err.Error())
-	}
-	if err != nil {
-		return handBackOnCancel(ctx, err)
-	}
-	if fresh {
-		if err := r.begin(ctx); err != nil {
-			if errors.Is(err, errStateInvalid) || isIntegrity(err) {
-				return r.failRun(ctx, "resume_state_invalid", err.Error())
-			}
-			return handBackOnCancel(ctx, err)
-		}
-	}
-	err = r.walk(ctx)
+	err := r.walk(ctx)
 	if errors.Is(err, errStateInvalid) || isIntegrity(err) {
 		// A stored state or result that does not verify: no retry mends it.
 		return r.failRun(ctx, "resume_state_invalid", err.Error())
@@ -145,6 +133,27 @@ func (r *graphRun) run(ctx context.Context) error {
 		return r.stopped(ctx, err)
 	}
 	return err
+}
+
+// open loads the run (under lctx) and restores it from its transcript,
+// or begins it when it has none yet. false when the activation ends
+// there, with what it answers: a run already decided (load finalized it),
+// a hand-back, or the failure of a stored state that does not verify.
+func (r *graphRun) open(ctx, lctx context.Context) (bool, error) {
+	if err := r.load(lctx); err != nil || r.cp.Final != nil {
+		return false, handBackOnCancel(ctx, err)
+	}
+	fresh, err := r.restore(lctx)
+	if err == nil && fresh {
+		err = r.begin(ctx)
+	}
+	if errors.Is(err, errStateInvalid) || isIntegrity(err) {
+		return false, r.failRun(ctx, "resume_state_invalid", err.Error())
+	}
+	if err != nil {
+		return false, handBackOnCancel(ctx, err)
+	}
+	return true, nil
 }
 
 // pastDuration reports whether the claimed run is past its duration.
@@ -268,13 +277,7 @@ func (r *graphRun) restore(ctx context.Context) (bool, error) {
 			events = tr.Events
 		}
 		pendingFrom(p, events)
-		r.spawned = map[string]bool{}
-		for _, e := range events {
-			var ev transcript.ChildSpawned
-			if e.Type == transcript.TypeChildSpawned && e.Decode(&ev) == nil {
-				r.spawned[ev.ChildID] = true
-			}
-		}
+		r.chains.restored(events)
 		if len(p.Children) < p.Planned || len(p.Slots) < p.Settled {
 			return false, fmt.Errorf("%w: the pending step %d of %s names %d children and %d settled items, its events %d and %d",
 				errStateInvalid, p.Step, r.id(), p.Planned, p.Settled, len(p.Children), len(p.Slots))
@@ -344,42 +347,12 @@ func (r *graphRun) walk(ctx context.Context) error {
 		if r.cp.Final != nil {
 			return r.finalize(ctx)
 		}
-		if stopRequested(ctx) || r.pastDuration() {
-			r.decideStop(ctx)
-			continue
-		}
-		if cancelled, err := r.cancelFlag(ctx); err != nil {
+		if decided, err := r.checkSignals(ctx); err != nil {
 			return err
-		} else if cancelled {
-			r.decideCancelled(ctx, "cancelled by request")
+		} else if decided {
 			continue
 		}
-		if r.cp.HooksDue > 0 {
-			// The last step's after_step hooks may not have run (the
-			// worker died after its checkpoint): at least once.
-			r.afterStep(ctx, r.cp.HooksDue, "", nil, "")
-		}
-		if r.w.isDraining() {
-			return errDraining
-		}
-		var o outcome
-		var err error
-		switch {
-		case r.cp.Pending != nil:
-			sctx, st := r.startStep(ctx)
-			o, err = r.resumePending(sctx)
-			r.endStep(st, o, err)
-		case r.cp.NextNode == "":
-			// A node without next: an implicit return.
-			r.decideCompleted(map[string]any{})
-			continue
-		default:
-			if o, err = r.checkBeforeStep(ctx); err == nil && o.kind == proceed {
-				sctx, st := r.startStep(ctx)
-				o, err = r.step(sctx)
-				r.endStep(st, o, err)
-			}
-		}
+		o, err := r.next(ctx)
 		if err != nil {
 			return err
 		}
@@ -390,6 +363,60 @@ func (r *graphRun) walk(ctx context.Context) error {
 			return errGraphHandBack
 		}
 	}
+}
+
+// checkSignals reads what may end the run between steps: a stop the
+// activation was asked for or its duration (decided: decideStop), the
+// cancel flag (decided: graph_cancelled), and a shutdown (errDraining,
+// the run handed back). It first runs the after_step hooks of a step a
+// dead worker may not have run them for (at least once).
+func (r *graphRun) checkSignals(ctx context.Context) (decided bool, err error) {
+	if stopRequested(ctx) || r.pastDuration() {
+		r.decideStop(ctx)
+		return true, nil
+	}
+	cancelled, err := r.cancelFlag(ctx)
+	if err != nil {
+		return false, err
+	}
+	if cancelled {
+		r.decideCancelled(ctx, "cancelled by request")
+		return true, nil
+	}
+	if r.cp.HooksDue > 0 {
+		// The last step's after_step hooks may not have run (the
+		// worker died after its checkpoint): at least once.
+		r.afterStep(ctx, r.cp.HooksDue, "", nil, "")
+	}
+	if r.w.isDraining() {
+		return false, errDraining
+	}
+	return false, nil
+}
+
+// next runs the run's next step, traced: the step pending resumed, or
+// the step at the cursor once checkBeforeStep lets it proceed. A cursor
+// at no node is an implicit return: the run completes.
+func (r *graphRun) next(ctx context.Context) (outcome, error) {
+	if r.cp.Pending == nil && r.cp.NextNode == "" {
+		r.decideCompleted(map[string]any{})
+		return outcome{}, nil
+	}
+	if r.cp.Pending == nil {
+		if o, err := r.checkBeforeStep(ctx); err != nil || o.kind != proceed {
+			return o, err
+		}
+	}
+	sctx, st := r.startStep(ctx)
+	var o outcome
+	var err error
+	if r.cp.Pending != nil {
+		o, err = r.resumePending(sctx)
+	} else {
+		o, err = r.step(sctx)
+	}
+	r.endStep(st, o, err)
+	return o, err
 }
 
 // cancelFlag reads the run's cancel flag: the claimed record's first, the

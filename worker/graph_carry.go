@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"sort"
-	"time"
 
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/transcript"
@@ -96,10 +95,10 @@ func (r *graphRun) carriedStart(ctx context.Context, from string, forkStep int) 
 // carryPending carries over the step p that a resumed run left pending
 // (failed or cancelled there), which runs again. A child or approval
 // step starts again from its node; a foreach or wait keeps the items it
-// settled ok (keepSettled).
+// settled ok (stepItems.keep).
 func (r *graphRun) carryPending(ctx context.Context, from string, p *pendingStep, tr *transcript.Transcript) error {
 	pendingFrom(p, tr.Events)
-	r.results = map[string]any{}
+	r.items.clear()
 	if p.Kind == pendingChild || p.Kind == pendingApproval {
 		r.cp.Pending, r.cp.NextNode = nil, p.Node
 		return nil
@@ -110,46 +109,12 @@ func (r *graphRun) carryPending(ctx context.Context, from string, p *pendingStep
 		keep.Children = maps.Clone(p.Children)
 	}
 	if p.Kind == pendingForeach || p.Kind == pendingWait {
-		if err := r.keepSettled(ctx, from, p, keep); err != nil {
+		if err := r.items.keep(ctx, from, p, keep); err != nil {
 			return err
 		}
 	}
 	r.cp.Pending = keep
 	return nil
-}
-
-// keepSettled keeps in keep the items of p that settled ok: their
-// children were the old run's, their results are copied from its result
-// chunks, and they are recorded in this run's transcript as its own
-// (step_started naming them, then foreach_item_completed each), since a
-// restore rebuilds the step from its events.
-func (r *graphRun) keepSettled(ctx context.Context, from string, p, keep *pendingStep) error {
-	kept := map[string]string{}
-	for k, sl := range p.Slots {
-		if sl.Status != "ok" {
-			continue
-		}
-		res := any(nil)
-		if sl.SHA != "" {
-			chunk, err := r.resultChunk(ctx, from, sl.Chunk)
-			if err != nil {
-				return err
-			}
-			res = chunk[k]
-		}
-		keep.Slots[k], keep.Children[k] = sl, sl.ThreadID
-		if res != nil {
-			r.results[k] = res
-		}
-		kept[k] = sl.ThreadID
-		r.unflushed = append(r.unflushed, k)
-	}
-	if len(kept) > 0 {
-		r.emit(transcript.TypeStepStarted, transcript.StepStarted{Step: keep.Step, Node: keep.Node, Kind: graphKindOf(keep.Kind),
-			Attempt: keep.Attempt, StartedAt: keep.StartedAt.Format(time.RFC3339Nano), Children: kept})
-	}
-	sort.Slice(r.unflushed, func(i, j int) bool { return atoiOr(r.unflushed[i]) < atoiOr(r.unflushed[j]) })
-	return r.flushSettled(ctx, keep)
 }
 
 // applyEdits applies the user's edits of a resume or fork
@@ -167,7 +132,8 @@ func (r *graphRun) applyEdits(ev *transcript.GraphStarted) error {
 		if r.g.Node(edits.From) == nil {
 			return fmt.Errorf("graph run %s: --from %s: the graph has no such node", r.id(), edits.From)
 		}
-		r.cp.NextNode, r.cp.Pending, r.results = edits.From, nil, nil
+		r.cp.NextNode, r.cp.Pending = edits.From, nil
+		r.items.clear()
 		ev.FromNode = edits.From
 	}
 	keys := make([]string, 0, len(edits.Set))

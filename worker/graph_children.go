@@ -100,7 +100,7 @@ func (r *graphRun) planChildren(ctx context.Context, s *stepRun, kind string, it
 			r.emitRefused(a, err)
 			return r.complete(ctx, s, nil, refusal(err))
 		}
-		r.emitSpawned(a, rec, true)
+		r.chains.started(a, rec, true)
 		s.threadIDs = []string{rec.ThreadID}
 		key := "thread_id"
 		if a.Graph != "" {
@@ -110,7 +110,8 @@ func (r *graphRun) planChildren(ctx context.Context, s *stepRun, kind string, it
 	}
 	p := &pendingStep{Step: s.step, Node: s.n.Name, Kind: kind, Attempt: s.attempt, StartedAt: r.o.Now().UTC(), Items: items,
 		Children: map[string]string{}, Slots: map[string]slot{}}
-	r.cp.Pending, r.results = p, map[string]any{}
+	r.cp.Pending = p
+	r.items.clear()
 	return r.advancePending(ctx, s, true)
 }
 
@@ -160,6 +161,21 @@ func itemScope(s *stepRun, items []any, i int) map[string]any {
 // foreachTools runs a foreach of tool items in the activation, in order
 // or up to max_concurrency at once; the step settles them together.
 func (r *graphRun) foreachTools(ctx context.Context, s *stepRun, items []any) (outcome, error) {
+	results, errs, err := r.runToolItems(ctx, s, items)
+	if err != nil {
+		return outcome{}, err
+	}
+	if stopRequested(ctx) {
+		return outcome{}, context.Cause(ctx)
+	}
+	return r.completeToolItems(ctx, s, results, errs)
+}
+
+// runToolItems runs the tool items of a foreach, up to its concurrency
+// at once: each one's result, or its failure. Unless the foreach goes on
+// after a failed item, the first failure stops the items not yet begun;
+// an infrastructure error stops them all and is returned.
+func (r *graphRun) runToolItems(ctx context.Context, s *stepRun, items []any) ([]any, []*graph.StepError, error) {
 	results := make([]any, len(items))
 	errs := make([]*graph.StepError, len(items))
 	conc := 1
@@ -186,15 +202,7 @@ func (r *graphRun) foreachTools(ctx context.Context, s *stepRun, items []any) (o
 		pendingN++
 		go func(i int) {
 			defer func() { <-sem; done <- struct{}{} }()
-			sc := itemScope(s, items, i)
-			a, err := r.resolveAction(s.n.Action, sc)
-			var res any
-			var se *graph.StepError
-			if err != nil {
-				se = asStepError(err)
-			} else {
-				res, se, err = r.runTool(ictx, s, a, sc, fmt.Sprintf("step-%d-item-%d", s.step, i))
-			}
+			res, se, err := r.runToolItem(ictx, s, items, i)
 			mu <- struct{}{}
 			defer func() { <-mu }()
 			switch {
@@ -214,12 +222,24 @@ func (r *graphRun) foreachTools(ctx context.Context, s *stepRun, items []any) (o
 	for ; pendingN > 0; pendingN-- {
 		<-done
 	}
-	if infra != nil {
-		return outcome{}, infra
+	return results, errs, infra
+}
+
+// runToolItem runs tool item i of a foreach: its result, its failure as
+// the step sees it, or an infrastructure error.
+func (r *graphRun) runToolItem(ctx context.Context, s *stepRun, items []any, i int) (any, *graph.StepError, error) {
+	sc := itemScope(s, items, i)
+	a, err := r.resolveAction(s.n.Action, sc)
+	if err != nil {
+		return nil, asStepError(err), nil
 	}
-	if stopRequested(ctx) {
-		return outcome{}, context.Cause(ctx)
-	}
+	return r.runTool(ctx, s, a, sc, fmt.Sprintf("step-%d-item-%d", s.step, i))
+}
+
+// completeToolItems completes a foreach of tool items from their results
+// and failures (errs, by item): it fails when an item failed and the
+// foreach stops at a failure, or when every item failed.
+func (r *graphRun) completeToolItems(ctx context.Context, s *stepRun, results []any, errs []*graph.StepError) (outcome, error) {
 	var list []map[string]any
 	failed, first := 0, (*graph.StepError)(nil)
 	for i, e := range errs {
@@ -232,12 +252,12 @@ func (r *graphRun) foreachTools(ctx context.Context, s *stepRun, items []any) (o
 		}
 		list = append(list, map[string]any{"index": i, "code": e.Code, "message": e.Message})
 	}
-	s.items = [3]int{len(items) - failed, len(items), failed}
+	s.items = [3]int{len(results) - failed, len(results), failed}
 	res := foreachResult(results, list, failed)
 	switch {
-	case failed > 0 && failFast:
+	case failed > 0 && s.n.OnItemError != "continue":
 		return r.complete(ctx, s, nil, &graph.StepError{Code: graph.CodeForeachItemFailed, Message: "item failed: " + first.Message, ThreadID: first.ThreadID})
-	case failed == len(items):
+	case failed == len(results):
 		return r.complete(ctx, s, nil, &graph.StepError{Code: graph.CodeForeachAllFailed, Message: fmt.Sprintf("all %d items failed; the first: %s", failed, first.Message)})
 	}
 	return r.complete(ctx, s, res, nil)
@@ -267,9 +287,6 @@ func (r *graphRun) resumePending(ctx context.Context) (outcome, error) {
 		return finished, nil
 	}
 	s := r.newStep(n, p.Step, p.Attempt, p.StartedAt)
-	if r.results == nil {
-		r.results = map[string]any{}
-	}
 	if p.Children == nil {
 		p.Children = map[string]string{}
 	}
@@ -307,67 +324,94 @@ func (r *graphRun) advancePending(ctx context.Context, s *stepRun, first bool) (
 			return r.complete(ctx, s, nil, stepErr(graph.CodeForeachNotList, "foreach %s: its items changed while it ran", s.n.Name))
 		}
 	}
-	window := r.window(s, p)
-	hold := &childHold{r: r}
-	defer hold.close()
+	rd := &pendingRound{s: s, p: p, items: items, window: r.window(s, p), hold: &childHold{r: r}, first: first}
+	defer rd.hold.close()
 	for round := 0; ; round++ {
 		if round > 100000 {
 			return outcome{}, fmt.Errorf("graph run %s: step %d does not settle", r.id(), p.Step)
 		}
-		changed, unstarted, err := r.settle(ctx, s, p)
-		if err != nil {
-			return outcome{}, err
+		out, done, err := r.advanceRound(ctx, rd)
+		if err != nil || done {
+			return out, err
 		}
-		if r.pendingDone(s, p, unstarted) {
-			if err := r.flushSettled(ctx, p); err != nil {
-				return outcome{}, err
-			}
-			return r.completePending(ctx, s, p)
-		}
-		planned, err := r.planMore(ctx, s, p, items, r.planLimit(p, window))
-		if err != nil {
-			return outcome{}, err
-		}
-		if len(planned) > 0 || first {
-			r.recordPlans(s, p, planned)
-		}
-		if err := r.recordRound(ctx, p, planned, unstarted, changed, first); err != nil {
-			return outcome{}, err
-		}
-		first = false
-		// Start what the window allows: items planned and not registered,
-		// in order (those planned now among them).
-		waiting := slices.Concat(unstarted, planned)
-		start := r.startable(p, waiting, window)
-		refused, err := r.launch(ctx, s, p, items, start)
-		if err != nil {
-			return outcome{}, err
-		}
-		if len(start) > 0 {
-			fault("graph:after_start")
-		}
-		if refused {
-			continue
-		}
-		running := r.running(p, waiting[len(start):])
-		if len(running) == 0 {
-			continue
-		}
-		if ended, err := hold.wait(ctx, running); err != nil {
-			return outcome{}, err
-		} else if ended {
-			continue
-		}
-		suspended, err := r.suspendRound(ctx, p, running)
-		if err != nil {
-			return outcome{}, err
-		}
-		if suspended {
-			r.w.metrics.suspended()
-			r.log.Info("graph run waiting on children", "step", p.Step, "node", p.Node, "running", len(running))
-			return outcome{kind: suspend, reason: registry.WaitingForChildren}, nil
-		}
+		rd.first = false
 	}
+}
+
+// pendingRound is what the rounds of advancePending share: the step, its
+// items (a foreach's), its window, the hold on its children, and whether
+// the round is the step's first.
+type pendingRound struct {
+	s      *stepRun
+	p      *pendingStep
+	items  []any
+	window int
+	hold   *childHold
+	first  bool
+}
+
+// advanceRound is one round of a child step: settle the children that
+// ended (completing the step once all have), plan and record more, start
+// what the window allows, then hold for an end, or suspend. done when
+// the round ended the activation's part in the step (completed, or
+// suspended); false to go round again.
+func (r *graphRun) advanceRound(ctx context.Context, rd *pendingRound) (_ outcome, done bool, _ error) {
+	s, p := rd.s, rd.p
+	changed, unstarted, err := r.settle(ctx, s, p)
+	if err != nil {
+		return outcome{}, true, err
+	}
+	if p.done(s, unstarted) {
+		if err := r.items.flush(ctx, p); err != nil {
+			return outcome{}, true, err
+		}
+		out, err := r.completePending(ctx, s, p)
+		return out, true, err
+	}
+	planned, err := r.planMore(ctx, s, p, rd.items, p.planLimit(rd.window))
+	if err != nil {
+		return outcome{}, true, err
+	}
+	if len(planned) > 0 || rd.first {
+		r.recordPlans(s, p, planned)
+	}
+	if err := r.recordRound(ctx, p, planned, unstarted, changed, rd.first); err != nil {
+		return outcome{}, true, err
+	}
+	running, err := r.startRound(ctx, rd, slices.Concat(unstarted, planned))
+	if err != nil || len(running) == 0 {
+		return outcome{}, err != nil, err
+	}
+	if ended, err := rd.hold.wait(ctx, running); err != nil || ended {
+		return outcome{}, err != nil, err
+	}
+	suspended, err := r.suspendRound(ctx, p, running)
+	if err != nil || !suspended {
+		return outcome{}, err != nil, err
+	}
+	r.w.metrics.suspended()
+	r.log.Info("graph run waiting on children", "step", p.Step, "node", p.Node, "running", len(running))
+	return outcome{kind: suspend, reason: registry.WaitingForChildren}, true, nil
+}
+
+// startRound starts what the window allows of waiting (items planned and
+// not registered, in order), and returns the children running after it;
+// none when a start was refused, so that the round settles its item
+// again at once.
+func (r *graphRun) startRound(ctx context.Context, rd *pendingRound, waiting []string) ([]string, error) {
+	p := rd.p
+	start := p.startable(waiting, rd.window)
+	refused, err := r.launch(ctx, rd.s, p, rd.items, start)
+	if err != nil {
+		return nil, err
+	}
+	if len(start) > 0 {
+		fault("graph:after_start")
+	}
+	if refused {
+		return nil, nil
+	}
+	return p.running(waiting[len(start):]), nil
 }
 
 // recordPlans records the step's start, or the items it planned now
@@ -390,15 +434,15 @@ func (r *graphRun) recordPlans(s *stepRun, p *pendingStep, planned []string) {
 func (r *graphRun) recordRound(ctx context.Context, p *pendingStep, planned, unstarted []string, changed, first bool) error {
 	// Items settled and not yet durable, in this round or one before it
 	// (a held run's progress comes due while it waits: childHold).
-	settled := len(r.unflushed) > 0
+	settled := r.items.dirty()
 	progress := settled && time.Since(r.checkpointed) >= graphProgressEvery
 	if len(planned) == 0 && !first && !progress && (!changed || !p.Stopping) {
 		return nil
 	}
-	if err := r.flushSettled(ctx, p); err != nil {
+	if err := r.items.flush(ctx, p); err != nil {
 		return err
 	}
-	if running := r.running(p, unstarted); len(running) > 0 {
+	if running := p.running(unstarted); len(running) > 0 {
 		r.emit(transcript.TypeGraphWaiting, transcript.GraphWaiting{WaitingFor: registry.WaitingForChildren, Threads: running, Step: p.Step, Node: p.Node})
 	}
 	if err := r.checkpoint(ctx); err != nil {
@@ -415,11 +459,11 @@ func (r *graphRun) recordRound(ctx context.Context, p *pendingStep, planned, uns
 
 // startable are the first of waiting (items planned, not registered, in
 // order) that the window has room for; none while the step stops.
-func (r *graphRun) startable(p *pendingStep, waiting []string, window int) []string {
+func (p *pendingStep) startable(waiting []string, window int) []string {
 	if p.Stopping {
 		return nil
 	}
-	free := max(0, window-len(r.running(p, waiting)))
+	free := max(0, window-len(p.running(waiting)))
 	return waiting[:min(free, len(waiting))]
 }
 
@@ -429,8 +473,8 @@ func (r *graphRun) startable(p *pendingStep, waiting []string, window int) []str
 // begins from the last one. false when it did not suspend (a child ended
 // meanwhile, or a chain moved on): the caller settles again.
 func (r *graphRun) suspendRound(ctx context.Context, p *pendingStep, running []string) (bool, error) {
-	if len(r.unflushed) > 0 || r.tw.Pending() > 0 {
-		if err := r.flushSettled(ctx, p); err != nil {
+	if r.items.dirty() || r.tw.Pending() > 0 {
+		if err := r.items.flush(ctx, p); err != nil {
 			return false, err
 		}
 		if err := r.checkpoint(ctx); err != nil {
@@ -454,8 +498,8 @@ const graphProgressEvery = time.Second
 // are, then up to three. Plans go in batches of a window or more, each
 // one segment, and a child that ends is replaced by an item already
 // planned: most rounds start children without writing a segment.
-func (r *graphRun) planLimit(p *pendingStep, window int) int {
-	if len(r.running(p, nil)) >= 2*window {
+func (p *pendingStep) planLimit(window int) int {
+	if len(p.running(nil)) >= 2*window {
 		return 0
 	}
 	return 3 * window
@@ -494,20 +538,14 @@ func (h *childHold) wait(ctx context.Context, running []string) (bool, error) {
 		h.sub = sub
 		return true, nil
 	}
-	watch := make(map[string]bool, 2*len(running))
-	for _, id := range running {
-		watch[id] = true
-		if t, ok := r.terminal[id]; ok {
-			watch[t] = true
-		}
-	}
+	watch := r.chains.watch(running)
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	// Items settled and not yet durable are made so once their progress
 	// is due (recordRound), so a held run's items_done is as live as a
 	// woken one's.
 	var due <-chan time.Time
-	if len(r.unflushed) > 0 {
+	if r.items.dirty() {
 		t := time.NewTimer(max(0, time.Until(r.checkpointed.Add(graphProgressEvery))))
 		defer t.Stop()
 		due = t.C
@@ -527,19 +565,24 @@ func (h *childHold) wait(ctx context.Context, running []string) (bool, error) {
 			if !watch[ev.ThreadID] || !thread.Status(ev.Status).Terminal() {
 				continue
 			}
-			// The ends that come within holdCoalesce are settled in the
-			// same round: one checkpoint for a burst of them.
-			batch := time.NewTimer(holdCoalesce)
-			defer batch.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return false, context.Cause(ctx)
-				case <-h.sub.C:
-				case <-batch.C:
-					return true, nil
-				}
-			}
+			return h.coalesce(ctx)
+		}
+	}
+}
+
+// coalesce waits holdCoalesce after a child's end, so that the ends that
+// come within it are settled in the same round: one checkpoint for a
+// burst of them.
+func (h *childHold) coalesce(ctx context.Context) (bool, error) {
+	batch := time.NewTimer(holdCoalesce)
+	defer batch.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false, context.Cause(ctx)
+		case <-h.sub.C:
+		case <-batch.C:
+			return true, nil
 		}
 	}
 }
@@ -570,7 +613,7 @@ func (r *graphRun) window(s *stepRun, p *pendingStep) int {
 
 // running are the step's children that have not settled, in item
 // order, leaving out the items of notStarted (planned, not registered).
-func (r *graphRun) running(p *pendingStep, notStarted []string) []string {
+func (p *pendingStep) running(notStarted []string) []string {
 	skip := make(map[string]bool, len(notStarted))
 	for _, k := range notStarted {
 		skip[k] = true
@@ -587,16 +630,9 @@ func (r *graphRun) running(p *pendingStep, notStarted []string) []string {
 // suspendOn suspends the run on the chains of ids: until any ends for a
 // foreach's window or a wait of mode any, else until all have.
 func (r *graphRun) suspendOn(ctx context.Context, p *pendingStep, ids []string) (bool, error) {
-	targets := make([]registry.WaitTarget, 0, len(ids))
-	for _, id := range ids {
-		term, ok := r.terminal[id]
-		if !ok {
-			var err error
-			if term, err = r.reg.ResolveChain(ctx, id); err != nil {
-				return false, err
-			}
-		}
-		targets = append(targets, registry.WaitTarget{Root: id, Terminal: term})
+	targets, err := r.chains.targets(ctx, ids)
+	if err != nil {
+		return false, err
 	}
 	anyOf := p.Kind == pendingForeach || (p.Kind == pendingWait && r.g.Node(p.Node).Mode == "any")
 	suspend := r.acts.Suspend
@@ -625,15 +661,14 @@ func (r *graphRun) settle(ctx context.Context, s *stepRun, p *pendingStep) (chan
 	if len(open) == 0 {
 		return false, nil, nil
 	}
-	statuses, ended, err := r.endedChildren(ctx, p, open)
+	statuses, ended, err := r.chains.read(ctx, p, open)
 	if err != nil {
 		return false, nil, err
 	}
-	r.terminal = make(map[string]string, len(open))
 	for _, i := range open {
 		id := p.Children[i]
 		st, registered := statuses[id]
-		rec, running, err := r.chainEnd(ctx, p, id, st, registered, ended[id])
+		rec, running, err := r.chains.end(ctx, p, id, st, registered, ended[id])
 		if err != nil {
 			return changed, nil, err
 		}
@@ -652,7 +687,7 @@ func (r *graphRun) settle(ctx context.Context, s *stepRun, p *pendingStep) (chan
 		default:
 			sl, result = endedSlot(rec), childResult(rec)
 		}
-		if err := r.settleSlot(ctx, s, p, i, sl, result); err != nil {
+		if err := r.items.settle(s, p, i, sl, result); err != nil {
 			return changed, nil, err
 		}
 		changed = true
@@ -669,91 +704,6 @@ func openItems(p *pendingStep) []string {
 		}
 	}
 	return open
-}
-
-// endedChildren reads the children of the open items in one round trip:
-// the status of each registered one, and the records of those that
-// ended, by id. A child that handed off lives on in its chain, whose end
-// is read apart (chainEnd).
-func (r *graphRun) endedChildren(ctx context.Context, p *pendingStep, open []string) (map[string]thread.Status, map[string]*registry.Record, error) {
-	ids := make([]string, len(open))
-	for j, i := range open {
-		ids[j] = p.Children[i]
-	}
-	statuses, err := r.reg.Statuses(ctx, ids)
-	if err != nil {
-		return nil, nil, err
-	}
-	var ended []string
-	for _, id := range ids {
-		if st, ok := statuses[id]; ok && st.Terminal() {
-			ended = append(ended, id)
-		}
-	}
-	recs, err := r.reg.GetMany(ctx, ended)
-	if err != nil {
-		return nil, nil, err
-	}
-	byID := make(map[string]*registry.Record, len(recs))
-	for _, rec := range recs {
-		byID[rec.ThreadID] = rec
-	}
-	return statuses, byID, nil
-}
-
-// chainEnd is where the chain of child id stands: the record of its
-// terminal thread, which r.terminal keeps as what a suspension watches
-// (ErrChainMoved, should it move on meanwhile), or nil when the child is
-// not in the registry. st is the child's status if it is registered, rec
-// its record if it ended. running: registered and running. A child that
-// an activation started and died before recording is recorded now; a
-// wait's thread that Redis lost is restored from the store, if it left a
-// transcript there.
-func (r *graphRun) chainEnd(ctx context.Context, p *pendingStep, id string, st thread.Status, registered bool, rec *registry.Record) (_ *registry.Record, running bool, err error) {
-	if registered && !r.spawned[id] {
-		// Started by an activation that died before recording it.
-		r.emitSpawned(&graph.Action{Directive: thread.DirectiveFromID(id)}, &registry.Record{ThreadID: id}, false)
-	}
-	if registered && rec == nil {
-		// Registered and running: its chain is where it is.
-		r.terminal[id] = id
-		if !st.Terminal() {
-			return nil, true, nil
-		}
-	}
-	if !registered && p.Kind == pendingWait {
-		// A thread an earlier step started, which Redis lost (a
-		// failover short of its last writes): restored from the
-		// store, or thread_lost when it left nothing there.
-		got, err := restoreLost(ctx, r.o, r.log, id, r.id())
-		if err != nil && !errors.Is(err, registry.ErrNotFound) {
-			return nil, false, err
-		}
-		rec = got
-	}
-	if rec != nil && rec.Status == thread.StatusContinued {
-		if rec, err = r.chainTerminal(ctx, id); err != nil {
-			return nil, false, err
-		}
-	}
-	if rec != nil {
-		r.terminal[id] = rec.ThreadID
-	}
-	return rec, false, nil
-}
-
-// chainTerminal is the record of the terminal thread of the chain of a
-// child that handed off; nil when Redis has none.
-func (r *graphRun) chainTerminal(ctx context.Context, id string) (*registry.Record, error) {
-	term, err := r.reg.ResolveChain(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := r.reg.Get(ctx, term)
-	if err != nil && !errors.Is(err, registry.ErrNotFound) {
-		return nil, err
-	}
-	return rec, nil
 }
 
 // endedSlot is the slot of an item whose child ended: ok when it
@@ -773,66 +723,6 @@ func endedSlot(rec *registry.Record) slot {
 	return sl
 }
 
-// settleSlot records item i's end.
-func (r *graphRun) settleSlot(_ context.Context, s *stepRun, p *pendingStep, i string, sl slot, result any) error {
-	if result != nil {
-		// As JSON values: what a restore reads back, so the step sees the
-		// same result whichever activation completes it.
-		v, b, err := plainJSON(result)
-		if err != nil {
-			return err
-		}
-		sl.SHA = sha256Hex(b)
-		r.results[i] = v
-	}
-	p.Slots[i] = sl
-	if sl.Status == "error" && p.Kind == pendingForeach && s.n.OnItemError != "continue" {
-		p.Stopping = true
-	}
-	r.unflushed = append(r.unflushed, i)
-	return nil
-}
-
-// flushSettled records the items settled since the last flush: their
-// results as one content-addressed object (one write per wake, not per
-// item), then a foreach_item_completed each, naming it. A restore
-// rebuilds the step's slots from these events; they go into the
-// segment of the checkpoint that follows.
-func (r *graphRun) flushSettled(ctx context.Context, p *pendingStep) error {
-	if len(r.unflushed) == 0 {
-		return nil
-	}
-	chunk := map[string]any{}
-	for _, i := range r.unflushed {
-		if v, ok := r.results[i]; ok && p.Slots[i].SHA != "" {
-			chunk[i] = v
-		}
-	}
-	addr := ""
-	if len(chunk) > 0 {
-		var err error
-		if addr, err = putResult(ctx, r.store, r.id(), chunk); err != nil {
-			return err
-		}
-	}
-	for _, i := range r.unflushed {
-		sl := p.Slots[i]
-		if sl.SHA != "" {
-			sl.Chunk = addr
-			p.Slots[i] = sl
-		}
-		idx, _ := strconv.Atoi(i)
-		ev := transcript.ForeachItemCompleted{Step: p.Step, Node: p.Node, Index: idx, Status: sl.Status, ThreadID: sl.ThreadID,
-			ResultSHA256: sl.SHA, Results: sl.Chunk}
-		if sl.Status == "error" {
-			ev.Error = &transcript.Error{Code: sl.Code, Message: sl.Message}
-		}
-		r.emit(transcript.TypeForeachItemCompleted, ev)
-	}
-	r.unflushed = nil
-	return nil
-}
-
 // childResult is what a step sees of a child that ended: the terminal
 // thread of its chain (a graph child: its run).
 func childResult(rec *registry.Record) map[string]any {
@@ -846,15 +736,15 @@ func childResult(rec *registry.Record) map[string]any {
 	return m
 }
 
-// pendingDone reports whether the step in flight has settled.
+// done reports whether the step in flight has settled.
 // notStarted are planned items not registered: a stopping foreach waits
 // only for the children it started.
-func (r *graphRun) pendingDone(s *stepRun, p *pendingStep, notStarted []string) bool {
+func (p *pendingStep) done(s *stepRun, notStarted []string) bool {
 	switch {
 	case p.Kind == pendingWait && s.n.Mode == "any":
 		return len(p.Slots) > 0
 	case p.Stopping:
-		return len(r.running(p, notStarted)) == 0
+		return len(p.running(notStarted)) == 0
 	}
 	return len(p.Slots) >= p.Items
 }
@@ -869,7 +759,7 @@ func (r *graphRun) planMore(ctx context.Context, s *stepRun, p *pendingStep, ite
 	if p.Kind == pendingChild {
 		limit = 1
 	}
-	free := limit - len(r.running(p, nil))
+	free := limit - len(p.running(nil))
 	var planned []string
 	for i := p.NextItem; i < p.Items && free > 0; i++ {
 		k := strconv.Itoa(i)
@@ -883,7 +773,7 @@ func (r *graphRun) planMore(ctx context.Context, s *stepRun, p *pendingStep, ite
 		if err != nil {
 			var se *graph.StepError
 			if errors.As(err, &se) || !isInfra(err) {
-				if err := r.settleSlot(ctx, s, p, k, slot{Status: "error", Code: asStepError(err).Code, Message: err.Error()}, nil); err != nil {
+				if err := r.items.settle(s, p, k, slot{Status: "error", Code: asStepError(err).Code, Message: err.Error()}, nil); err != nil {
 					return nil, err
 				}
 				p.NextItem = i + 1
@@ -970,13 +860,13 @@ func (r *graphRun) launch(ctx context.Context, s *stepRun, p *pendingStep, items
 			}
 			r.emitRefused(a, st.err)
 			se := refusal(st.err)
-			if err := r.settleSlot(ctx, s, p, st.k, slot{Status: "error", Code: se.Code, Message: se.Message}, nil); err != nil {
+			if err := r.items.settle(s, p, st.k, slot{Status: "error", Code: se.Code, Message: se.Message}, nil); err != nil {
 				return false, err
 			}
 			refused = true
 			continue
 		}
-		r.emitSpawned(a, st.rec, false)
+		r.chains.started(a, st.rec, false)
 	}
 	return refused, nil
 }
@@ -988,17 +878,6 @@ const launchParallel = 16
 func refusal(err error) *graph.StepError {
 	obj := errorObject(err)
 	return &graph.StepError{Code: obj["code"].(string), Message: err.Error()}
-}
-
-func (r *graphRun) emitSpawned(a *graph.Action, rec *registry.Record, async bool) {
-	if r.spawned[rec.ThreadID] {
-		return
-	}
-	if r.spawned == nil {
-		r.spawned = map[string]bool{}
-	}
-	r.spawned[rec.ThreadID] = true
-	r.emit(transcript.TypeChildSpawned, transcript.ChildSpawned{ChildID: rec.ThreadID, Directive: a.ID(), Async: async})
 }
 
 func (r *graphRun) emitRefused(a *graph.Action, err error) {
@@ -1013,45 +892,13 @@ func (r *graphRun) completePending(ctx context.Context, s *stepRun, p *pendingSt
 		s.threadIDs = append(s.threadIDs, p.Children[i])
 	}
 	if p.Kind == pendingChild {
-		sl := p.Slots["0"]
-		if sl.Status != "ok" {
-			return r.complete(ctx, s, nil, &graph.StepError{Code: sl.Code, Message: sl.Message, ThreadID: sl.ThreadID})
-		}
-		res, err := r.itemResult(ctx, "0", sl)
-		if err != nil {
-			return outcome{}, err
-		}
-		return r.complete(ctx, s, res, nil)
+		return r.completeChild(ctx, s, p.Slots["0"])
 	}
-	results := make([]any, p.Items)
-	var errs []map[string]any
-	failed, first := 0, (*slot)(nil)
-	for i := 0; i < p.Items; i++ {
-		sl, ok := p.Slots[strconv.Itoa(i)]
-		if !ok {
-			continue
-		}
-		if sl.Status == "ok" {
-			res, err := r.itemResult(ctx, strconv.Itoa(i), sl)
-			if err != nil {
-				return outcome{}, err
-			}
-			results[i] = res
-			continue
-		}
-		failed++
-		if first == nil {
-			first = &sl
-		}
-		e := map[string]any{"index": i, "code": sl.Code, "message": sl.Message}
-		if sl.ThreadID != "" {
-			e["thread_id"] = sl.ThreadID
-		}
-		errs = append(errs, e)
+	res, failed, first, err := r.itemsResult(ctx, p)
+	if err != nil {
+		return outcome{}, err
 	}
 	s.items = [3]int{len(p.Slots), p.Items, failed}
-	res := foreachResult(results, errs, failed)
-	res["succeeded"] = len(p.Slots) - failed
 	onError := s.n.OnItemError
 	if p.Kind == pendingWait {
 		onError = s.n.OnChildError
@@ -1072,50 +919,52 @@ func (r *graphRun) completePending(ctx context.Context, s *stepRun, p *pendingSt
 	return r.complete(ctx, s, res, nil)
 }
 
-// itemResult is settled item i's result: this activation's, or its
-// stored object.
-func (r *graphRun) itemResult(ctx context.Context, i string, sl slot) (any, error) {
-	if v, ok := r.results[i]; ok {
-		return v, nil
+// completeChild completes an action's one child step from its item's
+// slot sl: the child's result, or its failure.
+func (r *graphRun) completeChild(ctx context.Context, s *stepRun, sl slot) (outcome, error) {
+	if sl.Status != "ok" {
+		return r.complete(ctx, s, nil, &graph.StepError{Code: sl.Code, Message: sl.Message, ThreadID: sl.ThreadID})
 	}
-	if sl.SHA == "" {
-		return nil, nil
-	}
-	chunk, err := r.resultChunk(ctx, r.id(), sl.Chunk)
+	res, err := r.items.result(ctx, "0", sl)
 	if err != nil {
-		return nil, err
+		return outcome{}, err
 	}
-	v, ok := chunk[i]
-	if !ok {
-		return nil, fmt.Errorf("%w: item %s's result is not in %s", errStateInvalid, i, sl.Chunk)
-	}
-	if b, _ := json.Marshal(v); sha256Hex(b) != sl.SHA {
-		return nil, fmt.Errorf("%w: item %s's result in %s is not the one its event names", errStateInvalid, i, sl.Chunk)
-	}
-	r.results[i] = v
-	return v, nil
+	return r.complete(ctx, s, res, nil)
 }
 
-// resultChunk reads a stored object of item results of run id (cached
-// for the activation).
-func (r *graphRun) resultChunk(ctx context.Context, id, addr string) (map[string]any, error) {
-	key := id + "/" + addr
-	if c, ok := r.chunks[key]; ok {
-		return c, nil
+// itemsResult is the result of a foreach or a wait from its settled
+// items (results in item order, errors), how many failed, and the first
+// that did.
+func (r *graphRun) itemsResult(ctx context.Context, p *pendingStep) (map[string]any, int, *slot, error) {
+	results := make([]any, p.Items)
+	var errs []map[string]any
+	failed, first := 0, (*slot)(nil)
+	for i := 0; i < p.Items; i++ {
+		sl, ok := p.Slots[strconv.Itoa(i)]
+		if !ok {
+			continue
+		}
+		if sl.Status == "ok" {
+			res, err := r.items.result(ctx, strconv.Itoa(i), sl)
+			if err != nil {
+				return nil, 0, nil, err
+			}
+			results[i] = res
+			continue
+		}
+		failed++
+		if first == nil {
+			first = &sl
+		}
+		e := map[string]any{"index": i, "code": sl.Code, "message": sl.Message}
+		if sl.ThreadID != "" {
+			e["thread_id"] = sl.ThreadID
+		}
+		errs = append(errs, e)
 	}
-	v, err := getResult(ctx, r.store, id, addr)
-	if err != nil {
-		return nil, err
-	}
-	c, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("%w: %s of %s is not an object of item results", errStateInvalid, addr, id)
-	}
-	if r.chunks == nil {
-		r.chunks = map[string]map[string]any{}
-	}
-	r.chunks[key] = c
-	return c, nil
+	res := foreachResult(results, errs, failed)
+	res["succeeded"] = len(p.Slots) - failed
+	return res, failed, first, nil
 }
 
 // startWait starts a wait node: its children, as the step's.
@@ -1148,7 +997,8 @@ func (r *graphRun) startWait(ctx context.Context, s *stepRun) (outcome, error) {
 	if len(list) == 0 {
 		return r.complete(ctx, s, foreachResult(nil, nil, 0), nil)
 	}
-	r.cp.Pending, r.results = p, map[string]any{}
+	r.cp.Pending = p
+	r.items.clear()
 	return r.advancePending(ctx, s, true)
 }
 
@@ -1211,10 +1061,23 @@ func (r *graphRun) pendApproval(ctx context.Context, s *stepRun, tool string, in
 // else suspends the run for it.
 func (r *graphRun) advanceApproval(ctx context.Context, s *stepRun, first bool) (outcome, error) {
 	p := r.cp.Pending
-	pa := p.Approval
-	decisions, err := r.acts.Decisions(ctx, r.id())
+	d, ok, err := r.approvalDecision(ctx, p.Approval)
 	if err != nil {
 		return outcome{}, err
+	}
+	if !ok {
+		return r.awaitApproval(ctx, p, first)
+	}
+	return r.approvalDecided(ctx, s, p.Approval, d)
+}
+
+// approvalDecision is the decision of pending call pa: a person's, of
+// this request, or its on_timeout once its deadline has passed; false
+// while it has none.
+func (r *graphRun) approvalDecision(ctx context.Context, pa *registry.PendingApproval) (registry.Decision, bool, error) {
+	decisions, err := r.acts.Decisions(ctx, r.id())
+	if err != nil {
+		return registry.Decision{}, false, err
 	}
 	d, ok := decisions[pa.CallID]
 	if ok && d.RequestID != "" && pa.RequestID != "" && d.RequestID != pa.RequestID {
@@ -1224,30 +1087,43 @@ func (r *graphRun) advanceApproval(ctx context.Context, s *stepRun, first bool) 
 	if !ok && !pa.Deadline.IsZero() && !now.Before(pa.Deadline) {
 		d, ok = registry.Decision{Decision: pa.OnTimeout, By: "timeout", Reason: "no decision within the approval's timeout", At: now.UTC()}, true
 	}
-	if !ok {
-		if first {
-			r.emit(transcript.TypeGraphWaiting, transcript.GraphWaiting{WaitingFor: registry.WaitingForApproval, CallID: pa.CallID, Step: p.Step, Node: p.Node})
-			if err := r.checkpoint(ctx); err != nil {
-				return outcome{}, err
-			}
-		}
-		seq, open, err := r.acts.SuspendForApproval(ctx, r.id(), r.version, []registry.PendingApproval{*pa})
-		if err != nil {
+	return d, ok, nil
+}
+
+// awaitApproval suspends the run until the approval of step p is
+// decided, or its deadline (a timeout activation wakes it then); the
+// first time, the wait is made durable first. A decision that came
+// meanwhile wakes it at once.
+func (r *graphRun) awaitApproval(ctx context.Context, p *pendingStep, first bool) (outcome, error) {
+	pa := p.Approval
+	if first {
+		r.emit(transcript.TypeGraphWaiting, transcript.GraphWaiting{WaitingFor: registry.WaitingForApproval, CallID: pa.CallID, Step: p.Step, Node: p.Node})
+		if err := r.checkpoint(ctx); err != nil {
 			return outcome{}, err
 		}
-		r.version = seq
-		if open == 0 {
-			return outcome{kind: suspend}, r.o.EnqueueWake(ctx, registry.Wake{ThreadID: r.id(), Seq: seq})
-		}
-		if !pa.Deadline.IsZero() {
-			if err := r.enq.Enqueue(ctx, queue.Activation{ThreadID: r.id(), Reason: "timeout"}, seq, r.rec.Queue, asynqProcessAt(pa.Deadline)); err != nil {
-				return outcome{}, err
-			}
-		}
-		r.w.metrics.suspended()
-		r.log.Info("graph run waiting for approval", "step", p.Step, "node", p.Node)
-		return outcome{kind: suspend, reason: registry.WaitingForApproval}, nil
 	}
+	seq, open, err := r.acts.SuspendForApproval(ctx, r.id(), r.version, []registry.PendingApproval{*pa})
+	if err != nil {
+		return outcome{}, err
+	}
+	r.version = seq
+	if open == 0 {
+		return outcome{kind: suspend}, r.o.EnqueueWake(ctx, registry.Wake{ThreadID: r.id(), Seq: seq})
+	}
+	if !pa.Deadline.IsZero() {
+		if err := r.enq.Enqueue(ctx, queue.Activation{ThreadID: r.id(), Reason: "timeout"}, seq, r.rec.Queue, asynqProcessAt(pa.Deadline)); err != nil {
+			return outcome{}, err
+		}
+	}
+	r.w.metrics.suspended()
+	r.log.Info("graph run waiting for approval", "step", p.Step, "node", p.Node)
+	return outcome{kind: suspend, reason: registry.WaitingForApproval}, nil
+}
+
+// approvalDecided completes the step of pending call pa, decided d: an
+// approval node's result, or a gated tool's call run (approved) or
+// failed (denied).
+func (r *graphRun) approvalDecided(ctx context.Context, s *stepRun, pa *registry.PendingApproval, d registry.Decision) (outcome, error) {
 	r.emit(transcript.TypeApprovalDecided, transcript.ApprovalDecided{CallID: pa.CallID, Tool: pa.Tool, Decision: d.Decision, By: d.By, Reason: d.Reason})
 	if err := r.acts.ClearApprovals(ctx, r.id()); err != nil {
 		return outcome{}, err

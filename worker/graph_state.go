@@ -90,7 +90,7 @@ type pendingStep struct {
 type slot struct {
 	Status string `json:"status"` // ok | error
 	// SHA is the item result's SHA-256, Chunk the address of the stored
-	// object of results that holds it (flushSettled).
+	// object of results that holds it (stepItems.flush).
 	SHA      string `json:"sha256,omitempty"`
 	Chunk    string `json:"results,omitempty"`
 	Code     string `json:"code,omitempty"`

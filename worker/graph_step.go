@@ -82,27 +82,7 @@ func (r *graphRun) step(ctx context.Context) (outcome, error) {
 		s.outputs = out
 		return r.complete(ctx, s, nil, nil)
 	case graph.KindAction:
-		a, err := r.resolveAction(n.Action, s.scope)
-		if err != nil {
-			return r.complete(ctx, s, nil, err)
-		}
-		s.action = a.String()
-		if a.Tool != "" {
-			if r.proj.Approvals != nil {
-				if rule := r.proj.Approvals.Match(a.Tool); rule != nil && graph.Permitted(r.rec.Capabilities, a) {
-					return r.requestToolApproval(ctx, s, a, rule.Timeout, rule.OnTimeout)
-				}
-			}
-			res, serr, err := r.runTool(ctx, s, a, s.scope, fmt.Sprintf("step-%d", s.step))
-			if err != nil {
-				return outcome{}, err
-			}
-			if serr != nil {
-				return r.complete(ctx, s, nil, serr)
-			}
-			return r.complete(ctx, s, res, nil)
-		}
-		return r.planChildren(ctx, s, pendingChild, 1)
+		return r.startAction(ctx, s)
 	case graph.KindForeach:
 		return r.startForeach(ctx, s)
 	case graph.KindApproval:
@@ -238,6 +218,33 @@ func asStepError(err error) *graph.StepError {
 	return &graph.StepError{Code: graph.CodeInterpolation, Message: err.Error()}
 }
 
+// startAction runs an action step: a tool here and now (or once a
+// person approves it, when approvals.yaml gates it), a directive or a
+// graph as the step's child.
+func (r *graphRun) startAction(ctx context.Context, s *stepRun) (outcome, error) {
+	a, err := r.resolveAction(s.n.Action, s.scope)
+	if err != nil {
+		return r.complete(ctx, s, nil, err)
+	}
+	s.action = a.String()
+	if a.Tool == "" {
+		return r.planChildren(ctx, s, pendingChild, 1)
+	}
+	if r.proj.Approvals != nil {
+		if rule := r.proj.Approvals.Match(a.Tool); rule != nil && graph.Permitted(r.rec.Capabilities, a) {
+			return r.requestToolApproval(ctx, s, a, rule.Timeout, rule.OnTimeout)
+		}
+	}
+	res, serr, err := r.runTool(ctx, s, a, s.scope, fmt.Sprintf("step-%d", s.step))
+	if err != nil {
+		return outcome{}, err
+	}
+	if serr != nil {
+		return r.complete(ctx, s, nil, serr)
+	}
+	return r.complete(ctx, s, res, nil)
+}
+
 // complete ends step s with result (or its failure serr): assign and
 // route on success, the error procedure on failure; one segment.
 func (r *graphRun) complete(ctx context.Context, s *stepRun, result any, serr error) (outcome, error) {
@@ -286,7 +293,8 @@ func (r *graphRun) complete(ctx context.Context, s *stepRun, result any, serr er
 
 // advance moves the cursor past step s to next.
 func (r *graphRun) advance(s *stepRun, next string) {
-	r.cp.Step, r.cp.NextNode, r.cp.Pending, r.results, r.cp.RetryAt = s.step, next, nil, nil, time.Time{}
+	r.cp.Step, r.cp.NextNode, r.cp.Pending, r.cp.RetryAt = s.step, next, nil, time.Time{}
+	r.items.clear()
 	delete(r.cp.Attempt, s.n.Name)
 }
 

@@ -79,76 +79,102 @@ func holdsGraphCapability(caps []string) bool {
 
 // runGraph starts the graph run a call asks for.
 func (s *session) runGraph(ctx context.Context, call thread.ToolCall) error {
-	var p runGraphParams
-	if err := json.Unmarshal(call.Input, &p); err != nil {
-		s.toolResult(call.ID, runGraphID, "bad run_graph parameters: "+err.Error(), true, "")
+	req, async, problem := runGraphRequest(call.Input)
+	if problem != "" {
+		s.toolResult(call.ID, runGraphID, problem, true, "")
 		return nil
 	}
-	if strings.TrimSpace(p.Graph) == "" {
-		s.toolResult(call.ID, runGraphID, "run_graph needs graph: the name of a graph in .ai/graphs, e.g. review/pr", true, "")
+	name := req.Directive
+	sctx, span := s.tracer.startSpawn(ctx, name, async)
+	// Planned as a spawn's child is: a turn that runs again adopts the
+	// run its first run started.
+	req.ParentID = s.id()
+	req.ID = s.o.PlannedID(orchestrator.IDRequest{Directive: name, ParentID: s.id()}, s.rec.CreatedAt,
+		fmt.Sprintf("turn/%d/call/%d", s.st.Turn, s.msgs.callIndex(call.ID)))
+	req.Planned = true
+	rec, err := s.o.Start(sctx, req)
+	endSpawn(span, rec, err)
+	if err != nil {
+		return s.graphRefused(call, name, err)
+	}
+	s.emit(transcript.TypeChildSpawned, transcript.ChildSpawned{ChildID: rec.ThreadID, Directive: name, Async: async,
+		DroppedCapabilities: rec.DroppedCapabilities})
+	s.log.Info("graph run started", "graph", name, "run_id", rec.ThreadID, "async", async)
+	if async {
+		s.toolJSON(call.ID, runGraphID, map[string]any{"success": true, "run_id": rec.ThreadID, "thread_id": rec.ThreadID, "status": "running"}, false)
 		return nil
+	}
+	s.st.Pending = append(s.st.Pending, pending{CallID: call.ID, Tool: runGraphID, Kind: "spawn", Threads: []string{rec.ThreadID}})
+	return nil
+}
+
+// runGraphRequest is the start a run_graph call's input asks for (its
+// parent and planned id still to set), and whether it runs async; or
+// what is wrong with the input, as the call's result tells the model.
+func runGraphRequest(input json.RawMessage) (_ orchestrator.StartRequest, async bool, problem string) {
+	var p runGraphParams
+	if err := json.Unmarshal(input, &p); err != nil {
+		return orchestrator.StartRequest{}, false, "bad run_graph parameters: " + err.Error()
+	}
+	if strings.TrimSpace(p.Graph) == "" {
+		return orchestrator.StartRequest{}, false, "run_graph needs graph: the name of a graph in .ai/graphs, e.g. review/pr"
 	}
 	name, err := orchestrator.GraphName(p.Graph)
 	if err != nil {
-		s.toolResult(call.ID, runGraphID, err.Error(), true, "")
-		return nil
+		return orchestrator.StartRequest{}, false, err.Error()
 	}
 	inputs, err := decodeInputs(p.Inputs)
 	if err != nil {
-		s.toolResult(call.ID, runGraphID, err.Error(), true, "")
-		return nil
+		return orchestrator.StartRequest{}, false, err.Error()
 	}
+	overrides, maxSteps, problem := runGraphLimits(p.LimitOverrides)
+	if problem != "" {
+		return orchestrator.StartRequest{}, false, problem
+	}
+	return orchestrator.StartRequest{Graph: true, Directive: name, Inputs: inputs, LimitOverrides: overrides,
+		MaxSteps: maxSteps, Reserve: p.Reserve}, p.Async, ""
+}
+
+// runGraphLimits are a run_graph call's limit_overrides: a thread's
+// limits, and the run's max_steps (0: the graph's); or what is wrong
+// with them.
+func runGraphLimits(in map[string]any) (_ thread.Limits, maxSteps int, problem string) {
 	limits := map[string]any{}
-	maxSteps := 0
-	for k, v := range p.LimitOverrides {
+	for k, v := range in {
 		if k != "max_steps" {
 			limits[k] = v
 			continue
 		}
 		f, err := thread.Number(v)
 		if err != nil || f < 1 || f > graph.MaxStepsCap || f != float64(int(f)) {
-			s.toolResult(call.ID, runGraphID, fmt.Sprintf("limit_overrides: max_steps %v: want a whole number from 1 to %d", v, graph.MaxStepsCap), true, "")
-			return nil
+			return thread.Limits{}, 0, fmt.Sprintf("limit_overrides: max_steps %v: want a whole number from 1 to %d", v, graph.MaxStepsCap)
 		}
 		maxSteps = int(f)
 	}
 	overrides, err := thread.LimitsFromMap(limits)
 	if err != nil {
-		s.toolResult(call.ID, runGraphID, "limit_overrides: "+err.Error(), true, "")
-		return nil
+		return thread.Limits{}, 0, "limit_overrides: " + err.Error()
 	}
-	sctx, span := s.tracer.startSpawn(ctx, name, p.Async)
-	// Planned as a spawn's child is: a turn that runs again adopts the
-	// run its first run started.
-	planned := s.o.PlannedID(orchestrator.IDRequest{Directive: name, ParentID: s.id()}, s.rec.CreatedAt,
-		fmt.Sprintf("turn/%d/call/%d", s.st.Turn, s.msgs.callIndex(call.ID)))
-	rec, err := s.o.Start(sctx, orchestrator.StartRequest{Graph: true, Directive: name, Inputs: inputs, LimitOverrides: overrides,
-		MaxSteps: maxSteps, ParentID: s.id(), Reserve: p.Reserve, ID: planned, Planned: true})
-	endSpawn(span, rec, err)
-	if err != nil {
-		if isInfra(err) {
-			return err
-		}
-		var le *thread.LimitError
-		if errors.As(err, &le) && le.Code == thread.CodeSpendExceeded {
-			s.w.metrics.ledgerRejected("reserve")
-		}
-		obj := errorObject(err)
-		if errors.Is(err, orchestrator.ErrGraphNotFound) || errors.Is(err, orchestrator.ErrGraphInvalid) {
-			obj["code"] = "graph_refused"
-		}
-		s.emit(transcript.TypeChildRefused, transcript.ChildRefused{Directive: name, Code: obj["code"].(string), Message: err.Error()})
-		s.log.Info("graph run refused", "graph", name, "error", err)
-		s.toolJSON(call.ID, runGraphID, map[string]any{"success": false, "error": obj}, true)
-		return nil
+	return overrides, maxSteps, ""
+}
+
+// graphRefused answers a run_graph call whose start was refused (a
+// limit, a graph not found or not valid) as a failed call the model
+// reads, recording the refusal; an infrastructure error is returned.
+func (s *session) graphRefused(call thread.ToolCall, name string, err error) error {
+	if isInfra(err) {
+		return err
 	}
-	s.emit(transcript.TypeChildSpawned, transcript.ChildSpawned{ChildID: rec.ThreadID, Directive: name, Async: p.Async,
-		DroppedCapabilities: rec.DroppedCapabilities})
-	s.log.Info("graph run started", "graph", name, "run_id", rec.ThreadID, "async", p.Async)
-	if p.Async {
-		s.toolJSON(call.ID, runGraphID, map[string]any{"success": true, "run_id": rec.ThreadID, "thread_id": rec.ThreadID, "status": "running"}, false)
-		return nil
+	var le *thread.LimitError
+	if errors.As(err, &le) && le.Code == thread.CodeSpendExceeded {
+		s.w.metrics.ledgerRejected("reserve")
 	}
-	s.st.Pending = append(s.st.Pending, pending{CallID: call.ID, Tool: runGraphID, Kind: "spawn", Threads: []string{rec.ThreadID}})
+	obj := errorObject(err)
+	if errors.Is(err, orchestrator.ErrGraphNotFound) || errors.Is(err, orchestrator.ErrGraphInvalid) {
+		obj["code"] = "graph_refused"
+	}
+	s.emit(transcript.TypeChildRefused, transcript.ChildRefused{Directive: name, Code: obj["code"].(string), Message: err.Error()})
+	s.log.Info("graph run refused", "graph", name, "error", err)
+	s.toolJSON(call.ID, runGraphID, map[string]any{"success": false, "error": obj}, true)
 	return nil
 }

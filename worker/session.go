@@ -236,34 +236,42 @@ func (s *session) proceed(ctx context.Context, fresh bool) error {
 	if s.st.Handoff != "" {
 		return s.completeHandoff(ctx)
 	}
+	if done, err := s.resolveWaits(ctx, fresh); err != nil || !done {
+		return err
+	}
+	return s.loop(ctx)
+}
+
+// resolveWaits resolves what the thread waited for when it was woken:
+// the decisions of its approvals, then its children (pending calls),
+// after recording a message that came meanwhile. false when it waits
+// still (suspended again).
+func (s *session) resolveWaits(ctx context.Context, fresh bool) (bool, error) {
 	if !fresh && s.inboxNewer() && (len(s.st.Approvals) > 0 || len(s.st.Pending) > 0) {
 		// A message came while the thread waited (it was woken for it):
 		// recorded now, seen by the model on its next call.
 		if err := s.deliverInbox(ctx); err != nil {
-			return err
+			return false, err
 		}
 		if err := s.checkpoint(ctx); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if len(s.st.Approvals) > 0 {
 		done, err := s.resolveApprovals(ctx)
 		if err != nil || !done {
-			return err
+			return false, err
 		}
 		// The decided calls ran (or were answered denied): durable
 		// before anything else happens.
 		if err := s.checkpoint(ctx); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if len(s.st.Pending) > 0 {
-		done, err := s.resolvePending(ctx)
-		if err != nil || !done {
-			return err
-		}
+		return s.resolvePending(ctx)
 	}
-	return s.loop(ctx)
+	return true, nil
 }
 
 // load reads the record, project bundle, directive, provider, hooks and

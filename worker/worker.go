@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -100,44 +101,24 @@ type Config struct {
 // before it is offered again.
 const notServedDelay = 3 * time.Second
 
-// WithDefaults fills unset fields.
+// WithDefaults fills unset fields: a duration or size of zero or less
+// is unset, but for RecoverInterval and StoragePatience, where a negative
+// one turns the feature off.
 func (c Config) WithDefaults() Config {
-	if c.Concurrency <= 0 {
-		c.Concurrency = 10
-	}
+	c.Concurrency = positiveOr(c.Concurrency, 10)
 	if len(c.Queues) == 0 {
 		c.Queues = map[string]int{"critical": 6, queue.DefaultQueue: 3, "low": 1}
 	}
-	if c.ShutdownTimeout <= 0 {
-		c.ShutdownTimeout = 30 * time.Second
-	}
-	if c.RecoverInterval == 0 {
-		c.RecoverInterval = 2 * time.Second
-	}
-	if c.TaskCheckInterval <= 0 {
-		c.TaskCheckInterval = 100 * time.Millisecond
-	}
-	if c.DelayedTaskCheckInterval <= 0 {
-		c.DelayedTaskCheckInterval = time.Second
-	}
-	if c.RetryHandBack <= 0 {
-		c.RetryHandBack = 10 * time.Second
-	}
-	if c.MaxToolResultBytes <= 0 {
-		c.MaxToolResultBytes = 32 << 10
-	}
-	if c.MaxOutputTokens <= 0 {
-		c.MaxOutputTokens = 4096
-	}
-	if c.MaxResponseBytes <= 0 {
-		c.MaxResponseBytes = 256 << 10
-	}
-	if c.MaxToolInputBytes <= 0 {
-		c.MaxToolInputBytes = 1 << 20
-	}
-	if c.StoragePatience == 0 {
-		c.StoragePatience = time.Minute
-	}
+	c.ShutdownTimeout = positiveOr(c.ShutdownTimeout, 30*time.Second)
+	c.RecoverInterval = cmp.Or(c.RecoverInterval, 2*time.Second)
+	c.TaskCheckInterval = positiveOr(c.TaskCheckInterval, 100*time.Millisecond)
+	c.DelayedTaskCheckInterval = positiveOr(c.DelayedTaskCheckInterval, time.Second)
+	c.RetryHandBack = positiveOr(c.RetryHandBack, 10*time.Second)
+	c.MaxToolResultBytes = positiveOr(c.MaxToolResultBytes, 32<<10)
+	c.MaxOutputTokens = positiveOr(c.MaxOutputTokens, 4096)
+	c.MaxResponseBytes = positiveOr(c.MaxResponseBytes, 256<<10)
+	c.MaxToolInputBytes = positiveOr(c.MaxToolInputBytes, 1<<20)
+	c.StoragePatience = cmp.Or(c.StoragePatience, time.Minute)
 	if c.Provider == nil {
 		pc := provider.ConfigFromEnv()
 		c.Provider = &pc
@@ -149,6 +130,14 @@ func (c Config) WithDefaults() Config {
 		c.Host, _ = os.Hostname()
 	}
 	return c
+}
+
+// positiveOr is v, or d when v is not above zero.
+func positiveOr[T int | int64 | time.Duration](v, d T) T {
+	if v <= 0 {
+		return d
+	}
+	return v
 }
 
 // validate names the first bad field of c (after WithDefaults): every
