@@ -189,46 +189,31 @@ func collect(root, rel, prefix string) ([]pending, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
-	name := func(p string) (string, error) {
-		r, err := filepath.Rel(root, p)
-		if err != nil {
-			return "", err
-		}
-		r = filepath.ToSlash(r)
-		if prefix != "" {
-			r = prefix + "/" + r
-		}
-		if !fs.ValidPath(r) {
-			return "", fmt.Errorf("bundle: bad path %q", r)
-		}
-		return r, nil
+	c := collector{root: root, prefix: prefix}
+	if st.IsDir() {
+		return c.walk(base)
 	}
-	read := func(p string, mode fs.FileMode, size int64) (pending, error) {
-		if size > MaxBundleFile {
-			return pending{}, fmt.Errorf("bundle: %s: %d bytes is over the %d byte limit", p, size, MaxBundleFile)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return pending{}, fmt.Errorf("bundle: %w", err)
-		}
-		n, err := name(p)
-		if err != nil {
-			return pending{}, err
-		}
-		return pending{path: n, mode: mode, data: data}, nil
+	if !st.Mode().IsRegular() {
+		return nil, nil
 	}
-	if !st.IsDir() {
-		if !st.Mode().IsRegular() {
-			return nil, nil
-		}
-		f, err := read(base, st.Mode(), st.Size())
-		if err != nil {
-			return nil, err
-		}
-		return []pending{f}, nil
+	f, err := c.read(base, st.Mode(), st.Size())
+	if err != nil {
+		return nil, err
 	}
+	return []pending{f}, nil
+}
+
+// collector reads the files of one root for collect, naming them by their
+// path from root under prefix.
+type collector struct {
+	root, prefix string
+}
+
+// walk reads every regular file under the directory base, following
+// symlinks to files (a dangling one is skipped) and not to directories.
+func (c collector) walk(base string) ([]pending, error) {
 	var out []pending
-	err = filepath.WalkDir(base, func(p string, de fs.DirEntry, err error) error {
+	err := filepath.WalkDir(base, func(p string, de fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("bundle: %w", err)
 		}
@@ -245,7 +230,7 @@ func collect(root, rel, prefix string) ([]pending, error) {
 		if !info.Mode().IsRegular() {
 			return nil
 		}
-		f, err := read(p, info.Mode(), info.Size())
+		f, err := c.read(p, info.Mode(), info.Size())
 		if err != nil {
 			return err
 		}
@@ -253,6 +238,40 @@ func collect(root, rel, prefix string) ([]pending, error) {
 		return nil
 	})
 	return out, err
+}
+
+// read reads the file p, of the given mode and size, which must be within
+// MaxBundleFile.
+func (c collector) read(p string, mode fs.FileMode, size int64) (pending, error) {
+	if size > MaxBundleFile {
+		return pending{}, fmt.Errorf("bundle: %s: %d bytes is over the %d byte limit", p, size, MaxBundleFile)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return pending{}, fmt.Errorf("bundle: %w", err)
+	}
+	n, err := c.name(p)
+	if err != nil {
+		return pending{}, err
+	}
+	return pending{path: n, mode: mode, data: data}, nil
+}
+
+// name is the bundle path of the file p: its path from the root, with
+// forward slashes, under the prefix.
+func (c collector) name(p string) (string, error) {
+	r, err := filepath.Rel(c.root, p)
+	if err != nil {
+		return "", err
+	}
+	r = filepath.ToSlash(r)
+	if c.prefix != "" {
+		r = c.prefix + "/" + r
+	}
+	if !fs.ValidPath(r) {
+		return "", fmt.Errorf("bundle: bad path %q", r)
+	}
+	return r, nil
 }
 
 // Bundle is a loaded, verified directive bundle. It implements fs.FS,
@@ -285,33 +304,62 @@ func validDigest(d string) bool {
 	return err == nil && strings.ToLower(d) == d
 }
 
+// fetchBundle fetches bundle digest from store and verifies it: its
+// manifest, each of its blobs against its digest, and its tree.
 func fetchBundle(ctx context.Context, store blobstore.Store, digest string) (*Bundle, error) {
+	m, err := fetchManifest(ctx, store, digest)
+	if err != nil {
+		return nil, err
+	}
+	blobs, err := fetchBlobs(ctx, store, m)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", digest, err)
+	}
+	b, err := newBundle(digest, m, blobs)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", digest, err)
+	}
+	return b, nil
+}
+
+// fetchManifest fetches the manifest of bundle digest and verifies it:
+// its hash is the digest, it decodes, its version is 1 and its paths are
+// valid.
+func fetchManifest(ctx context.Context, store blobstore.Store, digest string) (manifest, error) {
+	var m manifest
 	if !validDigest(digest) {
-		return nil, fmt.Errorf("bundle %q: not a sha256 hex digest: %w", digest, ErrBadBundle)
+		return m, fmt.Errorf("bundle %q: not a sha256 hex digest: %w", digest, ErrBadBundle)
 	}
 	mb, err := store.Get(ctx, blobkey.Bundle(digest))
 	if err != nil {
-		return nil, fmt.Errorf("bundle %s: manifest: %w", digest, err)
+		return m, fmt.Errorf("bundle %s: manifest: %w", digest, err)
 	}
 	if sum := sha256.Sum256(mb); hex.EncodeToString(sum[:]) != digest {
-		return nil, fmt.Errorf("bundle %s: manifest hash mismatch: %w", digest, ErrBadBundle)
+		return m, fmt.Errorf("bundle %s: manifest hash mismatch: %w", digest, ErrBadBundle)
 	}
-	var m manifest
 	if err := json.Unmarshal(mb, &m); err != nil {
-		return nil, fmt.Errorf("bundle %s: manifest: %w: %w", digest, err, ErrBadBundle)
+		return m, fmt.Errorf("bundle %s: manifest: %w: %w", digest, err, ErrBadBundle)
 	}
 	if m.Version != 1 {
-		return nil, fmt.Errorf("bundle %s: manifest version %d: %w", digest, m.Version, ErrBadBundle)
+		return m, fmt.Errorf("bundle %s: manifest version %d: %w", digest, m.Version, ErrBadBundle)
 	}
-	need := map[string]manifestEntry{}
-	for p, e := range m.Files {
+	for p := range m.Files {
 		if !fs.ValidPath(p) || p == "." {
-			return nil, fmt.Errorf("bundle %s: bad path %q: %w", digest, p, ErrBadBundle)
+			return m, fmt.Errorf("bundle %s: bad path %q: %w", digest, p, ErrBadBundle)
 		}
-		need[e.Digest] = e
+	}
+	return m, nil
+}
+
+// fetchBlobs fetches the blobs of m's files and extras, each distinct one
+// once and at most maxParallel at a time, by their digests.
+func fetchBlobs(ctx context.Context, store blobstore.Store, m manifest) (map[string][]byte, error) {
+	need := map[string]bool{}
+	for _, e := range m.Files {
+		need[e.Digest] = true
 	}
 	for _, e := range m.Extra {
-		need[e.Digest] = e
+		need[e.Digest] = true
 	}
 	var mu sync.Mutex
 	blobs := map[string][]byte{}
@@ -319,15 +367,9 @@ func fetchBundle(ctx context.Context, store blobstore.Store, digest string) (*Bu
 	g.SetLimit(maxParallel)
 	for dg := range need {
 		g.Go(func() error {
-			if !validDigest(dg) {
-				return fmt.Errorf("bad blob digest %q: %w", dg, ErrBadBundle)
-			}
-			data, err := store.Get(gctx, blobkey.BundleBlob(dg))
+			data, err := fetchBlob(gctx, store, dg)
 			if err != nil {
-				return fmt.Errorf("blob %s: %w", dg, err)
-			}
-			if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != dg {
-				return fmt.Errorf("blob %s: hash mismatch: %w", dg, ErrBadBundle)
+				return err
 			}
 			mu.Lock()
 			blobs[dg] = data
@@ -336,45 +378,97 @@ func fetchBundle(ctx context.Context, store blobstore.Store, digest string) (*Bu
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, fmt.Errorf("bundle %s: %w", digest, err)
+		return nil, err
 	}
+	return blobs, nil
+}
+
+// fetchBlob fetches the blob dg and verifies that dg is its hash.
+func fetchBlob(ctx context.Context, store blobstore.Store, dg string) ([]byte, error) {
+	if !validDigest(dg) {
+		return nil, fmt.Errorf("bad blob digest %q: %w", dg, ErrBadBundle)
+	}
+	data, err := store.Get(ctx, blobkey.BundleBlob(dg))
+	if err != nil {
+		return nil, fmt.Errorf("blob %s: %w", dg, err)
+	}
+	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != dg {
+		return nil, fmt.Errorf("blob %s: hash mismatch: %w", dg, ErrBadBundle)
+	}
+	return data, nil
+}
+
+// newBundle assembles bundle digest from its manifest m and the blobs it
+// names: its files, the listing of every directory they make, and its
+// extras.
+func newBundle(digest string, m manifest, blobs map[string][]byte) (*Bundle, error) {
 	b := &Bundle{Digest: digest, files: map[string]*bundleFile{}, dirs: map[string][]fs.DirEntry{}, extra: map[string][]byte{}}
-	dirSeen := map[string]map[string]bool{".": {}}
-	addEntry := func(dir string, e fs.DirEntry) {
-		if dirSeen[dir] == nil {
-			dirSeen[dir] = map[string]bool{}
-		}
-		if !dirSeen[dir][e.Name()] {
-			dirSeen[dir][e.Name()] = true
-			b.dirs[dir] = append(b.dirs[dir], e)
-		}
-	}
+	t := bundleTree{b: b, listed: map[string]map[string]bool{".": {}}}
 	for p, e := range m.Files {
-		f := &bundleFile{name: path.Base(p), data: blobs[e.Digest], mode: e.Mode.Perm()}
-		b.files[p] = f
-		b.size += int64(len(f.data))
-		addEntry(path.Dir(p), fs.FileInfoToDirEntry(f.info()))
-		for d := path.Dir(p); d != "."; d = path.Dir(d) {
-			if _, clash := b.files[d]; clash {
-				return nil, fmt.Errorf("bundle %s: %q is both a file and a directory: %w", digest, d, ErrBadBundle)
-			}
-			addEntry(path.Dir(d), fs.FileInfoToDirEntry(dirInfo(path.Base(d))))
+		if err := t.addFile(p, &bundleFile{name: path.Base(p), data: blobs[e.Digest], mode: e.Mode.Perm()}); err != nil {
+			return nil, err
 		}
 	}
-	for d := range b.dirs {
-		if _, clash := b.files[d]; clash {
-			return nil, fmt.Errorf("bundle %s: %q is both a file and a directory: %w", digest, d, ErrBadBundle)
-		}
-		sort.Slice(b.dirs[d], func(i, j int) bool { return b.dirs[d][i].Name() < b.dirs[d][j].Name() })
-	}
-	if _, ok := b.dirs["."]; !ok {
-		b.dirs["."] = nil
+	if err := t.finish(); err != nil {
+		return nil, err
 	}
 	for name, e := range m.Extra {
 		b.extra[name] = blobs[e.Digest]
 		b.size += int64(len(blobs[e.Digest]))
 	}
 	return b, nil
+}
+
+// bundleTree builds the directory listings of a Bundle as its files are
+// added.
+type bundleTree struct {
+	b      *Bundle
+	listed map[string]map[string]bool // the names in each directory's listing
+}
+
+// addFile adds the file f at p, and lists it in its directory and each
+// directory in that one's. A directory on the way that is a file is an
+// error.
+func (t *bundleTree) addFile(p string, f *bundleFile) error {
+	t.b.files[p] = f
+	t.b.size += int64(len(f.data))
+	t.list(path.Dir(p), fs.FileInfoToDirEntry(f.info()))
+	for d := path.Dir(p); d != "."; d = path.Dir(d) {
+		if _, clash := t.b.files[d]; clash {
+			return fmt.Errorf("%q is both a file and a directory: %w", d, ErrBadBundle)
+		}
+		t.list(path.Dir(d), fs.FileInfoToDirEntry(dirInfo(path.Base(d))))
+	}
+	return nil
+}
+
+// list adds e to the listing of dir, unless a name of e's is listed there
+// already.
+func (t *bundleTree) list(dir string, e fs.DirEntry) {
+	if t.listed[dir] == nil {
+		t.listed[dir] = map[string]bool{}
+	}
+	if !t.listed[dir][e.Name()] {
+		t.listed[dir][e.Name()] = true
+		t.b.dirs[dir] = append(t.b.dirs[dir], e)
+	}
+}
+
+// finish checks, once every file is added, that no directory is also a
+// file, sorts each listing by name, and gives the root one (empty in an
+// empty bundle).
+func (t *bundleTree) finish() error {
+	b := t.b
+	for d := range b.dirs {
+		if _, clash := b.files[d]; clash {
+			return fmt.Errorf("%q is both a file and a directory: %w", d, ErrBadBundle)
+		}
+		sort.Slice(b.dirs[d], func(i, j int) bool { return b.dirs[d][i].Name() < b.dirs[d][j].Name() })
+	}
+	if _, ok := b.dirs["."]; !ok {
+		b.dirs["."] = nil
+	}
+	return nil
 }
 
 // Extra returns the extra file stored under name at build time.
