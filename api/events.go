@@ -99,35 +99,14 @@ func (s *server) events(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	defer done()
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
-	w.WriteHeader(http.StatusOK)
-	out := &sse{w: w, rc: http.NewResponseController(w)}
-	// A client that reconnects waits a second (the EventSource default is
-	// about three).
-	if out.write([]byte("retry: 1000\n\n")) != nil {
-		return
+	out, err := openStream(w)
+	if err != nil {
+		return // the client left
 	}
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	go func() {
-		t := time.NewTicker(s.cfg.Heartbeat)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if out.write([]byte(": keepalive\n\n")) != nil {
-					cancel()
-					return
-				}
-			}
-		}
-	}()
+	go out.heartbeat(ctx, s.cfg.Heartbeat, cancel)
 
 	last := aft
 	tr, err := s.cfg.Orch.Follow(ctx, id, orchestrator.FollowOptions{After: aft, Interval: s.cfg.FollowInterval}, func(ev transcript.Event) error {
@@ -141,6 +120,53 @@ func (s *server) events(w http.ResponseWriter, r *http.Request, id string) {
 		last = ev.Seq
 		return nil
 	})
+	s.endStream(ctx, out, r, id, last, tr, err)
+}
+
+// openStream answers 200 with the headers of an event stream, and its
+// first message: the delay of a client's reconnection. The error is the
+// write's: the client is gone.
+func openStream(w http.ResponseWriter) (*sse, error) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	out := &sse{w: w, rc: http.NewResponseController(w)}
+	// A client that reconnects waits a second (the EventSource default is
+	// about three).
+	if err := out.write([]byte("retry: 1000\n\n")); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// heartbeat writes a comment to the stream each time every passes, until
+// ctx ends, so that an idle stream stays open through proxies; a write
+// that fails (the client is gone) cancels the stream.
+func (s *sse) heartbeat(ctx context.Context, every time.Duration, cancel context.CancelFunc) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if s.write([]byte(": keepalive\n\n")) != nil {
+				cancel()
+				return
+			}
+		}
+	}
+}
+
+// endStream sends the last message of thread id's stream once Follow
+// returned tr and err, last being the seq of the last event sent: a
+// problem when following failed or the transcript failed verification,
+// else the end, with the thread's status and the last event id (the
+// transcript's last seq when that is later). Nothing when the client
+// left.
+func (s *server) endStream(ctx context.Context, out *sse, r *http.Request, id string, last int64, tr *transcript.Transcript, err error) {
 	switch {
 	case ctx.Err() != nil || out.err != nil:
 		return // the client left
