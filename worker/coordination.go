@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/config"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -46,51 +48,96 @@ const AnyThreadsItem = "rye/threads/any"
 // AnyThreadCapability is AnyThreadsItem's capability.
 var AnyThreadCapability = thread.ToolCapability(AnyThreadsItem)
 
+// coordinator runs a thread's coordination calls (the orchestrator
+// tool's operations) on the threads its caller may reach: it holds the
+// caller's record (its id, capabilities and tree), coordination.yaml,
+// and the registry and orchestrator the operations read and act on. It
+// answers; the session records the answer as the call's result, or the
+// pending wait a wait_threads call becomes.
+type coordinator struct {
+	o   *orchestrator.Orchestrator
+	reg threadRecords
+	// rec is the caller's record.
+	rec *registry.Record
+	cfg config.Coordination
+}
+
+// coordination is what a coordination call comes to: its answer (JSON,
+// or text for read_transcript; isError when the operation failed), or,
+// for wait_threads, the wait it becomes.
+type coordination struct {
+	answer  any
+	text    string
+	isText  bool
+	isError bool
+	wait    *pending
+}
+
 // orchestrate runs an orchestrator operation.
 func (s *session) orchestrate(ctx context.Context, call thread.ToolCall) error {
-	var p orchestratorParams
-	if err := json.Unmarshal(call.Input, &p); err != nil {
-		s.toolResult(call.ID, orchestratorID, "bad orchestrator parameters: "+err.Error(), true, "")
-		return nil
+	c := coordinator{o: s.o, reg: s.reg, rec: s.rec, cfg: s.proj.Coordination}
+	res, err := c.run(ctx, call.Input)
+	if err != nil {
+		return err
 	}
-	target := p.ThreadID
-	if target == "" {
-		target = s.id()
-	}
-	if err := s.operationInScope(ctx, p, target); err != nil {
-		return s.operationFailed(call.ID, err)
-	}
-	if err := s.operate(ctx, call.ID, p, target); err != nil {
-		return s.operationFailed(call.ID, err)
+	switch {
+	case res.wait != nil:
+		res.wait.CallID = call.ID
+		s.st.Pending = append(s.st.Pending, *res.wait)
+	case res.isText:
+		s.toolResult(call.ID, orchestratorID, res.text, res.isError, "")
+	default:
+		s.toolJSON(call.ID, orchestratorID, res.answer, res.isError)
 	}
 	return nil
 }
 
-// operationFailed answers call callID with err, the failure of its
-// operation, which the model sees; an infrastructure error is returned
+// run runs the operation input asks for on the thread it names (the
+// caller when it names none), once in scope (inScope). A failure the
+// model sees is an answer (isError); an infrastructure error is returned
 // instead (the activation fails, and runs again).
-func (s *session) operationFailed(callID string, err error) error {
-	if isInfra(err) {
-		return err
+func (c *coordinator) run(ctx context.Context, input json.RawMessage) (coordination, error) {
+	var p orchestratorParams
+	if err := json.Unmarshal(input, &p); err != nil {
+		return coordination{text: "bad orchestrator parameters: " + err.Error(), isText: true, isError: true}, nil
 	}
-	s.toolJSON(callID, orchestratorID, map[string]any{"success": false, "error": err.Error()}, true)
-	return nil
+	target := p.ThreadID
+	if target == "" {
+		target = c.rec.ThreadID
+	}
+	if err := c.operationInScope(ctx, p, target); err != nil {
+		return failed(err)
+	}
+	res, err := c.operate(ctx, p, target)
+	if err != nil {
+		return failed(err)
+	}
+	return res, nil
+}
+
+// failed is err, the failure of an operation, as the answer the model
+// sees; an infrastructure error is returned as such.
+func failed(err error) (coordination, error) {
+	if isInfra(err) {
+		return coordination{}, err
+	}
+	return coordination{answer: map[string]any{"success": false, "error": err.Error()}, isError: true}, nil
 }
 
 // operationInScope refuses an operation on a thread outside the caller's
 // own tree (inScope: every operation reaches only those, unless the
 // thread holds AnyThreadCapability), target or any a wait names, and a
 // wait that names more threads than one may.
-func (s *session) operationInScope(ctx context.Context, p orchestratorParams, target string) error {
+func (c *coordinator) operationInScope(ctx context.Context, p orchestratorParams, target string) error {
 	scoped := []string{target}
 	if p.Operation == "wait_threads" {
-		if maxIDs := s.waitMaxThreads(); len(p.ThreadIDs) > maxIDs {
+		if maxIDs := c.waitMaxThreads(); len(p.ThreadIDs) > maxIDs {
 			return fmt.Errorf("wait_threads takes 1 to %d thread_ids", maxIDs)
 		}
 		scoped = append(slices.Clone(p.ThreadIDs), p.ThreadID)
 	}
 	for _, id := range scoped {
-		if err := s.inScope(ctx, id); err != nil {
+		if err := c.inScope(ctx, id); err != nil {
 			return err
 		}
 	}
@@ -98,91 +145,82 @@ func (s *session) operationInScope(ctx context.Context, p orchestratorParams, ta
 }
 
 // operate runs operation p on target (the caller when p names no
-// thread) and answers call callID, but for wait_threads, which is
-// answered when the threads it waits on end (resolvePending). An error is
-// the operation's failure (operationFailed).
-func (s *session) operate(ctx context.Context, callID string, p orchestratorParams, target string) error {
+// thread): a wait_threads becomes a pending wait, answered when the
+// threads it waits on end (resolvePending); the others are answered now.
+// An error is the operation's failure (failed).
+func (c *coordinator) operate(ctx context.Context, p orchestratorParams, target string) (coordination, error) {
 	switch p.Operation {
 	case "wait_threads":
-		return s.waitThreads(ctx, callID, p)
+		w, err := c.waitThreads(ctx, p)
+		return coordination{wait: w}, err
 	case "read_transcript":
-		text, err := s.o.TranscriptText(ctx, target, 16<<10)
-		if err != nil {
-			return err
-		}
-		s.toolResult(callID, orchestratorID, text, false, "")
-		return nil
+		text, err := c.o.TranscriptText(ctx, target, 16<<10)
+		return coordination{text: text, isText: true}, err
 	}
-	answer, err := s.operationAnswer(ctx, p, target)
-	if err != nil {
-		return err
-	}
-	s.toolJSON(callID, orchestratorID, answer, false)
-	return nil
+	answer, err := c.operationAnswer(ctx, p, target)
+	return coordination{answer: answer}, err
 }
 
-// waitThreads makes call callID a pending wait on the threads p names,
-// until they end or its timeout (coordination.yaml's default when p sets
-// none) passes.
-func (s *session) waitThreads(ctx context.Context, callID string, p orchestratorParams) error {
+// waitThreads is the pending wait on the threads p names, until they end
+// or its timeout (coordination.yaml's default when p sets none) passes.
+func (c *coordinator) waitThreads(ctx context.Context, p orchestratorParams) (*pending, error) {
 	ids := p.ThreadIDs
 	if len(ids) == 0 && p.ThreadID != "" {
 		ids = []string{p.ThreadID}
 	}
-	if maxIDs := s.waitMaxThreads(); len(ids) == 0 || len(ids) > maxIDs {
-		return fmt.Errorf("wait_threads takes 1 to %d thread_ids", maxIDs)
+	if maxIDs := c.waitMaxThreads(); len(ids) == 0 || len(ids) > maxIDs {
+		return nil, fmt.Errorf("wait_threads takes 1 to %d thread_ids", maxIDs)
 	}
 	timeout := p.Timeout
 	if timeout <= 0 {
-		timeout = s.proj.Coordination.WaitDefaultTimeout.Seconds()
+		timeout = c.cfg.WaitDefaultTimeout.Seconds()
 	}
 	for _, id := range ids {
-		if _, err := s.reg.Get(ctx, id); err != nil {
-			return err
+		if _, err := c.reg.Get(ctx, id); err != nil {
+			return nil, err
 		}
 	}
-	s.st.Pending = append(s.st.Pending, pending{CallID: callID, Tool: orchestratorID, Kind: "wait", Threads: ids,
-		Deadline: s.o.Now().Add(time.Duration(timeout * float64(time.Second)))})
-	return nil
+	return &pending{Tool: orchestratorID, Kind: "wait", Threads: ids,
+		Deadline: c.o.Now().Add(time.Duration(timeout * float64(time.Second)))}, nil
 }
 
 // operationAnswer runs operation p, one answered at once as JSON, on
 // target, and is its answer.
-func (s *session) operationAnswer(ctx context.Context, p orchestratorParams, target string) (any, error) {
+func (c *coordinator) operationAnswer(ctx context.Context, p orchestratorParams, target string) (any, error) {
 	switch p.Operation {
 	case "cancel_thread":
 		cascade := p.Cascade == nil || *p.Cascade
-		rec, err := s.o.Cancel(ctx, p.ThreadID, cascade)
+		rec, err := c.o.Cancel(ctx, p.ThreadID, cascade)
 		if err != nil {
 			return nil, err
 		}
 		return map[string]any{"success": true, "thread_id": rec.ThreadID, "status": rec.Status}, nil
 	case "get_status":
-		rec, err := s.reg.Get(ctx, target)
+		rec, err := c.reg.Get(ctx, target)
 		if err != nil {
 			return nil, err
 		}
 		return rec, nil
 	case "list_children":
-		kids, err := s.reg.ListChildren(ctx, target)
+		kids, err := c.reg.ListChildren(ctx, target)
 		if err != nil {
 			return nil, err
 		}
 		return map[string]any{"success": true, "children": kids}, nil
 	case "get_chain":
-		chain, err := s.reg.GetChain(ctx, target)
+		chain, err := c.reg.GetChain(ctx, target)
 		if err != nil {
 			return nil, err
 		}
 		return map[string]any{"success": true, "chain_length": len(chain), "chain": chain}, nil
 	case "chain_search":
-		matches, err := s.o.Search(ctx, target, p.Query, p.MaxResults)
+		matches, err := c.o.Search(ctx, target, p.Query, p.MaxResults)
 		if err != nil {
 			return nil, err
 		}
 		return map[string]any{"success": true, "matches": matches}, nil
 	case "resume_thread":
-		res, err := s.o.Resume(ctx, p.ThreadID, p.Message)
+		res, err := c.o.Resume(ctx, p.ThreadID, p.Message)
 		if err != nil {
 			return nil, err
 		}
@@ -194,15 +232,15 @@ func (s *session) operationAnswer(ctx context.Context, p orchestratorParams, tar
 // inScope refuses a coordination call on a thread outside the caller's
 // tree, unless the caller holds AnyThreadCapability. The refusal goes back
 // to the model as the call's error.
-func (s *session) inScope(ctx context.Context, id string) error {
-	if id == "" || id == s.id() || thread.Match(s.rec.Capabilities, AnyThreadCapability) {
+func (c *coordinator) inScope(ctx context.Context, id string) error {
+	if id == "" || id == c.rec.ThreadID || thread.Match(c.rec.Capabilities, AnyThreadCapability) {
 		return nil
 	}
-	rec, err := s.reg.Get(ctx, id)
+	rec, err := c.reg.Get(ctx, id)
 	if err != nil {
 		return err
 	}
-	if rec.TreeID() != s.rec.TreeID() {
+	if rec.TreeID() != c.rec.TreeID() {
 		return fmt.Errorf("permission denied: thread %s is not in this thread's tree (reaching other trees needs capability %s)", id, AnyThreadsItem)
 	}
 	return nil
@@ -210,8 +248,8 @@ func (s *session) inScope(ctx context.Context, id string) error {
 
 // waitMaxThreads is how many thread ids one wait_threads call may name:
 // coordination.yaml's wait_threads.max_threads.
-func (s *session) waitMaxThreads() int {
-	if n := s.proj.Coordination.WaitMaxThreads; n > 0 {
+func (c *coordinator) waitMaxThreads() int {
+	if n := c.cfg.WaitMaxThreads; n > 0 {
 		return n
 	}
 	return config.DefaultCoordination().WaitMaxThreads
