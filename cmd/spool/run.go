@@ -43,23 +43,14 @@ func startAndWait(c *cli.Context, start runStart, printEnd func(*cli.Context, *r
 		return err
 	}
 	defer s.Close()
-	embeddedQueues := map[string]int{"critical": 6, queue.DefaultQueue: 3, "low": 1}
-	if q := c.String("queue"); q != "" && embeddedQueues[q] == 0 {
-		// --embedded runs the thread (and its children, on its queue) in
-		// this process, whatever its queue.
-		embeddedQueues[q] = 3
-	}
+	queues := embeddedQueues(c.String("queue"))
 	tree, err := newOwnTree(c, s)
 	if err != nil {
 		return err
 	}
 	if c.Bool("embedded") {
-		w, err := worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: embeddedQueues, Logger: s.log, RecoverInterval: time.Second,
-			Serves: tree.serves()}, s.orch)
+		w, err := startEmbeddedWorker(c, s, queues, tree)
 		if err != nil {
-			return err
-		}
-		if err := w.Start(); err != nil {
 			return err
 		}
 		defer w.Stop()
@@ -76,24 +67,8 @@ func startAndWait(c *cli.Context, start runStart, printEnd func(*cli.Context, *r
 	_, _ = c.App.ErrWriter.Write(held.Bytes())
 	rec := started.Record
 	tree.started(c, s, rec.ThreadID)
-	if started.MissingKey != "" {
-		where := "the workers that run it need it"
-		if c.Bool("embedded") && !s.joinedDev {
-			where = "this process's worker runs it"
-		}
-		fmt.Fprintf(c.App.ErrWriter, "spool: warning: model %s needs %s, which is not set here; workers hold the provider keys, not the CLI, and %s\n",
-			started.Model, started.MissingKey, where)
-	}
-	if _, inProcess := embeddedQueues[rec.Queue]; c.IsSet("queue") && (!c.Bool("embedded") || !inProcess) {
-		if qs, err := s.orch.QueueServed(c.Context, rec.Queue); err == nil && !qs.Served {
-			what := "thread"
-			if rec.IsGraph() {
-				what = "graph run"
-			}
-			fmt.Fprintf(c.App.ErrWriter, "spool: warning: %s %s is queued, but %s: it stays created until a worker serves the queue (spool worker --queues %s=1)\n",
-				what, rec.ThreadID, qs, rec.Queue)
-		}
-	}
+	warnMissingKey(c, s, started)
+	warnUnserved(c, s, rec, queues)
 	if !c.Bool("wait") && !c.Bool("follow") && !c.Bool("embedded") {
 		if c.Bool("json") {
 			return printJSON(c.App.Writer, rec)
@@ -101,6 +76,72 @@ func startAndWait(c *cli.Context, start runStart, printEnd func(*cli.Context, *r
 		fmt.Fprintln(c.App.Writer, rec.ThreadID)
 		return nil
 	}
+	return waitEnd(c, s, rec, printEnd)
+}
+
+// embeddedQueues is the queues an --embedded run's worker serves: the
+// usual three, and the run's own queue q, whatever it is, so that the run
+// (and its children, on its queue) runs in this process.
+func embeddedQueues(q string) map[string]int {
+	queues := map[string]int{"critical": 6, queue.DefaultQueue: 3, "low": 1}
+	if q != "" && queues[q] == 0 {
+		queues[q] = 3
+	}
+	return queues
+}
+
+// startEmbeddedWorker starts the in-process worker of an --embedded run,
+// on queues, serving the run's own tree; the caller stops it.
+func startEmbeddedWorker(c *cli.Context, s *services, queues map[string]int, tree *ownTree) (*worker.Worker, error) {
+	w, err := worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: queues, Logger: s.log, RecoverInterval: time.Second,
+		Serves: tree.serves()}, s.orch)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Start(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// warnMissingKey warns on stderr when the started thread's model needs a
+// provider key this process lacks, and says who needs it: the workers, or
+// this process's own worker when it runs the thread.
+func warnMissingKey(c *cli.Context, s *services, started *launch.Started) {
+	if started.MissingKey == "" {
+		return
+	}
+	where := "the workers that run it need it"
+	if c.Bool("embedded") && !s.joinedDev {
+		where = "this process's worker runs it"
+	}
+	fmt.Fprintf(c.App.ErrWriter, "spool: warning: model %s needs %s, which is not set here; workers hold the provider keys, not the CLI, and %s\n",
+		started.Model, started.MissingKey, where)
+}
+
+// warnUnserved warns on stderr when rec was put on a queue (--queue) that
+// no worker serves, unless this process's own worker serves it: the
+// thread stays created until one does.
+func warnUnserved(c *cli.Context, s *services, rec *registry.Record, queues map[string]int) {
+	if _, inProcess := queues[rec.Queue]; !c.IsSet("queue") || (c.Bool("embedded") && inProcess) {
+		return
+	}
+	qs, err := s.orch.QueueServed(c.Context, rec.Queue)
+	if err != nil || qs.Served {
+		return
+	}
+	what := "thread"
+	if rec.IsGraph() {
+		what = "graph run"
+	}
+	fmt.Fprintf(c.App.ErrWriter, "spool: warning: %s %s is queued, but %s: it stays created until a worker serves the queue (spool worker --queues %s=1)\n",
+		what, rec.ThreadID, qs, rec.Queue)
+}
+
+// waitEnd waits for rec's end (following it with --follow, for at most
+// --timeout), prints it with printEnd, then the notices held while it
+// ran.
+func waitEnd(c *cli.Context, s *services, rec *registry.Record, printEnd func(*cli.Context, *registry.Record) error) error {
 	stopFollow := func() {}
 	if c.Bool("follow") {
 		stopFollow = startFollow(c, s, rec.ThreadID)
