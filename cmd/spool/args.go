@@ -23,30 +23,56 @@ func reorderArgs(app *cli.App, args []string) []string {
 	if len(args) < 2 {
 		return args
 	}
-	var global, path []string
-	cmds := app.Commands
-	var flags []cli.Flag // the current command's
-	top := true          // no command named yet
-	// take moves a flag token (and its value) at args[i] to dst and
-	// returns the index of the next token.
-	take := func(dst *[]string, fs []cli.Flag, i int) int {
-		a := args[i]
-		*dst = append(*dst, a)
-		if takesValue(fs, a) && !strings.Contains(a, "=") && i+1 < len(args) {
-			*dst = append(*dst, args[i+1])
-			i++
-		}
-		return i + 1
+	r := &reordering{app: app, args: args}
+	i := r.commandPath(1)
+	r.commandArgs(i)
+	out := append([]string{args[0]}, r.global...)
+	out = append(append(out, r.path...), r.flags...)
+	if len(r.pos) > 0 {
+		out = append(out, "--")
+		out = append(out, r.pos...)
 	}
-	i := 1
-	// Global flags and the command path.
-	for i < len(args) {
-		a := args[i]
+	return out
+}
+
+// reordering is one command line reorderArgs rearranges: its tokens
+// sorted by where they go, and the flags of the command named last.
+type reordering struct {
+	app  *cli.App
+	args []string
+	// cmdFlags are the flags of the command named last.
+	cmdFlags []cli.Flag
+	// global are the global flags, path the command path (with the flags
+	// typed before a subcommand), flags the command's flags and pos its
+	// positional arguments.
+	global, path, flags, pos []string
+}
+
+// take moves a flag token (and its value, if the flag in fs it names
+// takes one) at args[i] to dst and returns the index of the next token.
+func (r *reordering) take(dst *[]string, fs []cli.Flag, i int) int {
+	a := r.args[i]
+	*dst = append(*dst, a)
+	if takesValue(fs, a) && !strings.Contains(a, "=") && i+1 < len(r.args) {
+		*dst = append(*dst, r.args[i+1])
+		i++
+	}
+	return i + 1
+}
+
+// commandPath reads the global flags and the command path from args[i]
+// on, up to the first token that names no subcommand or to a command
+// without subcommands, and returns the index where it stopped.
+func (r *reordering) commandPath(i int) int {
+	cmds := r.app.Commands
+	top := true // no command named yet
+	for i < len(r.args) {
+		a := r.args[i]
 		if strings.HasPrefix(a, "-") && a != "-" && a != "--" {
-			if top || (!hasFlag(flags, a) && hasFlag(app.Flags, a)) {
-				i = take(&global, app.Flags, i)
+			if top || (!hasFlag(r.cmdFlags, a) && hasFlag(r.app.Flags, a)) {
+				i = r.take(&r.global, r.app.Flags, i)
 			} else {
-				i = take(&path, flags, i) // a command's flag before its subcommand
+				i = r.take(&r.path, r.cmdFlags, i) // a command's flag before its subcommand
 			}
 			continue
 		}
@@ -54,38 +80,37 @@ func reorderArgs(app *cli.App, args []string) []string {
 		if c == nil {
 			break
 		}
-		path = append(path, a)
-		cmds, flags, top = c.Subcommands, c.Flags, false
+		r.path = append(r.path, a)
+		cmds, r.cmdFlags, top = c.Subcommands, c.Flags, false
 		i++
 		if len(cmds) == 0 {
 			break
 		}
 	}
-	var pos, fl []string
-	for i < len(args) {
-		a := args[i]
+	return i
+}
+
+// commandArgs sorts the command's arguments from args[i] on into its
+// flags, the global flags typed among them and its positional arguments;
+// everything after "--" is positional.
+func (r *reordering) commandArgs(i int) {
+	for i < len(r.args) {
+		a := r.args[i]
 		if a == "--" {
-			pos = append(pos, args[i+1:]...)
-			break
+			r.pos = append(r.pos, r.args[i+1:]...)
+			return
 		}
 		if strings.HasPrefix(a, "-") && a != "-" {
-			if !hasFlag(flags, a) && hasFlag(app.Flags, a) {
-				i = take(&global, app.Flags, i)
+			if !hasFlag(r.cmdFlags, a) && hasFlag(r.app.Flags, a) {
+				i = r.take(&r.global, r.app.Flags, i)
 			} else {
-				i = take(&fl, flags, i)
+				i = r.take(&r.flags, r.cmdFlags, i)
 			}
 			continue
 		}
-		pos = append(pos, a)
+		r.pos = append(r.pos, a)
 		i++
 	}
-	out := append([]string{args[0]}, global...)
-	out = append(append(out, path...), fl...)
-	if len(pos) > 0 {
-		out = append(out, "--")
-		out = append(out, pos...)
-	}
-	return out
 }
 
 func findCommand(cmds []*cli.Command, name string) *cli.Command {
