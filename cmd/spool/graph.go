@@ -201,40 +201,23 @@ func printGraphRecord(w io.Writer, r *registry.Record) {
 	}
 }
 
+// graphValidation is what `graph validate` says of one argument.
+type graphValidation struct {
+	Path     string   `json:"path"`
+	Graph    string   `json:"graph,omitempty"`
+	OK       bool     `json:"ok"`
+	Errors   []string `json:"errors"`
+	Warnings []string `json:"warnings"`
+}
+
 func graphValidate(c *cli.Context) error {
 	if c.NArg() == 0 {
 		return usagef("graph validate takes one or more paths or graph names")
 	}
-	type result struct {
-		Path     string   `json:"path"`
-		Graph    string   `json:"graph,omitempty"`
-		OK       bool     `json:"ok"`
-		Errors   []string `json:"errors"`
-		Warnings []string `json:"warnings"`
-	}
-	var out []result
+	var out []graphValidation
 	bad := 0
 	for _, arg := range c.Args().Slice() {
-		res := result{Path: arg, Errors: []string{}, Warnings: []string{}}
-		data, name, err := readGraphArg(c, arg)
-		if err != nil {
-			res.Errors = append(res.Errors, err.Error())
-			out = append(out, res)
-			bad++
-			continue
-		}
-		g, rep, err := graph.Parse(name, data)
-		res.Graph = name
-		if err != nil {
-			res.Errors = append(res.Errors, err.Error())
-		}
-		for _, d := range rep.Errors {
-			res.Errors = append(res.Errors, d.String())
-		}
-		for _, d := range rep.Warnings {
-			res.Warnings = append(res.Warnings, d.String())
-		}
-		res.OK = len(res.Errors) == 0
+		res, g := validateGraphArg(c, arg)
 		if !res.OK {
 			bad++
 		}
@@ -252,22 +235,53 @@ func graphValidate(c *cli.Context) error {
 			return err
 		}
 	} else if !c.Bool("normalize") {
-		for _, r := range out {
-			if r.OK {
-				fmt.Fprintf(c.App.Writer, "%s: ok\n", r.Path)
-			}
-			for _, e := range r.Errors {
-				fmt.Fprintf(c.App.Writer, "%s: error: %s\n", r.Path, e)
-			}
-			for _, w := range r.Warnings {
-				fmt.Fprintf(c.App.Writer, "%s: warning: %s\n", r.Path, w)
-			}
-		}
+		printValidations(c.App.Writer, out)
 	}
 	if bad > 0 {
 		return &exitError{code: 1, err: fmt.Errorf("%d of %d graphs do not validate", bad, len(out))}
 	}
 	return nil
+}
+
+// validateGraphArg reads and parses one graph validate argument and says
+// what is wrong with it; the graph is nil when it could not be read or
+// parsed.
+func validateGraphArg(c *cli.Context, arg string) (graphValidation, *graph.Graph) {
+	res := graphValidation{Path: arg, Errors: []string{}, Warnings: []string{}}
+	data, name, err := readGraphArg(c, arg)
+	if err != nil {
+		res.Errors = append(res.Errors, err.Error())
+		return res, nil
+	}
+	g, rep, err := graph.Parse(name, data)
+	res.Graph = name
+	if err != nil {
+		res.Errors = append(res.Errors, err.Error())
+	}
+	for _, d := range rep.Errors {
+		res.Errors = append(res.Errors, d.String())
+	}
+	for _, d := range rep.Warnings {
+		res.Warnings = append(res.Warnings, d.String())
+	}
+	res.OK = len(res.Errors) == 0
+	return res, g
+}
+
+// printValidations prints graph validate's verdicts as lines: "ok", then
+// each error, then each warning, prefixed with the argument.
+func printValidations(w io.Writer, out []graphValidation) {
+	for _, r := range out {
+		if r.OK {
+			fmt.Fprintf(w, "%s: ok\n", r.Path)
+		}
+		for _, e := range r.Errors {
+			fmt.Fprintf(w, "%s: error: %s\n", r.Path, e)
+		}
+		for _, warn := range r.Warnings {
+			fmt.Fprintf(w, "%s: warning: %s\n", r.Path, warn)
+		}
+	}
 }
 
 // readGraphArg reads a graph validate argument: a file, else a graph name
