@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/directive"
@@ -47,36 +48,14 @@ func devCommand() *cli.Command {
 }
 
 func dev(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
+	if err := checkDevFlags(c); err != nil {
 		return err
 	}
-	if _, err := workerQueues(c); err != nil {
-		return err
-	}
-	if _, err := schedulerIntervals(c); err != nil {
-		return err
-	}
-	if _, err := httpauth.IsLoopback(c.String("addr")); c.String("addr") != "" && err != nil {
-		return usagef("--addr %q: want HOST:PORT", c.String("addr"))
-	}
-	dd, err := dataDir(c)
+	devFile, err := claimDevFile(c)
 	if err != nil {
 		return err
 	}
-	// Other commands of this project find the embedded Redis through the
-	// dev file while dev runs; claimed first, it refuses a second dev on
-	// the data dir (two redis-servers on one AOF directory would corrupt
-	// it) and takes over the file of a dev that died.
-	var devFile *stack.DevFile
-	if c.String("redis-url") == "" {
-		if err := os.MkdirAll(dd, 0o755); err != nil {
-			return err
-		}
-		if devFile, err = stack.ClaimDevFile(redisURLFile(dd)); err != nil {
-			return err
-		}
-		defer devFile.Close()
-	}
+	defer devFile.Close()
 	s, err := openServices(c, openOpts{startEmbedded: true})
 	if err != nil {
 		return err
@@ -101,22 +80,11 @@ func dev(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	// The monitor is served at "/" beside /metrics and /healthz, open (dev
-	// is a local tool) but, on loopback, only to loopback Host names.
-	addr := c.String("addr")
-	mon, err := newMonitorHandlerWith(s, monitorOptions{hosts: httpauth.LoopbackHosts(addr), registry: reg})
-	if err != nil {
-		return err
-	}
-	stopHTTP, err := serveMetrics(addr, reg, map[string]http.Handler{"/": mon})
+	stopHTTP, monitorDesc, err := serveDevHTTP(c, s, reg)
 	if err != nil {
 		return err
 	}
 	defer stopHTTP()
-	monitorDesc := fmt.Sprintf("http://%s/ (asynqmon at http://%s%s/)", addr, addr, monitor.AsynqPath)
-	if addr == "" {
-		monitorDesc = "off (--addr is empty)"
-	}
 	if err := sch.Start(); err != nil {
 		return err
 	}
@@ -132,6 +100,64 @@ func dev(c *cli.Context) error {
 	devFile.Close()
 	fmt.Fprintln(c.App.ErrWriter, "spool dev: stopping: worker, scheduler, monitor, then redis")
 	return nil
+}
+
+// checkDevFlags refuses dev's arguments and flags before anything starts:
+// any argument, and a worker's, a scheduler's or an --addr flag that does
+// not parse.
+func checkDevFlags(c *cli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	if _, err := workerQueues(c); err != nil {
+		return err
+	}
+	if _, err := schedulerIntervals(c); err != nil {
+		return err
+	}
+	if _, err := httpauth.IsLoopback(c.String("addr")); c.String("addr") != "" && err != nil {
+		return usagef("--addr %q: want HOST:PORT", c.String("addr"))
+	}
+	return nil
+}
+
+// claimDevFile claims the dev file of the data dir, unless --redis-url
+// names a Redis of its own (nil then). Other commands of this project
+// find the embedded Redis through it while dev runs; claimed first, it
+// refuses a second dev on the data dir (two redis-servers on one AOF
+// directory would corrupt it) and takes over the file of a dev that died.
+func claimDevFile(c *cli.Context) (*stack.DevFile, error) {
+	dd, err := dataDir(c)
+	if err != nil {
+		return nil, err
+	}
+	if c.String("redis-url") != "" {
+		return nil, nil
+	}
+	if err := os.MkdirAll(dd, 0o755); err != nil {
+		return nil, err
+	}
+	return stack.ClaimDevFile(redisURLFile(dd))
+}
+
+// serveDevHTTP serves the monitor at "/" beside /metrics and /healthz on
+// --addr, open (dev is a local tool) but, on loopback, only to loopback
+// Host names. It returns what stops it and the banner's monitor line.
+func serveDevHTTP(c *cli.Context, s *services, reg *prometheus.Registry) (func(), string, error) {
+	addr := c.String("addr")
+	mon, err := newMonitorHandlerWith(s, monitorOptions{hosts: httpauth.LoopbackHosts(addr), registry: reg})
+	if err != nil {
+		return nil, "", err
+	}
+	stopHTTP, err := serveMetrics(addr, reg, map[string]http.Handler{"/": mon})
+	if err != nil {
+		return nil, "", err
+	}
+	monitorDesc := fmt.Sprintf("http://%s/ (asynqmon at http://%s%s/)", addr, addr, monitor.AsynqPath)
+	if addr == "" {
+		monitorDesc = "off (--addr is empty)"
+	}
+	return stopHTTP, monitorDesc, nil
 }
 
 // runningDev reads the dev file of the `spool dev` running on the data dir
