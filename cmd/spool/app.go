@@ -471,18 +471,9 @@ func redisShards(c *cli.Context, rdb redis.UniversalClient) int {
 // the signing key when one is there and readable), and with no key at all
 // it is transcript.UnverifiedKeyring, whose readers say "unverified".
 func loadKeys(c *cli.Context, dd string, autoCreate, readOnly bool) (*transcript.Signer, *transcript.Keyring, error) {
-	keyDir := filepath.Join(dd, "keys")
-	path := c.String("signing-key")
-	if path == "" {
-		path = filepath.Join(keyDir, transcript.SigningKeyFile)
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && !readOnly {
-			if !autoCreate {
-				return nil, nil, fmt.Errorf("no signing key at %s: run `spool keys init` or set SPOOL_SIGNING_KEY", path)
-			}
-			if _, _, err := transcript.InitKeys(keyDir, false); err != nil {
-				return nil, nil, err
-			}
-		}
+	path, err := signingKeyPath(c, dd, autoCreate, readOnly)
+	if err != nil {
+		return nil, nil, err
 	}
 	var signers []*transcript.Signer
 	signer, err := transcript.LoadKey(path)
@@ -493,6 +484,45 @@ func loadKeys(c *cli.Context, dd string, autoCreate, readOnly bool) (*transcript
 	default:
 		return nil, nil, fmt.Errorf("signing key %s: %w", path, err)
 	}
+	keyring, err := loadKeyring(path, signer, signers, readOnly)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !readOnly {
+		return signer, keyring, nil
+	}
+	if len(keyring.IDs()) == 0 {
+		keyring = transcript.UnverifiedKeyring()
+	}
+	return nil, keyring, nil
+}
+
+// signingKeyPath is where the signing key is: --signing-key, else the
+// data dir's key file, which, when it is missing and keys are needed, is
+// made with autoCreate and refused without.
+func signingKeyPath(c *cli.Context, dd string, autoCreate, readOnly bool) (string, error) {
+	if path := c.String("signing-key"); path != "" {
+		return path, nil
+	}
+	keyDir := filepath.Join(dd, "keys")
+	path := filepath.Join(keyDir, transcript.SigningKeyFile)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && !readOnly {
+		if !autoCreate {
+			return "", fmt.Errorf("no signing key at %s: run `spool keys init` or set SPOOL_SIGNING_KEY", path)
+		}
+		if _, _, err := transcript.InitKeys(keyDir, false); err != nil {
+			return "", err
+		}
+	}
+	return path, nil
+}
+
+// loadKeyring is the trusted public keys: those of the signing key's
+// directory (path, or the directory it is in) with signers, then those of
+// SPOOL_TRUSTED_KEYS. With readOnly a key dir without keys is an empty
+// keyring; otherwise it is an error, which says there is no signing key
+// either when signer is nil.
+func loadKeyring(path string, signer *transcript.Signer, signers []*transcript.Signer, readOnly bool) (*transcript.Keyring, error) {
 	keyDirOf := path
 	if st, err := os.Stat(path); err != nil || !st.IsDir() {
 		keyDirOf = filepath.Dir(path)
@@ -503,24 +533,18 @@ func loadKeys(c *cli.Context, dd string, autoCreate, readOnly bool) (*transcript
 	case readOnly && (errors.Is(err, os.ErrNotExist) || errors.Is(err, transcript.ErrNoTrustedKeys)):
 		keyring = transcript.NewKeyring() // SPOOL_TRUSTED_KEYS below, or none
 	case signer != nil:
-		return nil, nil, err
+		return nil, err
 	default:
-		return nil, nil, fmt.Errorf("no signing key at %s, no trusted public keys: %w", path, err)
+		return nil, fmt.Errorf("no signing key at %s, no trusted public keys: %w", path, err)
 	}
 	if extra := os.Getenv("SPOOL_TRUSTED_KEYS"); extra != "" {
 		more, err := transcript.LoadKeyring(extra)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		keyring.Merge(more)
 	}
-	if !readOnly {
-		return signer, keyring, nil
-	}
-	if len(keyring.IDs()) == 0 {
-		keyring = transcript.UnverifiedKeyring()
-	}
-	return nil, keyring, nil
+	return keyring, nil
 }
 
 // printJSON writes v as indented JSON.
