@@ -20,15 +20,9 @@ func threadTranscript(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	format := c.String("format")
-	if c.Bool("json") {
-		if c.IsSet("format") && format != "jsonl" {
-			return usagef("--json prints jsonl: not with --format %s", format)
-		}
-		format = "jsonl"
-	}
-	if format != "jsonl" && format != "text" && format != "markdown" {
-		return usagef("--format %q: want jsonl, text or markdown", format)
+	format, err := transcriptFormat(c)
+	if err != nil {
+		return err
 	}
 	s, rec, err := openRecord(c, id, openOpts{readOnly: true})
 	if err != nil {
@@ -56,6 +50,22 @@ func threadTranscript(c *cli.Context) error {
 	}
 	warnUnverified(c, s, "transcript of "+id)
 	return damaged(c, tr)
+}
+
+// transcriptFormat is the format `thread transcript` prints in: --format,
+// or jsonl with --json, which takes no other --format.
+func transcriptFormat(c *cli.Context) (string, error) {
+	format := c.String("format")
+	if c.Bool("json") {
+		if c.IsSet("format") && format != "jsonl" {
+			return "", usagef("--json prints jsonl: not with --format %s", format)
+		}
+		format = "jsonl"
+	}
+	if format != "jsonl" && format != "text" && format != "markdown" {
+		return "", usagef("--format %q: want jsonl, text or markdown", format)
+	}
+	return format, nil
 }
 
 // printMarkdown prints rec's events as one markdown document, whose
