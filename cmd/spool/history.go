@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -195,11 +196,7 @@ func threadReplay(c *cli.Context) error {
 	if err := checkModelIn(c, s, rec.Bundle, model); err != nil {
 		return err
 	}
-	if _, isScript := config.ScriptPath(model); !isScript && model != "" {
-		if key := provider.MissingKey(model, provider.ConfigFromEnv()); key != "" {
-			fmt.Fprintf(c.App.ErrWriter, "spool: warning: model %s needs %s, which is not set here: the replay's worker runs in this process\n", model, key)
-		}
-	}
+	warnReplayKey(c, model)
 	rep, err := history.Replay(c.Context, history.ReplayConfig{Source: s.orch, Model: model, Script: script, Timeout: c.Duration("timeout"), Logger: s.log}, id)
 	if errors.Is(err, history.ErrNotReplayable) {
 		return &usageError{msg: err.Error()}
@@ -215,19 +212,37 @@ func threadReplay(c *cli.Context) error {
 			return err
 		}
 	} else {
-		resumed := ""
-		if rep.ResumedThreads > 0 {
-			resumed = fmt.Sprintf(" (not compared, after a resume: %s, %s; a replay does not send a person's message)",
-				count(rep.ResumedThreads, "thread"), count(rep.ResumedTurns, "turn"))
-		}
-		fmt.Fprintf(c.App.Writer, "replayed %s on %s: %d of %d threads, %d of %d turns matched%s; the replay ended %s\n",
-			rep.ThreadID, rep.Model, rep.Threads, rep.RecordedThreads-rep.ResumedThreads, rep.Turns, rep.RecordedTurns-rep.ResumedTurns,
-			resumed, rep.Status)
+		printReplay(c.App.Writer, rep)
 	}
 	if rep.Divergence != nil {
 		return &exitError{code: 1, err: errors.New(rep.Divergence.String())}
 	}
 	return nil
+}
+
+// warnReplayKey warns on stderr when the model a replay runs on (not the
+// recorded turns, not a script) needs a provider key this process lacks:
+// the replay's worker runs here.
+func warnReplayKey(c *cli.Context, model string) {
+	if _, isScript := config.ScriptPath(model); isScript || model == "" {
+		return
+	}
+	if key := provider.MissingKey(model, provider.ConfigFromEnv()); key != "" {
+		fmt.Fprintf(c.App.ErrWriter, "spool: warning: model %s needs %s, which is not set here: the replay's worker runs in this process\n", model, key)
+	}
+}
+
+// printReplay prints a replay's report as one line: what matched of what
+// was compared, what a resume left out, and how the replay ended.
+func printReplay(w io.Writer, rep *history.Report) {
+	resumed := ""
+	if rep.ResumedThreads > 0 {
+		resumed = fmt.Sprintf(" (not compared, after a resume: %s, %s; a replay does not send a person's message)",
+			count(rep.ResumedThreads, "thread"), count(rep.ResumedTurns, "turn"))
+	}
+	fmt.Fprintf(w, "replayed %s on %s: %d of %d threads, %d of %d turns matched%s; the replay ended %s\n",
+		rep.ThreadID, rep.Model, rep.Threads, rep.RecordedThreads-rep.ResumedThreads, rep.Turns, rep.RecordedTurns-rep.ResumedTurns,
+		resumed, rep.Status)
 }
 
 // count is "1 thread", "2 threads".
