@@ -67,8 +67,7 @@ func parseXML(path string, src []byte, firstLine int) (*node, error) {
 	dec := xml.NewDecoder(bytes.NewReader(src))
 	dec.Strict = false // tolerate bare & and HTML entities in prose
 	dec.Entity = xml.HTMLEntity
-	var root *node
-	var stack []*node
+	t := xmlTree{path: path}
 	for {
 		line, _ := dec.InputPos()
 		off := dec.InputOffset()
@@ -77,62 +76,112 @@ func parseXML(path string, src []byte, firstLine int) (*node, error) {
 			break
 		}
 		if err != nil {
-			var se *xml.SyntaxError
-			l := firstLine
-			msg := err.Error()
-			if errors.As(err, &se) {
-				l = firstLine + se.Line - 1
-				msg = se.Msg
-			}
-			return nil, &ParseError{Path: path, Line: l, Msg: "xml: " + msg}
+			return nil, syntaxError(path, firstLine, err)
 		}
 		fileLine := firstLine + line - 1
-		switch t := tok.(type) {
+		switch x := tok.(type) {
 		case xml.StartElement:
-			n := &node{name: t.Name.Local, attrs: t.Attr, line: fileLine}
-			if len(stack) == 0 {
-				if root != nil {
-					return nil, &ParseError{Path: path, Line: fileLine, Elem: n.tag(), Msg: "a second root element; the fence must hold one <directive>"}
-				}
-				root = n
-			} else {
-				p := stack[len(stack)-1]
-				p.children = append(p.children, n)
-			}
-			if len(stack) >= maxDepth {
-				return nil, &ParseError{Path: path, Line: fileLine, Elem: n.tag(), Msg: fmt.Sprintf("nested deeper than %d elements", maxDepth)}
-			}
-			stack = append(stack, n)
+			err = t.start(x, fileLine)
 		case xml.EndElement:
-			// The lenient decoder takes an end tag that names another
-			// element as closing the open one too, so a <model tier="x">
-			// missing its "/" would silently swallow the <limits> and
-			// <permissions> after it. An end tag read from the text must
-			// name the element it closes (a self-closed element's end
-			// reads no text).
-			if raw := endTagName(src[off:dec.InputOffset()]); raw != "" && raw != t.Name.Local && len(stack) > 0 {
-				open := stack[len(stack)-1]
-				return nil, &ParseError{Path: path, Line: open.line, Elem: open.tag(),
-					Msg: fmt.Sprintf("element is not closed before </%[2]s> on line %[1]d", fileLine, raw)}
-			}
-			if len(stack) > 0 {
-				stack = stack[:len(stack)-1]
-			}
+			err = t.end(x, fileLine, src[off:dec.InputOffset()])
 		case xml.CharData:
-			if len(stack) > 0 {
-				stack[len(stack)-1].text.Write(t)
-			} else if strings.TrimSpace(string(t)) != "" {
-				return nil, &ParseError{Path: path, Line: fileLine, Msg: "text outside the <directive> element"}
-			}
+			err = t.text(x, fileLine)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
-	if root == nil {
-		return nil, &ParseError{Path: path, Line: firstLine, Msg: "the xml fence holds no element"}
+	return t.done(firstLine)
+}
+
+// syntaxError is the ParseError of the decoder's error err, at the line
+// it names when it is a syntax error.
+func syntaxError(path string, firstLine int, err error) *ParseError {
+	var se *xml.SyntaxError
+	l := firstLine
+	msg := err.Error()
+	if errors.As(err, &se) {
+		l = firstLine + se.Line - 1
+		msg = se.Msg
 	}
-	if len(stack) > 0 {
-		return nil, &ParseError{Path: path, Line: stack[len(stack)-1].line, Elem: stack[len(stack)-1].tag(), Msg: "element is not closed"}
+	return &ParseError{Path: path, Line: l, Msg: "xml: " + msg}
+}
+
+// xmlTree is the tree parseXML builds as it reads the tokens of the file
+// path. The open elements sit in an array, as they are at most maxDepth:
+// the tree lives on parseXML's stack, with no allocation of its own.
+type xmlTree struct {
+	path  string
+	root  *node
+	open  [maxDepth]*node // the open elements, the innermost last
+	depth int             // how many are open
+}
+
+// start opens the element t, read on file line line: the root, which
+// must be the only one, or a child of the innermost open element, at most
+// maxDepth deep.
+func (x *xmlTree) start(t xml.StartElement, line int) error {
+	n := &node{name: t.Name.Local, attrs: t.Attr, line: line}
+	if x.depth == 0 {
+		if x.root != nil {
+			return &ParseError{Path: x.path, Line: line, Elem: n.tag(), Msg: "a second root element; the fence must hold one <directive>"}
+		}
+		x.root = n
+	} else {
+		p := x.open[x.depth-1]
+		p.children = append(p.children, n)
 	}
-	return root, nil
+	if x.depth >= maxDepth {
+		return &ParseError{Path: x.path, Line: line, Elem: n.tag(), Msg: fmt.Sprintf("nested deeper than %d elements", maxDepth)}
+	}
+	x.open[x.depth] = n
+	x.depth++
+	return nil
+}
+
+// end closes the innermost open element at the end tag t, read on file
+// line line from the text raw.
+func (x *xmlTree) end(t xml.EndElement, line int, raw []byte) error {
+	// The lenient decoder takes an end tag that names another element as
+	// closing the open one too, so a <model tier="x"> missing its "/"
+	// would silently swallow the <limits> and <permissions> after it. An
+	// end tag read from the text must name the element it closes (a
+	// self-closed element's end reads no text).
+	if name := endTagName(raw); name != "" && name != t.Name.Local && x.depth > 0 {
+		open := x.open[x.depth-1]
+		return &ParseError{Path: x.path, Line: open.line, Elem: open.tag(),
+			Msg: fmt.Sprintf("element is not closed before </%[2]s> on line %[1]d", line, name)}
+	}
+	if x.depth > 0 {
+		x.depth--
+	}
+	return nil
+}
+
+// text adds the character data t, read on file line line, to the
+// innermost open element; outside the root, only space may stand.
+func (x *xmlTree) text(t xml.CharData, line int) error {
+	if x.depth > 0 {
+		x.open[x.depth-1].text.Write(t)
+		return nil
+	}
+	if strings.TrimSpace(string(t)) != "" {
+		return &ParseError{Path: x.path, Line: line, Msg: "text outside the <directive> element"}
+	}
+	return nil
+}
+
+// done returns the root once every token is read: there must be one, and
+// every element must be closed.
+func (x *xmlTree) done(firstLine int) (*node, error) {
+	if x.root == nil {
+		return nil, &ParseError{Path: x.path, Line: firstLine, Msg: "the xml fence holds no element"}
+	}
+	if x.depth > 0 {
+		open := x.open[x.depth-1]
+		return nil, &ParseError{Path: x.path, Line: open.line, Elem: open.tag(), Msg: "element is not closed"}
+	}
+	return x.root, nil
 }
 
 // endTagName is the local name of the end tag raw ("</ns:name >"), ""
