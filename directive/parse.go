@@ -259,6 +259,9 @@ func (p *parser) addPermission(c string) {
 	}
 }
 
+// permissionsOrCap reads <permissions> (or a <cap> standing in for it):
+// "*" for every capability, or its children, each a <cap> or a primary
+// (permission). Reading one declares the permissions, even none.
 func (p *parser) permissionsOrCap(c *node) error {
 	p.d.PermissionsDeclared = true
 	if p.d.Permissions == nil {
@@ -268,49 +271,74 @@ func (p *parser) permissionsOrCap(c *node) error {
 		return p.capElem(c)
 	}
 	if len(c.children) == 0 {
-		switch t := c.content(); t {
-		case "":
-		case "*":
+		all, err := p.wildcard(c, "child elements")
+		if all {
 			p.addPermission("*")
-		default:
-			return p.errf(c, c.tag(), "text %q: expected \"*\" or child elements", t)
 		}
-		return nil
+		return err
 	}
 	for _, g := range c.children {
-		if g.name == "cap" {
-			if err := p.capElem(g); err != nil {
-				return err
-			}
-			continue
-		}
-		if !permissionPrimaries[g.name] {
-			return p.errf(g, g.tag(), "unknown permission; expected <execute>, <search>, <load>, <sign>, <fetch> or <cap>")
-		}
-		if len(g.children) == 0 {
-			switch t := g.content(); t {
-			case "":
-			case "*":
-				p.addPermission(thread.CapabilityPrefix + g.name + ".*")
-			default:
-				return p.errf(g, g.tag(), "text %q: expected \"*\" or <tool>, <directive>, <knowledge>", t)
-			}
-			continue
-		}
-		for _, it := range g.children {
-			if !permissionItemTypes[it.name] {
-				return p.errf(it, "<"+g.name+"><"+it.name+">", "unknown item type; expected <tool>, <directive>, <graph> or <knowledge>")
-			}
-			id := it.content()
-			if id == "" {
-				return p.errf(it, "<"+g.name+"><"+it.name+">", "empty item id")
-			}
-			if strings.ContainsAny(id, " \t\n") {
-				return p.errf(it, "<"+g.name+"><"+it.name+">", "item id %q contains spaces", id)
-			}
-			p.addPermission(thread.Capability(g.name, it.name, id))
+		if err := p.permission(g); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// permission reads one child g of <permissions>: a <cap>, or a primary
+// (<execute>, <search>, <load>, <sign>, <fetch>) holding "*" for all of
+// its capabilities or the items it grants.
+func (p *parser) permission(g *node) error {
+	if g.name == "cap" {
+		return p.capElem(g)
+	}
+	if !permissionPrimaries[g.name] {
+		return p.errf(g, g.tag(), "unknown permission; expected <execute>, <search>, <load>, <sign>, <fetch> or <cap>")
+	}
+	if len(g.children) == 0 {
+		all, err := p.wildcard(g, "<tool>, <directive>, <knowledge>")
+		if all {
+			p.addPermission(thread.CapabilityPrefix + g.name + ".*")
+		}
+		return err
+	}
+	for _, it := range g.children {
+		if err := p.permissionItem(g, it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wildcard reads the text of c, an element without children: "*" (all
+// is true: every capability c may grant) or nothing. Any other text is an
+// error saying what c may hold instead (expected).
+func (p *parser) wildcard(c *node, expected string) (all bool, err error) {
+	switch t := c.content(); t {
+	case "":
+		return false, nil
+	case "*":
+		return true, nil
+	default:
+		return false, p.errf(c, c.tag(), "text %q: expected \"*\" or %s", t, expected)
+	}
+}
+
+// permissionItem reads the item it of the primary g
+// (<execute><tool>rye/bash</tool></execute>): a known item type, and an id
+// that is neither empty nor holds spaces.
+func (p *parser) permissionItem(g, it *node) error {
+	if !permissionItemTypes[it.name] {
+		return p.errf(it, "<"+g.name+"><"+it.name+">", "unknown item type; expected <tool>, <directive>, <graph> or <knowledge>")
+	}
+	id := it.content()
+	if id == "" {
+		return p.errf(it, "<"+g.name+"><"+it.name+">", "empty item id")
+	}
+	if strings.ContainsAny(id, " \t\n") {
+		return p.errf(it, "<"+g.name+"><"+it.name+">", "item id %q contains spaces", id)
+	}
+	p.addPermission(thread.Capability(g.name, it.name, id))
 	return nil
 }
 
@@ -328,50 +356,69 @@ func (p *parser) capElem(c *node) error {
 	return nil
 }
 
+// hooks reads the <hook> children of <hooks>, in order.
 func (p *parser) hooks(c *node) error {
 	for _, h := range c.children {
 		if h.name != "hook" {
 			continue
 		}
-		hk := hooks.Hook{ID: h.str("id"), Event: h.str("event"), Layer: hooks.LayerDirective}
-		if hk.ID == "" {
-			hk.ID = fmt.Sprintf("%s_hook_%d", p.d.Name, len(p.d.Hooks)+1)
-		}
-		seenAction := false
-		for _, x := range h.children {
-			switch x.name {
-			case "condition":
-				cond, err := p.condition(x)
-				if err != nil {
-					return err
-				}
-				hk.Condition = cond
-			case "action":
-				seenAction = true
-				hk.Action = hooks.Action{Primary: x.str("primary"), ItemType: x.str("item_type"), ItemID: x.str("item_id")}
-				params, err := p.params(x)
-				if err != nil {
-					return err
-				}
-				if len(params) > 0 {
-					hk.Action.Params = make(map[string]any, len(params))
-					for k, v := range params {
-						hk.Action.Params[k] = v
-					}
-				}
-			case "description":
-				hk.Description = x.allText()
-			}
-		}
-		if !seenAction {
-			return p.errf(h, h.tag("id"), "missing <action>")
-		}
-		if err := hk.Validate(); err != nil {
-			return p.errf(h, h.tag("id"), "%v", err)
+		hk, err := p.hook(h)
+		if err != nil {
+			return err
 		}
 		p.d.Hooks = append(p.d.Hooks, hk)
 	}
 	return nil
+}
+
+// hook reads one <hook>: its id (by default the directive's name and the
+// hook's number), its event, and its <condition>, <action> (required) and
+// <description>. The hook must be valid (hooks.Hook.Validate).
+func (p *parser) hook(h *node) (hooks.Hook, error) {
+	hk := hooks.Hook{ID: h.str("id"), Event: h.str("event"), Layer: hooks.LayerDirective}
+	if hk.ID == "" {
+		hk.ID = fmt.Sprintf("%s_hook_%d", p.d.Name, len(p.d.Hooks)+1)
+	}
+	seenAction := false
+	for _, x := range h.children {
+		var err error
+		switch x.name {
+		case "condition":
+			hk.Condition, err = p.condition(x)
+		case "action":
+			seenAction = true
+			hk.Action, err = p.action(x)
+		case "description":
+			hk.Description = x.allText()
+		}
+		if err != nil {
+			return hk, err
+		}
+	}
+	if !seenAction {
+		return hk, p.errf(h, h.tag("id"), "missing <action>")
+	}
+	if err := hk.Validate(); err != nil {
+		return hk, p.errf(h, h.tag("id"), "%v", err)
+	}
+	return hk, nil
+}
+
+// action reads a hook's <action>: the item it acts with (primary,
+// item_type, item_id) and its <param>s.
+func (p *parser) action(x *node) (hooks.Action, error) {
+	a := hooks.Action{Primary: x.str("primary"), ItemType: x.str("item_type"), ItemID: x.str("item_id")}
+	params, err := p.params(x)
+	if err != nil {
+		return a, err
+	}
+	if len(params) > 0 {
+		a.Params = make(map[string]any, len(params))
+		for k, v := range params {
+			a.Params[k] = v
+		}
+	}
+	return a, nil
 }
 
 func (p *parser) condition(c *node) (*hooks.Condition, error) {
