@@ -10,6 +10,7 @@ import (
 
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/hooks"
+	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
@@ -147,7 +148,7 @@ func (s *session) suspendForApproval(ctx context.Context, earliest time.Time, as
 	}
 	for _, pa := range asked {
 		if !s.announced(pa) {
-			s.notifyApproval(ctx, pa)
+			s.w.notifyApproval(s.log, orchestrator.NotifyConfig(s.proj.Approvals), s.rec, pa)
 		}
 	}
 	if !earliest.IsZero() {

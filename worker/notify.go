@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
+	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
 )
@@ -42,30 +44,30 @@ const (
 	linkLifetime = 7 * 24 * time.Hour
 )
 
-// notifyApproval POSTs the pending call to the project's approval webhook,
-// beside the turn loop, signed as Standard Webhooks sign (webhook-id,
+// notifyApproval POSTs the pending call pa of thread rec to the approval
+// webhook of n (approvals.yaml's notify), beside the turn loop, among the
+// worker's background work, signed as Standard Webhooks sign (webhook-id,
 // webhook-timestamp, webhook-signature: v1,base64(HMAC-SHA256(secret,
 // id.timestamp.body)); a "whsec_" secret is base64 after the prefix), and
 // retried with backoff. Best effort: a webhook that stays down delays no
 // thread (the call waits for its decision either way).
-func (s *session) notifyApproval(ctx context.Context, pa registry.PendingApproval) {
-	n := orchestrator.NotifyConfig(s.proj.Approvals)
+func (w *Worker) notifyApproval(log *slog.Logger, n config.Notify, rec *registry.Record, pa registry.PendingApproval) {
 	if n.URL == "" {
 		return
 	}
-	msg := ApprovalWebhook{Type: "approval.requested", PendingCall: orchestrator.PendingCallOf(s.id(), s.rec.Directive, pa)}
+	msg := ApprovalWebhook{Type: "approval.requested", PendingCall: orchestrator.PendingCallOf(rec.ThreadID, rec.Directive, pa)}
 	if n.Links != "" {
 		exp := pa.Deadline
 		if exp.IsZero() {
 			exp = pa.RequestedAt.Add(linkLifetime)
 		}
-		msg.ApproveURL, msg.DenyURL = orchestrator.DecisionLinks(n.Links, s.id(), pa, n.Secret, exp)
+		msg.ApproveURL, msg.DenyURL = orchestrator.DecisionLinks(n.Links, rec.ThreadID, pa, n.Secret, exp)
 	}
 	body, err := json.Marshal(msg)
 	if err != nil {
 		return
 	}
-	s.w.goAsync(s.log, "approval webhook", func(ctx context.Context) error {
+	w.goAsync(log, "approval webhook", func(ctx context.Context) error {
 		return deliverWebhook(ctx, http.DefaultClient, n.URL, n.Secret, body, time.Now)
 	})
 }

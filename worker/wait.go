@@ -18,15 +18,16 @@ import (
 // when the thread suspended (the activation ends, holding no slot).
 func (s *session) resolvePending(ctx context.Context) (bool, error) {
 	now := s.o.Now()
+	c := s.childWait()
 	for attempt := 0; attempt < 10; attempt++ {
-		targets, deadline, err := s.waitTargets(ctx, now)
+		targets, deadline, err := c.targets(ctx, s.st.Pending, now)
 		if err != nil {
 			return false, err
 		}
 		if len(targets) == 0 {
 			break
 		}
-		suspended, moved, err := s.suspendOnChildren(ctx, targets, deadline)
+		suspended, moved, err := c.suspend(ctx, &s.version, targets, deadline)
 		if err != nil {
 			return false, err
 		}
@@ -40,22 +41,44 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 	}
 	// Every pending call can be answered now.
 	for _, p := range s.st.Pending {
-		if err := s.answerPending(ctx, p); err != nil {
+		answer, isError, err := c.answer(ctx, p)
+		if err != nil {
 			return false, err
 		}
+		s.toolJSON(p.CallID, p.Tool, answer, isError)
 	}
 	s.st.Pending = nil
 	return true, nil
 }
 
-// waitTargets are the chains the pending calls still wait on (a call past
+// childWait is how a thread waits on the threads of its pending calls
+// (sync spawns, wait_threads, a sync graph run): the chains it suspends
+// on, the suspension, and the calls' answers once the threads ended. It
+// holds the thread's record and the services it reads and suspends with.
+type childWait struct {
+	o       *orchestrator.Orchestrator
+	reg     threadRecords
+	acts    activationLeases
+	enq     activationQueue
+	log     *slog.Logger
+	metrics *Metrics
+	// rec is the waiting thread's record.
+	rec *registry.Record
+}
+
+// childWait is the session's wait on its children.
+func (s *session) childWait() *childWait {
+	return &childWait{o: s.o, reg: s.reg, acts: s.acts, enq: s.enq, log: s.log, metrics: s.w.metrics, rec: s.rec}
+}
+
+// targets are the chains the pending calls still wait on (a call past
 // its deadline is answered with what there is), each once, and the
 // earliest deadline of those that wait.
-func (s *session) waitTargets(ctx context.Context, now time.Time) ([]registry.WaitTarget, time.Time, error) {
+func (c *childWait) targets(ctx context.Context, pend []pending, now time.Time) ([]registry.WaitTarget, time.Time, error) {
 	var deadline time.Time
 	var targets []registry.WaitTarget
 	seen := map[string]bool{}
-	for _, p := range s.st.Pending {
+	for _, p := range pend {
 		if !p.Deadline.IsZero() && !now.Before(p.Deadline) {
 			continue // timed out: answered with what there is
 		}
@@ -63,14 +86,14 @@ func (s *session) waitTargets(ctx context.Context, now time.Time) ([]registry.Wa
 			deadline = p.Deadline
 		}
 		for _, id := range p.Threads {
-			rec, err := s.child(ctx, id)
+			rec, err := c.child(ctx, id)
 			if errors.Is(err, registry.ErrNotFound) {
 				continue // lost with Redis writes, and nothing durable: nothing to wait for (lostThread)
 			}
 			if err != nil {
 				return nil, time.Time{}, err
 			}
-			term, err := s.reg.ResolveChain(ctx, id)
+			term, err := c.reg.ResolveChain(ctx, id)
 			if err != nil {
 				return nil, time.Time{}, err
 			}
@@ -83,56 +106,58 @@ func (s *session) waitTargets(ctx context.Context, now time.Time) ([]registry.Wa
 	return targets, deadline, nil
 }
 
-// suspendOnChildren suspends the thread until every chain of targets has
-// ended, with a timeout activation at deadline (if any). moved: a chain
-// moved on meanwhile, and the targets are to be read again; suspended
-// false: every chain had ended.
-func (s *session) suspendOnChildren(ctx context.Context, targets []registry.WaitTarget, deadline time.Time) (suspended, moved bool, err error) {
-	suspended, seq, err := s.acts.Suspend(ctx, s.id(), s.version, targets)
+// suspend suspends the thread, at *version (raised to the suspension's),
+// until every chain of targets has ended, with a timeout activation at
+// deadline (if any). moved: a chain moved on meanwhile, and the targets
+// are to be read again; suspended false: every chain had ended.
+func (c *childWait) suspend(ctx context.Context, version *int64, targets []registry.WaitTarget, deadline time.Time) (suspended, moved bool, err error) {
+	id := c.rec.ThreadID
+	suspended, seq, err := c.acts.Suspend(ctx, id, *version, targets)
 	if errors.Is(err, registry.ErrChainMoved) {
 		return false, true, nil
 	}
 	if wn := (*registry.WakeNowError)(nil); errors.As(err, &wn) {
 		// A chain of another tree finished as this one suspended.
-		err = s.o.EnqueueWake(ctx, wn.Wake)
+		err = c.o.EnqueueWake(ctx, wn.Wake)
 	}
 	if err != nil || !suspended {
 		return false, false, err
 	}
-	s.version = seq
+	*version = seq
 	if !deadline.IsZero() {
-		if err := s.enq.Enqueue(ctx, queue.Activation{ThreadID: s.id(), Reason: "timeout"}, seq, s.rec.Queue,
+		if err := c.enq.Enqueue(ctx, queue.Activation{ThreadID: id, Reason: "timeout"}, seq, c.rec.Queue,
 			asynqProcessAt(deadline)); err != nil {
 			return false, false, err
 		}
 	}
-	s.w.metrics.suspended()
-	s.log.Info("thread waiting on children", "targets", len(targets))
+	c.metrics.suspended()
+	c.log.Info("thread waiting on children", "targets", len(targets))
 	return true, false, nil
 }
 
-// answerPending answers pending call p with its threads' ends: a spawn
-// with its child's summary, a wait with every thread's and whether all
-// ended (timed_out otherwise). A thread Redis lost that left nothing
-// durable is answered lost (lostThread).
-func (s *session) answerPending(ctx context.Context, p pending) error {
+// answer is pending call p's answer from its threads' ends: a spawn's is
+// its child's summary (an error when the child did not complete), a
+// wait's every thread's and whether all ended (timed_out otherwise). A
+// thread Redis lost that left nothing durable is answered lost
+// (lostThread).
+func (c *childWait) answer(ctx context.Context, p pending) (_ any, isError bool, _ error) {
 	results := map[string]any{}
 	allDone, anyFailed := true, false
 	for _, id := range p.Threads {
-		term, err := s.reg.ResolveChain(ctx, id)
+		term, err := c.reg.ResolveChain(ctx, id)
 		if err != nil {
-			return err
+			return nil, false, err
 		}
-		rec, err := s.child(ctx, term)
+		rec, err := c.child(ctx, term)
 		if errors.Is(err, registry.ErrNotFound) {
-			s.log.Warn("a thread this one waits on is not in the registry, and left nothing durable: Redis lost its registration",
+			c.log.Warn("a thread this one waits on is not in the registry, and left nothing durable: Redis lost its registration",
 				"waited_id", term)
 			results[id] = lostThread(term)
 			anyFailed = true
 			continue
 		}
 		if err != nil {
-			return err
+			return nil, false, err
 		}
 		if !rec.Status.Terminal() || rec.Status == thread.StatusContinued {
 			allDone = false
@@ -143,18 +168,16 @@ func (s *session) answerPending(ctx context.Context, p pending) error {
 		results[id] = childSummary(rec)
 	}
 	if p.Kind == "spawn" {
-		s.toolJSON(p.CallID, p.Tool, results[p.Threads[0]], anyFailed)
-		return nil
+		return results[p.Threads[0]], anyFailed, nil
 	}
-	s.toolJSON(p.CallID, p.Tool, map[string]any{"success": allDone, "timed_out": !allDone, "results": results}, false)
-	return nil
+	return map[string]any{"success": allDone, "timed_out": !allDone, "results": results}, false, nil
 }
 
-// child is the record of thread id, a child of this thread (or a
+// child is the record of thread id, a child of the waiting thread (or a
 // continuation of one), restored from the store should Redis have lost
 // it (restoreLost).
-func (s *session) child(ctx context.Context, id string) (*registry.Record, error) {
-	return restoreLost(ctx, s.o, s.log, id, s.id())
+func (c *childWait) child(ctx context.Context, id string) (*registry.Record, error) {
+	return restoreLost(ctx, c.o, c.log, id, c.rec.ThreadID)
 }
 
 // restoreLost is the record of thread id, a child of parent (or a
