@@ -357,7 +357,6 @@ func appendEvent(dst []byte, ts time.Time, threadID string, seq int64, eventType
 // (an Encoder with SetEscapeHTML(false)): invalid UTF-8 becomes \ufffd;
 // U+2028 and U+2029 are escaped.
 func appendJSONString(dst []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -366,23 +365,7 @@ func appendJSONString(dst []byte, s string) []byte {
 				i++
 				continue
 			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default: // other control characters
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
+			dst = appendEscapedByte(append(dst, s[start:i]...), b)
 			i++
 			start = i
 			continue
@@ -404,6 +387,32 @@ func appendJSONString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// hexDigits are the digits of a \u escape.
+const hexDigits = "0123456789abcdef"
+
+// appendEscapedByte appends the escape of the ASCII byte b that a JSON
+// string cannot hold as it is, as marshal writes it: a quote or a
+// backslash, the control characters with a short form (\b, \f, \n, \r,
+// \t), any other as \u00XX.
+func appendEscapedByte(dst []byte, b byte) []byte {
+	switch b {
+	case '\\', '"':
+		return append(dst, '\\', b)
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	default: // other control characters
+		return append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+	}
 }
 
 // marshal encodes v as compact JSON without HTML escaping, so that
@@ -431,19 +440,11 @@ func decodeLine(line []byte, ev *Event) error {
 	return json.Unmarshal(line, ev)
 }
 
+// fastDecode decodes a line in the Writer's fixed layout (timestamp,
+// thread_id, seq, event_type, payload, the strings without escapes), and
+// reports false for any other line, which encoding/json then decodes.
 func fastDecode(line []byte, ev *Event) bool {
-	str := func(rest []byte, prefix string) (val, after []byte, ok bool) {
-		rest, ok = bytes.CutPrefix(rest, []byte(prefix))
-		if !ok {
-			return nil, nil, false
-		}
-		i := bytes.IndexByte(rest, '"')
-		if i < 0 || bytes.IndexByte(rest[:i], '\\') >= 0 {
-			return nil, nil, false
-		}
-		return rest[:i], rest[i+1:], true
-	}
-	ts, rest, ok := str(line, `{"timestamp":"`)
+	ts, rest, ok := cutString(line, `{"timestamp":"`)
 	if !ok {
 		return false
 	}
@@ -451,23 +452,15 @@ func fastDecode(line []byte, ev *Event) bool {
 	if err != nil {
 		return false
 	}
-	tid, rest, ok := str(rest, `,"thread_id":"`)
+	tid, rest, ok := cutString(rest, `,"thread_id":"`)
 	if !ok {
 		return false
 	}
-	rest, ok = bytes.CutPrefix(rest, []byte(`,"seq":`))
+	seq, rest, ok := cutSeq(rest, `,"seq":`)
 	if !ok {
 		return false
 	}
-	var seq int64
-	i := 0
-	for ; i < len(rest) && rest[i] >= '0' && rest[i] <= '9' && i < 18; i++ {
-		seq = seq*10 + int64(rest[i]-'0')
-	}
-	if i == 0 || (rest[0] == '0' && i > 1) {
-		return false
-	}
-	typ, rest, ok := str(rest[i:], `,"event_type":"`)
+	typ, rest, ok := cutString(rest, `,"event_type":"`)
 	if !ok {
 		return false
 	}
@@ -477,4 +470,36 @@ func fastDecode(line []byte, ev *Event) bool {
 	}
 	*ev = Event{Timestamp: t, ThreadID: string(tid), Seq: seq, Type: string(typ), Payload: json.RawMessage(rest[:len(rest)-1])}
 	return true
+}
+
+// cutString cuts prefix (up to a string's opening quote) from rest, and
+// then the string's value up to its closing quote: not ok when rest does
+// not start with prefix, or the string is unterminated or has an escape.
+func cutString(rest []byte, prefix string) (val, after []byte, ok bool) {
+	rest, ok = bytes.CutPrefix(rest, []byte(prefix))
+	if !ok {
+		return nil, nil, false
+	}
+	i := bytes.IndexByte(rest, '"')
+	if i < 0 || bytes.IndexByte(rest[:i], '\\') >= 0 {
+		return nil, nil, false
+	}
+	return rest[:i], rest[i+1:], true
+}
+
+// cutSeq cuts prefix from rest, and then a sequence number: up to 18
+// digits without a leading zero (0 itself aside).
+func cutSeq(rest []byte, prefix string) (seq int64, after []byte, ok bool) {
+	rest, ok = bytes.CutPrefix(rest, []byte(prefix))
+	if !ok {
+		return 0, nil, false
+	}
+	i := 0
+	for ; i < len(rest) && rest[i] >= '0' && rest[i] <= '9' && i < 18; i++ {
+		seq = seq*10 + int64(rest[i]-'0')
+	}
+	if i == 0 || (rest[0] == '0' && i > 1) {
+		return 0, nil, false
+	}
+	return seq, rest[i:], true
 }
