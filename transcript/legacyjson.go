@@ -58,15 +58,14 @@ func decodeObject(data []byte) (map[string]any, error) {
 	return obj, nil
 }
 
+// rejectDuplicateKeys fails on the first name repeated in one object of
+// the JSON data, at any depth, and on data that does not parse. stack
+// holds the objects and arrays open around the token read, the innermost
+// last.
 func rejectDuplicateKeys(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	type frame struct {
-		obj  bool
-		keys map[string]bool
-		key  bool // next string token is a key
-	}
-	var stack []*frame
+	var stack []*nameFrame
 	for {
 		tok, err := dec.Token()
 		if err != nil {
@@ -75,41 +74,61 @@ func rejectDuplicateKeys(data []byte) error {
 			}
 			return err
 		}
-		var top *frame
+		var top *nameFrame
 		if len(stack) > 0 {
 			top = stack[len(stack)-1]
 		}
-		switch t := tok.(type) {
-		case json.Delim:
-			switch t {
-			case '{':
-				if top != nil && top.obj {
-					top.key = true
-				}
-				stack = append(stack, &frame{obj: true, keys: map[string]bool{}, key: true})
-				continue
-			case '[':
-				if top != nil && top.obj {
-					top.key = true
-				}
-				stack = append(stack, &frame{})
-				continue
-			default:
-				stack = stack[:len(stack)-1]
-				continue
+		d, delim := tok.(json.Delim)
+		switch {
+		case !delim:
+			if err := top.read(tok); err != nil {
+				return err
 			}
-		case string:
-			if top != nil && top.obj && top.key {
-				if top.keys[t] {
-					return fmt.Errorf("duplicate key %q", t)
-				}
-				top.keys[t] = true
-				top.key = false
-				continue
-			}
+		case d == '{' || d == '[':
+			top.valueRead()
+			stack = append(stack, newNameFrame(d))
+		default:
+			stack = stack[:len(stack)-1]
 		}
-		if top != nil && top.obj {
-			top.key = true
+	}
+}
+
+// nameFrame is an object or an array being read: an object's names so
+// far, and whether its next string token is a name.
+type nameFrame struct {
+	obj  bool
+	keys map[string]bool
+	key  bool // next string token is a key
+}
+
+// newNameFrame is the frame of the object ('{') or array ('[') opened.
+func newNameFrame(open json.Delim) *nameFrame {
+	if open == '{' {
+		return &nameFrame{obj: true, keys: map[string]bool{}, key: true}
+	}
+	return &nameFrame{}
+}
+
+// read reads a token of f that is no delimiter: a string in a name's
+// place is a name, an error when f has it already; anything else is a
+// value. A nil f (the top level) holds no names.
+func (f *nameFrame) read(tok json.Token) error {
+	if name, ok := tok.(string); ok && f != nil && f.obj && f.key {
+		if f.keys[name] {
+			return fmt.Errorf("duplicate key %q", name)
 		}
+		f.keys[name] = true
+		f.key = false
+		return nil
+	}
+	f.valueRead()
+	return nil
+}
+
+// valueRead notes that a value of f was read: in an object, the next
+// string token is a name again. A nil f (the top level) holds no names.
+func (f *nameFrame) valueRead() {
+	if f != nil && f.obj {
+		f.key = true
 	}
 }
