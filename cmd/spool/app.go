@@ -475,16 +475,11 @@ func loadKeys(c *cli.Context, dd string, autoCreate, readOnly bool) (*transcript
 	if err != nil {
 		return nil, nil, err
 	}
-	var signers []*transcript.Signer
 	signer, err := transcript.LoadKey(path)
-	switch {
-	case err == nil:
-		signers = append(signers, signer)
-	case readOnly: // its public half is a .pub file, or a trusted key
-	default:
+	if err != nil && !readOnly { // read-only: its public half is a .pub file, or a trusted key
 		return nil, nil, fmt.Errorf("signing key %s: %w", path, err)
 	}
-	keyring, err := loadKeyring(path, signer, signers, readOnly)
+	keyring, err := loadKeyring(path, signer, readOnly)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -518,11 +513,15 @@ func signingKeyPath(c *cli.Context, dd string, autoCreate, readOnly bool) (strin
 }
 
 // loadKeyring is the trusted public keys: those of the signing key's
-// directory (path, or the directory it is in) with signers, then those of
-// SPOOL_TRUSTED_KEYS. With readOnly a key dir without keys is an empty
-// keyring; otherwise it is an error, which says there is no signing key
-// either when signer is nil.
-func loadKeyring(path string, signer *transcript.Signer, signers []*transcript.Signer, readOnly bool) (*transcript.Keyring, error) {
+// directory (path, or the directory it is in) with signer's (when it
+// loaded), then those of SPOOL_TRUSTED_KEYS. With readOnly a key dir
+// without keys is an empty keyring; otherwise it is an error, which says
+// there is no signing key either when signer is nil.
+func loadKeyring(path string, signer *transcript.Signer, readOnly bool) (*transcript.Keyring, error) {
+	var signers []*transcript.Signer
+	if signer != nil {
+		signers = append(signers, signer)
+	}
 	keyDirOf := path
 	if st, err := os.Stat(path); err != nil || !st.IsDir() {
 		keyDirOf = filepath.Dir(path)
