@@ -31,6 +31,49 @@ func Prune(ctx context.Context, c redis.UniversalClient, prefix string, unused t
 	if unused <= 0 {
 		return nil, fmt.Errorf("prune functions: unused %s: must be positive", unused)
 	}
+	libs, err := listLibraries(ctx, c, prefix)
+	if err != nil {
+		if unknownCommand(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("prune functions: list: %w", err)
+	}
+	seen, err := c.HGetAll(ctx, keyspace.FunctionsSeen).Result()
+	if err != nil {
+		return nil, fmt.Errorf("prune functions: %w", err)
+	}
+	cutoff := now.Add(-unused).Unix()
+	stale := staleRecords(seen, libs, prefix, cutoff) // records to drop
+	var deleted []string                              // libraries deleted
+	for name := range libs {
+		t, err := strconv.ParseInt(seen[name], 10, 64)
+		if err != nil { // no record (or not a time): seen now
+			if err := c.HSet(ctx, keyspace.FunctionsSeen, name, now.Unix()).Err(); err != nil {
+				return nil, fmt.Errorf("prune functions: %w", err)
+			}
+			continue
+		}
+		if t >= cutoff {
+			continue
+		}
+		if err := deleteLibrary(ctx, c, name); err != nil {
+			return deleted, fmt.Errorf("prune functions: delete %s: %w", name, err)
+		}
+		deleted = append(deleted, name)
+		stale = append(stale, name)
+	}
+	if len(stale) > 0 {
+		if err := c.HDel(ctx, keyspace.FunctionsSeen, stale...).Err(); err != nil {
+			return deleted, fmt.Errorf("prune functions: %w", err)
+		}
+	}
+	slices.Sort(deleted)
+	return deleted, nil
+}
+
+// listLibraries is the set of the Function libraries whose names start
+// with prefix on c's server, or on any master of a Cluster.
+func listLibraries(ctx context.Context, c redis.UniversalClient, prefix string) (map[string]bool, error) {
 	var (
 		mu   sync.Mutex
 		libs = map[string]bool{}
@@ -47,51 +90,30 @@ func Prune(ctx context.Context, c redis.UniversalClient, prefix string, unused t
 		}
 		return nil
 	})
-	if err != nil {
-		if unknownCommand(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("prune functions: list: %w", err)
-	}
-	seen, err := c.HGetAll(ctx, keyspace.FunctionsSeen).Result()
-	if err != nil {
-		return nil, fmt.Errorf("prune functions: %w", err)
-	}
-	cutoff := now.Add(-unused).Unix()
-	var stale, deleted []string // records to drop; libraries deleted
+	return libs, err
+}
+
+// staleRecords are the names in seen (library name to the Unix time it
+// was last used) of the libraries with prefix that are gone (not among
+// libs) and whose record is older than cutoff, or not a time: records to
+// drop.
+func staleRecords(seen map[string]string, libs map[string]bool, prefix string, cutoff int64) []string {
+	var stale []string
 	for name, at := range seen {
 		if t, err := strconv.ParseInt(at, 10, 64); strings.HasPrefix(name, prefix) && !libs[name] && (err != nil || t < cutoff) {
 			stale = append(stale, name)
 		}
 	}
-	for name := range libs {
-		t, err := strconv.ParseInt(seen[name], 10, 64)
-		if err != nil { // no record (or not a time): seen now
-			if err := c.HSet(ctx, keyspace.FunctionsSeen, name, now.Unix()).Err(); err != nil {
-				return nil, fmt.Errorf("prune functions: %w", err)
-			}
-			continue
+	return stale
+}
+
+// deleteLibrary deletes the library name from c's server, or from every
+// master of a Cluster; a server that no longer has it is fine.
+func deleteLibrary(ctx context.Context, c redis.UniversalClient, name string) error {
+	return eachServer(ctx, c, func(ctx context.Context, m redis.Cmdable) error {
+		if err := m.FunctionDelete(ctx, name).Err(); err != nil && !strings.Contains(err.Error(), "not found") {
+			return err
 		}
-		if t >= cutoff {
-			continue
-		}
-		err = eachServer(ctx, c, func(ctx context.Context, m redis.Cmdable) error {
-			if err := m.FunctionDelete(ctx, name).Err(); err != nil && !strings.Contains(err.Error(), "not found") {
-				return err
-			}
-			return nil
-		})
-		if err != nil {
-			return deleted, fmt.Errorf("prune functions: delete %s: %w", name, err)
-		}
-		deleted = append(deleted, name)
-		stale = append(stale, name)
-	}
-	if len(stale) > 0 {
-		if err := c.HDel(ctx, keyspace.FunctionsSeen, stale...).Err(); err != nil {
-			return deleted, fmt.Errorf("prune functions: %w", err)
-		}
-	}
-	slices.Sort(deleted)
-	return deleted, nil
+		return nil
+	})
 }
