@@ -57,10 +57,10 @@ import (
 // graphRun is one activation of a graph run.
 type graphRun struct {
 	activation
-	proj    *orchestrator.Project
-	g       *graph.Graph
-	tools   *tools.Registry
-	toolEnv *tools.Env
+	proj *orchestrator.Project
+	g    *graph.Graph
+	// actions resolve and run the steps' actions: tools, children.
+	actions graphActions
 
 	cp    graphCheckpoint
 	state map[string]any
@@ -177,6 +177,7 @@ func (r *graphRun) load(ctx context.Context) error {
 		}
 		return err
 	}
+	r.actions = graphActions{o: r.o, proj: r.proj, rec: rec, emit: r.emit}
 	if r.g, err = r.proj.Graph(rec.Directive); err != nil {
 		return r.failNow(ctx, "graph_invalid", err.Error())
 	}
@@ -186,14 +187,14 @@ func (r *graphRun) load(ctx context.Context) error {
 	if rec.Activation > maxActivations {
 		return r.failNow(ctx, "activation_failed", fmt.Sprintf("the run was activated %d times without finishing; giving up", rec.Activation))
 	}
-	if r.tools, err = r.buildTools(ctx, r.proj); err != nil {
+	if r.actions.tools, err = r.buildTools(ctx, r.proj); err != nil {
 		var pe *permanentError
 		if errors.As(err, &pe) {
 			return r.failNow(ctx, pe.code, pe.msg)
 		}
 		return err
 	}
-	r.toolEnv = &tools.Env{ThreadID: rec.ThreadID, ParentID: rec.ParentID, TreeID: rec.WorkspaceID(), Store: r.store,
+	r.actions.env = &tools.Env{ThreadID: rec.ThreadID, ParentID: rec.ParentID, TreeID: rec.WorkspaceID(), Store: r.store,
 		Env: map[string]string{"RYE_PARENT_THREAD_ID": rec.ThreadID}, Logger: r.log}
 	return nil
 }
@@ -313,7 +314,7 @@ func (r *graphRun) begin(ctx context.Context) error {
 	// capabilities.md, as a thread's: the tools the run may call, attested
 	// by its first checkpoint and written once that is durable.
 	allowed := func(id string) bool { return thread.Match(r.rec.Capabilities, thread.ToolCapability(id)) }
-	caps, err := transcript.RenderCapabilities(r.id(), r.tools.Defs(allowed), r.rec.Capabilities)
+	caps, err := transcript.RenderCapabilities(r.id(), r.actions.tools.Defs(allowed), r.rec.Capabilities)
 	if err != nil {
 		r.log.Warn("capabilities.md not rendered", "error", err)
 		caps = nil

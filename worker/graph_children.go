@@ -31,45 +31,6 @@ import (
 // twins (orchestrator.StartRequest.Planned): the same mechanism as a
 // thread's spawns.
 
-// startChild starts (or adopts) the child of action a planned by seed.
-func (r *graphRun) startChild(ctx context.Context, a *graph.Action, inputs map[string]any, seed string) (*registry.Record, error) {
-	req, err := r.childRequest(a, inputs, seed)
-	if err != nil {
-		return nil, err
-	}
-	return r.o.Start(ctx, req)
-}
-
-// childRequest is the start of action a's child planned by seed.
-func (r *graphRun) childRequest(a *graph.Action, inputs map[string]any, seed string) (orchestrator.StartRequest, error) {
-	limits := map[string]any{}
-	maxSteps := 0
-	for k, v := range a.Limits {
-		if k == "max_steps" {
-			f, err := thread.Number(v)
-			if err != nil || f < 1 {
-				return orchestrator.StartRequest{}, fmt.Errorf("limits.max_steps %v: want a positive whole number", v)
-			}
-			maxSteps = int(f)
-			continue
-		}
-		limits[k] = v
-	}
-	overrides, err := thread.LimitsFromMap(limits)
-	if err != nil {
-		return orchestrator.StartRequest{}, fmt.Errorf("limits: %w", err)
-	}
-	name := a.Directive
-	if a.Graph != "" {
-		name = a.Graph
-	}
-	// Planned at the run's registration time, which a failover that loses
-	// a claim (and its started_at) cannot change: a rerun plans the same id.
-	id := r.o.PlannedID(orchestrator.IDRequest{Directive: name, ParentID: r.id()}, r.rec.CreatedAt, seed)
-	return orchestrator.StartRequest{Directive: name, Graph: a.Graph != "", Inputs: inputs, Model: a.Model, LimitOverrides: overrides,
-		MaxSteps: maxSteps, ParentID: r.id(), Reserve: a.Reserve, ID: id, Planned: true}, nil
-}
-
 // seed names a planned child within the run.
 func seed(step, item, attempt int) string {
 	return fmt.Sprintf("step/%d/item/%d/attempt/%d", step, item, attempt)
@@ -78,7 +39,7 @@ func seed(step, item, attempt int) string {
 // planChildren starts a child step: an action's one child (sync or
 // async).
 func (r *graphRun) planChildren(ctx context.Context, s *stepRun, kind string, items int) (outcome, error) {
-	a, err := r.resolveAction(s.n.Action, s.scope)
+	a, err := r.actions.resolve(s.n.Action, s.scope)
 	if err != nil {
 		return r.complete(ctx, s, nil, err)
 	}
@@ -92,7 +53,7 @@ func (r *graphRun) planChildren(ctx context.Context, s *stepRun, kind string, it
 		if err != nil {
 			return r.complete(ctx, s, nil, err)
 		}
-		rec, err := r.startChild(ctx, a, inputs, seed(s.step, 0, s.attempt))
+		rec, err := r.actions.start(ctx, a, inputs, seed(s.step, 0, s.attempt))
 		if err != nil {
 			if isInfra(err) {
 				return outcome{}, err
@@ -127,17 +88,11 @@ func (r *graphRun) startForeach(ctx context.Context, s *stepRun) (outcome, error
 		return r.complete(ctx, s, foreachResult(nil, nil, 0), nil)
 	}
 	if s.n.Action.Tool != "" && !strings.Contains(s.n.Action.Tool, "${") {
-		if _, err := r.proj.Graph(s.n.Action.Tool); err != nil || r.hasTool(s.n.Action.Tool) {
+		if _, err := r.proj.Graph(s.n.Action.Tool); err != nil || r.actions.has(s.n.Action.Tool) {
 			return r.foreachTools(ctx, s, items)
 		}
 	}
 	return r.planChildren(ctx, s, pendingForeach, len(items))
-}
-
-// hasTool reports whether the run's tools have id.
-func (r *graphRun) hasTool(id string) bool {
-	_, ok := r.tools.Lookup(id)
-	return ok
 }
 
 // foreachItems resolves a foreach's over.
@@ -229,11 +184,11 @@ func (r *graphRun) runToolItems(ctx context.Context, s *stepRun, items []any) ([
 // the step sees it, or an infrastructure error.
 func (r *graphRun) runToolItem(ctx context.Context, s *stepRun, items []any, i int) (any, *graph.StepError, error) {
 	sc := itemScope(s, items, i)
-	a, err := r.resolveAction(s.n.Action, sc)
+	a, err := r.actions.resolve(s.n.Action, sc)
 	if err != nil {
 		return nil, asStepError(err), nil
 	}
-	return r.runTool(ctx, s, a, sc, fmt.Sprintf("step-%d-item-%d", s.step, i))
+	return r.actions.run(ctx, s, a, sc, fmt.Sprintf("step-%d-item-%d", s.step, i))
 }
 
 // completeToolItems completes a foreach of tool items from their results
@@ -798,7 +753,7 @@ func (r *graphRun) itemRequest(s *stepRun, p *pendingStep, items []any, i int) (
 	if p.Kind == pendingForeach {
 		scope = itemScope(s, items, i)
 	}
-	a, err := r.resolveAction(s.n.Action, scope)
+	a, err := r.actions.resolve(s.n.Action, scope)
 	if err != nil {
 		return orchestrator.StartRequest{}, err
 	}
@@ -809,7 +764,7 @@ func (r *graphRun) itemRequest(s *stepRun, p *pendingStep, items []any, i int) (
 	if err != nil {
 		return orchestrator.StartRequest{}, err
 	}
-	req, err := r.childRequest(a, inputs, seed(p.Step, i, p.Attempt))
+	req, err := r.actions.request(a, inputs, seed(p.Step, i, p.Attempt))
 	if err != nil {
 		return req, stepErr("invalid_limits", "%v", err)
 	}
@@ -1143,7 +1098,7 @@ func (r *graphRun) approvalDecided(ctx context.Context, s *stepRun, pa *registry
 	var params map[string]any
 	_ = json.Unmarshal(pa.Input, &params)
 	a := &graph.Action{Tool: pa.Tool, Params: params}
-	res, se, err := r.runTool(ctx, s, a, s.scope, pa.CallID)
+	res, se, err := r.actions.run(ctx, s, a, s.scope, pa.CallID)
 	if err != nil {
 		return outcome{}, err
 	}

@@ -94,30 +94,6 @@ func (r *graphRun) step(ctx context.Context) (outcome, error) {
 	return finished, nil
 }
 
-// resolveAction interpolates an action's ids and turns a reference
-// tool action that names a graph (item_id "tool:graphs/x") into a graph
-// action.
-func (r *graphRun) resolveAction(a *graph.Action, scope map[string]any) (*graph.Action, error) {
-	c := *a
-	for _, f := range []*string{&c.Tool, &c.Directive, &c.Graph} {
-		if strings.Contains(*f, "${") {
-			v, err := graph.String(*f, scope)
-			if err != nil {
-				return nil, err
-			}
-			*f = v
-		}
-	}
-	if c.Tool != "" {
-		if _, ok := r.tools.Lookup(c.Tool); !ok && !isOrchestrationTool(c.Tool) {
-			if _, err := r.proj.Graph(c.Tool); err == nil {
-				return c.AsGraph(), nil
-			}
-		}
-	}
-	return &c, nil
-}
-
 // isOrchestrationTool: the tools a thread's worker implements itself.
 func isOrchestrationTool(id string) bool {
 	return id == threadDirectiveID || id == orchestratorID || id == directiveReturnID
@@ -139,61 +115,6 @@ func (r *graphRun) returnOutput(s *stepRun) (map[string]any, error) {
 		return map[string]any{}, nil
 	}
 	return nil, stepErr("invalid_output", "return node %s: output must be an object, not %T", s.n.Name, v)
-}
-
-// runTool runs a tool action in the activation: permission, params,
-// timeout, the tool_call events. serr is the step's failure; err an
-// infrastructure failure (the activation runs again).
-func (r *graphRun) runTool(ctx context.Context, s *stepRun, a *graph.Action, scope map[string]any, callID string) (any, *graph.StepError, error) {
-	id := a.Tool
-	if !graph.Permitted(r.rec.Capabilities, a) {
-		return nil, stepErr(graph.CodePermissionDenied, "calling %s needs capability %s, which this run does not hold", id, a.Capability()), nil
-	}
-	params, err := graph.Params(a.Params, scope)
-	if err != nil {
-		return nil, asStepError(err), nil
-	}
-	input, err := json.Marshal(params)
-	if err != nil {
-		return nil, stepErr(graph.CodeToolError, "params of %s: %v", id, err), nil
-	}
-	r.emit(transcript.TypeToolCallStart, transcript.ToolCallStart{CallID: callID, Tool: id, Input: input})
-	tool, ok := r.tools.Lookup(id)
-	if !ok {
-		r.emit(transcript.TypeToolCallResult, transcript.ToolCallResult{CallID: callID, Tool: id, Output: "unknown tool " + id, IsError: true})
-		return nil, stepErr(graph.CodeToolError, "unknown tool %s", id), nil
-	}
-	timeout := a.Timeout
-	if timeout == 0 {
-		timeout = s.n.Timeout
-	}
-	tctx, cancel := ctx, context.CancelFunc(func() {})
-	if timeout > 0 {
-		tctx, cancel = context.WithTimeoutCause(ctx, timeout, errStepTimeout)
-	}
-	res, err := tool.Run(tctx, r.toolEnv, input)
-	timedOut := errors.Is(context.Cause(tctx), errStepTimeout)
-	cancel()
-	switch {
-	case err != nil && stopRequested(ctx):
-		r.emit(transcript.TypeToolCallResult, transcript.ToolCallResult{CallID: callID, Tool: id, Output: stoppedWhile(ctx), IsError: true})
-		return nil, nil, context.Cause(ctx)
-	case timedOut:
-		r.emit(transcript.TypeToolCallResult, transcript.ToolCallResult{CallID: callID, Tool: id, Output: "timed out", IsError: true})
-		return nil, stepErr(graph.CodeTimeout, "tool %s did not finish within %s", id, timeout), nil
-	case err != nil:
-		return nil, nil, fmt.Errorf("tool %s: %w", id, err)
-	}
-	out := res.Output
-	shown := out
-	if n := r.proj.Graphs.MaxEventResultBytes; len(shown) > n {
-		shown = shown[:n]
-	}
-	r.emit(transcript.TypeToolCallResult, transcript.ToolCallResult{CallID: callID, Tool: id, Output: shown, IsError: res.IsError})
-	if res.IsError {
-		return nil, stepErr(graph.CodeToolError, "tool %s: %s", id, strings.TrimSpace(out)), nil
-	}
-	return toolValue(out), nil, nil
 }
 
 // errStepTimeout is the cause of a step's timeout.
@@ -222,7 +143,7 @@ func asStepError(err error) *graph.StepError {
 // person approves it, when approvals.yaml gates it), a directive or a
 // graph as the step's child.
 func (r *graphRun) startAction(ctx context.Context, s *stepRun) (outcome, error) {
-	a, err := r.resolveAction(s.n.Action, s.scope)
+	a, err := r.actions.resolve(s.n.Action, s.scope)
 	if err != nil {
 		return r.complete(ctx, s, nil, err)
 	}
@@ -235,7 +156,7 @@ func (r *graphRun) startAction(ctx context.Context, s *stepRun) (outcome, error)
 			return r.requestToolApproval(ctx, s, a, rule.Timeout, rule.OnTimeout)
 		}
 	}
-	res, serr, err := r.runTool(ctx, s, a, s.scope, fmt.Sprintf("step-%d", s.step))
+	res, serr, err := r.actions.run(ctx, s, a, s.scope, fmt.Sprintf("step-%d", s.step))
 	if err != nil {
 		return outcome{}, err
 	}
@@ -445,7 +366,7 @@ func (r *graphRun) hooks(ctx context.Context, event string, evctx map[string]any
 		scope[graph.ScopeState], scope[graph.ScopeInputs] = r.state, r.rec.Inputs
 		scope[graph.ScopeRun] = graph.RunScope{ID: r.id(), Graph: r.g.Name, GraphDigest: r.rec.GraphDigest, ParentID: r.rec.ParentID,
 			Step: r.cp.Step, StartedAt: r.cp.At}.Map()
-		a, err := r.resolveAction(&h.Action, scope)
+		a, err := r.actions.resolve(&h.Action, scope)
 		ev := transcript.HookFired{HookID: h.ID, Event: event, Layer: hookLayerGraph, Action: "execute"}
 		if err == nil {
 			ev.ItemType, ev.ItemID = a.Kind(), a.ID()
@@ -501,7 +422,7 @@ const hookLayerGraph = 1
 func (r *graphRun) hookAction(ctx context.Context, hookID, event string, a *graph.Action, scope map[string]any) error {
 	if a.Tool != "" {
 		s := &stepRun{n: &graph.Node{Name: "hook:" + hookID}, began: time.Now()}
-		_, se, err := r.runTool(ctx, s, a, scope, "hook-"+hookID+"-"+event)
+		_, se, err := r.actions.run(ctx, s, a, scope, "hook-"+hookID+"-"+event)
 		if err != nil {
 			return err
 		}
@@ -518,7 +439,7 @@ func (r *graphRun) hookAction(ctx context.Context, hookID, event string, a *grap
 		return err
 	}
 	seed := fmt.Sprintf("hook/%s/%s/step/%d", hookID, event, r.cp.Step)
-	_, err = r.startChild(ctx, a, inputs, seed)
+	_, err = r.actions.start(ctx, a, inputs, seed)
 	return err
 }
 
