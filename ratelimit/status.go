@@ -97,31 +97,9 @@ func (l *Limiter) Status(ctx context.Context, rl *config.RateLimits) ([]Status, 
 	if rl == nil || len(rl.Rules) == 0 {
 		return nil, nil
 	}
-	var budgets map[string]string // id → key fingerprint
-	var rules []config.RateRule
-	for _, r := range rl.Rules {
-		if !r.PerKey {
-			r.ID = r.BudgetID("")
-			rules = append(rules, r)
-			continue
-		}
-		if budgets == nil {
-			var err error
-			if budgets, err = l.budgets(ctx); err != nil {
-				return nil, err
-			}
-		}
-		found := false
-		for _, id := range slices.Sorted(maps.Keys(budgets)) {
-			if key := budgets[id]; r.BudgetID(key) == id {
-				k := r
-				k.ID, k.KeyID = id, key
-				rules, found = append(rules, k), true
-			}
-		}
-		if !found {
-			rules = append(rules, r)
-		}
+	rules, err := l.statusRules(ctx, rl)
+	if err != nil {
+		return nil, err
 	}
 	var read []config.RateRule // the rules with a budget
 	for _, r := range rules {
@@ -147,6 +125,48 @@ func (l *Limiter) Status(ctx context.Context, rl *config.RateLimits) ([]Status, 
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// statusRules are the rules of rl as Status reports them: a rule with its
+// budget's id, a per_key rule once for each API key it has a budget of
+// (keyedRules). The index of budgets is read only for a per_key rule.
+func (l *Limiter) statusRules(ctx context.Context, rl *config.RateLimits) ([]config.RateRule, error) {
+	var budgets map[string]string // id → key fingerprint
+	var rules []config.RateRule
+	for _, r := range rl.Rules {
+		if !r.PerKey {
+			r.ID = r.BudgetID("")
+			rules = append(rules, r)
+			continue
+		}
+		if budgets == nil {
+			var err error
+			if budgets, err = l.budgets(ctx); err != nil {
+				return nil, err
+			}
+		}
+		rules = append(rules, keyedRules(r, budgets)...)
+	}
+	return rules, nil
+}
+
+// keyedRules are the per_key rule r once for each API key the fleet has
+// used it with, as budgets (id → key fingerprint) names them, with the
+// budget's id and the key's fingerprint, in the order of the ids; r
+// itself, without a budget, when there is none.
+func keyedRules(r config.RateRule, budgets map[string]string) []config.RateRule {
+	var rules []config.RateRule
+	for _, id := range slices.Sorted(maps.Keys(budgets)) {
+		if key := budgets[id]; r.BudgetID(key) == id {
+			k := r
+			k.ID, k.KeyID = id, key
+			rules = append(rules, k)
+		}
+	}
+	if len(rules) == 0 {
+		return []config.RateRule{r}
+	}
+	return rules
 }
 
 // budgets reads the index of budgets: id → key fingerprint.
