@@ -104,35 +104,45 @@ func (s *Stream) Next() (spooltype.Event, error) {
 			}
 			continue
 		}
-		switch m.event {
-		case "", "message":
-			var ev spooltype.Event
-			if err := json.Unmarshal([]byte(m.data), &ev); err != nil {
-				s.err = fmt.Errorf("client: event stream of %s: an event that is not JSON: %w", s.id, err)
-				continue
-			}
-			if ev.Seq <= s.last {
-				continue // had it already
-			}
-			s.last = ev.Seq
+		if ev, ok := s.dispatch(m); ok {
 			return ev, nil
-		case spooltype.EventEnd:
-			var end spooltype.End
-			if err := json.Unmarshal([]byte(m.data), &end); err != nil {
-				s.err = fmt.Errorf("client: event stream of %s: end message: %w", s.id, err)
-				continue
-			}
-			s.end, s.err = &end, io.EOF
-			s.drop()
-		case spooltype.EventError:
-			p := &spooltype.Problem{}
-			if err := json.Unmarshal([]byte(m.data), p); err != nil {
-				p = &spooltype.Problem{Type: "about:blank", Title: "error", Status: http.StatusInternalServerError, Code: "internal", Detail: m.data}
-			}
-			s.err = p
-			s.drop()
 		}
 	}
+}
+
+// dispatch takes in a message: an event after s.last is returned (ok), one
+// Next has returned already is skipped; the end message ends the stream
+// with io.EOF, and an error message with its *spooltype.Problem. A message
+// that does not parse ends the stream with an error.
+func (s *Stream) dispatch(m message) (ev spooltype.Event, ok bool) {
+	switch m.event {
+	case "", "message":
+		if err := json.Unmarshal([]byte(m.data), &ev); err != nil {
+			s.err = fmt.Errorf("client: event stream of %s: an event that is not JSON: %w", s.id, err)
+			return spooltype.Event{}, false
+		}
+		if ev.Seq <= s.last {
+			return spooltype.Event{}, false // had it already
+		}
+		s.last = ev.Seq
+		return ev, true
+	case spooltype.EventEnd:
+		var end spooltype.End
+		if err := json.Unmarshal([]byte(m.data), &end); err != nil {
+			s.err = fmt.Errorf("client: event stream of %s: end message: %w", s.id, err)
+			return spooltype.Event{}, false
+		}
+		s.end, s.err = &end, io.EOF
+		s.drop()
+	case spooltype.EventError:
+		p := &spooltype.Problem{}
+		if err := json.Unmarshal([]byte(m.data), p); err != nil {
+			p = &spooltype.Problem{Type: "about:blank", Title: "error", Status: http.StatusInternalServerError, Code: "internal", Detail: m.data}
+		}
+		s.err = p
+		s.drop()
+	}
+	return spooltype.Event{}, false
 }
 
 // again waits before the next connection attempt after err, and reports
@@ -218,19 +228,27 @@ func (s *Stream) message() (message, error) {
 			continue // a comment: keepalive
 		}
 		seen = true
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "event":
-			m.event = value
-		case "data":
-			data = append(data, value)
-		case "id":
-			m.id = value
-		case "retry":
-			if ms, err := strconv.Atoi(value); err == nil && ms >= 0 {
-				s.retry = time.Duration(ms) * time.Millisecond
-			}
+		data = s.field(&m, data, line)
+	}
+}
+
+// field takes in the field line of a message: its event or its id into m,
+// a line of its data appended to data (returned), or the stream's retry
+// (milliseconds). A field of another name is ignored.
+func (s *Stream) field(m *message, data []string, line string) []string {
+	field, value, _ := strings.Cut(line, ":")
+	value = strings.TrimPrefix(value, " ")
+	switch field {
+	case "event":
+		m.event = value
+	case "data":
+		data = append(data, value)
+	case "id":
+		m.id = value
+	case "retry":
+		if ms, err := strconv.Atoi(value); err == nil && ms >= 0 {
+			s.retry = time.Duration(ms) * time.Millisecond
 		}
 	}
+	return data
 }
