@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -155,12 +156,23 @@ func (s *session) forwardCancel(ctx context.Context) error {
 	return err
 }
 
-// continuationSeed builds a continuation thread's first messages from the
-// previous thread's verified transcript (spec phase 3): for a handoff, the
+// continuation is what a continuation thread (of a handoff or a resume)
+// begins from: its record, directive and project, and the previous
+// thread's verified transcript, read through the orchestrator.
+type continuation struct {
+	o    *orchestrator.Orchestrator
+	proj *orchestrator.Project
+	dir  *directive.Directive
+	rec  *registry.Record
+	log  *slog.Logger
+}
+
+// seed builds a continuation thread's first messages from the previous
+// thread's verified transcript (spec phase 3): for a handoff, the
 // trailing messages within resume_ceiling_tokens and the continuation
 // directive's rendered seed; for a resume, the whole conversation and the
 // user's message.
-func (s *session) continuationSeed(ctx context.Context) ([]thread.Message, error) {
+func (s *continuation) seed(ctx context.Context) ([]thread.Message, error) {
 	tr, err := s.o.VerifiedTranscript(ctx, s.rec.PreviousThreadID, s.proj.IntegrityMode())
 	if err != nil {
 		if errors.Is(err, transcript.ErrTampered) {
@@ -182,7 +194,7 @@ func (s *session) continuationSeed(ctx context.Context) ([]thread.Message, error
 
 // seedText renders the continuation directive, falling back to the spec's
 // plain instruction.
-func (s *session) seedText() string {
+func (s *continuation) seedText() string {
 	name := s.dir.Continuation
 	if name == "" {
 		name = defaultContinuation

@@ -100,7 +100,7 @@ func (s *session) begin(ctx context.Context) error {
 		}
 	case s.rec.PreviousThreadID != "":
 		evctx["previous_thread_id"] = s.rec.PreviousThreadID
-		seed, err := s.continuationSeed(ctx)
+		seed, err := (&continuation{o: s.o, proj: s.proj, dir: s.dir, rec: s.rec, log: s.log}).seed(ctx)
 		if err != nil {
 			return err
 		}
