@@ -129,7 +129,10 @@ func (r *graphRun) run(ctx context.Context) error {
 		// A stored state or result that does not verify: no retry mends it.
 		return r.failRun(ctx, "resume_state_invalid", err.Error())
 	}
-	if err != nil && stopRequested(ctx) && !errors.Is(err, errGraphHandBack) {
+	if se := (*stopError)(nil); errors.As(err, &se) || (err != nil && stopRequested(ctx) && !errors.Is(err, errGraphHandBack)) {
+		// A stop found between steps, or one that reached the activation
+		// where nothing decides on it (a checkpoint, a wait): the run is
+		// cancelled or out of time, not failed.
 		return r.stopped(ctx, err)
 	}
 	return err
@@ -348,10 +351,8 @@ func (r *graphRun) walk(ctx context.Context) error {
 		if r.cp.Final != nil {
 			return r.finalize(ctx)
 		}
-		if decided, err := r.checkSignals(ctx); err != nil {
+		if err := r.checkSignals(ctx); err != nil {
 			return err
-		} else if decided {
-			continue
 		}
 		o, err := r.next(ctx)
 		if err != nil {
@@ -367,22 +368,20 @@ func (r *graphRun) walk(ctx context.Context) error {
 }
 
 // checkSignals reads what may end the run between steps: a stop the
-// activation was asked for or its duration (decided: decideStop), the
-// cancel flag (decided: graph_cancelled), and a shutdown (errDraining,
-// the run handed back). It first runs the after_step hooks of a step a
-// dead worker may not have run them for (at least once).
-func (r *graphRun) checkSignals(ctx context.Context) (decided bool, err error) {
+// activation was asked for, its duration, the cancel flag (a *stopError,
+// which the activation decides in one place: stopped), and a shutdown
+// (errDraining, the run handed back). It first runs the after_step hooks
+// of a step a dead worker may not have run them for (at least once).
+func (r *graphRun) checkSignals(ctx context.Context) error {
 	if stopRequested(ctx) || r.pastDuration() {
-		r.decideStop(ctx)
-		return true, nil
+		return &stopError{}
 	}
 	cancelled, err := r.cancelFlag(ctx)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if cancelled {
-		r.decideCancelled(ctx, "cancelled by request")
-		return true, nil
+		return &stopError{}
 	}
 	if r.cp.HooksDue > 0 {
 		// The last step's after_step hooks may not have run (the
@@ -390,9 +389,9 @@ func (r *graphRun) checkSignals(ctx context.Context) (decided bool, err error) {
 		r.afterStep(ctx, r.cp.HooksDue, "", nil, "")
 	}
 	if r.w.isDraining() {
-		return false, errDraining
+		return errDraining
 	}
-	return false, nil
+	return nil
 }
 
 // next runs the run's next step, traced: the step pending resumed, or
@@ -558,8 +557,12 @@ func (r *graphRun) decideStop(ctx context.Context) {
 	r.decideCancelled(ctx, "cancelled by request")
 }
 
-// stopped ends an activation that a stop interrupted where nothing decides
-// on it (a checkpoint, a wait): the run ends now, on a detached context.
+// stopped is the one place that decides a run's stop: a stop found
+// between steps (a *stopError: a cancel request, the cancel flag, the
+// duration limit), or one that interrupted the activation where nothing
+// decides on it (a checkpoint, a wait), ends the run now, on a detached
+// context: cancelled, or duration_exceeded (decideStop). An outcome
+// decided before the stop stands.
 func (r *graphRun) stopped(ctx context.Context, cause error) error {
 	stopped := ctx
 	ctx, cancel := detachCancel(ctx)

@@ -132,10 +132,12 @@ func (a *activation) id() string { return a.rec.ThreadID }
 // activation's steps (load, restore, the turn loop and its steps,
 // finalize) and what decides between them. What a step asks of a concern
 // that needs only a little of the thread is done by a collaborator the
-// session holds, which keeps only what it uses: the spans (turnTracer),
-// the budget (spend), the rate limits (rateGate), the tools (toolRunner),
-// the hooks' actions (hookActions), the messages (conversation) and the
-// live feed (liveFeed).
+// session holds or makes, which keeps only what it uses: the spans
+// (turnTracer), the budget (spend), the rate limits (rateGate), the tools
+// (toolRunner), the hooks' actions (hookActions), the messages
+// (conversation), the live feed (liveFeed), the coordination calls
+// (coordinator), the wait on its children (childWait) and a
+// continuation's first messages (continuation).
 type session struct {
 	activation
 
@@ -151,8 +153,6 @@ type session struct {
 	// msgs are the messages the model reads.
 	msgs conversation
 	st   state
-	// events are the transcript's events so far (restored and new), for
-	// the knowledge render at each checkpoint.
 	// finalDurable: the thread_completed event is in a durable segment.
 	finalDurable bool
 	// tracer traces the activation's turns, model calls, tools and
