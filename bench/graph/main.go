@@ -146,79 +146,122 @@ func run(n, capN, conc, producers, steps, rounds int, only, redisURL string, che
 		defer pprof.StopCPUProfile()
 	}
 	fmt.Printf("bench graph: n=%d cap=%d concurrency=%d producers=%d steps=%d rounds=%d\n", n, capN, conc, producers, steps, rounds)
-	var gr, tr, wr, sr, gs, ts []float64
+	b := &graphBench{n: n, capN: capN, conc: conc, producers: producers, steps: steps, check: check, rdb: rdb, store: store, tmp: tmp}
+	var fig figures
 	for r := 0; r < rounds; r++ {
-		f, err := benchenv.NewFleet(ctx, rdb, store, fleetConfig(tmp, "round", r, conc, check, n, capN, steps, ""))
-		if err != nil {
+		if err := b.round(ctx, r, only, &fig); err != nil {
 			return err
 		}
-		if only != "loop" {
-			items := make([]any, n)
-			for i := range items {
-				items[i] = i
-			}
-			g, gc, err := timeGraph(ctx, rdb, f, "bench/fan", map[string]any{"items": items})
-			if err != nil {
-				f.Close()
-				return err
-			}
-			t, tc, err := time.Duration(1), benchenv.CPU{}, error(nil)
-			if os.Getenv("SPOOL_BENCH_GRAPH_ONLY") == "" {
-				t, tc, err = timeThreads(ctx, rdb, f, n, producers)
-			}
-			if err != nil {
-				f.Close()
-				return err
-			}
-			w, wc, err := time.Duration(1), benchenv.CPU{}, error(nil)
-			if os.Getenv("SPOOL_BENCH_GRAPH_ONLY") == "" {
-				w, wc, err = timeWindow(ctx, rdb, f, n, capN)
-			}
-			if err != nil {
-				f.Close()
-				return err
-			}
-			// The same graph on a fleet whose runs do not hold (hold_seconds 0).
-			su, sc, err := time.Duration(1), benchenv.CPU{}, error(nil)
-			if os.Getenv("SPOOL_BENCH_GRAPH_ONLY") == "" {
-				su, sc, err = timeSuspended(ctx, rdb, store, tmp, r, conc, check, n, capN, steps, items)
-			}
-			if err != nil {
-				f.Close()
-				return err
-			}
-			fmt.Printf("round %d foreach: graph %.0f items/s, threads %.0f threads/s (ratio %.2f), threads %d at a time %.0f threads/s (ratio %.2f), graph without the hold %.0f items/s (held/suspended %.2f); CPU per item (bench, redis): graph %s, threads %s, %d at a time %s, without the hold %s\n",
-				r+1, float64(n)/g.Seconds(), float64(n)/t.Seconds(), t.Seconds()/g.Seconds(), capN, float64(n)/w.Seconds(), w.Seconds()/g.Seconds(),
-				float64(n)/su.Seconds(), su.Seconds()/g.Seconds(), gc.Per(n), tc.Per(n), capN, wc.Per(n), sc.Per(n))
-			gr, tr, wr, sr = append(gr, float64(n)/g.Seconds()), append(tr, float64(n)/t.Seconds()), append(wr, float64(n)/w.Seconds()), append(sr, float64(n)/su.Seconds())
-		}
-		if only != "foreach" {
-			g, gc, err := timeGraph(ctx, rdb, f, "bench/loop", nil)
-			if err != nil {
-				f.Close()
-				return err
-			}
-			t, tc, err := timeTurns(ctx, rdb, f)
-			if err != nil {
-				f.Close()
-				return err
-			}
-			fmt.Printf("round %d loop: graph %s per step, thread %s per turn, ratio %.2f; CPU per step / turn (bench, redis): %s / %s\n",
-				r+1, g/time.Duration(steps+1), t/time.Duration(steps), float64(g)/float64(steps+1)/(float64(t)/float64(steps)), gc.Per(steps+1), tc.Per(steps))
-			gs, ts = append(gs, float64(g)/float64(steps+1)), append(ts, float64(t)/float64(steps))
-		}
-		f.Close()
 	}
-	if len(gr) > 0 {
-		mg, mt, mw, ms := benchenv.Median(gr), benchenv.Median(tr), benchenv.Median(wr), benchenv.Median(sr)
+	fig.printMedians(capN)
+	return nil
+}
+
+// graphBench is what every round of the bench uses: its parameters, and
+// the Redis, the blob store and the directory its fleets share.
+type graphBench struct {
+	n, capN, conc, producers, steps int
+	check                           time.Duration
+	rdb                             redis.UniversalClient
+	store                           blobstore.Store
+	tmp                             string
+}
+
+// figures are the rounds' figures, for their medians: items (threads) per
+// second of the foreach graph, of the threads started directly, of the
+// threads capN at a time and of the graph without the hold; nanoseconds
+// per graph step and per thread turn of the loop.
+type figures struct {
+	graph, threads, window, suspended []float64
+	graphStep, threadTurn             []float64
+}
+
+// round runs round r on a fleet of its own: the foreach comparison unless
+// only is "loop", the loop comparison unless only is "foreach".
+func (b *graphBench) round(ctx context.Context, r int, only string, fig *figures) error {
+	f, err := benchenv.NewFleet(ctx, b.rdb, b.store, fleetConfig(b.tmp, "round", r, b.conc, b.check, b.n, b.capN, b.steps, ""))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if only != "loop" {
+		if err := b.foreach(ctx, r, f, fig); err != nil {
+			return err
+		}
+	}
+	if only != "foreach" {
+		return b.loop(ctx, r, f, fig)
+	}
+	return nil
+}
+
+// foreach runs round r's foreach comparison on f: the graph, then (unless
+// SPOOL_BENCH_GRAPH_ONLY is set) the threads started directly, the
+// threads capN at a time and the graph on a fleet without the hold; it
+// prints the round's line and adds its figures to fig.
+func (b *graphBench) foreach(ctx context.Context, r int, f *benchenv.Fleet, fig *figures) error {
+	n, capN := b.n, b.capN
+	items := make([]any, n)
+	for i := range items {
+		items[i] = i
+	}
+	g, gc, err := timeGraph(ctx, b.rdb, f, "bench/fan", map[string]any{"items": items})
+	if err != nil {
+		return err
+	}
+	t, tc := time.Duration(1), benchenv.CPU{}
+	w, wc := time.Duration(1), benchenv.CPU{}
+	su, sc := time.Duration(1), benchenv.CPU{}
+	if os.Getenv("SPOOL_BENCH_GRAPH_ONLY") == "" {
+		if t, tc, err = timeThreads(ctx, b.rdb, f, n, b.producers); err != nil {
+			return err
+		}
+		if w, wc, err = timeWindow(ctx, b.rdb, f, n, capN); err != nil {
+			return err
+		}
+		// The same graph on a fleet whose runs do not hold (hold_seconds 0).
+		if su, sc, err = timeSuspended(ctx, b.rdb, b.store, b.tmp, r, b.conc, b.check, n, capN, b.steps, items); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("round %d foreach: graph %.0f items/s, threads %.0f threads/s (ratio %.2f), threads %d at a time %.0f threads/s (ratio %.2f), graph without the hold %.0f items/s (held/suspended %.2f); CPU per item (bench, redis): graph %s, threads %s, %d at a time %s, without the hold %s\n",
+		r+1, float64(n)/g.Seconds(), float64(n)/t.Seconds(), t.Seconds()/g.Seconds(), capN, float64(n)/w.Seconds(), w.Seconds()/g.Seconds(),
+		float64(n)/su.Seconds(), su.Seconds()/g.Seconds(), gc.Per(n), tc.Per(n), capN, wc.Per(n), sc.Per(n))
+	fig.graph, fig.threads = append(fig.graph, float64(n)/g.Seconds()), append(fig.threads, float64(n)/t.Seconds())
+	fig.window, fig.suspended = append(fig.window, float64(n)/w.Seconds()), append(fig.suspended, float64(n)/su.Seconds())
+	return nil
+}
+
+// loop runs round r's loop comparison on f: the gate loop graph, then the
+// thread of as many turns; it prints the round's line and adds its
+// figures to fig.
+func (b *graphBench) loop(ctx context.Context, r int, f *benchenv.Fleet, fig *figures) error {
+	steps := b.steps
+	g, gc, err := timeGraph(ctx, b.rdb, f, "bench/loop", nil)
+	if err != nil {
+		return err
+	}
+	t, tc, err := timeTurns(ctx, b.rdb, f)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("round %d loop: graph %s per step, thread %s per turn, ratio %.2f; CPU per step / turn (bench, redis): %s / %s\n",
+		r+1, g/time.Duration(steps+1), t/time.Duration(steps), float64(g)/float64(steps+1)/(float64(t)/float64(steps)), gc.Per(steps+1), tc.Per(steps))
+	fig.graphStep, fig.threadTurn = append(fig.graphStep, float64(g)/float64(steps+1)), append(fig.threadTurn, float64(t)/float64(steps))
+	return nil
+}
+
+// printMedians prints the median lines of the comparisons that ran.
+func (fig *figures) printMedians(capN int) {
+	if len(fig.graph) > 0 {
+		mg, mt, mw, ms := benchenv.Median(fig.graph), benchenv.Median(fig.threads), benchenv.Median(fig.window), benchenv.Median(fig.suspended)
 		fmt.Printf("median foreach: graph %.0f items/s, threads %.0f threads/s (ratio %.2f), threads %d at a time %.0f threads/s (ratio %.2f), graph without the hold %.0f items/s (held/suspended %.2f)\n",
 			mg, mt, mg/mt, capN, mw, mg/mw, ms, mg/ms)
 	}
-	if len(gs) > 0 {
-		mg, mt := benchenv.Median(gs), benchenv.Median(ts)
+	if len(fig.graphStep) > 0 {
+		mg, mt := benchenv.Median(fig.graphStep), benchenv.Median(fig.threadTurn)
 		fmt.Printf("median loop: %s per graph step, %s per thread turn, ratio %.2f\n", time.Duration(mg), time.Duration(mt), mg/mt)
 	}
-	return nil
 }
 
 // fleetConfig is round r's fleet of the bench project with graphs.yaml
