@@ -124,16 +124,7 @@ func run(trees, children, turns, conc, shards int, latency time.Duration, redisU
 	if err != nil {
 		return err
 	}
-	root := strings.Replace(benchenv.Directive("root", `turns="4" spawns="`+strconv.Itoa(children)+`"`),
-		"<tool>rye/file-system/*</tool>", "<tool>rye/file-system/*</tool><tool>rye/agent/threads/thread_directive</tool>", 1)
-	f, err := benchenv.NewFleet(ctx, rdb, blobstore.NewMemory(), benchenv.FleetConfig{
-		Namespace: ns, Shards: ks.Shards(), Dir: tmp, Concurrency: conc,
-		Files: map[string]string{
-			".ai/directives/tree/root.md": root,
-			".ai/directives/tree/kid.md":  benchenv.Directive("kid", fmt.Sprintf(`turns="%d"`, turns+2)),
-		},
-		ScriptPath: "scripts/tree.yaml", Script: script(children, turns, latency),
-	})
+	f, err := treeFleet(ctx, rdb, tmp, ns, ks.Shards(), conc, children, turns, latency)
 	if err != nil {
 		return err
 	}
@@ -141,45 +132,88 @@ func run(trees, children, turns, conc, shards int, latency time.Duration, redisU
 
 	fmt.Printf("cluster: %d trees (a root and %d children of %d turns), model latency %s, one worker of concurrency %d, %d shards\n",
 		trees, children, turns, latency, conc, ks.Shards())
-	if err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.ConfigResetStat(ctx).Err() }); err != nil {
+	o, err := runTrees(ctx, cc, f, trees)
+	if err != nil {
 		return err
+	}
+	o.print(trees*(2+children*turns), turns)
+	return nil
+}
+
+// treeFleet is the fleet of the bench's project, in namespace ns of the
+// given shards: a root that spawns children children in one turn, each a
+// kid of turns turns, on the scripted model of latency per call.
+func treeFleet(ctx context.Context, rdb redis.UniversalClient, tmp, ns string, shards, conc, children, turns int, latency time.Duration) (*benchenv.Fleet, error) {
+	root := strings.Replace(benchenv.Directive("root", `turns="4" spawns="`+strconv.Itoa(children)+`"`),
+		"<tool>rye/file-system/*</tool>", "<tool>rye/file-system/*</tool><tool>rye/agent/threads/thread_directive</tool>", 1)
+	return benchenv.NewFleet(ctx, rdb, blobstore.NewMemory(), benchenv.FleetConfig{
+		Namespace: ns, Shards: shards, Dir: tmp, Concurrency: conc,
+		Files: map[string]string{
+			".ai/directives/tree/root.md": root,
+			".ai/directives/tree/kid.md":  benchenv.Directive("kid", fmt.Sprintf(`turns="%d"`, turns+2)),
+		},
+		ScriptPath: "scripts/tree.yaml", Script: script(children, turns, latency),
+	})
+}
+
+// outcome is what runTrees measured: every master's figures before and
+// after, the time from the first start to the last end, and how the roots
+// ended.
+type outcome struct {
+	before, after map[string]*node
+	elapsed       time.Duration
+	ended         map[thread.Status]int
+}
+
+// runTrees resets every master's command stats, then starts trees roots
+// on f and waits for them all to end, sampling the masters before and
+// after.
+func runTrees(ctx context.Context, cc *redis.ClusterClient, f *benchenv.Fleet, trees int) (*outcome, error) {
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.ConfigResetStat(ctx).Err() }); err != nil {
+		return nil, err
 	}
 	before, err := nodes(ctx, cc)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	start := time.Now()
 	ids, err := f.StartThreads(ctx, "tree/root", trees, 16)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	res, err := f.O.Wait(ctx, ids, 30*time.Minute)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	elapsed := time.Since(start)
 	after, err := nodes(ctx, cc)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ended := map[thread.Status]int{}
 	for _, id := range ids {
 		ended[res[id].Status]++
 	}
-	total := trees * (2 + children*turns)
+	return &outcome{before: before, after: after, elapsed: elapsed, ended: ended}, nil
+}
+
+// print prints the outcome of total turns (children of turns turns each):
+// the totals, then per node, in address order, its share of the keys and
+// of the Redis CPU and its three busiest commands, per turn.
+func (o *outcome) print(total, turns int) {
 	var cpu time.Duration
 	var keys int64
-	addrs := make([]string, 0, len(after))
-	for a, n := range after {
+	addrs := make([]string, 0, len(o.after))
+	for a, n := range o.after {
 		addrs = append(addrs, a)
-		cpu += n.cpu - before[a].cpu
+		cpu += n.cpu - o.before[a].cpu
 		keys += n.keys
 	}
 	sort.Strings(addrs)
-	fmt.Printf("cluster: all ended in %.1fs; roots: %v; %d turns (roots 2 each, children %d each)\n", elapsed.Seconds(), ended, total, turns)
+	fmt.Printf("cluster: all ended in %.1fs; roots: %v; %d turns (roots 2 each, children %d each)\n", o.elapsed.Seconds(), o.ended, total, turns)
 	fmt.Printf("cluster: Redis CPU %.1f µs per turn over %d nodes\n", float64(cpu.Microseconds())/float64(total), len(addrs))
 	for _, a := range addrs {
-		n, b := after[a], before[a]
+		n, b := o.after[a], o.before[a]
 		d := n.cpu - b.cpu
 		fmt.Printf("  node %d: %5.1f%% of the keys, %5.1f µs per turn = %4.1f%% of the Redis CPU; busiest:", indexOf(addrs, a),
 			100*float64(n.keys)/float64(max(keys, 1)), float64(d.Microseconds())/float64(total), 100*float64(d)/float64(max(cpu, 1)))
@@ -191,7 +225,6 @@ func run(trees, children, turns, conc, shards int, latency time.Duration, redisU
 		}
 		fmt.Println()
 	}
-	return nil
 }
 
 func indexOf(xs []string, x string) int {
