@@ -153,11 +153,14 @@ func populate(ctx context.Context, rdb redis.UniversalClient, prefix string, thr
 
 func key(prefix, kind, id string) string { return "spool:{" + prefix + "}:" + kind + ":" + id }
 
+// checkpointCost is the cost every checkpoint commits: one turn's.
+const checkpointCost = `{"turns":1,"input_tokens":100,"output_tokens":10,"spend":0.00015,"elapsed_seconds":0.001367574}`
+
 // measure runs rounds checkpoints of every thread, group of them a call,
 // and returns Redis's CPU per checkpoint in µs.
 func measure(ctx context.Context, info redis.UniversalClient, c *redisfn.Client, script *redisfn.Script, prefix string,
 	group, threads, rounds, clients int) (float64, error) {
-	cost := `{"turns":1,"input_tokens":100,"output_tokens":10,"spend":0.00015,"elapsed_seconds":0.001367574}`
+	gc := &groupCommit{c: c, script: script, prefix: prefix, group: group, threads: threads}
 	before := benchenv.SampleCPU(ctx, info)
 	work := make(chan [2]int)
 	errs := make(chan error, clients)
@@ -167,48 +170,19 @@ func measure(ctx context.Context, info redis.UniversalClient, c *redisfn.Client,
 		go func() {
 			defer wg.Done()
 			for job := range work {
-				round, first := job[0], job[1]
-				var keys []string
-				var args []any
-				for i := first; i < first+group && i < threads; i++ {
-					id := fmt.Sprintf("bench/work-%08d", i)
-					keys = append(keys, key(prefix, "thread", id), key(prefix, "x", "active"), key(prefix, "x", "events"), key(prefix, "ledger", id))
-					args = append(args, id, fmt.Sprintf("%s:turn:%d", id, round), 150000, time.Now().UTC().Format(time.RFC3339Nano), cost)
-				}
-				res, err := script.Run(ctx, c, keys, args...).Slice()
-				if err == nil {
-					for _, r := range res {
-						if s, ok := r.(string); ok {
-							err = fmt.Errorf("refused: %s", s)
-						}
-					}
-				}
-				if err != nil {
+				if err := gc.commit(ctx, job[0], job[1]); err != nil {
 					errs <- err
 					return
 				}
 			}
 		}()
 	}
-	n := 0
-feed:
-	for round := 0; round < rounds; round++ {
-		for first := 0; first < threads; first += group {
-			select {
-			case work <- [2]int{round, first}:
-			case err := <-errs:
-				close(work)
-				wg.Wait()
-				return 0, err
-			}
-			n += min(group, threads-first)
-			if len(errs) > 0 {
-				break feed
-			}
-		}
-	}
+	n, err := feed(work, errs, group, threads, rounds)
 	close(work)
 	wg.Wait()
+	if err != nil {
+		return 0, err
+	}
 	select {
 	case err := <-errs:
 		return 0, err
@@ -216,6 +190,59 @@ feed:
 	}
 	d := benchenv.SampleCPU(ctx, info).Sub(before)
 	return float64(d.Redis.Microseconds()) / float64(n), nil
+}
+
+// feed hands the committers every round's groups of threads on work, as
+// {round, first thread}, and returns how many checkpoints it handed out.
+// It stops at a committer's error: the error it took from errs, or none
+// when it saw one waiting there (the caller takes it).
+func feed(work chan<- [2]int, errs chan error, group, threads, rounds int) (int, error) {
+	n := 0
+	for round := 0; round < rounds; round++ {
+		for first := 0; first < threads; first += group {
+			select {
+			case work <- [2]int{round, first}:
+			case err := <-errs:
+				return n, err
+			}
+			n += min(group, threads-first)
+			if len(errs) > 0 {
+				return n, nil
+			}
+		}
+	}
+	return n, nil
+}
+
+// groupCommit is one mode's checkpoints: group threads' checkpoints a call
+// of script through c, on the threads populate wrote under prefix.
+type groupCommit struct {
+	c              *redisfn.Client
+	script         *redisfn.Script
+	prefix         string
+	group, threads int
+}
+
+// commit runs round's checkpoint of the group of threads from first on
+// (fewer at the end) in one call; a thread's refusal fails it.
+func (g *groupCommit) commit(ctx context.Context, round, first int) error {
+	var keys []string
+	var args []any
+	for i := first; i < first+g.group && i < g.threads; i++ {
+		id := fmt.Sprintf("bench/work-%08d", i)
+		keys = append(keys, key(g.prefix, "thread", id), key(g.prefix, "x", "active"), key(g.prefix, "x", "events"), key(g.prefix, "ledger", id))
+		args = append(args, id, fmt.Sprintf("%s:turn:%d", id, round), 150000, time.Now().UTC().Format(time.RFC3339Nano), checkpointCost)
+	}
+	res, err := g.script.Run(ctx, g.c, keys, args...).Slice()
+	if err != nil {
+		return err
+	}
+	for _, r := range res {
+		if s, ok := r.(string); ok {
+			err = fmt.Errorf("refused: %s", s)
+		}
+	}
+	return err
 }
 
 func list(xs []float64) string {
