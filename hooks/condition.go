@@ -241,37 +241,7 @@ func toNumber(v any) (float64, bool) {
 		f, err := strconv.ParseFloat(s, 64)
 		return f, err == nil && !math.IsNaN(f)
 	}
-	return kindNumber(v)
-}
-
-// kindNumber converts a value of Go's other number kinds (the integers and
-// float32) to float64; ok is false for anything else.
-func kindNumber(v any) (float64, bool) {
-	switch n := v.(type) {
-	case int:
-		return float64(n), true
-	case int8:
-		return float64(n), true
-	case int16:
-		return float64(n), true
-	case int32:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case uint:
-		return float64(n), true
-	case uint8:
-		return float64(n), true
-	case uint16:
-		return float64(n), true
-	case uint32:
-		return float64(n), true
-	case uint64:
-		return float64(n), true
-	case float32:
-		return float64(n), true
-	}
-	return 0, false
+	return thread.KindNumber(v)
 }
 
 func equal(a, b any) bool {

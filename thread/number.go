@@ -32,7 +32,7 @@ func Number(v any) (float64, error) {
 	case nil:
 		return 0, fmt.Errorf("a missing value is not a number")
 	default:
-		n, ok := kindNumber(v)
+		n, ok := KindNumber(v)
 		if !ok {
 			return 0, fmt.Errorf("%v (%T) is not a number", v, v)
 		}
@@ -44,9 +44,10 @@ func Number(v any) (float64, error) {
 	return f, nil
 }
 
-// kindNumber is v as a float64 when v is of one of Go's integer or float
-// kinds; ok is false for anything else. It may be NaN or ±Inf.
-func kindNumber(v any) (float64, bool) {
+// KindNumber is v as a float64 when v is of one of Go's integer or float
+// kinds; ok is false for anything else (a string, json.Number). It may be
+// NaN or ±Inf.
+func KindNumber(v any) (float64, bool) {
 	switch x := v.(type) {
 	case int:
 		return float64(x), true

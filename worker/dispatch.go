@@ -245,14 +245,8 @@ func (s *session) spawn(ctx context.Context, call thread.ToolCall) error {
 		if isInfra(err) {
 			return err
 		}
-		var le *thread.LimitError
-		if errors.As(err, &le) && le.Code == thread.CodeSpendExceeded {
-			s.w.metrics.ledgerRejected("reserve")
-		}
-		obj := errorObject(err)
-		s.emit(transcript.TypeChildRefused, transcript.ChildRefused{Directive: name, Code: obj["code"].(string), Message: err.Error()})
+		s.refusedStart(call, threadDirectiveID, name, err, errorObject(err))
 		s.log.Info("spawn refused", "directive", name, "error", err)
-		s.toolJSON(call.ID, threadDirectiveID, map[string]any{"success": false, "error": obj}, true)
 		return nil
 	}
 	fault("thread:after_spawn")
@@ -306,4 +300,17 @@ func decodeInputs(raw json.RawMessage) (map[string]any, error) {
 		}
 	}
 	return nil, fmt.Errorf("inputs must be a JSON object or a string holding one")
+}
+
+// refusedStart answers call (of tool) whose start of child name the
+// orchestrator refused with err, obj the error the model reads: the
+// refusal is recorded (child_refused), and counted when the budget
+// refused the child's reserve.
+func (s *session) refusedStart(call thread.ToolCall, tool, name string, err error, obj map[string]any) {
+	var le *thread.LimitError
+	if errors.As(err, &le) && le.Code == thread.CodeSpendExceeded {
+		s.w.metrics.ledgerRejected("reserve")
+	}
+	s.emit(transcript.TypeChildRefused, transcript.ChildRefused{Directive: name, Code: obj["code"].(string), Message: err.Error()})
+	s.toolJSON(call.ID, tool, map[string]any{"success": false, "error": obj}, true)
 }

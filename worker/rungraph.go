@@ -165,16 +165,11 @@ func (s *session) graphRefused(call thread.ToolCall, name string, err error) err
 	if isInfra(err) {
 		return err
 	}
-	var le *thread.LimitError
-	if errors.As(err, &le) && le.Code == thread.CodeSpendExceeded {
-		s.w.metrics.ledgerRejected("reserve")
-	}
 	obj := errorObject(err)
 	if errors.Is(err, orchestrator.ErrGraphNotFound) || errors.Is(err, orchestrator.ErrGraphInvalid) {
 		obj["code"] = "graph_refused"
 	}
-	s.emit(transcript.TypeChildRefused, transcript.ChildRefused{Directive: name, Code: obj["code"].(string), Message: err.Error()})
+	s.refusedStart(call, runGraphID, name, err, obj)
 	s.log.Info("graph run refused", "graph", name, "error", err)
-	s.toolJSON(call.ID, runGraphID, map[string]any{"success": false, "error": obj}, true)
 	return nil
 }
