@@ -35,18 +35,18 @@ func graphCommand() *cli.Command {
 			{Name: "validate", Usage: "parse and validate graph files, enqueue nothing", ArgsUsage: "PATH|NAME...",
 				Description: "Each argument is a graph file, or a graph name resolved in the project (.ai/graphs/NAME.yaml).\n" +
 					"Errors name the node or key; warnings do not fail. Exit 1 when any graph has errors.",
-				Flags: []cli.Flag{jsonFlag, &cli.BoolFlag{Name: "normalize", Usage: "print each graph's canonical form (YAML)"}}, Action: graphValidate},
-			{Name: "list", Usage: "list graph runs", Flags: []cli.Flag{jsonFlag,
+				Flags: []cli.Flag{jsonFlag(), &cli.BoolFlag{Name: "normalize", Usage: "print each graph's canonical form (YAML)"}}, Action: graphValidate},
+			{Name: "list", Usage: "list graph runs", Flags: []cli.Flag{jsonFlag(),
 				&cli.StringFlag{Name: "status", Usage: "only runs in this status"},
 				&cli.StringFlag{Name: "graph", Usage: "only runs of this graph"},
 				&cli.IntFlag{Name: "limit", Value: 100, Usage: "list at most this many runs"}}, Action: graphList},
-			{Name: "show", Usage: "a run's record and node table", ArgsUsage: "RUN", Flags: []cli.Flag{jsonFlag,
+			{Name: "show", Usage: "a run's record and node table", ArgsUsage: "RUN", Flags: []cli.Flag{jsonFlag(),
 				&cli.BoolFlag{Name: "markdown", Usage: "print the knowledge render (node table and step history)"}}, Action: graphShow},
-			{Name: "state", Usage: "the state after a step (default: the last checkpoint's)", ArgsUsage: "RUN", Flags: []cli.Flag{jsonFlag,
+			{Name: "state", Usage: "the state after a step (default: the last checkpoint's)", ArgsUsage: "RUN", Flags: []cli.Flag{jsonFlag(),
 				&cli.IntFlag{Name: "step", Value: -1, Usage: "the step whose state to print"}}, Action: graphState},
-			{Name: "cancel", Usage: "cancel a run; its running children are cancelled too", ArgsUsage: "RUN", Flags: []cli.Flag{jsonFlag}, Action: graphCancel},
+			{Name: "cancel", Usage: "cancel a run; its running children are cancelled too", ArgsUsage: "RUN", Flags: []cli.Flag{jsonFlag()}, Action: graphCancel},
 			{Name: "resume", Usage: "a continuation run of a failed or cancelled run, from its last checkpoint", ArgsUsage: "RUN",
-				Flags: []cli.Flag{jsonFlag,
+				Flags: []cli.Flag{jsonFlag(),
 					&cli.StringFlag{Name: "from", Usage: "go on from this node instead"},
 					&cli.StringSliceFlag{Name: "set", Usage: "set a state key: KEY=JSON (repeatable)"}}, Action: graphResume},
 			{Name: "fork", Usage: "a new run beside RUN from its checkpoint after a step (RUN is left as it is)", ArgsUsage: "RUN",
@@ -55,7 +55,7 @@ func graphCommand() *cli.Command {
 					"Examples:\n" +
 					"   spool graph fork RUN --at-step 2\n" +
 					"   spool graph fork RUN --at-step 1 --set planned=2 --from review --wait",
-				Flags: []cli.Flag{jsonFlag,
+				Flags: []cli.Flag{jsonFlag(),
 					&cli.IntFlag{Name: "at-step", Usage: "the step (from 1) whose checkpoint the fork starts from (required)"},
 					&cli.StringFlag{Name: "from", Usage: "go on from this node instead of the checkpoint's next node"},
 					&cli.StringSliceFlag{Name: "set", Usage: "set a state key: KEY=JSON (repeatable)"},
@@ -82,7 +82,7 @@ func graphRunCommand() *cli.Command {
 			"   spool graph run demo/review --inputs-json '{\"topics\": [\"queues\", \"leases\"]}' --embedded --wait\n" +
 			"   spool graph run demo/review --input title=weekly --inputs-json @topics.json --limit spend=0.5 --limit max_steps=20 --json",
 		Flags: append([]cli.Flag{
-			jsonFlag,
+			jsonFlag(),
 			&cli.StringSliceFlag{Name: "input", Usage: "input k=v (repeatable), converted to the type the graph declares"},
 			&cli.StringFlag{Name: "inputs-json", Usage: "inputs as a JSON object, or @FILE to read it from FILE (@- for stdin)"},
 			&cli.StringSliceFlag{Name: "limit", Usage: "limit override k=v: spend, duration, depth, spawns, turns, tokens, max_steps"},

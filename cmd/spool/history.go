@@ -28,7 +28,7 @@ func historyCommands() []*cli.Command {
 				"turn N, tool calls and results as recorded (nothing runs again), with --message appended. The fork carries\n" +
 				"what ID's chain had left at turn N (never a fresh budget) and starts with a workspace of its own, as ID's was\n" +
 				"at the end of turn N (the built-in file writes recorded up to then, replayed). ID is left as it is.",
-			Flags: []cli.Flag{jsonFlag,
+			Flags: []cli.Flag{jsonFlag(),
 				&cli.IntFlag{Name: "at-turn", Usage: "the turn (from 1) whose end the fork's conversation reaches (required)"},
 				&cli.StringFlag{Name: "message", Usage: "a user message the fork adds after the prefix"},
 				&cli.StringFlag{Name: "model", Usage: "the fork's model (default: ID's)"}}, Action: threadFork},
@@ -36,14 +36,14 @@ func historyCommands() []*cli.Command {
 			Description: "One entry per recorded model turn (text, tool calls with their inputs, usage) of ID's chain and of every\n" +
 				"child it started, under each thread's directive: run it with --model script:FILE as an offline fixture.\n" +
 				"--json prints the same script as one JSON object (JSON is YAML: it runs as a script too).",
-			Flags:  []cli.Flag{jsonFlag},
+			Flags:  []cli.Flag{jsonFlag()},
 			Action: threadExportScript},
 		{Name: "replay", Usage: "run a thread's directive and inputs again, isolated, and compare with the recording", ArgsUsage: "ID",
 			Description: "Replays ID's chain from its first thread, children and continuations too, in a scratch embedded Redis and\n" +
 				"store, by default on the recorded turns (export-script's script), or with --model on another model or script.\n" +
 				"Each turn's tool calls and results are compared with the recording: exit 0 when all match, 1 naming the\n" +
 				"first turn that differs and how.",
-			Flags: []cli.Flag{jsonFlag,
+			Flags: []cli.Flag{jsonFlag(),
 				&cli.StringFlag{Name: "model", Usage: "run on this model or script:PATH instead of the recorded turns"},
 				&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "give up the replay after this long (exit 1)"}}, Action: threadReplay},
 	}

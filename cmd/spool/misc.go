@@ -18,7 +18,7 @@ func keysCommand() *cli.Command {
 		Subcommands: []*cli.Command{{
 			Name:  "init",
 			Usage: "make an Ed25519 key pair at SPOOL_SIGNING_KEY, else in <data-dir>/keys (or --dir)",
-			Flags: []cli.Flag{jsonFlag, &cli.StringFlag{Name: "dir", Usage: "directory for the key pair (default: SPOOL_SIGNING_KEY's, else <data-dir>/keys)"}, &cli.BoolFlag{Name: "force", Usage: "replace an existing key"},
+			Flags: []cli.Flag{jsonFlag(), &cli.StringFlag{Name: "dir", Usage: "directory for the key pair (default: SPOOL_SIGNING_KEY's, else <data-dir>/keys)"}, &cli.BoolFlag{Name: "force", Usage: "replace an existing key"},
 				&cli.StringFlag{Name: "public-dir", Usage: "also write the public key (<keyid>.pub) to this directory, for readers' SPOOL_TRUSTED_KEYS"}},
 			Action: func(c *cli.Context) error {
 				if err := noArgs(c); err != nil {
@@ -88,7 +88,7 @@ func budgetCommand() *cli.Command {
 			Name:      "show",
 			Usage:     "the live budget of a thread's subtree: max, spent, reserved, remaining, children",
 			ArgsUsage: "ID",
-			Flags:     []cli.Flag{jsonFlag},
+			Flags:     []cli.Flag{jsonFlag()},
 			Action: func(c *cli.Context) error {
 				s, rec, err := openThread(c)
 				if err != nil {
@@ -136,7 +136,7 @@ func directiveCommand() *cli.Command {
 			Name:      "validate",
 			Usage:     "parse and validate directive files, or directives by name as thread run finds them; enqueue nothing",
 			ArgsUsage: "PATH|NAME...",
-			Flags:     []cli.Flag{jsonFlag},
+			Flags:     []cli.Flag{jsonFlag()},
 			Action:    directiveValidate,
 		}},
 	}

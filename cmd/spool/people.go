@@ -31,22 +31,22 @@ func who(c *cli.Context) string {
 
 func peopleCommands() []*cli.Command {
 	return []*cli.Command{
-		{Name: "approvals", Usage: "tool calls waiting for a decision", Flags: []cli.Flag{jsonFlag,
+		{Name: "approvals", Usage: "tool calls waiting for a decision", Flags: []cli.Flag{jsonFlag(),
 			&cli.StringFlag{Name: "thread", Usage: "only the calls of this thread ID"}}, Action: threadApprovals},
-		{Name: "approve", Usage: "approve a thread's pending tool calls: they run", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag,
+		{Name: "approve", Usage: "approve a thread's pending tool calls: they run", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag(),
 			&cli.StringFlag{Name: "call", Usage: "only this call ID (default: every pending call of the thread)"},
 			&cli.StringFlag{Name: "reason", Usage: "why, recorded in the transcript"}, byFlag()},
 			Action: func(c *cli.Context) error { return threadDecide(c, registry.DecisionApprove) }},
 		{Name: "deny", Usage: "deny a thread's pending tool calls: the model gets the reason as the call's error", ArgsUsage: "ID --reason TEXT",
-			Flags: []cli.Flag{jsonFlag,
+			Flags: []cli.Flag{jsonFlag(),
 				&cli.StringFlag{Name: "call", Usage: "only this call ID (default: every pending call of the thread)"},
 				&cli.StringFlag{Name: "reason", Usage: "why, given to the model (required)"}, byFlag()},
 			Action: func(c *cli.Context) error { return threadDecide(c, registry.DecisionDeny) }},
 		{Name: "send", Usage: "queue a message the model sees before its next call", ArgsUsage: "ID --message TEXT",
-			Flags:  []cli.Flag{jsonFlag, &cli.StringFlag{Name: "message", Usage: "the message (required)"}, byFlag()},
+			Flags:  []cli.Flag{jsonFlag(), &cli.StringFlag{Name: "message", Usage: "the message (required)"}, byFlag()},
 			Action: func(c *cli.Context) error { return threadSend(c, false) }},
 		{Name: "interrupt", Usage: "stop the model call or tool in flight, then deliver a message", ArgsUsage: "ID --message TEXT",
-			Flags:  []cli.Flag{jsonFlag, &cli.StringFlag{Name: "message", Usage: "the message (required)"}, byFlag()},
+			Flags:  []cli.Flag{jsonFlag(), &cli.StringFlag{Name: "message", Usage: "the message (required)"}, byFlag()},
 			Action: func(c *cli.Context) error { return threadSend(c, true) }},
 	}
 }

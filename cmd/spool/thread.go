@@ -27,7 +27,10 @@ import (
 	"github.com/spool-run/spool/transcript"
 )
 
-var jsonFlag = &cli.BoolFlag{Name: "json", Usage: "print JSON"}
+// jsonFlag is the --json flag, new for each command: urfave/cli writes
+// into a flag when it parses one, so commands (and tests that build the
+// app at once) share no flag value.
+func jsonFlag() *cli.BoolFlag { return &cli.BoolFlag{Name: "json", Usage: "print JSON"} }
 
 func threadCommand() *cli.Command {
 	return &cli.Command{
@@ -35,29 +38,29 @@ func threadCommand() *cli.Command {
 		Usage: "run and inspect threads",
 		Subcommands: append([]*cli.Command{
 			threadRunCommand(),
-			{Name: "list", Usage: "list threads", Flags: []cli.Flag{jsonFlag,
+			{Name: "list", Usage: "list threads", Flags: []cli.Flag{jsonFlag(),
 				&cli.StringFlag{Name: "status", Usage: "only threads in this status: created, running, waiting, completed, error, cancelled or continued"},
 				&cli.StringFlag{Name: "directive", Usage: "only threads of this directive (e.g. demo/hello)"},
 				&cli.StringFlag{Name: "parent", Usage: "only the children of this thread ID"},
 				&cli.IntFlag{Name: "limit", Value: 100, Usage: "list at most this many threads"}}, Action: threadList},
-			{Name: "show", Usage: "registry record, cost, limits and outputs", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag}, Action: threadShow},
-			{Name: "tree", Usage: "children and continuations with status and spend", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag}, Action: threadTree},
-			{Name: "chain", Usage: "continuation chain, root first", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag}, Action: threadChain},
-			{Name: "wait", Usage: "wait for threads (following continuation chains)", ArgsUsage: "ID...", Flags: []cli.Flag{jsonFlag,
+			{Name: "show", Usage: "registry record, cost, limits and outputs", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag()}, Action: threadShow},
+			{Name: "tree", Usage: "children and continuations with status and spend", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag()}, Action: threadTree},
+			{Name: "chain", Usage: "continuation chain, root first", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag()}, Action: threadChain},
+			{Name: "wait", Usage: "wait for threads (following continuation chains)", ArgsUsage: "ID...", Flags: []cli.Flag{jsonFlag(),
 				&cli.DurationFlag{Name: "timeout", Value: 600 * time.Second, Usage: "give up after this long (exit 1; the threads keep running); 0 waits without a limit"}}, Action: threadWait},
-			{Name: "cancel", Usage: "cancel a thread", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag,
+			{Name: "cancel", Usage: "cancel a thread", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag(),
 				&cli.BoolFlag{Name: "cascade", Value: true, Usage: "cancel its children too"}}, Action: threadCancel},
-			{Name: "resume", Usage: "resume a finished thread with a message", ArgsUsage: "ID --message TEXT", Flags: []cli.Flag{jsonFlag,
+			{Name: "resume", Usage: "resume a finished thread with a message", ArgsUsage: "ID --message TEXT", Flags: []cli.Flag{jsonFlag(),
 				&cli.StringFlag{Name: "message", Usage: "the user message the thread resumes with (required)"}}, Action: threadResume},
 			{Name: "transcript", Usage: "print a thread's transcript", ArgsUsage: "ID", Flags: []cli.Flag{
 				&cli.BoolFlag{Name: "json", Usage: "print JSON lines, one event a line (--format jsonl)"},
 				&cli.BoolFlag{Name: "follow", Usage: "keep printing as the thread runs"},
 				&cli.StringFlag{Name: "format", Value: "text", Usage: "jsonl, text or markdown"},
 				&cli.BoolFlag{Name: "lenient", Usage: "a transcript that fails verification: print its intact prefix, warn, exit 0"}}, Action: threadTranscript},
-			{Name: "search", Usage: "regex over the transcripts of a whole chain", ArgsUsage: "ID --query REGEX", Flags: []cli.Flag{jsonFlag,
+			{Name: "search", Usage: "regex over the transcripts of a whole chain", ArgsUsage: "ID --query REGEX", Flags: []cli.Flag{jsonFlag(),
 				&cli.StringFlag{Name: "query", Usage: "Go regular expression (required)"},
 				&cli.IntFlag{Name: "max", Value: 50, Usage: "print at most this many matches"}}, Action: threadSearch},
-			{Name: "verify", Usage: "verify every signature and hash of a transcript", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag}, Action: threadVerify},
+			{Name: "verify", Usage: "verify every signature and hash of a transcript", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag()}, Action: threadVerify},
 		}, append(peopleCommands(), historyCommands()...)...),
 	}
 }
@@ -81,7 +84,7 @@ func threadRunCommand() *cli.Command {
 			"   spool thread run demo/hello --model script:scripts/demo.yaml --wait --timeout 2m\n" +
 			"   spool thread run --project examples demo/hello --embedded --wait   # global flags go anywhere",
 		Flags: append([]cli.Flag{
-			jsonFlag,
+			jsonFlag(),
 			&cli.StringSliceFlag{Name: "input", Usage: "input k=v (repeatable); a directive that declares inputs takes only those"},
 			&cli.StringFlag{Name: "inputs-json", Usage: "inputs as a JSON object, or @FILE to read it from FILE (@- for stdin)"},
 			&cli.StringFlag{Name: "model", Usage: "model id, or script:PATH for the scripted provider"},
