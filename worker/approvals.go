@@ -137,29 +137,61 @@ func (s *session) resolveApprovals(ctx context.Context) (bool, error) {
 // webhook at once is never refused), the webhook announces each open
 // call that the thread had not asked before this activation.
 func (s *session) suspendForApproval(ctx context.Context, earliest time.Time, asked []registry.PendingApproval) error {
-	seq, open, err := s.acts.SuspendForApproval(ctx, s.id(), s.version, s.st.Approvals)
-	if err != nil {
+	waiting, err := s.approvalWait().suspend(ctx, &s.version, s.st.Approvals, earliest)
+	if err != nil || !waiting {
 		return err
-	}
-	s.version = seq
-	if open == 0 {
-		// Decided between our read and the suspension: wake at once.
-		return s.o.EnqueueWake(ctx, registry.Wake{ThreadID: s.id(), Seq: seq})
 	}
 	for _, pa := range asked {
 		if !s.announced(pa) {
 			s.w.notifyApproval(s.log, orchestrator.NotifyConfig(s.proj.Approvals), s.rec, pa)
 		}
 	}
+	s.log.Info("thread waiting for approval", "calls", len(asked))
+	return nil
+}
+
+// approvalWait is how an activation waits for people's decisions, on
+// either path (a thread's gated tool calls, a graph run's approval or
+// gated tool step): the suspension until the pending calls are decided,
+// and the timeout activation at the earliest deadline. It holds the
+// waiting thread's record and the services it suspends with.
+type approvalWait struct {
+	o       *orchestrator.Orchestrator
+	acts    activationLeases
+	enq     activationQueue
+	metrics *Metrics
+	// rec is the waiting thread's record.
+	rec *registry.Record
+}
+
+// approvalWait is the session's wait for decisions.
+func (s *session) approvalWait() *approvalWait {
+	return &approvalWait{o: s.o, acts: s.acts, enq: s.enq, metrics: s.w.metrics, rec: s.rec}
+}
+
+// suspend suspends the thread, at *version (raised to the suspension's),
+// until the calls of pending are decided, with a timeout activation at
+// earliest (zero: none). waiting is false when every call was decided
+// between the read and the suspension: the thread is woken at once.
+func (a *approvalWait) suspend(ctx context.Context, version *int64, pending []registry.PendingApproval, earliest time.Time) (waiting bool, err error) {
+	id := a.rec.ThreadID
+	seq, open, err := a.acts.SuspendForApproval(ctx, id, *version, pending)
+	if err != nil {
+		return false, err
+	}
+	*version = seq
+	if open == 0 {
+		// Decided between the read and the suspension: wake at once.
+		return false, a.o.EnqueueWake(ctx, registry.Wake{ThreadID: id, Seq: seq})
+	}
 	if !earliest.IsZero() {
-		if err := s.enq.Enqueue(ctx, queue.Activation{ThreadID: s.id(), Reason: "timeout"}, seq, s.rec.Queue,
+		if err := a.enq.Enqueue(ctx, queue.Activation{ThreadID: id, Reason: "timeout"}, seq, a.rec.Queue,
 			asynqProcessAt(earliest)); err != nil {
-			return err
+			return false, err
 		}
 	}
-	s.w.metrics.suspended()
-	s.log.Info("thread waiting for approval", "calls", open)
-	return nil
+	a.metrics.suspended()
+	return true, nil
 }
 
 // announced reports whether pa's request was pending in the thread's

@@ -15,7 +15,6 @@ import (
 
 	"github.com/spool-run/spool/graph"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
@@ -1034,10 +1033,7 @@ func (r *graphRun) approvalDecision(ctx context.Context, pa *registry.PendingApp
 	if err != nil {
 		return registry.Decision{}, false, err
 	}
-	d, ok := decisions[pa.CallID]
-	if ok && d.RequestID != "" && pa.RequestID != "" && d.RequestID != pa.RequestID {
-		ok = false // a decision of another request
-	}
+	d, ok := decisionOn(decisions, *pa)
 	now := r.o.Now()
 	if !ok && !pa.Deadline.IsZero() && !now.Before(pa.Deadline) {
 		d, ok = registry.Decision{Decision: pa.OnTimeout, By: "timeout", Reason: "no decision within the approval's timeout", At: now.UTC()}, true
@@ -1057,20 +1053,14 @@ func (r *graphRun) awaitApproval(ctx context.Context, p *pendingStep, first bool
 			return outcome{}, err
 		}
 	}
-	seq, open, err := r.acts.SuspendForApproval(ctx, r.id(), r.version, []registry.PendingApproval{*pa})
+	a := &approvalWait{o: r.o, acts: r.acts, enq: r.enq, metrics: r.w.metrics, rec: r.rec}
+	waiting, err := a.suspend(ctx, &r.version, []registry.PendingApproval{*pa}, pa.Deadline)
 	if err != nil {
 		return outcome{}, err
 	}
-	r.version = seq
-	if open == 0 {
-		return outcome{kind: suspend}, r.o.EnqueueWake(ctx, registry.Wake{ThreadID: r.id(), Seq: seq})
+	if !waiting {
+		return outcome{kind: suspend}, nil
 	}
-	if !pa.Deadline.IsZero() {
-		if err := r.enq.Enqueue(ctx, queue.Activation{ThreadID: r.id(), Reason: "timeout"}, seq, r.rec.Queue, asynqProcessAt(pa.Deadline)); err != nil {
-			return outcome{}, err
-		}
-	}
-	r.w.metrics.suspended()
 	r.log.Info("graph run waiting for approval", "step", p.Step, "node", p.Node)
 	return outcome{kind: suspend, reason: registry.WaitingForApproval}, nil
 }
