@@ -164,9 +164,9 @@ type approvalWait struct {
 	rec *registry.Record
 }
 
-// approvalWait is the session's wait for decisions.
-func (s *session) approvalWait() *approvalWait {
-	return &approvalWait{o: s.o, acts: s.acts, enq: s.enq, metrics: s.w.metrics, rec: s.rec}
+// approvalWait is the activation's wait for decisions, on either path.
+func (a *activation) approvalWait() *approvalWait {
+	return &approvalWait{o: a.o, acts: a.acts, enq: a.enq, metrics: a.w.metrics, rec: a.rec}
 }
 
 // suspend suspends the thread, at *version (raised to the suspension's),

@@ -1053,8 +1053,7 @@ func (r *graphRun) awaitApproval(ctx context.Context, p *pendingStep, first bool
 			return outcome{}, err
 		}
 	}
-	a := &approvalWait{o: r.o, acts: r.acts, enq: r.enq, metrics: r.w.metrics, rec: r.rec}
-	waiting, err := a.suspend(ctx, &r.version, []registry.PendingApproval{*pa}, pa.Deadline)
+	waiting, err := r.approvalWait().suspend(ctx, &r.version, []registry.PendingApproval{*pa}, pa.Deadline)
 	if err != nil {
 		return outcome{}, err
 	}

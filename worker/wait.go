@@ -66,9 +66,9 @@ type childWait struct {
 	rec *registry.Record
 }
 
-// childWait is the session's wait on its children.
-func (s *session) childWait() *childWait {
-	return &childWait{o: s.o, reg: s.reg, acts: s.acts, enq: s.enq, log: s.log, metrics: s.w.metrics, rec: s.rec}
+// childWait is the activation's wait on the threads of its pending calls.
+func (a *activation) childWait() *childWait {
+	return &childWait{o: a.o, reg: a.reg, acts: a.acts, enq: a.enq, log: a.log, metrics: a.w.metrics, rec: a.rec}
 }
 
 // targets are the chains the pending calls still wait on (a call past
