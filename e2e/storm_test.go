@@ -137,7 +137,7 @@ func weatherStorm(t *testing.T, srv *testenv.AIMockServer, model, path string, e
 	mostWaiting := <-waited
 
 	counted := thread.Cost{}
-	errs := map[string]int{}
+	errs, msgs := map[string]int{}, map[string]int{}
 	for _, id := range ids {
 		rec := final[id]
 		require.Equal(t, thread.StatusCompleted, rec.Status, "%s: %+v", id, rec.Error)
@@ -150,6 +150,9 @@ func weatherStorm(t *testing.T, srv *testenv.AIMockServer, model, path string, e
 		for _, pe := range payloads[transcript.Error](t, events(t, e, id), transcript.TypeThreadError) {
 			require.True(t, pe.Retryable, "%s: %+v", id, pe)
 			errs[pe.Class]++
+			if pe.Class == "transient" {
+				msgs[shortError(pe.Message)]++
+			}
 		}
 	}
 
@@ -160,7 +163,15 @@ func weatherStorm(t *testing.T, srv *testenv.AIMockServer, model, path string, e
 	require.Equal(t, 2*stormThreads, j.answered, "two calls per thread went through, no more")
 	require.Equal(t, j.reported, counted, "the tokens counted are those the successful calls reported")
 	require.Equal(t, j.faults["rateLimit"], errs["rate_limited"], "one rate_limited event per 429")
-	require.Equal(t, j.faults["drop"]+j.faults["malformed"]+j.faults["disconnect"], errs["transient"], "one transient event per other fault")
+	// One transient event per other fault; a few more may be calls aimock
+	// never recorded: a pooled connection that its server (Node closes
+	// one idle for 5 s) closed just as a worker sent a call on it. The
+	// worker meets a transient error and retries, as it would with a
+	// real API; the call never reached the journal.
+	faults := j.faults["drop"] + j.faults["malformed"] + j.faults["disconnect"]
+	unrecorded := errs["transient"] - faults
+	require.GreaterOrEqual(t, unrecorded, 0, "a transient event for every fault aimock injected: %v", msgs)
+	require.LessOrEqual(t, unrecorded, 2, "no fault counted twice: %d faults, %d transient events %v", faults, errs["transient"], msgs)
 	require.Len(t, errs, 2, "no other class: %v", errs)
 	handedBack := 0
 	for _, w := range workers {
@@ -169,10 +180,10 @@ func weatherStorm(t *testing.T, srv *testenv.AIMockServer, model, path string, e
 	require.Equal(t, j.faults["rateLimit"], handedBack, "each 429 handed its thread back")
 
 	t.Logf("storm on %s: %d threads on 16 slots, all completed in %s; aimock answered %d calls: %d went through, faults %v; "+
-		"the threads waited out %d rate limits handed back (up to %d threads waiting for rate_limit at once) and retried %d transient errors; "+
+		"the threads waited out %d rate limits handed back (up to %d threads waiting for rate_limit at once) and retried %d transient errors (%d on calls aimock never recorded); "+
 		"tokens counted %d in + %d out, reported by the successful calls %d in + %d out",
 		model, stormThreads, took.Round(time.Millisecond), j.calls, j.answered, j.faults,
-		errs["rate_limited"], mostWaiting, errs["transient"],
+		errs["rate_limited"], mostWaiting, errs["transient"], unrecorded,
 		counted.InputTokens, counted.OutputTokens, j.reported.InputTokens, j.reported.OutputTokens)
 }
 
@@ -225,4 +236,13 @@ func stormJournal(t *testing.T, srv *testenv.AIMockServer, path string) journal 
 		}
 	}
 	return j
+}
+
+// shortError is the start of a transient error's message, its ids cut,
+// to count the kinds of failure a storm met.
+func shortError(msg string) string {
+	if i := strings.Index(msg, "http://"); i >= 0 {
+		msg = msg[:i]
+	}
+	return msg[:min(len(msg), 70)]
 }
