@@ -16,11 +16,7 @@ func (o *Orchestrator) CancelChain(ctx context.Context, id string, cascade bool)
 	if _, err := o.reg.Get(ctx, id); err != nil {
 		return nil, err
 	}
-	cur, err := o.reg.ResolveChain(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	r, err := o.reg.Get(ctx, cur)
+	r, err := o.Latest(ctx, id)
 	if err != nil {
 		return nil, err
 	}

@@ -219,14 +219,11 @@ func actionText(a *transcript.StepAction) string {
 // resumableRun is the record of the run id's chain has reached, when it
 // is a graph run that ended in error or was cancelled.
 func (o *Orchestrator) resumableRun(ctx context.Context, id string) (*registry.Record, error) {
-	resolved, err := o.reg.ResolveChain(ctx, id)
+	rec, err := o.Latest(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := o.reg.Get(ctx, resolved)
-	if err != nil {
-		return nil, err
-	}
+	resolved := rec.ThreadID
 	if !rec.IsGraph() {
 		return nil, fmt.Errorf("%s is a thread, not a graph run: resume it with `spool thread resume`", resolved)
 	}

@@ -43,14 +43,11 @@ func (o *Orchestrator) Resume(ctx context.Context, id, message string) (*ResumeR
 	if strings.TrimSpace(message) == "" {
 		return nil, fmt.Errorf("resume %s: the message is empty", id)
 	}
-	resolved, err := o.reg.ResolveChain(ctx, id)
+	rec, err := o.Latest(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := o.reg.Get(ctx, resolved)
-	if err != nil {
-		return nil, err
-	}
+	resolved := rec.ThreadID
 	if !rec.Status.Resumable() {
 		return nil, &NotResumableError{ThreadID: resolved, Status: rec.Status}
 	}
