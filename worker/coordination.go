@@ -106,18 +106,18 @@ func (c *coordinator) run(ctx context.Context, input json.RawMessage) (coordinat
 		target = c.rec.ThreadID
 	}
 	if err := c.operationInScope(ctx, p, target); err != nil {
-		return failed(err)
+		return coordinationFailed(err)
 	}
 	res, err := c.operate(ctx, p, target)
 	if err != nil {
-		return failed(err)
+		return coordinationFailed(err)
 	}
 	return res, nil
 }
 
-// failed is err, the failure of an operation, as the answer the model
-// sees; an infrastructure error is returned as such.
-func failed(err error) (coordination, error) {
+// coordinationFailed is err, the failure of an operation, as the answer
+// the model sees; an infrastructure error is returned as such.
+func coordinationFailed(err error) (coordination, error) {
 	if isInfra(err) {
 		return coordination{}, err
 	}
@@ -147,7 +147,7 @@ func (c *coordinator) operationInScope(ctx context.Context, p orchestratorParams
 // operate runs operation p on target (the caller when p names no
 // thread): a wait_threads becomes a pending wait, answered when the
 // threads it waits on end (resolvePending); the others are answered now.
-// An error is the operation's failure (failed).
+// An error is the operation's failure (coordinationFailed).
 func (c *coordinator) operate(ctx context.Context, p orchestratorParams, target string) (coordination, error) {
 	switch p.Operation {
 	case "wait_threads":
