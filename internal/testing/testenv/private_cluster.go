@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,10 +38,8 @@ type ClusterNode struct {
 	ID string
 	// Master is the Addr of the master it replicates ("" for a master).
 	Master string
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	logf   *os.File
 	name   string
+	nodeProcess
 }
 
 // NewPrivateCluster starts a Redis Cluster for t alone: masters masters
@@ -212,18 +209,6 @@ func poll(ctx context.Context, f func() error) error {
 			return err
 		case <-time.After(100 * time.Millisecond):
 		}
-	}
-}
-
-// Kill kills the node with SIGKILL, as a crash.
-func (nd *ClusterNode) Kill() {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	if nd.cmd != nil {
-		_ = nd.cmd.Process.Kill()
-		_ = nd.cmd.Wait()
-		nd.cmd = nil
-		_ = nd.logf.Close()
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -44,9 +43,7 @@ type SentinelNode struct {
 	args []string
 	bin  string
 	dir  string
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	logf *os.File
+	nodeProcess
 }
 
 // PrivateSentinelMaster is the master name of a PrivateSentinel.
@@ -170,18 +167,6 @@ func (n *SentinelNode) startReplicaOf(addr string) error {
 	n.args = args
 	n.mu.Unlock()
 	return n.Start()
-}
-
-// Kill kills the node with SIGKILL, as a crash.
-func (n *SentinelNode) Kill() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd != nil {
-		_ = n.cmd.Process.Kill()
-		_ = n.cmd.Wait()
-		n.cmd = nil
-		_ = n.logf.Close()
-	}
 }
 
 // Stop freezes the node (SIGSTOP): it neither answers nor receives
