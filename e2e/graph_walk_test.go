@@ -452,6 +452,9 @@ func TestGraphRefusals(t *testing.T) {
 	e := spooltest.New(t, spooltest.Options{Files: walkProject("0ms", map[string]string{
 		"g/kinds": kindsGraph,
 		"g/bad":   "config:\n  start: nowhere\n  nodes:\n    a: {type: gate, nxet: a}\n",
+		// An unknown kind, an unknown namespace and an unknown target,
+		// all reported in one pass.
+		"g/typos": "config:\n  start: a\n  nodes:\n    a: {type: gat, assign: {v: '${stat.x}'}, next: doen}\n    done: {type: return}\n",
 	})})
 	for _, c := range []struct {
 		args []string
@@ -461,6 +464,7 @@ func TestGraphRefusals(t *testing.T) {
 		{[]string{"g/kinds", "--input", "nope=1"}, "nope"},
 		{[]string{"g/missing"}, "not found"},
 		{[]string{"g/bad"}, "nxet"},
+		{[]string{"g/typos"}, "unknown namespace `stat`"},
 		{[]string{"g/kinds", "--limit", "max_steps=0"}, "max_steps"},
 		{[]string{"g/kinds", "--limit", "turns=x"}, "turns"},
 	} {
@@ -472,10 +476,13 @@ func TestGraphRefusals(t *testing.T) {
 	recs, err := e.Orch.Threads(t.Context(), registry.Filter{})
 	require.NoError(t, err)
 	require.Empty(t, recs, "nothing was registered")
-	res := e.Spool("graph", "validate", ".ai/graphs/g/kinds.yaml", "g/bad")
+	res := e.Spool("graph", "validate", ".ai/graphs/g/kinds.yaml", "g/bad", "g/typos")
 	require.Equal(t, 1, res.Code, res.Stdout+res.Stderr)
 	require.Contains(t, res.Stdout, ".ai/graphs/g/kinds.yaml: ok")
 	require.Contains(t, res.Stdout, "g/bad: error:")
+	for _, want := range []string{"unknown node kind `gat`", "unknown node `doen`", "${stat.x}: unknown namespace `stat`"} {
+		require.Contains(t, res.Stdout, want, "validate reports every error of g/typos")
+	}
 }
 
 const approveGraph = `inputs:

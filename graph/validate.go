@@ -233,17 +233,17 @@ const (
 )
 
 // node checks one node: its name and kind, what its kind requires, its
-// assign, its edges, and its on_error, retry and timeout.
+// assign, its edges, and its on_error, retry and timeout. A node of an
+// unknown kind still has its action, assign, edges, on_error, retry and
+// timeout checked.
 func (v *validator) node(n *Node) {
 	name := n.Name
 	if !nodeNameRe.MatchString(name) {
 		v.errorf(name, "", "a node name must match [A-Za-z0-9_-]{1,64}")
 	}
-	if !slices.Contains(Kinds, n.Kind) {
-		if !v.parsedAt(name, "type") && !v.parsedAt(name, "node_type") {
-			v.errorf(name, "type", "unknown node kind `%s` (known: %s)", n.Kind, strings.Join(Kinds, ", "))
-		}
-		return
+	known := slices.Contains(Kinds, n.Kind)
+	if !known && !v.parsedAt(name, "type") && !v.parsedAt(name, "node_type") {
+		v.errorf(name, "type", "unknown node kind `%s` (known: %s)", n.Kind, strings.Join(Kinds, ", "))
 	}
 	after := whereAfter
 	if n.Kind == KindGate || n.Kind == KindReturn {
@@ -252,7 +252,9 @@ func (v *validator) node(n *Node) {
 	if check := kindChecks[n.Kind]; check != nil {
 		check(v, n)
 	}
-	if n.Kind == KindAction || n.Kind == KindForeach {
+	// A node of an unknown kind gets every check that does not depend on
+	// its kind, so that one pass reports all its errors.
+	if n.Kind == KindAction || n.Kind == KindForeach || !known {
 		v.action(name, "action", n.Action, n)
 	}
 	v.assign(n, after)
@@ -543,7 +545,7 @@ func (v *validator) expr(node, key string, e *expr, w where, local []string) {
 		case root == ScopeInputs, root == ScopeRun, root == ScopeNow, root == ScopeTimestamp, w == whereHook:
 		case slices.Contains(local, root):
 		default:
-			v.warnf(node, key, "%s", unknownNamespace(e, root, w, local))
+			v.errorf(node, key, "%s", unknownNamespace(e, root, w, local))
 		}
 	}
 }
@@ -572,9 +574,10 @@ func (v *validator) resultRef(node, key string, e *expr, w where) {
 	}
 }
 
-// unknownNamespace is the warning for a reference whose root is no
-// namespace in scope: the nearest one if it is close, else those known
-// there.
+// unknownNamespace is the error for a reference whose root is no
+// namespace in scope (it never resolves: embedded in text it fails the
+// step, as a whole value it is always null): the nearest one if it is
+// close, else those known there.
 func unknownNamespace(e *expr, root string, w where, local []string) string {
 	known := []string{ScopeState, ScopeInputs, ScopeRun}
 	if w == whereAfter || w == whereNoResult {

@@ -93,6 +93,9 @@ func TestValidateErrors(t *testing.T) {
 		{"non-finite number", withNodes("a: {type: gate, assign: {v: .inf}, next: done}\ndone: {type: return, output: '${state.v}'}"), "a", "assign.v", "not a finite number"},
 		{"output not an object", withNodes("a: {type: return, output: [1, 2]}"), "a", "output", "must be a mapping"},
 		{"output text", withNodes("a: {type: return, output: 'done: ${inputs.x}'}"), "a", "output", "must be a mapping"},
+		{"unknown namespace", withNodes("a: {action: {tool: t, params: {p: '${stat.x}'}}, next: done}\ndone: {type: return}"), "a", "action.params", "unknown namespace `stat` (did you mean `state`?)"},
+		{"unknown namespace in a fallback", withNodes("a: {type: gate, assign: {v: '${stat.x || inputs.x}'}, next: done}\ndone: {type: return, output: '${state.v}'}"), "a", "assign.v", "unknown namespace `stat`"},
+		{"item outside the foreach's action", withNodes("a: {type: foreach, over: '${inputs.l}', action: {tool: t}, assign: {v: '${item}'}, next: done}\ndone: {type: return, output: '${state.v}'}"), "a", "assign.v", "unknown namespace `item`"},
 		{"thread_directive without directive", withNodes("a: {action: {item_id: 'tool:rye/agent/threads/thread_directive', params: {inputs: {}}}, next: done}\ndone: {type: return}"), "a", "action.params.directive_id", "missing"},
 	}
 	for _, tt := range tests {
@@ -131,7 +134,6 @@ func TestValidateWarnings(t *testing.T) {
 		{"ignored cache", withNodes("a: {type: gate, cache: true, next: done}\ndone: {type: return}"), "a", "cache", "ignored"},
 		{"ignored cache_result", withNodes("a: {type: gate, cache_result: true, next: done}\ndone: {type: return}"), "a", "cache_result", "ignored"},
 		{"ignored tool_id", strings.Replace(withNodes(base), "config:", "tool_id: x\nconfig:", 1), "", "tool_id", "ignored"},
-		{"unknown namespace", withNodes("a: {action: {tool: t, params: {p: '${stat.x}'}}, next: done}\ndone: {type: return}"), "a", "action.params", "unknown namespace `stat` (did you mean `state`?)"},
 		{"condition value interpolation", withNodes("a: {type: gate, next: [{when: {path: inputs.x, op: eq, value: '${inputs.y}'}, to: done}, {to: done}]}\ndone: {type: return}"), "a", "next[0].when", "not interpolated"},
 		{"result in a gate", withNodes("a: {type: gate, assign: {v: '${result.x}'}, next: done}\ndone: {type: return, output: '${state.v}'}"), "a", "assign.v", "a gate node has no result"},
 		{"missing version", strings.Replace(withNodes(base), `version: "1"`, "", 1), "", "version", "missing"},
@@ -165,6 +167,33 @@ func TestValidateGraphBuiltInCode(t *testing.T) {
 	g.Nodes["a"].Kind = "bogus"
 	r = g.Validate()
 	require.True(t, has(r.Errors, "a", "type", "unknown node kind `bogus`"), "%v", r.Errors)
+}
+
+// TestValidateUnknownKindReportsAll: a node of an unknown kind still has
+// its other errors reported in the same pass (its edges, on_error,
+// assign, retry and action), so one validate names everything to fix.
+func TestValidateUnknownKindReportsAll(t *testing.T) {
+	t.Parallel()
+	src := withNodes(`a:
+  type: gat
+  action: {tool: t, params: {p: '${stat.x}'}}
+  assign: {_x: 1}
+  retry: {attempts: 0}
+  on_error: oops
+  next: doen
+done: {type: return}`)
+	_, r, err := Parse("x", []byte(src))
+	require.NoError(t, err)
+	for _, want := range []struct{ key, msg string }{
+		{"type", "unknown node kind `gat` (did you mean `gate`?)"},
+		{"next", "unknown node `doen` (did you mean `done`?)"},
+		{"on_error", "unknown node `oops`"},
+		{"assign._x", "cannot assign `_x`"},
+		{"retry.attempts", "must be 1..10"},
+		{"action.params", "unknown namespace `stat`"},
+	} {
+		require.True(t, has(r.Errors, "a", want.key, want.msg), "want error %q at a/%s, got %v", want.msg, want.key, r.Errors)
+	}
 }
 
 func TestReportString(t *testing.T) {
