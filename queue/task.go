@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -38,6 +39,31 @@ type Activation struct {
 	// span links to it. The span the activation belongs to is its
 	// thread's, in the registry (package telemetry).
 	TraceParent string `json:"traceparent,omitempty"`
+	// Epoch counts the tasks of this activation a worker took and
+	// admission parked (package admission): the task id of the next one
+	// ends in "~<epoch>", so that it is a new task, not the one asynq
+	// still holds as done. 0 for every activation admission never
+	// parked at a worker.
+	Epoch int `json:"epoch,omitempty"`
+	// Ticket is what admission needs to admit the activation at a worker
+	// (a delayed task, a redelivery, a task enqueued while admission was
+	// off): nil when the enqueuer had none, and the worker reads the
+	// run's record instead.
+	Ticket *Ticket `json:"adm,omitempty"`
+}
+
+// Ticket is an activation's admission request as its task carries it:
+// the run's tenant, priority and concurrency keys (RULE=VALUE, as
+// admission keeps them), the class of the activation (1 for a root
+// chain's first, 0 for any other) and its root chain, and the
+// generation of the tenant's state that granted it (0: not granted).
+type Ticket struct {
+	Tenant   string   `json:"t"`
+	Priority int      `json:"p"`
+	Class    int      `json:"c"`
+	Keys     []string `json:"k,omitempty"`
+	Root     string   `json:"root,omitempty"`
+	Gen      int64    `json:"g,omitempty"`
 }
 
 // NewActivation returns the task for an activation.
@@ -56,9 +82,20 @@ func NewActivation(a Activation, seq int64, opts ...asynq.Option) (*asynq.Task, 
 	return asynq.NewTask(TypeActivate, b, append(base, opts...)...), nil
 }
 
-// TaskID is the asynq task id of an activation (NewActivation): the
-// thread id for its start, "<thread id>@<reason>-<seq>" for any other.
+// TaskID is the asynq task id of an activation (NewActivation): its
+// ActivationID, then "~<epoch>" when a.Epoch is set.
 func TaskID(a Activation, seq int64) string {
+	id := ActivationID(a, seq)
+	if a.Epoch > 0 {
+		id += "~" + strconv.Itoa(a.Epoch)
+	}
+	return id
+}
+
+// ActivationID names an activation: the thread id for its start,
+// "<thread id>@<reason>-<seq>" for any other. Admission keeps its
+// requests and grants under it.
+func ActivationID(a Activation, seq int64) string {
 	if a.Reason != "" && a.Reason != "start" {
 		return fmt.Sprintf("%s@%s-%d", a.ThreadID, a.Reason, seq)
 	}
