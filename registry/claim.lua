@@ -5,8 +5,11 @@
 -- ARGV[4] lease ttl ms, ARGV[5] now (RFC3339Nano), ARGV[6] task id
 -- Returns {new version, activation number, HGETALL of the thread};
 -- refuses NOTFOUND, NOTCLAIMABLE <status> <reason>.
+--
+-- A thread admission parked (park.lua: waiting, adm_act) is claimable by
+-- the parked activation: the task id without its epoch suffix "~<n>".
 
-local h = redis.call('HMGET', KEYS[1], 'status', 'active_task', 'suspend_seq', 'version', 'started_at', 'thread_id', 'activation')
+local h = redis.call('HMGET', KEYS[1], 'status', 'active_task', 'suspend_seq', 'version', 'started_at', 'thread_id', 'activation', 'adm_act')
 local st = h[1]
 if not st then return redis.error_reply('NOTFOUND') end
 local reason, seq = ARGV[1], tonumber(ARGV[2])
@@ -15,8 +18,9 @@ local function redelivered()
   return st == 'running' and h[2] == ARGV[6] and redis.call('EXISTS', KEYS[2]) == 0
 end
 local ok = false
+local parked = st == 'waiting' and h[8] and h[8] ~= '' and h[8] == string.gsub(ARGV[6], '~%d+$', '')
 if reason == 'start' or reason == 'requeue' then
-  ok = st == 'created' or redelivered()
+  ok = st == 'created' or parked or redelivered()
 elseif reason == 'wake' or reason == 'timeout' then
   ok = (st == 'waiting' and tonumber(h[3] or '-1') == seq) or redelivered()
 elseif reason == 'recover' then
@@ -30,6 +34,7 @@ if not h[5] or h[5] == '' then
   set[#set + 1] = ARGV[5]
 end
 redis.call('HSET', KEYS[1], unpack(set))
+if h[8] then redis.call('HDEL', KEYS[1], 'adm_act', 'adm_tenant') end
 redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
 redis.call('SADD', KEYS[3], h[6])
 if st ~= 'running' then redis.call('PUBLISH', KEYS[4], h[6] .. ' running') end

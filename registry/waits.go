@@ -245,7 +245,8 @@ func (a *Activations) NotifyWaiters(ctx context.Context, chainRoot string, waite
 // they waited for has finished, but the process that should have woken them
 // died first; and threads waiting for approval whose every call has been
 // decided (the decision's wake-up was lost). Housekeeping re-enqueues them
-// (the task id makes it once).
+// (the task id makes it once). A thread whose wake-up admission parked
+// (Park) is ParkedThreads', not listed here.
 func (a *Activations) StalledWaits(ctx context.Context) ([]Wake, error) {
 	ids, err := members(ctx, a.rdb, a.ks.AllActive())
 	if err != nil {
@@ -254,14 +255,17 @@ func (a *Activations) StalledWaits(ctx context.Context) ([]Wake, error) {
 	var out []Wake
 	for _, id := range ids {
 		pipe := a.rdb.Pipeline()
-		h := pipe.HMGet(ctx, a.ks.Thread(id), "status", "suspend_seq", "waiting_for", "approvals_open", "wake_at", "wake_any", "wait_n")
+		h := pipe.HMGet(ctx, a.ks.Thread(id), "status", "suspend_seq", "waiting_for", "approvals_open", "wake_at", "wake_any", "wait_n", AdmActField)
 		c := pipe.SCard(ctx, a.ks.Waits(id))
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return nil, err
 		}
 		vals := h.Val()
-		if len(vals) < 7 || vals[0] != "waiting" || !a.wakeLost(vals, c.Val()) {
+		if len(vals) < 8 || vals[0] != "waiting" || !a.wakeLost(vals, c.Val()) {
 			continue
+		}
+		if act, _ := vals[7].(string); act != "" {
+			continue // woken, and parked by admission: ParkedThreads
 		}
 		var seq int64
 		_, _ = fmt.Sscan(fmt.Sprint(vals[1]), &seq)

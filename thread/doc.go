@@ -11,7 +11,8 @@
 //	   │          │  ▲
 //	   │          ▼  │
 //	   │        waiting (suspended on children; holds no worker slot)
-//	   │
+//	   │          ▲
+//	   ├──────────┘ (parked by admission before its first turn)
 //	   └──▶ error / cancelled (failed or cancelled before the first turn)
 //
 // A terminal state (completed, error, cancelled, continued) never changes

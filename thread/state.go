@@ -32,7 +32,7 @@ var Statuses = []Status{StatusCreated, StatusRunning, StatusWaiting, StatusCompl
 
 // transitions is the table of allowed status changes: from → set of to.
 var transitions = map[Status]map[Status]bool{
-	StatusCreated: {StatusRunning: true, StatusError: true, StatusCancelled: true},
+	StatusCreated: {StatusRunning: true, StatusWaiting: true, StatusError: true, StatusCancelled: true},
 	StatusRunning: {StatusWaiting: true, StatusCompleted: true, StatusError: true, StatusCancelled: true, StatusContinued: true},
 	StatusWaiting: {StatusRunning: true, StatusError: true, StatusCancelled: true},
 }

@@ -11,6 +11,7 @@ func TestTransitionTable(t *testing.T) {
 	t.Parallel()
 	allowed := map[[2]Status]bool{
 		{StatusCreated, StatusRunning}:   true,
+		{StatusCreated, StatusWaiting}:   true, // parked by admission
 		{StatusCreated, StatusError}:     true,
 		{StatusCreated, StatusCancelled}: true,
 		{StatusRunning, StatusWaiting}:   true,

@@ -1,0 +1,53 @@
+package registry
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/thread"
+)
+
+// TestParkedStartIsClaimedByItsActivation: a root admission parked
+// before it ran is waiting (created → waiting), listed by ParkedThreads
+// and not by StalledWaits, claimable by the parked activation's task
+// (an epoch-suffixed one too) and by no other; the claim clears the mark.
+// A park never overwrites a thread that moved on.
+func TestParkedStartIsClaimedByItsActivation(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	acts := NewActivations(f.r.Client, f.ks, f.clock.Now)
+	rec := register(t, f, "a", "")
+	ok, err := acts.Park(f.ctx, "a", rec.Version+1, "a", "acme", "concurrency")
+	require.NoError(t, err)
+	require.False(t, ok, "a stale version parks nothing")
+	ok, err = acts.Park(f.ctx, "a", rec.Version, "a", "acme", "concurrency")
+	require.NoError(t, err)
+	require.True(t, ok)
+	got, err := f.reg.Get(f.ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, thread.StatusWaiting, got.Status)
+	require.Equal(t, "concurrency", got.WaitingFor)
+
+	parked, err := acts.ParkedThreads(f.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []Parked{{ThreadID: "a", Act: "a", Tenant: "acme", WaitingFor: "concurrency", Version: rec.Version}}, parked)
+	stalled, err := acts.StalledWaits(f.ctx)
+	require.NoError(t, err)
+	require.Empty(t, stalled, "a parked thread is no lost wake-up")
+
+	_, err = acts.Claim(f.ctx, "a", "wake", 0, "tok", "a@wake-0", 5*time.Second)
+	require.ErrorIs(t, err, ErrNotClaimable)
+	c, err := acts.Claim(f.ctx, "a", "start", 0, "tok", "a~2", 5*time.Second)
+	require.NoError(t, err, "the parked activation's task, whatever its epoch")
+	require.Equal(t, thread.StatusRunning, c.Record.Status)
+	require.Empty(t, c.Record.WaitingFor)
+	require.NotContains(t, c.Record.Extra, AdmActField)
+
+	ok, err = acts.Park(f.ctx, "a", c.Version, "a", "acme", "capacity")
+	require.NoError(t, err)
+	require.False(t, ok, "a running thread is never parked")
+	require.Equal(t, "a", ActivationOf("a~2"))
+	require.Equal(t, "a@wake-3", ActivationOf("a@wake-3"))
+}
