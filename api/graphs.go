@@ -116,7 +116,7 @@ func (s *server) runGraph(w http.ResponseWriter, r *http.Request, _ string) {
 	}
 	started, err := launch.Start(r.Context(), s.cfg.Orch, launch.Request{Project: s.cfg.Project, UserDir: s.cfg.UserDir, Logger: s.log,
 		StartRequest: orchestrator.StartRequest{Graph: true, Directive: name, Inputs: b.Inputs, LimitOverrides: limits, MaxSteps: maxSteps,
-			ParentID: b.Parent, Queue: b.Queue, TraceParent: callerTrace(r)}})
+			ParentID: b.Parent, Queue: b.Queue, TraceParent: callerTrace(r), Tenant: b.Tenant, Priority: b.Priority}})
 	if err != nil {
 		s.fail(w, r, b.Parent, err)
 		return

@@ -68,9 +68,12 @@ func problemOf(err error) *Problem {
 	var p *Problem
 	var le *thread.LimitError
 	var nr *orchestrator.NotResumableError
+	var ae *thread.AdmissionError
 	switch {
 	case errors.As(err, &p):
 		return p
+	case errors.As(err, &ae):
+		return problem(ae.Status(), ae.Code, "%s", ae.Message)
 	case errors.As(err, &le):
 		return problem(http.StatusUnprocessableEntity, le.Code, "%v", err)
 	case errors.As(err, &nr):

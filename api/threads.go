@@ -161,6 +161,8 @@ type runBody struct {
 	Limits    map[string]any `json:"limits"`
 	Parent    string         `json:"parent"`
 	Queue     string         `json:"queue"`
+	Tenant    string         `json:"tenant"`
+	Priority  int            `json:"priority"`
 }
 
 func (s *server) run(w http.ResponseWriter, r *http.Request, _ string) {
@@ -183,7 +185,7 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, _ string) {
 	}
 	started, err := launch.Start(r.Context(), s.cfg.Orch, launch.Request{Project: s.cfg.Project, UserDir: s.cfg.UserDir, Logger: s.log,
 		StartRequest: orchestrator.StartRequest{Directive: name, Inputs: b.Inputs, Model: b.Model, LimitOverrides: limits,
-			ParentID: b.Parent, Queue: b.Queue, TraceParent: callerTrace(r)}})
+			ParentID: b.Parent, Queue: b.Queue, TraceParent: callerTrace(r), Tenant: b.Tenant, Priority: b.Priority}})
 	if err != nil {
 		s.fail(w, r, b.Parent, err)
 		return

@@ -142,7 +142,8 @@ func Replay(ctx context.Context, cfg ReplayConfig, id string) (*Report, error) {
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	if _, err := sc.orch.Start(runCtx, orchestrator.StartRequest{ID: rec.ID(), Directive: rec.Record.Directive, Inputs: rec.Record.Inputs,
-		Model: report.Model, LimitOverrides: limits, Bundle: digest, Queue: rec.Record.Queue}); err != nil {
+		Model: report.Model, LimitOverrides: limits, Bundle: digest, Queue: rec.Record.Queue,
+		Tenant: rec.Record.TenantOrDefault(), Priority: rec.Record.PriorityOrDefault()}); err != nil {
 		return nil, fmt.Errorf("replay %s: %w", rec.ID(), err)
 	}
 	if err := sc.settle(runCtx); err != nil {

@@ -215,6 +215,15 @@ func (s Space) AllAwaitingApproval() []string { return s.all("awaiting_approval"
 // send`, `interrupt`), delivered before its next model call.
 func (s Space) Inbox(id string) string { return s.tp(id) + "inbox:" + id }
 
+// TenantThreads is the sorted set of the ids of tenant's runs, scored by
+// creation time (ms), that holds id: its shard's (AllTenantThreads lists
+// every shard's). `thread list --tenant` reads it instead of every
+// record.
+func (s Space) TenantThreads(tenant, id string) string { return s.tp(id) + "threads:tenant:" + tenant }
+
+// AllTenantThreads are every shard's TenantThreads sets of tenant.
+func (s Space) AllTenantThreads(tenant string) []string { return s.all("threads:tenant:" + tenant) }
+
 // RateLimit is the Redis state of one fleet-wide rate-limit budget (rule
 // id, config.RateRule.ID) of one kind: "req", "in", "out" (GCRA's
 // theoretical arrival time), "conc" (the concurrency leases, a sorted
@@ -358,4 +367,26 @@ func Slot(key string) uint16 {
 		}
 	}
 	return crc % slots
+}
+
+// Tenant keys. A tenant's admission state is one Cluster slot of its own,
+// so tenants spread over a Cluster's nodes by their tags while each
+// tenant's scripts stay single-slot: in a sharded space its keys carry
+// the tag "{" + Namespace + ":t:" + tenant + "}"; in a one-slot space they
+// carry the namespace's tag, as every key does, under "adm:t:<tenant>:".
+
+// TenantPrefix is the prefix of tenant's keys.
+func (s Space) TenantPrefix(tenant string) string {
+	if s.shards == nil {
+		return s.prefix + "adm:t:" + tenant + ":"
+	}
+	return "spool:{" + s.ns + ":t:" + tenant + "}:"
+}
+
+// Idempotency is the record of one idempotency key of tenant (a hash:
+// fingerprint, run id, created at; it expires after the retention),
+// named by keyHash, the hex SHA-256 of the key, so a key of any bytes
+// makes a key of a fixed shape.
+func (s Space) Idempotency(tenant, keyHash string) string {
+	return s.TenantPrefix(tenant) + "idem:" + keyHash
 }

@@ -31,7 +31,8 @@ func keysOf(t *testing.T, s Space, ids []string) (scoped, global []string) {
 	for i := 0; i < v.NumMethod(); i++ {
 		m := v.Type().Method(i)
 		ft := m.Type
-		if ft.NumOut() != 1 || ft.Out(0).Kind() != reflect.String || m.Name == "Namespace" || strings.HasPrefix(m.Name, "Queue") || m.Name == "Prefix" {
+		if ft.NumOut() != 1 || ft.Out(0).Kind() != reflect.String || m.Name == "Namespace" || strings.HasPrefix(m.Name, "Queue") ||
+			strings.HasSuffix(m.Name, "Prefix") {
 			continue
 		}
 		switch ft.NumIn() {
@@ -46,11 +47,68 @@ func keysOf(t *testing.T, s Space, ids []string) (scoped, global []string) {
 			for _, id := range ids {
 				scoped = append(scoped, v.Method(i).Call([]reflect.Value{reflect.ValueOf(id)})[0].String())
 			}
-		case 3: // RateLimit(rule, kind): global
-			global = append(global, v.Method(i).Call([]reflect.Value{reflect.ValueOf(ids[0]), reflect.ValueOf("req")})[0].String())
+		case 3:
+			switch {
+			case m.Name == "RateLimit": // RateLimit(rule, kind): global
+				global = append(global, v.Method(i).Call([]reflect.Value{reflect.ValueOf(ids[0]), reflect.ValueOf("req")})[0].String())
+			case tenantScoped[m.Name]: // a tenant's index on a thread's shard
+				for _, id := range ids {
+					scoped = append(scoped, v.Method(i).Call([]reflect.Value{reflect.ValueOf("acme"), reflect.ValueOf(id)})[0].String())
+				}
+			}
 		}
 	}
 	return scoped, global
+}
+
+// tenantScoped are the builders of (tenant, thread id) whose key is on the
+// thread's shard; every other builder of two strings but RateLimit is a
+// tenant's key (tenantKeys), but QueueOf's asynq queue.
+var tenantScoped = map[string]bool{"TenantThreads": true}
+
+// tenantKeys builds every key of tenant through every builder of
+// (tenant, name) that is not tenantScoped nor RateLimit.
+func tenantKeys(s Space, tenant string) []string {
+	var out []string
+	v := reflect.ValueOf(s)
+	for i := 0; i < v.NumMethod(); i++ {
+		m := v.Type().Method(i)
+		ft := m.Type
+		if ft.NumIn() != 3 || ft.NumOut() != 1 || ft.Out(0).Kind() != reflect.String || m.Name == "RateLimit" || tenantScoped[m.Name] ||
+			strings.HasPrefix(m.Name, "Queue") {
+			continue
+		}
+		out = append(out, v.Method(i).Call([]reflect.Value{reflect.ValueOf(tenant), reflect.ValueOf("x")})[0].String())
+	}
+	return out
+}
+
+// TestTenantKeysInTenantSlot: a tenant's keys (its idempotency records,
+// its admission state) are in one slot: the namespace's in a one-slot
+// space, the tenant's own in a sharded one, where tenants spread.
+func TestTenantKeysInTenantSlot(t *testing.T) {
+	t.Parallel()
+	one := New("prod")
+	keys := tenantKeys(one, "acme")
+	require.NotEmpty(t, keys)
+	for _, k := range keys {
+		require.Equal(t, Slot(one.Prefix()), Slot(k), "key %q", k)
+		require.True(t, strings.HasPrefix(k, "spool:{prod}:adm:t:acme:"), k)
+	}
+	require.Equal(t, "spool:{prod}:adm:t:acme:idem:ab12", one.Idempotency("acme", "ab12"))
+	sh := NewSharded("prod", 32)
+	slots := map[uint16]bool{}
+	for _, tenant := range []string{"acme", "beta", "default", "t.1", "z-9"} {
+		want := Slot(sh.TenantPrefix(tenant))
+		slots[want] = true
+		for _, k := range tenantKeys(sh, tenant) {
+			require.Equal(t, want, Slot(k), "tenant %s: key %q", tenant, k)
+		}
+	}
+	require.Len(t, slots, 5, "tenants spread over slots")
+	require.Equal(t, "spool:{prod:t:acme}:idem:ab12", sh.Idempotency("acme", "ab12"))
+	require.Equal(t, sh.AllThreads()[sh.ShardOf("d/x-1-a")]+":tenant:acme", sh.TenantThreads("acme", "d/x-1-a"))
+	require.Len(t, sh.AllTenantThreads("acme"), 32)
 }
 
 // TestOneSlot builds every key of a one-slot space with awkward ids

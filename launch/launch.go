@@ -147,7 +147,25 @@ func checkRequest(req Request) error {
 	if err := CheckBounds(req.StartRequest); err != nil {
 		return err
 	}
+	if err := checkTenant(req.StartRequest); err != nil {
+		return err
+	}
 	return CheckScript(req.Project, req.Model)
+}
+
+// checkTenant refuses a bad tenant name or priority (tenant_invalid,
+// priority_invalid) before anything is read or bundled; the orchestrator
+// decides the rest (a child's tenant is its parent's).
+func checkTenant(req orchestrator.StartRequest) error {
+	if req.Tenant != "" {
+		if err := thread.CheckTenant(req.Tenant); err != nil {
+			return err
+		}
+	}
+	if req.Priority != 0 {
+		return thread.CheckPriority(req.Priority)
+	}
+	return nil
 }
 
 // placeThread finds where req's thread belongs: a child's parent record,

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,6 +48,15 @@ type Config struct {
 	// directive, spawn or parent name: a replay runs a whole tree on the
 	// recorded turns or on the model it is given. Default none.
 	Model string
+	// TenantPriority is a tenant's default priority, which its roots
+	// started without one run at (the admission policy's; 0 is
+	// thread.DefaultPriority). Default: thread.DefaultPriority for every
+	// tenant.
+	TenantPriority func(ctx context.Context, tenant string) (int, error)
+	// ConcurrencyKeys computes a new run's concurrency keys when it is
+	// registered (the admission policy's rules over KeyInput); a
+	// continuation carries its chain's instead. Default: none.
+	ConcurrencyKeys func(ctx context.Context, run KeyInput) ([]registry.ConcurrencyKey, error)
 }
 
 // WithDefaults fills unset fields.

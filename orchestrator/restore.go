@@ -250,7 +250,7 @@ func (o *Orchestrator) runRestore(ctx context.Context, rec *registry.Record, cha
 	if finished && rec.Status != thread.StatusContinued {
 		release = string(rec.Status)
 	}
-	args = append(append(args, release), g.Args...)
+	args = append(append(args, release, rec.TenantOrDefault()), g.Args...)
 	res, err := restoreScript.Run(ctx, o.fast, slices.Concat(lkeys, g.Keys), args...).Result()
 	if rerr := ledger.RefusalError("restore", entry, path, rec.Limits.Spend, err); rerr != nil {
 		return nil, rerr
@@ -367,7 +367,9 @@ func (o *Orchestrator) startRecord(ctx context.Context, id string, parent *regis
 		return rec, err
 	}
 	if parent != nil && rec.ParentID == parent.ThreadID {
+		// A tree never crosses tenants: a child's are its parent's.
 		rec.Queue, rec.ModelOverride = parent.Queue, parent.ModelOverride
+		rec.Tenant, rec.Priority = parent.TenantOrDefault(), parent.PriorityOrDefault()
 		rec.LedgerPath = append([]string{parent.LedgerID()}, parent.BudgetPath()...)
 		if rec.Workspace == "" {
 			rec.Workspace = parent.Workspace
@@ -389,6 +391,7 @@ func (o *Orchestrator) threadStartRecord(ctx context.Context, first transcript.E
 		return fmt.Errorf("thread_started: %w", err)
 	}
 	rec.Directive, rec.Model, rec.ParentID, rec.Capabilities, rec.Bundle = ev.Directive, ev.Model, ev.ParentID, ev.Capabilities, ev.BundleDigest
+	rec.Tenant, rec.Priority = thread.TenantOrDefault(ev.Tenant), thread.PriorityOrDefault(ev.Priority)
 	if ev.Limits != nil {
 		rec.Limits = *ev.Limits
 	}
@@ -433,6 +436,7 @@ func graphStartRecord(first transcript.Event, parent *registry.Record, rec *regi
 	}
 	rec.Kind, rec.Directive, rec.GraphDigest, rec.Bundle = registry.KindGraph, ev.Graph, ev.GraphDigest, ev.Bundle
 	rec.Capabilities, rec.Limits, rec.MaxSteps, rec.CurrentNode = ev.Capabilities, lim.Limits, lim.MaxSteps, ev.StartNode
+	rec.Tenant, rec.Priority = thread.TenantOrDefault(ev.Tenant), thread.PriorityOrDefault(ev.Priority)
 	if parent != nil {
 		rec.ParentID = parent.ThreadID
 	}

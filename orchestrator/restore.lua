@@ -12,8 +12,8 @@
 -- KEYS[1..n]   the ledger entry, then its ancestors', parent first
 --              (n = ARGV[1])
 -- KEYS[n+1..]  registry.restore's keys: thread hash, threads zset,
---              active set, events channel[, parent's thread hash,
---              parent's children set]
+--              active set, events channel, tenant's threads zset[,
+--              parent's thread hash, parent's children set]
 -- ARGV[1]      n
 -- ARGV[2..n+1] the ledger ids of KEYS[1..n]
 -- ARGV[n+2]    the entry's max (nano-USD), should it be made again
@@ -22,7 +22,8 @@
 --              per charge: its idempotency key, its amount (nano-USD)
 -- ARGV[n+4+2m] the final status to release the entry with ("": leave it
 --              active)
--- ARGV[n+5+2m..] registry.restore's arguments: thread id, created at
+-- ARGV[n+5+2m] the thread's tenant, written on the ledger entry
+-- ARGV[n+6+2m..] registry.restore's arguments: thread id, created at
 --              (unix ms), status, parent id, field/value pairs
 --
 -- Returns registry.restore's reply: {ancestors (JSON), depth}. Refuses
@@ -37,7 +38,7 @@ end
 local m = tonumber(ARGV[n + 3])
 local rkeys, rargv = {}, {}
 for i = n + 1, #KEYS do rkeys[#rkeys + 1] = KEYS[i] end
-for i = n + 5 + 2 * m, #ARGV do rargv[#rargv + 1] = ARGV[i] end
+for i = n + 6 + 2 * m, #ARGV do rargv[#rargv + 1] = ARGV[i] end
 
 local refused = registry.restorable(rkeys, rargv)
 if refused then return refused end
@@ -52,6 +53,7 @@ end
 
 local entry = ledger.restore(lkeys, args(ARGV[n + 2]))
 if entry.err then return entry end
+redis.call('HSET', KEYS[1], 'tenant', ARGV[n + 5 + 2 * m])
 for j = 1, m do
   local c = ledger.charge(lkeys, args(ARGV[n + 2 + 2 * j], ARGV[n + 3 + 2 * j], 'add'))
   if c.err and string.sub(c.err, 1, 8) ~= 'RELEASED' then return c end

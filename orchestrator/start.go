@@ -73,6 +73,12 @@ type StartRequest struct {
 	// Fields are more hash fields for the new record (a graph resume's
 	// cursor and state edits).
 	Fields map[string]string
+	// Tenant is a root's tenant ("": thread.DefaultTenant) and Priority
+	// its priority (0: the tenant's default, TenantPriority); a child,
+	// continuation or fork has its root's, and one that names another is
+	// refused (runTenant).
+	Tenant   string
+	Priority int
 }
 
 // Start registers a thread, reserves its budget and enqueues its first
@@ -90,6 +96,10 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*registry.R
 	if err != nil {
 		return nil, err
 	}
+	tenant, priority, err := o.runTenant(ctx, req, sc)
+	if err != nil {
+		return nil, err
+	}
 	var nt registry.NewThread
 	if req.Graph {
 		nt, err = o.planGraph(req, sc)
@@ -101,6 +111,11 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*registry.R
 	}
 	nt.TraceParent, nt.TraceCaller = threadTrace(ctx, req.TraceParent, sc.parent, sc.prev)
 	o.placeInTree(&nt, req, sc)
+	nt.Tenant, nt.Priority = tenant, priority
+	// The admission policy's concurrency keys, computed once, here.
+	if nt.ConcurrencyKeys, err = o.concurrencyKeys(ctx, sc, &nt); err != nil {
+		return nil, err
+	}
 	return o.registerAndEnqueue(ctx, req, sc, nt)
 }
 
@@ -473,7 +488,7 @@ func (o *Orchestrator) register(ctx context.Context, plan budgetPlan, nt registr
 	if plan.reopen {
 		reopen = "1"
 	}
-	args := slices.Concat([]any{plan.fn, len(lkeys)}, lids, []any{n, reopen}, g.Args)
+	args := slices.Concat([]any{plan.fn, len(lkeys)}, lids, []any{n, reopen, thread.TenantOrDefault(nt.Tenant)}, g.Args)
 	res, err := startScript.Run(ctx, o.fast, slices.Concat(lkeys, g.Keys), args...).Result()
 	if rerr := ledger.RefusalError(plan.fn, plan.entry, plan.path, plan.amount, err); rerr != nil {
 		return nil, rerr, nil

@@ -18,6 +18,9 @@ type (
 	Record = spooltype.Record
 	// ErrorInfo is a thread's error: a code and a message.
 	ErrorInfo = spooltype.ErrorInfo
+	// ConcurrencyKey is a run's value of a concurrency rule
+	// (spooltype.ConcurrencyKey).
+	ConcurrencyKey = spooltype.ConcurrencyKey
 	// TranscriptMark is a point of a thread's transcript that the
 	// registry recorded as durable (spooltype.TranscriptMark).
 	TranscriptMark = spooltype.TranscriptMark
@@ -56,6 +59,7 @@ var knownFields = map[string]bool{
 	"forked_from": true, "fork_turn": true, "fork_segment": true, "fork_chain_hash": true, "fork_message": true, "workspace": true,
 	"kind": true, "graph_digest": true, CurrentNodeField: true, StepField: true, "max_steps": true, SuppressedErrorsField: true,
 	ItemsDoneField: true, ItemsTotalField: true, StateSHA256Field: true,
+	"tenant": true, "priority": true, "idempotency_key": true, "concurrency_keys": true,
 }
 
 // parseRecord decodes a thread hash: the string fields as they are, then
@@ -73,6 +77,7 @@ func parseRecord(m map[string]string) (*Record, error) {
 		ForkedFrom: m["forked_from"], ForkChainHash: m["fork_chain_hash"], ForkMessage: m["fork_message"], Workspace: m["workspace"],
 		Kind: m["kind"], GraphDigest: m["graph_digest"], CurrentNode: m[CurrentNodeField], StateSHA256: m[StateSHA256Field],
 		TraceParent: m["trace_parent"], TraceCaller: m["trace_caller"],
+		Tenant: thread.TenantOrDefault(m["tenant"]), IdempotencyKey: m["idempotency_key"],
 	}
 	if r.Kind == "" {
 		r.Kind = KindThread
@@ -104,7 +109,7 @@ func parseJSONFields(r *Record, m map[string]string) error {
 		v    any
 	}{{"outputs", &r.Outputs}, {"cost", &r.Cost}, {"limits", &r.Limits}, {"capabilities", &r.Capabilities}, {"dropped_capabilities", &r.DroppedCapabilities},
 		{"inputs", &r.Inputs}, {"ancestors", &r.Ancestors}, {"ledger_path", &r.LedgerPath}, {"pending_approvals", &r.PendingApprovals},
-		{StalledField, &r.Stalled}} {
+		{StalledField, &r.Stalled}, {"concurrency_keys", &r.ConcurrencyKeys}} {
 		if s := m[jf.name]; s != "" {
 			if err := json.Unmarshal([]byte(s), jf.v); err != nil {
 				return badField(r, jf.name, err)
@@ -140,7 +145,8 @@ func parseIntFields(r *Record, m map[string]string) error {
 		name string
 		p    *int
 	}{{"depth", &r.Depth}, {"chain_index", &r.ChainIndex}, {"fork_turn", &r.ForkTurn}, {StepField, &r.Step}, {"max_steps", &r.MaxSteps},
-		{SuppressedErrorsField, &r.SuppressedErrors}, {ItemsDoneField, &r.ItemsDone}, {ItemsTotalField, &r.ItemsTotal}} {
+		{SuppressedErrorsField, &r.SuppressedErrors}, {ItemsDoneField, &r.ItemsDone}, {ItemsTotalField, &r.ItemsTotal},
+		{"priority", &r.Priority}} {
 		if s := m[f.name]; s != "" {
 			n, err := strconv.Atoi(s)
 			if err != nil {
@@ -149,6 +155,7 @@ func parseIntFields(r *Record, m map[string]string) error {
 			*f.p = n
 		}
 	}
+	r.Priority = thread.PriorityOrDefault(r.Priority)
 	return nil
 }
 

@@ -112,6 +112,14 @@ type NewThread struct {
 	Kind        string
 	GraphDigest string
 	MaxSteps    int
+	// Tenant and Priority are the run's root's (Record); "" and 0 are
+	// thread.DefaultTenant and thread.DefaultPriority. IdempotencyKey is
+	// the key a root was started with, ConcurrencyKeys its values of the
+	// admission policy's rules.
+	Tenant          string
+	Priority        int
+	IdempotencyKey  string
+	ConcurrencyKeys []ConcurrencyKey
 	// Fields are more hash fields, raw (Record.Extra); they may not name
 	// a field the registry sets.
 	Fields map[string]string
@@ -119,8 +127,8 @@ type NewThread struct {
 
 // Register creates the record of a new thread: status created, version 1,
 // chain_root_id defaulting to its own id, ancestors and depth derived from
-// the parent's record. It adds the id to the threads index, the active set
-// and the parent's children. ErrExists on a duplicate id; ErrParentNotFound
+// the parent's record. It adds the id to the threads index, its tenant's
+// index, the active set and the parent's children. ErrExists on a duplicate id; ErrParentNotFound
 // when ParentID is not registered.
 func (r *Registry) Register(ctx context.Context, nt NewThread) (*Record, error) {
 	g, err := r.Registration(nt)
@@ -152,7 +160,9 @@ func (r *Registry) Registration(nt NewThread) (*Registration, error) {
 	if nt.ParentID == nt.ThreadID {
 		return nil, fmt.Errorf("register thread %q: it cannot be its own parent", nt.ThreadID)
 	}
+	nt.Tenant, nt.Priority = thread.TenantOrDefault(nt.Tenant), thread.PriorityOrDefault(nt.Priority)
 	fields := []any{"directive", nt.Directive, "model", nt.Model, "bundle", nt.Bundle, "queue", nt.Queue,
+		"tenant", nt.Tenant, "priority", nt.Priority,
 		"previous_thread_id", nt.PreviousThreadID, "chain_root_id", nt.ChainRootID, "continuation_of", nt.ContinuationOf,
 		"continuation_thread_id", "", "result", "", "chain_index", nt.ChainIndex, "continuation_kind", nt.ContinuationKind,
 		"continuation_message", nt.ContinuationMessage}
@@ -165,7 +175,7 @@ func (r *Registry) Registration(nt NewThread) (*Registration, error) {
 		return nil, err
 	}
 	now := r.now().UTC().Round(0)
-	keys := []string{r.ks.Thread(nt.ThreadID), r.ks.Threads(nt.ThreadID), r.ks.Active(nt.ThreadID)}
+	keys := []string{r.ks.Thread(nt.ThreadID), r.ks.Threads(nt.ThreadID), r.ks.Active(nt.ThreadID), r.ks.TenantThreads(nt.Tenant, nt.ThreadID)}
 	if nt.ParentID != "" {
 		keys = append(keys, r.ks.Thread(nt.ParentID), r.ks.Children(nt.ParentID))
 	}
@@ -207,6 +217,16 @@ func optionalFields(fields []any, nt *NewThread) ([]any, error) {
 	}
 	if nt.Kind == KindGraph {
 		fields = append(fields, "kind", nt.Kind, "graph_digest", nt.GraphDigest, "max_steps", nt.MaxSteps, StepField, 0)
+	}
+	if nt.IdempotencyKey != "" {
+		fields = append(fields, "idempotency_key", nt.IdempotencyKey)
+	}
+	if len(nt.ConcurrencyKeys) > 0 {
+		b, err := json.Marshal(nt.ConcurrencyKeys)
+		if err != nil {
+			return nil, fmt.Errorf("register thread %q: concurrency keys: %w", nt.ThreadID, err)
+		}
+		fields = append(fields, "concurrency_keys", string(b))
 	}
 	for k, v := range nt.Fields {
 		if knownFields[k] {
@@ -413,27 +433,38 @@ type Filter struct {
 	Parent    string
 	// Kind is KindGraph for graph runs only, KindThread for threads
 	// only; "" for both.
-	Kind  string
-	Limit int // 0: no limit
+	Kind string
+	// Tenant is one tenant's runs only; "" for every tenant's.
+	Tenant string
+	Limit  int // 0: no limit
 }
 
 func (f Filter) match(rec *Record) bool {
 	return (f.Status == "" || rec.Status == f.Status) &&
 		(f.Directive == "" || rec.Directive == f.Directive) &&
 		(f.Parent == "" || rec.ParentID == f.Parent) &&
-		(f.Kind == "" || rec.Kind == f.Kind)
+		(f.Kind == "" || rec.Kind == f.Kind) &&
+		(f.Tenant == "" || rec.TenantOrDefault() == f.Tenant)
 }
 
 // List returns the threads that match f, newest first. A parent's
-// children are read from its children set, and threads of a status that
-// is not final (created, running, waiting) from the active set: neither
-// reads the records of every thread ever registered, as the other
-// filters do (oldest last, page by page, until Limit).
+// children are read from its children set, threads of a status that is
+// not final (created, running, waiting) from the active set, and a
+// tenant's runs from its index: none reads the records of every thread
+// ever registered, as the other filters do (oldest last, page by page,
+// until Limit). The default tenant's runs are read from every thread's
+// records, for runs registered before tenants are its too and in no
+// index.
 func (r *Registry) List(ctx context.Context, f Filter) ([]*Record, error) {
-	if f.Parent != "" || f.Status != "" && !f.Status.Terminal() {
+	switch {
+	case f.Parent != "" || f.Status != "" && !f.Status.Terminal():
 		return r.listFromSet(ctx, f)
+	case f.Tenant != "" && f.Tenant != thread.DefaultTenant:
+		return r.listByTime(ctx, f, func(ctx context.Context, w Window) ([]redis.Z, error) {
+			return r.TenantThreadsByTime(ctx, f.Tenant, w)
+		})
 	}
-	return r.listByTime(ctx, f)
+	return r.listByTime(ctx, f, r.ThreadsByTime)
 }
 
 // listFromSet is List from a set that holds every thread f can match: the
@@ -459,13 +490,14 @@ func (r *Registry) listFromSet(ctx context.Context, f Filter) ([]*Record, error)
 	return out, nil
 }
 
-// listByTime is List from the threads index, newest first, a page of
-// records at a time, until Limit or the oldest thread.
-func (r *Registry) listByTime(ctx context.Context, f Filter) ([]*Record, error) {
+// listByTime is List from an index by time (read: every thread's, or a
+// tenant's), newest first, a page of records at a time, until Limit or
+// the oldest thread.
+func (r *Registry) listByTime(ctx context.Context, f Filter, read func(context.Context, Window) ([]redis.Z, error)) ([]*Record, error) {
 	const page = 256
 	var out []*Record
 	for start := int64(0); ; start += page {
-		zs, err := r.ThreadsByTime(ctx, Window{Newest: true, Offset: start, Count: page})
+		zs, err := read(ctx, Window{Newest: true, Offset: start, Count: page})
 		if err != nil {
 			return nil, fmt.Errorf("list threads: %w", err)
 		}
@@ -565,6 +597,8 @@ func registered(nt NewThread, now time.Time, inputs []byte, res []any) (*Record,
 		LedgerPath: append([]string(nil), nt.LedgerPath...), ModelOverride: nt.ModelOverride,
 		ForkedFrom: nt.ForkedFrom, ForkTurn: nt.ForkTurn, ForkSegment: nt.ForkSegment, ForkChainHash: nt.ForkChainHash,
 		ForkMessage: nt.ForkMessage, Workspace: nt.Workspace, Kind: KindThread,
+		Tenant: nt.Tenant, Priority: nt.Priority, IdempotencyKey: nt.IdempotencyKey,
+		ConcurrencyKeys: append([]ConcurrencyKey(nil), nt.ConcurrencyKeys...),
 	}
 	if nt.Kind == KindGraph {
 		rec.Kind, rec.GraphDigest, rec.MaxSteps = KindGraph, nt.GraphDigest, nt.MaxSteps

@@ -30,7 +30,8 @@ do
   -- register registers a new thread.
   --
   -- keys[1] thread hash, keys[2] threads zset, keys[3] active set,
-  -- [keys[4] parent thread hash, keys[5] parent's children set]
+  -- keys[4] its tenant's threads zset, [keys[5] parent thread hash,
+  -- keys[6] parent's children set]
   -- argv[1] thread id, argv[2] now (RFC3339Nano), argv[3] now (unix ms),
   -- argv[4] parent id ("" for a root), argv[5..] field/value pairs
   -- The record gets status created, version 1, activation 0,
@@ -42,14 +43,14 @@ do
     if redis.call('EXISTS', keys[1]) == 1 then return redis.error_reply('EXISTS ' .. argv[1]) end
     local anc, depth = '[]', 0
     if argv[4] ~= '' then
-      local p = redis.call('HMGET', keys[4], 'thread_id', 'ancestors', 'depth')
+      local p = redis.call('HMGET', keys[5], 'thread_id', 'ancestors', 'depth')
       if not p[1] then return redis.error_reply('NOPARENT ' .. argv[4]) end
       local list = {}
       if p[2] and p[2] ~= '' then list = cjson.decode(p[2]) end
       table.insert(list, argv[4])
       anc = cjson.encode(list)
       depth = (tonumber(p[3]) or 0) + 1
-      redis.call('SADD', keys[5], argv[1])
+      redis.call('SADD', keys[6], argv[1])
     end
     if #argv > 4 then redis.call('HSET', keys[1], unpack(argv, 5)) end
     redis.call('HSET', keys[1], 'thread_id', argv[1], 'parent_id', argv[4], 'status', 'created',
@@ -61,6 +62,7 @@ do
       redis.call('HSET', keys[1], 'chain_root_id', root)
     end
     redis.call('ZADD', keys[2], argv[3], argv[1])
+    redis.call('ZADD', keys[4], argv[3], argv[1])
     redis.call('SADD', keys[3], argv[1])
     return {anc, depth, root}
   end
@@ -73,7 +75,7 @@ do
   -- keys and argv are restore's.
   function registry.restorable(keys, argv)
     if redis.call('EXISTS', keys[1]) == 1 then return redis.error_reply('EXISTS ' .. argv[1]) end
-    if argv[4] ~= '' and redis.call('EXISTS', keys[5]) == 0 then return redis.error_reply('NOPARENT ' .. argv[4]) end
+    if argv[4] ~= '' and redis.call('EXISTS', keys[6]) == 0 then return redis.error_reply('NOPARENT ' .. argv[4]) end
     return nil
   end
 
@@ -84,8 +86,8 @@ do
   -- from the parent's record as register derives them.
   --
   -- keys[1] thread hash, keys[2] threads zset, keys[3] active set,
-  -- keys[4] events channel, [keys[5] parent thread hash, keys[6]
-  -- parent's children set]
+  -- keys[4] events channel, keys[5] its tenant's threads zset, [keys[6]
+  -- parent thread hash, keys[7] parent's children set]
   -- argv[1] thread id, argv[2] created at (unix ms: the threads zset's
   -- score), argv[3] status, argv[4] parent id ("" for a root), argv[5..]
   -- field/value pairs
@@ -97,18 +99,19 @@ do
     if refused then return refused end
     local anc, depth = '[]', 0
     if argv[4] ~= '' then
-      local p = redis.call('HMGET', keys[5], 'ancestors', 'depth')
+      local p = redis.call('HMGET', keys[6], 'ancestors', 'depth')
       local list = {}
       if p[1] and p[1] ~= '' then list = cjson.decode(p[1]) end
       table.insert(list, argv[4])
       anc = cjson.encode(list)
       depth = (tonumber(p[2]) or 0) + 1
-      redis.call('SADD', keys[6], argv[1])
+      redis.call('SADD', keys[7], argv[1])
     end
     redis.call('HSET', keys[1], unpack(argv, 5))
     redis.call('HSET', keys[1], 'thread_id', argv[1], 'parent_id', argv[4], 'status', argv[3],
       'ancestors', anc, 'depth', depth)
     redis.call('ZADD', keys[2], argv[2], argv[1])
+    redis.call('ZADD', keys[5], argv[2], argv[1])
     if not TERMINAL[argv[3]] then redis.call('SADD', keys[3], argv[1]) end
     redis.call('PUBLISH', keys[4], argv[1] .. ' ' .. argv[3])
     return {anc, depth}
@@ -222,9 +225,10 @@ do
   -- forget deletes what Redis holds of one finished thread.
   --
   -- keys[1] thread hash, keys[2] its shard's threads index, keys[3]
-  -- active set, keys[4] awaiting-approval set, keys[5..] the thread's own
-  -- keys (ledger entry, children, forks, spawns, cancel flag, waits,
-  -- decisions, inbox, lease, chain waiters)
+  -- active set, keys[4] awaiting-approval set, keys[5] its tenant's
+  -- threads index, keys[6..] the thread's own keys (ledger entry,
+  -- children, forks, spawns, cancel flag, waits, decisions, inbox,
+  -- lease, chain waiters)
   -- argv[1] thread id, argv[2] the version the caller read
   -- Returns {1}; refuses NOTFOUND, CONFLICT (the record changed since it
   -- was read: a resume linked it, say), TRANSITION <status> forgotten
@@ -237,8 +241,9 @@ do
     redis.call('ZREM', keys[2], argv[1])
     redis.call('SREM', keys[3], argv[1])
     redis.call('SREM', keys[4], argv[1])
+    redis.call('ZREM', keys[5], argv[1])
     local own = {keys[1]}
-    for i = 5, #keys do own[#own + 1] = keys[i] end
+    for i = 6, #keys do own[#own + 1] = keys[i] end
     redis.call('DEL', unpack(own))
     return {1}
   end

@@ -114,6 +114,7 @@ func TestRegisterAndGet(t *testing.T) {
 		Outputs: map[string]any{}, Limits: thread.DefaultLimits(), Model: "m1", Capabilities: []string{"rye.execute.tool.*"},
 		Bundle: "sha256:ab", Inputs: map[string]any{"level": "1"}, Queue: "q", Ancestors: []string{},
 		CreatedAt: rec.CreatedAt, UpdatedAt: rec.CreatedAt, Version: 1, Kind: KindThread,
+		Tenant: thread.DefaultTenant, Priority: thread.DefaultPriority,
 	}
 	if diff := cmp.Diff(want, rec); diff != "" {
 		t.Fatalf("registered record (-want +got):\n%s", diff)
@@ -581,6 +582,12 @@ func TestList(t *testing.T) {
 	if _, err := f.reg.Register(f.ctx, NewThread{ThreadID: "o1", Directive: "other"}); err != nil {
 		t.Fatal(err)
 	}
+	for _, nt := range []NewThread{{ThreadID: "a1", Directive: "other", Tenant: "acme"}, {ThreadID: "a2", Directive: "test/d", ParentID: "a1", Tenant: "acme"},
+		{ThreadID: "b1", Directive: "other", Tenant: "beta", Priority: 1}} {
+		if _, err := f.reg.Register(f.ctx, nt); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := f.reg.UpdateStatus(f.ctx, "k1", thread.StatusCancelled); err != nil {
 		t.Fatal(err)
 	}
@@ -599,19 +606,26 @@ func TestList(t *testing.T) {
 		f    Filter
 		want []string
 	}{
-		{Filter{}, []string{"o1", "k2", "k1", "r1"}},
-		{Filter{Limit: 2}, []string{"o1", "k2"}},
-		{Filter{Directive: "other"}, []string{"o1"}},
+		{Filter{}, []string{"b1", "a2", "a1", "o1", "k2", "k1", "r1"}},
+		{Filter{Limit: 2}, []string{"b1", "a2"}},
+		{Filter{Directive: "other"}, []string{"b1", "a1", "o1"}},
 		{Filter{Status: thread.StatusCancelled}, []string{"k1"}},
 		{Filter{Parent: "r1"}, []string{"k2", "k1"}},
 		{Filter{Parent: "r1", Status: thread.StatusCreated}, []string{"k2"}},
+		{Filter{Tenant: "acme"}, []string{"a2", "a1"}},
+		{Filter{Tenant: "acme", Limit: 1}, []string{"a2"}},
+		{Filter{Tenant: "acme", Directive: "other"}, []string{"a1"}},
+		{Filter{Tenant: "acme", Status: thread.StatusCreated}, []string{"a2", "a1"}},
+		{Filter{Tenant: "beta"}, []string{"b1"}},
+		{Filter{Tenant: thread.DefaultTenant}, []string{"o1", "k2", "k1", "r1"}},
+		{Filter{Tenant: "nobody"}, nil},
 	}
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, ids(f.reg.List(f.ctx, tt.f))); diff != "" {
 			t.Errorf("List(%+v) (-want +got):\n%s", tt.f, diff)
 		}
 	}
-	if diff := cmp.Diff([]string{"r1", "k2", "o1"}, ids(f.reg.ListActive(f.ctx))); diff != "" {
+	if diff := cmp.Diff([]string{"r1", "k2", "o1", "a1", "a2", "b1"}, ids(f.reg.ListActive(f.ctx))); diff != "" {
 		t.Errorf("ListActive (-want +got):\n%s", diff)
 	}
 }
@@ -639,6 +653,14 @@ func TestRegisterReturnsTheStoredRecord(t *testing.T) {
 	}
 	require.Equal(t, []string{"root", "kid"}, f.get(t, "grandkid").Ancestors)
 	require.Equal(t, 2, f.get(t, "grandkid").Depth)
+	acme, err := f.reg.Register(f.ctx, NewThread{ThreadID: "acme-root", Directive: "t/a", Limits: lim, Tenant: "acme", Priority: 1,
+		IdempotencyKey: "order-7", ConcurrencyKeys: []ConcurrencyKey{{Rule: "per_customer", Value: "c1"}}})
+	require.NoError(t, err)
+	require.Equal(t, f.get(t, "acme-root"), acme)
+	require.Equal(t, "acme", acme.Tenant)
+	require.Equal(t, 1, acme.Priority)
+	require.Equal(t, thread.DefaultTenant, f.get(t, "root").Tenant, "no tenant: the default tenant")
+	require.Equal(t, thread.DefaultPriority, f.get(t, "root").Priority)
 }
 
 // TestForgetRefusals: Forget refuses a thread that is not finished and a
@@ -647,19 +669,22 @@ func TestRegisterReturnsTheStoredRecord(t *testing.T) {
 func TestForgetRefusals(t *testing.T) {
 	t.Parallel()
 	f := setupRegistry(t)
-	f.register(t, "fg", "")
+	_, err := f.reg.Register(f.ctx, NewThread{ThreadID: "fg", Directive: "test/d", Limits: thread.DefaultLimits(), Tenant: "acme"})
+	require.NoError(t, err)
 	running := f.claim(t, "fg")
 	var te *thread.TransitionError
 	require.ErrorAs(t, f.reg.Forget(f.ctx, running), &te)
 	require.Equal(t, thread.StatusRunning, te.From)
-	_, err := f.reg.Commit(f.ctx, "fg", running.Version, Changes{Status: thread.StatusCompleted})
+	_, err = f.reg.Commit(f.ctx, "fg", running.Version, Changes{Status: thread.StatusCompleted})
 	require.NoError(t, err)
 	stale := *running
 	stale.Status = thread.StatusCompleted
 	require.ErrorIs(t, f.reg.Forget(f.ctx, &stale), ErrConflict, "read before the commit")
 	done := f.get(t, "fg")
+	require.Equal(t, int64(1), f.r.Client.ZCard(f.ctx, f.ks.TenantThreads("acme", "fg")).Val())
 	require.NoError(t, f.reg.Forget(f.ctx, done))
 	_, err = f.reg.Get(f.ctx, "fg")
 	require.ErrorIs(t, err, ErrNotFound)
+	require.Equal(t, int64(0), f.r.Client.Exists(f.ctx, f.ks.TenantThreads("acme", "fg")).Val(), "out of its tenant's index")
 	require.ErrorIs(t, f.reg.Forget(f.ctx, done), ErrNotFound)
 }

@@ -46,7 +46,7 @@ func (r *Registry) Restoration(rec *Record) (*Restoration, error) {
 		return nil, fmt.Errorf("restore thread %q: %w", rec.ThreadID, err)
 	}
 	id := rec.ThreadID
-	keys := []string{r.ks.Thread(id), r.ks.Threads(id), r.ks.Active(id), r.ks.Events(id)}
+	keys := []string{r.ks.Thread(id), r.ks.Threads(id), r.ks.Active(id), r.ks.Events(id), r.ks.TenantThreads(rec.TenantOrDefault(), id)}
 	if rec.ParentID != "" {
 		keys = append(keys, r.ks.Thread(rec.ParentID), r.ks.Children(rec.ParentID))
 	}
@@ -112,6 +112,7 @@ func recordFields(rec *Record) ([]any, error) {
 		{"workspace", rec.Workspace}, {"kind", rec.Kind}, {"graph_digest", rec.GraphDigest},
 		{CurrentNodeField, rec.CurrentNode}, {StateSHA256Field, rec.StateSHA256},
 		{"trace_parent", rec.TraceParent}, {"trace_caller", rec.TraceCaller},
+		{"tenant", rec.TenantOrDefault()}, {"idempotency_key", rec.IdempotencyKey},
 	} {
 		str(f.k, f.v)
 	}
@@ -132,7 +133,8 @@ func recordFields(rec *Record) ([]any, error) {
 	}{{"outputs", outputs, true}, {"cost", rec.Cost, true}, {"limits", rec.Limits, true},
 		{"capabilities", orEmpty(rec.Capabilities), true}, {"inputs", orEmptyMap(rec.Inputs), true},
 		{"dropped_capabilities", rec.DroppedCapabilities, len(rec.DroppedCapabilities) > 0},
-		{"ledger_path", rec.LedgerPath, len(rec.LedgerPath) > 0}, {"error", rec.Error, rec.Error != nil}} {
+		{"ledger_path", rec.LedgerPath, len(rec.LedgerPath) > 0}, {"error", rec.Error, rec.Error != nil},
+		{"concurrency_keys", rec.ConcurrencyKeys, len(rec.ConcurrencyKeys) > 0}} {
 		if !jf.keep {
 			continue
 		}
@@ -148,7 +150,7 @@ func recordFields(rec *Record) ([]any, error) {
 	}{{"version", rec.Version}, {"activation", rec.Activation}, {"transcript_segments", rec.Transcript.Segments},
 		{"chain_index", int64(rec.ChainIndex)}, {"fork_turn", int64(rec.ForkTurn)}, {"fork_segment", rec.ForkSegment},
 		{StepField, int64(rec.Step)}, {"max_steps", int64(rec.MaxSteps)}, {SuppressedErrorsField, int64(rec.SuppressedErrors)},
-		{ItemsDoneField, int64(rec.ItemsDone)}, {ItemsTotalField, int64(rec.ItemsTotal)}} {
+		{ItemsDoneField, int64(rec.ItemsDone)}, {ItemsTotalField, int64(rec.ItemsTotal)}, {"priority", int64(rec.PriorityOrDefault())}} {
 		out = append(out, f.k, strconv.FormatInt(f.v, 10))
 	}
 	for _, f := range []struct {

@@ -18,7 +18,7 @@ import (
 func TestRestoreWholeRecord(t *testing.T) {
 	t.Parallel()
 	f := setupRegistry(t)
-	parent, err := f.reg.Register(f.ctx, NewThread{ThreadID: "t/root-1", Directive: "t/root", Limits: thread.DefaultLimits()})
+	parent, err := f.reg.Register(f.ctx, NewThread{ThreadID: "t/root-1", Directive: "t/root", Limits: thread.DefaultLimits(), Tenant: "acme", Priority: 2})
 	require.NoError(t, err)
 	at := time.Date(2026, 2, 17, 9, 58, 1, 123456789, time.UTC)
 	cost := thread.Cost{Turns: 2, InputTokens: 300, OutputTokens: 20, Spend: 0.0123}
@@ -32,7 +32,8 @@ func TestRestoreWholeRecord(t *testing.T) {
 		ContinuationKind: "handoff", ModelOverride: "mo", TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
 		TraceCaller: "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01",
 		Transcript:  TranscriptMark{Segments: 4, ChainHash: "abc"}, Workspace: "w", Kind: KindThread,
-		Extra: map[string]string{RestoredField: at.Format(time.RFC3339Nano)},
+		Extra:  map[string]string{RestoredField: at.Format(time.RFC3339Nano)},
+		Tenant: "acme", Priority: 2, IdempotencyKey: "k-1", ConcurrencyKeys: []ConcurrencyKey{{Rule: "per_customer", Value: "c1"}},
 	}
 	got, err := f.reg.Restore(f.ctx, want)
 	require.NoError(t, err)
@@ -46,6 +47,10 @@ func TestRestoreWholeRecord(t *testing.T) {
 	kids, err := f.reg.ListChildren(f.ctx, parent.ThreadID)
 	require.NoError(t, err)
 	require.Len(t, kids, 1)
+	acme, err := f.reg.List(f.ctx, Filter{Tenant: "acme"})
+	require.NoError(t, err)
+	require.Len(t, acme, 2, "the restored thread is in its tenant's index")
+	require.Equal(t, []string{parent.ThreadID, want.ThreadID}, []string{acme[0].ThreadID, acme[1].ThreadID})
 	active, err := f.reg.ListActive(f.ctx)
 	require.NoError(t, err)
 	require.Len(t, active, 1, "a finished thread is not active")

@@ -51,13 +51,23 @@ type Window struct {
 // Offset+Count entries of each shard: the thread list pages with it, so
 // Offset stays small.
 func (r *Registry) ThreadsByTime(ctx context.Context, w Window) ([]redis.Z, error) {
+	return r.byTime(ctx, r.ks.AllThreads(), w)
+}
+
+// TenantThreadsByTime reads tenant's runs (every shard's index of them,
+// merged) as ThreadsByTime reads every run.
+func (r *Registry) TenantThreadsByTime(ctx context.Context, tenant string, w Window) ([]redis.Z, error) {
+	return r.byTime(ctx, r.ks.AllTenantThreads(tenant), w)
+}
+
+// byTime reads w from the sorted sets keys, one per shard, merged.
+func (r *Registry) byTime(ctx context.Context, keys []string, w Window) ([]redis.Z, error) {
 	if w.Min == "" {
 		w.Min = "-inf"
 	}
 	if w.Max == "" {
 		w.Max = "+inf"
 	}
-	keys := r.ks.AllThreads()
 	if len(keys) == 1 {
 		if w.Count == 0 && w.Offset > 0 {
 			return nil, fmt.Errorf("threads by time: an offset needs a count")

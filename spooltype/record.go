@@ -133,9 +133,35 @@ type Record struct {
 	ItemsDone        int    `json:"items_done,omitempty"`
 	ItemsTotal       int    `json:"items_total,omitempty"`
 	StateSHA256      string `json:"state_sha256,omitempty"`
+	// Tenant is the party the run's tree runs for, and Priority (1
+	// highest .. 5) how its activations rank among its tenant's: both its
+	// root's, set at registration and never changed. A record written
+	// before tenants has thread.DefaultTenant and thread.DefaultPriority.
+	Tenant   string `json:"tenant"`
+	Priority int    `json:"priority"`
+	// IdempotencyKey is the key the run was started with (thread run
+	// --idempotency-key, the API's Idempotency-Key header); "" (null)
+	// for none.
+	IdempotencyKey string `json:"idempotency_key"`
+	// ConcurrencyKeys are the run's values of the admission policy's
+	// concurrency rules, computed once at registration (its
+	// continuations carry them); empty when no rule applies.
+	ConcurrencyKeys []ConcurrencyKey `json:"concurrency_keys"`
+	// Existing is set only on the answer of a start that carried an
+	// idempotency key: false for the start that registered the run, true
+	// for a start that found it registered. It is not stored.
+	Existing *bool `json:"existing,omitempty"`
 	// Extra holds every other hash field (registry.Changes.Fields, and
 	// fields other packages keep on the thread hash), raw.
 	Extra map[string]string `json:"-"`
+}
+
+// ConcurrencyKey is a run's value of one concurrency rule of the
+// admission policy: at most the rule's max activations of the tenant
+// hold the same value at once.
+type ConcurrencyKey struct {
+	Rule  string `json:"rule"`
+	Value string `json:"value"`
 }
 
 // Record kinds.
@@ -220,6 +246,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		ParentID             *string `json:"parent_id"`
 		ContinuationOf       *string `json:"continuation_of"`
 		ContinuationThreadID *string `json:"continuation_thread_id"`
+		IdempotencyKey       *string `json:"idempotency_key"`
 		GraphStep            *int    `json:"step,omitempty"`
 		GraphNode            *string `json:"current_node,omitempty"`
 		// ForkStep is a graph fork's step (its fork_turn), by the name
@@ -229,11 +256,16 @@ func (r Record) MarshalJSON() ([]byte, error) {
 	if r.Outputs == nil {
 		r.Outputs = map[string]any{}
 	}
+	if r.ConcurrencyKeys == nil {
+		r.ConcurrencyKeys = []ConcurrencyKey{}
+	}
 	o := out{recordJSON: recordJSON(r), ParentID: nullable(r.ParentID),
-		ContinuationOf: nullable(r.ContinuationOf), ContinuationThreadID: nullable(r.ContinuationThreadID)}
+		ContinuationOf: nullable(r.ContinuationOf), ContinuationThreadID: nullable(r.ContinuationThreadID),
+		IdempotencyKey: nullable(r.IdempotencyKey)}
 	if o.Kind == "" {
 		o.Kind = KindThread
 	}
+	o.Tenant, o.Priority = r.TenantOrDefault(), r.PriorityOrDefault()
 	if r.IsGraph() {
 		// A graph run's cursor is always there, step 0 and all.
 		o.GraphStep, o.GraphNode = &r.Step, &r.CurrentNode
@@ -251,17 +283,29 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		ParentID             *string `json:"parent_id"`
 		ContinuationOf       *string `json:"continuation_of"`
 		ContinuationThreadID *string `json:"continuation_thread_id"`
+		IdempotencyKey       *string `json:"idempotency_key"`
 	}
 	v := in{recordJSON: (*recordJSON)(r)}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
 	r.ParentID, r.ContinuationOf, r.ContinuationThreadID = deref(v.ParentID), deref(v.ContinuationOf), deref(v.ContinuationThreadID)
+	r.IdempotencyKey = deref(v.IdempotencyKey)
 	if r.Kind == "" {
 		r.Kind = KindThread // written before records had a kind
 	}
+	// Written before tenants: the default tenant's.
+	r.Tenant, r.Priority = r.TenantOrDefault(), r.PriorityOrDefault()
 	return nil
 }
+
+// TenantOrDefault is the run's tenant: thread.DefaultTenant for a record
+// written before tenants.
+func (r *Record) TenantOrDefault() string { return thread.TenantOrDefault(r.Tenant) }
+
+// PriorityOrDefault is the run's priority: thread.DefaultPriority for a
+// record written before priorities.
+func (r *Record) PriorityOrDefault() int { return thread.PriorityOrDefault(r.Priority) }
 
 func nullable(s string) *string {
 	if s == "" {

@@ -19,6 +19,12 @@ type RunRequest struct {
 	Parent string `json:"parent,omitempty"`
 	// Queue is the asynq queue; default the parent's, else "default".
 	Queue string `json:"queue,omitempty"`
+	// Tenant is the root's tenant (default "default"; a bound token's
+	// tenant); a child has its parent's.
+	Tenant string `json:"tenant,omitempty"`
+	// Priority is 1 (highest) to 5; default the tenant's. A child has its
+	// parent's.
+	Priority int `json:"priority,omitempty"`
 }
 
 // CancelRequest is the (optional) body of POST /v1/threads/ID/cancel.
@@ -94,6 +100,9 @@ type GraphRunRequest struct {
 	Parent string `json:"parent,omitempty"`
 	// Queue is the asynq queue; default the parent's, else "default".
 	Queue string `json:"queue,omitempty"`
+	// Tenant and Priority are RunRequest's.
+	Tenant   string `json:"tenant,omitempty"`
+	Priority int    `json:"priority,omitempty"`
 }
 
 // GraphResumeRequest is the (optional) body of POST /v1/graphs/ID/resume.

@@ -63,6 +63,10 @@ type ThreadStarted struct {
 	Limits           *thread.Resolved `json:"limits,omitempty"`
 	Capabilities     []string         `json:"capabilities,omitempty"`
 	BundleDigest     string           `json:"bundle_digest,omitempty"`
+	// Tenant and Priority are the thread's (its root's); absent in a
+	// transcript written before tenants: the default tenant's.
+	Tenant   string `json:"tenant,omitempty"`
+	Priority int    `json:"priority,omitempty"`
 }
 
 // ThreadContinued is the payload of thread_continued. ReconstructedTurns

@@ -40,6 +40,10 @@ type GraphStarted struct {
 	ForkStep     int             `json:"fork_step,omitempty"`
 	FromNode     string          `json:"from_node,omitempty"`
 	StateEdits   []string        `json:"state_edits,omitempty"`
+	// Tenant and Priority are the run's (its root's), as in
+	// thread_started.
+	Tenant   string `json:"tenant,omitempty"`
+	Priority int    `json:"priority,omitempty"`
 }
 
 // StepAction names what a step runs: one of Tool, Directive, Graph.

@@ -139,13 +139,17 @@ func graphRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	tenant, priority, err := tenantFlags(c)
+	if err != nil {
+		return err
+	}
 	if _, err := existingProject(c); err != nil {
 		return err
 	}
 	return startAndWait(c, func(s *services, log *slog.Logger) (*launch.Started, error) {
 		started, err := launch.Start(c.Context, s.orch, launch.Request{Project: s.project, UserDir: s.userDir, Logger: log,
 			StartRequest: orchestrator.StartRequest{Graph: true, Directive: name, Inputs: inputs, LimitOverrides: limits, MaxSteps: maxSteps,
-				ParentID: c.String("parent"), Queue: c.String("queue"), TraceParent: envTraceParent()}})
+				ParentID: c.String("parent"), Queue: c.String("queue"), TraceParent: envTraceParent(), Tenant: tenant, Priority: priority}})
 		if errors.Is(err, launch.ErrRefused) || errors.Is(err, orchestrator.ErrGraphNotFound) {
 			return nil, &usageError{msg: err.Error()}
 		}
@@ -184,6 +188,7 @@ func printGraphRecord(w io.Writer, r *registry.Record) {
 	if r.ForkedFrom != "" {
 		fmt.Fprintf(w, "fork of    %s at step %d\n", r.ForkedFrom, r.ForkTurn)
 	}
+	printTenant(w, r)
 	if r.CurrentNode != "" {
 		fmt.Fprintf(w, "node       %s\n", r.CurrentNode)
 	}

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/spool-run/spool/thread"
 )
 
 func main() {
@@ -43,6 +45,10 @@ func run(ctx context.Context, args []string, stdout, stderr *os.File) int {
 	var ue *usageError
 	if errors.As(err, &ue) || isFlagError(err) {
 		code = 2
+	}
+	var ae *thread.AdmissionError
+	if errors.As(err, &ae) {
+		code = ae.Exit()
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/worker"
 )
 
@@ -25,7 +27,27 @@ func runFlags(what string, concurrency int) []cli.Flag {
 		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long --wait waits (exit 1 after it; the " + what + " keeps running); 0 waits without a limit"},
 		&cli.BoolFlag{Name: "embedded", Usage: "run everything in this process: embedded Redis, local store, a worker"},
 		&cli.IntFlag{Name: "concurrency", Value: concurrency, Usage: "with --embedded: the in-process worker's concurrency"},
+		&cli.StringFlag{Name: "tenant", EnvVars: []string{"SPOOL_TENANT"}, Usage: "the tenant the " + what + "'s tree runs for (default: default; with --parent: the parent's)"},
+		&cli.IntFlag{Name: "priority", Usage: "1 (highest) to 5 (default: the tenant's, 3 unless set; with --parent: the parent's)"},
 	}
+}
+
+// tenantFlags are --tenant and --priority, checked before anything is
+// opened (tenant_invalid, priority_invalid: exit 2); "" and 0 when not
+// given.
+func tenantFlags(c *cli.Context) (tenant string, priority int, err error) {
+	if tenant = c.String("tenant"); tenant != "" {
+		if err := thread.CheckTenant(tenant); err != nil {
+			return "", 0, err
+		}
+	}
+	if c.IsSet("priority") {
+		priority = c.Int("priority")
+		if err := thread.CheckPriority(priority); err != nil {
+			return "", 0, err
+		}
+	}
+	return tenant, priority, nil
 }
 
 // runStart is what a run command starts, on the services: the launch's
@@ -156,4 +178,13 @@ func waitEnd(c *cli.Context, s *services, rec *registry.Record, printEnd func(*c
 	}
 	_, _ = c.App.ErrWriter.Write(s.notices.Bytes())
 	return nil
+}
+
+// printTenant prints the run's tenant and priority, unless both are the
+// defaults (a fleet without tenants sees no new line).
+func printTenant(w io.Writer, r *registry.Record) {
+	if r.TenantOrDefault() == thread.DefaultTenant && r.PriorityOrDefault() == thread.DefaultPriority {
+		return
+	}
+	fmt.Fprintf(w, "tenant     %s · priority %d\n", r.TenantOrDefault(), r.PriorityOrDefault())
 }

@@ -214,6 +214,10 @@ func threadRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	tenant, priority, err := tenantFlags(c)
+	if err != nil {
+		return err
+	}
 	if q := c.String("queue"); c.IsSet("queue") {
 		if err := queue.CheckName(q); err != nil {
 			return usagef("--queue: %v", err)
@@ -236,7 +240,7 @@ func threadRun(c *cli.Context) error {
 	return startAndWait(c, func(s *services, log *slog.Logger) (*launch.Started, error) {
 		started, err := launch.Start(c.Context, s.orch, launch.Request{Project: s.project, UserDir: s.userDir, Logger: log,
 			StartRequest: orchestrator.StartRequest{Directive: name, Inputs: inputs, Model: c.String("model"), LimitOverrides: limits,
-				ParentID: c.String("parent"), Queue: c.String("queue"), TraceParent: envTraceParent()}})
+				ParentID: c.String("parent"), Queue: c.String("queue"), TraceParent: envTraceParent(), Tenant: tenant, Priority: priority}})
 		if errors.Is(err, launch.ErrRefused) {
 			return nil, &usageError{msg: err.Error()}
 		}
@@ -290,6 +294,7 @@ func printRecord(w io.Writer, r *registry.Record) {
 		fmt.Fprintf(w, "warning    runs without %s: its parent does not hold them\n", strings.Join(r.DroppedCapabilities, ", "))
 	}
 	fmt.Fprintf(w, "model      %s\n", r.Model)
+	printTenant(w, r)
 	if r.TraceID != "" {
 		fmt.Fprintf(w, "trace      %s\n", r.TraceID)
 	}
