@@ -21,7 +21,7 @@
 local registry = {}
 do
   local TRANS = {
-    created = {running = true, error = true, cancelled = true},
+    created = {running = true, waiting = true, error = true, cancelled = true},
     running = {waiting = true, completed = true, error = true, cancelled = true, continued = true},
     waiting = {running = true, error = true, cancelled = true},
   }
