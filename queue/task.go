@@ -53,12 +53,14 @@ type Activation struct {
 }
 
 // Ticket is an activation's admission request as its task carries it:
-// the run's tenant, priority and concurrency keys (RULE=VALUE, as
+// the run's tenant, queue, priority and concurrency keys (RULE=VALUE, as
 // admission keeps them), the class of the activation (1 for a root
 // chain's first, 0 for any other) and its root chain, and the
 // generation of the tenant's state that granted it (0: not granted).
 type Ticket struct {
-	Tenant   string   `json:"t"`
+	Tenant string `json:"t"`
+	// Queue is the activation's spool queue.
+	Queue    string   `json:"q,omitempty"`
 	Priority int      `json:"p"`
 	Class    int      `json:"c"`
 	Keys     []string `json:"k,omitempty"`

@@ -1,0 +1,537 @@
+-- admission.lua is the library of admission's tenant scripts: every
+-- function here works on one tenant's keys, which share one Cluster slot,
+-- so a script made of them is atomic for the tenant. It is the prelude of
+-- adm_*.lua and, in the one-slot layout, of the registry scripts that fuse
+-- a tenant step (package doc, "Fusion").
+--
+-- The tenant's keys (adm.keys names them from KEYS, in this order):
+--   conf    hash  the published settings: pv (policy version), max_running,
+--                 grant_ttl (ms), share_ttl (ms), rule:<name> (a key's max)
+--   over    hash  overrides of conf's fields (spool tenant set)
+--   state   hash  admitted (granted + running), running, share, share_at,
+--                 arrival, gen, fence_until, active, counters n:<where>:<queue>,
+--                 totals grants, released, reaped:<state>, fenced, unreplicated,
+--                 the wait histogram wh:<reason>:<bucket>, ws:<reason>, wc:<reason>
+--   acts    hash  activation → its record (JSON, adm.decode)
+--   leases  zset  granted or running activation → lease expiry (ms)
+--   ready   zset  activation → (priority·2 + class)·2^44 + arrival
+--   kheld   hash  RULE=VALUE → slots held
+--   kwait   hash  RULE=VALUE → activations in its key queue
+--   kq      zset  every key queue, score 0, member RULE=VALUE|<score, 16 hex>|<activation>
+--   bq      zset  ceiling waiters, member REASON|<score, 16 hex>|<activation>
+--   roots   set   root chains in flight          (tenant ceilings)
+--   spend   hash  spend windows                   (tenant ceilings)
+--   lapsed  hash  lapsed allowances               (tenant ceilings)
+--
+-- An activation's record: run, root (its root chain), q (queue), p
+-- (priority), c (class: 0 a tree already started, 1 a root chain's first),
+-- k (its keys RULE=VALUE) and m (their maxes when requested), r and s (the
+-- task's reason and sequence number), st (ready | key | blocked | granted |
+-- running), why (what it waits for), wk (the key it waits on), ar (its
+-- arrival: the ready score is (p·2 + c)·2^44 + ar; 0 puts a grant that
+-- expired at the head of its class), rq (requested at, ms), e (how often a worker took its task and
+-- parked it: the next task's id suffix), g (the generation of its grant),
+-- w (the token of the activation holding it), ga (granted at, ms).
+--
+-- Every function returns nothing or a value; none refuses (the scripts
+-- decide what is refused before they call them).
+
+local adm = {}
+do
+  local SPAN = 17592186044416 -- 2^44: the arrival part of a ready score
+  local REAP_MAX, EXAMINE_MAX = 64, 64
+  -- The wait histogram's upper bounds (seconds); the last bucket is +Inf.
+  local BUCKETS = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+  adm.NKEYS = 13
+
+  -- keys names the tenant's 13 keys from KEYS[i..i+12].
+  function adm.keys(KEYS, i)
+    return {conf = KEYS[i], over = KEYS[i + 1], state = KEYS[i + 2], acts = KEYS[i + 3], leases = KEYS[i + 4],
+      ready = KEYS[i + 5], kheld = KEYS[i + 6], kwait = KEYS[i + 7], kq = KEYS[i + 8], bq = KEYS[i + 9],
+      roots = KEYS[i + 10], spend = KEYS[i + 11], lapsed = KEYS[i + 12]}
+  end
+
+  local function num(v, d)
+    local n = tonumber(v)
+    if n == nil then return d end
+    return n
+  end
+
+  -- setting is field f of the tenant's settings: its override, else the
+  -- published value; nil when neither is set.
+  local function setting(T, f)
+    local o = redis.call('HGET', T.K.over, f)
+    if o and o ~= '' then return o end
+    local c = redis.call('HGET', T.K.conf, f)
+    if c and c ~= '' then return c end
+    return nil
+  end
+
+  -- sync writes the caller's view of the published settings (conf, a JSON
+  -- object of field → value, at policy version pv) when it is newer than
+  -- the tenant's: a process that read a newer policy brings every tenant
+  -- it touches up to it.
+  function adm.sync(K, pv, conf)
+    if pv <= 0 or conf == '' then return end
+    if pv <= num(redis.call('HGET', K.conf, 'pv'), 0) then return end
+    local flat = {'pv', pv}
+    for f, v in pairs(cjson.decode(conf)) do
+      flat[#flat + 1] = f
+      flat[#flat + 1] = tostring(v)
+    end
+    redis.call('DEL', K.conf)
+    redis.call('HSET', K.conf, unpack(flat))
+  end
+
+  -- open is the context of one call: the keys, the time (ms), the
+  -- tenant's limits and counts, and what the call granted and freed. prov
+  -- is the caller's provisional share (package doc, "Shares"), used
+  -- while no balancer pass wrote a share that is still fresh.
+  function adm.open(K, now, prov)
+    local s = redis.call('HMGET', K.state, 'share', 'share_at', 'admitted', 'gen', 'fence_until', 'running')
+    local T = {K = K, now = now, admitted = num(s[3], 0), running = num(s[6], 0), gen = num(s[4], 0),
+      fence = num(s[5], 0), grants = {}, maxes = {}, ngrants = 0}
+    T.maxrun = num(setting(T, 'max_running'), nil)
+    T.ttl = num(setting(T, 'grant_ttl'), 60000)
+    local fresh = num(setting(T, 'share_ttl'), 3000)
+    T.share = num(prov, 1)
+    if s[1] and now - num(s[2], 0) <= fresh then T.share = num(s[1], T.share) end
+    return T
+  end
+
+  function adm.decode(raw) return cjson.decode(raw) end
+
+  local function save(T, a, r) redis.call('HSET', T.K.acts, a, cjson.encode(r)) end
+
+  -- where is the counter of an activation in state st: n:<where>:<queue>.
+  local function where(r)
+    if r.st == 'key' then return 'n:blocked:concurrency:' .. r.q end
+    if r.st == 'blocked' then return 'n:blocked:' .. r.why .. ':' .. r.q end
+    return 'n:' .. r.st .. ':' .. r.q
+  end
+
+  local function count(T, r, d) redis.call('HINCRBY', T.K.state, where(r), d) end
+
+  local function hex(score) return string.format('%016x', score) end
+
+  -- score is r's ready score: (priority·2 + class)·2^44 + arrival. Kept
+  -- as its parts (cjson writes numbers with 14 digits).
+  local function score(r) return (r.p * 2 + r.c) * SPAN + r.ar end
+  adm.score = score
+
+  -- rule is the rule name of key k (RULE=VALUE).
+  local function rule(k) return string.match(k, '^([^=]*)=') or k end
+
+  -- max is key i of r's max: the published rule's, else the one it was
+  -- requested with.
+  local function max(T, r, i)
+    local name = rule(r.k[i])
+    local m = T.maxes[name]
+    if m == nil then
+      m = num(redis.call('HGET', T.K.conf, 'rule:' .. name), false)
+      T.maxes[name] = m
+    end
+    if m then return m end
+    return num(r.m and r.m[i], 1)
+  end
+
+  -- fullkey is the first of r's keys without a free slot; nil when each
+  -- has one.
+  function adm.fullkey(T, r)
+    for i, k in ipairs(r.k or {}) do
+      if num(redis.call('HGET', T.K.kheld, k), 0) >= max(T, r, i) then return k end
+    end
+    return nil
+  end
+
+  -- toready puts a into the ready queue.
+  function adm.toready(T, a, r)
+    r.st, r.wk = 'ready', nil
+    redis.call('ZADD', T.K.ready, score(r), a)
+    count(T, r, 1)
+    save(T, a, r)
+  end
+
+  -- tokey puts a into key k's queue.
+  function adm.tokey(T, a, r, k)
+    r.st, r.why, r.wk = 'key', 'concurrency', k
+    redis.call('ZADD', T.K.kq, 0, k .. '|' .. hex(score(r)) .. '|' .. a)
+    redis.call('HINCRBY', T.K.kwait, k, 1)
+    count(T, r, 1)
+    save(T, a, r)
+  end
+
+  -- unqueue takes a parked a out of the queue it is in (ready, a key's,
+  -- a ceiling's).
+  local function unqueue(T, a, r)
+    count(T, r, -1)
+    if r.st == 'ready' then
+      redis.call('ZREM', T.K.ready, a)
+    elseif r.st == 'key' then
+      redis.call('ZREM', T.K.kq, r.wk .. '|' .. hex(score(r)) .. '|' .. a)
+      if redis.call('HINCRBY', T.K.kwait, r.wk, -1) <= 0 then redis.call('HDEL', T.K.kwait, r.wk) end
+    elseif r.st == 'blocked' then
+      redis.call('ZREM', T.K.bq, r.why .. '|' .. hex(score(r)) .. '|' .. a)
+    end
+  end
+  adm.unqueue = unqueue
+
+  -- wakekey moves up to n first waiters of key k to the ready queue.
+  local function wakekey(T, k, n)
+    if n <= 0 then return end
+    local ms = redis.call('ZRANGEBYLEX', T.K.kq, '[' .. k .. '|', '(' .. k .. '|\255', 'LIMIT', 0, n)
+    for _, m in ipairs(ms) do
+      local a = string.sub(m, #k + 19)
+      local raw = redis.call('HGET', T.K.acts, a)
+      if raw then
+        local r = cjson.decode(raw)
+        unqueue(T, a, r)
+        adm.toready(T, a, r)
+      else
+        redis.call('ZREM', T.K.kq, m)
+        if redis.call('HINCRBY', T.K.kwait, k, -1) <= 0 then redis.call('HDEL', T.K.kwait, k) end
+      end
+    end
+  end
+
+  -- unhold ends the grant of a (granted or running): its key slots free,
+  -- each freed key's first waiter to the ready queue, the counts down.
+  function adm.unhold(T, a, r)
+    for _, k in ipairs(r.k or {}) do
+      if redis.call('HINCRBY', T.K.kheld, k, -1) <= 0 then redis.call('HDEL', T.K.kheld, k) end
+      if redis.call('HEXISTS', T.K.kwait, k) == 1 then wakekey(T, k, 1) end
+    end
+    redis.call('ZREM', T.K.leases, a)
+    count(T, r, -1)
+    T.admitted = redis.call('HINCRBY', T.K.state, 'admitted', -1)
+    if r.st == 'running' then T.running = redis.call('HINCRBY', T.K.state, 'running', -1) end
+  end
+
+  -- hold takes a's key slots and counts it admitted (not yet counted in
+  -- any state).
+  local function hold(T, a, r)
+    for _, k in ipairs(r.k or {}) do redis.call('HINCRBY', T.K.kheld, k, 1) end
+    T.admitted = redis.call('HINCRBY', T.K.state, 'admitted', 1)
+  end
+
+  -- observe counts a wait of secs seconds for reason in the histogram.
+  local function observe(T, reason, secs)
+    local b = #BUCKETS + 1
+    for i, le in ipairs(BUCKETS) do
+      if secs <= le then
+        b = i
+        break
+      end
+    end
+    redis.call('HINCRBY', T.K.state, 'wh:' .. reason .. ':' .. b, 1)
+    redis.call('HINCRBYFLOAT', T.K.state, 'ws:' .. reason, secs)
+  end
+
+  -- grant grants ready activation a: its key slots, a lease of the grant
+  -- TTL, the generation of this call (bumped at its first grant).
+  function adm.grant(T, a, r)
+    if T.ngrants == 0 then T.gen = redis.call('HINCRBY', T.K.state, 'gen', 1) end
+    unqueue(T, a, r)
+    hold(T, a, r)
+    observe(T, r.why or 'capacity', (T.now - (r.rq or T.now)) / 1000)
+    r.st, r.g, r.ga, r.wk = 'granted', T.gen, T.now, nil
+    redis.call('ZADD', T.K.leases, T.now + T.ttl, a)
+    redis.call('HINCRBY', T.K.state, 'grants', 1)
+    count(T, r, 1)
+    local enc = cjson.encode(r)
+    redis.call('HSET', T.K.acts, a, enc)
+    T.ngrants = T.ngrants + 1
+    T.grants[#T.grants + 1] = a
+    T.grants[#T.grants + 1] = enc
+  end
+
+  -- limit is how many activations the tenant may have admitted now.
+  local function limit(T)
+    if T.maxrun and T.maxrun < T.share then return T.maxrun end
+    return T.share
+  end
+  adm.limit = limit
+
+  -- grants is the grant loop: the ready queue's head is granted while the
+  -- tenant is under its limit, up to most grants and EXAMINE_MAX entries
+  -- looked at; an entry whose key filled since it became ready moves to
+  -- that key's queue. Nothing is granted while the tenant is fenced.
+  function adm.grants(T, most)
+    if T.fence > T.now then return end
+    local examined = 0
+    while T.admitted < limit(T) and examined < EXAMINE_MAX and T.ngrants < most do
+      local head = redis.call('ZRANGE', T.K.ready, 0, 0)
+      local a = head[1]
+      if not a then return end
+      examined = examined + 1
+      local raw = redis.call('HGET', T.K.acts, a)
+      if not raw then
+        redis.call('ZREM', T.K.ready, a)
+      else
+        local r = cjson.decode(raw)
+        local full = adm.fullkey(T, r)
+        if full then
+          unqueue(T, a, r)
+          adm.tokey(T, a, r, full)
+        else
+          adm.grant(T, a, r)
+        end
+      end
+    end
+  end
+
+  -- reap ends up to REAP_MAX leases that expired (12.2): a running one is
+  -- reaped (its record deleted: its activation's late release finds
+  -- nothing), a granted one nobody claimed returns to the head of its
+  -- class in the ready queue.
+  function adm.reap(T)
+    local due = redis.call('ZRANGEBYSCORE', T.K.leases, '-inf', T.now, 'LIMIT', 0, REAP_MAX)
+    for _, a in ipairs(due) do
+      local raw = redis.call('HGET', T.K.acts, a)
+      if not raw then
+        redis.call('ZREM', T.K.leases, a)
+      else
+        local r = cjson.decode(raw)
+        redis.call('HINCRBY', T.K.state, 'reaped:' .. r.st, 1)
+        adm.unhold(T, a, r)
+        if r.st == 'granted' then
+          r.g, r.ga, r.w, r.ar = nil, nil, nil, 0
+          adm.toready(T, a, r)
+        else
+          redis.call('HDEL', T.K.acts, a)
+        end
+      end
+    end
+  end
+
+  -- new is the record of a new request from its JSON (the caller's
+  -- fields), placed: a full key parks it in that key's queue, else it is
+  -- ready. ACTIVATED is told by T.activated.
+  function adm.new(T, a, req)
+    local r = cjson.decode(req)
+    r.rq, r.why, r.e = T.now, 'capacity', 0
+    r.ar = redis.call('HINCRBY', T.K.state, 'arrival', 1)
+    T.activated = redis.call('HSETNX', T.K.state, 'active', T.now) == 1
+    local full = adm.fullkey(T, r)
+    if full then
+      adm.tokey(T, a, r, full)
+    else
+      adm.toready(T, a, r)
+    end
+    return r
+  end
+
+  -- request is an activation's request (adm_request.lua): once per
+  -- activation (a second request reads the first one's record), then the
+  -- grant loop. It returns a's record as it stands.
+  function adm.request(T, a, req, most)
+    local raw = redis.call('HGET', T.K.acts, a)
+    if raw then
+      adm.grants(T, most)
+      raw = redis.call('HGET', T.K.acts, a)
+      return cjson.decode(raw)
+    end
+    adm.new(T, a, req)
+    adm.grants(T, most)
+    return cjson.decode(redis.call('HGET', T.K.acts, a))
+  end
+
+  -- claim turns a's grant into a running lease of lease ms held by token.
+  -- Without a grant it decides as a request: a's record (made from req
+  -- when there is none) takes its turn in the grant loop, and runs when
+  -- granted; else it stays parked and its next task gets a new id (e).
+  -- Returns 'RUN', 'BUSY' (a live activation holds it) or 'PARK', and
+  -- a's record.
+  function adm.claim(T, a, req, token, lease, most)
+    local raw = redis.call('HGET', T.K.acts, a)
+    local r
+    if raw then r = cjson.decode(raw) else r = adm.new(T, a, req) end
+    if r.st == 'running' then
+      if r.w == token then return 'RUN', r end
+      return 'BUSY', r
+    end
+    if r.st ~= 'granted' then
+      adm.grants(T, most)
+      r = cjson.decode(redis.call('HGET', T.K.acts, a))
+    end
+    if r.st ~= 'granted' then
+      r.e = (r.e or 0) + 1
+      save(T, a, r)
+      return 'PARK', r
+    end
+    count(T, r, -1)
+    r.st, r.w = 'running', token
+    count(T, r, 1)
+    T.running = redis.call('HINCRBY', T.K.state, 'running', 1)
+    redis.call('ZADD', T.K.leases, T.now + lease, a)
+    save(T, a, r)
+    return 'RUN', r
+  end
+
+  -- release ends activation a held by token ("" for any holder): its
+  -- grant (released), or its parked request. Returns 1 when it ended
+  -- something, 0 when a had nothing or another token holds it.
+  function adm.release(T, a, token)
+    local raw = redis.call('HGET', T.K.acts, a)
+    if not raw then return 0 end
+    local r = cjson.decode(raw)
+    if r.st == 'running' and token ~= '' and r.w ~= token then return 0 end
+    if r.st == 'granted' or r.st == 'running' then
+      adm.unhold(T, a, r)
+      redis.call('HINCRBY', T.K.state, 'released', 1)
+    else
+      unqueue(T, a, r)
+    end
+    redis.call('HDEL', T.K.acts, a)
+    return 1
+  end
+
+  -- cancel removes a's parked request; a granted or running activation is
+  -- left to end as it will. Returns 1 when it removed one.
+  function adm.cancel(T, a)
+    local raw = redis.call('HGET', T.K.acts, a)
+    if not raw then return 0 end
+    local r = cjson.decode(raw)
+    if r.st == 'granted' or r.st == 'running' then return 0 end
+    unqueue(T, a, r)
+    redis.call('HDEL', T.K.acts, a)
+    return 1
+  end
+
+  -- wakeall moves to ready the first waiters of every key with a free
+  -- slot (after a raised max, or a pump that is the backstop of a lost
+  -- release).
+  function adm.wakeall(T)
+    local kw = redis.call('HGETALL', T.K.kwait)
+    for i = 1, #kw, 2 do
+      local k = kw[i]
+      local held = num(redis.call('HGET', T.K.kheld, k), 0)
+      local ms = redis.call('ZRANGEBYLEX', T.K.kq, '[' .. k .. '|', '(' .. k .. '|\255', 'LIMIT', 0, 1)
+      if ms[1] then
+        local raw = redis.call('HGET', T.K.acts, string.sub(ms[1], #k + 19))
+        if raw then
+          local r = cjson.decode(raw)
+          local room = -1
+          for j, rk in ipairs(r.k or {}) do
+            if rk == k then room = max(T, r, j) - held end
+          end
+          wakekey(T, k, math.min(room, tonumber(kw[i + 1])))
+        else
+          wakekey(T, k, 1)
+        end
+      end
+    end
+  end
+
+  -- renew renews the leases of the activations one worker runs of this
+  -- tenant (acts: {activation, token, record JSON} triples) to now +
+  -- lease. A lease that is gone is lost (the worker stops that
+  -- activation), unless the tenant is fenced: then it is re-asserted,
+  -- and one whose key is full hands back. seen is the highest generation
+  -- the worker saw: a slot whose generation is below it lost writes, and
+  -- is fenced for one lease (12.3). Returns fenced (0/1), the lost and
+  -- the handed-back activations.
+  function adm.renew(T, seen, lease, acts)
+    local fenced = 0
+    if seen > T.gen then
+      T.fence = T.now + lease
+      T.gen = seen + 1
+      redis.call('HSET', T.K.state, 'fence_until', T.fence, 'gen', T.gen)
+      redis.call('HINCRBY', T.K.state, 'fenced', 1)
+      fenced = 1
+    end
+    local lost, back = {}, {}
+    for i = 1, #acts, 3 do
+      local a, token = acts[i], acts[i + 1]
+      local raw = redis.call('HGET', T.K.acts, a)
+      local r = raw and cjson.decode(raw)
+      if r and r.st == 'running' and r.w == token then
+        redis.call('ZADD', T.K.leases, T.now + lease, a)
+      elseif not r and T.fence > T.now and acts[i + 2] ~= '' then
+        r = cjson.decode(acts[i + 2])
+        if adm.fullkey(T, r) then back[#back + 1] = a end
+        r.st, r.w = 'running', token
+        hold(T, a, r)
+        T.running = redis.call('HINCRBY', T.K.state, 'running', 1)
+        count(T, r, 1)
+        redis.call('ZADD', T.K.leases, T.now + lease, a)
+        save(T, a, r)
+      else
+        lost[#lost + 1] = a
+      end
+    end
+    if T.fence > T.now then fenced = 1 end
+    return fenced, lost, back
+  end
+
+  -- drain takes up to n parked or granted activations off the tenant's
+  -- queues (admission off): their records are deleted and returned (a,
+  -- record pairs) for the caller to enqueue. Running activations stay,
+  -- to be reaped when their leases lapse.
+  function adm.drain(T, n)
+    local out = {}
+    local function take(a)
+      local raw = redis.call('HGET', T.K.acts, a)
+      if not raw then return end
+      local r = cjson.decode(raw)
+      if r.st == 'granted' then
+        adm.unhold(T, a, r)
+      else
+        unqueue(T, a, r)
+      end
+      redis.call('HDEL', T.K.acts, a)
+      out[#out + 1] = a
+      out[#out + 1] = raw
+    end
+    for _, a in ipairs(redis.call('ZRANGE', T.K.ready, 0, n - 1)) do take(a) end
+    for _, m in ipairs(redis.call('ZRANGE', T.K.kq, 0, n - 1)) do
+      local a = string.match(m, '|%x+|(.*)$')
+      if a then take(a) end
+    end
+    for _, m in ipairs(redis.call('ZRANGE', T.K.bq, 0, n - 1)) do
+      local a = string.match(m, '|%x+|(.*)$')
+      if a then take(a) end
+    end
+    if #out == 0 then
+      for _, a in ipairs(redis.call('ZRANGE', T.K.leases, 0, -1)) do
+        local raw = redis.call('HGET', T.K.acts, a)
+        if raw and cjson.decode(raw).st == 'granted' then take(a) end
+      end
+    end
+    return out
+  end
+
+  -- begin is what every tenant script does first, from its ARGV[1..4]
+  -- (now in ms, the caller's policy version, its settings of the
+  -- tenant as JSON, its provisional share): the settings synced, the
+  -- call's context opened, expired leases reaped.
+  function adm.begin(KEYS, ARGV)
+    local K = adm.keys(KEYS, 1)
+    adm.sync(K, tonumber(ARGV[2]) or 0, ARGV[3])
+    local T = adm.open(K, tonumber(ARGV[1]), ARGV[4])
+    adm.reap(T)
+    return T
+  end
+
+  -- reply is head followed by the generation and the grants the call
+  -- made (activation, record pairs).
+  function adm.reply(T, head)
+    head[#head + 1] = T.gen
+    for _, v in ipairs(T.grants) do head[#head + 1] = v end
+    return head
+  end
+
+  -- status is the place of a's record r as the caller tells it: the
+  -- state, what it waits for and the key it waits on.
+  function adm.status(T, r)
+    if r.st == 'ready' then
+      if T.maxrun and T.admitted >= T.maxrun then return {'PARKED', 'tenant_concurrency', ''} end
+      return {'PARKED', 'capacity', ''}
+    elseif r.st == 'key' then
+      return {'PARKED', 'concurrency', r.wk}
+    elseif r.st == 'blocked' then
+      return {'PARKED', r.why, ''}
+    end
+    return {string.upper(r.st), '', ''}
+  end
+end
