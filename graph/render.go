@@ -16,6 +16,9 @@ const (
 	StepStatusOK    = "ok"
 	StepStatusError = "error"
 	StepStatusRetry = "retry"
+	// StepStatusCancelled is a step in flight when its run was cancelled
+	// (the run's end closes it; no step_completed says so).
+	StepStatusCancelled = "cancelled"
 )
 
 // Node statuses of the node table (CLI.md: the words outside tools rely
@@ -109,6 +112,8 @@ func visitStatus(s StepRecord, runStatus string) string {
 		return NodeCompleted
 	case StepStatusError:
 		return NodeError
+	case StepStatusCancelled:
+		return NodeCancelled
 	}
 	// in flight, or retried with the next attempt not recorded yet
 	switch runStatus {
@@ -120,12 +125,15 @@ func visitStatus(s StepRecord, runStatus string) string {
 	return NodeRunning
 }
 
+// children is a node's children column: for a foreach or a wait, its
+// items that succeeded of all ("2/8 done"; detail counts the others),
+// else the ids of its children.
 func children(n *Node, s StepRecord) string {
 	if s.ItemsTotal > 0 || n.Kind == KindForeach || n.Kind == KindWait {
 		if s.ItemsTotal == 0 && s.ItemsDone == 0 {
 			return ""
 		}
-		return fmt.Sprintf("%d/%d done", s.ItemsDone, s.ItemsTotal)
+		return fmt.Sprintf("%d/%d done", s.ItemsSucceeded(), s.ItemsTotal)
 	}
 	return strings.Join(s.ThreadIDs, ", ")
 }
@@ -135,9 +143,7 @@ func detail(s StepRecord) string {
 	if s.Error != "" {
 		parts = append(parts, clip(oneLine(s.Error), 80))
 	}
-	if s.ItemsFailed > 0 {
-		parts = append(parts, fmt.Sprintf("%d failed", s.ItemsFailed))
-	}
+	parts = append(parts, itemCounts(s)...)
 	if len(s.Assigned) > 0 {
 		plus := make([]string, len(s.Assigned))
 		for i, k := range s.Assigned {
@@ -146,6 +152,21 @@ func detail(s StepRecord) string {
 		parts = append(parts, strings.Join(plus, " "))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// itemCounts are the counts of a step's items that did not succeed:
+// "1 failed", "2 cancelled", "4 not started" (each when there are any).
+func itemCounts(s StepRecord) []string {
+	var parts []string
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{s.ItemsFailed, "failed"}, {s.ItemsCancelled, "cancelled"}, {s.ItemsNotStarted(), "not started"}} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
+		}
+	}
+	return parts
 }
 
 // RunInfo is what the render shows about the run as a whole.
@@ -251,7 +272,14 @@ func renderStep(b *bytes.Buffer, g *Graph, s StepRecord) {
 		fmt.Fprintf(b, "- elapsed: %s\n", fmtElapsed(d))
 	}
 	if s.ItemsTotal > 0 {
-		fmt.Fprintf(b, "- items: %d/%d done, %d failed\n", s.ItemsDone, s.ItemsTotal, s.ItemsFailed)
+		fmt.Fprintf(b, "- items: %d/%d done, %d failed", s.ItemsSucceeded(), s.ItemsTotal, s.ItemsFailed)
+		if s.ItemsCancelled > 0 {
+			fmt.Fprintf(b, ", %d cancelled", s.ItemsCancelled)
+		}
+		if n := s.ItemsNotStarted(); n > 0 {
+			fmt.Fprintf(b, ", %d not started", n)
+		}
+		b.WriteString("\n")
 	}
 	if len(s.ThreadIDs) > 0 {
 		fmt.Fprintf(b, "- children: %s\n", strings.Join(s.ThreadIDs, ", "))

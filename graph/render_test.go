@@ -27,7 +27,7 @@ func TestNodes(t *testing.T) {
 	g := prReview(t)
 	steps := []StepRecord{
 		{Step: 1, Node: "list_changes", Kind: KindAction, Status: StepStatusOK, RoutedBy: "next", Started: at(0), Ended: at(400), Assigned: []string{"files"}, NextNode: "review_files"},
-		{Step: 2, Node: "review_files", Kind: KindForeach, Started: at(400), ThreadIDs: []string{"c1", "c2", "c3"}, ItemsDone: 3, ItemsTotal: 7, ItemsFailed: 1},
+		{Step: 2, Node: "review_files", Kind: KindForeach, Started: at(400), ThreadIDs: []string{"c1", "c2", "c3", "c4"}, ItemsDone: 4, ItemsTotal: 7, ItemsFailed: 1},
 	}
 	rows := Nodes(g, steps, "review_files", NodeWaiting, "waiting")
 	require.Len(t, rows, len(g.Order))
@@ -97,6 +97,16 @@ func TestNodesStatuses(t *testing.T) {
 
 	retryThenCancel := Nodes(g, []StepRecord{{Step: 1, Node: "list_changes", Status: StepStatusRetry}}, "", "", "cancelled")
 	require.Equal(t, NodeCancelled, retryThenCancel[0].Status)
+
+	// A foreach a cancel ended, read after the run was resumed (its
+	// status continued): cancelled, its items told apart.
+	overtaken := Nodes(g, []StepRecord{{Step: 1, Node: "review_files", Kind: KindForeach, Status: StepStatusCancelled, Started: at(0), Ended: at(900),
+		ItemsDone: 5, ItemsTotal: 8, ItemsFailed: 1, ItemsCancelled: 2}}, "", "", "continued")
+	rf := overtaken[1]
+	require.Equal(t, NodeCancelled, rf.Status)
+	require.Equal(t, "2/8 done", rf.Children)
+	require.Equal(t, "1 failed; 2 cancelled; 3 not started", rf.Detail)
+	require.Equal(t, int64(900), rf.DurationMS)
 }
 
 func TestRender(t *testing.T) {
@@ -104,7 +114,7 @@ func TestRender(t *testing.T) {
 	g := prReview(t)
 	steps := []StepRecord{
 		{Step: 1, Node: "list_changes", Kind: KindAction, Status: StepStatusOK, RoutedBy: "next", Started: at(0), Ended: at(400), Assigned: []string{"files"}, NextNode: "review_files"},
-		{Step: 2, Node: "review_files", Kind: KindForeach, Started: at(400), ThreadIDs: []string{"review/file-1", "review/file-2"}, ItemsDone: 3, ItemsTotal: 7, ItemsFailed: 1},
+		{Step: 2, Node: "review_files", Kind: KindForeach, Started: at(400), ThreadIDs: []string{"review/file-1", "review/file-2"}, ItemsDone: 4, ItemsTotal: 7, ItemsFailed: 1},
 	}
 	rows := Nodes(g, steps, "review_files", NodeRunning, "running")
 	out := string(Render(g, RunInfo{

@@ -398,6 +398,9 @@ func (o *Orchestrator) Cancel(ctx context.Context, id string, cascade bool) (*re
 		if err != nil {
 			return nil, err
 		}
+		if rec.IsGraph() {
+			o.logGraphCancelled(ctx, rec)
+		}
 		return o.reg.Get(ctx, id)
 	}
 	return o.reg.Get(ctx, id)

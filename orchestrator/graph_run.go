@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/spool-run/spool/blobkey"
@@ -92,35 +93,56 @@ func (o *Orchestrator) GraphView(ctx context.Context, rec *registry.Record) (*Gr
 
 // GraphSteps are a graph run's steps as its events tell them: each
 // step_started and step_completed (a tool step writes both in its one
-// segment), the items a foreach settled meanwhile.
+// segment), the items a foreach settled meanwhile, and the end of a step
+// the run's cancel or failure overtook (graph_cancelled, graph_error).
 func GraphSteps(events []transcript.Event) []graph.StepRecord {
-	l := &stepLog{at: map[int]int{}}
+	l := &stepLog{at: map[int]int{}, spawned: map[string]bool{}}
 	for _, e := range events {
-		switch e.Type {
-		case transcript.TypeStepStarted:
-			var p transcript.StepStarted
-			if e.Decode(&p) == nil {
-				l.started(p)
-			}
-		case transcript.TypeForeachItemCompleted:
-			var p transcript.ForeachItemCompleted
-			if e.Decode(&p) == nil {
-				l.itemCompleted(p)
-			}
-		case transcript.TypeStepCompleted:
-			var p transcript.StepCompleted
-			if e.Decode(&p) == nil {
-				l.completed(e, p)
-			}
-		}
+		l.read(e)
 	}
 	return l.out
 }
 
-// stepLog is the steps GraphSteps has read so far.
+// stepLog is the steps GraphSteps has read so far, and what it needs to
+// count the items of a step the run's end overtook: the children each
+// step planned and the items it settled (by index in out), the children
+// whose start the run recorded, and each step's item count (its pending
+// checkpoint's).
 type stepLog struct {
-	out []graph.StepRecord
-	at  map[int]int // step → index in out
+	out     []graph.StepRecord
+	at      map[int]int // step → index in out
+	planned map[int]map[string]string
+	settled map[int]map[string]bool
+	spawned map[string]bool
+}
+
+// read reads one event of the run's transcript.
+func (l *stepLog) read(e transcript.Event) {
+	switch e.Type {
+	case transcript.TypeStepStarted:
+		decoded(e, l.started)
+	case transcript.TypeChildSpawned:
+		decoded(e, func(p transcript.ChildSpawned) { l.spawned[p.ChildID] = true })
+	case transcript.TypeForeachItemCompleted:
+		decoded(e, l.itemCompleted)
+	case transcript.TypeStepCompleted:
+		decoded(e, func(p transcript.StepCompleted) { l.completed(e, p) })
+	case transcript.TypeStateCheckpoint:
+		decoded(e, func(p transcript.StateCheckpoint) { l.pending(p.Pending) })
+	case transcript.TypeGraphCancelled:
+		l.overtaken(e, graph.StepStatusCancelled, "")
+	case transcript.TypeGraphError:
+		decoded(e, func(p transcript.GraphErrorEvent) { l.overtaken(e, graph.StepStatusError, p.Code+": "+p.Message) })
+	}
+}
+
+// decoded hands e's payload, decoded as T, to f; a payload that does not
+// decode is passed over.
+func decoded[T any](e transcript.Event, f func(T)) {
+	var p T
+	if e.Decode(&p) == nil {
+		f(p)
+	}
 }
 
 // get returns step's record, added when it is new (or another node's).
@@ -140,22 +162,64 @@ func (l *stepLog) started(p transcript.StepStarted) {
 	if s.Started.IsZero() {
 		s.Started, _ = time.Parse(time.RFC3339Nano, p.StartedAt)
 	}
-	for _, i := range sortedKeys(p.Children) {
-		s.ThreadIDs = appendNew(s.ThreadIDs, p.Children[i])
+	planned := inner(&l.planned, l.at[p.Step])
+	for _, k := range sortedKeys(p.Children) {
+		s.ThreadIDs = appendNew(s.ThreadIDs, p.Children[k])
+		planned[k] = p.Children[k]
 	}
 	if a := p.Action; a != nil {
 		s.Action = actionText(a)
 	}
 }
 
-// itemCompleted reads a foreach_item_completed.
+// itemCompleted reads a foreach_item_completed: a child that ended
+// cancelled is a cancelled item, any other error a failed one.
 func (l *stepLog) itemCompleted(p transcript.ForeachItemCompleted) {
 	s := l.get(p.Step, p.Node)
 	s.ItemsDone++
-	if p.Status == "error" {
+	switch {
+	case p.Status != "error":
+	case p.Error != nil && p.Error.Code == string(thread.StatusCancelled):
+		s.ItemsCancelled++
+	default:
 		s.ItemsFailed++
 	}
+	inner(&l.settled, l.at[p.Step])[strconv.Itoa(p.Index)] = true
 }
+
+// inner is (*m)[i], made (with *m) when it is not there yet.
+func inner[V any](m *map[int]map[string]V, i int) map[string]V {
+	if *m == nil {
+		*m = map[int]map[string]V{}
+	}
+	if (*m)[i] == nil {
+		(*m)[i] = map[string]V{}
+	}
+	return (*m)[i]
+}
+
+// pending reads the step in flight of a state_checkpoint: its item count
+// (the worker's pending step, whose "items" is how many a foreach or a
+// wait has), which its events do not say until it completes.
+func (l *stepLog) pending(raw json.RawMessage) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return
+	}
+	var p struct {
+		Step  int    `json:"step"`
+		Node  string `json:"node"`
+		Items int    `json:"items"`
+	}
+	if json.Unmarshal(raw, &p) != nil {
+		return
+	}
+	if i, ok := l.at[p.Step]; ok && l.out[i].Node == p.Node && fansOut(l.out[i].Kind) {
+		l.out[i].ItemsTotal = max(l.out[i].ItemsTotal, p.Items)
+	}
+}
+
+// fansOut reports whether a step of kind counts items.
+func fansOut(kind string) bool { return kind == graph.KindForeach || kind == graph.KindWait }
 
 // completed reads a step_completed, event e.
 func (l *stepLog) completed(e transcript.Event, p transcript.StepCompleted) {
@@ -174,23 +238,65 @@ func (l *stepLog) completed(e transcript.Event, p transcript.StepCompleted) {
 		s.ThreadIDs = appendNew(s.ThreadIDs, id)
 	}
 	if p.ItemsTotal > 0 {
-		s.ItemsDone, s.ItemsTotal, s.ItemsFailed = p.ItemsDone, p.ItemsTotal, p.ItemsFailed
+		// The step's own counts; its failed ones include the
+		// cancelled items its events told apart.
+		s.ItemsDone, s.ItemsTotal, s.ItemsFailed = p.ItemsDone, p.ItemsTotal, max(0, p.ItemsFailed-s.ItemsCancelled)
 	}
 	if p.Error != nil {
 		s.Error = p.Error.Code + ": " + p.Error.Message
 	}
 }
 
+// overtaken ends the step in flight when the run ended in the middle of
+// it (e is its graph_cancelled or graph_error): status and, for an
+// error, what it was; its children that had started and not ended were
+// cancelled with the run (the worker cancels them), and count as
+// cancelled items. A run whose last step completed has none in flight.
+func (l *stepLog) overtaken(e transcript.Event, status, errText string) {
+	if len(l.out) == 0 || l.out[len(l.out)-1].Status != "" {
+		return
+	}
+	i := len(l.out) - 1
+	s := &l.out[i]
+	s.Status, s.Ended, s.Error = status, e.Timestamp, errText
+	if !fansOut(s.Kind) {
+		return
+	}
+	for k, id := range l.planned[i] {
+		if !l.settled[i][k] && l.spawned[id] {
+			s.ItemsDone++
+			s.ItemsCancelled++
+		}
+	}
+}
+
 // InFlight completes steps with what only rec knows of the step in
 // flight: the item count of a foreach that has not settled (its events
-// count the settled items, the record the total).
+// count the settled items, the record the total), and, for a run that
+// ended with a step in flight and no event that says so (a transcript
+// written before the cancel of a waiting run wrote graph_cancelled, or
+// one cut short), that the run's end ended the step: cancelled, or an
+// error, when the record's end is known.
 func InFlight(steps []graph.StepRecord, rec *registry.Record) []graph.StepRecord {
-	if len(steps) == 0 || rec.Status.Terminal() || rec.ItemsTotal == 0 {
+	if len(steps) == 0 || steps[len(steps)-1].Status != "" {
 		return steps
 	}
 	s := &steps[len(steps)-1]
-	if s.Status == "" && s.Node == rec.CurrentNode && s.ItemsTotal == 0 {
+	switch {
+	case rec.Status.Terminal() && rec.Error != nil && rec.Error.Code == string(thread.StatusCancelled):
+		s.Status = graph.StepStatusCancelled
+	case rec.Status.Terminal() && rec.Error != nil:
+		s.Status, s.Error = graph.StepStatusError, rec.Error.Code+": "+rec.Error.Message
+	case rec.Status.Terminal():
+		return steps
+	case s.Node == rec.CurrentNode && s.ItemsTotal == 0:
 		s.ItemsTotal = rec.ItemsTotal
+		return steps
+	default:
+		return steps
+	}
+	if rec.Status != thread.StatusContinued {
+		s.Ended = rec.UpdatedAt // when the run ended (a continued run's is when it was resumed)
 	}
 	return steps
 }
@@ -256,6 +362,30 @@ func (o *Orchestrator) checkResumeEdits(ctx context.Context, rec *registry.Recor
 		}
 	}
 	return nil
+}
+
+// logGraphCancelled writes graph_cancelled into the transcript of run
+// rec, which Cancel has just ended with no activation holding it (it was
+// waiting on its children or a person, or not started): the event its
+// worker writes when it stops the run itself, so its transcript says
+// where the run was when it ended (the step in flight ends there) and
+// which children the cancel reached. Best effort, logged: the record
+// says the run was cancelled either way.
+func (o *Orchestrator) logGraphCancelled(ctx context.Context, rec *registry.Record) {
+	if rec.Transcript.Segments == 0 {
+		return // not started: no transcript, no step
+	}
+	ev := transcript.GraphCancelled{Step: rec.Step, Node: rec.CurrentNode, RequestedBy: "user", Reason: "cancelled by request"}
+	if kids, err := o.reg.ListChildren(ctx, rec.ThreadID); err == nil {
+		for _, k := range kids {
+			if k.Status == thread.StatusCancelled || !k.Status.Terminal() {
+				ev.CancelledChildren = append(ev.CancelledChildren, k.ThreadID)
+			}
+		}
+	}
+	if err := o.logEvent(ctx, rec.ThreadID, transcript.TypeGraphCancelled, ev); err != nil {
+		o.threadLog(rec.ThreadID).Warn("graph_cancelled not logged", "error", err)
+	}
 }
 
 // GraphState is the state of run rec after step (the last checkpoint's

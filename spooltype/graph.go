@@ -18,24 +18,51 @@ const (
 
 // StepRecord is what the node table and the render need of one step: the
 // step_started / step_completed (and foreach_completed) events of a run,
-// in step order. A step in flight has Status "".
+// in step order. A step in flight has Status ""; a step the run's end
+// overtook (a cancel, or a run-level failure such as the duration limit,
+// while it was in flight) has Status "cancelled" or "error" and Ended the
+// time the run's end was recorded. Started and Ended are absent when not
+// known (Ended while the step is in flight).
+//
+// The item counts of a foreach or wait step: ItemsTotal its items (also
+// once the step or the run ended); ItemsDone those that ended, whatever
+// way (ok, failed or cancelled; for a step a cancel ended, the children it
+// stopped in flight too); ItemsFailed those that failed, ItemsCancelled
+// those whose child was cancelled (neither counts the other). The items
+// that succeeded are ItemsDone - ItemsFailed - ItemsCancelled, and those
+// that never started ItemsTotal - ItemsDone once the step is over.
 type StepRecord struct {
 	Step      int       `json:"step"`
 	Node      string    `json:"node"`
 	Kind      string    `json:"kind"`
-	Status    string    `json:"status"`              // ok | error | retry; "" in flight
+	Status    string    `json:"status"`              // ok | error | retry | cancelled; "" in flight
 	RoutedBy  string    `json:"routed_by,omitempty"` // next | on_error | continue | retry
-	Started   time.Time `json:"started"`
-	Ended     time.Time `json:"ended"`
+	Started   time.Time `json:"started,omitzero"`
+	Ended     time.Time `json:"ended,omitzero"`
 	ThreadIDs []string  `json:"thread_ids,omitempty"`
 	Error     string    `json:"error,omitempty"` // "code: message"
 	Assigned  []string  `json:"assigned,omitempty"`
 	NextNode  string    `json:"next_node,omitempty"`
 	Action    string    `json:"action,omitempty"` // "tool git/changed_files" as run (ids interpolated); "" uses the graph's
 
-	ItemsDone   int `json:"items_done,omitempty"` // foreach or wait: settled items
-	ItemsTotal  int `json:"items_total,omitempty"`
-	ItemsFailed int `json:"items_failed,omitempty"`
+	ItemsDone      int `json:"items_done,omitempty"` // foreach or wait: items that ended
+	ItemsTotal     int `json:"items_total,omitempty"`
+	ItemsFailed    int `json:"items_failed,omitempty"`
+	ItemsCancelled int `json:"items_cancelled,omitempty"`
+}
+
+// ItemsSucceeded is how many of the step's items succeeded.
+func (s StepRecord) ItemsSucceeded() int {
+	return max(0, s.ItemsDone-s.ItemsFailed-s.ItemsCancelled)
+}
+
+// ItemsNotStarted is how many of the step's items never started: those
+// that had not ended when the step was over (0 while it is in flight).
+func (s StepRecord) ItemsNotStarted() int {
+	if s.Status == "" {
+		return 0
+	}
+	return max(0, s.ItemsTotal-s.ItemsDone)
 }
 
 // Duration is the step's elapsed time (0 while it is in flight).
