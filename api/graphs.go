@@ -114,16 +114,20 @@ func (s *server) runGraph(w http.ResponseWriter, r *http.Request, _ string) {
 	if b.Inputs == nil {
 		b.Inputs = map[string]any{}
 	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		s.fail(w, r, "", err)
+		return
+	}
 	started, err := launch.Start(r.Context(), s.cfg.Orch, launch.Request{Project: s.cfg.Project, UserDir: s.cfg.UserDir, Logger: s.log,
 		StartRequest: orchestrator.StartRequest{Graph: true, Directive: name, Inputs: b.Inputs, LimitOverrides: limits, MaxSteps: maxSteps,
-			ParentID: b.Parent, Queue: b.Queue, TraceParent: callerTrace(r), Tenant: b.Tenant, Priority: b.Priority}})
+			ParentID: b.Parent, Queue: b.Queue, TraceParent: callerTrace(r), Tenant: b.Tenant, Priority: b.Priority,
+			IdempotencyKey: key, Surface: orchestrator.SurfaceAPI}})
 	if err != nil {
 		s.fail(w, r, b.Parent, err)
 		return
 	}
-	rec := started.Record
-	w.Header().Set("Location", graphURL(rec.ThreadID))
-	writeJSON(w, http.StatusCreated, rec)
+	writeStarted(w, graphURL(started.Record.ThreadID), started.Record)
 }
 
 func (s *server) showGraph(w http.ResponseWriter, r *http.Request, id string) {

@@ -183,9 +183,15 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, _ string) {
 	if b.Inputs == nil {
 		b.Inputs = map[string]any{}
 	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		s.fail(w, r, "", err)
+		return
+	}
 	started, err := launch.Start(r.Context(), s.cfg.Orch, launch.Request{Project: s.cfg.Project, UserDir: s.cfg.UserDir, Logger: s.log,
 		StartRequest: orchestrator.StartRequest{Directive: name, Inputs: b.Inputs, Model: b.Model, LimitOverrides: limits,
-			ParentID: b.Parent, Queue: b.Queue, TraceParent: callerTrace(r), Tenant: b.Tenant, Priority: b.Priority}})
+			ParentID: b.Parent, Queue: b.Queue, TraceParent: callerTrace(r), Tenant: b.Tenant, Priority: b.Priority,
+			IdempotencyKey: key, Surface: orchestrator.SurfaceAPI}})
 	if err != nil {
 		s.fail(w, r, b.Parent, err)
 		return
@@ -195,8 +201,7 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, _ string) {
 		s.log.Info("the thread's model needs a provider key this process does not have; workers hold the keys",
 			"thread_id", rec.ThreadID, "model", started.Model, "key", started.MissingKey)
 	}
-	w.Header().Set("Location", threadURL(rec.ThreadID))
-	writeJSON(w, http.StatusCreated, rec)
+	writeStarted(w, threadURL(rec.ThreadID), rec)
 }
 
 func (s *server) list(w http.ResponseWriter, r *http.Request, _ string) {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -152,16 +153,19 @@ func (r RateRule) BudgetID(keyID string) string {
 	return hex.EncodeToString(sum[:6])
 }
 
-// Match returns the rules that apply to a call of model through provider
-// with the API key of fingerprint keyID ("" for none), each with the ID
-// of the budget the call counts against.
-func (r *RateLimits) Match(model, provider, keyID string) []RateRule {
+// Match returns the rules that apply to a call through provider with the
+// API key of fingerprint keyID ("" for none), each with the ID of the
+// budget the call counts against. models are the names of the call's
+// model: as the thread names it, and as its provider is sent it
+// ("anthropic/claude-sonnet-4-5", "claude-sonnet-4-5"); a rule that
+// matches either applies, as pricing finds a model by either.
+func (r *RateLimits) Match(models []string, provider, keyID string) []RateRule {
 	if r == nil {
 		return nil
 	}
 	var out []RateRule
 	for _, rule := range r.Rules {
-		if !rule.MatchesModel(model) {
+		if !slices.ContainsFunc(models, rule.MatchesModel) {
 			continue
 		}
 		if rule.Provider != "" && rule.Provider != provider {

@@ -195,13 +195,19 @@ type journal struct {
 	reported thread.Cost    // the usage the answered calls reported
 }
 
-// stormJournal reads srv's journal of the requests on path.
-func stormJournal(t *testing.T, srv *testenv.AIMockServer, path string) journal {
+// readJournal decodes srv's journal, every request it kept, into entries.
+func readJournal(t *testing.T, srv *testenv.AIMockServer, entries any) {
 	t.Helper()
 	resp, err := http.Get(srv.URL + "/__aimock/journal")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(entries))
+}
+
+// stormJournal reads srv's journal of the requests on path.
+func stormJournal(t *testing.T, srv *testenv.AIMockServer, path string) journal {
+	t.Helper()
 	var entries []struct {
 		Path     string `json:"path"`
 		Response struct {
@@ -217,7 +223,7 @@ func stormJournal(t *testing.T, srv *testenv.AIMockServer, path string) journal 
 			} `json:"fixture"`
 		} `json:"response"`
 	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&entries))
+	readJournal(t, srv, &entries)
 	j := journal{faults: map[string]int{}}
 	for _, en := range entries {
 		if en.Path != path {

@@ -390,3 +390,8 @@ func (s Space) TenantPrefix(tenant string) string {
 func (s Space) Idempotency(tenant, keyHash string) string {
 	return s.TenantPrefix(tenant) + "idem:" + keyHash
 }
+
+// IdempotentReplays is the hash that counts the starts that found their
+// idempotency key's run: "<tenant> <surface>" → count (the monitor's
+// spool_idempotent_replays_total).
+func (s Space) IdempotentReplays() string { return s.prefix + "idempotent-replays" }

@@ -163,7 +163,12 @@ func checkTenant(req orchestrator.StartRequest) error {
 		}
 	}
 	if req.Priority != 0 {
-		return thread.CheckPriority(req.Priority)
+		if err := thread.CheckPriority(req.Priority); err != nil {
+			return err
+		}
+	}
+	if req.IdempotencyKey != "" {
+		return thread.CheckIdempotencyKey(req.IdempotencyKey)
 	}
 	return nil
 }

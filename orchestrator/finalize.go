@@ -401,6 +401,7 @@ func (o *Orchestrator) Cancel(ctx context.Context, id string, cascade bool) (*re
 		if rec.IsGraph() {
 			o.logGraphCancelled(ctx, rec)
 		}
+		o.cancelParked(ctx, rec) // it waited for admission: its request goes
 		return o.reg.Get(ctx, id)
 	}
 	return o.reg.Get(ctx, id)

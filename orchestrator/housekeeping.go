@@ -30,10 +30,11 @@ const RequeuedField = "requeued_seq"
 // and enqueues no other. A record that changed meanwhile is not noted (the
 // claim drops a task it does not expect).
 func (o *Orchestrator) Requeue(ctx context.Context, rec *registry.Record, seq int64) error {
-	if err := o.enq.Enqueue(ctx, queue.Activation{ThreadID: rec.ThreadID, Reason: "requeue"}, seq, rec.Queue); err != nil {
-		return err
+	enqueued, err := o.admitAndEnqueue(ctx, rec, queue.Activation{ThreadID: rec.ThreadID, Reason: "requeue"}, seq, false)
+	if err != nil || !enqueued {
+		return err // parked: its record says so (waiting), and its grant enqueues it
 	}
-	_, err := o.reg.Commit(ctx, rec.ThreadID, rec.Version, registry.Changes{Fields: map[string]string{
+	_, err = o.reg.Commit(ctx, rec.ThreadID, rec.Version, registry.Changes{Fields: map[string]string{
 		RequeuedField: strconv.FormatInt(seq, 10)}})
 	if err != nil && !errors.Is(err, registry.ErrConflict) {
 		return err

@@ -57,6 +57,10 @@ type Config struct {
 	// registered (the admission policy's rules over KeyInput); a
 	// continuation carries its chain's instead. Default: none.
 	ConcurrencyKeys func(ctx context.Context, run KeyInput) ([]registry.ConcurrencyKey, error)
+	// IdempotencyRetention is how long an idempotency key names the run
+	// it started (the admission policy's idempotency.retention). Default:
+	// DefaultIdempotencyRetention.
+	IdempotencyRetention func(ctx context.Context) (time.Duration, error)
 }
 
 // WithDefaults fills unset fields.

@@ -91,10 +91,18 @@ func (o *Orchestrator) Recharge(ctx context.Context, rec *registry.Record, cs []
 
 // Reenqueue re-enqueues an activation that housekeeping found due, even
 // when the task id it would take is held by a finished task that Redis
-// lost the effect of (queue.Enqueuer.Reenqueue). It reports whether it
-// enqueued.
+// lost the effect of (queue.Enqueuer.Reenqueue). While admission is on
+// it is admitted first (admitAndEnqueue): a parked one is not enqueued.
+// It reports whether it enqueued.
 func (o *Orchestrator) Reenqueue(ctx context.Context, a queue.Activation, seq int64, q string) (bool, error) {
-	return o.enq.Reenqueue(ctx, o.Inspector(), a, seq, q)
+	if o.adm.Policy() == nil {
+		return o.enq.Reenqueue(ctx, o.Inspector(), a, seq, q)
+	}
+	rec, err := o.reg.Get(ctx, a.ThreadID)
+	if err != nil {
+		return false, err
+	}
+	return o.admitAndEnqueue(ctx, rec, a, seq, true)
 }
 
 // Inspector is an asynq inspector on the orchestrator's Redis. It shares

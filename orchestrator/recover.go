@@ -8,8 +8,10 @@ import (
 
 // Recover runs one housekeeping pass: orphans (running threads whose lease
 // lapsed) and stalled wake-ups (waiting threads whose wake-up was lost)
-// are re-enqueued. Every worker's recoverer and the scheduler's
-// housekeeping call it; it reports how many of each it found. A
+// are re-enqueued, and activations admission parked whose request its
+// tenant's state lost are requested again (counted with the wake-ups).
+// Every worker's recoverer and the scheduler's housekeeping call it; it
+// reports how many of each it found. A
 // recovery's task id names the version (a wake-up's, the suspension) it
 // is for, so every process's recoverer enqueues it once; should Redis
 // have lost writes, that task may have finished while the claim it made
@@ -34,5 +36,6 @@ func (o *Orchestrator) Recover(ctx context.Context) (orphans, wakes int, err err
 			return len(found), len(stalled), err
 		}
 	}
-	return len(found), len(stalled), nil
+	readmitted, err := o.readmitParked(ctx)
+	return len(found), len(stalled) + readmitted, err
 }

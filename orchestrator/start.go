@@ -79,6 +79,16 @@ type StartRequest struct {
 	// refused (runTenant).
 	Tenant   string
 	Priority int
+	// IdempotencyKey makes the start idempotent (startIdempotent): within
+	// the retention, the same key of the same tenant starts one run, and
+	// every start of it answers that run (Record.Existing). "" for none.
+	IdempotencyKey string
+	// Surface names where the start comes from (SurfaceCLI, SurfaceAPI,
+	// ...), for the metric of idempotent replays.
+	Surface string
+
+	// idem is the idempotent start this start is the last step of.
+	idem *idemStart
 }
 
 // Start registers a thread, reserves its budget and enqueues its first
@@ -87,6 +97,9 @@ type StartRequest struct {
 // exhausted; a spawn past the parent's limit fails with spawns_exceeded and
 // a budget that does not fit with spend_exceeded.
 func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*registry.Record, error) {
+	if req.IdempotencyKey != "" && req.idem == nil {
+		return o.startIdempotent(ctx, req)
+	}
 	if req.Planned {
 		if rec, err := o.adopt(ctx, req); rec != nil || err != nil {
 			return rec, err
@@ -111,7 +124,7 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*registry.R
 	}
 	nt.TraceParent, nt.TraceCaller = threadTrace(ctx, req.TraceParent, sc.parent, sc.prev)
 	o.placeInTree(&nt, req, sc)
-	nt.Tenant, nt.Priority = tenant, priority
+	nt.Tenant, nt.Priority, nt.IdempotencyKey = tenant, priority, req.IdempotencyKey
 	// The admission policy's concurrency keys, computed once, here.
 	if nt.ConcurrencyKeys, err = o.concurrencyKeys(ctx, sc, &nt); err != nil {
 		return nil, err
@@ -329,9 +342,10 @@ func (o *Orchestrator) registerAndEnqueue(ctx context.Context, req StartRequest,
 	// refused). Redis's own timeouts bound the step.
 	ctx = context.WithoutCancel(ctx)
 	rec, budgetErr, err := o.register(ctx, plan, nt)
-	if req.Planned && (errors.Is(err, registry.ErrExists) || errors.Is(budgetErr, ledger.ErrExists)) {
-		// Another start of the same plan registered it meanwhile: its
-		// budget and record are that start's, and so is the child.
+	if (req.Planned || req.idem != nil) && (errors.Is(err, registry.ErrExists) || errors.Is(budgetErr, ledger.ErrExists)) {
+		// Another start of the same plan (or idempotency key) registered
+		// it meanwhile: its budget and record are that start's, and so is
+		// the run.
 		undoSpawn()
 		return o.adopt(ctx, req)
 	}
@@ -380,6 +394,9 @@ func (o *Orchestrator) adopt(ctx context.Context, req StartRequest) (*registry.R
 		return nil, fmt.Errorf("start %s: thread %s exists under another parent (%q)", req.Directive, req.ID, rec.ParentID)
 	}
 	o.threadLog(rec.ThreadID).Info("planned child adopted", "parent_id", req.ParentID, "status", rec.Status)
+	if req.idem != nil {
+		req.idem.adopted = true
+	}
 	return rec, nil
 }
 

@@ -19,9 +19,10 @@ type Anthropic struct {
 	priced
 }
 
-// NewAnthropic builds an Anthropic adapter for model (the wire name, no
-// "anthropic/" prefix). SDK retries are off and the SDK's own environment
-// defaults are ignored: key and base URL come from cfg only.
+// NewAnthropic builds an Anthropic adapter for model, as the thread names
+// it ("claude-sonnet-4-5" or "anthropic/claude-sonnet-4-5": the prefix is
+// not sent, see wireName). SDK retries are off and the SDK's own
+// environment defaults are ignored: key and base URL come from cfg only.
 func NewAnthropic(model string, cfg Config, pricing *Pricing) *Anthropic {
 	opts := []option.RequestOption{
 		option.WithoutEnvironmentDefaults(),
@@ -34,7 +35,7 @@ func NewAnthropic(model string, cfg Config, pricing *Pricing) *Anthropic {
 	if cfg.AnthropicBaseURL != "" {
 		opts = append(opts, option.WithBaseURL(cfg.AnthropicBaseURL))
 	}
-	return &Anthropic{client: anthropic.NewClient(opts...), idle: cfg.streamIdle(), priced: priced{model: model, pricing: pricing}}
+	return &Anthropic{client: anthropic.NewClient(opts...), idle: cfg.streamIdle(), priced: priced{api: apiAnthropic, model: model, pricing: pricing}}
 }
 
 // Complete implements Provider: streaming (SSE) when onDelta is non-nil, and
@@ -98,7 +99,7 @@ func (a *Anthropic) stream(ctx context.Context, params anthropic.MessageNewParam
 
 func (a *Anthropic) params(req *Request, names *ToolNames) (anthropic.MessageNewParams, error) {
 	p := anthropic.MessageNewParams{
-		Model:     anthropic.Model(orDefault(req.Model, a.model)),
+		Model:     anthropic.Model(a.wire(req)),
 		MaxTokens: int64(maxTokens(req)),
 	}
 	for _, t := range req.Tools {
@@ -254,11 +255,19 @@ func normaliseInput(s string) json.RawMessage {
 	return b
 }
 
-// priced is what an SDK adapter knows of its model: the default model id,
-// and the pricing table that prices it and knows its context window.
+// priced is what an SDK adapter knows of its model: its API, the default
+// model id (as the thread names it), and the pricing table that prices it
+// and knows its context window.
 type priced struct {
+	api     string
 	model   string
 	pricing *Pricing
+}
+
+// wire is the model name req's call sends: req's model (else the
+// adapter's) without the prefix that routed it to this API.
+func (p priced) wire(req *Request) string {
+	return wireName(p.api, orDefault(req.Model, p.model))
 }
 
 // ContextWindow implements Provider.

@@ -76,16 +76,33 @@ func route(model string, cfg Config) (api, name string, err error) {
 		return apiScript, path, nil
 	}
 	switch {
-	case strings.HasPrefix(model, "anthropic/"):
-		return apiAnthropic, strings.TrimPrefix(model, "anthropic/"), nil
-	case strings.HasPrefix(model, "claude-"):
-		return apiAnthropic, model, nil
-	case strings.HasPrefix(model, "openai/"):
-		return apiOpenAI, strings.TrimPrefix(model, "openai/"), nil
-	case isOpenAIModel(model) || (cfg.OpenAIBaseURL != "" && model != ""):
-		return apiOpenAI, model, nil
+	case strings.HasPrefix(model, "anthropic/") || strings.HasPrefix(model, "claude-"):
+		return apiAnthropic, wireName(apiAnthropic, model), nil
+	case strings.HasPrefix(model, "openai/") || isOpenAIModel(model) || (cfg.OpenAIBaseURL != "" && model != ""):
+		return apiOpenAI, wireName(apiOpenAI, model), nil
 	}
 	return "", "", fmt.Errorf("unknown model %q: use claude-*, gpt-*, anthropic/<model>, openai/<model> or script:PATH, or set OPENAI_BASE_URL for an OpenAI-compatible server", model)
+}
+
+// wireName is the name a call of model sends to api: the model string
+// without the one prefix that routed it there ("anthropic/", "openai/"),
+// whatever slashes the rest holds ("openai/meta-llama/Llama-3-8B" is
+// sent as "meta-llama/Llama-3-8B"); a name routed by its own prefix
+// ("claude-*", "gpt-*") or by OPENAI_BASE_URL is sent as written. Spool
+// itself keys on the model as the thread names it (records, pricing,
+// context windows, rate limits); only the provider sees this name.
+func wireName(api, model string) string {
+	return strings.TrimPrefix(strings.TrimSpace(model), api+"/")
+}
+
+// WireModel is the model name a thread on model sends to its provider
+// (see wireName): model itself for a script or a model cfg cannot route.
+func WireModel(model string, cfg Config) string {
+	api, name, err := route(model, cfg)
+	if err != nil || api == apiScript {
+		return model
+	}
+	return name
 }
 
 // New returns the provider for a resolved model string:
@@ -111,9 +128,9 @@ func New(model string, cfg Config) (Provider, error) {
 		return nil, err
 	}
 	if api == apiAnthropic {
-		return NewAnthropic(name, cfg, pricing), nil
+		return NewAnthropic(strings.TrimSpace(model), cfg, pricing), nil
 	}
-	return NewOpenAI(name, cfg, pricing), nil
+	return NewOpenAI(strings.TrimSpace(model), cfg, pricing), nil
 }
 
 // Route names the API a model's calls go to ("anthropic", "openai",

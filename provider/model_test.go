@@ -24,7 +24,9 @@ func TestNewRouting(t *testing.T) {
 		{model: "gpt-4o-mini", want: &OpenAI{}, wire: "gpt-4o-mini"},
 		{model: "o3", want: &OpenAI{}, wire: "o3"},
 		{model: "o4-mini", want: &OpenAI{}, wire: "o4-mini"},
+		{model: "openai/meta-llama/Llama-3-8B", want: &OpenAI{}, wire: "meta-llama/Llama-3-8B"},
 		{model: "qwen2.5-coder:7b", cfg: Config{OpenAIBaseURL: "http://localhost:11434/v1"}, want: &OpenAI{}, wire: "qwen2.5-coder:7b"},
+		{model: "meta-llama/Llama-3-8B", cfg: Config{OpenAIBaseURL: "http://localhost:8000/v1"}, want: &OpenAI{}, wire: "meta-llama/Llama-3-8B"},
 		{model: "claude-sonnet-4-5", cfg: Config{OpenAIBaseURL: "http://localhost:11434/v1"}, want: &Anthropic{}, wire: "claude-sonnet-4-5"},
 		{model: "qwen2.5-coder:7b", wantErr: `unknown model "qwen2.5-coder:7b"`},
 		{model: "", wantErr: "unknown model"},
@@ -40,10 +42,65 @@ func TestNewRouting(t *testing.T) {
 		require.IsType(t, tc.want, p, tc.model)
 		switch x := p.(type) {
 		case *Anthropic:
-			require.Equal(t, tc.wire, x.model)
+			require.Equal(t, tc.wire, x.wire(&Request{}))
 		case *OpenAI:
-			require.Equal(t, tc.wire, x.model)
+			require.Equal(t, tc.wire, x.wire(&Request{}))
 		}
+		if tc.wire != "" {
+			require.Equal(t, tc.wire, WireModel(tc.model, tc.cfg))
+		}
+	}
+}
+
+// TestModelOnTheWire: whatever spelling docs/models.md documents, the
+// request names the model the provider knows, without the prefix that
+// routed it, whether the worker passes the model in the request (as it
+// does) or leaves the provider's own; pricing and the context window
+// are looked up by the thread's spelling, the project's pricing.yaml
+// keyed by either.
+func TestModelOnTheWire(t *testing.T) {
+	t.Parallel()
+	pricing := []byte("models:\n" +
+		"  openai/meta-llama/Llama-3-8B: {input_per_mtok: 1, output_per_mtok: 1, context_window: 8192}\n" +
+		"  mock-1: {input_per_mtok: 2, output_per_mtok: 2, context_window: 4096}\n" +
+		"  anthropic/x: {input_per_mtok: 3, output_per_mtok: 3, context_window: 1000}\n" +
+		"  anthropic/claude-3.5-sonnet: {input_per_mtok: 3, output_per_mtok: 15, context_window: 200000}\n" +
+		"  qwen2.5-coder:7b: {input_per_mtok: 0, output_per_mtok: 0, context_window: 32768}\n")
+	cases := []struct {
+		model, wire string
+		anthropic   bool
+		window      int
+	}{
+		{model: "claude-sonnet-4-5", wire: "claude-sonnet-4-5", anthropic: true, window: 200000},
+		{model: "anthropic/claude-sonnet-4-5", wire: "claude-sonnet-4-5", anthropic: true, window: 200000},
+		{model: "anthropic/x", wire: "x", anthropic: true, window: 1000},
+		{model: "gpt-4o", wire: "gpt-4o", window: 128000},
+		{model: "o4-mini", wire: "o4-mini", window: 200000},
+		{model: "openai/gpt-4o", wire: "gpt-4o", window: 128000},
+		{model: "openai/mock-1", wire: "mock-1", window: 4096},
+		{model: "openai/meta-llama/Llama-3-8B", wire: "meta-llama/Llama-3-8B", window: 8192},
+		{model: "openai/anthropic/claude-3.5-sonnet", wire: "anthropic/claude-3.5-sonnet", window: 200000}, // a gateway's namespace
+		{model: "qwen2.5-coder:7b", wire: "qwen2.5-coder:7b", window: 32768},                               // routed by OPENAI_BASE_URL
+	}
+	for _, tc := range cases {
+		answer := reply(200, openaiToolCallJSON)
+		if tc.anthropic {
+			answer = reply(200, anthropicToolUseJSON)
+		}
+		f := newFakeAPI(t, answer)
+		p, err := New(tc.model, Config{AnthropicAPIKey: "k", AnthropicBaseURL: f.srv.URL, OpenAIAPIKey: "k",
+			OpenAIBaseURL: f.srv.URL + "/v1", PricingOverrides: pricing})
+		require.NoError(t, err, tc.model)
+		for i, req := range []*Request{{Model: tc.model}, {}} {
+			req.Messages = hi().Messages
+			_, err := p.Complete(t.Context(), req, nil)
+			require.NoError(t, err, tc.model)
+			require.Equal(t, tc.wire, f.body(i)["model"], "%s (request model %q)", tc.model, req.Model)
+		}
+		require.Equal(t, tc.window, p.ContextWindow(tc.model), tc.model)
+		require.Equal(t, tc.window, p.ContextWindow(""), tc.model)
+		_, err = p.Cost(tc.model, Usage{InputTokens: 1})
+		require.NoError(t, err, tc.model)
 	}
 }
 

@@ -30,8 +30,9 @@ type OpenAI struct {
 	priced
 }
 
-// NewOpenAI builds an OpenAI-compatible adapter for model (the wire name,
-// no "openai/" prefix), with SDK retries off. The base URL comes from cfg
+// NewOpenAI builds an OpenAI-compatible adapter for model, as the thread
+// names it ("gpt-4o", "openai/meta-llama/Llama-3-8B": the "openai/"
+// prefix is not sent, see wireName), with SDK retries off. The base URL comes from cfg
 // (default https://api.openai.com/v1); an empty cfg key leaves the SDK's
 // OPENAI_API_KEY fallback, and no key at all is fine for local servers.
 func NewOpenAI(model string, cfg Config, pricing *Pricing) *OpenAI {
@@ -48,7 +49,7 @@ func NewOpenAI(model string, cfg Config, pricing *Pricing) *OpenAI {
 	}
 	opts = append(opts, option.WithBaseURL(base))
 	return &OpenAI{client: openai.NewClient(opts...), custom: cfg.OpenAIBaseURL != "", idle: cfg.streamIdle(),
-		priced: priced{model: model, pricing: pricing}}
+		priced: priced{api: apiOpenAI, model: model, pricing: pricing}}
 }
 
 // Complete implements Provider: streaming (with stream_options.include_usage)
@@ -198,7 +199,7 @@ func openaiUsage(u openai.CompletionUsage) Usage {
 }
 
 func (o *OpenAI) params(req *Request, names *ToolNames) (openai.ChatCompletionNewParams, error) {
-	p := openai.ChatCompletionNewParams{Model: shared.ChatModel(orDefault(req.Model, o.model))}
+	p := openai.ChatCompletionNewParams{Model: shared.ChatModel(o.wire(req))}
 	if o.custom {
 		p.MaxTokens = openai.Int(int64(maxTokens(req)))
 	} else {

@@ -27,8 +27,10 @@ type Provider interface {
 
 // Request is one model call, provider-neutral.
 type Request struct {
-	// Model is the wire model name ("claude-sonnet-4-5"); empty means the
-	// model the provider was created with.
+	// Model is the model as the thread names it ("claude-sonnet-4-5",
+	// "anthropic/claude-sonnet-4-5", "openai/meta-llama/Llama-3-8B");
+	// empty means the model the provider was created with. An adapter
+	// sends it without the prefix that routed it (WireModel).
 	Model string
 	// Messages are the conversation, roles user/assistant/tool; a tool
 	// message answers the assistant tool call with the same ToolCallID.

@@ -7,7 +7,8 @@
 -- refuses NOTFOUND, NOTCLAIMABLE <status> <reason>.
 --
 -- A thread admission parked (park.lua: waiting, adm_act) is claimable by
--- the parked activation: the task id without its epoch suffix "~<n>".
+-- the parked activation: "<thread>" for a start, "<thread>@<reason>-<seq>"
+-- for any other (whatever its task's id).
 
 local h = redis.call('HMGET', KEYS[1], 'status', 'active_task', 'suspend_seq', 'version', 'started_at', 'thread_id', 'activation', 'adm_act')
 local st = h[1]
@@ -18,7 +19,9 @@ local function redelivered()
   return st == 'running' and h[2] == ARGV[6] and redis.call('EXISTS', KEYS[2]) == 0
 end
 local ok = false
-local parked = st == 'waiting' and h[8] and h[8] ~= '' and h[8] == string.gsub(ARGV[6], '~%d+$', '')
+local act = h[6]
+if reason ~= 'start' then act = h[6] .. '@' .. reason .. '-' .. ARGV[2] end
+local parked = st == 'waiting' and h[8] == act
 if reason == 'start' or reason == 'requeue' then
   ok = st == 'created' or parked or redelivered()
 elseif reason == 'wake' or reason == 'timeout' then

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -77,13 +76,4 @@ func (a *Activations) ParkedThreads(ctx context.Context) ([]Parked, error) {
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-// ActivationOf is the activation id of a task id: the id without the
-// epoch suffix "~<n>" a task parked at a worker gets (package queue).
-func ActivationOf(taskID string) string {
-	if i := strings.LastIndexByte(taskID, '~'); i > 0 {
-		return taskID[:i]
-	}
-	return taskID
 }

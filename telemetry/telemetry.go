@@ -127,7 +127,20 @@ const (
 	GraphKind    = attribute.Key("spool.graph.kind")
 	GraphAttempt = attribute.Key("spool.graph.attempt")
 	GraphStatus  = attribute.Key("spool.graph.status")
+	// An activation's admission (package admission): its class (0 a tree
+	// already started, 1 a root chain's first), how long it waited from
+	// its request to its grant and what for, and its run's concurrency
+	// keys (RULE=VALUE).
+	AdmissionClass  = attribute.Key("spool.admission.class")
+	AdmissionWaitMS = attribute.Key("spool.admission.wait_ms")
+	AdmissionReason = attribute.Key("spool.admission.reason")
+	ConcurrencyKeys = attribute.Key("spool.concurrency_keys")
 )
+
+// EventAdmissionYield is the event of an activation that yields its slot
+// to its tenant's fair share (it hands its thread back to wait for
+// admission again).
+const EventAdmissionYield = "admission.yield"
 
 // Operation names (gen_ai.operation.name).
 const (

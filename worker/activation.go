@@ -45,6 +45,13 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	defer cancel(nil)
 	ctl := &control{cancel: cancel}
 	defer w.track(act.ThreadID, l.token, ctl)()
+	// Admission first (adm_claim before claim.lua), its grant released at
+	// whatever end this activation has (deferred first: it runs last).
+	g, run, err := w.admitClaim(ctx, act, l.token, ctl, l.ttl)
+	if err != nil || !run {
+		return err
+	}
+	defer w.admitEnd(ctx, g)
 	claim, err := d.acts.Claim(ctx, act.ThreadID, act.Reason, act.Seq, l.token, taskID, l.ttl)
 	if errors.Is(err, registry.ErrNotClaimable) || errors.Is(err, registry.ErrNotFound) {
 		log.Debug("activation dropped", "error", err)
@@ -58,6 +65,7 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	// the next turn.
 	defer deadline(claim.Record, w.o.Now(), cancel)()
 	actx, span := w.startActivation(actx, act, claim.Record)
+	grantAttributes(span, g)
 	// A store operation that fails and is tried again marks the thread
 	// stalled on the store, until one gets an answer (storeWatch).
 	actx = withStallMark(actx, act.ThreadID, claim.Record.Stalled != nil)
@@ -74,12 +82,18 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	}()
 
 	end, err := runPath(actx, claim.Record.IsGraph(), func() activation {
-		return activation{w: w, o: w.o, deps: d, claim: claim, act: act, log: log, stopLease: stopHB, ctl: ctl}
+		return activation{w: w, o: w.o, deps: d, claim: claim, act: act, log: log, stopLease: stopHB, ctl: ctl, grant: g}
 	})
 	stopHB()
+	if errors.Is(context.Cause(actx), errGrantLost) && !errors.Is(err, errGrantLost) && err != nil {
+		err = fmt.Errorf("%w (%v)", errGrantLost, err) //nolint:errorlint // the cause decides, as takenOver's does
+	}
 	cancel(nil)
 	<-hbDone
 	l.release(ctx, err, end.released)
+	if errors.Is(err, errYield) {
+		w.yield(ctx, claim.Record, end.version)
+	}
 	err = l.takenOver(ctx, err)
 	if err == nil && end.final != nil && claim.Record.IsGraph() && end.released {
 		w.metrics.graphRun(claim.Record.Directive, string(end.final.Status))
@@ -146,7 +160,7 @@ func (l activationLease) heartbeat(ctx context.Context, ctl *control, cancel con
 // failed activation keeps it until it lapses: that is the backoff before
 // asynq's retry or the recoverer takes the thread again.
 func (l activationLease) release(ctx context.Context, err error, released bool) {
-	if (err == nil && !released) || errors.Is(err, errDraining) || errors.Is(err, errRetryLater) {
+	if (err == nil && !released) || errors.Is(err, errDraining) || errors.Is(err, errRetryLater) || errors.Is(err, errYield) {
 		_ = l.acts.Release(context.WithoutCancel(ctx), l.id, l.token)
 	}
 }
@@ -156,7 +170,7 @@ func (l activationLease) release(ctx context.Context, err error, released bool) 
 // stopped this one, it is a takeover, not a failure to retry. A clean end
 // and a hand-back are left as they are.
 func (l activationLease) takenOver(ctx context.Context, err error) error {
-	if err == nil || errors.Is(err, errDraining) || errors.Is(err, errRetryLater) {
+	if err == nil || errors.Is(err, errDraining) || errors.Is(err, errRetryLater) || errors.Is(err, errYield) {
 		return err
 	}
 	if hb := l.acts.Heartbeat(context.WithoutCancel(ctx), l.id, l.token, l.ttl); errors.Is(hb, registry.ErrLeaseLost) {
@@ -175,6 +189,9 @@ type pathEnd struct {
 	released  bool
 	final     *final
 	handedOff bool
+	// version is the registry version the activation last held (a
+	// yield's recovery names it).
+	version int64
 }
 
 // runPath runs the path of the activation newActivation makes: a graph
@@ -183,11 +200,11 @@ func runPath(ctx context.Context, isGraph bool, newActivation func() activation)
 	if isGraph {
 		g := newGraphRun(newActivation)
 		err := g.run(ctx)
-		return pathEnd{released: g.leaseReleased, final: g.cp.Final}, err
+		return pathEnd{released: g.leaseReleased, final: g.cp.Final, version: g.version}, err
 	}
 	s := &session{activation: newActivation()}
 	err := s.run(ctx)
-	return pathEnd{released: s.leaseReleased, final: s.st.Final, handedOff: s.st.Handoff != ""}, err
+	return pathEnd{released: s.leaseReleased, final: s.st.Final, handedOff: s.st.Handoff != "", version: s.version}, err
 }
 
 // activationResult is what handle answers asynq for an activation that
@@ -201,6 +218,12 @@ func activationResult(log *slog.Logger, err error) error {
 		return nil
 	case errors.Is(err, errRetryLater):
 		return nil // the activation due at the retry time continues the thread
+	case errors.Is(err, errYield):
+		log.Info("activation yielded its slot: its thread waits for admission again")
+		return nil
+	case errors.Is(err, errGrantLost):
+		log.Warn("activation stopped: its admission grant is gone; asynq runs it again", "error", err)
+		return err
 	case errors.Is(err, errLeaseLost), errors.Is(err, registry.ErrConflict), errors.Is(err, transcript.ErrSegmentExists):
 		log.Warn("activation stopped: another activation owns the thread", "error", err)
 		return nil

@@ -89,6 +89,28 @@ func TestRateGate(t *testing.T) {
 		require.True(t, adm.OK, "no rule admits every call")
 	})
 
+	t.Run("either spelling of the model", func(t *testing.T) {
+		t.Parallel()
+		b := newGateBundle(t)
+		yaml := "rate_limits: [{match: 'claude-*', requests_per_minute: 1}, {match: 'anthropic/*', requests_per_minute: 2}, " +
+			"{match: 'meta-llama/*', requests_per_minute: 3}, {match: 'openai/*', requests_per_minute: 4}, {match: 'gpt-*', requests_per_minute: 5}]"
+		for model, want := range map[string][]int{
+			"anthropic/claude-sonnet-4-5":  {1, 2}, // as the thread names it, and as it is sent
+			"claude-sonnet-4-5":            {1},
+			"openai/meta-llama/Llama-3-8B": {3, 4},
+			"openai/gpt-4o":                {4, 5},
+			"gpt-4o":                       {5},
+		} {
+			g := b.gate("t/x-1/a", yaml)
+			g.model = model
+			var got []int
+			for _, r := range g.rules() {
+				got = append(got, r.RequestsPerMinute)
+			}
+			require.Equal(t, want, got, model)
+		}
+	})
+
 	t.Run("a long wait is the caller's", func(t *testing.T) {
 		t.Parallel()
 		b := newGateBundle(t)

@@ -81,7 +81,7 @@ func (g *rateGate) rules() []config.RateRule {
 			sum := sha256.Sum256([]byte(key))
 			keyID = hex.EncodeToString(sum[:4])
 		}
-		g.matched = g.limits.Match(g.model, api, keyID)
+		g.matched = g.limits.Match([]string{g.model, provider.WireModel(g.model, *g.providers)}, api, keyID)
 		if g.matched == nil {
 			g.matched = []config.RateRule{}
 		}

@@ -124,6 +124,8 @@ type activation struct {
 	stopLease     func()
 	// ctl is the activation's control (cancel, follow).
 	ctl *control
+	// grant is the activation's admission grant (nil: admission off).
+	grant *grant
 }
 
 func (a *activation) id() string { return a.rec.ThreadID }

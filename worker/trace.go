@@ -119,15 +119,18 @@ func endTurn(span trace.Span, o outcome, err error) {
 }
 
 // startModelCall starts the span of one attempt at a model call, as the
-// GenAI semantic conventions name it.
+// GenAI semantic conventions name it: the request's model is the name
+// the provider was sent (provider.WireModel: "mock-1" of a thread on
+// "openai/mock-1"); the thread's span keeps the thread's spelling.
 func (t *turnTracer) startModelCall(ctx context.Context, req *provider.Request, attempt int) (context.Context, trace.Span) {
 	api, _ := provider.Route(req.Model, *t.providers)
 	if api == "script" {
 		api = "spool.script"
 	}
-	return t.tracer.Start(ctx, telemetry.OpChat+" "+req.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+	model := provider.WireModel(req.Model, *t.providers)
+	return t.tracer.Start(ctx, telemetry.OpChat+" "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		telemetry.GenAIOperation.String(telemetry.OpChat), telemetry.GenAIProvider.String(api),
-		telemetry.GenAIRequestModel.String(req.Model), telemetry.GenAIRequestMaxTok.Int(req.MaxTokens),
+		telemetry.GenAIRequestModel.String(model), telemetry.GenAIRequestMaxTok.Int(req.MaxTokens),
 		telemetry.ThreadID.String(t.thread), telemetry.Turn.Int(req.Thread.Turn), telemetry.Attempt.Int(attempt+1)))
 }
 

@@ -86,8 +86,11 @@ func (s *session) loop(ctx context.Context) error {
 		case suspend:
 			return nil
 		case handBack:
-			if o.reason == "drain" {
+			switch o.reason {
+			case "drain":
 				return errDraining
+			case reasonYield:
+				return errYield
 			}
 			return errRetryLater
 		}
@@ -159,13 +162,22 @@ func (s *session) stopAfter(ctx context.Context, where string) error {
 }
 
 // stepDrain hands the thread back, between turns, when the worker shuts
-// down: its last checkpoint is durable, another worker continues it.
-func (s *session) stepDrain(context.Context) (outcome, error) {
+// down: its last checkpoint is durable, another worker continues it. It
+// also yields the activation's slot when admission says so (yieldDue):
+// the thread then waits for admission again.
+func (s *session) stepDrain(ctx context.Context) (outcome, error) {
 	if s.w.isDraining() {
 		return outcome{kind: handBack, reason: "drain"}, nil
 	}
+	if s.w.yieldDue(ctx, s.grant) {
+		yielded(ctx)
+		return outcome{kind: handBack, reason: reasonYield}, nil
+	}
 	return goOn, nil
 }
+
+// reasonYield is the hand-back of an activation that yields its slot.
+const reasonYield = "yield"
 
 // stepModel calls the model and records its response.
 func (s *session) stepModel(ctx context.Context) (*provider.Response, outcome, error) {

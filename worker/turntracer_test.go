@@ -79,6 +79,16 @@ func TestTurnTracer(t *testing.T) {
 		s = b.only()
 		require.Equal(t, codes.Error, s.Status().Code)
 		require.Equal(t, "transient", attrOf(s, telemetry.ErrorType).AsString())
+
+		// The call names the model as it was sent, without the prefix
+		// that routed it.
+		b = newTracerBundle(t)
+		_, span = b.tr.startModelCall(t.Context(), &provider.Request{Model: "openai/meta-llama/Llama-3-8B"}, 0)
+		span.End()
+		s = b.only()
+		require.Equal(t, "chat meta-llama/Llama-3-8B", s.Name())
+		require.Equal(t, "meta-llama/Llama-3-8B", attrOf(s, telemetry.GenAIRequestModel).AsString())
+		require.Equal(t, "openai", attrOf(s, telemetry.GenAIProvider).AsString())
 	})
 
 	t.Run("tool", func(t *testing.T) {

@@ -221,6 +221,8 @@ type Worker struct {
 	mu      sync.Mutex
 	running map[string]map[string]*control // thread id → activation token → its control
 	token   string
+	// adm are the admission grants of the activations it runs.
+	adm admissions
 	// wrapDeps, set by tests only, replaces services of each activation
 	// with fakes (deps).
 	wrapDeps func(deps) deps
@@ -300,6 +302,7 @@ func (w *Worker) Start() error {
 		defer sub.Close()
 		w.listenControl(ctx, sub)
 	}()
+	w.startAdmission(ctx)
 	if w.cfg.RecoverInterval > 0 {
 		w.bg.Add(1)
 		go func() {
@@ -325,6 +328,7 @@ func (w *Worker) Start() error {
 func (w *Worker) Stop() {
 	w.stopOnce.Do(func() {
 		close(w.draining)
+		w.deregister()
 		w.srv.Stop()
 		w.srv.Shutdown()
 		_ = w.mcp.Close()

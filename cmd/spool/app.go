@@ -84,7 +84,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		},
 		Commands: []*cli.Command{
 			devCommand(), workerCommand(), schedulerCommand(), monitorCommand(), apiCommand(), mcpCommand(), keysCommand(),
-			threadCommand(), graphCommand(), budgetCommand(), directiveCommand(), versionCommand(),
+			threadCommand(), graphCommand(), budgetCommand(), directiveCommand(), admissionCommand(), versionCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, sub bool) error { return &usageError{msg: err.Error()} },
 		Before: func(c *cli.Context) error {
@@ -451,6 +451,9 @@ func (s *services) open(c *cli.Context, o openOpts, ks keyspace.Space, url strin
 	s.client = asynq.NewClientFromRedisClient(s.rdb)
 	s.orch, err = orchestrator.New(orchestrator.Config{Namespace: c.String("namespace"), Shards: ks.Shards(), Logger: s.log,
 		LeaseTTL: c.Duration("lease-ttl"), Tracing: s.tel.TracerProvider()}, s.rdb, s.store, &queue.Enqueuer{Client: s.client}, signer, keyring)
+	if err == nil && driftCommands[commandPath(c)] {
+		warnPolicyDrift(c, s)
+	}
 	return err
 }
 

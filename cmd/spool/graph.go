@@ -139,7 +139,7 @@ func graphRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	tenant, priority, err := tenantFlags(c)
+	adm, err := tenantFlags(c)
 	if err != nil {
 		return err
 	}
@@ -147,9 +147,10 @@ func graphRun(c *cli.Context) error {
 		return err
 	}
 	return startAndWait(c, func(s *services, log *slog.Logger) (*launch.Started, error) {
-		started, err := launch.Start(c.Context, s.orch, launch.Request{Project: s.project, UserDir: s.userDir, Logger: log,
-			StartRequest: orchestrator.StartRequest{Graph: true, Directive: name, Inputs: inputs, LimitOverrides: limits, MaxSteps: maxSteps,
-				ParentID: c.String("parent"), Queue: c.String("queue"), TraceParent: envTraceParent(), Tenant: tenant, Priority: priority}})
+		req := orchestrator.StartRequest{Graph: true, Directive: name, Inputs: inputs, LimitOverrides: limits, MaxSteps: maxSteps,
+			ParentID: c.String("parent"), Queue: c.String("queue"), TraceParent: envTraceParent()}
+		adm.apply(&req)
+		started, err := launch.Start(c.Context, s.orch, launch.Request{Project: s.project, UserDir: s.userDir, Logger: log, StartRequest: req})
 		if errors.Is(err, launch.ErrRefused) || errors.Is(err, orchestrator.ErrGraphNotFound) {
 			return nil, &usageError{msg: err.Error()}
 		}

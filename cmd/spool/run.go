@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/launch"
+	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
@@ -29,13 +30,43 @@ func runFlags(what string, concurrency int) []cli.Flag {
 		&cli.IntFlag{Name: "concurrency", Value: concurrency, Usage: "with --embedded: the in-process worker's concurrency"},
 		&cli.StringFlag{Name: "tenant", EnvVars: []string{"SPOOL_TENANT"}, Usage: "the tenant the " + what + "'s tree runs for (default: default; with --parent: the parent's)"},
 		&cli.IntFlag{Name: "priority", Usage: "1 (highest) to 5 (default: the tenant's, 3 unless set; with --parent: the parent's)"},
+		&cli.StringFlag{Name: "idempotency-key", Usage: "start the " + what + " once per key in its tenant (1 to 255 printable ASCII): a start with a key already used returns its " + what + " (\"existing\": true)"},
 	}
 }
 
-// tenantFlags are --tenant and --priority, checked before anything is
-// opened (tenant_invalid, priority_invalid: exit 2); "" and 0 when not
-// given.
-func tenantFlags(c *cli.Context) (tenant string, priority int, err error) {
+// admission is what --tenant, --priority and --idempotency-key ask of a
+// run's start.
+type admission struct {
+	tenant   string
+	priority int
+	key      string
+}
+
+// tenantFlags are --tenant, --priority and --idempotency-key, checked
+// before anything is opened (tenant_invalid, priority_invalid,
+// idempotency_key_invalid: exit 2); zero when not given.
+func tenantFlags(c *cli.Context) (admission, error) {
+	tenant, priority, err := tenantAndPriority(c)
+	if err != nil {
+		return admission{}, err
+	}
+	key := c.String("idempotency-key")
+	if c.IsSet("idempotency-key") {
+		if err := thread.CheckIdempotencyKey(key); err != nil {
+			return admission{}, err
+		}
+	}
+	return admission{tenant: tenant, priority: priority, key: key}, nil
+}
+
+// apply sets a's fields on req, a start from the CLI.
+func (a admission) apply(req *orchestrator.StartRequest) {
+	req.Tenant, req.Priority, req.IdempotencyKey, req.Surface = a.tenant, a.priority, a.key, orchestrator.SurfaceCLI
+}
+
+// tenantAndPriority are --tenant and --priority, checked; "" and 0 when
+// not given.
+func tenantAndPriority(c *cli.Context) (tenant string, priority int, err error) {
 	if tenant = c.String("tenant"); tenant != "" {
 		if err := thread.CheckTenant(tenant); err != nil {
 			return "", 0, err
@@ -173,7 +204,14 @@ func waitEnd(c *cli.Context, s *services, rec *registry.Record, printEnd func(*c
 	if err != nil {
 		return waitError(c, s, []string{rec.ThreadID}, err)
 	}
-	if err := printEnd(c, res[rec.ThreadID]); err != nil {
+	final := res[rec.ThreadID]
+	if final != nil && rec.Existing != nil {
+		// An idempotent start's answer says whether it made the run.
+		cp := *final
+		cp.Existing = rec.Existing
+		final = &cp
+	}
+	if err := printEnd(c, final); err != nil {
 		return err
 	}
 	_, _ = c.App.ErrWriter.Write(s.notices.Bytes())

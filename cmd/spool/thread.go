@@ -214,7 +214,7 @@ func threadRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	tenant, priority, err := tenantFlags(c)
+	adm, err := tenantFlags(c)
 	if err != nil {
 		return err
 	}
@@ -238,9 +238,10 @@ func threadRun(c *cli.Context) error {
 		return &usageError{msg: err.Error()}
 	}
 	return startAndWait(c, func(s *services, log *slog.Logger) (*launch.Started, error) {
-		started, err := launch.Start(c.Context, s.orch, launch.Request{Project: s.project, UserDir: s.userDir, Logger: log,
-			StartRequest: orchestrator.StartRequest{Directive: name, Inputs: inputs, Model: c.String("model"), LimitOverrides: limits,
-				ParentID: c.String("parent"), Queue: c.String("queue"), TraceParent: envTraceParent(), Tenant: tenant, Priority: priority}})
+		req := orchestrator.StartRequest{Directive: name, Inputs: inputs, Model: c.String("model"), LimitOverrides: limits,
+			ParentID: c.String("parent"), Queue: c.String("queue"), TraceParent: envTraceParent()}
+		adm.apply(&req)
+		started, err := launch.Start(c.Context, s.orch, launch.Request{Project: s.project, UserDir: s.userDir, Logger: log, StartRequest: req})
 		if errors.Is(err, launch.ErrRefused) {
 			return nil, &usageError{msg: err.Error()}
 		}

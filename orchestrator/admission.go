@@ -1,0 +1,178 @@
+package orchestrator
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/spool-run/spool/admission"
+	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/thread"
+)
+
+// Admission (package admission). Every activation the orchestrator
+// enqueues (a start, a wake, a continuation, a recovery, a requeue) is
+// admitted first (admitAndEnqueue): while a policy is published, a grant
+// is enqueued as before and a parked activation is not enqueued at all,
+// its record noted waiting (registry.Activations.Park) until a freed slot
+// or a pump grants and enqueues it. With no policy it is enqueued as
+// before, at the cost of one atomic load.
+
+// Admission is the orchestrator's admission: its published policy as
+// this process last read it, and the tenant scripts.
+func (o *Orchestrator) Admission() *admission.Admitter { return o.adm }
+
+// newAdmitter is o's admitter, its policy read at the first activation
+// (a long-lived process runs its watcher: Watcher.Run).
+func newAdmitter(o *Orchestrator) *admission.Admitter {
+	w := admission.NewWatcher(o.rdb, o.keys, o.log)
+	return admission.New(admission.Config{Redis: o.fast, Keys: o.keys, Now: o.cfg.Now, Policy: w, Enqueuer: o.enq, Logger: o.log})
+}
+
+// admitAndEnqueue enqueues activation a (sequence number seq) of run rec
+// once admission grants it (10.1); reenqueue replaces a task asynq holds
+// as done (Reenqueue). It reports whether the activation is enqueued
+// now (false: parked, or, with reenqueue, already on its way).
+func (o *Orchestrator) admitAndEnqueue(ctx context.Context, rec *registry.Record, a queue.Activation, seq int64, reenqueue bool) (bool, error) {
+	p := o.adm.Policy()
+	if p == nil {
+		if reenqueue {
+			return o.enq.Reenqueue(ctx, o.Inspector(), a, seq, rec.Queue)
+		}
+		return true, o.enq.Enqueue(ctx, a, seq, rec.Queue)
+	}
+	req := admission.RequestOf(rec, a, seq, p.Policy)
+	d, err := o.adm.Request(ctx, req)
+	if err != nil {
+		return false, err
+	}
+	if !d.Parked {
+		return true, nil
+	}
+	if _, err := o.acts.Park(ctx, rec.ThreadID, rec.Version, req.Act, req.Tenant, d.WaitingFor); err != nil {
+		o.threadLog(rec.ThreadID).Warn("parked activation not noted on its record", "activation", req.Act, "error", err)
+	}
+	o.threadLog(rec.ThreadID).Info("activation waits for admission", "activation", req.Act, "waiting_for", d.WaitingFor, "key", d.WaitKey)
+	return false, nil
+}
+
+// readmitParked makes sure each thread noted parked is still in its
+// tenant's queues: a request Redis lost (a failover), or one made before
+// `admission off` and `admission apply` again, is made again (a request
+// is once per activation: one still there changes nothing). It returns
+// how many it requested.
+func (o *Orchestrator) readmitParked(ctx context.Context) (int, error) {
+	p := o.adm.Policy()
+	if p == nil {
+		return 0, nil
+	}
+	parked, err := o.acts.ParkedThreads(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, pk := range parked {
+		if _, ok, err := o.adm.Where(ctx, pk.Tenant, pk.Act); err != nil || ok {
+			continue
+		}
+		rec, err := o.reg.Get(ctx, pk.ThreadID)
+		if err != nil || rec.Version != pk.Version {
+			continue
+		}
+		a, seq := activationOf(pk.Act, rec)
+		o.threadLog(rec.ThreadID).Info("parked activation requested again: its tenant's state lost it", "activation", pk.Act)
+		if _, err := o.admitAndEnqueue(ctx, rec, a, seq, true); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// activationOf is the task of activation id act of rec: its reason and
+// sequence number ("<thread>" is the start, "<thread>@<reason>-<seq>"
+// any other).
+func activationOf(act string, rec *registry.Record) (queue.Activation, int64) {
+	a := queue.Activation{ThreadID: rec.ThreadID, Reason: "start"}
+	rest, ok := strings.CutPrefix(act, rec.ThreadID+"@")
+	if !ok {
+		return a, 0
+	}
+	i := strings.LastIndexByte(rest, '-')
+	if i < 0 {
+		return a, 0
+	}
+	seq, err := strconv.ParseInt(rest[i+1:], 10, 64)
+	if err != nil {
+		return a, 0
+	}
+	a.Reason = rest[:i]
+	return a, seq
+}
+
+// cancelParked removes the parked request of rec (a thread ended while it
+// waited for admission), best effort: a request missed here is dropped at
+// its claim, which finds the thread finished.
+func (o *Orchestrator) cancelParked(ctx context.Context, rec *registry.Record) {
+	act := rec.Extra[registry.AdmActField]
+	if act == "" {
+		return
+	}
+	tenant := rec.Extra[registry.AdmTenantField]
+	if tenant == "" {
+		tenant = rec.TenantOrDefault()
+	}
+	if _, err := o.adm.Cancel(context.WithoutCancel(ctx), tenant, act); err != nil {
+		o.threadLog(rec.ThreadID).Warn("parked request not removed (its claim will drop it)", "activation", act, "error", err)
+	}
+}
+
+// policyKeys is the default Config.ConcurrencyKeys: the published
+// policy's rules over the run. A root of a tenant the policy does not
+// admit (open_tenants: false, not listed) is refused here
+// (tenant_unknown), before anything is registered.
+func (o *Orchestrator) policyKeys(_ context.Context, in KeyInput) ([]registry.ConcurrencyKey, error) {
+	p := o.adm.Policy()
+	if p == nil {
+		return nil, nil
+	}
+	if in.Parent == "" && !p.Policy.Admits(in.Tenant) {
+		return nil, thread.Refuse(admission.CodeTenantUnknown, "tenant %s is not listed in the admission policy, whose open_tenants is false", in.Tenant)
+	}
+	keys := p.Policy.Keys(admission.RunFacts{Kind: in.Kind, Name: in.Name, Inputs: in.Inputs, Tenant: in.Tenant, Parent: in.Parent, Root: in.Root})
+	out := make([]registry.ConcurrencyKey, len(keys))
+	for i, k := range keys {
+		out[i] = registry.ConcurrencyKey{Rule: k.Rule, Value: k.Value}
+	}
+	return out, nil
+}
+
+// policyPriority is the default Config.TenantPriority: the published
+// policy's priority of tenant (its override, else its entry's, else
+// tenant_defaults').
+func (o *Orchestrator) policyPriority(ctx context.Context, tenant string) (int, error) {
+	p := o.adm.Policy()
+	if p == nil {
+		return thread.DefaultPriority, nil
+	}
+	over, err := o.adm.Overrides(ctx, tenant)
+	if err != nil {
+		return 0, err
+	}
+	return admission.Effective(p.Policy, tenant, over).Priority, nil
+}
+
+// Readmit requests admission again for running thread id at version, an
+// activation that yielded its slot (its lease released after its last
+// checkpoint): as the recovery of that version, class 0, enqueued once
+// granted. The registry's orphan recovery of the thread makes the same
+// request, so it is made once whichever comes first.
+func (o *Orchestrator) Readmit(ctx context.Context, id string, version int64) error {
+	rec, err := o.reg.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	_, err = o.admitAndEnqueue(ctx, rec, queue.Activation{ThreadID: id, Reason: "recover"}, version, true)
+	return err
+}
