@@ -1,6 +1,7 @@
 package monitor_test
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -15,8 +16,8 @@ import (
 // graphFiles are the graph tests' additions to the test project: g/fan
 // (a tool step, a loop of two gates taken three times, a foreach of
 // children three at a time that keeps a failed item, two returns), g/broken
-// (a tool step that fails, retried once, then fails the run) and
-// g/signoff (an approval node), with the foreach's directive g/item
+// (a tool step that fails, retried once, then fails the run), g/skip (a
+// conditional edge past a node) and g/signoff (an approval node), with the foreach's directive g/item
 // (scripts/tree.yaml: an item named wait* holds at t/gate, "bad" fails).
 var graphFiles = map[string]string{
 	".ai/config/agent/models.yaml": "tiers:\n  fast: script:scripts/tree.yaml\n",
@@ -98,6 +99,7 @@ config:
       type: return
       output: {text: "${state.text}"}
 `,
+	".ai/graphs/g/skip.yaml": skipGraph,
 	".ai/graphs/g/signoff.yaml": `version: "1.0.0"
 description: plan, then ask a person
 permissions:
@@ -128,6 +130,63 @@ config:
       type: return
       output: {shipped: false}
 `,
+}
+
+// skipGraph is g/skip (testdata/graphs/skip.yaml): check's state says
+// healthy, so decide's conditional edge goes straight to probe, past
+// degraded, which the run never reaches.
+var skipGraph = testdataFile("testdata/graphs/skip.yaml")
+
+// testdataFile is the text of the file at path, read when the tests
+// start.
+func testdataFile(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// diagramProblems is a script that checks the page's graph diagram as
+// the browser drew it: every edge's path, sampled every 2px along its
+// length, stays out of every node's box and every edge label's box (its
+// own nodes' too: it only touches them at its ends), and no label
+// overlaps a node or another label. It lists what it found.
+const diagramProblems = `(() => {
+	const svg = document.querySelector("svg.graph");
+	if (!svg) return ["no diagram"];
+	const nodes = Array.from(svg.querySelectorAll("g.gnode")).map(g => {
+		const r = g.querySelector("rect.box");
+		return {what: "node " + g.dataset.node, x: +r.getAttribute("x"), y: +r.getAttribute("y"), w: +r.getAttribute("width"), h: +r.getAttribute("height")};
+	});
+	const labels = Array.from(svg.querySelectorAll("text.elabel")).map(t => {
+		const b = t.getBBox();
+		return {what: "label " + t.textContent, x: b.x, y: b.y, w: b.width, h: b.height};
+	});
+	const inside = (p, b) => p.x > b.x + 1 && p.x < b.x + b.w - 1 && p.y > b.y + 1 && p.y < b.y + b.h - 1;
+	const overlap = (a, b) => a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+	const out = new Set();
+	for (const path of svg.querySelectorAll("path.edge")) {
+		const what = path.querySelector("title").textContent;
+		const len = path.getTotalLength();
+		for (let s = 0; s <= len; s += 2) {
+			const p = path.getPointAtLength(s);
+			for (const b of nodes.concat(labels)) {
+				if (inside(p, b)) out.add(what + " passes through " + b.what);
+			}
+		}
+	}
+	labels.forEach((a, i) => nodes.concat(labels.slice(i + 1)).forEach(b => { if (overlap(a, b)) out.add(a.what + " overlaps " + b.what); }));
+	return Array.from(out);
+})()`
+
+// requireDiagramClear fails the test with what diagramProblems found on
+// the page.
+func requireDiagramClear(t *testing.T, page *tab, what string) {
+	t.Helper()
+	var problems []string
+	page.eval(diagramProblems, &problems)
+	require.Empty(t, problems, "the diagram of %s", what)
 }
 
 // startGraph starts a root run of graph with inputs.
@@ -194,6 +253,7 @@ func TestBrowserGraphRun(t *testing.T) {
 	require.ElementsMatch(t, []string{"×3", "×3"}, diagram.Visits, "warm and tick, three visits each")
 	require.GreaterOrEqual(t, diagram.Children, 5, "the children started so far, each linked")
 	require.Contains(t, diagram.TickRow, "completed")
+	requireDiagramClear(t, page, "g/fan")
 	shot := page.screenshotFull()
 	saveArtifact(t, "monitor-graph-foreach-running.png", shot)
 
@@ -222,6 +282,7 @@ func TestBrowserGraphRun(t *testing.T) {
 		document.querySelector("svg.graph path.edge.e-retry.taken") !== null &&
 		document.querySelector("table.nodes tr[data-node=read]").innerText.includes("retried") &&
 		document.querySelector("#resume") !== null`)
+	requireDiagramClear(t, page, "g/broken")
 	saveArtifact(t, "monitor-graph-failed.png", page.screenshotFull())
 	// The state after step 1, then a fork from there.
 	page.click(`table.steps tr:first-child a[href="?step=1#state"]`)
@@ -259,6 +320,7 @@ func TestBrowserGraphRun(t *testing.T) {
 		document.querySelector("section.pending article.approval code.tool").innerText === "graph:approval" &&
 		document.querySelector("section.pending pre.input").innerText.includes("Deploy 1.4.2 to production?") &&
 		document.querySelector("svg.graph g.gnode.n-waiting.current[data-node=sign_off]") !== null`)
+	requireDiagramClear(t, page, "g/signoff")
 	saveArtifact(t, "monitor-graph-approval.png", page.screenshotFull())
 	page.typeInto(`section.pending input.reason`, "release notes read")
 	page.typeInto(`section.pending input.by`, "ada")
@@ -270,4 +332,47 @@ func TestBrowserGraphRun(t *testing.T) {
 
 	require.Empty(t, page.problems(), "errors in the graph pages")
 	require.Empty(t, list.problems(), "errors in the list")
+}
+
+// TestBrowserGraphLayout: a run that took decide's conditional edge past
+// degraded to probe: the edge is drawn, taken, beside degraded and not
+// through it, and no edge of the diagram passes through a node or a
+// label, nor does any label cover another, as Chromium draws them.
+// Screenshotted to monitor-graph-skip.png.
+func TestBrowserGraphLayout(t *testing.T) {
+	bin := findChromium(t)
+	t.Parallel()
+	e := setup(t, envOptions{files: graphFiles})
+	br := startBrowser(t, bin)
+	page := br.newTab()
+
+	run := e.startGraph("g/skip", nil)
+	require.Equal(t, thread.StatusCompleted, e.wait(run.ThreadID)[run.ThreadID].Status)
+	page.navigate(e.srv.URL + threadURL(run.ThreadID))
+	page.waitTrue(30*time.Second, "the completed run's diagram", `document.querySelector(".head h1 .badge").textContent === "completed" &&
+		document.querySelector("svg.graph g.gnode.n-not_reached[data-node=degraded]") !== null &&
+		document.querySelector("svg.graph g.gnode.n-completed[data-node=probe]") !== null`)
+	var skip struct {
+		Taken      bool
+		Beside     bool
+		LaneX      []float64
+		DegradedX0 float64
+		DegradedX1 float64
+	}
+	page.eval(`(() => {
+		const path = Array.from(document.querySelectorAll("svg.graph path.edge")).find(p => p.querySelector("title").textContent.startsWith("decide → probe"));
+		const r = document.querySelector("svg.graph g.gnode[data-node=degraded] rect.box");
+		const x0 = +r.getAttribute("x"), x1 = x0 + +r.getAttribute("width"), y0 = +r.getAttribute("y"), y1 = y0 + +r.getAttribute("height");
+		const xs = [];
+		for (let s = 0; s <= path.getTotalLength(); s += 1) {
+			const p = path.getPointAtLength(s);
+			if (p.y >= y0 && p.y <= y1) xs.push(p.x);
+		}
+		return {Taken: path.classList.contains("taken"), Beside: xs.length > 0 && xs.every(x => x < x0 || x > x1), LaneX: xs.slice(0, 3), DegradedX0: x0, DegradedX1: x1};
+	})()`, &skip)
+	require.True(t, skip.Taken, "decide → probe is the edge the run took")
+	require.True(t, skip.Beside, "decide → probe passes degraded's layer beside it: %+v", skip)
+	requireDiagramClear(t, page, "g/skip")
+	saveArtifact(t, "monitor-graph-skip.png", page.screenshotFull())
+	require.Empty(t, page.problems(), "errors in the page")
 }

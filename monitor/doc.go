@@ -10,8 +10,10 @@
 //	                                its calls waiting for approval, actions, a link to its task
 //	                                in asynqmon
 //	/threads/RUN                    a graph run's page (graph.go): a diagram of its pinned
-//	                                definition (the node in flight, the nodes visited, the
-//	                                edges taken and how often, loops drawn around), the node
+//	                                definition in a layered layout (graph_layout.go: the node
+//	                                in flight, the nodes visited, the edges taken and how often,
+//	                                loops drawn around, an edge that skips a layer in a lane of
+//	                                its own, no edge through a node), the node
 //	                                table, each foreach's progress with its children, the
 //	                                steps, the state after any step (?step=N), approve and
 //	                                deny for an approval node, cancel, resume and fork

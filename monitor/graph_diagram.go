@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"html"
 	"html/template"
-	"sort"
 	"strings"
 
 	"github.com/spool-run/spool/graph"
@@ -12,26 +11,13 @@ import (
 )
 
 // The graph run page's diagram: the pinned definition's nodes and edges
-// as one server-side SVG (no script draws it), laid out top to bottom in
-// layers. A node's layer is its longest distance from the start over the
-// edges that go forward (a depth-first walk from the start marks the
-// edges that close a loop), so a loop's way back is the one edge that
-// climbs: it is drawn on the right, around the nodes, dashed, with its
-// condition. Within a layer nodes keep file order, then move towards
-// their parents' mean place (one barycenter sweep). Nodes are coloured by
-// their status in the node table, the node in flight is outlined and
-// pulses, and every edge the run took (a step's next node, its error
-// route, a retry) is drawn solid and dark with how often it was taken.
-
-// Diagram geometry, in viewBox units (CSS pixels at 100%).
-const (
-	dgNodeW   = 168
-	dgNodeH   = 48
-	dgGapX    = 44
-	dgGapY    = 64
-	dgMargin  = 24
-	dgLoopGap = 26 // between the loops drawn on the right
-)
+// as one server-side SVG (no script draws it), in a layered layout
+// (graph_layout.go) from the start down: a loop's way back climbs on the
+// right of the nodes, dashed, and an edge that skips a layer passes it in
+// a lane of its own, never through a node. Nodes are coloured by their
+// status in the node table, the node in flight is outlined and pulses,
+// and every edge the run took (a step's next node, its error route, a
+// retry) is drawn solid and dark with how often it was taken.
 
 // dgEdge is an edge of the diagram.
 type dgEdge struct {
@@ -44,12 +30,11 @@ type dgEdge struct {
 
 // dgNode is a node placed in the diagram.
 type dgNode struct {
-	name   string
-	layer  int
-	x, y   int // top left
-	order  float64
-	row    graph.NodeRow
-	inLoop bool
+	name  string
+	layer int
+	x, y  float64 // top left
+	order float64
+	row   graph.NodeRow
 }
 
 // condText is a short text of an edge's condition.
@@ -186,27 +171,14 @@ func findEdge(edges []*dgEdge, from, to, kind string) *dgEdge {
 	return nil
 }
 
-// layout places g's nodes in layers and marks the edges that close loops.
+// layout puts g's nodes in layers and marks the edges that close loops.
 func layout(g *graph.Graph, edges []*dgEdge, rows []graph.NodeRow) (map[string]*dgNode, [][]*dgNode) {
 	outs := map[string][]*dgEdge{}
 	for _, e := range edges {
 		outs[e.from] = append(outs[e.from], e)
 	}
 	layer := longestPaths(g, outs, markBackEdges(g, outs))
-	nodes, layers := layerNodes(g, layer, rows)
-	for _, e := range edges {
-		if e.back {
-			for _, name := range []string{e.from, e.to} {
-				if n := nodes[name]; n != nil {
-					n.inLoop = true
-				}
-			}
-		}
-	}
-	for l := 1; l < len(layers); l++ {
-		orderLayer(layers[l-1], layers[l], edges)
-	}
-	return nodes, layers
+	return layerNodes(g, layer, rows)
 }
 
 // markBackEdges walks g depth-first from the start (then from every node
@@ -283,34 +255,6 @@ func layerNodes(g *graph.Graph, layer map[string]int, rows []graph.NodeRow) (map
 	return nodes, layers
 }
 
-// orderLayer is one barycenter sweep over a layer: each of its nodes moves
-// towards the mean place of its parents in the layer above over the
-// forward edges (file order breaking ties), and a node without a parent
-// there goes after those with one.
-func orderLayer(above, layer []*dgNode, edges []*dgEdge) {
-	pos := map[string]float64{}
-	for i, n := range above {
-		pos[n.name] = float64(i)
-	}
-	for _, n := range layer {
-		sum, k := 0.0, 0
-		for _, e := range edges {
-			if e.to == n.name && !e.back {
-				if p, ok := pos[e.from]; ok {
-					sum += p
-					k++
-				}
-			}
-		}
-		if k > 0 {
-			n.order = sum/float64(k)*1000 + n.order/1000
-		} else {
-			n.order = 1e6 + n.order
-		}
-	}
-	sort.SliceStable(layer, func(i, j int) bool { return layer[i].order < layer[j].order })
-}
-
 // renderDiagram draws g as an SVG: rows are the node table (status,
 // visits), steps the run's steps (the edges taken), current the node in
 // flight ("" when none).
@@ -320,74 +264,38 @@ func renderDiagram(g *graph.Graph, rows []graph.NodeRow, steps []graph.StepRecor
 	}
 	edges := diagramEdges(g, steps)
 	nodes, layers := layout(g, edges, rows)
-	width, height, right := placeNodes(layers, edges)
+	l := arrange(layers, edges, nodes)
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="graph" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="graph %s: nodes and edges">`,
-		width, height, width, height, esc(g.Name))
+	fmt.Fprintf(&b, `<svg class="graph" viewBox="0 0 %[1]s %[2]s" width="%[1]s" height="%[2]s" role="img" aria-label="graph %[3]s: nodes and edges">`,
+		num(l.width), num(l.bottom), esc(g.Name))
 	b.WriteString(`<defs>`)
 	for _, k := range []string{"next", "taken", "error", "retry"} {
 		fmt.Fprintf(&b, `<marker id="arrow-%s" class="m-%s" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z"></path></marker>`, k, k)
 	}
 	b.WriteString(`</defs>`)
-	// Edges first, under the nodes.
-	loop := 0
-	for _, e := range edges {
-		from, to := nodes[e.from], nodes[e.to]
-		if from == nil || to == nil {
-			continue
-		}
-		if e.back && e.from != e.to {
-			loop++
-		}
-		writeEdge(&b, e, from, to, right+loop*dgLoopGap)
+	// Edges first, under their labels and the nodes.
+	drawn := l.drawn()
+	for _, d := range drawn {
+		writeEdge(&b, d)
+	}
+	for _, d := range drawn {
+		writeLabels(&b, d)
 	}
 	if n := nodes[g.Start]; n != nil {
-		fmt.Fprintf(&b, `<text class="start" x="%d" y="%d" text-anchor="middle">start</text>`, n.x+dgNodeW/2, n.y-6)
+		fmt.Fprintf(&b, `<text class="start" x="%s" y="%s" text-anchor="middle">start</text>`, num(n.x+dgNodeW/2), num(n.y-6))
 	}
 	for _, name := range g.Order {
 		writeNode(&b, g.Nodes[name], nodes[name], name == current)
 	}
 	b.WriteString(`</svg>`)
-	return template.HTML(b.String()) //nolint:gosec // every text in it is escaped by writeEdge and writeNode
+	return template.HTML(b.String()) //nolint:gosec // every text in it is escaped by writeEdge, writeLabels and writeNode
 }
 
-// placeNodes gives every node of layers its place, each layer centred
-// under the widest, and is the diagram's size and right, where the loops
-// drawn around the nodes start: each loop (an edge marked back) has a lane
-// of its own on the right, and their labels room beyond them.
-func placeNodes(layers [][]*dgNode, edges []*dgEdge) (width, height, right int) {
-	widest := 0
-	for _, l := range layers {
-		widest = max(widest, len(l))
-	}
-	loops := 0
-	for _, e := range edges {
-		if e.back {
-			loops++
-		}
-	}
-	inner := widest*dgNodeW + (widest-1)*dgGapX
-	width = 2*dgMargin + inner + 40 + loops*dgLoopGap
-	if loops > 0 || hasSelfLoop(edges) {
-		width += 150 // the labels of the loops, on their right
-	}
-	height = 2*dgMargin + len(layers)*dgNodeH + (len(layers)-1)*dgGapY
-	for li, l := range layers {
-		w := len(l)*dgNodeW + (len(l)-1)*dgGapX
-		x0 := dgMargin + (inner-w)/2
-		for i, n := range l {
-			n.x = x0 + i*(dgNodeW+dgGapX)
-			n.y = dgMargin + li*(dgNodeH+dgGapY)
-		}
-	}
-	return width, height, dgMargin + inner + 20
-}
-
-// writeEdge draws e, from from to to, as a path with its title and its
-// label (with how often it was taken, past once); lane is the x of the
-// loop's lane when e closes a loop. A taken edge is drawn solid and dark,
-// and a taken next edge ends in the arrow of its own.
-func writeEdge(b *strings.Builder, e *dgEdge, from, to *dgNode, lane int) {
+// writeEdge draws the edge d as a path with its title. A taken edge is
+// drawn solid and dark, and a taken next edge ends in the arrow of its
+// own.
+func writeEdge(b *strings.Builder, d drawnEdge) {
+	e := d.e
 	class := "edge e-" + e.kind
 	marker := e.kind
 	if e.taken > 0 {
@@ -399,50 +307,17 @@ func writeEdge(b *strings.Builder, e *dgEdge, from, to *dgNode, lane int) {
 	if e.back {
 		class += " back"
 	}
-	d, lx, ly, anchor := edgePath(e, from, to, lane)
 	fmt.Fprintf(b, `<path class="%s" d="%s" marker-end="url(#arrow-%s)"><title>%s → %s%s%s</title></path>`,
-		class, d, marker, esc(e.from), esc(e.to), esc(labelSuffix(e.label)), takenSuffix(e.taken))
-	label := e.label
-	if e.taken > 1 {
-		label = strings.TrimSpace(label + " ×" + fmt.Sprint(e.taken))
-	}
-	if label != "" {
-		fmt.Fprintf(b, `<text class="elabel e-%s%s" x="%d" y="%d" text-anchor="%s">%s</text>`, e.kind, ifTaken(e.taken), lx, ly, anchor, esc(clip(label, 34)))
-	}
+		class, d.path.d(), marker, esc(e.from), esc(e.to), esc(labelSuffix(e.label)), takenSuffix(e.taken))
 }
 
-// edgePath is the path of e, from from to to, and where its label goes
-// (lx, ly, anchor): a node's edge to itself is a small loop on its right;
-// an edge closing a loop climbs on the right, around the nodes, in the
-// lane at x lane; any other edge goes down from the bottom of from (an
-// error route from right of its middle) to the top of to, its label at
-// its middle, or near its start when it skips layers.
-func edgePath(e *dgEdge, from, to *dgNode, lane int) (d string, lx, ly int, anchor string) {
-	switch {
-	case e.from == e.to:
-		x, y := from.x+dgNodeW, from.y+dgNodeH/2
-		d = fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d", x, y-10, x+34, y-30, x+34, y+30, x, y+10)
-		return d, x + 38, y + 4, "start"
-	case e.back:
-		x := lane
-		sx, sy := from.x+dgNodeW, from.y+dgNodeH/2+6
-		tx, ty := to.x+dgNodeW, to.y+dgNodeH/2-6
-		d = fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d L%d,%d C%d,%d %d,%d %d,%d", sx, sy, x, sy, x, sy, x, sy-16, x, ty+16, x, ty, x, ty, tx, ty)
-		return d, x + 4, (sy + ty) / 2, "start"
+// writeLabels writes the labels of the edge d (its condition, with how
+// often it was taken past once), each left aligned in its box.
+func writeLabels(b *strings.Builder, d drawnEdge) {
+	for _, lb := range d.labels {
+		fmt.Fprintf(b, `<text class="elabel e-%s%s" x="%s" y="%s" text-anchor="start">%s</text>`,
+			d.e.kind, ifTaken(d.e.taken), num(lb.x), num(lb.y+lb.h-3.5), esc(lb.text))
 	}
-	sx, sy := from.x+dgNodeW/2, from.y+dgNodeH
-	tx, ty := to.x+dgNodeW/2, to.y
-	if e.kind == "error" {
-		sx += dgNodeW / 4
-	}
-	mid := (sy + ty) / 2
-	d = fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d", sx, sy, sx, mid, tx, mid, tx, ty)
-	lx, ly = (sx+tx)/2, mid+4
-	if to.layer-from.layer > 1 {
-		ly = sy + 18
-		lx = sx + (tx-sx)/6
-	}
-	return d, lx, ly, "middle"
 }
 
 // writeNode draws the placed node n of the definition's node: a box
@@ -479,24 +354,15 @@ func writeNode(b *strings.Builder, node *graph.Node, n *dgNode, current bool) {
 	if kind == graph.KindReturn {
 		shape = "return"
 	}
-	fmt.Fprintf(b, `<rect class="box %s" x="%d" y="%d" width="%d" height="%d" rx="%d"></rect>`, shape, n.x, n.y, dgNodeW, dgNodeH, map[bool]int{true: 22, false: 7}[shape == "return"])
-	fmt.Fprintf(b, `<text class="name" x="%d" y="%d" text-anchor="middle">%s</text>`, n.x+dgNodeW/2, n.y+20, esc(clip(n.name, 22)))
-	fmt.Fprintf(b, `<text class="kind" x="%d" y="%d" text-anchor="middle">%s</text>`, n.x+dgNodeW/2, n.y+37, esc(clip(sub, 28)))
+	fmt.Fprintf(b, `<rect class="box %s" x="%s" y="%s" width="%s" height="%s" rx="%d"></rect>`, shape, num(n.x), num(n.y), num(dgNodeW), num(dgNodeH), map[bool]int{true: 22, false: 7}[shape == "return"])
+	fmt.Fprintf(b, `<text class="name" x="%s" y="%s" text-anchor="middle">%s</text>`, num(n.x+dgNodeW/2), num(n.y+20), esc(clip(n.name, 18)))
+	fmt.Fprintf(b, `<text class="kind" x="%s" y="%s" text-anchor="middle">%s</text>`, num(n.x+dgNodeW/2), num(n.y+37), esc(clip(sub, 25)))
 	if n.row.Visits > 1 {
-		fmt.Fprintf(b, `<g class="visits"><circle cx="%d" cy="%d" r="11"></circle><text x="%d" y="%d" text-anchor="middle">×%d</text></g>`,
-			n.x+dgNodeW-4, n.y+4, n.x+dgNodeW-4, n.y+8, n.row.Visits)
+		cx := num(n.x + dgNodeW + dgBadge - 11)
+		fmt.Fprintf(b, `<g class="visits"><circle cx="%s" cy="%s" r="11"></circle><text x="%s" y="%s" text-anchor="middle">×%d</text></g>`,
+			cx, num(n.y+11-dgBadge), cx, num(n.y+15-dgBadge), n.row.Visits)
 	}
 	b.WriteString(`</g>`)
-}
-
-// hasSelfLoop reports whether an edge goes from a node to itself.
-func hasSelfLoop(edges []*dgEdge) bool {
-	for _, e := range edges {
-		if e.from == e.to {
-			return true
-		}
-	}
-	return false
 }
 
 func esc(s string) string { return html.EscapeString(s) }
