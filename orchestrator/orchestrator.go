@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/spool-run/spool/admission"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/internal/autopipe"
@@ -107,6 +108,8 @@ type Orchestrator struct {
 	// registry, activations and ledger run on, and the compound scripts
 	// (start.lua, finalize.lua), one redisfn.Client shared by all.
 	fast *redisfn.Client
+	// adm admits activations before they are enqueued (admission.go).
+	adm *admission.Admitter
 }
 
 // New wires an Orchestrator over a Redis client, a blob store, an asynq
@@ -130,7 +133,7 @@ func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queu
 	if err != nil {
 		return nil, err
 	}
-	return &Orchestrator{
+	o := &Orchestrator{
 		cfg:      cfg,
 		rdb:      rdb,
 		keys:     ks,
@@ -144,7 +147,15 @@ func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queu
 		log:      cfg.Logger,
 		projects: newProjectCache(64),
 		fast:     fast,
-	}, nil
+	}
+	o.adm = newAdmitter(o)
+	if o.cfg.ConcurrencyKeys == nil {
+		o.cfg.ConcurrencyKeys = o.policyKeys
+	}
+	if o.cfg.TenantPriority == nil {
+		o.cfg.TenantPriority = o.policyPriority
+	}
+	return o, nil
 }
 
 // WithStore returns a copy of o that uses store (the worker's, which

@@ -360,7 +360,7 @@ func (o *Orchestrator) registerAndEnqueue(ctx context.Context, req StartRequest,
 		undoSpawn()
 		return nil, err
 	}
-	if err := o.enq.Enqueue(ctx, queue.Activation{ThreadID: id, Reason: "start"}, 0, req.Queue); err != nil {
+	if _, err := o.admitAndEnqueue(ctx, rec, queue.Activation{ThreadID: id, Reason: "start"}, 0, false); err != nil {
 		// The thread is registered but not queued: housekeeping would not
 		// find it (it is not running), so fail it now, visibly.
 		_ = o.fail(ctx, rec, "enqueue_failed", err.Error())
