@@ -201,14 +201,15 @@ func (e *env) startGraph(name string, inputs map[string]any) *registry.Record {
 // running foreach (its diagram with the loop taken three times and the
 // node in flight, its progress bar of done, failed, running and not
 // started items with a link to each child, the node table), cancelled
-// through its confirmation; a failed run (its error, the failed node,
+// through its confirmation (its cancelled items counted as cancelled,
+// requireCancelledForeach); a failed run (its error, the failed node,
 // the retry, the state after a step, a fork at a step, a resume from
 // another node through its confirmation, followed to its end); an
 // approval node approved in the page; graph runs in the thread list with
-// their kind and node. Each of the three
-// is screenshotted to $SPOOL_TEST_ARTIFACTS (default
+// their kind and node. Each page is screenshotted to $SPOOL_TEST_ARTIFACTS (default
 // $TMPDIR/spool-test-artifacts): monitor-graph-foreach-running.png,
-// monitor-graph-failed.png, monitor-graph-approval.png.
+// monitor-graph-foreach-cancelled.png, monitor-graph-failed.png,
+// monitor-graph-approval.png.
 func TestBrowserGraphRun(t *testing.T) {
 	bin := findChromium(t)
 	t.Parallel()
@@ -272,6 +273,7 @@ func TestBrowserGraphRun(t *testing.T) {
 		document.querySelector("#resume") !== null &&
 		document.querySelector("svg.graph g.gnode.n-cancelled[data-node=fan]") !== null`)
 	require.Equal(t, thread.StatusCancelled, e.wait(fan.ThreadID)[fan.ThreadID].Status)
+	requireCancelledForeach(t, e, page, fan.ThreadID)
 
 	// A failed run: the error, the failed node, its retry.
 	broken := e.startGraph("g/broken", nil)
@@ -332,6 +334,56 @@ func TestBrowserGraphRun(t *testing.T) {
 
 	require.Empty(t, page.problems(), "errors in the graph pages")
 	require.Empty(t, list.problems(), "errors in the list")
+}
+
+// requireCancelledForeach checks the page of run, cancelled while its
+// foreach g/fan had one item done, one failed and the others at the gate
+// or not started, once the children the cancel stopped have ended: the
+// run is cancelled and no longer "cancel requested"; the foreach's bar
+// and counts tell its cancelled items apart from the failed one and from
+// those never started; the steps table and the node table say the step
+// was cancelled, with its items, not that it is in flight. Screenshotted
+// to monitor-graph-foreach-cancelled.png.
+func requireCancelledForeach(t *testing.T, e *env, page *tab, run string) {
+	t.Helper()
+	var kids []string
+	page.eval(`Array.from(document.querySelectorAll("section.foreach[data-node=fan] ol.children li")).
+		filter(li => !li.querySelector(".badge").textContent.includes("planned")).map(li => li.querySelector("a.tid").textContent)`, &kids)
+	require.NotEmpty(t, kids)
+	for id, rec := range e.wait(kids...) {
+		require.True(t, rec.Status.Terminal(), "%s is %s", id, rec.Status)
+	}
+	page.navigate(e.srv.URL + threadURL(run))
+	var got struct {
+		Badges             []string
+		Head, Counts, Step string
+		Failed, Cancelled  float64
+		Running            float64
+		NodeRow            string
+	}
+	page.eval(`(() => {
+		const f = document.querySelector("section.foreach[data-node=fan]");
+		const w = c => { const r = f.querySelector("svg.progress rect." + c); return r ? +r.getAttribute("width") : -1; };
+		const steps = Array.from(document.querySelectorAll("table.steps tbody tr"));
+		return {
+			Badges: Array.from(document.querySelectorAll(".head h1 .badge")).map(b => b.textContent),
+			Head: f.querySelector("h2").innerText, Counts: f.querySelector(".counts-line").innerText.trim(),
+			Step: steps[steps.length - 1].querySelector("td:nth-child(3)").innerText,
+			Failed: w("p-failed"), Cancelled: w("p-cancelled"), Running: w("p-running"),
+			NodeRow: document.querySelector("table.nodes tr[data-node=fan]").innerText,
+		};
+	})()`, &got)
+	require.Equal(t, []string{"cancelled"}, got.Badges, "the run is cancelled, no longer cancel requested")
+	require.Contains(t, got.Head, "cancelled")
+	require.NotContains(t, got.Head, "in flight")
+	require.Regexp(t, `^1 done · 0 running · 1 failed · [34] cancelled( · 1 not started)? of 6$`, got.Counts)
+	require.InDelta(t, 100.0/6, got.Failed, 0.01, "one item failed")
+	require.Greater(t, got.Cancelled, got.Failed, "the items the cancel stopped have a segment of their own")
+	require.Zero(t, got.Running)
+	require.Regexp(t, `^cancelled 1/6 done · 1 failed · [34] cancelled( · 1 not started)?$`, got.Step, "the steps table's foreach step")
+	require.Contains(t, got.NodeRow, "cancelled")
+	require.Contains(t, got.NodeRow, "1/6 done")
+	saveArtifact(t, "monitor-graph-foreach-cancelled.png", page.screenshotFull())
 }
 
 // TestBrowserGraphLayout: a run that took decide's conditional edge past

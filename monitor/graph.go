@@ -37,6 +37,7 @@ import (
 
 func init() {
 	funcs["stepDur"] = stepDur
+	funcs["itemCounts"] = itemCounts
 }
 
 // stepDur is a step's duration, rounded as people read it ("" for none).
@@ -74,11 +75,14 @@ type foreachView struct {
 	Node    string
 	Step    int
 	Current bool
-	Total   int
-	Done    int // completed
-	Failed  int // error or cancelled, or refused
-	Running int // started, not ended
-	// Pending have not started yet.
+	// Status is the step's once it ended (ok, error, cancelled).
+	Status    string
+	Total     int
+	Done      int // completed
+	Failed    int // error, or refused
+	Cancelled int // cancelled (a cancel of the run stops its running children)
+	Running   int // started, not ended
+	// Pending have not started yet (and, once the step ended, never will).
 	Pending  int
 	Children []childView
 	// More counts children not listed (maxForeachChildren).
@@ -169,7 +173,7 @@ func (m *Monitor) foreachViews(ctx context.Context, rec *registry.Record, g *gra
 	var out []foreachView
 	for _, name := range order {
 		s := last[name]
-		f := foreachView{Node: name, Step: s.Step, Current: s.Status == "" && name == current && !rec.Status.Terminal(), Total: s.ItemsTotal}
+		f := foreachView{Node: name, Step: s.Step, Current: s.Status == "" && name == current && !rec.Status.Terminal(), Status: s.Status, Total: s.ItemsTotal}
 		if f.Current && rec.ItemsTotal > 0 {
 			f.Total = rec.ItemsTotal
 		}
@@ -226,14 +230,16 @@ func (m *Monitor) childStatus(ctx context.Context, id string) thread.Status {
 	return cr.Status
 }
 
-// count counts a child of status as done, failed or running; a planned
-// child is none of them.
+// count counts a child of status as done, failed, cancelled or running;
+// a planned child is none of them.
 func (f *foreachView) count(status thread.Status) {
 	switch status {
 	case thread.StatusCompleted:
 		f.Done++
-	case thread.StatusError, thread.StatusCancelled:
+	case thread.StatusError:
 		f.Failed++
+	case thread.StatusCancelled:
+		f.Cancelled++
 	case "planned":
 	default:
 		f.Running++
@@ -242,22 +248,48 @@ func (f *foreachView) count(status thread.Status) {
 
 // settle makes the counts of the children agree with what step s says
 // and is the total, so that they add up to it with what is still pending:
-// a foreach of tools (no children) settles its items together, and a
-// settled step's own counts win (a refused start has no child; a stopped
-// foreach has items that never started).
+// a foreach of tools (no children) settles its items together, and an
+// ended step's own counts win (a refused start has no child; a stopped
+// foreach has items that never started). A child still running when its
+// step was cancelled or failed is being cancelled with it.
 func (f *foreachView) settle(s graph.StepRecord) {
 	if len(s.ThreadIDs) == 0 {
-		f.Done, f.Failed = s.ItemsDone-s.ItemsFailed, s.ItemsFailed
+		f.Done, f.Failed, f.Cancelled = s.ItemsSucceeded(), s.ItemsFailed, s.ItemsCancelled
 	}
 	if s.Status != "" && s.ItemsTotal > 0 {
-		f.Failed = max(f.Failed, s.ItemsFailed)
-		f.Done = min(f.Done, s.ItemsTotal-f.Failed)
+		if s.Status == graph.StepStatusCancelled || s.Status == graph.StepStatusError {
+			f.Cancelled += f.Running
+		}
 		f.Running = 0
+		f.Failed = max(f.Failed, s.ItemsFailed)
+		f.Cancelled = min(max(f.Cancelled, s.ItemsCancelled), s.ItemsTotal-f.Failed)
+		f.Done = min(f.Done, s.ItemsTotal-f.Failed-f.Cancelled)
 	}
-	if f.Total < f.Done+f.Failed+f.Running {
-		f.Total = f.Done + f.Failed + f.Running
+	f.Total = max(f.Total, f.Done+f.Failed+f.Cancelled+f.Running)
+	f.Pending = f.Total - f.Done - f.Failed - f.Cancelled - f.Running
+}
+
+// itemCounts is a step's items as the steps table shows them: those that
+// succeeded of all ("3/8 done"), then those that failed, were cancelled
+// or never started, when there are any; "5 done" when the step does not
+// say how many items it has.
+func itemCounts(s graph.StepRecord) string {
+	if s.ItemsTotal == 0 {
+		if s.ItemsDone == 0 {
+			return ""
+		}
+		return fmt.Sprintf("%d done", s.ItemsSucceeded())
 	}
-	f.Pending = f.Total - f.Done - f.Failed - f.Running
+	out := fmt.Sprintf("%d/%d done", s.ItemsSucceeded(), s.ItemsTotal)
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{s.ItemsFailed, "failed"}, {s.ItemsCancelled, "cancelled"}, {s.ItemsNotStarted(), "not started"}} {
+		if c.n > 0 {
+			out += fmt.Sprintf(" · %d %s", c.n, c.what)
+		}
+	}
+	return out
 }
 
 // snapshots caches state snapshots by content address: they never change.
