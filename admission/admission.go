@@ -662,3 +662,32 @@ func (a *Admitter) Standing(ctx context.Context, tenant string) (Standing, error
 	}
 	return st, nil
 }
+
+// holdersScript counts a key's holders (adm_holders.lua).
+var holdersScript = redisfn.New("adm_holders", Lua, holdersLua)
+
+//go:embed adm_holders.lua
+var holdersLua string
+
+// Deadlocked reports whether activation act of tenant waits on a key
+// that only activations of the runs in ancestors hold (6): a child that a
+// blocking spawn waits for would wait for its own ancestors, which wait
+// for it. It returns the key.
+func (a *Admitter) Deadlocked(ctx context.Context, tenant, act string, ancestors []string) (bool, string, error) {
+	w, ok, err := a.Where(ctx, tenant, act)
+	if err != nil || !ok || w.State != StateKey {
+		return false, "", err
+	}
+	args := []any{w.WaitKey}
+	for _, r := range ancestors {
+		args = append(args, r)
+	}
+	res, err := holdersScript.Run(ctx, a.rdb, a.tenantKeys(tenant), args...).Int64Slice()
+	if err != nil {
+		return false, "", fmt.Errorf("admission holders of %s: %w", w.WaitKey, err)
+	}
+	if len(res) != 2 {
+		return false, "", reply.Unexpected("adm_holders", res)
+	}
+	return res[0] > 0 && res[0] == res[1], w.WaitKey, nil
+}

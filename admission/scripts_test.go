@@ -177,3 +177,26 @@ func TestRollbackFence(t *testing.T) {
 	require.Equal(t, []string{"y", "z"}, gr, "after the fence, grants resume in order")
 	require.Equal(t, "1", s.state()["fenced"])
 }
+
+// TestHolders: adm_holders counts a key's holders and those of the runs
+// named (a child's ancestors): a blocking spawn's child parked on a key
+// only its ancestors hold is a deadlock; with another holder it is not.
+func TestHolders(t *testing.T) {
+	t.Parallel()
+	s := newSlot(t, false, map[string]any{"grant_ttl": 5000, "share_ttl": 3000, "rule:per_repo": 2})
+	s.prov = 10
+	holders := func(key string, runs ...any) []int64 {
+		res, err := holdersScript.Run(s.ctx, s.rdb, s.keys, append([]any{key}, runs...)...).Int64Slice()
+		require.NoError(t, err)
+		return res
+	}
+	s.request(t0, "root", keyed("root", 3, 1, "per_repo=r1"), 16)
+	s.claim(t0, "root", keyed("root", 3, 1, "per_repo=r1"), "t1", 3000, 16)
+	s.request(t0, "parent", keyed("parent", 3, 0, "per_repo=r1"), 16)
+	s.claim(t0, "parent", keyed("parent", 3, 0, "per_repo=r1"), "t2", 3000, 16)
+	st, why, _, _ := s.request(t0, "child", keyed("child", 3, 0, "per_repo=r1"), 16)
+	require.Equal(t, []string{"PARKED", "concurrency"}, []string{st, why})
+	require.Equal(t, []int64{2, 2}, holders("per_repo=r1", "root", "parent"), "only its ancestors hold it")
+	require.Equal(t, []int64{2, 1}, holders("per_repo=r1", "parent"), "another holds it too")
+	require.Equal(t, []int64{0, 0}, holders("per_repo=r2", "root"))
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/admission"
 	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/launch"
@@ -308,6 +309,13 @@ func (s *Scheduler) Start() error {
 			s.runHousekeeping(ctx)
 		}()
 	}
+	// The fleet's fair shares (package admission): whichever of the
+	// workers, schedulers and dev processes holds the balancer's lock.
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		admission.NewBalancer(s.o.Admission(), "scheduler-"+s.token).Run(ctx)
+	}()
 	s.log.Info("scheduler started", "entries", len(s.cfg.Entries), "housekeeping_interval", s.cfg.HousekeepingInterval,
 		"retention", s.cfg.Retention)
 	return nil

@@ -391,6 +391,10 @@ func (r *graphRun) checkSignals(ctx context.Context) error {
 	if r.w.isDraining() {
 		return errDraining
 	}
+	if r.w.yieldDue(ctx, r.grant) {
+		yielded(ctx)
+		return errYield // its tenant's fair share: it waits for admission again
+	}
 	return nil
 }
 

@@ -6,8 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spool-run/spool/admission"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/spawn"
 	"github.com/spool-run/spool/thread"
 )
@@ -62,6 +64,28 @@ func (c toolChildren) Wait(ctx context.Context, ids []string, timeout time.Durat
 		if rec.ParentID != c.s.id() {
 			return nil, fmt.Errorf("thread %s is not a child of %s, the thread this tool runs for", id, c.s.id())
 		}
+		if err := c.deadlock(ctx, rec); err != nil {
+			return nil, err
+		}
 	}
 	return c.s.o.Wait(ctx, ids, timeout)
+}
+
+// deadlock refuses (concurrency_deadlock) a wait on a child that waits
+// for admission on a key only its own ancestors hold: this tool's
+// activation keeps its slot while it waits, so the child would never
+// start. The child is cancelled: the spawn failed.
+func (c toolChildren) deadlock(ctx context.Context, rec *registry.Record) error {
+	act := rec.Extra[registry.AdmActField]
+	if rec.Status != thread.StatusWaiting || act == "" {
+		return nil
+	}
+	dead, key, err := c.s.o.Admission().Deadlocked(ctx, rec.TenantOrDefault(), act, rec.Ancestors)
+	if err != nil || !dead {
+		return err
+	}
+	if _, err := c.s.o.Cancel(ctx, rec.ThreadID, true); err != nil {
+		c.s.log.Warn("deadlocked child not cancelled", "child_id", rec.ThreadID, "error", err)
+	}
+	return thread.Refuse(admission.CodeConcurrencyDeadlock, "child %s waits for concurrency key %s, which only its ancestors hold while this tool waits for it", rec.ThreadID, key)
 }

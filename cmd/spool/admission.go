@@ -135,39 +135,70 @@ func listOrNone(xs []string) string {
 	return strings.Join(xs, ", ")
 }
 
-// publishPolicy publishes pol and brings every tenant it lists, and every
-// active one, up to it: their settings written into their slots
-// (overrides cleared with --reset-overrides), and what the new room lets
-// start granted and enqueued before the command returns.
+// publishPolicy publishes pol (admission apply).
 func publishPolicy(c *cli.Context, pol *adm.Policy, path string, out *appliedPolicy) error {
 	s, err := openServices(c, openOpts{readOnly: true})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	abs, _ := filepath.Abs(path)
-	ad := s.orch.Admission()
-	p, changed, err := adm.Publish(c.Context, s.rdb, ad.Keys(), pol, abs, time.Now())
+	p, changed, granted, err := publishWith(c, s, pol, path, out.ResetOverrides)
 	if err != nil {
 		return err
 	}
-	out.Version, out.Changed = p.Version, changed
+	out.Version, out.Changed, out.Granted = p.Version, changed, granted
+	return nil
+}
+
+// publishWith publishes pol, read from path, on s and brings every tenant
+// it lists, and every active one, up to it: their settings written into
+// their slots (overrides cleared with reset), and what the new room lets
+// start granted and enqueued before it returns (how many: granted).
+func publishWith(c *cli.Context, s *services, pol *adm.Policy, path string, reset bool) (p *adm.Published, changed bool, granted int, err error) {
+	abs, _ := filepath.Abs(path)
+	ad := s.orch.Admission()
+	if p, changed, err = adm.Publish(c.Context, s.rdb, ad.Keys(), pol, abs, time.Now()); err != nil {
+		return nil, false, 0, err
+	}
 	ad.Watcher().Set(p)
 	tenants, err := ad.KnownTenants(c.Context)
 	if err != nil {
-		return err
+		return p, changed, 0, err
 	}
 	for t := range pol.Tenants {
 		tenants = appendNew(tenants, t)
 	}
 	for _, t := range tenants {
-		n, err := ad.Pump(c.Context, t, adm.PumpArgs{ClearOverrides: out.ResetOverrides})
+		n, err := ad.Pump(c.Context, t, adm.PumpArgs{ClearOverrides: reset})
 		if err != nil {
-			return err
+			return p, changed, granted, err
 		}
-		out.Granted += n
+		granted += n
 	}
-	return nil
+	return p, changed, granted, nil
+}
+
+// devPolicy publishes the project's admission policy when `spool dev`
+// starts (a project without one leaves admission as it is); a policy
+// that does not validate stops dev (admission_policy_invalid). It
+// returns the banner's line ("" for none).
+func devPolicy(c *cli.Context, s *services) (string, error) {
+	pol, path, err := adm.Load(os.DirFS(s.project))
+	if path == "" && err == nil {
+		return "", nil
+	}
+	var pe *adm.Error
+	if errors.As(err, &pe) {
+		return "", &thread.AdmissionError{Code: adm.CodePolicyInvalid, Message: pe.Error()}
+	}
+	if err != nil {
+		return "", err
+	}
+	p, _, _, err := publishWith(c, s, pol, path, false)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s (version %d)", path, p.Version), nil
 }
 
 func appendNew(xs []string, x string) []string {

@@ -68,6 +68,10 @@ func dev(c *cli.Context) error {
 		}
 	}
 
+	admDesc, err := devPolicy(c, s)
+	if err != nil {
+		return err
+	}
 	reg, err := processRegistry(c, s)
 	if err != nil {
 		return err
@@ -94,7 +98,7 @@ func dev(c *cli.Context) error {
 	}
 	defer w.Stop()
 
-	printBanner(c, c.App.Writer, s, schedDesc, monitorDesc)
+	printBanner(c, c.App.Writer, s, schedDesc, monitorDesc, admDesc)
 	<-c.Done()
 	// Withdrawn first: no command finds a Redis that is going away.
 	devFile.Close()
@@ -178,7 +182,7 @@ func runningDev(ctx context.Context, urlFile string) (u string, alive bool, err 
 	return u, alive, nil
 }
 
-func printBanner(c *cli.Context, out io.Writer, s *services, schedDesc, monitor string) {
+func printBanner(c *cli.Context, out io.Writer, s *services, schedDesc, monitor, admission string) {
 	addr := c.String("addr")
 	redisLine := stack.RedactURL(c.String("redis-url"))
 	switch {
@@ -195,6 +199,9 @@ func printBanner(c *cli.Context, out io.Writer, s *services, schedDesc, monitor 
 	fmt.Fprintf(out, "  scheduler  %s\n", schedDesc)
 	fmt.Fprintf(out, "  monitor    %s\n", monitor)
 	fmt.Fprintf(out, "  metrics    http://%s/metrics\n", addr)
+	if admission != "" {
+		fmt.Fprintf(out, "  admission  %s\n", admission)
+	}
 	fmt.Fprintf(out, "Try, in another terminal:\n  %s\n", exampleRun(c, s))
 	fmt.Fprintln(out, "Ctrl-C stops it.")
 }
