@@ -14,8 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/admission"
+	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/launch"
