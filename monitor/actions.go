@@ -190,12 +190,12 @@ func (m *Monitor) cancel(w http.ResponseWriter, r *http.Request, rec *registry.R
 		return
 	}
 	if r.PostFormValue("confirmed") != "1" {
-		question, button := "Cancel this thread?", "Cancel the thread"
+		question, button, what, of := "Cancel this thread?", "Cancel the thread", "thread", "directive"
 		if cur.IsGraph() {
-			question, button = "Cancel this graph run?", "Cancel the run"
+			question, button, what, of = "Cancel this graph run?", "Cancel the run", "run", "graph"
 		}
 		d := confirmData{Question: question, Action: page + "/cancel", Button: button, Back: page,
-			Details: [][2]string{{"thread", cur.ThreadID}, {"directive", cur.Directive}, {"status", string(cur.Status)},
+			Details: [][2]string{{what, cur.ThreadID}, {of, cur.Directive}, {"status", string(cur.Status)},
 				{"children", "keep running"}},
 			Fields: [][2]string{{"cascade", boolField(cascade)}}}
 		if cascade {
@@ -210,7 +210,11 @@ func (m *Monitor) cancel(w http.ResponseWriter, r *http.Request, rec *registry.R
 		return
 	}
 	text := fmt.Sprintf("Cancelled %s.", out.ThreadID)
-	if !out.Status.Terminal() {
+	switch {
+	case out.Status.Terminal():
+	case rec.IsGraph():
+		text = fmt.Sprintf("Cancel requested for %s: its worker stops it inside its step or between steps.", out.ThreadID)
+	default:
 		text = fmt.Sprintf("Cancel requested for %s: its worker stops it during its model call or tool, or between turns.", out.ThreadID)
 	}
 	m.redirect(w, r, "/threads/"+pathOf(out.ThreadID), flash{Text: text})
@@ -255,8 +259,8 @@ func (m *Monitor) resume(w http.ResponseWriter, r *http.Request, rec *registry.R
 		m.fail(w, r, err)
 		return
 	}
-	m.redirect(w, r, "/threads/"+pathOf(res.NewThreadID), flash{Text: fmt.Sprintf("Resumed %s as %s (%d turns carried over).",
-		res.ResolvedThreadID, res.NewThreadID, res.ReconstructedTurns)})
+	m.redirect(w, r, "/threads/"+pathOf(res.NewThreadID), flash{Text: fmt.Sprintf("Resumed %s as %s (%s carried over).",
+		res.ResolvedThreadID, res.NewThreadID, thread.Count(res.ReconstructedTurns, "turn", "turns"))})
 }
 
 // current is the thread rec's continuation chain has reached (rec itself

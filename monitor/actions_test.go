@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -150,6 +151,8 @@ func TestApprovalsInbox(t *testing.T) {
 	inbox := s.get("/approvals")
 	require.Equal(t, http.StatusOK, inbox.code)
 	require.Contains(t, inbox.body, `<code class="tool">t/deploy</code>`)
+	require.Contains(t, inbox.body, `thread <a class="tid" href="`+threadURL(rec.ThreadID)+`">`)
+	require.Contains(t, inbox.body, `placeholder="reason (required to deny: the model gets it)"`)
 	require.Contains(t, inbox.body, `&#34;target&#34;: &#34;prod&#34;`, "the call's input, indented")
 	require.Contains(t, inbox.body, `href="/threads/`+rec.ThreadID+`"`)
 	require.Contains(t, inbox.body, `name="decision" value="approve"`)
@@ -199,7 +202,65 @@ func TestApprovalsInbox(t *testing.T) {
 	// Decided already.
 	_, body = s.act("/approvals/decide", form("approve", ""))
 	require.Contains(t, body, "Nothing of "+rec.ThreadID+" waits for a decision any more")
-	require.Contains(t, body, "No tool call waits for a decision")
+	require.Contains(t, body, "Nothing waits for a decision")
+}
+
+// TestGraphApprovalInbox: a graph run's approval node is listed at
+// /approvals and on the run's page as the run's request, not as a
+// model's tool call of a thread: its prompt as text and its show key by
+// key (no JSON), the node that asks, a denial's reason going into the
+// run's result, on the inbox, the run's page and the one-time decision
+// link's page; the decision routes the run.
+func TestGraphApprovalInbox(t *testing.T) {
+	t.Parallel()
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	t.Cleanup(receiver.Close)
+	const secret = "test-secret-0123456789"
+	files := maps.Clone(graphFiles)
+	files[".ai/config/agent/approvals.yaml"] = "notify:\n  url: " + receiver.URL + "\n  secret: " + secret + "\n"
+	e := setup(t, envOptions{files: files})
+	run := e.startGraph("g/signoff", nil)
+	waiting := e.waitRecord(run.ThreadID, "waited for approval", waitingForApproval)
+	require.Len(t, waiting.PendingApprovals, 1)
+	call := waiting.PendingApprovals[0].CallID
+	s := e.session()
+
+	for _, path := range []string{"/approvals", threadURL(run.ThreadID)} {
+		body := s.get(path).body
+		require.Contains(t, body, `<strong class="what">Approval node <b class="nodename">sign_off</b></strong>`, path)
+		require.Contains(t, body, `<span class="kind">graph</span> run <a class="tid" href="`+threadURL(run.ThreadID)+`">`, path)
+		require.Contains(t, body, `<p class="prompt">Deploy 1.4.2 to production?</p>`, path)
+		require.Contains(t, body, `<tr><th>notes</th><td>release.md</td></tr>`, path)
+		require.Contains(t, body, `<tr><th>version</th><td>1.4.2</td></tr>`, path)
+		require.Contains(t, body, `placeholder="reason (required to deny: the run gets it in result.reason)"`, path)
+		require.NotContains(t, body, "&#34;prompt&#34;", "%s: the request is not shown as JSON", path)
+		require.NotContains(t, body, "the model", path)
+	}
+	require.Contains(t, s.get(threadURL(run.ThreadID)).body, `Waiting for approval <span class="muted">1 request</span>`)
+
+	form := url.Values{"thread": {run.ThreadID}, "call": {call}, "decision": {"deny"}, "reason": {""}, "by": {"ada"}, "return": {"/approvals"}}
+	_, body := s.act("/approvals/decide", form)
+	require.Contains(t, body, "Say why to deny: the run gets the reason in result.reason and routes on the denial.")
+
+	// The one-time deny link's page words it as the run's request too.
+	_, deny := orchestrator.DecisionLinks(e.srv.URL, run.ThreadID, waiting.PendingApprovals[0], secret, time.Now().Add(time.Hour))
+	link := strings.TrimPrefix(deny, e.srv.URL)
+	page := s.get(link)
+	require.Equal(t, http.StatusOK, page.code, page.body)
+	for _, want := range []string{"<h1>Deny this request?</h1>", "<tr><th>run</th>", "<tr><th>graph</th><td>g/signoff</td></tr>",
+		"<b>sign_off</b>", `<p class="prompt">Deploy 1.4.2 to production?</p>`, "<tr><th>version</th><td>1.4.2</td></tr>",
+		`placeholder="why (required: the run gets it in result.reason)"`, "the run's signed transcript"} {
+		require.Contains(t, page.body, want)
+	}
+	require.NotContains(t, page.body, "the model")
+	tok := strings.TrimPrefix(link, "/v1/approvals/decide?token=")
+	page = s.do(http.MethodPost, "/v1/approvals/decide", url.Values{"token": {tok}})
+	require.Contains(t, page.body, "Say why to deny: the run gets the reason in result.reason and routes on the denial.")
+	page = s.do(http.MethodPost, "/v1/approvals/decide", url.Values{"token": {tok}, "reason": {"not this week"}})
+	require.Contains(t, page.body, "Denied "+call+" of "+run.ThreadID+" (by link). The run continues.")
+	done := e.wait(run.ThreadID)[run.ThreadID]
+	require.Equal(t, thread.StatusCompleted, done.Status, "%+v", done.Error)
+	require.Equal(t, map[string]any{"shipped": false}, done.Outputs)
 }
 
 // TestDecisionLink: the approval webhook's one-time links work on the

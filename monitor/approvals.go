@@ -2,10 +2,12 @@ package monitor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 
 	"github.com/spool-run/spool/orchestrator"
@@ -17,16 +19,130 @@ type approvalRow struct {
 	orchestrator.PendingCall
 	Shown string // its input, indented and cut at maxText
 	Cut   int    // bytes of the input not shown
+	// Run: the call is a graph run's (an approval node's request, or a
+	// tool call its approvals.yaml gates), not a thread's model's.
+	Run bool
+	// Request is an approval node's, read from its input; nil for a tool
+	// call (or an input that does not read as one).
+	Request *nodeRequest
 }
 
-func approvalRows(calls []orchestrator.PendingCall) []approvalRow {
+// nodeRequest is what a graph run's approval node asks a person: its
+// prompt, and its show, key by key.
+type nodeRequest struct {
+	Node   string // the run's node waiting for it
+	Prompt string
+	Show   []shownValue
+}
+
+// shownValue is one entry of an approval node's show: text as it is,
+// anything else as indented JSON (Block).
+type shownValue struct {
+	Key, Text string
+	Block     bool
+}
+
+// graphApprovalTool is the tool name of a graph run's approval node's
+// pending call.
+const graphApprovalTool = "graph:approval"
+
+// approvalRows are calls as the pages show them, each read with its
+// thread's record (a graph run's calls are worded as the run's).
+func (m *Monitor) approvalRows(ctx context.Context, calls []orchestrator.PendingCall) []approvalRow {
+	recs := map[string]*registry.Record{}
 	out := make([]approvalRow, 0, len(calls))
 	for _, c := range calls {
-		var v eventView
-		v.setText(prettyJSON(c.Input))
-		out = append(out, approvalRow{PendingCall: c, Shown: v.Text, Cut: v.Truncated})
+		rec, seen := recs[c.ThreadID]
+		if !seen {
+			rec, _ = m.cfg.Orch.Record(ctx, c.ThreadID) // nil: worded as a thread's
+			recs[c.ThreadID] = rec
+		}
+		out = append(out, approvalRowOf(c, rec))
 	}
 	return out
+}
+
+// approvalRowOf is call c of the thread or run rec (nil when unknown).
+func approvalRowOf(c orchestrator.PendingCall, rec *registry.Record) approvalRow {
+	var v eventView
+	v.setText(prettyJSON(c.Input))
+	row := approvalRow{PendingCall: c, Shown: v.Text, Cut: v.Truncated, Run: rec != nil && rec.IsGraph()}
+	if row.Run && c.Tool == graphApprovalTool {
+		row.Request = readRequest(c.Input, rec.CurrentNode)
+	}
+	return row
+}
+
+// readRequest reads an approval node's input ({prompt, show}); nil when
+// it does not read so (the page shows the input as JSON then).
+func readRequest(input json.RawMessage, node string) *nodeRequest {
+	var in struct {
+		Prompt *string `json:"prompt"`
+		Show   any     `json:"show"`
+	}
+	if json.Unmarshal(input, &in) != nil || in.Prompt == nil {
+		return nil
+	}
+	req := &nodeRequest{Node: node, Prompt: *in.Prompt}
+	switch show := in.Show.(type) {
+	case nil:
+	case map[string]any:
+		keys := make([]string, 0, len(show))
+		for k := range show {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			req.Show = append(req.Show, shownOf(k, show[k]))
+		}
+	default:
+		req.Show = append(req.Show, shownOf("", show))
+	}
+	return req
+}
+
+// shownOf is the entry key of a show holding v.
+func shownOf(key string, v any) shownValue {
+	switch x := v.(type) {
+	case string:
+		return shownValue{Key: key, Text: x, Block: strings.Contains(x, "\n")}
+	case map[string]any, []any:
+		return shownValue{Key: key, Text: pretty(x), Block: true}
+	}
+	return shownValue{Key: key, Text: pretty(v)}
+}
+
+// denial says where the reason of a denial of the call goes: to the
+// model (a thread's call), into the run's result (an approval node,
+// whose run routes on it) or into the step's error (a tool call of a
+// run); short for a form's placeholder.
+func (a approvalRow) denial(short bool) string {
+	return denialOf(a.Run, a.Tool, short)
+}
+
+// ReasonHint is the placeholder of the call's reason field.
+func (a approvalRow) ReasonHint() string {
+	return "reason (required to deny: " + a.denial(true) + ")"
+}
+
+// DenyHint is what a denial's reason is for, for the one-time link's
+// form.
+func (a approvalRow) DenyHint() string { return a.denial(true) }
+
+func denialOf(run bool, tool string, short bool) string {
+	switch {
+	case run && tool == graphApprovalTool && short:
+		return "the run gets it in result.reason"
+	case run && tool == graphApprovalTool:
+		return "the run gets the reason in result.reason and routes on the denial"
+	case run && short:
+		return "the step fails with it"
+	case run:
+		return "the step fails with approval_denied and the reason"
+	case short:
+		return "the model gets it"
+	}
+	return "the model gets the reason as the call's error"
 }
 
 // approvalForm is a pending call with its decision form.
@@ -43,7 +159,7 @@ type approvalForm struct {
 func (m *Monitor) approvalForms(r *http.Request, calls []orchestrator.PendingCall, ret string) []approvalForm {
 	_, _, named := r.BasicAuth()
 	var out []approvalForm
-	for _, row := range approvalRows(calls) {
+	for _, row := range m.approvalRows(r.Context(), calls) {
 		out = append(out, approvalForm{approvalRow: row, Return: ret, Named: named, ReadOnly: m.cfg.ReadOnly})
 	}
 	return out
@@ -97,8 +213,12 @@ func (m *Monitor) serveDecide(w http.ResponseWriter, r *http.Request) {
 		m.errorPage(w, r, http.StatusBadRequest, fmt.Sprintf("decision %q: want approve or deny", decision))
 		return
 	}
+	rec, err := m.cfg.Orch.Record(r.Context(), id)
+	if m.lookupFailed(w, r, id, err) {
+		return
+	}
 	if decision == registry.DecisionDeny && reason == "" {
-		m.redirect(w, r, ret, flash{Text: "Say why to deny: the model gets the reason as the call's error.", Bad: true})
+		m.redirect(w, r, ret, flash{Text: "Say why to deny: " + denialOf(rec.IsGraph(), pendingTool(rec, call), false) + ".", Bad: true})
 		return
 	}
 	var calls []string
@@ -106,7 +226,6 @@ func (m *Monitor) serveDecide(w http.ResponseWriter, r *http.Request) {
 		calls = []string{call}
 	}
 	var res *orchestrator.DecideResult
-	var err error
 	if call != "" && request != "" {
 		res, err = m.cfg.Orch.DecideRequest(r.Context(), id, call, request, decision, who(r), reason)
 	} else {
@@ -117,28 +236,47 @@ func (m *Monitor) serveDecide(w http.ResponseWriter, r *http.Request) {
 		m.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
 		return
 	case errors.Is(err, registry.ErrNotPending):
-		m.redirect(w, r, ret, flash{Text: fmt.Sprintf("Nothing of %s waits for a decision any more (decided already, or the thread moved on).", id), Bad: true})
+		m.redirect(w, r, ret, flash{Text: fmt.Sprintf("Nothing of %s waits for a decision any more (decided already, or the %s moved on).", id, threadOrRun(rec)), Bad: true})
 		return
 	case err != nil:
 		m.fail(w, r, err)
 		return
 	}
-	m.redirect(w, r, ret, flash{Text: decidedText(res)})
+	m.redirect(w, r, ret, flash{Text: decidedText(res, rec.IsGraph())})
 }
 
-// decidedText says what a decision did.
-func decidedText(res *orchestrator.DecideResult) string {
+// threadOrRun is what rec is, in a sentence.
+func threadOrRun(rec *registry.Record) string {
+	if rec.IsGraph() {
+		return "run"
+	}
+	return "thread"
+}
+
+// pendingTool is the tool of rec's pending call call (of its first one
+// when call is empty: a decision of them all), "" when none waits.
+func pendingTool(rec *registry.Record, call string) string {
+	for _, p := range rec.PendingApprovals {
+		if call == "" || p.CallID == call {
+			return p.Tool
+		}
+	}
+	return ""
+}
+
+// decidedText says what a decision of a thread's calls (or of a graph
+// run's, run) did.
+func decidedText(res *orchestrator.DecideResult, run bool) string {
 	verb := "Approved"
 	if res.Decision == registry.DecisionDeny {
 		verb = "Denied"
 	}
 	text := fmt.Sprintf("%s %s of %s (by %s).", verb, strings.Join(res.Calls, ", "), res.ThreadID, res.By)
+	who := map[bool]string{false: "thread", true: "run"}[run]
 	if res.Woken {
-		text += " The thread continues."
-	} else {
-		text += " The thread waits for its other calls' decisions."
+		return text + " The " + who + " continues."
 	}
-	return text
+	return text + " The " + who + " waits for its other calls' decisions."
 }
 
 // decideData is the page of a one-time decision link.
@@ -204,6 +342,9 @@ func (m *Monitor) serveDecisionLink(w http.ResponseWriter, r *http.Request) {
 	if tok.Decision == registry.DecisionDeny {
 		title = "Deny a tool call"
 	}
+	if d.Call != nil && d.Call.Request != nil {
+		title = strings.Replace(title, "a tool call", "a graph run's request", 1)
+	}
 	m.render(w, r, code, m.pages.decide, page{Title: title, Bare: true, Data: d})
 }
 
@@ -220,7 +361,7 @@ func (m *Monitor) linkData(ctx context.Context, token string, tok *orchestrator.
 		return decideData{}, err
 	}
 	if call != nil {
-		row := approvalRows([]orchestrator.PendingCall{*call})[0]
+		row := approvalRowOf(*call, rec)
 		d.Call = &row
 	}
 	return d, nil
@@ -235,7 +376,11 @@ func (m *Monitor) linkData(ctx context.Context, token string, tok *orchestrator.
 func (m *Monitor) decideByLink(w http.ResponseWriter, r *http.Request, d *decideData, decision string, wantJSON bool) (code int, answered bool) {
 	reason := strings.TrimSpace(r.PostFormValue("reason"))
 	if decision == registry.DecisionDeny && reason == "" {
-		d.Problem = "Say why to deny: the model gets the reason as the call's error."
+		tool := ""
+		if d.Call != nil {
+			tool = d.Call.Tool
+		}
+		d.Problem = "Say why to deny: " + denialOf(d.Thread.IsGraph(), tool, false) + "."
 		return http.StatusBadRequest, false
 	}
 	res, err := m.cfg.Orch.DecideByToken(r.Context(), d.Token, reason)
@@ -250,7 +395,7 @@ func (m *Monitor) decideByLink(w http.ResponseWriter, r *http.Request, d *decide
 		writeJSON(w, http.StatusOK, res)
 		return 0, true
 	}
-	d.Done, d.Call = decidedText(res), nil
+	d.Done, d.Call = decidedText(res, d.Thread.IsGraph()), nil
 	return http.StatusOK, false
 }
 

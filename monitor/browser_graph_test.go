@@ -318,12 +318,23 @@ func TestBrowserGraphRun(t *testing.T) {
 	// An approval node: decided in the page.
 	signoff := e.startGraph("g/signoff", nil)
 	page.navigate(e.srv.URL + threadURL(signoff.ThreadID))
-	page.waitTrue(time.Minute, "the approval", `document.querySelector("section.pending article.approval code.tool") !== null &&
-		document.querySelector("section.pending article.approval code.tool").innerText === "graph:approval" &&
-		document.querySelector("section.pending pre.input").innerText.includes("Deploy 1.4.2 to production?") &&
+	page.waitTrue(time.Minute, "the approval", `document.querySelector("section.pending article.approval.request p.prompt") !== null &&
+		document.querySelector("section.pending article.approval.request p.prompt").innerText === "Deploy 1.4.2 to production?" &&
+		document.querySelector("section.pending article.approval.request b.nodename").innerText === "sign_off" &&
+		document.querySelector("section.pending table.show").innerText.includes("1.4.2") &&
+		document.querySelector("section.pending pre.input") === null &&
 		document.querySelector("svg.graph g.gnode.n-waiting.current[data-node=sign_off]") !== null`)
 	requireDiagramClear(t, page, "g/signoff")
 	saveArtifact(t, "monitor-graph-approval.png", page.screenshotFull())
+	// The inbox words it as the run's request, readably.
+	inbox := br.newTab()
+	inbox.navigate(e.srv.URL + "/approvals")
+	inbox.waitTrue(30*time.Second, "the run's request in the inbox", `document.querySelector("article.approval.request p.prompt").innerText === "Deploy 1.4.2 to production?" &&
+		document.querySelector("article.approval.request p.of").innerText.startsWith("graph run ") &&
+		!document.querySelector("main").innerText.includes("the model") &&
+		document.querySelector("article.approval.request input.reason").placeholder.includes("result.reason")`)
+	saveArtifact(t, "monitor-approvals-graph.png", inbox.screenshot())
+	require.Empty(t, inbox.problems(), "errors in the inbox")
 	page.typeInto(`section.pending input.reason`, "release notes read")
 	page.typeInto(`section.pending input.by`, "ada")
 	page.click(`section.pending button.approve`)

@@ -20,7 +20,9 @@
 //	/threads/ID/transcript          the transcript as HTML, growing as it is written
 //	/threads/ID/timeline            a waterfall of its turns, model calls, tool calls and waits,
 //	                                with durations and costs, and the spend of its tree over time
-//	/approvals                      the tool calls waiting for a person, with approve and deny
+//	/approvals                      the tool calls and graph runs' approval nodes waiting for a
+//	                                person (a node's prompt and show as text, key by key), with
+//	                                approve and deny
 //	/ratelimits                     the fleet's rate limits (see below)
 //	POST /approvals/decide          approve or deny (thread, call, decision, reason, by)
 //	POST /threads/ID/send           a message the model sees before its next call

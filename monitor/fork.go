@@ -58,12 +58,7 @@ func (m *Monitor) serveFork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec, err := m.cfg.Orch.Record(r.Context(), id)
-	if errors.Is(err, registry.ErrNotFound) {
-		m.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
-		return
-	}
-	if err != nil {
-		m.fail(w, r, err)
+	if m.lookupFailed(w, r, id, err) {
 		return
 	}
 	back := "/threads/" + pathOf(id) + "/transcript"

@@ -22,6 +22,33 @@ const evil = `<script>alert('pwned')</script><b>bold</b>`
 // separators).
 func threadURL(id string) string { return "/threads/" + id }
 
+// TestPlurals: a count of one reads in the singular on the monitor's
+// pages: a graph run of one step in the list, its tree and its diagram's
+// heading; a thread of one turn in its tree and record; one request
+// waiting.
+func TestPlurals(t *testing.T) {
+	t.Parallel()
+	one := "version: \"1.0.0\"\ndescription: one step\npermissions: [\"*\"]\nlimits: {max_steps: 1}\nconfig:\n  start: done\n  nodes:\n    done: {type: return}\n"
+	e := setup(t, envOptions{files: map[string]string{".ai/graphs/g/one.yaml": one}})
+	run := e.startGraph("g/one", nil)
+	echo := e.start("t/echo", map[string]any{"text": "hello"})
+	recs := e.wait(run.ThreadID, echo.ThreadID)
+	require.Equal(t, 1, recs[run.ThreadID].Step)
+	require.Equal(t, 1, recs[echo.ThreadID].Cost.Turns)
+
+	list := e.page("/")
+	require.Contains(t, list, `<span class="muted small">1 step</span>`)
+	page := e.page(threadURL(run.ThreadID))
+	require.Contains(t, page, `1 of 1 step`)
+	require.Contains(t, page, `<span class="kind">graph</span> <span class="muted">1 step</span>`)
+	page = e.page(threadURL(echo.ThreadID))
+	require.Contains(t, page, `<span class="muted">1 turn · `)
+	require.Contains(t, page, `<td>1 turn · `)
+	for _, body := range []string{list, page} {
+		require.NotRegexp(t, `\b1 (steps|turns|calls|requests|errors)\b`, body)
+	}
+}
+
 func TestListPage(t *testing.T) {
 	t.Parallel()
 	e := setup(t, envOptions{})

@@ -93,6 +93,17 @@ var funcs = template.FuncMap{
 	"minus":          func(a, b int) int { return a - b },
 	"kindName":       kindName,
 	"pctOf":          pctOf,
+	"count":          count,
+}
+
+// count is n with its noun, one or many as n is one or not ("1 step",
+// "3 steps"), for any integer n.
+func count(n any, one, many string) string {
+	s := fmt.Sprint(n)
+	if s == "1" || s == "-1" {
+		return s + " " + one
+	}
+	return s + " " + many
 }
 
 // pretty renders v as indented JSON, leaving <, > and & as they are: the

@@ -197,12 +197,12 @@ var eventViewers = map[string]func(*eventView, transcript.Event){
 	},
 	transcript.TypeThreadContinued: func(v *eventView, ev transcript.Event) {
 		p := transcript.Payload[transcript.ThreadContinued](ev)
-		v.Class, v.Title = "life", fmt.Sprintf("continues (%d turns reconstructed)", p.ReconstructedTurns)
+		v.Class, v.Title = "life", "continues ("+thread.Count(p.ReconstructedTurns, "turn", "turns")+" reconstructed)"
 		v.Link, v.LinkLabel = p.PreviousThreadID, "previous "+p.PreviousThreadID
 	},
 	transcript.TypeThreadForked: func(v *eventView, ev transcript.Event) {
 		p := transcript.Payload[transcript.ThreadForked](ev)
-		v.Class, v.Title = "life", fmt.Sprintf("forked at turn %d (%d turns carried)", p.ForkTurn, p.ReconstructedTurns)
+		v.Class, v.Title = "life", fmt.Sprintf("forked at turn %d (%s carried)", p.ForkTurn, thread.Count(p.ReconstructedTurns, "turn", "turns"))
 		v.Meta = fmt.Sprintf("segment %d · chain hash %.16s…", p.SourceSegment, p.SourceChainHash)
 		v.Link, v.LinkLabel = p.ForkedFrom, "forked from "+p.ForkedFrom
 		v.setText(p.Message)
@@ -312,7 +312,7 @@ func byLine(by string) string {
 }
 
 func costLine(c thread.Cost) string {
-	return fmt.Sprintf("%d turns · %d tokens · $%.6f", c.Turns, c.Tokens(), c.Spend)
+	return fmt.Sprintf("%s · %s · $%.6f", thread.Count(c.Turns, "turn", "turns"), thread.Count(c.Tokens(), "token", "tokens"), c.Spend)
 }
 
 // compactJSON renders raw JSON on one line, at most n bytes.
