@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,23 +54,28 @@ func nodeRow(t *testing.T, v graphShown, node string) graph.NodeRow {
 // cancelled, with when it ended and its items told apart (none done, two
 // cancelled, two not started) on `graph show` (text and JSON) and the
 // API, and no zero time anywhere; after a resume the old run, now
-// continued, still shows the step cancelled, not in flight.
+// continued, still shows the step cancelled, not in flight. `graph run
+// --wait --follow` follows the foreach as it runs and as it ends.
 func TestGraphCancelledForeach(t *testing.T) {
 	t.Parallel()
 	e := graphEnv(t, nil)
 	srv := startAPI(t, e)
 	gate, release := gateFile(t)
-	res := e.Spool("graph", "run", "g/hold", "--inputs-json", `{"items": ["a", "b", "c", "d"], "gate": "`+gate+`"}`, "--json")
-	require.Equal(t, 0, res.Code, res.Stderr)
-	var rec registry.Record
-	res.JSON(t, &rec)
-	id := rec.ThreadID
+	run := e.Start(nil, "graph", "run", "g/hold", "--inputs-json", `{"items": ["a", "b", "c", "d"], "gate": "`+gate+`"}`, "--wait", "--follow", "--timeout", "3m")
+	require.Eventually(t, func() bool { return strings.Contains(run.Log(), "] created") }, 2*time.Minute, 50*time.Millisecond, "%s", run.Log())
+	id := idIn(t, run.Log(), "g/hold-")
 	waitRecord(t, e, id, "holds two children", func(r *registry.Record) bool {
 		return holding(r) && len(children(t, e, id)) == 2
 	})
-	res = e.Spool("graph", "cancel", id)
+	// --follow follows the foreach: its node, step, items and children.
+	follow := "[" + id + "] waiting   node fan (step 1 of 100) · waiting for children · items 0 of 4 settled · 2 children: 2 running · $"
+	require.Eventually(t, func() bool { return strings.Contains(run.Log(), follow) }, time.Minute, 50*time.Millisecond, "%s", run.Log())
+	res := e.Spool("graph", "cancel", id)
 	require.Equal(t, 0, res.Code, res.Stderr)
 	require.Equal(t, thread.StatusCancelled, e.Wait([]string{id}, 2*time.Minute)[id].Status)
+	require.Eventually(t, run.Exited, time.Minute, 50*time.Millisecond)
+	require.Equal(t, 1, run.Cmd.ProcessState.ExitCode(), run.Log())
+	require.Contains(t, run.Log(), "["+id+"] cancelled 0 steps · stopped at node fan · 2 children: 2 cancelled · $", "%s", run.Log())
 
 	checkCancelled := func(id string) {
 		t.Helper()
@@ -117,4 +124,60 @@ func TestGraphCancelledForeach(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, thread.StatusContinued, old.Status)
 	checkCancelled(id)
+}
+
+// idIn is the first run or thread id after prefix in s.
+func idIn(t *testing.T, s, prefix string) string {
+	t.Helper()
+	m := regexp.MustCompile(regexp.QuoteMeta(prefix) + `\d+-[a-z0-9]+`).FindString(s)
+	require.NotEmpty(t, m, "no %s… in %s", prefix, s)
+	return m
+}
+
+// TestGraphWaitSaysWhatItWaitsFor: `graph run --wait --follow` at an
+// approval node says what it waits for and how to go on, and follows the
+// run as a graph run (its node, step and items, no turns); approved, it
+// goes on to its end. A fork's --wait says so too, and a wait that runs
+// out of time names the decision it waits on; so does a thread's wait on
+// a gated tool call.
+func TestGraphWaitSaysWhatItWaitsFor(t *testing.T) {
+	t.Parallel()
+	e := graphEnv(t, nil)
+	run := e.Start(nil, "graph", "run", "g/review", "--inputs-json", `{"topics": ["a", "b"], "sign_off": true}`, "--wait", "--follow", "--timeout", "3m")
+	var id string
+	require.Eventually(t, func() bool {
+		return strings.Contains(run.Log(), "spool: waiting for approval at node sign_off: spool thread approve ")
+	}, 2*time.Minute, 50*time.Millisecond, "%s", run.Log())
+	id = idIn(t, run.Log(), "g/review-")
+	require.Contains(t, run.Log(), "spool: waiting for approval at node sign_off: spool thread approve "+id+" (or spool thread deny "+id+" --reason TEXT)\n")
+	require.Contains(t, run.Log(), "["+id+"] waiting   node sign_off (step 3 of 20) · waiting for approval · ")
+	require.NotContains(t, run.Log(), "turn 0/", "a graph run has no turns")
+	ap := e.Spool("thread", "approve", id)
+	require.Equal(t, 0, ap.Code, ap.Stderr)
+	require.Eventually(t, run.Exited, 2*time.Minute, 50*time.Millisecond)
+	require.Equal(t, 0, run.Cmd.ProcessState.ExitCode(), run.Log())
+	require.Contains(t, run.Log(), "["+id+"] completed 4 steps · ")
+	require.Equal(t, 1, strings.Count(run.Log(), "spool: waiting for approval"), "said once")
+
+	// A fork at the step before the approval waits at it too: its wait
+	// says so, and when it runs out of time, says what it waited for.
+	fork := e.Spool("graph", "fork", id, "--at-step", "2", "--wait", "--timeout", "10s")
+	require.Equal(t, 1, fork.Code, fork.Stdout+fork.Stderr)
+	fid := idIn(t, fork.Stderr, "g/review-")
+	require.NotEqual(t, id, fid)
+	require.Contains(t, fork.Stderr, "spool: waiting for approval at node sign_off: spool thread approve "+fid)
+	require.Contains(t, fork.Stderr, "spool: run "+fid+" not finished after --timeout 10s; it is waiting for approval at node sign_off: spool thread approve "+fid+" (or spool thread deny "+fid+" --reason TEXT)\n")
+	res := e.Spool("thread", "deny", fid, "--reason", "no")
+	require.Equal(t, 0, res.Code, res.Stderr)
+
+	// A thread waiting on a gated tool call.
+	p := spooltest.New(t, spooltest.Options{Files: peopleProject()})
+	p.StartWorker("--concurrency", "2")
+	th := p.Spool("thread", "run", "p/write", "--model", "script:scripts/p.yaml", "--wait", "--timeout", "10s")
+	require.Equal(t, 1, th.Code, th.Stdout+th.Stderr)
+	tid := idIn(t, th.Stderr, "p/write-")
+	require.Contains(t, th.Stderr, "spool: waiting for approval of tool rye/file-system/fs_write: spool thread approve "+tid+" (or spool thread deny "+tid+" --reason TEXT)\n")
+	require.Contains(t, th.Stderr, "spool: thread "+tid+" not finished after --timeout 10s; it is waiting for approval of tool rye/file-system/fs_write: spool thread approve "+tid)
+	res = p.Spool("thread", "deny", tid, "--reason", "no")
+	require.Equal(t, 0, res.Code, res.Stderr)
 }

@@ -542,7 +542,7 @@ func graphFork(c *cli.Context) error {
 		return nil
 	}
 	id := res.Run.ThreadID
-	out, err := s.orch.Wait(c.Context, []string{id}, c.Duration("timeout"))
+	out, err := waitFor(c, s, []string{id})
 	if err != nil {
 		return waitError(c, s, []string{id}, err)
 	}

@@ -192,15 +192,10 @@ func warnUnserved(c *cli.Context, s *services, rec *registry.Record, queues map[
 }
 
 // waitEnd waits for rec's end (following it with --follow, for at most
-// --timeout), prints it with printEnd, then the notices held while it
-// ran.
+// --timeout, saying what it waits for when a person must decide: waitFor),
+// prints it with printEnd, then the notices held while it ran.
 func waitEnd(c *cli.Context, s *services, rec *registry.Record, printEnd func(*cli.Context, *registry.Record) error) error {
-	stopFollow := func() {}
-	if c.Bool("follow") {
-		stopFollow = startFollow(c, s, rec.ThreadID)
-	}
-	res, err := s.orch.Wait(c.Context, []string{rec.ThreadID}, c.Duration("timeout"))
-	stopFollow()
+	res, err := waitFor(c, s, []string{rec.ThreadID})
 	if err != nil {
 		return waitError(c, s, []string{rec.ThreadID}, err)
 	}

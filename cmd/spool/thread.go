@@ -373,10 +373,7 @@ func waitError(c *cli.Context, s *services, ids []string, err error) error {
 	if c.Err() != nil {
 		return interrupted(c, s, ids)
 	}
-	what := "thread " + ids[0]
-	if len(ids) > 1 {
-		what = fmt.Sprintf("%d threads", len(ids))
-	}
+	what := waited(c, s, ids)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("wait for %s: %w", what, err)
 	}
@@ -389,7 +386,7 @@ func waitError(c *cli.Context, s *services, ids []string, err error) error {
 			return fmt.Errorf("%s not finished after --timeout %s: %s", what, c.Duration("timeout"), strings.Join(open, ", "))
 		}
 	}
-	return fmt.Errorf("%s not finished after --timeout %s", what, c.Duration("timeout"))
+	return fmt.Errorf("%s not finished after --timeout %s%s", what, c.Duration("timeout"), waitingHint(c, s, ids[0]))
 }
 
 // unfinished returns the ids whose chain has not ended.
@@ -436,10 +433,7 @@ func noWorker(s *services, what, again string) error {
 // with this process's worker and resumes when a worker runs on its Redis.
 // The exit code stays 1, a failed operation (the wait).
 func interrupted(c *cli.Context, s *services, ids []string) error {
-	what, follow := "thread "+ids[0], "`spool thread wait "+strings.Join(ids, " ")+"`"
-	if len(ids) > 1 {
-		what = fmt.Sprintf("%d threads", len(ids))
-	}
+	what, follow := waited(c, s, ids), "`spool thread wait "+strings.Join(ids, " ")+"`"
 	switch {
 	case !c.Bool("embedded") || s.joinedDev:
 		return fmt.Errorf("interrupted: %s keeps running; follow it with %s", what, follow)
@@ -661,7 +655,7 @@ func threadWait(c *cli.Context) error {
 	if err := nothingRuns(c, s, ids); err != nil {
 		return err
 	}
-	res, err := s.orch.Wait(c.Context, ids, c.Duration("timeout"))
+	res, err := waitFor(c, s, ids)
 	if err != nil {
 		return waitError(c, s, ids, err)
 	}

@@ -248,6 +248,9 @@ func followLine(ctx context.Context, s *services, id string) string {
 	if err != nil {
 		return ""
 	}
+	if r.IsGraph() {
+		return graphFollowLine(ctx, s, r)
+	}
 	tool := lastTool(ctx, s, term)
 	line := fmt.Sprintf("[%s] %-9s turn %d/%d · %d tokens · $%.6f of $%g%s", short(r), r.Status, r.Cost.Turns, r.Limits.Turns,
 		r.Cost.InputTokens+r.Cost.OutputTokens, r.Cost.Spend, r.Limits.Spend, tool)

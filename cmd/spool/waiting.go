@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/thread"
+)
+
+// A command that waits for runs (`thread run --wait`, `graph run --wait`,
+// `graph fork --wait`, `thread wait`) says on stderr when one of them, or
+// a thread or run below it, waits for a person, and how to go on, rather
+// than printing nothing until its --timeout:
+//
+//	spool: waiting for approval at node signoff: spool thread approve demo/ship-… (or spool thread deny demo/ship-… --reason TEXT)
+
+// noticeEvery is how often a wait looks for decisions it waits on.
+const noticeEvery = 500 * time.Millisecond
+
+// waitFor waits for ids (following the first with --follow) for at most
+// --timeout, printing a notice for each decision the wait comes to wait
+// on.
+func waitFor(c *cli.Context, s *services, ids []string) (map[string]*registry.Record, error) {
+	stopFollow := func() {}
+	if c.Bool("follow") {
+		stopFollow = startFollow(c, s, ids[0])
+	}
+	stopNotices := startNotices(c, s, ids)
+	res, err := s.orch.Wait(c.Context, ids, c.Duration("timeout"))
+	stopNotices()
+	stopFollow()
+	return res, err
+}
+
+// startNotices prints, until stop, a line for each pending decision in
+// the trees of ids, once.
+func startNotices(c *cli.Context, s *services, ids []string) (stop func()) {
+	ctx, cancel := context.WithCancel(c.Context)
+	done := make(chan struct{})
+	seen := map[string]bool{}
+	go func() {
+		defer close(done)
+		for {
+			for _, p := range pendingBelow(ctx, s, ids) {
+				if key := p.call.ThreadID + "\x00" + p.call.CallID + "\x00" + p.call.RequestID; !seen[key] {
+					seen[key] = true
+					fmt.Fprintln(c.App.ErrWriter, "spool: "+p.notice())
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(noticeEvery):
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// pending is a call waiting for a decision, with the record of the
+// thread or run that made it; waited: that is a thread of a chain the
+// command waits for (its notice need not name it but in the command).
+type pending struct {
+	call   orchestrator.PendingCall
+	rec    *registry.Record
+	waited bool
+}
+
+// pendingBelow are the calls waiting for a decision in the trees of ids:
+// made by a thread of one of their chains, or by a descendant of one.
+func pendingBelow(ctx context.Context, s *services, ids []string) []pending {
+	calls, err := s.orch.Approvals(ctx, "")
+	if err != nil || len(calls) == 0 {
+		return nil
+	}
+	chains := map[string]bool{}
+	for _, id := range ids {
+		if ch, err := s.orch.GetChain(ctx, id); err == nil {
+			for _, r := range ch.Chain {
+				chains[r.ThreadID] = true
+			}
+		}
+	}
+	var out []pending
+	for _, p := range calls {
+		rec, err := s.orch.Record(ctx, p.ThreadID)
+		if err != nil {
+			continue
+		}
+		if chains[rec.ThreadID] || slices.ContainsFunc(rec.Ancestors, func(a string) bool { return chains[a] }) {
+			out = append(out, pending{call: p, rec: rec, waited: chains[rec.ThreadID]})
+		}
+	}
+	return out
+}
+
+// notice says what p waits for and how to go on.
+func (p pending) notice() string {
+	return fmt.Sprintf("waiting for %s: %s", p.what(), decideHint(p.rec.ThreadID))
+}
+
+// what is the decision p waits for: "approval at node signoff",
+// "approval of tool T at node N", "approval of tool T", followed by " of
+// run R" or " in thread ID" when that is a descendant of what the command
+// waits for.
+func (p pending) what() string {
+	var what string
+	switch {
+	case p.rec.IsGraph() && p.call.Tool == graphApprovalTool:
+		what = "approval at node " + p.rec.CurrentNode
+	case p.rec.IsGraph():
+		what = fmt.Sprintf("approval of tool %s at node %s", p.call.Tool, p.rec.CurrentNode)
+	default:
+		what = "approval of tool " + p.call.Tool
+	}
+	switch {
+	case p.waited:
+		return what
+	case p.rec.IsGraph():
+		return what + " of run " + p.rec.ThreadID
+	}
+	return what + " in thread " + p.rec.ThreadID
+}
+
+// graphApprovalTool is the tool name of a graph run's approval node's
+// pending call.
+const graphApprovalTool = "graph:approval"
+
+// decideHint is how a person decides what thread id waits for.
+func decideHint(id string) string {
+	return fmt.Sprintf("spool thread approve %s (or spool thread deny %s --reason TEXT)", id, id)
+}
+
+// waitingHint says, for a wait on id that ran out of time, what id's
+// tree still waits for when it is a person: "; it is waiting for
+// approval at node signoff: spool thread approve R (...)"; "" otherwise.
+func waitingHint(c *cli.Context, s *services, id string) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Context), 5*time.Second)
+	defer cancel()
+	ps := pendingBelow(ctx, s, []string{id})
+	if len(ps) == 0 {
+		return ""
+	}
+	return "; it is " + ps[0].notice()
+}
+
+// graphFollowLine is --follow's line of run r (the run its chain has
+// reached), what a graph run is doing rather than a thread's turns:
+//
+//	[demo/ship-…] waiting   node signoff (step 2 of 20) · waiting for approval · $0.000000 of $0.5
+//	[demo/ship-…] running   node review (step 3 of 20) · items 2 of 8 settled · 4 children: 2 done, 2 running · $0.001440 of $0.5
+//	[demo/ship-…] cancelled 2 steps · stopped at node review · 4 children: 2 done, 2 cancelled · $0.002200 of $0.5
+func graphFollowLine(ctx context.Context, s *services, r *registry.Record) string {
+	var parts []string
+	switch {
+	case r.Status == thread.StatusCompleted:
+		parts = append(parts, thread.Count(r.Step, "step", "steps"))
+	case r.Status.Terminal():
+		parts = append(parts, thread.Count(r.Step, "step", "steps"))
+		if r.CurrentNode != "" {
+			parts = append(parts, "stopped at node "+r.CurrentNode)
+		}
+	case r.CurrentNode != "":
+		parts = append(parts, fmt.Sprintf("node %s (step %d of %d)", r.CurrentNode, r.Step+1, r.MaxSteps))
+	}
+	if r.Status == thread.StatusWaiting && r.WaitingFor != "" {
+		parts = append(parts, "waiting for "+strings.ReplaceAll(r.WaitingFor, "_", " "))
+	}
+	if r.ItemsTotal > 0 && !r.Status.Terminal() {
+		parts = append(parts, fmt.Sprintf("items %d of %d settled", r.ItemsDone, r.ItemsTotal))
+	}
+	if kids := childProgress(ctx, s, r.ThreadID); kids != "" {
+		parts = append(parts, kids)
+	}
+	spend, limit := runSpend(ctx, s, r)
+	parts = append(parts, fmt.Sprintf("$%.6f of $%g", spend, limit))
+	if r.Error != nil && r.Error.Code != string(r.Status) {
+		parts = append(parts, r.Error.Code)
+	}
+	return fmt.Sprintf("[%s] %-9s %s", short(r), r.Status, strings.Join(parts, " · "))
+}
+
+// runSpend is what run r and its children have spent, across its chain
+// (its ledger entry's, live), and the chain's spend limit: a resumed run
+// carries on its chain's budget, so both are the chain's. The record's
+// own, when the ledger does not answer.
+func runSpend(ctx context.Context, s *services, r *registry.Record) (spend, limit float64) {
+	e, err := s.orch.LedgerEntry(ctx, r.LedgerID())
+	if err != nil {
+		return r.Cost.Spend, r.Limits.Spend
+	}
+	return e.Actual, e.Max
+}
+
+// waited names what a wait on ids waited for: "thread ID", "run ID" (a
+// graph run), "3 threads".
+func waited(c *cli.Context, s *services, ids []string) string {
+	if len(ids) > 1 {
+		return fmt.Sprintf("%d threads", len(ids))
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Context), 5*time.Second)
+	defer cancel()
+	if r, err := s.orch.Record(ctx, ids[0]); err == nil && r.IsGraph() {
+		return "run " + ids[0]
+	}
+	return "thread " + ids[0]
+}
