@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"path"
 	"strings"
 
@@ -142,7 +141,7 @@ func (o *Orchestrator) planGraph(req StartRequest, sc startContext) (registry.Ne
 		// A run makes no model calls: its turns and tokens, unless the
 		// graph sets them, cap nothing of its children (each has its own
 		// directive's); a parent's still cap them (MergeLimits).
-		spawns, duration, uncapped := GraphDefaultSpawns, float64(GraphDefaultDuration), math.MaxInt32
+		spawns, duration, uncapped := GraphDefaultSpawns, float64(GraphDefaultDuration), thread.Unbounded
 		defaults := sc.proj.Resilience.Limits.Apply(thread.Limits{Spawns: &spawns, Duration: &duration, Turns: &uncapped, Tokens: &uncapped})
 		return thread.MergeLimits(defaults, g.Limits.Limits, req.LimitOverrides, parentLimits)
 	})

@@ -14,14 +14,6 @@ func (c Cost) MarshalJSON() ([]byte, error) {
 	return floatSpend(b), err
 }
 
-// MarshalJSON writes r as encoding/json does, but for spend, always a
-// number with a fraction or an exponent (floatSpend).
-func (r Resolved) MarshalJSON() ([]byte, error) {
-	type plain Resolved
-	b, err := json.Marshal(plain(r))
-	return floatSpend(b), err
-}
-
 // floatSpend adds ".0" to the "spend" member of b, a flat JSON object,
 // when encoding/json wrote it as a whole number: CLI.md's records show
 // "spend": 0.0 and 1.0, and a reader that tells integers from floats

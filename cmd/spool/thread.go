@@ -300,8 +300,7 @@ func printRecord(w io.Writer, r *registry.Record) {
 		fmt.Fprintf(w, "trace      %s\n", r.TraceID)
 	}
 	fmt.Fprintf(w, "cost       %d turns · %d in / %d out tokens · $%.6f\n", r.Cost.Turns, r.Cost.InputTokens, r.Cost.OutputTokens, r.Cost.Spend)
-	fmt.Fprintf(w, "limits     turns %d · tokens %d · spend $%.4f · depth %d · spawns %d · duration %gs\n",
-		r.Limits.Turns, r.Limits.Tokens, r.Limits.Spend, r.Limits.Depth, r.Limits.Spawns, r.Limits.Duration)
+	fmt.Fprintf(w, "limits     %s\n", limitsLine(r.Limits))
 	if r.Error != nil {
 		fmt.Fprintf(w, "error      %s\n", r.Error.Line())
 	}
@@ -312,6 +311,25 @@ func printRecord(w io.Writer, r *registry.Record) {
 	if r.Result != "" {
 		fmt.Fprintf(w, "result     %s\n", r.Result)
 	}
+}
+
+// limitsLine is a thread's limits as `thread show` prints them, each
+// count only when it bounds something: "turns 25 · tokens 200000 · spend
+// $1.0000 · depth 10 · spawns 10 · duration 600s".
+func limitsLine(l thread.Resolved) string {
+	var parts []string
+	count := func(name string, n int) {
+		if thread.Bounded(n) {
+			parts = append(parts, fmt.Sprintf("%s %d", name, n))
+		}
+	}
+	count("turns", l.Turns)
+	count("tokens", l.Tokens)
+	parts = append(parts, fmt.Sprintf("spend $%.4f", l.Spend))
+	count("depth", l.Depth)
+	count("spawns", l.Spawns)
+	parts = append(parts, fmt.Sprintf("duration %gs", l.Duration))
+	return strings.Join(parts, " · ")
 }
 
 func dash(s string) string {

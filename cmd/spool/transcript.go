@@ -252,7 +252,11 @@ func followLine(ctx context.Context, s *services, id string) string {
 		return graphFollowLine(ctx, s, r)
 	}
 	tool := lastTool(ctx, s, term)
-	line := fmt.Sprintf("[%s] %-9s turn %d/%d · %d tokens · $%.6f of $%g%s", short(r), r.Status, r.Cost.Turns, r.Limits.Turns,
+	turn := fmt.Sprintf("turn %d", r.Cost.Turns)
+	if thread.Bounded(r.Limits.Turns) {
+		turn += fmt.Sprintf("/%d", r.Limits.Turns)
+	}
+	line := fmt.Sprintf("[%s] %-9s %s · %d tokens · $%.6f of $%g%s", short(r), r.Status, turn,
 		r.Cost.InputTokens+r.Cost.OutputTokens, r.Cost.Spend, r.Limits.Spend, tool)
 	if r.Error != nil {
 		line += " · " + r.Error.Code
