@@ -176,3 +176,24 @@ func (o *Orchestrator) Readmit(ctx context.Context, id string, version int64) er
 	_, err = o.admitAndEnqueue(ctx, rec, queue.Activation{ThreadID: id, Reason: "recover"}, version, true)
 	return err
 }
+
+// admissionWait fills in, for a run admission holds, where it waits,
+// read live from its tenant's state (Record.WaitingFor, WaitingKey,
+// WaitingSince, Position): its reason changes as it moves between
+// queues. Best effort: the record keeps what it was parked with.
+func (o *Orchestrator) admissionWait(ctx context.Context, rec *registry.Record) {
+	act := rec.Extra[registry.AdmActField]
+	if act == "" || rec.Status != thread.StatusWaiting {
+		return
+	}
+	tenant := rec.Extra[registry.AdmTenantField]
+	if tenant == "" {
+		tenant = rec.TenantOrDefault()
+	}
+	w, ok, err := o.adm.Where(ctx, tenant, act)
+	if err != nil || !ok {
+		return
+	}
+	since := w.Since.UTC()
+	rec.WaitingFor, rec.WaitingKey, rec.WaitingSince, rec.Position = w.WaitingFor, w.WaitKey, &since, w.Position
+}

@@ -20,7 +20,12 @@ import (
 
 // Record returns thread id's record, or registry.ErrNotFound.
 func (o *Orchestrator) Record(ctx context.Context, id string) (*registry.Record, error) {
-	return o.reg.Get(ctx, id)
+	rec, err := o.reg.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	o.admissionWait(ctx, rec)
+	return rec, nil
 }
 
 // Records returns the records of ids in one round trip, in the order of

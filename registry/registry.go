@@ -436,7 +436,10 @@ type Filter struct {
 	Kind string
 	// Tenant is one tenant's runs only; "" for every tenant's.
 	Tenant string
-	Limit  int // 0: no limit
+	// WaitingFor is the waiting runs that wait for this only (children,
+	// approval, capacity, concurrency, ...); "" for any.
+	WaitingFor string
+	Limit      int // 0: no limit
 }
 
 func (f Filter) match(rec *Record) bool {
@@ -444,12 +447,14 @@ func (f Filter) match(rec *Record) bool {
 		(f.Directive == "" || rec.Directive == f.Directive) &&
 		(f.Parent == "" || rec.ParentID == f.Parent) &&
 		(f.Kind == "" || rec.Kind == f.Kind) &&
-		(f.Tenant == "" || rec.TenantOrDefault() == f.Tenant)
+		(f.Tenant == "" || rec.TenantOrDefault() == f.Tenant) &&
+		(f.WaitingFor == "" || rec.Status == thread.StatusWaiting && rec.WaitingFor == f.WaitingFor)
 }
 
 // List returns the threads that match f, newest first. A parent's
 // children are read from its children set, threads of a status that is
-// not final (created, running, waiting) from the active set, and a
+// not final (created, running, waiting) and those waiting for something
+// from the active set, and a
 // tenant's runs from its index: none reads the records of every thread
 // ever registered, as the other filters do (oldest last, page by page,
 // until Limit). The default tenant's runs are read from every thread's
@@ -457,7 +462,7 @@ func (f Filter) match(rec *Record) bool {
 // index.
 func (r *Registry) List(ctx context.Context, f Filter) ([]*Record, error) {
 	switch {
-	case f.Parent != "" || f.Status != "" && !f.Status.Terminal():
+	case f.Parent != "" || f.Status != "" && !f.Status.Terminal() || f.WaitingFor != "":
 		return r.listFromSet(ctx, f)
 	case f.Tenant != "" && f.Tenant != thread.DefaultTenant:
 		return r.listByTime(ctx, f, func(ctx context.Context, w Window) ([]redis.Z, error) {

@@ -80,8 +80,16 @@ type Record struct {
 	TraceParent string `json:"-"`
 	TraceCaller string `json:"-"`
 	// WaitingFor says what a waiting thread waits for: "children" or
-	// "approval" (CLI.md "People in the loop"); empty otherwise.
+	// "approval" (CLI.md "People in the loop"), or, held by admission,
+	// capacity, concurrency, tenant_concurrency, tenant_budget,
+	// tenant_rate or tenant_runs; empty otherwise.
 	WaitingFor string `json:"waiting_for,omitempty"`
+	// While admission holds the run (read live from its tenant's state):
+	// the concurrency key it waits on (RULE=VALUE), since when it waits,
+	// and its place in line (1: next).
+	WaitingKey   string     `json:"waiting_key,omitempty"`
+	WaitingSince *time.Time `json:"waiting_since,omitempty"`
+	Position     int        `json:"position,omitempty"`
 	// PendingApprovals are the tool calls a thread waiting for approval
 	// waits on.
 	PendingApprovals []PendingApproval `json:"pending_approvals,omitempty"`
