@@ -62,6 +62,9 @@ func (s *server) graphRoute(w http.ResponseWriter, r *http.Request) {
 // such run (or it is a thread's).
 func (s *server) graphRecord(w http.ResponseWriter, r *http.Request, id string) *registry.Record {
 	rec, err := s.cfg.Orch.Record(r.Context(), id)
+	if err == nil && !visible(r, rec) {
+		err = registry.ErrNotFound // another tenant's run: as if it did not exist
+	}
 	switch {
 	case errors.Is(err, registry.ErrNotFound):
 		writeProblem(w, r, problem(http.StatusNotFound, "not_found", "graph run %q not found", id))
@@ -114,12 +117,12 @@ func (s *server) runGraph(w http.ResponseWriter, r *http.Request, _ string) {
 	if b.Inputs == nil {
 		b.Inputs = map[string]any{}
 	}
-	key, err := idempotencyKey(r)
-	if err != nil {
-		s.fail(w, r, "", err)
+	key, ok := s.startAdmission(w, r, b.Tenant)
+	if !ok {
 		return
 	}
 	started, err := launch.Start(r.Context(), s.cfg.Orch, launch.Request{Project: s.cfg.Project, UserDir: s.cfg.UserDir, Logger: s.log,
+		Scope: boundTenant(r),
 		StartRequest: orchestrator.StartRequest{Graph: true, Directive: name, Inputs: b.Inputs, LimitOverrides: limits, MaxSteps: maxSteps,
 			ParentID: b.Parent, Queue: b.Queue, TraceParent: callerTrace(r), Tenant: b.Tenant, Priority: b.Priority,
 			IdempotencyKey: key, Surface: orchestrator.SurfaceAPI}})
@@ -128,6 +131,13 @@ func (s *server) runGraph(w http.ResponseWriter, r *http.Request, _ string) {
 		return
 	}
 	writeStarted(w, graphURL(started.Record.ThreadID), started.Record)
+}
+
+// listGraphs is GET /v1/graphs: graph runs, newest first (`spool graph
+// list`), by ?status=, ?graph=, ?tenant=, ?limit=.
+func (s *server) listGraphs(w http.ResponseWriter, r *http.Request, _ string) {
+	q := r.URL.Query()
+	s.listRuns(w, r, registry.Filter{Status: thread.Status(q.Get("status")), Directive: q.Get("graph"), Kind: registry.KindGraph, Limit: s.cfg.ListLimit})
 }
 
 func (s *server) showGraph(w http.ResponseWriter, r *http.Request, id string) {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
 )
 
@@ -12,10 +13,13 @@ import (
 // messages to a thread's model (orchestrator.Approvals, Decide, Send).
 
 // who is the person a decision or message is recorded as: by, else the
-// basic auth user, else "api".
+// caller's token's name, else the basic auth user, else "api".
 func who(r *http.Request, by string) string {
 	if b := strings.TrimSpace(by); b != "" {
 		return b
+	}
+	if n := callerOf(r).name; n != "" {
+		return n
 	}
 	if u, _, ok := r.BasicAuth(); ok && u != "" {
 		return u
@@ -28,8 +32,38 @@ func (s *server) approvals(w http.ResponseWriter, r *http.Request, _ string) {
 	if id != "" && s.record(w, r, id) == nil {
 		return
 	}
+	tenant, ok := s.listTenant(w, r)
+	if !ok {
+		return
+	}
 	calls, err := s.cfg.Orch.Approvals(r.Context(), id)
+	if err == nil && tenant != "" {
+		calls, err = s.tenantCalls(r.Context(), calls, tenant)
+	}
 	s.reply(w, r, id, calls, err)
+}
+
+// tenantCalls are the calls of calls whose thread is tenant's.
+func (s *server) tenantCalls(ctx context.Context, calls []orchestrator.PendingCall, tenant string) ([]orchestrator.PendingCall, error) {
+	ids := make([]string, 0, len(calls))
+	for _, c := range calls {
+		ids = append(ids, c.ThreadID)
+	}
+	recs, err := s.cfg.Orch.Records(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	ours := map[string]bool{}
+	for _, rec := range recs {
+		ours[rec.ThreadID] = rec.TenantOrDefault() == tenant
+	}
+	out := []orchestrator.PendingCall{}
+	for _, c := range calls {
+		if ours[c.ThreadID] {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 func (s *server) approve(w http.ResponseWriter, r *http.Request, id string) {

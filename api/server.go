@@ -28,6 +28,13 @@ type Config struct {
 	// Auth guards every route but /healthz and /v1/openapi.json when it is
 	// enabled. Default none.
 	Auth httpauth.Auth
+	// Tokens, when set, are the bearer tokens every request must carry
+	// one of (Auth's credential still passes, unbound), each bound to a
+	// tenant or not (tokens.go). Default none.
+	Tokens []Token
+	// Tenants answers the tenant routes. Default: what the registry knows
+	// of tenants (their runs) and the published policy's digest.
+	Tenants TenantService
 	// Hosts, when not empty, are the only host names the Host header may
 	// name (httpauth.LoopbackHosts for a loopback address). Default any.
 	Hosts []string
@@ -82,6 +89,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Tenants == nil && c.Orch != nil {
+		c.Tenants = runTenants{o: c.Orch}
 	}
 	return c
 }
@@ -152,11 +162,16 @@ var routes = []route{
 	{http.MethodPost, "/v1/threads/{id}/interrupt", (*server).interrupt},
 	{http.MethodPost, "/v1/threads/{id}/fork", (*server).fork},
 	{http.MethodPost, "/v1/graphs", (*server).runGraph},
+	{http.MethodGet, "/v1/graphs", (*server).listGraphs},
 	{http.MethodGet, "/v1/graphs/{id}", (*server).showGraph},
 	{http.MethodGet, "/v1/graphs/{id}/state", (*server).graphState},
 	{http.MethodPost, "/v1/graphs/{id}/cancel", (*server).cancelGraph},
 	{http.MethodPost, "/v1/graphs/{id}/resume", (*server).resumeGraph},
 	{http.MethodPost, "/v1/graphs/{id}/fork", (*server).forkGraph},
+	{http.MethodGet, "/v1/tenants", (*server).tenants},
+	{http.MethodGet, "/v1/tenants/{tenant}", (*server).tenant},
+	{http.MethodPatch, "/v1/tenants/{tenant}", (*server).setTenant},
+	{http.MethodGet, "/v1/admission", (*server).admission},
 }
 
 // Routes lists the API's operations as "METHOD /path" in OpenAPI's
@@ -191,11 +206,12 @@ func New(cfg Config) (http.Handler, error) {
 
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
-	for _, p := range []string{"/v1/threads", "/v1/approvals", "/v1/graphs"} {
+	for _, p := range []string{"/v1/threads", "/v1/approvals", "/v1/graphs", "/v1/tenants", "/v1/admission"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) { s.dispatch(w, r, "", p) })
 	}
 	mux.HandleFunc(threadPrefix+"{rest...}", s.threadRoute)
 	mux.HandleFunc(graphPrefix+"{rest...}", s.graphRoute)
+	mux.HandleFunc(tenantPrefix+"{rest...}", s.tenantRoute)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problem(http.StatusNotFound, "not_found", "no route %s", r.URL.Path))
 	})
@@ -203,9 +219,13 @@ func (s *server) handler() http.Handler {
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problem(http.StatusForbidden, "forbidden", "cross-origin request refused"))
 	}))
-	guarded := httpauth.Guard{Auth: s.cfg.Auth, Realm: "spool api", Deny: func(w http.ResponseWriter, r *http.Request, msg string) {
+	deny := func(w http.ResponseWriter, r *http.Request, msg string) {
 		writeProblem(w, r, problem(http.StatusUnauthorized, "unauthorized", "%s", msg))
-	}}.Handler(cop.Handler(mux))
+	}
+	guarded := httpauth.Guard{Auth: s.cfg.Auth, Realm: "spool api", Deny: deny}.Handler(cop.Handler(mux))
+	if len(s.cfg.Tokens) > 0 {
+		guarded = tokenGuard{auth: s.cfg.Auth, tokens: s.cfg.Tokens, deny: deny}.Handler(cop.Handler(mux))
+	}
 
 	root := http.NewServeMux()
 	root.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -123,9 +123,14 @@ func (s *server) onThread(w http.ResponseWriter, r *http.Request, id string, op 
 	s.reply(w, r, id, v, err)
 }
 
-// record returns thread id's record, or answers 404 (or 500).
+// record returns thread id's record, or answers 404 (or 500). Another
+// tenant's run, for a caller bound to a tenant, is answered exactly as an
+// id that does not exist.
 func (s *server) record(w http.ResponseWriter, r *http.Request, id string) *registry.Record {
 	rec, err := s.cfg.Orch.Record(r.Context(), id)
+	if err == nil && !visible(r, rec) {
+		err = registry.ErrNotFound
+	}
 	if errors.Is(err, registry.ErrNotFound) {
 		writeProblem(w, r, problem(http.StatusNotFound, "not_found", "thread %q not found", id))
 		return nil
@@ -183,12 +188,12 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, _ string) {
 	if b.Inputs == nil {
 		b.Inputs = map[string]any{}
 	}
-	key, err := idempotencyKey(r)
-	if err != nil {
-		s.fail(w, r, "", err)
+	key, ok := s.startAdmission(w, r, b.Tenant)
+	if !ok {
 		return
 	}
 	started, err := launch.Start(r.Context(), s.cfg.Orch, launch.Request{Project: s.cfg.Project, UserDir: s.cfg.UserDir, Logger: s.log,
+		Scope: boundTenant(r),
 		StartRequest: orchestrator.StartRequest{Directive: name, Inputs: b.Inputs, Model: b.Model, LimitOverrides: limits,
 			ParentID: b.Parent, Queue: b.Queue, TraceParent: callerTrace(r), Tenant: b.Tenant, Priority: b.Priority,
 			IdempotencyKey: key, Surface: orchestrator.SurfaceAPI}})
@@ -207,6 +212,13 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, _ string) {
 func (s *server) list(w http.ResponseWriter, r *http.Request, _ string) {
 	q := r.URL.Query()
 	f := registry.Filter{Status: thread.Status(q.Get("status")), Directive: q.Get("directive"), Parent: q.Get("parent"), Limit: s.cfg.ListLimit}
+	s.listRuns(w, r, f)
+}
+
+// listRuns answers a list of runs that match f, with the request's
+// status, limit and tenant parameters.
+func (s *server) listRuns(w http.ResponseWriter, r *http.Request, f registry.Filter) {
+	q := r.URL.Query()
 	if f.Status != "" && !f.Status.Valid() {
 		badRequest(w, r, "status %q: want one of created, running, waiting, completed, error, cancelled, continued", f.Status)
 		return
@@ -218,6 +230,10 @@ func (s *server) list(w http.ResponseWriter, r *http.Request, _ string) {
 			return
 		}
 		f.Limit = n
+	}
+	var ok bool
+	if f.Tenant, ok = s.listTenant(w, r); !ok {
+		return
 	}
 	recs, err := s.cfg.Orch.Threads(r.Context(), f)
 	if recs == nil {

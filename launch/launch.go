@@ -48,6 +48,11 @@ type Request struct {
 	// UserDir is the user space bundled beside the project (the home
 	// directory); "" leaves it out.
 	UserDir string
+	// Scope, when set, is the tenant the caller is bound to (a bound API
+	// token, spool mcp --tenant): the run is Scope's, a Tenant naming
+	// another is tenant_forbidden, and a parent of another tenant is
+	// answered exactly as a parent that does not exist.
+	Scope string
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -113,6 +118,9 @@ func Start(ctx context.Context, o *orchestrator.Orchestrator, req Request) (*Sta
 	if err := checkRequest(req); err != nil {
 		return nil, err
 	}
+	if err := scopeTenant(&req); err != nil {
+		return nil, err
+	}
 	parent, err := placeThread(ctx, o, &req)
 	if err != nil {
 		return nil, err
@@ -153,6 +161,19 @@ func checkRequest(req Request) error {
 	return CheckScript(req.Project, req.Model)
 }
 
+// scopeTenant makes a scoped request's run its scope's tenant, and
+// refuses one that names another (tenant_forbidden).
+func scopeTenant(req *Request) error {
+	if req.Scope == "" {
+		return nil
+	}
+	if req.Tenant != "" && req.Tenant != req.Scope {
+		return thread.Refuse(thread.CodeTenantForbidden, "this caller starts runs in its own tenant only")
+	}
+	req.Tenant = req.Scope
+	return nil
+}
+
 // checkTenant refuses a bad tenant name or priority (tenant_invalid,
 // priority_invalid) before anything is read or bundled; the orchestrator
 // decides the rest (a child's tenant is its parent's).
@@ -180,6 +201,9 @@ func checkTenant(req orchestrator.StartRequest) error {
 func placeThread(ctx context.Context, o *orchestrator.Orchestrator, req *Request) (*registry.Record, error) {
 	if req.ParentID != "" {
 		p, err := o.Record(ctx, req.ParentID)
+		if err == nil && req.Scope != "" && p.TenantOrDefault() != req.Scope {
+			err = registry.ErrNotFound // another tenant's: as if it did not exist
+		}
 		if errors.Is(err, registry.ErrNotFound) {
 			return nil, &tagged{err: fmt.Errorf("parent thread %q does not exist", req.ParentID), tag: registry.ErrParentNotFound}
 		}

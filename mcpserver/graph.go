@@ -31,6 +31,7 @@ type RunGraphInput struct {
 	Graph  string         `json:"graph" jsonschema:"the graph to run, e.g. demo/review (.ai/graphs/demo/review.yaml)"`
 	Inputs map[string]any `json:"inputs,omitempty" jsonschema:"the graph's inputs, checked against its inputs schema"`
 	Wait   bool           `json:"wait,omitempty" jsonschema:"wait until the run has ended and return its final record"`
+	Admission
 }
 
 // GraphInput names a graph run.
@@ -49,8 +50,10 @@ func (h *handlers) runGraph(ctx context.Context, _ *mcp.CallToolRequest, in RunG
 	if in.Inputs == nil {
 		in.Inputs = map[string]any{}
 	}
+	req := orchestrator.StartRequest{Graph: true, Directive: name, Inputs: in.Inputs}
+	in.apply(&req)
 	started, err := launch.Start(ctx, h.cfg.Orch, launch.Request{Project: h.cfg.Project, UserDir: h.cfg.UserDir, Logger: h.cfg.Logger,
-		StartRequest: orchestrator.StartRequest{Graph: true, Directive: name, Inputs: in.Inputs}})
+		Scope: h.cfg.Tenant, StartRequest: req})
 	if err != nil {
 		return nil, nil, err
 	}

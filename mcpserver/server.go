@@ -11,6 +11,11 @@
 // thread, a refused start, a wait that timed out) is a tool error whose
 // text says why. Decisions are recorded as made by "mcp:<client name>"
 // (the name the client gave when it connected) unless the call says who.
+//
+// A server bound to a tenant (Config.Tenant: `spool mcp --tenant T`) is
+// what an API token bound to T is: its starts are T's (a tenant argument
+// naming another is refused), another tenant's run or parent is answered
+// exactly as one that does not exist, and show_tenant shows T only.
 package mcpserver
 
 import (
@@ -27,6 +32,7 @@ import (
 	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -53,6 +59,13 @@ type Config struct {
 	// handshake and lists its tools, and every tool call is a tool error
 	// that says this. Orch may then be nil.
 	Unavailable error
+	// Tenant, when set, binds every tool to that tenant (see the package
+	// doc). Default: every tenant.
+	Tenant string
+	// ShowTenant answers show_tenant: a tenant's state (package
+	// admission's), or an error for a tenant it does not know. Default:
+	// the tenant's name and how many runs it has.
+	ShowTenant func(ctx context.Context, tenant string) (any, error)
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -66,6 +79,9 @@ func (c Config) WithDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.ShowTenant == nil && c.Orch != nil {
+		c.ShowTenant = tenantRuns(c.Orch)
+	}
 	return c
 }
 
@@ -75,6 +91,11 @@ func (c Config) validate() error {
 	}
 	if c.Project == "" {
 		return errors.New("mcpserver: Config.Project is required")
+	}
+	if c.Tenant != "" {
+		if err := thread.CheckTenant(c.Tenant); err != nil {
+			return fmt.Errorf("mcpserver: Config.Tenant: %w", err)
+		}
 	}
 	return nil
 }
@@ -125,6 +146,8 @@ func New(cfg Config) (*mcp.Server, error) {
 	mcp.AddTool(s, &mcp.Tool{Name: "read_transcript", Description: "A thread's transcript as it is so far: format markdown " +
 		"(default) or text, the last max_bytes of it."}, h.transcript)
 	addGraphTools(s, h)
+	mcp.AddTool(s, &mcp.Tool{Name: "show_tenant", Description: "A tenant's admission state: its share, running and waiting " +
+		"activations, ceilings and spend (tenant; default the tenant this server is bound to, else default)."}, h.showTenant)
 	if cfg.Unavailable != nil {
 		s.AddReceivingMiddleware(failTools(cfg.Unavailable))
 	}
@@ -137,6 +160,19 @@ type RunInput struct {
 	Inputs    map[string]any `json:"inputs,omitempty" jsonschema:"the directive's inputs"`
 	Model     string         `json:"model,omitempty" jsonschema:"a model id or tier; default: the directive's"`
 	Wait      bool           `json:"wait,omitempty" jsonschema:"wait until the thread has ended and return its final record"`
+	Admission
+}
+
+// Admission is what run_thread and run_graph take of admission.
+type Admission struct {
+	Tenant         string `json:"tenant,omitempty" jsonschema:"the tenant the run's tree runs for; default: this server's, else default"`
+	Priority       int    `json:"priority,omitempty" jsonschema:"1 (highest) to 5; default: the tenant's"`
+	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"start the run once per key in its tenant: a call with a key already used returns its run (existing: true)"`
+}
+
+// apply sets a's fields on req, a start from MCP.
+func (a Admission) apply(req *orchestrator.StartRequest) {
+	req.Tenant, req.Priority, req.IdempotencyKey, req.Surface = a.Tenant, a.Priority, a.IdempotencyKey, orchestrator.SurfaceMCP
 }
 
 // ThreadInput names a thread.
@@ -178,6 +214,9 @@ func (h *handlers) record(ctx context.Context, id string) (*registry.Record, err
 		return nil, errors.New("thread_id is required")
 	}
 	rec, err := h.cfg.Orch.Record(ctx, id)
+	if err == nil && h.cfg.Tenant != "" && rec.TenantOrDefault() != h.cfg.Tenant {
+		err = registry.ErrNotFound // another tenant's: as if it did not exist
+	}
 	if errors.Is(err, registry.ErrNotFound) {
 		return nil, fmt.Errorf("thread %q not found", id)
 	}
@@ -195,8 +234,10 @@ func (h *handlers) run(ctx context.Context, _ *mcp.CallToolRequest, in RunInput)
 	if in.Inputs == nil {
 		in.Inputs = map[string]any{}
 	}
+	req := orchestrator.StartRequest{Directive: name, Inputs: in.Inputs, Model: in.Model}
+	in.apply(&req)
 	started, err := launch.Start(ctx, h.cfg.Orch, launch.Request{Project: h.cfg.Project, UserDir: h.cfg.UserDir, Logger: h.cfg.Logger,
-		StartRequest: orchestrator.StartRequest{Directive: name, Inputs: in.Inputs, Model: in.Model}})
+		Scope: h.cfg.Tenant, StartRequest: req})
 	if err != nil {
 		return nil, nil, err
 	}

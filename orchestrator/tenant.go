@@ -3,6 +3,11 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
@@ -119,4 +124,69 @@ func (o *Orchestrator) concurrencyKeys(ctx context.Context, sc startContext, nt 
 		return nil, fmt.Errorf("concurrency keys of %s: %w", nt.ThreadID, err)
 	}
 	return keys, nil
+}
+
+// TenantRuns counts tenant's runs that Redis holds (its index, every
+// shard's): those registered since tenants, for the default tenant.
+func (o *Orchestrator) TenantRuns(ctx context.Context, tenant string) (int64, error) {
+	keys := o.keys.AllTenantThreads(tenant)
+	pipe := o.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.ZCard(ctx, k)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, fmt.Errorf("runs of tenant %s: %w", tenant, err)
+	}
+	var n int64
+	for _, c := range cmds {
+		n += c.Val()
+	}
+	return n, nil
+}
+
+// KnownTenants are the tenants with runs in Redis, and the default
+// tenant, sorted: what spool knows of tenants without an admission
+// policy. It scans the keys of every node, for an operator's listing.
+func (o *Orchestrator) KnownTenants(ctx context.Context) ([]string, error) {
+	seen := map[string]bool{thread.DefaultTenant: true}
+	var mu sync.Mutex
+	scan := func(ctx context.Context, c *redis.Client) error {
+		it := c.Scan(ctx, 0, "spool:{*}:threads:tenant:*", 500).Iterator()
+		for it.Next(ctx) {
+			k := it.Val()
+			t := k[strings.LastIndex(k, ":")+1:]
+			if slices.Contains(o.keys.AllTenantThreads(t), k) {
+				mu.Lock()
+				seen[t] = true
+				mu.Unlock()
+			}
+		}
+		return it.Err()
+	}
+	var err error
+	switch c := o.rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, scan)
+	case *redis.Client:
+		err = scan(ctx, c)
+	default:
+		return nil, fmt.Errorf("known tenants: a %T cannot scan", o.rdb)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("known tenants: %w", err)
+	}
+	out := make([]string, 0, len(seen))
+	for t := range seen {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// PublishedPolicy is what Redis holds of the published admission policy
+// (package admission's JSON: version, digest, policy), redis.Nil when
+// none was ever published.
+func (o *Orchestrator) PublishedPolicy(ctx context.Context) ([]byte, error) {
+	return o.rdb.Get(ctx, o.keys.AdmPolicy()).Bytes()
 }

@@ -16,14 +16,18 @@ func apiCommand() *cli.Command {
 		Description: "Serves the thread operations as JSON over HTTP (run, list, show, tree, chain, budget, cancel,\n" +
 			"resume, fork, approvals, approve, deny, send, interrupt) and a thread's\n" +
 			"transcript as server-sent events at /v1/threads/ID/events. The OpenAPI document is at /v1/openapi.json.\n" +
-			"Binds to loopback unless told otherwise; a non-loopback --addr needs --basic-auth or --token.\n" +
+			"Binds to loopback unless told otherwise; a non-loopback --addr needs --basic-auth, --token or --tokens.\n" +
+			"With --tokens FILE every request needs a listed bearer token (loopback included); a token bound to a\n" +
+			"tenant sees and starts that tenant's runs only (docs/configuration.md, \"API tokens\").\n" +
 			"Root threads are started from the project directory (--project), as `spool thread run` does.",
 		Flags: append(serverFlags("API", "127.0.0.1:8081", "as Authorization: Bearer TOKEN"),
 			metricsAddrFlag(" (requests by route, spool_api_*)", ":9092"),
 			&cli.IntFlag{Name: "max-streams", EnvVars: []string{"SPOOL_API_MAX_STREAMS"}, Value: 256,
 				Usage: "the most event streams open at once; past it a stream is refused with 429"},
 			&cli.IntFlag{Name: "max-streams-per-client", EnvVars: []string{"SPOOL_API_MAX_STREAMS_PER_CLIENT"}, Value: 32,
-				Usage: "the most event streams one client (basic auth user, else address) holds open"}),
+				Usage: "the most event streams one client (basic auth user, else address) holds open"},
+			&cli.StringFlag{Name: "tokens", EnvVars: []string{"SPOOL_API_TOKENS"},
+				Usage: "tokens `FILE` (YAML: tokens: [{name, sha256, tenant}]): every request needs a listed bearer token; a token with a tenant is bound to it"}),
 		Action: runAPI,
 	}
 }
@@ -32,7 +36,14 @@ func runAPI(c *cli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
-	auth, err := serverAuth(c, false, "")
+	var tokens []api.Token
+	if f := c.String("tokens"); f != "" {
+		var err error
+		if tokens, err = api.LoadTokens(f); err != nil {
+			return usagef("--tokens: %v", err)
+		}
+	}
+	auth, err := serverAuth(c, len(tokens) > 0, "")
 	if err != nil {
 		return err
 	}
@@ -52,7 +63,7 @@ func runAPI(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	h, err := api.New(api.Config{Orch: s.orch, Project: s.project, UserDir: s.userDir, Auth: auth, Hosts: httpauth.LoopbackHosts(addr),
+	h, err := api.New(api.Config{Orch: s.orch, Project: s.project, UserDir: s.userDir, Auth: auth, Tokens: tokens, Hosts: httpauth.LoopbackHosts(addr),
 		Registry: reg, Logger: s.log, MaxStreams: c.Int("max-streams"), MaxStreamsPerClient: c.Int("max-streams-per-client")})
 	if err != nil {
 		return err

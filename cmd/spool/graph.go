@@ -39,6 +39,7 @@ func graphCommand() *cli.Command {
 			{Name: "list", Usage: "list graph runs", Flags: []cli.Flag{jsonFlag(),
 				&cli.StringFlag{Name: "status", Usage: "only runs in this status"},
 				&cli.StringFlag{Name: "graph", Usage: "only runs of this graph"},
+				tenantListFlag("runs"),
 				&cli.IntFlag{Name: "limit", Value: 100, Usage: "list at most this many runs"}}, Action: graphList},
 			{Name: "show", Usage: "a run's record and node table", ArgsUsage: "RUN", Flags: []cli.Flag{jsonFlag(),
 				&cli.BoolFlag{Name: "markdown", Usage: "print the knowledge render (node table and step history)"}}, Action: graphShow},
@@ -340,13 +341,17 @@ func graphList(c *cli.Context) error {
 	if st != "" && !thread.Status(st).Valid() {
 		return usagef("--status %q: want one of created, running, waiting, completed, error, cancelled, continued", st)
 	}
+	tenant, err := listTenant(c)
+	if err != nil {
+		return err
+	}
 	s, err := openServices(c, openOpts{readOnly: true})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	recs, err := s.orch.Threads(c.Context, registry.Filter{Status: thread.Status(st), Directive: c.String("graph"),
-		Kind: registry.KindGraph, Limit: c.Int("limit")})
+		Kind: registry.KindGraph, Tenant: tenant, Limit: c.Int("limit")})
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/mcpserver"
+	"github.com/spool-run/spool/thread"
 )
 
 func mcpCommand() *cli.Command {
@@ -16,7 +17,10 @@ func mcpCommand() *cli.Command {
 		Description: "Serves the tools run_thread (directive, inputs, model, wait), show_thread, wait_thread,\n" +
 			"cancel_thread, approve_call, deny_call and read_transcript (thread_id) on stdin and stdout, so an\n" +
 			"MCP client (a coding assistant) can drive a fleet. Root threads are started from the project\n" +
-			"directory (--project), as `spool thread run` does. Logs go to stderr.",
+			"directory (--project), as `spool thread run` does. Logs go to stderr.\n" +
+			"With --tenant T every tool is bound to T, as an API token bound to T is: runs start in T, and another\n" +
+			"tenant's runs answer as unknown ids.",
+		Flags:  []cli.Flag{&cli.StringFlag{Name: "tenant", EnvVars: []string{"SPOOL_MCP_TENANT"}, Usage: "bind every tool to this tenant"}},
 		Action: runMCP,
 	}
 }
@@ -24,6 +28,11 @@ func mcpCommand() *cli.Command {
 func runMCP(c *cli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
+	}
+	if t := c.String("tenant"); t != "" {
+		if err := thread.CheckTenant(t); err != nil {
+			return err
+		}
 	}
 	// Cancel, approve and deny sign transcript events: the signing key is
 	// needed.
@@ -45,5 +54,5 @@ func runMCP(c *cli.Context) error {
 	}
 	defer s.Close()
 	return mcpserver.ServeStdio(c.Context, mcpserver.Config{Orch: s.orch, Project: s.project, UserDir: s.userDir,
-		Version: readBuildVersion().Version, Logger: s.log})
+		Version: readBuildVersion().Version, Logger: s.log, Tenant: c.String("tenant")})
 }

@@ -64,6 +64,21 @@ func (a admission) apply(req *orchestrator.StartRequest) {
 	req.Tenant, req.Priority, req.IdempotencyKey, req.Surface = a.tenant, a.priority, a.key, orchestrator.SurfaceCLI
 }
 
+// tenantListFlag is a list's --tenant, of what it lists.
+func tenantListFlag(what string) *cli.StringFlag {
+	return &cli.StringFlag{Name: "tenant", Usage: "only the " + what + " of this tenant"}
+}
+
+// listTenant is a list's --tenant, checked (tenant_invalid: exit 2); ""
+// for every tenant.
+func listTenant(c *cli.Context) (string, error) {
+	t := c.String("tenant")
+	if t == "" {
+		return "", nil
+	}
+	return t, thread.CheckTenant(t)
+}
+
 // tenantAndPriority are --tenant and --priority, checked; "" and 0 when
 // not given.
 func tenantAndPriority(c *cli.Context) (tenant string, priority int, err error) {

@@ -42,6 +42,7 @@ func threadCommand() *cli.Command {
 				&cli.StringFlag{Name: "status", Usage: "only threads in this status: created, running, waiting, completed, error, cancelled or continued"},
 				&cli.StringFlag{Name: "directive", Usage: "only threads of this directive (e.g. demo/hello)"},
 				&cli.StringFlag{Name: "parent", Usage: "only the children of this thread ID"},
+				tenantListFlag("threads"),
 				&cli.IntFlag{Name: "limit", Value: 100, Usage: "list at most this many threads"}}, Action: threadList},
 			{Name: "show", Usage: "registry record, cost, limits and outputs", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag()}, Action: threadShow},
 			{Name: "tree", Usage: "children and continuations with status and spend", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag()}, Action: threadTree},
@@ -474,6 +475,10 @@ func threadList(c *cli.Context) error {
 	if st != "" && !thread.Status(st).Valid() {
 		return usagef("--status %q: want one of created, running, waiting, completed, error, cancelled, continued", st)
 	}
+	tenant, err := listTenant(c)
+	if err != nil {
+		return err
+	}
 	s, err := openServices(c, openOpts{readOnly: true})
 	if err != nil {
 		return err
@@ -491,13 +496,14 @@ func threadList(c *cli.Context) error {
 	if limit > 0 {
 		ask = limit + 1
 	}
-	recs, err := s.orch.Threads(c.Context, registry.Filter{Status: thread.Status(st), Directive: c.String("directive"), Parent: c.String("parent"), Limit: ask})
+	recs, err := s.orch.Threads(c.Context, registry.Filter{Status: thread.Status(st), Directive: c.String("directive"), Parent: c.String("parent"),
+		Tenant: tenant, Limit: ask})
 	if err != nil {
 		return err
 	}
 	if limit > 0 && len(recs) > limit {
 		recs = recs[:limit]
-		fmt.Fprintf(c.App.ErrWriter, "spool: showing the newest %d threads, the limit; there are more: raise --limit (0 lists all) or narrow with --status, --directive or --parent\n", limit)
+		fmt.Fprintf(c.App.ErrWriter, "spool: showing the newest %d threads, the limit; there are more: raise --limit (0 lists all) or narrow with --status, --directive, --parent or --tenant\n", limit)
 	}
 	if c.Bool("json") {
 		if recs == nil {

@@ -1,0 +1,61 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/spooltype"
+	"github.com/spool-run/spool/thread"
+)
+
+// TenantInput is show_tenant's input.
+type TenantInput struct {
+	Tenant string `json:"tenant,omitempty" jsonschema:"the tenant; default: the tenant this server is bound to, else default"`
+}
+
+func (h *handlers) showTenant(ctx context.Context, _ *mcp.CallToolRequest, in TenantInput) (*mcp.CallToolResult, any, error) {
+	name := in.Tenant
+	if name == "" {
+		name = thread.TenantOrDefault(h.cfg.Tenant)
+	}
+	if err := thread.CheckTenant(name); err != nil {
+		return nil, nil, err
+	}
+	if h.cfg.Tenant != "" && name != h.cfg.Tenant {
+		return nil, nil, tenantNotFound(name) // another tenant's: as if it did not exist
+	}
+	v, err := h.cfg.ShowTenant(ctx, name)
+	if errors.Is(err, &thread.AdmissionError{Code: thread.CodeTenantNotFound}) && name == h.cfg.Tenant {
+		// The bound tenant exists, runs or not.
+		v, err = spooltype.TenantRuns{Tenant: name}, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return nil, v, nil
+}
+
+// tenantNotFound is the answer for a tenant that does not exist, or that
+// a bound server may not see.
+func tenantNotFound(name string) error {
+	return thread.Refuse(thread.CodeTenantNotFound, "tenant %q not found", name)
+}
+
+// tenantRuns is show_tenant's default: the tenant's name and runs; a
+// tenant without runs is unknown, but the default tenant.
+func tenantRuns(o *orchestrator.Orchestrator) func(context.Context, string) (any, error) {
+	return func(ctx context.Context, name string) (any, error) {
+		runs, err := o.TenantRuns(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("tenant %s: %w", name, err)
+		}
+		if runs == 0 && name != thread.DefaultTenant {
+			return nil, tenantNotFound(name)
+		}
+		return spooltype.TenantRuns{Tenant: name, Runs: runs}, nil
+	}
+}
