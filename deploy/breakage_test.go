@@ -3,7 +3,6 @@ package deploy
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -38,43 +37,41 @@ func TestChecksCatchBrokenManifests(t *testing.T) {
 			func(t *testing.T, b *kbase) {
 				set(t, worker(b), nil, "spec", "template", "spec", "terminationGracePeriodSeconds")
 			}, func(b *kbase) []string { return checkGracePeriod(b.Docs) }, "terminationGracePeriodSeconds 30"},
-		{"new queue without triggers",
+		{"a redis list trigger back",
 			func(t *testing.T, b *kbase) {
-				setArgs(t, b, "worker", "--concurrency=8", "--queues=critical=6,default=3,low=1,bulk=1", "--shutdown-timeout=30s")
-			}, checkKEDA, "no trigger on asynq:{bulk}:active"},
-		{"trigger on a queue the worker does not serve",
-			func(t *testing.T, b *kbase) {
-				setArgs(t, b, "worker", "--concurrency=8", "--queues=critical=6,default=3", "--shutdown-timeout=30s")
-			}, checkKEDA, `list "asynq:{low}:pending" is not the pending or active list`},
-		{"active trigger removed",
+				set(t, so(b), []any{obj{"type": "redis", "name": "default-pending", "metadata": obj{"listName": "asynq:{default}:pending", "listLength": "8"}}},
+					"spec", "triggers")
+			}, checkKEDA, `type "redis" reads asynq's lists`},
+		{"a second trigger",
 			func(t *testing.T, b *kbase) {
 				trig := list(so(b), "spec", "triggers")
-				set(t, so(b), trig[:len(trig)-1], "spec", "triggers")
-			}, checkKEDA, "no trigger on asynq:{low}:active"},
-		{"list name without hash tag",
+				set(t, so(b), append(trig, trig[0]), "spec", "triggers")
+			}, checkKEDA, "want exactly one trigger"},
+		{"query without running",
 			func(t *testing.T, b *kbase) {
-				set(t, so(b), "asynq:critical:pending", "spec", "triggers", 0, "metadata", "listName")
-			}, checkKEDA, `list "asynq:critical:pending" is not the pending or active list`},
-		{"duplicate trigger",
+				set(t, so(b), `sum(max by (tenant, queue) (spool_admission_ready{spool_namespace="spool"})) or vector(0)`, "spec", "triggers", 0, "metadata", "query")
+			}, checkKEDA, "is not admission's demand"},
+		{"query counting blocked work",
 			func(t *testing.T, b *kbase) {
-				set(t, so(b), "asynq:{default}:pending", "spec", "triggers", 0, "metadata", "listName")
-			}, checkKEDA, "has two triggers"},
-		{"redis address drifts from the ConfigMap",
+				set(t, so(b), `sum(spool_admission_ready{spool_namespace="spool"}) + sum(spool_admission_blocked{spool_namespace="spool"})`, "spec", "triggers", 0, "metadata", "query")
+			}, checkKEDA, "is not admission's demand"},
+		{"threshold off the concurrency",
+			func(t *testing.T, b *kbase) { set(t, so(b), "16", "spec", "triggers", 0, "metadata", "threshold") },
+			checkKEDA, "threshold 16 is not the worker's --concurrency 8"},
+		{"concurrency raised without the threshold",
 			func(t *testing.T, b *kbase) {
-				set(t, cm(b), "redis.other.svc.cluster.local:6379", "data", "SPOOL_REDIS_ADDR")
-			}, checkKEDA, "does not match the ConfigMap's SPOOL_REDIS_ADDR"},
-		{"database index drifts",
+				setArgs(t, b, "worker", "--concurrency=16", "--queues=critical=6,default=3,low=1", "--shutdown-timeout=30s")
+			}, checkKEDA, "threshold 8 is not the worker's --concurrency 16"},
+		{"null answers read as zero",
 			func(t *testing.T, b *kbase) {
-				set(t, so(b), "3", "spec", "triggers", 2, "metadata", "databaseIndex")
-			}, checkKEDA, "does not match the ConfigMap's SPOOL_REDIS_DB"},
-		{"active target too high",
+				set(t, so(b), "true", "spec", "triggers", 0, "metadata", "ignoreNullValues")
+			},
+			checkKEDA, `ignoreNullValues "true"`},
+		{"server address not a URL",
 			func(t *testing.T, b *kbase) {
-				set(t, so(b), "8", "spec", "triggers", 3, "metadata", "listLength")
-			}, checkKEDA, "exceeds concurrency/queues"},
-		{"unknown TriggerAuthentication",
-			func(t *testing.T, b *kbase) {
-				set(t, so(b), "nope", "spec", "triggers", 1, "authenticationRef", "name")
-			}, checkKEDA, `authenticationRef "nope"`},
+				set(t, so(b), "prometheus:9090", "spec", "triggers", 0, "metadata", "serverAddress")
+			},
+			checkKEDA, `serverAddress "prometheus:9090"`},
 		{"worker sets replicas",
 			func(t *testing.T, b *kbase) { set(t, worker(b), 3, "spec", "replicas") },
 			checkKEDA, "KEDA owns the worker replica count"},
@@ -84,30 +81,18 @@ func TestChecksCatchBrokenManifests(t *testing.T) {
 		{"scale to zero",
 			func(t *testing.T, b *kbase) { set(t, so(b), 0, "spec", "minReplicaCount") },
 			checkKEDA, "minReplicaCount 0: at least one worker must run"},
-		{"namespace in the ConfigMap, triggers on the bare queues",
+		{"namespace in the ConfigMap, query of the default namespace",
 			func(t *testing.T, b *kbase) { set(t, cm(b), "tenant-a", "data", "SPOOL_NAMESPACE") },
-			checkKEDA, "no trigger on asynq:{tenant-a.critical}:pending"},
-		{"namespace in the ConfigMap: a bare list is not served",
-			func(t *testing.T, b *kbase) { set(t, cm(b), "tenant-a", "data", "SPOOL_NAMESPACE") },
-			checkKEDA, `list "asynq:{critical}:pending" is not the pending or active list of a queue the worker serves (critical,default,low in namespace "tenant-a")`},
+			checkKEDA, `is not admission's demand in namespace "tenant-a"`},
 		{"namespace in the worker's env",
 			func(t *testing.T, b *kbase) { setEnv(t, worker(b), "SPOOL_NAMESPACE", "tenant-b") },
-			checkKEDA, "no trigger on asynq:{tenant-b.low}:active"},
+			checkKEDA, `is not admission's demand in namespace "tenant-b"`},
 		{"namespace from a Secret",
 			func(t *testing.T, b *kbase) {
 				env := append(list(worker(b), containerPath("env")...), obj{"name": "SPOOL_NAMESPACE",
 					"valueFrom": obj{"secretKeyRef": obj{"name": "spool-secrets", "key": "REDIS_PASSWORD"}}})
 				set(t, worker(b), env, containerPath("env")...)
 			}, checkKEDA, "SPOOL_NAMESPACE comes from a Secret"},
-		{"queues from SPOOL_WORKER_QUEUES",
-			func(t *testing.T, b *kbase) {
-				setArgs(t, b, "worker", "--concurrency=8", "--shutdown-timeout=30s")
-				set(t, cm(b), "critical=6,default=3", "data", "SPOOL_WORKER_QUEUES")
-			}, checkKEDA, `list "asynq:{low}:pending" is not the pending or active list`},
-		{"queues the worker would reject",
-			func(t *testing.T, b *kbase) {
-				setArgs(t, b, "worker", "--concurrency=8", "--queues=critical=6,default=0", "--shutdown-timeout=30s")
-			}, checkKEDA, "weight must be a positive integer"},
 		{"ScaledObject targets another Deployment",
 			func(t *testing.T, b *kbase) { set(t, so(b), "spool-web", "spec", "scaleTargetRef", "name") },
 			checkKEDA, "want exactly one ScaledObject targeting spool-worker, found 0"},
@@ -258,20 +243,19 @@ func copyTree(t *testing.T, dir string) string {
 	return dst
 }
 
-// TestKEDATriggersFollowTheNamespace: outside the default namespace the
-// worker serves asynq queues "<namespace>.<queue>" (keyspace.Space.Queue),
-// so the triggers must read those lists; with them renamed the base passes
-// again. The namespace comes from the ConfigMap or the worker's own env,
-// which wins.
-func TestKEDATriggersFollowTheNamespace(t *testing.T) {
+// TestKEDAQueryFollowsTheNamespace: outside the default namespace the
+// monitor labels admission's metrics spool_namespace="<namespace>", so the
+// query must name it; with it renamed the base passes again. The
+// namespace comes from the ConfigMap or the worker's own env, which wins.
+func TestKEDAQueryFollowsTheNamespace(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name, cmNS, envNS, prefix string
+		name, cmNS, envNS, want string
 	}{
-		{"default namespace spelled out", "spool", "", ""},
-		{"ConfigMap", "tenant-a", "", "tenant-a."},
-		{"worker env wins over the ConfigMap", "tenant-a", "tenant-b", "tenant-b."},
-		{"braces are dropped like keyspace.New does", "{tenant-c}", "", "tenant-c."},
+		{"default namespace spelled out", "spool", "", "spool"},
+		{"ConfigMap", "tenant-a", "", "tenant-a"},
+		{"worker env wins over the ConfigMap", "tenant-a", "tenant-b", "tenant-b"},
+		{"braces are dropped like keyspace.New does", "{tenant-c}", "", "tenant-c"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -284,24 +268,14 @@ func TestKEDATriggersFollowTheNamespace(t *testing.T) {
 				setEnv(t, w.Obj, "SPOOL_NAMESPACE", tt.envNS)
 			}
 			so, _ := find(b.Docs, "ScaledObject", "spool-worker")
-			var want []string
-			for _, q := range []string{"critical", "default", "low"} {
-				for _, role := range []string{"pending", "active"} {
-					want = append(want, "asynq:{"+tt.prefix+q+"}:"+role)
-				}
+			trig := list(so.Obj, "spec", "triggers")[0]
+			q := str(trig, "metadata", "query")
+			if tt.want != "spool" {
+				require.NotEmpty(t, checkKEDA(b), "a query of namespace spool passes in namespace %q", tt.want)
 			}
-			if tt.prefix != "" {
-				probs := checkKEDA(b)
-				require.NotEmpty(t, probs, "triggers on the bare queue lists pass in namespace %q", tt.prefix)
-			}
-			var got []string
-			for _, trig := range list(so.Obj, "spec", "triggers") {
-				ln := str(trig, "metadata", "listName")
-				renamed := strings.Replace(ln, "asynq:{", "asynq:{"+tt.prefix, 1)
-				set(t, trig, renamed, "metadata", "listName")
-				got = append(got, renamed)
-			}
-			require.True(t, slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))), "renamed triggers %q, want %q", got, want)
+			renamed := strings.ReplaceAll(q, `spool_namespace="spool"`, `spool_namespace="`+tt.want+`"`)
+			require.Equal(t, 2, strings.Count(renamed, tt.want+`"`), "both halves of the query name the namespace")
+			set(t, trig, renamed, "metadata", "query")
 			requireNoProblems(t, checkKEDA(b))
 		})
 	}

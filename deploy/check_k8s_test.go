@@ -394,19 +394,19 @@ func checkGracePeriod(docs []doc) []string {
 	return nil
 }
 
-// asynq's Redis keys for a queue's lists (hibiken/asynq
-// internal/base/base.go: QueueKeyPrefix "asynq:{" + qname + "}:",
-// PendingKey = prefix + "pending", ActiveKey = prefix + "active"). q is the
-// asynq queue name, which is the spool queue name mapped through the
-// worker's namespace (asynqQueue).
-func pendingKey(q string) string { return "asynq:{" + q + "}:pending" }
-func activeKey(q string) string  { return "asynq:{" + q + "}:active" }
+// demandQuery is the query the KEDA trigger must run for spool namespace
+// ns: admission's ready and running activations (14.1), each series
+// counted once however many monitor replicas export it.
+func demandQuery(ns string) string {
+	return fmt.Sprintf(`(sum(max by (tenant, queue) (spool_admission_ready{spool_namespace=%q})) or vector(0))`+
+		` + (sum(max by (tenant, queue) (spool_admission_running{spool_namespace=%q})) or vector(0))`, ns, ns)
+}
 
-// asynqQueue is the asynq queue a worker in namespace ns serves for its
-// --queues entry q: the worker maps every queue through keyspace.Space.Queue
-// (worker.New), so outside the default namespace "spool" the lists are
-// asynq:{<namespace>.<queue>}:pending and :active.
-func asynqQueue(ns, q string) string { return keyspace.New(ns).Queue(q) }
+// sameQuery compares two PromQL queries by their words: a folded YAML
+// scalar joins lines with one space, a literal one keeps them.
+func sameQuery(a, b string) bool {
+	return strings.Join(strings.Fields(a), " ") == strings.Join(strings.Fields(b), " ")
+}
 
 // envSetting is one variable of a container's environment as the kubelet
 // sets it; fromSecret means its value is not in the base.
@@ -459,11 +459,12 @@ func workerNamespace(env map[string]envSetting) (string, error) {
 	return keyspace.New(e.value).Namespace(), nil
 }
 
-// checkKEDA: one ScaledObject targets the worker Deployment, with exactly one
-// redis trigger per (queue the worker serves) x (pending, active), named as
-// the worker names its asynq queues (namespace included), reading the Redis
-// the ConfigMap names, authenticated through an existing
-// TriggerAuthentication, with sane bounds (at least one worker, always).
+// checkKEDA: one ScaledObject targets the worker Deployment, with exactly
+// one trigger, a Prometheus query of admission's ready and running
+// activations in the worker's namespace (demandQuery), whose threshold is
+// the worker's --concurrency; no trigger reads asynq's lists (they hold
+// only granted work while admission is on); sane bounds (at least one
+// worker, always).
 func checkKEDA(b *kbase) []string {
 	var probs []string
 	p := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
@@ -484,15 +485,6 @@ func checkKEDA(b *kbase) []string {
 		return append(probs, fmt.Sprintf("%s: %v", wd, err))
 	}
 	args := stringsOf(list(wc, "args"))
-	if _, ok := flagValue(args, "queues"); !ok {
-		if q, ok := env["SPOOL_WORKER_QUEUES"]; ok && !q.fromSecret {
-			args = append(args, "--queues="+q.value)
-		}
-	}
-	queues, err := queuesOf(args)
-	if err != nil {
-		return append(probs, fmt.Sprintf("worker --queues: %v", err))
-	}
 	concurrency := 0
 	if cv, ok := flagValue(args, "concurrency"); ok {
 		concurrency, err = strconv.Atoi(cv)
@@ -500,20 +492,8 @@ func checkKEDA(b *kbase) []string {
 			p("worker --concurrency %q is not a positive integer", cv)
 		}
 	} else {
-		p("worker does not set --concurrency; the KEDA targets are derived from it")
+		p("worker does not set --concurrency; the KEDA threshold is derived from it")
 	}
-
-	var cm obj
-	for _, d := range byKind(b.Docs, "ConfigMap") {
-		if data := mapping(d.Obj, "data"); data["SPOOL_REDIS_ADDR"] != nil {
-			cm = data
-		}
-	}
-	if cm == nil {
-		return append(probs, "no ConfigMap defines SPOOL_REDIS_ADDR")
-	}
-	wantAddr, wantDB := str(cm, "SPOOL_REDIS_ADDR"), str(cm, "SPOOL_REDIS_DB")
-
 	var sos []doc
 	for _, d := range byKind(b.Docs, "ScaledObject") {
 		if str(d.Obj, "spec", "scaleTargetRef", "name") == wd.name() {
@@ -524,6 +504,21 @@ func checkKEDA(b *kbase) []string {
 		return append(probs, fmt.Sprintf("want exactly one ScaledObject targeting %s, found %d", wd.name(), len(sos)))
 	}
 	so := sos[0]
+	probs = append(probs, checkScaleBounds(so)...)
+	triggers := list(so.Obj, "spec", "triggers")
+	if len(triggers) != 1 {
+		p("%s: want exactly one trigger (the Prometheus query of admission's demand), found %d", so, len(triggers))
+	}
+	for i, t := range triggers {
+		probs = append(probs, checkDemandTrigger(so, i, t, ns, concurrency)...)
+	}
+	return probs
+}
+
+// checkScaleBounds checks a ScaledObject's kind and bounds.
+func checkScaleBounds(so doc) []string {
+	var probs []string
+	p := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
 	if kind := str(so.Obj, "spec", "scaleTargetRef", "kind"); kind != "" && kind != "Deployment" {
 		p("%s: scaleTargetRef.kind %q, want Deployment", so, kind)
 	}
@@ -533,91 +528,52 @@ func checkKEDA(b *kbase) []string {
 		p("%s: want 1 <= minReplicaCount <= maxReplicaCount, got %v..%v", so, get(so.Obj, "spec", "minReplicaCount"), get(so.Obj, "spec", "maxReplicaCount"))
 	}
 	if okMin && minR < 1 {
-		// asynq's forwarder (scheduled and retry sorted sets -> pending) and
-		// recoverer run only inside an asynq.Server, i.e. a worker: with no
-		// worker, wait timeouts and handed-back or retrying activations
-		// never reach a pending list, so no trigger ever scales up.
-		p("%s: minReplicaCount %d: at least one worker must run, because only workers move scheduled and retry tasks to the pending lists the triggers read", so, minR)
+		// Admission's balancer and asynq's forwarder (scheduled and retry
+		// sorted sets -> pending) and recoverer run only inside workers:
+		// with none, nothing is admitted and no demand ever shows.
+		p("%s: minReplicaCount %d: at least one worker must run, because only workers admit work and move scheduled and retry tasks to their queues", so, minR)
 	}
 	for _, f := range []string{"pollingInterval", "cooldownPeriod"} {
 		if n, ok := intOf(so.Obj, "spec", f); !ok || n <= 0 {
 			p("%s: spec.%s must be a positive number of seconds", so, f)
 		}
 	}
+	return probs
+}
 
-	want := map[string]string{} // list name -> "pending"/"active"
-	for _, q := range queues {
-		want[pendingKey(asynqQueue(ns, q))] = "pending"
-		want[activeKey(asynqQueue(ns, q))] = "active"
+// checkDemandTrigger checks trigger i of so: a prometheus trigger whose
+// query is demandQuery(ns) and whose threshold is --concurrency.
+func checkDemandTrigger(so doc, i int, t any, ns string, concurrency int) []string {
+	var probs []string
+	tp := func(format string, args ...any) {
+		probs = append(probs, fmt.Sprintf("%s: trigger %d (%s): "+format, append([]any{so, i, str(t, "name")}, args...)...))
 	}
-	seen := map[string]bool{}
-	auths := map[string]doc{}
-	for _, d := range byKind(b.Docs, "TriggerAuthentication") {
-		auths[d.name()] = d
+	if typ := str(t, "type"); typ != "prometheus" {
+		if strings.HasPrefix(typ, "redis") {
+			tp("type %q reads asynq's lists, which hold only granted work while admission is on: scale on admission's metrics (a prometheus trigger)", typ)
+		} else {
+			tp("type %q, want prometheus", typ)
+		}
+		return probs
 	}
-	for i, t := range list(so.Obj, "spec", "triggers") {
-		tp := func(format string, args ...any) {
-			p("%s: trigger %d (%s): "+format, append([]any{so, i, str(t, "metadata", "listName")}, args...)...)
-		}
-		if typ := str(t, "type"); typ != "redis" {
-			tp("type %q, want redis", typ)
-			continue
-		}
-		ln := str(t, "metadata", "listName")
-		role, ok := want[ln]
-		switch {
-		case !ok:
-			tp("list %q is not the pending or active list of a queue the worker serves (%s in namespace %q)", ln, strings.Join(queues, ","), ns)
-		case seen[ln]:
-			tp("list %q has two triggers", ln)
-		}
-		seen[ln] = true
-		if a := str(t, "metadata", "address"); a != wantAddr {
-			tp("address %q does not match the ConfigMap's SPOOL_REDIS_ADDR %q", a, wantAddr)
-		}
-		if db := str(t, "metadata", "databaseIndex"); db != wantDB {
-			tp("databaseIndex %q does not match the ConfigMap's SPOOL_REDIS_DB %q", db, wantDB)
-		}
-		n, err := strconv.Atoi(str(t, "metadata", "listLength"))
-		if err != nil || n < 1 {
-			tp("listLength %q is not a positive integer", str(t, "metadata", "listLength"))
-		} else if concurrency > 0 {
-			switch role {
-			case "pending":
-				if n > concurrency {
-					tp("listLength %d for a pending list exceeds --concurrency %d", n, concurrency)
-				}
-			case "active":
-				// The HPA takes the max over triggers, not the sum:
-				// max_q(active_q)/n >= total_active/concurrency needs
-				// n <= concurrency/len(queues).
-				if limit := max(1, concurrency/len(queues)); n > limit {
-					tp("listLength %d for an active list exceeds concurrency/queues = %d; busy pods could be scaled away", n, limit)
-				}
-			}
-		}
-		an := str(t, "authenticationRef", "name")
-		ta, ok := auths[an]
-		if !ok {
-			tp("authenticationRef %q is not a TriggerAuthentication of the base", an)
-			continue
-		}
-		hasPassword := false
-		for _, ref := range list(ta.Obj, "spec", "secretTargetRef") {
-			sn, key := str(ref, "name"), str(ref, "key")
-			if !b.Secrets[sn][key] {
-				tp("%s: Secret %q has no key %q", ta, sn, key)
-			}
-			hasPassword = hasPassword || str(ref, "parameter") == "password"
-		}
-		if !hasPassword {
-			tp("%s: no secretTargetRef for parameter password", ta)
-		}
+	if a := str(t, "metadata", "serverAddress"); !strings.HasPrefix(a, "http://") && !strings.HasPrefix(a, "https://") {
+		tp("serverAddress %q is not an http(s) URL", a)
 	}
-	for _, ln := range sortedKeys(want) {
-		if !seen[ln] {
-			p("%s: no trigger on %s", so, ln)
-		}
+	if q, want := str(t, "metadata", "query"), demandQuery(ns); !sameQuery(q, want) {
+		tp("query %q is not admission's demand in namespace %q: want %q", q, ns, want)
+	}
+	n, err := strconv.Atoi(str(t, "metadata", "threshold"))
+	switch {
+	case err != nil || n < 1:
+		tp("threshold %q is not a positive integer", str(t, "metadata", "threshold"))
+	case concurrency > 0 && n != concurrency:
+		tp("threshold %d is not the worker's --concurrency %d (a pod per --concurrency slots of demand)", n, concurrency)
+	}
+	if v := str(t, "metadata", "activationThreshold"); v != "0" {
+		tp("activationThreshold %q, want \"0\"", v)
+	}
+	if v := str(t, "metadata", "ignoreNullValues"); v != "false" {
+		tp("ignoreNullValues %q, want \"false\" (no answer is an error, not zero demand)", v)
 	}
 	return probs
 }
