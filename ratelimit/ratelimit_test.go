@@ -25,7 +25,7 @@ func rules(t *testing.T, yaml string) []config.RateRule {
 	t.Helper()
 	rl, err := config.ParseRateLimits("r.yaml", []byte(yaml))
 	require.NoError(t, err)
-	return rl.Match("claude-x", "anthropic", "k1")
+	return rl.Match([]string{"claude-x"}, "anthropic", "k1")
 }
 
 func TestRequestsPerMinute(t *testing.T) {

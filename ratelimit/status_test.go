@@ -23,7 +23,7 @@ func TestStatusCounters(t *testing.T) {
   - {match: 'gpt-*', requests_per_minute: 10}
 `))
 	require.NoError(t, err)
-	rs := rl.Match("claude-x", "anthropic", "")
+	rs := rl.Match([]string{"claude-x"}, "anthropic", "")
 	require.Len(t, rs, 1)
 
 	a, err := l.Admit(ctx, rs, Call{Holder: "a", InputTokens: 600, OutputTokens: 900, LeaseTTL: time.Minute})
@@ -98,7 +98,7 @@ func TestStatusPerKey(t *testing.T) {
 	require.Len(t, st, 1)
 	require.Empty(t, st[0].Rule.ID, "no budget yet")
 	for _, key := range []string{"k1", "k2", "k2"} {
-		a, err := l.Admit(ctx, rl.Match("claude-x", "anthropic", key), Call{Holder: "h", InputTokens: 7})
+		a, err := l.Admit(ctx, rl.Match([]string{"claude-x"}, "anthropic", key), Call{Holder: "h", InputTokens: 7})
 		require.NoError(t, err)
 		require.True(t, a.OK)
 	}
