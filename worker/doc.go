@@ -11,6 +11,9 @@
 //	┌─▶ cancelled? limits? ──yes──▶ finalize (cancelled / error <limit code>)
 //	│    │ no
 //	│    ▼
+//	│   prompt over the context window? ──yes──▶ handoff; before any call:
+//	│    │ no                                   error context_too_small
+//	│    ▼
 //	│   model call (streaming; token deltas into the transcript; error hooks
 //	│    │          decide retry with backoff or fail)
 //	│    ▼
@@ -23,7 +26,9 @@
 //	│   after_step hooks; waiting on children? ──▶ suspend (status waiting) and return
 //	│    ▼
 //	└── context window full? ──yes──▶ after_complete hooks, then handoff
-//	                                  to a continuation thread
+//	                                  to a continuation thread (none when
+//	                                  it would start no smaller: error
+//	                                  context_too_small)
 //
 // Cancellation. A cancel request cancels the activation's context (cause
 // errCancelRequested), which stops a model call or a tool at once. Wherever

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -39,6 +40,12 @@ const defaultContinuation = "rye/agent/continuation"
 // continuation directive cannot be rendered.
 const continueMessage = "Continue executing the directive. Pick up where the previous thread left off."
 
+// codeContextTooSmall ends a thread whose model's context window cannot
+// hold what it must carry: its first message (a prompt, a continuation's
+// seed, a resume's conversation) before any call, or a continuation that
+// would start no smaller than the context it relieves.
+const codeContextTooSmall = "context_too_small"
+
 // contextFull reports whether the conversation has reached the trigger
 // threshold of the model's context window (spec: context limit detection),
 // from the provider-reported prompt size of the last response plus an
@@ -50,6 +57,58 @@ func (s *session) contextFull() bool {
 	}
 	_, ratio := provider.ContextUsage(s.st.LastPromptTokens, s.msgs.since(s.st.SinceResponse), window)
 	return ratio >= s.proj.Coordination.TriggerThreshold
+}
+
+// stepFits makes sure the next call's prompt fits the model's context
+// window, before the call: one estimated over the window hands off, when
+// the thread has made a call (what it carries on may fit), and ends the
+// thread context_too_small when it has made none: its first message alone
+// is more than the model can read, and a provider would refuse every call
+// of it, as would every continuation that carried it.
+func (s *session) stepFits(context.Context) (outcome, error) {
+	window := s.prov.ContextWindow(s.rec.Model)
+	if window <= 0 {
+		return goOn, nil
+	}
+	used, _ := provider.ContextUsage(s.st.LastPromptTokens, s.msgs.since(s.st.SinceResponse), window)
+	switch {
+	case used <= window:
+		return goOn, nil
+	case s.st.LastPromptTokens > 0:
+		return outcome{kind: handOff}, nil
+	}
+	what := "its first message"
+	if s.rec.PreviousThreadID != "" {
+		what = "the conversation it continues with"
+	}
+	s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: codeContextTooSmall, Message: fmt.Sprintf(
+		"%s is about %d tokens, more than the context window of %s (%d tokens): no model call was made",
+		what, used, s.rec.Model, window)})
+	return finished, nil
+}
+
+// handoffRoom says why a handoff to a continuation starting from trailing
+// (the recent messages it carries; the seed message is added here) would
+// not relieve the context ("" when it would): a continuation that starts
+// no smaller than the context is now, or already at the trigger
+// threshold, would hand off again after its first call, each time
+// carrying the same, until the chain's cap.
+func (s *session) handoffRoom(trailing []thread.Message) string {
+	window := s.prov.ContextWindow(s.rec.Model)
+	if window <= 0 {
+		return ""
+	}
+	next := *s.rec
+	next.PreviousThreadID = s.id()
+	seed := thread.Message{Role: thread.RoleUser, Content: (&continuation{o: s.o, proj: s.proj, dir: s.dir, rec: &next, log: s.log}).seedText()}
+	start, ratio := provider.ContextUsage(0, append(slices.Clip(trailing), seed), window)
+	used, _ := provider.ContextUsage(s.st.LastPromptTokens, s.msgs.since(s.st.SinceResponse), window)
+	if start < used && ratio < s.proj.Coordination.TriggerThreshold {
+		return ""
+	}
+	seedTokens, _ := provider.ContextUsage(0, []thread.Message{seed}, window)
+	return fmt.Sprintf("the context is full (about %d of the %d tokens of %s) and a continuation would start with about %d "+
+		"(its seed message alone about %d): a handoff would make no room, so none was made", used, window, s.rec.Model, start, seedTokens)
 }
 
 // handoff runs the thread's after_complete hooks, decides the
@@ -64,6 +123,13 @@ func (s *session) handoff(ctx context.Context) error {
 			"the context is full again after %d continuations, the chain's cap (coordination.yaml continuation.max_continuations)", n)})
 		return s.finalize(ctx)
 	}
+	// The continuation builds its trailing messages from this thread's
+	// transcript, which holds these same messages.
+	trailing, kept := trailingMessages(closeToolCalls(s.msgs), s.proj.Coordination.ResumeCeilingTokens)
+	if why := s.handoffRoom(trailing); why != "" {
+		s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: codeContextTooSmall, Message: why})
+		return s.finalize(ctx)
+	}
 	newID := s.o.NewID(orchestrator.IDRequest{Directive: s.rec.Directive, ParentID: s.rec.ParentID, PreviousThreadID: s.id()})
 	s.afterCompleteHandoff(ctx, newID)
 	if stopRequested(ctx) {
@@ -71,9 +137,6 @@ func (s *session) handoff(ctx context.Context) error {
 		return &stopError{where: "during the handoff"}
 	}
 	s.st.Handoff = newID
-	// The continuation builds its trailing messages from this thread's
-	// transcript, which holds these same messages.
-	trailing, kept := trailingMessages(closeToolCalls(s.msgs), s.proj.Coordination.ResumeCeilingTokens)
 	trailingTokens := 0
 	for _, m := range trailing[len(trailing)-kept:] {
 		trailingTokens += thread.EstimateMessageTokens(m)

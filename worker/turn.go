@@ -61,7 +61,8 @@ type step struct {
 // loop runs turns until the thread finishes, suspends, is handed back,
 // hands off, or the activation fails:
 //
-//	┌─▶ drain? ──▶ check (cancel flag, limits, budget) ──▶ model call
+//	┌─▶ drain? ──▶ check (cancel flag, limits, budget) ──▶ fits the
+//	│     context window? ──▶ model call
 //	│     ──▶ record the response ──▶ tool calls ──▶ checkpoint
 //	│     ──▶ after_step hooks ──▶ wait on children? ──▶ context full?
 //	└───────────────────────────────────────────────────────────┘
@@ -105,6 +106,7 @@ func (s *session) turn(ctx context.Context) (o outcome, err error) {
 	steps := []step{
 		{"", s.stepDrain},
 		{"", s.checkBeforeTurn},
+		{"", s.stepFits},
 		{"during the model call", func(ctx context.Context) (outcome, error) {
 			var o outcome
 			var err error
