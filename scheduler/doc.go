@@ -90,7 +90,9 @@
 // A missing marker (the first pass, or a loss that took it), a new run_id
 // (Redis restarted or failed over) or a canary lower than this process
 // last made it (writes lost without a restart) starts a full
-// reconciliation: every non-terminal thread and every thread created
+// reconciliation (but for a restart after a clean stop, when the marker is
+// still the one the stopping process sealed: Seal, Config.CleanStop, as
+// spool dev does of its own Redis): every non-terminal thread and every thread created
 // within ReconcileWindow (recently finished ones), each against its whole
 // transcript, and every created thread's start task. The marker is written
 // only after it succeeded, so one cut short (the blob store down) runs

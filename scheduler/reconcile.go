@@ -109,6 +109,11 @@ func (s *Scheduler) reconcile(ctx context.Context) (ReconcileResult, error) {
 	s.mu.Unlock()
 	now := s.o.Now()
 	trigger := s.trigger(m, runID, known, lastCanary, now)
+	if trigger == TriggerRestart && s.restartedClean(m) {
+		s.log.Info("redis restarted after a clean stop, with every write it had: nothing to reconcile",
+			"run_id", runID, "marker_run_id", m.runID, "canary", m.canary)
+		trigger = ""
+	}
 	var res ReconcileResult
 	if trigger != "" {
 		s.logTrigger(trigger, runID, m, lastCanary)
@@ -133,6 +138,43 @@ func (s *Scheduler) reconcile(ctx context.Context) (ReconcileResult, error) {
 	s.canary = incr.Val()
 	s.mu.Unlock()
 	return res, nil
+}
+
+// CleanStop is the housekeeping marker of a Redis as a process that ran
+// it saw it last, before it stopped the Redis cleanly (Scheduler.Seal):
+// the Redis's INFO run_id, and the marker's canary, raised by that last
+// write. Every write before it is in the Redis's data (its AOF is
+// written in order) if the marker is there, with that canary, after the
+// restart.
+type CleanStop struct {
+	RunID  string `json:"run_id"`
+	Canary int64  `json:"canary"`
+}
+
+// Seal raises the housekeeping marker's canary once more and returns it
+// with the Redis's run_id: what Config.CleanStop is when the process that
+// calls it (after every writer of its own stopped) stops the Redis
+// cleanly and starts it again. A Redis whose run_id is not known cannot
+// be sealed.
+func (s *Scheduler) Seal(ctx context.Context) (CleanStop, error) {
+	key := s.keys.Housekeeping()
+	runID, known := redisRunID(ctx, s.cfg.Redis, key)
+	if !known {
+		return CleanStop{}, errors.New("seal the housekeeping marker: the redis's run_id is not known")
+	}
+	canary, err := s.cfg.Redis.HIncrBy(ctx, key, markerCanary, 1).Result()
+	if err != nil {
+		return CleanStop{}, fmt.Errorf("seal the housekeeping marker: %w", err)
+	}
+	return CleanStop{RunID: runID, Canary: canary}, nil
+}
+
+// restartedClean reports whether marker m, of a Redis that runs under a
+// new run_id, is the one Config.CleanStop sealed: the Redis was stopped
+// cleanly and came back with every write it had.
+func (s *Scheduler) restartedClean(m marker) bool {
+	cs := s.cfg.CleanStop
+	return cs != nil && m.runID == cs.RunID && m.canary >= cs.Canary
 }
 
 // marker is the housekeeping marker as a pass read it.
@@ -188,6 +230,11 @@ func (s *Scheduler) logTrigger(trigger, runID string, m marker, lastCanary int64
 	switch trigger {
 	case TriggerPeriodic:
 	case TriggerNoMarker:
+		if s.cfg.CleanStop != nil {
+			s.log.Warn("redis lost its data since its clean stop (the housekeeping marker is gone): reconciling threads with their transcripts",
+				"trigger", trigger, "run_id", runID, "sealed_run_id", s.cfg.CleanStop.RunID)
+			return
+		}
 		s.log.Info("no housekeeping marker in redis: reconciling threads with their transcripts", "trigger", trigger,
 			"run_id", runID)
 	default:

@@ -86,6 +86,13 @@ type Config struct {
 	// created within this window are reconciled too, finished or not.
 	// Default 15m.
 	ReconcileWindow time.Duration
+	// CleanStop is what the process that ran this Redis last saw when it
+	// stopped it cleanly (Seal: spool dev, of its own embedded Redis), or
+	// nil. A pass that finds Redis under another run_id knows it lost
+	// nothing when the marker is still the one sealed (its run_id, a
+	// canary no lower): no warning, no reconciliation. A marker gone or
+	// behind it is a loss, said as one.
+	CleanStop *CleanStop
 	// OnTick, if set, is called with every tick outcome of this process
 	// (from the entry's goroutine; it should return quickly).
 	OnTick func(TickResult)
@@ -218,6 +225,9 @@ func New(cfg Config, o *orchestrator.Orchestrator) (*Scheduler, error) {
 		keys:    keyspace.New(o.Namespace()),
 		scripts: redisfn.NewClient(cfg.Redis),
 		status:  map[string]*EntryStatus{}, large: map[string]bool{}}
+	if cfg.CleanStop != nil {
+		s.canary = cfg.CleanStop.Canary // a canary lower than the sealed one is a loss
+	}
 	if s.cfg.Bundle == nil {
 		s.cfg.Bundle = func(ctx context.Context, model string) (string, error) {
 			extra, err := launch.ProjectScripts(cfg.Project, model, s.log)

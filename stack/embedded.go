@@ -2,7 +2,9 @@ package stack
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -19,8 +21,52 @@ import (
 type Embedded struct {
 	URL        string
 	Persistent bool // false for miniredis: nothing survives the process
-	stop       func()
-	lock       *dirLock // redis-server's
+	// Sealed is what the process that ran this data dir's redis-server
+	// before left of it when it stopped it cleanly (Seal), or nil: taken
+	// by this start, so that a later one, which would find the writes
+	// made since, never finds it.
+	Sealed []byte
+	dir    string // redis-server's data directory; "" for miniredis
+	stop   func()
+	lock   *dirLock // redis-server's
+}
+
+// sealFile, in the redis-server's data directory, holds a Seal.
+const sealFile = "clean-stop.json"
+
+// Seal leaves b for the next start of this data dir's redis-server
+// (Embedded.Sealed): what the caller, about to stop it cleanly with
+// nothing of its own writing any more, saw of it last. A miniredis keeps
+// nothing: no seal.
+func (e *Embedded) Seal(b []byte) error {
+	if e == nil || e.dir == "" {
+		return nil
+	}
+	tmp := filepath.Join(e.dir, sealFile+".tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("embedded redis: seal: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(e.dir, sealFile)); err != nil {
+		return fmt.Errorf("embedded redis: seal: %w", err)
+	}
+	return nil
+}
+
+// takeSeal reads and removes the seal of data directory dir (nil when
+// there is none).
+func takeSeal(dir string) ([]byte, error) {
+	p := filepath.Join(dir, sealFile)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("embedded redis: read the seal: %w", err)
+	}
+	if err := os.Remove(p); err != nil {
+		return nil, fmt.Errorf("embedded redis: take the seal: %w", err)
+	}
+	return b, nil
 }
 
 // Stop shuts the server down.
@@ -74,6 +120,11 @@ func startRedisServer(bin, dir string, log *slog.Logger) (*Embedded, error) {
 	if err != nil {
 		return nil, err
 	}
+	sealed, err := takeSeal(dir)
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
 	port, err := FreePort()
 	if err != nil {
 		lock.release()
@@ -94,7 +145,7 @@ func startRedisServer(bin, dir string, log *slog.Logger) (*Embedded, error) {
 	}
 	url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
 	var stopOnce sync.Once
-	e := &Embedded{URL: url, Persistent: true, lock: lock, stop: func() {
+	e := &Embedded{URL: url, Persistent: true, Sealed: sealed, dir: dir, lock: lock, stop: func() {
 		stopOnce.Do(func() {
 			_ = cmd.Process.Signal(os.Interrupt)
 			select {

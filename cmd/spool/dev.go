@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -19,6 +20,7 @@ import (
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/httpauth"
 	"github.com/spool-run/spool/monitor"
+	"github.com/spool-run/spool/scheduler"
 	"github.com/spool-run/spool/stack"
 )
 
@@ -60,8 +62,11 @@ func dev(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	// Deferred calls run last first: Redis (s.Close) goes down last.
+	// Deferred calls run last first: Redis (s.Close) goes down last,
+	// sealed just before (sealEmbedded) once nothing of dev writes to it.
 	defer s.Close()
+	var sch *scheduler.Scheduler
+	defer func() { sealEmbedded(s, sch) }()
 	if s.embedded != nil {
 		if err := devFile.Publish(s.embedded.URL); err != nil {
 			return err
@@ -104,6 +109,43 @@ func dev(c *cli.Context) error {
 	devFile.Close()
 	fmt.Fprintln(c.App.ErrWriter, "spool dev: stopping: worker, scheduler, monitor, then redis")
 	return nil
+}
+
+// sealEmbedded seals dev's own redis-server (a persistent embedded one)
+// after its worker, scheduler and monitor stopped, before it goes down
+// cleanly: the next start's scheduler (cleanStopOf) then tells the
+// restart of a Redis that kept every write from one that lost some,
+// and only warns of the second. Nothing is sealed when the scheduler did
+// not start; a seal that fails is logged, and the next start only warns
+// as it would without one.
+func sealEmbedded(s *services, sch *scheduler.Scheduler) {
+	if sch == nil || s.embedded == nil || !s.embedded.Persistent {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cs, err := sch.Seal(ctx)
+	if err == nil {
+		b, _ := json.Marshal(cs)
+		err = s.embedded.Seal(b)
+	}
+	if err != nil {
+		s.log.Warn("embedded redis not sealed: its next start cannot tell that it lost nothing", "error", err)
+	}
+}
+
+// cleanStopOf is the seal an embedded redis-server's start found (nil
+// for none, or for one that does not parse, which is logged).
+func cleanStopOf(s *services) *scheduler.CleanStop {
+	if s.embedded == nil || s.embedded.Sealed == nil {
+		return nil
+	}
+	var cs scheduler.CleanStop
+	if err := json.Unmarshal(s.embedded.Sealed, &cs); err != nil || cs.RunID == "" {
+		s.log.Warn("embedded redis: its seal does not parse; a restart is taken as one that may have lost writes", "error", err)
+		return nil
+	}
+	return &cs
 }
 
 // checkDevFlags refuses dev's arguments and flags before anything starts:

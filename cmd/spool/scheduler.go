@@ -122,7 +122,7 @@ func newScheduler(c *cli.Context, s *services, reg prometheus.Registerer) (*sche
 		ri = -1 // off: only a detected loss of Redis writes is reconciled
 	}
 	sch, err := scheduler.New(scheduler.Config{Redis: s.rdb, Entries: entries, Project: s.project, HousekeepingInterval: hk, Retention: ret,
-		RecordRetention: iv.records, ReconcileInterval: ri, Logger: s.log, Metrics: m}, s.orch)
+		RecordRetention: iv.records, ReconcileInterval: ri, CleanStop: cleanStopOf(s), Logger: s.log, Metrics: m}, s.orch)
 	if err != nil {
 		return nil, "", err
 	}
