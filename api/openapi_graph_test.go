@@ -31,9 +31,9 @@ func TestOpenAPIGraphSchemasDeclareEveryField(t *testing.T) {
 		CurrentNode: "n", Step: 2, MaxSteps: 9, SuppressedErrors: 1, ItemsDone: 1, ItemsTotal: 3, StateSHA256: "s", ForkedFrom: "g/x-0-a", ForkTurn: 1,
 		Cost: thread.Cost{Steps: 2, Spend: 1}, Limits: thread.DefaultLimits(), CreatedAt: now, UpdatedAt: now}
 	row := graph.NodeRow{Index: 1, Node: "n", Kind: "foreach", Status: "running", Visits: 1, LastStep: 2, DurationMS: 3, Action: "tool x",
-		Children: "1/3 done", Detail: "d", Routed: true, Retried: true}
+		Children: "1/3 done", Detail: "d", Routed: true, Retried: true, Run: "g/x-0-a"}
 	step := graph.StepRecord{Step: 2, Node: "n", Kind: "foreach", Status: "ok", RoutedBy: "next", Started: now, Ended: now, ThreadIDs: []string{"a"},
-		Error: "e", Assigned: []string{"k"}, NextNode: "m", Action: "tool x", ItemsDone: 2, ItemsTotal: 3, ItemsFailed: 1, ItemsCancelled: 1}
+		Error: "e", Assigned: []string{"k"}, NextNode: "m", Action: "tool x", Run: "g/x-0-a", ItemsDone: 2, ItemsTotal: 3, ItemsFailed: 1, ItemsCancelled: 1}
 	node := &orchestrator.TreeNode{ThreadID: "g/x-1-a", Kind: registry.KindGraph, CurrentNode: "n", Step: 2, ForkedFrom: "g/x-0-a", ForkTurn: 1,
 		Children: []*orchestrator.TreeNode{}, Forks: []*orchestrator.TreeNode{}}
 	for schema, v := range map[string]any{

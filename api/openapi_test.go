@@ -97,7 +97,7 @@ func TestOpenAPISchemasDeclareEveryField(t *testing.T) {
 		"Budget":          &orchestrator.Budget{ThreadID: "a", ParentID: &s, Children: []orchestrator.BudgetChild{}},
 		"BudgetChild":     orchestrator.BudgetChild{Guaranteed: true},
 		"CancelResult":    &orchestrator.CancelResult{Success: true, ThreadID: "a", Status: thread.StatusCancelled, CancelRequested: true},
-		"ResumeResult":    &orchestrator.ResumeResult{OriginalThreadID: &s, NewThreadResult: rec},
+		"ResumeResult":    &orchestrator.ResumeResult{OriginalThreadID: &s, NewThreadResult: rec, Run: rec},
 		"PendingApproval": rec.PendingApprovals[0],
 		"PendingCall":     orchestrator.PendingCall{ThreadID: "a", Directive: "d", CallID: "c", Tool: "t", Input: json.RawMessage(`{}`), RequestedAt: now, Deadline: now, RequestID: "r"},
 		"Stall":           rec.Stalled,

@@ -90,6 +90,7 @@ func nodeRow(index int, name string, n *Node, visits []StepRecord, runStatus str
 	row.Routed = last.Status == StepStatusError && (last.RoutedBy == "on_error" || last.RoutedBy == "continue")
 	row.Children = children(n, last)
 	row.Detail = detail(last)
+	row.Run = last.Run
 	return row
 }
 
@@ -150,6 +151,9 @@ func detail(s StepRecord) string {
 			plus[i] = "+" + k
 		}
 		parts = append(parts, strings.Join(plus, " "))
+	}
+	if s.Run != "" {
+		parts = append(parts, "in run "+s.Run)
 	}
 	return strings.Join(parts, "; ")
 }
@@ -261,7 +265,11 @@ func renderStep(b *bytes.Buffer, g *Graph, s StepRecord) {
 	if status == "" {
 		status = "in flight"
 	}
-	fmt.Fprintf(b, "\n### Step %d: %s (%s), %s\n\n", s.Step, s.Node, s.Kind, status)
+	in := ""
+	if s.Run != "" {
+		in = " in run " + s.Run
+	}
+	fmt.Fprintf(b, "\n### Step %d: %s (%s), %s%s\n\n", s.Step, s.Node, s.Kind, status, in)
 	if action := stepAction(g, s); action != "" {
 		fmt.Fprintf(b, "- action: %s\n", oneLine(action))
 	}

@@ -107,6 +107,24 @@ func TestNodesStatuses(t *testing.T) {
 	require.Equal(t, "2/8 done", rf.Children)
 	require.Equal(t, "1 failed; 2 cancelled; 3 not started", rf.Detail)
 	require.Equal(t, int64(900), rf.DurationMS)
+
+	// A resumed run's table: the nodes its predecessor took are taken
+	// there; a node visited in both is the resumed run's.
+	resumed := []StepRecord{
+		{Step: 1, Node: "list_changes", Kind: KindAction, Status: StepStatusOK, Run: "r-1", Assigned: []string{"files"}},
+		{Step: 2, Node: "review_files", Kind: KindForeach, Status: StepStatusCancelled, Run: "r-1", ItemsDone: 1, ItemsTotal: 2, ItemsCancelled: 1},
+		{Step: 2, Node: "review_files", Kind: KindForeach, Status: StepStatusOK, ItemsDone: 2, ItemsTotal: 2},
+	}
+	rows = Nodes(g, resumed, "", "", "completed")
+	require.Equal(t, NodeCompleted, rows[0].Status)
+	require.Equal(t, "r-1", rows[0].Run)
+	require.Equal(t, "+files; in run r-1", rows[0].Detail)
+	require.Equal(t, NodeCompleted, rows[1].Status)
+	require.Equal(t, 2, rows[1].Visits, "the cancelled visit and the resumed one")
+	require.Empty(t, rows[1].Run)
+	body := string(Render(g, RunInfo{RunID: "r-2", Status: "completed"}, resumed, rows))
+	require.Contains(t, body, "### Step 2: review_files (foreach), cancelled in run r-1\n")
+	require.Contains(t, body, "### Step 2: review_files (foreach), ok\n")
 }
 
 func TestRender(t *testing.T) {

@@ -3,9 +3,11 @@ package orchestrator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/tools"
 	"github.com/spool-run/spool/transcript"
 )
@@ -46,14 +48,47 @@ type GraphForkResult struct {
 }
 
 // StepNotRecordedError is a fork at a step the run has no checkpoint
-// after.
+// after. Chain: Steps counts the steps of the run's continuation chain
+// (none of its runs took the step).
 type StepNotRecordedError struct {
 	RunID       string
 	Step, Steps int
+	Chain       bool
 }
 
 func (e *StepNotRecordedError) Error() string {
-	return fmt.Sprintf("run %s has taken %d steps: there is no completed step %d to fork at (spool graph show %s lists them)", e.RunID, e.Steps, e.Step, e.RunID)
+	what := "run " + e.RunID
+	if e.Chain {
+		what += " and the runs of its chain"
+	}
+	return fmt.Sprintf("%s took %s: there is no completed step %d to fork at (spool graph show %s lists them)", what,
+		thread.Count(e.Steps, "step", "steps"), e.Step, e.RunID)
+}
+
+// chainRunWithStep is the run of src's continuation chain, other than
+// src, whose transcript holds the checkpoint after step n ("" for none),
+// and the most steps a run of the chain took. A step completes in one run
+// of a chain: a resume carries on the step counter.
+func (o *Orchestrator) chainRunWithStep(ctx context.Context, src *registry.Record, n int) (string, int) {
+	chain, err := o.reg.GetChain(ctx, src.ThreadID)
+	if err != nil {
+		return "", 0
+	}
+	most := 0
+	for _, r := range chain {
+		most = max(most, r.Step)
+		if r.ThreadID == src.ThreadID || !r.IsGraph() {
+			continue
+		}
+		tr, err := o.ReadTranscript(ctx, r)
+		if err != nil {
+			continue
+		}
+		if at, _, _ := stepCheckpoint(tr, n); at != nil {
+			return r.ThreadID, most
+		}
+	}
+	return "", most
 }
 
 // ForkGraph starts a new run beside run req.RunID (the same graph, pinned
@@ -79,6 +114,16 @@ func (o *Orchestrator) ForkGraph(ctx context.Context, req GraphForkRequest) (*Gr
 	}
 	src = v.Record()
 	pt, next, err := graphForkAt(v.Transcript, req.AtStep)
+	if se := (*StepNotRecordedError)(nil); errors.As(err, &se) {
+		// Another run of the chain took the step (a resumed run's
+		// predecessor, or the resume of a run): fork that one.
+		if other, steps := o.chainRunWithStep(ctx, src, req.AtStep); other != "" {
+			req.RunID = other
+			return o.ForkGraph(ctx, req)
+		} else if steps > se.Steps {
+			se.Steps, se.Chain = steps, true
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -55,7 +55,8 @@ func (o *Orchestrator) GraphView(ctx context.Context, rec *registry.Record) (*Gr
 	if err != nil {
 		return nil, err
 	}
-	steps := InFlight(GraphSteps(tr.Events), rec)
+	steps, warnings := o.EarlierSteps(ctx, rec)
+	steps = append(steps, InFlight(GraphSteps(tr.Events), rec)...)
 	current, currentStatus := "", ""
 	if !rec.Status.Terminal() {
 		current, currentStatus = rec.CurrentNode, graph.NodeRunning
@@ -76,11 +77,11 @@ func (o *Orchestrator) GraphView(ctx context.Context, rec *registry.Record) (*Gr
 	if spend, err := o.SubtreeSpend(ctx, rec); err == nil {
 		info.Spend = spend
 	}
-	v := &GraphView{Nodes: rows, Steps: steps, Render: graph.Render(g, info, steps, rows), Warnings: tr.Warnings}
+	v := &GraphView{Nodes: rows, Steps: steps, Render: graph.Render(g, info, steps, rows), Warnings: append(tr.Warnings, warnings...)}
 	if v.Nodes == nil {
 		v.Nodes = []graph.NodeRow{}
 	}
-	if o.signer != nil && len(tr.Warnings) == 0 && rec.Status.Terminal() {
+	if o.signer != nil && len(v.Warnings) == 0 && rec.Status.Terminal() {
 		// The final render, once a run has ended (a running run's changes
 		// with every step: it is made when read, not stored each time).
 		signed := transcript.SignMarkdown(v.Render, o.signer, o.Now())
@@ -89,6 +90,68 @@ func (o *Orchestrator) GraphView(ctx context.Context, rec *registry.Record) (*Gr
 		}
 	}
 	return v, nil
+}
+
+// maxEarlierRuns bounds how many runs back EarlierSteps reads.
+const maxEarlierRuns = 50
+
+// EarlierSteps are the steps of the runs whose story rec carries on, in
+// the order they ran, each with the run it ran in: the run a resumed run
+// resumed (with the steps of the runs that one carried on), and the steps
+// up to the fork's of the run a fork was forked from; none for a run that
+// is neither. A resumed run's node table and steps so show the nodes its
+// predecessors took as taken, where they were. A run whose transcript
+// does not read ends the story there, with a warning saying so.
+func (o *Orchestrator) EarlierSteps(ctx context.Context, rec *registry.Record) ([]graph.StepRecord, []string) {
+	var runs [][]graph.StepRecord
+	var warnings []string
+	upTo := -1 // past a fork, only the steps up to its step are its story
+	for i := 0; i < maxEarlierRuns; i++ {
+		from := rec.PreviousThreadID
+		if from == "" && rec.ForkedFrom != "" {
+			from = rec.ForkedFrom
+			if upTo < 0 || rec.ForkTurn < upTo {
+				upTo = rec.ForkTurn
+			}
+		}
+		if from == "" {
+			break
+		}
+		prev, err := o.reg.Get(ctx, from)
+		if err == nil && prev.IsGraph() {
+			var tr *transcript.Transcript
+			if tr, err = o.ReadTranscript(ctx, prev); err == nil {
+				runs = append(runs, stepsOf(InFlight(GraphSteps(tr.Events), prev), from, upTo))
+				rec = prev
+				continue
+			}
+		}
+		if err != nil {
+			warnings = append(warnings, fmt.Sprintf("the steps of %s, which %s carries on, do not read: %v", from, rec.ThreadID, err))
+		}
+		break
+	}
+	var out []graph.StepRecord
+	for i := len(runs) - 1; i >= 0; i-- {
+		out = append(out, runs[i]...)
+	}
+	return out, warnings
+}
+
+// stepsOf are run's steps, marked as run's: those up to step upTo that
+// had ended (a fork's story), or all when upTo < 0.
+func stepsOf(steps []graph.StepRecord, run string, upTo int) []graph.StepRecord {
+	out := steps[:0]
+	for _, s := range steps {
+		if upTo >= 0 && (s.Step > upTo || s.Status == "") {
+			continue
+		}
+		if s.Run == "" {
+			s.Run = run
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // GraphSteps are a graph run's steps as its events tell them: each
@@ -413,7 +476,17 @@ func (o *Orchestrator) GraphState(ctx context.Context, rec *registry.Record, ste
 	}
 	if sha == "" {
 		if step >= 0 {
-			return nil, 0, &tagged{err: fmt.Errorf("run %s has no state after step %d (it has taken %d steps)", rec.ThreadID, step, rec.Step), tag: ErrNoGraphState}
+			// Another run of the chain took the step: its state.
+			other, steps := o.chainRunWithStep(ctx, rec, step)
+			if r, err := o.reg.Get(ctx, other); other != "" && err == nil {
+				return o.GraphState(ctx, r, step)
+			}
+			what := "run " + rec.ThreadID
+			if steps > rec.Step {
+				what += " and the runs of its chain"
+			}
+			return nil, 0, &tagged{err: fmt.Errorf("%s took %s: there is no state after step %d", what, thread.Count(max(steps, rec.Step), "step", "steps"), step),
+				tag: ErrNoGraphState}
 		}
 		return nil, 0, &tagged{err: fmt.Errorf("run %s has no checkpointed state yet", rec.ThreadID), tag: ErrNoGraphState}
 	}
@@ -485,8 +558,8 @@ func (o *Orchestrator) ResumeGraph(ctx context.Context, id string, req GraphResu
 		FromNode: req.From, StateEdits: sortedStrings(keys)}); err != nil {
 		o.threadLog(resolved).Warn("graph_resumed not logged", "error", err)
 	}
-	res := &ResumeResult{Success: true, Resumed: true, OldThreadID: resolved, NewThreadID: newRec.ThreadID,
-		ResolvedThreadID: resolved, Directive: rec.Directive, NewThreadResult: newRec}
+	res := &ResumeResult{Success: true, Resumed: true, ThreadID: newRec.ThreadID, OldThreadID: resolved, NewThreadID: newRec.ThreadID,
+		ResolvedThreadID: resolved, Directive: rec.Directive, NewThreadResult: newRec, Run: newRec}
 	if id != resolved {
 		orig := id
 		res.OriginalThreadID = &orig

@@ -75,7 +75,7 @@ func (o *Orchestrator) Resume(ctx context.Context, id, message string) (*ResumeR
 	}); err != nil {
 		o.threadLog(resolved).Warn("thread_resumed not logged", "error", err)
 	}
-	res := &ResumeResult{Success: true, Resumed: true, OldThreadID: resolved, NewThreadID: newRec.ThreadID,
+	res := &ResumeResult{Success: true, Resumed: true, ThreadID: newRec.ThreadID, OldThreadID: resolved, NewThreadID: newRec.ThreadID,
 		ResolvedThreadID: resolved, Directive: rec.Directive, ReconstructedTurns: turns, NewThreadResult: newRec}
 	if id != resolved {
 		orig := id

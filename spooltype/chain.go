@@ -27,10 +27,15 @@ type CancelResult struct {
 	CancelRequested bool `json:"cancel_requested"`
 }
 
-// ResumeResult is the spec's resume response.
+// ResumeResult is the spec's resume response. ThreadID names the new
+// thread or run as every start's answer does (its record's thread_id), and
+// a graph run's resume gives its record as Run, as a fork's answer does;
+// NewThreadID and NewThreadResult say the same under the spec's names,
+// which scripts read.
 type ResumeResult struct {
 	Success            bool    `json:"success"`
 	Resumed            bool    `json:"resumed"`
+	ThreadID           string  `json:"thread_id"`
 	OldThreadID        string  `json:"old_thread_id"`
 	NewThreadID        string  `json:"new_thread_id"`
 	OriginalThreadID   *string `json:"original_thread_id"`
@@ -38,4 +43,5 @@ type ResumeResult struct {
 	Directive          string  `json:"directive"`
 	ReconstructedTurns int     `json:"reconstructed_turns"`
 	NewThreadResult    *Record `json:"new_thread_result"`
+	Run                *Record `json:"run,omitempty"`
 }

@@ -44,6 +44,10 @@ type StepRecord struct {
 	Assigned  []string  `json:"assigned,omitempty"`
 	NextNode  string    `json:"next_node,omitempty"`
 	Action    string    `json:"action,omitempty"` // "tool git/changed_files" as run (ids interpolated); "" uses the graph's
+	// Run is the run the step ran in when it is not the run shown: a run
+	// it resumed (with the runs that one resumed), or the run a fork was
+	// forked from, whose steps up to the fork's are the fork's story too.
+	Run string `json:"run,omitempty"`
 
 	ItemsDone      int `json:"items_done,omitempty"` // foreach or wait: items that ended
 	ItemsTotal     int `json:"items_total,omitempty"`
@@ -88,6 +92,9 @@ type NodeRow struct {
 	Detail     string `json:"detail,omitempty"`
 	Routed     bool   `json:"routed,omitempty"`  // the last visit failed and its error was routed (on_error or continue)
 	Retried    bool   `json:"retried,omitempty"` // some visit was retried
+	// Run is the run the last visit ran in when it is not the run shown
+	// (StepRecord.Run): a node a resumed run's predecessor took.
+	Run string `json:"run,omitempty"`
 }
 
 // Icon is the row's status icon in the render.

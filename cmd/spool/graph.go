@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -161,13 +162,13 @@ func graphRun(c *cli.Context) error {
 
 // printGraphFinal prints a waited-for run's end (--json: its record) and
 // fails (exit 1) unless it completed.
-func printGraphFinal(c *cli.Context, final *registry.Record) error {
+func printGraphFinal(c *cli.Context, s *services, final *registry.Record) error {
 	if c.Bool("json") {
 		if err := printJSON(c.App.Writer, final); err != nil {
 			return err
 		}
 	} else {
-		printGraphRecord(c.App.Writer, final)
+		printGraphRecord(c.Context, c.App.Writer, s, final)
 	}
 	if final.Status != thread.StatusCompleted {
 		return &exitError{code: 1, err: fmt.Errorf("run %s ended %s%s", final.ThreadID, final.Status, errSuffix(final))}
@@ -175,8 +176,9 @@ func printGraphFinal(c *cli.Context, final *registry.Record) error {
 	return nil
 }
 
-// printGraphRecord prints a run's record as text.
-func printGraphRecord(w io.Writer, r *registry.Record) {
+// printGraphRecord prints a run's record as text, its spend as its
+// chain's against the chain's limit (read on s).
+func printGraphRecord(ctx context.Context, w io.Writer, s *services, r *registry.Record) {
 	fmt.Fprintf(w, "run        %s\n", r.ThreadID)
 	fmt.Fprintf(w, "graph      %s\n", r.Directive)
 	status := string(r.Status)
@@ -190,15 +192,16 @@ func printGraphRecord(w io.Writer, r *registry.Record) {
 	if r.ForkedFrom != "" {
 		fmt.Fprintf(w, "fork of    %s at step %d\n", r.ForkedFrom, r.ForkTurn)
 	}
+	printChain(w, r)
 	printTenant(w, r)
 	if r.CurrentNode != "" {
 		fmt.Fprintf(w, "node       %s\n", r.CurrentNode)
 	}
 	fmt.Fprintf(w, "steps      %d of %d\n", r.Step, r.MaxSteps)
-	if r.ItemsTotal > 0 {
+	if r.ItemsTotal > 0 && !r.Status.Terminal() {
 		fmt.Fprintf(w, "items      %d of %d settled\n", r.ItemsDone, r.ItemsTotal)
 	}
-	fmt.Fprintf(w, "spend      $%.6f of $%g (the run and its children)\n", r.Cost.Spend, r.Limits.Spend)
+	fmt.Fprintf(w, "spend      %s\n", spendLine(ctx, s, r))
 	if len(r.Outputs) > 0 {
 		b, _ := json.Marshal(r.Outputs)
 		fmt.Fprintf(w, "outputs    %s\n", b)
@@ -421,7 +424,7 @@ func graphShow(c *cli.Context) error {
 		m["nodes"], m["steps"] = v.Nodes, v.Steps
 		return printJSON(c.App.Writer, m)
 	}
-	printGraphRecord(c.App.Writer, rec)
+	printGraphRecord(c.Context, c.App.Writer, s, rec)
 	fmt.Fprintln(c.App.Writer)
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tNODE\tKIND\tSTATUS\tVISITS\tLAST STEP\tACTION\tCHILDREN\tDETAIL")
@@ -551,16 +554,5 @@ func graphFork(c *cli.Context) error {
 	if err != nil {
 		return waitError(c, s, []string{id}, err)
 	}
-	final := out[id]
-	if c.Bool("json") {
-		if err := printJSON(c.App.Writer, final); err != nil {
-			return err
-		}
-	} else {
-		printGraphRecord(c.App.Writer, final)
-	}
-	if final.Status != thread.StatusCompleted {
-		return &exitError{code: 1, err: fmt.Errorf("run %s ended %s%s", final.ThreadID, final.Status, errSuffix(final))}
-	}
-	return nil
+	return printGraphFinal(c, s, out[id])
 }

@@ -100,12 +100,16 @@ func tenantAndPriority(c *cli.Context) (tenant string, priority int, err error) 
 // result, or its error as the command reports it.
 type runStart func(s *services, log *slog.Logger) (*launch.Started, error)
 
+// endPrinter prints the end of a waited-for run, final, which it reads
+// more of (its chain's budget) on s, and fails unless it completed.
+type endPrinter func(c *cli.Context, s *services, final *registry.Record) error
+
 // startAndWait is the path `thread run` and `graph run` share: open the
 // services (with --embedded, an in-process worker that serves the run's
 // own tree), start, then print the id (--json: the record), or wait for
 // the end (following it with --follow) and print it with printEnd, which
 // fails unless it completed.
-func startAndWait(c *cli.Context, start runStart, printEnd func(*cli.Context, *registry.Record) error) error {
+func startAndWait(c *cli.Context, start runStart, printEnd endPrinter) error {
 	s, err := openServices(c, openOpts{startEmbedded: c.Bool("embedded"), joinDev: c.Bool("embedded"), noEmbedded: !c.Bool("embedded"), holdNotices: true})
 	if err != nil {
 		return err
@@ -209,7 +213,7 @@ func warnUnserved(c *cli.Context, s *services, rec *registry.Record, queues map[
 // waitEnd waits for rec's end (following it with --follow, for at most
 // --timeout, saying what it waits for when a person must decide: waitFor),
 // prints it with printEnd, then the notices held while it ran.
-func waitEnd(c *cli.Context, s *services, rec *registry.Record, printEnd func(*cli.Context, *registry.Record) error) error {
+func waitEnd(c *cli.Context, s *services, rec *registry.Record, printEnd endPrinter) error {
 	res, err := waitFor(c, s, []string{rec.ThreadID})
 	if err != nil {
 		return waitError(c, s, []string{rec.ThreadID}, err)
@@ -221,7 +225,7 @@ func waitEnd(c *cli.Context, s *services, rec *registry.Record, printEnd func(*c
 		cp.Existing = rec.Existing
 		final = &cp
 	}
-	if err := printEnd(c, final); err != nil {
+	if err := printEnd(c, s, final); err != nil {
 		return err
 	}
 	_, _ = c.App.ErrWriter.Write(s.notices.Bytes())

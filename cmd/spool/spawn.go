@@ -53,5 +53,5 @@ func runChildOfTool(c *cli.Context, cl *spawn.Client, name string, inputs map[st
 	if final == nil {
 		return fmt.Errorf("the worker's reply has no record of %s", rec.ThreadID)
 	}
-	return printFinal(c, final)
+	return printFinal(c, nil, final)
 }

@@ -190,18 +190,6 @@ func graphFollowLine(ctx context.Context, s *services, r *registry.Record) strin
 	return fmt.Sprintf("[%s] %-9s %s", short(r), r.Status, strings.Join(parts, " · "))
 }
 
-// runSpend is what run r and its children have spent, across its chain
-// (its ledger entry's, live), and the chain's spend limit: a resumed run
-// carries on its chain's budget, so both are the chain's. The record's
-// own, when the ledger does not answer.
-func runSpend(ctx context.Context, s *services, r *registry.Record) (spend, limit float64) {
-	e, err := s.orch.LedgerEntry(ctx, r.LedgerID())
-	if err != nil {
-		return r.Cost.Spend, r.Limits.Spend
-	}
-	return e.Actual, e.Max
-}
-
 // waited names what a wait on ids waited for: "thread ID", "run ID" (a
 // graph run), "3 threads".
 func waited(c *cli.Context, s *services, ids []string) string {
