@@ -32,8 +32,8 @@ type Config struct {
 	// one of (Auth's credential still passes, unbound), each bound to a
 	// tenant or not (tokens.go). Default none.
 	Tokens []Token
-	// Tenants answers the tenant routes. Default: what the registry knows
-	// of tenants (their runs) and the published policy's digest.
+	// Tenants answers the tenant routes. Default: admission's standing
+	// and settings of each tenant (AdmissionTenants).
 	Tenants TenantService
 	// Hosts, when not empty, are the only host names the Host header may
 	// name (httpauth.LoopbackHosts for a loopback address). Default any.
@@ -91,7 +91,7 @@ func (c Config) WithDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	if c.Tenants == nil && c.Orch != nil {
-		c.Tenants = runTenants{o: c.Orch}
+		c.Tenants = AdmissionTenants(c.Orch)
 	}
 	return c
 }

@@ -64,7 +64,7 @@ type Config struct {
 	Tenant string
 	// ShowTenant answers show_tenant: a tenant's state (package
 	// admission's), or an error for a tenant it does not know. Default:
-	// the tenant's name and how many runs it has.
+	// the orchestrator's TenantStatus (what `spool tenant show` prints).
 	ShowTenant func(ctx context.Context, tenant string) (any, error)
 }
 
@@ -80,7 +80,7 @@ func (c Config) WithDefaults() Config {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.ShowTenant == nil && c.Orch != nil {
-		c.ShowTenant = tenantRuns(c.Orch)
+		c.ShowTenant = func(ctx context.Context, name string) (any, error) { return c.Orch.TenantStatus(ctx, name) }
 	}
 	return c
 }

@@ -3,11 +3,9 @@ package mcpserver
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 )
@@ -43,19 +41,4 @@ func (h *handlers) showTenant(ctx context.Context, _ *mcp.CallToolRequest, in Te
 // a bound server may not see.
 func tenantNotFound(name string) error {
 	return thread.Refuse(thread.CodeTenantNotFound, "tenant %q not found", name)
-}
-
-// tenantRuns is show_tenant's default: the tenant's name and runs; a
-// tenant without runs is unknown, but the default tenant.
-func tenantRuns(o *orchestrator.Orchestrator) func(context.Context, string) (any, error) {
-	return func(ctx context.Context, name string) (any, error) {
-		runs, err := o.TenantRuns(ctx, name)
-		if err != nil {
-			return nil, fmt.Errorf("tenant %s: %w", name, err)
-		}
-		if runs == 0 && name != thread.DefaultTenant {
-			return nil, tenantNotFound(name)
-		}
-		return spooltype.TenantRuns{Tenant: name, Runs: runs}, nil
-	}
 }

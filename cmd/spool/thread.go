@@ -43,6 +43,7 @@ func threadCommand() *cli.Command {
 				&cli.StringFlag{Name: "directive", Usage: "only threads of this directive (e.g. demo/hello)"},
 				&cli.StringFlag{Name: "parent", Usage: "only the children of this thread ID"},
 				tenantListFlag("threads"),
+				&cli.StringFlag{Name: "waiting-for", Usage: "only waiting threads that wait for this: children, approval, rate_limit, retry, capacity, concurrency, tenant_concurrency, tenant_budget, tenant_rate or tenant_runs"},
 				&cli.IntFlag{Name: "limit", Value: 100, Usage: "list at most this many threads"}}, Action: threadList},
 			{Name: "show", Usage: "registry record, cost, limits and outputs", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag()}, Action: threadShow},
 			{Name: "tree", Usage: "children and continuations with status and spend", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag()}, Action: threadTree},
@@ -255,7 +256,7 @@ func threadRun(c *cli.Context) error {
 
 // printFinal prints the final record of a waited-for thread (--json or
 // the text view) and fails (exit 1) unless it completed.
-func printFinal(c *cli.Context, final *registry.Record) error {
+func printFinal(c *cli.Context, _ *services, final *registry.Record) error {
 	if c.Bool("json") {
 		if err := printJSON(c.App.Writer, final); err != nil {
 			return err
@@ -479,6 +480,10 @@ func threadList(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	waitingFor, err := waitingForFlag(c)
+	if err != nil {
+		return err
+	}
 	s, err := openServices(c, openOpts{readOnly: true})
 	if err != nil {
 		return err
@@ -497,7 +502,7 @@ func threadList(c *cli.Context) error {
 		ask = limit + 1
 	}
 	recs, err := s.orch.Threads(c.Context, registry.Filter{Status: thread.Status(st), Directive: c.String("directive"), Parent: c.String("parent"),
-		Tenant: tenant, Limit: ask})
+		Tenant: tenant, WaitingFor: waitingFor, Limit: ask})
 	if err != nil {
 		return err
 	}
@@ -531,6 +536,9 @@ func threadShow(c *cli.Context) error {
 		return printJSON(c.App.Writer, r)
 	}
 	printRecord(c.App.Writer, r)
+	if line := admissionWaitLine(c, s, r); line != "" {
+		fmt.Fprintf(c.App.Writer, "waiting    %s\n", line)
+	}
 	if unserved != "" {
 		fmt.Fprintf(c.App.Writer, "queue      %s\n", unserved)
 	}
