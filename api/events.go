@@ -14,6 +14,7 @@ import (
 
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/spooltype"
+	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -108,7 +109,9 @@ func (s *server) events(w http.ResponseWriter, r *http.Request, id string) {
 	defer cancel()
 	go out.heartbeat(ctx, s.cfg.Heartbeat, cancel)
 
-	last := aft
+	// last is the seq of the last event sent: none yet, whatever the
+	// client resumes after (an id past the end names no event).
+	var last int64
 	tr, err := s.cfg.Orch.Follow(ctx, id, orchestrator.FollowOptions{After: aft, Interval: s.cfg.FollowInterval}, func(ev transcript.Event) error {
 		data, err := json.Marshal(ev)
 		if err != nil {
@@ -163,9 +166,10 @@ func (s *sse) heartbeat(ctx context.Context, every time.Duration, cancel context
 // endStream sends the last message of thread id's stream once Follow
 // returned tr and err, last being the seq of the last event sent: a
 // problem when following failed or the transcript failed verification,
-// else the end, with the thread's status and the last event id (the
-// transcript's last seq when that is later). Nothing when the client
-// left.
+// else the end, with the thread's status and the last event id: the
+// transcript's last seq (when later than the last sent), the id a client
+// resumes from, never the id a client asked to resume after when that
+// is past the end. Nothing when the client left.
 func (s *server) endStream(ctx context.Context, out *sse, r *http.Request, id string, last int64, tr *transcript.Transcript, err error) {
 	switch {
 	case ctx.Err() != nil || out.err != nil:
@@ -179,8 +183,8 @@ func (s *server) endStream(ctx context.Context, out *sse, r *http.Request, id st
 		if n := len(tr.Warnings) - 1; n > 0 {
 			more = fmt.Sprintf(" (and %d more)", n)
 		}
-		s.sendProblem(out, r, problem(http.StatusConflict, "transcript_damaged", "transcript of %s failed verification: %s%s; the stream ends with its intact prefix (%d events)",
-			id, tr.Warnings[0], more, len(tr.Events)))
+		s.sendProblem(out, r, problem(http.StatusConflict, "transcript_damaged", "transcript of %s failed verification: %s%s; the stream ends with its intact prefix (%s)",
+			id, tr.Warnings[0], more, thread.Count(len(tr.Events), "event", "events")))
 		return
 	}
 	rec, err := s.cfg.Orch.Record(ctx, id)

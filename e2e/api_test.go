@@ -263,6 +263,7 @@ func TestAPIRoutes(t *testing.T) {
 	require.Equal(t, `directive t/greet: input "nmae" is not declared (declared: name)`, p.Detail)
 	p = raw.problem(422, "refused", "POST", "/v1/threads", `{"directive": "t/greet", "inputs": {}, "model": "`+model+`"}`)
 	require.Contains(t, p.Detail, "required input missing")
+	require.Contains(t, docText(t, "directives.md"), "the API answers 422 with the problem code `refused`", "docs/directives.md says what the API answers")
 	p = raw.problem(422, "refused", "POST", "/v1/threads", `{"directive": "t/greet", "model": "script:nosuch.yaml"}`)
 	require.Contains(t, p.Detail, "model script:nosuch.yaml: stat ")
 	raw.problem(422, "refused", "POST", "/v1/threads", `{"directive": "t/greet", "model": "script:/etc/passwd"}`)
@@ -742,15 +743,25 @@ func TestAPIEventStream(t *testing.T) {
 			require.Empty(t, end.id)
 			require.JSONEq(t, fmt.Sprintf(`{"thread_id": %q, "status": "cancelled", "last_event_id": %d}`, id, got[len(got)-1].Seq), end.data)
 		}
+		// Resumed after an id past the end (?after=): no event, and the
+		// end names the last event there is, not the id asked for.
+		resp, err := hc.Get(srv.base + "/v1/threads/" + esc(id) + "/events?after=" + fmt.Sprint(last+1000))
+		require.NoError(t, err)
+		require.Equal(t, 200, resp.StatusCode)
+		ms := readSSE(t, resp.Body, -1)
+		resp.Body.Close()
+		require.Len(t, ms, 1, "the end only")
+		require.Equal(t, api.EventEnd, ms[0].event)
+		require.JSONEq(t, fmt.Sprintf(`{"thread_id": %q, "status": "cancelled", "last_event_id": %d}`, id, got[len(got)-1].Seq), ms[0].data)
 
 		// --metrics-addr serves the requests by route (the id is no label).
-		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		resp, err = http.Get("http://" + metricsAddr + "/metrics")
 		require.NoError(t, err)
 		b, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		require.NoError(t, err)
 		for _, want := range []string{
-			`spool_api_requests_total{code="200",method="GET",route="/v1/threads/{id}/events"} 4`,
+			`spool_api_requests_total{code="200",method="GET",route="/v1/threads/{id}/events"} 5`,
 			`spool_api_requests_total{code="400",method="GET",route="/v1/threads/{id}/events"} 2`,
 			`spool_api_requests_total{code="200",method="POST",route="/v1/threads/{id}/cancel"} 1`,
 			`spool_api_request_seconds_count{method="POST",route="/v1/threads"} 1`,

@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,10 +181,21 @@ func TestGraphAPI(t *testing.T) {
 	raw.problem(422, "graph_not_found", "POST", "/v1/graphs", `{"graph": "g/nope"}`)
 	p := raw.problem(422, "refused", "POST", "/v1/graphs", `{"graph": "g/review", "inputs": {"topics": "one"}}`)
 	require.Contains(t, p.Detail, "topics")
+	require.Contains(t, docText(t, "graphs.md"), "the API answers 422 with the problem code `refused`", "docs/graphs.md says what the API answers")
+	raw.problem(400, "bad_request", "POST", "/v1/graphs", `{"graph": "g/review", "inputs": `)
 	raw.problem(404, "not_found", "GET", "/v1/graphs/g%2Fnope-1-aa", "")
 	thr, err := c.Run(ctx, api.RunRequest{Directive: "g/topic", Inputs: map[string]any{"topic": "t"}})
 	require.NoError(t, err)
 	raw.problem(404, "not_graph", "GET", "/v1/graphs/"+esc(thr.ThreadID), "")
 	raw.problem(404, "not_graph", "POST", "/v1/graphs/"+esc(thr.ThreadID)+"/fork", `{"at_step": 1}`)
 	e.Wait([]string{thr.ThreadID}, 2*time.Minute)
+}
+
+// docText is docs/NAME's text with its line breaks and runs of spaces as
+// single spaces, for a test to hold what the docs say to what is.
+func docText(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "docs", name))
+	require.NoError(t, err)
+	return strings.Join(strings.Fields(string(b)), " ")
 }

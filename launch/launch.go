@@ -287,5 +287,5 @@ func checkIn(proj *orchestrator.Project, model string) (missingKey string, err e
 	if err := provider.Check(model, cfg); err != nil {
 		return "", err
 	}
-	return provider.MissingKey(model, cfg), nil
+	return provider.WarnKey(model, cfg), nil
 }

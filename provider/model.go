@@ -166,6 +166,25 @@ func MissingKey(model string, cfg Config) string {
 	return ""
 }
 
+// WarnKey is the key MissingKey names for model, for a process that does
+// not run the thread (thread run and the API warn of it): "" as well when
+// model names no model of the real provider (openai/mock-1, anthropic/x),
+// which only a server named by OPENAI_BASE_URL or ANTHROPIC_BASE_URL where
+// the workers run can serve, and such a server may take no key. A model
+// of the real provider (gpt-4o, openai/gpt-4o, claude-*) goes to its
+// default endpoint unless a base URL is set, and needs the key there.
+func WarnKey(model string, cfg Config) string {
+	key := MissingKey(model, cfg)
+	if key == "" {
+		return ""
+	}
+	api, name, _ := route(model, cfg)
+	if (api == apiOpenAI && !isOpenAIModel(name)) || (api == apiAnthropic && !strings.HasPrefix(name, "claude-")) {
+		return ""
+	}
+	return key
+}
+
 // Check reports whether a thread can run on model, before any thread is
 // made: a script must load and parse (through cfg.ReadFile); any other
 // model must have a price, as a worker refuses to call a model whose

@@ -135,6 +135,37 @@ func TestMissingKey(t *testing.T) {
 	}
 }
 
+// TestWarnKey: thread run warns of a missing key only for a model of the
+// real provider's, which goes to its default endpoint without a base URL:
+// a model only a compatible server serves (openai/mock-1, anthropic/x)
+// is served by the workers' OPENAI_BASE_URL or ANTHROPIC_BASE_URL, which
+// may take no key; and a base URL set here takes none either.
+func TestWarnKey(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		model string
+		cfg   Config
+		want  string
+	}{
+		{"gpt-4o", Config{}, "OPENAI_API_KEY"},
+		{"openai/gpt-4o", Config{}, "OPENAI_API_KEY"},
+		{"o4-mini", Config{AnthropicAPIKey: "a"}, "OPENAI_API_KEY"},
+		{"claude-sonnet-4-5", Config{}, "ANTHROPIC_API_KEY"},
+		{"anthropic/claude-sonnet-4-5", Config{}, "ANTHROPIC_API_KEY"},
+		{"gpt-4o", Config{OpenAIAPIKey: "o"}, ""},
+		{"gpt-4o", Config{OpenAIBaseURL: "http://localhost:8000/v1"}, ""},
+		{"openai/mock-1", Config{OpenAIBaseURL: "http://localhost:8000/v1"}, ""},
+		{"openai/mock-1", Config{}, ""},
+		{"openai/meta-llama/Llama-3-8B", Config{}, ""},
+		{"anthropic/x", Config{}, ""},
+		{"qwen2.5-coder:7b", Config{}, ""},
+		{"script:x.yaml", Config{}, ""},
+	}
+	for _, tc := range cases {
+		require.Equal(t, tc.want, WarnKey(tc.model, tc.cfg), "%s %+v", tc.model, tc.cfg)
+	}
+}
+
 func TestCheck(t *testing.T) {
 	t.Parallel()
 	files := map[string]string{"ok.yaml": "directives:\n  '*':\n    - text: ok\n", "bad.yaml": "directives: [\n"}
