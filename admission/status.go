@@ -75,6 +75,11 @@ func counts(t *spooltype.Tenant, state map[string]string, maxRunning int) {
 	} else {
 		t.Ready += ready
 	}
+	for r, n := range t.Blocked {
+		if n <= 0 {
+			delete(t.Blocked, r) // a reason nothing waits for now
+		}
+	}
 }
 
 // splitCounter splits a state counter n:<where>:<queue> (where may hold

@@ -26,7 +26,7 @@ func AdmissionTenants(o *orchestrator.Orchestrator) TenantService { return admis
 
 func (t admissionTenants) Tenants(ctx context.Context, bound string) (any, error) {
 	if bound != "" {
-		one, err := t.own(ctx, bound)
+		one, err := t.o.BoundTenantStatus(ctx, bound)
 		if err != nil {
 			return nil, err
 		}
@@ -35,21 +35,10 @@ func (t admissionTenants) Tenants(ctx context.Context, bound string) (any, error
 	return t.o.TenantStatuses(ctx)
 }
 
-// own is a bound caller's tenant, which exists whether or not admission
-// has a trace of it.
-func (t admissionTenants) own(ctx context.Context, tenant string) (*spooltype.Tenant, error) {
-	v, err := t.Tenant(ctx, tenant)
-	if errors.Is(err, ErrTenantNotFound) {
-		st, _, err := t.o.Admission().Status(ctx, tenant)
-		return st, err
+func (t admissionTenants) Tenant(ctx context.Context, tenant string, own bool) (any, error) {
+	if own {
+		return t.o.BoundTenantStatus(ctx, tenant)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return v.(*spooltype.Tenant), nil
-}
-
-func (t admissionTenants) Tenant(ctx context.Context, tenant string) (any, error) {
 	v, err := t.o.TenantStatus(ctx, tenant)
 	if isTenantNotFound(err) {
 		return nil, ErrTenantNotFound
@@ -67,6 +56,9 @@ func (t admissionTenants) SetTenant(ctx context.Context, tenant string, body jso
 		return nil, p
 	}
 	if _, err := admission.ParseOverrides(set); err != nil {
+		return nil, problem(http.StatusBadRequest, "bad_request", "%v", err)
+	}
+	if err := orchestrator.CheckTenantFields(cleared); err != nil {
 		return nil, problem(http.StatusBadRequest, "bad_request", "%v", err)
 	}
 	return t.o.SetTenant(ctx, tenant, set, cleared)

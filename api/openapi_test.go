@@ -15,6 +15,7 @@ import (
 	"github.com/spool-run/spool/api"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -81,10 +82,16 @@ func TestOpenAPISchemasDeclareEveryField(t *testing.T) {
 		CancelRequested: true, CancelCascade: true, Activation: 2, ChainIndex: 1, ContinuationKind: "resume", ContinuationMessage: "m",
 		StartedAt: now, Transcript: registry.TranscriptMark{Segments: 1, ChainHash: "h"}, WaitingFor: registry.WaitingForApproval, TraceID: "t",
 		PendingApprovals: []registry.PendingApproval{{CallID: "c", RequestID: "r", Tool: "t", Input: json.RawMessage(`{}`), RequestedAt: now, Deadline: now, OnTimeout: "deny"}},
-		Stalled:          &registry.Stall{On: registry.StalledOnStorage, Since: now, Op: "put", Error: "e"}}
+		Stalled:          &registry.Stall{On: registry.StalledOnStorage, Since: now, Op: "put", Error: "e"},
+		WaitingKey:       "per_customer=c1", WaitingSince: &now, Position: 4}
 	node := &orchestrator.TreeNode{ThreadID: "a", Directive: "d", Status: thread.StatusRunning, Model: "m", Subtree: &orchestrator.Subtree{Spent: 1, Max: 2},
 		Children: []*orchestrator.TreeNode{}, Continuation: &orchestrator.TreeNode{Children: []*orchestrator.TreeNode{}}, Truncated: true,
 		DroppedCapabilities: []string{"d"}}
+	tenant := &spooltype.Tenant{Tenant: "acme", Weight: 1, Priority: 3, Share: 2, Running: 1, Admitted: 1, Ready: 1, Blocked: map[string]int{"concurrency": 1},
+		RunsInFlight: 1, Runs: 2, Limits: spooltype.TenantLimits{MaxRunning: &one, SpendPerDay: &f, SpendPerMonth: &f, StartsPerMinute: &one, RunsInFlight: &one, OnExhausted: "wait"},
+		Spend: map[string]spooltype.TenantSpend{"day": {Window: "2026-12-01", Spent: 1, Held: 1, Limit: &f}, "month": {Window: "2026-12", Limit: &f}},
+		Keys:  []spooltype.TenantKey{{Rule: "per_customer", Value: "c1", Running: 2, Max: 2, Waiting: 1}}, Sources: map[string]string{"weight": "tenant"},
+		Overrides: map[string]string{"weight": "2"}}
 	for schema, v := range map[string]any{
 		"Record":          rec,
 		"Cost":            rec.Cost,
@@ -118,6 +125,11 @@ func TestOpenAPISchemasDeclareEveryField(t *testing.T) {
 		"DecisionLink": api.DecisionLink{Decision: "approve", Call: orchestrator.PendingCall{ThreadID: "a", Directive: "d", CallID: "c", Tool: "t",
 			Input: json.RawMessage(`{}`), RequestedAt: now}},
 		"DecisionLinkRequest": api.DecisionLinkRequest{Reason: "r"},
+		"Tenant":              tenant,
+		"TenantLimits":        tenant.Limits,
+		"TenantSpend":         tenant.Spend["day"],
+		"TenantKey":           tenant.Keys[0],
+		"AdmissionState":      spooltype.AdmissionState{On: true, Digest: "sha256:x", Version: 1},
 	} {
 		props, ok := doc.Components.Schemas[schema]
 		require.True(t, ok, "schema %s", schema)

@@ -33,8 +33,9 @@ type TenantService interface {
 	// only the bound one.
 	Tenants(ctx context.Context, bound string) (any, error)
 	// Tenant is the body of GET /v1/tenants/{t}; ErrTenantNotFound for a
-	// tenant it does not know.
-	Tenant(ctx context.Context, tenant string) (any, error)
+	// tenant it does not know, unless own (the caller is bound to it: a
+	// bound caller's tenant exists, runs or not).
+	Tenant(ctx context.Context, tenant string, own bool) (any, error)
 	// SetTenant applies PATCH /v1/tenants/{t}'s body (the fields of
 	// `spool tenant set`) and answers the tenant as Tenant does.
 	SetTenant(ctx context.Context, tenant string, body json.RawMessage) (any, error)
@@ -67,12 +68,12 @@ func (t runTenants) Tenants(ctx context.Context, bound string) (any, error) {
 	return out, nil
 }
 
-func (t runTenants) Tenant(ctx context.Context, tenant string) (any, error) {
+func (t runTenants) Tenant(ctx context.Context, tenant string, own bool) (any, error) {
 	runs, err := t.o.TenantRuns(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
-	if runs == 0 && tenant != thread.DefaultTenant {
+	if runs == 0 && tenant != thread.DefaultTenant && !own {
 		return nil, ErrTenantNotFound
 	}
 	return spooltype.TenantRuns{Tenant: tenant, Runs: runs}, nil
@@ -139,7 +140,7 @@ func (s *server) listTenant(w http.ResponseWriter, r *http.Request) (string, boo
 		writeProblem(w, r, tenantNotFound(q))
 		return "", false
 	case bound == "":
-		if _, err := s.cfg.Tenants.Tenant(r.Context(), q); err != nil {
+		if _, err := s.cfg.Tenants.Tenant(r.Context(), q, false); err != nil {
 			s.tenantFail(w, r, q, err)
 			return "", false
 		}
@@ -184,11 +185,7 @@ func (s *server) tenant(w http.ResponseWriter, r *http.Request, name string) {
 		writeProblem(w, r, tenantNotFound(name))
 		return
 	}
-	v, err := s.cfg.Tenants.Tenant(r.Context(), name)
-	if errors.Is(err, ErrTenantNotFound) && boundTenant(r) == name {
-		// A bound token's own tenant exists, runs or not.
-		v, err = spooltype.TenantRuns{Tenant: name}, nil
-	}
+	v, err := s.cfg.Tenants.Tenant(r.Context(), name, boundTenant(r) == name)
 	if err != nil {
 		s.tenantFail(w, r, name, err)
 		return

@@ -223,6 +223,13 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request, f registry.Fil
 		badRequest(w, r, "status %q: want one of created, running, waiting, completed, error, cancelled, continued", f.Status)
 		return
 	}
+	if wf := q.Get("waiting_for"); wf != "" {
+		if err := orchestrator.CheckWaitingFor(wf); err != nil {
+			badRequest(w, r, "%v", err)
+			return
+		}
+		f.WaitingFor = wf
+	}
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > MaxListLimit {

@@ -64,7 +64,9 @@ type Config struct {
 	Tenant string
 	// ShowTenant answers show_tenant: a tenant's state (package
 	// admission's), or an error for a tenant it does not know. Default:
-	// the orchestrator's TenantStatus (what `spool tenant show` prints).
+	// the orchestrator's TenantStatus (what `spool tenant show` prints),
+	// and for the bound tenant its BoundTenantStatus (it exists for its
+	// caller, runs or not).
 	ShowTenant func(ctx context.Context, tenant string) (any, error)
 }
 
@@ -80,7 +82,12 @@ func (c Config) WithDefaults() Config {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.ShowTenant == nil && c.Orch != nil {
-		c.ShowTenant = func(ctx context.Context, name string) (any, error) { return c.Orch.TenantStatus(ctx, name) }
+		c.ShowTenant = func(ctx context.Context, name string) (any, error) {
+			if name == c.Tenant {
+				return c.Orch.BoundTenantStatus(ctx, name)
+			}
+			return c.Orch.TenantStatus(ctx, name)
+		}
 	}
 	return c
 }

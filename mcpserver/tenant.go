@@ -2,11 +2,9 @@ package mcpserver
 
 import (
 	"context"
-	"errors"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -27,10 +25,6 @@ func (h *handlers) showTenant(ctx context.Context, _ *mcp.CallToolRequest, in Te
 		return nil, nil, tenantNotFound(name) // another tenant's: as if it did not exist
 	}
 	v, err := h.cfg.ShowTenant(ctx, name)
-	if errors.Is(err, &thread.AdmissionError{Code: thread.CodeTenantNotFound}) && name == h.cfg.Tenant {
-		// The bound tenant exists, runs or not.
-		v, err = spooltype.TenantRuns{Tenant: name}, nil
-	}
 	if err != nil {
 		return nil, nil, err
 	}

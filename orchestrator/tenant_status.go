@@ -2,31 +2,78 @@ package orchestrator
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 
+	"github.com/spool-run/spool/admission"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 )
+
+// WaitingReasons are what a waiting run may wait for: a decision or
+// work of its own (children, approval, rate_limit, retry) or admission
+// (capacity, concurrency and the tenant ceilings). `thread list
+// --waiting-for` and GET /v1/threads?waiting_for= take one of them.
+var WaitingReasons = append([]string{registry.WaitingForChildren, registry.WaitingForApproval, registry.WaitingForRateLimit,
+	registry.WaitingForRetry}, admission.WaitReasons...)
+
+// CheckWaitingFor refuses a reason that is none of WaitingReasons.
+func CheckWaitingFor(reason string) error {
+	if !slices.Contains(WaitingReasons, reason) {
+		return fmt.Errorf("waiting_for %q: want one of %s", reason, strings.Join(WaitingReasons, ", "))
+	}
+	return nil
+}
+
+// CheckTenantFields refuses a field to clear that is no tenant setting,
+// so a `tenant set` or a PATCH that names one changes nothing.
+func CheckTenantFields(cleared []string) error {
+	for _, f := range cleared {
+		if !slices.Contains(admission.Fields, f) {
+			return fmt.Errorf("clear %q: unknown setting (known: %s)", f, strings.Join(admission.Fields, ", "))
+		}
+	}
+	return nil
+}
 
 // TenantStatus is tenant's admission standing and settings with how many
 // of its runs Redis holds (spool tenant show). A tenant nothing knows of
 // (no admission state or override, not listed, no runs; default is
 // always known) is tenant_not_found.
 func (o *Orchestrator) TenantStatus(ctx context.Context, tenant string) (*spooltype.Tenant, error) {
-	if err := thread.CheckTenant(tenant); err != nil {
-		return nil, err
-	}
-	t, exists, err := o.adm.Status(ctx, tenant)
+	t, exists, err := o.tenantStatus(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
-	if t.Runs, err = o.TenantRuns(ctx, tenant); err != nil {
-		return nil, err
-	}
-	if !exists && t.Runs == 0 && tenant != thread.DefaultTenant {
+	if !exists {
 		return nil, thread.Refuse(thread.CodeTenantNotFound, "tenant %q not found", tenant)
 	}
 	return t, nil
+}
+
+// BoundTenantStatus is TenantStatus for the tenant a token or `spool
+// mcp --tenant` is bound to, which exists for its caller before it has
+// runs or admission state.
+func (o *Orchestrator) BoundTenantStatus(ctx context.Context, tenant string) (*spooltype.Tenant, error) {
+	t, _, err := o.tenantStatus(ctx, tenant)
+	return t, err
+}
+
+// tenantStatus is tenant's status and whether anything knows of it.
+func (o *Orchestrator) tenantStatus(ctx context.Context, tenant string) (*spooltype.Tenant, bool, error) {
+	if err := thread.CheckTenant(tenant); err != nil {
+		return nil, false, err
+	}
+	t, exists, err := o.adm.Status(ctx, tenant)
+	if err != nil {
+		return nil, false, err
+	}
+	if t.Runs, err = o.TenantRuns(ctx, tenant); err != nil {
+		return nil, false, err
+	}
+	return t, exists || t.Runs > 0 || tenant == thread.DefaultTenant, nil
 }
 
 // TenantStatuses are the TenantStatus of every tenant known: those with
@@ -62,6 +109,9 @@ func (o *Orchestrator) TenantStatuses(ctx context.Context) ([]*spooltype.Tenant,
 // returns the tenant as it stands then.
 func (o *Orchestrator) SetTenant(ctx context.Context, tenant string, set map[string]string, cleared []string) (*spooltype.Tenant, error) {
 	if err := thread.CheckTenant(tenant); err != nil {
+		return nil, err
+	}
+	if err := CheckTenantFields(cleared); err != nil {
 		return nil, err
 	}
 	if _, err := o.adm.SetTenant(ctx, tenant, set, cleared); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	adm "github.com/spool-run/spool/admission"
+	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
@@ -376,21 +377,14 @@ func ordinal(n int) string {
 	return strconv.Itoa(n) + suffix
 }
 
-// waitingReasons are what `thread list --waiting-for` takes: what a
-// waiting run may wait for.
-var waitingReasons = append([]string{registry.WaitingForChildren, registry.WaitingForApproval, registry.WaitingForRateLimit,
-	registry.WaitingForRetry}, adm.WaitReasons...)
-
 // waitingForFlag is --waiting-for, checked; "" when not given.
 func waitingForFlag(c *cli.Context) (string, error) {
 	w := c.String("waiting-for")
 	if w == "" {
 		return "", nil
 	}
-	for _, r := range waitingReasons {
-		if r == w {
-			return w, nil
-		}
+	if orchestrator.CheckWaitingFor(w) != nil {
+		return "", usagef("--waiting-for %q: want one of %s", w, strings.Join(orchestrator.WaitingReasons, ", "))
 	}
-	return "", usagef("--waiting-for %q: want one of %s", w, strings.Join(waitingReasons, ", "))
+	return w, nil
 }

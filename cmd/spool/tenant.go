@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	adm "github.com/spool-run/spool/admission"
+	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/spooltype"
 )
 
@@ -129,6 +130,9 @@ func tenantSet(c *cli.Context) error {
 	}
 	if _, err := adm.ParseOverrides(set); err != nil {
 		return usagef("tenant set %s: %v", name, err)
+	}
+	if err := orchestrator.CheckTenantFields(cleared); err != nil {
+		return usagef("tenant set %s: --%v", name, err)
 	}
 	s, err := openServices(c, openOpts{readOnly: true})
 	if err != nil {
