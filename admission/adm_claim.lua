@@ -9,8 +9,8 @@
 -- claiming activation's token, ARGV[8] lease (ms), ARGV[9] the most
 -- grants to make
 -- Returns {RUN | BUSY | PARK, what it waits for, the key it waits on,
--- its record (JSON), generation, then activation, record pairs of every
--- other grant made}.
+-- its record (JSON, with its allowance), generation, retry at, then
+-- activation, record pairs of every other grant made}.
 local T = adm.begin(KEYS, ARGV)
 local verdict, r = adm.claim(T, ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9]))
 local head = {verdict, '', '', cjson.encode(r)}

@@ -6,7 +6,8 @@
 -- worker saw of the tenant, ARGV[6] lease (ms), ARGV[7] the most grants
 -- to make, ARGV[8..] activation, token, record (JSON) triples
 -- Returns {fenced (0/1), n, n lost activations, m, m activations to hand
--- back, generation, then activation, record pairs of the grants made}.
+-- back, generation, retry at, then activation, record pairs of the
+-- grants made}.
 local T = adm.begin(KEYS, ARGV)
 local acts = {}
 for i = 8, #ARGV do acts[#acts + 1] = ARGV[i] end

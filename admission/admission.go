@@ -44,6 +44,8 @@ var (
 	drainLua string
 	//go:embed adm_where.lua
 	whereLua string
+	//go:embed adm_topup.lua
+	topupLua string
 
 	requestScript = redisfn.New("adm_request", Lua, requestLua)
 	claimScript   = redisfn.New("adm_claim", Lua, claimLua)
@@ -53,6 +55,7 @@ var (
 	cancelScript  = redisfn.New("adm_cancel", Lua, cancelLua)
 	drainScript   = redisfn.New("adm_drain", Lua, drainLua)
 	whereScript   = redisfn.New("adm_where", Lua, whereLua)
+	topupScript   = redisfn.New("adm_topup", Lua, topupLua)
 )
 
 // How many grants one call makes at most: a request, claim, release or
@@ -124,6 +127,11 @@ type Entry struct {
 	// the activation running it.
 	Gen    int64  `json:"g,omitempty"`
 	Holder string `json:"w,omitempty"`
+	// Allowance is what a running activation holds of its spend
+	// windows (nano-dollars), Windows those windows (the day's and the
+	// month's at its claim); none while the tenant has no spend limit.
+	Allowance int64    `json:"al,omitempty"`
+	Windows   []string `json:"aw,omitempty"`
 }
 
 // Grant is an activation admitted and to be enqueued.
@@ -153,6 +161,11 @@ type Decision struct {
 	// Activated: the tenant had no demand before this request.
 	Activated bool
 	Gen       int64
+	// Refused: under on_exhausted: refuse, a root chain's first
+	// activation met the ceiling WaitingFor (Refusal names its code);
+	// RetryAt is when the ceiling has room again (zero: unknown).
+	Refused bool
+	RetryAt time.Time
 }
 
 // Admitter admits activations: the tenant scripts on Redis, the policy
@@ -259,15 +272,22 @@ func (a *Admitter) Request(ctx context.Context, req Request) (Decision, error) {
 	if err != nil {
 		return Decision{}, fmt.Errorf("admission request %s: %w", req.Act, err)
 	}
-	if len(res) < 5 {
+	if len(res) < 6 {
 		return Decision{}, reply.Unexpected("adm_request", res)
 	}
-	d := Decision{Granted: reply.String(res[0]) == "GRANTED" || reply.String(res[0]) == "RUNNING", Parked: reply.String(res[0]) == "PARKED",
+	st := reply.String(res[0])
+	d := Decision{Granted: st == "GRANTED" || st == "RUNNING", Parked: st == "PARKED", Refused: st == "REFUSED",
 		WaitingFor: reply.String(res[1]), WaitKey: reply.String(res[2]), Activated: reply.Int(res[3]) == 1, Gen: reply.Int(res[4])}
+	if d.Refused && reply.Int(res[5]) > 0 {
+		d.RetryAt = time.UnixMilli(reply.Int(res[5]))
+	}
 	if d.Activated {
 		a.activated(ctx, p, req.Tenant)
 	}
-	return d, a.enqueue(ctx, req.Tenant, res[5:])
+	if d.Refused {
+		return d, a.enqueue(ctx, req.Tenant, res[6:])
+	}
+	return d, a.after(ctx, req.Tenant, res[5:])
 }
 
 // ClaimVerdict is what a claim decided.
@@ -291,6 +311,9 @@ type Claimed struct {
 	// Record is the activation's record as claimed (Held.Record).
 	Record string
 	Gen    int64
+	// Allowance is what the running activation may spend before it tops
+	// up (nano-dollars); -1 while its tenant has no spend limit.
+	Allowance int64
 }
 
 // Claim turns req's grant into a running lease of lease held by token,
@@ -310,56 +333,104 @@ func (a *Admitter) Claim(ctx context.Context, req Request, token string, lease t
 	if err != nil {
 		return Claimed{}, fmt.Errorf("admission claim %s: %w", req.Act, err)
 	}
-	if len(res) < 5 {
+	if len(res) < 6 {
 		return Claimed{}, reply.Unexpected("adm_claim", res)
 	}
-	c := Claimed{WaitingFor: reply.String(res[1]), WaitKey: reply.String(res[2]), Record: reply.String(res[3]), Gen: reply.Int(res[4])}
+	c := Claimed{WaitingFor: reply.String(res[1]), WaitKey: reply.String(res[2]), Record: reply.String(res[3]), Gen: reply.Int(res[4]),
+		Allowance: -1}
 	switch reply.String(res[0]) {
 	case "PARK":
 		c.Verdict = ClaimPark
 	case "BUSY":
 		c.Verdict = ClaimBusy
 	}
-	return c, a.enqueue(ctx, req.Tenant, res[5:])
+	var e Entry
+	if json.Unmarshal([]byte(c.Record), &e) == nil && len(e.Windows) > 0 {
+		c.Allowance = e.Allowance
+	}
+	return c, a.after(ctx, req.Tenant, res[5:])
+}
+
+// Ending is how an activation ended, for its release: what it spent
+// (nano-dollars, settled against its allowance; negative: unknown, the
+// whole allowance counts spent) and the root chain that ended with it
+// ("": none; it leaves the chains in flight).
+type Ending struct {
+	Spent int64
+	Chain string
 }
 
 // Release ends activation act of tenant held by token ("": whoever holds
 // it), once, and enqueues what the freed slots granted (10.1 step 4).
 // While admission is off it does nothing: a grant made before `admission
 // off` is reaped when its lease lapses.
-func (a *Admitter) Release(ctx context.Context, tenant, act, token string) error {
+func (a *Admitter) Release(ctx context.Context, tenant, act, token string, end Ending) error {
 	p := a.Policy()
 	if p == nil {
 		return nil
 	}
-	args := append(a.head(ctx, p, tenant), act, token, grantsPerCall)
+	spent := ""
+	if end.Spent >= 0 {
+		spent = strconv.FormatInt(end.Spent, 10)
+	}
+	args := append(a.head(ctx, p, tenant), act, token, grantsPerCall, spent, end.Chain)
 	res, err := a.run(ctx, releaseScript, p, tenant, args...)
 	if err != nil {
 		return fmt.Errorf("admission release %s: %w", act, err)
 	}
-	if len(res) < 2 {
+	if len(res) < 3 {
 		return reply.Unexpected("adm_release", res)
 	}
-	return a.enqueue(ctx, tenant, res[2:])
+	return a.after(ctx, tenant, res[2:])
 }
 
 // Cancel removes the parked request of activation act of tenant (its run
-// was cancelled while it waited); it reports whether there was one.
-func (a *Admitter) Cancel(ctx context.Context, tenant, act string) (bool, error) {
+// was cancelled while it waited), and ends root chain chain ("": none)
+// when the run was its last; it reports whether there was a request.
+func (a *Admitter) Cancel(ctx context.Context, tenant, act, chain string) (bool, error) {
 	p := a.Policy()
 	if p == nil {
 		return false, nil
 	}
-	args := append(a.head(ctx, p, tenant), act, grantsPerCall)
+	args := append(a.head(ctx, p, tenant), act, grantsPerCall, chain)
 	res, err := a.run(ctx, cancelScript, p, tenant, args...)
 	if err != nil {
 		return false, fmt.Errorf("admission cancel %s: %w", act, err)
 	}
-	if len(res) < 2 {
+	if len(res) < 3 {
 		return false, reply.Unexpected("adm_cancel", res)
 	}
-	return reply.Int(res[0]) == 1, a.enqueue(ctx, tenant, res[2:])
+	return reply.Int(res[0]) == 1, a.after(ctx, tenant, res[2:])
 }
+
+// TopUp lends running activation act of tenant (held by token) up to
+// want nano-dollars more of its spend windows' room before a model call
+// (9.2 step 3), once per id (<activation>:<turn>). It returns the
+// activation's allowance after it; -1 when the tenant has no spend limit.
+// ErrNotHeld: the activation holds no running grant under token.
+func (a *Admitter) TopUp(ctx context.Context, tenant, act, token string, want int64, id string) (int64, error) {
+	p := a.Policy()
+	if p == nil {
+		return -1, nil
+	}
+	args := append(a.head(ctx, p, tenant), act, token, want, id)
+	res, err := a.run(ctx, topupScript, p, tenant, args...)
+	if err != nil {
+		return 0, fmt.Errorf("admission top-up %s: %w", act, err)
+	}
+	if len(res) != 2 {
+		return 0, reply.Unexpected("adm_topup", res)
+	}
+	al := reply.Int(res[0])
+	if al == -2 {
+		return 0, ErrNotHeld
+	}
+	return al, nil
+}
+
+// ErrNotHeld is a top-up of an activation that holds no running grant
+// (reaped, or another activation's).
+var ErrNotHeld = errors.New("admission: the activation holds no running grant")
 
 // Held is an activation a worker runs, as its renewals carry it.
 type Held struct {
@@ -399,7 +470,7 @@ func (a *Admitter) Renew(ctx context.Context, tenant string, seen int64, lease t
 	if err != nil {
 		return r, err
 	}
-	return r, a.enqueue(ctx, tenant, rest)
+	return r, a.after(ctx, tenant, rest)
 }
 
 func parseRenewed(res []any) (Renewed, []any, error) {
@@ -433,7 +504,7 @@ func parseRenewed(res []any) (Renewed, []any, error) {
 		return r, nil, bad
 	}
 	r.Gen = reply.Int(res[i])
-	return r, res[i+1:], nil
+	return r, res[i+1:], nil // retry at, then the grants
 }
 
 // PumpArgs are a pump's changes: a share (the balancer's), overrides to
@@ -473,12 +544,12 @@ func (a *Admitter) Pump(ctx context.Context, tenant string, args PumpArgs) (int,
 		if err != nil {
 			return total, fmt.Errorf("admission pump %s: %w", tenant, err)
 		}
-		if len(res) < 1 {
+		if len(res) < 2 {
 			return total, reply.Unexpected("adm_pump", res)
 		}
-		n := (len(res) - 1) / 2
+		n := (len(res) - 2) / 2
 		total += n
-		if err := a.enqueue(ctx, tenant, res[1:]); err != nil {
+		if err := a.after(ctx, tenant, res[1:]); err != nil {
 			return total, err
 		}
 		if n < grantsPerPump || ctx.Err() != nil {
@@ -550,6 +621,21 @@ func (a *Admitter) Where(ctx context.Context, tenant, act string) (Where, bool, 
 		w.WaitingFor = WaitCapacity // admitted, waiting for a worker to take it
 	}
 	return w, true, nil
+}
+
+// after does what a tenant script's reply asks after it: res is its
+// retry time (ms: when a ceiling it parked on has room again, 0: none),
+// for which a pump is scheduled, then its grants, enqueued.
+func (a *Admitter) after(ctx context.Context, tenant string, res []any) error {
+	if len(res) == 0 {
+		return nil
+	}
+	if at := reply.Int(res[0]); at > 0 {
+		if err := a.SchedulePump(ctx, tenant, time.UnixMilli(at)); err != nil {
+			a.log.Warn("admission: pump not scheduled (the balancer's pass pumps the tenant)", "tenant", tenant, "error", err)
+		}
+	}
+	return a.enqueue(ctx, tenant, res[1:])
 }
 
 // enqueue enqueues the grants in res (activation, record pairs). A grant

@@ -57,15 +57,69 @@ do
     return n
   end
 
-  -- setting is field f of the tenant's settings: its override, else the
-  -- published value; nil when neither is set.
-  local function setting(T, f)
-    local o = redis.call('HGET', T.K.over, f)
-    if o and o ~= '' then return o end
-    local c = redis.call('HGET', T.K.conf, f)
-    if c and c ~= '' then return c end
-    return nil
+  -- FIELDS are the settings a tenant script reads (settings).
+  local FIELDS = {'max_running', 'grant_ttl', 'share_ttl', 'runs_in_flight', 'starts_per_minute', 'on_exhausted',
+    'spend_per_day', 'spend_per_month', 'spend_grant'}
+
+  -- settings are the tenant's settings of FIELDS: each its override,
+  -- else the published value; a field neither sets is absent.
+  local function settings(K)
+    local o = redis.call('HMGET', K.over, unpack(FIELDS))
+    local c = redis.call('HMGET', K.conf, unpack(FIELDS))
+    local s = {}
+    for i, f in ipairs(FIELDS) do
+      local v = o[i]
+      if not v or v == '' then v = c[i] end
+      if v and v ~= '' then s[f] = v end
+    end
+    return s
   end
+
+  -- nanos is USD text v in nano-dollars; nil when v is not a number.
+  local function nanos(v)
+    local n = tonumber(v)
+    if n == nil then return nil end
+    return math.floor(n * 1e9 + 0.5)
+  end
+
+  -- civil is the UTC date (year, month, day) of days since 1970-01-01,
+  -- and daysof its inverse (H. Hinnant's algorithms): a script has no
+  -- clock and no date library, and a window is a UTC day or month of the
+  -- call's time.
+  local function civil(days)
+    local z = days + 719468
+    local era = math.floor(z / 146097)
+    local doe = z - era * 146097
+    local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+    local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+    local mp = math.floor((5 * doy + 2) / 153)
+    local d = doy - math.floor((153 * mp + 2) / 5) + 1
+    local m = mp < 10 and mp + 3 or mp - 9
+    local y = yoe + era * 400
+    if m <= 2 then y = y + 1 end
+    return y, m, d
+  end
+
+  local function daysof(y, m, d)
+    if m <= 2 then y = y - 1 end
+    local era = math.floor(y / 400)
+    local yoe = y - era * 400
+    local doy = math.floor((153 * ((m + 9) % 12) + 2) / 5) + d - 1
+    return era * 146097 + yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy - 719468
+  end
+
+  -- windows are the spend windows of time now (ms): the UTC day
+  -- (d:YYYY-MM-DD) and month (m:YYYY-MM), each with its limit (nano, nil:
+  -- none) and when it ends (ms).
+  local function windows(now, day, month)
+    local days = math.floor(now / 86400000)
+    local y, m, d = civil(days)
+    local ny, nm = y, m + 1
+    if nm > 12 then ny, nm = y + 1, 1 end
+    return {{name = string.format('d:%04d-%02d-%02d', y, m, d), limit = day, reset = (days + 1) * 86400000},
+      {name = string.format('m:%04d-%02d', y, m), limit = month, reset = daysof(ny, nm, 1) * 86400000}}
+  end
+  adm.windows = windows
 
   -- sync writes the caller's view of the published settings (conf, a JSON
   -- object of field → value, at policy version pv) when it is newer than
@@ -88,12 +142,20 @@ do
   -- is the caller's provisional share (package doc, "Shares"), used
   -- while no balancer pass wrote a share that is still fresh.
   function adm.open(K, now, prov)
-    local s = redis.call('HMGET', K.state, 'share', 'share_at', 'admitted', 'gen', 'fence_until', 'running')
+    local s = redis.call('HMGET', K.state, 'share', 'share_at', 'admitted', 'gen', 'fence_until', 'running', 'gcra')
     local T = {K = K, now = now, admitted = num(s[3], 0), running = num(s[6], 0), gen = num(s[4], 0),
-      fence = num(s[5], 0), grants = {}, maxes = {}, ngrants = 0}
-    T.maxrun = num(setting(T, 'max_running'), nil)
-    T.ttl = num(setting(T, 'grant_ttl'), 60000)
-    local fresh = num(setting(T, 'share_ttl'), 3000)
+      fence = num(s[5], 0), tat = num(s[7], 0), grants = {}, maxes = {}, ngrants = 0, retry = 0}
+    local set = settings(K)
+    T.maxrun = num(set.max_running, nil)
+    T.ttl = num(set.grant_ttl, 60000)
+    T.runs = num(set.runs_in_flight, nil)
+    T.rate = num(set.starts_per_minute, nil)
+    T.refuse = set.on_exhausted == 'refuse'
+    T.sgrant = nanos(set.spend_grant) or 100000000
+    T.dlim, T.mlim = nanos(set.spend_per_day), nanos(set.spend_per_month)
+    T.spending = T.dlim ~= nil or T.mlim ~= nil
+    T.wins = windows(now, T.dlim, T.mlim)
+    local fresh = num(set.share_ttl, 3000)
     T.share = num(prov, 1)
     if s[1] and now - num(s[2], 0) <= fresh then T.share = num(s[1], T.share) end
     return T
@@ -176,18 +238,23 @@ do
   end
   adm.unqueue = unqueue
 
+  -- readyagain moves parked a from its queue to the ready queue; false
+  -- when a has no record (the queue's member is stale).
+  local function readyagain(T, a)
+    local raw = redis.call('HGET', T.K.acts, a)
+    if not raw then return false end
+    local r = cjson.decode(raw)
+    unqueue(T, a, r)
+    adm.toready(T, a, r)
+    return true
+  end
+
   -- wakekey moves up to n first waiters of key k to the ready queue.
   local function wakekey(T, k, n)
     if n <= 0 then return end
     local ms = redis.call('ZRANGEBYLEX', T.K.kq, '[' .. k .. '|', '(' .. k .. '|\255', 'LIMIT', 0, n)
     for _, m in ipairs(ms) do
-      local a = string.sub(m, #k + 19)
-      local raw = redis.call('HGET', T.K.acts, a)
-      if raw then
-        local r = cjson.decode(raw)
-        unqueue(T, a, r)
-        adm.toready(T, a, r)
-      else
+      if not readyagain(T, string.sub(m, #k + 19)) then
         redis.call('ZREM', T.K.kq, m)
         if redis.call('HINCRBY', T.K.kwait, k, -1) <= 0 then redis.call('HDEL', T.K.kwait, k) end
       end
@@ -252,6 +319,169 @@ do
   end
   adm.limit = limit
 
+  -- Tenant ceilings (9). A root chain's first activation (class 1, its
+  -- chain not yet in roots) meets runs_in_flight and starts_per_minute;
+  -- every grant meets the spend windows' room. One that meets a ceiling
+  -- waits in the ceiling queue (bq, state blocked, why its reason) until
+  -- a pump or an end that makes room moves it back to the ready queue;
+  -- T.retry is the earliest time room will next exist for a rate or
+  -- spend wait the call made, for the caller to schedule a pump then.
+
+  -- chainof is the root chain of r (its own run for a root's first).
+  local function chainof(r)
+    if r.root and r.root ~= '' then return r.root end
+    return r.run
+  end
+
+  -- first reports whether r starts a root chain not yet in flight.
+  local function first(T, r)
+    return r.c == 1 and redis.call('SISMEMBER', T.K.roots, chainof(r)) == 0
+  end
+
+  -- limitof is the limit (nano) of window name w: the day's or the month's.
+  local function limitof(T, w)
+    if string.sub(w, 1, 2) == 'd:' then return T.dlim end
+    return T.mlim
+  end
+
+  -- spendroom is the least room (limit − spent − held, nano) over the
+  -- windows named (those of now when nil) that have a limit, nil when
+  -- none has one, and the time the last of the full ones ends (ms).
+  local function spendroom(T, names)
+    if not T.spending then return nil, 0 end
+    local room, reset = nil, 0
+    for _, w in ipairs(T.wins) do
+      local name = w.name
+      if names then name = names[w.name:sub(1, 1) == 'd' and 1 or 2] end
+      local lim = limitof(T, name)
+      if lim and name then
+        local v = redis.call('HMGET', T.K.spend, name .. ':spent', name .. ':held')
+        local r = lim - num(v[1], 0) - num(v[2], 0)
+        if room == nil or r < room then room = r end
+        if r <= 0 and name == w.name and w.reset > reset then reset = w.reset end
+      end
+    end
+    return room, reset
+  end
+  adm.spendroom = spendroom
+
+  -- gcra is the tenant's starts-per-minute state: the emission period
+  -- (ms), and how many starts it admits now (0: none before wait ms).
+  local function gcra(T)
+    local period = 60000 / T.rate
+    local ahead = math.max(T.tat, T.now) - T.now
+    local n = math.floor(((T.rate - 1) * period - ahead) / period) + 1
+    if n > 0 then return period, n, 0 end
+    return period, 0, math.ceil(ahead - (T.rate - 1) * period)
+  end
+
+  -- ceiling is the ceiling r meets now: its wait reason and when room
+  -- will next exist (ms, 0: unknown); nil when it meets none.
+  function adm.ceiling(T, r)
+    local room, reset = spendroom(T)
+    if room and room <= 0 then return 'tenant_budget', reset end
+    if not (T.runs or T.rate) or not first(T, r) then return nil end
+    if T.runs and redis.call('SCARD', T.K.roots) >= T.runs then return 'tenant_runs', 0 end
+    if T.rate then
+      local _, n, wait = gcra(T)
+      if n == 0 then return 'tenant_rate', T.now + wait end
+    end
+    return nil
+  end
+
+  -- started counts the start of r's root chain when r starts one: it is
+  -- in flight from its first grant, and takes a start of the rate.
+  local function started(T, r)
+    if r.c ~= 1 or redis.call('SADD', T.K.roots, chainof(r)) == 0 or not T.rate then return end
+    T.tat = math.max(T.tat, T.now) + 60000 / T.rate
+    redis.call('HSET', T.K.state, 'gcra', T.tat)
+  end
+
+  local function later(T, at)
+    if at and at > 0 and (T.retry == 0 or at < T.retry) then T.retry = at end
+  end
+
+  -- toblocked puts a into the ceiling queue for reason why; room will
+  -- next exist at (ms, 0: unknown).
+  function adm.toblocked(T, a, r, why, at)
+    r.st, r.why, r.wk = 'blocked', why, nil
+    redis.call('ZADD', T.K.bq, 0, why .. '|' .. hex(score(r)) .. '|' .. a)
+    count(T, r, 1)
+    save(T, a, r)
+    later(T, at)
+  end
+
+  -- roomfor is how many waiters of reason why may go back to the ready
+  -- queue now (the grant loop checks each again), and when room will
+  -- next exist when there is none.
+  local function roomfor(T, why)
+    if why == 'tenant_budget' then
+      local room, reset = spendroom(T)
+      if room and room <= 0 then return 0, reset end
+    elseif why == 'tenant_runs' and T.runs then
+      return math.max(T.runs - redis.call('SCARD', T.K.roots), 0), 0
+    elseif why == 'tenant_rate' and T.rate then
+      local _, n, wait = gcra(T)
+      return n, T.now + wait
+    end
+    return EXAMINE_MAX, 0
+  end
+
+  -- wakeblocked moves to the ready queue, in order, the ceiling waiters
+  -- whose ceiling has room now (after an end, a raised ceiling, a new
+  -- window, time passing); for a ceiling still without room it notes
+  -- when room will exist (T.retry).
+  function adm.wakeblocked(T)
+    if redis.call('ZCARD', T.K.bq) == 0 then return end
+    for _, why in ipairs({'tenant_budget', 'tenant_runs', 'tenant_rate'}) do
+      local ms = redis.call('ZRANGEBYLEX', T.K.bq, '[' .. why .. '|', '(' .. why .. '|\255', 'LIMIT', 0, EXAMINE_MAX)
+      if #ms > 0 then
+        local n, at = roomfor(T, why)
+        if n == 0 then later(T, at) end
+        for i = 1, math.min(n, #ms) do
+          if not readyagain(T, string.sub(ms[i], #why + 19)) then redis.call('ZREM', T.K.bq, ms[i]) end
+        end
+      end
+    end
+  end
+
+  -- lend moves an allowance of up to want (nano) from the room of r's
+  -- windows (those of now at its claim) into r's allowance (held in each
+  -- window). Returns what it lent; 0 when there is no room. Without a
+  -- spend limit it lends nothing and r holds no allowance.
+  function adm.lend(T, r, want)
+    if not T.spending then return 0 end
+    if not r.aw then r.aw, r.al = {T.wins[1].name, T.wins[2].name}, 0 end
+    local room = spendroom(T, r.aw)
+    local n = math.min(want, room or want)
+    if n <= 0 then return 0 end
+    for _, w in ipairs(r.aw) do redis.call('HINCRBY', T.K.spend, w .. ':held', n) end
+    r.al = r.al + n
+    return n
+  end
+
+  -- settle ends r's allowance, once: used (nano; nil: unknown, the whole
+  -- allowance) is spent in its windows, what exceeded the allowance is
+  -- their overrun, and the allowance is held no more.
+  function adm.settle(T, r, used)
+    if not r.aw then return end
+    local u = used or r.al
+    for _, w in ipairs(r.aw) do
+      redis.call('HINCRBY', T.K.spend, w .. ':held', -r.al)
+      redis.call('HINCRBY', T.K.spend, w .. ':spent', math.min(u, r.al))
+      if u > r.al then redis.call('HINCRBY', T.K.spend, w .. ':overrun', u - r.al) end
+    end
+    r.aw, r.al = nil, nil
+    T.settled = true
+  end
+
+  -- endchain ends root chain root (its last run finished): it is in
+  -- flight no more. Returns 1 when it was.
+  function adm.endchain(T, root)
+    if root == nil or root == '' then return 0 end
+    return redis.call('SREM', T.K.roots, root)
+  end
+
   -- grants is the grant loop: the ready queue's head is granted while the
   -- tenant is under its limit, up to most grants and EXAMINE_MAX entries
   -- looked at; an entry whose key filled since it became ready moves to
@@ -270,10 +500,16 @@ do
       else
         local r = cjson.decode(raw)
         local full = adm.fullkey(T, r)
+        local why, at
+        if not full then why, at = adm.ceiling(T, r) end
         if full then
           unqueue(T, a, r)
           adm.tokey(T, a, r, full)
+        elseif why then
+          unqueue(T, a, r)
+          adm.toblocked(T, a, r, why, at)
         else
+          started(T, r)
           adm.grant(T, a, r)
         end
       end
@@ -298,6 +534,7 @@ do
           r.g, r.ga, r.w, r.ar = nil, nil, nil, 0
           adm.toready(T, a, r)
         else
+          adm.settle(T, r, nil) -- what it used is unknown: all of it
           redis.call('HDEL', T.K.acts, a)
         end
       end
@@ -323,13 +560,25 @@ do
 
   -- request is an activation's request (adm_request.lua): once per
   -- activation (a second request reads the first one's record), then the
-  -- grant loop. It returns a's record as it stands.
+  -- grant loop. It returns a's record as it stands; or, under
+  -- on_exhausted: refuse, nil and the ceiling a root chain's first
+  -- activation meets (no record is made).
   function adm.request(T, a, req, most)
     local raw = redis.call('HGET', T.K.acts, a)
     if raw then
       adm.grants(T, most)
       raw = redis.call('HGET', T.K.acts, a)
       return cjson.decode(raw)
+    end
+    if T.refuse then
+      local r = cjson.decode(req)
+      if first(T, r) then
+        local why, at = adm.ceiling(T, r)
+        if why then
+          later(T, at)
+          return nil, why
+        end
+      end
     end
     adm.new(T, a, req)
     adm.grants(T, most)
@@ -340,8 +589,10 @@ do
   -- Without a grant it decides as a request: a's record (made from req
   -- when there is none) takes its turn in the grant loop, and runs when
   -- granted; else it stays parked and its next task gets a new id (e).
-  -- Returns 'RUN', 'BUSY' (a live activation holds it) or 'PARK', and
-  -- a's record.
+  -- A running activation holds an allowance of its spend windows while
+  -- the tenant has a spend limit (lend); none left parks it
+  -- (tenant_budget). Returns 'RUN', 'BUSY' (a live activation holds it)
+  -- or 'PARK', and a's record.
   function adm.claim(T, a, req, token, lease, most)
     local raw = redis.call('HGET', T.K.acts, a)
     local r
@@ -359,6 +610,16 @@ do
       save(T, a, r)
       return 'PARK', r
     end
+    if T.spending and adm.lend(T, r, T.sgrant) == 0 then
+      -- Its windows' room went to others' allowances since its grant.
+      adm.unhold(T, a, r)
+      redis.call('HINCRBY', T.K.state, 'released', 1)
+      local _, reset = spendroom(T)
+      r.g, r.ga, r.w, r.aw, r.al = nil, nil, nil, nil, nil
+      r.e = (r.e or 0) + 1
+      adm.toblocked(T, a, r, 'tenant_budget', reset)
+      return 'PARK', r
+    end
     count(T, r, -1)
     r.st, r.w = 'running', token
     count(T, r, 1)
@@ -369,14 +630,16 @@ do
   end
 
   -- release ends activation a held by token ("" for any holder): its
-  -- grant (released), or its parked request. Returns 1 when it ended
-  -- something, 0 when a had nothing or another token holds it.
-  function adm.release(T, a, token)
+  -- grant (released, its allowance settled with used, nano; nil:
+  -- unknown), or its parked request. Returns 1 when it ended something,
+  -- 0 when a had nothing or another token holds it.
+  function adm.release(T, a, token, used)
     local raw = redis.call('HGET', T.K.acts, a)
     if not raw then return 0 end
     local r = cjson.decode(raw)
     if r.st == 'running' and token ~= '' and r.w ~= token then return 0 end
     if r.st == 'granted' or r.st == 'running' then
+      adm.settle(T, r, used)
       adm.unhold(T, a, r)
       redis.call('HINCRBY', T.K.state, 'released', 1)
     else
@@ -384,6 +647,24 @@ do
     end
     redis.call('HDEL', T.K.acts, a)
     return 1
+  end
+
+  -- topup lends running activation a (held by token) up to want (nano;
+  -- at least spend_grant) more of its windows' room, once per id (9.2 step 3: a retried turn
+  -- gets the first outcome). Returns its allowance after it (-1: the
+  -- tenant has no spend limit; -2: a is not running under token) and
+  -- what this call lent.
+  function adm.topup(T, a, token, want, id)
+    local raw = redis.call('HGET', T.K.acts, a)
+    if not raw then return -2, 0 end
+    local r = cjson.decode(raw)
+    if r.st ~= 'running' or r.w ~= token then return -2, 0 end
+    if not T.spending and not r.aw then return -1, 0 end
+    if r.tu == id then return r.al or 0, 0 end
+    local n = adm.lend(T, r, math.max(want, T.sgrant))
+    r.tu = id
+    save(T, a, r)
+    return r.al or 0, n
   end
 
   -- cancel removes a's parked request; a granted or running activation is
@@ -513,10 +794,12 @@ do
     return T
   end
 
-  -- reply is head followed by the generation and the grants the call
-  -- made (activation, record pairs).
+  -- reply is head followed by the generation, when room will next exist
+  -- for a ceiling waiter (ms, 0: no such wait; the caller schedules a
+  -- pump then) and the grants the call made (activation, record pairs).
   function adm.reply(T, head)
     head[#head + 1] = T.gen
+    head[#head + 1] = T.retry
     for _, v in ipairs(T.grants) do head[#head + 1] = v end
     return head
   end

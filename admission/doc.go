@@ -93,14 +93,35 @@
 //   - `admission off` grants every parked activation (Drain: enqueued,
 //     records deleted); running ones are reaped as their leases lapse.
 //
-// # Tenant ceilings (to come)
+// # Tenant ceilings
 //
-// Spend windows, starts per minute, runs in flight and on_exhausted:
-// refuse are not built yet; the slot is laid out for them: adm:bq is the
-// ceiling queue (member REASON|<score>|<activation>, state "blocked",
-// counted under n:blocked:<reason>:<queue>), adm:roots the root chains
-// in flight, adm:spend and adm:lapsed the windows and the lapsed
-// allowances, and each script has one place to check them (adm.new, and
-// the grant loop before adm.grant) and one to release them (adm.unhold
-// for allowances, adm.wakeall for the ceiling queue).
+// A tenant's ceilings are checked in its slot, in the grant loop before
+// a grant (adm.ceiling): max_running bounds what is admitted (it waits
+// ready, tenant_concurrency); runs_in_flight and starts_per_minute (GCRA:
+// period 60/N s, burst N, its time in the state's gcra) are met by a
+// root chain's first activation (class 1, its chain not yet in adm:roots),
+// which enters adm:roots at its first grant and leaves it when the chain
+// ends (the release of the activation that finished it, or the cancel of
+// a waiting root: Ending.Chain); children and later activations never
+// count. The spend windows (adm:spend, d:<YYYY-MM-DD>:… and m:<YYYY-MM>:…,
+// named from the call's time: a script has no clock) are met by every
+// grant (room > 0); a claim lends the activation min(spend_grant, room)
+// of the windows of now (held), a top-up (adm_topup.lua, once per
+// <activation>:<turn>) lends more before a model call its allowance does
+// not cover, and the release settles what the activation spent (the part
+// beyond its allowance is the windows' overrun), so spent + held ≤ limit
+// in every window at every moment. A lease reaped with an allowance is
+// settled as all spent: what it used is not known in the tenant's slot.
+//
+// An activation that meets a ceiling waits in the ceiling queue (adm:bq,
+// member REASON|<score>|<activation>, state blocked, counted under
+// n:blocked:<reason>:<queue>) until an end, a pump (the balancer's pass,
+// `tenant set`'s override, a scheduled TypePump task at the time a rate
+// or a window has room again: every reply carries that time) finds room
+// for it (adm.wakeblocked). Under on_exhausted: refuse a root chain's
+// first activation that meets runs_in_flight, starts_per_minute or a
+// spend window is refused at its request (REFUSED, no record): the
+// orchestrator ends the registered root error with the code
+// (tenant_runs_exceeded, tenant_rate_exceeded, tenant_budget_exhausted).
+// One it let through that finds the ceiling full at its grant waits.
 package admission

@@ -37,12 +37,40 @@ const (
 	// CodeConcurrencyDeadlock refuses a blocking spawn whose key only its
 	// own ancestors hold: it would wait for them while they wait for it.
 	CodeConcurrencyDeadlock = "concurrency_deadlock"
+	// CodeTenantBudgetExhausted, CodeTenantRateExceeded and
+	// CodeTenantRunsExceeded refuse, under on_exhausted: refuse, a root
+	// whose first admission meets its tenant's spend window,
+	// starts_per_minute or runs_in_flight: the root is registered and
+	// ends error with the code (HTTP 429).
+	CodeTenantBudgetExhausted = "tenant_budget_exhausted"
+	CodeTenantRateExceeded    = "tenant_rate_exceeded"
+	CodeTenantRunsExceeded    = "tenant_runs_exceeded"
 )
 
 func init() {
 	thread.AdmissionCodes[CodePolicyInvalid] = thread.AdmissionCode{Exit: 1, HTTP: 422}
 	thread.AdmissionCodes[CodeTenantUnknown] = thread.AdmissionCode{Exit: 2, HTTP: 422}
 	thread.AdmissionCodes[CodeConcurrencyDeadlock] = thread.AdmissionCode{Exit: 1, HTTP: 409}
+	for _, c := range refusalCodes {
+		thread.AdmissionCodes[c] = thread.AdmissionCode{Exit: 1, HTTP: 429}
+	}
+}
+
+// refusalCodes are the codes of a refusal by the ceiling a root waits
+// for under on_exhausted: wait.
+var refusalCodes = map[string]string{
+	WaitTenantBudget: CodeTenantBudgetExhausted,
+	WaitTenantRate:   CodeTenantRateExceeded,
+	WaitTenantRuns:   CodeTenantRunsExceeded,
+}
+
+// RefusalCode is the refusal code of ceiling (a wait reason:
+// tenant_budget, tenant_rate, tenant_runs).
+func RefusalCode(ceiling string) string {
+	if c, ok := refusalCodes[ceiling]; ok {
+		return c
+	}
+	return ceiling
 }
 
 // Durability values of grants.durability.

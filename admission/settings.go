@@ -173,12 +173,23 @@ func (ts *TenantSettings) set(f, v string) error {
 }
 
 // conf is what the tenant scripts read of a tenant's published settings
-// (admission.lua's conf hash), as JSON: its max_running, the grant TTL,
-// how long a share stays fresh, and each rule's max.
+// (admission.lua's conf hash), as JSON: its ceilings (max_running,
+// runs_in_flight, starts_per_minute, spend_per_day and spend_per_month
+// in USD, as text so no digit is lost), on_exhausted and spend_grant,
+// the grant TTL, how long a share stays fresh, and each rule's max.
 func (pol *Policy) conf(tenant string) string {
-	m := map[string]any{"grant_ttl": pol.Grants.TTL.D().Milliseconds(), "share_ttl": pol.shareTTL().Milliseconds()}
-	if s := Effective(pol, tenant, nil); s.MaxRunning > 0 {
-		m["max_running"] = s.MaxRunning
+	s := Effective(pol, tenant, nil)
+	m := map[string]any{"grant_ttl": pol.Grants.TTL.D().Milliseconds(), "share_ttl": pol.shareTTL().Milliseconds(),
+		"on_exhausted": s.OnExhausted, "spend_grant": strconv.FormatFloat(s.SpendGrant, 'f', -1, 64)}
+	for f, v := range map[string]int{"max_running": s.MaxRunning, "runs_in_flight": s.RunsInFlight, "starts_per_minute": s.StartsPerMinute} {
+		if v > 0 {
+			m[f] = v
+		}
+	}
+	for f, v := range map[string]*float64{"spend_per_day": s.SpendPerDay, "spend_per_month": s.SpendPerMonth} {
+		if v != nil {
+			m[f] = strconv.FormatFloat(*v, 'f', -1, 64)
+		}
 	}
 	for _, r := range pol.Concurrency {
 		m["rule:"+r.Name] = r.Max

@@ -74,27 +74,27 @@ func grantsOf(res []any, i int) []string {
 
 func (s *slot) request(now int64, a string, r Request, most int) (state, why, key string, grants []string) {
 	res := s.run(requestScript, now, a, reqJSON(s.t, r), most)
-	return reply.String(res[0]), reply.String(res[1]), reply.String(res[2]), grantsOf(res, 5)
+	return reply.String(res[0]), reply.String(res[1]), reply.String(res[2]), grantsOf(res, 6)
 }
 
 func (s *slot) claim(now int64, a string, r Request, token string, lease int64, most int) (string, []string) {
 	res := s.run(claimScript, now, a, reqJSON(s.t, r), token, lease, most)
-	return reply.String(res[0]), grantsOf(res, 5)
+	return reply.String(res[0]), grantsOf(res, 6)
 }
 
 func (s *slot) release(now int64, a, token string, most int) (int64, []string) {
-	res := s.run(releaseScript, now, a, token, most)
-	return reply.Int(res[0]), grantsOf(res, 2)
+	res := s.run(releaseScript, now, a, token, most, "", "")
+	return reply.Int(res[0]), grantsOf(res, 3)
 }
 
 func (s *slot) cancel(now int64, a string, most int) (int64, []string) {
-	res := s.run(cancelScript, now, a, most)
-	return reply.Int(res[0]), grantsOf(res, 2)
+	res := s.run(cancelScript, now, a, most, "")
+	return reply.Int(res[0]), grantsOf(res, 3)
 }
 
 func (s *slot) pump(now int64, share int, most int) []string {
 	res := s.run(pumpScript, now, strconv.Itoa(share), "", "0", most)
-	return grantsOf(res, 1)
+	return grantsOf(res, 2)
 }
 
 func (s *slot) renew(now, seen, lease int64, held [][3]string, most int) Renewed {
@@ -103,9 +103,8 @@ func (s *slot) renew(now, seen, lease int64, held [][3]string, most int) Renewed
 		args = append(args, h[0], h[1], h[2])
 	}
 	res := s.run(renewScript, now, args...)
-	r, rest, err := parseRenewed(res)
+	r, _, err := parseRenewed(res)
 	require.NoError(s.t, err)
-	_ = rest
 	return r
 }
 

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
 
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/launch"
@@ -35,6 +37,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 	}
 	w.Header().Set("Content-Type", ProblemType)
 	w.Header().Set("Cache-Control", "no-store")
+	if p.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(p.RetryAfter))
+	}
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(p)
 }
@@ -73,7 +78,9 @@ func problemOf(err error) *Problem {
 	case errors.As(err, &p):
 		return p
 	case errors.As(err, &ae):
-		return problem(ae.Status(), ae.Code, "%s", ae.Message)
+		p := problem(ae.Status(), ae.Code, "%s", ae.Message)
+		p.RetryAfter = int(math.Ceil(ae.RetryAfter.Seconds()))
+		return p
 	case errors.As(err, &le):
 		return problem(http.StatusUnprocessableEntity, le.Code, "%v", err)
 	case errors.As(err, &nr):

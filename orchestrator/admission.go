@@ -2,8 +2,10 @@ package orchestrator
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spool-run/spool/admission"
 	"github.com/spool-run/spool/queue"
@@ -47,6 +49,9 @@ func (o *Orchestrator) admitAndEnqueue(ctx context.Context, rec *registry.Record
 	if err != nil {
 		return false, err
 	}
+	if d.Refused {
+		return false, o.refuseAdmission(ctx, rec, d)
+	}
 	if !d.Parked {
 		return true, nil
 	}
@@ -55,6 +60,39 @@ func (o *Orchestrator) admitAndEnqueue(ctx context.Context, rec *registry.Record
 	}
 	o.threadLog(rec.ThreadID).Info("activation waits for admission", "activation", req.Act, "waiting_for", d.WaitingFor, "key", d.WaitKey)
 	return false, nil
+}
+
+// refuseAdmission ends rec, a root whose first admission met its
+// tenant's ceiling under on_exhausted: refuse (9.4), error with the
+// ceiling's code, so the refusal is on record (an idempotent replay
+// returns it), and returns the refusal: a *thread.AdmissionError naming
+// the run, with the time until the ceiling's known reset.
+func (o *Orchestrator) refuseAdmission(ctx context.Context, rec *registry.Record, d admission.Decision) error {
+	code := admission.RefusalCode(d.WaitingFor)
+	msg := fmt.Sprintf("tenant %s is at its %s ceiling (on_exhausted: refuse)", rec.TenantOrDefault(), ceilingName(d.WaitingFor))
+	ae := &thread.AdmissionError{Code: code, Message: msg, Run: rec.ThreadID}
+	if !d.RetryAt.IsZero() {
+		ae.RetryAfter = max(d.RetryAt.Sub(o.Now()), time.Second)
+		ae.Message += fmt.Sprintf("; room again at %s", d.RetryAt.UTC().Format(time.RFC3339))
+	}
+	if err := o.fail(context.WithoutCancel(ctx), rec, code, ae.Message); err != nil {
+		return fmt.Errorf("refused start of %s not recorded: %w", rec.ThreadID, err)
+	}
+	o.threadLog(rec.ThreadID).Info("start refused by a tenant ceiling", "code", code)
+	return ae
+}
+
+// ceilingName is the setting of a ceiling's wait reason.
+func ceilingName(reason string) string {
+	switch reason {
+	case admission.WaitTenantBudget:
+		return "spend window"
+	case admission.WaitTenantRate:
+		return "starts_per_minute"
+	case admission.WaitTenantRuns:
+		return "runs_in_flight"
+	}
+	return reason
 }
 
 // readmitParked makes sure each thread noted parked is still in its
@@ -112,20 +150,32 @@ func activationOf(act string, rec *registry.Record) (queue.Activation, int64) {
 }
 
 // cancelParked removes the parked request of rec (a thread ended while it
-// waited for admission), best effort: a request missed here is dropped at
-// its claim, which finds the thread finished.
+// waited for admission), and, rec being a root, ends its root chain
+// (it leaves the chains in flight of runs_in_flight), best effort: a
+// request missed here is dropped at its claim, which finds the thread
+// finished.
 func (o *Orchestrator) cancelParked(ctx context.Context, rec *registry.Record) {
-	act := rec.Extra[registry.AdmActField]
-	if act == "" {
+	act, chain := rec.Extra[registry.AdmActField], ChainEnded(rec)
+	if act == "" && chain == "" {
 		return
 	}
 	tenant := rec.Extra[registry.AdmTenantField]
 	if tenant == "" {
 		tenant = rec.TenantOrDefault()
 	}
-	if _, err := o.adm.Cancel(context.WithoutCancel(ctx), tenant, act); err != nil {
+	if _, err := o.adm.Cancel(context.WithoutCancel(ctx), tenant, act, chain); err != nil {
 		o.threadLog(rec.ThreadID).Warn("parked request not removed (its claim will drop it)", "activation", act, "error", err)
 	}
+}
+
+// ChainEnded is the root chain that ends with rec, a run that finished
+// without handing off: its chain, when rec is a root's; "" for a child.
+// runs_in_flight counts root chains until then.
+func ChainEnded(rec *registry.Record) string {
+	if rec.ParentID != "" {
+		return ""
+	}
+	return rec.TreeID()
 }
 
 // policyKeys is the default Config.ConcurrencyKeys: the published

@@ -362,8 +362,12 @@ func (o *Orchestrator) registerAndEnqueue(ctx context.Context, req StartRequest,
 	}
 	if _, err := o.admitAndEnqueue(ctx, rec, queue.Activation{ThreadID: id, Reason: "start"}, 0, false); err != nil {
 		// The thread is registered but not queued: housekeeping would not
-		// find it (it is not running), so fail it now, visibly.
-		_ = o.fail(ctx, rec, "enqueue_failed", err.Error())
+		// find it (it is not running), so fail it now, visibly (a
+		// tenant ceiling's refusal ended it already).
+		var ae *thread.AdmissionError
+		if !errors.As(err, &ae) {
+			_ = o.fail(ctx, rec, "enqueue_failed", err.Error())
+		}
 		return nil, err
 	}
 	o.threadLog(id).Info("thread started", "directive", nt.Directive, "kind", rec.Kind, "parent_id", req.ParentID, "model", nt.Model, "queue", req.Queue)

@@ -17,6 +17,9 @@ type Problem struct {
 	Instance string `json:"instance,omitempty"`
 	// Code is the machine-readable reason (package api's doc lists them).
 	Code string `json:"code"`
+	// RetryAfter is the response's Retry-After (seconds; 0: none): when
+	// what refused has room again.
+	RetryAfter int `json:"-"`
 }
 
 func (p *Problem) Error() string {

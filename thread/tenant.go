@@ -3,6 +3,7 @@ package thread
 import (
 	"fmt"
 	"regexp"
+	"time"
 )
 
 // Tenants and priorities. A run's tenant is the party its tree runs for,
@@ -59,6 +60,9 @@ type AdmissionError struct {
 	Code    string
 	Message string
 	Run     string
+	// RetryAfter is how long until what refused has room again (a
+	// tenant ceiling's known reset); 0 when unknown or not a ceiling.
+	RetryAfter time.Duration
 }
 
 func (e *AdmissionError) Error() string { return e.Code + ": " + e.Message }

@@ -61,6 +61,9 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 		return err
 	}
 	ctl.renewed.Store(time.Now().UnixNano()) // the claim set the lease
+	if g != nil {
+		g.startSpend = claim.Record.Cost.Spend
+	}
 	// The duration limit stops the model call or tool in flight, not only
 	// the next turn.
 	defer deadline(claim.Record, w.o.Now(), cancel)()
@@ -85,6 +88,7 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 		return activation{w: w, o: w.o, deps: d, claim: claim, act: act, log: log, stopLease: stopHB, ctl: ctl, grant: g}
 	})
 	stopHB()
+	g.ended(claim.Record, end, err)
 	if errors.Is(context.Cause(actx), errGrantLost) && !errors.Is(err, errGrantLost) && err != nil {
 		err = fmt.Errorf("%w (%v)", errGrantLost, err) //nolint:errorlint // the cause decides, as takenOver's does
 	}
@@ -192,6 +196,9 @@ type pathEnd struct {
 	// version is the registry version the activation last held (a
 	// yield's recovery names it).
 	version int64
+	// spend is the thread's spend at the end (USD): what the activation
+	// spent is it less the spend at its claim.
+	spend float64
 }
 
 // runPath runs the path of the activation newActivation makes: a graph
@@ -200,11 +207,11 @@ func runPath(ctx context.Context, isGraph bool, newActivation func() activation)
 	if isGraph {
 		g := newGraphRun(newActivation)
 		err := g.run(ctx)
-		return pathEnd{released: g.leaseReleased, final: g.cp.Final, version: g.version}, err
+		return pathEnd{released: g.leaseReleased, final: g.cp.Final, version: g.version, spend: g.rec.Cost.Spend}, err
 	}
 	s := &session{activation: newActivation()}
 	err := s.run(ctx)
-	return pathEnd{released: s.leaseReleased, final: s.st.Final, handedOff: s.st.Handoff != "", version: s.version}, err
+	return pathEnd{released: s.leaseReleased, final: s.st.Final, handedOff: s.st.Handoff != "", version: s.version, spend: s.st.Cost.Spend}, err
 }
 
 // activationResult is what handle answers asynq for an activation that

@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/spool-run/spool/admission"
+	"github.com/spool-run/spool/ledger"
+	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/telemetry"
@@ -51,6 +53,14 @@ type grant struct {
 	ctl      *control
 	// handBack: re-asserted over a full key; yield at the next boundary.
 	handBack atomic.Bool
+	// allowance is what the activation may spend before it tops up
+	// (nano-dollars; -1: its tenant has no spend limit); startSpend its
+	// thread's spend at the claim, spent its spend since (nano), chain
+	// the root chain that ended with it: what its release settles.
+	allowance  int64
+	startSpend float64
+	spent      int64
+	chain      string
 }
 
 // admissions are the grants a worker holds and the highest generation of
@@ -134,7 +144,8 @@ func (w *Worker) admitClaim(ctx context.Context, act queue.Activation, token str
 		w.noteParked(ctx, rec, act.ThreadID, req, c.WaitingFor)
 		return nil, false, nil
 	}
-	g := &grant{tenant: req.Tenant, act: req.Act, token: token, record: c.Record, priority: req.Priority, since: time.Now(), ctl: ctl}
+	g := &grant{tenant: req.Tenant, act: req.Act, token: token, record: c.Record, priority: req.Priority, since: time.Now(), ctl: ctl,
+		allowance: c.Allowance, spent: -1}
 	w.adm.add(g, c.Gen)
 	return g, true, nil
 }
@@ -165,8 +176,25 @@ func (w *Worker) admitEnd(ctx context.Context, g *grant) {
 		return
 	}
 	w.adm.remove(g)
-	if err := w.o.Admission().Release(context.WithoutCancel(ctx), g.tenant, g.act, g.token); err != nil {
+	end := admission.Ending{Spent: g.spent, Chain: g.chain}
+	if err := w.o.Admission().Release(context.WithoutCancel(ctx), g.tenant, g.act, g.token, end); err != nil {
 		w.log.Warn("admission grant not released (it is reaped when its lease lapses)", "activation", g.act, "error", err)
+	}
+}
+
+// ended notes how g's activation of rec ended, for its release: what
+// its thread spent since the claim (spend, the thread's spend now; a
+// graph run spends nothing itself), and its root chain when the run
+// finished without handing off (end: the path's end, err its error).
+func (g *grant) ended(rec *registry.Record, end pathEnd, err error) {
+	if g == nil {
+		return
+	}
+	if n, cerr := ledger.ToNano(max(end.spend-g.startSpend, 0)); cerr == nil {
+		g.spent = n
+	}
+	if err == nil && end.final != nil && !end.handedOff {
+		g.chain = orchestrator.ChainEnded(rec)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/spool-run/spool/admission"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/mcpclient"
 	"github.com/spool-run/spool/orchestrator"
@@ -312,6 +313,7 @@ func (w *Worker) Start() error {
 	}
 	mux := asynq.NewServeMux()
 	mux.HandleFunc(queue.TypeActivate, w.handle)
+	mux.HandleFunc(admission.TypePump, w.o.Admission().HandlePump)
 	if err := w.srv.Start(mux); err != nil {
 		cancel()
 		w.bg.Wait()
