@@ -66,8 +66,11 @@ func TestFleetScriptWithFakeSpool(t *testing.T) {
 		{
 			// Turns long enough that the 8 slots of the first two workers
 			// are busy when they are scaled down at STEP: they hand back.
+			// Two seconds a turn leave the plan room on a loaded machine,
+			// where starting the third worker alone took 3 s and a
+			// 300 ms batch was over before the scale-down was due.
 			name:       "nothing lost",
-			env:        []string{"THREADS=16", "WORKERS=2", "STEP=0.5", "SCALE_PLAN=+1 -2", "FAKE_TURN_MS=300"},
+			env:        []string{"THREADS=16", "WORKERS=2", "STEP=0.5", "SCALE_PLAN=+1 -2", "FAKE_TURN_MS=2000"},
 			handedBack: true,
 			want: []string{
 				"threads pushed:    16 of 16", "scale +1", "scale -2",
