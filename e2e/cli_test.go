@@ -228,7 +228,7 @@ func TestCLI(t *testing.T) {
 			}
 		}},
 		{name: "list past its limit", args: []string{"thread", "list", "--limit", "2", "--json"},
-			stderrLike: `^spool: showing the newest 2 threads, the limit; there are more: raise --limit \(0 lists all\) or narrow with --status, --directive or --parent\n$`,
+			stderrLike: `^spool: showing the newest 2 threads, the limit; there are more: raise --limit \(0 lists all\) or narrow with --status, --directive, --parent or --tenant\n$`,
 			check:      func(t *testing.T, out string) { require.Len(t, jsonArray(t, out), 2) }},
 		{name: "list at its limit", args: []string{"thread", "list", "--limit", "7", "--json"}, stderrLike: `^$`,
 			check: func(t *testing.T, out string) { require.Len(t, jsonArray(t, out), 7) }},
@@ -453,16 +453,16 @@ func TestCLI(t *testing.T) {
 				require.Equal(t, false, bad["valid"])
 				require.Contains(t, bad["error"], "broken.md")
 			}},
-		{name: "validate missing file", args: []string{"directive", "validate", "nope.md"}, code: 1, errLike: `^1 of 1 directives invalid$`,
+		{name: "validate missing file", args: []string{"directive", "validate", "nope.md"}, code: 1, errLike: `^1 of 1 directive invalid$`,
 			check: func(t *testing.T, out string) { require.Contains(t, out, "FAIL nope.md") }},
 		{name: "validate no path", args: []string{"directive", "validate", "--json"}, code: 2, errLike: `^directive validate takes one or more paths or directive names$`},
 		{name: "validate by name", args: []string{"directive", "validate", "t/cli", "t/greet.md"}, check: func(t *testing.T, out string) {
 			require.Equal(t, "ok   t/cli\nok   t/greet.md\n", out)
 		}},
-		{name: "validate unknown name", args: []string{"directive", "validate", "no/such"}, code: 1, errLike: `^1 of 1 directives invalid$`, check: func(t *testing.T, out string) {
+		{name: "validate unknown name", args: []string{"directive", "validate", "no/such"}, code: 1, errLike: `^1 of 1 directive invalid$`, check: func(t *testing.T, out string) {
 			require.Regexp(t, `^FAIL no/such: no such file, and no directive no/such in \S+/\.ai/directives, ~/\.ai/directives or the built-in directives\n$`, out)
 		}},
-		{name: "validate misspelt element", args: []string{"directive", "validate", "bad/misspelt"}, code: 1, errLike: `^1 of 1 directives invalid$`, check: func(t *testing.T, out string) {
+		{name: "validate misspelt element", args: []string{"directive", "validate", "bad/misspelt"}, code: 1, errLike: `^1 of 1 directive invalid$`, check: func(t *testing.T, out string) {
 			require.Regexp(t, `^FAIL project:\.ai/directives/bad/misspelt\.md:\d+: unknown element <limts> in <metadata> \(did you mean <limits>\?\)\n$`, out)
 		}},
 		{name: "validate warns of an unknown tool", args: []string{"directive", "validate", "lint/typo.md", "--json"}, check: func(t *testing.T, out string) {

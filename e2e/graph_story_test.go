@@ -156,8 +156,10 @@ func TestGraphWaitSaysWhatItWaitsFor(t *testing.T) {
 		return strings.Contains(run.Log(), "["+id+"] waiting   node sign_off (step 3 of 20) · waiting for approval · ")
 	}, time.Minute, 50*time.Millisecond, "the follow line, after the message: %s", run.Log())
 	require.NotContains(t, run.Log(), "turn 0/", "a graph run has no turns")
+	requireRunWaitsWorded(t, e, id)
 	ap := e.Spool("thread", "approve", id)
 	require.Equal(t, 0, ap.Code, ap.Stderr)
+	require.Equal(t, id+"  approved at node sign_off; the run goes on\n", ap.Stdout)
 	require.Eventually(t, run.Exited, 2*time.Minute, 50*time.Millisecond)
 	require.Equal(t, 0, run.Cmd.ProcessState.ExitCode(), run.Log())
 	require.Contains(t, run.Log(), "["+id+"] completed 4 steps · ")
@@ -171,8 +173,17 @@ func TestGraphWaitSaysWhatItWaitsFor(t *testing.T) {
 	require.NotEqual(t, id, fid)
 	require.Contains(t, fork.Stderr, "spool: waiting for approval at node sign_off: spool thread approve "+fid)
 	require.Contains(t, fork.Stderr, "spool: run "+fid+" not finished after --timeout 10s; it is waiting for approval at node sign_off: spool thread approve "+fid+" (or spool thread deny "+fid+" --reason TEXT)\n")
-	res := e.Spool("thread", "deny", fid, "--reason", "no")
+	res := e.Spool("thread", "deny", fid)
+	require.Equal(t, 2, res.Code, res.Stdout+res.Stderr)
+	require.Contains(t, res.Stderr, "thread deny needs --reason TEXT (a thread's model gets it as the call's error; a graph run's approval node, in result.reason)")
+	res = e.Spool("thread", "deny", fid, "--reason", "no")
 	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Equal(t, fid+"  denied at node sign_off; the run goes on, routing on the denial (its reason in result.reason)\n", res.Stdout)
+	tree := e.Spool("thread", "tree", id)
+	require.Equal(t, 0, tree.Code, tree.Stderr)
+	require.Regexp(t, `^`+regexp.QuoteMeta(id)+`  completed  graph  4 steps  \$0\.\d{6} of \$0\.\d{6} with its children\n`, tree.Stdout,
+		"a graph run's spend is its subtree's")
+	require.NotRegexp(t, `\b1 (turns|steps)\b`, tree.Stdout)
 
 	// A thread waiting on a gated tool call.
 	p := spooltest.New(t, spooltest.Options{Files: peopleProject()})
@@ -184,6 +195,39 @@ func TestGraphWaitSaysWhatItWaitsFor(t *testing.T) {
 	require.Contains(t, th.Stderr, "spool: thread "+tid+" not finished after --timeout 10s; it is waiting for approval of tool rye/file-system/fs_write: spool thread approve "+tid)
 	res = p.Spool("thread", "deny", tid, "--reason", "no")
 	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Regexp(t, `^`+regexp.QuoteMeta(tid)+`  denied \S+; the thread goes on\n$`, res.Stdout)
+}
+
+// requireRunWaitsWorded: what the CLI says of run id, waiting at its
+// approval node sign_off, speaks of the run and its node, shows the
+// node's prompt and show as text (no JSON), and its lists give the run's
+// spend as its subtree's (its children's, live), under a header.
+func requireRunWaitsWorded(t *testing.T, e *spooltest.Env, id string) {
+	t.Helper()
+	aps := e.Spool("thread", "approvals")
+	require.Equal(t, 0, aps.Code, aps.Stderr)
+	require.Regexp(t, `(?m)^`+regexp.QuoteMeta(id)+`  approval at node sign_off \(step \d+\)  waiting \d+s\n  asks: Ship the 2 reviews\?\n  failed: 0\n`, aps.Stdout)
+	require.NotContains(t, aps.Stdout, `"prompt"`)
+	for _, show := range [][]string{{"thread", "show", id}, {"graph", "show", id}} {
+		res := e.Spool(show...)
+		require.Equal(t, 0, res.Code, res.Stderr)
+		require.Contains(t, res.Stdout, "waiting    for approval at node sign_off: spool thread approve "+id+" (or spool thread deny "+id+
+			" --reason TEXT)\nasks       Ship the 2 reviews?\n", show)
+	}
+	var shown registry.Record
+	res := e.Spool("graph", "show", id, "--json")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	res.JSON(t, &shown)
+	require.Positive(t, shown.Cost.Spend, "the children spent")
+	spend := regexp.QuoteMeta(fmt.Sprintf("$%.6f", shown.Cost.Spend))
+	gl := e.Spool("graph", "list", "--graph", "g/review")
+	require.Equal(t, 0, gl.Code, gl.Stderr)
+	require.Regexp(t, `^RUN +STATUS +NODE +STEPS +SPEND\n`, gl.Stdout)
+	require.Regexp(t, `(?m)^`+regexp.QuoteMeta(id)+` +waiting +sign_off +\d+ steps +`+spend+`$`, gl.Stdout)
+	tl := e.Spool("thread", "list", "--directive", "g/review")
+	require.Equal(t, 0, tl.Code, tl.Stderr)
+	require.Regexp(t, `^ID +STATUS +PROGRESS +SPEND\n`, tl.Stdout)
+	require.Regexp(t, `(?m)^`+regexp.QuoteMeta(id)+` +waiting +graph, \d+ steps +`+spend+`$`, tl.Stdout)
 }
 
 // TestGraphResumedStory: a run cancelled at its approval node and resumed

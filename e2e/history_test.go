@@ -260,7 +260,7 @@ func TestExportAndReplay(t *testing.T) {
 		require.Equal(t, 2, rep.RecordedThreads)
 		text := e.Spool("thread", "replay", id)
 		require.Equal(t, 0, text.Code, text.Stderr)
-		require.Contains(t, text.Stdout, "1 of 1 threads, 4 of 4 turns matched (not compared, after a resume: 1 thread, ")
+		require.Contains(t, text.Stdout, "1 of 1 thread, 4 of 4 turns matched (not compared, after a resume: 1 thread, ")
 	})
 
 	t.Run("spawns and waits", func(t *testing.T) {

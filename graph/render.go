@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/spooltype"
+	"github.com/spool-run/spool/thread"
 )
 
 // Step statuses of a StepRecord (the step_completed event's status).
@@ -333,9 +334,10 @@ func stepEdge(s StepRecord) string {
 func renderFooter(b *bytes.Buffer, info RunInfo) {
 	status := info.Status
 	if status == "completed" && info.SuppressedErrors > 0 {
-		status = fmt.Sprintf("completed (%d errors suppressed)", info.SuppressedErrors)
+		status = "completed (" + thread.Count(info.SuppressedErrors, "error", "errors") + " suppressed)"
 	}
-	fmt.Fprintf(b, "\n---\n\n**%s** · %d steps · %s · $%s\n", status, info.Step, fmtElapsed(info.Duration), strconv.FormatFloat(info.Spend, 'f', 4, 64))
+	fmt.Fprintf(b, "\n---\n\n**%s** · %s · %s · $%s\n", status, thread.Count(info.Step, "step", "steps"), fmtElapsed(info.Duration),
+		strconv.FormatFloat(info.Spend, 'f', 4, 64))
 }
 
 // yamlScalar writes a frontmatter value: numbers as they are, text as a

@@ -172,6 +172,9 @@ func TestRender(t *testing.T) {
 	require.Contains(t, done, "No step has run yet.")
 	require.Contains(t, done, "**completed (2 errors suppressed)**")
 	require.Contains(t, done, "# Graph "+g.Name+": run r")
+	// One is counted in the singular.
+	one := string(Render(g, RunInfo{RunID: "r", Status: "completed", SuppressedErrors: 1, Step: 1}, nil, Nodes(g, nil, "", "", "completed")))
+	require.Contains(t, one, "**completed (1 error suppressed)** · 1 step · ")
 }
 
 func TestRenderEscapesCells(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/spool-run/spool/hooks"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
+	"github.com/spool-run/spool/thread"
 )
 
 // Script is a recording as a scripted-provider script (CLI.md "The
@@ -90,7 +91,8 @@ func Export(ctx context.Context, o *orchestrator.Orchestrator, t *Thread) (*Scri
 		f.Directives[d] = directiveTurns(d, byDirective[d], out)
 	}
 	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "# spool thread export-script %s: %d model turns of %d threads, as recorded\n", t.ID(), out.Turns, out.Threads)
+	fmt.Fprintf(&buf, "# spool thread export-script %s: %s of %s, as recorded\n", t.ID(), thread.Count(out.Turns, "model turn", "model turns"),
+		thread.Count(out.Threads, "thread", "threads"))
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
 	if err := enc.Encode(f); err != nil {

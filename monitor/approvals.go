@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 	"strings"
 
 	"github.com/spool-run/spool/orchestrator"
@@ -44,7 +43,7 @@ type shownValue struct {
 
 // graphApprovalTool is the tool name of a graph run's approval node's
 // pending call.
-const graphApprovalTool = "graph:approval"
+const graphApprovalTool = orchestrator.GraphApprovalTool
 
 // approvalRows are calls as the pages show them, each read with its
 // thread's record (a graph run's calls are worded as the run's).
@@ -76,27 +75,13 @@ func approvalRowOf(c orchestrator.PendingCall, rec *registry.Record) approvalRow
 // readRequest reads an approval node's input ({prompt, show}); nil when
 // it does not read so (the page shows the input as JSON then).
 func readRequest(input json.RawMessage, node string) *nodeRequest {
-	var in struct {
-		Prompt *string `json:"prompt"`
-		Show   any     `json:"show"`
-	}
-	if json.Unmarshal(input, &in) != nil || in.Prompt == nil {
+	in, ok := orchestrator.ReadNodeRequest(input)
+	if !ok {
 		return nil
 	}
-	req := &nodeRequest{Node: node, Prompt: *in.Prompt}
-	switch show := in.Show.(type) {
-	case nil:
-	case map[string]any:
-		keys := make([]string, 0, len(show))
-		for k := range show {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			req.Show = append(req.Show, shownOf(k, show[k]))
-		}
-	default:
-		req.Show = append(req.Show, shownOf("", show))
+	req := &nodeRequest{Node: node, Prompt: in.Prompt}
+	for _, e := range in.Entries() {
+		req.Show = append(req.Show, shownOf(e.Key, e.Value))
 	}
 	return req
 }

@@ -262,8 +262,11 @@ func TestBrowserGraphRun(t *testing.T) {
 	// link away.
 	list := br.newTab()
 	list.navigate(e.srv.URL + "/")
+	// Its spend is its subtree's, live: the item done spent something.
 	list.waitTrue(30*time.Second, "the run in the list", `(() => { const a = document.querySelector("table.threads td:nth-child(2) a.tid[href='`+threadURL(fan.ThreadID)+`']");
-		return a !== null && a.closest("td").innerText.includes("graph") && a.closest("td").innerText.includes("at fan") })()`)
+		return a !== null && a.closest("td").innerText.includes("graph") && a.closest("td").innerText.includes("at fan") &&
+			/^\$0\.\d{6}$/.test(a.closest("tr").querySelector("td:nth-child(6)").innerText) &&
+			a.closest("tr").querySelector("td:nth-child(6)").innerText !== "$0.000000" })()`)
 
 	// Cancel through the confirmation: the run and its waiting children.
 	page.click(`#cancel`)

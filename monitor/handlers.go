@@ -77,6 +77,7 @@ func (m *Monitor) serveList(w http.ResponseWriter, r *http.Request) {
 		if !rec.Status.Terminal() {
 			d.Live = true
 		}
+		rec.Cost.Spend = m.cfg.Orch.RunSpend(ctx, rec) // a graph run's: its subtree's
 	}
 	d.Errored = counts.By[thread.StatusError]
 	if d.Queues, err = m.queueRows(); err != nil {

@@ -42,6 +42,58 @@ func PendingCallOf(threadID, directive string, p registry.PendingApproval) Pendi
 		RequestedAt: p.RequestedAt, Deadline: p.Deadline, OnTimeout: p.OnTimeout, RequestID: p.RequestID}
 }
 
+// GraphApprovalTool is the tool of a graph run's approval node's pending
+// call (any other tool of a run's is a tool call approvals.yaml gates).
+const GraphApprovalTool = "graph:approval"
+
+// NodeRequest is what a graph run's approval node asks a person: its
+// prompt, and its show (nil, or any JSON value: an object, key by key).
+type NodeRequest struct {
+	Prompt string
+	Show   any
+}
+
+// ReadNodeRequest reads an approval node's call's input ({prompt, show});
+// false when it does not read so (surfaces show the input as JSON then).
+func ReadNodeRequest(input json.RawMessage) (NodeRequest, bool) {
+	var in struct {
+		Prompt *string `json:"prompt"`
+		Show   any     `json:"show"`
+	}
+	if json.Unmarshal(input, &in) != nil || in.Prompt == nil {
+		return NodeRequest{}, false
+	}
+	return NodeRequest{Prompt: *in.Prompt, Show: in.Show}, true
+}
+
+// ShowEntry is one entry of an approval node's show: a key of an object
+// show and its value, or a show that is no object under the key "".
+type ShowEntry struct {
+	Key   string
+	Value any
+}
+
+// Entries is r's show as surfaces list it: an object key by key, in key
+// order; any other value as one entry without a key; none for no show.
+func (r NodeRequest) Entries() []ShowEntry {
+	switch show := r.Show.(type) {
+	case nil:
+		return nil
+	case map[string]any:
+		keys := make([]string, 0, len(show))
+		for k := range show {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		out := make([]ShowEntry, 0, len(keys))
+		for _, k := range keys {
+			out = append(out, ShowEntry{Key: k, Value: show[k]})
+		}
+		return out
+	}
+	return []ShowEntry{{Value: r.Show}}
+}
+
 // Approvals lists the undecided tool calls of the threads waiting for
 // approval (only) id's when id is not empty, oldest request first.
 func (o *Orchestrator) Approvals(ctx context.Context, id string) ([]PendingCall, error) {

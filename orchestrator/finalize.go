@@ -390,7 +390,15 @@ func (o *Orchestrator) Cancel(ctx context.Context, id string, cascade bool) (*re
 		// wait out a retry time, or for a shutdown, or its worker died):
 		// end it here. The fence makes a claim that comes first win; then
 		// this sees it held.
-		err = o.Finalize(ctx, rec, rec.Version, Outcome{Status: thread.StatusCancelled, Cost: rec.Cost,
+		cost := rec.Cost
+		if rec.IsGraph() {
+			// A graph run's spend is its subtree's, as its worker's end
+			// writes it: its children spent what it did.
+			if spend, err := o.SubtreeSpend(ctx, rec); err == nil {
+				cost.Spend = spend
+			}
+		}
+		err = o.Finalize(ctx, rec, rec.Version, Outcome{Status: thread.StatusCancelled, Cost: cost,
 			Error: &registry.ErrorInfo{Code: "cancelled", Message: "cancelled by request"}})
 		if errors.Is(err, registry.ErrConflict) {
 			continue // a worker claimed it meanwhile: it will see the flag

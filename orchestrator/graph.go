@@ -169,6 +169,19 @@ func (o *Orchestrator) planGraph(req StartRequest, sc startContext) (registry.Ne
 		Limits: limits, Capabilities: caps, Inputs: inputs, Fields: req.Fields}, nil
 }
 
+// RunSpend is the spend a list shows for rec: a thread's own; a graph
+// run's its subtree's (the run calls no model, its children spend), read
+// live from the ledger while the run goes on, as its record holds it once
+// it ended (its end writes SubtreeSpend there).
+func (o *Orchestrator) RunSpend(ctx context.Context, rec *registry.Record) float64 {
+	if rec.IsGraph() && !rec.Status.Terminal() {
+		if spend, err := o.SubtreeSpend(ctx, rec); err == nil {
+			return spend
+		}
+	}
+	return rec.Cost.Spend
+}
+
 // SubtreeSpend is what rec's ledger entry (its chain's) and every entry
 // below it have spent: a graph run's spend, children included.
 func (o *Orchestrator) SubtreeSpend(ctx context.Context, rec *registry.Record) (float64, error) {

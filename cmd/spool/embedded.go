@@ -10,6 +10,7 @@ import (
 
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/thread"
 )
 
 // ownTree is the tree an --embedded run's in-process worker serves when
@@ -62,8 +63,8 @@ func (t *ownTree) started(c *cli.Context, s *services, id string) {
 	}
 	t.once.Do(func() { t.root = id; close(t.ready) })
 	if t.leftovers > 0 && s.embedded.Persistent {
-		fmt.Fprintf(c.App.ErrWriter, "spool: this run runs its own thread's tree only: %d unfinished threads of earlier runs in %s wait for `spool dev` there\n",
-			t.leftovers, s.dataDir)
+		fmt.Fprintf(c.App.ErrWriter, "spool: this run runs its own thread's tree only: %s of earlier runs in %s wait for `spool dev` there\n",
+			thread.Count(t.leftovers, "unfinished thread", "unfinished threads"), s.dataDir)
 	}
 }
 

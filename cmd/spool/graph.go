@@ -183,7 +183,7 @@ func printGraphRecord(ctx context.Context, w io.Writer, s *services, r *registry
 	fmt.Fprintf(w, "graph      %s\n", r.Directive)
 	status := string(r.Status)
 	if r.Status == thread.StatusCompleted && r.SuppressedErrors > 0 {
-		status = fmt.Sprintf("completed (%d errors suppressed)", r.SuppressedErrors)
+		status = "completed (" + thread.Count(r.SuppressedErrors, "error", "errors") + " suppressed)"
 	}
 	fmt.Fprintf(w, "status     %s\n", status)
 	if r.ParentID != "" {
@@ -197,6 +197,7 @@ func printGraphRecord(ctx context.Context, w io.Writer, s *services, r *registry
 	if r.CurrentNode != "" {
 		fmt.Fprintf(w, "node       %s\n", r.CurrentNode)
 	}
+	printAwaiting(ctx, w, s, r)
 	fmt.Fprintf(w, "steps      %d of %d\n", r.Step, r.MaxSteps)
 	if r.ItemsTotal > 0 && !r.Status.Terminal() {
 		fmt.Fprintf(w, "items      %d of %d settled\n", r.ItemsDone, r.ItemsTotal)
@@ -248,7 +249,7 @@ func graphValidate(c *cli.Context) error {
 		printValidations(c.App.Writer, out)
 	}
 	if bad > 0 {
-		return &exitError{code: 1, err: fmt.Errorf("%d of %d graphs do not validate", bad, len(out))}
+		return &exitError{code: 1, err: fmt.Errorf("%d of %s %s not validate", bad, thread.Count(len(out), "graph", "graphs"), map[bool]string{true: "does", false: "do"}[bad == 1])}
 	}
 	return nil
 }
@@ -364,10 +365,13 @@ func graphList(c *cli.Context) error {
 		}
 		return printJSON(c.App.Writer, recs)
 	}
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTATUS\tNODE\tSTEPS\tSPEND")
 	for _, r := range recs {
-		fmt.Fprintf(c.App.Writer, "%-60s %-10s %-20s %4d steps  $%.6f\n", r.ThreadID, r.Status, dash(r.CurrentNode), r.Step, r.Cost.Spend)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t$%.6f\n", r.ThreadID, r.Status, dash(r.CurrentNode), thread.Count(r.Step, "step", "steps"),
+			s.orch.RunSpend(c.Context, r))
 	}
-	return nil
+	return tw.Flush()
 }
 
 // openGraphRun opens the services and reads the one RUN argument's record,

@@ -16,6 +16,7 @@ import (
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -87,8 +88,8 @@ func threadFork(c *cli.Context) error {
 			*orchestrator.ForkResult
 		}{res.Thread.ThreadID, res})
 	}
-	fmt.Fprintf(c.App.Writer, "forked %s at turn %d of %d as %s (budget $%.6f, %d workspace files)\n",
-		res.ForkedFrom, res.ForkTurn, res.Turns, res.Thread.ThreadID, res.Budget, res.WorkspaceFiles)
+	fmt.Fprintf(c.App.Writer, "forked %s at turn %d of %d as %s (budget $%.6f, %s)\n",
+		res.ForkedFrom, res.ForkTurn, res.Turns, res.Thread.ThreadID, res.Budget, thread.Count(res.WorkspaceFiles, "workspace file", "workspace files"))
 	return nil
 }
 
@@ -238,17 +239,9 @@ func printReplay(w io.Writer, rep *history.Report) {
 	resumed := ""
 	if rep.ResumedThreads > 0 {
 		resumed = fmt.Sprintf(" (not compared, after a resume: %s, %s; a replay does not send a person's message)",
-			count(rep.ResumedThreads, "thread"), count(rep.ResumedTurns, "turn"))
+			thread.Count(rep.ResumedThreads, "thread", "threads"), thread.Count(rep.ResumedTurns, "turn", "turns"))
 	}
-	fmt.Fprintf(w, "replayed %s on %s: %d of %d threads, %d of %d turns matched%s; the replay ended %s\n",
-		rep.ThreadID, rep.Model, rep.Threads, rep.RecordedThreads-rep.ResumedThreads, rep.Turns, rep.RecordedTurns-rep.ResumedTurns,
-		resumed, rep.Status)
-}
-
-// count is "1 thread", "2 threads".
-func count(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
+	fmt.Fprintf(w, "replayed %s on %s: %d of %s, %d of %s matched%s; the replay ended %s\n",
+		rep.ThreadID, rep.Model, rep.Threads, thread.Count(rep.RecordedThreads-rep.ResumedThreads, "thread", "threads"),
+		rep.Turns, thread.Count(rep.RecordedTurns-rep.ResumedTurns, "turn", "turns"), resumed, rep.Status)
 }

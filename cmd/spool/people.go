@@ -1,14 +1,17 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os/user"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
 )
 
@@ -31,16 +34,17 @@ func who(c *cli.Context) string {
 
 func peopleCommands() []*cli.Command {
 	return []*cli.Command{
-		{Name: "approvals", Usage: "tool calls waiting for a decision", Flags: []cli.Flag{jsonFlag(),
-			&cli.StringFlag{Name: "thread", Usage: "only the calls of this thread ID"}}, Action: threadApprovals},
-		{Name: "approve", Usage: "approve a thread's pending tool calls: they run", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag(),
-			&cli.StringFlag{Name: "call", Usage: "only this call ID (default: every pending call of the thread)"},
+		{Name: "approvals", Usage: "tool calls, and graph runs' approval nodes, waiting for a decision", Flags: []cli.Flag{jsonFlag(),
+			&cli.StringFlag{Name: "thread", Usage: "only the calls of this thread or run ID"}}, Action: threadApprovals},
+		{Name: "approve", Usage: "approve a thread's pending tool calls (they run) or a graph run's approval node (the run goes on)", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag(),
+			&cli.StringFlag{Name: "call", Usage: "only this call ID (default: every pending call of the thread or run)"},
 			&cli.StringFlag{Name: "reason", Usage: "why, recorded in the transcript"}, byFlag()},
 			Action: func(c *cli.Context) error { return threadDecide(c, registry.DecisionApprove) }},
-		{Name: "deny", Usage: "deny a thread's pending tool calls: the model gets the reason as the call's error", ArgsUsage: "ID --reason TEXT",
+		{Name: "deny", Usage: "deny a thread's pending tool calls (the model gets the reason as the call's error) or a graph run's approval node (the run gets it in result.reason)",
+			ArgsUsage: "ID --reason TEXT",
 			Flags: []cli.Flag{jsonFlag(),
-				&cli.StringFlag{Name: "call", Usage: "only this call ID (default: every pending call of the thread)"},
-				&cli.StringFlag{Name: "reason", Usage: "why, given to the model (required)"}, byFlag()},
+				&cli.StringFlag{Name: "call", Usage: "only this call ID (default: every pending call of the thread or run)"},
+				&cli.StringFlag{Name: "reason", Usage: "why (required): " + denialGoes}, byFlag()},
 			Action: func(c *cli.Context) error { return threadDecide(c, registry.DecisionDeny) }},
 		{Name: "send", Usage: "queue a message the model sees before its next call", ArgsUsage: "ID --message TEXT",
 			Flags:  []cli.Flag{jsonFlag(), &cli.StringFlag{Name: "message", Usage: "the message (required)"}, byFlag()},
@@ -74,14 +78,58 @@ func threadApprovals(c *cli.Context) error {
 		return printJSON(c.App.Writer, calls)
 	}
 	if len(calls) == 0 {
-		fmt.Fprintln(c.App.Writer, "no tool call is waiting for a decision")
+		fmt.Fprintln(c.App.Writer, "nothing waits for a decision (no tool call, no graph run's approval node)")
 		return nil
 	}
+	recs := map[string]*registry.Record{}
 	for _, p := range calls {
-		fmt.Fprintf(c.App.Writer, "%s  %s  %s  waiting %s\n  input %s\n", p.ThreadID, p.CallID, p.Tool,
-			time.Since(p.RequestedAt).Round(time.Second), preview(string(p.Input), 200))
+		rec, seen := recs[p.ThreadID]
+		if !seen {
+			rec, _ = s.orch.Record(c.Context, p.ThreadID) // nil: shown as a thread's
+			recs[p.ThreadID] = rec
+		}
+		printPendingCall(c.App.Writer, p, rec)
 	}
 	return nil
+}
+
+// denialGoes says where a denial's reason goes.
+const denialGoes = "a thread's model gets it as the call's error; a graph run's approval node, in result.reason"
+
+// printPendingCall prints call p of the thread or run rec (nil when it
+// could not be read): a graph run's approval node as its node, its
+// prompt and its show as text; a tool call as its tool and input.
+func printPendingCall(w io.Writer, p orchestrator.PendingCall, rec *registry.Record) {
+	waiting := time.Since(p.RequestedAt).Round(time.Second)
+	if rec == nil || !rec.IsGraph() {
+		fmt.Fprintf(w, "%s  %s  %s  waiting %s\n  input %s\n", p.ThreadID, p.CallID, p.Tool, waiting, preview(string(p.Input), 200))
+		return
+	}
+	req, ok := orchestrator.ReadNodeRequest(p.Input)
+	if p.Tool != orchestrator.GraphApprovalTool || !ok {
+		fmt.Fprintf(w, "%s  step %s  tool %s at node %s  waiting %s\n  input %s\n", p.ThreadID, p.CallID, p.Tool, rec.CurrentNode, waiting,
+			preview(string(p.Input), 200))
+		return
+	}
+	fmt.Fprintf(w, "%s  approval at node %s (step %s)  waiting %s\n", p.ThreadID, rec.CurrentNode, p.CallID, waiting)
+	fmt.Fprintf(w, "  asks: %s\n", indentLines(req.Prompt))
+	for _, e := range req.Entries() {
+		key := e.Key
+		if key == "" {
+			key = "shows"
+		}
+		text, isText := e.Value.(string)
+		if !isText {
+			b, _ := json.Marshal(e.Value)
+			text = string(b)
+		}
+		fmt.Fprintf(w, "  %s: %s\n", key, preview(indentLines(text), 400))
+	}
+}
+
+// indentLines indents the lines of s after its first as a field's.
+func indentLines(s string) string {
+	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
 }
 
 func preview(s string, n int) string {
@@ -97,9 +145,9 @@ func threadDecide(c *cli.Context, decision string) error {
 		return err
 	}
 	if decision == registry.DecisionDeny && strings.TrimSpace(c.String("reason")) == "" {
-		return usagef("thread deny needs --reason TEXT (the model gets it as the call's error)")
+		return usagef("thread deny needs --reason TEXT (%s)", denialGoes)
 	}
-	s, _, err := openRecord(c, id, openOpts{readOnly: true})
+	s, rec, err := openRecord(c, id, openOpts{readOnly: true})
 	if err != nil {
 		return err
 	}
@@ -107,6 +155,12 @@ func threadDecide(c *cli.Context, decision string) error {
 	var calls []string
 	if call := c.String("call"); call != "" {
 		calls = []string{call}
+	} else if term, err := s.orch.ResolveChain(c.Context, id); err == nil && term != rec.ThreadID {
+		// Without --call, the calls of the thread or run the chain has
+		// reached are decided: word them as its.
+		if cur, err := s.orch.Record(c.Context, term); err == nil {
+			rec = cur
+		}
 	}
 	res, err := s.orch.Decide(c.Context, id, calls, decision, who(c), c.String("reason"))
 	if errors.Is(err, registry.ErrNotPending) {
@@ -118,15 +172,55 @@ func threadDecide(c *cli.Context, decision string) error {
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, res)
 	}
-	verb := map[string]string{registry.DecisionApprove: "approved", registry.DecisionDeny: "denied"}[decision]
-	fmt.Fprintf(c.App.Writer, "%s  %s %s", res.ThreadID, verb, strings.Join(res.Calls, ", "))
-	if res.Woken {
-		fmt.Fprint(c.App.Writer, "; the thread goes on")
-	} else {
-		fmt.Fprint(c.App.Writer, "; other calls still wait for a decision")
-	}
-	fmt.Fprintln(c.App.Writer)
+	fmt.Fprintln(c.App.Writer, decidedLine(rec, res))
 	return nil
+}
+
+// decidedLine says what decision res of the calls of thread or run rec
+// (its record before the decision) did: "ID  approved call_1; the thread
+// goes on", "RUN  approved at node signoff; the run goes on".
+func decidedLine(rec *registry.Record, res *orchestrator.DecideResult) string {
+	verb := map[string]string{registry.DecisionApprove: "approved", registry.DecisionDeny: "denied"}[res.Decision]
+	if !rec.IsGraph() {
+		line := fmt.Sprintf("%s  %s %s", res.ThreadID, verb, strings.Join(res.Calls, ", "))
+		if res.Woken {
+			return line + "; the thread goes on"
+		}
+		return line + "; other calls still wait for a decision"
+	}
+	var what []string
+	node := false
+	for _, call := range res.Calls {
+		switch tool := pendingTool(rec, call); tool {
+		case orchestrator.GraphApprovalTool:
+			what, node = append(what, "at node "+rec.CurrentNode), true
+		case "":
+			what = append(what, "step "+call)
+		default:
+			what = append(what, fmt.Sprintf("tool %s at node %s (step %s)", tool, rec.CurrentNode, call))
+		}
+	}
+	line := fmt.Sprintf("%s  %s %s", res.ThreadID, verb, strings.Join(what, ", "))
+	switch {
+	case !res.Woken:
+		return line + "; the run still waits for its other decisions"
+	case res.Decision == registry.DecisionApprove:
+		return line + "; the run goes on"
+	case node:
+		return line + "; the run goes on, routing on the denial (its reason in result.reason)"
+	}
+	return line + "; the step fails with approval_denied and the reason"
+}
+
+// pendingTool is the tool of rec's pending call call, "" when none
+// waits under that id.
+func pendingTool(rec *registry.Record, call string) string {
+	for _, p := range rec.PendingApprovals {
+		if p.CallID == call {
+			return p.Tool
+		}
+	}
+	return ""
 }
 
 func threadSend(c *cli.Context, interrupt bool) error {

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/scheduler"
+	"github.com/spool-run/spool/thread"
 )
 
 func schedulerFlags() []cli.Flag {
@@ -129,7 +130,7 @@ func newScheduler(c *cli.Context, s *services, reg prometheus.Registerer) (*sche
 	if err := sch.Check(c.Context); err != nil {
 		return nil, "", fmt.Errorf("%s: %w", path, err)
 	}
-	desc := fmt.Sprintf("%d schedule entries from %s", len(entries), path)
+	desc := fmt.Sprintf("%s from %s", thread.Count(len(entries), "schedule entry", "schedule entries"), path)
 	if len(entries) == 0 {
 		desc = "no schedule entries (" + path + " not found or empty)"
 	}

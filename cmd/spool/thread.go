@@ -11,6 +11,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -301,7 +302,8 @@ func printRecord(w io.Writer, r *registry.Record) {
 	if r.TraceID != "" {
 		fmt.Fprintf(w, "trace      %s\n", r.TraceID)
 	}
-	fmt.Fprintf(w, "cost       %d turns · %d in / %d out tokens · $%.6f\n", r.Cost.Turns, r.Cost.InputTokens, r.Cost.OutputTokens, r.Cost.Spend)
+	fmt.Fprintf(w, "cost       %s · %d in / %s · $%.6f\n", thread.Count(r.Cost.Turns, "turn", "turns"), r.Cost.InputTokens,
+		thread.Count(r.Cost.OutputTokens, "out token", "out tokens"), r.Cost.Spend)
 	fmt.Fprintf(w, "limits     %s\n", limitsLine(r.Limits))
 	if r.Error != nil {
 		fmt.Fprintf(w, "error      %s\n", r.Error.Line())
@@ -516,10 +518,16 @@ func threadList(c *cli.Context) error {
 		}
 		return printJSON(c.App.Writer, recs)
 	}
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tPROGRESS\tSPEND")
 	for _, r := range recs {
-		fmt.Fprintf(c.App.Writer, "%-60s %-10s %4d turns  $%.6f\n", r.ThreadID, r.Status, r.Cost.Turns, r.Cost.Spend)
+		progress := thread.Count(r.Cost.Turns, "turn", "turns")
+		if r.IsGraph() {
+			progress = "graph, " + thread.Count(r.Step, "step", "steps")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t$%.6f\n", r.ThreadID, r.Status, progress, s.orch.RunSpend(c.Context, r))
 	}
-	return nil
+	return tw.Flush()
 }
 
 func threadShow(c *cli.Context) error {
@@ -536,6 +544,7 @@ func threadShow(c *cli.Context) error {
 		return printJSON(c.App.Writer, r)
 	}
 	printRecord(c.App.Writer, r)
+	printAwaiting(c.Context, c.App.Writer, s, r)
 	if line := admissionWaitLine(c, s, r); line != "" {
 		fmt.Fprintf(c.App.Writer, "waiting    %s\n", line)
 	}
@@ -577,17 +586,22 @@ func notFound(id string, err error) error {
 // lines starting with rest and the tree's branches.
 func printTree(w io.Writer, n *orchestrator.TreeNode, first, rest string) {
 	if n.Kind == registry.KindGraph {
-		// A graph run: its kind and cursor instead of turns.
-		fmt.Fprintf(w, "%s%s  %s  graph  %d steps", first, n.ThreadID, n.Status, n.Step)
+		// A graph run: its kind and cursor instead of turns, and its
+		// subtree's spend (its children's: it calls no model itself).
+		fmt.Fprintf(w, "%s%s  %s  graph  %s", first, n.ThreadID, n.Status, thread.Count(n.Step, "step", "steps"))
 		if n.CurrentNode != "" {
 			fmt.Fprintf(w, "  at %s", n.CurrentNode)
 		}
-		fmt.Fprintf(w, "  $%.6f", n.Spend)
+		if n.Subtree != nil {
+			fmt.Fprintf(w, "  $%.6f of $%.6f with its children", n.Subtree.Spent, n.Subtree.Max)
+		} else {
+			fmt.Fprintf(w, "  $%.6f", n.Spend)
+		}
 	} else {
-		fmt.Fprintf(w, "%s%s  %s  %d turns  $%.6f", first, n.ThreadID, n.Status, n.Turns, n.Spend)
-	}
-	if n.Subtree != nil {
-		fmt.Fprintf(w, "  subtree $%.6f of $%.6f", n.Subtree.Spent, n.Subtree.Max)
+		fmt.Fprintf(w, "%s%s  %s  %s  $%.6f", first, n.ThreadID, n.Status, thread.Count(n.Turns, "turn", "turns"), n.Spend)
+		if n.Subtree != nil {
+			fmt.Fprintf(w, "  subtree $%.6f of $%.6f", n.Subtree.Spent, n.Subtree.Max)
+		}
 	}
 	if n.ForkedFrom != "" {
 		unit := "turn"
@@ -755,7 +769,7 @@ func threadResume(c *cli.Context) error {
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, res)
 	}
-	fmt.Fprintf(c.App.Writer, "resumed %s as %s (%d turns reconstructed)\n", res.ResolvedThreadID, res.NewThreadID, res.ReconstructedTurns)
+	fmt.Fprintf(c.App.Writer, "resumed %s as %s (%s reconstructed)\n", res.ResolvedThreadID, res.NewThreadID, thread.Count(res.ReconstructedTurns, "turn", "turns"))
 	return nil
 }
 

@@ -111,8 +111,8 @@ func damaged(c *cli.Context, tr *transcript.Transcript) error {
 	if n := len(tr.Warnings) - 1; n > 0 {
 		more = fmt.Sprintf(" (and %d more)", n)
 	}
-	return &exitError{code: 1, err: fmt.Errorf("transcript of %s failed verification: %s%s; printed its intact prefix (%d events); --lenient accepts it",
-		tr.ThreadID, oneLine(tr.Warnings[0]), more, len(tr.Events))}
+	return &exitError{code: 1, err: fmt.Errorf("transcript of %s failed verification: %s%s; printed its intact prefix (%s); --lenient accepts it",
+		tr.ThreadID, oneLine(tr.Warnings[0]), more, thread.Count(len(tr.Events), "event", "events"))}
 }
 
 func printEvent(c *cli.Context, format string, ev transcript.Event) {
@@ -199,7 +199,8 @@ func threadVerify(c *cli.Context) error {
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, out)
 	}
-	fmt.Fprintf(c.App.Writer, "%s: verified %d segments, %d events; thread.json %s; capabilities.md %s\n", id, len(tr.Segments), len(tr.Events), tj, caps)
+	fmt.Fprintf(c.App.Writer, "%s: verified %s, %s; thread.json %s; capabilities.md %s\n", id, thread.Count(len(tr.Segments), "segment", "segments"),
+		thread.Count(len(tr.Events), "event", "events"), tj, caps)
 	return nil
 }
 
@@ -256,8 +257,8 @@ func followLine(ctx context.Context, s *services, id string) string {
 	if thread.Bounded(r.Limits.Turns) {
 		turn += fmt.Sprintf("/%d", r.Limits.Turns)
 	}
-	line := fmt.Sprintf("[%s] %-9s %s · %d tokens · $%.6f of $%g%s", short(r), r.Status, turn,
-		r.Cost.InputTokens+r.Cost.OutputTokens, r.Cost.Spend, r.Limits.Spend, tool)
+	line := fmt.Sprintf("[%s] %-9s %s · %s · $%.6f of $%g%s", short(r), r.Status, turn,
+		thread.Count(r.Cost.InputTokens+r.Cost.OutputTokens, "token", "tokens"), r.Cost.Spend, r.Limits.Spend, tool)
 	if r.Error != nil {
 		line += " · " + r.Error.Code
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/launch"
+	"github.com/spool-run/spool/thread"
 )
 
 // directiveValidate is `spool directive validate PATH|NAME...`: each
@@ -73,7 +74,7 @@ func directiveValidate(c *cli.Context) error {
 		}
 	}
 	if bad > 0 {
-		return fmt.Errorf("%d of %d directives invalid", bad, len(out))
+		return fmt.Errorf("%d of %s invalid", bad, thread.Count(len(out), "directive", "directives"))
 	}
 	return nil
 }

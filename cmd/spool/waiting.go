@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -116,7 +117,7 @@ func (p pending) notice() string {
 func (p pending) what() string {
 	var what string
 	switch {
-	case p.rec.IsGraph() && p.call.Tool == graphApprovalTool:
+	case p.rec.IsGraph() && p.call.Tool == orchestrator.GraphApprovalTool:
 		what = "approval at node " + p.rec.CurrentNode
 	case p.rec.IsGraph():
 		what = fmt.Sprintf("approval of tool %s at node %s", p.call.Tool, p.rec.CurrentNode)
@@ -131,10 +132,6 @@ func (p pending) what() string {
 	}
 	return what + " in thread " + p.rec.ThreadID
 }
-
-// graphApprovalTool is the tool name of a graph run's approval node's
-// pending call.
-const graphApprovalTool = "graph:approval"
 
 // decideHint is how a person decides what thread id waits for.
 func decideHint(id string) string {
@@ -202,4 +199,24 @@ func waited(c *cli.Context, s *services, ids []string) string {
 		return "run " + ids[0]
 	}
 	return "thread " + ids[0]
+}
+
+// printAwaiting prints, for thread or run r waiting for a person, each
+// decision it waits for with the command that makes it, and an approval
+// node's prompt as text (thread show, graph show).
+func printAwaiting(ctx context.Context, w io.Writer, s *services, r *registry.Record) {
+	if r.Status != thread.StatusWaiting || r.WaitingFor != registry.WaitingForApproval {
+		return
+	}
+	calls, err := s.orch.Approvals(ctx, r.ThreadID)
+	if err != nil {
+		return
+	}
+	for _, call := range calls {
+		p := pending{call: call, rec: r, waited: true}
+		fmt.Fprintf(w, "waiting    for %s: %s\n", p.what(), decideHint(r.ThreadID))
+		if req, ok := orchestrator.ReadNodeRequest(call.Input); ok && r.IsGraph() && call.Tool == orchestrator.GraphApprovalTool {
+			fmt.Fprintf(w, "asks       %s\n", strings.ReplaceAll(strings.TrimRight(req.Prompt, "\n"), "\n", "\n           "))
+		}
+	}
 }
