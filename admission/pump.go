@@ -19,6 +19,9 @@ import (
 // balancer's next pass (the backstop of a pump that is lost).
 const TypePump = "spool:admission:pump"
 
+// minPumpDelay is the shortest delay of a scheduled pump.
+const minPumpDelay = 100 * time.Millisecond
+
 // pumpTask is a TypePump task's payload.
 type pumpTask struct {
 	Tenant string `json:"tenant"`
@@ -35,7 +38,11 @@ func (a *Admitter) SchedulePump(ctx context.Context, tenant string, at time.Time
 	if err != nil {
 		return err
 	}
-	t := asynq.NewTask(TypePump, body, asynq.TaskID(fmt.Sprintf("pump:%s:%d", tenant, at.UnixMilli())), asynq.ProcessAt(at),
+	// After the delay the fleet clock gives (asynq schedules by the
+	// process's own), and never at once: a pump that ran a moment early
+	// asks for the same time again.
+	in := max(at.Sub(a.now()), minPumpDelay)
+	t := asynq.NewTask(TypePump, body, asynq.TaskID(fmt.Sprintf("pump:%s:%d", tenant, at.UnixMilli())), asynq.ProcessIn(in),
 		asynq.Queue(a.ks.QueueOf(queue.DefaultQueue, tenant)), asynq.MaxRetry(3))
 	_, err = a.enq.Client.EnqueueContext(context.WithoutCancel(ctx), t)
 	if err == nil || errors.Is(err, asynq.ErrTaskIDConflict) || errors.Is(err, asynq.ErrDuplicateTask) {

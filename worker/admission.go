@@ -198,6 +198,49 @@ func (g *grant) ended(rec *registry.Record, end pathEnd, err error) {
 	}
 }
 
+// allowanceLeft tops up g's spend allowance before a model call (9.2
+// step 3) when the thread's spend since the claim (spend, the thread's
+// spend now) and its last turn's (last, the next call's estimate) may
+// not fit in it; it reports false when the tenant's windows had no room
+// left to lend and the allowance is spent. An activation without an
+// allowance (no spend limit) always has room.
+func (w *Worker) allowanceLeft(ctx context.Context, g *grant, spend, last float64, turn int) bool {
+	if g == nil || g.allowance < 0 {
+		return true
+	}
+	used, err := ledger.ToNano(max(spend-g.startSpend, 0))
+	if err != nil {
+		return true
+	}
+	est, err := ledger.ToNano(max(last, 0))
+	if err != nil || used+est <= g.allowance {
+		return true
+	}
+	al, err := w.o.Admission().TopUp(ctx, g.tenant, g.act, g.token, used+est-g.allowance, fmt.Sprintf("%s:%d", g.act, turn))
+	if err != nil {
+		// Its grant is gone (its renewal stops it), or Redis did not
+		// answer: the call goes on, its spend settled at the release.
+		w.log.Warn("admission: allowance not topped up", "activation", g.act, "error", err)
+		return true
+	}
+	g.allowance = al
+	return al < 0 || used < al
+}
+
+// refusesOnExhausted reports whether tenant's on_exhausted is refuse.
+func (w *Worker) refusesOnExhausted(ctx context.Context, tenant string) bool {
+	adm := w.o.Admission()
+	p := adm.Policy()
+	if p == nil {
+		return false
+	}
+	over, err := adm.Overrides(ctx, tenant)
+	if err != nil {
+		return false
+	}
+	return admission.Effective(p.Policy, tenant, over).OnExhausted == admission.OnExhaustedRefuse
+}
+
 // yieldDue reports whether the activation of g should yield its slot now
 // (8.3): it ran past yield_after and its tenant is over its share or has
 // a better priority waiting, or a renewal re-asserted it over a full key.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/spool-run/spool/admission"
 	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/config"
@@ -246,6 +247,10 @@ func (h *harness) drain(due bool) int {
 		}
 		for _, ti := range todo {
 			if err := h.insp.DeleteTask(ti.Queue, ti.ID); err != nil {
+				continue
+			}
+			if ti.Type == admission.TypePump {
+				_ = h.o.Admission().HandlePump(h.ctx, asynq.NewTask(ti.Type, ti.Payload))
 				continue
 			}
 			_ = h.w.handle(h.ctx, asynq.NewTask(ti.Type, ti.Payload))

@@ -3,9 +3,11 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/spool-run/spool/admission"
 	"github.com/spool-run/spool/hooks"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/registry"
@@ -175,7 +177,24 @@ func (s *session) stepDrain(ctx context.Context) (outcome, error) {
 		yielded(ctx)
 		return outcome{kind: handBack, reason: reasonYield}, nil
 	}
+	if !s.w.allowanceLeft(ctx, s.grant, s.st.Cost.Spend, s.st.TurnSpend, s.st.Turn+1) {
+		return s.tenantBudgetSpent(ctx)
+	}
 	return goOn, nil
+}
+
+// tenantBudgetSpent stops a thread whose tenant's spend window has no
+// room left for its next model call (9.2 step 3), after its last turn's
+// checkpoint: under on_exhausted: wait it hands back and waits for
+// admission again (tenant_budget, until a window has room); under
+// refuse it ends error tenant_budget_exhausted.
+func (s *session) tenantBudgetSpent(ctx context.Context) (outcome, error) {
+	if !s.w.refusesOnExhausted(ctx, s.grant.tenant) {
+		s.log.Info("tenant's spend window is spent: the thread waits for admission (tenant_budget)")
+		return outcome{kind: handBack, reason: reasonYield}, nil
+	}
+	return s.limitReached(ctx, &thread.LimitError{Code: admission.CodeTenantBudgetExhausted,
+		Message: fmt.Sprintf("tenant %s has no room left in its spend window (on_exhausted: refuse)", s.grant.tenant)}), nil
 }
 
 // reasonYield is the hand-back of an activation that yields its slot.
