@@ -99,13 +99,42 @@ func lastLine(s string) string {
 	return s[strings.LastIndexByte(s, '\n')+1:]
 }
 
+// waitRuns polls the records of ids (where admission holds a run read
+// live) until ok holds of them.
+func waitRuns(t *testing.T, e *spooltest.Env, ids []string, what string, ok func([]*registry.Record) bool) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var recs []*registry.Record
+		for _, id := range ids {
+			rec, err := e.Orch.Record(t.Context(), id)
+			require.NoError(t, err)
+			recs = append(recs, rec)
+		}
+		return ok(recs)
+	}, time.Minute, 50*time.Millisecond, what)
+}
+
+// count is how many of recs f holds of.
+func count(recs []*registry.Record, f func(*registry.Record) bool) int {
+	n := 0
+	for _, r := range recs {
+		if f(r) {
+			n++
+		}
+	}
+	return n
+}
+
 // TestTenantSurfaces: through the binary on real Redis, with a policy
 // of tenants a and b and a per_item key of max 2 published: three runs
-// of one item in tenant a, two hold the key and the third waits for it;
-// thread show says where it waits (the waiting line; waiting_for,
-// waiting_key, waiting_since and position in --json, GET
-// /v1/threads/{id} too), thread list --waiting-for and ?waiting_for=
-// find it and a reason that is none is a usage error (400); tenant show,
+// of one item in tenant a wait for capacity behind four of other items
+// that fill the fleet; when those end, two take the key and the grant
+// loop moves the third to the key's queue; thread show says where it
+// waits (the waiting line; waiting_for, waiting_key, waiting_since and
+// position in --json, GET /v1/threads/{id} too), thread list
+// --waiting-for and ?waiting_for= find it by what it waits for now (not
+// the capacity it was parked with), and a reason that is none is a
+// usage error (400); tenant show,
 // tenant list, GET /v1/tenants[/{t}] and MCP show_tenant give the
 // tenant's standing and settings in every documented field (running,
 // blocked by reason, the key at its max); tenant set and PATCH write
@@ -121,28 +150,43 @@ func TestTenantSurfaces(t *testing.T) {
 	r := e.Spool("admission", "apply")
 	require.Equal(t, 0, r.Code, r.Stderr)
 	e.StartWorker("--concurrency", "4")
+	busy, releaseBusy := gateFile(t)
 	gate, release := gateFile(t)
 
-	var ids []string
+	// Four runs of other items fill the fleet's four slots; three runs of
+	// item x then wait for capacity, their key free.
+	var others, ids []string
+	for _, item := range []string{"y", "y", "z", "z"} {
+		others = append(others, startRun(t, e, "thread", "run", "g/waiter", "--input", "item="+item, "--input", "gate="+busy, "--tenant", "a"))
+	}
+	waitRuns(t, e, others, "the other items fill the fleet", func(recs []*registry.Record) bool {
+		return count(recs, func(r *registry.Record) bool { return r.Status == thread.StatusRunning }) == 4
+	})
 	for range 3 {
 		ids = append(ids, startRun(t, e, "thread", "run", "g/waiter", "--input", "item=x", "--input", "gate="+gate, "--tenant", "a"))
 	}
+	waitRuns(t, e, ids, "the x runs wait for capacity", func(recs []*registry.Record) bool {
+		return count(recs, func(r *registry.Record) bool { return r.WaitingFor == "capacity" }) == 3
+	})
+	var listed []registry.Record
+	r = e.Spool("thread", "list", "--waiting-for", "capacity", "--json")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	r.JSON(t, &listed)
+	require.Len(t, listed, 3)
+
+	// The slots free: two x runs take per_item=x, and the grant loop moves
+	// the third to the key's queue, where it waits for concurrency.
+	releaseBusy()
 	var waiter string
-	require.Eventually(t, func() bool {
-		running, waiting := 0, ""
-		for _, id := range ids {
-			rec, err := e.Orch.Record(t.Context(), id)
-			require.NoError(t, err)
-			switch {
-			case rec.Status == thread.StatusRunning:
-				running++
-			case rec.Status == thread.StatusWaiting && rec.WaitingFor == "concurrency":
-				waiting = id
+	waitRuns(t, e, ids, "two runs hold per_item=x and the third waits for it", func(recs []*registry.Record) bool {
+		waiter = ""
+		for _, r := range recs {
+			if r.Status == thread.StatusWaiting && r.WaitingFor == "concurrency" {
+				waiter = r.ThreadID
 			}
 		}
-		waiter = waiting
-		return running == 2 && waiting != ""
-	}, time.Minute, 50*time.Millisecond, "two runs hold per_item=x and the third waits for it")
+		return waiter != "" && count(recs, func(r *registry.Record) bool { return r.Status == thread.StatusRunning }) == 2
+	})
 
 	// thread show: who waits, for what, where in line.
 	r = e.Spool("thread", "show", waiter)
@@ -158,8 +202,7 @@ func TestTenantSurfaces(t *testing.T) {
 	require.EqualValues(t, 1, rec["position"])
 	require.NotEmpty(t, rec["waiting_since"])
 
-	// thread list --waiting-for.
-	var listed []registry.Record
+	// thread list --waiting-for: what it waits for now.
 	r = e.Spool("thread", "list", "--waiting-for", "concurrency", "--json")
 	require.Equal(t, 0, r.Code, r.Stderr)
 	r.JSON(t, &listed)
@@ -177,7 +220,7 @@ func TestTenantSurfaces(t *testing.T) {
 	require.Equal(t, 2, a.Running)
 	require.Equal(t, map[string]int{"concurrency": 1}, a.Blocked)
 	require.Equal(t, []spooltype.TenantKey{{Rule: "per_item", Value: "x", Running: 2, Max: 2, Waiting: 1}}, a.Keys)
-	require.Equal(t, int64(3), a.Runs)
+	require.Equal(t, int64(7), a.Runs)
 	require.Equal(t, "wait", a.Limits.OnExhausted)
 	require.Nil(t, a.Limits.MaxRunning)
 	require.Equal(t, time.Now().UTC().Format("2006-01-02"), a.Spend["day"].Window)
@@ -239,7 +282,7 @@ func TestTenantSurfaces(t *testing.T) {
 
 	// Once the runs end, the tenant holds and blocks on nothing.
 	release()
-	for id, rec := range e.Wait(ids, 2*time.Minute) {
+	for id, rec := range e.Wait(append(ids, others...), 2*time.Minute) {
 		require.Equal(t, thread.StatusCompleted, rec.Status, id)
 	}
 	require.Eventually(t, func() bool {

@@ -69,6 +69,9 @@ func (o *Orchestrator) Forks(ctx context.Context, id string) ([]*registry.Record
 // Threads returns the records of the threads that f selects, newest first
 // (registry.Registry.List).
 func (o *Orchestrator) Threads(ctx context.Context, f registry.Filter) ([]*registry.Record, error) {
+	if isAdmissionWait(f.WaitingFor) {
+		return o.admissionWaiting(ctx, f)
+	}
 	return o.reg.List(ctx, f)
 }
 

@@ -27,6 +27,38 @@ func CheckWaitingFor(reason string) error {
 	return nil
 }
 
+// isAdmissionWait reports whether reason is one admission holds a run
+// for.
+func isAdmissionWait(reason string) bool { return slices.Contains(admission.WaitReasons, reason) }
+
+// admissionWaiting lists the runs that f matches which admission holds
+// for f.WaitingFor now, read live: a run's reason changes as it moves
+// between its tenant's queues (parked for capacity, then held for its
+// key when the grant loop reaches it while the key is full), and its
+// record keeps the reason it was parked with.
+func (o *Orchestrator) admissionWaiting(ctx context.Context, f registry.Filter) ([]*registry.Record, error) {
+	reason, limit := f.WaitingFor, f.Limit
+	f.WaitingFor, f.Status, f.Limit = "", thread.StatusWaiting, 0
+	recs, err := o.reg.List(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	out := []*registry.Record{}
+	for _, rec := range recs {
+		if rec.Extra[registry.AdmActField] == "" {
+			continue // waits for its children, a person, a limit: not admission
+		}
+		o.admissionWait(ctx, rec)
+		if rec.WaitingFor == reason {
+			out = append(out, rec)
+			if limit > 0 && len(out) == limit {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
 // CheckTenantFields refuses a field to clear that is no tenant setting,
 // so a `tenant set` or a PATCH that names one changes nothing.
 func CheckTenantFields(cleared []string) error {
