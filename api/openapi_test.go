@@ -142,3 +142,24 @@ func TestOpenAPISchemasDeclareEveryField(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIRefusalsRead: the descriptions of a graph run's start and of
+// a deny say in plain words what the server answers (e2e TestGraphAPI
+// and TestGraphWaitSaysWhatItWaitsFor hold it to them): 400 bad_request
+// for a body it cannot read, 422 refused for inputs the graph's schema
+// does not accept; a denial's reason goes to a thread's model, or into a
+// graph run's result.
+func TestOpenAPIRefusalsRead(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Description string `json:"description"`
+		} `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(api.OpenAPI, &doc))
+	start := doc.Paths["/v1/graphs"]["post"].Description
+	require.Contains(t, start, "a malformed graph name or a bad limit is 400 (bad_request)")
+	require.Contains(t, start, "Refused with 422 before anything starts: a graph that does not validate, or inputs that its inputs schema does not accept (code refused)")
+	deny := doc.Paths["/v1/threads/{id}/deny"]["post"].Description
+	require.Contains(t, deny, "The reason goes to a thread's model as the call's error; a graph run's approval node gets it in its result (result.reason)")
+}
