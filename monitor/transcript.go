@@ -241,7 +241,7 @@ var eventViewers = map[string]func(*eventView, transcript.Event){
 func viewModelTurn(v *eventView, ev transcript.Event) {
 	p := transcript.Payload[transcript.CognitionOut](ev)
 	v.Class, v.Title = "assistant", fmt.Sprintf("assistant · turn %d", p.Turn)
-	v.Meta = fmt.Sprintf("%d in / %d out tokens · $%.6f", p.Usage.InputTokens, p.Usage.OutputTokens, p.Spend)
+	v.Meta = fmt.Sprintf("%d in / %s · $%.6f", p.Usage.InputTokens, thread.Count(p.Usage.OutputTokens, "out token", "out tokens"), p.Spend)
 	if p.Model != "" {
 		v.Meta = p.Model + " · " + v.Meta
 	}
