@@ -1,0 +1,131 @@
+package e2e
+
+import (
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/internal/testing/spooltest"
+	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/thread"
+)
+
+// ceilingPolicy: acme spends at most 2.50 USD a day and waits when it
+// has; trial 1.00 and is refused; burst starts two a minute; one runs
+// one root chain at a time.
+const ceilingPolicy = `version: 1
+tenants:
+  acme: {spend_per_day: 2.5, spend_grant: 1}
+  trial: {spend_per_day: 1, spend_grant: 1, on_exhausted: refuse}
+  burst: {starts_per_minute: 2, on_exhausted: refuse}
+  one: {runs_in_flight: 1}
+`
+
+// spendArgs run b/spender (one turn of a dollar) for tenant.
+func spendArgs(tenant string) []string {
+	return []string{"b/spender", "--model", "script:scripts/b.yaml", "--limit", "spend=5", "--limit", "tokens=10000000", "--tenant", tenant}
+}
+
+// requireWindow requires tenant's day window, as tenant show gives it,
+// to hold spent and nothing else, within its limit.
+func requireWindow(t *testing.T, e *spooltest.Env, tenant string, spent float64) {
+	t.Helper()
+	d := tenantShow(t, e, tenant).Spend["day"]
+	require.InDelta(t, spent, d.Spent, 1e-9, "%s: spent today", tenant)
+	require.Zero(t, d.Held, "%s: nothing held between runs", tenant)
+	require.NotNil(t, d.Limit)
+	require.LessOrEqual(t, d.Spent+d.Held, *d.Limit+1e-9, "%s: spent + held ≤ limit", tenant)
+	require.Equal(t, time.Now().UTC().Format("2006-01-02"), d.Window)
+}
+
+// TestTenantCeilings: through the binary on real Redis, with a policy of
+// tenant ceilings published. A daily spend window filled by runs in
+// turn (the third finds half a dollar of room: it is lent that, and its
+// other half is overrun) leaves the next waiting tenant_budget with no
+// task; tenant set raising the ceiling starts it at once; spent + held
+// stays within the limit throughout. Under refuse the next start exits
+// 1 naming tenant_budget_exhausted and its run is on record, ended error
+// with the code. Starts per minute: a burst of the rate, then
+// tenant_rate_exceeded. Runs in flight: a second root waits tenant_runs
+// until the first chain ends.
+func TestTenantCeilings(t *testing.T) {
+	t.Parallel()
+	files := budgetProject()
+	maps.Copy(files, graphProject())
+	files[".ai/config/agent/admission.yaml"] = ceilingPolicy
+	e := spooltest.New(t, spooltest.Options{Files: files})
+	r := e.Spool("admission", "apply")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	e.StartWorker("--concurrency", "4")
+
+	// acme: 1 + 1 + 0.5 of its 2.5, then a wait.
+	for i, want := range []float64{1, 2, 2.5} {
+		rec := runCompleted(t, e, spendArgs("acme")...)
+		require.InDelta(t, 1, rec.Cost.Spend, 1e-9, "run %d", i)
+		requireWindow(t, e, "acme", want)
+	}
+	waiter := startRun(t, e, append([]string{"thread", "run"}, spendArgs("acme")...)...)
+	rec := waitRecord(t, e, waiter, "the fourth waits for the budget", func(r *registry.Record) bool {
+		return r.Status == thread.StatusWaiting && r.WaitingFor == "tenant_budget"
+	})
+	require.Equal(t, "tenant_budget", rec.WaitingFor)
+	require.Equal(t, map[string]int{"tenant_budget": 1}, tenantShow(t, e, "acme").Blocked)
+	r = e.Spool("tenant", "set", "acme", "--spend-per-day", "5")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	final := e.Wait([]string{waiter}, time.Minute)[waiter]
+	require.Equal(t, thread.StatusCompleted, final.Status)
+	requireWindow(t, e, "acme", 3.5)
+
+	// trial: refused once its dollar is spent, the refusal on record.
+	runCompleted(t, e, spendArgs("trial")...)
+	r = e.Spool(append([]string{"thread", "run"}, spendArgs("trial")...)...)
+	require.Equal(t, 1, r.Code, r.Stdout+r.Stderr)
+	require.Contains(t, lastLine(r.Stderr), "tenant_budget_exhausted")
+	requireRefusedOnRecord(t, e, "trial", "tenant_budget_exhausted")
+	requireWindow(t, e, "trial", 1)
+
+	// burst: two starts, then the rate refuses (with when it has room).
+	for range 2 {
+		startRun(t, e, append([]string{"thread", "run"}, spendArgs("burst")...)...)
+	}
+	r = e.Spool(append([]string{"thread", "run"}, spendArgs("burst")...)...)
+	require.Equal(t, 1, r.Code, r.Stdout+r.Stderr)
+	require.Contains(t, lastLine(r.Stderr), "tenant_rate_exceeded")
+	require.Contains(t, lastLine(r.Stderr), "room again at")
+	requireRefusedOnRecord(t, e, "burst", "tenant_rate_exceeded")
+
+	// one: a second root waits for the first chain to end.
+	gate, release := gateFile(t)
+	first := startRun(t, e, "thread", "run", "g/waiter", "--input", "item=a", "--input", "gate="+gate, "--tenant", "one")
+	waitRecord(t, e, first, "the first root runs", func(r *registry.Record) bool { return r.Status == thread.StatusRunning })
+	second := startRun(t, e, "thread", "run", "g/waiter", "--input", "item=b", "--input", "gate="+gate, "--tenant", "one")
+	waitRecord(t, e, second, "the second root waits", func(r *registry.Record) bool {
+		return r.Status == thread.StatusWaiting && r.WaitingFor == "tenant_runs"
+	})
+	require.Equal(t, 1, tenantShow(t, e, "one").RunsInFlight)
+	release()
+	for id, rec := range e.Wait([]string{first, second}, 2*time.Minute) {
+		require.Equal(t, thread.StatusCompleted, rec.Status, id)
+	}
+	require.Eventually(t, func() bool { return tenantShow(t, e, "one").RunsInFlight == 0 }, 30*time.Second, 100*time.Millisecond)
+}
+
+// requireRefusedOnRecord requires tenant to have exactly one run ended
+// error with code.
+func requireRefusedOnRecord(t *testing.T, e *spooltest.Env, tenant, code string) {
+	t.Helper()
+	var listed []registry.Record
+	r := e.Spool("thread", "list", "--tenant", tenant, "--json")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	r.JSON(t, &listed)
+	var refused []string
+	for _, rec := range listed {
+		if rec.Status == thread.StatusError && rec.Error != nil && rec.Error.Code == code {
+			refused = append(refused, rec.ThreadID)
+		}
+	}
+	require.Len(t, refused, 1, "%s: %s", tenant, strings.Join(refused, ", "))
+}
