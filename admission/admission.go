@@ -403,6 +403,24 @@ func (a *Admitter) Cancel(ctx context.Context, tenant, act, chain string) (bool,
 	return reply.Int(res[0]) == 1, a.after(ctx, tenant, res[2:])
 }
 
+// ChainsInFlight are tenant's root chains in flight (runs_in_flight
+// counts them).
+func (a *Admitter) ChainsInFlight(ctx context.Context, tenant string) ([]string, error) {
+	roots, err := a.rdb.SMembers(ctx, a.ks.AdmTenant(tenant, "roots")).Result()
+	if err != nil {
+		return nil, fmt.Errorf("root chains in flight of tenant %s: %w", tenant, err)
+	}
+	return roots, nil
+}
+
+// EndChain ends tenant's root chain chain (it leaves the chains in
+// flight, and what waited for runs_in_flight is admitted): the backstop
+// of a chain whose end's release was lost.
+func (a *Admitter) EndChain(ctx context.Context, tenant, chain string) error {
+	_, err := a.Cancel(ctx, tenant, "", chain)
+	return err
+}
+
 // TopUp lends running activation act of tenant (held by token) up to
 // want nano-dollars more of its spend windows' room before a model call
 // (9.2 step 3), once per id (<activation>:<turn>). It returns the

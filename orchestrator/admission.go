@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -124,6 +125,52 @@ func (o *Orchestrator) readmitParked(ctx context.Context) (int, error) {
 			return n, err
 		}
 		n++
+	}
+	return n, nil
+}
+
+// endLostChains ends the root chains a tenant counts in flight whose
+// latest run has finished (or is gone): the release that ends a chain
+// with its last activation was lost (its worker died after the
+// finalize), which would hold a slot of runs_in_flight for good. Only
+// tenants with a runs_in_flight ceiling are looked at. It returns how
+// many it ended.
+func (o *Orchestrator) endLostChains(ctx context.Context) (int, error) {
+	p := o.adm.Policy()
+	if p == nil {
+		return 0, nil
+	}
+	tenants, err := o.adm.KnownTenants(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, t := range tenants {
+		over, err := o.adm.Overrides(ctx, t)
+		if err != nil {
+			return n, err
+		}
+		if admission.Effective(p.Policy, t, over).RunsInFlight == 0 {
+			continue
+		}
+		roots, err := o.adm.ChainsInFlight(ctx, t)
+		if err != nil {
+			return n, err
+		}
+		for _, root := range roots {
+			rec, err := o.Latest(ctx, root)
+			if err != nil && !errors.Is(err, registry.ErrNotFound) {
+				return n, err
+			}
+			if err == nil && !rec.Status.Terminal() {
+				continue
+			}
+			o.log.Info("root chain ended: its end's release was lost", "tenant", t, "chain", root)
+			if err := o.adm.EndChain(ctx, t, root); err != nil {
+				return n, err
+			}
+			n++
+		}
 	}
 	return n, nil
 }

@@ -9,7 +9,8 @@ import (
 // Recover runs one housekeeping pass: orphans (running threads whose lease
 // lapsed) and stalled wake-ups (waiting threads whose wake-up was lost)
 // are re-enqueued, and activations admission parked whose request its
-// tenant's state lost are requested again (counted with the wake-ups).
+// tenant's state lost are requested again (counted with the wake-ups),
+// and root chains counted in flight whose end was lost are ended.
 // Every worker's recoverer and the scheduler's housekeeping call it; it
 // reports how many of each it found. A
 // recovery's task id names the version (a wake-up's, the suspension) it
@@ -37,5 +38,9 @@ func (o *Orchestrator) Recover(ctx context.Context) (orphans, wakes int, err err
 		}
 	}
 	readmitted, err := o.readmitParked(ctx)
+	if err != nil {
+		return len(found), len(stalled) + readmitted, err
+	}
+	_, err = o.endLostChains(ctx)
 	return len(found), len(stalled) + readmitted, err
 }

@@ -182,3 +182,30 @@ func TestRunsInFlightAndRefusal(t *testing.T) {
 	h.drain(false)
 	require.Equal(t, thread.StatusCompleted, h.record(first).Status)
 }
+
+// TestLostChainEndRecovered: a root chain whose end's release was lost
+// (its worker died after the finalize) would hold a slot of
+// runs_in_flight for good; housekeeping finds its run finished, ends the
+// chain, and the root waiting for the slot is admitted.
+func TestLostChainEndRecovered(t *testing.T) {
+	t.Parallel()
+	h := setup(t, nil, Config{})
+	h.publish("version: 1\ntenants:\n  default: {runs_in_flight: 1}\n")
+	h.share(10)
+	h.prov.script("h/a", say("done"))
+	first := h.startQueued("h/a")
+	require.Equal(t, 1, h.drain(false))
+	require.Equal(t, thread.StatusCompleted, h.record(first).Status)
+	// The release that ended its chain is lost: the chain is in flight.
+	roots := h.o.Services().Keys.AdmTenant(thread.DefaultTenant, "roots")
+	require.NoError(t, h.o.Services().Redis.SAdd(h.ctx, roots, first).Err())
+	second := h.startQueued("h/a")
+	require.Equal(t, admission.WaitTenantRuns, h.record(second).WaitingFor)
+	_, _, err := h.o.Recover(h.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, h.drain(false))
+	require.Equal(t, thread.StatusCompleted, h.record(second).Status)
+	n, err := h.o.Services().Redis.SCard(h.ctx, roots).Result()
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
