@@ -251,7 +251,12 @@ func TestGraphResumedStory(t *testing.T) {
 	})
 	res = e.Spool("graph", "cancel", old)
 	require.Equal(t, 0, res.Code, res.Stderr)
-	require.Equal(t, thread.StatusCancelled, e.Wait([]string{old}, 2*time.Minute)[old].Status)
+	cancelled := e.Wait([]string{old}, 2*time.Minute)[old]
+	require.Equal(t, thread.StatusCancelled, cancelled.Status)
+	spent, err := e.Orch.SubtreeSpend(t.Context(), cancelled)
+	require.NoError(t, err)
+	require.Positive(t, spent, "its children spent")
+	require.InDelta(t, spent, cancelled.Cost.Spend, 1e-9, "a run cancelled while it waits holds its subtree's spend, as one its worker ends does")
 
 	res = e.Spool("graph", "resume", old, "--json")
 	require.Equal(t, 0, res.Code, res.Stderr)
