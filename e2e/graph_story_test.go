@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -228,6 +229,15 @@ func requireRunWaitsWorded(t *testing.T, e *spooltest.Env, id string) {
 	require.Equal(t, 0, tl.Code, tl.Stderr)
 	require.Regexp(t, `^ID +STATUS +PROGRESS +SPEND\n`, tl.Stdout)
 	require.Regexp(t, `(?m)^`+regexp.QuoteMeta(id)+` +waiting +graph, \d+ steps +`+spend+`$`, tl.Stdout)
+	for _, list := range [][]string{{"graph", "list", "--graph", "g/review", "--json"}, {"thread", "list", "--directive", "g/review", "--json"}} {
+		var recs []registry.Record
+		res := e.Spool(list...)
+		require.Equal(t, 0, res.Code, res.Stderr)
+		res.JSON(t, &recs)
+		i := slices.IndexFunc(recs, func(r registry.Record) bool { return r.ThreadID == id })
+		require.GreaterOrEqual(t, i, 0, list)
+		require.InDelta(t, shown.Cost.Spend, recs[i].Cost.Spend, 1e-9, "%v gives the run's spend as graph show does", list)
+	}
 }
 
 // TestGraphResumedStory: a run cancelled at its approval node and resumed

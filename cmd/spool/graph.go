@@ -359,6 +359,9 @@ func graphList(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	for _, r := range recs {
+		r.Cost.Spend = s.orch.RunSpend(c.Context, r) // its subtree's, as graph show gives it
+	}
 	if c.Bool("json") {
 		if recs == nil {
 			recs = []*registry.Record{}
@@ -368,8 +371,7 @@ func graphList(c *cli.Context) error {
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tSTATUS\tNODE\tSTEPS\tSPEND")
 	for _, r := range recs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t$%.6f\n", r.ThreadID, r.Status, dash(r.CurrentNode), thread.Count(r.Step, "step", "steps"),
-			s.orch.RunSpend(c.Context, r))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t$%.6f\n", r.ThreadID, r.Status, dash(r.CurrentNode), thread.Count(r.Step, "step", "steps"), r.Cost.Spend)
 	}
 	return tw.Flush()
 }

@@ -512,6 +512,9 @@ func threadList(c *cli.Context) error {
 		recs = recs[:limit]
 		fmt.Fprintf(c.App.ErrWriter, "spool: showing the newest %d threads, the limit; there are more: raise --limit (0 lists all) or narrow with --status, --directive, --parent or --tenant\n", limit)
 	}
+	for _, r := range recs {
+		r.Cost.Spend = s.orch.RunSpend(c.Context, r) // a graph run's: its subtree's, as graph show gives it
+	}
 	if c.Bool("json") {
 		if recs == nil {
 			recs = []*registry.Record{}
@@ -525,7 +528,7 @@ func threadList(c *cli.Context) error {
 		if r.IsGraph() {
 			progress = "graph, " + thread.Count(r.Step, "step", "steps")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t$%.6f\n", r.ThreadID, r.Status, progress, s.orch.RunSpend(c.Context, r))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t$%.6f\n", r.ThreadID, r.Status, progress, r.Cost.Spend)
 	}
 	return tw.Flush()
 }
