@@ -100,6 +100,9 @@ type Request struct {
 	// Class is 1 for a root chain's first activation, 0 for any other
 	// (a tree already started goes first at equal priority).
 	Class int `json:"c"`
+	// Child: the run is a child (under on_exhausted: refuse its start
+	// is refused when a spend window is full).
+	Child bool `json:"ch,omitempty"`
 	// Keys are the run's concurrency keys (RedisKey), Maxes their rules'
 	// maxes when requested (the published max wins at each grant).
 	Keys  []string `json:"k,omitempty"`

@@ -562,7 +562,8 @@ do
   -- activation (a second request reads the first one's record), then the
   -- grant loop. It returns a's record as it stands; or, under
   -- on_exhausted: refuse, nil and the ceiling a root chain's first
-  -- activation meets (no record is made).
+  -- activation meets, or a full spend window a child's start meets (no
+  -- record is made).
   function adm.request(T, a, req, most)
     local raw = redis.call('HGET', T.K.acts, a)
     if raw then
@@ -572,12 +573,16 @@ do
     end
     if T.refuse then
       local r = cjson.decode(req)
+      local why, at
       if first(T, r) then
-        local why, at = adm.ceiling(T, r)
-        if why then
-          later(T, at)
-          return nil, why
-        end
+        why, at = adm.ceiling(T, r)
+      elseif r.ch and r.r == 'start' then
+        local room, reset = spendroom(T)
+        if room and room <= 0 then why, at = 'tenant_budget', reset end
+      end
+      if why then
+        later(T, at)
+        return nil, why
       end
     end
     adm.new(T, a, req)

@@ -122,6 +122,9 @@
 // first activation that meets runs_in_flight, starts_per_minute or a
 // spend window is refused at its request (REFUSED, no record): the
 // orchestrator ends the registered root error with the code
-// (tenant_runs_exceeded, tenant_rate_exceeded, tenant_budget_exhausted).
-// One it let through that finds the ceiling full at its grant waits.
+// (tenant_runs_exceeded, tenant_rate_exceeded, tenant_budget_exhausted);
+// so is a child's start that finds a spend window full (a refused spawn
+// with tenant_budget_exhausted), and a running thread whose window has no
+// room left for its next call ends error with it. One it let through
+// that finds the ceiling full at its grant waits.
 package admission

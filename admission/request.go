@@ -16,7 +16,7 @@ func RequestOf(rec *spooltype.Record, a queue.Activation, seq int64, pol *Policy
 		class = 1
 	}
 	req := Request{Act: queue.ActivationID(a, seq), Tenant: rec.TenantOrDefault(), Run: rec.ThreadID, Root: rec.TreeID(),
-		Queue: queueOf(rec.Queue), Priority: rec.PriorityOrDefault(), Class: class, Reason: reasonOf(a.Reason), Seq: seq}
+		Queue: queueOf(rec.Queue), Priority: rec.PriorityOrDefault(), Class: class, Child: rec.ParentID != "", Reason: reasonOf(a.Reason), Seq: seq}
 	for _, k := range rec.ConcurrencyKeys {
 		req.Keys = append(req.Keys, RedisKey(k.Rule, k.Value))
 		req.Maxes = append(req.Maxes, max(pol.RuleMax(k.Rule), 1))

@@ -14,6 +14,7 @@ import (
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
 )
 
 // costly is a turn that costs 0.10 USD at the fake provider's prices
@@ -208,4 +209,30 @@ func TestLostChainEndRecovered(t *testing.T) {
 	n, err := h.o.Services().Redis.SCard(h.ctx, roots).Result()
 	require.NoError(t, err)
 	require.Zero(t, n)
+}
+
+// TestChildRefusedOnFullWindow: under on_exhausted: refuse, a child whose
+// start finds its tenant's spend window full is a refused spawn with
+// tenant_budget_exhausted (on record, ended error, and in the parent's
+// transcript), and the parent goes on.
+func TestChildRefusedOnFullWindow(t *testing.T) {
+	t.Parallel()
+	h := setup(t, nil, Config{})
+	// The parent's claim borrows the whole window.
+	h.publish("version: 1\ntenants:\n  default: {spend_per_day: 0.10, spend_grant: 0.10, on_exhausted: refuse}\n")
+	h.share(10)
+	parent := h.startParentOfKid()
+	require.NoError(t, h.activate(parent, "start", 0))
+	h.drain(false)
+	rec := h.record(parent)
+	require.Equal(t, thread.StatusCompleted, rec.Status)
+	refused := eventsOf[transcript.ChildRefused](h, parent, transcript.TypeChildRefused)
+	require.Len(t, refused, 1)
+	require.Equal(t, admission.CodeTenantBudgetExhausted, refused[0].Code)
+	kids, err := h.o.Services().Registry.ListChildren(h.ctx, parent)
+	require.NoError(t, err)
+	require.Len(t, kids, 1)
+	kid := h.record(kids[0].ThreadID)
+	require.Equal(t, thread.StatusError, kid.Status)
+	require.Equal(t, admission.CodeTenantBudgetExhausted, kid.Error.Code)
 }

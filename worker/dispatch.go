@@ -266,6 +266,10 @@ func errorObject(err error) map[string]any {
 	if errors.As(err, &le) {
 		return map[string]any{"code": le.Code, "message": err.Error()}
 	}
+	var ae *thread.AdmissionError
+	if errors.As(err, &ae) {
+		return map[string]any{"code": ae.Code, "message": err.Error()}
+	}
 	return map[string]any{"code": "spawn_failed", "message": err.Error()}
 }
 
