@@ -246,6 +246,9 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request, f registry.Fil
 	if recs == nil {
 		recs = []*registry.Record{}
 	}
+	for _, rec := range recs {
+		rec.Cost.Spend = s.cfg.Orch.RunSpend(r.Context(), rec) // a graph run's: its subtree's, as its show gives it
+	}
 	s.reply(w, r, "", recs, err)
 }
 

@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +128,23 @@ func TestGraphAPI(t *testing.T) {
 		return rec.ThreadID
 	}
 	yes, no := approval("x"), approval("y")
+	// The lists give a waiting run's spend as its show does: its
+	// subtree's, live (its child spent).
+	shown, err := c.ShowGraph(ctx, yes)
+	require.NoError(t, err)
+	require.Positive(t, shown.Record.Cost.Spend)
+	listed, err := c.List(ctx, client.ListOptions{Directive: "g/review"})
+	require.NoError(t, err)
+	i := slices.IndexFunc(listed, func(r *registry.Record) bool { return r.ThreadID == yes })
+	require.GreaterOrEqual(t, i, 0)
+	require.InDelta(t, shown.Record.Cost.Spend, listed[i].Cost.Spend, 1e-9, "GET /v1/threads")
+	var graphs []registry.Record
+	code, _, body := raw.do(http.MethodGet, "/v1/graphs?graph=g/review", "")
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.NoError(t, json.Unmarshal(body, &graphs))
+	i = slices.IndexFunc(graphs, func(r registry.Record) bool { return r.ThreadID == yes })
+	require.GreaterOrEqual(t, i, 0)
+	require.InDelta(t, shown.Record.Cost.Spend, graphs[i].Cost.Spend, 1e-9, "GET /v1/graphs")
 	require.NoError(t, c.Approve(ctx, yes, api.ApproveRequest{Reason: "looks fine", By: "ada"}))
 	require.NoError(t, c.Deny(ctx, no, api.DenyRequest{Reason: "not now", By: "bo"}))
 	done := e.Wait([]string{yes, no}, 2*time.Minute)
