@@ -370,42 +370,54 @@ func checkTenantAPI(t *testing.T, e *spooltest.Env, waiter string) {
 // tenant before it has any run.
 func checkShowTenantMCP(t *testing.T, e *spooltest.Env) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	for _, c := range []struct {
-		bind, ask, want string
-	}{{"", "a", "a"}, {"", "", "default"}, {"fresh", "", "fresh"}} {
-		args := []string{"mcp"}
-		if c.bind != "" {
-			args = append(args, "--tenant", c.bind)
-		}
-		cmd := exec.Command(e.Bin, args...)
-		cmd.Env = append(append(os.Environ(), e.Vars...), "GORACE=atexit_sleep_ms=0")
-		cmd.Dir = e.Project
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		sess, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-tenant", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-		require.NoError(t, err)
-		in := map[string]any{}
-		if c.ask != "" {
-			in["tenant"] = c.ask
-		}
-		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "show_tenant", Arguments: in})
-		require.NoError(t, err)
-		require.False(t, res.IsError, "%+v: %s\n%s", c, resultText(res), stderr.String())
-		b, err := json.Marshal(res.StructuredContent)
-		require.NoError(t, err)
-		requireTenantShape(t, b)
-		var got spooltype.Tenant
-		require.NoError(t, json.Unmarshal(b, &got))
+	for _, c := range []struct{ bind, ask, want string }{{"", "a", "a"}, {"", "", "default"}, {"fresh", "", "fresh"}} {
+		got := showTenantMCP(t, e, c.bind, c.ask)
 		require.Equal(t, c.want, got.Tenant)
 		if c.ask == "a" {
 			require.Equal(t, []spooltype.TenantKey{{Rule: "per_item", Value: "x", Running: 2, Max: 2, Waiting: 1}}, got.Keys)
 		}
-		res, err = sess.CallTool(ctx, &mcp.CallToolParams{Name: "show_tenant", Arguments: map[string]any{"tenant": "nobody"}})
-		require.NoError(t, err)
-		require.True(t, res.IsError)
-		require.Contains(t, resultText(res), "tenant_not_found")
-		require.NoError(t, sess.Close())
 	}
+}
+
+// showTenantMCP asks a `spool mcp` (bound to bind, unless "") for
+// show_tenant of ask (its default, when ""), checks the answer's shape
+// and that an unknown tenant is tenant_not_found, and returns it.
+func showTenantMCP(t *testing.T, e *spooltest.Env, bind, ask string) spooltype.Tenant {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	args := []string{"mcp"}
+	if bind != "" {
+		args = append(args, "--tenant", bind)
+	}
+	cmd := exec.Command(e.Bin, args...)
+	cmd.Env = append(append(os.Environ(), e.Vars...), "GORACE=atexit_sleep_ms=0")
+	cmd.Dir = e.Project
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	sess, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-tenant", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	require.NoError(t, err)
+	defer func() {
+		_ = sess.Close() // waits for the server: its stderr is read after
+		if t.Failed() {
+			t.Logf("spool %v stderr:\n%s", args, stderr.String())
+		}
+	}()
+	in := map[string]any{}
+	if ask != "" {
+		in["tenant"] = ask
+	}
+	res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "show_tenant", Arguments: in})
+	require.NoError(t, err)
+	require.False(t, res.IsError, "show_tenant %q of spool %v: %s", ask, args, resultText(res))
+	b, err := json.Marshal(res.StructuredContent)
+	require.NoError(t, err)
+	requireTenantShape(t, b)
+	var got spooltype.Tenant
+	require.NoError(t, json.Unmarshal(b, &got))
+	res, err = sess.CallTool(ctx, &mcp.CallToolParams{Name: "show_tenant", Arguments: map[string]any{"tenant": "nobody"}})
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	require.Contains(t, resultText(res), "tenant_not_found")
+	return got
 }
