@@ -117,10 +117,16 @@ func TestGraphCancelledForeach(t *testing.T) {
 	require.Equal(t, graph.StepStatusCancelled, api.Steps[0].Status)
 	require.Equal(t, 2, api.Steps[0].ItemsCancelled)
 
-	// Resumed, the old run is continued: its step stays cancelled.
-	res = e.Spool("graph", "resume", id, "--json")
-	require.Equal(t, 0, res.Code, res.Stderr)
+	// Resumed (and waited for, followed), the old run is continued: its
+	// step stays cancelled.
 	release()
+	res = e.Spool("graph", "resume", id, "--wait", "--follow", "--timeout", "2m")
+	require.Equal(t, 0, res.Code, res.Stdout+res.Stderr)
+	newID := idIn(t, strings.TrimPrefix(res.Stderr, "spool: resumed "+id), "g/hold-")
+	require.Contains(t, res.Stderr, "spool: resumed "+id+" as "+newID+"\n")
+	require.Contains(t, res.Stderr, "["+newID+" (continuation 1)] completed ", "--follow follows the new run to its end")
+	require.Contains(t, res.Stdout, "run        "+newID+"\n")
+	require.Contains(t, res.Stdout, "status     completed\n")
 	final := e.Wait([]string{id}, 2*time.Minute)[id]
 	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
 	old, err := e.Orch.Record(t.Context(), id)

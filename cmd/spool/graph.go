@@ -50,7 +50,11 @@ func graphCommand() *cli.Command {
 			{Name: "resume", Usage: "a continuation run of a failed or cancelled run, from its last checkpoint", ArgsUsage: "RUN",
 				Flags: []cli.Flag{jsonFlag(),
 					&cli.StringFlag{Name: "from", Usage: "go on from this node instead"},
-					&cli.StringSliceFlag{Name: "set", Usage: "set a state key: KEY=JSON (repeatable)"}}, Action: graphResume},
+					&cli.StringSliceFlag{Name: "set", Usage: "set a state key: KEY=JSON (repeatable)"},
+					&cli.BoolFlag{Name: "wait", Usage: "wait for the new run to finish and print its record (exit 1 unless it completed)"},
+					&cli.BoolFlag{Name: "follow", Usage: "with --wait, show a live view while it runs"},
+					&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long --wait waits (exit 1 after it; the run keeps running); 0 waits without a limit"}},
+				Action: graphResume},
 			{Name: "fork", Usage: "a new run beside RUN from its checkpoint after a step (RUN is left as it is)", ArgsUsage: "RUN",
 				Description: "The fork has RUN's graph, inputs, parent and limits, the state and cursor RUN had after step N, and what\n" +
 					"RUN's budget had left then; it runs every step after N again (RUN's children are not adopted).\n\n" +
@@ -62,6 +66,7 @@ func graphCommand() *cli.Command {
 					&cli.StringFlag{Name: "from", Usage: "go on from this node instead of the checkpoint's next node"},
 					&cli.StringSliceFlag{Name: "set", Usage: "set a state key: KEY=JSON (repeatable)"},
 					&cli.BoolFlag{Name: "wait", Usage: "wait for the fork to finish and print its record"},
+					&cli.BoolFlag{Name: "follow", Usage: "with --wait, show a live view while it runs"},
 					&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long --wait waits"}}, Action: graphFork},
 			{Name: "transcript", Usage: "print a run's transcript", ArgsUsage: "RUN", Flags: []cli.Flag{
 				&cli.BoolFlag{Name: "json", Usage: "print JSON lines, one event a line (--format jsonl)"},
@@ -500,6 +505,9 @@ func graphSets(c *cli.Context) (map[string]any, error) {
 }
 
 func graphResume(c *cli.Context) error {
+	if err := checkTimeout(c); err != nil {
+		return err
+	}
 	sets, err := graphSets(c)
 	if err != nil {
 		return err
@@ -516,11 +524,22 @@ func graphResume(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Bool("json") {
-		return printJSON(c.App.Writer, res)
+	if !c.Bool("wait") {
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, res)
+		}
+		fmt.Fprintf(c.App.Writer, "resumed %s as %s\n", res.ResolvedThreadID, res.NewThreadID)
+		return nil
 	}
-	fmt.Fprintf(c.App.Writer, "resumed %s as %s\n", res.ResolvedThreadID, res.NewThreadID)
-	return nil
+	// Waited for, a resume prints the new run's end as a start and a
+	// fork do.
+	fmt.Fprintf(c.App.ErrWriter, "spool: resumed %s as %s\n", res.ResolvedThreadID, res.NewThreadID)
+	id := res.NewThreadID
+	out, err := waitFor(c, s, []string{id})
+	if err != nil {
+		return waitError(c, s, []string{id}, err)
+	}
+	return printGraphFinal(c, s, out[id])
 }
 
 func graphFork(c *cli.Context) error {
