@@ -126,7 +126,7 @@ func admissionApply(c *cli.Context) error {
 	}
 	fmt.Fprintf(w, "rules: %s\ntenants: %s\n", listOrNone(out.Rules), listOrNone(out.Tenants))
 	if out.Granted > 0 {
-		fmt.Fprintf(w, "%d waiting activations admitted\n", out.Granted)
+		fmt.Fprintf(w, "%s admitted\n", thread.Count(out.Granted, "waiting activation", "waiting activations"))
 	}
 	return nil
 }
@@ -304,7 +304,7 @@ func admissionOff(c *cli.Context) error {
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, map[string]any{"on": false, "version": p.Version, "changed": changed, "enqueued": n})
 	}
-	fmt.Fprintf(c.App.Writer, "admission off (policy version %d): %d waiting activations enqueued\n", p.Version, n)
+	fmt.Fprintf(c.App.Writer, "admission off (policy version %d): %s enqueued\n", p.Version, thread.Count(n, "waiting activation", "waiting activations"))
 	return nil
 }
 

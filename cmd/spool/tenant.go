@@ -12,6 +12,7 @@ import (
 	adm "github.com/spool-run/spool/admission"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/spooltype"
+	"github.com/spool-run/spool/thread"
 )
 
 // tenantSetFlags are `tenant set`'s settings: flag name → setting (the
@@ -156,7 +157,7 @@ func printTenantStatus(w io.Writer, t *spooltype.Tenant) {
 	fmt.Fprintf(w, "tenant     %s\n", t.Tenant)
 	fmt.Fprintf(w, "weight     %g%s · priority %d%s · share %s\n", t.Weight, src("weight"), t.Priority, src("priority"), shareText(t.Share))
 	fmt.Fprintf(w, "now        %d running · %d admitted · %d ready · blocked %s\n", t.Running, t.Admitted, t.Ready, blockedText(t.Blocked))
-	fmt.Fprintf(w, "runs       %d · %d root chains in flight\n", t.Runs, t.RunsInFlight)
+	fmt.Fprintf(w, "runs       %d · %s in flight\n", t.Runs, thread.Count(t.RunsInFlight, "root chain", "root chains"))
 	l := t.Limits
 	fmt.Fprintf(w, "limits     max_running %s%s · spend_per_day %s%s · spend_per_month %s%s\n", intOrNone(l.MaxRunning), src("max_running"),
 		usdOrNone(l.SpendPerDay), src("spend_per_day"), usdOrNone(l.SpendPerMonth), src("spend_per_month"))
