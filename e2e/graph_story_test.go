@@ -124,7 +124,7 @@ func TestGraphCancelledForeach(t *testing.T) {
 	require.Equal(t, 0, res.Code, res.Stdout+res.Stderr)
 	newID := idIn(t, strings.TrimPrefix(res.Stderr, "spool: resumed "+id), "g/hold-")
 	require.Contains(t, res.Stderr, "spool: resumed "+id+" as "+newID+"\n")
-	require.Contains(t, res.Stderr, "["+newID+" (continuation 1)] completed ", "--follow follows the new run to its end")
+	require.Contains(t, res.Stderr, "["+newID+" (resume 1)] completed ", "--follow follows the new run to its end, named as a resume")
 	require.Contains(t, res.Stdout, "run        "+newID+"\n")
 	require.Contains(t, res.Stdout, "status     completed\n")
 	final := e.Wait([]string{id}, 2*time.Minute)[id]

@@ -307,6 +307,10 @@ func childProgress(ctx context.Context, s *services, id string) string {
 }
 
 func short(r *registry.Record) string {
+	if r.ChainIndex > 0 && r.IsGraph() {
+		// A graph run's chain grows only by resumes.
+		return fmt.Sprintf("%s (resume %d)", r.ThreadID, r.ChainIndex)
+	}
 	if r.ChainIndex > 0 {
 		return fmt.Sprintf("%s (continuation %d)", r.ThreadID, r.ChainIndex)
 	}
