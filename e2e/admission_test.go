@@ -1,13 +1,10 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -390,13 +387,7 @@ func showTenantMCP(t *testing.T, e *spooltest.Env, bind, ask string) spooltype.T
 	if bind != "" {
 		args = append(args, "--tenant", bind)
 	}
-	cmd := exec.Command(e.Bin, args...)
-	cmd.Env = append(append(os.Environ(), e.Vars...), "GORACE=atexit_sleep_ms=0")
-	cmd.Dir = e.Project
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	sess, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-tenant", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	require.NoError(t, err)
+	sess, stderr := connectSpoolMCP(ctx, t, e, args...)
 	defer func() {
 		_ = sess.Close() // waits for the server: its stderr is read after
 		if t.Failed() {

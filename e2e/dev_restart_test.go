@@ -6,31 +6,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
-
-// devLog is what a `spool dev` printed, read as it runs.
-type devLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *devLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *devLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestDevCleanRestartDoesNotWarn: `spool dev` stopped with Ctrl-C seals
 // its redis-server's data, and the next `spool dev` on the data dir, which
@@ -51,7 +32,7 @@ func TestDevCleanRestartDoesNotWarn(t *testing.T) {
 	run := func(want string) string {
 		t.Helper()
 		r, w := io.Pipe()
-		log := &devLog{}
+		log := &syncBuffer{}
 		dev, exited := s.startDev(io.TeeReader(r, log), w)
 		code, _, errs := s.spool("thread", "run", "demo/hello", "--wait", "--json")
 		require.Equal(t, 0, code, errs)

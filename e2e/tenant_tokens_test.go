@@ -316,13 +316,7 @@ func TestTenantBoundMCP(t *testing.T) {
 	beta := startRun(t, e, "thread", "run", "g/topic", "--input", "topic=x", "--tenant", "beta")
 	betaGraph := startRun(t, e, "graph", "run", "g/review", "--inputs-json", `{"topics": ["a"]}`, "--tenant", "beta")
 
-	cmd := exec.Command(e.Bin, "mcp", "--tenant", "acme")
-	cmd.Env = append(append(os.Environ(), e.Vars...), "GORACE=atexit_sleep_ms=0")
-	cmd.Dir = e.Project
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	sess, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-tenant", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	require.NoError(t, err)
+	sess, stderr := connectSpoolMCP(ctx, t, e, "mcp", "--tenant", "acme")
 	defer func() {
 		require.NoError(t, sess.Close())
 		if t.Failed() {
@@ -418,4 +412,19 @@ func schemaProperties(t *testing.T, tool *mcp.Tool) map[string]bool {
 		out[k] = true
 	}
 	return out
+}
+
+// connectSpoolMCP runs `spool ARGS...` (an MCP server on stdio) in e's
+// project and connects a client to it; its stderr is the buffer, to read
+// once the session is closed.
+func connectSpoolMCP(ctx context.Context, t *testing.T, e *spooltest.Env, args ...string) (*mcp.ClientSession, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(e.Bin, args...)
+	cmd.Env = append(append(os.Environ(), e.Vars...), "GORACE=atexit_sleep_ms=0")
+	cmd.Dir = e.Project
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	sess, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-tenant", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	require.NoError(t, err)
+	return sess, &stderr
 }
