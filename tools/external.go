@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -456,6 +457,10 @@ func (t *extTool) Run(ctx context.Context, env *Env, input json.RawMessage) (Res
 	stdout := &capWriter{max: t.cfg.MaxStdoutBytes}
 	stderr := &tailWriter{max: t.cfg.StderrTailBytes}
 	start := time.Now()
+	// The tool dies with this thread (dieWithWorker): it stays this
+	// goroutine's from the fork to the end of the wait.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	cmd, err := t.start(tctx, exe, work, t.environ(env, work, spawnEnv), stdin, stdout, stderr)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -491,7 +496,8 @@ func (t *extTool) spawnSocket(env *Env, work string) (map[string]string, func())
 	return vars, stop
 }
 
-// start starts the tool's process in its own process group, in work, with
+// start starts the tool's process in its own process group, tied to the
+// calling thread (dieWithWorker), in work, with
 // environ, reading stdin and writing to stdout and stderr; ending tctx
 // kills the whole group. A start that fails with "text file busy" (the
 // executable just written, still held open for writing by a concurrent
@@ -505,6 +511,7 @@ func (t *extTool) start(tctx context.Context, exe, work string, environ []string
 		cmd.Stdin = bytes.NewReader(stdin)
 		cmd.Stdout, cmd.Stderr = stdout, stderr
 		setProcGroup(cmd)
+		dieWithWorker(cmd)
 		cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
 		cmd.WaitDelay = 2 * time.Second
 		err := cmd.Start()

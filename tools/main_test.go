@@ -16,8 +16,17 @@ func TestMain(m *testing.M) {
 	if os.Getenv(spawnHelperEnv) == "1" {
 		os.Exit(spawnHelper())
 	}
+	for _, helper := range testHelpers {
+		if code, ran := helper(); ran {
+			os.Exit(code)
+		}
+	}
 	goleak.VerifyTestMain(m)
 }
+
+// testHelpers make the test binary a helper process of a test when their
+// variable is set (as the platform's tests add them).
+var testHelpers []func() (code int, ran bool)
 
 // spawnHelperEnv makes the test binary a tool's client of the spawn
 // socket (see TestExternalToolStartsChildWithoutSecrets): it starts one
