@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -610,6 +611,42 @@ type Where struct {
 	Since    time.Time
 	// KeyRunning and KeyMax are the waited-on key's slots held and max.
 	KeyRunning, KeyMax int
+}
+
+// Line says where the activation waits, for people (`thread show`, the
+// monitor's run page): what for, the key, the key's slots, its place in
+// line and for how long as of now: "concurrency per_customer=c1 (2 of 2
+// running, 4th in line, 38 s)".
+func (w Where) Line(now time.Time) string {
+	var parts []string
+	if w.WaitKey != "" && w.KeyMax > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d running", w.KeyRunning, w.KeyMax))
+	}
+	if w.Position > 0 {
+		parts = append(parts, Ordinal(w.Position)+" in line")
+	}
+	parts = append(parts, fmt.Sprintf("%.0f s", max(0, now.Sub(w.Since).Seconds())))
+	line := w.WaitingFor
+	if w.WaitKey != "" {
+		line += " " + w.WaitKey
+	}
+	return line + " (" + strings.Join(parts, ", ") + ")"
+}
+
+// Ordinal is n as "1st", "2nd", "3rd", "4th", "11th", "22nd".
+func Ordinal(n int) string {
+	suffix := "th"
+	if n%100 < 11 || n%100 > 13 {
+		switch n % 10 {
+		case 1:
+			suffix = "st"
+		case 2:
+			suffix = "nd"
+		case 3:
+			suffix = "rd"
+		}
+	}
+	return strconv.Itoa(n) + suffix
 }
 
 // Where reads where activation act of tenant stands; ok false when

@@ -24,6 +24,14 @@
 //	                                person (a node's prompt and show as text, key by key), with
 //	                                approve and deny
 //	/ratelimits                     the fleet's rate limits (see below)
+//	/tenants                        every tenant `spool tenant list` knows: weight, share, running,
+//	                                ready, blocked by reason, root chains in flight, spend today and
+//	                                this month against its ceilings (orchestrator.TenantStatuses)
+//	/tenants/T                      a tenant as `spool tenant show` reads it (settings and their
+//	                                sources, spend windows with what is held, its concurrency keys),
+//	                                its admission counters, and the runs admission holds, by what
+//	                                they wait for and their place in line, linking to their pages;
+//	                                a run's page links to its tenant and says where it waits
 //	POST /approvals/decide          approve or deny (thread, call, decision, reason, by)
 //	POST /threads/ID/send           a message the model sees before its next call
 //	POST /threads/ID/interrupt      the same, stopping the model call or tool in flight
@@ -37,6 +45,7 @@
 //	/api/threads/ID/events?after=N  transcript events with seq > N (the live page polls it)
 //	/api/threads/ID/timeline        the timeline as JSON
 //	/api/ratelimits                 the rate limits page as JSON
+//	/api/tenants, /api/tenants/T    the tenants pages as JSON
 //	/asynq/                         asynqmon, with a bar back to the thread views
 //	/metrics                        Prometheus: asynq queue sizes, spool's threads by status and
 //	                                the fleet's rate-limit counters (spool_ratelimit_fleet_*)

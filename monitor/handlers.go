@@ -141,6 +141,10 @@ type threadPage struct {
 	// ReadOnly: no action is offered (Config.ReadOnly).
 	ReadOnly bool
 	Task     threadTask
+	// AdmissionWait says where the run waits when admission holds it
+	// ("concurrency per_leaf=t/leaf (1 of 1 running, 2nd in line, 3 s)"),
+	// as `thread show` says it; "" otherwise.
+	AdmissionWait string
 }
 
 func (m *Monitor) serveThread(w http.ResponseWriter, r *http.Request, id string) {
@@ -149,7 +153,7 @@ func (m *Monitor) serveThread(w http.ResponseWriter, r *http.Request, id string)
 		return
 	}
 	p := threadPage{ThreadView: v, CanSign: m.cfg.Orch.CanSign(), ReadOnly: m.cfg.ReadOnly,
-		Task: m.threadTask(v.Thread)}
+		Task: m.threadTask(v.Thread), AdmissionWait: m.cfg.Orch.AdmissionWaitLine(r.Context(), v.Thread)}
 	_, _, p.Named = r.BasicAuth()
 	if v.Thread.WaitingFor == registry.WaitingForApproval {
 		calls, err := m.cfg.Orch.Approvals(r.Context(), id)

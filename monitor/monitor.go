@@ -185,6 +185,10 @@ func (m *Monitor) handler() http.Handler {
 	mux.HandleFunc("GET /api/threads/{rest...}", m.serveThreadAPI)
 	mux.HandleFunc("GET /ratelimits", m.serveRateLimits)
 	mux.HandleFunc("GET /api/ratelimits", m.serveRateLimits)
+	mux.HandleFunc("GET /tenants", m.serveTenants)
+	mux.HandleFunc("GET /api/tenants", m.serveTenants)
+	mux.HandleFunc("GET /tenants/{tenant}", m.serveTenant)
+	mux.HandleFunc("GET /api/tenants/{tenant}", m.serveTenant)
 	mux.Handle("GET /static/", http.StripPrefix("/static/", staticHandler()))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.cfg.Registry, promhttp.HandlerOpts{}))
 	if m.cfg.AsynqHandler != nil {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spool-run/spool/admission"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -43,6 +44,7 @@ type pages struct {
 	list, thread, transcript, errPage    *template.Template
 	approvals, confirm, decide, timeline *template.Template
 	event, ratelimits, graph             *template.Template
+	tenants, tenant                      *template.Template
 }
 
 // pathOf escapes each segment of a thread id for a URL path: ids contain
@@ -61,6 +63,7 @@ var funcs = template.FuncMap{
 	"timelineURL":   func(id string) string { return "/threads/" + pathOf(id) + "/timeline" },
 	"apiURL":        func(id string) string { return "/api/threads/" + pathOf(id) },
 	"eventsURL":     func(id string) string { return "/api/threads/" + pathOf(id) + "/events" },
+	"tenantURL":     func(t string) string { return "/tenants/" + url.PathEscape(t) },
 	"usd": func(f float64) string {
 		if f >= 1 {
 			return fmt.Sprintf("$%.4f", f)
@@ -94,6 +97,9 @@ var funcs = template.FuncMap{
 	"kindName":       kindName,
 	"pctOf":          pctOf,
 	"count":          count,
+	"ordinal":        admission.Ordinal,
+	"usdOr":          usdOr,
+	"list":           func(s ...string) []string { return s },
 }
 
 // count is n with its noun, one or many as n is one or not ("1 step",
@@ -104,6 +110,14 @@ func count(n any, one, many string) string {
 		return s + " " + one
 	}
 	return s + " " + many
+}
+
+// usdOr renders a ceiling in dollars (two decimals), or none when unset.
+func usdOr(p *float64, none string) string {
+	if p == nil {
+		return none
+	}
+	return fmt.Sprintf("$%.2f", *p)
 }
 
 // pretty renders v as indented JSON, leaving <, > and & as they are: the
@@ -157,7 +171,7 @@ func loadPages() (*pages, error) {
 	for name, dst := range map[string]**template.Template{
 		"list.html": &p.list, "thread.html": &p.thread, "transcript.html": &p.transcript, "error.html": &p.errPage,
 		"approvals.html": &p.approvals, "confirm.html": &p.confirm, "decide.html": &p.decide, "timeline.html": &p.timeline,
-		"ratelimits.html": &p.ratelimits, "graph.html": &p.graph,
+		"ratelimits.html": &p.ratelimits, "graph.html": &p.graph, "tenants.html": &p.tenants, "tenant.html": &p.tenant,
 	} {
 		if *dst, err = one(name); err != nil {
 			return nil, err

@@ -278,10 +278,10 @@ func (o *Orchestrator) Readmit(ctx context.Context, id string, version int64) er
 // read live from its tenant's state (Record.WaitingFor, WaitingKey,
 // WaitingSince, Position): its reason changes as it moves between
 // queues. Best effort: the record keeps what it was parked with.
-func (o *Orchestrator) admissionWait(ctx context.Context, rec *registry.Record) {
+func (o *Orchestrator) admissionWait(ctx context.Context, rec *registry.Record) (admission.Where, bool) {
 	act := rec.Extra[registry.AdmActField]
 	if act == "" || rec.Status != thread.StatusWaiting {
-		return
+		return admission.Where{}, false
 	}
 	tenant := rec.Extra[registry.AdmTenantField]
 	if tenant == "" {
@@ -289,8 +289,22 @@ func (o *Orchestrator) admissionWait(ctx context.Context, rec *registry.Record) 
 	}
 	w, ok, err := o.adm.Where(ctx, tenant, act)
 	if err != nil || !ok {
-		return
+		return admission.Where{}, false
 	}
 	since := w.Since.UTC()
 	rec.WaitingFor, rec.WaitingKey, rec.WaitingSince, rec.Position = w.WaitingFor, w.WaitKey, &since, w.Position
+	return w, true
+}
+
+// AdmissionWaitLine says where run rec waits when admission holds it,
+// read live (admission.Where.Line: "concurrency per_customer=c1 (2 of 2
+// running, 4th in line, 38 s)"), and fills in rec's wait as Record
+// does; "" for any other run. `thread show` and the monitor's run page
+// print it.
+func (o *Orchestrator) AdmissionWaitLine(ctx context.Context, rec *registry.Record) string {
+	w, ok := o.admissionWait(ctx, rec)
+	if !ok {
+		return ""
+	}
+	return w.Line(o.Now())
 }

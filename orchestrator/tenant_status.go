@@ -36,6 +36,7 @@ func isAdmissionWait(reason string) bool { return slices.Contains(admission.Wait
 // between its tenant's queues (parked for capacity, then held for its
 // key when the grant loop reaches it while the key is full), and its
 // record keeps the reason it was parked with.
+// A reason "" lists the runs admission holds for any reason.
 func (o *Orchestrator) admissionWaiting(ctx context.Context, f registry.Filter) ([]*registry.Record, error) {
 	reason, limit := f.WaitingFor, f.Limit
 	f.WaitingFor, f.Status, f.Limit = "", thread.StatusWaiting, 0
@@ -48,8 +49,7 @@ func (o *Orchestrator) admissionWaiting(ctx context.Context, f registry.Filter) 
 		if rec.Extra[registry.AdmActField] == "" {
 			continue // waits for its children, a person, a limit: not admission
 		}
-		o.admissionWait(ctx, rec)
-		if rec.WaitingFor == reason {
+		if _, ok := o.admissionWait(ctx, rec); ok && (reason == "" || rec.WaitingFor == reason) {
 			out = append(out, rec)
 			if limit > 0 && len(out) == limit {
 				break
@@ -57,6 +57,16 @@ func (o *Orchestrator) admissionWaiting(ctx context.Context, f registry.Filter) 
 		}
 	}
 	return out, nil
+}
+
+// TenantWaiting lists the runs of tenant that admission holds now, each
+// with where it waits read live (Record.WaitingFor, WaitingKey,
+// WaitingSince, Position), newest first: the monitor's tenant page.
+func (o *Orchestrator) TenantWaiting(ctx context.Context, tenant string) ([]*registry.Record, error) {
+	if err := thread.CheckTenant(tenant); err != nil {
+		return nil, err
+	}
+	return o.admissionWaiting(ctx, registry.Filter{Tenant: tenant})
 }
 
 // CheckTenantFields refuses a field to clear that is no tenant setting,

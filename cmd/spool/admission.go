@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +15,6 @@ import (
 
 	adm "github.com/spool-run/spool/admission"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -332,49 +330,6 @@ func warnPolicyDrift(c *cli.Context, s *services) {
 			fmt.Fprintf(c.App.ErrWriter, "spool: warning: %s differs from the published admission policy; `spool admission apply` publishes it\n", path)
 		}
 	})
-}
-
-// admissionWaitLine is `thread show`'s line for a run admission holds:
-// "concurrency per_customer=c1 (2 of 2 running, 4th in line, 38 s)"; ""
-// for any other run.
-func admissionWaitLine(c *cli.Context, s *services, r *registry.Record) string {
-	act := r.Extra[registry.AdmActField]
-	if act == "" || r.Status != thread.StatusWaiting {
-		return ""
-	}
-	w, ok, err := s.orch.Admission().Where(c.Context, r.TenantOrDefault(), act)
-	if err != nil || !ok {
-		return ""
-	}
-	var parts []string
-	if w.WaitKey != "" && w.KeyMax > 0 {
-		parts = append(parts, fmt.Sprintf("%d of %d running", w.KeyRunning, w.KeyMax))
-	}
-	if w.Position > 0 {
-		parts = append(parts, ordinal(w.Position)+" in line")
-	}
-	parts = append(parts, fmt.Sprintf("%.0f s", time.Since(w.Since).Seconds()))
-	line := w.WaitingFor
-	if w.WaitKey != "" {
-		line += " " + w.WaitKey
-	}
-	return line + " (" + strings.Join(parts, ", ") + ")"
-}
-
-// ordinal is n as "1st", "2nd", "3rd", "4th", "11th", "22nd".
-func ordinal(n int) string {
-	suffix := "th"
-	if n%100 < 11 || n%100 > 13 {
-		switch n % 10 {
-		case 1:
-			suffix = "st"
-		case 2:
-			suffix = "nd"
-		case 3:
-			suffix = "rd"
-		}
-	}
-	return strconv.Itoa(n) + suffix
 }
 
 // waitingForFlag is --waiting-for, checked; "" when not given.

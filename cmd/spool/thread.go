@@ -548,7 +548,7 @@ func threadShow(c *cli.Context) error {
 	}
 	printRecord(c.App.Writer, r)
 	printAwaiting(c.Context, c.App.Writer, s, r)
-	if line := admissionWaitLine(c, s, r); line != "" {
+	if line := s.orch.AdmissionWaitLine(c.Context, r); line != "" {
 		fmt.Fprintf(c.App.Writer, "waiting    %s\n", line)
 	}
 	if unserved != "" {

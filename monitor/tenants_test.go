@@ -1,0 +1,168 @@
+package monitor_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/admission"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
+	"github.com/spool-run/spool/thread"
+)
+
+// tenantsPolicy is the tenant tests' admission policy: acme weighs three
+// and has a daily ceiling, and t/leaf runs one at a time (the first holds
+// its slot at the gate, the others wait for the key).
+const tenantsPolicy = `version: 1
+tenants:
+  acme: {weight: 3, priority: 2, spend_per_day: 5.00, max_running: 4}
+  trial: {weight: 0.5}
+concurrency:
+  - {name: per_leaf, directives: ['t/leaf'], key: '${name}', max: 1}
+`
+
+// publish publishes policy (YAML) for e's namespace and makes it the
+// orchestrator's in force at once.
+func (e *env) publish(policy string) {
+	e.t.Helper()
+	pol, err := admission.Parse("admission.yaml", []byte(policy))
+	require.NoError(e.t, err)
+	p, _, err := admission.Publish(e.t.Context(), e.rdb, e.keys, pol, "admission.yaml", time.Now())
+	require.NoError(e.t, err)
+	e.orch.Admission().Watcher().Set(p)
+}
+
+// startIn starts a root of directive in tenant.
+func (e *env) startIn(tenant, directive string, inputs map[string]any) *registry.Record {
+	e.t.Helper()
+	rec, err := e.orch.Start(e.t.Context(), orchestrator.StartRequest{Directive: directive, Inputs: inputs,
+		Model: "script:" + treeScript, Bundle: e.bundle, Tenant: tenant})
+	require.NoError(e.t, err)
+	return rec
+}
+
+// keyHeld starts three leaves of acme on one key of max 1 and a trial
+// echo, and waits until the first leaf holds the key at its gate and the
+// other two wait for it; it returns the leaves, first the one running.
+func (e *env) keyHeld() []*registry.Record {
+	e.t.Helper()
+	e.publish(tenantsPolicy)
+	var leaves []*registry.Record
+	for i := range 3 {
+		leaves = append(leaves, e.startIn("acme", "t/leaf", map[string]any{"gate": e.gate, "n": i + 1}))
+	}
+	echo := e.startIn("trial", "t/echo", map[string]any{"text": "hi"})
+	e.wait(echo.ThreadID)
+	ok := waitFor(e.t.Context(), time.Minute, func() bool {
+		t, err := e.orch.TenantStatus(e.t.Context(), "acme")
+		return err == nil && t.Running == 1 && t.Blocked[admission.WaitConcurrency] == 2
+	})
+	require.True(e.t, ok, "acme's leaves did not settle: one running, two waiting for the key")
+	for i, l := range leaves {
+		rec, err := e.orch.Record(e.t.Context(), l.ThreadID)
+		require.NoError(e.t, err)
+		if rec.Status == thread.StatusRunning {
+			leaves[0], leaves[i] = leaves[i], leaves[0]
+		}
+	}
+	return leaves
+}
+
+// TestTenantPages: the tenants list and a tenant's page (and their JSON)
+// show what `spool tenant list` and `tenant show` read, the same values;
+// a tenant's page lists the runs admission holds with what each waits
+// for; an unknown tenant is 404 and a name no tenant can have 400.
+func TestTenantPages(t *testing.T) {
+	t.Parallel()
+	e := setup(t, envOptions{})
+	off := e.page("/tenants")
+	require.Contains(t, off, "Admission is off")
+	require.Contains(t, off, `href="/tenants/default"`, "default is always a tenant")
+
+	leaves := e.keyHeld()
+	_, err := e.orch.SetTenant(t.Context(), "acme", map[string]string{"spend_per_month": "100"}, nil)
+	require.NoError(t, err)
+
+	var list struct {
+		On       bool                `json:"on"`
+		Capacity int                 `json:"capacity"`
+		Tenants  []*spooltype.Tenant `json:"tenants"`
+	}
+	code, body, _ := e.get("/api/tenants")
+	require.Equal(t, http.StatusOK, code, body)
+	require.NoError(t, json.Unmarshal([]byte(body), &list))
+	require.True(t, list.On)
+	require.Equal(t, 6, list.Capacity, "the worker's concurrency")
+	want, err := e.orch.TenantStatuses(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, names(want), names(list.Tenants))
+	require.Equal(t, []string{"acme", "default", "trial"}, names(list.Tenants))
+	acme := list.Tenants[0]
+	require.Equal(t, 3.0, acme.Weight)
+	require.Equal(t, 1, acme.Running)
+	require.Equal(t, map[string]int{admission.WaitConcurrency: 2}, acme.Blocked)
+
+	html := e.page("/tenants")
+	require.Contains(t, html, "Admission is on")
+	require.Contains(t, html, `<tr data-tenant="acme">`)
+	require.Contains(t, html, `concurrency <b>2</b>`)
+	require.Contains(t, html, "of $5.00", "acme's daily ceiling")
+
+	var one struct {
+		Tenant   *spooltype.Tenant   `json:"tenant"`
+		Settings []map[string]string `json:"settings"`
+		Waiting  []*registry.Record  `json:"waiting"`
+		Grants   int                 `json:"grants"`
+	}
+	code, body, _ = e.get("/api/tenants/acme")
+	require.Equal(t, http.StatusOK, code, body)
+	require.NoError(t, json.Unmarshal([]byte(body), &one))
+	require.Equal(t, []spooltype.TenantKey{{Rule: "per_leaf", Value: "t/leaf", Running: 1, Max: 1, Waiting: 2}}, one.Tenant.Keys)
+	require.Equal(t, "override", one.Tenant.Sources["spend_per_month"])
+	require.Contains(t, one.Settings, map[string]string{"name": "spend_per_month", "value": "$100.00", "source": "override", "override": "100"})
+	require.Contains(t, one.Settings, map[string]string{"name": "weight", "value": "3", "source": "tenant"})
+	require.Equal(t, 1, one.Grants, "the running leaf's: the others wait for the key, the echo is trial's")
+	require.Len(t, one.Waiting, 2)
+	for i, w := range one.Waiting {
+		require.Equal(t, admission.WaitConcurrency, w.WaitingFor)
+		require.Equal(t, "per_leaf=t/leaf", w.WaitingKey)
+		require.Equal(t, i+1, w.Position, "in line order")
+		require.Equal(t, 2, w.Priority, "acme's")
+	}
+	require.ElementsMatch(t, []string{leaves[1].ThreadID, leaves[2].ThreadID}, []string{one.Waiting[0].ThreadID, one.Waiting[1].ThreadID})
+
+	page := e.page("/tenants/acme")
+	require.Contains(t, page, `<tr data-key="per_leaf=t/leaf">`)
+	require.Contains(t, page, `<a class="tid" href="`+threadURL(one.Waiting[0].ThreadID)+`">`)
+	require.Contains(t, page, "2nd")
+	// A waiting run's page names its tenant and says where it waits.
+	run := e.page(threadURL(one.Waiting[1].ThreadID))
+	require.Contains(t, run, `href="/tenants/acme">acme</a>`)
+	require.Regexp(t, `waiting for <b>concurrency per_leaf=t/leaf \(1 of 1 running, 2nd in line, \d+ s\)</b>`, run)
+
+	for path, status := range map[string]int{"/tenants/nobody": 404, "/api/tenants/nobody": 404, "/tenants/Not_A_Name": 400, "/api/tenants/Not_A_Name": 400} {
+		code, body, _ := e.get(path)
+		require.Equal(t, status, code, "%s: %s", path, body)
+	}
+	_, body, _ = e.get("/api/tenants/nobody")
+	require.Contains(t, body, "tenant_not_found")
+	e.release()
+	e.wait(leaves[0].ThreadID, leaves[1].ThreadID, leaves[2].ThreadID)
+	// The last leaf's worker releases its grant just after its end.
+	require.True(t, waitFor(t.Context(), 30*time.Second, func() bool { return !strings.Contains(e.page("/tenants/acme"), "per_leaf=t/leaf") }),
+		"a key held or waited for after every leaf ended")
+}
+
+func names(ts []*spooltype.Tenant) []string {
+	out := []string{}
+	for _, t := range ts {
+		out = append(out, t.Tenant)
+	}
+	return out
+}
