@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spool-run/spool/bench/internal/benchenv"
+)
+
+// fairness runs the fairness and priority rows on a redis-server of
+// their own and prints them.
+func fairness(ctx context.Context, o options) error {
+	if o.fairConc < 1 || o.backlog < 1 || o.newcomers < 1 || o.prioBacklog < 1 || o.activation <= 0 || o.prioActivation <= 0 {
+		return fmt.Errorf("the fairness rows need -fair-concurrency, -backlog, -newcomers and -prio-backlog of at least 1 and positive activations")
+	}
+	e, stop, err := openEnv(o, "standalone")
+	if err != nil {
+		return err
+	}
+	defer stop()
+	turn := o.activation / time.Duration(o.fairConc)
+	fmt.Printf("\nfairness: standalone, one worker of %d slots, activations of %s (one model call), slot turnover %s\n",
+		o.fairConc, o.activation, turn)
+	byArm := map[string]newcomerResult{}
+	for _, a := range []string{armOff, armOn} {
+		r, err := e.newcomer(ctx, o, a == armOn)
+		if err != nil {
+			return fmt.Errorf("newcomer %s: %w", a, err)
+		}
+		byArm[a] = r
+	}
+	printNewcomer(o, byArm)
+	fmt.Printf("\nJain's index over slot-seconds/weight, 5 s windows while both tenants stay backlogged (about %s of work each):\n", o.jainFor)
+	t := newTable("weights a:b", ">runs a / b", ">windows", ">Jain min", ">Jain median", ">slot-s a / b", ">target a / b")
+	for _, w := range [][2]float64{{1, 1}, {3, 1}} {
+		r, err := e.jainRow(ctx, o, w)
+		if err != nil {
+			return fmt.Errorf("jain %v: %w", w, err)
+		}
+		t.add(fmt.Sprintf("%g:%g", w[0], w[1]), fmt.Sprintf("%d / %d", r.runs[0], r.runs[1]), fmt.Sprint(len(r.Index)),
+			fmt.Sprintf("%.3f", slices.Min(append([]float64{1}, r.Index...))), fmt.Sprintf("%.3f", median(r.Index)),
+			fmt.Sprintf("%.2f", r.SlotSeconds["a"]/math.Max(r.SlotSeconds["b"], 1e-9)), fmt.Sprintf("%.2f", w[0]/w[1]))
+	}
+	t.write(os.Stdout)
+	fmt.Printf("\npriority: a priority-1 run started behind %d priority-3 runs of its tenant (%d slots, activations of %s):\n",
+		o.prioBacklog, o.fairConc, o.prioActivation)
+	t = newTable("admission", ">priority-3 starts between its request and its start", ">of which granted after its request",
+		">its start latency ms", ">priority-3 runs still waiting then")
+	for _, a := range []string{armOff, armOn} {
+		r, err := e.priority(ctx, o, a == armOn)
+		if err != nil {
+			return fmt.Errorf("priority %s: %w", a, err)
+		}
+		granted := fmt.Sprint(r.grantedAfter)
+		if a == armOff {
+			granted = "(no grants)"
+		}
+		t.add(a, fmt.Sprint(r.between), granted, ms(r.wait), fmt.Sprint(r.after))
+	}
+	t.write(os.Stdout)
+	return nil
+}
+
+// fairSpec is a fleet of slots conc running "fair/run", one model call of
+// latency; policy "" leaves admission off.
+func fairSpec(conc int, latency time.Duration, policy string) fleetSpec {
+	return fleetSpec{
+		files:  map[string]string{".ai/directives/fair/run.md": benchenv.Directive("run", `turns="2"`)},
+		script: modelScript(latency, map[string]string{"fair/run": benchenv.FileTurns(1)}), conc: conc, policy: policy,
+	}
+}
+
+// tenantsPolicy is a policy of the given tenants and weights, no rule.
+func tenantsPolicy(weights map[string]float64) string {
+	var b strings.Builder
+	b.WriteString("version: 1\ntenants:\n")
+	names := make([]string, 0, len(weights))
+	for t := range weights {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	for _, t := range names {
+		fmt.Fprintf(&b, "  %s: {weight: %g}\n", t, weights[t])
+	}
+	return b.String()
+}
+
+// runs is n starts for tenant at priority p.
+func runs(tenant string, n, p int) []start {
+	out := make([]start, n)
+	for i := range out {
+		out[i] = start{tenant: tenant, priority: p}
+	}
+	return out
+}
+
+// newcomerResult is the newcomer row of one arm: B's starts, in order,
+// as time since B's first request, and A's median start latency.
+type newcomerResult struct {
+	b       []time.Duration
+	aMedian time.Duration
+}
+
+// newcomer queues o.backlog runs of tenant A, then, once A fills the
+// fleet, o.newcomers runs of B at equal weights.
+func (e *env) newcomer(ctx context.Context, o options, on bool) (newcomerResult, error) {
+	policy := ""
+	if on {
+		policy = tenantsPolicy(map[string]float64{"a": 1, "b": 1})
+	}
+	f, err := e.fleet(ctx, fairSpec(o.fairConc, o.activation, policy))
+	if err != nil {
+		return newcomerResult{}, err
+	}
+	defer f.Close()
+	as := runs("a", o.backlog, 0)
+	aIDs, err := startAll(ctx, f, "fair/run", as, o.producers)
+	if err != nil {
+		return newcomerResult{}, err
+	}
+	time.Sleep(max(time.Second, 2*o.activation)) // A holds every slot, the balancer has seen it
+	bs := runs("b", o.newcomers, 0)
+	bIDs, err := startAll(ctx, f, "fair/run", bs, o.producers)
+	if err != nil {
+		return newcomerResult{}, err
+	}
+	timeout := 2*time.Duration(o.backlog+o.newcomers)*o.activation/time.Duration(o.fairConc) + time.Minute
+	sp, err := spans(ctx, f, append(aIDs, bIDs...), append(as, bs...), timeout)
+	if err != nil {
+		return newcomerResult{}, err
+	}
+	var r newcomerResult
+	aw := make([]time.Duration, 0, o.backlog)
+	for _, s := range sp[:o.backlog] {
+		aw = append(aw, s.wait())
+	}
+	r.aMedian = percentile(aw, 50)
+	b := sp[o.backlog:]
+	first := b[0].Created
+	for _, s := range b {
+		if s.Created.Before(first) {
+			first = s.Created
+		}
+	}
+	for _, s := range b {
+		r.b = append(r.b, s.Started.Sub(first))
+	}
+	slices.Sort(r.b)
+	return r, nil
+}
+
+// printNewcomer prints B's k-th start in both arms, in ms and in slot
+// turnovers, with the spec's bound (k + 2 turnovers for k ≤ 8).
+func printNewcomer(o options, byArm map[string]newcomerResult) {
+	turn := o.activation / time.Duration(o.fairConc)
+	fmt.Printf("\nnewcomer: tenant A's %d runs queued, then tenant B's %d, equal weights; B's k-th start since B's first request:\n", o.backlog, o.newcomers)
+	t := newTable(">k", ">off ms", ">off turnovers", ">on ms", ">on turnovers", ">bound (k + 2 turnovers)")
+	off, on := byArm[armOff], byArm[armOn]
+	for _, k := range []int{1, 2, 3, 4, 6, 8, 12, 16, 20} {
+		if k > o.newcomers {
+			break
+		}
+		bound := ""
+		if k <= 8 {
+			bound = fmt.Sprint(k + 2)
+		}
+		t.add(fmt.Sprint(k), ms(off.b[k-1]), fmt.Sprintf("%.1f", turns(off.b[k-1], turn)),
+			ms(on.b[k-1]), fmt.Sprintf("%.1f", turns(on.b[k-1], turn)), bound)
+	}
+	t.write(os.Stdout)
+	for _, a := range []string{armOff, armOn} {
+		r := byArm[a]
+		within := 0
+		for k, d := range r.b {
+			if k < 8 && turns(d, turn) <= float64(k+3) {
+				within++
+			}
+		}
+		fmt.Printf("newcomer %s: all of B started within %.1f activation lengths; %d of B's first %d within k + 2 turnovers; A's median start latency %s ms (%.0f turnovers)\n",
+			a, float64(r.b[len(r.b)-1])/float64(o.activation), within, min(8, len(r.b)), ms(r.aMedian), turns(r.aMedian, turn))
+	}
+}
+
+// turns is d in slot turnovers of turn.
+func turns(d, turn time.Duration) float64 { return float64(d) / float64(turn) }
+
+// jainResult is a Jain row: the runs started per tenant and the windows.
+type jainResult struct {
+	fairWindows
+	runs [2]int
+}
+
+// jainRow keeps tenants a and b of weights w backlogged for about
+// o.jainFor (each tenant's runs its share of the capacity for that
+// long, plus a fifth) and measures their slot-seconds.
+func (e *env) jainRow(ctx context.Context, o options, w [2]float64) (jainResult, error) {
+	weights := map[string]float64{"a": w[0], "b": w[1]}
+	f, err := e.fleet(ctx, fairSpec(o.fairConc, o.activation, tenantsPolicy(weights)))
+	if err != nil {
+		return jainResult{}, err
+	}
+	defer f.Close()
+	var r jainResult
+	slots := float64(o.fairConc) * o.jainFor.Seconds() / o.activation.Seconds() * 1.2
+	for i, x := range w {
+		r.runs[i] = int(math.Ceil(slots * x / (w[0] + w[1])))
+	}
+	// Interleaved, so that both tenants are backlogged from the start.
+	var ss []start
+	for i := 0; i < max(r.runs[0], r.runs[1]); i++ {
+		if i < r.runs[0] {
+			ss = append(ss, start{tenant: "a"})
+		}
+		if i < r.runs[1] {
+			ss = append(ss, start{tenant: "b"})
+		}
+	}
+	ids, err := startAll(ctx, f, "fair/run", ss, o.producers)
+	if err != nil {
+		return jainResult{}, err
+	}
+	sp, err := spans(ctx, f, ids, ss, 2*o.jainFor+time.Minute)
+	if err != nil {
+		return jainResult{}, err
+	}
+	r.fairWindows = jainWindows(sp, weights, 5*time.Second)
+	return r, nil
+}
+
+// priorityResult is the priority row of one arm: how many priority-3
+// runs started between the priority-1 run's request and its start, and
+// of those how many admission granted after its request (the others
+// were granted, on their way to a worker, before it); how long it
+// waited, and how many priority-3 runs had not started when it did.
+type priorityResult struct {
+	between, grantedAfter, after int
+	wait                         time.Duration
+}
+
+// admittedNow are the activations of tenant that admission has granted
+// or runs now (none while it is off): a start after this moment of one
+// of them was granted before.
+func admittedNow(ctx context.Context, e *env, f *benchenv.Fleet, tenant string) (map[string]bool, error) {
+	acts, err := e.rdb.HGetAll(ctx, f.O.Admission().Keys().AdmTenant(tenant, "acts")).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for a, raw := range acts {
+		var r struct {
+			St string `json:"st"`
+		}
+		if json.Unmarshal([]byte(raw), &r) == nil && (r.St == "granted" || r.St == "running") {
+			out[a] = true
+		}
+	}
+	return out, nil
+}
+
+// priority queues o.prioBacklog priority-3 runs of one tenant, then one
+// priority-1 run.
+func (e *env) priority(ctx context.Context, o options, on bool) (priorityResult, error) {
+	policy := ""
+	if on {
+		policy = tenantsPolicy(map[string]float64{"p": 1})
+	}
+	f, err := e.fleet(ctx, fairSpec(o.fairConc, o.prioActivation, policy))
+	if err != nil {
+		return priorityResult{}, err
+	}
+	defer f.Close()
+	low := runs("p", o.prioBacklog, 3)
+	ids, err := startAll(ctx, f, "fair/run", low, o.producers)
+	if err != nil {
+		return priorityResult{}, err
+	}
+	time.Sleep(o.prioActivation) // the backlog fills the slots and waits
+	admitted, err := admittedNow(ctx, e, f, "p")
+	if err != nil {
+		return priorityResult{}, err
+	}
+	high := runs("p", 1, 1)
+	hid, err := startAll(ctx, f, "fair/run", high, 1)
+	if err != nil {
+		return priorityResult{}, err
+	}
+	timeout := 2*time.Duration(o.prioBacklog)*o.prioActivation/time.Duration(o.fairConc) + time.Minute
+	sp, err := spans(ctx, f, append(ids, hid...), append(low, high...), timeout)
+	if err != nil {
+		return priorityResult{}, err
+	}
+	h := sp[len(sp)-1]
+	r := priorityResult{wait: h.wait()}
+	for i, s := range sp[:len(sp)-1] {
+		switch {
+		case s.Started.After(h.Created) && s.Started.Before(h.Started):
+			r.between++
+			if !admitted[ids[i]] {
+				r.grantedAfter++
+			}
+		case !s.Started.Before(h.Started):
+			r.after++
+		}
+	}
+	return r, nil
+}
