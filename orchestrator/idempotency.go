@@ -11,9 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/internal/reply"
 	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/telemetry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -98,6 +101,7 @@ func (o *Orchestrator) startIdempotent(ctx context.Context, req StartRequest) (*
 	}
 	out := *rec
 	out.Existing = &st.adopted
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.IdempotencyReplayed.Bool(st.adopted))
 	if st.adopted {
 		o.countReplay(ctx, tenant, req.Surface)
 		o.threadLog(id).Info("idempotent start replayed", "tenant", tenant, "surface", req.Surface)

@@ -53,7 +53,8 @@ func (o *Orchestrator) traceEnd(rec *registry.Record) {
 	attrs := []attribute.KeyValue{
 		telemetry.ThreadID.String(rec.ThreadID), telemetry.Directive.String(rec.Directive), telemetry.Status.String(string(rec.Status)),
 		telemetry.Turns.Int(rec.Cost.Turns), telemetry.CostUSD.Float64(rec.Cost.Spend), telemetry.ChainRootID.String(rec.ChainRootID),
-		telemetry.GenAIRequestModel.String(rec.Model),
+		telemetry.GenAIRequestModel.String(rec.Model), telemetry.Tenant.String(rec.TenantOrDefault()),
+		telemetry.Priority.Int(rec.PriorityOrDefault()),
 	}
 	if rec.ParentID != "" {
 		attrs = append(attrs, telemetry.ParentID.String(rec.ParentID))

@@ -127,6 +127,13 @@ const (
 	GraphKind    = attribute.Key("spool.graph.kind")
 	GraphAttempt = attribute.Key("spool.graph.attempt")
 	GraphStatus  = attribute.Key("spool.graph.status")
+	// A run's tenant and priority (its root's), on its span and each of
+	// its activations'; and, on the span of a start that named an
+	// idempotency key, whether it answered a run an earlier start of the
+	// key made instead of starting one.
+	Tenant              = attribute.Key("spool.tenant")
+	Priority            = attribute.Key("spool.priority")
+	IdempotencyReplayed = attribute.Key("spool.idempotency.replayed")
 	// An activation's admission (package admission): its class (0 a tree
 	// already started, 1 a root chain's first), how long it waited from
 	// its request to its grant and what for, and its run's concurrency

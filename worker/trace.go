@@ -30,7 +30,8 @@ func (w *Worker) startActivation(ctx context.Context, act queue.Activation, rec 
 	opts := []trace.SpanStartOption{
 		trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(telemetry.ThreadID.String(rec.ThreadID), telemetry.Directive.String(rec.Directive),
-			telemetry.ActivationReason.String(act.Reason), telemetry.ActivationNumber.Int64(rec.Activation)),
+			telemetry.ActivationReason.String(act.Reason), telemetry.ActivationNumber.Int64(rec.Activation),
+			telemetry.Tenant.String(rec.TenantOrDefault()), telemetry.Priority.Int(rec.PriorityOrDefault())),
 	}
 	if rec.IsGraph() {
 		opts = append(opts, trace.WithAttributes(telemetry.Graph.String(rec.Directive)))
