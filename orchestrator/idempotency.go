@@ -66,7 +66,7 @@ func (o *Orchestrator) startIdempotent(ctx context.Context, req StartRequest) (*
 	if err := thread.CheckIdempotencyKey(req.IdempotencyKey); err != nil {
 		return nil, err
 	}
-	if req.ID != "" || req.Planned || req.Fork != nil || req.PreviousThreadID != "" {
+	if req.Planned || req.Fork != nil || req.PreviousThreadID != "" {
 		return nil, fmt.Errorf("start %s: an idempotency key starts a new run, not a planned child, a fork or a continuation", req.Directive)
 	}
 	plan := req
@@ -86,7 +86,12 @@ func (o *Orchestrator) startIdempotent(ctx context.Context, req StartRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	planned := o.NewID(IDRequest{Directive: nt.Directive, ParentID: req.ParentID})
+	// A caller may fix the run's id itself (a schedule's tick id); the
+	// key names it unless an earlier start of the key claimed another.
+	planned := req.ID
+	if planned == "" {
+		planned = o.NewID(IDRequest{Directive: nt.Directive, ParentID: req.ParentID})
+	}
 	id, first, err := o.claimKey(ctx, tenant, req.IdempotencyKey, fp, planned)
 	if err != nil {
 		return nil, err

@@ -4,8 +4,8 @@
 // artifacts of old threads.
 //
 // Schedules live in the project's .ai/config/schedules.yaml (see Parse);
-// each entry names a directive, its inputs, a cron spec, a queue, a model
-// and limit overrides. Every thread goes through orchestrator.Start with a
+// each entry names a directive, its inputs, a cron spec, a queue, a model,
+// limit overrides, and the tenant and priority of its runs. Every thread goes through orchestrator.Start with a
 // bundle of the project built at the tick (launch.ProjectBundle), exactly as
 // `spool thread run` starts one.
 //
@@ -29,6 +29,11 @@
 //	    (TickThreadID), so the registry is a second fence: a process that
 //	    took a tick whose thread exists (a lock lost to a Redis failover)
 //	    starts nothing.
+//	  - The start is idempotent under the tick's key (TickIdempotencyKey,
+//	    schedule:<entry>:<tick RFC 3339>) in the entry's tenant, which
+//	    the record carries and which claims the tick's thread id: a start
+//	    that got past both fences answers the registered run, and the
+//	    tick is taken.
 //
 // A tick is at most once: a process that takes the lock and dies before
 // the thread is registered loses that tick. Ticks missed while every

@@ -38,6 +38,14 @@ func TickThreadID(directiveName, entryID string, tick time.Time) string {
 	return fmt.Sprintf("%s-%d-%s", directiveName, tick.Unix(), suffix[:10])
 }
 
+// TickIdempotencyKey is the idempotency key of the start of an entry's
+// tick, "schedule:<entry>:<tick RFC 3339>": the run's record carries it
+// beside the tick's thread id, and the key names that run for its
+// tenant as any start's key does.
+func TickIdempotencyKey(entryID string, tick time.Time) string {
+	return "schedule:" + entryID + ":" + tick.UTC().Format(time.RFC3339)
+}
+
 // acquire takes the lock key for ttl under token; false when another
 // holder has it.
 func acquire(ctx context.Context, rdb redis.UniversalClient, key, token string, ttl time.Duration) (bool, error) {

@@ -54,6 +54,11 @@ type Entry struct {
 	Model string
 	// Limits override the directive's limits.
 	Limits thread.Limits
+	// Tenant is the tenant the entry's runs are for ("": the default
+	// tenant) and Priority their priority, 1 (highest) to 5 (0: the
+	// tenant's default).
+	Tenant   string
+	Priority int
 
 	schedule cron.Schedule
 }
@@ -71,7 +76,8 @@ func (e *Entry) Interval(t time.Time) time.Duration {
 var (
 	entryIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 	cronParser     = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-	entryKeys      = map[string]bool{"id": true, "directive": true, "graph": true, "inputs": true, "cron": true, "queue": true, "model": true, "limits": true}
+	entryKeys      = map[string]bool{"id": true, "directive": true, "graph": true, "inputs": true, "cron": true, "queue": true, "model": true, "limits": true,
+		"tenant": true, "priority": true}
 )
 
 // LoadFile reads a schedules file. A missing file is (nil, err) with
@@ -105,6 +111,8 @@ func Load(projectDir string) ([]Entry, error) {
 //	    queue: low
 //	    model: claude-haiku-4-5
 //	    limits: {turns: 10, spend: 0.5}
+//	    tenant: acme                   # whose run it is (default: default)
+//	    priority: 2                    # 1 (highest) .. 5 (default: the tenant's)
 //	  - id: nightly-review
 //	    graph: review/nightly          # a graph run instead of a thread
 //	    cron: "0 4 * * *"
@@ -188,15 +196,33 @@ func parseEntry(n *yaml.Node) (Entry, error) {
 			return e, fmt.Errorf("limits: %w", err)
 		}
 	}
-	return e, nil
+	return e, e.admission(r.priority)
+}
+
+// admission checks the entry's tenant and reads its priority (the text
+// of its priority: key, "" when none), as a start checks them.
+func (e *Entry) admission(priority string) error {
+	if e.Tenant != "" && thread.CheckTenant(e.Tenant) != nil {
+		return fmt.Errorf("tenant %q: want 1 to 63 of a-z, 0-9, '.', '_' and '-', starting with a letter or digit", e.Tenant)
+	}
+	if priority == "" {
+		return nil
+	}
+	p, err := strconv.Atoi(priority)
+	if err != nil || thread.CheckPriority(p) != nil {
+		return fmt.Errorf("priority %q: want a whole number from %d (highest) to %d", priority, thread.MinPriority, thread.MaxPriority)
+	}
+	e.Priority = p
+	return nil
 }
 
 // entryKeysRead holds the keys of an entry that parseEntry settles only
 // once every key is read: the graph (which excludes directive) and the
 // limits (whose max_steps only a graph entry may set).
 type entryKeysRead struct {
-	graph  string
-	limits *yaml.Node
+	graph    string
+	limits   *yaml.Node
+	priority string
 }
 
 // readKeys reads the keys of the entry mapping n into e, in their order,
@@ -206,7 +232,7 @@ func (e *Entry) readKeys(n *yaml.Node) (entryKeysRead, error) {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if !entryKeys[k.Value] {
-			return r, fmt.Errorf("unknown key %q (id, directive or graph, cron, inputs, queue, model, limits)", k.Value)
+			return r, fmt.Errorf("unknown key %q (id, directive or graph, cron, inputs, queue, model, limits, tenant, priority)", k.Value)
 		}
 		if err := e.readKey(&r, k.Value, v); err != nil {
 			return r, err
@@ -232,6 +258,10 @@ func (e *Entry) readKey(r *entryKeysRead, key string, v *yaml.Node) error {
 		err = scalar(v, &e.Queue)
 	case "model":
 		err = scalar(v, &e.Model)
+	case "tenant":
+		err = scalar(v, &e.Tenant)
+	case "priority":
+		err = scalar(v, &r.priority)
 	case "inputs":
 		if v.Kind != yaml.MappingNode && v.Tag != "!!null" {
 			return errors.New("inputs: must be a mapping of input names to values")

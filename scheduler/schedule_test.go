@@ -31,6 +31,8 @@ schedules:
   - id: hourly
     directive: demo/hello
     cron: "CRON_TZ=Asia/Tokyo @hourly"
+    tenant: acme.eu
+    priority: 1
 `
 	got, err := Parse("s.yaml", []byte(src))
 	require.NoError(t, err)
@@ -40,7 +42,7 @@ schedules:
 			Inputs: map[string]any{"scope": "all", "n": 3, "nested": map[string]any{"a": []any{1, 2}}},
 			Limits: thread.Limits{Turns: &turns, Spend: &spend, Duration: &dur}},
 		{ID: "often.1_x", Directive: "demo/hello", Cron: "@every 30s"},
-		{ID: "hourly", Directive: "demo/hello", Cron: "CRON_TZ=Asia/Tokyo @hourly"},
+		{ID: "hourly", Directive: "demo/hello", Cron: "CRON_TZ=Asia/Tokyo @hourly", Tenant: "acme.eu", Priority: 1},
 	}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Entry{})); diff != "" {
 		t.Fatalf("entries (-want +got):\n%s", diff)
@@ -85,6 +87,11 @@ func TestParseErrors(t *testing.T) {
 		{"fractional turns", entry("{id: a, directive: a/b, cron: '@daily', limits: {turns: 2.5}}"), []string{"turns", "whole number"}},
 		{"bad queue", entry("{id: a, directive: a/b, cron: '@daily', queue: 'x y'}"), []string{`queue "x y"`}},
 		{"id not a string", entry("{id: [a], directive: a/b, cron: '@daily'}"), []string{"id: must be a string"}},
+		{"bad tenant", entry("{id: a, directive: a/b, cron: '@daily', tenant: Acme}"), []string{"bad.yaml:2:", `entry "a"`, `tenant "Acme": want 1 to 63 of a-z`}},
+		{"tenant not a string", entry("{id: a, directive: a/b, cron: '@daily', tenant: [acme]}"), []string{`entry "a"`, "tenant: must be a string"}},
+		{"priority zero", entry("{id: a, directive: a/b, cron: '@daily', priority: 0}"), []string{"bad.yaml:2:", `entry "a"`, `priority "0": want a whole number from 1 (highest) to 5`}},
+		{"priority six", entry("{id: a, directive: a/b, cron: '@daily', priority: 6}"), []string{`priority "6"`}},
+		{"priority a word", entry("{id: a, directive: a/b, cron: '@daily', priority: high}"), []string{`priority "high"`}},
 		{"duplicate id", "schedules:\n  - {id: a, directive: a/b, cron: '@daily'}\n  - {id: a, directive: a/c, cron: '@daily'}\n",
 			[]string{"bad.yaml:3:", `entry "a"`, "duplicate id (first at line 2)"}},
 	}

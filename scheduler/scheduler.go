@@ -479,9 +479,14 @@ func (s *Scheduler) start(ctx context.Context, e *Entry, tick time.Time, id stri
 		inputs[k] = v
 	}
 	rec, err := s.o.Start(ctx, orchestrator.StartRequest{ID: id, Directive: e.Directive, Inputs: inputs, Model: e.Model,
-		LimitOverrides: e.Limits, Queue: e.Queue, Bundle: digest, Graph: e.Graph, MaxSteps: e.MaxSteps})
+		LimitOverrides: e.Limits, Queue: e.Queue, Bundle: digest, Graph: e.Graph, MaxSteps: e.MaxSteps,
+		Tenant: e.Tenant, Priority: e.Priority, IdempotencyKey: TickIdempotencyKey(e.ID, tick), Surface: orchestrator.SurfaceSchedule})
 	if err != nil {
 		return err
+	}
+	if rec.Existing != nil && *rec.Existing {
+		res.Outcome = OutcomeTaken // another scheduler's start of the tick registered it first
+		return nil
 	}
 	res.Outcome, res.ThreadID = OutcomeStarted, rec.ThreadID
 	return nil
