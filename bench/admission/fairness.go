@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spool-run/spool/bench/internal/benchenv"
@@ -51,16 +52,19 @@ func fairness(ctx context.Context, o options) error {
 	t.write(os.Stdout)
 	fmt.Printf("\npriority: a priority-1 run started behind %d priority-3 runs of its tenant (%d slots, activations of %s):\n",
 		o.prioBacklog, o.fairConc, o.prioActivation)
-	t = newTable("admission", ">priority-3 starts between its request and its start", ">of which granted after its request",
+	t = newTable("admission", ">priority-3 starts between its request and its start", ">priority-3 grants between its request and its grant",
 		">its start latency ms", ">priority-3 runs still waiting then")
 	for _, a := range []string{armOff, armOn} {
 		r, err := e.priority(ctx, o, a == armOn)
 		if err != nil {
 			return fmt.Errorf("priority %s: %w", a, err)
 		}
-		granted := fmt.Sprint(r.grantedAfter)
-		if a == armOff {
+		granted := fmt.Sprint(r.granted)
+		switch {
+		case a == armOff:
 			granted = "(no grants)"
+		case r.granted < 0:
+			granted = "(its grant not seen)"
 		}
 		t.add(a, fmt.Sprint(r.between), granted, ms(r.wait), fmt.Sprint(r.after))
 	}
@@ -235,33 +239,77 @@ func (e *env) jainRow(ctx context.Context, o options, w [2]float64) (jainResult,
 }
 
 // priorityResult is the priority row of one arm: how many priority-3
-// runs started between the priority-1 run's request and its start, and
-// of those how many admission granted after its request (the others
-// were granted, on their way to a worker, before it); how long it
+// runs started between the priority-1 run's request and its start; with
+// admission on, how many it granted between the priority-1 run's request
+// and its grant (a start may be of a grant made before; -1: the poll
+// missed the priority-1 run's record); how long it
 // waited, and how many priority-3 runs had not started when it did.
 type priorityResult struct {
-	between, grantedAfter, after int
-	wait                         time.Duration
+	between, granted, after int
+	wait                    time.Duration
 }
 
-// admittedNow are the activations of tenant that admission has granted
-// or runs now (none while it is off): a start after this moment of one
-// of them was granted before.
-func admittedNow(ctx context.Context, e *env, f *benchenv.Fleet, tenant string) (map[string]bool, error) {
-	acts, err := e.rdb.HGetAll(ctx, f.O.Admission().Keys().AdmTenant(tenant, "acts")).Result()
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]bool{}
+// grantLog polls a tenant's admission records while a row runs and keeps
+// each activation's request and grant times (ms, the fleet's clock): a
+// record lives from its request to its release, so a poll more often
+// than an activation lasts sees every grant.
+type grantLog struct {
+	mu     sync.Mutex
+	rq, ga map[string]int64
+	stop   chan struct{}
+	done   chan struct{}
+	err    error
+	key    string
+}
+
+func startGrantLog(ctx context.Context, e *env, f *benchenv.Fleet, tenant string, every time.Duration) *grantLog {
+	l := &grantLog{rq: map[string]int64{}, ga: map[string]int64{}, stop: make(chan struct{}), done: make(chan struct{}),
+		key: f.O.Admission().Keys().AdmTenant(tenant, "acts")}
+	go func() {
+		defer close(l.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			acts, err := e.rdb.HGetAll(ctx, l.key).Result()
+			if err != nil {
+				l.err = err
+				return
+			}
+			l.note(acts)
+			select {
+			case <-l.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return l
+}
+
+func (l *grantLog) note(acts map[string]string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for a, raw := range acts {
 		var r struct {
-			St string `json:"st"`
+			Rq int64 `json:"rq"`
+			Ga int64 `json:"ga"`
 		}
-		if json.Unmarshal([]byte(raw), &r) == nil && (r.St == "granted" || r.St == "running") {
-			out[a] = true
+		if json.Unmarshal([]byte(raw), &r) != nil {
+			continue
+		}
+		if r.Rq > 0 && l.rq[a] == 0 {
+			l.rq[a] = r.Rq
+		}
+		if r.Ga > 0 && l.ga[a] == 0 {
+			l.ga[a] = r.Ga
 		}
 	}
-	return out, nil
+}
+
+func (l *grantLog) finish() error {
+	close(l.stop)
+	<-l.done
+	return l.err
 }
 
 // priority queues o.prioBacklog priority-3 runs of one tenant, then one
@@ -276,37 +324,43 @@ func (e *env) priority(ctx context.Context, o options, on bool) (priorityResult,
 		return priorityResult{}, err
 	}
 	defer f.Close()
+	log := startGrantLog(ctx, e, f, "p", o.prioActivation/4)
 	low := runs("p", o.prioBacklog, 3)
 	ids, err := startAll(ctx, f, "fair/run", low, o.producers)
 	if err != nil {
+		_ = log.finish()
 		return priorityResult{}, err
 	}
 	time.Sleep(o.prioActivation) // the backlog fills the slots and waits
-	admitted, err := admittedNow(ctx, e, f, "p")
-	if err != nil {
-		return priorityResult{}, err
-	}
 	high := runs("p", 1, 1)
 	hid, err := startAll(ctx, f, "fair/run", high, 1)
 	if err != nil {
+		_ = log.finish()
 		return priorityResult{}, err
 	}
 	timeout := 2*time.Duration(o.prioBacklog)*o.prioActivation/time.Duration(o.fairConc) + time.Minute
 	sp, err := spans(ctx, f, append(ids, hid...), append(low, high...), timeout)
+	if lerr := log.finish(); err == nil {
+		err = lerr
+	}
 	if err != nil {
 		return priorityResult{}, err
 	}
 	h := sp[len(sp)-1]
 	r := priorityResult{wait: h.wait()}
+	hrq, hga := log.rq[hid[0]], log.ga[hid[0]]
+	if on && (hrq == 0 || hga == 0) {
+		r.granted = -1 // its record came and went between two polls
+	}
 	for i, s := range sp[:len(sp)-1] {
 		switch {
 		case s.Started.After(h.Created) && s.Started.Before(h.Started):
 			r.between++
-			if !admitted[ids[i]] {
-				r.grantedAfter++
-			}
 		case !s.Started.Before(h.Started):
 			r.after++
+		}
+		if ga := log.ga[ids[i]]; on && r.granted >= 0 && ga > hrq && ga < hga {
+			r.granted++
 		}
 	}
 	return r, nil

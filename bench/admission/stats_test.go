@@ -128,7 +128,7 @@ func TestTinyRun(t *testing.T) {
 	}
 	o := options{threads: 24, multi: 8, rounds: 1, conc: 4, producers: 2, topology: "standalone", policy: "full",
 		throughput: true, fairness: true, fairConc: 4, backlog: 16, newcomers: 4, prioBacklog: 12,
-		activation: 40 * time.Millisecond, prioActivation: 20 * time.Millisecond, jainFor: 200 * time.Millisecond}
+		activation: 40 * time.Millisecond, prioActivation: 100 * time.Millisecond, jainFor: 200 * time.Millisecond}
 	out := captureStdout(t, func() {
 		if err := run(context.Background(), o); err != nil {
 			t.Fatal(err)
