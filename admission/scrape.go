@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/spool-run/spool/spooltype"
 )
 
 // WaitBuckets are the upper bounds (seconds) of the wait histogram the
@@ -49,6 +51,11 @@ type TenantScrape struct {
 	Refusals     map[string]int // by code
 	Unreplicated int
 	Fenced       int
+	// Spend are its spend windows of now, "day" and "month" (as
+	// Status has them), and Overrun what was spent in each beyond the
+	// allowances lent (spend a ceiling could not stop).
+	Spend   map[string]spooltype.TenantSpend
+	Overrun map[string]float64
 }
 
 // Scrape reads the capacity and every known tenant's state hash, once.
@@ -63,24 +70,27 @@ func (a *Admitter) Scrape(ctx context.Context) (*Scrape, error) {
 	}
 	pipe := a.rdb.Pipeline()
 	states := make([]*redis.MapStringStringCmd, len(tenants))
-	overs := make([]*redis.StringCmd, len(tenants))
+	overs := make([]*redis.MapStringStringCmd, len(tenants))
+	spends := make([]*redis.MapStringStringCmd, len(tenants))
 	for i, t := range tenants {
 		states[i] = pipe.HGetAll(ctx, a.ks.AdmTenant(t, "state"))
-		overs[i] = pipe.HGet(ctx, a.ks.AdmTenant(t, "over"), "max_running")
+		overs[i] = pipe.HGetAll(ctx, a.ks.AdmTenant(t, "over"))
+		spends[i] = pipe.HGetAll(ctx, a.ks.AdmTenant(t, "spend"))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("scrape admission: %w", err)
 	}
+	var pol *Policy
+	if p := a.Policy(); p != nil {
+		pol = p.Policy
+	}
 	out := &Scrape{Capacity: capacity}
+	now := a.now()
 	for i, t := range tenants {
-		maxRunning := 0
-		if p := a.Policy(); p != nil {
-			maxRunning = Effective(p.Policy, t, nil).MaxRunning
-		}
-		if v, err := strconv.Atoi(overs[i].Val()); err == nil {
-			maxRunning = v
-		}
-		out.Tenants = append(out.Tenants, a.tenantScrape(t, states[i].Val(), maxRunning))
+		st := Effective(pol, t, overs[i].Val())
+		ts := a.tenantScrape(t, states[i].Val(), st.MaxRunning)
+		ts.Spend, ts.Overrun = spendOf(spends[i].Val(), st, now), overrunOf(spends[i].Val(), now)
+		out.Tenants = append(out.Tenants, ts)
 	}
 	return out, nil
 }

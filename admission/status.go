@@ -155,6 +155,18 @@ func spendOf(spend map[string]string, st Settings, now time.Time) map[string]spo
 	return map[string]spooltype.TenantSpend{"day": window("d:", day, st.SpendPerDay), "month": window("m:", month, st.SpendPerMonth)}
 }
 
+// overrunOf is what the tenant spent in the day and month windows of now
+// beyond the allowances lent to its activations (adm:spend's
+// <window>:overrun, nano-dollars): spend no ceiling could stop.
+func overrunOf(spend map[string]string, now time.Time) map[string]float64 {
+	day, month := Windows(now)
+	f := func(field string) float64 {
+		n, _ := strconv.ParseInt(spend[field], 10, 64)
+		return float64(n) * nano
+	}
+	return map[string]float64{"day": f("d:" + day + ":overrun"), "month": f("m:" + month + ":overrun")}
+}
+
 // SetTenant writes tenant's overrides (field → value; cleared fields
 // removed) and pumps it in the same script: what the new room lets
 // start is granted and enqueued before it returns (how many: granted).

@@ -9,8 +9,9 @@ import (
 	"github.com/spool-run/spool/admission"
 )
 
-// admissionCollector exports admission's state on /metrics (14.1), read
-// on each scrape: every known tenant's state hash once. Every series has
+// admissionCollector exports admission's state on /metrics, read on each
+// scrape: every known tenant's state, overrides and spend hashes once,
+// and the idempotent replays' counters. Every series has
 // the label spool_namespace. ready is what more workers would serve (the
 // autoscaler's signal, with running); blocked is what they would not.
 type admissionCollector struct {
@@ -38,6 +39,11 @@ func newAdmissionCollector(m *Monitor) *admissionCollector {
 		{"spool_admission_refusals_total", "Activations refused by a tenant ceiling, by code.", []string{"tenant", "code"}},
 		{"spool_admission_unreplicated_total", "Grants used without a replica's acknowledgement.", []string{"tenant"}},
 		{"spool_admission_fenced_total", "Times a tenant's state was found gone back (a failover lost writes) and fenced.", []string{"tenant"}},
+		{"spool_tenant_spend_usd", "A tenant's spend in its current UTC day or month window.", []string{"tenant", "window"}},
+		{"spool_tenant_spend_held_usd", "What a tenant's running activations hold of its window (lent, not yet spent).", []string{"tenant", "window"}},
+		{"spool_tenant_spend_limit_usd", "A tenant's spend ceiling of the window (only when set).", []string{"tenant", "window"}},
+		{"spool_tenant_spend_overrun_usd", "What a tenant spent in the window beyond the allowances lent to its activations.", []string{"tenant", "window"}},
+		{"spool_idempotent_replays_total", "Starts with an idempotency key that answered the key's run instead of starting one, by where they came from.", []string{"tenant", "surface"}},
 		{"spool_monitor_admission_scrape_ok", "1 when the last scrape read admission's state without error.", nil},
 	} {
 		c.desc[d.name] = prometheus.NewDesc(d.name, d.help, d.labels, c.ns)
@@ -55,6 +61,10 @@ func (c *admissionCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := c.adm.Scrape(ctx)
+	var replays map[string]map[string]int64
+	if err == nil {
+		replays, err = c.m.cfg.Orch.IdempotentReplays(ctx)
+	}
 	if err != nil {
 		c.m.cfg.Logger.Warn("monitor: metrics: admission", "error", err)
 		ch <- prometheus.MustNewConstMetric(c.desc["spool_monitor_admission_scrape_ok"], prometheus.GaugeValue, 0)
@@ -64,6 +74,28 @@ func (c *admissionCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.desc["spool_admission_capacity"], prometheus.GaugeValue, float64(s.Capacity))
 	for _, t := range s.Tenants {
 		c.tenant(ch, t)
+		c.spend(ch, t)
+	}
+	for tenant, by := range replays {
+		for surface, n := range by {
+			ch <- prometheus.MustNewConstMetric(c.desc["spool_idempotent_replays_total"], prometheus.CounterValue, float64(n), tenant, surface)
+		}
+	}
+}
+
+// spend sends one tenant's spend windows: spent, held, the limit when
+// one is set, and the overrun.
+func (c *admissionCollector) spend(ch chan<- prometheus.Metric, t admission.TenantScrape) {
+	usd := func(name string, v float64, window string) {
+		ch <- prometheus.MustNewConstMetric(c.desc[name], prometheus.GaugeValue, v, t.Tenant, window)
+	}
+	for window, sp := range t.Spend {
+		usd("spool_tenant_spend_usd", sp.Spent, window)
+		usd("spool_tenant_spend_held_usd", sp.Held, window)
+		usd("spool_tenant_spend_overrun_usd", t.Overrun[window], window)
+		if sp.Limit != nil {
+			usd("spool_tenant_spend_limit_usd", *sp.Limit, window)
+		}
 	}
 }
 

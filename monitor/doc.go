@@ -47,8 +47,10 @@
 //	/api/ratelimits                 the rate limits page as JSON
 //	/api/tenants, /api/tenants/T    the tenants pages as JSON
 //	/asynq/                         asynqmon, with a bar back to the thread views
-//	/metrics                        Prometheus: asynq queue sizes, spool's threads by status and
-//	                                the fleet's rate-limit counters (spool_ratelimit_fleet_*)
+//	/metrics                        Prometheus: asynq queue sizes, spool's threads by status, the
+//	                                fleet's rate-limit counters (spool_ratelimit_fleet_*) and
+//	                                admission's state (spool_admission_*, spool_tenant_spend_*,
+//	                                spool_idempotent_replays_total; admission.go)
 //	/healthz                        liveness, never behind authentication
 //
 // Rate limits: the page reads the rules of Config.Project's

@@ -35,6 +35,9 @@ type admissionHead struct {
 type tenantsData struct {
 	admissionHead
 	Tenants []*spooltype.Tenant `json:"tenants"`
+	// Overrun is, by tenant and window (day, month), what was spent
+	// beyond the allowances lent: spend no ceiling could stop.
+	Overrun map[string]map[string]float64 `json:"overrun"`
 }
 
 // tenantData is a tenant's page (/tenants/T) and /api/tenants/T: the
@@ -49,6 +52,8 @@ type tenantData struct {
 	Grants   int            `json:"grants"`
 	Reaped   map[string]int `json:"reaped"`
 	Refusals map[string]int `json:"refusals"`
+	// Overrun is, by window, what was spent beyond the allowances lent.
+	Overrun map[string]float64 `json:"overrun"`
 	// Waiting are its runs admission holds, by what they wait for, then
 	// key, then place in line; WaitingTotal counts them all when more
 	// than maxTenantWaiting.
@@ -77,10 +82,14 @@ func (m *Monitor) serveTenants(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, r, err)
 		return
 	}
-	d := tenantsData{Tenants: ts}
-	if d.admissionHead, _, err = m.admissionHead(r); err != nil {
+	d := tenantsData{Tenants: ts, Overrun: map[string]map[string]float64{}}
+	var s *admission.Scrape
+	if d.admissionHead, s, err = m.admissionHead(r); err != nil {
 		m.fail(w, r, err)
 		return
+	}
+	for _, t := range s.Tenants {
+		d.Overrun[t.Tenant] = t.Overrun
 	}
 	if strings.HasPrefix(r.URL.Path, "/api/") {
 		writeJSON(w, http.StatusOK, d)
@@ -131,7 +140,7 @@ func (m *Monitor) serveTenant(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, ts := range s.Tenants {
 		if ts.Tenant == name {
-			d.Grants, d.Reaped, d.Refusals = ts.Grants, ts.Reaped, ts.Refusals
+			d.Grants, d.Reaped, d.Refusals, d.Overrun = ts.Grants, ts.Reaped, ts.Refusals, ts.Overrun
 		}
 	}
 	sortWaiting(waiting)

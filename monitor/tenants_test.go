@@ -166,3 +166,42 @@ func names(ts []*spooltype.Tenant) []string {
 	}
 	return out
 }
+
+// TestAdmissionMetrics: /metrics exports admission's state as the
+// tenants pages read it: acme's leaf running and two blocked on the
+// key, the capacity and shares, each tenant's spend windows (held, its
+// ceiling, an overrun, which the tenants pages show too) and the
+// idempotent replays by tenant and surface.
+func TestAdmissionMetrics(t *testing.T) {
+	t.Parallel()
+	e := setup(t, envOptions{})
+	e.keyHeld()
+	for range 2 {
+		_, err := e.orch.Start(t.Context(), orchestrator.StartRequest{Directive: "t/echo", Inputs: map[string]any{"text": "once"},
+			Model: "script:" + treeScript, Bundle: e.bundle, Tenant: "trial", IdempotencyKey: "order-1", Surface: orchestrator.SurfaceAPI})
+		require.NoError(t, err)
+	}
+	// An activation that spent past its allowance left an overrun in
+	// acme's day window (admission.lua's settle).
+	day, _ := admission.Windows(time.Now())
+	require.NoError(t, e.rdb.HIncrBy(t.Context(), e.keys.AdmTenant("acme", "spend"), "d:"+day+":overrun", 25_000_000).Err())
+	require.Contains(t, e.page("/tenants"), "overrun $0.025000")
+	require.Contains(t, e.page("/tenants/acme"), `<span class="bad">$0.025000</span>`)
+	body := e.page("/metrics")
+	for _, want := range []string{
+		`spool_tenant_spend_overrun_usd\{spool_namespace="[^"]+",tenant="acme",window="day"\} 0\.025\n`,
+		`spool_admission_capacity\{spool_namespace="[^"]+"\} 6`,
+		`spool_admission_running\{queue="default",spool_namespace="[^"]+",tenant="acme"\} 1`,
+		`spool_admission_blocked\{queue="default",reason="concurrency",spool_namespace="[^"]+",tenant="acme"\} 2`,
+		`spool_admission_share\{spool_namespace="[^"]+",tenant="acme"\} [1-9]`,
+		`spool_tenant_spend_held_usd\{spool_namespace="[^"]+",tenant="acme",window="day"\} 0\.1\n`,
+		`spool_tenant_spend_limit_usd\{spool_namespace="[^"]+",tenant="acme",window="day"\} 5\n`,
+		`spool_tenant_spend_usd\{spool_namespace="[^"]+",tenant="acme",window="day"\} 0\n`, // the leaf has not settled yet
+		`spool_tenant_spend_overrun_usd\{spool_namespace="[^"]+",tenant="acme",window="month"\} 0\n`,
+		`spool_idempotent_replays_total\{spool_namespace="[^"]+",surface="api",tenant="trial"\} 1\n`,
+		`spool_monitor_admission_scrape_ok\{spool_namespace="[^"]+"\} 1`,
+	} {
+		require.Regexp(t, want, body)
+	}
+	require.NotRegexp(t, `spool_tenant_spend_limit_usd\{[^}]*tenant="trial"`, body, "trial has no ceiling")
+}
