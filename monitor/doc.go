@@ -2,7 +2,7 @@
 // console, mounted as a library under its own root path) beside spool's own
 // views of threads, served by one http.Handler.
 //
-//	/                               threads by status, newest first (?status=, ?directive=, ?limit=),
+//	/                               threads by status, newest first (?status=, ?directive=, ?tenant=, ?limit=),
 //	                                each with its error's code and message; spool's asynq queues
 //	                                beside the threads in error (asynq's Failed counts failed
 //	                                activation tasks, not threads in error: the page says why)

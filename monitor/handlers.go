@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ type listData struct {
 	Total     int64
 	Status    string
 	Directive string
+	Tenant    string // one tenant's runs only; "" for every tenant's
 	Limit     int
 	Threads   []*registry.Record
 	Truncated bool
@@ -38,34 +40,45 @@ type statusCount struct {
 	N      int64
 }
 
-func (m *Monitor) serveList(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	status, directive := q.Get("status"), strings.TrimSpace(q.Get("directive"))
-	if status != "" && !thread.Status(status).Valid() {
-		m.errorPage(w, r, http.StatusBadRequest, fmt.Sprintf("status %q: want one of created, running, waiting, completed, error, cancelled, continued", status))
-		return
+// listQuery reads the list page's filters (?status=, ?directive=,
+// ?tenant=, ?limit=) into d; a bad one is an error to show.
+func (m *Monitor) listQuery(q url.Values, d *listData) error {
+	d.Status, d.Directive, d.Tenant, d.Limit = q.Get("status"), strings.TrimSpace(q.Get("directive")), strings.TrimSpace(q.Get("tenant")), m.cfg.ListLimit
+	if d.Status != "" && !thread.Status(d.Status).Valid() {
+		return fmt.Errorf("status %q: want one of created, running, waiting, completed, error, cancelled, continued", d.Status)
 	}
-	limit := m.cfg.ListLimit
+	if d.Tenant != "" && thread.CheckTenant(d.Tenant) != nil {
+		return fmt.Errorf("tenant %q: not a tenant name", d.Tenant)
+	}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > maxListLimit {
-			m.errorPage(w, r, http.StatusBadRequest, fmt.Sprintf("limit %q: want a number from 1 to %d", s, maxListLimit))
-			return
+			return fmt.Errorf("limit %q: want a number from 1 to %d", s, maxListLimit)
 		}
-		limit = n
+		d.Limit = n
 	}
+	return nil
+}
+
+func (m *Monitor) serveList(w http.ResponseWriter, r *http.Request) {
+	var d listData
+	if err := m.listQuery(r.URL.Query(), &d); err != nil {
+		m.errorPage(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	status, limit := d.Status, d.Limit
 	ctx := r.Context()
 	counts, err := m.countThreads(ctx)
 	if err != nil {
 		m.fail(w, r, err)
 		return
 	}
-	recs, err := m.cfg.Orch.Threads(ctx, registry.Filter{Status: thread.Status(status), Directive: directive, Limit: limit + 1})
+	recs, err := m.cfg.Orch.Threads(ctx, registry.Filter{Status: thread.Status(status), Directive: d.Directive, Tenant: d.Tenant, Limit: limit + 1})
 	if err != nil {
 		m.fail(w, r, err)
 		return
 	}
-	d := listData{Status: status, Directive: directive, Limit: limit, Total: counts.Total}
+	d.Total = counts.Total
 	if len(recs) > limit {
 		recs, d.Truncated = recs[:limit], true
 	}

@@ -146,7 +146,16 @@ func TestTenantPages(t *testing.T) {
 	require.Contains(t, run, `href="/tenants/acme">acme</a>`)
 	require.Regexp(t, `waiting for <b>concurrency per_leaf=t/leaf \(1 of 1 running, 2nd in line, \d+ s\)</b>`, run)
 
-	for path, status := range map[string]int{"/tenants/nobody": 404, "/api/tenants/nobody": 404, "/tenants/Not_A_Name": 400, "/api/tenants/Not_A_Name": 400} {
+	// The threads list of acme's runs, which the tenant page links to.
+	require.Contains(t, page, `href="/?tenant=acme"`)
+	mine := e.page("/?tenant=acme")
+	for _, l := range leaves {
+		require.Contains(t, mine, `href="`+threadURL(l.ThreadID)+`"`)
+	}
+	require.NotContains(t, mine, "t/echo-", "trial's run")
+	require.Contains(t, e.page("/?tenant=trial"), "t/echo-")
+
+	for path, status := range map[string]int{"/?tenant=Not_A_Name": 400, "/tenants/nobody": 404, "/api/tenants/nobody": 404, "/tenants/Not_A_Name": 400, "/api/tenants/Not_A_Name": 400} {
 		code, body, _ := e.get(path)
 		require.Equal(t, status, code, "%s: %s", path, body)
 	}
