@@ -161,7 +161,7 @@ func (e *env) newcomer(ctx context.Context, o options, on bool) (newcomerResult,
 }
 
 // printNewcomer prints B's k-th start in both arms, in ms and in slot
-// turnovers, with the spec's bound (k + 2 turnovers for k ≤ 8).
+// turnovers, with admission's promise (k + 2 turnovers for k ≤ 8).
 func printNewcomer(o options, byArm map[string]newcomerResult) {
 	turn := o.activation / time.Duration(o.fairConc)
 	fmt.Printf("\nnewcomer: tenant A's %d runs queued, then tenant B's %d, equal weights; B's k-th start since B's first request:\n", o.backlog, o.newcomers)

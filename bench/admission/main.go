@@ -20,12 +20,16 @@
 // a read, the answer), on a redis-server of its own (standalone) and on
 // a three-master Redis Cluster (sharded namespace: tenants spread over
 // the nodes). Per row: threads/s (first start to the last thread's end),
-// Redis CPU per thread (INFO cpu, every master), Redis command time per
-// thread (INFO commandstats), start latency p50/p99 (registration to
-// claim, from the records: with every thread queued at once it is mostly
-// the backlog's wait), and tenant t0's script calls per second in its
-// slot (counted by a client hook: admission's and the idempotency keys'
-// scripts, on t0's node).
+// Redis CPU per thread (INFO cpu, every master), the time in Redis's
+// scripts per thread (INFO commandstats of FCALL, EVALSHA and EVAL, the
+// commands they run included), this process's CPU per thread (the
+// worker, the producers, the waiting client), start latency p50/p99
+// (registration to claim, from the records: with every thread queued at
+// once it is mostly the backlog's wait), and tenant t0's script calls
+// per second in its slot (counted by a client hook: admission's and the
+// idempotency keys' scripts, on t0's node). To tell where the cost goes,
+// -commands prints each round's busiest Redis commands and -policy runs
+// the on arms with less of their policy.
 //
 // Fairness (standalone, capacity -fair-concurrency, activations of
 // -activation): a newcomer B of -newcomers runs behind a backlog of
@@ -37,7 +41,7 @@
 // on: how many of them started between its request and its start.
 //
 //	go run ./bench/admission                       # a few minutes on 2 cores
-//	go run ./bench/admission -full                 # the spec's counts: 20,000 and 5,000 threads
+//	go run ./bench/admission -full                 # the counts: 20,000 and 5,000 threads
 //	go run ./bench/admission -topology cluster -fairness=false -threads 2000 -rounds 5
 //
 // -cpuprofile PREFIX writes a CPU profile of the process (the worker and
@@ -70,9 +74,9 @@ type options struct {
 
 func main() {
 	var o options
-	flag.IntVar(&o.threads, "threads", 5000, "single-turn threads per arm and round (the spec's 20,000 with -full)")
-	flag.IntVar(&o.multi, "multi", 1000, "three-turn threads per arm and round (the spec's 5,000 with -full)")
-	full := flag.Bool("full", false, "the spec's counts: -threads 20000 -multi 5000")
+	flag.IntVar(&o.threads, "threads", 5000, "single-turn threads per arm and round (the issue's 20,000 with -full)")
+	flag.IntVar(&o.multi, "multi", 1000, "three-turn threads per arm and round (the issue's 5,000 with -full)")
+	full := flag.Bool("full", false, "the issue's counts: -threads 20000 -multi 5000")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of the throughput arms (medians)")
 	flag.IntVar(&o.conc, "concurrency", 16, "the worker's slots in the throughput arms")
 	flag.IntVar(&o.producers, "producers", 8, "goroutines starting threads")
