@@ -24,11 +24,12 @@ import (
 // directory the fleets' projects go to, and the hook counting one
 // tenant's script calls.
 type env struct {
-	rdb     redis.UniversalClient
-	dir     string
-	cluster bool
-	calls   *slotCalls
-	seq     int
+	taskCheck time.Duration // the workers' TaskCheckInterval (0: the default)
+	rdb       redis.UniversalClient
+	dir       string
+	cluster   bool
+	calls     *slotCalls
+	seq       int
 }
 
 // openEnv opens (or starts) the topology's Redis; stop stops what it
@@ -59,7 +60,7 @@ func openEnv(o options, topo string) (*env, func(), error) {
 		return nil, nil, err
 	}
 	stops = append(stops, stopRedis)
-	e := &env{rdb: rdb, dir: dir, calls: &slotCalls{}}
+	e := &env{rdb: rdb, dir: dir, calls: &slotCalls{}, taskCheck: o.taskCheck}
 	_, e.cluster = rdb.(*redis.ClusterClient)
 	if topo == "cluster" && !e.cluster {
 		stop()
@@ -108,7 +109,7 @@ func (e *env) fleet(ctx context.Context, spec fleetSpec) (*benchenv.Fleet, error
 	}
 	f, err := benchenv.NewFleet(ctx, e.rdb, blobstore.NewMemory(), benchenv.FleetConfig{
 		Namespace: ns, Shards: shards, Dir: fmt.Sprintf("%s/%s", e.dir, ns), Concurrency: spec.conc,
-		Files: spec.files, ScriptPath: "scripts/bench.yaml", Script: spec.script,
+		Files: spec.files, ScriptPath: "scripts/bench.yaml", Script: spec.script, TaskCheckInterval: e.taskCheck,
 	})
 	if err != nil {
 		return nil, err

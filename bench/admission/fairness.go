@@ -109,6 +109,7 @@ func runs(tenant string, n, p int) []start {
 // as time since B's first request, and A's median start latency.
 type newcomerResult struct {
 	b       []time.Duration
+	grants  []time.Duration // with admission on: B's k-th grant since B's first request
 	aMedian time.Duration
 }
 
@@ -131,16 +132,24 @@ func (e *env) newcomer(ctx context.Context, o options, on bool) (newcomerResult,
 	}
 	time.Sleep(max(time.Second, 2*o.activation)) // A holds every slot, the balancer has seen it
 	bs := runs("b", o.newcomers, 0)
+	log := startGrantLog(ctx, e, f, "b", o.activation/20)
 	bIDs, err := startAll(ctx, f, "fair/run", bs, o.producers)
 	if err != nil {
+		_ = log.finish()
 		return newcomerResult{}, err
 	}
 	timeout := 2*time.Duration(o.backlog+o.newcomers)*o.activation/time.Duration(o.fairConc) + time.Minute
 	sp, err := spans(ctx, f, append(aIDs, bIDs...), append(as, bs...), timeout)
+	if lerr := log.finish(); err == nil {
+		err = lerr
+	}
 	if err != nil {
 		return newcomerResult{}, err
 	}
 	var r newcomerResult
+	if on {
+		r.grants = log.sinceFirst(bIDs)
+	}
 	aw := make([]time.Duration, 0, o.backlog)
 	for _, s := range sp[:o.backlog] {
 		aw = append(aw, s.wait())
@@ -165,7 +174,7 @@ func (e *env) newcomer(ctx context.Context, o options, on bool) (newcomerResult,
 func printNewcomer(o options, byArm map[string]newcomerResult) {
 	turn := o.activation / time.Duration(o.fairConc)
 	fmt.Printf("\nnewcomer: tenant A's %d runs queued, then tenant B's %d, equal weights; B's k-th start since B's first request:\n", o.backlog, o.newcomers)
-	t := newTable(">k", ">off ms", ">off turnovers", ">on ms", ">on turnovers", ">bound (k + 2 turnovers)")
+	t := newTable(">k", ">off ms", ">off turnovers", ">on ms", ">on turnovers", ">on: its grant, ms", ">bound (k + 2 turnovers)")
 	off, on := byArm[armOff], byArm[armOn]
 	for _, k := range []int{1, 2, 3, 4, 6, 8, 12, 16, 20} {
 		if k > o.newcomers {
@@ -175,8 +184,12 @@ func printNewcomer(o options, byArm map[string]newcomerResult) {
 		if k <= 8 {
 			bound = fmt.Sprint(k + 2)
 		}
+		grant := "not seen"
+		if k <= len(on.grants) {
+			grant = ms(on.grants[k-1])
+		}
 		t.add(fmt.Sprint(k), ms(off.b[k-1]), fmt.Sprintf("%.1f", turns(off.b[k-1], turn)),
-			ms(on.b[k-1]), fmt.Sprintf("%.1f", turns(on.b[k-1], turn)), bound)
+			ms(on.b[k-1]), fmt.Sprintf("%.1f", turns(on.b[k-1], turn)), grant, bound)
 	}
 	t.write(os.Stdout)
 	for _, a := range []string{armOff, armOn} {
@@ -304,6 +317,25 @@ func (l *grantLog) note(acts map[string]string) {
 			l.ga[a] = r.Ga
 		}
 	}
+}
+
+// sinceFirst is the grants of acts seen, in order, as time since the
+// first request among them.
+func (l *grantLog) sinceFirst(acts []string) []time.Duration {
+	var first int64
+	for _, a := range acts {
+		if rq := l.rq[a]; rq > 0 && (first == 0 || rq < first) {
+			first = rq
+		}
+	}
+	var out []time.Duration
+	for _, a := range acts {
+		if ga := l.ga[a]; ga > 0 {
+			out = append(out, time.Duration(ga-first)*time.Millisecond)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (l *grantLog) finish() error {

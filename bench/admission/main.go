@@ -28,8 +28,9 @@
 // once it is mostly the backlog's wait), and tenant t0's script calls
 // per second in its slot (counted by a client hook: admission's and the
 // idempotency keys' scripts, on t0's node). To tell where the cost goes,
-// -commands prints each round's busiest Redis commands and -policy runs
-// the on arms with less of their policy.
+// -commands prints each round's busiest Redis commands, -policy runs the
+// on arms with less of their policy and -task-check sets the workers'
+// asynq TaskCheckInterval.
 //
 // Fairness (standalone, capacity -fair-concurrency, activations of
 // -activation): a newcomer B of -newcomers runs behind a backlog of
@@ -65,6 +66,7 @@ type options struct {
 	redisURL, clusterURL                    string
 	cpuprofile                              string
 	commands                                int
+	taskCheck                               time.Duration
 	policy                                  string
 	throughput, fairness                    bool
 
@@ -85,6 +87,7 @@ func main() {
 	flag.StringVar(&o.clusterURL, "redis-cluster", os.Getenv("SPOOL_BENCH_REDIS_CLUSTER_URL"), "redis-cluster:// URL (default: start three nodes)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile per throughput arm and round to PREFIX-...pprof")
 	flag.StringVar(&o.policy, "policy", "full", "the on arms' policy: full (the rule and the far ceilings), rule (the rule only) or tenants (the four tenants only): to attribute admission's cost")
+	flag.DurationVar(&o.taskCheck, "task-check", 0, "the workers' TaskCheckInterval, how long asynq's processor sleeps when it finds its queues empty (0: the worker's default)")
 	flag.IntVar(&o.commands, "commands", 0, "print each throughput round's N busiest Redis commands (INFO commandstats, calls and µs per thread)")
 	flag.BoolVar(&o.throughput, "throughput", true, "run the throughput arms")
 	flag.BoolVar(&o.fairness, "fairness", true, "run the fairness and priority rows (standalone)")
