@@ -1,0 +1,455 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/spool-run/spool/client"
+	"github.com/spool-run/spool/internal/testing/spooltest"
+	"github.com/spool-run/spool/internal/testing/testenv"
+	"github.com/spool-run/spool/spooltype"
+	"github.com/spool-run/spool/thread"
+)
+
+// keyBoundPolicy: at most three k/stamp runs of one item hold a worker
+// slot at once (grants replicated, the default).
+const keyBoundPolicy = `version: 1
+tenants:
+  kb: {weight: 1}
+concurrency:
+  - {name: per_item, directives: ["k/stamp"], key: "${inputs.item}", max: 3}
+`
+
+// keyStampTool writes a begin stamp, an alive stamp every tenth of a
+// second of its sleep ({"ticks": N} of them) and an end stamp, from
+// inside the activation: item, begin|alive|end, Unix nanoseconds, thread,
+// its own pid and its worker's (its parent's). A tool killed in its
+// sleep leaves no end: its last alive stamp says until when it ran. Bash
+// builtins only after the start (EPOCHREALTIME, read -t), so that thirty
+// tools at once fork next to nothing.
+const keyStampTool = `#!/bin/bash
+IFS= read -r -d '' in
+field() { [[ $in =~ \"$1\":\ *\"?([^\",}]*) ]] && printf -v "$1" '%s' "${BASH_REMATCH[1]}"; }
+field item; field stamps; field ticks; field thread_id
+exec 3<> <(:)
+stamp() { local t=${EPOCHREALTIME/./}; echo "$item $1 ${t}000 $thread_id $$ $PPID" >> "$stamps"; }
+stamp begin
+for ((i = 0; i < ticks; i++)); do read -rt 0.1 -u 3; stamp alive; done
+stamp end
+echo '{"output": "stamped"}'
+`
+
+const keyStampDirective = "# stamp\n\n```xml\n<directive name=\"stamp\" version=\"1.0.0\">\n  <metadata>\n    <description>stamps the time its tool runs</description>\n" +
+	"    <limits turns=\"4\" spend=\"0.1\" />\n    <permissions><execute><tool>k/stamp</tool></execute></permissions>\n  </metadata>\n" +
+	"  <inputs><input name=\"item\" type=\"string\" required=\"true\">item</input><input name=\"stamps\" type=\"string\" required=\"true\">stamps file</input>" +
+	"<input name=\"ticks\" type=\"string\" required=\"true\">tenths of a second the tool sleeps</input></inputs>\n</directive>\n```\n"
+
+const keyStampScript = `context_window: 200000
+price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
+latency: 0ms
+directives:
+  "k/stamp":
+    - tool_calls: [{tool: k/stamp, input: {item: "{{.inputs.item}}", stamps: "{{.inputs.stamps}}", ticks: "{{.inputs.ticks}}"}}]
+      usage: {input: 100, output: 10}
+    - text: "stamped {{.inputs.item}}"
+      usage: {input: 120, output: 10}
+`
+
+// keyBound is one run of the key-bound test: runs k/stamp runs over ten
+// items on three workers × 16 slots, the tool sleeping ticks tenths of a
+// second;
+// kills workers (the one whose tools hold most slots) every 3 s up to
+// kills times, or makes failovers lossy Sentinel failovers.
+type keyBound struct {
+	top       testenv.Topology
+	runs      int
+	ticks     string
+	kills     int
+	failovers int
+}
+
+// kill is a worker SIGKILLed at at, with the stamps open in it then.
+type kill struct {
+	at   time.Time
+	pid  int
+	open int
+}
+
+// stamp is one line of the stamps file.
+type keyStamp struct {
+	item, kind, thread string
+	at                 time.Time
+	pid, ppid          int
+}
+
+// TestKeyBound: 300 runs over ten values of a max 3 key on 3 workers ×
+// 16 slots, on a 3-master Cluster: the most runs of one value whose tools
+// ran at once, by the stamps they wrote from inside their activations,
+// is exactly 3; all complete; then no key is held and every grant ended
+// by a release or a reap, once. (The spec's figure is 1,000 runs:
+// SPOOL_TEST_KEYBOUND_RUNS=1000 runs it; 300 keep the package's time in
+// CI, and each value still sees 30 runs contend for its 3 slots.
+// Standalone is TestKeyBoundUnderSIGKILL's, Sentinel
+// TestKeyBoundAcrossFailovers'.)
+func TestKeyBound(t *testing.T) {
+	t.Parallel()
+	keyBound{top: testenv.Cluster, runs: 300, ticks: "2"}.run(t, nil)
+}
+
+// TestKeyBoundUnderSIGKILL: 200 runs as in TestKeyBound while the worker whose tools hold
+// most slots is SIGKILLed every 3 s (a new one started in its place), ten
+// times, with tools that sleep 3 s (past the lease TTL of 2 s): a killed
+// worker's tools die with it, its grants are reaped once each, and no
+// value ever has more than 3 runs at once, a killed tool's interval
+// ending at its last alive stamp. Without the tools dying with their
+// worker a killed worker's tool would stamp on after its grant was reaped
+// and its slot granted again.
+func TestKeyBoundUnderSIGKILL(t *testing.T) {
+	t.Parallel()
+	keyBound{top: testenv.Standalone, runs: 200, ticks: "30", kills: 10}.run(t, nil)
+}
+
+// TestKeyBoundAcrossFailovers: the same across four lossy Sentinel
+// failovers (each losing the writes of the 1.5 s before it): with grants
+// replicated (the default) no value has more than 3 runs at once unless
+// a grant went unreplicated (counted), and all complete.
+func TestKeyBoundAcrossFailovers(t *testing.T) {
+	t.Parallel()
+	ps := testenv.NewPrivateSentinel(t, time.Second)
+	keyBound{top: testenv.Sentinel, runs: 300, ticks: "10", failovers: 4}.run(t, ps)
+}
+
+func (kb keyBound) run(t *testing.T, ps *testenv.PrivateSentinel) {
+	// SPOOL_TEST_KEYBOUND_RUNS, _TICKS and _KILLS override the figures
+	// (the spec's scale: SPOOL_TEST_KEYBOUND_RUNS=1000).
+	for name, v := range map[string]*int{"RUNS": &kb.runs, "KILLS": &kb.kills} {
+		if n, err := strconv.Atoi(os.Getenv("SPOOL_TEST_KEYBOUND_" + name)); err == nil {
+			*v = n
+		}
+	}
+	if v := os.Getenv("SPOOL_TEST_KEYBOUND_TICKS"); v != "" {
+		kb.ticks = v
+	}
+	opts := spooltest.Options{Topology: kb.top, Files: map[string]string{
+		".ai/directives/k/stamp.md":       keyStampDirective,
+		".ai/tools/k/stamp.sh":            keyStampTool,
+		".ai/config/agent/admission.yaml": keyBoundPolicy,
+		"scripts/k.yaml":                  keyStampScript,
+	}}
+	if ps != nil {
+		opts.Redis = ps.Redis
+	}
+	e := spooltest.New(t, opts)
+	e.Orch = e.Orch.WithLogger(quiet())
+	r := e.Spool("admission", "apply")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	stamps := filepath.Join(t.TempDir(), "stamps")
+	fast := []string{"SPOOL_RECOVER_INTERVAL=500ms"}
+	var mu sync.Mutex
+	workers := map[int]*spooltest.Proc{}
+	startWorker := func() {
+		p := e.Start(fast, "worker", "--concurrency", "16")
+		mu.Lock()
+		workers[p.Cmd.Process.Pid] = p
+		mu.Unlock()
+	}
+	for range 3 {
+		startWorker()
+	}
+	if ps != nil {
+		e.Start(fast, "scheduler", "--housekeeping-interval", "1s")
+	}
+	api := startAPI(t, e)
+	c, err := client.New(api.base)
+	require.NoError(t, err)
+
+	ids := kb.start(t, c, stamps)
+	stop := make(chan struct{})
+	chaos := make(chan []kill, 1)
+	go func() {
+		switch {
+		case kb.kills > 0:
+			chaos <- kb.killWorkers(t, stamps, &mu, workers, startWorker, stop)
+		case kb.failovers > 0:
+			kb.failOver(t, ps)
+			chaos <- nil
+		default:
+			chaos <- nil
+		}
+	}()
+	final := e.Wait(ids, 4*time.Minute)
+	close(stop)
+	kills := <-chaos
+	for id, rec := range final {
+		require.Equal(t, thread.StatusCompleted, rec.Status, "%s: %+v", id, rec.Error)
+	}
+
+	all := readKeyStamps(t, stamps)
+	over := maxOverlap(t, all)
+	counts := kb.settled(t, e)
+	open := 0
+	for _, k := range kills {
+		open += k.open
+	}
+	t.Logf("key bound on %s: %d runs over 10 values of a max 3 key, %d stamps; most at once per value %v; "+
+		"%d kills (%d tools open in the killed workers); grants %d = released %d + reaped running %d + reaped granted %d; "+
+		"unreplicated %d, fenced %d", kb.top, len(ids), len(all), over, len(kills), open,
+		counts["grants"], counts["released"], counts["reaped:running"], counts["reaped:granted"], counts["unreplicated"], counts["fenced"])
+	bound := 3
+	if counts["unreplicated"] > 0 {
+		// A grant used unreplicated and lost in a failover: the excess
+		// lasts until the fence ends; counted, not bounded.
+		t.Logf("%d grants went unreplicated: the bound is not promised for them", counts["unreplicated"])
+		bound = 3 + int(counts["unreplicated"])
+	}
+	for item, n := range over {
+		if n > bound {
+			for _, s := range all {
+				if s.item == item {
+					t.Logf("%s %s %s %s pid %d worker %d", s.item, s.kind, s.at.Format("15:04:05.000000"), s.thread, s.pid, s.ppid)
+				}
+			}
+		}
+		require.LessOrEqual(t, n, bound, "value %s had %d runs at once", item, n)
+	}
+	if counts["unreplicated"] == 0 {
+		require.Equal(t, 3, slices.Max(mapValues(over)), "some value reached its max, none passed it")
+	} else {
+		require.GreaterOrEqual(t, slices.Max(mapValues(over)), 3, "some value reached its max")
+	}
+	if kb.kills > 0 {
+		require.Len(t, kills, kb.kills, "every kill landed on a worker holding slots")
+		require.GreaterOrEqual(t, counts["reaped:running"], int64(open), "each killed tool's grant was reaped")
+	}
+}
+
+// start starts kb.runs runs over ten items through the API, eight at a
+// time, and returns their ids.
+func (kb keyBound) start(t *testing.T, c *client.Client, stamps string) []string {
+	ids := make([]string, kb.runs)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	errs := make(chan error, kb.runs)
+	for range 8 {
+		wg.Go(func() {
+			for i := range next {
+				rec, err := c.Run(context.Background(), spooltype.RunRequest{Directive: "k/stamp", Model: "script:scripts/k.yaml", Tenant: "kb",
+					Inputs: map[string]any{"item": fmt.Sprintf("v%d", i%10), "stamps": stamps, "ticks": kb.ticks}})
+				if err != nil {
+					errs <- err
+					continue
+				}
+				ids[i] = rec.ThreadID
+			}
+		})
+	}
+	for i := range kb.runs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	return ids
+}
+
+// killWorkers SIGKILLs, every 3 s, the worker whose tools have most
+// stamps open (begun, not ended), kb.kills times or until stop, starting
+// a new worker after each.
+func (kb keyBound) killWorkers(t *testing.T, stamps string, mu *sync.Mutex, workers map[int]*spooltest.Proc, startWorker func(), stop chan struct{}) []kill {
+	var kills []kill
+	tick := time.NewTicker(3 * time.Second)
+	defer tick.Stop()
+	for len(kills) < kb.kills {
+		select {
+		case <-stop:
+			return kills
+		case <-tick.C:
+		}
+		open := map[int]int{}
+		for _, s := range openStamps(readStampsQuiet(stamps)) {
+			open[s.ppid]++
+		}
+		victim, most := 0, 0
+		mu.Lock()
+		for pid, n := range open {
+			if _, ours := workers[pid]; ours && n > most {
+				victim, most = pid, n
+			}
+		}
+		p := workers[victim]
+		delete(workers, victim)
+		mu.Unlock()
+		if p == nil {
+			continue
+		}
+		p.Kill()
+		kills = append(kills, kill{at: time.Now(), pid: victim, open: most})
+		startWorker()
+	}
+	return kills
+}
+
+// failOver makes kb.failovers lossy failovers, 6 s apart.
+func (kb keyBound) failOver(t *testing.T, ps *testenv.PrivateSentinel) {
+	for range kb.failovers {
+		time.Sleep(3 * time.Second)
+		f, err := ps.FailOver(context.Background(), 1500*time.Millisecond)
+		if err != nil {
+			t.Errorf("failover: %v", err)
+			return
+		}
+		t.Logf("failover: %s → %s, promoted %s", f.Old, f.New, f.Promoted.Round(time.Millisecond))
+	}
+}
+
+// settled waits until tenant kb holds no activation and no key slot, and
+// requires every grant to have ended once (by release or reap); it
+// returns the tenant's counters.
+func (kb keyBound) settled(t *testing.T, e *spooltest.Env) map[string]int64 {
+	ctx := context.Background()
+	rdb := e.Redis.Universal
+	var counts map[string]int64
+	require.Eventually(t, func() bool {
+		raw, err := rdb.HGetAll(ctx, e.Keys.AdmTenant("kb", "state")).Result()
+		require.NoError(t, err)
+		counts = map[string]int64{}
+		for k, v := range raw {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				counts[k] = n
+			}
+		}
+		held, err := rdb.HLen(ctx, e.Keys.AdmTenant("kb", "kheld")).Result()
+		require.NoError(t, err)
+		acts, err := rdb.HLen(ctx, e.Keys.AdmTenant("kb", "acts")).Result()
+		require.NoError(t, err)
+		return held == 0 && acts == 0 && counts["admitted"] == 0 && counts["running"] == 0 &&
+			counts["grants"] == counts["released"]+counts["reaped:running"]+counts["reaped:granted"]
+	}, time.Minute, 100*time.Millisecond, "tenant kb settles: no key held, no activation, grants = releases + reaps: %v", counts)
+	return counts
+}
+
+// readStamps reads the stamps file; every line must parse.
+func readKeyStamps(t *testing.T, path string) []keyStamp {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	var out []keyStamp
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		s, ok := parseKeyStamp(sc.Text())
+		require.True(t, ok, "stamp line %q", sc.Text())
+		out = append(out, s)
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+// readStampsQuiet reads what parses of the stamps file now (a line may
+// be half written).
+func readStampsQuiet(path string) []keyStamp {
+	b, _ := os.ReadFile(path)
+	var out []keyStamp
+	for _, line := range strings.Split(string(b), "\n") {
+		if s, ok := parseKeyStamp(line); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func parseKeyStamp(line string) (keyStamp, bool) {
+	f := strings.Fields(line)
+	if len(f) != 6 || (f[1] != "begin" && f[1] != "alive" && f[1] != "end") {
+		return keyStamp{}, false
+	}
+	ns, err1 := strconv.ParseInt(f[2], 10, 64)
+	pid, err2 := strconv.Atoi(f[4])
+	ppid, err3 := strconv.Atoi(f[5])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return keyStamp{}, false
+	}
+	return keyStamp{item: f[0], kind: f[1], at: time.Unix(0, ns), thread: f[3], pid: pid, ppid: ppid}, true
+}
+
+// openStamps are the begin stamps with no end yet.
+func openStamps(all []keyStamp) []keyStamp {
+	ended := map[string]bool{}
+	for _, s := range all {
+		if s.kind == "end" {
+			ended[s.thread+"/"+strconv.Itoa(s.pid)] = true
+		}
+	}
+	var out []keyStamp
+	for _, s := range all {
+		if s.kind == "begin" && !ended[s.thread+"/"+strconv.Itoa(s.pid)] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// maxOverlap is, per item, the most tool intervals that overlapped: an
+// interval runs from its begin to its end, or, with no end (killed), to
+// its last alive stamp.
+func maxOverlap(t *testing.T, all []keyStamp) map[string]int {
+	t.Helper()
+	type edge struct {
+		at time.Time
+		d  int
+	}
+	last := map[string]time.Time{}
+	for _, s := range all {
+		k := s.thread + "/" + strconv.Itoa(s.pid)
+		if s.at.After(last[k]) {
+			last[k] = s.at
+		}
+	}
+	edges := map[string][]edge{}
+	for _, s := range all {
+		if s.kind != "begin" {
+			continue
+		}
+		end := last[s.thread+"/"+strconv.Itoa(s.pid)]
+		edges[s.item] = append(edges[s.item], edge{s.at, 1}, edge{end, -1})
+	}
+	out := map[string]int{}
+	for item, es := range edges {
+		// At a tie an end goes first: back-to-back is not overlap.
+		slices.SortFunc(es, func(a, b edge) int {
+			if c := a.at.Compare(b.at); c != 0 {
+				return c
+			}
+			return a.d - b.d
+		})
+		n, most := 0, 0
+		for _, e := range es {
+			n += e.d
+			most = max(most, n)
+		}
+		out[item] = most
+	}
+	return out
+}
+
+func mapValues(m map[string]int) []int {
+	out := make([]int, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
