@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -89,6 +90,7 @@ func openEnv(o options, topo string) (*env, func(), error) {
 type fleetSpec struct {
 	files  map[string]string
 	script string
+	more   map[string]string // more scripted models: path → script
 	conc   int
 	policy string // admission.yaml to publish; "" leaves admission off
 }
@@ -109,7 +111,7 @@ func (e *env) fleet(ctx context.Context, spec fleetSpec) (*benchenv.Fleet, error
 	}
 	f, err := benchenv.NewFleet(ctx, e.rdb, blobstore.NewMemory(), benchenv.FleetConfig{
 		Namespace: ns, Shards: shards, Dir: fmt.Sprintf("%s/%s", e.dir, ns), Concurrency: spec.conc,
-		Files: spec.files, ScriptPath: "scripts/bench.yaml", Script: spec.script, TaskCheckInterval: e.taskCheck,
+		Files: spec.files, ScriptPath: "scripts/bench.yaml", Script: spec.script, MoreScripts: spec.more, TaskCheckInterval: e.taskCheck,
 	})
 	if err != nil {
 		return nil, err
@@ -162,6 +164,7 @@ func parsePolicy(policy string) (*admission.Policy, error) {
 type start struct {
 	tenant, key string
 	priority    int
+	model       string // "": the fleet's
 }
 
 // startAll starts directive once per entry of starts from producers
@@ -170,7 +173,7 @@ func startAll(ctx context.Context, f *benchenv.Fleet, directive string, starts [
 	ids := make([]string, len(starts))
 	err := benchenv.Produce(len(starts), producers, func(i int) error {
 		s := starts[i]
-		rec, err := f.O.Start(ctx, orchestrator.StartRequest{Directive: directive, Bundle: f.Bundle, Model: f.Model,
+		rec, err := f.O.Start(ctx, orchestrator.StartRequest{Directive: directive, Bundle: f.Bundle, Model: cmp.Or(s.model, f.Model),
 			Tenant: s.tenant, Priority: s.priority, IdempotencyKey: s.key})
 		if err != nil {
 			return err

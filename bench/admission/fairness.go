@@ -27,7 +27,7 @@ func fairness(ctx context.Context, o options) error {
 	}
 	defer stop()
 	turn := o.activation / time.Duration(o.fairConc)
-	fmt.Printf("\nfairness: standalone, one worker of %d slots, activations of %s (one model call), slot turnover %s\n",
+	fmt.Printf("\nfairness: standalone, one worker of %d slots, activations of %s on average (one model call of 0.7, 0.9, 1.1 or 1.3 times it, in turn), slot turnover %s\n",
 		o.fairConc, o.activation, turn)
 	byArm := map[string]newcomerResult{}
 	for _, a := range []string{armOff, armOn} {
@@ -75,10 +75,31 @@ func fairness(ctx context.Context, o options) error {
 // fairSpec is a fleet of slots conc running "fair/run", one model call of
 // latency; policy "" leaves admission off.
 func fairSpec(conc int, latency time.Duration, policy string) fleetSpec {
-	return fleetSpec{
+	spec := fleetSpec{
 		files:  map[string]string{".ai/directives/fair/run.md": benchenv.Directive("run", `turns="2"`)},
 		script: modelScript(latency, map[string]string{"fair/run": benchenv.FileTurns(1)}), conc: conc, policy: policy,
+		more:   map[string]string{},
 	}
+	for i, x := range staggers {
+		spec.more[staggerPath(i)] = modelScript(time.Duration(float64(latency)*x), map[string]string{"fair/run": benchenv.FileTurns(1)})
+	}
+	return spec
+}
+
+// staggers are the lengths, as parts of the activation length, that
+// staggered runs take in turn (their mean is 1): runs that all took the
+// same time would start and end in lockstep, a whole capacity of slots
+// freeing at once, where a slot turnover supposes one at a time.
+var staggers = []float64{0.7, 0.9, 1.1, 1.3}
+
+func staggerPath(i int) string { return fmt.Sprintf("scripts/fair-%d.yaml", i) }
+
+// staggered gives ss the staggered lengths in turn.
+func staggered(ss []start) []start {
+	for i := range ss {
+		ss[i].model = "script:" + staggerPath(i%len(staggers))
+	}
+	return ss
 }
 
 // tenantsPolicy is a policy of the given tenants and weights, no rule.
@@ -125,13 +146,13 @@ func (e *env) newcomer(ctx context.Context, o options, on bool) (newcomerResult,
 		return newcomerResult{}, err
 	}
 	defer f.Close()
-	as := runs("a", o.backlog, 0)
+	as := staggered(runs("a", o.backlog, 0))
 	aIDs, err := startAll(ctx, f, "fair/run", as, o.producers)
 	if err != nil {
 		return newcomerResult{}, err
 	}
 	time.Sleep(max(time.Second, 2*o.activation)) // A holds every slot, the balancer has seen it
-	bs := runs("b", o.newcomers, 0)
+	bs := staggered(runs("b", o.newcomers, 0))
 	log := startGrantLog(ctx, e, f, "b", o.activation/20)
 	bIDs, err := startAll(ctx, f, "fair/run", bs, o.producers)
 	if err != nil {
@@ -239,7 +260,7 @@ func (e *env) jainRow(ctx context.Context, o options, w [2]float64) (jainResult,
 			ss = append(ss, start{tenant: "b"})
 		}
 	}
-	ids, err := startAll(ctx, f, "fair/run", ss, o.producers)
+	ids, err := startAll(ctx, f, "fair/run", staggered(ss), o.producers)
 	if err != nil {
 		return jainResult{}, err
 	}

@@ -29,6 +29,9 @@ type FleetConfig struct {
 	Dir   string
 	// Script is the scripted model's script, bundled at ScriptPath.
 	ScriptPath, Script string
+	// MoreScripts are more scripted models' scripts by path, bundled too
+	// (a start names one as its model, "script:" + path).
+	MoreScripts map[string]string
 	Concurrency        int // the worker's
 	// TaskCheckInterval is the worker's (0: its default).
 	TaskCheckInterval time.Duration
@@ -50,7 +53,11 @@ func NewFleet(ctx context.Context, rdb redis.UniversalClient, store blobstore.St
 	if err := WriteProject(project, cfg.Files); err != nil {
 		return nil, err
 	}
-	bundle, err := directive.BuildBundle(ctx, store, project, "", map[string][]byte{cfg.ScriptPath: []byte(cfg.Script)})
+	extra := map[string][]byte{cfg.ScriptPath: []byte(cfg.Script)}
+	for p, s := range cfg.MoreScripts {
+		extra[p] = []byte(s)
+	}
+	bundle, err := directive.BuildBundle(ctx, store, project, "", extra)
 	if err != nil {
 		return nil, err
 	}
