@@ -78,7 +78,7 @@ func fairSpec(conc int, latency time.Duration, policy string) fleetSpec {
 	spec := fleetSpec{
 		files:  map[string]string{".ai/directives/fair/run.md": benchenv.Directive("run", `turns="2"`)},
 		script: modelScript(latency, map[string]string{"fair/run": benchenv.FileTurns(1)}), conc: conc, policy: policy,
-		more:   map[string]string{},
+		more: map[string]string{},
 	}
 	for i, x := range staggers {
 		spec.more[staggerPath(i)] = modelScript(time.Duration(float64(latency)*x), map[string]string{"fair/run": benchenv.FileTurns(1)})

@@ -32,7 +32,7 @@ type FleetConfig struct {
 	// MoreScripts are more scripted models' scripts by path, bundled too
 	// (a start names one as its model, "script:" + path).
 	MoreScripts map[string]string
-	Concurrency        int // the worker's
+	Concurrency int // the worker's
 	// TaskCheckInterval is the worker's (0: its default).
 	TaskCheckInterval time.Duration
 }
