@@ -55,6 +55,9 @@ type orphanSetup struct {
 	bin     string
 	project string
 	env     []string
+	// after is what the dev wrote after its banner (a test that fails
+	// on it shows it).
+	after syncBuffer
 }
 
 func newOrphanSetup(t *testing.T) *orphanSetup {
@@ -134,6 +137,7 @@ func (s *orphanSetup) startDev(r io.Reader, w io.Writer) (*exec.Cmd, <-chan stru
 			if sc.Text() == "Ctrl-C stops it." {
 				banner <- nil
 				for sc.Scan() {
+					_, _ = s.after.Write([]byte(sc.Text() + "\n"))
 				}
 				return
 			}
@@ -167,7 +171,13 @@ func devThenDevAgain(t *testing.T, s *orphanSetup, r io.ReadCloser, w io.WriteCl
 	select {
 	case <-exited:
 	case <-time.After(time.Minute):
-		t.Fatal("spool dev did not end")
+		// Its goroutines, to see what it waits for.
+		_ = dev.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+		}
+		t.Fatalf("spool dev did not end; it wrote after its banner:\n%s", s.after.String())
 	}
 	require.Eventually(t, func() bool { return len(redisServersOn(t, s.redisDir())) == 0 }, 15*time.Second, 20*time.Millisecond,
 		"the dev's redis-server outlived it (pid %d)", servers[0])

@@ -222,7 +222,7 @@ func TestSendReachesTheNextCall(t *testing.T) {
 	t.Parallel()
 	files := peopleProject()
 	delete(files, ".ai/config/agent/approvals.yaml")
-	files["scripts/slow.yaml"] = "latency: 1500ms\n" + script("people")
+	files["scripts/slow.yaml"] = "latency: 4000ms\n" + script("people") // the send (a CLI process) lands within the first call
 	e := workerEnv(t, files, "2")
 	id := startThread(t, e, "p/write", "--model", "script:scripts/slow.yaml")
 	require.Eventually(t, func() bool {
