@@ -172,13 +172,10 @@ func (kb keyBound) run(t *testing.T, ps *testenv.PrivateSentinel) {
 	c, err := client.New(api.base)
 	require.NoError(t, err)
 
-	// The whole backlog is queued before the fleet starts, so every
-	// value has its 30 runs waiting for its 3 slots however fast the
-	// machine runs them.
-	ids := kb.start(t, c, stamps)
 	for range 3 {
 		startWorker()
 	}
+	ids := kb.start(t, c, stamps)
 	stop := make(chan struct{})
 	chaos := make(chan []kill, 1)
 	go func() {
