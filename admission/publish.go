@@ -116,10 +116,12 @@ type Watcher struct {
 
 	raw atomic.Value // string: the key's value last read
 	cur atomic.Pointer[Published]
-	// loaded is set once a read was tried (Current read it at its
-	// first call); readAt is when a read was last started (unix ns),
-	// reading whether one is under way.
+	// loaded is set once a read succeeded (or Set installed a policy):
+	// until then nobody can tell admission on from off, and Ready reads
+	// it, one caller at a time (first). readAt is when a read was last
+	// started (unix ns), reading whether one is under way.
 	loaded  atomic.Bool
+	first   sync.Mutex
 	readAt  atomic.Int64
 	reading atomic.Bool
 }
@@ -152,7 +154,9 @@ func (w *Watcher) Current() *Published {
 	}
 	if !w.loaded.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), firstRead)
-		w.refreshNow(ctx)
+		if err := w.Ready(ctx); err != nil {
+			w.log.Warn("admission policy not read", "error", err)
+		}
 		cancel()
 	} else if time.Now().UnixNano()-w.readAt.Load() > int64(PollInterval) && w.reading.CompareAndSwap(false, true) {
 		go func() {
@@ -181,6 +185,23 @@ func (w *Watcher) Set(p *Published) {
 	w.loaded.Store(true)
 }
 
+// Ready reads the policy unless a read already succeeded, waiting for
+// one under way, and returns the read's error: a process that could not
+// read the policy cannot tell whether admission is on. Current, which
+// callers ask on every activation, answers nil (off) then; what must
+// not run ungranted (a worker's claim) asks Ready first.
+func (w *Watcher) Ready(ctx context.Context) error {
+	if w == nil || w.loaded.Load() {
+		return nil
+	}
+	w.first.Lock()
+	defer w.first.Unlock()
+	if w.loaded.Load() {
+		return nil
+	}
+	return w.Refresh(ctx)
+}
+
 // refreshNow is Refresh, its failure logged.
 func (w *Watcher) refreshNow(ctx context.Context) {
 	if err := w.Refresh(ctx); err != nil {
@@ -191,7 +212,6 @@ func (w *Watcher) refreshNow(ctx context.Context) {
 // Refresh reads the policy now.
 func (w *Watcher) Refresh(ctx context.Context) error {
 	w.readAt.Store(time.Now().UnixNano())
-	w.loaded.Store(true)
 	s, err := w.rdb.Get(ctx, w.ks.AdmPolicy()).Result()
 	if errors.Is(err, redis.Nil) {
 		s, err = "", nil
@@ -200,11 +220,13 @@ func (w *Watcher) Refresh(ctx context.Context) error {
 		return fmt.Errorf("read admission policy: %w", err)
 	}
 	if s == w.raw.Load().(string) {
+		w.loaded.Store(true)
 		return nil
 	}
 	if s == "" {
 		w.cur.Store(nil)
 		w.raw.Store(s)
+		w.loaded.Store(true)
 		return nil
 	}
 	p, err := decodePublished(s)
@@ -213,6 +235,7 @@ func (w *Watcher) Refresh(ctx context.Context) error {
 	}
 	w.cur.Store(p)
 	w.raw.Store(s)
+	w.loaded.Store(true)
 	if p.Policy != nil {
 		w.log.Info("admission policy in force", "version", p.Version, "digest", p.Digest)
 	} else {

@@ -172,10 +172,12 @@ func (kb keyBound) run(t *testing.T, ps *testenv.PrivateSentinel) {
 	c, err := client.New(api.base)
 	require.NoError(t, err)
 
+	// The backlog is queued before the fleet starts: the first grants
+	// all land at once, the hardest moment for the bound.
+	ids := kb.start(t, c, stamps)
 	for range 3 {
 		startWorker()
 	}
-	ids := kb.start(t, c, stamps)
 	stop := make(chan struct{})
 	chaos := make(chan []kill, 1)
 	go func() {
@@ -205,8 +207,9 @@ func (kb keyBound) run(t *testing.T, ps *testenv.PrivateSentinel) {
 	}
 	t.Logf("key bound on %s: %d runs over 10 values of a max 3 key, %d stamps; most at once per value %v; "+
 		"%d kills (%d tools open in the killed workers); grants %d = released %d + reaped running %d + reaped granted %d; "+
-		"unreplicated %d, fenced %d", kb.top, len(ids), len(all), over, len(kills), open,
-		counts["grants"], counts["released"], counts["reaped:running"], counts["reaped:granted"], counts["unreplicated"], counts["fenced"])
+		"unreplicated %d, fenced %d; activations stopped: %v", kb.top, len(ids), len(all), over, len(kills), open,
+		counts["grants"], counts["released"], counts["reaped:running"], counts["reaped:granted"], counts["unreplicated"], counts["fenced"],
+		stopsLogged(&mu, workers))
 	bound := 3
 	if counts["unreplicated"] > 0 {
 		// A grant used unreplicated and lost in a failover: the excess
@@ -472,3 +475,29 @@ func mapValues(m map[string]int) []int {
 type quietT struct{ t *testing.T }
 
 func (q *quietT) Errorf(string, ...any) {}
+
+// stopsLogged counts, over the workers' logs, the activations that ended
+// before their runs did, by why: what the grants beyond one per run went
+// to.
+func stopsLogged(mu *sync.Mutex, workers map[int]*spooltest.Proc) map[string]int {
+	whys := map[string]string{
+		"admission grant not renewed in time":  "unrenewed",
+		"admission grant lost: the activation": "lost",
+		"activation yielded its slot":          "yielded",
+		"recovering orphaned thread":           "recovered",
+		"activation parked at its claim":       "parked at claim",
+	}
+	out := map[string]int{}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range workers {
+		for line := range strings.Lines(p.Log()) {
+			for msg, why := range whys {
+				if strings.Contains(line, msg) {
+					out[why]++
+				}
+			}
+		}
+	}
+	return out
+}

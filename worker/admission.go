@@ -61,6 +61,48 @@ type grant struct {
 	startSpend float64
 	spent      int64
 	chain      string
+	// stop stops the activation when its grant was not renewed in time
+	// (I1): armed at the claim, pushed back by each renewal.
+	mu   sync.Mutex
+	stop *time.Timer
+	done bool // its activation ended: no more stops
+}
+
+// stopMargin is how long before its lease's expiry a worker stops an
+// activation whose grant it could not renew: a third of the lease TTL,
+// on the worker's own clock, counted from when it sent the script that
+// set the expiry (the expiry is at least that late on Redis's clock).
+// Another worker can be granted the slot only after the expiry, so the
+// activation and its tools are gone a third of a TTL before.
+func stopMargin(ttl time.Duration) time.Duration { return ttl / 3 }
+
+// hold arms or pushes back g's stop: the script sent at sent set its
+// lease to expire ttl later.
+func (g *grant) hold(sent time.Time, ttl time.Duration, log func(string)) {
+	d := time.Until(sent.Add(ttl - stopMargin(ttl)))
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.done {
+		return
+	}
+	if g.stop == nil {
+		g.stop = time.AfterFunc(d, func() {
+			log(g.act)
+			g.ctl.cancel(errGrantLost)
+		})
+		return
+	}
+	g.stop.Reset(d)
+}
+
+// disarm stops g's timer at its activation's end.
+func (g *grant) disarm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.done = true
+	if g.stop != nil {
+		g.stop.Stop()
+	}
 }
 
 // admissions are the grants a worker holds and the highest generation of
@@ -112,6 +154,12 @@ func (s *admissions) byTenant() (map[string][]*grant, map[string]int64) {
 // activation holds it). With admission off it returns nil, true.
 func (w *Worker) admitClaim(ctx context.Context, act queue.Activation, token string, ctl *control, lease time.Duration) (*grant, bool, error) {
 	adm := w.o.Admission()
+	// A worker that has not read the policy yet (it just started, or
+	// Redis did not answer) cannot tell admission off from on: the
+	// task waits for the read rather than run ungranted (I1).
+	if err := adm.Watcher().Ready(ctx); err != nil {
+		return nil, false, err
+	}
 	p := adm.Policy()
 	if p == nil {
 		return nil, true, nil
@@ -132,6 +180,7 @@ func (w *Worker) admitClaim(ctx context.Context, act queue.Activation, token str
 		rq := admission.RequestOf(rec, act, act.Seq, p.Policy)
 		req = &rq
 	}
+	sent := time.Now()
 	c, err := adm.Claim(ctx, *req, token, lease)
 	if err != nil {
 		return nil, false, err
@@ -146,6 +195,7 @@ func (w *Worker) admitClaim(ctx context.Context, act queue.Activation, token str
 	}
 	g := &grant{tenant: req.Tenant, act: req.Act, token: token, record: c.Record, priority: req.Priority, since: time.Now(), ctl: ctl,
 		allowance: c.Allowance, spent: -1}
+	g.hold(sent, lease, w.lapsed)
 	w.adm.add(g, c.Gen)
 	return g, true, nil
 }
@@ -175,6 +225,7 @@ func (w *Worker) admitEnd(ctx context.Context, g *grant) {
 	if g == nil {
 		return
 	}
+	g.disarm()
 	w.adm.remove(g)
 	end := admission.Ending{Spent: g.spent, Chain: g.chain}
 	if err := w.o.Admission().Release(context.WithoutCancel(ctx), g.tenant, g.act, g.token, end); err != nil {
@@ -275,9 +326,13 @@ func (w *Worker) yield(ctx context.Context, rec *registry.Record, version int64)
 }
 
 // renewAdmissions renews the leases of every grant this worker holds,
-// one script per tenant, every third of the lease TTL, until ctx ends.
+// one script per tenant, every quarter of the lease TTL, until ctx ends:
+// a grant stops its activation a third of a TTL before its expiry
+// (grant.hold), so a renewal may take up to 5/12 of a TTL to answer,
+// or one may fail and the next answer within a sixth, before an
+// activation stops.
 func (w *Worker) renewAdmissions(ctx context.Context, ttl time.Duration) {
-	t := time.NewTicker(ttl / 3)
+	t := time.NewTicker(ttl / 4)
 	defer t.Stop()
 	for {
 		select {
@@ -289,9 +344,15 @@ func (w *Worker) renewAdmissions(ctx context.Context, ttl time.Duration) {
 	}
 }
 
-// renewOnce is one renewal of every tenant's grants: a lost grant stops
-// its activation; one re-asserted over a full key hands back at its next
-// turn.
+// lapsed logs an activation stopped because its grant's renewal did not
+// answer in time.
+func (w *Worker) lapsed(act string) {
+	w.log.Warn("admission grant not renewed in time: the activation stops before its lease lapses", "activation", act)
+}
+
+// renewOnce is one renewal of every tenant's grants: a renewed grant's
+// stop is pushed back, a lost grant stops its activation; one
+// re-asserted over a full key hands back at its next turn.
 func (w *Worker) renewOnce(ctx context.Context, ttl time.Duration) {
 	adm := w.o.Admission()
 	byTenant, gens := w.adm.byTenant()
@@ -302,10 +363,20 @@ func (w *Worker) renewOnce(ctx context.Context, ttl time.Duration) {
 			held[i] = admission.Held{Act: g.act, Token: g.token, Record: g.record}
 			byAct[g.act] = g
 		}
+		sent := time.Now()
 		r, err := adm.Renew(ctx, tenant, gens[tenant], ttl, held)
 		if err != nil {
 			w.log.Warn("admission leases not renewed", "tenant", tenant, "error", err)
 			continue
+		}
+		lost := map[string]bool{}
+		for _, a := range r.Lost {
+			lost[a] = true
+		}
+		for _, g := range gs {
+			if !lost[g.act] {
+				g.hold(sent, ttl, w.lapsed)
+			}
 		}
 		w.adm.mu.Lock()
 		w.adm.seen(tenant, r.Gen)

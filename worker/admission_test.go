@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/admission"
@@ -126,4 +127,66 @@ func TestParkedAtClaim(t *testing.T) {
 	require.Equal(t, 2, h.drain(false))
 	require.Equal(t, thread.StatusCompleted, h.record(a).Status)
 	require.Equal(t, thread.StatusCompleted, h.record(b).Status)
+}
+
+// runQueued takes id's queued task off its queue and runs it, as a
+// worker would; it returns the handler's error.
+func (h *harness) runQueued(id string) error {
+	h.t.Helper()
+	q := h.o.Services().Keys.Queue(queue.DefaultQueue)
+	ti, err := h.insp.GetTaskInfo(q, id)
+	require.NoError(h.t, err)
+	require.NoError(h.t, h.insp.DeleteTask(q, id))
+	return h.w.handle(h.ctx, asynq.NewTask(ti.Type, ti.Payload))
+}
+
+// TestUnrenewedGrantStops (I1): a worker whose renewals do not reach
+// Redis stops its activation, tool and all, a third of a lease before
+// its grant could expire, so nothing of it runs once another activation
+// may be granted the slot; it hands its thread back for a retry. With
+// renewals, the same activation runs on past its lease until something
+// else ends it.
+func TestUnrenewedGrantStops(t *testing.T) {
+	t.Parallel()
+	const policy = "version: 1\nconcurrency:\n  - {name: per_dir, directives: ['h/*'], key: '${name}', max: 1}\n"
+	t.Run("unrenewed", func(t *testing.T) {
+		t.Parallel()
+		h := setupWith(t, nil, harnessConfig{noRenew: true})
+		h.publish(policy)
+		h.prov.script("h/a", call("t/sleep", `{}`), say("never"))
+		id := h.startQueued("h/a")
+		began := time.Now()
+		err := h.runQueued(id)
+		took := time.Since(began)
+		require.ErrorIs(t, err, errGrantLost)
+		ttl := h.o.Services().LeaseTTL
+		require.GreaterOrEqual(t, took, ttl-stopMargin(ttl)-100*time.Millisecond, "stopped before its renewals were due to have failed")
+		// Its 30 s tool did not run to its end (a bound far from the
+		// stop, for a loaded machine).
+		require.Less(t, took, 10*time.Second, "the unrenewed activation ran on")
+		rec := h.record(id)
+		require.Equal(t, thread.StatusRunning, rec.Status, "handed back for its retry")
+		st := h.tenantState(thread.DefaultTenant)
+		require.Equal(t, 1, atoi(st["released"]), "its grant released at its end")
+		require.Equal(t, 0, atoi(st["admitted"]))
+	})
+	t.Run("renewed", func(t *testing.T) {
+		t.Parallel()
+		h := setup(t, nil, Config{})
+		h.publish(policy)
+		h.prov.script("h/a", call("t/sleep", `{}`), say("never"))
+		id := h.startQueued("h/a")
+		done := make(chan error, 1)
+		go func() { done <- h.runQueued(id) }()
+		ttl := h.o.Services().LeaseTTL
+		select {
+		case err := <-done:
+			t.Fatalf("the renewed activation stopped after less than 1.5 leases: %v", err)
+		case <-time.After(ttl + ttl/2):
+		}
+		require.NoError(t, h.o.Services().Registry.RequestCancel(h.ctx, id, true))
+		h.w.deliver(id, "cancel")
+		require.NoError(t, <-done)
+		require.Equal(t, thread.StatusCancelled, h.record(id).Status)
+	})
 }

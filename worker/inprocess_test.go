@@ -147,6 +147,9 @@ type harnessConfig struct {
 	now func() time.Time
 	// tracing is the orchestrator's tracer provider (nil: none).
 	tracing trace.TracerProvider
+	// noRenew: no admission renewals (a worker that cannot reach Redis
+	// to renew its grants); by default they run, as in a worker.
+	noRenew bool
 }
 
 func setupWith(t *testing.T, files map[string]string, cfg harnessConfig) *harness {
@@ -185,6 +188,12 @@ func setupWith(t *testing.T, files map[string]string, cfg harnessConfig) *harnes
 	w, err := New(cfg.Config, o)
 	require.NoError(t, err)
 	t.Cleanup(func() { w.asyncCancel(); w.async.Wait() })
+	if !cfg.noRenew {
+		rctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); w.renewAdmissions(rctx, o.Services().LeaseTTL) }()
+		t.Cleanup(func() { stop(); <-done })
+	}
 	insp := asynq.NewInspectorFromRedisClient(r.Client)
 	t.Cleanup(func() { _ = insp.Close() })
 	return &harness{t: t, ctx: ctx, o: o, w: w, prov: prov, bundle: bundle, insp: insp}
