@@ -195,6 +195,86 @@ func TestSentinelFailoverRestoresLostChild(t *testing.T) {
 		settled.Sub(failedOver).Round(time.Millisecond), own[parent], own[kid])
 }
 
+// waitChaos waits for the threads ids to end, as Env.Wait does; when
+// they do not within timeout it fails the test with where each that is
+// still unfinished stands (threadStanding).
+func waitChaos(t *testing.T, e *spooltest.Env, ids []string, timeout time.Duration, procs []*spooltest.Proc) map[string]*registry.Record {
+	t.Helper()
+	res, err := e.Orch.Wait(context.Background(), ids, timeout)
+	if err == nil {
+		return res
+	}
+	var stuck []string
+	for _, id := range ids {
+		rec, rerr := e.Orch.Record(context.Background(), id)
+		switch {
+		case rerr != nil:
+			stuck = append(stuck, id+": "+rerr.Error())
+		case !rec.Status.Terminal():
+			stuck = append(stuck, threadStanding(e, rec, procs))
+		}
+	}
+	t.Fatalf("wait for %d threads: %v; unfinished:\n%s", len(ids), err, strings.Join(stuck, "\n"))
+	return nil
+}
+
+// requireChaosCompleted fails the chaos test when rec's thread did not
+// complete, with where it stands (threadStanding).
+func requireChaosCompleted(t *testing.T, e *spooltest.Env, rec *registry.Record, procs []*spooltest.Proc) {
+	t.Helper()
+	if rec.Status != thread.StatusCompleted {
+		t.Fatal(threadStanding(e, rec, procs))
+	}
+}
+
+// threadStanding says where rec's thread stands: which thread it is (a
+// root, or whose child, and whether it was restored from the store), its
+// status and error (code and message in full), its record's other
+// fields, the children it has and how they stand, its transcript's last
+// events and what the processes logged about it: a failure on a loaded
+// machine is read from that message alone.
+func threadStanding(e *spooltest.Env, rec *registry.Record, procs []*spooltest.Proc) string {
+	who := "root"
+	if rec.ParentID != "" {
+		who = "child of " + rec.ParentID
+	}
+	if at := rec.Extra[registry.RestoredField]; at != "" {
+		who += ", restored from the store at " + at
+	}
+	how := "no error"
+	if rec.Error != nil {
+		how = rec.Error.Code + ": " + rec.Error.Message
+	}
+	var last []string
+	tr, err := transcript.Read(context.Background(), e.Store, rec.ThreadID, e.Keyring, transcript.Strict)
+	if err != nil {
+		last = append(last, "transcript does not read: "+err.Error())
+	} else {
+		for _, ev := range tr.Events[max(len(tr.Events)-8, 0):] {
+			last = append(last, fmt.Sprintf("%s %s", ev.Type, ev.Payload))
+		}
+	}
+	kids, err := e.Orch.Children(context.Background(), rec.ThreadID)
+	if err != nil {
+		last = append(last, "children not read: "+err.Error())
+	}
+	for _, k := range kids {
+		last = append(last, fmt.Sprintf("child %s is %s (version %d, %v)", k.ThreadID, k.Status, k.Version, k.Extra))
+	}
+	var logged []string
+	for _, p := range procs {
+		for line := range strings.Lines(p.Log()) {
+			if strings.Contains(line, rec.ThreadID) {
+				logged = append(logged, strings.TrimSpace(line))
+			}
+		}
+	}
+	return fmt.Sprintf("thread %s (%s, %s) is %s (version %d, activation %d, turns %d, %v): %s\n"+
+		"transcript's last events, then its children:\n  %s\nlogged about it:\n  %s",
+		rec.ThreadID, rec.Directive, who, rec.Status, rec.Version, rec.Activation, rec.Cost.Turns, rec.Extra, how,
+		strings.Join(last, "\n  "), strings.Join(logged[max(len(logged)-40, 0):], "\n  "))
+}
+
 // loseGraph naps two seconds in a tool step, then runs one g/item child
 // and returns what it said.
 const loseGraph = `limits: {spawns: 5}
@@ -554,15 +634,15 @@ func TestSentinelFailoversChaos(t *testing.T) {
 		time.Sleep(time.Until(round.Add(interval)))
 	}
 	lastFailover := time.Now()
-	final := e.Wait(roots, 3*time.Minute)
+	procs := append([]*spooltest.Proc{sched}, workers...)
+	final := waitChaos(t, e, roots, 3*time.Minute, procs)
 	settled := time.Now()
 
 	var kids, named, lost, lostRan, restored, parentsLost int
 	var threads, inRegistry []string
 	namedIDs := map[string]bool{}
 	for _, id := range roots {
-		rec := final[id]
-		require.Equal(t, thread.StatusCompleted, rec.Status, "%s: %+v", id, rec.Error)
+		requireChaosCompleted(t, e, final[id], procs)
 		threads = append(threads, id)
 		spawned := payloads[transcript.ChildSpawned](t, events(t, e, id), transcript.TypeChildSpawned)
 		named += len(spawned)
@@ -602,8 +682,8 @@ func TestSentinelFailoversChaos(t *testing.T) {
 	for _, id := range inRegistry {
 		require.True(t, namedIDs[id], "child %s in the registry is named by no parent's transcript", id)
 	}
-	for id, rec := range e.Wait(threads, 2*time.Minute) {
-		require.Equal(t, thread.StatusCompleted, rec.Status, "%s: %+v", id, rec.Error)
+	for _, rec := range waitChaos(t, e, threads, 2*time.Minute, procs) {
+		requireChaosCompleted(t, e, rec, procs)
 	}
 
 	// The ledger equals the transcripts, thread by thread.
@@ -627,7 +707,7 @@ func TestSentinelFailoversChaos(t *testing.T) {
 		total += n
 		repeated += max(n-3, 0)
 	}
-	for _, p := range append(workers, sched) {
+	for _, p := range procs {
 		require.False(t, p.Exited(), "every process survives the failovers")
 	}
 	var recov []string

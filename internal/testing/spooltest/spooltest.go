@@ -38,6 +38,9 @@ var (
 )
 
 // Binary builds ./cmd/spool once per test binary and returns its path.
+// The build (about 180 MB with -race) is removed when the test binary's
+// TestMain ends (testenv.Main, MainLeakFree): left behind, every run
+// would leave another on the disk.
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -48,6 +51,7 @@ func Binary(t testing.TB) string {
 			buildErr = err
 			return
 		}
+		testenv.AtExit(func() { _ = os.RemoveAll(dir) })
 		binPath = filepath.Join(dir, "spool")
 		args := []string{"build", "-o", binPath}
 		if raceEnabled {

@@ -68,6 +68,11 @@ func addStop(f func()) {
 	stopsMu.Unlock()
 }
 
+// AtExit has Main and MainLeakFree run f after the tests, with the
+// servers' stops: what a test harness keeps for a whole test binary
+// (spooltest's spool binary) goes with it.
+func AtExit(f func()) { addStop(f) }
+
 // Main runs the tests and stops the servers this package started.
 func Main(m *testing.M) {
 	code := m.Run()
