@@ -464,7 +464,15 @@ do
   -- allowance) is spent in its windows, what exceeded the allowance is
   -- their overrun, and the allowance is held no more.
   function adm.settle(T, r, used)
-    if not r.aw then return end
+    if not r.aw then
+      -- No allowance (no spend limit): what it spent is counted in
+      -- today's and this month's windows all the same, for tenant show
+      -- and for a limit set later in the window.
+      if used and used > 0 then
+        for _, w in ipairs(T.wins) do redis.call('HINCRBY', T.K.spend, w.name .. ':spent', used) end
+      end
+      return
+    end
     local u = used or r.al
     for _, w in ipairs(r.aw) do
       redis.call('HINCRBY', T.K.spend, w .. ':held', -r.al)

@@ -249,6 +249,32 @@ func TestSpendAllowances(t *testing.T) {
 	require.Equal(t, []int64{limit, 0}, []int64{spent, held})
 }
 
+// TestSpendCountedWithoutLimit: a tenant without a spend limit holds no
+// allowance, but what its activations spent is counted in the day's and
+// the month's windows (tenant show; a limit set later in the window
+// counts it); a reaped activation's spend is unknown and counts nothing.
+func TestSpendCountedWithoutLimit(t *testing.T) {
+	t.Parallel()
+	s := newSlot(t, false, ceilingConf(nil))
+	s.prov = 10
+	for _, a := range []string{"a0", "a1"} {
+		s.requestAt(t0, a, root(a))
+		v, al := s.claimed(t0, a, root(a), "t"+a)
+		require.Equal(t, "RUN", v)
+		require.Zero(t, al, "no limit: no allowance")
+	}
+	s.end(t0+1, "a0", "ta0", 3*usd/100, "")
+	spent, held, overrun := s.window(t0)
+	require.Equal(t, []int64{3 * usd / 100, 0, 0}, []int64{spent, held, overrun})
+	s.renew(t0+3500, 0, 3000, nil, 16) // a1 reaped
+	spent, _, _ = s.window(t0)
+	require.Equal(t, 3*usd/100, spent)
+	day, month := Windows(time.UnixMilli(t0))
+	m := s.hash(11)
+	require.Equal(t, strconv.FormatInt(3*usd/100, 10), m["d:"+day+":spent"])
+	require.Equal(t, strconv.FormatInt(3*usd/100, 10), m["m:"+month+":spent"])
+}
+
 // TestSpendWindowRollsOver: a waiter on a full day's window is admitted
 // by the first pump of the next UTC day, and its allowance is held in
 // the new window; the month's window still counts both.
