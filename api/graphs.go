@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 
 	"github.com/spool-run/spool/graph"
 	"github.com/spool-run/spool/launch"
@@ -42,21 +41,6 @@ type (
 	// GraphForkRequest is the body of POST /v1/graphs/ID/fork.
 	GraphForkRequest = spooltype.GraphForkRequest
 )
-
-// graphRouteFor splits /v1/graphs/{rest...} as threadRoute splits a
-// thread's path.
-func (s *server) graphRoute(w http.ResponseWriter, r *http.Request) {
-	rest := r.PathValue("rest")
-	id, path := rest, graphPrefix+"{id}"
-	if i := strings.LastIndexByte(rest, '/'); i >= 0 && isRouteAction(graphPrefix, rest[i+1:]) {
-		id, path = rest[:i], path+rest[i:]
-	}
-	if id == "" {
-		writeProblem(w, r, problem(http.StatusNotFound, "not_found", "no run id in %s", r.URL.Path))
-		return
-	}
-	s.dispatch(w, r, id, path)
-}
 
 // graphRecord returns run id's record, or answers 404 when there is no
 // such run (or it is a thread's).

@@ -209,8 +209,8 @@ func (s *server) handler() http.Handler {
 	for _, p := range []string{"/v1/threads", "/v1/approvals", "/v1/graphs", "/v1/tenants", "/v1/admission"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) { s.dispatch(w, r, "", p) })
 	}
-	mux.HandleFunc(threadPrefix+"{rest...}", s.threadRoute)
-	mux.HandleFunc(graphPrefix+"{rest...}", s.graphRoute)
+	mux.HandleFunc(threadPrefix+"{rest...}", s.idRoute(threadPrefix, "thread"))
+	mux.HandleFunc(graphPrefix+"{rest...}", s.idRoute(graphPrefix, "run"))
 	mux.HandleFunc(tenantPrefix+"{rest...}", s.tenantRoute)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problem(http.StatusNotFound, "not_found", "no route %s", r.URL.Path))
@@ -263,21 +263,24 @@ func allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
 	return false
 }
 
-// threadRoute splits /v1/threads/{rest...} into the thread id and the
-// route: the last segment names one (an id never ends in one: ids end in
-// -<time>-<random>), else the route is the thread's. The id may be
-// URL-escaped or not.
-func (s *server) threadRoute(w http.ResponseWriter, r *http.Request) {
-	rest := r.PathValue("rest")
-	id, path := rest, threadPrefix+"{id}"
-	if i := strings.LastIndexByte(rest, '/'); i >= 0 && isRouteAction(threadPrefix, rest[i+1:]) {
-		id, path = rest[:i], path+rest[i:]
+// idRoute splits prefix{rest...} (threadPrefix, graphPrefix) into the
+// thread's or run's id and the route: the last segment names one (an id
+// never ends in one: ids end in -<time>-<random>), else the route is the
+// id's own. The id may be URL-escaped or not. noun names the id a path
+// without one lacks ("thread", "run").
+func (s *server) idRoute(prefix, noun string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		rest := r.PathValue("rest")
+		id, path := rest, prefix+"{id}"
+		if i := strings.LastIndexByte(rest, '/'); i >= 0 && isRouteAction(prefix, rest[i+1:]) {
+			id, path = rest[:i], path+rest[i:]
+		}
+		if id == "" {
+			writeProblem(w, r, problem(http.StatusNotFound, "not_found", "no %s id in %s", noun, r.URL.Path))
+			return
+		}
+		s.dispatch(w, r, id, path)
 	}
-	if id == "" {
-		writeProblem(w, r, problem(http.StatusNotFound, "not_found", "no thread id in %s", r.URL.Path))
-		return
-	}
-	s.dispatch(w, r, id, path)
 }
 
 // isRouteAction reports whether seg is the last segment of a route under
