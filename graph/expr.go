@@ -120,23 +120,38 @@ func parseTemplate(s string) (template, error) {
 // closingBrace returns the index of the "}" that closes a reference whose
 // body starts at i, skipping quoted literals; -1 when there is none.
 func closingBrace(s string, i int) int {
-	var quote byte
-	for ; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0:
-			if c == '\\' && quote == '"' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
-		case c == '"' || c == '\'':
-			quote = c
-		case c == '}':
+	for ; ; i++ {
+		i, _ = unquoted(s, i)
+		if i == len(s) {
+			return -1
+		}
+		if s[i] == '}' {
 			return i
 		}
 	}
-	return -1
+}
+
+// unquoted returns the index of the first byte of s at or after i that
+// is neither in a quoted literal ("..." with Go's backslash escapes, or
+// '...' without) nor one of its quotes, len(s) when there is none; open
+// reports a literal left unterminated at the end.
+func unquoted(s string, i int) (next int, open bool) {
+	for i < len(s) {
+		q := s[i]
+		if q != '"' && q != '\'' {
+			return i, false
+		}
+		for i++; i < len(s) && s[i] != q; i++ {
+			if s[i] == '\\' && q == '"' {
+				i++
+			}
+		}
+		if i >= len(s) {
+			return len(s), true
+		}
+		i++
+	}
+	return len(s), false
 }
 
 // SyntaxError is a malformed ${...} reference.
@@ -189,32 +204,26 @@ func parseExpr(src string) (*expr, error) {
 // splitBars splits src at "||" and "|" outside quotes; seps[i] is the
 // separator between parts[i] and parts[i+1].
 func splitBars(src string) (parts, seps []string, err error) {
-	var quote byte
 	start := 0
-	for i := 0; i < len(src); i++ {
-		c := src[i]
-		switch {
-		case quote != 0:
-			if c == '\\' && quote == '"' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
-		case c == '"' || c == '\'':
-			quote = c
-		case c == '|':
-			parts = append(parts, src[start:i])
-			if i+1 < len(src) && src[i+1] == '|' {
-				seps = append(seps, "||")
-				i++
-			} else {
-				seps = append(seps, "|")
-			}
-			start = i + 1
+	for i := 0; ; i++ {
+		var open bool
+		if i, open = unquoted(src, i); open {
+			return nil, nil, errors.New("unterminated quote")
 		}
-	}
-	if quote != 0 {
-		return nil, nil, errors.New("unterminated quote")
+		if i == len(src) {
+			break
+		}
+		if src[i] != '|' {
+			continue
+		}
+		parts = append(parts, src[start:i])
+		if i+1 < len(src) && src[i+1] == '|' {
+			seps = append(seps, "||")
+			i++
+		} else {
+			seps = append(seps, "|")
+		}
+		start = i + 1
 	}
 	parts = append(parts, src[start:])
 	return parts, seps, nil
