@@ -2,6 +2,7 @@ package registry
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -191,6 +192,75 @@ func TestSuspendEdgeCases(t *testing.T) {
 	stalled, err := acts.StalledWaits(f.ctx)
 	require.NoError(t, err)
 	require.Equal(t, []Wake{{ThreadID: "p", Seq: seq}}, stalled)
+}
+
+// TestStalledWaitsTellsEndedChains: a chain that ended without telling
+// its waiter (its finisher died between the end's commit and
+// NotifyWaiters, or a failover kept the end and lost the telling) is
+// told by housekeeping: StalledWaits takes it out of the waiter's waits
+// set, and lists the waiter once the last of its chains has ended so;
+// a chain continued into a thread that ended has ended, a running or
+// lost one has not; the finisher's own telling, late, wakes nothing twice.
+func TestStalledWaitsTellsEndedChains(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	acts := f.acts
+	register(t, f, "p", "")
+	for _, k := range []string{"kid", "old", "new", "lost"} {
+		register(t, f, k, "p")
+	}
+	_, err := acts.Claim(f.ctx, "old", "start", 0, "tok-old", "old", time.Minute)
+	require.NoError(t, err)
+	_, _, err = f.reg.LinkContinuation(f.ctx, "old", "new")
+	require.NoError(t, err)
+	c, err := acts.Claim(f.ctx, "p", "start", 0, "tok", "p", time.Minute)
+	require.NoError(t, err)
+	suspended, seq, err := acts.Suspend(f.ctx, "p", c.Version, []WaitTarget{{Root: "kid", Terminal: "kid"}, {Root: "old", Terminal: "new"},
+		{Root: "lost", Terminal: "lost"}})
+	require.NoError(t, err)
+	require.True(t, suspended)
+
+	waits := func() []string {
+		m, err := f.r.Client.SMembers(f.ctx, f.ks.Waits("p")).Result()
+		require.NoError(t, err)
+		slices.Sort(m)
+		return m
+	}
+	// kid ends, and its finisher dies before telling p.
+	finish(t, f, acts, "kid", thread.StatusCompleted)
+	stalled, err := acts.StalledWaits(f.ctx)
+	require.NoError(t, err)
+	require.Empty(t, stalled, "p still waits on two chains")
+	require.Equal(t, []string{"lost", "old"}, waits(), "the ended chain is told")
+	in, err := f.r.Client.SIsMember(f.ctx, f.ks.Waiters("kid"), "p").Result()
+	require.NoError(t, err)
+	require.False(t, in, "p left the ended chain's waiters")
+
+	// The chain old continued into new ends, untold.
+	finish(t, f, acts, "new", thread.StatusError)
+	stalled, err = acts.StalledWaits(f.ctx)
+	require.NoError(t, err)
+	require.Empty(t, stalled, "lost has not ended: its record is gone, not final")
+	require.Equal(t, []string{"lost"}, waits())
+
+	// lost comes back (restored) and ends, untold: p is due.
+	require.NoError(t, f.r.Client.Del(f.ctx, f.ks.Thread("lost")).Err())
+	stalled, err = acts.StalledWaits(f.ctx)
+	require.NoError(t, err)
+	require.Empty(t, stalled)
+	register(t, f, "lost", "p")
+	finish(t, f, acts, "lost", thread.StatusCancelled)
+	stalled, err = acts.StalledWaits(f.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []Wake{{ThreadID: "p", Seq: seq}}, stalled)
+	require.Empty(t, waits())
+
+	// The finisher's own telling comes late: no second wake-up.
+	wakes, err := acts.NotifyFinished(f.ctx, "lost")
+	require.NoError(t, err)
+	require.Empty(t, wakes)
+	_, err = acts.Claim(f.ctx, "p", "wake", seq, "tok2", "p@wake", time.Minute)
+	require.NoError(t, err)
 }
 
 // TestDecideWhileAwake: a thread waiting for approval that a message

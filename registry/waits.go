@@ -247,6 +247,14 @@ func (a *Activations) NotifyWaiters(ctx context.Context, chainRoot string, waite
 // decided (the decision's wake-up was lost). Housekeeping re-enqueues them
 // (the task id makes it once). A thread whose wake-up admission parked
 // (Park) is ParkedThreads', not listed here.
+//
+// A chain that finished without telling its waiters (its finisher died
+// between the end's commit and NotifyWaiters, or Redis failed over with
+// the end and without the telling) is still in their waits sets, and no
+// one else will tell them: each waiter's chains are read here, and those
+// that have ended are told now (NotifyWaiters, which wakes nothing
+// twice should their finisher tell them too), so a waiter they were the
+// last chains of is listed.
 func (a *Activations) StalledWaits(ctx context.Context) ([]Wake, error) {
 	ids, err := members(ctx, a.rdb, a.ks.AllActive())
 	if err != nil {
@@ -254,24 +262,85 @@ func (a *Activations) StalledWaits(ctx context.Context) ([]Wake, error) {
 	}
 	var out []Wake
 	for _, id := range ids {
-		pipe := a.rdb.Pipeline()
-		h := pipe.HMGet(ctx, a.ks.Thread(id), "status", "suspend_seq", "waiting_for", "approvals_open", "wake_at", "wake_any", "wait_n", AdmActField)
-		c := pipe.SCard(ctx, a.ks.Waits(id))
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		w, err := a.stalledWait(ctx, id)
+		if err != nil {
 			return nil, err
 		}
-		vals := h.Val()
-		if len(vals) < 8 || vals[0] != "waiting" || !a.wakeLost(vals, c.Val()) {
-			continue
-		}
-		if act, _ := vals[7].(string); act != "" {
-			continue // woken, and parked by admission: ParkedThreads
-		}
-		var seq int64
-		_, _ = fmt.Sscan(fmt.Sprint(vals[1]), &seq)
-		out = append(out, Wake{ThreadID: id, Seq: seq})
+		out = append(out, w...)
 	}
 	return out, nil
+}
+
+// stalledWait is StalledWaits for thread id: its wake-up when it is due
+// and was lost, none otherwise.
+func (a *Activations) stalledWait(ctx context.Context, id string) ([]Wake, error) {
+	pipe := a.rdb.Pipeline()
+	h := pipe.HMGet(ctx, a.ks.Thread(id), "status", "suspend_seq", "waiting_for", "approvals_open", "wake_at", "wake_any", "wait_n", AdmActField)
+	m := pipe.SMembers(ctx, a.ks.Waits(id))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	vals, waits := h.Val(), m.Val()
+	if len(vals) < 8 || vals[0] != "waiting" {
+		return nil, nil
+	}
+	if !a.wakeLost(vals, int64(len(waits))) {
+		if vals[2] != WaitingForChildren || len(waits) == 0 {
+			return nil, nil
+		}
+		return a.tellEnded(ctx, id, waits)
+	}
+	if act, _ := vals[7].(string); act != "" {
+		return nil, nil // woken, and parked by admission: ParkedThreads
+	}
+	var seq int64
+	_, _ = fmt.Sscan(fmt.Sprint(vals[1]), &seq)
+	return []Wake{{ThreadID: id, Seq: seq}}, nil
+}
+
+// tellEnded tells waiter id of each chain among roots (its waits set)
+// that has ended without telling it, and returns its wake-up when they
+// were the last it waited for (NotifyWaiters).
+func (a *Activations) tellEnded(ctx context.Context, id string, roots []string) ([]Wake, error) {
+	var out []Wake
+	for _, root := range roots {
+		ended, err := a.chainEnded(ctx, root)
+		if err != nil {
+			return nil, err
+		}
+		if !ended {
+			continue
+		}
+		wakes, err := a.NotifyWaiters(ctx, root, []string{id})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, wakes...)
+	}
+	return out, nil
+}
+
+// chainEnded reports whether the chain rooted at root has ended: the
+// thread it has reached (following continuation_thread_id, as
+// ResolveChain does) has a final status other than continued. A chain
+// whose record is missing (Redis lost it) has not: restoring it from
+// the store is reconciliation's, and tells its waiters (Restore).
+func (a *Activations) chainEnded(ctx context.Context, root string) (bool, error) {
+	seen := map[string]bool{}
+	for cur := root; !seen[cur]; {
+		seen[cur] = true
+		vals, err := a.rdb.HMGet(ctx, a.ks.Thread(cur), "status", "continuation_thread_id").Result()
+		if err != nil {
+			return false, fmt.Errorf("chain of %s: %w", root, err)
+		}
+		st, _ := vals[0].(string)
+		next, _ := vals[1].(string)
+		if thread.Status(st) != thread.StatusContinued || next == "" {
+			return st != "" && thread.Status(st).Terminal() && thread.Status(st) != thread.StatusContinued, nil
+		}
+		cur = next
+	}
+	return false, nil
 }
 
 // wakeLost reports whether a waiting thread, by vals (the fields
