@@ -612,6 +612,16 @@ func TestSentinelFailoversChaos(t *testing.T) {
 	fast := []string{"SPOOL_RECOVER_INTERVAL=500ms"}
 	workers := []*spooltest.Proc{e.Start(fast, "worker", "--concurrency", "8"), e.Start(fast, "worker", "--concurrency", "8")}
 	sched := e.Start(fast, "scheduler", "--housekeeping-interval", "1s")
+	procs := append([]*spooltest.Proc{sched}, workers...)
+	// A process that cannot reach Redis as it starts exits (with the
+	// error): the first failover waits until each has connected, which
+	// a loaded machine may take seconds to do.
+	for _, p := range procs {
+		require.Eventually(t, func() bool {
+			return strings.Contains(p.Log(), "worker started") || strings.Contains(p.Log(), "scheduler started") || p.Exited()
+		}, time.Minute, 50*time.Millisecond)
+		require.False(t, p.Exited(), "exited as it started:\n%s", p.Log())
+	}
 	ctx := context.Background()
 	const model = "script:scripts/chaos.yaml"
 	bundle, err := launch.ProjectBundle(ctx, e.Store, e.Project, "", model, nil)
@@ -634,7 +644,6 @@ func TestSentinelFailoversChaos(t *testing.T) {
 		time.Sleep(time.Until(round.Add(interval)))
 	}
 	lastFailover := time.Now()
-	procs := append([]*spooltest.Proc{sched}, workers...)
 	final := waitChaos(t, e, roots, 3*time.Minute, procs)
 	settled := time.Now()
 
