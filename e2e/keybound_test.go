@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/spool-run/spool/client"
 	"github.com/spool-run/spool/internal/testing/spooltest"
 	"github.com/spool-run/spool/internal/testing/testenv"
 	"github.com/spool-run/spool/spooltype"
@@ -169,12 +168,10 @@ func (kb keyBound) run(t *testing.T, ps *testenv.PrivateSentinel) {
 		e.Start(fast, "scheduler", "--housekeeping-interval", "1s")
 	}
 	api := startAPI(t, e)
-	c, err := client.New(api.base)
-	require.NoError(t, err)
 
 	// The backlog is queued before the fleet starts: the first grants
 	// all land at once, the hardest moment for the bound.
-	ids := kb.start(t, c, stamps)
+	ids := kb.start(t, api.base, stamps)
 	for range 3 {
 		startWorker()
 	}
@@ -238,36 +235,13 @@ func (kb keyBound) run(t *testing.T, ps *testenv.PrivateSentinel) {
 	}
 }
 
-// start starts kb.runs runs over ten items through the API, eight at a
-// time, and returns their ids.
-func (kb keyBound) start(t *testing.T, c *client.Client, stamps string) []string {
-	ids := make([]string, kb.runs)
-	var wg sync.WaitGroup
-	next := make(chan int)
-	errs := make(chan error, kb.runs)
-	for range 8 {
-		wg.Go(func() {
-			for i := range next {
-				rec, err := c.Run(context.Background(), spooltype.RunRequest{Directive: "k/stamp", Model: "script:scripts/k.yaml", Tenant: "kb",
-					Inputs: map[string]any{"item": fmt.Sprintf("v%d", i%10), "stamps": stamps, "ticks": kb.ticks}})
-				if err != nil {
-					errs <- err
-					continue
-				}
-				ids[i] = rec.ThreadID
-			}
-		})
-	}
-	for i := range kb.runs {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	return ids
+// start starts kb.runs runs over ten items through the API at base,
+// eight at a time, and returns their ids.
+func (kb keyBound) start(t *testing.T, base, stamps string) []string {
+	return submitRuns(t, base, kb.runs, 8, func(i int) spooltype.RunRequest {
+		return spooltype.RunRequest{Directive: "k/stamp", Model: "script:scripts/k.yaml", Tenant: "kb",
+			Inputs: map[string]any{"item": fmt.Sprintf("v%d", i%10), "stamps": stamps, "ticks": kb.ticks}}
+	})
 }
 
 // killWorkers SIGKILLs, every 3 s, the worker whose tools have most
