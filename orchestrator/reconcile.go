@@ -63,22 +63,12 @@ func RecordedCharges(tr *transcript.Transcript) ([]TurnCharge, error) {
 // applied. A charge clamped by a ceiling is applied (as far as it fits)
 // and returned too; a released entry takes none (ledger.ErrReleased).
 func (o *Orchestrator) Recharge(ctx context.Context, rec *registry.Record, cs []TurnCharge) ([]TurnCharge, error) {
-	if len(cs) == 0 {
-		return nil, nil
-	}
-	keys := make([]string, len(cs))
-	byKey := make(map[string]TurnCharge, len(cs))
-	for i, c := range cs {
-		keys[i] = c.Key
-		byKey[c.Key] = c
-	}
-	missing, err := o.ledger.Uncharged(ctx, rec.LedgerID(), keys)
+	missing, err := o.lacking(ctx, rec, cs)
 	if err != nil {
 		return nil, err
 	}
 	var applied []TurnCharge
-	for _, k := range missing {
-		c := byKey[k]
+	for _, c := range missing {
 		_, err := o.ledger.Charge(ctx, rec.LedgerID(), rec.BudgetPath(), c.Key, c.Amount)
 		var le *thread.LimitError
 		if err != nil && !errors.As(err, &le) {

@@ -193,6 +193,16 @@ func (o *Orchestrator) restoreOne(ctx context.Context, id, parent string) (*regi
 // uncharged are the charges of cs that rec's ledger entry lacks: all of
 // them when the entry is gone.
 func (o *Orchestrator) uncharged(ctx context.Context, rec *registry.Record, cs []TurnCharge) ([]TurnCharge, error) {
+	out, err := o.lacking(ctx, rec, cs)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return cs, nil
+	}
+	return out, err
+}
+
+// lacking are the charges of cs that rec's ledger entry lacks, in the
+// order the ledger answers; ledger.ErrNotFound when the entry is gone.
+func (o *Orchestrator) lacking(ctx context.Context, rec *registry.Record, cs []TurnCharge) ([]TurnCharge, error) {
 	if len(cs) == 0 {
 		return nil, nil
 	}
@@ -203,9 +213,6 @@ func (o *Orchestrator) uncharged(ctx context.Context, rec *registry.Record, cs [
 		byKey[c.Key] = c
 	}
 	missing, err := o.ledger.Uncharged(ctx, rec.LedgerID(), keys)
-	if errors.Is(err, ledger.ErrNotFound) {
-		return cs, nil
-	}
 	if err != nil {
 		return nil, err
 	}
