@@ -162,23 +162,7 @@ func graphRun(c *cli.Context) error {
 			return nil, &usageError{msg: err.Error()}
 		}
 		return started, err
-	}, printGraphFinal)
-}
-
-// printGraphFinal prints a waited-for run's end (--json: its record) and
-// fails (exit 1) unless it completed.
-func printGraphFinal(c *cli.Context, s *services, final *registry.Record) error {
-	if c.Bool("json") {
-		if err := printJSON(c.App.Writer, final); err != nil {
-			return err
-		}
-	} else {
-		printGraphRecord(c.Context, c.App.Writer, s, final)
-	}
-	if final.Status != thread.StatusCompleted {
-		return &exitError{code: 1, err: fmt.Errorf("run %s ended %s%s", final.ThreadID, final.Status, errSuffix(final))}
-	}
-	return nil
+	})
 }
 
 // printGraphRecord prints a run's record as text, its spend as its
@@ -534,12 +518,7 @@ func graphResume(c *cli.Context) error {
 	// Waited for, a resume prints the new run's end as a start and a
 	// fork do.
 	fmt.Fprintf(c.App.ErrWriter, "spool: resumed %s as %s\n", res.ResolvedThreadID, res.NewThreadID)
-	id := res.NewThreadID
-	out, err := waitFor(c, s, []string{id})
-	if err != nil {
-		return waitError(c, s, []string{id}, err)
-	}
-	return printGraphFinal(c, s, out[id])
+	return waitEnd(c, s, res.NewThreadID, nil)
 }
 
 func graphFork(c *cli.Context) error {
@@ -574,10 +553,5 @@ func graphFork(c *cli.Context) error {
 			dash(res.NextNode), res.Budget)
 		return nil
 	}
-	id := res.Run.ThreadID
-	out, err := waitFor(c, s, []string{id})
-	if err != nil {
-		return waitError(c, s, []string{id}, err)
-	}
-	return printGraphFinal(c, s, out[id])
+	return waitEnd(c, s, res.Run.ThreadID, nil)
 }

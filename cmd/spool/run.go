@@ -100,16 +100,12 @@ func tenantAndPriority(c *cli.Context) (tenant string, priority int, err error) 
 // result, or its error as the command reports it.
 type runStart func(s *services, log *slog.Logger) (*launch.Started, error)
 
-// endPrinter prints the end of a waited-for run, final, which it reads
-// more of (its chain's budget) on s, and fails unless it completed.
-type endPrinter func(c *cli.Context, s *services, final *registry.Record) error
-
 // startAndWait is the path `thread run` and `graph run` share: open the
 // services (with --embedded, an in-process worker that serves the run's
 // own tree), start, then print the id (--json: the record), or wait for
-// the end (following it with --follow) and print it with printEnd, which
-// fails unless it completed.
-func startAndWait(c *cli.Context, start runStart, printEnd endPrinter) error {
+// the end (following it with --follow) and print it (waitEnd), failing
+// unless it completed.
+func startAndWait(c *cli.Context, start runStart) error {
 	s, err := openServices(c, openOpts{startEmbedded: c.Bool("embedded"), joinDev: c.Bool("embedded"), noEmbedded: !c.Bool("embedded"), holdNotices: true})
 	if err != nil {
 		return err
@@ -148,7 +144,7 @@ func startAndWait(c *cli.Context, start runStart, printEnd endPrinter) error {
 		fmt.Fprintln(c.App.Writer, rec.ThreadID)
 		return nil
 	}
-	return waitEnd(c, s, rec, printEnd)
+	return waitEnd(c, s, rec.ThreadID, rec.Existing)
 }
 
 // embeddedQueues is the queues an --embedded run's worker serves: the
@@ -210,25 +206,52 @@ func warnUnserved(c *cli.Context, s *services, rec *registry.Record, queues map[
 		what, rec.ThreadID, qs, rec.Queue)
 }
 
-// waitEnd waits for rec's end (following it with --follow, for at most
-// --timeout, saying what it waits for when a person must decide: waitFor),
-// prints it with printEnd, then the notices held while it ran.
-func waitEnd(c *cli.Context, s *services, rec *registry.Record, printEnd endPrinter) error {
-	res, err := waitFor(c, s, []string{rec.ThreadID})
+// waitEnd is how every command that waits for a run (a thread or a graph
+// run: run, resume, fork with --wait) ends: it waits for run id's end
+// (following it with --follow, for at most --timeout, saying what it
+// waits for when a person must decide: waitFor), prints it (printFinal),
+// then the notices held while it ran. existing is an idempotent start's
+// answer (Record.Existing), which the end it prints carries.
+func waitEnd(c *cli.Context, s *services, id string, existing *bool) error {
+	res, err := waitFor(c, s, []string{id})
 	if err != nil {
-		return waitError(c, s, []string{rec.ThreadID}, err)
+		return waitError(c, s, []string{id}, err)
 	}
-	final := res[rec.ThreadID]
-	if final != nil && rec.Existing != nil {
+	final := res[id]
+	if final != nil && existing != nil {
 		// An idempotent start's answer says whether it made the run.
 		cp := *final
-		cp.Existing = rec.Existing
+		cp.Existing = existing
 		final = &cp
 	}
-	if err := printEnd(c, s, final); err != nil {
+	if err := printFinal(c, s, final); err != nil {
 		return err
 	}
 	_, _ = c.App.ErrWriter.Write(s.notices.Bytes())
+	return nil
+}
+
+// printFinal prints the final record of a waited-for run (--json: the
+// record; else a thread's or a graph run's text view, whose spend it
+// reads on s) and fails (exit 1) unless it completed.
+func printFinal(c *cli.Context, s *services, final *registry.Record) error {
+	what := "thread"
+	if final.IsGraph() {
+		what = "run"
+	}
+	switch {
+	case c.Bool("json"):
+		if err := printJSON(c.App.Writer, final); err != nil {
+			return err
+		}
+	case final.IsGraph():
+		printGraphRecord(c.Context, c.App.Writer, s, final)
+	default:
+		printRecord(c.App.Writer, final)
+	}
+	if final.Status != thread.StatusCompleted {
+		return &exitError{code: 1, err: fmt.Errorf("%s %s ended %s%s", what, final.ThreadID, final.Status, errSuffix(final))}
+	}
 	return nil
 }
 

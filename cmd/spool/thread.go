@@ -252,23 +252,7 @@ func threadRun(c *cli.Context) error {
 			return nil, directiveNotFound(c, s, err)
 		}
 		return started, nil
-	}, printFinal)
-}
-
-// printFinal prints the final record of a waited-for thread (--json or
-// the text view) and fails (exit 1) unless it completed.
-func printFinal(c *cli.Context, _ *services, final *registry.Record) error {
-	if c.Bool("json") {
-		if err := printJSON(c.App.Writer, final); err != nil {
-			return err
-		}
-	} else {
-		printRecord(c.App.Writer, final)
-	}
-	if final.Status != thread.StatusCompleted {
-		return &exitError{code: 1, err: fmt.Errorf("thread %s ended %s%s", final.ThreadID, final.Status, errSuffix(final))}
-	}
-	return nil
+	})
 }
 
 func errSuffix(r *registry.Record) string {
