@@ -1,0 +1,77 @@
+package main
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestArchitectureNamesEveryPackage: ARCHITECTURE.md's package drawing
+// (its first code block) names every package of the module, so that a
+// new package takes its place on the map ("bench/..." names every
+// package under bench).
+func TestArchitectureNamesEveryPackage(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "ARCHITECTURE.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "```\n")
+	drawing, _, closed := strings.Cut(rest, "```\n")
+	if !ok || !closed {
+		t.Fatal("ARCHITECTURE.md has no code block: the package drawing is its first")
+	}
+	named := map[string]bool{}
+	var trees []string
+	for _, m := range regexp.MustCompile(`[a-z][a-z0-9]*(?:/[a-z][a-z0-9]*)*(?:/\.\.\.)?`).FindAllString(drawing, -1) {
+		if tree, ok := strings.CutSuffix(m, "/..."); ok {
+			trees = append(trees, tree+"/")
+		}
+		named[m] = true
+	}
+	pkgs := map[string]bool{}
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != root && (n == "testdata" || n == "node_modules" || strings.HasPrefix(n, ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, ".go") {
+			rel, err := filepath.Rel(root, filepath.Dir(path))
+			if err != nil {
+				return err
+			}
+			pkgs[filepath.ToSlash(rel)] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pkgs) < 40 {
+		t.Fatalf("found %d packages; want the module's", len(pkgs))
+	}
+next:
+	for p := range pkgs {
+		if named[p] || p == "." {
+			continue
+		}
+		for _, tree := range trees {
+			if strings.HasPrefix(p+"/", tree) {
+				continue next
+			}
+		}
+		t.Errorf("ARCHITECTURE.md's package drawing does not name package %s", p)
+	}
+}
