@@ -47,6 +47,11 @@ func (o *Orchestrator) admitAndEnqueue(ctx context.Context, rec *registry.Record
 	}
 	req := admission.RequestOf(rec, a, seq, p.Policy)
 	d, err := o.adm.Request(ctx, req)
+	if err != nil && !errors.Is(err, queue.ErrNotEnqueued) {
+		// The request did not reach Redis, or its grant was not
+		// enqueued: either way the activation is not on its way.
+		err = fmt.Errorf("%w: %w", queue.ErrNotEnqueued, err)
+	}
 	if err != nil {
 		return false, err
 	}

@@ -361,11 +361,18 @@ func (o *Orchestrator) registerAndEnqueue(ctx context.Context, req StartRequest,
 		return nil, err
 	}
 	if _, err := o.admitAndEnqueue(ctx, rec, queue.Activation{ThreadID: id, Reason: "start"}, 0, false); err != nil {
-		// The thread is registered but not queued: housekeeping would not
-		// find it (it is not running), so fail it now, visibly (a
-		// tenant ceiling's refusal ended it already).
+		// The thread is registered but not queued. A planned start that
+		// Redis did not take (a failover, an outage) is started again by
+		// its caller, whose activation fails and runs the spawn again,
+		// and adopts it (adopt enqueues its start then): it stays created
+		// for that. Any other start is failed now, visibly, for its
+		// caller may not try again (a tenant ceiling's refusal ended it
+		// already).
 		var ae *thread.AdmissionError
-		if !errors.As(err, &ae) {
+		switch {
+		case req.Planned && errors.Is(err, queue.ErrNotEnqueued):
+			o.threadLog(id).Warn("planned start not enqueued: its caller's retry adopts it", "parent_id", req.ParentID, "error", err)
+		case !errors.As(err, &ae):
 			_ = o.fail(ctx, rec, "enqueue_failed", err.Error())
 		}
 		return nil, err
@@ -377,9 +384,9 @@ func (o *Orchestrator) registerAndEnqueue(ctx context.Context, req StartRequest,
 // adopt returns the thread a planned start already registered (nil, nil
 // when there is none): it must be a child of the request's parent, else
 // the planned id names someone else's thread and the start is refused.
-// An adopted child's task was enqueued with its registration, or, should
-// its start have died between the two, housekeeping enqueues it
-// (registry: a created thread without a task is requeued). A child that
+// An adopted child still created has its start enqueued again, once (the
+// task id): Redis may not have taken it at its registration, or its
+// start died between the two. A child that
 // is not registered but ran (Redis lost its registration with its last
 // writes) is restored from the store and adopted (Restore).
 func (o *Orchestrator) adopt(ctx context.Context, req StartRequest) (*registry.Record, error) {
@@ -396,6 +403,13 @@ func (o *Orchestrator) adopt(ctx context.Context, req StartRequest) (*registry.R
 	rec := rs.Record
 	if rec.ParentID != req.ParentID {
 		return nil, fmt.Errorf("start %s: thread %s exists under another parent (%q)", req.Directive, req.ID, rec.ParentID)
+	}
+	if rec.Status == thread.StatusCreated {
+		// Its start may not have been enqueued (Redis did not take it:
+		// registerAndEnqueue): enqueued now, once (the task id).
+		if _, err := o.Reenqueue(ctx, queue.Activation{ThreadID: rec.ThreadID, Reason: "start"}, 0, rec.Queue); err != nil {
+			return nil, err
+		}
 	}
 	o.threadLog(rec.ThreadID).Info("planned child adopted", "parent_id", req.ParentID, "status", rec.Status)
 	if req.idem != nil {

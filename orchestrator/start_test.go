@@ -3,9 +3,11 @@ package orchestrator
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"testing"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/blobstore"
@@ -110,4 +112,70 @@ func TestStartInOneScript(t *testing.T) {
 	require.EqualError(t, err, fmt.Sprintf("parent thread %q is cancelled: a finished thread takes no children", root.ThreadID))
 	_, err = o.reg.Get(ctx, late.ID)
 	require.ErrorIs(t, err, registry.ErrNotFound)
+}
+
+// TestPlannedStartNotEnqueued: a planned child that Redis registered but
+// whose start task it did not take (a failover refused the connection)
+// is left created, the error marked queue.ErrNotEnqueued (its caller's
+// activation runs the spawn again); that rerun adopts it and enqueues
+// its start, once. A start that is not planned is failed visibly, as
+// no one starts it again.
+func TestPlannedStartNotEnqueued(t *testing.T) {
+	t.Parallel()
+	o, r, digest := startSetup(t)
+	ctx := t.Context()
+	root, err := o.Start(ctx, StartRequest{Directive: "test/leads", Inputs: map[string]any{"city": "Lyon"}, Bundle: digest})
+	require.NoError(t, err)
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	refused := l.Addr().String()
+	require.NoError(t, l.Close())
+	deadRedis := redis.NewClient(&redis.Options{Addr: refused, MaxRetries: -1})
+	dead := asynq.NewClientFromRedisClient(deadRedis)
+	t.Cleanup(func() { _ = dead.Close(); _ = deadRedis.Close() })
+	live := o.enq
+	o.enq = &queue.Enqueuer{Client: dead, Keys: live.Keys}
+
+	req := StartRequest{Directive: "test/leads", Inputs: map[string]any{"city": "Lyon"}, ParentID: root.ThreadID,
+		ID: o.PlannedID(IDRequest{Directive: "test/leads", ParentID: root.ThreadID}, root.CreatedAt, "turn/1/call/0"), Planned: true}
+	_, err = o.Start(ctx, req)
+	require.ErrorIs(t, err, queue.ErrNotEnqueued, "an infrastructure failure: the caller's activation runs again")
+	kid, err := o.reg.Get(ctx, req.ID)
+	require.NoError(t, err)
+	require.Equal(t, thread.StatusCreated, kid.Status, "left for the rerun to adopt, not ended enqueue_failed")
+
+	other, err := o.reg.ListChildren(ctx, root.ThreadID)
+	require.NoError(t, err)
+	_, err = o.Start(ctx, StartRequest{Directive: "test/leads", Inputs: map[string]any{"city": "Nice"}, ParentID: root.ThreadID})
+	require.ErrorIs(t, err, queue.ErrNotEnqueued)
+	kids, err := o.reg.ListChildren(ctx, root.ThreadID)
+	require.NoError(t, err)
+	require.Len(t, kids, len(other)+1)
+	for _, k := range kids {
+		if k.ThreadID != req.ID {
+			require.Equal(t, thread.StatusError, k.Status, "an unplanned start is failed visibly")
+			require.Equal(t, "enqueue_failed", k.Error.Code)
+		}
+	}
+
+	o.enq = live
+	insp := asynq.NewInspectorFromRedisClient(r.Client)
+	t.Cleanup(func() { _ = insp.Close() })
+	aq := o.keys.QueueOf(kid.Queue, kid.ThreadID)
+	start := queue.TaskID(queue.Activation{ThreadID: kid.ThreadID, Reason: "start"}, 0)
+	_, err = insp.GetTaskInfo(aq, start)
+	require.Error(t, err, "no start task yet")
+	for range 2 {
+		again, err := o.Start(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, kid.ThreadID, again.ThreadID, "adopted")
+		require.Equal(t, thread.StatusCreated, again.Status)
+		info, err := insp.GetTaskInfo(aq, start)
+		require.NoError(t, err, "the adoption enqueued its start")
+		require.Equal(t, asynq.TaskStatePending, info.State)
+	}
+	pending, err := insp.ListPendingTasks(aq)
+	require.NoError(t, err)
+	require.Len(t, pending, 2, "the root's start and the child's, once")
 }

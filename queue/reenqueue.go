@@ -15,7 +15,8 @@ import (
 // be one that finished (completed and kept for its retention, or
 // archived) while the registry lost what its run did: the thread would
 // wait for it forever. Reenqueue deletes such a finished task with insp
-// and enqueues the activation again. It reports whether it enqueued.
+// and enqueues the activation again. It reports whether it enqueued; a
+// failure to enqueue is ErrNotEnqueued.
 func (e *Enqueuer) Reenqueue(ctx context.Context, insp *asynq.Inspector, a Activation, seq int64, q string) (bool, error) {
 	if q == "" {
 		q = DefaultQueue
@@ -31,7 +32,7 @@ func (e *Enqueuer) Reenqueue(ctx context.Context, insp *asynq.Inspector, a Activ
 			return true, nil
 		}
 		if !errors.Is(err, asynq.ErrTaskIDConflict) && !errors.Is(err, asynq.ErrDuplicateTask) {
-			return false, fmt.Errorf("enqueue %s for %s: %w", a.Reason, a.ThreadID, err)
+			return false, fmt.Errorf("enqueue %s for %s: %w: %w", a.Reason, a.ThreadID, ErrNotEnqueued, err)
 		}
 		if attempt > 0 {
 			return false, nil
@@ -41,7 +42,7 @@ func (e *Enqueuer) Reenqueue(ctx context.Context, insp *asynq.Inspector, a Activ
 			return false, nil // on its way (or just gone: the next pass sees)
 		}
 		if err := insp.DeleteTask(aq, info.ID); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
-			return false, fmt.Errorf("re-enqueue %s for %s: delete finished task %s: %w", a.Reason, a.ThreadID, info.ID, err)
+			return false, fmt.Errorf("re-enqueue %s for %s: delete finished task %s: %w: %w", a.Reason, a.ThreadID, info.ID, ErrNotEnqueued, err)
 		}
 	}
 }

@@ -1,9 +1,11 @@
 package queue
 
 import (
+	"net"
 	"testing"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/internal/testing/testenv"
@@ -46,4 +48,25 @@ func TestReenqueueReplacesFinishedTask(t *testing.T) {
 	tasks, err := insp.ListPendingTasks(aq)
 	require.NoError(t, err)
 	require.Len(t, tasks, 1)
+}
+
+// An enqueue Redis does not take (its connection refused, as in a
+// failover) is ErrNotEnqueued, for Enqueue and Reenqueue alike: asynq
+// words the network error as text, which its callers could not tell
+// from a refusal.
+func TestEnqueueNotTaken(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	rdb := redis.NewClient(&redis.Options{Addr: l.Addr().String(), MaxRetries: -1})
+	require.NoError(t, l.Close())
+	c := asynq.NewClientFromRedisClient(rdb)
+	t.Cleanup(func() { _ = c.Close(); _ = rdb.Close() })
+	e := &Enqueuer{Client: c, Keys: keyspace.New("refused")}
+	a := Activation{ThreadID: "x", Reason: "start"}
+	err = e.Enqueue(t.Context(), a, 0, "")
+	require.ErrorIs(t, err, ErrNotEnqueued)
+	require.ErrorContains(t, err, "enqueue start for x: ")
+	_, err = e.Reenqueue(t.Context(), asynq.NewInspectorFromRedisClient(rdb), a, 0, "")
+	require.ErrorIs(t, err, ErrNotEnqueued)
 }

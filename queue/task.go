@@ -132,8 +132,16 @@ func (e *Enqueuer) keys() keyspace.Space {
 	return e.Keys
 }
 
+// ErrNotEnqueued marks an enqueue that Redis did not take: asynq's client
+// words every failure of Redis (a refused connection in a failover as much
+// as a timeout) as text, which loses the network error's type, so an
+// activation's enqueue that fails is marked with it. It is an
+// infrastructure failure, to try again, never a refusal.
+var ErrNotEnqueued = errors.New("redis did not take the task")
+
 // Enqueue enqueues an activation on queue q. A task that is already queued
 // under the same id is not an error: the activation is already on its way.
+// A failure is ErrNotEnqueued.
 func (e *Enqueuer) Enqueue(ctx context.Context, a Activation, seq int64, q string, opts ...asynq.Option) error {
 	if q == "" {
 		q = DefaultQueue
@@ -148,7 +156,7 @@ func (e *Enqueuer) Enqueue(ctx context.Context, a Activation, seq int64, q strin
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("enqueue %s for %s: %w", a.Reason, a.ThreadID, err)
+		return fmt.Errorf("enqueue %s for %s: %w: %w", a.Reason, a.ThreadID, ErrNotEnqueued, err)
 	}
 	return nil
 }

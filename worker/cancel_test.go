@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
 	"github.com/stretchr/testify/require"
 )
@@ -85,6 +86,8 @@ func TestIsInfra(t *testing.T) {
 		{fmt.Errorf("start child: %w", opErr), true},
 		{fmt.Errorf("get: %w", context.DeadlineExceeded), true},
 		{fmt.Errorf("x: %w", redis.ErrClosed), true},
+		// asynq's client words a refused connection as text: the queue marks it.
+		{fmt.Errorf("start child: enqueue start for k: %w: %w", queue.ErrNotEnqueued, errors.New("UNKNOWN: redis eval error: dial tcp: connect: connection refused")), true},
 		{errors.New("directive t/x: the service answered: i/o timeout"), false},
 		{errors.New("connection refused is what the tool said"), false},
 		{&thread.LimitError{Code: thread.CodeSpendExceeded}, false},

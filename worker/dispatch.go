@@ -14,6 +14,7 @@ import (
 	"github.com/spool-run/spool/hooks"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
+	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -278,7 +279,8 @@ func errorObject(err error) map[string]any {
 // refusal to give to the model. It goes by the error's type, never its
 // text: a network error (go-redis and the AWS SDK wrap a *net.OpError, a
 // timeout is a net.Error too), a refused connection, a closed client, a
-// deadline; a limit is never one.
+// deadline, an activation Redis did not take (queue.ErrNotEnqueued:
+// asynq words the network error as text); a limit is never one.
 func isInfra(err error) bool {
 	var le *thread.LimitError
 	if errors.As(err, &le) {
@@ -286,7 +288,7 @@ func isInfra(err error) bool {
 	}
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, redis.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF)
+		errors.Is(err, redis.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, queue.ErrNotEnqueued)
 }
 
 func decodeInputs(raw json.RawMessage) (map[string]any, error) {
