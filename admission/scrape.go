@@ -121,31 +121,46 @@ func (a *Admitter) tenantScrape(tenant string, state map[string]string, maxRunni
 		case strings.HasPrefix(f, "refused:"):
 			ts.Refusals[strings.TrimPrefix(f, "refused:")] = x
 		case strings.HasPrefix(f, "wh:"):
-			reason, b, _ := strings.Cut(strings.TrimPrefix(f, "wh:"), ":")
-			i, err := strconv.Atoi(b)
-			if err != nil || i < 1 || i > len(WaitBuckets)+1 {
-				continue
-			}
-			if buckets[reason] == nil {
-				buckets[reason] = make([]uint64, len(WaitBuckets)+1)
-			}
-			buckets[reason][i-1] += uint64(max(x, 0))
+			addWaitBucket(buckets, strings.TrimPrefix(f, "wh:"), x)
 		}
 	}
 	for reason, bs := range buckets {
-		h := Histogram{Counts: make([]uint64, len(WaitBuckets))}
-		var cum uint64
-		for i, c := range bs {
-			cum += c
-			if i < len(WaitBuckets) {
-				h.Counts[i] = cum
-			}
-		}
-		h.Count = cum
-		h.Sum, _ = strconv.ParseFloat(state["ws:"+reason], 64)
-		ts.Wait[reason] = h
+		ts.Wait[reason] = waitHistogram(bs, state["ws:"+reason])
 	}
 	return ts
+}
+
+// addWaitBucket adds the count x of a wait histogram's field
+// wh:<reason>:<bucket> (its bucket counted from 1, the last one past
+// every WaitBuckets bound) to buckets[reason]; a bucket out of range is
+// skipped.
+func addWaitBucket(buckets map[string][]uint64, field string, x int) {
+	reason, b, _ := strings.Cut(field, ":")
+	i, err := strconv.Atoi(b)
+	if err != nil || i < 1 || i > len(WaitBuckets)+1 {
+		return
+	}
+	if buckets[reason] == nil {
+		buckets[reason] = make([]uint64, len(WaitBuckets)+1)
+	}
+	buckets[reason][i-1] += uint64(max(x, 0))
+}
+
+// waitHistogram is one reason's wait histogram from its per-bucket counts
+// bs (addWaitBucket) and its sum of seconds (the ws:<reason> field):
+// cumulative counts, as Prometheus has them.
+func waitHistogram(bs []uint64, sum string) Histogram {
+	h := Histogram{Counts: make([]uint64, len(WaitBuckets))}
+	var cum uint64
+	for i, c := range bs {
+		cum += c
+		if i < len(WaitBuckets) {
+			h.Counts[i] = cum
+		}
+	}
+	h.Count = cum
+	h.Sum, _ = strconv.ParseFloat(sum, 64)
+	return h
 }
 
 // count adds one per-queue counter n:<where>:<queue> to ts.

@@ -128,49 +128,56 @@ func ParseOverrides(m map[string]string) (TenantSettings, error) {
 
 // set sets field f of ts from its text v.
 func (ts *TenantSettings) set(f, v string) error {
-	bad := func(want string) error { return fmt.Errorf("%s %q: want %s", f, v, want) }
-	num := func(lo, hi float64) (*float64, error) {
-		x, err := strconv.ParseFloat(v, 64)
-		if err != nil || math.IsNaN(x) || x < lo || x > hi {
-			return nil, bad("a number, " + bounds(lo, hi))
-		}
-		return &x, nil
-	}
-	whole := func(lo, hi int) (*int, error) {
-		x, err := strconv.Atoi(v)
-		if err != nil || x < lo || x > hi {
-			return nil, bad("a whole number, " + bounds(float64(lo), float64(hi)))
-		}
-		return &x, nil
-	}
 	var err error
 	switch f {
 	case "weight":
-		ts.Weight, err = num(0.01, 1000)
+		ts.Weight, err = settingNumber(f, v, 0.01, 1000)
 	case "priority":
-		ts.Priority, err = whole(thread.MinPriority, thread.MaxPriority)
+		ts.Priority, err = settingWhole(f, v, thread.MinPriority, thread.MaxPriority)
 	case "max_running":
-		ts.MaxRunning, err = whole(1, math.MaxInt32)
+		ts.MaxRunning, err = settingWhole(f, v, 1, math.MaxInt32)
 	case "spend_per_day":
-		ts.SpendPerDay, err = num(0, math.MaxFloat64)
+		ts.SpendPerDay, err = settingNumber(f, v, 0, math.MaxFloat64)
 	case "spend_per_month":
-		ts.SpendPerMonth, err = num(0, math.MaxFloat64)
+		ts.SpendPerMonth, err = settingNumber(f, v, 0, math.MaxFloat64)
 	case "starts_per_minute":
-		ts.StartsPerMinute, err = whole(1, math.MaxInt32)
+		ts.StartsPerMinute, err = settingWhole(f, v, 1, math.MaxInt32)
 	case "runs_in_flight":
-		ts.RunsInFlight, err = whole(1, math.MaxInt32)
+		ts.RunsInFlight, err = settingWhole(f, v, 1, math.MaxInt32)
 	case "on_exhausted":
 		if v != OnExhaustedWait && v != OnExhaustedRefuse {
-			return bad("wait or refuse")
+			return badSetting(f, v, "wait or refuse")
 		}
 		ts.OnExhausted = v
 	case "spend_grant":
-		ts.SpendGrant, err = num(0.000001, math.MaxFloat64)
+		ts.SpendGrant, err = settingNumber(f, v, 0.000001, math.MaxFloat64)
 	default:
 		return fmt.Errorf("unknown setting %q (known: %s)", f, strings.Join(Fields, ", "))
 	}
 	return err
 }
+
+// settingNumber reads setting f's text v as a number from lo to hi.
+func settingNumber(f, v string, lo, hi float64) (*float64, error) {
+	x, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(x) || x < lo || x > hi {
+		return nil, badSetting(f, v, "a number, "+bounds(lo, hi))
+	}
+	return &x, nil
+}
+
+// settingWhole reads setting f's text v as a whole number from lo to hi.
+func settingWhole(f, v string, lo, hi int) (*int, error) {
+	x, err := strconv.Atoi(v)
+	if err != nil || x < lo || x > hi {
+		return nil, badSetting(f, v, "a whole number, "+bounds(float64(lo), float64(hi)))
+	}
+	return &x, nil
+}
+
+// badSetting is the error of setting f's text v, which is not what it
+// wants.
+func badSetting(f, v, want string) error { return fmt.Errorf("%s %q: want %s", f, v, want) }
 
 // conf is what the tenant scripts read of a tenant's published settings
 // (admission.lua's conf hash), as JSON: its ceilings (max_running,
