@@ -47,8 +47,9 @@
 //
 // # Housekeeping
 //
-// Every HousekeepingInterval one scheduler process (HousekeepingLockKey)
-// runs a pass: Reconcile holds the registry and the ledger to the
+// Every HousekeepingInterval one scheduler process (HousekeepingLockKey;
+// a process that finds the lock under its own token lost its release, as
+// a failover can lose it, and takes it again) runs a pass: Reconcile holds the registry and the ledger to the
 // transcripts when Redis may have lost writes (below), orchestrator.Recover
 // re-enqueues running threads whose lease has lapsed (their worker died)
 // and waiting threads whose wake-up was lost;

@@ -56,8 +56,8 @@ func (s *Scheduler) runHousekeeping(ctx context.Context) {
 	}
 }
 
-// Housekeep runs one housekeeping pass, unless another scheduler process is
-// running one (Skipped): when Redis may have lost writes (or the periodic
+// Housekeep runs one housekeeping pass, unless another scheduler process
+// (or another call of this one's) is running one (Skipped): when Redis may have lost writes (or the periodic
 // pass is due) the registry and the ledger are reconciled with the
 // transcripts (Reconcile), orchestrator.Recover re-enqueues orphaned threads
 // (running, lease lapsed) and lost wake-ups, then, with Retention set,
@@ -68,9 +68,16 @@ func (s *Scheduler) runHousekeeping(ctx context.Context) {
 func (s *Scheduler) Housekeep(ctx context.Context) (res HousekeepingResult, err error) {
 	began := time.Now()
 	defer func() { s.cfg.Metrics.housekeeping(res, err, time.Since(began).Seconds()) }()
+	// One pass at a time in this process, so that the lock under this
+	// process's token is one whose release was lost (acquireOwn).
+	if !s.pass.TryLock() {
+		res.Skipped = true
+		return res, nil
+	}
+	defer s.pass.Unlock()
 	key := HousekeepingLockKey(s.keys)
 	ttl := max(2*s.cfg.HousekeepingInterval, time.Minute)
-	ok, err := acquire(ctx, s.cfg.Redis, key, s.token, ttl)
+	ok, err := acquireOwn(ctx, s.scripts, key, s.token, ttl)
 	if err != nil {
 		return res, fmt.Errorf("housekeeping lock: %w", err)
 	}

@@ -61,6 +61,35 @@ func TestHousekeepRecoversOrphan(t *testing.T) {
 	require.Len(t, pendingActivations(t, insp, e.asynqQueue()), 1)
 }
 
+// A pass whose release of the housekeeping lock Redis lost (a failover
+// kept the lock and lost its release) does not keep this process's next
+// pass waiting out the lock's TTL: the lock under its own token is taken
+// again (and released); under another process's it is still skipped.
+func TestHousekeepRetakesItsLostLock(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	o := e.orch(nil)
+	ctx := context.Background()
+	s := e.scheduler(scheduler.Config{HousekeepingInterval: time.Minute}, o)
+	key := scheduler.HousekeepingLockKey(o.Services().Keys)
+
+	require.NoError(t, e.redis.Client.Set(ctx, key, scheduler.LockToken(s), time.Minute).Err())
+	res, err := s.Housekeep(ctx)
+	require.NoError(t, err)
+	require.False(t, res.Skipped, "its own lock, whose release was lost, is taken again")
+	n, err := e.redis.Client.Exists(ctx, key).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "and released after the pass")
+
+	require.NoError(t, e.redis.Client.Set(ctx, key, "other", time.Minute).Err())
+	res, err = s.Housekeep(ctx)
+	require.NoError(t, err)
+	require.True(t, res.Skipped, "another process's lock is theirs")
+	v, err := e.redis.Client.Get(ctx, key).Result()
+	require.NoError(t, err)
+	require.Equal(t, "other", v)
+}
+
 func pendingActivations(t *testing.T, insp *asynq.Inspector, q string) []queue.Activation {
 	t.Helper()
 	tasks, err := insp.ListPendingTasks(q)

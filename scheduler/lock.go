@@ -59,6 +59,27 @@ func acquire(ctx context.Context, rdb redis.UniversalClient, key, token string, 
 	return true, nil
 }
 
+// acquireOwnScript takes a lock that is free or under the caller's own
+// token (acquire_lock.lua).
+var acquireOwnScript = redisfn.New("acquire_lock", "", acquireOwnLua)
+
+//go:embed acquire_lock.lua
+var acquireOwnLua string
+
+// acquireOwn is acquire for a holder that never holds key twice at once
+// (a process's housekeeping passes run one at a time): the lock found
+// under its own token is one whose release was lost, and it takes it
+// again, where acquire would wait out the TTL (a minute without
+// housekeeping after every failover that kept a pass's lock and lost its
+// release).
+func acquireOwn(ctx context.Context, rdb *redisfn.Client, key, token string, ttl time.Duration) (bool, error) {
+	n, err := acquireOwnScript.Run(ctx, rdb, []string{key}, token, ttl.Milliseconds()).Int64()
+	if err != nil {
+		return false, err
+	}
+	return n == 1, nil
+}
+
 // releaseScript deletes a lock only if it is still held by the caller
 // (release_lock.lua).
 var releaseScript = redisfn.New("release_lock", "", releaseLua)

@@ -176,6 +176,8 @@ type Scheduler struct {
 	// marker); scripts runs its scripts on Config.Redis.
 	keys    keyspace.Space
 	scripts *redisfn.Client
+	// pass is held by the housekeeping pass this process runs.
+	pass sync.Mutex
 
 	mu       sync.Mutex
 	status   map[string]*EntryStatus
