@@ -50,9 +50,14 @@ func fairness(ctx context.Context, o options) error {
 			fmt.Sprintf("%.2f", r.SlotSeconds["a"]/math.Max(r.SlotSeconds["b"], 1e-9)), fmt.Sprintf("%.2f", w[0]/w[1]))
 	}
 	t.write(os.Stdout)
+	return e.priorityRows(ctx, o)
+}
+
+// priorityRows runs and prints the priority rows, admission off and on.
+func (e *env) priorityRows(ctx context.Context, o options) error {
 	fmt.Printf("\npriority: a priority-1 run started behind %d priority-3 runs of its tenant (%d slots, activations of %s):\n",
 		o.prioBacklog, o.fairConc, o.prioActivation)
-	t = newTable("admission", ">priority-3 starts between its request and its start", ">priority-3 grants between its request and its grant",
+	t := newTable("admission", ">priority-3 starts between its request and its start", ">priority-3 grants between its request and its grant",
 		">its start latency ms", ">priority-3 runs still waiting then")
 	for _, a := range []string{armOff, armOn} {
 		r, err := e.priority(ctx, o, a == armOn)
@@ -399,9 +404,18 @@ func (e *env) priority(ctx context.Context, o options, on bool) (priorityResult,
 	if err != nil {
 		return priorityResult{}, err
 	}
+	return priorityTally(sp, ids, hid[0], log, on), nil
+}
+
+// priorityTally is the priority row of the spans sp: the priority-3
+// runs' (ids), then the priority-1 run's (hid). It counts the priority-3
+// runs started between its request and its start, those started after
+// it, and, with admission on, those granted between its request and its
+// grant (log).
+func priorityTally(sp []span, ids []string, hid string, log *grantLog, on bool) priorityResult {
 	h := sp[len(sp)-1]
 	r := priorityResult{wait: h.wait()}
-	hrq, hga := log.rq[hid[0]], log.ga[hid[0]]
+	hrq, hga := log.rq[hid], log.ga[hid]
 	if on && (hrq == 0 || hga == 0) {
 		r.granted = -1 // its record came and went between two polls
 	}
@@ -416,5 +430,5 @@ func (e *env) priority(ctx context.Context, o options, on bool) (priorityResult,
 			r.granted++
 		}
 	}
-	return r, nil
+	return r
 }

@@ -19,6 +19,29 @@ func TestArchitectureNamesEveryPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	named, trees := drawingNames(t, root)
+	pkgs := modulePackages(t, root)
+	if len(pkgs) < 40 {
+		t.Fatalf("found %d packages; want the module's", len(pkgs))
+	}
+next:
+	for p := range pkgs {
+		if named[p] || p == "." {
+			continue
+		}
+		for _, tree := range trees {
+			if strings.HasPrefix(p+"/", tree) {
+				continue next
+			}
+		}
+		t.Errorf("ARCHITECTURE.md's package drawing does not name package %s", p)
+	}
+}
+
+// drawingNames are the package paths ARCHITECTURE.md's first code block
+// names, and the trees it names as "tree/..." (each with its slash).
+func drawingNames(t *testing.T, root string) (map[string]bool, []string) {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(root, "ARCHITECTURE.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -36,8 +59,15 @@ func TestArchitectureNamesEveryPackage(t *testing.T) {
 		}
 		named[m] = true
 	}
+	return named, trees
+}
+
+// modulePackages are the directories under root that hold Go files,
+// relative to it, but testdata and hidden ones.
+func modulePackages(t *testing.T, root string) map[string]bool {
+	t.Helper()
 	pkgs := map[string]bool{}
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -59,19 +89,5 @@ func TestArchitectureNamesEveryPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pkgs) < 40 {
-		t.Fatalf("found %d packages; want the module's", len(pkgs))
-	}
-next:
-	for p := range pkgs {
-		if named[p] || p == "." {
-			continue
-		}
-		for _, tree := range trees {
-			if strings.HasPrefix(p+"/", tree) {
-				continue next
-			}
-		}
-		t.Errorf("ARCHITECTURE.md's package drawing does not name package %s", p)
-	}
+	return pkgs
 }

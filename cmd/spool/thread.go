@@ -499,6 +499,12 @@ func threadList(c *cli.Context) error {
 	for _, r := range recs {
 		r.Cost.Spend = s.orch.RunSpend(c.Context, r) // a graph run's: its subtree's, as graph show gives it
 	}
+	return printThreads(c, recs)
+}
+
+// printThreads prints `thread list`'s records: --json a list ([] for
+// none), else a table of the id, status, progress and spend of each.
+func printThreads(c *cli.Context, recs []*registry.Record) error {
 	if c.Bool("json") {
 		if recs == nil {
 			recs = []*registry.Record{}
