@@ -300,13 +300,26 @@ func (a *Activations) stalledWait(ctx context.Context, id string) ([]Wake, error
 
 // tellEnded tells waiter id of each chain among roots (its waits set)
 // that has ended without telling it, and returns its wake-up when they
-// were the last it waited for (NotifyWaiters).
+// were the last it waited for (NotifyWaiters). The chains' first threads
+// are read in one round trip; a continued one is followed to where its
+// chain has reached (chainEnded).
 func (a *Activations) tellEnded(ctx context.Context, id string, roots []string) ([]Wake, error) {
+	pipe := a.rdb.Pipeline()
+	heads := make([]*redis.SliceCmd, len(roots))
+	for i, root := range roots {
+		heads[i] = pipe.HMGet(ctx, a.ks.Thread(root), "status", "continuation_thread_id")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("chains waited on by %s: %w", id, err)
+	}
 	var out []Wake
-	for _, root := range roots {
-		ended, err := a.chainEnded(ctx, root)
-		if err != nil {
-			return nil, err
+	for i, root := range roots {
+		ended, next := threadEnded(heads[i].Val())
+		if next != "" {
+			var err error
+			if ended, err = a.chainEnded(ctx, root, next); err != nil {
+				return nil, err
+			}
 		}
 		if !ended {
 			continue
@@ -320,23 +333,34 @@ func (a *Activations) tellEnded(ctx context.Context, id string, roots []string) 
 	return out, nil
 }
 
-// chainEnded reports whether the chain rooted at root has ended: the
-// thread it has reached (following continuation_thread_id, as
-// ResolveChain does) has a final status other than continued. A chain
-// whose record is missing (Redis lost it) has not: restoring it from
-// the store is reconciliation's, and tells its waiters (Restore).
-func (a *Activations) chainEnded(ctx context.Context, root string) (bool, error) {
-	seen := map[string]bool{}
-	for cur := root; !seen[cur]; {
+// threadEnded reads a thread's status and continuation_thread_id (vals):
+// ended when its status is final other than continued; next, the thread
+// to follow, when it was continued. A thread whose record is missing
+// (Redis lost it) has not ended: restoring it from the store is
+// reconciliation's, and tells its waiters (Restore).
+func threadEnded(vals []any) (ended bool, next string) {
+	st, _ := vals[0].(string)
+	if thread.Status(st) == thread.StatusContinued {
+		next, _ = vals[1].(string)
+		return false, next
+	}
+	return st != "" && thread.Status(st).Terminal(), ""
+}
+
+// chainEnded reports whether the chain rooted at root, continued into
+// cur, has ended: the thread it has reached (following
+// continuation_thread_id, as ResolveChain does) has (threadEnded).
+func (a *Activations) chainEnded(ctx context.Context, root, cur string) (bool, error) {
+	seen := map[string]bool{root: true}
+	for !seen[cur] {
 		seen[cur] = true
 		vals, err := a.rdb.HMGet(ctx, a.ks.Thread(cur), "status", "continuation_thread_id").Result()
 		if err != nil {
 			return false, fmt.Errorf("chain of %s: %w", root, err)
 		}
-		st, _ := vals[0].(string)
-		next, _ := vals[1].(string)
-		if thread.Status(st) != thread.StatusContinued || next == "" {
-			return st != "" && thread.Status(st).Terminal() && thread.Status(st) != thread.StatusContinued, nil
+		ended, next := threadEnded(vals)
+		if next == "" {
+			return ended, nil
 		}
 		cur = next
 	}
