@@ -461,19 +461,7 @@ func (o *Orchestrator) GraphState(ctx context.Context, rec *registry.Record, ste
 	if err != nil {
 		return nil, 0, err
 	}
-	sha, at := "", -1
-	for _, e := range tr.Events {
-		if e.Type != transcript.TypeStateCheckpoint {
-			continue
-		}
-		var p transcript.StateCheckpoint
-		if e.Decode(&p) != nil {
-			continue
-		}
-		if step < 0 || (p.Step == step && (len(p.Pending) == 0 || string(p.Pending) == "null")) {
-			sha, at = p.StateSHA256, p.Step
-		}
-	}
+	sha, at := stateCheckpoint(tr, step)
 	if sha == "" {
 		if step >= 0 {
 			// Another run of the chain took the step: its state.
@@ -504,6 +492,26 @@ func (o *Orchestrator) GraphState(ctx context.Context, rec *registry.Record, ste
 		return nil, 0, fmt.Errorf("state snapshot %s of %s: %w", sha, rec.ThreadID, err)
 	}
 	return snap.State, at, nil
+}
+
+// stateCheckpoint is the state snapshot (its SHA-256) that tr's state
+// checkpoints recorded after step, with nothing pending (the last one
+// when step < 0), and the step it is after; "" when there is none.
+func stateCheckpoint(tr *transcript.Transcript, step int) (sha string, at int) {
+	at = -1
+	for _, e := range tr.Events {
+		if e.Type != transcript.TypeStateCheckpoint {
+			continue
+		}
+		var p transcript.StateCheckpoint
+		if e.Decode(&p) != nil {
+			continue
+		}
+		if step < 0 || (p.Step == step && (len(p.Pending) == 0 || string(p.Pending) == "null")) {
+			sha, at = p.StateSHA256, p.Step
+		}
+	}
+	return sha, at
 }
 
 // GraphResumeRequest is a user's resume of a graph run (`spool graph

@@ -307,23 +307,9 @@ func (o *Orchestrator) placeInTree(nt *registry.NewThread, req StartRequest, sc 
 // every start.
 func (o *Orchestrator) registerAndEnqueue(ctx context.Context, req StartRequest, sc startContext, nt registry.NewThread) (*registry.Record, error) {
 	parent, prev, id := sc.parent, sc.prev, nt.ThreadID
-	// Spawns (step 6) are counted only for new children, not for a
-	// continuation of an existing child; a child that is then not started
-	// (its budget does not fit, its registration fails) gives its spawn
-	// back.
-	counted := false
-	if parent != nil && req.PreviousThreadID == "" && req.Fork == nil {
-		if _, err := o.reg.IncrSpawns(ctx, parent.ThreadID, parent.Limits.Spawns); err != nil {
-			return nil, err
-		}
-		counted = true
-	}
-	undoSpawn := func() {
-		if counted {
-			if err := o.reg.UndoSpawn(context.WithoutCancel(ctx), parent.ThreadID); err != nil {
-				o.threadLog(parent.ThreadID).Warn("spawn not given back", "error", err)
-			}
-		}
+	undoSpawn, err := o.countSpawn(ctx, req, parent)
+	if err != nil {
+		return nil, err
 	}
 
 	// Budget (step 8) and registration, in one script (start.lua): the
@@ -360,25 +346,52 @@ func (o *Orchestrator) registerAndEnqueue(ctx context.Context, req StartRequest,
 		undoSpawn()
 		return nil, err
 	}
-	if _, err := o.admitAndEnqueue(ctx, rec, queue.Activation{ThreadID: id, Reason: "start"}, 0, false); err != nil {
-		// The thread is registered but not queued. A planned start that
-		// Redis did not take (a failover, an outage) is started again by
-		// its caller, whose activation fails and runs the spawn again,
-		// and adopts it (adopt enqueues its start then): it stays created
-		// for that. Any other start is failed now, visibly, for its
-		// caller may not try again (a tenant ceiling's refusal ended it
-		// already).
-		var ae *thread.AdmissionError
-		switch {
-		case req.Planned && errors.Is(err, queue.ErrNotEnqueued):
-			o.threadLog(id).Warn("planned start not enqueued: its caller's retry adopts it", "parent_id", req.ParentID, "error", err)
-		case !errors.As(err, &ae):
-			_ = o.fail(ctx, rec, "enqueue_failed", err.Error())
-		}
+	if err := o.enqueueStart(ctx, req, rec); err != nil {
 		return nil, err
 	}
 	o.threadLog(id).Info("thread started", "directive", nt.Directive, "kind", rec.Kind, "parent_id", req.ParentID, "model", nt.Model, "queue", req.Queue)
 	return rec, nil
+}
+
+// countSpawn counts a new child's spawn against its parent's limit (step
+// 6): not a continuation's of an existing child, nor a fork's. The undo
+// it returns gives the spawn back, for a child that is then not started
+// (its budget does not fit, its registration fails); it does nothing
+// when nothing was counted.
+func (o *Orchestrator) countSpawn(ctx context.Context, req StartRequest, parent *registry.Record) (undo func(), err error) {
+	if parent == nil || req.PreviousThreadID != "" || req.Fork != nil {
+		return func() {}, nil
+	}
+	if _, err := o.reg.IncrSpawns(ctx, parent.ThreadID, parent.Limits.Spawns); err != nil {
+		return nil, err
+	}
+	return func() {
+		if err := o.reg.UndoSpawn(context.WithoutCancel(ctx), parent.ThreadID); err != nil {
+			o.threadLog(parent.ThreadID).Warn("spawn not given back", "error", err)
+		}
+	}, nil
+}
+
+// enqueueStart admits and enqueues the start activation of rec, which is
+// registered. When that fails it is registered but not queued: a planned
+// start that Redis did not take (a failover, an outage) is started again
+// by its caller, whose activation fails and runs the spawn again, and
+// adopts it (adopt enqueues its start then): it stays created for that.
+// Any other start is failed now, visibly, for its caller may not try
+// again (a tenant ceiling's refusal ended it already).
+func (o *Orchestrator) enqueueStart(ctx context.Context, req StartRequest, rec *registry.Record) error {
+	_, err := o.admitAndEnqueue(ctx, rec, queue.Activation{ThreadID: rec.ThreadID, Reason: "start"}, 0, false)
+	if err == nil {
+		return nil
+	}
+	var ae *thread.AdmissionError
+	switch {
+	case req.Planned && errors.Is(err, queue.ErrNotEnqueued):
+		o.threadLog(rec.ThreadID).Warn("planned start not enqueued: its caller's retry adopts it", "parent_id", req.ParentID, "error", err)
+	case !errors.As(err, &ae):
+		_ = o.fail(ctx, rec, "enqueue_failed", err.Error())
+	}
+	return err
 }
 
 // adopt returns the thread a planned start already registered (nil, nil
