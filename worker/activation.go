@@ -89,9 +89,7 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	})
 	stopHB()
 	g.ended(claim.Record, end, err)
-	if errors.Is(context.Cause(actx), errGrantLost) && !errors.Is(err, errGrantLost) && err != nil {
-		err = fmt.Errorf("%w (%v)", errGrantLost, err) //nolint:errorlint // the cause decides, as takenOver's does
-	}
+	err = grantLostErr(actx, err)
 	cancel(nil)
 	<-hbDone
 	l.release(ctx, err, end.released)
@@ -104,6 +102,16 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	}
 	endActivation(span, err, end.final, end.handedOff)
 	return activationResult(log, err)
+}
+
+// grantLostErr is the error err of an activation that was stopped
+// because its admission grant could not be renewed (actx's cause):
+// marked errGrantLost, unless it says so already.
+func grantLostErr(actx context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(actx), errGrantLost) && !errors.Is(err, errGrantLost) {
+		return fmt.Errorf("%w (%v)", errGrantLost, err) //nolint:errorlint // the cause decides, as takenOver's does
+	}
+	return err
 }
 
 // served refuses (errNotServed) a thread this worker does not serve
