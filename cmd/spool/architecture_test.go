@@ -1,10 +1,13 @@
 package main
 
 import (
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -35,6 +38,48 @@ next:
 			}
 		}
 		t.Errorf("ARCHITECTURE.md's package drawing does not name package %s", p)
+	}
+}
+
+// TestHarnessesStayOutOfTheRuntime: internal/ holds the runtime's
+// helpers (autopipe, redisfn, reply) and, under internal/testing, the
+// test harnesses, which only tests, the harnesses themselves and the
+// bench commands import: no file the spool binary is built from does.
+func TestHarnessesStayOutOfTheRuntime(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const harnesses = "github.com/spool-run/spool/internal/testing/"
+	fset := token.NewFileSet()
+	files := 0
+	for p := range modulePackages(t, root) {
+		if p == "bench" || strings.HasPrefix(p, "bench/") || strings.HasPrefix(p, "internal/testing/") {
+			continue
+		}
+		names, err := filepath.Glob(filepath.Join(root, p, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files++
+			for _, imp := range f.Imports {
+				if path, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(path, harnesses) {
+					t.Errorf("%s imports %s: a test harness, for tests only", name, path)
+				}
+			}
+		}
+	}
+	if files < 100 {
+		t.Fatalf("read %d files of the runtime; want the module's", files)
 	}
 }
 
