@@ -369,15 +369,6 @@ func (w *Worker) renewOnce(ctx context.Context, ttl time.Duration) {
 			w.log.Warn("admission leases not renewed", "tenant", tenant, "error", err)
 			continue
 		}
-		lost := map[string]bool{}
-		for _, a := range r.Lost {
-			lost[a] = true
-		}
-		for _, g := range gs {
-			if !lost[g.act] {
-				g.hold(sent, ttl, w.lapsed)
-			}
-		}
 		w.adm.mu.Lock()
 		w.adm.seen(tenant, r.Gen)
 		w.adm.mu.Unlock()
@@ -385,7 +376,11 @@ func (w *Worker) renewOnce(ctx context.Context, ttl time.Duration) {
 			if g := byAct[a]; g != nil {
 				w.log.Warn("admission grant lost: the activation stops", "activation", a, "tenant", tenant)
 				g.ctl.cancel(errGrantLost)
+				delete(byAct, a)
 			}
+		}
+		for _, g := range byAct {
+			g.hold(sent, ttl, w.lapsed)
 		}
 		for _, a := range r.HandBack {
 			if g := byAct[a]; g != nil {
