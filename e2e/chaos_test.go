@@ -158,7 +158,7 @@ func TestChaosRedisLossAndStorageOutage(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, active)
 	for id := range final {
-		held, err := e.Orch.LeaseHeld(ctx, id)
+		held, err := e.Orch.Housekeeper().LeaseHeld(ctx, id)
 		require.NoError(t, err)
 		require.False(t, held, id)
 	}

@@ -118,7 +118,7 @@ func TestGraphFork(t *testing.T) {
 		require.Contains(t, res.Stderr, c.want)
 		require.Equal(t, 1, strings.Count(strings.TrimSpace(res.Stderr), "\n")+1, "one line: %q", res.Stderr)
 	}
-	forks, err := e.Orch.Forks(t.Context(), src.ThreadID)
+	forks, err := e.Orch.Housekeeper().Forks(t.Context(), src.ThreadID)
 	require.NoError(t, err)
 	require.Len(t, forks, 2, "no refused fork was started")
 	srcKids, err := e.Orch.Children(t.Context(), src.ThreadID)

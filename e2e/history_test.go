@@ -164,7 +164,7 @@ func TestForkAtTurn(t *testing.T) {
 	ref := e.Spool("thread", "fork", other, "--at-turn", "2", "--message", "x")
 	require.Equal(t, 1, ref.Code, "stdout:\n%s\nstderr:\n%s", ref.Stdout, ref.Stderr)
 	require.Contains(t, ref.Stderr, key)
-	forks, err := e.Orch.Forks(ctx, other)
+	forks, err := e.Orch.Housekeeper().Forks(ctx, other)
 	require.NoError(t, err)
 	require.Empty(t, forks, "nothing was started")
 }

@@ -29,12 +29,12 @@ const RequeuedField = "requeued_seq"
 // its record (RequeuedField), so that a later look finds that task queued
 // and enqueues no other. A record that changed meanwhile is not noted (the
 // claim drops a task it does not expect).
-func (o *Orchestrator) Requeue(ctx context.Context, rec *registry.Record, seq int64) error {
-	enqueued, err := o.admitAndEnqueue(ctx, rec, queue.Activation{ThreadID: rec.ThreadID, Reason: "requeue"}, seq, false)
+func (h *Housekeeper) Requeue(ctx context.Context, rec *registry.Record, seq int64) error {
+	enqueued, err := h.admitAndEnqueue(ctx, rec, queue.Activation{ThreadID: rec.ThreadID, Reason: "requeue"}, seq, false)
 	if err != nil || !enqueued {
 		return err // parked: its record says so (waiting), and its grant enqueues it
 	}
-	_, err = o.reg.Commit(ctx, rec.ThreadID, rec.Version, registry.Changes{Fields: map[string]string{
+	_, err = h.reg.Commit(ctx, rec.ThreadID, rec.Version, registry.Changes{Fields: map[string]string{
 		RequeuedField: strconv.FormatInt(seq, 10)}})
 	if err != nil && !errors.Is(err, registry.ErrConflict) {
 		return err
@@ -45,14 +45,14 @@ func (o *Orchestrator) Requeue(ctx context.Context, rec *registry.Record, seq in
 // Reconcile raises thread id's transcript mark and version as rc says
 // (registry.Registry.Reconcile): what reconciliation does once it has read
 // the thread's transcript.
-func (o *Orchestrator) Reconcile(ctx context.Context, id string, rc registry.Reconciliation) (registry.Reconciled, error) {
-	return o.reg.Reconcile(ctx, id, rc)
+func (h *Housekeeper) Reconcile(ctx context.Context, id string, rc registry.Reconciliation) (registry.Reconciled, error) {
+	return h.reg.Reconcile(ctx, id, rc)
 }
 
 // SegmentCount is the number of thread id's transcript segments in the
 // store.
-func (o *Orchestrator) SegmentCount(ctx context.Context, id string) (int, error) {
-	infos, err := o.store.List(ctx, blobkey.Segments(id))
+func (h *Housekeeper) SegmentCount(ctx context.Context, id string) (int, error) {
+	infos, err := h.store.List(ctx, blobkey.Segments(id))
 	return len(infos), err
 }
 
@@ -64,9 +64,9 @@ func (o *Orchestrator) SegmentCount(ctx context.Context, id string) (int, error)
 // fork's); then it marks the record (registry.ArtifactsDeletedField),
 // which is kept. It returns the number of objects deleted, also when it
 // fails part way.
-func (o *Orchestrator) DeleteArtifacts(ctx context.Context, rec *registry.Record) (int, error) {
+func (h *Housekeeper) DeleteArtifacts(ctx context.Context, rec *registry.Record) (int, error) {
 	id := rec.ThreadID
-	deleted, err := transcript.Clean(ctx, o.store, id, transcript.CleanOptions{Transcript: true, Checkpoints: true,
+	deleted, err := transcript.Clean(ctx, h.store, id, transcript.CleanOptions{Transcript: true, Checkpoints: true,
 		Metadata: true, Directive: rec.Directive})
 	n := len(deleted)
 	if err != nil {
@@ -81,19 +81,19 @@ func (o *Orchestrator) DeleteArtifacts(ctx context.Context, rec *registry.Record
 		prefixes = append(prefixes, blobkey.Workspace(rec.WorkspaceID()))
 	}
 	for _, p := range prefixes {
-		infos, err := o.store.List(ctx, p)
+		infos, err := h.store.List(ctx, p)
 		if err != nil {
 			return n, fmt.Errorf("retention of %s: %w", id, err)
 		}
 		for _, in := range infos {
-			if err := o.store.Delete(ctx, in.Key); err != nil {
+			if err := h.store.Delete(ctx, in.Key); err != nil {
 				return n, fmt.Errorf("retention of %s: %w", id, err)
 			}
 			n++
 		}
 	}
-	_, err = o.reg.Commit(ctx, id, 0, registry.Changes{Fields: map[string]string{
-		registry.ArtifactsDeletedField: o.Now().UTC().Format(time.RFC3339)}})
+	_, err = h.reg.Commit(ctx, id, 0, registry.Changes{Fields: map[string]string{
+		registry.ArtifactsDeletedField: h.Now().UTC().Format(time.RFC3339)}})
 	if err != nil && !errors.Is(err, registry.ErrNotFound) {
 		return n, fmt.Errorf("retention of %s: %w", id, err)
 	}
@@ -103,6 +103,6 @@ func (o *Orchestrator) DeleteArtifacts(ctx context.Context, rec *registry.Record
 // Forget deletes the Redis records of finished thread rec
 // (registry.Registry.Forget: its record, ledger entry, sets and queues),
 // unless it changed since rec was read (registry.ErrConflict).
-func (o *Orchestrator) Forget(ctx context.Context, rec *registry.Record) error {
-	return o.reg.Forget(ctx, rec)
+func (h *Housekeeper) Forget(ctx context.Context, rec *registry.Record) error {
+	return h.reg.Forget(ctx, rec)
 }

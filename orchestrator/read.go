@@ -62,8 +62,8 @@ func (o *Orchestrator) Children(ctx context.Context, parent string) ([]*registry
 }
 
 // Forks returns the records of the threads forked from id, oldest first.
-func (o *Orchestrator) Forks(ctx context.Context, id string) ([]*registry.Record, error) {
-	return o.reg.ListForks(ctx, id)
+func (h *Housekeeper) Forks(ctx context.Context, id string) ([]*registry.Record, error) {
+	return h.reg.ListForks(ctx, id)
 }
 
 // Threads returns the records of the threads that f selects, newest first
@@ -112,8 +112,8 @@ func (o *Orchestrator) LedgerEntries(ctx context.Context, ids []string) (map[str
 
 // LeaseHeld reports whether thread id's activation lease is alive: a
 // worker is running it.
-func (o *Orchestrator) LeaseHeld(ctx context.Context, id string) (bool, error) {
-	return o.acts.LeaseHeld(ctx, id)
+func (h *Housekeeper) LeaseHeld(ctx context.Context, id string) (bool, error) {
+	return h.acts.LeaseHeld(ctx, id)
 }
 
 // NewFollower returns a follower of thread id's transcript segments,

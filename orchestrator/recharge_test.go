@@ -30,7 +30,7 @@ func TestRecharge(t *testing.T) {
 		got, err := o.uncharged(ctx, rec, cs)
 		require.NoError(t, err)
 		require.Empty(t, got)
-		got, err = o.Recharge(ctx, rec, cs)
+		got, err = o.Housekeeper().Recharge(ctx, rec, cs)
 		require.NoError(t, err)
 		require.Empty(t, got)
 	}
@@ -38,14 +38,14 @@ func TestRecharge(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, lost, got)
 
-	applied, err := o.Recharge(ctx, rec, all)
+	applied, err := o.Housekeeper().Recharge(ctx, rec, all)
 	require.NoError(t, err)
 	require.Equal(t, lost, applied)
 	e, err := o.ledger.Get(ctx, rec.LedgerID())
 	require.NoError(t, err)
 	require.Equal(t, nano(t, 0.01, 0.02, 0.04, 0.03), e.OwnNano, "each turn once")
 
-	applied, err = o.Recharge(ctx, rec, all)
+	applied, err = o.Housekeeper().Recharge(ctx, rec, all)
 	require.NoError(t, err)
 	require.Empty(t, applied, "nothing lacks now")
 	got, err = o.uncharged(ctx, rec, all)
@@ -57,6 +57,6 @@ func TestRecharge(t *testing.T) {
 	got, err = o.uncharged(ctx, &gone, all)
 	require.NoError(t, err)
 	require.Equal(t, all, got, "no entry: every charge is lacking")
-	_, err = o.Recharge(ctx, &gone, all)
+	_, err = o.Housekeeper().Recharge(ctx, &gone, all)
 	require.ErrorIs(t, err, ledger.ErrNotFound)
 }

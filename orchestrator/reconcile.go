@@ -62,14 +62,14 @@ func RecordedCharges(tr *transcript.Transcript) ([]TurnCharge, error) {
 // (Record.LedgerID, along Record.BudgetPath) lacks, and returns those it
 // applied. A charge clamped by a ceiling is applied (as far as it fits)
 // and returned too; a released entry takes none (ledger.ErrReleased).
-func (o *Orchestrator) Recharge(ctx context.Context, rec *registry.Record, cs []TurnCharge) ([]TurnCharge, error) {
-	missing, err := o.lacking(ctx, rec, cs)
+func (h *Housekeeper) Recharge(ctx context.Context, rec *registry.Record, cs []TurnCharge) ([]TurnCharge, error) {
+	missing, err := h.lacking(ctx, rec, cs)
 	if err != nil {
 		return nil, err
 	}
 	var applied []TurnCharge
 	for _, c := range missing {
-		_, err := o.ledger.Charge(ctx, rec.LedgerID(), rec.BudgetPath(), c.Key, c.Amount)
+		_, err := h.ledger.Charge(ctx, rec.LedgerID(), rec.BudgetPath(), c.Key, c.Amount)
 		var le *thread.LimitError
 		if err != nil && !errors.As(err, &le) {
 			return applied, fmt.Errorf("recharge turn %d of %s: %w", c.Turn, rec.ThreadID, err)

@@ -90,12 +90,10 @@ type Restored struct {
 	Charges int
 }
 
-// Restore returns the record of thread id, a child of parent ("" for a
-// root), restoring it from the blob store when the registry has none (see
-// above): ErrNotDurable when it left nothing durable there. A thread.json
-// or transcript that names another parent, or a transcript that does not
-// verify, is an error: such a thread is not restored.
-func (o *Orchestrator) Restore(ctx context.Context, id, parent string) (*Restored, error) {
+// restore is Housekeeper.Restore, which a planned start's adopt runs
+// too: the record of thread id, a child of parent, restored from the blob
+// store (see above) when the registry has none.
+func (o *Orchestrator) restore(ctx context.Context, id, parent string) (*Restored, error) {
 	rec, err := o.reg.Get(ctx, id)
 	if err == nil {
 		return &Restored{Record: rec}, nil

@@ -206,7 +206,7 @@ func TestRestoreChain(t *testing.T) {
 	require.NoError(t, err)
 
 	snap.Rollback(t)
-	rs, err := o.Restore(ctx, kid.ThreadID, root.ThreadID)
+	rs, err := o.Housekeeper().Restore(ctx, kid.ThreadID, root.ThreadID)
 	require.NoError(t, err)
 	require.Len(t, rs.Threads, 2)
 	require.Equal(t, 2, rs.Charges)
@@ -242,9 +242,9 @@ func TestRestoreChain(t *testing.T) {
 
 	// Restoring again changes nothing; a thread with nothing durable is
 	// not restored.
-	again, err := o.Restore(ctx, kid.ThreadID, root.ThreadID)
+	again, err := o.Housekeeper().Restore(ctx, kid.ThreadID, root.ThreadID)
 	require.NoError(t, err)
 	require.Empty(t, again.Threads)
-	_, err = o.Restore(ctx, "test/leads-1795000000-nothingdur", root.ThreadID)
+	_, err = o.Housekeeper().Restore(ctx, "test/leads-1795000000-nothingdur", root.ThreadID)
 	require.ErrorIs(t, err, ErrNotDurable)
 }

@@ -406,7 +406,7 @@ func (o *Orchestrator) adopt(ctx context.Context, req StartRequest) (*registry.R
 	if req.ID == "" {
 		return nil, fmt.Errorf("start %s: a planned start needs its id", req.Directive)
 	}
-	rs, err := o.Restore(ctx, req.ID, req.ParentID)
+	rs, err := o.restore(ctx, req.ID, req.ParentID)
 	if errors.Is(err, ErrNotDurable) {
 		return nil, nil
 	}

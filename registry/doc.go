@@ -26,7 +26,7 @@
 // TrimInbox). Activations holds the lease an activation runs under (Claim
 // bumps the version, so a dead worker's late writes fail their check;
 // Heartbeat; Release), the orphans and stalled waits housekeeping
-// re-enqueues (orchestrator.Recover), suspensions and the wake-ups they
+// re-enqueues (orchestrator.Housekeeper.Recover), suspensions and the wake-ups they
 // return, and approvals (SuspendForApproval, Decide).
 //
 // Scripts refuse with an error reply whose code maps to a sentinel in one

@@ -50,7 +50,7 @@
 // Every HousekeepingInterval one scheduler process (HousekeepingLockKey;
 // a process that finds the lock under its own token lost its release, as
 // a failover can lose it, and takes it again) runs a pass: Reconcile holds the registry and the ledger to the
-// transcripts when Redis may have lost writes (below), orchestrator.Recover
+// transcripts when Redis may have lost writes (below), orchestrator.Housekeeper.Recover
 // re-enqueues running threads whose lease has lapsed (their worker died)
 // and waiting threads whose wake-up was lost;
 // with Retention set, Retain deletes the blob-store artifacts of threads
@@ -78,7 +78,7 @@
 //	turn charges                            the ledger under-charged           each recorded turn not charged is
 //	                                                                           charged (Reconcile; the worker too)
 //	a recover or wake claim                 its task finished, the thread not  the task enqueued again
-//	                                                                           (orchestrator.Recover, Reenqueue)
+//	                                                                           (Housekeeper.Recover, Reenqueue)
 //	a suspend, a finalize                   a thread running with no lease     orphan recovery: the next activation
 //	                                                                           redoes it from the durable checkpoint
 //
@@ -123,7 +123,7 @@
 // its signed transcript and thread.json. A full reconciliation reads
 // each examined thread's transcript anyway; every child it names
 // (child_spawned) that the registry lacks is restored from the store
-// (orchestrator.Restore: its record as it ended, or as it was started and
+// (orchestrator.Housekeeper.Restore: its record as it ended, or as it was started and
 // running from its last checkpoint with a recover task; its chain; its
 // ledger entry, with every turn it recorded charged once along the whole
 // path), and then the children those name, down the tree

@@ -21,7 +21,7 @@ type HousekeepingResult struct {
 	Skipped bool
 	// Orphans is the number of running threads found with a lapsed lease
 	// and Wakes of waiting threads whose wake-up was lost; both were
-	// re-enqueued by orchestrator.Recover.
+	// re-enqueued by orchestrator.Housekeeper.Recover.
 	Orphans, Wakes int
 	// Retained is the number of finished threads whose artifacts were
 	// deleted, Objects the number of blob objects deleted.
@@ -59,7 +59,7 @@ func (s *Scheduler) runHousekeeping(ctx context.Context) {
 // Housekeep runs one housekeeping pass, unless another scheduler process
 // (or another call of this one's) is running one (Skipped): when Redis may have lost writes (or the periodic
 // pass is due) the registry and the ledger are reconciled with the
-// transcripts (Reconcile), orchestrator.Recover re-enqueues orphaned threads
+// transcripts (Reconcile), orchestrator.Housekeeper.Recover re-enqueues orphaned threads
 // (running, lease lapsed) and lost wake-ups, then, with Retention set,
 // Retain deletes the artifacts of threads finished longer ago than that.
 // Every step is idempotent, so a pass cut short is finished by the next;
@@ -259,7 +259,7 @@ func (s *Scheduler) sweep(ctx context.Context, at *float64, cutoff time.Time,
 }
 
 // clean deletes one finished thread's artifacts and marks its record
-// (orchestrator.DeleteArtifacts).
+// (orchestrator.Housekeeper.DeleteArtifacts).
 func (s *Scheduler) clean(ctx context.Context, r *registry.Record) (int, error) {
 	n, err := s.o.DeleteArtifacts(ctx, r)
 	if err != nil {

@@ -53,7 +53,7 @@ const (
 	// KindCharge: a turn charge the ledger lacked was applied.
 	KindCharge = "charge"
 	// KindRestore: a thread the registry lost, which a transcript names
-	// as its child, was restored from the store (orchestrator.Restore).
+	// as its child, was restored from the store (orchestrator.Housekeeper.Restore).
 	KindRestore = "restore"
 )
 
@@ -296,7 +296,7 @@ func redisRunID(ctx context.Context, rdb redis.UniversalClient, key string) (run
 // created thread whose start task is no longer queued gets a new
 // activation task (reason requeue). Then every child its transcript
 // names (child_spawned) that the registry lost is restored from the store
-// (orchestrator.Restore), and the children of those, in turn. A thread
+// (orchestrator.Housekeeper.Restore), and the children of those, in turn. A thread
 // whose transcript does not verify is left alone (integrity is the
 // worker's to report).
 func (s *Scheduler) Reconcile(ctx context.Context, trigger string) (ReconcileResult, error) {
@@ -364,7 +364,7 @@ func (s *Scheduler) reconcileEach(ctx context.Context, recs []*registry.Record, 
 }
 
 // requeueLost gives each created thread whose start task was not queued
-// when checked, and still is not, a requeue task (orchestrator.Requeue).
+// when checked, and still is not, a requeue task (orchestrator.Housekeeper.Requeue).
 // A start task is claimed within moments of being taken from its queue:
 // a created thread whose task was active (or finished, or gone) a second
 // ago and still is has lost it.
@@ -409,7 +409,7 @@ func queueOf(r *registry.Record) string {
 
 // RequeuedField is the registry hash field (Record.Extra) in which
 // reconciliation notes the sequence number of the requeue task it
-// enqueued for a created thread (orchestrator.Requeue).
+// enqueued for a created thread (orchestrator.Housekeeper.Requeue).
 const RequeuedField = orchestrator.RequeuedField
 
 // queueNames names a thread's asynq queue (*orchestrator.Orchestrator
@@ -605,7 +605,7 @@ func (s *Scheduler) recharge(ctx context.Context, rec *registry.Record, charges 
 }
 
 // restoreChildren restores the children that tr, thread id's transcript,
-// names and the registry lost (orchestrator.Restore), then the children
+// names and the registry lost (orchestrator.Housekeeper.Restore), then the children
 // that the restored threads' transcripts name and the registry lost, and
 // so on down the tree. A child that left nothing durable is its parent's
 // to be told of (the worker answers its call thread_lost); one whose

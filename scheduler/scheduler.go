@@ -168,8 +168,10 @@ func (c Config) validate() error {
 // housekeeping. Any number of scheduler processes may run on one Redis:
 // each tick of each entry starts exactly one thread (see the package doc).
 type Scheduler struct {
-	cfg   Config
-	o     *orchestrator.Orchestrator
+	cfg Config
+	// o is the orchestrator as housekeeping has it: its operations, and
+	// the writes of reconciliation and retention.
+	o     *orchestrator.Housekeeper
 	log   *slog.Logger
 	token string // this process's lock holder token
 	// keys name the scheduler's own keys (its locks, the housekeeping
@@ -222,7 +224,7 @@ func New(cfg Config, o *orchestrator.Orchestrator) (*Scheduler, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	host, _ := os.Hostname()
-	s := &Scheduler{cfg: cfg, o: o, log: log.With("component", "scheduler"),
+	s := &Scheduler{cfg: cfg, o: o.Housekeeper(), log: log.With("component", "scheduler"),
 		token:   fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:])),
 		keys:    keyspace.New(o.Namespace()),
 		scripts: redisfn.NewClient(cfg.Redis),

@@ -443,7 +443,7 @@ func TestLoopStopsWherever(t *testing.T) {
 			require.Equal(t, tc.status, rec.Status)
 			require.Equal(t, tc.code, rec.Error.Code)
 			require.Equal(t, tc.message, rec.Error.Message)
-			_, err := h.o.LeaseHeld(h.ctx, id)
+			_, err := h.o.Housekeeper().LeaseHeld(h.ctx, id)
 			require.NoError(t, err)
 		})
 	}
@@ -478,7 +478,7 @@ func TestLoopRetryHandBack(t *testing.T) {
 	rec := h.record(id)
 	require.Equal(t, thread.StatusRunning, rec.Status, "handed back, not failed")
 	require.NotEmpty(t, rec.Extra[registry.RetryAtField])
-	held, err := h.o.LeaseHeld(h.ctx, id)
+	held, err := h.o.Housekeeper().LeaseHeld(h.ctx, id)
 	require.NoError(t, err)
 	require.False(t, held, "no slot held while it waits")
 	require.Zero(t, h.drain(false), "nothing runs before the retry time")
@@ -507,7 +507,7 @@ func TestLoopSlowDown(t *testing.T) {
 	rec := h.record(id)
 	require.Equal(t, thread.StatusWaiting, rec.Status, "%+v", rec.Error)
 	require.Equal(t, registry.WaitingForRateLimit, rec.WaitingFor)
-	held, err := h.o.LeaseHeld(h.ctx, id)
+	held, err := h.o.Housekeeper().LeaseHeld(h.ctx, id)
 	require.NoError(t, err)
 	require.False(t, held, "no slot held while the provider says slow down")
 	require.Equal(t, 7, h.drain(true), "an activation at each slow down's retry time")
@@ -558,7 +558,7 @@ func TestLoopSuspendAndWake(t *testing.T) {
 	require.NoError(t, h.activate(id, "start", 0))
 	rec := h.record(id)
 	require.Equal(t, thread.StatusWaiting, rec.Status)
-	held, err := h.o.LeaseHeld(h.ctx, id)
+	held, err := h.o.Housekeeper().LeaseHeld(h.ctx, id)
 	require.NoError(t, err)
 	require.False(t, held)
 	require.Equal(t, 2, h.drain(false), "the child's start, then the parent's wake")
@@ -635,7 +635,7 @@ func TestLoopStorageFailureIsNotTheModels(t *testing.T) {
 	broken.failWorkspace.Store(false)
 	// The recovering activation re-runs the turn from the last checkpoint.
 	require.Eventually(t, func() bool {
-		held, err := h.o.LeaseHeld(h.ctx, id)
+		held, err := h.o.Housekeeper().LeaseHeld(h.ctx, id)
 		return err == nil && !held
 	}, 10*time.Second, 50*time.Millisecond, "the failed activation's lease lapses")
 	rec := h.record(id)
@@ -716,7 +716,7 @@ func TestApprovals(t *testing.T) {
 	require.Equal(t, thread.StatusWaiting, rec.Status)
 	require.Equal(t, registry.WaitingForApproval, rec.WaitingFor)
 	require.Len(t, rec.PendingApprovals, 2)
-	held, err := h.o.LeaseHeld(h.ctx, id)
+	held, err := h.o.Housekeeper().LeaseHeld(h.ctx, id)
 	require.NoError(t, err)
 	require.False(t, held, "no lease, no slot")
 	_, ok := h.file(id, "a.txt")
@@ -905,7 +905,7 @@ func TestRateLimitHandsBack(t *testing.T) {
 	require.Equal(t, thread.StatusWaiting, rec.Status, "%+v", rec.Error)
 	require.Equal(t, registry.WaitingForRateLimit, rec.WaitingFor)
 	require.Equal(t, 1, h.prov.calls, "the second call waits for the minute")
-	held, err := h.o.LeaseHeld(h.ctx, id)
+	held, err := h.o.Housekeeper().LeaseHeld(h.ctx, id)
 	require.NoError(t, err)
 	require.False(t, held)
 	// The fleet-wide counters (the monitor's rate limits page) say so.

@@ -182,14 +182,14 @@ func (c *childWait) child(ctx context.Context, id string) (*registry.Record, err
 
 // restoreLost is the record of thread id, a child of parent (or a
 // continuation of one): should Redis have lost it, restored from its
-// transcript and thread.json in the store (orchestrator.Restore), with its
+// transcript and thread.json in the store (orchestrator.Housekeeper.Restore), with its
 // chain and its charges. registry.ErrNotFound when it left nothing there
 // (lost before its first checkpoint), or what is there cannot be restored
 // (it does not verify: logged); Redis or the store out of reach is an
 // error, and the activation runs again. A thread's wait and a graph run's
 // wait node both read their children through it.
 func restoreLost(ctx context.Context, o *orchestrator.Orchestrator, log *slog.Logger, id, parent string) (*registry.Record, error) {
-	rs, err := o.Restore(ctx, id, parent)
+	rs, err := o.Housekeeper().Restore(ctx, id, parent)
 	switch {
 	case errors.Is(err, orchestrator.ErrNotDurable):
 		return nil, fmt.Errorf("thread %q: %w", id, registry.ErrNotFound)
