@@ -47,6 +47,8 @@ var (
 	whereLua string
 	//go:embed adm_topup.lua
 	topupLua string
+	//go:embed adm_settle.lua
+	settleLua string
 
 	requestScript = redisfn.New("adm_request", Lua, requestLua)
 	claimScript   = redisfn.New("adm_claim", Lua, claimLua)
@@ -57,6 +59,7 @@ var (
 	drainScript   = redisfn.New("adm_drain", Lua, drainLua)
 	whereScript   = redisfn.New("adm_where", Lua, whereLua)
 	topupScript   = redisfn.New("adm_topup", Lua, topupLua)
+	settleScript  = redisfn.New("adm_settle", Lua, settleLua)
 )
 
 // How many grants one call makes at most: a request, claim, release or
@@ -358,10 +361,24 @@ func (a *Admitter) Claim(ctx context.Context, req Request, token string, lease t
 // Ending is how an activation ended, for its release: what it spent
 // (nano-dollars, settled against its allowance; negative: unknown, the
 // whole allowance counts spent) and the root chain that ended with it
-// ("": none; it leaves the chains in flight).
+// ("": none; it leaves the chains in flight); and the activation of the
+// same run before it (Lapsed, "": none) with what that one used
+// (LapsedUsed, nano; negative: unknown): if its lease was reaped, its
+// allowance is settled with it, once.
 type Ending struct {
-	Spent int64
-	Chain string
+	Spent      int64
+	Chain      string
+	Lapsed     string
+	LapsedUsed int64
+}
+
+// nanoArg is amount n (nano-dollars) as a script argument: "" when it is
+// negative (unknown).
+func nanoArg(n int64) string {
+	if n < 0 {
+		return ""
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // Release ends activation act of tenant held by token ("": whoever holds
@@ -373,11 +390,7 @@ func (a *Admitter) Release(ctx context.Context, tenant, act, token string, end E
 	if p == nil {
 		return nil
 	}
-	spent := ""
-	if end.Spent >= 0 {
-		spent = strconv.FormatInt(end.Spent, 10)
-	}
-	args := append(a.head(ctx, p, tenant), act, token, grantsPerCall, spent, end.Chain)
+	args := append(a.head(ctx, p, tenant), act, token, grantsPerCall, nanoArg(end.Spent), end.Chain, end.Lapsed, nanoArg(end.LapsedUsed))
 	res, err := a.run(ctx, releaseScript, p, tenant, args...)
 	if err != nil {
 		return fmt.Errorf("admission release %s: %w", act, err)
@@ -403,6 +416,58 @@ func (a *Admitter) Cancel(ctx context.Context, tenant, act, chain string) (bool,
 	}
 	if len(res) < 3 {
 		return false, reply.Unexpected("adm_cancel", res)
+	}
+	return reply.Int(res[0]) == 1, a.after(ctx, tenant, res[2:])
+}
+
+// Lapse is the allowance of a running activation whose lease was reaped
+// (its worker died or stopped renewing), held in its windows until what
+// it used is known (Settle).
+type Lapse struct {
+	Act string `json:"-"`
+	Run string `json:"run"`
+	// Allowance is what it held (nano-dollars); At when it was reaped.
+	Allowance int64 `json:"al"`
+	AtMs      int64 `json:"t"`
+}
+
+// Lapsed are up to limit of tenant's lapsed allowances not settled yet.
+func (a *Admitter) Lapsed(ctx context.Context, tenant string, limit int) ([]Lapse, error) {
+	var out []Lapse
+	iter := a.rdb.HScan(ctx, a.ks.AdmTenant(tenant, "lapsed"), 0, "", int64(limit)).Iterator()
+	for iter.Next(ctx) && len(out) < limit {
+		act := iter.Val()
+		if !iter.Next(ctx) {
+			break
+		}
+		var l Lapse
+		if err := json.Unmarshal([]byte(iter.Val()), &l); err != nil {
+			continue
+		}
+		l.Act = act
+		out = append(out, l)
+	}
+	if err := iter.Err(); err != nil {
+		return nil, fmt.Errorf("lapsed allowances of tenant %s: %w", tenant, err)
+	}
+	return out, nil
+}
+
+// Settle settles lapsed activation act of tenant with what it used
+// (nano-dollars; negative: unknown, its whole allowance), once; it
+// reports whether act was lapsed. What the freed room grants is enqueued.
+func (a *Admitter) Settle(ctx context.Context, tenant, act string, used int64) (bool, error) {
+	p := a.Policy()
+	if p == nil {
+		return false, nil
+	}
+	args := append(a.head(ctx, p, tenant), act, nanoArg(used), grantsPerCall)
+	res, err := a.run(ctx, settleScript, p, tenant, args...)
+	if err != nil {
+		return false, fmt.Errorf("admission settle %s: %w", act, err)
+	}
+	if len(res) < 3 {
+		return false, reply.Unexpected("adm_settle", res)
 	}
 	return reply.Int(res[0]) == 1, a.after(ctx, tenant, res[2:])
 }

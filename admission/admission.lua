@@ -21,7 +21,8 @@
 --   bq      zset  ceiling waiters, member REASON|<score, 16 hex>|<activation>
 --   roots   set   root chains in flight          (tenant ceilings)
 --   spend   hash  spend windows                   (tenant ceilings)
---   lapsed  hash  lapsed allowances               (tenant ceilings)
+--   lapsed  hash  reaped running activation → {run, aw, al, t}: its
+--                 allowance, held until settled   (tenant ceilings)
 --
 -- An activation's record: run, root (its root chain), q (queue), p
 -- (priority), c (class: 0 a tree already started, 1 a root chain's first),
@@ -483,6 +484,29 @@ do
     T.settled = true
   end
 
+  -- lapse keeps the allowance of running activation a (record r), whose
+  -- lease was reaped, in the lapsed hash until what it used is known
+  -- (settlelapsed): its windows still hold it. Without an allowance (no
+  -- spend limit) it keeps the run and the time, so that what it spent is
+  -- counted all the same.
+  function adm.lapse(T, a, r)
+    redis.call('HSET', T.K.lapsed, a, cjson.encode({run = r.run, aw = r.aw, al = r.al, t = T.now}))
+  end
+
+  -- settlelapsed settles the allowance lapsed activation a held, once,
+  -- with used (nano; nil: unknown, the whole allowance) as a release
+  -- would. Returns 1 when a was lapsed.
+  function adm.settlelapsed(T, a, used)
+    if a == nil or a == '' then return 0 end
+    local raw = redis.call('HGET', T.K.lapsed, a)
+    if not raw then return 0 end
+    local l = cjson.decode(raw)
+    if l.aw == cjson.null then l.aw = nil end
+    adm.settle(T, {aw = l.aw, al = l.al}, used)
+    redis.call('HDEL', T.K.lapsed, a)
+    return 1
+  end
+
   -- endchain ends root chain root (its last run finished): it is in
   -- flight no more. Returns 1 when it was.
   function adm.endchain(T, root)
@@ -542,7 +566,7 @@ do
           r.g, r.ga, r.w, r.ar = nil, nil, nil, 0
           adm.toready(T, a, r)
         else
-          adm.settle(T, r, nil) -- what it used is unknown: all of it
+          adm.lapse(T, a, r)
           redis.call('HDEL', T.K.acts, a)
         end
       end

@@ -243,16 +243,58 @@ func TestSpendAllowances(t *testing.T) {
 	res = s.run(topupScript, t0+6, "a3", "someone", usd/100, "a3:3")
 	require.Equal(t, []any{int64(-2), int64(0)}, res, "not its holder")
 	holds(t0)
-	// a3's worker dies: its reaped allowance counts spent, all of it.
+	// a3's worker dies: its reaped allowance stays held, lapsed, until
+	// what it used is known; the run's next activation's release settles
+	// it with that, once.
 	s.renew(t0+3500, 0, 3000, nil, 16)
 	spent, held, _ = s.window(t0)
-	require.Equal(t, []int64{limit, 0}, []int64{spent, held})
+	require.Equal(t, []int64{13 * usd / 100, 12 * usd / 100}, []int64{spent, held}, "a3's 0.12 lapsed, still held")
+	require.Contains(t, s.hash(12), "a3")
+	s.requestAt(t0+3501, "a4", root("a4"))
+	_, al = s.claimed(t0+3501, "a4", root("a4"), "toka4")
+	require.Zero(t, al, "no room while a3's allowance is held")
+	s.requestAt(t0+3502, "a3@recover-1", root("a3"))
+	s.run(releaseScript, t0+3503, "a3@recover-1", "", 16, "", "", "a3", 4*usd/100)
+	spent, held, overrun = s.window(t0)
+	require.Equal(t, []int64{17 * usd / 100, 0, 2 * usd / 100}, []int64{spent, held, overrun}, "a3 used 0.04 of its 0.12")
+	require.NotContains(t, s.hash(12), "a3")
+	s.run(releaseScript, t0+3504, "a3@recover-2", "", 16, "", "", "a3", 9*usd/100)
+	spent, _, _ = s.window(t0)
+	require.Equal(t, 17*usd/100, spent, "settled once")
+	holds(t0)
+}
+
+// TestLapsedSettle: housekeeping's settle of a lapsed allowance (what
+// its run's record tells, or all of it) is done once, and frees the room
+// for a waiter; a lapse without a spend limit counts what it spent.
+func TestLapsedSettle(t *testing.T) {
+	t.Parallel()
+	s := newSlot(t, true, ceilingConf(map[string]any{"spend_per_day": "0.20", "spend_grant": "0.10"}))
+	s.prov = 10
+	for _, a := range []string{"a0", "a1"} {
+		s.requestAt(t0, a, root(a))
+		_, al := s.claimed(t0, a, root(a), "t"+a)
+		require.Equal(t, usd/10, al)
+	}
+	s.renew(t0+3500, 0, 3000, nil, 16) // both reaped
+	st, why, _, _ := s.requestAt(t0+3501, "a2", root("a2"))
+	require.Equal(t, []string{"PARKED", WaitTenantBudget}, []string{st, why})
+	res := s.run(settleScript, t0+3502, "a0", strconv.FormatInt(usd/100, 10), 16)
+	require.Equal(t, int64(1), reply.Int(res[0]))
+	require.Equal(t, []string{"a2"}, grantsOf(res, 3), "the room a0 left admits the waiter")
+	res = s.run(settleScript, t0+3503, "a0", "", 16)
+	require.Equal(t, int64(0), reply.Int(res[0]), "once")
+	res = s.run(settleScript, t0+3504, "a1", "", 16)
+	require.Equal(t, int64(1), reply.Int(res[0]))
+	spent, held, _ := s.window(t0)
+	require.Equal(t, []int64{11 * usd / 100, 0}, []int64{spent, held}, "a0's 0.01, a1's unknown use as all of its 0.10")
+	require.Empty(t, s.hash(12))
 }
 
 // TestSpendCountedWithoutLimit: a tenant without a spend limit holds no
 // allowance, but what its activations spent is counted in the day's and
 // the month's windows (tenant show; a limit set later in the window
-// counts it); a reaped activation's spend is unknown and counts nothing.
+// counts it); a reaped activation's spend counts once it is settled.
 func TestSpendCountedWithoutLimit(t *testing.T) {
 	t.Parallel()
 	s := newSlot(t, false, ceilingConf(nil))
@@ -268,11 +310,14 @@ func TestSpendCountedWithoutLimit(t *testing.T) {
 	require.Equal(t, []int64{3 * usd / 100, 0, 0}, []int64{spent, held, overrun})
 	s.renew(t0+3500, 0, 3000, nil, 16) // a1 reaped
 	spent, _, _ = s.window(t0)
-	require.Equal(t, 3*usd/100, spent)
+	require.Equal(t, 3*usd/100, spent, "what a1 spent is not known yet")
+	s.run(settleScript, t0+3501, "a1", strconv.FormatInt(2*usd/100, 10), 16)
+	spent, _, _ = s.window(t0)
+	require.Equal(t, 5*usd/100, spent, "its settle counts it")
 	day, month := Windows(time.UnixMilli(t0))
 	m := s.hash(11)
-	require.Equal(t, strconv.FormatInt(3*usd/100, 10), m["d:"+day+":spent"])
-	require.Equal(t, strconv.FormatInt(3*usd/100, 10), m["m:"+month+":spent"])
+	require.Equal(t, strconv.FormatInt(5*usd/100, 10), m["d:"+day+":spent"])
+	require.Equal(t, strconv.FormatInt(5*usd/100, 10), m["m:"+month+":spent"])
 }
 
 // TestSpendWindowRollsOver: a waiter on a full day's window is admitted

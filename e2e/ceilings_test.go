@@ -129,3 +129,38 @@ func requireRefusedOnRecord(t *testing.T, e *spooltest.Env, tenant, code string)
 	}
 	require.Len(t, refused, 1, "%s: %s", tenant, strings.Join(refused, ", "))
 }
+
+// TestLapsedAllowanceSettled: a run whose worker is SIGKILLed after a
+// turn leaves its allowance held (lapsed) in its tenant's day window,
+// not spent; the release of its recovered activation settles it with
+// what the dead one spent, so the window's spend equals the run's
+// recorded spend to the nano-dollar, and nothing stays held.
+func TestLapsedAllowanceSettled(t *testing.T) {
+	t.Parallel()
+	files := graphProject()
+	files[".ai/directives/g/payer.md"] = graphDirective("payer", fsPerms+`<execute><tool>g/gate</tool></execute>`,
+		`<input name="item" type="string" required="true">item</input><input name="gate" type="string" required="true">gate</input>`)
+	files[".ai/config/agent/admission.yaml"] = "version: 1\ntenants:\n  acme: {spend_per_day: 5, spend_grant: 1}\n"
+	e := spooltest.New(t, spooltest.Options{Files: files})
+	r := e.Spool("admission", "apply")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	w := e.StartWorker("--concurrency", "2")
+	gate, release := gateFile(t)
+	id := startRun(t, e, "thread", "run", "g/payer", "--input", "item=a", "--input", "gate="+gate, "--tenant", "acme")
+	waitRecord(t, e, id, "the first turn checkpointed", func(r *registry.Record) bool { return r.Cost.Turns >= 1 })
+	time.Sleep(300 * time.Millisecond) // into the gate tool
+	w.Kill()
+	d := tenantShow(t, e, "acme").Spend["day"]
+	require.InDelta(t, 1, d.Held, 1e-9, "the dead worker's allowance is held")
+	require.Zero(t, d.Spent)
+	e.StartWorker("--concurrency", "2")
+	release()
+	rec := e.Wait([]string{id}, 2*time.Minute)[id]
+	require.Equal(t, thread.StatusCompleted, rec.Status)
+	require.InDelta(t, 0.06, rec.Cost.Spend, 1e-9)
+	require.Eventually(t, func() bool {
+		d := tenantShow(t, e, "acme").Spend["day"]
+		return d.Held == 0
+	}, 10*time.Second, 100*time.Millisecond, "nothing held once the run ended")
+	requireWindow(t, e, "acme", rec.Cost.Spend)
+}

@@ -10,7 +10,8 @@ import (
 // lapsed) and stalled wake-ups (waiting threads whose wake-up was lost)
 // are re-enqueued, and activations admission parked whose request its
 // tenant's state lost are requested again (counted with the wake-ups),
-// and root chains counted in flight whose end was lost are ended.
+// root chains counted in flight whose end was lost are ended, and the
+// allowances of reaped activations whose use is known are settled.
 // Every worker's recoverer and the scheduler's housekeeping call it; it
 // reports how many of each it found. A
 // recovery's task id names the version (a wake-up's, the suspension) it
@@ -41,6 +42,9 @@ func (o *Orchestrator) Recover(ctx context.Context) (orphans, wakes int, err err
 	if err != nil {
 		return len(found), len(stalled) + readmitted, err
 	}
-	_, err = o.endLostChains(ctx)
+	if _, err = o.endLostChains(ctx); err != nil {
+		return len(found), len(stalled) + readmitted, err
+	}
+	_, err = o.settleLapsed(ctx)
 	return len(found), len(stalled) + readmitted, err
 }

@@ -59,6 +59,12 @@ type Claim struct {
 	Activation int64 // 1 for the first activation of the thread
 	Token      string
 	Record     *Record // the thread as claimed
+	// Before is the admission id of the thread's admitted activation
+	// before this one ("": none, or a claim without admission) and
+	// BeforeSpent what it spent (nano-dollars; -1: unknown): what settles
+	// its allowance if its lease was reaped (ClaimAdmitted).
+	Before      string
+	BeforeSpent int64
 }
 
 // Claim starts an activation of thread id for a task with the given reason
@@ -72,19 +78,28 @@ type Claim struct {
 //
 // Otherwise it returns ErrNotClaimable (wrapped, naming the status).
 func (a *Activations) Claim(ctx context.Context, id, reason string, seq int64, token, taskID string, ttl time.Duration) (Claim, error) {
+	return a.ClaimAdmitted(ctx, id, reason, seq, token, taskID, ttl, "")
+}
+
+// ClaimAdmitted is Claim of an activation that admission granted under
+// admission id act: the claim notes act and the thread's spend, and
+// returns the activation before it with what it spent (Claim.Before).
+func (a *Activations) ClaimAdmitted(ctx context.Context, id, reason string, seq int64, token, taskID string, ttl time.Duration, act string) (Claim, error) {
 	keys := []string{a.ks.Thread(id), a.ks.Lease(id), a.ks.Active(id), a.ks.Events(id)}
-	res, err := claimScript.Run(ctx, a.rdb, keys, reason, seq, token, ttl.Milliseconds(), a.now().UTC().Format(time.RFC3339Nano), taskID).Slice()
+	res, err := claimScript.Run(ctx, a.rdb, keys, reason, seq, token, ttl.Milliseconds(), a.now().UTC().Format(time.RFC3339Nano), taskID, act).Slice()
 	if err != nil {
 		return Claim{}, scriptError(fmt.Sprintf("claim thread %q", id), id, 0, err)
 	}
-	if len(res) != 3 {
+	if len(res) != 5 {
 		return Claim{}, reply.Unexpected("claim", res)
 	}
 	rec, err := parseFlat(res[2])
 	if err != nil {
 		return Claim{}, err
 	}
-	return Claim{Version: reply.Int(res[0]), Activation: reply.Int(res[1]), Token: token, Record: rec}, nil
+	before, _ := res[3].(string)
+	return Claim{Version: reply.Int(res[0]), Activation: reply.Int(res[1]), Token: token, Record: rec,
+		Before: before, BeforeSpent: reply.Int(res[4])}, nil
 }
 
 // heartbeatScript renews a lease held by token (heartbeat.lua).

@@ -368,3 +368,42 @@ func TestSuspendAnyWakesOnFirst(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []Wake{{ThreadID: "g", Seq: seq}}, stalled)
 }
+
+// TestClaimAdmittedCountsTheOneBefore: an admitted claim notes its
+// admission id and the thread's spend; the next admitted claim returns
+// that activation with what it spent since (even when its lease was
+// lost mid-turn), and keeps it on the record for housekeeping; a claim
+// without admission notes nothing.
+func TestClaimAdmittedCountsTheOneBefore(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	acts := NewActivations(f.r.Client, f.ks, f.clock.Now)
+	ttl := 5 * time.Second
+	register(t, f, "a", "")
+	c, err := acts.ClaimAdmitted(f.ctx, "a", "start", 0, "tok1", "a", ttl, "a")
+	require.NoError(t, err)
+	require.Equal(t, "", c.Before)
+	require.Equal(t, int64(-1), c.BeforeSpent)
+	_, err = f.reg.Commit(f.ctx, "a", c.Version, Changes{Cost: &thread.Cost{Turns: 2, Spend: 0.3}})
+	require.NoError(t, err)
+	// Its worker dies; the recovery claims at the version it left.
+	require.NoError(t, f.r.Client.Del(f.ctx, f.ks.Lease("a")).Err())
+	rec, err := f.reg.Get(f.ctx, "a")
+	require.NoError(t, err)
+	c2, err := acts.ClaimAdmitted(f.ctx, "a", "recover", rec.Version, "tok2", "a@recover-3", ttl, "a@recover-3")
+	require.NoError(t, err)
+	require.Equal(t, "a", c2.Before)
+	require.Equal(t, int64(300_000_000), c2.BeforeSpent)
+	require.Equal(t, "a", c2.Record.Extra["allow_prev"])
+	require.Equal(t, "300000000", c2.Record.Extra["allow_prev_used"])
+	require.Equal(t, "a@recover-3", c2.Record.Extra["allow_act"])
+	_, err = f.reg.Commit(f.ctx, "a", c2.Version, Changes{Cost: &thread.Cost{Turns: 3, Spend: 0.45}})
+	require.NoError(t, err)
+	require.NoError(t, f.r.Client.Del(f.ctx, f.ks.Lease("a")).Err())
+	rec, err = f.reg.Get(f.ctx, "a")
+	require.NoError(t, err)
+	c3, err := acts.Claim(f.ctx, "a", "recover", rec.Version, "tok3", "a@recover-5", ttl)
+	require.NoError(t, err)
+	require.Equal(t, "", c3.Before, "a claim without admission")
+	require.Equal(t, "a@recover-3", c3.Record.Extra["allow_act"], "left as it was")
+}

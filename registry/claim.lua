@@ -2,9 +2,18 @@
 --
 -- KEYS[1] thread hash, KEYS[2] lease key, KEYS[3] active set, KEYS[4] events channel
 -- ARGV[1] reason (start|requeue|wake|timeout|recover|retry), ARGV[2] seq, ARGV[3] token,
--- ARGV[4] lease ttl ms, ARGV[5] now (RFC3339Nano), ARGV[6] task id
--- Returns {new version, activation number, HGETALL of the thread};
--- refuses NOTFOUND, NOTCLAIMABLE <status> <reason>.
+-- ARGV[4] lease ttl ms, ARGV[5] now (RFC3339Nano), ARGV[6] task id,
+-- ARGV[7] the activation's admission id (absent or "": admission off)
+-- Returns {new version, activation number, HGETALL of the thread, the
+-- admission id of the activation before it ("": none), what that one
+-- spent (nano; -1: unknown)}; refuses NOTFOUND, NOTCLAIMABLE <status>
+-- <reason>.
+--
+-- An admitted activation notes its admission id and the thread's spend
+-- at its claim (allow_act, allow_from): at the next admitted claim the
+-- difference is what the one before spent, which settles its allowance
+-- if its lease was reaped (allow_prev, allow_prev_used keep it for
+-- housekeeping when that claim's own activation dies too).
 --
 -- A thread admission parked (park.lua: waiting, adm_act) is claimable by
 -- the parked activation: "<thread>" for a start, "<thread>@<reason>-<seq>"
@@ -36,9 +45,23 @@ if not h[5] or h[5] == '' then
   set[#set + 1] = 'started_at'
   set[#set + 1] = ARGV[5]
 end
+local prev, used = '', -1
+if ARGV[7] and ARGV[7] ~= '' then
+  local a = redis.call('HMGET', KEYS[1], 'allow_act', 'allow_from', 'cost')
+  local spend = 0
+  if a[3] and a[3] ~= '' then
+    local okc, c = pcall(cjson.decode, a[3])
+    if okc and type(c) == 'table' and tonumber(c.spend) then spend = math.floor(tonumber(c.spend) * 1e9 + 0.5) end
+  end
+  if a[1] then
+    prev, used = a[1], math.max(spend - (tonumber(a[2]) or spend), 0)
+    for _, v in ipairs({'allow_prev', prev, 'allow_prev_used', used}) do set[#set + 1] = v end
+  end
+  for _, v in ipairs({'allow_act', ARGV[7], 'allow_from', spend}) do set[#set + 1] = v end
+end
 redis.call('HSET', KEYS[1], unpack(set))
 if h[8] then redis.call('HDEL', KEYS[1], 'adm_act', 'adm_tenant') end
 redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
 redis.call('SADD', KEYS[3], h[6])
 if st ~= 'running' then redis.call('PUBLISH', KEYS[4], h[6] .. ' running') end
-return {v, n, redis.call('HGETALL', KEYS[1])}
+return {v, n, redis.call('HGETALL', KEYS[1]), prev, used}

@@ -52,7 +52,7 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 		return err
 	}
 	defer w.admitEnd(ctx, g)
-	claim, err := d.acts.Claim(ctx, act.ThreadID, act.Reason, act.Seq, l.token, taskID, l.ttl)
+	claim, err := d.acts.ClaimAdmitted(ctx, act.ThreadID, act.Reason, act.Seq, l.token, taskID, l.ttl, g.admissionID())
 	if errors.Is(err, registry.ErrNotClaimable) || errors.Is(err, registry.ErrNotFound) {
 		log.Debug("activation dropped", "error", err)
 		return nil
@@ -61,9 +61,7 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 		return err
 	}
 	ctl.renewed.Store(time.Now().UnixNano()) // the claim set the lease
-	if g != nil {
-		g.startSpend = claim.Record.Cost.Spend
-	}
+	g.claimed(claim)
 	// The duration limit stops the model call or tool in flight, not only
 	// the next turn.
 	defer deadline(claim.Record, w.o.Now(), cancel)()

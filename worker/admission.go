@@ -61,6 +61,11 @@ type grant struct {
 	startSpend float64
 	spent      int64
 	chain      string
+	// before is the run's admitted activation before this one and
+	// beforeSpent what it spent (nano; -1: unknown), read at the claim:
+	// the release settles its allowance if its lease was reaped.
+	before      string
+	beforeSpent int64
 	// stop stops the activation when its grant was not renewed in time
 	// (I1): armed at the claim, pushed back by each renewal.
 	mu   sync.Mutex
@@ -227,10 +232,29 @@ func (w *Worker) admitEnd(ctx context.Context, g *grant) {
 	}
 	g.disarm()
 	w.adm.remove(g)
-	end := admission.Ending{Spent: g.spent, Chain: g.chain}
+	end := admission.Ending{Spent: g.spent, Chain: g.chain, Lapsed: g.before, LapsedUsed: g.beforeSpent}
 	if err := w.o.Admission().Release(context.WithoutCancel(ctx), g.tenant, g.act, g.token, end); err != nil {
 		w.log.Warn("admission grant not released (it is reaped when its lease lapses)", "activation", g.act, "error", err)
 	}
+}
+
+// admissionID is the admission id of g's activation, which its registry
+// claim notes; "" without a grant.
+func (g *grant) admissionID() string {
+	if g == nil {
+		return ""
+	}
+	return g.act
+}
+
+// claimed notes what the registry's claim of g's activation read: the
+// thread's spend at the claim, and the activation before it.
+func (g *grant) claimed(c registry.Claim) {
+	if g == nil {
+		return
+	}
+	g.startSpend = c.Record.Cost.Spend
+	g.before, g.beforeSpent = c.Before, c.BeforeSpent
 }
 
 // ended notes how g's activation of rec ended, for its release: what

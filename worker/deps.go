@@ -46,7 +46,9 @@ type threadRecords interface {
 // and its waits: claim and keep the lease, suspend on children, an
 // approval or a time, read and clear approval decisions.
 type activationLeases interface {
-	Claim(ctx context.Context, id, reason string, seq int64, token, taskID string, ttl time.Duration) (registry.Claim, error)
+	// ClaimAdmitted claims the thread for an activation; act is its
+	// admission id ("": admission off).
+	ClaimAdmitted(ctx context.Context, id, reason string, seq int64, token, taskID string, ttl time.Duration, act string) (registry.Claim, error)
 	Heartbeat(ctx context.Context, id, token string, ttl time.Duration) error
 	Release(ctx context.Context, id, token string) error
 	Suspend(ctx context.Context, id string, version int64, targets []registry.WaitTarget) (suspended bool, seq int64, err error)
