@@ -276,6 +276,9 @@ func (r *graphRun) restore(ctx context.Context) (bool, error) {
 	}
 	r.state = snap.State
 	if p := r.cp.Pending; p != nil {
+		if p.kind() == nil {
+			return false, fmt.Errorf("%w: the pending step %d of %s is of unknown kind %q", errStateInvalid, p.Step, r.id(), p.Kind)
+		}
 		var events []transcript.Event
 		if tr := r.tw.Resumed(); tr != nil {
 			events = tr.Events
@@ -412,13 +415,7 @@ func (r *graphRun) next(ctx context.Context) (outcome, error) {
 		}
 	}
 	sctx, st := r.startStep(ctx)
-	var o outcome
-	var err error
-	if r.cp.Pending != nil {
-		o, err = r.resumePending(sctx)
-	} else {
-		o, err = r.step(sctx)
-	}
+	o, err := r.stepOn(sctx)
 	r.endStep(st, o, err)
 	return o, err
 }

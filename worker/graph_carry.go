@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"sort"
 
 	"github.com/spool-run/spool/orchestrator"
@@ -93,25 +92,21 @@ func (r *graphRun) carriedStart(ctx context.Context, from string, forkStep int) 
 }
 
 // carryPending carries over the step p that a resumed run left pending
-// (failed or cancelled there), which runs again. A child or approval
-// step starts again from its node; a foreach or wait keeps the items it
-// settled ok (stepItems.keep).
+// (failed or cancelled there), which runs again: as its kind carries it
+// (a foreach or a wait keeps the items it settled ok), or from its node.
 func (r *graphRun) carryPending(ctx context.Context, from string, p *pendingStep, tr *transcript.Transcript) error {
+	k := p.kind()
+	if k == nil {
+		return fmt.Errorf("%w: the pending step %d of %s is of unknown kind %q", errStateInvalid, p.Step, from, p.Kind)
+	}
 	pendingFrom(p, tr.Events)
 	r.items.clear()
-	if p.Kind == pendingChild || p.Kind == pendingApproval {
-		r.cp.Pending, r.cp.NextNode = nil, p.Node
-		return nil
+	keep, err := k.carry(ctx, r, from, p)
+	if err != nil {
+		return err
 	}
-	keep := &pendingStep{Step: p.Step, Node: p.Node, Kind: p.Kind, Attempt: p.Attempt, StartedAt: p.StartedAt, Items: p.Items,
-		Children: map[string]string{}, Slots: map[string]slot{}, Threads: p.Threads, Approval: p.Approval, CallID: p.CallID}
-	if p.Kind == pendingWait {
-		keep.Children = maps.Clone(p.Children)
-	}
-	if p.Kind == pendingForeach || p.Kind == pendingWait {
-		if err := r.items.keep(ctx, from, p, keep); err != nil {
-			return err
-		}
+	if keep == nil {
+		r.cp.NextNode = p.Node
 	}
 	r.cp.Pending = keep
 	return nil
@@ -146,14 +141,6 @@ func (r *graphRun) applyEdits(ev *transcript.GraphStarted) error {
 	}
 	ev.StateEdits = keys
 	return nil
-}
-
-// graphKindOf is the node kind of a pending step kind.
-func graphKindOf(kind string) string {
-	if kind == pendingForeach || kind == pendingWait {
-		return kind
-	}
-	return "action"
 }
 
 // carriedCheckpoint is the checkpoint a continuation starts from: the

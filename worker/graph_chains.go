@@ -111,7 +111,7 @@ func (c *childChains) end(ctx context.Context, p *pendingStep, id string, st thr
 			return nil, true, nil
 		}
 	}
-	if !registered && p.Kind == pendingWait {
+	if !registered && !p.children().plans() {
 		// A thread an earlier step started, which Redis lost (a
 		// failover short of its last writes): restored from the
 		// store, or thread_lost when it left nothing there.

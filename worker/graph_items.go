@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -43,7 +45,8 @@ func (it *stepItems) dirty() bool { return len(it.unflushed) > 0 }
 // settle records item i of p as ended with sl (and result, when it has
 // one): its slot, and its result as the JSON value a restore reads back,
 // so the step sees the same result whichever activation completes it. A
-// failed item of a foreach that stops on its first failure stops it.
+// failed item of a step that stops on a failure (a foreach's, unless
+// on_item_error is continue) stops it.
 func (it *stepItems) settle(s *stepRun, p *pendingStep, i string, sl slot, result any) error {
 	if result != nil {
 		v, b, err := plainJSON(result)
@@ -54,7 +57,7 @@ func (it *stepItems) settle(s *stepRun, p *pendingStep, i string, sl slot, resul
 		it.keepResult(i, v)
 	}
 	p.Slots[i] = sl
-	if sl.Status == "error" && p.Kind == pendingForeach && s.n.OnItemError != "continue" {
+	if sl.Status == "error" && p.children().stopsOnFailure(s) {
 		p.Stopping = true
 	}
 	it.unflushed = append(it.unflushed, i)
@@ -181,9 +184,65 @@ func (it *stepItems) keep(ctx context.Context, from string, p, keep *pendingStep
 		it.unflushed = append(it.unflushed, k)
 	}
 	if len(kept) > 0 {
-		it.emit(transcript.TypeStepStarted, transcript.StepStarted{Step: keep.Step, Node: keep.Node, Kind: graphKindOf(keep.Kind),
+		it.emit(transcript.TypeStepStarted, transcript.StepStarted{Step: keep.Step, Node: keep.Node, Kind: keep.children().node(),
 			Attempt: keep.Attempt, StartedAt: keep.StartedAt.Format(time.RFC3339Nano), Children: kept})
 	}
 	sort.Slice(it.unflushed, func(i, j int) bool { return atoiOr(it.unflushed[i]) < atoiOr(it.unflushed[j]) })
 	return it.flush(ctx, keep)
+}
+
+// collect is the result of a foreach or a wait from the settled items of
+// p (results in item order, errors), how many failed, and the first that
+// did.
+func (it *stepItems) collect(ctx context.Context, p *pendingStep) (map[string]any, int, *slot, error) {
+	results := make([]any, p.Items)
+	var errs []map[string]any
+	failed, first := 0, (*slot)(nil)
+	for i := 0; i < p.Items; i++ {
+		sl, ok := p.Slots[strconv.Itoa(i)]
+		if !ok {
+			continue
+		}
+		if sl.Status == "ok" {
+			res, err := it.result(ctx, strconv.Itoa(i), sl)
+			if err != nil {
+				return nil, 0, nil, err
+			}
+			results[i] = res
+			continue
+		}
+		failed++
+		if first == nil {
+			first = &sl
+		}
+		e := map[string]any{"index": i, "code": sl.Code, "message": sl.Message}
+		if sl.ThreadID != "" {
+			e["thread_id"] = sl.ThreadID
+		}
+		errs = append(errs, e)
+	}
+	res := foreachResult(results, errs, failed)
+	res["succeeded"] = len(p.Slots) - failed
+	return res, failed, first, nil
+}
+
+// plainJSON is v decoded from its JSON (maps, lists, float64s), and that
+// value's JSON (sorted keys): the form a stored result is read back in.
+func plainJSON(v any) (any, []byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, nil, err
+	}
+	b, err = json.Marshal(out)
+	return out, b, err
+}
+
+// sha256Hex is the hex SHA-256 of b.
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

@@ -31,9 +31,9 @@ func (b *itemsBundle) items(run string) *stepItems {
 	}}
 }
 
-// foreachStep is a pending foreach of n items and the step running it;
+// foreachPending is a pending foreach of n items and the step running it;
 // stopOnError: its on_item_error is not "continue".
-func foreachStep(n int, stopOnError bool) (*stepRun, *pendingStep) {
+func foreachPending(n int, stopOnError bool) (*stepRun, *pendingStep) {
 	node := &graph.Node{Name: "each", OnItemError: "continue"}
 	if stopOnError {
 		node.OnItemError = ""
@@ -53,7 +53,7 @@ func TestStepItems(t *testing.T) {
 	t.Run("flush and read back", func(t *testing.T) {
 		t.Parallel()
 		b := newItemsBundle()
-		s, p := foreachStep(3, false)
+		s, p := foreachPending(3, false)
 		it := b.items("g/run-1")
 		require.NoError(t, it.settle(s, p, "0", slot{Status: "ok", ThreadID: "c0"}, map[string]any{"n": 1}))
 		require.NoError(t, it.settle(s, p, "1", slot{Status: "error", Code: "boom", Message: "it broke", ThreadID: "c1"}, nil))
@@ -92,7 +92,7 @@ func TestStepItems(t *testing.T) {
 
 	t.Run("a failure stops a foreach that stops on one", func(t *testing.T) {
 		t.Parallel()
-		s, p := foreachStep(2, true)
+		s, p := foreachPending(2, true)
 		it := newItemsBundle().items("g/run-1")
 		require.NoError(t, it.settle(s, p, "1", slot{Status: "error", Code: "boom"}, nil))
 		require.True(t, p.Stopping)
@@ -101,14 +101,14 @@ func TestStepItems(t *testing.T) {
 	t.Run("keep carries a resumed run's settled items", func(t *testing.T) {
 		t.Parallel()
 		b := newItemsBundle()
-		s, old := foreachStep(3, false)
+		s, old := foreachPending(3, false)
 		from := b.items("g/run-1")
 		require.NoError(t, from.settle(s, old, "0", slot{Status: "ok", ThreadID: "c0"}, "zero"))
 		require.NoError(t, from.settle(s, old, "1", slot{Status: "error", Code: "boom", ThreadID: "c1"}, nil))
 		require.NoError(t, from.flush(ctx, old))
 		b.events, b.types = nil, nil
 
-		_, keep := foreachStep(3, false)
+		_, keep := foreachPending(3, false)
 		it := b.items("g/run-2")
 		require.NoError(t, it.keep(ctx, "g/run-1", old, keep))
 		require.Equal(t, map[string]string{"0": "c0"}, keep.Children, "only the items that settled ok are kept")

@@ -216,10 +216,8 @@ func (r *graphRun) checkpointState(raw json.RawMessage) transcript.State {
 	switch {
 	case r.cp.Final != nil:
 		st.Reason, st.Status, st.StopFlag = transcript.ReasonRunFinished, string(r.cp.Final.Status), true
-	case r.cp.Pending != nil && r.cp.Pending.Kind == pendingApproval:
-		st.Reason = transcript.ReasonWaitingApproval
 	case r.cp.Pending != nil:
-		st.Reason = transcript.ReasonWaitingChildren
+		st.Reason = r.cp.Pending.kind().reason()
 	case !r.cp.RetryAt.IsZero():
 		st.Reason = transcript.ReasonRetryWait
 	}

@@ -18,14 +18,6 @@ import (
 	"github.com/spool-run/spool/transcript"
 )
 
-// Pending step kinds.
-const (
-	pendingChild    = "child"    // an action's sync directive or graph child
-	pendingForeach  = "foreach"  // a foreach of children
-	pendingApproval = "approval" // an approval node, or a gated tool
-	pendingWait     = "wait"     // a wait node
-)
-
 // codeMaxSteps is the run-level failure of a run past max_steps.
 const codeMaxSteps = "max_steps_exceeded"
 
@@ -59,44 +51,92 @@ func stepErr(code, format string, args ...any) *graph.StepError {
 	return &graph.StepError{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// step runs the step at the cursor.
-func (r *graphRun) step(ctx context.Context) (outcome, error) {
+// step starts the step at the cursor, as its node's kind does: a gate,
+// a return or a tool action ends here and now; a child, a foreach, a
+// wait or an approval may pend (pendingKind). s is nil when the run's
+// outcome was decided without a step.
+func (r *graphRun) step(ctx context.Context) (*stepRun, stepEnd, error) {
 	n := r.g.Node(r.cp.NextNode)
 	if n == nil {
 		r.decideError("graph_invalid", fmt.Sprintf("the run's cursor names node %q, which the graph does not have", r.cp.NextNode), r.cp.NextNode, r.cp.Step, "")
-		return finished, nil
+		return nil, stepOpen(finished), nil
 	}
 	if r.cp.Attempt == nil {
 		r.cp.Attempt = map[string]int{}
 	}
 	s := r.newStep(n, r.cp.Step+1, r.cp.Attempt[n.Name]+1, r.cp.At)
 	r.steps++
+	var end stepEnd
+	var err error
 	switch n.Kind {
 	case graph.KindGate:
-		return r.complete(ctx, s, nil, nil)
+		end = stepOK(nil)
 	case graph.KindReturn:
-		out, err := r.returnOutput(s)
-		if err != nil {
-			return r.complete(ctx, s, nil, err)
-		}
-		s.outputs = out
-		return r.complete(ctx, s, nil, nil)
+		end, err = r.returnStep(s)
 	case graph.KindAction:
-		return r.startAction(ctx, s)
+		end, err = r.startAction(ctx, s)
 	case graph.KindForeach:
-		return r.startForeach(ctx, s)
+		end, err = foreachStep{}.start(ctx, r, s)
 	case graph.KindApproval:
-		return r.requestApproval(ctx, s)
+		end, err = approvalStep{}.start(ctx, r, s)
 	case graph.KindWait:
-		return r.startWait(ctx, s)
+		end, err = waitStep{}.start(ctx, r, s)
+	default:
+		r.decideError("graph_invalid", fmt.Sprintf("node %s has unknown kind %q", n.Name, n.Kind), n.Name, s.step, "")
+		return nil, stepOpen(finished), nil
 	}
-	r.decideError("graph_invalid", fmt.Sprintf("node %s has unknown kind %q", n.Name, n.Kind), n.Name, s.step, "")
-	return finished, nil
+	return s, end, err
+}
+
+// resume moves the step in flight on, as its kind does. s is nil when
+// the run's outcome was decided without the step.
+func (r *graphRun) resume(ctx context.Context) (*stepRun, stepEnd, error) {
+	p := r.cp.Pending
+	n := r.g.Node(p.Node)
+	if n == nil {
+		r.decideError("graph_invalid", fmt.Sprintf("the run's pending step names node %q, which the graph does not have", p.Node), p.Node, p.Step, "")
+		return nil, stepOpen(finished), nil
+	}
+	s := r.newStep(n, p.Step, p.Attempt, p.StartedAt)
+	if p.Children == nil {
+		p.Children = map[string]string{}
+	}
+	if p.Slots == nil {
+		p.Slots = map[string]slot{}
+	}
+	end, err := p.kind().resume(ctx, r, s, p, false)
+	return s, end, err
+}
+
+// stepOn moves the run's step on: the step in flight, else the one at
+// the cursor; once it has ended, it completes it, the one place a step
+// completes.
+func (r *graphRun) stepOn(ctx context.Context) (outcome, error) {
+	run := r.step
+	if r.cp.Pending != nil {
+		run = r.resume
+	}
+	s, end, err := run(ctx)
+	if err != nil || !end.done {
+		return end.out, err
+	}
+	return r.complete(ctx, s, end.result, end.serr)
 }
 
 // isOrchestrationTool: the tools a thread's worker implements itself.
 func isOrchestrationTool(id string) bool {
 	return id == threadDirectiveID || id == orchestratorID || id == directiveReturnID
+}
+
+// returnStep ends a return node's step with its output (the run's
+// outcome, once the step completes).
+func (r *graphRun) returnStep(s *stepRun) (stepEnd, error) {
+	out, err := r.returnOutput(s)
+	if err != nil {
+		return stepFailed(err), nil
+	}
+	s.outputs = out
+	return stepOK(nil), nil
 }
 
 // returnOutput is a return node's output, interpolated: an object.
@@ -139,31 +179,36 @@ func asStepError(err error) *graph.StepError {
 	return &graph.StepError{Code: graph.CodeInterpolation, Message: err.Error()}
 }
 
-// startAction runs an action step: a tool here and now (or once a
-// person approves it, when approvals.yaml gates it), a directive or a
-// graph as the step's child.
-func (r *graphRun) startAction(ctx context.Context, s *stepRun) (outcome, error) {
+// startAction starts an action step: a tool here and now (or once a
+// person approves it, when approvals.yaml gates it: approvalStep), a
+// directive or a graph as the step's child (childStep).
+func (r *graphRun) startAction(ctx context.Context, s *stepRun) (stepEnd, error) {
 	a, err := r.actions.resolve(s.n.Action, s.scope)
 	if err != nil {
-		return r.complete(ctx, s, nil, err)
+		return stepFailed(err), nil
 	}
 	s.action = a.String()
 	if a.Tool == "" {
-		return r.planChildren(ctx, s, pendingChild, 1)
+		return childStep{}.start(ctx, r, s)
 	}
 	if r.proj.Approvals != nil {
 		if rule := r.proj.Approvals.Match(a.Tool); rule != nil && graph.Permitted(r.rec.Capabilities, a) {
-			return r.requestToolApproval(ctx, s, a, rule.Timeout, rule.OnTimeout)
+			return approvalStep{}.startTool(ctx, r, s, a, rule.Timeout, rule.OnTimeout)
 		}
 	}
-	res, serr, err := r.actions.run(ctx, s, a, s.scope, fmt.Sprintf("step-%d", s.step))
-	if err != nil {
-		return outcome{}, err
+	return toolEnd(r.actions.run(ctx, s, a, s.scope, fmt.Sprintf("step-%d", s.step)))
+}
+
+// toolEnd is how a step that ran a tool ended: its result, or its
+// failure (se); err an infrastructure failure.
+func toolEnd(res any, se *graph.StepError, err error) (stepEnd, error) {
+	switch {
+	case err != nil:
+		return stepEnd{}, err
+	case se != nil:
+		return stepFailed(se), nil
 	}
-	if serr != nil {
-		return r.complete(ctx, s, nil, serr)
-	}
-	return r.complete(ctx, s, res, nil)
+	return stepOK(res), nil
 }
 
 // complete ends step s with result (or its failure serr): assign and

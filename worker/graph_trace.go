@@ -30,7 +30,7 @@ type stepTrace struct {
 
 // startStep starts the span of the step at the run's cursor: the step in
 // flight (cp.Pending), else the next node's. Call it right before
-// r.step or r.resumePending, with the context it returns.
+// r.stepOn, with the context it returns.
 func (r *graphRun) startStep(ctx context.Context) (context.Context, *stepTrace) {
 	st := &stepTrace{step: r.cp.Step + 1, node: r.cp.NextNode}
 	attempt := 1
