@@ -276,8 +276,8 @@ func (r *graphRun) restore(ctx context.Context) (bool, error) {
 	}
 	r.state = snap.State
 	if p := r.cp.Pending; p != nil {
-		if p.kind() == nil {
-			return false, fmt.Errorf("%w: the pending step %d of %s is of unknown kind %q", errStateInvalid, p.Step, r.id(), p.Kind)
+		if err := p.known(r.id()); err != nil {
+			return false, err
 		}
 		var events []transcript.Event
 		if tr := r.tw.Resumed(); tr != nil {

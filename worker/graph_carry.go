@@ -95,13 +95,12 @@ func (r *graphRun) carriedStart(ctx context.Context, from string, forkStep int) 
 // (failed or cancelled there), which runs again: as its kind carries it
 // (a foreach or a wait keeps the items it settled ok), or from its node.
 func (r *graphRun) carryPending(ctx context.Context, from string, p *pendingStep, tr *transcript.Transcript) error {
-	k := p.kind()
-	if k == nil {
-		return fmt.Errorf("%w: the pending step %d of %s is of unknown kind %q", errStateInvalid, p.Step, from, p.Kind)
+	if err := p.known(from); err != nil {
+		return err
 	}
 	pendingFrom(p, tr.Events)
 	r.items.clear()
-	keep, err := k.carry(ctx, r, from, p)
+	keep, err := p.kind().carry(ctx, r, from, p)
 	if err != nil {
 		return err
 	}

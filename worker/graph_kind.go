@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/spool-run/spool/transcript"
 )
@@ -42,6 +43,15 @@ var pendingKinds = map[string]pendingKind{
 
 // kind is p's kind; nil when the checkpoint names none of them.
 func (p *pendingStep) kind() pendingKind { return pendingKinds[p.Kind] }
+
+// known is nil when p's kind is one of pendingKinds, else the error of a
+// state that does not verify (run's, or the run it continues).
+func (p *pendingStep) known(run string) error {
+	if p.kind() == nil {
+		return fmt.Errorf("%w: the pending step %d of %s is of unknown kind %q", errStateInvalid, p.Step, run, p.Kind)
+	}
+	return nil
+}
 
 // children is p's kind as a step of children; nil for an approval,
 // which has none.

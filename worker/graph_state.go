@@ -51,7 +51,8 @@ type graphCheckpoint struct {
 }
 
 // pendingStep is a step in flight: a child step (directive, graph), a
-// foreach of children, an approval, a wait.
+// foreach of children, an approval, a wait; its Kind names the kind that
+// answers for it (pendingKinds).
 type pendingStep struct {
 	Step      int       `json:"step"`
 	Node      string    `json:"node"`
