@@ -110,8 +110,24 @@
 // <activation>:<turn>) lends more before a model call its allowance does
 // not cover, and the release settles what the activation spent (the part
 // beyond its allowance is the windows' overrun), so spent + held ≤ limit
-// in every window at every moment. A lease reaped with an allowance is
-// settled as all spent: what it used is not known in the tenant's slot.
+// in every window at every moment. A running lease reaped with an
+// allowance keeps it held in the lapsed hash (adm.lapse) until what it
+// spent is known, in another slot: each admitted registry claim notes
+// its admission id and the thread's spend (claim.lua: allow_act,
+// allow_from), so the run's next admitted claim knows what the dead
+// activation spent, and that activation's release settles it
+// (adm.settlelapsed, once); housekeeping (Orchestrator.settleLapsed)
+// settles from the run's record when its next claim is not coming (the
+// run waits or ended), and as all spent when the run is gone or an hour
+// passed. Without a spend limit the same settle counts what it spent.
+// The windows are kept 40 days and 13 months (`tenant show`, the metrics
+// and the monitor read the day and month of now): once a UTC day the
+// pump (adm_pump.lua, which the balancer runs for every active tenant
+// each pass) walks adm:spend with HSCAN, a step of about 64 fields per
+// call, and deletes the older windows, except one whose held is not 0:
+// an allowance lent in it settles there however late its activation
+// ends, and the window goes at the next day's walk. A tenant with no
+// work is not pumped, and its windows stop growing with its spend.
 //
 // An activation that meets a ceiling waits in the ceiling queue (adm:bq,
 // member REASON|<score>|<activation>, state blocked, counted under
