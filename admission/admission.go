@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -717,33 +718,72 @@ func Ordinal(n int) string {
 // Where reads where activation act of tenant stands; ok false when
 // admission has no record of it.
 func (a *Admitter) Where(ctx context.Context, tenant, act string) (Where, bool, error) {
-	res, err := whereScript.Run(ctx, a.rdb, a.tenantKeys(tenant), act).Slice()
+	ws, err := a.WhereMany(ctx, tenant, []string{act})
 	if err != nil {
-		return Where{}, false, fmt.Errorf("admission where %s: %w", act, err)
+		return Where{}, false, err
 	}
-	if len(res) == 0 {
-		return Where{}, false, nil
-	}
-	if len(res) < 9 {
-		return Where{}, false, reply.Unexpected("adm_where", res)
-	}
-	w := Where{State: reply.String(res[0]), WaitKey: reply.String(res[2]), Position: int(reply.Int(res[3])),
-		Since: time.UnixMilli(reply.Int(res[4])), KeyRunning: int(reply.Int(res[5])), KeyMax: int(reply.Int(res[6]))}
-	admitted, maxRunning := reply.Int(res[7]), reply.Int(res[8])
-	switch w.State {
-	case StateReady:
-		w.WaitingFor = WaitCapacity
-		if maxRunning > 0 && admitted >= maxRunning {
-			w.WaitingFor = WaitTenantConcurrency
+	w, ok := ws[act]
+	return w, ok, nil
+}
+
+// whereBatch bounds the activations one adm_where call reads: a few
+// reads each, so a call stays short however long a tenant's backlog.
+const whereBatch = 1000
+
+// WhereMany reads where each of acts (activations of tenant) stands, by
+// activation; one admission has no record of is left out. It costs one
+// adm_where call per whereBatch activations, not one per activation: the
+// monitor's tenant page reads every run it lists so.
+func (a *Admitter) WhereMany(ctx context.Context, tenant string, acts []string) (map[string]Where, error) {
+	out := make(map[string]Where, len(acts))
+	for batch := range slices.Chunk(acts, whereBatch) {
+		args := make([]any, len(batch))
+		for i, act := range batch {
+			args[i] = act
 		}
-	case StateKey:
-		w.WaitingFor = WaitConcurrency
-	case StateBlocked:
-		w.WaitingFor = reply.String(res[1])
-	case StateGranted:
-		w.WaitingFor = WaitCapacity // admitted, waiting for a worker to take it
+		res, err := whereScript.Run(ctx, a.rdb, a.tenantKeys(tenant), args...).Slice()
+		if err != nil {
+			return nil, fmt.Errorf("admission where (%d of %s): %w", len(batch), tenant, err)
+		}
+		if err := parseWheres(res, batch, out); err != nil {
+			return nil, err
+		}
 	}
-	return w, true, nil
+	return out, nil
+}
+
+// parseWheres reads adm_where's reply for acts into out: the tenant's
+// admitted and max_running, then seven values per activation.
+func parseWheres(res []any, acts []string, out map[string]Where) error {
+	const per = 7
+	if len(res) != 2+per*len(acts) {
+		return reply.Unexpected("adm_where", res)
+	}
+	admitted, maxRunning := reply.Int(res[0]), reply.Int(res[1])
+	for i, act := range acts {
+		v := res[2+per*i : 2+per*(i+1)]
+		st := reply.String(v[0])
+		if st == "" {
+			continue
+		}
+		w := Where{State: st, WaitKey: reply.String(v[2]), Position: int(reply.Int(v[3])),
+			Since: time.UnixMilli(reply.Int(v[4])), KeyRunning: int(reply.Int(v[5])), KeyMax: int(reply.Int(v[6]))}
+		switch w.State {
+		case StateReady:
+			w.WaitingFor = WaitCapacity
+			if maxRunning > 0 && admitted >= maxRunning {
+				w.WaitingFor = WaitTenantConcurrency
+			}
+		case StateKey:
+			w.WaitingFor = WaitConcurrency
+		case StateBlocked:
+			w.WaitingFor = reply.String(v[1])
+		case StateGranted:
+			w.WaitingFor = WaitCapacity // admitted, waiting for a worker to take it
+		}
+		out[act] = w
+	}
+	return nil
 }
 
 // after does what a tenant script's reply asks after it: res is its

@@ -3,10 +3,9 @@ package admission
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/spool-run/spool/internal/reply"
 )
 
 const t0 = int64(1_800_000_000_000)
@@ -68,7 +67,7 @@ func TestFullKeyParksOnlyItsValue(t *testing.T) {
 
 	w, ok := whereOf(t, s, "c1-3")
 	require.True(t, ok)
-	require.Equal(t, Where{State: StateKey, WaitKey: "per_customer=c1", Position: 2, KeyRunning: 2, KeyMax: 2}, w)
+	require.Equal(t, Where{State: StateKey, WaitingFor: WaitConcurrency, WaitKey: "per_customer=c1", Position: 2, KeyRunning: 2, KeyMax: 2}, w)
 
 	v, _ := s.claim(t0+5, "c1-0", keyed("r", 3, 1, "per_customer=c1"), "tok", 3000, 16)
 	require.Equal(t, "RUN", v)
@@ -86,11 +85,11 @@ func whereOf(t *testing.T, s *slot, a string) (Where, bool) {
 	t.Helper()
 	res, err := whereScript.Run(s.ctx, s.rdb, s.keys, a).Slice()
 	require.NoError(t, err)
-	if len(res) == 0 {
-		return Where{}, false
-	}
-	return Where{State: reply.String(res[0]), WaitKey: reply.String(res[2]), Position: int(reply.Int(res[3])),
-		KeyRunning: int(reply.Int(res[5])), KeyMax: int(reply.Int(res[6]))}, true
+	ws := map[string]Where{}
+	require.NoError(t, parseWheres(res, []string{a}, ws))
+	w, ok := ws[a]
+	w.Since = time.Time{} // the slot's clock: the test's t0
+	return w, ok
 }
 
 // TestUnclaimedGrantReturnsToTheHead: a grant nobody claims within the

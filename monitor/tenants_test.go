@@ -1,15 +1,20 @@
 package monitor_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/admission"
+	"github.com/spool-run/spool/monitor"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/spooltype"
@@ -166,6 +171,82 @@ func TestTenantPages(t *testing.T) {
 	// The last leaf's worker releases its grant just after its end.
 	require.True(t, waitFor(t.Context(), 30*time.Second, func() bool { return !strings.Contains(e.page("/tenants/acme"), "per_leaf=t/leaf") }),
 		"a key held or waited for after every leaf ended")
+}
+
+// scriptCounter counts the calls of one Redis function (its name's
+// prefix), alone or in pipelines.
+type scriptCounter struct {
+	prefix string
+	n      atomic.Int64
+}
+
+func (c *scriptCounter) count(cmd redis.Cmder) {
+	if args := cmd.Args(); cmd.Name() == "fcall" && len(args) > 1 && strings.HasPrefix(fmt.Sprint(args[1]), c.prefix) {
+		c.n.Add(1)
+	}
+}
+
+func (c *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (c *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			c.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestTenantPageReadsWaitsAtOnce: a tenant's page reads where each of its
+// waiting runs stands in one adm_where call, not one per run (a page of a
+// 1,000-run backlog made 1,000 calls per refresh), and still lists each
+// with its place in line.
+func TestTenantPageReadsWaitsAtOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t, envOptions{})
+	e.keyHeld()
+	const more = 18
+	for i := range more {
+		e.startIn("acme", "t/leaf", map[string]any{"gate": e.gate, "n": 10 + i})
+	}
+	waiting := more + 2
+	require.True(t, waitFor(t.Context(), time.Minute, func() bool {
+		st, err := e.orch.TenantStatus(t.Context(), "acme")
+		return err == nil && st.Blocked[admission.WaitConcurrency] == waiting
+	}), "acme's leaves did not all wait for the key")
+
+	// The page is read through an orchestrator of its own over a counted
+	// client: the worker's housekeeping reads waits too.
+	calls := &scriptCounter{prefix: "spool_adm_where_"}
+	counted := redis.NewClient(e.rdb.(*redis.Client).Options())
+	t.Cleanup(func() { _ = counted.Close() })
+	counted.AddHook(calls)
+	orch, err := orchestrator.New(orchestrator.Config{Namespace: e.keys.Namespace()}, counted, e.store, e.enq, nil, e.keyring)
+	require.NoError(t, err)
+	require.NoError(t, orch.Admission().Watcher().Ready(t.Context()))
+	e = e.withMonitor(monitor.Config{Orch: orch, Redis: counted, CountsTTL: -1})
+	var one struct {
+		Waiting      []*registry.Record `json:"waiting"`
+		WaitingTotal int                `json:"waiting_total"`
+	}
+	code, body, _ := e.get("/api/tenants/acme")
+	require.Equal(t, http.StatusOK, code, body)
+	require.NoError(t, json.Unmarshal([]byte(body), &one))
+	require.Equal(t, int64(1), calls.n.Load(), "adm_where calls for one refresh of %d waiting runs", waiting)
+	require.Equal(t, waiting, one.WaitingTotal)
+	require.Len(t, one.Waiting, waiting)
+	for i, w := range one.Waiting {
+		require.Equal(t, admission.WaitConcurrency, w.WaitingFor)
+		require.Equal(t, i+1, w.Position, "in line order")
+	}
+	calls.n.Store(0)
+	require.Contains(t, e.page("/tenants/acme"), admission.Ordinal(waiting))
+	require.Equal(t, int64(1), calls.n.Load(), "adm_where calls for the page")
 }
 
 func names(ts []*spooltype.Tenant) []string {

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -115,9 +116,17 @@ func (o *Orchestrator) readmitParked(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	byTenant := map[string][]string{}
+	for _, pk := range parked {
+		byTenant[pk.Tenant] = append(byTenant[pk.Tenant], pk.Act)
+	}
+	held, err := o.wheres(ctx, byTenant)
+	if err != nil {
+		return 0, err
+	}
 	n := 0
 	for _, pk := range parked {
-		if _, ok, err := o.adm.Where(ctx, pk.Tenant, pk.Act); err != nil || ok {
+		if _, ok := held[pk.Tenant][pk.Act]; ok {
 			continue
 		}
 		rec, err := o.reg.Get(ctx, pk.ThreadID)
@@ -284,21 +293,73 @@ func (o *Orchestrator) Readmit(ctx context.Context, id string, version int64) er
 // WaitingSince, Position): its reason changes as it moves between
 // queues. Best effort: the record keeps what it was parked with.
 func (o *Orchestrator) admissionWait(ctx context.Context, rec *registry.Record) (admission.Where, bool) {
-	act := rec.Extra[registry.AdmActField]
-	if act == "" || rec.Status != thread.StatusWaiting {
+	tenant, act := admissionAct(rec)
+	if act == "" {
 		return admission.Where{}, false
-	}
-	tenant := rec.Extra[registry.AdmTenantField]
-	if tenant == "" {
-		tenant = rec.TenantOrDefault()
 	}
 	w, ok, err := o.adm.Where(ctx, tenant, act)
 	if err != nil || !ok {
 		return admission.Where{}, false
 	}
+	setWait(rec, w)
+	return w, true
+}
+
+// admissionAct is the tenant and activation admission holds waiting run
+// rec under; act "" for a run it does not hold.
+func admissionAct(rec *registry.Record) (tenant, act string) {
+	act = rec.Extra[registry.AdmActField]
+	if act == "" || rec.Status != thread.StatusWaiting {
+		return "", ""
+	}
+	return cmp.Or(rec.Extra[registry.AdmTenantField], rec.TenantOrDefault()), act
+}
+
+// setWait fills in rec's wait from w.
+func setWait(rec *registry.Record, w admission.Where) {
 	since := w.Since.UTC()
 	rec.WaitingFor, rec.WaitingKey, rec.WaitingSince, rec.Position = w.WaitingFor, w.WaitKey, &since, w.Position
-	return w, true
+}
+
+// wheres reads where the activations of each tenant in acts stand, by
+// tenant and activation: one adm_where call per tenant (per
+// admission.WhereMany's batch), however many activations.
+func (o *Orchestrator) wheres(ctx context.Context, acts map[string][]string) (map[string]map[string]admission.Where, error) {
+	out := make(map[string]map[string]admission.Where, len(acts))
+	for tenant, ids := range acts {
+		ws, err := o.adm.WhereMany(ctx, tenant, ids)
+		if err != nil {
+			return nil, err
+		}
+		out[tenant] = ws
+	}
+	return out, nil
+}
+
+// admissionWaits fills in admissionWait's live wait on every run of recs
+// admission holds, reading each tenant's runs in one adm_where call
+// (admission.Admitter.WhereMany), not one per run, and returns those
+// runs in recs' order; a run admission has no record of is left out.
+func (o *Orchestrator) admissionWaits(ctx context.Context, recs []*registry.Record) ([]*registry.Record, error) {
+	byTenant := map[string][]string{}
+	for _, rec := range recs {
+		if tenant, act := admissionAct(rec); act != "" {
+			byTenant[tenant] = append(byTenant[tenant], act)
+		}
+	}
+	wheres, err := o.wheres(ctx, byTenant)
+	if err != nil {
+		return nil, err
+	}
+	out := []*registry.Record{}
+	for _, rec := range recs {
+		tenant, act := admissionAct(rec)
+		if w, ok := wheres[tenant][act]; ok && act != "" {
+			setWait(rec, w)
+			out = append(out, rec)
+		}
+	}
+	return out, nil
 }
 
 // AdmissionWaitLine says where run rec waits when admission holds it,

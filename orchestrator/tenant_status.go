@@ -44,12 +44,13 @@ func (o *Orchestrator) admissionWaiting(ctx context.Context, f registry.Filter) 
 	if err != nil {
 		return nil, err
 	}
+	held, err := o.admissionWaits(ctx, recs)
+	if err != nil {
+		return nil, err
+	}
 	out := []*registry.Record{}
-	for _, rec := range recs {
-		if rec.Extra[registry.AdmActField] == "" {
-			continue // waits for its children, a person, a limit: not admission
-		}
-		if _, ok := o.admissionWait(ctx, rec); ok && (reason == "" || rec.WaitingFor == reason) {
+	for _, rec := range held {
+		if reason == "" || rec.WaitingFor == reason {
 			out = append(out, rec)
 			if limit > 0 && len(out) == limit {
 				break
