@@ -21,10 +21,12 @@ const benchClients = 50
 //
 //   - register: Register of a new root;
 //   - claim: Activations.Claim of a created thread (the worker's claim);
+//   - admitted-claim: the same claim of an admitted activation
+//     (ClaimAdmitted: it also notes its admission id and the spend);
 //   - commit: Commit of a cost snapshot at the version held (a turn's
 //     fence).
 func BenchmarkRegistryOps(b *testing.B) {
-	for _, op := range []string{"register", "claim", "commit"} {
+	for _, op := range []string{"register", "claim", "admitted-claim", "commit"} {
 		b.Run(op, func(b *testing.B) {
 			f := setupRegistry(b)
 			rdb := autopipe.Wrap(f.r.Client)
@@ -61,7 +63,7 @@ func BenchmarkRegistryOps(b *testing.B) {
 							b.Error(err)
 							return
 						}
-					case "claim":
+					case "claim", "admitted-claim":
 						// A claim needs a created thread: the registration
 						// is part of the op (run "register" to subtract it).
 						id := fmt.Sprintf("c%d", n)
@@ -69,7 +71,11 @@ func BenchmarkRegistryOps(b *testing.B) {
 							b.Error(err)
 							return
 						}
-						if _, err := acts.Claim(ctx, id, "start", 0, "tok", id, time.Minute); err != nil {
+						act := ""
+						if op == "admitted-claim" {
+							act = id
+						}
+						if _, err := acts.ClaimAdmitted(ctx, id, "start", 0, "tok", id, time.Minute, act); err != nil {
 							b.Error(err)
 							return
 						}

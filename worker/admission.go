@@ -302,6 +302,27 @@ func (w *Worker) allowanceLeft(ctx context.Context, g *grant, spend, last float6
 	return al < 0 || used < al
 }
 
+// coverSpend tops up g's spend allowance after a model call whose cost
+// took the thread's spend since the claim (spend, the thread's spend
+// now) past it, before the turn's charge (9.2 step 3): what the windows
+// have room for is lent, so only what they cannot cover is overrun at
+// the release. Once per turn (id <activation>:<turn>:charge).
+func (w *Worker) coverSpend(ctx context.Context, g *grant, spend float64, turn int) {
+	if g == nil || g.allowance < 0 {
+		return
+	}
+	used, err := ledger.ToNano(max(spend-g.startSpend, 0))
+	if err != nil || used <= g.allowance {
+		return
+	}
+	al, err := w.o.Admission().TopUp(ctx, g.tenant, g.act, g.token, used-g.allowance, fmt.Sprintf("%s:%d:charge", g.act, turn))
+	if err != nil {
+		w.log.Warn("admission: allowance not topped up for a charge", "activation", g.act, "error", err)
+		return
+	}
+	g.allowance = al
+}
+
 // refusesOnExhausted reports whether tenant's on_exhausted is refuse.
 func (w *Worker) refusesOnExhausted(ctx context.Context, tenant string) bool {
 	adm := w.o.Admission()

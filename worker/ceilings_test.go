@@ -13,6 +13,7 @@ import (
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -235,4 +236,65 @@ func TestChildRefusedOnFullWindow(t *testing.T) {
 	kid := h.record(kids[0].ThreadID)
 	require.Equal(t, thread.StatusError, kid.Status)
 	require.Equal(t, admission.CodeTenantBudgetExhausted, kid.Error.Code)
+}
+
+// TestLapsedSettledByHousekeeping: a run whose activation was reaped
+// with an allowance and then ended without another activation (cancelled
+// while its worker was gone) has its allowance settled by housekeeping
+// from its record: what the thread spent since that claim, once.
+func TestLapsedSettledByHousekeeping(t *testing.T) {
+	t.Parallel()
+	clock := &fixedClock{}
+	clock.set(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	h := setupWith(t, nil, harnessConfig{now: clock.now})
+	p := h.publish("version: 1\ntenants:\n  default: {spend_per_day: 1, spend_grant: 0.25}\n")
+	id := h.startQueued("h/a")
+	rec := h.record(id)
+	req := admission.RequestOf(rec, queue.Activation{ThreadID: id, Reason: "start"}, 0, p.Policy)
+	adm := h.o.Admission()
+	c, err := adm.Claim(h.ctx, req, "tok", 3*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, admission.ClaimRun, c.Verdict)
+	require.Equal(t, int64(250_000_000), c.Allowance)
+	sv := h.o.Services()
+	claim, err := sv.Activations.ClaimAdmitted(h.ctx, id, "start", 0, "tok", id, 3*time.Second, req.Act)
+	require.NoError(t, err)
+	_, err = sv.Registry.Commit(h.ctx, id, claim.Version, registry.Changes{Cost: &thread.Cost{Turns: 1, Spend: 0.04}})
+	require.NoError(t, err)
+	// The worker dies; its lease is reaped by the next tenant call.
+	clock.add(4 * time.Second)
+	_, err = adm.Pump(h.ctx, thread.DefaultTenant, admission.PumpArgs{})
+	require.NoError(t, err)
+	spent, held := h.window(thread.DefaultTenant)
+	require.Equal(t, []float64{0, 0.25}, []float64{spent, held}, "lapsed: held, not spent")
+	// Cancelled while nobody ran it: no next activation settles it.
+	_, err = sv.Registry.Commit(h.ctx, id, 0, registry.Changes{Status: thread.StatusCancelled})
+	require.NoError(t, err)
+	for range 2 {
+		_, _, err = h.o.Recover(h.ctx)
+		require.NoError(t, err)
+	}
+	spent, held = h.window(thread.DefaultTenant)
+	require.InDelta(t, 0.04, spent, 1e-9, "what it spent, once")
+	require.Zero(t, held)
+}
+
+// TestChargeToppedUp: a call that costs more than the activation's
+// allowance while its window has room is lent the difference before its
+// charge, so the window counts all of it spent and none overrun.
+func TestChargeToppedUp(t *testing.T) {
+	t.Parallel()
+	h := setup(t, nil, Config{})
+	h.publish("version: 1\ntenants:\n  default: {spend_per_day: 1, spend_grant: 0.03}\n")
+	h.prov.script("h/a", costly("done"))
+	id := h.startQueued("h/a")
+	require.Equal(t, 1, h.drain(false))
+	require.Equal(t, thread.StatusCompleted, h.record(id).Status)
+	spent, held := h.window(thread.DefaultTenant)
+	require.InDelta(t, 0.10, spent, 1e-9, "the whole call, not the 0.03 lent at the claim")
+	require.Zero(t, held)
+	day, _ := admission.Windows(time.Now())
+	m, err := h.o.Services().Redis.HGetAll(h.ctx, h.o.Services().Keys.AdmTenant(thread.DefaultTenant, "spend")).Result()
+	require.NoError(t, err)
+	require.Empty(t, m["d:"+day+":overrun"], "nothing overrun while the window had room")
 }

@@ -216,6 +216,8 @@ func (s *session) stepModel(ctx context.Context) (*provider.Response, outcome, e
 		return nil, finished, nil
 	}
 	o, err := s.recordResponse(ctx, resp)
+	// Its cost is known: the allowance covers it before any charge.
+	s.w.coverSpend(ctx, s.grant, s.st.Cost.Spend, s.st.Turn)
 	return resp, o, err
 }
 
