@@ -117,13 +117,13 @@ func TestVerifyTamperedThreadJSON(t *testing.T) {
 	require.Equal(t, 0, e.Spool("thread", "verify", id).Code)
 	raised := rec.Limits
 	raised.Turns = 60
-	_, err = e.Orch.Services().Registry.Commit(ctx, id, 0, registry.Changes{Limits: &raised})
+	_, err = e.Orch.Runtime().Services().Registry.Commit(ctx, id, 0, registry.Changes{Limits: &raised})
 	require.NoError(t, err)
 	v = e.Spool("thread", "verify", id)
 	require.Equal(t, 1, v.Code)
 	require.Contains(t, v.Stderr, tjKey)
 	require.Contains(t, v.Stderr, "limits")
-	_, err = e.Orch.Services().Registry.Commit(ctx, id, 0, registry.Changes{Limits: &rec.Limits})
+	_, err = e.Orch.Runtime().Services().Registry.Commit(ctx, id, 0, registry.Changes{Limits: &rec.Limits})
 	require.NoError(t, err)
 	require.Equal(t, 0, e.Spool("thread", "verify", id).Code, "a view older than the registry is consistent")
 

@@ -134,7 +134,7 @@ func messagesSent(t *testing.T, e *spooltest.Env, id string) []string {
 		c, _ := payload(ev)["content"].(string)
 		out, seen[c] = append(out, c), true
 	}
-	msgs, err := e.Orch.Services().Registry.Inbox(context.Background(), id, 0)
+	msgs, err := e.Orch.Runtime().Services().Registry.Inbox(context.Background(), id, 0)
 	require.NoError(t, err)
 	for _, m := range msgs {
 		if !seen[m.Content] {

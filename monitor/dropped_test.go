@@ -18,7 +18,7 @@ func TestDroppedCapabilitiesWarning(t *testing.T) {
 	e := setup(t, envOptions{})
 	parent := e.start("t/echo", map[string]any{"text": "hello"})
 	e.wait(parent.ThreadID)
-	kid, err := e.orch.Services().Registry.Register(t.Context(), registry.NewThread{ThreadID: parent.ThreadID + "/greedy-1", Directive: "t/greedy",
+	kid, err := e.orch.Runtime().Services().Registry.Register(t.Context(), registry.NewThread{ThreadID: parent.ThreadID + "/greedy-1", Directive: "t/greedy",
 		ParentID: parent.ThreadID, Limits: thread.DefaultLimits(), Capabilities: []string{"rye.execute.tool.rye.file-system.*"},
 		DroppedCapabilities: []string{"rye.execute.tool.acme.secret", "rye.load.knowledge.vault.*"}})
 	require.NoError(t, err)

@@ -212,7 +212,7 @@ func (o *Orchestrator) decide(ctx context.Context, id, decision, by, reason stri
 	}
 	res := &DecideResult{ThreadID: id, Decision: decision, Calls: decided, By: by, Reason: reason}
 	if wake != nil {
-		if err := o.EnqueueWake(ctx, *wake); err != nil {
+		if err := o.enqueueWake(ctx, *wake); err != nil {
 			return nil, err
 		}
 		res.Woken = true

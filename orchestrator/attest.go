@@ -41,9 +41,9 @@ func ThreadJSON(rec *registry.Record) ([]byte, error) { return rec.MarshalJSON()
 // sets out.ThreadJSON; Finalize writes it when its commit lands at the
 // version it shows (a handoff's link counted), and signs a thread.json
 // of its own otherwise.
-func (o *Orchestrator) AttestFinal(ctx context.Context, rec *registry.Record, version int64, out *Outcome, segment int64) error {
+func (rt *Runtime) AttestFinal(ctx context.Context, rec *registry.Record, version int64, out *Outcome, segment int64) error {
 	out.Error = out.Error.Tidy()
-	if err := o.boundOutcome(ctx, rec.ThreadID, out); err != nil {
+	if err := rt.boundOutcome(ctx, rec.ThreadID, out); err != nil {
 		return err
 	}
 	v := version + 1 // the commit
@@ -52,7 +52,7 @@ func (o *Orchestrator) AttestFinal(ctx context.Context, rec *registry.Record, ve
 	}
 	shown := *out
 	shown.Transcript = &transcript.Mark{Segments: segment}
-	data, err := ThreadJSON(finalRecord(rec, v, shown, o.Now()))
+	data, err := ThreadJSON(finalRecord(rec, v, shown, rt.Now()))
 	if err != nil {
 		return err
 	}

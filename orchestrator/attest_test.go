@@ -39,7 +39,7 @@ func (s *verifySetup) runAttested(t *testing.T, id string, turns int) *registry.
 			w.Attest(transcript.ArtifactThreadJSON, running)
 		}
 		if turn == turns {
-			require.NoError(t, s.o.AttestFinal(s.ctx, rec, v, &out, w.NextSegment()))
+			require.NoError(t, s.o.Runtime().AttestFinal(s.ctx, rec, v, &out, w.NextSegment()))
 			w.Attest(transcript.ArtifactThreadJSON, out.ThreadJSON.Data)
 		}
 		_, err = w.Checkpoint(s.ctx, transcript.State{Iteration: turn})
@@ -50,7 +50,7 @@ func (s *verifySetup) runAttested(t *testing.T, id string, turns int) *registry.
 		}
 	}
 	out.Transcript = new(w.Mark())
-	require.NoError(t, s.o.Finalize(s.ctx, rec, v, out))
+	require.NoError(t, s.o.Runtime().Finalize(s.ctx, rec, v, out))
 	final, err := s.o.reg.Get(s.ctx, id)
 	require.NoError(t, err)
 	return final
@@ -166,9 +166,9 @@ func TestAttestFinalMissed(t *testing.T) {
 	const id = "t/attest-2"
 	rec, v, w := s.runThread(t, id, 2)
 	out := Outcome{Status: thread.StatusCompleted, Result: "done"}
-	require.NoError(t, s.o.AttestFinal(s.ctx, rec, v-1, &out, w.NextSegment())) // foresees a version one too low
+	require.NoError(t, s.o.Runtime().AttestFinal(s.ctx, rec, v-1, &out, w.NextSegment())) // foresees a version one too low
 	out.Transcript = new(w.Mark())
-	require.NoError(t, s.o.Finalize(s.ctx, rec, v, out))
+	require.NoError(t, s.o.Runtime().Finalize(s.ctx, rec, v, out))
 	tj, err := s.store.Get(s.ctx, blobkey.ThreadJSON(id))
 	require.NoError(t, err)
 	require.Contains(t, string(tj), `"canon":"`+transcript.CanonJCS+`"`)

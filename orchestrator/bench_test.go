@@ -59,7 +59,7 @@ func BenchmarkStartFinalize(b *testing.B) {
 					}
 					out := Outcome{Status: thread.StatusCompleted, Result: "done", Cost: thread.Cost{Turns: 1, Spend: 0.001}, Lease: "tok",
 						Transcript: &transcript.Mark{}, Charge: &Charge{Key: rec.ThreadID + ":turn:1", Amount: 0.001}}
-					if err := o.Finalize(ctx, c.Record, c.Version, out); err != nil {
+					if err := o.Runtime().Finalize(ctx, c.Record, c.Version, out); err != nil {
 						b.Errorf("finalize %d: %v", n, err)
 						return
 					}

@@ -45,8 +45,8 @@ type Checkpointed struct {
 // caller's lease. A stale version is a registry *ConflictError and nothing
 // changes: the version is the fence of the activation that holds the
 // thread, so a stale activation neither commits nor charges.
-func (o *Orchestrator) Checkpoint(ctx context.Context, rec *registry.Record, version int64, ch registry.Changes, cp Checkpoint) (Checkpointed, error) {
-	commitKeys, commitArgs, err := o.reg.CommitArgs(rec.ThreadID, version, ch)
+func (rt *Runtime) Checkpoint(ctx context.Context, rec *registry.Record, version int64, ch registry.Changes, cp Checkpoint) (Checkpointed, error) {
+	commitKeys, commitArgs, err := rt.reg.CommitArgs(rec.ThreadID, version, ch)
 	if err != nil {
 		return Checkpointed{}, err
 	}
@@ -63,17 +63,17 @@ func (o *Orchestrator) Checkpoint(ctx context.Context, rec *registry.Record, ver
 		if chargeKey = c.Key; chargeKey == "" {
 			return Checkpointed{}, fmt.Errorf("charge %s: empty idempotency key", entry)
 		}
-		if lkeys, lids, err = o.ledger.PathArgs(entry, path); err != nil {
+		if lkeys, lids, err = rt.ledger.PathArgs(entry, path); err != nil {
 			return Checkpointed{}, fmt.Errorf("charge %s: %w", entry, err)
 		}
 	}
-	keys := slices.Concat(commitKeys, []string{o.keys.Lease(rec.ThreadID)}, lkeys)
+	keys := slices.Concat(commitKeys, []string{rt.keys.Lease(rec.ThreadID)}, lkeys)
 	args := slices.Concat([]any{len(lkeys), chargeKey, chargeNano, cp.Lease, cp.LeaseTTL.Milliseconds()}, lids, commitArgs)
 	script := checkpointScript
 	if cp.Charge == nil {
 		script = checkpointFenceScript
 	}
-	res, err := script.Run(ctx, o.fast, keys, args...).Slice()
+	res, err := script.Run(ctx, rt.fast, keys, args...).Slice()
 	if err != nil {
 		if rerr := registry.RefusalError(rec.ThreadID, version, err); rerr != nil {
 			return Checkpointed{}, rerr

@@ -27,7 +27,7 @@ func TestCheckpointInOneScript(t *testing.T) {
 	ch := registry.Changes{Cost: &cost}
 
 	// A stale version: a conflict, and nothing changed.
-	_, err := s.o.Checkpoint(s.ctx, rec, v-1, ch, cp)
+	_, err := s.o.Runtime().Checkpoint(s.ctx, rec, v-1, ch, cp)
 	require.ErrorIs(t, err, registry.ErrConflict)
 	e, err := s.o.ledger.Get(s.ctx, id)
 	require.NoError(t, err)
@@ -35,7 +35,7 @@ func TestCheckpointInOneScript(t *testing.T) {
 	require.LessOrEqual(t, s.r.Client.PTTL(s.ctx, lease).Val(), time.Second, "the lease is not renewed")
 
 	// The held version: all of it.
-	got, err := s.o.Checkpoint(s.ctx, rec, v, ch, cp)
+	got, err := s.o.Runtime().Checkpoint(s.ctx, rec, v, ch, cp)
 	require.NoError(t, err)
 	require.Equal(t, v+1, got.Version)
 	require.NoError(t, got.ChargeErr)
@@ -50,7 +50,7 @@ func TestCheckpointInOneScript(t *testing.T) {
 	// Again at the new version: the charge under the same key is the
 	// first one's. Another token's lease is neither renewed nor held.
 	s.holdLease(t, id, "other", time.Second)
-	got, err = s.o.Checkpoint(s.ctx, rec, v+1, ch, cp)
+	got, err = s.o.Runtime().Checkpoint(s.ctx, rec, v+1, ch, cp)
 	require.NoError(t, err)
 	require.NoError(t, got.ChargeErr)
 	require.False(t, got.LeaseHeld)
@@ -59,7 +59,7 @@ func TestCheckpointInOneScript(t *testing.T) {
 	require.InDelta(t, 0.25, e.Own, 1e-9, "charged once")
 
 	// A charge that does not fit is clamped and reported.
-	got, err = s.o.Checkpoint(s.ctx, rec, v+2, ch, Checkpoint{Charge: &Charge{Key: id + ":turn:3", Amount: 5}})
+	got, err = s.o.Runtime().Checkpoint(s.ctx, rec, v+2, ch, Checkpoint{Charge: &Charge{Key: id + ":turn:3", Amount: 5}})
 	require.NoError(t, err)
 	var le *thread.LimitError
 	require.ErrorAs(t, got.ChargeErr, &le)
@@ -69,7 +69,7 @@ func TestCheckpointInOneScript(t *testing.T) {
 	// A refused charge (no ledger entry) leaves the commit standing, and
 	// says which version it made.
 	require.NoError(t, s.r.Client.Del(s.ctx, s.o.keys.Ledger(id)).Err())
-	got, err = s.o.Checkpoint(s.ctx, rec, v+3, ch, Checkpoint{Charge: &Charge{Key: id + ":turn:4", Amount: 0.1}})
+	got, err = s.o.Runtime().Checkpoint(s.ctx, rec, v+3, ch, Checkpoint{Charge: &Charge{Key: id + ":turn:4", Amount: 0.1}})
 	require.NoError(t, err)
 	require.ErrorIs(t, got.ChargeErr, ledger.ErrNotFound)
 	require.Equal(t, v+4, got.Version)
@@ -78,7 +78,7 @@ func TestCheckpointInOneScript(t *testing.T) {
 	require.Equal(t, v+4, cur.Version)
 
 	// Without a charge (the script without ledger.lua).
-	got, err = s.o.Checkpoint(s.ctx, rec, v+4, ch, Checkpoint{})
+	got, err = s.o.Runtime().Checkpoint(s.ctx, rec, v+4, ch, Checkpoint{})
 	require.NoError(t, err)
 	require.Equal(t, v+5, got.Version)
 	require.NoError(t, got.ChargeErr)

@@ -79,7 +79,13 @@ const afterCommitTimeout = 2 * time.Minute
 // The commit comes after the thread's final segment, so the mark it
 // records is exact: from here on, deleting any segment of the thread fails
 // verification (VerifyThread).
-func (o *Orchestrator) Finalize(ctx context.Context, rec *registry.Record, version int64, out Outcome) error {
+func (rt *Runtime) Finalize(ctx context.Context, rec *registry.Record, version int64, out Outcome) error {
+	return rt.finalize(ctx, rec, version, out)
+}
+
+// finalize is Finalize, which Cancel and fail run too for a thread no
+// activation holds.
+func (o *Orchestrator) finalize(ctx context.Context, rec *registry.Record, version int64, out Outcome) error {
 	log := o.threadLog(rec.ThreadID)
 	if out.Transcript == nil {
 		out.Transcript = o.currentMark(ctx, rec)
@@ -277,7 +283,7 @@ func (o *Orchestrator) wakeWaiters(ctx context.Context, root string, waiters []s
 		return err
 	}
 	for _, w := range wakes {
-		if err := o.EnqueueWake(ctx, w); err != nil {
+		if err := o.enqueueWake(ctx, w); err != nil {
 			return err
 		}
 	}
@@ -285,7 +291,13 @@ func (o *Orchestrator) wakeWaiters(ctx context.Context, root string, waiters []s
 }
 
 // EnqueueWake enqueues the wake-up activation of a waiting thread.
-func (o *Orchestrator) EnqueueWake(ctx context.Context, w registry.Wake) error {
+func (rt *Runtime) EnqueueWake(ctx context.Context, w registry.Wake) error {
+	return rt.enqueueWake(ctx, w)
+}
+
+// enqueueWake is EnqueueWake, which every operation that wakes a thread
+// runs.
+func (o *Orchestrator) enqueueWake(ctx context.Context, w registry.Wake) error {
 	rec, err := o.reg.Get(ctx, w.ThreadID)
 	if err != nil {
 		return err
@@ -310,7 +322,7 @@ func (o *Orchestrator) WriteThreadJSON(ctx context.Context, rec *registry.Record
 // fail ends a thread that no activation holds (created or waiting) with an
 // error, at the version the caller read.
 func (o *Orchestrator) fail(ctx context.Context, rec *registry.Record, code, msg string) error {
-	return o.Finalize(ctx, rec, rec.Version, Outcome{Status: thread.StatusError, Error: &registry.ErrorInfo{Code: code, Message: msg}, Cost: rec.Cost})
+	return o.finalize(ctx, rec, rec.Version, Outcome{Status: thread.StatusError, Error: &registry.ErrorInfo{Code: code, Message: msg}, Cost: rec.Cost})
 }
 
 // cascades reports whether a thread that ended with status cancels its
@@ -398,7 +410,7 @@ func (o *Orchestrator) Cancel(ctx context.Context, id string, cascade bool) (*re
 				cost.Spend = spend
 			}
 		}
-		err = o.Finalize(ctx, rec, rec.Version, Outcome{Status: thread.StatusCancelled, Cost: cost,
+		err = o.finalize(ctx, rec, rec.Version, Outcome{Status: thread.StatusCancelled, Cost: cost,
 			Error: &registry.ErrorInfo{Code: "cancelled", Message: "cancelled by request"}})
 		if errors.Is(err, registry.ErrConflict) {
 			continue // a worker claimed it meanwhile: it will see the flag

@@ -31,7 +31,7 @@ func TestFinalizeInOneScript(t *testing.T) {
 	}
 
 	// A stale version: a conflict, and nothing changed.
-	err := s.o.Finalize(s.ctx, rec, v-1, out())
+	err := s.o.Runtime().Finalize(s.ctx, rec, v-1, out())
 	require.ErrorIs(t, err, registry.ErrConflict)
 	e, err := s.o.ledger.Get(s.ctx, id)
 	require.NoError(t, err)
@@ -44,7 +44,7 @@ func TestFinalizeInOneScript(t *testing.T) {
 	require.Equal(t, thread.StatusRunning, cur.Status)
 
 	// The held version: all of it.
-	require.NoError(t, s.o.Finalize(s.ctx, rec, v, out()))
+	require.NoError(t, s.o.Runtime().Finalize(s.ctx, rec, v, out()))
 	require.Equal(t, []error{nil}, charged)
 	e, err = s.o.ledger.Get(s.ctx, id)
 	require.NoError(t, err)
@@ -64,7 +64,7 @@ func TestFinalizeInOneScript(t *testing.T) {
 	rec2, v2, w2 := s.runThread(t, id2, 1)
 	o2 := Outcome{Status: thread.StatusError, Error: &registry.ErrorInfo{Code: "spend_exceeded"}, Transcript: new(w2.Mark()),
 		Charge: &Charge{Key: id2 + ":turn:1", Amount: 5, Done: func(_ ledger.Charged, err error) { charged = append(charged, err) }}}
-	require.NoError(t, s.o.Finalize(s.ctx, rec2, v2, o2))
+	require.NoError(t, s.o.Runtime().Finalize(s.ctx, rec2, v2, o2))
 	require.Len(t, charged, 2)
 	var le *thread.LimitError
 	require.ErrorAs(t, charged[1], &le)
@@ -92,7 +92,7 @@ func TestFinalizeOutlivesItsCaller(t *testing.T) {
 		Transcript: new(w.Mark()), Lease: "tok",
 		// Done runs as the committed script's reply is read.
 		Charge: &Charge{Key: id + ":turn:1", Amount: 0.25, Done: func(ledger.Charged, error) { cancel() }}}
-	require.NoError(t, s.o.Finalize(ctx, rec, v, out))
+	require.NoError(t, s.o.Runtime().Finalize(ctx, rec, v, out))
 	require.Error(t, ctx.Err(), "the caller's context was cancelled mid-Finalize")
 	data, err := s.store.Get(s.ctx, blobkey.ThreadJSON(id))
 	require.NoError(t, err)
@@ -124,7 +124,7 @@ func TestFinalizeHandoff(t *testing.T) {
 	out := Outcome{Status: thread.StatusContinued, ContinuationID: next, Cost: thread.Cost{Turns: 1, Spend: 0.25},
 		Transcript: new(w.Mark()), Lease: "tok",
 		Charge: &Charge{Key: id + ":turn:1", Amount: 0.25, Done: func(_ ledger.Charged, err error) { charged = append(charged, err) }}}
-	require.NoError(t, s.o.Finalize(s.ctx, rec, v, out))
+	require.NoError(t, s.o.Runtime().Finalize(s.ctx, rec, v, out))
 	require.Equal(t, []error{nil}, charged)
 
 	old, err := s.o.reg.Get(s.ctx, id)
@@ -143,7 +143,7 @@ func TestFinalizeHandoff(t *testing.T) {
 	require.Zero(t, s.r.Client.Exists(s.ctx, s.o.keys.Lease(id)).Val(), "the lease is released")
 
 	// Finalizing again at the version held is stale, and changes nothing.
-	err = s.o.Finalize(s.ctx, rec, v, out)
+	err = s.o.Runtime().Finalize(s.ctx, rec, v, out)
 	require.ErrorIs(t, err, registry.ErrConflict)
 	require.Len(t, charged, 1)
 }

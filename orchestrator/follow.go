@@ -22,7 +22,12 @@ func (o *Orchestrator) ReadTranscript(ctx context.Context, rec *registry.Record)
 
 // ReadVerified reads rec's transcript strictly (any damage is an error),
 // held to the registry's mark: what a graph resume or fork continues from.
-func (o *Orchestrator) ReadVerified(ctx context.Context, rec *registry.Record) (*transcript.Transcript, error) {
+func (rt *Runtime) ReadVerified(ctx context.Context, rec *registry.Record) (*transcript.Transcript, error) {
+	return rt.readVerified(ctx, rec)
+}
+
+// readVerified is ReadVerified, which a graph run's resume runs too.
+func (o *Orchestrator) readVerified(ctx context.Context, rec *registry.Record) (*transcript.Transcript, error) {
 	return o.readHeld(ctx, rec, transcript.Strict)
 }
 

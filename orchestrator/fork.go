@@ -111,7 +111,7 @@ func (o *Orchestrator) Fork(ctx context.Context, req ForkRequest) (*ForkResult, 
 	if err != nil {
 		return nil, err
 	}
-	id := o.NewID(IDRequest{Directive: src.Directive, ParentID: src.ParentID})
+	id := o.newID(IDRequest{Directive: src.Directive, ParentID: src.ParentID})
 	rec, err := o.startFork(ctx, src, files, StartRequest{
 		ID: id, Directive: src.Directive, Inputs: src.Inputs, Model: model, ParentID: src.ParentID, Bundle: bundle, Queue: src.Queue,
 		Fork: &ForkStart{From: src, Point: pt, Left: left, Message: req.Message, ModelOverride: override},

@@ -142,7 +142,7 @@ func (o *Orchestrator) ForkGraph(ctx context.Context, req GraphForkRequest) (*Gr
 	if err != nil {
 		return nil, err
 	}
-	id := o.NewID(IDRequest{Directive: src.Directive, ParentID: src.ParentID})
+	id := o.newID(IDRequest{Directive: src.Directive, ParentID: src.ParentID})
 	rec, err := o.startFork(ctx, src, files, StartRequest{
 		ID: id, Graph: true, Directive: src.Directive, Inputs: src.Inputs, ParentID: src.ParentID, Bundle: src.Bundle, Queue: src.Queue,
 		Fork:   &ForkStart{From: src, Point: pt, Left: left},

@@ -541,7 +541,7 @@ func (o *Orchestrator) ResumeGraph(ctx context.Context, id string, req GraphResu
 	if err := o.checkResumeEdits(ctx, rec, req); err != nil {
 		return nil, err
 	}
-	if _, err := o.ReadVerified(ctx, rec); err != nil {
+	if _, err := o.readVerified(ctx, rec); err != nil {
 		return nil, fmt.Errorf("resume %s: %w", resolved, err)
 	}
 	edits, err := json.Marshal(map[string]any{"from": req.From, "set": req.Set})

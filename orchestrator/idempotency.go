@@ -90,7 +90,7 @@ func (o *Orchestrator) startIdempotent(ctx context.Context, req StartRequest) (*
 	// key names it unless an earlier start of the key claimed another.
 	planned := req.ID
 	if planned == "" {
-		planned = o.NewID(IDRequest{Directive: nt.Directive, ParentID: req.ParentID})
+		planned = o.newID(IDRequest{Directive: nt.Directive, ParentID: req.ParentID})
 	}
 	id, first, err := o.claimKey(ctx, tenant, req.IdempotencyKey, fp, planned)
 	if err != nil {

@@ -284,7 +284,7 @@ func TestIdempotentStartAfterClaimOnly(t *testing.T) {
 	require.NoError(t, err)
 	fp, err := requestFingerprint(plan, nt, thread.DefaultPriority)
 	require.NoError(t, err)
-	planned := f.o.NewID(IDRequest{Directive: "test/leads"})
+	planned := f.o.Runtime().NewID(IDRequest{Directive: "test/leads"})
 	id, first, err := f.o.claimKey(ctx, thread.DefaultTenant, "orphan", fp, planned)
 	require.NoError(t, err)
 	require.True(t, first)

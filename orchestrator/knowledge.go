@@ -20,18 +20,18 @@ import (
 // per checkpoint was a third of a turn's work. The one made here is also
 // written, signed, at blobkey.Knowledge (best effort; when this
 // process holds the signing key), for whoever reads the store.
-func (o *Orchestrator) Knowledge(ctx context.Context, rec *registry.Record) ([]byte, error) {
-	tr, err := o.readHeld(ctx, rec, transcript.Strict)
+func (rt *Runtime) Knowledge(ctx context.Context, rec *registry.Record) ([]byte, error) {
+	tr, err := rt.readHeld(ctx, rec, transcript.Strict)
 	if err != nil {
 		return nil, fmt.Errorf("knowledge of thread %s: %w", rec.ThreadID, err)
 	}
 	meta := transcript.KnowledgeMeta{ThreadID: rec.ThreadID, Directive: rec.Directive, Status: string(rec.Status),
 		Model: rec.Model, Turns: rec.Cost.Turns, Spend: rec.Cost.Spend, CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt}
 	body := transcript.RenderKnowledge(meta, tr.Events)
-	if o.signer != nil {
-		signed := transcript.SignedKnowledge(meta, tr.Events, o.signer, o.Now())
-		if err := blobstore.PutView(ctx, o.store, blobkey.Knowledge(rec.Directive, rec.ThreadID), signed); err != nil {
-			o.threadLog(rec.ThreadID).Warn("knowledge render not stored", "error", err)
+	if rt.signer != nil {
+		signed := transcript.SignedKnowledge(meta, tr.Events, rt.signer, rt.Now())
+		if err := blobstore.PutView(ctx, rt.store, blobkey.Knowledge(rec.Directive, rec.ThreadID), signed); err != nil {
+			rt.threadLog(rec.ThreadID).Warn("knowledge render not stored", "error", err)
 		}
 	}
 	return body, nil

@@ -158,15 +158,6 @@ func New(cfg Config, rdb redis.UniversalClient, store blobstore.Store, enq *queu
 	return o, nil
 }
 
-// WithStore returns a copy of o that uses store (the worker's, which
-// retries through outages: blobstore.Retrying); everything else is
-// shared.
-func (o *Orchestrator) WithStore(store blobstore.Store) *Orchestrator {
-	c := *o
-	c.store = store
-	return &c
-}
-
 // WithLogger returns a copy of o that logs to log; everything else is
 // shared.
 func (o *Orchestrator) WithLogger(log *slog.Logger) *Orchestrator {
@@ -183,8 +174,8 @@ type IDRequest struct {
 	PreviousThreadID string
 }
 
-// NewID names a new thread: Config.NewID, else thread.NewID.
-func (o *Orchestrator) NewID(r IDRequest) string {
+// newID names a new thread: Config.NewID, else thread.NewID.
+func (o *Orchestrator) newID(r IDRequest) string {
 	if o.cfg.NewID != nil {
 		if id := o.cfg.NewID(r); id != "" {
 			return id
@@ -201,12 +192,12 @@ func (o *Orchestrator) NewID(r IDRequest) string {
 // Config.NewID, else thread.PlannedID of the child's directive, at (its
 // parent's durable time), the parent's id and seed, which names the spawn
 // within its parent.
-func (o *Orchestrator) PlannedID(r IDRequest, at time.Time, seed string) string {
+func (rt *Runtime) PlannedID(r IDRequest, at time.Time, seed string) string {
 	if name, err := directive.CleanName(r.Directive); err == nil {
 		r.Directive = name
 	}
-	if o.cfg.NewID != nil {
-		if id := o.cfg.NewID(r); id != "" {
+	if rt.cfg.NewID != nil {
+		if id := rt.cfg.NewID(r); id != "" {
 			return id
 		}
 	}

@@ -84,7 +84,7 @@ func (o *Orchestrator) QueueOf(q, id string) string { return o.keys.QueueOf(q, i
 
 // QueueLanes are the asynq queues of spool queue q, every lane: the ones a
 // worker serving q listens on.
-func (o *Orchestrator) QueueLanes(q string) []string { return o.keys.QueueLanes(q) }
+func (rt *Runtime) QueueLanes(q string) []string { return rt.keys.QueueLanes(q) }
 
 // QueueName is the spool queue of asynq queue aq (a lane's or a queue's
 // name), ok false for another namespace's.

@@ -18,33 +18,33 @@ import (
 // is for, so every process's recoverer enqueues it once; should Redis
 // have lost writes, that task may have finished while the claim it made
 // was lost, and Reenqueue enqueues it again.
-func (o *Orchestrator) Recover(ctx context.Context) (orphans, wakes int, err error) {
-	found, err := o.acts.Orphans(ctx)
+func (h *Housekeeper) Recover(ctx context.Context) (orphans, wakes int, err error) {
+	found, err := h.acts.Orphans(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
 	for _, or := range found {
-		o.log.Info("recovering orphaned thread", "thread_id", or.ThreadID, "version", or.Version)
-		if _, err := o.Reenqueue(ctx, queue.Activation{ThreadID: or.ThreadID, Reason: "recover"}, or.Version, or.Queue); err != nil {
+		h.log.Info("recovering orphaned thread", "thread_id", or.ThreadID, "version", or.Version)
+		if _, err := h.Reenqueue(ctx, queue.Activation{ThreadID: or.ThreadID, Reason: "recover"}, or.Version, or.Queue); err != nil {
 			return len(found), 0, err
 		}
 	}
-	stalled, err := o.acts.StalledWaits(ctx)
+	stalled, err := h.acts.StalledWaits(ctx)
 	if err != nil {
 		return len(found), 0, err
 	}
 	for _, s := range stalled {
-		if err := o.EnqueueWake(ctx, s); err != nil {
+		if err := h.enqueueWake(ctx, s); err != nil {
 			return len(found), len(stalled), err
 		}
 	}
-	readmitted, err := o.readmitParked(ctx)
+	readmitted, err := h.readmitParked(ctx)
 	if err != nil {
 		return len(found), len(stalled) + readmitted, err
 	}
-	if _, err = o.endLostChains(ctx); err != nil {
+	if _, err = h.endLostChains(ctx); err != nil {
 		return len(found), len(stalled) + readmitted, err
 	}
-	_, err = o.settleLapsed(ctx)
+	_, err = h.settleLapsed(ctx)
 	return len(found), len(stalled) + readmitted, err
 }

@@ -180,7 +180,7 @@ func (o *Orchestrator) restoreOne(ctx context.Context, id, parent string) (*regi
 			return got, tr, len(charges), err
 		}
 		for _, w := range wakes {
-			if err := o.EnqueueWake(ctx, w); err != nil {
+			if err := o.enqueueWake(ctx, w); err != nil {
 				return got, tr, len(charges), err
 			}
 		}

@@ -126,11 +126,11 @@ func testRestoreAdoptsALostPlannedChild(t *testing.T, o *Orchestrator, r *testen
 	root, snap := lostRoot(t, o, r, digest)
 	spends := []float64{0.01, 0.02}
 	req := StartRequest{Directive: "test/leads", Inputs: map[string]any{"city": "Lyon"}, ParentID: root.ThreadID,
-		ID: o.PlannedID(IDRequest{Directive: "test/leads", ParentID: root.ThreadID}, root.StartedAt, "turn/1/call/0"), Planned: true}
+		ID: o.Runtime().PlannedID(IDRequest{Directive: "test/leads", ParentID: root.ThreadID}, root.StartedAt, "turn/1/call/0"), Planned: true}
 	kid, v, w := runLost(t, o, req, spends, true)
 	cur, err := o.reg.Get(ctx, kid.ThreadID)
 	require.NoError(t, err)
-	require.NoError(t, o.Finalize(ctx, cur, v, Outcome{Status: thread.StatusCompleted, Result: "42 leads",
+	require.NoError(t, o.Runtime().Finalize(ctx, cur, v, Outcome{Status: thread.StatusCompleted, Result: "42 leads",
 		Cost: thread.Cost{Turns: 2, Spend: 0.03}, Transcript: new(w.Mark())}))
 
 	snap.Rollback(t)
@@ -191,7 +191,7 @@ func TestRestoreChain(t *testing.T) {
 	require.NoError(t, err)
 	cur, err := o.reg.Get(ctx, kid.ThreadID)
 	require.NoError(t, err)
-	require.NoError(t, o.Finalize(ctx, cur, v, Outcome{Status: thread.StatusContinued, ContinuationID: cont.ThreadID,
+	require.NoError(t, o.Runtime().Finalize(ctx, cur, v, Outcome{Status: thread.StatusContinued, ContinuationID: cont.ThreadID,
 		Cost: thread.Cost{Turns: 1, Spend: 0.01}, Transcript: new(w.Mark())}))
 	c, err := o.acts.Claim(ctx, cont.ThreadID, "start", 0, "dead", cont.ThreadID, time.Minute)
 	require.NoError(t, err)

@@ -176,8 +176,8 @@ func (o *Orchestrator) Search(ctx context.Context, id, query string, limit int) 
 
 // TranscriptText renders a thread's transcript as text, at most limit
 // bytes (the most recent part when longer).
-func (o *Orchestrator) TranscriptText(ctx context.Context, id string, limit int) (string, error) {
-	tr, err := transcript.Read(ctx, o.store, id, o.keyring, transcript.Lenient)
+func (rt *Runtime) TranscriptText(ctx context.Context, id string, limit int) (string, error) {
+	tr, err := transcript.Read(ctx, rt.store, id, rt.keyring, transcript.Lenient)
 	if err != nil {
 		return "", err
 	}

@@ -39,7 +39,7 @@ type Services struct {
 
 // Services returns the services an activation runs on: the worker's
 // (see Services).
-func (o *Orchestrator) Services() Services {
-	return Services{Registry: o.reg, Activations: o.acts, Ledger: o.ledger, Enqueuer: o.enq,
-		Store: o.store, Signer: o.signer, Keyring: o.keyring, Redis: o.rdb, Keys: o.keys, LeaseTTL: o.cfg.LeaseTTL}
+func (rt *Runtime) Services() Services {
+	return Services{Registry: rt.reg, Activations: rt.acts, Ledger: rt.ledger, Enqueuer: rt.enq,
+		Store: rt.store, Signer: rt.signer, Keyring: rt.keyring, Redis: rt.rdb, Keys: rt.keys, LeaseTTL: rt.cfg.LeaseTTL}
 }

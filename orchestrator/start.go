@@ -282,7 +282,7 @@ func resolveLimits(req StartRequest, sc startContext, merge func() (thread.Resol
 func (o *Orchestrator) placeInTree(nt *registry.NewThread, req StartRequest, sc startContext) {
 	nt.ThreadID = req.ID
 	if nt.ThreadID == "" {
-		nt.ThreadID = o.NewID(IDRequest{Directive: nt.Directive, ParentID: req.ParentID, PreviousThreadID: req.PreviousThreadID})
+		nt.ThreadID = o.newID(IDRequest{Directive: nt.Directive, ParentID: req.ParentID, PreviousThreadID: req.PreviousThreadID})
 	}
 	nt.ParentID, nt.Bundle, nt.Queue = req.ParentID, req.Bundle, req.Queue
 	nt.PreviousThreadID, nt.ContinuationKind, nt.ContinuationMessage = req.PreviousThreadID, req.Kind, req.Message

@@ -138,7 +138,7 @@ func TestPlannedStartNotEnqueued(t *testing.T) {
 	o.enq = &queue.Enqueuer{Client: dead, Keys: live.Keys}
 
 	req := StartRequest{Directive: "test/leads", Inputs: map[string]any{"city": "Lyon"}, ParentID: root.ThreadID,
-		ID: o.PlannedID(IDRequest{Directive: "test/leads", ParentID: root.ThreadID}, root.CreatedAt, "turn/1/call/0"), Planned: true}
+		ID: o.Runtime().PlannedID(IDRequest{Directive: "test/leads", ParentID: root.ThreadID}, root.CreatedAt, "turn/1/call/0"), Planned: true}
 	_, err = o.Start(ctx, req)
 	require.ErrorIs(t, err, queue.ErrNotEnqueued, "an infrastructure failure: the caller's activation runs again")
 	kid, err := o.reg.Get(ctx, req.ID)

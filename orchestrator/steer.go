@@ -41,7 +41,7 @@ func (o *Orchestrator) Send(ctx context.Context, id, message, by string, interru
 	}
 	res := &SendResult{ThreadID: resolved, Seq: sent.Seq, Status: sent.Status, Interrupt: interrupt}
 	if sent.Status == string(thread.StatusWaiting) && sent.SuspendSeq > 0 {
-		if err := o.EnqueueWake(ctx, registry.Wake{ThreadID: resolved, Seq: sent.SuspendSeq}); err != nil {
+		if err := o.enqueueWake(ctx, registry.Wake{ThreadID: resolved, Seq: sent.SuspendSeq}); err != nil {
 			return nil, fmt.Errorf("wake %s for the message: %w", resolved, err)
 		}
 		res.Woken = true

@@ -11,8 +11,8 @@ import (
 	"github.com/spool-run/spool/thread"
 )
 
-// Tracer is the tracer of spool's spans (Config.Tracing).
-func (o *Orchestrator) Tracer() trace.Tracer { return telemetry.Tracer(o.cfg.Tracing) }
+// tracer is the tracer of spool's spans (Config.Tracing).
+func (o *Orchestrator) tracer() trace.Tracer { return telemetry.Tracer(o.cfg.Tracing) }
 
 // threadTrace is the trace context of a new thread (package telemetry):
 // its own span, and the span that starts it — an explicit traceparent
@@ -65,5 +65,5 @@ func (o *Orchestrator) traceEnd(rec *registry.Record) {
 	if rec.ContinuationThreadID != "" {
 		attrs = append(attrs, telemetry.ContinuationThreadID.String(rec.ContinuationThreadID))
 	}
-	telemetry.RecordEnded(o.Tracer(), telemetry.SpanThread, own, caller, rec.CreatedAt, o.Now(), failure, attrs...)
+	telemetry.RecordEnded(o.tracer(), telemetry.SpanThread, own, caller, rec.CreatedAt, o.Now(), failure, attrs...)
 }

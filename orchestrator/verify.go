@@ -353,13 +353,13 @@ func (o *Orchestrator) VerifyThread(ctx context.Context, id string, mode transcr
 // VerifiedTranscript is the transcript of thread id after VerifyThread,
 // for a continuation that is about to build on it; what lenient mode let
 // pass is logged.
-func (o *Orchestrator) VerifiedTranscript(ctx context.Context, id string, mode transcript.Mode) (*transcript.Transcript, error) {
-	v, err := o.VerifyThread(ctx, id, mode)
+func (rt *Runtime) VerifiedTranscript(ctx context.Context, id string, mode transcript.Mode) (*transcript.Transcript, error) {
+	v, err := rt.VerifyThread(ctx, id, mode)
 	if err != nil {
 		return nil, err
 	}
 	for _, w := range v.Warnings {
-		o.threadLog(id).Warn("continuing despite an integrity problem (transcript_integrity: lenient)", "warning", w)
+		rt.threadLog(id).Warn("continuing despite an integrity problem (transcript_integrity: lenient)", "warning", w)
 	}
 	return v.Transcript, nil
 }

@@ -145,7 +145,7 @@ func TestVerifyThread(t *testing.T) {
 	// Finished: Finalize records the exact mark, in the registry and in
 	// thread.json.
 	final := w.Mark()
-	require.NoError(t, s.o.Finalize(ctx, rec, v, Outcome{Status: thread.StatusCompleted, Result: "done", Transcript: &final}))
+	require.NoError(t, s.o.Runtime().Finalize(ctx, rec, v, Outcome{Status: thread.StatusCompleted, Result: "done", Transcript: &final}))
 	cur, err = s.o.reg.Get(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, *RecordMark(final), cur.Transcript)
@@ -293,7 +293,7 @@ func TestFinalizeReadsTheMark(t *testing.T) {
 	s := newVerifySetup(t)
 	const id = "t/verify-2"
 	rec, v, w := s.runThread(t, id, 2)
-	require.NoError(t, s.o.Finalize(s.ctx, rec, v, Outcome{Status: thread.StatusCancelled, Error: &registry.ErrorInfo{Code: "cancelled"}}))
+	require.NoError(t, s.o.Runtime().Finalize(s.ctx, rec, v, Outcome{Status: thread.StatusCancelled, Error: &registry.ErrorInfo{Code: "cancelled"}}))
 	cur, err := s.o.reg.Get(s.ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, *RecordMark(w.Mark()), cur.Transcript)

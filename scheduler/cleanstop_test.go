@@ -33,7 +33,7 @@ func TestCleanRestart(t *testing.T) {
 		require.Positive(t, cs.Canary)
 		require.NotEmpty(t, cs.RunID)
 		cs.RunID = before
-		require.NoError(t, e.redis.Client.HSet(ctx, e.orch(nil).Services().Keys.Housekeeping(), "run_id", before).Err())
+		require.NoError(t, e.redis.Client.HSet(ctx, e.orch(nil).Runtime().Services().Keys.Housekeeping(), "run_id", before).Err())
 		return &cs
 	}
 	restart := func(t *testing.T, e *env, cs *scheduler.CleanStop) (scheduler.ReconcileResult, []map[string]any) {
@@ -63,12 +63,12 @@ func TestCleanRestart(t *testing.T) {
 		require.Equal(t, scheduler.ReconcileResult{}, res, "nothing to reconcile")
 		require.Empty(t, warned(lines))
 		findLine(t, lines, "redis restarted after a clean stop, with every write it had: nothing to reconcile")
-		runID, err := e.redis.Client.HGet(context.Background(), o.Services().Keys.Housekeeping(), "run_id").Result()
+		runID, err := e.redis.Client.HGet(context.Background(), o.Runtime().Services().Keys.Housekeeping(), "run_id").Result()
 		require.NoError(t, err)
 		require.NotEqual(t, before, runID, "the marker names the new run")
 
 		// Without the seal, the same restart warns.
-		require.NoError(t, e.redis.Client.HSet(context.Background(), o.Services().Keys.Housekeeping(), "run_id", before).Err())
+		require.NoError(t, e.redis.Client.HSet(context.Background(), o.Runtime().Services().Keys.Housekeeping(), "run_id", before).Err())
 		res, lines = restart(t, e, nil)
 		require.Equal(t, scheduler.TriggerRestart, res.Trigger)
 		require.Contains(t, warned(lines), "redis may have lost writes: reconciling threads with their transcripts")
@@ -79,7 +79,7 @@ func TestCleanRestart(t *testing.T) {
 		e := setup(t)
 		o := e.orch(nil)
 		cs := sealed(t, e, e.scheduler(scheduler.Config{HousekeepingInterval: time.Minute, ReconcileInterval: -1}, o))
-		require.NoError(t, e.redis.Client.HSet(context.Background(), o.Services().Keys.Housekeeping(), "canary", cs.Canary-1).Err())
+		require.NoError(t, e.redis.Client.HSet(context.Background(), o.Runtime().Services().Keys.Housekeeping(), "canary", cs.Canary-1).Err())
 		res, lines := restart(t, e, cs)
 		require.Equal(t, scheduler.TriggerRestart, res.Trigger)
 		require.Contains(t, warned(lines), "redis may have lost writes: reconciling threads with their transcripts")
@@ -90,7 +90,7 @@ func TestCleanRestart(t *testing.T) {
 		e := setup(t)
 		o := e.orch(nil)
 		cs := sealed(t, e, e.scheduler(scheduler.Config{HousekeepingInterval: time.Minute, ReconcileInterval: -1}, o))
-		require.NoError(t, e.redis.Client.Del(context.Background(), o.Services().Keys.Housekeeping()).Err())
+		require.NoError(t, e.redis.Client.Del(context.Background(), o.Runtime().Services().Keys.Housekeeping()).Err())
 		res, lines := restart(t, e, cs)
 		require.Equal(t, scheduler.TriggerNoMarker, res.Trigger)
 		require.Contains(t, warned(lines), "redis lost its data since its clean stop (the housekeeping marker is gone): reconciling threads with their transcripts")

@@ -31,7 +31,7 @@ func TestRecordRetention(t *testing.T) {
 		rec, err := o.Record(ctx, id)
 		require.NoError(t, err)
 		next := start(orchestrator.StartRequest{ParentID: rec.ParentID, PreviousThreadID: id, Kind: kind})
-		_, _, err = o.Services().Registry.LinkContinuation(ctx, id, next)
+		_, _, err = o.Runtime().Services().Registry.LinkContinuation(ctx, id, next)
 		require.NoError(t, err)
 		return next
 	}
@@ -156,7 +156,7 @@ func (tr *trees) start(req orchestrator.StartRequest) string {
 // finish completes thread id.
 func (tr *trees) finish(id string) {
 	tr.t.Helper()
-	_, err := tr.o.Services().Registry.Transition(context.Background(), id, thread.StatusCompleted, 0)
+	_, err := tr.o.Runtime().Services().Registry.Transition(context.Background(), id, thread.StatusCompleted, 0)
 	require.NoError(tr.t, err)
 }
 
@@ -168,7 +168,7 @@ func TestRecordRetentionNeedsRetention(t *testing.T) {
 	o := e.orch(time.Now)
 	for _, cfg := range []scheduler.Config{{RecordRetention: time.Hour}, {Retention: 2 * time.Hour, RecordRetention: time.Hour},
 		{Retention: time.Hour, RecordRetention: -time.Hour}} {
-		cfg.Redis = o.Services().Redis
+		cfg.Redis = o.Runtime().Services().Redis
 		_, err := scheduler.New(cfg, o)
 		require.ErrorContains(t, err, "RecordRetention", "%+v", cfg)
 	}

@@ -40,13 +40,13 @@ func TestHousekeepRecoversOrphan(t *testing.T) {
 
 	s := e.scheduler(scheduler.Config{HousekeepingInterval: time.Minute}, o)
 	// Another scheduler holds the pass: nothing is done.
-	require.NoError(t, e.redis.Client.Set(ctx, scheduler.HousekeepingLockKey(o.Services().Keys), "other", time.Minute).Err())
+	require.NoError(t, e.redis.Client.Set(ctx, scheduler.HousekeepingLockKey(o.Runtime().Services().Keys), "other", time.Minute).Err())
 	res, err := s.Housekeep(ctx)
 	require.NoError(t, err)
 	require.True(t, res.Skipped)
 	require.Empty(t, pendingActivations(t, insp, e.asynqQueue()))
 
-	require.NoError(t, e.redis.Client.Del(ctx, scheduler.HousekeepingLockKey(o.Services().Keys)).Err())
+	require.NoError(t, e.redis.Client.Del(ctx, scheduler.HousekeepingLockKey(o.Runtime().Services().Keys)).Err())
 	res, err = s.Housekeep(ctx)
 	require.NoError(t, err)
 	// (The first pass on this Redis finds no housekeeping marker and
@@ -71,7 +71,7 @@ func TestHousekeepRetakesItsLostLock(t *testing.T) {
 	o := e.orch(nil)
 	ctx := context.Background()
 	s := e.scheduler(scheduler.Config{HousekeepingInterval: time.Minute}, o)
-	key := scheduler.HousekeepingLockKey(o.Services().Keys)
+	key := scheduler.HousekeepingLockKey(o.Runtime().Services().Keys)
 
 	require.NoError(t, e.redis.Client.Set(ctx, key, scheduler.LockToken(s), time.Minute).Err())
 	res, err := s.Housekeep(ctx)
@@ -129,7 +129,7 @@ func TestRetention(t *testing.T) {
 	}
 	finish := func(id string) {
 		t.Helper()
-		_, err := o.Services().Registry.Transition(ctx, id, thread.StatusCompleted, 0)
+		_, err := o.Runtime().Services().Registry.Transition(ctx, id, thread.StatusCompleted, 0)
 		require.NoError(t, err)
 	}
 
@@ -246,17 +246,17 @@ func TestHousekeepPrunesUnusedFunctionLibraries(t *testing.T) {
 	ctx := context.Background()
 	script := func() *redisfn.Script { return redisfn.New("hk"+testenv.RandomID(6), "local x = 1", "return 1") }
 	stale := func(s *redisfn.Script) {
-		require.NoError(t, s.Run(ctx, redisfn.NewClient(o.Services().Redis), nil).Err())
-		require.NoError(t, o.Services().Redis.HSet(ctx, keyspace.FunctionsSeen, s.Name(), time.Now().Add(-8*24*time.Hour).Unix()).Err())
+		require.NoError(t, s.Run(ctx, redisfn.NewClient(o.Runtime().Services().Redis), nil).Err())
+		require.NoError(t, o.Runtime().Services().Redis.HSet(ctx, keyspace.FunctionsSeen, s.Name(), time.Now().Add(-8*24*time.Hour).Unix()).Err())
 	}
 	gone := func(s *redisfn.Script) bool {
-		libs, err := o.Services().Redis.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: s.Name()}).Result()
+		libs, err := o.Runtime().Services().Redis.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: s.Name()}).Result()
 		require.NoError(t, err)
 		return len(libs) == 0
 	}
 	old, later := script(), script()
 	t.Cleanup(func() {
-		_ = o.Services().Redis.HDel(context.Background(), keyspace.FunctionsSeen, old.Name(), later.Name()).Err()
+		_ = o.Runtime().Services().Redis.HDel(context.Background(), keyspace.FunctionsSeen, old.Name(), later.Name()).Err()
 	})
 	stale(old)
 
@@ -264,7 +264,7 @@ func TestHousekeepPrunesUnusedFunctionLibraries(t *testing.T) {
 	res, err := s.Housekeep(ctx)
 	require.NoError(t, err)
 	require.True(t, gone(old), "unused for 8 days: deleted")
-	require.Zero(t, o.Services().Redis.HExists(ctx, keyspace.FunctionsSeen, old.Name()).Val(), "its record with it")
+	require.Zero(t, o.Runtime().Services().Redis.HExists(ctx, keyspace.FunctionsSeen, old.Name()).Val(), "its record with it")
 	for _, name := range res.Functions {
 		require.True(t, strings.HasPrefix(name, redisfn.Prefix), "only spool's libraries: %s", name)
 	}

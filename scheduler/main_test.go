@@ -105,7 +105,7 @@ func (e *env) scheduler(cfg scheduler.Config, o *orchestrator.Orchestrator) *sch
 		cfg.FunctionsUnused = -1 // tests share a Redis: only the test of pruning prunes
 	}
 	if cfg.Redis == nil {
-		cfg.Redis = o.Services().Redis
+		cfg.Redis = o.Runtime().Services().Redis
 	}
 	s, err := scheduler.New(cfg, o)
 	require.NoError(e.t, err)
@@ -119,9 +119,9 @@ func (e *env) scheduler(cfg scheduler.Config, o *orchestrator.Orchestrator) *sch
 func claimDead(t *testing.T, o *orchestrator.Orchestrator, id string) *registry.Record {
 	t.Helper()
 	ctx := context.Background()
-	c, err := o.Services().Activations.Claim(ctx, id, "start", 0, "dead", id, time.Minute)
+	c, err := o.Runtime().Services().Activations.Claim(ctx, id, "start", 0, "dead", id, time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, o.Services().Redis.Del(ctx, o.Services().Keys.Lease(id)).Err())
+	require.NoError(t, o.Runtime().Services().Redis.Del(ctx, o.Runtime().Services().Keys.Lease(id)).Err())
 	return c.Record
 }
 

@@ -46,7 +46,7 @@ func lostTurns(t *testing.T, e *env, o *orchestrator.Orchestrator) (*registry.Re
 		turn := i + 1
 		durable := turn == 1
 		if durable {
-			v, err = o.Services().Registry.Commit(ctx, id, v, registry.Changes{Transcript: orchestrator.RecordMark(tw.Mark())})
+			v, err = o.Runtime().Services().Registry.Commit(ctx, id, v, registry.Changes{Transcript: orchestrator.RecordMark(tw.Mark())})
 			require.NoError(t, err)
 		} else {
 			v++ // the commit Redis lost
@@ -56,7 +56,7 @@ func lostTurns(t *testing.T, e *env, o *orchestrator.Orchestrator) (*registry.Re
 		_, err = tw.Checkpoint(ctx, transcript.State{Iteration: turn, Version: v})
 		require.NoError(t, err)
 		if durable {
-			_, err = o.Services().Ledger.Charge(ctx, claimed.LedgerID(), claimed.BudgetPath(), orchestrator.ChargeKey(id, turn), spend)
+			_, err = o.Runtime().Services().Ledger.Charge(ctx, claimed.LedgerID(), claimed.BudgetPath(), orchestrator.ChargeKey(id, turn), spend)
 			require.NoError(t, err)
 		}
 	}
@@ -88,7 +88,7 @@ func sumNano(t *testing.T, spends []float64) int64 {
 // as after a restart.
 func simulateRestart(t *testing.T, e *env, o *orchestrator.Orchestrator) {
 	t.Helper()
-	require.NoError(t, e.redis.Client.HSet(context.Background(), o.Services().Keys.Housekeeping(), "run_id", "a-run-before-the-crash").Err())
+	require.NoError(t, e.redis.Client.HSet(context.Background(), o.Runtime().Services().Keys.Housekeeping(), "run_id", "a-run-before-the-crash").Err())
 }
 
 // (a) A created thread whose start task is gone (Redis lost the claim
@@ -138,7 +138,7 @@ func TestReconcileRequeuesLostStart(t *testing.T) {
 	}
 	require.Equal(t, "requeue", requeue.Reason)
 
-	claim, err := o.Services().Activations.Claim(ctx, lost, requeue.Reason, requeue.Seq, "token", queue.TaskID(requeue, requeue.Seq), time.Minute)
+	claim, err := o.Runtime().Services().Activations.Claim(ctx, lost, requeue.Reason, requeue.Seq, "token", queue.TaskID(requeue, requeue.Seq), time.Minute)
 	require.NoError(t, err, "the requeue task claims the created thread")
 	require.Equal(t, thread.StatusRunning, claim.Record.Status)
 }
@@ -216,7 +216,7 @@ func TestReconcileReports(t *testing.T) {
 	require.NoError(t, asynq.NewInspectorFromRedisClient(e.redis.Client).DeleteTask(e.asynqQueue(), lostStart.ThreadID))
 
 	// Redis lost its last writes, the marker's canary increments with them.
-	require.NoError(t, e.redis.Client.HSet(ctx, o.Services().Keys.Housekeeping(), "canary", 1).Err())
+	require.NoError(t, e.redis.Client.HSet(ctx, o.Runtime().Services().Keys.Housekeeping(), "canary", 1).Err())
 	logs.Reset()
 	res, err := s.Housekeep(ctx)
 	require.NoError(t, err)
@@ -252,7 +252,7 @@ func TestReconcileReports(t *testing.T) {
 	require.Equal(t, scheduler.ReconcileResult{}, res.Reconcile)
 	// The periodic pass, once due, examines every non-terminal thread
 	// (both threads are now running or requeued) and repairs nothing.
-	require.NoError(t, e.redis.Client.HSet(ctx, o.Services().Keys.Housekeeping(), "periodic_at", time.Now().Add(-2*time.Hour).Format(time.RFC3339Nano)).Err())
+	require.NoError(t, e.redis.Client.HSet(ctx, o.Runtime().Services().Keys.Housekeeping(), "periodic_at", time.Now().Add(-2*time.Hour).Format(time.RFC3339Nano)).Err())
 	res, err = s.Housekeep(ctx)
 	require.NoError(t, err)
 	require.Equal(t, scheduler.TriggerPeriodic, res.Reconcile.Trigger)

@@ -41,14 +41,14 @@ func runChild(t *testing.T, e *env, o *orchestrator.Orchestrator, parent string,
 	var cost thread.Cost
 	for i, spend := range spends {
 		turn := i + 1
-		v, err = o.Services().Registry.Commit(ctx, id, v, registry.Changes{Transcript: orchestrator.RecordMark(tw.Mark())})
+		v, err = o.Runtime().Services().Registry.Commit(ctx, id, v, registry.Changes{Transcript: orchestrator.RecordMark(tw.Mark())})
 		require.NoError(t, err)
 		_, err = tw.Append(transcript.TypeCognitionOut, transcript.CognitionOut{Content: "turn", Turn: turn, Spend: spend})
 		require.NoError(t, err)
 		cost.Turns, cost.Spend = turn, cost.Spend+spend
 		_, err = tw.Checkpoint(ctx, transcript.State{Iteration: turn, Version: v, Cost: cost})
 		require.NoError(t, err)
-		_, err = o.Services().Ledger.Charge(ctx, claimed.LedgerID(), claimed.BudgetPath(), orchestrator.ChargeKey(id, turn), spend)
+		_, err = o.Runtime().Services().Ledger.Charge(ctx, claimed.LedgerID(), claimed.BudgetPath(), orchestrator.ChargeKey(id, turn), spend)
 		require.NoError(t, err)
 		if turn == 1 {
 			require.NoError(t, o.WriteThreadJSON(ctx, claimed)) // the start's view
@@ -58,7 +58,7 @@ func runChild(t *testing.T, e *env, o *orchestrator.Orchestrator, parent string,
 		cur, err := o.Record(ctx, id)
 		require.NoError(t, err)
 		mark := tw.Mark()
-		require.NoError(t, o.Finalize(ctx, cur, v, orchestrator.Outcome{Status: thread.StatusCompleted, Result: "kid done",
+		require.NoError(t, o.Runtime().Finalize(ctx, cur, v, orchestrator.Outcome{Status: thread.StatusCompleted, Result: "kid done",
 			Cost: cost, Transcript: &mark}))
 	}
 	return id
@@ -139,7 +139,7 @@ func TestReconcileRestoresLostChildren(t *testing.T) {
 	require.Equal(t, sumNano(t, runningSpends), ownNano(t, o, running))
 	insp := asynq.NewInspectorFromRedisClient(e.redis.Client)
 	require.Contains(t, pendingActivations(t, insp, e.asynqQueue()), queue.Activation{ThreadID: running, Reason: "recover", Seq: got.Version})
-	claim, err := o.Services().Activations.Claim(ctx, running, "recover", got.Version, "token", "task", time.Minute)
+	claim, err := o.Runtime().Services().Activations.Claim(ctx, running, "recover", got.Version, "token", "task", time.Minute)
 	require.NoError(t, err, "the recover task claims it")
 	require.Equal(t, int64(len(runningSpends)), claim.Record.Transcript.Segments)
 

@@ -72,7 +72,7 @@ func TestFireRacingOneThreadPerTick(t *testing.T) {
 
 	// A tick whose lock is gone (a Redis failover) is still not run twice:
 	// its thread id is taken.
-	require.NoError(t, e.redis.Client.Del(ctx, scheduler.TickLockKey(oB.Services().Keys, "every-second", base)).Err())
+	require.NoError(t, e.redis.Client.Del(ctx, scheduler.TickLockKey(oB.Runtime().Services().Keys, "every-second", base)).Err())
 	res, err := b.Fire(ctx, "every-second", base)
 	require.NoError(t, err)
 	require.Equal(t, scheduler.OutcomeTaken, res.Outcome)
@@ -173,7 +173,7 @@ func TestCheck(t *testing.T) {
 		}
 	}
 	// Entries not made by Parse are refused.
-	_, err := scheduler.New(scheduler.Config{Redis: o.Services().Redis, Entries: []scheduler.Entry{{ID: "x", Directive: "a", Cron: "@daily"}},
+	_, err := scheduler.New(scheduler.Config{Redis: o.Runtime().Services().Redis, Entries: []scheduler.Entry{{ID: "x", Directive: "a", Cron: "@daily"}},
 		Project: e.project}, o)
 	require.ErrorContains(t, err, "not made by Parse")
 }

@@ -20,7 +20,7 @@ func (h *harness) publish(policy string) *admission.Published {
 	h.t.Helper()
 	pol, err := admission.Parse("admission.yaml", []byte(policy))
 	require.NoError(h.t, err)
-	sv := h.o.Services()
+	sv := h.o.Runtime().Services()
 	p, _, err := admission.Publish(h.ctx, sv.Redis, sv.Keys, pol, "admission.yaml", time.Now())
 	require.NoError(h.t, err)
 	h.o.Admission().Watcher().Set(p)
@@ -39,7 +39,7 @@ func (h *harness) startQueued(dir string) string {
 // tenantState is the tenant's admission state hash.
 func (h *harness) tenantState(tenant string) map[string]string {
 	h.t.Helper()
-	m, err := h.o.Services().Redis.HGetAll(h.ctx, h.o.Services().Keys.AdmTenant(tenant, "state")).Result()
+	m, err := h.o.Runtime().Services().Redis.HGetAll(h.ctx, h.o.Runtime().Services().Keys.AdmTenant(tenant, "state")).Result()
 	require.NoError(h.t, err)
 	return m
 }
@@ -66,7 +66,7 @@ func TestAdmitThenEnqueue(t *testing.T) {
 		rec := h.record(id)
 		require.Equal(t, thread.StatusWaiting, rec.Status)
 		require.Equal(t, admission.WaitConcurrency, rec.WaitingFor)
-		_, err := h.insp.GetTaskInfo(h.o.Services().Keys.Queue(queue.DefaultQueue), id)
+		_, err := h.insp.GetTaskInfo(h.o.Runtime().Services().Keys.Queue(queue.DefaultQueue), id)
 		require.Error(t, err, "a parked run has no task")
 	}
 	w, ok, err := h.o.Admission().Where(h.ctx, thread.DefaultTenant, ids[2])
@@ -83,7 +83,7 @@ func TestAdmitThenEnqueue(t *testing.T) {
 	require.Equal(t, 3, atoi(st["grants"]))
 	require.Equal(t, 3, atoi(st["released"]))
 	require.Equal(t, 0, atoi(st["admitted"]))
-	held, err := h.o.Services().Redis.HLen(h.ctx, h.o.Services().Keys.AdmTenant(thread.DefaultTenant, "kheld")).Result()
+	held, err := h.o.Runtime().Services().Redis.HLen(h.ctx, h.o.Runtime().Services().Keys.AdmTenant(thread.DefaultTenant, "kheld")).Result()
 	require.NoError(t, err)
 	require.Zero(t, held)
 }
@@ -133,7 +133,7 @@ func TestParkedAtClaim(t *testing.T) {
 // worker would; it returns the handler's error.
 func (h *harness) runQueued(id string) error {
 	h.t.Helper()
-	q := h.o.Services().Keys.Queue(queue.DefaultQueue)
+	q := h.o.Runtime().Services().Keys.Queue(queue.DefaultQueue)
 	ti, err := h.insp.GetTaskInfo(q, id)
 	require.NoError(h.t, err)
 	require.NoError(h.t, h.insp.DeleteTask(q, id))
@@ -160,7 +160,7 @@ func TestUnrenewedGrantStops(t *testing.T) {
 		err := h.runQueued(id)
 		took := time.Since(began)
 		require.NoError(t, err, "done for asynq: its thread waits for admission again")
-		ttl := h.o.Services().LeaseTTL
+		ttl := h.o.Runtime().Services().LeaseTTL
 		require.GreaterOrEqual(t, took, ttl-stopMargin(ttl)-100*time.Millisecond, "stopped before its renewals were due to have failed")
 		// Its 30 s tool did not run to its end (a bound far from the
 		// stop, for a loaded machine).
@@ -179,13 +179,13 @@ func TestUnrenewedGrantStops(t *testing.T) {
 		id := h.startQueued("h/a")
 		done := make(chan error, 1)
 		go func() { done <- h.runQueued(id) }()
-		ttl := h.o.Services().LeaseTTL
+		ttl := h.o.Runtime().Services().LeaseTTL
 		select {
 		case err := <-done:
 			t.Fatalf("the renewed activation stopped after less than 1.5 leases: %v", err)
 		case <-time.After(ttl + ttl/2):
 		}
-		require.NoError(t, h.o.Services().Registry.RequestCancel(h.ctx, id, true))
+		require.NoError(t, h.o.Runtime().Services().Registry.RequestCancel(h.ctx, id, true))
 		h.w.deliver(id, "cancel")
 		require.NoError(t, <-done)
 		require.Equal(t, thread.StatusCancelled, h.record(id).Status)

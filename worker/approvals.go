@@ -156,7 +156,7 @@ func (s *session) suspendForApproval(ctx context.Context, earliest time.Time, as
 // and the timeout activation at the earliest deadline. It holds the
 // waiting thread's record and the services it suspends with.
 type approvalWait struct {
-	o       *orchestrator.Orchestrator
+	o       *orchestrator.Runtime
 	acts    activationLeases
 	enq     activationQueue
 	metrics *Metrics

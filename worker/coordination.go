@@ -55,7 +55,7 @@ var AnyThreadCapability = thread.ToolCapability(AnyThreadsItem)
 // answers; the session records the answer as the call's result, or the
 // pending wait a wait_threads call becomes.
 type coordinator struct {
-	o   *orchestrator.Orchestrator
+	o   *orchestrator.Runtime
 	reg threadRecords
 	// rec is the caller's record.
 	rec *registry.Record

@@ -21,7 +21,7 @@ func TestCoordinator(t *testing.T) {
 	caller := h.start("h/a", thread.Limits{})
 	other := h.start("h/kid", thread.Limits{})
 	rec := h.record(caller)
-	c := &coordinator{o: h.o, reg: h.o.Services().Registry, rec: rec, cfg: config.Coordination{WaitMaxThreads: 2, WaitDefaultTimeout: time.Minute}}
+	c := &coordinator{o: h.o.Runtime(), reg: h.o.Runtime().Services().Registry, rec: rec, cfg: config.Coordination{WaitMaxThreads: 2, WaitDefaultTimeout: time.Minute}}
 	run := func(input string) coordination {
 		t.Helper()
 		res, err := c.run(h.ctx, json.RawMessage(input))

@@ -84,7 +84,7 @@ type deps struct {
 }
 
 // depsOf returns o's services (orchestrator.Services).
-func depsOf(o *orchestrator.Orchestrator) deps {
+func depsOf(o *orchestrator.Runtime) deps {
 	sv := o.Services()
 	return deps{reg: sv.Registry, acts: sv.Activations, ledger: sv.Ledger, enq: sv.Enqueuer, store: sv.Store,
 		signer: sv.Signer, keyring: sv.Keyring, leaseTTL: sv.LeaseTTL}

@@ -35,7 +35,7 @@ func (l *noRoomLedger) Room(ctx context.Context, id string, path []string) (ledg
 func TestFakeLedgerStopsResumedThread(t *testing.T) {
 	t.Parallel()
 	h := setup(t, nil, Config{RetryHandBack: 100 * time.Millisecond})
-	fake := &noRoomLedger{budgetLedger: h.o.Services().Ledger}
+	fake := &noRoomLedger{budgetLedger: h.o.Runtime().Services().Ledger}
 	h.w.wrapDeps = func(d deps) deps {
 		d.ledger = fake
 		return d

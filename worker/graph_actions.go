@@ -21,7 +21,7 @@ import (
 // events), a child started under the id planned for it. It holds the
 // run's record, its project, its tools and their environment.
 type graphActions struct {
-	o     *orchestrator.Orchestrator
+	o     *orchestrator.Runtime
 	proj  *orchestrator.Project
 	tools *tools.Registry
 	env   *tools.Env

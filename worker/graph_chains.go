@@ -21,7 +21,7 @@ import (
 // transcript.
 type childChains struct {
 	reg threadRecords
-	o   *orchestrator.Orchestrator
+	o   *orchestrator.Runtime
 	log *slog.Logger
 	// run is the run's id, the parent of its children.
 	run string

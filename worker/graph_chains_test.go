@@ -19,7 +19,7 @@ type chainsBundle struct {
 }
 
 func (b *chainsBundle) chains(parent string) *childChains {
-	return &childChains{reg: b.o.Services().Registry, o: b.o, log: slog.New(slog.DiscardHandler), run: parent,
+	return &childChains{reg: b.o.Runtime().Services().Registry, o: b.o.Runtime(), log: slog.New(slog.DiscardHandler), run: parent,
 		emit: func(typ string, payload any) {
 			if ev, ok := payload.(transcript.ChildSpawned); ok && typ == transcript.TypeChildSpawned {
 				b.started = append(b.started, ev.ChildID)

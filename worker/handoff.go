@@ -223,7 +223,7 @@ func (s *session) forwardCancel(ctx context.Context) error {
 // begins from: its record, directive and project, and the previous
 // thread's verified transcript, read through the orchestrator.
 type continuation struct {
-	o    *orchestrator.Orchestrator
+	o    *orchestrator.Runtime
 	proj *orchestrator.Project
 	dir  *directive.Directive
 	rec  *registry.Record

@@ -191,7 +191,7 @@ func setupWith(t *testing.T, files map[string]string, cfg harnessConfig) *harnes
 	if !cfg.noRenew {
 		rctx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
-		go func() { defer close(done); w.renewAdmissions(rctx, o.Services().LeaseTTL) }()
+		go func() { defer close(done); w.renewAdmissions(rctx, o.Runtime().Services().LeaseTTL) }()
 		t.Cleanup(func() { stop(); <-done })
 	}
 	insp := asynq.NewInspectorFromRedisClient(r.Client)
@@ -206,7 +206,7 @@ func (h *harness) start(dir string, limits thread.Limits) string {
 	h.t.Helper()
 	rec, err := h.o.Start(h.ctx, orchestrator.StartRequest{Directive: dir, Bundle: h.bundle, Model: fakeModel, LimitOverrides: limits})
 	require.NoError(h.t, err)
-	require.NoError(h.t, h.insp.DeleteTask(h.o.Services().Keys.Queue(rec.Queue), rec.ThreadID))
+	require.NoError(h.t, h.insp.DeleteTask(h.o.Runtime().Services().Keys.Queue(rec.Queue), rec.ThreadID))
 	return rec.ThreadID
 }
 
@@ -239,7 +239,7 @@ func (h *harness) drain(due bool) int {
 		require.NoError(h.t, err)
 		var todo []*asynq.TaskInfo
 		for _, q := range qs {
-			if !strings.HasPrefix(q, h.o.Services().Keys.Namespace()+".") {
+			if !strings.HasPrefix(q, h.o.Runtime().Services().Keys.Namespace()+".") {
 				continue // another test's
 			}
 			pend, err := h.insp.ListPendingTasks(q)
@@ -280,7 +280,7 @@ func (h *harness) record(id string) *registry.Record {
 // eventsOf decodes the thread's transcript events of type typ, in order.
 func eventsOf[T any](h *harness, id, typ string) []T {
 	h.t.Helper()
-	tr, err := transcript.Read(h.ctx, h.o.Services().Store, id, h.o.Services().Keyring, transcript.Strict)
+	tr, err := transcript.Read(h.ctx, h.o.Runtime().Services().Store, id, h.o.Runtime().Services().Keyring, transcript.Strict)
 	require.NoError(h.t, err)
 	var out []T
 	for _, ev := range tr.Events {
@@ -296,7 +296,7 @@ func eventsOf[T any](h *harness, id, typ string) []T {
 // events are the thread's transcript event types, in order.
 func (h *harness) events(id string) []string {
 	h.t.Helper()
-	tr, err := transcript.Read(h.ctx, h.o.Services().Store, id, h.o.Services().Keyring, transcript.Strict)
+	tr, err := transcript.Read(h.ctx, h.o.Runtime().Services().Store, id, h.o.Runtime().Services().Keyring, transcript.Strict)
 	require.NoError(h.t, err)
 	var out []string
 	for _, ev := range tr.Events {
@@ -378,7 +378,7 @@ func TestLoopTokensPastTheLimit(t *testing.T) {
 			require.Contains(t, rec.Error.Message, "--limit tokens=N")
 			require.Equal(t, 2, rec.Cost.Turns)
 			require.Equal(t, 220, rec.Cost.InputTokens+rec.Cost.OutputTokens, "the response past the limit is counted")
-			_, err := h.o.Services().Store.Get(h.ctx, blobkey.WorkspaceFile(id, "late.txt"))
+			_, err := h.o.Runtime().Services().Store.Get(h.ctx, blobkey.WorkspaceFile(id, "late.txt"))
 			require.ErrorIs(t, err, blobstore.ErrNotFound, "the call past the limit did not run")
 			require.Equal(t, 2, h.prov.calls)
 		})
@@ -392,7 +392,7 @@ func TestLoopStopsWherever(t *testing.T) {
 	t.Parallel()
 	type stopper func(h *harness, id string)
 	cancelIt := func(h *harness, id string) {
-		require.NoError(h.t, h.o.Services().Registry.RequestCancel(h.ctx, id, true))
+		require.NoError(h.t, h.o.Runtime().Services().Registry.RequestCancel(h.ctx, id, true))
 		h.w.deliver(id, "cancel")
 	}
 	for _, tc := range []struct {
@@ -456,7 +456,7 @@ func TestLoopCancelBeforeTurn(t *testing.T) {
 	h := setup(t, nil, Config{})
 	h.prov.script("h/a", say("never"))
 	id := h.start("h/a", thread.Limits{})
-	require.NoError(t, h.o.Services().Registry.RequestCancel(h.ctx, id, true))
+	require.NoError(t, h.o.Runtime().Services().Registry.RequestCancel(h.ctx, id, true))
 	require.NoError(t, h.activate(id, "start", 0))
 	rec := h.record(id)
 	require.Equal(t, thread.StatusCancelled, rec.Status)
@@ -626,7 +626,7 @@ func TestLoopStorageFailureIsNotTheModels(t *testing.T) {
 	h := setup(t, nil, Config{})
 	h.prov.script("h/a", call("rye/file-system/fs_write", `{"path":"a.txt","content":"x"}`), say("written"))
 	id := h.start("h/a", thread.Limits{})
-	broken := &failingStore{Store: h.o.Services().Store}
+	broken := &failingStore{Store: h.o.Runtime().Services().Store}
 	h.w.o = h.w.o.WithStore(broken)
 	broken.failWorkspace.Store(true)
 	err := h.activate(id, "start", 0)
@@ -683,7 +683,7 @@ const approvalsYAML = `approvals:
 func (h *harness) file(id, path string) (string, bool) {
 	h.t.Helper()
 	rec := h.record(id)
-	b, err := h.o.Services().Store.Get(h.ctx, blobkey.WorkspaceFile(rec.TreeID(), path))
+	b, err := h.o.Runtime().Services().Store.Get(h.ctx, blobkey.WorkspaceFile(rec.TreeID(), path))
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return "", false
 	}
@@ -911,7 +911,7 @@ func TestRateLimitHandsBack(t *testing.T) {
 	// The fleet-wide counters (the monitor's rate limits page) say so.
 	rl, err := config.ParseRateLimits("r.yaml", []byte("rate_limits: [{match: 'script:*', requests_per_minute: 1, burst: 1}]"))
 	require.NoError(t, err)
-	st, err := ratelimit.New(h.o.Services().Redis, h.o.Services().Keys, clk.Now).Status(h.ctx, rl)
+	st, err := ratelimit.New(h.o.Runtime().Services().Redis, h.o.Runtime().Services().Keys, clk.Now).Status(h.ctx, rl)
 	require.NoError(t, err)
 	require.Equal(t, ratelimit.Counters{Admitted: 1, Settled: 1, Throttled: 1, ThrottledBy: map[string]int64{"req": 1}, Waiting: 1,
 		InputReserved: st[0].Counters.InputReserved, InputUsed: st[0].Counters.InputUsed, OutputReserved: st[0].Counters.OutputReserved,

@@ -35,14 +35,14 @@ func TestLostChild(t *testing.T) {
 
 	// What Redis kept: the parent running (its suspension lost) with no
 	// lease, and no trace of the child.
-	rdb, ks := h.o.Services().Redis, h.o.Services().Keys
+	rdb, ks := h.o.Runtime().Services().Redis, h.o.Runtime().Services().Keys
 	require.NoError(t, h.insp.DeleteTask(ks.Queue(kids[0].Queue), kid))
 	require.NoError(t, rdb.Del(h.ctx, ks.Thread(kid), ks.Ledger(kid), ks.Waits(id), ks.Waiters(kid)).Err())
 	require.NoError(t, rdb.SRem(h.ctx, ks.Active(kid), kid).Err())
 	require.NoError(t, rdb.SRem(h.ctx, ks.Children(id), kid).Err())
 	require.NoError(t, rdb.HSet(h.ctx, ks.Thread(id), "status", string(thread.StatusRunning)).Err())
 
-	orphans, err := h.o.Services().Activations.Orphans(h.ctx)
+	orphans, err := h.o.Runtime().Services().Activations.Orphans(h.ctx)
 	require.NoError(t, err)
 	require.Len(t, orphans, 1)
 	require.NoError(t, h.activate(id, "recover", orphans[0].Version))
@@ -71,7 +71,7 @@ func TestLostChild(t *testing.T) {
 func TestLostSubtreeRestored(t *testing.T) {
 	t.Parallel()
 	h := setup(t, nil, Config{})
-	rds := &testenv.Redis{Namespace: h.o.Services().Keys.Namespace(), Universal: h.o.Services().Redis}
+	rds := &testenv.Redis{Namespace: h.o.Runtime().Services().Keys.Namespace(), Universal: h.o.Runtime().Services().Redis}
 	var snap *testenv.Snapshot
 	spawn := call("rye/agent/threads/thread_directive", `{"directive_name":"h/kid"}`)
 	h.prov.script("h/a", reply{fn: func(context.Context, *provider.Request) (*provider.Response, error) {
@@ -100,7 +100,7 @@ func TestLostSubtreeRestored(t *testing.T) {
 	// recovers it.
 	var orphan registry.Orphan
 	require.Eventually(t, func() bool {
-		orphans, err := h.o.Services().Activations.Orphans(h.ctx)
+		orphans, err := h.o.Runtime().Services().Activations.Orphans(h.ctx)
 		require.NoError(t, err)
 		for _, o := range orphans {
 			if o.ThreadID == id {
@@ -172,7 +172,7 @@ func onlyChild(t *testing.T, h *harness, id string) string {
 // recordedNano is the spend of the turns id's transcript records.
 func recordedNano(t *testing.T, h *harness, id string) int64 {
 	t.Helper()
-	tr, err := transcript.Read(h.ctx, h.o.Services().Store, id, h.o.Services().Keyring, transcript.Strict)
+	tr, err := transcript.Read(h.ctx, h.o.Runtime().Services().Store, id, h.o.Runtime().Services().Keyring, transcript.Strict)
 	require.NoError(t, err)
 	cs, err := orchestrator.RecordedCharges(tr)
 	require.NoError(t, err)

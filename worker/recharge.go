@@ -34,7 +34,7 @@ func (s *session) rechargeLost(ctx context.Context, tr *transcript.Transcript, m
 			lost = append(lost, c)
 		}
 	}
-	applied, err := s.o.Housekeeper().Recharge(ctx, s.rec, lost)
+	applied, err := s.o.Recharge(ctx, s.rec, lost)
 	if len(applied) > 0 {
 		s.log.Warn("recharged turns the ledger lost", "turns", len(applied), "spend", orchestrator.ChargedUSD(applied),
 			"registry_mark", mark.Segments, "segments", tr.LastSegment())

@@ -106,7 +106,7 @@ type activation struct {
 	w *Worker
 	// o runs the orchestrator's operations (Finalize, Start, Wait, ...);
 	// the services the steps call themselves are deps.
-	o *orchestrator.Orchestrator
+	o *orchestrator.Runtime
 	deps
 	claim registry.Claim
 	act   queue.Activation

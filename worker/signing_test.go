@@ -31,10 +31,10 @@ func TestSignaturesPerThread(t *testing.T) {
 			t.Parallel()
 			h := setup(t, nil, Config{})
 			h.prov.script("h/a", tc.replies...)
-			before := h.o.Services().Signer.Signatures()
+			before := h.o.Runtime().Services().Signer.Signatures()
 			id := h.start("h/a", thread.Limits{})
 			require.NoError(t, h.activate(id, "start", 0))
-			signed := h.o.Services().Signer.Signatures() - before
+			signed := h.o.Runtime().Services().Signer.Signatures() - before
 			rec := h.record(id)
 			require.Equal(t, thread.StatusCompleted, rec.Status, "%+v", rec.Error)
 			require.Equal(t, tc.turns, rec.Cost.Turns)
@@ -53,15 +53,15 @@ func TestSignaturesPerThread(t *testing.T) {
 				{blobkey.Capabilities(id), "rye/file-system/fs_read", "rye/file-system/fs_rm"},
 			} {
 				key := edit.key
-				orig, err := h.o.Services().Store.Get(h.ctx, key)
+				orig, err := h.o.Runtime().Services().Store.Get(h.ctx, key)
 				require.NoError(t, err)
 				edited := bytes.Replace(orig, []byte(edit.old), []byte(edit.new), 1)
 				require.False(t, bytes.Equal(orig, edited), "%s holds %s", key, edit.old)
-				require.NoError(t, h.o.Services().Store.Put(h.ctx, key, edited))
+				require.NoError(t, h.o.Runtime().Services().Store.Put(h.ctx, key, edited))
 				_, err = h.o.VerifyThread(h.ctx, id, transcript.Strict)
 				require.ErrorIs(t, err, transcript.ErrTampered, key)
 				require.ErrorContains(t, err, key)
-				require.NoError(t, h.o.Services().Store.Put(h.ctx, key, orig))
+				require.NoError(t, h.o.Runtime().Services().Store.Put(h.ctx, key, orig))
 			}
 		})
 	}
@@ -75,11 +75,11 @@ func TestSignaturesAcrossActivations(t *testing.T) {
 	h := setup(t, nil, Config{})
 	h.prov.script("h/a", call("rye/agent/threads/thread_directive", `{"directive_name":"h/kid"}`), say("parent done"))
 	h.prov.script("h/kid", say("kid done"))
-	before := h.o.Services().Signer.Signatures()
+	before := h.o.Runtime().Services().Signer.Signatures()
 	id := h.start("h/a", thread.Limits{})
 	require.NoError(t, h.activate(id, "start", 0))
 	require.Equal(t, 2, h.drain(false), "the child's start, then the parent's wake")
-	signed := h.o.Services().Signer.Signatures() - before
+	signed := h.o.Runtime().Services().Signer.Signatures() - before
 	var checkpoints int64
 	kids, err := h.o.Children(h.ctx, id)
 	require.NoError(t, err)

@@ -56,7 +56,7 @@ func (s *session) resolvePending(ctx context.Context) (bool, error) {
 // on, the suspension, and the calls' answers once the threads ended. It
 // holds the thread's record and the services it reads and suspends with.
 type childWait struct {
-	o       *orchestrator.Orchestrator
+	o       *orchestrator.Runtime
 	reg     threadRecords
 	acts    activationLeases
 	enq     activationQueue
@@ -188,8 +188,8 @@ func (c *childWait) child(ctx context.Context, id string) (*registry.Record, err
 // (it does not verify: logged); Redis or the store out of reach is an
 // error, and the activation runs again. A thread's wait and a graph run's
 // wait node both read their children through it.
-func restoreLost(ctx context.Context, o *orchestrator.Orchestrator, log *slog.Logger, id, parent string) (*registry.Record, error) {
-	rs, err := o.Housekeeper().Restore(ctx, id, parent)
+func restoreLost(ctx context.Context, o *orchestrator.Runtime, log *slog.Logger, id, parent string) (*registry.Record, error) {
+	rs, err := o.Restore(ctx, id, parent)
 	switch {
 	case errors.Is(err, orchestrator.ErrNotDurable):
 		return nil, fmt.Errorf("thread %q: %w", id, registry.ErrNotFound)

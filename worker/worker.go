@@ -200,7 +200,7 @@ var errNotServed = errors.New("thread not served by this worker: handed back")
 // Worker serves thread activations from asynq queues.
 type Worker struct {
 	cfg     Config
-	o       *orchestrator.Orchestrator
+	o       *orchestrator.Runtime
 	log     *slog.Logger
 	srv     *asynq.Server
 	metrics *Metrics
@@ -245,21 +245,22 @@ func New(cfg Config, o *orchestrator.Orchestrator) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker config: MCP: %w", err)
 	}
-	sv := o.Services()
+	rt := o.Runtime()
+	sv := rt.Services()
 	if cfg.StoragePatience > 0 {
-		o = o.WithStore(blobstore.Retrying(sv.Store, blobstore.RetryConfig{Patience: cfg.StoragePatience, Logger: cfg.Logger,
+		rt = rt.WithStore(blobstore.Retrying(sv.Store, blobstore.RetryConfig{Patience: cfg.StoragePatience, Logger: cfg.Logger,
 			OnRetry: func(op string, _ error) { cfg.Metrics.storageRetried(op) },
 			Watch:   storeWatch{acts: sv.Activations, log: cfg.Logger}}))
 	}
-	w := &Worker{cfg: cfg, o: o, log: cfg.Logger, draining: make(chan struct{}), running: map[string]map[string]*control{}}
+	w := &Worker{cfg: cfg, o: rt, log: cfg.Logger, draining: make(chan struct{}), running: map[string]map[string]*control{}}
 	w.asyncCtx, w.asyncCancel = context.WithCancel(context.Background())
-	w.limiter = o.RateLimiter()
+	w.limiter = rt.RateLimiter()
 	w.token = newToken()
 	w.metrics = cfg.Metrics
 	w.mcp = mcp
 	queues := make(map[string]int, len(cfg.Queues))
 	for q, weight := range cfg.Queues {
-		for _, lane := range o.QueueLanes(q) {
+		for _, lane := range rt.QueueLanes(q) {
 			queues[lane] = weight
 		}
 	}
