@@ -58,6 +58,7 @@ func TestSpendWindowsTrimmed(t *testing.T) {
 	}
 	steps := trim(now)
 	require.Greater(t, steps, 1, "%d fields in one step: a call's work is not bounded", len(seeded))
+	t.Logf("the walk of %d fields took %d pumps", len(seeded), steps)
 	got := s.hash(11)
 	for f, v := range seeded {
 		if kept(f) {
