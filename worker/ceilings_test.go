@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -297,4 +298,30 @@ func TestChargeToppedUp(t *testing.T) {
 	m, err := h.o.Runtime().Services().Redis.HGetAll(h.ctx, h.o.Runtime().Services().Keys.AdmTenant(thread.DefaultTenant, "spend")).Result()
 	require.NoError(t, err)
 	require.Empty(t, m["d:"+day+":overrun"], "nothing overrun while the window had room")
+}
+
+// TestTopUpBorrowsTheCallEstimate: before a model call the activation
+// borrows what the call may cost (its prompt and max_tokens at the
+// model's prices), so the room is its own while the call runs; what the
+// call did not use goes back at the end.
+func TestTopUpBorrowsTheCallEstimate(t *testing.T) {
+	t.Parallel()
+	h := setup(t, nil, Config{MaxOutputTokens: 40000})
+	h.publish("version: 1\ntenants:\n  default: {spend_per_day: 1, spend_grant: 0.05}\n")
+	var during atomic.Value
+	h.prov.script("h/a", reply{fn: func(ctx context.Context, _ *provider.Request) (*provider.Response, error) {
+		st, _, err := h.o.Admission().Status(ctx, thread.DefaultTenant)
+		if err == nil {
+			during.Store(st.Spend["day"].Held)
+		}
+		return costly("done").resp, nil
+	}})
+	id := h.startQueued("h/a")
+	require.Equal(t, 1, h.drain(false))
+	require.Equal(t, thread.StatusCompleted, h.record(id).Status)
+	held, _ := during.Load().(float64)
+	require.GreaterOrEqual(t, held, 0.20, "max_tokens of output (40000 at 5 USD/Mtok) borrowed before the call, not the 0.05 of the claim")
+	spent, heldAfter := h.window(thread.DefaultTenant)
+	require.InDelta(t, 0.10, spent, 1e-9)
+	require.Zero(t, heldAfter)
 }

@@ -177,10 +177,26 @@ func (s *session) stepDrain(ctx context.Context) (outcome, error) {
 		yielded(ctx)
 		return outcome{kind: handBack, reason: reasonYield}, nil
 	}
-	if !s.w.allowanceLeft(ctx, s.grant, s.st.Cost.Spend, s.st.TurnSpend, s.st.Turn+1) {
+	if !s.w.allowanceLeft(ctx, s.grant, s.st.Cost.Spend, s.nextCallEstimate(), s.st.Turn+1) {
 		return s.tenantBudgetSpent(ctx)
 	}
 	return goOn, nil
+}
+
+// nextCallEstimate is what the thread's next model call may cost, for
+// its spend allowance: its prompt as the rate limiter estimates it and
+// max_tokens of output at the model's prices, or the last turn's cost
+// when that is more (or the call cannot be priced).
+func (s *session) nextCallEstimate() float64 {
+	if s.grant == nil || s.grant.allowance < 0 {
+		return 0
+	}
+	in, _ := provider.ContextUsage(s.st.LastPromptTokens, s.msgs.since(s.st.SinceResponse), 0)
+	est, err := s.prov.Cost(s.rec.Model, provider.Usage{InputTokens: in, OutputTokens: s.w.cfg.MaxOutputTokens})
+	if err != nil {
+		return s.st.TurnSpend
+	}
+	return max(est, s.st.TurnSpend)
 }
 
 // tenantBudgetSpent stops a thread whose tenant's spend window has no
