@@ -18,15 +18,18 @@ import (
 
 	"github.com/spool-run/spool/internal/testing/spooltest"
 	"github.com/spool-run/spool/internal/testing/testenv"
+	"github.com/spool-run/spool/ledger"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 )
 
 // keyBoundPolicy: at most three k/stamp runs of one item hold a worker
-// slot at once (grants replicated, the default).
+// slot at once (grants replicated, the default); the tenant's spend goes
+// through its day window, with room for every run.
 const keyBoundPolicy = `version: 1
 tenants:
-  kb: {weight: 1}
+  kb: {weight: 1, spend_per_day: 100, spend_grant: 0.05}
 concurrency:
   - {name: per_item, directives: ["k/stamp"], key: "${inputs.item}", max: 3}
 `
@@ -229,6 +232,9 @@ func (kb keyBound) run(t *testing.T, ps *testenv.PrivateSentinel) {
 	} else {
 		require.GreaterOrEqual(t, slices.Max(mapValues(over)), 3, "some value reached its max")
 	}
+	if kb.failovers == 0 {
+		kb.spendSettled(t, e, final)
+	}
 	if kb.kills > 0 {
 		require.Len(t, kills, kb.kills, "every kill landed on a worker holding slots")
 		require.GreaterOrEqual(t, counts["reaped:running"], int64(open), "each killed tool's grant was reaped")
@@ -330,6 +336,42 @@ func (kb keyBound) settled(t *testing.T, e *spooltest.Env) map[string]int64 {
 		t.Log("after the failovers: " + msg)
 	}
 	return counts
+}
+
+// spendSettled requires the tenant's day windows, once nothing is held,
+// to have counted what the runs spent to the nano-dollar, none of it
+// overrun: every allowance a killed worker held was settled once, with
+// what its activation spent.
+func (kb keyBound) spendSettled(t *testing.T, e *spooltest.Env, final map[string]*registry.Record) {
+	t.Helper()
+	var want int64
+	for _, rec := range final {
+		n, err := ledger.ToNano(rec.Cost.Spend)
+		require.NoError(t, err)
+		want += n
+	}
+	var spent, held, overrun int64
+	ok := assert.Eventually(&quietT{t}, func() bool {
+		m, err := e.Redis.Universal.HGetAll(context.Background(), e.Keys.AdmTenant("kb", "spend")).Result()
+		require.NoError(t, err)
+		spent, held, overrun = 0, 0, 0
+		for k, v := range m {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch {
+			case !strings.HasPrefix(k, "d:"):
+			case strings.HasSuffix(k, ":spent"):
+				spent += n
+			case strings.HasSuffix(k, ":held"):
+				held += n
+			case strings.HasSuffix(k, ":overrun"):
+				overrun += n
+			}
+		}
+		return held == 0 && spent == want
+	}, time.Minute, 200*time.Millisecond)
+	t.Logf("spend windows: the runs spent %d nano-USD; the day windows counted %d spent, %d held, %d overrun", want, spent, held, overrun)
+	require.True(t, ok, "the windows settled to what the runs spent")
+	require.Zero(t, overrun)
 }
 
 // readStamps reads the stamps file; every line must parse.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spool-run/spool/admission"
@@ -16,18 +17,24 @@ import (
 // claim writes: its admission id and the thread's spend then (nano),
 // and the activation before it with what that one spent.
 const (
-	allowActField      = "allow_act"
-	allowFromField     = "allow_from"
-	allowPrevField     = "allow_prev"
-	allowPrevUsedField = "allow_prev_used"
+	allowActField  = "allow_act"
+	allowFromField = "allow_from"
+	// allowPrevField lists the last admitted activations before
+	// allow_act with what each spent, newest first: "<act>=<nano>;...".
+	allowPrevField = "allow_prev"
 )
 
 // lapsedPerTenant bounds the lapsed allowances one pass looks at per
 // tenant; lapsedUnknownAfter is how long an allowance whose use the run's
 // record cannot tell stays held before it is settled as all spent.
+// lapsedPrevKept is how many earlier claims allow_prev keeps (claim.lua);
+// lapsedNeverClaimed is how long after its reap an activation no claim
+// of its run names is taken for one that never ran.
 const (
 	lapsedPerTenant    = 100
 	lapsedUnknownAfter = time.Hour
+	lapsedPrevKept     = 8
+	lapsedNeverClaimed = time.Minute
 )
 
 // settleLapsed settles the allowances of reaped activations whose use
@@ -35,10 +42,11 @@ const (
 // activation does it at that activation's end, this pass as soon as the
 // record knows. A lapsed activation is settled with the thread's spend
 // since its claim when it was the run's last admitted claim and the run
-// has not run since (waiting or ended), with what the next claim counted
-// when another claimed after it, as all spent when its run is gone or an
-// hour passed without the record telling. It returns how many it
-// settled.
+// has not run since (waiting or ended), with what a later claim counted
+// when one claimed after it (allow_prev keeps eight), with nothing when
+// no claim of its run names it a minute after (it never ran), and as all
+// spent when its run is gone or an hour passed without the record
+// telling. It returns how many it settled.
 func (o *Orchestrator) settleLapsed(ctx context.Context) (int, error) {
 	if o.adm.Policy() == nil {
 		return 0, nil
@@ -85,22 +93,28 @@ func (o *Orchestrator) lapsedUse(ctx context.Context, l admission.Lapse) (int64,
 	if err != nil {
 		return 0, false, err
 	}
-	field := func(k string) (int64, bool) {
-		n, err := strconv.ParseInt(rec.Extra[k], 10, 64)
-		return n, err == nil
-	}
-	switch {
-	case rec.Extra[allowPrevField] == l.Act:
-		if used, ok := field(allowPrevUsedField); ok {
-			return used, true, nil
-		}
-	case rec.Extra[allowActField] == l.Act && rec.Status != thread.StatusRunning:
-		from, ok := field(allowFromField)
-		spend, err := ledger.ToNano(rec.Cost.Spend)
-		if ok && err == nil {
-			return max(spend-from, 0), true, nil
+	prev := strings.Split(rec.Extra[allowPrevField], ";")
+	for _, e := range prev {
+		if act, n, ok := strings.Cut(e, "="); ok && act == l.Act {
+			if used, err := strconv.ParseInt(n, 10, 64); err == nil {
+				return used, true, nil
+			}
 		}
 	}
 	age := o.Now().Sub(time.UnixMilli(l.AtMs))
+	if rec.Extra[allowActField] == l.Act {
+		from, ferr := strconv.ParseInt(rec.Extra[allowFromField], 10, 64)
+		spend, err := ledger.ToNano(rec.Cost.Spend)
+		if rec.Status != thread.StatusRunning && ferr == nil && err == nil {
+			return max(spend-from, 0), true, nil
+		}
+		return -1, age >= lapsedUnknownAfter, nil
+	}
+	if len(prev) < lapsedPrevKept && age >= lapsedNeverClaimed {
+		// Neither the last claim nor one of those before it, with none
+		// forgotten: its worker died between its grant's claim and the
+		// registry's, and it ran nothing.
+		return 0, true, nil
+	}
 	return -1, age >= lapsedUnknownAfter, nil
 }

@@ -12,8 +12,9 @@
 -- An admitted activation notes its admission id and the thread's spend
 -- at its claim (allow_act, allow_from): at the next admitted claim the
 -- difference is what the one before spent, which settles its allowance
--- if its lease was reaped (allow_prev, allow_prev_used keep it for
--- housekeeping when that claim's own activation dies too).
+-- if its lease was reaped. allow_prev keeps the last eight of these,
+-- newest first ("<act>=<nano>;..."), for housekeeping when the claim's
+-- own activation dies too and its release never settles the one before.
 --
 -- A thread admission parked (park.lua: waiting, adm_act) is claimable by
 -- the parked activation: "<thread>" for a start, "<thread>@<reason>-<seq>"
@@ -47,7 +48,7 @@ if not h[5] or h[5] == '' then
 end
 local prev, used = '', -1
 if ARGV[7] and ARGV[7] ~= '' then
-  local a = redis.call('HMGET', KEYS[1], 'allow_act', 'allow_from', 'cost')
+  local a = redis.call('HMGET', KEYS[1], 'allow_act', 'allow_from', 'cost', 'allow_prev')
   local spend = 0
   if a[3] and a[3] ~= '' then
     local okc, c = pcall(cjson.decode, a[3])
@@ -55,7 +56,12 @@ if ARGV[7] and ARGV[7] ~= '' then
   end
   if a[1] then
     prev, used = a[1], math.max(spend - (tonumber(a[2]) or spend), 0)
-    for _, v in ipairs({'allow_prev', prev, 'allow_prev_used', used}) do set[#set + 1] = v end
+    local list, n = prev .. '=' .. used, 1
+    for e in string.gmatch(a[4] or '', '[^;]+') do
+      if n >= 8 then break end
+      list, n = list .. ';' .. e, n + 1
+    end
+    for _, v in ipairs({'allow_prev', list}) do set[#set + 1] = v end
   end
   for _, v in ipairs({'allow_act', ARGV[7], 'allow_from', spend}) do set[#set + 1] = v end
 end

@@ -58,7 +58,9 @@ type grant struct {
 	handBack atomic.Bool
 	// allowance is what the activation may spend before it tops up
 	// (nano-dollars; -1: its tenant has no spend limit); startSpend its
-	// thread's spend at the claim, spent its spend since (nano), chain
+	// thread's spend at the claim, spent its spend since (nano: 0 until
+	// its thread ran, as for an activation whose registry claim was
+	// refused, which spent nothing), chain
 	// the root chain that ended with it: what its release settles.
 	allowance  int64
 	startSpend float64
@@ -202,7 +204,7 @@ func (w *Worker) admitClaim(ctx context.Context, act queue.Activation, token str
 		return nil, false, nil
 	}
 	g := &grant{tenant: req.Tenant, act: req.Act, token: token, record: c.Record, priority: req.Priority, since: time.Now(), ctl: ctl,
-		allowance: c.Allowance, spent: -1}
+		allowance: c.Allowance}
 	g.hold(sent, lease, w.lapsed)
 	w.adm.add(g, c.Gen)
 	return g, true, nil
