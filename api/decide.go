@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
 )
 
 // DecisionLink is what GET /v1/approvals/decide answers: the decision a
@@ -51,7 +50,7 @@ func (s *server) decisionLink(w http.ResponseWriter, r *http.Request) {
 		if !decode(w, r, &b, true) {
 			return
 		}
-		if tok.Decision == registry.DecisionDeny && !required(w, r, b.Reason, reasonRequired) {
+		if tok.Decision == orchestrator.DecisionDeny && !required(w, r, b.Reason, reasonRequired) {
 			return
 		}
 		res, err := s.cfg.Orch.DecideByToken(ctx, token, strings.TrimSpace(b.Reason))

@@ -26,7 +26,7 @@
 //	GET  /v1/openapi.json             the OpenAPI document
 //	GET  /healthz                     liveness
 //
-// The bodies are the JSON the CLI prints with --json (registry.Record,
+// The bodies are the JSON the CLI prints with --json (spooltype.Record,
 // orchestrator.TreeNode, Chain, Budget, CancelResult, ResumeResult,
 // PendingCall, DecideResult, SendResult; a fork answers the fork's
 // record, as the client's Fork returns it), and the operations are the

@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/spool-run/spool/launch"
-	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/transcript"
 )
@@ -35,7 +34,7 @@ func (s *server) fork(w http.ResponseWriter, r *http.Request, id string) {
 	case errors.As(err, &te):
 		writeProblem(w, r, problem(http.StatusUnprocessableEntity, "turn_not_recorded", "%v", err))
 		return
-	case errors.Is(err, ledger.ErrReleased):
+	case errors.Is(err, orchestrator.ErrReleased):
 		writeProblem(w, r, problem(http.StatusConflict, "parent_finished", "%v", err))
 		return
 	case err != nil:

@@ -9,9 +9,7 @@ import (
 
 	"github.com/spool-run/spool/graph"
 	"github.com/spool-run/spool/launch"
-	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 )
@@ -44,13 +42,13 @@ type (
 
 // graphRecord returns run id's record, or answers 404 when there is no
 // such run (or it is a thread's).
-func (s *server) graphRecord(w http.ResponseWriter, r *http.Request, id string) *registry.Record {
+func (s *server) graphRecord(w http.ResponseWriter, r *http.Request, id string) *spooltype.Record {
 	rec, err := s.cfg.Orch.Record(r.Context(), id)
 	if err == nil && !visible(r, rec) {
-		err = registry.ErrNotFound // another tenant's run: as if it did not exist
+		err = orchestrator.ErrNotFound // another tenant's run: as if it did not exist
 	}
 	switch {
-	case errors.Is(err, registry.ErrNotFound):
+	case errors.Is(err, orchestrator.ErrNotFound):
 		writeProblem(w, r, problem(http.StatusNotFound, "not_found", "graph run %q not found", id))
 		return nil
 	case err != nil:
@@ -121,7 +119,7 @@ func (s *server) runGraph(w http.ResponseWriter, r *http.Request, _ string) {
 // list`), by ?status=, ?graph=, ?tenant=, ?limit=.
 func (s *server) listGraphs(w http.ResponseWriter, r *http.Request, _ string) {
 	q := r.URL.Query()
-	s.listRuns(w, r, registry.Filter{Status: thread.Status(q.Get("status")), Directive: q.Get("graph"), Kind: registry.KindGraph, Limit: s.cfg.ListLimit})
+	s.listRuns(w, r, orchestrator.Filter{Status: thread.Status(q.Get("status")), Directive: q.Get("graph"), Kind: spooltype.KindGraph, Limit: s.cfg.ListLimit})
 }
 
 func (s *server) showGraph(w http.ResponseWriter, r *http.Request, id string) {
@@ -231,7 +229,7 @@ func (s *server) forkGraph(w http.ResponseWriter, r *http.Request, id string) {
 	case errors.As(err, &se):
 		writeProblem(w, r, problem(http.StatusUnprocessableEntity, "step_not_recorded", "%v", err))
 		return
-	case errors.Is(err, ledger.ErrReleased):
+	case errors.Is(err, orchestrator.ErrReleased):
 		writeProblem(w, r, problem(http.StatusConflict, "parent_finished", "%v", err))
 		return
 	case err != nil:

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -76,7 +76,7 @@ func sfString(v string) (string, bool) {
 
 // writeStarted answers a start of rec at location: 201, or, when an
 // idempotent start found its key's run, 200 with Idempotent-Replayed.
-func writeStarted(w http.ResponseWriter, location string, rec *registry.Record) {
+func writeStarted(w http.ResponseWriter, location string, rec *spooltype.Record) {
 	w.Header().Set("Location", location)
 	status := http.StatusCreated
 	if rec.Existing != nil && *rec.Existing {

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 )
 
 // People in the loop: the pending tool calls, decisions on them, and
@@ -71,7 +71,7 @@ func (s *server) approve(w http.ResponseWriter, r *http.Request, id string) {
 	if !decode(w, r, &b, true) {
 		return
 	}
-	s.decide(w, r, id, registry.DecisionApprove, b.CallID, b.RequestID, b.Reason, b.By)
+	s.decide(w, r, id, orchestrator.DecisionApprove, b.CallID, b.RequestID, b.Reason, b.By)
 }
 
 // reasonRequired is the refusal of a deny without a reason.
@@ -82,7 +82,7 @@ func (s *server) deny(w http.ResponseWriter, r *http.Request, id string) {
 	if !decode(w, r, &b, false) || !required(w, r, b.Reason, reasonRequired) {
 		return
 	}
-	s.decide(w, r, id, registry.DecisionDeny, b.CallID, b.RequestID, b.Reason, b.By)
+	s.decide(w, r, id, orchestrator.DecisionDeny, b.CallID, b.RequestID, b.Reason, b.By)
 }
 
 // decide decides call (with request: that request of it only) of thread
@@ -96,7 +96,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request, id, decision, ca
 	if call != "" {
 		calls = []string{call}
 	}
-	s.onThread(w, r, id, func(ctx context.Context, _ *registry.Record) (any, error) {
+	s.onThread(w, r, id, func(ctx context.Context, _ *spooltype.Record) (any, error) {
 		if request != "" {
 			return s.cfg.Orch.DecideRequest(ctx, id, call, request, decision, who(r, by), reason)
 		}
@@ -115,7 +115,7 @@ func (s *server) message(w http.ResponseWriter, r *http.Request, id string, inte
 	if !decode(w, r, &b, false) || !required(w, r, b.Message, "message is required") {
 		return
 	}
-	s.onThread(w, r, id, func(ctx context.Context, _ *registry.Record) (any, error) {
+	s.onThread(w, r, id, func(ctx context.Context, _ *spooltype.Record) (any, error) {
 		return s.cfg.Orch.Send(ctx, id, b.Message, who(r, b.By), interrupt)
 	})
 }

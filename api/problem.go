@@ -11,7 +11,6 @@ import (
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
@@ -53,12 +52,12 @@ var refusals = []struct {
 	code   string
 	hint   string
 }{
-	{registry.ErrNotFound, http.StatusNotFound, "not_found", ""},
+	{orchestrator.ErrNotFound, http.StatusNotFound, "not_found", ""},
 	{launch.ErrRefused, http.StatusUnprocessableEntity, "refused", ""},
 	{directive.ErrNotFound, http.StatusUnprocessableEntity, "directive_not_found", ""},
-	{registry.ErrParentNotFound, http.StatusUnprocessableEntity, "parent_not_found", ""},
-	{registry.ErrNotPending, http.StatusConflict, "not_pending", ""},
-	{registry.ErrFinished, http.StatusConflict, "finished", " (send and interrupt need a running or waiting thread; resume continues a finished one)"},
+	{orchestrator.ErrParentNotFound, http.StatusUnprocessableEntity, "parent_not_found", ""},
+	{orchestrator.ErrNotPending, http.StatusConflict, "not_pending", ""},
+	{orchestrator.ErrFinished, http.StatusConflict, "finished", " (send and interrupt need a running or waiting thread; resume continues a finished one)"},
 	{transcript.ErrTampered, http.StatusConflict, "transcript_damaged", ""},
 	{orchestrator.ErrNoBudget, http.StatusNotFound, "no_budget", ""},
 	{orchestrator.ErrGraphNotFound, http.StatusUnprocessableEntity, "graph_not_found", ""},

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 )
@@ -118,7 +117,7 @@ func tenantForbidden(format string, args ...any) *Problem {
 
 // visible reports whether the caller may see rec: an unbound caller sees
 // every run, a bound one its tenant's.
-func visible(r *http.Request, rec *registry.Record) bool {
+func visible(r *http.Request, rec *spooltype.Record) bool {
 	b := boundTenant(r)
 	return b == "" || rec.TenantOrDefault() == b
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/telemetry"
 	"github.com/spool-run/spool/thread"
 )
@@ -114,7 +114,7 @@ func (s *server) reply(w http.ResponseWriter, r *http.Request, id string, v any,
 
 // onThread answers an operation on thread id: 404 when there is no such
 // thread, else what op returns (reply).
-func (s *server) onThread(w http.ResponseWriter, r *http.Request, id string, op func(ctx context.Context, rec *registry.Record) (any, error)) {
+func (s *server) onThread(w http.ResponseWriter, r *http.Request, id string, op func(ctx context.Context, rec *spooltype.Record) (any, error)) {
 	rec := s.record(w, r, id)
 	if rec == nil {
 		return
@@ -126,12 +126,12 @@ func (s *server) onThread(w http.ResponseWriter, r *http.Request, id string, op 
 // record returns thread id's record, or answers 404 (or 500). Another
 // tenant's run, for a caller bound to a tenant, is answered exactly as an
 // id that does not exist.
-func (s *server) record(w http.ResponseWriter, r *http.Request, id string) *registry.Record {
+func (s *server) record(w http.ResponseWriter, r *http.Request, id string) *spooltype.Record {
 	rec, err := s.cfg.Orch.Record(r.Context(), id)
 	if err == nil && !visible(r, rec) {
-		err = registry.ErrNotFound
+		err = orchestrator.ErrNotFound
 	}
-	if errors.Is(err, registry.ErrNotFound) {
+	if errors.Is(err, orchestrator.ErrNotFound) {
 		writeProblem(w, r, problem(http.StatusNotFound, "not_found", "thread %q not found", id))
 		return nil
 	}
@@ -211,13 +211,13 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, _ string) {
 
 func (s *server) list(w http.ResponseWriter, r *http.Request, _ string) {
 	q := r.URL.Query()
-	f := registry.Filter{Status: thread.Status(q.Get("status")), Directive: q.Get("directive"), Parent: q.Get("parent"), Limit: s.cfg.ListLimit}
+	f := orchestrator.Filter{Status: thread.Status(q.Get("status")), Directive: q.Get("directive"), Parent: q.Get("parent"), Limit: s.cfg.ListLimit}
 	s.listRuns(w, r, f)
 }
 
 // listRuns answers a list of runs that match f, with the request's
 // status, limit and tenant parameters.
-func (s *server) listRuns(w http.ResponseWriter, r *http.Request, f registry.Filter) {
+func (s *server) listRuns(w http.ResponseWriter, r *http.Request, f orchestrator.Filter) {
 	q := r.URL.Query()
 	if f.Status != "" && !f.Status.Valid() {
 		badRequest(w, r, "status %q: want one of created, running, waiting, completed, error, cancelled, continued", f.Status)
@@ -244,7 +244,7 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request, f registry.Fil
 	}
 	recs, err := s.cfg.Orch.Threads(r.Context(), f)
 	if recs == nil {
-		recs = []*registry.Record{}
+		recs = []*spooltype.Record{}
 	}
 	for _, rec := range recs {
 		rec.Cost.Spend = s.cfg.Orch.RunSpend(r.Context(), rec) // a graph run's: its subtree's, as its show gives it
@@ -259,19 +259,19 @@ func (s *server) show(w http.ResponseWriter, r *http.Request, id string) {
 }
 
 func (s *server) tree(w http.ResponseWriter, r *http.Request, id string) {
-	s.onThread(w, r, id, func(ctx context.Context, rec *registry.Record) (any, error) {
+	s.onThread(w, r, id, func(ctx context.Context, rec *spooltype.Record) (any, error) {
 		return s.cfg.Orch.Tree(ctx, rec, s.cfg.MaxTreeNodes)
 	})
 }
 
 func (s *server) chain(w http.ResponseWriter, r *http.Request, id string) {
-	s.onThread(w, r, id, func(ctx context.Context, _ *registry.Record) (any, error) {
+	s.onThread(w, r, id, func(ctx context.Context, _ *spooltype.Record) (any, error) {
 		return s.cfg.Orch.GetChain(ctx, id)
 	})
 }
 
 func (s *server) budget(w http.ResponseWriter, r *http.Request, id string) {
-	s.onThread(w, r, id, func(ctx context.Context, rec *registry.Record) (any, error) {
+	s.onThread(w, r, id, func(ctx context.Context, rec *spooltype.Record) (any, error) {
 		return s.cfg.Orch.ThreadBudget(ctx, rec)
 	})
 }
@@ -282,7 +282,7 @@ func (s *server) cancel(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	cascade := b.Cascade == nil || *b.Cascade
-	s.onThread(w, r, id, func(ctx context.Context, _ *registry.Record) (any, error) {
+	s.onThread(w, r, id, func(ctx context.Context, _ *spooltype.Record) (any, error) {
 		return s.cfg.Orch.CancelChain(ctx, id, cascade)
 	})
 }

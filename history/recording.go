@@ -7,7 +7,7 @@ import (
 
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -18,7 +18,7 @@ const MaxThreads = 1000
 // Thread is one recorded thread of a tree: its record, its verified model
 // turns, the children it started and the thread that continued it.
 type Thread struct {
-	Record *registry.Record
+	Record *spooltype.Record
 	// Turns are its model turns, in order (transcript.Turns).
 	Turns []transcript.Turn
 	// Children are the threads it started, in the order of its
@@ -99,7 +99,7 @@ func load(ctx context.Context, o *orchestrator.Orchestrator, id string, n *int) 
 	}
 	for _, k := range kids {
 		kt, err := load(ctx, o, k, n)
-		if errors.Is(err, registry.ErrNotFound) {
+		if errors.Is(err, orchestrator.ErrNotFound) {
 			continue // a child whose registration Redis lost: never ran
 		}
 		if err != nil {
@@ -108,7 +108,7 @@ func load(ctx context.Context, o *orchestrator.Orchestrator, id string, n *int) 
 		t.Children = append(t.Children, kt)
 	}
 	if c := t.Record.ContinuationThreadID; c != "" && t.Record.Status == thread.StatusContinued {
-		if t.Continuation, err = load(ctx, o, c, n); err != nil && !errors.Is(err, registry.ErrNotFound) {
+		if t.Continuation, err = load(ctx, o, c, n); err != nil && !errors.Is(err, orchestrator.ErrNotFound) {
 			return nil, err
 		}
 	}

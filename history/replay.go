@@ -15,8 +15,7 @@ import (
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/stack"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
@@ -262,11 +261,11 @@ func openScratch(ctx context.Context, dir string, cfg ReplayConfig, rec *Thread,
 	sc.cli = asynq.NewClientFromRedisClient(rdb)
 	names := namesOf(rec)
 	sc.orch, err = orchestrator.New(orchestrator.Config{Namespace: "replay", Logger: cfg.Logger, LeaseTTL: 5 * time.Second,
-		NewID: names.id, Model: model}, rdb, store, &queue.Enqueuer{Client: sc.cli}, signer, keyring)
+		NewID: names.id, Model: model}, rdb, store, &orchestrator.Enqueuer{Client: sc.cli}, signer, keyring)
 	if err != nil {
 		return nil, err
 	}
-	queues := map[string]int{queue.DefaultQueue: 1}
+	queues := map[string]int{orchestrator.DefaultQueue: 1}
 	rec.Walk(func(t *Thread) {
 		if t.Record.Queue != "" {
 			queues[t.Record.Queue] = 1
@@ -297,7 +296,7 @@ func (sc *scratch) settle(ctx context.Context) error {
 			return nil
 		}
 		for _, r := range active {
-			if r.Status == thread.StatusWaiting && r.WaitingFor == registry.WaitingForApproval {
+			if r.Status == thread.StatusWaiting && r.WaitingFor == orchestrator.WaitingForApproval {
 				return fmt.Errorf("thread %s waits for a person's approval of a tool call: a replay decides none", r.ThreadID)
 			}
 		}
@@ -328,13 +327,13 @@ func (sc *scratch) close() {
 // continued the same thread. Anything else gets a new id.
 type names struct {
 	mu       sync.Mutex
-	children map[string][]*registry.Record
+	children map[string][]*spooltype.Record
 	next     map[string]int
 	cont     map[string]string
 }
 
 func namesOf(rec *Thread) *names {
-	n := &names{children: map[string][]*registry.Record{}, next: map[string]int{}, cont: map[string]string{}}
+	n := &names{children: map[string][]*spooltype.Record{}, next: map[string]int{}, cont: map[string]string{}}
 	rec.Walk(func(t *Thread) {
 		for _, k := range t.Children {
 			n.children[t.ID()] = append(n.children[t.ID()], k.Record)

@@ -19,11 +19,9 @@ import (
 
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/directive"
-	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
-	"github.com/spool-run/spool/queue"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -59,7 +57,7 @@ type Request struct {
 
 // Started is a thread Start started.
 type Started struct {
-	Record *registry.Record
+	Record *spooltype.Record
 	// Model is the model the thread runs.
 	Model string
 	// MissingKey names the provider key (e.g. ANTHROPIC_API_KEY) that
@@ -91,12 +89,12 @@ func CheckScript(project, model string) error {
 }
 
 // CheckBounds refuses (ErrRefused) a start past what a caller may ask
-// for: a queue name that is not one (queue.CheckName) and inputs over
+// for: a queue name that is not one (orchestrator.CheckQueueName) and inputs over
 // thread.MaxInputsBytes. Start checks it first; a tool's spawn is held
 // to it too.
 func CheckBounds(req orchestrator.StartRequest) error {
 	if req.Queue != "" {
-		if err := queue.CheckName(req.Queue); err != nil {
+		if err := orchestrator.CheckQueueName(req.Queue); err != nil {
 			return refused(err)
 		}
 	}
@@ -108,7 +106,7 @@ func CheckBounds(req orchestrator.StartRequest) error {
 
 // Start checks req, builds a root thread's bundle from the project and
 // starts the thread. A refusal wraps ErrRefused; a parent that does not
-// exist is registry.ErrParentNotFound; an unknown directive
+// exist is orchestrator.ErrParentNotFound; an unknown directive
 // directive.ErrNotFound; a spawn or budget past a limit a
 // *thread.LimitError.
 func Start(ctx context.Context, o *orchestrator.Orchestrator, req Request) (*Started, error) {
@@ -149,8 +147,8 @@ func checkRequest(req Request) error {
 	if req.Project == "" {
 		return errors.New("launch: Request.Project is required")
 	}
-	if l := req.LimitOverrides.Spend; l != nil && *l > ledger.MaxAmount {
-		return refused(fmt.Errorf("limit spend=%g: at most %g USD (the most one budget holds)", *l, float64(ledger.MaxAmount)))
+	if l := req.LimitOverrides.Spend; l != nil && *l > orchestrator.MaxAmount {
+		return refused(fmt.Errorf("limit spend=%g: at most %g USD (the most one budget holds)", *l, float64(orchestrator.MaxAmount)))
 	}
 	if err := CheckBounds(req.StartRequest); err != nil {
 		return err
@@ -195,17 +193,17 @@ func checkTenant(req orchestrator.StartRequest) error {
 }
 
 // placeThread finds where req's thread belongs: a child's parent record,
-// which must exist (registry.ErrParentNotFound), or, for a root thread,
+// which must exist (orchestrator.ErrParentNotFound), or, for a root thread,
 // a bundle of the project, which it sets as req.Bundle (a script outside
 // the project is refused); the parent is nil then.
-func placeThread(ctx context.Context, o *orchestrator.Orchestrator, req *Request) (*registry.Record, error) {
+func placeThread(ctx context.Context, o *orchestrator.Orchestrator, req *Request) (*spooltype.Record, error) {
 	if req.ParentID != "" {
 		p, err := o.Record(ctx, req.ParentID)
 		if err == nil && req.Scope != "" && p.TenantOrDefault() != req.Scope {
-			err = registry.ErrNotFound // another tenant's: as if it did not exist
+			err = orchestrator.ErrNotFound // another tenant's: as if it did not exist
 		}
-		if errors.Is(err, registry.ErrNotFound) {
-			return nil, &tagged{err: fmt.Errorf("parent thread %q does not exist", req.ParentID), tag: registry.ErrParentNotFound}
+		if errors.Is(err, orchestrator.ErrNotFound) {
+			return nil, &tagged{err: fmt.Errorf("parent thread %q does not exist", req.ParentID), tag: orchestrator.ErrParentNotFound}
 		}
 		if err != nil {
 			return nil, err
@@ -238,7 +236,7 @@ func projectBundle(ctx context.Context, o *orchestrator.Orchestrator, req Reques
 // refuses one that no worker could run: an unknown or unpriced model, a
 // script that does not load. What it cannot resolve (an unknown
 // directive, a bad models.yaml) it leaves to Start to report.
-func checkModel(ctx context.Context, o *orchestrator.Orchestrator, req orchestrator.StartRequest, parent *registry.Record) (model, missingKey string, err error) {
+func checkModel(ctx context.Context, o *orchestrator.Orchestrator, req orchestrator.StartRequest, parent *spooltype.Record) (model, missingKey string, err error) {
 	bundle, inherited, parentModel := req.Bundle, "", ""
 	if parent != nil {
 		bundle, inherited, parentModel = parent.Bundle, parent.ModelOverride, parent.Model

@@ -31,7 +31,7 @@ import (
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -216,15 +216,15 @@ type TranscriptInput struct {
 }
 
 // record returns thread id's record; an unknown id is an error naming it.
-func (h *handlers) record(ctx context.Context, id string) (*registry.Record, error) {
+func (h *handlers) record(ctx context.Context, id string) (*spooltype.Record, error) {
 	if strings.TrimSpace(id) == "" {
 		return nil, errors.New("thread_id is required")
 	}
 	rec, err := h.cfg.Orch.Record(ctx, id)
 	if err == nil && h.cfg.Tenant != "" && rec.TenantOrDefault() != h.cfg.Tenant {
-		err = registry.ErrNotFound // another tenant's: as if it did not exist
+		err = orchestrator.ErrNotFound // another tenant's: as if it did not exist
 	}
-	if errors.Is(err, registry.ErrNotFound) {
+	if errors.Is(err, orchestrator.ErrNotFound) {
 		return nil, fmt.Errorf("thread %q not found", id)
 	}
 	return rec, err
@@ -308,14 +308,14 @@ func (h *handlers) cancel(ctx context.Context, _ *mcp.CallToolRequest, in Cancel
 }
 
 func (h *handlers) approve(ctx context.Context, req *mcp.CallToolRequest, in DecideInput) (*mcp.CallToolResult, any, error) {
-	return h.decide(ctx, req, in, registry.DecisionApprove)
+	return h.decide(ctx, req, in, orchestrator.DecisionApprove)
 }
 
 func (h *handlers) deny(ctx context.Context, req *mcp.CallToolRequest, in DecideInput) (*mcp.CallToolResult, any, error) {
 	if strings.TrimSpace(in.Reason) == "" {
 		return nil, nil, errors.New("reason is required: the model gets it as the call's error")
 	}
-	return h.decide(ctx, req, in, registry.DecisionDeny)
+	return h.decide(ctx, req, in, orchestrator.DecisionDeny)
 }
 
 func (h *handlers) decide(ctx context.Context, req *mcp.CallToolRequest, in DecideInput, decision string) (*mcp.CallToolResult, any, error) {

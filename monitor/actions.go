@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -145,7 +145,7 @@ func (m *Monitor) serveThreadAction(w http.ResponseWriter, r *http.Request) {
 
 // send queues the form's message for rec (interrupt: stopping the work in
 // flight).
-func (m *Monitor) send(w http.ResponseWriter, r *http.Request, rec *registry.Record, interrupt bool) {
+func (m *Monitor) send(w http.ResponseWriter, r *http.Request, rec *spooltype.Record, interrupt bool) {
 	page := "/threads/" + pathOf(rec.ThreadID)
 	msg := strings.TrimSpace(r.PostFormValue("message"))
 	if msg == "" {
@@ -153,7 +153,7 @@ func (m *Monitor) send(w http.ResponseWriter, r *http.Request, rec *registry.Rec
 		return
 	}
 	res, err := m.cfg.Orch.Send(r.Context(), rec.ThreadID, msg, who(r), interrupt)
-	if errors.Is(err, registry.ErrFinished) {
+	if errors.Is(err, orchestrator.ErrFinished) {
 		m.redirect(w, r, page, flash{Text: fmt.Sprintf("%s has finished: it takes no message (resume continues a finished thread).", rec.ThreadID), Bad: true})
 		return
 	}
@@ -173,7 +173,7 @@ func (m *Monitor) send(w http.ResponseWriter, r *http.Request, rec *registry.Rec
 
 // cancel cancels the thread rec's chain has reached, once confirmed
 // (cascade=1: its children too, as the project's child policy says).
-func (m *Monitor) cancel(w http.ResponseWriter, r *http.Request, rec *registry.Record) {
+func (m *Monitor) cancel(w http.ResponseWriter, r *http.Request, rec *spooltype.Record) {
 	page := "/threads/" + pathOf(rec.ThreadID)
 	if !m.cfg.Orch.CanSign() {
 		m.redirect(w, r, page, flash{Text: noSigner, Bad: true})
@@ -222,7 +222,7 @@ func (m *Monitor) cancel(w http.ResponseWriter, r *http.Request, rec *registry.R
 
 // resume resumes the thread rec's chain has reached with the form's
 // message, once confirmed.
-func (m *Monitor) resume(w http.ResponseWriter, r *http.Request, rec *registry.Record) {
+func (m *Monitor) resume(w http.ResponseWriter, r *http.Request, rec *spooltype.Record) {
 	page := "/threads/" + pathOf(rec.ThreadID)
 	msg := strings.TrimSpace(r.PostFormValue("message"))
 	if !m.cfg.Orch.CanSign() {
@@ -265,7 +265,7 @@ func (m *Monitor) resume(w http.ResponseWriter, r *http.Request, rec *registry.R
 
 // current is the thread rec's continuation chain has reached (rec itself
 // unless it continued).
-func (m *Monitor) current(r *http.Request, rec *registry.Record) (*registry.Record, error) {
+func (m *Monitor) current(r *http.Request, rec *spooltype.Record) (*spooltype.Record, error) {
 	if rec.Status != thread.StatusContinued {
 		return rec, nil
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 )
 
 // approvalRow is a pending call as the inbox shows it.
@@ -48,7 +48,7 @@ const graphApprovalTool = orchestrator.GraphApprovalTool
 // approvalRows are calls as the pages show them, each read with its
 // thread's record (a graph run's calls are worded as the run's).
 func (m *Monitor) approvalRows(ctx context.Context, calls []orchestrator.PendingCall) []approvalRow {
-	recs := map[string]*registry.Record{}
+	recs := map[string]*spooltype.Record{}
 	out := make([]approvalRow, 0, len(calls))
 	for _, c := range calls {
 		rec, seen := recs[c.ThreadID]
@@ -62,7 +62,7 @@ func (m *Monitor) approvalRows(ctx context.Context, calls []orchestrator.Pending
 }
 
 // approvalRowOf is call c of the thread or run rec (nil when unknown).
-func approvalRowOf(c orchestrator.PendingCall, rec *registry.Record) approvalRow {
+func approvalRowOf(c orchestrator.PendingCall, rec *spooltype.Record) approvalRow {
 	var v eventView
 	v.setText(prettyJSON(c.Input))
 	row := approvalRow{PendingCall: c, Shown: v.Text, Cut: v.Truncated, Run: rec != nil && rec.IsGraph()}
@@ -160,7 +160,7 @@ type approvalsData struct {
 func (m *Monitor) serveApprovals(w http.ResponseWriter, r *http.Request) {
 	id := strings.TrimSpace(r.URL.Query().Get("thread"))
 	if id != "" {
-		if _, err := m.cfg.Orch.Record(r.Context(), id); errors.Is(err, registry.ErrNotFound) {
+		if _, err := m.cfg.Orch.Record(r.Context(), id); errors.Is(err, orchestrator.ErrNotFound) {
 			m.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
 			return
 		}
@@ -194,7 +194,7 @@ func (m *Monitor) serveDecide(w http.ResponseWriter, r *http.Request) {
 	id, call, request := r.PostFormValue("thread"), r.PostFormValue("call"), r.PostFormValue("request")
 	decision, reason := r.PostFormValue("decision"), strings.TrimSpace(r.PostFormValue("reason"))
 	ret := back(r, "/approvals")
-	if decision != registry.DecisionApprove && decision != registry.DecisionDeny {
+	if decision != orchestrator.DecisionApprove && decision != orchestrator.DecisionDeny {
 		m.errorPage(w, r, http.StatusBadRequest, fmt.Sprintf("decision %q: want approve or deny", decision))
 		return
 	}
@@ -202,7 +202,7 @@ func (m *Monitor) serveDecide(w http.ResponseWriter, r *http.Request) {
 	if m.lookupFailed(w, r, id, err) {
 		return
 	}
-	if decision == registry.DecisionDeny && reason == "" {
+	if decision == orchestrator.DecisionDeny && reason == "" {
 		m.redirect(w, r, ret, flash{Text: "Say why to deny: " + denialOf(rec.IsGraph(), pendingTool(rec, call), false) + ".", Bad: true})
 		return
 	}
@@ -217,10 +217,10 @@ func (m *Monitor) serveDecide(w http.ResponseWriter, r *http.Request) {
 		res, err = m.cfg.Orch.Decide(r.Context(), id, calls, decision, who(r), reason)
 	}
 	switch {
-	case errors.Is(err, registry.ErrNotFound):
+	case errors.Is(err, orchestrator.ErrNotFound):
 		m.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
 		return
-	case errors.Is(err, registry.ErrNotPending):
+	case errors.Is(err, orchestrator.ErrNotPending):
 		m.redirect(w, r, ret, flash{Text: fmt.Sprintf("Nothing of %s waits for a decision any more (decided already, or the %s moved on).", id, threadOrRun(rec)), Bad: true})
 		return
 	case err != nil:
@@ -231,7 +231,7 @@ func (m *Monitor) serveDecide(w http.ResponseWriter, r *http.Request) {
 }
 
 // threadOrRun is what rec is, in a sentence.
-func threadOrRun(rec *registry.Record) string {
+func threadOrRun(rec *spooltype.Record) string {
 	if rec.IsGraph() {
 		return "run"
 	}
@@ -240,7 +240,7 @@ func threadOrRun(rec *registry.Record) string {
 
 // pendingTool is the tool of rec's pending call call (of its first one
 // when call is empty: a decision of them all), "" when none waits.
-func pendingTool(rec *registry.Record, call string) string {
+func pendingTool(rec *spooltype.Record, call string) string {
 	for _, p := range rec.PendingApprovals {
 		if call == "" || p.CallID == call {
 			return p.Tool
@@ -253,7 +253,7 @@ func pendingTool(rec *registry.Record, call string) string {
 // run's, run) did.
 func decidedText(res *orchestrator.DecideResult, run bool) string {
 	verb := "Approved"
-	if res.Decision == registry.DecisionDeny {
+	if res.Decision == orchestrator.DecisionDeny {
 		verb = "Denied"
 	}
 	text := fmt.Sprintf("%s %s of %s (by %s).", verb, strings.Join(res.Calls, ", "), res.ThreadID, res.By)
@@ -268,7 +268,7 @@ func decidedText(res *orchestrator.DecideResult, run bool) string {
 type decideData struct {
 	Token    string
 	Decision string
-	Thread   *registry.Record
+	Thread   *spooltype.Record
 	Call     *approvalRow // nil: nothing waits for this link's decision
 	Done     string       // what the decision did
 	Problem  string
@@ -324,7 +324,7 @@ func (m *Monitor) serveDecisionLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	title := "Approve a tool call"
-	if tok.Decision == registry.DecisionDeny {
+	if tok.Decision == orchestrator.DecisionDeny {
 		title = "Deny a tool call"
 	}
 	if d.Call != nil && d.Call.Request != nil {
@@ -360,7 +360,7 @@ func (m *Monitor) linkData(ctx context.Context, token string, tok *orchestrator.
 // JSON.
 func (m *Monitor) decideByLink(w http.ResponseWriter, r *http.Request, d *decideData, decision string, wantJSON bool) (code int, answered bool) {
 	reason := strings.TrimSpace(r.PostFormValue("reason"))
-	if decision == registry.DecisionDeny && reason == "" {
+	if decision == orchestrator.DecisionDeny && reason == "" {
 		tool := ""
 		if d.Call != nil {
 			tool = d.Call.Tool
@@ -370,7 +370,7 @@ func (m *Monitor) decideByLink(w http.ResponseWriter, r *http.Request, d *decide
 	}
 	res, err := m.cfg.Orch.DecideByToken(r.Context(), d.Token, reason)
 	switch {
-	case errors.Is(err, registry.ErrNotPending):
+	case errors.Is(err, orchestrator.ErrNotPending):
 		d.Call, d.Taken = nil, true
 		return http.StatusConflict, false
 	case err != nil:

@@ -9,9 +9,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -38,7 +37,7 @@ var forkPage = sync.OnceValues(func() (*template.Template, error) {
 
 // forkData is the fork form.
 type forkData struct {
-	Thread *registry.Record
+	Thread *spooltype.Record
 	Turn   int
 	Action string
 }
@@ -80,7 +79,7 @@ func (m *Monitor) serveFork(w http.ResponseWriter, r *http.Request) {
 	var te *transcript.TurnError
 	var le *thread.LimitError
 	switch {
-	case errors.As(err, &te), errors.As(err, &le), errors.Is(err, transcript.ErrTampered), errors.Is(err, ledger.ErrReleased):
+	case errors.As(err, &te), errors.As(err, &le), errors.Is(err, transcript.ErrTampered), errors.Is(err, orchestrator.ErrReleased):
 		m.redirect(w, r, back, flash{Text: "Not forked: " + err.Error(), Bad: true})
 		return
 	case err != nil:

@@ -16,7 +16,7 @@ import (
 
 	"github.com/spool-run/spool/graph"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -168,7 +168,7 @@ func (m *Monitor) serveGraph(w http.ResponseWriter, r *http.Request, p threadPag
 
 // foreachViews are the progress of each foreach and wait node at its
 // last visit, the children's statuses read from the registry.
-func (m *Monitor) foreachViews(ctx context.Context, rec *registry.Record, g *graph.Graph, steps []graph.StepRecord, current string) []foreachView {
+func (m *Monitor) foreachViews(ctx context.Context, rec *spooltype.Record, g *graph.Graph, steps []graph.StepRecord, current string) []foreachView {
 	order, last := lastFanouts(g, steps)
 	var out []foreachView
 	for _, name := range order {
@@ -301,7 +301,7 @@ var snapshots = struct {
 // graphStateView is the state after the step the page asks for (the last
 // checkpoint's by default), read from its content-addressed snapshot,
 // which must hash to the address the verified checkpoint names.
-func (m *Monitor) graphStateView(ctx context.Context, rec *registry.Record, evs []transcript.Event, want string) stateView {
+func (m *Monitor) graphStateView(ctx context.Context, rec *spooltype.Record, evs []transcript.Event, want string) stateView {
 	v := stateView{Step: -1}
 	step := -1
 	if want != "" {
@@ -395,7 +395,7 @@ func (m *Monitor) snapshot(ctx context.Context, id, sha string) ([]byte, error) 
 
 // resumeGraph resumes a failed or cancelled run, once confirmed; the
 // form may name the node to go on from.
-func (m *Monitor) resumeGraph(w http.ResponseWriter, r *http.Request, rec *registry.Record) {
+func (m *Monitor) resumeGraph(w http.ResponseWriter, r *http.Request, rec *spooltype.Record) {
 	page := "/threads/" + pathOf(rec.ThreadID)
 	if !m.cfg.Orch.CanSign() {
 		m.redirect(w, r, page, flash{Text: noSigner, Bad: true})
@@ -436,7 +436,7 @@ func (m *Monitor) resumeGraph(w http.ResponseWriter, r *http.Request, rec *regis
 }
 
 // forkGraph forks a run at the form's step, once confirmed.
-func (m *Monitor) forkGraph(w http.ResponseWriter, r *http.Request, rec *registry.Record) {
+func (m *Monitor) forkGraph(w http.ResponseWriter, r *http.Request, rec *spooltype.Record) {
 	page := "/threads/" + pathOf(rec.ThreadID)
 	if !rec.IsGraph() {
 		m.redirect(w, r, page, flash{Text: "Fork a thread from its transcript: each turn links to “fork from here”.", Bad: true})

@@ -12,7 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -25,7 +26,7 @@ type listData struct {
 	Directive string
 	Tenant    string // one tenant's runs only; "" for every tenant's
 	Limit     int
-	Threads   []*registry.Record
+	Threads   []*spooltype.Record
 	Truncated bool
 	Live      bool // some thread shown has not finished
 	// Queues are spool's asynq queues; QueuesErr says why they are not
@@ -73,7 +74,7 @@ func (m *Monitor) serveList(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, r, err)
 		return
 	}
-	recs, err := m.cfg.Orch.Threads(ctx, registry.Filter{Status: thread.Status(status), Directive: d.Directive, Tenant: d.Tenant, Limit: limit + 1})
+	recs, err := m.cfg.Orch.Threads(ctx, orchestrator.Filter{Status: thread.Status(status), Directive: d.Directive, Tenant: d.Tenant, Limit: limit + 1})
 	if err != nil {
 		m.fail(w, r, err)
 		return
@@ -119,9 +120,9 @@ func (m *Monitor) lookupFailed(w http.ResponseWriter, r *http.Request, id string
 	switch {
 	case err == nil:
 		return false
-	case errors.Is(err, registry.ErrNotFound) && strings.HasPrefix(r.URL.Path, "/api/"):
+	case errors.Is(err, orchestrator.ErrNotFound) && strings.HasPrefix(r.URL.Path, "/api/"):
 		jsonError(w, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
-	case errors.Is(err, registry.ErrNotFound):
+	case errors.Is(err, orchestrator.ErrNotFound):
 		m.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("thread %q not found", id))
 	default:
 		m.fail(w, r, err)
@@ -168,7 +169,7 @@ func (m *Monitor) serveThread(w http.ResponseWriter, r *http.Request, id string)
 	p := threadPage{ThreadView: v, CanSign: m.cfg.Orch.CanSign(), ReadOnly: m.cfg.ReadOnly,
 		Task: m.threadTask(v.Thread), AdmissionWait: m.cfg.Orch.AdmissionWaitLine(r.Context(), v.Thread)}
 	_, _, p.Named = r.BasicAuth()
-	if v.Thread.WaitingFor == registry.WaitingForApproval {
+	if v.Thread.WaitingFor == orchestrator.WaitingForApproval {
 		calls, err := m.cfg.Orch.Approvals(r.Context(), id)
 		if err != nil {
 			m.fail(w, r, err)
@@ -185,7 +186,7 @@ func (m *Monitor) serveThread(w http.ResponseWriter, r *http.Request, id string)
 
 // transcriptData is the transcript page.
 type transcriptData struct {
-	Thread  *registry.Record
+	Thread  *spooltype.Record
 	Events  []template.HTML
 	Shown   int   // events with HTML
 	Next    int64 // seq of the last event read
@@ -200,7 +201,7 @@ type transcriptData struct {
 // events; bad is why the transcript stops short (it failed verification).
 // The status is read before the transcript: a thread that had finished
 // then has every segment committed by the time the read lists them.
-func (m *Monitor) threadTranscript(ctx context.Context, id string) (rec *registry.Record, evs []transcript.Event, bad, err error) {
+func (m *Monitor) threadTranscript(ctx context.Context, id string) (rec *spooltype.Record, evs []transcript.Event, bad, err error) {
 	if rec, err = m.cfg.Orch.Record(ctx, id); err != nil {
 		return nil, nil, nil, err
 	}

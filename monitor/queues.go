@@ -6,8 +6,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/spool-run/spool/queue"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/spooltype"
 )
 
 // queueRow is one of spool's asynq queues as the list page shows it,
@@ -73,10 +73,10 @@ type threadTask struct {
 	LastErr string
 }
 
-func (m *Monitor) threadTask(rec *registry.Record) threadTask {
+func (m *Monitor) threadTask(rec *spooltype.Record) threadTask {
 	q := rec.Queue
 	if q == "" {
-		q = queue.DefaultQueue
+		q = orchestrator.DefaultQueue
 	}
 	aq := m.cfg.Orch.QueueOf(q, rec.ThreadID)
 	id := rec.Extra["active_task"]

@@ -12,8 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spool-run/spool/config"
+	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/ratelimit"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -96,10 +97,10 @@ func (m *Monitor) serveRateLimits(w http.ResponseWriter, r *http.Request) {
 // rateWaiters are the threads of active waiting for a rate limit, oldest
 // first, each with the globs of the rules of rl (none when nil) that
 // match its model.
-func rateWaiters(active []*registry.Record, rl *config.RateLimits) []rateWaiter {
+func rateWaiters(active []*spooltype.Record, rl *config.RateLimits) []rateWaiter {
 	var out []rateWaiter
 	for _, rec := range active {
-		if rec.Status != thread.StatusWaiting || rec.WaitingFor != registry.WaitingForRateLimit {
+		if rec.Status != thread.StatusWaiting || rec.WaitingFor != orchestrator.WaitingForRateLimit {
 			continue
 		}
 		wt := rateWaiter{ThreadID: rec.ThreadID, Directive: rec.Directive, Model: rec.Model, Queue: rec.Queue, Since: rec.UpdatedAt, Rules: []string{}}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/admission"
-	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 )
@@ -57,8 +56,8 @@ type tenantData struct {
 	// Waiting are its runs admission holds, by what they wait for, then
 	// key, then place in line; WaitingTotal counts them all when more
 	// than maxTenantWaiting.
-	Waiting      []*registry.Record `json:"waiting"`
-	WaitingTotal int                `json:"waiting_total"`
+	Waiting      []*spooltype.Record `json:"waiting"`
+	WaitingTotal int                 `json:"waiting_total"`
 }
 
 // tenantSetting is one setting of a tenant in force: its value, where it
@@ -171,9 +170,9 @@ func (m *Monitor) tenantFailed(w http.ResponseWriter, r *http.Request, err error
 // sortWaiting orders a tenant's waiting runs as its page lists them: by
 // what they wait for, then the key, then their place in line (those in
 // no line last), then the longest waiting first.
-func sortWaiting(recs []*registry.Record) {
-	slices.SortStableFunc(recs, func(a, b *registry.Record) int {
-		pos := func(r *registry.Record) int {
+func sortWaiting(recs []*spooltype.Record) {
+	slices.SortStableFunc(recs, func(a, b *spooltype.Record) int {
+		pos := func(r *spooltype.Record) int {
 			if r.Position <= 0 {
 				return int(^uint(0) >> 1)
 			}
@@ -186,7 +185,7 @@ func sortWaiting(recs []*registry.Record) {
 
 // waitingSince is when r began to wait: as admission has it, else its
 // record's last update.
-func waitingSince(r *registry.Record) time.Time {
+func waitingSince(r *spooltype.Record) time.Time {
 	if r.WaitingSince != nil {
 		return *r.WaitingSince
 	}

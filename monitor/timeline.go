@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -602,7 +602,7 @@ func usdShort(f float64) string {
 
 // timelineData is the timeline page.
 type timelineData struct {
-	Thread *registry.Record
+	Thread *spooltype.Record
 	TL     *Timeline
 	Rows   []spanRow
 	Ticks  []tick

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -49,11 +49,11 @@ func (m *Monitor) countThreads(ctx context.Context) (*statusCounts, error) {
 	out := &statusCounts{By: map[thread.Status]int64{}, At: time.Now()}
 	const page = 1000
 	for start := int64(0); ; start += page {
-		zs, err := m.cfg.Orch.ThreadsByTime(ctx, registry.Window{Offset: start, Count: page})
+		zs, err := m.cfg.Orch.ThreadsByTime(ctx, orchestrator.Window{Offset: start, Count: page})
 		if err != nil {
 			return nil, fmt.Errorf("count threads: %w", err)
 		}
-		ids := registry.IDs(zs)
+		ids := orchestrator.IDs(zs)
 		statuses, err := m.cfg.Orch.Statuses(ctx, ids)
 		if err != nil {
 			return nil, fmt.Errorf("count threads: %w", err)
@@ -78,7 +78,7 @@ type Node = orchestrator.TreeNode
 
 // budget returns the live budget of rec's subtree, or nil when the thread
 // has no ledger entry.
-func (m *Monitor) budget(ctx context.Context, rec *registry.Record) (*orchestrator.Budget, error) {
+func (m *Monitor) budget(ctx context.Context, rec *spooltype.Record) (*orchestrator.Budget, error) {
 	b, err := m.cfg.Orch.ThreadBudget(ctx, rec)
 	if errors.Is(err, orchestrator.ErrNoBudget) {
 		return nil, nil
@@ -89,8 +89,8 @@ func (m *Monitor) budget(ctx context.Context, rec *registry.Record) (*orchestrat
 // ThreadView is everything the thread page shows; /api/threads/ID returns
 // it as JSON.
 type ThreadView struct {
-	Thread *registry.Record     `json:"thread"`
-	Chain  []*registry.Record   `json:"chain"`
+	Thread *spooltype.Record    `json:"thread"`
+	Chain  []*spooltype.Record  `json:"chain"`
 	Tree   *Node                `json:"tree"`
 	Budget *orchestrator.Budget `json:"budget"`
 	// Live: some thread of the tree has not finished.

@@ -3,6 +3,10 @@
 // It is the one place that knows the order of the registry, ledger, bundle
 // and queue steps of the spec's thread_directive.execute, so the CLI, the
 // worker's spawn tool and the scheduler all start threads the same way.
+// Orchestrator holds the operations people call (the CLI, the API, the
+// MCP server, the monitor); the scheduler takes it as a Housekeeper, with
+// the writes of housekeeping, and the worker as a Runtime, with an
+// activation's steps and services (ARCHITECTURE.md).
 //
 // Starting a thread (spec steps 1-8, then enqueue):
 //

@@ -42,6 +42,13 @@ func (h *Housekeeper) Requeue(ctx context.Context, rec *registry.Record, seq int
 	return nil
 }
 
+// RequeueTaskID is the id of the asynq task Requeue enqueued with
+// sequence number seq (RequeuedField) for thread id: what reconciliation
+// looks for in its queue before it requeues the thread again.
+func RequeueTaskID(id string, seq int64) string {
+	return queue.TaskID(queue.Activation{ThreadID: id, Reason: "requeue"}, seq)
+}
+
 // Reconcile raises thread id's transcript mark and version as rc says
 // (registry.Registry.Reconcile): what reconciliation does once it has read
 // the thread's transcript.

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/spooltype"
 )
 
 // maxLinks bounds the links top follows up from a thread.
@@ -30,12 +31,12 @@ const maxLinks = 100_000
 func (s *Scheduler) Forget(ctx context.Context, cutoff time.Time, b Busy) (int, error) {
 	// gone says whether r may go: finished, rid of its artifacts before
 	// cutoff and in no busy tree or chain.
-	gone := func(r *registry.Record) bool {
+	gone := func(r *spooltype.Record) bool {
 		at, err := time.Parse(time.RFC3339, r.Extra[ArtifactsDeletedField])
 		return err == nil && at.Before(cutoff) && r.Status.Terminal() && !b.Holds(r)
 	}
 	forgotten := 0
-	err := s.sweep(ctx, &s.forgetAt, cutoff, func(_ string, r *registry.Record) (bool, error) {
+	err := s.sweep(ctx, &s.forgetAt, cutoff, func(_ string, r *spooltype.Record) (bool, error) {
 		if r == nil {
 			return true, nil
 		}
@@ -62,7 +63,7 @@ func (s *Scheduler) Forget(ctx context.Context, cutoff time.Time, b Busy) (int, 
 // what the sweep is told of r: settled when its tree was found too large
 // to walk (it stays for good), not when it goes with its top or may not
 // go yet.
-func (s *Scheduler) treeToForget(ctx context.Context, r *registry.Record, gone func(*registry.Record) bool) (tree []*registry.Record, settled bool, err error) {
+func (s *Scheduler) treeToForget(ctx context.Context, r *spooltype.Record, gone func(*spooltype.Record) bool) (tree []*spooltype.Record, settled bool, err error) {
 	top, err := s.top(ctx, r)
 	if err != nil {
 		return nil, false, err
@@ -72,7 +73,7 @@ func (s *Scheduler) treeToForget(ctx context.Context, r *registry.Record, gone f
 		if !gone(r) {
 			return nil, false, nil
 		}
-		return []*registry.Record{r}, false, nil
+		return []*spooltype.Record{r}, false, nil
 	case s.tooLarge(top.ThreadID):
 		return nil, true, nil
 	case top.ThreadID != r.ThreadID: // it goes with its top
@@ -89,12 +90,12 @@ func (s *Scheduler) treeToForget(ctx context.Context, r *registry.Record, gone f
 // so that a pass cut short leaves the top. It returns the number deleted,
 // and whether the tree is settled: not when a thread changed meanwhile
 // (resumed: the next pass sees) or a deletion failed.
-func (s *Scheduler) forgetTree(ctx context.Context, tree []*registry.Record) (n int, settled bool, err error) {
+func (s *Scheduler) forgetTree(ctx context.Context, tree []*spooltype.Record) (n int, settled bool, err error) {
 	for i := len(tree) - 1; i >= 0; i-- {
 		err := s.o.Forget(ctx, tree[i])
 		switch {
-		case errors.Is(err, registry.ErrNotFound): // gone with its top this pass
-		case errors.Is(err, registry.ErrConflict):
+		case errors.Is(err, orchestrator.ErrNotFound): // gone with its top this pass
+		case errors.Is(err, orchestrator.ErrConflict):
 			return n, false, nil // changed meanwhile (resumed): the next pass sees
 		case err != nil:
 			return n, false, err
@@ -108,7 +109,7 @@ func (s *Scheduler) forgetTree(ctx context.Context, tree []*registry.Record) (n 
 // top returns the top of r's tree: the thread reached from r through the
 // threads it is a child, a continuation or a fork of, which is none of
 // these; nil when one on the way has no record.
-func (s *Scheduler) top(ctx context.Context, r *registry.Record) (*registry.Record, error) {
+func (s *Scheduler) top(ctx context.Context, r *spooltype.Record) (*spooltype.Record, error) {
 	for range maxLinks {
 		up := r.ParentID
 		if up == "" {
@@ -121,7 +122,7 @@ func (s *Scheduler) top(ctx context.Context, r *registry.Record) (*registry.Reco
 			return r, nil
 		}
 		next, err := s.o.Record(ctx, up)
-		if errors.Is(err, registry.ErrNotFound) {
+		if errors.Is(err, orchestrator.ErrNotFound) {
 			return nil, nil
 		}
 		if err != nil {
@@ -138,11 +139,11 @@ func (s *Scheduler) top(ctx context.Context, r *registry.Record) (*registry.Reco
 // as soon as one may not go, or when there are more than
 // RecordRetentionTree (then the tree is marked tooLarge, and the sweep
 // goes on past it).
-func (s *Scheduler) tree(ctx context.Context, top *registry.Record, gone func(*registry.Record) bool) (out []*registry.Record, ok bool, err error) {
+func (s *Scheduler) tree(ctx context.Context, top *spooltype.Record, gone func(*spooltype.Record) bool) (out []*spooltype.Record, ok bool, err error) {
 	if !gone(top) {
 		return nil, false, nil
 	}
-	w := &treeWalk{out: []*registry.Record{top}, seen: map[string]bool{top.ThreadID: true}, gone: gone}
+	w := &treeWalk{out: []*spooltype.Record{top}, seen: map[string]bool{top.ThreadID: true}, gone: gone}
 	for i := 0; i < len(w.out); i++ {
 		if len(w.out) > s.cfg.RecordRetentionTree {
 			s.markTooLarge(top.ThreadID)
@@ -152,7 +153,7 @@ func (s *Scheduler) tree(ctx context.Context, top *registry.Record, gone func(*r
 		if ok, err := s.reach(ctx, w, r); err != nil || !ok {
 			return nil, false, err
 		}
-		w.out[i] = &registry.Record{ThreadID: r.ThreadID, Version: r.Version, Status: r.Status}
+		w.out[i] = &spooltype.Record{ThreadID: r.ThreadID, Version: r.Version, Status: r.Status}
 	}
 	return w.out, true, nil
 }
@@ -160,14 +161,14 @@ func (s *Scheduler) tree(ctx context.Context, top *registry.Record, gone func(*r
 // treeWalk is the state of one walk of tree: the threads reached so far,
 // in the order reached, and the test each of them must pass.
 type treeWalk struct {
-	out  []*registry.Record
+	out  []*spooltype.Record
 	seen map[string]bool
-	gone func(*registry.Record) bool
+	gone func(*spooltype.Record) bool
 }
 
 // add appends the threads of rs not reached yet, and reports false as
 // soon as one of them may not go.
-func (w *treeWalk) add(rs ...*registry.Record) bool {
+func (w *treeWalk) add(rs ...*spooltype.Record) bool {
 	for _, k := range rs {
 		if w.seen[k.ThreadID] {
 			continue
@@ -184,7 +185,7 @@ func (w *treeWalk) add(rs ...*registry.Record) bool {
 // reach adds to w the threads r reaches: its children, its forks and its
 // continuation (none when the continuation has no record). ok is false as
 // soon as one of them may not go.
-func (s *Scheduler) reach(ctx context.Context, w *treeWalk, r *registry.Record) (ok bool, err error) {
+func (s *Scheduler) reach(ctx context.Context, w *treeWalk, r *spooltype.Record) (ok bool, err error) {
 	kids, err := s.o.Children(ctx, r.ThreadID)
 	if err != nil {
 		return false, err
@@ -198,7 +199,7 @@ func (s *Scheduler) reach(ctx context.Context, w *treeWalk, r *registry.Record) 
 	}
 	if id := r.ContinuationThreadID; id != "" && !w.seen[id] {
 		next, err := s.o.Record(ctx, id)
-		if err != nil && !errors.Is(err, registry.ErrNotFound) {
+		if err != nil && !errors.Is(err, orchestrator.ErrNotFound) {
 			return false, err
 		}
 		if next != nil && !w.add(next) {

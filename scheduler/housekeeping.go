@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/internal/redisfn"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/spooltype"
 )
 
 // ArtifactsDeletedField is the registry hash field retention sets on a
 // thread whose persisted artifacts it deleted (RFC 3339 time). The record
 // itself is kept: see the package doc.
-const ArtifactsDeletedField = registry.ArtifactsDeletedField
+const ArtifactsDeletedField = orchestrator.ArtifactsDeletedField
 
 // HousekeepingResult is what one housekeeping pass did.
 type HousekeepingResult struct {
@@ -154,7 +155,7 @@ func (s *Scheduler) pruneFunctions(ctx context.Context) []string {
 // a pass examines only the threads it has not settled yet, at most
 // RetentionScan records.
 func (s *Scheduler) Retain(ctx context.Context, cutoff time.Time, b Busy) (threads, objects int, err error) {
-	err = s.sweep(ctx, &s.retainAt, cutoff, func(_ string, r *registry.Record) (bool, error) {
+	err = s.sweep(ctx, &s.retainAt, cutoff, func(_ string, r *spooltype.Record) (bool, error) {
 		switch {
 		case r == nil, r.Extra[ArtifactsDeletedField] != "":
 			return true, nil
@@ -181,7 +182,7 @@ func (s *Scheduler) Retain(ctx context.Context, cutoff time.Time, b Busy) (threa
 type Busy struct{ trees, chains map[string]bool }
 
 // Holds reports whether r is in a busy tree or chain.
-func (b Busy) Holds(r *registry.Record) bool { return b.trees[r.TreeID()] || b.chains[r.ChainRootID] }
+func (b Busy) Holds(r *spooltype.Record) bool { return b.trees[r.TreeID()] || b.chains[r.ChainRootID] }
 
 // busy reads the active threads' trees and chains.
 func (s *Scheduler) busy(ctx context.Context) (Busy, error) {
@@ -203,7 +204,7 @@ func (s *Scheduler) busy(ctx context.Context) (Busy, error) {
 // threads settled before the first that is not, so that the next sweep
 // starts there. A sweep examines at most RetentionScan threads.
 func (s *Scheduler) sweep(ctx context.Context, at *float64, cutoff time.Time,
-	visit func(id string, r *registry.Record) (bool, error)) error {
+	visit func(id string, r *spooltype.Record) (bool, error)) error {
 	s.mu.Lock()
 	mark := *at
 	s.mu.Unlock()
@@ -223,19 +224,19 @@ func (s *Scheduler) sweep(ctx context.Context, at *float64, cutoff time.Time,
 	}()
 	for offset := 0; offset < s.cfg.RetentionScan; {
 		n := min(batch, s.cfg.RetentionScan-offset)
-		zs, err := s.o.ThreadsByTime(ctx, registry.Window{Min: lo, Max: hi, Offset: int64(offset), Count: int64(n)})
+		zs, err := s.o.ThreadsByTime(ctx, orchestrator.Window{Min: lo, Max: hi, Offset: int64(offset), Count: int64(n)})
 		if err != nil {
 			return err
 		}
 		if len(zs) == 0 {
 			return nil
 		}
-		ids := registry.IDs(zs)
+		ids := orchestrator.IDs(zs)
 		recs, err := s.o.Records(ctx, ids)
 		if err != nil {
 			return err
 		}
-		byID := make(map[string]*registry.Record, len(recs))
+		byID := make(map[string]*spooltype.Record, len(recs))
 		for _, r := range recs {
 			byID[r.ThreadID] = r
 		}
@@ -260,7 +261,7 @@ func (s *Scheduler) sweep(ctx context.Context, at *float64, cutoff time.Time,
 
 // clean deletes one finished thread's artifacts and marks its record
 // (orchestrator.Housekeeper.DeleteArtifacts).
-func (s *Scheduler) clean(ctx context.Context, r *registry.Record) (int, error) {
+func (s *Scheduler) clean(ctx context.Context, r *spooltype.Record) (int, error) {
 	n, err := s.o.DeleteArtifacts(ctx, r)
 	if err != nil {
 		return n, err

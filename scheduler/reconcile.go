@@ -12,10 +12,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -312,7 +310,7 @@ func (s *Scheduler) reconcileAll(ctx context.Context, res *ReconcileResult) erro
 	}
 	res.Threads = len(recs)
 	insp := s.o.Inspector()
-	var created []*registry.Record
+	var created []*spooltype.Record
 	for _, r := range recs {
 		if r.Status == thread.StatusCreated && !startQueued(insp, s.o, r) {
 			created = append(created, r)
@@ -328,10 +326,10 @@ func (s *Scheduler) reconcileAll(ctx context.Context, res *ReconcileResult) erro
 // reconcileEach reconciles recs (but those whose artifacts retention
 // deleted), reconcileWorkers at a time, and adds what each did to res;
 // it returns the first error.
-func (s *Scheduler) reconcileEach(ctx context.Context, recs []*registry.Record, res *ReconcileResult) error {
+func (s *Scheduler) reconcileEach(ctx context.Context, recs []*spooltype.Record, res *ReconcileResult) error {
 	var mu sync.Mutex
 	var firstErr error
-	work := make(chan *registry.Record)
+	work := make(chan *spooltype.Record)
 	var wg sync.WaitGroup
 	for range min(reconcileWorkers, max(len(recs), 1)) {
 		wg.Add(1)
@@ -368,7 +366,7 @@ func (s *Scheduler) reconcileEach(ctx context.Context, recs []*registry.Record, 
 // A start task is claimed within moments of being taken from its queue:
 // a created thread whose task was active (or finished, or gone) a second
 // ago and still is has lost it.
-func (s *Scheduler) requeueLost(ctx context.Context, insp *asynq.Inspector, created []*registry.Record, checked time.Time,
+func (s *Scheduler) requeueLost(ctx context.Context, insp *asynq.Inspector, created []*spooltype.Record, checked time.Time,
 	res *ReconcileResult) error {
 	if len(created) > 0 {
 		if d := time.Second - time.Since(checked); d > 0 {
@@ -400,9 +398,9 @@ func (s *Scheduler) requeueLost(ctx context.Context, insp *asynq.Inspector, crea
 	return nil
 }
 
-func queueOf(r *registry.Record) string {
+func queueOf(r *spooltype.Record) string {
 	if r.Queue == "" {
-		return queue.DefaultQueue
+		return orchestrator.DefaultQueue
 	}
 	return r.Queue
 }
@@ -423,11 +421,11 @@ type queueNames interface {
 // scheduled or to be retried). Anything else (active, finished, gone) is
 // a start that may have been lost; an error reading it counts as queued,
 // to be looked at again by a later pass.
-func startQueued(insp *asynq.Inspector, qs queueNames, rec *registry.Record) bool {
+func startQueued(insp *asynq.Inspector, qs queueNames, rec *spooltype.Record) bool {
 	aq := qs.QueueOf(queueOf(rec), rec.ThreadID)
 	ids := []string{rec.ThreadID}
 	if seq, err := strconv.ParseInt(rec.Extra[RequeuedField], 10, 64); err == nil {
-		ids = append(ids, queue.TaskID(queue.Activation{ThreadID: rec.ThreadID, Reason: "requeue"}, seq))
+		ids = append(ids, orchestrator.RequeueTaskID(rec.ThreadID, seq))
 	}
 	for _, id := range ids {
 		info, err := insp.GetTaskInfo(aq, id)
@@ -447,7 +445,7 @@ func startQueued(insp *asynq.Inspector, qs queueNames, rec *registry.Record) boo
 
 // reconcileSet is the records a reconciliation examines: the non-terminal
 // threads and, after lost writes, the threads created within the window.
-func (s *Scheduler) reconcileSet(ctx context.Context, afterLoss bool) ([]*registry.Record, error) {
+func (s *Scheduler) reconcileSet(ctx context.Context, afterLoss bool) ([]*spooltype.Record, error) {
 	recs, err := s.o.Active(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
@@ -460,11 +458,11 @@ func (s *Scheduler) reconcileSet(ctx context.Context, afterLoss bool) ([]*regist
 		seen[r.ThreadID] = true
 	}
 	since := s.o.Now().Add(-s.cfg.ReconcileWindow).UnixMilli()
-	zs, err := s.o.ThreadsByTime(ctx, registry.Window{Min: strconv.FormatInt(since, 10)})
+	zs, err := s.o.ThreadsByTime(ctx, orchestrator.Window{Min: strconv.FormatInt(since, 10)})
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
-	ids := registry.IDs(zs)
+	ids := orchestrator.IDs(zs)
 	var more []string
 	for _, id := range ids {
 		if !seen[id] {
@@ -485,7 +483,7 @@ func (s *Scheduler) reconcileSet(ctx context.Context, afterLoss bool) ([]*regist
 
 // reconcileThread holds one thread's record and ledger entry to its
 // transcript (see Reconcile) and counts what it repaired in res.
-func (s *Scheduler) reconcileThread(ctx context.Context, rec *registry.Record, trigger string, res *ReconcileResult) error {
+func (s *Scheduler) reconcileThread(ctx context.Context, rec *spooltype.Record, trigger string, res *ReconcileResult) error {
 	id := rec.ThreadID
 	tr, err := s.readToReconcile(ctx, rec, trigger, res)
 	if err != nil || tr == nil {
@@ -517,7 +515,7 @@ func (s *Scheduler) reconcileThread(ctx context.Context, rec *registry.Record, t
 // last segment of a thread that has not finished may be past the mark
 // (the worker package doc). A created thread has no segment and a
 // finished one's mark is exact.
-func segmentLag(rec *registry.Record) int64 {
+func segmentLag(rec *spooltype.Record) int64 {
 	if rec.Status == thread.StatusCreated || rec.Status.Terminal() {
 		return 0
 	}
@@ -528,7 +526,7 @@ func segmentLag(rec *registry.Record) int64 {
 // nothing to reconcile: on a periodic pass, its segments are not ahead of
 // the mark by more than the normal lag, or it does not verify (skipped,
 // and logged).
-func (s *Scheduler) readToReconcile(ctx context.Context, rec *registry.Record, trigger string, res *ReconcileResult) (*transcript.Transcript, error) {
+func (s *Scheduler) readToReconcile(ctx context.Context, rec *spooltype.Record, trigger string, res *ReconcileResult) (*transcript.Transcript, error) {
 	id := rec.ThreadID
 	if trigger == TriggerPeriodic {
 		n, err := s.o.SegmentCount(ctx, id)
@@ -554,9 +552,9 @@ func (s *Scheduler) readToReconcile(ctx context.Context, rec *registry.Record, t
 // raiseRecord raises rec's transcript mark to its durable segments and
 // its version past the last durable checkpoint's (when no activation
 // holds it), and counts what it raised.
-func (s *Scheduler) raiseRecord(ctx context.Context, rec *registry.Record, tr *transcript.Transcript, res *ReconcileResult) (registry.Reconciled, error) {
+func (s *Scheduler) raiseRecord(ctx context.Context, rec *spooltype.Record, tr *transcript.Transcript, res *ReconcileResult) (orchestrator.Reconciled, error) {
 	id := rec.ThreadID
-	var rc registry.Reconciliation
+	var rc orchestrator.Reconciliation
 	if m := tr.Mark(); m.Segments > rec.Transcript.Segments+segmentLag(rec) {
 		rc.Mark = orchestrator.RecordMark(m)
 	}
@@ -567,14 +565,14 @@ func (s *Scheduler) raiseRecord(ctx context.Context, rec *registry.Record, tr *t
 		// cut off by it (and its next commit fails anyway).
 		held, err := s.o.LeaseHeld(ctx, id)
 		if err != nil {
-			return registry.Reconciled{}, fmt.Errorf("reconcile %s: %w", id, err)
+			return orchestrator.Reconciled{}, fmt.Errorf("reconcile %s: %w", id, err)
 		}
 		if !held {
 			rc.MinVersion = st.Version + versionFence
 		}
 	}
 	if rc.Mark == nil && rc.MinVersion <= 0 {
-		return registry.Reconciled{}, nil
+		return orchestrator.Reconciled{}, nil
 	}
 	got, err := s.o.Reconcile(ctx, id, rc)
 	if err != nil {
@@ -592,10 +590,10 @@ func (s *Scheduler) raiseRecord(ctx context.Context, rec *registry.Record, tr *t
 // recharge applies the turn charges rec's transcript records (charges)
 // that the ledger lacks, and counts them; an entry that cannot take them
 // (released, gone) is skipped, and logged.
-func (s *Scheduler) recharge(ctx context.Context, rec *registry.Record, charges []orchestrator.TurnCharge, res *ReconcileResult) ([]orchestrator.TurnCharge, error) {
+func (s *Scheduler) recharge(ctx context.Context, rec *spooltype.Record, charges []orchestrator.TurnCharge, res *ReconcileResult) ([]orchestrator.TurnCharge, error) {
 	applied, err := s.o.Recharge(ctx, rec, charges)
 	res.Charges += len(applied)
-	if errors.Is(err, ledger.ErrReleased) || errors.Is(err, ledger.ErrNotFound) {
+	if errors.Is(err, orchestrator.ErrReleased) || errors.Is(err, orchestrator.ErrLedgerNotFound) {
 		s.log.Warn("reconcile: the ledger entry cannot take the thread's recorded turns", "thread_id", rec.ThreadID,
 			"ledger_id", rec.LedgerID(), "error", err)
 		res.Skipped++

@@ -17,7 +17,6 @@ import (
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/graph"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -188,7 +187,7 @@ func parseEntry(n *yaml.Node) (Entry, error) {
 	if err := e.parseCron(); err != nil {
 		return e, err
 	}
-	if e.Queue != "" && queue.CheckName(e.Queue) != nil {
+	if e.Queue != "" && orchestrator.CheckQueueName(e.Queue) != nil {
 		return e, fmt.Errorf("queue %q: not a queue name", e.Queue)
 	}
 	if r.limits != nil {

@@ -20,8 +20,6 @@ import (
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
-	"github.com/spool-run/spool/registry"
 )
 
 // Config configures a Scheduler.
@@ -244,7 +242,7 @@ func New(cfg Config, o *orchestrator.Orchestrator) (*Scheduler, error) {
 	for _, e := range cfg.Entries {
 		q := e.Queue
 		if q == "" {
-			q = queue.DefaultQueue
+			q = orchestrator.DefaultQueue
 		}
 		s.status[e.ID] = &EntryStatus{ID: e.ID, Directive: e.Directive, Cron: e.Cron, Queue: q}
 	}
@@ -471,7 +469,7 @@ func (s *Scheduler) start(ctx context.Context, e *Entry, tick time.Time, id stri
 	if _, err := s.o.Record(ctx, id); err == nil {
 		res.Outcome = OutcomeTaken
 		return nil
-	} else if !errors.Is(err, registry.ErrNotFound) {
+	} else if !errors.Is(err, orchestrator.ErrNotFound) {
 		return err
 	}
 	digest, err := s.cfg.Bundle(ctx, e.Model)

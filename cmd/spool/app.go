@@ -20,8 +20,6 @@ import (
 	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
-	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/spawn"
 	"github.com/spool-run/spool/stack"
 	"github.com/spool-run/spool/telemetry/otlp"
@@ -421,7 +419,7 @@ func (s *services) connect(c *cli.Context, url string) (keyspace.Space, error) {
 	if err := s.rdb.Ping(pingCtx).Err(); err != nil {
 		return keyspace.Space{}, stack.MaskURLError(url, fmt.Errorf("redis %s: %w", stack.RedactURL(url), err))
 	}
-	ks, err := registry.Layout(pingCtx, s.rdb, keyspace.New(c.String("namespace")), redisShards(c, s.rdb), c.IsSet("redis-shards"))
+	ks, err := orchestrator.Layout(pingCtx, s.rdb, keyspace.New(c.String("namespace")), redisShards(c, s.rdb), c.IsSet("redis-shards"))
 	if err != nil {
 		return keyspace.Space{}, usagef("%v", err)
 	}
@@ -450,7 +448,7 @@ func (s *services) open(c *cli.Context, o openOpts, ks keyspace.Space, url strin
 	c.App.Metadata[whereKey] = s.where(c, url, ofDev)
 	s.client = asynq.NewClientFromRedisClient(s.rdb)
 	s.orch, err = orchestrator.New(orchestrator.Config{Namespace: c.String("namespace"), Shards: ks.Shards(), Logger: s.log,
-		LeaseTTL: c.Duration("lease-ttl"), Tracing: s.tel.TracerProvider()}, s.rdb, s.store, &queue.Enqueuer{Client: s.client}, signer, keyring)
+		LeaseTTL: c.Duration("lease-ttl"), Tracing: s.tel.TracerProvider()}, s.rdb, s.store, &orchestrator.Enqueuer{Client: s.client}, signer, keyring)
 	if err == nil && driftCommands[commandPath(c)] {
 		warnPolicyDrift(c, s)
 	}
@@ -463,7 +461,7 @@ func redisShards(c *cli.Context, rdb redis.UniversalClient) int {
 	if c.IsSet("redis-shards") {
 		return c.Int("redis-shards")
 	}
-	return registry.DefaultShards(rdb)
+	return orchestrator.DefaultShards(rdb)
 }
 
 // loadKeys loads the signing key and the trusted public keys. With

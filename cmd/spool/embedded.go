@@ -9,7 +9,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -105,7 +104,7 @@ func (t *ownTree) of(ctx context.Context, id string, depth int) (bool, error) {
 		return in, nil
 	}
 	rec, err := t.o.Record(ctx, id)
-	if errors.Is(err, registry.ErrNotFound) {
+	if errors.Is(err, orchestrator.ErrNotFound) {
 		return depth == 0, nil
 	}
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 	"github.com/spool-run/spool/graph"
 	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -167,7 +167,7 @@ func graphRun(c *cli.Context) error {
 
 // printGraphRecord prints a run's record as text, its spend as its
 // chain's against the chain's limit (read on s).
-func printGraphRecord(ctx context.Context, w io.Writer, s *services, r *registry.Record) {
+func printGraphRecord(ctx context.Context, w io.Writer, s *services, r *spooltype.Record) {
 	fmt.Fprintf(w, "run        %s\n", r.ThreadID)
 	fmt.Fprintf(w, "graph      %s\n", r.Directive)
 	status := string(r.Status)
@@ -343,8 +343,8 @@ func graphList(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	recs, err := s.orch.Threads(c.Context, registry.Filter{Status: thread.Status(st), Directive: c.String("graph"),
-		Kind: registry.KindGraph, Tenant: tenant, Limit: c.Int("limit")})
+	recs, err := s.orch.Threads(c.Context, orchestrator.Filter{Status: thread.Status(st), Directive: c.String("graph"),
+		Kind: spooltype.KindGraph, Tenant: tenant, Limit: c.Int("limit")})
 	if err != nil {
 		return err
 	}
@@ -353,7 +353,7 @@ func graphList(c *cli.Context) error {
 	}
 	if c.Bool("json") {
 		if recs == nil {
-			recs = []*registry.Record{}
+			recs = []*spooltype.Record{}
 		}
 		return printJSON(c.App.Writer, recs)
 	}
@@ -367,7 +367,7 @@ func graphList(c *cli.Context) error {
 
 // openGraphRun opens the services and reads the one RUN argument's record,
 // which must be a graph run's.
-func openGraphRun(c *cli.Context, o openOpts) (*services, *registry.Record, error) {
+func openGraphRun(c *cli.Context, o openOpts) (*services, *spooltype.Record, error) {
 	id, err := oneID(c)
 	if err != nil {
 		return nil, nil, err

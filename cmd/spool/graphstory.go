@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 )
 
 // What the CLI says of a graph run's chain: a resumed run and the run it
@@ -14,7 +14,7 @@ import (
 
 // printChain prints the runs r's chain links it to: the run it resumed,
 // the run that resumed it.
-func printChain(w io.Writer, r *registry.Record) {
+func printChain(w io.Writer, r *spooltype.Record) {
 	if r.PreviousThreadID != "" {
 		fmt.Fprintf(w, "resumes    %s\n", r.PreviousThreadID)
 	}
@@ -27,7 +27,7 @@ func printChain(w io.Writer, r *registry.Record) {
 // of $0.5 (the run and its children)", or, for a resumed run, "(this run,
 // the runs it resumed and their children)". A run that was resumed since
 // says what it had spent when it ended.
-func spendLine(ctx context.Context, s *services, r *registry.Record) string {
+func spendLine(ctx context.Context, s *services, r *spooltype.Record) string {
 	spend, limit := runSpend(ctx, s, r)
 	if r.ContinuationThreadID != "" {
 		spend = r.Cost.Spend
@@ -43,7 +43,7 @@ func spendLine(ctx context.Context, s *services, r *registry.Record) string {
 // (its ledger entry's, live), and the chain's spend limit: a resumed run
 // carries on its chain's budget, so both are the chain's. The record's
 // own, when the ledger does not answer (or s is nil).
-func runSpend(ctx context.Context, s *services, r *registry.Record) (spend, limit float64) {
+func runSpend(ctx context.Context, s *services, r *spooltype.Record) (spend, limit float64) {
 	if s == nil {
 		return r.Cost.Spend, r.Limits.Spend
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -130,7 +130,7 @@ func readScript(c *cli.Context, model string) ([]byte, error) {
 // replay signs with a key of its own) for a thread that must exist and be
 // verifiable: with no public key, nothing would say the recording is the
 // one that ran.
-func openRecording(c *cli.Context, id string) (*services, *registry.Record, error) {
+func openRecording(c *cli.Context, id string) (*services, *spooltype.Record, error) {
 	s, rec, err := openRecord(c, id, openOpts{readOnly: true})
 	if err != nil {
 		return nil, nil, err

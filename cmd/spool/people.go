@@ -12,7 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 )
 
 // People in the loop (CLI.md): approvals, approve, deny, send, interrupt.
@@ -39,13 +39,13 @@ func peopleCommands() []*cli.Command {
 		{Name: "approve", Usage: "approve a thread's pending tool calls (they run) or a graph run's approval node (the run goes on)", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag(),
 			&cli.StringFlag{Name: "call", Usage: "only this call ID (default: every pending call of the thread or run)"},
 			&cli.StringFlag{Name: "reason", Usage: "why, recorded in the transcript"}, byFlag()},
-			Action: func(c *cli.Context) error { return threadDecide(c, registry.DecisionApprove) }},
+			Action: func(c *cli.Context) error { return threadDecide(c, orchestrator.DecisionApprove) }},
 		{Name: "deny", Usage: "deny a thread's pending tool calls (the model gets the reason as the call's error) or a graph run's approval node (the run gets it in result.reason)",
 			ArgsUsage: "ID --reason TEXT",
 			Flags: []cli.Flag{jsonFlag(),
 				&cli.StringFlag{Name: "call", Usage: "only this call ID (default: every pending call of the thread or run)"},
 				&cli.StringFlag{Name: "reason", Usage: "why (required): " + denialGoes}, byFlag()},
-			Action: func(c *cli.Context) error { return threadDecide(c, registry.DecisionDeny) }},
+			Action: func(c *cli.Context) error { return threadDecide(c, orchestrator.DecisionDeny) }},
 		{Name: "send", Usage: "queue a message the model sees before its next call", ArgsUsage: "ID --message TEXT",
 			Flags:  []cli.Flag{jsonFlag(), &cli.StringFlag{Name: "message", Usage: "the message (required)"}, byFlag()},
 			Action: func(c *cli.Context) error { return threadSend(c, false) }},
@@ -81,7 +81,7 @@ func threadApprovals(c *cli.Context) error {
 		fmt.Fprintln(c.App.Writer, "nothing waits for a decision (no tool call, no graph run's approval node)")
 		return nil
 	}
-	recs := map[string]*registry.Record{}
+	recs := map[string]*spooltype.Record{}
 	for _, p := range calls {
 		rec, seen := recs[p.ThreadID]
 		if !seen {
@@ -99,7 +99,7 @@ const denialGoes = "a thread's model gets it as the call's error; a graph run's 
 // printPendingCall prints call p of the thread or run rec (nil when it
 // could not be read): a graph run's approval node as its node, its
 // prompt and its show as text; a tool call as its tool and input.
-func printPendingCall(w io.Writer, p orchestrator.PendingCall, rec *registry.Record) {
+func printPendingCall(w io.Writer, p orchestrator.PendingCall, rec *spooltype.Record) {
 	waiting := time.Since(p.RequestedAt).Round(time.Second)
 	if rec == nil || !rec.IsGraph() {
 		fmt.Fprintf(w, "%s  %s  %s  waiting %s\n  input %s\n", p.ThreadID, p.CallID, p.Tool, waiting, preview(string(p.Input), 200))
@@ -144,7 +144,7 @@ func threadDecide(c *cli.Context, decision string) error {
 	if err != nil {
 		return err
 	}
-	if decision == registry.DecisionDeny && strings.TrimSpace(c.String("reason")) == "" {
+	if decision == orchestrator.DecisionDeny && strings.TrimSpace(c.String("reason")) == "" {
 		return usagef("thread deny needs --reason TEXT (%s)", denialGoes)
 	}
 	s, rec, err := openRecord(c, id, openOpts{readOnly: true})
@@ -163,7 +163,7 @@ func threadDecide(c *cli.Context, decision string) error {
 		}
 	}
 	res, err := s.orch.Decide(c.Context, id, calls, decision, who(c), c.String("reason"))
-	if errors.Is(err, registry.ErrNotPending) {
+	if errors.Is(err, orchestrator.ErrNotPending) {
 		return fmt.Errorf("%s: %w", decision, err)
 	}
 	if err != nil {
@@ -179,8 +179,8 @@ func threadDecide(c *cli.Context, decision string) error {
 // decidedLine says what decision res of the calls of thread or run rec
 // (its record before the decision) did: "ID  approved call_1; the thread
 // goes on", "RUN  approved at node signoff; the run goes on".
-func decidedLine(rec *registry.Record, res *orchestrator.DecideResult) string {
-	verb := map[string]string{registry.DecisionApprove: "approved", registry.DecisionDeny: "denied"}[res.Decision]
+func decidedLine(rec *spooltype.Record, res *orchestrator.DecideResult) string {
+	verb := map[string]string{orchestrator.DecisionApprove: "approved", orchestrator.DecisionDeny: "denied"}[res.Decision]
 	if !rec.IsGraph() {
 		line := fmt.Sprintf("%s  %s %s", res.ThreadID, verb, strings.Join(res.Calls, ", "))
 		if res.Woken {
@@ -204,7 +204,7 @@ func decidedLine(rec *registry.Record, res *orchestrator.DecideResult) string {
 	switch {
 	case !res.Woken:
 		return line + "; the run still waits for its other decisions"
-	case res.Decision == registry.DecisionApprove:
+	case res.Decision == orchestrator.DecisionApprove:
 		return line + "; the run goes on"
 	case node:
 		return line + "; the run goes on, routing on the denial (its reason in result.reason)"
@@ -214,7 +214,7 @@ func decidedLine(rec *registry.Record, res *orchestrator.DecideResult) string {
 
 // pendingTool is the tool of rec's pending call call, "" when none
 // waits under that id.
-func pendingTool(rec *registry.Record, call string) string {
+func pendingTool(rec *spooltype.Record, call string) string {
 	for _, p := range rec.PendingApprovals {
 		if p.CallID == call {
 			return p.Tool
@@ -238,7 +238,7 @@ func threadSend(c *cli.Context, interrupt bool) error {
 	}
 	defer s.Close()
 	res, err := s.orch.Send(c.Context, id, msg, who(c), interrupt)
-	if errors.Is(err, registry.ErrFinished) {
+	if errors.Is(err, orchestrator.ErrFinished) {
 		return fmt.Errorf("%s: %w (send and interrupt need a running or waiting thread; `spool thread resume` continues a finished one)", c.Command.Name, err)
 	}
 	if err != nil {

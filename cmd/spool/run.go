@@ -11,8 +11,7 @@ import (
 
 	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/worker"
 )
@@ -151,7 +150,7 @@ func startAndWait(c *cli.Context, start runStart) error {
 // usual three, and the run's own queue q, whatever it is, so that the run
 // (and its children, on its queue) runs in this process.
 func embeddedQueues(q string) map[string]int {
-	queues := map[string]int{"critical": 6, queue.DefaultQueue: 3, "low": 1}
+	queues := map[string]int{"critical": 6, orchestrator.DefaultQueue: 3, "low": 1}
 	if q != "" && queues[q] == 0 {
 		queues[q] = 3
 	}
@@ -190,7 +189,7 @@ func warnMissingKey(c *cli.Context, s *services, started *launch.Started) {
 // warnUnserved warns on stderr when rec was put on a queue (--queue) that
 // no worker serves, unless this process's own worker serves it: the
 // thread stays created until one does.
-func warnUnserved(c *cli.Context, s *services, rec *registry.Record, queues map[string]int) {
+func warnUnserved(c *cli.Context, s *services, rec *spooltype.Record, queues map[string]int) {
 	if _, inProcess := queues[rec.Queue]; !c.IsSet("queue") || (c.Bool("embedded") && inProcess) {
 		return
 	}
@@ -234,7 +233,7 @@ func waitEnd(c *cli.Context, s *services, id string, existing *bool) error {
 // printFinal prints the final record of a waited-for run (--json: the
 // record; else a thread's or a graph run's text view, whose spend it
 // reads on s) and fails (exit 1) unless it completed.
-func printFinal(c *cli.Context, s *services, final *registry.Record) error {
+func printFinal(c *cli.Context, s *services, final *spooltype.Record) error {
 	what := "thread"
 	if final.IsGraph() {
 		what = "run"
@@ -257,7 +256,7 @@ func printFinal(c *cli.Context, s *services, final *registry.Record) error {
 
 // printTenant prints the run's tenant and priority, unless both are the
 // defaults (a fleet without tenants sees no new line).
-func printTenant(w io.Writer, r *registry.Record) {
+func printTenant(w io.Writer, r *spooltype.Record) {
 	if r.TenantOrDefault() == thread.DefaultTenant && r.PriorityOrDefault() == thread.DefaultPriority {
 		return
 	}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/spawn"
+	"github.com/spool-run/spool/spooltype"
 )
 
 // runChildOfTool is `thread run` inside an external tool's process: the
@@ -30,7 +30,7 @@ func runChildOfTool(c *cli.Context, cl *spawn.Client, name string, inputs map[st
 	if err != nil {
 		return err
 	}
-	var rec registry.Record
+	var rec spooltype.Record
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		return fmt.Errorf("the worker's reply: %w", err)
 	}
@@ -45,7 +45,7 @@ func runChildOfTool(c *cli.Context, cl *spawn.Client, name string, inputs map[st
 	if err != nil {
 		return err
 	}
-	var res map[string]*registry.Record
+	var res map[string]*spooltype.Record
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return fmt.Errorf("the worker's reply: %w", err)
 	}

@@ -17,11 +17,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/launch"
-	"github.com/spool-run/spool/ledger"
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/queue"
-	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/spawn"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/stack"
 	"github.com/spool-run/spool/telemetry"
 	"github.com/spool-run/spool/thread"
@@ -186,8 +184,8 @@ func parseLimits(c *cli.Context) (thread.Limits, error) {
 		if err := l.SetLimit(k, v); err != nil {
 			return l, usagef("--limit %s: %v", kv, err)
 		}
-		if l.Spend != nil && *l.Spend > ledger.MaxAmount {
-			return l, usagef("--limit %s: at most %g USD (the most one budget holds)", kv, float64(ledger.MaxAmount))
+		if l.Spend != nil && *l.Spend > orchestrator.MaxAmount {
+			return l, usagef("--limit %s: at most %g USD (the most one budget holds)", kv, float64(orchestrator.MaxAmount))
 		}
 	}
 	return l, nil
@@ -222,7 +220,7 @@ func threadRun(c *cli.Context) error {
 		return err
 	}
 	if q := c.String("queue"); c.IsSet("queue") {
-		if err := queue.CheckName(q); err != nil {
+		if err := orchestrator.CheckQueueName(q); err != nil {
 			return usagef("--queue: %v", err)
 		}
 	}
@@ -255,14 +253,14 @@ func threadRun(c *cli.Context) error {
 	})
 }
 
-func errSuffix(r *registry.Record) string {
+func errSuffix(r *spooltype.Record) string {
 	if r.Error == nil {
 		return ""
 	}
 	return ": " + r.Error.Line()
 }
 
-func printRecord(w io.Writer, r *registry.Record) {
+func printRecord(w io.Writer, r *spooltype.Record) {
 	fmt.Fprintf(w, "thread     %s\n", r.ThreadID)
 	fmt.Fprintf(w, "directive  %s\n", r.Directive)
 	fmt.Fprintf(w, "status     %s\n", r.Status)
@@ -350,7 +348,7 @@ func openID(c *cli.Context, o openOpts) (string, *services, error) {
 
 // openThread is openID, read-only, and the thread's record (an unknown ID
 // is "not found"); the caller closes the services.
-func openThread(c *cli.Context) (*services, *registry.Record, error) {
+func openThread(c *cli.Context) (*services, *spooltype.Record, error) {
 	id, err := oneID(c)
 	if err != nil {
 		return nil, nil, err
@@ -360,7 +358,7 @@ func openThread(c *cli.Context) (*services, *registry.Record, error) {
 
 // openRecord opens the services as o says and reads thread id's record
 // (an unknown ID is "not found"); the caller closes the services.
-func openRecord(c *cli.Context, id string, o openOpts) (*services, *registry.Record, error) {
+func openRecord(c *cli.Context, id string, o openOpts) (*services, *spooltype.Record, error) {
 	s, err := openServices(c, o)
 	if err != nil {
 		return nil, nil, err
@@ -487,7 +485,7 @@ func threadList(c *cli.Context) error {
 	if limit > 0 {
 		ask = limit + 1
 	}
-	recs, err := s.orch.Threads(c.Context, registry.Filter{Status: thread.Status(st), Directive: c.String("directive"), Parent: c.String("parent"),
+	recs, err := s.orch.Threads(c.Context, orchestrator.Filter{Status: thread.Status(st), Directive: c.String("directive"), Parent: c.String("parent"),
 		Tenant: tenant, WaitingFor: waitingFor, Limit: ask})
 	if err != nil {
 		return err
@@ -504,10 +502,10 @@ func threadList(c *cli.Context) error {
 
 // printThreads prints `thread list`'s records: --json a list ([] for
 // none), else a table of the id, status, progress and spend of each.
-func printThreads(c *cli.Context, recs []*registry.Record) error {
+func printThreads(c *cli.Context, recs []*spooltype.Record) error {
 	if c.Bool("json") {
 		if recs == nil {
-			recs = []*registry.Record{}
+			recs = []*spooltype.Record{}
 		}
 		return printJSON(c.App.Writer, recs)
 	}
@@ -550,7 +548,7 @@ func threadShow(c *cli.Context) error {
 // unservedQueue says, for a thread that waits to be taken by a worker
 // (created, or waiting to be woken), that no running worker serves its
 // queue; "" when one does, or when that cannot be told.
-func unservedQueue(c *cli.Context, s *services, r *registry.Record) string {
+func unservedQueue(c *cli.Context, s *services, r *spooltype.Record) string {
 	if r.Status != thread.StatusCreated && r.Status != thread.StatusWaiting {
 		return ""
 	}
@@ -565,10 +563,10 @@ func unservedQueue(c *cli.Context, s *services, r *registry.Record) string {
 	return qs.String()
 }
 
-// notFound is a registry.ErrNotFound of thread id as the user reads it:
+// notFound is a orchestrator.ErrNotFound of thread id as the user reads it:
 // `thread "ID" not found`, and where (threadNotFound).
 func notFound(id string, err error) error {
-	if errors.Is(err, registry.ErrNotFound) {
+	if errors.Is(err, orchestrator.ErrNotFound) {
 		return &threadNotFound{id: id}
 	}
 	return err
@@ -578,7 +576,7 @@ func notFound(id string, err error) error {
 // it (children, then forks marked ⑂, then the continuation marked ↳) on
 // lines starting with rest and the tree's branches.
 func printTree(w io.Writer, n *orchestrator.TreeNode, first, rest string) {
-	if n.Kind == registry.KindGraph {
+	if n.Kind == spooltype.KindGraph {
 		// A graph run: its kind and cursor instead of turns, and its
 		// subtree's spend (its children's: it calls no model itself).
 		fmt.Fprintf(w, "%s%s  %s  graph  %s", first, n.ThreadID, n.Status, thread.Count(n.Step, "step", "steps"))
@@ -598,7 +596,7 @@ func printTree(w io.Writer, n *orchestrator.TreeNode, first, rest string) {
 	}
 	if n.ForkedFrom != "" {
 		unit := "turn"
-		if n.Kind == registry.KindGraph {
+		if n.Kind == spooltype.KindGraph {
 			unit = "step"
 		}
 		fmt.Fprintf(w, "  fork of %s at %s %d", n.ForkedFrom, unit, n.ForkTurn)

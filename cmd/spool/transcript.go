@@ -10,7 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -70,7 +70,7 @@ func transcriptFormat(c *cli.Context) (string, error) {
 
 // printMarkdown prints rec's events as one markdown document, whose
 // header holds rec's status, turns and spend.
-func printMarkdown(c *cli.Context, rec *registry.Record, events []transcript.Event) error {
+func printMarkdown(c *cli.Context, rec *spooltype.Record, events []transcript.Event) error {
 	meta := transcript.KnowledgeMeta{ThreadID: rec.ThreadID, Directive: rec.Directive, Status: string(rec.Status), Model: rec.Model, Turns: rec.Cost.Turns, Spend: rec.Cost.Spend}
 	_, err := c.App.Writer.Write(transcript.RenderKnowledge(meta, events))
 	return err
@@ -90,7 +90,7 @@ func warnUnverified(c *cli.Context, s *services, what string) {
 
 // readPrefix reads what verifies of rec's transcript (lenient), held to
 // the registry's mark so that missing last segments count as damage too.
-func readPrefix(c *cli.Context, s *services, rec *registry.Record) (*transcript.Transcript, error) {
+func readPrefix(c *cli.Context, s *services, rec *spooltype.Record) (*transcript.Transcript, error) {
 	return s.orch.ReadTranscript(c.Context, rec)
 }
 
@@ -131,7 +131,7 @@ func printEvent(c *cli.Context, format string, ev transcript.Event) {
 // cancelled) and its last segment is printed, or when interrupted. A
 // markdown document, whose header says how the thread ended, is printed
 // whole at that point, of the events followed.
-func followTranscript(c *cli.Context, s *services, rec *registry.Record, format string) error {
+func followTranscript(c *cli.Context, s *services, rec *spooltype.Record, format string) error {
 	var events []transcript.Event
 	tr, err := s.orch.Follow(c.Context, rec.ThreadID, orchestrator.FollowOptions{}, func(ev transcript.Event) error {
 		if format == "markdown" {
@@ -306,7 +306,7 @@ func childProgress(ctx context.Context, s *services, id string) string {
 	return fmt.Sprintf("%d %s: %s", len(kids), what, strings.Join(parts, ", "))
 }
 
-func short(r *registry.Record) string {
+func short(r *spooltype.Record) string {
 	if r.ChainIndex > 0 && r.IsGraph() {
 		// A graph run's chain grows only by resumes.
 		return fmt.Sprintf("%s (resume %d)", r.ThreadID, r.ChainIndex)

@@ -11,7 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/orchestrator"
-	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -28,7 +28,7 @@ const noticeEvery = 500 * time.Millisecond
 // waitFor waits for ids (following the first with --follow) for at most
 // --timeout, printing a notice for each decision the wait comes to wait
 // on.
-func waitFor(c *cli.Context, s *services, ids []string) (map[string]*registry.Record, error) {
+func waitFor(c *cli.Context, s *services, ids []string) (map[string]*spooltype.Record, error) {
 	stopFollow := func() {}
 	if c.Bool("follow") {
 		stopFollow = startFollow(c, s, ids[0])
@@ -73,7 +73,7 @@ func startNotices(c *cli.Context, s *services, ids []string) (stop func()) {
 // command waits for (its notice need not name it but in the command).
 type pending struct {
 	call   orchestrator.PendingCall
-	rec    *registry.Record
+	rec    *spooltype.Record
 	waited bool
 }
 
@@ -157,7 +157,7 @@ func waitingHint(c *cli.Context, s *services, id string) string {
 //	[demo/ship-…] waiting   node signoff (step 2 of 20) · waiting for approval · $0.000000 of $0.5
 //	[demo/ship-…] running   node review (step 3 of 20) · items 2 of 8 settled · 4 children: 2 done, 2 running · $0.001440 of $0.5
 //	[demo/ship-…] cancelled 2 steps · stopped at node review · 4 children: 2 done, 2 cancelled · $0.002200 of $0.5
-func graphFollowLine(ctx context.Context, s *services, r *registry.Record) string {
+func graphFollowLine(ctx context.Context, s *services, r *spooltype.Record) string {
 	var parts []string
 	switch {
 	case r.Status == thread.StatusCompleted:
@@ -204,8 +204,8 @@ func waited(c *cli.Context, s *services, ids []string) string {
 // printAwaiting prints, for thread or run r waiting for a person, each
 // decision it waits for with the command that makes it, and an approval
 // node's prompt as text (thread show, graph show).
-func printAwaiting(ctx context.Context, w io.Writer, s *services, r *registry.Record) {
-	if r.Status != thread.StatusWaiting || r.WaitingFor != registry.WaitingForApproval {
+func printAwaiting(ctx context.Context, w io.Writer, s *services, r *spooltype.Record) {
+	if r.Status != thread.StatusWaiting || r.WaitingFor != orchestrator.WaitingForApproval {
 		return
 	}
 	calls, err := s.orch.Approvals(ctx, r.ThreadID)
