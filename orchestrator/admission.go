@@ -279,12 +279,12 @@ func (o *Orchestrator) policyPriority(ctx context.Context, tenant string) (int, 
 // checkpoint): as the recovery of that version, class 0, enqueued once
 // granted. The registry's orphan recovery of the thread makes the same
 // request, so it is made once whichever comes first.
-func (o *Orchestrator) Readmit(ctx context.Context, id string, version int64) error {
-	rec, err := o.reg.Get(ctx, id)
+func (rt *Runtime) Readmit(ctx context.Context, id string, version int64) error {
+	rec, err := rt.reg.Get(ctx, id)
 	if err != nil {
 		return err
 	}
-	_, err = o.admitAndEnqueue(ctx, rec, queue.Activation{ThreadID: id, Reason: "recover"}, version, true)
+	_, err = rt.admitAndEnqueue(ctx, rec, queue.Activation{ThreadID: id, Reason: "recover"}, version, true)
 	return err
 }
 
