@@ -89,10 +89,7 @@
 //   - Yielding hands back as a lapsed lease would: the activation checks
 //     its tenant at a turn or step boundary, releases its grant and
 //     requests again as "recover" at its version (class 0), so the
-//     registry's orphan recovery finds the same request. So does an
-//     activation that lost its grant (its renewal found it reaped): its
-//     task is done for asynq, whose retry would request it a second time
-//     under the task's own id, the run waiting twice in its key's queue.
+//     registry's orphan recovery finds the same request.
 //   - `admission off` grants every parked activation (Drain: enqueued,
 //     records deleted); running ones are reaped as their leases lapse.
 //

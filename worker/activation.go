@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -92,8 +91,8 @@ func (w *Worker) handle(ctx context.Context, t *asynq.Task) error {
 	cancel(nil)
 	<-hbDone
 	l.release(ctx, err, end.released)
-	if errors.Is(err, errYield) || errors.Is(err, errGrantLost) {
-		w.yield(ctx, claim.Record, cmp.Or(end.version, claim.Version))
+	if errors.Is(err, errYield) {
+		w.yield(ctx, claim.Record, end.version)
 	}
 	err = l.takenOver(ctx, err)
 	if err == nil && end.final != nil && claim.Record.IsGraph() && end.released {
@@ -223,10 +222,9 @@ func runPath(ctx context.Context, isGraph bool, newActivation func() activation)
 
 // activationResult is what handle answers asynq for an activation that
 // ended with err, which it logs: nil for a clean end, a retry wait (the
-// activation due at the retry time continues the thread), a takeover, a
-// yield and a lost grant (the thread requested admission again as its
-// recovery: yield); err for a hand-back (a cancel while the thread
-// loaded, a shutdown) and a failure, which asynq runs again.
+// activation due at the retry time continues the thread) and a takeover;
+// err for a hand-back (a cancel while the thread loaded, a shutdown) and
+// a failure, which asynq runs again.
 func activationResult(log *slog.Logger, err error) error {
 	switch {
 	case err == nil:
@@ -237,10 +235,8 @@ func activationResult(log *slog.Logger, err error) error {
 		log.Info("activation yielded its slot: its thread waits for admission again")
 		return nil
 	case errors.Is(err, errGrantLost):
-		// Done for asynq: a retry would request admission under the
-		// task's id beside the recovery's request (yield).
-		log.Warn("activation stopped: its admission grant is gone; its thread waits for admission again", "error", err)
-		return nil
+		log.Warn("activation stopped: its admission grant is gone; asynq runs it again", "error", err)
+		return err
 	case errors.Is(err, errLeaseLost), errors.Is(err, registry.ErrConflict), errors.Is(err, transcript.ErrSegmentExists):
 		log.Warn("activation stopped: another activation owns the thread", "error", err)
 		return nil

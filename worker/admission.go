@@ -33,11 +33,8 @@ import (
 
 // errGrantLost stops an activation whose admission grant is gone (its
 // renewal found it reaped, or lost by a failover and not re-asserted):
-// it hands the thread back at once, as a draining worker does, and
-// requests admission again as a yield does (the recovery at its version,
-// the request the registry's orphan recovery makes too); its task is
-// done, so asynq's retry does not make a second request under the task's
-// own id.
+// it hands the thread back at once, as a draining worker does, and the
+// task's retry is admitted afresh.
 var errGrantLost = fmt.Errorf("admission grant lost: %w", errDraining)
 
 // errYield ends an activation that yielded its slot (8.3): it released
@@ -366,13 +363,12 @@ func (w *Worker) yieldDue(ctx context.Context, g *grant) bool {
 }
 
 // yield hands the activation's thread back to admission after it yielded
-// (errYield) or lost its grant (errGrantLost): its registry lease
-// released, it requests admission again as a recovery at the version it
-// holds (class 0), enqueued once granted.
+// (errYield): its registry lease released, it requests admission again
+// as a recovery at the version it holds (class 0), enqueued once granted.
 func (w *Worker) yield(ctx context.Context, rec *registry.Record, version int64) {
 	ctx = context.WithoutCancel(ctx)
 	if err := w.o.Readmit(ctx, rec.ThreadID, version); err != nil {
-		w.log.Warn("handed-back activation not requested again (its recovery does it)", "thread_id", rec.ThreadID, "error", err)
+		w.log.Warn("yielded activation not requested again (its recovery does it)", "thread_id", rec.ThreadID, "error", err)
 	}
 }
 
