@@ -490,6 +490,10 @@ do
   -- spend limit) it keeps the run and the time, so that what it spent is
   -- counted all the same.
   function adm.lapse(T, a, r)
+    -- The same id lapsed before (asynq ran its task again, and that
+    -- worker died too): the older lapse moves to <a>#<ms>.
+    local old = redis.call('HGET', T.K.lapsed, a)
+    if old then redis.call('HSET', T.K.lapsed, a .. '#' .. T.now, old) end
     redis.call('HSET', T.K.lapsed, a, cjson.encode({run = r.run, aw = r.aw, al = r.al, t = T.now}))
   end
 
@@ -674,7 +678,10 @@ do
     local raw = redis.call('HGET', T.K.acts, a)
     if not raw then return 0 end
     local r = cjson.decode(raw)
-    if r.st == 'running' and token ~= '' and r.w ~= token then return 0 end
+    -- A holder's release names its token: a record it does not hold (one
+    -- granted again after its own was reaped, or run by another) is not
+    -- its to end.
+    if token ~= '' and r.w ~= token then return 0 end
     if r.st == 'granted' or r.st == 'running' then
       adm.settle(T, r, used)
       adm.unhold(T, a, r)

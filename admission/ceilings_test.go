@@ -289,6 +289,35 @@ func TestLapsedSettle(t *testing.T) {
 	spent, held, _ := s.window(t0)
 	require.Equal(t, []int64{11 * usd / 100, 0}, []int64{spent, held}, "a0's 0.01, a1's unknown use as all of its 0.10")
 	require.Empty(t, s.hash(12))
+
+	// The same id claimed again after its lapse (asynq ran its task
+	// again) and lapsing again keeps both lapses, the older as <id>#<ms>.
+	s = newSlot(t, true, ceilingConf(map[string]any{"spend_per_day": "1", "spend_grant": "0.10"}))
+	s.prov = 10
+	now := t0 + 10000
+	s.requestAt(now, "a5", root("a5"))
+	s.claimed(now, "a5", root("a5"), "x1")
+	s.renew(now+3500, 0, 3000, nil, 16)
+	s.requestAt(now+3501, "a5", root("a5"))
+	s.claimed(now+3501, "a5", root("a5"), "x2")
+	s.renew(now+7100, 0, 3000, nil, 16)
+	l := s.hash(12)
+	require.Contains(t, l, "a5")
+	require.Contains(t, l, fmt.Sprintf("a5#%d", now+7100))
+	_, held, _ = s.window(now)
+	require.Equal(t, 2*usd/10, held, "both still held")
+
+	// A release by a token that does not hold the record (the first
+	// holder's, late, after its grant was reaped and granted again) ends
+	// nothing.
+	s.requestAt(now+7200, "a6", root("a6"))
+	s.claimed(now+7200, "a6", root("a6"), "y1")
+	s.renew(now+10300, 0, 3000, nil, 16)
+	st, _, _, _ = s.requestAt(now+10301, "a6", root("a6"))
+	require.Equal(t, "GRANTED", st)
+	n, _ := s.release(now+10302, "a6", "y1", 16)
+	require.Zero(t, n, "not its holder's any more")
+	require.Equal(t, StateGranted, s.entries()["a6"].State)
 }
 
 // TestSpendCountedWithoutLimit: a tenant without a spend limit holds no

@@ -263,7 +263,7 @@ func (m *model) claim(c *call, a string, req Request, token string, lease int64,
 func (m *model) release(c *call, a, token string, most int) int {
 	m.reap(c)
 	n := 0
-	if r, ok := m.acts[a]; ok && (r.st != "running" || token == "" || r.holder == token) {
+	if r, ok := m.acts[a]; ok && (token == "" || r.st == "running" && r.holder == token) {
 		if r.st == "granted" || r.st == "running" {
 			m.unhold(a, r)
 			m.released++

@@ -24,15 +24,22 @@ import (
 	"github.com/spool-run/spool/thread"
 )
 
-// keyBoundPolicy: at most three k/stamp runs of one item hold a worker
-// slot at once (grants replicated, the default); the tenant's spend goes
-// through its day window, with room for every run.
-const keyBoundPolicy = `version: 1
+// policy: at most three k/stamp runs of one item hold a worker slot at
+// once (grants replicated, the default); the tenant's spend goes through
+// its day window, whose limit (kb.spendLimit USD, default 100) has room
+// for what every run spends, while each activation borrows 0.05 of it.
+func (kb keyBound) policy() string {
+	limit := kb.spendLimit
+	if limit == 0 {
+		limit = 100
+	}
+	return fmt.Sprintf(`version: 1
 tenants:
-  kb: {weight: 1, spend_per_day: 100, spend_grant: 0.05}
+  kb: {weight: 1, spend_per_day: %g, spend_grant: 0.05}
 concurrency:
   - {name: per_item, directives: ["k/stamp"], key: "${inputs.item}", max: 3}
-`
+`, limit)
+}
 
 // keyStampTool writes a begin stamp, an alive stamp every tenth of a
 // second of its sleep ({"ticks": N} of them) and an end stamp, from
@@ -80,6 +87,8 @@ type keyBound struct {
 	ticks     string
 	kills     int
 	failovers int
+	// spendLimit is the tenant's spend_per_day (USD; 0: 100).
+	spendLimit float64
 }
 
 // kill is a worker SIGKILLed at at, with the stamps open in it then.
@@ -117,10 +126,12 @@ func TestKeyBound(t *testing.T) {
 // value ever has more than 3 runs at once, a killed tool's interval
 // ending at its last alive stamp. Without the tools dying with their
 // worker a killed worker's tool would stamp on after its grant was reaped
-// and its slot granted again.
+// and its slot granted again. The tenant's day window of 1 USD, of which
+// each activation borrows 0.05, holds spent + held within it at every
+// sample, and once all is settled counts exactly what the runs spent.
 func TestKeyBoundUnderSIGKILL(t *testing.T) {
 	t.Parallel()
-	keyBound{top: testenv.Standalone, runs: 200, ticks: "30", kills: 10}.run(t, nil)
+	keyBound{top: testenv.Standalone, runs: 200, ticks: "30", kills: 10, spendLimit: 1}.run(t, nil)
 }
 
 // TestKeyBoundAcrossFailovers: the same across four lossy Sentinel
@@ -147,7 +158,7 @@ func (kb keyBound) run(t *testing.T, ps *testenv.PrivateSentinel) {
 	opts := spooltest.Options{Topology: kb.top, Files: map[string]string{
 		".ai/directives/k/stamp.md":       keyStampDirective,
 		".ai/tools/k/stamp.sh":            keyStampTool,
-		".ai/config/agent/admission.yaml": keyBoundPolicy,
+		".ai/config/agent/admission.yaml": kb.policy(),
 		"scripts/k.yaml":                  keyStampScript,
 	}}
 	if ps != nil {
@@ -179,6 +190,7 @@ func (kb keyBound) run(t *testing.T, ps *testenv.PrivateSentinel) {
 		startWorker()
 	}
 	stop := make(chan struct{})
+	windows := kb.sampleWindows(t, e, stop)
 	chaos := make(chan []kill, 1)
 	go func() {
 		switch {
@@ -234,6 +246,10 @@ func (kb keyBound) run(t *testing.T, ps *testenv.PrivateSentinel) {
 	}
 	if kb.failovers == 0 {
 		kb.spendSettled(t, e, final)
+		w := <-windows
+		t.Logf("spend windows sampled %d times during the run: most spent + held %d nano-USD of a %d limit, %d samples over it",
+			w.samples, w.most, w.limit, w.over)
+		require.Zero(t, w.over, "spent + held ≤ limit at every sample")
 	}
 	if kb.kills > 0 {
 		require.Len(t, kills, kb.kills, "every kill landed on a worker holding slots")
@@ -336,6 +352,62 @@ func (kb keyBound) settled(t *testing.T, e *spooltest.Env) map[string]int64 {
 		t.Log("after the failovers: " + msg)
 	}
 	return counts
+}
+
+// windowSamples are what sampleWindows saw of the tenant's day window.
+type windowSamples struct {
+	samples, over int
+	most, limit   int64
+}
+
+// sampleWindows reads the tenant's day windows every 50 ms until stop,
+// counting the samples whose spent + held passed the limit.
+func (kb keyBound) sampleWindows(t *testing.T, e *spooltest.Env, stop chan struct{}) chan windowSamples {
+	limit := kb.spendLimit
+	if limit == 0 {
+		limit = 100
+	}
+	lim, err := ledger.ToNano(limit)
+	require.NoError(t, err)
+	out := make(chan windowSamples, 1)
+	go func() {
+		w := windowSamples{limit: lim}
+		defer func() { out <- w }()
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			m, err := e.Redis.Universal.HGetAll(context.Background(), e.Keys.AdmTenant("kb", "spend")).Result()
+			if err != nil {
+				continue // a failover
+			}
+			per := map[string]int64{}
+			for k, v := range m {
+				if day, part, ok := strings.Cut(k, ":held"); ok && part == "" {
+					n, _ := strconv.ParseInt(v, 10, 64)
+					per[day] += n
+				} else if day, part, ok := strings.Cut(k, ":spent"); ok && part == "" {
+					n, _ := strconv.ParseInt(v, 10, 64)
+					per[day] += n
+				}
+			}
+			w.samples++
+			for day, n := range per {
+				if !strings.HasPrefix(day, "d:") {
+					continue
+				}
+				w.most = max(w.most, n)
+				if n > lim {
+					w.over++
+				}
+			}
+		}
+	}()
+	return out
 }
 
 // spendSettled requires the tenant's day windows, once nothing is held,

@@ -93,28 +93,49 @@ func (o *Orchestrator) lapsedUse(ctx context.Context, l admission.Lapse) (int64,
 	if err != nil {
 		return 0, false, err
 	}
-	prev := strings.Split(rec.Extra[allowPrevField], ";")
-	for _, e := range prev {
-		if act, n, ok := strings.Cut(e, "="); ok && act == l.Act {
-			if used, err := strconv.ParseInt(n, 10, 64); err == nil {
-				return used, true, nil
-			}
-		}
-	}
-	age := o.Now().Sub(time.UnixMilli(l.AtMs))
-	if rec.Extra[allowActField] == l.Act {
+	used, ok := lapsedUsed(rec, l, o.Now())
+	return used, ok, nil
+}
+
+// lapsedUsed is lapsedUse of l from its run's record rec at time now.
+// An activation id lapsed twice (asynq ran the same task again after its
+// worker died, and that one died too) keeps the older lapse under
+// "<act>#<ms>" (adm.lapse): it is the oldest of the claims that name the
+// id.
+func lapsedUsed(rec *registry.Record, l admission.Lapse, now time.Time) (int64, bool) {
+	act, _, older := strings.Cut(l.Act, "#")
+	age := now.Sub(time.UnixMilli(l.AtMs))
+	if rec.Extra[allowActField] == act && !older {
 		from, ferr := strconv.ParseInt(rec.Extra[allowFromField], 10, 64)
 		spend, err := ledger.ToNano(rec.Cost.Spend)
 		if rec.Status != thread.StatusRunning && ferr == nil && err == nil {
-			return max(spend-from, 0), true, nil
+			return max(spend-from, 0), true
 		}
-		return -1, age >= lapsedUnknownAfter, nil
+		return -1, age >= lapsedUnknownAfter
+	}
+	prev := strings.Split(rec.Extra[allowPrevField], ";")
+	found := false
+	var used int64
+	for _, e := range prev {
+		a, n, ok := strings.Cut(e, "=")
+		if !ok || a != act {
+			continue
+		}
+		if u, err := strconv.ParseInt(n, 10, 64); err == nil {
+			used, found = u, true
+			if !older {
+				break
+			}
+		}
+	}
+	if found {
+		return used, true
 	}
 	if len(prev) < lapsedPrevKept && age >= lapsedNeverClaimed {
 		// Neither the last claim nor one of those before it, with none
 		// forgotten: its worker died between its grant's claim and the
 		// registry's, and it ran nothing.
-		return 0, true, nil
+		return 0, true
 	}
-	return -1, age >= lapsedUnknownAfter, nil
+	return -1, age >= lapsedUnknownAfter
 }
