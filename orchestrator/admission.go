@@ -150,6 +150,21 @@ func (o *Orchestrator) readmitParked(ctx context.Context) (int, error) {
 // tenants with a runs_in_flight ceiling are looked at. It returns how
 // many it ended.
 func (o *Orchestrator) endLostChains(ctx context.Context) (int, error) {
+	return o.eachTenant(ctx, func(p *admission.Published, t string) (int, error) {
+		over, err := o.adm.Overrides(ctx, t)
+		if err != nil {
+			return 0, err
+		}
+		if admission.Effective(p.Policy, t, over).RunsInFlight == 0 {
+			return 0, nil
+		}
+		return o.endLostChainsOf(ctx, t)
+	})
+}
+
+// eachTenant runs fn for every tenant admission knows while a policy is
+// published, and sums what it counts; the first error ends it.
+func (o *Orchestrator) eachTenant(ctx context.Context, fn func(p *admission.Published, tenant string) (int, error)) (int, error) {
 	p := o.adm.Policy()
 	if p == nil {
 		return 0, nil
@@ -160,31 +175,35 @@ func (o *Orchestrator) endLostChains(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, t := range tenants {
-		over, err := o.adm.Overrides(ctx, t)
+		k, err := fn(p, t)
+		n += k
 		if err != nil {
 			return n, err
 		}
-		if admission.Effective(p.Policy, t, over).RunsInFlight == 0 {
+	}
+	return n, nil
+}
+
+// endLostChainsOf is endLostChains of tenant t.
+func (o *Orchestrator) endLostChainsOf(ctx context.Context, t string) (int, error) {
+	roots, err := o.adm.ChainsInFlight(ctx, t)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, root := range roots {
+		rec, err := o.Latest(ctx, root)
+		if err != nil && !errors.Is(err, registry.ErrNotFound) {
+			return n, err
+		}
+		if err == nil && !rec.Status.Terminal() {
 			continue
 		}
-		roots, err := o.adm.ChainsInFlight(ctx, t)
-		if err != nil {
+		o.log.Info("root chain ended: its end's release was lost", "tenant", t, "chain", root)
+		if err := o.adm.EndChain(ctx, t, root); err != nil {
 			return n, err
 		}
-		for _, root := range roots {
-			rec, err := o.Latest(ctx, root)
-			if err != nil && !errors.Is(err, registry.ErrNotFound) {
-				return n, err
-			}
-			if err == nil && !rec.Status.Terminal() {
-				continue
-			}
-			o.log.Info("root chain ended: its end's release was lost", "tenant", t, "chain", root)
-			if err := o.adm.EndChain(ctx, t, root); err != nil {
-				return n, err
-			}
-			n++
-		}
+		n++
 	}
 	return n, nil
 }

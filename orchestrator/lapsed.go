@@ -48,35 +48,33 @@ const (
 // spent when its run is gone or an hour passed without the record
 // telling. It returns how many it settled.
 func (o *Orchestrator) settleLapsed(ctx context.Context) (int, error) {
-	if o.adm.Policy() == nil {
-		return 0, nil
-	}
-	tenants, err := o.adm.KnownTenants(ctx)
+	return o.eachTenant(ctx, func(_ *admission.Published, t string) (int, error) {
+		return o.settleLapsedOf(ctx, t)
+	})
+}
+
+// settleLapsedOf is settleLapsed of tenant t.
+func (o *Orchestrator) settleLapsedOf(ctx context.Context, t string) (int, error) {
+	lapsed, err := o.adm.Lapsed(ctx, t, lapsedPerTenant)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	for _, t := range tenants {
-		lapsed, err := o.adm.Lapsed(ctx, t, lapsedPerTenant)
+	for _, l := range lapsed {
+		used, known, err := o.lapsedUse(ctx, l)
 		if err != nil {
 			return n, err
 		}
-		for _, l := range lapsed {
-			used, known, err := o.lapsedUse(ctx, l)
-			if err != nil {
-				return n, err
-			}
-			if !known {
-				continue
-			}
-			ok, err := o.adm.Settle(ctx, t, l.Act, used)
-			if err != nil {
-				return n, err
-			}
-			if ok {
-				o.log.Info("lapsed allowance settled", "tenant", t, "activation", l.Act, "used_nano", used)
-				n++
-			}
+		if !known {
+			continue
+		}
+		ok, err := o.adm.Settle(ctx, t, l.Act, used)
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			o.log.Info("lapsed allowance settled", "tenant", t, "activation", l.Act, "used_nano", used)
+			n++
 		}
 	}
 	return n, nil
