@@ -202,8 +202,8 @@ type pathEnd struct {
 	// version is the registry version the activation last held (a
 	// yield's recovery names it).
 	version int64
-	// spend is the thread's spend at the end (USD): what the activation
-	// spent is it less the spend at its claim.
+	// spend is the thread's spend at the end as its commits recorded it
+	// (USD): what the activation spent is it less the spend at its claim.
 	spend float64
 }
 
@@ -217,7 +217,7 @@ func runPath(ctx context.Context, isGraph bool, newActivation func() activation)
 	}
 	s := &session{activation: newActivation()}
 	err := s.run(ctx)
-	return pathEnd{released: s.leaseReleased, final: s.st.Final, handedOff: s.st.Handoff != "", version: s.version, spend: s.st.Cost.Spend}, err
+	return pathEnd{released: s.leaseReleased, final: s.st.Final, handedOff: s.st.Handoff != "", version: s.version, spend: s.durableSpend()}, err
 }
 
 // activationResult is what handle answers asynq for an activation that

@@ -152,7 +152,7 @@ func TestUnrenewedGrantStops(t *testing.T) {
 	t.Run("unrenewed", func(t *testing.T) {
 		t.Parallel()
 		h := setupWith(t, nil, harnessConfig{noRenew: true})
-		h.publish(policy)
+		h.publish(policy + "tenants:\n  default: {spend_per_day: 10}\n")
 		h.prov.script("h/a", call("t/sleep", `{}`), say("never"))
 		id := h.startQueued("h/a")
 		began := time.Now()
@@ -169,6 +169,11 @@ func TestUnrenewedGrantStops(t *testing.T) {
 		st := h.tenantState(thread.DefaultTenant)
 		require.Equal(t, 1, atoi(st["released"]), "its grant released at its end")
 		require.Equal(t, 0, atoi(st["admitted"]))
+		// Its turn's model call was made but its checkpoint never
+		// landed: the run that does it again is charged for it, so its
+		// window counts what the thread's record says, not the call.
+		spent, held := h.window(thread.DefaultTenant)
+		require.Equal(t, []float64{rec.Cost.Spend, 0}, []float64{spent, held}, "the window counts the durable spend")
 	})
 	t.Run("renewed", func(t *testing.T) {
 		t.Parallel()

@@ -41,6 +41,8 @@ func (s *session) checkpointTurn(ctx context.Context, charge bool, final *orches
 		return err
 	}
 	s.version = done.Version
+	spend := ch.Cost.Spend
+	s.committed = &spend
 	if cp.Lease != "" && done.LeaseHeld {
 		s.ctl.renewed.Store(time.Now().UnixNano())
 	}

@@ -122,6 +122,10 @@ type activation struct {
 	// thread's end; stopLease stops its heartbeat.
 	leaseReleased bool
 	stopLease     func()
+	// committed is the thread's spend as its last checkpoint committed
+	// it (nil: none yet, the claim's): what the activation's grant
+	// settles (durableSpend).
+	committed *float64
 	// ctl is the activation's control (cancel, follow).
 	ctl *control
 	// grant is the activation's admission grant (nil: admission off).
@@ -375,4 +379,15 @@ func toMap(v any) map[string]any {
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
 	return m
+}
+
+// durableSpend is the thread's spend as its last commit recorded it: a
+// turn whose checkpoint did not land (the activation was stopped in its
+// tool) is not in it, as it is not in the ledger, and is counted once,
+// by the activation that runs it again.
+func (s *session) durableSpend() float64 {
+	if s.committed != nil {
+		return *s.committed
+	}
+	return s.claim.Record.Cost.Spend
 }
