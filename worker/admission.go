@@ -277,31 +277,12 @@ func (g *grant) ended(rec *registry.Record, end pathEnd, err error) {
 
 // allowanceLeft tops up g's spend allowance before a model call (9.2
 // step 3) when the thread's spend since the claim (spend, the thread's
-// spend now) and its last turn's (last, the next call's estimate) may
-// not fit in it; it reports false when the tenant's windows had no room
+// spend now) and the next call's estimate (est) may not fit in it, once
+// per turn; it reports false when the tenant's windows had no room
 // left to lend and the allowance is spent. An activation without an
 // allowance (no spend limit) always has room.
-func (w *Worker) allowanceLeft(ctx context.Context, g *grant, spend, last float64, turn int) bool {
-	if g == nil || g.allowance < 0 {
-		return true
-	}
-	used, err := ledger.ToNano(max(spend-g.startSpend, 0))
-	if err != nil {
-		return true
-	}
-	est, err := ledger.ToNano(max(last, 0))
-	if err != nil || used+est <= g.allowance {
-		return true
-	}
-	al, err := w.o.Admission().TopUp(ctx, g.tenant, g.act, g.token, used+est-g.allowance, fmt.Sprintf("%s:%d", g.act, turn))
-	if err != nil {
-		// Its grant is gone (its renewal stops it), or Redis did not
-		// answer: the call goes on, its spend settled at the release.
-		w.log.Warn("admission: allowance not topped up", "activation", g.act, "error", err)
-		return true
-	}
-	g.allowance = al
-	return al < 0 || used < al
+func (w *Worker) allowanceLeft(ctx context.Context, g *grant, spend, est float64, turn int) bool {
+	return w.topUp(ctx, g, spend, est, fmt.Sprintf("%s:%d", g.admissionID(), turn))
 }
 
 // coverSpend tops up g's spend allowance after a model call whose cost
@@ -310,20 +291,37 @@ func (w *Worker) allowanceLeft(ctx context.Context, g *grant, spend, last float6
 // have room for is lent, so only what they cannot cover is overrun at
 // the release. Once per turn (id <activation>:<turn>:charge).
 func (w *Worker) coverSpend(ctx context.Context, g *grant, spend float64, turn int) {
+	w.topUp(ctx, g, spend, 0, fmt.Sprintf("%s:%d:charge", g.admissionID(), turn))
+}
+
+// topUp lends g what its thread's spend since the claim (spend, the
+// thread's spend now) and est (USD) need beyond its allowance, once per
+// id, and reports whether the allowance then has room left. A failed
+// top-up (its grant is gone: its renewal stops it; or Redis did not
+// answer) reports room: the spend is settled at the release.
+func (w *Worker) topUp(ctx context.Context, g *grant, spend, est float64, id string) bool {
 	if g == nil || g.allowance < 0 {
-		return
+		return true
 	}
 	used, err := ledger.ToNano(max(spend-g.startSpend, 0))
-	if err != nil || used <= g.allowance {
-		return
-	}
-	al, err := w.o.Admission().TopUp(ctx, g.tenant, g.act, g.token, used-g.allowance, fmt.Sprintf("%s:%d:charge", g.act, turn))
 	if err != nil {
-		w.log.Warn("admission: allowance not topped up for a charge", "activation", g.act, "error", err)
-		return
+		return true
+	}
+	need, err := ledger.ToNano(max(est, 0))
+	if err != nil || used+need <= g.allowance {
+		return true
+	}
+	al, err := w.o.Admission().TopUp(ctx, g.tenant, g.act, g.token, used+need-g.allowance, id)
+	if err != nil {
+		w.log.Warn("admission: allowance not topped up", "activation", g.act, "error", err)
+		return true
 	}
 	g.allowance = al
+	return al < 0 || used < al
 }
+
+// actOrEmpty is g's activation id; "" without a grant.
+func (g *grant) actOrEmpty() string { return g.admissionID() }
 
 // refusesOnExhausted reports whether tenant's on_exhausted is refuse.
 func (w *Worker) refusesOnExhausted(ctx context.Context, tenant string) bool {
