@@ -320,9 +320,6 @@ func (w *Worker) topUp(ctx context.Context, g *grant, spend, est float64, id str
 	return al < 0 || used < al
 }
 
-// actOrEmpty is g's activation id; "" without a grant.
-func (g *grant) actOrEmpty() string { return g.admissionID() }
-
 // refusesOnExhausted reports whether tenant's on_exhausted is refuse.
 func (w *Worker) refusesOnExhausted(ctx context.Context, tenant string) bool {
 	adm := w.o.Admission()
