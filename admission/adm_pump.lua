@@ -4,7 +4,9 @@
 -- it trims the tenant's spend windows (trimspend).
 --
 -- KEYS[1..13] the tenant's keys (admission.lua)
--- ARGV[1..4] as adm_request.lua's, ARGV[5] the share ("": unchanged),
+-- ARGV[1..4] as adm_request.lua's, ARGV[5] the share ("": unchanged;
+-- "<=N": a share above N is lowered to N, its time kept: a tenant turned
+-- active since the pass that wrote it),
 -- ARGV[6] overrides (JSON field → value, "" clears the field; "": none),
 -- ARGV[7] "1": clear every override first, ARGV[8] the most grants to make
 -- Returns {generation, retry at, then activation, record pairs of the
@@ -54,7 +56,13 @@ if ARGV[6] ~= '' then
     if v == '' then redis.call('HDEL', K.over, f) else redis.call('HSET', K.over, f, tostring(v)) end
   end
 end
-if ARGV[5] ~= '' then redis.call('HSET', K.state, 'share', ARGV[5], 'share_at', ARGV[1]) end
+local cap = string.match(ARGV[5], '^<=(%d+)$')
+if cap then
+  local cur = tonumber(redis.call('HGET', K.state, 'share') or '')
+  if cur and cur > tonumber(cap) then redis.call('HSET', K.state, 'share', cap) end
+elseif ARGV[5] ~= '' then
+  redis.call('HSET', K.state, 'share', ARGV[5], 'share_at', ARGV[1])
+end
 local T = adm.open(K, tonumber(ARGV[1]), ARGV[4])
 adm.reap(T)
 adm.wakeall(T)

@@ -598,7 +598,10 @@ func parseRenewed(res []any) (Renewed, []any, error) {
 // PumpArgs are a pump's changes: a share (the balancer's), overrides to
 // apply (field → value, "" clears it), or every override cleared.
 type PumpArgs struct {
-	Share          *int
+	Share *int
+	// ShareAtMost lowers a share above it (and leaves its time): the
+	// tenant's share while a newcomer waits for the balancer's pass.
+	ShareAtMost    *int
 	Overrides      map[string]string
 	ClearOverrides bool
 }
@@ -614,6 +617,9 @@ func (a *Admitter) Pump(ctx context.Context, tenant string, args PumpArgs) (int,
 	share, over, clearAll := "", "", "0"
 	if args.Share != nil {
 		share = strconv.Itoa(*args.Share)
+	}
+	if args.ShareAtMost != nil {
+		share = "<=" + strconv.Itoa(*args.ShareAtMost)
 	}
 	if len(args.Overrides) > 0 {
 		b, err := json.Marshal(args.Overrides)

@@ -100,6 +100,42 @@ func (a *Admitter) activated(ctx context.Context, p *Published, tenant string) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		a.log.Warn("admission: active tenant not recorded", "tenant", tenant, "error", err)
 	}
+	a.makeRoom(ctx, p, tenant)
+}
+
+// makeRoom gives a newcomer its provisional share at once: each tenant of
+// the balancer's last pass whose share is above ⌊C·w / (W + w_new)⌋ (W
+// the weights of that pass, w_new the newcomer's) is lowered to it until
+// the pass the newcomer woke writes the shares again. Without it the
+// tenants already running keep granting their own next activations
+// until that pass (a few hundred ms on a loaded fleet, tens of starts),
+// and those grants sit in the queues beside the newcomer's. Best effort:
+// the pass follows anyway.
+func (a *Admitter) makeRoom(ctx context.Context, p *Published, tenant string) {
+	bal, err := ReadBalance(ctx, a.rdb, a.ks)
+	if err != nil || bal == nil || bal.Capacity == 0 {
+		return
+	}
+	if _, known := bal.Weights[tenant]; known {
+		return
+	}
+	total := p.weight(tenant)
+	for _, w := range bal.Weights {
+		total += w
+	}
+	for other, share := range bal.Shares {
+		w, ok := bal.Weights[other]
+		if other == tenant || !ok {
+			continue
+		}
+		most := max(1, int(math.Floor(float64(bal.Capacity)*w/total)))
+		if share <= most {
+			continue
+		}
+		if _, err := a.Pump(ctx, other, PumpArgs{ShareAtMost: &most}); err != nil {
+			a.log.Warn("admission: a running tenant's share not lowered for a newcomer", "tenant", other, "newcomer", tenant, "error", err)
+		}
+	}
 }
 
 // Touch records tenants as active now (the worker registry's heartbeat

@@ -57,7 +57,11 @@
 // demand (admitted + ready; blocked work is no demand), and writes each
 // share with a pump that grants up to it. A tenant turning active between
 // passes takes a provisional share max(1, ⌊C·w/(w+W)⌋) from the last
-// pass, read at most once a second per process, and wakes the balancer.
+// pass, read at most once a second per process, and wakes the balancer;
+// its first request also lowers the share of each tenant of the last
+// pass to ⌊C·w/(W+w_new)⌋ when above it (Admitter.makeRoom), so the
+// tenants already running stop granting their own next activations at
+// once rather than at the pass (a few hundred ms on a loaded fleet).
 // The cross-tenant choice is off the hot path: every grant is a
 // single-slot decision of its own tenant. Shares only decide fairness:
 // no bound depends on them.
