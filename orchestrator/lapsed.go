@@ -42,7 +42,8 @@ const (
 // activation does it at that activation's end, this pass as soon as the
 // record knows. A lapsed activation is settled with the thread's spend
 // since its claim when it was the run's last admitted claim and the run
-// has not run since (waiting or ended), with what a later claim counted
+// has not run since (waiting, ended, or recovered and not claimed
+// again: no lease held), with what a later claim counted
 // when one claimed after it (allow_prev keeps eight), with nothing when
 // no claim of its run names it a minute after (it never ran), and as all
 // spent when its run is gone or an hour passed without the record
@@ -84,29 +85,40 @@ func (o *Orchestrator) settleLapsedOf(ctx context.Context, t string) (int, error
 // (nano; -1: unknown, its whole allowance), and whether it is time to
 // settle it.
 func (o *Orchestrator) lapsedUse(ctx context.Context, l admission.Lapse) (int64, bool, error) {
-	rec, err := o.reg.Get(ctx, l.Run)
+	rec, leased, err := o.reg.GetLeased(ctx, l.Run)
 	if errors.Is(err, registry.ErrNotFound) {
 		return -1, true, nil
 	}
 	if err != nil {
 		return 0, false, err
 	}
-	used, ok := lapsedUsed(rec, l, o.Now())
+	used, ok := lapsedUsed(rec, !leased, l, o.Now())
 	return used, ok, nil
 }
 
-// lapsedUsed is lapsedUse of l from its run's record rec at time now.
+// lapsedUsed is lapsedUse of l from its run's record rec at time now;
+// idle: no activation held the run's lease when rec was read. The last
+// claim's activation is done when its run is not running, or when it is
+// (recovered, not claimed again) and no lease is held: its grant was
+// reaped after its lease lapsed, and a live worker stops an activation
+// before its grant lapses, so no commit of it is still to come, and a
+// claim after the read is the next activation's (allow_act moves on, or
+// keeps the id of a redelivered task with its own lease). Settling it
+// then rather than at the next activation's release gives the window
+// back while the run waits for its grant: a worker killed with sixteen
+// allowances of a binding window would otherwise hold the window for
+// the length of sixteen runs.
 // An activation id lapsed twice (asynq ran the same task again after its
 // worker died, and that one died too) keeps the older lapse under
 // "<act>#<ms>" (adm.lapse): it is the oldest of the claims that name the
 // id.
-func lapsedUsed(rec *registry.Record, l admission.Lapse, now time.Time) (int64, bool) {
+func lapsedUsed(rec *registry.Record, idle bool, l admission.Lapse, now time.Time) (int64, bool) {
 	act, _, older := strings.Cut(l.Act, "#")
 	age := now.Sub(time.UnixMilli(l.AtMs))
 	if rec.Extra[allowActField] == act && !older {
 		from, ferr := strconv.ParseInt(rec.Extra[allowFromField], 10, 64)
 		spend, err := ledger.ToNano(rec.Cost.Spend)
-		if rec.Status != thread.StatusRunning && ferr == nil && err == nil {
+		if (rec.Status != thread.StatusRunning || idle) && ferr == nil && err == nil {
 			return max(spend-from, 0), true
 		}
 		return -1, age >= lapsedUnknownAfter

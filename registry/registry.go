@@ -281,6 +281,27 @@ func (r *Registry) Get(ctx context.Context, id string) (*Record, error) {
 	return parseRecord(m)
 }
 
+// GetLeased returns a thread's record and whether an activation holds
+// its lease, read at one moment (one transaction: the record and its
+// lease share a slot), or ErrNotFound.
+func (r *Registry) GetLeased(ctx context.Context, id string) (*Record, bool, error) {
+	var all *redis.MapStringStringCmd
+	var lease *redis.IntCmd
+	_, err := r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		all = p.HGetAll(ctx, r.ks.Thread(id))
+		lease = p.Exists(ctx, r.ks.Lease(id))
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("get thread %q: %w", id, err)
+	}
+	if len(all.Val()) == 0 {
+		return nil, false, fmt.Errorf("thread %q: %w", id, ErrNotFound)
+	}
+	rec, err := parseRecord(all.Val())
+	return rec, lease.Val() == 1, err
+}
+
 // GetMany returns the records of ids in one round trip, in the order of
 // ids; ids that are not registered are left out.
 func (r *Registry) GetMany(ctx context.Context, ids []string) ([]*Record, error) {
