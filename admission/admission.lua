@@ -376,10 +376,20 @@ do
     return period, 0, math.ceil(ahead - (T.rate - 1) * period)
   end
 
+  -- grantroom is spendroom less what the grants not yet claimed will
+  -- borrow at their claims (spend_grant each): a grant is made only when
+  -- its claim will find room, so a binding window does not grant more
+  -- activations than it can lend to, each parked again at its claim.
+  local function grantroom(T)
+    local room, reset = spendroom(T)
+    if room then room = room - math.max(T.admitted - T.running, 0) * T.sgrant end
+    return room, reset
+  end
+
   -- ceiling is the ceiling r meets now: its wait reason and when room
   -- will next exist (ms, 0: unknown); nil when it meets none.
   function adm.ceiling(T, r)
-    local room, reset = spendroom(T)
+    local room, reset = grantroom(T)
     if room and room <= 0 then return 'tenant_budget', reset end
     if not (T.runs or T.rate) or not first(T, r) then return nil end
     if T.runs and redis.call('SCARD', T.K.roots) >= T.runs then return 'tenant_runs', 0 end
@@ -417,7 +427,7 @@ do
   -- next exist when there is none.
   local function roomfor(T, why)
     if why == 'tenant_budget' then
-      local room, reset = spendroom(T)
+      local room, reset = grantroom(T)
       if room and room <= 0 then return 0, reset end
     elseif why == 'tenant_runs' and T.runs then
       return math.max(T.runs - redis.call('SCARD', T.K.roots), 0), 0

@@ -264,6 +264,33 @@ func TestSpendAllowances(t *testing.T) {
 	holds(t0)
 }
 
+// TestGrantsWithinLendableRoom: a binding window grants no more
+// activations than its room can lend spend_grant to, counting the grants
+// not yet claimed, so none of them parks again at its claim; an end that
+// frees room grants the next.
+func TestGrantsWithinLendableRoom(t *testing.T) {
+	t.Parallel()
+	s := newSlot(t, true, ceilingConf(map[string]any{"spend_per_day": "0.25", "spend_grant": "0.10"}))
+	s.prov = 10
+	var granted []string
+	for i := range 5 {
+		a := fmt.Sprint("a", i)
+		st, why, _, _ := s.requestAt(t0, a, root(a))
+		if st == "GRANTED" {
+			granted = append(granted, a)
+		} else {
+			require.Equal(t, []string{"PARKED", WaitTenantBudget}, []string{st, why}, a)
+		}
+	}
+	require.Equal(t, []string{"a0", "a1", "a2"}, granted, "0.25 lends 0.10, 0.10 and 0.05: three grants, not five")
+	for _, a := range granted {
+		v, al := s.claimed(t0+1, a, root(a), "tok"+a)
+		require.Equal(t, "RUN", v, "%s found room at its claim", a)
+		require.Positive(t, al, a)
+	}
+	require.Equal(t, []string{"a3"}, s.end(t0+2, "a0", "toka0", usd/100, ""), "a0's end frees 0.09: the next is granted")
+}
+
 // TestLapsedSettle: housekeeping's settle of a lapsed allowance (what
 // its run's record tells, or all of it) is done once, and frees the room
 // for a waiter; a lapse without a spend limit counts what it spent.
