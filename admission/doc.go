@@ -109,7 +109,8 @@
 // a waiting root: Ending.Chain); children and later activations never
 // count. The spend windows (adm:spend, d:<YYYY-MM-DD>:… and m:<YYYY-MM>:…,
 // named from the call's time: a script has no clock) are met by every
-// grant (room > 0); a claim lends the activation min(spend_grant, room)
+// grant (room > 0 once spend_grant is set aside for each grant not yet
+// claimed, so that every grant finds room at its claim); a claim lends the activation min(spend_grant, room)
 // of the windows of now (held), a top-up (adm_topup.lua, once per
 // <activation>:<turn>) lends more before a model call its allowance does
 // not cover, and the release settles what the activation spent (the part
