@@ -395,6 +395,8 @@ func (c *canon) node(n *Node) *yaml.Node {
 			"on_child_error", str(n.OnChildError),
 			"collect", strIf(n.Collect),
 		)
+	case KindSleep:
+		kvs = append(kvs, "for", strIf(n.For), "until", strIf(n.Until))
 	}
 	var retry *yaml.Node
 	if n.Retry != nil {

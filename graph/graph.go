@@ -15,10 +15,11 @@ const (
 	KindReturn   = "return"
 	KindApproval = "approval"
 	KindWait     = "wait"
+	KindSleep    = "sleep"
 )
 
 // Kinds lists the node kinds in the order the spec introduces them.
-var Kinds = []string{KindAction, KindForeach, KindGate, KindReturn, KindApproval, KindWait}
+var Kinds = []string{KindAction, KindForeach, KindGate, KindReturn, KindApproval, KindWait, KindSleep}
 
 // Graph-wide error modes (config.on_error); any other value names a node.
 const (
@@ -115,6 +116,10 @@ type Node struct {
 	Threads      string
 	Mode         string // "all" (default) or "any"
 	OnChildError string // "fail" (default) or "continue"
+
+	// sleep: exactly one of For (a duration) and Until (an RFC 3339
+	// time), as written; either may hold ${...} (SleepWake reads them).
+	For, Until string
 }
 
 // Action says what an action or foreach node (or a hook) does. Exactly one

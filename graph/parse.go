@@ -25,6 +25,7 @@ var (
 		KindReturn:   {"output"},
 		KindApproval: {"prompt", "show", "on_timeout", "assign"},
 		KindWait:     {"threads", "mode", "on_child_error", "collect", "assign"},
+		KindSleep:    {"for", "until", "assign"},
 	}
 	// ignoredNodeKeys are reference keys Spool accepts and does not act on.
 	ignoredNodeKeys = map[string]string{
@@ -444,6 +445,12 @@ var nodeKeyReaders = map[string]func(p *reader, nd *Node, key string, v *yaml.No
 	},
 	"on_child_error": func(p *reader, nd *Node, key string, v *yaml.Node) {
 		p.strOver(&nd.OnChildError, v, nd.Name, key)
+	},
+	"for": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		nd.For = p.str(v, nd.Name, key)
+	},
+	"until": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		nd.Until = p.str(v, nd.Name, key)
 	},
 }
 

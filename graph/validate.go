@@ -275,6 +275,7 @@ var kindChecks = map[string]func(v *validator, n *Node){
 	KindForeach:  (*validator).foreach,
 	KindApproval: (*validator).approval,
 	KindWait:     (*validator).wait,
+	KindSleep:    (*validator).sleep,
 	KindReturn:   (*validator).returnNode,
 }
 
