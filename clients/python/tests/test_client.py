@@ -1,0 +1,118 @@
+"""The Python client against a real `spool api`, Redis and worker.
+
+Run by the Go test e2e.TestPythonClient, which starts them with the test
+project (t/greet, t/slow, t/gated, the g/review graph) and sets
+SPOOL_API_URL and SPOOL_TEST_MODEL. Without SPOOL_API_URL every test fails:
+these tests never pass by skipping.
+"""
+
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from spool_client import Client, SpoolError, models  # noqa: E402
+
+MODEL = os.environ.get("SPOOL_TEST_MODEL", "script:scripts/api.yaml")
+
+
+@pytest.fixture(scope="module")
+def client():
+    url = os.environ.get("SPOOL_API_URL")
+    assert url, "SPOOL_API_URL names the spool api under test"
+    return Client(url, token=os.environ.get("SPOOL_API_TOKEN"))
+
+
+def until(what, fn, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_models_current():
+    gen = pathlib.Path(__file__).resolve().parent.parent / "gen_models.py"
+    r = subprocess.run([sys.executable, str(gen), "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_run_and_wait(client):
+    rec = client.run("t/greet", {"name": "py"}, model=MODEL)
+    assert isinstance(rec, models.Record)
+    assert rec.directive == "t/greet" and rec.status in ("created", "running")
+    done = client.wait(rec.thread_id, timeout=60)
+    assert done.status == "completed", done.error
+    assert done.result == "done for py"
+    assert done.cost.turns == 2 and done.cost.spend > 0
+    assert client.show(rec.thread_id).thread_id == rec.thread_id
+    assert any(r.thread_id == rec.thread_id for r in client.list(directive="t/greet"))
+    b = client.budget(rec.thread_id)
+    assert b.actual == pytest.approx(done.cost.spend)
+
+
+def test_bad_input_is_a_problem(client):
+    with pytest.raises(SpoolError) as e:
+        client.show("t/no-such-thread-1")
+    assert e.value.status == 404 and e.value.code == "not_found"
+    with pytest.raises(SpoolError) as e:
+        client.run("t/greet", {"name": "x"}, limits={"turns": -1})
+    assert e.value.status == 400 and e.value.code
+
+
+def test_cancel(client):
+    rec = client.run("t/slow", model=MODEL)
+    until("t/slow running", lambda: client.show(rec.thread_id).status == "running")
+    res = client.cancel(rec.thread_id)
+    assert res.success and res.thread_id == rec.thread_id
+    assert client.wait(rec.thread_id, timeout=60).status == "cancelled"
+
+
+def test_approve(client):
+    rec = client.run("t/gated", model=MODEL)
+    pending = until("an approval", lambda: client.approvals(thread_id=rec.thread_id))
+    assert pending[0].tool == "rye/file-system/fs_list"
+    res = client.approve(rec.thread_id, reason="looks fine", by="pytest")
+    assert res.decision == "approve" and res.woken
+    done = client.wait(rec.thread_id, timeout=60)
+    assert done.status == "completed", done.error
+
+
+def test_event_stream_cut_and_resumed(client):
+    rec = client.run("t/slow", model=MODEL)
+    seen = []
+    for ev in client.events(rec.thread_id):
+        assert ev.kind == "event"
+        seen.append(ev.seq)
+        if len(seen) == 3:
+            break  # the connection is dropped mid-thread
+    end = None
+    for ev in client.events(rec.thread_id, after=seen[-1]):
+        if ev.kind == "end":
+            end = ev.data
+            break
+        assert isinstance(ev.data, models.Event)
+        seen.append(ev.seq)
+    assert end is not None and end.status == "completed"
+    assert seen == list(range(1, len(seen) + 1)), "every durable event once, in order"
+    assert end.last_event_id == seen[-1]
+
+
+def test_graph_run_with_approval(client):
+    run = client.run_graph("g/review", {"topics": ["queues", "leases"], "sign_off": True})
+    pending = until("the sign_off approval", lambda: client.approvals(thread_id=run.thread_id), timeout=90)
+    assert pending
+    client.approve(run.thread_id, by="pytest")
+    done = client.wait(run.thread_id, timeout=90)
+    assert done.status == "completed", done.error
+    g = client.show_graph(run.thread_id)
+    assert isinstance(g, models.GraphRun)
+    assert g.outputs["reviewed"] == 2
+    assert [n.node for n in g.nodes if n.status == "completed"][:2] == ["plan", "review"]

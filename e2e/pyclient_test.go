@@ -1,0 +1,71 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/spool-run/spool/internal/testing/spooltest"
+	"github.com/spool-run/spool/internal/testing/testenv"
+)
+
+// TestPythonClient runs the Python client's tests (clients/python/tests,
+// python3 and pytest, standard library only) against a real `spool api`,
+// Redis and worker: run and wait, errors as problems, cancel, approve, an
+// event stream cut and resumed mid-thread with every durable event once,
+// a graph run through its approval, and the generated models current
+// with the OpenAPI document. Without python3 and pytest it skips, or fails
+// under SPOOL_TEST_REQUIRE_REAL=1.
+func TestPythonClient(t *testing.T) {
+	t.Parallel()
+	py, err := pythonWithPytest()
+	if err != nil {
+		if testenv.RequireReal() {
+			t.Fatalf("SPOOL_TEST_REQUIRE_REAL=1 but no python3 with pytest: %v", err)
+		}
+		t.Skipf("no python3 with pytest: %v", err)
+	}
+	files := apiProject()
+	for k, v := range graphProject() {
+		files[k] = v
+	}
+	e := spooltest.New(t, spooltest.Options{Files: files})
+	e.StartWorker("--concurrency", "4")
+	api := startAPI(t, e)
+
+	dir, err := filepath.Abs("../clients/python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "SPOOL_API_URL="+api.base, "SPOOL_TEST_MODEL=script:scripts/api.yaml",
+		"PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("pytest:\n%s", out)
+	if err != nil {
+		t.Fatalf("the Python client's tests failed: %v", err)
+	}
+}
+
+// pythonWithPytest is the first python3 that imports pytest: the one on
+// PATH, else the system's (a version manager's python3 first on PATH
+// may lack the distribution's pytest).
+func pythonWithPytest() (string, error) {
+	var err error
+	for _, c := range []string{"python3", "/usr/bin/python3"} {
+		var py string
+		if py, err = exec.LookPath(c); err != nil {
+			continue
+		}
+		if err = exec.Command(py, "-c", "import pytest").Run(); err == nil {
+			return py, nil
+		}
+	}
+	return "", err
+}
