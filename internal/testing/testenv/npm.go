@@ -1,11 +1,16 @@
 package testenv
 
 import (
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strings"
 	"syscall"
+	"testing"
 )
 
 // npmPackage is an npm package a test runs with node: the pinned version,
@@ -69,4 +74,72 @@ func (p npmPackage) find() (node, entry string, err error) {
 		return "", "", fmt.Errorf("npm installed %s but %s is missing", p.name, entry)
 	}
 	return node, entry, nil
+}
+
+// NodePackages installs the devDependencies of the package.json at path
+// (exact versions) once into the user's cache directory
+// (spool-test/<name>-<hash of them>) and returns that node_modules, for a
+// test that builds and tests JavaScript code without writing into the
+// checkout. Without node and npm (or with a failed install) the test
+// skips, or fails under SPOOL_TEST_REQUIRE_REAL=1.
+func NodePackages(t testing.TB, name, path string) string {
+	t.Helper()
+	fail := func(err error) string {
+		if RequireReal() {
+			t.Fatalf("testenv: SPOOL_TEST_REQUIRE_REAL=1 but no node packages for %s: %v", name, err)
+		}
+		t.Skipf("testenv: no node packages for %s: %v", name, err)
+		return ""
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fail(err)
+	}
+	var pkg struct {
+		Dev map[string]string `json:"devDependencies"`
+	}
+	if err := json.Unmarshal(b, &pkg); err != nil {
+		return fail(fmt.Errorf("%s: %w", path, err))
+	}
+	specs := make([]string, 0, len(pkg.Dev))
+	for n, v := range pkg.Dev {
+		specs = append(specs, n+"@"+v)
+	}
+	sort.Strings(specs)
+	sum := sha256.Sum256([]byte(strings.Join(specs, " ")))
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fail(fmt.Errorf("%s is not on PATH", tool))
+		}
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return fail(err)
+	}
+	dir := filepath.Join(cache, "spool-test", fmt.Sprintf("%s-%x", name, sum[:6]))
+	done := filepath.Join(dir, ".installed")
+	if _, err := os.Stat(done); err == nil {
+		return filepath.Join(dir, "node_modules")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fail(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fail(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fail(err)
+	}
+	if _, err := os.Stat(done); err != nil {
+		args := append([]string{"install", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel", "error"}, specs...)
+		if out, err := exec.Command("npm", args...).CombinedOutput(); err != nil {
+			return fail(fmt.Errorf("npm install %v: %w\n%s", specs, err, out))
+		}
+		if err := os.WriteFile(done, nil, 0o644); err != nil {
+			return fail(err)
+		}
+	}
+	return filepath.Join(dir, "node_modules")
 }

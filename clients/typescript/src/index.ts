@@ -1,0 +1,231 @@
+// A client of Spool's HTTP API (`spool api`) over fetch, for Node 18+ and
+// browsers. The types come from the API's OpenAPI document
+// (src/schema.d.ts, made by openapi-typescript: `npm run generate`).
+import type { components } from "./schema.js";
+
+export type Schemas = components["schemas"];
+export type ThreadRecord = Schemas["Record"];
+export type GraphRun = Schemas["GraphRun"];
+export type TranscriptEvent = Schemas["Event"];
+export type StreamEnd = Schemas["End"];
+export type Problem = Schemas["Problem"];
+export type RunRequest = Schemas["RunRequest"];
+export type GraphRunRequest = Schemas["GraphRunRequest"];
+
+/** The statuses a thread ends in. */
+export const TERMINAL = ["completed", "error", "cancelled"] as const;
+
+/** An API error: the problem detail's status, code, title and detail. */
+export class SpoolError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    readonly title: string,
+    readonly detail = "",
+    readonly problem: Partial<Problem> = {},
+  ) {
+    super(`${status} ${code}: ${detail || title}`);
+    this.name = "SpoolError";
+  }
+}
+
+/** One message of a thread's event stream. */
+export type StreamItem =
+  | { kind: "event"; seq: number; data: TranscriptEvent }
+  | { kind: "end"; data: StreamEnd };
+
+export interface ClientOptions {
+  /** A bearer token (spool api --token). */
+  token?: string;
+  /** A basic auth user and password (spool api --basic-auth). */
+  basicAuth?: [string, string];
+  /** The fetch to use (default: the global one). */
+  fetch?: typeof fetch;
+}
+
+const enc = encodeURIComponent;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export class Client {
+  readonly baseUrl: string;
+  private readonly auth?: string;
+  private readonly fetch: typeof fetch;
+
+  constructor(baseUrl = "http://127.0.0.1:8081", opts: ClientOptions = {}) {
+    this.baseUrl = baseUrl.replace(/\/+$/, "");
+    this.fetch = opts.fetch ?? globalThis.fetch.bind(globalThis);
+    if (opts.token) this.auth = `Bearer ${opts.token}`;
+    else if (opts.basicAuth) this.auth = `Basic ${btoa(`${opts.basicAuth[0]}:${opts.basicAuth[1]}`)}`;
+  }
+
+  private async request(method: string, path: string, body?: unknown, query?: Record<string, unknown>,
+    headers: Record<string, string> = {}, signal?: AbortSignal): Promise<Response> {
+    let url = this.baseUrl + path;
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined && v !== null) q.set(k, String(v));
+    if (q.toString()) url += `?${q}`;
+    const h: Record<string, string> = { Accept: "application/json", ...headers };
+    if (body !== undefined) h["Content-Type"] = "application/json";
+    if (this.auth) h.Authorization = this.auth;
+    const resp = await this.fetch(url, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body), signal });
+    if (!resp.ok) {
+      let p: Partial<Problem> = {};
+      try { p = (await resp.json()) as Partial<Problem>; } catch { /* not a problem detail */ }
+      throw new SpoolError(resp.status, p.code ?? `http_${resp.status}`, p.title ?? resp.statusText, p.detail ?? "", p);
+    }
+    return resp;
+  }
+
+  private async json<T>(method: string, path: string, body?: unknown, query?: Record<string, unknown>): Promise<T> {
+    return (await (await this.request(method, path, body, query)).json()) as T;
+  }
+
+  // --- threads ---------------------------------------------------------
+
+  /** Starts a thread (POST /v1/threads). */
+  run(req: RunRequest): Promise<ThreadRecord> {
+    return this.json("POST", "/v1/threads", req);
+  }
+
+  /** A thread's record. */
+  show(id: string): Promise<ThreadRecord> {
+    return this.json("GET", `/v1/threads/${enc(id)}`);
+  }
+
+  /** Threads by status, directive, parent, tenant, waiting_for, limit. */
+  list(filters: Record<string, string | number> = {}): Promise<ThreadRecord[]> {
+    return this.json("GET", "/v1/threads", undefined, filters);
+  }
+
+  /** Waits until the thread (or the continuation it handed off to) ends. */
+  async wait(id: string, { timeoutMs = 600_000, pollMs = 250 } = {}): Promise<ThreadRecord> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const rec = await this.show(id);
+      if (rec.status === "continued" && rec.continuation_thread_id) { id = rec.continuation_thread_id; continue; }
+      if ((TERMINAL as readonly string[]).includes(rec.status)) return rec;
+      if (Date.now() >= deadline) throw new Error(`${id} is still ${rec.status} after ${timeoutMs} ms`);
+      await sleep(pollMs);
+    }
+  }
+
+  cancel(id: string, cascade = true): Promise<Schemas["CancelResult"]> {
+    return this.json("POST", `/v1/threads/${enc(id)}/cancel`, { cascade });
+  }
+
+  resume(id: string, message: string): Promise<Schemas["ResumeResult"]> {
+    return this.json("POST", `/v1/threads/${enc(id)}/resume`, { message });
+  }
+
+  send(id: string, message: string, by?: string): Promise<Schemas["SendResult"]> {
+    return this.json("POST", `/v1/threads/${enc(id)}/send`, by ? { message, by } : { message });
+  }
+
+  /** Tool calls waiting for a decision, oldest first. */
+  approvals(filter: { thread?: string; tenant?: string } = {}): Promise<Schemas["PendingCall"][]> {
+    return this.json("GET", "/v1/approvals", undefined, filter);
+  }
+
+  /** Approves one pending call (call_id) or all of the thread's. */
+  approve(id: string, req: Schemas["ApproveRequest"] = {}): Promise<Schemas["DecideResult"]> {
+    return this.json("POST", `/v1/threads/${enc(id)}/approve`, req);
+  }
+
+  /** Denies one pending call (call_id) or all of the thread's. */
+  deny(id: string, req: Schemas["DenyRequest"]): Promise<Schemas["DecideResult"]> {
+    return this.json("POST", `/v1/threads/${enc(id)}/deny`, req);
+  }
+
+  budget(id: string): Promise<Schemas["Budget"]> {
+    return this.json("GET", `/v1/threads/${enc(id)}/budget`);
+  }
+
+  // --- graph runs ------------------------------------------------------
+
+  /** Starts a graph run (POST /v1/graphs): .ai/graphs/GRAPH.yaml. */
+  runGraph(req: GraphRunRequest): Promise<ThreadRecord> {
+    return this.json("POST", "/v1/graphs", req);
+  }
+
+  showGraph(id: string): Promise<GraphRun> {
+    return this.json("GET", `/v1/graphs/${enc(id)}`);
+  }
+
+  cancelGraph(id: string): Promise<Schemas["CancelResult"]> {
+    return this.json("POST", `/v1/graphs/${enc(id)}/cancel`, {});
+  }
+
+  // --- the event stream ------------------------------------------------
+
+  /**
+   * The thread's transcript events as they are appended, each once and in
+   * seq order, then its end. A dropped connection is resumed after the
+   * last seq handed out (Last-Event-ID), up to `retries` times in a row.
+   */
+  async *events(id: string, { after = 0, retries = 10, backoffMs = 500, signal }:
+    { after?: number; retries?: number; backoffMs?: number; signal?: AbortSignal } = {}): AsyncGenerator<StreamItem> {
+    let last = after;
+    let failures = 0;
+    for (;;) {
+      let resp: Response;
+      try {
+        resp = await this.request("GET", `/v1/threads/${enc(id)}/events`, undefined, undefined,
+          { Accept: "text/event-stream", "Last-Event-ID": String(last) }, signal);
+      } catch (e) {
+        if (e instanceof SpoolError || signal?.aborted || ++failures > retries) throw e;
+        await sleep(backoffMs * Math.min(failures, 8));
+        continue;
+      }
+      try {
+        for await (const m of sse(resp.body!)) {
+          failures = 0;
+          if (m.event === "end") { yield { kind: "end", data: JSON.parse(m.data) as StreamEnd }; return; }
+          if (m.event === "error") {
+            const p = JSON.parse(m.data) as Problem;
+            throw new SpoolError(p.status, p.code, p.title, p.detail ?? "", p);
+          }
+          const data = JSON.parse(m.data) as TranscriptEvent;
+          const seq = m.id ? Number(m.id) : data.seq;
+          if (seq <= last) continue;
+          last = seq;
+          yield { kind: "event", seq, data };
+        }
+      } catch (e) {
+        if (e instanceof SpoolError || signal?.aborted || ++failures > retries) throw e;
+        await sleep(backoffMs * Math.min(failures, 8));
+      }
+    }
+  }
+}
+
+interface SseMessage { event: string; id?: string; data: string }
+
+/** Parses a text/event-stream body into its messages; comments are skipped. */
+async function* sse(body: ReadableStream<Uint8Array>): AsyncGenerator<SseMessage> {
+  const decoder = new TextDecoder();
+  let buf = "";
+  let event = "message";
+  let id: string | undefined;
+  let data: string[] = [];
+  for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
+    buf += decoder.decode(chunk, { stream: true });
+    let nl: number;
+    while ((nl = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, nl).replace(/\r$/, "");
+      buf = buf.slice(nl + 1);
+      if (line === "") {
+        if (data.length) yield { event, id, data: data.join("\n") };
+        event = "message"; id = undefined; data = [];
+        continue;
+      }
+      if (line.startsWith(":")) continue;
+      const i = line.indexOf(":");
+      const field = i < 0 ? line : line.slice(0, i);
+      let value = i < 0 ? "" : line.slice(i + 1);
+      if (value.startsWith(" ")) value = value.slice(1);
+      if (field === "event") event = value;
+      else if (field === "id") id = value;
+      else if (field === "data") data.push(value);
+    }
+  }
+}

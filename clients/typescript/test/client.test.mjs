@@ -1,0 +1,97 @@
+// The TypeScript client against a real `spool api`, Redis and worker. Run
+// by the Go test e2e.TestTypeScriptClient, which starts them with the test
+// project (t/greet, t/slow, t/gated, the g/review graph) and sets
+// SPOOL_API_URL and SPOOL_TEST_MODEL. Without SPOOL_API_URL every test
+// fails: these tests never pass by skipping.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { Client, SpoolError } from "../dist/index.js";
+
+const url = process.env.SPOOL_API_URL;
+const model = process.env.SPOOL_TEST_MODEL ?? "script:scripts/api.yaml";
+const client = () => {
+  assert.ok(url, "SPOOL_API_URL names the spool api under test");
+  return new Client(url, { token: process.env.SPOOL_API_TOKEN });
+};
+
+async function until(what, fn, timeoutMs = 60_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const v = await fn();
+    if (v) return v;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+test("run and wait", async () => {
+  const c = client();
+  const rec = await c.run({ directive: "t/greet", inputs: { name: "ts" }, model });
+  assert.equal(rec.directive, "t/greet");
+  const done = await c.wait(rec.thread_id, { timeoutMs: 60_000 });
+  assert.equal(done.status, "completed", JSON.stringify(done.error));
+  assert.equal(done.result, "done for ts");
+  assert.equal(done.cost.turns, 2);
+  const b = await c.budget(rec.thread_id);
+  assert.ok(Math.abs(b.actual - done.cost.spend) < 1e-9);
+  assert.ok((await c.list({ directive: "t/greet" })).some((r) => r.thread_id === rec.thread_id));
+});
+
+test("errors are problems", async () => {
+  const c = client();
+  await assert.rejects(c.show("t/no-such-thread-1"), (e) => e instanceof SpoolError && e.status === 404 && e.code === "not_found");
+  await assert.rejects(c.run({ directive: "t/greet", inputs: { name: "x" }, limits: { turns: -1 } }),
+    (e) => e instanceof SpoolError && e.status === 400);
+});
+
+test("cancel", async () => {
+  const c = client();
+  const rec = await c.run({ directive: "t/slow", model });
+  await until("t/slow running", async () => (await c.show(rec.thread_id)).status === "running");
+  const res = await c.cancel(rec.thread_id);
+  assert.ok(res.success);
+  assert.equal((await c.wait(rec.thread_id)).status, "cancelled");
+});
+
+test("approve", async () => {
+  const c = client();
+  const rec = await c.run({ directive: "t/gated", model });
+  const pending = await until("an approval", async () => {
+    const p = await c.approvals({ thread: rec.thread_id });
+    return p.length ? p : null;
+  });
+  assert.equal(pending[0].tool, "rye/file-system/fs_list");
+  const res = await c.approve(rec.thread_id, { reason: "fine", by: "node" });
+  assert.equal(res.decision, "approve");
+  assert.equal((await c.wait(rec.thread_id)).status, "completed");
+});
+
+test("an event stream cut and resumed mid-thread gives every event once", async () => {
+  const c = client();
+  const rec = await c.run({ directive: "t/slow", model });
+  const seen = [];
+  for await (const m of c.events(rec.thread_id)) {
+    assert.equal(m.kind, "event");
+    seen.push(m.seq);
+    if (seen.length === 3) break; // the connection is dropped mid-thread
+  }
+  let end;
+  for await (const m of c.events(rec.thread_id, { after: seen.at(-1) })) {
+    if (m.kind === "end") { end = m.data; break; }
+    seen.push(m.seq);
+  }
+  assert.equal(end?.status, "completed");
+  assert.deepEqual(seen, seen.map((_, i) => i + 1));
+  assert.equal(end.last_event_id, seen.at(-1));
+});
+
+test("a graph run through its approval", async () => {
+  const c = client();
+  const run = await c.runGraph({ graph: "g/review", inputs: { topics: ["queues", "leases"], sign_off: true } });
+  await until("the sign_off approval", async () => (await c.approvals({ thread: run.thread_id })).length > 0, 90_000);
+  await c.approve(run.thread_id, { by: "node" });
+  const done = await c.wait(run.thread_id, { timeoutMs: 90_000 });
+  assert.equal(done.status, "completed", JSON.stringify(done.error));
+  const g = await c.showGraph(run.thread_id);
+  assert.equal(g.outputs.reviewed, 2);
+});
