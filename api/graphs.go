@@ -139,7 +139,7 @@ func (s *server) showGraph(w http.ResponseWriter, r *http.Request, id string) {
 		s.fail(w, r, id, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, GraphRun{Record: rec, Nodes: v.Nodes, Steps: v.Steps})
+	writeJSON(w, http.StatusOK, GraphRun{Record: rec, Nodes: v.Nodes, Steps: v.Steps, WakeAt: v.WakeAt})
 }
 
 func (s *server) graphState(w http.ResponseWriter, r *http.Request, id string) {

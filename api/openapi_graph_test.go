@@ -40,7 +40,7 @@ func TestOpenAPIGraphSchemasDeclareEveryField(t *testing.T) {
 		"Record":             rec,
 		"Cost":               rec.Cost,
 		"TreeNode":           node,
-		"GraphRun":           api.GraphRun{Record: rec, Nodes: []graph.NodeRow{row}, Steps: []graph.StepRecord{step}},
+		"GraphRun":           api.GraphRun{Record: rec, Nodes: []graph.NodeRow{row}, Steps: []graph.StepRecord{step}, WakeAt: now},
 		"NodeRow":            row,
 		"StepRecord":         step,
 		"GraphState":         api.GraphState{RunID: "a", Step: 1, State: map[string]any{"k": 1}},
@@ -78,4 +78,14 @@ func TestGraphRunJSON(t *testing.T) {
 	require.Equal(t, rec.ThreadID, out.Record.ThreadID)
 	require.Equal(t, 3, out.Record.Step)
 	require.Equal(t, in.Nodes, out.Nodes)
+	require.NotContains(t, top, "wake_at", "a run that does not sleep has no wake time")
+
+	wake := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	rec.Status, rec.WaitingFor = thread.StatusWaiting, registry.WaitingForSleep
+	b, err = json.Marshal(api.GraphRun{Record: rec, WakeAt: wake})
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"wake_at":"2026-03-01T09:00:00Z"`)
+	out = api.GraphRun{}
+	require.NoError(t, json.Unmarshal(b, &out))
+	require.True(t, wake.Equal(out.WakeAt))
 }

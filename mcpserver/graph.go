@@ -82,5 +82,5 @@ func (h *handlers) showGraph(ctx context.Context, _ *mcp.CallToolRequest, in Gra
 	if err != nil {
 		return nil, nil, err
 	}
-	return nil, spooltype.GraphRun{Record: rec, Nodes: v.Nodes, Steps: v.Steps}, nil
+	return nil, spooltype.GraphRun{Record: rec, Nodes: v.Nodes, Steps: v.Steps, WakeAt: v.WakeAt}, nil
 }

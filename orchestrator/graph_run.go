@@ -26,6 +26,24 @@ type GraphView struct {
 	// Warnings say what of the transcript did not verify (the view shows
 	// the intact prefix).
 	Warnings []string `json:"warnings,omitempty"`
+	// WakeAt is when a sleeping run wakes (SleepingUntil); zero when the
+	// run does not sleep.
+	WakeAt time.Time `json:"wake_at,omitzero"`
+}
+
+// SleepingUntil is when rec, a run waiting at a sleep node, wakes: the
+// registry's wake_at, which is the sleep's end, or the run's duration
+// limit when that comes first (the run then ends
+// duration_seconds_exceeded). false when rec does not sleep.
+func SleepingUntil(rec *registry.Record) (time.Time, bool) {
+	if rec.Status != thread.StatusWaiting || rec.WaitingFor != registry.WaitingForSleep {
+		return time.Time{}, false
+	}
+	at, err := time.Parse(time.RFC3339Nano, rec.Extra["wake_at"])
+	if err != nil {
+		return time.Time{}, false
+	}
+	return at.UTC(), true
 }
 
 // ErrNotGraph is returned for a record that is a thread's, not a graph run's.
@@ -81,6 +99,7 @@ func (o *Orchestrator) GraphView(ctx context.Context, rec *registry.Record) (*Gr
 	if v.Nodes == nil {
 		v.Nodes = []graph.NodeRow{}
 	}
+	v.WakeAt, _ = SleepingUntil(rec)
 	if o.signer != nil && len(v.Warnings) == 0 && rec.Status.Terminal() {
 		// The final render, once a run has ended (a running run's changes
 		// with every step: it is made when read, not stored each time).

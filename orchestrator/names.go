@@ -48,10 +48,11 @@ const (
 	// call that waits for approval (Decide).
 	DecisionApprove = registry.DecisionApprove
 	DecisionDeny    = registry.DecisionDeny
-	// WaitingForApproval and WaitingForRateLimit are reasons a thread
-	// waits (Record.WaitingFor).
+	// WaitingForApproval, WaitingForRateLimit and WaitingForSleep are
+	// reasons a thread waits (Record.WaitingFor).
 	WaitingForApproval  = registry.WaitingForApproval
 	WaitingForRateLimit = registry.WaitingForRateLimit
+	WaitingForSleep     = registry.WaitingForSleep
 	// ArtifactsDeletedField is the record field (Record.Extra) that
 	// retention sets when it deleted a thread's artifacts
 	// (Housekeeper.DeleteArtifacts).

@@ -197,6 +197,11 @@ const WaitingForRateLimit = "rate_limit"
 // is due at wake_at.
 const WaitingForRetry = "retry"
 
+// WaitingForSleep says a graph run sleeps at a sleep node; its activation
+// is due at wake_at (the sleep's end, or the run's duration limit when
+// that comes first).
+const WaitingForSleep = "sleep"
+
 // suspendUntilScript suspends a running thread until a time, for a reason
 // (suspend_until.lua).
 var suspendUntilScript = redisfn.New("suspend_until", "", suspendUntilLua)

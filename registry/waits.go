@@ -371,7 +371,8 @@ func (a *Activations) chainEnded(ctx context.Context, root, cur string) (bool, e
 // StalledWaits reads: status, suspend_seq, waiting_for, approvals_open,
 // wake_at, wake_any, wait_n) and waits (its waits set's size), should
 // have been woken already: the chains it waited for have finished, no
-// call is left to decide, and a retry's or rate limit's wake_at is past.
+// call is left to decide, and a retry's, rate limit's or sleep's wake_at
+// is past.
 func (a *Activations) wakeLost(vals []any, waits int64) bool {
 	// An any waiter is due once one of its chains has left its
 	// waits set; every other waiter once all have.
@@ -387,7 +388,7 @@ func (a *Activations) wakeLost(vals []any, waits int64) bool {
 	if vals[2] == WaitingForApproval && fmt.Sprint(vals[3]) != "0" {
 		return false // people have calls left to decide
 	}
-	if vals[2] == WaitingForRateLimit || vals[2] == WaitingForRetry {
+	if vals[2] == WaitingForRateLimit || vals[2] == WaitingForRetry || vals[2] == WaitingForSleep {
 		if at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(vals[4])); err == nil && a.now().Before(at.Add(retryGrace)) {
 			return false // its activation is due at wake_at
 		}

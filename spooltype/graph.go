@@ -131,6 +131,9 @@ type GraphRun struct {
 	Nodes []NodeRow `json:"nodes"`
 	// Steps are the steps the run took, in order.
 	Steps []StepRecord `json:"steps"`
+	// WakeAt is when a sleeping run (waiting_for sleep) wakes: its sleep's
+	// end, or its duration limit when that comes first.
+	WakeAt time.Time `json:"wake_at,omitzero"`
 }
 
 // MarshalJSON writes the record's fields with nodes and steps beside
@@ -151,6 +154,9 @@ func (g GraphRun) MarshalJSON() ([]byte, error) {
 		g.Steps = []StepRecord{}
 	}
 	m["nodes"], m["steps"] = g.Nodes, g.Steps
+	if !g.WakeAt.IsZero() {
+		m["wake_at"] = g.WakeAt
+	}
 	return json.Marshal(m)
 }
 
@@ -161,13 +167,14 @@ func (g *GraphRun) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	var rest struct {
-		Nodes []NodeRow    `json:"nodes"`
-		Steps []StepRecord `json:"steps"`
+		Nodes  []NodeRow    `json:"nodes"`
+		Steps  []StepRecord `json:"steps"`
+		WakeAt time.Time    `json:"wake_at"`
 	}
 	if err := json.Unmarshal(b, &rest); err != nil {
 		return err
 	}
-	g.Record, g.Nodes, g.Steps = &rec, rest.Nodes, rest.Steps
+	g.Record, g.Nodes, g.Steps, g.WakeAt = &rec, rest.Nodes, rest.Steps, rest.WakeAt
 	return nil
 }
 

@@ -122,11 +122,13 @@ type GraphStepError struct {
 
 // GraphWaiting is the payload of graph_waiting.
 type GraphWaiting struct {
-	WaitingFor string   `json:"waiting_for"` // children | approval | retry
+	WaitingFor string   `json:"waiting_for"` // children | approval | retry | sleep
 	Threads    []string `json:"threads,omitempty"`
 	CallID     string   `json:"call_id,omitempty"`
 	Step       int      `json:"step,omitempty"`
 	Node       string   `json:"node,omitempty"`
+	// WakeAt is when a sleep ends (RFC 3339).
+	WakeAt string `json:"wake_at,omitempty"`
 }
 
 // GraphCompleted is the payload of graph_completed.

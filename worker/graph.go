@@ -471,6 +471,7 @@ func (r *graphRun) handBackAt(ctx context.Context, at time.Time, reason string) 
 		return outcome{}, err
 	}
 	r.version = seq
+	fault("graph:" + reason + "_suspended")
 	var opts []asynq.Option
 	if at.After(r.o.Now()) {
 		opts = append(opts, asynqProcessAt(at))

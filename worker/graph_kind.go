@@ -7,7 +7,7 @@ import (
 	"github.com/spool-run/spool/transcript"
 )
 
-// A step in flight across activations (cp.Pending) is of one of four
+// A step in flight across activations (cp.Pending) is of one of five
 // kinds, each a type in its own file that answers for its step: how it
 // starts, what it waits for, when it is done, its result, and what a
 // resumed run carries of it. The walker asks the kind instead of testing
@@ -18,6 +18,7 @@ import (
 //	foreachStep   graph_foreach.go   a foreach (of children, or tools here)
 //	waitStep      graph_wait.go      a wait on children earlier steps began
 //	approvalStep  graph_approval.go  an approval node, or a gated tool
+//	sleepStep     graph_sleep.go     a sleep node, until its wake time
 //
 // The first three are steps of children and share the window that
 // settles, plans and starts them (childWindow, graph_children.go): each
@@ -31,6 +32,7 @@ const (
 	pendingForeach  = "foreach"  // a foreach of children
 	pendingApproval = "approval" // an approval node, or a gated tool
 	pendingWait     = "wait"     // a wait node
+	pendingSleep    = "sleep"    // a sleep node
 )
 
 // pendingKinds are the kinds by the name a checkpoint records.
@@ -39,6 +41,7 @@ var pendingKinds = map[string]pendingKind{
 	pendingForeach:  foreachStep{},
 	pendingApproval: approvalStep{},
 	pendingWait:     waitStep{},
+	pendingSleep:    sleepStep{},
 }
 
 // kind is p's kind; nil when the checkpoint names none of them.
@@ -53,8 +56,8 @@ func (p *pendingStep) known(run string) error {
 	return nil
 }
 
-// children is p's kind as a step of children; nil for an approval,
-// which has none.
+// children is p's kind as a step of children; nil for an approval or a
+// sleep, which have none.
 func (p *pendingStep) children() childKind {
 	k, _ := p.kind().(childKind)
 	return k

@@ -33,6 +33,8 @@ func TestPendingKinds(t *testing.T) {
 		"approval": {`{"step":5,"node":"sign_off","kind":"approval","attempt":1,"started_at":"2026-01-02T03:04:05Z","next_item":0,"call_id":"5",` +
 			`"approval":{"call_id":"5","request_id":"r1","tool":"graph:approval","input":{"prompt":"ship?"},"requested_at":"2026-01-02T03:04:05Z","on_timeout":"deny"}}`,
 			approvalStep{}, transcript.ReasonWaitingApproval},
+		"sleep": {`{"step":6,"node":"nap","kind":"sleep","attempt":1,"started_at":"2026-01-02T03:04:05Z","next_item":0,"wake_at":"2026-01-02T03:19:05Z"}`,
+			sleepStep{}, transcript.ReasonRetryWait},
 	}
 	for name, c := range stored {
 		var p pendingStep
@@ -41,11 +43,22 @@ func TestPendingKinds(t *testing.T) {
 		require.IsType(t, c.kind, p.kind(), name)
 		require.Equal(t, c.reason, p.kind().reason(), name)
 		_, isChildren := p.kind().(childKind)
-		require.Equal(t, name != pendingApproval, isChildren, "%s: a step of children has a window", name)
+		require.Equal(t, name != pendingApproval && name != pendingSleep, isChildren, "%s: a step of children has a window", name)
 		again, err := json.Marshal(&p)
 		require.NoError(t, err)
 		require.JSONEq(t, c.json, string(again), "%s is written in the shape it was read in", name)
 	}
+
+	t.Run("a resumed run sleeps to the same end", func(t *testing.T) {
+		t.Parallel()
+		var p pendingStep
+		require.NoError(t, json.Unmarshal([]byte(stored["sleep"].json), &p))
+		keep, err := p.kind().carry(context.Background(), nil, "g/run-1", &p)
+		require.NoError(t, err)
+		require.NotNil(t, keep)
+		require.Equal(t, p.WakeAt, keep.WakeAt)
+		require.Equal(t, p.StartedAt, keep.StartedAt)
+	})
 
 	t.Run("a kind no code knows does not verify", func(t *testing.T) {
 		t.Parallel()

@@ -51,7 +51,7 @@ type graphCheckpoint struct {
 }
 
 // pendingStep is a step in flight: a child step (directive, graph), a
-// foreach of children, an approval, a wait; its Kind names the kind that
+// foreach of children, an approval, a wait, a sleep; its Kind names the kind that
 // answers for it (pendingKinds).
 type pendingStep struct {
 	Step      int       `json:"step"`
@@ -85,6 +85,10 @@ type pendingStep struct {
 	Threads []string `json:"threads,omitempty"`
 	// Approval is the pending call of an approval node or a gated tool.
 	Approval *registry.PendingApproval `json:"approval,omitempty"`
+	// WakeAt is when a sleep node's step wakes: fixed when the step
+	// starts, so an activation that takes the run over sleeps no more
+	// and no less.
+	WakeAt time.Time `json:"wake_at,omitzero"`
 }
 
 // slot is a settled item.

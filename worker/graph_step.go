@@ -53,7 +53,7 @@ func stepErr(code, format string, args ...any) *graph.StepError {
 
 // step starts the step at the cursor, as its node's kind does: a gate,
 // a return or a tool action ends here and now; a child, a foreach, a
-// wait or an approval may pend (pendingKind). s is nil when the run's
+// wait, an approval or a sleep may pend (pendingKind). s is nil when the run's
 // outcome was decided without a step.
 func (r *graphRun) step(ctx context.Context) (*stepRun, stepEnd, error) {
 	n := r.g.Node(r.cp.NextNode)
@@ -81,6 +81,8 @@ func (r *graphRun) step(ctx context.Context) (*stepRun, stepEnd, error) {
 		end, err = approvalStep{}.start(ctx, r, s)
 	case graph.KindWait:
 		end, err = waitStep{}.start(ctx, r, s)
+	case graph.KindSleep:
+		end, err = sleepStep{}.start(ctx, r, s)
 	default:
 		r.decideError("graph_invalid", fmt.Sprintf("node %s has unknown kind %q", n.Name, n.Kind), n.Name, s.step, "")
 		return nil, stepOpen(finished), nil

@@ -187,6 +187,9 @@ func printGraphRecord(ctx context.Context, w io.Writer, s *services, r *spooltyp
 		fmt.Fprintf(w, "node       %s\n", r.CurrentNode)
 	}
 	printAwaiting(ctx, w, s, r)
+	if at, ok := orchestrator.SleepingUntil(r); ok {
+		fmt.Fprintf(w, "waiting    sleeping until %s\n", at.Format(time.RFC3339))
+	}
 	fmt.Fprintf(w, "steps      %d of %d\n", r.Step, r.MaxSteps)
 	if r.ItemsTotal > 0 && !r.Status.Terminal() {
 		fmt.Fprintf(w, "items      %d of %d settled\n", r.ItemsDone, r.ItemsTotal)
@@ -417,6 +420,9 @@ func graphShow(c *cli.Context) error {
 			return err
 		}
 		m["nodes"], m["steps"] = v.Nodes, v.Steps
+		if !v.WakeAt.IsZero() {
+			m["wake_at"] = v.WakeAt
+		}
 		return printJSON(c.App.Writer, m)
 	}
 	printGraphRecord(c.Context, c.App.Writer, s, rec)
