@@ -30,11 +30,15 @@ var parkLua string
 // Park notes on thread id, at version, that admission parked its
 // activation act (of tenant) waiting for reason: status waiting (created
 // joins waiting so), waiting_for, and the activation, which its claim
-// accepts. It reports false, and changes nothing, when the thread moved
-// on meanwhile (its version, or a status other than created or waiting:
-// a grant that was claimed already).
+// accepts (and clears, with waiting_for). A running thread is parked only
+// when no activation holds it (no lease) and act is its recovery at
+// version ("<id>@recover-<version>"): an activation that yielded its slot
+// at a turn boundary (tenant_budget, its fair share) or handed back for a
+// retry waits so, not running. It reports false, and changes nothing,
+// when the thread moved on meanwhile (its version, or another status: a
+// grant that was claimed already).
 func (a *Activations) Park(ctx context.Context, id string, version int64, act, tenant, reason string) (bool, error) {
-	n, err := parkScript.Run(ctx, a.rdb, []string{a.ks.Thread(id), a.ks.Events(id)}, version, act, reason, tenant,
+	n, err := parkScript.Run(ctx, a.rdb, []string{a.ks.Thread(id), a.ks.Events(id), a.ks.Lease(id)}, version, act, reason, tenant,
 		a.now().UTC().Format(time.RFC3339Nano)).Int()
 	if err != nil {
 		return false, fmt.Errorf("park %s: %w", id, err)

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -48,4 +49,43 @@ func TestParkedStartIsClaimedByItsActivation(t *testing.T) {
 	ok, err = acts.Park(f.ctx, "a", c.Version, "a", "acme", "capacity")
 	require.NoError(t, err)
 	require.False(t, ok, "a running thread is never parked")
+}
+
+// TestYieldedRecoveryParks: an activation that released its lease at a
+// turn boundary (a yield) and whose recovery at that version admission
+// parked leaves its thread waiting with what it waits for
+// (tenant_budget), not running; the recovery's claim runs it again and
+// clears the wait. Only that recovery parks a running thread, and only
+// while no activation holds it.
+func TestYieldedRecoveryParks(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	acts := NewActivations(f.r.Client, f.ks, f.clock.Now)
+	register(t, f, "a", "")
+	c, err := acts.Claim(f.ctx, "a", "start", 0, "tok", "a", 5*time.Second)
+	require.NoError(t, err)
+	act := fmt.Sprintf("a@recover-%d", c.Version)
+	ok, err := acts.Park(f.ctx, "a", c.Version, act, "acme", "tenant_budget")
+	require.NoError(t, err)
+	require.False(t, ok, "an activation holds it: never parked")
+	require.NoError(t, acts.Release(f.ctx, "a", "tok"))
+	ok, err = acts.Park(f.ctx, "a", c.Version, fmt.Sprintf("a@wake-%d", c.Version), "acme", "tenant_budget")
+	require.NoError(t, err)
+	require.False(t, ok, "only its recovery parks a running thread")
+	ok, err = acts.Park(f.ctx, "a", c.Version, act, "acme", "tenant_budget")
+	require.NoError(t, err)
+	require.True(t, ok)
+	got, err := f.reg.Get(f.ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, thread.StatusWaiting, got.Status)
+	require.Equal(t, "tenant_budget", got.WaitingFor)
+	parked, err := acts.ParkedThreads(f.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []Parked{{ThreadID: "a", Act: act, Tenant: "acme", WaitingFor: "tenant_budget", Version: c.Version}}, parked)
+
+	again, err := acts.Claim(f.ctx, "a", "recover", c.Version, "tok2", act, 5*time.Second)
+	require.NoError(t, err, "the parked recovery claims it")
+	require.Equal(t, thread.StatusRunning, again.Record.Status)
+	require.Empty(t, again.Record.WaitingFor)
+	require.NotContains(t, again.Record.Extra, AdmActField)
 }

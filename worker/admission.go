@@ -209,8 +209,10 @@ func (w *Worker) admitClaim(ctx context.Context, act queue.Activation, token str
 
 // noteParked notes on a waiting thread that its activation was parked at
 // its claim (registry.Activations.Park), so that it shows what it waits
-// for and housekeeping finds it; a running thread (a redelivery, a
-// handed-back one) is left as it is: its recovery requests it again.
+// for and housekeeping finds it; so is a running thread no activation
+// holds whose recovery was parked (one handed back for a retry). One an
+// activation holds, or a redelivery, is left as it is: its recovery
+// requests it again.
 func (w *Worker) noteParked(ctx context.Context, rec *registry.Record, id string, req *admission.Request, waitingFor string) {
 	if rec == nil {
 		r, err := w.o.Services().Registry.Get(ctx, id)

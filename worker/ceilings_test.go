@@ -115,8 +115,9 @@ func TestSpendPerDay(t *testing.T) {
 
 // TestSpendStopsAThread: a thread whose calls outgrow its allowance tops
 // it up turn by turn while the window has room; then it stops before its
-// next call: under wait it hands back and waits for admission
-// (tenant_budget) and goes on when the ceiling is raised, under refuse it ends error
+// next call: under wait it hands back and waits for admission (its
+// record waiting, tenant_budget) and goes on when the ceiling is raised,
+// under refuse it ends error
 // tenant_budget_exhausted.
 func TestSpendStopsAThread(t *testing.T) {
 	t.Parallel()
@@ -143,14 +144,18 @@ func TestSpendStopsAThread(t *testing.T) {
 				return
 			}
 			// As a yield does, it released its lease and grant after its
-			// last checkpoint; its request waits on the tenant's budget.
+			// last checkpoint; its request waits on the tenant's budget,
+			// and its record says so (not running) until its next claim.
 			require.Equal(t, 1, atoi(h.tenantState(thread.DefaultTenant)["n:blocked:tenant_budget:default"]))
+			require.Equal(t, thread.StatusWaiting, rec.Status)
+			require.Equal(t, admission.WaitTenantBudget, rec.WaitingFor)
 			_, err := h.o.Admission().SetTenant(h.ctx, thread.DefaultTenant, map[string]string{"spend_per_day": "1"}, nil)
 			require.NoError(t, err)
 			h.drain(false)
 			rec = h.record(id)
 			require.Equal(t, thread.StatusCompleted, rec.Status)
 			require.Equal(t, "done", rec.Result)
+			require.Empty(t, rec.WaitingFor, "its claim cleared the wait")
 		})
 	}
 }
