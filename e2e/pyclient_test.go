@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/spool-run/spool/internal/testing/spooltest"
 	"github.com/spool-run/spool/internal/testing/testenv"
@@ -40,17 +37,11 @@ func TestPythonClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "SPOOL_API_URL="+api.base, "SPOOL_TEST_MODEL=script:scripts/api.yaml",
-		"PYTHONDONTWRITEBYTECODE=1")
-	out, err := cmd.CombinedOutput()
-	t.Logf("pytest:\n%s", out)
+	out, err := runClient(t, dir, api.base, py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests")
 	if err != nil {
-		t.Fatalf("the Python client's tests failed: %v", err)
+		t.Fatalf("the Python client's tests failed: %v\n%s", err, out)
 	}
+	t.Logf("pytest:\n%s", out)
 }
 
 // pythonWithPytest is the first python3 that imports pytest: the one on

@@ -5,8 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/internal/testing/spooltest"
 	"github.com/spool-run/spool/internal/testing/testenv"
@@ -21,11 +24,7 @@ import (
 // fails under SPOOL_TEST_REQUIRE_REAL=1.
 func TestTypeScriptClient(t *testing.T) {
 	t.Parallel()
-	dir, err := filepath.Abs("../clients/typescript")
-	if err != nil {
-		t.Fatal(err)
-	}
-	modules := testenv.NodePackages(t, "ts-client", filepath.Join(dir, "package.json"))
+	root := tsClientCopy(t)
 	files := apiProject()
 	for k, v := range graphProject() {
 		files[k] = v
@@ -33,37 +32,89 @@ func TestTypeScriptClient(t *testing.T) {
 	e := spooltest.New(t, spooltest.Options{Files: files})
 	e.StartWorker("--concurrency", "4")
 	api := startAPI(t, e)
+	out, err := runClient(t, filepath.Join(root, "clients", "typescript"), api.base, "npm", "test", "--silent")
+	if err != nil {
+		t.Fatalf("the TypeScript client's tests failed: %v\n%s", err, out)
+	}
+	t.Logf("npm test:\n%s", out)
+}
 
-	// A copy of the client beside the installed modules: the checkout
-	// gets no node_modules or dist.
-	// The layout is the checkout's (the scripts read ../../api/openapi.json).
+// TestClientExamples runs the examples a user starts from,
+// examples/clients/review.py and review.mjs, on the example project
+// through a real `spool api`: each starts demo/review, prints its events
+// and ends with the graph's outputs.
+func TestClientExamples(t *testing.T) {
+	t.Parallel()
+	py, err := pythonWithPytest()
+	if err != nil {
+		if testenv.RequireReal() {
+			t.Fatalf("SPOOL_TEST_REQUIRE_REAL=1 but no python3: %v", err)
+		}
+		t.Skipf("no python3: %v", err)
+	}
+	root := tsClientCopy(t)
+	e := spooltest.New(t, spooltest.Options{})
+	exampleProject(t, e.Project)
+	e.StartWorker("--concurrency", "4")
+	api := startAPI(t, e)
+
+	examples, err := filepath.Abs("../examples/clients")
+	require.NoError(t, err)
+	out, err := runClient(t, examples, api.base, py, "review.py", "queues", "leases")
+	require.NoError(t, err, "%s", out)
+	for _, want := range []string{"run demo/review-", "graph_started", "foreach_completed", "ended completed", "status  completed", "'reviewed': 2", "'ok': True"} {
+		require.Contains(t, out, want)
+	}
+
+	out, err = runClient(t, filepath.Join(root, "clients", "typescript"), api.base, "npm", "run", "build", "--silent")
+	require.NoError(t, err, "%s", out)
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "examples", "clients"), 0o755))
+	cp(t, filepath.Join(examples, "review.mjs"), filepath.Join(root, "examples", "clients"))
+	out, err = runClient(t, filepath.Join(root, "examples", "clients"), api.base, "node", "review.mjs", "queues", "leases", "budgets")
+	require.NoError(t, err, "%s", out)
+	for _, want := range []string{"run demo/review-", "ended completed", "status  completed", `"reviewed":3`} {
+		require.Contains(t, out, want)
+	}
+}
+
+// tsClientCopy copies the TypeScript client and the OpenAPI document into
+// a temporary tree laid out as the checkout (its scripts read
+// ../../api/openapi.json), its node_modules the installed dev
+// dependencies, and returns the tree's root: the checkout gets no
+// node_modules or dist.
+func tsClientCopy(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("../clients/typescript")
+	require.NoError(t, err)
+	modules := testenv.NodePackages(t, "ts-client", filepath.Join(dir, "package.json"))
 	root := t.TempDir()
 	work := filepath.Join(root, "clients", "typescript")
 	for _, d := range []string{work, filepath.Join(root, "api")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.MkdirAll(d, 0o755))
 	}
-	copies := map[string]string{filepath.Join(dir, "..", "..", "api", "openapi.json"): filepath.Join(root, "api")}
+	cp(t, filepath.Join(dir, "..", "..", "api", "openapi.json"), filepath.Join(root, "api"))
 	for _, f := range []string{"package.json", "tsconfig.json", "src", "test", "scripts"} {
-		copies[filepath.Join(dir, f)] = work
+		cp(t, filepath.Join(dir, f), work)
 	}
-	for from, to := range copies {
-		if out, err := exec.Command("cp", "-r", from, to).CombinedOutput(); err != nil {
-			t.Fatalf("copy %s: %v\n%s", from, err, out)
-		}
-	}
-	if err := os.Symlink(modules, filepath.Join(work, "node_modules")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Symlink(modules, filepath.Join(work, "node_modules")))
+	return root
+}
+
+// cp copies from (a file or a tree) into the directory to.
+func cp(t *testing.T, from, to string) {
+	t.Helper()
+	out, err := exec.Command("cp", "-r", from, to).CombinedOutput()
+	require.NoError(t, err, "copy %s: %s", from, out)
+}
+
+// runClient runs a client's command in dir against the API at base.
+func runClient(t *testing.T, dir, base, name string, args ...string) (string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", "test", "--silent")
-	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "SPOOL_API_URL="+api.base, "SPOOL_TEST_MODEL=script:scripts/api.yaml")
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "SPOOL_API_URL="+base, "SPOOL_TEST_MODEL=script:scripts/api.yaml", "PYTHONDONTWRITEBYTECODE=1")
 	out, err := cmd.CombinedOutput()
-	t.Logf("npm test:\n%s", out)
-	if err != nil {
-		t.Fatalf("the TypeScript client's tests failed: %v", err)
-	}
+	return strings.TrimSpace(string(out)), err
 }
