@@ -60,7 +60,8 @@
 //     initial interval), doubling up to max_backoff (10 × backoff).
 //   - Durations are Go durations ("90s", "2m", "1h30m") or numbers of
 //     seconds; limits.duration may be written either way and is kept in
-//     seconds.
+//     seconds. A sleep's for also takes days ("2d", "1d12h") and 0; its
+//     until reads a time without an offset as UTC (ParseSleepUntil).
 //   - Inputs: a key given as null counts as absent (its default applies);
 //     a nested object property that declares no properties is free-form
 //     (additionalProperties true), while the top level and objects that

@@ -42,6 +42,7 @@ import (
 //	│     foreach of children: a window of max_concurrency, woken as
 //	│        each ends (SuspendAny), items settled durably one by one
 //	│     approval / wait: suspend until decided / the children end
+//	│     sleep: suspend until its wake time (or the duration limit)
 //	│   complete: result ─▶ assign ─▶ route (or the error procedure:
 //	│     retry, on_error, continue, fail) ─▶ snapshot ─▶ one segment
 //	│     (step_completed, state_checkpoint) ─▶ after_step hooks

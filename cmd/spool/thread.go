@@ -42,7 +42,7 @@ func threadCommand() *cli.Command {
 				&cli.StringFlag{Name: "directive", Usage: "only threads of this directive (e.g. demo/hello)"},
 				&cli.StringFlag{Name: "parent", Usage: "only the children of this thread ID"},
 				tenantListFlag("threads"),
-				&cli.StringFlag{Name: "waiting-for", Usage: "only waiting threads that wait for this: children, approval, rate_limit, retry, capacity, concurrency, tenant_concurrency, tenant_budget, tenant_rate or tenant_runs"},
+				&cli.StringFlag{Name: "waiting-for", Usage: "only waiting threads that wait for this: children, approval, rate_limit, retry, sleep, capacity, concurrency, tenant_concurrency, tenant_budget, tenant_rate or tenant_runs"},
 				&cli.IntFlag{Name: "limit", Value: 100, Usage: "list at most this many threads"}}, Action: threadList},
 			{Name: "show", Usage: "registry record, cost, limits and outputs", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag()}, Action: threadShow},
 			{Name: "tree", Usage: "children and continuations with status and spend", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag()}, Action: threadTree},
