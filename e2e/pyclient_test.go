@@ -18,13 +18,7 @@ import (
 // under SPOOL_TEST_REQUIRE_REAL=1.
 func TestPythonClient(t *testing.T) {
 	t.Parallel()
-	py, err := pythonWithPytest()
-	if err != nil {
-		if testenv.RequireReal() {
-			t.Fatalf("SPOOL_TEST_REQUIRE_REAL=1 but no python3 with pytest: %v", err)
-		}
-		t.Skipf("no python3 with pytest: %v", err)
-	}
+	py := python(t)
 	files := apiProject()
 	for k, v := range graphProject() {
 		files[k] = v
@@ -42,6 +36,20 @@ func TestPythonClient(t *testing.T) {
 		t.Fatalf("the Python client's tests failed: %v\n%s", err, out)
 	}
 	t.Logf("pytest:\n%s", out)
+}
+
+// python is pythonWithPytest's python3; without one the test skips, or
+// fails under SPOOL_TEST_REQUIRE_REAL=1.
+func python(t *testing.T) string {
+	t.Helper()
+	py, err := pythonWithPytest()
+	if err != nil {
+		if testenv.RequireReal() {
+			t.Fatalf("SPOOL_TEST_REQUIRE_REAL=1 but no python3 with pytest: %v", err)
+		}
+		t.Skipf("no python3 with pytest: %v", err)
+	}
+	return py
 }
 
 // pythonWithPytest is the first python3 that imports pytest: the one on

@@ -45,13 +45,7 @@ func TestTypeScriptClient(t *testing.T) {
 // and ends with the graph's outputs.
 func TestClientExamples(t *testing.T) {
 	t.Parallel()
-	py, err := pythonWithPytest()
-	if err != nil {
-		if testenv.RequireReal() {
-			t.Fatalf("SPOOL_TEST_REQUIRE_REAL=1 but no python3: %v", err)
-		}
-		t.Skipf("no python3: %v", err)
-	}
+	py := python(t)
 	root := tsClientCopy(t)
 	e := spooltest.New(t, spooltest.Options{})
 	exampleProject(t, e.Project)
