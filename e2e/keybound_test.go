@@ -322,24 +322,32 @@ func (kb keyBound) failOver(t *testing.T, ps *testenv.PrivateSentinel) {
 func (kb keyBound) settled(t *testing.T, e *spooltest.Env) map[string]int64 {
 	ctx := context.Background()
 	rdb := e.Redis.Universal
+	// Eventually runs the check in a goroutine of its own, which may still
+	// be running when it gives up: what the check read is kept under mu.
+	var mu sync.Mutex
 	var counts map[string]int64
 	var held, acts int64
 	ok := assert.Eventually(&quietT{t}, func() bool {
 		raw, err := rdb.HGetAll(ctx, e.Keys.AdmTenant("kb", "state")).Result()
 		require.NoError(t, err)
-		counts = map[string]int64{}
+		c := map[string]int64{}
 		for k, v := range raw {
 			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-				counts[k] = n
+				c[k] = n
 			}
 		}
-		held, err = rdb.HLen(ctx, e.Keys.AdmTenant("kb", "kheld")).Result()
+		h, err := rdb.HLen(ctx, e.Keys.AdmTenant("kb", "kheld")).Result()
 		require.NoError(t, err)
-		acts, err = rdb.HLen(ctx, e.Keys.AdmTenant("kb", "acts")).Result()
+		n, err := rdb.HLen(ctx, e.Keys.AdmTenant("kb", "acts")).Result()
 		require.NoError(t, err)
-		return held == 0 && acts == 0 && counts["admitted"] == 0 && counts["running"] == 0 &&
-			counts["grants"] == counts["released"]+counts["reaped:running"]+counts["reaped:granted"]
+		mu.Lock()
+		counts, held, acts = c, h, n
+		mu.Unlock()
+		return h == 0 && n == 0 && c["admitted"] == 0 && c["running"] == 0 &&
+			c["grants"] == c["released"]+c["reaped:running"]+c["reaped:granted"]
 	}, time.Minute, 100*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
 	if !ok {
 		msg := fmt.Sprintf("tenant kb settles: no key held (%d), no activation (%d), grants = releases + reaps: %v (%s)",
 			held, acts, counts, e.Keys.AdmTenant("kb", "state"))
