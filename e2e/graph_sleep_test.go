@@ -116,7 +116,8 @@ func napCompleted(t *testing.T, e *spooltest.Env, final *registry.Record, wake t
 	require.Equal(t, "sleep", waits[0].WaitingFor)
 }
 
-// TestGraphSleep: a sleep node holds no worker while the run sleeps, so
+// TestGraphSleep: validation names a sleep node's bad for or until on
+// one line each. A sleep node holds no worker while the run sleeps, so
 // a worker killed meanwhile loses nothing: another wakes the run once,
 // at its time and not before, also when the worker died as the sleep
 // began (its wake time durable, the run not yet suspended: housekeeping
@@ -126,6 +127,24 @@ func napCompleted(t *testing.T, e *spooltest.Env, final *registry.Record, wake t
 // ends it duration_seconds_exceeded at the limit.
 func TestGraphSleep(t *testing.T) {
 	t.Parallel()
+	t.Run("validate", func(t *testing.T) {
+		t.Parallel()
+		e := spooltest.New(t, spooltest.Options{Files: walkProject("0ms", map[string]string{"g/nap": napGraph, "g/bad": `config:
+  start: a
+  nodes:
+    a: {type: sleep, for: 1m, until: "2026-03-01T09:00:00Z", next: b}
+    b: {type: sleep, for: soon, next: c}
+    c: {type: sleep, next: done}
+    done: {type: return}
+`})})
+		res := e.Spool("graph", "validate", "g/bad")
+		require.Equal(t, 1, res.Code, res.Stdout+res.Stderr)
+		require.Contains(t, res.Stdout, "error: node a: until: a sleep node takes for or until, not both\n")
+		require.Contains(t, res.Stdout, `error: node b: for: "soon" is not a duration`)
+		require.Contains(t, res.Stdout, "error: node c: for: missing: a sleep node needs for")
+		res = e.Spool("graph", "validate", "g/nap")
+		require.Equal(t, 0, res.Code, res.Stdout+res.Stderr)
+	})
 	t.Run("across a worker restart", func(t *testing.T) {
 		t.Parallel()
 		e := sleepEnv(t)
