@@ -89,7 +89,8 @@ func (a *Admitter) Scrape(ctx context.Context) (*Scrape, error) {
 	for i, t := range tenants {
 		st := Effective(pol, t, overs[i].Val())
 		ts := a.tenantScrape(t, states[i].Val(), st.MaxRunning)
-		ts.Spend, ts.Overrun = spendOf(spends[i].Val(), st, now), overrunOf(spends[i].Val(), now)
+		ts.Spend = spendOf(spends[i].Val(), st, now)
+		ts.Overrun = map[string]float64{"day": ts.Spend["day"].Overrun, "month": ts.Spend["month"].Overrun}
 		out.Tenants = append(out.Tenants, ts)
 	}
 	return out, nil

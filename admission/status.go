@@ -142,7 +142,9 @@ func Windows(now time.Time) (day, month string) {
 }
 
 // spendOf is the tenant's spend in the current day and month windows
-// (adm:spend's d:<day>:<field> and m:<month>:<field>, nano-dollars).
+// (adm:spend's d:<day>:<field> and m:<month>:<field>, nano-dollars):
+// spent, held and overrun (what it spent beyond the allowances lent to
+// its activations: spend no ceiling could stop).
 func spendOf(spend map[string]string, st Settings, now time.Time) map[string]spooltype.TenantSpend {
 	day, month := Windows(now)
 	window := func(prefix, w string, limit *float64) spooltype.TenantSpend {
@@ -150,21 +152,9 @@ func spendOf(spend map[string]string, st Settings, now time.Time) map[string]spo
 			n, _ := strconv.ParseInt(spend[prefix+w+":"+name], 10, 64)
 			return float64(n) * nano
 		}
-		return spooltype.TenantSpend{Window: w, Spent: f("spent"), Held: f("held"), Limit: limit}
+		return spooltype.TenantSpend{Window: w, Spent: f("spent"), Held: f("held"), Limit: limit, Overrun: f("overrun")}
 	}
 	return map[string]spooltype.TenantSpend{"day": window("d:", day, st.SpendPerDay), "month": window("m:", month, st.SpendPerMonth)}
-}
-
-// overrunOf is what the tenant spent in the day and month windows of now
-// beyond the allowances lent to its activations (adm:spend's
-// <window>:overrun, nano-dollars): spend no ceiling could stop.
-func overrunOf(spend map[string]string, now time.Time) map[string]float64 {
-	day, month := Windows(now)
-	f := func(field string) float64 {
-		n, _ := strconv.ParseInt(spend[field], 10, 64)
-		return float64(n) * nano
-	}
-	return map[string]float64{"day": f("d:" + day + ":overrun"), "month": f("m:" + month + ":overrun")}
 }
 
 // SetTenant writes tenant's overrides (field → value; cleared fields

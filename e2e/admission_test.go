@@ -33,7 +33,7 @@ concurrency:
 var (
 	tenantFields = []string{"tenant", "weight", "priority", "share", "running", "ready", "blocked", "runs_in_flight", "limits", "spend", "keys"}
 	limitFields  = []string{"max_running", "spend_per_day", "spend_per_month", "starts_per_minute", "runs_in_flight", "on_exhausted"}
-	spendFields  = []string{"window", "spent", "held", "limit"}
+	spendFields  = []string{"window", "spent", "held", "limit", "overrun"}
 	keyFields    = []string{"rule", "value", "running", "max", "waiting"}
 )
 

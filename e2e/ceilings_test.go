@@ -164,3 +164,80 @@ func TestLapsedAllowanceSettled(t *testing.T) {
 	}, 10*time.Second, 100*time.Millisecond, "nothing held once the run ended")
 	requireWindow(t, e, "acme", rec.Cost.Spend)
 }
+
+// thriceScript: b/thrice spends a dollar a turn for three turns.
+const thriceScript = `context_window: 200000
+price: {input_per_mtok: 1000.00, output_per_mtok: 0}
+directives:
+  "b/thrice":
+    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}]
+      usage: {input: 1000, output: 0}
+    - tool_calls: [{tool: rye/file-system/fs_read, input: {path: "nothing"}}]
+      usage: {input: 1000, output: 0}
+    - text: "spent three dollars"
+      usage: {input: 1000, output: 0}
+`
+
+// TestTenantBudgetYieldSaid: through the binary on real Redis, a run of
+// three one-dollar turns in a tenant whose day window is 1.50 is lent
+// its dollar, then the half left, and spends a second dollar (half of it
+// overrun, as tenant show has it); with no room for a third turn it
+// yields at the turn boundary and waits: its record (thread show) says
+// waiting for tenant_budget, and `thread run --wait` says once, on
+// stderr, which window it waits for and how to raise it. tenant set
+// raising the window runs it again: the claim clears the wait, and it
+// completes.
+func TestTenantBudgetYieldSaid(t *testing.T) {
+	t.Parallel()
+	files := budgetProject()
+	files[".ai/directives/b/thrice.md"] = noLimitsDirective("thrice", fsPerms, "")
+	files["scripts/thrice.yaml"] = thriceScript
+	files[".ai/config/agent/admission.yaml"] = "version: 1\ntenants:\n  acme: {spend_per_day: 1.5, spend_grant: 1}\n"
+	e := spooltest.New(t, spooltest.Options{Files: files})
+	r := e.Spool("admission", "apply")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	e.StartWorker("--concurrency", "2")
+
+	run := e.Start(nil, "thread", "run", "b/thrice", "--model", "script:scripts/thrice.yaml", "--limit", "spend=5",
+		"--limit", "tokens=10000000", "--tenant", "acme", "--wait", "--json", "--timeout", "3m")
+	var id string
+	require.Eventually(t, func() bool {
+		var listed []registry.Record
+		r := e.Spool("thread", "list", "--tenant", "acme", "--json")
+		if r.Code != 0 {
+			return false
+		}
+		if r.JSON(t, &listed); len(listed) != 1 {
+			return false
+		}
+		id = listed[0].ThreadID
+		return true
+	}, time.Minute, 100*time.Millisecond, "the run is registered")
+	waitRecord(t, e, id, "it yields for its tenant's budget after two turns", func(r *registry.Record) bool {
+		return r.Status == thread.StatusWaiting && r.WaitingFor == "tenant_budget"
+	})
+	var shown map[string]any
+	r = e.Spool("thread", "show", id, "--json")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	r.JSON(t, &shown)
+	require.Equal(t, "waiting", shown["status"])
+	require.Equal(t, "tenant_budget", shown["waiting_for"])
+	day := tenantShow(t, e, "acme").Spend["day"]
+	require.InDelta(t, 1.5, day.Spent, 1e-9, "its allowance, all of the window")
+	require.InDelta(t, 0.5, day.Overrun, 1e-9, "the second dollar's half beyond its allowance")
+	want := "spool: waiting for tenant acme's spend window (day 1.50 of 1.50 USD spent); raise it with spool tenant set acme --spend-per-day USD\n"
+	require.Eventually(t, func() bool { return strings.Contains(run.Log(), want) }, 30*time.Second, 50*time.Millisecond, "%s", run.Log())
+
+	r = e.Spool("tenant", "set", "acme", "--spend-per-day", "5")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	require.Eventually(t, run.Exited, 2*time.Minute, 50*time.Millisecond)
+	require.Equal(t, 0, run.Cmd.ProcessState.ExitCode(), run.Log())
+	require.Equal(t, 1, strings.Count(run.Log(), "spool: waiting for tenant acme's spend window"), "said once: %s", run.Log())
+	r = e.Spool("thread", "show", id, "--json")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	var final registry.Record
+	r.JSON(t, &final)
+	require.Equal(t, thread.StatusCompleted, final.Status)
+	require.Empty(t, final.WaitingFor, "the claim that ran it again cleared the wait")
+	require.InDelta(t, 3, final.Cost.Spend, 1e-9)
+}

@@ -48,12 +48,16 @@ type TenantLimits struct {
 
 // TenantSpend is a tenant's spend in one window (a UTC day
 // "2026-12-01", or month "2026-12"): what was spent, what is lent to
-// running activations, and the ceiling (null: none).
+// running activations, the ceiling (null: none), and the overrun: what
+// runs spent beyond the allowances lent to them (spend no ceiling could
+// stop), which spent does not count (the runs spent spent + overrun), in
+// USD as the others.
 type TenantSpend struct {
-	Window string   `json:"window"`
-	Spent  float64  `json:"spent"`
-	Held   float64  `json:"held"`
-	Limit  *float64 `json:"limit"`
+	Window  string   `json:"window"`
+	Spent   float64  `json:"spent"`
+	Held    float64  `json:"held"`
+	Limit   *float64 `json:"limit"`
+	Overrun float64  `json:"overrun"`
 }
 
 // TenantKey is one concurrency key of a tenant: the rule, the value (as

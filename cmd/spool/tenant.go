@@ -43,7 +43,7 @@ func tenantCommand() *cli.Command {
 			Action: tenantList,
 		}, {
 			Name:      "show",
-			Usage:     "one tenant: share, running, ready, blocked by reason, limits and where each comes from, spend, keys",
+			Usage:     "one tenant: share, running, ready, blocked by reason, limits and where each comes from, spend (spent, held and overrun per window), keys",
 			ArgsUsage: "TENANT",
 			Flags:     []cli.Flag{jsonFlag()},
 			Action:    tenantShow,
@@ -165,7 +165,7 @@ func printTenantStatus(w io.Writer, t *spooltype.Tenant) {
 		src("starts_per_minute"), intOrNone(l.RunsInFlight), src("runs_in_flight"), l.OnExhausted, src("on_exhausted"))
 	for _, k := range []string{"day", "month"} {
 		sp := t.Spend[k]
-		fmt.Fprintf(w, "spend      %-5s %s: $%.4f spent · $%.4f held · limit %s\n", k, sp.Window, sp.Spent, sp.Held, usdOrNone(sp.Limit))
+		fmt.Fprintf(w, "spend      %-5s %s: $%.4f spent · $%.4f held · $%.4f overrun · limit %s\n", k, sp.Window, sp.Spent, sp.Held, sp.Overrun, usdOrNone(sp.Limit))
 	}
 	for _, k := range t.Keys {
 		fmt.Fprintf(w, "key        %s=%s  %d of %d running, %d waiting\n", k.Rule, k.Value, k.Running, k.Max, k.Waiting)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	adm "github.com/spool-run/spool/admission"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
@@ -21,6 +23,12 @@ import (
 // than printing nothing until its --timeout:
 //
 //	spool: waiting for approval at node signoff: spool thread approve demo/ship-… (or spool thread deny demo/ship-… --reason TEXT)
+//
+// and, when one of them waits for its tenant's spend window (parked at
+// its start, or yielded at a turn boundary: waiting_for tenant_budget),
+// says which window, how full, and how to raise it, once per wait:
+//
+//	spool: waiting for tenant acme's spend window (day 1.00 of 1.00 USD spent); raise it with spool tenant set acme --spend-per-day USD
 
 // noticeEvery is how often a wait looks for decisions it waits on.
 const noticeEvery = 500 * time.Millisecond
@@ -53,6 +61,12 @@ func startNotices(c *cli.Context, s *services, ids []string) (stop func()) {
 				if key := p.call.ThreadID + "\x00" + p.call.CallID + "\x00" + p.call.RequestID; !seen[key] {
 					seen[key] = true
 					fmt.Fprintln(c.App.ErrWriter, "spool: "+p.notice())
+				}
+			}
+			for _, b := range budgetWaits(ctx, s, ids) {
+				if key := fmt.Sprintf("%s\x00budget\x00%d", b.rec.ThreadID, b.rec.Version); !seen[key] {
+					seen[key] = true
+					fmt.Fprintln(c.App.ErrWriter, "spool: "+b.notice())
 				}
 			}
 			select {
@@ -144,11 +158,76 @@ func decideHint(id string) string {
 func waitingHint(c *cli.Context, s *services, id string) string {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Context), 5*time.Second)
 	defer cancel()
-	ps := pendingBelow(ctx, s, []string{id})
-	if len(ps) == 0 {
-		return ""
+	if ps := pendingBelow(ctx, s, []string{id}); len(ps) > 0 {
+		return "; it is " + ps[0].notice()
 	}
-	return "; it is " + ps[0].notice()
+	if bs := budgetWaits(ctx, s, []string{id}); len(bs) > 0 {
+		return "; it is " + bs[0].notice()
+	}
+	return ""
+}
+
+// budgetWait is a run waiting for its tenant's spend window (waiting_for
+// tenant_budget), with its tenant's standing as `tenant show` reads it.
+type budgetWait struct {
+	rec    *spooltype.Record
+	tenant *spooltype.Tenant
+}
+
+// budgetWaits are the runs of ids that wait for their tenant's spend
+// window now (parked at their start, or yielded at a turn boundary),
+// each read live as `thread show` reads it.
+func budgetWaits(ctx context.Context, s *services, ids []string) []budgetWait {
+	var out []budgetWait
+	for _, id := range ids {
+		rec, err := s.orch.Record(ctx, id)
+		if err != nil || rec.Status != thread.StatusWaiting || rec.WaitingFor != adm.WaitTenantBudget {
+			continue
+		}
+		t, err := s.orch.TenantStatus(ctx, rec.TenantOrDefault())
+		if err != nil {
+			continue
+		}
+		out = append(out, budgetWait{rec: rec, tenant: t})
+	}
+	return out
+}
+
+// notice says which of the tenant's spend windows b waits for, how full
+// it is, and how to raise it: "waiting for tenant acme's spend window
+// (day 1.00 of 1.00 USD spent); raise it with spool tenant set acme
+// --spend-per-day USD"; what other runs hold of it is named as held
+// ("day 0.60 spent + 0.40 held of 1.00 USD").
+func (b budgetWait) notice() string {
+	name, sp := fullWindow(b.tenant.Spend)
+	var fill string
+	switch {
+	case sp.Limit == nil: // cleared since it parked: it starts at the next pump
+		fill = fmt.Sprintf("%s %.2f USD spent, no limit now", name, sp.Spent)
+	case sp.Held > 0:
+		fill = fmt.Sprintf("%s %.2f spent + %.2f held of %.2f USD", name, sp.Spent, sp.Held, *sp.Limit)
+	default:
+		fill = fmt.Sprintf("%s %.2f of %.2f USD spent", name, sp.Spent, *sp.Limit)
+	}
+	t := b.tenant.Tenant
+	return fmt.Sprintf("waiting for tenant %s's spend window (%s); raise it with spool tenant set %s --spend-per-%s USD", t, fill, t, name)
+}
+
+// fullWindow is the spend window (day, month) a run waiting for its
+// tenant's budget waits for: the one of the two with a limit and the
+// least room left, the day when they have as little.
+func fullWindow(spend map[string]spooltype.TenantSpend) (string, spooltype.TenantSpend) {
+	best, room := "day", math.Inf(1)
+	for _, w := range []string{"day", "month"} {
+		sp := spend[w]
+		if sp.Limit == nil {
+			continue
+		}
+		if r := *sp.Limit - sp.Spent - sp.Held; r < room {
+			best, room = w, r
+		}
+	}
+	return best, spend[best]
 }
 
 // graphFollowLine is --follow's line of run r (the run its chain has
