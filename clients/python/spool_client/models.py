@@ -384,6 +384,7 @@ class GraphRun(Model):
     started_at: Optional[str] = None  # optional
     transcript: Optional["TranscriptMark"] = None  # optional
     trace_id: Optional[str] = None  # optional
+    wake_at: Optional[str] = None  # optional
     nodes: Optional[list["NodeRow"]] = None
     steps: Optional[list["StepRecord"]] = None
     kind: Optional[str] = None

@@ -1148,7 +1148,7 @@ export interface components {
             spent: number;
             held: number;
             limit: number | null;
-            /** @description The part of spent that runs spent beyond the allowances lent to them: spend no ceiling could stop. */
+            /** @description What runs spent beyond the allowances lent to them (spend no ceiling could stop); spent does not count it. */
             overrun: number;
         };
         /** @description One concurrency key of a tenant. */
