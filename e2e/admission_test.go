@@ -198,6 +198,11 @@ func TestTenantSurfaces(t *testing.T) {
 	require.Equal(t, "per_item=x", rec["waiting_key"])
 	require.EqualValues(t, 1, rec["position"])
 	require.NotEmpty(t, rec["waiting_since"])
+	// A wait on it says so once, and what would start it.
+	r = e.Spool("thread", "wait", waiter, "--timeout", "2s")
+	require.Equal(t, 1, r.Code, r.Stderr)
+	require.Regexp(t, `(?m)^spool: waiting for admission: concurrency per_item=x \(2 of 2 running, 1st in line, \d+ s\); it starts when a run holding that key ends$`, r.Stderr)
+	require.Equal(t, 2, strings.Count(r.Stderr, "waiting for admission: concurrency"), "once while it waits, once in the timeout's message:\n%s", r.Stderr)
 
 	// thread list --waiting-for: what it waits for now.
 	r = e.Spool("thread", "list", "--waiting-for", "concurrency", "--json")

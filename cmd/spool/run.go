@@ -22,7 +22,7 @@ func runFlags(what string, concurrency int) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "parent", EnvVars: []string{"RYE_PARENT_THREAD_ID"}, Usage: "parent thread id"},
 		&cli.StringFlag{Name: "queue", Usage: "asynq queue (default: the parent's, else default)"},
-		&cli.BoolFlag{Name: "wait", Usage: "wait for the " + what + " (and its continuations) to finish, saying on stderr what it waits for (a person's approval, its tenant's spend window)"},
+		&cli.BoolFlag{Name: "wait", Usage: "wait for the " + what + " (and its continuations) to finish, saying on stderr what it waits for (a person's approval, its tenant's spend window, admission)"},
 		&cli.BoolFlag{Name: "follow", Usage: "show a live view while it runs"},
 		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long --wait waits (exit 1 after it; the " + what + " keeps running); 0 waits without a limit"},
 		&cli.BoolFlag{Name: "embedded", Usage: "run everything in this process: embedded Redis, local store, a worker"},

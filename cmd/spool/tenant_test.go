@@ -67,3 +67,21 @@ func TestBudgetWaitNotice(t *testing.T) {
 		require.Equal(t, c.want, b.notice())
 	}
 }
+
+// TestAdmissionWaitNotice: a wait on a run admission holds says where it
+// stands and what would start it, for each wait but the spend window's.
+func TestAdmissionWaitNotice(t *testing.T) {
+	t.Parallel()
+	for why, want := range map[string]string{
+		"capacity":           "it starts when a slot of its tenant's share of the fleet frees (more workers add slots)",
+		"concurrency":        "it starts when a run holding that key ends",
+		"tenant_concurrency": "raise it with spool tenant set acme --max-running N",
+		"tenant_rate":        "raise it with spool tenant set acme --starts-per-minute N",
+		"tenant_runs":        "raise it with spool tenant set acme --runs-in-flight N",
+	} {
+		a := admissionWait{rec: &spooltype.Record{ThreadID: "b/x-1-a", Tenant: "acme", WaitingFor: why}, line: why + " (where it stands)"}
+		require.Equal(t, "waiting for admission: "+why+" (where it stands); "+want, a.notice())
+		require.Contains(t, admissionHeld, why)
+	}
+	require.NotContains(t, admissionHeld, "tenant_budget", "budgetWait says that one")
+}

@@ -29,6 +29,13 @@ import (
 // says which window, how full, and how to raise it, once per wait:
 //
 //	spool: waiting for tenant acme's spend window (day 1.00 of 1.00 USD spent); raise it with spool tenant set acme --spend-per-day USD
+//
+// and, when admission holds one of them for anything else (a slot of its
+// tenant's share, a concurrency key, max_running, starts_per_minute,
+// runs_in_flight), where it stands and what would start it, once per
+// wait:
+//
+//	spool: waiting for admission: concurrency per_item=x (2 of 2 running, 1st in line, 3 s); it starts when a run holding that key ends
 
 // noticeEvery is how often a wait looks for decisions it waits on.
 const noticeEvery = 500 * time.Millisecond
@@ -67,6 +74,12 @@ func startNotices(c *cli.Context, s *services, ids []string) (stop func()) {
 				if key := fmt.Sprintf("%s\x00budget\x00%d", b.rec.ThreadID, b.rec.Version); !seen[key] {
 					seen[key] = true
 					fmt.Fprintln(c.App.ErrWriter, "spool: "+b.notice())
+				}
+			}
+			for _, a := range admissionWaits(ctx, s, ids) {
+				if key := fmt.Sprintf("%s\x00%s\x00%d", a.rec.ThreadID, a.rec.WaitingFor, a.rec.Version); !seen[key] {
+					seen[key] = true
+					fmt.Fprintln(c.App.ErrWriter, "spool: "+a.notice())
 				}
 			}
 			select {
@@ -164,7 +177,59 @@ func waitingHint(c *cli.Context, s *services, id string) string {
 	if bs := budgetWaits(ctx, s, []string{id}); len(bs) > 0 {
 		return "; it is " + bs[0].notice()
 	}
+	if as := admissionWaits(ctx, s, []string{id}); len(as) > 0 {
+		return "; it is " + as[0].notice()
+	}
 	return ""
+}
+
+// admissionWait is a run admission holds for anything but its tenant's
+// spend window (budgetWait says that one): a free slot of its tenant's
+// share, a concurrency key, or a ceiling of its tenant's; line is where
+// it stands, as `thread show` prints it.
+type admissionWait struct {
+	rec  *spooltype.Record
+	line string
+}
+
+// admissionWaits are the runs of ids that admission holds now for
+// anything but the spend window, each read live.
+func admissionWaits(ctx context.Context, s *services, ids []string) []admissionWait {
+	var out []admissionWait
+	for _, id := range ids {
+		rec, err := s.orch.Record(ctx, id)
+		if err != nil || rec.Status != thread.StatusWaiting || !slices.Contains(admissionHeld, rec.WaitingFor) {
+			continue
+		}
+		if line := s.orch.AdmissionWaitLine(ctx, rec); line != "" {
+			out = append(out, admissionWait{rec: rec, line: line})
+		}
+	}
+	return out
+}
+
+// admissionHeld are the waits admissionWaits speaks of.
+var admissionHeld = []string{adm.WaitCapacity, adm.WaitConcurrency, adm.WaitTenantConcurrency, adm.WaitTenantRate, adm.WaitTenantRuns}
+
+// notice says what a waits for and what would let it start sooner:
+// "waiting for admission: concurrency per_item=x (2 of 2 running, 1st in
+// line, 3 s); it starts when one of those ends".
+func (a admissionWait) notice() string {
+	t := a.rec.TenantOrDefault()
+	var next string
+	switch a.rec.WaitingFor {
+	case adm.WaitCapacity:
+		next = "it starts when a slot of its tenant's share of the fleet frees (more workers add slots)"
+	case adm.WaitConcurrency:
+		next = "it starts when a run holding that key ends"
+	case adm.WaitTenantConcurrency:
+		next = "raise it with spool tenant set " + t + " --max-running N"
+	case adm.WaitTenantRate:
+		next = "raise it with spool tenant set " + t + " --starts-per-minute N"
+	case adm.WaitTenantRuns:
+		next = "raise it with spool tenant set " + t + " --runs-in-flight N"
+	}
+	return fmt.Sprintf("waiting for admission: %s; %s", a.line, next)
 }
 
 // budgetWait is a run waiting for its tenant's spend window (waiting_for
