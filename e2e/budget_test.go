@@ -126,18 +126,24 @@ func TestResumeCarriesBudget(t *testing.T) {
 	require.InDelta(t, 1.0, rec.Cost.Spend, 1e-9)
 
 	first := rec.ThreadID
-	for i, wantLimit := range []float64{1.5, 0.5} {
-		rr := spoolJSON[orchestrator.ResumeResult](t, e, "thread", "resume", first, "--message", fmt.Sprint("again ", i), "--json")
-		require.InDelta(t, wantLimit, rr.NewThreadResult.Limits.Spend, 1e-9, "resume %d carries what the chain has left", i)
-		final := e.Wait([]string{rr.NewThreadID}, time.Minute)
-		require.Equal(t, thread.StatusCompleted, final[rr.NewThreadID].Status)
-	}
+	rr := spoolJSON[orchestrator.ResumeResult](t, e, "thread", "resume", first, "--message", "again 0", "--json")
+	require.InDelta(t, 1.5, rr.NewThreadResult.Limits.Spend, 1e-9, "resume 0 carries what the chain has left")
+	final := e.Wait([]string{rr.NewThreadID}, time.Minute)
+	require.Equal(t, thread.StatusCompleted, final[rr.NewThreadID].Status)
+	// The second resume waits for its thread, as run --wait does.
+	r := e.Spool("thread", "resume", first, "--message", "again 1", "--wait", "--json")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	require.Regexp(t, `(?m)^spool: resumed \S+ as \S+ \(\d+ turns? reconstructed\)$`, r.Stderr)
+	var waited registry.Record
+	r.JSON(t, &waited)
+	require.Equal(t, thread.StatusCompleted, waited.Status)
+	require.InDelta(t, 0.5, waited.Limits.Spend, 1e-9, "resume 1 carries what the chain has left")
 	en, err := e.Orch.LedgerEntry(t.Context(), first)
 	require.NoError(t, err)
 	require.InDelta(t, 2.5, en.Actual, 1e-9, "the chain spent its first thread's limit and no more")
 	require.InDelta(t, 0.5, en.Overrun, 1e-9, "the last call's dollar did not fit: half of it is overrun")
 
-	r := e.Spool("thread", "resume", first, "--message", "one more")
+	r = e.Spool("thread", "resume", first, "--message", "one more")
 	require.Equal(t, 1, r.Code, r.Stdout)
 	require.Contains(t, r.Stderr, "spend_exceeded")
 	require.Equal(t, 1, strings.Count(r.Stderr, "\n"), "one line: %s", r.Stderr)

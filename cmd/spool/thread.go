@@ -52,7 +52,10 @@ func threadCommand() *cli.Command {
 			{Name: "cancel", Usage: "cancel a thread", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag(),
 				&cli.BoolFlag{Name: "cascade", Value: true, Usage: "cancel its children too"}}, Action: threadCancel},
 			{Name: "resume", Usage: "resume a finished thread with a message", ArgsUsage: "ID --message TEXT", Flags: []cli.Flag{jsonFlag(),
-				&cli.StringFlag{Name: "message", Usage: "the user message the thread resumes with (required)"}}, Action: threadResume},
+				&cli.StringFlag{Name: "message", Usage: "the user message the thread resumes with (required)"},
+				&cli.BoolFlag{Name: "wait", Usage: "wait for the new thread (and its continuations) to finish and print its record (exit 1 unless it completed)"},
+				&cli.BoolFlag{Name: "follow", Usage: "with --wait, show a live view while it runs"},
+				&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long --wait waits (exit 1 after it; the thread keeps running); 0 waits without a limit"}}, Action: threadResume},
 			{Name: "transcript", Usage: "print a thread's transcript", ArgsUsage: "ID", Flags: []cli.Flag{
 				&cli.BoolFlag{Name: "json", Usage: "print JSON lines, one event a line (--format jsonl)"},
 				&cli.BoolFlag{Name: "follow", Usage: "keep printing as the thread runs"},
@@ -757,10 +760,16 @@ func threadResume(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	line := fmt.Sprintf("resumed %s as %s (%s reconstructed)", res.ResolvedThreadID, res.NewThreadID, thread.Count(res.ReconstructedTurns, "turn", "turns"))
+	if c.Bool("wait") {
+		// Waited for, a resume prints the new thread's end as a run does.
+		fmt.Fprintln(c.App.ErrWriter, "spool: "+line)
+		return waitEnd(c, s, res.NewThreadID, nil)
+	}
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, res)
 	}
-	fmt.Fprintf(c.App.Writer, "resumed %s as %s (%s reconstructed)\n", res.ResolvedThreadID, res.NewThreadID, thread.Count(res.ReconstructedTurns, "turn", "turns"))
+	fmt.Fprintln(c.App.Writer, line)
 	return nil
 }
 
