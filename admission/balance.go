@@ -53,9 +53,15 @@ func (a *Admitter) provisional(ctx context.Context, p *Published, tenant string)
 			others += tw
 		}
 	}
-	s := max(1, int(math.Floor(float64(b.capacity)*w/(w+others))))
+	s := partOf(b.capacity, w, w+others)
 	b.prov[tenant] = s
 	return s
+}
+
+// partOf is a provisional share: max(1, ⌊capacity·w / total⌋), total the
+// weights of the tenants it is shared with, w's included.
+func partOf(capacity int, w, total float64) int {
+	return max(1, int(math.Floor(float64(capacity)*w/total)))
 }
 
 // readBalance reads the balancer's last pass into b (the worker registry's
@@ -128,7 +134,7 @@ func (a *Admitter) makeRoom(ctx context.Context, p *Published, tenant string) {
 		if other == tenant || !ok {
 			continue
 		}
-		most := max(1, int(math.Floor(float64(bal.Capacity)*w/total)))
+		most := partOf(bal.Capacity, w, total)
 		if share <= most {
 			continue
 		}

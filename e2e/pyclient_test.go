@@ -19,13 +19,7 @@ import (
 func TestPythonClient(t *testing.T) {
 	t.Parallel()
 	py := python(t)
-	files := apiProject()
-	for k, v := range graphProject() {
-		files[k] = v
-	}
-	e := spooltest.New(t, spooltest.Options{Files: files})
-	e.StartWorker("--concurrency", "4")
-	api := startAPI(t, e)
+	api := clientAPI(t)
 
 	dir, err := filepath.Abs("../clients/python")
 	if err != nil {
@@ -36,6 +30,20 @@ func TestPythonClient(t *testing.T) {
 		t.Fatalf("the Python client's tests failed: %v\n%s", err, out)
 	}
 	t.Logf("pytest:\n%s", out)
+}
+
+// clientAPI is the `spool api` the client tests run against, with a
+// worker, on the API tests' project and the graph tests' (t/greet,
+// t/slow, t/gated, g/review).
+func clientAPI(t *testing.T) *apiProc {
+	t.Helper()
+	files := apiProject()
+	for k, v := range graphProject() {
+		files[k] = v
+	}
+	e := spooltest.New(t, spooltest.Options{Files: files})
+	e.StartWorker("--concurrency", "4")
+	return startAPI(t, e)
 }
 
 // python is pythonWithPytest's python3; without one the test skips, or

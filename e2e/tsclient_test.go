@@ -25,13 +25,7 @@ import (
 func TestTypeScriptClient(t *testing.T) {
 	t.Parallel()
 	root := tsClientCopy(t)
-	files := apiProject()
-	for k, v := range graphProject() {
-		files[k] = v
-	}
-	e := spooltest.New(t, spooltest.Options{Files: files})
-	e.StartWorker("--concurrency", "4")
-	api := startAPI(t, e)
+	api := clientAPI(t)
 	out, err := runClient(t, filepath.Join(root, "clients", "typescript"), api.base, "npm", "test", "--silent")
 	if err != nil {
 		t.Fatalf("the TypeScript client's tests failed: %v\n%s", err, out)
