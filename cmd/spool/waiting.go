@@ -213,7 +213,7 @@ var admissionHeld = []string{adm.WaitCapacity, adm.WaitConcurrency, adm.WaitTena
 
 // notice says what a waits for and what would let it start sooner:
 // "waiting for admission: concurrency per_item=x (2 of 2 running, 1st in
-// line, 3 s); it starts when one of those ends".
+// line, 3 s); it starts when a run holding that key ends".
 func (a admissionWait) notice() string {
 	t := a.rec.TenantOrDefault()
 	var next string
