@@ -18,8 +18,9 @@
 --
 -- A thread admission parked (park.lua: waiting, adm_act) is claimable by
 -- the parked activation: "<thread>" for a start, "<thread>@<reason>-<seq>"
--- for any other (whatever its task's id); a recovery parked after its
--- activation yielded (park.lua: running, no lease) is claimed as one.
+-- for any other (whatever its task's id, and for a recovery whatever the
+-- thread's version now); a recovery parked after its activation yielded
+-- (park.lua: running, no lease) is claimed as one.
 
 local h = redis.call('HMGET', KEYS[1], 'status', 'active_task', 'suspend_seq', 'version', 'started_at', 'thread_id', 'activation', 'adm_act')
 local st = h[1]
@@ -38,7 +39,11 @@ if reason == 'start' or reason == 'requeue' then
 elseif reason == 'wake' or reason == 'timeout' then
   ok = (st == 'waiting' and tonumber(h[3] or '-1') == seq) or redelivered()
 elseif reason == 'recover' then
-  ok = (st == 'running' or parked) and tonumber(h[4] or '0') == seq and redis.call('EXISTS', KEYS[2]) == 0
+  -- A parked recovery is named by adm_act, which fences it: the version
+  -- may have moved past its seq since it parked (reconciliation raises a
+  -- waiting thread's version after Redis lost commits), and it must
+  -- still be claimable, or it waits for good.
+  ok = ((st == 'running' and tonumber(h[4] or '0') == seq) or parked) and redis.call('EXISTS', KEYS[2]) == 0
 end
 if not ok then return redis.error_reply('NOTCLAIMABLE ' .. st .. ' ' .. reason) end
 local v, n = (tonumber(h[4]) or 0) + 1, (tonumber(h[7]) or 0) + 1

@@ -89,3 +89,35 @@ func TestYieldedRecoveryParks(t *testing.T) {
 	require.Empty(t, again.Record.WaitingFor)
 	require.NotContains(t, again.Record.Extra, AdmActField)
 }
+
+// TestParkedRecoveryClaimedAfterVersionRaised: reconciliation raises the
+// version of a thread whose recovery admission parked (Redis lost commits
+// its transcript holds); the parked recovery, named by its seq of
+// before, still claims it, and nothing else does. Without it the grant
+// of the parked recovery was dropped at every claim and the run waited
+// for good.
+func TestParkedRecoveryClaimedAfterVersionRaised(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	acts := NewActivations(f.r.Client, f.ks, f.clock.Now)
+	register(t, f, "a", "")
+	c, err := acts.Claim(f.ctx, "a", "start", 0, "tok", "a", 5*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, acts.Release(f.ctx, "a", "tok"))
+	act := fmt.Sprintf("a@recover-%d", c.Version)
+	ok, err := acts.Park(f.ctx, "a", c.Version, act, "acme", "capacity")
+	require.NoError(t, err)
+	require.True(t, ok)
+	raised := c.Version + 1000
+	_, err = f.reg.Reconcile(f.ctx, "a", Reconciliation{MinVersion: raised})
+	require.NoError(t, err)
+
+	_, err = acts.Claim(f.ctx, "a", "recover", raised, "tok2", fmt.Sprintf("a@recover-%d", raised), 5*time.Second)
+	require.Error(t, err, "a recovery that is not the parked one does not claim a parked thread")
+	again, err := acts.Claim(f.ctx, "a", "recover", c.Version, "tok3", act, 5*time.Second)
+	require.NoError(t, err, "the parked recovery claims it at the raised version")
+	require.Equal(t, raised+1, again.Version)
+	require.Equal(t, thread.StatusRunning, again.Record.Status)
+	_, err = acts.Claim(f.ctx, "a", "recover", c.Version, "tok4", act, 5*time.Second)
+	require.Error(t, err, "once")
+}

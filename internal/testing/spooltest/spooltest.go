@@ -372,7 +372,40 @@ func (e *Env) Wait(ids []string, timeout time.Duration) map[string]*registry.Rec
 	e.T.Helper()
 	res, err := e.Orch.Wait(context.Background(), ids, timeout)
 	if err != nil {
-		e.T.Fatalf("wait %v: %v", ids, err)
+		e.T.Fatalf("wait for %d threads: %v; %s", len(ids), err, e.NotEnded(ids, res))
 	}
 	return res
+}
+
+// NotEnded says which of ids res does not hold and where the first of
+// them stand: a wait that ran out of time says what it waited on.
+func (e *Env) NotEnded(ids []string, res map[string]*registry.Record) string {
+	var left []string
+	for _, id := range ids {
+		if _, ok := res[id]; !ok {
+			left = append(left, id)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d not ended", len(left))
+	byState := map[string]int{}
+	for i, id := range left {
+		rec, err := e.Orch.Record(context.Background(), id)
+		if err != nil {
+			fmt.Fprintf(&b, "\n  %s: %v", id, err)
+			continue
+		}
+		state := string(rec.Status)
+		if rec.WaitingFor != "" {
+			state += " for " + rec.WaitingFor
+		}
+		byState[state]++
+		if i < 20 {
+			fmt.Fprintf(&b, "\n  %s: %s activation %d version %d key %q since %v position %d updated %s",
+				id, state, rec.Activation, rec.Version, rec.WaitingKey, rec.WaitingSince, rec.Position,
+				rec.UpdatedAt.Format(time.RFC3339Nano))
+		}
+	}
+	fmt.Fprintf(&b, "\n  by state: %v", byState)
+	return b.String()
 }
