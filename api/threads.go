@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -160,14 +161,15 @@ func callerTrace(r *http.Request) string {
 // runBody is RunRequest as the server reads it: limits as a map, so that
 // each is checked as `--limit k=v` is (thread.LimitsFromMap).
 type runBody struct {
-	Directive string         `json:"directive"`
-	Inputs    map[string]any `json:"inputs"`
-	Model     string         `json:"model"`
-	Limits    map[string]any `json:"limits"`
-	Parent    string         `json:"parent"`
-	Queue     string         `json:"queue"`
-	Tenant    string         `json:"tenant"`
-	Priority  int            `json:"priority"`
+	Directive string            `json:"directive"`
+	Inputs    map[string]any    `json:"inputs"`
+	Model     string            `json:"model"`
+	Limits    map[string]any    `json:"limits"`
+	Parent    string            `json:"parent"`
+	Queue     string            `json:"queue"`
+	Tenant    string            `json:"tenant"`
+	Priority  int               `json:"priority"`
+	Tags      map[string]string `json:"tags"`
 }
 
 func (s *server) run(w http.ResponseWriter, r *http.Request, _ string) {
@@ -196,7 +198,7 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, _ string) {
 		Scope: boundTenant(r),
 		StartRequest: orchestrator.StartRequest{Directive: name, Inputs: b.Inputs, Model: b.Model, LimitOverrides: limits,
 			ParentID: b.Parent, Queue: b.Queue, TraceParent: callerTrace(r), Tenant: b.Tenant, Priority: b.Priority,
-			IdempotencyKey: key, Surface: orchestrator.SurfaceAPI}})
+			IdempotencyKey: key, Tags: b.Tags, Surface: orchestrator.SurfaceAPI}})
 	if err != nil {
 		s.fail(w, r, b.Parent, err)
 		return
@@ -242,12 +244,23 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request, f orchestrator
 	if f.Tenant, ok = s.listTenant(w, r); !ok {
 		return
 	}
-	recs, err := s.cfg.Orch.Threads(r.Context(), f)
+	if err := orchestrator.ListRange(&f, q["tag"], q.Get("since"), q.Get("until"), q.Get("cursor")); err != nil {
+		badRequest(w, r, "%v", err)
+		return
+	}
+	recs, next, err := s.cfg.Orch.ThreadsPage(r.Context(), f)
 	if recs == nil {
 		recs = []*spooltype.Record{}
 	}
 	for _, rec := range recs {
 		rec.Cost.Spend = s.cfg.Orch.RunSpend(r.Context(), rec) // a graph run's: its subtree's, as its show gives it
+	}
+	if next != "" {
+		// The body stays the list; the next page is a header away.
+		nq := r.URL.Query()
+		nq.Set("cursor", next)
+		w.Header().Set("X-Next-Cursor", next)
+		w.Header().Set("Link", fmt.Sprintf("<%s?%s>; rel=\"next\"", r.URL.Path, nq.Encode()))
 	}
 	s.reply(w, r, "", recs, err)
 }

@@ -165,10 +165,9 @@ func TestTenantSurfaces(t *testing.T) {
 	waitRuns(t, e, ids, "the x runs wait for capacity", func(recs []*registry.Record) bool {
 		return count(recs, func(r *registry.Record) bool { return r.WaitingFor == "capacity" }) == 3
 	})
-	var listed []registry.Record
 	r = e.Spool("thread", "list", "--waiting-for", "capacity", "--json")
 	require.Equal(t, 0, r.Code, r.Stderr)
-	r.JSON(t, &listed)
+	listed := listedThreads(t, r)
 	require.Len(t, listed, 3)
 
 	// The slots free: two x runs take per_item=x, and the grant loop moves
@@ -207,12 +206,12 @@ func TestTenantSurfaces(t *testing.T) {
 	// thread list --waiting-for: what it waits for now.
 	r = e.Spool("thread", "list", "--waiting-for", "concurrency", "--json")
 	require.Equal(t, 0, r.Code, r.Stderr)
-	r.JSON(t, &listed)
+	listed = listedThreads(t, r)
 	require.Len(t, listed, 1)
 	require.Equal(t, waiter, listed[0].ThreadID)
 	r = e.Spool("thread", "list", "--waiting-for", "approval", "--json")
 	require.Equal(t, 0, r.Code, r.Stderr)
-	r.JSON(t, &listed)
+	listed = listedThreads(t, r)
 	require.Empty(t, listed)
 	usageFails(t, e, `--waiting-for "nothing"`, "thread", "list", "--waiting-for", "nothing")
 

@@ -117,10 +117,9 @@ func TestTenantCeilings(t *testing.T) {
 // error with code.
 func requireRefusedOnRecord(t *testing.T, e *spooltest.Env, tenant, code string) {
 	t.Helper()
-	var listed []registry.Record
 	r := e.Spool("thread", "list", "--tenant", tenant, "--json")
 	require.Equal(t, 0, r.Code, r.Stderr)
-	r.JSON(t, &listed)
+	listed := listedThreads(t, r)
 	var refused []string
 	for _, rec := range listed {
 		if rec.Status == thread.StatusError && rec.Error != nil && rec.Error.Code == code {
@@ -202,12 +201,12 @@ func TestTenantBudgetYieldSaid(t *testing.T) {
 		"--limit", "tokens=10000000", "--tenant", "acme", "--wait", "--json", "--timeout", "3m")
 	var id string
 	require.Eventually(t, func() bool {
-		var listed []registry.Record
 		r := e.Spool("thread", "list", "--tenant", "acme", "--json")
 		if r.Code != 0 {
 			return false
 		}
-		if r.JSON(t, &listed); len(listed) != 1 {
+		listed := listedThreads(t, r)
+		if len(listed) != 1 {
 			return false
 		}
 		id = listed[0].ThreadID

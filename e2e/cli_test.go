@@ -17,6 +17,7 @@ import (
 
 	"github.com/spool-run/spool/internal/testing/spooltest"
 	"github.com/spool-run/spool/internal/testing/testenv"
+	"github.com/spool-run/spool/registry"
 )
 
 // The CLI contract (CLI.md): --json prints data, exit 0 on success, 1 on a
@@ -76,6 +77,28 @@ func jsonObject(t *testing.T, stdout string) map[string]any {
 	m, ok := jsonValue(t, stdout).(map[string]any)
 	require.True(t, ok, "stdout is not a JSON object:\n%s", stdout)
 	return m
+}
+
+// listedThreads are the records `thread list --json` printed
+// ({"threads": [...], "next_cursor": C}).
+func listedThreads(t *testing.T, r spooltest.Result) []registry.Record {
+	t.Helper()
+	var page struct {
+		Threads []registry.Record `json:"threads"`
+	}
+	r.JSON(t, &page)
+	require.NotNil(t, page.Threads, "thread list --json gives threads:\n%s", r.Stdout)
+	return page.Threads
+}
+
+// threadsArray is the "threads" list of thread list --json's stdout.
+func threadsArray(t *testing.T, stdout string) []any {
+	t.Helper()
+	m, ok := jsonValue(t, stdout).(map[string]any)
+	require.True(t, ok, "stdout is not a JSON object:\n%s", stdout)
+	a, ok := m["threads"].([]any)
+	require.True(t, ok, "no threads list:\n%s", stdout)
+	return a
 }
 
 func jsonArray(t *testing.T, stdout string) []any {
@@ -221,29 +244,35 @@ func TestCLI(t *testing.T) {
 
 		// thread list
 		{name: "list json", args: []string{"thread", "list", "--json"}, check: func(t *testing.T, out string) {
-			a := jsonArray(t, out)
+			a := threadsArray(t, out)
 			require.Len(t, a, 7)
 			for _, r := range a {
 				requireRecord(t, r, r.(map[string]any)["status"].(string))
 			}
 		}},
 		{name: "list past its limit", args: []string{"thread", "list", "--limit", "2", "--json"},
-			stderrLike: `^spool: showing the newest 2 threads, the limit; there are more: raise --limit \(0 lists all\) or narrow with --status, --directive, --parent or --tenant\n$`,
-			check:      func(t *testing.T, out string) { require.Len(t, jsonArray(t, out), 2) }},
+			stderrLike: `^spool: showing the newest 2 threads, the limit; there are more: the next page is --cursor \S+ \(or raise --limit, 0 lists all\)\n$`,
+			check: func(t *testing.T, out string) {
+				require.Len(t, threadsArray(t, out), 2)
+				require.NotEmpty(t, jsonValue(t, out).(map[string]any)["next_cursor"])
+			}},
 		{name: "list at its limit", args: []string{"thread", "list", "--limit", "7", "--json"}, stderrLike: `^$`,
-			check: func(t *testing.T, out string) { require.Len(t, jsonArray(t, out), 7) }},
+			check: func(t *testing.T, out string) {
+				require.Len(t, threadsArray(t, out), 7)
+				require.NotContains(t, jsonValue(t, out).(map[string]any), "next_cursor", "the last page has none")
+			}},
 		{name: "list by status", args: []string{"thread", "list", "--status", "completed", "--directive", "t/cli", "--json"}, check: func(t *testing.T, out string) {
-			a := jsonArray(t, out)
+			a := threadsArray(t, out)
 			require.Len(t, a, 4)
 			for _, r := range a {
 				requireRecord(t, r, "completed")
 			}
 		}},
 		{name: "list none", args: []string{"thread", "list", "--directive", "no/such", "--json"}, check: func(t *testing.T, out string) {
-			require.Empty(t, jsonArray(t, out))
+			require.Empty(t, threadsArray(t, out))
 		}},
 		{name: "list children", args: []string{"thread", "list", "--parent", "{done}", "--json"}, check: func(t *testing.T, out string) {
-			require.Empty(t, jsonArray(t, out), "a thread without children")
+			require.Empty(t, threadsArray(t, out), "a thread without children")
 		}},
 		{name: "list unknown parent", args: []string{"thread", "list", "--parent", missing, "--json"}, code: 1, errLike: notFound},
 		{name: "list unknown status", args: []string{"thread", "list", "--status", "bogus"}, code: 2, errLike: `^--status "bogus": want one of`},
@@ -490,7 +519,7 @@ func TestCLI(t *testing.T) {
 		{name: "unknown command", args: []string{"bogus"}, code: 2, errLike: `^unknown command "bogus"$`},
 		{name: "global flags after the command", args: []string{"thread", "list", "--status", "completed", "--namespace", "{ns}", "--log-level", "error", "--json"},
 			env: []string{"SPOOL_NAMESPACE=other-ns"}, check: func(t *testing.T, out string) {
-				require.Equal(t, 3, len(jsonArray(t, out)), "done, big and global (done2 was resumed: continued)")
+				require.Equal(t, 3, len(threadsArray(t, out)), "done, big and global (done2 was resumed: continued)")
 			}},
 		{name: "global flag between commands", args: []string{"thread", "--namespace", "{ns}", "show", "{done}", "--json"},
 			env: []string{"SPOOL_NAMESPACE=other-ns"}, check: isRecord("completed")},

@@ -554,10 +554,10 @@ func TestNoDeadlockOnSharedKey(t *testing.T) {
 // childrenOf are the records of parent's children.
 func childrenOf(t *testing.T, e *spooltest.Env, parent string) []registry.Record {
 	t.Helper()
-	var all, out []registry.Record
+	var out []registry.Record
 	r := e.Spool("thread", "list", "--json")
 	require.Equal(t, 0, r.Code, r.Stderr)
-	r.JSON(t, &all)
+	all := listedThreads(t, r)
 	for _, rec := range all {
 		if rec.ParentID == parent {
 			out = append(out, rec)

@@ -239,7 +239,11 @@ func requireRunWaitsWorded(t *testing.T, e *spooltest.Env, id string) {
 		var recs []registry.Record
 		res := e.Spool(list...)
 		require.Equal(t, 0, res.Code, res.Stderr)
-		res.JSON(t, &recs)
+		if list[0] == "thread" {
+			recs = listedThreads(t, res)
+		} else {
+			res.JSON(t, &recs)
+		}
 		i := slices.IndexFunc(recs, func(r registry.Record) bool { return r.ThreadID == id })
 		require.GreaterOrEqual(t, i, 0, list)
 		require.InDelta(t, shown.Cost.Spend, recs[i].Cost.Spend, 1e-9, "%v gives the run's spend as graph show does", list)

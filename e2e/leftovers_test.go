@@ -64,8 +64,9 @@ func TestEmbeddedRunsItsOwnTree(t *testing.T) {
 	left := func() map[string]registry.Record {
 		code, out, errs := s.spool("thread", "list", "--json")
 		require.Equal(t, 0, code, errs)
-		var recs []registry.Record
-		require.NoError(t, json.Unmarshal([]byte(out), &recs), out)
+		var page struct{ Threads []registry.Record }
+		require.NoError(t, json.Unmarshal([]byte(out), &page), out)
+		recs := page.Threads
 		open := map[string]registry.Record{}
 		for _, r := range recs {
 			if !r.Status.Terminal() {

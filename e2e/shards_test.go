@@ -37,7 +37,7 @@ func TestShardedTreeOnCluster(t *testing.T) {
 			require.Equal(t, want, keyspace.Slot(e.Keys.Ledger(r.ThreadID)))
 		}
 	}
-	listed := spoolJSON[[]map[string]any](t, e, "thread", "list", "--json")
+	listed := spoolJSON[struct{ Threads []map[string]any }](t, e, "thread", "list", "--json").Threads
 	require.Len(t, listed, 12, "every thread of every shard")
 	t.Logf("3 trees in %d slots", len(slots))
 }

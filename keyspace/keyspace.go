@@ -224,6 +224,15 @@ func (s Space) TenantThreads(tenant, id string) string { return s.tp(id) + "thre
 // AllTenantThreads are every shard's TenantThreads sets of tenant.
 func (s Space) AllTenantThreads(tenant string) []string { return s.all("threads:tenant:" + tenant) }
 
+// TagThreads is the sorted set of the ids of the runs that carry tag
+// ("key=value"), scored by creation time (ms), that holds id: its
+// shard's (AllTagThreads lists every shard's). `thread list --tag` reads
+// it instead of every record.
+func (s Space) TagThreads(tag, id string) string { return s.tp(id) + "threads:tag:" + tag }
+
+// AllTagThreads are every shard's TagThreads sets of tag.
+func (s Space) AllTagThreads(tag string) []string { return s.all("threads:tag:" + tag) }
+
 // RateLimit is the Redis state of one fleet-wide rate-limit budget (rule
 // id, config.RateRule.ID) of one kind: "req", "in", "out" (GCRA's
 // theoretical arrival time), "conc" (the concurrency leases, a sorted

@@ -172,14 +172,16 @@ type RunInput struct {
 
 // Admission is what run_thread and run_graph take of admission.
 type Admission struct {
-	Tenant         string `json:"tenant,omitempty" jsonschema:"the tenant the run's tree runs for; default: this server's, else default"`
-	Priority       int    `json:"priority,omitempty" jsonschema:"1 (highest) to 5; default: the tenant's"`
-	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"start the run once per key in its tenant: a call with a key already used returns its run (existing: true)"`
+	Tenant         string            `json:"tenant,omitempty" jsonschema:"the tenant the run's tree runs for; default: this server's, else default"`
+	Priority       int               `json:"priority,omitempty" jsonschema:"1 (highest) to 5; default: the tenant's"`
+	IdempotencyKey string            `json:"idempotency_key,omitempty" jsonschema:"start the run once per key in its tenant: a call with a key already used returns its run (existing: true)"`
+	Tags           map[string]string `json:"tags,omitempty" jsonschema:"labels of the run and every run of its tree (a map of key to value), for finding them later"`
 }
 
 // apply sets a's fields on req, a start from MCP.
 func (a Admission) apply(req *orchestrator.StartRequest) {
 	req.Tenant, req.Priority, req.IdempotencyKey, req.Surface = a.Tenant, a.Priority, a.IdempotencyKey, orchestrator.SurfaceMCP
+	req.Tags = a.Tags
 }
 
 // ThreadInput names a thread.

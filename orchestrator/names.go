@@ -64,6 +64,8 @@ type (
 	Filter = registry.Filter
 	// Window is a range of ThreadsByTime's index.
 	Window = registry.Window
+	// Cursor is where a page of a listing ended (ThreadsPage).
+	Cursor = registry.Cursor
 	// Reconciliation is what Housekeeper.Reconcile raises.
 	Reconciliation = registry.Reconciliation
 	// Reconciled is what Housekeeper.Reconcile did.
@@ -71,6 +73,9 @@ type (
 	// Enqueuer enqueues activations on asynq (New).
 	Enqueuer = queue.Enqueuer
 )
+
+// ParseCursor reads a listing's cursor as ThreadsPage gave it.
+func ParseCursor(s string) (Cursor, error) { return registry.ParseCursor(s) }
 
 // IDs are the thread ids of a read of ThreadsByTime.
 func IDs(zs []redis.Z) []string { return registry.IDs(zs) }

@@ -2,7 +2,11 @@ package orchestrator
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -149,4 +153,71 @@ func (o *Orchestrator) Namespace() string { return o.keys.Namespace() }
 // address.
 func (o *Orchestrator) StateSnapshot(ctx context.Context, id, sha string) ([]byte, error) {
 	return o.store.Get(ctx, blobkey.GraphState(id, sha))
+}
+
+// ThreadsPage is Threads for a listing that pages: at most f.Limit
+// records (all when 0), newest first, and the cursor of the next page
+// ("" when there is none: the listing ended).
+func (o *Orchestrator) ThreadsPage(ctx context.Context, f registry.Filter) ([]*registry.Record, string, error) {
+	limit := f.Limit
+	if limit > 0 {
+		f.Limit = limit + 1 // one more says whether the listing goes on
+	}
+	recs, err := o.Threads(ctx, f)
+	if err != nil || limit <= 0 || len(recs) <= limit {
+		return recs, "", err
+	}
+	recs = recs[:limit]
+	return recs, registry.CursorOf(recs[limit-1]).String(), nil
+}
+
+// ListRange fills f's tags ("key=value" each: runs that carry all of
+// them), its creation time range (ParseTimeBound) and the cursor of its
+// page, as the CLI's flags and the API's parameters of those names give
+// them ("" for none). Its errors name the flag or parameter.
+func ListRange(f *Filter, tags []string, since, until, cursor string) error {
+	var err error
+	if f.Tags, err = thread.ParseTags(tags); err != nil {
+		return err
+	}
+	now := time.Now()
+	for _, b := range []struct {
+		name, v string
+		to      *time.Time
+	}{{"since", since, &f.Since}, {"until", until, &f.Until}} {
+		if b.v == "" {
+			continue
+		}
+		if *b.to, err = ParseTimeBound(b.v, now); err != nil {
+			return fmt.Errorf("%s: %w", b.name, err)
+		}
+	}
+	if cursor != "" {
+		cur, err := ParseCursor(cursor)
+		if err != nil {
+			return fmt.Errorf("cursor: %w", err)
+		}
+		f.After = &cur
+	}
+	return nil
+}
+
+// ParseTimeBound reads a listing's --since or --until: an RFC 3339 time
+// or date (2026-12-01), or a duration before now (90m, 24h, 7d).
+func ParseTimeBound(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n >= 0 {
+			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("time %q: want an RFC 3339 time, a date (2026-12-01) or a duration ago (90m, 24h, 7d)", s)
 }

@@ -374,7 +374,7 @@ func (o *Orchestrator) startRecord(ctx context.Context, id string, parent *regis
 	if parent != nil && rec.ParentID == parent.ThreadID {
 		// A tree never crosses tenants: a child's are its parent's.
 		rec.Queue, rec.ModelOverride = parent.Queue, parent.ModelOverride
-		rec.Tenant, rec.Priority = parent.TenantOrDefault(), parent.PriorityOrDefault()
+		rec.Tenant, rec.Priority, rec.Tags = parent.TenantOrDefault(), parent.PriorityOrDefault(), parent.Tags
 		rec.LedgerPath = append([]string{parent.LedgerID()}, parent.BudgetPath()...)
 		if rec.Workspace == "" {
 			rec.Workspace = parent.Workspace
@@ -396,7 +396,7 @@ func (o *Orchestrator) threadStartRecord(ctx context.Context, first transcript.E
 		return fmt.Errorf("thread_started: %w", err)
 	}
 	rec.Directive, rec.Model, rec.ParentID, rec.Capabilities, rec.Bundle = ev.Directive, ev.Model, ev.ParentID, ev.Capabilities, ev.BundleDigest
-	rec.Tenant, rec.Priority = thread.TenantOrDefault(ev.Tenant), thread.PriorityOrDefault(ev.Priority)
+	rec.Tenant, rec.Priority, rec.Tags = thread.TenantOrDefault(ev.Tenant), thread.PriorityOrDefault(ev.Priority), ev.Tags
 	if ev.Limits != nil {
 		rec.Limits = *ev.Limits
 	}
@@ -441,7 +441,7 @@ func graphStartRecord(first transcript.Event, parent *registry.Record, rec *regi
 	}
 	rec.Kind, rec.Directive, rec.GraphDigest, rec.Bundle = registry.KindGraph, ev.Graph, ev.GraphDigest, ev.Bundle
 	rec.Capabilities, rec.Limits, rec.MaxSteps, rec.CurrentNode = ev.Capabilities, lim.Limits, lim.MaxSteps, ev.StartNode
-	rec.Tenant, rec.Priority = thread.TenantOrDefault(ev.Tenant), thread.PriorityOrDefault(ev.Priority)
+	rec.Tenant, rec.Priority, rec.Tags = thread.TenantOrDefault(ev.Tenant), thread.PriorityOrDefault(ev.Priority), ev.Tags
 	if parent != nil {
 		rec.ParentID = parent.ThreadID
 	}

@@ -83,6 +83,10 @@ type StartRequest struct {
 	// the retention, the same key of the same tenant starts one run, and
 	// every start of it answers that run (Record.Existing). "" for none.
 	IdempotencyKey string
+	// Tags label a root's tree (every run of it carries them); a child,
+	// continuation or fork has its root's, and one that names others is
+	// refused (runTags).
+	Tags map[string]string
 	// Surface names where the start comes from (SurfaceCLI, SurfaceAPI,
 	// ...), for the metric of idempotent replays.
 	Surface string
@@ -125,6 +129,9 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*registry.R
 	nt.TraceParent, nt.TraceCaller = threadTrace(ctx, req.TraceParent, sc.parent, sc.prev)
 	o.placeInTree(&nt, req, sc)
 	nt.Tenant, nt.Priority, nt.IdempotencyKey = tenant, priority, req.IdempotencyKey
+	if nt.Tags, err = runTags(req, sc); err != nil {
+		return nil, err
+	}
 	// The admission policy's concurrency keys, computed once, here.
 	if nt.ConcurrencyKeys, err = o.concurrencyKeys(ctx, sc, &nt); err != nil {
 		return nil, err

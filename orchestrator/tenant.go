@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -65,6 +66,22 @@ func (o *Orchestrator) runTenant(ctx context.Context, req StartRequest, sc start
 	}
 	p, err := o.TenantPriority(ctx, t)
 	return t, p, err
+}
+
+// runTags decides a new run's tags: the run it belongs under decides
+// them, and a start that names others is refused (tag_mismatch); a root
+// takes req's, checked.
+func runTags(req StartRequest, sc startContext) (map[string]string, error) {
+	if err := thread.CheckTags(req.Tags); err != nil {
+		return nil, err
+	}
+	if under := sc.under(req); under != nil {
+		if len(req.Tags) > 0 && !maps.Equal(req.Tags, under.Tags) {
+			return nil, thread.Refuse(thread.CodeTagMismatch, "tags: %s's tree is tagged %v, and tags are set at the root only", under.ThreadID, under.Tags)
+		}
+		return under.Tags, nil
+	}
+	return req.Tags, nil
 }
 
 // under is the run a new run belongs under, whose tenant and priority

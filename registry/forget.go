@@ -9,8 +9,8 @@ import (
 // Forget deletes what Redis holds of finished thread rec, as read at
 // rec.Version: its record, ledger entry, children and forks sets, spawn
 // counter, cancel flag, waits, decisions, inbox, lease and chain waiters,
-// and its entries in its shard's threads index, its tenant's index and
-// the active and awaiting-approval sets. Its parent's children set and its source's
+// and its entries in its shard's threads index, its tenant's and its
+// tags' indexes and the active and awaiting-approval sets. Its parent's children set and its source's
 // forks set still name it until they go with their own thread (List and
 // ListChildren leave out an id without a record). It refuses a thread
 // that is not finished (*thread.TransitionError) or whose record changed
@@ -23,7 +23,9 @@ func (r *Registry) Forget(ctx context.Context, rec *Record) error {
 	keys := []string{r.ks.Thread(id), r.ks.Threads(id), r.ks.Active(id), r.ks.AwaitingApproval(id),
 		r.ks.TenantThreads(rec.TenantOrDefault(), id), r.ks.Ledger(id), r.ks.Children(id), r.ks.Forks(id), r.ks.Spawns(id), r.ks.Cancel(id), r.ks.Waits(id),
 		r.ks.Decisions(id), r.ks.Inbox(id), r.ks.Lease(id), r.ks.Waiters(id)}
-	err := regForgetScript.Run(ctx, r.rdb, keys, id, strconv.FormatInt(rec.Version, 10)).Err()
+	tags := r.tagKeys(rec.Tags, id)
+	keys = append(keys, tags...)
+	err := regForgetScript.Run(ctx, r.rdb, keys, id, strconv.FormatInt(rec.Version, 10), len(tags)).Err()
 	if rerr := RefusalError(id, rec.Version, err); rerr != nil {
 		return rerr
 	}

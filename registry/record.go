@@ -59,7 +59,7 @@ var knownFields = map[string]bool{
 	"forked_from": true, "fork_turn": true, "fork_segment": true, "fork_chain_hash": true, "fork_message": true, "workspace": true,
 	"kind": true, "graph_digest": true, CurrentNodeField: true, StepField: true, "max_steps": true, SuppressedErrorsField: true,
 	ItemsDoneField: true, ItemsTotalField: true, StateSHA256Field: true,
-	"tenant": true, "priority": true, "idempotency_key": true, "concurrency_keys": true,
+	"tenant": true, "priority": true, "idempotency_key": true, "concurrency_keys": true, "tags": true,
 }
 
 // parseRecord decodes a thread hash: the string fields as they are, then
@@ -109,7 +109,7 @@ func parseJSONFields(r *Record, m map[string]string) error {
 		v    any
 	}{{"outputs", &r.Outputs}, {"cost", &r.Cost}, {"limits", &r.Limits}, {"capabilities", &r.Capabilities}, {"dropped_capabilities", &r.DroppedCapabilities},
 		{"inputs", &r.Inputs}, {"ancestors", &r.Ancestors}, {"ledger_path", &r.LedgerPath}, {"pending_approvals", &r.PendingApprovals},
-		{StalledField, &r.Stalled}, {"concurrency_keys", &r.ConcurrencyKeys}} {
+		{StalledField, &r.Stalled}, {"concurrency_keys", &r.ConcurrencyKeys}, {"tags", &r.Tags}} {
 		if s := m[jf.name]; s != "" {
 			if err := json.Unmarshal([]byte(s), jf.v); err != nil {
 				return badField(r, jf.name, err)

@@ -120,6 +120,8 @@ type NewThread struct {
 	Priority        int
 	IdempotencyKey  string
 	ConcurrencyKeys []ConcurrencyKey
+	// Tags are the run's root's (Record.Tags): each indexed (TagThreads).
+	Tags map[string]string
 	// Fields are more hash fields, raw (Record.Extra); they may not name
 	// a field the registry sets.
 	Fields map[string]string
@@ -179,6 +181,7 @@ func (r *Registry) Registration(nt NewThread) (*Registration, error) {
 	if nt.ParentID != "" {
 		keys = append(keys, r.ks.Thread(nt.ParentID), r.ks.Children(nt.ParentID))
 	}
+	keys = append(keys, r.tagKeys(nt.Tags, nt.ThreadID)...)
 	args := append([]any{nt.ThreadID, now.Format(time.RFC3339Nano), now.UnixMilli(), nt.ParentID}, fields...)
 	return &Registration{Keys: keys, Args: args, nt: nt, now: now, inputs: inputs}, nil
 }
@@ -194,13 +197,6 @@ func optionalFields(fields []any, nt *NewThread) ([]any, error) {
 	if nt.TraceParent != "" {
 		fields = append(fields, "trace_parent", nt.TraceParent, "trace_caller", nt.TraceCaller)
 	}
-	if len(nt.LedgerPath) > 0 {
-		b, err := json.Marshal(nt.LedgerPath)
-		if err != nil {
-			return nil, fmt.Errorf("register thread %q: ledger path: %w", nt.ThreadID, err)
-		}
-		fields = append(fields, "ledger_path", string(b))
-	}
 	if nt.ForkedFrom != "" {
 		fields = append(fields, "forked_from", nt.ForkedFrom, "fork_turn", nt.ForkTurn, "fork_segment", nt.ForkSegment,
 			"fork_chain_hash", nt.ForkChainHash, "fork_message", nt.ForkMessage)
@@ -208,25 +204,26 @@ func optionalFields(fields []any, nt *NewThread) ([]any, error) {
 	if nt.Workspace != "" {
 		fields = append(fields, "workspace", nt.Workspace)
 	}
-	if len(nt.DroppedCapabilities) > 0 {
-		b, err := json.Marshal(nt.DroppedCapabilities)
-		if err != nil {
-			return nil, fmt.Errorf("register thread %q: dropped capabilities: %w", nt.ThreadID, err)
-		}
-		fields = append(fields, "dropped_capabilities", string(b))
-	}
 	if nt.Kind == KindGraph {
 		fields = append(fields, "kind", nt.Kind, "graph_digest", nt.GraphDigest, "max_steps", nt.MaxSteps, StepField, 0)
 	}
 	if nt.IdempotencyKey != "" {
 		fields = append(fields, "idempotency_key", nt.IdempotencyKey)
 	}
-	if len(nt.ConcurrencyKeys) > 0 {
-		b, err := json.Marshal(nt.ConcurrencyKeys)
-		if err != nil {
-			return nil, fmt.Errorf("register thread %q: concurrency keys: %w", nt.ThreadID, err)
+	for _, jf := range []struct {
+		name string
+		v    any
+		set  bool
+	}{{"ledger_path", nt.LedgerPath, len(nt.LedgerPath) > 0}, {"dropped_capabilities", nt.DroppedCapabilities, len(nt.DroppedCapabilities) > 0},
+		{"concurrency_keys", nt.ConcurrencyKeys, len(nt.ConcurrencyKeys) > 0}, {"tags", nt.Tags, len(nt.Tags) > 0}} {
+		if !jf.set {
+			continue
 		}
-		fields = append(fields, "concurrency_keys", string(b))
+		b, err := json.Marshal(jf.v)
+		if err != nil {
+			return nil, fmt.Errorf("register thread %q: %s: %w", nt.ThreadID, jf.name, err)
+		}
+		fields = append(fields, jf.name, string(b))
 	}
 	for k, v := range nt.Fields {
 		if knownFields[k] {
@@ -460,7 +457,15 @@ type Filter struct {
 	// WaitingFor is the waiting runs that wait for this only (children,
 	// approval, capacity, concurrency, ...); "" for any.
 	WaitingFor string
-	Limit      int // 0: no limit
+	// Tags are the runs that carry every one of these tags only.
+	Tags map[string]string
+	// Since and Until bound the runs' creation time (inclusive); zero:
+	// unbounded.
+	Since, Until time.Time
+	// After is the cursor of the last run of the page before: the runs
+	// after it only (nil: from the newest).
+	After *Cursor
+	Limit int // 0: no limit
 }
 
 func (f Filter) match(rec *Record) bool {
@@ -469,7 +474,8 @@ func (f Filter) match(rec *Record) bool {
 		(f.Parent == "" || rec.ParentID == f.Parent) &&
 		(f.Kind == "" || rec.Kind == f.Kind) &&
 		(f.Tenant == "" || rec.TenantOrDefault() == f.Tenant) &&
-		(f.WaitingFor == "" || rec.Status == thread.StatusWaiting && rec.WaitingFor == f.WaitingFor)
+		(f.WaitingFor == "" || rec.Status == thread.StatusWaiting && rec.WaitingFor == f.WaitingFor) &&
+		f.hasTags(rec) && f.inRange(rec)
 }
 
 // List returns the threads that match f, newest first. A parent's
@@ -480,11 +486,18 @@ func (f Filter) match(rec *Record) bool {
 // ever registered, as the other filters do (oldest last, page by page,
 // until Limit). The default tenant's runs are read from every thread's
 // records, for runs registered before tenants are its too and in no
-// index.
+// index. With tags, the first tag's index is read (the others are
+// checked on the records); the time bounds and the cursor bound the
+// scores read from an index.
 func (r *Registry) List(ctx context.Context, f Filter) ([]*Record, error) {
 	switch {
 	case f.Parent != "" || f.Status != "" && !f.Status.Terminal() || f.WaitingFor != "":
 		return r.listFromSet(ctx, f)
+	case f.firstTag() != "":
+		tag := f.firstTag()
+		return r.listByTime(ctx, f, func(ctx context.Context, w Window) ([]redis.Z, error) {
+			return r.byTime(ctx, r.ks.AllTagThreads(tag), w)
+		})
 	case f.Tenant != "" && f.Tenant != thread.DefaultTenant:
 		return r.listByTime(ctx, f, func(ctx context.Context, w Window) ([]redis.Z, error) {
 			return r.TenantThreadsByTime(ctx, f.Tenant, w)
@@ -522,8 +535,9 @@ func (r *Registry) listFromSet(ctx context.Context, f Filter) ([]*Record, error)
 func (r *Registry) listByTime(ctx context.Context, f Filter, read func(context.Context, Window) ([]redis.Z, error)) ([]*Record, error) {
 	const page = 256
 	var out []*Record
+	lo, hi := f.window()
 	for start := int64(0); ; start += page {
-		zs, err := read(ctx, Window{Newest: true, Offset: start, Count: page})
+		zs, err := read(ctx, Window{Min: lo, Max: hi, Newest: true, Offset: start, Count: page})
 		if err != nil {
 			return nil, fmt.Errorf("list threads: %w", err)
 		}
@@ -623,7 +637,7 @@ func registered(nt NewThread, now time.Time, inputs []byte, res []any) (*Record,
 		LedgerPath: append([]string(nil), nt.LedgerPath...), ModelOverride: nt.ModelOverride,
 		ForkedFrom: nt.ForkedFrom, ForkTurn: nt.ForkTurn, ForkSegment: nt.ForkSegment, ForkChainHash: nt.ForkChainHash,
 		ForkMessage: nt.ForkMessage, Workspace: nt.Workspace, Kind: KindThread,
-		Tenant: nt.Tenant, Priority: nt.Priority, IdempotencyKey: nt.IdempotencyKey,
+		Tenant: nt.Tenant, Priority: nt.Priority, IdempotencyKey: nt.IdempotencyKey, Tags: nt.Tags,
 		ConcurrencyKeys: append([]ConcurrencyKey(nil), nt.ConcurrencyKeys...),
 	}
 	if nt.Kind == KindGraph {

@@ -31,7 +31,7 @@ do
   --
   -- keys[1] thread hash, keys[2] threads zset, keys[3] active set,
   -- keys[4] its tenant's threads zset, [keys[5] parent thread hash,
-  -- keys[6] parent's children set]
+  -- keys[6] parent's children set], then one threads zset per tag
   -- argv[1] thread id, argv[2] now (RFC3339Nano), argv[3] now (unix ms),
   -- argv[4] parent id ("" for a root), argv[5..] field/value pairs
   -- The record gets status created, version 1, activation 0,
@@ -63,6 +63,9 @@ do
     end
     redis.call('ZADD', keys[2], argv[3], argv[1])
     redis.call('ZADD', keys[4], argv[3], argv[1])
+    local tags = 5
+    if argv[4] ~= '' then tags = 7 end
+    for i = tags, #keys do redis.call('ZADD', keys[i], argv[3], argv[1]) end
     redis.call('SADD', keys[3], argv[1])
     return {anc, depth, root}
   end
@@ -87,7 +90,8 @@ do
   --
   -- keys[1] thread hash, keys[2] threads zset, keys[3] active set,
   -- keys[4] events channel, keys[5] its tenant's threads zset, [keys[6]
-  -- parent thread hash, keys[7] parent's children set]
+  -- parent thread hash, keys[7] parent's children set], then one threads
+  -- zset per tag
   -- argv[1] thread id, argv[2] created at (unix ms: the threads zset's
   -- score), argv[3] status, argv[4] parent id ("" for a root), argv[5..]
   -- field/value pairs
@@ -112,6 +116,9 @@ do
       'ancestors', anc, 'depth', depth)
     redis.call('ZADD', keys[2], argv[2], argv[1])
     redis.call('ZADD', keys[5], argv[2], argv[1])
+    local tags = 6
+    if argv[4] ~= '' then tags = 8 end
+    for i = tags, #keys do redis.call('ZADD', keys[i], argv[2], argv[1]) end
     if not TERMINAL[argv[3]] then redis.call('SADD', keys[3], argv[1]) end
     redis.call('PUBLISH', keys[4], argv[1] .. ' ' .. argv[3])
     return {anc, depth}
@@ -228,8 +235,10 @@ do
   -- active set, keys[4] awaiting-approval set, keys[5] its tenant's
   -- threads index, keys[6..] the thread's own keys (ledger entry,
   -- children, forks, spawns, cancel flag, waits, decisions, inbox,
-  -- lease, chain waiters)
-  -- argv[1] thread id, argv[2] the version the caller read
+  -- lease, chain waiters), then its tags' threads indexes (the last
+  -- argv[3] keys)
+  -- argv[1] thread id, argv[2] the version the caller read, argv[3] how
+  -- many tag indexes end keys ("0" or absent: none)
   -- Returns {1}; refuses NOTFOUND, CONFLICT (the record changed since it
   -- was read: a resume linked it, say), TRANSITION <status> forgotten
   -- (it is not finished).
@@ -242,8 +251,10 @@ do
     redis.call('SREM', keys[3], argv[1])
     redis.call('SREM', keys[4], argv[1])
     redis.call('ZREM', keys[5], argv[1])
+    local last = #keys - (tonumber(argv[3]) or 0)
+    for i = last + 1, #keys do redis.call('ZREM', keys[i], argv[1]) end
     local own = {keys[1]}
-    for i = 6, #keys do own[#own + 1] = keys[i] end
+    for i = 6, last do own[#own + 1] = keys[i] end
     redis.call('DEL', unpack(own))
     return {1}
   end

@@ -50,6 +50,7 @@ func (r *Registry) Restoration(rec *Record) (*Restoration, error) {
 	if rec.ParentID != "" {
 		keys = append(keys, r.ks.Thread(rec.ParentID), r.ks.Children(rec.ParentID))
 	}
+	keys = append(keys, r.tagKeys(rec.Tags, id)...)
 	args := append([]any{id, rec.CreatedAt.UnixMilli(), string(rec.Status), rec.ParentID}, fields...)
 	return &Restoration{Keys: keys, Args: args, rec: rec}, nil
 }
@@ -134,7 +135,7 @@ func recordFields(rec *Record) ([]any, error) {
 		{"capabilities", orEmpty(rec.Capabilities), true}, {"inputs", orEmptyMap(rec.Inputs), true},
 		{"dropped_capabilities", rec.DroppedCapabilities, len(rec.DroppedCapabilities) > 0},
 		{"ledger_path", rec.LedgerPath, len(rec.LedgerPath) > 0}, {"error", rec.Error, rec.Error != nil},
-		{"concurrency_keys", rec.ConcurrencyKeys, len(rec.ConcurrencyKeys) > 0}} {
+		{"concurrency_keys", rec.ConcurrencyKeys, len(rec.ConcurrencyKeys) > 0}, {"tags", rec.Tags, len(rec.Tags) > 0}} {
 		if !jf.keep {
 			continue
 		}

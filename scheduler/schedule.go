@@ -58,6 +58,8 @@ type Entry struct {
 	// tenant's default).
 	Tenant   string
 	Priority int
+	// Tags label each run the entry starts (and its tree).
+	Tags map[string]string
 
 	schedule cron.Schedule
 }
@@ -76,7 +78,7 @@ var (
 	entryIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 	cronParser     = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 	entryKeys      = map[string]bool{"id": true, "directive": true, "graph": true, "inputs": true, "cron": true, "queue": true, "model": true, "limits": true,
-		"tenant": true, "priority": true}
+		"tenant": true, "priority": true, "tags": true}
 )
 
 // LoadFile reads a schedules file. A missing file is (nil, err) with
@@ -112,6 +114,7 @@ func Load(projectDir string) ([]Entry, error) {
 //	    limits: {turns: 10, spend: 0.5}
 //	    tenant: acme                   # whose run it is (default: default)
 //	    priority: 2                    # 1 (highest) .. 5 (default: the tenant's)
+//	    tags: {team: reports}          # labels of every run it starts
 //	  - id: nightly-review
 //	    graph: review/nightly          # a graph run instead of a thread
 //	    cron: "0 4 * * *"
@@ -215,6 +218,18 @@ func (e *Entry) admission(priority string) error {
 	return nil
 }
 
+// readTags reads an entry's tags: a mapping of keys to string values,
+// checked as a start checks them.
+func (e *Entry) readTags(v *yaml.Node) error {
+	if v.Kind != yaml.MappingNode {
+		return errors.New("must be a mapping of keys to values")
+	}
+	if err := v.Decode(&e.Tags); err != nil {
+		return errors.New(oneLine(err.Error()))
+	}
+	return thread.CheckTags(e.Tags)
+}
+
 // entryKeysRead holds the keys of an entry that parseEntry settles only
 // once every key is read: the graph (which excludes directive) and the
 // limits (whose max_steps only a graph entry may set).
@@ -231,7 +246,7 @@ func (e *Entry) readKeys(n *yaml.Node) (entryKeysRead, error) {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if !entryKeys[k.Value] {
-			return r, fmt.Errorf("unknown key %q (id, directive or graph, cron, inputs, queue, model, limits, tenant, priority)", k.Value)
+			return r, fmt.Errorf("unknown key %q (id, directive or graph, cron, inputs, queue, model, limits, tenant, priority, tags)", k.Value)
 		}
 		if err := e.readKey(&r, k.Value, v); err != nil {
 			return r, err
@@ -244,23 +259,14 @@ func (e *Entry) readKeys(n *yaml.Node) (entryKeysRead, error) {
 // must wait for the others. Its errors name the key.
 func (e *Entry) readKey(r *entryKeysRead, key string, v *yaml.Node) error {
 	var err error
+	scalars := map[string]*string{"id": &e.ID, "directive": &e.Directive, "graph": &r.graph, "cron": &e.Cron,
+		"queue": &e.Queue, "model": &e.Model, "tenant": &e.Tenant, "priority": &r.priority}
+	if to, ok := scalars[key]; ok {
+		err = scalar(v, to)
+	}
 	switch key {
-	case "id":
-		err = scalar(v, &e.ID)
-	case "directive":
-		err = scalar(v, &e.Directive)
-	case "graph":
-		err = scalar(v, &r.graph)
-	case "cron":
-		err = scalar(v, &e.Cron)
-	case "queue":
-		err = scalar(v, &e.Queue)
-	case "model":
-		err = scalar(v, &e.Model)
-	case "tenant":
-		err = scalar(v, &e.Tenant)
-	case "priority":
-		err = scalar(v, &r.priority)
+	case "tags":
+		err = e.readTags(v)
 	case "inputs":
 		if v.Kind != yaml.MappingNode && v.Tag != "!!null" {
 			return errors.New("inputs: must be a mapping of input names to values")

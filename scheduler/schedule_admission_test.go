@@ -25,7 +25,7 @@ func TestFireTenantAndPriority(t *testing.T) {
 	ctx := context.Background()
 	o := e.orch(nil)
 	entries := e.entries(fmt.Sprintf(`schedules:
-  - {id: acme-tick, directive: sched/tick, cron: '@every 1s', queue: %s, inputs: {who: acme}, tenant: acme, priority: 2}
+  - {id: acme-tick, directive: sched/tick, cron: '@every 1s', queue: %s, inputs: {who: acme}, tenant: acme, priority: 2, tags: {team: acme-ops}}
   - {id: plain, directive: sched/tick, cron: '@every 1s', queue: %s, inputs: {who: plain}}
 `, e.queue, e.queue))
 	require.Equal(t, "acme", entries[0].Tenant)
@@ -41,6 +41,7 @@ func TestFireTenantAndPriority(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "acme", rec.Tenant)
 	require.Equal(t, 2, rec.Priority)
+	require.Equal(t, map[string]string{"team": "acme-ops"}, rec.Tags, "the entry's tags")
 	key := "schedule:acme-tick:" + tick.UTC().Format(time.RFC3339)
 	require.Equal(t, key, rec.IdempotencyKey)
 	require.Equal(t, key, scheduler.TickIdempotencyKey("acme-tick", tick))

@@ -33,6 +33,7 @@ schedules:
     cron: "CRON_TZ=Asia/Tokyo @hourly"
     tenant: acme.eu
     priority: 1
+    tags: {team: ops, batch: "7"}
 `
 	got, err := Parse("s.yaml", []byte(src))
 	require.NoError(t, err)
@@ -42,7 +43,8 @@ schedules:
 			Inputs: map[string]any{"scope": "all", "n": 3, "nested": map[string]any{"a": []any{1, 2}}},
 			Limits: thread.Limits{Turns: &turns, Spend: &spend, Duration: &dur}},
 		{ID: "often.1_x", Directive: "demo/hello", Cron: "@every 30s"},
-		{ID: "hourly", Directive: "demo/hello", Cron: "CRON_TZ=Asia/Tokyo @hourly", Tenant: "acme.eu", Priority: 1},
+		{ID: "hourly", Directive: "demo/hello", Cron: "CRON_TZ=Asia/Tokyo @hourly", Tenant: "acme.eu", Priority: 1,
+			Tags: map[string]string{"team": "ops", "batch": "7"}},
 	}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Entry{})); diff != "" {
 		t.Fatalf("entries (-want +got):\n%s", diff)
@@ -81,6 +83,8 @@ func TestParseErrors(t *testing.T) {
 		{"never fires", entry("{id: a, directive: a/b, cron: '0 0 30 2 *'}"), []string{`cron "0 0 30 2 *"`, "never fires"}},
 		{"unknown descriptor", entry("{id: a, directive: a/b, cron: '@sometimes'}"), []string{`cron "@sometimes"`}},
 		{"unknown key", entry("{id: a, directive: a/b, cron: '@daily', crons: x}"), []string{`entry "a"`, `unknown key "crons"`}},
+		{"tags not a map", entry("{id: a, directive: a/b, cron: '@daily', tags: [x]}"), []string{`entry "a"`, "tags: must be a mapping"}},
+		{"bad tag key", entry("{id: a, directive: a/b, cron: '@daily', tags: {'a b': x}}"), []string{`entry "a"`, `tag key "a b"`}},
 		{"inputs not a map", entry("{id: a, directive: a/b, cron: '@daily', inputs: [1]}"), []string{`entry "a"`, "inputs"}},
 		{"unknown limit", entry("{id: a, directive: a/b, cron: '@daily', limits: {turn: 3}}"), []string{`entry "a"`, `unknown limit "turn"`}},
 		{"negative limit", entry("{id: a, directive: a/b, cron: '@daily', limits: {spend: -1}}"), []string{"limit spend: -1 is negative"}},

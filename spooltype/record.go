@@ -155,6 +155,9 @@ type Record struct {
 	// concurrency rules, computed once at registration (its
 	// continuations carry them); empty when no rule applies.
 	ConcurrencyKeys []ConcurrencyKey `json:"concurrency_keys"`
+	// Tags are the labels its root was started with (`--tag key=value`),
+	// carried by every run of the tree: `thread list --tag` finds them.
+	Tags map[string]string `json:"tags"`
 	// Existing is set only on the answer of a start that carried an
 	// idempotency key: false for the start that registered the run, true
 	// for a start that found it registered. It is not stored.
@@ -266,6 +269,9 @@ func (r Record) MarshalJSON() ([]byte, error) {
 	}
 	if r.ConcurrencyKeys == nil {
 		r.ConcurrencyKeys = []ConcurrencyKey{}
+	}
+	if r.Tags == nil {
+		r.Tags = map[string]string{}
 	}
 	o := out{recordJSON: recordJSON(r), ParentID: nullable(r.ParentID),
 		ContinuationOf: nullable(r.ContinuationOf), ContinuationThreadID: nullable(r.ContinuationThreadID),

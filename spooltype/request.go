@@ -25,6 +25,9 @@ type RunRequest struct {
 	// Priority is 1 (highest) to 5; default the tenant's. A child has its
 	// parent's.
 	Priority int `json:"priority,omitempty"`
+	// Tags label a root and every run of its tree (key=value); a child
+	// has its root's.
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
 // CancelRequest is the (optional) body of POST /v1/threads/ID/cancel.
@@ -100,9 +103,10 @@ type GraphRunRequest struct {
 	Parent string `json:"parent,omitempty"`
 	// Queue is the asynq queue; default the parent's, else "default".
 	Queue string `json:"queue,omitempty"`
-	// Tenant and Priority are RunRequest's.
-	Tenant   string `json:"tenant,omitempty"`
-	Priority int    `json:"priority,omitempty"`
+	// Tenant, Priority and Tags are RunRequest's.
+	Tenant   string            `json:"tenant,omitempty"`
+	Priority int               `json:"priority,omitempty"`
+	Tags     map[string]string `json:"tags,omitempty"`
 }
 
 // GraphResumeRequest is the (optional) body of POST /v1/graphs/ID/resume.

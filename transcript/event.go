@@ -67,6 +67,8 @@ type ThreadStarted struct {
 	// transcript written before tenants: the default tenant's.
 	Tenant   string `json:"tenant,omitempty"`
 	Priority int    `json:"priority,omitempty"`
+	// Tags are the thread's (its root's); absent when it has none.
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
 // ThreadContinued is the payload of thread_continued. ReconstructedTurns

@@ -44,6 +44,8 @@ type GraphStarted struct {
 	// thread_started.
 	Tenant   string `json:"tenant,omitempty"`
 	Priority int    `json:"priority,omitempty"`
+	// Tags are the run's (its root's), as in thread_started.
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
 // StepAction names what a step runs: one of Tool, Directive, Graph.

@@ -69,9 +69,12 @@ func TestLegacyJSONVerifies(t *testing.T) {
 	var wantRec registry.Record
 	require.NoError(t, json.Unmarshal(want, &wantRec))
 	// The fixture predates concurrency_keys (written [] for none): it
-	// reads back as none.
+	// reads back as none ...
 	require.Empty(t, wantRec.ConcurrencyKeys)
 	wantRec.ConcurrencyKeys = nil
+	// ... and tags ({} for none).
+	require.Empty(t, wantRec.Tags)
+	wantRec.Tags = nil
 	if diff := cmp.Diff(wantRec, got); diff != "" {
 		t.Fatalf("thread.json (-want +got):\n%s", diff)
 	}

@@ -301,7 +301,7 @@ func (r *graphRun) begin(ctx context.Context) error {
 	r.cp = graphCheckpoint{NextNode: r.g.Start}
 	r.state = r.g.InitialState(r.rec.Inputs)
 	ev := transcript.GraphStarted{Graph: r.g.Name, GraphDigest: r.rec.GraphDigest, Bundle: r.rec.Bundle, StartNode: r.g.Start,
-		Capabilities: r.rec.Capabilities, Tenant: r.rec.TenantOrDefault(), Priority: r.rec.PriorityOrDefault()}
+		Capabilities: r.rec.Capabilities, Tenant: r.rec.TenantOrDefault(), Priority: r.rec.PriorityOrDefault(), Tags: r.rec.Tags}
 	ev.Inputs, _ = json.Marshal(r.rec.Inputs)
 	ev.Limits, _ = json.Marshal(map[string]any{"limits": r.rec.Limits, "max_steps": r.rec.MaxSteps})
 	resumed := false

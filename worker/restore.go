@@ -86,7 +86,7 @@ func (s *session) begin(ctx context.Context) error {
 	s.emit(transcript.TypeThreadStarted, transcript.ThreadStarted{
 		Directive: s.rec.Directive, Model: s.rec.Model, ParentID: s.rec.ParentID, PreviousThreadID: s.rec.PreviousThreadID,
 		Inputs: inputs, Limits: &limits, Capabilities: s.rec.Capabilities, BundleDigest: s.proj.Digest,
-		Tenant: s.rec.TenantOrDefault(), Priority: s.rec.PriorityOrDefault(),
+		Tenant: s.rec.TenantOrDefault(), Priority: s.rec.PriorityOrDefault(), Tags: s.rec.Tags,
 	})
 	evctx := map[string]any{
 		"thread_id": s.id(), "directive": s.rec.Directive, "directive_body": s.dir.Body,

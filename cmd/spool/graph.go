@@ -37,11 +37,11 @@ func graphCommand() *cli.Command {
 				Description: "Each argument is a graph file, or a graph name resolved in the project (.ai/graphs/NAME.yaml).\n" +
 					"Errors name the node or key; warnings do not fail. Exit 1 when any graph has errors.",
 				Flags: []cli.Flag{jsonFlag(), &cli.BoolFlag{Name: "normalize", Usage: "print each graph's canonical form (YAML)"}}, Action: graphValidate},
-			{Name: "list", Usage: "list graph runs", Flags: []cli.Flag{jsonFlag(),
+			{Name: "list", Usage: "list graph runs, newest first", Flags: append([]cli.Flag{jsonFlag(),
 				&cli.StringFlag{Name: "status", Usage: "only runs in this status"},
 				&cli.StringFlag{Name: "graph", Usage: "only runs of this graph"},
 				tenantListFlag("runs"),
-				&cli.IntFlag{Name: "limit", Value: 100, Usage: "list at most this many runs"}}, Action: graphList},
+				&cli.IntFlag{Name: "limit", Value: 100, Usage: "list at most this many runs"}}, listFlags()...), Action: graphList},
 			{Name: "show", Usage: "a run's record and node table", ArgsUsage: "RUN", Flags: []cli.Flag{jsonFlag(),
 				&cli.BoolFlag{Name: "markdown", Usage: "print the knowledge render (node table and step history)"}}, Action: graphShow},
 			{Name: "state", Usage: "the state after a step (default: the last checkpoint's)", ArgsUsage: "RUN", Flags: []cli.Flag{jsonFlag(),
@@ -346,18 +346,17 @@ func graphList(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	recs, err := s.orch.Threads(c.Context, orchestrator.Filter{Status: thread.Status(st), Directive: c.String("graph"),
-		Kind: spooltype.KindGraph, Tenant: tenant, Limit: c.Int("limit")})
+	f := orchestrator.Filter{Status: thread.Status(st), Directive: c.String("graph"), Kind: spooltype.KindGraph, Tenant: tenant, Limit: c.Int("limit")}
+	if err := listFilter(c, &f); err != nil {
+		return err
+	}
+	// --json stays the list it always was; the next page's cursor is
+	// said on stderr, as listPage says it.
+	recs, _, err := listPage(c, s, f, "runs")
 	if err != nil {
 		return err
 	}
-	for _, r := range recs {
-		r.Cost.Spend = s.orch.RunSpend(c.Context, r) // its subtree's, as graph show gives it
-	}
 	if c.Bool("json") {
-		if recs == nil {
-			recs = []*spooltype.Record{}
-		}
 		return printJSON(c.App.Writer, recs)
 	}
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)

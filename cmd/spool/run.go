@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,6 +31,7 @@ func runFlags(what string, concurrency int) []cli.Flag {
 		&cli.StringFlag{Name: "tenant", EnvVars: []string{"SPOOL_TENANT"}, Usage: "the tenant the " + what + "'s tree runs for (default: default; with --parent: the parent's)"},
 		&cli.IntFlag{Name: "priority", Usage: "1 (highest) to 5 (default: the tenant's, 3 unless set; with --parent: the parent's)"},
 		&cli.StringFlag{Name: "idempotency-key", Usage: "start the " + what + " once per key in its tenant (1 to 255 printable ASCII): a start with a key already used returns its " + what + " (\"existing\": true)"},
+		&cli.StringSliceFlag{Name: "tag", Usage: "label the " + what + " and every run of its tree with key=value (repeat for more): thread list --tag finds them"},
 	}
 }
 
@@ -39,6 +41,7 @@ type admission struct {
 	tenant   string
 	priority int
 	key      string
+	tags     map[string]string
 }
 
 // tenantFlags are --tenant, --priority and --idempotency-key, checked
@@ -55,12 +58,39 @@ func tenantFlags(c *cli.Context) (admission, error) {
 			return admission{}, err
 		}
 	}
-	return admission{tenant: tenant, priority: priority, key: key}, nil
+	tags, err := thread.ParseTags(c.StringSlice("tag"))
+	if err != nil {
+		return admission{}, err
+	}
+	return admission{tenant: tenant, priority: priority, key: key, tags: tags}, nil
 }
 
 // apply sets a's fields on req, a start from the CLI.
 func (a admission) apply(req *orchestrator.StartRequest) {
 	req.Tenant, req.Priority, req.IdempotencyKey, req.Surface = a.tenant, a.priority, a.key, orchestrator.SurfaceCLI
+	req.Tags = a.tags
+}
+
+// listFlags are the filters `thread list` and `graph list` share: tags,
+// a creation time range and the cursor of a page.
+func listFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringSliceFlag{Name: "tag", Usage: "only runs that carry this key=value tag (repeat: all of them)"},
+		&cli.StringFlag{Name: "since", Usage: "only runs created at or after this: an RFC 3339 time, a date (2026-12-01) or a duration ago (24h, 7d)"},
+		&cli.StringFlag{Name: "until", Usage: "only runs created at or before this (as --since)"},
+		&cli.StringFlag{Name: "cursor", Usage: "the next page: the next_cursor a listing printed"},
+	}
+}
+
+// listFilter fills f's tags, time range and cursor from listFlags,
+// checked (exit 2).
+func listFilter(c *cli.Context, f *orchestrator.Filter) error {
+	err := orchestrator.ListRange(f, c.StringSlice("tag"), c.String("since"), c.String("until"), c.String("cursor"))
+	var ae *thread.AdmissionError
+	if err != nil && !errors.As(err, &ae) {
+		return usagef("--%v", err)
+	}
+	return err
 }
 
 // tenantListFlag is a list's --tenant, of what it lists.

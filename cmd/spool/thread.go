@@ -37,13 +37,13 @@ func threadCommand() *cli.Command {
 		Usage: "run and inspect threads",
 		Subcommands: append([]*cli.Command{
 			threadRunCommand(),
-			{Name: "list", Usage: "list threads", Flags: []cli.Flag{jsonFlag(),
+			{Name: "list", Usage: "list threads, newest first", Flags: append([]cli.Flag{jsonFlag(),
 				&cli.StringFlag{Name: "status", Usage: "only threads in this status: created, running, waiting, completed, error, cancelled or continued"},
 				&cli.StringFlag{Name: "directive", Usage: "only threads of this directive (e.g. demo/hello)"},
 				&cli.StringFlag{Name: "parent", Usage: "only the children of this thread ID"},
 				tenantListFlag("threads"),
 				&cli.StringFlag{Name: "waiting-for", Usage: "only waiting threads that wait for this: children, approval, rate_limit, retry, sleep, capacity, concurrency, tenant_concurrency, tenant_budget, tenant_rate or tenant_runs"},
-				&cli.IntFlag{Name: "limit", Value: 100, Usage: "list at most this many threads"}}, Action: threadList},
+				&cli.IntFlag{Name: "limit", Value: 100, Usage: "list at most this many threads"}}, listFlags()...), Action: threadList},
 			{Name: "show", Usage: "registry record, cost, limits and outputs", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag()}, Action: threadShow},
 			{Name: "tree", Usage: "children and continuations with status and spend", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag()}, Action: threadTree},
 			{Name: "chain", Usage: "continuation chain, root first", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag()}, Action: threadChain},
@@ -482,35 +482,55 @@ func threadList(c *cli.Context) error {
 			return notFound(p, err)
 		}
 	}
-	// One more than the limit says whether the list stopped at it.
-	limit := c.Int("limit")
-	ask := limit
-	if limit > 0 {
-		ask = limit + 1
+	f := orchestrator.Filter{Status: thread.Status(st), Directive: c.String("directive"), Parent: c.String("parent"),
+		Tenant: tenant, WaitingFor: waitingFor, Limit: c.Int("limit")}
+	if err := listFilter(c, &f); err != nil {
+		return err
 	}
-	recs, err := s.orch.Threads(c.Context, orchestrator.Filter{Status: thread.Status(st), Directive: c.String("directive"), Parent: c.String("parent"),
-		Tenant: tenant, WaitingFor: waitingFor, Limit: ask})
+	recs, next, err := listPage(c, s, f, "threads")
 	if err != nil {
 		return err
 	}
-	if limit > 0 && len(recs) > limit {
-		recs = recs[:limit]
-		fmt.Fprintf(c.App.ErrWriter, "spool: showing the newest %d threads, the limit; there are more: raise --limit (0 lists all) or narrow with --status, --directive, --parent or --tenant\n", limit)
-	}
-	for _, r := range recs {
-		r.Cost.Spend = s.orch.RunSpend(c.Context, r) // a graph run's: its subtree's, as graph show gives it
-	}
-	return printThreads(c, recs)
+	return printThreads(c, recs, next)
 }
 
-// printThreads prints `thread list`'s records: --json a list ([] for
-// none), else a table of the id, status, progress and spend of each.
-func printThreads(c *cli.Context, recs []*spooltype.Record) error {
+// listPage is a page of the runs f selects, each with its spend (a graph
+// run's: its subtree's, as graph show gives it), and the cursor of the
+// next page; a page that stops at --limit says so on stderr, with the
+// flag that reads on.
+func listPage(c *cli.Context, s *services, f orchestrator.Filter, what string) ([]*spooltype.Record, string, error) {
+	recs, next, err := s.orch.ThreadsPage(c.Context, f)
+	if err != nil {
+		return nil, "", err
+	}
+	if next != "" {
+		fmt.Fprintf(c.App.ErrWriter, "spool: showing the newest %d %s, the limit; there are more: the next page is --cursor %s (or raise --limit, 0 lists all)\n", f.Limit, what, next)
+	}
+	for _, r := range recs {
+		r.Cost.Spend = s.orch.RunSpend(c.Context, r)
+	}
+	if recs == nil {
+		recs = []*spooltype.Record{}
+	}
+	return recs, next, nil
+}
+
+// runPage is a listing's --json: the page's runs under key, and the
+// cursor of the next page (absent after the last).
+func runPage(key string, recs []*spooltype.Record, next string) map[string]any {
+	out := map[string]any{key: recs}
+	if next != "" {
+		out["next_cursor"] = next
+	}
+	return out
+}
+
+// printThreads prints `thread list`'s records: --json {"threads": [...],
+// "next_cursor": C} (no cursor after the last page), else a table of the
+// id, status, progress and spend of each.
+func printThreads(c *cli.Context, recs []*spooltype.Record, next string) error {
 	if c.Bool("json") {
-		if recs == nil {
-			recs = []*spooltype.Record{}
-		}
-		return printJSON(c.App.Writer, recs)
+		return printJSON(c.App.Writer, runPage("threads", recs, next))
 	}
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tPROGRESS\tSPEND")

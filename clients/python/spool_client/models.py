@@ -404,6 +404,7 @@ class GraphRun(Model):
     idempotency_key: Optional[str] = None
     concurrency_keys: Optional[list["ConcurrencyKey"]] = None
     existing: Optional[bool] = None  # optional
+    tags: Optional[dict[str, str]] = None  # optional
     extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     _kinds: typing.ClassVar[dict] = {'error': 'ErrorInfo', 'cost': 'Cost', 'limits': 'Limits', 'pending_approvals': ('list', 'PendingApproval'), 'stalled': 'Stall', 'transcript': 'TranscriptMark', 'nodes': ('list', 'NodeRow'), 'steps': ('list', 'StepRecord'), 'concurrency_keys': ('list', 'ConcurrencyKey')}
     _wire: typing.ClassVar[dict] = {}
@@ -420,6 +421,7 @@ class GraphRunRequest(Model):
     queue: Optional[str] = None  # optional
     tenant: Optional[str] = None  # optional
     priority: Optional[int] = None  # optional
+    tags: Optional[dict[str, str]] = None  # optional
     extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     _kinds: typing.ClassVar[dict] = {'limits': 'GraphLimitOverrides'}
     _wire: typing.ClassVar[dict] = {}
@@ -599,6 +601,7 @@ class Record(Model):
     waiting_key: Optional[str] = None  # optional
     waiting_since: Optional[str] = None  # optional
     position: Optional[int] = None  # optional
+    tags: Optional[dict[str, str]] = None  # optional
     extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     _kinds: typing.ClassVar[dict] = {'error': 'ErrorInfo', 'cost': 'Cost', 'limits': 'Limits', 'pending_approvals': ('list', 'PendingApproval'), 'stalled': 'Stall', 'transcript': 'TranscriptMark', 'concurrency_keys': ('list', 'ConcurrencyKey')}
     _wire: typing.ClassVar[dict] = {}
@@ -646,6 +649,7 @@ class RunRequest(Model):
     queue: Optional[str] = None  # optional
     tenant: Optional[str] = None  # optional
     priority: Optional[int] = None  # optional
+    tags: Optional[dict[str, str]] = None  # optional
     extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     _kinds: typing.ClassVar[dict] = {'limits': 'LimitOverrides'}
     _wire: typing.ClassVar[dict] = {}

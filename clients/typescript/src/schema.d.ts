@@ -648,6 +648,7 @@ export interface components {
             waiting_since?: string;
             /** @description While admission holds the run: its place in line (1: next) in the queue it waits in. */
             position?: number;
+            tags?: components["schemas"]["Tags"];
         };
         /** @description What a running thread is stuck on while its worker tries again: the blob store, through an outage (--storage-patience). */
         Stall: {
@@ -833,6 +834,7 @@ export interface components {
             tenant?: string;
             /** @description 1 (highest) to 5; default the tenant's (3 unless the admission policy says otherwise). A child has its parent's. */
             priority?: number;
+            tags?: components["schemas"]["Tags"];
         };
         CancelRequest: {
             /**
@@ -896,6 +898,7 @@ export interface components {
             tenant?: string;
             /** @description 1 (highest) to 5; default the tenant's (3 unless the admission policy says otherwise). A child has its parent's. */
             priority?: number;
+            tags?: components["schemas"]["Tags"];
         };
         /** @description Limits that override the graph's: those of a thread, and max_steps (a whole number from 1 to 10000). */
         GraphLimitOverrides: {
@@ -1068,6 +1071,7 @@ export interface components {
             concurrency_keys: components["schemas"]["ConcurrencyKey"][];
             /** @description Only on the answer of a start with an idempotency key: false for the start that registered the run, true when the key's run already existed. */
             existing?: boolean;
+            tags?: components["schemas"]["Tags"];
         };
         ConcurrencyKey: {
             /** @description The concurrency rule's name in the admission policy. */
@@ -1163,6 +1167,16 @@ export interface components {
             max: number;
             /** @description Activations waiting for a slot. */
             waiting: number;
+        };
+        /**
+         * @description Labels of the run and every run of its tree (key: value); a child has its root's.
+         * @example {
+         *       "customer": "42",
+         *       "batch": "nightly"
+         *     }
+         */
+        Tags: {
+            [key: string]: string;
         };
     };
     responses: {
@@ -1301,9 +1315,22 @@ export interface components {
         Tenant: string;
         /** @description Only waiting runs that wait for this (spool thread list --waiting-for); another value is 400. */
         WaitingForFilter: "children" | "approval" | "rate_limit" | "retry" | "sleep" | "capacity" | "concurrency" | "tenant_concurrency" | "tenant_budget" | "tenant_rate" | "tenant_runs";
+        /** @description Only runs that carry this tag, key=value (repeat the parameter: runs that carry all of them). */
+        TagFilter: string[];
+        /** @description Only runs created at or after this: an RFC 3339 time, a date (2026-12-01) or a duration ago (90m, 24h, 7d). */
+        Since: string;
+        /** @description Only runs created at or before this (as since). */
+        Until: string;
+        /** @description The next page: the X-Next-Cursor header of the page before. */
+        Cursor: string;
     };
     requestBodies: never;
-    headers: never;
+    headers: {
+        /** @description Present when the listing goes on past this page: pass it as cursor for the next page. */
+        NextCursor: string;
+        /** @description The next page's URL (rel="next"), when the listing goes on. */
+        Link: string;
+    };
     pathItems: never;
 }
 export type $defs = Record<string, never>;
@@ -1366,6 +1393,14 @@ export interface operations {
                 tenant?: components["parameters"]["TenantFilter"];
                 /** @description Only waiting runs that wait for this (spool thread list --waiting-for); another value is 400. */
                 waiting_for?: components["parameters"]["WaitingForFilter"];
+                /** @description Only runs that carry this tag, key=value (repeat the parameter: runs that carry all of them). */
+                tag?: components["parameters"]["TagFilter"];
+                /** @description Only runs created at or after this: an RFC 3339 time, a date (2026-12-01) or a duration ago (90m, 24h, 7d). */
+                since?: components["parameters"]["Since"];
+                /** @description Only runs created at or before this (as since). */
+                until?: components["parameters"]["Until"];
+                /** @description The next page: the X-Next-Cursor header of the page before. */
+                cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
             path?: never;
@@ -1376,6 +1411,8 @@ export interface operations {
             /** @description The threads. */
             200: {
                 headers: {
+                    "X-Next-Cursor": components["headers"]["NextCursor"];
+                    Link: components["headers"]["Link"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1966,6 +2003,14 @@ export interface operations {
                 limit?: number;
                 /** @description Only waiting runs that wait for this (spool thread list --waiting-for); another value is 400. */
                 waiting_for?: components["parameters"]["WaitingForFilter"];
+                /** @description Only runs that carry this tag, key=value (repeat the parameter: runs that carry all of them). */
+                tag?: components["parameters"]["TagFilter"];
+                /** @description Only runs created at or after this: an RFC 3339 time, a date (2026-12-01) or a duration ago (90m, 24h, 7d). */
+                since?: components["parameters"]["Since"];
+                /** @description Only runs created at or before this (as since). */
+                until?: components["parameters"]["Until"];
+                /** @description The next page: the X-Next-Cursor header of the page before. */
+                cursor?: components["parameters"]["Cursor"];
             };
             header?: never;
             path?: never;
@@ -1976,6 +2021,8 @@ export interface operations {
             /** @description The runs. */
             200: {
                 headers: {
+                    "X-Next-Cursor": components["headers"]["NextCursor"];
+                    Link: components["headers"]["Link"];
                     [name: string]: unknown;
                 };
                 content: {
