@@ -233,6 +233,24 @@ func (s Space) TagThreads(tag, id string) string { return s.tp(id) + "threads:ta
 // AllTagThreads are every shard's TagThreads sets of tag.
 func (s Space) AllTagThreads(tag string) []string { return s.all("threads:tag:" + tag) }
 
+// DirectiveThreads is the sorted set of the ids of the runs of directive
+// (a graph run's: its graph), scored by creation time (ms), that holds
+// id: its shard's (AllDirectiveThreads lists every shard's).
+func (s Space) DirectiveThreads(directive, id string) string {
+	return s.tp(id) + "threads:directive:" + directive
+}
+
+// AllDirectiveThreads are every shard's DirectiveThreads sets of
+// directive.
+func (s Space) AllDirectiveThreads(directive string) []string {
+	return s.all("threads:directive:" + directive)
+}
+
+// DirectiveIndexed is set once every run registered before the
+// directive index existed is in it (Registry.BackfillDirectiveIndex):
+// until then a listing by directive reads every run.
+func (s Space) DirectiveIndexed() string { return s.prefix + "directive_indexed" }
+
 // RateLimit is the Redis state of one fleet-wide rate-limit budget (rule
 // id, config.RateRule.ID) of one kind: "req", "in", "out" (GCRA's
 // theoretical arrival time), "conc" (the concurrency leases, a sorted

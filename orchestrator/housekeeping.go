@@ -113,3 +113,10 @@ func (h *Housekeeper) DeleteArtifacts(ctx context.Context, rec *registry.Record)
 func (h *Housekeeper) Forget(ctx context.Context, rec *registry.Record) error {
 	return h.reg.Forget(ctx, rec)
 }
+
+// BackfillDirectiveIndex puts up to a thousand runs registered before the
+// directive index existed in it, and says how many and whether every run
+// is in (registry.Registry.BackfillDirectiveIndex).
+func (h *Housekeeper) BackfillDirectiveIndex(ctx context.Context) (int, bool, error) {
+	return h.reg.BackfillDirectiveIndex(ctx, 1000)
+}

@@ -23,7 +23,7 @@ func (r *Registry) Forget(ctx context.Context, rec *Record) error {
 	keys := []string{r.ks.Thread(id), r.ks.Threads(id), r.ks.Active(id), r.ks.AwaitingApproval(id),
 		r.ks.TenantThreads(rec.TenantOrDefault(), id), r.ks.Ledger(id), r.ks.Children(id), r.ks.Forks(id), r.ks.Spawns(id), r.ks.Cancel(id), r.ks.Waits(id),
 		r.ks.Decisions(id), r.ks.Inbox(id), r.ks.Lease(id), r.ks.Waiters(id)}
-	tags := r.tagKeys(rec.Tags, id)
+	tags := r.tagKeys(rec.Directive, rec.Tags, id)
 	keys = append(keys, tags...)
 	err := regForgetScript.Run(ctx, r.rdb, keys, id, strconv.FormatInt(rec.Version, 10), len(tags)).Err()
 	if rerr := RefusalError(id, rec.Version, err); rerr != nil {

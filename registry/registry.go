@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -61,6 +62,8 @@ type Registry struct {
 	ks   keyspace.Space
 	now  func() time.Time
 	poll time.Duration
+	// dirIndexed: every run is in its directive's index (directiveIndexed).
+	dirIndexed atomic.Bool
 }
 
 // New returns a registry.
@@ -181,7 +184,7 @@ func (r *Registry) Registration(nt NewThread) (*Registration, error) {
 	if nt.ParentID != "" {
 		keys = append(keys, r.ks.Thread(nt.ParentID), r.ks.Children(nt.ParentID))
 	}
-	keys = append(keys, r.tagKeys(nt.Tags, nt.ThreadID)...)
+	keys = append(keys, r.tagKeys(nt.Directive, nt.Tags, nt.ThreadID)...)
 	args := append([]any{nt.ThreadID, now.Format(time.RFC3339Nano), now.UnixMilli(), nt.ParentID}, fields...)
 	return &Registration{Keys: keys, Args: args, nt: nt, now: now, inputs: inputs}, nil
 }
@@ -486,17 +489,25 @@ func (f Filter) match(rec *Record) bool {
 // ever registered, as the other filters do (oldest last, page by page,
 // until Limit). The default tenant's runs are read from every thread's
 // records, for runs registered before tenants are its too and in no
-// index. With tags, the first tag's index is read (the others are
-// checked on the records); the time bounds and the cursor bound the
+// index. A directive's runs are read from its index once every run is in
+// it (BackfillDirectiveIndex). With tags, one tag's index is read (the others are
+// checked on the records): the one fewest runs carry; the time bounds and the cursor bound the
 // scores read from an index.
 func (r *Registry) List(ctx context.Context, f Filter) ([]*Record, error) {
 	switch {
 	case f.Parent != "" || f.Status != "" && !f.Status.Terminal() || f.WaitingFor != "":
 		return r.listFromSet(ctx, f)
-	case f.firstTag() != "":
-		tag := f.firstTag()
+	case len(f.Tags) > 0:
+		tag, err := r.rarestTag(ctx, f.Tags)
+		if err != nil {
+			return nil, err
+		}
 		return r.listByTime(ctx, f, func(ctx context.Context, w Window) ([]redis.Z, error) {
 			return r.byTime(ctx, r.ks.AllTagThreads(tag), w)
+		})
+	case f.Directive != "" && r.directiveIndexed(ctx):
+		return r.listByTime(ctx, f, func(ctx context.Context, w Window) ([]redis.Z, error) {
+			return r.byTime(ctx, r.ks.AllDirectiveThreads(f.Directive), w)
 		})
 	case f.Tenant != "" && f.Tenant != thread.DefaultTenant:
 		return r.listByTime(ctx, f, func(ctx context.Context, w Window) ([]redis.Z, error) {
@@ -533,10 +544,16 @@ func (r *Registry) listFromSet(ctx context.Context, f Filter) ([]*Record, error)
 // tenant's), newest first, a page of records at a time, until Limit or
 // the oldest thread.
 func (r *Registry) listByTime(ctx context.Context, f Filter, read func(context.Context, Window) ([]redis.Z, error)) ([]*Record, error) {
-	const page = 256
+	// The first page is as long as the limit, each next one twice the
+	// one before, up to 256 records a read.
+	const most = 256
+	page := int64(most)
+	if f.Limit > 0 && f.Limit < most {
+		page = int64(f.Limit)
+	}
 	var out []*Record
 	lo, hi := f.window()
-	for start := int64(0); ; start += page {
+	for start := int64(0); ; start, page = start+page, min(2*page, most) {
 		zs, err := read(ctx, Window{Min: lo, Max: hi, Newest: true, Offset: start, Count: page})
 		if err != nil {
 			return nil, fmt.Errorf("list threads: %w", err)
@@ -554,7 +571,7 @@ func (r *Registry) listByTime(ctx context.Context, f Filter, read func(context.C
 				}
 			}
 		}
-		if len(ids) < page {
+		if int64(len(ids)) < page {
 			return out, nil
 		}
 	}

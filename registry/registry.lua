@@ -31,7 +31,8 @@ do
   --
   -- keys[1] thread hash, keys[2] threads zset, keys[3] active set,
   -- keys[4] its tenant's threads zset, [keys[5] parent thread hash,
-  -- keys[6] parent's children set], then one threads zset per tag
+  -- keys[6] parent's children set], then its directive's and its tags'
+  -- threads zsets
   -- argv[1] thread id, argv[2] now (RFC3339Nano), argv[3] now (unix ms),
   -- argv[4] parent id ("" for a root), argv[5..] field/value pairs
   -- The record gets status created, version 1, activation 0,
@@ -90,8 +91,8 @@ do
   --
   -- keys[1] thread hash, keys[2] threads zset, keys[3] active set,
   -- keys[4] events channel, keys[5] its tenant's threads zset, [keys[6]
-  -- parent thread hash, keys[7] parent's children set], then one threads
-  -- zset per tag
+  -- parent thread hash, keys[7] parent's children set], then its
+  -- directive's and its tags' threads zsets
   -- argv[1] thread id, argv[2] created at (unix ms: the threads zset's
   -- score), argv[3] status, argv[4] parent id ("" for a root), argv[5..]
   -- field/value pairs
@@ -235,8 +236,8 @@ do
   -- active set, keys[4] awaiting-approval set, keys[5] its tenant's
   -- threads index, keys[6..] the thread's own keys (ledger entry,
   -- children, forks, spawns, cancel flag, waits, decisions, inbox,
-  -- lease, chain waiters), then its tags' threads indexes (the last
-  -- argv[3] keys)
+  -- lease, chain waiters), then its directive's and tags' threads
+  -- indexes (the last argv[3] keys)
   -- argv[1] thread id, argv[2] the version the caller read, argv[3] how
   -- many tag indexes end keys ("0" or absent: none)
   -- Returns {1}; refuses NOTFOUND, CONFLICT (the record changed since it

@@ -50,7 +50,7 @@ func (r *Registry) Restoration(rec *Record) (*Restoration, error) {
 	if rec.ParentID != "" {
 		keys = append(keys, r.ks.Thread(rec.ParentID), r.ks.Children(rec.ParentID))
 	}
-	keys = append(keys, r.tagKeys(rec.Tags, id)...)
+	keys = append(keys, r.tagKeys(rec.Directive, rec.Tags, id)...)
 	args := append([]any{id, rec.CreatedAt.UnixMilli(), string(rec.Status), rec.ParentID}, fields...)
 	return &Restoration{Keys: keys, Args: args, rec: rec}, nil
 }

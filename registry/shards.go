@@ -173,6 +173,9 @@ func Layout(ctx context.Context, rdb redis.Cmdable, ks keyspace.Space, want int,
 		if got, err = recordLayout(ctx, rdb, ks, want, strict); err != nil {
 			return ks, err
 		}
+		if err := markIndexedIfEmpty(ctx, rdb, ks, got); err != nil {
+			return ks, err
+		}
 	case err != nil:
 		return ks, fmt.Errorf("redis layout: %w", err)
 	}
@@ -212,4 +215,29 @@ func recordLayout(ctx context.Context, rdb redis.Cmdable, ks keyspace.Space, wan
 		return "", fmt.Errorf("redis layout: %w", err)
 	}
 	return got, nil
+}
+
+// markIndexedIfEmpty sets DirectiveIndexed on a namespace first used now
+// that holds no run in any layout: every run it will hold is indexed at
+// its registration, and nothing needs a backfill.
+func markIndexedIfEmpty(ctx context.Context, rdb redis.Cmdable, ks keyspace.Space, shards string) error {
+	keys := keyspace.New(ks.Namespace()).AllThreads()
+	if n, err := strconv.Atoi(shards); err == nil && n > 1 {
+		keys = append(keys, keyspace.NewSharded(ks.Namespace(), n).AllThreads()...)
+	}
+	held := int64(0)
+	for _, k := range keys {
+		n, err := rdb.Exists(ctx, k).Result()
+		if err != nil {
+			return fmt.Errorf("redis layout: %w", err)
+		}
+		held += n
+	}
+	if held > 0 {
+		return nil
+	}
+	if err := rdb.SetNX(ctx, ks.DirectiveIndexed(), "1", 0).Err(); err != nil {
+		return fmt.Errorf("redis layout: %w", err)
+	}
+	return nil
 }

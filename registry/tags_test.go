@@ -2,7 +2,9 @@ package registry
 
 import (
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -93,4 +95,55 @@ func TestTagListing(t *testing.T) {
 	_, err = ParseCursor("not a cursor")
 	require.Error(t, err)
 
+}
+
+// TestDirectiveIndexBackfill: runs registered before the directive index
+// existed (here: taken out of it) are listed by directive from every
+// record until the backfill has put each in the index, in batches that
+// go on past runs of one millisecond, and from the index after; runs
+// registered since are in it from their registration.
+func TestDirectiveIndexBackfill(t *testing.T) {
+	t.Parallel()
+	f := setupRegistry(t)
+	at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	reg, err := New(Config{Client: f.r.Client, Keys: f.ks, Now: func() time.Time { return at }})
+	require.NoError(t, err)
+	for i := range 10 {
+		d := []string{"t/a", "t/b"}[i%2]
+		_, err := reg.Register(f.ctx, NewThread{ThreadID: fmt.Sprintf("d%02d", i), Directive: d, Limits: thread.DefaultLimits()})
+		require.NoError(t, err)
+	}
+	require.Equal(t, int64(5), f.r.Client.ZCard(f.ctx, f.ks.DirectiveThreads("t/a", "d00")).Val(), "indexed at registration")
+	require.NoError(t, f.r.Client.Del(f.ctx, f.ks.DirectiveThreads("t/a", "d00"), f.ks.DirectiveThreads("t/b", "d00")).Err())
+	list := func() []string {
+		recs, err := reg.List(f.ctx, Filter{Directive: "t/a"})
+		require.NoError(t, err)
+		var ids []string
+		for _, r := range recs {
+			ids = append(ids, r.ThreadID)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	want := []string{"d00", "d02", "d04", "d06", "d08"}
+	require.Equal(t, want, list(), "before the backfill: read from every record")
+	total, calls := 0, 0
+	for {
+		n, done, err := reg.BackfillDirectiveIndex(f.ctx, 3)
+		require.NoError(t, err)
+		total += n
+		calls++
+		require.Less(t, calls, 10, "the backfill goes on past runs of one millisecond")
+		if done {
+			break
+		}
+	}
+	require.GreaterOrEqual(t, total, 10)
+	require.Equal(t, int64(5), f.r.Client.ZCard(f.ctx, f.ks.DirectiveThreads("t/a", "d00")).Val())
+	require.True(t, reg.directiveIndexed(f.ctx))
+	require.Equal(t, want, list(), "after: from the index")
+	n, done, err := reg.BackfillDirectiveIndex(f.ctx, 3)
+	require.NoError(t, err)
+	require.True(t, done)
+	require.Zero(t, n, "once done, nothing more")
 }

@@ -153,7 +153,10 @@ func (s *Scheduler) tree(ctx context.Context, top *spooltype.Record, gone func(*
 		if ok, err := s.reach(ctx, w, r); err != nil || !ok {
 			return nil, false, err
 		}
-		w.out[i] = &spooltype.Record{ThreadID: r.ThreadID, Version: r.Version, Status: r.Status}
+		// What Forget needs of it: the indexes it is in are named by its
+		// tenant, directive and tags.
+		w.out[i] = &spooltype.Record{ThreadID: r.ThreadID, Version: r.Version, Status: r.Status,
+			Tenant: r.Tenant, Directive: r.Directive, Tags: r.Tags}
 	}
 	return w.out, true, nil
 }

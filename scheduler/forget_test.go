@@ -50,7 +50,8 @@ func TestRecordRetention(t *testing.T) {
 		}
 	}
 	// 100h ago. Tree 1: root A hands off to A2; A's child K to K2.
-	a := start(orchestrator.StartRequest{})
+	// Tree 1 has a tenant and tags: its runs are in their indexes too.
+	a := start(orchestrator.StartRequest{Tenant: "acme", Tags: map[string]string{"batch": "7"}})
 	k := start(orchestrator.StartRequest{ParentID: a})
 	finish(continueAs(k, orchestrator.KindHandoff))
 	a2 := continueAs(a, orchestrator.KindHandoff)

@@ -36,6 +36,9 @@ type HousekeepingResult struct {
 	// Functions are the Redis Function libraries deleted as unused
 	// (Config.FunctionsUnused).
 	Functions []string
+	// Indexed is how many runs registered before the directive index
+	// existed were put in it (backfillDirectiveIndex).
+	Indexed int
 }
 
 // pruneEvery is how often a scheduler process prunes Function libraries.
@@ -116,7 +119,26 @@ func (s *Scheduler) Housekeep(ctx context.Context) (res HousekeepingResult, err 
 		}
 	}
 	res.Functions = s.pruneFunctions(ctx)
+	if res.Indexed, err = s.backfillDirectiveIndex(ctx); err != nil {
+		s.log.Warn("housekeeping: backfill the directive index", "error", err)
+	}
 	return res, reconcileErr
+}
+
+// backfillDirectiveIndex puts up to 50,000 runs registered before the
+// directive index existed in it each pass, until all are
+// (registry.Registry.BackfillDirectiveIndex): a namespace of a million
+// runs is indexed in twenty passes, each a few seconds of Redis time.
+func (s *Scheduler) backfillDirectiveIndex(ctx context.Context) (int, error) {
+	total := 0
+	for range 50 {
+		n, done, err := s.o.BackfillDirectiveIndex(ctx)
+		total += n
+		if err != nil || done {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 // pruneFunctions deletes the Function libraries no process has used for
