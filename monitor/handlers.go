@@ -25,7 +25,15 @@ type listData struct {
 	Status    string
 	Directive string
 	Tenant    string // one tenant's runs only; "" for every tenant's
-	Limit     int
+	// Tag is the tag filter as typed (key=value, several separated by
+	// spaces: runs that carry all), Tags it read.
+	Tag   string
+	Tags  map[string]string
+	Limit int
+	// Cursor is the page's (?cursor=), Next the next page's URL ("" on
+	// the last page).
+	Cursor    string
+	Next      string
 	Threads   []*spooltype.Record
 	Truncated bool
 	Live      bool // some thread shown has not finished
@@ -51,6 +59,12 @@ func (m *Monitor) listQuery(q url.Values, d *listData) error {
 	if d.Tenant != "" && thread.CheckTenant(d.Tenant) != nil {
 		return fmt.Errorf("tenant %q: not a tenant name", d.Tenant)
 	}
+	d.Tag, d.Cursor = strings.TrimSpace(q.Get("tag")), q.Get("cursor")
+	tags, err := thread.ParseTags(strings.Fields(d.Tag))
+	if err != nil {
+		return err
+	}
+	d.Tags = tags
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > maxListLimit {
@@ -74,14 +88,25 @@ func (m *Monitor) serveList(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, r, err)
 		return
 	}
-	recs, err := m.cfg.Orch.Threads(ctx, orchestrator.Filter{Status: thread.Status(status), Directive: d.Directive, Tenant: d.Tenant, Limit: limit + 1})
+	f := orchestrator.Filter{Status: thread.Status(status), Directive: d.Directive, Tenant: d.Tenant, Tags: d.Tags, Limit: limit}
+	if d.Cursor != "" {
+		cur, err := orchestrator.ParseCursor(d.Cursor)
+		if err != nil {
+			m.errorPage(w, r, http.StatusBadRequest, err.Error())
+			return
+		}
+		f.After = &cur
+	}
+	recs, next, err := m.cfg.Orch.ThreadsPage(ctx, f)
 	if err != nil {
 		m.fail(w, r, err)
 		return
 	}
 	d.Total = counts.Total
-	if len(recs) > limit {
-		recs, d.Truncated = recs[:limit], true
+	if next != "" {
+		q := r.URL.Query()
+		q.Set("cursor", next)
+		d.Truncated, d.Next = true, "/?"+q.Encode()
 	}
 	d.Threads = recs
 	for _, s := range Statuses {

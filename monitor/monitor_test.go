@@ -3,8 +3,10 @@ package monitor_test
 import (
 	"encoding/json"
 	"fmt"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -79,11 +81,30 @@ func TestListPage(t *testing.T) {
 	body = e.page("/?limit=1")
 	require.Contains(t, body, "Showing the newest 1")
 
+	// Tags, and the next page a link away.
+	tagged := e.startTagged("t/echo", map[string]string{"customer": "42", "batch": "b1"})
+	other := e.startTagged("t/echo", map[string]string{"customer": "7"})
+	body = e.page("/?tag=" + url.QueryEscape("customer=42 batch=b1"))
+	require.Contains(t, body, `href="/threads/`+tagged.ThreadID+`"`)
+	require.NotContains(t, body, `href="/threads/`+other.ThreadID+`"`)
+	require.Contains(t, body, `<span class="tag small">customer=42</span>`)
+	require.Contains(t, body, `value="customer=42 batch=b1"`)
+	body = e.page("/?limit=2")
+	next := regexp.MustCompile(`<a class="next" href="([^"]+)">`).FindStringSubmatch(body)
+	require.NotNil(t, next, "a next page link")
+	body = e.page(html.UnescapeString(next[1]))
+	require.Contains(t, body, "Showing the next 2")
+	require.NotContains(t, body, `href="/threads/`+other.ThreadID+`"`, "the newest is on the first page")
+	code, body, _ := e.get("/?tag=" + url.QueryEscape("nokey"))
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Contains(t, body, "want key=value")
+	e.requireStatus(http.StatusBadRequest, "/?cursor=zzz")
+
 	// Newest first.
 	body = e.page("/")
 	require.Less(t, strings.Index(body, `href="/threads/`+tr.leaves[0].ThreadID), strings.Index(body, `href="/threads/`+echo.ThreadID))
 
-	code, body, _ := e.get("/?status=bogus")
+	code, body, _ = e.get("/?status=bogus")
 	require.Equal(t, http.StatusBadRequest, code)
 	require.Contains(t, body, `status &#34;bogus&#34;`)
 	e.requireStatus(http.StatusBadRequest, "/?limit=0")

@@ -171,6 +171,15 @@ func (e *env) start(directive string, inputs map[string]any) *registry.Record {
 	return rec
 }
 
+// startTagged starts directive with tags, as start starts it.
+func (e *env) startTagged(directive string, tags map[string]string) *registry.Record {
+	e.t.Helper()
+	rec, err := e.orch.Start(e.t.Context(), orchestrator.StartRequest{Directive: directive, Inputs: map[string]any{"text": "x"},
+		Model: "script:" + treeScript, Bundle: e.bundle, Tags: tags})
+	require.NoError(e.t, err)
+	return rec
+}
+
 // startTree starts t/root; its leaves wait for e.gate.
 func (e *env) startTree() *registry.Record {
 	return e.start("t/root", map[string]any{"gate": e.gate})
