@@ -172,6 +172,7 @@ var routes = []route{
 	{http.MethodGet, "/v1/tenants/{tenant}", (*server).tenant},
 	{http.MethodPatch, "/v1/tenants/{tenant}", (*server).setTenant},
 	{http.MethodGet, "/v1/admission", (*server).admission},
+	{http.MethodGet, "/v1/cost", (*server).cost},
 }
 
 // Routes lists the API's operations as "METHOD /path" in OpenAPI's
@@ -206,7 +207,7 @@ func New(cfg Config) (http.Handler, error) {
 
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
-	for _, p := range []string{"/v1/threads", "/v1/approvals", "/v1/graphs", "/v1/tenants", "/v1/admission"} {
+	for _, p := range []string{"/v1/threads", "/v1/approvals", "/v1/graphs", "/v1/tenants", "/v1/admission", "/v1/cost"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) { s.dispatch(w, r, "", p) })
 	}
 	mux.HandleFunc(threadPrefix+"{rest...}", s.idRoute(threadPrefix, "thread"))

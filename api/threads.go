@@ -316,3 +316,30 @@ func (s *server) resume(w http.ResponseWriter, r *http.Request, id string) {
 	w.Header().Set("Location", threadURL(res.NewThreadID))
 	writeJSON(w, http.StatusCreated, res)
 }
+
+// cost answers `spool cost report` (orchestrator.CostReport): ?by=
+// (directive, model, tenant, day, tag:KEY; default directive) over the
+// runs that ?directive=, ?tenant=, ?tag=, ?since= and ?until= select; a
+// bound token's tenant's runs only.
+func (s *server) cost(w http.ResponseWriter, r *http.Request, _ string) {
+	q := r.URL.Query()
+	by := q.Get("by")
+	if by == "" {
+		by = "directive"
+	}
+	if err := orchestrator.CheckCostKey(by); err != nil {
+		badRequest(w, r, "by %q: want directive, model, tenant, day or tag:KEY", by)
+		return
+	}
+	f := orchestrator.Filter{Directive: q.Get("directive")}
+	var ok bool
+	if f.Tenant, ok = s.listTenant(w, r); !ok {
+		return
+	}
+	if err := orchestrator.ListRange(&f, q["tag"], q.Get("since"), q.Get("until"), ""); err != nil {
+		badRequest(w, r, "%v", err)
+		return
+	}
+	rep, err := s.cfg.Orch.CostReport(r.Context(), by, f)
+	s.reply(w, r, "", rep, err)
+}

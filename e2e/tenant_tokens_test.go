@@ -25,6 +25,7 @@ import (
 	"github.com/spool-run/spool/internal/testing/spooltest"
 	"github.com/spool-run/spool/internal/testing/testenv"
 	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 )
 
 // tenantTokens are the bearer tokens of the tenant tests: one bound to
@@ -179,6 +180,8 @@ func TestTenantBoundTokens(t *testing.T) {
 					got.sameAs(t, want, foreign, missingID(foreign), route)
 				case method == "GET" && (path == "/v1/threads" || path == "/v1/graphs" || path == "/v1/approvals"):
 					checkTenantList(t, a, tk, path)
+				case method == "GET" && path == "/v1/cost":
+					checkTenantCost(t, a, tk)
 				case method == "POST" && (path == "/v1/threads" || path == "/v1/graphs"):
 					checkTenantStart(t, e, a, tk, path, betaThread.ThreadID)
 				case strings.HasPrefix(path, "/v1/tenants") || path == "/v1/admission":
@@ -226,6 +229,24 @@ func checkTenantList(t *testing.T, a tenantAPI, tk tenantTokens, path string) {
 	require.Contains(t, want.body, `"tenant_not_found"`)
 	got.sameAs(t, want, "beta", "zeta", path+"?tenant=")
 	a.do(tk.acme, "GET", path+"?tenant=acme", "").json(t, 200, &recs)
+}
+
+// checkTenantCost: a bound token's cost report holds its tenant's runs
+// only, and one that names another tenant answers as an unknown tenant.
+func checkTenantCost(t *testing.T, a tenantAPI, tk tenantTokens) {
+	t.Helper()
+	var rep, all spooltype.CostReport
+	a.do(tk.acme, "GET", "/v1/cost?by=tenant", "").json(t, 200, &rep)
+	require.NotEmpty(t, rep.Rows)
+	for _, row := range rep.Rows {
+		require.Equal(t, "acme", row.Key, "acme's runs only")
+	}
+	a.do(tk.ops, "GET", "/v1/cost?by=tenant", "").json(t, 200, &all)
+	require.Greater(t, all.Total.Runs, rep.Total.Runs, "an unbound token sees every tenant's")
+	got := a.do(tk.acme, "GET", "/v1/cost?tenant=beta", "")
+	want := a.do(tk.acme, "GET", "/v1/cost?tenant=zeta", "")
+	require.Equal(t, http.StatusNotFound, want.status, want.body)
+	got.sameAs(t, want, "beta", "zeta", "/v1/cost?tenant=")
 }
 
 // checkTenantStart: a bound token's start is its tenant's; a body

@@ -11,7 +11,7 @@ import dataclasses
 import typing
 from typing import Any, Optional
 
-__all__ = ['Model', 'AdmissionState', 'ApproveRequest', 'Budget', 'BudgetChild', 'CancelRequest', 'CancelResult', 'Chain', 'ConcurrencyKey', 'Cost', 'DecideResult', 'DecisionLink', 'DecisionLinkRequest', 'DenyRequest', 'End', 'ErrorInfo', 'Event', 'ForkRequest', 'GraphForkRequest', 'GraphLimitOverrides', 'GraphResumeRequest', 'GraphRun', 'GraphRunRequest', 'GraphState', 'LimitOverrides', 'Limits', 'NodeRow', 'PendingApproval', 'PendingCall', 'Problem', 'Record', 'ResumeRequest', 'ResumeResult', 'RunRequest', 'SendRequest', 'SendResult', 'Stall', 'StepRecord', 'Subtree', 'Tenant', 'TenantKey', 'TenantLimits', 'TenantSpend', 'TranscriptMark', 'TreeNode']
+__all__ = ['Model', 'AdmissionState', 'ApproveRequest', 'Budget', 'BudgetChild', 'CancelRequest', 'CancelResult', 'Chain', 'ConcurrencyKey', 'Cost', 'CostReport', 'CostRow', 'DecideResult', 'DecisionLink', 'DecisionLinkRequest', 'DenyRequest', 'End', 'ErrorInfo', 'Event', 'ForkRequest', 'GraphForkRequest', 'GraphLimitOverrides', 'GraphResumeRequest', 'GraphRun', 'GraphRunRequest', 'GraphState', 'LimitOverrides', 'Limits', 'NodeRow', 'PendingApproval', 'PendingCall', 'Problem', 'Record', 'ResumeRequest', 'ResumeResult', 'RunRequest', 'SendRequest', 'SendResult', 'Stall', 'StepRecord', 'Subtree', 'Tenant', 'TenantKey', 'TenantLimits', 'TenantSpend', 'TranscriptMark', 'TreeNode']
 
 
 def _conv(kind: Any, value: Any) -> Any:
@@ -202,6 +202,32 @@ class Cost(Model):
     spend: Optional[float] = None
     elapsed_seconds: Optional[float] = None  # optional
     steps: Optional[int] = None  # optional
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+    _kinds: typing.ClassVar[dict] = {}
+    _wire: typing.ClassVar[dict] = {}
+
+
+@dataclasses.dataclass
+class CostReport(Model):
+    """The CostReport schema."""
+
+    by: Optional[str] = None
+    rows: Optional[list["CostRow"]] = None
+    total: Optional["CostRow"] = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+    _kinds: typing.ClassVar[dict] = {'rows': ('list', 'CostRow'), 'total': 'CostRow'}
+    _wire: typing.ClassVar[dict] = {}
+
+
+@dataclasses.dataclass
+class CostRow(Model):
+    """The CostRow schema."""
+
+    key: Optional[str] = None
+    spend: Optional[float] = None
+    runs: Optional[int] = None
+    input_tokens: Optional[int] = None
+    output_tokens: Optional[int] = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     _kinds: typing.ClassVar[dict] = {}
     _wire: typing.ClassVar[dict] = {}
@@ -851,6 +877,8 @@ _SCHEMAS: dict = {
     'Chain': Chain,
     'ConcurrencyKey': ConcurrencyKey,
     'Cost': Cost,
+    'CostReport': CostReport,
+    'CostRow': CostRow,
     'DecideResult': DecideResult,
     'DecisionLink': DecisionLink,
     'DecisionLinkRequest': DecisionLinkRequest,

@@ -504,6 +504,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/cost": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Where the money went: spend, runs and tokens grouped by one key (spool cost report) */
+        get: operations["costReport"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1177,6 +1194,25 @@ export interface components {
          */
         Tags: {
             [key: string]: string;
+        };
+        CostRow: {
+            /** @description The group's value of the key: a directive, a model, a tenant, a UTC day (2026-12-01) or a tag's value; (none) for runs without one. */
+            key: string;
+            /** @description USD the group's runs spent, each its own charges. */
+            spend: number;
+            runs: number;
+            input_tokens: number;
+            output_tokens: number;
+        };
+        CostReport: {
+            /**
+             * @example directive
+             * @example tag:customer
+             */
+            by: string;
+            /** @description Most spend first. */
+            rows: components["schemas"]["CostRow"][];
+            total: components["schemas"]["CostRow"];
         };
     };
     responses: {
@@ -2401,6 +2437,46 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            421: components["responses"]["HostNotAllowed"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    costReport: {
+        parameters: {
+            query?: {
+                /** @description Group by directive, model, tenant, day (UTC) or tag:KEY. */
+                by?: string;
+                /** @description Only runs of this directive or graph. */
+                directive?: string;
+                /** @description Only this tenant's runs. A token bound to a tenant lists its own tenant's only, with or without it; naming another tenant, or one that does not exist, is 404 tenant_not_found. */
+                tenant?: components["parameters"]["TenantFilter"];
+                /** @description Only runs that carry this tag, key=value (repeat the parameter: runs that carry all of them). */
+                tag?: components["parameters"]["TagFilter"];
+                /** @description Only runs created at or after this: an RFC 3339 time, a date (2026-12-01) or a duration ago (90m, 24h, 7d). */
+                since?: components["parameters"]["Since"];
+                /** @description Only runs created at or before this (as since). */
+                until?: components["parameters"]["Until"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The report. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CostReport"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             421: components["responses"]["HostNotAllowed"];
             500: components["responses"]["Internal"];

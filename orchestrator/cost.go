@@ -1,0 +1,108 @@
+package orchestrator
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
+)
+
+// Cost reports. A report groups every run f selects (its time range,
+// tenant, tags, directive) by one key and sums what each run itself spent
+// (Record.Cost: its turns' charges, which the ledger holds and its
+// transcript records, so a graph run's children are rows of their own,
+// not in the graph run's). Sums are kept in nano-dollars, as the ledger
+// charges, so the report is exact. It reads the records of the runs
+// selected a page at a time, from the index that holds them
+// (registry.Registry.List).
+
+// CostKeys are the keys a report groups by; "tag:KEY" groups by a tag's
+// value.
+var CostKeys = []string{"directive", "model", "tenant", "day", "tag:KEY"}
+
+// CheckCostKey refuses a key a report cannot group by.
+func CheckCostKey(by string) error {
+	if k, ok := strings.CutPrefix(by, "tag:"); ok && k != "" {
+		return nil
+	}
+	if slices.Contains(CostKeys[:4], by) {
+		return nil
+	}
+	return fmt.Errorf("--by %q: want directive, model, tenant, day or tag:KEY", by)
+}
+
+// costKey is rec's value of key by; "(none)" for a run without the tag
+// or model.
+func costKey(rec *registry.Record, by string) string {
+	var k string
+	switch by {
+	case "directive":
+		k = rec.Directive
+	case "model":
+		k = rec.Model
+	case "tenant":
+		k = rec.TenantOrDefault()
+	case "day":
+		k = rec.CreatedAt.UTC().Format("2006-01-02")
+	default:
+		k = rec.Tags[strings.TrimPrefix(by, "tag:")]
+	}
+	if k == "" {
+		return "(none)"
+	}
+	return k
+}
+
+// CostReport groups the runs f selects by key by (CheckCostKey); f's
+// Limit is ignored.
+func (o *Orchestrator) CostReport(ctx context.Context, by string, f Filter) (*spooltype.CostReport, error) {
+	if err := CheckCostKey(by); err != nil {
+		return nil, err
+	}
+	f.Limit = 0
+	recs, err := o.reg.List(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	type sum struct {
+		nano     int64
+		runs, in int
+		out      int
+	}
+	groups := map[string]*sum{}
+	var total sum
+	for _, rec := range recs {
+		k := costKey(rec, by)
+		g := groups[k]
+		if g == nil {
+			g = &sum{}
+			groups[k] = g
+		}
+		nano := int64(math.Round(rec.Cost.Spend * 1e9))
+		for _, s := range []*sum{g, &total} {
+			s.nano += nano
+			s.runs++
+			s.in += rec.Cost.InputTokens
+			s.out += rec.Cost.OutputTokens
+		}
+	}
+	row := func(k string, s sum) spooltype.CostRow {
+		return spooltype.CostRow{Key: k, Spend: float64(s.nano) / 1e9, Runs: s.runs, InputTokens: s.in, OutputTokens: s.out}
+	}
+	rep := &spooltype.CostReport{By: by, Rows: []spooltype.CostRow{}, Total: row("total", total)}
+	for k, s := range groups {
+		rep.Rows = append(rep.Rows, row(k, *s))
+	}
+	slices.SortFunc(rep.Rows, func(a, b spooltype.CostRow) int {
+		if c := cmp.Compare(b.Spend, a.Spend); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Key, b.Key)
+	})
+	return rep, nil
+}
