@@ -185,6 +185,7 @@ func (m *Monitor) handler() http.Handler {
 	mux.HandleFunc("GET /api/threads/{rest...}", m.serveThreadAPI)
 	mux.HandleFunc("GET /ratelimits", m.serveRateLimits)
 	mux.HandleFunc("GET /api/ratelimits", m.serveRateLimits)
+	mux.HandleFunc("GET /cost", m.serveCost)
 	mux.HandleFunc("GET /tenants", m.serveTenants)
 	mux.HandleFunc("GET /api/tenants", m.serveTenants)
 	mux.HandleFunc("GET /tenants/{tenant}", m.serveTenant)

@@ -45,6 +45,7 @@ type pages struct {
 	approvals, confirm, decide, timeline *template.Template
 	event, ratelimits, graph             *template.Template
 	tenants, tenant                      *template.Template
+	cost                                 *template.Template
 }
 
 // pathOf escapes each segment of a thread id for a URL path: ids contain
@@ -64,6 +65,8 @@ var funcs = template.FuncMap{
 	"apiURL":        func(id string) string { return "/api/threads/" + pathOf(id) },
 	"eventsURL":     func(id string) string { return "/api/threads/" + pathOf(id) + "/events" },
 	"tenantURL":     func(t string) string { return "/tenants/" + url.PathEscape(t) },
+	"dayLabel":      dayLabel,
+	"hasPrefix":     strings.HasPrefix,
 	"usd": func(f float64) string {
 		if f >= 1 {
 			return fmt.Sprintf("$%.4f", f)
@@ -171,7 +174,7 @@ func loadPages() (*pages, error) {
 	for name, dst := range map[string]**template.Template{
 		"list.html": &p.list, "thread.html": &p.thread, "transcript.html": &p.transcript, "error.html": &p.errPage,
 		"approvals.html": &p.approvals, "confirm.html": &p.confirm, "decide.html": &p.decide, "timeline.html": &p.timeline,
-		"ratelimits.html": &p.ratelimits, "graph.html": &p.graph, "tenants.html": &p.tenants, "tenant.html": &p.tenant,
+		"ratelimits.html": &p.ratelimits, "graph.html": &p.graph, "tenants.html": &p.tenants, "tenant.html": &p.tenant, "cost.html": &p.cost,
 	} {
 		if *dst, err = one(name); err != nil {
 			return nil, err

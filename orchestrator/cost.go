@@ -106,3 +106,55 @@ func (o *Orchestrator) CostReport(ctx context.Context, by string, f Filter) (*sp
 	})
 	return rep, nil
 }
+
+// CostSeries is spend over time: for each UTC day of the runs f selects
+// (oldest first), what the runs of each key (CostReport's by) spent that
+// day, the keys ordered by their total, most first.
+type CostSeries struct {
+	Days  []string
+	Keys  []string
+	Spend map[string]map[string]float64 // day → key → USD
+}
+
+// CostSeries groups the runs f selects by UTC day of their creation and
+// key by (CheckCostKey).
+func (o *Orchestrator) CostSeries(ctx context.Context, by string, f Filter) (*CostSeries, error) {
+	if err := CheckCostKey(by); err != nil {
+		return nil, err
+	}
+	f.Limit = 0
+	recs, err := o.reg.List(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	nano := map[string]map[string]int64{}
+	totals := map[string]int64{}
+	for _, rec := range recs {
+		day, k := costKey(rec, "day"), costKey(rec, by)
+		if nano[day] == nil {
+			nano[day] = map[string]int64{}
+		}
+		n := int64(math.Round(rec.Cost.Spend * 1e9))
+		nano[day][k] += n
+		totals[k] += n
+	}
+	cs := &CostSeries{Spend: map[string]map[string]float64{}}
+	for day, keys := range nano {
+		cs.Days = append(cs.Days, day)
+		cs.Spend[day] = map[string]float64{}
+		for k, n := range keys {
+			cs.Spend[day][k] = float64(n) / 1e9
+		}
+	}
+	slices.Sort(cs.Days)
+	for k := range totals {
+		cs.Keys = append(cs.Keys, k)
+	}
+	slices.SortFunc(cs.Keys, func(a, b string) int {
+		if c := cmp.Compare(totals[b], totals[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	return cs, nil
+}
