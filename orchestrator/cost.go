@@ -15,8 +15,8 @@ import (
 // Cost reports. A report groups every run f selects (its time range,
 // tenant, tags, directive) by one key and sums what each run itself spent
 // (Record.Cost: its turns' charges, which the ledger holds and its
-// transcript records, so a graph run's children are rows of their own,
-// not in the graph run's). Sums are kept in nano-dollars, as the ledger
+// transcript records; a graph run's own are none, as it makes no model
+// call, and its children are rows of their own). Sums are kept in nano-dollars, as the ledger
 // charges, so the report is exact. It reads the records of the runs
 // selected a page at a time, from the index that holds them
 // (registry.Registry.List).
@@ -69,6 +69,21 @@ func (o *Orchestrator) CostReport(ctx context.Context, by string, f Filter) (*sp
 	if err != nil {
 		return nil, err
 	}
+	return groupCost(recs, by), nil
+}
+
+// ownSpend is what rec itself was charged, in nano-dollars: a thread's
+// turns; a graph run makes no model call of its own, and its record's
+// spend is its subtree's (its children are runs of their own).
+func ownSpend(rec *registry.Record) int64 {
+	if rec.IsGraph() {
+		return 0
+	}
+	return int64(math.Round(rec.Cost.Spend * 1e9))
+}
+
+// groupCost is CostReport of recs.
+func groupCost(recs []*registry.Record, by string) *spooltype.CostReport {
 	type sum struct {
 		nano     int64
 		runs, in int
@@ -83,7 +98,7 @@ func (o *Orchestrator) CostReport(ctx context.Context, by string, f Filter) (*sp
 			g = &sum{}
 			groups[k] = g
 		}
-		nano := int64(math.Round(rec.Cost.Spend * 1e9))
+		nano := ownSpend(rec)
 		for _, s := range []*sum{g, &total} {
 			s.nano += nano
 			s.runs++
@@ -104,7 +119,7 @@ func (o *Orchestrator) CostReport(ctx context.Context, by string, f Filter) (*sp
 		}
 		return cmp.Compare(a.Key, b.Key)
 	})
-	return rep, nil
+	return rep
 }
 
 // CostSeries is spend over time: for each UTC day of the runs f selects
@@ -134,7 +149,7 @@ func (o *Orchestrator) CostSeries(ctx context.Context, by string, f Filter) (*Co
 		if nano[day] == nil {
 			nano[day] = map[string]int64{}
 		}
-		n := int64(math.Round(rec.Cost.Spend * 1e9))
+		n := ownSpend(rec)
 		nano[day][k] += n
 		totals[k] += n
 	}
