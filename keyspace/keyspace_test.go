@@ -61,10 +61,11 @@ func keysOf(t *testing.T, s Space, ids []string) (scoped, global []string) {
 	return scoped, global
 }
 
-// tenantScoped are the builders of (tenant, thread id) whose key is on the
-// thread's shard; every other builder of two strings but RateLimit is a
-// tenant's key (tenantKeys), but QueueOf's asynq queue.
-var tenantScoped = map[string]bool{"TenantThreads": true}
+// tenantScoped are the builders of (tenant, tag or directive; thread id)
+// whose key is on the thread's shard (the listing indexes); every other
+// builder of two strings but RateLimit is a tenant's key (tenantKeys),
+// but QueueOf's asynq queue.
+var tenantScoped = map[string]bool{"TenantThreads": true, "TagThreads": true, "DirectiveThreads": true}
 
 // tenantKeys builds every key of tenant through every builder of
 // (tenant, name) that is not tenantScoped nor RateLimit.
