@@ -139,7 +139,7 @@ func (s *server) showGraph(w http.ResponseWriter, r *http.Request, id string) {
 		s.fail(w, r, id, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, GraphRun{Record: rec, Nodes: v.Nodes, Steps: v.Steps, WakeAt: v.WakeAt})
+	writeJSON(w, http.StatusOK, GraphRun{Record: rec, Nodes: v.Nodes, Steps: v.Steps, WakeAt: v.WakeAt, MessageName: v.MessageName})
 }
 
 func (s *server) graphState(w http.ResponseWriter, r *http.Request, id string) {
@@ -238,4 +238,20 @@ func (s *server) forkGraph(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	w.Header().Set("Location", graphURL(res.Run.ThreadID))
 	writeJSON(w, http.StatusCreated, res.Run)
+}
+
+// sendGraphMessage keeps a message for a graph run's wait_message nodes
+// (orchestrator.SendGraphMessage): 200 with what it did (a duplicate id
+// too), 422 message_unknown or message_invalid for a name the graph does
+// not wait for or data its schema refuses, 409 run_ended.
+func (s *server) sendGraphMessage(w http.ResponseWriter, r *http.Request, id string) {
+	var b GraphMessageRequest
+	if !decode(w, r, &b, false) || !required(w, r, b.Name, "name is required: the message name a wait_message node takes") {
+		return
+	}
+	if s.graphRecord(w, r, id) == nil {
+		return
+	}
+	res, err := s.cfg.Orch.SendGraphMessage(r.Context(), id, orchestrator.GraphMessage{Name: b.Name, Data: b.Data, ID: b.ID, By: who(r, b.By)})
+	s.reply(w, r, id, res, err)
 }

@@ -57,6 +57,7 @@ var refusals = []struct {
 	{directive.ErrNotFound, http.StatusUnprocessableEntity, "directive_not_found", ""},
 	{orchestrator.ErrParentNotFound, http.StatusUnprocessableEntity, "parent_not_found", ""},
 	{orchestrator.ErrNotPending, http.StatusConflict, "not_pending", ""},
+	{orchestrator.ErrRunEnded, http.StatusConflict, "run_ended", ""},
 	{orchestrator.ErrFinished, http.StatusConflict, "finished", " (send and interrupt need a running or waiting thread; resume continues a finished one)"},
 	{transcript.ErrTampered, http.StatusConflict, "transcript_damaged", ""},
 	{orchestrator.ErrNoBudget, http.StatusNotFound, "no_budget", ""},
@@ -73,9 +74,12 @@ func problemOf(err error) *Problem {
 	var le *thread.LimitError
 	var nr *orchestrator.NotResumableError
 	var ae *thread.AdmissionError
+	var me *orchestrator.MessageError
 	switch {
 	case errors.As(err, &p):
 		return p
+	case errors.As(err, &me):
+		return problem(http.StatusUnprocessableEntity, me.Code, "%s", me.Message)
 	case errors.As(err, &ae):
 		p := problem(ae.Status(), ae.Code, "%s", ae.Message)
 		p.RetryAfter = int(math.Ceil(ae.RetryAfter.Seconds()))

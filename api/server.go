@@ -168,6 +168,7 @@ var routes = []route{
 	{http.MethodPost, "/v1/graphs/{id}/cancel", (*server).cancelGraph},
 	{http.MethodPost, "/v1/graphs/{id}/resume", (*server).resumeGraph},
 	{http.MethodPost, "/v1/graphs/{id}/fork", (*server).forkGraph},
+	{http.MethodPost, "/v1/graphs/{id}/messages", (*server).sendGraphMessage},
 	{http.MethodGet, "/v1/tenants", (*server).tenants},
 	{http.MethodGet, "/v1/tenants/{tenant}", (*server).tenant},
 	{http.MethodPatch, "/v1/tenants/{tenant}", (*server).setTenant},

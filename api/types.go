@@ -18,6 +18,8 @@ type (
 	DenyRequest = spooltype.DenyRequest
 	// SendRequest is the body of POST /v1/threads/ID/send and /interrupt.
 	SendRequest = spooltype.SendRequest
+	// GraphMessageRequest is the body of POST /v1/graphs/ID/messages.
+	GraphMessageRequest = spooltype.GraphMessageRequest
 	// ForkRequest is the body of POST /v1/threads/ID/fork.
 	ForkRequest = spooltype.ForkRequest
 	// End is the data of the "end" message that closes an event stream.

@@ -52,6 +52,15 @@ func (c *Client) CancelGraph(ctx context.Context, id string, cascade bool) (*spo
 	return call[spooltype.CancelResult](ctx, c, http.MethodPost, graphPath(id, "cancel"), spooltype.CancelRequest{Cascade: &cascade}, http.StatusOK)
 }
 
+// SendGraphMessage sends graph run id a message, which a wait_message
+// node of its name takes: durable once it returns. A name the graph does
+// not wait for or data its schema refuses is an *spooltype.Problem 422
+// (message_unknown, message_invalid), a run that has ended 409
+// (run_ended); a repeated req.ID is answered Duplicate.
+func (c *Client) SendGraphMessage(ctx context.Context, id string, req spooltype.GraphMessageRequest) (*spooltype.MessageSent, error) {
+	return call[spooltype.MessageSent](ctx, c, http.MethodPost, graphPath(id, "messages"), req, http.StatusOK)
+}
+
 // ResumeGraph starts a continuation run of a run that ended in error or
 // was cancelled, from its last checkpoint (req.From, req.Set: the
 // user's edits).

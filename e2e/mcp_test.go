@@ -249,7 +249,7 @@ func TestSpoolMCPServer(t *testing.T) {
 		names = append(names, tl.Name)
 	}
 	require.ElementsMatch(t, []string{"run_thread", "show_thread", "wait_thread", "cancel_thread", "approve_call", "deny_call", "read_transcript",
-		"run_graph", "show_graph", "show_tenant"}, names)
+		"run_graph", "show_graph", "send_graph_message", "show_tenant"}, names)
 
 	call := func(name string, args map[string]any) *mcp.CallToolResult {
 		t.Helper()

@@ -34,13 +34,14 @@ func TestPythonClient(t *testing.T) {
 
 // clientAPI is the `spool api` the client tests run against, with a
 // worker, on the API tests' project and the graph tests' (t/greet,
-// t/slow, t/gated, g/review).
+// t/slow, t/gated, g/review), and g/inbox, which waits for two messages.
 func clientAPI(t *testing.T) *apiProc {
 	t.Helper()
 	files := apiProject()
 	for k, v := range graphProject() {
 		files[k] = v
 	}
+	files[".ai/graphs/g/inbox.yaml"] = "version: \"1\"\ndescription: two messages in turn\n" + walkPerms + inboxGraph
 	e := spooltest.New(t, spooltest.Options{Files: files})
 	e.StartWorker("--concurrency", "4")
 	return startAPI(t, e)

@@ -117,7 +117,7 @@ func missingID(id string) string { return id[:len(id)-4] + "zzzz" }
 // record's lookup.
 var idRouteBodies = map[string]string{
 	"resume": `{"message": "go on"}`, "deny": `{"reason": "no"}`, "send": `{"message": "hi"}`, "interrupt": `{"message": "stop"}`,
-	"approve": `{}`, "cancel": `{}`, "fork": `{"at_turn": 1}`,
+	"approve": `{}`, "cancel": `{}`, "fork": `{"at_turn": 1}`, "messages": `{"name": "done", "data": {"ok": true}}`,
 }
 
 // TestTenantBoundTokens: with `spool api --tokens FILE`, every request

@@ -397,6 +397,8 @@ func (c *canon) node(n *Node) *yaml.Node {
 		)
 	case KindSleep:
 		kvs = append(kvs, "for", strIf(n.For), "until", strIf(n.Until))
+	case KindWaitMessage:
+		kvs = append(kvs, "name", str(n.Message), "schema", c.value(n.SchemaValue), "on_timeout", strIf(n.OnTimeout))
 	}
 	var retry *yaml.Node
 	if n.Retry != nil {

@@ -16,10 +16,12 @@ const (
 	KindApproval = "approval"
 	KindWait     = "wait"
 	KindSleep    = "sleep"
+	// KindWaitMessage waits for a message sent to the run (section 4.8).
+	KindWaitMessage = "wait_message"
 )
 
 // Kinds lists the node kinds in the order the spec introduces them.
-var Kinds = []string{KindAction, KindForeach, KindGate, KindReturn, KindApproval, KindWait, KindSleep}
+var Kinds = []string{KindAction, KindForeach, KindGate, KindReturn, KindApproval, KindWait, KindSleep, KindWaitMessage}
 
 // Graph-wide error modes (config.on_error); any other value names a node.
 const (
@@ -110,7 +112,7 @@ type Node struct {
 	// approval
 	Prompt    string
 	Show      any
-	OnTimeout string // "deny" (default) or "approve"
+	OnTimeout string // approval: "deny" (default) or "approve"; wait_message: the node taken on timeout ("" fails wait_timeout)
 
 	// wait
 	Threads      string
@@ -120,6 +122,12 @@ type Node struct {
 	// sleep: exactly one of For (a duration) and Until (an RFC 3339
 	// time), as written; either may hold ${...} (SleepWake reads them).
 	For, Until string
+
+	// wait_message: the message name it takes, and the JSON Schema its
+	// data must meet (nil: any data), parsed and as written.
+	Message       string
+	MessageSchema *Schema
+	SchemaValue   any
 }
 
 // Action says what an action or foreach node (or a hook) does. Exactly one

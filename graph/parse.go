@@ -19,13 +19,14 @@ var (
 
 	commonNodeKeys = []string{"type", "node_type", "description", "next", "on_error", "timeout", "retry", "env_requires"}
 	kindNodeKeys   = map[string][]string{
-		KindAction:   {"action", "assign"},
-		KindForeach:  {"over", "as", "parallel", "max_concurrency", "max_items", "on_item_error", "collect", "action", "assign"},
-		KindGate:     {"assign"},
-		KindReturn:   {"output"},
-		KindApproval: {"prompt", "show", "on_timeout", "assign"},
-		KindWait:     {"threads", "mode", "on_child_error", "collect", "assign"},
-		KindSleep:    {"for", "until", "assign"},
+		KindAction:      {"action", "assign"},
+		KindForeach:     {"over", "as", "parallel", "max_concurrency", "max_items", "on_item_error", "collect", "action", "assign"},
+		KindGate:        {"assign"},
+		KindReturn:      {"output"},
+		KindApproval:    {"prompt", "show", "on_timeout", "assign"},
+		KindWait:        {"threads", "mode", "on_child_error", "collect", "assign"},
+		KindSleep:       {"for", "until", "assign"},
+		KindWaitMessage: {"name", "schema", "on_timeout", "assign"},
 	}
 	// ignoredNodeKeys are reference keys Spool accepts and does not act on.
 	ignoredNodeKeys = map[string]string{
@@ -451,6 +452,21 @@ var nodeKeyReaders = map[string]func(p *reader, nd *Node, key string, v *yaml.No
 	},
 	"until": func(p *reader, nd *Node, key string, v *yaml.Node) {
 		nd.Until = p.str(v, nd.Name, key)
+	},
+	"name": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		nd.Message = p.str(v, nd.Name, key)
+	},
+	"schema": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		nd.SchemaValue = p.value(v, nd.Name, key)
+		if nd.SchemaValue == nil {
+			return
+		}
+		s, err := ParseSchema(nd.SchemaValue)
+		if err != nil {
+			p.errorf(nd.Name, key, v, "%v", err)
+			return
+		}
+		nd.MessageSchema = s
 	},
 }
 

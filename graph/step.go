@@ -191,10 +191,14 @@ func reservedStateKey(k string) bool {
 }
 
 // Route picks the next node: the first edge whose condition holds on scope
-// (which holds the state after the assign), else the default edge. A node
-// without next returns "" (an implicit return). No match and no default
+// (which holds the state after the assign), else the default edge; a
+// wait_message node that timed out takes its on_timeout. A node without
+// next returns "" (an implicit return). No match and no default
 // is a *StepError no_matching_edge.
 func Route(n *Node, scope map[string]any) (next string, err error) {
+	if t := n.TimeoutNode(); t != "" && TimedOut(scope[ScopeResult]) {
+		return t, nil
+	}
 	if len(n.Next) == 0 {
 		return "", nil
 	}

@@ -271,12 +271,13 @@ func (v *validator) node(n *Node) {
 // kindChecks check what each kind of node requires beyond the fields
 // every node has. A gate needs nothing of its own.
 var kindChecks = map[string]func(v *validator, n *Node){
-	KindAction:   (*validator).actionNode,
-	KindForeach:  (*validator).foreach,
-	KindApproval: (*validator).approval,
-	KindWait:     (*validator).wait,
-	KindSleep:    (*validator).sleep,
-	KindReturn:   (*validator).returnNode,
+	KindAction:      (*validator).actionNode,
+	KindForeach:     (*validator).foreach,
+	KindApproval:    (*validator).approval,
+	KindWait:        (*validator).wait,
+	KindSleep:       (*validator).sleep,
+	KindWaitMessage: (*validator).waitMessage,
+	KindReturn:      (*validator).returnNode,
 }
 
 // actionNode checks that an action node has an action, unless Parse has
@@ -771,6 +772,9 @@ func (v *validator) reachability(order []string) {
 		if n.OnError != "" {
 			queue = append(queue, n.OnError)
 		}
+		if t := n.TimeoutNode(); t != "" {
+			queue = append(queue, t)
+		}
 	}
 	for _, name := range order {
 		if !seen[name] {
@@ -794,10 +798,14 @@ func (v *validator) cycles(order []string) {
 // successors are the known nodes that name's next edges go to.
 func (g *Graph) successors(name string) []string {
 	var out []string
-	for _, e := range g.Nodes[name].Next {
+	n := g.Nodes[name]
+	for _, e := range n.Next {
 		if g.Nodes[e.To] != nil {
 			out = append(out, e.To)
 		}
+	}
+	if t := n.TimeoutNode(); g.Nodes[t] != nil {
+		out = append(out, t)
 	}
 	return out
 }
@@ -835,6 +843,9 @@ func (g *Graph) leaves(n string, in map[string]bool) bool {
 		if g.Nodes[e.To] == nil || !in[e.To] {
 			return true
 		}
+	}
+	if t := nd.TimeoutNode(); t != "" && !in[t] {
+		return true
 	}
 	return false
 }

@@ -215,6 +215,14 @@ func (s Space) AllAwaitingApproval() []string { return s.all("awaiting_approval"
 // send`, `interrupt`), delivered before its next model call.
 func (s Space) Inbox(id string) string { return s.tp(id) + "inbox:" + id }
 
+// Messages is the list of the messages kept for a graph run (`spool
+// graph send`), which its wait_message nodes take, oldest first.
+func (s Space) Messages(id string) string { return s.tp(id) + "messages:" + id }
+
+// MessageIDs is the hash of the ids of the messages a graph run was sent
+// (message id → seq), by which a send repeated is answered as a duplicate.
+func (s Space) MessageIDs(id string) string { return s.tp(id) + "message_ids:" + id }
+
 // TenantThreads is the sorted set of the ids of tenant's runs, scored by
 // creation time (ms), that holds id: its shard's (AllTenantThreads lists
 // every shard's). `thread list --tenant` reads it instead of every

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -17,13 +18,48 @@ import (
 // a registry record, so wait_thread, cancel_thread, approve_call,
 // deny_call and read_transcript take run ids too.
 
-// addGraphTools adds run_graph and show_graph to s.
+// addGraphTools adds run_graph, show_graph and send_graph_message to s.
 func addGraphTools(s *mcp.Server, h *handlers) {
 	mcp.AddTool(s, &mcp.Tool{Name: "run_graph", Description: "Start a graph run: the graph .ai/graphs/GRAPH.yaml of the project, " +
 		"whose nodes run tools and start child threads in a fixed order. Returns its record (thread_id is the run's id, kind graph); " +
 		"with wait=true, the final record once the run has ended (outputs: its return node's output)."}, h.runGraph)
 	mcp.AddTool(s, &mcp.Tool{Name: "show_graph", Description: "A graph run's record with its node table (nodes: node, kind, status, " +
 		"visits, children, detail) and the steps it took. wait_thread and cancel_thread take run ids too."}, h.showGraph)
+	mcp.AddTool(s, &mcp.Tool{Name: "send_graph_message", Description: "Send a graph run a message, which a wait_message node of its " +
+		"name takes (one a visit, oldest first; a run that waits for it is woken). The name must be one the graph waits for and data must " +
+		"meet the node's schema; a message whose id the run was sent before is kept once (duplicate: true). A run that has ended takes none " +
+		"(run_ended)."}, h.sendGraphMessage)
+}
+
+// GraphMessageInput is send_graph_message's input.
+type GraphMessageInput struct {
+	ThreadID string `json:"thread_id" jsonschema:"the run's id (run_graph's thread_id)"`
+	Name     string `json:"name" jsonschema:"the message's name: a wait_message node of the run's graph that takes it"`
+	Data     any    `json:"data,omitempty" jsonschema:"the message's data (any JSON), checked against the node's schema"`
+	ID       string `json:"id,omitempty" jsonschema:"makes the send idempotent: the run keeps one message of each id"`
+	By       string `json:"by,omitempty" jsonschema:"who sends it (default: the MCP client's name)"`
+}
+
+func (h *handlers) sendGraphMessage(ctx context.Context, req *mcp.CallToolRequest, in GraphMessageInput) (*mcp.CallToolResult, any, error) {
+	if in.Name == "" {
+		return nil, nil, errors.New("name is required: the message name a wait_message node takes")
+	}
+	rec, err := h.record(ctx, in.ThreadID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !rec.IsGraph() {
+		return nil, nil, fmt.Errorf("%s is a thread, not a graph run (messages go to graph runs)", rec.ThreadID)
+	}
+	data, err := json.Marshal(in.Data)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := h.cfg.Orch.SendGraphMessage(ctx, in.ThreadID, orchestrator.GraphMessage{Name: in.Name, Data: data, ID: in.ID, By: who(req, in.By)})
+	if err != nil {
+		return nil, nil, err
+	}
+	return nil, res, nil
 }
 
 // RunGraphInput is run_graph's input.
@@ -82,5 +118,5 @@ func (h *handlers) showGraph(ctx context.Context, _ *mcp.CallToolRequest, in Gra
 	if err != nil {
 		return nil, nil, err
 	}
-	return nil, spooltype.GraphRun{Record: rec, Nodes: v.Nodes, Steps: v.Steps, WakeAt: v.WakeAt}, nil
+	return nil, spooltype.GraphRun{Record: rec, Nodes: v.Nodes, Steps: v.Steps, WakeAt: v.WakeAt, MessageName: v.MessageName}, nil
 }

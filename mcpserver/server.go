@@ -2,9 +2,10 @@
 // that a coding assistant or any MCP client can drive a fleet: run_thread
 // (directive, inputs, model, wait), show_thread, wait_thread,
 // cancel_thread, approve_call, deny_call and read_transcript, each taking
-// thread_id (a graph run's id too), and run_graph (graph, inputs, wait)
-// and show_graph for graph runs, backed by the orchestrator as the CLI and the API are (root
-// threads start from the project directory through package launch).
+// thread_id (a graph run's id too), and run_graph (graph, inputs, wait),
+// show_graph and send_graph_message for graph runs, backed by the
+// orchestrator as the CLI and the API are (root threads start from the
+// project directory through package launch).
 //
 // Each tool answers a thread's record (or the operation's result) as
 // structured content, with the same JSON as text; a failure (an unknown
@@ -136,6 +137,7 @@ func New(cfg Config) (*mcp.Server, error) {
 			"show_thread, wait_thread and read_transcript follow it; a thread waiting on a person (status waiting, waiting_for approval) " +
 			"goes on after approve_call or deny_call; cancel_thread stops it and, by default, its children. " +
 			"run_graph starts a graph run (a fixed order of tool steps and child threads) and show_graph shows its node table; " +
+			"send_graph_message sends a run waiting at a wait_message node (waiting_for message) the message it waits for; " +
 			"the thread tools take run ids too.",
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "run_thread", Description: "Start a thread running a directive of the project. " +

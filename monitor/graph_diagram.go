@@ -100,7 +100,7 @@ func diagramEdges(g *graph.Graph, steps []graph.StepRecord) []*dgEdge {
 }
 
 // fileEdges are the edges g's file declares, in file order: each node's
-// next entries, then its on_error route.
+// next entries, a wait_message's on_timeout, then its on_error route.
 func fileEdges(g *graph.Graph) []*dgEdge {
 	var out []*dgEdge
 	for _, name := range g.Order {
@@ -108,12 +108,19 @@ func fileEdges(g *graph.Graph) []*dgEdge {
 		for i, e := range n.Next {
 			out = append(out, &dgEdge{from: name, to: e.To, label: nextLabel(n, i), kind: "next"})
 		}
+		if t := n.TimeoutNode(); t != "" {
+			out = append(out, &dgEdge{from: name, to: t, label: routedOnTimeout, kind: "next"})
+		}
 		if n.OnError != "" {
 			out = append(out, &dgEdge{from: name, to: n.OnError, label: "on_error", kind: "error"})
 		}
 	}
 	return out
 }
+
+// routedOnTimeout labels a wait_message's on_timeout edge, and is how a
+// step that took it was routed.
+const routedOnTimeout = "on_timeout"
 
 // nextLabel is the label of n's i-th next entry: its condition, "else" for
 // the unconditioned entry of several, and a condition numbered from the
@@ -136,6 +143,13 @@ func nextLabel(n *graph.Node, i int) string {
 // back on a next edge to the same node, and a route the file does not
 // declare is labelled with what routed it.
 func takenEdge(edges []*dgEdge, s graph.StepRecord) ([]*dgEdge, *dgEdge) {
+	if s.RoutedBy == routedOnTimeout {
+		for _, e := range edges {
+			if e.from == s.Node && e.to == s.NextNode && e.label == routedOnTimeout {
+				return edges, e
+			}
+		}
+	}
 	kind := "next"
 	switch s.RoutedBy {
 	case "retry":

@@ -27,8 +27,32 @@ type GraphView struct {
 	// the intact prefix).
 	Warnings []string `json:"warnings,omitempty"`
 	// WakeAt is when a sleeping run wakes (SleepingUntil); zero when the
-	// run does not sleep.
+	// run does not sleep. A run waiting for a message with a timeout has
+	// the timeout's (WaitingForMessage).
 	WakeAt time.Time `json:"wake_at,omitzero"`
+	// MessageName is the name of the message a run waiting at a
+	// wait_message node waits for.
+	MessageName string `json:"message_name,omitempty"`
+}
+
+// wakeOf sets what v says of rec's wait: when a sleeping run wakes, what
+// message a run waits for and until when.
+func (v *GraphView) wakeOf(rec *registry.Record) {
+	v.WakeAt, _ = SleepingUntil(rec)
+	if name, at, ok := WaitingForMessageOf(rec); ok {
+		v.MessageName, v.WakeAt = name, at
+	}
+}
+
+// WaitingForMessageOf is the name of the message rec, a run waiting at a
+// wait_message node, waits for, and when its wait times out (zero:
+// never, within its limits); false when rec waits for none.
+func WaitingForMessageOf(rec *registry.Record) (string, time.Time, bool) {
+	if rec.Status != thread.StatusWaiting || rec.WaitingFor != registry.WaitingForMessage {
+		return "", time.Time{}, false
+	}
+	at, _ := time.Parse(time.RFC3339Nano, rec.Extra["wake_at"])
+	return rec.Extra["message_name"], at.UTC(), true
 }
 
 // SleepingUntil is when rec, a run waiting at a sleep node, wakes: the
@@ -53,6 +77,20 @@ var ErrNotGraph = errors.New("not a graph run")
 // state (after that step).
 var ErrNoGraphState = errors.New("no such graph state")
 
+// pinnedGraph is the graph of run rec, as its project's snapshot (the
+// bundle the run pinned) holds it, with that project.
+func (o *Orchestrator) pinnedGraph(ctx context.Context, rec *registry.Record) (*Project, *graph.Graph, error) {
+	proj, err := o.Project(ctx, rec.Bundle)
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := proj.Graph(rec.Directive)
+	if err != nil {
+		return nil, nil, err
+	}
+	return proj, g, nil
+}
+
 // GraphView reads rec's transcript (what verifies of it) and builds its
 // node table and render. A finished run's render is also stored, signed, at
 // knowledge/graphs/<graph>/<run>.md (best effort) for whoever reads the
@@ -61,11 +99,7 @@ func (o *Orchestrator) GraphView(ctx context.Context, rec *registry.Record) (*Gr
 	if !rec.IsGraph() {
 		return nil, fmt.Errorf("%s: %w", rec.ThreadID, ErrNotGraph)
 	}
-	proj, err := o.Project(ctx, rec.Bundle)
-	if err != nil {
-		return nil, err
-	}
-	g, err := proj.Graph(rec.Directive)
+	_, g, err := o.pinnedGraph(ctx, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +133,7 @@ func (o *Orchestrator) GraphView(ctx context.Context, rec *registry.Record) (*Gr
 	if v.Nodes == nil {
 		v.Nodes = []graph.NodeRow{}
 	}
-	v.WakeAt, _ = SleepingUntil(rec)
+	v.wakeOf(rec)
 	if o.signer != nil && len(v.Warnings) == 0 && rec.Status.Terminal() {
 		// The final render, once a run has ended (a running run's changes
 		// with every step: it is made when read, not stored each time).
@@ -427,11 +461,7 @@ func (o *Orchestrator) resumableRun(ctx context.Context, id string) (*registry.R
 // checkResumeEdits refuses a resume of run rec from a node its graph
 // lacks, or that sets the run's inputs or a _ key.
 func (o *Orchestrator) checkResumeEdits(ctx context.Context, rec *registry.Record, req GraphResumeRequest) error {
-	proj, err := o.Project(ctx, rec.Bundle)
-	if err != nil {
-		return err
-	}
-	g, err := proj.Graph(rec.Directive)
+	_, g, err := o.pinnedGraph(ctx, rec)
 	if err != nil {
 		return err
 	}

@@ -53,6 +53,9 @@ const (
 	WaitingForApproval  = registry.WaitingForApproval
 	WaitingForRateLimit = registry.WaitingForRateLimit
 	WaitingForSleep     = registry.WaitingForSleep
+	// WaitingForMessage: a graph run waits at a wait_message node
+	// (SendGraphMessage).
+	WaitingForMessage = registry.WaitingForMessage
 	// ArtifactsDeletedField is the record field (Record.Extra) that
 	// retention sets when it deleted a thread's artifacts
 	// (Housekeeper.DeleteArtifacts).

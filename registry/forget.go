@@ -8,9 +8,10 @@ import (
 
 // Forget deletes what Redis holds of finished thread rec, as read at
 // rec.Version: its record, ledger entry, children and forks sets, spawn
-// counter, cancel flag, waits, decisions, inbox, lease and chain waiters,
-// and its entries in its shard's threads index, its tenant's and its
-// tags' indexes and the active and awaiting-approval sets. Its parent's children set and its source's
+// counter, cancel flag, waits, decisions, inbox, lease, chain waiters and
+// a graph run's messages, and its entries in its shard's threads index,
+// its tenant's and its tags' indexes and the active and
+// awaiting-approval sets. Its parent's children set and its source's
 // forks set still name it until they go with their own thread (List and
 // ListChildren leave out an id without a record). It refuses a thread
 // that is not finished (*thread.TransitionError) or whose record changed
@@ -22,7 +23,7 @@ func (r *Registry) Forget(ctx context.Context, rec *Record) error {
 	id := rec.ThreadID
 	keys := []string{r.ks.Thread(id), r.ks.Threads(id), r.ks.Active(id), r.ks.AwaitingApproval(id),
 		r.ks.TenantThreads(rec.TenantOrDefault(), id), r.ks.Ledger(id), r.ks.Children(id), r.ks.Forks(id), r.ks.Spawns(id), r.ks.Cancel(id), r.ks.Waits(id),
-		r.ks.Decisions(id), r.ks.Inbox(id), r.ks.Lease(id), r.ks.Waiters(id)}
+		r.ks.Decisions(id), r.ks.Inbox(id), r.ks.Lease(id), r.ks.Waiters(id), r.ks.Messages(id), r.ks.MessageIDs(id)}
 	tags := r.tagKeys(rec.Directive, rec.Tags, id)
 	keys = append(keys, tags...)
 	err := regForgetScript.Run(ctx, r.rdb, keys, id, strconv.FormatInt(rec.Version, 10), len(tags)).Err()

@@ -236,7 +236,7 @@ do
   -- active set, keys[4] awaiting-approval set, keys[5] its tenant's
   -- threads index, keys[6..] the thread's own keys (ledger entry,
   -- children, forks, spawns, cancel flag, waits, decisions, inbox,
-  -- lease, chain waiters), then its directive's and tags' threads
+  -- lease, chain waiters, messages, message ids), then its directive's and tags' threads
   -- indexes (the last argv[3] keys)
   -- argv[1] thread id, argv[2] the version the caller read, argv[3] how
   -- many tag indexes end keys ("0" or absent: none)

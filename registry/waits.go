@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -284,7 +285,14 @@ func (a *Activations) stalledWait(ctx context.Context, id string) ([]Wake, error
 	if len(vals) < 8 || vals[0] != "waiting" {
 		return nil, nil
 	}
-	if !a.wakeLost(vals, int64(len(waits))) {
+	lost := a.wakeLost(vals, int64(len(waits)))
+	if vals[2] == WaitingForMessage {
+		var err error
+		if lost, err = a.messageWakeLost(ctx, id, fmt.Sprint(vals[4])); err != nil {
+			return nil, err
+		}
+	}
+	if !lost {
 		if vals[2] != WaitingForChildren || len(waits) == 0 {
 			return nil, nil
 		}
@@ -363,6 +371,33 @@ func (a *Activations) chainEnded(ctx context.Context, root, cur string) (bool, e
 			return ended, nil
 		}
 		cur = next
+	}
+	return false, nil
+}
+
+// messageWakeLost reports whether graph run id, waiting for a message,
+// should have been woken already: a message of the name it waits for
+// has come, or its wait's timeout (wakeAt, "" for none) has passed.
+func (a *Activations) messageWakeLost(ctx context.Context, id, wakeAt string) (bool, error) {
+	if at, err := time.Parse(time.RFC3339Nano, wakeAt); err == nil && !a.now().Before(at.Add(retryGrace)) {
+		return true, nil
+	}
+	h, err := a.rdb.HMGet(ctx, a.ks.Thread(id), "message_name", "message_after").Result()
+	if err != nil {
+		return false, fmt.Errorf("the message %s waits for: %w", id, err)
+	}
+	name, _ := h[0].(string)
+	var after int64
+	_, _ = fmt.Sscan(fmt.Sprint(h[1]), &after)
+	raw, err := a.rdb.LRange(ctx, a.ks.Messages(id), 0, -1).Result()
+	if err != nil {
+		return false, fmt.Errorf("messages of %s: %w", id, err)
+	}
+	for _, s := range raw {
+		var m GraphMessage
+		if json.Unmarshal([]byte(s), &m) == nil && m.Name == name && m.Seq > after {
+			return true, nil
+		}
 	}
 	return false, nil
 }

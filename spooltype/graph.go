@@ -134,6 +134,10 @@ type GraphRun struct {
 	// WakeAt is when a sleeping run (waiting_for sleep) wakes: its sleep's
 	// end, or its duration limit when that comes first.
 	WakeAt time.Time `json:"wake_at,omitzero"`
+	// MessageName is the name of the message a run waiting at a
+	// wait_message node (waiting_for message) waits for; its wake_at is
+	// the wait's timeout, when it has one.
+	MessageName string `json:"message_name,omitempty"`
 }
 
 // MarshalJSON writes the record's fields with nodes and steps beside
@@ -157,6 +161,9 @@ func (g GraphRun) MarshalJSON() ([]byte, error) {
 	if !g.WakeAt.IsZero() {
 		m["wake_at"] = g.WakeAt
 	}
+	if g.MessageName != "" {
+		m["message_name"] = g.MessageName
+	}
 	return json.Marshal(m)
 }
 
@@ -167,14 +174,15 @@ func (g *GraphRun) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	var rest struct {
-		Nodes  []NodeRow    `json:"nodes"`
-		Steps  []StepRecord `json:"steps"`
-		WakeAt time.Time    `json:"wake_at"`
+		Nodes       []NodeRow    `json:"nodes"`
+		Steps       []StepRecord `json:"steps"`
+		WakeAt      time.Time    `json:"wake_at"`
+		MessageName string       `json:"message_name"`
 	}
 	if err := json.Unmarshal(b, &rest); err != nil {
 		return err
 	}
-	g.Record, g.Nodes, g.Steps, g.WakeAt = &rec, rest.Nodes, rest.Steps, rest.WakeAt
+	g.Record, g.Nodes, g.Steps, g.WakeAt, g.MessageName = &rec, rest.Nodes, rest.Steps, rest.WakeAt, rest.MessageName
 	return nil
 }
 

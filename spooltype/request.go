@@ -1,6 +1,10 @@
 package spooltype
 
-import "github.com/spool-run/spool/thread"
+import (
+	"encoding/json"
+
+	"github.com/spool-run/spool/thread"
+)
 
 // RunRequest is the body of POST /v1/threads: what `spool thread run`
 // takes as its argument and flags.
@@ -126,4 +130,39 @@ type GraphForkRequest struct {
 	From string `json:"from,omitempty"`
 	// Set edits state keys (never inputs or _ keys).
 	Set map[string]any `json:"set,omitempty"`
+}
+
+// GraphMessageRequest is the body of POST /v1/graphs/ID/messages: a
+// message for the run's wait_message nodes of its name (spool graph send).
+type GraphMessageRequest struct {
+	// Name is the message's name; the graph must wait for it. Required.
+	Name string `json:"name"`
+	// Data is the message's data (any JSON; null when absent), checked
+	// against the schema of each wait_message node of that name.
+	Data json.RawMessage `json:"data,omitempty"`
+	// ID makes the send idempotent: the run keeps one message of each id,
+	// and a send of an id it has is answered as a duplicate.
+	ID string `json:"id,omitempty"`
+	// By is who sends (ApproveRequest.By).
+	By string `json:"by,omitempty"`
+}
+
+// MessageSent is what a message sent to a graph run did (POST
+// /v1/graphs/ID/messages, spool graph send --json).
+type MessageSent struct {
+	// RunID is the run that keeps it: the run named, or the run of its
+	// chain that carries it on.
+	RunID string `json:"run_id"`
+	Name  string `json:"name"`
+	// Seq orders the run's messages; a duplicate has the first one's.
+	Seq int64  `json:"seq"`
+	ID  string `json:"id,omitempty"`
+	// Duplicate: a message of this id was sent to the run before; this
+	// one was not kept again.
+	Duplicate bool `json:"duplicate"`
+	// Status is the run's status when the message was kept.
+	Status string `json:"status"`
+	// Woken: the run was waiting for this message and was woken to take
+	// it.
+	Woken bool `json:"woken"`
 }

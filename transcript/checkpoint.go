@@ -26,6 +26,9 @@ const (
 	// ReasonWaitingApproval: a tool call of the turn waits for a
 	// person's decision (spool's own, as retry_wait).
 	ReasonWaitingApproval = "waiting_approval"
+	// ReasonWaitingMessage: a graph run waits for a message sent to it
+	// (spool's own).
+	ReasonWaitingMessage = "waiting_message"
 )
 
 // State is the operational state snapshot a checkpoint stores

@@ -124,13 +124,16 @@ type GraphStepError struct {
 
 // GraphWaiting is the payload of graph_waiting.
 type GraphWaiting struct {
-	WaitingFor string   `json:"waiting_for"` // children | approval | retry | sleep
+	WaitingFor string   `json:"waiting_for"` // children | approval | retry | sleep | message
 	Threads    []string `json:"threads,omitempty"`
 	CallID     string   `json:"call_id,omitempty"`
 	Step       int      `json:"step,omitempty"`
 	Node       string   `json:"node,omitempty"`
-	// WakeAt is when a sleep ends (RFC 3339).
+	// WakeAt is when a sleep ends, or a wait for a message times out
+	// (RFC 3339).
 	WakeAt string `json:"wake_at,omitempty"`
+	// MessageName is the name of the message a wait_message node waits for.
+	MessageName string `json:"message_name,omitempty"`
 }
 
 // GraphCompleted is the payload of graph_completed.

@@ -36,6 +36,9 @@ type threadRecords interface {
 	TurnSignals(ctx context.Context, id string) (cancelled bool, queued int64, err error)
 	Inbox(ctx context.Context, id string, after int64) ([]registry.InboxMessage, error)
 	TrimInbox(ctx context.Context, id string, seq int64) error
+	// Messages and TrimMessages read and drop a graph run's messages.
+	Messages(ctx context.Context, id, name string, after int64) ([]registry.GraphMessage, error)
+	TrimMessages(ctx context.Context, id, name string, seq int64) error
 	PublishLive(ctx context.Context, id string, line []byte) error
 	// Subscribe delivers status events (a graph run's hold on its
 	// children).
@@ -55,6 +58,7 @@ type activationLeases interface {
 	SuspendAny(ctx context.Context, id string, version int64, targets []registry.WaitTarget) (suspended bool, seq int64, err error)
 	SuspendUntil(ctx context.Context, id string, version int64, reason string, wakeAt time.Time) (int64, error)
 	SuspendForApproval(ctx context.Context, id string, version int64, pending []registry.PendingApproval) (seq, open int64, err error)
+	SuspendForMessage(ctx context.Context, id string, version int64, name string, after int64, wakeAt time.Time) (int64, error)
 	Decisions(ctx context.Context, id string) (map[string]registry.Decision, error)
 	ClearApprovals(ctx context.Context, id string) error
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/spool-run/spool/transcript"
 )
 
-// A step in flight across activations (cp.Pending) is of one of five
+// A step in flight across activations (cp.Pending) is of one of six
 // kinds, each a type in its own file that answers for its step: how it
 // starts, what it waits for, when it is done, its result, and what a
 // resumed run carries of it. The walker asks the kind instead of testing
@@ -19,6 +19,7 @@ import (
 //	waitStep      graph_wait.go      a wait on children earlier steps began
 //	approvalStep  graph_approval.go  an approval node, or a gated tool
 //	sleepStep     graph_sleep.go     a sleep node, until its wake time
+//	messageStep   graph_message.go   a wait_message node, until a message
 //
 // The first three are steps of children and share the window that
 // settles, plans and starts them (childWindow, graph_children.go): each
@@ -33,6 +34,7 @@ const (
 	pendingApproval = "approval" // an approval node, or a gated tool
 	pendingWait     = "wait"     // a wait node
 	pendingSleep    = "sleep"    // a sleep node
+	pendingMessage  = "message"  // a wait_message node
 )
 
 // pendingKinds are the kinds by the name a checkpoint records.
@@ -42,6 +44,7 @@ var pendingKinds = map[string]pendingKind{
 	pendingApproval: approvalStep{},
 	pendingWait:     waitStep{},
 	pendingSleep:    sleepStep{},
+	pendingMessage:  messageStep{},
 }
 
 // kind is p's kind; nil when the checkpoint names none of them.
@@ -56,8 +59,8 @@ func (p *pendingStep) known(run string) error {
 	return nil
 }
 
-// children is p's kind as a step of children; nil for an approval or a
-// sleep, which have none.
+// children is p's kind as a step of children; nil for an approval, a
+// sleep or a wait for a message, which have none.
 func (p *pendingStep) children() childKind {
 	k, _ := p.kind().(childKind)
 	return k

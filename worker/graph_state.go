@@ -48,6 +48,9 @@ type graphCheckpoint struct {
 	HooksDue int `json:"hooks_due,omitempty"`
 	// Final is set once the run's outcome is decided.
 	Final *final `json:"final,omitempty"`
+	// Taken is, by message name, the seq of the last message a
+	// wait_message step took: each is taken once, in order.
+	Taken map[string]int64 `json:"messages_taken,omitempty"`
 }
 
 // pendingStep is a step in flight: a child step (directive, graph), a
@@ -89,6 +92,9 @@ type pendingStep struct {
 	// starts, so an activation that takes the run over sleeps no more
 	// and no less.
 	WakeAt time.Time `json:"wake_at,omitzero"`
+	// Message is the name a wait_message step waits for; its WakeAt is
+	// the wait's timeout (zero: none).
+	Message string `json:"message,omitempty"`
 }
 
 // slot is a settled item.

@@ -53,7 +53,8 @@ func stepErr(code, format string, args ...any) *graph.StepError {
 
 // step starts the step at the cursor, as its node's kind does: a gate,
 // a return or a tool action ends here and now; a child, a foreach, a
-// wait, an approval or a sleep may pend (pendingKind). s is nil when the run's
+// wait, an approval, a sleep or a wait for a message may pend
+// (pendingKind). s is nil when the run's
 // outcome was decided without a step.
 func (r *graphRun) step(ctx context.Context) (*stepRun, stepEnd, error) {
 	n := r.g.Node(r.cp.NextNode)
@@ -83,6 +84,8 @@ func (r *graphRun) step(ctx context.Context) (*stepRun, stepEnd, error) {
 		end, err = waitStep{}.start(ctx, r, s)
 	case graph.KindSleep:
 		end, err = sleepStep{}.start(ctx, r, s)
+	case graph.KindWaitMessage:
+		end, err = messageStep{}.start(ctx, r, s)
 	default:
 		r.decideError("graph_invalid", fmt.Sprintf("node %s has unknown kind %q", n.Name, n.Kind), n.Name, s.step, "")
 		return nil, stepOpen(finished), nil
@@ -242,6 +245,9 @@ func (r *graphRun) complete(ctx context.Context, s *stepRun, result any, serr er
 				serr = err
 			} else {
 				newState, assigned = st, keys
+			}
+			if n.TimeoutNode() != "" && graph.TimedOut(result) {
+				routedBy = "on_timeout"
 			}
 		}
 	}

@@ -47,6 +47,7 @@ func graphCommand() *cli.Command {
 			{Name: "state", Usage: "the state after a step (default: the last checkpoint's)", ArgsUsage: "RUN", Flags: []cli.Flag{jsonFlag(),
 				&cli.IntFlag{Name: "step", Value: -1, Usage: "the step whose state to print"}}, Action: graphState},
 			{Name: "cancel", Usage: "cancel a run; its running children are cancelled too", ArgsUsage: "RUN", Flags: []cli.Flag{jsonFlag()}, Action: graphCancel},
+			graphSendCommand(),
 			{Name: "resume", Usage: "a continuation run of a failed or cancelled run, from its last checkpoint", ArgsUsage: "RUN",
 				Flags: []cli.Flag{jsonFlag(),
 					&cli.StringFlag{Name: "from", Usage: "go on from this node instead"},
@@ -189,6 +190,13 @@ func printGraphRecord(ctx context.Context, w io.Writer, s *services, r *spooltyp
 	printAwaiting(ctx, w, s, r)
 	if at, ok := orchestrator.SleepingUntil(r); ok {
 		fmt.Fprintf(w, "waiting    sleeping until %s\n", at.Format(time.RFC3339))
+	}
+	if name, at, ok := orchestrator.WaitingForMessageOf(r); ok {
+		line := fmt.Sprintf("waiting    for message %s (spool graph send %s %s --data JSON)", name, r.ThreadID, name)
+		if !at.IsZero() {
+			line += ", until " + at.Format(time.RFC3339)
+		}
+		fmt.Fprintln(w, line)
 	}
 	fmt.Fprintf(w, "steps      %d of %d\n", r.Step, r.MaxSteps)
 	if r.ItemsTotal > 0 && !r.Status.Terminal() {
@@ -410,19 +418,7 @@ func graphShow(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("json") {
-		b, err := json.Marshal(rec)
-		if err != nil {
-			return err
-		}
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			return err
-		}
-		m["nodes"], m["steps"] = v.Nodes, v.Steps
-		if !v.WakeAt.IsZero() {
-			m["wake_at"] = v.WakeAt
-		}
-		return printJSON(c.App.Writer, m)
+		return printJSON(c.App.Writer, spooltype.GraphRun{Record: rec, Nodes: v.Nodes, Steps: v.Steps, WakeAt: v.WakeAt, MessageName: v.MessageName})
 	}
 	printGraphRecord(c.Context, c.App.Writer, s, rec)
 	fmt.Fprintln(c.App.Writer)

@@ -103,32 +103,11 @@ func threadRunCommand() *cli.Command {
 // (which win).
 func parseInputs(c *cli.Context) (map[string]any, error) {
 	in := map[string]any{}
-	raw := c.String("inputs-json")
-	if name, ok := strings.CutPrefix(raw, "@"); ok {
-		var b []byte
-		var err error
-		if name == "-" {
-			b, err = readInputs(c.App.Reader)
-		} else {
-			var f *os.File
-			if f, err = os.Open(name); err == nil {
-				b, err = readInputs(f)
-				f.Close()
-			}
-		}
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // the path is in the message already
-		}
-		if err != nil {
-			return nil, usagef("--inputs-json @%s: %v", name, err)
-		}
-		if raw = string(b); strings.TrimSpace(raw) == "" {
-			return nil, usagef("--inputs-json @%s: empty, want a JSON object", name)
-		}
+	raw, err := flagText(c, "inputs-json", "a JSON object")
+	if err != nil {
+		return nil, err
 	}
 	if raw != "" {
-		var err error
 		if in, err = decodeInputsJSON(raw); err != nil {
 			return nil, usagef("--inputs-json: not a JSON object: %v", err)
 		}
@@ -326,6 +305,39 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// flagText is the text of flag: as written, or the content of the file
+// it names as @FILE (@- for stdin). want says what the flag holds, for
+// the error of an empty file.
+func flagText(c *cli.Context, flag, want string) (string, error) {
+	raw := c.String(flag)
+	name, ok := strings.CutPrefix(raw, "@")
+	if !ok {
+		return raw, nil
+	}
+	var b []byte
+	var err error
+	if name == "-" {
+		b, err = readInputs(c.App.Reader)
+	} else {
+		var f *os.File
+		if f, err = os.Open(name); err == nil {
+			b, err = readInputs(f)
+			f.Close()
+		}
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err // the path is in the message already
+	}
+	if err != nil {
+		return "", usagef("--%s @%s: %v", flag, name, err)
+	}
+	if strings.TrimSpace(string(b)) == "" {
+		return "", usagef("--%s @%s: empty, want %s", flag, name, want)
+	}
+	return string(b), nil
 }
 
 func oneID(c *cli.Context) (string, error) {

@@ -76,6 +76,12 @@ func startNotices(c *cli.Context, s *services, ids []string) (stop func()) {
 					fmt.Fprintln(c.App.ErrWriter, "spool: "+b.notice())
 				}
 			}
+			for _, m := range messageWaits(ctx, s, ids) {
+				if key := fmt.Sprintf("%s\x00message\x00%d", m.ThreadID, m.Version); !seen[key] {
+					seen[key] = true
+					fmt.Fprintln(c.App.ErrWriter, "spool: "+messageNotice(m))
+				}
+			}
 			for _, a := range admissionWaits(ctx, s, ids) {
 				if key := fmt.Sprintf("%s\x00%s\x00%d", a.rec.ThreadID, a.rec.WaitingFor, a.rec.Version); !seen[key] {
 					seen[key] = true
@@ -180,7 +186,37 @@ func waitingHint(c *cli.Context, s *services, id string) string {
 	if as := admissionWaits(ctx, s, []string{id}); len(as) > 0 {
 		return "; it is " + as[0].notice()
 	}
+	if ms := messageWaits(ctx, s, []string{id}); len(ms) > 0 {
+		return "; it is " + messageNotice(ms[0])
+	}
 	return ""
+}
+
+// messageWaits are the runs of ids waiting at a wait_message node now.
+func messageWaits(ctx context.Context, s *services, ids []string) []*spooltype.Record {
+	var out []*spooltype.Record
+	for _, id := range ids {
+		rec, err := s.orch.Record(ctx, id)
+		if err != nil {
+			continue
+		}
+		if _, _, ok := orchestrator.WaitingForMessageOf(rec); ok {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// messageNotice says what run rec waits for and how to send it: "waiting
+// for message deploy_finished at node await_deploy (until T): spool graph
+// send RUN deploy_finished --data JSON".
+func messageNotice(rec *spooltype.Record) string {
+	name, at, _ := orchestrator.WaitingForMessageOf(rec)
+	until := ""
+	if !at.IsZero() {
+		until = " (until " + at.Format(time.RFC3339) + ")"
+	}
+	return fmt.Sprintf("waiting for message %s at node %s%s: spool graph send %s %s --data JSON", name, rec.CurrentNode, until, rec.ThreadID, name)
 }
 
 // admissionWait is a run admission holds for anything but its tenant's

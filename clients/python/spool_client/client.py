@@ -173,6 +173,20 @@ class Client:
         """Cancels a graph run and its children."""
         return models.CancelResult.from_dict(self._json("POST", f"/v1/graphs/{self._id(run_id)}/cancel", {}))
 
+    def send_graph_message(self, run_id: str, name: str, data: Any = None, id: Optional[str] = None,
+                           by: Optional[str] = None) -> models.MessageSent:
+        """Sends a graph run a message, which a wait_message node of its
+        name takes: durable once this returns. A name the graph does not
+        wait for or data its schema refuses raises SpoolError 422
+        (message_unknown, message_invalid), a run that has ended 409
+        (run_ended); a repeated id is answered duplicate."""
+        body: dict = {"name": name, "data": data}
+        if id is not None:
+            body["id"] = id
+        if by is not None:
+            body["by"] = by
+        return models.MessageSent.from_dict(self._json("POST", f"/v1/graphs/{self._id(run_id)}/messages", body))
+
     # --- the event stream -----------------------------------------------
 
     def events(self, thread_id: str, after: int = 0, retries: int = 10, backoff: float = 0.5) -> Iterator[Event]:

@@ -11,7 +11,7 @@ import dataclasses
 import typing
 from typing import Any, Optional
 
-__all__ = ['Model', 'AdmissionState', 'ApproveRequest', 'Budget', 'BudgetChild', 'CancelRequest', 'CancelResult', 'Chain', 'ConcurrencyKey', 'Cost', 'CostReport', 'CostRow', 'DecideResult', 'DecisionLink', 'DecisionLinkRequest', 'DenyRequest', 'End', 'ErrorInfo', 'Event', 'ForkRequest', 'GraphForkRequest', 'GraphLimitOverrides', 'GraphResumeRequest', 'GraphRun', 'GraphRunRequest', 'GraphState', 'LimitOverrides', 'Limits', 'NodeRow', 'PendingApproval', 'PendingCall', 'Problem', 'Record', 'ResumeRequest', 'ResumeResult', 'RunRequest', 'SendRequest', 'SendResult', 'Stall', 'StepRecord', 'Subtree', 'Tenant', 'TenantKey', 'TenantLimits', 'TenantSpend', 'TranscriptMark', 'TreeNode']
+__all__ = ['Model', 'AdmissionState', 'ApproveRequest', 'Budget', 'BudgetChild', 'CancelRequest', 'CancelResult', 'Chain', 'ConcurrencyKey', 'Cost', 'CostReport', 'CostRow', 'DecideResult', 'DecisionLink', 'DecisionLinkRequest', 'DenyRequest', 'End', 'ErrorInfo', 'Event', 'ForkRequest', 'GraphForkRequest', 'GraphLimitOverrides', 'GraphMessageRequest', 'GraphResumeRequest', 'GraphRun', 'GraphRunRequest', 'GraphState', 'LimitOverrides', 'Limits', 'MessageSent', 'NodeRow', 'PendingApproval', 'PendingCall', 'Problem', 'Record', 'ResumeRequest', 'ResumeResult', 'RunRequest', 'SendRequest', 'SendResult', 'Stall', 'StepRecord', 'Subtree', 'Tenant', 'TenantKey', 'TenantLimits', 'TenantSpend', 'TranscriptMark', 'TreeNode']
 
 
 def _conv(kind: Any, value: Any) -> Any:
@@ -360,6 +360,19 @@ class GraphLimitOverrides(Model):
 
 
 @dataclasses.dataclass
+class GraphMessageRequest(Model):
+    """A message for a graph run's wait_message nodes of its name (`spool graph send`)."""
+
+    name: Optional[str] = None
+    data: Optional[Any] = None  # optional
+    id: Optional[str] = None  # optional
+    by: Optional[str] = None  # optional
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+    _kinds: typing.ClassVar[dict] = {}
+    _wire: typing.ClassVar[dict] = {}
+
+
+@dataclasses.dataclass
 class GraphResumeRequest(Model):
     """The GraphResumeRequest schema."""
 
@@ -431,6 +444,7 @@ class GraphRun(Model):
     concurrency_keys: Optional[list["ConcurrencyKey"]] = None
     existing: Optional[bool] = None  # optional
     tags: Optional[dict[str, str]] = None  # optional
+    message_name: Optional[str] = None  # optional
     extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     _kinds: typing.ClassVar[dict] = {'error': 'ErrorInfo', 'cost': 'Cost', 'limits': 'Limits', 'pending_approvals': ('list', 'PendingApproval'), 'stalled': 'Stall', 'transcript': 'TranscriptMark', 'nodes': ('list', 'NodeRow'), 'steps': ('list', 'StepRecord'), 'concurrency_keys': ('list', 'ConcurrencyKey')}
     _wire: typing.ClassVar[dict] = {}
@@ -490,6 +504,22 @@ class Limits(Model):
     depth: Optional[int] = None  # optional
     spawns: Optional[int] = None  # optional
     duration: Optional[float] = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+    _kinds: typing.ClassVar[dict] = {}
+    _wire: typing.ClassVar[dict] = {}
+
+
+@dataclasses.dataclass
+class MessageSent(Model):
+    """What a message sent to a graph run did."""
+
+    run_id: Optional[str] = None
+    name: Optional[str] = None
+    seq: Optional[int] = None
+    id: Optional[str] = None  # optional
+    duplicate: Optional[bool] = None
+    status: Optional[str] = None
+    woken: Optional[bool] = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     _kinds: typing.ClassVar[dict] = {}
     _wire: typing.ClassVar[dict] = {}
@@ -889,12 +919,14 @@ _SCHEMAS: dict = {
     'ForkRequest': ForkRequest,
     'GraphForkRequest': GraphForkRequest,
     'GraphLimitOverrides': GraphLimitOverrides,
+    'GraphMessageRequest': GraphMessageRequest,
     'GraphResumeRequest': GraphResumeRequest,
     'GraphRun': GraphRun,
     'GraphRunRequest': GraphRunRequest,
     'GraphState': GraphState,
     'LimitOverrides': LimitOverrides,
     'Limits': Limits,
+    'MessageSent': MessageSent,
     'NodeRow': NodeRow,
     'PendingApproval': PendingApproval,
     'PendingCall': PendingCall,

@@ -116,3 +116,23 @@ def test_graph_run_with_approval(client):
     assert isinstance(g, models.GraphRun)
     assert g.outputs["reviewed"] == 2
     assert [n.node for n in g.nodes if n.status == "completed"][:2] == ["plan", "review"]
+
+
+def test_graph_run_with_a_message(client):
+    run = client.run_graph("g/inbox", {})
+    sent = client.send_graph_message(run.thread_id, "item", {"n": 1}, id="first")
+    assert sent.run_id == run.thread_id and not sent.duplicate
+    assert client.send_graph_message(run.thread_id, "item", {"n": 9}, id="first").duplicate
+    with pytest.raises(SpoolError) as bad:
+        client.send_graph_message(run.thread_id, "item", {"n": "one"})
+    assert bad.value.status == 422 and bad.value.code == "message_invalid"
+    until("the run waiting at its second node",
+          lambda: client.show_graph(run.thread_id).waiting_for == "message", timeout=90)
+    assert client.show_graph(run.thread_id).message_name == "item"
+    assert client.send_graph_message(run.thread_id, "item", {"n": 2}).woken
+    done = client.wait(run.thread_id, timeout=90)
+    assert done.status == "completed", done.error
+    assert done.outputs == {"a": 1, "b": 2, "a_id": "first"}
+    with pytest.raises(SpoolError) as ended:
+        client.send_graph_message(run.thread_id, "item", {"n": 3})
+    assert ended.value.status == 409 and ended.value.code == "run_ended"

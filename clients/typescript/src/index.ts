@@ -155,6 +155,17 @@ export class Client {
     return this.json("POST", `/v1/graphs/${enc(id)}/cancel`, {});
   }
 
+  /**
+   * Sends a graph run a message, which a wait_message node of its name
+   * takes: durable once this resolves. A name the graph does not wait for
+   * or data its schema refuses rejects with a SpoolError 422
+   * (message_unknown, message_invalid), a run that has ended 409
+   * (run_ended); a repeated id is answered duplicate.
+   */
+  sendGraphMessage(id: string, message: Schemas["GraphMessageRequest"]): Promise<Schemas["MessageSent"]> {
+    return this.json("POST", `/v1/graphs/${enc(id)}/messages`, message);
+  }
+
   // --- the event stream ------------------------------------------------
 
   /**

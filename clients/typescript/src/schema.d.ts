@@ -443,6 +443,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/graphs/{id}/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a graph run a message, which a wait_message node of its name takes (spool graph send)
+         * @description Keeps the message for the run (the run its chain has reached), durable once the response is sent: a wait_message node of its name takes it, one message a visit, oldest first, whether it came before the run reached the node or while it waits there (it is then woken). A message whose id the run was sent before is not kept again (200, duplicate true). 422 message_unknown when the graph waits for no message of that name, message_invalid when the data fails a node's schema; 409 run_ended when the run has ended.
+         */
+        post: operations["sendGraphMessage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/tenants": {
         parameters: {
             query?: never;
@@ -616,7 +636,7 @@ export interface components {
              * @description What a waiting run waits for: its children, a person's decision (approval), a rate limit, a retry's backoff, a hand-back or a sleep node's time; or, held by admission, capacity (a worker slot: fair share picks the next), concurrency (a slot of the key in waiting_key), tenant_concurrency (its tenant's max_running), tenant_budget, tenant_rate or tenant_runs (its tenant's ceilings).
              * @enum {string}
              */
-            waiting_for?: "children" | "approval" | "rate_limit" | "retry" | "sleep" | "handback" | "capacity" | "concurrency" | "tenant_concurrency" | "tenant_budget" | "tenant_rate" | "tenant_runs";
+            waiting_for?: "children" | "approval" | "rate_limit" | "retry" | "sleep" | "handback" | "capacity" | "concurrency" | "tenant_concurrency" | "tenant_budget" | "tenant_rate" | "tenant_runs" | "message";
             pending_approvals?: components["schemas"]["PendingApproval"][];
             stalled?: components["schemas"]["Stall"];
             /** Format: date-time */
@@ -1041,7 +1061,7 @@ export interface components {
             continuation_kind?: "handoff" | "resume";
             continuation_message?: string;
             /** @enum {string} */
-            waiting_for?: "children" | "approval" | "rate_limit" | "retry" | "sleep" | "handback";
+            waiting_for?: "children" | "approval" | "rate_limit" | "retry" | "sleep" | "handback" | "message";
             pending_approvals?: components["schemas"]["PendingApproval"][];
             stalled?: components["schemas"]["Stall"];
             /** Format: date-time */
@@ -1051,7 +1071,7 @@ export interface components {
             trace_id?: string;
             /**
              * Format: date-time
-             * @description When a sleeping run (waiting_for sleep) wakes: its sleep node's end, or its duration limit when that comes first. Absent when the run does not sleep.
+             * @description When a sleeping run (waiting_for sleep) wakes: its sleep node's end, or its duration limit when that comes first; for a run waiting for a message (waiting_for message), when its wait times out. Absent when the run does neither.
              */
             wake_at?: string;
             nodes: components["schemas"]["NodeRow"][];
@@ -1089,6 +1109,8 @@ export interface components {
             /** @description Only on the answer of a start with an idempotency key: false for the start that registered the run, true when the key's run already existed. */
             existing?: boolean;
             tags?: components["schemas"]["Tags"];
+            /** @description The name of the message a run waiting at a wait_message node (waiting_for message) waits for; its wake_at is the wait's timeout, when it has one. */
+            message_name?: string;
         };
         ConcurrencyKey: {
             /** @description The concurrency rule's name in the admission policy. */
@@ -1214,6 +1236,31 @@ export interface components {
             rows: components["schemas"]["CostRow"][];
             total: components["schemas"]["CostRow"];
         };
+        /** @description A message for a graph run's wait_message nodes of its name (`spool graph send`). */
+        GraphMessageRequest: {
+            /** @description The message's name; the run's graph must wait for it. */
+            name: string;
+            /** @description The message's data, any JSON (null when absent), checked against the schema of each wait_message node of that name. */
+            data?: unknown;
+            /** @description Makes the send idempotent: the run keeps one message of each id, and a send of an id it has is answered as a duplicate. */
+            id?: string;
+            /** @description Who sends (default: the caller's token's name). */
+            by?: string;
+        };
+        /** @description What a message sent to a graph run did. */
+        MessageSent: {
+            /** @description The run that keeps it: the run named, or the run of its chain that carries it on. */
+            run_id: string;
+            name: string;
+            /** @description Orders the run's messages; a duplicate has the first one's. */
+            seq: number;
+            id?: string;
+            /** @description A message of this id was sent to the run before; this one was not kept again. */
+            duplicate: boolean;
+            status: components["schemas"]["Status"];
+            /** @description The run was waiting for this message and was woken to take it. */
+            woken: boolean;
+        };
     };
     responses: {
         /** @description The request is malformed: a body that is not the JSON object wanted, a bad parameter (code bad_request). */
@@ -1274,7 +1321,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The thread is not in a state for it: not finished (not_resumable), nothing matching waits for a decision (not_pending), finished (finished), or its transcript failed verification (transcript_damaged). */
+        /** @description The thread is not in a state for it: not finished (not_resumable), nothing matching waits for a decision (not_pending), finished (finished), or its transcript failed verification (transcript_damaged), or a graph run that has ended takes no message (run_ended). */
         Conflict: {
             headers: {
                 [name: string]: unknown;
@@ -2291,6 +2338,44 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Record"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["BodyTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            421: components["responses"]["HostNotAllowed"];
+            422: components["responses"]["Unprocessable"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    sendGraphMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A graph run id, URL-escaped: its slashes as %2F (review%2Fpr-1700000000-ab12). */
+                id: components["parameters"]["RunID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GraphMessageRequest"];
+            };
+        };
+        responses: {
+            /** @description What the request did. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessageSent"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -95,3 +95,22 @@ test("a graph run through its approval", async () => {
   const g = await c.showGraph(run.thread_id);
   assert.equal(g.outputs.reviewed, 2);
 });
+
+test("a graph run with a message", async () => {
+  const c = client();
+  const run = await c.runGraph({ graph: "g/inbox", inputs: {} });
+  const sent = await c.sendGraphMessage(run.thread_id, { name: "item", data: { n: 1 }, id: "first" });
+  assert.equal(sent.run_id, run.thread_id);
+  assert.equal(sent.duplicate, false);
+  assert.equal((await c.sendGraphMessage(run.thread_id, { name: "item", data: { n: 9 }, id: "first" })).duplicate, true);
+  await assert.rejects(c.sendGraphMessage(run.thread_id, { name: "item", data: { n: "one" } }),
+    (e) => e instanceof SpoolError && e.status === 422 && e.code === "message_invalid");
+  await until("the run waiting at its second node", async () => (await c.showGraph(run.thread_id)).waiting_for === "message", 90_000);
+  assert.equal((await c.showGraph(run.thread_id)).message_name, "item");
+  assert.equal((await c.sendGraphMessage(run.thread_id, { name: "item", data: { n: 2 } })).woken, true);
+  const done = await c.wait(run.thread_id, { timeoutMs: 90_000 });
+  assert.equal(done.status, "completed", JSON.stringify(done.error));
+  assert.deepEqual(done.outputs, { a: 1, b: 2, a_id: "first" });
+  await assert.rejects(c.sendGraphMessage(run.thread_id, { name: "item", data: { n: 3 } }),
+    (e) => e instanceof SpoolError && e.status === 409 && e.code === "run_ended");
+});
