@@ -72,6 +72,44 @@ const deadlineGraph = `config:
       output: {late: false}
 `
 
+// relayGraph starts g/relay, a child thread that sends the run the
+// message its wait_message node takes.
+const relayGraph = `config:
+  start: kick
+  nodes:
+    kick:
+      action: {directive: g/relay, async: true}
+      next: await
+    await:
+      type: wait_message
+      name: relayed
+      assign: {got: "${result.data.value}", id: "${result.id}"}
+      next: done
+    done:
+      type: return
+      output: {got: "${state.got}", id: "${state.id}"}
+`
+
+// relayFiles are the g/relay graph, whose permissions grant its child
+// the orchestrator tool, and the g/relay directive and its script's
+// turns: a message to its parent run through that tool, then its return.
+func relayFiles(files map[string]string) map[string]string {
+	files[".ai/directives/g/relay.md"] = "# relay\n\n```xml\n<directive name=\"relay\" version=\"1.0.0\">\n  <metadata>\n    <description>test</description>\n" +
+		"    <model tier=\"fast\" />\n    <limits turns=\"4\" spend=\"0.5\" />\n    <permissions><execute><tool>rye/agent/threads/orchestrator</tool></execute></permissions>\n  </metadata>\n" +
+		"  <outputs><output name=\"value\" required=\"true\">value</output></outputs>\n</directive>\n```\n"
+	files[".ai/graphs/g/relay.yaml"] = "version: \"1\"\ndescription: a child's message\n" + walkPerms +
+		"  - rye.execute.tool.rye.agent.threads.orchestrator\n" + relayGraph
+	files["scripts/g.yaml"] += `  "g/relay":
+    - tool_calls:
+        - tool: rye/agent/threads/orchestrator
+          input: {operation: send_graph_message, thread_id: "{{.parent_id}}", name: relayed, data: {value: hi}, message_id: "relay-{{.parent_id}}"}
+    - tool_calls:
+        - tool: rye/agent/threads/directive_return
+          input: {value: "sent: {{field \"success\" .last_tool_result}}"}
+`
+	return files
+}
+
 func messageEnv(t *testing.T) *spooltest.Env {
 	return spooltest.New(t, spooltest.Options{Files: walkProject("0ms", map[string]string{"g/inbox": inboxGraph, "g/deadline": deadlineGraph}),
 		LeaseTTL: 2 * time.Second})
@@ -222,6 +260,20 @@ func TestGraphWaitMessage(t *testing.T) {
 		require.ErrorAs(t, err, &p)
 		require.Equal(t, http.StatusConflict, p.Status)
 		require.Equal(t, "run_ended", p.Code)
+	})
+	t.Run("from a thread of the run's tree", func(t *testing.T) {
+		t.Parallel()
+		e := spooltest.New(t, spooltest.Options{Files: relayFiles(walkProject("0ms", nil))})
+		e.Start([]string{fastHousekeeping}, "worker", "--concurrency", "2")
+		res := e.Spool("graph", "run", "g/relay", "--json")
+		require.Equal(t, 0, res.Code, res.Stderr)
+		var started registry.Record
+		res.JSON(t, &started)
+		rec := e.Wait([]string{started.ThreadID}, time.Minute)[started.ThreadID]
+		kids := e.Spool("thread", "list", "--parent", rec.ThreadID, "--json")
+		require.Equal(t, thread.StatusCompleted, rec.Status, "children: %s", kids.Stdout)
+		require.Equal(t, "hi", rec.Outputs["got"], "the child's message reached the run: %+v", rec.Outputs)
+		require.Equal(t, "relay-"+rec.ThreadID, rec.Outputs["id"])
 	})
 	t.Run("timeout", func(t *testing.T) {
 		t.Parallel()

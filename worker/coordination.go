@@ -23,11 +23,17 @@ type orchestratorInput struct {
 	Message    string   `json:"message,omitempty"`
 	Query      string   `json:"query,omitempty"`
 	MaxResults int      `json:"max_results,omitempty"`
+	// Name, Data and MessageID are send_graph_message's: a message for a
+	// graph run of the caller's tree (thread_id), which its wait_message
+	// node of that name takes.
+	Name      string `json:"name,omitempty"`
+	Data      any    `json:"data,omitempty"`
+	MessageID string `json:"message_id,omitempty"`
 }
 
 // orchestratorOperations are the values of orchestratorInput.Operation.
 var orchestratorOperations = []any{"wait_threads", "cancel_thread", "get_status", "list_children", "get_chain", "chain_search",
-	"resume_thread", "read_transcript"}
+	"resume_thread", "read_transcript", "send_graph_message"}
 
 // orchestratorParams are the orchestrator tool's parameters: its input,
 // and cascade, which a call may carry beside it.
@@ -225,8 +231,28 @@ func (c *coordinator) operationAnswer(ctx context.Context, p orchestratorParams,
 			return nil, err
 		}
 		return res, nil
+	case "send_graph_message":
+		return c.sendGraphMessage(ctx, p)
 	}
-	return nil, fmt.Errorf("unknown orchestrator operation %q (want wait_threads, cancel_thread, get_status, list_children, get_chain, chain_search, resume_thread, read_transcript)", p.Operation)
+	return nil, fmt.Errorf("unknown orchestrator operation %q (want wait_threads, cancel_thread, get_status, list_children, get_chain, chain_search, resume_thread, read_transcript, send_graph_message)", p.Operation)
+}
+
+// sendGraphMessage sends the graph run p names (of the caller's tree,
+// as every operation's target: inScope) the message p carries, as
+// `spool graph send` does; the caller is who sent it.
+func (c *coordinator) sendGraphMessage(ctx context.Context, p orchestratorParams) (any, error) {
+	if p.ThreadID == "" {
+		return nil, fmt.Errorf("send_graph_message needs thread_id, the graph run to send to")
+	}
+	data, err := json.Marshal(p.Data)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.o.SendGraphMessage(ctx, p.ThreadID, orchestrator.GraphMessage{Name: p.Name, Data: data, ID: p.MessageID, By: c.rec.ThreadID})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"success": true, "run_id": res.RunID, "seq": res.Seq, "duplicate": res.Duplicate, "woken": res.Woken}, nil
 }
 
 // inScope refuses a coordination call on a thread outside the caller's

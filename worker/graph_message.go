@@ -82,7 +82,7 @@ func (k messageStep) resume(ctx context.Context, r *graphRun, s *stepRun, p *pen
 				return stepEnd{}, err
 			}
 		}
-		r.log.Info("graph run waiting for a message", "step", p.Step, "node", p.Node, "message", p.Message, "timeout_at", p.WakeAt)
+		r.log.Info("graph run waiting for a message", "step", p.Step, "node", p.Node, "message", p.Message, "wakes_at", at)
 		return stepOpen(outcome{kind: suspend, reason: registry.WaitingForMessage}), nil
 	}
 }

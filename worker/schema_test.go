@@ -15,7 +15,7 @@ func TestOrchestrationSchemasFromTypes(t *testing.T) {
 	t.Parallel()
 	want := map[string]string{
 		threadDirectiveID: `{"type":"object","properties":{"directive_name":{"type":"string"},"inputs":{"type":"object"},"async":{"type":"boolean"},"limit_overrides":{"type":"object"},"reserve":{"type":"boolean"},"model":{"type":"string"}},"required":["directive_name"]}`,
-		orchestratorID:    `{"type":"object","properties":{"operation":{"type":"string","enum":["wait_threads","cancel_thread","get_status","list_children","get_chain","chain_search","resume_thread","read_transcript"]},"thread_id":{"type":"string"},"thread_ids":{"type":"array","items":{"type":"string"}},"timeout":{"type":"number"},"message":{"type":"string"},"query":{"type":"string"},"max_results":{"type":"integer"}},"required":["operation"]}`,
+		orchestratorID:    `{"type":"object","properties":{"operation":{"type":"string","enum":["wait_threads","cancel_thread","get_status","list_children","get_chain","chain_search","resume_thread","read_transcript","send_graph_message"]},"thread_id":{"type":"string"},"thread_ids":{"type":"array","items":{"type":"string"}},"timeout":{"type":"number"},"message":{"type":"string"},"query":{"type":"string"},"max_results":{"type":"integer"},"name":{"type":"string"},"data":{"description":"any JSON value"},"message_id":{"type":"string"}},"required":["operation"]}`,
 	}
 	require.Len(t, orchestrationDefs, len(want))
 	for _, d := range orchestrationDefs {

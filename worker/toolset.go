@@ -60,7 +60,7 @@ func (s *activation) buildTools(ctx context.Context, proj *orchestrator.Project)
 var orchestrationDefs = []thread.ToolDef{
 	{Name: threadDirectiveID, Description: "Start a child thread running a directive. Synchronous by default: the call returns the child's result. With async=true it returns the child's thread_id at once.",
 		InputSchema: inputSchema[spawnInput](nil)},
-	{Name: orchestratorID, Description: "Coordinate threads: operation is one of wait_threads (thread_ids, timeout seconds), cancel_thread, get_status, list_children, get_chain, chain_search (query regex), resume_thread (message), read_transcript.",
+	{Name: orchestratorID, Description: "Coordinate threads: operation is one of wait_threads (thread_ids, timeout seconds), cancel_thread, get_status, list_children, get_chain, chain_search (query regex), resume_thread (message), read_transcript, send_graph_message (thread_id: a graph run of this tree; name, data, message_id: a message its wait_message node of that name takes).",
 		InputSchema: inputSchema[orchestratorInput](map[string][]any{"operation": orchestratorOperations})},
 }
 
@@ -75,7 +75,10 @@ func inputSchema[T any](enums map[string][]any) json.RawMessage {
 	object := &jsonschema.Schema{Type: "object"}
 	s, err := jsonschema.For[T](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
 		reflect.TypeFor[json.RawMessage](): object, reflect.TypeFor[map[string]any](): object,
-		reflect.TypeFor[[]string](): {Type: "array", Items: &jsonschema.Schema{Type: "string"}}}})
+		reflect.TypeFor[[]string](): {Type: "array", Items: &jsonschema.Schema{Type: "string"}},
+		// Any JSON value, as an object some providers accept (not the
+		// boolean schema true).
+		reflect.TypeFor[any](): {Description: "any JSON value"}}})
 	if err != nil {
 		panic(fmt.Sprintf("tool input schema of %T: %v", *new(T), err))
 	}

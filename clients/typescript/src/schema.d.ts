@@ -1071,7 +1071,7 @@ export interface components {
             trace_id?: string;
             /**
              * Format: date-time
-             * @description When a sleeping run (waiting_for sleep) wakes: its sleep node's end, or its duration limit when that comes first; for a run waiting for a message (waiting_for message), when its wait times out. Absent when the run does neither.
+             * @description When a sleeping run (waiting_for sleep) wakes: its sleep node's end, or its duration limit when that comes first; for a run waiting for a message (waiting_for message), when it wakes if none comes: its timeout, or its duration limit when that comes first. Absent when the run does neither.
              */
             wake_at?: string;
             nodes: components["schemas"]["NodeRow"][];
@@ -1109,7 +1109,7 @@ export interface components {
             /** @description Only on the answer of a start with an idempotency key: false for the start that registered the run, true when the key's run already existed. */
             existing?: boolean;
             tags?: components["schemas"]["Tags"];
-            /** @description The name of the message a run waiting at a wait_message node (waiting_for message) waits for; its wake_at is the wait's timeout, when it has one. */
+            /** @description The name of the message a run waiting at a wait_message node (waiting_for message) waits for. */
             message_name?: string;
         };
         ConcurrencyKey: {
