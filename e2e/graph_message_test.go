@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -292,6 +294,41 @@ func TestGraphWaitMessage(t *testing.T) {
 		require.Equal(t, thread.StatusError, rec.Status)
 		require.NotNil(t, rec.Error)
 		require.Contains(t, rec.Error.Message, "wait_message strict: no message ping came within 2s")
+	})
+	t.Run("replay", func(t *testing.T) {
+		t.Parallel()
+		e := messageEnv(t)
+		e.Start([]string{fastHousekeeping}, "worker", "--concurrency", "2")
+		rec, res := runGraph(t, e, "g/deadline", "--input", "route=true")
+		require.Equal(t, 0, res.Code, res.Stderr)
+		replayed := e.Spool("graph", "replay", rec.ThreadID)
+		require.Equal(t, 0, replayed.Code, replayed.Stdout+replayed.Stderr)
+		require.Equal(t, rec.ThreadID+"  replayed 3 of 3 recorded steps against g/deadline: every step took the recorded edge\n", replayed.Stdout)
+
+		// The author edits the gate: the run would have gone the other way.
+		file := filepath.Join(e.Project, ".ai/graphs/g/deadline.yaml")
+		b, err := os.ReadFile(file)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(file, []byte(strings.Replace(string(b), "op: eq, value: true", "op: eq, value: false", 1)), 0o644))
+		replayed = e.Spool("graph", "replay", rec.ThreadID)
+		require.Equal(t, 1, replayed.Code, replayed.Stdout+replayed.Stderr)
+		require.Equal(t, "spool: "+rec.ThreadID+": step 1 (node pick) goes another way against g/deadline: the graph routes to strict (next), the run went to patient (next)\n", replayed.Stderr)
+		pinned := e.Spool("graph", "replay", rec.ThreadID, "--pinned", "--json")
+		require.Equal(t, 0, pinned.Code, pinned.Stdout+pinned.Stderr)
+		var r struct {
+			Steps    int    `json:"steps"`
+			Recorded int    `json:"recorded"`
+			Against  string `json:"against"`
+		}
+		pinned.JSON(t, &r)
+		require.Equal(t, 3, r.Steps)
+		require.Equal(t, "pinned", r.Against)
+
+		// A changed output is a result that differs.
+		require.NoError(t, os.WriteFile(file, []byte(strings.Replace(string(b), "output: {late: true}", "output: {late: yes, why: timeout}", 1)), 0o644))
+		replayed = e.Spool("graph", "replay", rec.ThreadID)
+		require.Equal(t, 1, replayed.Code, replayed.Stdout+replayed.Stderr)
+		require.Contains(t, replayed.Stderr, `step 3 (node late) goes another way against g/deadline: the graph returns {"late":"yes","why":"timeout"}, the run returned {"late":true}`)
 	})
 	for _, point := range []string{"graph:message_checkpointed", "graph:message_suspended", "graph:before_complete"} {
 		t.Run(strings.ReplaceAll(point, ":", "_"), func(t *testing.T) {

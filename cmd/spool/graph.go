@@ -48,6 +48,7 @@ func graphCommand() *cli.Command {
 				&cli.IntFlag{Name: "step", Value: -1, Usage: "the step whose state to print"}}, Action: graphState},
 			{Name: "cancel", Usage: "cancel a run; its running children are cancelled too", ArgsUsage: "RUN", Flags: []cli.Flag{jsonFlag()}, Action: graphCancel},
 			graphSendCommand(),
+			graphReplayCommand(),
 			{Name: "resume", Usage: "a continuation run of a failed or cancelled run, from its last checkpoint", ArgsUsage: "RUN",
 				Flags: []cli.Flag{jsonFlag(),
 					&cli.StringFlag{Name: "from", Usage: "go on from this node instead"},
