@@ -377,6 +377,7 @@ func (c *canon) node(n *Node) *yaml.Node {
 			"max_concurrency", intIf(n.MaxConcurrency),
 			"max_items", intIf(n.MaxItems),
 			"on_item_error", str(n.OnItemError),
+			"min_success", intIf(n.MinSuccess),
 			"action", c.action(n.Action),
 			"collect", strIf(n.Collect),
 		)

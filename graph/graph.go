@@ -104,7 +104,11 @@ type Node struct {
 	MaxConcurrency int    // 0: the graph's MaxConcurrency
 	MaxItems       int    // 0: the runtime's default (DefaultMaxItems)
 	OnItemError    string // "fail" (default) or "continue"
-	Collect        string // foreach and wait: state key for result.results
+	// MinSuccess (0: unset) ends the foreach as soon as that many items
+	// succeeded (the rest are cancelled) and fails it as soon as that
+	// many can no longer succeed; a failed item alone does not stop it.
+	MinSuccess int
+	Collect    string // foreach and wait: state key for result.results
 
 	// return
 	Output any // nil: {}

@@ -20,7 +20,7 @@ var (
 	commonNodeKeys = []string{"type", "node_type", "description", "next", "on_error", "timeout", "retry", "env_requires"}
 	kindNodeKeys   = map[string][]string{
 		KindAction:      {"action", "assign"},
-		KindForeach:     {"over", "as", "parallel", "max_concurrency", "max_items", "on_item_error", "collect", "action", "assign"},
+		KindForeach:     {"over", "as", "parallel", "max_concurrency", "max_items", "on_item_error", "min_success", "collect", "action", "assign"},
 		KindGate:        {"assign"},
 		KindReturn:      {"output"},
 		KindApproval:    {"prompt", "show", "on_timeout", "assign"},
@@ -422,6 +422,9 @@ var nodeKeyReaders = map[string]func(p *reader, nd *Node, key string, v *yaml.No
 	},
 	"max_items": func(p *reader, nd *Node, key string, v *yaml.Node) {
 		nd.MaxItems = p.bound(v, nd.Name, key)
+	},
+	"min_success": func(p *reader, nd *Node, key string, v *yaml.Node) {
+		nd.MinSuccess = p.bound(v, nd.Name, key)
 	},
 	"on_item_error": func(p *reader, nd *Node, key string, v *yaml.Node) {
 		p.strOver(&nd.OnItemError, v, nd.Name, key)

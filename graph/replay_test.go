@@ -2,6 +2,7 @@ package graph
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -88,4 +89,32 @@ func TestReplayNewRetry(t *testing.T) {
 	r := Replay(g, ReplayRun{ID: "r-3", Graph: "r"}, failed)
 	require.NotNil(t, r.Divergence)
 	require.Equal(t, "the graph routes to fetch (retry), the run went to fallback (on_error)", r.Divergence.Message)
+}
+
+func TestMinSuccessValidation(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ keys, want string }{
+		{"min_success: 0", "node fan: min_success: must be at least 1"},
+		{"min_success: 5\n      max_items: 3", "node fan: min_success: 5 is more items than max_items (3) lets the foreach have"},
+		{"min_success: lots", "min_success"},
+	} {
+		src := "version: \"1\"\ndescription: q\npermissions: [\"rye.execute.tool.*\"]\nconfig:\n  start: fan\n  nodes:\n    fan:\n      type: foreach\n" +
+			"      over: \"${inputs.items}\"\n      " + c.keys + "\n      action: {tool: web/get}\n      next: done\n    done: {type: return}\n"
+		_, rep, err := Parse("q", []byte(src))
+		require.NoError(t, err)
+		var msgs []string
+		for _, d := range rep.Errors {
+			msgs = append(msgs, d.String())
+		}
+		require.NotEmpty(t, msgs, c.keys)
+		require.Contains(t, strings.Join(msgs, "\n"), c.want)
+	}
+	g, rep, err := Parse("q", []byte("version: \"1\"\ndescription: q\npermissions: [\"rye.execute.tool.*\"]\nconfig:\n  start: fan\n  nodes:\n    fan:\n      type: foreach\n"+
+		"      over: \"${inputs.items}\"\n      min_success: 2\n      action: {tool: web/get}\n      next: done\n    done: {type: return}\n"))
+	require.NoError(t, err)
+	require.Empty(t, rep.Errors)
+	require.Equal(t, 2, g.Nodes["fan"].MinSuccess)
+	b, err := g.Canonical()
+	require.NoError(t, err)
+	require.Contains(t, string(b), "min_success: 2")
 }

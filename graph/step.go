@@ -29,8 +29,11 @@ const (
 	CodeApprovalDenied      = "approval_denied"
 	CodeForeachItemFailed   = "foreach_item_failed"
 	CodeForeachAllFailed    = "foreach_all_failed"
-	CodeNodeError           = "node_error"
-	CodeInvalidOutput       = "invalid_output" // a return output that is not an object
+	// CodeMinSuccessUnreachable: a foreach with min_success N has too many
+	// failed items for N to succeed.
+	CodeMinSuccessUnreachable = "min_success_unreachable"
+	CodeNodeError             = "node_error"
+	CodeInvalidOutput         = "invalid_output" // a return output that is not an object
 )
 
 // StepError is a step failure (section 9). ThreadID names the child whose

@@ -420,6 +420,14 @@ func (v *validator) foreachLimits(n *Node) {
 	if n.MaxItems < 0 {
 		v.errorf(n.Name, "max_items", "must be at least 1")
 	}
+	switch {
+	case n.MinSuccess < 0:
+		v.errorf(n.Name, "min_success", "must be at least 1")
+	case n.MinSuccess > 0 && n.MaxItems > 0 && n.MinSuccess > n.MaxItems:
+		v.errorf(n.Name, "min_success", "%d is more items than max_items (%d) lets the foreach have", n.MinSuccess, n.MaxItems)
+	case n.MinSuccess > 0 && n.OnItemError == OnErrorContinue:
+		v.warnf(n.Name, "on_item_error", "ignored with min_success: the foreach goes on past failed items until min_success items succeeded or can no longer")
+	}
 }
 
 func (v *validator) collect(n *Node) {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/spool-run/spool/graph"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -73,22 +75,19 @@ func (k foreachStep) tools(ctx context.Context, r *graphRun, s *stepRun, items [
 // runTools runs the tool items of a foreach, up to its concurrency at
 // once: each one's result, or its failure. Unless the foreach goes on
 // after a failed item, the first failure stops the items not yet begun;
-// an infrastructure error stops them all and is returned.
+// with min_success, reaching it or losing it does; an infrastructure
+// error stops them all and is returned.
 func (k foreachStep) runTools(ctx context.Context, r *graphRun, s *stepRun, items []any) ([]any, []*graph.StepError, error) {
-	results := make([]any, len(items))
-	errs := make([]*graph.StepError, len(items))
 	conc := 1
 	if s.n.Parallel {
 		conc = r.g.Concurrency(s.n)
 	}
-	failFast := k.stopsOnFailure(s)
 	ictx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
+	t := &toolTally{results: make([]any, len(items)), errs: make([]*graph.StepError, len(items)), failFast: k.stopsOnFailure(s),
+		minN: s.n.MinSuccess, stop: stop}
 	sem := make(chan struct{}, conc)
-	done := make(chan struct{})
-	var infra error
-	var mu = make(chan struct{}, 1)
-	pendingN := 0
+	var wg sync.WaitGroup
 	for i := range items {
 		if ictx.Err() != nil {
 			break
@@ -98,30 +97,53 @@ func (k foreachStep) runTools(ctx context.Context, r *graphRun, s *stepRun, item
 			<-sem
 			break
 		}
-		pendingN++
+		wg.Add(1)
 		go func(i int) {
-			defer func() { <-sem; done <- struct{}{} }()
+			defer func() { <-sem; wg.Done() }()
 			res, se, err := k.runTool(ictx, r, s, items, i)
-			mu <- struct{}{}
-			defer func() { <-mu }()
-			switch {
-			case err != nil && infra == nil && ictx.Err() == nil:
-				infra = err
-				stop(err)
-			case se != nil:
-				errs[i] = se
-				if failFast {
-					stop(errForeachStop)
-				}
-			case err == nil:
-				results[i] = res
-			}
+			t.record(ictx, i, res, se, err)
 		}(i)
 	}
-	for ; pendingN > 0; pendingN-- {
-		<-done
+	wg.Wait()
+	return t.results, t.errs, t.infra
+}
+
+// toolTally is what a foreach's tool items have come to so far, and
+// when it stops the ones not yet begun.
+type toolTally struct {
+	mu         sync.Mutex
+	results    []any
+	errs       []*graph.StepError
+	infra      error
+	okN, failN int
+	failFast   bool
+	minN       int // min_success, 0 unset
+	stop       context.CancelCauseFunc
+}
+
+// record records how item i ended: its result, its failure, or an
+// infrastructure error (which stops every item; an item stopped because
+// the others were is not recorded).
+func (t *toolTally) record(ictx context.Context, i int, res any, se *graph.StepError, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case err != nil && t.infra == nil && ictx.Err() == nil:
+		t.infra = err
+		t.stop(err)
+	case se != nil:
+		t.errs[i] = se
+		t.failN++
+		if t.failFast || t.minN > 0 && t.failN > len(t.results)-t.minN {
+			t.stop(errForeachStop)
+		}
+	case err == nil:
+		t.results[i] = res
+		t.okN++
+		if t.minN > 0 && t.okN >= t.minN {
+			t.stop(errForeachStop)
+		}
 	}
-	return results, errs, infra
 }
 
 // runTool runs tool item i of a foreach: its result, its failure as the
@@ -153,6 +175,21 @@ func (k foreachStep) toolsEnd(s *stepRun, results []any, errs []*graph.StepError
 	}
 	s.items = [3]int{len(results) - failed, len(results), failed}
 	res := foreachResult(results, list, failed)
+	if n := s.n.MinSuccess; n > 0 {
+		ok := 0
+		for _, r := range results {
+			if r != nil {
+				ok++
+			}
+		}
+		s.items[0] = ok + failed
+		res["succeeded"], res["cancelled"] = ok, len(results)-ok-failed
+		if ok < n {
+			return stepFailed(stepErr(graph.CodeMinSuccessUnreachable, "foreach %s: %d of %d items failed: min_success %d can no longer be reached (%d succeeded)",
+				s.n.Name, failed, len(results), n, ok))
+		}
+		return stepOK(res)
+	}
 	switch {
 	case failed > 0 && k.stopsOnFailure(s):
 		return stepFailed(&graph.StepError{Code: graph.CodeForeachItemFailed, Message: "item failed: " + first.Message, ThreadID: first.ThreadID})
@@ -160,6 +197,36 @@ func (k foreachStep) toolsEnd(s *stepRun, results []any, errs []*graph.StepError
 		return stepFailed(&graph.StepError{Code: graph.CodeForeachAllFailed, Message: fmt.Sprintf("all %d items failed; the first: %s", failed, first.Message)})
 	}
 	return stepOK(res)
+}
+
+// minSuccessEnd ends a foreach with min_success N whose settled items
+// decide it: its children still running are cancelled (their spend
+// stops: each is told, and a cancel already made is made again at no
+// cost after a crash), and it succeeds with the results of those that
+// succeeded, or fails min_success_unreachable.
+func (foreachStep) minSuccessEnd(ctx context.Context, r *graphRun, s *stepRun, p *pendingStep, res map[string]any, failed int) (stepEnd, error) {
+	cancelled := 0
+	for _, id := range p.running(nil) {
+		_, err := r.o.Cancel(ctx, id, true)
+		switch {
+		case errors.Is(err, registry.ErrNotFound):
+			// planned, never started
+		case err != nil:
+			return stepEnd{}, err
+		default:
+			cancelled++
+		}
+	}
+	ok := len(p.Slots) - failed
+	res["cancelled"] = cancelled
+	n := s.n.MinSuccess
+	if ok < n {
+		return stepFailed(stepErr(graph.CodeMinSuccessUnreachable, "foreach %s: %d of %d items failed: min_success %d can no longer be reached (%d succeeded)",
+			s.n.Name, failed, p.Items, n, ok)), nil
+	}
+	r.log.Info("foreach reached min_success", "step", p.Step, "node", p.Node, "succeeded", ok, "min_success", n, "cancelled", cancelled)
+	r.emit(transcript.TypeForeachCompleted, transcript.ForeachCompleted{Step: p.Step, Node: p.Node, Items: p.Items, Succeeded: ok, Failed: failed})
+	return stepOK(res), nil
 }
 
 // errForeachStop stops a foreach's other items after one failed.
@@ -214,7 +281,35 @@ func (foreachStep) window(r *graphRun, s *stepRun, _ *pendingStep) int {
 	return 1
 }
 
-func (foreachStep) stopsOnFailure(s *stepRun) bool { return s.n.OnItemError != "continue" }
+// stopsOnFailure: a failed item stops it unless on_item_error is
+// continue, or min_success decides when it ends.
+func (foreachStep) stopsOnFailure(s *stepRun) bool {
+	return s.n.OnItemError != "continue" && s.n.MinSuccess == 0
+}
+
+// done: with min_success, as soon as that many items succeeded or that
+// many can no longer; else once every item has settled.
+func (k foreachStep) done(s *stepRun, p *pendingStep, notStarted []string) bool {
+	if n := s.n.MinSuccess; n > 0 {
+		ok, failed := settledCounts(p)
+		if ok >= n || failed > p.Items-n {
+			return true
+		}
+	}
+	return k.windowBase.done(s, p, notStarted)
+}
+
+// settledCounts are how many of p's settled items succeeded and failed.
+func settledCounts(p *pendingStep) (ok, failed int) {
+	for _, sl := range p.Slots {
+		if sl.Status == "ok" {
+			ok++
+		} else {
+			failed++
+		}
+	}
+	return ok, failed
+}
 
 // wakesOnAny: a sliding window, refilled as each child ends.
 func (foreachStep) wakesOnAny(*stepRun) bool { return true }
@@ -228,6 +323,9 @@ func (k foreachStep) result(ctx context.Context, r *graphRun, s *stepRun, p *pen
 		return stepEnd{}, err
 	}
 	s.items = [3]int{len(p.Slots), p.Items, failed}
+	if s.n.MinSuccess > 0 {
+		return k.minSuccessEnd(ctx, r, s, p, res, failed)
+	}
 	switch {
 	case failed > 0 && k.stopsOnFailure(s):
 		return stepFailed(itemFailed(graph.CodeForeachItemFailed, first)), nil
