@@ -295,6 +295,28 @@ func TestGraphWaitMessage(t *testing.T) {
 		require.NotNil(t, rec.Error)
 		require.Contains(t, rec.Error.Message, "wait_message strict: no message ping came within 2s")
 	})
+	t.Run("the example", func(t *testing.T) {
+		// examples/.ai/graphs/demo/release.yaml, as README's tour runs it.
+		t.Parallel()
+		e := spooltest.New(t, spooltest.Options{})
+		exampleProject(t, e.Project)
+		e.Start([]string{fastHousekeeping}, "worker", "--concurrency", "4")
+		res := e.Spool("graph", "run", "demo/release", "--input", "version=1.4.2", "--json")
+		require.Equal(t, 0, res.Code, res.Stderr)
+		var started registry.Record
+		res.JSON(t, &started)
+		waitForMessage(t, e, started.ThreadID, "await_deploy", "deploy_finished")
+		sent, res := send(t, e, started.ThreadID, "deploy_finished", `{"ok": true, "url": "https://staging.example"}`, "--id", "deploy-4711")
+		require.Equal(t, 0, res.Code, res.Stderr)
+		require.True(t, sent.Woken)
+		final := e.Wait([]string{started.ThreadID}, 2*time.Minute)[started.ThreadID]
+		require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
+		require.Equal(t, "1.4.2", final.Outputs["released"])
+		require.Equal(t, "https://staging.example", final.Outputs["url"])
+		require.GreaterOrEqual(t, final.Outputs["checks_passed"], float64(2))
+		replayed := e.Spool("graph", "replay", started.ThreadID)
+		require.Equal(t, 0, replayed.Code, replayed.Stdout+replayed.Stderr)
+	})
 	t.Run("replay", func(t *testing.T) {
 		t.Parallel()
 		e := messageEnv(t)
