@@ -356,6 +356,9 @@ func TestReferenceGraphs(t *testing.T) {
 			require.NoError(t, err)
 			require.Empty(t, r.Errors)
 			for _, w := range r.Warnings {
+				if strings.HasPrefix(w.Message, "rye/bash runs only on workers started with --allow-shell") {
+					continue // the reference's pipelines call rye/bash: said once per call
+				}
 				require.Contains(t, w.Message, "ignored", "unexpected warning %s", w)
 			}
 			require.Equal(t, "graph", g.Meta["tool_type"])

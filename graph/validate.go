@@ -462,8 +462,15 @@ func (v *validator) action(node, key string, a *Action, n *Node) {
 	if a.Timeout < 0 {
 		v.errorf(node, key+".timeout", "must be positive")
 	}
+	if a.Tool == ShellTool {
+		v.warnf(node, idKey, "rye/bash runs only on workers started with --allow-shell (elsewhere the step fails shell_not_allowed)")
+	}
 	v.permission(node, idKey, a)
 }
+
+// ShellTool is the built-in shell tool, which workers run only when
+// started to (spool worker --allow-shell).
+const ShellTool = "rye/bash"
 
 // actionScope is what the expressions of an action can see: a hook's
 // action (node "") the event's context, a foreach's action its item

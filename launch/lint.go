@@ -29,6 +29,7 @@ func Known(files fs.FS, r *directive.Resolver) (known directive.Known, problems 
 	for _, t := range tools.Builtins(tools.FSConfig{}) {
 		known.Tools = append(known.Tools, t.Def().Name)
 	}
+	known.Tools = append(known.Tools, tools.ShellID)
 	known.Tools = append(known.Tools, WorkerTools...)
 	ext, err := tools.LoadExternal(files, tools.ExternalConfig{})
 	if err != nil {

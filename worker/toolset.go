@@ -22,7 +22,8 @@ import (
 	"github.com/spool-run/spool/tools"
 )
 
-// buildTools is the thread's tool registry: the built-in file tools, the
+// buildTools is the thread's tool registry: the built-in file tools and
+// rye/bash (which runs commands only where Config.AllowShell), the
 // project's external tools from the bundle, and the tools of the MCP
 // servers of its mcp.yaml that the thread may call (mcp/<server>/<tool>).
 // An MCP server that cannot be started or reached fails the activation,
@@ -33,7 +34,7 @@ func (s *activation) buildTools(ctx context.Context, proj *orchestrator.Project)
 	if err != nil {
 		return nil, &permanentError{code: "tool_error", msg: err.Error()}
 	}
-	all := append(tools.Builtins(tools.FSConfig{}), ext...)
+	all := append(append(tools.Builtins(tools.FSConfig{}), tools.Shell(tools.ShellConfig{Allowed: s.w.cfg.AllowShell})), ext...)
 	if proj.MCP != nil {
 		may := func(server string) bool {
 			return thread.MatchUnder(s.rec.Capabilities, thread.ToolCapability("mcp/"+server)+".")

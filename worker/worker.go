@@ -79,6 +79,10 @@ type Config struct {
 	// NewProvider makes the provider of a thread's model. Default
 	// provider.New; tests put a fake here.
 	NewProvider func(model string, cfg provider.Config) (provider.Provider, error)
+	// AllowShell lets the built-in tool rye/bash run commands on this
+	// worker (tools.Shell); without it every call fails
+	// shell_not_allowed.
+	AllowShell bool
 	// Host names this worker in the errors a user reads (a provider key
 	// missing here). Default os.Hostname().
 	Host string

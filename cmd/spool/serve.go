@@ -29,6 +29,8 @@ func workerFlags() []cli.Flag {
 			Usage: "a model call retried after at least this long (a provider's retry-after) frees its slot: the thread is handed back until then"},
 		&cli.DurationFlag{Name: "storage-patience", EnvVars: []string{"SPOOL_STORAGE_PATIENCE"}, Value: time.Minute,
 			Usage: "how long a failing blob store operation is tried again before the activation fails (an S3 outage shorter than this only delays threads; 0 disables)"},
+		&cli.BoolFlag{Name: "allow-shell", EnvVars: []string{"SPOOL_ALLOW_SHELL"},
+			Usage: "let the built-in tool rye/bash run shell commands here (in a copy of the tree's workspace; a thread also needs the capability rye.execute.tool.rye.bash)"},
 		&cli.DurationFlag{Name: "stream-idle", EnvVars: []string{"SPOOL_STREAM_IDLE"}, Value: provider.DefaultStreamIdle,
 			Usage: "a streamed model call that sends nothing (not even a ping) for this long is given up and retried, freeing its slot (0: no bound)"},
 	}
@@ -99,7 +101,7 @@ func newWorker(c *cli.Context, s *services, reg *prometheus.Registry) (*worker.W
 	}
 	return worker.New(worker.Config{Concurrency: c.Int("concurrency"), Queues: queues, ShutdownTimeout: c.Duration("shutdown-timeout"),
 		Logger: s.log, Metrics: m, RecoverInterval: ri, RetryHandBack: c.Duration("retry-hand-back"), StoragePatience: patience,
-		Provider: &pc}, s.orch)
+		Provider: &pc, AllowShell: c.Bool("allow-shell")}, s.orch)
 }
 
 // metricsAddrFlag is a server's --metrics-addr; what names what its
