@@ -184,7 +184,7 @@ func TestReadmeTour(t *testing.T) {
 	}}
 	project := filepath.Join(clone, "examples")
 
-	var id, run string
+	var id, run, rel string
 	var remaining float64
 	ran := map[string]bool{}
 	for _, line := range lines {
@@ -195,6 +195,10 @@ func TestReadmeTour(t *testing.T) {
 		if strings.Contains(line, " RUN") && !strings.Contains(line, "graph run ") {
 			require.NotEmpty(t, run, "%q comes before the tour names a graph run", line)
 			line = regexp.MustCompile(`\bRUN\b`).ReplaceAllLiteralString(line, run)
+		}
+		if strings.Contains(line, " REL") && !strings.Contains(line, "graph run ") {
+			require.NotEmpty(t, rel, "%q comes before the tour starts demo/release", line)
+			line = regexp.MustCompile(`\bREL\b`).ReplaceAllLiteralString(line, rel)
 		}
 		args := strings.Fields(line)
 		cmd := strings.Join(args[:min(3, len(args))], " ")
@@ -267,6 +271,14 @@ func TestReadmeTour(t *testing.T) {
 			case "spool graph run":
 				var rec registry.Record
 				require.NoError(t, json.Unmarshal([]byte(out), &rec), out)
+				if strings.Contains(line, "demo/release") {
+					// It sleeps, then waits for the message the tour sends.
+					rel = rec.ThreadID
+					require.Eventually(t, func() bool {
+						return tourJSON[registry.Record](sh, "thread show "+rel+" --json").WaitingFor == registry.WaitingForMessage
+					}, time.Minute, 200*time.Millisecond, "demo/release comes to wait for its message")
+					break
+				}
 				run = rec.ThreadID
 				sh.run("spool thread wait " + run + " --timeout 2m")
 				tree := tourJSON[orchestrator.TreeNode](sh, "thread tree "+run+" --json")
@@ -275,9 +287,20 @@ func TestReadmeTour(t *testing.T) {
 				b := tourJSON[orchestrator.Budget](sh, "budget show "+run+" --json")
 				require.InDelta(t, spent, b.Actual, 1e-9, "the run's budget is its children's spend")
 			case "spool graph show":
+				if strings.Contains(line, rel) && rel != "" {
+					require.Contains(t, out, "waiting    for message deploy_finished (spool graph send "+rel+" deploy_finished --data JSON)")
+					break
+				}
 				for _, want := range []string{"plan", "review", "approved", "needs_work", "4/4 done", "not_reached", "status     completed"} {
 					require.Contains(t, out, want)
 				}
+			case "spool graph send":
+				require.Contains(t, out, "the run was waiting for it and goes on")
+				sh.run("spool thread wait " + rel + " --timeout 2m")
+				done := tourJSON[registry.Record](sh, "thread show "+rel+" --json")
+				require.Equal(t, "https://staging.example", done.Outputs["url"], "the message's data reached the run")
+			case "spool graph replay":
+				require.Contains(t, out, "every step took the recorded edge")
 			case "spool graph state":
 				require.Contains(t, out, `"planned": 4`)
 			case "spool thread export-script":
@@ -290,7 +313,7 @@ func TestReadmeTour(t *testing.T) {
 	for _, cmd := range []string{"spool keys init", "spool dev", "spool thread run", "spool thread tree", "spool budget show",
 		"spool thread transcript", "spool thread verify", "spool thread resume", "spool thread fork",
 		"spool thread export-script", "spool thread replay", "spool thread cancel", "spool graph run", "spool graph show",
-		"spool graph state", "spool api"} {
+		"spool graph state", "spool graph send", "spool graph replay", "spool api"} {
 		require.True(t, ran[cmd], "the tour no longer runs %s: this test's checks need it", cmd)
 	}
 }
