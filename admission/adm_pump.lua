@@ -61,7 +61,8 @@ if cap then
   local cur = tonumber(redis.call('HGET', K.state, 'share') or '')
   if cur and cur > tonumber(cap) then redis.call('HSET', K.state, 'share', cap) end
 elseif ARGV[5] ~= '' then
-  redis.call('HSET', K.state, 'share', ARGV[5], 'share_at', ARGV[1])
+  local n, capped = string.match(ARGV[5], '^(%d+)(~?)$')
+  redis.call('HSET', K.state, 'share', n, 'share_at', ARGV[1], 'share_capped', capped == '~' and '1' or '0')
 end
 local T = adm.open(K, tonumber(ARGV[1]), ARGV[4])
 adm.reap(T)

@@ -599,6 +599,10 @@ func parseRenewed(res []any) (Renewed, []any, error) {
 // apply (field → value, "" clears it), or every override cleared.
 type PumpArgs struct {
 	Share *int
+	// DemandCapped marks Share as its tenant's whole demand at the pass
+	// (it asked for no more): until the next pass, its grants may go up
+	// to its provisional share as its demand grows (adm.open).
+	DemandCapped bool
 	// ShareAtMost lowers a share above it (and leaves its time): the
 	// tenant's share while a newcomer waits for the balancer's pass.
 	ShareAtMost    *int
@@ -617,6 +621,9 @@ func (a *Admitter) Pump(ctx context.Context, tenant string, args PumpArgs) (int,
 	share, over, clearAll := "", "", "0"
 	if args.Share != nil {
 		share = strconv.Itoa(*args.Share)
+		if args.DemandCapped {
+			share += "~"
+		}
 	}
 	if args.ShareAtMost != nil {
 		share = "<=" + strconv.Itoa(*args.ShareAtMost)

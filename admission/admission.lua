@@ -9,6 +9,7 @@
 --                 grant_ttl (ms), share_ttl (ms), rule:<name> (a key's max)
 --   over    hash  overrides of conf's fields (spool tenant set)
 --   state   hash  admitted (granted + running), running, share, share_at,
+--                 share_capped (1: the pass gave all the tenant asked for),
 --                 arrival, gen, fence_until, active, counters n:<where>:<queue>,
 --                 totals grants, released, reaped:<state>, fenced, unreplicated,
 --                 the wait histogram wh:<reason>:<bucket>, ws:<reason>, wc:<reason>
@@ -143,7 +144,7 @@ do
   -- is the caller's provisional share (package doc, "Shares"), used
   -- while no balancer pass wrote a share that is still fresh.
   function adm.open(K, now, prov)
-    local s = redis.call('HMGET', K.state, 'share', 'share_at', 'admitted', 'gen', 'fence_until', 'running', 'gcra')
+    local s = redis.call('HMGET', K.state, 'share', 'share_at', 'admitted', 'gen', 'fence_until', 'running', 'gcra', 'share_capped')
     local T = {K = K, now = now, admitted = num(s[3], 0), running = num(s[6], 0), gen = num(s[4], 0),
       fence = num(s[5], 0), tat = num(s[7], 0), grants = {}, maxes = {}, ngrants = 0, retry = 0}
     local set = settings(K)
@@ -158,7 +159,12 @@ do
     T.wins = windows(now, T.dlim, T.mlim)
     local fresh = num(set.share_ttl, 3000)
     T.share = num(prov, 1)
-    if s[1] and now - num(s[2], 0) <= fresh then T.share = num(s[1], T.share) end
+    if s[1] and now - num(s[2], 0) <= fresh then
+      -- The pass's share, unless it was all the tenant asked for then
+      -- (share_capped): its demand may have grown since, up to the
+      -- provisional share, until the next pass.
+      if s[8] == '1' then T.share = math.max(num(s[1], T.share), T.share) else T.share = num(s[1], T.share) end
+    end
     return T
   end
 

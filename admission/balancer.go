@@ -134,7 +134,11 @@ func (b *Balancer) Pass(ctx context.Context) (*Balance, error) {
 	}
 	for i, d := range active {
 		share := shares[i]
-		if _, err := a.Pump(ctx, d.Tenant, PumpArgs{Share: &share}); err != nil {
+		// A share that is all the tenant asked for may grow with its
+		// demand before the next pass (a newcomer's burst of requests
+		// that the pass its first request woke saw only the start of).
+		capped := share >= d.Demand && (d.MaxRunning <= 0 || d.Demand < d.MaxRunning)
+		if _, err := a.Pump(ctx, d.Tenant, PumpArgs{Share: &share, DemandCapped: capped}); err != nil {
 			return bal, err
 		}
 	}

@@ -324,12 +324,20 @@ func TestFairShare(t *testing.T) {
 	waitStamps(t, file, "a", fairCapacity, time.Minute)
 	ids["b"] = submitRuns(t, srv.base, fairNewcomer, fairNewcomer, run("b"))
 	asked := time.Now() // every one of b's runs has requested admission
-	// b's share is granted at once, the fleet full. One less is allowed:
-	// on a loaded machine a worker's registration can lapse for a
-	// balancer pass (capacity 15, b's share 7) while tenant show runs.
+	// b's share is granted within a balancer pass (fair_share.interval,
+	// 1 s), the fleet full. Read at the instant the requests return, the
+	// count depends on what a holds at that instant: with a's slots all
+	// running, b's grants come as its share is made room for, and CI read
+	// 1, 2, 8 and 16 there across runs. The promise itself, that b's k-th
+	// activation starts within about k slot turnovers, is the start order
+	// checked below. One less is allowed: on a loaded machine a worker's
+	// registration can lapse for a balancer pass (capacity 15, b's share 7).
 	admitted := tenantShow(t, e, "b").Admitted
-	t.Logf("b's admitted right after its requests: %d of its share %d", admitted, fairCapacity/2)
-	require.GreaterOrEqual(t, admitted, fairCapacity/2-1, "b's share is granted at once, the fleet full")
+	require.Eventually(t, func() bool {
+		admitted = max(admitted, tenantShow(t, e, "b").Admitted)
+		return admitted >= fairCapacity/2-1
+	}, 3*time.Second, 100*time.Millisecond, "b's share is granted within a balancer pass, the fleet full (admitted %d)", admitted)
+	t.Logf("b's admitted %s after its requests: %d of its share %d", time.Since(asked).Round(time.Millisecond), admitted, fairCapacity/2)
 	waitStamps(t, file, "b", fairNewcomer, time.Minute)
 	cs, _ := claims(t, e, ids)
 	var started []time.Time
