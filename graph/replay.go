@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -168,7 +167,7 @@ func (r *replayer) ok(n *Node, s ReplayStep, scope map[string]any, last bool, di
 			if err != nil {
 				return "", "", diverged("its output fails: %v", err)
 			}
-			if !sameJSON(out, r.run.Outputs) {
+			if !sameValue(out, r.run.Outputs) {
 				b, _ := json.Marshal(out)
 				w, _ := json.Marshal(r.run.Outputs)
 				return "", "", diverged("the graph returns %s, the run returned %s", b, w)
@@ -220,17 +219,4 @@ func orEnd(next string) string {
 		return "the end"
 	}
 	return next
-}
-
-// sameJSON reports whether a and b are the same JSON value.
-func sameJSON(a, b any) bool {
-	ja, err1 := json.Marshal(a)
-	jb, err2 := json.Marshal(b)
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	var x, y any
-	_ = json.Unmarshal(ja, &x)
-	_ = json.Unmarshal(jb, &y)
-	return reflect.DeepEqual(x, y)
 }
