@@ -585,20 +585,7 @@ func parseOutput(b []byte) (out string, isErr, ok bool) {
 // credential among them), the manifest's env, Env.Env, then the spawn
 // socket and the thread ids (which nothing overrides).
 func (t *extTool) environ(env *Env, work string, spawnEnv map[string]string) []string {
-	vars := map[string]string{}
-	for _, k := range t.cfg.PassEnv {
-		if v, ok := os.LookupEnv(k); ok && !isCredential(k) {
-			vars[k] = v
-		}
-	}
-	for _, kv := range os.Environ() {
-		k, v, _ := strings.Cut(kv, "=")
-		for _, p := range t.cfg.PassEnvPrefixes {
-			if strings.HasPrefix(k, p) && !isCredential(k) {
-				vars[k] = v
-			}
-		}
-	}
+	vars := t.cfg.passed()
 	vars["TMPDIR"] = work
 	for k, v := range t.env {
 		vars[k] = v
@@ -618,6 +605,26 @@ func (t *extTool) environ(env *Env, work string, spawnEnv map[string]string) []s
 	}
 	sort.Strings(out)
 	return out
+}
+
+// passed are the worker's variables c passes to a tool's process
+// (PassEnv, PassEnvPrefixes), credentials never.
+func (c ExternalConfig) passed() map[string]string {
+	vars := map[string]string{}
+	for _, k := range c.PassEnv {
+		if v, ok := os.LookupEnv(k); ok && !isCredential(k) {
+			vars[k] = v
+		}
+	}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		for _, p := range c.PassEnvPrefixes {
+			if strings.HasPrefix(k, p) && !isCredential(k) {
+				vars[k] = v
+			}
+		}
+	}
+	return vars
 }
 
 // credentialNames are worker variables that hold a credential, or say

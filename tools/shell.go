@@ -242,14 +242,10 @@ func (t *shellTool) run(ctx context.Context, env *Env, command, dir, tmp string,
 }
 
 // environ is the command's environment: the worker's variables that
-// ExternalConfig passes (credentials never), TMPDIR, and the thread's.
+// ExternalConfig passes (credentials never: ExternalConfig.passed),
+// TMPDIR, and the thread's.
 func (t *shellTool) environ(env *Env, tmp string) []string {
-	vars := map[string]string{}
-	for _, k := range t.cfg.External.PassEnv {
-		if v, ok := os.LookupEnv(k); ok && !isCredential(k) {
-			vars[k] = v
-		}
-	}
+	vars := t.cfg.External.passed()
 	vars["TMPDIR"], vars["SPOOL_THREAD_ID"], vars["SPOOL_TREE_ID"], vars["RYE_PARENT_THREAD_ID"] = tmp, env.ThreadID, env.TreeID, env.ThreadID
 	out := make([]string, 0, len(vars))
 	for k, v := range vars {
