@@ -207,19 +207,6 @@ type pathEnd struct {
 	spend float64
 }
 
-// runPath runs the path of the activation newActivation makes: a graph
-// run's walk (isGraph), or a thread's turns.
-func runPath(ctx context.Context, isGraph bool, newActivation func() activation) (pathEnd, error) {
-	if isGraph {
-		g := newGraphRun(newActivation)
-		err := g.run(ctx)
-		return pathEnd{released: g.leaseReleased, final: g.cp.Final, version: g.version, spend: g.rec.Cost.Spend}, err
-	}
-	s := &session{activation: newActivation()}
-	err := s.run(ctx)
-	return pathEnd{released: s.leaseReleased, final: s.st.Final, handedOff: s.st.Handoff != "", version: s.version, spend: s.durableSpend()}, err
-}
-
 // activationResult is what handle answers asynq for an activation that
 // ended with err, which it logs: nil for a clean end, a retry wait (the
 // activation due at the retry time continues the thread) and a takeover;

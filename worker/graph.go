@@ -62,6 +62,10 @@ type graphRun struct {
 	g    *graph.Graph
 	// actions resolve and run the steps' actions: tools, children.
 	actions graphActions
+	// hooks run the graph's and the project's hooks of its events.
+	hooks graphHooks
+	// tracer spans its steps.
+	tracer stepTracer
 
 	cp    graphCheckpoint
 	state map[string]any
@@ -109,55 +113,40 @@ const (
 // in a new one (or at its retry time).
 var errGraphHandBack = fmt.Errorf("graph run handed back: %w", errRetryLater)
 
-// run executes the activation to its end.
-func (r *graphRun) run(ctx context.Context) error {
-	defer r.side.Wait()
+// A graph run is a path (path.go): runActivation loads, restores and
+// proceeds it.
+
+// decided: the run has its outcome (load failed it, or it was decided
+// before this activation).
+func (r *graphRun) decided() bool { return r.cp.Final != nil }
+
+// proceed begins a fresh run, then walks it.
+func (r *graphRun) proceed(ctx context.Context, fresh bool) error {
 	r.began = time.Now()
-	// Loading is not cut short by the run's duration: a run woken past it
-	// (it waited on children) loads, then ends duration_seconds_exceeded
-	// (walk), rather than failing its load at every wake. A cancel or a
-	// lost lease still stops it (handBackOnCancel).
-	lctx, stop := ctx, func() {}
-	if errors.Is(context.Cause(ctx), errDurationExceeded) || r.pastDuration() {
-		lctx, stop = context.WithTimeout(context.WithoutCancel(ctx), cancelFinalizeTimeout)
+	if fresh {
+		if err := r.begin(ctx); err != nil {
+			return err
+		}
 	}
-	defer stop()
-	if opened, err := r.open(ctx, lctx); !opened {
-		return err
-	}
-	err := r.walk(ctx)
-	if errors.Is(err, errStateInvalid) || isIntegrity(err) {
-		// A stored state or result that does not verify: no retry mends it.
-		return r.failRun(ctx, "resume_state_invalid", err.Error())
-	}
-	if se := (*stopError)(nil); errors.As(err, &se) || (err != nil && stopRequested(ctx) && !errors.Is(err, errGraphHandBack)) {
-		// A stop found between steps, or one that reached the activation
-		// where nothing decides on it (a checkpoint, a wait): the run is
-		// cancelled or out of time, not failed.
-		return r.stopped(ctx, err)
-	}
-	return err
+	return r.walk(ctx)
 }
 
-// open loads the run (under lctx) and restores it from its transcript,
-// or begins it when it has none yet. false when the activation ends
-// there, with what it answers: a run already decided (load finalized it),
-// a hand-back, or the failure of a stored state that does not verify.
-func (r *graphRun) open(ctx, lctx context.Context) (bool, error) {
-	if err := r.load(lctx); err != nil || r.cp.Final != nil {
-		return false, handBackOnCancel(ctx, err)
-	}
-	fresh, err := r.restore(lctx)
-	if err == nil && fresh {
-		err = r.begin(ctx)
-	}
-	if errors.Is(err, errStateInvalid) || isIntegrity(err) {
-		return false, r.failRun(ctx, "resume_state_invalid", err.Error())
-	}
-	if err != nil {
-		return false, handBackOnCancel(ctx, err)
-	}
-	return true, nil
+// unverifiable ends a run whose stored state, result or transcript does
+// not verify: resume_state_invalid.
+func (r *graphRun) unverifiable(ctx context.Context, err error) error {
+	return r.failRun(ctx, "resume_state_invalid", err.Error())
+}
+
+// handsBack: a run handed back after its segment's steps or seconds goes
+// on in the activation already enqueued, which finds the stop.
+func (r *graphRun) handsBack(err error) bool { return errors.Is(err, errGraphHandBack) }
+
+// close waits for the activation's side writes.
+func (r *graphRun) close() { r.side.Wait() }
+
+// end is how the run's activation ended.
+func (r *graphRun) end() pathEnd {
+	return pathEnd{released: r.leaseReleased, final: r.cp.Final, version: r.version, spend: r.rec.Cost.Spend}
 }
 
 // pastDuration reports whether the claimed run is past its duration.
@@ -185,6 +174,8 @@ func (r *graphRun) load(ctx context.Context) error {
 	if r.g, err = r.proj.Graph(rec.Directive); err != nil {
 		return r.failNow(ctx, "graph_invalid", err.Error())
 	}
+	r.tracer = stepTracer{tracer: r.o.Tracer(), metrics: r.w.metrics, run: rec.ThreadID, graph: r.g}
+	r.hooks = graphHooks{g: r.g, proj: r.proj, rec: rec, actions: &r.actions, emit: r.emit, log: r.log, cp: &r.cp, state: &r.state}
 	if d := r.g.Digest(); rec.GraphDigest != "" && d != rec.GraphDigest {
 		return r.failNow(ctx, "graph_invalid", fmt.Sprintf("graph %s in the bundle has digest %s, the run pinned %s", rec.Directive, d, rec.GraphDigest))
 	}
@@ -316,7 +307,7 @@ func (r *graphRun) begin(ctx context.Context) error {
 		r.decideError("missing_environment", fmt.Sprintf("the worker lacks environment variable %s, which the graph requires (env_requires)", missing), "", 0, "")
 		return nil
 	}
-	r.hooks(ctx, graph.EventGraphStarted, map[string]any{"run_id": r.id(), "graph": r.g.Name, "inputs": r.rec.Inputs,
+	r.hooks.fire(ctx, graph.EventGraphStarted, map[string]any{"run_id": r.id(), "graph": r.g.Name, "inputs": r.rec.Inputs,
 		"state": r.state, "resumed": resumed})
 	// capabilities.md, as a thread's: the tools the run may call, attested
 	// by its first checkpoint and written once that is durable.
@@ -415,9 +406,9 @@ func (r *graphRun) next(ctx context.Context) (outcome, error) {
 			return o, err
 		}
 	}
-	sctx, st := r.startStep(ctx)
+	sctx, st := r.tracer.start(ctx, &r.cp)
 	o, err := r.stepOn(sctx)
-	r.endStep(st, o, err)
+	r.tracer.end(st, stepStatus(&r.cp, r.state, st, o, err), err)
 	return o, err
 }
 
@@ -439,7 +430,7 @@ func (r *graphRun) checkBeforeStep(ctx context.Context) (outcome, error) {
 		le := &thread.LimitError{Code: codeMaxSteps, Current: float64(r.cp.Step), Max: float64(r.rec.MaxSteps),
 			Message: fmt.Sprintf("the run took its %d steps (max_steps) before reaching a return node; raise limits.max_steps in the graph or --limit max_steps=N", r.rec.MaxSteps)}
 		r.emit(transcript.TypeLimitExceeded, transcript.LimitExceeded{Code: le.Code, Current: le.Current, Max: le.Max})
-		r.hooks(ctx, graph.EventLimit, map[string]any{"run_id": r.id(), "limit_code": le.Code, "current_value": le.Current,
+		r.hooks.fire(ctx, graph.EventLimit, map[string]any{"run_id": r.id(), "limit_code": le.Code, "current_value": le.Current,
 			"current_max": le.Max, "state": r.state})
 		r.decideError(le.Code, le.Message, r.cp.NextNode, r.cp.Step, "")
 		return finished, nil
@@ -552,7 +543,7 @@ func (r *graphRun) decideStop(ctx context.Context) {
 		elapsed := r.cost().ElapsedSeconds
 		msg := fmt.Sprintf("the run reached its duration limit of %gs (%s)", r.rec.Limits.Duration, thread.RaiseHint(thread.CodeDurationExceeded))
 		r.emit(transcript.TypeLimitExceeded, transcript.LimitExceeded{Code: thread.CodeDurationExceeded, Current: elapsed, Max: r.rec.Limits.Duration})
-		r.hooks(context.WithoutCancel(ctx), graph.EventLimit, map[string]any{"run_id": r.id(), "limit_code": thread.CodeDurationExceeded,
+		r.hooks.fire(context.WithoutCancel(ctx), graph.EventLimit, map[string]any{"run_id": r.id(), "limit_code": thread.CodeDurationExceeded,
 			"current_value": elapsed, "current_max": r.rec.Limits.Duration, "state": r.state})
 		r.decideError(thread.CodeDurationExceeded, msg, r.cp.NextNode, r.cp.Step, "")
 		return
@@ -604,7 +595,7 @@ func (r *graphRun) finalize(ctx context.Context) error {
 		if f.Error != nil {
 			evctx["error"] = map[string]any{"code": f.Error.Code, "message": f.Error.Message}
 		}
-		r.hooks(ctx, graph.EventGraphCompleted, evctx)
+		r.hooks.fire(ctx, graph.EventGraphCompleted, evctx)
 		r.cp.Pending, r.cp.HooksDue = nil, 0
 		if err := r.checkpoint(ctx); err != nil {
 			return err

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/spool-run/spool/graph"
 	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -28,8 +30,9 @@ type graphEdits struct {
 // user's edits. A checkpoint that does not verify is
 // resume_state_invalid.
 func (r *graphRun) carry(ctx context.Context, ev *transcript.GraphStarted) error {
-	from, forkStep := r.carriedFrom(ev)
-	tr, cp, err := r.carriedStart(ctx, from, forkStep)
+	src := carrySource{o: r.o, reg: r.reg, rec: r.rec}
+	from, forkStep := src.from(ev)
+	tr, cp, err := src.start(ctx, from, forkStep)
 	if err != nil {
 		return err
 	}
@@ -50,18 +53,37 @@ func (r *graphRun) carry(ctx context.Context, ev *transcript.GraphStarted) error
 			r.cp.NextNode = e
 		}
 	}
-	return r.applyEdits(ev)
+	edits, err := src.edits(r.g, ev)
+	if err != nil {
+		return err
+	}
+	if edits.From != "" {
+		r.cp.NextNode, r.cp.Pending = edits.From, nil
+		r.items.clear()
+	}
+	for _, k := range ev.StateEdits {
+		r.state[k] = edits.Set[k]
+	}
+	return nil
+}
+
+// carrySource is the run a resumed or forked graph run continues, as the
+// continuation's record names it, and the user's edits of the resume.
+type carrySource struct {
+	o   *orchestrator.Runtime
+	reg threadRecords
+	rec *registry.Record
 }
 
 // carriedFrom is the run this one continues, and the step a fork was
 // forked at (-1 for a resume), which ev records.
-func (r *graphRun) carriedFrom(ev *transcript.GraphStarted) (from string, forkStep int) {
-	if r.rec.ForkedFrom != "" {
-		ev.ForkedFrom, ev.ForkStep = r.rec.ForkedFrom, r.rec.ForkTurn
-		return r.rec.ForkedFrom, r.rec.ForkTurn
+func (c carrySource) from(ev *transcript.GraphStarted) (from string, forkStep int) {
+	if c.rec.ForkedFrom != "" {
+		ev.ForkedFrom, ev.ForkStep = c.rec.ForkedFrom, c.rec.ForkTurn
+		return c.rec.ForkedFrom, c.rec.ForkTurn
 	}
-	ev.ResumedFrom = r.rec.PreviousThreadID
-	return r.rec.PreviousThreadID, -1
+	ev.ResumedFrom = c.rec.PreviousThreadID
+	return c.rec.PreviousThreadID, -1
 }
 
 // carriedStart reads the verified transcript of run from and the
@@ -70,12 +92,12 @@ func (r *graphRun) carriedFrom(ev *transcript.GraphStarted) (from string, forkSt
 // or cancelled there) starts from its last checkpoint with that step
 // pending instead, which holds the items it settled, so that the resume
 // keeps them.
-func (r *graphRun) carriedStart(ctx context.Context, from string, forkStep int) (*transcript.Transcript, *graphCheckpoint, error) {
-	src, err := r.reg.Get(ctx, from)
+func (c carrySource) start(ctx context.Context, from string, forkStep int) (*transcript.Transcript, *graphCheckpoint, error) {
+	src, err := c.reg.Get(ctx, from)
 	if err != nil {
-		return nil, nil, fmt.Errorf("graph run %s continues %s: %w", r.id(), from, err)
+		return nil, nil, fmt.Errorf("graph run %s continues %s: %w", c.rec.ThreadID, from, err)
 	}
-	tr, err := r.o.ReadVerified(ctx, src)
+	tr, err := c.o.ReadVerified(ctx, src)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: the transcript of %s: %w", errStateInvalid, from, err)
 	}
@@ -111,23 +133,21 @@ func (r *graphRun) carryPending(ctx context.Context, from string, p *pendingStep
 	return nil
 }
 
-// applyEdits applies the user's edits of a resume or fork
-// (GraphResumeField), which ev records: --from moves the cursor to a node
-// of the graph, dropping any pending step; --set sets state keys, in
-// order.
-func (r *graphRun) applyEdits(ev *transcript.GraphStarted) error {
+// edits are the user's edits of a resume or fork (GraphResumeField),
+// checked against g, which ev records: --from moves the cursor to a node
+// of the graph, dropping any pending step; --set sets state keys, in the
+// order of ev.StateEdits.
+func (c carrySource) edits(g *graph.Graph, ev *transcript.GraphStarted) (graphEdits, error) {
 	edits := graphEdits{}
-	if raw := r.rec.Extra[GraphResumeField]; raw != "" {
+	if raw := c.rec.Extra[GraphResumeField]; raw != "" {
 		if err := json.Unmarshal([]byte(raw), &edits); err != nil {
-			return fmt.Errorf("graph run %s: %s: %w", r.id(), GraphResumeField, err)
+			return edits, fmt.Errorf("graph run %s: %s: %w", c.rec.ThreadID, GraphResumeField, err)
 		}
 	}
 	if edits.From != "" {
-		if r.g.Node(edits.From) == nil {
-			return fmt.Errorf("graph run %s: --from %s: the graph has no such node", r.id(), edits.From)
+		if g.Node(edits.From) == nil {
+			return edits, fmt.Errorf("graph run %s: --from %s: the graph has no such node", c.rec.ThreadID, edits.From)
 		}
-		r.cp.NextNode, r.cp.Pending = edits.From, nil
-		r.items.clear()
 		ev.FromNode = edits.From
 	}
 	keys := make([]string, 0, len(edits.Set))
@@ -135,11 +155,8 @@ func (r *graphRun) applyEdits(ev *transcript.GraphStarted) error {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	for _, k := range keys {
-		r.state[k] = edits.Set[k]
-	}
 	ev.StateEdits = keys
-	return nil
+	return edits, nil
 }
 
 // carriedCheckpoint is the checkpoint a continuation starts from: the

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/graph"
-	"github.com/spool-run/spool/hooks"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -322,7 +321,7 @@ func (r *graphRun) afterCompleted(ctx context.Context, s *stepRun, result any, n
 func (r *graphRun) afterStep(ctx context.Context, step int, node string, extra map[string]any, next string) {
 	evctx := map[string]any{"run_id": r.id(), "graph": r.g.Name, "node": node, "step": step, "next_node": next, "state": r.state}
 	maps.Copy(evctx, extra)
-	r.hooks(ctx, graph.EventAfterStep, evctx)
+	r.hooks.fire(ctx, graph.EventAfterStep, evctx)
 	r.cp.HooksDue = 0
 }
 
@@ -331,7 +330,7 @@ func (r *graphRun) afterStep(ctx context.Context, step int, node string, extra m
 // continue, or fail).
 func (r *graphRun) failStep(ctx context.Context, s *stepRun, se *graph.StepError) (outcome, error) {
 	n := s.n
-	r.hooks(ctx, graph.EventError, map[string]any{"run_id": r.id(), "node": n.Name, "step": s.step,
+	r.hooks.fire(ctx, graph.EventError, map[string]any{"run_id": r.id(), "node": n.Name, "step": s.step,
 		"error": map[string]any{"code": se.Code, "message": se.Message}, "classification": classification(se.Code),
 		"state": r.state, "attempt": s.attempt})
 	if n.Retry != nil && graph.Retryable(se.Code) && s.attempt < n.Retry.Attempts {
@@ -397,103 +396,6 @@ func classification(code string) string {
 		return "transient"
 	}
 	return "permanent"
-}
-
-// hooks runs the graph's hooks of event (spec section 12): observers,
-// at least once; a failing hook is recorded and never fails the run.
-// Their actions run with the run's capabilities; a directive or graph
-// action starts an async child of the run, planned from the event, the
-// step and the hook, so a hook run again adopts it.
-func (r *graphRun) hooks(ctx context.Context, event string, evctx map[string]any) {
-	if r.g == nil {
-		return
-	}
-	for _, h := range r.g.Hooks {
-		if h.Event != event {
-			continue
-		}
-		if ok, err := h.Condition.Eval(evctx); err != nil || !ok {
-			continue
-		}
-		scope := maps.Clone(evctx)
-		scope[graph.ScopeState], scope[graph.ScopeInputs] = r.state, r.rec.Inputs
-		scope[graph.ScopeRun] = graph.RunScope{ID: r.id(), Graph: r.g.Name, GraphDigest: r.rec.GraphDigest, ParentID: r.rec.ParentID,
-			Step: r.cp.Step, StartedAt: r.cp.At}.Map()
-		a, err := r.actions.resolve(&h.Action, scope)
-		ev := transcript.HookFired{HookID: h.ID, Event: event, Layer: hookLayerGraph, Action: "execute"}
-		if err == nil {
-			ev.ItemType, ev.ItemID = a.Kind(), a.ID()
-			err = r.hookAction(ctx, h.ID, event, a, scope)
-		}
-		if err != nil {
-			ev.Error = err.Error()
-			r.log.Warn("graph hook failed", "hook", h.ID, "event", event, "error", err)
-		}
-		r.emit(transcript.TypeHookFired, ev)
-	}
-	scope := maps.Clone(evctx)
-	scope[graph.ScopeState], scope[graph.ScopeInputs] = r.state, r.rec.Inputs
-	r.projectHooks(ctx, event, evctx, scope)
-}
-
-// projectHooks runs the project's and the user's hooks (hooks.yaml) of
-// a graph event, after the graph's own (spec: graph hooks): their
-// execute actions of a tool, directive or graph, with the run's
-// capabilities, as the graph's own hooks' actions run.
-func (r *graphRun) projectHooks(ctx context.Context, event string, evctx, scope map[string]any) {
-	for _, h := range hooks.Merge(r.proj.UserHooks, nil, nil, r.proj.ProjectHooks, nil) {
-		if h.Event != event || h.Action.Primary != hooks.PrimaryExecute {
-			continue
-		}
-		if ok, err := h.Condition.Eval(evctx); err != nil || !ok {
-			continue
-		}
-		a := &graph.Action{}
-		switch h.Action.ItemType {
-		case "tool":
-			a.Tool, a.Params = normalizeTool(h.Action.ItemID), h.Action.Params
-		case "directive":
-			a.Directive, a.Inputs = h.Action.ItemID, h.Action.Params
-		case "graph":
-			a.Graph, a.Inputs = h.Action.ItemID, h.Action.Params
-		default:
-			continue
-		}
-		ev := transcript.HookFired{HookID: h.ID, Event: event, Layer: h.Layer, Action: h.Action.Primary, ItemType: h.Action.ItemType, ItemID: h.Action.ItemID}
-		if err := r.hookAction(ctx, h.ID, event, a, scope); err != nil {
-			ev.Error = err.Error()
-			r.log.Warn("project hook failed", "hook", h.ID, "event", event, "error", err)
-		}
-		r.emit(transcript.TypeHookFired, ev)
-	}
-}
-
-// hookLayerGraph is the layer of a graph's own hooks in hook_fired.
-const hookLayerGraph = 1
-
-// hookAction runs a hook's action.
-func (r *graphRun) hookAction(ctx context.Context, hookID, event string, a *graph.Action, scope map[string]any) error {
-	if a.Tool != "" {
-		s := &stepRun{n: &graph.Node{Name: "hook:" + hookID}, began: time.Now()}
-		_, se, err := r.actions.run(ctx, s, a, scope, "hook-"+hookID+"-"+event)
-		if err != nil {
-			return err
-		}
-		if se != nil {
-			return se
-		}
-		return nil
-	}
-	if !graph.Permitted(r.rec.Capabilities, a) {
-		return fmt.Errorf("%s needs capability %s, which this run does not hold", a.ID(), a.Capability())
-	}
-	inputs, err := graph.Params(a.Inputs, scope)
-	if err != nil {
-		return err
-	}
-	seed := fmt.Sprintf("hook/%s/%s/step/%d", hookID, event, r.cp.Step)
-	_, err = r.actions.start(ctx, a, inputs, seed)
-	return err
 }
 
 // sortedKeys returns m's keys as item indexes in order.

@@ -21,6 +21,14 @@ import (
 // the one that completes it. Each completed step counts in
 // spool_graph_steps_total by graph and status.
 
+// stepTracer spans a graph run's steps and counts those completed.
+type stepTracer struct {
+	tracer  trace.Tracer
+	metrics *Metrics
+	run     string
+	graph   *graph.Graph
+}
+
 // stepTrace is the span of the step an activation works on.
 type stepTrace struct {
 	span trace.Span
@@ -28,40 +36,37 @@ type stepTrace struct {
 	node string
 }
 
-// startStep starts the span of the step at the run's cursor: the step in
-// flight (cp.Pending), else the next node's. Call it right before
-// r.stepOn, with the context it returns.
-func (r *graphRun) startStep(ctx context.Context) (context.Context, *stepTrace) {
-	st := &stepTrace{step: r.cp.Step + 1, node: r.cp.NextNode}
+// start starts the span of the step at cp's cursor: the step in flight
+// (cp.Pending), else the next node's. Call it right before the step runs
+// (graphRun.stepOn), with the context it returns.
+func (t stepTracer) start(ctx context.Context, cp *graphCheckpoint) (context.Context, *stepTrace) {
+	st := &stepTrace{step: cp.Step + 1, node: cp.NextNode}
 	attempt := 1
-	if r.cp.Attempt != nil {
-		attempt = r.cp.Attempt[st.node] + 1
+	if cp.Attempt != nil {
+		attempt = cp.Attempt[st.node] + 1
 	}
-	if p := r.cp.Pending; p != nil {
+	if p := cp.Pending; p != nil {
 		st.step, st.node, attempt = p.Step, p.Node, p.Attempt
 	}
 	kind := ""
-	if n := r.g.Node(st.node); n != nil {
+	if n := t.graph.Node(st.node); n != nil {
 		kind = n.Kind
 	}
-	ctx, st.span = r.o.Tracer().Start(ctx, telemetry.SpanGraphStep, trace.WithAttributes(
-		telemetry.ThreadID.String(r.id()), telemetry.Graph.String(r.g.Name), telemetry.GraphNode.String(st.node),
+	ctx, st.span = t.tracer.Start(ctx, telemetry.SpanGraphStep, trace.WithAttributes(
+		telemetry.ThreadID.String(t.run), telemetry.Graph.String(t.graph.Name), telemetry.GraphNode.String(st.node),
 		telemetry.GraphStep.Int(st.step), telemetry.GraphKind.String(kind), telemetry.GraphAttempt.Int(attempt)))
 	return ctx, st
 }
 
-// endStep ends the step's span with its status: the step's own (ok,
-// error, retry) when it completed in this activation, else waiting (it
-// suspended, the run holds no slot), handed_back or failed (the
-// activation failed; the step runs again).
-func (r *graphRun) endStep(st *stepTrace, o outcome, err error) {
-	status := r.stepStatus(st, o, err)
+// end ends the step's span with its status (stepStatus), err the
+// activation's error if it failed.
+func (t stepTracer) end(st *stepTrace, status string, err error) {
 	st.span.SetAttributes(telemetry.GraphStatus.String(status))
 	switch status {
 	case graph.StepStatusOK, graph.StepStatusRetry:
-		r.w.metrics.graphStep(r.g.Name, status)
+		t.metrics.graphStep(t.graph.Name, status)
 	case graph.StepStatusError:
-		r.w.metrics.graphStep(r.g.Name, status)
+		t.metrics.graphStep(t.graph.Name, status)
 		st.span.SetStatus(codes.Error, "the step failed")
 	case "failed":
 		st.span.RecordError(err)
@@ -70,20 +75,24 @@ func (r *graphRun) endStep(st *stepTrace, o outcome, err error) {
 	st.span.End()
 }
 
-// stepStatus is how st's step stands after the activation worked on it.
-func (r *graphRun) stepStatus(st *stepTrace, o outcome, err error) string {
+// stepStatus is how st's step stands after the activation worked on it,
+// from the run's checkpoint and state, o and err what the step's
+// activation returned: the step's own status (ok, error, retry) when it
+// completed, else waiting (it suspended, the run holds no slot),
+// handed_back or failed (the activation failed; the step runs again).
+func stepStatus(cp *graphCheckpoint, state map[string]any, st *stepTrace, o outcome, err error) string {
 	switch {
-	case err != nil && r.cp.Step < st.step:
+	case err != nil && cp.Step < st.step:
 		return "failed"
-	case r.cp.Step < st.step || r.cp.Pending != nil && r.cp.Pending.Step == st.step:
+	case cp.Step < st.step || cp.Pending != nil && cp.Pending.Step == st.step:
 		if o.kind == handBack {
 			return "handed_back"
 		}
 		return "waiting"
-	case r.cp.NextNode == st.node && !r.cp.RetryAt.IsZero():
+	case cp.NextNode == st.node && !cp.RetryAt.IsZero():
 		return graph.StepStatusRetry
 	}
-	if le, ok := r.state["_last_error"].(map[string]any); ok && fmt.Sprint(le["step"]) == fmt.Sprint(st.step) {
+	if le, ok := state["_last_error"].(map[string]any); ok && fmt.Sprint(le["step"]) == fmt.Sprint(st.step) {
 		return graph.StepStatusError
 	}
 	return graph.StepStatusOK

@@ -186,46 +186,38 @@ type session struct {
 	live *liveFeed
 }
 
-// run executes the activation to its end: finished, suspended, handed off,
-// or stopped.
-func (s *session) run(ctx context.Context) error {
-	defer s.side.Wait()
-	defer s.stopLive()
-	// Loading is not cut short by the thread's duration limit: a thread
-	// woken past it (it waited for children, or for a rate limit until
-	// then) loads, then ends duration_seconds_exceeded (stopAfter),
-	// rather than failing its load at every wake. A cancel still stops it
-	// once loaded.
-	lctx, stop := ctx, func() {}
-	if end, ok := durationEnd(s.claim.Record); errors.Is(context.Cause(ctx), errDurationExceeded) || (ok && !s.o.Now().Before(end)) {
-		lctx, stop = context.WithTimeout(context.WithoutCancel(ctx), cancelFinalizeTimeout)
-	}
-	defer stop()
-	if err := s.load(lctx); err != nil || s.st.Final != nil {
-		// nil: load failed the thread (failNow) and finalized it.
-		return handBackOnCancel(ctx, err)
-	}
-	fresh, err := s.restore(lctx)
-	if isIntegrity(err) {
-		return s.failIntegrity(ctx, err)
-	}
-	if err != nil {
-		return handBackOnCancel(ctx, err)
-	}
-	err = s.proceed(ctx, fresh)
-	if isIntegrity(err) {
-		// A transcript this thread builds on (a continuation's previous
-		// thread) does not verify.
-		return s.failIntegrity(ctx, err)
-	}
-	if se := (*stopError)(nil); errors.As(err, &se) || (err != nil && stopRequested(ctx)) {
-		// A stop the turn found, or one that reached the activation where
-		// nothing decides on it (a checkpoint, a hook, a wait: the call
-		// that saw the cancelled context failed): the thread is cancelled
-		// or out of time, not failed.
-		return s.stopped(ctx, err)
-	}
-	return err
+// A session is a path (path.go): runActivation loads, restores and
+// proceeds it.
+
+// pastDuration reports whether the claimed thread is past its duration
+// limit.
+func (s *session) pastDuration() bool {
+	end, ok := durationEnd(s.claim.Record)
+	return ok && !s.o.Now().Before(end)
+}
+
+// decided: the thread has its outcome (load failed it, or it was decided
+// before this activation).
+func (s *session) decided() bool { return s.st.Final != nil }
+
+// unverifiable ends the thread whose transcript does not verify
+// (failIntegrity).
+func (s *session) unverifiable(ctx context.Context, err error) error { return s.failIntegrity(ctx, err) }
+
+// handsBack: a thread's hand-backs (a retry wait, a drain) checkpoint
+// first, so a stop requested meanwhile ends it at once rather than at the
+// retry time.
+func (s *session) handsBack(error) bool { return false }
+
+// close waits for the activation's side writes and ends its live feed.
+func (s *session) close() {
+	s.side.Wait()
+	s.stopLive()
+}
+
+// end is how the thread's activation ended.
+func (s *session) end() pathEnd {
+	return pathEnd{released: s.leaseReleased, final: s.st.Final, handedOff: s.st.Handoff != "", version: s.version, spend: s.durableSpend()}
 }
 
 // proceed runs a loaded and restored thread: begins it when fresh, then
