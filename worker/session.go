@@ -202,7 +202,9 @@ func (s *session) decided() bool { return s.st.Final != nil }
 
 // unverifiable ends the thread whose transcript does not verify
 // (failIntegrity).
-func (s *session) unverifiable(ctx context.Context, err error) error { return s.failIntegrity(ctx, err) }
+func (s *session) unverifiable(ctx context.Context, err error) error {
+	return s.failIntegrity(ctx, err)
+}
 
 // handsBack: a thread's hand-backs (a retry wait, a drain) checkpoint
 // first, so a stop requested meanwhile ends it at once rather than at the
