@@ -142,7 +142,7 @@ func (s *session) suspendForApproval(ctx context.Context, earliest time.Time, as
 		return err
 	}
 	for _, pa := range asked {
-		if !s.announced(pa) {
+		if !announced(s.rec, pa) {
 			s.w.notifyApproval(s.log, orchestrator.NotifyConfig(s.proj.Approvals), s.rec, pa)
 		}
 	}
@@ -195,10 +195,10 @@ func (a *approvalWait) suspend(ctx context.Context, version *int64, pending []re
 }
 
 // announced reports whether pa's request was pending in the thread's
-// record when this activation claimed it: an earlier suspension sent its
-// webhook (a message or a timeout woke the thread, which waits again).
-func (s *session) announced(pa registry.PendingApproval) bool {
-	for _, p := range s.rec.PendingApprovals {
+// record rec when this activation claimed it: an earlier suspension sent
+// its webhook (a message or a timeout woke the thread, which waits again).
+func announced(rec *registry.Record, pa registry.PendingApproval) bool {
+	for _, p := range rec.PendingApprovals {
 		if p.CallID == pa.CallID && p.RequestID == pa.RequestID {
 			return true
 		}

@@ -90,8 +90,3 @@ func (b *spend) checkRoom(ctx context.Context) error {
 	}
 	return nil
 }
-
-// turnCharge is the last turn's charge (spend.turnCharge).
-func (s *session) turnCharge() (string, float64, bool) {
-	return s.spend.turnCharge(s.st.Turn, s.st.TurnSpend)
-}

@@ -77,8 +77,8 @@ func handBackOnCancel(ctx context.Context, err error) error {
 
 // decideCancelled records that the thread ends cancelled; how names where
 // the request found it.
-func (s *session) decideCancelled(how string) {
-	s.decide(thread.StatusCancelled, "", nil, &registry.ErrorInfo{Code: "cancelled", Message: how})
+func (st *state) decideCancelled(how string) {
+	st.decide(thread.StatusCancelled, "", nil, &registry.ErrorInfo{Code: "cancelled", Message: how})
 }
 
 // decideStop records the outcome of a thread whose activation context was
@@ -87,21 +87,21 @@ func (s *session) decideCancelled(how string) {
 // stop interrupted ("during the model call"; "" for nothing in flight).
 func (s *session) decideStop(ctx context.Context, where string) {
 	if errors.Is(context.Cause(ctx), errDurationExceeded) {
-		s.st.Cost.ElapsedSeconds = s.elapsed()
+		s.st.Cost.ElapsedSeconds = elapsed(s.rec, s.o.Now())
 		msg := fmt.Sprintf("the thread reached its duration limit of %gs", s.rec.Limits.Duration)
 		if where != "" {
 			msg += " " + where
 		}
 		msg += " (" + thread.RaiseHint(thread.CodeDurationExceeded) + ")"
 		s.emit(transcript.TypeLimitExceeded, transcript.LimitExceeded{Code: thread.CodeDurationExceeded, Current: s.st.Cost.ElapsedSeconds, Max: s.rec.Limits.Duration})
-		s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: thread.CodeDurationExceeded, Message: msg})
+		s.st.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: thread.CodeDurationExceeded, Message: msg})
 		return
 	}
 	if where == "" {
-		s.decideCancelled("cancelled by request")
+		s.st.decideCancelled("cancelled by request")
 		return
 	}
-	s.decideCancelled("cancelled " + where)
+	s.st.decideCancelled("cancelled " + where)
 }
 
 // stoppedWhile is the answer to a tool call that a stop interrupted.

@@ -84,7 +84,7 @@ func (s *session) checkpointCommit(charge bool) (registry.Changes, orchestrator.
 	if ttl := s.leaseTTL; ttl > 0 && s.ctl.renewalDue(ttl) {
 		cp.Lease, cp.LeaseTTL = s.claim.Token, ttl
 	}
-	if key, amount, ok := s.turnCharge(); ok && charge {
+	if key, amount, ok := s.spend.turnCharge(s.st.Turn, s.st.TurnSpend); ok && charge {
 		cp.Charge = &orchestrator.Charge{Key: key, Amount: amount}
 	}
 	return ch, cp

@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spool-run/spool/hooks"
-	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/queue"
 	"github.com/spool-run/spool/thread"
@@ -52,7 +51,7 @@ func (s *session) dispatch(ctx context.Context, call thread.ToolCall) (err error
 	}
 	if id == runGraphID {
 		// Its capability is the graph's, not the tool's.
-		if err := s.checkGraphCall(call.Input); err != nil {
+		if err := checkGraphCall(s.rec, call.Input); err != nil {
 			s.toolResult(call.ID, id, err.Error(), true, "")
 			return nil
 		}
@@ -78,12 +77,10 @@ func (s *session) execute(ctx context.Context, call thread.ToolCall, id string) 
 	case directiveReturnID:
 		s.directiveReturn(ctx, call)
 		return nil
-	case threadDirectiveID:
-		return s.spawn(ctx, call)
+	case threadDirectiveID, runGraphID:
+		return s.startChild(ctx, call, id)
 	case orchestratorID:
 		return s.orchestrate(ctx, call)
-	case runGraphID:
-		return s.runGraph(ctx, call)
 	}
 	res, ok, err := s.tools.run(ctx, id, call.Input)
 	if !ok {
@@ -177,7 +174,7 @@ func (s *session) directiveReturn(ctx context.Context, call thread.ToolCall) {
 		b, _ := json.Marshal(outputs)
 		result = string(b)
 	}
-	s.decide(thread.StatusCompleted, result, outputs, nil)
+	s.st.decide(thread.StatusCompleted, result, outputs, nil)
 }
 
 // spawnInput is the thread_directive tool's input as the model is offered
@@ -197,68 +194,6 @@ type spawnInput struct {
 type spawnParams struct {
 	spawnInput
 	DirectiveID string `json:"directive_id"`
-}
-
-// spawn starts a child thread. Synchronous spawns become a pending call:
-// the thread suspends at the end of the turn and the child's result is the
-// call's result when it wakes.
-func (s *session) spawn(ctx context.Context, call thread.ToolCall) error {
-	var p spawnParams
-	if err := json.Unmarshal(call.Input, &p); err != nil {
-		s.toolResult(call.ID, threadDirectiveID, "bad thread_directive parameters: "+err.Error(), true, "")
-		return nil
-	}
-	name := p.DirectiveName
-	if name == "" {
-		name = p.DirectiveID
-	}
-	if name == "" {
-		s.toolResult(call.ID, threadDirectiveID, "thread_directive needs directive_name", true, "")
-		return nil
-	}
-	inputs, err := decodeInputs(p.Inputs)
-	if err != nil {
-		s.toolResult(call.ID, threadDirectiveID, err.Error(), true, "")
-		return nil
-	}
-	overrides, err := thread.LimitsFromMap(p.LimitOverrides)
-	if err != nil {
-		s.toolResult(call.ID, threadDirectiveID, "limit_overrides: "+err.Error(), true, "")
-		return nil
-	}
-	sctx, span := s.tracer.startSpawn(ctx, name, p.Async)
-	// The child's id is planned from (thread, turn, call): a turn that
-	// runs again (its checkpoint failed: a failover, a store outage past
-	// patience, a crash) starts nothing twice but adopts the child the
-	// first run started (orchestrator.StartRequest.Planned). Its time is
-	// the thread's registration, not its first claim: a failover can lose
-	// the claim (and the run again claims at another time), never the
-	// registration of a thread that runs.
-	planned := s.o.PlannedID(orchestrator.IDRequest{Directive: name, ParentID: s.id()}, s.rec.CreatedAt,
-		fmt.Sprintf("turn/%d/call/%d", s.st.Turn, s.msgs.callIndex(call.ID)))
-	fault("thread:before_spawn")
-	rec, err := s.o.Start(sctx, orchestrator.StartRequest{
-		Directive: name, Inputs: inputs, Model: p.Model, LimitOverrides: overrides, ParentID: s.id(), Reserve: p.Reserve,
-		ID: planned, Planned: true,
-	})
-	endSpawn(span, rec, err)
-	if err != nil {
-		if isInfra(err) {
-			return err
-		}
-		s.refusedStart(call, threadDirectiveID, name, err, errorObject(err))
-		s.log.Info("spawn refused", "directive", name, "error", err)
-		return nil
-	}
-	fault("thread:after_spawn")
-	s.emit(transcript.TypeChildSpawned, transcript.ChildSpawned{ChildID: rec.ThreadID, Directive: name, Async: p.Async,
-		DroppedCapabilities: rec.DroppedCapabilities})
-	if p.Async {
-		s.toolJSON(call.ID, threadDirectiveID, map[string]any{"success": true, "thread_id": rec.ThreadID, "status": "running"}, false)
-		return nil
-	}
-	s.st.Pending = append(s.st.Pending, pending{CallID: call.ID, Tool: threadDirectiveID, Kind: "spawn", Threads: []string{rec.ThreadID}})
-	return nil
 }
 
 // errorObject renders an error as the CLI's {"code","message"} object.
@@ -306,17 +241,4 @@ func decodeInputs(raw json.RawMessage) (map[string]any, error) {
 		}
 	}
 	return nil, fmt.Errorf("inputs must be a JSON object or a string holding one")
-}
-
-// refusedStart answers call (of tool) whose start of child name the
-// orchestrator refused with err, obj the error the model reads: the
-// refusal is recorded (child_refused), and counted when the budget
-// refused the child's reserve.
-func (s *session) refusedStart(call thread.ToolCall, tool, name string, err error, obj map[string]any) {
-	var le *thread.LimitError
-	if errors.As(err, &le) && le.Code == thread.CodeSpendExceeded {
-		s.w.metrics.ledgerRejected("reserve")
-	}
-	s.emit(transcript.TypeChildRefused, transcript.ChildRefused{Directive: name, Code: obj["code"].(string), Message: err.Error()})
-	s.toolJSON(call.ID, tool, map[string]any{"success": false, "error": obj}, true)
 }

@@ -61,7 +61,7 @@ func (s *session) failIntegrity(ctx context.Context, cause error) error {
 		msg = "cancelled; " + msg
 	}
 	if s.tw != nil {
-		s.decide(status, "", nil, &registry.ErrorInfo{Code: code, Message: msg})
+		s.st.decide(status, "", nil, &registry.ErrorInfo{Code: code, Message: msg})
 		return s.finalize(ctx)
 	}
 	out := orchestrator.Outcome{Status: status, Error: &registry.ErrorInfo{Code: code, Message: msg}, Cost: s.rec.Cost, Lease: s.claim.Token}

@@ -54,8 +54,8 @@ func stringOutputs(outputs map[string]any) map[string]string {
 }
 
 // decide records the thread's outcome; finalize applies it.
-func (s *session) decide(status thread.Status, result string, outputs map[string]any, e *registry.ErrorInfo) {
-	s.st.Final = &final{Status: status, Result: result, Outputs: outputs, Error: e}
+func (st *state) decide(status thread.Status, result string, outputs map[string]any, e *registry.ErrorInfo) {
+	st.Final = &final{Status: status, Result: result, Outputs: outputs, Error: e}
 }
 
 // finalize ends the thread with the decided outcome (spec step 14): a
@@ -67,7 +67,7 @@ func (s *session) finalize(ctx context.Context) error {
 	ctx, cancel := detachCancel(ctx)
 	defer cancel()
 	f := s.st.Final
-	s.st.Cost.ElapsedSeconds = s.elapsed()
+	s.st.Cost.ElapsedSeconds = elapsed(s.rec, s.o.Now())
 	out := orchestratorOutcome(f, s.st.Cost)
 	if !s.finalDurable {
 		// The outcome and the turn that led to it become durable in one
@@ -79,7 +79,7 @@ func (s *session) finalize(ctx context.Context) error {
 			return err
 		}
 		s.finalDurable = true
-		if key, amount, ok := s.turnCharge(); ok {
+		if key, amount, ok := s.spend.turnCharge(s.st.Turn, s.st.TurnSpend); ok {
 			out.Charge = &orchestrator.Charge{Key: key, Amount: amount, Done: func(c ledger.Charged, err error) { _ = s.spend.charged(c, err) }}
 		}
 	}

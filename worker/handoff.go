@@ -81,7 +81,7 @@ func (s *session) stepFits(context.Context) (outcome, error) {
 	if s.rec.PreviousThreadID != "" {
 		what = "the conversation it continues with"
 	}
-	s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: codeContextTooSmall, Message: fmt.Sprintf(
+	s.st.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: codeContextTooSmall, Message: fmt.Sprintf(
 		"%s is about %d tokens, more than the context window of %s (%d tokens): no model call was made",
 		what, used, s.rec.Model, window)})
 	return finished, nil
@@ -119,7 +119,7 @@ func (s *session) handoffRoom(trailing []thread.Message) string {
 // continuation's thread_continued hooks load it.
 func (s *session) handoff(ctx context.Context) error {
 	if n := s.proj.Coordination.MaxContinuations; s.rec.ChainIndex >= n {
-		s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: "continuations_exceeded", Message: fmt.Sprintf(
+		s.st.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: "continuations_exceeded", Message: fmt.Sprintf(
 			"the context is full again after %d continuations, the chain's cap (coordination.yaml continuation.max_continuations)", n)})
 		return s.finalize(ctx)
 	}
@@ -127,7 +127,7 @@ func (s *session) handoff(ctx context.Context) error {
 	// transcript, which holds these same messages.
 	trailing, kept := trailingMessages(closeToolCalls(s.msgs), s.proj.Coordination.ResumeCeilingTokens)
 	if why := s.handoffRoom(trailing); why != "" {
-		s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: codeContextTooSmall, Message: why})
+		s.st.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: codeContextTooSmall, Message: why})
 		return s.finalize(ctx)
 	}
 	newID := s.o.NewID(orchestrator.IDRequest{Directive: s.rec.Directive, ParentID: s.rec.ParentID, PreviousThreadID: s.id()})
@@ -190,13 +190,13 @@ func (s *session) completeHandoff(ctx context.Context) error {
 			if isInfra(err) {
 				return err
 			}
-			s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: "handoff_failed", Message: err.Error()})
+			s.st.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: "handoff_failed", Message: err.Error()})
 			return s.finalize(ctx)
 		}
 	} else if err != nil {
 		return err
 	}
-	s.decide(thread.StatusContinued, "", nil, nil)
+	s.st.decide(thread.StatusContinued, "", nil, nil)
 	s.st.Final.ContinuationID = newID
 	s.log.Info("thread handed off", "new_thread_id", newID)
 	if err := s.finalize(ctx); err != nil {

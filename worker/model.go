@@ -77,7 +77,7 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 		s.emit(transcript.TypeThreadError, transcript.Error{Class: pe.Class, Code: code, Message: pe.Error(), Retryable: dec.Action == hooks.Retry})
 		s.runHooks(ctx, hooks.EventError, evctx)
 		if dec.Action != hooks.Retry {
-			s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: code, Message: pe.Error()})
+			s.st.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: code, Message: pe.Error()})
 			return nil, nil
 		}
 		if slowDown {

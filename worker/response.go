@@ -50,7 +50,7 @@ func (s *session) recordResponse(ctx context.Context, resp *provider.Response) (
 		StopReason: resp.StopReason,
 	})
 	if priceErr != nil {
-		s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: "pricing_error", Message: priceErr.Error()})
+		s.st.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: "pricing_error", Message: priceErr.Error()})
 		return finished, nil
 	}
 	// The tokens limit binds where the response is counted: a response
@@ -69,7 +69,7 @@ func (s *session) recordResponse(ctx context.Context, resp *provider.Response) (
 			directiveReturnID + " with them."})
 		return goOn, nil
 	}
-	s.decide(thread.StatusCompleted, resp.Text, nil, nil)
+	s.st.decide(thread.StatusCompleted, resp.Text, nil, nil)
 	return finished, nil
 }
 

@@ -1,16 +1,14 @@
 package worker
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/spool-run/spool/graph"
 	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
-	"github.com/spool-run/spool/transcript"
 )
 
 // runGraphID is the built-in tool that starts a graph run from a thread
@@ -53,15 +51,15 @@ func graphOf(input json.RawMessage) string {
 }
 
 // checkGraphCall is the permission check of a run_graph call: the
-// thread must hold the graph's execute capability.
-func (s *session) checkGraphCall(input json.RawMessage) error {
+// thread of rec must hold the graph's execute capability.
+func checkGraphCall(rec *registry.Record, input json.RawMessage) error {
 	name := graphOf(input)
 	if name == "" {
 		return nil // the call itself says what is wrong (runGraph)
 	}
 	need := (&graph.Action{Graph: name}).Capability()
-	if !thread.Match(s.rec.Capabilities, need) {
-		return fmt.Errorf("permission denied: starting graph %s needs capability %s, which this thread does not hold%s", name, need, droppedNote(s.rec.DroppedCapabilities, need))
+	if !thread.Match(rec.Capabilities, need) {
+		return fmt.Errorf("permission denied: starting graph %s needs capability %s, which this thread does not hold%s", name, need, droppedNote(rec.DroppedCapabilities, need))
 	}
 	return nil
 }
@@ -75,37 +73,6 @@ func holdsGraphCapability(caps []string) bool {
 		}
 	}
 	return false
-}
-
-// runGraph starts the graph run a call asks for.
-func (s *session) runGraph(ctx context.Context, call thread.ToolCall) error {
-	req, async, problem := runGraphRequest(call.Input)
-	if problem != "" {
-		s.toolResult(call.ID, runGraphID, problem, true, "")
-		return nil
-	}
-	name := req.Directive
-	sctx, span := s.tracer.startSpawn(ctx, name, async)
-	// Planned as a spawn's child is: a turn that runs again adopts the
-	// run its first run started.
-	req.ParentID = s.id()
-	req.ID = s.o.PlannedID(orchestrator.IDRequest{Directive: name, ParentID: s.id()}, s.rec.CreatedAt,
-		fmt.Sprintf("turn/%d/call/%d", s.st.Turn, s.msgs.callIndex(call.ID)))
-	req.Planned = true
-	rec, err := s.o.Start(sctx, req)
-	endSpawn(span, rec, err)
-	if err != nil {
-		return s.graphRefused(call, name, err)
-	}
-	s.emit(transcript.TypeChildSpawned, transcript.ChildSpawned{ChildID: rec.ThreadID, Directive: name, Async: async,
-		DroppedCapabilities: rec.DroppedCapabilities})
-	s.log.Info("graph run started", "graph", name, "run_id", rec.ThreadID, "async", async)
-	if async {
-		s.toolJSON(call.ID, runGraphID, map[string]any{"success": true, "run_id": rec.ThreadID, "thread_id": rec.ThreadID, "status": "running"}, false)
-		return nil
-	}
-	s.st.Pending = append(s.st.Pending, pending{CallID: call.ID, Tool: runGraphID, Kind: "spawn", Threads: []string{rec.ThreadID}})
-	return nil
 }
 
 // runGraphRequest is the start a run_graph call's input asks for (its
@@ -156,20 +123,4 @@ func runGraphLimits(in map[string]any) (_ thread.Limits, maxSteps int, problem s
 		return thread.Limits{}, 0, "limit_overrides: " + err.Error()
 	}
 	return overrides, maxSteps, ""
-}
-
-// graphRefused answers a run_graph call whose start was refused (a
-// limit, a graph not found or not valid) as a failed call the model
-// reads, recording the refusal; an infrastructure error is returned.
-func (s *session) graphRefused(call thread.ToolCall, name string, err error) error {
-	if isInfra(err) {
-		return err
-	}
-	obj := errorObject(err)
-	if errors.Is(err, orchestrator.ErrGraphNotFound) || errors.Is(err, orchestrator.ErrGraphInvalid) {
-		obj["code"] = "graph_refused"
-	}
-	s.refusedStart(call, runGraphID, name, err, obj)
-	s.log.Info("graph run refused", "graph", name, "error", err)
-	return nil
 }

@@ -142,8 +142,9 @@ func (a *activation) id() string { return a.rec.ThreadID }
 // (turnTracer), the budget (spend), the rate limits (rateGate), the tools
 // (toolRunner), the hooks' actions (hookActions), the messages
 // (conversation), the live feed (liveFeed), the coordination calls
-// (coordinator), the wait on its children (childWait) and a
-// continuation's first messages (continuation).
+// (coordinator), the children its calls start (childStarter), the wait on
+// them (childWait) and a continuation's first messages (continuation).
+// What only reads or sets the thread's state is a method of state.
 type session struct {
 	activation
 
@@ -247,7 +248,7 @@ func (s *session) proceed(ctx context.Context, fresh bool) error {
 // after recording a message that came meanwhile. false when it waits
 // still (suspended again).
 func (s *session) resolveWaits(ctx context.Context, fresh bool) (bool, error) {
-	if !fresh && s.inboxNewer() && (len(s.st.Approvals) > 0 || len(s.st.Pending) > 0) {
+	if !fresh && s.st.inboxNewer(s.rec) && (len(s.st.Approvals) > 0 || len(s.st.Pending) > 0) {
 		// A message came while the thread waited (it was woken for it):
 		// recorded now, seen by the model on its next call.
 		if err := s.deliverInbox(ctx); err != nil {

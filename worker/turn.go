@@ -295,7 +295,7 @@ func (s *session) checkBeforeTurn(ctx context.Context) (outcome, error) {
 	// record: the worker listened for the thread's cancel events before it
 	// claimed, so a later request has reached ctx. Later turns read the
 	// flag again, in case an event was lost.
-	cancelled, queued := s.rec.CancelRequested, s.inboxNewer()
+	cancelled, queued := s.rec.CancelRequested, s.st.inboxNewer(s.rec)
 	if s.flagRead {
 		var err error
 		var n int64
@@ -313,7 +313,7 @@ func (s *session) checkBeforeTurn(ctx context.Context) (outcome, error) {
 			return outcome{}, err
 		}
 	}
-	s.st.Cost.ElapsedSeconds = s.elapsed()
+	s.st.Cost.ElapsedSeconds = elapsed(s.rec, s.o.Now())
 	err := s.st.Cost.CheckLimits(s.rec.Limits)
 	if err == nil && s.spend.stop != nil {
 		err = s.spend.stop
@@ -339,18 +339,19 @@ func (s *session) limitReached(ctx context.Context, le *thread.LimitError) outco
 	if dec.Action == hooks.Continue {
 		// A hook handled the limit; limits do not grow, so the thread
 		// still cannot take another turn: it completes with what it has.
-		s.decide(thread.StatusCompleted, s.msgs.lastAssistantText(), nil, nil)
+		s.st.decide(thread.StatusCompleted, s.msgs.lastAssistantText(), nil, nil)
 		return finished
 	}
-	s.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: le.Code, Message: le.Error()})
+	s.st.decide(thread.StatusError, "", nil, &registry.ErrorInfo{Code: le.Code, Message: le.Error()})
 	return finished
 }
 
-func (s *session) elapsed() float64 {
-	if s.rec.StartedAt.IsZero() {
+// elapsed is how long the thread of rec has run at now, in seconds.
+func elapsed(rec *registry.Record, now time.Time) float64 {
+	if rec.StartedAt.IsZero() {
 		return 0
 	}
-	return s.o.Now().Sub(s.rec.StartedAt).Seconds()
+	return now.Sub(rec.StartedAt).Seconds()
 }
 
 // afterInterrupt ends a turn that an interrupt cut short, where names
@@ -362,7 +363,7 @@ func (s *session) elapsed() float64 {
 func (s *session) afterInterrupt(ctx context.Context, where string) (outcome, error) {
 	s.log.Info("turn interrupted", "where", where)
 	for _, c := range s.msgs.unanswered() {
-		if !s.awaitsApproval(c.ID) {
+		if !s.st.awaitsApproval(c.ID) {
 			s.toolResult(c.ID, normalizeTool(c.Name), "not run: a person interrupted the turn", true, "")
 		}
 	}
@@ -370,8 +371,8 @@ func (s *session) afterInterrupt(ctx context.Context, where string) (outcome, er
 }
 
 // awaitsApproval reports whether call id waits for a person's decision.
-func (s *session) awaitsApproval(id string) bool {
-	for _, a := range s.st.Approvals {
+func (st *state) awaitsApproval(id string) bool {
+	for _, a := range st.Approvals {
 		if a.CallID == id {
 			return true
 		}
@@ -379,11 +380,12 @@ func (s *session) awaitsApproval(id string) bool {
 	return false
 }
 
-// inboxNewer reports whether the claimed record says messages were queued
-// that the conversation does not hold (its inbox_seq is past InboxSeq).
-func (s *session) inboxNewer() bool {
-	n, _ := strconv.ParseInt(s.rec.Extra["inbox_seq"], 10, 64)
-	return n > s.st.InboxSeq
+// inboxNewer reports whether the claimed record rec says messages were
+// queued that the conversation does not hold (its inbox_seq is past
+// InboxSeq).
+func (st *state) inboxNewer(rec *registry.Record) bool {
+	n, _ := strconv.ParseInt(rec.Extra["inbox_seq"], 10, 64)
+	return n > st.InboxSeq
 }
 
 // deliverInbox appends the messages people sent (`spool thread send`,
