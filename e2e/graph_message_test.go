@@ -151,6 +151,13 @@ func waitForMessage(t *testing.T, e *spooltest.Env, id, node, name string) {
 	res.JSON(t, &shown)
 	require.Equal(t, "message", shown.Record.WaitingFor)
 	require.Equal(t, name, shown.MessageName, "graph show --json gives message_name: %s", res.Stdout)
+	detail := ""
+	for _, row := range shown.Nodes {
+		if row.Node == node {
+			detail = row.Detail
+		}
+	}
+	require.Contains(t, detail, "for message "+name, "the waiting node's detail names its message: %s", res.Stdout)
 	text := e.Spool("graph", "show", id)
 	require.Equal(t, 0, text.Code, text.Stderr)
 	require.Contains(t, text.Stdout, "waiting    for message "+name+" (spool graph send "+id+" "+name+" --data JSON)")

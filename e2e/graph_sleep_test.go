@@ -80,12 +80,21 @@ func startSleep(t *testing.T, e *spooltest.Env, g string, args ...string) (*regi
 		WakeAt     time.Time `json:"wake_at"`
 		StartedAt  time.Time `json:"started_at"`
 		Node       string    `json:"current_node"`
+		Nodes      []struct {
+			Node   string `json:"node"`
+			Detail string `json:"detail"`
+		} `json:"nodes"`
 	}
 	res.JSON(t, &shown)
 	require.Equal(t, "waiting", shown.Status)
 	require.Equal(t, "sleep", shown.WaitingFor)
 	require.False(t, shown.WakeAt.IsZero(), "graph show --json gives wake_at: %s", res.Stdout)
 	require.Equal(t, "nap", shown.Node)
+	for _, row := range shown.Nodes {
+		if row.Node == "nap" {
+			require.Equal(t, "sleeping until "+shown.WakeAt.UTC().Format(time.RFC3339), row.Detail, "the sleeping node's detail")
+		}
+	}
 	text := e.Spool("graph", "show", rec.ThreadID)
 	require.Equal(t, 0, text.Code, text.Stderr)
 	require.Contains(t, text.Stdout, "sleeping until "+shown.WakeAt.UTC().Format(time.RFC3339))

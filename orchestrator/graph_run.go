@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spool-run/spool/blobkey"
@@ -42,6 +43,24 @@ func (v *GraphView) wakeOf(rec *registry.Record) {
 	if name, at, ok := WaitingForMessageOf(rec); ok {
 		v.MessageName, v.WakeAt = name, at
 	}
+}
+
+// waitDetail is the detail of the node where rec, a run waiting at a
+// sleep or wait_message node, waits: "sleeping until T", "for message
+// NAME" (", until T" with a timeout); "" for any other run.
+func waitDetail(rec *registry.Record) string {
+	if at, ok := SleepingUntil(rec); ok {
+		return "sleeping until " + at.Format(time.RFC3339)
+	}
+	name, at, ok := WaitingForMessageOf(rec)
+	if !ok {
+		return ""
+	}
+	d := "for message " + name
+	if !at.IsZero() {
+		d += ", until " + at.Format(time.RFC3339)
+	}
+	return d
 }
 
 // WaitingForMessageOf is the name of the message rec, a run waiting at a
@@ -117,6 +136,13 @@ func (o *Orchestrator) GraphView(ctx context.Context, rec *registry.Record) (*Gr
 		}
 	}
 	rows := graph.Nodes(g, steps, current, currentStatus, string(rec.Status))
+	if d := waitDetail(rec); d != "" {
+		for i := range rows {
+			if rows[i].Node == current && rows[i].Status == graph.NodeWaiting {
+				rows[i].Detail = strings.TrimPrefix(rows[i].Detail+"; "+d, "; ")
+			}
+		}
+	}
 	info := graph.RunInfo{RunID: rec.ThreadID, Graph: rec.Directive, Digest: rec.GraphDigest, Status: string(rec.Status),
 		CurrentNode: rec.CurrentNode, Step: rec.Step, StartedAt: rec.StartedAt, Spend: rec.Cost.Spend, SuppressedErrors: rec.SuppressedErrors}
 	if !rec.StartedAt.IsZero() {
