@@ -128,6 +128,27 @@ func (o *Orchestrator) GraphView(ctx context.Context, rec *registry.Record) (*Gr
 	}
 	steps, warnings := o.EarlierSteps(ctx, rec)
 	steps = append(steps, InFlight(GraphSteps(tr.Events), rec)...)
+	rows := nodeRows(g, steps, rec)
+	info := o.runInfo(ctx, rec)
+	v := &GraphView{Nodes: rows, Steps: steps, Render: graph.Render(g, info, steps, rows), Warnings: append(tr.Warnings, warnings...)}
+	if v.Nodes == nil {
+		v.Nodes = []graph.NodeRow{}
+	}
+	v.wakeOf(rec)
+	if o.signer != nil && len(v.Warnings) == 0 && rec.Status.Terminal() {
+		// The final render, once a run has ended (a running run's changes
+		// with every step: it is made when read, not stored each time).
+		signed := transcript.SignMarkdown(v.Render, o.signer, o.Now())
+		if err := blobstore.PutView(ctx, o.store, blobkey.GraphKnowledge(rec.Directive, rec.ThreadID), signed); err != nil {
+			o.threadLog(rec.ThreadID).Warn("graph render not stored", "error", err)
+		}
+	}
+	return v, nil
+}
+
+// nodeRows is g's node table for rec's steps: the node rec stands at is
+// running, or waiting (with what it waits for) while rec waits.
+func nodeRows(g *graph.Graph, steps []graph.StepRecord, rec *registry.Record) []graph.NodeRow {
 	current, currentStatus := "", ""
 	if !rec.Status.Terminal() {
 		current, currentStatus = rec.CurrentNode, graph.NodeRunning
@@ -143,6 +164,12 @@ func (o *Orchestrator) GraphView(ctx context.Context, rec *registry.Record) (*Gr
 			}
 		}
 	}
+	return rows
+}
+
+// runInfo is the head of rec's render: its ids, status, duration so far
+// (or in all, once it ended) and the spend of its whole subtree.
+func (o *Orchestrator) runInfo(ctx context.Context, rec *registry.Record) graph.RunInfo {
 	info := graph.RunInfo{RunID: rec.ThreadID, Graph: rec.Directive, Digest: rec.GraphDigest, Status: string(rec.Status),
 		CurrentNode: rec.CurrentNode, Step: rec.Step, StartedAt: rec.StartedAt, Spend: rec.Cost.Spend, SuppressedErrors: rec.SuppressedErrors}
 	if !rec.StartedAt.IsZero() {
@@ -155,20 +182,7 @@ func (o *Orchestrator) GraphView(ctx context.Context, rec *registry.Record) (*Gr
 	if spend, err := o.SubtreeSpend(ctx, rec); err == nil {
 		info.Spend = spend
 	}
-	v := &GraphView{Nodes: rows, Steps: steps, Render: graph.Render(g, info, steps, rows), Warnings: append(tr.Warnings, warnings...)}
-	if v.Nodes == nil {
-		v.Nodes = []graph.NodeRow{}
-	}
-	v.wakeOf(rec)
-	if o.signer != nil && len(v.Warnings) == 0 && rec.Status.Terminal() {
-		// The final render, once a run has ended (a running run's changes
-		// with every step: it is made when read, not stored each time).
-		signed := transcript.SignMarkdown(v.Render, o.signer, o.Now())
-		if err := blobstore.PutView(ctx, o.store, blobkey.GraphKnowledge(rec.Directive, rec.ThreadID), signed); err != nil {
-			o.threadLog(rec.ThreadID).Warn("graph render not stored", "error", err)
-		}
-	}
-	return v, nil
+	return info
 }
 
 // maxEarlierRuns bounds how many runs back EarlierSteps reads.
