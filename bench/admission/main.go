@@ -62,6 +62,7 @@ import (
 // options are the command's flags.
 type options struct {
 	threads, multi, rounds, conc, producers int
+	latency                                 time.Duration
 	topology                                string
 	redisURL, clusterURL                    string
 	cpuprofile                              string
@@ -82,6 +83,7 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of the throughput arms (medians)")
 	flag.IntVar(&o.conc, "concurrency", 16, "the worker's slots in the throughput arms")
 	flag.IntVar(&o.producers, "producers", 8, "goroutines starting threads")
+	flag.DurationVar(&o.latency, "latency", 0, "the model's latency per call in the throughput arms (0: none, admission's worst case; a second or more: what a fleet's activations take, where slots bound throughput)")
 	flag.StringVar(&o.topology, "topology", "both", "standalone, cluster or both")
 	flag.StringVar(&o.redisURL, "redis", os.Getenv("SPOOL_BENCH_REDIS_URL"), "standalone Redis URL (default: start redis-server)")
 	flag.StringVar(&o.clusterURL, "redis-cluster", os.Getenv("SPOOL_BENCH_REDIS_CLUSTER_URL"), "redis-cluster:// URL (default: start three nodes)")

@@ -38,11 +38,11 @@ type workload struct {
 func workloads(o options) []workload {
 	one := workload{name: "single-turn", directive: "bench/one", n: o.threads, spec: fleetSpec{
 		files:  map[string]string{".ai/directives/bench/one.md": benchenv.Directive("one", `turns="2"`)},
-		script: modelScript(0, map[string]string{"bench/one": benchenv.FileTurns(1)}), conc: o.conc,
+		script: modelScript(o.latency, map[string]string{"bench/one": benchenv.FileTurns(1)}), conc: o.conc,
 	}}
 	three := workload{name: "three-turn", directive: "bench/three", n: o.multi, spec: fleetSpec{
 		files:  map[string]string{".ai/directives/bench/three.md": benchenv.Directive("three", `turns="5"`)},
-		script: modelScript(0, map[string]string{"bench/three": benchenv.FileTurns(3)}), conc: o.conc,
+		script: modelScript(o.latency, map[string]string{"bench/three": benchenv.FileTurns(3)}), conc: o.conc,
 	}}
 	if o.multi == 0 {
 		return []workload{one}
