@@ -204,3 +204,22 @@ func TestReportString(t *testing.T) {
 	err := Report{Errors: []Diagnostic{{Key: "a", Message: "x"}, {Node: "n", Message: "y"}}}.Err()
 	require.EqualError(t, err, "a: x; node n: y")
 }
+
+// TestUnknownTools: each fixed tool id of a node or hook that known does
+// not know is warned of at its key, with the near known name; computed
+// ids and known tools are not.
+func TestUnknownTools(t *testing.T) {
+	t.Parallel()
+	g := mustParse(t, withNodes("a: {action: {tool: acme/helo}, next: b}\nb: {action: {tool: '${inputs.tool}'}, next: c}\nc: {action: {tool: acme/hello}, next: done}\ndone: {type: return}"))
+	g.Hooks = append(g.Hooks, Hook{Event: "error", Action: Action{Tool: "acme/nope"}})
+	known := func(id string) bool { return id == "acme/hello" }
+	ds := g.UnknownTools(known, []string{"acme/hello"})
+	require.Len(t, ds, 2)
+	require.Equal(t, "a", ds[0].Node)
+	require.Equal(t, "action.tool", ds[0].Key)
+	require.Contains(t, ds[0].Message, `tool "acme/helo" is neither built in`)
+	require.Contains(t, ds[0].Message, `(did you mean "acme/hello"?)`)
+	require.Equal(t, "", ds[1].Node)
+	require.Equal(t, "config.hooks[0].action.tool", ds[1].Key)
+	require.NotContains(t, ds[1].Message, "did you mean")
+}

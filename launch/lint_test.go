@@ -34,3 +34,23 @@ func TestKnown(t *testing.T) {
 	require.Contains(t, problems[0], "project tools: ")
 	require.Contains(t, known.Tools, "rye/file-system/fs_write")
 }
+
+func TestGraphTools(t *testing.T) {
+	t.Parallel()
+	files := fstest.MapFS{
+		".ai/tools/acme/hello.sh":    {Data: []byte("#!/bin/sh\necho '{}'\n"), Mode: 0o755},
+		".ai/config/mcp.yaml":        {Data: []byte("servers:\n  files:\n    command: [\"mcp-files\"]\n")},
+		".ai/graphs/g/nested.yaml":   {Data: []byte("config: {start: r, nodes: {r: {type: return}}}\n")},
+		".ai/tools/graphs/kept.yaml": {Data: []byte("tool_type: graph\nconfig: {start: r, nodes: {r: {type: return}}}\n")},
+	}
+	known, names, problems := GraphTools(files)
+	require.Empty(t, problems)
+	for _, id := range []string{"rye/file-system/fs_write", "rye.file-system.fs_write", "rye__file-system__fs_write", "rye/bash",
+		"rye/agent/threads/directive_return", "acme/hello", "mcp/files/read_file", "g/nested", "graphs/kept"} {
+		require.True(t, known(id), id)
+	}
+	for _, id := range []string{"rye/file-system/fs_wrte", "mcp/other/read_file", "mcp/files/", "acme/bye", "g/missing"} {
+		require.False(t, known(id), id)
+	}
+	require.Contains(t, names, "acme/hello")
+}

@@ -83,7 +83,9 @@ func WireName(id string) string {
 	return w[:55] + "_" + hex.EncodeToString(sum[:4])
 }
 
-func spellings(id string) []string {
+// Spellings are the names a tool of item id id is found by (Lookup): the
+// id, its dotted form and its WireName.
+func Spellings(id string) []string {
 	return uniq(id, strings.ReplaceAll(id, "/", "."), WireName(id))
 }
 
@@ -110,7 +112,7 @@ func (r *Registry) Register(t Tool) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	names := spellings(id)
+	names := Spellings(id)
 	for _, n := range names {
 		if other, ok := r.names[n]; ok {
 			return fmt.Errorf("register tool %q: %w (as %q by %q)", id, ErrDuplicate, n, other)

@@ -228,8 +228,9 @@ func graphValidate(c *cli.Context) error {
 	}
 	var out []graphValidation
 	bad := 0
+	tk := toolChecks{}
 	for _, arg := range c.Args().Slice() {
-		res, g := validateGraphArg(c, arg)
+		res, g := validateGraphArg(c, arg, tk)
 		if !res.OK {
 			bad++
 		}
@@ -258,7 +259,7 @@ func graphValidate(c *cli.Context) error {
 // validateGraphArg reads and parses one graph validate argument and says
 // what is wrong with it; the graph is nil when it could not be read or
 // parsed.
-func validateGraphArg(c *cli.Context, arg string) (graphValidation, *graph.Graph) {
+func validateGraphArg(c *cli.Context, arg string, tk toolChecks) (graphValidation, *graph.Graph) {
 	res := graphValidation{Path: arg, Errors: []string{}, Warnings: []string{}}
 	data, name, err := readGraphArg(c, arg)
 	if err != nil {
@@ -276,8 +277,65 @@ func validateGraphArg(c *cli.Context, arg string) (graphValidation, *graph.Graph
 	for _, d := range rep.Warnings {
 		res.Warnings = append(res.Warnings, d.String())
 	}
+	if g != nil {
+		res.Warnings = append(res.Warnings, tk.check(graphProject(c, arg), g)...)
+	}
 	res.OK = len(res.Errors) == 0
 	return res, g
+}
+
+// toolChecks are the tools each project's graphs can name (GraphTools),
+// read once per project; a project's problems are said the first time.
+type toolChecks map[string]*projectTools
+
+type projectTools struct {
+	known    func(string) bool
+	names    []string
+	problems []string
+}
+
+// check is the warnings about g's tool actions that name no tool of
+// project.
+func (tk toolChecks) check(project string, g *graph.Graph) []string {
+	pt, ok := tk[project]
+	if !ok {
+		known, names, problems := launch.GraphTools(os.DirFS(project))
+		pt = &projectTools{known: known, names: names, problems: problems}
+		tk[project] = pt
+	}
+	var out []string
+	for _, p := range pt.problems {
+		out = append(out, project+": "+p)
+	}
+	pt.problems = nil
+	for _, d := range g.UnknownTools(pt.known, pt.names) {
+		out = append(out, d.String())
+	}
+	return out
+}
+
+// graphProject is the project a graph validate argument belongs to: the
+// directory above the .ai/graphs or .ai/tools its file is in, else
+// --project (the working directory when unset).
+func graphProject(c *cli.Context, arg string) string {
+	def := c.String("project")
+	if def == "" {
+		def = "."
+	}
+	abs, err := filepath.Abs(arg)
+	if err != nil {
+		return def
+	}
+	if st, err := os.Stat(abs); err != nil || st.IsDir() {
+		return def
+	}
+	sep := string(filepath.Separator)
+	for _, dir := range []string{".ai" + sep + "graphs" + sep, ".ai" + sep + "tools" + sep} {
+		if i := strings.LastIndex(abs, sep+dir); i >= 0 {
+			return abs[:i]
+		}
+	}
+	return def
 }
 
 // printValidations prints graph validate's verdicts as lines: "ok", then

@@ -45,7 +45,7 @@ func graphReplay(c *cli.Context) error {
 		if arg == "" {
 			arg = rec.Directive
 		}
-		res, parsed := validateGraphArg(c, arg)
+		res, parsed := validateGraphArg(c, arg, toolChecks{})
 		if !res.OK {
 			return usagef("graph replay: %s does not validate: %s", arg, res.Errors[0])
 		}
