@@ -99,6 +99,64 @@ func TestForeachMinSuccess(t *testing.T) {
 	})
 }
 
+// TestForeachFailCancelsRunningItems (spec 6, on_item_error: fail): at
+// the first failed item no further item starts and the running ones are
+// cancelled (their spend stops), and the step fails foreach_item_failed
+// with that item's error, not with a cancelled sibling's.
+func TestForeachFailCancelsRunningItems(t *testing.T) {
+	t.Parallel()
+	files := dawdleFiles(walkProject("0ms", nil))
+	files[".ai/graphs/g/failfast.yaml"] = "version: \"1\"\ndescription: fail at the first failed item\n" + walkPerms +
+		strings.NewReplacer("      min_success: 2\n", "", ", cancelled: \"${result.cancelled}\"", "", ", cancelled: \"${state.cancelled}\"", "").Replace(quorumGraph)
+	e := spooltest.New(t, spooltest.Options{Files: files})
+	e.StartWorker("--concurrency", "8")
+	rec, res := runGraph(t, e, "g/failfast", "--inputs-json", `{"items": ["slow-a", "slow-b", "bad-c", "slow-d"]}`)
+	require.Equal(t, 1, res.Code, res.Stderr)
+	require.Equal(t, thread.StatusError, rec.Status)
+	require.NotNil(t, rec.Error)
+	require.Contains(t, rec.Error.Message, "item failed (provider_permanent)", "the bad item's error")
+	require.NotContains(t, rec.Error.Message, "cancel", "the failure is the bad item's, not a cancelled sibling's")
+	slow := 0
+	for _, k := range listed(t, e, rec.ThreadID) {
+		if !strings.HasPrefix(k.Inputs["n"].(string), "slow") {
+			continue
+		}
+		slow++
+		require.Equal(t, thread.StatusCancelled, k.Status, "settled before the step failed")
+		require.Less(t, k.Cost.Turns, 10, "its spend stopped: %d of 30 turns", k.Cost.Turns)
+	}
+	require.Equal(t, 3, slow)
+}
+
+// TestForeachFailStopCrash: the worker walking a foreach dies after an
+// item failed and before it cancelled the running ones
+// (graph:before_stop); the activation that takes the run over cancels
+// them, and the step fails with the failed item's error.
+func TestForeachFailStopCrash(t *testing.T) {
+	t.Parallel()
+	files := dawdleFiles(walkProject("0ms", nil))
+	files[".ai/graphs/g/failfast.yaml"] = "version: \"1\"\ndescription: fail at the first failed item\n" + walkPerms +
+		strings.NewReplacer("      min_success: 2\n", "", ", cancelled: \"${result.cancelled}\"", "", ", cancelled: \"${state.cancelled}\"", "").Replace(quorumGraph)
+	e := spooltest.New(t, spooltest.Options{Files: files, LeaseTTL: 2 * time.Second})
+	fast := "SPOOL_RECOVER_INTERVAL=500ms"
+	doomed := e.Start([]string{fast, "SPOOL_FAULT_KILL_AT=graph:before_stop"}, "worker", "--concurrency", "8")
+	res := e.Spool("graph", "run", "g/failfast", "--json", "--inputs-json", `{"items": ["slow-a", "bad-b", "slow-c"]}`)
+	require.Equal(t, 0, res.Code, res.Stderr)
+	var rec registry.Record
+	res.JSON(t, &rec)
+	require.Eventually(t, doomed.Exited, time.Minute, 20*time.Millisecond, "the worker never reached graph:before_stop:\n%s", doomed.Log())
+	e.Start([]string{fast}, "worker", "--concurrency", "8")
+	final := e.Wait([]string{rec.ThreadID}, 2*time.Minute)[rec.ThreadID]
+	require.Equal(t, thread.StatusError, final.Status)
+	require.NotNil(t, final.Error)
+	require.Contains(t, final.Error.Message, "item failed (provider_permanent)")
+	for _, k := range listed(t, e, rec.ThreadID) {
+		if strings.HasPrefix(k.Inputs["n"].(string), "slow") {
+			require.Equal(t, thread.StatusCancelled, k.Status, "cancelled by the activation that took over")
+		}
+	}
+}
+
 // listed are the children of run id.
 func listed(t *testing.T, e *spooltest.Env, id string) []registry.Record {
 	t.Helper()

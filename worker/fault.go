@@ -19,6 +19,7 @@ import (
 //	graph:after_start      its children are started, the run not yet suspended
 //	graph:after_item       a settled item is durable, the next not yet planned
 //	graph:before_complete  a step's result is assigned, its segment not written
+//	graph:before_stop      an item failed and its foreach stops, the running items not yet cancelled
 //	graph:sleep_checkpointed  a sleep's wake time is durable, the run not suspended
 //	graph:sleep_suspended  a sleeping run is suspended, its wake not yet enqueued
 //	thread:before_spawn    a turn is about to start its child, nothing registered

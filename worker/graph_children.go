@@ -109,6 +109,29 @@ type childWindow struct {
 	size  int
 	hold  *childHold
 	first bool
+	// stopped: the step stops, and its running children were told to
+	// cancel in this activation.
+	stopped bool
+}
+
+// stop cancels the running children of a step that stops (an item failed
+// and on_item_error is fail), once per activation: their spend stops,
+// and the step fails once they have settled. A crash before they all
+// settled cancels them again from the next activation, at no cost.
+func (w *childWindow) stop(ctx context.Context, unstarted []string) error {
+	if !w.p.Stopping || w.stopped {
+		return nil
+	}
+	fault("graph:before_stop")
+	n, err := cancelChildren(ctx, w.r, w.p.running(unstarted))
+	if err != nil {
+		return err
+	}
+	w.stopped = true
+	if n > 0 {
+		w.r.log.Info("foreach stops at a failed item: running items cancelled", "step", w.p.Step, "node", w.p.Node, "cancelled", n)
+	}
+	return nil
 }
 
 // round is one round of a step of children: settle the children that
@@ -140,6 +163,9 @@ func (w *childWindow) round(ctx context.Context) (_ stepEnd, done bool, _ error)
 		w.recordPlans(planned)
 	}
 	if err := w.record(ctx, planned, unstarted, changed); err != nil {
+		return stepEnd{}, true, err
+	}
+	if err := w.stop(ctx, unstarted); err != nil {
 		return stepEnd{}, true, err
 	}
 	running, err := w.start(ctx, slices.Concat(unstarted, planned))

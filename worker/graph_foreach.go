@@ -205,17 +205,9 @@ func (k foreachStep) toolsEnd(s *stepRun, results []any, errs []*graph.StepError
 // cost after a crash), and it succeeds with the results of those that
 // succeeded, or fails min_success_unreachable.
 func (foreachStep) minSuccessEnd(ctx context.Context, r *graphRun, s *stepRun, p *pendingStep, res map[string]any, failed int) (stepEnd, error) {
-	cancelled := 0
-	for _, id := range p.running(nil) {
-		_, err := r.o.Cancel(ctx, id, true)
-		switch {
-		case errors.Is(err, registry.ErrNotFound):
-			// planned, never started
-		case err != nil:
-			return stepEnd{}, err
-		default:
-			cancelled++
-		}
+	cancelled, err := cancelChildren(ctx, r, p.running(nil))
+	if err != nil {
+		return stepEnd{}, err
 	}
 	ok := len(p.Slots) - failed
 	res["cancelled"] = cancelled
@@ -227,6 +219,26 @@ func (foreachStep) minSuccessEnd(ctx context.Context, r *graphRun, s *stepRun, p
 	r.log.Info("foreach reached min_success", "step", p.Step, "node", p.Node, "succeeded", ok, "min_success", n, "cancelled", cancelled)
 	r.emit(transcript.TypeForeachCompleted, transcript.ForeachCompleted{Step: p.Step, Node: p.Node, Items: p.Items, Succeeded: ok, Failed: failed})
 	return stepOK(res), nil
+}
+
+// cancelChildren cancels the children ids of a step that no longer
+// needs them, with their subtrees, and counts those it found (a planned
+// child never started is not). A cancel already made is made again at
+// no cost, so an activation after a crash sends them all again.
+func cancelChildren(ctx context.Context, r *graphRun, ids []string) (int, error) {
+	cancelled := 0
+	for _, id := range ids {
+		_, err := r.o.Cancel(ctx, id, true)
+		switch {
+		case errors.Is(err, registry.ErrNotFound):
+			// planned, never started
+		case err != nil:
+			return cancelled, err
+		default:
+			cancelled++
+		}
+	}
+	return cancelled, nil
 }
 
 // errForeachStop stops a foreach's other items after one failed.

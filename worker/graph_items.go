@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
 
@@ -212,8 +213,8 @@ func (it *stepItems) collect(ctx context.Context, p *pendingStep) (map[string]an
 			continue
 		}
 		failed++
-		if first == nil {
-			first = &sl
+		if first == nil || first.Code == string(thread.StatusCancelled) && sl.Code != first.Code {
+			first = &sl // the first failure, before items cancelled because of it
 		}
 		e := map[string]any{"index": i, "code": sl.Code, "message": sl.Message}
 		if sl.ThreadID != "" {
