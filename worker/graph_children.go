@@ -155,17 +155,8 @@ func (w *childWindow) round(ctx context.Context) (_ stepEnd, done bool, _ error)
 		end, err := w.k.result(ctx, r, s, p)
 		return end, true, err
 	}
-	planned, err := w.planMore(ctx, w.k.planLimit(p, w.size))
+	planned, err := w.plan(ctx, unstarted, changed)
 	if err != nil {
-		return stepEnd{}, true, err
-	}
-	if len(planned) > 0 || w.first {
-		w.recordPlans(planned)
-	}
-	if err := w.record(ctx, planned, unstarted, changed); err != nil {
-		return stepEnd{}, true, err
-	}
-	if err := w.stop(ctx, unstarted); err != nil {
 		return stepEnd{}, true, err
 	}
 	running, err := w.start(ctx, slices.Concat(unstarted, planned))
@@ -182,6 +173,22 @@ func (w *childWindow) round(ctx context.Context) (_ stepEnd, done bool, _ error)
 	r.w.metrics.suspended()
 	r.log.Info("graph run waiting on children", "step", p.Step, "node", p.Node, "running", len(running))
 	return stepOpen(outcome{kind: suspend, reason: registry.WaitingForChildren}), true, nil
+}
+
+// plan plans more items and records the round (recordPlans, record);
+// when the step stops, it cancels the running children (stop).
+func (w *childWindow) plan(ctx context.Context, unstarted []string, changed bool) ([]string, error) {
+	planned, err := w.planMore(ctx, w.k.planLimit(w.p, w.size))
+	if err != nil {
+		return nil, err
+	}
+	if len(planned) > 0 || w.first {
+		w.recordPlans(planned)
+	}
+	if err := w.record(ctx, planned, unstarted, changed); err != nil {
+		return nil, err
+	}
+	return planned, w.stop(ctx, unstarted)
 }
 
 // start starts what the window allows of waiting (items planned and not
