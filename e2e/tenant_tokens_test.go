@@ -381,7 +381,9 @@ func TestTenantBoundMCP(t *testing.T) {
 			args := map[string]any{"thread_id": foreign}
 			props := schemaProperties(t, tool)
 			require.Contains(t, props, "thread_id", "tool %s: no tenant check in this test; every tool must have one", tool.Name)
-			for k, v := range map[string]any{"reason": "no", "timeout": 1} {
+			// What each tool requires besides the id, so that the answer
+			// is its tenant check's, not a missing argument's.
+			for k, v := range map[string]any{"reason": "no", "timeout": 1, "name": "go", "data": map[string]any{}} {
 				if props[k] {
 					args[k] = v
 				}
@@ -392,6 +394,7 @@ func TestTenantBoundMCP(t *testing.T) {
 			require.True(t, want.IsError, "%s of an unknown id", tool.Name)
 			require.True(t, got.IsError, "%s of beta's run", tool.Name)
 			require.Equal(t, strings.ReplaceAll(resultText(want), missingID(foreign), foreign), resultText(got), tool.Name)
+			require.Contains(t, resultText(got), foreign, "%s: the answer is the unknown id's, not a missing argument's", tool.Name)
 		}
 	}
 	for _, id := range []string{beta, betaGraph} {
