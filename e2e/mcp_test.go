@@ -249,7 +249,7 @@ func TestSpoolMCPServer(t *testing.T) {
 		names = append(names, tl.Name)
 	}
 	require.ElementsMatch(t, []string{"run_thread", "show_thread", "wait_thread", "cancel_thread", "approve_call", "deny_call", "read_transcript",
-		"run_graph", "show_graph", "send_graph_message", "show_tenant"}, names)
+		"run_graph", "show_graph", "send_graph_message", "show_tenant", "list_threads"}, names)
 
 	call := func(name string, args map[string]any) *mcp.CallToolResult {
 		t.Helper()
@@ -320,6 +320,37 @@ func TestSpoolMCPServer(t *testing.T) {
 	require.Contains(t, resultText(cres), `"cancel_requested":true`)
 	final = record(call("wait_thread", map[string]any{"thread_id": c, "timeout": 60}))
 	require.Equal(t, thread.StatusCancelled, final.Status)
+
+	// list_threads finds them by status and directive, a page at a time.
+	list := func(args map[string]any) (ids []string, next string) {
+		t.Helper()
+		res := call("list_threads", args)
+		require.False(t, res.IsError, "%s", resultText(res))
+		var page struct {
+			Threads []registry.Record `json:"threads"`
+			Next    string            `json:"next_cursor"`
+		}
+		b, err := json.Marshal(res.StructuredContent)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &page))
+		for _, r := range page.Threads {
+			ids = append(ids, r.ThreadID)
+		}
+		return ids, page.Next
+	}
+	ids, next := list(map[string]any{"directive": "m/gated", "status": "completed"})
+	require.ElementsMatch(t, []string{a, d}, ids)
+	require.Empty(t, next)
+	first, next := list(map[string]any{"directive": "m/gated", "limit": 1})
+	require.Len(t, first, 1)
+	require.Equal(t, c, first[0], "newest first")
+	require.NotEmpty(t, next)
+	rest, _ := list(map[string]any{"directive": "m/gated", "limit": 10, "cursor": next})
+	require.ElementsMatch(t, []string{a, d}, rest, "the next page goes on after the cursor")
+	ids, _ = list(map[string]any{"status": "cancelled", "kind": "thread"})
+	require.Equal(t, []string{c}, ids)
+	toolError(call("list_threads", map[string]any{"status": "done"}), `status "done"`)
+	toolError(call("list_threads", map[string]any{"kind": "job"}), `kind "job"`)
 
 	// What cannot be done is a tool error that says why.
 	toolError(call("show_thread", map[string]any{"thread_id": "m/nope-1-aa"}), `thread "m/nope-1-aa" not found`)

@@ -366,6 +366,20 @@ func TestTenantBoundMCP(t *testing.T) {
 			res := call(tool.Name, args)
 			require.True(t, res.IsError)
 			require.Contains(t, resultText(res), "tenant_forbidden")
+		case "list_threads":
+			var page struct {
+				Threads []registry.Record `json:"threads"`
+			}
+			var own registry.Record
+			decodeResult(t, call("run_thread", map[string]any{"directive": "g/topic", "inputs": map[string]any{"topic": "listed"}}), &own)
+			decodeResult(t, call(tool.Name, map[string]any{"limit": 1000}), &page)
+			require.NotEmpty(t, page.Threads, "acme's own runs")
+			for _, r := range page.Threads {
+				require.Equal(t, "acme", r.Tenant, "only the bound tenant's runs")
+			}
+			got, want := call(tool.Name, map[string]any{"tenant": "beta"}), call(tool.Name, map[string]any{"tenant": "zeta"})
+			require.True(t, got.IsError)
+			require.Equal(t, strings.ReplaceAll(resultText(want), "zeta", "beta"), resultText(got))
 		case "show_tenant":
 			got, want := call(tool.Name, map[string]any{"tenant": "beta"}), call(tool.Name, map[string]any{"tenant": "zeta"})
 			require.True(t, want.IsError)

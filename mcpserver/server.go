@@ -135,7 +135,7 @@ func New(cfg Config) (*mcp.Server, error) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "spool", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: "Spool runs LLM agent threads on a fleet of workers. run_thread starts one (wait=true waits for its end); " +
 			"show_thread, wait_thread and read_transcript follow it; a thread waiting on a person (status waiting, waiting_for approval) " +
-			"goes on after approve_call or deny_call; cancel_thread stops it and, by default, its children. " +
+			"goes on after approve_call or deny_call; cancel_thread stops it and, by default, its children; list_threads finds runs by status, tags and time. " +
 			"run_graph starts a graph run (a fixed order of tool steps and child threads) and show_graph shows its node table; " +
 			"send_graph_message sends a run waiting at a wait_message node (waiting_for message) the message it waits for; " +
 			"the thread tools take run ids too.",
@@ -155,6 +155,7 @@ func New(cfg Config) (*mcp.Server, error) {
 	mcp.AddTool(s, &mcp.Tool{Name: "read_transcript", Description: "A thread's transcript as it is so far: format markdown " +
 		"(default) or text, the last max_bytes of it."}, h.transcript)
 	addGraphTools(s, h)
+	addListTool(s, h)
 	mcp.AddTool(s, &mcp.Tool{Name: "show_tenant", Description: "A tenant's admission state: its share, running and waiting " +
 		"activations, ceilings and spend (tenant; default the tenant this server is bound to, else default)."}, h.showTenant)
 	if cfg.Unavailable != nil {
