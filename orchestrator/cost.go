@@ -18,8 +18,9 @@ import (
 // transcript records; a graph run's own are none, as it makes no model
 // call, and its children are rows of their own). Sums are kept in nano-dollars, as the ledger
 // charges, so the report is exact. It reads the records of the runs
-// selected a page at a time, from the index that holds them
-// (registry.Registry.List).
+// selected a page at a time (costPage), from the index that holds them
+// (registry.Registry.List), keeping running sums: its memory is a page
+// and the groups, whatever the count of runs.
 
 // CostKeys are the keys a report groups by; "tag:KEY" groups by a tag's
 // value.
@@ -64,12 +65,36 @@ func (o *Orchestrator) CostReport(ctx context.Context, by string, f Filter) (*sp
 	if err := CheckCostKey(by); err != nil {
 		return nil, err
 	}
-	f.Limit = 0
-	recs, err := o.reg.List(ctx, f)
-	if err != nil {
+	g := newCostGroups(by)
+	if err := o.eachRun(ctx, f, g.add); err != nil {
 		return nil, err
 	}
-	return groupCost(recs, by), nil
+	return g.report(), nil
+}
+
+// costPage is how many records a report reads at a time (a variable for
+// tests).
+var costPage = 1000
+
+// eachRun calls fn with every run f selects (f's Limit ignored), newest
+// first, reading a page of costPage records at a time, so that a report
+// over a million runs holds one page, not all of them.
+func (o *Orchestrator) eachRun(ctx context.Context, f Filter, fn func(*registry.Record)) error {
+	f.Limit = costPage
+	for {
+		recs, err := o.reg.List(ctx, f)
+		if err != nil {
+			return err
+		}
+		for _, rec := range recs {
+			fn(rec)
+		}
+		if len(recs) < costPage {
+			return nil
+		}
+		cur := registry.CursorOf(recs[len(recs)-1])
+		f.After = &cur
+	}
 }
 
 // ownSpend is what rec itself was charged, in nano-dollars: a thread's
@@ -82,35 +107,48 @@ func ownSpend(rec *registry.Record) int64 {
 	return int64(math.Round(rec.Cost.Spend * 1e9))
 }
 
-// groupCost is CostReport of recs.
-func groupCost(recs []*registry.Record, by string) *spooltype.CostReport {
-	type sum struct {
-		nano     int64
-		runs, in int
-		out      int
+// costSum is what a group of runs spent and used.
+type costSum struct {
+	nano     int64
+	runs, in int
+	out      int
+}
+
+// costGroups are the running sums of a report, by key and in all.
+type costGroups struct {
+	by     string
+	groups map[string]*costSum
+	total  costSum
+}
+
+func newCostGroups(by string) *costGroups {
+	return &costGroups{by: by, groups: map[string]*costSum{}}
+}
+
+// add counts rec in its group and the total.
+func (c *costGroups) add(rec *registry.Record) {
+	k := costKey(rec, c.by)
+	g := c.groups[k]
+	if g == nil {
+		g = &costSum{}
+		c.groups[k] = g
 	}
-	groups := map[string]*sum{}
-	var total sum
-	for _, rec := range recs {
-		k := costKey(rec, by)
-		g := groups[k]
-		if g == nil {
-			g = &sum{}
-			groups[k] = g
-		}
-		nano := ownSpend(rec)
-		for _, s := range []*sum{g, &total} {
-			s.nano += nano
-			s.runs++
-			s.in += rec.Cost.InputTokens
-			s.out += rec.Cost.OutputTokens
-		}
+	nano := ownSpend(rec)
+	for _, s := range []*costSum{g, &c.total} {
+		s.nano += nano
+		s.runs++
+		s.in += rec.Cost.InputTokens
+		s.out += rec.Cost.OutputTokens
 	}
-	row := func(k string, s sum) spooltype.CostRow {
+}
+
+// report is the sums as a report's rows, most spend first.
+func (c *costGroups) report() *spooltype.CostReport {
+	row := func(k string, s costSum) spooltype.CostRow {
 		return spooltype.CostRow{Key: k, Spend: float64(s.nano) / 1e9, Runs: s.runs, InputTokens: s.in, OutputTokens: s.out}
 	}
-	rep := &spooltype.CostReport{By: by, Rows: []spooltype.CostRow{}, Total: row("total", total)}
-	for k, s := range groups {
+	rep := &spooltype.CostReport{By: c.by, Rows: []spooltype.CostRow{}, Total: row("total", c.total)}
+	for k, s := range c.groups {
 		rep.Rows = append(rep.Rows, row(k, *s))
 	}
 	slices.SortFunc(rep.Rows, func(a, b spooltype.CostRow) int {
@@ -137,14 +175,9 @@ func (o *Orchestrator) CostSeries(ctx context.Context, by string, f Filter) (*Co
 	if err := CheckCostKey(by); err != nil {
 		return nil, err
 	}
-	f.Limit = 0
-	recs, err := o.reg.List(ctx, f)
-	if err != nil {
-		return nil, err
-	}
 	nano := map[string]map[string]int64{}
 	totals := map[string]int64{}
-	for _, rec := range recs {
+	err := o.eachRun(ctx, f, func(rec *registry.Record) {
 		day, k := costKey(rec, "day"), costKey(rec, by)
 		if nano[day] == nil {
 			nano[day] = map[string]int64{}
@@ -152,6 +185,9 @@ func (o *Orchestrator) CostSeries(ctx context.Context, by string, f Filter) (*Co
 		n := ownSpend(rec)
 		nano[day][k] += n
 		totals[k] += n
+	})
+	if err != nil {
+		return nil, err
 	}
 	cs := &CostSeries{Spend: map[string]map[string]float64{}}
 	for day, keys := range nano {

@@ -1,12 +1,15 @@
 package orchestrator
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/internal/testing/testenv"
 	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -39,4 +42,40 @@ func TestGroupCost(t *testing.T) {
 	require.Error(t, CheckCostKey("tag:"))
 	require.Error(t, CheckCostKey("color"))
 	require.NoError(t, CheckCostKey("tag:team"))
+}
+
+// groupCost is CostReport of recs.
+func groupCost(recs []*registry.Record, by string) *spooltype.CostReport {
+	g := newCostGroups(by)
+	for _, rec := range recs {
+		g.add(rec)
+	}
+	return g.report()
+}
+
+// TestCostReportPages: a report reads the runs a page at a time and
+// comes to what one pass over them all comes to, the run that ends a page
+// counted once.
+func TestCostReportPages(t *testing.T) {
+	f := idemSetup(t, testenv.Standalone)
+	ctx := t.Context()
+	for i := range 11 {
+		_, err := f.o.reg.Register(ctx, registry.NewThread{ThreadID: fmt.Sprintf("t/p%d-1-%02d", i%3, i), Directive: fmt.Sprintf("t/p%d", i%3),
+			Model: "m", Queue: "default"})
+		require.NoError(t, err)
+	}
+	all, err := f.o.reg.List(ctx, Filter{})
+	require.NoError(t, err)
+	require.Len(t, all, 11)
+	want := groupCost(all, "directive")
+	old := costPage
+	costPage = 3
+	t.Cleanup(func() { costPage = old })
+	got, err := f.o.CostReport(ctx, "directive", Filter{})
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.Equal(t, 11, got.Total.Runs)
+	series, err := f.o.CostSeries(ctx, "directive", Filter{})
+	require.NoError(t, err)
+	require.Len(t, series.Keys, 3)
 }
