@@ -23,7 +23,8 @@ func pipelinesEnv(t *testing.T) *spooltest.Env {
 
 // TestReferencePipelines: the built-in rye/bash runs in the run tree's
 // workspace: what it writes, child threads read with the file tools and
-// later steps read with rye/bash; a worker not started with
+// later steps read with rye/bash; a project tool runs there too (it
+// counts the children's files and writes the count for the next step); a worker not started with
 // --allow-shell refuses it (shell_not_allowed), and graph validate warns
 // that it needs such workers.
 func TestReferencePipelines(t *testing.T) {
@@ -40,6 +41,8 @@ func TestReferencePipelines(t *testing.T) {
 		require.Contains(t, digest, "summary of alpha: read ", "a child read bash's file and wrote a summary; bash read it back")
 		require.Contains(t, digest, "summary of beta: read ")
 		require.Equal(t, 2, strings.Count(digest, "\n"), digest)
+		require.Equal(t, float64(2), rec.Outputs["tallied"], "a project tool read the children's files in the workspace")
+		require.Equal(t, "2 summaries\n", rec.Outputs["counted"], "and the file it wrote was there for the next step")
 
 		rec, res = runGraph(t, e, "pipelines/disk")
 		require.Equal(t, 0, res.Code, res.Stderr)

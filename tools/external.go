@@ -58,6 +58,14 @@ type ExternalConfig struct {
 	// and AWS credentials and the signing key stay with the worker; a tool
 	// that needs a credential of its own gets it from its manifest's env.
 	PassEnvPrefixes []string
+	// MaxWorkspaceBytes and MaxWorkspaceFiles bound the workspace a call
+	// runs in (copied to the worker's disk for it, as rye/bash's is).
+	// Defaults 256 MiB and 10,000 files.
+	MaxWorkspaceBytes int64
+	MaxWorkspaceFiles int
+	// FS gives the file size limit and the write leases with which the
+	// files a call wrote are stored back.
+	FS FSConfig
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -84,6 +92,13 @@ func (c ExternalConfig) WithDefaults() ExternalConfig {
 		c.PassEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR",
 			"SPOOL_LOG_LEVEL", "SPOOL_LOG_JSON"}
 	}
+	if c.MaxWorkspaceBytes <= 0 {
+		c.MaxWorkspaceBytes = defaultMaxWorkspaceBytes
+	}
+	if c.MaxWorkspaceFiles <= 0 {
+		c.MaxWorkspaceFiles = defaultMaxWorkspaceFiles
+	}
+	c.FS = c.FS.WithDefaults()
 	return c
 }
 
@@ -444,12 +459,12 @@ func (t *extTool) Run(ctx context.Context, env *Env, input json.RawMessage) (Res
 		return Result{}, err
 	}
 	sealEnviron()
-	work, err := os.MkdirTemp("", "spool-tool-")
-	if err != nil {
-		return Result{}, fmt.Errorf("tool work dir: %w", err)
+	wd, res, err := t.workDir(ctx, env)
+	if err != nil || res != nil {
+		return derefResult(res), err
 	}
-	defer os.RemoveAll(work)
-	spawnEnv, stop := t.spawnSocket(env, work)
+	defer wd.close()
+	spawnEnv, stop := t.spawnSocket(env, wd.tmp)
 	defer stop()
 
 	tctx, cancel := context.WithTimeout(ctx, t.timeout)
@@ -461,7 +476,7 @@ func (t *extTool) Run(ctx context.Context, env *Env, input json.RawMessage) (Res
 	// goroutine's from the fork to the end of the wait.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	cmd, err := t.start(tctx, exe, work, t.environ(env, work, spawnEnv), stdin, stdout, stderr)
+	cmd, err := t.start(tctx, exe, wd.dir, t.environ(env, wd.tmp, spawnEnv), stdin, stdout, stderr)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Result{}, fmt.Errorf("tool %s: %w", t.id, ctx.Err())
@@ -476,7 +491,28 @@ func (t *extTool) Run(ctx context.Context, env *Env, input json.RawMessage) (Res
 	if ctx.Err() != nil {
 		return Result{}, fmt.Errorf("tool %s: %w", t.id, ctx.Err())
 	}
-	return t.outcome(tctx, err, stdout, stderr), nil
+	out := t.outcome(tctx, err, stdout, stderr)
+	if wd.shared && tctx.Err() == nil {
+		// It ran to its end: what it wrote goes to the workspace.
+		if _, res, err := wd.writeBack(ctx, env); err != nil || res != nil {
+			return derefResult(res), err
+		}
+	}
+	return out, nil
+}
+
+// workDir is the call's working directory: a copy of the tree's
+// workspace, whose files the call writes or changes are stored back
+// (shared), when env has one; else an empty directory of its own.
+func (t *extTool) workDir(ctx context.Context, env *Env) (*workDir, *Result, error) {
+	if needWorkspace(env) == nil {
+		wd, res, err := openWorkDir(ctx, env, workLimits{maxBytes: t.cfg.MaxWorkspaceBytes, maxFiles: t.cfg.MaxWorkspaceFiles, fs: t.cfg.FS}, t.id)
+		if wd != nil {
+			wd.shared = true
+		}
+		return wd, res, err
+	}
+	return emptyWorkDir(t.id)
 }
 
 // spawnSocket serves the call a spawn socket in work when the thread may
@@ -584,9 +620,9 @@ func parseOutput(b []byte) (out string, isErr, ok bool) {
 // environ builds the tool's environment: the passed worker variables (no
 // credential among them), the manifest's env, Env.Env, then the spawn
 // socket and the thread ids (which nothing overrides).
-func (t *extTool) environ(env *Env, work string, spawnEnv map[string]string) []string {
+func (t *extTool) environ(env *Env, tmp string, spawnEnv map[string]string) []string {
 	vars := t.cfg.passed()
-	vars["TMPDIR"] = work
+	vars["TMPDIR"] = tmp
 	for k, v := range t.env {
 		vars[k] = v
 	}

@@ -17,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobkey"
+	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/spawn"
 )
 
@@ -101,8 +103,8 @@ printf '{"output": {"call": %s, "arg": "%s", "greeting": "%s", "pwd_files": "%s"
 	require.Equal(t, "th-root", got.Call.TreeID)
 	require.Equal(t, "--loud", got.Arg)
 	require.Equal(t, "hello", got.Greeting)
-	require.Equal(t, "", got.PwdFiles, "a fresh, empty working directory")
-	require.Equal(t, "yes", got.TmpdirIsPwd)
+	require.Equal(t, "", got.PwdFiles, "without a workspace, a fresh, empty working directory")
+	require.Equal(t, "", got.TmpdirIsPwd, "TMPDIR is a directory beside it, never stored back")
 
 	// Called again: same materialised file (cache by content hash).
 	r2 := s.call(t, "acme/greet", `{"name": "Ada"}`)
@@ -406,4 +408,45 @@ func TestExternalCacheRewritesTamperedFile(t *testing.T) {
 	r, err := tools[0].Run(context.Background(), &Env{ThreadID: "th"}, nil)
 	require.NoError(t, err)
 	require.Equal(t, "original", r.Output)
+}
+
+// TestExternalWorksInTheWorkspace: a project tool's working directory is
+// a copy of the tree's workspace (what fs_write and rye/bash wrote is
+// there), the files it writes or changes are stored back, TMPDIR is not
+// stored back, and a call
+// that times out stores nothing.
+func TestExternalWorksInTheWorkspace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := setupExternal(t, fstest.MapFS{
+		".ai/tools/acme/upper.yaml": file("description: upper-cases in.txt\nexecutable: upper.sh\ntimeout: 1\n"),
+		".ai/tools/acme/upper.sh": {Data: []byte(`#!/bin/sh
+call=$(cat)
+case "$call" in *slow*) echo late > late.txt; sleep 10;; esac
+mkdir -p out && tr a-z A-Z < in.txt > out/up.txt
+echo same > keep.txt
+echo scratch > "$TMPDIR/scratch.txt"
+printf '{"output": "%s"}' "$(cat out/up.txt)"
+`), Mode: 0o755},
+	}, ExternalConfig{Timeout: time.Second})
+	store := blobstore.NewMemory()
+	s.env.Store = store
+	require.NoError(t, store.Put(ctx, blobkey.WorkspaceFile("th-root", "in.txt"), []byte("alpha\n")))
+	require.NoError(t, store.Put(ctx, blobkey.WorkspaceFile("th-root", "keep.txt"), []byte("same\n")))
+
+	r := s.call(t, "acme/upper", `{}`)
+	require.False(t, r.IsError, r.Output)
+	require.Equal(t, "ALPHA", r.Output)
+	b, err := store.Get(ctx, blobkey.WorkspaceFile("th-root", "out/up.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "ALPHA\n", string(b))
+	infos, err := store.List(ctx, blobkey.WorkspaceFiles("th-root"))
+	require.NoError(t, err)
+	require.Len(t, infos, 3, "in.txt, keep.txt, out/up.txt: not TMPDIR's scratch.txt")
+
+	r = s.call(t, "acme/upper", `{"slow": true}`)
+	require.True(t, r.IsError)
+	require.Contains(t, r.Output, "timed out")
+	_, err = store.Get(ctx, blobkey.WorkspaceFile("th-root", "late.txt"))
+	require.ErrorIs(t, err, blobstore.ErrNotFound, "a call that timed out stores nothing")
 }

@@ -1,23 +1,17 @@
 package tools
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -65,10 +59,10 @@ func (c ShellConfig) WithDefaults() ShellConfig {
 		c.MaxOutputBytes = 64 << 10
 	}
 	if c.MaxWorkspaceBytes <= 0 {
-		c.MaxWorkspaceBytes = 256 << 20
+		c.MaxWorkspaceBytes = defaultMaxWorkspaceBytes
 	}
 	if c.MaxWorkspaceFiles <= 0 {
-		c.MaxWorkspaceFiles = 10000
+		c.MaxWorkspaceFiles = defaultMaxWorkspaceFiles
 	}
 	c.FS = c.FS.WithDefaults()
 	c.External = c.External.WithDefaults()
@@ -122,27 +116,19 @@ func (t *shellTool) Run(ctx context.Context, env *Env, input json.RawMessage) (R
 	if in.TimeoutSeconds > 0 {
 		timeout = time.Duration(math.Min(in.TimeoutSeconds, t.cfg.MaxTimeout.Seconds()) * float64(time.Second))
 	}
-	root, err := os.MkdirTemp("", "spool-bash-")
-	if err != nil {
-		return Result{}, fmt.Errorf("rye/bash work dir: %w", err)
-	}
-	defer os.RemoveAll(root)
-	dir, tmp := filepath.Join(root, "workspace"), filepath.Join(root, "tmp")
-	if err := os.MkdirAll(tmp, 0o700); err != nil {
-		return Result{}, err
-	}
-	before, res, err := t.materialize(ctx, env, dir)
+	wd, res, err := openWorkDir(ctx, env, t.limits(), ShellID)
 	if err != nil || res != nil {
 		return derefResult(res), err
 	}
-	out, code, failed := t.run(ctx, env, in.Command, dir, tmp, timeout)
+	defer wd.close()
+	out, code, failed := t.run(ctx, env, in.Command, wd.dir, wd.tmp, timeout)
 	if ctx.Err() != nil {
 		return Result{}, fmt.Errorf("rye/bash: %w", ctx.Err())
 	}
 	if failed != "" {
 		return errorResult(failed), nil
 	}
-	written, res, err := t.writeBack(ctx, env, dir, before)
+	written, res, err := wd.writeBack(ctx, env)
 	if err != nil || res != nil {
 		return derefResult(res), err
 	}
@@ -151,53 +137,16 @@ func (t *shellTool) Run(ctx context.Context, env *Env, input json.RawMessage) (R
 	return Result{Output: string(b), IsError: code != 0}, nil
 }
 
+// limits are the bounds of the workspace a command runs in.
+func (t *shellTool) limits() workLimits {
+	return workLimits{maxBytes: t.cfg.MaxWorkspaceBytes, maxFiles: t.cfg.MaxWorkspaceFiles, fs: t.cfg.FS}
+}
+
 func derefResult(r *Result) Result {
 	if r == nil {
 		return Result{}
 	}
 	return *r
-}
-
-// materialize copies the workspace of env's tree into dir: the digest of
-// each file, by path. A workspace over the bounds is an error result.
-func (t *shellTool) materialize(ctx context.Context, env *Env, dir string) (map[string][32]byte, *Result, error) {
-	prefix := blobkey.WorkspaceFiles(env.TreeID)
-	infos, err := env.Store.List(ctx, prefix)
-	if err != nil {
-		return nil, nil, fmt.Errorf("list the workspace: %w", err)
-	}
-	var total int64
-	for _, info := range infos {
-		total += info.Size
-	}
-	if len(infos) > t.cfg.MaxWorkspaceFiles || total > t.cfg.MaxWorkspaceBytes {
-		r := errorResult(fmt.Sprintf("rye/bash: the workspace holds %d files, %d bytes: more than the %d files or %d bytes a command runs in",
-			len(infos), total, t.cfg.MaxWorkspaceFiles, t.cfg.MaxWorkspaceBytes))
-		return nil, &r, nil
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, nil, err
-	}
-	before := make(map[string][32]byte, len(infos))
-	for _, info := range infos {
-		rel := strings.TrimPrefix(info.Key, prefix)
-		if _, err := CleanPath(rel); err != nil {
-			continue // not a file fs_write could have made
-		}
-		data, err := env.Store.Get(ctx, info.Key)
-		if err != nil {
-			return nil, nil, fmt.Errorf("read %s: %w", info.Key, err)
-		}
-		full := filepath.Join(dir, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(full), 0o700); err != nil {
-			return nil, nil, err
-		}
-		if err := os.WriteFile(full, data, 0o600); err != nil {
-			return nil, nil, err
-		}
-		before[rel] = sha256.Sum256(data)
-	}
-	return before, nil, nil
 }
 
 // run runs command in dir: stdout and stderr (each its end, at most
@@ -253,66 +202,6 @@ func (t *shellTool) environ(env *Env, tmp string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// writeBack stores the regular files of dir that are new or differ from
-// before in the workspace, each under its write lease: their paths, in
-// order. A file over the size limit, or one whose path the workspace
-// cannot hold, is an error result (nothing after it is stored).
-func (t *shellTool) writeBack(ctx context.Context, env *Env, dir string, before map[string][32]byte) ([]string, *Result, error) {
-	var changed []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		changed = append(changed, filepath.ToSlash(rel))
-		return nil
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("read the command's files: %w", err)
-	}
-	sort.Strings(changed)
-	written := []string{}
-	for _, rel := range changed {
-		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
-		if err != nil {
-			return nil, nil, err
-		}
-		if sum, ok := before[rel]; ok && sum == sha256.Sum256(data) {
-			continue
-		}
-		clean, err := CleanPath(rel)
-		if err == nil && len(data) > t.cfg.FS.MaxFileBytes {
-			err = fmt.Errorf("%d bytes, more than the %d-byte file limit", len(data), t.cfg.FS.MaxFileBytes)
-		}
-		if err != nil {
-			r := errorResult(fmt.Sprintf("rye/bash: %s cannot be stored in the workspace: %v (stored before it: %s)", rel, err, strings.Join(written, ", ")))
-			return nil, &r, nil
-		}
-		if err := t.store(ctx, env, clean, data); err != nil {
-			return nil, nil, err
-		}
-		written = append(written, clean)
-	}
-	return written, nil, nil
-}
-
-// store writes data to the workspace file p under its write lease.
-func (t *shellTool) store(ctx context.Context, env *Env, p string, data []byte) error {
-	lk, err := lockFile(ctx, env.Store, blobkey.WorkspaceLock(env.TreeID, p), t.cfg.FS.LockLease, t.cfg.FS.LockWait, t.cfg.FS.Now)
-	if err != nil {
-		return fmt.Errorf("rye/bash: store %s: %w", p, err)
-	}
-	defer func() {
-		if err := lk.unlock(ctx); err != nil {
-			env.logger().Warn("release write lease", "thread_id", env.ThreadID, "path", p, "err", err)
-		}
-	}()
-	if err := env.Store.Put(ctx, blobkey.WorkspaceFile(env.TreeID, p), bytes.Clone(data)); err != nil {
-		return fmt.Errorf("rye/bash: store %s: %w", p, err)
-	}
-	return nil
 }
 
 // text is what w kept, saying so when the start was cut.
