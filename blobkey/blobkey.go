@@ -18,6 +18,7 @@
 //	├── capabilities.md                Capabilities
 //	├── result.txt                     Result: a result too large for the registry record, whole
 //	├── outputs.json                   Outputs: outputs too large for the registry record, whole
+//	├── messages/00000001.json         GraphMessage: a graph run's message n (GraphMessages is the prefix)
 //	└── artifacts/                     Artifacts
 //	    ├── <call id>.txt              ToolResult: a tool's full result, cut in the transcript
 //	    ├── <call id>-input.json       ToolInput: a tool call's input over the worker's bound, not run
@@ -114,6 +115,15 @@ func Outputs(threadID string) string { return Thread(threadID) + "outputs.json" 
 // GraphState is a graph run's state snapshot, content addressed by the
 // hex SHA-256 of its bytes (written once; identical states share it).
 func GraphState(runID, sha256 string) string { return Thread(runID) + "state/" + sha256 + ".json" }
+
+// GraphMessages is the prefix of the messages sent to a graph run.
+func GraphMessages(runID string) string { return Thread(runID) + "messages/" }
+
+// GraphMessage is the key of message seq (from 1) of a graph run, its
+// number zero-padded so that the keys list in order.
+func GraphMessage(runID string, seq int64) string {
+	return fmt.Sprintf("%s%08d.json", GraphMessages(runID), seq)
+}
 
 // Artifacts is the prefix of a thread's artifacts.
 func Artifacts(threadID string) string { return Thread(threadID) + "artifacts/" }

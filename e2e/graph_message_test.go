@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/blobkey"
 	"github.com/spool-run/spool/client"
 	"github.com/spool-run/spool/internal/testing/spooltest"
 	"github.com/spool-run/spool/registry"
@@ -387,4 +389,52 @@ func TestGraphWaitMessage(t *testing.T) {
 			require.Equal(t, 1, stepsAt(t, e, id, "first"), "the first step completed once")
 		})
 	}
+}
+
+// TestGraphMessagesSurviveRedisLoss (spec 4.8, issue item 6): a message
+// is in the blob store before its send returns, so one that Redis loses
+// afterwards (the suffix a lossy failover or a restart short of its AOF
+// drops: the run's message list, its ids and its message counter) is put
+// back by the reconciliation that follows the loss: the run takes both
+// messages, a repeated id is still a duplicate, and the next message
+// takes the next seq, not one the lost ones had.
+func TestGraphMessagesSurviveRedisLoss(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := messageEnv(t)
+	id := startInbox(t, e) // no worker: the messages wait for the run
+	for i, mid := range []string{"one", "two"} {
+		sent, res := send(t, e, id, "item", fmt.Sprintf(`{"n": %d}`, i+1), "--id", mid)
+		require.Equal(t, 0, res.Code, res.Stderr)
+		require.Equal(t, int64(i+1), sent.Seq)
+	}
+	stored, err := e.Store.List(ctx, blobkey.GraphMessages(id))
+	require.NoError(t, err)
+	require.Len(t, stored, 2, "each message is in the store once its send returned")
+
+	rdb := e.Redis.Universal
+	require.NoError(t, rdb.Del(ctx, e.Keys.Messages(id)).Err())
+	require.NoError(t, rdb.Del(ctx, e.Keys.MessageIDs(id)).Err())
+	require.NoError(t, rdb.HDel(ctx, e.Keys.Thread(id), "message_seq").Err())
+	require.NoError(t, rdb.Del(ctx, e.Keys.Housekeeping()).Err()) // as a Redis that lost its data: the marker is gone too
+
+	e.Start(nil, "scheduler", "--housekeeping-interval", "1s")
+	require.Eventually(t, func() bool {
+		n, err := rdb.LLen(ctx, e.Keys.Messages(id)).Result()
+		return err == nil && n == 2
+	}, time.Minute, 100*time.Millisecond, "reconciliation puts the lost messages back")
+
+	again, res := send(t, e, id, "item", `{"n": 100}`, "--id", "one")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.True(t, again.Duplicate, "a repeated id is still kept once")
+	third, res := send(t, e, id, "item", `{"n": 3}`, "--id", "three")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Equal(t, int64(3), third.Seq, "the counter went past the lost messages' seqs")
+
+	e.Start([]string{fastHousekeeping}, "worker", "--concurrency", "2")
+	final := e.Wait([]string{id}, time.Minute)[id]
+	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
+	require.Equal(t, float64(1), final.Outputs["a"])
+	require.Equal(t, float64(2), final.Outputs["b"])
+	require.Equal(t, "one", final.Outputs["a_id"])
 }

@@ -2,17 +2,22 @@ package orchestrator
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 
+	"github.com/spool-run/spool/blobkey"
+	"github.com/spool-run/spool/blobstore"
 	"github.com/spool-run/spool/graph"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
+	"github.com/spool-run/spool/transcript"
 )
 
 // MessageError refuses a message a run's graph does not take: a name no
@@ -77,7 +82,8 @@ func (o *Orchestrator) SendGraphMessage(ctx context.Context, id string, m GraphM
 	if err != nil {
 		return nil, err
 	}
-	sent, err := o.reg.SendMessage(ctx, resolved, registry.GraphMessage{Name: m.Name, ID: m.ID, Data: data, SentAt: o.Now().UTC(), By: m.By})
+	msg := registry.GraphMessage{Name: m.Name, ID: m.ID, Data: data, SentAt: o.Now().UTC(), By: m.By}
+	sent, err := o.reg.SendMessage(ctx, resolved, msg)
 	if errors.Is(err, registry.ErrFinished) {
 		st, _ := o.reg.Get(ctx, resolved)
 		status := thread.Status("ended")
@@ -89,6 +95,10 @@ func (o *Orchestrator) SendGraphMessage(ctx context.Context, id string, m GraphM
 	if err != nil {
 		return nil, err
 	}
+	msg.Seq = sent.Seq
+	if err := o.keepMessage(ctx, resolved, msg); err != nil {
+		return nil, err
+	}
 	res := &MessageSent{RunID: resolved, Name: m.Name, Seq: sent.Seq, ID: m.ID, Duplicate: sent.Duplicate, Status: sent.Status}
 	if sent.WakeSeq > 0 {
 		if err := o.enqueueWake(ctx, registry.Wake{ThreadID: resolved, Seq: sent.WakeSeq}); err != nil {
@@ -98,6 +108,74 @@ func (o *Orchestrator) SendGraphMessage(ctx context.Context, id string, m GraphM
 	}
 	o.threadLog(resolved).Info("graph message sent", "name", m.Name, "seq", sent.Seq, "id", m.ID, "duplicate", sent.Duplicate, "by", m.By)
 	return res, nil
+}
+
+// keepMessage stores message m of run id in the blob store, once (a
+// duplicate's send stores it when the first's did not), before its send
+// returns: a message Redis loses afterwards (a lossy failover, a restart
+// without persistence) is put back from there by reconciliation
+// (RestoreMessages). It fails the send when the store does: the message
+// is then in Redis only, and a send again with the same id keeps it.
+func (o *Orchestrator) keepMessage(ctx context.Context, id string, m registry.GraphMessage) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	err = o.store.PutIfAbsent(ctx, blobkey.GraphMessage(id, m.Seq), b)
+	if err != nil && !errors.Is(err, blobstore.ErrExists) {
+		return fmt.Errorf("keep message %d of %s in the store (it is kept in Redis; send it again with the same id to make it durable): %w", m.Seq, id, err)
+	}
+	return nil
+}
+
+// RestoreMessages puts back the messages of graph run rec, which has not
+// ended, that Redis lost and the blob store kept: those past what its
+// last durable checkpoint (tr's) records as taken, by name. Its message
+// counter is raised past every seq the store or the checkpoint knows, so
+// that no later message reuses one. How many were put back.
+func (h *Housekeeper) RestoreMessages(ctx context.Context, rec *registry.Record, tr *transcript.Transcript) (int, error) {
+	if !rec.IsGraph() || rec.Status.Terminal() {
+		return 0, nil
+	}
+	var cp struct {
+		Taken map[string]int64 `json:"messages_taken"`
+	}
+	if tr != nil && tr.LastState != nil {
+		_ = json.Unmarshal(tr.LastState.Extra["graph"], &cp) // none taken when it holds no graph state
+	}
+	var minSeq int64
+	for _, seq := range cp.Taken {
+		minSeq = max(minSeq, seq)
+	}
+	infos, err := h.store.List(ctx, blobkey.GraphMessages(rec.ThreadID))
+	if err != nil {
+		return 0, fmt.Errorf("messages of %s: %w", rec.ThreadID, err)
+	}
+	var untaken []registry.GraphMessage
+	for _, info := range infos {
+		b, err := h.store.Get(ctx, info.Key)
+		if err != nil {
+			return 0, fmt.Errorf("messages of %s: %w", rec.ThreadID, err)
+		}
+		var m registry.GraphMessage
+		if err := json.Unmarshal(b, &m); err != nil || m.Seq <= 0 {
+			h.threadLog(rec.ThreadID).Warn("a stored message does not read; left out", "key", info.Key, "error", err)
+			continue
+		}
+		minSeq = max(minSeq, m.Seq)
+		if m.Seq > cp.Taken[m.Name] {
+			untaken = append(untaken, m)
+		}
+	}
+	if len(untaken) == 0 && minSeq == 0 {
+		return 0, nil
+	}
+	slices.SortFunc(untaken, func(a, b registry.GraphMessage) int { return cmp.Compare(a.Seq, b.Seq) })
+	n, err := h.reg.RestoreMessages(ctx, rec.ThreadID, untaken, minSeq)
+	if n > 0 {
+		h.threadLog(rec.ThreadID).Warn("put back graph messages Redis lost", "messages", n)
+	}
+	return n, err
 }
 
 // runEnded is the refusal of a message to run id, which ended status.

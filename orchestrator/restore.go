@@ -169,6 +169,10 @@ func (o *Orchestrator) restoreOne(ctx context.Context, id, parent string) (*regi
 		"charged_usd", ChargedUSD(charges), "ledger_id", got.LedgerID())
 	switch {
 	case !got.Status.Terminal():
+		// Its messages Redis lost with it come back before it runs.
+		if _, err := o.Housekeeper().RestoreMessages(ctx, got, tr); err != nil {
+			return got, tr, len(charges), err
+		}
 		// Its worker takes it up from its last checkpoint; should this
 		// task be lost too, housekeeping finds it orphaned.
 		if _, err := o.Reenqueue(ctx, queue.Activation{ThreadID: id, Reason: "recover"}, got.Version, got.Queue); err != nil {

@@ -53,6 +53,10 @@ var (
 	trimMessagesScript = redisfn.New("trim_messages", "", trimMessagesLua)
 	//go:embed trim_messages.lua
 	trimMessagesLua string
+
+	restoreMessagesScript = redisfn.New("restore_messages", "", restoreMessagesLua)
+	//go:embed restore_messages.lua
+	restoreMessagesLua string
 )
 
 // SendMessage keeps m for graph run id, which has not ended (else
@@ -98,6 +102,27 @@ func (r *Registry) Messages(ctx context.Context, id, name string, after int64) (
 		}
 	}
 	return out, nil
+}
+
+// RestoreMessages puts back msgs, messages of graph run id that Redis
+// lost (the blob store kept them) and its checkpoint has not recorded as
+// taken, in seq order, and raises the run's message counter to at least
+// minSeq, so that no later send reuses a seq: how many were put back.
+// A message the run still holds is left as it is.
+func (r *Registry) RestoreMessages(ctx context.Context, id string, msgs []GraphMessage, minSeq int64) (int, error) {
+	args := []any{minSeq}
+	for _, m := range msgs {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return 0, err
+		}
+		args = append(args, string(b))
+	}
+	n, err := restoreMessagesScript.Run(ctx, r.rdb, []string{r.ks.Thread(id), r.ks.Messages(id), r.ks.MessageIDs(id)}, args...).Int()
+	if err != nil {
+		return 0, scriptError("restore the messages of "+id, id, 0, err)
+	}
+	return n, nil
 }
 
 // TrimMessages drops the messages of name kept for run id up to seq

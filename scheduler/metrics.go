@@ -62,7 +62,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.Ticks, m.ThreadsStarted, m.HousekeepingRuns, m.Recoveries, m.RetentionThreads, m.RetentionObjects,
 			m.HousekeepingSecs, m.ScheduledEntries, m.Reconciled, m.ReconcilePasses)
-		for _, k := range []string{KindRequeue, KindMark, KindVersion, KindCharge, KindRestore} {
+		for _, k := range []string{KindRequeue, KindMark, KindVersion, KindCharge, KindRestore, KindMessage} {
 			m.Reconciled.WithLabelValues(k) // every kind shows, at 0 until it counts
 		}
 	}
@@ -111,4 +111,5 @@ func (m *Metrics) reconciled(r ReconcileResult) {
 	m.Reconciled.WithLabelValues(KindVersion).Add(float64(r.Versions))
 	m.Reconciled.WithLabelValues(KindCharge).Add(float64(r.Charges))
 	m.Reconciled.WithLabelValues(KindRestore).Add(float64(r.Restored))
+	m.Reconciled.WithLabelValues(KindMessage).Add(float64(r.Messages))
 }

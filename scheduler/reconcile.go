@@ -53,6 +53,9 @@ const (
 	// KindRestore: a thread the registry lost, which a transcript names
 	// as its child, was restored from the store (orchestrator.Housekeeper.Restore).
 	KindRestore = "restore"
+	// KindMessage: a graph run's message that Redis lost was put back
+	// from the store (orchestrator.Housekeeper.RestoreMessages).
+	KindMessage = "message"
 )
 
 // ReconcileResult is what one reconciliation did.
@@ -61,9 +64,9 @@ type ReconcileResult struct {
 	Trigger string
 	// Threads is the number of threads examined.
 	Threads int
-	// Requeued, Marks, Versions, Charges and Restored count the repairs,
-	// by kind (a restored thread's charges among Charges).
-	Requeued, Marks, Versions, Charges, Restored int
+	// Requeued, Marks, Versions, Charges, Restored and Messages count the
+	// repairs, by kind (a restored thread's charges among Charges).
+	Requeued, Marks, Versions, Charges, Restored, Messages int
 	// Skipped is the number of threads left as they were because their
 	// transcript does not verify or their ledger entry cannot take the
 	// charge (each logged).
@@ -72,7 +75,7 @@ type ReconcileResult struct {
 
 // Repairs is the number of repairs of every kind.
 func (r ReconcileResult) Repairs() int {
-	return r.Requeued + r.Marks + r.Versions + r.Charges + r.Restored
+	return r.Requeued + r.Marks + r.Versions + r.Charges + r.Restored + r.Messages
 }
 
 // versionFence is how far past the last durable checkpoint's version
@@ -243,7 +246,7 @@ func (s *Scheduler) logTrigger(trigger, runID string, m marker, lastCanary int64
 
 func (s *Scheduler) logReconciled(res ReconcileResult) {
 	attrs := []any{"trigger", res.Trigger, "threads", res.Threads, "requeued", res.Requeued, "transcript_marks", res.Marks,
-		"versions", res.Versions, "charges", res.Charges, "restored", res.Restored, "skipped", res.Skipped}
+		"versions", res.Versions, "charges", res.Charges, "restored", res.Restored, "messages", res.Messages, "skipped", res.Skipped}
 	switch {
 	case res.Repairs() > 0 || res.Skipped > 0:
 		s.log.Warn("reconciled threads with their transcripts", attrs...)
@@ -343,6 +346,7 @@ func (s *Scheduler) reconcileEach(ctx context.Context, recs []*spooltype.Record,
 				res.Versions += one.Versions
 				res.Charges += one.Charges
 				res.Restored += one.Restored
+				res.Messages += one.Messages
 				res.Skipped += one.Skipped
 				if err != nil && firstErr == nil {
 					firstErr = err
@@ -506,6 +510,15 @@ func (s *Scheduler) reconcileThread(ctx context.Context, rec *spooltype.Record, 
 	}
 	if err != nil {
 		return err
+	}
+	if trigger != TriggerPeriodic {
+		// After lost writes: a graph run's messages Redis lost come back
+		// from the store (the periodic pass does not list the store).
+		n, err := s.o.RestoreMessages(ctx, rec, tr)
+		res.Messages += n
+		if err != nil {
+			return fmt.Errorf("reconcile %s: %w", id, err)
+		}
 	}
 	return s.restoreChildren(ctx, id, tr, res)
 }
