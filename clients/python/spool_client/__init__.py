@@ -6,9 +6,12 @@
     for ev in c.events(rec.thread_id):
         print(ev.seq, ev.data.event_type if ev.kind == "event" else ev.data.status)
     print(c.wait(rec.thread_id).outputs)
+
+AsyncClient (spool_client.aio) is the same for asyncio code.
 """
 
 from . import models
+from .aio import AsyncClient
 from .client import TERMINAL, Client, Event, SpoolError
 
-__all__ = ["Client", "Event", "SpoolError", "TERMINAL", "models"]
+__all__ = ["AsyncClient", "Client", "Event", "SpoolError", "TERMINAL", "models"]
