@@ -321,6 +321,12 @@ func (s *Scheduler) Start() error {
 			s.runHousekeeping(ctx)
 		}()
 	}
+	// Bulk operations whose runner died (bulk.go).
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.runBulks(ctx)
+	}()
 	// The fleet's fair shares (package admission): whichever of the
 	// workers, schedulers and dev processes holds the balancer's lock.
 	s.wg.Add(1)

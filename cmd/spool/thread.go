@@ -65,6 +65,7 @@ func threadCommand() *cli.Command {
 				&cli.StringFlag{Name: "query", Usage: "Go regular expression (required)"},
 				&cli.IntFlag{Name: "max", Value: 50, Usage: "print at most this many matches"}}, Action: threadSearch},
 			{Name: "verify", Usage: "verify every signature and hash of a transcript", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag()}, Action: threadVerify},
+			threadBulkCommand(),
 		}, append(peopleCommands(), historyCommands()...)...),
 	}
 }
