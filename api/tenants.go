@@ -127,7 +127,12 @@ func visible(r *http.Request, rec *spooltype.Record) bool {
 // written when the parameter is bad or names a tenant the caller may not
 // see or that does not exist.
 func (s *server) listTenant(w http.ResponseWriter, r *http.Request) (string, bool) {
-	q := strings.TrimSpace(r.URL.Query().Get("tenant"))
+	return s.filterTenant(w, r, r.URL.Query().Get("tenant"))
+}
+
+// filterTenant is listTenant of a tenant named elsewhere (a body's).
+func (s *server) filterTenant(w http.ResponseWriter, r *http.Request, q string) (string, bool) {
+	q = strings.TrimSpace(q)
 	bound := boundTenant(r)
 	switch {
 	case q == "":
@@ -159,15 +164,17 @@ func (s *server) tenantFail(w http.ResponseWriter, r *http.Request, name string,
 // tenantPrefix is the path of a tenant, before its name.
 const tenantPrefix = "/v1/tenants/"
 
-// tenantRoute answers /v1/tenants/{t}: the tenant's name is the path's
-// last segment (tenant names hold no slash).
-func (s *server) tenantRoute(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("rest")
-	if name == "" || strings.Contains(name, "/") {
-		writeProblem(w, r, problem(http.StatusNotFound, "not_found", "no route %s", r.URL.Path))
-		return
+// segmentRoute answers path, a route whose last segment names what it
+// acts on (/v1/tenants/{tenant}, /v1/bulk/{id}): one segment, or no route.
+func (s *server) segmentRoute(path string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("rest")
+		if name == "" || strings.Contains(name, "/") {
+			writeProblem(w, r, problem(http.StatusNotFound, "not_found", "no route %s", r.URL.Path))
+			return
+		}
+		s.dispatch(w, r, name, path)
 	}
-	s.dispatch(w, r, name, tenantPrefix+"{tenant}")
 }
 
 func (s *server) tenants(w http.ResponseWriter, r *http.Request, _ string) {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -128,4 +129,87 @@ func TestBulkCancelSurvivesItsRunner(t *testing.T) {
 	require.NotEmpty(t, again.Operation)
 	require.Zero(t, again.Matched, "finished runs are not cancelled again")
 	require.Equal(t, orchestrator.BulkCompleted, again.Status)
+}
+
+// TestBulkAPI: POST /v1/bulk approves every pending call of the runs a
+// tag selects, in the background, and GET /v1/bulk/{id} follows it to
+// completed; the runs go on to complete. A bulk resume then resumes each
+// of them once (a second finds nothing to resume), and a dry run counts.
+func TestBulkAPI(t *testing.T) {
+	t.Parallel()
+	e := spooltest.New(t, spooltest.Options{Files: apiProject()})
+	srv := startAPI(t, e)
+	e.StartWorker()
+	tr := newOpenAPITransport(t)
+	raw := apiCall{t: t, hc: &http.Client{Transport: tr}, base: srv.base}
+	ids := submitRuns(t, srv.base, 5, 5, func(int) spooltype.RunRequest {
+		return spooltype.RunRequest{Directive: "t/gated", Model: "script:scripts/api.yaml", Tags: map[string]string{"review": "r1"}}
+	})
+	for _, id := range ids {
+		waitStatus(t, e, id, thread.StatusWaiting)
+		require.Eventually(t, func() bool {
+			calls, err := e.Orch.Approvals(t.Context(), id)
+			return err == nil && len(calls) == 1
+		}, time.Minute, 20*time.Millisecond)
+	}
+
+	raw.problem(400, "bad_request", "POST", "/v1/bulk", `{"action": "explode"}`)
+	raw.problem(400, "bad_request", "POST", "/v1/bulk", `{"action": "cancel", "status": "nope"}`)
+	raw.problem(400, "bad_request", "POST", "/v1/bulk", `{"action": "cancel", "since": "yesterday"}`)
+	raw.problem(404, "not_found", "GET", "/v1/bulk/bulk-20261203T000000-0123abcd", "")
+
+	status, _, body := raw.do("POST", "/v1/bulk", `{"action": "approve", "tags": {"review": "r1"}, "dry_run": true}`)
+	require.Equal(t, 200, status, string(body))
+	require.JSONEq(t, `{"matched": 5}`, string(body))
+
+	status, h, body := raw.do("POST", "/v1/bulk", `{"action": "approve", "tags": {"review": "r1"}, "by": "ops", "reason": "batch reviewed"}`)
+	require.Equal(t, 202, status, string(body))
+	var started orchestrator.BulkStarted
+	require.NoError(t, json.Unmarshal(body, &started))
+	require.Equal(t, int64(5), started.Matched)
+	require.Equal(t, "/v1/bulk/"+started.Operation, h.Get("Location"))
+	var op orchestrator.BulkOperation
+	require.Eventually(t, func() bool {
+		status, _, body := raw.do("GET", "/v1/bulk/"+started.Operation, "")
+		return status == 200 && json.Unmarshal(body, &op) == nil && op.Status == orchestrator.BulkCompleted
+	}, time.Minute, 50*time.Millisecond)
+	require.Equal(t, int64(5), op.Done)
+	require.Zero(t, op.Failed)
+	require.Equal(t, "ops", op.By)
+	recs := e.Wait(ids, 2*time.Minute)
+	for _, id := range ids {
+		require.Equal(t, thread.StatusCompleted, recs[id].Status, id)
+	}
+
+	// Resume each completed run once, from the CLI.
+	r := e.Spool("thread", "bulk", "resume", "--tag", "review=r1", "--status", "completed", "--message", "and once more", "--yes", "--json")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	var res struct {
+		Matched int   `json:"matched"`
+		Done    int64 `json:"done"`
+	}
+	r.JSON(t, &res)
+	require.Equal(t, 5, res.Matched)
+	require.Equal(t, int64(5), res.Done)
+	var tails []string
+	for _, id := range ids {
+		ch, err := e.Orch.GetChain(t.Context(), id)
+		require.NoError(t, err)
+		require.Len(t, ch.Chain, 2, "%s resumed once", id)
+		tails = append(tails, ch.Chain[1].ThreadID)
+	}
+	// The originals are resumed: only a resumed run that ended and
+	// carries the tag is one a resume would act on now.
+	// (each continuation calls the gated tool again and waits for a
+	// decision, which keeps it still while this counts).
+	for _, id := range tails {
+		waitStatus(t, e, id, thread.StatusWaiting)
+	}
+	r = e.Spool("thread", "bulk", "resume", "--tag", "review=r1", "--status", "completed", "--dry-run", "--json")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	var dry struct {
+		Matched int `json:"matched"`
+	}
+	r.JSON(t, &dry)
+	require.Zero(t, dry.Matched, "a resumed run is not resumed again")
 }

@@ -162,6 +162,10 @@ func TestTenantBoundTokens(t *testing.T) {
 				case path == "/healthz" || path == "/v1/openapi.json" || path == "/v1/approvals/decide":
 					// No credential: liveness, the document, and an approval
 					// link whose signed token is its credential.
+				case path == "/v1/bulk/{id}":
+					checkTenantBulkShow(t, a, tk)
+				case method == "POST" && path == "/v1/bulk":
+					checkTenantBulkStart(t, a, tk)
 				case strings.Contains(path, "{id}"):
 					foreign := betaThread.ThreadID
 					if strings.HasPrefix(path, "/v1/graphs/") {
@@ -247,6 +251,43 @@ func checkTenantCost(t *testing.T, a tenantAPI, tk tenantTokens) {
 	want := a.do(tk.acme, "GET", "/v1/cost?tenant=zeta", "")
 	require.Equal(t, http.StatusNotFound, want.status, want.body)
 	got.sameAs(t, want, "beta", "zeta", "/v1/cost?tenant=")
+}
+
+// checkTenantBulkShow: another tenant's bulk operation answers a bound
+// token byte for byte as an operation that does not exist.
+func checkTenantBulkShow(t *testing.T, a tenantAPI, tk tenantTokens) {
+	t.Helper()
+	var op struct {
+		Operation string `json:"operation"`
+	}
+	a.do(tk.beta, "POST", "/v1/bulk", `{"action": "approve", "tags": {"nothing": "here"}}`).json(t, 202, &op)
+	require.NotEmpty(t, op.Operation)
+	missing := op.Operation[:len(op.Operation)-8] + "00000000"
+	got := a.do(tk.acme, "GET", "/v1/bulk/"+op.Operation, "")
+	want := a.do(tk.acme, "GET", "/v1/bulk/"+missing, "")
+	require.Equal(t, http.StatusNotFound, want.status, want.body)
+	got.sameAs(t, want, op.Operation, missing, "GET /v1/bulk/{id}")
+	require.Equal(t, http.StatusOK, a.do(tk.beta, "GET", "/v1/bulk/"+op.Operation, "").status, "its own tenant's")
+	require.Equal(t, http.StatusOK, a.do(tk.ops, "GET", "/v1/bulk/"+op.Operation, "").status, "an unbound token's")
+}
+
+// checkTenantBulkStart: a bound token's bulk operation counts its
+// tenant's runs only, and a body naming another tenant is an unknown
+// tenant.
+func checkTenantBulkStart(t *testing.T, a tenantAPI, tk tenantTokens) {
+	t.Helper()
+	var mine, acme, all struct {
+		Matched int `json:"matched"`
+	}
+	a.do(tk.acme, "POST", "/v1/bulk", `{"action": "cancel", "dry_run": true}`).json(t, 200, &mine)
+	a.do(tk.ops, "POST", "/v1/bulk", `{"action": "cancel", "dry_run": true, "tenant": "acme"}`).json(t, 200, &acme)
+	a.do(tk.ops, "POST", "/v1/bulk", `{"action": "cancel", "dry_run": true}`).json(t, 200, &all)
+	require.Equal(t, acme.Matched, mine.Matched, "acme's runs only")
+	require.Greater(t, all.Matched, mine.Matched, "an unbound token counts every tenant's")
+	got := a.do(tk.acme, "POST", "/v1/bulk", `{"action": "cancel", "dry_run": true, "tenant": "beta"}`)
+	want := a.do(tk.acme, "POST", "/v1/bulk", `{"action": "cancel", "dry_run": true, "tenant": "zeta"}`)
+	require.Equal(t, http.StatusNotFound, want.status, want.body)
+	got.sameAs(t, want, "beta", "zeta", "POST /v1/bulk tenant")
 }
 
 // checkTenantStart: a bound token's start is its tenant's; a body

@@ -319,19 +319,13 @@ func (o *Orchestrator) Bulk(ctx context.Context, id, tenant string) (*BulkOperat
 // and returns the operation as it is then. progress, when not nil, is
 // called after each run.
 func (o *Orchestrator) RunBulk(ctx context.Context, id, owner string, progress func(done, failed, matched int64)) (*BulkOperation, error) {
-	op, err := o.Bulk(ctx, id, "")
+	idx, retry, held, err := o.claimBulk(ctx, id, owner)
 	if err != nil {
 		return nil, err
 	}
-	idx, retry, held, err := o.claimBulk(ctx, id, owner)
+	op, err := o.Bulk(ctx, id, "") // as it stands under the claim
 	if err != nil || !held {
-		if err != nil {
-			return nil, err
-		}
-		return o.Bulk(ctx, id, "")
-	}
-	if op, err = o.Bulk(ctx, id, ""); err != nil { // as it stands under the claim
-		return nil, err
+		return op, err
 	}
 	done, failed := op.Done, op.Failed
 	for idx < op.Matched {
@@ -346,15 +340,11 @@ func (o *Orchestrator) RunBulk(ctx context.Context, id, owner string, progress f
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			outcome, msg := o.bulkApply(ctx, op, run, retry)
-			retry = false
-			if ok, err := o.bulkStep(ctx, op, owner, idx, outcome, run, msg); err != nil || !ok {
-				if err != nil {
-					return nil, err
-				}
-				o.log.Warn("bulk operation taken over", "operation", id, "at", idx)
-				return o.Bulk(ctx, id, "")
+			outcome, ok, err := o.bulkOne(ctx, op, owner, idx, run, retry)
+			if err != nil || !ok {
+				return nil, err
 			}
+			retry = false
 			idx++
 			if outcome == "failed" {
 				failed++
@@ -369,6 +359,17 @@ func (o *Orchestrator) RunBulk(ctx context.Context, id, owner string, progress f
 	return o.Bulk(ctx, id, "")
 }
 
+// bulkOne acts on run, at index idx of op, and records it (bulkStep):
+// ok false with no error when owner no longer holds op there.
+func (o *Orchestrator) bulkOne(ctx context.Context, op *BulkOperation, owner string, idx int64, run string, retry bool) (string, bool, error) {
+	outcome, msg := o.bulkApply(ctx, op, run, retry)
+	ok, err := o.bulkStep(ctx, op, owner, idx, outcome, run, msg)
+	if err == nil && !ok {
+		o.log.Warn("bulk operation taken over", "operation", op.ID, "at", idx)
+	}
+	return outcome, ok, err
+}
+
 // claimBulk claims operation id for owner (bulk_claim.lua): held says
 // it holds it now, idx the first run not acted on, retry that another
 // runner held it before (and may have acted on that run).
@@ -377,10 +378,12 @@ func (o *Orchestrator) claimBulk(ctx context.Context, id, owner string) (idx int
 	if err != nil {
 		return 0, false, false, fmt.Errorf("bulk %s: claim: %w", id, err)
 	}
-	if len(res) == 0 || reply.Int(res[0]) != 1 {
+	switch {
+	case len(res) > 0 && reply.Int(res[0]) == -1:
+		return 0, false, false, ErrBulkNotFound
+	case len(res) == 0 || reply.Int(res[0]) != 1:
 		return 0, false, false, nil
-	}
-	if len(res) != 3 {
+	case len(res) != 3:
 		return 0, false, false, reply.Unexpected("bulk_claim", res)
 	}
 	if prev := reply.String(res[2]); prev != "" {

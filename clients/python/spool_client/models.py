@@ -11,7 +11,7 @@ import dataclasses
 import typing
 from typing import Any, Optional
 
-__all__ = ['Model', 'AdmissionState', 'ApproveRequest', 'Budget', 'BudgetChild', 'CancelRequest', 'CancelResult', 'Chain', 'ConcurrencyKey', 'Cost', 'CostReport', 'CostRow', 'DecideResult', 'DecisionLink', 'DecisionLinkRequest', 'DenyRequest', 'End', 'ErrorInfo', 'Event', 'ForkRequest', 'GraphForkRequest', 'GraphLimitOverrides', 'GraphMessageRequest', 'GraphResumeRequest', 'GraphRun', 'GraphRunRequest', 'GraphState', 'LimitOverrides', 'Limits', 'MessageSent', 'NodeRow', 'PendingApproval', 'PendingCall', 'Problem', 'Record', 'ResumeRequest', 'ResumeResult', 'RunRequest', 'SendRequest', 'SendResult', 'Stall', 'StepRecord', 'Subtree', 'Tenant', 'TenantKey', 'TenantLimits', 'TenantSpend', 'TranscriptMark', 'TreeNode']
+__all__ = ['Model', 'AdmissionState', 'ApproveRequest', 'Budget', 'BudgetChild', 'BulkOperation', 'BulkRequest', 'BulkStarted', 'CancelRequest', 'CancelResult', 'Chain', 'ConcurrencyKey', 'Cost', 'CostReport', 'CostRow', 'DecideResult', 'DecisionLink', 'DecisionLinkRequest', 'DenyRequest', 'End', 'ErrorInfo', 'Event', 'ForkRequest', 'GraphForkRequest', 'GraphLimitOverrides', 'GraphMessageRequest', 'GraphResumeRequest', 'GraphRun', 'GraphRunRequest', 'GraphState', 'LimitOverrides', 'Limits', 'MessageSent', 'NodeRow', 'PendingApproval', 'PendingCall', 'Problem', 'Record', 'ResumeRequest', 'ResumeResult', 'RunRequest', 'SendRequest', 'SendResult', 'Stall', 'StepRecord', 'Subtree', 'Tenant', 'TenantKey', 'TenantLimits', 'TenantSpend', 'TranscriptMark', 'TreeNode']
 
 
 def _conv(kind: Any, value: Any) -> Any:
@@ -139,6 +139,62 @@ class BudgetChild(Model):
     remaining: Optional[float] = None
     status: Optional[str] = None
     guaranteed: Optional[bool] = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+    _kinds: typing.ClassVar[dict] = {}
+    _wire: typing.ClassVar[dict] = {}
+
+
+@dataclasses.dataclass
+class BulkOperation(Model):
+    """The BulkOperation schema."""
+
+    id: Optional[str] = None
+    action: Optional[str] = None
+    status: Optional[str] = None
+    matched: Optional[int] = None
+    done: Optional[int] = None
+    failed: Optional[int] = None
+    skipped: Optional[int] = None
+    filter: Optional[Any] = None
+    message: Optional[str] = None  # optional
+    by: Optional[str] = None  # optional
+    reason: Optional[str] = None  # optional
+    adoptions: Optional[int] = None  # optional
+    created_at: Optional[str] = None
+    finished_at: Optional[str] = None  # optional
+    failures: Optional[dict[str, str]] = None  # optional
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+    _kinds: typing.ClassVar[dict] = {}
+    _wire: typing.ClassVar[dict] = {}
+
+
+@dataclasses.dataclass
+class BulkRequest(Model):
+    """The BulkRequest schema."""
+
+    action: Optional[str] = None
+    tags: Optional[dict[str, str]] = None  # optional
+    status: Optional[str] = None  # optional
+    directive: Optional[str] = None  # optional
+    kind: Optional[str] = None  # optional
+    tenant: Optional[str] = None  # optional
+    since: Optional[str] = None  # optional
+    until: Optional[str] = None  # optional
+    message: Optional[str] = None  # optional
+    by: Optional[str] = None  # optional
+    reason: Optional[str] = None  # optional
+    dry_run: Optional[bool] = None  # optional
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+    _kinds: typing.ClassVar[dict] = {}
+    _wire: typing.ClassVar[dict] = {}
+
+
+@dataclasses.dataclass
+class BulkStarted(Model):
+    """The BulkStarted schema."""
+
+    operation: Optional[str] = None  # optional
+    matched: Optional[int] = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     _kinds: typing.ClassVar[dict] = {}
     _wire: typing.ClassVar[dict] = {}
@@ -902,6 +958,9 @@ _SCHEMAS: dict = {
     'ApproveRequest': ApproveRequest,
     'Budget': Budget,
     'BudgetChild': BudgetChild,
+    'BulkOperation': BulkOperation,
+    'BulkRequest': BulkRequest,
+    'BulkStarted': BulkStarted,
     'CancelRequest': CancelRequest,
     'CancelResult': CancelResult,
     'Chain': Chain,

@@ -541,6 +541,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/bulk": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel, resume, approve or deny every run a filter selects, as a durable operation (spool thread bulk)
+         * @description Lists the runs the filters select (the filters of GET /v1/threads) that the action can act on: cancel, runs not finished; resume, runs ended in error, cancelled or completed and not resumed yet (a thread with message, a graph run from its last checkpoint); approve and deny, runs waiting for a decision (every pending call is decided). A dry run answers 200 with how many and changes nothing; otherwise the operation is made (202, Location: its URL) and run in the background, each run acted on once; if this server dies a scheduler finishes it. A token bound to a tenant acts on its tenant's runs only; a tenant it does not own is not found.
+         */
+        post: operations["startBulk"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/bulk/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A bulk operation's progress (spool bulk show)
+         * @description status running until every matched run was acted on, then completed; done counts the runs acted on (skipped those among them that no longer needed it), failed those the action failed on, each in failures with its error. Another tenant's operation, to a bound token, is not found.
+         */
+        get: operations["showBulk"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1260,6 +1300,98 @@ export interface components {
             status: components["schemas"]["Status"];
             /** @description The run was waiting for this message and was woken to take it. */
             woken: boolean;
+        };
+        BulkRequest: {
+            /** @enum {string} */
+            action: "cancel" | "resume" | "approve" | "deny";
+            /** @description Only runs that carry every one of these tags. */
+            tags?: {
+                [key: string]: string;
+            };
+            /**
+             * @description Only runs in this status.
+             * @enum {string}
+             */
+            status?: "created" | "running" | "waiting" | "completed" | "error" | "cancelled" | "continued";
+            /** @description Only runs of this directive or graph. */
+            directive?: string;
+            /**
+             * @description Only graph runs, or only threads.
+             * @enum {string}
+             */
+            kind?: "graph" | "thread";
+            /** @description Only this tenant's runs. */
+            tenant?: string;
+            /** @description Only runs created at or after this: an RFC 3339 time, a date or a duration ago (24h, 7d). */
+            since?: string;
+            /** @description Only runs created at or before this (as since). */
+            until?: string;
+            /** @description What resumed threads continue with (default: "Continue from where you stopped."). */
+            message?: string;
+            /** @description Who decides (approve, deny); default the caller. */
+            by?: string;
+            /** @description Why (recorded with each decision). */
+            reason?: string;
+            /** @description Count the runs it would act on; make nothing. */
+            dry_run?: boolean;
+        };
+        BulkStarted: {
+            /** @description The operation's id (absent for a dry run). */
+            operation?: string;
+            /** @description The runs it acts on (would act on). */
+            matched: number;
+        };
+        BulkOperation: {
+            id: string;
+            /** @enum {string} */
+            action: "cancel" | "resume" | "approve" | "deny";
+            /** @enum {string} */
+            status: "running" | "completed";
+            /** @description The runs it acts on. */
+            matched: number;
+            /** @description The runs acted on. */
+            done: number;
+            /** @description The runs the action failed on. */
+            failed: number;
+            /** @description Of done, the runs that no longer needed it (finished, decided or resumed meanwhile). */
+            skipped: number;
+            filter: {
+                /** @description Only runs that carry every one of these tags. */
+                tags?: {
+                    [key: string]: string;
+                };
+                /**
+                 * @description Only runs in this status.
+                 * @enum {string}
+                 */
+                status?: "created" | "running" | "waiting" | "completed" | "error" | "cancelled" | "continued";
+                /** @description Only runs of this directive or graph. */
+                directive?: string;
+                /**
+                 * @description Only graph runs, or only threads.
+                 * @enum {string}
+                 */
+                kind?: "graph" | "thread";
+                /** @description Only this tenant's runs. */
+                tenant?: string;
+                /** Format: date-time */
+                since?: string;
+                /** Format: date-time */
+                until?: string;
+            };
+            message?: string;
+            by?: string;
+            reason?: string;
+            /** @description How often a process took it over from a runner that died. */
+            adoptions?: number;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            finished_at?: string;
+            /** @description Run id → the error. */
+            failures?: {
+                [key: string]: string;
+            };
         };
     };
     responses: {
@@ -2559,6 +2691,79 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            421: components["responses"]["HostNotAllowed"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    startBulk: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BulkRequest"];
+            };
+        };
+        responses: {
+            /** @description A dry run: how many runs the operation would act on. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkStarted"];
+                };
+            };
+            /** @description The operation, made and running. */
+            202: {
+                headers: {
+                    /** @description The operation's URL. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkStarted"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["BodyTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            421: components["responses"]["HostNotAllowed"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    showBulk: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The operation's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The operation. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkOperation"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
