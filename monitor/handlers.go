@@ -42,6 +42,9 @@ type listData struct {
 	Queues    []queueRow
 	QueuesErr string
 	Errored   int64 // threads in error, beside asynq's failed tasks
+	// Bulk: the bulk actions are offered on this filtered list (a filter
+	// is set and the monitor is not read-only).
+	Bulk bool
 }
 
 type statusCount struct {
@@ -109,6 +112,7 @@ func (m *Monitor) serveList(w http.ResponseWriter, r *http.Request) {
 		d.Truncated, d.Next = true, "/?"+q.Encode()
 	}
 	d.Threads = recs
+	d.Bulk = !m.cfg.ReadOnly && len(recs) > 0 && d.filtered()
 	for _, s := range Statuses {
 		d.Counts = append(d.Counts, statusCount{s, counts.By[s]})
 	}

@@ -180,6 +180,7 @@ func (m *Monitor) handler() http.Handler {
 	mux.HandleFunc("POST /threads/{rest...}", m.serveThreadAction)
 	mux.HandleFunc("GET /fork/{rest...}", m.serveFork)
 	mux.HandleFunc("POST /fork/{rest...}", m.serveFork)
+	mux.HandleFunc("POST /bulk", m.serveBulk)
 	mux.HandleFunc("GET /approvals", m.serveApprovals)
 	mux.HandleFunc("POST /approvals/decide", m.serveDecide)
 	mux.HandleFunc("GET /api/threads/{rest...}", m.serveThreadAPI)
