@@ -107,7 +107,7 @@ func (s *server) runGraph(w http.ResponseWriter, r *http.Request, _ string) {
 		Scope: boundTenant(r),
 		StartRequest: orchestrator.StartRequest{Graph: true, Directive: name, Inputs: b.Inputs, LimitOverrides: limits, MaxSteps: maxSteps,
 			ParentID: b.Parent, Queue: b.Queue, TraceParent: callerTrace(r), Tenant: b.Tenant, Priority: b.Priority,
-			IdempotencyKey: key, Tags: b.Tags, Surface: orchestrator.SurfaceAPI}})
+			IdempotencyKey: key, Tags: b.Tags, Notify: b.Notify, Surface: orchestrator.SurfaceAPI}})
 	if err != nil {
 		s.fail(w, r, b.Parent, err)
 		return

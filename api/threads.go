@@ -170,6 +170,7 @@ type runBody struct {
 	Tenant    string            `json:"tenant"`
 	Priority  int               `json:"priority"`
 	Tags      map[string]string `json:"tags"`
+	Notify    string            `json:"notify"`
 }
 
 func (s *server) run(w http.ResponseWriter, r *http.Request, _ string) {
@@ -198,7 +199,7 @@ func (s *server) run(w http.ResponseWriter, r *http.Request, _ string) {
 		Scope: boundTenant(r),
 		StartRequest: orchestrator.StartRequest{Directive: name, Inputs: b.Inputs, Model: b.Model, LimitOverrides: limits,
 			ParentID: b.Parent, Queue: b.Queue, TraceParent: callerTrace(r), Tenant: b.Tenant, Priority: b.Priority,
-			IdempotencyKey: key, Tags: b.Tags, Surface: orchestrator.SurfaceAPI}})
+			IdempotencyKey: key, Tags: b.Tags, Notify: b.Notify, Surface: orchestrator.SurfaceAPI}})
 	if err != nil {
 		s.fail(w, r, b.Parent, err)
 		return

@@ -39,7 +39,7 @@ func keysOf(t *testing.T, s Space, ids []string) (scoped, global []string) {
 		case 1: // the receiver only
 			global = append(global, v.Method(i).Call(nil)[0].String())
 		case 2:
-			if m.Name == "Lock" || strings.HasPrefix(m.Name, "Bulk") { // a named lock, a bulk operation's keys: global
+			if m.Name == "Lock" || strings.HasPrefix(m.Name, "Bulk") || strings.HasPrefix(m.Name, "Webhook") { // a named lock, a bulk operation's or a webhook delivery's keys: global
 				global = append(global, v.Method(i).Call([]reflect.Value{reflect.ValueOf(ids[0])})[0].String())
 				continue
 			}

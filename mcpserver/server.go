@@ -179,12 +179,13 @@ type Admission struct {
 	Priority       int               `json:"priority,omitempty" jsonschema:"1 (highest) to 5; default: the tenant's"`
 	IdempotencyKey string            `json:"idempotency_key,omitempty" jsonschema:"start the run once per key in its tenant: a call with a key already used returns its run (existing: true)"`
 	Tags           map[string]string `json:"tags,omitempty" jsonschema:"labels of the run and every run of its tree (a map of key to value), for finding them later"`
+	Notify         string            `json:"notify,omitempty" jsonschema:"an http(s) URL POSTed the run's events (completed, error, cancelled, waiting for approval)"`
 }
 
 // apply sets a's fields on req, a start from MCP.
 func (a Admission) apply(req *orchestrator.StartRequest) {
 	req.Tenant, req.Priority, req.IdempotencyKey, req.Surface = a.Tenant, a.Priority, a.IdempotencyKey, orchestrator.SurfaceMCP
-	req.Tags = a.Tags
+	req.Tags, req.Notify = a.Tags, a.Notify
 }
 
 // ThreadInput names a thread.

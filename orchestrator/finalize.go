@@ -164,10 +164,12 @@ func (o *Orchestrator) finish(ctx context.Context, rec *registry.Record, version
 	if err != nil {
 		return 0, nil, fmt.Errorf("release %s: %w", entry, err)
 	}
-	keys := slices.Concat(commitKeys, []string{o.keys.Lease(rec.ThreadID), o.keys.Waiters(rec.ChainRootID)}, lkeys)
+	// registry.commit's keys but its outbox, which goes last (finalize.lua).
+	keys := slices.Concat(commitKeys[:3], []string{o.keys.Lease(rec.ThreadID), o.keys.Waiters(rec.ChainRootID)}, lkeys)
 	if out.ContinuationID != "" {
 		keys = append(keys, o.keys.Thread(out.ContinuationID))
 	}
+	keys = append(keys, commitKeys[3])
 	args := slices.Concat([]any{rec.ThreadID, o.Now().UTC().Format(time.RFC3339Nano), status, out.ContinuationID, out.Lease,
 		chargeKey, len(lkeys), chargeNano}, lids, commitArgs)
 	res, err := finalizeScript.Run(ctx, o.fast, keys, args...).Slice()

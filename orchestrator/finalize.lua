@@ -24,6 +24,7 @@
 -- KEYS[6..5+n]   the chain's ledger entry, then its ancestors', parent
 --                first (n = ARGV[7])
 -- KEYS[6+n]      a handoff: the continuation's thread hash
+-- KEYS[#KEYS]    the thread's shard's outbox (registry.commit's keys[4])
 -- ARGV[1]        thread id
 -- ARGV[2]        now (RFC3339Nano)
 -- ARGV[3]        the status committed ("" for a handoff)
@@ -51,7 +52,7 @@ for i = 1, n do lkeys[i] = KEYS[5 + i] end
 
 local commit = {}
 for i = 9 + n, #ARGV do commit[#commit + 1] = ARGV[i] end
-local c = registry.commit({KEYS[1], KEYS[2], KEYS[3]}, commit)
+local c = registry.commit({KEYS[1], KEYS[2], KEYS[3], KEYS[#KEYS]}, commit)
 if c.err then return c end
 local out = {c[1], 0, false, {}}
 

@@ -30,6 +30,9 @@ type Project struct {
 	// MCP declares the MCP servers whose tools threads may call; nil:
 	// none.
 	MCP *config.MCP
+	// Webhooks are the endpoints told of run events (webhooks.yaml); nil:
+	// none.
+	Webhooks *config.Webhooks
 	// Graphs bounds and paces graph runs (graphs.yaml, else defaults).
 	Graphs       config.Graphs
 	Pricing      []byte // .ai/config/agent/pricing.yaml, if any
@@ -121,6 +124,9 @@ func (o *Orchestrator) Project(ctx context.Context, digest string) (*Project, er
 		return nil, err
 	}
 	if p.Models, err = config.LoadModels(b); err != nil {
+		return nil, err
+	}
+	if p.Webhooks, err = config.LoadWebhooks(b); err != nil {
 		return nil, err
 	}
 	if p.Graphs, err = config.LoadGraphs(b); err != nil {

@@ -87,6 +87,10 @@ type StartRequest struct {
 	// continuation or fork has its root's, and one that names others is
 	// refused (runTags).
 	Tags map[string]string
+	// Notify is a root's one-off webhook URL (`--notify`), told of its
+	// run's events; a child, continuation or fork has its root's
+	// (runNotify).
+	Notify string
 	// Surface names where the start comes from (SurfaceCLI, SurfaceAPI,
 	// ...), for the metric of idempotent replays.
 	Surface string
@@ -130,6 +134,9 @@ func (o *Orchestrator) Start(ctx context.Context, req StartRequest) (*registry.R
 	o.placeInTree(&nt, req, sc)
 	nt.Tenant, nt.Priority, nt.IdempotencyKey = tenant, priority, req.IdempotencyKey
 	if nt.Tags, err = runTags(req, sc); err != nil {
+		return nil, err
+	}
+	if nt.Notify, nt.Webhooks, err = runNotify(req, sc); err != nil {
 		return nil, err
 	}
 	// The admission policy's concurrency keys, computed once, here.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
@@ -82,6 +83,26 @@ func runTags(req StartRequest, sc startContext) (map[string]string, error) {
 		return under.Tags, nil
 	}
 	return req.Tags, nil
+}
+
+// runNotify is a new run's webhook settings: its tree's (a child,
+// continuation or fork; one that names another URL is refused), else
+// the root's --notify URL, which must be http(s), and whether the tree
+// has somewhere to send its events: the URL, or endpoints in the
+// project's webhooks.yaml.
+func runNotify(req StartRequest, sc startContext) (string, bool, error) {
+	if under := sc.under(req); under != nil {
+		if req.Notify != "" && req.Notify != under.Notify {
+			return "", false, fmt.Errorf("notify: %s's tree notifies %q, and --notify is set at the root only", under.ThreadID, under.Notify)
+		}
+		return under.Notify, under.Webhooks, nil
+	}
+	if req.Notify != "" {
+		if err := config.CheckWebhookURL(req.Notify); err != nil {
+			return "", false, fmt.Errorf("--notify: %w", err)
+		}
+	}
+	return req.Notify, req.Notify != "" || (sc.proj.Webhooks != nil && len(sc.proj.Webhooks.Endpoints) > 0), nil
 }
 
 // under is the run a new run belongs under, whose tenant and priority

@@ -47,7 +47,7 @@ type Decision struct {
 
 // suspendApprovalScript suspends a running thread until people decide its
 // pending tool calls (suspend_approval.lua).
-var suspendApprovalScript = redisfn.New("suspend_approval", "", suspendApprovalLua)
+var suspendApprovalScript = redisfn.New("suspend_approval", Lua, suspendApprovalLua)
 
 //go:embed suspend_approval.lua
 var suspendApprovalLua string
@@ -62,7 +62,7 @@ func (a *Activations) SuspendForApproval(ctx context.Context, id string, version
 	if err != nil {
 		return 0, 0, err
 	}
-	keys := []string{a.ks.Thread(id), a.ks.Events(id), a.ks.AwaitingApproval(id), a.ks.Decisions(id)}
+	keys := []string{a.ks.Thread(id), a.ks.Events(id), a.ks.AwaitingApproval(id), a.ks.Decisions(id), a.ks.Outbox(id)}
 	args := []any{version, a.now().UTC().Format(time.RFC3339Nano), id, string(raw)}
 	res, err := suspendApprovalScript.Run(ctx, a.rdb, keys, args...).Int64Slice()
 	if err != nil {

@@ -60,6 +60,7 @@ var knownFields = map[string]bool{
 	"kind": true, "graph_digest": true, CurrentNodeField: true, StepField: true, "max_steps": true, SuppressedErrorsField: true,
 	ItemsDoneField: true, ItemsTotalField: true, StateSHA256Field: true,
 	"tenant": true, "priority": true, "idempotency_key": true, "concurrency_keys": true, "tags": true,
+	"notify": true, "webhooks": true,
 }
 
 // parseRecord decodes a thread hash: the string fields as they are, then
@@ -78,6 +79,7 @@ func parseRecord(m map[string]string) (*Record, error) {
 		Kind: m["kind"], GraphDigest: m["graph_digest"], CurrentNode: m[CurrentNodeField], StateSHA256: m[StateSHA256Field],
 		TraceParent: m["trace_parent"], TraceCaller: m["trace_caller"],
 		Tenant: thread.TenantOrDefault(m["tenant"]), IdempotencyKey: m["idempotency_key"],
+		Notify: m["notify"], Webhooks: m["webhooks"] == "1",
 	}
 	if r.Kind == "" {
 		r.Kind = KindThread

@@ -125,6 +125,9 @@ type NewThread struct {
 	ConcurrencyKeys []ConcurrencyKey
 	// Tags are the run's root's (Record.Tags): each indexed (TagThreads).
 	Tags map[string]string
+	// Notify and Webhooks are the tree's (Record.Notify, Record.Webhooks).
+	Notify   string
+	Webhooks bool
 	// Fields are more hash fields, raw (Record.Extra); they may not name
 	// a field the registry sets.
 	Fields map[string]string
@@ -212,6 +215,12 @@ func optionalFields(fields []any, nt *NewThread) ([]any, error) {
 	}
 	if nt.IdempotencyKey != "" {
 		fields = append(fields, "idempotency_key", nt.IdempotencyKey)
+	}
+	if nt.Notify != "" {
+		fields = append(fields, "notify", nt.Notify)
+	}
+	if nt.Webhooks {
+		fields = append(fields, "webhooks", "1")
 	}
 	for _, jf := range []struct {
 		name string
@@ -655,6 +664,7 @@ func registered(nt NewThread, now time.Time, inputs []byte, res []any) (*Record,
 		ForkedFrom: nt.ForkedFrom, ForkTurn: nt.ForkTurn, ForkSegment: nt.ForkSegment, ForkChainHash: nt.ForkChainHash,
 		ForkMessage: nt.ForkMessage, Workspace: nt.Workspace, Kind: KindThread,
 		Tenant: nt.Tenant, Priority: nt.Priority, IdempotencyKey: nt.IdempotencyKey, Tags: nt.Tags,
+		Notify: nt.Notify, Webhooks: nt.Webhooks,
 		ConcurrencyKeys: append([]ConcurrencyKey(nil), nt.ConcurrencyKeys...),
 	}
 	if nt.Kind == KindGraph {

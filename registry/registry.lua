@@ -26,6 +26,20 @@ do
     waiting = {running = true, error = true, cancelled = true},
   }
   local TERMINAL = {completed = true, error = true, cancelled = true, continued = true}
+  -- ENDS are the terminal statuses that end a run (a continued thread's
+  -- run goes on in its continuation): a root's is a webhook event.
+  local ENDS = {completed = true, error = true, cancelled = true}
+
+  -- outboxMax bounds a shard's outbox (approximately): events past it,
+  -- oldest first, are dropped if nothing relays them for that long.
+  local outboxMax = '100000'
+
+  -- event appends run event typ of thread id to its shard's outbox
+  -- (keyspace.Outbox), at now (RFC3339Nano); key tells one event of the
+  -- type of the thread from another ("" for one that happens once).
+  function registry.event(outbox, id, typ, now, key)
+    redis.call('XADD', outbox, 'MAXLEN', '~', outboxMax, '*', 'thread', id, 'type', typ, 'at', now, 'key', key)
+  end
 
   -- register registers a new thread.
   --
@@ -128,7 +142,8 @@ do
   -- commit is the one versioned write: an optional checked status
   -- transition plus any fields, bumping the version.
   --
-  -- keys[1] thread hash, keys[2] active set, keys[3] events channel
+  -- keys[1] thread hash, keys[2] active set, keys[3] events channel,
+  -- [keys[4] its shard's outbox]
   -- argv[1] thread id, argv[2] expected version ("0" = any), argv[3]
   -- target status ("" = unchanged), argv[4] now (RFC3339Nano), argv[5]
   -- transcript mark: segments ("" = unchanged), argv[6] the mark's chain
@@ -136,10 +151,12 @@ do
   -- A target equal to the current status is no transition. A terminal
   -- target leaves the active set. A status change is published as "<id>
   -- <status>". The transcript mark only rises: one with no more segments
-  -- than transcript_segments is ignored.
+  -- than transcript_segments is ignored. The end of a root whose tree
+  -- has webhooks (its record's webhooks field) is an event in the
+  -- outbox (keys[4]), in this same step.
   -- Returns {new version}; refuses NOTFOUND, CONFLICT, TRANSITION.
   function registry.commit(keys, argv)
-    local cur = redis.call('HMGET', keys[1], 'status', 'version', 'transcript_segments')
+    local cur = redis.call('HMGET', keys[1], 'status', 'version', 'transcript_segments', 'webhooks', 'parent_id')
     if not cur[1] then return redis.error_reply('NOTFOUND ' .. argv[1]) end
     if argv[2] ~= '0' and argv[2] ~= cur[2] then return redis.error_reply('CONFLICT ' .. cur[2]) end
     local from, to = cur[1], argv[3]
@@ -163,6 +180,9 @@ do
     if changed then
       if TERMINAL[to] then redis.call('SREM', keys[2], argv[1]) end
       redis.call('PUBLISH', keys[3], argv[1] .. ' ' .. to)
+      if keys[4] and ENDS[to] and cur[4] == '1' and (not cur[5] or cur[5] == '') then
+        registry.event(keys[4], argv[1], 'run.' .. to, argv[4], '')
+      end
     end
     return {nv}
   end

@@ -2,13 +2,16 @@
 -- pending tool calls.
 --
 -- KEYS[1] thread hash, KEYS[2] events channel, KEYS[3] awaiting-approval
--- set, KEYS[4] decisions hash
+-- set, KEYS[4] decisions hash, KEYS[5] its shard's outbox
 -- ARGV[1] expected version, ARGV[2] now, ARGV[3] thread id, ARGV[4] the
 -- pending calls (JSON)
 -- The thread becomes waiting (waiting_for approval, suspend_seq = the new
 -- version) with approvals_open = the calls not yet decided. A decision
 -- recorded for another request of a call (its request_id not the pending
 -- call's) is dropped: it decided a request that is no longer asked.
+-- When the tree has webhooks (the record's webhooks field), the wait is
+-- a run.waiting_approval event in the outbox (one per suspension: its
+-- key is the new version).
 -- Returns {version, open}; refuses CONFLICT <actual>.
 
 local v = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
@@ -32,4 +35,7 @@ redis.call('HSET', KEYS[1], 'status', 'waiting', 'suspend_seq', v, 'waiting_for'
   'pending_approvals', ARGV[4], 'approvals_open', open, 'updated_at', ARGV[2])
 redis.call('SADD', KEYS[3], ARGV[3])
 redis.call('PUBLISH', KEYS[2], ARGV[3] .. ' waiting')
+if open > 0 and redis.call('HGET', KEYS[1], 'webhooks') == '1' then
+  registry.event(KEYS[5], ARGV[3], 'run.waiting_approval', ARGV[2], tostring(v))
+end
 return {v, open}

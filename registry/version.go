@@ -85,8 +85,9 @@ func (r *Registry) Commit(ctx context.Context, id string, expectedVersion int64,
 }
 
 // CommitArgs encodes Commit's change as registry.lua's commit takes it:
-// its keys and arguments, for a script that runs it with other steps
-// (package orchestrator's finalize.lua).
+// its keys (thread hash, active set, events channel, outbox) and
+// arguments, for a script that runs it with other steps (package
+// orchestrator's finalize.lua).
 func (r *Registry) CommitArgs(id string, expectedVersion int64, ch Changes) (keys []string, args []any, err error) {
 	if ch.Status != "" && !ch.Status.Valid() {
 		return nil, nil, fmt.Errorf("commit thread %q: unknown status %q", id, ch.Status)
@@ -132,7 +133,7 @@ func (r *Registry) commitArgs(id string, expected int64, to thread.Status, mark 
 		}
 		markSegments, markHash = strconv.FormatInt(mark.Segments, 10), mark.ChainHash
 	}
-	keys := []string{r.ks.Thread(id), r.ks.Active(id), r.ks.Events(id)}
+	keys := []string{r.ks.Thread(id), r.ks.Active(id), r.ks.Events(id), r.ks.Outbox(id)}
 	args := append([]any{id, expected, string(to), r.now().UTC().Format(time.RFC3339Nano), markSegments, markHash}, pairs...)
 	return keys, args, nil
 }

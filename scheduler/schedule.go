@@ -14,6 +14,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
 
+	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/graph"
 	"github.com/spool-run/spool/orchestrator"
@@ -60,6 +61,8 @@ type Entry struct {
 	Priority int
 	// Tags label each run the entry starts (and its tree).
 	Tags map[string]string
+	// Notify is a URL told of each run's events (--notify).
+	Notify string
 
 	schedule cron.Schedule
 }
@@ -78,7 +81,7 @@ var (
 	entryIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 	cronParser     = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 	entryKeys      = map[string]bool{"id": true, "directive": true, "graph": true, "inputs": true, "cron": true, "queue": true, "model": true, "limits": true,
-		"tenant": true, "priority": true, "tags": true}
+		"tenant": true, "priority": true, "tags": true, "notify": true}
 )
 
 // LoadFile reads a schedules file. A missing file is (nil, err) with
@@ -260,13 +263,17 @@ func (e *Entry) readKeys(n *yaml.Node) (entryKeysRead, error) {
 func (e *Entry) readKey(r *entryKeysRead, key string, v *yaml.Node) error {
 	var err error
 	scalars := map[string]*string{"id": &e.ID, "directive": &e.Directive, "graph": &r.graph, "cron": &e.Cron,
-		"queue": &e.Queue, "model": &e.Model, "tenant": &e.Tenant, "priority": &r.priority}
+		"queue": &e.Queue, "model": &e.Model, "tenant": &e.Tenant, "priority": &r.priority, "notify": &e.Notify}
 	if to, ok := scalars[key]; ok {
 		err = scalar(v, to)
 	}
 	switch key {
 	case "tags":
 		err = e.readTags(v)
+	case "notify":
+		if err == nil && e.Notify != "" {
+			err = config.CheckWebhookURL(e.Notify)
+		}
 	case "inputs":
 		if v.Kind != yaml.MappingNode && v.Tag != "!!null" {
 			return errors.New("inputs: must be a mapping of input names to values")

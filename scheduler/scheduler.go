@@ -488,7 +488,7 @@ func (s *Scheduler) start(ctx context.Context, e *Entry, tick time.Time, id stri
 	}
 	rec, err := s.o.Start(ctx, orchestrator.StartRequest{ID: id, Directive: e.Directive, Inputs: inputs, Model: e.Model,
 		LimitOverrides: e.Limits, Queue: e.Queue, Bundle: digest, Graph: e.Graph, MaxSteps: e.MaxSteps,
-		Tenant: e.Tenant, Priority: e.Priority, IdempotencyKey: TickIdempotencyKey(e.ID, tick), Tags: e.Tags, Surface: orchestrator.SurfaceSchedule})
+		Tenant: e.Tenant, Priority: e.Priority, IdempotencyKey: TickIdempotencyKey(e.ID, tick), Tags: e.Tags, Notify: e.Notify, Surface: orchestrator.SurfaceSchedule})
 	if err != nil {
 		return err
 	}

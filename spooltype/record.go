@@ -158,6 +158,13 @@ type Record struct {
 	// Tags are the labels its root was started with (`--tag key=value`),
 	// carried by every run of the tree: `thread list --tag` finds them.
 	Tags map[string]string `json:"tags"`
+	// Notify is the URL its root was started with (`--notify`), told of
+	// the run's events as webhooks.yaml's endpoints are; Webhooks is set
+	// when its tree has somewhere to send them (the URL, or endpoints in
+	// webhooks.yaml when the root started): only then do its events go
+	// to the outbox. Both are carried by every run of the tree.
+	Notify   string `json:"notify,omitempty"`
+	Webhooks bool   `json:"webhooks,omitempty"`
 	// Existing is set only on the answer of a start that carried an
 	// idempotency key: false for the start that registered the run, true
 	// for a start that found it registered. It is not stored.

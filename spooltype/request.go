@@ -32,6 +32,10 @@ type RunRequest struct {
 	// Tags label a root and every run of its tree (key=value); a child
 	// has its root's.
 	Tags map[string]string `json:"tags,omitempty"`
+	// Notify is an http(s) URL told of the run's events (completed,
+	// error, cancelled, waiting for approval) as webhooks.yaml's
+	// endpoints are; a child has its root's.
+	Notify string `json:"notify,omitempty"`
 }
 
 // CancelRequest is the (optional) body of POST /v1/threads/ID/cancel.
@@ -111,6 +115,9 @@ type GraphRunRequest struct {
 	Tenant   string            `json:"tenant,omitempty"`
 	Priority int               `json:"priority,omitempty"`
 	Tags     map[string]string `json:"tags,omitempty"`
+	// Notify is a URL told of the run's events (completed, error,
+	// cancelled, waiting for approval) as webhooks.yaml's endpoints are.
+	Notify string `json:"notify,omitempty"`
 }
 
 // GraphResumeRequest is the (optional) body of POST /v1/graphs/ID/resume.

@@ -81,16 +81,11 @@ func deliverWebhook(ctx context.Context, c *http.Client, url, secret string, bod
 	msgID := "msg_" + hex.EncodeToString(id)
 	var reqErr error // the request cannot be made (the URL): no attempt mends it
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
-		ts := strconv.FormatInt(now().Unix(), 10)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		req, err := signedRequest(ctx, url, msgID, secret, body, now())
 		if err != nil {
 			reqErr = err
 			return struct{}{}, backoff.Permanent(err)
 		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("webhook-id", msgID)
-		req.Header.Set("webhook-timestamp", ts)
-		req.Header.Set("webhook-signature", "v1,"+WebhookSignature(secret, msgID, ts, body))
 		resp, err := c.Do(req)
 		if err != nil {
 			return struct{}{}, err
@@ -112,6 +107,25 @@ func deliverWebhook(ctx context.Context, c *http.Client, url, secret string, bod
 		return ctx.Err()
 	}
 	return fmt.Errorf("approval webhook %s: %d attempts: %w", url, webhookAttempts, err)
+}
+
+// signedRequest is a POST of body to url with the Standard Webhooks
+// headers: webhook-id msgID, webhook-timestamp now, and, unless secret is
+// "", webhook-signature.
+func signedRequest(ctx context.Context, url, msgID, secret string, body []byte, now time.Time) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	ts := strconv.FormatInt(now.Unix(), 10)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "spool-webhooks")
+	req.Header.Set("webhook-id", msgID)
+	req.Header.Set("webhook-timestamp", ts)
+	if secret != "" {
+		req.Header.Set("webhook-signature", "v1,"+WebhookSignature(secret, msgID, ts, body))
+	}
+	return req, nil
 }
 
 // WebhookSignature is the Standard Webhooks signature of a message:

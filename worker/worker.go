@@ -83,6 +83,20 @@ type Config struct {
 	// worker (tools.Shell); without it every call fails
 	// shell_not_allowed.
 	AllowShell bool
+	// WebhookPoll is how often the worker looks for due webhook
+	// deliveries and, when it holds the relay, relays the outboxes' run
+	// events into deliveries (orchestrator webhooks). Default 500ms;
+	// negative: this worker delivers no webhooks.
+	WebhookPoll time.Duration
+	// WebhookConcurrency bounds the deliveries one worker attempts at
+	// once, apart from its activations' slots: a slow or failing endpoint
+	// never takes a slot. Default 8.
+	WebhookConcurrency int
+	// WebhookTimeout bounds one attempt. Default 10s.
+	WebhookTimeout time.Duration
+	// WebhookBackoff is the wait after a delivery's first failed attempt,
+	// doubling with each (orchestrator.WebhookBackoff). Default 1s.
+	WebhookBackoff time.Duration
 	// Host names this worker in the errors a user reads (a provider key
 	// missing here). Default os.Hostname().
 	Host string
@@ -124,6 +138,10 @@ func (c Config) WithDefaults() Config {
 	c.MaxResponseBytes = positiveOr(c.MaxResponseBytes, 256<<10)
 	c.MaxToolInputBytes = positiveOr(c.MaxToolInputBytes, 1<<20)
 	c.StoragePatience = cmp.Or(c.StoragePatience, time.Minute)
+	c.WebhookPoll = cmp.Or(c.WebhookPoll, 500*time.Millisecond)
+	c.WebhookConcurrency = positiveOr(c.WebhookConcurrency, 8)
+	c.WebhookTimeout = positiveOr(c.WebhookTimeout, 10*time.Second)
+	c.WebhookBackoff = positiveOr(c.WebhookBackoff, time.Second)
 	if c.Provider == nil {
 		pc := provider.ConfigFromEnv()
 		c.Provider = &pc
@@ -314,6 +332,13 @@ func (w *Worker) Start() error {
 		go func() {
 			defer w.bg.Done()
 			w.recoverLoop(ctx)
+		}()
+	}
+	if w.cfg.WebhookPoll > 0 {
+		w.bg.Add(1)
+		go func() {
+			defer w.bg.Done()
+			w.webhookLoop(ctx)
 		}()
 	}
 	mux := asynq.NewServeMux()

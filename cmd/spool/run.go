@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/spooltype"
@@ -32,6 +33,7 @@ func runFlags(what string, concurrency int) []cli.Flag {
 		&cli.IntFlag{Name: "priority", Usage: "1 (highest) to 5 (default: the tenant's, 3 unless set; with --parent: the parent's)"},
 		&cli.StringFlag{Name: "idempotency-key", Usage: "start the " + what + " once per key in its tenant (1 to 255 printable ASCII): a start with a key already used returns its " + what + " (\"existing\": true)"},
 		&cli.StringSliceFlag{Name: "tag", Usage: "label the " + what + " and every run of its tree with key=value (repeat for more): thread list --tag finds them"},
+		&cli.StringFlag{Name: "notify", Usage: "POST the " + what + "'s events (completed, error, cancelled, waiting for approval) to this http(s) URL, as webhooks.yaml's endpoints get them"},
 	}
 }
 
@@ -42,6 +44,7 @@ type admission struct {
 	priority int
 	key      string
 	tags     map[string]string
+	notify   string
 }
 
 // tenantFlags are --tenant, --priority and --idempotency-key, checked
@@ -62,13 +65,19 @@ func tenantFlags(c *cli.Context) (admission, error) {
 	if err != nil {
 		return admission{}, err
 	}
-	return admission{tenant: tenant, priority: priority, key: key, tags: tags}, nil
+	notify := c.String("notify")
+	if notify != "" {
+		if err := config.CheckWebhookURL(notify); err != nil {
+			return admission{}, usagef("--notify: %v", err)
+		}
+	}
+	return admission{tenant: tenant, priority: priority, key: key, tags: tags, notify: notify}, nil
 }
 
 // apply sets a's fields on req, a start from the CLI.
 func (a admission) apply(req *orchestrator.StartRequest) {
 	req.Tenant, req.Priority, req.IdempotencyKey, req.Surface = a.tenant, a.priority, a.key, orchestrator.SurfaceCLI
-	req.Tags = a.tags
+	req.Tags, req.Notify = a.tags, a.notify
 }
 
 // listFlags are the filters `thread list` and `graph list` share: tags,

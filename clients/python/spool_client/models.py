@@ -501,6 +501,8 @@ class GraphRun(Model):
     existing: Optional[bool] = None  # optional
     tags: Optional[dict[str, str]] = None  # optional
     message_name: Optional[str] = None  # optional
+    notify: Optional[str] = None  # optional
+    webhooks: Optional[bool] = None  # optional
     extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     _kinds: typing.ClassVar[dict] = {'error': 'ErrorInfo', 'cost': 'Cost', 'limits': 'Limits', 'pending_approvals': ('list', 'PendingApproval'), 'stalled': 'Stall', 'transcript': 'TranscriptMark', 'nodes': ('list', 'NodeRow'), 'steps': ('list', 'StepRecord'), 'concurrency_keys': ('list', 'ConcurrencyKey')}
     _wire: typing.ClassVar[dict] = {}
@@ -518,6 +520,7 @@ class GraphRunRequest(Model):
     tenant: Optional[str] = None  # optional
     priority: Optional[int] = None  # optional
     tags: Optional[dict[str, str]] = None  # optional
+    notify: Optional[str] = None  # optional
     extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     _kinds: typing.ClassVar[dict] = {'limits': 'GraphLimitOverrides'}
     _wire: typing.ClassVar[dict] = {}
@@ -714,6 +717,8 @@ class Record(Model):
     waiting_since: Optional[str] = None  # optional
     position: Optional[int] = None  # optional
     tags: Optional[dict[str, str]] = None  # optional
+    notify: Optional[str] = None  # optional
+    webhooks: Optional[bool] = None  # optional
     extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     _kinds: typing.ClassVar[dict] = {'error': 'ErrorInfo', 'cost': 'Cost', 'limits': 'Limits', 'pending_approvals': ('list', 'PendingApproval'), 'stalled': 'Stall', 'transcript': 'TranscriptMark', 'concurrency_keys': ('list', 'ConcurrencyKey')}
     _wire: typing.ClassVar[dict] = {}
@@ -762,6 +767,7 @@ class RunRequest(Model):
     tenant: Optional[str] = None  # optional
     priority: Optional[int] = None  # optional
     tags: Optional[dict[str, str]] = None  # optional
+    notify: Optional[str] = None  # optional
     extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     _kinds: typing.ClassVar[dict] = {'limits': 'LimitOverrides'}
     _wire: typing.ClassVar[dict] = {}

@@ -726,6 +726,10 @@ export interface components {
             /** @description While admission holds the run: its place in line (1: next) in the queue it waits in. */
             position?: number;
             tags?: components["schemas"]["Tags"];
+            /** @description The URL its root was started with (notify), told of the run's events. */
+            notify?: string;
+            /** @description Its tree has somewhere to send run events (a notify URL, or endpoints in webhooks.yaml when the root started). */
+            webhooks?: boolean;
         };
         /** @description What a running thread is stuck on while its worker tries again: the blob store, through an outage (--storage-patience). */
         Stall: {
@@ -912,6 +916,11 @@ export interface components {
             /** @description 1 (highest) to 5; default the tenant's (3 unless the admission policy says otherwise). A child has its parent's. */
             priority?: number;
             tags?: components["schemas"]["Tags"];
+            /**
+             * Format: uri
+             * @description An http(s) URL POSTed the run's events (run.completed, run.error, run.cancelled, run.waiting_approval), signed as webhooks.yaml's endpoints are; a child has its root's.
+             */
+            notify?: string;
         };
         CancelRequest: {
             /**
@@ -976,6 +985,11 @@ export interface components {
             /** @description 1 (highest) to 5; default the tenant's (3 unless the admission policy says otherwise). A child has its parent's. */
             priority?: number;
             tags?: components["schemas"]["Tags"];
+            /**
+             * Format: uri
+             * @description An http(s) URL POSTed the run's events (run.completed, run.error, run.cancelled, run.waiting_approval), signed as webhooks.yaml's endpoints are; a child has its root's.
+             */
+            notify?: string;
         };
         /** @description Limits that override the graph's: those of a thread, and max_steps (a whole number from 1 to 10000). */
         GraphLimitOverrides: {
@@ -1151,6 +1165,10 @@ export interface components {
             tags?: components["schemas"]["Tags"];
             /** @description The name of the message a run waiting at a wait_message node (waiting_for message) waits for. */
             message_name?: string;
+            /** @description The URL its root was started with (notify), told of the run's events. */
+            notify?: string;
+            /** @description Its tree has somewhere to send run events (a notify URL, or endpoints in webhooks.yaml when the root started). */
+            webhooks?: boolean;
         };
         ConcurrencyKey: {
             /** @description The concurrency rule's name in the admission policy. */
