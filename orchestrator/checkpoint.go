@@ -67,8 +67,9 @@ func (rt *Runtime) Checkpoint(ctx context.Context, rec *registry.Record, version
 			return Checkpointed{}, fmt.Errorf("charge %s: %w", entry, err)
 		}
 	}
-	// registry.commit's keys but its outbox: a checkpoint ends no run.
-	keys := slices.Concat(commitKeys[:3], []string{rt.keys.Lease(rec.ThreadID)}, lkeys)
+	// registry.commit's keys but its outbox (a checkpoint ends no run),
+	// which goes last, for a budget threshold the charge crosses.
+	keys := slices.Concat(commitKeys[:3], []string{rt.keys.Lease(rec.ThreadID)}, lkeys, commitKeys[3:])
 	args := slices.Concat([]any{len(lkeys), chargeKey, chargeNano, cp.Lease, cp.LeaseTTL.Milliseconds()}, lids, commitArgs)
 	script := checkpointScript
 	if cp.Charge == nil {

@@ -19,6 +19,9 @@
 -- KEYS[4]        the thread's lease key
 -- KEYS[5..4+n]   the chain's ledger entry, then its ancestors', parent
 --                first (n = ARGV[1]; 0 without a charge)
+-- KEYS[5+n]      the thread's shard's outbox (a charge that takes the
+--                tree's spend across a share of its limit is an event:
+--                registry.budgetCrossed)
 -- ARGV[1]        n
 -- ARGV[2]        the charge's idempotency key ("": no charge)
 -- ARGV[3]        the charge's amount (nano-USD)
@@ -49,8 +52,10 @@ if ARGV[2] ~= '' then
     largv[i] = ARGV[5 + i]
   end
   largv[n + 1], largv[n + 2], largv[n + 3] = ARGV[2], ARGV[3], 'add'
+  local watch = registry.budgetWatch(KEYS[1], lkeys[n])
   local ch = ledger.charge(lkeys, largv)
   if ch.err then out[3] = ch.err else out[2] = ch end
+  registry.budgetCrossed(watch, KEYS[5 + n], lkeys[n], largv[n], commit[4])
 end
 if ARGV[4] ~= '' then
   if redis.call('GET', KEYS[4]) == ARGV[4] then

@@ -62,9 +62,11 @@ if ARGV[4] ~= '' then
   out[1], out[2] = l[1], l[2]
 end
 if ARGV[6] ~= '' then
+  local watch = registry.budgetWatch(KEYS[1], lkeys[n])
   local ch = ledger.charge(lkeys, ledgerArgs(ARGV[6], ARGV[8], 'add'))
   if ch.err then return ch end
   out[3] = ch
+  registry.budgetCrossed(watch, KEYS[#KEYS], lkeys[n], ARGV[8 + n], ARGV[2])
 end
 if ARGV[4] == '' then
   local r = ledger.release(lkeys, ledgerArgs(ARGV[3]))

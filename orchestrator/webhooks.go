@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -116,10 +117,13 @@ type WebhookDelivery struct {
 	Body json.RawMessage `json:"-"`
 }
 
-// WebhookEvent is a delivery's body: {"type", "timestamp", "run"}.
+// WebhookEvent is a delivery's body: {"type", "timestamp", "run"}, and
+// for budget.threshold the share of the tree's spend limit crossed
+// (50, 80 or 100 percent).
 type WebhookEvent struct {
 	Type      string           `json:"type"`
 	Timestamp string           `json:"timestamp"`
+	Threshold int              `json:"threshold,omitempty"`
 	Run       *registry.Record `json:"run"`
 }
 
@@ -210,13 +214,17 @@ func (rt *Runtime) relayEvent(ctx context.Context, e redis.XMessage) error {
 			targets = append(targets, target{ep.Name, ep.URL, ep.SecretEnv})
 		}
 	}
-	if rec.Notify != "" {
+	if rec.Notify != "" && strings.HasPrefix(typ, "run.") {
 		targets = append(targets, target{config.NotifyEndpoint, rec.Notify, NotifySecretEnv})
 	}
 	if len(targets) == 0 {
 		return projErr
 	}
-	body, err := json.Marshal(WebhookEvent{Type: typ, Timestamp: at, Run: rec})
+	ev := WebhookEvent{Type: typ, Timestamp: at, Run: rec}
+	if typ == config.EventBudgetThreshold {
+		ev.Threshold, _ = strconv.Atoi(key)
+	}
+	body, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}

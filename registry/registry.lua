@@ -139,6 +139,34 @@ do
     return {anc, depth}
   end
 
+  -- BUDGET are the shares (percent) of a tree's spend limit whose
+  -- crossing is a budget.threshold event.
+  local BUDGET = {50, 80, 100}
+
+  -- budgetWatch reads, before a charge, the spend and limit of the
+  -- tree's root ledger entry rootKey when the thread (threadKey) has
+  -- webhooks; nil otherwise: budgetCrossed then does nothing.
+  function registry.budgetWatch(threadKey, rootKey)
+    if redis.call('HGET', threadKey, 'webhooks') ~= '1' then return nil end
+    local t = redis.call('HMGET', rootKey, 'actual', 'max')
+    return {tonumber(t[1]) or 0, tonumber(t[2]) or 0}
+  end
+
+  -- budgetCrossed appends to outbox a budget.threshold event of the
+  -- root (rootID: its ledger id, its chain's first thread) for each
+  -- share of BUDGET the charge took the root's spend across (key: the
+  -- share), after a charge watched by budgetWatch.
+  function registry.budgetCrossed(watch, outbox, rootKey, rootID, now)
+    if not watch or watch[2] <= 0 then return end
+    local after = tonumber(redis.call('HGET', rootKey, 'actual')) or 0
+    for _, p in ipairs(BUDGET) do
+      local line = watch[2] * p / 100
+      if watch[1] < line and after >= line then
+        registry.event(outbox, rootID, 'budget.threshold', now, tostring(p))
+      end
+    end
+  end
+
   -- commit is the one versioned write: an optional checked status
   -- transition plus any fields, bumping the version.
   --

@@ -158,3 +158,48 @@ func TestWebhooksOnRunEvents(t *testing.T) {
 	_, err = h.o.Redeliver(h.ctx, "dlv_nope")
 	require.ErrorIs(t, err, orchestrator.ErrDeliveryNotFound)
 }
+
+// TestWebhookBudgetThresholds: a charge that takes a tree's spend across
+// 50, 80 or 100 percent of its limit is a budget.threshold event, once
+// per share, written by the checkpoint or the finalize that charges, and
+// delivered with the share it crossed; an endpoint subscribes to it by
+// name only.
+func TestWebhookBudgetThresholds(t *testing.T) {
+	h := setup(t, map[string]string{".ai/config/webhooks.yaml": "endpoints:\n  money:\n    url: http://127.0.0.1:9/x\n    events: [budget.threshold]\n" +
+		"  runs:\n    url: http://127.0.0.1:9/y\n"}, Config{WebhookPoll: -1})
+	rt := h.o.Runtime()
+	// Two turns of 0.00015 against 0.0003: the first crosses 50%, the
+	// last (finalize's charge) 80% and 100%.
+	h.prov.script("h/a", call("rye/file-system/fs_list", `{"path":"."}`), say("done"))
+	id := h.start("h/a", limits(func(l *thread.Limits) { l.Spend = ptr(0.0003) }))
+	require.NoError(t, h.activate(id, "start", 0))
+	h.drain(true)
+	require.Equal(t, thread.StatusCompleted, h.record(id).Status)
+	entries, err := rt.Services().Redis.XRange(h.ctx, rt.Services().Keys.Outbox(id), "-", "+").Result()
+	require.NoError(t, err)
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Values["type"].(string)+":"+e.Values["key"].(string))
+	}
+	// The end is committed before the last charge, in the same step.
+	require.Equal(t, []string{"budget.threshold:50", "run.completed:", "budget.threshold:80", "budget.threshold:100"}, got)
+
+	_, err = rt.RelayWebhooks(h.ctx, 100)
+	require.NoError(t, err)
+	money, err := h.o.WebhookDeliveries(h.ctx, "money", 0)
+	require.NoError(t, err)
+	require.Len(t, money, 3)
+	shares := map[int]bool{}
+	for _, d := range money {
+		var ev orchestrator.WebhookEvent
+		require.NoError(t, json.Unmarshal(d.Body, &ev))
+		require.Equal(t, "budget.threshold", ev.Type)
+		require.Equal(t, id, ev.Run.ThreadID)
+		shares[ev.Threshold] = true
+	}
+	require.Equal(t, map[int]bool{50: true, 80: true, 100: true}, shares)
+	runs, err := h.o.WebhookDeliveries(h.ctx, "runs", 0)
+	require.NoError(t, err)
+	require.Len(t, runs, 1, "events: none given, run.* only")
+	require.Equal(t, "run.completed", runs[0].Type)
+}
