@@ -159,6 +159,18 @@ func WorkspaceFiles(treeID string) string { return Workspace(treeID) + "files/" 
 // path (tools.CleanPath).
 func WorkspaceFile(treeID, cleanPath string) string { return WorkspaceFiles(treeID) + cleanPath }
 
+// WorkspaceJournals is the prefix of a tree's write-back journals: a
+// command's write-back of several files, recorded before any is stored
+// and rolled forward by whoever finds it (tools' settleWorkspace).
+func WorkspaceJournals(treeID string) string { return Workspace(treeID) + "journal/" }
+
+// WorkspaceJournal is the key of write-back journal id of a tree.
+func WorkspaceJournal(treeID, id string) string { return WorkspaceJournals(treeID) + id }
+
+// WorkspaceStaged is the key of a file's content staged for a write-back
+// journal, by its hex SHA-256.
+func WorkspaceStaged(treeID, sha string) string { return Workspace(treeID) + "staged/" + sha }
+
 // WorkspaceLock is the key of the write lease of a workspace file.
 func WorkspaceLock(treeID, cleanPath string) string {
 	return Workspace(treeID) + "locks/" + cleanPath

@@ -122,6 +122,9 @@ func (t *fsWrite) Run(ctx context.Context, env *Env, input json.RawMessage) (Res
 	if err := needWorkspace(env); err != nil {
 		return Result{}, err
 	}
+	if err := settleWorkspace(ctx, env, t.cfg); err != nil {
+		return refusedPath(FSWriteID, "(the workspace)", err)
+	}
 	p, mode, content, err := t.request(input)
 	if err != nil {
 		return errorResult(err.Error()), nil
@@ -258,6 +261,9 @@ func (t *fsRead) Run(ctx context.Context, env *Env, input json.RawMessage) (Resu
 	if err := needWorkspace(env); err != nil {
 		return Result{}, err
 	}
+	if err := settleWorkspace(ctx, env, t.cfg); err != nil {
+		return refusedPath(FSReadID, "(the workspace)", err)
+	}
 	var in struct {
 		Path     string `json:"path"`
 		Artifact string `json:"artifact"`
@@ -360,6 +366,9 @@ func (t *fsList) Def() thread.ToolDef {
 func (t *fsList) Run(ctx context.Context, env *Env, input json.RawMessage) (Result, error) {
 	if err := needWorkspace(env); err != nil {
 		return Result{}, err
+	}
+	if err := settleWorkspace(ctx, env, t.cfg); err != nil {
+		return refusedPath(FSListID, "(the workspace)", err)
 	}
 	var in struct {
 		Path      string `json:"path"`

@@ -89,6 +89,9 @@ func (w *workDir) materialize(ctx context.Context, env *Env) (*Result, error) {
 	if err := os.MkdirAll(w.dir, 0o700); err != nil {
 		return nil, err
 	}
+	if err := settleWorkspace(ctx, env, w.lim.fs); err != nil {
+		return nil, err
+	}
 	prefix := blobkey.WorkspaceFiles(env.TreeID)
 	infos, err := env.Store.List(ctx, prefix)
 	if err != nil {
@@ -126,9 +129,10 @@ func (w *workDir) materialize(ctx context.Context, env *Env) (*Result, error) {
 }
 
 // writeBack stores the regular files of w.dir that are new or differ from
-// what was copied in the workspace, each under its write lease: their
-// paths, in order. A file over the size limit, or one whose path the
-// workspace cannot hold, is an error result (nothing after it is stored).
+// what was copied in the workspace, as one write-back (commitFiles: all
+// or none, whatever crashes), each under its write lease: their paths, in
+// order. A file over the size limit, or one whose path the workspace
+// cannot hold, is an error result, and nothing is stored.
 func (w *workDir) writeBack(ctx context.Context, env *Env) ([]string, *Result, error) {
 	var changed []string
 	err := filepath.WalkDir(w.dir, func(p string, d fs.DirEntry, err error) error {
@@ -144,6 +148,7 @@ func (w *workDir) writeBack(ctx context.Context, env *Env) ([]string, *Result, e
 	}
 	sort.Strings(changed)
 	written := []string{}
+	files := map[string][]byte{}
 	for _, rel := range changed {
 		data, err := os.ReadFile(filepath.Join(w.dir, filepath.FromSlash(rel)))
 		if err != nil {
@@ -157,23 +162,34 @@ func (w *workDir) writeBack(ctx context.Context, env *Env) ([]string, *Result, e
 			err = fmt.Errorf("%d bytes, more than the %d-byte file limit", len(data), w.lim.fs.MaxFileBytes)
 		}
 		if err != nil {
-			r := errorResult(fmt.Sprintf("%s: %s cannot be stored in the workspace: %v (stored before it: %s)", w.who, rel, err, strings.Join(written, ", ")))
+			r := errorResult(fmt.Sprintf("%s: %s cannot be stored in the workspace: %v (nothing the command wrote was stored)", w.who, rel, err))
 			return nil, &r, nil
 		}
-		if err := w.store(ctx, env, clean, data); err != nil {
-			return nil, nil, err
+		if _, dup := files[clean]; !dup {
+			written = append(written, clean)
 		}
-		written = append(written, clean)
+		files[clean] = data
+	}
+	if len(written) == 0 {
+		return written, nil, nil
+	}
+	if err := w.commitFiles(ctx, env, written, files); err != nil {
+		return nil, nil, err
 	}
 	return written, nil, nil
 }
 
 // store writes data to the workspace file p under its write lease.
 func (w *workDir) store(ctx context.Context, env *Env, p string, data []byte) error {
-	fc := w.lim.fs
+	return storeFile(ctx, env, w.lim.fs, w.who, p, data)
+}
+
+// storeFile writes data to the workspace file p under its write lease
+// (who names the writer in errors).
+func storeFile(ctx context.Context, env *Env, fc FSConfig, who, p string, data []byte) error {
 	lk, err := lockFile(ctx, env.Store, blobkey.WorkspaceLock(env.TreeID, p), fc.LockLease, fc.LockWait, fc.Now)
 	if err != nil {
-		return fmt.Errorf("%s: store %s: %w", w.who, p, err)
+		return fmt.Errorf("%s: store %s: %w", who, p, err)
 	}
 	defer func() {
 		if err := lk.unlock(ctx); err != nil {
@@ -181,7 +197,7 @@ func (w *workDir) store(ctx context.Context, env *Env, p string, data []byte) er
 		}
 	}()
 	if err := env.Store.Put(ctx, blobkey.WorkspaceFile(env.TreeID, p), bytes.Clone(data)); err != nil {
-		return fmt.Errorf("%s: store %s: %w", w.who, p, err)
+		return fmt.Errorf("%s: store %s: %w", who, p, err)
 	}
 	return nil
 }

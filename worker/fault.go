@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/spool-run/spool/tools"
 )
 
 // Fault points for crash-exactness tests: SPOOL_FAULT_KILL_AT=POINT[#N]
@@ -24,6 +26,8 @@ import (
 //	graph:sleep_suspended  a sleeping run is suspended, its wake not yet enqueued
 //	thread:before_spawn    a turn is about to start its child, nothing registered
 //	thread:after_spawn     a turn's child is started, the turn not checkpointed
+//	workspace:journaled    a command's write-back journal is durable, no file stored
+//	workspace:after_file   the write-back's first file is stored, the others not
 var faultAt = func() (point string, nth int64) {
 	v := os.Getenv("SPOOL_FAULT_KILL_AT")
 	if v == "" {
@@ -43,6 +47,13 @@ var (
 	faultPoint, faultNth = faultAt()
 	faultSeen            atomic.Int64
 )
+
+// The write-back's points are in package tools, which calls its Fault.
+func init() {
+	if faultPoint != "" {
+		tools.Fault = fault
+	}
+}
 
 // fault kills the process at point when SPOOL_FAULT_KILL_AT names it.
 func fault(point string) {
