@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/hibiken/asynq"
 
@@ -101,3 +102,86 @@ func (o *Orchestrator) Lanes() int { return o.keys.Lanes() }
 // RateLimiter returns a limiter of the fleet-wide model rate limits over
 // the orchestrator's Redis and namespace, on its clock.
 func (o *Orchestrator) RateLimiter() *ratelimit.Limiter { return ratelimit.New(o.rdb, o.keys, o.Now) }
+
+// QueueState is one spool queue as `spool queue list` shows it: its
+// asynq lanes' counts summed, and whether every lane is paused.
+type QueueState struct {
+	Name      string `json:"name"`
+	Paused    bool   `json:"paused"`
+	Pending   int    `json:"pending"`
+	Active    int    `json:"active"`
+	Scheduled int    `json:"scheduled"`
+	Retry     int    `json:"retry"`
+	Archived  int    `json:"archived"`
+}
+
+// Queues are the namespace's spool queues that asynq knows (a queue
+// exists once a task was enqueued to it), by name.
+func (o *Orchestrator) Queues(ctx context.Context) ([]QueueState, error) {
+	insp := asynq.NewInspectorFromRedisClient(o.rdb)
+	names, err := insp.Queues()
+	if err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
+	}
+	byName := map[string]*QueueState{}
+	var order []string
+	for _, aq := range names {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		name, ok := o.keys.QueueName(aq)
+		if !ok {
+			continue
+		}
+		info, err := insp.GetQueueInfo(aq)
+		if err != nil {
+			return nil, fmt.Errorf("queue %s: %w", name, err)
+		}
+		st := byName[name]
+		if st == nil {
+			st = &QueueState{Name: name, Paused: true}
+			byName[name] = st
+			order = append(order, name)
+		}
+		st.Paused = st.Paused && info.Paused
+		st.Pending += info.Pending
+		st.Active += info.Active
+		st.Scheduled += info.Scheduled
+		st.Retry += info.Retry
+		st.Archived += info.Archived
+	}
+	slices.Sort(order)
+	out := make([]QueueState, 0, len(order))
+	for _, n := range order {
+		out = append(out, *byName[n])
+	}
+	return out, nil
+}
+
+// PauseQueue pauses (pause true) or unpauses spool queue q in every lane:
+// a paused queue's activations stay queued, no worker takes them, and
+// the runs in them wait (those running finish their activation).
+// Pausing a paused queue is no error.
+func (o *Orchestrator) PauseQueue(ctx context.Context, q string, pause bool) error {
+	if err := queue.CheckName(q); err != nil {
+		return err
+	}
+	insp := asynq.NewInspectorFromRedisClient(o.rdb)
+	for _, lane := range o.keys.QueueLanes(q) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var err error
+		if pause {
+			err = insp.PauseQueue(lane)
+		} else {
+			err = insp.UnpauseQueue(lane)
+		}
+		// asynq refuses a pause of a paused queue (and the reverse):
+		// the state asked for is the state it is in.
+		if err != nil && !strings.Contains(err.Error(), "already paused") && !strings.Contains(err.Error(), "not paused") {
+			return fmt.Errorf("queue %s: %w", q, err)
+		}
+	}
+	return nil
+}

@@ -82,7 +82,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		},
 		Commands: []*cli.Command{
 			devCommand(), workerCommand(), schedulerCommand(), monitorCommand(), apiCommand(), mcpCommand(), keysCommand(),
-			threadCommand(), graphCommand(), bulkCommand(), webhookCommand(), budgetCommand(), costCommand(), directiveCommand(), admissionCommand(), tenantCommand(), versionCommand(),
+			threadCommand(), graphCommand(), bulkCommand(), webhookCommand(), queueCommand(), budgetCommand(), costCommand(), directiveCommand(), admissionCommand(), tenantCommand(), versionCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, sub bool) error { return &usageError{msg: err.Error()} },
 		Before: func(c *cli.Context) error {
