@@ -249,7 +249,7 @@ func TestSpoolMCPServer(t *testing.T) {
 		names = append(names, tl.Name)
 	}
 	require.ElementsMatch(t, []string{"run_thread", "show_thread", "wait_thread", "cancel_thread", "approve_call", "deny_call", "read_transcript",
-		"run_graph", "show_graph", "send_graph_message", "show_tenant", "list_threads"}, names)
+		"run_graph", "show_graph", "send_graph_message", "show_tenant", "list_threads", "bulk_action", "show_bulk"}, names)
 
 	call := func(name string, args map[string]any) *mcp.CallToolResult {
 		t.Helper()
@@ -351,6 +351,42 @@ func TestSpoolMCPServer(t *testing.T) {
 	require.Equal(t, []string{c}, ids)
 	toolError(call("list_threads", map[string]any{"status": "done"}), `status "done"`)
 	toolError(call("list_threads", map[string]any{"kind": "job"}), `kind "job"`)
+
+	// bulk_action approves every waiting run a filter selects, as an
+	// operation show_bulk follows; a dry run counts first.
+	b1, b2 := waiting("approved"), waiting("approved")
+	structured := func(res *mcp.CallToolResult, v any) {
+		t.Helper()
+		require.False(t, res.IsError, "%s", resultText(res))
+		b, err := json.Marshal(res.StructuredContent)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, v))
+	}
+	var bulk struct {
+		Operation string `json:"operation"`
+		Matched   int64  `json:"matched"`
+	}
+	structured(call("bulk_action", map[string]any{"action": "approve", "directive": "m/gated", "status": "waiting", "dry_run": true}), &bulk)
+	require.Equal(t, int64(2), bulk.Matched)
+	require.Empty(t, bulk.Operation, "a dry run makes no operation")
+	structured(call("bulk_action", map[string]any{"action": "approve", "directive": "m/gated", "status": "waiting", "reason": "batch"}), &bulk)
+	require.Equal(t, int64(2), bulk.Matched)
+	require.NotEmpty(t, bulk.Operation)
+	require.Eventually(t, func() bool {
+		var op struct {
+			Status string `json:"status"`
+			Done   int64  `json:"done"`
+		}
+		structured(call("show_bulk", map[string]any{"operation": bulk.Operation}), &op)
+		return op.Status == "completed" && op.Done == 2
+	}, time.Minute, 100*time.Millisecond)
+	for _, id := range []string{b1, b2} {
+		final = record(call("wait_thread", map[string]any{"thread_id": id, "timeout": 60}))
+		require.Equal(t, thread.StatusCompleted, final.Status)
+		require.Equal(t, "after: Echo: approved", final.Result)
+	}
+	toolError(call("bulk_action", map[string]any{"action": "delete"}), "delete")
+	toolError(call("show_bulk", map[string]any{"operation": "bulk-20261203T000000-0123abcd"}), "not found")
 
 	// What cannot be done is a tool error that says why.
 	toolError(call("show_thread", map[string]any{"thread_id": "m/nope-1-aa"}), `thread "m/nope-1-aa" not found`)

@@ -156,6 +156,7 @@ func New(cfg Config) (*mcp.Server, error) {
 		"(default) or text, the last max_bytes of it."}, h.transcript)
 	addGraphTools(s, h)
 	addListTool(s, h)
+	addBulkTools(s, h)
 	mcp.AddTool(s, &mcp.Tool{Name: "show_tenant", Description: "A tenant's admission state: its share, running and waiting " +
 		"activations, ceilings and spend (tenant; default the tenant this server is bound to, else default)."}, h.showTenant)
 	if cfg.Unavailable != nil {

@@ -16,7 +16,8 @@ func mcpCommand() *cli.Command {
 		Usage: "serve spool to an MCP client over stdio",
 		Description: "Serves the tools run_thread (directive, inputs, model, wait), show_thread, wait_thread,\n" +
 			"cancel_thread, approve_call, deny_call, read_transcript (thread_id), list_threads (the filters of\n" +
-			"thread list), run_graph, show_graph, send_graph_message and show_tenant on stdin and stdout, so an\n" +
+			"thread list), bulk_action, show_bulk, run_graph, show_graph, send_graph_message and show_tenant on\n" +
+			"stdin and stdout, so an\n" +
 			"MCP client (a coding assistant) can drive a fleet. Root threads are started from the project\n" +
 			"directory (--project), as `spool thread run` does. Logs go to stderr.\n" +
 			"With --tenant T every tool is bound to T, as an API token bound to T is: runs start in T, and another\n" +
