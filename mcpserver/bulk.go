@@ -102,4 +102,3 @@ func (h *handlers) showBulk(ctx context.Context, _ *mcp.CallToolRequest, in Bulk
 	}
 	return nil, op, nil
 }
-
