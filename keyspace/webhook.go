@@ -21,6 +21,12 @@ func (s Space) WebhookDelivery(id string) string { return s.prefix + "webhook:" 
 // next attempt is due, unix ms; a claimed delivery's score is its lease).
 func (s Space) WebhookDue() string { return s.prefix + "webhook:due" }
 
+// WebhookRelayed is the hash of how far the relay has read each shard's
+// outbox (outbox key → the last entry id relayed). It lives beside the
+// deliveries it made, so a failover that loses some of them loses the
+// cursor's advance past them too, and they are made again.
+func (s Space) WebhookRelayed() string { return s.prefix + "webhook:relayed" }
+
 // WebhookAll is the sorted set of every delivery kept (score: when it was
 // made, unix ms), for listing them newest first.
 func (s Space) WebhookAll() string { return s.prefix + "webhook:all" }

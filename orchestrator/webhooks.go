@@ -29,8 +29,12 @@ import (
 //  2. One worker at a time (HoldWebhookRelay) relays the outboxes
 //     (RelayWebhooks): each event becomes one delivery per endpoint that
 //     subscribes to it (webhooks.yaml, and the run's --notify URL), each
-//     made once by webhook_make.lua, then the entry leaves the outbox. A
-//     relay that dies between the two makes nothing twice.
+//     made once by webhook_make.lua, then the relay's cursor for that
+//     outbox moves past it. The cursor lives beside the deliveries, on
+//     the namespace's slot: a relay that dies before moving it makes
+//     nothing twice, and a failover that loses deliveries loses the
+//     cursor's advance past them, so they are made again. Entries stay in
+//     the outbox a day (WebhookOutboxKeep) for that.
 //  3. Every worker takes due deliveries (ClaimWebhooks), one attempt each
 //     under a lease, and records the outcome (WebhookAttempted): delivered,
 //     retrying with backoff, or failed after WebhookMaxAttempts. A worker
@@ -49,6 +53,10 @@ const (
 )
 
 const (
+	// WebhookOutboxKeep is how long an outbox entry is kept after it was
+	// written, relayed or not: what a relay whose cursor went back (a
+	// failover of the namespace's node) can make again.
+	WebhookOutboxKeep = 24 * time.Hour
 	// WebhookRetention is how long a delivery's record is kept.
 	WebhookRetention = 7 * 24 * time.Hour
 	// WebhookMaxAttempts is how many attempts a delivery gets before it
@@ -164,16 +172,27 @@ func (rt *Runtime) HoldWebhookRelay(ctx context.Context, token string, lease tim
 	return n == 1, nil
 }
 
-// RelayWebhooks turns the outboxes' events (at most per shard each) into
-// deliveries and drops them from the outboxes; it returns how many
-// events it relayed. An event whose run Redis no longer has is dropped;
-// one whose project cannot be loaded goes to its --notify URL only, and
-// the error is returned after the rest are relayed.
+// RelayWebhooks turns the outboxes' events past the relay's cursors (at
+// most per shard each) into deliveries, moving each cursor past each
+// event once its deliveries are made; it returns how many events it
+// relayed, and trims what is past WebhookOutboxKeep. An event whose run
+// Redis no longer has is passed over; one whose project cannot be loaded
+// goes to its --notify URL only, and the error is returned after the rest
+// are relayed.
 func (rt *Runtime) RelayWebhooks(ctx context.Context, per int64) (int, error) {
 	n := 0
 	var firstErr error
 	for _, ob := range rt.keys.AllOutbox() {
-		entries, err := rt.rdb.XRangeN(ctx, ob, "-", "+", per).Result()
+		from, err := rt.rdb.HGet(ctx, rt.keys.WebhookRelayed(), ob).Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			from = "-"
+		case err != nil:
+			return n, fmt.Errorf("read the relay's cursor: %w", err)
+		default:
+			from = "(" + from
+		}
+		entries, err := rt.rdb.XRangeN(ctx, ob, from, "+", per).Result()
 		if err != nil {
 			return n, fmt.Errorf("read outbox: %w", err)
 		}
@@ -186,10 +205,14 @@ func (rt *Runtime) RelayWebhooks(ctx context.Context, per int64) (int, error) {
 					firstErr = err
 				}
 			}
-			if err := rt.rdb.XDel(ctx, ob, e.ID).Err(); err != nil {
-				return n, fmt.Errorf("drop outbox entry: %w", err)
+			if err := rt.rdb.HSet(ctx, rt.keys.WebhookRelayed(), ob, e.ID).Err(); err != nil {
+				return n, fmt.Errorf("move the relay's cursor: %w", err)
 			}
 			n++
+		}
+		minID := strconv.FormatInt(rt.Now().Add(-WebhookOutboxKeep).UnixMilli(), 10)
+		if err := rt.rdb.XTrimMinIDApprox(ctx, ob, minID, 0).Err(); err != nil {
+			return n, fmt.Errorf("trim outbox: %w", err)
 		}
 	}
 	return n, firstErr

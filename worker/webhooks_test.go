@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/orchestrator"
@@ -87,18 +86,37 @@ func TestWebhooksOnRunEvents(t *testing.T) {
 	require.Equal(t, rec.ThreadID, entries[0].Values["thread"])
 	require.Equal(t, "run.completed", entries[0].Values["type"])
 
-	// A relay that made the deliveries and died before dropping the
-	// entry: the entry is relayed again and makes nothing new.
+	// Relayed once; a second pass has nothing past its cursor.
 	n, err := rt.RelayWebhooks(h.ctx, 100)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	require.NoError(t, rdb.XAdd(h.ctx, &redis.XAddArgs{Stream: keys.Outbox(rec.ThreadID), Values: entries[0].Values}).Err())
 	n, err = rt.RelayWebhooks(h.ctx, 100)
 	require.NoError(t, err)
-	require.Equal(t, 1, n)
+	require.Zero(t, n)
 	ds, err := h.o.WebhookDeliveries(h.ctx, "", 0)
 	require.NoError(t, err)
 	require.Len(t, ds, 2)
+	// A relay that made the deliveries and died before moving its cursor
+	// relays the event again and makes nothing new; a failover that lost
+	// a delivery and the cursor's advance past it makes it again.
+	require.NoError(t, rdb.HDel(h.ctx, keys.WebhookRelayed(), keys.Outbox(rec.ThreadID)).Err())
+	n, err = rt.RelayWebhooks(h.ctx, 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	again, err := h.o.WebhookDeliveries(h.ctx, "", 0)
+	require.NoError(t, err)
+	require.Len(t, again, 2)
+	lost := ds[0]
+	require.NoError(t, rdb.Del(h.ctx, keys.WebhookDelivery(lost.ID)).Err())
+	require.NoError(t, rdb.ZRem(h.ctx, keys.WebhookAll(), lost.ID).Err())
+	require.NoError(t, rdb.ZRem(h.ctx, keys.WebhookDue(), lost.ID).Err())
+	require.NoError(t, rdb.HDel(h.ctx, keys.WebhookRelayed(), keys.Outbox(rec.ThreadID)).Err())
+	_, err = rt.RelayWebhooks(h.ctx, 100)
+	require.NoError(t, err)
+	remade, err := h.o.WebhookDelivery(h.ctx, lost.ID)
+	require.NoError(t, err)
+	require.Equal(t, lost.EventID, remade.EventID)
+	require.Equal(t, orchestrator.DeliveryPending, remade.Status)
 
 	// The worker's loop delivers both.
 	ctx, stop := context.WithCancel(h.ctx)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/orchestrator"
 )
 
 // queueCommand is `spool queue list | pause Q | unpause Q`: the asynq
@@ -62,7 +62,7 @@ func queuePause(c *cli.Context, pause bool) error {
 		return usagef("queue %s takes one queue name, got %d arguments", verb, c.NArg())
 	}
 	q := c.Args().First()
-	if err := queue.CheckName(q); err != nil {
+	if err := orchestrator.CheckQueueName(q); err != nil {
 		return usagef("%v", err)
 	}
 	s, err := openServices(c, openOpts{})
