@@ -176,6 +176,8 @@ var routes = []route{
 	{http.MethodGet, "/v1/cost", (*server).cost},
 	{http.MethodPost, "/v1/bulk", (*server).startBulk},
 	{http.MethodGet, "/v1/bulk/{id}", (*server).showBulk},
+	{http.MethodGet, "/v1/webhooks/deliveries", (*server).deliveries},
+	{http.MethodPost, "/v1/webhooks/deliveries/{id}/redeliver", (*server).redeliver},
 }
 
 // Routes lists the API's operations as "METHOD /path" in OpenAPI's
@@ -210,13 +212,14 @@ func New(cfg Config) (http.Handler, error) {
 
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
-	for _, p := range []string{"/v1/threads", "/v1/approvals", "/v1/graphs", "/v1/tenants", "/v1/admission", "/v1/cost", "/v1/bulk"} {
+	for _, p := range []string{"/v1/threads", "/v1/approvals", "/v1/graphs", "/v1/tenants", "/v1/admission", "/v1/cost", "/v1/bulk", deliveriesPath} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) { s.dispatch(w, r, "", p) })
 	}
 	mux.HandleFunc(threadPrefix+"{rest...}", s.idRoute(threadPrefix, "thread"))
 	mux.HandleFunc(graphPrefix+"{rest...}", s.idRoute(graphPrefix, "run"))
 	mux.HandleFunc(tenantPrefix+"{rest...}", s.segmentRoute(tenantPrefix+"{tenant}"))
 	mux.HandleFunc(bulkPrefix+"{rest...}", s.segmentRoute(bulkPrefix+"{id}"))
+	mux.HandleFunc(deliveriesPath+"/{rest...}", s.deliveryRoute)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problem(http.StatusNotFound, "not_found", "no route %s", r.URL.Path))
 	})

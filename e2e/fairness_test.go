@@ -332,11 +332,16 @@ func TestFairShare(t *testing.T) {
 	// activation starts within about k slot turnovers, is the start order
 	// checked below. One less is allowed: on a loaded machine a worker's
 	// registration can lapse for a balancer pass (capacity 15, b's share 7).
+	// (A share already granted at the first read needs no second one: a
+	// read is a CLI process, which a loaded machine can slow past the
+	// window.)
 	admitted := tenantShow(t, e, "b").Admitted
-	require.Eventually(t, func() bool {
-		admitted = max(admitted, tenantShow(t, e, "b").Admitted)
-		return admitted >= fairCapacity/2-1
-	}, 3*time.Second, 100*time.Millisecond, "b's share is granted within a balancer pass, the fleet full (admitted %d)", admitted)
+	if admitted < fairCapacity/2-1 {
+		require.Eventually(t, func() bool {
+			admitted = max(admitted, tenantShow(t, e, "b").Admitted)
+			return admitted >= fairCapacity/2-1
+		}, 3*time.Second, 100*time.Millisecond, "b's share is granted within a balancer pass, the fleet full (admitted %d at first)", admitted)
+	}
 	t.Logf("b's admitted %s after its requests: %d of its share %d", time.Since(asked).Round(time.Millisecond), admitted, fairCapacity/2)
 	waitStamps(t, file, "b", fairNewcomer, time.Minute)
 	cs, _ := claims(t, e, ids)

@@ -19,11 +19,13 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/spool-run/spool/api"
 	"github.com/spool-run/spool/internal/testing/spooltest"
 	"github.com/spool-run/spool/internal/testing/testenv"
+	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/spooltype"
 )
@@ -146,9 +148,9 @@ func TestTenantBoundTokens(t *testing.T) {
 			require.Equal(t, http.StatusOK, a.do("", "GET", "/healthz", "").status)
 
 			var betaThread, betaGraph, acmeThread registry.Record
-			a.do(tk.ops, "POST", "/v1/threads", `{"directive": "g/topic", "inputs": {"topic": "x"}, "tenant": "beta"}`).json(t, 201, &betaThread)
+			a.do(tk.ops, "POST", "/v1/threads", `{"directive": "g/topic", "inputs": {"topic": "x"}, "tenant": "beta", "notify": "http://127.0.0.1:9/beta"}`).json(t, 201, &betaThread)
 			a.do(tk.beta, "POST", "/v1/graphs", `{"graph": "g/review", "inputs": {"topics": ["a"]}}`).json(t, 201, &betaGraph)
-			a.do(tk.acme, "POST", "/v1/threads", `{"directive": "g/topic", "inputs": {"topic": "y"}}`).json(t, 201, &acmeThread)
+			a.do(tk.acme, "POST", "/v1/threads", `{"directive": "g/topic", "inputs": {"topic": "y"}, "notify": "http://127.0.0.1:9/acme"}`).json(t, 201, &acmeThread)
 			require.Equal(t, "beta", betaThread.Tenant)
 			require.Equal(t, "beta", betaGraph.Tenant, "a bound token's start is its tenant's")
 			require.Equal(t, "acme", acmeThread.Tenant)
@@ -164,6 +166,8 @@ func TestTenantBoundTokens(t *testing.T) {
 					// link whose signed token is its credential.
 				case path == "/v1/bulk/{id}":
 					checkTenantBulkShow(t, a, tk)
+				case strings.HasPrefix(path, "/v1/webhooks/deliveries"):
+					checkTenantDeliveries(t, e, a, tk, method, betaThread.ThreadID, acmeThread.ThreadID)
 				case method == "POST" && path == "/v1/bulk":
 					checkTenantBulkStart(t, a, tk)
 				case strings.Contains(path, "{id}"):
@@ -269,6 +273,46 @@ func checkTenantBulkShow(t *testing.T, a tenantAPI, tk tenantTokens) {
 	got.sameAs(t, want, op.Operation, missing, "GET /v1/bulk/{id}")
 	require.Equal(t, http.StatusOK, a.do(tk.beta, "GET", "/v1/bulk/"+op.Operation, "").status, "its own tenant's")
 	require.Equal(t, http.StatusOK, a.do(tk.ops, "GET", "/v1/bulk/"+op.Operation, "").status, "an unbound token's")
+}
+
+// checkTenantDeliveries: a bound token lists its tenant's webhook
+// deliveries only, and another tenant's delivery answers its redeliver
+// byte for byte as one that does not exist. The deliveries are made by
+// relaying events put in the runs' outboxes (no worker runs here).
+func checkTenantDeliveries(t *testing.T, e *spooltest.Env, a tenantAPI, tk tenantTokens, method, beta, acme string) {
+	t.Helper()
+	ctx := t.Context()
+	rt := e.Orch.Runtime()
+	for _, id := range []string{beta, acme} {
+		require.NoError(t, rt.Services().Redis.XAdd(ctx, &redis.XAddArgs{Stream: rt.Services().Keys.Outbox(id),
+			Values: []any{"thread", id, "type", "run.waiting_approval", "at", time.Now().UTC().Format(time.RFC3339Nano), "key", "tenant-test"}}).Err())
+	}
+	_, err := rt.RelayWebhooks(ctx, 100)
+	require.NoError(t, err)
+	var mine, all struct {
+		Deliveries []orchestrator.WebhookDelivery `json:"deliveries"`
+	}
+	a.do(tk.acme, "GET", "/v1/webhooks/deliveries", "").json(t, 200, &mine)
+	a.do(tk.ops, "GET", "/v1/webhooks/deliveries", "").json(t, 200, &all)
+	require.NotEmpty(t, mine.Deliveries)
+	var betaDelivery string
+	for _, d := range mine.Deliveries {
+		require.Equal(t, "acme", d.Tenant, "acme's only")
+	}
+	for _, d := range all.Deliveries {
+		if d.Tenant == "beta" {
+			betaDelivery = d.ID
+		}
+	}
+	require.NotEmpty(t, betaDelivery, "an unbound token sees every tenant's")
+	if method == "POST" {
+		missing := "dlv_000000000000000000000000"
+		got := a.do(tk.acme, "POST", "/v1/webhooks/deliveries/"+betaDelivery+"/redeliver", "")
+		want := a.do(tk.acme, "POST", "/v1/webhooks/deliveries/"+missing+"/redeliver", "")
+		require.Equal(t, http.StatusNotFound, want.status, want.body)
+		got.sameAs(t, want, betaDelivery, missing, "POST /v1/webhooks/deliveries/{id}/redeliver")
+		require.Equal(t, http.StatusOK, a.do(tk.beta, "POST", "/v1/webhooks/deliveries/"+betaDelivery+"/redeliver", "").status, "its own tenant's")
+	}
 }
 
 // checkTenantBulkStart: a bound token's bulk operation counts its
@@ -428,6 +472,32 @@ func TestTenantBoundMCP(t *testing.T) {
 			var own map[string]any
 			decodeResult(t, call(tool.Name, map[string]any{}), &own)
 			require.Equal(t, "acme", own["tenant"])
+		case "bulk_action":
+			// It counts (and would act on) acme's runs only.
+			var dry struct {
+				Matched int64 `json:"matched"`
+			}
+			decodeResult(t, call(tool.Name, map[string]any{"action": "cancel", "dry_run": true}), &dry)
+			acme, err := e.Orch.StartBulk(ctx, orchestrator.BulkRequest{Action: "cancel", DryRun: true, Filter: orchestrator.BulkFilter{Tenant: "acme"}})
+			require.NoError(t, err)
+			all, err := e.Orch.StartBulk(ctx, orchestrator.BulkRequest{Action: "cancel", DryRun: true})
+			require.NoError(t, err)
+			require.Equal(t, acme.Matched, dry.Matched, "acme's runs only")
+			require.Greater(t, all.Matched, dry.Matched, "beta's are not counted")
+			got := call(tool.Name, map[string]any{"action": "cancel", "dry_run": true, "tenant": "beta"})
+			want := call(tool.Name, map[string]any{"action": "cancel", "dry_run": true, "tenant": "zeta"})
+			require.True(t, got.IsError)
+			require.Equal(t, strings.ReplaceAll(resultText(want), "zeta", "beta"), resultText(got))
+		case "show_bulk":
+			op, err := e.Orch.StartBulk(ctx, orchestrator.BulkRequest{Action: "approve", By: "test",
+				Filter: orchestrator.BulkFilter{Tenant: "beta", Tags: map[string]string{"nothing": "here"}}})
+			require.NoError(t, err)
+			missing := op.Operation[:len(op.Operation)-8] + "00000000"
+			got := call(tool.Name, map[string]any{"operation": op.Operation})
+			want := call(tool.Name, map[string]any{"operation": missing})
+			require.True(t, want.IsError)
+			require.True(t, got.IsError, "beta's operation")
+			require.Equal(t, strings.ReplaceAll(resultText(want), missing, op.Operation), resultText(got))
 		default:
 			foreign := beta
 			if strings.Contains(tool.Name, "graph") {

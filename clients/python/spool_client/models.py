@@ -11,7 +11,7 @@ import dataclasses
 import typing
 from typing import Any, Optional
 
-__all__ = ['Model', 'AdmissionState', 'ApproveRequest', 'Budget', 'BudgetChild', 'BulkOperation', 'BulkRequest', 'BulkStarted', 'CancelRequest', 'CancelResult', 'Chain', 'ConcurrencyKey', 'Cost', 'CostReport', 'CostRow', 'DecideResult', 'DecisionLink', 'DecisionLinkRequest', 'DenyRequest', 'End', 'ErrorInfo', 'Event', 'ForkRequest', 'GraphForkRequest', 'GraphLimitOverrides', 'GraphMessageRequest', 'GraphResumeRequest', 'GraphRun', 'GraphRunRequest', 'GraphState', 'LimitOverrides', 'Limits', 'MessageSent', 'NodeRow', 'PendingApproval', 'PendingCall', 'Problem', 'Record', 'ResumeRequest', 'ResumeResult', 'RunRequest', 'SendRequest', 'SendResult', 'Stall', 'StepRecord', 'Subtree', 'Tenant', 'TenantKey', 'TenantLimits', 'TenantSpend', 'TranscriptMark', 'TreeNode']
+__all__ = ['Model', 'AdmissionState', 'ApproveRequest', 'Budget', 'BudgetChild', 'BulkOperation', 'BulkRequest', 'BulkStarted', 'CancelRequest', 'CancelResult', 'Chain', 'ConcurrencyKey', 'Cost', 'CostReport', 'CostRow', 'DecideResult', 'DecisionLink', 'DecisionLinkRequest', 'DenyRequest', 'End', 'ErrorInfo', 'Event', 'ForkRequest', 'GraphForkRequest', 'GraphLimitOverrides', 'GraphMessageRequest', 'GraphResumeRequest', 'GraphRun', 'GraphRunRequest', 'GraphState', 'LimitOverrides', 'Limits', 'MessageSent', 'NodeRow', 'PendingApproval', 'PendingCall', 'Problem', 'Record', 'ResumeRequest', 'ResumeResult', 'RunRequest', 'SendRequest', 'SendResult', 'Stall', 'StepRecord', 'Subtree', 'Tenant', 'TenantKey', 'TenantLimits', 'TenantSpend', 'TranscriptMark', 'TreeNode', 'WebhookDelivery']
 
 
 def _conv(kind: Any, value: Any) -> Any:
@@ -959,6 +959,32 @@ class TreeNode(Model):
     _wire: typing.ClassVar[dict] = {}
 
 
+@dataclasses.dataclass
+class WebhookDelivery(Model):
+    """The WebhookDelivery schema."""
+
+    id: Optional[str] = None
+    event_id: Optional[str] = None
+    type: Optional[str] = None
+    endpoint: Optional[str] = None
+    url: Optional[str] = None
+    secret_env: Optional[str] = None  # optional
+    run: Optional[str] = None
+    tenant: Optional[str] = None
+    status: Optional[str] = None
+    attempts: Optional[int] = None
+    last_code: Optional[int] = None  # optional
+    last_error: Optional[str] = None  # optional
+    redeliveries: Optional[int] = None  # optional
+    created_at: Optional[str] = None
+    next_at: Optional[str] = None  # optional
+    last_attempt_at: Optional[str] = None  # optional
+    delivered_at: Optional[str] = None  # optional
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+    _kinds: typing.ClassVar[dict] = {}
+    _wire: typing.ClassVar[dict] = {}
+
+
 _SCHEMAS: dict = {
     'AdmissionState': AdmissionState,
     'ApproveRequest': ApproveRequest,
@@ -1011,4 +1037,5 @@ _SCHEMAS: dict = {
     'TenantSpend': TenantSpend,
     'TranscriptMark': TranscriptMark,
     'TreeNode': TreeNode,
+    'WebhookDelivery': WebhookDelivery,
 }

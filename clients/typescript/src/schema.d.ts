@@ -581,6 +581,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/webhooks/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Webhook deliveries, newest first (spool webhook deliveries)
+         * @description Each delivery of a run event to an endpoint, with its status, attempts and last answer; kept 7 days. A bound token sees its tenant's only.
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/deliveries/{id}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deliver again (spool webhook redeliver)
+         * @description The delivery is due now, with the same webhook-id and body, its attempts counted afresh. Another tenant's delivery, to a bound token, is not found.
+         */
+        post: operations["redeliverWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1410,6 +1450,41 @@ export interface components {
             failures?: {
                 [key: string]: string;
             };
+        };
+        WebhookDelivery: {
+            /** @description The delivery's id (one event to one endpoint). */
+            id: string;
+            /** @description The webhook-id header of every attempt: the same for the event at every endpoint and on every attempt. */
+            event_id: string;
+            /** @enum {string} */
+            type: "run.completed" | "run.error" | "run.cancelled" | "run.waiting_approval" | "budget.threshold";
+            /** @description The endpoint's name in webhooks.yaml, or --notify for a run's own URL. */
+            endpoint: string;
+            url: string;
+            /** @description The environment variable of the signing secret, read by the delivering worker. */
+            secret_env?: string;
+            /** @description The run the event is about. */
+            run: string;
+            tenant: string;
+            /** @enum {string} */
+            status: "pending" | "delivering" | "retrying" | "delivered" | "failed";
+            attempts: number;
+            /** @description The last answer's HTTP status. */
+            last_code?: number;
+            /** @description Why the last attempt failed. */
+            last_error?: string;
+            redeliveries?: number;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When the next attempt is due (pending, retrying).
+             */
+            next_at?: string;
+            /** Format: date-time */
+            last_attempt_at?: string;
+            /** Format: date-time */
+            delivered_at?: string;
         };
     };
     responses: {
@@ -2780,6 +2855,70 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["BulkOperation"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            421: components["responses"]["HostNotAllowed"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Only this endpoint's (--notify for runs' own URLs). */
+                endpoint?: string;
+                /** @description Only deliveries in this status. */
+                status?: "pending" | "delivering" | "retrying" | "delivered" | "failed";
+                /** @description At most this many. */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deliveries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        deliveries: components["schemas"]["WebhookDelivery"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            421: components["responses"]["HostNotAllowed"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    redeliverWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The delivery's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery, due again. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDelivery"];
                 };
             };
             401: components["responses"]["Unauthorized"];

@@ -1,0 +1,95 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spool-run/spool/orchestrator"
+)
+
+// deliveriesPath lists webhook deliveries; a delivery's redelivery is
+// deliveriesPath/{id}/redeliver.
+const deliveriesPath = "/v1/webhooks/deliveries"
+
+var deliveryStatuses = []string{orchestrator.DeliveryPending, orchestrator.DeliveryDelivering, orchestrator.DeliveryRetrying,
+	orchestrator.DeliveryDelivered, orchestrator.DeliveryFailed}
+
+// deliveries answers GET /v1/webhooks/deliveries (spool webhook
+// deliveries): newest first, by endpoint and status; a bound token's
+// tenant's only.
+func (s *server) deliveries(w http.ResponseWriter, r *http.Request, _ string) {
+	q := r.URL.Query()
+	limit := 50
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			badRequest(w, r, "limit %q: want 1 to 1000", v)
+			return
+		}
+		limit = n
+	}
+	status := q.Get("status")
+	if status != "" && !slices.Contains(deliveryStatuses, status) {
+		badRequest(w, r, "status %q: want one of %s", status, strings.Join(deliveryStatuses, ", "))
+		return
+	}
+	bound := boundTenant(r)
+	ask := limit
+	if status != "" || bound != "" {
+		ask = 100000 // filtered here: read every kept one
+	}
+	ds, err := s.cfg.Orch.WebhookDeliveries(r.Context(), q.Get("endpoint"), ask)
+	if err != nil {
+		s.fail(w, r, "", err)
+		return
+	}
+	out := []*orchestrator.WebhookDelivery{}
+	for _, d := range ds {
+		if (status == "" || d.Status == status) && (bound == "" || d.Tenant == bound) && len(out) < limit {
+			out = append(out, d)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deliveries": out})
+}
+
+// redeliver answers POST /v1/webhooks/deliveries/{id}/redeliver: the
+// delivery, due again with the same webhook-id and body. Another
+// tenant's, to a bound token, is one that does not exist.
+func (s *server) redeliver(w http.ResponseWriter, r *http.Request, id string) {
+	notFound := func() {
+		writeProblem(w, r, problem(http.StatusNotFound, "not_found", "webhook delivery %q not found", id))
+	}
+	d, err := s.cfg.Orch.WebhookDelivery(r.Context(), id)
+	if errors.Is(err, orchestrator.ErrDeliveryNotFound) {
+		notFound()
+		return
+	}
+	if err != nil {
+		s.fail(w, r, "", err)
+		return
+	}
+	if b := boundTenant(r); b != "" && d.Tenant != b {
+		notFound()
+		return
+	}
+	d, err = s.cfg.Orch.Redeliver(r.Context(), id)
+	if errors.Is(err, orchestrator.ErrDeliveryNotFound) {
+		notFound()
+		return
+	}
+	s.reply(w, r, "", d, err)
+}
+
+// deliveryRoute answers deliveriesPath/{id}/redeliver: an id of one
+// segment, then redeliver, or no route.
+func (s *server) deliveryRoute(w http.ResponseWriter, r *http.Request) {
+	id, action, ok := strings.Cut(r.PathValue("rest"), "/")
+	if !ok || id == "" || action != "redeliver" {
+		writeProblem(w, r, problem(http.StatusNotFound, "not_found", "no route %s", r.URL.Path))
+		return
+	}
+	s.dispatch(w, r, id, deliveriesPath+"/{id}/redeliver")
+}
