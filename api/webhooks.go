@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -22,18 +23,9 @@ var deliveryStatuses = []string{orchestrator.DeliveryPending, orchestrator.Deliv
 // tenant's only.
 func (s *server) deliveries(w http.ResponseWriter, r *http.Request, _ string) {
 	q := r.URL.Query()
-	limit := 50
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			badRequest(w, r, "limit %q: want 1 to 1000", v)
-			return
-		}
-		limit = n
-	}
-	status := q.Get("status")
-	if status != "" && !slices.Contains(deliveryStatuses, status) {
-		badRequest(w, r, "status %q: want one of %s", status, strings.Join(deliveryStatuses, ", "))
+	limit, status, msg := deliveriesQuery(q.Get("limit"), q.Get("status"))
+	if msg != "" {
+		badRequest(w, r, "%s", msg)
 		return
 	}
 	bound := boundTenant(r)
@@ -53,6 +45,23 @@ func (s *server) deliveries(w http.ResponseWriter, r *http.Request, _ string) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"deliveries": out})
+}
+
+// deliveriesQuery reads the list's limit (default 50) and status, or
+// says what is wrong with them.
+func deliveriesQuery(rawLimit, status string) (limit int, _, msg string) {
+	limit = 50
+	if rawLimit != "" {
+		n, err := strconv.Atoi(rawLimit)
+		if err != nil || n < 1 || n > 1000 {
+			return 0, "", fmt.Sprintf("limit %q: want 1 to 1000", rawLimit)
+		}
+		limit = n
+	}
+	if status != "" && !slices.Contains(deliveryStatuses, status) {
+		return 0, "", fmt.Sprintf("status %q: want one of %s", status, strings.Join(deliveryStatuses, ", "))
+	}
+	return limit, status, ""
 }
 
 // redeliver answers POST /v1/webhooks/deliveries/{id}/redeliver: the
