@@ -15,9 +15,6 @@ import (
 // deliveriesPath/{id}/redeliver.
 const deliveriesPath = "/v1/webhooks/deliveries"
 
-var deliveryStatuses = []string{orchestrator.DeliveryPending, orchestrator.DeliveryDelivering, orchestrator.DeliveryRetrying,
-	orchestrator.DeliveryDelivered, orchestrator.DeliveryFailed}
-
 // deliveries answers GET /v1/webhooks/deliveries (spool webhook
 // deliveries): newest first, by endpoint and status; a bound token's
 // tenant's only.
@@ -28,22 +25,13 @@ func (s *server) deliveries(w http.ResponseWriter, r *http.Request, _ string) {
 		badRequest(w, r, "%s", msg)
 		return
 	}
-	bound := boundTenant(r)
-	ask := limit
-	if status != "" || bound != "" {
-		ask = 100000 // filtered here: read every kept one
-	}
-	ds, err := s.cfg.Orch.WebhookDeliveries(r.Context(), q.Get("endpoint"), ask)
+	ds, err := s.cfg.Orch.WebhookDeliveries(r.Context(), orchestrator.DeliveryFilter{Endpoint: q.Get("endpoint"), Status: status,
+		Tenant: boundTenant(r), Limit: limit})
 	if err != nil {
 		s.fail(w, r, "", err)
 		return
 	}
-	out := []*orchestrator.WebhookDelivery{}
-	for _, d := range ds {
-		if (status == "" || d.Status == status) && (bound == "" || d.Tenant == bound) && len(out) < limit {
-			out = append(out, d)
-		}
-	}
+	out := append([]*orchestrator.WebhookDelivery{}, ds...) // [] when none
 	writeJSON(w, http.StatusOK, map[string]any{"deliveries": out})
 }
 
@@ -58,8 +46,8 @@ func deliveriesQuery(rawLimit, status string) (limit int, _, msg string) {
 		}
 		limit = n
 	}
-	if status != "" && !slices.Contains(deliveryStatuses, status) {
-		return 0, "", fmt.Sprintf("status %q: want one of %s", status, strings.Join(deliveryStatuses, ", "))
+	if status != "" && !slices.Contains(orchestrator.DeliveryStatuses, status) {
+		return 0, "", fmt.Sprintf("status %q: want one of %s", status, strings.Join(orchestrator.DeliveryStatuses, ", "))
 	}
 	return limit, status, ""
 }

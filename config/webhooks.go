@@ -47,13 +47,23 @@ type WebhookEndpoint struct {
 	Events []string `yaml:"events"`
 }
 
-// Wants reports whether e subscribes to event type typ.
-func (e WebhookEndpoint) Wants(typ string) bool {
-	if len(e.Events) == 0 {
-		return strings.HasPrefix(typ, "run.")
+// Subscribed are the event types e gets: its events, else every run.*
+// type.
+func (e WebhookEndpoint) Subscribed() []string {
+	if len(e.Events) > 0 {
+		return e.Events
 	}
-	return slices.Contains(e.Events, typ)
+	var out []string
+	for _, ev := range WebhookEvents {
+		if strings.HasPrefix(ev, "run.") {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
+
+// Wants reports whether e subscribes to event type typ.
+func (e WebhookEndpoint) Wants(typ string) bool { return slices.Contains(e.Subscribed(), typ) }
 
 // Sorted is every endpoint in name order.
 func (w *Webhooks) Sorted() []WebhookEndpoint {

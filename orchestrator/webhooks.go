@@ -52,6 +52,10 @@ const (
 	DeliveryFailed     = "failed"
 )
 
+// DeliveryStatuses are a delivery's states, in the order it goes through
+// them.
+var DeliveryStatuses = []string{DeliveryPending, DeliveryDelivering, DeliveryRetrying, DeliveryDelivered, DeliveryFailed}
+
 const (
 	// WebhookOutboxKeep is how long an outbox entry is kept after it was
 	// written, relayed or not: what a relay whose cursor went back (a
@@ -316,9 +320,22 @@ func (rt *Runtime) WebhookAttempted(ctx context.Context, d *WebhookDelivery, cod
 	return nil
 }
 
-// WebhookDeliveries lists the deliveries kept, newest first, at most
-// limit (0: 100), of endpoint only unless "".
-func (o *Orchestrator) WebhookDeliveries(ctx context.Context, endpoint string, limit int) ([]*WebhookDelivery, error) {
+// DeliveryFilter selects deliveries: an endpoint's, in a status, of a
+// tenant ("" for any), at most Limit (0: 100).
+type DeliveryFilter struct {
+	Endpoint, Status, Tenant string
+	Limit                    int
+}
+
+func (f DeliveryFilter) match(d *WebhookDelivery) bool {
+	return (f.Endpoint == "" || d.Endpoint == f.Endpoint) && (f.Status == "" || d.Status == f.Status) &&
+		(f.Tenant == "" || d.Tenant == f.Tenant)
+}
+
+// WebhookDeliveries lists the deliveries kept that f selects, newest
+// first, reading them a page at a time until it has f.Limit.
+func (o *Orchestrator) WebhookDeliveries(ctx context.Context, f DeliveryFilter) ([]*WebhookDelivery, error) {
+	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
 	}
@@ -334,7 +351,7 @@ func (o *Orchestrator) WebhookDeliveries(ctx context.Context, endpoint string, l
 			return nil, err
 		}
 		for _, d := range ds {
-			if endpoint == "" || d.Endpoint == endpoint {
+			if f.match(d) {
 				out = append(out, d)
 			}
 		}

@@ -50,7 +50,7 @@ type journalFile struct {
 // as one write-back: directly when there is one, else through a journal.
 func (w *workDir) commitFiles(ctx context.Context, env *Env, paths []string, files map[string][]byte) error {
 	if len(paths) == 1 {
-		return w.store(ctx, env, paths[0], files[paths[0]])
+		return storeFile(ctx, env, w.lim.fs, w.who, paths[0], files[paths[0]])
 	}
 	var j journal
 	for _, p := range paths {

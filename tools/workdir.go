@@ -179,11 +179,6 @@ func (w *workDir) writeBack(ctx context.Context, env *Env) ([]string, *Result, e
 	return written, nil, nil
 }
 
-// store writes data to the workspace file p under its write lease.
-func (w *workDir) store(ctx context.Context, env *Env, p string, data []byte) error {
-	return storeFile(ctx, env, w.lim.fs, w.who, p, data)
-}
-
 // storeFile writes data to the workspace file p under its write lease
 // (who names the writer in errors).
 func storeFile(ctx context.Context, env *Env, fc FSConfig, who, p string, data []byte) error {

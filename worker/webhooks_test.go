@@ -93,7 +93,7 @@ func TestWebhooksOnRunEvents(t *testing.T) {
 	n, err = rt.RelayWebhooks(h.ctx, 100)
 	require.NoError(t, err)
 	require.Zero(t, n)
-	ds, err := h.o.WebhookDeliveries(h.ctx, "", 0)
+	ds, err := h.o.WebhookDeliveries(h.ctx, orchestrator.DeliveryFilter{})
 	require.NoError(t, err)
 	require.Len(t, ds, 2)
 	// A relay that made the deliveries and died before moving its cursor
@@ -103,7 +103,7 @@ func TestWebhooksOnRunEvents(t *testing.T) {
 	n, err = rt.RelayWebhooks(h.ctx, 100)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	again, err := h.o.WebhookDeliveries(h.ctx, "", 0)
+	again, err := h.o.WebhookDeliveries(h.ctx, orchestrator.DeliveryFilter{})
 	require.NoError(t, err)
 	require.Len(t, again, 2)
 	lost := ds[0]
@@ -125,7 +125,7 @@ func TestWebhooksOnRunEvents(t *testing.T) {
 	go func() { defer close(done); h.w.webhookLoop(ctx) }()
 	t.Cleanup(func() { stop(); <-done })
 	require.Eventually(t, func() bool {
-		ds, err := h.o.WebhookDeliveries(h.ctx, "", 0)
+		ds, err := h.o.WebhookDeliveries(h.ctx, orchestrator.DeliveryFilter{})
 		require.NoError(t, err)
 		for _, d := range ds {
 			if d.Status != orchestrator.DeliveryDelivered {
@@ -161,7 +161,7 @@ func TestWebhooksOnRunEvents(t *testing.T) {
 	require.Equal(t, eventID, gotOne[0].id, "one event, one id at every endpoint")
 	require.Empty(t, gotOne[0].sig, "no secret for --notify here: unsigned")
 
-	opsDelivery, err := h.o.WebhookDeliveries(h.ctx, "ops", 0)
+	opsDelivery, err := h.o.WebhookDeliveries(h.ctx, orchestrator.DeliveryFilter{Endpoint: "ops"})
 	require.NoError(t, err)
 	require.Len(t, opsDelivery, 1)
 	require.Equal(t, 3, opsDelivery[0].Attempts)
@@ -204,7 +204,7 @@ func TestWebhookBudgetThresholds(t *testing.T) {
 
 	_, err = rt.RelayWebhooks(h.ctx, 100)
 	require.NoError(t, err)
-	money, err := h.o.WebhookDeliveries(h.ctx, "money", 0)
+	money, err := h.o.WebhookDeliveries(h.ctx, orchestrator.DeliveryFilter{Endpoint: "money"})
 	require.NoError(t, err)
 	require.Len(t, money, 3)
 	shares := map[int]bool{}
@@ -216,7 +216,7 @@ func TestWebhookBudgetThresholds(t *testing.T) {
 		shares[ev.Threshold] = true
 	}
 	require.Equal(t, map[int]bool{50: true, 80: true, 100: true}, shares)
-	runs, err := h.o.WebhookDeliveries(h.ctx, "runs", 0)
+	runs, err := h.o.WebhookDeliveries(h.ctx, orchestrator.DeliveryFilter{Endpoint: "runs"})
 	require.NoError(t, err)
 	require.Len(t, runs, 1, "events: none given, run.* only")
 	require.Equal(t, "run.completed", runs[0].Type)

@@ -61,18 +61,14 @@ func webhookList(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	ds, err := s.orch.WebhookDeliveries(c.Context, "", 100000)
+	ds, err := s.orch.WebhookDeliveries(c.Context, orchestrator.DeliveryFilter{Limit: 100000})
 	if err != nil {
 		return err
 	}
 	counts := orchestrator.WebhookCounts(ds)
 	out := []webhookEndpoint{}
 	for _, e := range hooks.Sorted() {
-		events := e.Events
-		if len(events) == 0 {
-			events = runEvents()
-		}
-		out = append(out, webhookEndpoint{Name: e.Name, URL: e.URL, Events: events, SecretEnv: e.SecretEnv,
+		out = append(out, webhookEndpoint{Name: e.Name, URL: e.URL, Events: e.Subscribed(), SecretEnv: e.SecretEnv,
 			SecretSet: e.SecretEnv != "" && os.Getenv(e.SecretEnv) != "", Counts: nonNil(counts[e.Name])})
 	}
 	if n := counts[config.NotifyEndpoint]; n != nil {
@@ -111,17 +107,6 @@ func printEndpoints(c *cli.Context, out []webhookEndpoint) {
 	}
 }
 
-// runEvents are the run.* event types: an endpoint's without events.
-func runEvents() []string {
-	var out []string
-	for _, ev := range config.WebhookEvents {
-		if strings.HasPrefix(ev, "run.") {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
 // countLine is "delivered 3, failed 1" in a fixed order of statuses.
 func countLine(m map[string]int) string {
 	var parts []string
@@ -141,37 +126,24 @@ func nonNil(m map[string]int) map[string]int {
 	return m
 }
 
-var deliveryStatuses = []string{orchestrator.DeliveryPending, orchestrator.DeliveryDelivering, orchestrator.DeliveryRetrying,
-	orchestrator.DeliveryDelivered, orchestrator.DeliveryFailed}
-
 func webhookDeliveries(c *cli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
 	status := c.String("status")
-	if status != "" && !slices.Contains(deliveryStatuses, status) {
-		return usagef("--status %q: one of %s", status, strings.Join(deliveryStatuses, ", "))
+	if status != "" && !slices.Contains(orchestrator.DeliveryStatuses, status) {
+		return usagef("--status %q: one of %s", status, strings.Join(orchestrator.DeliveryStatuses, ", "))
 	}
 	s, err := openServices(c, openOpts{readOnly: true})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	limit := c.Int("limit")
-	ask := limit
-	if status != "" {
-		ask = 100000 // filtered here: read every kept one
-	}
-	ds, err := s.orch.WebhookDeliveries(c.Context, c.String("endpoint"), ask)
+	ds, err := s.orch.WebhookDeliveries(c.Context, orchestrator.DeliveryFilter{Endpoint: c.String("endpoint"), Status: status, Limit: c.Int("limit")})
 	if err != nil {
 		return err
 	}
-	out := []*orchestrator.WebhookDelivery{}
-	for _, d := range ds {
-		if (status == "" || d.Status == status) && len(out) < limit {
-			out = append(out, d)
-		}
-	}
+	out := append([]*orchestrator.WebhookDelivery{}, ds...) // [] when none
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, map[string]any{"deliveries": out})
 	}
