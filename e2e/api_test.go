@@ -755,19 +755,32 @@ func TestAPIEventStream(t *testing.T) {
 		require.JSONEq(t, fmt.Sprintf(`{"thread_id": %q, "status": "cancelled", "last_event_id": %d}`, id, got[len(got)-1].Seq), ms[0].data)
 
 		// --metrics-addr serves the requests by route (the id is no label).
-		resp, err = http.Get("http://" + metricsAddr + "/metrics")
-		require.NoError(t, err)
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.NoError(t, err)
-		for _, want := range []string{
+		// A stream is counted when its handler returns, which can be just
+		// after the client read its end: the page is read until it has
+		// counted them, the counts themselves exact.
+		wants := []string{
 			`spool_api_requests_total{code="200",method="GET",route="/v1/threads/{id}/events"} 5`,
 			`spool_api_requests_total{code="400",method="GET",route="/v1/threads/{id}/events"} 2`,
 			`spool_api_requests_total{code="200",method="POST",route="/v1/threads/{id}/cancel"} 1`,
 			`spool_api_request_seconds_count{method="POST",route="/v1/threads"} 1`,
-		} {
-			require.Contains(t, string(b), want)
 		}
+		var b []byte
+		require.Eventually(t, func() bool {
+			resp, err := http.Get("http://" + metricsAddr + "/metrics")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			if b, err = io.ReadAll(resp.Body); err != nil {
+				return false
+			}
+			for _, want := range wants {
+				if !strings.Contains(string(b), want) {
+					return false
+				}
+			}
+			return true
+		}, 10*time.Second, 50*time.Millisecond, "metrics: %s", b)
 		require.NotContains(t, string(b), id)
 	})
 
