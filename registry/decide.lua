@@ -1,8 +1,9 @@
 -- decide.lua records a decision on pending calls of a thread waiting for
 -- approval. The thread may be briefly running while its calls are pending
 -- (a message woke it; it suspends again at the end of the activation,
--- counting the decisions recorded meanwhile): the decision is recorded
--- all the same, and only a thread that waits is woken.
+-- counting the decisions recorded meanwhile), or paused: the decision is
+-- recorded all the same, and only a thread that waits is woken (a paused
+-- one by its unpause).
 --
 -- KEYS[1] thread hash, KEYS[2] decisions hash
 -- ARGV[1] the decision (JSON), ARGV[2] the request it binds to ("*": any
@@ -14,7 +15,7 @@
 -- the seq when no call is left undecided; refuses NOTPENDING <why>.
 
 local st = redis.call('HMGET', KEYS[1], 'status', 'waiting_for', 'pending_approvals', 'suspend_seq')
-if (st[1] ~= 'waiting' and st[1] ~= 'running') or not st[3] or st[3] == '' then
+if (st[1] ~= 'waiting' and st[1] ~= 'running' and st[1] ~= 'paused') or not st[3] or st[3] == '' then
   return redis.error_reply('NOTPENDING the thread is not waiting for approval')
 end
 local pending = cjson.decode(st[3])

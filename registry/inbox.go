@@ -70,21 +70,28 @@ func (r *Registry) Send(ctx context.Context, id string, msg InboxMessage) (Sent,
 	return Sent{Seq: reply.Int(res[0]), Status: reply.String(res[1]), SuspendSeq: reply.Int(res[2])}, nil
 }
 
-// TurnSignals is what a worker reads before each turn of a thread it
-// runs, in one round trip: whether a cancel was requested, and how many
+// Signals is what a worker reads before each turn (or graph step) of a
+// thread it runs: whether a cancel or a pause was requested, and how many
 // messages are queued for it.
-func (r *Registry) TurnSignals(ctx context.Context, id string) (cancelled bool, queued int64, err error) {
+type Signals struct {
+	Cancel bool
+	Pause  bool
+	Queued int64
+}
+
+// TurnSignals reads the Signals of thread id in one round trip.
+func (r *Registry) TurnSignals(ctx context.Context, id string) (Signals, error) {
 	pipe := r.rdb.Pipeline()
-	h := pipe.HMGet(ctx, r.ks.Thread(id), "thread_id", "cancel_requested")
+	h := pipe.HMGet(ctx, r.ks.Thread(id), "thread_id", "cancel_requested", "pause_requested")
 	n := pipe.LLen(ctx, r.ks.Inbox(id))
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return false, 0, fmt.Errorf("turn signals of %q: %w", id, err)
+		return Signals{}, fmt.Errorf("turn signals of %q: %w", id, err)
 	}
 	vals := h.Val()
-	if len(vals) < 2 || vals[0] == nil {
-		return false, 0, fmt.Errorf("thread %q: %w", id, ErrNotFound)
+	if len(vals) < 3 || vals[0] == nil {
+		return Signals{}, fmt.Errorf("thread %q: %w", id, ErrNotFound)
 	}
-	return vals[1] == "1", n.Val(), nil
+	return Signals{Cancel: vals[1] == "1", Pause: vals[2] == "1", Queued: n.Val()}, nil
 }
 
 // Inbox returns the messages queued for thread id after sequence number

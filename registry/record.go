@@ -60,7 +60,7 @@ var knownFields = map[string]bool{
 	"kind": true, "graph_digest": true, CurrentNodeField: true, StepField: true, "max_steps": true, SuppressedErrorsField: true,
 	ItemsDoneField: true, ItemsTotalField: true, StateSHA256Field: true,
 	"tenant": true, "priority": true, "idempotency_key": true, "concurrency_keys": true, "tags": true,
-	"notify": true, "webhooks": true,
+	"notify": true, "webhooks": true, "pause_requested": true, "paused_ms": true,
 }
 
 // parseRecord decodes a thread hash: the string fields as they are, then
@@ -79,7 +79,7 @@ func parseRecord(m map[string]string) (*Record, error) {
 		Kind: m["kind"], GraphDigest: m["graph_digest"], CurrentNode: m[CurrentNodeField], StateSHA256: m[StateSHA256Field],
 		TraceParent: m["trace_parent"], TraceCaller: m["trace_caller"],
 		Tenant: thread.TenantOrDefault(m["tenant"]), IdempotencyKey: m["idempotency_key"],
-		Notify: m["notify"], Webhooks: m["webhooks"] == "1",
+		Notify: m["notify"], Webhooks: m["webhooks"] == "1", PauseRequested: m["pause_requested"] == "1",
 	}
 	if r.Kind == "" {
 		r.Kind = KindThread
@@ -134,7 +134,7 @@ func parseIntFields(r *Record, m map[string]string) error {
 	for _, f := range []struct {
 		name string
 		p    *int64
-	}{{"version", &r.Version}, {"activation", &r.Activation}, {"transcript_segments", &r.Transcript.Segments}, {"fork_segment", &r.ForkSegment}} {
+	}{{"version", &r.Version}, {"activation", &r.Activation}, {"transcript_segments", &r.Transcript.Segments}, {"fork_segment", &r.ForkSegment}, {"paused_ms", &r.PausedMS}} {
 		if s := m[f.name]; s != "" {
 			n, err := strconv.ParseInt(s, 10, 64)
 			if err != nil {

@@ -22,8 +22,9 @@ local registry = {}
 do
   local TRANS = {
     created = {running = true, waiting = true, error = true, cancelled = true},
-    running = {waiting = true, completed = true, error = true, cancelled = true, continued = true},
-    waiting = {running = true, error = true, cancelled = true},
+    running = {waiting = true, paused = true, completed = true, error = true, cancelled = true, continued = true},
+    waiting = {running = true, paused = true, error = true, cancelled = true},
+    paused = {running = true, waiting = true, error = true, cancelled = true},
   }
   local TERMINAL = {completed = true, error = true, cancelled = true, continued = true}
   -- ENDS are the terminal statuses that end a run (a continued thread's
@@ -58,8 +59,11 @@ do
     if redis.call('EXISTS', keys[1]) == 1 then return redis.error_reply('EXISTS ' .. argv[1]) end
     local anc, depth = '[]', 0
     if argv[4] ~= '' then
-      local p = redis.call('HMGET', keys[5], 'thread_id', 'ancestors', 'depth')
+      local p = redis.call('HMGET', keys[5], 'thread_id', 'ancestors', 'depth', 'pause_requested')
       if not p[1] then return redis.error_reply('NOPARENT ' .. argv[4]) end
+      -- A paused run's children are paused with it: one its activation
+      -- spawns after the request pauses at its first boundary.
+      if p[4] == '1' then redis.call('HSET', keys[1], 'pause_requested', '1') end
       local list = {}
       if p[2] and p[2] ~= '' then list = cjson.decode(p[2]) end
       table.insert(list, argv[4])

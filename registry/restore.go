@@ -117,11 +117,13 @@ func recordFields(rec *Record) ([]any, error) {
 	} {
 		str(f.k, f.v)
 	}
-	if rec.CancelRequested {
-		out = append(out, "cancel_requested", "1")
-	}
-	if rec.CancelCascade {
-		out = append(out, "cancel_cascade", "1")
+	for _, f := range []struct {
+		k  string
+		on bool
+	}{{"cancel_requested", rec.CancelRequested}, {"cancel_cascade", rec.CancelCascade}, {"pause_requested", rec.PauseRequested}} {
+		if f.on {
+			out = append(out, f.k, "1")
+		}
 	}
 	outputs := rec.Outputs
 	if outputs == nil {
@@ -151,7 +153,8 @@ func recordFields(rec *Record) ([]any, error) {
 	}{{"version", rec.Version}, {"activation", rec.Activation}, {"transcript_segments", rec.Transcript.Segments},
 		{"chain_index", int64(rec.ChainIndex)}, {"fork_turn", int64(rec.ForkTurn)}, {"fork_segment", rec.ForkSegment},
 		{StepField, int64(rec.Step)}, {"max_steps", int64(rec.MaxSteps)}, {SuppressedErrorsField, int64(rec.SuppressedErrors)},
-		{ItemsDoneField, int64(rec.ItemsDone)}, {ItemsTotalField, int64(rec.ItemsTotal)}, {"priority", int64(rec.PriorityOrDefault())}} {
+		{ItemsDoneField, int64(rec.ItemsDone)}, {ItemsTotalField, int64(rec.ItemsTotal)}, {"priority", int64(rec.PriorityOrDefault())},
+		{"paused_ms", rec.PausedMS}} {
 		out = append(out, f.k, strconv.FormatInt(f.v, 10))
 	}
 	for _, f := range []struct {

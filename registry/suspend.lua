@@ -52,5 +52,13 @@ end
 v = redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('HSET', KEYS[1], 'status', 'waiting', 'suspend_seq', v, 'waiting_for', 'children', 'updated_at', ARGV[2],
   'wake_any', any and '1' or '0', 'wait_n', pending)
-redis.call('PUBLISH', KEYS[3], ARGV[3] .. ' waiting')
+local st = 'waiting'
+if redis.call('HGET', KEYS[1], 'pause_requested') == '1' then
+  -- A pause asked while the thread ran applies at its suspension: it is
+  -- paused, and waits for its children again when unpaused (pause.lua).
+  local t = redis.call('TIME')
+  st = 'paused'
+  redis.call('HSET', KEYS[1], 'status', st, 'paused_from', 'children', 'paused_at', t[1] * 1000 + math.floor(t[2] / 1000))
+end
+redis.call('PUBLISH', KEYS[3], ARGV[3] .. ' ' .. st)
 return {1, v}

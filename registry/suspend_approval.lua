@@ -33,8 +33,16 @@ end
 v = redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('HSET', KEYS[1], 'status', 'waiting', 'suspend_seq', v, 'waiting_for', 'approval',
   'pending_approvals', ARGV[4], 'approvals_open', open, 'updated_at', ARGV[2])
+local st = 'waiting'
+if redis.call('HGET', KEYS[1], 'pause_requested') == '1' then
+  -- A pause asked while the thread ran applies at its suspension: it is
+  -- paused, and waits for the decisions again when unpaused (pause.lua).
+  local t = redis.call('TIME')
+  st = 'paused'
+  redis.call('HSET', KEYS[1], 'status', st, 'paused_from', 'approval', 'paused_at', t[1] * 1000 + math.floor(t[2] / 1000))
+end
 redis.call('SADD', KEYS[3], ARGV[3])
-redis.call('PUBLISH', KEYS[2], ARGV[3] .. ' waiting')
+redis.call('PUBLISH', KEYS[2], ARGV[3] .. ' ' .. st)
 if open > 0 and redis.call('HGET', KEYS[1], 'webhooks') == '1' then
   registry.event(KEYS[5], ARGV[3], 'run.waiting_approval', ARGV[2], tostring(v))
 end

@@ -24,5 +24,13 @@ if ARGV[6] ~= '' then
 else
   redis.call('HDEL', KEYS[1], 'wake_at')
 end
-redis.call('PUBLISH', KEYS[2], ARGV[3] .. ' waiting')
+local st = 'waiting'
+if redis.call('HGET', KEYS[1], 'pause_requested') == '1' then
+  -- A pause asked while the thread ran applies at its suspension: it is
+  -- paused, and waits for its message again when unpaused (pause.lua).
+  local t = redis.call('TIME')
+  st = 'paused'
+  redis.call('HSET', KEYS[1], 'status', st, 'paused_from', 'message', 'paused_at', t[1] * 1000 + math.floor(t[2] / 1000))
+end
+redis.call('PUBLISH', KEYS[2], ARGV[3] .. ' ' .. st)
 return {v}

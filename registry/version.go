@@ -35,7 +35,7 @@ type Changes struct {
 var protectedFields = map[string]bool{
 	"thread_id": true, "status": true, "version": true, "activation": true, "created_at": true,
 	"updated_at": true, "parent_id": true, "ancestors": true, "depth": true, "continuation_thread_id": true,
-	"cancel_requested": true, "cancel_cascade": true, "transcript_segments": true, "transcript_chain_hash": true,
+	"cancel_requested": true, "cancel_cascade": true, "pause_requested": true, "transcript_segments": true, "transcript_chain_hash": true,
 }
 
 func (c Changes) pairs() ([]any, error) {

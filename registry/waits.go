@@ -409,6 +409,9 @@ func (a *Activations) messageWakeLost(ctx context.Context, id, wakeAt string) (b
 // call is left to decide, and a retry's, rate limit's or sleep's wake_at
 // is past.
 func (a *Activations) wakeLost(vals []any, waits int64) bool {
+	if vals[2] == WaitingForUnpause {
+		return true // paused at a boundary, unpaused: it goes on at once
+	}
 	// An any waiter is due once one of its chains has left its
 	// waits set; every other waiter once all have.
 	due := waits == 0

@@ -45,3 +45,22 @@ type ResumeResult struct {
 	NewThreadResult    *Record `json:"new_thread_result"`
 	Run                *Record `json:"run,omitempty"`
 }
+
+// PauseResult is what a pause or unpause request did: `spool thread
+// pause --json` prints it and the API returns it.
+type PauseResult struct {
+	Success bool `json:"success"`
+	// ThreadID is the run the request was for (the root of its tree with
+	// --tree), followed along its continuation chain; Status its status
+	// after the request.
+	ThreadID string        `json:"thread_id"`
+	Status   thread.Status `json:"status"`
+	// PauseRequested says the run is paused, or pauses at its next
+	// boundary (false after an unpause).
+	PauseRequested bool `json:"pause_requested"`
+	// Runs counts the unfinished runs the request reached (the run and
+	// its descendants); Paused those of them paused when it returned (an
+	// unpause: those it woke or let go on).
+	Runs   int `json:"runs"`
+	Paused int `json:"paused"`
+}

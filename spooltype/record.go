@@ -56,8 +56,14 @@ type Record struct {
 	CancelRequested  bool      `json:"cancel_requested,omitempty"`
 	// CancelCascade: the cancel request may reach the thread's children
 	// (RequestCancel's cascade).
-	CancelCascade bool  `json:"cancel_cascade,omitempty"`
-	Activation    int64 `json:"activation"`
+	CancelCascade bool `json:"cancel_cascade,omitempty"`
+	// PauseRequested: a person paused the thread (`spool thread pause`):
+	// it is paused, or pauses at its next boundary.
+	PauseRequested bool `json:"pause_requested,omitempty"`
+	// PausedMS is how long the thread has been paused, in milliseconds,
+	// over its past pauses: its duration limit does not count it.
+	PausedMS   int64 `json:"paused_ms,omitempty"`
+	Activation int64 `json:"activation"`
 	// ChainIndex is 0 for the first thread of a continuation chain, 1 for
 	// its first continuation, ...
 	ChainIndex int `json:"chain_index"`

@@ -15,6 +15,15 @@
 //	   ├──────────┘ (parked by admission before its first turn)
 //	   └──▶ error / cancelled (failed or cancelled before the first turn)
 //
+//	running / waiting ──▶ paused ──▶ waiting ──▶ running
+//	                        └──▶ error / cancelled
+//
+// A person pauses a thread (`spool thread pause`): a waiting one at once,
+// a running one at its next boundary (before a turn, between graph
+// steps) or at its suspension; it holds no worker slot. Unpaused, it
+// waits again for what it waited for (or for its wake-up), and its
+// wake-up's claim makes it running.
+//
 // A terminal state (completed, error, cancelled, continued) never changes
 // again, with one exception the spec needs: a completed, errored or cancelled
 // thread that a user resumes becomes continued, in the same atomic step that

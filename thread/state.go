@@ -15,6 +15,11 @@ const (
 	// it (children, a message, a decision, a rate limit); it holds no
 	// worker slot.
 	StatusWaiting Status = "waiting"
+	// StatusPaused is a thread a person paused (`spool thread pause`): it
+	// stopped at a boundary (between turns or graph steps) or while it
+	// waited, holds no worker slot, and goes on where it was when
+	// unpaused.
+	StatusPaused Status = "paused"
 	// StatusCompleted is a thread finished with a result. Terminal.
 	StatusCompleted Status = "completed"
 	// StatusError is a thread that failed. Terminal.
@@ -28,13 +33,14 @@ const (
 )
 
 // Statuses lists every status in lifecycle order.
-var Statuses = []Status{StatusCreated, StatusRunning, StatusWaiting, StatusCompleted, StatusError, StatusCancelled, StatusContinued}
+var Statuses = []Status{StatusCreated, StatusRunning, StatusWaiting, StatusPaused, StatusCompleted, StatusError, StatusCancelled, StatusContinued}
 
 // transitions is the table of allowed status changes: from → set of to.
 var transitions = map[Status]map[Status]bool{
 	StatusCreated: {StatusRunning: true, StatusWaiting: true, StatusError: true, StatusCancelled: true},
-	StatusRunning: {StatusWaiting: true, StatusCompleted: true, StatusError: true, StatusCancelled: true, StatusContinued: true},
-	StatusWaiting: {StatusRunning: true, StatusError: true, StatusCancelled: true},
+	StatusRunning: {StatusWaiting: true, StatusPaused: true, StatusCompleted: true, StatusError: true, StatusCancelled: true, StatusContinued: true},
+	StatusWaiting: {StatusRunning: true, StatusPaused: true, StatusError: true, StatusCancelled: true},
+	StatusPaused:  {StatusRunning: true, StatusWaiting: true, StatusError: true, StatusCancelled: true},
 }
 
 // Transitions returns the allowed transition table as from → []to, for

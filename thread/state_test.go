@@ -22,6 +22,12 @@ func TestTransitionTable(t *testing.T) {
 		{StatusWaiting, StatusRunning}:   true,
 		{StatusWaiting, StatusError}:     true,
 		{StatusWaiting, StatusCancelled}: true,
+		{StatusRunning, StatusPaused}:    true, // paused at a boundary
+		{StatusWaiting, StatusPaused}:    true, // paused while it waits
+		{StatusPaused, StatusRunning}:    true, // its wake-up's claim
+		{StatusPaused, StatusWaiting}:    true, // unpaused
+		{StatusPaused, StatusError}:      true,
+		{StatusPaused, StatusCancelled}:  true,
 	}
 	for _, from := range Statuses {
 		for _, to := range Statuses {

@@ -125,12 +125,18 @@ func deadline(rec *registry.Record, now time.Time, stop context.CancelCauseFunc)
 }
 
 // durationEnd is when the thread reaches its duration limit; false when
-// it has none or has not started.
+// it has none or has not started. The time it was paused does not count.
 func durationEnd(rec *registry.Record) (time.Time, bool) {
 	if rec.StartedAt.IsZero() || rec.Limits.Duration <= 0 {
 		return time.Time{}, false
 	}
-	return rec.StartedAt.Add(time.Duration(rec.Limits.Duration * float64(time.Second))), true
+	return runStart(rec).Add(time.Duration(rec.Limits.Duration * float64(time.Second))), true
+}
+
+// runStart is when the thread of rec would have started had it never
+// been paused: its start, later by the time it was paused.
+func runStart(rec *registry.Record) time.Time {
+	return rec.StartedAt.Add(time.Duration(rec.PausedMS) * time.Millisecond)
 }
 
 // stopError ends an activation that a stop reached: a cancel request or

@@ -32,8 +32,9 @@ type threadRecords interface {
 	ResolveChain(ctx context.Context, id string) (string, error)
 	// Commit records a checkpoint's changes at the expected version.
 	Commit(ctx context.Context, id string, expectedVersion int64, ch registry.Changes) (int64, error)
-	// TurnSignals reads the cancel flag and the count of queued messages.
-	TurnSignals(ctx context.Context, id string) (cancelled bool, queued int64, err error)
+	// TurnSignals reads the cancel and pause flags and the count of
+	// queued messages.
+	TurnSignals(ctx context.Context, id string) (registry.Signals, error)
 	Inbox(ctx context.Context, id string, after int64) ([]registry.InboxMessage, error)
 	TrimInbox(ctx context.Context, id string, seq int64) error
 	// Messages and TrimMessages read and drop a graph run's messages.
@@ -59,6 +60,9 @@ type activationLeases interface {
 	SuspendUntil(ctx context.Context, id string, version int64, reason string, wakeAt time.Time) (int64, error)
 	SuspendForApproval(ctx context.Context, id string, version int64, pending []registry.PendingApproval) (seq, open int64, err error)
 	SuspendForMessage(ctx context.Context, id string, version int64, name string, after int64, wakeAt time.Time) (int64, error)
+	// PauseSelf pauses the thread at a boundary when a pause is
+	// requested (0: none is).
+	PauseSelf(ctx context.Context, id string, version int64) (int64, error)
 	Decisions(ctx context.Context, id string) (map[string]registry.Decision, error)
 	ClearApprovals(ctx context.Context, id string) error
 }

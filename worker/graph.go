@@ -151,11 +151,8 @@ func (r *graphRun) end() pathEnd {
 
 // pastDuration reports whether the claimed run is past its duration.
 func (r *graphRun) pastDuration() bool {
-	rec := r.claim.Record
-	if rec.StartedAt.IsZero() || rec.Limits.Duration <= 0 {
-		return false
-	}
-	return !r.o.Now().Before(rec.StartedAt.Add(time.Duration(rec.Limits.Duration * float64(time.Second))))
+	end, ok := durationEnd(r.claim.Record)
+	return ok && !r.o.Now().Before(end)
 }
 
 // load reads the bundle, the pinned graph and the tools.
@@ -346,8 +343,14 @@ func (r *graphRun) walk(ctx context.Context) error {
 		if r.cp.Final != nil {
 			return r.finalize(ctx)
 		}
-		if err := r.checkSignals(ctx); err != nil {
+		pause, err := r.checkSignals(ctx)
+		if err != nil {
 			return err
+		}
+		if pause {
+			if paused, err := r.pause(ctx); err != nil || paused {
+				return err
+			}
 		}
 		o, err := r.next(ctx)
 		if err != nil {
@@ -367,16 +370,17 @@ func (r *graphRun) walk(ctx context.Context) error {
 // which the activation decides in one place: stopped), and a shutdown
 // (errDraining, the run handed back). It first runs the after_step hooks
 // of a step a dead worker may not have run them for (at least once).
-func (r *graphRun) checkSignals(ctx context.Context) error {
+// pause says a person asked the run to pause (`spool thread pause`).
+func (r *graphRun) checkSignals(ctx context.Context) (pause bool, err error) {
 	if stopRequested(ctx) || r.pastDuration() {
-		return &stopError{}
+		return false, &stopError{}
 	}
-	cancelled, err := r.cancelFlag(ctx)
+	sig, err := r.signals(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if cancelled {
-		return &stopError{}
+	if sig.Cancel {
+		return false, &stopError{}
 	}
 	if r.cp.HooksDue > 0 {
 		// The last step's after_step hooks may not have run (the
@@ -384,13 +388,26 @@ func (r *graphRun) checkSignals(ctx context.Context) error {
 		r.afterStep(ctx, r.cp.HooksDue, "", nil, "")
 	}
 	if r.w.isDraining() {
-		return errDraining
+		return false, errDraining
 	}
 	if r.w.yieldDue(ctx, r.grant) {
 		yielded(ctx)
-		return errYield // its tenant's fair share: it waits for admission again
+		return false, errYield // its tenant's fair share: it waits for admission again
 	}
-	return nil
+	return sig.Pause, nil
+}
+
+// pause pauses the run between steps, at its last checkpoint (a step
+// pending resumes when it goes on), when a person asked for it; false
+// when an unpause came first.
+func (r *graphRun) pause(ctx context.Context) (bool, error) {
+	seq, err := r.acts.PauseSelf(ctx, r.id(), r.version)
+	if err != nil || seq == 0 {
+		return false, err
+	}
+	r.version = seq
+	r.log.Info("graph run paused", "step", r.cp.Step, "node", r.cp.NextNode)
+	return true, nil
 }
 
 // next runs the run's next step, traced: the step pending resumed, or
@@ -412,15 +429,14 @@ func (r *graphRun) next(ctx context.Context) (outcome, error) {
 	return o, err
 }
 
-// cancelFlag reads the run's cancel flag: the claimed record's first, the
-// registry's after.
-func (r *graphRun) cancelFlag(ctx context.Context) (bool, error) {
+// signals reads the run's cancel and pause flags: the claimed record's
+// first, the registry's after.
+func (r *graphRun) signals(ctx context.Context) (registry.Signals, error) {
 	if !r.flagRead {
 		r.flagRead = true
-		return r.rec.CancelRequested, nil
+		return registry.Signals{Cancel: r.rec.CancelRequested, Pause: r.rec.PauseRequested}, nil
 	}
-	c, _, err := r.reg.TurnSignals(ctx, r.id())
-	return c, err
+	return r.reg.TurnSignals(ctx, r.id())
 }
 
 // checkBeforeStep checks the step limit, hands the activation back when

@@ -295,18 +295,23 @@ func (s *session) checkBeforeTurn(ctx context.Context) (outcome, error) {
 	// record: the worker listened for the thread's cancel events before it
 	// claimed, so a later request has reached ctx. Later turns read the
 	// flag again, in case an event was lost.
-	cancelled, queued := s.rec.CancelRequested, s.st.inboxNewer(s.rec)
+	sig := registry.Signals{Cancel: s.rec.CancelRequested, Pause: s.rec.PauseRequested}
+	queued := s.st.inboxNewer(s.rec)
 	if s.flagRead {
 		var err error
-		var n int64
-		if cancelled, n, err = s.reg.TurnSignals(ctx, s.id()); err != nil {
+		if sig, err = s.reg.TurnSignals(ctx, s.id()); err != nil {
 			return outcome{}, err
 		}
-		queued = n > 0
+		queued = sig.Queued > 0
 	}
 	s.flagRead = true
-	if cancelled {
+	if sig.Cancel {
 		return outcome{}, &stopError{}
+	}
+	if sig.Pause {
+		if o, err := s.pause(ctx); err != nil || o.kind != proceed {
+			return o, err
+		}
 	}
 	if queued {
 		if err := s.deliverInbox(ctx); err != nil {
@@ -328,6 +333,24 @@ func (s *session) checkBeforeTurn(ctx context.Context) (outcome, error) {
 	return s.limitReached(ctx, le), nil
 }
 
+// pause pauses the thread before a turn, when a person asked for it
+// (`spool thread pause`): its last checkpoint is where it goes on when
+// unpaused; the activation ends holding no slot. Messages queued for it
+// are delivered when it goes on. An unpause that came first lets it go
+// on now.
+func (s *session) pause(ctx context.Context) (outcome, error) {
+	seq, err := s.acts.PauseSelf(ctx, s.id(), s.version)
+	if err != nil || seq == 0 {
+		return goOn, err
+	}
+	s.version = seq
+	s.log.Info("thread paused")
+	return outcome{kind: suspend, reason: reasonPaused}, nil
+}
+
+// reasonPaused is the suspension of a thread paused by a person.
+const reasonPaused = "paused"
+
 // limitReached ends the thread at a limit it reached: the limit event and
 // its hooks, then the end a hook decided (continue: completed with what it
 // has, limits do not grow) or the limit's error.
@@ -346,12 +369,13 @@ func (s *session) limitReached(ctx context.Context, le *thread.LimitError) outco
 	return finished
 }
 
-// elapsed is how long the thread of rec has run at now, in seconds.
+// elapsed is how long the thread of rec has run at now, in seconds (the
+// time it was paused not counted).
 func elapsed(rec *registry.Record, now time.Time) float64 {
 	if rec.StartedAt.IsZero() {
 		return 0
 	}
-	return now.Sub(rec.StartedAt).Seconds()
+	return now.Sub(runStart(rec)).Seconds()
 }
 
 // afterInterrupt ends a turn that an interrupt cut short, where names
