@@ -147,17 +147,22 @@ func (o *Orchestrator) GraphView(ctx context.Context, rec *registry.Record) (*Gr
 }
 
 // nodeRows is g's node table for rec's steps: the node rec stands at is
-// running, or waiting (with what it waits for) while rec waits.
+// running, or waiting (with what it waits for) while rec waits or is
+// paused (its detail says paused).
 func nodeRows(g *graph.Graph, steps []graph.StepRecord, rec *registry.Record) []graph.NodeRow {
 	current, currentStatus := "", ""
 	if !rec.Status.Terminal() {
 		current, currentStatus = rec.CurrentNode, graph.NodeRunning
-		if rec.Status == thread.StatusWaiting {
+		if rec.Status == thread.StatusWaiting || rec.Status == thread.StatusPaused {
 			currentStatus = graph.NodeWaiting
 		}
 	}
 	rows := graph.Nodes(g, steps, current, currentStatus, string(rec.Status))
-	if d := waitDetail(rec); d != "" {
+	d := waitDetail(rec)
+	if rec.Status == thread.StatusPaused {
+		d = strings.TrimSuffix("paused; "+d, "; ")
+	}
+	if d != "" {
 		for i := range rows {
 			if rows[i].Node == current && rows[i].Status == graph.NodeWaiting {
 				rows[i].Detail = strings.TrimPrefix(rows[i].Detail+"; "+d, "; ")

@@ -31,7 +31,7 @@ func graphCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "graph",
 		Usage: "run and inspect graph runs (.ai/graphs/NAME.yaml)",
-		Subcommands: []*cli.Command{
+		Subcommands: append([]*cli.Command{
 			graphRunCommand(),
 			{Name: "validate", Usage: "parse and validate graph files, enqueue nothing", ArgsUsage: "PATH|NAME...",
 				Description: "Each argument is a graph file, or a graph name resolved in the project (.ai/graphs/NAME.yaml).\n" +
@@ -75,7 +75,7 @@ func graphCommand() *cli.Command {
 				&cli.BoolFlag{Name: "follow", Usage: "keep printing as the run goes"},
 				&cli.StringFlag{Name: "format", Value: "text", Usage: "jsonl, text or markdown"},
 				&cli.BoolFlag{Name: "lenient", Usage: "a transcript that fails verification: print its intact prefix, warn, exit 0"}}, Action: threadTranscript},
-		},
+		}, pauseCommands("RUN")...),
 	}
 }
 

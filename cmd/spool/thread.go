@@ -38,7 +38,7 @@ func threadCommand() *cli.Command {
 		Subcommands: append([]*cli.Command{
 			threadRunCommand(),
 			{Name: "list", Usage: "list threads, newest first", Flags: append([]cli.Flag{jsonFlag(),
-				&cli.StringFlag{Name: "status", Usage: "only threads in this status: created, running, waiting, completed, error, cancelled or continued"},
+				&cli.StringFlag{Name: "status", Usage: "only threads in this status: created, running, waiting, paused, completed, error, cancelled or continued"},
 				&cli.StringFlag{Name: "directive", Usage: "only threads of this directive (e.g. demo/hello)"},
 				&cli.StringFlag{Name: "parent", Usage: "only the children of this thread ID"},
 				tenantListFlag("threads"),
@@ -66,7 +66,7 @@ func threadCommand() *cli.Command {
 				&cli.IntFlag{Name: "max", Value: 50, Usage: "print at most this many matches"}}, Action: threadSearch},
 			{Name: "verify", Usage: "verify every signature and hash of a transcript", ArgsUsage: "ID", Flags: []cli.Flag{jsonFlag()}, Action: threadVerify},
 			threadBulkCommand(),
-		}, append(peopleCommands(), historyCommands()...)...),
+		}, append(append(peopleCommands(), historyCommands()...), pauseCommands("ID")...)...),
 	}
 }
 

@@ -275,7 +275,7 @@ func childProgress(ctx context.Context, s *services, id string) string {
 	if err != nil || len(kids) == 0 {
 		return ""
 	}
-	states := []string{"done", "running", "waiting", "queued", "failed", "cancelled"}
+	states := []string{"done", "running", "waiting", "paused", "queued", "failed", "cancelled"}
 	n := map[string]int{}
 	for _, k := range kids {
 		switch k.Status {
@@ -285,6 +285,8 @@ func childProgress(ctx context.Context, s *services, id string) string {
 			n["running"]++
 		case thread.StatusWaiting:
 			n["waiting"]++
+		case thread.StatusPaused:
+			n["paused"]++
 		case thread.StatusCreated:
 			n["queued"]++
 		case thread.StatusError:
