@@ -151,3 +151,59 @@ func TestPauseBeforeSuspend(t *testing.T) {
 	require.Equal(t, 2, h.drain(false), "the child goes on, then its end wakes the parent")
 	require.Equal(t, thread.StatusCompleted, h.record(id).Status)
 }
+
+// TestUnpauseWakeLost: a process that unpaused a run and died before it
+// enqueued the wake-up loses nothing: housekeeping finds the wake-up due
+// (waiting_for unpaused) and the run goes on, once.
+func TestUnpauseWakeLost(t *testing.T) {
+	h := setup(t, nil, Config{})
+	h.prov.script("h/a", call("rye/file-system/write", `{"path":"a.txt","content":"one"}`), say("done"))
+	id := h.start("h/a", thread.Limits{})
+	_, err := h.o.Pause(h.ctx, id, false)
+	require.NoError(t, err)
+	require.NoError(t, h.activate(id, "start", 0))
+	require.Equal(t, thread.StatusPaused, h.record(id).Status, "a run paused before its start pauses at its first boundary")
+	require.Equal(t, 0, h.prov.calls)
+
+	// The unpause's own step, and no enqueue: its process died.
+	st, seq, err := h.o.Runtime().Services().Registry.Unpause(h.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, thread.StatusWaiting, st)
+	require.Positive(t, seq)
+	require.Equal(t, registry.WaitingForUnpause, h.record(id).WaitingFor)
+	require.Equal(t, 0, h.drain(true))
+
+	_, wakes, err := h.o.Housekeeper().Recover(h.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, wakes)
+	require.Equal(t, 1, h.drain(false))
+	rec := h.record(id)
+	require.Equal(t, thread.StatusCompleted, rec.Status, "%+v", rec.Error)
+	require.Equal(t, 2, h.prov.calls, "each turn once")
+	_, wakes, err = h.o.Housekeeper().Recover(h.ctx)
+	require.NoError(t, err)
+	require.Zero(t, wakes)
+}
+
+// TestCancelPaused: a paused run can be cancelled; the cancel reaches its
+// paused child, and nothing of the tree runs again.
+func TestCancelPaused(t *testing.T) {
+	h := setup(t, nil, Config{})
+	id := h.startParentOfKid()
+	require.NoError(t, h.activate(id, "start", 0))
+	_, err := h.o.Pause(h.ctx, id, false)
+	require.NoError(t, err)
+	require.Equal(t, 1, h.drain(false))
+	kids, err := h.o.Children(h.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, thread.StatusPaused, h.record(kids[0].ThreadID).Status)
+
+	_, err = h.o.Cancel(h.ctx, id, true)
+	require.NoError(t, err)
+	require.Equal(t, thread.StatusCancelled, h.record(id).Status)
+	require.Equal(t, thread.StatusCancelled, h.record(kids[0].ThreadID).Status)
+	h.drain(true)
+	require.Equal(t, thread.StatusCancelled, h.record(id).Status)
+	_, err = h.o.Pause(h.ctx, id, false)
+	require.Error(t, err, "a finished run cannot be paused")
+}
