@@ -23,6 +23,7 @@ import (
 const (
 	EventEnd   = spooltype.EventEnd
 	EventError = spooltype.EventError
+	EventDelta = spooltype.EventDelta
 )
 
 // after reads where a stream resumes: Last-Event-ID, else ?after=.
@@ -82,14 +83,40 @@ func (s *sse) write(p []byte) error {
 	return s.err
 }
 
+// deltasParam reads ?deltas= (true or false; absent: false).
+func deltasParam(r *http.Request) (bool, *Problem) {
+	v := r.URL.Query().Get("deltas")
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, problem(http.StatusBadRequest, "bad_request", "deltas %q: want true or false", v)
+	}
+	return b, nil
+}
+
 // events streams thread id's transcript events (orchestrator.Follow) as
-// server-sent events, each with its seq as id, after Last-Event-ID.
+// server-sent events, each with its seq as id, after Last-Event-ID. With
+// ?deltas=true it interleaves the model's text as it is written:
+// messages named delta (spooltype.Delta), without an id, never stored,
+// starting with the text of the turn in flight so far; the text then
+// comes as deltas only (the transcript's token_delta events are left
+// out; cognition_out has each turn's whole text once it is durable).
 func (s *server) events(w http.ResponseWriter, r *http.Request, id string) {
 	aft, p := after(r)
-	if p != nil {
-		writeProblem(w, r, p)
-		return
+	if p == nil {
+		var deltas bool
+		if deltas, p = deltasParam(r); p == nil {
+			s.stream(w, r, id, aft, deltas)
+			return
+		}
 	}
+	writeProblem(w, r, p)
+}
+
+// stream is events once its parameters are read.
+func (s *server) stream(w http.ResponseWriter, r *http.Request, id string, aft int64, deltas bool) {
 	if s.record(w, r, id) == nil {
 		return
 	}
@@ -109,10 +136,18 @@ func (s *server) events(w http.ResponseWriter, r *http.Request, id string) {
 	defer cancel()
 	go out.heartbeat(ctx, s.cfg.Heartbeat, cancel)
 
+	stopDeltas := func() {}
+	if deltas {
+		stopDeltas = s.streamDeltas(ctx, out, id)
+	}
 	// last is the seq of the last event sent: none yet, whatever the
 	// client resumes after (an id past the end names no event).
 	var last int64
 	tr, err := s.cfg.Orch.Follow(ctx, id, orchestrator.FollowOptions{After: aft, Interval: s.cfg.FollowInterval}, func(ev transcript.Event) error {
+		if deltas && ev.Type == transcript.TypeTokenDelta {
+			last = ev.Seq // its text came as deltas
+			return nil
+		}
 		data, err := json.Marshal(ev)
 		if err != nil {
 			return err
@@ -123,7 +158,32 @@ func (s *server) events(w http.ResponseWriter, r *http.Request, id string) {
 		last = ev.Seq
 		return nil
 	})
+	stopDeltas()
 	s.endStream(ctx, out, r, id, last, tr, err)
+}
+
+// streamDeltas sends thread id's deltas on out (FollowDeltas) until the
+// returned func is called, which returns once they have stopped.
+func (s *server) streamDeltas(ctx context.Context, out *sse, id string) func() {
+	dctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := s.cfg.Orch.FollowDeltas(dctx, id, func(d orchestrator.Delta) error {
+			data, err := json.Marshal(d)
+			if err != nil {
+				return err
+			}
+			return out.send(EventDelta, "", data)
+		})
+		if err != nil && dctx.Err() == nil {
+			s.log.Debug("event stream: deltas stopped", "thread_id", id, "error", err)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // openStream answers 200 with the headers of an event stream, and its

@@ -190,6 +190,11 @@ func (s Space) AllControl() []string { return s.all("control") }
 // publishes each transcript event line as it is appended (Registry.Live).
 func (s Space) Live(id string) string { return s.tp(id) + "live:" + id }
 
+// Deltas is the pub/sub channel on which a followed thread's worker
+// publishes the model's text as it is written (Registry.Deltas): never
+// stored.
+func (s Space) Deltas(id string) string { return s.tp(id) + "deltas:" + id }
+
 // Ledger is the budget ledger hash of one thread.
 func (s Space) Ledger(id string) string { return s.tp(id) + "ledger:" + id }
 

@@ -65,7 +65,7 @@ const DefaultScriptContextWindow = 200000
 // else is an error. `usage` defaults, per field, to estimates: input from
 // the request's messages, output from the text and tool calls. Tool call ids
 // are call_<turn>_<n> (n from 1). The text is streamed to onDelta in up to
-// four chunks. `latency` sleeps before answering, aborted by ctx. `price`
+// four chunks, `stream_delay` apart. `latency` sleeps before answering, aborted by ctx. `price`
 // prices input and cache tokens at input_per_mtok; a script without a price
 // costs nothing (it calls no model).
 type Scripted struct {
@@ -73,6 +73,7 @@ type Scripted struct {
 	contextWindow int
 	price         Price
 	latency       time.Duration
+	streamDelay   time.Duration // between two streamed chunks
 	exact         map[string][]*scriptTurn
 	globs         []scriptGlob // file order, "*" moved last
 	size          int          // the bytes it was parsed from, once cached
@@ -110,8 +111,9 @@ type scriptFile struct {
 		Input  float64 `yaml:"input_per_mtok"`
 		Output float64 `yaml:"output_per_mtok"`
 	} `yaml:"price"`
-	Latency    string                     `yaml:"latency"`
-	Directives map[string][]rawScriptTurn `yaml:"directives"`
+	Latency     string                     `yaml:"latency"`
+	StreamDelay string                     `yaml:"stream_delay"`
+	Directives  map[string][]rawScriptTurn `yaml:"directives"`
 }
 
 type rawScriptTurn struct {
@@ -275,6 +277,13 @@ func (s *Scripted) setOptions(f *scriptFile) error {
 			return fmt.Errorf("latency %q is not a duration like 0ms or 50ms", f.Latency)
 		}
 		s.latency = d
+	}
+	if f.StreamDelay != "" {
+		d, err := time.ParseDuration(f.StreamDelay)
+		if err != nil || d < 0 {
+			return fmt.Errorf("stream_delay %q is not a duration like 0ms or 50ms", f.StreamDelay)
+		}
+		s.streamDelay = d
 	}
 	return nil
 }
@@ -448,7 +457,12 @@ func (s *Scripted) Complete(ctx context.Context, req *Request, onDelta func(stri
 	}
 	resp.Usage = entry.usage(req, resp)
 	if onDelta != nil && resp.Text != "" {
-		for _, c := range chunks(resp.Text, 4) {
+		for i, c := range chunks(resp.Text, 4) {
+			if i > 0 && s.streamDelay > 0 {
+				if err := sleepCtx(ctx, s.streamDelay); err != nil {
+					return nil, err
+				}
+			}
 			if err := ctx.Err(); err != nil {
 				return nil, ctxError(ctx, err)
 			}
@@ -462,18 +476,26 @@ func (s *Scripted) Complete(ctx context.Context, req *Request, onDelta func(stri
 // ends first or has ended already.
 func (s *Scripted) wait(ctx context.Context) error {
 	if s.latency > 0 {
-		timer := time.NewTimer(s.latency)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return ctxError(ctx, ctx.Err())
-		case <-timer.C:
+		if err := sleepCtx(ctx, s.latency); err != nil {
+			return err
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return ctxError(ctx, err)
 	}
 	return nil
+}
+
+// sleepCtx sleeps d, failing when ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctxError(ctx, ctx.Err())
+	case <-timer.C:
+		return nil
+	}
 }
 
 // turnOf is the turn the request plays: Request.Thread.Turn, or when that

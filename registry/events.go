@@ -58,6 +58,35 @@ func (r *Registry) RequestFollow(ctx context.Context, id string) error {
 	return nil
 }
 
+// RequestDeltas asks the worker running thread id, if any, to publish
+// the text of the turn being written so far on its deltas channel
+// (Deltas), then what the model writes as it comes, while it is followed
+// (RequestFollow): a reader of deltas asks once, when it subscribes.
+func (r *Registry) RequestDeltas(ctx context.Context, id string) error {
+	if err := r.rdb.Publish(ctx, r.ks.Control(id), id+" deltas").Err(); err != nil {
+		return fmt.Errorf("deltas of thread %q: %w", id, err)
+	}
+	return nil
+}
+
+// PublishDelta publishes a piece of the model's text (a
+// spooltype.Delta, as JSON) on thread id's deltas channel.
+func (r *Registry) PublishDelta(ctx context.Context, id string, delta []byte) error {
+	return r.rdb.Publish(ctx, r.ks.Deltas(id), delta).Err()
+}
+
+// Deltas subscribes to thread id's deltas channel: the model's text as
+// its worker publishes it while the thread is followed (RequestFollow,
+// RequestDeltas). At most once, never stored.
+func (r *Registry) Deltas(ctx context.Context, id string) (*redis.PubSub, error) {
+	ps := r.rdb.Subscribe(ctx, r.ks.Deltas(id))
+	if _, err := ps.Receive(ctx); err != nil {
+		_ = ps.Close()
+		return nil, fmt.Errorf("subscribe to the deltas of %q: %w", id, err)
+	}
+	return ps, nil
+}
+
 // FollowRefresh is how often a follower repeats RequestFollow.
 const FollowRefresh = 2 * time.Second
 

@@ -35,6 +35,9 @@ type control struct {
 	start    func() // starts the live feed; nil until the transcript is open
 	// turn cancels the turn in flight (an interrupt); nil between turns.
 	turn context.CancelCauseFunc
+	// deltas publishes the model's text as it is written while the
+	// thread is followed; nil until the session has one.
+	deltas *deltaFeed
 	// renewed is when the activation's lease was last set (unix ns): by
 	// the claim, a heartbeat or a checkpoint (renewalDue).
 	renewed atomic.Int64
@@ -77,6 +80,26 @@ func (c *control) follow() {
 	c.followed = true
 	if c.start != nil {
 		c.start()
+	}
+	c.deltas.follow()
+}
+
+// snapshot publishes the text of the model call in flight so far (a
+// reader of deltas subscribed) and starts publishing what comes.
+func (c *control) snapshot() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deltas.snapshot()
+}
+
+// setDeltas gives the session's delta feed, started at once when a
+// follow request came first.
+func (c *control) setDeltas(d *deltaFeed) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deltas = d
+	if c.followed {
+		d.follow()
 	}
 }
 
@@ -164,4 +187,5 @@ func (s *session) stopLive() {
 	if s.live != nil {
 		s.live.stop()
 	}
+	s.deltas.stop()
 }

@@ -47,7 +47,11 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 		start := time.Now()
 		release := s.rates.holdLease(adm)
 		mctx, span := s.tracer.startModelCall(ctx, req, s.st.ModelAttempts+s.st.RateLimited)
-		resp, err := s.prov.Complete(mctx, req, func(text string) { s.tw.AppendDelta(text) })
+		s.deltas.call(s.st.Turn+1, s.st.ModelAttempts+s.st.RateLimited)
+		resp, err := s.prov.Complete(mctx, req, func(text string) {
+			s.tw.AppendDelta(text)
+			s.deltas.add(text)
+		})
 		s.tracer.endModelCall(span, resp, err)
 		release()
 		s.rates.settle(ctx, adm, resp, err)

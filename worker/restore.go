@@ -32,6 +32,9 @@ func (s *session) restore(ctx context.Context) (bool, error) {
 	if s.ctl != nil {
 		s.live = &liveFeed{reg: s.reg, thread: s.id(), log: s.log, tw: tw}
 		s.ctl.ready(s.live.start)
+		id := s.id()
+		s.deltas = newDeltaFeed(func(ctx context.Context, raw []byte) error { return s.reg.PublishDelta(ctx, id, raw) }, s.log)
+		s.ctl.setDeltas(s.deltas)
 	}
 	last := tw.LastState()
 	var events []transcript.Event

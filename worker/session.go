@@ -185,6 +185,9 @@ type session struct {
 	// live publishes the transcript on the thread's live channel while
 	// someone follows it; nil until the transcript is open.
 	live *liveFeed
+	// deltas publishes the model's text as it is written while someone
+	// follows the thread; nil until the transcript is open.
+	deltas *deltaFeed
 }
 
 // A session is a path (path.go): runActivation loads, restores and

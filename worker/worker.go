@@ -413,6 +413,8 @@ func (w *Worker) deliver(id, request string) {
 			c.follow()
 		case "interrupt":
 			c.interrupt()
+		case "deltas":
+			c.snapshot()
 		}
 	}
 }
