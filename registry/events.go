@@ -2,14 +2,17 @@ package registry
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/spool-run/spool/internal/redisfn"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -51,12 +54,34 @@ func (r *Registry) SubscribeControl(ctx context.Context) (*Subscription, error) 
 // transcript events live (Live) for the next minute or so: a follower
 // repeats it while it follows (FollowRefresh), so that the next activation,
 // on whatever worker, publishes too.
+//
+// The request also marks the thread followed for three refreshes
+// (FollowedField), which an activation that begins meanwhile reads in
+// its claimed record: it publishes from its start, not from the next
+// request.
 func (r *Registry) RequestFollow(ctx context.Context, id string) error {
-	if err := r.rdb.Publish(ctx, r.ks.Control(id), id+" follow").Err(); err != nil {
+	until := r.now().Add(3 * FollowRefresh).UnixMilli()
+	if err := followScript.Run(ctx, r.rdb, []string{r.ks.Thread(id), r.ks.Control(id)}, id, until).Err(); err != nil {
 		return fmt.Errorf("follow thread %q: %w", id, err)
 	}
 	return nil
 }
+
+// FollowedField is the hash field (in Record.Extra) until which (unix
+// ms) a thread is followed (RequestFollow).
+const FollowedField = "followed_until"
+
+// Followed reports whether rec was followed at now (FollowedField).
+func Followed(rec *Record, now time.Time) bool {
+	n, err := strconv.ParseInt(rec.Extra[FollowedField], 10, 64)
+	return err == nil && now.UnixMilli() < n
+}
+
+// followScript is follow.lua.
+var followScript = redisfn.New("follow", "", followLua)
+
+//go:embed follow.lua
+var followLua string
 
 // RequestDeltas asks the worker running thread id, if any, to publish
 // the text of the turn being written so far on its deltas channel

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/hooks"
 	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
 )
@@ -35,6 +37,9 @@ func (s *session) restore(ctx context.Context) (bool, error) {
 		id := s.id()
 		s.deltas = newDeltaFeed(func(ctx context.Context, raw []byte) error { return s.reg.PublishDelta(ctx, id, raw) }, s.log)
 		s.ctl.setDeltas(s.deltas)
+		if registry.Followed(s.rec, time.Now()) {
+			s.ctl.follow() // followed before it began: published from its start
+		}
 	}
 	last := tw.LastState()
 	var events []transcript.Event
