@@ -94,10 +94,21 @@ func (r *Registry) RequestDeltas(ctx context.Context, id string) error {
 	return nil
 }
 
-// PublishDelta publishes a piece of the model's text (a
-// spooltype.Delta, as JSON) on thread id's deltas channel.
-func (r *Registry) PublishDelta(ctx context.Context, id string, delta []byte) error {
-	return r.rdb.Publish(ctx, r.ks.Deltas(id), delta).Err()
+// PublishDeltas publishes pieces of the model's text (each a
+// spooltype.Delta, as JSON) on thread id's deltas channel, in order, in
+// one round trip.
+func (r *Registry) PublishDeltas(ctx context.Context, id string, deltas [][]byte) error {
+	ch := r.ks.Deltas(id)
+	if len(deltas) == 1 {
+		return r.rdb.Publish(ctx, ch, deltas[0]).Err()
+	}
+	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, d := range deltas {
+			p.Publish(ctx, ch, d)
+		}
+		return nil
+	})
+	return err
 }
 
 // Deltas subscribes to thread id's deltas channel: the model's text as

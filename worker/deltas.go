@@ -30,7 +30,7 @@ const deltaBuffer = 1024
 // deltaFeed is one activation's deltas: the text of the model call in
 // flight, and the publisher once someone follows.
 type deltaFeed struct {
-	publish func(ctx context.Context, delta []byte) error
+	publish func(ctx context.Context, deltas [][]byte) error
 	log     *slog.Logger
 
 	mu      sync.Mutex
@@ -45,7 +45,7 @@ type deltaFeed struct {
 }
 
 // newDeltaFeed is the feed of a thread whose pieces publish publishes.
-func newDeltaFeed(publish func(ctx context.Context, delta []byte) error, log *slog.Logger) *deltaFeed {
+func newDeltaFeed(publish func(ctx context.Context, deltas [][]byte) error, log *slog.Logger) *deltaFeed {
 	return &deltaFeed{publish: publish, log: log}
 }
 
@@ -134,14 +134,23 @@ func (d *deltaFeed) queue(delta spooltype.Delta) {
 	}
 }
 
-// run publishes until stop, then what was queued before it.
+// deltaBatch is the most pieces one round trip publishes.
+const deltaBatch = 64
+
+// run publishes until stop, then what was queued before it: what is
+// queued when the publisher is free goes in one round trip.
 func (d *deltaFeed) run() {
 	defer d.wg.Done()
-	send := func(raw []byte) {
+	batch := make([][]byte, 0, deltaBatch)
+	send := func(first []byte) {
+		batch = append(batch[:0], first)
+		for len(batch) < deltaBatch && len(d.ch) > 0 {
+			batch = append(batch, <-d.ch)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		if err := d.publish(ctx, raw); err != nil {
-			d.log.Debug("delta not published", "error", err)
+		if err := d.publish(ctx, batch); err != nil {
+			d.log.Debug("deltas not published", "pieces", len(batch), "error", err)
 		}
 	}
 	for {

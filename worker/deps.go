@@ -41,8 +41,8 @@ type threadRecords interface {
 	Messages(ctx context.Context, id, name string, after int64) ([]registry.GraphMessage, error)
 	TrimMessages(ctx context.Context, id, name string, seq int64) error
 	PublishLive(ctx context.Context, id string, line []byte) error
-	// PublishDelta publishes a piece of the model's text (deltas.go).
-	PublishDelta(ctx context.Context, id string, delta []byte) error
+	// PublishDeltas publishes pieces of the model's text (deltas.go).
+	PublishDeltas(ctx context.Context, id string, deltas [][]byte) error
 	// Subscribe delivers status events (a graph run's hold on its
 	// children).
 	Subscribe(ctx context.Context) (*registry.Subscription, error)

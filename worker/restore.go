@@ -35,7 +35,7 @@ func (s *session) restore(ctx context.Context) (bool, error) {
 		s.live = &liveFeed{reg: s.reg, thread: s.id(), log: s.log, tw: tw}
 		s.ctl.ready(s.live.start)
 		id := s.id()
-		s.deltas = newDeltaFeed(func(ctx context.Context, raw []byte) error { return s.reg.PublishDelta(ctx, id, raw) }, s.log)
+		s.deltas = newDeltaFeed(func(ctx context.Context, raws [][]byte) error { return s.reg.PublishDeltas(ctx, id, raws) }, s.log)
 		s.ctl.setDeltas(s.deltas)
 		if registry.Followed(s.rec, time.Now()) {
 			s.ctl.follow() // followed before it began: published from its start
