@@ -47,7 +47,7 @@ func (s *server) startBulk(w http.ResponseWriter, r *http.Request, _ string) {
 		return
 	}
 	if b.Status != "" && !thread.Status(b.Status).Valid() {
-		badRequest(w, r, "status %q: want one of created, running, waiting, completed, error, cancelled, continued", b.Status)
+		badRequest(w, r, "status %q: want one of created, running, waiting, paused, completed, error, cancelled, continued", b.Status)
 		return
 	}
 	if b.Kind != "" && b.Kind != "graph" && b.Kind != "thread" {

@@ -10,6 +10,8 @@
 //	GET  /v1/threads/ID/budget        the live budget of the thread's subtree
 //	GET  /v1/threads/ID/events        server-sent events: the transcript as it is appended
 //	POST /v1/threads/ID/cancel        {cascade} → what the request did
+//	POST /v1/threads/ID/pause         {tree} → what the request did: the run and its descendants pause
+//	POST /v1/threads/ID/unpause       {tree} → what the request did: they go on where they were
 //	POST /v1/threads/ID/resume        {message} → 201, the resume (its new thread)
 //	POST /v1/threads/ID/approve       {call_id, reason, by} → the decision (every pending call without call_id)
 //	POST /v1/threads/ID/deny          {call_id, reason, by} → the decision; the model gets the reason
@@ -20,6 +22,8 @@
 //	GET  /v1/graphs/ID                the run's record with nodes (its node table) and steps
 //	GET  /v1/graphs/ID/state          ?step=N → {run_id, step, state}: the state after step N (default the last)
 //	POST /v1/graphs/ID/cancel         {cascade} → what the request did
+//	POST /v1/graphs/ID/pause          {tree} → what the request did (pause, as a thread's)
+//	POST /v1/graphs/ID/unpause        {tree} → what the request did (unpause, as a thread's)
 //	POST /v1/graphs/ID/resume         {from, set} → 201, the resume (its continuation run)
 //	POST /v1/graphs/ID/fork           {at_step, from, set} → 201, the fork's record
 //	GET  /v1/approvals                ?thread= → the tool calls waiting for a decision
@@ -27,16 +31,24 @@
 //	GET  /healthz                     liveness
 //
 // The bodies are the JSON the CLI prints with --json (spooltype.Record,
-// orchestrator.TreeNode, Chain, Budget, CancelResult, ResumeResult,
-// PendingCall, DecideResult, SendResult; a fork answers the fork's
+// orchestrator.TreeNode, Chain, Budget, CancelResult, PauseResult,
+// ResumeResult, PendingCall, DecideResult, SendResult; a fork answers the fork's
 // record, as the client's Fork returns it), and the operations are the
 // orchestrator's (a run is launch.Start, as `spool thread run`), so the
 // API and the CLI agree; package client is a Go client over it.
 //
 // A graph run is a registry record (kind graph), so the thread routes
 // take run ids too: its events (graph_started, step_completed, ... on the
-// same stream), tree, budget, and approve and deny for its approval
-// nodes (pending calls of tool "graph:approval").
+// same stream), tree, budget, pause and unpause, and approve and deny for
+// its approval nodes (pending calls of tool "graph:approval").
+//
+// Pause (orchestrator.Pause) stops a run and its unfinished descendants
+// (with tree, the whole tree the run belongs to, from its root): a
+// waiting one at once, a running one at its next boundary (before a
+// turn, between graph steps); status paused, no worker slot held, and
+// the time paused does not count against the duration limit. Unpause
+// lets them go on where they were. Both answer what the request did
+// (PauseResult); a run that has ended is 409 run_ended.
 //
 // Thread ids contain slashes (a directive name is their prefix): send them
 // URL-escaped (demo%2Fhello-1700000000-ab12); unescaped works too, for an
@@ -53,7 +65,8 @@
 // thread does not have), graph_not_found, graph_invalid, not_graph (a
 // graph route given a thread's id), step_not_recorded (a state or fork
 // at a step the run has no checkpoint after), parent_finished (a fork of a child whose parent
-// has finished), method_not_allowed,
+// has finished), run_ended (a message to, or a pause or unpause of, a run
+// that has ended), method_not_allowed,
 // unsupported_media_type, body_too_large, unauthorized, forbidden,
 // host_not_allowed, internal.
 //

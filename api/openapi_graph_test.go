@@ -29,7 +29,8 @@ func TestOpenAPIGraphSchemasDeclareEveryField(t *testing.T) {
 	now := time.Now()
 	rec := &registry.Record{ThreadID: "g/x-1-a", Directive: "g/x", Status: thread.StatusWaiting, Kind: registry.KindGraph, GraphDigest: "d",
 		CurrentNode: "n", Step: 2, MaxSteps: 9, SuppressedErrors: 1, ItemsDone: 1, ItemsTotal: 3, StateSHA256: "s", ForkedFrom: "g/x-0-a", ForkTurn: 1,
-		Cost: thread.Cost{Steps: 2, Spend: 1}, Limits: thread.DefaultLimits(), CreatedAt: now, UpdatedAt: now}
+		Cost: thread.Cost{Steps: 2, Spend: 1}, Limits: thread.DefaultLimits(), CreatedAt: now, UpdatedAt: now,
+		PauseRequested: true, PausedMS: 1500}
 	row := graph.NodeRow{Index: 1, Node: "n", Kind: "foreach", Status: "running", Visits: 1, LastStep: 2, DurationMS: 3, Action: "tool x",
 		Children: "1/3 done", Detail: "d", Routed: true, Retried: true, Run: "g/x-0-a"}
 	step := graph.StepRecord{Step: 2, Node: "n", Kind: "foreach", Status: "ok", RoutedBy: "next", Started: now, Ended: now, ThreadIDs: []string{"a"},

@@ -79,7 +79,7 @@ func TestOpenAPISchemasDeclareEveryField(t *testing.T) {
 		Cost:   thread.Cost{Turns: 1, InputTokens: 1, OutputTokens: 1, CacheReadTokens: 1, CacheWriteTokens: 1, Spend: 1, ElapsedSeconds: 1},
 		Limits: thread.DefaultLimits(), Model: "m", Capabilities: []string{"c"}, DroppedCapabilities: []string{"d"}, Bundle: "b", Inputs: map[string]any{"a": 1}, Queue: "q",
 		Ancestors: []string{"p"}, LedgerPath: []string{"p"}, Depth: 1, PreviousThreadID: "c", CreatedAt: now, UpdatedAt: now, Version: 3,
-		CancelRequested: true, CancelCascade: true, Activation: 2, ChainIndex: 1, ContinuationKind: "resume", ContinuationMessage: "m",
+		CancelRequested: true, CancelCascade: true, PauseRequested: true, PausedMS: 1500, Activation: 2, ChainIndex: 1, ContinuationKind: "resume", ContinuationMessage: "m",
 		StartedAt: now, Transcript: registry.TranscriptMark{Segments: 1, ChainHash: "h"}, WaitingFor: registry.WaitingForApproval, TraceID: "t",
 		PendingApprovals: []registry.PendingApproval{{CallID: "c", RequestID: "r", Tool: "t", Input: json.RawMessage(`{}`), RequestedAt: now, Deadline: now, OnTimeout: "deny"}},
 		Stalled:          &registry.Stall{On: registry.StalledOnStorage, Since: now, Op: "put", Error: "e"},
@@ -104,6 +104,7 @@ func TestOpenAPISchemasDeclareEveryField(t *testing.T) {
 		"Budget":          &orchestrator.Budget{ThreadID: "a", ParentID: &s, Children: []orchestrator.BudgetChild{}},
 		"BudgetChild":     orchestrator.BudgetChild{Guaranteed: true},
 		"CancelResult":    &orchestrator.CancelResult{Success: true, ThreadID: "a", Status: thread.StatusCancelled, CancelRequested: true},
+		"PauseResult":     &orchestrator.PauseResult{Success: true, ThreadID: "a", Status: thread.StatusPaused, PauseRequested: true, Runs: 2, Paused: 1},
 		"ResumeResult":    &orchestrator.ResumeResult{OriginalThreadID: &s, NewThreadResult: rec, Run: rec},
 		"PendingApproval": rec.PendingApprovals[0],
 		"PendingCall":     orchestrator.PendingCall{ThreadID: "a", Directive: "d", CallID: "c", Tool: "t", Input: json.RawMessage(`{}`), RequestedAt: now, Deadline: now, RequestID: "r"},
@@ -117,6 +118,7 @@ func TestOpenAPISchemasDeclareEveryField(t *testing.T) {
 			Limits: &thread.Limits{Turns: &one, Tokens: &one, Spend: &f, Depth: &one, Spawns: &one, Duration: &f}},
 		"LimitOverrides": thread.Limits{Turns: &one, Tokens: &one, Spend: &f, Depth: &one, Spawns: &one, Duration: &f},
 		"CancelRequest":  api.CancelRequest{Cascade: new(bool)},
+		"PauseRequest":   api.PauseRequest{Tree: true},
 		"ResumeRequest":  api.ResumeRequest{Message: "m"},
 		"ApproveRequest": api.ApproveRequest{CallID: "c", RequestID: "r", Reason: "r", By: "b"},
 		"DenyRequest":    api.DenyRequest{CallID: "c", RequestID: "r", Reason: "r", By: "b"},
@@ -162,4 +164,44 @@ func TestOpenAPIRefusalsRead(t *testing.T) {
 	require.Contains(t, start, "Refused with 422 before anything starts: a graph that does not validate, or inputs that its inputs schema does not accept (code refused)")
 	deny := doc.Paths["/v1/threads/{id}/deny"]["post"].Description
 	require.Contains(t, deny, "The reason goes to a thread's model as the call's error; a graph run's approval node gets it in its result (result.reason)")
+}
+
+// TestOpenAPIStatuses: every status enum of the document (a record's, a
+// bulk operation's filter) is thread.Statuses, in lifecycle order, so a
+// new status (paused) cannot be left out of it.
+func TestOpenAPIStatuses(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Components struct {
+			Schemas map[string]json.RawMessage `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(api.OpenAPI, &doc))
+	var want []string
+	for _, s := range thread.Statuses {
+		want = append(want, string(s))
+	}
+	var status struct {
+		Enum []string `json:"enum"`
+	}
+	require.NoError(t, json.Unmarshal(doc.Components.Schemas["Status"], &status))
+	require.Equal(t, want, status.Enum, "Status")
+	var bulk struct {
+		Properties struct {
+			Status struct {
+				Enum []string `json:"enum"`
+			} `json:"status"`
+			Filter struct {
+				Properties struct {
+					Status struct {
+						Enum []string `json:"enum"`
+					} `json:"status"`
+				} `json:"properties"`
+			} `json:"filter"`
+		} `json:"properties"`
+	}
+	require.NoError(t, json.Unmarshal(doc.Components.Schemas["BulkRequest"], &bulk))
+	require.Equal(t, want, bulk.Properties.Status.Enum, "BulkRequest.status")
+	require.NoError(t, json.Unmarshal(doc.Components.Schemas["BulkOperation"], &bulk))
+	require.Equal(t, want, bulk.Properties.Filter.Properties.Status.Enum, "BulkOperation.filter.status")
 }

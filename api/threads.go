@@ -223,7 +223,7 @@ func (s *server) list(w http.ResponseWriter, r *http.Request, _ string) {
 func (s *server) listRuns(w http.ResponseWriter, r *http.Request, f orchestrator.Filter) {
 	q := r.URL.Query()
 	if f.Status != "" && !f.Status.Valid() {
-		badRequest(w, r, "status %q: want one of created, running, waiting, completed, error, cancelled, continued", f.Status)
+		badRequest(w, r, "status %q: want one of created, running, waiting, paused, completed, error, cancelled, continued", f.Status)
 		return
 	}
 	if wf := q.Get("waiting_for"); wf != "" {

@@ -10,6 +10,9 @@ type (
 	RunRequest = spooltype.RunRequest
 	// CancelRequest is the (optional) body of POST /v1/threads/ID/cancel.
 	CancelRequest = spooltype.CancelRequest
+	// PauseRequest is the (optional) body of POST /v1/threads/ID/pause
+	// and /unpause (and of the same routes of a graph run).
+	PauseRequest = spooltype.PauseRequest
 	// ResumeRequest is the body of POST /v1/threads/ID/resume.
 	ResumeRequest = spooltype.ResumeRequest
 	// ApproveRequest is the (optional) body of POST /v1/threads/ID/approve.

@@ -1,13 +1,13 @@
 // Package client is a Go client of spool's HTTP API (package api, `spool
 // api`). Its requests and results are the API's wire types, package
 // spooltype: the types the CLI prints with --json (Record, TreeNode,
-// Chain, Budget, CancelResult, ResumeResult, Event); an error response is
-// a *spooltype.Problem (errors.As), with the HTTP status and spool's
-// code. Events reads a thread's transcript as server-sent events and
-// resumes after the last event it got when the connection drops. It
-// imports no other package of spool's than spooltype (and thread), so a
-// program that uses it links none of the server: no Redis client, no
-// asynq, no Lua.
+// Chain, Budget, CancelResult, PauseResult, ResumeResult, Event); an
+// error response is a *spooltype.Problem (errors.As), with the HTTP
+// status and spool's code. Events reads a thread's transcript as
+// server-sent events and resumes after the last event it got when the
+// connection drops. It imports no other package of spool's than
+// spooltype (and thread), so a program that uses it links none of the
+// server: no Redis client, no asynq, no Lua.
 //
 //	c, err := client.New("http://127.0.0.1:8081", client.WithToken(token))
 //	rec, err := c.Run(ctx, spooltype.RunRequest{Directive: "demo/hello", Inputs: map[string]any{"name": "Ada"}})
@@ -216,6 +216,22 @@ func (c *Client) Budget(ctx context.Context, id string) (*spooltype.Budget, erro
 // children too (as the project's child policy says).
 func (c *Client) Cancel(ctx context.Context, id string, cascade bool) (*spooltype.CancelResult, error) {
 	return call[spooltype.CancelResult](ctx, c, http.MethodPost, threadPath(id, "cancel"), spooltype.CancelRequest{Cascade: &cascade}, http.StatusOK)
+}
+
+// Pause pauses the thread id's chain has reached and its unfinished
+// descendants (tree: the whole tree id belongs to, from its root): a
+// waiting one at once, a running one at its next boundary. A run that has
+// ended is an *spooltype.Problem 409 (run_ended).
+func (c *Client) Pause(ctx context.Context, id string, tree bool) (*spooltype.PauseResult, error) {
+	return call[spooltype.PauseResult](ctx, c, http.MethodPost, threadPath(id, "pause"), spooltype.PauseRequest{Tree: tree}, http.StatusOK)
+}
+
+// Unpause lets the thread id's chain has reached and its unfinished
+// descendants (tree: the whole tree id belongs to, from its root) go on
+// where they were. A run that has ended is an *spooltype.Problem 409
+// (run_ended).
+func (c *Client) Unpause(ctx context.Context, id string, tree bool) (*spooltype.PauseResult, error) {
+	return call[spooltype.PauseResult](ctx, c, http.MethodPost, threadPath(id, "unpause"), spooltype.PauseRequest{Tree: tree}, http.StatusOK)
 }
 
 // Resume resumes a finished thread with a user message.

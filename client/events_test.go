@@ -15,14 +15,16 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/spool-run/spool/api"
 	"github.com/spool-run/spool/client"
+	"github.com/spool-run/spool/internal/testing/testenv"
 	"github.com/spool-run/spool/transcript"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines (goleak) once the tests have run
+// and the test Redis (pause_test.go) has stopped.
+func TestMain(m *testing.M) { testenv.MainLeakFree(m) }
 
 // flakyEvents serves events 1..total of thread id as the API does, but
 // drops the connection after each `per` events (no end message), and

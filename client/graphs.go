@@ -10,8 +10,8 @@ import (
 )
 
 // Graph runs (`spool graph`, POST /v1/graphs and /v1/graphs/ID/...). A
-// run is a registry record, so Show, Tree, Budget, Events, Approve and
-// Deny take run ids too.
+// run is a registry record, so Show, Tree, Budget, Events, Pause,
+// Unpause, Approve and Deny take run ids too.
 
 // graphPath is the path of run id's route action ("" for the run).
 func graphPath(id, action string) string {
@@ -50,6 +50,19 @@ func (c *Client) GraphState(ctx context.Context, id string, step int) (*spooltyp
 // running children too.
 func (c *Client) CancelGraph(ctx context.Context, id string, cascade bool) (*spooltype.CancelResult, error) {
 	return call[spooltype.CancelResult](ctx, c, http.MethodPost, graphPath(id, "cancel"), spooltype.CancelRequest{Cascade: &cascade}, http.StatusOK)
+}
+
+// PauseGraph pauses the run id's chain has reached and its unfinished
+// descendants (tree: the whole tree it belongs to, from its root), as
+// Pause does; a thread's id is an *spooltype.Problem 404 (not_graph).
+func (c *Client) PauseGraph(ctx context.Context, id string, tree bool) (*spooltype.PauseResult, error) {
+	return call[spooltype.PauseResult](ctx, c, http.MethodPost, graphPath(id, "pause"), spooltype.PauseRequest{Tree: tree}, http.StatusOK)
+}
+
+// UnpauseGraph lets the run id's chain has reached and its unfinished
+// descendants go on, as Unpause does.
+func (c *Client) UnpauseGraph(ctx context.Context, id string, tree bool) (*spooltype.PauseResult, error) {
+	return call[spooltype.PauseResult](ctx, c, http.MethodPost, graphPath(id, "unpause"), spooltype.PauseRequest{Tree: tree}, http.StatusOK)
 }
 
 // SendGraphMessage sends graph run id a message, which a wait_message

@@ -203,8 +203,9 @@ func TestMCPClientEndToEnd(t *testing.T) {
 // TestSpoolMCPServer drives `spool mcp` with the official Go SDK's client
 // over stdio, as a coding assistant would: it lists the tools, runs a
 // thread and waits for it, runs one whose MCP tool call approvals.yaml
-// gates and approves it, denies another's, cancels a third, reads a
-// transcript, and gets tool errors for what cannot be done.
+// gates and approves it, denies another's, pauses, unpauses and cancels
+// a third, reads a transcript, and gets tool errors for what cannot be
+// done.
 func TestSpoolMCPServer(t *testing.T) {
 	t.Parallel()
 	srv := testenv.MCPEverything(t)
@@ -248,8 +249,9 @@ func TestSpoolMCPServer(t *testing.T) {
 		require.NoError(t, err)
 		names = append(names, tl.Name)
 	}
-	require.ElementsMatch(t, []string{"run_thread", "show_thread", "wait_thread", "cancel_thread", "approve_call", "deny_call", "read_transcript",
-		"run_graph", "show_graph", "send_graph_message", "show_tenant", "list_threads", "bulk_action", "show_bulk"}, names)
+	require.ElementsMatch(t, []string{"run_thread", "show_thread", "wait_thread", "cancel_thread", "pause_thread", "unpause_thread",
+		"approve_call", "deny_call", "read_transcript", "run_graph", "show_graph", "send_graph_message", "show_tenant", "list_threads",
+		"bulk_action", "show_bulk"}, names)
 
 	call := func(name string, args map[string]any) *mcp.CallToolResult {
 		t.Helper()
@@ -313,8 +315,24 @@ func TestSpoolMCPServer(t *testing.T) {
 	require.Contains(t, final.Result, "not today")
 	require.NotContains(t, final.Result, "Echo: denied", "a denied call never runs")
 
-	// cancel_thread ends a waiting thread.
+	// pause_thread pauses a waiting thread at once; unpause_thread lets
+	// it wait for its decision again.
 	c := waiting("cancelled")
+	pres := call("pause_thread", map[string]any{"thread_id": c})
+	require.False(t, pres.IsError, "%s", resultText(pres))
+	require.Contains(t, resultText(pres), `"status":"paused"`)
+	require.Contains(t, resultText(pres), `"paused":1`)
+	paused := record(call("show_thread", map[string]any{"thread_id": c}))
+	require.Equal(t, thread.StatusPaused, paused.Status)
+	require.True(t, paused.PauseRequested)
+	pres = call("unpause_thread", map[string]any{"thread_id": c, "tree": true})
+	require.False(t, pres.IsError, "%s", resultText(pres))
+	require.Contains(t, resultText(pres), `"pause_requested":false`)
+	unpaused := record(call("show_thread", map[string]any{"thread_id": c}))
+	require.Equal(t, thread.StatusWaiting, unpaused.Status)
+	require.Equal(t, registry.WaitingForApproval, unpaused.WaitingFor)
+
+	// cancel_thread ends a waiting thread.
 	cres := call("cancel_thread", map[string]any{"thread_id": c})
 	require.False(t, cres.IsError, "%s", resultText(cres))
 	require.Contains(t, resultText(cres), `"cancel_requested":true`)
@@ -350,6 +368,7 @@ func TestSpoolMCPServer(t *testing.T) {
 	ids, _ = list(map[string]any{"status": "cancelled", "kind": "thread"})
 	require.Equal(t, []string{c}, ids)
 	toolError(call("list_threads", map[string]any{"status": "done"}), `status "done"`)
+	toolError(call("pause_thread", map[string]any{"thread_id": c}), "has ended (cancelled)")
 	toolError(call("list_threads", map[string]any{"kind": "job"}), `kind "job"`)
 
 	// bulk_action approves every waiting run a filter selects, as an

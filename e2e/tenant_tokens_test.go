@@ -120,6 +120,9 @@ func missingID(id string) string { return id[:len(id)-4] + "zzzz" }
 var idRouteBodies = map[string]string{
 	"resume": `{"message": "go on"}`, "deny": `{"reason": "no"}`, "send": `{"message": "hi"}`, "interrupt": `{"message": "stop"}`,
 	"approve": `{}`, "cancel": `{}`, "fork": `{"at_turn": 1}`, "messages": `{"name": "done", "data": {"ok": true}}`,
+	// tree: a pause or unpause of the whole tree, from its root, is
+	// refused as well as one of the run.
+	"pause": `{"tree": true}`, "unpause": `{"tree": true}`,
 }
 
 // TestTenantBoundTokens: with `spool api --tokens FILE`, every request
@@ -507,8 +510,9 @@ func TestTenantBoundMCP(t *testing.T) {
 			props := schemaProperties(t, tool)
 			require.Contains(t, props, "thread_id", "tool %s: no tenant check in this test; every tool must have one", tool.Name)
 			// What each tool requires besides the id, so that the answer
-			// is its tenant check's, not a missing argument's.
-			for k, v := range map[string]any{"reason": "no", "timeout": 1, "name": "go", "data": map[string]any{}} {
+			// is its tenant check's, not a missing argument's (and tree:
+			// a pause or unpause of beta's whole tree is refused too).
+			for k, v := range map[string]any{"reason": "no", "timeout": 1, "name": "go", "data": map[string]any{}, "tree": true} {
 				if props[k] {
 					args[k] = v
 				}
@@ -527,6 +531,7 @@ func TestTenantBoundMCP(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, int64(1), rec.Version, "%s unchanged", id)
 		require.False(t, rec.CancelRequested)
+		require.False(t, rec.PauseRequested)
 	}
 }
 

@@ -15,8 +15,9 @@ import (
 
 // Graph runs: run_graph starts one (a graph of the project's
 // .ai/graphs), show_graph shows its record with its node table; a run is
-// a registry record, so wait_thread, cancel_thread, approve_call,
-// deny_call and read_transcript take run ids too.
+// a registry record, so wait_thread, cancel_thread, pause_thread,
+// unpause_thread, approve_call, deny_call and read_transcript take run
+// ids too.
 
 // addGraphTools adds run_graph, show_graph and send_graph_message to s.
 func addGraphTools(s *mcp.Server, h *handlers) {
@@ -24,7 +25,7 @@ func addGraphTools(s *mcp.Server, h *handlers) {
 		"whose nodes run tools and start child threads in a fixed order. Returns its record (thread_id is the run's id, kind graph); " +
 		"with wait=true, the final record once the run has ended (outputs: its return node's output)."}, h.runGraph)
 	mcp.AddTool(s, &mcp.Tool{Name: "show_graph", Description: "A graph run's record with its node table (nodes: node, kind, status, " +
-		"visits, children, detail) and the steps it took. wait_thread and cancel_thread take run ids too."}, h.showGraph)
+		"visits, children, detail) and the steps it took. wait_thread, cancel_thread, pause_thread and unpause_thread take run ids too."}, h.showGraph)
 	mcp.AddTool(s, &mcp.Tool{Name: "send_graph_message", Description: "Send a graph run a message, which a wait_message node of its " +
 		"name takes (one a visit, oldest first; a run that waits for it is woken). The name must be one the graph waits for and data must " +
 		"meet the node's schema; a message whose id the run was sent before is kept once (duplicate: true). A run that has ended takes none " +

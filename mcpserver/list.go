@@ -21,7 +21,7 @@ const (
 
 // ListInput is list_threads' input: the filters of `spool thread list`.
 type ListInput struct {
-	Status     string            `json:"status,omitempty" jsonschema:"created, running, waiting, completed, error, cancelled or continued"`
+	Status     string            `json:"status,omitempty" jsonschema:"created, running, waiting, paused, completed, error, cancelled or continued"`
 	Directive  string            `json:"directive,omitempty" jsonschema:"the runs of this directive (or graph) only"`
 	Kind       string            `json:"kind,omitempty" jsonschema:"thread or graph: threads or graph runs only; default both"`
 	Parent     string            `json:"parent,omitempty" jsonschema:"the children of this run only"`
@@ -70,7 +70,7 @@ func (h *handlers) list(ctx context.Context, _ *mcp.CallToolRequest, in ListInpu
 func (h *handlers) filter(in ListInput) (orchestrator.Filter, error) {
 	f := orchestrator.Filter{Status: thread.Status(in.Status), Directive: in.Directive, Parent: in.Parent, Limit: listLimit}
 	if f.Status != "" && !f.Status.Valid() {
-		return f, fmt.Errorf("status %q: want one of created, running, waiting, completed, error, cancelled, continued", in.Status)
+		return f, fmt.Errorf("status %q: want one of created, running, waiting, paused, completed, error, cancelled, continued", in.Status)
 	}
 	switch in.Kind {
 	case "", spooltype.KindThread, spooltype.KindGraph:

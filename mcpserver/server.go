@@ -1,11 +1,11 @@
 // Package mcpserver serves spool to MCP clients (`spool mcp`, stdio), so
 // that a coding assistant or any MCP client can drive a fleet: run_thread
 // (directive, inputs, model, wait), show_thread, wait_thread,
-// cancel_thread, approve_call, deny_call and read_transcript, each taking
-// thread_id (a graph run's id too), and run_graph (graph, inputs, wait),
-// show_graph and send_graph_message for graph runs, backed by the
-// orchestrator as the CLI and the API are (root threads start from the
-// project directory through package launch).
+// cancel_thread, pause_thread, unpause_thread, approve_call, deny_call
+// and read_transcript, each taking thread_id (a graph run's id too), and
+// run_graph (graph, inputs, wait), show_graph and send_graph_message for
+// graph runs, backed by the orchestrator as the CLI and the API are (root
+// threads start from the project directory through package launch).
 //
 // Each tool answers a thread's record (or the operation's result) as
 // structured content, with the same JSON as text; a failure (an unknown
@@ -135,7 +135,8 @@ func New(cfg Config) (*mcp.Server, error) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "spool", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: "Spool runs LLM agent threads on a fleet of workers. run_thread starts one (wait=true waits for its end); " +
 			"show_thread, wait_thread and read_transcript follow it; a thread waiting on a person (status waiting, waiting_for approval) " +
-			"goes on after approve_call or deny_call; cancel_thread stops it and, by default, its children; list_threads finds runs by status, tags and time. " +
+			"goes on after approve_call or deny_call; cancel_thread stops it and, by default, its children; pause_thread pauses it and its " +
+			"descendants (status paused) until unpause_thread; list_threads finds runs by status, tags and time. " +
 			"run_graph starts a graph run (a fixed order of tool steps and child threads) and show_graph shows its node table; " +
 			"send_graph_message sends a run waiting at a wait_message node (waiting_for message) the message it waits for; " +
 			"the thread tools take run ids too.",
@@ -148,6 +149,13 @@ func New(cfg Config) (*mcp.Server, error) {
 		"and return its final record; timeout in seconds (default: until it ends)."}, h.wait)
 	mcp.AddTool(s, &mcp.Tool{Name: "cancel_thread", Description: "Cancel a thread (the one its continuation chain has reached); " +
 		"its children too unless cascade is false."}, h.cancel)
+	mcp.AddTool(s, &mcp.Tool{Name: "pause_thread", Description: "Pause a thread or graph run (the one its continuation chain has " +
+		"reached) and its unfinished descendants; with tree=true, the whole tree it belongs to, from its root. A waiting run is paused " +
+		"at once, a running one at its next boundary (before a turn, between graph steps): status paused, holding no worker slot, its " +
+		"paused time not counted against its duration limit. Returns what the request did (runs reached, paused now)."}, h.pause)
+	mcp.AddTool(s, &mcp.Tool{Name: "unpause_thread", Description: "Let a paused thread or graph run and its descendants (tree=true: " +
+		"the whole tree it belongs to, from its root) go on where they were: one that waited waits again, and is woken at once when " +
+		"what it waited for came meanwhile."}, h.unpause)
 	mcp.AddTool(s, &mcp.Tool{Name: "approve_call", Description: "Approve a tool call that waits for a person's decision " +
 		"(call_id; every pending call of the thread when omitted)."}, h.approve)
 	mcp.AddTool(s, &mcp.Tool{Name: "deny_call", Description: "Deny a tool call that waits for a person's decision; the model " +
@@ -204,6 +212,12 @@ type WaitInput struct {
 type CancelInput struct {
 	ThreadID string `json:"thread_id" jsonschema:"the thread's id"`
 	Cascade  *bool  `json:"cascade,omitempty" jsonschema:"cancel its children too (default true)"`
+}
+
+// PauseInput is pause_thread's and unpause_thread's input.
+type PauseInput struct {
+	ThreadID string `json:"thread_id" jsonschema:"the thread's or graph run's id"`
+	Tree     bool   `json:"tree,omitempty" jsonschema:"act on the whole tree the run belongs to, from its root; default: the run and its descendants"`
 }
 
 // DecideInput is approve_call's and deny_call's input.
@@ -308,6 +322,28 @@ func (h *handlers) cancel(ctx context.Context, _ *mcp.CallToolRequest, in Cancel
 	}
 	cascade := in.Cascade == nil || *in.Cascade
 	res, err := h.cfg.Orch.CancelChain(ctx, in.ThreadID, cascade)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nil, res, nil
+}
+
+func (h *handlers) pause(ctx context.Context, _ *mcp.CallToolRequest, in PauseInput) (*mcp.CallToolResult, any, error) {
+	if _, err := h.record(ctx, in.ThreadID); err != nil {
+		return nil, nil, err
+	}
+	res, err := h.cfg.Orch.Pause(ctx, in.ThreadID, in.Tree)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nil, res, nil
+}
+
+func (h *handlers) unpause(ctx context.Context, _ *mcp.CallToolRequest, in PauseInput) (*mcp.CallToolResult, any, error) {
+	if _, err := h.record(ctx, in.ThreadID); err != nil {
+		return nil, nil, err
+	}
+	res, err := h.cfg.Orch.Unpause(ctx, in.ThreadID, in.Tree)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,9 +12,9 @@ import (
 )
 
 // The actions of the thread page: send and interrupt (a message to the
-// model), cancel, and resume with a message. Each is a POST of a form,
-// refused unless same-origin (http.CrossOriginProtection, see handler);
-// cancel and resume first answer with a
+// model), cancel, pause and unpause, and resume with a message. Each is a
+// POST of a form, refused unless same-origin (http.CrossOriginProtection,
+// see handler); cancel, pause, unpause and resume first answer with a
 // confirmation page whose form POSTs again with confirmed=1. Every action
 // redirects (303) to a page that shows its outcome once (a flash cookie).
 
@@ -115,9 +115,9 @@ func (m *Monitor) serveThreadAction(w http.ResponseWriter, r *http.Request) {
 	}
 	id, action := rest[:i], rest[i+1:]
 	switch action {
-	case "send", "interrupt", "cancel", "resume", "fork":
+	case "send", "interrupt", "cancel", "pause", "unpause", "resume", "fork":
 	default:
-		m.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("no action %q: want send, interrupt, cancel, resume or fork", action))
+		m.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("no action %q: want send, interrupt, cancel, pause, unpause, resume or fork", action))
 		return
 	}
 	if !m.postForm(w, r) {
@@ -132,6 +132,8 @@ func (m *Monitor) serveThreadAction(w http.ResponseWriter, r *http.Request) {
 		m.send(w, r, rec, action == "interrupt")
 	case "cancel":
 		m.cancel(w, r, rec)
+	case "pause", "unpause":
+		m.pause(w, r, rec, action == "unpause")
 	case "resume":
 		if rec.IsGraph() {
 			m.resumeGraph(w, r, rec)

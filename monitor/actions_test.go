@@ -498,11 +498,142 @@ func TestReadOnlyMonitor(t *testing.T) {
 		"/approvals/decide":                   {"thread": {rec.ThreadID}, "decision": {"approve"}},
 		threadURL(rec.ThreadID) + "/send":     {"message": {"x"}},
 		threadURL(rec.ThreadID) + "/cancel":   {"confirmed": {"1"}},
+		threadURL(rec.ThreadID) + "/pause":    {"confirmed": {"1"}},
+		threadURL(rec.ThreadID) + "/unpause":  {"confirmed": {"1"}},
 		"/v1/approvals/decide?token=anything": {},
 	} {
 		r := s.do(http.MethodPost, path, form)
 		require.Equal(t, http.StatusForbidden, r.code, path)
 		require.Contains(t, r.body, "read-only", path)
 	}
-	require.True(t, waitingForApproval(e.waitRecord(rec.ThreadID, "", func(*registry.Record) bool { return true })))
+	final := e.waitRecord(rec.ThreadID, "", func(*registry.Record) bool { return true })
+	require.True(t, waitingForApproval(final))
+	require.False(t, final.PauseRequested)
+}
+
+// TestPauseActions: a running tree's pages offer Pause; it asks for a
+// confirmation (nothing is paused before it, a cross-site POST is
+// refused), then pauses the run and its descendants, the waiting ones at
+// once and the running leaves at their next boundary (pause requested);
+// the paused root offers Unpause, shows paused and is listed under
+// status paused. Unpause with tree=1 from a leaf lets the whole tree go
+// on, which then completes; an ended run has nothing to pause.
+func TestPauseActions(t *testing.T) {
+	t.Parallel()
+	e := setup(t, envOptions{})
+	root := e.startTree()
+	tr := e.waitTreeHeld(root.ThreadID)
+	s := e.session()
+	page := threadURL(root.ThreadID)
+	body := s.get(page).body
+	require.Contains(t, body, `action="/threads/`+root.ThreadID+`/pause"`)
+	require.Contains(t, body, `<button id="pause" class="pause">Pause…</button>`)
+	require.NotContains(t, body, "/unpause", "a run that is not paused is not unpaused")
+
+	// A confirmation first; nothing is paused before it.
+	r := s.do(http.MethodPost, page+"/pause", url.Values{})
+	require.Equal(t, http.StatusOK, r.code, r.body)
+	require.Contains(t, r.body, "Pause this thread?")
+	require.Contains(t, r.body, `<input type="hidden" name="confirmed" value="1">`)
+	require.Contains(t, r.body, `<input type="hidden" name="tree" value="0">`)
+	require.Contains(t, r.body, "it and its unfinished descendants")
+	require.Contains(t, r.body, `action="/threads/`+root.ThreadID+`/pause"`)
+	cross := s.do(http.MethodPost, page+"/pause", url.Values{"confirmed": {"1"}}, crossSite)
+	require.Equal(t, http.StatusForbidden, cross.code, cross.body)
+	now := e.waitRecord(root.ThreadID, "", func(*registry.Record) bool { return true })
+	require.Equal(t, thread.StatusWaiting, now.Status, "not before the confirmation")
+	require.False(t, now.PauseRequested)
+
+	to, body := s.act(page+"/pause", url.Values{"confirmed": {"1"}, "tree": {"0"}})
+	require.Equal(t, page, to)
+	require.Regexp(t, `Pause requested for `+regexp.QuoteMeta(root.ThreadID)+` \(5 runs, [345] paused now\): the others pause at their next boundary\.|`+
+		`Paused `+regexp.QuoteMeta(root.ThreadID)+` \(5 runs\)\.`, body)
+	require.Contains(t, body, `<span class="badge st-paused">paused</span>`)
+	require.Contains(t, body, `<button id="unpause" class="pause">Unpause…</button>`)
+	require.NotContains(t, body, `id="pause"`)
+	require.Contains(t, body, "paused while waiting for <b>children</b>")
+	for _, b := range tr.branches {
+		require.Equal(t, thread.StatusPaused, e.waitRecord(b.ThreadID, "paused", func(r *registry.Record) bool { return r.Status == thread.StatusPaused }).Status)
+	}
+	leaf := tr.leaves[0].ThreadID
+	rec := e.waitRecord(leaf, "pause requested", func(r *registry.Record) bool { return r.PauseRequested })
+	leafPage := s.get(threadURL(leaf)).body
+	if rec.Status == thread.StatusRunning {
+		require.Contains(t, leafPage, `<span class="badge st-paused">pause requested</span>`, "held by its gate: it pauses at its next boundary")
+		require.Contains(t, leafPage, "Its pause is requested")
+	}
+	require.Contains(t, leafPage, `action="/threads/`+leaf+`/unpause"`)
+
+	// Listed under paused, with paused among the status filter's choices.
+	list := s.get("/?status=paused").body
+	require.Contains(t, list, `href="/threads/`+root.ThreadID+`"`)
+	require.Contains(t, list, `<option selected>paused</option>`)
+	require.Contains(t, list, `class="count c-paused on" href="/?status=paused"`)
+
+	// Unpause the whole tree from a leaf: a confirmation, then it goes on.
+	r = s.do(http.MethodPost, threadURL(leaf)+"/unpause", url.Values{"tree": {"1"}})
+	require.Equal(t, http.StatusOK, r.code, r.body)
+	require.Contains(t, r.body, "Unpause this thread?")
+	require.Contains(t, r.body, "every unfinished run of its tree, from its root "+root.ThreadID)
+	require.Contains(t, r.body, `<input type="hidden" name="tree" value="1">`)
+	_, body = s.act(threadURL(leaf)+"/unpause", url.Values{"tree": {"1"}, "confirmed": {"1"}})
+	require.Contains(t, body, "Unpaused "+root.ThreadID+" (5 runs): each goes on where it was.")
+	for _, id := range []string{root.ThreadID, tr.branches[0].ThreadID, tr.branches[1].ThreadID, leaf, tr.leaves[1].ThreadID} {
+		got := e.waitRecord(id, "unpaused", func(r *registry.Record) bool { return !r.PauseRequested && r.Status != thread.StatusPaused })
+		require.NotEqual(t, thread.StatusPaused, got.Status, id)
+	}
+	body = s.get(page).body
+	require.Contains(t, body, `id="pause"`)
+	require.NotContains(t, body, "pause requested")
+
+	e.release()
+	final := e.wait(root.ThreadID)[root.ThreadID]
+	require.Equal(t, thread.StatusCompleted, final.Status, "%+v", final.Error)
+	require.Positive(t, final.PausedMS, "the time it was paused")
+	require.Contains(t, s.get(page).body, "<tr><th>paused</th>")
+	_, body = s.act(page+"/pause", url.Values{"confirmed": {"1"}})
+	require.Contains(t, body, root.ThreadID+" is completed: nothing to pause.")
+	require.NotContains(t, body, `id="pause"`, "a run that has ended offers no pause")
+}
+
+// TestPauseGraphRunAction: a graph run waiting for a person is paused at
+// once from its page, which then shows it paused (its node waiting, its
+// detail saying paused) and offers Unpause; unpaused, it waits for the
+// decision again, and goes on once it is made. A monitor without the
+// signing key (which offers no cancel) offers pause too.
+func TestPauseGraphRunAction(t *testing.T) {
+	t.Parallel()
+	e := setup(t, envOptions{files: graphFiles})
+	reader, err := orchestrator.New(orchestrator.Config{Namespace: e.orch.Namespace(), Logger: slog.New(slog.DiscardHandler)},
+		e.rdb, e.store, e.enq, nil, e.keyring)
+	require.NoError(t, err)
+	unsigned := e.withMonitor(monitor.Config{Orch: reader, CountsTTL: -1})
+	run := e.startGraph("g/signoff", nil)
+	e.waitRecord(run.ThreadID, "waited for approval", waitingForApproval)
+	s := unsigned.session()
+	page := threadURL(run.ThreadID)
+	body := s.get(page).body
+	require.NotContains(t, body, `id="cancel"`, "no signing key: no cancel")
+	require.Contains(t, body, `<button id="pause" class="pause">Pause…</button>`)
+
+	r := s.do(http.MethodPost, page+"/pause", url.Values{})
+	require.Equal(t, http.StatusOK, r.code, r.body)
+	require.Contains(t, r.body, "Pause this graph run?")
+	require.Contains(t, r.body, "<tr><th>graph</th><td>g/signoff</td></tr>")
+	_, body = s.act(page+"/pause", url.Values{"confirmed": {"1"}})
+	require.Contains(t, body, "Paused "+run.ThreadID+" (1 run).")
+	require.Contains(t, body, `<span class="badge st-paused">paused</span>`)
+	require.Contains(t, body, `<button id="unpause" class="pause">Unpause…</button>`)
+	require.Regexp(t, `data-node="sign_off">(?s:.*?)<span class="nstat n-waiting">waiting</span>(?s:.*?)paused`, body)
+	require.Equal(t, thread.StatusPaused, e.waitRecord(run.ThreadID, "", func(*registry.Record) bool { return true }).Status)
+
+	_, body = s.act(page+"/unpause", url.Values{"confirmed": {"1"}})
+	require.Contains(t, body, "Unpaused "+run.ThreadID+" (1 run)")
+	waiting := e.waitRecord(run.ThreadID, "waits for approval again", waitingForApproval)
+	require.False(t, waiting.PauseRequested)
+	_, err = e.orch.Decide(t.Context(), run.ThreadID, nil, orchestrator.DecisionApprove, "test", "")
+	require.NoError(t, err)
+	done := e.wait(run.ThreadID)[run.ThreadID]
+	require.Equal(t, thread.StatusCompleted, done.Status, "%+v", done.Error)
+	require.Equal(t, map[string]any{"shipped": "1.4.2"}, done.Outputs)
 }

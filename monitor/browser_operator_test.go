@@ -18,7 +18,8 @@ import (
 // TestBrowserOperator drives headless Chromium through what an operator
 // does in the monitor: approve a gated call in the inbox (the thread
 // completes), decide one from the webhook's one-time link, send a message
-// to a running tree and cancel it through its confirmation, read the
+// to a running tree, pause and unpause it and cancel it, each through its
+// confirmation (a screenshot of the paused root's page), read the
 // thread list's errors and queue counts, and go from a thread to its task
 // in asynqmon and back. Each view is screenshotted to
 // $SPOOL_TEST_ARTIFACTS (default $TMPDIR/spool-test-artifacts).
@@ -128,6 +129,33 @@ func TestBrowserOperator(t *testing.T) {
 	page.click(`#send`)
 	page.waitTrue(30*time.Second, "the message's outcome", `document.querySelector(".flash") !== null &&
 		document.querySelector(".flash").innerText.includes("Message 1 queued for `+root.ThreadID+`")`)
+
+	// Pause the tree through its confirmation: the root shows paused and
+	// offers Unpause; unpaused, it goes on.
+	page.click(`#pause`)
+	page.waitTrue(30*time.Second, "the pause's confirmation", `document.querySelector("h1").innerText === "Pause this thread?"`)
+	saveArtifact(t, "monitor-confirm-pause.png", page.screenshot())
+	require.False(t, e.waitRecord(root.ThreadID, "", func(*registry.Record) bool { return true }).PauseRequested,
+		"pause requested before the confirmation")
+	page.click(`#confirm`)
+	page.waitTrue(30*time.Second, "the paused root", `document.querySelector(".flash") !== null &&
+		document.querySelector(".head h1 .badge").textContent === "paused" && document.querySelector("#unpause") !== null`)
+	var color string
+	page.eval(`getComputedStyle(document.querySelector(".head h1 .badge")).backgroundColor`, &color)
+	require.Equal(t, "rgb(16, 152, 173)", color, "paused has a colour of its own")
+	require.Equal(t, thread.StatusPaused, e.waitRecord(root.ThreadID, "paused", func(r *registry.Record) bool {
+		return r.Status == thread.StatusPaused
+	}).Status)
+	shot = page.screenshot()
+	checkPNG(t, shot, 1280, 900)
+	saveArtifact(t, "monitor-thread-paused.png", shot)
+	page.click(`#unpause`)
+	page.waitTrue(30*time.Second, "the unpause's confirmation", `document.querySelector("h1").innerText === "Unpause this thread?"`)
+	page.click(`#confirm`)
+	page.waitTrue(30*time.Second, "the unpaused root", `document.querySelector(".flash") !== null &&
+		document.querySelector(".flash").innerText.includes("Unpaused `+root.ThreadID+`") && document.querySelector("#pause") !== null`)
+	e.waitRecord(root.ThreadID, "unpaused", func(r *registry.Record) bool { return !r.PauseRequested && r.Status != thread.StatusPaused })
+
 	page.click(`#cancel`)
 	page.waitTrue(30*time.Second, "the confirmation", `document.querySelector("h1").innerText === "Cancel this thread?"`)
 	saveArtifact(t, "monitor-confirm-cancel.png", page.screenshot())

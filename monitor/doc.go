@@ -16,7 +16,8 @@
 //	                                its own, no edge through a node), the node
 //	                                table, each foreach's progress with its children, the
 //	                                steps, the state after any step (?step=N), approve and
-//	                                deny for an approval node, cancel, resume and fork
+//	                                deny for an approval node, cancel, pause and unpause, resume
+//	                                and fork
 //	/threads/ID/transcript          the transcript as HTML, growing as it is written
 //	/threads/ID/timeline            a waterfall of its turns, model calls, tool calls and waits,
 //	                                with durations and costs, and the spend of its tree over time
@@ -36,6 +37,10 @@
 //	POST /threads/ID/send           a message the model sees before its next call
 //	POST /threads/ID/interrupt      the same, stopping the model call or tool in flight
 //	POST /threads/ID/cancel         cancel (after a confirmation page; cascade=1: children too)
+//	POST /threads/ID/pause          pause the run and its unfinished descendants (after a confirmation;
+//	                                tree=1: the whole tree, from its root), a thread's or a graph run's
+//	POST /threads/ID/unpause        let a paused run and its descendants go on (after a confirmation;
+//	                                tree=1 as for pause)
 //	POST /threads/ID/resume         resume a finished thread with a message (after a confirmation);
 //	                                a graph run from its last checkpoint (from=NODE optional)
 //	POST /threads/RUN/fork          a graph run from its checkpoint after step=N (after a confirmation)
@@ -84,7 +89,10 @@
 // Cancel and resume show a confirmation page first, and need the signing
 // key (they sign thread.json and the transcript's thread_resumed): a
 // monitor without one (`spool monitor`, which holds only public keys)
-// does not offer them. A decision or message is recorded as by the basic
+// does not offer them. Pause and unpause (an unfinished run that is not
+// paused offers Pause, a paused one, or one whose pause is requested,
+// Unpause) show a confirmation page too, and sign nothing: every monitor
+// that is not read-only offers them. A decision or message is recorded as by the basic
 // auth user, else the form's name, else "monitor". The one-time decision
 // links are outside the authentication (their signed token is the
 // credential), and a GET of one decides nothing, so that a link preview

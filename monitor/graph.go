@@ -82,6 +82,7 @@ type foreachView struct {
 	Failed    int // error, or refused
 	Cancelled int // cancelled (a cancel of the run stops its running children)
 	Running   int // started, not ended
+	Paused    int // of Running: paused (holding no worker slot)
 	// Pending have not started yet (and, once the step ended, never will).
 	Pending  int
 	Children []childView
@@ -148,11 +149,14 @@ func (m *Monitor) serveGraph(w http.ResponseWriter, r *http.Request, p threadPag
 		cs := ""
 		if !rec.Status.Terminal() {
 			current, cs = rec.CurrentNode, graph.NodeRunning
-			if rec.Status == thread.StatusWaiting {
-				cs = graph.NodeWaiting
+			if rec.Status == thread.StatusWaiting || rec.Status == thread.StatusPaused {
+				cs = graph.NodeWaiting // a paused run's node, as graph show has it
 			}
 		}
 		gp.Nodes = graph.Nodes(gp.Graph, gp.Steps, current, cs, string(rec.Status))
+		if rec.Status == thread.StatusPaused {
+			markPaused(gp.Nodes, current)
+		}
 		gp.Diagram = renderDiagram(gp.Graph, gp.Nodes, gp.Steps, current)
 	}
 	gp.Foreach = m.foreachViews(ctx, rec, gp.Graph, gp.Steps, current)
@@ -241,6 +245,9 @@ func (f *foreachView) count(status thread.Status) {
 	case thread.StatusCancelled:
 		f.Cancelled++
 	case "planned":
+	case thread.StatusPaused:
+		f.Running++
+		f.Paused++
 	default:
 		f.Running++
 	}
@@ -260,7 +267,7 @@ func (f *foreachView) settle(s graph.StepRecord) {
 		if s.Status == graph.StepStatusCancelled || s.Status == graph.StepStatusError {
 			f.Cancelled += f.Running
 		}
-		f.Running = 0
+		f.Running, f.Paused = 0, 0
 		f.Failed = max(f.Failed, s.ItemsFailed)
 		f.Cancelled = min(max(f.Cancelled, s.ItemsCancelled), s.ItemsTotal-f.Failed)
 		f.Done = min(f.Done, s.ItemsTotal-f.Failed-f.Cancelled)
@@ -470,4 +477,14 @@ func (m *Monitor) forkGraph(w http.ResponseWriter, r *http.Request, rec *spoolty
 		return
 	}
 	m.redirect(w, r, "/threads/"+pathOf(res.Run.ThreadID), flash{Text: fmt.Sprintf("Forked %s at step %d as %s.", rec.ThreadID, step, res.Run.ThreadID)})
+}
+
+// markPaused says "paused" in the detail of the node a paused run stands
+// at (current), as graph show's node table does.
+func markPaused(rows []graph.NodeRow, current string) {
+	for i := range rows {
+		if rows[i].Node == current && rows[i].Status == graph.NodeWaiting {
+			rows[i].Detail = strings.TrimSuffix("paused; "+rows[i].Detail, "; ")
+		}
+	}
 }

@@ -12,7 +12,8 @@ import (
 // TestForeachSettle: a foreach's bar counts cancelled items apart from
 // failed ones and from those never started, whether its children say so
 // (a child still running when the cancel ended its step is being
-// cancelled) or, for a foreach of tools, its step does.
+// cancelled) or, for a foreach of tools, its step does; a paused child
+// counts as running, and as paused among them.
 func TestForeachSettle(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -27,6 +28,12 @@ func TestForeachSettle(t *testing.T) {
 		{"in flight, children", []thread.Status{thread.StatusCompleted, thread.StatusCancelled, thread.StatusRunning},
 			graph.StepRecord{ThreadIDs: []string{"a", "b", "c"}, ItemsTotal: 5, ItemsDone: 2, ItemsCancelled: 1},
 			foreachView{Total: 5, Done: 1, Cancelled: 1, Running: 1, Pending: 2}},
+		{"in flight, paused children", []thread.Status{thread.StatusCompleted, thread.StatusPaused, thread.StatusPaused, thread.StatusRunning},
+			graph.StepRecord{ThreadIDs: []string{"a", "b", "c", "d"}, ItemsTotal: 5, ItemsDone: 1},
+			foreachView{Total: 5, Done: 1, Running: 3, Paused: 2, Pending: 1}},
+		{"cancelled while paused, children", []thread.Status{thread.StatusCompleted, thread.StatusPaused},
+			graph.StepRecord{Status: graph.StepStatusCancelled, ThreadIDs: []string{"a", "b"}, ItemsTotal: 2, ItemsDone: 2, ItemsCancelled: 1},
+			foreachView{Total: 2, Done: 1, Cancelled: 1}},
 		{"cancelled, tools", nil,
 			graph.StepRecord{Status: graph.StepStatusCancelled, ItemsTotal: 6, ItemsDone: 4, ItemsFailed: 1, ItemsCancelled: 1},
 			foreachView{Total: 6, Done: 2, Failed: 1, Cancelled: 1, Pending: 2}},

@@ -57,7 +57,7 @@ type statusCount struct {
 func (m *Monitor) listQuery(q url.Values, d *listData) error {
 	d.Status, d.Directive, d.Tenant, d.Limit = q.Get("status"), strings.TrimSpace(q.Get("directive")), strings.TrimSpace(q.Get("tenant")), m.cfg.ListLimit
 	if d.Status != "" && !thread.Status(d.Status).Valid() {
-		return fmt.Errorf("status %q: want one of created, running, waiting, completed, error, cancelled, continued", d.Status)
+		return fmt.Errorf("status %q: want one of created, running, waiting, paused, completed, error, cancelled, continued", d.Status)
 	}
 	if d.Tenant != "" && thread.CheckTenant(d.Tenant) != nil {
 		return fmt.Errorf("tenant %q: not a tenant name", d.Tenant)

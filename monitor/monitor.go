@@ -60,14 +60,15 @@ type Config struct {
 	// Default 500.
 	MaxTreeNodes int
 	// ReadOnly: the monitor offers and accepts no action (approve, deny,
-	// send, interrupt, cancel, resume, decision links). Default false.
+	// send, interrupt, cancel, pause, unpause, resume, decision links).
+	// Default false.
 	ReadOnly bool
 	// SessionKey signs the one-line outcome an action (approve, deny,
-	// send, interrupt, cancel, resume, fork) leaves for the page it
-	// redirects to (a cookie). Default: random per process, so an outcome
-	// left just before a restart is not shown; monitors behind one load
-	// balancer need the same key to show each other's (`spool monitor
-	// --session-key`, SPOOL_MONITOR_SESSION_KEY). The forms themselves
+	// send, interrupt, cancel, pause, unpause, resume, fork) leaves for
+	// the page it redirects to (a cookie). Default: random per process, so
+	// an outcome left just before a restart is not shown; monitors behind
+	// one load balancer need the same key to show each other's (`spool
+	// monitor --session-key`, SPOOL_MONITOR_SESSION_KEY). The forms themselves
 	// carry no token: a POST is refused unless same-origin
 	// (http.CrossOriginProtection).
 	SessionKey []byte

@@ -91,6 +91,7 @@ var funcs = template.FuncMap{
 	},
 	"sub":            func(a, b float64) float64 { return a - b },
 	"dur":            func(sec float64) string { return (time.Duration(sec * float64(time.Second))).String() },
+	"durMS":          func(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() },
 	"short":          firstLine,
 	"seconds":        seconds,
 	"offset":         offset,

@@ -13,7 +13,7 @@ import (
 
 // Statuses are the thread statuses in the order the monitor shows them.
 var Statuses = []thread.Status{
-	thread.StatusRunning, thread.StatusWaiting, thread.StatusCreated,
+	thread.StatusRunning, thread.StatusWaiting, thread.StatusPaused, thread.StatusCreated,
 	thread.StatusCompleted, thread.StatusError, thread.StatusCancelled, thread.StatusContinued,
 }
 

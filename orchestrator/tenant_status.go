@@ -13,11 +13,12 @@ import (
 )
 
 // WaitingReasons are what a waiting run may wait for: a decision or
-// work of its own (children, approval, rate_limit, retry, sleep) or admission
+// work of its own (children, approval, rate_limit, retry, sleep; unpaused: its
+// wake-up after an unpause) or admission
 // (capacity, concurrency and the tenant ceilings). `thread list
 // --waiting-for` and GET /v1/threads?waiting_for= take one of them.
 var WaitingReasons = append([]string{registry.WaitingForChildren, registry.WaitingForApproval, registry.WaitingForRateLimit,
-	registry.WaitingForRetry, registry.WaitingForSleep}, admission.WaitReasons...)
+	registry.WaitingForRetry, registry.WaitingForSleep, registry.WaitingForUnpause}, admission.WaitReasons...)
 
 // CheckWaitingFor refuses a reason that is none of WaitingReasons.
 func CheckWaitingFor(reason string) error {

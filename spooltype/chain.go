@@ -59,8 +59,9 @@ type PauseResult struct {
 	// boundary (false after an unpause).
 	PauseRequested bool `json:"pause_requested"`
 	// Runs counts the unfinished runs the request reached (the run and
-	// its descendants); Paused those of them paused when it returned (an
-	// unpause: those it woke or let go on).
+	// its descendants); Paused those of them paused when it returned (0
+	// after an unpause: a run paused at its boundary waits for its
+	// wake-up, one not yet there goes on).
 	Runs   int `json:"runs"`
 	Paused int `json:"paused"`
 }

@@ -45,6 +45,15 @@ type CancelRequest struct {
 	Cascade *bool `json:"cascade,omitempty"`
 }
 
+// PauseRequest is the (optional) body of POST /v1/threads/ID/pause and
+// /unpause (and of a graph run's /v1/graphs/ID/pause and /unpause).
+type PauseRequest struct {
+	// Tree acts on the whole tree the run belongs to, from its root;
+	// without it, on the run (the one its continuation chain has reached)
+	// and its descendants.
+	Tree bool `json:"tree,omitempty"`
+}
+
 // ResumeRequest is the body of POST /v1/threads/ID/resume.
 type ResumeRequest struct {
 	// Message is the user message the thread resumes with. Required.

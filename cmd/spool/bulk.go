@@ -67,7 +67,7 @@ func bulkFilter(c *cli.Context) (orchestrator.BulkFilter, error) {
 	var bf orchestrator.BulkFilter
 	st := c.String("status")
 	if st != "" && !thread.Status(st).Valid() {
-		return bf, usagef("--status %q: want one of created, running, waiting, completed, error, cancelled, continued", st)
+		return bf, usagef("--status %q: want one of %s", st, statusNames())
 	}
 	kind := c.String("kind")
 	if kind != "" && kind != "graph" && kind != "thread" {

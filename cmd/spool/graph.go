@@ -402,7 +402,7 @@ func graphList(c *cli.Context) error {
 	}
 	st := c.String("status")
 	if st != "" && !thread.Status(st).Valid() {
-		return usagef("--status %q: want one of created, running, waiting, completed, error, cancelled, continued", st)
+		return usagef("--status %q: want one of %s", st, statusNames())
 	}
 	tenant, err := listTenant(c)
 	if err != nil {

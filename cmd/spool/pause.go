@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/thread"
 )
 
 // pauseCommands are `pause` and `unpause` for thread (and graph): one
@@ -57,4 +59,13 @@ func pauseLine(r *orchestrator.PauseResult, pause bool) string {
 		return fmt.Sprintf("%s  unpaused (status %s; %s)", r.ThreadID, r.Status, runs)
 	}
 	return fmt.Sprintf("%s  pause requested (status %s; %s, %d paused now, the rest at their next boundary)", r.ThreadID, r.Status, runs, r.Paused)
+}
+
+// statusNames lists the statuses a --status flag takes.
+func statusNames() string {
+	names := make([]string, len(thread.Statuses))
+	for i, st := range thread.Statuses {
+		names[i] = string(st)
+	}
+	return strings.Join(names, ", ")
 }

@@ -474,7 +474,7 @@ func threadList(c *cli.Context) error {
 	}
 	st := c.String("status")
 	if st != "" && !thread.Status(st).Valid() {
-		return usagef("--status %q: want one of created, running, waiting, completed, error, cancelled, continued", st)
+		return usagef("--status %q: want one of %s", st, statusNames())
 	}
 	tenant, err := listTenant(c)
 	if err != nil {

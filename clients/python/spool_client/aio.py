@@ -22,8 +22,8 @@ from typing import Any, AsyncIterator
 from .client import Client, Event
 
 # The methods of Client that AsyncClient has as coroutines.
-_METHODS = ("run", "show", "list", "wait", "cancel", "resume", "send", "approvals", "approve", "deny", "budget",
-            "run_graph", "show_graph", "cancel_graph", "send_graph_message")
+_METHODS = ("run", "show", "list", "wait", "cancel", "pause", "unpause", "resume", "send", "approvals", "approve", "deny",
+            "budget", "run_graph", "show_graph", "cancel_graph", "pause_graph", "unpause_graph", "send_graph_message")
 
 
 class AsyncClient:

@@ -125,6 +125,22 @@ class Client:
         return models.CancelResult.from_dict(
             self._json("POST", f"/v1/threads/{self._id(thread_id)}/cancel", {"cascade": cascade}))
 
+    def pause(self, thread_id: str, tree: bool = False) -> models.PauseResult:
+        """Pauses a thread (the one its chain has reached) and its
+        unfinished descendants; tree: the whole tree it belongs to, from
+        its root. A waiting run is paused at once, a running one at its
+        next boundary (status paused). A run that has ended raises
+        SpoolError 409 (run_ended)."""
+        return models.PauseResult.from_dict(
+            self._json("POST", f"/v1/threads/{self._id(thread_id)}/pause", {"tree": tree}))
+
+    def unpause(self, thread_id: str, tree: bool = False) -> models.PauseResult:
+        """Lets a paused thread and its descendants (tree: the whole tree)
+        go on where they were. A run that has ended raises SpoolError 409
+        (run_ended)."""
+        return models.PauseResult.from_dict(
+            self._json("POST", f"/v1/threads/{self._id(thread_id)}/unpause", {"tree": tree}))
+
     def resume(self, thread_id: str, message: str) -> models.ResumeResult:
         """Continues an ended thread with a message, in a new thread."""
         return models.ResumeResult.from_dict(
@@ -172,6 +188,19 @@ class Client:
     def cancel_graph(self, run_id: str) -> models.CancelResult:
         """Cancels a graph run and its children."""
         return models.CancelResult.from_dict(self._json("POST", f"/v1/graphs/{self._id(run_id)}/cancel", {}))
+
+    def pause_graph(self, run_id: str, tree: bool = False) -> models.PauseResult:
+        """Pauses a graph run and its unfinished descendants (tree: the
+        whole tree it belongs to), as pause does; a thread's id raises
+        SpoolError 404 (not_graph)."""
+        return models.PauseResult.from_dict(
+            self._json("POST", f"/v1/graphs/{self._id(run_id)}/pause", {"tree": tree}))
+
+    def unpause_graph(self, run_id: str, tree: bool = False) -> models.PauseResult:
+        """Lets a paused graph run and its descendants go on, as unpause
+        does."""
+        return models.PauseResult.from_dict(
+            self._json("POST", f"/v1/graphs/{self._id(run_id)}/unpause", {"tree": tree}))
 
     def send_graph_message(self, run_id: str, name: str, data: Any = None, id: Optional[str] = None,
                            by: Optional[str] = None) -> models.MessageSent:

@@ -11,7 +11,7 @@ import dataclasses
 import typing
 from typing import Any, Optional
 
-__all__ = ['Model', 'AdmissionState', 'ApproveRequest', 'Budget', 'BudgetChild', 'BulkOperation', 'BulkRequest', 'BulkStarted', 'CancelRequest', 'CancelResult', 'Chain', 'ConcurrencyKey', 'Cost', 'CostReport', 'CostRow', 'DecideResult', 'DecisionLink', 'DecisionLinkRequest', 'DenyRequest', 'End', 'ErrorInfo', 'Event', 'ForkRequest', 'GraphForkRequest', 'GraphLimitOverrides', 'GraphMessageRequest', 'GraphResumeRequest', 'GraphRun', 'GraphRunRequest', 'GraphState', 'LimitOverrides', 'Limits', 'MessageSent', 'NodeRow', 'PendingApproval', 'PendingCall', 'Problem', 'Record', 'ResumeRequest', 'ResumeResult', 'RunRequest', 'SendRequest', 'SendResult', 'Stall', 'StepRecord', 'Subtree', 'Tenant', 'TenantKey', 'TenantLimits', 'TenantSpend', 'TranscriptMark', 'TreeNode', 'WebhookDelivery']
+__all__ = ['Model', 'AdmissionState', 'ApproveRequest', 'Budget', 'BudgetChild', 'BulkOperation', 'BulkRequest', 'BulkStarted', 'CancelRequest', 'CancelResult', 'Chain', 'ConcurrencyKey', 'Cost', 'CostReport', 'CostRow', 'DecideResult', 'DecisionLink', 'DecisionLinkRequest', 'DenyRequest', 'End', 'ErrorInfo', 'Event', 'ForkRequest', 'GraphForkRequest', 'GraphLimitOverrides', 'GraphMessageRequest', 'GraphResumeRequest', 'GraphRun', 'GraphRunRequest', 'GraphState', 'LimitOverrides', 'Limits', 'MessageSent', 'NodeRow', 'PauseRequest', 'PauseResult', 'PendingApproval', 'PendingCall', 'Problem', 'Record', 'ResumeRequest', 'ResumeResult', 'RunRequest', 'SendRequest', 'SendResult', 'Stall', 'StepRecord', 'Subtree', 'Tenant', 'TenantKey', 'TenantLimits', 'TenantSpend', 'TranscriptMark', 'TreeNode', 'WebhookDelivery']
 
 
 def _conv(kind: Any, value: Any) -> Any:
@@ -469,6 +469,8 @@ class GraphRun(Model):
     version: Optional[int] = None
     cancel_requested: Optional[bool] = None  # optional
     cancel_cascade: Optional[bool] = None  # optional
+    pause_requested: Optional[bool] = None  # optional
+    paused_ms: Optional[int] = None  # optional
     activation: Optional[int] = None  # optional
     chain_index: Optional[int] = None  # optional
     continuation_kind: Optional[str] = None  # optional
@@ -607,6 +609,31 @@ class NodeRow(Model):
 
 
 @dataclasses.dataclass
+class PauseRequest(Model):
+    """The PauseRequest schema."""
+
+    tree: Optional[bool] = None  # optional
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+    _kinds: typing.ClassVar[dict] = {}
+    _wire: typing.ClassVar[dict] = {}
+
+
+@dataclasses.dataclass
+class PauseResult(Model):
+    """What a pause or unpause request did: what `spool thread pause --json` prints. status is the run's status after the request: paused once paused, running while it goes on to its next boundary, waiting after an unpause of a paused run."""
+
+    success: Optional[bool] = None
+    thread_id: Optional[str] = None
+    status: Optional[str] = None
+    pause_requested: Optional[bool] = None
+    runs: Optional[int] = None
+    paused: Optional[int] = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+    _kinds: typing.ClassVar[dict] = {}
+    _wire: typing.ClassVar[dict] = {}
+
+
+@dataclasses.dataclass
 class PendingApproval(Model):
     """The PendingApproval schema."""
 
@@ -686,6 +713,8 @@ class Record(Model):
     version: Optional[int] = None
     cancel_requested: Optional[bool] = None  # optional
     cancel_cascade: Optional[bool] = None  # optional
+    pause_requested: Optional[bool] = None  # optional
+    paused_ms: Optional[int] = None  # optional
     activation: Optional[int] = None  # optional
     chain_index: Optional[int] = None  # optional
     continuation_kind: Optional[str] = None  # optional
@@ -811,9 +840,9 @@ class Stall(Model):
     _wire: typing.ClassVar[dict] = {}
 
 
-# Status is one of created, running, waiting, completed, error, cancelled, continued.
+# Status is one of created, running, waiting, paused, completed, error, cancelled, continued.
 Status = str
-STATUS_VALUES = ('created', 'running', 'waiting', 'completed', 'error', 'cancelled', 'continued')
+STATUS_VALUES = ('created', 'running', 'waiting', 'paused', 'completed', 'error', 'cancelled', 'continued')
 
 
 @dataclasses.dataclass
@@ -1019,6 +1048,8 @@ _SCHEMAS: dict = {
     'Limits': Limits,
     'MessageSent': MessageSent,
     'NodeRow': NodeRow,
+    'PauseRequest': PauseRequest,
+    'PauseResult': PauseResult,
     'PendingApproval': PendingApproval,
     'PendingCall': PendingCall,
     'Problem': Problem,

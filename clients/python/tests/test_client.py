@@ -75,6 +75,76 @@ def test_cancel(client):
     assert client.wait(rec.thread_id, timeout=60).status == "cancelled"
 
 
+def test_pause_and_unpause(client):
+    # A thread waiting for a decision is paused at once; unpaused, it waits
+    # for the decision again.
+    rec = client.run("t/gated", model=MODEL)
+    until("t/gated waiting for approval",
+          lambda: (lambda r: r.status == "waiting" and r.waiting_for == "approval")(client.show(rec.thread_id)))
+    res = client.pause(rec.thread_id)
+    assert isinstance(res, models.PauseResult)
+    assert res.success and res.thread_id == rec.thread_id
+    assert res.status == "paused" and res.pause_requested and res.runs == 1 and res.paused == 1
+    shown = client.show(rec.thread_id)
+    assert shown.status == "paused" and shown.pause_requested
+    assert any(r.thread_id == rec.thread_id for r in client.list(status="paused"))
+    assert client.pause(rec.thread_id).status == "paused", "pausing a paused thread changes nothing"
+    res = client.unpause(rec.thread_id)
+    assert res.status == "waiting" and not res.pause_requested and res.runs == 1
+    shown = client.show(rec.thread_id)
+    assert shown.status == "waiting" and shown.waiting_for == "approval" and not shown.pause_requested
+    client.approve(rec.thread_id, by="pytest")
+    assert client.wait(rec.thread_id, timeout=60).status == "completed"
+    with pytest.raises(SpoolError) as e:
+        client.pause(rec.thread_id)
+    assert e.value.status == 409 and e.value.code == "run_ended"
+    with pytest.raises(SpoolError) as e:
+        client.unpause(rec.thread_id, tree=True)
+    assert e.value.status == 409 and e.value.code == "run_ended"
+
+    # A running thread pauses at its next turn, and goes on when unpaused.
+    rec = client.run("t/slow", model=MODEL)
+    until("t/slow running", lambda: client.show(rec.thread_id).status == "running")
+    res = client.pause(rec.thread_id, tree=True)
+    assert res.pause_requested and res.status in ("running", "paused")
+    until("t/slow paused", lambda: client.show(rec.thread_id).status == "paused")
+    turns = client.show(rec.thread_id).cost.turns
+    time.sleep(0.5)
+    assert client.show(rec.thread_id).cost.turns == turns, "no turn while paused"
+    assert not client.unpause(rec.thread_id).pause_requested
+    done = client.wait(rec.thread_id, timeout=60)
+    assert done.status == "completed" and done.result == "slow done"
+    assert done.paused_ms and done.paused_ms >= 500
+
+
+def test_pause_a_graph_run(client):
+    # Paused while it waits for a message; the message that comes meanwhile
+    # is taken once it is unpaused.
+    run = client.run_graph("g/inbox", {})
+    until("the run waiting for its first message",
+          lambda: client.show_graph(run.thread_id).waiting_for == "message", timeout=90)
+    res = client.pause_graph(run.thread_id)
+    assert res.thread_id == run.thread_id and res.status == "paused" and res.paused == 1
+    assert client.show_graph(run.thread_id).status == "paused"
+    client.send_graph_message(run.thread_id, "item", {"n": 1})
+    time.sleep(0.5)
+    g = client.show_graph(run.thread_id)
+    assert g.status == "paused" and g.step == 0, "a paused run takes no step"
+    assert client.unpause_graph(run.thread_id).status in ("waiting", "running")
+    until("the run waiting at its second node",
+          lambda: (lambda g: g.step == 1 and g.waiting_for == "message")(client.show_graph(run.thread_id)), timeout=90)
+    client.send_graph_message(run.thread_id, "item", {"n": 2})
+    done = client.wait(run.thread_id, timeout=90)
+    assert done.status == "completed", done.error
+    assert done.outputs["a"] == 1 and done.outputs["b"] == 2
+    # The graph routes refuse a thread's id.
+    rec = client.run("t/greet", {"name": "g"}, model=MODEL)
+    with pytest.raises(SpoolError) as e:
+        client.pause_graph(rec.thread_id)
+    assert e.value.status == 404 and e.value.code == "not_graph"
+    client.wait(rec.thread_id, timeout=60)
+
+
 def test_approve(client):
     rec = client.run("t/gated", model=MODEL)
     pending = until("an approval", lambda: client.approvals(thread_id=rec.thread_id))

@@ -113,6 +113,22 @@ export class Client {
     return this.json("POST", `/v1/threads/${enc(id)}/cancel`, { cascade });
   }
 
+  /**
+   * Pauses a thread (the one its chain has reached) and its unfinished
+   * descendants; tree: the whole tree it belongs to, from its root. A
+   * waiting run is paused at once, a running one at its next boundary
+   * (status paused). A run that has ended rejects with a SpoolError 409
+   * (run_ended).
+   */
+  pause(id: string, tree = false): Promise<Schemas["PauseResult"]> {
+    return this.json("POST", `/v1/threads/${enc(id)}/pause`, { tree });
+  }
+
+  /** Lets a paused thread and its descendants (tree: the whole tree) go on where they were. */
+  unpause(id: string, tree = false): Promise<Schemas["PauseResult"]> {
+    return this.json("POST", `/v1/threads/${enc(id)}/unpause`, { tree });
+  }
+
   resume(id: string, message: string): Promise<Schemas["ResumeResult"]> {
     return this.json("POST", `/v1/threads/${enc(id)}/resume`, { message });
   }
@@ -153,6 +169,16 @@ export class Client {
 
   cancelGraph(id: string): Promise<Schemas["CancelResult"]> {
     return this.json("POST", `/v1/graphs/${enc(id)}/cancel`, {});
+  }
+
+  /** Pauses a graph run and its descendants, as pause does; a thread's id rejects with 404 not_graph. */
+  pauseGraph(id: string, tree = false): Promise<Schemas["PauseResult"]> {
+    return this.json("POST", `/v1/graphs/${enc(id)}/pause`, { tree });
+  }
+
+  /** Lets a paused graph run and its descendants go on, as unpause does. */
+  unpauseGraph(id: string, tree = false): Promise<Schemas["PauseResult"]> {
+    return this.json("POST", `/v1/graphs/${enc(id)}/unpause`, { tree });
   }
 
   /**

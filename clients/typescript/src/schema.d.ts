@@ -164,6 +164,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/threads/{id}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a thread and its descendants (spool thread pause)
+         * @description Pauses the run its chain has reached and every unfinished descendant (with tree, the whole tree it belongs to, from its root): a waiting run at once, a running one at its next boundary (before a turn, between graph steps) or when it suspends first, one not claimed yet at the first boundary of the activation that claims it; a child spawned after the request is paused too. A paused run (status paused) holds no worker slot and no admission grant, what it waited for may come meanwhile, and the time it is paused does not count against its duration limit. Pausing a paused run changes nothing. 409 run_ended when the run has ended.
+         */
+        post: operations["pauseThread"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/threads/{id}/unpause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Unpause a thread and its descendants (spool thread unpause)
+         * @description Lets the run its chain has reached and every unfinished descendant (with tree, the whole tree it belongs to, from its root) go on where it was: a paused run waits again for what it waited for, and is woken at once when that came while it was paused (or it was paused at a boundary); one that had not reached its boundary yet simply does not pause. Unpausing a run that is not paused changes nothing. 409 run_ended when the run has ended.
+         */
+        post: operations["unpauseThread"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/threads/{id}/resume": {
         parameters: {
             query?: never;
@@ -403,6 +443,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/graphs/{id}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a run and its descendants (spool graph pause)
+         * @description Pauses the run its chain has reached and every unfinished descendant (with tree, the whole tree it belongs to, from its root): a waiting run at once, a running one at its next boundary (between steps: its last checkpoint) or when it suspends first, one not claimed yet at the first boundary of the activation that claims it; a child spawned after the request is paused too. A paused run (status paused) holds no worker slot and no admission grant, what it waited for may come meanwhile, and the time it is paused does not count against its duration limit. Pausing a paused run changes nothing. 409 run_ended when the run has ended. A thread's id is refused with 404 not_graph (POST /v1/threads/{id}/pause takes either).
+         */
+        post: operations["pauseGraph"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/graphs/{id}/unpause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Unpause a run and its descendants (spool graph unpause)
+         * @description Lets the run its chain has reached and every unfinished descendant (with tree, the whole tree it belongs to, from its root) go on where it was: a paused run waits again for what it waited for, and is woken at once when that came while it was paused (or it was paused at a boundary); one that had not reached its boundary yet simply does not pause. Unpausing a run that is not paused changes nothing. 409 run_ended when the run has ended. A thread's id is refused with 404 not_graph (POST /v1/threads/{id}/unpause takes either).
+         */
+        post: operations["unpauseGraph"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/graphs/{id}/resume": {
         parameters: {
             query?: never;
@@ -636,7 +716,7 @@ export interface components {
             code: string;
         };
         /** @enum {string} */
-        Status: "created" | "running" | "waiting" | "completed" | "error" | "cancelled" | "continued";
+        Status: "created" | "running" | "waiting" | "paused" | "completed" | "error" | "cancelled" | "continued";
         ErrorInfo: {
             code: string;
             message: string;
@@ -707,16 +787,20 @@ export interface components {
             version: number;
             cancel_requested?: boolean;
             cancel_cascade?: boolean;
+            /** @description A person paused the run (pause): it is paused, or pauses at its next boundary. */
+            pause_requested?: boolean;
+            /** @description How long the run has been paused over its past pauses, in milliseconds: its duration limit does not count it. */
+            paused_ms?: number;
             activation?: number;
             chain_index?: number;
             /** @enum {string} */
             continuation_kind?: "handoff" | "resume";
             continuation_message?: string;
             /**
-             * @description What a waiting run waits for: its children, a person's decision (approval), a rate limit, a retry's backoff, a hand-back or a sleep node's time; or, held by admission, capacity (a worker slot: fair share picks the next), concurrency (a slot of the key in waiting_key), tenant_concurrency (its tenant's max_running), tenant_budget, tenant_rate or tenant_runs (its tenant's ceilings).
+             * @description What a waiting run waits for: its children, a person's decision (approval), a rate limit, a retry's backoff, a hand-back or a sleep node's time; or, held by admission, capacity (a worker slot: fair share picks the next), concurrency (a slot of the key in waiting_key), tenant_concurrency (its tenant's max_running), tenant_budget, tenant_rate or tenant_runs (its tenant's ceilings); unpaused: a run paused at a boundary was unpaused and waits for the activation that goes on. A paused run keeps what it waited for here.
              * @enum {string}
              */
-            waiting_for?: "children" | "approval" | "rate_limit" | "retry" | "sleep" | "handback" | "capacity" | "concurrency" | "tenant_concurrency" | "tenant_budget" | "tenant_rate" | "tenant_runs" | "message";
+            waiting_for?: "children" | "approval" | "rate_limit" | "retry" | "sleep" | "handback" | "capacity" | "concurrency" | "tenant_concurrency" | "tenant_budget" | "tenant_rate" | "tenant_runs" | "message" | "unpaused";
             pending_approvals?: components["schemas"]["PendingApproval"][];
             stalled?: components["schemas"]["Stall"];
             /** Format: date-time */
@@ -909,6 +993,19 @@ export interface components {
             /** @description False when that thread had finished already. */
             cancel_requested: boolean;
         };
+        /** @description What a pause or unpause request did: what `spool thread pause --json` prints. status is the run's status after the request: paused once paused, running while it goes on to its next boundary, waiting after an unpause of a paused run. */
+        PauseResult: {
+            success: boolean;
+            /** @description The run the request was for (the root of its tree with tree), followed along its continuation chain. */
+            thread_id: string;
+            status: components["schemas"]["Status"];
+            /** @description The run is paused, or pauses at its next boundary (false after an unpause). */
+            pause_requested: boolean;
+            /** @description The unfinished runs the request reached: the run and its descendants. */
+            runs: number;
+            /** @description Those of them paused when it returned (a pause). */
+            paused: number;
+        };
         ResumeResult: {
             success: boolean;
             resumed: boolean;
@@ -968,6 +1065,13 @@ export interface components {
              * @default true
              */
             cascade: boolean;
+        };
+        PauseRequest: {
+            /**
+             * @description Act on the whole tree the run belongs to, from its root; without it, on the run and its descendants.
+             * @default false
+             */
+            tree: boolean;
         };
         ResumeRequest: {
             message: string;
@@ -1149,13 +1253,17 @@ export interface components {
             version: number;
             cancel_requested?: boolean;
             cancel_cascade?: boolean;
+            /** @description A person paused the run (pause): it is paused, or pauses at its next boundary. */
+            pause_requested?: boolean;
+            /** @description How long the run has been paused over its past pauses, in milliseconds: its duration limit does not count it. */
+            paused_ms?: number;
             activation?: number;
             chain_index?: number;
             /** @enum {string} */
             continuation_kind?: "handoff" | "resume";
             continuation_message?: string;
             /** @enum {string} */
-            waiting_for?: "children" | "approval" | "rate_limit" | "retry" | "sleep" | "handback" | "message";
+            waiting_for?: "children" | "approval" | "rate_limit" | "retry" | "sleep" | "handback" | "message" | "unpaused";
             pending_approvals?: components["schemas"]["PendingApproval"][];
             stalled?: components["schemas"]["Stall"];
             /** Format: date-time */
@@ -1370,7 +1478,7 @@ export interface components {
              * @description Only runs in this status.
              * @enum {string}
              */
-            status?: "created" | "running" | "waiting" | "completed" | "error" | "cancelled" | "continued";
+            status?: "created" | "running" | "waiting" | "paused" | "completed" | "error" | "cancelled" | "continued";
             /** @description Only runs of this directive or graph. */
             directive?: string;
             /**
@@ -1422,7 +1530,7 @@ export interface components {
                  * @description Only runs in this status.
                  * @enum {string}
                  */
-                status?: "created" | "running" | "waiting" | "completed" | "error" | "cancelled" | "continued";
+                status?: "created" | "running" | "waiting" | "paused" | "completed" | "error" | "cancelled" | "continued";
                 /** @description Only runs of this directive or graph. */
                 directive?: string;
                 /**
@@ -1546,7 +1654,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The thread is not in a state for it: not finished (not_resumable), nothing matching waits for a decision (not_pending), finished (finished), or its transcript failed verification (transcript_damaged), or a graph run that has ended takes no message (run_ended). */
+        /** @description The thread is not in a state for it: not finished (not_resumable), nothing matching waits for a decision (not_pending), finished (finished), or its transcript failed verification (transcript_damaged), or a run that has ended takes no message, pause or unpause (run_ended). */
         Conflict: {
             headers: {
                 [name: string]: unknown;
@@ -1972,6 +2080,80 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["BodyTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            421: components["responses"]["HostNotAllowed"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    pauseThread: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A thread id, URL-escaped: its slashes as %2F (demo%2Fhello-1700000000-ab12). */
+                id: components["parameters"]["ThreadID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PauseRequest"];
+            };
+        };
+        responses: {
+            /** @description What the request did. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PauseResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["BodyTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            421: components["responses"]["HostNotAllowed"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    unpauseThread: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A thread id, URL-escaped: its slashes as %2F (demo%2Fhello-1700000000-ab12). */
+                id: components["parameters"]["ThreadID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PauseRequest"];
+            };
+        };
+        responses: {
+            /** @description What the request did. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PauseResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["BodyTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             421: components["responses"]["HostNotAllowed"];
@@ -2492,6 +2674,80 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["BodyTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            421: components["responses"]["HostNotAllowed"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    pauseGraph: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A graph run id, URL-escaped: its slashes as %2F (review%2Fpr-1700000000-ab12). */
+                id: components["parameters"]["RunID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PauseRequest"];
+            };
+        };
+        responses: {
+            /** @description What the request did. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PauseResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["BodyTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            421: components["responses"]["HostNotAllowed"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    unpauseGraph: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A graph run id, URL-escaped: its slashes as %2F (review%2Fpr-1700000000-ab12). */
+                id: components["parameters"]["RunID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PauseRequest"];
+            };
+        };
+        responses: {
+            /** @description What the request did. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PauseResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["BodyTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             421: components["responses"]["HostNotAllowed"];

@@ -53,6 +53,41 @@ test("cancel", async () => {
   assert.equal((await c.wait(rec.thread_id)).status, "cancelled");
 });
 
+test("pause and unpause", async () => {
+  const c = client();
+  // Waiting for a decision: paused at once; unpaused, it waits for it again.
+  const gated = await c.run({ directive: "t/gated", model });
+  await until("t/gated waiting for approval", async () => {
+    const r = await c.show(gated.thread_id);
+    return r.status === "waiting" && r.waiting_for === "approval";
+  });
+  let res = await c.pause(gated.thread_id);
+  assert.deepEqual(res, { success: true, thread_id: gated.thread_id, status: "paused", pause_requested: true, runs: 1, paused: 1 });
+  assert.equal((await c.show(gated.thread_id)).pause_requested, true);
+  res = await c.unpause(gated.thread_id);
+  assert.equal(res.status, "waiting");
+  assert.equal(res.pause_requested, false);
+  assert.equal((await c.show(gated.thread_id)).waiting_for, "approval");
+  await c.approve(gated.thread_id, { by: "node" });
+  assert.equal((await c.wait(gated.thread_id)).status, "completed");
+  await assert.rejects(c.pause(gated.thread_id), (e) => e instanceof SpoolError && e.status === 409 && e.code === "run_ended");
+
+  // Running: paused at its next turn, then it goes on.
+  const slow = await c.run({ directive: "t/slow", model });
+  await until("t/slow running", async () => (await c.show(slow.thread_id)).status === "running");
+  res = await c.pause(slow.thread_id, true);
+  assert.equal(res.pause_requested, true);
+  await until("t/slow paused", async () => (await c.show(slow.thread_id)).status === "paused");
+  await c.unpause(slow.thread_id);
+  const done = await c.wait(slow.thread_id);
+  assert.equal(done.status, "completed");
+  assert.ok(done.paused_ms > 0);
+
+  // The graph routes refuse a thread's id.
+  await assert.rejects(c.pauseGraph(slow.thread_id), (e) => e instanceof SpoolError && e.status === 404 && e.code === "not_graph");
+  await assert.rejects(c.unpauseGraph(slow.thread_id), (e) => e instanceof SpoolError && e.status === 404 && e.code === "not_graph");
+});
+
 test("approve", async () => {
   const c = client();
   const rec = await c.run({ directive: "t/gated", model });
@@ -94,6 +129,28 @@ test("a graph run through its approval", async () => {
   assert.equal(done.status, "completed", JSON.stringify(done.error));
   const g = await c.showGraph(run.thread_id);
   assert.equal(g.outputs.reviewed, 2);
+});
+
+test("a paused graph run takes the message that came meanwhile once unpaused", async () => {
+  const c = client();
+  const run = await c.runGraph({ graph: "g/inbox", inputs: {} });
+  await until("the run waiting for its first message", async () => (await c.showGraph(run.thread_id)).waiting_for === "message", 90_000);
+  const res = await c.pauseGraph(run.thread_id);
+  assert.equal(res.status, "paused");
+  assert.equal(res.paused, 1);
+  await c.sendGraphMessage(run.thread_id, { name: "item", data: { n: 1 } });
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal((await c.showGraph(run.thread_id)).status, "paused");
+  await c.unpauseGraph(run.thread_id);
+  await until("the run at its second node", async () => {
+    const g = await c.showGraph(run.thread_id);
+    return g.step === 1 && g.waiting_for === "message";
+  }, 90_000);
+  await c.sendGraphMessage(run.thread_id, { name: "item", data: { n: 2 } });
+  const done = await c.wait(run.thread_id, { timeoutMs: 90_000 });
+  assert.equal(done.status, "completed", JSON.stringify(done.error));
+  assert.equal(done.outputs.a, 1);
+  assert.equal(done.outputs.b, 2);
 });
 
 test("a graph run with a message", async () => {
