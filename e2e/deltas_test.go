@@ -52,6 +52,7 @@ func streamMessages(ctx context.Context, t *testing.T, url string, got func(sseM
 // it got as deltas, by turn, and the durable events by id.
 type deltaReader struct {
 	text    map[int]string
+	args    map[string]string // a tool call's arguments, by call id
 	durable map[string]transcript.Event
 	deltas  int
 }
@@ -63,7 +64,8 @@ type deltaReader struct {
 // from the start and one that connects mid-turn both get each turn's
 // text exactly once, equal to the committed turn's text (cognition_out),
 // and the same durable events, each once; no token_delta event comes
-// with deltas on.
+// with deltas on. The turn's tool call's arguments come as deltas too
+// (call_id, tool), equal to the committed call's.
 func TestEventStreamDeltas(t *testing.T) {
 	t.Parallel()
 	words := strings.Repeat("the quick brown fox jumps over the lazy dog; ", 8)
@@ -86,6 +88,12 @@ func TestEventStreamDeltas(t *testing.T) {
 				require.Empty(t, m.id, "a delta has no event id")
 				var d spooltype.Delta
 				require.NoError(t, json.Unmarshal([]byte(m.data), &d))
+				if d.CallID != "" {
+					require.Equal(t, len(r.args[d.CallID]), d.Offset, "call %s: no gap, no overlap", d.CallID)
+					require.Equal(t, "rye/file-system/fs_write", d.Tool)
+					r.args[d.CallID] += d.Text
+					break
+				}
 				require.Equal(t, len(r.text[d.Turn]), d.Offset, "turn %d: no gap, no overlap", d.Turn)
 				r.text[d.Turn] += d.Text
 				r.deltas++
@@ -102,8 +110,8 @@ func TestEventStreamDeltas(t *testing.T) {
 			return true
 		})
 	}
-	first := &deltaReader{text: map[int]string{}, durable: map[string]transcript.Event{}}
-	late := &deltaReader{text: map[int]string{}, durable: map[string]transcript.Event{}}
+	first := &deltaReader{text: map[int]string{}, args: map[string]string{}, durable: map[string]transcript.Event{}}
+	late := &deltaReader{text: map[int]string{}, args: map[string]string{}, durable: map[string]transcript.Event{}}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	done := make(chan struct{})
@@ -114,11 +122,22 @@ func TestEventStreamDeltas(t *testing.T) {
 	<-done
 
 	committed := map[int]string{}
+	calls := map[string]string{}
 	for _, ev := range first.durable {
 		if ev.Type == transcript.TypeCognitionOut {
 			var c transcript.CognitionOut
 			require.NoError(t, ev.Decode(&c))
 			committed[c.Turn] = c.Content
+			for _, tc := range c.ToolCalls {
+				calls[tc.ID] = string(tc.Input)
+			}
+		}
+	}
+	require.Len(t, calls, 1)
+	for _, r := range []*deltaReader{first, late} {
+		require.Len(t, r.args, 1, "the tool call's arguments came as deltas")
+		for id, args := range calls {
+			require.JSONEq(t, args, r.args[id], "the call's deltas are its committed arguments")
 		}
 	}
 	require.Equal(t, "first: "+words, committed[1])

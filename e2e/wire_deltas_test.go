@@ -33,6 +33,11 @@ func TestAdapterDeltasOnTheWire(t *testing.T) {
 		fixtures = append(fixtures, fmt.Sprintf(`{"match": {"model": %q}, "response": {"content": %q,
 			"usage": {"prompt_tokens": 10, "completion_tokens": 80, "total_tokens": 90}}}`, m, answer))
 	}
+	args := `{"query": "the words as they are written", "limit": 12, "tags": ["a", "b", "c"]}`
+	for _, m := range []string{"claude-opus-4-1", "gpt-4.1"} {
+		fixtures = append(fixtures, fmt.Sprintf(`{"match": {"model": %q}, "response": {"toolCalls": [{"name": "lookup", "arguments": %q}],
+			"usage": {"prompt_tokens": 10, "completion_tokens": 30, "total_tokens": 40}}}`, m, args))
+	}
 	testenv.WriteFile(t, file, `{"fixtures": [`+strings.Join(fixtures, ",")+`]}`)
 	srv := mock.Start(t, file, "--chunk-size", "7")
 	cfg := provider.Config{AnthropicAPIKey: "test-key", AnthropicBaseURL: srv.URL, OpenAIAPIKey: "test-key", OpenAIBaseURL: srv.URL + "/v1"}
@@ -49,6 +54,27 @@ func TestAdapterDeltasOnTheWire(t *testing.T) {
 			require.Equal(t, answer, resp.Text)
 			require.Equal(t, resp.Text, strings.Join(pieces, ""), "the deltas are the answer, in order")
 			require.Greater(t, len(pieces), 20, "streamed in pieces")
+		})
+	}
+	for _, model := range []string{"claude-opus-4-1", "gpt-4.1"} {
+		t.Run(model+"/tool call", func(t *testing.T) {
+			p, err := provider.New(model, cfg)
+			require.NoError(t, err)
+			var pieces []provider.ToolDelta
+			resp, err := p.Complete(t.Context(), &provider.Request{Model: model, MaxTokens: 256,
+				Messages:    []thread.Message{{Role: thread.RoleUser, Content: "look it up"}},
+				OnToolDelta: func(d provider.ToolDelta) { pieces = append(pieces, d) }}, func(string) {})
+			require.NoError(t, err)
+			require.Len(t, resp.ToolCalls, 1)
+			var written strings.Builder
+			for _, d := range pieces {
+				require.Equal(t, resp.ToolCalls[0].ID, d.ID, "each piece names its call")
+				require.Equal(t, "lookup", d.Name)
+				written.WriteString(d.Args)
+			}
+			require.JSONEq(t, args, written.String(), "the pieces are the call's arguments, in order")
+			require.JSONEq(t, args, string(resp.ToolCalls[0].Input))
+			require.Greater(t, len(pieces), 3, "streamed in pieces")
 		})
 	}
 }

@@ -56,14 +56,15 @@ func (a *Anthropic) Complete(ctx context.Context, req *Request, onDelta func(str
 		}
 		return anthropicResponse(msg, names), nil
 	}
-	return a.stream(ctx, params, names, onDelta)
+	return a.stream(ctx, params, names, onDelta, req.OnToolDelta)
 }
 
 // stream makes the call streaming, each piece of text handed to onDelta
+// (when non-nil) and each piece of a tool call's arguments to onTool
 // (when non-nil) as it comes, and gathers the response. A stream idle for
 // longer than Config.StreamIdle is given up, and one that ends before
 // message_stop is an error.
-func (a *Anthropic) stream(ctx context.Context, params anthropic.MessageNewParams, names *ToolNames, onDelta func(string)) (*Response, error) {
+func (a *Anthropic) stream(ctx context.Context, params anthropic.MessageNewParams, names *ToolNames, onDelta func(string), onTool func(ToolDelta)) (*Response, error) {
 	ctx, touch, stop := watchIdle(ctx, a.idle)
 	defer stop()
 	stream := a.client.Messages.NewStreaming(ctx, params)
@@ -81,6 +82,7 @@ func (a *Anthropic) stream(ctx context.Context, params anthropic.MessageNewParam
 		}
 		if ev.Type == "content_block_delta" && ev.Delta.Type == "input_json_delta" {
 			inputs[ev.Index] = append(inputs[ev.Index], ev.Delta.PartialJSON...)
+			toolDelta(onTool, acc, ev, names)
 		}
 		if onDelta != nil && ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" && ev.Delta.Text != "" {
 			onDelta(ev.Delta.Text)
@@ -95,6 +97,16 @@ func (a *Anthropic) stream(ctx context.Context, params anthropic.MessageNewParam
 		}
 	}
 	return anthropicResponse(acc, names), nil
+}
+
+// toolDelta hands onTool (when non-nil) the piece of a tool call's
+// arguments ev carries, naming the call its block in acc.
+func toolDelta(onTool func(ToolDelta), acc *anthropic.Message, ev anthropic.MessageStreamEventUnion, names *ToolNames) {
+	if onTool == nil || ev.Delta.PartialJSON == "" || int(ev.Index) >= len(acc.Content) {
+		return
+	}
+	b := acc.Content[ev.Index]
+	onTool(ToolDelta{Index: int(ev.Index), ID: b.ID, Name: names.ID(b.Name), Args: ev.Delta.PartialJSON})
 }
 
 func (a *Anthropic) params(req *Request, names *ToolNames) (anthropic.MessageNewParams, error) {

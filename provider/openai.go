@@ -63,7 +63,7 @@ func (o *OpenAI) Complete(ctx context.Context, req *Request, onDelta func(string
 	if onDelta == nil {
 		return o.complete(ctx, params, names)
 	}
-	return o.stream(ctx, params, names, onDelta)
+	return o.stream(ctx, params, names, onDelta, req.OnToolDelta)
 }
 
 // complete makes the call without streaming: the first choice's text,
@@ -88,13 +88,13 @@ func (o *OpenAI) complete(ctx context.Context, params openai.ChatCompletionNewPa
 // piece of text handed to onDelta as it comes. A stream idle for longer
 // than Config.StreamIdle is given up, and one that ends without a finish
 // reason is an error.
-func (o *OpenAI) stream(ctx context.Context, params openai.ChatCompletionNewParams, names *ToolNames, onDelta func(string)) (*Response, error) {
+func (o *OpenAI) stream(ctx context.Context, params openai.ChatCompletionNewParams, names *ToolNames, onDelta func(string), onTool func(ToolDelta)) (*Response, error) {
 	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 	ctx, touch, stop := watchIdle(ctx, o.idle)
 	defer stop()
 	stream := o.client.Chat.Completions.NewStreaming(ctx, params)
 	defer stream.Close()
-	acc := &openaiStream{calls: map[int64]*openaiCall{}, onDelta: onDelta}
+	acc := &openaiStream{calls: map[int64]*openaiCall{}, onDelta: onDelta, onTool: onTool, names: names}
 	for stream.Next() {
 		touch()
 		acc.chunk(stream.Current())
@@ -112,6 +112,10 @@ type openaiStream struct {
 	text    strings.Builder
 	calls   map[int64]*openaiCall
 	onDelta func(string)
+	// onTool gets each piece of a call's arguments (nil: none does);
+	// names maps the wire's tool names back.
+	onTool func(ToolDelta)
+	names  *ToolNames
 }
 
 // openaiCall is a tool call gathered from the stream: its id and name, and
@@ -162,6 +166,18 @@ func (s *openaiStream) toolCall(tc openai.ChatCompletionChunkChoiceDeltaToolCall
 		p.name += tc.Function.Name
 	}
 	p.args.WriteString(tc.Function.Arguments)
+	if s.onTool != nil && tc.Function.Arguments != "" {
+		s.onTool(ToolDelta{Index: int(tc.Index), ID: callID(p.id, tc.Index), Name: s.names.ID(p.name), Args: tc.Function.Arguments})
+	}
+}
+
+// callID is a streamed call's id: the one the stream gave, else
+// call_<index>.
+func callID(id string, index int64) string {
+	if id == "" {
+		return fmt.Sprintf("call_%d", index)
+	}
+	return id
 }
 
 // response is the gathered response, its tool calls in the order of their
@@ -176,11 +192,7 @@ func (s *openaiStream) response(names *ToolNames) *Response {
 	sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
 	for _, i := range idx {
 		p := s.calls[i]
-		id := p.id
-		if id == "" {
-			id = fmt.Sprintf("call_%d", i)
-		}
-		r.ToolCalls = append(r.ToolCalls, thread.ToolCall{ID: id, Name: names.ID(p.name), Input: normaliseInput(p.args.String())})
+		r.ToolCalls = append(r.ToolCalls, thread.ToolCall{ID: callID(p.id, i), Name: names.ID(p.name), Input: normaliseInput(p.args.String())})
 	}
 	return r
 }

@@ -42,6 +42,20 @@ type Request struct {
 	MaxTokens int
 	// Thread describes the calling thread (used by the scripted provider).
 	Thread ThreadInfo
+	// OnToolDelta, when set on a streamed call (onDelta non-nil), gets
+	// each piece of a tool call's arguments as the model writes them, in
+	// order, on the calling goroutine.
+	OnToolDelta func(ToolDelta)
+}
+
+// ToolDelta is a piece of the arguments (JSON text) of a tool call as
+// the model writes them: Index is the call's place in the response, ID
+// its id (as the response will name it), Name its tool (an item id).
+type ToolDelta struct {
+	Index int
+	ID    string
+	Name  string
+	Args  string
 }
 
 // ThreadInfo is what a provider may know about the calling thread. Only the

@@ -469,6 +469,13 @@ func (s *Scripted) Complete(ctx context.Context, req *Request, onDelta func(stri
 			onDelta(c)
 		}
 	}
+	if onDelta != nil && req.OnToolDelta != nil {
+		for i, c := range resp.ToolCalls {
+			for _, piece := range chunks(string(c.Input), 2) {
+				req.OnToolDelta(ToolDelta{Index: i, ID: c.ID, Name: c.Name, Args: piece})
+			}
+		}
+	}
 	return resp, nil
 }
 

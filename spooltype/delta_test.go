@@ -27,3 +27,18 @@ func TestDeltaCursor(t *testing.T) {
 	require.Equal(t, "next", take(Delta{Turn: 2, Offset: 0, Text: "next"}))
 	require.Equal(t, "-", take(Delta{Turn: 1, Attempt: 1, Offset: 5, Text: "late"}))
 }
+
+func TestDeltaCursorCalls(t *testing.T) {
+	var c DeltaCursor
+	for _, d := range []Delta{{Turn: 1, Offset: 0, Text: "ab"}, {Turn: 1, CallID: "c1", Offset: 0, Text: `{"p`}, {Turn: 1, CallID: "c1", Offset: 0, Text: `{"path"`},
+		{Turn: 1, Offset: 2, Text: "cd"}} {
+		got, ok := c.Take(d)
+		require.True(t, ok, "%+v", d)
+		if d.CallID == "c1" && d.Text == `{"path"` {
+			require.Equal(t, `ath"`, got.Text, "each call has its own offsets")
+			require.Equal(t, 3, got.Offset)
+		}
+	}
+	_, ok := c.Take(Delta{Turn: 1, CallID: "c1", Offset: 0, Text: `{"path"`})
+	require.False(t, ok)
+}

@@ -8,12 +8,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spool-run/spool/provider"
 	"github.com/spool-run/spool/spooltype"
 )
 
 // Deltas. While a thread is followed (RequestFollow, as for the live
-// transcript), its worker publishes the model's text as the provider
-// streams it, on the thread's deltas channel (registry.Registry.Deltas):
+// transcript), its worker publishes the model's text, and its tool
+// calls' arguments, as the provider streams them, on the thread's deltas channel (registry.Registry.Deltas):
 // one spooltype.Delta per piece, with the turn, the call's attempt and
 // its offset in the turn's text. A reader that subscribes asks once for
 // the text so far (RequestDeltas: a "deltas" control request), which is
@@ -39,9 +40,12 @@ type deltaFeed struct {
 	turn    int
 	attempt int
 	text    strings.Builder // the call's text so far
-	ch      chan []byte
-	done    chan struct{}
-	wg      sync.WaitGroup
+	// calls are the arguments of its tool calls so far, in the order
+	// they began.
+	calls []*toolArgs
+	ch    chan []byte
+	done  chan struct{}
+	wg    sync.WaitGroup
 }
 
 // newDeltaFeed is the feed of a thread whose pieces publish publishes.
@@ -58,6 +62,37 @@ func (d *deltaFeed) call(turn, attempt int) {
 	defer d.mu.Unlock()
 	d.turn, d.attempt = turn, attempt
 	d.text.Reset()
+	d.calls = nil
+}
+
+// toolArgs are a tool call's arguments as written so far.
+type toolArgs struct {
+	id, tool string
+	args     strings.Builder
+}
+
+// addTool takes a piece of a tool call's arguments, as add does text.
+func (d *deltaFeed) addTool(td provider.ToolDelta) {
+	if d == nil || td.Args == "" {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var c *toolArgs
+	for _, x := range d.calls {
+		if x.id == td.ID {
+			c = x
+		}
+	}
+	if c == nil {
+		c = &toolArgs{id: td.ID, tool: td.Name}
+		d.calls = append(d.calls, c)
+	}
+	off := c.args.Len()
+	c.args.WriteString(td.Args)
+	if d.on && !d.stopped {
+		d.queue(spooltype.Delta{Turn: d.turn, Attempt: d.attempt, CallID: c.id, Tool: c.tool, Offset: off, Text: td.Args})
+	}
 }
 
 // add takes a piece of the call's text, on the provider's goroutine: it
@@ -101,10 +136,17 @@ func (d *deltaFeed) snapshot() {
 	d.queueSoFar()
 }
 
-// queueSoFar queues the call's text so far, as one delta from offset 0.
+// queueSoFar queues the call's text so far, and each tool call's
+// arguments so far, each as one delta from offset 0.
 func (d *deltaFeed) queueSoFar() {
-	if d.on && !d.stopped && d.text.Len() > 0 {
+	if !d.on || d.stopped {
+		return
+	}
+	if d.text.Len() > 0 {
 		d.queue(spooltype.Delta{Turn: d.turn, Attempt: d.attempt, Offset: 0, Text: d.text.String()})
+	}
+	for _, c := range d.calls {
+		d.queue(spooltype.Delta{Turn: d.turn, Attempt: d.attempt, CallID: c.id, Tool: c.tool, Offset: 0, Text: c.args.String()})
 	}
 }
 

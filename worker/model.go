@@ -48,6 +48,7 @@ func (s *session) callModel(ctx context.Context) (*provider.Response, error) {
 		release := s.rates.holdLease(adm)
 		mctx, span := s.tracer.startModelCall(ctx, req, s.st.ModelAttempts+s.st.RateLimited)
 		s.deltas.call(s.st.Turn+1, s.st.ModelAttempts+s.st.RateLimited)
+		req.OnToolDelta = s.deltas.addTool
 		resp, err := s.prov.Complete(mctx, req, func(text string) {
 			s.tw.AppendDelta(text)
 			s.deltas.add(text)
