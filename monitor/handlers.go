@@ -272,6 +272,10 @@ func (m *Monitor) serveThreadAPI(w http.ResponseWriter, r *http.Request) {
 		m.serveTimelineJSON(w, r, id)
 		return
 	}
+	if id, ok := strings.CutSuffix(rest, "/deltas"); ok {
+		m.serveDeltas(w, r, id)
+		return
+	}
 	v, err := m.threadView(r.Context(), rest)
 	if m.lookupFailed(w, r, rest, err) {
 		return

@@ -64,6 +64,7 @@ var funcs = template.FuncMap{
 	"timelineURL":   func(id string) string { return "/threads/" + pathOf(id) + "/timeline" },
 	"apiURL":        func(id string) string { return "/api/threads/" + pathOf(id) },
 	"eventsURL":     func(id string) string { return "/api/threads/" + pathOf(id) + "/events" },
+	"deltasURL":     func(id string) string { return "/api/threads/" + pathOf(id) + "/deltas" },
 	"tenantURL":     func(t string) string { return "/tenants/" + url.PathEscape(t) },
 	"dayLabel":      dayLabel,
 	"hasPrefix":     strings.HasPrefix,

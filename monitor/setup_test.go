@@ -57,6 +57,9 @@ type envOptions struct {
 	latency time.Duration
 	// files are added to (a copy of) the test project: approvals.yaml.
 	files map[string]string
+	// streamDelay is the pause between the streamed pieces of a scripted
+	// text (t/writer's).
+	streamDelay time.Duration
 }
 
 const treeScript = "scripts/tree.yaml"
@@ -88,6 +91,9 @@ func setup(t *testing.T, o envOptions) *env {
 	require.NoError(t, err)
 	if o.latency > 0 {
 		script = []byte(strings.Replace(string(script), "latency: 0ms", "latency: "+o.latency.String(), 1))
+	}
+	if o.streamDelay > 0 {
+		script = []byte(strings.Replace(string(script), "latency: ", "stream_delay: "+o.streamDelay.String()+"\nlatency: ", 1))
 	}
 	if len(o.files) > 0 {
 		project = copyProject(t, project, o.files)

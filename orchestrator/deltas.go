@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/spooltype"
 )
 
@@ -17,8 +19,8 @@ type Delta = spooltype.Delta
 // far, then each piece as it comes, each byte once (a
 // spooltype.DeltaCursor cuts overlaps). It subscribes before it asks for
 // the text so far, so nothing between is lost; the worker publishes
-// while the thread is followed, which the caller keeps asking for
-// (Follow does, every registry.FollowRefresh). Deltas are at most once
+// while the thread is followed, which this keeps asking for (every
+// registry.FollowRefresh). Deltas are at most once
 // and never stored: a piece the worker or Redis dropped leaves a gap its
 // next Offset shows. An error from emit is returned as is.
 func (o *Orchestrator) FollowDeltas(ctx context.Context, id string, emit func(Delta) error) error {
@@ -35,10 +37,16 @@ func (o *Orchestrator) FollowDeltas(ctx context.Context, id string, emit func(De
 	}
 	var cur spooltype.DeltaCursor
 	ch := ps.Channel()
+	refresh := time.NewTicker(registry.FollowRefresh)
+	defer refresh.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-refresh.C:
+			if err := o.reg.RequestFollow(ctx, id); err != nil && ctx.Err() == nil {
+				return err
+			}
 		case m, ok := <-ch:
 			if !ok {
 				return fmt.Errorf("deltas of %s: subscription closed", id)

@@ -39,6 +39,40 @@
     setTimeout(refresh, poll);
   }
 
+  // Transcript page: what the model writes as it writes it (the turn in
+  // flight), from the monitor's deltas stream, until the turn's durable
+  // events arrive.
+  var writing = document.getElementById("writing");
+  var es = null;
+  if (writing && window.EventSource) {
+    var key = "", calls = {};
+    var textEl = writing.querySelector(".text"), callsEl = writing.querySelector(".calls"), turnEl = writing.querySelector(".turn");
+    es = new EventSource(writing.dataset.api);
+    es.addEventListener("delta", function (m) {
+      var d = JSON.parse(m.data);
+      var k = d.turn + "/" + (d.attempt || 0);
+      if (k !== key) {
+        key = k; calls = {};
+        textEl.textContent = ""; callsEl.replaceChildren();
+        turnEl.textContent = String(d.turn);
+      }
+      if (d.call_id) {
+        var c = calls[d.call_id];
+        if (!c) {
+          c = document.createElement("pre");
+          c.className = "call";
+          c.textContent = "→ " + d.tool + " ";
+          calls[d.call_id] = c;
+          callsEl.appendChild(c);
+        }
+        c.textContent += d.text;
+      } else {
+        textEl.textContent += d.text;
+      }
+      writing.hidden = false;
+    });
+  }
+
   // Transcript page: ask for the events after the last one shown.
   var events = document.getElementById("events");
   if (events && events.dataset.done !== "true") {
@@ -55,6 +89,8 @@
           var atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
           d.events.forEach(function (ev) {
             if (ev.html) { events.insertAdjacentHTML("beforeend", ev.html); }
+            // The turn is durable: its text is in the events now.
+            if (writing && ev.event_type === "cognition_out") { writing.hidden = true; }
           });
           events.dataset.after = String(d.next);
           if (status) {
@@ -66,6 +102,8 @@
           if (d.events.length && atBottom) { window.scrollTo(0, document.body.scrollHeight); }
           if (d.done) {
             events.dataset.done = "true";
+            if (es) { es.close(); }
+            if (writing) { writing.hidden = true; }
             if (follow) { follow.textContent = d.warning ? "The transcript stops here: " + d.warning : "End of transcript."; }
             return;
           }
