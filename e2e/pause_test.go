@@ -193,6 +193,12 @@ func TestPauseAndUnpause(t *testing.T) {
 		}, 30*time.Second, 20*time.Millisecond)
 		res := pause(t, "pause", run)
 		require.GreaterOrEqual(t, res.Runs, 2)
+		// The run's activation, holding on its children, lets go at once
+		// (not at the end of its hold): it is paused, holding no slot.
+		require.Eventually(t, func() bool {
+			r, err := e.Orch.Record(t.Context(), run)
+			return err == nil && r.Status == thread.StatusPaused
+		}, 3*time.Second, 20*time.Millisecond, "the graph run paused without waiting out its hold")
 		allPaused(t, run)
 		kids, err := e.Orch.Children(t.Context(), run)
 		require.NoError(t, err)

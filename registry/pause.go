@@ -16,6 +16,11 @@ import (
 // enqueues it; housekeeping does, should that be lost: StalledWaits).
 const WaitingForUnpause = "unpaused"
 
+// PauseEvent is the status word of a pause request on the events channel
+// ("<id> pause"): no status (waiters ignore it), it ends a graph run's
+// hold on its children, so that the run suspends, paused.
+const PauseEvent = "pause"
+
 // PausedFromField is the hash field (in Record.Extra) of a paused thread
 // that names what it waited for when it was paused ("" when its
 // activation paused it at a boundary); PausedAtField is when it was

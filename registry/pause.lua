@@ -16,7 +16,12 @@ local st = h[1]
 if not st then return redis.error_reply('NOTFOUND ' .. ARGV[1]) end
 if st == 'completed' or st == 'error' or st == 'cancelled' or st == 'continued' then return {st, 0} end
 redis.call('HSET', KEYS[1], 'pause_requested', '1')
-if st ~= 'waiting' or (h[3] and h[3] ~= '') then return {st, 0} end
+if st ~= 'waiting' or (h[3] and h[3] ~= '') then
+  -- "<id> pause" (no status: waiters ignore it) ends the hold of a graph
+  -- run's activation on its children, which then suspends, paused.
+  redis.call('PUBLISH', KEYS[2], ARGV[1] .. ' pause')
+  return {st, 0}
+end
 local v = (tonumber(h[4]) or 0) + 1
 redis.call('HSET', KEYS[1], 'status', 'paused', 'paused_from', h[2] or '', 'paused_at', ARGV[3],
   'version', v, 'updated_at', ARGV[2])

@@ -350,6 +350,9 @@ func (h *childHold) wait(ctx context.Context, running []string) (bool, error) {
 			if !ok {
 				return false, nil
 			}
+			if ev.ThreadID == r.id() && ev.Status == registry.PauseEvent {
+				return false, nil // paused: the run suspends, holding no slot
+			}
 			if !watch[ev.ThreadID] || !thread.Status(ev.Status).Terminal() {
 				continue
 			}
