@@ -58,6 +58,9 @@ func pauseLine(r *orchestrator.PauseResult, pause bool) string {
 	if !pause {
 		return fmt.Sprintf("%s  unpaused (status %s; %s)", r.ThreadID, r.Status, runs)
 	}
+	if r.Paused == r.Runs {
+		return fmt.Sprintf("%s  paused (%s)", r.ThreadID, runs)
+	}
 	return fmt.Sprintf("%s  pause requested (status %s; %s, %d paused now, the rest at their next boundary)", r.ThreadID, r.Status, runs, r.Paused)
 }
 
