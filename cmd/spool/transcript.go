@@ -133,11 +133,15 @@ func printEvent(c *cli.Context, format string, ev transcript.Event) {
 // whole at that point, of the events followed.
 func followTranscript(c *cli.Context, s *services, rec *spooltype.Record, format string) error {
 	var events []transcript.Event
+	text := &textFollower{out: &lineWriter{w: c.App.Writer}}
 	tr, err := s.orch.Follow(c.Context, rec.ThreadID, orchestrator.FollowOptions{}, func(ev transcript.Event) error {
-		if format == "markdown" {
+		switch format {
+		case "markdown":
 			events = append(events, ev)
-		} else {
+		case "jsonl":
 			printEvent(c, format, ev)
+		default:
+			text.event(ev) // the model's words as they come
 		}
 		return nil
 	})
@@ -205,7 +209,8 @@ func threadVerify(c *cli.Context) error {
 }
 
 // startFollow prints a live view of a running thread on stderr, one line
-// whenever its turn, tokens, spend, status or last tool change:
+// whenever its turn, tokens, spend, status or last tool change, and the
+// model's words as it writes them, under "[ID] turn N writes:":
 //
 //	[t/leaf-…] running    turn 2/4 · 240 tokens · $0.000400 of $0.5 · last tool rye/file-system/fs_read
 //
@@ -216,12 +221,14 @@ func startFollow(c *cli.Context, s *services, id string) (stop func()) {
 	ctx, cancel := context.WithCancel(c.Context)
 	done := make(chan struct{})
 	var last string
+	out := &lineWriter{w: c.App.ErrWriter}
 	show := func(ctx context.Context) {
 		if line := followLine(ctx, s, id); line != "" && line != last {
-			fmt.Fprintln(c.App.ErrWriter, line)
+			out.line(line)
 			last = line
 		}
 	}
+	stopText := followText(ctx, s, id, out)
 	go func() {
 		defer close(done)
 		for {
@@ -236,6 +243,7 @@ func startFollow(c *cli.Context, s *services, id string) (stop func()) {
 	return func() {
 		cancel()
 		<-done
+		stopText()
 		show(c.Context)
 	}
 }
