@@ -56,10 +56,44 @@ func TestOpenAPIEventStreamsNameTheirSchemas(t *testing.T) {
 				}
 				require.NotEmpty(t, got, where)
 				if path == "/v1/threads/{id}/events" {
-					require.Equal(t, map[string]string{"message": "Event", "end": "End", "error": "Problem"}, got, where)
+					require.Equal(t, map[string]string{"message": "Event", "end": "End", "error": "Problem", "delta": "Delta"}, got, where)
 				}
 			}
 		}
 	}
 	require.GreaterOrEqual(t, streams, 1, "the transcript's event stream")
+}
+
+// TestOpenAPIEventStreamDeltasParameter: the transcript's event stream
+// documents ?deltas= as the boolean the server reads (deltasParam), and
+// the Delta schema requires what a spooltype.Delta always has.
+func TestOpenAPIEventStreamDeltasParameter(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Parameters []struct {
+				Name   string `json:"name"`
+				In     string `json:"in"`
+				Schema struct {
+					Type string `json:"type"`
+				} `json:"schema"`
+			} `json:"parameters"`
+		} `json:"paths"`
+		Components struct {
+			Schemas map[string]struct {
+				Required []string `json:"required"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(api.OpenAPI, &doc))
+	found := false
+	for _, p := range doc.Paths["/v1/threads/{id}/events"]["get"].Parameters {
+		if p.Name == "deltas" {
+			found = true
+			require.Equal(t, "query", p.In)
+			require.Equal(t, "boolean", p.Schema.Type)
+		}
+	}
+	require.True(t, found, "the deltas query parameter")
+	require.ElementsMatch(t, []string{"turn", "offset", "text"}, doc.Components.Schemas["Delta"].Required)
 }

@@ -113,6 +113,7 @@ func TestOpenAPISchemasDeclareEveryField(t *testing.T) {
 		"SendResult":      &orchestrator.SendResult{ThreadID: "a", Seq: 1, Status: "running", Interrupt: true, Woken: true},
 		"Event":           transcript.Event{Timestamp: now, ThreadID: "a", Seq: 1, Type: "t", Payload: json.RawMessage(`{}`)},
 		"End":             api.End{ThreadID: "a", Status: thread.StatusCompleted, LastEventID: 3},
+		"Delta":           spooltype.Delta{Turn: 2, Attempt: 1, CallID: "c", Tool: "t", Offset: 3, Text: "x"},
 		"Problem":         &api.Problem{Type: "about:blank", Title: "t", Status: 400, Detail: "d", Instance: "/", Code: "c"},
 		"RunRequest": api.RunRequest{Directive: "d", Inputs: map[string]any{"a": 1}, Model: "m", Parent: "p", Queue: "q",
 			Limits: &thread.Limits{Turns: &one, Tokens: &one, Spend: &f, Depth: &one, Spawns: &one, Duration: &f}},

@@ -5,7 +5,8 @@
 // error response is a *spooltype.Problem (errors.As), with the HTTP
 // status and spool's code. Events reads a thread's transcript as
 // server-sent events and resumes after the last event it got when the
-// connection drops. It imports no other package of spool's than
+// connection drops; EventsWith with an OnDelta also passes it the
+// model's words as they are written (spooltype.Delta). It imports no other package of spool's than
 // spooltype (and thread), so a program that uses it links none of the
 // server: no Redis client, no asynq, no Lua.
 //

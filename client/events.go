@@ -24,12 +24,16 @@ const maxFailures = 10
 // /v1/threads/ID/events). When the connection drops it connects again
 // and resumes after the last event it got (Last-Event-ID), so that it
 // yields every event once, in seq order, until the server's end message.
-// Not safe for concurrent use.
+// Asked for with EventsOptions.OnDelta, it also passes the model's words
+// as they are written to that func. Not safe for concurrent use.
 type Stream struct {
 	c      *Client
 	ctx    context.Context
 	cancel context.CancelFunc
 	id     string
+
+	onDelta func(spooltype.Delta)
+	deltas  spooltype.DeltaCursor // what onDelta has had, across connections
 
 	last       int64
 	resp       *http.Response
@@ -44,8 +48,33 @@ type Stream struct {
 // Events streams thread id's transcript events after seq after (0: from
 // the first). Close the stream when done.
 func (c *Client) Events(ctx context.Context, id string, after int64) *Stream {
+	return c.EventsWith(ctx, id, EventsOptions{After: after})
+}
+
+// EventsOptions says where a stream of a thread's events starts and
+// whether it carries the model's words as they are written.
+type EventsOptions struct {
+	// After is the seq the stream starts after (0: from the first).
+	After int64
+	// OnDelta, when set, asks for the model's text and tool calls'
+	// arguments as they are written (GET .../events?deltas=true): Next
+	// calls it, on its caller's goroutine, with each piece as it comes
+	// between the transcript events, which then leave out the
+	// token_delta events (a turn's cognition_out has its whole text once
+	// it is durable). Pieces are never stored and carry no event id: the
+	// first of a connection may be the text of the turn in flight so far
+	// (Offset 0), which the stream cuts to what OnDelta has not had, so
+	// that across reconnections each byte comes once; a piece lost on
+	// the way leaves a gap its successor's Offset shows.
+	OnDelta func(spooltype.Delta)
+}
+
+// EventsWith streams thread id's transcript events as o says: Events,
+// with the model's words as they are written when o.OnDelta is set.
+// Close the stream when done.
+func (c *Client) EventsWith(ctx context.Context, id string, o EventsOptions) *Stream {
 	ctx, cancel := context.WithCancel(ctx)
-	return &Stream{c: c, ctx: ctx, cancel: cancel, id: id, last: after, retry: time.Second}
+	return &Stream{c: c, ctx: ctx, cancel: cancel, id: id, last: o.After, retry: time.Second, onDelta: o.OnDelta}
 }
 
 // LastEventID is the seq of the last event Next returned (or the after
@@ -77,7 +106,8 @@ func (s *Stream) drop() {
 	}
 }
 
-// Next returns the next transcript event. It returns io.EOF once the
+// Next returns the next transcript event, passing the deltas that come
+// before it to EventsOptions.OnDelta. It returns io.EOF once the
 // stream has ended with the thread (End says how), an *spooltype.Problem when
 // the server refused the stream (an unknown thread, a credential) or ended
 // it with an error (a transcript that failed verification), and the
@@ -111,9 +141,10 @@ func (s *Stream) Next() (spooltype.Event, error) {
 }
 
 // dispatch takes in a message: an event after s.last is returned (ok), one
-// Next has returned already is skipped; the end message ends the stream
-// with io.EOF, and an error message with its *spooltype.Problem. A message
-// that does not parse ends the stream with an error.
+// Next has returned already is skipped; a delta goes to s.onDelta; the
+// end message ends the stream with io.EOF, and an error message with its
+// *spooltype.Problem. A message that does not parse ends the stream with
+// an error.
 func (s *Stream) dispatch(m message) (ev spooltype.Event, ok bool) {
 	switch m.event {
 	case "", "message":
@@ -141,8 +172,27 @@ func (s *Stream) dispatch(m message) (ev spooltype.Event, ok bool) {
 		}
 		s.err = p
 		s.drop()
+	case spooltype.EventDelta:
+		s.delta(m)
 	}
 	return spooltype.Event{}, false
+}
+
+// delta passes the delta message m to s.onDelta, cut to what it has not
+// had (a reconnection starts again with the text of the turn in flight
+// so far); none when the stream did not ask for deltas.
+func (s *Stream) delta(m message) {
+	if s.onDelta == nil {
+		return
+	}
+	var d spooltype.Delta
+	if err := json.Unmarshal([]byte(m.data), &d); err != nil {
+		s.err = fmt.Errorf("client: event stream of %s: a delta that is not JSON: %w", s.id, err)
+		return
+	}
+	if d, ok := s.deltas.Take(d); ok {
+		s.onDelta(d)
+	}
 }
 
 // again waits before the next connection attempt after err, and reports
@@ -172,7 +222,11 @@ func (s *Stream) again(err error) bool {
 
 // connect opens the stream after s.last.
 func (s *Stream) connect() error {
-	req, err := s.c.request(s.ctx, http.MethodGet, threadPath(s.id, "events"), url.Values{}, nil)
+	q := url.Values{}
+	if s.onDelta != nil {
+		q.Set("deltas", "true")
+	}
+	req, err := s.c.request(s.ctx, http.MethodGet, threadPath(s.id, "events"), q, nil)
 	if err != nil {
 		return err
 	}

@@ -20,8 +20,10 @@ import (
 	"github.com/spool-run/spool/client"
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/internal/testing/testenv"
+	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/queue"
+	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 	"github.com/spool-run/spool/transcript"
@@ -48,8 +50,10 @@ config:
 
 // pauseAPI is a `spool api` in process (api.New) over a real Redis, with
 // no worker: three tokens, one bound to acme, one to beta, one unbound.
+// reg is a registry of the same keys, to play a worker's part.
 type pauseAPI struct {
 	orch   *orchestrator.Orchestrator
+	reg    *registry.Registry
 	bundle string
 	url    string
 }
@@ -83,7 +87,9 @@ func newPauseAPI(t *testing.T) *pauseAPI {
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &pauseAPI{orch: o, bundle: bundle, url: srv.URL}
+	reg, err := registry.New(registry.Config{Client: r.Client, Keys: keyspace.New(r.Namespace)})
+	require.NoError(t, err)
+	return &pauseAPI{orch: o, reg: reg, bundle: bundle, url: srv.URL}
 }
 
 func (p *pauseAPI) client(t *testing.T, token string) *client.Client {

@@ -19,7 +19,7 @@ import (
 // tsc), checks its generated types current with the OpenAPI document
 // (openapi-typescript made again) and runs its tests with node's test
 // runner against a real `spool api`, Redis and worker: the same cases as
-// TestPythonClient. Its dev dependencies are installed with npm once into
+// TestPythonClient, deltas included. Its dev dependencies are installed with npm once into
 // the test cache (testenv.NodePackages). Without node and npm it skips, or
 // fails under SPOOL_TEST_REQUIRE_REAL=1.
 func TestTypeScriptClient(t *testing.T) {

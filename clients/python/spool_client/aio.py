@@ -10,7 +10,8 @@
 AsyncClient has every method of Client as a coroutine, with the same
 arguments, results and errors, and events() as an async iterator with the
 same resume guarantees (each durable event once, in seq order, resumed
-after a dropped connection by Last-Event-ID). Each request runs in a
+after a dropped connection by Last-Event-ID) and, with deltas=True, the
+same "delta" items. Each request runs in a
 worker thread (asyncio.to_thread): the event loop is never blocked by the
 network, and no HTTP library outside the standard library is needed.
 """
@@ -34,9 +35,10 @@ class AsyncClient:
         self.sync = Client(*args, **kwargs)
 
     async def events(self, thread_id: str, after: int = 0, retries: int = 10,
-                     backoff: float = 0.5) -> AsyncIterator[Event]:
-        """Client.events as an async iterator."""
-        it = self.sync.events(thread_id, after, retries, backoff)
+                     backoff: float = 0.5, deltas: bool = False) -> AsyncIterator[Event]:
+        """Client.events as an async iterator (deltas=True: with the
+        model's words as they are written, as "delta" items)."""
+        it = self.sync.events(thread_id, after, retries, backoff, deltas)
         done = object()
         try:
             while True:

@@ -26,8 +26,10 @@ class SpoolError(Exception):
 
 class Event:
     """One message of a thread's event stream: a transcript event (kind
-    "event", with seq and data, a models.Event) or the stream's end (kind
-    "end", data a models.End)."""
+    "event", with seq and data, a models.Event), a piece of the model's
+    words as they are written (kind "delta", seq None, data a
+    models.Delta; only with events(deltas=True)) or the stream's end
+    (kind "end", data a models.End)."""
 
     def __init__(self, kind: str, seq: Optional[int], data: Any):
         self.kind, self.seq, self.data = kind, seq, data
@@ -218,16 +220,30 @@ class Client:
 
     # --- the event stream -----------------------------------------------
 
-    def events(self, thread_id: str, after: int = 0, retries: int = 10, backoff: float = 0.5) -> Iterator[Event]:
+    def events(self, thread_id: str, after: int = 0, retries: int = 10, backoff: float = 0.5,
+               deltas: bool = False) -> Iterator[Event]:
         """The thread's transcript events as they are appended, each once
         and in seq order, then an "end" event; a dropped connection is
         resumed after the last seq received (Last-Event-ID), up to
-        retries times in a row."""
+        retries times in a row.
+
+        deltas: also the model's text and tool calls' arguments as they
+        are written (?deltas=true), as "delta" items between the events
+        (data a models.Delta: turn, attempt, offset, text, and call_id and
+        tool for a call's arguments); the transcript's token_delta events
+        are then left out (a turn's cognition_out has its whole text once
+        durable). Deltas are never stored and carry no seq: the resume
+        position stays the last event's seq. A connection's first delta
+        may be the text of the turn in flight so far (offset 0); after a
+        reconnection it is cut to what this iterator has not yielded, so
+        each byte comes once."""
         last, failures = after, 0
+        cursor = _DeltaCursor()
+        query = {"deltas": "true"} if deltas else None
         while True:
             try:
                 headers = {"Accept": "text/event-stream", "Last-Event-ID": str(last)}
-                with self._request("GET", f"/v1/threads/{self._id(thread_id)}/events", headers=headers,
+                with self._request("GET", f"/v1/threads/{self._id(thread_id)}/events", query=query, headers=headers,
                                    timeout=max(self.timeout, 60)) as resp:
                     for kind, ident, data in _sse(resp):
                         failures = 0
@@ -238,6 +254,13 @@ class Client:
                             p = json.loads(data)
                             raise SpoolError(p.get("status", 500), p.get("code", "error"), p.get("title", ""),
                                              p.get("detail", ""), p)
+                        if kind == "delta":
+                            d = cursor.take(models.Delta.from_dict(json.loads(data))) if deltas else None
+                            if d is not None:
+                                yield Event("delta", None, d)
+                            continue
+                        if kind != "message":
+                            continue  # a message this client does not know
                         ev = models.Event.from_dict(json.loads(data))
                         seq = int(ident) if ident else ev.seq
                         if seq is not None and seq <= last:
@@ -249,6 +272,32 @@ class Client:
                 if failures > retries:
                     raise
                 time.sleep(backoff * min(failures, 8))
+
+
+class _DeltaCursor:
+    """Where a reader of deltas is (spooltype.DeltaCursor): it takes each
+    delta once, in order, cut to what it has not had (the snapshot a
+    reconnection starts with); one of an earlier turn or attempt is
+    dropped. Offsets count the UTF-8 bytes of the text."""
+
+    def __init__(self):
+        self.turn, self.attempt, self.have = 0, 0, None
+
+    def take(self, d: "models.Delta") -> "Optional[models.Delta]":
+        turn, attempt = d.turn or 0, d.attempt or 0
+        if turn < self.turn or (turn == self.turn and attempt < self.attempt):
+            return None
+        if self.have is None or turn > self.turn or attempt > self.attempt:
+            self.turn, self.attempt, self.have = turn, attempt, {}
+        key, offset, text = d.call_id or "", d.offset or 0, (d.text or "").encode()
+        have = self.have.get(key, 0)
+        end = offset + len(text)
+        if not text or end <= have:
+            return None
+        if offset < have:
+            d.offset, d.text = have, text[have - offset:].decode("utf-8", errors="replace")
+        self.have[key] = end
+        return d
 
 
 def _given(d: dict) -> dict:

@@ -11,7 +11,7 @@ import dataclasses
 import typing
 from typing import Any, Optional
 
-__all__ = ['Model', 'AdmissionState', 'ApproveRequest', 'Budget', 'BudgetChild', 'BulkOperation', 'BulkRequest', 'BulkStarted', 'CancelRequest', 'CancelResult', 'Chain', 'ConcurrencyKey', 'Cost', 'CostReport', 'CostRow', 'DecideResult', 'DecisionLink', 'DecisionLinkRequest', 'DenyRequest', 'End', 'ErrorInfo', 'Event', 'ForkRequest', 'GraphForkRequest', 'GraphLimitOverrides', 'GraphMessageRequest', 'GraphResumeRequest', 'GraphRun', 'GraphRunRequest', 'GraphState', 'LimitOverrides', 'Limits', 'MessageSent', 'NodeRow', 'PauseRequest', 'PauseResult', 'PendingApproval', 'PendingCall', 'Problem', 'Record', 'ResumeRequest', 'ResumeResult', 'RunRequest', 'SendRequest', 'SendResult', 'Stall', 'StepRecord', 'Subtree', 'Tenant', 'TenantKey', 'TenantLimits', 'TenantSpend', 'TranscriptMark', 'TreeNode', 'WebhookDelivery']
+__all__ = ['Model', 'AdmissionState', 'ApproveRequest', 'Budget', 'BudgetChild', 'BulkOperation', 'BulkRequest', 'BulkStarted', 'CancelRequest', 'CancelResult', 'Chain', 'ConcurrencyKey', 'Cost', 'CostReport', 'CostRow', 'DecideResult', 'DecisionLink', 'DecisionLinkRequest', 'Delta', 'DenyRequest', 'End', 'ErrorInfo', 'Event', 'ForkRequest', 'GraphForkRequest', 'GraphLimitOverrides', 'GraphMessageRequest', 'GraphResumeRequest', 'GraphRun', 'GraphRunRequest', 'GraphState', 'LimitOverrides', 'Limits', 'MessageSent', 'NodeRow', 'PauseRequest', 'PauseResult', 'PendingApproval', 'PendingCall', 'Problem', 'Record', 'ResumeRequest', 'ResumeResult', 'RunRequest', 'SendRequest', 'SendResult', 'Stall', 'StepRecord', 'Subtree', 'Tenant', 'TenantKey', 'TenantLimits', 'TenantSpend', 'TranscriptMark', 'TreeNode', 'WebhookDelivery']
 
 
 def _conv(kind: Any, value: Any) -> Any:
@@ -320,6 +320,21 @@ class DecisionLinkRequest(Model):
     """The DecisionLinkRequest schema."""
 
     reason: Optional[str] = None  # optional
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
+    _kinds: typing.ClassVar[dict] = {}
+    _wire: typing.ClassVar[dict] = {}
+
+
+@dataclasses.dataclass
+class Delta(Model):
+    """The data of a `delta` message of an event stream asked for with `?deltas=true`: a piece of what the model writes before its turn is durable — its text, or (call_id set) the arguments of one of its tool calls, as JSON text. Never stored, without an event id. A reader keeps, per turn, attempt and call, how far it has read, and appends `text` at `offset`."""
+
+    turn: Optional[int] = None
+    attempt: Optional[int] = None  # optional
+    call_id: Optional[str] = None  # optional
+    tool: Optional[str] = None  # optional
+    offset: Optional[int] = None
+    text: Optional[str] = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     _kinds: typing.ClassVar[dict] = {}
     _wire: typing.ClassVar[dict] = {}
@@ -1032,6 +1047,7 @@ _SCHEMAS: dict = {
     'DecideResult': DecideResult,
     'DecisionLink': DecisionLink,
     'DecisionLinkRequest': DecisionLinkRequest,
+    'Delta': Delta,
     'DenyRequest': DenyRequest,
     'End': End,
     'ErrorInfo': ErrorInfo,

@@ -8,6 +8,8 @@ export type ThreadRecord = Schemas["Record"];
 export type GraphRun = Schemas["GraphRun"];
 export type TranscriptEvent = Schemas["Event"];
 export type StreamEnd = Schemas["End"];
+/** A piece of the model's text (or, with call_id, of a tool call's arguments) as it is written. */
+export type Delta = Schemas["Delta"];
 export type Problem = Schemas["Problem"];
 export type RunRequest = Schemas["RunRequest"];
 export type GraphRunRequest = Schemas["GraphRunRequest"];
@@ -29,10 +31,26 @@ export class SpoolError extends Error {
   }
 }
 
-/** One message of a thread's event stream. */
-export type StreamItem =
-  | { kind: "event"; seq: number; data: TranscriptEvent }
-  | { kind: "end"; data: StreamEnd };
+/** A transcript event of a thread's event stream. */
+export type EventItem = { kind: "event"; seq: number; data: TranscriptEvent };
+/** A piece of the model's words, as written (only with `deltas: true`). */
+export type DeltaItem = { kind: "delta"; data: Delta };
+/** The end of a thread's event stream. */
+export type EndItem = { kind: "end"; data: StreamEnd };
+/** One message of a thread's event stream (a delta only with `deltas: true`). */
+export type StreamItem = EventItem | DeltaItem | EndItem;
+
+/** The options of Client.events. */
+export interface EventsOptions {
+  /** Start after this seq (0: from the first event). */
+  after?: number;
+  /** Also the model's words as they are written, as "delta" items (?deltas=true). */
+  deltas?: boolean;
+  /** Connection attempts in a row before giving up. */
+  retries?: number;
+  backoffMs?: number;
+  signal?: AbortSignal;
+}
 
 export interface ClientOptions {
   /** A bearer token (spool api --token). */
@@ -198,15 +216,29 @@ export class Client {
    * The thread's transcript events as they are appended, each once and in
    * seq order, then its end. A dropped connection is resumed after the
    * last seq handed out (Last-Event-ID), up to `retries` times in a row.
+   *
+   * With `deltas: true`, also the model's text and tool calls' arguments
+   * as they are written, as `{kind: "delta", data}` items between the
+   * events (turn, attempt, offset in UTF-8 bytes, text; call_id and tool
+   * for a call's arguments); the transcript's token_delta events are then
+   * left out (a turn's cognition_out has its whole text once durable).
+   * Deltas are never stored and carry no seq: the resume position stays
+   * the last event's seq. A connection's first delta may be the text of
+   * the turn in flight so far (offset 0); after a reconnection it is cut
+   * to what this generator has not yielded, so each byte comes once.
    */
-  async *events(id: string, { after = 0, retries = 10, backoffMs = 500, signal }:
-    { after?: number; retries?: number; backoffMs?: number; signal?: AbortSignal } = {}): AsyncGenerator<StreamItem> {
+  events(id: string, opts: EventsOptions & { deltas: true }): AsyncGenerator<StreamItem>;
+  events(id: string, opts?: EventsOptions & { deltas?: false }): AsyncGenerator<EventItem | EndItem>;
+  events(id: string, opts?: EventsOptions): AsyncGenerator<StreamItem>;
+  async *events(id: string, { after = 0, deltas = false, retries = 10, backoffMs = 500, signal }: EventsOptions = {}):
+    AsyncGenerator<StreamItem> {
     let last = after;
     let failures = 0;
+    const cursor = new DeltaCursor();
     for (;;) {
       let resp: Response;
       try {
-        resp = await this.request("GET", `/v1/threads/${enc(id)}/events`, undefined, undefined,
+        resp = await this.request("GET", `/v1/threads/${enc(id)}/events`, undefined, deltas ? { deltas: "true" } : undefined,
           { Accept: "text/event-stream", "Last-Event-ID": String(last) }, signal);
       } catch (e) {
         if (e instanceof SpoolError || signal?.aborted || ++failures > retries) throw e;
@@ -221,6 +253,12 @@ export class Client {
             const p = JSON.parse(m.data) as Problem;
             throw new SpoolError(p.status, p.code, p.title, p.detail ?? "", p);
           }
+          if (m.event === "delta") {
+            const d = deltas ? cursor.take(JSON.parse(m.data) as Delta) : undefined;
+            if (d) yield { kind: "delta", data: d };
+            continue;
+          }
+          if (m.event !== "message") continue; // a message this client does not know
           const data = JSON.parse(m.data) as TranscriptEvent;
           const seq = m.id ? Number(m.id) : data.seq;
           if (seq <= last) continue;
@@ -232,6 +270,38 @@ export class Client {
         await sleep(backoffMs * Math.min(failures, 8));
       }
     }
+  }
+}
+
+const utf8 = new TextEncoder();
+const fromUtf8 = new TextDecoder();
+
+/**
+ * Where a reader of deltas is (spooltype.DeltaCursor): it takes each delta
+ * once, in order, cut to what it has not had (the snapshot a reconnection
+ * starts with); one of an earlier turn or attempt is dropped. Offsets count
+ * the UTF-8 bytes of the text.
+ */
+class DeltaCursor {
+  private turn = 0;
+  private attempt = 0;
+  private have?: Map<string, number>;
+
+  take(d: Delta): Delta | undefined {
+    const turn = d.turn ?? 0;
+    const attempt = d.attempt ?? 0;
+    if (turn < this.turn || (turn === this.turn && attempt < this.attempt)) return undefined;
+    if (!this.have || turn > this.turn || attempt > this.attempt) {
+      this.turn = turn; this.attempt = attempt; this.have = new Map();
+    }
+    const key = d.call_id ?? "";
+    const have = this.have.get(key) ?? 0;
+    const text = utf8.encode(d.text ?? "");
+    const end = d.offset + text.length;
+    if (text.length === 0 || end <= have) return undefined;
+    if (d.offset < have) d = { ...d, offset: have, text: fromUtf8.decode(text.subarray(have - d.offset)) };
+    this.have.set(key, end);
+    return d;
   }
 }
 

@@ -136,7 +136,7 @@ export interface paths {
         };
         /**
          * The transcript as server-sent events (spool thread transcript --follow)
-         * @description A text/event-stream of the thread's transcript events as they are appended: every event once, in seq order, without gaps; the durable ones from the transcript's segments and, between checkpoints, the live ones its worker publishes. Each transcript event is a message without an event name, whose `id` is its seq and whose `data` is the event's JSON (schema Event). A request with Last-Event-ID (or ?after=) resumes after that seq. The stream ends after the thread's last event with an `end` message (data: End); a transcript that fails verification ends it with an `error` message (data: Problem). Comment lines keep an idle stream open.
+         * @description A text/event-stream of the thread's transcript events as they are appended: every event once, in seq order, without gaps; the durable ones from the transcript's segments and, between checkpoints, the live ones its worker publishes. Each transcript event is a message without an event name, whose `id` is its seq and whose `data` is the event's JSON (schema Event). A request with Last-Event-ID (or ?after=) resumes after that seq. The stream ends after the thread's last event with an `end` message (data: End); a transcript that fails verification ends it with an `error` message (data: Problem). With `?deltas=true` the stream also carries the model's text as it is written: messages named `delta` (data: Delta), without an `id`, never stored and never resumed by Last-Event-ID, interleaved with the transcript events; a connection's first delta of a turn in flight may be a snapshot of its text so far (offset 0), and each connection gets each byte once. With deltas on, the transcript's `token_delta` events are left out (their text comes as deltas; a turn's `cognition_out` event has its whole text once durable); the transcript events keep their ids and resume guarantees. Comment lines keep an idle stream open.
          */
         get: operations["threadEvents"];
         put?: never;
@@ -1035,6 +1035,20 @@ export interface components {
             thread_id: string;
             status: components["schemas"]["Status"];
             last_event_id: number;
+        };
+        /** @description The data of a `delta` message of an event stream asked for with `?deltas=true`: a piece of what the model writes before its turn is durable — its text, or (call_id set) the arguments of one of its tool calls, as JSON text. Never stored, without an event id. A reader keeps, per turn, attempt and call, how far it has read, and appends `text` at `offset`. */
+        Delta: {
+            /** @description The turn being written. */
+            turn: number;
+            /** @description The model call's attempt within the turn (absent: 0); a call retried writes again, from offset 0, under the next attempt. */
+            attempt?: number;
+            /** @description Set when the piece is a tool call's arguments (JSON text as it is written): the call's id. Absent: the piece is the turn's text. */
+            call_id?: string;
+            /** @description The tool of the call named by call_id. */
+            tool?: string;
+            /** @description Where text starts, in bytes, in the turn's text (or in the call's arguments). */
+            offset: number;
+            text: string;
         };
         RunRequest: {
             /** @example demo/hello */
@@ -2018,6 +2032,8 @@ export interface operations {
             query?: {
                 /** @description Resume after this seq, when Last-Event-ID is not given. */
                 after?: number;
+                /** @description true: interleave `delta` messages (data: Delta), the model's text and tool calls' arguments as they are written, and leave out the `token_delta` events. false or absent: transcript events only. Another value is 400 (bad_request). */
+                deltas?: boolean;
             };
             header?: {
                 /** @description Resume after this seq (the id of the last message received). */
