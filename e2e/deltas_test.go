@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,6 +56,8 @@ type deltaReader struct {
 	args    map[string]string // a tool call's arguments, by call id
 	durable map[string]transcript.Event
 	deltas  int
+	// got counts the text deltas, for a reader on another goroutine.
+	got atomic.Int64
 }
 
 // TestEventStreamDeltas (issue: the model's words as they are written):
@@ -97,6 +100,7 @@ func TestEventStreamDeltas(t *testing.T) {
 				require.Equal(t, len(r.text[d.Turn]), d.Offset, "turn %d: no gap, no overlap", d.Turn)
 				r.text[d.Turn] += d.Text
 				r.deltas++
+				r.got.Add(1)
 			case "":
 				var ev transcript.Event
 				require.NoError(t, json.Unmarshal([]byte(m.data), &ev))
@@ -117,7 +121,7 @@ func TestEventStreamDeltas(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); read(ctx, first) }()
 	// The late reader connects once the first has part of turn 1.
-	require.Eventually(t, func() bool { return first.deltas >= 2 }, time.Minute, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return first.got.Load() >= 2 }, time.Minute, 10*time.Millisecond)
 	read(ctx, late)
 	<-done
 

@@ -22,6 +22,7 @@ import (
 	"github.com/spool-run/spool/internal/testing/testenv"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/registry"
+	"github.com/spool-run/spool/thread"
 )
 
 // tourBlock returns the commands of README's tour: the lines of the first
@@ -294,6 +295,12 @@ func TestReadmeTour(t *testing.T) {
 				for _, want := range []string{"plan", "review", "approved", "needs_work", "4/4 done", "not_reached", "status     completed"} {
 					require.Contains(t, out, want)
 				}
+			case "spool thread pause":
+				require.Contains(t, out, rel+"  paused (1 run)", "a run waiting for its message is paused at once")
+				require.Equal(t, thread.StatusPaused, tourJSON[registry.Record](sh, "thread show "+rel+" --json").Status)
+			case "spool thread unpause":
+				require.Contains(t, out, rel+"  unpaused (status waiting")
+				require.Equal(t, registry.WaitingForMessage, tourJSON[registry.Record](sh, "thread show "+rel+" --json").WaitingFor)
 			case "spool graph send":
 				require.Contains(t, out, "the run was waiting for it and goes on")
 				sh.run("spool thread wait " + rel + " --timeout 2m")
@@ -313,7 +320,7 @@ func TestReadmeTour(t *testing.T) {
 	for _, cmd := range []string{"spool keys init", "spool dev", "spool thread run", "spool thread tree", "spool budget show",
 		"spool thread transcript", "spool thread verify", "spool thread resume", "spool thread fork",
 		"spool thread export-script", "spool thread replay", "spool thread cancel", "spool graph run", "spool graph show",
-		"spool graph state", "spool graph send", "spool graph replay", "spool api"} {
+		"spool graph state", "spool graph send", "spool graph replay", "spool thread pause", "spool thread unpause", "spool api"} {
 		require.True(t, ran[cmd], "the tour no longer runs %s: this test's checks need it", cmd)
 	}
 }

@@ -36,7 +36,8 @@ func TestTypeScriptClient(t *testing.T) {
 // TestClientExamples runs the examples a user starts from,
 // examples/clients/review.py and review.mjs, on the example project
 // through a real `spool api`: each starts demo/review, prints its events
-// and ends with the graph's outputs.
+// and its children's words (as deltas, or whole when written before it
+// came), and ends with the graph's outputs.
 func TestClientExamples(t *testing.T) {
 	t.Parallel()
 	py := python(t)
@@ -50,7 +51,8 @@ func TestClientExamples(t *testing.T) {
 	require.NoError(t, err)
 	out, err := runClient(t, examples, api.base, py, "review.py", "queues", "leases")
 	require.NoError(t, err, "%s", out)
-	for _, want := range []string{"run demo/review-", "graph_started", "foreach_completed", "ended completed", "status  completed", "'reviewed': 2", "'ok': True"} {
+	for _, want := range []string{"run demo/review-", "graph_started", "foreach_completed", "ended completed", "status  completed", "'reviewed': 2", "'ok': True",
+		"Reviewing queues: I write", "Reviewing leases: I write"} {
 		require.Contains(t, out, want)
 	}
 
@@ -60,7 +62,7 @@ func TestClientExamples(t *testing.T) {
 	cp(t, filepath.Join(examples, "review.mjs"), filepath.Join(root, "examples", "clients"))
 	out, err = runClient(t, filepath.Join(root, "examples", "clients"), api.base, "node", "review.mjs", "queues", "leases", "budgets")
 	require.NoError(t, err, "%s", out)
-	for _, want := range []string{"run demo/review-", "ended completed", "status  completed", `"reviewed":3`} {
+	for _, want := range []string{"run demo/review-", "ended completed", "status  completed", `"reviewed":3`, "Reviewing budgets: I write"} {
 		require.Contains(t, out, want)
 	}
 }

@@ -91,12 +91,17 @@ func TestDeltasStream(t *testing.T) {
 func TestBrowserTurnBeingWritten(t *testing.T) {
 	bin := findChromium(t)
 	t.Parallel()
-	e := setup(t, envOptions{streamDelay: 1500 * time.Millisecond})
-	rec := e.start("t/writer", nil)
+	e := setup(t, envOptions{streamDelay: time.Second})
+	rec := e.start("t/writer", map[string]any{"gate": e.gate})
 	br := startBrowser(t, bin)
 	page := br.newTab()
 	page.navigate(e.srv.URL + "/threads/" + rec.ThreadID + "/transcript")
-	page.waitTrue(30*time.Second, "the turn being written", `!document.getElementById("writing").hidden &&
+	// The page follows the thread before it writes: the writing turn
+	// comes once the gate opens.
+	page.waitTrue(30*time.Second, "the page following", `document.getElementById("writing") !== null`)
+	time.Sleep(time.Second)
+	e.release()
+	page.waitTrue(60*time.Second, "the turn being written", `!document.getElementById("writing").hidden &&
 		document.querySelector("#writing .text").textContent.startsWith("A thread's words") &&
 		document.querySelector("#writing .text").textContent.length < 150`)
 	shot := page.screenshot()
