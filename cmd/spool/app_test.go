@@ -16,7 +16,7 @@ import (
 
 // TestEveryFlagHasUsage: --help describes every flag of every command.
 func TestEveryFlagHasUsage(t *testing.T) {
-	t.Parallel()
+	// Not parallel: urfave/cli apps share package state (its help command).
 	app := newApp(&bytes.Buffer{}, &bytes.Buffer{})
 	var walk func(path string, flags []cli.Flag, cmds []*cli.Command)
 	n := 0
@@ -43,7 +43,7 @@ func TestEveryFlagHasUsage(t *testing.T) {
 // TestThreadRunHelpHasExamples: `spool thread run --help` shows example
 // command lines.
 func TestThreadRunHelpHasExamples(t *testing.T) {
-	t.Parallel()
+	// Not parallel: urfave/cli apps share package state (its help command).
 	var out, errb bytes.Buffer
 	app := newApp(&out, &errb)
 	args := []string{"spool", "thread", "run", "--help"}
@@ -60,7 +60,7 @@ func TestThreadRunHelpHasExamples(t *testing.T) {
 }
 
 func TestReorderArgs(t *testing.T) {
-	t.Parallel()
+	// Not parallel: urfave/cli apps share package state (its help command).
 	app := newApp(&bytes.Buffer{}, &bytes.Buffer{})
 	cases := []struct{ in, want string }{
 		// a command's flags before its arguments
@@ -89,7 +89,7 @@ func TestReorderArgs(t *testing.T) {
 }
 
 func TestVersionLine(t *testing.T) {
-	t.Parallel()
+	// Not parallel: urfave/cli apps share package state (its help command).
 	v := buildVersion{Version: "v1.2.3", Commit: "0123456789abcdef0123456789abcdef01234567", CommitTime: "2026-01-02T03:04:05Z", Modified: true, Go: "go1.26.0"}
 	want := "spool v1.2.3 commit 0123456789abcdef0123456789abcdef01234567 (2026-01-02T03:04:05Z) modified go1.26.0"
 	if got := v.String(); got != want {
@@ -133,7 +133,7 @@ func TestExampleDirective(t *testing.T) {
 // An error of several lines is printed on one, its later lines kept: a
 // script's yaml error says what is wrong only after its first line.
 func TestOneLineKeepsEveryLine(t *testing.T) {
-	t.Parallel()
+	// Not parallel: urfave/cli apps share package state (its help command).
 	for _, tc := range []struct{ in, want string }{
 		{"plain", "plain"},
 		{"  padded \n", "padded"},

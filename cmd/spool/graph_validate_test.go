@@ -42,7 +42,7 @@ config:
 // action naming no built-in tool, project tool, graph or tool of a
 // configured MCP server, suggests the near name, and passes the rest.
 func TestGraphValidateWarnsOfUnknownTools(t *testing.T) {
-	t.Parallel()
+	// Not parallel: urfave/cli apps share package state (its help command).
 	dir := t.TempDir()
 	files := map[string]string{
 		".ai/graphs/g/typo.yaml":  toolTypoGraph,
