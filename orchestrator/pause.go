@@ -34,7 +34,7 @@ func (o *Orchestrator) Pause(ctx context.Context, id string, tree bool) (*PauseR
 		return nil, err
 	}
 	res := &PauseResult{Success: true, ThreadID: top.ThreadID, PauseRequested: true}
-	err = o.eachUnfinished(ctx, top.ThreadID, func(r *registry.Record) error {
+	err = o.eachUnfinished(ctx, top, func(r *registry.Record) error {
 		st, _, err := o.reg.RequestPause(ctx, r.ThreadID)
 		if err != nil || st.Terminal() {
 			return err
@@ -69,7 +69,7 @@ func (o *Orchestrator) Unpause(ctx context.Context, id string, tree bool) (*Paus
 		return nil, err
 	}
 	res := &PauseResult{Success: true, ThreadID: top.ThreadID}
-	err = o.eachUnfinished(ctx, top.ThreadID, func(r *registry.Record) error {
+	err = o.eachUnfinished(ctx, top, func(r *registry.Record) error {
 		st, seq, err := o.reg.Unpause(ctx, r.ThreadID)
 		if err != nil || st.Terminal() {
 			return err
@@ -131,38 +131,31 @@ func runNoun(rec *registry.Record) string {
 	return "thread"
 }
 
-// eachUnfinished calls fn for id and each unfinished descendant of it,
+// eachUnfinished calls fn for top and each unfinished descendant of it,
 // parents before their children (a child registered while this runs
-// inherits a pause request from its parent at registration).
-func (o *Orchestrator) eachUnfinished(ctx context.Context, id string, fn func(*registry.Record) error) error {
-	queue := []string{id}
-	seen := map[string]bool{}
+// inherits a pause request from its parent at registration). The records
+// are those the parent's children listing read: fn acts by id, its
+// scripts reading the status as it is then. A continued thread is not
+// passed, but its children are walked.
+func (o *Orchestrator) eachUnfinished(ctx context.Context, top *registry.Record, fn func(*registry.Record) error) error {
+	queue := []*registry.Record{top}
+	seen := map[string]bool{top.ThreadID: true}
 	for len(queue) > 0 {
-		cur := queue[0]
+		rec := queue[0]
 		queue = queue[1:]
-		if seen[cur] {
-			continue
-		}
-		seen[cur] = true
-		rec, err := o.reg.Get(ctx, cur)
-		if err != nil {
-			return err
-		}
-		if rec.Status.Terminal() && rec.Status != thread.StatusContinued {
-			continue
-		}
 		if !rec.Status.Terminal() {
 			if err := fn(rec); err != nil {
 				return err
 			}
 		}
-		kids, err := o.reg.ListChildren(ctx, cur)
+		kids, err := o.reg.ListChildren(ctx, rec.ThreadID)
 		if err != nil {
 			return err
 		}
 		for _, k := range kids {
 			if !seen[k.ThreadID] && (!k.Status.Terminal() || k.Status == thread.StatusContinued) {
-				queue = append(queue, k.ThreadID)
+				seen[k.ThreadID] = true
+				queue = append(queue, k)
 			}
 		}
 	}
