@@ -56,6 +56,9 @@ if ARGV[6] ~= '' then
     if v == '' then redis.call('HDEL', K.over, f) else redis.call('HSET', K.over, f, tostring(v)) end
   end
 end
+if ARGV[7] == '1' or ARGV[6] ~= '' then
+  redis.call('HSET', K.state, 'ov', redis.call('HLEN', K.over) > 0 and '1' or '0')
+end
 local cap = string.match(ARGV[5], '^<=(%d+)$')
 if cap then
   local cur = tonumber(redis.call('HGET', K.state, 'share') or '')

@@ -1,8 +1,7 @@
 -- admission.lua is the library of admission's tenant scripts: every
 -- function here works on one tenant's keys, which share one Cluster slot,
 -- so a script made of them is atomic for the tenant. It is the prelude of
--- adm_*.lua and, in the one-slot layout, of the registry scripts that fuse
--- a tenant step (package doc, "Fusion").
+-- adm_*.lua.
 --
 -- The tenant's keys (adm.keys names them from KEYS, in this order):
 --   conf    hash  the published settings: pv (policy version), max_running,
@@ -10,6 +9,7 @@
 --   over    hash  overrides of conf's fields (spool tenant set)
 --   state   hash  admitted (granted + running), running, share, share_at,
 --                 share_capped (1: the pass gave all the tenant asked for),
+--                 ov ('0': no overrides, which calls then do not read),
 --                 arrival, gen, fence_until, active, counters n:<where>:<queue>,
 --                 totals grants, released, reaped:<state>, fenced, unreplicated,
 --                 the wait histogram wh:<reason>:<bucket>, ws:<reason>, wc:<reason>
@@ -64,14 +64,27 @@ do
     'spend_per_day', 'spend_per_month', 'spend_grant'}
 
   -- settings are the tenant's settings of FIELDS: each its override,
-  -- else the published value; a field neither sets is absent.
-  local function settings(K)
-    local o = redis.call('HMGET', K.over, unpack(FIELDS))
-    local c = redis.call('HMGET', K.conf, unpack(FIELDS))
+  -- else the published value; a field neither sets is absent. The
+  -- published settings are first brought up to the caller's (sync: pv,
+  -- conf) in the same read. The overrides are read only while the
+  -- tenant may have some (ov, the state's flag: '0' when it has none;
+  -- absent, as for a tenant kept from before the flag, means look, and
+  -- the look sets it).
+  local function settings(K, pv, conf, ov)
+    local c = redis.call('HMGET', K.conf, 'pv', unpack(FIELDS))
+    if pv > 0 and conf ~= '' and pv > num(c[1], 0) then
+      adm.sync(K, pv, conf)
+      c = redis.call('HMGET', K.conf, 'pv', unpack(FIELDS))
+    end
+    local o = {}
+    if ov ~= '0' then
+      o = redis.call('HMGET', K.over, unpack(FIELDS))
+      if not ov then redis.call('HSET', K.state, 'ov', redis.call('HLEN', K.over) > 0 and '1' or '0') end
+    end
     local s = {}
     for i, f in ipairs(FIELDS) do
       local v = o[i]
-      if not v or v == '' then v = c[i] end
+      if not v or v == '' then v = c[i + 1] end
       if v and v ~= '' then s[f] = v end
     end
     return s
@@ -142,12 +155,13 @@ do
   -- open is the context of one call: the keys, the time (ms), the
   -- tenant's limits and counts, and what the call granted and freed. prov
   -- is the caller's provisional share (package doc, "Shares"), used
-  -- while no balancer pass wrote a share that is still fresh.
-  function adm.open(K, now, prov)
-    local s = redis.call('HMGET', K.state, 'share', 'share_at', 'admitted', 'gen', 'fence_until', 'running', 'gcra', 'share_capped')
+  -- while no balancer pass wrote a share that is still fresh; pv and
+  -- conf, when given, the caller's published settings (sync).
+  function adm.open(K, now, prov, pv, conf)
+    local s = redis.call('HMGET', K.state, 'share', 'share_at', 'admitted', 'gen', 'fence_until', 'running', 'gcra', 'share_capped', 'ov')
     local T = {K = K, now = now, admitted = num(s[3], 0), running = num(s[6], 0), gen = num(s[4], 0),
       fence = num(s[5], 0), tat = num(s[7], 0), grants = {}, maxes = {}, ngrants = 0, retry = 0}
-    local set = settings(K)
+    local set = settings(K, pv or 0, conf or '', s[9])
     T.maxrun = num(set.max_running, nil)
     T.ttl = num(set.grant_ttl, 60000)
     T.runs = num(set.runs_in_flight, nil)
@@ -356,17 +370,25 @@ do
   -- none has one, and the time the last of the full ones ends (ms).
   local function spendroom(T, names)
     if not T.spending then return nil, 0 end
-    local room, reset = nil, 0
+    -- The windows with a limit, read in one HMGET.
+    local ws, fields = {}, {}
     for _, w in ipairs(T.wins) do
       local name = w.name
       if names then name = names[w.name:sub(1, 1) == 'd' and 1 or 2] end
       local lim = limitof(T, name)
       if lim and name then
-        local v = redis.call('HMGET', T.K.spend, name .. ':spent', name .. ':held')
-        local r = lim - num(v[1], 0) - num(v[2], 0)
-        if room == nil or r < room then room = r end
-        if r <= 0 and name == w.name and w.reset > reset then reset = w.reset end
+        ws[#ws + 1] = {name = name, lim = lim, w = w}
+        fields[#fields + 1] = name .. ':spent'
+        fields[#fields + 1] = name .. ':held'
       end
+    end
+    if #ws == 0 then return nil, 0 end
+    local v = redis.call('HMGET', T.K.spend, unpack(fields))
+    local room, reset = nil, 0
+    for i, x in ipairs(ws) do
+      local r = x.lim - num(v[2 * i - 1], 0) - num(v[2 * i], 0)
+      if room == nil or r < room then room = r end
+      if r <= 0 and x.name == x.w.name and x.w.reset > reset then reset = x.w.reset end
     end
     return room, reset
   end
@@ -848,8 +870,7 @@ do
   -- call's context opened, expired leases reaped.
   function adm.begin(KEYS, ARGV)
     local K = adm.keys(KEYS, 1)
-    adm.sync(K, tonumber(ARGV[2]) or 0, ARGV[3])
-    local T = adm.open(K, tonumber(ARGV[1]), ARGV[4])
+    local T = adm.open(K, tonumber(ARGV[1]), ARGV[4], tonumber(ARGV[2]) or 0, ARGV[3])
     adm.reap(T)
     return T
   end

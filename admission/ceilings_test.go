@@ -423,3 +423,49 @@ func TestWindowsAgree(t *testing.T) {
 		s.end(now, a, "t", 0, "")
 	}
 }
+
+// TestOverridesReadOnlyWhileSet: calls skip reading the overrides while
+// the tenant has none (the state's ov flag, kept by the pump of `tenant
+// set`), and still honour every override: one set through the pump, one
+// kept from before the flag existed (written directly, no flag: the
+// next call looks, honours it and sets the flag), and none after a
+// clearing pump. A new policy version reaches the tenant in the same
+// read (sync).
+func TestOverridesReadOnlyWhileSet(t *testing.T) {
+	t.Parallel()
+	s := newSlot(t, true, ceilingConf(map[string]any{"max_running": 1}))
+	s.prov = 10
+	over := s.keys[1]
+	st, _, _, _ := s.request(t0, "a0", root("a0"), 16)
+	require.Equal(t, "GRANTED", st)
+	require.Equal(t, "0", s.state()["ov"], "the first call looked and found no overrides")
+	st, why, _, _ := s.request(t0, "a1", root("a1"), 16)
+	require.Equal(t, []string{"PARKED", WaitTenantConcurrency}, []string{st, why})
+
+	// Through the pump: raised, it admits a1, and the flag says look.
+	require.Equal(t, []string{"a1"}, s.overrides(t0+1, `{"max_running":"3"}`))
+	require.Equal(t, "1", s.state()["ov"])
+	st, _, _, _ = s.request(t0+2, "a2", root("a2"), 16)
+	require.Equal(t, "GRANTED", st, "the override is read by every call while set")
+
+	// Cleared by the pump: max_running 1 again, the flag says none.
+	s.run(pumpScript, t0+3, "", "", "1", 64)
+	require.Equal(t, "0", s.state()["ov"])
+	st, why, _, _ = s.request(t0+3, "a3", root("a3"), 16)
+	require.Equal(t, []string{"PARKED", WaitTenantConcurrency}, []string{st, why})
+
+	// An override kept from before the flag: no flag, so the next call
+	// looks, honours it and notes that there are some.
+	require.NoError(t, s.rdb.HDel(s.ctx, s.keys[2], "ov").Err())
+	require.NoError(t, s.rdb.HSet(s.ctx, over, "max_running", "9").Err())
+	st, _, _, gr := s.request(t0+4, "a4", root("a4"), 16)
+	require.Equal(t, "GRANTED", st)
+	require.Equal(t, []string{"a3", "a4"}, gr, "max_running 9 from the kept override: a3 first, then a4")
+	require.Equal(t, "1", s.state()["ov"])
+
+	// A newer policy reaches the tenant in the same read as its settings.
+	s.pv, s.conf = 2, `{"max_running": 1, "grant_ttl": 5000, "share_ttl": 3000, "spend_grant": "0.5"}`
+	s.request(t0+6, "a5", root("a5"), 16)
+	require.Equal(t, "2", s.hash(0)["pv"])
+	require.Equal(t, "0.5", s.hash(0)["spend_grant"])
+}
