@@ -30,3 +30,8 @@ func (s Space) WebhookRelayed() string { return s.prefix + "webhook:relayed" }
 // WebhookAll is the sorted set of every delivery kept (score: when it was
 // made, unix ms), for listing them newest first.
 func (s Space) WebhookAll() string { return s.prefix + "webhook:all" }
+
+// WebhookStats is the hash of every endpoint's delivery counters, for
+// /metrics: "<endpoint>|made" (deliveries made), "<endpoint>|<outcome>"
+// (attempts by outcome: delivered, retrying, failed).
+func (s Space) WebhookStats() string { return s.prefix + "webhook:stats" }

@@ -166,7 +166,7 @@ func New(cfg Config) (http.Handler, error) {
 		limiter:     cfg.Orch.RateLimiter(),
 		key:         sessionKey(cfg.SessionKey),
 	}
-	for _, c := range []prometheus.Collector{newCollector(m), newRateCollector(m), newAdmissionCollector(m)} {
+	for _, c := range []prometheus.Collector{newCollector(m), newRateCollector(m), newAdmissionCollector(m), newWebhookCollector(m)} {
 		if err := cfg.Registry.Register(c); err != nil {
 			return nil, fmt.Errorf("monitor: register metrics: %w", err)
 		}

@@ -295,3 +295,35 @@ func TestAdmissionMetrics(t *testing.T) {
 	}
 	require.NotRegexp(t, `spool_tenant_spend_limit_usd\{[^}]*tenant="trial"`, body, "trial has no ceiling")
 }
+
+// TestWebhookMetrics: /metrics exports the webhook counters as
+// orchestrator.WebhookStats reads them (the worker's tests check that
+// deliveries and attempts write them): deliveries made and attempts by
+// endpoint and outcome, the deliveries due and how overdue the oldest is.
+func TestWebhookMetrics(t *testing.T) {
+	t.Parallel()
+	e := setup(t, envOptions{})
+	body := e.page("/metrics")
+	require.Regexp(t, `spool_webhook_due\{spool_namespace="[^"]+"\} 0\n`, body)
+	require.Regexp(t, `spool_webhook_oldest_due_seconds\{spool_namespace="[^"]+"\} 0\n`, body)
+	require.NotContains(t, body, "spool_webhook_attempts_total{")
+
+	ctx := t.Context()
+	require.NoError(t, e.rdb.HSet(ctx, e.keys.WebhookStats(), "ops|made", 3, "ops|retrying", 2, "ops|delivered", 3, "ops|failed", 0,
+		"--notify|made", 1, "--notify|delivered", 1).Err())
+	require.NoError(t, e.rdb.ZAdd(ctx, e.keys.WebhookDue(), redis.Z{Score: float64(time.Now().Add(-90 * time.Second).UnixMilli()), Member: "dlv_a"},
+		redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: "dlv_b"}).Err())
+	body = e.page("/metrics")
+	for _, want := range []string{
+		`spool_webhook_deliveries_total\{endpoint="ops",spool_namespace="[^"]+"\} 3\n`,
+		`spool_webhook_deliveries_total\{endpoint="--notify",spool_namespace="[^"]+"\} 1\n`,
+		`spool_webhook_attempts_total\{endpoint="ops",outcome="retrying",spool_namespace="[^"]+"\} 2\n`,
+		`spool_webhook_attempts_total\{endpoint="ops",outcome="delivered",spool_namespace="[^"]+"\} 3\n`,
+		`spool_webhook_attempts_total\{endpoint="--notify",outcome="delivered",spool_namespace="[^"]+"\} 1\n`,
+		`spool_webhook_due\{spool_namespace="[^"]+"\} 2\n`,
+		`spool_webhook_oldest_due_seconds\{spool_namespace="[^"]+"\} (9\d|1[0-9]\d)(\.\d+)?\n`,
+		`spool_monitor_webhook_scrape_ok\{spool_namespace="[^"]+"\} 1\n`,
+	} {
+		require.Regexp(t, want, body)
+	}
+}

@@ -3,6 +3,8 @@
 --
 -- KEYS[1]  the due index (WebhookDue)
 -- KEYS[2]  the delivery's record
+-- KEYS[3]  the endpoints' counters (WebhookStats): the attempt is
+--          counted under <endpoint>|<outcome>
 -- ARGV[1]  the delivery's id
 -- ARGV[2]  the outcome: delivered, retrying (due again at ARGV[3]) or
 --          failed (no more attempts)
@@ -19,6 +21,7 @@ if redis.call('EXISTS', KEYS[2]) == 0 then
   return 0
 end
 if redis.call('HGET', KEYS[2], 'status') == 'pending' then return 1 end
+redis.call('HINCRBY', KEYS[3], (redis.call('HGET', KEYS[2], 'endpoint') or '') .. '|' .. ARGV[2], 1)
 redis.call('HSET', KEYS[2], 'status', ARGV[2], 'last_code', ARGV[4], 'last_error', ARGV[5], 'last_attempt_at', ARGV[6])
 if ARGV[2] == 'retrying' then
   redis.call('HSET', KEYS[2], 'next_at', ARGV[3])

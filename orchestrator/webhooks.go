@@ -259,8 +259,8 @@ func (rt *Runtime) relayEvent(ctx context.Context, e redis.XMessage) error {
 	now := rt.Now()
 	for _, t := range targets {
 		did := webhookDeliveryID(eventID, t.name)
-		keys := []string{rt.keys.WebhookDelivery(did), rt.keys.WebhookDue(), rt.keys.WebhookAll()}
-		err := webhookMakeScript.Run(ctx, rt.fast, keys, did, now.UnixMilli(), int64(WebhookRetention/time.Second),
+		keys := []string{rt.keys.WebhookDelivery(did), rt.keys.WebhookDue(), rt.keys.WebhookAll(), rt.keys.WebhookStats()}
+		err := webhookMakeScript.Run(ctx, rt.fast, keys, did, now.UnixMilli(), int64(WebhookRetention/time.Second), t.name,
 			"id", did, "event_id", eventID, "type", typ, "endpoint", t.name, "url", t.url, "secret_env", t.secretEnv,
 			"run", id, "tenant", rec.TenantOrDefault(), "body", string(body), "created_at", now.UTC().Format(time.RFC3339Nano)).Err()
 		if err != nil {
@@ -312,7 +312,7 @@ func (rt *Runtime) WebhookAttempted(ctx context.Context, d *WebhookDelivery, cod
 			next = now.Add(WebhookBackoff(d.Attempts, base)).UnixMilli()
 		}
 	}
-	err := webhookDoneScript.Run(ctx, rt.fast, []string{rt.keys.WebhookDue(), rt.keys.WebhookDelivery(d.ID)}, d.ID, outcome, next, code, msg,
+	err := webhookDoneScript.Run(ctx, rt.fast, []string{rt.keys.WebhookDue(), rt.keys.WebhookDelivery(d.ID), rt.keys.WebhookStats()}, d.ID, outcome, next, code, msg,
 		now.UTC().Format(time.RFC3339Nano)).Err()
 	if err != nil {
 		return fmt.Errorf("record webhook %s: %w", d.ID, err)
@@ -409,6 +409,49 @@ func (o *Orchestrator) Redeliver(ctx context.Context, id string) (*WebhookDelive
 		return nil, fmt.Errorf("%w: %s", ErrDeliveryNotFound, id)
 	}
 	return o.WebhookDelivery(ctx, id)
+}
+
+// WebhookStats are the webhook deliveries' counters since the namespace
+// began (never trimmed by retention): by endpoint, the deliveries made
+// and the attempts by outcome; and the deliveries due now or later
+// (pending or retrying), with the oldest one's due time (zero: none).
+type WebhookStats struct {
+	Made      map[string]int64            `json:"made"`
+	Attempts  map[string]map[string]int64 `json:"attempts"`
+	Due       int64                       `json:"due"`
+	OldestDue time.Time                   `json:"oldest_due,omitzero"`
+}
+
+// WebhookStats reads the counters (WebhookStats), in one round trip.
+func (o *Orchestrator) WebhookStats(ctx context.Context) (WebhookStats, error) {
+	pipe := o.fast.Pipeline()
+	all := pipe.HGetAll(ctx, o.keys.WebhookStats())
+	due := pipe.ZCard(ctx, o.keys.WebhookDue())
+	oldest := pipe.ZRangeWithScores(ctx, o.keys.WebhookDue(), 0, 0)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return WebhookStats{}, fmt.Errorf("webhook stats: %w", err)
+	}
+	st := WebhookStats{Made: map[string]int64{}, Attempts: map[string]map[string]int64{}, Due: due.Val()}
+	for f, v := range all.Val() {
+		i := strings.LastIndexByte(f, '|')
+		n, err := strconv.ParseInt(v, 10, 64)
+		if i < 0 || err != nil {
+			continue
+		}
+		ep, what := f[:i], f[i+1:]
+		if what == "made" {
+			st.Made[ep] = n
+			continue
+		}
+		if st.Attempts[ep] == nil {
+			st.Attempts[ep] = map[string]int64{}
+		}
+		st.Attempts[ep][what] = n
+	}
+	if z := oldest.Val(); len(z) == 1 {
+		st.OldestDue = time.UnixMilli(int64(z[0].Score))
+	}
+	return st, nil
 }
 
 // WebhookCounts are the deliveries kept by endpoint and status.

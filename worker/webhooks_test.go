@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/thread"
 )
@@ -175,6 +176,22 @@ func TestWebhooksOnRunEvents(t *testing.T) {
 	require.Equal(t, string(got[0].body), string(ops.got()[3].body))
 	_, err = h.o.Redeliver(h.ctx, "dlv_nope")
 	require.ErrorIs(t, err, orchestrator.ErrDeliveryNotFound)
+
+	// The counters /metrics exports: three deliveries made (one lost and
+	// made again), ops's two failed attempts and two delivered (the
+	// redelivery's too), the --notify endpoint's one; nothing due.
+	require.Eventually(t, func() bool {
+		st, err := h.o.WebhookStats(h.ctx)
+		require.NoError(t, err)
+		return st.Attempts["ops"]["delivered"] == 2
+	}, 10*time.Second, 10*time.Millisecond)
+	st, err := h.o.WebhookStats(h.ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), st.Made["ops"]+st.Made[config.NotifyEndpoint])
+	require.Equal(t, map[string]int64{"retrying": 2, "delivered": 2}, st.Attempts["ops"])
+	require.Equal(t, map[string]int64{"delivered": 1}, st.Attempts[config.NotifyEndpoint])
+	require.Zero(t, st.Due)
+	require.True(t, st.OldestDue.IsZero())
 }
 
 // TestWebhookBudgetThresholds: a charge that takes a tree's spend across
