@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -157,4 +158,57 @@ func TestEventStreamDeltas(t *testing.T) {
 func strconvQuote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// TestFollowWordsAcrossHandoff: `thread run --wait --follow` shows the
+// model's words as they are written for the whole chain: the thread it
+// started hands off when its context fills, and the continuation's words
+// follow under the continuation's own head, each turn's text once.
+func TestFollowWordsAcrossHandoff(t *testing.T) {
+	t.Parallel()
+	words := strings.Repeat("words of the continuation, written slowly; ", 4)
+	files := map[string]string{
+		".ai/directives/t/chained.md": directive("chained", `turns="6" spend="0.5"`, fsPerms, `<success>done</success>`),
+		"scripts/chained.yaml": fmt.Sprintf(`context_window: 2000
+price: {input_per_mtok: 1.00, output_per_mtok: 5.00}
+latency: 200ms
+stream_delay: 400ms
+directives:
+  "t/chained":
+    - text: %q
+      tool_calls: [{tool: rye/file-system/fs_write, input: {path: "one.txt", content: "one"}}]
+      when: '{{eq .chain_index 0}}'
+      usage: {input: 1900, output: 40}
+    - text: %q
+      when: '{{eq .chain_index 1}}'
+      usage: {input: 300, output: 20}
+`, "FIRST the first thread writes this before its context fills", "SECOND "+words),
+	}
+	e := spooltest.New(t, spooltest.Options{Files: files})
+	e.StartWorker("--concurrency", "2")
+	r := e.Spool("thread", "run", "t/chained", "--model", "script:scripts/chained.yaml", "--wait", "--follow", "--json")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &rec))
+	first, _ := rec["chain_root_id"].(string)
+	last, _ := rec["thread_id"].(string)
+	require.NotEqual(t, first, last, "the run handed off: %s", r.Stdout)
+	require.Equal(t, "completed", rec["status"])
+
+	// Each thread's written text, under its own head, once.
+	written := map[string]string{}
+	cur := ""
+	for _, line := range strings.Split(r.Stderr, "\n") {
+		switch {
+		case strings.HasSuffix(line, " writes:") && strings.HasPrefix(line, "["):
+			cur = line[1:strings.Index(line, "]")]
+		case strings.HasPrefix(line, "    ") && cur != "":
+			written[cur] += strings.TrimPrefix(line, "    ")
+		default:
+			cur = ""
+		}
+	}
+	require.Contains(t, written[last], "SECOND words of the continuation", "the continuation's words, as written:\n%s", r.Stderr)
+	require.Equal(t, 1, strings.Count(written[last], "SECOND"), "its text once:\n%s", r.Stderr)
+	require.NotContains(t, written[last], "FIRST")
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/transcript"
@@ -57,31 +58,72 @@ func (l *lineWriter) endLocked() {
 	}
 }
 
-// followText prints thread id's model text as it is written
-// (orchestrator.FollowDeltas) on out, under a head naming the thread and
-// turn, until the returned stop is called.
+// followText prints the model text of thread id's chain as it is
+// written (orchestrator.FollowDeltas) on out, under a head naming the
+// thread and turn, until the returned stop is called. It follows the
+// chain: when the thread hands off, the continuation's text follows
+// under its own head (the chain's live thread is looked up every
+// followChainEvery).
 func followText(ctx context.Context, s *services, id string, out *lineWriter) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		key := ""
-		_ = s.orch.FollowDeltas(ctx, id, func(d orchestrator.Delta) error {
-			if d.CallID != "" {
-				return nil // the status line names the tool once it runs
+		term := id
+		for {
+			fctx, fcancel := context.WithCancel(ctx)
+			followed := make(chan struct{})
+			go func(term string) {
+				defer close(followed)
+				followDeltas(fctx, s, term, out)
+			}(term)
+			next := nextInChain(ctx, s, id, term)
+			fcancel()
+			<-followed
+			if next == "" {
+				return
 			}
-			head := ""
-			if k := fmt.Sprintf("%d/%d", d.Turn, d.Attempt); k != key {
-				key, head = k, fmt.Sprintf("[%s] turn %d writes:", id, d.Turn)
-			}
-			out.piece(head, d.Text)
-			return nil
-		})
+			term = next
+		}
 	}()
 	return func() {
 		cancel()
 		<-done
 	}
+}
+
+// followChainEvery is how often followText looks for a continuation.
+const followChainEvery = 300 * time.Millisecond
+
+// nextInChain waits until the live thread of id's chain is no longer
+// term, and returns the one it is; "" once ctx ends.
+func nextInChain(ctx context.Context, s *services, id, term string) string {
+	for {
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-time.After(followChainEvery):
+		}
+		if now, err := s.orch.ResolveChain(ctx, id); err == nil && now != term {
+			return now
+		}
+	}
+}
+
+// followDeltas prints thread id's model text on out until ctx ends.
+func followDeltas(ctx context.Context, s *services, id string, out *lineWriter) {
+	key := ""
+	_ = s.orch.FollowDeltas(ctx, id, func(d orchestrator.Delta) error {
+		if d.CallID != "" {
+			return nil // the status line names the tool once it runs
+		}
+		head := ""
+		if k := fmt.Sprintf("%d/%d", d.Turn, d.Attempt); k != key {
+			key, head = k, fmt.Sprintf("[%s] turn %d writes:", id, d.Turn)
+		}
+		out.piece(head, d.Text)
+		return nil
+	})
 }
 
 // textFollower prints a transcript's events as text as they come, and
