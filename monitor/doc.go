@@ -33,6 +33,11 @@
 //	                                its admission counters, and the runs admission holds, by what
 //	                                they wait for and their place in line, linking to their pages;
 //	                                a run's page links to its tenant and says where it waits
+//	/cost                           spend per day by a key (directive, model, tenant, tag:KEY)
+//	/webhooks                       every endpoint sent a delivery, with its counters, and the newest
+//	                                deliveries (endpoint=, status=) with attempts and last answer
+//	POST /webhooks/ID/redeliver     send a delivery again, the same webhook-id and body (after a
+//	                                confirmation)
 //	POST /approvals/decide          approve or deny (thread, call, decision, reason, by)
 //	POST /threads/ID/send           a message the model sees before its next call
 //	POST /threads/ID/interrupt      the same, stopping the model call or tool in flight
@@ -55,7 +60,8 @@
 //	/metrics                        Prometheus: asynq queue sizes, spool's threads by status, the
 //	                                fleet's rate-limit counters (spool_ratelimit_fleet_*) and
 //	                                admission's state (spool_admission_*, spool_tenant_spend_*,
-//	                                spool_idempotent_replays_total; admission.go)
+//	                                spool_idempotent_replays_total; admission.go) and the webhook
+//	                                deliveries (spool_webhook_*; webhook_metrics.go)
 //	/healthz                        liveness, never behind authentication
 //
 // Rate limits: the page reads the rules of Config.Project's

@@ -188,6 +188,8 @@ func (m *Monitor) handler() http.Handler {
 	mux.HandleFunc("GET /ratelimits", m.serveRateLimits)
 	mux.HandleFunc("GET /api/ratelimits", m.serveRateLimits)
 	mux.HandleFunc("GET /cost", m.serveCost)
+	mux.HandleFunc("GET /webhooks", m.serveWebhooks)
+	mux.HandleFunc("POST /webhooks/{id}/redeliver", m.serveRedeliver)
 	mux.HandleFunc("GET /tenants", m.serveTenants)
 	mux.HandleFunc("GET /api/tenants", m.serveTenants)
 	mux.HandleFunc("GET /tenants/{tenant}", m.serveTenant)

@@ -45,7 +45,7 @@ type pages struct {
 	approvals, confirm, decide, timeline *template.Template
 	event, ratelimits, graph             *template.Template
 	tenants, tenant                      *template.Template
-	cost                                 *template.Template
+	cost, webhooks                       *template.Template
 }
 
 // pathOf escapes each segment of a thread id for a URL path: ids contain
@@ -82,6 +82,7 @@ var funcs = template.FuncMap{
 	},
 	"clock":    func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
 	"ago":      ago,
+	"until":    until,
 	"pretty":   pretty,
 	"terminal": func(s thread.Status) bool { return s.Terminal() },
 	"pct": func(part, whole float64) string {
@@ -157,6 +158,20 @@ func ago(t time.Time) string {
 	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
 }
 
+// until renders how long until t, roughly ("now" once it has come).
+func until(t time.Time) string {
+	d := time.Until(t)
+	switch {
+	case d <= 0:
+		return "now"
+	case d < time.Minute:
+		return fmt.Sprintf("in %ds", int(d.Seconds())+1)
+	case d < time.Hour:
+		return fmt.Sprintf("in %dm", int(d.Minutes()))
+	}
+	return fmt.Sprintf("in %dh", int(d.Hours()))
+}
+
 func loadPages() (*pages, error) {
 	base, err := template.New("base").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
 	if err != nil {
@@ -177,6 +192,7 @@ func loadPages() (*pages, error) {
 		"list.html": &p.list, "thread.html": &p.thread, "transcript.html": &p.transcript, "error.html": &p.errPage,
 		"approvals.html": &p.approvals, "confirm.html": &p.confirm, "decide.html": &p.decide, "timeline.html": &p.timeline,
 		"ratelimits.html": &p.ratelimits, "graph.html": &p.graph, "tenants.html": &p.tenants, "tenant.html": &p.tenant, "cost.html": &p.cost,
+		"webhooks.html": &p.webhooks,
 	} {
 		if *dst, err = one(name); err != nil {
 			return nil, err
