@@ -183,6 +183,11 @@ func TestCLI(t *testing.T) {
 				require.Equal(t, "turns_exceeded", errObj["code"])
 				require.NotEmpty(t, errObj["message"])
 			}},
+		{name: "run input with a comma", args: with(run, "--input", "name=ada, bo", "--namespace", "{ns}-comma", "--embedded", "--wait", "--json"), // a namespace of its own: the listings below count this one's runs
+			check: func(t *testing.T, out string) {
+				m := requireRecord(t, jsonValue(t, out), "completed")
+				require.Equal(t, "done for ada, bo", m["result"], "a comma is part of an --input's value")
+			}},
 		{name: "run inputs json from a file", args: with(run, "--inputs-json", "@{tmp}/big.json", "--embedded", "--wait", "--json"),
 			check: func(t *testing.T, out string) {
 				m := requireRecord(t, jsonValue(t, out), "completed")

@@ -69,6 +69,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Version:   readBuildVersion().Version,
 		Writer:    stdout,
 		ErrWriter: stderr,
+		// A repeatable flag takes one value per use (--input k=v
+		// --input k2=v2): a comma is part of the value, as in --input
+		// "names=Ada, Bob" or --set items='["a","b"]'.
+		DisableSliceFlagSeparator: true,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "project", EnvVars: []string{"SPOOL_PROJECT"}, Usage: "project root holding .ai/ (default: current directory)"},
 			&cli.StringFlag{Name: "data-dir", EnvVars: []string{"SPOOL_DATA_DIR"}, Usage: "local blob store and embedded state (default: <project>/.spool)"},
