@@ -51,6 +51,9 @@ func TestGraphFork(t *testing.T) {
 	require.Equal(t, []string{"planned"}, out.StateEdits)
 	require.InDelta(t, 0.5, out.Budget, 1e-9, "nothing was spent by step 1")
 	require.Equal(t, 1, out.WorkspaceFiles, "plan.md, written at step 1")
+	waited := e.Spool("graph", "wait", out.Run.ThreadID, "--json", "--timeout", "2m")
+	require.Equal(t, 0, waited.Code, "graph wait waits for a run as thread wait does: %s", waited.Stderr)
+	require.Contains(t, waited.Stdout, `"status": "completed"`)
 	fork := e.Wait([]string{out.Run.ThreadID}, 2*time.Minute)[out.Run.ThreadID]
 	require.Equal(t, thread.StatusCompleted, fork.Status, "%+v", fork.Error)
 	require.Equal(t, map[string]any{"reviewed": 3.0, "failed": 0.0, "planned": 7.0}, fork.Outputs)

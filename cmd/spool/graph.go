@@ -70,6 +70,8 @@ func graphCommand() *cli.Command {
 					&cli.BoolFlag{Name: "wait", Usage: "wait for the fork to finish and print its record"},
 					&cli.BoolFlag{Name: "follow", Usage: "with --wait, show a live view while it runs"},
 					&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long --wait waits"}}, Action: graphFork},
+			{Name: "wait", Usage: "wait for graph runs to end (following resumes), as thread wait does", ArgsUsage: "RUN...", Flags: []cli.Flag{jsonFlag(),
+				&cli.DurationFlag{Name: "timeout", Value: 600 * time.Second, Usage: "give up after this long (exit 1; the runs keep running); 0 waits without a limit"}}, Action: threadWait},
 			{Name: "transcript", Usage: "print a run's transcript", ArgsUsage: "RUN", Flags: []cli.Flag{
 				&cli.BoolFlag{Name: "json", Usage: "print JSON lines, one event a line (--format jsonl)"},
 				&cli.BoolFlag{Name: "follow", Usage: "keep printing as the run goes"},
