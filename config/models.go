@@ -95,7 +95,8 @@ func (m Models) ResolveModel(explicit, id, tier, fallbackID, fallbackTier string
 	if tier != "" {
 		return "", fmt.Errorf("model tier %q is not in models.yaml: %w", tier, ErrNoModel)
 	}
-	return "", ErrNoModel
+	return "", fmt.Errorf("%w: the directive names none (<model id=\"...\"/> or <model tier=\"...\"/> in its metadata) and none was given "+
+		"(--model ID, e.g. claude-sonnet-4-5, or script:PATH for the offline scripted provider)", ErrNoModel)
 }
 
 // ScriptPath returns the project-relative script path of a "script:PATH"
