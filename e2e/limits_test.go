@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -96,6 +97,9 @@ func TestUnboundedLimitsAreAbsent(t *testing.T) {
 		require.Equal(t, 0, res.Code, res.Stderr)
 		require.NotContains(t, res.Stdout, "2147483647", what)
 		require.Regexp(t, `(?m)^limits +spend \$1\.0000 · depth \d+ · spawns \d+ · duration \d+s$`, res.Stdout, what)
+		// A graph run is shown as one: its steps, no model or turns.
+		require.Regexp(t, `(?m)^run +`+regexp.QuoteMeta(id)+`\n(?s:.*)^steps +\d+ of \d+$`, res.Stdout, what)
+		require.NotRegexp(t, `(?m)^(model|cost) `, res.Stdout, what)
 		status, _, body := raw.do("GET", "/v1/threads/"+esc(id), "")
 		require.Equal(t, http.StatusOK, status, string(body))
 		requireUnbounded(t, limitsOf(t, body), what+": the API's record")

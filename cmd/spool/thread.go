@@ -570,8 +570,15 @@ func threadShow(c *cli.Context) error {
 		}
 		return printJSON(c.App.Writer, r)
 	}
-	printRecord(c.App.Writer, r)
-	printAwaiting(c.Context, c.App.Writer, s, r)
+	if r.IsGraph() {
+		// A graph run has no model or turns: its steps, node and what it
+		// waits for, as graph show heads its table.
+		printGraphRecord(c.Context, c.App.Writer, s, r)
+		fmt.Fprintf(c.App.Writer, "limits     %s\n", limitsLine(r.Limits))
+	} else {
+		printRecord(c.App.Writer, r)
+		printAwaiting(c.Context, c.App.Writer, s, r)
+	}
 	if line := s.orch.AdmissionWaitLine(c.Context, r); line != "" {
 		fmt.Fprintf(c.App.Writer, "waiting    %s\n", line)
 	}
