@@ -144,8 +144,16 @@ func TestTenantSurfaces(t *testing.T) {
 	files := graphProject()
 	files[".ai/config/agent/admission.yaml"] = tenantPolicy
 	e := spooltest.New(t, spooltest.Options{Files: files})
-	r := e.Spool("admission", "apply")
+	// Unpublished, the tenants' text says that nothing is counted.
+	const offLine = "admission  off: no policy is published"
+	r := e.Spool("tenant", "list")
 	require.Equal(t, 0, r.Code, r.Stderr)
+	require.Contains(t, r.Stdout, offLine)
+	r = e.Spool("admission", "apply")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	r = e.Spool("tenant", "list")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	require.NotContains(t, r.Stdout, offLine)
 	e.StartWorker("--concurrency", "4")
 	busy, releaseBusy := gateFile(t)
 	gate, release := gateFile(t)

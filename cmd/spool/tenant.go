@@ -79,7 +79,19 @@ func tenantList(c *cli.Context) error {
 	for _, t := range ts {
 		fmt.Fprintf(w, "%-24s %7g %4d %6d %8d %6d %8d %s\n", t.Tenant, t.Weight, t.Priority, t.Share, t.Running, t.Ready, t.Runs, blockedText(t.Blocked))
 	}
+	printAdmissionOff(c, s)
 	return nil
+}
+
+// printAdmissionOff says, under a tenant's text, that no admission
+// policy is published: then nothing waits for a share or a ceiling and
+// the spend windows count nothing, which the zeros shown would not tell.
+func printAdmissionOff(c *cli.Context, s *services) {
+	p, err := adm.Read(c.Context, s.rdb, s.orch.Admission().Keys())
+	if err != nil || (p != nil && p.On()) {
+		return
+	}
+	fmt.Fprintln(c.App.Writer, "admission  off: no policy is published, so no run waits for a share or a ceiling and the spend windows count nothing (spool admission apply publishes one)")
 }
 
 // tenantName is the one TENANT argument.
@@ -108,6 +120,7 @@ func tenantShow(c *cli.Context) error {
 		return printJSON(c.App.Writer, t)
 	}
 	printTenantStatus(c.App.Writer, t)
+	printAdmissionOff(c, s)
 	return nil
 }
 
