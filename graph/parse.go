@@ -145,7 +145,13 @@ func (p *reader) topKey(g *Graph, e kv, t *topKeysRead) {
 		p.meta(g, e.key, p.str(e.v, "", e.key))
 	case "tool_id":
 		p.warnf("", e.key, e.k, "ignored (a reference key: the graph's name comes from its path)")
+	case "name":
+		p.errorf("", e.key, e.k, "unknown key `name`: a graph's name comes from its path (.ai/graphs/NAME.yaml)")
 	default:
+		if slices.Contains(configKeys, e.key) {
+			p.errorf("", e.key, e.k, "unknown key `%s` at the top: it goes under `config:`", e.key)
+			return
+		}
 		p.errorf("", e.key, e.k, "%s", unknownKey(e.key, topKeys))
 	}
 }

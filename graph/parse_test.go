@@ -311,6 +311,8 @@ func TestParseUnknownKeys(t *testing.T) {
 	}{
 		{"top level", testHeader + "permisions: []\nconfig: {start: a, nodes: {a: {type: return}}}\n", "", "permisions", "unknown key `permisions` (did you mean `permissions`?)"},
 		{"config", testHeader + "config: {strat: a, start: a, nodes: {a: {type: return}}}\n", "", "config.strat", "(did you mean `start`?)"},
+		{"config key at the top", testHeader + "start: a\nconfig: {start: a, nodes: {a: {type: return}}}\n", "", "start", "unknown key `start` at the top: it goes under `config:`"},
+		{"name", testHeader + "name: x\nconfig: {start: a, nodes: {a: {type: return}}}\n", "", "name", "a graph's name comes from its path"},
 		{"top-level key under config", testHeader + "config: {start: a, permissions: [], nodes: {a: {type: return}}}\n", "", "config.permissions", "belongs at the top level"},
 		{"node", withNodes("a: {type: return, nxet: b}"), "a", "nxet", "unknown key `nxet` (did you mean `next`?)"},
 		{"key of another kind", withNodes("a: {type: gate, over: x, next: a}"), "a", "over", "not valid on a gate node (it belongs to foreach nodes)"},
