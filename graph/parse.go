@@ -145,15 +145,22 @@ func (p *reader) topKey(g *Graph, e kv, t *topKeysRead) {
 		p.meta(g, e.key, p.str(e.v, "", e.key))
 	case "tool_id":
 		p.warnf("", e.key, e.k, "ignored (a reference key: the graph's name comes from its path)")
-	case "name":
-		p.errorf("", e.key, e.k, "unknown key `name`: a graph's name comes from its path (.ai/graphs/NAME.yaml)")
 	default:
-		if slices.Contains(configKeys, e.key) {
-			p.errorf("", e.key, e.k, "unknown key `%s` at the top: it goes under `config:`", e.key)
-			return
-		}
-		p.errorf("", e.key, e.k, "%s", unknownKey(e.key, topKeys))
+		p.errorf("", e.key, e.k, "%s", unknownTopKey(e.key))
 	}
+}
+
+// unknownTopKey is the message for a top-level key nobody knows, with
+// what a graph written from memory most often got wrong: its name, or
+// config's keys written at the top.
+func unknownTopKey(k string) string {
+	switch {
+	case k == "name":
+		return "unknown key `name`: a graph's name comes from its path (.ai/graphs/NAME.yaml)"
+	case slices.Contains(configKeys, k):
+		return "unknown key `" + k + "` at the top: it goes under `config:`"
+	}
+	return unknownKey(k, topKeys)
 }
 
 // inputs reads the inputs schema, written as inputs or as its alias
