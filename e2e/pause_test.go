@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -206,6 +207,7 @@ func TestPauseAndUnpause(t *testing.T) {
 		shown := e.Spool("graph", "show", run)
 		require.Equal(t, 0, shown.Code, shown.Stderr)
 		require.Contains(t, shown.Stdout, "paused")
+		require.Regexp(t, `(?m)^paused +since \S+.*: spool graph unpause `+regexp.QuoteMeta(run)+` lets it go on where it was$`, shown.Stdout)
 
 		pause(t, "unpause", run)
 		rec := e.Wait([]string{run}, 2*time.Minute)[run]

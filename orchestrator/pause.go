@@ -3,6 +3,8 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/spooltype"
@@ -160,4 +162,17 @@ func (o *Orchestrator) eachUnfinished(ctx context.Context, top *registry.Record,
 		}
 	}
 	return nil
+}
+
+// PausedSince is when the paused run r was paused (zero when its record
+// does not say) and what it waited for then ("" when its activation
+// paused it at a boundary); ok is false when r is not paused.
+func PausedSince(r *registry.Record) (at time.Time, from string, ok bool) {
+	if r.Status != thread.StatusPaused {
+		return time.Time{}, "", false
+	}
+	if ms, err := strconv.ParseInt(r.Extra[registry.PausedAtField], 10, 64); err == nil {
+		at = time.UnixMilli(ms)
+	}
+	return at, r.Extra[registry.PausedFromField], true
 }

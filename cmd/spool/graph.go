@@ -187,6 +187,7 @@ func printGraphRecord(ctx context.Context, w io.Writer, s *services, r *spooltyp
 	}
 	printChain(w, r)
 	printTenant(w, r)
+	printPaused(w, r)
 	if r.CurrentNode != "" {
 		fmt.Fprintf(w, "node       %s\n", r.CurrentNode)
 	}

@@ -2,11 +2,14 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/spooltype"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -71,4 +74,28 @@ func statusNames() string {
 		names[i] = string(st)
 	}
 	return strings.Join(names, ", ")
+}
+
+// printPaused says, in `thread show` and `graph show`, that run r is
+// paused (since when, and what it waited for then) or will pause at its
+// next boundary, and how to let it go on.
+func printPaused(w io.Writer, r *spooltype.Record) {
+	noun := "thread"
+	if r.IsGraph() {
+		noun = "graph"
+	}
+	if at, from, ok := orchestrator.PausedSince(r); ok {
+		line := "paused     "
+		if !at.IsZero() {
+			line += "since " + at.UTC().Format(time.RFC3339) + " "
+		}
+		if from != "" {
+			line += "(it was waiting for " + from + ") "
+		}
+		fmt.Fprintf(w, "%s: spool %s unpause %s lets it go on where it was\n", strings.TrimSuffix(line, " "), noun, r.ThreadID)
+		return
+	}
+	if r.PauseRequested && !r.Status.Terminal() {
+		fmt.Fprintf(w, "paused     requested: it pauses at its next boundary (spool %s unpause %s takes the request back)\n", noun, r.ThreadID)
+	}
 }

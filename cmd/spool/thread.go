@@ -264,6 +264,7 @@ func printRecord(w io.Writer, r *spooltype.Record) {
 	}
 	fmt.Fprintf(w, "model      %s\n", r.Model)
 	printTenant(w, r)
+	printPaused(w, r)
 	if r.TraceID != "" {
 		fmt.Fprintf(w, "trace      %s\n", r.TraceID)
 	}
