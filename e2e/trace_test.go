@@ -158,9 +158,19 @@ func TestTraceIsOneTreeAcrossWorkers(t *testing.T) {
 	require.Equal(t, "suspended", reasons["start"].Attr("spool.activation.end"))
 	wake, ok := reasons["wake"]
 	require.True(t, ok, "a wake activation of the root")
-	require.Len(t, wake.GetLinks(), 1)
-	from := byID[fmt.Sprintf("%x", wake.GetLinks()[0].GetSpanId())]
-	require.Equal(t, child, from.Attr("spool.thread_id"), "the wake links to the child's activation that ended it")
+	// The child's end enqueues the wake from its activation, so the wake
+	// links to it. A recoverer that scans between the child's commit (its
+	// wait emptied) and that enqueue finds the wait stalled and enqueues
+	// the same wake first, from no span (the task id dedupes the second):
+	// rare, and then the wake has no link, never another one (seen once
+	// in CI).
+	require.LessOrEqual(t, len(wake.GetLinks()), 1)
+	if len(wake.GetLinks()) == 1 {
+		from := byID[fmt.Sprintf("%x", wake.GetLinks()[0].GetSpanId())]
+		require.Equal(t, child, from.Attr("spool.thread_id"), "the wake links to the child's activation that ended it")
+	} else {
+		t.Log("the root's wake was enqueued by a recoverer before the child's end enqueued it: no link")
+	}
 
 	// Every model call: the GenAI attributes, the usage and cost the
 	// script gave it, under a turn of its thread. A loaded machine may
