@@ -120,13 +120,11 @@ func TestSentinelFailoverRestoresLostChild(t *testing.T) {
 
 	// The master dies; the Sentinel promotes the replica, which never got
 	// the child.
-	ps.Master.Kill()
-	killed := time.Now()
-	ps.Replica.Cont()
-	promoted, err := ps.Promoted(ctx, ps.Master.Addr)
+	promoted, took, err := ps.LoseMaster(ctx)
 	require.NoError(t, err)
 	require.Equal(t, ps.Replica.Addr, promoted)
 	failedOver := time.Now()
+	killed := failedOver.Add(-took)
 	newMaster := ps.Replica.Client(t)
 	// The failover lost the child's registration and ledger entry: the
 	// new master has neither, or (housekeeping can be that quick) has
@@ -549,9 +547,7 @@ func TestSentinelWaitAndMinReplicas(t *testing.T) {
 	acked, err = c.Wait(ctx, 1, 200*time.Millisecond).Result()
 	require.NoError(t, err)
 	require.Zero(t, acked, "no replica has it")
-	ps.Master.Kill()
-	ps.Replica.Cont()
-	_, err = ps.Promoted(ctx, ps.Master.Addr)
+	_, _, err = ps.LoseMaster(ctx)
 	require.NoError(t, err)
 	var got *registry.Record
 	require.Eventually(t, func() bool {

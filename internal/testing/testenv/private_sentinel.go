@@ -244,13 +244,10 @@ func (ps *PrivateSentinel) FailOver(ctx context.Context, lossWindow time.Duratio
 		return f, err
 	}
 	time.Sleep(lossWindow)
-	master.Kill()
-	killed := time.Now()
-	replica.Cont()
-	if f.New, err = ps.Promoted(ctx, master.Addr); err != nil {
+	if f.New, f.Promoted, err = ps.promote(ctx, master, replica); err != nil {
 		return f, err
 	}
-	f.Promoted = time.Since(killed)
+	killed := time.Now().Add(-f.Promoted)
 	if err := master.startReplicaOf(f.New); err != nil {
 		return f, err
 	}
@@ -259,6 +256,28 @@ func (ps *PrivateSentinel) FailOver(ctx context.Context, lossWindow time.Duratio
 	}
 	f.Resynced = time.Since(killed)
 	return f, nil
+}
+
+// LoseMaster kills the master and lets the replica that CutOffReplica
+// froze go on, until the Sentinel has promoted it: what the master took
+// alone since the cut is lost. It returns the new master's address and
+// how long its promotion took after the kill. The old master stays down.
+func (ps *PrivateSentinel) LoseMaster(ctx context.Context) (string, time.Duration, error) {
+	master, replica, err := ps.Roles(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	return ps.promote(ctx, master, replica)
+}
+
+// promote kills master, lets replica go on and waits for the Sentinel to
+// name another master (LoseMaster).
+func (ps *PrivateSentinel) promote(ctx context.Context, master, replica *SentinelNode) (string, time.Duration, error) {
+	master.Kill()
+	killed := time.Now()
+	replica.Cont()
+	addr, err := ps.Promoted(ctx, master.Addr)
+	return addr, time.Since(killed), err
 }
 
 // Client is a plain client of the node, closed at t's cleanup.
