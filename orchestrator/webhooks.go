@@ -260,7 +260,7 @@ func (rt *Runtime) relayEvent(ctx context.Context, e redis.XMessage) error {
 	for _, t := range targets {
 		did := webhookDeliveryID(eventID, t.name)
 		keys := []string{rt.keys.WebhookDelivery(did), rt.keys.WebhookDue(), rt.keys.WebhookAll(), rt.keys.WebhookStats()}
-		err := webhookMakeScript.Run(ctx, rt.fast, keys, did, now.UnixMilli(), int64(WebhookRetention/time.Second), t.name,
+		err := webhookMakeScript.Run(ctx, rt.fast, keys, did, now.UnixMilli(), int64(WebhookRetention/time.Second),
 			"id", did, "event_id", eventID, "type", typ, "endpoint", t.name, "url", t.url, "secret_env", t.secretEnv,
 			"run", id, "tenant", rec.TenantOrDefault(), "body", string(body), "created_at", now.UTC().Format(time.RFC3339Nano)).Err()
 		if err != nil {
