@@ -222,13 +222,25 @@ func startFollow(c *cli.Context, s *services, id string) (stop func()) {
 	done := make(chan struct{})
 	var last string
 	out := &lineWriter{w: c.App.ErrWriter}
+	// live carries the chain's live thread, as each look finds it, to the
+	// text follower (the newest only: it waits for a change).
+	live := make(chan string, 1)
 	show := func(ctx context.Context) {
-		if line := followLine(ctx, s, id); line != "" && line != last {
+		term, err := s.orch.ResolveChain(ctx, id)
+		if err != nil {
+			return
+		}
+		select {
+		case <-live:
+		default:
+		}
+		live <- term
+		if line := followLine(ctx, s, term); line != "" && line != last {
 			out.line(line)
 			last = line
 		}
 	}
-	stopText := followText(ctx, s, id, out)
+	stopText := followText(ctx, s, id, live, out)
 	go func() {
 		defer close(done)
 		for {
@@ -248,11 +260,9 @@ func startFollow(c *cli.Context, s *services, id string) (stop func()) {
 	}
 }
 
-func followLine(ctx context.Context, s *services, id string) string {
-	term, err := s.orch.ResolveChain(ctx, id)
-	if err != nil {
-		return ""
-	}
+// followLine is the live view's line for term, the live thread of the
+// followed chain.
+func followLine(ctx context.Context, s *services, term string) string {
 	r, err := s.orch.Record(ctx, term)
 	if err != nil {
 		return ""

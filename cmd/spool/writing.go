@@ -7,7 +7,6 @@ import (
 	"io"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/transcript"
@@ -61,10 +60,10 @@ func (l *lineWriter) endLocked() {
 // followText prints the model text of thread id's chain as it is
 // written (orchestrator.FollowDeltas) on out, under a head naming the
 // thread and turn, until the returned stop is called. It follows the
-// chain: when the thread hands off, the continuation's text follows
-// under its own head (the chain's live thread is looked up every
-// followChainEvery).
-func followText(ctx context.Context, s *services, id string, out *lineWriter) (stop func()) {
+// chain: when live, the chain's live thread as the caller looks it up,
+// names another thread (a handoff), that thread's text follows under its
+// own head.
+func followText(ctx context.Context, s *services, id string, live <-chan string, out *lineWriter) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -77,7 +76,7 @@ func followText(ctx context.Context, s *services, id string, out *lineWriter) (s
 				defer close(followed)
 				followDeltas(fctx, s, term, out)
 			}(term)
-			next := nextInChain(ctx, s, id, term)
+			next := nextInChain(ctx, live, term)
 			fcancel()
 			<-followed
 			if next == "" {
@@ -92,20 +91,17 @@ func followText(ctx context.Context, s *services, id string, out *lineWriter) (s
 	}
 }
 
-// followChainEvery is how often followText looks for a continuation.
-const followChainEvery = 300 * time.Millisecond
-
-// nextInChain waits until the live thread of id's chain is no longer
-// term, and returns the one it is; "" once ctx ends.
-func nextInChain(ctx context.Context, s *services, id, term string) string {
+// nextInChain waits until live names another thread than term, and
+// returns it; "" once ctx ends.
+func nextInChain(ctx context.Context, live <-chan string, term string) string {
 	for {
 		select {
 		case <-ctx.Done():
 			return ""
-		case <-time.After(followChainEvery):
-		}
-		if now, err := s.orch.ResolveChain(ctx, id); err == nil && now != term {
-			return now
+		case now := <-live:
+			if now != term {
+				return now
+			}
 		}
 	}
 }
