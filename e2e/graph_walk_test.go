@@ -400,14 +400,33 @@ config:
       type: return
 `
 
+// misspeltGraph assigns a field fs_read's result does not have (it is
+// {"text": ...}).
+const misspeltGraph = `config:
+  start: write
+  nodes:
+    write:
+      action: {tool: rye/file-system/fs_write, params: {path: notes.md, content: "notes"}}
+      next: read
+    read:
+      action: {tool: rye/file-system/fs_read, params: {path: notes.md}}
+      assign: {content: "${result.content}", text: "${result.text}"}
+      next: out
+    out:
+      type: return
+      output: {content: "${state.content}", text: "${state.text}"}
+`
+
 // TestGraphErrors: a retried tool step routed by its on_error, a foreach
 // whose failed item leaves a null slot, a failure the graph's on_error
 // continue suppresses; a failure that fails the run with node_error; a
-// loop stopped by max_steps; a step with no matching edge.
+// loop stopped by max_steps; a step with no matching edge; an assign of
+// a field the result lacks, null as section 7 says, and named in the
+// step's record.
 func TestGraphErrors(t *testing.T) {
 	t.Parallel()
 	e := workerEnv(t, walkProject("0ms", map[string]string{"g/errors": errorsGraph, "g/fail": failGraph, "g/loop": loopGraph,
-		"g/edge": edgeGraph}), "4")
+		"g/edge": edgeGraph, "g/misspelt": misspeltGraph}), "4")
 
 	rec, res := runGraph(t, e, "g/errors")
 	require.Equal(t, 0, res.Code, res.Stderr)
@@ -443,6 +462,32 @@ func TestGraphErrors(t *testing.T) {
 	require.Equal(t, 1, res.Code, res.Stderr)
 	require.Equal(t, "node_error", rec.Error.Code)
 	require.Contains(t, rec.Error.Message, "no condition")
+
+	rec, res = runGraph(t, e, "g/misspelt")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Equal(t, map[string]any{"content": nil, "text": "notes"}, rec.Outputs)
+	const why = "content: ${result.content} resolved to nothing (result has "
+	res = e.Spool("graph", "show", rec.ThreadID)
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Contains(t, res.Stdout, "null "+why, "the node table says why content is null")
+	res = e.Spool("graph", "show", rec.ThreadID, "--json")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	var shown struct {
+		Steps []struct {
+			Node       string   `json:"node"`
+			Unresolved []string `json:"unresolved"`
+		} `json:"steps"`
+	}
+	res.JSON(t, &shown)
+	var unresolved []string
+	for _, st := range shown.Steps {
+		if st.Node == "read" {
+			unresolved = st.Unresolved
+		}
+	}
+	require.Len(t, unresolved, 1, res.Stdout)
+	require.True(t, strings.HasPrefix(unresolved[0], why), unresolved[0])
+	require.Contains(t, unresolved[0], "text", "what the result has")
 }
 
 // TestGraphRefusals: bad input, an unknown or invalid graph and a bad

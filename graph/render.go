@@ -153,6 +153,9 @@ func detail(s StepRecord) string {
 		}
 		parts = append(parts, strings.Join(plus, " "))
 	}
+	for _, u := range s.Unresolved {
+		parts = append(parts, "null "+u)
+	}
 	if s.Run != "" {
 		parts = append(parts, "in run "+s.Run)
 	}
@@ -301,6 +304,9 @@ func renderStep(b *bytes.Buffer, g *Graph, s StepRecord) {
 	}
 	if len(s.Assigned) > 0 {
 		fmt.Fprintf(b, "- assigned: %s\n", strings.Join(s.Assigned, ", "))
+	}
+	for _, u := range s.Unresolved {
+		fmt.Fprintf(b, "- assigned null: %s\n", u)
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -186,6 +188,85 @@ func Assign(n *Node, state map[string]any, scope map[string]any) (map[string]any
 		out[k] = v
 	}
 	return out, keys, nil
+}
+
+// Unresolved names, for each key of n's assign (and collect) whose value
+// is a whole reference that resolved to nothing and so was assigned null
+// (section 7: not an error), the reference and what its scope has where
+// the path broke off: `content: ${result.content} resolved to nothing
+// (result has text)`. A reference to a value that is null resolved; it
+// is not named. Sorted by key; nil when every reference resolved. It is
+// a warning for the step's record, the cause of many a null further on.
+func Unresolved(n *Node, scope map[string]any) []string {
+	exprs := map[string]any{}
+	if n.Collect != "" {
+		exprs[n.Collect] = "${result.results}"
+	}
+	for k, v := range n.Assign {
+		exprs[k] = v
+	}
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(exprs)) {
+		s, ok := exprs[k].(string)
+		if !ok || !hasRefs(s) {
+			continue
+		}
+		t, err := parseTemplate(s)
+		if err != nil {
+			continue
+		}
+		e := t.whole()
+		if e == nil {
+			continue
+		}
+		if _, found, err := e.eval(scope); err != nil || found {
+			continue
+		}
+		msg := fmt.Sprintf("%s: ${%s} resolved to nothing", k, e.src)
+		if has := brokeOff(scope, e); has != "" {
+			msg += " (" + has + ")"
+		}
+		out = append(out, msg)
+	}
+	return out
+}
+
+// brokeOff says what the scope holds where e's first path broke off:
+// "result has text, usage" when it is an object, "result is a string"
+// when the path went on into something that is not one.
+func brokeOff(scope map[string]any, e *expr) string {
+	for _, t := range e.terms {
+		if t.isLit || len(t.path) < 2 {
+			continue
+		}
+		for i := len(t.path) - 1; i >= 1; i-- {
+			v, ok := lookup(scope, t.path[:i])
+			if !ok {
+				continue
+			}
+			at := strings.Join(t.path[:i], ".")
+			switch x := v.(type) {
+			case map[string]any:
+				keys := slices.Sorted(maps.Keys(x))
+				if len(keys) == 0 {
+					return at + " is an empty object"
+				}
+				if len(keys) > 8 {
+					keys = append(keys[:8], "...")
+				}
+				return at + " has " + strings.Join(keys, ", ")
+			case nil:
+				return at + " is null"
+			case string:
+				return at + " is a string"
+			case []any:
+				return at + " is a list"
+			}
+			return ""
+		}
+		return ""
+	}
+	return ""
 }
 
 // reservedStateKey reports whether an assign may not write k.

@@ -100,6 +100,40 @@ func TestAssign(t *testing.T) {
 	require.ErrorIs(t, err, &StepError{Code: CodeUnresolvedReference})
 }
 
+// TestUnresolved: a whole reference that resolves to nothing is assigned
+// null and named, with what its scope had where the path broke off; a
+// reference to a null, a fallback that resolves, a literal and text are
+// not.
+func TestUnresolved(t *testing.T) {
+	t.Parallel()
+	scope := map[string]any{
+		"state":  map[string]any{"gone": nil, "name": "x"},
+		"result": map[string]any{"text": "hello", "usage": map[string]any{}, "n": 3},
+	}
+	n := &Node{Name: "read", Assign: map[string]any{
+		"content":  "${result.content}",          // fs_read's result is {"text": ...}
+		"deep":     "${result.usage.tokens}",     // an empty object
+		"inner":    "${result.text.first}",       // into a string
+		"chain":    "${result.nope || state.no}", // no term resolves
+		"other":    "${other.x}",                 // nothing in scope by that name
+		"null":     "${state.gone}",              // resolves, to null
+		"fallback": "${result.nope || state.name}",
+		"default":  `${result.nope || "d"}`,
+		"lit":      42,
+		"text":     "t ${state.name}",
+	}}
+	require.Equal(t, []string{
+		"chain: ${result.nope || state.no} resolved to nothing (result has n, text, usage)",
+		"content: ${result.content} resolved to nothing (result has n, text, usage)",
+		"deep: ${result.usage.tokens} resolved to nothing (result.usage is an empty object)",
+		"inner: ${result.text.first} resolved to nothing (result.text is a string)",
+		"other: ${other.x} resolved to nothing",
+	}, Unresolved(n, scope))
+	require.Nil(t, Unresolved(&Node{Name: "ok", Assign: map[string]any{"a": "${state.name}"}}, scope))
+	require.Equal(t, []string{"out: ${result.results} resolved to nothing (result has n, text, usage)"},
+		Unresolved(&Node{Name: "fe", Collect: "out"}, scope))
+}
+
 // TestAssignOrderIndependent: Assign's outcome does not depend on the order
 // the assign map's keys were inserted in (nor on Go's map iteration).
 func TestAssignOrderIndependent(t *testing.T) {

@@ -385,7 +385,7 @@ func fansOut(kind string) bool { return kind == graph.KindForeach || kind == gra
 // completed reads a step_completed, event e.
 func (l *stepLog) completed(e transcript.Event, p transcript.StepCompleted) {
 	s := l.get(p.Step, p.Node)
-	s.Kind, s.Status, s.RoutedBy, s.NextNode, s.Assigned = p.Kind, p.Status, p.RoutedBy, p.NextNode, p.Assigned
+	s.Kind, s.Status, s.RoutedBy, s.NextNode, s.Assigned, s.Unresolved = p.Kind, p.Status, p.RoutedBy, p.NextNode, p.Assigned, p.Unresolved
 	s.Ended = e.Timestamp
 	if s.Started.IsZero() {
 		if t, err := time.Parse(time.RFC3339Nano, p.StartedAt); err == nil && p.ElapsedMS > 0 {

@@ -42,6 +42,10 @@ type StepRecord struct {
 	ThreadIDs []string  `json:"thread_ids,omitempty"`
 	Error     string    `json:"error,omitempty"` // "code: message"
 	Assigned  []string  `json:"assigned,omitempty"`
+	// Unresolved: assigned keys whose whole reference resolved to
+	// nothing, so null was assigned ("content: ${result.content}
+	// resolved to nothing (result has text)").
+	Unresolved []string `json:"unresolved,omitempty"`
 	NextNode  string    `json:"next_node,omitempty"`
 	Action    string    `json:"action,omitempty"` // "tool git/changed_files" as run (ids interpolated); "" uses the graph's
 	// Run is the run the step ran in when it is not the run shown: a run

@@ -108,6 +108,9 @@ type StepCompleted struct {
 	ResultSHA256 string          `json:"result_sha256,omitempty"`
 	ResultBytes  int             `json:"result_bytes,omitempty"`
 	Assigned     []string        `json:"assigned,omitempty"`
+	// Unresolved names the assigned keys whose whole reference resolved
+	// to nothing and so were assigned null (graph.Unresolved).
+	Unresolved []string `json:"unresolved,omitempty"`
 	Attempt      int             `json:"attempt,omitempty"`
 	StartedAt    string          `json:"started_at,omitempty"`
 	ItemsDone    int             `json:"items_done,omitempty"`

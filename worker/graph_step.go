@@ -220,7 +220,7 @@ func toolEnd(res any, se *graph.StepError, err error) (stepEnd, error) {
 func (r *graphRun) complete(ctx context.Context, s *stepRun, result any, serr error) (outcome, error) {
 	n := s.n
 	var next string
-	var assigned []string
+	var assigned, unresolved []string
 	newState := r.state
 	routedBy := "next"
 	if serr == nil {
@@ -238,7 +238,9 @@ func (r *graphRun) complete(ctx context.Context, s *stepRun, result any, serr er
 				graph.StateSize(st), r.proj.Graphs.MaxStateBytes)
 		case n.Kind == graph.KindReturn:
 			newState, assigned, routedBy = st, keys, "return"
+			unresolved = graph.Unresolved(n, scope)
 		default:
+			unresolved = graph.Unresolved(n, scope)
 			scope[graph.ScopeState] = st
 			if next, err = graph.Route(n, scope); err != nil {
 				serr = err
@@ -256,7 +258,10 @@ func (r *graphRun) complete(ctx context.Context, s *stepRun, result any, serr er
 	r.state = newState
 	r.advance(s, next)
 	ev := r.stepCompleted(s, graph.StepStatusOK, routedBy, next, result, nil)
-	ev.Assigned = assigned
+	ev.Assigned, ev.Unresolved = assigned, unresolved
+	for _, u := range unresolved {
+		r.log.Warn("graph step assigned null", "step", s.step, "node", n.Name, "unresolved", u)
+	}
 	r.emit(transcript.TypeStepCompleted, ev)
 	if n.Kind == graph.KindReturn {
 		r.decideCompleted(s.outputs)

@@ -874,6 +874,7 @@ class StepRecord(Model):
     thread_ids: Optional[list[str]] = None  # optional
     error: Optional[str] = None  # optional
     assigned: Optional[list[str]] = None  # optional
+    unresolved: Optional[list[str]] = None  # optional
     next_node: Optional[str] = None  # optional
     action: Optional[str] = None  # optional
     run: Optional[str] = None  # optional

@@ -1225,6 +1225,8 @@ export interface components {
             thread_ids?: string[];
             error?: string;
             assigned?: string[];
+            /** @description Assigned keys whose whole reference resolved to nothing, so null was assigned: "content: ${result.content} resolved to nothing (result has text)". */
+            unresolved?: string[];
             next_node?: string;
             action?: string;
             /** @description The run the step ran in, when not this one: a run this one resumed (or one that one resumed), or the run a fork was forked from (its steps up to the fork's). */
