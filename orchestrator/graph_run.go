@@ -74,6 +74,25 @@ func WaitingForMessageOf(rec *registry.Record) (string, time.Time, bool) {
 	return rec.Extra["message_name"], at.UTC(), true
 }
 
+// MessageArrived reports whether the message rec, a run waiting at a
+// wait_message node, waits for is already kept for it: one sent while it
+// was paused, which the wake-up its unpause enqueued is about to take.
+// false when rec waits for none.
+func (o *Orchestrator) MessageArrived(ctx context.Context, rec *registry.Record) (bool, error) {
+	name, _, ok := WaitingForMessageOf(rec)
+	if !ok {
+		return false, nil
+	}
+	var after int64
+	if s := rec.Extra["message_after"]; s != "" {
+		if _, err := fmt.Sscan(s, &after); err != nil {
+			return false, fmt.Errorf("message_after of %s: %w", rec.ThreadID, err)
+		}
+	}
+	ms, err := o.reg.Messages(ctx, rec.ThreadID, name, after)
+	return len(ms) > 0, err
+}
+
 // SleepingUntil is when rec, a run waiting at a sleep node, wakes: the
 // registry's wake_at, which is the sleep's end, or the run's duration
 // limit when that comes first (the run then ends

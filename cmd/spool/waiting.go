@@ -192,7 +192,10 @@ func waitingHint(c *cli.Context, s *services, id string) string {
 	return ""
 }
 
-// messageWaits are the runs of ids waiting at a wait_message node now.
+// messageWaits are the runs of ids waiting at a wait_message node now
+// for a message that has not come: one that came while the run was
+// paused is taken by the wake-up its unpause enqueued, which may not
+// have run yet.
 func messageWaits(ctx context.Context, s *services, ids []string) []*spooltype.Record {
 	var out []*spooltype.Record
 	for _, id := range ids {
@@ -200,7 +203,10 @@ func messageWaits(ctx context.Context, s *services, ids []string) []*spooltype.R
 		if err != nil {
 			continue
 		}
-		if _, _, ok := orchestrator.WaitingForMessageOf(rec); ok {
+		if _, _, ok := orchestrator.WaitingForMessageOf(rec); !ok {
+			continue
+		}
+		if came, err := s.orch.MessageArrived(ctx, rec); err == nil && !came {
 			out = append(out, rec)
 		}
 	}
