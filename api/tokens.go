@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -11,9 +10,8 @@ import (
 	"os"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/spool-run/spool/httpauth"
+	"github.com/spool-run/spool/internal/yamlstrict"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -70,9 +68,7 @@ func LoadTokens(path string) ([]Token, error) {
 // (unique), and an optional tenant (a tenant name); no other keys.
 func ParseTokens(b []byte, file string) ([]Token, error) {
 	var f tokensFile
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
+	if err := yamlstrict.Decode(b, &f); err != nil {
 		return nil, fmt.Errorf("%s: %s", file, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	if len(f.Tokens) == 0 {

@@ -46,7 +46,7 @@ notify: {url: "https://hooks.test/x", secret: "s", links: "https://spool.test"}
 		"approvals: [{tool: \"[\"}]":                "tool \"[\"",
 		"approvals: [{tool: x, timeout: soon}]":     "not a positive duration",
 		"approvals: [{tool: x, on_timeout: maybe}]": "not deny or approve",
-		"approvals: [{tool: x, wat: 1}]":            "field wat not found",
+		"approvals: [{tool: x, wat: 1}]":            "line 1: unknown key wat (expected tool, timeout or on_timeout)",
 		"notify: {url: ftp://x, secret: s}":         "not an http(s) URL",
 		"notify: {url: https://x}":                  "notify.secret is required",
 	})

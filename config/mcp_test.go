@@ -45,7 +45,7 @@ func TestMCP(t *testing.T) {
 		"servers: {a.b: {command: [x]}}":                           "letters, digits, _ and -",
 		"servers: {a: {command: [x], timeout: soon}}":              "not a duration",
 		"servers: {a: {command: [x], timeout: -1}}":                "not positive",
-		"servers: {a: {command: [x], wat: 1}}":                     "field wat not found",
+		"servers: {a: {command: [x], wat: 1}}":                     "line 1: unknown key wat (expected command, env, url, headers or timeout)",
 		"servers: {a: {command: [x], env: {A: [not, a, string]}}}": "cannot unmarshal",
 	})
 

@@ -1,10 +1,8 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math"
 	"strings"
@@ -12,6 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/spool-run/spool/internal/yamlstrict"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -53,9 +52,7 @@ func load[T any](fsys fs.FS, missing T, parse func(path string, data []byte) (T,
 // decodeStrict decodes the YAML document of file p into v, refusing
 // unknown keys; an empty document leaves v as it is.
 func decodeStrict(p string, data []byte, v any) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+	if err := yamlstrict.Decode(data, v); err != nil {
 		return fmt.Errorf("%s: %w", p, err)
 	}
 	return nil

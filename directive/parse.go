@@ -296,7 +296,7 @@ func (p *parser) permission(g *node) error {
 		return p.errf(g, g.tag(), "unknown permission; expected <execute>, <search>, <load>, <sign>, <fetch> or <cap>")
 	}
 	if len(g.children) == 0 {
-		all, err := p.wildcard(g, "<tool>, <directive>, <knowledge>")
+		all, err := p.wildcard(g, "<tool>, <directive>, <graph> or <knowledge>")
 		if all {
 			p.addPermission(thread.CapabilityPrefix + g.name + ".*")
 		}
@@ -320,8 +320,23 @@ func (p *parser) wildcard(c *node, expected string) (all bool, err error) {
 	case "*":
 		return true, nil
 	default:
-		return false, p.errf(c, c.tag(), "text %q: expected \"*\" or %s", t, expected)
+		return false, p.errf(c, c.tag(), "text %q: expected \"*\" or %s%s", t, expected, wrapHint(c, t))
 	}
+}
+
+// wrapHint suggests the element that text t written straight into c
+// belongs in: a capability string in <cap>, an item id in <tool>.
+func wrapHint(c *node, t string) string {
+	if strings.ContainsAny(t, " \t\n<>") {
+		return ""
+	}
+	if c.name == "permissions" && strings.HasPrefix(t, "rye.") {
+		return fmt.Sprintf(" (a capability string goes in <cap>: <cap>%s</cap>)", t)
+	}
+	if c.name == "execute" && strings.Contains(t, "/") {
+		return fmt.Sprintf(" (an item goes in an element of its type: <tool>%s</tool>)", t)
+	}
+	return ""
 }
 
 // permissionItem reads the item it of the primary g

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -20,6 +19,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"gopkg.in/yaml.v3"
 
+	"github.com/spool-run/spool/internal/yamlstrict"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -238,9 +238,7 @@ func ParseScript(name string, data []byte) (*Scripted, error) {
 // reads the keys of its directives in file order, which a second pass
 // keeps (the map of the first loses it).
 func decodeScript(data []byte) (f scriptFile, keys []string, err error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
+	if err := yamlstrict.Decode(data, &f); err != nil {
 		return f, nil, err
 	}
 	var order struct {

@@ -284,7 +284,7 @@ func TestScriptedParseErrors(t *testing.T) {
 	t.Parallel()
 	cases := map[string]struct{ src, want string }{
 		"bad yaml":        {"directives: [", `script "bad.yaml"`},
-		"unknown field":   {"directives:\n  d:\n    - txt: a\n", "field txt not found"},
+		"unknown field":   {"directives:\n  d:\n    - txt: a\n", "line 3: unknown key txt (expected text, tool_calls, usage or when)"},
 		"no directives":   {"context_window: 10\n", "no directives"},
 		"empty turns":     {"directives:\n  d: []\n", `directive "d" has no turns`},
 		"bad template":    {"directives:\n  d:\n    - text: '{{.x'\n", `directive "d" turn 1 text`},

@@ -23,6 +23,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/spool-run/spool/internal/yamlstrict"
 	"github.com/spool-run/spool/spawn"
 	"github.com/spool-run/spool/thread"
 )
@@ -321,9 +322,7 @@ func readManifest(files fs.FS, mp string) (manifest, error) {
 	if err != nil {
 		return m, err
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&m); err != nil {
+	if err := yamlstrict.Decode(data, &m); err != nil {
 		return m, fmt.Errorf("parse: %w", err)
 	}
 	return m, nil

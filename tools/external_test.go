@@ -345,7 +345,7 @@ func TestLoadExternalErrors(t *testing.T) {
 		want  string
 	}{
 		{"bad yaml", fstest.MapFS{".ai/tools/a.yaml": file("id: [\n"), ".ai/tools/a.sh": sh("")}, "a.yaml: parse"},
-		{"unknown field", fstest.MapFS{".ai/tools/a.yaml": file("exe: a.sh\n"), ".ai/tools/a.sh": sh("")}, "field exe not found"},
+		{"unknown field", fstest.MapFS{".ai/tools/a.yaml": file("exe: a.sh\n"), ".ai/tools/a.sh": sh("")}, "parse: line 1: unknown key exe (expected id, description"},
 		{"bad id", fstest.MapFS{".ai/tools/a.yaml": file("id: a.b\n"), ".ai/tools/a.sh": sh("")}, `bad tool id "a.b"`},
 		{"bare bad id", fstest.MapFS{".ai/tools/my tool.sh": sh("")}, `bad tool id "my tool"`},
 		{"outside", fstest.MapFS{".ai/tools/a.yaml": file("executable: ../../x.sh\n"), ".ai/x.sh": sh("")}, "outside .ai/tools"},
