@@ -67,7 +67,7 @@ func TestTranscriptEventsRenderAndSearch(t *testing.T) {
 		require.Equal(t, "provider_permanent", p["code"])
 		// The record leaves out what its code says (provider_permanent);
 		// the event, whose class says it too, has the provider's whole error.
-		require.Equal(t, `script "scripts/ev.yaml": directive "t/short" has no turn 2`, rec.Error.Message)
+		require.Equal(t, `script "scripts/ev.yaml": directive "t/short" has no turn 2 (it has 1)`, rec.Error.Message)
 		require.Equal(t, "provider permanent: "+rec.Error.Message, p["message"])
 		require.Nil(t, p["retryable"], "a permanent error is not retried")
 

@@ -445,7 +445,7 @@ func (s *Scripted) Complete(ctx context.Context, req *Request, onDelta func(stri
 	}
 	turn := turnOf(req)
 	data := s.templateData(req, turn)
-	entry, err := s.pick(req.Thread.Directive, turn, data)
+	entry, err := s.pick(req, turn, data)
 	if err != nil {
 		return nil, err
 	}
@@ -624,7 +624,8 @@ func (s *Scripted) entries(directive string) ([]*scriptTurn, bool) {
 	return nil, false
 }
 
-func (s *Scripted) pick(directive string, turn int, data map[string]any) (*scriptTurn, error) {
+func (s *Scripted) pick(req *Request, turn int, data map[string]any) (*scriptTurn, error) {
+	directive := req.Thread.Directive
 	turns, ok := s.entries(directive)
 	if !ok {
 		return nil, s.permanent("no entry for directive %q", directive)
@@ -649,7 +650,26 @@ func (s *Scripted) pick(directive string, turn int, data map[string]any) (*scrip
 			return t, nil
 		}
 	}
-	return nil, s.permanent("directive %q has no turn %d", directive, turn)
+	return nil, s.permanent("directive %q has no turn %d (it has %d)%s", directive, turn, n, askedBy(req))
+}
+
+// askedBy says what the thread last told the model before the turn a
+// script lacks, when that was a message (the runtime's reminder to call
+// directive_return, a resume's or a send's text): often why the thread
+// went on past the script's last turn.
+func askedBy(req *Request) string {
+	if len(req.Messages) == 0 {
+		return ""
+	}
+	m := req.Messages[len(req.Messages)-1]
+	if m.Role != thread.RoleUser || len(req.Messages) == 1 {
+		return ""
+	}
+	text := strings.Join(strings.Fields(m.Content), " ")
+	if r := []rune(text); len(r) > 160 {
+		text = string(r[:159]) + "…"
+	}
+	return fmt.Sprintf("; the thread went on after the message %q", text)
 }
 
 func (s *Scripted) render(t *scriptTurn, turn int, data map[string]any) (*Response, error) {

@@ -147,7 +147,20 @@ directives:
 			Inputs: map[string]any{"n": "21", "kind": "x", "obj": map[string]any{"a": 1}}},
 	}, nil)
 	require.Error(t, err) // turn derived from messages = 2, only one entry
-	require.Contains(t, err.Error(), `directive "demo/x" has no turn 2`)
+	require.Contains(t, err.Error(), `directive "demo/x" has no turn 2 (it has 1)`)
+	require.NotContains(t, err.Error(), "went on after", "the last message was a tool result")
+
+	// A thread that goes on after a message (here the reminder to call
+	// directive_return) says which, as a likely reason for the turn.
+	_, err = s.Complete(context.Background(), &Request{
+		Messages: []thread.Message{
+			{Role: thread.RoleUser, Content: "go"},
+			{Role: thread.RoleAssistant, Content: "done"},
+			{Role: thread.RoleUser, Content: "This directive declares outputs.\nFinish by calling rye/agent/threads/directive_return with them."},
+		},
+		Thread: ThreadInfo{ID: "T", Directive: "demo/x"},
+	}, nil)
+	require.ErrorContains(t, err, `directive "demo/x" has no turn 2 (it has 1); the thread went on after the message "This directive declares outputs. Finish by calling rye/agent/threads/directive_return with them."`)
 
 	resp, err := s.Complete(context.Background(), &Request{
 		Messages: []thread.Message{{Role: thread.RoleTool, ToolCallID: "b", Content: "second"}},
