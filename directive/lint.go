@@ -116,6 +116,16 @@ func nearest(id string, ids []string) string {
 	return ""
 }
 
+// Suggest is the directive the resolver finds that name is a likely
+// misspelling of ("mine/summ" for mine/sum), "" for none.
+func (r *Resolver) Suggest(name string) string {
+	names, err := r.Names()
+	if err != nil {
+		return ""
+	}
+	return nearest(name, names)
+}
+
 // Names lists every directive the resolver finds, each once (the first
 // space that has it wins), sorted.
 func (r *Resolver) Names() ([]string, error) {

@@ -60,3 +60,13 @@ func TestResolverNames(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"a/x", "b", DefaultContinuation, "u"}, names)
 }
+
+// TestResolverSuggest: a name one or two edits from a directive's is
+// told that directive; one far from all of them, nothing.
+func TestResolverSuggest(t *testing.T) {
+	r := &Resolver{Spaces: []Space{{Name: SpaceProject, FS: fstest.MapFS{"mine/sum.md": {}, "demo/hello.md": {}}}}}
+	require.Equal(t, "mine/sum", r.Suggest("mine/summ"))
+	require.Equal(t, "demo/hello", r.Suggest("demo/helo"))
+	require.Equal(t, "demo/hello", r.Suggest("demo.hello"))
+	require.Empty(t, r.Suggest("other/thing"))
+}

@@ -328,7 +328,8 @@ func TestReadmeTour(t *testing.T) {
 // TestNotFoundSaysWhere: a directive that is not found names the
 // directories it was looked for in and the project, so that a user who
 // ran the tour outside examples/ knows what to change; a thread that is
-// not found names the Redis it was looked for in.
+// not found names the Redis it was looked for in. A directive the name
+// is a likely misspelling of is named instead of the project.
 func TestNotFoundSaysWhere(t *testing.T) {
 	t.Parallel()
 	bin := spooltest.Binary(t)
@@ -352,6 +353,13 @@ func TestNotFoundSaysWhere(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Equal(t, fmt.Sprintf("spool: directive \"demo/hello\" not found in %s, %s or spool's built-in directives (the project is %s: run in the project that has it, or pass --project DIR)\n",
 		filepath.Join(project, ".ai", "directives"), filepath.Join(home, ".ai", "directives"), project), errs)
+	// A directive the name is a likely misspelling of is named instead.
+	require.NoError(t, os.MkdirAll(filepath.Join(project, ".ai", "directives", "demo"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(project, ".ai", "directives", "demo", "hallo.md"), []byte("# hallo\n"), 0o644))
+	code, errs = run("thread", "run", "demo/hello", "--embedded", "--wait")
+	require.Equal(t, 1, code)
+	require.Equal(t, fmt.Sprintf("spool: directive \"demo/hello\" not found in %s, %s or spool's built-in directives; did you mean demo/hallo?\n",
+		filepath.Join(project, ".ai", "directives"), filepath.Join(home, ".ai", "directives")), errs)
 
 	other := testenv.NewRedisOn(t, testenv.Standalone)
 	code, errs = run("--redis-url", other.URL, "--namespace", "elsewhere", "thread", "show", "demo/hello-1-aaaaaaaaaa")

@@ -103,6 +103,10 @@ func (r *Report) sortBy(order []string) {
 	}
 }
 
+// Nearest is the candidate s is a likely misspelling of ("" for none):
+// a graph's name, a node's.
+func Nearest(s string, candidates []string) string { return nearest(s, candidates) }
+
 // nearest returns the candidate closest to s by edit distance, "" when
 // none is close enough to be a likely typo (1 edit for short words, up to
 // 3 for long ones). Ties go to the earlier candidate.

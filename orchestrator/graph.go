@@ -87,7 +87,31 @@ func FindGraph(fsys fs.FS, name string) (data []byte, file string, err error) {
 		}
 		return b, p, nil
 	}
-	return nil, "", fmt.Errorf("graph %q: %w (looked in .ai/graphs/%s.yaml, the user's ~/.ai/graphs and .ai/tools/%s.yaml)", name, ErrGraphNotFound, name, name)
+	hint := ""
+	if near := graph.Nearest(name, graphNames(fsys)); near != "" && near != name {
+		hint = "; did you mean " + near + "?"
+	}
+	return nil, "", fmt.Errorf("graph %q: %w (looked in .ai/graphs/%s.yaml, the user's ~/.ai/graphs and .ai/tools/%s.yaml)%s", name, ErrGraphNotFound, name, name, hint)
+}
+
+// graphNames are the names of the graph files under fsys's .ai/graphs
+// and the user space's, for a suggestion.
+func graphNames(fsys fs.FS) []string {
+	var names []string
+	for _, dir := range []string{".ai/graphs", directive.UserPrefix + "/.ai/graphs"} {
+		_ = fs.WalkDir(fsys, dir, func(p string, de fs.DirEntry, err error) error {
+			if err != nil || de.IsDir() {
+				return nil
+			}
+			for _, ext := range []string{".yaml", ".yml"} {
+				if n, ok := strings.CutSuffix(p, ext); ok {
+					names = append(names, strings.TrimPrefix(n, dir+"/"))
+				}
+			}
+			return nil
+		})
+	}
+	return names
 }
 
 // Graph resolves a graph by name in the bundle (FindGraph), parses and

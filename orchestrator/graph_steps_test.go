@@ -2,11 +2,14 @@ package orchestrator
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/graph"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
@@ -116,4 +119,21 @@ func TestInFlightFromRecord(t *testing.T) {
 	s = InFlight(inFlight(), running)[1]
 	require.Empty(t, s.Status)
 	require.Equal(t, 4, s.ItemsTotal)
+}
+
+// TestFindGraphSuggests: a graph that is not there is told the one its
+// name is a likely misspelling of, from the project's graphs or the
+// user's; nothing when none is near.
+func TestFindGraphSuggests(t *testing.T) {
+	t.Parallel()
+	fsys := fstest.MapFS{
+		".ai/graphs/notes.yaml":                          &fstest.MapFile{Data: []byte("x")},
+		".ai/graphs/review/pr.yml":                       &fstest.MapFile{Data: []byte("x")},
+		directive.UserPrefix + "/.ai/graphs/deploy.yaml": &fstest.MapFile{Data: []byte("x")},
+	}
+	for name, want := range map[string]string{"notez": "; did you mean notes?", "review/pt": "; did you mean review/pr?", "deplyo": "; did you mean deploy?", "zzz": ""} {
+		_, _, err := FindGraph(fsys, name)
+		require.ErrorIs(t, err, ErrGraphNotFound)
+		require.True(t, strings.HasSuffix(err.Error(), ".ai/tools/"+name+".yaml)"+want), err.Error())
+	}
 }

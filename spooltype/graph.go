@@ -46,8 +46,8 @@ type StepRecord struct {
 	// nothing, so null was assigned ("content: ${result.content}
 	// resolved to nothing (result has text)").
 	Unresolved []string `json:"unresolved,omitempty"`
-	NextNode  string    `json:"next_node,omitempty"`
-	Action    string    `json:"action,omitempty"` // "tool git/changed_files" as run (ids interpolated); "" uses the graph's
+	NextNode   string   `json:"next_node,omitempty"`
+	Action     string   `json:"action,omitempty"` // "tool git/changed_files" as run (ids interpolated); "" uses the graph's
 	// Run is the run the step ran in when it is not the run shown: a run
 	// it resumed (with the runs that one resumed), or the run a fork was
 	// forked from, whose steps up to the fork's are the fork's story too.

@@ -110,12 +110,12 @@ type StepCompleted struct {
 	Assigned     []string        `json:"assigned,omitempty"`
 	// Unresolved names the assigned keys whose whole reference resolved
 	// to nothing and so were assigned null (graph.Unresolved).
-	Unresolved []string `json:"unresolved,omitempty"`
-	Attempt      int             `json:"attempt,omitempty"`
-	StartedAt    string          `json:"started_at,omitempty"`
-	ItemsDone    int             `json:"items_done,omitempty"`
-	ItemsTotal   int             `json:"items_total,omitempty"`
-	ItemsFailed  int             `json:"items_failed,omitempty"`
+	Unresolved  []string `json:"unresolved,omitempty"`
+	Attempt     int      `json:"attempt,omitempty"`
+	StartedAt   string   `json:"started_at,omitempty"`
+	ItemsDone   int      `json:"items_done,omitempty"`
+	ItemsTotal  int      `json:"items_total,omitempty"`
+	ItemsFailed int      `json:"items_failed,omitempty"`
 }
 
 // GraphStepError is a step's failure.
