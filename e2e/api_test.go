@@ -493,7 +493,7 @@ func TestAPIAuth(t *testing.T) {
 		{[]string{"api", "--basic-auth", "nopass"}, 2, `^--basic-auth: want USER:PASS, both non-empty$`},
 		{[]string{"api", "--addr", "nope"}, 2, `^--addr "nope": want HOST:PORT$`},
 		{[]string{"api", "extra"}, 2, `^api takes no arguments`},
-		{[]string{"api", "--bogus"}, 2, `^flag provided but not defined: -bogus$`},
+		{[]string{"api", "--bogus"}, 2, `^flag provided but not defined: -bogus \(spool [a-z ]*--help lists the flags\)$`},
 	} {
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		res := e.SpoolContext(ctx, quietEnv(), tc.args...)

@@ -212,7 +212,7 @@ func TestCLI(t *testing.T) {
 		{name: "run input without value", args: with(run, "--input", "name"), code: 2, errLike: `^--input "name": want key=value$`},
 		{name: "run unknown limit", args: with(run, "--limit", "bogus=1"), code: 2, errLike: `^--limit bogus=1: unknown limit`},
 		{name: "run bad timeout", args: with(run, "--timeout", "soon"), code: 2, errLike: `^invalid value "soon" for flag -timeout`},
-		{name: "run bad flag", args: with(run, "--bogus"), code: 2, errLike: `^flag provided but not defined: -bogus$`},
+		{name: "run bad flag", args: with(run, "--bogus"), code: 2, errLike: `^flag provided but not defined: -bogus \(spool [a-z ]*--help lists the flags\)$`},
 		{name: "run missing directive", args: []string{"thread", "run", "--json"}, code: 2, errLike: `^thread run takes one DIRECTIVE argument$`},
 		{name: "run two directives", args: []string{"thread", "run", "t/cli", "t/cli"}, code: 2, errLike: `^thread run takes one DIRECTIVE argument$`},
 		{name: "run undeclared input", args: []string{"thread", "run", "t/greet", "--input", "nmae=Ada", "--model", "script:scripts/cli.yaml"}, code: 2,
@@ -282,7 +282,7 @@ func TestCLI(t *testing.T) {
 		{name: "list unknown parent", args: []string{"thread", "list", "--parent", missing, "--json"}, code: 1, errLike: notFound},
 		{name: "list unknown status", args: []string{"thread", "list", "--status", "bogus"}, code: 2, errLike: `^--status "bogus": want one of`},
 		{name: "list argument", args: []string{"thread", "list", "x"}, code: 2, errLike: `^thread list takes no arguments`},
-		{name: "list bad flag", args: []string{"thread", "list", "--bogus"}, code: 2, errLike: `^flag provided but not defined: -bogus$`},
+		{name: "list bad flag", args: []string{"thread", "list", "--bogus"}, code: 2, errLike: `^flag provided but not defined: -bogus \(spool [a-z ]*--help lists the flags\)$`},
 
 		// thread show
 		{name: "show json", args: []string{"thread", "show", "{done}", "--json"}, check: isRecord("completed")},
@@ -294,7 +294,7 @@ func TestCLI(t *testing.T) {
 		{name: "show unknown", args: []string{"thread", "show", missing, "--json"}, code: 1, errLike: notFound},
 		{name: "show missing id", args: []string{"thread", "show", "--json"}, code: 2, errLike: `^thread show takes one thread ID`},
 		{name: "show two ids", args: []string{"thread", "show", "{done}", "{failed}"}, code: 2, errLike: `^thread show takes one thread ID`},
-		{name: "show bad flag", args: []string{"thread", "show", "{done}", "--bogus"}, code: 2, errLike: `^flag provided but not defined: -bogus$`},
+		{name: "show bad flag", args: []string{"thread", "show", "{done}", "--bogus"}, code: 2, errLike: `^flag provided but not defined: -bogus \(spool [a-z ]*--help lists the flags\)$`},
 
 		// thread tree
 		{name: "tree json", args: []string{"thread", "tree", "{done}", "--json"}, check: func(t *testing.T, out string) {
@@ -518,10 +518,10 @@ func TestCLI(t *testing.T) {
 			require.Equal(t, "my.key", filepath.Base(jsonObject(t, out)["private_key"].(string)), "SPOOL_SIGNING_KEY names the key other commands load")
 		}},
 		{name: "keys init argument", args: []string{"keys", "init", "x"}, code: 2, errLike: `^keys init takes no arguments`},
-		{name: "keys init bad flag", args: []string{"keys", "init", "--bogus"}, code: 2, errLike: `^flag provided but not defined: -bogus$`},
+		{name: "keys init bad flag", args: []string{"keys", "init", "--bogus"}, code: 2, errLike: `^flag provided but not defined: -bogus \(spool [a-z ]*--help lists the flags\)$`},
 
 		// commands, global flags and the environment
-		{name: "unknown command", args: []string{"bogus"}, code: 2, errLike: `^unknown command "bogus"$`},
+		{name: "unknown command", args: []string{"bogus"}, code: 2, errLike: `^unknown command "bogus" \(spool [a-z ]*--help lists the commands\)$`},
 		{name: "global flags after the command", args: []string{"thread", "list", "--status", "completed", "--namespace", "{ns}", "--log-level", "error", "--json"},
 			env: []string{"SPOOL_NAMESPACE=other-ns"}, check: func(t *testing.T, out string) {
 				require.Equal(t, 3, len(threadsArray(t, out)), "done, big and global (done2 was resumed: continued)")
@@ -549,8 +549,13 @@ func TestCLI(t *testing.T) {
 		{name: "thread list help", args: []string{"thread", "list", "--help"}, check: func(t *testing.T, out string) {
 			require.Regexp(t, `--status value +only threads in this status`, out)
 		}},
-		{name: "unknown subcommand", args: []string{"thread", "bogus"}, code: 2, errLike: `^unknown command "bogus"$`},
-		{name: "bad global flag", args: []string{"--bogus", "thread", "list"}, code: 2, errLike: `^flag provided but not defined: -bogus$`},
+		{name: "unknown subcommand", args: []string{"thread", "bogus"}, code: 2, errLike: `^unknown command "bogus" \(spool [a-z ]*--help lists the commands\)$`},
+		{name: "bad global flag", args: []string{"--bogus", "thread", "list"}, code: 2, errLike: `^flag provided but not defined: -bogus \(spool [a-z ]*--help lists the flags\)$`},
+		// A likely misspelling is told the name it misspells.
+		{name: "misspelt command", args: []string{"thred", "list"}, code: 2, errLike: `^unknown command "thred" \(did you mean thread\?\)$`},
+		{name: "misspelt subcommand", args: []string{"thread", "lst"}, code: 2, errLike: `^unknown command "lst" \(did you mean thread list\?\)$`},
+		{name: "misspelt flag", args: []string{"thread", "list", "--stauts", "completed"}, code: 2, errLike: `^flag provided but not defined: -stauts \(did you mean --status\?\)$`},
+		{name: "misspelt global flag", args: []string{"--redis-ur", "x", "thread", "list"}, code: 2, errLike: `^flag provided but not defined: -redis-ur \(did you mean --redis-url\?\)$`},
 		{name: "bad env value", args: []string{"thread", "list"}, env: []string{"SPOOL_LEASE_TTL=soon"}, code: 2, errLike: `SPOOL_LEASE_TTL`},
 		{name: "bad S3 env value", args: []string{"thread", "list"}, env: []string{"SPOOL_S3_BUCKET=b", "SPOOL_S3_PATH_STYLE=maybe"}, code: 2,
 			errLike: `^SPOOL_S3_PATH_STYLE="maybe": want true or false$`},
@@ -696,25 +701,25 @@ func TestCLIServers(t *testing.T) {
 		code    int
 		errLike string
 	}{
-		{[]string{"worker", "--bogus"}, 2, `^flag provided but not defined: -bogus$`},
+		{[]string{"worker", "--bogus"}, 2, `^flag provided but not defined: -bogus \(spool [a-z ]*--help lists the flags\)$`},
 		{[]string{"worker", "extra"}, 2, `^worker takes no arguments`},
 		{[]string{"worker", "--queues", "default="}, 2, `^--queues: `},
 		{[]string{"worker", "--concurrency", "0"}, 2, `^--concurrency must be positive$`},
 		{[]string{"worker", "--stream-idle", "-1s"}, 2, `^--stream-idle must not be negative$`},
 		{[]string{"worker", "--concurrency", "many"}, 2, `^invalid value "many" for flag -concurrency`},
-		{[]string{"scheduler", "--bogus"}, 2, `^flag provided but not defined: -bogus$`},
+		{[]string{"scheduler", "--bogus"}, 2, `^flag provided but not defined: -bogus \(spool [a-z ]*--help lists the flags\)$`},
 		{[]string{"scheduler", "extra"}, 2, `^scheduler takes no arguments`},
 		{[]string{"scheduler", "--retention", "-1h"}, 2, `^--retention -1h0m0s: must not be negative$`},
 		{[]string{"scheduler", "--record-retention", "1h"}, 2, `^--record-retention needs --retention: records go after the artifacts they name$`},
 		{[]string{"scheduler", "--retention", "2h", "--record-retention", "1h"}, 2, `^--record-retention 1h0m0s: must be at least --retention \(2h0m0s\)$`},
 		{[]string{"scheduler", "--schedules", "nope.yaml"}, 1, `^schedules file nope\.yaml does not exist$`},
-		{[]string{"monitor", "--bogus"}, 2, `^flag provided but not defined: -bogus$`},
+		{[]string{"monitor", "--bogus"}, 2, `^flag provided but not defined: -bogus \(spool [a-z ]*--help lists the flags\)$`},
 		{[]string{"monitor", "extra"}, 2, `^monitor takes no arguments$`},
 		{[]string{"monitor", "--addr", "nope"}, 2, `^--addr "nope": want HOST:PORT$`},
 		{[]string{"monitor", "--addr", "0.0.0.0:0"}, 2, `is not a loopback address`},
 		{[]string{"monitor", "--token", "short"}, 2, `^--token: `},
 		{[]string{"monitor", "--session-key", "short"}, 2, `^--session-key: use at least 16 characters$`},
-		{[]string{"dev", "--bogus"}, 2, `^flag provided but not defined: -bogus$`},
+		{[]string{"dev", "--bogus"}, 2, `^flag provided but not defined: -bogus \(spool [a-z ]*--help lists the flags\)$`},
 		{[]string{"dev", "extra"}, 2, `^dev takes no arguments`},
 		{[]string{"dev", "--queues", "x=y"}, 2, `^--queues: `},
 	}

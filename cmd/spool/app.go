@@ -18,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/blobstore"
+	"github.com/spool-run/spool/graph"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/spawn"
@@ -88,7 +89,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			devCommand(), workerCommand(), schedulerCommand(), monitorCommand(), apiCommand(), mcpCommand(), keysCommand(),
 			threadCommand(), graphCommand(), bulkCommand(), webhookCommand(), queueCommand(), budgetCommand(), costCommand(), directiveCommand(), admissionCommand(), tenantCommand(), versionCommand(),
 		},
-		OnUsageError: func(c *cli.Context, err error, sub bool) error { return &usageError{msg: err.Error()} },
+		OnUsageError: func(c *cli.Context, err error, sub bool) error {
+			return &usageError{msg: err.Error() + flagHint(err, c.App.Flags, "")}
+		},
 		Before: func(c *cli.Context) error {
 			if _, err := logLevel(c); err != nil {
 				return err
@@ -99,7 +102,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			return nil
 		},
 		CommandNotFound: func(c *cli.Context, name string) {
-			fmt.Fprintf(c.App.ErrWriter, "spool: unknown command %q\n", name)
+			cmds, path := c.App.Commands, ""
+			if c.Command != nil && len(c.Command.Subcommands) > 0 {
+				cmds, path = c.Command.Subcommands, commandPath(c)
+			}
+			fmt.Fprintf(c.App.ErrWriter, "spool: unknown command %q%s\n", name, commandHint(name, cmds, path))
 			os.Exit(2)
 		},
 	}
@@ -114,10 +121,47 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 func setUsageErrors(cmds []*cli.Command) {
 	for _, c := range cmds {
 		if c.OnUsageError == nil {
-			c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return &usageError{msg: err.Error()} }
+			c.OnUsageError = func(ctx *cli.Context, err error, _ bool) error {
+				return &usageError{msg: err.Error() + flagHint(err, c.Flags, commandPath(ctx))}
+			}
 		}
 		setUsageErrors(c.Subcommands)
 	}
+}
+
+// flagHint follows urfave/cli's "flag provided but not defined: -listen"
+// with the flag of flags that is a likely misspelling of it ("did you
+// mean --addr?"), else with where the command's flags are listed. Other
+// usage errors get nothing.
+func flagHint(err error, flags []cli.Flag, path string) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
+	if !ok {
+		return ""
+	}
+	name = strings.TrimLeft(name, "-")
+	var names []string
+	for _, f := range flags {
+		names = append(names, f.Names()...)
+	}
+	if near := graph.Nearest(name, names); near != "" {
+		return " (did you mean --" + near + "?)"
+	}
+	return " (spool " + strings.TrimSpace(path+" --help") + " lists the flags)"
+}
+
+// commandHint is " (did you mean thread?)" for a command name that is a
+// likely misspelling of one of cmds, else where they are listed.
+func commandHint(name string, cmds []*cli.Command, path string) string {
+	var names []string
+	for _, c := range cmds {
+		if !c.Hidden {
+			names = append(names, c.Names()...)
+		}
+	}
+	if near := graph.Nearest(name, names); near != "" {
+		return " (did you mean " + strings.TrimSpace(path+" "+near) + "?)"
+	}
+	return " (spool " + strings.TrimSpace(path+" --help") + " lists the commands)"
 }
 
 // commandPath is the command's name as typed, e.g. "thread show".
