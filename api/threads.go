@@ -10,10 +10,12 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 
 	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/graph"
 	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/spooltype"
@@ -69,6 +71,48 @@ func required(w http.ResponseWriter, r *http.Request, v, msg string) bool {
 	return false
 }
 
+// fieldHint is " (did you mean \"inputs\"?)" for an unknown field of a
+// body decoded into v that is a likely misspelling of one of its fields
+// (at any depth: encoding/json does not say where the field was).
+func fieldHint(err error, v any) string {
+	rest, ok := strings.CutPrefix(err.Error(), `json: unknown field "`)
+	if !ok {
+		return ""
+	}
+	name := strings.TrimSuffix(rest, `"`)
+	if near := graph.Nearest(name, jsonFields(reflect.TypeOf(v), map[reflect.Type]bool{})); near != "" && near != name {
+		return fmt.Sprintf(" (did you mean %q?)", near)
+	}
+	return ""
+}
+
+// jsonFields are the JSON names of the fields of the structs t holds.
+func jsonFields(t reflect.Type, seen map[reflect.Type]bool) []string {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map || t.Kind() == reflect.Array {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || seen[t] {
+		return nil
+	}
+	seen[t] = true
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-" || !f.IsExported() && !f.Anonymous:
+			continue
+		case f.Anonymous && name == "":
+			out = append(out, jsonFields(f.Type, seen)...)
+			continue
+		case name == "":
+			name = f.Name
+		}
+		out = append(append(out, name), jsonFields(f.Type, seen)...)
+	}
+	return out
+}
+
 // decodeBody reads a JSON body into v, refusing unknown fields, trailing
 // data and a body that is not JSON. An empty body leaves v as it is when
 // optional.
@@ -96,7 +140,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) *P
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return problem(http.StatusBadRequest, "bad_request", "the body is not the JSON object wanted: %v", err)
+		return problem(http.StatusBadRequest, "bad_request", "the body is not the JSON object wanted: %v%s", err, fieldHint(err, v))
 	}
 	if dec.More() {
 		return problem(http.StatusBadRequest, "bad_request", "the body has data after its JSON object")

@@ -110,6 +110,28 @@ func CheckBounds(req orchestrator.StartRequest) error {
 // directive.ErrNotFound; a spawn or budget past a limit a
 // *thread.LimitError.
 func Start(ctx context.Context, o *orchestrator.Orchestrator, req Request) (*Started, error) {
+	s, err := start(ctx, o, req)
+	if errors.Is(err, directive.ErrNotFound) && !req.Graph && req.ParentID == "" {
+		if near := directive.NewResolver(req.Project, req.UserDir).Suggest(req.Directive); near != "" && near != req.Directive {
+			return nil, &DirectiveMissing{Err: err, Near: near}
+		}
+	}
+	return s, err
+}
+
+// DirectiveMissing is a root's directive that was not found (it wraps
+// directive.ErrNotFound), with the one its name is a likely misspelling
+// of.
+type DirectiveMissing struct {
+	Err  error
+	Near string
+}
+
+func (e *DirectiveMissing) Error() string { return e.Err.Error() + "; did you mean " + e.Near + "?" }
+
+func (e *DirectiveMissing) Unwrap() error { return e.Err }
+
+func start(ctx context.Context, o *orchestrator.Orchestrator, req Request) (*Started, error) {
 	if req.Logger == nil {
 		req.Logger = slog.Default()
 	}

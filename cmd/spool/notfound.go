@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/directive"
+	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/stack"
 )
 
@@ -41,12 +42,12 @@ func (s *services) where(c *cli.Context, url string, ofDev bool) string {
 	return w
 }
 
-// directiveNotFound is err, the failed start of a thread of directive
-// name, saying where the directive was looked for when it was not found:
+// directiveNotFound is err, the failed start of a thread, saying where
+// its directive was looked for when it was not found:
 // a root thread's in the project's directives (the project is the
 // current directory unless --project says otherwise), the user's, then
 // spool's own; and the one it is a likely misspelling of, when there is.
-func directiveNotFound(c *cli.Context, s *services, name string, err error) error {
+func directiveNotFound(c *cli.Context, s *services, err error) error {
 	if !errors.Is(err, directive.ErrNotFound) || c.String("parent") != "" {
 		return err
 	}
@@ -54,8 +55,8 @@ func directiveNotFound(c *cli.Context, s *services, name string, err error) erro
 	if s.userDir != "" {
 		where += ", " + filepath.Join(s.userDir, directive.DirectivesDir)
 	}
-	if near := directive.NewResolver(s.project, s.userDir).Suggest(name); near != "" && near != name {
-		return fmt.Errorf("%w in %s or spool's built-in directives; did you mean %s?", err, where, near)
+	if dm := (*launch.DirectiveMissing)(nil); errors.As(err, &dm) {
+		return fmt.Errorf("%w in %s or spool's built-in directives; did you mean %s?", dm.Err, where, dm.Near)
 	}
 	return fmt.Errorf("%w in %s or spool's built-in directives (the project is %s: run in the project that has it, or pass --project DIR)",
 		err, where, s.project)

@@ -230,7 +230,7 @@ func threadRun(c *cli.Context) error {
 			return nil, &usageError{msg: err.Error()}
 		}
 		if err != nil {
-			return nil, directiveNotFound(c, s, name, err)
+			return nil, directiveNotFound(c, s, err)
 		}
 		return started, nil
 	})
