@@ -326,6 +326,9 @@ func TestCLI(t *testing.T) {
 				requireRecord(t, r, "completed")
 			}
 		}},
+		{name: "wait text", args: []string{"thread", "wait", "{done}"}, check: func(t *testing.T, out string) {
+			require.Regexp(t, `^t/cli-\S+  completed\n$`, out, "a chain that did not go on is not shown as going on to itself")
+		}},
 		{name: "wait for a failed thread", args: []string{"thread", "wait", "{done}", "{failed}", "--json"}, code: 1,
 			errLike: `^1 of 2 threads did not complete$`, check: func(t *testing.T, out string) {
 				m := jsonObject(t, out)

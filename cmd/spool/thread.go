@@ -748,7 +748,11 @@ func threadWait(c *cli.Context) error {
 	failed := 0
 	for _, id := range ids {
 		r := res[id]
-		if !c.Bool("json") {
+		switch {
+		case c.Bool("json"):
+		case r.ThreadID == id:
+			fmt.Fprintf(c.App.Writer, "%s  %s\n", id, r.Status)
+		default: // its chain went on in a continuation: where it ended
 			fmt.Fprintf(c.App.Writer, "%s  →  %s  %s\n", id, r.ThreadID, r.Status)
 		}
 		if r.Status != thread.StatusCompleted {
