@@ -143,7 +143,7 @@ func flagHint(err error, flags []cli.Flag, path string) string {
 	for _, f := range flags {
 		names = append(names, f.Names()...)
 	}
-	if near := graph.Nearest(name, names); near != "" {
+	if near := graph.Nearest(name, names); near != "" && len(name) > 1 {
 		return " (did you mean --" + near + "?)"
 	}
 	return " (spool " + strings.TrimSpace(path+" --help") + " lists the flags)"
