@@ -2,11 +2,15 @@ package main
 
 import (
 	"fmt"
-	"text/tabwriter"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/orchestrator"
+	"github.com/spool-run/spool/spooltype"
 )
 
 // costCommand is `spool cost report`: where the money went, grouped by
@@ -55,10 +59,29 @@ func costReport(c *cli.Context) error {
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, rep)
 	}
-	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\tSPEND\tRUNS\tINPUT TOKENS\tOUTPUT TOKENS\t\n", by)
-	for _, r := range append(rep.Rows, rep.Total) {
-		fmt.Fprintf(tw, "%s\t$%.6f\t%d\t%d\t%d\t\n", r.Key, r.Spend, r.Runs, r.InputTokens, r.OutputTokens)
+	printCostTable(c.App.Writer, strings.ToUpper(by), append(rep.Rows, rep.Total))
+	return nil
+}
+
+// printCostTable prints rows under their header, the names left-aligned
+// and the numbers right-aligned, two spaces between columns.
+func printCostTable(w io.Writer, by string, rows []spooltype.CostRow) {
+	cells := [][]string{{by, "SPEND", "RUNS", "INPUT TOKENS", "OUTPUT TOKENS"}}
+	for _, r := range rows {
+		cells = append(cells, []string{r.Key, fmt.Sprintf("$%.6f", r.Spend), strconv.Itoa(r.Runs),
+			strconv.Itoa(r.InputTokens), strconv.Itoa(r.OutputTokens)})
 	}
-	return tw.Flush()
+	width := make([]int, len(cells[0]))
+	for _, row := range cells {
+		for i, cell := range row {
+			width[i] = max(width[i], utf8.RuneCountInString(cell))
+		}
+	}
+	for _, row := range cells {
+		line := fmt.Sprintf("%-*s", width[0], row[0])
+		for i, cell := range row[1:] {
+			line += fmt.Sprintf("  %*s", width[i+1], cell)
+		}
+		fmt.Fprintln(w, line)
+	}
 }
