@@ -125,17 +125,21 @@ func TestMonitorSessionKey(t *testing.T) {
 // messagesSent returns the contents of the messages sent to thread id, in
 // order: those its worker delivered (in its transcript; a message wakes a
 // thread that waits for approval) and those still queued. A message
-// delivered but not yet trimmed from the inbox is counted once.
+// delivered but not yet trimmed from the inbox is counted once. The inbox
+// is read first: a worker trims it only once the messages are durable in
+// the transcript, so a message is in one or the other by the second read
+// (read the other way round, one delivered between the reads was in
+// neither, as CI once saw).
 func messagesSent(t *testing.T, e *spooltest.Env, id string) []string {
 	t.Helper()
+	msgs, err := e.Orch.Runtime().Services().Registry.Inbox(context.Background(), id, 0)
+	require.NoError(t, err)
 	var out []string
 	seen := map[string]bool{}
 	for _, ev := range eventsOf(transcriptEvents(t, e, id), "user_message") {
 		c, _ := payload(ev)["content"].(string)
 		out, seen[c] = append(out, c), true
 	}
-	msgs, err := e.Orch.Runtime().Services().Registry.Inbox(context.Background(), id, 0)
-	require.NoError(t, err)
 	for _, m := range msgs {
 		if !seen[m.Content] {
 			out, seen[m.Content] = append(out, m.Content), true
