@@ -327,7 +327,7 @@ func TestCLI(t *testing.T) {
 			}
 		}},
 		{name: "wait text", args: []string{"thread", "wait", "{done}"}, check: func(t *testing.T, out string) {
-			require.Regexp(t, `^t/cli-\S+  completed\n$`, out, "a chain that did not go on is not shown as going on to itself")
+			require.Regexp(t, `^t/cli-\S+  →  t/cli-\S+  completed\n$`, out, "three columns, which scripts read (deploy/fleet.sh)")
 		}},
 		{name: "wait for a failed thread", args: []string{"thread", "wait", "{done}", "{failed}", "--json"}, code: 1,
 			errLike: `^1 of 2 threads did not complete$`, check: func(t *testing.T, out string) {

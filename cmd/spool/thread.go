@@ -748,11 +748,10 @@ func threadWait(c *cli.Context) error {
 	failed := 0
 	for _, id := range ids {
 		r := res[id]
-		switch {
-		case c.Bool("json"):
-		case r.ThreadID == id:
-			fmt.Fprintf(c.App.Writer, "%s  %s\n", id, r.Status)
-		default: // its chain went on in a continuation: where it ended
+		if !c.Bool("json") {
+			// Always three columns (deploy/fleet.sh and users' scripts
+			// read them): the id waited on, where its chain ended (itself
+			// when it did not go on), its status.
 			fmt.Fprintf(c.App.Writer, "%s  →  %s  %s\n", id, r.ThreadID, r.Status)
 		}
 		if r.Status != thread.StatusCompleted {
