@@ -157,13 +157,7 @@ func ForeachItems(v any, limit int) ([]any, error) {
 // *StepError invalid_assign. Values are deep copies, so the new state
 // shares nothing with scope.
 func Assign(n *Node, state map[string]any, scope map[string]any) (map[string]any, []string, error) {
-	exprs := make(map[string]any, len(n.Assign)+1)
-	if n.Collect != "" {
-		exprs[n.Collect] = "${result.results}"
-	}
-	for k, v := range n.Assign {
-		exprs[k] = v
-	}
+	exprs := assignExprs(n)
 	keys := make([]string, 0, len(exprs))
 	for k := range exprs {
 		if reservedStateKey(k) {
@@ -198,13 +192,7 @@ func Assign(n *Node, state map[string]any, scope map[string]any) (map[string]any
 // is not named. Sorted by key; nil when every reference resolved. It is
 // a warning for the step's record, the cause of many a null further on.
 func Unresolved(n *Node, scope map[string]any) []string {
-	exprs := map[string]any{}
-	if n.Collect != "" {
-		exprs[n.Collect] = "${result.results}"
-	}
-	for k, v := range n.Assign {
-		exprs[k] = v
-	}
+	exprs := assignExprs(n)
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(exprs)) {
 		s, ok := exprs[k].(string)
@@ -267,6 +255,19 @@ func brokeOff(scope map[string]any, e *expr) string {
 		return ""
 	}
 	return ""
+}
+
+// assignExprs are the expressions n assigns by key: its assign, and its
+// collect as {K: ${result.results}} unless the assign names K too.
+func assignExprs(n *Node) map[string]any {
+	exprs := make(map[string]any, len(n.Assign)+1)
+	if n.Collect != "" {
+		exprs[n.Collect] = "${result.results}"
+	}
+	for k, v := range n.Assign {
+		exprs[k] = v
+	}
+	return exprs
 }
 
 // reservedStateKey reports whether an assign may not write k.

@@ -230,6 +230,9 @@ func (r *graphRun) complete(ctx context.Context, s *stepRun, result any, serr er
 			scope[graph.ScopeResult] = result
 		}
 		st, keys, err := graph.Assign(n, r.state, scope)
+		if err == nil { // against the same scope: the state before the assign
+			unresolved = graph.Unresolved(n, scope)
+		}
 		switch {
 		case err != nil:
 			serr = err
@@ -238,9 +241,7 @@ func (r *graphRun) complete(ctx context.Context, s *stepRun, result any, serr er
 				graph.StateSize(st), r.proj.Graphs.MaxStateBytes)
 		case n.Kind == graph.KindReturn:
 			newState, assigned, routedBy = st, keys, "return"
-			unresolved = graph.Unresolved(n, scope)
 		default:
-			unresolved = graph.Unresolved(n, scope)
 			scope[graph.ScopeState] = st
 			if next, err = graph.Route(n, scope); err != nil {
 				serr = err
