@@ -15,7 +15,7 @@ import (
 	"strings"
 
 	"github.com/spool-run/spool/directive"
-	"github.com/spool-run/spool/graph"
+	"github.com/spool-run/spool/internal/spelling"
 	"github.com/spool-run/spool/launch"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/spooltype"
@@ -80,7 +80,7 @@ func fieldHint(err error, v any) string {
 		return ""
 	}
 	name := strings.TrimSuffix(rest, `"`)
-	if near := graph.Nearest(name, jsonFields(reflect.TypeOf(v), map[reflect.Type]bool{})); near != "" && near != name {
+	if near := spelling.Nearest(name, jsonFields(reflect.TypeOf(v), map[reflect.Type]bool{})); near != "" && near != name {
 		return fmt.Sprintf(" (did you mean %q?)", near)
 	}
 	return ""

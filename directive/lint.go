@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/spool-run/spool/internal/spelling"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -105,7 +106,7 @@ func nearest(id string, ids []string) string {
 	id = thread.NormalizeCapability(id)
 	best, bestD := "", -1
 	for _, k := range ids {
-		d := editDistance(id, thread.NormalizeCapability(k))
+		d := spelling.Distance(id, thread.NormalizeCapability(k))
 		if bestD < 0 || d < bestD {
 			best, bestD = k, d
 		}

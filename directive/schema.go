@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/spool-run/spool/internal/spelling"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -168,7 +169,7 @@ func checkNode(path string, n *node, spec *elemSpec) error {
 func suggest(name string, known []string, format string) string {
 	best, bestD := "", -1
 	for _, k := range known {
-		d := editDistance(strings.ToLower(name), strings.ToLower(k))
+		d := spelling.Distance(strings.ToLower(name), strings.ToLower(k))
 		if bestD < 0 || d < bestD || d == bestD && k < best {
 			best, bestD = k, d
 		}
@@ -185,31 +186,4 @@ func suggest(name string, known []string, format string) string {
 		return "expected " + sorted[0]
 	}
 	return "expected " + strings.Join(sorted[:len(sorted)-1], ", ") + " or " + sorted[len(sorted)-1]
-}
-
-// editDistance is the Levenshtein distance of a and b, an adjacent
-// transposition counting as one edit ("exeucte" is one from "execute").
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev2 := make([]int, len(rb)+1)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(rb)]
 }

@@ -8,6 +8,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/spool-run/spool/hooks"
+	"github.com/spool-run/spool/internal/spelling"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -323,7 +324,7 @@ func (p *reader) nodeKind(nd *Node, pairs []kv) bool {
 		return true
 	}
 	msg := fmt.Sprintf("unknown node kind `%s`", nd.Kind)
-	if s := nearest(nd.Kind, Kinds); s != "" {
+	if s := spelling.Nearest(nd.Kind, Kinds); s != "" {
 		msg += fmt.Sprintf(" (did you mean `%s`?)", s)
 	}
 	p.errorf(nd.Name, kindKey.key, kindKey.v, "%s (known: %s)", msg, strings.Join(Kinds, ", "))

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"sort"
 	"strings"
+
+	"github.com/spool-run/spool/internal/spelling"
 )
 
 // Diagnostic is one validation error or warning. Node is "" for the graph
@@ -103,64 +105,10 @@ func (r *Report) sortBy(order []string) {
 	}
 }
 
-// Nearest is the candidate s is a likely misspelling of ("" for none):
-// a graph's name, a node's.
-func Nearest(s string, candidates []string) string { return nearest(s, candidates) }
-
-// nearest returns the candidate closest to s by edit distance, "" when
-// none is close enough to be a likely typo (1 edit for short words, up to
-// 3 for long ones). Ties go to the earlier candidate.
-func nearest(s string, candidates []string) string {
-	limit := 3
-	switch {
-	case len(s) <= 3:
-		limit = 1
-	case len(s) <= 6:
-		limit = 2
-	}
-	best, bestD := "", limit+1
-	for _, c := range candidates {
-		if d := editDistance(s, c); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Damerau-Levenshtein (optimal string alignment)
-// distance between a and b.
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 99
-	}
-	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ra)][len(rb)]
-}
-
 // unknownKey is the message for a key nobody knows.
 func unknownKey(k string, known []string) string {
 	msg := "unknown key `" + k + "`"
-	if n := nearest(k, known); n != "" {
+	if n := spelling.Nearest(k, known); n != "" {
 		msg += " (did you mean `" + n + "`?)"
 	}
 	return msg

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/spool-run/spool/internal/spelling"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -398,7 +399,7 @@ func (s *Schema) validateKey(m map[string]any, name, key string, probs *[]Diagno
 // declared name if one is close, else the declared names.
 func (s *Schema) unknownInput(name string) string {
 	msg := "unknown input"
-	if n := nearest(name, sortedKeys(s.Properties)); n != "" {
+	if n := spelling.Nearest(name, sortedKeys(s.Properties)); n != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", n)
 	} else if len(s.Properties) > 0 {
 		msg += " (declared: " + strings.Join(sortedKeys(s.Properties), ", ") + ")"

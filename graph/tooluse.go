@@ -1,6 +1,10 @@
 package graph
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/spool-run/spool/internal/spelling"
+)
 
 // ToolUse is a tool action of a graph: the node it is in ("" for a hook),
 // the key that names it and the tool's id as written.
@@ -42,7 +46,7 @@ func (g *Graph) UnknownTools(known func(tool string) bool, names []string) []Dia
 			continue
 		}
 		msg := fmt.Sprintf("tool %q is neither built in, a project tool, a graph nor a tool of a configured MCP server (the step would fail tool_error)", u.Tool)
-		if n := nearest(u.Tool, names); n != "" {
+		if n := spelling.Nearest(u.Tool, names); n != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", n)
 		}
 		out = append(out, Diagnostic{Node: u.Node, Key: u.Key, Message: msg})

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spool-run/spool/hooks"
+	"github.com/spool-run/spool/internal/spelling"
 	"github.com/spool-run/spool/thread"
 )
 
@@ -94,7 +95,7 @@ func (v *validator) parsedAt(node, key string) bool {
 
 func (v *validator) unknownNode(name string) string {
 	msg := fmt.Sprintf("unknown node `%s`", name)
-	if n := nearest(name, v.g.order()); n != "" {
+	if n := spelling.Nearest(name, v.g.order()); n != "" {
 		msg += fmt.Sprintf(" (did you mean `%s`?)", n)
 	}
 	return msg
@@ -601,7 +602,7 @@ func unknownNamespace(e *expr, root string, w where, local []string) string {
 		known = append(known, ScopeResult)
 	}
 	known = append(known, local...)
-	if n := nearest(root, known); n != "" {
+	if n := spelling.Nearest(root, known); n != "" {
 		return fmt.Sprintf("${%s}: unknown namespace `%s` (did you mean `%s`?)", e.src, root, n)
 	}
 	return fmt.Sprintf("${%s}: unknown namespace `%s` (known here: %s)", e.src, root, strings.Join(known, ", "))
@@ -728,7 +729,7 @@ func (v *validator) hookEvent(key, event string) {
 		v.errorf("", key+".event", "`%s` is a thread event and never fires for a graph (graph events: %s)", event, strings.Join(Events, ", "))
 	default:
 		msg := fmt.Sprintf("unknown event `%s`", event)
-		if n := nearest(event, Events); n != "" {
+		if n := spelling.Nearest(event, Events); n != "" {
 			msg += fmt.Sprintf(" (did you mean `%s`?)", n)
 		}
 		v.errorf("", key+".event", "%s (graph events: %s)", msg, strings.Join(Events, ", "))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spool-run/spool/directive"
 	"github.com/spool-run/spool/graph"
+	"github.com/spool-run/spool/internal/spelling"
 	"github.com/spool-run/spool/registry"
 	"github.com/spool-run/spool/thread"
 )
@@ -88,7 +89,7 @@ func FindGraph(fsys fs.FS, name string) (data []byte, file string, err error) {
 		return b, p, nil
 	}
 	hint := ""
-	if near := graph.Nearest(name, graphNames(fsys)); near != "" && near != name {
+	if near := spelling.Nearest(name, graphNames(fsys)); near != "" && near != name {
 		hint = "; did you mean " + near + "?"
 	}
 	return nil, "", fmt.Errorf("graph %q: %w (looked in .ai/graphs/%s.yaml, the user's ~/.ai/graphs and .ai/tools/%s.yaml)%s", name, ErrGraphNotFound, name, name, hint)

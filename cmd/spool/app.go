@@ -18,7 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spool-run/spool/blobstore"
-	"github.com/spool-run/spool/graph"
+	"github.com/spool-run/spool/internal/spelling"
 	"github.com/spool-run/spool/keyspace"
 	"github.com/spool-run/spool/orchestrator"
 	"github.com/spool-run/spool/spawn"
@@ -143,7 +143,7 @@ func flagHint(err error, flags []cli.Flag, path string) string {
 	for _, f := range flags {
 		names = append(names, f.Names()...)
 	}
-	if near := graph.Nearest(name, names); near != "" && len(name) > 1 {
+	if near := spelling.Nearest(name, names); near != "" && len(name) > 1 {
 		return " (did you mean --" + near + "?)"
 	}
 	return " (spool " + strings.TrimSpace(path+" --help") + " lists the flags)"
@@ -158,7 +158,7 @@ func commandHint(name string, cmds []*cli.Command, path string) string {
 			names = append(names, c.Names()...)
 		}
 	}
-	if near := graph.Nearest(name, names); near != "" {
+	if near := spelling.Nearest(name, names); near != "" {
 		return " (did you mean " + strings.TrimSpace(path+" "+near) + "?)"
 	}
 	return " (spool " + strings.TrimSpace(path+" --help") + " lists the commands)"
