@@ -84,4 +84,6 @@ func TestAdmissionWaitNotice(t *testing.T) {
 		require.Contains(t, admissionHeld, why)
 	}
 	require.NotContains(t, admissionHeld, "tenant_budget", "budgetWait says that one")
+	require.Empty(t, whose([]string{"b/x-1-a"}, "b/x-1-a"), "a wait on one run needs no name")
+	require.Equal(t, "b/x-1-b is ", whose([]string{"b/x-1-a", "b/x-1-b"}, "b/x-1-b"), "a wait on several names the one held")
 }

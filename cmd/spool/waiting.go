@@ -36,6 +36,10 @@ import (
 // wait:
 //
 //	spool: waiting for admission: concurrency per_item=x (2 of 2 running, 1st in line, 3 s); it starts when a run holding that key ends
+//
+// A wait for several runs names the run each of these two is about:
+//
+//	spool: support/reply-… is waiting for admission: concurrency per_item=x (…); it starts when a run holding that key ends
 
 // noticeEvery is how often a wait looks for decisions it waits on.
 const noticeEvery = 500 * time.Millisecond
@@ -73,7 +77,7 @@ func startNotices(c *cli.Context, s *services, ids []string) (stop func()) {
 			for _, b := range budgetWaits(ctx, s, ids) {
 				if key := fmt.Sprintf("%s\x00budget\x00%d", b.rec.ThreadID, b.rec.Version); !seen[key] {
 					seen[key] = true
-					fmt.Fprintln(c.App.ErrWriter, "spool: "+b.notice())
+					fmt.Fprintln(c.App.ErrWriter, "spool: "+whose(ids, b.rec.ThreadID)+b.notice())
 				}
 			}
 			for _, m := range messageWaits(ctx, s, ids) {
@@ -85,7 +89,7 @@ func startNotices(c *cli.Context, s *services, ids []string) (stop func()) {
 			for _, a := range admissionWaits(ctx, s, ids) {
 				if key := fmt.Sprintf("%s\x00%s\x00%d", a.rec.ThreadID, a.rec.WaitingFor, a.rec.Version); !seen[key] {
 					seen[key] = true
-					fmt.Fprintln(c.App.ErrWriter, "spool: "+a.notice())
+					fmt.Fprintln(c.App.ErrWriter, "spool: "+whose(ids, a.rec.ThreadID)+a.notice())
 				}
 			}
 			select {
@@ -99,6 +103,16 @@ func startNotices(c *cli.Context, s *services, ids []string) (stop func()) {
 		cancel()
 		<-done
 	}
+}
+
+// whose names the run a notice is about when the wait is for more than
+// one ("RUN is "), so that a reader of `thread wait A B C` can tell which
+// is held; "" for a wait on one run, whose notice needs no name.
+func whose(ids []string, id string) string {
+	if len(ids) < 2 {
+		return ""
+	}
+	return id + " is "
 }
 
 // pending is a call waiting for a decision, with the record of the
