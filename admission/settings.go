@@ -6,18 +6,32 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spool-run/spool/config"
 	"github.com/spool-run/spool/graph"
+	"github.com/spool-run/spool/internal/spelling"
 	"github.com/spool-run/spool/thread"
 )
 
 // Fields are the settings of a tenant, by their names in the policy file,
 // in `tenant set` and in overrides.
 var Fields = settingsKeys
+
+// UnknownSetting is the error's words for f, which is no tenant setting:
+// the setting it likely misspells and the ones there are ("unknown
+// setting; did you mean max_running? (known: weight, ...)"); more names
+// what else the caller takes (the API's "clear").
+func UnknownSetting(f string, more ...string) string {
+	known := strings.Join(append(slices.Clone(Fields), more...), ", ")
+	if near := spelling.Nearest(f, Fields); near != "" {
+		return "unknown setting; did you mean " + near + "? (known: " + known + ")"
+	}
+	return "unknown setting (known: " + known + ")"
+}
 
 // Sources of a tenant's setting (`tenant show` names them).
 const (
@@ -152,7 +166,7 @@ func (ts *TenantSettings) set(f, v string) error {
 	case "spend_grant":
 		ts.SpendGrant, err = settingNumber(f, v, 0.000001, math.MaxFloat64)
 	default:
-		return fmt.Errorf("unknown setting %q (known: %s)", f, strings.Join(Fields, ", "))
+		return fmt.Errorf("%q: %s", f, UnknownSetting(f))
 	}
 	return err
 }

@@ -35,7 +35,8 @@ func TestParseOverrides(t *testing.T) {
 		"runs_in_flight":    {"x", `runs_in_flight "x": want a whole number, ≥ 1`},
 		"on_exhausted":      {"later", `on_exhausted "later": want wait or refuse`},
 		"spend_grant":       {"0", `spend_grant "0": want a number, ≥ 1e-06`},
-		"speed":             {"1", `unknown setting "speed" (known: ` + strings.Join(Fields, ", ") + `)`},
+		"speed":             {"1", `"speed": unknown setting (known: ` + strings.Join(Fields, ", ") + `)`},
+		"max_runing":        {"1", `"max_runing": unknown setting; did you mean max_running? (known: ` + strings.Join(Fields, ", ") + `)`},
 	} {
 		_, err := ParseOverrides(map[string]string{f: c.v})
 		require.EqualError(t, err, c.err, f)

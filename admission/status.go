@@ -14,8 +14,11 @@ import (
 	"github.com/spool-run/spool/spooltype"
 )
 
-// nano is a nano-dollar in USD (spend windows are kept in nano-dollars).
-const nano = 1e-9
+// nanosPerUSD is how many nano-dollars make a dollar (spend windows are
+// kept in nano-dollars). A window is divided by it, not multiplied by
+// 1e-9, which no float64 holds exactly: 48,600,000 × 1e-9 reads
+// 0.048600000000000004, 48,600,000 / 1e9 reads 0.0486.
+const nanosPerUSD = 1e9
 
 // Status is tenant's standing and settings (`spool tenant show`), read
 // once: its state, settings, overrides, keys and spend windows, one
@@ -150,7 +153,7 @@ func spendOf(spend map[string]string, st Settings, now time.Time) map[string]spo
 	window := func(prefix, w string, limit *float64) spooltype.TenantSpend {
 		f := func(name string) float64 {
 			n, _ := strconv.ParseInt(spend[prefix+w+":"+name], 10, 64)
-			return float64(n) * nano
+			return float64(n) / nanosPerUSD
 		}
 		return spooltype.TenantSpend{Window: w, Spent: f("spent"), Held: f("held"), Limit: limit, Overrun: f("overrun")}
 	}
@@ -169,7 +172,7 @@ func (a *Admitter) SetTenant(ctx context.Context, tenant string, set map[string]
 	over := make(map[string]string, len(set)+len(cleared))
 	for _, f := range cleared {
 		if !knownField(f) {
-			return 0, fmt.Errorf("--clear %s: unknown setting (known: %s)", f, strings.Join(Fields, ", "))
+			return 0, fmt.Errorf("--clear %s: %s", f, UnknownSetting(f))
 		}
 		over[f] = ""
 	}

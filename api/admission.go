@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/spool-run/spool/admission"
 	"github.com/spool-run/spool/orchestrator"
@@ -87,7 +86,7 @@ func tenantPatch(body json.RawMessage) (map[string]string, []string, *Problem) {
 			continue
 		}
 		if !isField(k) {
-			return nil, nil, problem(http.StatusBadRequest, "bad_request", "%s: unknown setting (known: %s, clear)", k, strings.Join(admission.Fields, ", "))
+			return nil, nil, problem(http.StatusBadRequest, "bad_request", "%s: %s", k, admission.UnknownSetting(k, "clear"))
 		}
 		set[k] = scalar(v)
 	}

@@ -76,7 +76,7 @@ func (o *Orchestrator) TenantWaiting(ctx context.Context, tenant string) ([]*reg
 func CheckTenantFields(cleared []string) error {
 	for _, f := range cleared {
 		if !slices.Contains(admission.Fields, f) {
-			return fmt.Errorf("clear %q: unknown setting (known: %s)", f, strings.Join(admission.Fields, ", "))
+			return fmt.Errorf("clear %q: %s", f, admission.UnknownSetting(f))
 		}
 	}
 	return nil
