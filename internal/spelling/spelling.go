@@ -33,19 +33,31 @@ func Distance(a, b string) int {
 	return prev[len(rb)]
 }
 
+// maxLen is the longest word (bytes) Nearest compares: a name past it is
+// no typo of a known one, and the distance's cost grows with the product
+// of the lengths (an API body's field name is the client's to choose).
+const maxLen = 64
+
 // Nearest is the candidate closest to s, "" when none is close enough to
-// be a likely typo of it: 1 edit for a word of up to 3 runes, 2 up to 6,
-// 3 beyond. Ties go to the earlier candidate.
+// be a likely typo of it: 1 edit for a word of up to 3 bytes, 2 up to 6,
+// 3 beyond. Ties go to the earlier candidate; a word longer than maxLen,
+// s or a candidate, is never near.
 func Nearest(s string, candidates []string) string {
+	if len(s) > maxLen {
+		return ""
+	}
 	limit := 3
-	switch n := len([]rune(s)); {
-	case n <= 3:
+	switch {
+	case len(s) <= 3:
 		limit = 1
-	case n <= 6:
+	case len(s) <= 6:
 		limit = 2
 	}
 	best, bestD := "", limit+1
 	for _, c := range candidates {
+		if len(c) > maxLen {
+			continue
+		}
 		if d := Distance(s, c); d < bestD {
 			best, bestD = c, d
 		}

@@ -1,6 +1,9 @@
 package spelling
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestDistance(t *testing.T) {
 	for _, c := range []struct {
@@ -39,6 +42,13 @@ func TestNearest(t *testing.T) {
 		if got := Nearest(c.s, kinds); got != c.want {
 			t.Errorf("Nearest(%q) = %q, want %q", c.s, got, c.want)
 		}
+	}
+	long := strings.Repeat("a", maxLen)
+	if got := Nearest(long+"b", []string{long}); got != "" {
+		t.Errorf("a word past %d bytes is never near: got %q", maxLen, got)
+	}
+	if got := Nearest(long[1:]+"b", []string{long + "b", long}); got != long {
+		t.Errorf("a candidate past %d bytes is skipped: got %q", maxLen, got)
 	}
 	if got := Nearest("ab", []string{"ac", "ad"}); got != "ac" {
 		t.Errorf("a tie goes to the earlier candidate: got %q", got)
